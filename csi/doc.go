@@ -1,0 +1,68 @@
+// Package csi is berth's client for CSI plugins: typed clients for the
+// Identity, Controller and Node services with a deadline on every call,
+// errors classified by gRPC code, a retry helper driven by that class, and
+// secret redaction for anything logged.
+//
+// # Connecting
+//
+// Dial connects to a plugin's unix socket (an endpoint such as
+// "unix:///data/csi/plugins/a1/csi.sock"); New wraps any gRPC connection the
+// caller owns. Either returns a Client whose Identity, Controller and Node
+// fields make the calls of each service:
+//
+//	c, err := csi.Dial(endpoint, csi.WithLogger(logger))
+//	...
+//	defer c.Close()
+//	fp, err := c.Fingerprint(ctx) // provider, version, readiness, capabilities
+//	if fp.ControllerRequired() { ... ControllerPublishVolume before staging ... }
+//	_, err = c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{...})
+//
+// Requests and responses are the spec's own messages
+// (github.com/container-storage-interface/spec/lib/go/csi); berth adds a
+// typed result only where it interprets the answer: PluginInfo,
+// PluginCapabilities, ControllerCapabilities, NodeCapabilities, Validation
+// and Fingerprint. The concrete clients are meant to be held through small
+// interfaces that the calling package declares for the calls it makes.
+//
+// # Deadlines
+//
+// Every call, Probe included, runs under a deadline taken from
+// DefaultTimeouts and overridable per call with WithTimeouts; a sooner
+// deadline on the caller's context wins. A hung plugin therefore ends the
+// call with codes.DeadlineExceeded instead of hanging berth.
+//
+// # Errors
+//
+// Every failure is an *Error naming the call, the volume and the gRPC code.
+// The code alone decides the class: Canceled, DeadlineExceeded, Unavailable,
+// ResourceExhausted and Aborted are uncertain (IsUncertain) — the plugin may
+// have done the work, so the call must be repeated until a definite answer;
+// every other code is final (IsFinal). Error text from the plugin is never
+// inspected. NotFound from DeleteVolume, DeleteSnapshot,
+// ControllerUnpublishVolume, NodeUnstageVolume and NodeUnpublishVolume is
+// success: what the call was to undo is not there.
+//
+// A plugin whose socket is gone or refuses connections fails calls with an
+// *Error wrapping ErrPluginShutdown (still uncertain: it may have acted
+// before it died). A response that breaks the spec fails with
+// ErrInvalidResponse, and a request missing a required field is refused
+// before it is sent with ErrInvalidRequest.
+//
+// ValidateVolumeCapabilities distinguishes the plugin saying no (a
+// Validation that is not Confirmed, with the plugin's message) from a plugin
+// confirming something other than was asked, which is an ErrInvalidResponse.
+//
+// # Retries
+//
+// Retry.Do repeats an operation while its error is uncertain, with capped
+// exponential backoff and jitter, and stops at a final error or when the
+// context ends, logging one line per failed attempt with the call, volume
+// and attempt number. Its Clock is injectable so tests do not sleep.
+//
+// # Secrets
+//
+// Fields the spec marks as secrets travel to the plugin and nowhere else.
+// Requests are logged (at trace level) only through Redact, and a plugin
+// message that echoes a secret has it replaced before it reaches an *Error
+// or a log line. Redact is exported for API output and events.
+package csi

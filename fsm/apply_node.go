@@ -1,0 +1,95 @@
+package fsm
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// applyNodeRegister creates or replaces a node. Re-registering always writes
+// (and wakes watchers), because the client re-registers precisely when its
+// fingerprint or addresses may have changed; the node keeps the create index
+// and registration time of its first registration.
+//
+// The command was decoded from this log entry alone, so its node is owned
+// here and stored as is rather than cloned.
+func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
+	n := cmd.GetNode()
+	if n == nil {
+		return fmt.Errorf("%w: no node", ErrInvalidCommand)
+	}
+	if n.GetId() == "" {
+		return fmt.Errorf("%w: node has no ID (name %q)", ErrInvalidCommand, n.GetName())
+	}
+	if err := checkNodeStatus(n.GetId(), n.GetStatus()); err != nil {
+		return err
+	}
+	existing, err := first[*pb.Node](tx.txn, nil, TableNodes, n.GetId())
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		n.CreateIndex = existing.GetCreateIndex()
+		n.RegisteredAt = existing.GetRegisteredAt()
+	} else {
+		n.CreateIndex = tx.index
+	}
+	return insertNode(tx, n)
+}
+
+// applyNodeStatusUpdate moves a node to a new status. An update that changes
+// neither status nor description writes nothing, so heartbeat-driven
+// re-proposals of the same status do not wake every blocking query on nodes.
+func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error {
+	id := cmd.GetNodeId()
+	if id == "" {
+		return fmt.Errorf("%w: no node ID", ErrInvalidCommand)
+	}
+	if err := checkNodeStatus(id, cmd.GetStatus()); err != nil {
+		return err
+	}
+	existing, err := first[*pb.Node](tx.txn, nil, TableNodes, id)
+	if err != nil {
+		return err
+	}
+	if existing == nil {
+		return fmt.Errorf("node %q: %w", id, ErrNodeNotFound)
+	}
+	if existing.GetStatus() == cmd.GetStatus() && existing.GetStatusDescription() == cmd.GetDescription() {
+		return nil
+	}
+	n := proto.Clone(existing).(*pb.Node)
+	n.Status = cmd.GetStatus()
+	n.StatusDescription = cmd.GetDescription()
+	n.StatusUpdatedAt = cmd.GetUpdatedAt()
+	return insertNode(tx, n)
+}
+
+// applyNodeDeregister removes a node. Deregistering a node that is not there
+// succeeds without writing, so a deregistration retried after a leader change
+// (its first attempt already committed) is not reported as a failure.
+func applyNodeDeregister(tx *writeTxn, cmd *pb.NodeDeregisterCommand) error {
+	id := cmd.GetNodeId()
+	if id == "" {
+		return fmt.Errorf("%w: no node ID", ErrInvalidCommand)
+	}
+	existing, err := first[*pb.Node](tx.txn, nil, TableNodes, id)
+	if err != nil {
+		return err
+	}
+	if existing == nil {
+		return nil
+	}
+	return deleteNode(tx, existing)
+}
+
+// checkNodeStatus refuses statuses a node cannot be in: unspecified, or a
+// number from a newer proto this version does not know.
+func checkNodeStatus(id string, s pb.NodeStatus) error {
+	if _, known := pb.NodeStatus_name[int32(s)]; !known || s == pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
+		return fmt.Errorf("%w: node %q: status %s", ErrInvalidCommand, id, s)
+	}
+	return nil
+}

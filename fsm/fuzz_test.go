@@ -1,0 +1,124 @@
+package fsm_test
+
+import (
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// FuzzDecode feeds arbitrary raft entries to Decode and Apply. Neither may
+// panic; Decode must either return a message that re-encodes to an
+// equivalent entry or a classified error; Apply must agree with Decode
+// about what is undecodable, and must either apply cleanly (indexes
+// consistent) or leave the state exactly as it was.
+func FuzzDecode(f *testing.F) {
+	for _, c := range everyCommand {
+		f.Add(mustEncode(f, c.typ, c.msg))
+	}
+	f.Add(mustEncode(f, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: fullNode("n2")}))
+	f.Add(mustEncode(f, fsm.NodeRegister, registerCmd("", "anon", pb.NodeStatus_NODE_STATUS_READY)))
+	f.Add(mustEncode(f, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n1", Status: 9}))
+	f.Add([]byte{})
+	f.Add([]byte{0})
+	f.Add([]byte{0x80})
+	f.Add([]byte{0xc8, 0x0a, 0x02, 'h', 'i'})
+	f.Add([]byte{0x7f})
+	f.Add([]byte{byte(fsm.NodeRegister), 0xff})
+	f.Add([]byte{byte(fsm.NodeRegister), 0x0a, 0x10})
+	f.Add([]byte{byte(fsm.ServerUpsert), 0x0a, 0x00})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		typ, msg, decodeErr := fsm.Decode(data)
+		switch {
+		case decodeErr == nil:
+			if msg == nil || !typ.Known() {
+				t.Fatalf("Decode succeeded with type %s and message %v", typ, msg)
+			}
+			again, err := fsm.Encode(typ, msg)
+			if err != nil {
+				t.Fatalf("re-encoding a decoded %s: %v", typ, err)
+			}
+			if typ2, msg2, err := fsm.Decode(again); err != nil || typ2 != typ || !proto.Equal(msg, msg2) {
+				t.Fatalf("decode(encode(decode(x))) = %s %v %v, want %s %v", typ2, msg2, err, typ, msg)
+			}
+		case errors.Is(decodeErr, fsm.ErrEmptyCommand),
+			errors.Is(decodeErr, fsm.ErrUnknownCommand),
+			errors.Is(decodeErr, fsm.ErrMalformedCommand):
+			if msg != nil {
+				t.Fatalf("Decode returned a message with error %v", decodeErr)
+			}
+		default:
+			t.Fatalf("Decode error %v wraps no sentinel", decodeErr)
+		}
+
+		m := fsm.New(nil)
+		applyOK(t, m, 1, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: fullNode("n1")})
+		applyOK(t, m, 2, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1"}})
+		before, err := dumpState(m.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const index = 10
+		res := applyAt(m, index, data)
+		if res.Index != index || res.Type != fsm.PeekType(data) {
+			t.Fatalf("ApplyResult %+v does not describe entry %d of type %s", res, index, fsm.PeekType(data))
+		}
+		after, err := dumpState(m.State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if decodeErr != nil {
+			skipped := errors.Is(decodeErr, fsm.ErrUnknownCommand) && typ.Ignorable()
+			if skipped != (res.Err == nil) {
+				t.Fatalf("Decode said %v but Apply said %v", decodeErr, res.Err)
+			}
+		}
+		if res.Err != nil || decodeErr != nil {
+			if after != before {
+				t.Fatalf("entry not applied (%v) but state changed:\n--- before\n%s--- after\n%s", res.Err, before, after)
+			}
+			return
+		}
+		checkConsistent(t, m.State(), index)
+		// What was applied must survive a snapshot round trip.
+		if got := roundtrip(t, m); got != "identical" {
+			t.Fatalf("snapshot round trip: %s", got)
+		}
+	})
+}
+
+// checkConsistent asserts the store's invariants after applying entries up
+// to raft index maxIndex.
+func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
+	t.Helper()
+	nodesIdx, _ := st.Index(fsm.TableNodes)
+	serversIdx, _ := st.Index(fsm.TableServers)
+	nodes, err := st.Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.GetId() == "" || n.GetCreateIndex() == 0 || n.GetCreateIndex() > n.GetModifyIndex() || n.GetModifyIndex() > nodesIdx {
+			t.Fatalf("inconsistent node (table index %d): %v", nodesIdx, n)
+		}
+		if s := n.GetStatus(); s != pb.NodeStatus_NODE_STATUS_READY && s != pb.NodeStatus_NODE_STATUS_DOWN {
+			t.Fatalf("node %q stored with status %s", n.GetId(), s)
+		}
+	}
+	servers, err := st.Servers(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if s.GetId() == "" || s.GetCreateIndex() == 0 || s.GetCreateIndex() > s.GetModifyIndex() || s.GetModifyIndex() > serversIdx {
+			t.Fatalf("inconsistent server (table index %d): %v", serversIdx, s)
+		}
+	}
+	if latest, _ := st.LatestIndex(); latest > maxIndex || latest != max(nodesIdx, serversIdx) {
+		t.Fatalf("latest index %d, table indexes %d/%d, applied up to %d", latest, nodesIdx, serversIdx, maxIndex)
+	}
+}

@@ -1,0 +1,179 @@
+package fsm_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// testLogger routes FSM logs to t.Log, so they show only on failure.
+func testLogger(t testing.TB) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   t.Name(),
+		Level:  hclog.Debug,
+		Output: testWriter{t},
+	})
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct {
+	bytes.Buffer
+	closed, cancelled bool
+}
+
+var _ raft.SnapshotSink = (*memSink)(nil)
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+
+// snapshotBytes persists f's current state and returns the stream.
+func snapshotBytes(t testing.TB, f *fsm.FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	defer snap.Release()
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	if !sink.closed || sink.cancelled {
+		t.Fatalf("Persist left sink closed=%v cancelled=%v, want closed only", sink.closed, sink.cancelled)
+	}
+	return sink.Bytes()
+}
+
+func restoreBytes(f *fsm.FSM, b []byte) error {
+	return f.Restore(io.NopCloser(bytes.NewReader(b)))
+}
+
+// mustEncode encodes a command or fails the test.
+func mustEncode(t testing.TB, typ fsm.MessageType, msg proto.Message) []byte {
+	t.Helper()
+	buf, err := fsm.Encode(typ, msg)
+	if err != nil {
+		t.Fatalf("Encode(%s): %v", typ, err)
+	}
+	return buf
+}
+
+// applyAt applies data as a command entry at index.
+func applyAt(f *fsm.FSM, index uint64, data []byte) *fsm.ApplyResult {
+	return f.ApplyLog(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
+}
+
+// applyOK encodes and applies a command at index, failing the test if the
+// command is refused.
+func applyOK(t testing.TB, f *fsm.FSM, index uint64, typ fsm.MessageType, msg proto.Message) {
+	t.Helper()
+	if res := applyAt(f, index, mustEncode(t, typ, msg)); res.Err != nil {
+		t.Fatalf("%s at %d: %v", typ, index, res.Err)
+	}
+}
+
+func registerCmd(id, name string, status pb.NodeStatus) *pb.NodeRegisterCommand {
+	return &pb.NodeRegisterCommand{Node: &pb.Node{Id: id, Name: name, Status: status}}
+}
+
+// stateReader is what both *fsm.StateStore and *fsm.StateSnapshot offer.
+type stateReader interface {
+	Nodes(ws memdb.WatchSet) ([]*pb.Node, error)
+	Servers(ws memdb.WatchSet) ([]*pb.ServerMember, error)
+	Index(table string) (uint64, error)
+	LatestIndex() (uint64, error)
+}
+
+var (
+	_ stateReader = (*fsm.StateStore)(nil)
+	_ stateReader = (*fsm.StateSnapshot)(nil)
+)
+
+// dumpState prints the whole store compactly and deterministically: table
+// indexes, then every row in key order.
+func dumpState(st stateReader) (string, error) {
+	var b strings.Builder
+	nodesIdx, err := st.Index(fsm.TableNodes)
+	if err != nil {
+		return "", err
+	}
+	serversIdx, err := st.Index(fsm.TableServers)
+	if err != nil {
+		return "", err
+	}
+	latest, err := st.LatestIndex()
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&b, "index: nodes=%d servers=%d latest=%d\n", nodesIdx, serversIdx, latest)
+	nodes, err := st.Nodes(nil)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "node %s: name=%s status=%s", n.GetId(), n.GetName(), statusName(n.GetStatus()))
+		if d := n.GetStatusDescription(); d != "" {
+			fmt.Fprintf(&b, " desc=%q", d)
+		}
+		fmt.Fprintf(&b, " updated=%d registered=%d create=%d modify=%d",
+			n.GetStatusUpdatedAt(), n.GetRegisteredAt(), n.GetCreateIndex(), n.GetModifyIndex())
+		if a := n.GetHttpAddr(); a != "" {
+			fmt.Fprintf(&b, " http=%s", a)
+		}
+		if len(n.GetDrivers()) > 0 {
+			fmt.Fprintf(&b, " drivers=%s", strings.Join(sortedKeys(n.GetDrivers()), ","))
+		}
+		b.WriteString("\n")
+	}
+	servers, err := st.Servers(nil)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range servers {
+		fmt.Fprintf(&b, "server %s: name=%s rpc=%s raft=%s http=%s version=%s create=%d modify=%d\n",
+			s.GetId(), s.GetName(), s.GetRpcAddr(), s.GetRaftAddr(), s.GetHttpAddr(), s.GetVersion(),
+			s.GetCreateIndex(), s.GetModifyIndex())
+	}
+	return b.String(), nil
+}
+
+func statusName(s pb.NodeStatus) string {
+	switch s {
+	case pb.NodeStatus_NODE_STATUS_READY:
+		return "ready"
+	case pb.NodeStatus_NODE_STATUS_DOWN:
+		return "down"
+	case pb.NodeStatus_NODE_STATUS_UNSPECIFIED:
+		return "unspecified"
+	}
+	return fmt.Sprintf("%d", int32(s))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,388 @@
+package fsm_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// TestScripts runs testdata/*.txt: commands applied to an FSM, each followed
+// by the result, any log lines, and the whole state. Regenerate the expected
+// output with: go test ./fsm -run TestScripts -rewrite
+//
+// Commands (index=N overrides the raft index, which otherwise counts up):
+//
+//	register-node id= [name= status=ready|down|unspecified|N desc= at= registered= http= drivers=(a,b) create= modify=]
+//	update-status id= status= [desc= at=]
+//	deregister-node id=
+//	upsert-server id= [name= rpc= raft= http= version=]
+//	delete-server id=
+//	unknown-command type=N        an entry of type N with a small body
+//	apply-raw hex=...             an entry with exactly these bytes
+//	reapply                       the previous entry again, at the same index
+//	snapshot name=                persist the state under name
+//	restore name=                 restore the named snapshot
+//	restore-corrupt name= kind=   restore a damaged copy (see corrupt)
+//	roundtrip                     snapshot, restore into a fresh FSM, compare
+//	state                         print the state
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		h := newScriptHarness(t)
+		datadriven.RunTest(t, path, h.run)
+	})
+}
+
+type scriptHarness struct {
+	fsm   *fsm.FSM
+	logs  bytes.Buffer
+	next  uint64
+	last  *raft.Log
+	snaps map[string][]byte
+}
+
+func newScriptHarness(t *testing.T) *scriptHarness {
+	h := &scriptHarness{next: 1, snaps: map[string][]byte{}}
+	h.fsm = fsm.New(hclog.New(&hclog.LoggerOptions{
+		Level:       hclog.Info,
+		Output:      &h.logs,
+		DisableTime: true,
+	}))
+	return h
+}
+
+func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
+	var out strings.Builder
+	switch td.Cmd {
+	case "register-node":
+		n := &pb.Node{Id: argString(t, td, "id", "")}
+		n.Name = argString(t, td, "name", n.Id)
+		n.Status = argStatus(t, td, "status", pb.NodeStatus_NODE_STATUS_READY)
+		n.StatusDescription = argString(t, td, "desc", "")
+		n.StatusUpdatedAt = argInt(t, td, "at", 0)
+		n.RegisteredAt = argInt(t, td, "registered", 0)
+		n.HttpAddr = argString(t, td, "http", "")
+		n.CreateIndex = uint64(argInt(t, td, "create", 0))
+		n.ModifyIndex = uint64(argInt(t, td, "modify", 0))
+		if arg, ok := td.Arg("drivers"); ok {
+			n.Drivers = map[string]*pb.DriverInfo{}
+			for _, d := range arg.Vals {
+				n.Drivers[d] = &pb.DriverInfo{Name: d, Detected: true, Healthy: true}
+			}
+		}
+		h.apply(t, td, &out, mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n}))
+	case "update-status":
+		h.apply(t, td, &out, mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
+			NodeId:      argString(t, td, "id", ""),
+			Status:      argStatus(t, td, "status", pb.NodeStatus_NODE_STATUS_UNSPECIFIED),
+			Description: argString(t, td, "desc", ""),
+			UpdatedAt:   argInt(t, td, "at", 0),
+		}))
+	case "deregister-node":
+		h.apply(t, td, &out, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{
+			NodeId: argString(t, td, "id", ""),
+		}))
+	case "upsert-server":
+		id := argString(t, td, "id", "")
+		h.apply(t, td, &out, mustEncode(t, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{
+			Id:       id,
+			Name:     argString(t, td, "name", id),
+			RpcAddr:  argString(t, td, "rpc", ""),
+			RaftAddr: argString(t, td, "raft", ""),
+			HttpAddr: argString(t, td, "http", ""),
+			Version:  argString(t, td, "version", ""),
+		}}))
+	case "delete-server":
+		h.apply(t, td, &out, mustEncode(t, fsm.ServerDelete, &pb.ServerDeleteCommand{
+			Id: argString(t, td, "id", ""),
+		}))
+	case "unknown-command":
+		typ := argInt(t, td, "type", -1)
+		if typ < 0 || typ > 255 {
+			td.Fatalf(t, "unknown-command needs type=0..255")
+		}
+		h.apply(t, td, &out, []byte{byte(typ), 0x0a, 0x02, 'h', 'i'})
+	case "apply-raw":
+		raw, err := hex.DecodeString(argString(t, td, "hex", ""))
+		if err != nil {
+			td.Fatalf(t, "hex: %v", err)
+		}
+		h.apply(t, td, &out, raw)
+	case "reapply":
+		if h.last == nil {
+			td.Fatalf(t, "nothing to reapply")
+		}
+		h.report(&out, h.fsm.ApplyLog(h.last))
+	case "snapshot":
+		name := argString(t, td, "name", "")
+		h.snaps[name] = snapshotBytes(t, h.fsm)
+		fmt.Fprintf(&out, "snapshot %s: %s\n", name, describeSnapshot(t, h.snaps[name]))
+		return out.String()
+	case "restore":
+		h.reportRestore(&out, restoreBytes(h.fsm, h.snapshot(t, td)))
+	case "restore-corrupt":
+		kind := argString(t, td, "kind", "")
+		h.reportRestore(&out, restoreBytes(h.fsm, corrupt(t, td, h.snapshot(t, td), kind)))
+	case "roundtrip":
+		fmt.Fprintf(&out, "roundtrip: %s\n", roundtrip(t, h.fsm))
+		return out.String()
+	case "state":
+	default:
+		td.Fatalf(t, "unknown command %q", td.Cmd)
+	}
+	h.flushLogs(&out)
+	dump, err := dumpState(h.fsm.State())
+	if err != nil {
+		td.Fatalf(t, "dump: %v", err)
+	}
+	out.WriteString(dump)
+	return out.String()
+}
+
+// apply applies data at the next raft index (or index=N).
+func (h *scriptHarness) apply(t *testing.T, td *datadriven.TestData, out *strings.Builder, data []byte) {
+	index := h.next
+	if td.HasArg("index") {
+		index = uint64(argInt(t, td, "index", 0))
+	}
+	h.next = max(h.next, index+1)
+	h.last = &raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data}
+	h.report(out, h.fsm.ApplyLog(h.last))
+}
+
+func (h *scriptHarness) report(out *strings.Builder, res *fsm.ApplyResult) {
+	if res.Err != nil {
+		fmt.Fprintf(out, "%s@%d: error (%s): %v\n", res.Type, res.Index, sentinelName(res.Err), res.Err)
+		return
+	}
+	fmt.Fprintf(out, "%s@%d: ok\n", res.Type, res.Index)
+}
+
+func (h *scriptHarness) reportRestore(out *strings.Builder, err error) {
+	if err != nil {
+		fmt.Fprintf(out, "restore: error (%s): %v\n", sentinelName(err), err)
+		return
+	}
+	out.WriteString("restore: ok\n")
+}
+
+func (h *scriptHarness) flushLogs(out *strings.Builder) {
+	for line := range strings.Lines(h.logs.String()) {
+		fmt.Fprintf(out, "log: %s", line)
+	}
+	h.logs.Reset()
+}
+
+func (h *scriptHarness) snapshot(t *testing.T, td *datadriven.TestData) []byte {
+	name := argString(t, td, "name", "")
+	b, ok := h.snaps[name]
+	if !ok {
+		td.Fatalf(t, "no snapshot %q", name)
+	}
+	return b
+}
+
+// sentinelName names the package sentinel err wraps, so the golden files
+// show the classification callers switch on, not just the text.
+func sentinelName(err error) string {
+	for _, s := range []struct {
+		name string
+		err  error
+	}{
+		{"ErrEmptyCommand", fsm.ErrEmptyCommand},
+		{"ErrUnknownCommand", fsm.ErrUnknownCommand},
+		{"ErrMalformedCommand", fsm.ErrMalformedCommand},
+		{"ErrInvalidCommand", fsm.ErrInvalidCommand},
+		{"ErrNodeNotFound", fsm.ErrNodeNotFound},
+		{"ErrSnapshotVersion", fsm.ErrSnapshotVersion},
+		{"ErrSnapshotCorrupt", fsm.ErrSnapshotCorrupt},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return "unclassified"
+}
+
+// corrupt damages a snapshot stream in one of several ways.
+func corrupt(t *testing.T, td *datadriven.TestData, snap []byte, kind string) []byte {
+	recs := splitRecords(t, snap)
+	switch kind {
+	case "empty":
+		return nil
+	case "truncate-mid":
+		return snap[:len(snap)-1]
+	case "truncate-boundary":
+		// Drop the last record whole: every remaining record is intact.
+		return bytes.Join(recs[:len(recs)-1], nil)
+	case "version":
+		return replaceHeader(t, recs, &pb.SnapshotHeader{Version: fsm.SnapshotVersion + 1})
+	case "version-zero":
+		return replaceHeader(t, recs, &pb.SnapshotHeader{})
+	case "garbage-record":
+		// A record whose length prefix is fine but whose body is not a
+		// SnapshotRecord (field 2, a node, with wire type 7).
+		return append(bytes.Join(recs, nil), 0x01, 0x17)
+	case "empty-record":
+		return append(bytes.Join(recs, nil), 0x00)
+	case "huge-length":
+		return append(bytes.Join(recs, nil), 0xff, 0xff, 0xff, 0xff, 0x0f)
+	case "row-after-index":
+		// Move the first data row (record 1) to the end.
+		moved := append(append([][]byte{recs[0]}, recs[2:]...), recs[1])
+		return bytes.Join(moved, nil)
+	}
+	td.Fatalf(t, "unknown corruption %q", kind)
+	return nil
+}
+
+// splitRecords cuts a snapshot stream into its length-delimited messages,
+// header first, each with its length prefix.
+func splitRecords(t *testing.T, snap []byte) [][]byte {
+	var recs [][]byte
+	for off := 0; off < len(snap); {
+		size, n := protowire.ConsumeVarint(snap[off:])
+		if n <= 0 {
+			t.Fatalf("bad length prefix at byte %d", off)
+		}
+		end := off + n + int(size)
+		recs = append(recs, snap[off:end])
+		off = end
+	}
+	return recs
+}
+
+func replaceHeader(t *testing.T, recs [][]byte, hdr *pb.SnapshotHeader) []byte {
+	var buf bytes.Buffer
+	if _, err := protodelim.MarshalTo(&buf, hdr); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs[1:] {
+		buf.Write(r)
+	}
+	return buf.Bytes()
+}
+
+// describeSnapshot summarizes a snapshot stream: header version and the
+// records in order.
+func describeSnapshot(t *testing.T, snap []byte) string {
+	r := bufio.NewReader(bytes.NewReader(snap))
+	var hdr pb.SnapshotHeader
+	if err := protodelim.UnmarshalFrom(r, &hdr); err != nil {
+		t.Fatalf("header: %v", err)
+	}
+	parts := []string{fmt.Sprintf("v%d", hdr.GetVersion())}
+	for {
+		var rec pb.SnapshotRecord
+		err := protodelim.UnmarshalFrom(r, &rec)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+		switch x := rec.GetRecord().(type) {
+		case *pb.SnapshotRecord_Node:
+			parts = append(parts, "node:"+x.Node.GetId())
+		case *pb.SnapshotRecord_Server:
+			parts = append(parts, "server:"+x.Server.GetId())
+		case *pb.SnapshotRecord_TableIndex:
+			parts = append(parts, fmt.Sprintf("index:%s=%d", x.TableIndex.GetTable(), x.TableIndex.GetIndex()))
+		default:
+			t.Fatalf("unexpected record %v", &rec)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// roundtrip restores a snapshot of f into a fresh FSM and compares every
+// object and index; it returns "identical" or what differs.
+func roundtrip(t *testing.T, f *fsm.FSM) string {
+	fresh := fsm.New(testLogger(t))
+	if err := restoreBytes(fresh, snapshotBytes(t, f)); err != nil {
+		return fmt.Sprintf("restore failed: %v", err)
+	}
+	want, err := dumpState(f.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dumpState(fresh.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != got {
+		return fmt.Sprintf("differs:\n--- original\n%s--- restored\n%s", want, got)
+	}
+	wantNodes, _ := f.State().Nodes(nil)
+	gotNodes, _ := fresh.State().Nodes(nil)
+	for i := range wantNodes {
+		if !proto.Equal(wantNodes[i], gotNodes[i]) {
+			return fmt.Sprintf("node %s differs: %v vs %v", wantNodes[i].GetId(), wantNodes[i], gotNodes[i])
+		}
+	}
+	wantServers, _ := f.State().Servers(nil)
+	gotServers, _ := fresh.State().Servers(nil)
+	for i := range wantServers {
+		if !proto.Equal(wantServers[i], gotServers[i]) {
+			return fmt.Sprintf("server %s differs: %v vs %v", wantServers[i].GetId(), wantServers[i], gotServers[i])
+		}
+	}
+	return "identical"
+}
+
+func argString(t *testing.T, td *datadriven.TestData, key, def string) string {
+	if !td.HasArg(key) {
+		return def
+	}
+	var v string
+	td.ScanArgs(t, key, &v)
+	return v
+}
+
+func argInt(t *testing.T, td *datadriven.TestData, key string, def int64) int64 {
+	if !td.HasArg(key) {
+		return def
+	}
+	var v string
+	td.ScanArgs(t, key, &v)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		td.Fatalf(t, "%s=%q: %v", key, v, err)
+	}
+	return n
+}
+
+func argStatus(t *testing.T, td *datadriven.TestData, key string, def pb.NodeStatus) pb.NodeStatus {
+	if !td.HasArg(key) {
+		return def
+	}
+	switch v := argString(t, td, key, ""); v {
+	case "ready":
+		return pb.NodeStatus_NODE_STATUS_READY
+	case "down":
+		return pb.NodeStatus_NODE_STATUS_DOWN
+	case "unspecified":
+		return pb.NodeStatus_NODE_STATUS_UNSPECIFIED
+	default:
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			td.Fatalf(t, "%s=%q: want ready, down, unspecified or a number", key, v)
+		}
+		return pb.NodeStatus(n)
+	}
+}

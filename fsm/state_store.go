@@ -1,0 +1,180 @@
+package fsm
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-memdb"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// StateStore is the replicated state: indexed tables of protobuf objects in
+// an in-memory database whose reads can register watch channels, so blocking
+// queries sleep until what they read changes.
+//
+// Only the FSM writes to it, from raft's apply goroutine. Reads are safe from
+// any goroutine. Objects returned by reads are shared with the store and
+// with other readers: callers must not mutate them (proto.Clone first). The
+// store never mutates an object it has handed out; updates replace it with a
+// modified clone.
+//
+// Restore replaces a StateStore as a whole: the FSM builds a new one and
+// abandons the old, closing AbandonCh. An abandoned store still answers reads
+// with the state it had; BlockingQuery moves on to the replacement.
+type StateStore struct {
+	reader
+	abandonCh chan struct{}
+	// next is the store that replaced this one, set before abandonCh closes.
+	next atomic.Pointer[StateStore]
+}
+
+// StateSnapshot is a point-in-time view of a StateStore: every read on it
+// sees the state as of the moment it was taken, however many commands are
+// applied meanwhile. Taking one is cheap (the tables are immutable trees).
+type StateSnapshot struct {
+	reader
+}
+
+// reader holds the read methods shared by StateStore and StateSnapshot.
+type reader struct {
+	db *memdb.MemDB
+}
+
+func newStateStore() *StateStore {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		// The schema is a compile-time constant; an error here is a bug that
+		// every test catches, not a runtime condition to handle.
+		panic(fmt.Sprintf("fsm: invalid state store schema: %v", err))
+	}
+	return &StateStore{reader: reader{db: db}, abandonCh: make(chan struct{})}
+}
+
+// Snapshot returns a point-in-time view of the store for consistent reads
+// across several tables.
+func (s *StateStore) Snapshot() *StateSnapshot {
+	return &StateSnapshot{reader: reader{db: s.db.Snapshot()}}
+}
+
+// AbandonCh is closed when a snapshot restore replaces this store. Blocking
+// readers add it to their watch set so they wake and re-read from the FSM's
+// new store.
+func (s *StateStore) AbandonCh() <-chan struct{} {
+	return s.abandonCh
+}
+
+// abandon records the replacement and wakes everyone watching this store.
+func (s *StateStore) abandon(next *StateStore) {
+	s.next.Store(next)
+	close(s.abandonCh)
+}
+
+// latest follows replacements to the store currently in use.
+func (s *StateStore) latest() *StateStore {
+	for {
+		next := s.next.Load()
+		if next == nil {
+			return s
+		}
+		s = next
+	}
+}
+
+// Index returns the raft index of the last change to table, 0 if it never
+// changed. It adds no watch: the index table changes with every write, and a
+// blocking query must watch only what it read.
+func (r reader) Index(table string) (uint64, error) {
+	if _, ok := tableNamed(table); !ok {
+		return 0, fmt.Errorf("%w: %q", ErrUnknownTable, table)
+	}
+	txn := r.db.Txn(false)
+	row, err := txn.First(tableIndex, indexID, table)
+	if err != nil {
+		return 0, fmt.Errorf("reading index of table %s: %w", table, err)
+	}
+	if row == nil {
+		return 0, nil
+	}
+	return row.(*pb.TableIndex).GetIndex(), nil
+}
+
+// LatestIndex returns the highest raft index that changed any table, 0 for an
+// empty store.
+func (r reader) LatestIndex() (uint64, error) {
+	indexes, err := list[*pb.TableIndex](r.db.Txn(false), nil, tableIndex)
+	if err != nil {
+		return 0, err
+	}
+	var latest uint64
+	for _, ti := range indexes {
+		latest = max(latest, ti.GetIndex())
+	}
+	return latest, nil
+}
+
+// first looks up one row by primary key, adding a watch on it to ws. It
+// returns the zero M (a nil pointer) when there is no such row.
+func first[M any](txn *memdb.Txn, ws memdb.WatchSet, table string, id string) (M, error) {
+	var zero M
+	watchCh, row, err := txn.FirstWatch(table, indexID, id)
+	if err != nil {
+		return zero, fmt.Errorf("reading %s %q: %w", table, id, err)
+	}
+	ws.Add(watchCh)
+	if row == nil {
+		return zero, nil
+	}
+	m, ok := row.(M)
+	if !ok {
+		return zero, fmt.Errorf("table %s holds a %T, want %T", table, row, zero)
+	}
+	return m, nil
+}
+
+// list returns every row of table in primary-key order, adding a watch on
+// the whole table to ws.
+func list[M any](txn *memdb.Txn, ws memdb.WatchSet, table string) ([]M, error) {
+	it, err := txn.Get(table, indexID)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", table, err)
+	}
+	ws.Add(it.WatchCh())
+	var out []M
+	for row := it.Next(); row != nil; row = it.Next() {
+		m, ok := row.(M)
+		if !ok {
+			var zero M
+			return nil, fmt.Errorf("table %s holds a %T, want %T", table, row, zero)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// writeTxn is the write transaction one command applies in, with the raft
+// index that command was committed at.
+type writeTxn struct {
+	txn   *memdb.Txn
+	index uint64
+}
+
+// touch records that table changed at this transaction's index.
+func (tx *writeTxn) touch(table string) error {
+	if err := tx.txn.Insert(tableIndex, &pb.TableIndex{Table: table, Index: tx.index}); err != nil {
+		return fmt.Errorf("updating index of table %s: %w", table, err)
+	}
+	return nil
+}
+
+// write runs fn in one write transaction at raft index index, committing
+// only if fn succeeds: a failed command leaves no trace and wakes no one.
+func (s *StateStore) write(index uint64, fn func(tx *writeTxn) error) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := fn(&writeTxn{txn: txn, index: index}); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}

@@ -1,0 +1,208 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/host/client"
+	"berth.dev/berth/host/server"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/version"
+)
+
+// Agent is a running berth agent.
+type Agent struct {
+	cfg    *Config
+	logger hclog.Logger
+
+	dataDir string
+	// ownsDataDir is true in dev mode: the temporary data dir is removed at exit.
+	ownsDataDir bool
+
+	server *server.Server
+	client *client.Client
+
+	httpLis net.Listener
+	http    *http.Server
+	pool    *rpc.Pool
+	// rpcAddrs are the server RPC addresses the HTTP API calls: this agent's
+	// own server, else the client's servers.
+	rpcAddrs []string
+
+	shutdownOnce sync.Once
+}
+
+// NewLogger builds the agent's logger from its config.
+func NewLogger(cfg *Config, out io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       "berth",
+		Level:      hclog.LevelFromString(cfg.LogLevel),
+		JSONFormat: cfg.LogJSON,
+		Output:     out,
+	})
+}
+
+// New starts an agent from a validated config.
+func New(cfg *Config, logger hclog.Logger) (a *Agent, err error) {
+	a = &Agent{cfg: cfg, logger: logger, pool: rpc.NewPool()}
+	defer func() {
+		if err != nil {
+			a.Shutdown()
+		}
+	}()
+	if err := a.setupDataDir(); err != nil {
+		return nil, err
+	}
+	name, err := cfg.AgentName()
+	if err != nil {
+		return nil, err
+	}
+
+	a.httpLis, err = net.Listen("tcp", cfg.HTTPAddr())
+	if err != nil {
+		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr(), err)
+	}
+	httpAddr := a.httpLis.Addr().String()
+
+	if cfg.Server.Enabled {
+		rpcLis, err := net.Listen("tcp", cfg.RPCAddr())
+		if err != nil {
+			return nil, fmt.Errorf("rpc listener on %s: %w", cfg.RPCAddr(), err)
+		}
+		scfg := &server.Config{
+			Name:                  name,
+			DataDir:               a.dataDir,
+			RPCAddr:               rpcLis.Addr().String(),
+			RaftAddr:              cfg.RaftAddr(),
+			HTTPAddr:              httpAddr,
+			BootstrapExpect:       cfg.Server.BootstrapExpect,
+			RetryJoin:             cfg.Server.RetryJoin,
+			RetryInterval:         cfg.Server.RetryInterval,
+			HeartbeatTTL:          cfg.Server.HeartbeatTTL,
+			HeartbeatGrace:        cfg.Server.HeartbeatGrace,
+			LeaveOnTerminate:      cfg.Server.LeaveOnTerminate,
+			RaftSnapshotThreshold: cfg.Server.RaftSnapshotThreshold,
+			RaftSnapshotInterval:  cfg.Server.RaftSnapshotInterval,
+			RaftTrailingLogs:      cfg.Server.RaftTrailingLogs,
+			Logger:                logger.Named("server"),
+			Version:               version.Version,
+		}
+		if cfg.DevMode {
+			// A dev agent is alone: elect itself at once, check nodes often.
+			scfg.RaftTimeoutScale = 0.5
+		}
+		a.server, err = server.New(scfg, rpcLis)
+		if err != nil {
+			rpcLis.Close()
+			return nil, fmt.Errorf("starting server: %w", err)
+		}
+		a.rpcAddrs = []string{scfg.RPCAddr}
+	}
+
+	if cfg.Client.Enabled {
+		servers := cfg.Client.Servers
+		if len(servers) == 0 && a.server != nil {
+			servers = a.rpcAddrs
+		}
+		nodeName, err := cfg.NodeName()
+		if err != nil {
+			return nil, err
+		}
+		a.client, err = client.New(client.Config{
+			DataDir:  a.dataDir,
+			NodeName: nodeName,
+			Servers:  servers,
+			HTTPAddr: httpAddr,
+			Logger:   logger.Named("client"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting client: %w", err)
+		}
+		if a.rpcAddrs == nil {
+			a.rpcAddrs = servers
+		}
+	}
+
+	a.http = &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := a.http.Serve(a.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Error("http server stopped", "error", err)
+		}
+	}()
+	a.logger.Info("agent started", "name", name, "http", httpAddr, "server", cfg.Server.Enabled, "client", cfg.Client.Enabled, "data_dir", a.dataDir)
+	return a, nil
+}
+
+func (a *Agent) setupDataDir() error {
+	if a.cfg.DataDir == "" {
+		if !a.cfg.DevMode {
+			return errors.New("data_dir is required outside dev mode")
+		}
+		dir, err := os.MkdirTemp("", "berth-dev-")
+		if err != nil {
+			return fmt.Errorf("creating dev data dir: %w", err)
+		}
+		a.dataDir, a.ownsDataDir = dir, true
+		return nil
+	}
+	dir, err := filepath.Abs(a.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	a.dataDir = dir
+	return nil
+}
+
+// HTTPAddr returns the address the HTTP API listens on.
+func (a *Agent) HTTPAddr() string { return a.httpLis.Addr().String() }
+
+// DataDir returns the agent's data directory.
+func (a *Agent) DataDir() string { return a.dataDir }
+
+// Server returns the server role, nil when disabled.
+func (a *Agent) Server() *server.Server { return a.server }
+
+// Client returns the client role, nil when disabled.
+func (a *Agent) Client() *client.Client { return a.client }
+
+// Shutdown stops the HTTP API, the client, then the server, and removes a dev
+// data dir. It is safe to call more than once.
+func (a *Agent) Shutdown() {
+	a.shutdownOnce.Do(func() {
+		if a.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = a.http.Shutdown(ctx)
+			cancel()
+		} else if a.httpLis != nil {
+			a.httpLis.Close()
+		}
+		if a.client != nil {
+			a.client.Shutdown()
+		}
+		if a.server != nil {
+			if err := a.server.Shutdown(); err != nil {
+				a.logger.Warn("server shutdown", "error", err)
+			}
+		}
+		a.pool.Close()
+		if a.ownsDataDir {
+			if err := os.RemoveAll(a.dataDir); err != nil {
+				a.logger.Warn("removing dev data dir", "dir", a.dataDir, "error", err)
+			}
+		}
+		a.logger.Info("agent stopped")
+	})
+}

@@ -1,0 +1,306 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// One table describes every configuration key, so that decoding a file,
+// merging two configs and validating one cannot drift apart: adding a key is
+// adding a row.
+
+// attrDef is one configuration argument.
+type attrDef struct {
+	key string // the HCL key inside its block
+	// decode reads the attribute into c, reporting problems to d; it
+	// reports whether the file set a value (null counts as unset).
+	decode func(d *decoder, path string, a *hcl.Attribute, c *Config) bool
+	// validate checks (and for address lists normalizes) the field in c.
+	validate func(c *Config, path string, pos SourcePos, errs *ConfigErrors)
+	copy     func(dst, src *Config)
+	isZero   func(c *Config) bool
+}
+
+// blockDef is an unlabelled block of arguments, such as server { ... }.
+type blockDef struct {
+	key   string
+	attrs []attrDef
+}
+
+// topAttrs are the arguments at the top level of a file.
+var topAttrs = []attrDef{
+	scalar("name", func(c *Config) *string { return &c.Name }, toString, nil),
+	scalar("data_dir", func(c *Config) *string { return &c.DataDir }, toString, checkAbsPath),
+	scalar("bind_addr", func(c *Config) *string { return &c.BindAddr }, toString, checkIP),
+	scalar("plugin_dir", func(c *Config) *string { return &c.PluginDir }, toString, checkAbsPath),
+	scalar("log_level", func(c *Config) *string { return &c.LogLevel }, toString, checkLogLevel),
+	scalar("log_json", func(c *Config) *bool { return &c.LogJSON }, toBool, nil),
+}
+
+// configBlocks are the unlabelled blocks at the top level of a file.
+var configBlocks = []blockDef{
+	{key: "ports", attrs: []attrDef{
+		scalar("http", func(c *Config) *int { return &c.Ports.HTTP }, toInt, checkPort),
+		scalar("rpc", func(c *Config) *int { return &c.Ports.RPC }, toInt, checkPort),
+		scalar("raft", func(c *Config) *int { return &c.Ports.Raft }, toInt, checkPort),
+	}},
+	{key: "server", attrs: []attrDef{
+		scalar("enabled", func(c *Config) *bool { return &c.Server.Enabled }, toBool, nil),
+		scalar("bootstrap_expect", func(c *Config) *int { return &c.Server.BootstrapExpect }, toInt, checkNonNegative),
+		stringList("retry_join", func(c *Config) *[]string { return &c.Server.RetryJoin }, NormalizeServerAddr),
+		scalar("retry_interval", func(c *Config) *time.Duration { return &c.Server.RetryInterval }, toDuration, checkPositive),
+		scalar("heartbeat_ttl", func(c *Config) *time.Duration { return &c.Server.HeartbeatTTL }, toDuration, checkPositive),
+		scalar("heartbeat_grace", func(c *Config) *time.Duration { return &c.Server.HeartbeatGrace }, toDuration, checkNonNegative),
+		scalar("leave_on_terminate", func(c *Config) *bool { return &c.Server.LeaveOnTerminate }, toBool, nil),
+		scalar("raft_snapshot_threshold", func(c *Config) *uint64 { return &c.Server.RaftSnapshotThreshold }, toUint64, checkAtLeastOne),
+		scalar("raft_snapshot_interval", func(c *Config) *time.Duration { return &c.Server.RaftSnapshotInterval }, toDuration, checkSnapshotInterval),
+		scalar("raft_trailing_logs", func(c *Config) *uint64 { return &c.Server.RaftTrailingLogs }, toUint64, nil),
+	}},
+	{key: "client", attrs: []attrDef{
+		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),
+		stringList("servers", func(c *Config) *[]string { return &c.Client.Servers }, NormalizeServerAddr),
+		scalar("node_name", func(c *Config) *string { return &c.Client.NodeName }, toString, nil),
+	}},
+}
+
+// eachAttr calls fn for every argument in the table with its field path.
+func eachAttr(fn func(path string, def attrDef)) {
+	for _, def := range topAttrs {
+		fn(def.key, def)
+	}
+	for _, b := range configBlocks {
+		for _, def := range b.attrs {
+			fn(b.key+"."+def.key, def)
+		}
+	}
+}
+
+// scalar describes a single-valued argument of type T, read from HCL by
+// conv and checked by check (nil: anything conv accepts is fine).
+func scalar[T comparable](key string, get func(*Config) *T, conv func(cty.Value) (T, error), check func(T) error) attrDef {
+	return attrDef{
+		key: key,
+		decode: func(d *decoder, path string, a *hcl.Attribute, c *Config) bool {
+			v, ok := d.value(path, a)
+			if !ok || v.IsNull() { // null leaves the key unset
+				return false
+			}
+			t, err := conv(v)
+			if err == nil && check != nil {
+				err = check(t)
+			}
+			if err != nil {
+				d.errs.addValue(d.posOf(a.Expr.Range()), path, err)
+				return false
+			}
+			*get(c) = t
+			return true
+		},
+		validate: func(c *Config, path string, pos SourcePos, errs *ConfigErrors) {
+			if check == nil {
+				return
+			}
+			if err := check(*get(c)); err != nil {
+				errs.addValue(pos, path, err)
+			}
+		},
+		copy: func(dst, src *Config) { *get(dst) = *get(src) },
+		isZero: func(c *Config) bool {
+			var zero T
+			return *get(c) == zero
+		},
+	}
+}
+
+// stringList describes a list-of-strings argument whose entries norm checks
+// and rewrites into canonical form. A file's list replaces an earlier one.
+func stringList(key string, get func(*Config) *[]string, norm func(string) (string, error)) attrDef {
+	return attrDef{
+		key: key,
+		decode: func(d *decoder, path string, a *hcl.Attribute, c *Config) bool {
+			v, ok := d.value(path, a)
+			if !ok || v.IsNull() { // null leaves the key unset
+				return false
+			}
+			t := v.Type()
+			if !t.IsListType() && !t.IsTupleType() && !t.IsSetType() {
+				d.errs.addValue(d.posOf(a.Expr.Range()), path, wrongType("list of strings", v))
+				return false
+			}
+			// Point at the entry itself when the syntax lets us.
+			exprs, diags := hcl.ExprList(a.Expr)
+			if diags.HasErrors() || len(exprs) != v.LengthInt() {
+				exprs = nil
+			}
+			list := make([]string, 0, v.LengthInt())
+			failed := false
+			for i, ev := range v.AsValueSlice() {
+				pos := d.posOf(a.Expr.Range())
+				if exprs != nil {
+					pos = d.posOf(exprs[i].Range())
+				}
+				s, err := toString(ev)
+				if err == nil {
+					s, err = norm(s)
+				}
+				if err != nil {
+					d.errs.addValue(pos, fmt.Sprintf("%s[%d]", path, i), err)
+					failed = true
+					continue
+				}
+				list = append(list, s)
+			}
+			if failed {
+				return false
+			}
+			*get(c) = list
+			return true
+		},
+		validate: func(c *Config, path string, pos SourcePos, errs *ConfigErrors) {
+			list := *get(c)
+			for i, s := range list {
+				n, err := norm(s)
+				if err != nil {
+					errs.addValue(pos, fmt.Sprintf("%s[%d]", path, i), err)
+					continue
+				}
+				list[i] = n
+			}
+		},
+		copy:   func(dst, src *Config) { *get(dst) = cloneStrings(*get(src)) },
+		isZero: func(c *Config) bool { return len(*get(c)) == 0 },
+	}
+}
+
+// valueError is a problem with one value; its kind is ErrWrongType or
+// ErrInvalidValue, and cause, when set, is the underlying error.
+type valueError struct {
+	kind  error
+	msg   string
+	cause error
+}
+
+func (e *valueError) Error() string { return e.msg }
+
+func (e *valueError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+func invalidf(format string, args ...any) error {
+	return &valueError{kind: ErrInvalidValue, msg: fmt.Sprintf(format, args...)}
+}
+
+func wrongType(want string, got cty.Value) error {
+	return &valueError{kind: ErrWrongType, msg: fmt.Sprintf("%s required, got %s", want, typeName(got.Type()))}
+}
+
+// typeName names a cty type the way a user writing HCL or JSON thinks of it.
+func typeName(t cty.Type) string {
+	switch {
+	case t == cty.String:
+		return "string"
+	case t == cty.Number:
+		return "number"
+	case t == cty.Bool:
+		return "bool"
+	case t.IsListType(), t.IsTupleType(), t.IsSetType():
+		return "list"
+	case t.IsMapType(), t.IsObjectType():
+		return "object"
+	default:
+		return t.FriendlyName()
+	}
+}
+
+// The conversions are strict on purpose: a port written as "7646" or a flag
+// written as "true" is more likely a mistake than a convenience, and JSON
+// and HCL agree on these types.
+
+func toString(v cty.Value) (string, error) {
+	if v.IsNull() || v.Type() != cty.String {
+		return "", wrongTypeOrNull("string", v)
+	}
+	return v.AsString(), nil
+}
+
+func toBool(v cty.Value) (bool, error) {
+	if v.IsNull() || v.Type() != cty.Bool {
+		return false, wrongTypeOrNull("bool", v)
+	}
+	return v.True(), nil
+}
+
+func toInt(v cty.Value) (int, error) {
+	n, err := toInt64(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < math.MinInt || n > math.MaxInt {
+		return 0, invalidf("%d is too large", n)
+	}
+	return int(n), nil
+}
+
+func toUint64(v cty.Value) (uint64, error) {
+	if v.IsNull() || v.Type() != cty.Number {
+		return 0, wrongTypeOrNull("whole number", v)
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + bf.Text('g', -1)}
+	}
+	if bf.Sign() < 0 {
+		return 0, invalidf("must not be negative, got %s", bf.Text('f', 0))
+	}
+	n, acc := bf.Uint64()
+	if acc != big.Exact {
+		return 0, invalidf("%s is too large", bf.Text('f', 0))
+	}
+	return n, nil
+}
+
+func toInt64(v cty.Value) (int64, error) {
+	if v.IsNull() || v.Type() != cty.Number {
+		return 0, wrongTypeOrNull("whole number", v)
+	}
+	bf := v.AsBigFloat()
+	if !bf.IsInt() {
+		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + bf.Text('g', -1)}
+	}
+	n, acc := bf.Int64()
+	if acc != big.Exact {
+		return 0, invalidf("%s is too large", bf.Text('f', 0))
+	}
+	return n, nil
+}
+
+func toDuration(v cty.Value) (time.Duration, error) {
+	if v.IsNull() || v.Type() != cty.String {
+		return 0, wrongTypeOrNull(`duration string (like "5s")`, v)
+	}
+	s := v.AsString()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, &valueError{
+			kind:  ErrInvalidValue,
+			msg:   fmt.Sprintf(`invalid duration %q (want a number and a unit, like "500ms", "5s", "2m" or "1h")`, s),
+			cause: err,
+		}
+	}
+	return d, nil
+}
+
+func wrongTypeOrNull(want string, v cty.Value) error {
+	if v.IsNull() {
+		return &valueError{kind: ErrWrongType, msg: want + " required, got null"}
+	}
+	return wrongType(want, v)
+}

@@ -1,0 +1,209 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// Response headers of read endpoints.
+const (
+	HeaderIndex       = "X-Berth-Index"
+	HeaderKnownLeader = "X-Berth-KnownLeader"
+	HeaderLastContact = "X-Berth-LastContact"
+)
+
+// handlerFunc is an API handler; a returned error becomes a JSON error reply.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (a *Agent) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(path string, byMethod map[string]handlerFunc) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			h, ok := byMethod[r.Method]
+			if !ok {
+				writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+					msg: fmt.Sprintf("%s does not support %s", r.URL.Path, r.Method)})
+				return
+			}
+			if err := h(w, r); err != nil {
+				writeError(w, err)
+			}
+		})
+	}
+	handle("/v1/status/leader", map[string]handlerFunc{"GET": a.statusLeader})
+	handle("/v1/status/peers", map[string]handlerFunc{"GET": a.statusPeers})
+	handle("/v1/agent/self", map[string]handlerFunc{"GET": a.agentSelf})
+	handle("/v1/agent/members", map[string]handlerFunc{"GET": a.agentMembers})
+	handle("/v1/nodes", map[string]handlerFunc{"GET": a.nodeList})
+	handle("/v1/node/{id}", map[string]handlerFunc{"GET": a.nodeGet})
+	handle("/v1/operator/raft/configuration", map[string]handlerFunc{"GET": a.raftConfiguration})
+	handle("/v1/operator/raft/peer", map[string]handlerFunc{"DELETE": a.raftRemovePeer})
+	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
+	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
+			msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// apiError is an error with its HTTP status and machine-readable code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf(format, args...)}
+}
+
+// httpStatus maps a gRPC code to the HTTP status the API answers with.
+var httpStatus = map[codes.Code]int{
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.FailedPrecondition: http.StatusConflict,
+	codes.Aborted:            http.StatusConflict,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Unavailable:        http.StatusServiceUnavailable,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.Canceled:           499,
+}
+
+// errorCode is the snake_case name of a gRPC code ("not_found").
+func errorCode(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if 'A' <= r && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		st, _ := status.FromError(err)
+		code := httpStatus[st.Code()]
+		if code == 0 {
+			code = http.StatusInternalServerError
+		}
+		ae = &apiError{status: code, code: errorCode(st.Code()), msg: st.Message()}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ae.status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": ae.code, "message": ae.msg})
+}
+
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// protoJSON renders a message as a json.RawMessage so messages can be
+// embedded in plain JSON values (arrays of nodes).
+func protoJSON(m proto.Message) (json.RawMessage, error) {
+	return jsonOpts.Marshal(m)
+}
+
+func protoList[M proto.Message](ms []M) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(ms))
+	for _, m := range ms {
+		b, err := protoJSON(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// parseQuery reads ?index=, ?wait=, ?consistent and ?stale= into QueryOptions.
+func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
+	q := &pb.QueryOptions{}
+	v := r.URL.Query()
+	if s := v.Get("index"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, badRequest("query parameter index=%q: not a non-negative integer", s)
+		}
+		q.MinIndex = n
+	}
+	if s := v.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return nil, badRequest("query parameter wait=%q: not a duration like 10s", s)
+		}
+		q.MaxWaitMs = d.Milliseconds()
+	}
+	if v.Has("consistent") {
+		if s := v.Get("consistent"); s != "" && s != "true" && s != "1" {
+			return nil, badRequest("query parameter consistent=%q: use ?consistent or ?consistent=true", s)
+		}
+		q.Consistent = true
+	}
+	if s := v.Get("stale"); s != "" {
+		stale, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, badRequest("query parameter stale=%q: not a boolean", s)
+		}
+		q.Consistent = q.Consistent || !stale
+	}
+	return q, nil
+}
+
+func setQueryHeaders(w http.ResponseWriter, m *pb.QueryMeta) {
+	w.Header().Set(HeaderIndex, strconv.FormatUint(m.GetIndex(), 10))
+	w.Header().Set(HeaderKnownLeader, strconv.FormatBool(m.GetKnownLeader()))
+	w.Header().Set(HeaderLastContact, strconv.FormatInt(m.GetLastContactMs(), 10))
+}
+
+// rpcCall runs fn on a connection to this agent's server or, on a client-only
+// agent, to each of its servers in turn until one is reachable.
+func (a *Agent) rpcCall(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
+	if len(a.rpcAddrs) == 0 {
+		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "agent has no server to ask"}
+	}
+	var err error
+	for _, addr := range a.rpcAddrs {
+		conn, cerr := a.pool.Conn(addr)
+		if cerr != nil {
+			err = cerr
+			continue
+		}
+		err = fn(ctx, conn)
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+	}
+	return err
+}

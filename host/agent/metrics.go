@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	metrics "github.com/hashicorp/go-metrics/compat"
+	promsink "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// Metrics are process-wide (raft reports to go-metrics' global sink), so the
+// registry is set up once per process however many agents a test starts.
+var (
+	metricsOnce     sync.Once
+	metricsRegistry *prometheus.Registry
+	metricsErr      error
+)
+
+func metricsHandler() (http.Handler, error) {
+	metricsOnce.Do(func() {
+		reg := prometheus.NewRegistry()
+		sink, err := promsink.NewPrometheusSinkFrom(promsink.PrometheusOpts{Registerer: reg})
+		if err != nil {
+			metricsErr = fmt.Errorf("metrics sink: %w", err)
+			return
+		}
+		conf := metrics.DefaultConfig("")
+		conf.EnableHostname = false
+		conf.EnableHostnameLabel = false
+		conf.EnableRuntimeMetrics = false
+		if _, err := metrics.NewGlobal(conf, sink); err != nil {
+			metricsErr = fmt.Errorf("metrics: %w", err)
+			return
+		}
+		metricsRegistry = reg
+	})
+	if metricsErr != nil {
+		return nil, metricsErr
+	}
+	return promhttp.HandlerFor(metricsRegistry, promhttp.HandlerOpts{}), nil
+}
+
+// metrics serves Prometheus text. Gauges derived from state (nodes by status)
+// are set from this agent's local state at scrape time.
+func (a *Agent) metrics(w http.ResponseWriter, r *http.Request) error {
+	h, err := metricsHandler()
+	if err != nil {
+		return err
+	}
+	if a.server != nil {
+		counts, err := a.server.State().NodeCountsByStatus()
+		if err == nil {
+			for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {
+				label := strings.ToLower(strings.TrimPrefix(st.String(), "NODE_STATUS_"))
+				metrics.SetGaugeWithLabels([]string{"berth", "nodes"}, float32(counts[st]), []metrics.Label{{Name: "status", Value: label}})
+			}
+		}
+	}
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// InitMetrics installs the process-wide metrics sink early, so metrics
+// emitted while the agent starts (raft's first election) are kept.
+func InitMetrics() error {
+	_, err := metricsHandler()
+	return err
+}

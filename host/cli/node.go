@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/pb"
+)
+
+func nodeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "node",
+		Usage: "inspect client nodes",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "status",
+				Usage:     "list nodes, or show one node (by ID or unique ID prefix)",
+				ArgsUsage: "[ID]",
+				Flags:     readFlags(&cli.BoolFlag{Name: "verbose", Usage: "full IDs, fingerprint attributes and driver details"}),
+				Action:    nodeStatus,
+			},
+		},
+	}
+}
+
+func nodeStatus(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageError(c, "node status takes at most one node ID")
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	nodes, _, err := client.Nodes(c.Context, nil)
+	if err != nil {
+		return err
+	}
+	if c.NArg() == 0 {
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, messages(nodes))
+		}
+		return printNodeTable(c.App.Writer, nodes, c.Bool("verbose"))
+	}
+	node, err := findNode(c, client, nodes, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, node)
+	}
+	return printNode(c.App.Writer, node, c.Bool("verbose"))
+}
+
+// findNode resolves an ID or unique prefix.
+func findNode(c *cli.Context, client *api.Client, nodes []*pb.Node, prefix string) (*pb.Node, error) {
+	var matches []*pb.Node
+	for _, n := range nodes {
+		if n.GetId() == prefix {
+			node, _, err := client.Node(c.Context, n.GetId(), nil)
+			return node, err
+		}
+		if strings.HasPrefix(n.GetId(), prefix) {
+			matches = append(matches, n)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return nil, fmt.Errorf("no node with ID or prefix %q", prefix)
+	case 1:
+		node, _, err := client.Node(c.Context, matches[0].GetId(), nil)
+		return node, err
+	}
+	ids := make([]string, len(matches))
+	for i, m := range matches {
+		ids[i] = m.GetId()
+	}
+	return nil, fmt.Errorf("prefix %q matches %d nodes: %s", prefix, len(matches), strings.Join(ids, ", "))
+}
+
+func nodeStatusName(s pb.NodeStatus) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATUS_"))
+}
+
+func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
+	if len(nodes) == 0 {
+		_, err := fmt.Fprintln(w, "No nodes registered")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tName\tStatus\tDrivers\tAddress\tVersion")
+	for _, n := range nodes {
+		id := n.GetId()
+		if !verbose {
+			id = shortID(id)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
+			healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
+	}
+	return tw.Flush()
+}
+
+// healthyDrivers lists the names of healthy drivers ("<none>" without any).
+func healthyDrivers(n *pb.Node) string {
+	var names []string
+	for name, d := range n.GetDrivers() {
+		if d.GetHealthy() {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "<none>"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+func printNode(w io.Writer, n *pb.Node, verbose bool) error {
+	fp := n.GetFingerprint()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	rows := [][2]string{
+		{"ID", n.GetId()},
+		{"Name", n.GetName()},
+		{"Status", nodeStatusName(n.GetStatus())},
+		{"Status Description", n.GetStatusDescription()},
+		{"Status Updated", formatNanos(n.GetStatusUpdatedAt())},
+		{"Registered", formatNanos(n.GetRegisteredAt())},
+		{"Address", n.GetHttpAddr()},
+		{"Host", fmt.Sprintf("%s (%s/%s)", fp.GetHostname(), fp.GetOs(), fp.GetArch())},
+		{"CPU Cores", fmt.Sprint(fp.GetCpuCores())},
+		{"Memory", formatBytes(fp.GetMemoryBytes())},
+		{"Berth Version", fp.GetBerthVersion()},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t= %s\n", r[0], r[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\nDrivers")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "Name\tHealthy\tSource\tVersion\tDescription")
+	names := make([]string, 0, len(n.GetDrivers()))
+	for name := range n.GetDrivers() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d := n.GetDrivers()[name]
+		source := "builtin"
+		if !d.GetBuiltin() {
+			source = "plugin_dir"
+			if verbose && d.GetPath() != "" {
+				source = d.GetPath()
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\n", name, d.GetHealthy(), source, d.GetVersion(), d.GetHealthDescription())
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if verbose {
+		printAttributes(w, "Attributes", fp.GetAttributes())
+		for _, name := range names {
+			printAttributes(w, "Driver "+name+" Attributes", n.GetDrivers()[name].GetAttributes())
+		}
+	}
+	return nil
+}
+
+func printAttributes(w io.Writer, title string, attrs map[string]string) {
+	if len(attrs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", title)
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t= %s\n", k, attrs[k])
+	}
+	_ = tw.Flush()
+}
+
+func formatNanos(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
+func formatBytes(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,259 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Config configures the client role.
+type Config struct {
+	// DataDir holds the node ID and (later) the client state DB.
+	DataDir  string
+	NodeName string
+	// Servers are server RPC addresses to register with.
+	Servers  []string
+	HTTPAddr string
+	Logger   hclog.Logger
+	// Drivers, when set, reports the node's task drivers for registration.
+	Drivers func() map[string]*pb.DriverInfo
+}
+
+// Client is a running client role.
+type Client struct {
+	cfg    Config
+	logger hclog.Logger
+	nodeID string
+	pool   *rpc.Pool
+
+	mu         sync.Mutex
+	servers    []string
+	next       int
+	registered bool
+	ttl        time.Duration
+	// updateCh asks the loop to re-register (a fingerprint changed).
+	updateCh chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// ErrNoServers is returned by New when the client has no server to talk to.
+var ErrNoServers = errors.New("client: no servers configured")
+
+// New loads the node identity and starts registering and heartbeating.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, ErrNoServers
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	id, err := loadNodeID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:      cfg,
+		logger:   cfg.Logger,
+		nodeID:   id,
+		pool:     rpc.NewPool(),
+		servers:  slices.Clone(cfg.Servers),
+		updateCh: make(chan struct{}, 1),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+	}
+	go c.run()
+	c.logger.Info("client started", "node_id", id, "servers", cfg.Servers)
+	return c, nil
+}
+
+// NodeID returns this node's persistent ID.
+func (c *Client) NodeID() string { return c.nodeID }
+
+// Registered reports whether the servers accepted this node's registration.
+func (c *Client) Registered() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.registered
+}
+
+// UpdateNode asks the client to re-register with a fresh fingerprint.
+func (c *Client) UpdateNode() {
+	select {
+	case c.updateCh <- struct{}{}:
+	default:
+	}
+}
+
+// Shutdown stops heartbeating. The node stays registered; the leader marks it
+// down when its TTL passes.
+func (c *Client) Shutdown() {
+	c.cancel()
+	<-c.done
+	c.pool.Close()
+}
+
+func (c *Client) node() *pb.Node {
+	name := c.cfg.NodeName
+	fp := fingerprint()
+	if name == "" {
+		name = fp.GetHostname()
+	}
+	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr}
+	if c.cfg.Drivers != nil {
+		n.Drivers = c.cfg.Drivers()
+	}
+	return n
+}
+
+const (
+	minRetry = 250 * time.Millisecond
+	maxRetry = 15 * time.Second
+)
+
+func (c *Client) run() {
+	defer close(c.done)
+	retry := minRetry
+	for {
+		wait, err := c.step()
+		if err != nil {
+			c.logger.Warn("contacting servers", "error", err, "retry_in", retry)
+			wait = retry
+			retry = min(retry*2, maxRetry)
+		} else {
+			retry = minRetry
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.updateCh:
+			c.setRegistered(false)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// step registers (when not yet registered) or heartbeats once, returning how
+// long to wait before the next step.
+func (c *Client) step() (time.Duration, error) {
+	c.mu.Lock()
+	registered := c.registered
+	c.mu.Unlock()
+	if !registered {
+		var resp *pb.NodeRegisterResponse
+		err := c.call(func(ctx context.Context, nodes pb.NodesClient) (err error) {
+			resp, err = nodes.Register(ctx, &pb.NodeRegisterRequest{Node: c.node()})
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
+		}
+		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+		c.setRegistered(true)
+		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
+		return c.interval(), nil
+	}
+	var resp *pb.NodeHeartbeatResponse
+	err := c.call(func(ctx context.Context, nodes pb.NodesClient) (err error) {
+		resp, err = nodes.Heartbeat(ctx, &pb.NodeHeartbeatRequest{NodeId: c.nodeID})
+		return err
+	})
+	if status.Code(err) == codes.NotFound {
+		// The servers forgot the node (a snapshot restore, a deregister):
+		// register again at once.
+		c.logger.Warn("servers do not know this node; registering again", "node_id", c.nodeID)
+		c.setRegistered(false)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("heartbeat of node %s: %w", c.nodeID, err)
+	}
+	c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+	return c.interval(), nil
+}
+
+func (c *Client) setRegistered(v bool) {
+	c.mu.Lock()
+	c.registered = v
+	c.mu.Unlock()
+}
+
+// interval is a third of the TTL with jitter, so two heartbeats may be lost
+// before the node is marked down.
+func (c *Client) interval() time.Duration {
+	c.mu.Lock()
+	ttl := c.ttl
+	c.mu.Unlock()
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	base := ttl / 3
+	return base - time.Duration(rand.Int64N(int64(base/4)+1))
+}
+
+// learn adds the servers a server told us about and records the TTL.
+func (c *Client) learn(servers []string, ttlMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ttlMs > 0 {
+		c.ttl = time.Duration(ttlMs) * time.Millisecond
+	}
+	for _, s := range servers {
+		if !slices.Contains(c.servers, s) {
+			c.servers = append(c.servers, s)
+		}
+	}
+}
+
+// call runs fn against the servers in turn until one answers with something
+// other than Unavailable or a timeout.
+func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
+	c.mu.Lock()
+	servers := slices.Clone(c.servers)
+	start := c.next
+	c.mu.Unlock()
+	var errs []error
+	for i := range servers {
+		idx := (start + i) % len(servers)
+		conn, err := c.pool.Conn(servers[idx])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		err = fn(ctx, pb.NewNodesClient(conn))
+		cancel()
+		switch status.Code(err) {
+		case codes.OK:
+			c.mu.Lock()
+			c.next = idx
+			c.mu.Unlock()
+			return nil
+		case codes.Unavailable, codes.DeadlineExceeded:
+			errs = append(errs, fmt.Errorf("server %s: %w", servers[idx], err))
+			if c.ctx.Err() != nil {
+				return c.ctx.Err()
+			}
+			continue
+		default:
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+

@@ -1,0 +1,11 @@
+// Package client is the client role of a berth agent: the node that runs
+// allocations. It registers the node with the servers (its ID persisted in
+// <data_dir>/client/node-id, so a restarted client keeps its identity), with a
+// fingerprint of the host, and heartbeats to keep the node ready.
+//
+// Heartbeats are cheap by design: the leader resets an in-memory timer and
+// writes to raft only when the node's status changes. The client rotates
+// through the server list it was configured with, plus the list every
+// server returns, so losing any one server (the leader included) only delays
+// a heartbeat.
+package client

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	metrics "github.com/hashicorp/go-metrics/compat"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+)
+
+// enqueueTimeout bounds how long a proposal may wait to enter raft's queue.
+const enqueueTimeout = 30 * time.Second
+
+// raftApply proposes one command and waits until it is applied, returning
+// the raft index it was applied at or the command's error. Only the leader
+// may call it; followers forward writes (see forwardInterceptor).
+func (s *Server) raftApply(t fsm.MessageType, msg proto.Message) (uint64, error) {
+	buf, err := fsm.Encode(t, msg)
+	if err != nil {
+		return 0, fmt.Errorf("encoding %s: %w", t, err)
+	}
+	start := time.Now()
+	idx, err := fsm.ResultOf(s.shutdownCtx, s.raft.Apply(buf, enqueueTimeout))
+	metrics.MeasureSinceWithLabels([]string{"berth", "raft", "apply"}, start, []metrics.Label{{Name: "command", Value: t.String()}})
+	return idx, err
+}
+
+// timedFSM measures each command's apply time per command type. It lives
+// here because the state machine itself may not read the clock.
+type timedFSM struct {
+	fsm *fsm.FSM
+}
+
+var _ raft.FSM = (*timedFSM)(nil)
+
+func (t *timedFSM) Apply(l *raft.Log) any {
+	start := time.Now()
+	r := t.fsm.Apply(l)
+	metrics.MeasureSinceWithLabels([]string{"berth", "fsm", "apply"}, start,
+		[]metrics.Label{{Name: "command", Value: fsm.PeekType(l.Data).String()}})
+	return r
+}
+
+func (t *timedFSM) Snapshot() (raft.FSMSnapshot, error) { return t.fsm.Snapshot() }
+
+func (t *timedFSM) Restore(r io.ReadCloser) error { return t.fsm.Restore(r) }

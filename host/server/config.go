@@ -1,0 +1,123 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a server. The agent builds it from its HCL config; tests
+// build it directly (see internal/testutil).
+type Config struct {
+	// ID is the raft server ID. Empty: read from (or created in) DataDir.
+	ID   string
+	Name string
+	// DataDir holds raft's log store and snapshots. Empty: in-memory stores,
+	// for tests only.
+	DataDir string
+
+	// RPCAddr, RaftAddr and HTTPAddr are the advertised addresses.
+	RPCAddr  string
+	RaftAddr string
+	HTTPAddr string
+
+	// BootstrapExpect is how many servers must discover each other before
+	// the cluster is bootstrapped; 1 bootstraps at once.
+	BootstrapExpect int
+	// RetryJoin lists RPC addresses of servers to discover and join.
+	RetryJoin     []string
+	RetryInterval time.Duration
+
+	// HeartbeatTTL is how long a node may go without a heartbeat before the
+	// leader marks it down; HeartbeatGrace is added after a leader change.
+	HeartbeatTTL   time.Duration
+	HeartbeatGrace time.Duration
+
+	// LeaveOnTerminate removes this server from the raft configuration on a
+	// graceful shutdown.
+	LeaveOnTerminate bool
+
+	// Raft tunables; zero keeps raft's defaults.
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
+	RaftTrailingLogs      uint64
+	// RaftTimeoutScale multiplies raft's timeouts; tests use a fraction.
+	RaftTimeoutScale float64
+
+	// RaftTransport, when set, replaces the TCP transport on RaftAddr
+	// (cluster tests use raft's in-memory transport).
+	RaftTransport raft.Transport
+
+	Logger hclog.Logger
+	Clock  Clock
+	// Version is reported in ServerMember and Ping.
+	Version string
+}
+
+func (c *Config) withDefaults() *Config {
+	out := *c
+	if out.Logger == nil {
+		out.Logger = hclog.NewNullLogger()
+	}
+	if out.Clock == nil {
+		out.Clock = RealClock{}
+	}
+	if out.RetryInterval == 0 {
+		out.RetryInterval = 5 * time.Second
+	}
+	if out.HeartbeatTTL == 0 {
+		out.HeartbeatTTL = 10 * time.Second
+	}
+	if out.HeartbeatGrace == 0 {
+		out.HeartbeatGrace = 10 * time.Second
+	}
+	if out.BootstrapExpect == 0 {
+		out.BootstrapExpect = 1
+	}
+	if out.RaftTimeoutScale == 0 {
+		out.RaftTimeoutScale = 1
+	}
+	if out.Name == "" {
+		out.Name = out.ID
+	}
+	return &out
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.RPCAddr == "" {
+		errs = append(errs, errors.New("server config: rpc address is required"))
+	}
+	if c.RaftAddr == "" && c.RaftTransport == nil {
+		errs = append(errs, errors.New("server config: raft address is required"))
+	}
+	if c.BootstrapExpect < 1 {
+		errs = append(errs, fmt.Errorf("server config: bootstrap_expect must be at least 1, got %d", c.BootstrapExpect))
+	}
+	return errors.Join(errs...)
+}
+
+// raftConfig derives raft's configuration from c.
+func (c *Config) raftConfig(id string) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(id)
+	rc.Logger = c.Logger.Named("raft")
+	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * c.RaftTimeoutScale) }
+	rc.HeartbeatTimeout = scale(rc.HeartbeatTimeout)
+	rc.ElectionTimeout = scale(rc.ElectionTimeout)
+	rc.LeaderLeaseTimeout = scale(rc.LeaderLeaseTimeout)
+	rc.CommitTimeout = scale(rc.CommitTimeout)
+	if c.RaftSnapshotThreshold > 0 {
+		rc.SnapshotThreshold = c.RaftSnapshotThreshold
+	}
+	if c.RaftSnapshotInterval > 0 {
+		rc.SnapshotInterval = c.RaftSnapshotInterval
+	}
+	if c.RaftTrailingLogs > 0 {
+		rc.TrailingLogs = c.RaftTrailingLogs
+	}
+	return rc
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/rpc/pb"
+)
+
+// nodesEndpoint serves client registration, heartbeats and node reads.
+type nodesEndpoint struct {
+	pb.UnimplementedNodesServer
+	s *Server
+}
+
+func (e *nodesEndpoint) Register(_ context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
+	s := e.s
+	n := req.GetNode()
+	if err := validateNode(n); err != nil {
+		return nil, err
+	}
+	n = proto.Clone(n).(*pb.Node)
+	now := s.cfg.Clock.Now().UnixNano()
+	n.Status = pb.NodeStatus_NODE_STATUS_READY
+	n.StatusDescription = "registered"
+	n.StatusUpdatedAt = now
+	n.RegisteredAt = now
+	idx, err := s.raftApply(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
+	if err != nil {
+		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
+	}
+	s.heartbeats.reset(n.GetId(), s.cfg.HeartbeatTTL)
+	return &pb.NodeRegisterResponse{
+		Meta:           &pb.WriteMeta{Index: idx},
+		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
+		Servers:        s.serverRPCAddrs(),
+	}, nil
+}
+
+func validateNode(n *pb.Node) error {
+	switch {
+	case n == nil:
+		return status.Error(codes.InvalidArgument, "node: missing")
+	case !uuid.Valid(n.GetId()):
+		return status.Errorf(codes.InvalidArgument, "node.id: %q is not a valid id", n.GetId())
+	case n.GetName() == "":
+		return status.Errorf(codes.InvalidArgument, "node %s: name is required", n.GetId())
+	}
+	return nil
+}
+
+func (e *nodesEndpoint) Heartbeat(_ context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
+	s := e.s
+	node, err := s.fsm.State().NodeByID(nil, req.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if node == nil {
+		return nil, status.Errorf(codes.NotFound, "node %s is not registered", req.GetNodeId())
+	}
+	if node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
+		if _, err := s.setNodeStatus(node.GetId(), pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed"); err != nil {
+			return nil, fmt.Errorf("marking node %s ready: %w", node.GetId(), err)
+		}
+		s.logger.Info("node ready again", "node_id", node.GetId(), "name", node.GetName())
+	}
+	s.heartbeats.reset(node.GetId(), s.cfg.HeartbeatTTL)
+	return &pb.NodeHeartbeatResponse{
+		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
+		Servers:        s.serverRPCAddrs(),
+	}, nil
+}
+
+func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.NodeListResponse, error) {
+	resp := &pb.NodeListResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		nodes, err := st.Nodes(ws)
+		if err != nil {
+			return 0, err
+		}
+		resp.Nodes = nodes
+		return st.Index(fsm.TableNodes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.NodeGetResponse, error) {
+	resp := &pb.NodeGetResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		node, err := st.NodeByID(ws, req.GetNodeId())
+		if err != nil {
+			return 0, err
+		}
+		resp.Node = node
+		if node != nil {
+			return node.GetModifyIndex(), nil
+		}
+		return st.Index(fsm.TableNodes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Node == nil {
+		return nil, status.Errorf(codes.NotFound, "node %s not found", req.GetNodeId())
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// serverRPCAddrs lists the known servers' RPC addresses, for client failover.
+func (s *Server) serverRPCAddrs() []string {
+	servers, err := s.raftServers()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, rs := range servers {
+		if rs.GetRpcAddr() != "" {
+			out = append(out, rs.GetRpcAddr())
+		}
+	}
+	return out
+}

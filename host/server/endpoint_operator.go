@@ -1,0 +1,372 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
+)
+
+// operatorEndpoint serves server-set and raft administration.
+type operatorEndpoint struct {
+	pb.UnimplementedOperatorServer
+	s *Server
+}
+
+// Join adds a server as a voter and records its addresses. It is idempotent:
+// servers call it on every start to keep their record current.
+func (e *operatorEndpoint) Join(_ context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	s := e.s
+	m := req.GetServer()
+	if m.GetId() == "" || m.GetRaftAddr() == "" || m.GetRpcAddr() == "" {
+		return nil, status.Error(codes.InvalidArgument, "join: server id, raft_addr and rpc_addr are required")
+	}
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	present := false
+	for _, srv := range f.Configuration().Servers {
+		switch {
+		case string(srv.ID) == m.GetId() && string(srv.Address) == m.GetRaftAddr() && srv.Suffrage == raft.Voter:
+			present = true
+		case string(srv.ID) != m.GetId() && string(srv.Address) == m.GetRaftAddr():
+			// A server re-created at the same address with a new data dir:
+			// the old identity can never come back.
+			s.logger.Info("removing stale server at joining address", "old_id", srv.ID, "addr", srv.Address)
+			if err := s.raft.RemoveServer(srv.ID, 0, 0).Error(); err != nil {
+				return nil, fmt.Errorf("removing stale server %s: %w", srv.ID, err)
+			}
+		}
+	}
+	if !present {
+		if err := s.raft.AddVoter(raft.ServerID(m.GetId()), raft.ServerAddress(m.GetRaftAddr()), 0, 0).Error(); err != nil {
+			return nil, fmt.Errorf("adding voter %s (%s): %w", m.GetName(), m.GetRaftAddr(), err)
+		}
+		s.logger.Info("server joined", "id", m.GetId(), "name", m.GetName(), "raft", m.GetRaftAddr())
+	}
+	idx, err := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.JoinResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// RemovePeer removes a server by ID, name or RPC address.
+func (e *operatorEndpoint) RemovePeer(_ context.Context, req *pb.RemovePeerRequest) (*pb.RemovePeerResponse, error) {
+	s := e.s
+	if req.GetId() == "" && req.GetName() == "" && req.GetRpcAddr() == "" {
+		return nil, status.Error(codes.InvalidArgument, "remove peer: one of id, name or rpc_addr is required")
+	}
+	servers, err := s.raftServers()
+	if err != nil {
+		return nil, err
+	}
+	var target *pb.RaftServer
+	for _, rs := range servers {
+		if req.GetId() != "" && rs.GetId() == req.GetId() ||
+			req.GetName() != "" && rs.GetName() == req.GetName() ||
+			req.GetRpcAddr() != "" && rs.GetRpcAddr() == req.GetRpcAddr() {
+			if target != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "remove peer: %q matches more than one server; use the id", req.GetName())
+			}
+			target = rs
+		}
+	}
+	if target == nil {
+		return nil, status.Errorf(codes.NotFound, "remove peer: no server matches id=%q name=%q rpc_addr=%q", req.GetId(), req.GetName(), req.GetRpcAddr())
+	}
+	if err := s.removePeer(target.GetId()); err != nil {
+		return nil, err
+	}
+	return &pb.RemovePeerResponse{RemovedId: target.GetId(), Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}}, nil
+}
+
+// removePeer forgets a server's record, then removes it from raft. The
+// record goes first because a leader removing itself steps down right after.
+func (s *Server) removePeer(id string) error {
+	if _, err := s.raftApply(fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
+		return fmt.Errorf("forgetting server %s: %w", id, err)
+	}
+	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+		return fmt.Errorf("removing server %s from raft: %w", id, err)
+	}
+	s.logger.Info("server removed from cluster", "id", id)
+	return nil
+}
+
+func (e *operatorEndpoint) RaftConfiguration(_ context.Context, req *pb.RaftConfigurationRequest) (*pb.RaftConfigurationResponse, error) {
+	if req.GetQuery().GetConsistent() {
+		if err := e.s.raft.VerifyLeader().Error(); err != nil {
+			return nil, err
+		}
+	}
+	f := e.s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	servers, err := e.s.raftServers()
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RaftConfigurationResponse{Servers: servers, Index: f.Index(), Meta: e.s.queryMeta(f.Index())}, nil
+}
+
+// raftServers joins the raft configuration with the servers table.
+func (s *Server) raftServers() ([]*pb.RaftServer, error) {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	_, leaderID := s.raft.LeaderWithID()
+	var out []*pb.RaftServer
+	for _, srv := range f.Configuration().Servers {
+		rs := &pb.RaftServer{
+			Id:       string(srv.ID),
+			RaftAddr: string(srv.Address),
+			Leader:   srv.ID == leaderID,
+			Voter:    srv.Suffrage == raft.Voter,
+		}
+		m, _ := s.fsm.State().ServerByID(nil, rs.Id)
+		if m == nil {
+			m = s.discovery.knownByID(rs.Id)
+		}
+		if m != nil {
+			rs.Name, rs.RpcAddr = m.GetName(), m.GetRpcAddr()
+		}
+		out = append(out, rs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// Members lists every server this one knows, pinging each to tell alive from
+// failed; servers in state but no longer in the raft configuration have left.
+func (e *operatorEndpoint) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.MembersResponse, error) {
+	s := e.s
+	inRaft, err := s.raftServers()
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*pb.Member{}
+	for _, rs := range inRaft {
+		m, _ := s.fsm.State().ServerByID(nil, rs.GetId())
+		if m == nil {
+			m = &pb.ServerMember{Id: rs.GetId(), Name: rs.GetName(), RaftAddr: rs.GetRaftAddr(), RpcAddr: rs.GetRpcAddr()}
+		}
+		byID[rs.GetId()] = &pb.Member{Server: m, Leader: rs.GetLeader(), Voter: rs.GetVoter(), Status: pb.MemberStatus_MEMBER_STATUS_FAILED}
+	}
+	recorded, err := s.fsm.State().Servers(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range recorded {
+		if _, ok := byID[m.GetId()]; !ok {
+			byID[m.GetId()] = &pb.Member{Server: m, Status: pb.MemberStatus_MEMBER_STATUS_LEFT}
+		}
+	}
+	var wg sync.WaitGroup
+	for id, mem := range byID {
+		if mem.GetStatus() == pb.MemberStatus_MEMBER_STATUS_LEFT {
+			continue
+		}
+		if id == s.id {
+			mem.Status = pb.MemberStatus_MEMBER_STATUS_ALIVE
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if mem.GetServer().GetRpcAddr() == "" {
+				return
+			}
+			if _, err := s.pingAddr(pctx, mem.GetServer().GetRpcAddr(), nil); err == nil {
+				mem.Status = pb.MemberStatus_MEMBER_STATUS_ALIVE
+			}
+		}()
+	}
+	wg.Wait()
+	resp := &pb.MembersResponse{}
+	for _, m := range byID {
+		resp.Members = append(resp.Members, m)
+	}
+	sort.Slice(resp.Members, func(i, j int) bool {
+		return resp.Members[i].GetServer().GetName() < resp.Members[j].GetServer().GetName()
+	})
+	return resp, nil
+}
+
+// snapshotChunkSize is the payload of one streamed snapshot message.
+const snapshotChunkSize = 256 << 10
+
+func (e *operatorEndpoint) SnapshotSave(req *pb.SnapshotSaveRequest, stream pb.Operator_SnapshotSaveServer) error {
+	s := e.s
+	if !s.IsLeader() {
+		return e.proxySnapshotSave(req, stream)
+	}
+	f := s.raft.Snapshot()
+	if err := f.Error(); err != nil {
+		return toStatus(fmt.Errorf("taking snapshot: %w", err))
+	}
+	meta, rc, err := f.Open()
+	if err != nil {
+		return toStatus(fmt.Errorf("opening snapshot: %w", err))
+	}
+	defer rc.Close()
+	w := &chunkWriter{send: func(b []byte) error { return stream.Send(&pb.SnapshotChunk{Data: b}) }}
+	if err := writeArchive(w, meta, rc); err != nil {
+		return toStatus(err)
+	}
+	return w.flush()
+}
+
+func (e *operatorEndpoint) proxySnapshotSave(req *pb.SnapshotSaveRequest, stream pb.Operator_SnapshotSaveServer) error {
+	ctx := stream.Context()
+	if forwarded(ctx) {
+		return status.Error(codes.Unavailable, "forwarded snapshot request reached a non-leader; retry")
+	}
+	conn, err := e.s.leaderConn(ctx)
+	if err != nil {
+		return err
+	}
+	up, err := pb.NewOperatorClient(conn).SnapshotSave(metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, e.s.id), req)
+	if err != nil {
+		return err
+	}
+	for {
+		chunk, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(chunk); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {
+	s := e.s
+	if !s.IsLeader() {
+		return e.proxySnapshotRestore(stream)
+	}
+	tmp, err := os.CreateTemp("", "berth-restore-*.snap")
+	if err != nil {
+		return toStatus(err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tmp.Write(chunk.GetData()); err != nil {
+			return toStatus(fmt.Errorf("buffering snapshot: %w", err))
+		}
+	}
+	meta, state, err := readArchive(tmp)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.raft.Restore(meta, state, time.Minute); err != nil {
+		return toStatus(fmt.Errorf("restoring snapshot: %w", err))
+	}
+	// The restored state may hold other nodes and servers than before: start
+	// heartbeat timers afresh and record this leader again.
+	s.heartbeats.stopAll()
+	s.heartbeats.initialize()
+	if err := s.discovery.ensureRegistered(); err != nil {
+		s.logger.Warn("recording leader after restore", "error", err)
+	}
+	s.logger.Info("snapshot restored", "snapshot_index", meta.Index, "bytes", meta.Size)
+	return stream.SendAndClose(&pb.SnapshotRestoreResponse{Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}})
+}
+
+func (e *operatorEndpoint) proxySnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {
+	ctx := stream.Context()
+	if forwarded(ctx) {
+		return status.Error(codes.Unavailable, "forwarded snapshot restore reached a non-leader; retry")
+	}
+	conn, err := e.s.leaderConn(ctx)
+	if err != nil {
+		return err
+	}
+	up, err := pb.NewOperatorClient(conn).SnapshotRestore(metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, e.s.id))
+	if err != nil {
+		return err
+	}
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := up.Send(chunk); err != nil {
+			return err
+		}
+	}
+	resp, err := up.CloseAndRecv()
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(resp)
+}
+
+func forwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(rpc.ForwardedHeader)) > 0
+}
+
+// chunkWriter batches writes into snapshotChunkSize messages.
+type chunkWriter struct {
+	buf  []byte
+	send func([]byte) error
+}
+
+func (w *chunkWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		room := snapshotChunkSize - len(w.buf)
+		take := min(room, len(p))
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		if len(w.buf) == snapshotChunkSize {
+			if err := w.flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *chunkWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.buf = make([]byte, 0, snapshotChunkSize)
+	return err
+}

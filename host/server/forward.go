@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
+)
+
+// route says where a method must be served.
+type route int
+
+const (
+	// routeLocal methods are answered by whichever server receives them.
+	routeLocal route = iota
+	// routeLeader methods (writes) always run on the leader.
+	routeLeader
+	// routeRead methods run locally unless the query asks for consistency.
+	routeRead
+)
+
+// routes lists every unary method; a method missing here is a programming
+// error caught by TestEveryMethodHasARoute.
+var routes = map[string]route{
+	pb.Status_Ping_FullMethodName:                routeLocal,
+	pb.Status_Leader_FullMethodName:              routeLocal,
+	pb.Status_Peers_FullMethodName:               routeLocal,
+	pb.Operator_Join_FullMethodName:              routeLeader,
+	pb.Operator_RemovePeer_FullMethodName:        routeLeader,
+	pb.Operator_RaftConfiguration_FullMethodName: routeRead,
+	pb.Operator_Members_FullMethodName:           routeLocal,
+	pb.Nodes_Register_FullMethodName:             routeLeader,
+	pb.Nodes_Heartbeat_FullMethodName:            routeLeader,
+	pb.Nodes_List_FullMethodName:                 routeRead,
+	pb.Nodes_Get_FullMethodName:                  routeRead,
+}
+
+// queryRequest is implemented by every read request.
+type queryRequest interface {
+	GetQuery() *pb.QueryOptions
+}
+
+// leaderWait bounds how long a request waits for an election to finish
+// before failing with Unavailable.
+const leaderWait = 5 * time.Second
+
+// forwardInterceptor sends leader-only requests arriving at a follower to the
+// leader and relays the answer, so callers may talk to any server.
+func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		r, ok := routes[info.FullMethod]
+		if !ok {
+			return nil, status.Errorf(codes.Unimplemented, "method %s has no route", info.FullMethod)
+		}
+		needLeader := r == routeLeader
+		if q, ok := req.(queryRequest); ok && r == routeRead && q.GetQuery().GetConsistent() {
+			needLeader = true
+		}
+		if !needLeader || s.IsLeader() {
+			return handler(ctx, req)
+		}
+		if forwarded(ctx) {
+			return nil, status.Errorf(codes.Unavailable, "server %s received a forwarded request but is not the leader (leadership changed); retry", s.cfg.Name)
+		}
+		reply, err := newReply(info.FullMethod)
+		if err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		conn, err := s.leaderConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, s.id)
+		if err := conn.Invoke(ctx, info.FullMethod, req, reply); err != nil {
+			return nil, err
+		}
+		return reply, nil
+	}
+}
+
+// newReply allocates the response message of a full gRPC method name
+// ("/berth.v1.Nodes/Register") from the generated descriptors.
+func newReply(fullMethod string) (proto.Message, error) {
+	svc, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok {
+		return nil, fmt.Errorf("malformed method name %q", fullMethod)
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, fmt.Errorf("service of %s: %w", fullMethod, err)
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a service", svc)
+	}
+	md := sd.Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return nil, fmt.Errorf("no method %s", fullMethod)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err != nil {
+		return nil, err
+	}
+	return mt.New().Interface(), nil
+}
+
+// leaderRPCAddr returns the leader's RPC address, "" when no leader is known
+// or its address is not yet recorded.
+func (s *Server) leaderRPCAddr() (addr, id string) {
+	_, lid := s.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == s.id {
+		return s.cfg.RPCAddr, s.id
+	}
+	if m, err := s.fsm.State().ServerByID(nil, string(lid)); err == nil && m != nil {
+		return m.GetRpcAddr(), string(lid)
+	}
+	if m := s.discovery.knownByID(string(lid)); m != nil {
+		return m.GetRpcAddr(), string(lid)
+	}
+	return "", string(lid)
+}
+
+// leaderConn waits (up to leaderWait or ctx) for a leader whose address is
+// known and returns a connection to it.
+func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
+	deadline := time.Now().Add(leaderWait)
+	for {
+		if addr, _ := s.leaderRPCAddr(); addr != "" {
+			return s.pool.Conn(addr)
+		}
+		if time.Now().After(deadline) {
+			return nil, status.Error(codes.Unavailable, "no cluster leader")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-s.shutdownCtx.Done():
+			return nil, status.Error(codes.Unavailable, "server shutting down")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// errorInterceptor turns the errors handlers return into gRPC status codes,
+// so callers branch on codes and never on message text.
+func errorInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		return resp, nil
+	}
+}
+
+func toStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		code = codes.Unavailable
+	case errors.Is(err, fsm.ErrNodeNotFound), errors.Is(err, errPeerNotFound):
+		code = codes.NotFound
+	case errors.Is(err, errInvalidArgument):
+		code = codes.InvalidArgument
+	}
+	return status.Error(code, err.Error())
+}
+
+// errInvalidArgument marks request validation errors (mapped to InvalidArgument).
+var errInvalidArgument = errors.New("invalid argument")
+
+// errPeerNotFound is returned by RemovePeer when no server matches.
+var errPeerNotFound = errors.New("no such server")

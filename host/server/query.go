@@ -1,0 +1,62 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+const (
+	// defaultQueryWait is how long a blocking query waits when it names an
+	// index but no wait; maxQueryWait caps any requested wait.
+	defaultQueryWait = 5 * time.Minute
+	maxQueryWait     = 10 * time.Minute
+)
+
+// blockingRead runs fn against the local state, re-running it until the
+// index it returns passes q.MinIndex or the query's wait ends; consistent
+// queries first confirm leadership. It returns the meta to send back.
+func (s *Server) blockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.QueryFunc) (*pb.QueryMeta, error) {
+	if q.GetConsistent() {
+		if err := s.raft.VerifyLeader().Error(); err != nil {
+			return nil, err
+		}
+	}
+	wait := time.Duration(q.GetMaxWaitMs()) * time.Millisecond
+	if wait <= 0 {
+		wait = defaultQueryWait
+	}
+	wait = min(wait, maxQueryWait)
+	var index uint64
+	var err error
+	if q.GetMinIndex() == 0 {
+		index, err = fn(nil, s.fsm.State().Snapshot())
+	} else {
+		qctx, cancel := context.WithTimeout(ctx, wait)
+		index, err = s.fsm.State().BlockingQuery(qctx, q.GetMinIndex(), fn)
+		cancel()
+		// The wait running out is the normal end of a blocking query: answer
+		// with what is there. The caller's own context ending is an error.
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			index, err = fn(nil, s.fsm.State().Snapshot())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.queryMeta(index), nil
+}
+
+func (s *Server) queryMeta(index uint64) *pb.QueryMeta {
+	_, leader := s.raft.LeaderWithID()
+	meta := &pb.QueryMeta{Index: max(index, 1), KnownLeader: leader != "", ServedBy: s.id}
+	if !s.IsLeader() {
+		if lc := s.raft.LastContact(); !lc.IsZero() {
+			meta.LastContactMs = time.Since(lc).Milliseconds()
+		}
+	}
+	return meta
+}

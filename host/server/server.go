@@ -1,0 +1,316 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/grpc"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Server is one raft voter with its RPC endpoints and leader loops.
+type Server struct {
+	cfg    *Config
+	id     string
+	logger hclog.Logger
+
+	fsm       *fsm.FSM
+	raft      *raft.Raft
+	transport raft.Transport
+	logs      raft.LogStore
+	stores    []interface{ Close() error }
+	// hadState is true when raft found existing state at start: this server
+	// was bootstrapped or joined before and must never bootstrap again.
+	hadState bool
+
+	grpc *grpc.Server
+	pool *rpc.Pool
+
+	heartbeats *heartbeater
+	discovery  *discovery
+
+	leaderNotify chan bool
+
+	shutdownOnce sync.Once
+	shutdownCtx  context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+}
+
+// New starts a server: raft (bootstrapped at once when BootstrapExpect is 1
+// and there is no prior state), the gRPC services on lis, discovery and the
+// leadership monitor. Shutdown stops it.
+func New(cfg *Config, lis net.Listener) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	id, err := serverID(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:          cfg,
+		id:           id,
+		logger:       cfg.Logger,
+		fsm:          fsm.New(cfg.Logger.Named("fsm")),
+		pool:         rpc.NewPool(),
+		leaderNotify: make(chan bool, 16),
+		shutdownCtx:  ctx,
+		cancel:       cancel,
+	}
+	s.heartbeats = newHeartbeater(s, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
+	s.discovery = newDiscovery(s)
+
+	if err := s.setupRaft(); err != nil {
+		s.closeStores()
+		cancel()
+		return nil, err
+	}
+
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor()),
+		grpc.MaxRecvMsgSize(64<<20),
+	)
+	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
+	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
+	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
+	s.goRun(func() {
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.logger.Error("rpc server stopped", "error", err)
+		}
+	})
+
+	s.goRun(s.monitorLeadership)
+	s.goRun(s.discovery.run)
+	s.logger.Info("server started", "id", s.id, "name", cfg.Name, "rpc", cfg.RPCAddr, "raft", s.raftAddr(), "bootstrap_expect", cfg.BootstrapExpect)
+	return s, nil
+}
+
+// serverID returns the configured ID or the one persisted in the data dir,
+// creating it on first start so a restarted server keeps its raft identity.
+func serverID(cfg *Config) (string, error) {
+	if cfg.ID != "" {
+		return cfg.ID, nil
+	}
+	if cfg.DataDir == "" {
+		return uuid.Generate(), nil
+	}
+	path := filepath.Join(cfg.DataDir, "server", "id")
+	if b, err := os.ReadFile(path); err == nil {
+		id := strings.TrimSpace(string(b))
+		if !uuid.Valid(id) {
+			return "", fmt.Errorf("server id file %s: %q is not a valid id", path, id)
+		}
+		return id, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading server id: %w", err)
+	}
+	id := uuid.Generate()
+	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("persisting server id: %w", err)
+	}
+	return id, nil
+}
+
+func (s *Server) setupRaft() error {
+	rc := s.cfg.raftConfig(s.id)
+	rc.NotifyCh = s.leaderNotify
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+	)
+	if s.cfg.DataDir == "" {
+		store := raft.NewInmemStore()
+		logs, stable = store, store
+		snaps = raft.NewInmemSnapshotStore()
+	} else {
+		dir := filepath.Join(s.cfg.DataDir, "server", "raft")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("creating raft dir: %w", err)
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		if err != nil {
+			return fmt.Errorf("opening raft log store %s: %w", filepath.Join(dir, "raft.db"), err)
+		}
+		s.stores = append(s.stores, bolt)
+		cache, err := raft.NewLogCache(512, bolt)
+		if err != nil {
+			return err
+		}
+		logs, stable = cache, bolt
+		fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, s.logger.Named("snapshot"))
+		if err != nil {
+			return fmt.Errorf("opening raft snapshot store: %w", err)
+		}
+		snaps = fileSnaps
+	}
+
+	if s.cfg.RaftTransport != nil {
+		s.transport = s.cfg.RaftTransport
+	} else {
+		addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
+		if err != nil {
+			return fmt.Errorf("raft address %q: %w", s.cfg.RaftAddr, err)
+		}
+		t, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, s.logger.Named("raft-net"))
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w", s.cfg.RaftAddr, err)
+		}
+		s.transport = t
+	}
+
+	s.logs = logs
+	hasState, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("reading raft state: %w", err)
+	}
+	s.hadState = hasState
+	if !hasState && s.cfg.BootstrapExpect == 1 && len(s.cfg.RetryJoin) == 0 {
+		conf := raft.Configuration{Servers: []raft.Server{{
+			ID: raft.ServerID(s.id), Address: s.transport.LocalAddr(), Suffrage: raft.Voter,
+		}}}
+		if err := raft.BootstrapCluster(rc, logs, stable, snaps, s.transport, conf); err != nil {
+			return fmt.Errorf("bootstrapping single-server cluster: %w", err)
+		}
+		s.hadState = true
+	}
+
+	r, err := raft.NewRaft(rc, &timedFSM{fsm: s.fsm}, logs, stable, snaps, s.transport)
+	if err != nil {
+		return fmt.Errorf("starting raft: %w", err)
+	}
+	s.raft = r
+	return nil
+}
+
+// ID returns the server's raft ID.
+func (s *Server) ID() string { return s.id }
+
+// State returns the replicated state store (local, possibly stale on a follower).
+func (s *Server) State() *fsm.StateStore { return s.fsm.State() }
+
+// Raft exposes the raft node to tests and the agent's status endpoints.
+func (s *Server) Raft() *raft.Raft { return s.raft }
+
+// IsLeader reports whether this server is the raft leader.
+func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+func (s *Server) raftAddr() string { return string(s.transport.LocalAddr()) }
+
+// self describes this server as recorded in the servers table.
+func (s *Server) self() *pb.ServerMember {
+	return &pb.ServerMember{
+		Id:       s.id,
+		Name:     s.cfg.Name,
+		RpcAddr:  s.cfg.RPCAddr,
+		RaftAddr: s.raftAddr(),
+		HttpAddr: s.cfg.HTTPAddr,
+		Version:  s.cfg.Version,
+	}
+}
+
+func (s *Server) goRun(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Leave removes this server from the raft configuration (a graceful leave).
+func (s *Server) Leave(ctx context.Context) error {
+	if s.IsLeader() {
+		// The leader may remove itself: it steps down once the change commits.
+		return s.removePeer(s.id)
+	}
+	leader, err := s.leaderConn(ctx)
+	if err != nil {
+		return fmt.Errorf("leaving: %w", err)
+	}
+	_, err = pb.NewOperatorClient(leader).RemovePeer(ctx, &pb.RemovePeerRequest{Id: s.id})
+	return err
+}
+
+// Shutdown stops the server: leaves first when LeaveOnTerminate is set, then
+// stops RPC, raft and every loop. It is safe to call more than once.
+func (s *Server) Shutdown() error {
+	var err error
+	s.shutdownOnce.Do(func() {
+		if s.cfg.LeaveOnTerminate {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if lerr := s.Leave(ctx); lerr != nil {
+				s.logger.Warn("graceful leave failed", "error", lerr)
+			}
+			cancel()
+		}
+		s.cancel()
+		s.heartbeats.stopAll()
+		stopped := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			s.grpc.Stop()
+		}
+		err = s.raft.Shutdown().Error()
+		if c, ok := s.transport.(raft.WithClose); ok {
+			_ = c.Close()
+		}
+		s.wg.Wait()
+		s.pool.Close()
+		s.closeStores()
+		s.logger.Info("server stopped")
+	})
+	return err
+}
+
+func (s *Server) closeStores() {
+	for _, c := range s.stores {
+		_ = c.Close()
+	}
+	s.stores = nil
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// RaftAddr returns the address raft listens on.
+func (s *Server) RaftAddr() string { return s.raftAddr() }

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hashicorp/raft"
+)
+
+// A snapshot archive is what `berth operator snapshot save` writes:
+//
+//	"BERTHSNP" | uint32 version | uint32 len(meta) | meta (JSON raft.SnapshotMeta) |
+//	state (meta.Size bytes, the FSM snapshot stream) | sha256 of all preceding bytes
+//
+// The checksum is verified in full before anything is restored, so a
+// truncated or corrupted file is refused without touching the cluster.
+const (
+	archiveMagic   = "BERTHSNP"
+	archiveVersion = 1
+	// maxArchiveMeta bounds the metadata so a corrupt length cannot allocate.
+	maxArchiveMeta = 1 << 20
+)
+
+// ErrBadArchive is returned by readArchive when a snapshot file is truncated,
+// corrupted, or not a berth snapshot.
+var ErrBadArchive = errors.New("invalid snapshot archive")
+
+// writeArchive writes meta and the FSM state read from state to w.
+func writeArchive(w io.Writer, meta *raft.SnapshotMeta, state io.Reader) error {
+	h := sha256.New()
+	mw := io.MultiWriter(w, h)
+	metaJSON, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	var hdr bytes.Buffer
+	hdr.WriteString(archiveMagic)
+	_ = binary.Write(&hdr, binary.BigEndian, uint32(archiveVersion))
+	_ = binary.Write(&hdr, binary.BigEndian, uint32(len(metaJSON)))
+	hdr.Write(metaJSON)
+	if _, err := mw.Write(hdr.Bytes()); err != nil {
+		return err
+	}
+	n, err := io.Copy(mw, state)
+	if err != nil {
+		return fmt.Errorf("copying snapshot state: %w", err)
+	}
+	if n != meta.Size {
+		return fmt.Errorf("snapshot state is %d bytes, metadata says %d", n, meta.Size)
+	}
+	_, err = w.Write(h.Sum(nil))
+	return err
+}
+
+// readArchive verifies the archive in f (checksum, header) and returns its
+// metadata and a reader positioned at the FSM state.
+func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	total := st.Size()
+	if total < int64(len(archiveMagic)+8+sha256.Size) {
+		return nil, nil, fmt.Errorf("%w: %d bytes is too short", ErrBadArchive, total)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, total-sha256.Size)); err != nil {
+		return nil, nil, err
+	}
+	sum := make([]byte, sha256.Size)
+	if _, err := f.ReadAt(sum, total-sha256.Size); err != nil {
+		return nil, nil, err
+	}
+	if !bytes.Equal(sum, h.Sum(nil)) {
+		return nil, nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupted file)", ErrBadArchive)
+	}
+	r := io.NewSectionReader(f, 0, total-sha256.Size)
+	hdr := make([]byte, len(archiveMagic)+8)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, nil, err
+	}
+	if string(hdr[:len(archiveMagic)]) != archiveMagic {
+		return nil, nil, fmt.Errorf("%w: not a berth snapshot", ErrBadArchive)
+	}
+	if v := binary.BigEndian.Uint32(hdr[8:12]); v != archiveVersion {
+		return nil, nil, fmt.Errorf("%w: version %d, this berth reads version %d", ErrBadArchive, v, archiveVersion)
+	}
+	metaLen := binary.BigEndian.Uint32(hdr[12:16])
+	if metaLen > maxArchiveMeta {
+		return nil, nil, fmt.Errorf("%w: metadata length %d too large", ErrBadArchive, metaLen)
+	}
+	metaJSON := make([]byte, metaLen)
+	if _, err := io.ReadFull(r, metaJSON); err != nil {
+		return nil, nil, fmt.Errorf("%w: reading metadata: %v", ErrBadArchive, err)
+	}
+	var meta raft.SnapshotMeta
+	if err := json.Unmarshal(metaJSON, &meta); err != nil {
+		return nil, nil, fmt.Errorf("%w: metadata: %v", ErrBadArchive, err)
+	}
+	offset := int64(len(hdr)) + int64(metaLen)
+	if rest := total - sha256.Size - offset; rest != meta.Size {
+		return nil, nil, fmt.Errorf("%w: state is %d bytes, metadata says %d", ErrBadArchive, rest, meta.Size)
+	}
+	return &meta, io.NewSectionReader(f, offset, meta.Size), nil
+}

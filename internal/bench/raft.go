@@ -1,0 +1,5 @@
+package main
+
+import "errors"
+
+func benchRaft(options) error { return errors.New("not built yet") }

@@ -1,0 +1,194 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// EnvAddress and EnvToken name the environment variables the CLI reads.
+const (
+	EnvAddress = "BERTH_ADDR"
+	EnvToken   = "BERTH_TOKEN"
+)
+
+// DefaultAddress is BERTH_ADDR, else the local agent's default HTTP address.
+func DefaultAddress() string {
+	if a := os.Getenv(EnvAddress); a != "" {
+		return a
+	}
+	return "http://127.0.0.1:7646"
+}
+
+// Client talks to one agent's HTTP API.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// NewClient returns a client for addr ("host:port" or an http(s) URL). The
+// token, if BERTH_TOKEN is set, is sent with every request.
+func NewClient(addr string) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("api: empty address")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("api: address %q: %w", addr, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("api: address %q: scheme must be http or https", addr)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("api: address %q has no host", addr)
+	}
+	return &Client{base: u, token: os.Getenv(EnvToken), http: &http.Client{}}, nil
+}
+
+// Address returns the agent URL the client talks to.
+func (c *Client) Address() string { return c.base.String() }
+
+// Error is an error reply of the API.
+type Error struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the machine-readable code ("not_found", "invalid_argument", ...).
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Code, e.StatusCode)
+}
+
+// IsNotFound reports whether err is an API not_found error.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == "not_found"
+}
+
+// QueryOptions control a read.
+type QueryOptions struct {
+	// WaitIndex makes the read block until the index passes it.
+	WaitIndex uint64
+	// WaitTime bounds the block.
+	WaitTime time.Duration
+	// Consistent sends the read to the leader.
+	Consistent bool
+}
+
+// QueryMeta is what a read reflects.
+type QueryMeta struct {
+	LastIndex   uint64
+	KnownLeader bool
+	LastContact time.Duration
+}
+
+func (q *QueryOptions) values() url.Values {
+	v := url.Values{}
+	if q == nil {
+		return v
+	}
+	if q.WaitIndex > 0 {
+		v.Set("index", strconv.FormatUint(q.WaitIndex, 10))
+	}
+	if q.WaitTime > 0 {
+		v.Set("wait", q.WaitTime.String())
+	}
+	if q.Consistent {
+		v.Set("consistent", "true")
+	}
+	return v
+}
+
+// do sends a request and returns the response when it is a success; the
+// caller closes the body.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("X-Berth-Token", c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	apiErr := &Error{StatusCode: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err := json.Unmarshal(b, apiErr); err != nil || apiErr.Code == "" {
+		apiErr.Code = "unknown"
+		apiErr.Message = strings.TrimSpace(string(b))
+	}
+	return nil, apiErr
+}
+
+// getJSON decodes a JSON body into out (any JSON value, or a proto message).
+func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any) (*QueryMeta, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, q, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := decode(resp.Body, out); err != nil {
+		return nil, fmt.Errorf("GET %s: decoding response: %w", path, err)
+	}
+	return parseMeta(resp.Header), nil
+}
+
+func decode(r io.Reader, out any) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if m, ok := out.(proto.Message); ok {
+		return protojson.Unmarshal(b, m)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// decodeList decodes a JSON array of messages made by newMsg.
+func decodeList[M proto.Message](raw []json.RawMessage, newMsg func() M) ([]M, error) {
+	out := make([]M, 0, len(raw))
+	for i, r := range raw {
+		m := newMsg()
+		if err := protojson.Unmarshal(r, m); err != nil {
+			return nil, fmt.Errorf("item %d: %w", i, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func parseMeta(h http.Header) *QueryMeta {
+	m := &QueryMeta{}
+	m.LastIndex, _ = strconv.ParseUint(h.Get("X-Berth-Index"), 10, 64)
+	m.KnownLeader, _ = strconv.ParseBool(h.Get("X-Berth-KnownLeader"))
+	if ms, err := strconv.ParseInt(h.Get("X-Berth-LastContact"), 10, 64); err == nil {
+		m.LastContact = time.Duration(ms) * time.Millisecond
+	}
+	return m
+}

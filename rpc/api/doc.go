@@ -1,0 +1,12 @@
+// Package api is the Go client of berth's HTTP JSON API, used by the CLI and
+// by anyone scripting berth from Go. Responses are the protobuf messages of
+// rpc/pb, decoded from protojson, so the client and the agent share one
+// definition of every object.
+//
+//	c, err := api.NewClient(api.DefaultAddress())
+//	nodes, meta, err := c.Nodes(ctx, &api.QueryOptions{WaitIndex: 0})
+//
+// Errors returned by the agent are *Error values carrying the HTTP status and
+// the error code ("not_found", "unavailable", ...); branch on Code, never on
+// the message.
+package api

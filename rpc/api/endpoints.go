@@ -1,0 +1,110 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// Leader returns the leader's RPC address, "" when there is none.
+func (c *Client) Leader(ctx context.Context) (string, error) {
+	var out string
+	_, err := c.getJSON(ctx, "/v1/status/leader", nil, &out)
+	return out, err
+}
+
+// Peers returns the voters' RPC addresses.
+func (c *Client) Peers(ctx context.Context) ([]string, error) {
+	var out []string
+	_, err := c.getJSON(ctx, "/v1/status/peers", nil, &out)
+	return out, err
+}
+
+// AgentSelf describes the agent the client talks to.
+func (c *Client) AgentSelf(ctx context.Context) (*pb.AgentSelf, error) {
+	out := &pb.AgentSelf{}
+	_, err := c.getJSON(ctx, "/v1/agent/self", nil, out)
+	return out, err
+}
+
+// Members lists the servers with their liveness.
+func (c *Client) Members(ctx context.Context) ([]*pb.Member, error) {
+	var raw []json.RawMessage
+	if _, err := c.getJSON(ctx, "/v1/agent/members", nil, &raw); err != nil {
+		return nil, err
+	}
+	return decodeList(raw, func() *pb.Member { return &pb.Member{} })
+}
+
+// Nodes lists the registered nodes.
+func (c *Client) Nodes(ctx context.Context, q *QueryOptions) ([]*pb.Node, *QueryMeta, error) {
+	var raw []json.RawMessage
+	meta, err := c.getJSON(ctx, "/v1/nodes", q.values(), &raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes, err := decodeList(raw, func() *pb.Node { return &pb.Node{} })
+	return nodes, meta, err
+}
+
+// Node returns one node by ID.
+func (c *Client) Node(ctx context.Context, id string, q *QueryOptions) (*pb.Node, *QueryMeta, error) {
+	out := &pb.Node{}
+	meta, err := c.getJSON(ctx, "/v1/node/"+url.PathEscape(id), q.values(), out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, meta, nil
+}
+
+// RaftConfiguration returns the raft configuration.
+func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*pb.RaftConfigurationResponse, error) {
+	out := &pb.RaftConfigurationResponse{}
+	_, err := c.getJSON(ctx, "/v1/operator/raft/configuration", q.values(), out)
+	return out, err
+}
+
+// RemovePeer removes a server (force-leave) named by its ID, name or RPC
+// address.
+func (c *Client) RemovePeer(ctx context.Context, peer string) (*pb.RemovePeerResponse, error) {
+	if peer == "" {
+		return nil, fmt.Errorf("api: RemovePeer needs a server id, name or address")
+	}
+	resp, err := c.do(ctx, http.MethodDelete, "/v1/operator/raft/peer", url.Values{"peer": {peer}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := &pb.RemovePeerResponse{}
+	return out, decode(resp.Body, out)
+}
+
+// SnapshotSave writes a snapshot archive of the cluster state to w.
+func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (int64, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/operator/snapshot", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("snapshot download interrupted after %d bytes: %w", n, err)
+	}
+	return n, nil
+}
+
+// SnapshotRestore replaces the cluster state with the archive read from r.
+func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader) (*pb.SnapshotRestoreResponse, error) {
+	resp, err := c.do(ctx, http.MethodPut, "/v1/operator/snapshot", nil, r)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := &pb.SnapshotRestoreResponse{}
+	return out, decode(resp.Body, out)
+}

@@ -1,0 +1,65 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// ForwardedHeader is the gRPC metadata key a server sets when it forwards a
+// request to the leader; a forwarded request is never forwarded again, so a
+// leader change mid-request cannot make a loop.
+const ForwardedHeader = "berth-forwarded-by"
+
+// ErrPoolClosed is returned by Pool.Conn after Close.
+var ErrPoolClosed = errors.New("rpc: connection pool closed")
+
+// Pool shares one gRPC connection per remote address. Connections are lazy
+// (grpc.NewClient) and reconnect by themselves, so a pooled connection to a
+// restarted server recovers without being evicted.
+type Pool struct {
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+	opts   []grpc.DialOption
+}
+
+// NewPool returns an empty pool; opts are added to every connection.
+func NewPool(opts ...grpc.DialOption) *Pool {
+	return &Pool{
+		conns: make(map[string]*grpc.ClientConn),
+		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
+	}
+}
+
+// Conn returns the connection to addr (host:port), creating it on first use.
+func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrPoolClosed
+	}
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: connecting to %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Close closes every connection; later Conn calls fail with ErrPoolClosed.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for addr, c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, addr)
+	}
+}

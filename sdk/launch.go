@@ -1,0 +1,171 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+)
+
+// DispenseDriver dispenses the driver from a go-plugin connection (a real
+// plugin's, or plugin.TestPluginGRPCConn's over PluginSet) and negotiates
+// the API version. It is the typed form of ClientProtocol.Dispense.
+func DispenseDriver(ctx context.Context, rpc plugin.ClientProtocol) (*DriverClient, error) {
+	raw, err := rpc.Dispense(PluginTypeDriver)
+	if err != nil {
+		return nil, fmt.Errorf("dispense driver: %w", err)
+	}
+	dc, ok := raw.(*DriverClient)
+	if !ok {
+		return nil, fmt.Errorf("dispense driver: plugin set served %T, not a berth driver", raw)
+	}
+	if err := dc.negotiate(ctx); err != nil {
+		return nil, err
+	}
+	return dc, nil
+}
+
+// LaunchConfig says how to reach a driver plugin: start Cmd, or reattach to
+// a running plugin.
+type LaunchConfig struct {
+	// Name is how berth refers to the plugin in logs and errors until the
+	// plugin reports its own name.
+	Name string
+	// Cmd starts a new plugin process. Its environment gets go-plugin's
+	// handshake variables added.
+	Cmd *exec.Cmd
+	// Reattach connects to a plugin a previous berth process started.
+	Reattach *Reattach
+	// Logger receives the plugin's logs; default: discard.
+	Logger hclog.Logger
+	// StartTimeout bounds the handshake; default 30s. ctx bounds the whole
+	// launch.
+	StartTimeout time.Duration
+}
+
+// Reattach is what berth persists to reconnect to a running plugin after
+// berth itself restarts. It is plain data: store it as JSON or in a proto.
+type Reattach struct {
+	Pid int `json:"pid"`
+	// Network and Address are the plugin's listener ("unix", "/tmp/plugin123").
+	Network string `json:"network"`
+	Address string `json:"address"`
+}
+
+func (r Reattach) config() (*plugin.ReattachConfig, error) {
+	var addr net.Addr
+	var err error
+	switch r.Network {
+	case "unix":
+		addr, err = net.ResolveUnixAddr("unix", r.Address)
+	case "tcp":
+		addr, err = net.ResolveTCPAddr("tcp", r.Address)
+	default:
+		err = fmt.Errorf("unsupported network %q", r.Network)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reattach to plugin pid %d: %w", r.Pid, err)
+	}
+	return &plugin.ReattachConfig{Protocol: plugin.ProtocolGRPC, Addr: addr, Pid: r.Pid}, nil
+}
+
+// DriverPlugin is a running driver plugin process and its client.
+type DriverPlugin struct {
+	client *plugin.Client
+	driver *DriverClient
+}
+
+// LaunchDriver starts (or reattaches to) a driver plugin, completes the
+// go-plugin handshake, dispenses the driver and negotiates the API version.
+// On error no process is left running that this call started.
+func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) {
+	if (cfg.Cmd == nil) == (cfg.Reattach == nil) {
+		return nil, errors.New("launch driver: exactly one of Cmd and Reattach must be set")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	cc := &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		Plugins:          clientPluginSet(),
+		Cmd:              cfg.Cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           logger.Named(cfg.Name),
+		StartTimeout:     timeout,
+	}
+	if cfg.Reattach != nil {
+		rc, err := cfg.Reattach.config()
+		if err != nil {
+			return nil, err
+		}
+		cc.Reattach = rc
+	}
+	client := plugin.NewClient(cc)
+
+	type result struct {
+		rpc plugin.ClientProtocol
+		err error
+	}
+	done := make(chan result, 1)
+	// go-plugin's handshake takes no context; race it against ctx.
+	go func() {
+		rpc, err := client.Client()
+		done <- result{rpc, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		client.Kill()
+		<-done
+		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, ctx.Err())
+	}
+	if res.err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, res.err)
+	}
+	dc, err := DispenseDriver(ctx, res.rpc)
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, err)
+	}
+	return &DriverPlugin{client: client, driver: dc}, nil
+}
+
+// Driver is the plugin's driver.
+func (p *DriverPlugin) Driver() *DriverClient { return p.driver }
+
+// Exited reports whether the plugin process has exited.
+func (p *DriverPlugin) Exited() bool { return p.client.Exited() }
+
+// Reattach returns what to persist to reconnect to this plugin later.
+func (p *DriverPlugin) Reattach() (Reattach, bool) {
+	rc := p.client.ReattachConfig()
+	if rc == nil || rc.Addr == nil {
+		return Reattach{}, false
+	}
+	return Reattach{Pid: rc.Pid, Network: rc.Addr.Network(), Address: rc.Addr.String()}, true
+}
+
+// Pid returns the plugin's process ID, or 0 if unknown.
+func (p *DriverPlugin) Pid() int {
+	if rc := p.client.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// Kill shuts the plugin down: gracefully, then by force after two seconds.
+// Tasks the plugin started keep running (a driver must not tie their life
+// to its own); a new plugin recovers them with RecoverTask.
+func (p *DriverPlugin) Kill() { p.client.Kill() }

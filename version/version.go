@@ -1,0 +1,7 @@
+// Package version holds berth's version, reported by `berth version`, in node
+// fingerprints and as the vendor version of the built-in plugins.
+package version
+
+// Version is berth's release version; overridden at link time for releases
+// with -ldflags "-X berth.dev/berth/version.Version=...".
+var Version = "0.1.0-dev"
