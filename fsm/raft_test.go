@@ -129,8 +129,8 @@ func (f *fakeFuture) Error() error {
 	}
 	return f.err
 }
-func (f *fakeFuture) Response() any  { return f.resp }
-func (f *fakeFuture) Index() uint64  { return 0 }
+func (f *fakeFuture) Response() any { return f.resp }
+func (f *fakeFuture) Index() uint64 { return 0 }
 
 func TestResultOf(t *testing.T) {
 	ctx := t.Context()

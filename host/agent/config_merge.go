@@ -46,6 +46,9 @@ func (c *Config) Merge(other *Config) *Config {
 		if out.Plugins == nil {
 			out.Plugins = map[string]*PluginConfig{}
 		}
+		if pos, ok := other.set["plugin."+name]; ok && out.set != nil {
+			out.set["plugin."+name] = pos
+		}
 		prev := out.Plugins[name]
 		if prev == nil {
 			out.Plugins[name] = p.Copy()

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"path/filepath"
@@ -25,6 +26,7 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 	var diags hcl.Diagnostics
 	if isJSONFile(filename) {
 		file, diags = hcljson.Parse(src, filename)
+		diags = dropRootEcho(src, diags)
 	} else {
 		split, ls := splitCompactHCL(src, filename)
 		d.split = ls
@@ -40,6 +42,25 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 		return nil, d.sorted()
 	}
 	return c, nil
+}
+
+// dropRootEcho removes the "root value must be object" diagnostic HCL's JSON
+// parser adds after any syntax error inside the root object, although the
+// root is an object. It is the last diagnostic and points at the root's
+// first byte, which the genuine errors never are when there are several.
+func dropRootEcho(src []byte, diags hcl.Diagnostics) hcl.Diagnostics {
+	if len(diags) < 2 {
+		return diags
+	}
+	body := bytes.TrimLeft(src, " \t\r\n")
+	if len(body) == 0 || body[0] != '{' && body[0] != '[' {
+		return diags
+	}
+	last := diags[len(diags)-1]
+	if last.Subject == nil || last.Subject.Start.Byte != len(src)-len(body) {
+		return diags
+	}
+	return diags[:len(diags)-1]
 }
 
 func isJSONFile(name string) bool {
@@ -238,6 +259,7 @@ func (d *decoder) plugins(blocks hcl.Blocks, c *Config) {
 			cfg = d.freeform(cb.Body, path+".config")
 		}
 		pos := d.posOf(b.DefRange)
+		c.set[path] = pos
 		c.Plugins[name] = &PluginConfig{Name: name, Config: cfg, Source: fmt.Sprintf("%s:%d", pos.File, pos.Line)}
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -88,5 +89,108 @@ func TestParseConfigFull(t *testing.T) {
 				t.Errorf("Validate: %v", err)
 			}
 		})
+	}
+}
+
+// A plugin's config reads the same in HCL and in JSON, and its values are
+// plain Go values a plugin schema (or encoding/json) can take.
+func TestParseConfigPluginBody(t *testing.T) {
+	hclSrc := `
+plugin "docker" {
+  config {
+    enabled    = true
+    count      = 3
+    ratio      = 0.5
+    big        = 1e20
+    nothing    = null
+    labels     = { team = "storage", tier = 1 }
+    args       = ["a", 2, false, ["nested"]]
+    sum        = 1 + 2
+    greeting   = "hello ${"world"}"
+    volumes {
+      enabled = true
+    }
+    mount {
+      source = "/a"
+    }
+    mount {
+      source = "/b"
+    }
+    auth "registry.example" {
+      user = "me"
+    }
+    auth "other.example" {
+      user = "you"
+    }
+  }
+}
+`
+	jsonSrc := `{"plugin": {"docker": {"config": {
+  "enabled": true, "count": 3, "ratio": 0.5, "big": 1e20, "nothing": null,
+  "labels": {"team": "storage", "tier": 1},
+  "args": ["a", 2, false, ["nested"]],
+  "sum": 3, "greeting": "hello world",
+  "volumes": {"enabled": true},
+  "mount": [{"source": "/a"}, {"source": "/b"}],
+  "auth": {"registry.example": {"user": "me"}, "other.example": {"user": "you"}}
+}}}}`
+	want := map[string]any{
+		"enabled":  true,
+		"count":    int64(3),
+		"ratio":    0.5,
+		"big":      float64(1e20),
+		"nothing":  nil,
+		"labels":   map[string]any{"team": "storage", "tier": int64(1)},
+		"args":     []any{"a", int64(2), false, []any{"nested"}},
+		"sum":      int64(3),
+		"greeting": "hello world",
+		"volumes":  map[string]any{"enabled": true},
+		"mount":    []any{map[string]any{"source": "/a"}, map[string]any{"source": "/b"}},
+		"auth": map[string]any{
+			"registry.example": map[string]any{"user": "me"},
+			"other.example":    map[string]any{"user": "you"},
+		},
+	}
+	for file, src := range map[string]string{"a.hcl": hclSrc, "a.json": jsonSrc} {
+		c, err := ParseConfig(file, []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		p := c.Plugins["docker"]
+		if p == nil || p.Name != "docker" {
+			t.Fatalf("%s: plugin docker = %+v", file, p)
+		}
+		if !reflect.DeepEqual(p.Config, want) {
+			t.Errorf("%s: config\n got: %#v\nwant: %#v", file, p.Config, want)
+		}
+		if _, err := json.Marshal(p.Config); err != nil {
+			t.Errorf("%s: config does not encode as JSON: %v", file, err)
+		}
+	}
+}
+
+func TestParseConfigOnlyHoldsWhatTheFileSets(t *testing.T) {
+	c, err := ParseConfig("a.hcl", []byte("server {\n  enabled = false\n}\nlog_level = null\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{Plugins: map[string]*PluginConfig{}}
+	if got := public(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %#v, want only zero values", got)
+	}
+	wantSet := map[string]SourcePos{"server.enabled": {File: "a.hcl", Line: 2, Column: 13}}
+	if !reflect.DeepEqual(c.set, wantSet) {
+		t.Errorf("set = %v, want %v (null leaves log_level unset)", c.set, wantSet)
+	}
+}
+
+func TestParseConfigPluginWithoutConfig(t *testing.T) {
+	c, err := ParseConfig("a.hcl", []byte("plugin \"mock\" {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &PluginConfig{Name: "mock", Config: map[string]any{}, Source: "a.hcl:1"}
+	if got := c.Plugins["mock"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("plugin = %#v, want %#v", got, want)
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -72,14 +71,14 @@ func (c *Config) validatePortsDistinct(errs *ConfigErrors) {
 func (c *Config) validatePlugins(errs *ConfigErrors) {
 	for _, name := range slices.Sorted(maps.Keys(c.Plugins)) {
 		p := c.Plugins[name]
-		path := fmt.Sprintf("plugin %q", name)
+		path := "plugin." + name
 		switch {
 		case name == "":
-			errs.add(SourcePos{}, "plugin", ErrInvalidValue, "a plugin block needs a name")
+			errs.add(c.pos(path), "plugin", ErrInvalidValue, "a plugin block needs a name")
 		case p == nil:
 			errs.add(SourcePos{}, path, ErrInvalidValue, "no configuration")
 		case p.Name != name:
-			errs.add(SourcePos{}, path, ErrInvalidValue, "configured under the name %q", p.Name)
+			errs.add(c.pos(path), path, ErrInvalidValue, "configured under the name %q", p.Name)
 		}
 	}
 }

@@ -1,5 +1,161 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
 
-func benchRaft(options) error { return errors.New("not built yet") }
+	"github.com/hashicorp/go-hclog"
+)
+
+// raftPlan is how long and how often the raft section measures.
+type raftPlan struct {
+	// rounds is how many runs each FSM gets per configuration; baseline and
+	// berth alternate, so machine drift hits both alike.
+	rounds int
+	// warmup runs before each measured window and is not counted: the first
+	// proposals on a fresh cluster also grow raft's files and pools.
+	warmup time.Duration
+	window time.Duration
+	// fsmOnlyOps distinct registrations per FSM-only repetition, a table
+	// about the size a measured cluster reaches; fsmOnlyReps repetitions.
+	fsmOnlyOps  int
+	fsmOnlyReps int
+}
+
+var (
+	// fullRaftPlan: 12 clusters of about 1-2s to elect plus 7s of load,
+	// about two minutes on an idle 2-core machine.
+	fullRaftPlan  = raftPlan{rounds: 3, warmup: 500 * time.Millisecond, window: 3 * time.Second, fsmOnlyOps: 10_000, fsmOnlyReps: 3}
+	quickRaftPlan = raftPlan{rounds: 1, warmup: 50 * time.Millisecond, window: 300 * time.Millisecond, fsmOnlyOps: 300, fsmOnlyReps: 1}
+)
+
+// The configurations measured: cluster sizes and concurrent proposers.
+var (
+	raftServerCounts   = []int{1, 3}
+	raftProposerCounts = []int{1, 64}
+)
+
+// raftTargetRatio is the goal for berth/baseline throughput at the highest
+// proposer count: berth's FSM should cost under a tenth of raft itself.
+const raftTargetRatio = 0.9
+
+type raftCell struct{ servers, proposers int }
+
+// cellRuns holds one configuration's measured runs, indexed by round.
+type cellRuns struct{ baseline, berth []loadResult }
+
+// raftReport is everything the section prints.
+type raftReport struct {
+	plan         raftPlan
+	cells        map[raftCell]*cellRuns
+	entryBytes   int
+	largestTable int // most proposals applied on one berth cluster
+	fsmOnly      fsmOnlyCost
+}
+
+// benchRaft measures raft apply throughput and latency with a no-op FSM (the
+// baseline) and with berth's FSM applying its heaviest command, on the
+// stores, transport and config the server uses, and prints both with their
+// ratio.
+func benchRaft(opts options) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	plan := fullRaftPlan
+	if opts.quick {
+		plan = quickRaftPlan
+	}
+	// Raft logs warnings at every election; only errors mean something here.
+	logger := hclog.New(&hclog.LoggerOptions{Name: "bench-raft", Level: hclog.Error, Output: os.Stderr})
+
+	p, err := newPayloads()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "berth-bench-raft-")
+	if err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing data dir: %w", rerr))
+		}
+	}()
+
+	rep := raftReport{plan: plan, cells: map[raftCell]*cellRuns{}, entryBytes: p.size()}
+	for _, servers := range raftServerCounts {
+		for round := range plan.rounds {
+			kinds := []fsmKind{baselineKind, berthKind}
+			if round%2 == 1 {
+				slices.Reverse(kinds) // ABBA: a drift trend favours neither side
+			}
+			for _, kind := range kinds {
+				fmt.Fprintf(os.Stderr, "raft: %d server(s), round %d/%d, %s\n", servers, round+1, plan.rounds, kind.name)
+				name := fmt.Sprintf("%ds-round%d-%s", servers, round+1, kind.name)
+				results, applied, err := runCluster(ctx, filepath.Join(dir, name), servers, kind, plan, p, logger)
+				if err != nil {
+					return fmt.Errorf("%d server(s), round %d, %s FSM: %w", servers, round+1, kind.name, err)
+				}
+				if kind.name == berthKind.name {
+					rep.largestTable = max(rep.largestTable, applied)
+				}
+				for procs, res := range results {
+					cell := raftCell{servers, procs}
+					if rep.cells[cell] == nil {
+						rep.cells[cell] = &cellRuns{}
+					}
+					if kind.name == berthKind.name {
+						rep.cells[cell].berth = append(rep.cells[cell].berth, res)
+					} else {
+						rep.cells[cell].baseline = append(rep.cells[cell].baseline, res)
+					}
+				}
+			}
+		}
+	}
+
+	fmt.Fprintf(os.Stderr, "raft: FSM alone, %d × %d registrations\n", plan.fsmOnlyReps, plan.fsmOnlyOps)
+	if rep.fsmOnly, err = measureFSMOnly(ctx, p, plan.fsmOnlyOps, plan.fsmOnlyReps); err != nil {
+		return err
+	}
+	rep.print(opts.quick)
+	return nil
+}
+
+// runCluster starts a fresh cluster running kind's FSM and measures every
+// proposer count on it in turn. It returns the measured runs by proposer
+// count and how many proposals the cluster applied in all (berth's node
+// table size at the end).
+func runCluster(ctx context.Context, dir string, servers int, kind fsmKind, plan raftPlan, p *payloads, logger hclog.Logger) (_ map[int]loadResult, applied int, err error) {
+	c, err := startCluster(ctx, dir, servers, kind, logger)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if serr := c.shutdown(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("shutting down: %w", serr))
+		}
+		// Collect this cluster's garbage now, not during the next run.
+		runtime.GC()
+	}()
+	results := map[int]loadResult{}
+	for _, procs := range raftProposerCounts {
+		warm, err := runLoad(ctx, c.leader, kind, p, procs, plan.warmup)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%d proposers, warmup: %w", procs, err)
+		}
+		res, err := runLoad(ctx, c.leader, kind, p, procs, plan.window)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%d proposers: %w", procs, err)
+		}
+		results[procs] = res
+		applied += warm.ops + res.ops
+	}
+	return results, applied, nil
+}

@@ -77,3 +77,22 @@ func Group(pgid int) ([]*Stat, error) {
 	}
 	return out, nil
 }
+
+// Signal sends sig to this one process after checking it is still the
+// one identified; ErrNoProcess when it is gone.
+func (id Identity) Signal(sig syscall.Signal) error {
+	alive, err := id.Alive()
+	if err != nil {
+		return err
+	}
+	if !alive {
+		return fmt.Errorf("pid %d: %w", id.Pid, ErrNoProcess)
+	}
+	if err := syscall.Kill(id.Pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pid %d: %w", id.Pid, ErrNoProcess)
+		}
+		return fmt.Errorf("signal pid %d: %w", id.Pid, err)
+	}
+	return nil
+}

@@ -36,8 +36,8 @@ type Stat struct {
 // (X) process has exited even though its /proc entry remains.
 func (s *Stat) Alive() bool { return s.State != 'Z' && s.State != 'X' }
 
-// root is /proc; tests point it elsewhere.
-var root = "/proc"
+// root is where procfs is mounted.
+const root = "/proc"
 
 // ReadStat reads /proc/PID/stat.
 func ReadStat(pid int) (*Stat, error) {

@@ -21,9 +21,9 @@ type volCap struct {
 
 // mountFlags are the per-mount options a bind mount can carry.
 type mountFlags struct {
-	readOnly                                  bool
+	readOnly                                   bool
 	noSuid, noDev, noExec, noAtime, noDirAtime bool
-	relAtime, strictAtime                     bool
+	relAtime, strictAtime                      bool
 }
 
 // parseCapability validates c. The error text says what is wrong; callers

@@ -78,3 +78,5 @@ func validateName(field, name string) error {
 	}
 	return nil
 }
+
+func isNotFound(err error) bool { return status.Code(err) == codes.NotFound }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package hostpath
 
 import (
@@ -8,7 +10,6 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 

@@ -1,6 +1,9 @@
 package hostpath
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +22,19 @@ var ErrNoLoopDevices = errors.New("loop devices unavailable")
 
 const loopMajor = 7
 
-// attachLoop binds image to a free loop device and returns its path. A
-// read-only device refuses writes in the kernel, whatever the opener asks.
-func attachLoop(image string, readOnly bool) (string, error) {
+// loopTag names who attached a loop device (a node plugin, and what for).
+// It is stored in the device's lo_crypt_name, which the kernel keeps but no
+// longer uses, so a plugin finds its own devices again after a crash and never
+// takes another node plugin's device for the same image.
+func loopTag(nodeID, purpose string) string {
+	sum := sha256.Sum256([]byte(nodeID + "\x00" + purpose))
+	return "berth-hostpath:" + hex.EncodeToString(sum[:16])
+}
+
+// attachLoop binds image to a free loop device, tagged with tag, and returns
+// its path. A read-only device refuses writes in the kernel, whatever the
+// opener asks.
+func attachLoop(image string, readOnly bool, tag string) (string, error) {
 	mode := os.O_RDWR
 	if readOnly {
 		mode = os.O_RDONLY
@@ -48,7 +61,7 @@ func attachLoop(image string, readOnly bool) (string, error) {
 		if err := ensureLoopNode(dev, n); err != nil {
 			return "", err
 		}
-		err = configureLoop(dev, backing, image, readOnly)
+		err = configureLoop(dev, backing, image, readOnly, tag)
 		if errors.Is(err, unix.EBUSY) {
 			continue
 		}
@@ -72,7 +85,7 @@ func ensureLoopNode(dev string, n int) error {
 	return nil
 }
 
-func configureLoop(dev string, backing *os.File, image string, readOnly bool) error {
+func configureLoop(dev string, backing *os.File, image string, readOnly bool, tag string) error {
 	lf, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -83,6 +96,7 @@ func configureLoop(dev string, backing *os.File, image string, readOnly bool) er
 		info.Flags = unix.LO_FLAGS_READ_ONLY
 	}
 	copy(info.File_name[:len(info.File_name)-1], image)
+	copy(info.Crypt_name[:len(info.Crypt_name)-1], tag)
 	cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Info: info}
 	err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
 	if err == nil || errors.Is(err, unix.EBUSY) {
@@ -108,8 +122,8 @@ func configureLoop(dev string, backing *os.File, image string, readOnly bool) er
 }
 
 // loopBacks reports whether dev is a loop device bound to image with the
-// given read-only setting.
-func loopBacks(dev, image string, readOnly bool) bool {
+// given read-only setting and tag.
+func loopBacks(dev, image string, readOnly bool, tag string) bool {
 	if !strings.HasPrefix(dev, "/dev/loop") {
 		return false
 	}
@@ -127,19 +141,23 @@ func loopBacks(dev, image string, readOnly bool) bool {
 		return false
 	}
 	ro := info.Flags&unix.LO_FLAGS_READ_ONLY != 0
-	return info.Inode == st.Ino && info.Device == uint64(st.Dev) && ro == readOnly
+	n := bytes.IndexByte(info.Crypt_name[:], 0)
+	if n < 0 {
+		n = len(info.Crypt_name)
+	}
+	return info.Inode == st.Ino && info.Device == uint64(st.Dev) && ro == readOnly && string(info.Crypt_name[:n]) == tag
 }
 
 // findLoop looks for a loop device already bound to image, such as one a
 // crash left behind between attaching it and recording it.
-func findLoop(image string, readOnly bool) (string, bool) {
+func findLoop(image string, readOnly bool, tag string) (string, bool) {
 	entries, err := filepath.Glob("/sys/block/loop*")
 	if err != nil {
 		return "", false
 	}
 	for _, e := range entries {
 		dev := "/dev/" + filepath.Base(e)
-		if loopBacks(dev, image, readOnly) {
+		if loopBacks(dev, image, readOnly, tag) {
 			return dev, true
 		}
 	}

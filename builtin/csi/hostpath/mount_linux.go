@@ -192,7 +192,7 @@ func deviceMountedAt(target, dev string) bool {
 // fsStats reports the filesystem holding path: total and available bytes,
 // free inodes and whether it is mounted read-only.
 type fsStats struct {
-	totalBytes, availBytes int64
+	totalBytes, availBytes  int64
 	totalInodes, freeInodes int64
 	readOnly                bool
 }

@@ -1,0 +1,247 @@
+package acceptance
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cluster is three servers and one client, from config files.
+type cluster struct {
+	servers []*agent
+	client  *agent
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	var ps []ports
+	var join []string
+	for range 3 {
+		p := freePorts(t)
+		ps = append(ps, p)
+		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", p.rpc)))
+	}
+	c := &cluster{}
+	for i, p := range ps {
+		s := newAgent(t, fmt.Sprintf("s%d", i+1), p, fmt.Sprintf(`
+server {
+  enabled          = true
+  bootstrap_expect = 3
+  retry_join       = [%s]
+  retry_interval   = "1s"
+  heartbeat_ttl    = "2s"
+  heartbeat_grace  = "2s"
+}`, strings.Join(join, ", ")))
+		s.start()
+		c.servers = append(c.servers, s)
+	}
+	c.client = newAgent(t, "c1", freePorts(t), fmt.Sprintf(`
+client {
+  enabled = true
+  servers = [%s]
+}`, strings.Join(join, ", ")))
+	c.client.start()
+	return c
+}
+
+// agreedLeader returns the leader RPC address all given servers report.
+func agreedLeader(servers []*agent) (string, error) {
+	var leader string
+	for _, s := range servers {
+		l, err := s.leader()
+		if err != nil {
+			return "", err
+		}
+		if l == "" {
+			return "", fmt.Errorf("%s knows no leader", s.name)
+		}
+		if leader != "" && l != leader {
+			return "", fmt.Errorf("%s sees leader %s, others %s", s.name, l, leader)
+		}
+		leader = l
+	}
+	return leader, nil
+}
+
+func (c *cluster) byRPC(addr string) *agent {
+	for _, s := range c.servers {
+		if s.rpcAddr == addr {
+			return s
+		}
+	}
+	return nil
+}
+
+func without(all []*agent, x *agent) []*agent {
+	var out []*agent
+	for _, a := range all {
+		if a != x {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// waitNodeStatus waits until s lists exactly one node, in the given status.
+func waitNodeStatus(t *testing.T, s *agent, status string, timeout time.Duration) apiNode {
+	t.Helper()
+	var node apiNode
+	eventually(t, timeout, "node "+status+" on "+s.name, func() error {
+		ns, err := s.nodes()
+		if err != nil {
+			return err
+		}
+		if len(ns) != 1 {
+			return fmt.Errorf("%d nodes listed, want 1", len(ns))
+		}
+		node = ns[0]
+		if node.Status != status {
+			return fmt.Errorf("node %s is %s", node.Name, node.Status)
+		}
+		return nil
+	})
+	return node
+}
+
+func TestThreeServersSurviveLeaderKillAndRestart(t *testing.T) {
+	c := startCluster(t)
+	var leaderAddr string
+	eventually(t, 60*time.Second, "cluster elects a leader", func() (err error) {
+		leaderAddr, err = agreedLeader(c.servers)
+		return err
+	})
+	waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+
+	out, err := c.servers[1].cli("server", "members")
+	if err != nil {
+		t.Fatalf("server members: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "alive"); n != 3 {
+		t.Fatalf("server members shows %d alive servers, want 3:\n%s", n, out)
+	}
+
+	rounds := 1
+	if long() {
+		rounds = 5
+	}
+	for round := range rounds {
+		old := c.byRPC(leaderAddr)
+		if old == nil {
+			t.Fatalf("leader %s is not one of our servers", leaderAddr)
+		}
+		survivors := without(c.servers, old)
+		old.kill()
+		killed := time.Now()
+		eventually(t, 30*time.Second, "survivors elect a new leader", func() error {
+			l, err := agreedLeader(survivors)
+			if err != nil {
+				return err
+			}
+			if l == old.rpcAddr {
+				return fmt.Errorf("survivors still follow the killed leader")
+			}
+			leaderAddr = l
+			return nil
+		})
+		failover := time.Since(killed)
+		t.Logf("round %d: killed leader %s; new leader %s after %s", round+1, old.name, leaderAddr, failover.Round(time.Millisecond))
+
+		// The node keeps heartbeating to the survivors: still ready after
+		// the new leader's TTL and grace have passed twice over.
+		waitNodeStatus(t, survivors[0], "NODE_STATUS_READY", 5*time.Second)
+		time.Sleep(8 * time.Second)
+		waitNodeStatus(t, survivors[1], "NODE_STATUS_READY", time.Second)
+
+		old.start()
+		newLeader := c.byRPC(leaderAddr)
+		eventually(t, 60*time.Second, old.name+" rejoins and catches up", func() error {
+			var self struct {
+				Server struct {
+					RaftState    string `json:"raft_state"`
+					LeaderID     string `json:"leader_id"`
+					AppliedIndex string `json:"applied_index"`
+				} `json:"server"`
+			}
+			if err := old.getJSON("/v1/agent/self", &self); err != nil {
+				return err
+			}
+			if self.Server.RaftState != "Follower" || self.Server.LeaderID == "" {
+				return fmt.Errorf("%s is %s with leader %q", old.name, self.Server.RaftState, self.Server.LeaderID)
+			}
+			var lself struct {
+				Server struct {
+					AppliedIndex string `json:"applied_index"`
+				} `json:"server"`
+			}
+			if err := newLeader.getJSON("/v1/agent/self", &lself); err != nil {
+				return err
+			}
+			if parseUint(self.Server.AppliedIndex) < parseUint(lself.Server.AppliedIndex) {
+				return fmt.Errorf("%s applied %s, leader %s", old.name, self.Server.AppliedIndex, lself.Server.AppliedIndex)
+			}
+			ns, err := old.nodes()
+			if err != nil {
+				return err
+			}
+			if len(ns) != 1 || ns[0].Status != "NODE_STATUS_READY" {
+				return fmt.Errorf("%s lists %v", old.name, ns)
+			}
+			return nil
+		})
+		eventually(t, 30*time.Second, "three alive members", func() error {
+			out, err := old.cli("server", "members")
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			if n := strings.Count(out, "alive"); n != 3 {
+				return fmt.Errorf("%d alive:\n%s", n, out)
+			}
+			return nil
+		})
+	}
+}
+
+func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
+	c := startCluster(t)
+	eventually(t, 60*time.Second, "cluster elects a leader", func() error {
+		_, err := agreedLeader(c.servers)
+		return err
+	})
+	saved := waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+
+	// Save through any server: followers forward to the leader.
+	file := filepath.Join(t.TempDir(), "cluster.snap")
+	out, err := c.servers[2].cli("operator", "snapshot", "save", file)
+	if err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+
+	// Change the state: the client goes away and its node goes down.
+	c.client.stop()
+	waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", 30*time.Second)
+
+	out, err = c.servers[1].cli("operator", "snapshot", "restore", file)
+	if err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	// Every server now holds the saved state: the node as it was.
+	for _, s := range c.servers {
+		got := waitNodeStatus(t, s, "NODE_STATUS_READY", 10*time.Second)
+		if got.ID != saved.ID || got.ModifyIndex != saved.ModifyIndex {
+			t.Fatalf("%s after restore: node %+v, want %+v", s.name, got, saved)
+		}
+	}
+
+	// A damaged file is refused and the state is untouched.
+	bad := filepath.Join(t.TempDir(), "bad.snap")
+	if out, err := c.servers[0].cli("operator", "snapshot", "save", bad); err != nil {
+		t.Fatalf("second save: %v\n%s", err, out)
+	}
+	truncate(t, bad)
+	out, err = c.servers[0].cli("operator", "snapshot", "restore", bad)
+	if err == nil || !strings.Contains(out, "invalid_argument") {
+		t.Fatalf("restoring a truncated snapshot: err=%v\n%s", err, out)
+	}
+}

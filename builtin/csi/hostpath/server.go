@@ -1,0 +1,216 @@
+//go:build linux
+
+package hostpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ErrEndpointInUse is returned by Run and Start when another process already
+// serves the endpoint's socket.
+var ErrEndpointInUse = errors.New("endpoint already served by another process")
+
+// Server is a running hostpath plugin, as returned by Start.
+type Server struct {
+	cfg      runtimeConfig
+	log      hclog.Logger
+	grpc     *grpc.Server
+	endpoint string
+	ctrl     *controller
+	node     *node
+
+	stopOnce sync.Once
+	done     chan struct{} // closed when fully stopped
+	serveErr error
+}
+
+// Run serves the plugin on cfg.Endpoint until ctx ends, then stops
+// gracefully (in-flight calls get cfg.ShutdownGrace to finish) and removes
+// the socket.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return s.Wait()
+}
+
+// Start opens the state directory, listens on cfg.Endpoint and serves in the
+// background until ctx ends or Stop is called. When it returns without error
+// the socket accepts connections.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	rc, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := rc.Logger.Named("csi-hostpath")
+	lay := layout{root: rc.StateDir}
+	if err := lay.ensureLayout(); err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", rc.StateDir, err)
+	}
+	pool, err := lay.poolID()
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", rc.StateDir, err)
+	}
+	s := &Server{cfg: rc, log: log, endpoint: "unix://" + rc.socketPath, done: make(chan struct{})}
+	locks := newKeyedLocks()
+	rc.Logger = log
+	if rc.controller {
+		if s.ctrl, err = newController(rc, lay, pool, locks); err != nil {
+			return nil, err
+		}
+	}
+	if rc.node {
+		if s.node, err = newNode(rc, lay, pool, locks); err != nil {
+			s.closeRoles()
+			return nil, err
+		}
+	}
+	lis, err := listenUnix(rc.socketPath)
+	if err != nil {
+		s.closeRoles()
+		return nil, err
+	}
+
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.intercept))
+	csi.RegisterIdentityServer(s.grpc, &identity{cfg: rc, lay: lay})
+	if s.ctrl != nil {
+		csi.RegisterControllerServer(s.grpc, s.ctrl)
+		csi.RegisterGroupControllerServer(s.grpc, &groupController{c: s.ctrl})
+	}
+	if s.node != nil {
+		csi.RegisterNodeServer(s.grpc, s.node)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(lis) }()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case err := <-served:
+			// Serve only returns early on a listener failure.
+			s.serveErr = err
+		}
+		s.stop()
+	}()
+	log.Info("serving", "endpoint", s.endpoint, "mode", rc.Mode, "node", rc.NodeID, "state_dir", rc.StateDir,
+		"pool", pool, "capacity", rc.Capacity, "max_volumes", rc.MaxVolumes)
+	return s, nil
+}
+
+// Endpoint is the plugin's address, "unix://" and the socket path.
+func (s *Server) Endpoint() string { return s.endpoint }
+
+// Wait blocks until the plugin has stopped and returns why, if not because
+// it was asked to.
+func (s *Server) Wait() error {
+	<-s.done
+	return s.serveErr
+}
+
+// Stop stops the plugin as if its context had ended, and waits for it.
+func (s *Server) Stop() {
+	s.stop()
+	<-s.done
+}
+
+func (s *Server) stop() {
+	s.stopOnce.Do(func() {
+		stopped := make(chan struct{})
+		go func() {
+			s.grpc.GracefulStop()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(s.cfg.ShutdownGrace):
+			s.log.Warn("in-flight calls did not finish in time; cancelling them", "grace", s.cfg.ShutdownGrace)
+			s.grpc.Stop()
+			<-stopped
+		}
+		if err := os.Remove(s.cfg.socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("cannot remove socket", "path", s.cfg.socketPath, "error", err)
+		}
+		s.closeRoles()
+		s.log.Info("stopped", "endpoint", s.endpoint)
+		close(s.done)
+	})
+}
+
+func (s *Server) closeRoles() {
+	if s.ctrl != nil {
+		s.ctrl.close()
+	}
+	if s.node != nil {
+		s.node.close()
+	}
+}
+
+// listenUnix listens on a unix socket at path, replacing a stale socket file
+// left by a process that died, but never one that still answers.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, &ConfigError{Field: "Endpoint", Value: path, Err: errors.New("exists and is not a socket")}
+		}
+		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			conn.Close()
+			return nil, fmt.Errorf("%w: %s", ErrEndpointInUse, path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	// Whoever can talk to the socket can make this process bind-mount as
+	// root: only the owner may.
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return lis, nil
+}
+
+// intercept logs every call (requests at trace level, secrets removed) and
+// turns a panic into an Internal error instead of a dead plugin.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	if s.log.IsTrace() {
+		s.log.Trace("call", "method", info.FullMethod, "request", sanitize(req))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("panic in call", "method", info.FullMethod, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, status.Errorf(codes.Internal, "%s: internal error: %v", info.FullMethod, r)
+		}
+		took := time.Since(start)
+		switch status.Code(err) {
+		case codes.OK:
+			s.log.Debug("call done", "method", info.FullMethod, "took", took)
+		case codes.Internal, codes.Unknown, codes.DataLoss:
+			s.log.Error("call failed", "method", info.FullMethod, "took", took, "error", err)
+		default:
+			s.log.Info("call refused", "method", info.FullMethod, "took", took, "error", err)
+		}
+	}()
+	return handler(ctx, req)
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"berth.dev/berth/fsm"
+)
+
+// fsmKind is one side of the comparison: the state machine raft runs and
+// how a proposer learns that its command was applied.
+type fsmKind struct {
+	name   string
+	newFSM func(logger hclog.Logger) raft.FSM
+	// wait blocks until f is applied and fails unless the FSM accepted the
+	// command, so a run never counts refused commands as throughput.
+	wait func(ctx context.Context, f raft.ApplyFuture) error
+}
+
+var (
+	// baselineKind is raft alone: same stores, transport, config and
+	// payload bytes, an FSM that does nothing.
+	baselineKind = fsmKind{
+		name:   "baseline",
+		newFSM: func(hclog.Logger) raft.FSM { return noopFSM{} },
+		wait:   waitNoop,
+	}
+	// berthKind is berth's FSM, waited on through fsm.ResultOf as the
+	// server's raftApply does.
+	berthKind = fsmKind{
+		name:   "berth",
+		newFSM: func(l hclog.Logger) raft.FSM { return fsm.New(l) },
+		wait: func(ctx context.Context, f raft.ApplyFuture) error {
+			_, err := fsm.ResultOf(ctx, f)
+			return err
+		},
+	}
+)
+
+// waitNoop waits for a proposal to the baseline. raft bounds the wait by the
+// timeout given to Apply; the no-op FSM answers every command with nil.
+func waitNoop(_ context.Context, f raft.ApplyFuture) error {
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("raft apply: %w", err)
+	}
+	if resp := f.Response(); resp != nil {
+		return fmt.Errorf("no-op FSM answered %T, want nil", resp)
+	}
+	return nil
+}
+
+// noopFSM is the baseline state machine: Apply does nothing and snapshots
+// are empty, so whatever a run costs beyond it is berth's FSM.
+type noopFSM struct{}
+
+var (
+	_ raft.FSM         = noopFSM{}
+	_ raft.FSMSnapshot = noopSnapshot{}
+)
+
+func (noopFSM) Apply(*raft.Log) any { return nil }
+
+func (noopFSM) Snapshot() (raft.FSMSnapshot, error) { return noopSnapshot{}, nil }
+
+func (noopFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	_, err := io.Copy(io.Discard, rc)
+	return err
+}
+
+type noopSnapshot struct{}
+
+func (noopSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+
+func (noopSnapshot) Release() {}
+
+// fsmOnlyCost is the berth FSM's own cost per command, outside raft.
+type fsmOnlyCost struct {
+	perOp time.Duration // median over repetitions
+	ops   int           // commands per repetition, each a new node
+}
+
+// measureFSMOnly applies reps × ops NodeRegister entries with distinct node
+// IDs directly to fresh berth FSMs, the way raft's FSM goroutine would, and
+// times Apply alone: minting the entries is left out of the clock.
+func measureFSMOnly(ctx context.Context, p *payloads, ops, reps int) (fsmOnlyCost, error) {
+	const batch = 256
+	perOp := make([]time.Duration, 0, reps)
+	entries := make([][]byte, batch)
+	for range reps {
+		f := fsm.New(nil)
+		var spent time.Duration
+		for index := uint64(1); index <= uint64(ops); {
+			if err := ctx.Err(); err != nil {
+				return fsmOnlyCost{}, err
+			}
+			n := min(batch, ops-int(index)+1)
+			for i := range n {
+				entries[i] = p.next()
+			}
+			start := time.Now()
+			for _, data := range entries[:n] {
+				res := f.ApplyLog(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
+				if res.Err != nil {
+					return fsmOnlyCost{}, fmt.Errorf("FSM-only apply at index %d: %w", index, res.Err)
+				}
+				index++
+			}
+			spent += time.Since(start)
+		}
+		nodes, err := f.State().Nodes(nil)
+		if err != nil {
+			return fsmOnlyCost{}, fmt.Errorf("FSM-only: reading nodes: %w", err)
+		}
+		if len(nodes) != ops {
+			return fsmOnlyCost{}, fmt.Errorf("FSM-only: %d nodes in the table after %d registrations of distinct nodes", len(nodes), ops)
+		}
+		perOp = append(perOp, spent/time.Duration(ops))
+	}
+	return fsmOnlyCost{perOp: median(perOp), ops: ops}, nil
+}
+
+// median returns the middle value of xs (the lower middle for an even
+// count); xs is not modified.
+func median[T ~int64 | ~float64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}

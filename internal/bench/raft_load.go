@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// loadResult is one measured run: how many proposals were applied, over
+// what time, and each one's latency.
+type loadResult struct {
+	ops     int
+	elapsed time.Duration
+	lat     []time.Duration // sorted
+}
+
+func (r loadResult) opsPerSec() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.ops) / r.elapsed.Seconds()
+}
+
+// percentile returns the nearest-rank q-quantile (0 < q <= 1) of the
+// latencies, or 0 when there are none.
+func (r loadResult) percentile(q float64) time.Duration {
+	return percentile(r.lat, q)
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(rank, len(sorted)-1))]
+}
+
+// runLoad has proposers goroutines propose on leader, each waiting for its
+// command to be applied before proposing the next, until window has passed.
+// A proposal's latency runs from raft.Apply to the FSM's answer; throughput
+// counts every applied proposal over the time until the last one returned.
+// Any failed proposal fails the run: a refused or lost command is not
+// throughput.
+func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p *payloads, proposers int, window time.Duration) (loadResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lats := make([][]time.Duration, proposers)
+	start := time.Now()
+	deadline := start.Add(window)
+	var wg sync.WaitGroup
+	for i := range proposers {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				data := p.next()
+				t0 := time.Now()
+				if err := kind.wait(ctx, leader.Apply(data, applyTimeout)); err != nil {
+					cancel(fmt.Errorf("proposer %d of %d, after %d applied: %w", i+1, proposers, len(lats[i]), err))
+					return
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return loadResult{}, err
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	return loadResult{ops: len(all), elapsed: elapsed, lat: all}, nil
+}

@@ -1,0 +1,76 @@
+package drivertest
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+
+	"berth.dev/berth/sdk"
+)
+
+// Launch starts the plugin cmd (SelfCommand() when nil) over real
+// go-plugin and returns it; it is killed when the test ends.
+func Launch(t testing.TB, cmd *exec.Cmd) *sdk.DriverPlugin {
+	t.Helper()
+	if cmd == nil {
+		cmd = SelfCommand()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := sdk.LaunchDriver(ctx, sdk.LaunchConfig{Name: "driver-under-test", Cmd: cmd, Logger: Logger(t)})
+	if err != nil {
+		t.Fatalf("launch driver plugin %s: %v (a test binary serving itself needs drivertest.ServeIfPlugin in TestMain)", cmd.Path, err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// InProcess serves d over in-process gRPC (go-plugin's test connection) and
+// returns its client: the whole protocol path without a subprocess.
+func InProcess(t testing.TB, d sdk.Driver) *sdk.DriverClient {
+	t.Helper()
+	rpc, _ := plugin.TestPluginGRPCConn(t, false, sdk.PluginSet(d))
+	t.Cleanup(func() { rpc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := sdk.DispenseDriver(ctx, rpc)
+	if err != nil {
+		t.Fatalf("dispense in-process driver: %v", err)
+	}
+	return c
+}
+
+// Logger returns a logger that writes to t.Log, and drops what is logged
+// after the test (a plugin's last words) instead of panicking.
+func Logger(t testing.TB) hclog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: w})
+}
+
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(bytes.TrimRight(p, "\n")))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}

@@ -1,0 +1,28 @@
+// Package executor runs a task's process under a small supervisor so the
+// task outlives the driver plugin that started it and its exit status is
+// never lost.
+//
+// A driver plugin cannot simply fork the task: when the plugin restarts
+// (crash, upgrade, kill -9) the task is no longer its child, and only a
+// parent can learn a process's exit status. So the driver re-executes its
+// own binary as an executor (Start), in a session of its own, and the
+// executor starts the task in a new process group, copies its stdout and
+// stderr into rotating log files, waits for it, and writes how it exited to
+// exit.json in the task's state directory. A restarted driver finds the
+// executor again from the persisted State (Recover) and watches for that
+// file, so WaitTask on a recovered task still reports the real exit code.
+//
+// Processes are named by procfs.Identity (PID and start time), so a PID
+// reused after the executor or task died is never taken for them.
+//
+// Any binary that serves a driver with sdk.ServeDriver is an executor too:
+// ServeDriver calls Main when Requested reports that the process was
+// started as one. A binary that starts drivers another way must do the
+// same, first thing in main:
+//
+//	if executor.Requested() {
+//		os.Exit(executor.Main())
+//	}
+//
+// The executor is Linux-only (process groups, /proc, parent-death signal).
+package executor

@@ -1,0 +1,175 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"berth.dev/berth/sdk/logrotate"
+	"berth.dev/berth/sdk/procfs"
+)
+
+// outputDrainTimeout bounds how long the executor waits for the task's
+// output pipes to close after the task exited; a descendant that escaped
+// the process group can hold them open forever.
+const outputDrainTimeout = 2 * time.Second
+
+// startStatus is the one message an executor sends its driver, on fd 3,
+// once the task has started or failed to.
+type startStatus struct {
+	Task  procfs.Identity `json:"task"`
+	Error string          `json:"error,omitempty"`
+}
+
+// Requested reports whether this process was started as an executor.
+func Requested() bool { return os.Getenv(markerEnv) == markerValue }
+
+// Main runs the executor: it reads the Spec from stdin, starts the task,
+// reports on fd 3, supervises the task to its end and records its exit.
+// It returns the executor's own exit code (0 once the exit is recorded).
+func Main() int {
+	status := os.NewFile(3, "status")
+	spec, err := readSpec(os.Stdin)
+	if err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return 1
+	}
+	if err := run(spec, status); err != nil {
+		fmt.Fprintf(os.Stderr, "executor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func readSpec(r io.Reader) (*Spec, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxSpecBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	if len(data) > maxSpecBytes {
+		return nil, fmt.Errorf("spec larger than %d bytes", maxSpecBytes)
+	}
+	var spec Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if !filepath.IsAbs(spec.Path) || !filepath.IsAbs(spec.StateDir) || len(spec.Args) == 0 {
+		return nil, fmt.Errorf("spec needs an absolute path, argv and an absolute state dir")
+	}
+	return &spec, nil
+}
+
+func report(status *os.File, st startStatus) {
+	data, _ := json.Marshal(st)
+	status.Write(append(data, '\n'))
+	status.Close()
+}
+
+func run(spec *Spec, status *os.File) error {
+	// Signals meant for the agent's process group or terminal must not
+	// orphan the task. Notify (not Ignore) so the task, whose signal
+	// dispositions are inherited across exec, still gets default ones.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+
+	stdout, err := logrotate.Open(spec.Stdout)
+	if err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return err
+	}
+	defer stdout.Close()
+	stderr, err := logrotate.Open(spec.Stderr)
+	if err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return err
+	}
+	defer stderr.Close()
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return err
+	}
+	cmd := &exec.Cmd{
+		Path:   spec.Path,
+		Args:   spec.Args,
+		Env:    spec.Env,
+		Dir:    spec.Dir,
+		Stdout: outW,
+		Stderr: errW,
+		SysProcAttr: &syscall.SysProcAttr{
+			// Its own process group, so stop and kill reach everything it
+			// forks; killed if the executor dies, so no task ever runs
+			// unsupervised.
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if c := spec.Credential; c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
+	if err := cmd.Start(); err != nil {
+		report(status, startStatus{Error: err.Error()})
+		return err
+	}
+	outW.Close()
+	errW.Close()
+
+	// The task cannot be reaped before Wait, so its /proc entry is there
+	// even if it already exited.
+	task, err := procfs.Self(cmd.Process.Pid)
+	if err == nil {
+		var self procfs.Identity
+		if self, err = procfs.Self(os.Getpid()); err == nil {
+			err = writeJSONAtomic(filepath.Join(spec.StateDir, stateFile),
+				State{Executor: self, Task: task, StateDir: spec.StateDir})
+		}
+	}
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		report(status, startStatus{Error: fmt.Sprintf("record task identity: %v", err)})
+		return err
+	}
+	report(status, startStatus{Task: task})
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { defer copies.Done(); io.Copy(stdout, outR) }()
+	go func() { defer copies.Done(); io.Copy(stderr, errR) }()
+
+	waitErr := cmd.Wait()
+	exit := Exit{ExitCode: -1}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		exit = exitFromWait(ws)
+	} else if waitErr != nil {
+		exit.Err = waitErr.Error()
+	}
+	exit.FinishedAt = time.Now().UnixNano()
+
+	// Whatever the task left behind in its group goes with it. The group
+	// ID cannot have been reused: Linux keeps a PID in use while it names
+	// a process group.
+	syscall.Kill(-task.Pid, syscall.SIGKILL)
+
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputDrainTimeout):
+		outR.Close()
+		errR.Close()
+	}
+	return writeJSONAtomic(filepath.Join(spec.StateDir, exitFile), exit)
+}
