@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,7 +21,7 @@ import (
 
 func TestCallTableCoversEveryCall(t *testing.T) {
 	seen := map[csi.Call]bool{}
-	for _, cc := range allCalls() {
+	for _, cc := range allCalls(csifake.New()) {
 		seen[cc.call] = true
 	}
 	for call := range csi.DefaultTimeouts() {
@@ -42,10 +43,10 @@ func TestDeadlinesFire(t *testing.T) {
 		timeouts[call] = deadline
 	}
 	p, _, c := startFake(t, csi.WithTimeouts(timeouts))
-	for _, cc := range allCalls() {
+	for _, cc := range allCalls(p) {
 		t.Run(string(cc.call), func(t *testing.T) {
 			t.Parallel()
-			release := cc.block(p)
+			release := cc.block()
 			defer release()
 			done := make(chan error, 1)
 			start := time.Now()
@@ -70,7 +71,7 @@ func TestDeadlinesFire(t *testing.T) {
 			if !csi.IsUncertain(err) || csi.IsFinal(err) {
 				t.Errorf("a deadline must be uncertain: %v", err)
 			}
-			if n := cc.count(p); n != 1 {
+			if n := cc.count(); n != 1 {
 				t.Errorf("plugin saw %d calls, want 1", n)
 			}
 		})
@@ -109,11 +110,11 @@ var uncertainCodes = map[codes.Code]bool{
 func TestErrorClassification(t *testing.T) {
 	p, _, c := startFake(t)
 	ctx := testCtx(t)
-	for _, cc := range allCalls() {
+	for _, cc := range allCalls(p) {
 		for _, code := range allCodes {
 			// The fake stays up, so Unavailable is the plugin's own answer
 			// and must not be taken for a shutdown.
-			cc.fail(p, status.Error(code, "scripted "+code.String()))
+			cc.fail(status.Error(code, "scripted "+code.String()))
 			err := cc.do(ctx, c)
 			if code == codes.NotFound && undoCalls[cc.call] {
 				if err != nil {

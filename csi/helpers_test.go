@@ -106,135 +106,98 @@ var rwCap = mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITE
 type callCase struct {
 	call   csi.Call
 	volume string // the VolumeID errors must carry
-	fail   func(*csifake.Plugin, error)
-	block  func(*csifake.Plugin) (release func())
-	count  func(*csifake.Plugin) int
+	fail   func(error)
+	block  func() (release func())
+	count  func() int
 	do     func(context.Context, *csi.Client) error
 }
 
-func mkCase[Q, S any](call csi.Call, volume string, fc func(*csifake.Plugin) *csifake.Call[Q, S], do func(context.Context, *csi.Client) error) callCase {
+func mkCase[Q, S any](call csi.Call, volume string, fc *csifake.Call[Q, S], do func(context.Context, *csi.Client) error) callCase {
 	return callCase{
 		call:   call,
 		volume: volume,
-		fail:   func(p *csifake.Plugin, err error) { fc(p).Next(nil, err) },
-		block:  func(p *csifake.Plugin) func() { return fc(p).Block() },
-		count:  func(p *csifake.Plugin) int { return fc(p).Count() },
+		fail:   func(err error) { fc.Next(nil, err) },
+		block:  fc.Block,
+		count:  fc.Count,
 		do:     do,
 	}
 }
 
-// allCalls lists every call the client makes, each with a valid request.
-func allCalls() []callCase {
-	type P = csifake.Plugin
+// allCalls lists every call the client makes, each with a valid request,
+// scripted through p.
+func allCalls(p *csifake.Plugin) []callCase {
 	type C = csi.Client
 	type X = context.Context
 	return []callCase{
-		mkCase(csi.CallGetPluginInfo, "", func(p *P) *csifake.Call[csipb.GetPluginInfoRequest, csipb.GetPluginInfoResponse] { return &p.GetPluginInfo },
-			func(ctx X, c *C) error { _, err := c.Identity.GetPluginInfo(ctx); return err }),
-		mkCase(csi.CallGetPluginCapabilities, "", func(p *P) *csifake.Call[csipb.GetPluginCapabilitiesRequest, csipb.GetPluginCapabilitiesResponse] {
-			return &p.GetPluginCapabilities
-		}, func(ctx X, c *C) error { _, err := c.Identity.GetPluginCapabilities(ctx); return err }),
-		mkCase(csi.CallProbe, "", func(p *P) *csifake.Call[csipb.ProbeRequest, csipb.ProbeResponse] { return &p.Probe },
-			func(ctx X, c *C) error { _, err := c.Identity.Probe(ctx); return err }),
-		mkCase(csi.CallCreateVolume, "v1", func(p *P) *csifake.Call[csipb.CreateVolumeRequest, csipb.CreateVolumeResponse] { return &p.CreateVolume },
-			func(ctx X, c *C) error {
-				_, err := c.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "v1", VolumeCapabilities: []*csipb.VolumeCapability{rwCap}})
-				return err
-			}),
-		mkCase(csi.CallDeleteVolume, "v1", func(p *P) *csifake.Call[csipb.DeleteVolumeRequest, csipb.DeleteVolumeResponse] { return &p.DeleteVolume },
-			func(ctx X, c *C) error {
-				_, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: "v1"})
-				return err
-			}),
-		mkCase(csi.CallControllerPublishVolume, "v1", func(p *P) *csifake.Call[csipb.ControllerPublishVolumeRequest, csipb.ControllerPublishVolumeResponse] {
-			return &p.ControllerPublishVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallGetPluginInfo, "", &p.GetPluginInfo, func(ctx X, c *C) error { _, err := c.Identity.GetPluginInfo(ctx); return err }),
+		mkCase(csi.CallGetPluginCapabilities, "", &p.GetPluginCapabilities, func(ctx X, c *C) error { _, err := c.Identity.GetPluginCapabilities(ctx); return err }),
+		mkCase(csi.CallProbe, "", &p.Probe, func(ctx X, c *C) error { _, err := c.Identity.Probe(ctx); return err }),
+		mkCase(csi.CallCreateVolume, "v1", &p.CreateVolume, func(ctx X, c *C) error {
+			_, err := c.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "v1", VolumeCapabilities: []*csipb.VolumeCapability{rwCap}})
+			return err
+		}),
+		mkCase(csi.CallDeleteVolume, "v1", &p.DeleteVolume, func(ctx X, c *C) error {
+			_, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: "v1"})
+			return err
+		}),
+		mkCase(csi.CallControllerPublishVolume, "v1", &p.ControllerPublishVolume, func(ctx X, c *C) error {
 			_, err := c.Controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: "v1", NodeId: "n1", VolumeCapability: rwCap})
 			return err
 		}),
-		mkCase(csi.CallControllerUnpublishVolume, "v1", func(p *P) *csifake.Call[csipb.ControllerUnpublishVolumeRequest, csipb.ControllerUnpublishVolumeResponse] {
-			return &p.ControllerUnpublishVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallControllerUnpublishVolume, "v1", &p.ControllerUnpublishVolume, func(ctx X, c *C) error {
 			_, err := c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: "v1", NodeId: "n1"})
 			return err
 		}),
-		mkCase(csi.CallValidateVolumeCapabilities, "v1", func(p *P) *csifake.Call[csipb.ValidateVolumeCapabilitiesRequest, csipb.ValidateVolumeCapabilitiesResponse] {
-			return &p.ValidateVolumeCapabilities
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallValidateVolumeCapabilities, "v1", &p.ValidateVolumeCapabilities, func(ctx X, c *C) error {
 			_, err := c.Controller.ValidateVolumeCapabilities(ctx, &csipb.ValidateVolumeCapabilitiesRequest{VolumeId: "v1", VolumeCapabilities: []*csipb.VolumeCapability{rwCap}})
 			return err
 		}),
-		mkCase(csi.CallListVolumes, "", func(p *P) *csifake.Call[csipb.ListVolumesRequest, csipb.ListVolumesResponse] { return &p.ListVolumes },
-			func(ctx X, c *C) error { _, err := c.Controller.ListVolumes(ctx, nil); return err }),
-		mkCase(csi.CallGetCapacity, "", func(p *P) *csifake.Call[csipb.GetCapacityRequest, csipb.GetCapacityResponse] { return &p.GetCapacity },
-			func(ctx X, c *C) error { _, err := c.Controller.GetCapacity(ctx, nil); return err }),
-		mkCase(csi.CallControllerGetCapabilities, "", func(p *P) *csifake.Call[csipb.ControllerGetCapabilitiesRequest, csipb.ControllerGetCapabilitiesResponse] {
-			return &p.ControllerGetCapabilities
-		}, func(ctx X, c *C) error { _, err := c.Controller.ControllerGetCapabilities(ctx); return err }),
-		mkCase(csi.CallControllerGetVolume, "v1", func(p *P) *csifake.Call[csipb.ControllerGetVolumeRequest, csipb.ControllerGetVolumeResponse] {
-			return &p.ControllerGetVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallListVolumes, "", &p.ListVolumes, func(ctx X, c *C) error { _, err := c.Controller.ListVolumes(ctx, nil); return err }),
+		mkCase(csi.CallGetCapacity, "", &p.GetCapacity, func(ctx X, c *C) error { _, err := c.Controller.GetCapacity(ctx, nil); return err }),
+		mkCase(csi.CallControllerGetCapabilities, "", &p.ControllerGetCapabilities, func(ctx X, c *C) error { _, err := c.Controller.ControllerGetCapabilities(ctx); return err }),
+		mkCase(csi.CallControllerGetVolume, "v1", &p.ControllerGetVolume, func(ctx X, c *C) error {
 			_, err := c.Controller.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: "v1"})
 			return err
 		}),
-		mkCase(csi.CallControllerExpandVolume, "v1", func(p *P) *csifake.Call[csipb.ControllerExpandVolumeRequest, csipb.ControllerExpandVolumeResponse] {
-			return &p.ControllerExpandVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallControllerExpandVolume, "v1", &p.ControllerExpandVolume, func(ctx X, c *C) error {
 			_, err := c.Controller.ControllerExpandVolume(ctx, &csipb.ControllerExpandVolumeRequest{VolumeId: "v1", CapacityRange: &csipb.CapacityRange{RequiredBytes: 1 << 30}})
 			return err
 		}),
-		mkCase(csi.CallCreateSnapshot, "v1", func(p *P) *csifake.Call[csipb.CreateSnapshotRequest, csipb.CreateSnapshotResponse] { return &p.CreateSnapshot },
-			func(ctx X, c *C) error {
-				_, err := c.Controller.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{SourceVolumeId: "v1", Name: "s1"})
-				return err
-			}),
-		mkCase(csi.CallDeleteSnapshot, "", func(p *P) *csifake.Call[csipb.DeleteSnapshotRequest, csipb.DeleteSnapshotResponse] { return &p.DeleteSnapshot },
-			func(ctx X, c *C) error {
-				_, err := c.Controller.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: "s1"})
-				return err
-			}),
-		mkCase(csi.CallListSnapshots, "", func(p *P) *csifake.Call[csipb.ListSnapshotsRequest, csipb.ListSnapshotsResponse] { return &p.ListSnapshots },
-			func(ctx X, c *C) error { _, err := c.Controller.ListSnapshots(ctx, nil); return err }),
-		mkCase(csi.CallNodeStageVolume, "v1", func(p *P) *csifake.Call[csipb.NodeStageVolumeRequest, csipb.NodeStageVolumeResponse] { return &p.NodeStageVolume },
-			func(ctx X, c *C) error {
-				_, err := c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging/v1", VolumeCapability: rwCap})
-				return err
-			}),
-		mkCase(csi.CallNodeUnstageVolume, "v1", func(p *P) *csifake.Call[csipb.NodeUnstageVolumeRequest, csipb.NodeUnstageVolumeResponse] {
-			return &p.NodeUnstageVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallCreateSnapshot, "v1", &p.CreateSnapshot, func(ctx X, c *C) error {
+			_, err := c.Controller.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{SourceVolumeId: "v1", Name: "s1"})
+			return err
+		}),
+		mkCase(csi.CallDeleteSnapshot, "", &p.DeleteSnapshot, func(ctx X, c *C) error {
+			_, err := c.Controller.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: "s1"})
+			return err
+		}),
+		mkCase(csi.CallListSnapshots, "", &p.ListSnapshots, func(ctx X, c *C) error { _, err := c.Controller.ListSnapshots(ctx, nil); return err }),
+		mkCase(csi.CallNodeStageVolume, "v1", &p.NodeStageVolume, func(ctx X, c *C) error {
+			_, err := c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging/v1", VolumeCapability: rwCap})
+			return err
+		}),
+		mkCase(csi.CallNodeUnstageVolume, "v1", &p.NodeUnstageVolume, func(ctx X, c *C) error {
 			_, err := c.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: "v1", StagingTargetPath: "/staging/v1"})
 			return err
 		}),
-		mkCase(csi.CallNodePublishVolume, "v1", func(p *P) *csifake.Call[csipb.NodePublishVolumeRequest, csipb.NodePublishVolumeResponse] {
-			return &p.NodePublishVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallNodePublishVolume, "v1", &p.NodePublishVolume, func(ctx X, c *C) error {
 			_, err := c.Node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: "v1", TargetPath: "/publish/a1/v1", VolumeCapability: rwCap})
 			return err
 		}),
-		mkCase(csi.CallNodeUnpublishVolume, "v1", func(p *P) *csifake.Call[csipb.NodeUnpublishVolumeRequest, csipb.NodeUnpublishVolumeResponse] {
-			return &p.NodeUnpublishVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallNodeUnpublishVolume, "v1", &p.NodeUnpublishVolume, func(ctx X, c *C) error {
 			_, err := c.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: "v1", TargetPath: "/publish/a1/v1"})
 			return err
 		}),
-		mkCase(csi.CallNodeGetVolumeStats, "v1", func(p *P) *csifake.Call[csipb.NodeGetVolumeStatsRequest, csipb.NodeGetVolumeStatsResponse] {
-			return &p.NodeGetVolumeStats
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallNodeGetVolumeStats, "v1", &p.NodeGetVolumeStats, func(ctx X, c *C) error {
 			_, err := c.Node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: "v1", VolumePath: "/publish/a1/v1"})
 			return err
 		}),
-		mkCase(csi.CallNodeExpandVolume, "v1", func(p *P) *csifake.Call[csipb.NodeExpandVolumeRequest, csipb.NodeExpandVolumeResponse] {
-			return &p.NodeExpandVolume
-		}, func(ctx X, c *C) error {
+		mkCase(csi.CallNodeExpandVolume, "v1", &p.NodeExpandVolume, func(ctx X, c *C) error {
 			_, err := c.Node.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{VolumeId: "v1", VolumePath: "/publish/a1/v1"})
 			return err
 		}),
-		mkCase(csi.CallNodeGetCapabilities, "", func(p *P) *csifake.Call[csipb.NodeGetCapabilitiesRequest, csipb.NodeGetCapabilitiesResponse] {
-			return &p.NodeGetCapabilities
-		}, func(ctx X, c *C) error { _, err := c.Node.NodeGetCapabilities(ctx); return err }),
-		mkCase(csi.CallNodeGetInfo, "", func(p *P) *csifake.Call[csipb.NodeGetInfoRequest, csipb.NodeGetInfoResponse] { return &p.NodeGetInfo },
-			func(ctx X, c *C) error { _, err := c.Node.NodeGetInfo(ctx); return err }),
+		mkCase(csi.CallNodeGetCapabilities, "", &p.NodeGetCapabilities, func(ctx X, c *C) error { _, err := c.Node.NodeGetCapabilities(ctx); return err }),
+		mkCase(csi.CallNodeGetInfo, "", &p.NodeGetInfo, func(ctx X, c *C) error { _, err := c.Node.NodeGetInfo(ctx); return err }),
 	}
 }
 

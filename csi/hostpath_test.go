@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"berth.dev/berth/builtin/csi/hostpath"
 	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 )
 
@@ -33,7 +35,9 @@ func startHostpath(t *testing.T, dir string) *hostpathPlugin {
 		Endpoint: "unix://" + filepath.Join(dir, "csi.sock"),
 		NodeID:   "node-1",
 		StateDir: filepath.Join(dir, "state"),
-		Logger:   testLogger(t).Named("hostpath"),
+		// Debug, not trace: the plugin's trace-level request logging is its
+		// own concern, not this client's.
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "hostpath", Level: hclog.Debug, Output: tWriter{t}}),
 	}}
 	h.start()
 	t.Cleanup(h.stop)
@@ -119,6 +123,18 @@ func unescapeMountinfo(s string) string {
 	return b.String()
 }
 
+// unmountUnder detaches whatever a failed test left mounted under dir, so
+// that removing dir does not reach into a volume through a bind mount.
+func unmountUnder(t *testing.T, dir string) {
+	for mp := range mountPoints(t) {
+		if strings.HasPrefix(mp, dir+"/") {
+			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+				t.Errorf("cleanup: unmount %s: %v", mp, err)
+			}
+		}
+	}
+}
+
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -140,6 +156,7 @@ func volumeCycle(t *testing.T, restart bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { unmountUnder(t, dir) })
 	h := startHostpath(t, dir)
 	c, err := csi.Dial(h.cfg.Endpoint, csi.WithLogger(testLogger(t)))
 	if err != nil {
@@ -158,6 +175,9 @@ func volumeCycle(t *testing.T, restart bool) {
 	}
 	if fp.NodeInfo.GetNodeId() != "node-1" || !fp.Node.Has(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME) {
 		t.Fatalf("node %v %v", fp.NodeInfo, fp.Node)
+	}
+	if !fp.ControllerRequired() {
+		t.Fatalf("hostpath advertises controller publish, yet ControllerRequired is false: %+v", fp)
 	}
 
 	capability := &csipb.VolumeCapability{
@@ -181,16 +201,13 @@ func volumeCycle(t *testing.T, restart bool) {
 		t.Fatalf("validation of the capability the volume was created with: %+v, %v", v, err)
 	}
 
-	var publishCtx map[string]string
-	if fp.ControllerRequired() {
-		resp, err := c.Controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
-			VolumeId: id, NodeId: fp.NodeInfo.GetNodeId(), VolumeCapability: capability, VolumeContext: vol.GetVolumeContext(),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		publishCtx = resp.GetPublishContext()
+	published, err := c.Controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+		VolumeId: id, NodeId: fp.NodeInfo.GetNodeId(), VolumeCapability: capability, VolumeContext: vol.GetVolumeContext(),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	publishCtx := published.GetPublishContext()
 	staging := filepath.Join(dir, "staging", id)
 	target := filepath.Join(dir, "publish", "alloc-1", id)
 	if _, err := c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
@@ -252,10 +269,8 @@ func volumeCycle(t *testing.T, restart bool) {
 	if _, err := os.Stat(filepath.Join(staging, "hello.txt")); err == nil {
 		t.Errorf("the volume's file is still visible at %s after unstaging", staging)
 	}
-	if fp.ControllerRequired() {
-		if _, err := c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: fp.NodeInfo.GetNodeId()}); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: fp.NodeInfo.GetNodeId()}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id}); err != nil {
 		t.Fatal(err)

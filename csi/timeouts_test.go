@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -40,7 +41,7 @@ func TestEachCallUsesItsOwnDeadline(t *testing.T) {
 	// Slack for a slow machine between setting the deadline and reading it.
 	const slack = 20 * time.Second
 	check := func(t *testing.T, c *csi.Client, conn *deadlineConn, want csi.Timeouts) {
-		for _, cc := range allCalls() {
+		for _, cc := range allCalls(csifake.New()) {
 			_ = cc.do(context.Background(), c)
 			left, ok := conn.left[string(cc.call)]
 			if !ok {
@@ -55,7 +56,7 @@ func TestEachCallUsesItsOwnDeadline(t *testing.T) {
 	t.Run("configured", func(t *testing.T) {
 		conn := &deadlineConn{left: map[string]time.Duration{}}
 		want := csi.Timeouts{}
-		for i, cc := range allCalls() {
+		for i, cc := range allCalls(csifake.New()) {
 			want[cc.call] = time.Duration(i+1) * time.Minute
 		}
 		check(t, csi.New(conn, csi.WithTimeouts(want)), conn, want)

@@ -60,6 +60,10 @@ func New(cfg *Config, logger hclog.Logger) (a *Agent, err error) {
 			a.Shutdown()
 		}
 	}()
+	// Installed before raft starts so its first election is counted.
+	if err := InitMetrics(); err != nil {
+		return nil, err
+	}
 	if err := a.setupDataDir(); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,16 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 	var file *hcl.File
 	var diags hcl.Diagnostics
 	if isJSONFile(filename) {
+		// HCL's JSON syntax also allows an array of objects at the root;
+		// berth does not, so that unknown keys can be found in one object.
+		if body := bytes.TrimLeft(src, " \t\r\n"); len(body) > 0 && body[0] == '[' {
+			off := len(src) - len(body)
+			line := bytes.Count(src[:off], []byte{'\n'}) + 1
+			col := off - (bytes.LastIndexByte(src[:off], '\n') + 1) + 1
+			d.errs.addUnprefixed(SourcePos{File: filename, Line: line, Column: col}, "", ErrWrongType,
+				"the root of a JSON configuration must be an object, not an array")
+			return nil, d.errs
+		}
 		file, diags = hcljson.Parse(src, filename)
 		diags = dropRootEcho(src, diags)
 	} else {
@@ -225,13 +235,23 @@ func (d *decoder) single(blocks hcl.Blocks, typ, path string) *hcl.Block {
 			continue
 		}
 		if first != nil {
-			d.errs.addUnprefixed(d.posOf(b.TypeRange), path, ErrDuplicateBlock,
-				"duplicate %s block (first defined at %s)", typ, d.posOf(first.TypeRange))
+			d.duplicate(first, b, path, typ+" block")
 			continue
 		}
 		first = b
 	}
 	return first
+}
+
+// duplicate reports block dup as a second definition of first. In JSON
+// both may come from one array under one key, and so share a position.
+func (d *decoder) duplicate(first, dup *hcl.Block, path, what string) {
+	pos, firstPos := d.posOf(dup.TypeRange), d.posOf(first.TypeRange)
+	if pos == firstPos {
+		d.errs.addUnprefixed(pos, path, ErrDuplicateBlock, "duplicate %s (a list of them is given; only one is allowed)", what)
+		return
+	}
+	d.errs.addUnprefixed(pos, path, ErrDuplicateBlock, "duplicate %s (first defined at %s)", what, firstPos)
 }
 
 func (d *decoder) plugins(blocks hcl.Blocks, c *Config) {
@@ -247,8 +267,7 @@ func (d *decoder) plugins(blocks hcl.Blocks, c *Config) {
 			d.errs.add(d.posOf(b.LabelRanges[0]), "plugin", ErrInvalidValue, "a plugin block needs a name")
 			continue
 		case first[name] != nil:
-			d.errs.addUnprefixed(d.posOf(b.TypeRange), path, ErrDuplicateBlock,
-				"duplicate plugin %q block (first defined at %s)", name, d.posOf(first[name].TypeRange))
+			d.duplicate(first[name], b, path, fmt.Sprintf("plugin %q block", name))
 			continue
 		}
 		first[name] = b

@@ -115,6 +115,20 @@ func TestParseConfigErrors(t *testing.T) {
 			kind: ErrDuplicateBlock, path: "plugin.raw_exec",
 		},
 		{
+			name: "a list of blocks in JSON",
+			file: "agent.json",
+			src:  "{\n  \"server\": [{\"enabled\": true}, {\"enabled\": false}]\n}",
+			want: `agent.json:2,3: duplicate server block (a list of them is given; only one is allowed)`,
+			kind: ErrDuplicateBlock, path: "server",
+		},
+		{
+			name: "JSON root array",
+			file: "agent.json",
+			src:  "\n  [{\"name\": \"a\"}]",
+			want: `agent.json:2,3: the root of a JSON configuration must be an object, not an array`,
+			kind: ErrWrongType,
+		},
+		{
 			name: "malformed HCL",
 			file: "agent.hcl",
 			src:  "name = \"a\"\nserver {\n  enabled = \n}\n",

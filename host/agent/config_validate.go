@@ -235,4 +235,3 @@ func checkSnapshotInterval(d time.Duration) error {
 	}
 	return nil
 }
-

@@ -1,12 +1,71 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+
+	"berth.dev/berth/builtin/csi/hostpath"
 )
 
-// builtinCSIHostpathCommand is replaced by the hostpath plugin's real entry point.
+// builtinCSIHostpathCommand runs the built-in hostpath CSI plugin until
+// SIGINT or SIGTERM.
 func builtinCSIHostpathCommand() *cli.Command {
-	return &cli.Command{Name: "csi-hostpath", Action: func(*cli.Context) error { return errors.New("not built yet") }}
+	return &cli.Command{
+		Name:  "csi-hostpath",
+		Usage: "run the built-in hostpath CSI plugin (" + hostpath.PluginName + ")",
+		Description: "Serves CSI volumes that are directories (or loop-device block images) under --state-dir.\n" +
+			"Run one process in monolith mode, or one controller and any number of node processes that\n" +
+			"share the state directory. A restarted plugin keeps its volumes, snapshots and attachments.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "endpoint", Usage: "CSI endpoint: unix:///path/csi.sock or a socket path", EnvVars: []string{"CSI_ENDPOINT"}, Required: true},
+			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (required in monolith and node mode)"},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory holding volumes, snapshots and plugin state", Required: true},
+			&cli.StringFlag{Name: "capacity", Usage: "capacity to hand out, e.g. 10GiB, 500MiB, 1G; 0 = the filesystem's free space", Value: "0"},
+			&cli.StringFlag{Name: "mode", Usage: "services to serve: monolith, controller or node", Value: hostpath.ModeMonolith},
+			&cli.Int64Flag{Name: "max-volumes", Usage: "volumes that may be attached to this node; 0 = unlimited"},
+			&cli.StringSliceFlag{Name: "topology", Usage: "topology segment key=value of this node (repeatable, or comma-separated)"},
+			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info"},
+			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("csi-hostpath takes no arguments, got %q", c.Args().Slice())
+			}
+			capacity, err := hostpath.ParseCapacity(c.String("capacity"))
+			if err != nil {
+				return fmt.Errorf("--capacity: %w", err)
+			}
+			topology, err := hostpath.ParseTopology(c.StringSlice("topology"))
+			if err != nil {
+				return fmt.Errorf("--topology: %w", err)
+			}
+			level := hclog.LevelFromString(c.String("log-level"))
+			if level == hclog.NoLevel {
+				return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+			}
+			logger := hclog.New(&hclog.LoggerOptions{
+				Name:       "berth",
+				Level:      level,
+				Output:     c.App.ErrWriter,
+				JSONFormat: c.Bool("log-json"),
+			})
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return hostpath.Run(ctx, hostpath.Config{
+				Endpoint:   c.String("endpoint"),
+				NodeID:     c.String("node-id"),
+				StateDir:   c.String("state-dir"),
+				Capacity:   capacity,
+				Mode:       c.String("mode"),
+				MaxVolumes: c.Int64("max-volumes"),
+				Topology:   topology,
+				Logger:     logger,
+			})
+		},
+	}
 }

@@ -38,9 +38,6 @@ func runAgent(c *cli.Context) error {
 		return err
 	}
 	logger := agent.NewLogger(cfg, c.App.ErrWriter)
-	if err := agent.InitMetrics(); err != nil {
-		return err
-	}
 
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)

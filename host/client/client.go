@@ -256,4 +256,3 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 	}
 	return errors.Join(errs...)
 }
-

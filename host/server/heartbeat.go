@@ -76,16 +76,6 @@ func (h *heartbeater) reset(nodeID string, d time.Duration) {
 	nt.timer = h.clock.AfterFunc(d, func() { h.expire(nodeID, gen) })
 }
 
-// remove forgets a node's timer (the node was deregistered).
-func (h *heartbeater) remove(nodeID string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if nt := h.timers[nodeID]; nt != nil && nt.timer != nil {
-		nt.timer.Stop()
-	}
-	delete(h.timers, nodeID)
-}
-
 // stopAll stops every timer; called when leadership ends.
 func (h *heartbeater) stopAll() {
 	h.mu.Lock()

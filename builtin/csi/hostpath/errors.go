@@ -10,6 +10,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// ErrBusy is wrapped in errors about a mount that cannot be removed because
+// it is still in use; the CO sees codes.Aborted and retries.
+var ErrBusy = errors.New("mount is busy")
+
 // Everything the plugin returns to a CO is a gRPC status with the code the
 // CSI spec prescribes for the condition; messages name the volume, snapshot,
 // node or path concerned. These helpers keep the handlers short.

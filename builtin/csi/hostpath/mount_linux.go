@@ -15,10 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrBusy is returned (wrapped) when a mount cannot be removed because it is
-// still in use.
-var ErrBusy = errors.New("mount is busy")
-
 // bindMount bind-mounts src at target and then applies flags with a
 // remount, since the kernel ignores per-mount flags on the initial bind.
 // Flags the target's filesystem is locked to (nosuid, nodev, noexec in a

@@ -1,0 +1,120 @@
+package rawexec
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/executor"
+	"berth.dev/berth/version"
+)
+
+// disabledDescription is the fingerprint's explanation while disabled.
+const disabledDescription = "raw_exec is disabled: it runs tasks unisolated, as the agent's user; " +
+	"set enabled = true in its plugin config to allow it"
+
+// Driver is the raw_exec driver. Create it with New.
+type Driver struct {
+	logger hclog.Logger
+	tasks  sdk.TaskStore[*task]
+	events sdk.EventHub
+	fp     *sdk.FingerprintHub
+
+	mu      sync.Mutex
+	enabled bool
+	// self re-executes this binary as an executor; set on first use.
+	self *executor.Command
+}
+
+var (
+	_ sdk.Driver      = (*Driver)(nil)
+	_ sdk.ExecDriver  = (*Driver)(nil)
+	_ sdk.StatsDriver = (*Driver)(nil)
+)
+
+// New returns a raw_exec driver, disabled until SetConfig enables it.
+func New(logger hclog.Logger) *Driver {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	d := &Driver{logger: logger.Named(Name)}
+	d.fp = sdk.NewFingerprintHub(fingerprint(false))
+	return d
+}
+
+func fingerprint(enabled bool) *driverpb.DriverFingerprint {
+	if !enabled {
+		return &driverpb.DriverFingerprint{Health: driverpb.Health_HEALTH_UNDETECTED, HealthDescription: disabledDescription}
+	}
+	return &driverpb.DriverFingerprint{
+		Health:            driverpb.Health_HEALTH_HEALTHY,
+		HealthDescription: "healthy",
+		Attributes:        map[string]string{"driver.raw_exec": "true", "driver.raw_exec.version": version.Version},
+	}
+}
+
+// PluginInfo implements sdk.Driver.
+func (d *Driver) PluginInfo(context.Context) (*driverpb.PluginInfo, error) {
+	return &driverpb.PluginInfo{Name: Name, Version: version.Version}, nil
+}
+
+// Capabilities implements sdk.Driver.
+func (d *Driver) Capabilities(context.Context) (*driverpb.DriverCapabilities, error) {
+	return &driverpb.DriverCapabilities{
+		SendSignals: true, Exec: true, Stats: true,
+		FsIsolation: driverpb.FSIsolation_FS_ISOLATION_NONE,
+	}, nil
+}
+
+// ConfigSchema implements sdk.Driver.
+func (d *Driver) ConfigSchema(context.Context) (*driverpb.ConfigSchemas, error) {
+	return &driverpb.ConfigSchemas{Plugin: pluginSchema, Task: taskSchema}, nil
+}
+
+// SetConfig implements sdk.Driver.
+func (d *Driver) SetConfig(_ context.Context, cfg *driverpb.PluginConfig) error {
+	vals, err := pluginSpec().Validate(cfg.GetValues())
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.enabled = vals.Bool("enabled")
+	enabled := d.enabled
+	d.mu.Unlock()
+	d.fp.Set(fingerprint(enabled))
+	return nil
+}
+
+func (d *Driver) isEnabled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.enabled
+}
+
+// executorCommand returns how to re-execute this binary as an executor.
+func (d *Driver) executorCommand() (executor.Command, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.self == nil {
+		c, err := executor.Self()
+		if err != nil {
+			return executor.Command{}, err
+		}
+		d.self = &c
+	}
+	return *d.self, nil
+}
+
+// Fingerprint implements sdk.Driver.
+func (d *Driver) Fingerprint(ctx context.Context) iter.Seq2[*driverpb.DriverFingerprint, error] {
+	return d.fp.Watch(ctx)
+}
+
+// TaskEvents implements sdk.Driver.
+func (d *Driver) TaskEvents(ctx context.Context) iter.Seq2[*driverpb.TaskEvent, error] {
+	return d.events.Subscribe(ctx)
+}

@@ -1,0 +1,94 @@
+package rawexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os/exec"
+	"slices"
+	"syscall"
+	"time"
+
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// maxExecOutput caps each output stream of ExecTask.
+const maxExecOutput = 1 << 20
+
+// ExecTask implements sdk.ExecDriver: it runs command on the host with the
+// task's environment, working directory and user, in a process group that
+// is killed as a whole at the timeout.
+func (d *Driver) ExecTask(ctx context.Context, taskID string, command []string, timeout time.Duration) (*driverpb.ExecResult, error) {
+	t, proc, err := d.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	if exited(proc) {
+		return nil, fmt.Errorf("exec in task %q: %w", taskID, sdk.ErrTaskNotRunning)
+	}
+	if len(command) == 0 {
+		return nil, fmt.Errorf("exec in task %q: no command given", taskID)
+	}
+	// buildSpec resolves the task's directory and user as StartTask did.
+	spec, err := buildSpec(t.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("exec in task %q: %w", taskID, err)
+	}
+	env := t.cfg.GetEnv()
+	path, err := lookPath(command[0], spec.Dir, env["PATH"])
+	if err != nil {
+		return nil, fmt.Errorf("exec in task %q: %w", taskID, err)
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var stdout, stderr capped
+	cmd := exec.CommandContext(ctx, path, command[1:]...)
+	cmd.Args[0] = command[0]
+	cmd.Dir = spec.Dir
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cmd.Env = append(cmd.Env, k+"="+env[k])
+	}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c := spec.Credential; c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+
+	runErr := cmd.Run()
+	res := &driverpb.ExecResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Exit: &driverpb.ExitResult{FinishedAt: time.Now().UnixNano()}}
+	var exitErr *exec.ExitError
+	switch {
+	case runErr == nil:
+	case errors.As(runErr, &exitErr):
+		ws := exitErr.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			res.Exit.Signal, res.Exit.ExitCode = int32(ws.Signal()), 128+int32(ws.Signal())
+		} else {
+			res.Exit.ExitCode = int32(ws.ExitStatus())
+		}
+		if ctx.Err() != nil {
+			res.Exit.Err = "exec timed out after " + timeout.String()
+		}
+	default:
+		return nil, fmt.Errorf("exec in task %q: %w", taskID, runErr)
+	}
+	return res, nil
+}
+
+// capped keeps the first maxExecOutput bytes written to it.
+type capped struct{ buf bytes.Buffer }
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := maxExecOutput - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
