@@ -56,14 +56,14 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 
 // dropRootEcho removes the "root value must be object" diagnostic HCL's JSON
 // parser adds after any syntax error inside the root object, although the
-// root is an object. It is the last diagnostic and points at the root's
-// first byte, which the genuine errors never are when there are several.
+// root is an object. The parser appends it last, pointing at the root's
+// opening brace.
 func dropRootEcho(src []byte, diags hcl.Diagnostics) hcl.Diagnostics {
 	if len(diags) < 2 {
 		return diags
 	}
 	body := bytes.TrimLeft(src, " \t\r\n")
-	if len(body) == 0 || body[0] != '{' && body[0] != '[' {
+	if len(body) == 0 || body[0] != '{' {
 		return diags
 	}
 	last := diags[len(diags)-1]

@@ -58,6 +58,13 @@ func TestParseConfigErrors(t *testing.T) {
 			kind: ErrWrongType, path: "client.servers[1]",
 		},
 		{
+			name: "wrong type in a JSON list entry",
+			file: "agent.json",
+			src:  `{"client": {"servers": ["a", true]}}`,
+			want: `agent.json:1,30: client.servers[1]: string required, got bool`,
+			kind: ErrWrongType, path: "client.servers[1]",
+		},
+		{
 			name: "fraction where a whole number belongs",
 			file: "agent.hcl",
 			src:  "server {\n  bootstrap_expect = 1.5\n}\n",

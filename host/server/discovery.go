@@ -29,6 +29,11 @@ type discovery struct {
 
 	mu    sync.Mutex
 	known map[string]*pb.ServerMember
+	// recorded is set once this process saw its own record in state; the
+	// record disappearing afterwards means an operator removed this server,
+	// which must then not add itself back until it is restarted.
+	recorded bool
+	removed  bool
 }
 
 func newDiscovery(s *Server) *discovery {
@@ -183,7 +188,20 @@ func (s *Server) pingAddr(ctx context.Context, addr string, self *pb.ServerMembe
 func (d *discovery) ensureRegistered() error {
 	s := d.s
 	self := s.self()
-	if cur, err := s.fsm.State().ServerByID(nil, s.id); err == nil && cur != nil && sameMember(cur, self) {
+	cur, err := s.fsm.State().ServerByID(nil, s.id)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	if cur != nil {
+		d.recorded = true
+	} else if d.recorded && !d.removed {
+		d.removed = true
+		s.logger.Warn("this server was removed from the cluster (force-leave); restart it to rejoin")
+	}
+	removed := d.removed
+	d.mu.Unlock()
+	if removed || cur != nil && sameMember(cur, self) {
 		return nil
 	}
 	if s.IsLeader() {
@@ -202,6 +220,13 @@ func (d *discovery) ensureRegistered() error {
 	defer cancel()
 	_, err = pb.NewOperatorClient(conn).Join(ctx, &pb.JoinRequest{Server: self})
 	return err
+}
+
+// rejoined clears the removed mark: this server leads, so it is a member.
+func (d *discovery) rejoined() {
+	d.mu.Lock()
+	d.removed = false
+	d.mu.Unlock()
 }
 
 // sameMember compares the fields a server reports about itself, ignoring

@@ -289,18 +289,54 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	members, err := s.fsm.State().Servers(nil)
+	if err != nil {
+		return toStatus(err)
+	}
 	if err := s.raft.Restore(meta, state, time.Minute); err != nil {
 		return toStatus(fmt.Errorf("restoring snapshot: %w", err))
 	}
-	// The restored state may hold other nodes and servers than before: start
-	// heartbeat timers afresh and record this leader again.
+	// Raft keeps its configuration across a restore; keep the servers table
+	// true to it, so a snapshot from another time does not lose the
+	// addresses of today's members.
+	if err := s.restoreMemberRecords(members); err != nil {
+		s.logger.Warn("re-recording servers after restore", "error", err)
+	}
+	// The restored state may hold other nodes than before: start heartbeat
+	// timers afresh.
 	s.heartbeats.stopAll()
 	s.heartbeats.initialize()
-	if err := s.discovery.ensureRegistered(); err != nil {
-		s.logger.Warn("recording leader after restore", "error", err)
-	}
 	s.logger.Info("snapshot restored", "snapshot_index", meta.Index, "bytes", meta.Size)
 	return stream.SendAndClose(&pb.SnapshotRestoreResponse{Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}})
+}
+
+// restoreMemberRecords re-records, from the pre-restore records, every
+// server still in the raft configuration whose record the restore changed.
+func (s *Server) restoreMemberRecords(before []*pb.ServerMember) error {
+	f := s.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	inRaft := map[string]bool{}
+	for _, srv := range f.Configuration().Servers {
+		inRaft[string(srv.ID)] = true
+	}
+	for _, m := range before {
+		if !inRaft[m.GetId()] {
+			continue
+		}
+		cur, err := s.fsm.State().ServerByID(nil, m.GetId())
+		if err != nil {
+			return err
+		}
+		if cur != nil && sameMember(cur, m) {
+			continue
+		}
+		if _, err := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *operatorEndpoint) proxySnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {

@@ -74,6 +74,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+	s.discovery.rejoined()
 	if err := s.discovery.ensureRegistered(); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}

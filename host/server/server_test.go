@@ -388,3 +388,35 @@ func TestEveryMethodHasARoute(t *testing.T) {
 		}
 	}
 }
+
+func TestLeaveOnTerminateRemovesTheServer(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.waitLeader()
+	// Both a follower and the leader leave cleanly.
+	for _, leaving := range []*Server{tc.followers(leader)[0], leader} {
+		leaving.cfg.LeaveOnTerminate = true
+		if err := leaving.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+		rest := tc.waitLeader(leaving)
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			f := rest.raft.GetConfiguration()
+			if err := f.Error(); err != nil {
+				return err
+			}
+			for _, srv := range f.Configuration().Servers {
+				if string(srv.ID) == leaving.ID() {
+					return fmt.Errorf("%s still in the configuration", leaving.cfg.Name)
+				}
+			}
+			return nil
+		})
+		if m, _ := rest.State().ServerByID(nil, leaving.ID()); m != nil {
+			t.Fatalf("%s still recorded in state after leaving", leaving.cfg.Name)
+		}
+	}
+	// One server left of three, and it still leads alone.
+	if live := tc.live(); len(live) != 1 || !live[0].IsLeader() {
+		t.Fatalf("after two leaves: %d live servers", len(live))
+	}
+}

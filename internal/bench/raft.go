@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // raftPlan is how long and how often the raft section measures.
@@ -71,9 +74,6 @@ func benchRaft(opts options) (err error) {
 	if opts.quick {
 		plan = quickRaftPlan
 	}
-	// Raft logs warnings at every election; only errors mean something here.
-	logger := hclog.New(&hclog.LoggerOptions{Name: "bench-raft", Level: hclog.Error, Output: os.Stderr})
-
 	p, err := newPayloads()
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func benchRaft(opts options) (err error) {
 			for _, kind := range kinds {
 				fmt.Fprintf(os.Stderr, "raft: %d server(s), round %d/%d, %s\n", servers, round+1, plan.rounds, kind.name)
 				name := fmt.Sprintf("%ds-round%d-%s", servers, round+1, kind.name)
-				results, applied, err := runCluster(ctx, filepath.Join(dir, name), servers, kind, plan, p, logger)
+				results, applied, err := runClusterRetrying(ctx, filepath.Join(dir, name), servers, kind, plan, p)
 				if err != nil {
 					return fmt.Errorf("%d server(s), round %d, %s FSM: %w", servers, round+1, kind.name, err)
 				}
@@ -126,6 +126,56 @@ func benchRaft(opts options) (err error) {
 	}
 	rep.print(opts.quick)
 	return nil
+}
+
+// leadershipAttempts is how many fresh clusters a run may take. On a
+// machine this loaded a leader can miss its lease (500ms by default) and step
+// down mid-run; that is the machine, not raft or berth, so the run is redone
+// on a fresh cluster rather than failing the section.
+const leadershipAttempts = 3
+
+// runClusterRetrying is runCluster, redone when the leader lost its
+// leadership. Raft's log lines are kept and printed only when a run fails:
+// elections and a normal shutdown log warnings and connection resets that
+// mean nothing here.
+func runClusterRetrying(ctx context.Context, dir string, servers int, kind fsmKind, plan raftPlan, p *payloads) (map[int]loadResult, int, error) {
+	for attempt := 1; ; attempt++ {
+		logs := &logBuffer{}
+		logger := hclog.New(&hclog.LoggerOptions{Name: "bench-raft", Level: hclog.Warn, Output: logs})
+		results, applied, err := runCluster(ctx, fmt.Sprintf("%s-%d", dir, attempt), servers, kind, plan, p, logger)
+		if err == nil {
+			return results, applied, nil
+		}
+		lost := errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader)
+		if !lost || attempt == leadershipAttempts || ctx.Err() != nil {
+			os.Stderr.Write(logs.bytes())
+			return nil, 0, err
+		}
+		fmt.Fprintf(os.Stderr, "raft: leader lost its leadership mid-run (%v); redoing the run on a fresh cluster\n", err)
+	}
+}
+
+// logBuffer holds a cluster's log lines, up to a limit.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+const logBufferLimit = 1 << 20
+
+func (l *logBuffer) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.buf.Len() < logBufferLimit {
+		l.buf.Write(b)
+	}
+	return len(b), nil
+}
+
+func (l *logBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.buf.Bytes())
 }
 
 // runCluster starts a fresh cluster running kind's FSM and measures every

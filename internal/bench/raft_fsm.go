@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"time"
 
@@ -82,20 +83,25 @@ func (noopSnapshot) Release() {}
 
 // fsmOnlyCost is the berth FSM's own cost per command, outside raft.
 type fsmOnlyCost struct {
-	perOp time.Duration // median over repetitions
-	ops   int           // commands per repetition, each a new node
+	wall  time.Duration // per command, median over repetitions
+	cpu   time.Duration // process CPU per command (GC included), median
+	cpuOK bool
+	ops   int // commands per repetition, each a new node
 }
 
 // measureFSMOnly applies reps × ops NodeRegister entries with distinct node
 // IDs directly to fresh berth FSMs, the way raft's FSM goroutine would, and
-// times Apply alone: minting the entries is left out of the clock.
+// times Apply alone: minting the entries is left out of both clocks. Nothing
+// else runs in the process by then, so its CPU time is the FSM's, including
+// the garbage collection the FSM's allocations cause.
 func measureFSMOnly(ctx context.Context, p *payloads, ops, reps int) (fsmOnlyCost, error) {
 	const batch = 256
-	perOp := make([]time.Duration, 0, reps)
+	var wall, cpu []time.Duration
+	cpuOK := true
 	entries := make([][]byte, batch)
 	for range reps {
 		f := fsm.New(nil)
-		var spent time.Duration
+		var spentWall, spentCPU time.Duration
 		for index := uint64(1); index <= uint64(ops); {
 			if err := ctx.Err(); err != nil {
 				return fsmOnlyCost{}, err
@@ -104,6 +110,7 @@ func measureFSMOnly(ctx context.Context, p *payloads, ops, reps int) (fsmOnlyCos
 			for i := range n {
 				entries[i] = p.next()
 			}
+			cpu0, ok0 := processCPU()
 			start := time.Now()
 			for _, data := range entries[:n] {
 				res := f.ApplyLog(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
@@ -112,7 +119,10 @@ func measureFSMOnly(ctx context.Context, p *payloads, ops, reps int) (fsmOnlyCos
 				}
 				index++
 			}
-			spent += time.Since(start)
+			spentWall += time.Since(start)
+			cpu1, ok1 := processCPU()
+			spentCPU += cpu1 - cpu0
+			cpuOK = cpuOK && ok0 && ok1
 		}
 		nodes, err := f.State().Nodes(nil)
 		if err != nil {
@@ -121,9 +131,11 @@ func measureFSMOnly(ctx context.Context, p *payloads, ops, reps int) (fsmOnlyCos
 		if len(nodes) != ops {
 			return fsmOnlyCost{}, fmt.Errorf("FSM-only: %d nodes in the table after %d registrations of distinct nodes", len(nodes), ops)
 		}
-		perOp = append(perOp, spent/time.Duration(ops))
+		wall = append(wall, spentWall/time.Duration(ops))
+		cpu = append(cpu, spentCPU/time.Duration(ops))
+		runtime.GC() // the next repetition starts from an empty heap
 	}
-	return fsmOnlyCost{perOp: median(perOp), ops: ops}, nil
+	return fsmOnlyCost{wall: median(wall), cpu: median(cpu), cpuOK: cpuOK, ops: ops}, nil
 }
 
 // median returns the middle value of xs (the lower middle for an even

@@ -12,11 +12,22 @@ import (
 )
 
 // loadResult is one measured run: how many proposals were applied, over
-// what time, and each one's latency.
+// what time, each one's latency, and the CPU the whole process (every
+// server of the cluster and the proposers) spent meanwhile.
 type loadResult struct {
 	ops     int
 	elapsed time.Duration
 	lat     []time.Duration // sorted
+	cpu     time.Duration
+	cpuOK   bool // whether the platform reported cpu
+}
+
+// cpuPerOp is the process CPU time per applied proposal.
+func (r loadResult) cpuPerOp() (time.Duration, bool) {
+	if !r.cpuOK || r.ops == 0 {
+		return 0, false
+	}
+	return r.cpu / time.Duration(r.ops), true
 }
 
 func (r loadResult) opsPerSec() float64 {
@@ -50,12 +61,15 @@ func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p *payloads, 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lats := make([][]time.Duration, proposers)
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	deadline := start.Add(window)
 	var wg sync.WaitGroup
 	for i := range proposers {
 		wg.Go(func() {
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			// At least one proposal each, so a stalled machine still
+			// yields a measurement rather than an empty one.
+			for {
 				data := p.next()
 				t0 := time.Now()
 				if err := kind.wait(ctx, leader.Apply(data, applyTimeout)); err != nil {
@@ -63,15 +77,19 @@ func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p *payloads, 
 					return
 				}
 				lats[i] = append(lats[i], time.Since(t0))
+				if ctx.Err() != nil || !time.Now().Before(deadline) {
+					return
+				}
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, cpuOK1 := processCPU()
 	if err := context.Cause(ctx); err != nil {
 		return loadResult{}, err
 	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
-	return loadResult{ops: len(all), elapsed: elapsed, lat: all}, nil
+	return loadResult{ops: len(all), elapsed: elapsed, lat: all, cpu: cpu1 - cpu0, cpuOK: cpuOK && cpuOK1}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -11,17 +12,30 @@ import (
 type summary struct {
 	opsPerSec float64
 	p50, p99  time.Duration
+	cpuPerOp  time.Duration
+	cpuOK     bool
 }
 
 func summarize(runs []loadResult) summary {
 	var ops []float64
-	var p50, p99 []time.Duration
+	var p50, p99, cpu []time.Duration
+	cpuOK := len(runs) > 0
 	for _, r := range runs {
 		ops = append(ops, r.opsPerSec())
 		p50 = append(p50, r.percentile(0.50))
 		p99 = append(p99, r.percentile(0.99))
+		c, ok := r.cpuPerOp()
+		cpu = append(cpu, c)
+		cpuOK = cpuOK && ok
 	}
-	return summary{opsPerSec: median(ops), p50: median(p50), p99: median(p99)}
+	return summary{opsPerSec: median(ops), p50: median(p50), p99: median(p99), cpuPerOp: median(cpu), cpuOK: cpuOK}
+}
+
+func (s summary) cpuText() string {
+	if !s.cpuOK {
+		return "–"
+	}
+	return fmtLatency(s.cpuPerOp)
 }
 
 // ratios returns berth/baseline throughput for each round. Each pair ran
@@ -36,12 +50,38 @@ func (c *cellRuns) ratios() []float64 {
 	return out
 }
 
+func ratioText(rs []float64) string {
+	if len(rs) == 0 {
+		return "–"
+	}
+	text := fmt.Sprintf("%.2f", median(rs))
+	if len(rs) > 1 {
+		text += fmt.Sprintf(" (%.2f–%.2f)", slices.Min(rs), slices.Max(rs))
+	}
+	return text
+}
+
+// cpuRatios returns baseline/berth CPU per command for each round: the
+// throughput ratio a CPU-bound cluster would show, which other load on the
+// machine barely moves.
+func (c *cellRuns) cpuRatios() []float64 {
+	var out []float64
+	for i := range min(len(c.baseline), len(c.berth)) {
+		base, ok1 := c.baseline[i].cpuPerOp()
+		berth, ok2 := c.berth[i].cpuPerOp()
+		if ok1 && ok2 && berth > 0 {
+			out = append(out, float64(base)/float64(berth))
+		}
+	}
+	return out
+}
+
 func (rep *raftReport) print(quick bool) {
-	var b strings.Builder
-	b.WriteString("| servers | proposers | fsm | ops/s | p50 | p99 | berth/baseline ops/s |\n")
-	b.WriteString("|--:|--:|---|--:|--:|--:|---|\n")
-	var verdicts []string
 	topProcs := raftProposerCounts[len(raftProposerCounts)-1]
+	var b strings.Builder
+	b.WriteString("| servers | proposers | fsm | ops/s | p50 | p99 | CPU/op | berth/baseline ops/s | baseline/berth CPU/op |\n")
+	b.WriteString("|--:|--:|---|--:|--:|--:|--:|---|---|\n")
+	var verdicts []string
 	for _, servers := range raftServerCounts {
 		for _, procs := range raftProposerCounts {
 			runs := rep.cells[raftCell{servers, procs}]
@@ -49,66 +89,63 @@ func (rep *raftReport) print(quick bool) {
 				continue
 			}
 			base, berth := summarize(runs.baseline), summarize(runs.berth)
-			fmt.Fprintf(&b, "| %d | %d | baseline | %.0f | %s | %s | |\n", servers, procs, base.opsPerSec, fmtLatency(base.p50), fmtLatency(base.p99))
-			rs := runs.ratios()
-			ratio := median(rs)
-			cellText := fmt.Sprintf("%.2f", ratio)
-			if len(rs) > 1 {
-				lo, hi := rs[0], rs[0]
-				for _, r := range rs {
-					lo, hi = min(lo, r), max(hi, r)
-				}
-				cellText += fmt.Sprintf(" (%.2f–%.2f)", lo, hi)
-			}
-			fmt.Fprintf(&b, "| %d | %d | berth | %.0f | %s | %s | %s |\n", servers, procs, berth.opsPerSec, fmtLatency(berth.p50), fmtLatency(berth.p99), cellText)
-			if procs == topProcs {
+			fmt.Fprintf(&b, "| %d | %d | baseline | %.0f | %s | %s | %s | | |\n",
+				servers, procs, base.opsPerSec, fmtLatency(base.p50), fmtLatency(base.p99), base.cpuText())
+			rs, cs := runs.ratios(), runs.cpuRatios()
+			fmt.Fprintf(&b, "| %d | %d | berth | %.0f | %s | %s | %s | %s | %s |\n",
+				servers, procs, berth.opsPerSec, fmtLatency(berth.p50), fmtLatency(berth.p99), berth.cpuText(), ratioText(rs), ratioText(cs))
+			if procs == topProcs && len(rs) > 0 {
 				verdict := "met"
-				if ratio < raftTargetRatio {
+				if median(rs) < raftTargetRatio {
 					verdict = "NOT met"
 				}
-				verdicts = append(verdicts, fmt.Sprintf("%d server(s) %.2f %s", servers, ratio, verdict))
+				verdicts = append(verdicts, fmt.Sprintf("%d server(s) %.2f, %s", servers, median(rs), verdict))
 			}
 		}
 	}
 	fmt.Print(b.String())
 
 	plan := rep.plan
-	fmt.Println()
-	fmt.Printf("Measured: raft.Apply → applied, each proposer waiting for its command before the next; "+
-		"every cell is the median of %d run(s) of %s after %s of warmup, baseline and berth alternating per round "+
-		"(ABBA), each run on a fresh cluster; the ratio is the median of the per-round berth/baseline ratios (min–max). "+
+	fmt.Printf("\nMeasured: raft.Apply until applied, each proposer waiting for its command before proposing the next. "+
+		"Each cell is the median of %d run(s) of %s (after %s of warmup); baseline and berth alternate per round (ABBA), "+
+		"each on a fresh cluster; ratios are medians of the per-round ratios (min–max). "+
+		"CPU/op is the whole process's CPU time (all servers, proposers, GC) per applied command; "+
+		"baseline/berth CPU/op is the throughput ratio a CPU-bound cluster would show, and other load on the machine barely moves it. "+
 		"Command: NodeRegister of a full node (30 fingerprint attributes, 10 drivers × 8 attributes), "+
 		"%d bytes per entry, the same bytes for both FSMs; every proposal registers a node ID not seen before, "+
-		"so berth's node table grows to %d nodes per cluster. "+
+		"so berth's node table grows to %d nodes per cluster at most. "+
 		"Raft as the server runs it: raft-boltdb/v2 behind LogCache(%d), file snapshots, TCP on 127.0.0.1, "+
-		"raft.DefaultConfig(); the servers of a cluster share this process and its %d CPUs.\n",
+		"raft.DefaultConfig(); a cluster's servers share this process and the machine's %d CPUs.\n",
 		plan.rounds, plan.window, plan.warmup, rep.entryBytes, rep.largestTable, logCacheSize, runtime.NumCPU())
-	fmt.Println()
 
-	fsmOnly := rep.fsmOnly.perOp
-	fmt.Printf("FSM alone: %s per NodeRegister (Apply of %d distinct full nodes into an empty table, median of %d).",
-		fmtLatency(fsmOnly), rep.fsmOnly.ops, plan.fsmOnlyReps)
+	fsmOnly := rep.fsmOnly
+	fmt.Printf("\nFSM alone: Apply of one NodeRegister costs %s wall", fmtLatency(fsmOnly.wall))
+	if fsmOnly.cpuOK {
+		fmt.Printf(", %s CPU", fmtLatency(fsmOnly.cpu))
+	}
+	fmt.Printf(" (%d distinct full nodes into an empty table, median of %d).\n", fsmOnly.ops, plan.fsmOnlyReps)
 	for _, servers := range raftServerCounts {
 		runs := rep.cells[raftCell{servers, topProcs}]
-		if runs == nil {
+		if runs == nil || !fsmOnly.cpuOK {
 			continue
 		}
-		rate := summarize(runs.baseline).opsPerSec
-		if rate <= 0 {
+		base, berth := summarize(runs.baseline), summarize(runs.berth)
+		if !base.cpuOK || base.cpuPerOp <= 0 {
 			continue
 		}
-		perCmd := time.Duration(float64(time.Second) / rate)
-		// Every server applies every command, and here they share the CPUs.
-		cpu := float64(servers) * fsmOnly.Seconds() * rate
-		fmt.Printf(" Raft alone at %d proposers on %d server(s): %s per command; at that rate berth's FSM on all %d server(s) needs %.0f%% of one CPU.",
-			topProcs, servers, fmtLatency(perCmd), servers, cpu*100)
+		// Every server applies every command, on the same CPUs here.
+		predicted := time.Duration(servers) * fsmOnly.cpu
+		fmt.Printf("- %d server(s), %d proposers: raft alone costs %s CPU per command; berth adds %s in the cluster "+
+			"(%d × Apply alone = %s), %.0f%% on top of raft, so where the CPUs are the limit berth/baseline tops out near %.2f.\n",
+			servers, topProcs, fmtLatency(base.cpuPerOp), fmtLatency(berth.cpuPerOp-base.cpuPerOp),
+			servers, fmtLatency(predicted), 100*float64(berth.cpuPerOp-base.cpuPerOp)/float64(base.cpuPerOp),
+			float64(base.cpuPerOp)/float64(berth.cpuPerOp))
 	}
-	fmt.Println()
-	fmt.Println()
-	fmt.Printf("Target berth/baseline ≥ %.2f at %d proposers: %s.\n", raftTargetRatio, topProcs, strings.Join(verdicts, "; "))
 	if quick {
-		fmt.Println("(-quick: a smoke run; these figures are too short to compare.)")
+		fmt.Println("\n(-quick: a smoke run, too short to compare; the target is not judged.)")
+		return
 	}
+	fmt.Printf("\nTarget berth/baseline ops/s ≥ %.2f at %d proposers: %s.\n", raftTargetRatio, topProcs, strings.Join(verdicts, "; "))
 }
 
 // fmtLatency prints d with three significant figures in a unit that suits it.
@@ -117,6 +154,8 @@ func fmtLatency(d time.Duration) string {
 	case d >= time.Second:
 		return fmt.Sprintf("%.2f s", d.Seconds())
 	case d >= time.Millisecond:
+		return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
+	case d <= -time.Millisecond:
 		return fmt.Sprintf("%.3g ms", float64(d)/float64(time.Millisecond))
 	default:
 		return fmt.Sprintf("%.3g µs", float64(d)/float64(time.Microsecond))

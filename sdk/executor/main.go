@@ -35,6 +35,9 @@ func Requested() bool { return os.Getenv(markerEnv) == markerValue }
 // reports on fd 3, supervises the task to its end and records its exit.
 // It returns the executor's own exit code (0 once the exit is recorded).
 func Main() int {
+	// The status pipe must not leak into the task (fds inherited by a
+	// process are not close-on-exec).
+	syscall.CloseOnExec(3)
 	status := os.NewFile(3, "status")
 	spec, err := readSpec(os.Stdin)
 	if err != nil {
@@ -66,10 +69,13 @@ func readSpec(r io.Reader) (*Spec, error) {
 	return &spec, nil
 }
 
+// report sends the start status; a failed start also ends the pipe.
 func report(status *os.File, st startStatus) {
 	data, _ := json.Marshal(st)
 	status.Write(append(data, '\n'))
-	status.Close()
+	if st.Error != "" {
+		status.Close()
+	}
 }
 
 func run(spec *Spec, status *os.File) error {
@@ -171,5 +177,10 @@ func run(spec *Spec, status *os.File) error {
 		outR.Close()
 		errR.Close()
 	}
-	return writeJSONAtomic(filepath.Join(spec.StateDir, exitFile), exit)
+	err = writeJSONAtomic(filepath.Join(spec.StateDir, exitFile), exit)
+	// The driver that started us (if still there) learns of the exit now
+	// rather than when this process is reaped.
+	status.Write([]byte("{\"exited\":true}\n"))
+	status.Close()
+	return err
 }

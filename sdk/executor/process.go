@@ -92,7 +92,6 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 		specW.Close()
 		return nil, fmt.Errorf("executor: %w", err)
 	}
-	defer statusR.Close()
 
 	cmd := &exec.Cmd{
 		Path:       command.Path,
@@ -109,6 +108,7 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 	err = cmd.Start()
 	statusW.Close()
 	if err != nil {
+		statusR.Close()
 		specW.Close()
 		return nil, fmt.Errorf("executor: start %s: %w", command.Path, err)
 	}
@@ -123,15 +123,24 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 		err error
 	}
 	replies := make(chan reply, 1)
+	// ended is closed when the executor reports the task's exit recorded,
+	// or dies: the status pipe's second line or its EOF. That is sooner
+	// than the executor's own exit (a race-enabled binary lingers a second).
+	ended := make(chan struct{})
 	go func() {
-		line, err := bufio.NewReader(statusR).ReadBytes('\n')
+		defer close(ended)
+		defer statusR.Close()
+		br := bufio.NewReader(statusR)
+		line, err := br.ReadBytes('\n')
 		if err != nil {
 			replies <- reply{err: fmt.Errorf("executor exited before reporting (see %s): %w",
 				filepath.Join(spec.StateDir, executorLog), err)}
 			return
 		}
 		var st startStatus
-		replies <- reply{st: st, err: json.Unmarshal(line, &st)}
+		err = json.Unmarshal(line, &st)
+		replies <- reply{st: st, err: err}
+		br.ReadBytes('\n')
 	}()
 	var r reply
 	select {
@@ -147,6 +156,9 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 	if r.err == nil && r.st.Error != "" {
 		r.err = errors.New(r.st.Error)
 	}
+	if r.err == nil && r.st.Task.Pid <= 0 {
+		r.err = errors.New("executor reported no task pid")
+	}
 	if r.err != nil {
 		cmd.Process.Kill()
 		<-reaped
@@ -160,7 +172,7 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 	p := newProcess(State{Executor: self, Task: r.st.Task, StateDir: spec.StateDir}, logger)
 	go p.watch(func(ctx context.Context) {
 		select {
-		case <-reaped:
+		case <-ended:
 		case <-ctx.Done():
 		}
 	})

@@ -106,7 +106,10 @@ func readJSON(path string, v any) error {
 }
 
 // writeJSONAtomic writes v so that readers see the old file or the whole
-// new one, never a torn write, even across a crash.
+// new one, never a torn write. It does not fsync: the files matter across
+// a plugin crash, which the page cache survives, not across a node crash,
+// which the task does not survive either (and an fsync costs up to
+// hundreds of milliseconds on a busy disk, on every task start and exit).
 func writeJSONAtomic(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -118,10 +121,6 @@ func writeJSONAtomic(path string, v any) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -158,7 +158,7 @@ func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRec
 		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
 	for _, v := range vols {
-		s, rel, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID, v.Topology)
+		s, rel, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID)
 		if err != nil {
 			return nil, nil, err
 		}

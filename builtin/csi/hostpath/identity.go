@@ -44,8 +44,7 @@ func (i *identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	if i.cfg.controller {
 		caps = append(caps,
 			service(csi.PluginCapability_Service_CONTROLLER_SERVICE),
-			service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
-			service(csi.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS))
+			service(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE))
 	}
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: caps}, nil
 }

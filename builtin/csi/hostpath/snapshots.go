@@ -16,38 +16,32 @@ import (
 // source volume's lock, so they are independent of the volume: deleting the
 // volume keeps them, and they are ready to use as soon as CreateSnapshot
 // returns. The space a copy takes counts against the plugin's capacity.
+//
+// Snapshots report no accessible topology and the plugin does not claim
+// SNAPSHOT_ACCESSIBILITY_CONSTRAINTS: a snapshot lives in the controller's
+// pool and restores wherever the controller can place a volume, so it is
+// equally usable everywhere this controller reaches; where the restored
+// volume lands is decided, and reported, by CreateVolume.
 
 func (c *controller) snapshotProto(s *snapshotRecord) *csi.Snapshot {
 	return &csi.Snapshot{
-		SnapshotId:         s.ID,
-		SourceVolumeId:     s.SourceVolumeID,
-		SizeBytes:          s.SizeBytes,
-		CreationTime:       timestamppb.New(s.CreatedAt),
-		ReadyToUse:         true,
-		GroupSnapshotId:    s.GroupID,
-		AccessibleTopology: toCSITopologies(s.Topology),
+		SnapshotId:      s.ID,
+		SourceVolumeId:  s.SourceVolumeID,
+		SizeBytes:       s.SizeBytes,
+		CreationTime:    timestamppb.New(s.CreatedAt),
+		ReadyToUse:      true,
+		GroupSnapshotId: s.GroupID,
 	}
 }
 
-// snapshotTopology picks where a snapshot is reported accessible: the first
-// allowed topology (preferred first) that the source volume lies in, or the
-// volume's own placement when nothing is asked.
-func snapshotTopology(req *csi.TopologyRequirement, volume []map[string]string, pool string) ([]map[string]string, error) {
-	cands := candidates(req)
-	if len(cands) == 0 {
-		return volume, nil
+// checkSnapshotTopology verifies that a snapshot of a volume placed in
+// volume can satisfy the request's accessibility requirements: the volume
+// must lie in one of the allowed topologies.
+func checkSnapshotTopology(req *csi.TopologyRequirement, volume []map[string]string) error {
+	if satisfies(volume, req) {
+		return nil
 	}
-	for _, cand := range cands {
-		if p, ok := cand[PoolTopologyKey]; ok && p != pool {
-			continue
-		}
-		for _, t := range volume {
-			if covers(t, cand) {
-				return []map[string]string{copyMap(cand)}, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("the source volume lies in %s, outside every requested topology", formatTopology(volume[0]))
+	return fmt.Errorf("the source volume lies in %s, outside every requested topology", formatTopology(volume[0]))
 }
 
 // CreateSnapshot copies a volume's content into a new snapshot. A repeated
@@ -89,11 +83,10 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if v == nil {
 		return nil, errNotFound("snapshot %q: source volume %s does not exist", name, src)
 	}
-	topo, err := snapshotTopology(req.GetAccessibilityRequirements(), v.Topology, c.pool)
-	if err != nil {
+	if err := checkSnapshotTopology(req.GetAccessibilityRequirements(), v.Topology); err != nil {
 		return nil, errExhausted("snapshot %q: %v", name, err)
 	}
-	s, release, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "", topo)
+	s, release, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "")
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +103,7 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 // renamed into place when complete. The caller holds v's lock, and calls
 // release once the snapshot is in c.snapshots (which then accounts for its
 // space) or abandoned.
-func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string, topo []map[string]string) (s *snapshotRecord, release func(), err error) {
+func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string) (s *snapshotRecord, release func(), err error) {
 	src := dataPath(c.lay.volumeDir(v.ID), v.Kind)
 	u, err := diskUsage(ctx, src)
 	if err != nil {
@@ -128,7 +121,7 @@ func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRe
 	s = &snapshotRecord{
 		Version: recordVersion, ID: newID(snapshotPrefix, c.now()), Name: name,
 		SourceVolumeID: v.ID, GroupID: groupID, Kind: v.Kind,
-		SizeBytes: v.CapacityBytes, UsedBytes: u.bytes, Topology: topo, CreatedAt: c.now().UTC(),
+		SizeBytes: v.CapacityBytes, UsedBytes: u.bytes, CreatedAt: c.now().UTC(),
 	}
 	tmp := filepath.Join(parent, tmpPrefix+s.ID)
 	if err := c.writeSnapshot(ctx, tmp, src, s); err != nil {

@@ -100,17 +100,16 @@ type attachment struct {
 
 // snapshotRecord is a snapshot as persisted in snapshot.json.
 type snapshotRecord struct {
-	Version        int                 `json:"version"`
-	ID             string              `json:"id"`
-	Name           string              `json:"name"`
-	SourceVolumeID string              `json:"source_volume_id"`
-	GroupID        string              `json:"group_id,omitempty"`
-	Kind           string              `json:"kind"`
-	SizeBytes      int64               `json:"size_bytes"` // the source volume's capacity
-	UsedBytes      int64               `json:"used_bytes"` // space the copy takes, counted against capacity
-	Parameters     map[string]string   `json:"parameters,omitempty"`
-	Topology       []map[string]string `json:"topology"`
-	CreatedAt      time.Time           `json:"created_at"`
+	Version        int               `json:"version"`
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	SourceVolumeID string            `json:"source_volume_id"`
+	GroupID        string            `json:"group_id,omitempty"`
+	Kind           string            `json:"kind"`
+	SizeBytes      int64             `json:"size_bytes"` // the source volume's capacity
+	UsedBytes      int64             `json:"used_bytes"` // space the copy takes, counted against capacity
+	Parameters     map[string]string `json:"parameters,omitempty"`
+	CreatedAt      time.Time         `json:"created_at"`
 
 	dir string // where the snapshot lives; not persisted
 }

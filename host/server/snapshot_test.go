@@ -1,0 +1,145 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+)
+
+func saveSnapshot(t *testing.T, tc *testCluster, s *Server) []byte {
+	t.Helper()
+	stream, err := pb.NewOperatorClient(tc.conn(s)).SnapshotSave(context.Background(), &pb.SnapshotSaveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for {
+		c, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return buf.Bytes()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(c.GetData())
+	}
+}
+
+func restoreSnapshot(tc *testCluster, s *Server, data []byte) error {
+	stream, err := pb.NewOperatorClient(tc.conn(s)).SnapshotRestore(context.Background())
+	if err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n := min(len(data), 1000)
+		if err := stream.Send(&pb.SnapshotChunk{Data: data[:n]}); err != nil {
+			break
+		}
+		data = data[n:]
+	}
+	_, err = stream.CloseAndRecv()
+	return err
+}
+
+func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
+	// A snapshot of a different, single-server cluster holding one node.
+	other := newTestCluster(t, 1)
+	foreign := testNode("foreign")
+	if _, err := other.register(other.servers[0], foreign); err != nil {
+		t.Fatal(err)
+	}
+	snap := saveSnapshot(t, other, other.servers[0])
+
+	tc := newTestCluster(t, 3)
+	leader := tc.waitLeader()
+	local := testNode("local")
+	if _, err := tc.register(leader, local); err != nil {
+		t.Fatal(err)
+	}
+	// Restore through a follower: forwarded to the leader.
+	if err := restoreSnapshot(tc, tc.followers(leader)[0], snap); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	for _, s := range tc.servers {
+		waitNode(t, s, foreign.GetId(), pb.NodeStatus_NODE_STATUS_READY)
+		if n, _ := s.State().NodeByID(nil, local.GetId()); n != nil {
+			t.Fatalf("%s kept a node the restored state does not have", s.cfg.Name)
+		}
+	}
+	// Today's three servers are still recorded, and writes still forward.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		servers, err := leader.State().Servers(nil)
+		if err != nil {
+			return err
+		}
+		if len(servers) < 3 {
+			return fmt.Errorf("%d servers recorded after restore", len(servers))
+		}
+		return nil
+	})
+	for _, s := range tc.followers(leader) {
+		if _, err := tc.register(s, testNode("after-restore-"+s.cfg.Name)); err != nil {
+			t.Fatalf("write via %s after restore: %v", s.cfg.Name, err)
+		}
+	}
+}
+
+func TestRestoreRefusesDamagedArchives(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n := testNode("keep")
+	if _, err := tc.register(s, n); err != nil {
+		t.Fatal(err)
+	}
+	good := saveSnapshot(t, tc, s)
+	cases := map[string][]byte{
+		"empty":     {},
+		"truncated": good[:len(good)-1],
+		"corrupted": append(append([]byte{}, good[:40]...), append([]byte{good[40] ^ 1}, good[41:]...)...),
+		"not berth": bytes.Repeat([]byte("x"), len(good)),
+	}
+	for name, data := range cases {
+		err := restoreSnapshot(tc, s, data)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s archive: %v, want InvalidArgument", name, err)
+		}
+	}
+	waitNode(t, s, n.GetId(), pb.NodeStatus_NODE_STATUS_READY)
+}
+
+func TestArchiveRoundTripOnDisk(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	data := saveSnapshot(t, tc, tc.servers[0])
+	path := filepath.Join(t.TempDir(), "a.snap")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	meta, state, err := readArchive(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(body)) != meta.Size || meta.Index == 0 {
+		t.Fatalf("archive state %d bytes at index %d, meta says %d", len(body), meta.Index, meta.Size)
+	}
+}

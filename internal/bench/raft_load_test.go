@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"berth.dev/berth/fsm"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 100; i++ {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0.001, time.Millisecond}} {
+		if got := percentile(lat, tc.q); got != tc.want {
+			t.Errorf("p%v of 1..100ms = %v, want %v", tc.q*100, got, tc.want)
+		}
+	}
+	if got := percentile([]time.Duration{7}, 0.99); got != 7 {
+		t.Errorf("p99 of one sample = %v, want that sample", got)
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing = %v, want 0", got)
+	}
+}
+
+func TestMedianTakesMiddleWithoutSorting(t *testing.T) {
+	xs := []float64{3, 1, 2}
+	if got := median(xs); got != 2 {
+		t.Errorf("median(3,1,2) = %v, want 2", got)
+	}
+	if xs[0] != 3 {
+		t.Error("median reordered its argument")
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2 {
+		t.Errorf("median of an even count = %v, want the lower middle 2", got)
+	}
+}
+
+func TestRatiosPairRunsByRound(t *testing.T) {
+	run := func(ops int, cpu time.Duration) loadResult {
+		return loadResult{ops: ops, elapsed: time.Second, cpu: cpu, cpuOK: true}
+	}
+	c := &cellRuns{
+		baseline: []loadResult{run(100, 100*time.Millisecond), run(400, 400*time.Millisecond)},
+		berth:    []loadResult{run(90, 180*time.Millisecond), run(100, 200*time.Millisecond)},
+	}
+	rs := c.ratios()
+	if len(rs) != 2 || rs[0] != 0.9 || rs[1] != 0.25 {
+		t.Errorf("throughput ratios = %v, want [0.9 0.25]", rs)
+	}
+	cs := c.cpuRatios()
+	if len(cs) != 2 || cs[0] != 0.5 || cs[1] != 0.5 {
+		t.Errorf("CPU ratios = %v, want [0.5 0.5] (1ms/op against 2ms/op)", cs)
+	}
+	if got := ratioText(rs); got != "0.25 (0.25–0.90)" {
+		t.Errorf("ratioText = %q", got)
+	}
+}
+
+// TestRunLoadCountsOnlyAppliedCommands runs the bench's own cluster and load
+// briefly and checks the count against berth's state: every proposal counted
+// registered one node.
+func TestRunLoadCountsOnlyAppliedCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a raft server on loopback TCP and waits for its election (-short)")
+	}
+	ctx := t.Context()
+	p, err := newPayloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var berthFSM *fsm.FSM
+	kind := berthKind
+	kind.newFSM = func(l hclog.Logger) raft.FSM {
+		berthFSM = fsm.New(l)
+		return berthFSM
+	}
+	dir := filepath.Join(t.TempDir(), "cluster")
+	c, err := startCluster(ctx, dir, 1, kind, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := c.shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cluster dir after shutdown: %v, want it removed", err)
+		}
+	}()
+
+	const proposers = 4
+	res, err := runLoad(ctx, c.leader, kind, p, proposers, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ops < proposers || len(res.lat) != res.ops {
+		t.Fatalf("%d ops with %d latencies; want at least one per proposer and one latency each", res.ops, len(res.lat))
+	}
+	nodes, err := berthFSM.State().Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != res.ops {
+		t.Errorf("%d nodes registered, run counted %d applied commands", len(nodes), res.ops)
+	}
+	if res.percentile(0.5) <= 0 || res.percentile(0.99) < res.percentile(0.5) {
+		t.Errorf("p50 %v, p99 %v: want 0 < p50 <= p99", res.percentile(0.5), res.percentile(0.99))
+	}
+
+	// A command the FSM refuses fails the run instead of counting.
+	errRefused := errors.New("refused")
+	refusing := kind
+	refusing.wait = func(ctx context.Context, f raft.ApplyFuture) error {
+		if err := kind.wait(ctx, f); err != nil {
+			return err
+		}
+		return errRefused
+	}
+	_, err = runLoad(ctx, c.leader, refusing, p, proposers, time.Hour)
+	if !errors.Is(err, errRefused) || !strings.Contains(err.Error(), "proposer") {
+		t.Errorf("run with a refused command: %v, want errRefused naming the proposer", err)
+	}
+}
