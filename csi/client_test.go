@@ -43,9 +43,15 @@ func TestDeadlinesFire(t *testing.T) {
 		timeouts[call] = deadline
 	}
 	p, _, c := startFake(t, csi.WithTimeouts(timeouts))
+	// Connect before anything blocks, so the deadlines are spent waiting on
+	// the plugin rather than on dialing.
+	if _, err := c.Identity.GetPluginInfo(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 	for _, cc := range allCalls(p) {
 		t.Run(string(cc.call), func(t *testing.T) {
 			t.Parallel()
+			before := cc.count()
 			release := cc.block()
 			defer release()
 			done := make(chan error, 1)
@@ -71,8 +77,10 @@ func TestDeadlinesFire(t *testing.T) {
 			if !csi.IsUncertain(err) || csi.IsFinal(err) {
 				t.Errorf("a deadline must be uncertain: %v", err)
 			}
-			if n := cc.count(); n != 1 {
-				t.Errorf("plugin saw %d calls, want 1", n)
+			// On a loaded machine the deadline may pass before the call
+			// reaches the plugin; it must never have been answered twice.
+			if n := cc.count() - before; n > 1 {
+				t.Errorf("plugin saw %d calls, want at most 1", n)
 			}
 		})
 	}

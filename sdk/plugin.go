@@ -52,6 +52,27 @@ func PluginSet(d Driver) plugin.PluginSet {
 	return plugin.PluginSet{PluginTypeDriver: &grpcPlugin{impl: d}}
 }
 
+// RegisterDriver registers d's gRPC service on s, to serve a driver
+// without go-plugin (e.g. in-process tests over plugin.TestGRPCConn).
+func RegisterDriver(s *grpc.Server, d Driver) {
+	name := ""
+	if info, err := d.PluginInfo(context.Background()); err == nil {
+		name = info.GetName()
+	}
+	driverpb.RegisterDriverServer(s, &grpcServer{impl: d, name: name})
+}
+
+// ConnectDriver returns a client for the driver served on conn (see
+// RegisterDriver) after negotiating the API version. Without go-plugin
+// watching a process, only the gRPC code tells a dead peer.
+func ConnectDriver(ctx context.Context, conn grpc.ClientConnInterface) (*DriverClient, error) {
+	c := newDriverClient(conn, nil)
+	if err := c.negotiate(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // clientPluginSet is what a client dispenses from.
 func clientPluginSet() plugin.PluginSet {
 	return plugin.PluginSet{PluginTypeDriver: &grpcPlugin{}}

@@ -194,3 +194,19 @@ func TestParseConfigPluginWithoutConfig(t *testing.T) {
 		t.Errorf("plugin = %#v, want %#v", got, want)
 	}
 }
+
+func BenchmarkParseConfig(b *testing.B) {
+	for _, file := range []string{"full.hcl", "full.json"} {
+		src, err := os.ReadFile(filepath.Join("testdata", "config", file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(file, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ParseConfig(file, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -89,14 +89,6 @@ func (h *heartbeater) stopAll() {
 	}
 }
 
-// tracked reports whether a timer is armed for the node (for tests).
-func (h *heartbeater) tracked(nodeID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.timers[nodeID]
-	return ok
-}
-
 func (h *heartbeater) expire(nodeID string, gen uint64) {
 	h.mu.Lock()
 	nt := h.timers[nodeID]

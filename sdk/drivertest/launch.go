@@ -10,6 +10,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"berth.dev/berth/sdk"
 )
@@ -31,17 +32,21 @@ func Launch(t testing.TB, cmd *exec.Cmd) *sdk.DriverPlugin {
 	return p
 }
 
-// InProcess serves d over in-process gRPC (go-plugin's test connection) and
-// returns its client: the whole protocol path without a subprocess.
+// InProcess serves d over gRPC on loopback inside the test process and
+// returns its client: the whole protocol path (encoding, error codes,
+// streams) without a subprocess.
 func InProcess(t testing.TB, d sdk.Driver) *sdk.DriverClient {
 	t.Helper()
-	rpc, _ := plugin.TestPluginGRPCConn(t, false, sdk.PluginSet(d))
-	t.Cleanup(func() { rpc.Close() })
+	conn, server := plugin.TestGRPCConn(t, func(s *grpc.Server) { sdk.RegisterDriver(s, d) })
+	t.Cleanup(func() {
+		conn.Close()
+		server.Stop()
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := sdk.DispenseDriver(ctx, rpc)
+	c, err := sdk.ConnectDriver(ctx, conn)
 	if err != nil {
-		t.Fatalf("dispense in-process driver: %v", err)
+		t.Fatalf("connect to in-process driver: %v", err)
 	}
 	return c
 }

@@ -21,6 +21,8 @@ import (
 // plugin must pass; SANITY.md lists the ones it skips and why.
 const minSanityPassed = 80
 
+const sanityAccessTypeEnv = "BERTH_HOSTPATH_SANITY_ACCESS_TYPE"
+
 // TestSanity runs the kubernetes-csi conformance suite (csi-sanity v5.6.0)
 // against a monolith plugin on a unix socket and fails on any failed spec or
 // on fewer than minSanityPassed passed ones.
@@ -53,6 +55,10 @@ func TestSanity(t *testing.T) {
 	cfg.TestVolumeExpandSize = 32 << 20
 	cfg.TestNodeVolumeAttachLimit = true
 	cfg.TestVolumeMutableParameters = map[string]string{hostpath.ParamMode: "0770"}
+	if os.Getenv(sanityAccessTypeEnv) == "block" {
+		cfg.TestVolumeAccessType = "block"
+		cfg.TestVolumeMutableParameters = nil
+	}
 
 	var report ginkgo.Report
 	ginkgo.ReportAfterSuite("spec counts", func(r ginkgo.Report) { report = r })
