@@ -34,9 +34,9 @@
 // result's Type (or PeekType of the entry):
 //
 //	func (t timedFSM) Apply(l *raft.Log) any {
-//		start := time.Now()
+//		start := t.clock.Now()
 //		res := t.FSM.ApplyLog(l)
-//		t.observe(res.Type.String(), time.Since(start))
+//		t.observe(res.Type.String(), t.clock.Since(start))
 //		return res
 //	}
 //

@@ -10,7 +10,9 @@ import (
 // ResultOf waits for a future returned by raft.Apply and returns the raft
 // index the command was applied at, or why it was not: a raft error (such as
 // raft.ErrNotLeader, wrapped) or the command's own error from Apply (such as
-// ErrNodeNotFound, wrapped). It hides raft's untyped Response.
+// ErrNodeNotFound, wrapped; the entry's index is returned with it, since the
+// entry is in the log even though it changed nothing). It hides raft's
+// untyped Response.
 //
 // When ctx ends first ResultOf returns ctx's error; the command may still be
 // committed and applied later. The raft future itself is bounded by the
@@ -30,8 +32,5 @@ func ResultOf(ctx context.Context, f raft.ApplyFuture) (uint64, error) {
 	if !ok || res == nil {
 		return 0, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
 	}
-	if res.Err != nil {
-		return res.Index, res.Err
-	}
-	return res.Index, nil
+	return res.Index, res.Err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"time"
@@ -46,6 +47,10 @@ type LaunchConfig struct {
 	// StartTimeout bounds the handshake; default 30s. ctx bounds the whole
 	// launch.
 	StartTimeout time.Duration
+	// Stderr, when set, gets a copy of the raw stderr of a plugin this call
+	// starts (not of a reattached one), e.g. to tell an operator why a
+	// plugin died before its handshake. Writes come from one goroutine.
+	Stderr io.Writer
 }
 
 // Reattach is what berth persists to reconnect to a running plugin after
@@ -95,6 +100,11 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	// go-plugin's handshake cannot be interrupted (Kill waits for it), so
+	// it must give up on its own by ctx's deadline.
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
+	}
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		Plugins:          clientPluginSet(),
@@ -102,6 +112,7 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           logger.Named(cfg.Name),
 		StartTimeout:     timeout,
+		Stderr:           cfg.Stderr,
 	}
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.config()
@@ -126,8 +137,11 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 	select {
 	case res = <-done:
 	case <-ctx.Done():
-		client.Kill()
-		<-done
+		// Clean up once the handshake ends, without making the caller wait.
+		go func() {
+			<-done
+			client.Kill()
+		}()
 		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, ctx.Err())
 	}
 	if res.err != nil {

@@ -9,8 +9,16 @@
 // lexical order. Files merge in order: a later file overrides the fields it
 // sets, lists replace, plugin blocks merge by name. Unknown keys, wrong types
 // and invalid values are errors naming the file, line and key; every error in
-// a file is reported, not just the first. DevConfig is what `berth run -dev`
-// uses: both roles on 127.0.0.1, a temporary data dir removed at exit.
+// a file is reported, not just the first, as ConfigErrors (file:line, field
+// path and a sentinel kind such as ErrUnknownKey). ParseConfig returns only
+// what one file sets; LoadConfigFiles is the defaults plus the files in order.
+// Merge overrides with the keys a file contains (so a file can set something
+// back to false or 0) or with the non-zero fields of a Config built in Go.
+// HCL 1's one-line block style (ports { http = 1  rpc = 2 }) is accepted.
+// Plugin config bodies are free-form values checked by the plugin's schema;
+// PluginConfig.Source says where each came from. DevConfig is what
+// `berth run -dev` uses: both roles on 127.0.0.1, a temporary data dir
+// removed at exit.
 //
 // # HTTP API
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -81,11 +82,15 @@ func loadAgentConfig(c *cli.Context) (*agent.Config, error) {
 		cfg = cfg.Merge(fromFiles)
 		cfg.DevMode = c.Bool("dev")
 	}
-	if d := c.String("plugin-dir"); d != "" {
-		cfg.PluginDir = d
-	}
-	if d := c.String("data-dir"); d != "" {
-		cfg.DataDir = d
+	// Flags are relative to the working directory; config paths must be absolute.
+	for flag, dst := range map[string]*string{"plugin-dir": &cfg.PluginDir, "data-dir": &cfg.DataDir} {
+		if d := c.String(flag); d != "" {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, fmt.Errorf("-%s %q: %w", flag, d, err)
+			}
+			*dst = abs
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

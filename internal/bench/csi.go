@@ -1,5 +1,409 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
 
-func benchCSI(options) error { return errors.New("not built yet") }
+	"berth.dev/berth/builtin/csi/hostpath"
+	"berth.dev/berth/csi"
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// csiPlan is how much the CSI section measures.
+type csiPlan struct {
+	// rounds of one raw batch and one berth batch per call, in alternating
+	// order (ABBA) so that drift favours neither.
+	rounds, batch int
+	// cycles full volume cycles per client, alternating the same way.
+	cycles int
+}
+
+var (
+	fullCSIPlan  = csiPlan{rounds: 40, batch: 250, cycles: 150}
+	quickCSIPlan = csiPlan{rounds: 4, batch: 25, cycles: 4}
+)
+
+// csiTargetRatio is the goal for berth/raw per-call cost: deadlines,
+// classification and typed results should cost under 5% of a round trip.
+const csiTargetRatio = 1.05
+
+// benchCSI measures what berth's CSI client adds to a call, against the
+// generated gRPC client on the same connection to the built-in hostpath
+// plugin, and the latency of a full volume cycle through both.
+func benchCSI(opts options) (err error) {
+	plan := fullCSIPlan
+	if opts.quick {
+		plan = quickCSIPlan
+	}
+	dir, err := os.MkdirTemp("", "berth-bench-csi-")
+	if err != nil {
+		return fmt.Errorf("creating plugin dir: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("removing plugin dir: %w", rerr))
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := filepath.Join(dir, "csi.sock")
+	cfg := hostpath.Config{Endpoint: "unix://" + sock, NodeID: "bench-node", StateDir: filepath.Join(dir, "state")}
+	stopped := make(chan error, 1)
+	go func() { stopped <- hostpath.Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if serr := <-stopped; serr != nil {
+			err = errors.Join(err, fmt.Errorf("hostpath plugin: %w", serr))
+		}
+	}()
+
+	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	b := &csiBench{
+		plan: plan,
+		dir:  dir,
+		lib:  csi.New(cc),
+		raw: rawCSI{
+			identity:   csipb.NewIdentityClient(cc),
+			controller: csipb.NewControllerClient(cc),
+			node:       csipb.NewNodeClient(cc),
+		},
+	}
+	if err := b.waitReady(ctx); err != nil {
+		return err
+	}
+	return b.run(ctx)
+}
+
+type rawCSI struct {
+	identity   csipb.IdentityClient
+	controller csipb.ControllerClient
+	node       csipb.NodeClient
+}
+
+type csiBench struct {
+	plan csiPlan
+	dir  string
+	lib  *csi.Client
+	raw  rawCSI
+}
+
+func (b *csiBench) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r := csi.Retry{Initial: 10 * time.Millisecond, Max: 250 * time.Millisecond}
+	return r.Do(ctx, csi.CallProbe, "", func(ctx context.Context) error {
+		ready, err := b.lib.Identity.Probe(ctx)
+		if err == nil && !ready {
+			return &csi.Error{Call: csi.CallProbe, Code: codes.Unavailable, Message: "not ready"}
+		}
+		return err
+	})
+}
+
+// callPair is one call made both ways.
+type callPair struct {
+	name     string
+	raw, lib func(context.Context) error
+}
+
+// batchResult is one batch's cost per call.
+type batchResult struct{ wall, cpu time.Duration }
+
+func (b *csiBench) run(ctx context.Context) error {
+	capability := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	created, err := b.lib.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{
+		Name: "bench-lookup", VolumeCapabilities: []*csipb.VolumeCapability{capability},
+	})
+	if err != nil {
+		return err
+	}
+	id := created.GetVolume().GetVolumeId()
+	defer b.lib.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+
+	pairs := []callPair{
+		{"GetPluginInfo",
+			func(ctx context.Context) error {
+				_, err := b.raw.identity.GetPluginInfo(ctx, &csipb.GetPluginInfoRequest{})
+				return err
+			},
+			func(ctx context.Context) error { _, err := b.lib.Identity.GetPluginInfo(ctx); return err }},
+		{"NodeGetCapabilities",
+			func(ctx context.Context) error {
+				_, err := b.raw.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+				return err
+			},
+			func(ctx context.Context) error { _, err := b.lib.Node.NodeGetCapabilities(ctx); return err }},
+		{"ControllerGetVolume",
+			func(ctx context.Context) error {
+				_, err := b.raw.controller.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: id})
+				return err
+			},
+			func(ctx context.Context) error {
+				_, err := b.lib.Controller.ControllerGetVolume(ctx, &csipb.ControllerGetVolumeRequest{VolumeId: id})
+				return err
+			}},
+	}
+
+	fmt.Printf("Per-call cost of berth's CSI client against the generated gRPC client, same connection to the hostpath plugin over a unix socket; %d interleaved rounds of %d calls each way, medians of per-round ratios (range in brackets). CPU is the whole process's (client and plugin), the figure other load on the machine moves least.\n\n",
+		b.plan.rounds, b.plan.batch)
+	fmt.Println("| call | raw µs/call | berth µs/call | wall ratio | CPU ratio | target |")
+	fmt.Println("|---|---:|---:|---:|---:|---|")
+	for _, p := range pairs {
+		var raws, libs []batchResult
+		for round := range b.plan.rounds {
+			order := []bool{false, true} // false: raw
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, lib := range order {
+				fn := p.raw
+				if lib {
+					fn = p.lib
+				}
+				r, err := b.batch(ctx, fn)
+				if err != nil {
+					return fmt.Errorf("%s: %w", p.name, err)
+				}
+				if lib {
+					libs = append(libs, r)
+				} else {
+					raws = append(raws, r)
+				}
+			}
+		}
+		wall, cpu := csiRatios(raws, libs)
+		judged := cpu
+		if len(judged) == 0 { // no CPU figures on this platform
+			judged = wall
+		}
+		verdict := "ok"
+		if csiMedian(judged) > csiTargetRatio {
+			verdict = "over"
+		}
+		fmt.Printf("| %s | %.1f | %.1f | %s | %s | ≤ %.2f %s |\n", p.name,
+			micros(csiMedian(walls(raws))), micros(csiMedian(walls(libs))), csiRatioText(wall), csiRatioText(cpu), csiTargetRatio, verdict)
+	}
+	return b.cycles(ctx, capability)
+}
+
+// batch runs fn b.plan.batch times and returns the cost of one call.
+func (b *csiBench) batch(ctx context.Context, fn func(context.Context) error) (batchResult, error) {
+	cpu0, _ := processCPU()
+	start := time.Now()
+	for range b.plan.batch {
+		if err := fn(ctx); err != nil {
+			return batchResult{}, err
+		}
+	}
+	wall := time.Since(start)
+	cpu1, _ := processCPU()
+	n := time.Duration(b.plan.batch)
+	return batchResult{wall: wall / n, cpu: (cpu1 - cpu0) / n}, nil
+}
+
+// cycles measures create → controller publish → stage → publish → unpublish
+// → unstage → controller unpublish → delete, through both clients.
+func (b *csiBench) cycles(ctx context.Context, capability *csipb.VolumeCapability) error {
+	fmt.Println()
+	if uid := os.Geteuid(); uid != 0 {
+		fmt.Printf("Volume cycle: skipped — staging and publishing bind-mount, which needs root (running as uid %d).\n", uid)
+		return nil
+	}
+	info, err := b.lib.Node.NodeGetInfo(ctx)
+	if err != nil {
+		return err
+	}
+	var raws, libs []time.Duration
+	for i := range b.plan.cycles {
+		order := []bool{false, true}
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, lib := range order {
+			name := fmt.Sprintf("cycle-%d-raw", i)
+			run := b.rawCycle
+			if lib {
+				name = fmt.Sprintf("cycle-%d-berth", i)
+				run = b.libCycle
+			}
+			start := time.Now()
+			if err := run(ctx, name, info.GetNodeId(), capability); err != nil {
+				return fmt.Errorf("volume cycle %s: %w", name, err)
+			}
+			if lib {
+				libs = append(libs, time.Since(start))
+			} else {
+				raws = append(raws, time.Since(start))
+			}
+		}
+	}
+	slices.Sort(raws)
+	slices.Sort(libs)
+	fmt.Printf("Full volume cycle against the hostpath plugin (create, controller publish, stage, publish, unpublish, unstage, controller unpublish, delete; real bind mounts), %d cycles each way, interleaved.\n\n", b.plan.cycles)
+	fmt.Println("| client | p50 | p99 | p50 ratio |")
+	fmt.Println("|---|---:|---:|---:|")
+	fmt.Printf("| raw gRPC | %s | %s | 1.00 |\n", csiMillis(csiPercentile(raws, 0.5)), csiMillis(csiPercentile(raws, 0.99)))
+	fmt.Printf("| berth | %s | %s | %.2f |\n", csiMillis(csiPercentile(libs, 0.5)), csiMillis(csiPercentile(libs, 0.99)),
+		float64(csiPercentile(libs, 0.5))/float64(csiPercentile(raws, 0.5)))
+	return nil
+}
+
+// cyclePaths are where a cycle stages and publishes volume id.
+func (b *csiBench) cyclePaths(name, id string) (staging, target string) {
+	return filepath.Join(b.dir, "staging", id), filepath.Join(b.dir, "publish", name, id)
+}
+
+func (b *csiBench) libCycle(ctx context.Context, name, node string, capability *csipb.VolumeCapability) (err error) {
+	c := b.lib
+	created, err := c.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{capability}})
+	if err != nil {
+		return err
+	}
+	vol := created.GetVolume()
+	id := vol.GetVolumeId()
+	staging, target := b.cyclePaths(name, id)
+	defer func() {
+		if err != nil { // leave nothing mounted behind a failed cycle
+			c.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+			c.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+			c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node})
+			c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+		}
+	}()
+	pub, err := c.Controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+		VolumeId: id, NodeId: node, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()})
+	if err != nil {
+		return err
+	}
+	if _, err := c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+		StagingTargetPath: staging, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
+		return err
+	}
+	if _, err := c.Node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
+		return err
+	}
+	if _, err := c.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		return err
+	}
+	if _, err := c.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		return err
+	}
+	if _, err := c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node}); err != nil {
+		return err
+	}
+	_, err = c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	return err
+}
+
+func (b *csiBench) rawCycle(ctx context.Context, name, node string, capability *csipb.VolumeCapability) (err error) {
+	r := b.raw
+	created, err := r.controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{capability}})
+	if err != nil {
+		return err
+	}
+	vol := created.GetVolume()
+	id := vol.GetVolumeId()
+	staging, target := b.cyclePaths(name, id)
+	defer func() {
+		if err != nil {
+			r.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+			r.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+			r.controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node})
+			r.controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+		}
+	}()
+	pub, err := r.controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+		VolumeId: id, NodeId: node, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()})
+	if err != nil {
+		return err
+	}
+	if _, err := r.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+		StagingTargetPath: staging, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
+		return err
+	}
+	if _, err := r.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
+		return err
+	}
+	if _, err := r.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		return err
+	}
+	if _, err := r.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		return err
+	}
+	if _, err := r.controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node}); err != nil {
+		return err
+	}
+	_, err = r.controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	return err
+}
+
+// csiRatios returns berth/raw wall and CPU cost for each round; the two
+// batches of a round ran back to back.
+func csiRatios(raws, libs []batchResult) (wall, cpu []float64) {
+	for i := range min(len(raws), len(libs)) {
+		if raws[i].wall > 0 {
+			wall = append(wall, float64(libs[i].wall)/float64(raws[i].wall))
+		}
+		if raws[i].cpu > 0 {
+			cpu = append(cpu, float64(libs[i].cpu)/float64(raws[i].cpu))
+		}
+	}
+	return wall, cpu
+}
+
+func walls(rs []batchResult) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = float64(r.wall)
+	}
+	return out
+}
+
+func csiMedian(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func csiRatioText(rs []float64) string {
+	if len(rs) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f (%.2f–%.2f)", csiMedian(rs), slices.Min(rs), slices.Max(rs))
+}
+
+// csiPercentile returns the q-quantile of sorted (nearest rank).
+func csiPercentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*q+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func micros(ns float64) float64 { return ns / 1e3 }
+
+func csiMillis(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }

@@ -96,11 +96,11 @@ func benchRaft(opts options) (err error) {
 				slices.Reverse(kinds) // ABBA: a drift trend favours neither side
 			}
 			for _, kind := range kinds {
-				fmt.Fprintf(os.Stderr, "raft: %d server(s), round %d/%d, %s\n", servers, round+1, plan.rounds, kind.name)
+				fmt.Fprintf(os.Stderr, "raft: %s, round %d/%d, %s\n", countText(servers, "server"), round+1, plan.rounds, kind.name)
 				name := fmt.Sprintf("%ds-round%d-%s", servers, round+1, kind.name)
 				results, applied, err := runClusterRetrying(ctx, filepath.Join(dir, name), servers, kind, plan, p)
 				if err != nil {
-					return fmt.Errorf("%d server(s), round %d, %s FSM: %w", servers, round+1, kind.name, err)
+					return fmt.Errorf("%s, round %d, %s FSM: %w", countText(servers, "server"), round+1, kind.name, err)
 				}
 				if kind.name == berthKind.name {
 					rep.largestTable = max(rep.largestTable, applied)
@@ -198,11 +198,11 @@ func runCluster(ctx context.Context, dir string, servers int, kind fsmKind, plan
 	for _, procs := range raftProposerCounts {
 		warm, err := runLoad(ctx, c.leader, kind, p, procs, plan.warmup)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%d proposers, warmup: %w", procs, err)
+			return nil, 0, fmt.Errorf("%s, warmup: %w", countText(procs, "proposer"), err)
 		}
 		res, err := runLoad(ctx, c.leader, kind, p, procs, plan.window)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%d proposers: %w", procs, err)
+			return nil, 0, fmt.Errorf("%s: %w", countText(procs, "proposer"), err)
 		}
 		results[procs] = res
 		applied += warm.ops + res.ops

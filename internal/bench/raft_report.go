@@ -99,7 +99,7 @@ func (rep *raftReport) print(quick bool) {
 				if median(rs) < raftTargetRatio {
 					verdict = "NOT met"
 				}
-				verdicts = append(verdicts, fmt.Sprintf("%d server(s) %.2f, %s", servers, median(rs), verdict))
+				verdicts = append(verdicts, fmt.Sprintf("%s %.2f, %s", countText(servers, "server"), median(rs), verdict))
 			}
 		}
 	}
@@ -135,9 +135,9 @@ func (rep *raftReport) print(quick bool) {
 		}
 		// Every server applies every command, on the same CPUs here.
 		predicted := time.Duration(servers) * fsmOnly.cpu
-		fmt.Printf("- %d server(s), %d proposers: raft alone costs %s CPU per command; berth adds %s in the cluster "+
+		fmt.Printf("- %s, %d proposers: raft alone costs %s CPU per command; berth adds %s in the cluster "+
 			"(%d × Apply alone = %s), %.0f%% on top of raft, so where the CPUs are the limit berth/baseline tops out near %.2f.\n",
-			servers, topProcs, fmtLatency(base.cpuPerOp), fmtLatency(berth.cpuPerOp-base.cpuPerOp),
+			countText(servers, "server"), topProcs, fmtLatency(base.cpuPerOp), fmtLatency(berth.cpuPerOp-base.cpuPerOp),
 			servers, fmtLatency(predicted), 100*float64(berth.cpuPerOp-base.cpuPerOp)/float64(base.cpuPerOp),
 			float64(base.cpuPerOp)/float64(berth.cpuPerOp))
 	}
@@ -146,6 +146,14 @@ func (rep *raftReport) print(quick bool) {
 		return
 	}
 	fmt.Printf("\nTarget berth/baseline ops/s ≥ %.2f at %d proposers: %s.\n", raftTargetRatio, topProcs, strings.Join(verdicts, "; "))
+}
+
+// countText is "1 server", "3 servers".
+func countText(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // fmtLatency prints d with three significant figures in a unit that suits it.

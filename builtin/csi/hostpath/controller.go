@@ -295,6 +295,9 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		return nil, errInvalid("volume %q: %v", name, err)
 	}
 	attrs := attributes{Mode: defaultVolumeMode, UID: -1, GID: -1}
+	if kind == kindBlock {
+		attrs.Mode = 0 // attributes describe a mount volume's root directory
+	}
 	if attrs, err = applyParameters(attrs, kind, "parameters", req.GetParameters()); err != nil {
 		return nil, errInvalid("volume %q: %v", name, err)
 	}

@@ -213,12 +213,12 @@ func (c *controller) ControllerModifyVolume(ctx context.Context, req *csi.Contro
 	if v == nil {
 		return nil, errNotFound("volume %s does not exist", id)
 	}
-	if len(req.GetMutableParameters()) == 0 {
-		return nil, errInvalid("volume %s: mutable_parameters is missing", id)
-	}
 	attrs, err := applyParameters(v.Attributes, v.Kind, "mutable_parameters", req.GetMutableParameters())
 	if err != nil {
 		return nil, errInvalid("volume %s: %v", id, err)
+	}
+	if v.Kind == kindBlock {
+		return &csi.ControllerModifyVolumeResponse{}, nil // nothing mutable; any parameter was refused above
 	}
 	// Record first, then apply, and apply even when the record already
 	// says so: a crash between the two is repaired by the CO's retry.

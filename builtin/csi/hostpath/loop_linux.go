@@ -23,9 +23,10 @@ var ErrNoLoopDevices = errors.New("loop devices unavailable")
 const loopMajor = 7
 
 // loopTag names who attached a loop device (a node plugin, and what for).
-// It is stored in the device's lo_crypt_name, which the kernel keeps but no
-// longer uses, so a plugin finds its own devices again after a crash and never
-// takes another node plugin's device for the same image.
+// It is stored as the device's lo_file_name, a label the kernel keeps for
+// LOOP_GET_STATUS64 and uses for nothing else (tools read the backing file's
+// path from sysfs), so a plugin finds its own devices again after a crash and
+// never takes another node plugin's device for the same image.
 func loopTag(nodeID, purpose string) string {
 	sum := sha256.Sum256([]byte(nodeID + "\x00" + purpose))
 	return "berth-hostpath:" + hex.EncodeToString(sum[:16])
@@ -61,7 +62,7 @@ func attachLoop(image string, readOnly bool, tag string) (string, error) {
 		if err := ensureLoopNode(dev, n); err != nil {
 			return "", err
 		}
-		err = configureLoop(dev, backing, image, readOnly, tag)
+		err = configureLoop(dev, backing, readOnly, tag)
 		if errors.Is(err, unix.EBUSY) {
 			continue
 		}
@@ -85,7 +86,7 @@ func ensureLoopNode(dev string, n int) error {
 	return nil
 }
 
-func configureLoop(dev string, backing *os.File, image string, readOnly bool, tag string) error {
+func configureLoop(dev string, backing *os.File, readOnly bool, tag string) error {
 	lf, err := os.OpenFile(dev, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -95,8 +96,7 @@ func configureLoop(dev string, backing *os.File, image string, readOnly bool, ta
 	if readOnly {
 		info.Flags = unix.LO_FLAGS_READ_ONLY
 	}
-	copy(info.File_name[:len(info.File_name)-1], image)
-	copy(info.Crypt_name[:len(info.Crypt_name)-1], tag)
+	copy(info.File_name[:len(info.File_name)-1], tag)
 	cfg := unix.LoopConfig{Fd: uint32(backing.Fd()), Info: info}
 	err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
 	if err == nil || errors.Is(err, unix.EBUSY) {
@@ -141,11 +141,11 @@ func loopBacks(dev, image string, readOnly bool, tag string) bool {
 		return false
 	}
 	ro := info.Flags&unix.LO_FLAGS_READ_ONLY != 0
-	n := bytes.IndexByte(info.Crypt_name[:], 0)
+	n := bytes.IndexByte(info.File_name[:], 0)
 	if n < 0 {
-		n = len(info.Crypt_name)
+		n = len(info.File_name)
 	}
-	return info.Inode == st.Ino && info.Device == uint64(st.Dev) && ro == readOnly && string(info.Crypt_name[:n]) == tag
+	return info.Inode == st.Ino && info.Device == uint64(st.Dev) && ro == readOnly && string(info.File_name[:n]) == tag
 }
 
 // findLoop looks for a loop device already bound to image, such as one a

@@ -1,11 +1,13 @@
 //go:build linux
 
-package hostpath_test
+package hostpath
 
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -14,13 +16,14 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 
-	"berth.dev/berth/builtin/csi/hostpath"
 )
 
 // minSanityPassed is the number of csi-sanity specs (of 103 in v5.6.0) the
 // plugin must pass; SANITY.md lists the ones it skips and why.
 const minSanityPassed = 80
 
+// sanityAccessTypeEnv set to "block" makes TestSanity run the suite with
+// block access (loop devices) instead of mount access.
 const sanityAccessTypeEnv = "BERTH_HOSTPATH_SANITY_ACCESS_TYPE"
 
 // TestSanity runs the kubernetes-csi conformance suite (csi-sanity v5.6.0)
@@ -33,7 +36,7 @@ func TestSanity(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := hostpath.Start(ctx, hostpath.Config{
+	srv, err := Start(ctx, Config{
 		Endpoint:   filepath.Join(dir, "csi.sock"),
 		NodeID:     "sanity-node",
 		StateDir:   filepath.Join(dir, "state"),
@@ -54,7 +57,7 @@ func TestSanity(t *testing.T) {
 	cfg.TestVolumeSize = 16 << 20
 	cfg.TestVolumeExpandSize = 32 << 20
 	cfg.TestNodeVolumeAttachLimit = true
-	cfg.TestVolumeMutableParameters = map[string]string{hostpath.ParamMode: "0770"}
+	cfg.TestVolumeMutableParameters = map[string]string{ParamMode: "0770"}
 	if os.Getenv(sanityAccessTypeEnv) == "block" {
 		cfg.TestVolumeAccessType = "block"
 		cfg.TestVolumeMutableParameters = nil
@@ -93,15 +96,24 @@ func TestSanity(t *testing.T) {
 	}
 }
 
-// testLogger routes plugin logs to t.Log, shown when the test fails or -v.
-func testLogger(t testing.TB, level hclog.Level) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: level, Output: testWriter{t}})
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(p))
-	return len(p), nil
+// TestSanityBlock runs the suite again with block access. Ginkgo runs one
+// suite per process, so it re-executes this test binary for TestSanity with
+// sanityAccessTypeEnv=block; the child fails on the same terms.
+func TestSanityBlock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("csi-sanity needs root: block volumes attach loop devices")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skipf("block volumes need loop devices: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSanity$", "-test.count=1", "-test.v", "-test.timeout=10m")
+	cmd.Env = append(os.Environ(), sanityAccessTypeEnv+"=block")
+	out, err := cmd.CombinedOutput()
+	summary := regexp.MustCompile(`csi-sanity: \d+ specs: [^\n]*`).Find(out)
+	if err != nil || summary == nil {
+		t.Fatalf("csi-sanity with block access failed: %v\n%s", err, out)
+	}
+	t.Logf("block access: %s", summary)
 }

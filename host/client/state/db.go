@@ -1,0 +1,105 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout version this package reads and writes.
+const SchemaVersion uint32 = 1
+
+// Bucket names.
+var (
+	bucketMeta          = []byte("meta")
+	bucketDriverPlugins = []byte("driver_plugins")
+	bucketTaskHandles   = []byte("task_handles")
+
+	keySchemaVersion = []byte("schema_version")
+)
+
+// lockTimeout is how long Open waits for another process's lock on the file.
+const lockTimeout = 2 * time.Second
+
+var (
+	// ErrLocked is returned by Open when another process (another agent on
+	// the same data dir) holds the state DB.
+	ErrLocked = errors.New("state db is locked by another process")
+	// ErrNewerSchema is returned by Open when the file was written by a
+	// newer berth with a layout this one does not know.
+	ErrNewerSchema = errors.New("state db was written by a newer berth")
+	// ErrInvalidRecord is returned by the Put methods for a record missing
+	// its key fields.
+	ErrInvalidRecord = errors.New("invalid state record")
+)
+
+// DB is an open client state DB.
+type DB struct {
+	bolt *bolt.DB
+	path string
+}
+
+// Path returns the file name of the state DB in a client data dir.
+func Path(dataDir string) string { return filepath.Join(dataDir, "client", "state.db") }
+
+// Open opens (creating if needed) the state DB at path and brings its
+// layout up to SchemaVersion.
+func Open(path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("state db: %w", err)
+	}
+	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("state db %s: %w (is another agent running with this data dir?)", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state db %s: %w", path, err)
+	}
+	db := &DB{bolt: b, path: path}
+	if err := db.init(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// init creates the buckets and checks or records the schema version.
+func (db *DB) init() error {
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch raw := meta.Get(keySchemaVersion); {
+		case raw == nil:
+			var v [4]byte
+			binary.BigEndian.PutUint32(v[:], SchemaVersion)
+			if err := meta.Put(keySchemaVersion, v[:]); err != nil {
+				return err
+			}
+		case len(raw) != 4:
+			return fmt.Errorf("state db %s: schema version is %d bytes, want 4: %w", db.path, len(raw), ErrInvalidRecord)
+		case binary.BigEndian.Uint32(raw) > SchemaVersion:
+			return fmt.Errorf("state db %s: schema version %d, this berth reads up to %d: %w",
+				db.path, binary.BigEndian.Uint32(raw), SchemaVersion, ErrNewerSchema)
+		}
+		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("state db %s: bucket %s: %w", db.path, name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Path returns the DB's file name.
+func (db *DB) Path() string { return db.path }
+
+// Close releases the file.
+func (db *DB) Close() error { return db.bolt.Close() }

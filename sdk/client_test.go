@@ -1,0 +1,244 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"testing"
+	"time"
+
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/sdk/driverpb"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// serve runs d on an in-process gRPC server and returns a negotiated
+// client and the server (to stop it).
+func serve(t *testing.T, d Driver) (*DriverClient, *grpc.Server) {
+	t.Helper()
+	conn, server := plugin.TestGRPCConn(t, func(s *grpc.Server) { RegisterDriver(s, d) })
+	t.Cleanup(func() { conn.Close(); server.Stop() })
+	c, err := ConnectDriver(testCtx(t), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, server
+}
+
+func TestSentinelsCrossTheWire(t *testing.T) {
+	f := newFakeDriver()
+	c, _ := serve(t, f)
+	for _, w := range wireErrors {
+		f.mu.Lock()
+		f.StartErr = fmt.Errorf("deep inside: %w", w.err)
+		f.mu.Unlock()
+		_, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1"})
+		if !errors.Is(err, w.err) {
+			t.Errorf("%v: client got %v", w.err, err)
+			continue
+		}
+		var rerr *RPCError
+		if !errors.As(err, &rerr) || rerr.Plugin != "fake" || rerr.Method != "StartTask" || rerr.Code != w.code {
+			t.Errorf("%v: RPCError %+v, want plugin fake, method StartTask, code %s", w.err, rerr, w.code)
+		}
+		if rerr.Message != "deep inside: "+w.err.Error() {
+			t.Errorf("message %q lost the driver's text", rerr.Message)
+		}
+		for _, other := range wireErrors {
+			if other.err != w.err && errors.Is(err, other.err) {
+				t.Errorf("%v also matches %v", w.err, other.err)
+			}
+		}
+	}
+}
+
+func TestPlainErrorsStayPlain(t *testing.T) {
+	f := newFakeDriver()
+	f.StartErr = errors.New("the image is corrupt")
+	c, _ := serve(t, f)
+	_, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1"})
+	var rerr *RPCError
+	if !errors.As(err, &rerr) || rerr.Code != codes.Unknown || rerr.Err != nil || rerr.Message != "the image is corrupt" {
+		t.Fatalf("got %#v", err)
+	}
+	for _, w := range wireErrors {
+		if errors.Is(err, w.err) {
+			t.Errorf("plain error matches %v", w.err)
+		}
+	}
+}
+
+func TestConfigErrorsCrossTheWire(t *testing.T) {
+	c, _ := serve(t, newFakeDriver())
+	_, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1", DriverConfig: ConfigMap{
+		"count": BoolValue(true), "bogus": IntValue(1),
+	}})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("got %v", err)
+	}
+	got := configErrors(err)
+	if len(got) != 3 {
+		t.Fatalf("got %d config errors from %v, want 3 (bogus, command, count)", len(got), err)
+	}
+	for i, key := range []string{"bogus", "command", "count"} {
+		if got[i].Key != key || got[i].Plugin != "fake" || got[i].Scope != ScopeTaskConfig || got[i].Problem == "" {
+			t.Errorf("config error %d = %+v, want key %q", i, got[i], key)
+		}
+	}
+	// The TaskConfig checks run before the driver sees the task.
+	_, err = c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "a/b"})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Scope != ScopeTask || ce.Key != "id" {
+		t.Errorf("bad task id: %v", err)
+	}
+}
+
+func TestDeadPeerIsPluginShutdown(t *testing.T) {
+	f := newFakeDriver()
+	c, server := serve(t, f)
+	if _, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1", DriverConfig: ConfigMap{"command": StringValue("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c.WaitTask(testCtx(t), "t1")
+		waitErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the wait reach the server; the test holds either way
+	server.Stop()
+	if err := <-waitErr; !errors.Is(err, ErrPluginShutdown) {
+		t.Errorf("WaitTask across a dying server = %v, want ErrPluginShutdown", err)
+	}
+	if _, err := c.InspectTask(testCtx(t), "t1"); !errors.Is(err, ErrPluginShutdown) {
+		t.Errorf("call to a dead server = %v, want ErrPluginShutdown", err)
+	}
+}
+
+func TestCallerCancellationIsContextError(t *testing.T) {
+	c, _ := serve(t, newFakeDriver())
+	if _, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1", DriverConfig: ConfigMap{"command": StringValue("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.WaitTask(ctx, "t1")
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrPluginShutdown) {
+		t.Errorf("WaitTask past its deadline = %v, want DeadlineExceeded only", err)
+	}
+}
+
+func TestFromStatusUsesProcessStateNotText(t *testing.T) {
+	exited := func() bool { return true }
+	err := fromStatus(context.Background(), "p", "M", exited, status.Error(codes.Internal, "anything at all"))
+	if !errors.Is(err, ErrPluginShutdown) {
+		t.Errorf("error from an exited plugin = %v, want ErrPluginShutdown", err)
+	}
+	// Without our details, codes with one meaning still map.
+	err = fromStatus(context.Background(), "p", "M", nil, status.Error(codes.NotFound, "whatever"))
+	if !errors.Is(err, ErrTaskNotFound) {
+		t.Errorf("bare NotFound = %v, want ErrTaskNotFound", err)
+	}
+	err = fromStatus(context.Background(), "p", "M", nil, status.Error(codes.FailedPrecondition, "task is still running"))
+	if errors.Is(err, ErrTaskRunning) {
+		t.Error("a message that reads like a sentinel must not be taken for it")
+	}
+}
+
+func TestNegotiation(t *testing.T) {
+	if v, ok := pickAPIVersion([]uint32{0, APIVersion, APIVersion + 5}); !ok || v != APIVersion {
+		t.Errorf("pickAPIVersion = %d, %v", v, ok)
+	}
+	if _, ok := pickAPIVersion([]uint32{APIVersion + 1}); ok {
+		t.Error("picked a version this sdk does not speak")
+	}
+	conn, server := plugin.TestGRPCConn(t, func(s *grpc.Server) { RegisterDriver(s, newFakeDriver()) })
+	t.Cleanup(func() { conn.Close(); server.Stop() })
+	raw := driverpb.NewDriverClient(conn)
+	_, err := raw.Negotiate(testCtx(t), &driverpb.NegotiateRequest{ApiVersions: []uint32{APIVersion + 1}})
+	if err := fromStatus(testCtx(t), "fake", "Negotiate", nil, err); !errors.Is(err, ErrIncompatibleAPI) {
+		t.Errorf("Negotiate with only a future version = %v, want ErrIncompatibleAPI", err)
+	}
+	c, err := ConnectDriver(testCtx(t), conn)
+	if err != nil || c.APIVersion() != APIVersion || c.Name() != "fake" {
+		t.Errorf("ConnectDriver = %v, %v (version %d, name %q)", c, err, c.APIVersion(), c.Name())
+	}
+	info, _ := c.PluginInfo(testCtx(t))
+	if info.GetVersion() != "9.9.9" {
+		t.Errorf("plugin version %q", info.GetVersion())
+	}
+}
+
+func TestStreams(t *testing.T) {
+	f := newFakeDriver()
+	c, _ := serve(t, f)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+
+	// TaskEvents: subscribed once it returns, so this event is not lost.
+	events := c.TaskEvents(ctx)
+	f.events.Emit("t9", "hello", map[string]string{"k": "v"})
+	for ev, err := range events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetTaskId() != "t9" || ev.GetMessage() != "hello" || ev.GetAnnotations()["k"] != "v" || ev.GetTimestamp() == 0 {
+			t.Errorf("event %v", ev)
+		}
+		break
+	}
+
+	// Fingerprint: current value, then changes.
+	seen := 0
+	for fp, err := range c.Fingerprint(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		if seen == 1 {
+			if fp.GetHealth() != driverpb.Health_HEALTH_HEALTHY {
+				t.Errorf("first fingerprint %v", fp)
+			}
+			f.fp.Set(&driverpb.DriverFingerprint{Health: driverpb.Health_HEALTH_UNHEALTHY, HealthDescription: "disk"})
+			continue
+		}
+		if fp.GetHealth() != driverpb.Health_HEALTH_UNHEALTHY || fp.GetHealthDescription() != "disk" {
+			t.Errorf("changed fingerprint %v", fp)
+		}
+		break
+	}
+
+	// Optional features the driver lacks are ErrNotSupported.
+	_, err := c.ExecTask(ctx, "t9", []string{"ls"}, time.Second)
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("ExecTask = %v, want ErrNotSupported", err)
+	}
+	if errs := streamErrors(c.TaskStats(ctx, "t9", time.Second)); len(errs) != 1 || !errors.Is(errs[0], ErrNotSupported) {
+		t.Errorf("TaskStats yielded %v, want one ErrNotSupported", errs)
+	}
+
+	// A cancelled stream ends with the context's error.
+	cancel()
+	if errs := streamErrors(c.Fingerprint(ctx)); len(errs) != 1 || !errors.Is(errs[0], context.Canceled) {
+		t.Errorf("Fingerprint after cancel yielded %v, want one Canceled", errs)
+	}
+}
+
+// streamErrors drains a stream and returns what it yielded as errors
+// (nil for each value).
+func streamErrors[T any](seq iter.Seq2[T, error]) []error {
+	var out []error
+	for _, err := range seq {
+		out = append(out, err)
+	}
+	return out
+}

@@ -1,0 +1,87 @@
+package taskdrivers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"berth.dev/berth/sdk"
+)
+
+var (
+	// ErrUnknownDriver is returned by Manager.Driver for a name that is not
+	// in the catalog.
+	ErrUnknownDriver = errors.New("unknown task driver")
+
+	// ErrPluginMissing is reported (in a *PluginError) for a plugin that is
+	// neither built in nor an executable in plugin_dir.
+	ErrPluginMissing = errors.New("driver plugin not found")
+
+	// ErrPluginNotExecutable is reported for a plugin_dir file that is not
+	// an executable regular file.
+	ErrPluginNotExecutable = errors.New("driver plugin is not executable")
+
+	// ErrPluginStart is reported when a plugin process could not be brought
+	// up: it crashed or exited before the handshake, speaks another
+	// go-plugin protocol version or driver API version, or timed out.
+	ErrPluginStart = errors.New("driver plugin failed to start")
+
+	// ErrPluginName is reported when a plugin calls itself by another name
+	// than the one berth knows it by (its file name in plugin_dir).
+	ErrPluginName = errors.New("driver plugin reports another name")
+
+	// ErrPluginExited is reported when a running plugin process exits or
+	// stops answering; the manager restarts it.
+	ErrPluginExited = errors.New("driver plugin exited")
+
+	// ErrDriverUnavailable is returned by Driver.StartTask when the driver's
+	// plugin is not running (still starting, failed, or restarting), and by
+	// calls that wait for it when the plugin failed for good.
+	ErrDriverUnavailable = errors.New("task driver is not available")
+
+	// ErrShutdown is returned by Driver calls once the manager is shutting
+	// down, and by Manager.Start after Shutdown.
+	ErrShutdown = errors.New("driver manager is shut down")
+
+	// ErrNestedPlugin is returned by Manager.Start in a process that is
+	// itself a driver plugin: launching plugins from there would recurse.
+	ErrNestedPlugin = errors.New("refusing to launch driver plugins from inside a driver plugin process")
+)
+
+// PluginError is why a driver plugin cannot run, naming the driver, its
+// executable and the config block that configured it.
+type PluginError struct {
+	// Driver is the driver's name.
+	Driver string
+	// Path is the plugin executable; empty when there is none.
+	Path string
+	// Source is "file:line" of the driver's plugin block, if any.
+	Source string
+	// Err is one of this package's sentinels, a configuration error
+	// (sdk.ErrInvalidConfig, sdk.ErrConfigJSON), or what the plugin said.
+	Err error
+}
+
+// Error implements error.
+func (e *PluginError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "driver %q", e.Driver)
+	if e.Path != "" {
+		fmt.Fprintf(&b, " (%s)", e.Path)
+	}
+	if e.Source != "" {
+		fmt.Fprintf(&b, ", configured at %s", e.Source)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *PluginError) Unwrap() error { return e.Err }
+
+// isConfigError reports whether err is a mistake in the plugin's config:
+// retrying cannot fix it, only editing the agent config can.
+func isConfigError(err error) bool {
+	return errors.Is(err, sdk.ErrInvalidConfig) || errors.Is(err, sdk.ErrConfigJSON)
+}

@@ -1,0 +1,323 @@
+package taskdrivers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/version"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Plugins is the catalog (see Catalog).
+	Plugins []Plugin
+	// Store persists reattach configs and task handles. Required.
+	Store Store
+	Logger hclog.Logger
+	// StartTimeout bounds each launch of a plugin: handshake, API
+	// negotiation, configuration and task recovery. Default 30s.
+	StartTimeout time.Duration
+	// Backoff spaces restarts of a plugin that keeps failing; zero means
+	// DefaultBackoff.
+	Backoff Backoff
+	// ResetAfter is how long a plugin must run before its next failure
+	// counts as the first again. Default 5m.
+	ResetAfter time.Duration
+	// StopTasksOnShutdown makes Shutdown stop and destroy every task with
+	// a persisted handle before it stops the plugins. A dev agent, whose
+	// data dir (and with it the handles) is deleted at exit, sets it; a
+	// real agent leaves its tasks running for the next start to recover.
+	StopTasksOnShutdown bool
+	// StopTimeout is how long each task gets between SIGTERM and SIGKILL
+	// when StopTasksOnShutdown. Default 10s.
+	StopTimeout time.Duration
+	// BerthVersion is recorded with the reattach config of built-in
+	// plugins; a plugin launched by another version is replaced rather
+	// than reattached. Default version.Version.
+	BerthVersion string
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
+		c.Backoff = DefaultBackoff
+	}
+	if c.ResetAfter <= 0 {
+		c.ResetAfter = 5 * time.Minute
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	if c.BerthVersion == "" {
+		c.BerthVersion = version.Version
+	}
+}
+
+// Manager runs a node's task driver plugins: it launches each plugin of the
+// catalog, configures it, keeps its fingerprint, restarts it when it dies
+// and recovers its tasks. Create it with New, then Start it.
+type Manager struct {
+	cfg       Config
+	logger    hclog.Logger
+	instances map[string]*instance
+	changed   chan struct{}
+	// observe, when set (by tests, before Start), sees every DriverInfo
+	// change in order.
+	observe func(*pb.DriverInfo)
+
+	// ctx ends the supervisors; Shutdown cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+}
+
+// New returns a manager for cfg.Plugins. It starts nothing.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("taskdrivers: Config.Store is required")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		cfg:       cfg,
+		logger:    cfg.Logger,
+		instances: map[string]*instance{},
+		changed:   make(chan struct{}, 1),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	for _, p := range cfg.Plugins {
+		if p.Name == "" {
+			cancel()
+			return nil, errors.New("taskdrivers: a plugin in the catalog has no name")
+		}
+		if _, dup := m.instances[p.Name]; dup {
+			cancel()
+			return nil, fmt.Errorf("taskdrivers: driver %q is twice in the catalog", p.Name)
+		}
+		m.instances[p.Name] = newInstance(m, p)
+	}
+	return m, nil
+}
+
+// Start launches every plugin and returns once each has either reported
+// its first fingerprint or failed its first attempt, so DriverInfos is
+// complete. Plugins that fail keep being retried in the background. The
+// error joins the *PluginError of every driver whose plugin config is
+// invalid (sdk.ErrInvalidConfig, sdk.ErrConfigJSON), which no retry fixes;
+// ctx's error means some plugins were still starting when it ended.
+func (m *Manager) Start(ctx context.Context) error {
+	if os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
+		return ErrNestedPlugin
+	}
+	m.mu.Lock()
+	switch {
+	case m.stopping:
+		m.mu.Unlock()
+		return ErrShutdown
+	case m.started:
+		m.mu.Unlock()
+		return errors.New("taskdrivers: manager already started")
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	records, err := m.cfg.Store.DriverPlugins()
+	if err != nil {
+		m.logger.Warn("some driver plugin reattach records are unreadable; those plugins start afresh", "error", err)
+	}
+	byName := map[string]*pb.DriverPluginRecord{}
+	for _, r := range records {
+		if _, known := m.instances[r.GetName()]; !known {
+			m.logger.Info("forgetting reattach record of a driver no longer in the catalog", "driver", r.GetName(), "pid", r.GetReattach().GetPid())
+			m.deleteRecord(r.GetName())
+			continue
+		}
+		byName[r.GetName()] = r
+	}
+	m.warnOrphanHandles()
+
+	for _, name := range sortedKeys(m.instances) {
+		in, rec := m.instances[name], byName[name]
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			in.run(m.ctx, rec)
+		}()
+	}
+	var errs []error
+	for _, name := range sortedKeys(m.instances) {
+		in := m.instances[name]
+		select {
+		case <-in.firstDone:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for driver %q to start: %w", name, ctx.Err())
+		}
+		if err := in.fatalErr(); err != nil && isConfigError(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// warnOrphanHandles logs persisted tasks whose driver is not in the catalog.
+func (m *Manager) warnOrphanHandles() {
+	handles, err := m.cfg.Store.TaskHandles()
+	if err != nil {
+		m.logger.Error("some task handles are unreadable; their tasks cannot be recovered", "error", err)
+	}
+	for _, h := range handles {
+		if _, known := m.instances[h.GetDriver()]; !known {
+			m.logger.Warn("task handle of a driver that is not in the catalog; its task cannot be recovered until the driver is back",
+				"driver", h.GetDriver(), "task_id", h.GetHandle().GetConfig().GetId())
+		}
+	}
+}
+
+// DriverInfos returns every driver's fingerprint for the node, by name.
+// The client calls it to register the node.
+func (m *Manager) DriverInfos() map[string]*pb.DriverInfo {
+	out := make(map[string]*pb.DriverInfo, len(m.instances))
+	for name, in := range m.instances {
+		out[name] = in.driverInfo()
+	}
+	return out
+}
+
+// Changed receives a value after DriverInfos changed (coalesced: one value
+// may stand for several changes). The client re-registers the node on it.
+func (m *Manager) Changed() <-chan struct{} { return m.changed }
+
+func (m *Manager) notify() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Driver returns the driver name for running tasks, or ErrUnknownDriver.
+func (m *Manager) Driver(name string) (*Driver, error) {
+	in, ok := m.instances[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownDriver, name)
+	}
+	return &Driver{in: in}, nil
+}
+
+// Shutdown stops the manager: with StopTasksOnShutdown it first stops and
+// destroys every persisted task; then it stops supervising and shuts down
+// every plugin process it runs (their tasks keep running under their
+// executors, and their handles stay in the store for the next start to
+// recover). ctx bounds the task stops; the plugins are stopped regardless.
+// It is safe to call more than once.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		return nil
+	}
+	m.stopping = true
+	started := m.started
+	m.mu.Unlock()
+
+	var err error
+	if started && m.cfg.StopTasksOnShutdown {
+		err = m.stopAllTasks(ctx)
+	}
+	m.cancel()
+	m.wg.Wait()
+	var wg sync.WaitGroup
+	for _, in := range m.instances {
+		r := in.takeCurrent()
+		if r == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.proc.Kill()
+			m.deleteRecord(in.p.Name)
+			in.logger.Info("driver plugin stopped", "pid", r.pid)
+		}()
+	}
+	wg.Wait()
+	return err
+}
+
+// abandon stops supervising without stopping the plugins and keeps their
+// reattach records, as a crashed client would: tests use it to restart a
+// client against live plugins.
+func (m *Manager) abandon() {
+	m.mu.Lock()
+	m.stopping = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+}
+
+// isStopping reports whether Shutdown has begun; StartTask is then refused.
+func (m *Manager) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}
+
+// stopAllTasks stops and destroys every task with a persisted handle.
+func (m *Manager) stopAllTasks(ctx context.Context) error {
+	handles, err := m.cfg.Store.TaskHandles()
+	errs := []error{err}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, h := range handles {
+		in, ok := m.instances[h.GetDriver()]
+		if !ok {
+			continue
+		}
+		id := h.GetHandle().GetConfig().GetId()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := &Driver{in: in}
+			err := d.StopTask(ctx, id, m.cfg.StopTimeout, "")
+			if err == nil || errors.Is(err, sdk.ErrTaskNotFound) {
+				err = d.DestroyTask(ctx, id, true)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("stopping task %q of driver %q: %w", id, in.p.Name, err))
+				mu.Unlock()
+				return
+			}
+			in.logger.Info("task stopped at shutdown", "task_id", id)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (m *Manager) deleteRecord(name string) {
+	if err := m.cfg.Store.DeleteDriverPlugin(name); err != nil {
+		m.logger.Warn("deleting driver plugin reattach record", "driver", name, "error", err)
+	}
+}
+
+// cloneInfo copies a DriverInfo for a caller.
+func cloneInfo(i *pb.DriverInfo) *pb.DriverInfo { return proto.Clone(i).(*pb.DriverInfo) }
