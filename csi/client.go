@@ -178,8 +178,13 @@ type caller struct {
 // invoke makes one call with its deadline and turns a failure into *Error.
 func invoke[Req, Resp proto.Message](ctx context.Context, c *caller, call Call, volumeID string, req Req,
 	rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeouts.of(call))
-	defer cancel()
+	// A caller's deadline sooner than the call's own already bounds it; not
+	// deriving a context then saves a timer per call in retry loops.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > c.timeouts.of(call) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeouts.of(call))
+		defer cancel()
+	}
 	if c.logger.IsTrace() {
 		c.logger.Trace("csi call", "call", call, "volume", volumeID, "request", RedactedString(req))
 	}

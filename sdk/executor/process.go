@@ -67,6 +67,9 @@ type Process struct {
 // started (or failed to, with the error the executor met). ctx bounds the
 // start; if it ends first the executor and task are killed.
 func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger) (*Process, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
 	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("executor: state dir: %w", err)
 	}

@@ -1,0 +1,184 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"berth.dev/berth/sdk/logrotate"
+)
+
+func TestMain(m *testing.M) {
+	if Requested() {
+		os.Exit(Main())
+	}
+	os.Exit(m.Run())
+}
+
+const generous = 60 * time.Second
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func shSpec(t *testing.T, dir, script string) Spec {
+	return Spec{
+		Path:     "/bin/sh",
+		Args:     []string{"sh", "-c", script},
+		Env:      []string{"PATH=/usr/bin:/bin"},
+		Dir:      dir,
+		Stdout:   logrotate.Config{Dir: filepath.Join(dir, "logs"), Name: "t.stdout"},
+		Stderr:   logrotate.Config{Dir: filepath.Join(dir, "logs"), Name: "t.stderr"},
+		StateDir: filepath.Join(dir, "state"),
+	}
+}
+
+func startT(t *testing.T, spec Spec) *Process {
+	t.Helper()
+	self, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(ctxT(t), self, spec, nil)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Close() })
+	return p
+}
+
+func waitT(t *testing.T, p *Process) *Exit {
+	t.Helper()
+	e, err := p.Wait(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func waitGone(t *testing.T, alive func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(generous)
+	for {
+		if a, _ := alive(); !a {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("process still alive")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestExitCodeOutputAndNoLeakedFDs(t *testing.T) {
+	dir := t.TempDir()
+	p := startT(t, shSpec(t, dir, `echo "env=$PATH cwd=$(pwd)"; ls /proc/$$/fd >&2; exit 3`))
+	e := waitT(t, p)
+	if e.ExitCode != 3 || e.Signal != 0 || e.Err != "" || e.FinishedAt == 0 {
+		t.Errorf("exit %+v, want code 3", e)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "logs", "t.stdout.0"))
+	if got, want := string(out), "env=/usr/bin:/bin cwd="+dir+"\n"; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	fds, _ := os.ReadFile(filepath.Join(dir, "logs", "t.stderr.0"))
+	if got := strings.Fields(string(fds)); strings.Join(got, ",") != "0,1,2" {
+		t.Errorf("task's open fds %v, want only 0,1,2 (the status pipe must not leak)", got)
+	}
+}
+
+func TestSignalAndExitedProcess(t *testing.T) {
+	p := startT(t, shSpec(t, t.TempDir(), `exec sleep 1000`))
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if e := waitT(t, p); e.Signal != int(syscall.SIGTERM) || e.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %+v, want SIGTERM", e)
+	}
+	if err := p.Signal(syscall.SIGTERM); !errors.Is(err, ErrExited) {
+		t.Errorf("Signal after exit = %v, want ErrExited", err)
+	}
+}
+
+func TestRecoverRunningProcess(t *testing.T) {
+	dir := t.TempDir()
+	first := startT(t, shSpec(t, dir, `while [ ! -e go ]; do sleep 0.02; done; exit 9`))
+	state := first.State()
+	first.Close() // the driver that started it is gone
+
+	p, err := Recover(state, nil)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	defer p.Close()
+	select {
+	case <-p.Done():
+		t.Fatal("recovered process reports an exit while the task runs")
+	default:
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e := waitT(t, p); e.ExitCode != 9 {
+		t.Errorf("recovered exit %+v, want 9", e)
+	}
+	// Recovering after the exit reports it at once.
+	again, err := Recover(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-again.Done():
+		if e := waitT(t, again); e.ExitCode != 9 {
+			t.Errorf("exit %+v", e)
+		}
+	default:
+		t.Error("Recover of a finished task is not done")
+	}
+}
+
+func TestExecutorDeathTakesTaskAndIsLost(t *testing.T) {
+	p := startT(t, shSpec(t, t.TempDir(), `exec sleep 1000`))
+	state := p.State()
+	if err := syscall.Kill(state.Executor.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e := waitT(t, p)
+	if e.ExitCode != -1 || e.Err == "" {
+		t.Errorf("exit after the executor died %+v, want -1 with an error", e)
+	}
+	// The parent-death signal took the task down: nothing runs unsupervised.
+	waitGone(t, state.Task.Alive)
+	if _, err := Recover(state, nil); !errors.Is(err, ErrLost) {
+		t.Errorf("Recover = %v, want ErrLost", err)
+	}
+}
+
+func TestStartKillsOrphanInSameStateDir(t *testing.T) {
+	dir := t.TempDir()
+	orphan := startT(t, shSpec(t, dir, `exec sleep 1000`))
+	orphan.Close() // its driver died before handing out a handle
+	next := startT(t, shSpec(t, dir, `exit 0`))
+	waitGone(t, orphan.State().Task.Alive)
+	if e := waitT(t, next); e.ExitCode != 0 {
+		t.Errorf("new task exit %+v", e)
+	}
+}
+
+func TestStartFailureIsReported(t *testing.T) {
+	dir := t.TempDir()
+	spec := shSpec(t, dir, "")
+	spec.Path = filepath.Join(dir, "missing")
+	self, _ := Self()
+	_, err := Start(ctxT(t), self, spec, nil)
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Start of a missing program = %v", err)
+	}
+}
