@@ -21,6 +21,7 @@ run: build
 # short real run of the acceptance suite.
 test: build
 	$(GO) test -race -timeout 20m $(PKGS)
+	cd examples/driver-sleep && $(GO) test -race ./...
 
 check:
 	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^examples/')); \
@@ -39,6 +40,12 @@ check:
 
 proto:
 	$(GO) tool buf generate
+
+# Example third-party plugins, each its own Go module, into build/plugins/
+# (usable as an agent's plugin_dir).
+plugins:
+	mkdir -p build/plugins
+	cd examples/driver-sleep && $(GO) build -o ../../build/plugins/sleep .
 
 bench: build
 	$(GO) run ./internal/bench

@@ -97,7 +97,9 @@ func (f *fakeDriver) InspectTask(_ context.Context, taskID string) (*driverpb.Ta
 	return &driverpb.TaskStatus{Id: cfg.GetId(), State: driverpb.TaskState_TASK_STATE_RUNNING}, nil
 }
 
-func (f *fakeDriver) RecoverTask(context.Context, *driverpb.TaskHandle) error { return ErrInvalidHandle }
+func (f *fakeDriver) RecoverTask(context.Context, *driverpb.TaskHandle) error {
+	return ErrInvalidHandle
+}
 
 func (f *fakeDriver) SignalTask(_ context.Context, taskID, signal string) error {
 	if _, err := ParseSignal(signal); err != nil {

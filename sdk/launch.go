@@ -146,6 +146,10 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 	}
 	if res.err != nil {
 		client.Kill()
+		if ctx.Err() != nil {
+			// The handshake timed out at ctx's deadline: say so as ctx's error.
+			return nil, fmt.Errorf("launch driver %s: %w: %v", cfg.Name, ctx.Err(), res.err)
+		}
 		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, res.err)
 	}
 	dc, err := DispenseDriver(ctx, res.rpc)

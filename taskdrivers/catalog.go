@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/builtin/drivers"
+	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/sdk"
 )
 
@@ -28,8 +29,8 @@ type PluginConfig struct {
 // CatalogConfig says where the drivers of a node come from.
 type CatalogConfig struct {
 	// Executable is the berth binary; a built-in driver runs as Executable
-	// with drivers.Args(name). Tests point it at a test binary that calls
-	// drivers.MainIfRequested.
+	// with BuiltinArgs(name). Tests point it at a test binary that serves
+	// built-in drivers itself (internal/testutil/builtindrivers).
 	Executable string
 	// Dev offers dev-only built-in drivers (mock) without a plugin block.
 	Dev bool
@@ -67,6 +68,16 @@ func (p *Plugin) errorf(err error) *PluginError {
 	return &PluginError{Driver: p.Name, Path: p.Path, Source: p.Source, Err: err}
 }
 
+// devOnly are the built-in drivers a node offers only in dev mode or when
+// its agent config has a plugin block for them: no production node should
+// advertise a driver whose tasks are timers.
+var devOnly = map[string]bool{mock.Name: true}
+
+// BuiltinArgs returns the arguments, after the berth executable, that make
+// it serve the built-in driver name (the `berth builtin driver NAME`
+// command of host/cli).
+func BuiltinArgs(name string) []string { return []string{"builtin", "driver", name} }
+
 // Catalog lists the drivers of a node: the built-in ones (dev-only ones in
 // dev mode or when configured), every executable in PluginDir (which
 // replaces a built-in driver of the same name), and a missing entry for
@@ -79,13 +90,12 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 		configs[pc.Name] = pc
 	}
 	byName := map[string]*Plugin{}
-	var builtinNames []string
-	for _, b := range drivers.All() {
-		builtinNames = append(builtinNames, b.Name)
-		if _, configured := configs[b.Name]; b.DevOnly && !cfg.Dev && !configured {
+	builtinNames := drivers.Names()
+	for _, name := range builtinNames {
+		if _, configured := configs[name]; devOnly[name] && !cfg.Dev && !configured {
 			continue
 		}
-		byName[b.Name] = &Plugin{Name: b.Name, Builtin: true, Path: cfg.Executable, Args: drivers.Args(b.Name)}
+		byName[name] = &Plugin{Name: name, Builtin: true, Path: cfg.Executable, Args: BuiltinArgs(name)}
 	}
 	found, dirErr := scanPluginDir(cfg.PluginDir)
 	for _, p := range found {
@@ -94,7 +104,7 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 	for name, pc := range configs {
 		p, ok := byName[name]
 		if !ok {
-			p = &Plugin{Name: name}
+			p = &Plugin{Name: name, Source: pc.Source}
 			if cfg.PluginDir != "" {
 				p.Path = filepath.Join(cfg.PluginDir, name)
 			}
@@ -103,6 +113,9 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 			byName[name] = p
 		}
 		p.Source = pc.Source
+		if pe, ok := p.Err.(*PluginError); ok {
+			pe.Source = pc.Source
+		}
 		if len(pc.JSON) > 0 {
 			m, err := sdk.ParseConfigJSON(pc.JSON)
 			if err != nil && p.Err == nil {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/sdk"
 )
 
@@ -49,7 +48,7 @@ func TestCatalogOffersMockOnlyInDevModeOrWhenConfigured(t *testing.T) {
 				t.Fatalf("drivers %v, want %v", got, tc.drivers)
 			}
 			for _, p := range plugins {
-				if !p.Builtin || p.Path != "/usr/bin/berth" || !slices.Equal(p.Args, drivers.Args(p.Name)) || p.Err != nil {
+				if !p.Builtin || p.Path != "/usr/bin/berth" || !slices.Equal(p.Args, []string{"builtin", "driver", p.Name}) || p.Err != nil {
 					t.Fatalf("built-in %s: %+v", p.Name, p)
 				}
 			}

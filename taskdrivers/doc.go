@@ -5,14 +5,15 @@
 //
 // # Catalog
 //
-// Catalog lists the drivers built into berth (builtin/drivers; dev-only
-// ones such as mock only in dev mode or when a plugin block names them),
+// Catalog lists the drivers built into berth (builtin/drivers; mock only
+// in dev mode or when a plugin block names it),
 // every executable in the agent's plugin_dir (named for the driver it
 // serves; it replaces a built-in driver of the same name), and an entry
 // for every plugin block that names neither, which the manager reports as
 // missing. Built-in drivers run as go-plugin subprocesses like third-party
-// ones: CatalogConfig.Executable (the berth binary, or a test binary that
-// calls drivers.MainIfRequested) is started with `builtin driver NAME`.
+// ones: CatalogConfig.Executable (the berth binary, or a test binary using
+// internal/testutil/builtindrivers) is started with BuiltinArgs, `builtin
+// driver NAME`.
 //
 // # Manager
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,7 +99,7 @@ func (in *instance) run(ctx context.Context, rec *pb.DriverPluginRecord) {
 			}
 			attempt++
 			delay := backoff.Delay(attempt)
-			in.setDown(err, fmt.Sprintf("%v; retrying in %s (attempt %d)", err, delay, attempt))
+			in.setDown(err, fmt.Sprintf("%s; retrying in %s (attempt %d)", oneLine(err), delay, attempt))
 			in.logger.Error("driver plugin unavailable", "error", err, "retry_in", delay, "attempt", attempt)
 			in.markFirstDone()
 			if !sleep(ctx.Done(), delay) {
@@ -121,7 +122,7 @@ func (in *instance) run(ctx context.Context, rec *pb.DriverPluginRecord) {
 		attempt++
 		delay := backoff.Delay(attempt)
 		err = in.p.errorf(fmt.Errorf("%w: %v", ErrPluginExited, cause))
-		in.setDown(err, fmt.Sprintf("%v; restarting in %s (restart %d)", err, delay, attempt))
+		in.setDown(err, fmt.Sprintf("%s; restarting in %s (restart %d)", oneLine(err), delay, attempt))
 		in.logger.Warn("driver plugin exited; restarting it", "cause", cause, "restart_in", delay, "restart", attempt)
 		if !sleep(ctx.Done(), delay) {
 			return
@@ -274,8 +275,13 @@ func (in *instance) fail(err error) {
 	in.mu.Lock()
 	in.fatal = err
 	in.mu.Unlock()
-	in.setDown(err, err.Error())
+	in.setDown(err, oneLine(err))
 }
+
+// oneLine is err's message on one line, for a health description that
+// `berth node status` prints in a table; go-plugin's start errors span
+// several lines.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 func (in *instance) fatalErr() error {
 	in.mu.Lock()

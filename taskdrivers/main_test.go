@@ -15,10 +15,10 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 
-	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/testutil/builtindrivers"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -29,7 +29,7 @@ import (
 // NAME` it serves a built-in driver (or runs a raw_exec executor), and
 // with fakeEnv set it serves one of the fake third-party plugins below.
 func TestMain(m *testing.M) {
-	drivers.MainIfRequested(os.Args)
+	builtindrivers.ServeIfRequested()
 	serveFakeIfRequested()
 	os.Exit(m.Run())
 }

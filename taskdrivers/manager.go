@@ -21,7 +21,7 @@ type Config struct {
 	// Plugins is the catalog (see Catalog).
 	Plugins []Plugin
 	// Store persists reattach configs and task handles. Required.
-	Store Store
+	Store  Store
 	Logger hclog.Logger
 	// StartTimeout bounds each launch of a plugin: handshake, API
 	// negotiation, configuration and task recovery. Default 30s.

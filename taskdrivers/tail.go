@@ -90,6 +90,9 @@ func (w *tailWriter) summary() string {
 	if len(w.partial) > 0 {
 		lines = append(lines[:len(lines):len(lines)], strings.TrimSpace(string(w.partial)))
 	}
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
 	if len(lines) == 0 {
 		return ""
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,21 +34,24 @@ const pollInterval = 100 * time.Millisecond
 
 // Command is how a driver re-executes its binary as an executor.
 type Command struct {
-	// Path is the binary; Args follow argv[0]. The binary must reach
-	// Main when Requested (ServeDriver does).
+	// Path is the binary; it must reach Main when Requested (ServeDriver
+	// does).
 	Path string
+	// Name is argv[0] (default Path); Args follow it.
+	Name string
 	Args []string
 }
 
 // Self returns the Command that re-executes this process's binary with
 // its own arguments, which lands in ServeDriver (or the TestMain hook of
-// drivertest) again and from there in Main.
+// drivertest) again and from there in Main. It execs /proc/self/exe, the
+// running image, so an executor matches its driver even after the binary
+// on disk was replaced by an upgrade.
 func Self() (Command, error) {
-	exe, err := os.Executable()
-	if err != nil {
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
 		return Command{}, fmt.Errorf("executor: find own binary: %w", err)
 	}
-	return Command{Path: exe, Args: append([]string(nil), os.Args[1:]...)}, nil
+	return Command{Path: "/proc/self/exe", Name: os.Args[0], Args: append([]string(nil), os.Args[1:]...)}, nil
 }
 
 // Process is a task under an executor, seen from the driver.
@@ -98,7 +102,7 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 
 	cmd := &exec.Cmd{
 		Path:       command.Path,
-		Args:       append([]string{command.Path}, command.Args...),
+		Args:       append([]string{cmp.Or(command.Name, command.Path)}, command.Args...),
 		Env:        append(os.Environ(), markerEnv+"="+markerValue),
 		Stdin:      specR,
 		Stdout:     logFile,

@@ -175,6 +175,9 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if size <= v.CapacityBytes {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: nodeExpand}, nil
 	}
+	if c.cfg.Capacity > 0 && size > c.cfg.Capacity {
+		return nil, errRange("volume %s: %d bytes exceeds the plugin's whole capacity of %d bytes", id, size, c.cfg.Capacity)
+	}
 	release, err := c.reserve(size-v.CapacityBytes, "expansion of volume "+id)
 	if err != nil {
 		return nil, err

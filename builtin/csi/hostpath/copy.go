@@ -25,6 +25,10 @@ func copyTree(ctx context.Context, src, dst string) error {
 		st   *unix.Stat_t
 	}
 	var dirs []dirTimes
+	var root unix.Stat_t
+	if err := unix.Lstat(src, &root); err != nil {
+		return &fs.PathError{Op: "lstat", Path: src, Err: err}
+	}
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -42,15 +46,27 @@ func copyTree(ctx context.Context, src, dst string) error {
 			return &fs.PathError{Op: "lstat", Path: path, Err: err}
 		}
 		perm := st.Mode & 0o7777
+		// Whatever is mounted inside the tree is not part of it: a mount
+		// point is copied as the empty directory beneath it.
+		other := st.Dev != root.Dev
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
 			if err := os.Mkdir(target, 0o700); err != nil {
 				return err
 			}
+			if other {
+				if err := finishNode(target, &st, perm); err != nil {
+					return err
+				}
+				return fs.SkipDir
+			}
 			// Directory times are set last: filling a directory changes them.
 			dirs = append(dirs, dirTimes{target, &st})
 			return nil
 		case unix.S_IFREG:
+			if other {
+				return nil
+			}
 			if err := copyFile(ctx, path, target, os.FileMode(0o600)); err != nil {
 				return err
 			}
@@ -232,7 +248,11 @@ func diskUsage(ctx context.Context, path string) (usage, error) {
 			return &fs.PathError{Op: "lstat", Path: p, Err: err}
 		}
 		if st.Dev != root.Dev {
-			return fs.SkipDir
+			// Something mounted inside the volume is not its content.
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			k := inode{uint64(st.Dev), st.Ino}

@@ -34,6 +34,10 @@
 //
 // # What is enforced
 //
+// A volume's access type (mount or block) is fixed when it is created; the
+// access mode is chosen per attachment, since every node of a pool can reach
+// every volume of it.
+//
 // ControllerPublishVolume records which nodes a volume is attached to and
 // refuses a second node unless both attachments use a MULTI_NODE access mode,
 // a second writer for single-writer modes, nodes outside the volume's

@@ -10,9 +10,18 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ErrBusy is wrapped in errors about a mount that cannot be removed because
+// errBusy is wrapped in errors about a mount that cannot be removed because
 // it is still in use; the CO sees codes.Aborted and retries.
-var ErrBusy = errors.New("mount is busy")
+var errBusy = errors.New("mount is busy")
+
+// errPathInUse is wrapped in errors about a staging or target path that
+// already has something else mounted on it; the CO sees FailedPrecondition.
+var errPathInUse = errors.New("another mount is already at the path")
+
+// errNoLoopDevices is wrapped in errors of block-volume operations on a host
+// where loop devices cannot be used (no /dev/loop-control, or no
+// permission); the CO sees FailedPrecondition.
+var errNoLoopDevices = errors.New("loop devices unavailable")
 
 // Everything the plugin returns to a CO is a gRPC status with the code the
 // CSI spec prescribes for the condition; messages name the volume, snapshot,
@@ -53,7 +62,10 @@ func errInternal(err error, format string, args ...any) error {
 		st := status.FromContextError(err)
 		return status.Errorf(st.Code(), "%s: %v", what, err)
 	}
-	if errors.Is(err, ErrBusy) {
+	if errors.Is(err, errPathInUse) || errors.Is(err, errNoLoopDevices) {
+		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	}
+	if errors.Is(err, errBusy) {
 		return status.Errorf(codes.Aborted, "%s: %v; retry once the workload has let go of it", what, err)
 	}
 	return status.Errorf(codes.Internal, "%s: %v", what, err)

@@ -5,6 +5,7 @@ package hostpath
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
-	w.t.Log(string(p))
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
 

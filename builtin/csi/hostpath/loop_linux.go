@@ -16,10 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoLoopDevices is returned (wrapped) by block-volume operations on a host
-// where loop devices cannot be used (no /dev/loop-control, or no permission).
-var ErrNoLoopDevices = errors.New("loop devices unavailable")
-
 const loopMajor = 7
 
 // loopTag names who attached a loop device (a node plugin, and what for).
@@ -47,7 +43,7 @@ func attachLoop(image string, readOnly bool, tag string) (string, error) {
 	defer backing.Close()
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoLoopDevices, err)
+		return "", fmt.Errorf("%w: %v", errNoLoopDevices, err)
 	}
 	defer ctl.Close()
 
@@ -56,7 +52,7 @@ func attachLoop(image string, readOnly bool, tag string) (string, error) {
 	for range 32 {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
-			return "", fmt.Errorf("%w: LOOP_CTL_GET_FREE: %v", ErrNoLoopDevices, err)
+			return "", fmt.Errorf("%w: LOOP_CTL_GET_FREE: %v", errNoLoopDevices, err)
 		}
 		dev := "/dev/loop" + strconv.Itoa(n)
 		if err := ensureLoopNode(dev, n); err != nil {
@@ -200,7 +196,7 @@ func refreshLoopCapacity(dev string) (int64, error) {
 func loopAvailable() error {
 	f, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNoLoopDevices, err)
+		return fmt.Errorf("%w: %v", errNoLoopDevices, err)
 	}
 	return f.Close()
 }

@@ -78,7 +78,7 @@ func unmountAll(target string) error {
 			case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 				return nil
 			case errors.Is(err, unix.EBUSY):
-				return fmt.Errorf("unmount %s: %w", target, ErrBusy)
+				return fmt.Errorf("unmount %s: %w", target, errBusy)
 			}
 			return &fs.PathError{Op: "unmount", Path: target, Err: err}
 		}

@@ -220,12 +220,36 @@ func (n *node) stage(v *volumeRecord, rec *nodeVolumeRecord, vc volCap) error {
 	if mountedFrom(rec.StagingPath, data) {
 		return nil
 	}
+	if mounted, err := isMountPoint(rec.StagingPath); err != nil || mounted {
+		return errOrBusyPath(err, rec.StagingPath)
+	}
 	if err := os.MkdirAll(rec.StagingPath, 0o750); err != nil {
 		return err
 	}
 	flags := vc.flags
 	flags.readOnly = rec.StageReadOnly
 	return bindMount(data, rec.StagingPath, flags)
+}
+
+func errOrBusyPath(err error, path string) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, errPathInUse)
+}
+
+// restage checks the staging a record describes and repairs it (after a
+// reboot, or an unmount behind the plugin's back) before a publish uses it.
+func (n *node) restage(v *volumeRecord, rec *nodeVolumeRecord) error {
+	stageCap, err := decodeCapability(rec.StageCapability)
+	if err != nil {
+		return err
+	}
+	vc, err := parseCapability(stageCap)
+	if err != nil {
+		return err
+	}
+	return n.stage(v, rec, vc)
 }
 
 // NodeUnstageVolume undoes NodeStageVolume. It refuses while the volume is

@@ -75,6 +75,9 @@ func (n *node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	if t == nil {
 		t = &targetRecord{Capability: encodeCapability(req.GetVolumeCapability()), ReadOnly: ro}
 	}
+	if err := n.restage(v, rec); err != nil {
+		return nil, errInternal(err, "repair staging of volume %s at %s", volID, staging)
+	}
 	if err := n.publish(v, rec, target, t, vc); err != nil {
 		return nil, errInternal(err, "publish volume %s at %s", volID, target)
 	}
@@ -129,6 +132,9 @@ func (n *node) publish(v *volumeRecord, rec *nodeVolumeRecord, target string, t 
 		if deviceMountedAt(target, dev) {
 			return nil
 		}
+		if mounted, err := isMountPoint(target); err != nil || mounted {
+			return errOrBusyPath(err, target)
+		}
 		f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o660)
 		if err != nil {
 			return err
@@ -138,6 +144,9 @@ func (n *node) publish(v *volumeRecord, rec *nodeVolumeRecord, target string, t 
 	}
 	if mountedFrom(target, n.data(v)) {
 		return nil
+	}
+	if mounted, err := isMountPoint(target); err != nil || mounted {
+		return errOrBusyPath(err, target)
 	}
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return err

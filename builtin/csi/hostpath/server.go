@@ -34,8 +34,9 @@ type Server struct {
 	node     *node
 
 	stopOnce sync.Once
+	stopReq  chan struct{} // closed by Stop
 	done     chan struct{} // closed when fully stopped
-	serveErr error
+	serveErr error         // written before done is closed
 }
 
 // Run serves the plugin on cfg.Endpoint until ctx ends, then stops
@@ -66,24 +67,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", rc.StateDir, err)
 	}
-	s := &Server{cfg: rc, log: log, endpoint: "unix://" + rc.socketPath, done: make(chan struct{})}
+	s := &Server{cfg: rc, log: log, endpoint: "unix://" + rc.socketPath, stopReq: make(chan struct{}), done: make(chan struct{})}
+	// Listen first: a plugin that cannot have its socket must not register
+	// as a node.
+	lis, err := listenUnix(rc.socketPath)
+	if err != nil {
+		return nil, err
+	}
 	locks := newKeyedLocks()
 	rc.Logger = log
 	if rc.controller {
 		if s.ctrl, err = newController(rc, lay, pool, locks); err != nil {
+			lis.Close()
 			return nil, err
 		}
 	}
 	if rc.node {
 		if s.node, err = newNode(rc, lay, pool, locks); err != nil {
+			lis.Close()
 			s.closeRoles()
 			return nil, err
 		}
-	}
-	lis, err := listenUnix(rc.socketPath)
-	if err != nil {
-		s.closeRoles()
-		return nil, err
 	}
 
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.intercept))
@@ -97,14 +101,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
+	// This goroutine alone shuts the server down, whatever asks for it.
 	go func() {
+		var err error
 		select {
 		case <-ctx.Done():
-		case err := <-served:
-			// Serve only returns early on a listener failure.
-			s.serveErr = err
+		case <-s.stopReq:
+		case err = <-served:
+			// Serve only returns by itself when the listener fails.
 		}
-		s.stop()
+		s.shutdown(err)
 	}()
 	log.Info("serving", "endpoint", s.endpoint, "mode", rc.Mode, "node", rc.NodeID, "state_dir", rc.StateDir,
 		"pool", pool, "capacity", rc.Capacity, "max_volumes", rc.MaxVolumes)
@@ -123,31 +129,35 @@ func (s *Server) Wait() error {
 
 // Stop stops the plugin as if its context had ended, and waits for it.
 func (s *Server) Stop() {
-	s.stop()
+	s.stopOnce.Do(func() { close(s.stopReq) })
 	<-s.done
 }
 
-func (s *Server) stop() {
-	s.stopOnce.Do(func() {
-		stopped := make(chan struct{})
-		go func() {
-			s.grpc.GracefulStop()
-			close(stopped)
-		}()
-		select {
-		case <-stopped:
-		case <-time.After(s.cfg.ShutdownGrace):
-			s.log.Warn("in-flight calls did not finish in time; cancelling them", "grace", s.cfg.ShutdownGrace)
-			s.grpc.Stop()
-			<-stopped
-		}
-		if err := os.Remove(s.cfg.socketPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			s.log.Warn("cannot remove socket", "path", s.cfg.socketPath, "error", err)
-		}
-		s.closeRoles()
+// shutdown lets in-flight calls finish (for at most ShutdownGrace, then
+// cancels them), closes the socket and releases the state directory.
+func (s *Server) shutdown(serveErr error) {
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(s.cfg.ShutdownGrace):
+		s.log.Warn("in-flight calls did not finish in time; cancelling them", "grace", s.cfg.ShutdownGrace)
+		s.grpc.Stop()
+		<-stopped
+	}
+	// Stopping closed the listener, which removed the socket file (net
+	// unlinks the sockets it creates).
+	s.closeRoles()
+	if serveErr != nil {
+		s.serveErr = fmt.Errorf("serve %s: %w", s.endpoint, serveErr)
+		s.log.Error("stopped", "endpoint", s.endpoint, "error", serveErr)
+	} else {
 		s.log.Info("stopped", "endpoint", s.endpoint)
-		close(s.done)
-	})
+	}
+	close(s.done)
 }
 
 func (s *Server) closeRoles() {

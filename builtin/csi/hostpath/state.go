@@ -2,6 +2,7 @@ package hostpath
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"crypto/rand"
 )
 
 // The state directory holds everything the plugin knows; nothing lives only in

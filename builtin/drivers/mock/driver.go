@@ -25,9 +25,6 @@ type Driver struct {
 	mu         sync.Mutex
 	attributes map[string]string
 	unhealthy  *time.Timer
-	// crash ends the plugin process; a variable so that nothing else in
-	// the package can reach for os.Exit by accident.
-	crash func(reason string)
 }
 
 var _ sdk.Driver = (*Driver)(nil)
@@ -37,10 +34,7 @@ func New(logger hclog.Logger) *Driver {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	d := &Driver{
-		logger: logger.Named(Name),
-		crash:  func(reason string) { panic("mock driver crash: " + reason) },
-	}
+	d := &Driver{logger: logger.Named(Name)}
 	d.fp = sdk.NewFingerprintHub(d.fingerprint(true, "", nil))
 	return d
 }
@@ -91,6 +85,13 @@ func (d *Driver) SetConfig(_ context.Context, cfg *driverpb.PluginConfig) error 
 		})
 	}
 	return nil
+}
+
+// crash takes the plugin process down the way a driver bug would: an
+// unrecovered panic (it runs on a timer's goroutine).
+func (d *Driver) crash(reason string) {
+	d.logger.Error("crashing the plugin as configured", "reason", reason)
+	panic("mock driver crash: " + reason)
 }
 
 func (d *Driver) setUnhealthy(why string) {

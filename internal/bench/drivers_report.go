@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// driverReport holds the rounds' results; index 0 is in-process, 1 plugin.
+type driverReport struct {
+	plan      driverPlan
+	mockStart [2][][]time.Duration
+	mockRate  [2][]float64
+	rawStart  [2][][]time.Duration
+	rawExit   [2][][]time.Duration
+	launch    []time.Duration
+}
+
+func (rep *driverReport) print() {
+	var b strings.Builder
+	b.WriteString("| measurement | in-process | go-plugin | go-plugin ÷ in-process |\n")
+	b.WriteString("|---|--:|--:|---|\n")
+	latRow := func(label string, runs [2][][]time.Duration, q float64) {
+		in, pl := drvMedianQ(runs[0], q), drvMedianQ(runs[1], q)
+		var ratios []float64
+		for i := range min(len(runs[0]), len(runs[1])) {
+			if base := drvPercentile(runs[0][i], q); base > 0 {
+				ratios = append(ratios, float64(drvPercentile(runs[1][i], q))/float64(base))
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", label, drvDur(in), drvDur(pl), drvRatioText(ratios))
+	}
+	latRow("mock StartTask → running, p50", rep.mockStart, 0.50)
+	latRow("mock StartTask → running, p99", rep.mockStart, 0.99)
+	var rateRatios []float64
+	for i := range min(len(rep.mockRate[0]), len(rep.mockRate[1])) {
+		if rep.mockRate[0][i] > 0 {
+			rateRatios = append(rateRatios, rep.mockRate[1][i]/rep.mockRate[0][i])
+		}
+	}
+	fmt.Fprintf(&b, "| mock StartTask throughput, %d callers | %.0f/s | %.0f/s | %s |\n",
+		rep.plan.workers, drvMedian(rep.mockRate[0]), drvMedian(rep.mockRate[1]), drvRatioText(rateRatios))
+	latRow("raw_exec StartTask /bin/true, p50", rep.rawStart, 0.50)
+	latRow("raw_exec StartTask → exit reported, /bin/true, p50", rep.rawExit, 0.50)
+	fmt.Fprintf(&b, "| plugin launch (start, handshake, negotiate), p50 | | %s | |\n", drvDur(drvPercentile(rep.launch, 0.50)))
+	fmt.Fprintf(&b, "| plugin launch, p99 | | %s | |\n", drvDur(drvPercentile(rep.launch, 0.99)))
+	fmt.Print(b.String())
+	fmt.Printf("\nMeasured: the same driver code called directly (in-process) and through sdk.LaunchDriver's "+
+		"go-plugin gRPC client to a subprocess of this binary (go-plugin). Each figure is the median over %d round(s); "+
+		"in-process and go-plugin alternate per round (ABBA) and ratios are medians of per-round ratios (min–max). "+
+		"Per round and side: %d sequential mock StartTask calls (a mock task is running when StartTask returns; each "+
+		"is destroyed untimed), %d mock tasks started by %d concurrent callers, and %d raw_exec tasks running /bin/true "+
+		"(StartTask includes spawning the task's executor, a re-execution of this binary). Plugin launch: %d launches "+
+		"of the mock plugin until it answers Capabilities. %d CPUs.\n",
+		rep.plan.rounds, rep.plan.starts, rep.plan.burst, rep.plan.workers, rep.plan.rawExecStarts, rep.plan.launches, runtime.NumCPU())
+}
+
+// drvPercentile returns the q quantile of sorted durations.
+func drvPercentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted)-1) + 0.5)
+	return sorted[min(i, len(sorted)-1)]
+}
+
+// drvMedianQ is the median over rounds of each round's q quantile.
+func drvMedianQ(rounds [][]time.Duration, q float64) time.Duration {
+	var qs []float64
+	for _, r := range rounds {
+		qs = append(qs, float64(drvPercentile(r, q)))
+	}
+	return time.Duration(drvMedian(qs))
+}
+
+func drvMedian(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func drvRatioText(rs []float64) string {
+	if len(rs) == 0 {
+		return "–"
+	}
+	text := fmt.Sprintf("%.2f", drvMedian(rs))
+	if len(rs) > 1 {
+		text += fmt.Sprintf(" (%.2f–%.2f)", slices.Min(rs), slices.Max(rs))
+	}
+	return text
+}
+
+func drvDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.1f µs", float64(d)/1e3)
+	}
+}

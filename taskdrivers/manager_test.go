@@ -1,0 +1,293 @@
+package taskdrivers
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/version"
+)
+
+func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(rawExecEnabled), nil)
+	e.start(m)
+
+	infos := m.DriverInfos()
+	if len(infos) != 2 {
+		t.Fatalf("drivers %v, want mock and raw_exec", infos)
+	}
+	for _, name := range []string{"mock", "raw_exec"} {
+		i := infos[name]
+		if !i.GetHealthy() || !i.GetDetected() || !i.GetBuiltin() || i.GetPath() != "" || i.GetVersion() != version.Version ||
+			i.GetAttributes()["driver."+name] != "true" || i.GetUpdatedAt() == 0 {
+			t.Fatalf("%s: %v", name, i)
+		}
+		pid := pluginPid(m, name)
+		if pid == os.Getpid() || !alive(pid) {
+			t.Fatalf("%s: plugin pid %d is not a live subprocess", name, pid)
+		}
+	}
+	if pluginPid(m, "mock") == pluginPid(m, "raw_exec") {
+		t.Fatal("both drivers in one process")
+	}
+
+	// The plugins really are reachable: run a mock task to its exit code.
+	d := driver(t, m, "mock")
+	cfg := &driverpb.TaskConfig{Id: "m1", Name: "web", DriverConfig: sdk.ConfigMap{"run_for": sdk.StringValue("10ms"), "exit_code": sdk.IntValue(3)}}
+	if _, err := d.StartTask(ctxT(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.WaitTask(ctxT(t), "m1")
+	if err != nil || res.GetExitCode() != 3 {
+		t.Fatalf("WaitTask: %v, %v", res, err)
+	}
+	spec, err := d.TaskConfigSpec(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spec.Validate(sdk.ConfigMap{"run_fur": sdk.StringValue("1s")}); !errors.Is(err, sdk.ErrInvalidConfig) {
+		t.Fatalf("task config validation through the plugin's schema: %v", err)
+	}
+
+	// Shutdown stops the plugin processes and forgets their reattach records.
+	rawPid, mockPid := pluginPid(m, "raw_exec"), pluginPid(m, "mock")
+	if recs, _ := e.db.DriverPlugins(); len(recs) != 2 {
+		t.Fatalf("reattach records while running: %v", recs)
+	}
+	if err := m.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if alive(rawPid) || alive(mockPid) {
+		t.Fatalf("plugins still running after Shutdown: raw_exec %t, mock %t", alive(rawPid), alive(mockPid))
+	}
+	if recs, _ := e.db.DriverPlugins(); len(recs) != 0 {
+		t.Fatalf("reattach records after Shutdown: %v", recs)
+	}
+	if _, err := d.StartTask(ctxT(t), &driverpb.TaskConfig{Id: "m2"}); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("StartTask after Shutdown: %v", err)
+	}
+}
+
+func TestRawExecIsUndetectedUntilEnabled(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(), nil)
+	e.start(m)
+	i := m.DriverInfos()["raw_exec"]
+	if i.GetDetected() || i.GetHealthy() || !strings.Contains(i.GetHealthDescription(), "enabled = true") {
+		t.Fatalf("raw_exec without config: %v", i)
+	}
+	cfg, _ := gatedTask(t, "r1", 0)
+	_, err := driver(t, m, "raw_exec").StartTask(ctxT(t), cfg)
+	wantErr(t, err, sdk.ErrDriverUnhealthy)
+}
+
+func TestPluginConfigErrorsNameDriverKeyAndSource(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(
+		PluginConfig{Name: "raw_exec", JSON: []byte(`{"enabld": true}`), Source: "/etc/berth/agent.hcl:7"},
+		PluginConfig{Name: "mock", JSON: []byte(`{"unhealthy_after": "soon"}`), Source: "/etc/berth/agent.hcl:12"},
+	), nil)
+	err := m.Start(ctxT(t))
+	wantErr(t, err, sdk.ErrInvalidConfig)
+	for _, want := range []struct{ driver, key, source string }{
+		{"raw_exec", "enabld", "/etc/berth/agent.hcl:7"},
+		{"mock", "unhealthy_after", "/etc/berth/agent.hcl:12"},
+	} {
+		var found bool
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var pe *PluginError
+			var ce *sdk.ConfigError
+			if errors.As(e, &pe) && pe.Driver == want.driver {
+				found = true
+				if pe.Source != want.source || !errors.As(e, &ce) || ce.Key != want.key || ce.Plugin != want.driver {
+					t.Fatalf("%s: %v", want.driver, e)
+				}
+				if msg := e.Error(); !strings.Contains(msg, want.source) || !strings.Contains(msg, `"`+want.key+`"`) {
+					t.Fatalf("message %q does not name %s and key %q", msg, want.source, want.key)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no error about %s in %v", want.driver, err)
+		}
+		i := m.DriverInfos()[want.driver]
+		if i.GetHealthy() || !strings.Contains(i.GetHealthDescription(), want.source) || !strings.Contains(i.GetHealthDescription(), want.key) {
+			t.Fatalf("%s health: %v", want.driver, i)
+		}
+	}
+	// A config error is not retried: the plugin is not running, and calls fail at once.
+	if pid := pluginPid(m, "raw_exec"); pid != 0 {
+		t.Fatalf("raw_exec plugin running (pid %d) with an invalid config", pid)
+	}
+	_, err = driver(t, m, "raw_exec").WaitTask(ctxT(t), "t1")
+	wantErr(t, err, ErrDriverUnavailable, sdk.ErrInvalidConfig)
+}
+
+// TestBrokenPluginsAreReportedAndOthersRun covers every way a plugin can
+// fail to come up: each is an unhealthy driver with a clear description,
+// retried, and the healthy drivers are unaffected.
+func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
+	e := newEnv(t)
+	e.script("noexec", "exit 0", 0o644)
+	e.script("crashy", `echo "fatal: cannot open /dev/kvm: no such device" >&2; exit 3`, 0o755)
+	e.fake("wrongproto", "wrongproto", "wrongproto")
+	e.fake("misnamed", "thirdparty", "somethingelse")
+	plugins := e.catalog(PluginConfig{Name: "ghost", Source: "agent.hcl:3"})
+	m := e.newManager(plugins, nil)
+	e.start(m)
+
+	if i := m.DriverInfos()["mock"]; !i.GetHealthy() {
+		t.Fatalf("mock: %v", i)
+	}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		detected bool
+		says     []string
+	}{
+		{"ghost", ErrPluginMissing, false, []string{"agent.hcl:3", "not a built-in driver"}},
+		{"noexec", ErrPluginNotExecutable, false, []string{"chmod +x"}},
+		{"crashy", ErrPluginStart, true, []string{"fatal: cannot open /dev/kvm"}},
+		{"wrongproto", ErrPluginStart, true, []string{"Plugin version: 2"}},
+		{"misnamed", ErrPluginName, true, []string{`"somethingelse"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := info(t, m, tc.name, func(i *pb.DriverInfo) bool {
+				// Retried: a later attempt than the first is reported.
+				m := attemptRE.FindStringSubmatch(i.GetHealthDescription())
+				n, _ := strconv.Atoi(m[len(m)-1])
+				return n >= 2
+			})
+			if i.GetHealthy() || i.GetDetected() != tc.detected || i.GetBuiltin() {
+				t.Fatalf("info %v", i)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(i.GetHealthDescription(), s) {
+					t.Fatalf("description %q does not say %q", i.GetHealthDescription(), s)
+				}
+			}
+			_, err := driver(t, m, tc.name).StartTask(ctxT(t), &driverpb.TaskConfig{Id: "t-" + tc.name})
+			wantErr(t, err, ErrDriverUnavailable, tc.err)
+			var pe *PluginError
+			if !errors.As(err, &pe) || pe.Driver != tc.name {
+				t.Fatalf("StartTask error %v names no driver", err)
+			}
+		})
+	}
+	if i := m.DriverInfos()["mock"]; !i.GetHealthy() {
+		t.Fatalf("mock after the others failed: %v", i)
+	}
+}
+
+var attemptRE = regexp.MustCompile(`\(attempt (\d+)\)$|^()`)
+
+func TestMissingPluginIsPickedUpOnceInstalled(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(PluginConfig{Name: "later", Source: "agent.hcl:1"}), nil)
+	e.start(m)
+	if i := m.DriverInfos()["later"]; i.GetDetected() || i.GetHealthy() {
+		t.Fatalf("later before install: %v", i)
+	}
+	e.fake("later", "thirdparty", "later")
+	i := info(t, m, "later", healthy)
+	if i.GetVersion() != fakeVersion || i.GetBuiltin() || !strings.HasSuffix(i.GetPath(), "/plugins/later") {
+		t.Fatalf("later after install: %v", i)
+	}
+}
+
+func TestPluginDirDriverRunsTasks(t *testing.T) {
+	e := newEnv(t)
+	path := e.fake("thirdparty", "thirdparty", "thirdparty")
+	m := e.newManager(e.catalog(PluginConfig{Name: "thirdparty", JSON: []byte(`{"attributes": {"gpu": "none"}}`)}), nil)
+	e.start(m)
+	i := m.DriverInfos()["thirdparty"]
+	if !i.GetHealthy() || i.GetBuiltin() || i.GetPath() != path || i.GetVersion() != fakeVersion || i.GetAttributes()["gpu"] != "none" {
+		t.Fatalf("thirdparty: %v", i)
+	}
+	d := driver(t, m, "thirdparty")
+	cfg := &driverpb.TaskConfig{Id: "tp1", Name: "web", DriverConfig: sdk.ConfigMap{"run_for": sdk.StringValue("1ms"), "exit_code": sdk.IntValue(9)}}
+	if _, err := d.StartTask(ctxT(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.WaitTask(ctxT(t), "tp1"); err != nil || res.GetExitCode() != 9 {
+		t.Fatalf("WaitTask: %v, %v", res, err)
+	}
+}
+
+func TestHandlesArePersistedUntilDestroyed(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(), nil)
+	e.start(m)
+	d := driver(t, m, "mock")
+	cfg := &driverpb.TaskConfig{Id: "h1", Name: "web", AllocId: "a1"}
+	h, err := d.StartTask(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok, err := e.db.TaskHandle("h1")
+	if err != nil || !ok || rec.GetDriver() != "mock" || string(rec.GetHandle().GetDriverState()) != string(h.GetDriverState()) {
+		t.Fatalf("persisted handle: %v, %t, %v", rec, ok, err)
+	}
+	// Task IDs are unique on the node, whichever driver holds them.
+	_, err = driver(t, m, "mock").StartTask(ctxT(t), cfg)
+	wantErr(t, err, sdk.ErrTaskExists)
+
+	err = d.DestroyTask(ctxT(t), "h1", false)
+	wantErr(t, err, sdk.ErrTaskRunning)
+	if _, ok, _ := e.db.TaskHandle("h1"); !ok {
+		t.Fatal("handle deleted although the destroy was refused")
+	}
+	if err := d.DestroyTask(ctxT(t), "h1", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := e.db.TaskHandle("h1"); ok {
+		t.Fatal("handle still persisted after DestroyTask")
+	}
+
+	if _, err := m.Driver("nope"); !errors.Is(err, ErrUnknownDriver) {
+		t.Fatalf("Driver(nope): %v", err)
+	}
+	err = d.RecoverTask(ctxT(t), &driverpb.TaskHandle{Driver: "raw_exec", Config: &driverpb.TaskConfig{Id: "x"}})
+	wantErr(t, err, sdk.ErrInvalidHandle)
+}
+
+func TestFingerprintChangesReachDriverInfosAndChanged(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(PluginConfig{Name: "mock", JSON: []byte(`{"unhealthy_after": "300ms"}`)}), nil)
+	e.start(m)
+	select { // drain what Start caused
+	case <-m.Changed():
+	default:
+	}
+	before := m.DriverInfos()["mock"]
+	if !before.GetHealthy() {
+		t.Fatalf("mock at start: %v", before)
+	}
+	select {
+	case <-m.Changed():
+	case <-time.After(generous):
+		t.Fatal("no change signalled")
+	}
+	after := info(t, m, "mock", func(i *pb.DriverInfo) bool { return !i.GetHealthy() })
+	if !after.GetDetected() || !strings.Contains(after.GetHealthDescription(), "unhealthy_after") || after.GetUpdatedAt() <= before.GetUpdatedAt() {
+		t.Fatalf("mock after turning unhealthy: %v (before %v)", after, before)
+	}
+}
+
+func TestManagerRefusesToRunInsideAPlugin(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(), nil)
+	t.Setenv(sdk.Handshake.MagicCookieKey, sdk.Handshake.MagicCookieValue)
+	if err := m.Start(context.Background()); !errors.Is(err, ErrNestedPlugin) {
+		t.Fatalf("Start inside a plugin process: %v", err)
+	}
+}
