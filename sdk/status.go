@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -155,10 +156,9 @@ func configErrorsFromWire(plugin string, bad *errdetails.BadRequest) error {
 
 // splitField splits "scope/key" as toStatus writes it.
 func splitField(f string) (ConfigScope, string) {
-	for i := 0; i < len(f); i++ {
-		if f[i] == '/' {
-			return ConfigScope(f[:i]), f[i+1:]
-		}
+	scope, key, ok := strings.Cut(f, "/")
+	if !ok {
+		return ScopeTaskConfig, f
 	}
-	return ScopeTaskConfig, f
+	return ConfigScope(scope), key
 }

@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"berth.dev/berth/sdk"
+)
+
+// TestBuiltinDriverRefusals: `berth builtin driver` explains itself when
+// run wrongly. Serving for real is covered by the drivers' conformance
+// tests, which run the same drivers.Serve in a subprocess.
+func TestBuiltinDriverRefusals(t *testing.T) {
+	t.Setenv(sdk.Handshake.MagicCookieKey, "")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{nil, "want one driver name (mock, raw_exec), got 0"},
+		{[]string{"docker"}, `unknown built-in driver "docker" (built in: mock, raw_exec)`},
+		{[]string{"raw_exec"}, "run by the berth agent"},
+	}
+	for _, tc := range cases {
+		var out, errOut bytes.Buffer
+		code := run(append([]string{"berth", "builtin", "driver"}, tc.args...), &out, &errOut)
+		if code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("builtin driver %v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}
