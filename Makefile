@@ -29,11 +29,7 @@ check:
 	@echo "==> go vet"; $(GO) vet $(PKGS)
 	@echo "==> staticcheck"; $(GO) tool staticcheck $(PKGS)
 	@echo "==> import rules"; $(GO) run ./internal/importcheck .
-	@echo "==> go mod tidy"; cp go.mod /tmp/berth-go.mod.bak; cp go.sum /tmp/berth-go.sum.bak; \
-		$(GO) mod tidy; \
-		if ! git diff --quiet -- go.mod go.sum; then git --no-pager diff -- go.mod go.sum; \
-		cp /tmp/berth-go.mod.bak go.mod; cp /tmp/berth-go.sum.bak go.sum; \
-		echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+	@echo "==> go mod tidy"; $(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
 	@echo "==> generated code"; $(MAKE) -s proto; \
 		if [ -n "$$(git status --porcelain -- '*.pb.go')" ]; then git status --porcelain -- '*.pb.go'; \
 		echo "generated code is stale: run make proto and commit"; exit 1; fi
