@@ -91,7 +91,8 @@ func (memConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.Call
 }
 
 // BenchmarkClientOverhead isolates what the client adds to a call (deadline,
-// validation, typed result) from the transport.
+// validation, typed result) from the transport. The raw call carries no
+// deadline, so most of the difference is the deadline's timer.
 func BenchmarkClientOverhead(b *testing.B) {
 	ctx := context.Background()
 	b.Run("raw", func(b *testing.B) {

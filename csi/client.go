@@ -46,7 +46,9 @@ func WithLogger(l hclog.Logger) Option {
 }
 
 // WithTimeouts overrides the deadlines of the calls it names; the others
-// keep their DefaultTimeouts value.
+// keep their DefaultTimeouts value. A zero or negative duration does not
+// remove the deadline: no call is made without one, so it falls back to two
+// minutes.
 func WithTimeouts(t Timeouts) Option {
 	return func(c *caller) {
 		for call, d := range t {

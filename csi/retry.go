@@ -88,7 +88,7 @@ func (r Retry) Do(ctx context.Context, call Call, volumeID string, op func(conte
 		}
 		last = err
 		code := status.Code(err)
-		if false {
+		if !IsUncertain(err) {
 			r.Logger.Warn("csi call failed, not retrying", "call", call, "volume", volumeID, "attempt", attempt, "code", code, "error", err)
 			return err
 		}

@@ -60,7 +60,7 @@ func redact(m protoreflect.Message) {
 			for i := 0; i < l.Len(); i++ {
 				redact(l.Get(i).Message())
 			}
-		case fd.Kind() == protoreflect.MessageKind:
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
 			redact(v.Message())
 		}
 		return true
