@@ -135,20 +135,30 @@ func cleanAbs(field, p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// volumePath checks the volume ID and the one path argument of a node call,
+// returning the cleaned path or an InvalidArgument error naming the field.
+func volumePath(volID, field, path string) (string, error) {
+	if volID == "" {
+		return "", errInvalid("volume_id is missing")
+	}
+	if path == "" {
+		return "", errInvalid("volume %s: %s is missing", volID, field)
+	}
+	p, err := cleanAbs(field, path)
+	if err != nil {
+		return "", errInvalid("volume %s: %v", volID, err)
+	}
+	return p, nil
+}
+
 // NodeStageVolume makes a volume available on this node at the staging
 // path: a bind mount of the volume's directory, or a loop device for a block
 // image.
 func (n *node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	volID := req.GetVolumeId()
-	if volID == "" {
-		return nil, errInvalid("volume_id is missing")
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, errInvalid("volume %s: staging_target_path is missing", volID)
-	}
-	staging, err := cleanAbs("staging_target_path", req.GetStagingTargetPath())
+	staging, err := volumePath(volID, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
-		return nil, errInvalid("volume %s: %v", volID, err)
+		return nil, err
 	}
 	vc, err := parseCapability(req.GetVolumeCapability())
 	if err != nil {
@@ -256,15 +266,9 @@ func (n *node) restage(v *volumeRecord, rec *nodeVolumeRecord) error {
 // still published on this node.
 func (n *node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	volID := req.GetVolumeId()
-	if volID == "" {
-		return nil, errInvalid("volume_id is missing")
-	}
-	if req.GetStagingTargetPath() == "" {
-		return nil, errInvalid("volume %s: staging_target_path is missing", volID)
-	}
-	staging, err := cleanAbs("staging_target_path", req.GetStagingTargetPath())
+	staging, err := volumePath(volID, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
-		return nil, errInvalid("volume %s: %v", volID, err)
+		return nil, err
 	}
 	if !validID(volumePrefix, volID) {
 		return &csi.NodeUnstageVolumeResponse{}, nil

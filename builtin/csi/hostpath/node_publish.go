@@ -162,15 +162,9 @@ func (n *node) publish(v *volumeRecord, rec *nodeVolumeRecord, target string, t 
 // it.
 func (n *node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	volID := req.GetVolumeId()
-	if volID == "" {
-		return nil, errInvalid("volume_id is missing")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, errInvalid("volume %s: target_path is missing", volID)
-	}
-	target, err := cleanAbs("target_path", req.GetTargetPath())
+	target, err := volumePath(volID, "target_path", req.GetTargetPath())
 	if err != nil {
-		return nil, errInvalid("volume %s: %v", volID, err)
+		return nil, err
 	}
 	if !validID(volumePrefix, volID) {
 		return &csi.NodeUnpublishVolumeResponse{}, nil
