@@ -8,7 +8,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// fullNode is a node as a real client registers it: a complete host
+// fullNode is a deliberately heavy synthetic node (30 fingerprint attributes, 10 drivers × 8 attributes), far larger than what a client registers today: a complete host
 // fingerprint and ten drivers, each with its own attributes.
 func fullNode(id string) *pb.Node {
 	attrs := map[string]string{}

@@ -72,7 +72,7 @@ func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p *payloads, 
 			for {
 				data := p.next()
 				t0 := time.Now()
-				if err := kind.wait(ctx, leader.Apply(data, applyTimeout)); err != nil {
+				if err := waitApplied(kind, leader.Apply(data, applyTimeout)); err != nil {
 					cancel(fmt.Errorf("proposer %d of %d, after %d applied: %w", i+1, proposers, len(lats[i]), err))
 					return
 				}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -78,7 +77,11 @@ func TestRunLoadCountsOnlyAppliedCommands(t *testing.T) {
 		t.Skip("starts a raft server on loopback TCP and waits for its election (-short)")
 	}
 	ctx := t.Context()
-	p, err := newPayloads()
+	spec, err := realPayload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newPayloads(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,8 +127,8 @@ func TestRunLoadCountsOnlyAppliedCommands(t *testing.T) {
 	// A command the FSM refuses fails the run instead of counting.
 	errRefused := errors.New("refused")
 	refusing := kind
-	refusing.wait = func(ctx context.Context, f raft.ApplyFuture) error {
-		if err := kind.wait(ctx, f); err != nil {
+	refusing.check = func(resp any) error {
+		if err := kind.check(resp); err != nil {
 			return err
 		}
 		return errRefused
@@ -135,3 +138,53 @@ func TestRunLoadCountsOnlyAppliedCommands(t *testing.T) {
 		t.Errorf("run with a refused command: %v, want errRefused naming the proposer", err)
 	}
 }
+
+// fakeFuture is a resolved raft future.
+type fakeFuture struct {
+	err  error
+	resp any
+}
+
+var _ raft.ApplyFuture = fakeFuture{}
+
+func (f fakeFuture) Error() error  { return f.err }
+func (f fakeFuture) Index() uint64 { return 1 }
+func (f fakeFuture) Response() any { return f.resp }
+
+// TestWaitAppliedJudgesEachFSMsAnswer checks both sides wait through the
+// same code and differ only in how the FSM's answer is read: a raft error
+// fails either side, and each side refuses what its FSM would never answer
+// for an accepted command.
+func TestWaitAppliedJudgesEachFSMsAnswer(t *testing.T) {
+	errRaft := errors.New("raft went away")
+	errApply := errors.New("refused by the FSM")
+	for _, tc := range []struct {
+		name    string
+		kind    fsmKind
+		fut     fakeFuture
+		wantErr error // nil: accepted; errAny: any error
+	}{
+		{"baseline applied", baselineKind, fakeFuture{}, nil},
+		{"baseline raft error", baselineKind, fakeFuture{err: errRaft, resp: nil}, errRaft},
+		{"baseline odd answer", baselineKind, fakeFuture{resp: &fsm.ApplyResult{}}, errAny},
+		{"berth applied", berthKind, fakeFuture{resp: &fsm.ApplyResult{Index: 1}}, nil},
+		{"berth refused", berthKind, fakeFuture{resp: &fsm.ApplyResult{Index: 1, Err: errApply}}, errApply},
+		{"berth raft error", berthKind, fakeFuture{err: errRaft}, errRaft},
+		{"berth no answer", berthKind, fakeFuture{}, fsm.ErrUnexpectedResponse},
+		{"berth nil result", berthKind, fakeFuture{resp: (*fsm.ApplyResult)(nil)}, fsm.ErrUnexpectedResponse},
+		{"berth foreign answer", berthKind, fakeFuture{resp: "ok"}, fsm.ErrUnexpectedResponse},
+	} {
+		err := waitApplied(tc.kind, tc.fut)
+		switch {
+		case tc.wantErr == nil && err != nil:
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		case tc.wantErr == errAny && err == nil:
+			t.Errorf("%s: accepted, want an error", tc.name)
+		case tc.wantErr != nil && tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// errAny marks a test case that wants some error, whichever.
+var errAny = errors.New("any error")

@@ -77,60 +77,120 @@ func (c *cellRuns) cpuRatios() []float64 {
 }
 
 func (rep *raftReport) print(quick bool) {
+	for i, pr := range rep.payloads {
+		if i > 0 {
+			fmt.Println()
+		}
+		pr.print(rep.plan)
+	}
+
+	plan := rep.plan
+	fmt.Printf("\nMeasured: raft.Apply until applied, each proposer waiting for its command before proposing the next; "+
+		"both FSMs' proposers wait the same way (on the raft future, then a check of the FSM's answer), so the difference is the FSM. "+
+		"Each cell is the median of %d run(s) of %s (after %s of warmup); baseline and berth alternate per round (ABBA), "+
+		"each on a fresh cluster; ratios are medians of the per-round ratios (min–max). "+
+		"CPU/op is the whole process's CPU time (all servers, proposers, GC) per applied command; "+
+		"baseline/berth CPU/op is the throughput ratio a CPU-bound cluster would show, and other load on the machine barely moves it. "+
+		"Each payload's entries are the same bytes for both FSMs, and every proposal registers a node ID not seen before. "+
+		"Raft as the server runs it: raft-boltdb/v2 behind LogCache(%d), file snapshots, TCP on 127.0.0.1, "+
+		"raft.DefaultConfig(); a cluster's servers share this process and the machine's %d CPUs.\n",
+		plan.rounds, plan.window, plan.warmup, logCacheSize, runtime.NumCPU())
+
+	if quick {
+		fmt.Println("\n(-quick: a smoke run, too short to compare; the target is not judged.)")
+		return
+	}
+	fmt.Println()
+	fmt.Println(rep.verdict())
+}
+
+// verdict judges the target on the headline payload and quotes the other
+// payloads' ratios beside it, unjudged.
+func (rep *raftReport) verdict() string {
 	topProcs := raftProposerCounts[len(raftProposerCounts)-1]
+	if len(rep.payloads) == 0 {
+		return "Target: nothing measured."
+	}
+	head := rep.payloads[0]
+	var judged []string
+	for _, servers := range raftServerCounts {
+		r, ok := head.topRatio(servers)
+		if !ok {
+			continue
+		}
+		verdict := "met"
+		if r < raftTargetRatio {
+			verdict = "NOT met"
+		}
+		judged = append(judged, fmt.Sprintf("%s %.2f, %s", countText(servers, "server"), r, verdict))
+	}
+	text := fmt.Sprintf("Target berth/baseline ops/s ≥ %.2f at %d proposers, judged on the %s payload: %s.",
+		raftTargetRatio, topProcs, head.spec.name, strings.Join(judged, "; "))
+	for _, pr := range rep.payloads[1:] {
+		var quoted []string
+		for _, servers := range raftServerCounts {
+			if r, ok := pr.topRatio(servers); ok {
+				quoted = append(quoted, fmt.Sprintf("%s %.2f", countText(servers, "server"), r))
+			}
+		}
+		text += fmt.Sprintf(" %s payload (%d bytes per entry, not judged): %s.", capitalize(pr.spec.name), pr.entryBytes, strings.Join(quoted, "; "))
+	}
+	return text
+}
+
+// topRatio is the median berth/baseline throughput ratio at the highest
+// proposer count on the given number of servers, if it was measured.
+func (pr *payloadReport) topRatio(servers int) (float64, bool) {
+	runs := pr.cells[raftCell{servers, raftProposerCounts[len(raftProposerCounts)-1]}]
+	if runs == nil {
+		return 0, false
+	}
+	rs := runs.ratios()
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
+// print writes one payload's heading, note, table and FSM-alone figures.
+func (pr *payloadReport) print(plan raftPlan) {
+	topProcs := raftProposerCounts[len(raftProposerCounts)-1]
+	fmt.Printf("### %s payload\n\n", pr.spec.name)
+	fmt.Printf("NodeRegister of %s: %d bytes per entry; berth's node table grows to %d nodes per cluster at most.\n\n",
+		pr.spec.about, pr.entryBytes, pr.largestTable)
+
 	var b strings.Builder
 	b.WriteString("| servers | proposers | fsm | ops/s | p50 | p99 | CPU/op | berth/baseline ops/s | baseline/berth CPU/op |\n")
 	b.WriteString("|--:|--:|---|--:|--:|--:|--:|---|---|\n")
-	var verdicts []string
 	for _, servers := range raftServerCounts {
 		for _, procs := range raftProposerCounts {
-			runs := rep.cells[raftCell{servers, procs}]
+			runs := pr.cells[raftCell{servers, procs}]
 			if runs == nil {
 				continue
 			}
 			base, berth := summarize(runs.baseline), summarize(runs.berth)
 			fmt.Fprintf(&b, "| %d | %d | baseline | %.0f | %s | %s | %s | | |\n",
 				servers, procs, base.opsPerSec, fmtLatency(base.p50), fmtLatency(base.p99), base.cpuText())
-			rs, cs := runs.ratios(), runs.cpuRatios()
 			fmt.Fprintf(&b, "| %d | %d | berth | %.0f | %s | %s | %s | %s | %s |\n",
-				servers, procs, berth.opsPerSec, fmtLatency(berth.p50), fmtLatency(berth.p99), berth.cpuText(), ratioText(rs), ratioText(cs))
-			if procs == topProcs && len(rs) > 0 {
-				verdict := "met"
-				if median(rs) < raftTargetRatio {
-					verdict = "NOT met"
-				}
-				verdicts = append(verdicts, fmt.Sprintf("%s %.2f, %s", countText(servers, "server"), median(rs), verdict))
-			}
+				servers, procs, berth.opsPerSec, fmtLatency(berth.p50), fmtLatency(berth.p99), berth.cpuText(),
+				ratioText(runs.ratios()), ratioText(runs.cpuRatios()))
 		}
 	}
 	fmt.Print(b.String())
 
-	plan := rep.plan
-	fmt.Printf("\nMeasured: raft.Apply until applied, each proposer waiting for its command before proposing the next. "+
-		"Each cell is the median of %d run(s) of %s (after %s of warmup); baseline and berth alternate per round (ABBA), "+
-		"each on a fresh cluster; ratios are medians of the per-round ratios (min–max). "+
-		"CPU/op is the whole process's CPU time (all servers, proposers, GC) per applied command; "+
-		"baseline/berth CPU/op is the throughput ratio a CPU-bound cluster would show, and other load on the machine barely moves it. "+
-		"Command: NodeRegister of a full node (30 fingerprint attributes, 10 drivers × 8 attributes), "+
-		"%d bytes per entry, the same bytes for both FSMs; every proposal registers a node ID not seen before, "+
-		"so berth's node table grows to %d nodes per cluster at most. "+
-		"Raft as the server runs it: raft-boltdb/v2 behind LogCache(%d), file snapshots, TCP on 127.0.0.1, "+
-		"raft.DefaultConfig(); a cluster's servers share this process and the machine's %d CPUs.\n",
-		plan.rounds, plan.window, plan.warmup, rep.entryBytes, rep.largestTable, logCacheSize, runtime.NumCPU())
-
-	fsmOnly := rep.fsmOnly
+	fsmOnly := pr.fsmOnly
 	fmt.Printf("\nFSM alone: Apply of one NodeRegister costs %s wall", fmtLatency(fsmOnly.wall))
 	if fsmOnly.cpuOK {
 		fmt.Printf(", %s CPU", fmtLatency(fsmOnly.cpu))
 	}
-	fmt.Printf(" (%d distinct full nodes into an empty table, median of %d).\n", fsmOnly.ops, plan.fsmOnlyReps)
+	fmt.Printf(" (%d distinct nodes into an empty table, median of %d).\n", fsmOnly.ops, plan.fsmOnlyReps)
 	for _, servers := range raftServerCounts {
-		runs := rep.cells[raftCell{servers, topProcs}]
+		runs := pr.cells[raftCell{servers, topProcs}]
 		if runs == nil || !fsmOnly.cpuOK {
 			continue
 		}
 		base, berth := summarize(runs.baseline), summarize(runs.berth)
-		if !base.cpuOK || base.cpuPerOp <= 0 {
+		if !base.cpuOK || base.cpuPerOp <= 0 || berth.cpuPerOp <= 0 {
 			continue
 		}
 		// Every server applies every command, on the same CPUs here.
@@ -141,11 +201,14 @@ func (rep *raftReport) print(quick bool) {
 			servers, fmtLatency(predicted), 100*float64(berth.cpuPerOp-base.cpuPerOp)/float64(base.cpuPerOp),
 			float64(base.cpuPerOp)/float64(berth.cpuPerOp))
 	}
-	if quick {
-		fmt.Println("\n(-quick: a smoke run, too short to compare; the target is not judged.)")
-		return
+}
+
+// capitalize upper-cases an ASCII name's first letter.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
 	}
-	fmt.Printf("\nTarget berth/baseline ops/s ≥ %.2f at %d proposers: %s.\n", raftTargetRatio, topProcs, strings.Join(verdicts, "; "))
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // countText is "1 server", "3 servers".

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// cellsWithRatio returns one round per ratio at every configuration, berth
+// running at ratio × the baseline's 1000 ops/s.
+func cellsWithRatio(ratios map[int]float64) map[raftCell]*cellRuns {
+	cells := map[raftCell]*cellRuns{}
+	for servers, ratio := range ratios {
+		for _, procs := range raftProposerCounts {
+			cells[raftCell{servers, procs}] = &cellRuns{
+				baseline: []loadResult{{ops: 1000, elapsed: time.Second}},
+				berth:    []loadResult{{ops: int(ratio * 1000), elapsed: time.Second}},
+			}
+		}
+	}
+	return cells
+}
+
+func TestVerdictJudgesTheHeadlineAndQuotesTheStressPayload(t *testing.T) {
+	rep := raftReport{payloads: []*payloadReport{
+		{spec: payloadSpec{name: "real"}, entryBytes: 300, cells: cellsWithRatio(map[int]float64{1: 0.95, 3: 0.85})},
+		{spec: payloadSpec{name: "stress"}, entryBytes: 5300, cells: cellsWithRatio(map[int]float64{1: 0.5, 3: 0.75})},
+	}}
+	got := rep.verdict()
+	for _, want := range []string{
+		"judged on the real payload: 1 server 0.95, met; 3 servers 0.85, NOT met.",
+		"Stress payload (5300 bytes per entry, not judged): 1 server 0.50; 3 servers 0.75.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict %q\nlacks %q", got, want)
+		}
+	}
+	if strings.Count(got, "met") != 2 {
+		t.Errorf("verdict %q judges more than the headline's two configurations", got)
+	}
+}
+
+func TestVerdictSkipsUnmeasuredConfigurations(t *testing.T) {
+	rep := raftReport{payloads: []*payloadReport{
+		{spec: payloadSpec{name: "real"}, cells: cellsWithRatio(map[int]float64{3: 0.92})},
+	}}
+	got := rep.verdict()
+	if strings.Contains(got, "1 server") || !strings.Contains(got, "3 servers 0.92, met") {
+		t.Errorf("verdict %q: want only the measured 3-server configuration, met", got)
+	}
+}
