@@ -8,8 +8,9 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// fullNode is a deliberately heavy synthetic node (30 fingerprint attributes, 10 drivers × 8 attributes), far larger than what a client registers today: a complete host
-// fingerprint and ten drivers, each with its own attributes.
+// fullNode is a deliberately heavy synthetic node, far larger than what a
+// client registers today: 30 fingerprint attributes and ten drivers with
+// eight attributes each.
 func fullNode(id string) *pb.Node {
 	attrs := map[string]string{}
 	for i := range 30 {
