@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
@@ -125,4 +127,104 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 			}
 		}
 	})
+}
+
+// devNode is shaped like the node a dev agent registers today (the raft
+// bench's captured internal/bench/testdata/dev-node.json): one fingerprint
+// attribute and the two built-in drivers, about 400 bytes encoded.
+func devNode(id string) *pb.Node {
+	driver := func(name string) *pb.DriverInfo {
+		return &pb.DriverInfo{
+			Name: name, Detected: true, Healthy: true, HealthDescription: "healthy",
+			Version: "0.1.0-dev", Builtin: true, UpdatedAt: 1_795_283_669_933_240_309,
+			Attributes: map[string]string{"driver." + name: "true", "driver." + name + ".version": "0.1.0-dev"},
+		}
+	}
+	return &pb.Node{
+		Id: id, Name: "vm", Status: pb.NodeStatus_NODE_STATUS_READY, StatusDescription: "registered",
+		StatusUpdatedAt: 1_795_283_670_641_798_826, HttpAddr: "127.0.0.1:7646", RegisteredAt: 1_795_283_670_639_851_407,
+		Fingerprint: &pb.NodeFingerprint{
+			Hostname: "vm", Os: "linux", Arch: "amd64", CpuCores: 2, MemoryBytes: 25_276_510_208,
+			BerthVersion: "0.1.0-dev", Attributes: map[string]string{"kernel.version": "6.18.44-fc-v657"},
+		},
+		Drivers: map[string]*pb.DriverInfo{"mock": driver("mock"), "raw_exec": driver("raw_exec")},
+	}
+}
+
+// BenchmarkApplyNodeRegisterDev applies registrations of the node a dev
+// agent really sends. "new" registers a node never seen before each time,
+// as the raft bench does, so the table grows with b.N; "new-batch64" does
+// the same in batches of 64 handed over the way raft hands committed entries
+// to its FSM (MaxAppendEntries); "reregister" cycles through 1000 nodes
+// already in the table.
+func BenchmarkApplyNodeRegisterDev(b *testing.B) {
+	id := func(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", i) }
+	b.Run("new-batch64", func(b *testing.B) {
+		const batch = 64
+		logs := make([]*raft.Log, b.N)
+		for i := range logs {
+			data := mustEncode(b, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: devNode(id(i))})
+			logs[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data}
+		}
+		b.SetBytes(int64(len(logs[0].Data)))
+		f := fsm.New(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for start := 0; start < b.N; start += batch {
+			for _, r := range applyLogs(f, logs[start:min(start+batch, b.N)]) {
+				if res, ok := r.(*fsm.ApplyResult); !ok || res.Err != nil {
+					b.Fatalf("result %#v", r)
+				}
+			}
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		entries := make([][]byte, b.N)
+		for i := range entries {
+			entries[i] = mustEncode(b, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: devNode(id(i))})
+		}
+		b.SetBytes(int64(len(entries[0])))
+		f := fsm.New(nil)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if res := applyAt(f, uint64(i+1), entries[i]); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("reregister", func(b *testing.B) {
+		const nodes = 1000
+		entries := make([][]byte, nodes)
+		f := fsm.New(nil)
+		for i := range entries {
+			entries[i] = mustEncode(b, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: devNode(id(i))})
+			if res := applyAt(f, uint64(i+1), entries[i]); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+		b.SetBytes(int64(len(entries[0])))
+		index := uint64(nodes)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			index++
+			if res := applyAt(f, index, entries[i%nodes]); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+}
+
+// applyLogs applies logs as raft would: in one ApplyBatch call when the FSM
+// batches, else one Apply per entry.
+func applyLogs(f raft.FSM, logs []*raft.Log) []any {
+	if bf, ok := f.(raft.BatchingFSM); ok {
+		return bf.ApplyBatch(logs)
+	}
+	out := make([]any, len(logs))
+	for i, l := range logs {
+		out[i] = f.Apply(l)
+	}
+	return out
 }

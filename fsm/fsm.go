@@ -7,22 +7,24 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 )
 
 // FSM is berth's raft state machine. Raft calls Apply with each committed
 // command, Snapshot to compact the log, and Restore to install a snapshot;
 // everyone else reads the state through State.
 //
-// FSM deliberately does not implement raft.BatchingFSM: a batch could share a
-// memdb transaction only if a failed command could be rolled back alone, and
-// memdb has no savepoints. Applying a batch entry by entry is what raft does
-// for a plain FSM anyway.
+// FSM implements raft.BatchingFSM: raft hands it every batch of committed
+// entries, which it applies in one memdb transaction (see ApplyBatch).
 type FSM struct {
 	logger hclog.Logger
 	state  atomic.Pointer[StateStore]
 }
 
-var _ raft.FSM = (*FSM)(nil)
+var (
+	_ raft.FSM         = (*FSM)(nil)
+	_ raft.BatchingFSM = (*FSM)(nil)
+)
 
 // New returns an FSM over an empty state store. logger may be nil.
 func New(logger hclog.Logger) *FSM {
@@ -73,16 +75,115 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 		res.Err = fmt.Errorf("raft log entry %d is a %s entry, not a command", log.Index, log.Type)
 		return res
 	}
+	c, msg, ok := f.decodeEntry(log, res)
+	if !ok {
+		return res
+	}
+	tx := f.State().beginWrite()
+	defer tx.abort()
+	tx.index = log.Index
+	err := c.apply(tx, msg)
+	if err == nil {
+		err = tx.commit()
+	}
+	if err != nil {
+		f.refused(res, c, err)
+	}
+	return res
+}
+
+// ApplyBatch applies a batch of committed raft log entries and returns one
+// response per entry: an *ApplyResult for each command entry, exactly what
+// Apply would have returned for it, and nil for the other entries raft
+// passes (configuration changes), as raft gives a plain FSM's non-command
+// entries no response. It implements raft.BatchingFSM.
+//
+// The batch's commands share one memdb transaction, committed once, so
+// watchers wake once per batch and the copy-on-write trees and table indexes
+// are written once per batch rather than once per command. Readers see the
+// state before the batch or after it, never part of it.
+//
+// A command that fails still changes nothing and gets the error it would
+// get applied alone: every apply function refuses a command before writing
+// anything, so a refused command leaves the shared transaction as it found
+// it and the batch carries on. Should a command fail after it has written
+// (memdb cannot roll back part of a transaction), the whole batch is
+// discarded and applied again one command per transaction, as Apply does.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	if f.applyBatch(logs, out) {
+		return out
+	}
+	for i, log := range logs {
+		out[i] = nil
+		if log.Type == raft.LogCommand {
+			out[i] = f.ApplyLog(log)
+		}
+	}
+	return out
+}
+
+// applyBatch applies logs in one transaction, filling out. It reports false,
+// having committed nothing, when a command failed after writing or the
+// commit failed, so the batch must be applied entry by entry.
+func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
+	// One allocation for every result: a proposer's future holds its own.
+	results := make([]ApplyResult, len(logs))
+	var tx *writeTxn
+	defer func() {
+		if tx != nil {
+			tx.abort()
+		}
+	}()
+	for i, log := range logs {
+		if log.Type != raft.LogCommand {
+			continue
+		}
+		res := &results[i]
+		*res = ApplyResult{Index: log.Index, Type: PeekType(log.Data)}
+		out[i] = res
+		c, msg, ok := f.decodeEntry(log, res)
+		if !ok {
+			continue
+		}
+		if tx == nil {
+			tx = f.State().beginWrite()
+		}
+		tx.index = log.Index
+		written := tx.writes
+		if err := c.apply(tx, msg); err != nil {
+			if tx.writes != written {
+				f.logger.Warn("command failed after writing: applying its batch entry by entry",
+					"index", log.Index, "command", c.name, "error", err)
+				return false
+			}
+			f.refused(res, c, err)
+		}
+	}
+	if tx == nil {
+		return true
+	}
+	if err := tx.commit(); err != nil {
+		f.logger.Warn("committing a batch failed: applying it entry by entry", "error", err)
+		return false
+	}
+	return true
+}
+
+// decodeEntry finds and decodes the command in a command entry. When there
+// is nothing to apply it returns ok false, with res.Err saying why, or nil
+// for an unknown command flagged ignorable.
+func (f *FSM) decodeEntry(log *raft.Log, res *ApplyResult) (c command, msg proto.Message, ok bool) {
 	if len(log.Data) == 0 {
 		res.Err = fmt.Errorf("raft log entry %d: %w", log.Index, ErrEmptyCommand)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
-		return res
+		return command{}, nil, false
 	}
-	c, ok := commands[res.Type]
+	c, ok = commands[res.Type]
 	if !ok {
 		if res.Type.Ignorable() {
 			f.logger.Warn("skipping unknown command flagged ignorable", "type", uint8(res.Type), "index", log.Index)
-			return res
+			return command{}, nil, false
 		}
 		res.Err = fmt.Errorf("raft log entry %d: %w", log.Index, unknownCommandError(res.Type))
 		if res.Type != 0 {
@@ -90,20 +191,21 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 			res.Err = fmt.Errorf("%w (proposed by a newer server: upgrade this one)", res.Err)
 		}
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
-		return res
+		return command{}, nil, false
 	}
 	msg, err := c.decode(log.Data[1:])
 	if err != nil {
 		res.Err = fmt.Errorf("raft log entry %d: %w: %s: %w", log.Index, ErrMalformedCommand, c.name, err)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
-		return res
+		return command{}, nil, false
 	}
-	err = f.State().write(log.Index, func(tx *writeTxn) error { return c.apply(tx, msg) })
-	if err != nil {
-		res.Err = fmt.Errorf("%s at index %d: %w", c.name, log.Index, err)
-		f.logger.Debug("command refused", "index", log.Index, "error", res.Err)
-	}
-	return res
+	return c, msg, true
+}
+
+// refused records why a decoded command was not applied.
+func (f *FSM) refused(res *ApplyResult, c command, err error) {
+	res.Err = fmt.Errorf("%s at index %d: %w", c.name, res.Index, err)
+	f.logger.Debug("command refused", "index", res.Index, "error", res.Err)
 }
 
 // Snapshot captures the current state for raft to persist. It is cheap: it

@@ -44,16 +44,18 @@ func (r reader) NodeCountsByStatus() (map[pb.NodeStatus]int, error) {
 // caller (freshly decoded or cloned) and is not touched after this.
 func insertNode(tx *writeTxn, n *pb.Node) error {
 	n.ModifyIndex = tx.index
-	if err := tx.txn.Insert(TableNodes, n); err != nil {
+	if err := tx.insert(TableNodes, n); err != nil {
 		return fmt.Errorf("storing node %q: %w", n.GetId(), err)
 	}
-	return tx.touch(TableNodes)
+	tx.touch(TableNodes)
+	return nil
 }
 
 // deleteNode removes n, which must be the stored row.
 func deleteNode(tx *writeTxn, n *pb.Node) error {
-	if err := tx.txn.Delete(TableNodes, n); err != nil {
+	if err := tx.delete(TableNodes, n); err != nil {
 		return fmt.Errorf("deleting node %q: %w", n.GetId(), err)
 	}
-	return tx.touch(TableNodes)
+	tx.touch(TableNodes)
+	return nil
 }

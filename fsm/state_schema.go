@@ -39,12 +39,12 @@ type tableSpec struct {
 
 // tables lists the data tables in the order a snapshot writes them.
 var tables = []tableSpec{
-	rowTable(TableNodes, idIndex("Id"),
+	rowTable(TableNodes, idIndex((*pb.Node).GetId),
 		func(n *pb.Node) *pb.SnapshotRecord {
 			return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Node{Node: n}}
 		},
 		(*pb.SnapshotRecord).GetNode),
-	rowTable(TableServers, idIndex("Id"),
+	rowTable(TableServers, idIndex((*pb.ServerMember).GetId),
 		func(s *pb.ServerMember) *pb.SnapshotRecord {
 			return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Server{Server: s}}
 		},
@@ -78,13 +78,69 @@ func rowTable[M proto.Message](
 	}
 }
 
-// idIndex is a unique primary index on a string field.
-func idIndex(field string) func() map[string]*memdb.IndexSchema {
+// idIndex is a unique primary index on the string key returns.
+func idIndex[M any](key func(M) string) func() map[string]*memdb.IndexSchema {
 	return func() map[string]*memdb.IndexSchema {
 		return map[string]*memdb.IndexSchema{
-			indexID: {Name: indexID, Unique: true, Indexer: &memdb.StringFieldIndex{Field: field}},
+			indexID: {Name: indexID, Unique: true, Indexer: stringKeyIndex[M]{key: key}},
 		}
 	}
+}
+
+// stringKeyIndex indexes rows of type M by a string key read through a
+// getter. It builds exactly the keys memdb.StringFieldIndex does (the string
+// and a NUL terminator; no key for ""), without reflection: every write looks
+// up the key of the new row and of the row it replaces, so this is on the
+// path of every command.
+type stringKeyIndex[M any] struct {
+	key func(M) string
+}
+
+var (
+	_ memdb.SingleIndexer = stringKeyIndex[*pb.Node]{}
+	_ memdb.PrefixIndexer = stringKeyIndex[*pb.Node]{}
+)
+
+// FromObject returns the key of row, which must be an M.
+func (x stringKeyIndex[M]) FromObject(row any) (bool, []byte, error) {
+	m, ok := row.(M)
+	if !ok {
+		var zero M
+		return false, nil, fmt.Errorf("row is a %T, want %T", row, zero)
+	}
+	v := x.key(m)
+	if v == "" {
+		return false, nil, nil
+	}
+	return true, terminated(v), nil
+}
+
+// FromArgs returns the key for a lookup by one string.
+func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("must provide only a single argument")
+	}
+	v, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("argument must be a string: %#v", args[0])
+	}
+	return terminated(v), nil
+}
+
+// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
+func (x stringKeyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
+	k, err := x.FromArgs(args...)
+	if err != nil {
+		return nil, err
+	}
+	return k[:len(k)-1], nil
+}
+
+// terminated is v followed by a NUL, so that no key is a prefix of another.
+func terminated(v string) []byte {
+	b := make([]byte, len(v)+1)
+	copy(b, v)
+	return b
 }
 
 // tableNamed returns the spec of a data table.
@@ -100,7 +156,7 @@ func tableNamed(name string) (tableSpec, bool) {
 // schema builds the memdb schema: every data table plus the index table.
 func schema() *memdb.DBSchema {
 	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tableIndex: {Name: tableIndex, Indexes: idIndex("Table")()},
+		tableIndex: {Name: tableIndex, Indexes: idIndex((*pb.TableIndex).GetTable)()},
 	}}
 	for _, t := range tables {
 		s.Tables[t.name] = &memdb.TableSchema{Name: t.name, Indexes: t.indexes()}

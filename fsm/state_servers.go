@@ -25,16 +25,18 @@ func (r reader) Servers(ws memdb.WatchSet) ([]*pb.ServerMember, error) {
 // caller and is not touched after this.
 func insertServer(tx *writeTxn, s *pb.ServerMember) error {
 	s.ModifyIndex = tx.index
-	if err := tx.txn.Insert(TableServers, s); err != nil {
+	if err := tx.insert(TableServers, s); err != nil {
 		return fmt.Errorf("storing server %q: %w", s.GetId(), err)
 	}
-	return tx.touch(TableServers)
+	tx.touch(TableServers)
+	return nil
 }
 
 // deleteServer removes s, which must be the stored row.
 func deleteServer(tx *writeTxn, s *pb.ServerMember) error {
-	if err := tx.txn.Delete(TableServers, s); err != nil {
+	if err := tx.delete(TableServers, s); err != nil {
 		return fmt.Errorf("deleting server %q: %w", s.GetId(), err)
 	}
-	return tx.touch(TableServers)
+	tx.touch(TableServers)
+	return nil
 }

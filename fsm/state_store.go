@@ -152,29 +152,70 @@ func list[M any](txn *memdb.Txn, ws memdb.WatchSet, table string) ([]M, error) {
 	return out, nil
 }
 
-// writeTxn is the write transaction one command applies in, with the raft
-// index that command was committed at.
+// writeTxn is the write transaction one command, or a batch of commands,
+// applies in. Apply functions read through txn but write only through
+// insert, delete and touch, which count the writes: a batch relies on that
+// count to tell a refused command that wrote nothing (the batch carries on)
+// from one that failed half-way (the batch is redone command by command).
 type writeTxn struct {
-	txn   *memdb.Txn
+	txn *memdb.Txn
+	// index is the raft index of the command being applied.
+	index uint64
+	// writes counts rows inserted or deleted and tables touched.
+	writes int
+	// touched holds each table changed in this transaction with the index
+	// of the command that last changed it. commit writes them to the index
+	// table, so a batch writes each table's index once, not once a command.
+	touched []tableTouch
+}
+
+type tableTouch struct {
+	table string
 	index uint64
 }
 
-// touch records that table changed at this transaction's index.
-func (tx *writeTxn) touch(table string) error {
-	if err := tx.txn.Insert(tableIndex, &pb.TableIndex{Table: table, Index: tx.index}); err != nil {
-		return fmt.Errorf("updating index of table %s: %w", table, err)
+func (s *StateStore) beginWrite() *writeTxn {
+	return &writeTxn{txn: s.db.Txn(true)}
+}
+
+// insert stores row in table, replacing the row with the same ID.
+func (tx *writeTxn) insert(table string, row any) error {
+	tx.writes++
+	return tx.txn.Insert(table, row)
+}
+
+// delete removes row, which must be the stored row, from table.
+func (tx *writeTxn) delete(table string, row any) error {
+	tx.writes++
+	return tx.txn.Delete(table, row)
+}
+
+// touch records that table changed at the current command's index.
+func (tx *writeTxn) touch(table string) {
+	tx.writes++
+	for i := range tx.touched {
+		if tx.touched[i].table == table {
+			tx.touched[i].index = tx.index
+			return
+		}
 	}
+	tx.touched = append(tx.touched, tableTouch{table: table, index: tx.index})
+}
+
+// commit writes the index of every touched table and commits, waking the
+// watchers of what changed. On error nothing is committed; the caller must
+// still abort.
+func (tx *writeTxn) commit() error {
+	for _, t := range tx.touched {
+		if err := tx.txn.Insert(tableIndex, &pb.TableIndex{Table: t.table, Index: t.index}); err != nil {
+			return fmt.Errorf("updating index of table %s: %w", t.table, err)
+		}
+	}
+	tx.txn.Commit()
 	return nil
 }
 
-// write runs fn in one write transaction at raft index index, committing
-// only if fn succeeds: a failed command leaves no trace and wakes no one.
-func (s *StateStore) write(index uint64, fn func(tx *writeTxn) error) error {
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	if err := fn(&writeTxn{txn: txn, index: index}); err != nil {
-		return err
-	}
-	txn.Commit()
-	return nil
+// abort discards whatever was not committed; after commit it does nothing.
+func (tx *writeTxn) abort() {
+	tx.txn.Abort()
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"berth.dev/berth/builtin/drivers"
-	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/sdk"
 )
 
@@ -29,8 +28,8 @@ type PluginConfig struct {
 // CatalogConfig says where the drivers of a node come from.
 type CatalogConfig struct {
 	// Executable is the berth binary; a built-in driver runs as Executable
-	// with BuiltinArgs(name). Tests point it at a test binary that serves
-	// built-in drivers itself (internal/testutil/builtindrivers).
+	// with drivers.Args(name). Tests point it at a test binary that serves
+	// built-in drivers itself (drivers.MainIfRequested in TestMain).
 	Executable string
 	// Dev offers dev-only built-in drivers (mock) without a plugin block.
 	Dev bool
@@ -68,16 +67,6 @@ func (p *Plugin) errorf(err error) *PluginError {
 	return &PluginError{Driver: p.Name, Path: p.Path, Source: p.Source, Err: err}
 }
 
-// devOnly are the built-in drivers a node offers only in dev mode or when
-// its agent config has a plugin block for them: no production node should
-// advertise a driver whose tasks are timers.
-var devOnly = map[string]bool{mock.Name: true}
-
-// BuiltinArgs returns the arguments, after the berth executable, that make
-// it serve the built-in driver name (the `berth builtin driver NAME`
-// command of host/cli).
-func BuiltinArgs(name string) []string { return []string{"builtin", "driver", name} }
-
 // Catalog lists the drivers of a node: the built-in ones (dev-only ones in
 // dev mode or when configured), every executable in PluginDir (which
 // replaces a built-in driver of the same name), and a missing entry for
@@ -91,11 +80,13 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 	}
 	byName := map[string]*Plugin{}
 	builtinNames := drivers.Names()
-	for _, name := range builtinNames {
-		if _, configured := configs[name]; devOnly[name] && !cfg.Dev && !configured {
+	for _, b := range drivers.All() {
+		// Dev-only drivers (mock) exist to test berth; no production node
+		// should advertise them unless its operator asks.
+		if _, configured := configs[b.Name]; b.DevOnly && !cfg.Dev && !configured {
 			continue
 		}
-		byName[name] = &Plugin{Name: name, Builtin: true, Path: cfg.Executable, Args: BuiltinArgs(name)}
+		byName[b.Name] = &Plugin{Name: b.Name, Builtin: true, Path: cfg.Executable, Args: drivers.Args(b.Name)}
 	}
 	found, dirErr := scanPluginDir(cfg.PluginDir)
 	for _, p := range found {

@@ -11,8 +11,8 @@
 // serves; it replaces a built-in driver of the same name), and an entry
 // for every plugin block that names neither, which the manager reports as
 // missing. Built-in drivers run as go-plugin subprocesses like third-party
-// ones: CatalogConfig.Executable (the berth binary, or a test binary using
-// internal/testutil/builtindrivers) is started with BuiltinArgs, `builtin
+// ones: CatalogConfig.Executable (the berth binary, or a test binary that
+// calls drivers.MainIfRequested) is started with drivers.Args, `builtin
 // driver NAME`.
 //
 // # Manager

@@ -71,11 +71,11 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	}
 	store := d.in.m.cfg.Store
 	id := cfg.GetId()
-	if rec, ok, err := store.TaskHandle(id); err != nil {
-		return nil, fmt.Errorf("start task %q: reading task handles: %w", id, err)
-	} else if ok {
-		return nil, fmt.Errorf("start task %q: %w (started by driver %q)", id, sdk.ErrTaskExists, rec.GetDriver())
+	unreserve, err := d.in.m.reserve(id)
+	if err != nil {
+		return nil, fmt.Errorf("start task %q: %w", id, err)
 	}
+	defer unreserve()
 	r, err := d.in.acquire(ctx, false)
 	if err != nil {
 		return nil, err

@@ -49,6 +49,7 @@ type running struct {
 	proc      *sdk.DriverPlugin
 	client    *sdk.DriverClient
 	pid       int
+	sockDir   string
 	version   string
 	schemas   *driverpb.ConfigSchemas
 	caps      *driverpb.DriverCapabilities
@@ -82,6 +83,7 @@ func (in *instance) run(ctx context.Context, rec *pb.DriverPluginRecord) {
 	}
 	backoff := in.m.cfg.Backoff
 	attempt := 0
+	lastLogged := ""
 	for {
 		r, err := in.launch(ctx, rec)
 		rec = nil
@@ -100,7 +102,14 @@ func (in *instance) run(ctx context.Context, rec *pb.DriverPluginRecord) {
 			attempt++
 			delay := backoff.Delay(attempt)
 			in.setDown(err, fmt.Sprintf("%s; retrying in %s (attempt %d)", oneLine(err), delay, attempt))
-			in.logger.Error("driver plugin unavailable", "error", err, "retry_in", delay, "attempt", attempt)
+			// Said once at error level; repeats of the same failure
+			// every minute would only bury other logs.
+			if msg := err.Error(); msg != lastLogged {
+				in.logger.Error("driver plugin unavailable", "error", err, "retry_in", delay, "attempt", attempt)
+				lastLogged = msg
+			} else {
+				in.logger.Debug("driver plugin still unavailable", "error", err, "retry_in", delay, "attempt", attempt)
+			}
 			in.markFirstDone()
 			if !sleep(ctx.Done(), delay) {
 				return
@@ -108,13 +117,14 @@ func (in *instance) run(ctx context.Context, rec *pb.DriverPluginRecord) {
 			continue
 		}
 		in.setReady(r)
-		in.logger.Info("driver plugin running", "pid", r.pid, "version", r.client.APIVersion())
+		lastLogged = ""
+		in.logger.Info("driver plugin running", "pid", r.pid, "version", r.version, "api_version", r.client.APIVersion())
 		cause := in.watch(ctx, r)
 		if ctx.Err() != nil {
 			return
 		}
 		in.clearCurrent(r)
-		r.proc.Kill() // a plugin that stopped answering may still be there
+		r.stop() // a plugin that stopped answering may still be there
 		in.m.deleteRecord(in.p.Name)
 		if time.Since(r.startedAt) >= in.m.cfg.ResetAfter {
 			attempt = 0

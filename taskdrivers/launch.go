@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"time"
+
+	plugin "github.com/hashicorp/go-plugin"
 
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -21,38 +27,100 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 	defer cancel()
 	launchedAt := time.Now()
 	var proc *sdk.DriverPlugin
+	var sockDir string
 	if rec != nil {
 		proc = in.reattach(ctx, rec)
 		if proc != nil {
 			launchedAt = time.Unix(0, rec.GetLaunchedAt())
+			sockDir = ownedSocketDir(in.p.Name, rec.GetReattach().GetAddress())
 		}
 	}
 	if proc == nil {
 		if err := in.check(); err != nil {
 			return nil, err
 		}
-		in.stderr.reset()
 		var err error
+		sockDir, err = os.MkdirTemp("", socketDirPrefix(in.p.Name))
+		if err != nil {
+			return nil, in.p.errorf(fmt.Errorf("%w: socket directory: %w", ErrPluginStart, err))
+		}
+		in.stderr.reset()
+		cmd := exec.Command(in.p.Path, in.p.Args...)
+		cmd.Env = []string{plugin.EnvUnixSocketDir + "=" + sockDir}
 		proc, err = sdk.LaunchDriver(ctx, sdk.LaunchConfig{
 			Name:         in.p.Name,
-			Cmd:          exec.Command(in.p.Path, in.p.Args...),
+			Cmd:          cmd,
 			Logger:       in.m.logger,
 			StartTimeout: in.m.cfg.StartTimeout,
 			Stderr:       in.stderr,
 		})
 		if err != nil {
-			return nil, in.p.errorf(fmt.Errorf("%w: %w%s", ErrPluginStart, err, in.stderr.summary()))
+			os.RemoveAll(sockDir)
+			return nil, in.p.errorf(in.startError(cmd, err))
 		}
 	}
 	r, err := in.setup(ctx, proc)
 	if err != nil {
 		proc.Kill()
+		removeSocketDir(sockDir)
 		in.m.deleteRecord(in.p.Name)
 		return nil, err
 	}
 	r.startedAt = time.Now()
+	r.sockDir = sockDir
 	in.saveRecord(proc, launchedAt)
 	return r, nil
+}
+
+// A plugin process this package starts listens in a directory of its own
+// (go-plugin's PLUGIN_UNIX_SOCKET_DIR), removed once the process is gone:
+// a plugin that is killed, or dies, cannot remove its socket itself.
+func socketDirPrefix(driver string) string { return "berth-driver-" + driver + "-" }
+
+// ownedSocketDir returns the directory of a reattached plugin's socket if
+// this package created it, else "" (an address from a damaged record must
+// not make berth delete an arbitrary directory).
+func ownedSocketDir(driver, addr string) string {
+	dir := filepath.Dir(addr)
+	if filepath.Dir(dir) != filepath.Clean(os.TempDir()) || !strings.HasPrefix(filepath.Base(dir), socketDirPrefix(driver)) {
+		return ""
+	}
+	return dir
+}
+
+// stop shuts r's plugin process down and removes its socket directory.
+func (r *running) stop() {
+	r.proc.Kill()
+	removeSocketDir(r.sockDir)
+}
+
+func removeSocketDir(dir string) {
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
+
+// startError describes a failed launch. A process that failed by itself
+// before the handshake (LaunchDriver has reaped it when it returns) is
+// described by its exit and last output rather than by go-plugin's generic
+// handshake diagnostics, which go to the log. A failure after the
+// handshake (an *sdk.RPCError, e.g. no common API version) is the error
+// itself: the process then exited because LaunchDriver stopped it.
+func (in *instance) startError(cmd *exec.Cmd, err error) error {
+	tail := in.stderr.summary()
+	var rpcErr *sdk.RPCError
+	if st := cmd.ProcessState; st != nil && !errors.As(err, &rpcErr) {
+		ws, ok := st.Sys().(syscall.WaitStatus)
+		if ok && ((ws.Exited() && ws.ExitStatus() != 0) || (ws.Signaled() && ws.Signal() != syscall.SIGKILL)) {
+			in.logger.Debug("driver plugin start failed", "error", err)
+			how := fmt.Sprintf("exited with status %d", ws.ExitStatus())
+			if ws.Signaled() {
+				how = "was killed by " + ws.Signal().String()
+			}
+			return fmt.Errorf("%w: the process %s while starting%s", ErrPluginStart, how, tail)
+		}
+	}
+	return fmt.Errorf("%w: %w%s", ErrPluginStart, err, tail)
 }
 
 // check verifies the executable before each launch attempt, so that a
@@ -81,6 +149,7 @@ func (in *instance) reattach(ctx context.Context, rec *pb.DriverPluginRecord) *s
 	proc, err := sdk.LaunchDriver(ctx, lc)
 	if err != nil {
 		in.logger.Info("driver plugin of the previous run is gone; starting a new one", "pid", ra.GetPid(), "error", err)
+		removeSocketDir(ownedSocketDir(in.p.Name, ra.GetAddress()))
 		in.m.deleteRecord(in.p.Name)
 		return nil
 	}
@@ -88,6 +157,7 @@ func (in *instance) reattach(ctx context.Context, rec *pb.DriverPluginRecord) *s
 		in.logger.Info("driver plugin of the previous run was started differently; replacing it",
 			"pid", ra.GetPid(), "path", rec.GetPath(), "args", rec.GetArgs(), "berth_version", rec.GetBerthVersion())
 		proc.Kill()
+		removeSocketDir(ownedSocketDir(in.p.Name, ra.GetAddress()))
 		in.m.deleteRecord(in.p.Name)
 		return nil
 	}

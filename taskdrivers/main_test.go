@@ -14,11 +14,12 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
+	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/internal/testutil/builtindrivers"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -29,15 +30,17 @@ import (
 // NAME` it serves a built-in driver (or runs a raw_exec executor), and
 // with fakeEnv set it serves one of the fake third-party plugins below.
 func TestMain(m *testing.M) {
-	builtindrivers.ServeIfRequested()
+	drivers.MainIfRequested(os.Args)
 	serveFakeIfRequested()
+	runClientIfRequested()
 	os.Exit(m.Run())
 }
 
 const (
 	// fakeEnv selects a fake plugin: "thirdparty" (the mock driver under
-	// the name in fakeNameEnv, version fakeVersion) or "wrongproto" (a
-	// plugin speaking go-plugin protocol version 2).
+	// the name in fakeNameEnv, version fakeVersion), "wrongproto" (a plugin
+	// speaking go-plugin protocol version 2) or "wrongapi" (a plugin that
+	// answers Negotiate with driver API version 99).
 	fakeEnv     = "BERTH_TASKDRIVERS_FAKE"
 	fakeNameEnv = "BERTH_TASKDRIVERS_FAKE_NAME"
 	fakeVersion = "1.2.3"
@@ -66,6 +69,13 @@ func serveFakeIfRequested() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case "wrongapi":
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig: sdk.Handshake,
+			Plugins:         plugin.PluginSet{sdk.PluginTypeDriver: wrongAPIPlugin{name: d.name}},
+			GRPCServer:      plugin.DefaultGRPCServer,
+			Logger:          logger,
+		})
 	case "wrongproto":
 		hs := sdk.Handshake
 		hs.ProtocolVersion++
@@ -80,6 +90,30 @@ func serveFakeIfRequested() {
 		os.Exit(2)
 	}
 	os.Exit(0)
+}
+
+// wrongAPIPlugin serves a driver that only speaks driver API version 99.
+type wrongAPIPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	name string
+}
+
+func (p wrongAPIPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	driverpb.RegisterDriverServer(s, wrongAPIServer{name: p.name})
+	return nil
+}
+
+func (wrongAPIPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (interface{}, error) {
+	return nil, errors.New("wrongapi is served, never dispensed")
+}
+
+type wrongAPIServer struct {
+	driverpb.UnimplementedDriverServer
+	name string
+}
+
+func (s wrongAPIServer) Negotiate(context.Context, *driverpb.NegotiateRequest) (*driverpb.NegotiateResponse, error) {
+	return &driverpb.NegotiateResponse{ApiVersion: 99, Info: &driverpb.PluginInfo{Name: s.name, Version: "99.0.0"}}, nil
 }
 
 // generous bounds what should finish promptly; no test fails for being slow within it.
@@ -109,6 +143,30 @@ func newEnv(t *testing.T) *env {
 	}
 	e.openDB()
 	return e
+}
+
+// privateTempDir points os.TempDir, where plugins get their socket
+// directories, at a fresh short directory (unix socket paths are limited
+// to 108 bytes) and returns it.
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "td")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Setenv("TMPDIR", dir)
+	return dir
+}
+
+// socketDirs lists the plugin socket directories left in dir.
+func socketDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	left, err := filepath.Glob(filepath.Join(dir, "berth-driver-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return left
 }
 
 func (e *env) openDB() {
@@ -239,7 +297,10 @@ func driver(t *testing.T, m *Manager, name string) *Driver {
 // gatedTask is a raw_exec task that runs until the returned file exists,
 // then exits with code.
 func gatedTask(t *testing.T, id string, code int) (*driverpb.TaskConfig, string) {
-	dir := t.TempDir()
+	return gatedTaskIn(t.TempDir(), id, code)
+}
+
+func gatedTaskIn(dir, id string, code int) (*driverpb.TaskConfig, string) {
 	release := filepath.Join(dir, "release")
 	return &driverpb.TaskConfig{
 		Id: id, Name: "web", AllocId: "alloc-1", TaskDir: dir, LogDir: filepath.Join(dir, "logs"),

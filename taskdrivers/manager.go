@@ -87,6 +87,9 @@ type Manager struct {
 	mu       sync.Mutex
 	started  bool
 	stopping bool
+	// starting holds the IDs of tasks being started, so that two drivers
+	// cannot start tasks with one ID before either handle is persisted.
+	starting map[string]bool
 }
 
 // New returns a manager for cfg.Plugins. It starts nothing.
@@ -178,6 +181,33 @@ func (m *Manager) Start(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// reserve claims a task ID for a StartTask until the returned func is
+// called; an ID in use by a persisted task or another start is
+// sdk.ErrTaskExists.
+func (m *Manager) reserve(id string) (func(), error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.starting[id] {
+		return nil, fmt.Errorf("%w: another start of it is under way", sdk.ErrTaskExists)
+	}
+	rec, ok, err := m.cfg.Store.TaskHandle(id)
+	if err != nil {
+		return nil, fmt.Errorf("reading task handles: %w", err)
+	}
+	if ok {
+		return nil, fmt.Errorf("%w: started by driver %q", sdk.ErrTaskExists, rec.GetDriver())
+	}
+	if m.starting == nil {
+		m.starting = map[string]bool{}
+	}
+	m.starting[id] = true
+	return func() {
+		m.mu.Lock()
+		delete(m.starting, id)
+		m.mu.Unlock()
+	}, nil
+}
+
 // warnOrphanHandles logs persisted tasks whose driver is not in the catalog.
 func (m *Manager) warnOrphanHandles() {
 	handles, err := m.cfg.Store.TaskHandles()
@@ -253,7 +283,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.proc.Kill()
+			r.stop()
 			m.deleteRecord(in.p.Name)
 			in.logger.Info("driver plugin stopped", "pid", r.pid)
 		}()

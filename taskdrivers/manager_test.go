@@ -17,6 +17,7 @@ import (
 )
 
 func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {
+	tmp := privateTempDir(t)
 	e := newEnv(t)
 	m := e.newManager(e.catalog(rawExecEnabled), nil)
 	e.start(m)
@@ -71,6 +72,9 @@ func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {
 	}
 	if recs, _ := e.db.DriverPlugins(); len(recs) != 0 {
 		t.Fatalf("reattach records after Shutdown: %v", recs)
+	}
+	if left := socketDirs(t, tmp); len(left) != 0 {
+		t.Fatalf("plugin socket directories left after Shutdown: %v", left)
 	}
 	if _, err := d.StartTask(ctxT(t), &driverpb.TaskConfig{Id: "m2"}); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("StartTask after Shutdown: %v", err)
@@ -136,10 +140,12 @@ func TestPluginConfigErrorsNameDriverKeyAndSource(t *testing.T) {
 // fail to come up: each is an unhealthy driver with a clear description,
 // retried, and the healthy drivers are unaffected.
 func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
+	tmp := privateTempDir(t)
 	e := newEnv(t)
 	e.script("noexec", "exit 0", 0o644)
 	e.script("crashy", `echo "fatal: cannot open /dev/kvm: no such device" >&2; exit 3`, 0o755)
 	e.fake("wrongproto", "wrongproto", "wrongproto")
+	e.fake("wrongapi", "wrongapi", "wrongapi")
 	e.fake("misnamed", "thirdparty", "somethingelse")
 	plugins := e.catalog(PluginConfig{Name: "ghost", Source: "agent.hcl:3"})
 	m := e.newManager(plugins, nil)
@@ -156,15 +162,19 @@ func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
 	}{
 		{"ghost", ErrPluginMissing, false, []string{"agent.hcl:3", "not a built-in driver"}},
 		{"noexec", ErrPluginNotExecutable, false, []string{"chmod +x"}},
-		{"crashy", ErrPluginStart, true, []string{"fatal: cannot open /dev/kvm"}},
+		{"crashy", ErrPluginStart, true, []string{"exited with status 3", "fatal: cannot open /dev/kvm"}},
 		{"wrongproto", ErrPluginStart, true, []string{"Plugin version: 2"}},
+		{"wrongapi", sdk.ErrIncompatibleAPI, true, []string{"API version"}},
 		{"misnamed", ErrPluginName, true, []string{`"somethingelse"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			i := info(t, m, tc.name, func(i *pb.DriverInfo) bool {
 				// Retried: a later attempt than the first is reported.
 				m := attemptRE.FindStringSubmatch(i.GetHealthDescription())
-				n, _ := strconv.Atoi(m[len(m)-1])
+				if m == nil {
+					return false
+				}
+				n, _ := strconv.Atoi(m[1])
 				return n >= 2
 			})
 			if i.GetHealthy() || i.GetDetected() != tc.detected || i.GetBuiltin() {
@@ -186,9 +196,16 @@ func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
 	if i := m.DriverInfos()["mock"]; !i.GetHealthy() {
 		t.Fatalf("mock after the others failed: %v", i)
 	}
+	// Failed starts leave no sockets behind; only the running mock has one.
+	if err := m.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if left := socketDirs(t, tmp); len(left) != 0 {
+		t.Fatalf("plugin socket directories left: %v", left)
+	}
 }
 
-var attemptRE = regexp.MustCompile(`\(attempt (\d+)\)$|^()`)
+var attemptRE = regexp.MustCompile(`\(attempt (\d+)\)$`)
 
 func TestMissingPluginIsPickedUpOnceInstalled(t *testing.T) {
 	e := newEnv(t)
@@ -238,7 +255,7 @@ func TestHandlesArePersistedUntilDestroyed(t *testing.T) {
 		t.Fatalf("persisted handle: %v, %t, %v", rec, ok, err)
 	}
 	// Task IDs are unique on the node, whichever driver holds them.
-	_, err = driver(t, m, "mock").StartTask(ctxT(t), cfg)
+	_, err = driver(t, m, "raw_exec").StartTask(ctxT(t), cfg)
 	wantErr(t, err, sdk.ErrTaskExists)
 
 	err = d.DestroyTask(ctxT(t), "h1", false)
@@ -262,7 +279,7 @@ func TestHandlesArePersistedUntilDestroyed(t *testing.T) {
 
 func TestFingerprintChangesReachDriverInfosAndChanged(t *testing.T) {
 	e := newEnv(t)
-	m := e.newManager(e.catalog(PluginConfig{Name: "mock", JSON: []byte(`{"unhealthy_after": "300ms"}`)}), nil)
+	m := e.newManager(e.catalog(PluginConfig{Name: "mock", JSON: []byte(`{"unhealthy_after": "2s"}`)}), nil)
 	e.start(m)
 	select { // drain what Start caused
 	case <-m.Changed():

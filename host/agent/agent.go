@@ -15,8 +15,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/host/client"
+	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/taskdrivers"
 	"berth.dev/berth/version"
 )
 
@@ -31,6 +33,10 @@ type Agent struct {
 
 	server *server.Server
 	client *client.Client
+	// state is the client state DB and drivers the task driver manager,
+	// both of the client role.
+	state   *state.DB
+	drivers *taskdrivers.Manager
 
 	httpLis net.Listener
 	http    *http.Server
@@ -53,8 +59,10 @@ func NewLogger(cfg *Config, out io.Writer) hclog.Logger {
 }
 
 // New starts an agent from a validated config.
-func New(cfg *Config, logger hclog.Logger) (a *Agent, err error) {
-	a = &Agent{cfg: cfg, logger: logger, pool: rpc.NewPool()}
+func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
+	// Not the named result: `return nil, err` would nil it before the
+	// deferred cleanup runs.
+	a := &Agent{cfg: cfg, logger: logger, pool: rpc.NewPool()}
 	defer func() {
 		if err != nil {
 			a.Shutdown()
@@ -122,12 +130,17 @@ func New(cfg *Config, logger hclog.Logger) (a *Agent, err error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := a.startDrivers(); err != nil {
+			return nil, err
+		}
 		a.client, err = client.New(client.Config{
-			DataDir:  a.dataDir,
-			NodeName: nodeName,
-			Servers:  servers,
-			HTTPAddr: httpAddr,
-			Logger:   logger.Named("client"),
+			DataDir:        a.dataDir,
+			NodeName:       nodeName,
+			Servers:        servers,
+			HTTPAddr:       httpAddr,
+			Logger:         logger.Named("client"),
+			Drivers:        a.drivers.DriverInfos,
+			DriversChanged: a.drivers.Changed(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)
@@ -182,8 +195,11 @@ func (a *Agent) Server() *server.Server { return a.server }
 // Client returns the client role, nil when disabled.
 func (a *Agent) Client() *client.Client { return a.client }
 
-// Shutdown stops the HTTP API, the client, then the server, and removes a dev
-// data dir. It is safe to call more than once.
+// Shutdown stops the HTTP API, the client, its task driver plugins, then the
+// server, and removes a dev data dir. Tasks keep running under their
+// executors and their handles stay in the client state DB, so the next
+// start recovers them; a dev agent, whose data dir goes, stops its tasks
+// first. It is safe to call more than once.
 func (a *Agent) Shutdown() {
 	a.shutdownOnce.Do(func() {
 		if a.http != nil {
@@ -196,6 +212,7 @@ func (a *Agent) Shutdown() {
 		if a.client != nil {
 			a.client.Shutdown()
 		}
+		a.stopDrivers()
 		if a.server != nil {
 			if err := a.server.Shutdown(); err != nil {
 				a.logger.Warn("server shutdown", "error", err)

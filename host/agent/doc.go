@@ -20,6 +20,26 @@
 // `berth run -dev` uses: both roles on 127.0.0.1, a temporary data dir
 // removed at exit.
 //
+// # Task drivers
+//
+// The client role runs its task drivers through a taskdrivers.Manager: the
+// built-in raw_exec (and mock, in dev mode or when a plugin block names it)
+// and every executable in plugin_dir (default <data_dir>/plugins), each a
+// go-plugin subprocess configured from its plugin block. The client state
+// DB (<data_dir>/client/state.db) keeps the plugins' reattach configs and
+// the tasks' handles. An invalid plugin config stops the agent from
+// starting; a missing or crashing plugin only makes its driver unhealthy.
+//
+// What survives an agent stop: a graceful stop (SIGINT, SIGTERM) stops the
+// driver plugin processes but not the tasks, which run under their own
+// executors (raw_exec) in sessions of their own; the next start launches
+// new plugins and recovers the tasks from their persisted handles. An agent
+// that dies leaves its plugins running too, and the next start reattaches
+// to them. A dev agent deletes its data dir at exit, so it stops its tasks
+// first. (Run the agent so that its service manager does not kill the
+// whole process tree on stop, e.g. systemd KillMode=process, or tasks die
+// with it.)
+//
 // # HTTP API
 //
 // Handlers call the internal gRPC services (rpc/pb) on the local server, or,

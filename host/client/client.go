@@ -28,6 +28,9 @@ type Config struct {
 	Logger   hclog.Logger
 	// Drivers, when set, reports the node's task drivers for registration.
 	Drivers func() map[string]*pb.DriverInfo
+	// DriversChanged, when set, receives a value whenever what Drivers
+	// reports changed; the client then registers the node again.
+	DriversChanged <-chan struct{}
 }
 
 // Client is a running client role.
@@ -142,6 +145,8 @@ func (c *Client) run() {
 		case <-c.ctx.Done():
 			return
 		case <-c.updateCh:
+			c.setRegistered(false)
+		case <-c.cfg.DriversChanged:
 			c.setRegistered(false)
 		case <-time.After(wait):
 		}

@@ -38,7 +38,7 @@ func handle(driver, id string) *pb.TaskHandleRecord {
 func plugin(name string, pid int64) *pb.DriverPluginRecord {
 	return &pb.DriverPluginRecord{
 		Name: name, Path: "/usr/bin/berth", Args: []string{"builtin", "driver", name},
-		Reattach: &pb.PluginReattach{Pid: pid, Network: "unix", Address: "/tmp/plugin" + name},
+		Reattach:   &pb.PluginReattach{Pid: pid, Network: "unix", Address: "/tmp/plugin" + name},
 		LaunchedAt: 3, BerthVersion: "0.1.0",
 	}
 }
