@@ -12,6 +12,8 @@ import (
 type cluster struct {
 	servers []*agent
 	client  *agent
+	// clientBody is the config body of a client agent of this cluster.
+	clientBody string
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -37,11 +39,12 @@ server {
 		s.start()
 		c.servers = append(c.servers, s)
 	}
-	c.client = newAgent(t, "c1", freePorts(t), fmt.Sprintf(`
+	c.clientBody = fmt.Sprintf(`
 client {
   enabled = true
   servers = [%s]
-}`, strings.Join(join, ", ")))
+}`, strings.Join(join, ", "))
+	c.client = newAgent(t, "c1", freePorts(t), c.clientBody)
 	c.client.start()
 	return c
 }
@@ -209,7 +212,11 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 		_, err := agreedLeader(c.servers)
 		return err
 	})
-	saved := waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+	waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+	// Freeze the state: with its client gone and the node down, nothing
+	// changes it, so the snapshot holds exactly what we read.
+	c.client.stop()
+	saved := waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", 30*time.Second)
 
 	// Save through any server: followers forward to the leader.
 	file := filepath.Join(t.TempDir(), "cluster.snap")
@@ -218,18 +225,30 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
 	}
 
-	// Change the state: the client goes away and its node goes down.
-	c.client.stop()
-	waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", 30*time.Second)
+	// Change the state: a second client registers, then goes away.
+	second := newAgent(t, "c2", freePorts(t), c.clientBody)
+	second.start()
+	eventually(t, 30*time.Second, "second node registers", func() error {
+		ns, err := c.servers[0].nodes()
+		if err != nil {
+			return err
+		}
+		if len(ns) != 2 {
+			return fmt.Errorf("%d nodes", len(ns))
+		}
+		return nil
+	})
+	second.stop()
 
 	out, err = c.servers[1].cli("operator", "snapshot", "restore", file)
 	if err != nil {
 		t.Fatalf("snapshot restore: %v\n%s", err, out)
 	}
-	// Every server now holds the saved state: the node as it was.
+	// Every server now holds the saved state: the first node exactly as it
+	// was, the second gone.
 	for _, s := range c.servers {
-		got := waitNodeStatus(t, s, "NODE_STATUS_READY", 10*time.Second)
-		if got.ID != saved.ID || got.ModifyIndex != saved.ModifyIndex {
+		got := waitNodeStatus(t, s, "NODE_STATUS_DOWN", 10*time.Second)
+		if got != saved {
 			t.Fatalf("%s after restore: node %+v, want %+v", s.name, got, saved)
 		}
 	}
@@ -243,5 +262,8 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 	out, err = c.servers[0].cli("operator", "snapshot", "restore", bad)
 	if err == nil || !strings.Contains(out, "invalid_argument") {
 		t.Fatalf("restoring a truncated snapshot: err=%v\n%s", err, out)
+	}
+	if got := waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", time.Second); got != saved {
+		t.Fatalf("refused restore changed the state: %+v, want %+v", got, saved)
 	}
 }
