@@ -156,6 +156,10 @@ func TestExecutorDeathTakesTaskAndIsLost(t *testing.T) {
 	}
 	// The parent-death signal took the task down: nothing runs unsupervised.
 	waitGone(t, state.Task.Alive)
+	// The executor's pipes close before the kernel finishes its exit, so
+	// wait until it is really gone: Recover during that window rightly
+	// returns a process that then reports the loss itself.
+	waitGone(t, state.Executor.Alive)
 	if _, err := Recover(state, nil); !errors.Is(err, ErrLost) {
 		t.Errorf("Recover = %v, want ErrLost", err)
 	}
