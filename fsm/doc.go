@@ -19,7 +19,11 @@
 // Command numbers are append-only. Types with IgnoreUnknownFlag set may be
 // skipped by a server too old to know them; any other unknown type fails the
 // entry with ErrUnknownCommand. Each command has one apply function,
-// registered in the dispatch table in command.go.
+// registered in the dispatch table in command.go. An apply function checks
+// everything that can refuse the command before it writes: FSM implements
+// raft.BatchingFSM and applies a batch of entries in one transaction, which
+// a refused command may share only because it wrote nothing (a command that
+// fails after writing makes the batch redo itself entry by entry).
 //
 // # Determinism
 //
