@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,22 +65,44 @@ type agent struct {
 
 type ports struct{ http, rpc, raft int }
 
+// Ports for agents come from below the kernel's ephemeral range (32768 and
+// up on Linux), where the port-0 listeners of other tests running in
+// parallel never land; each is checked free and never handed out twice by
+// this process.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portMu   sync.Mutex
+	portNext = portLow + rand.IntN(portHigh-portLow)
+)
+
 func freePorts(t *testing.T) ports {
 	t.Helper()
-	var ls []net.Listener
-	var ps []int
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	return ports{freePort(t), freePort(t), freePort(t)}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range portHigh - portLow {
+		p := portNext
+		portNext++
+		if portNext == portHigh {
+			portNext = portLow
 		}
-		ls = append(ls, l)
-		ps = append(ps, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
 		l.Close()
+		return p
 	}
-	return ports{ps[0], ps[1], ps[2]}
+	t.Fatalf("no free port in %d-%d", portLow, portHigh)
+	return 0
 }
 
 // newAgent writes the agent's config file; start launches it.

@@ -18,7 +18,9 @@ import (
 func testAgent(t *testing.T) *Agent {
 	t.Helper()
 	cfg := DevConfig()
-	cfg.Ports = Ports{HTTP: testutil.FreePort(t), RPC: testutil.FreePort(t), Raft: testutil.FreePort(t)}
+	// Port 0: each listener takes a free port and advertises it, so parallel
+	// test packages never race for a port.
+	cfg.Ports = Ports{}
 	a, err := New(cfg, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +85,8 @@ func TestStatusEndpointsAnswerWithJSON(t *testing.T) {
 	a := testAgent(t)
 	var leader string
 	do(t, a, "GET", "/v1/status/leader", nil).decode(t, &leader)
-	if leader != a.cfg.RPCAddr() {
-		t.Fatalf("leader %q, want %q", leader, a.cfg.RPCAddr())
+	if leader != a.rpcAddrs[0] {
+		t.Fatalf("leader %q, want %q", leader, a.rpcAddrs[0])
 	}
 	var peers []string
 	do(t, a, "GET", "/v1/status/peers", nil).decode(t, &peers)

@@ -21,7 +21,7 @@ import (
 // until its node is registered.
 func startAgent(t *testing.T, cfg *Config) *Agent {
 	t.Helper()
-	cfg.Ports = Ports{HTTP: testutil.FreePort(t), RPC: testutil.FreePort(t), Raft: testutil.FreePort(t)}
+	cfg.Ports = Ports{} // port 0: free ports, no race with other tests
 	a, err := New(cfg, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestDriverHealthChangesReachTheServers(t *testing.T) {
 
 func TestAgentRefusesInvalidPluginConfig(t *testing.T) {
 	cfg := DevConfig()
-	cfg.Ports = Ports{HTTP: testutil.FreePort(t), RPC: testutil.FreePort(t), Raft: testutil.FreePort(t)}
+	cfg.Ports = Ports{} // port 0: free ports, no race with other tests
 	cfg.Plugins["raw_exec"] = &PluginConfig{Name: "raw_exec", Config: map[string]any{"enabld": true}, Source: "agent.hcl:3"}
 	a, err := New(cfg, testutil.Logger(t))
 	if err == nil {

@@ -66,7 +66,7 @@ func startServer(t *testing.T) *server.Server {
 	s, err := server.New(&server.Config{
 		Name:             "s1",
 		RPCAddr:          lis.Addr().String(),
-		RaftAddr:         fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)),
+		RaftAddr:         "127.0.0.1:0",
 		RaftTimeoutScale: 0.2,
 		HeartbeatTTL:     time.Second,
 		Logger:           testutil.Logger(t).Named("server"),
@@ -104,7 +104,8 @@ func TestClientRegistersFailsOverAndKeepsItsIdentity(t *testing.T) {
 	s := startServer(t)
 	dir := t.TempDir()
 	// The first server address is dead: the client must move on to the next.
-	dead := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	// Nothing listens on port 1: connections are refused at once.
+	dead := "127.0.0.1:1"
 	c, err := New(Config{
 		DataDir:  dir,
 		NodeName: "worker-1",

@@ -166,11 +166,9 @@ func (s *Server) setupRaft() error {
 	if s.cfg.RaftTransport != nil {
 		s.transport = s.cfg.RaftTransport
 	} else {
-		addr, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAddr)
-		if err != nil {
-			return fmt.Errorf("raft address %q: %w", s.cfg.RaftAddr, err)
-		}
-		t, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, addr, 3, 10*time.Second, s.logger.Named("raft-net"))
+		// No separate advertise address: raft advertises what it bound, so
+		// port 0 (tests) works and the advertised port is always real.
+		t, err := raft.NewTCPTransportWithLogger(s.cfg.RaftAddr, nil, 3, 10*time.Second, s.logger.Named("raft-net"))
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w", s.cfg.RaftAddr, err)
 		}

@@ -1,4 +1,6 @@
 // Package testutil holds helpers shared by berth's tests: a manual clock, a
-// logger that writes to t.Log (shown only when a test fails), free loopback
-// ports and polling assertions. Nothing in production code imports it.
+// logger that writes to t.Log (shown only when a test fails) and polling
+// assertions. Nothing in production code imports it. (For ports, in-process
+// agents and servers bind port 0 and advertise what they got; there is no
+// "free port" helper, because a port found free can be taken before use.)
 package testutil

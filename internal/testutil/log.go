@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -28,17 +27,6 @@ func (w *tWriter) Write(p []byte) (int, error) {
 	defer func() { _ = recover() }()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // WaitFor polls cond every 20ms until it returns nil or timeout passes, then

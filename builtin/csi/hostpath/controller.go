@@ -197,12 +197,11 @@ func (c *controller) available() (int64, error) {
 	return max(0, c.cfg.Capacity-c.usedLocked()), nil
 }
 
-// reserve sets aside n bytes of capacity for an operation in flight and
-// returns the function that gives them back. what names the object, for the
-// error text.
-func (c *controller) reserve(n int64, what string) (func(), error) {
+// reserve sets aside n bytes of capacity for an operation in flight. what
+// names the object, for the error text.
+func (c *controller) reserve(n int64, what string) (*reservation, error) {
 	if c.cfg.Capacity == 0 || n <= 0 {
-		return func() {}, nil
+		return &reservation{c: c}, nil
 	}
 	if n > c.cfg.Capacity {
 		return nil, errRange("%s needs %d bytes; the plugin's whole capacity is %d bytes", what, n, c.cfg.Capacity)
@@ -213,23 +212,53 @@ func (c *controller) reserve(n int64, what string) (func(), error) {
 		return nil, errExhausted("%s needs %d bytes but only %d of the plugin's %d bytes are free", what, n, free, c.cfg.Capacity)
 	}
 	c.reserved += n
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.mu.Lock()
-			c.reserved -= n
-			c.mu.Unlock()
-		})
-	}, nil
+	return &reservation{c: c, n: n}, nil
 }
 
-// putVolume persists rec and makes it the current record.
-func (c *controller) putVolume(rec *volumeRecord) error {
+// reservation is capacity set aside for an operation in flight. It ends
+// either released (the operation failed) or handed over to the object the
+// operation made, inside the critical section that makes that object count
+// in usedLocked: so its bytes are never counted twice, which would refuse a
+// concurrent create that fits, nor not at all.
+type reservation struct {
+	c    *controller
+	n    int64
+	done bool // guarded by c.mu
+}
+
+// release gives the bytes back unless they were handed over; safe to defer.
+func (r *reservation) release() {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	r.handOverLocked()
+}
+
+// handOverLocked ends the reservation because the object it was for now
+// counts by itself. The caller holds c.mu.
+func (r *reservation) handOverLocked() {
+	if !r.done {
+		r.c.reserved -= r.n
+		r.done = true
+	}
+}
+
+func releaseAll(rs []*reservation) {
+	for _, r := range rs {
+		r.release()
+	}
+}
+
+// putVolume persists rec and makes it the current record, handing over the
+// reservations made for its new size.
+func (c *controller) putVolume(rec *volumeRecord, reserved ...*reservation) error {
 	if err := writeRecord(filepath.Join(c.lay.volumeDir(rec.ID), "volume.json"), rec); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.volumes[rec.ID] = rec
+	for _, r := range reserved {
+		r.handOverLocked()
+	}
 	c.mu.Unlock()
 	return nil
 }

@@ -113,11 +113,11 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, errExhausted("volume %q: %v", name, err)
 	}
-	release, err := c.reserve(size, fmt.Sprintf("volume %q", name))
+	res, err := c.reserve(size, fmt.Sprintf("volume %q", name))
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer res.release()
 
 	rec := &volumeRecord{
 		Version: recordVersion, ID: newID(volumePrefix, c.now()), Name: name, Kind: kind,
@@ -132,6 +132,7 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	c.mu.Lock()
 	c.volumes[rec.ID] = rec
 	c.volByName[name] = rec.ID
+	res.handOverLocked()
 	c.mu.Unlock()
 	c.log.Info("volume created", "volume", rec.ID, "name", name, "kind", kind, "capacity", size, "source", source)
 	return &csi.CreateVolumeResponse{Volume: c.volumeProto(rec)}, nil

@@ -178,11 +178,11 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if c.cfg.Capacity > 0 && size > c.cfg.Capacity {
 		return nil, errRange("volume %s: %d bytes exceeds the plugin's whole capacity of %d bytes", id, size, c.cfg.Capacity)
 	}
-	release, err := c.reserve(size-v.CapacityBytes, "expansion of volume "+id)
+	res, err := c.reserve(size-v.CapacityBytes, "expansion of volume "+id)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer res.release()
 	if v.Kind == kindBlock {
 		if err := os.Truncate(dataPath(c.lay.volumeDir(id), kindBlock), size); err != nil {
 			return nil, errInternal(err, "grow image of volume %s", id)
@@ -190,7 +190,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	}
 	nv := v.clone()
 	nv.CapacityBytes = size
-	if err := c.putVolume(nv); err != nil {
+	if err := c.putVolume(nv, res); err != nil {
 		return nil, errInternal(err, "record new capacity of volume %s", id)
 	}
 	c.log.Info("volume expanded", "volume", id, "from", v.CapacityBytes, "to", size)

@@ -112,12 +112,12 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		SourceVolumeIDs: append([]string(nil), sources...), CreatedAt: c.now().UTC(),
 	}
 	tmp := filepath.Join(c.lay.groupsDir(), tmpPrefix+gr.ID)
-	snaps, release, err := g.cutGroup(ctx, tmp, gr, vols)
+	snaps, reserved, err := g.cutGroup(ctx, tmp, gr, vols)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	defer release()
+	defer releaseAll(reserved)
 	final := c.lay.groupDir(gr.ID)
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)
@@ -131,6 +131,9 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		s.dir = filepath.Join(final, "snapshots", s.ID)
 		c.snapshots[s.ID] = s
 	}
+	for _, r := range reserved {
+		r.handOverLocked()
+	}
 	c.groups[gr.ID] = gr
 	c.groupByName[name] = gr.ID
 	c.mu.Unlock()
@@ -140,17 +143,13 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 
 // cutGroup copies each volume into dir/snapshots and writes the group record
 // last, so the group exists only once all its snapshots do.
-func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRecord, vols []*volumeRecord) (snaps []*snapshotRecord, release func(), err error) {
+func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRecord, vols []*volumeRecord) (snaps []*snapshotRecord, reserved []*reservation, err error) {
 	c := g.c
-	var releases []func()
-	release = func() {
-		for _, r := range releases {
-			r()
-		}
-	}
+	// Error returns zero the named results; release what was reserved.
+	var held []*reservation
 	defer func() {
 		if err != nil {
-			release()
+			releaseAll(held)
 		}
 	}()
 	snapDir := filepath.Join(dir, "snapshots")
@@ -158,11 +157,11 @@ func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRec
 		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
 	for _, v := range vols {
-		s, rel, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID)
+		s, res, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID)
 		if err != nil {
 			return nil, nil, err
 		}
-		releases = append(releases, rel)
+		held = append(held, res)
 		snaps = append(snaps, s)
 		gr.SnapshotIDs = append(gr.SnapshotIDs, s.ID)
 	}
@@ -172,7 +171,7 @@ func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRec
 	if err := syncDir(dir); err != nil {
 		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
-	return snaps, release, nil
+	return snaps, held, nil
 }
 
 // checkQuiet verifies nothing can be writing to v: no attachment, and no

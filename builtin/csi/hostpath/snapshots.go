@@ -86,36 +86,39 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err := checkSnapshotTopology(req.GetAccessibilityRequirements(), v.Topology); err != nil {
 		return nil, errExhausted("snapshot %q: %v", name, err)
 	}
-	s, release, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "")
+	s, res, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "")
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer res.release()
 	c.mu.Lock()
 	c.snapshots[s.ID] = s
 	c.snapByName[name] = s.ID
+	res.handOverLocked()
 	c.mu.Unlock()
 	c.log.Info("snapshot created", "snapshot", s.ID, "name", name, "volume", src, "bytes", s.UsedBytes)
 	return &csi.CreateSnapshotResponse{Snapshot: c.snapshotProto(s)}, nil
 }
 
 // cutSnapshot copies volume v into parent/<new id>, under a temporary name
-// renamed into place when complete. The caller holds v's lock, and calls
-// release once the snapshot is in c.snapshots (which then accounts for its
-// space) or abandoned.
-func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string) (s *snapshotRecord, release func(), err error) {
+// renamed into place when complete. The caller holds v's lock, and hands the
+// returned reservation over when it puts the snapshot in c.snapshots (which
+// then accounts for its space), or releases it.
+func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string) (s *snapshotRecord, res *reservation, err error) {
 	src := dataPath(c.lay.volumeDir(v.ID), v.Kind)
 	u, err := diskUsage(ctx, src)
 	if err != nil {
 		return nil, nil, errInternal(err, "snapshot %q: measure volume %s", name, v.ID)
 	}
-	release, err = c.reserve(u.bytes, fmt.Sprintf("snapshot %q of volume %s", name, v.ID))
+	res, err = c.reserve(u.bytes, fmt.Sprintf("snapshot %q of volume %s", name, v.ID))
 	if err != nil {
 		return nil, nil, err
 	}
+	// Error returns zero the named results; release what was reserved.
+	held := res
 	defer func() {
 		if err != nil {
-			release()
+			held.release()
 		}
 	}()
 	s = &snapshotRecord{
@@ -136,7 +139,7 @@ func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRe
 	if err := syncDir(parent); err != nil {
 		return nil, nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
 	}
-	return s, release, nil
+	return s, res, nil
 }
 
 func (c *controller) writeSnapshot(ctx context.Context, dir, src string, s *snapshotRecord) error {
