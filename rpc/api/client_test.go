@@ -1,0 +1,107 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewClientAddresses(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:7646":         "http://127.0.0.1:7646",
+		"http://10.0.0.1:7646":   "http://10.0.0.1:7646",
+		"https://berth.internal": "https://berth.internal",
+	} {
+		c, err := NewClient(addr)
+		if err != nil || c.Address() != want {
+			t.Errorf("NewClient(%q) = %v, %v; want %s", addr, c, err, want)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x:1", "http://", "http://[::1"} {
+		if _, err := NewClient(bad); err == nil {
+			t.Errorf("NewClient(%q) accepted", bad)
+		}
+	}
+}
+
+func TestErrorsCarryStatusAndCode(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/node/missing":
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"code":"not_found","message":"node missing not found"}`))
+		default:
+			// A proxy in the way answers with plain text.
+			w.WriteHeader(http.StatusBadGateway)
+			w.Write([]byte("upstream down\n"))
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Node(context.Background(), "missing", nil)
+	var apiErr *Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "not_found" || !IsNotFound(err) {
+		t.Fatalf("Node(missing) error = %#v", err)
+	}
+	_, err = c.Leader(context.Background())
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Code != "unknown" || apiErr.Message != "upstream down" {
+		t.Fatalf("Leader via a broken proxy: %#v", err)
+	}
+	if IsNotFound(err) {
+		t.Fatal("a 502 reported as not found")
+	}
+}
+
+func TestQueryOptionsAndMetaHeaders(t *testing.T) {
+	var gotQuery string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotQuery = r.URL.RawQuery
+		w.Header().Set("X-Berth-Index", "42")
+		w.Header().Set("X-Berth-KnownLeader", "true")
+		w.Header().Set("X-Berth-LastContact", "15")
+		w.Write([]byte(`[{"id":"n1","name":"a","status":"NODE_STATUS_READY"}]`))
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL)
+	nodes, meta, err := c.Nodes(context.Background(), &QueryOptions{WaitIndex: 41, WaitTime: 5 * time.Second, Consistent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotQuery != "consistent=true&index=41&wait=5s" {
+		t.Fatalf("query sent = %q", gotQuery)
+	}
+	if len(nodes) != 1 || nodes[0].GetId() != "n1" || nodes[0].GetStatus().String() != "NODE_STATUS_READY" {
+		t.Fatalf("nodes = %v", nodes)
+	}
+	if meta.LastIndex != 42 || !meta.KnownLeader || meta.LastContact != 15*time.Millisecond {
+		t.Fatalf("meta = %+v", meta)
+	}
+}
+
+func TestSnapshotSaveStreamsTheBody(t *testing.T) {
+	payload := bytes.Repeat([]byte("snap"), 100_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/operator/snapshot" {
+			t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+		}
+		w.Write(payload)
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL)
+	var buf bytes.Buffer
+	n, err := c.SnapshotSave(context.Background(), &buf)
+	if err != nil || n != int64(len(payload)) || !bytes.Equal(buf.Bytes(), payload) {
+		t.Fatalf("SnapshotSave = %d, %v (%d bytes)", n, err, buf.Len())
+	}
+	if _, err := c.RemovePeer(context.Background(), ""); err == nil || !strings.Contains(err.Error(), "needs") {
+		t.Fatalf("RemovePeer without a peer: %v", err)
+	}
+}
