@@ -204,7 +204,10 @@ func (a *Agent) Shutdown() {
 	a.shutdownOnce.Do(func() {
 		if a.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = a.http.Shutdown(ctx)
+			if err := a.http.Shutdown(ctx); err != nil {
+				// Long polls outlived the grace period: cut them.
+				_ = a.http.Close()
+			}
 			cancel()
 		} else if a.httpLis != nil {
 			a.httpLis.Close()

@@ -163,7 +163,9 @@ func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
 		if err != nil || d < 0 {
 			return nil, badRequest("query parameter wait=%q: not a duration like 10s", s)
 		}
-		q.MaxWaitMs = d.Milliseconds()
+		// Round up: a sub-millisecond wait is a short wait, not "no wait
+		// given" (which means the default of minutes).
+		q.MaxWaitMs = (d + time.Millisecond - 1).Milliseconds()
 	}
 	if v.Has("consistent") {
 		if s := v.Get("consistent"); s != "" && s != "true" && s != "1" {

@@ -95,17 +95,18 @@ func (a *Agent) snapshotSave(w http.ResponseWriter, r *http.Request) error {
 // snapshotRestore replaces the cluster state with the uploaded archive.
 func (a *Agent) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
 	var resp *pb.SnapshotRestoreResponse
-	sent := false
-	err := a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) error {
-		if sent {
-			// The body was consumed by an earlier attempt; it cannot be replayed.
-			return errors.New("snapshot upload interrupted; retry")
+	var firstErr error
+	err := a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
+		if firstErr != nil {
+			// The body was consumed by the first attempt and cannot be
+			// replayed: answer with that attempt's error.
+			return firstErr
 		}
 		stream, err := pb.NewOperatorClient(c).SnapshotRestore(ctx)
 		if err != nil {
 			return err
 		}
-		sent = true
+		defer func() { firstErr = err }()
 		buf := make([]byte, 256<<10)
 		for {
 			n, rerr := r.Body.Read(buf)

@@ -7,6 +7,8 @@ import (
 
 	metrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -25,6 +27,10 @@ func (s *Server) raftApply(t fsm.MessageType, msg proto.Message) (uint64, error)
 	}
 	start := time.Now()
 	idx, err := fsm.ResultOf(s.shutdownCtx, s.raft.Apply(buf, enqueueTimeout))
+	if err != nil && s.shutdownCtx.Err() != nil {
+		// The command may still commit; the caller must retry elsewhere.
+		err = status.Errorf(codes.Unavailable, "server %s is shutting down; %s may or may not have been applied", s.cfg.Name, t)
+	}
 	metrics.MeasureSinceWithLabels([]string{"berth", "raft", "apply"}, start, []metrics.Label{{Name: "command", Value: t.String()}})
 	return idx, err
 }

@@ -210,3 +210,37 @@ func waitNode(t *testing.T, s *Server, id string, want pb.NodeStatus) {
 		return nil
 	})
 }
+
+// restart shuts s down and starts a server with the same identity, data dir
+// and addresses, returning it (it replaces s in tc.servers).
+func (tc *testCluster) restart(s *Server, change func(*Config)) *Server {
+	tc.t.Helper()
+	i := tc.index(s)
+	if err := s.Shutdown(); err != nil {
+		tc.t.Fatalf("shutting down %s: %v", s.cfg.Name, err)
+	}
+	cfg := *s.cfg
+	if change != nil {
+		change(&cfg)
+	}
+	addr, trans := raft.NewInmemTransport(tc.trans[i].LocalAddr())
+	for j, other := range tc.trans {
+		if j != i {
+			trans.Connect(other.LocalAddr(), other)
+			other.Connect(addr, trans)
+		}
+	}
+	cfg.RaftTransport = trans
+	var lis net.Listener
+	testutil.WaitFor(tc.t, 5*time.Second, func() (err error) {
+		lis, err = net.Listen("tcp", cfg.RPCAddr)
+		return err
+	})
+	ns, err := New(&cfg, lis)
+	if err != nil {
+		tc.t.Fatalf("restarting %s: %v", cfg.Name, err)
+	}
+	tc.t.Cleanup(func() { _ = ns.Shutdown() })
+	tc.servers[i], tc.trans[i] = ns, trans
+	return ns
+}

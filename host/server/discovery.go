@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -18,36 +19,46 @@ import (
 //
 // A server without raft state pings its retry_join addresses and every
 // server those report, learning peers transitively. When some peer already
-// has raft state, it asks the leader to add it as a voter (Operator.Join);
-// otherwise, once bootstrap_expect servers know each other, each bootstraps
-// raft with the same sorted configuration (raft treats identical bootstraps
-// as one). Once in a cluster, every server keeps its own ServerMember record
-// in the replicated state current, which is how followers find the leader's
-// RPC address for forwarding.
+// has raft state, it asks the leader to add it as a voter (Operator.Join).
+// Otherwise the servers bootstrap once exactly bootstrap_expect of them know
+// each other and every one of them reports that same set, so all bootstrap
+// raft with one identical configuration (raft treats identical bootstraps as
+// one; different ones would fork the log).
+//
+// Once in a cluster, every server keeps its own ServerMember record in the
+// replicated state current, which is how followers find the leader's RPC
+// address. A server with raft state that finds no leader, or is missing from
+// its own configuration (it left, or was removed while down), asks its
+// peers for the leader and joins again. So force-leave is for failed
+// servers: a live server that is removed comes back, as with Consul.
 type discovery struct {
 	s *Server
 
 	mu    sync.Mutex
 	known map[string]*pb.ServerMember
-	// recorded is set once this process saw its own record in state; the
-	// record disappearing afterwards means an operator removed this server,
-	// which must then not add itself back until it is restarted.
-	recorded bool
-	removed  bool
+	// leaderless counts consecutive rounds without a known leader.
+	leaderless int
 }
 
 func newDiscovery(s *Server) *discovery {
 	return &discovery{s: s, known: make(map[string]*pb.ServerMember)}
 }
 
-// observe records a server seen through Ping.
+// observe records a server seen through Ping. A different ID at an address
+// already known replaces it: that server was re-created with a new data dir,
+// and its old identity can never come back.
 func (d *discovery) observe(m *pb.ServerMember) {
 	if m.GetId() == "" || m.GetRpcAddr() == "" {
 		return
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, k := range d.known {
+		if id != m.GetId() && k.GetRpcAddr() == m.GetRpcAddr() {
+			delete(d.known, id)
+		}
+	}
 	d.known[m.GetId()] = m
-	d.mu.Unlock()
 }
 
 func (d *discovery) knownByID(id string) *pb.ServerMember {
@@ -67,6 +78,14 @@ func (d *discovery) list() []*pb.ServerMember {
 	return out
 }
 
+func (d *discovery) knownIDs() []string {
+	var ids []string
+	for _, m := range d.list() {
+		ids = append(ids, m.GetId())
+	}
+	return ids
+}
+
 // inCluster reports whether this server is part of a raft configuration.
 func (s *Server) inCluster() bool {
 	if s.hadState {
@@ -76,10 +95,32 @@ func (s *Server) inCluster() bool {
 	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }
 
+// inOwnConfiguration reports whether this server is a voter in its latest
+// raft configuration.
+func (s *Server) inOwnConfiguration() bool {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == s.id {
+			return srv.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+// orphanRounds is how many rounds without a leader make a server with raft
+// state ask its peers whether a cluster goes on without it.
+const orphanRounds = 3
+
 func (d *discovery) run() {
 	s := d.s
 	d.observe(s.self())
 	for {
+		if s.leaving.Load() {
+			return
+		}
 		wait := s.cfg.RetryInterval
 		if !s.inCluster() {
 			if err := d.formOrJoin(); err != nil {
@@ -87,9 +128,15 @@ func (d *discovery) run() {
 			}
 			// Forming a cluster is latency-sensitive; retry sooner.
 			wait = min(wait, time.Second)
-		} else if err := d.ensureRegistered(); err != nil {
-			s.logger.Debug("recording server in state", "error", err)
-			wait = min(wait, time.Second)
+		} else {
+			if err := d.rejoinIfOrphaned(); err != nil {
+				s.logger.Warn("rejoining cluster", "error", err)
+				wait = min(wait, time.Second)
+			}
+			if err := d.ensureRegistered(); err != nil {
+				s.logger.Debug("recording server in state", "error", err)
+				wait = min(wait, time.Second)
+			}
 		}
 		select {
 		case <-s.shutdownCtx.Done():
@@ -99,12 +146,10 @@ func (d *discovery) run() {
 	}
 }
 
-// formOrJoin is one discovery round of a server without raft state.
-func (d *discovery) formOrJoin() error {
+// survey pings every retry_join address and known server, learning what
+// they know, and returns the peers' answers.
+func (d *discovery) survey() []*pb.PingResponse {
 	s := d.s
-	if s.cfg.BootstrapExpect > 1 && len(s.cfg.RetryJoin) == 0 {
-		return fmt.Errorf("bootstrap_expect is %d but retry_join is empty: waiting forever for peers", s.cfg.BootstrapExpect)
-	}
 	addrs := map[string]bool{}
 	for _, a := range s.cfg.RetryJoin {
 		addrs[a] = true
@@ -112,11 +157,16 @@ func (d *discovery) formOrJoin() error {
 	for _, m := range d.list() {
 		addrs[m.GetRpcAddr()] = true
 	}
+	if recorded, err := s.fsm.State().Servers(nil); err == nil {
+		for _, m := range recorded {
+			addrs[m.GetRpcAddr()] = true
+		}
+	}
 	delete(addrs, s.cfg.RPCAddr)
+	delete(addrs, "")
 
 	self := s.self()
-	var leaderAddr string
-	peerHasState := false
+	var answers []*pb.PingResponse
 	for addr := range addrs {
 		ctx, cancel := context.WithTimeout(s.shutdownCtx, 2*time.Second)
 		resp, err := s.pingAddr(ctx, addr, self)
@@ -132,38 +182,82 @@ func (d *discovery) formOrJoin() error {
 		if resp.GetBootstrapExpect() != uint32(s.cfg.BootstrapExpect) {
 			s.logger.Warn("peer has a different bootstrap_expect", "peer", resp.GetServer().GetName(), "theirs", resp.GetBootstrapExpect(), "ours", s.cfg.BootstrapExpect)
 		}
-		if resp.GetHasState() {
+		answers = append(answers, resp)
+	}
+	return answers
+}
+
+// joinLeader asks the leader at addr to add this server (idempotent).
+func (s *Server) joinLeader(addr string) error {
+	conn, err := s.pool.Conn(addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(s.shutdownCtx, 30*time.Second)
+	defer cancel()
+	if _, err := pb.NewOperatorClient(conn).Join(ctx, &pb.JoinRequest{Server: s.self()}); err != nil {
+		return fmt.Errorf("joining cluster via %s: %w", addr, err)
+	}
+	return nil
+}
+
+// formOrJoin is one discovery round of a server without raft state.
+func (d *discovery) formOrJoin() error {
+	s := d.s
+	if s.cfg.BootstrapExpect > 1 && len(s.cfg.RetryJoin) == 0 {
+		return fmt.Errorf("bootstrap_expect is %d but retry_join is empty: waiting forever for peers", s.cfg.BootstrapExpect)
+	}
+	answers := d.survey()
+	var leaderAddr string
+	peerHasState := false
+	for _, a := range answers {
+		if a.GetHasState() {
 			peerHasState = true
-			if resp.GetLeaderRpcAddr() != "" {
-				leaderAddr = resp.GetLeaderRpcAddr()
+			if a.GetLeaderRpcAddr() != "" {
+				leaderAddr = a.GetLeaderRpcAddr()
 			}
 		}
 	}
-
 	if peerHasState {
 		if leaderAddr == "" {
 			return fmt.Errorf("found an existing cluster but it has no leader yet")
 		}
-		conn, err := s.pool.Conn(leaderAddr)
-		if err != nil {
+		if err := s.joinLeader(leaderAddr); err != nil {
 			return err
-		}
-		ctx, cancel := context.WithTimeout(s.shutdownCtx, 30*time.Second)
-		defer cancel()
-		if _, err := pb.NewOperatorClient(conn).Join(ctx, &pb.JoinRequest{Server: self}); err != nil {
-			return fmt.Errorf("joining cluster via %s: %w", leaderAddr, err)
 		}
 		s.logger.Info("joined existing cluster", "leader", leaderAddr)
 		return nil
 	}
 
-	known := d.list()
-	if len(known) < s.cfg.BootstrapExpect {
-		s.logger.Info("waiting for peers to bootstrap", "known", len(known), "bootstrap_expect", s.cfg.BootstrapExpect)
+	ids := d.knownIDs()
+	switch {
+	case len(ids) < s.cfg.BootstrapExpect:
+		s.logger.Info("waiting for peers to bootstrap", "known", len(ids), "bootstrap_expect", s.cfg.BootstrapExpect)
+		return nil
+	case len(ids) > s.cfg.BootstrapExpect:
+		return fmt.Errorf("found %d servers but bootstrap_expect is %d: refusing to bootstrap a cluster some of them would not be in; give every server the same bootstrap_expect", len(ids), s.cfg.BootstrapExpect)
+	}
+	// Bootstrap only when every peer knows exactly the set we know, so all
+	// of them bootstrap with the same configuration.
+	peers := 0
+	for _, a := range answers {
+		var theirs []string
+		for _, k := range a.GetKnown() {
+			theirs = append(theirs, k.GetId())
+		}
+		slices.Sort(theirs)
+		if !slices.Equal(theirs, ids) {
+			s.logger.Info("waiting for peers to agree on the server set", "peer", a.GetServer().GetName(), "theirs", len(theirs), "ours", len(ids))
+			return nil
+		}
+		peers++
+	}
+	if peers != len(ids)-1 {
+		s.logger.Info("waiting to hear from every peer before bootstrapping", "answered", peers, "peers", len(ids)-1)
 		return nil
 	}
 	conf := raft.Configuration{}
-	for _, m := range known {
+	for _, m := range d.list() {
 		conf.Servers = append(conf.Servers, raft.Server{
 			ID: raft.ServerID(m.GetId()), Address: raft.ServerAddress(m.GetRaftAddr()), Suffrage: raft.Voter,
 		})
@@ -172,6 +266,37 @@ func (d *discovery) formOrJoin() error {
 		return fmt.Errorf("bootstrapping raft: %w", err)
 	}
 	s.logger.Info("bootstrapped cluster", "servers", len(conf.Servers))
+	return nil
+}
+
+// rejoinIfOrphaned runs on a server with raft state. When it has known no
+// leader for a few rounds, or is not in its own configuration, it asks its
+// peers for a leader and joins again; a cluster-wide outage (no peer knows a
+// leader) changes nothing.
+func (d *discovery) rejoinIfOrphaned() error {
+	s := d.s
+	if s.IsLeader() {
+		d.leaderless = 0
+		return nil
+	}
+	if _, id := s.raft.LeaderWithID(); id != "" && s.inOwnConfiguration() {
+		d.leaderless = 0
+		return nil
+	}
+	d.leaderless++
+	if s.inOwnConfiguration() && d.leaderless < orphanRounds {
+		return nil
+	}
+	for _, a := range d.survey() {
+		if addr := a.GetLeaderRpcAddr(); addr != "" && addr != s.cfg.RPCAddr && !s.leaving.Load() {
+			if err := s.joinLeader(addr); err != nil {
+				return err
+			}
+			s.logger.Info("rejoined cluster", "leader", addr)
+			d.leaderless = 0
+			return nil
+		}
+	}
 	return nil
 }
 
@@ -192,16 +317,7 @@ func (d *discovery) ensureRegistered() error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	if cur != nil {
-		d.recorded = true
-	} else if d.recorded && !d.removed {
-		d.removed = true
-		s.logger.Warn("this server was removed from the cluster (force-leave); restart it to rejoin")
-	}
-	removed := d.removed
-	d.mu.Unlock()
-	if removed || cur != nil && sameMember(cur, self) {
+	if cur != nil && sameMember(cur, self) {
 		return nil
 	}
 	if s.IsLeader() {
@@ -212,21 +328,7 @@ func (d *discovery) ensureRegistered() error {
 	if addr == "" {
 		return fmt.Errorf("no leader known yet")
 	}
-	conn, err := s.pool.Conn(addr)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(s.shutdownCtx, 10*time.Second)
-	defer cancel()
-	_, err = pb.NewOperatorClient(conn).Join(ctx, &pb.JoinRequest{Server: self})
-	return err
-}
-
-// rejoined clears the removed mark: this server leads, so it is a member.
-func (d *discovery) rejoined() {
-	d.mu.Lock()
-	d.removed = false
-	d.mu.Unlock()
+	return s.joinLeader(addr)
 }
 
 // sameMember compares the fields a server reports about itself, ignoring

@@ -47,7 +47,7 @@ func (e *operatorEndpoint) Join(_ context.Context, req *pb.JoinRequest) (*pb.Joi
 			// A server re-created at the same address with a new data dir:
 			// the old identity can never come back.
 			s.logger.Info("removing stale server at joining address", "old_id", srv.ID, "addr", srv.Address)
-			if err := s.raft.RemoveServer(srv.ID, 0, 0).Error(); err != nil {
+			if err := s.removePeer(string(srv.ID)); err != nil {
 				return nil, fmt.Errorf("removing stale server %s: %w", srv.ID, err)
 			}
 		}
@@ -95,13 +95,32 @@ func (e *operatorEndpoint) RemovePeer(_ context.Context, req *pb.RemovePeerReque
 	return &pb.RemovePeerResponse{RemovedId: target.GetId(), Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}}, nil
 }
 
-// removePeer forgets a server's record, then removes it from raft. The
-// record goes first because a leader removing itself steps down right after.
+// removePeer removes a server from raft and forgets its record. For another
+// server the raft change goes first, so a failure leaves a voter that is
+// still recorded. A leader removing itself steps down as soon as the change
+// commits, so it forgets its record first and records itself again if the
+// raft change fails.
 func (s *Server) removePeer(id string) error {
+	if id != s.id {
+		if err := s.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+			return fmt.Errorf("removing server %s from raft: %w", id, err)
+		}
+		if _, err := s.raftApply(fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
+			return fmt.Errorf("server %s left raft but its record remains: %w", id, err)
+		}
+		s.logger.Info("server removed from cluster", "id", id)
+		return nil
+	}
+	self, _ := s.fsm.State().ServerByID(nil, id)
 	if _, err := s.raftApply(fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
 		return fmt.Errorf("forgetting server %s: %w", id, err)
 	}
 	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+		if self != nil {
+			if _, uerr := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self}); uerr != nil {
+				s.logger.Error("re-recording this server after a failed leave", "error", uerr)
+			}
+		}
 		return fmt.Errorf("removing server %s from raft: %w", id, err)
 	}
 	s.logger.Info("server removed from cluster", "id", id)
@@ -300,12 +319,15 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	// true to it, so a snapshot from another time does not lose the
 	// addresses of today's members.
 	if err := s.restoreMemberRecords(members); err != nil {
-		s.logger.Warn("re-recording servers after restore", "error", err)
+		return status.Errorf(codes.Internal, "snapshot restored at index %d, but re-recording today's servers failed (they re-record themselves within a retry interval): %v", s.raft.AppliedIndex(), err)
 	}
 	// The restored state may hold other nodes than before: start heartbeat
-	// timers afresh.
-	s.heartbeats.stopAll()
-	s.heartbeats.initialize()
+	// timers afresh, if this server still leads (otherwise the next
+	// leader's loop does).
+	if s.IsLeader() {
+		s.heartbeats.stopAll()
+		s.heartbeats.initialize()
+	}
 	s.logger.Info("snapshot restored", "snapshot_index", meta.Index, "bytes", meta.Size)
 	return stream.SendAndClose(&pb.SnapshotRestoreResponse{Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}})
 }

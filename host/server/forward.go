@@ -70,7 +70,13 @@ func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
 		if q, ok := req.(queryRequest); ok && r == routeRead && q.GetQuery().GetConsistent() {
 			needLeader = true
 		}
-		if !needLeader || s.IsLeader() {
+		if !needLeader {
+			return handler(ctx, req)
+		}
+		if s.IsLeader() {
+			if !s.leaderReady.Load() {
+				return nil, status.Errorf(codes.Unavailable, "server %s was just elected and is still applying the previous leader's log; retry", s.cfg.Name)
+			}
 			return handler(ctx, req)
 		}
 		if forwarded(ctx) {

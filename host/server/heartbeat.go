@@ -39,17 +39,19 @@ func newHeartbeater(s *Server, clock Clock, ttl, grace time.Duration, logger hcl
 // initialize starts timers for every ready node with TTL plus grace, so a
 // new leader does not mark down nodes that were heartbeating to the old one.
 func (h *heartbeater) initialize() {
+	// Active before the listing: a node registered in between gets its timer
+	// from Register's reset rather than none at all.
+	h.mu.Lock()
+	h.active = true
+	h.mu.Unlock()
 	nodes, err := h.s.fsm.State().Nodes(nil)
 	if err != nil {
 		h.logger.Error("listing nodes for heartbeat timers", "error", err)
 		return
 	}
-	h.mu.Lock()
-	h.active = true
-	h.mu.Unlock()
 	n := 0
 	for _, node := range nodes {
-		if node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+		if node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !h.tracked(node.GetId()) {
 			h.reset(node.GetId(), h.ttl+h.grace)
 			n++
 		}
@@ -87,6 +89,14 @@ func (h *heartbeater) stopAll() {
 		}
 		delete(h.timers, id)
 	}
+}
+
+// tracked reports whether a timer is armed for the node.
+func (h *heartbeater) tracked(nodeID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.timers[nodeID]
+	return ok
 }
 
 func (h *heartbeater) expire(nodeID string, gen uint64) {

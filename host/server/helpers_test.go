@@ -35,11 +35,3 @@ func nodeRegister(n *pb.Node) (fsm.MessageType, *pb.NodeRegisterCommand) {
 
 // raftFirstIndex is the oldest entry still in the leader's log.
 func (s *Server) raftFirstIndex() (uint64, error) { return s.logs.FirstIndex() }
-
-// tracked reports whether a heartbeat timer is armed for the node.
-func (h *heartbeater) tracked(nodeID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.timers[nodeID]
-	return ok
-}

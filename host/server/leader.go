@@ -60,6 +60,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer s.logger.Info("cluster leadership lost")
 	defer s.heartbeats.stopAll()
+	defer s.leaderReady.Store(false)
 
 	// Apply everything committed by earlier leaders before acting on state.
 	for {
@@ -74,10 +75,10 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
-	s.discovery.rejoined()
 	if err := s.discovery.ensureRegistered(); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}
 	s.heartbeats.initialize()
+	s.leaderReady.Store(true)
 	<-ctx.Done()
 }

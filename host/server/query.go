@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
@@ -36,12 +38,21 @@ func (s *Server) blockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.Qu
 		index, err = fn(nil, s.fsm.State().Snapshot())
 	} else {
 		qctx, cancel := context.WithTimeout(ctx, wait)
+		// A shutting-down server ends its long polls at once rather than
+		// holding up its RPC server's graceful stop.
+		stop := context.AfterFunc(s.shutdownCtx, cancel)
 		index, err = s.fsm.State().BlockingQuery(qctx, q.GetMinIndex(), fn)
+		stop()
 		cancel()
-		// The wait running out is the normal end of a blocking query: answer
-		// with what is there. The caller's own context ending is an error.
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			index, err = fn(nil, s.fsm.State().Snapshot())
+		// The wait running out is the normal end of a blocking query, and
+		// BlockingQuery answers it with the current state. The caller's own
+		// context ending, or shutdown, is not an answer.
+		switch {
+		case err != nil:
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		case s.shutdownCtx.Err() != nil:
+			err = status.Errorf(codes.Unavailable, "server %s is shutting down", s.cfg.Name)
 		}
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,6 +45,13 @@ type Server struct {
 	discovery  *discovery
 
 	leaderNotify chan bool
+	// leaderReady is set while this server leads and has applied everything
+	// earlier leaders committed (its barrier passed); leader-only requests
+	// wait for it so they never see state older than an acknowledged write.
+	leaderReady atomic.Bool
+	// leaving is set when a graceful leave starts; discovery then stops, so
+	// it does not join the server back while it leaves.
+	leaving atomic.Bool
 
 	shutdownOnce sync.Once
 	shutdownCtx  context.Context
@@ -235,6 +243,7 @@ func (s *Server) goRun(f func()) {
 
 // Leave removes this server from the raft configuration (a graceful leave).
 func (s *Server) Leave(ctx context.Context) error {
+	s.leaving.Store(true)
 	if s.IsLeader() {
 		// The leader may remove itself: it steps down once the change commits.
 		return s.removePeer(s.id)

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -184,13 +186,16 @@ func TestPartitionedLeaderLosesNoCommittedWrite(t *testing.T) {
 	}
 
 	tc.partition(old)
-	leader := tc.waitLeaderAmong(tc.followers(old))
-	// The isolated leader cannot commit: its proposal fails rather than
-	// being acknowledged and lost.
-	lost := testNode("never-committed")
-	if _, err := old.raftApply(nodeRegister(lost)); err == nil {
-		t.Fatal("partitioned leader committed a write without a quorum")
+	// Propose on the isolated leader before it notices it lost its quorum:
+	// the proposal must fail rather than be acknowledged and lost.
+	if !old.IsLeader() {
+		t.Fatal("leader stepped down before the test could propose to it")
 	}
+	lost := testNode("never-committed")
+	if _, err := old.raftApply(nodeRegister(lost)); !errors.Is(err, raft.ErrLeadershipLost) {
+		t.Fatalf("partitioned leader's proposal: %v, want raft.ErrLeadershipLost", err)
+	}
+	leader := tc.waitLeaderAmong(tc.followers(old))
 	during := testNode("during-partition")
 	if _, err := tc.register(leader, during); err != nil {
 		t.Fatalf("write to majority side: %v", err)
@@ -239,16 +244,25 @@ func TestLaggingFollowerCatchesUpBySnapshotInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Snapshot and compact the log so the follower's next entry is gone.
-	if err := leader.raft.Snapshot().Error(); err != nil {
-		t.Fatal(err)
-	}
-	first, err := leader.raftFirstIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first <= lagging.raft.LastIndex() {
-		t.Fatalf("leader log still starts at %d, follower is at %d: no snapshot would be needed", first, lagging.raft.LastIndex())
+	// Snapshot and compact the log on every up-to-date server, so whichever
+	// leads after the heal no longer has the follower's next entry.
+	for _, s := range tc.followers(lagging) {
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if s.raft.AppliedIndex() < leader.raft.AppliedIndex() {
+				return fmt.Errorf("%s has not applied everything yet", s.cfg.Name)
+			}
+			return nil
+		})
+		if err := s.raft.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+		first, err := s.raftFirstIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first <= lagging.raft.LastIndex() {
+			t.Fatalf("%s's log still starts at %d, follower is at %d: no snapshot would be needed", s.cfg.Name, first, lagging.raft.LastIndex())
+		}
 	}
 
 	tc.heal(lagging)
@@ -278,7 +292,10 @@ func TestFourthServerJoinsAsVoterAndForceLeaveRemovesIt(t *testing.T) {
 		return fmt.Errorf("fourth server not a voter yet: %v", servers)
 	})
 
-	// Force-leave through a follower, by name.
+	// The fourth server fails; force-leave it through a follower, by name.
+	if err := fourth.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
 	follower := tc.followers(leader)[0]
 	resp, err := pb.NewOperatorClient(tc.conn(follower)).RemovePeer(context.Background(), &pb.RemovePeerRequest{Name: fourth.cfg.Name})
 	if err != nil {
@@ -287,7 +304,9 @@ func TestFourthServerJoinsAsVoterAndForceLeaveRemovesIt(t *testing.T) {
 	if resp.GetRemovedId() != fourth.ID() {
 		t.Fatalf("removed %s, want %s", resp.GetRemovedId(), fourth.ID())
 	}
-	_ = fourth.Shutdown()
+	if m, _ := leader.State().ServerByID(nil, fourth.ID()); m != nil {
+		t.Fatal("force-left server still recorded")
+	}
 	f := leader.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		t.Fatal(err)
@@ -419,4 +438,33 @@ func TestLeaveOnTerminateRemovesTheServer(t *testing.T) {
 	if live := tc.live(); len(live) != 1 || !live[0].IsLeader() {
 		t.Fatalf("after two leaves: %d live servers", len(live))
 	}
+}
+
+func TestServerThatLeftRejoinsWhenRestarted(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *Config) { c.DataDir = t.TempDir() })
+	leader := tc.waitLeader()
+	leaving := tc.followers(leader)[0]
+	// Its own snapshot still holds its record and the old configuration.
+	if err := leaving.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		t.Fatal(err)
+	}
+	n := testNode("written-while-away")
+	leaving.cfg.LeaveOnTerminate = true
+	back := tc.restart(leaving, func(c *Config) { c.LeaveOnTerminate = false })
+	if _, err := tc.register(leader, n); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		servers, err := leader.raftServers()
+		if err != nil {
+			return err
+		}
+		for _, rs := range servers {
+			if rs.GetId() == back.ID() && rs.GetVoter() {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s is not a voter again: %v", back.cfg.Name, servers)
+	})
+	waitNode(t, back, n.GetId(), pb.NodeStatus_NODE_STATUS_READY)
 }

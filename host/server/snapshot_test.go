@@ -68,6 +68,14 @@ func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
 	if _, err := tc.register(leader, local); err != nil {
 		t.Fatal(err)
 	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, s := range tc.servers {
+			if m, _ := leader.State().ServerByID(nil, s.ID()); m == nil {
+				return fmt.Errorf("%s not recorded yet", s.cfg.Name)
+			}
+		}
+		return nil
+	})
 	// Restore through a follower: forwarded to the leader.
 	if err := restoreSnapshot(tc, tc.followers(leader)[0], snap); err != nil {
 		t.Fatalf("restore: %v", err)
@@ -78,17 +86,14 @@ func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
 			t.Fatalf("%s kept a node the restored state does not have", s.cfg.Name)
 		}
 	}
-	// Today's three servers are still recorded, and writes still forward.
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		servers, err := leader.State().Servers(nil)
-		if err != nil {
-			return err
+	// Each of today's three servers is still recorded with its address, and
+	// writes still forward.
+	for _, s := range tc.servers {
+		m, err := leader.State().ServerByID(nil, s.ID())
+		if err != nil || m == nil || m.GetRpcAddr() != s.cfg.RPCAddr {
+			t.Fatalf("%s after restore: record %v, %v", s.cfg.Name, m, err)
 		}
-		if len(servers) < 3 {
-			return fmt.Errorf("%d servers recorded after restore", len(servers))
-		}
-		return nil
-	})
+	}
 	for _, s := range tc.followers(leader) {
 		if _, err := tc.register(s, testNode("after-restore-"+s.cfg.Name)); err != nil {
 			t.Fatalf("write via %s after restore: %v", s.cfg.Name, err)
