@@ -22,6 +22,9 @@ import (
 const serveFakeEnv = "BERTH_SDK_TEST_SERVE_FAKE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(brokenStderrEnv) == "1" {
+		os.Exit(serveWithBrokenStderr())
+	}
 	if os.Getenv(serveFakeEnv) == "1" {
 		if err := ServeDriver(newFakeDriver()); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
@@ -106,6 +108,12 @@ func ServeDriverWith(d Driver, opts ServeOptions) error {
 	if opts.Test == nil && os.Getenv(Handshake.MagicCookieKey) != Handshake.MagicCookieValue {
 		return ErrNotPluginProcess
 	}
+	// After an agent crash a reattached plugin's stderr (where its logger
+	// writes) is a pipe nobody reads. The Go runtime kills a process whose
+	// write to fd 1 or 2 meets EPIPE unless SIGPIPE is notified; with it
+	// the write just fails and the plugin keeps its tasks. Notify rather
+	// than Ignore, so processes the driver starts get the default action.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx := context.Background()
 	info, err := d.PluginInfo(ctx)
 	if err != nil {

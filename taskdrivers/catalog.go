@@ -109,7 +109,13 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 		}
 		if len(pc.JSON) > 0 {
 			m, err := sdk.ParseConfigJSON(pc.JSON)
-			if err != nil && p.Err == nil {
+			if err != nil {
+				// The config error is fatal, unlike a missing plugin
+				// (which may yet be installed): it must win, and the
+				// operator should still learn of both.
+				if pe, ok := p.Err.(*PluginError); ok {
+					err = fmt.Errorf("%w; also %w", err, pe.Err)
+				}
 				p.Err = p.errorf(err)
 			}
 			p.Config = m

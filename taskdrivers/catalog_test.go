@@ -130,3 +130,34 @@ func TestCatalogKeepsBuiltinsWhenPluginDirIsUnreadable(t *testing.T) {
 		t.Fatalf("missing plugin_dir: %v, %v", names(plugins), err)
 	}
 }
+
+// A plugin block with bad config JSON is a config error (fatal, no retry)
+// even when its plugin is also missing or not executable.
+func TestCatalogKeepsConfigErrorOfMissingPlugin(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(`{"attributes": {"a": 1}}`)
+	plugins, err := Catalog(CatalogConfig{
+		Executable: "/usr/bin/berth",
+		PluginDir:  dir,
+		Plugins: []PluginConfig{
+			{Name: "ghost", JSON: bad, Source: "agent.hcl:3"},
+			{Name: "noexec", JSON: bad, Source: "agent.hcl:7"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, absent := range map[string]error{"ghost": ErrPluginMissing, "noexec": ErrPluginNotExecutable} {
+		p := find(t, plugins, name)
+		var pe *PluginError
+		if !errors.Is(p.Err, sdk.ErrConfigJSON) || !isConfigError(p.Err) || !errors.As(p.Err, &pe) || pe.Driver != name || pe.Source != p.Source {
+			t.Errorf("%s: %v, want a config error naming the driver and its block", name, p.Err)
+		}
+		if !errors.Is(p.Err, absent) {
+			t.Errorf("%s: %v, want it still to say %v", name, p.Err, absent)
+		}
+	}
+}

@@ -82,8 +82,15 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	}
 	h, err := r.client.StartTask(ctx, cfg)
 	if err != nil {
-		if errors.Is(err, sdk.ErrPluginShutdown) {
+		switch {
+		case errors.Is(err, sdk.ErrPluginShutdown):
+			// The plugin's tasks outlive it, but one started under this
+			// call has no handle for the next plugin to recover.
+			d.in.logger.Warn("driver plugin went away during StartTask; if it started the task, the task runs unsupervised until a start of the same ID replaces it",
+				"task_id", id, "error", err)
 			d.in.gone(r)
+		case ctx.Err() != nil:
+			d.destroyAbandoned(ctx, r, id)
 		}
 		return nil, err
 	}
@@ -96,6 +103,21 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 		return nil, fmt.Errorf("start task %q: persisting its handle: %w", id, err)
 	}
 	return h, nil
+}
+
+// abandonedDestroyTimeout bounds the clean-up of a start its caller gave up on.
+const abandonedDestroyTimeout = 30 * time.Second
+
+// destroyAbandoned destroys the task of a StartTask whose ctx ended: the
+// plugin may have started it just then, and with no handle persisted
+// nothing would ever stop it.
+func (d *Driver) destroyAbandoned(ctx context.Context, r *running, id string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonedDestroyTimeout)
+	defer cancel()
+	if err := r.client.DestroyTask(dctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
+		d.in.logger.Error("StartTask abandoned by its caller, and its task could not be destroyed; it may run unsupervised",
+			"task_id", id, "error", err)
+	}
 }
 
 // WaitTask waits for the task to exit and returns how it did, across

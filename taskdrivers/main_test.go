@@ -38,7 +38,9 @@ func TestMain(m *testing.M) {
 
 const (
 	// fakeEnv selects a fake plugin: "thirdparty" (the mock driver under
-	// the name in fakeNameEnv, version fakeVersion), "wrongproto" (a plugin
+	// the name in fakeNameEnv, version fakeVersion), "startlate" (that
+	// driver answering StartTask only once its caller gave up, see
+	// lateStarter), "wrongproto" (a plugin
 	// speaking go-plugin protocol version 2) or "wrongapi" (a plugin that
 	// answers Negotiate with driver API version 99).
 	fakeEnv     = "BERTH_TASKDRIVERS_FAKE"
@@ -69,6 +71,11 @@ func serveFakeIfRequested() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case "startlate":
+		if err := sdk.ServeDriver(lateStarter{d}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "wrongapi":
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig: sdk.Handshake,
@@ -90,6 +97,19 @@ func serveFakeIfRequested() {
 		os.Exit(2)
 	}
 	os.Exit(0)
+}
+
+// lateStarter starts the task, then holds its reply until the caller gives
+// up: a plugin whose start finishes just as its caller's ctx ends.
+type lateStarter struct{ renamed }
+
+func (l lateStarter) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
+	h, err := l.Driver.StartTask(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	return h, nil
 }
 
 // wrongAPIPlugin serves a driver that only speaks driver API version 99.

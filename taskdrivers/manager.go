@@ -90,6 +90,9 @@ type Manager struct {
 	// starting holds the IDs of tasks being started, so that two drivers
 	// cannot start tasks with one ID before either handle is persisted.
 	starting map[string]bool
+	// startsDone is closed when starting empties; nil while it is empty.
+	// Shutdown waits on it so it sees every handle a start persists.
+	startsDone chan struct{}
 }
 
 // New returns a manager for cfg.Plugins. It starts nothing.
@@ -187,6 +190,11 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) reserve(id string) (func(), error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Checked under mu, so no start begins once Shutdown has looked for
+	// starts under way.
+	if m.stopping {
+		return nil, ErrShutdown
+	}
 	if m.starting[id] {
 		return nil, fmt.Errorf("%w: another start of it is under way", sdk.ErrTaskExists)
 	}
@@ -200,11 +208,18 @@ func (m *Manager) reserve(id string) (func(), error) {
 	if m.starting == nil {
 		m.starting = map[string]bool{}
 	}
+	if len(m.starting) == 0 {
+		m.startsDone = make(chan struct{})
+	}
 	m.starting[id] = true
 	return func() {
 		m.mu.Lock()
+		defer m.mu.Unlock()
 		delete(m.starting, id)
-		m.mu.Unlock()
+		if len(m.starting) == 0 {
+			close(m.startsDone)
+			m.startsDone = nil
+		}
 	}, nil
 }
 
@@ -252,12 +267,14 @@ func (m *Manager) Driver(name string) (*Driver, error) {
 	return &Driver{in: in}, nil
 }
 
-// Shutdown stops the manager: with StopTasksOnShutdown it first stops and
-// destroys every persisted task; then it stops supervising and shuts down
+// Shutdown stops the manager. It refuses new StartTask calls and waits for
+// those under way, so their handles are persisted (or their tasks
+// destroyed) before it goes on; with StopTasksOnShutdown it then stops and
+// destroys every persisted task. Last it stops supervising and shuts down
 // every plugin process it runs (their tasks keep running under their
 // executors, and their handles stay in the store for the next start to
-// recover). ctx bounds the task stops; the plugins are stopped regardless.
-// It is safe to call more than once.
+// recover). ctx bounds the wait for starts and the task stops; the plugins
+// are stopped regardless. It is safe to call more than once.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if m.stopping {
@@ -266,12 +283,21 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.stopping = true
 	started := m.started
+	startsDone := m.startsDone
 	m.mu.Unlock()
 
-	var err error
-	if started && m.cfg.StopTasksOnShutdown {
-		err = m.stopAllTasks(ctx)
+	var errs []error
+	if startsDone != nil {
+		select {
+		case <-startsDone:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("waiting for task starts under way: %w", ctx.Err()))
+		}
 	}
+	if started && m.cfg.StopTasksOnShutdown {
+		errs = append(errs, m.stopAllTasks(ctx))
+	}
+	err := errors.Join(errs...)
 	m.cancel()
 	m.wg.Wait()
 	var wg sync.WaitGroup

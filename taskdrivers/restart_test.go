@@ -313,3 +313,83 @@ func record(t *testing.T, e *env, name string) *pb.DriverPluginRecord {
 	t.Fatalf("no reattach record for %s in %v", name, recs)
 	return nil
 }
+
+// A task whose start is under way when Shutdown begins is stopped too, not
+// left running with a handle persisted after Shutdown listed them.
+func TestStopTasksOnShutdownIncludesTasksStarting(t *testing.T) {
+	e := newEnv(t)
+	m := e.newManager(e.catalog(), func(c *Config) {
+		c.StopTasksOnShutdown = true
+		c.StopTimeout = 5 * time.Second
+	})
+	e.start(m)
+	d := driver(t, m, "mock")
+	cfg := &driverpb.TaskConfig{Id: "slow", Name: "web", DriverConfig: sdk.ConfigMap{"start_block_for": sdk.StringValue("1s")}}
+	started := make(chan error, 1)
+	go func() {
+		_, err := d.StartTask(ctxT(t), cfg)
+		started <- err
+	}()
+	testutil.WaitFor(t, generous, func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.starting["slow"] {
+			return errors.New("start not under way")
+		}
+		return nil
+	})
+	if err := m.Shutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.db.TaskHandles()
+	if err != nil || len(hs) != 0 {
+		t.Fatalf("handles left after Shutdown: %v, %v", hs, err)
+	}
+	select {
+	case err := <-started:
+		if err != nil && !errors.Is(err, ErrShutdown) {
+			t.Errorf("StartTask under Shutdown: %v, want success or ErrShutdown", err)
+		}
+	case <-time.After(generous):
+		t.Fatal("StartTask still blocked after Shutdown")
+	}
+	if hs, err := e.db.TaskHandles(); err != nil || len(hs) != 0 {
+		t.Fatalf("handles left once the start returned: %v, %v", hs, err)
+	}
+}
+
+// A task the plugin started while its caller gave up gets no handle, so it
+// must not be left running.
+func TestStartAbandonedByItsCallerIsDestroyed(t *testing.T) {
+	e := newEnv(t)
+	e.fake("late", "startlate", "late")
+	m := e.newManager(e.catalog(), nil)
+	e.start(m)
+	d := driver(t, m, "late")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	cfg := &driverpb.TaskConfig{Id: "late1", Name: "web", DriverConfig: sdk.ConfigMap{"run_for": sdk.StringValue("1h")}}
+	started := make(chan error, 1)
+	go func() {
+		_, err := d.StartTask(ctx, cfg)
+		started <- err
+	}()
+	// The plugin has started the task and still holds its reply.
+	testutil.WaitFor(t, generous, func() error {
+		_, err := d.InspectTask(ctxT(t), "late1")
+		return err
+	})
+	cancel()
+	select {
+	case err := <-started:
+		wantErr(t, err, context.Canceled)
+	case <-time.After(generous):
+		t.Fatal("StartTask did not return after its ctx ended")
+	}
+	if st, err := d.InspectTask(ctxT(t), "late1"); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("task of the abandoned start: %v, %v; want it destroyed", st, err)
+	}
+	if hs, err := e.db.TaskHandles(); err != nil || len(hs) != 0 {
+		t.Fatalf("handles: %v, %v", hs, err)
+	}
+}

@@ -186,3 +186,35 @@ func TestStartFailureIsReported(t *testing.T) {
 		t.Errorf("Start of a missing program = %v", err)
 	}
 }
+
+// A stream whose log cannot be written must still be drained: a task
+// blocked on a full pipe would never exit.
+func TestUnwritableLogDoesNotBlockTask(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("needs /dev/full")
+	}
+	dir := t.TempDir()
+	spec := shSpec(t, dir, `head -c 200000 /dev/zero; echo done >&2; exit 7`)
+	spec.Stdout.MaxBytes = 1000
+	if err := os.MkdirAll(spec.Stdout.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The stream continues in its newest file, a disk that is always full.
+	if err := os.WriteFile(spec.Stdout.Path(0), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", spec.Stdout.Path(1)); err != nil {
+		t.Fatal(err)
+	}
+	p := startT(t, spec)
+	if e := waitT(t, p); e.ExitCode != 7 || e.Err != "" {
+		t.Errorf("exit %+v, want code 7", e)
+	}
+	if got, _ := os.ReadFile(spec.Stderr.Path(0)); string(got) != "done\n" {
+		t.Errorf("stderr %q, want done", got)
+	}
+	logged, _ := os.ReadFile(filepath.Join(spec.StateDir, executorLog))
+	if !strings.Contains(string(logged), "t.stdout") {
+		t.Errorf("executor log does not name the failing stream: %q", logged)
+	}
+}

@@ -152,8 +152,8 @@ func run(spec *Spec, status *os.File) error {
 
 	var copies sync.WaitGroup
 	copies.Add(2)
-	go func() { defer copies.Done(); io.Copy(stdout, outR) }()
-	go func() { defer copies.Done(); io.Copy(stderr, errR) }()
+	go func() { defer copies.Done(); drain(stdout, outR, spec.Stdout.Name, os.Stderr) }()
+	go func() { defer copies.Done(); drain(stderr, errR, spec.Stderr.Name, os.Stderr) }()
 
 	waitErr := cmd.Wait()
 	exit := Exit{ExitCode: -1}
@@ -183,4 +183,34 @@ func run(spec *Spec, status *os.File) error {
 	status.Write([]byte("{\"exited\":true}\n"))
 	status.Close()
 	return err
+}
+
+// drain copies a task's output stream to its log until the stream ends.
+// Unlike io.Copy it keeps reading after a failed write, dropping what
+// cannot be written: a pipe nobody reads fills up and blocks the task
+// forever. Failures and recoveries are noted in log (the executor's own
+// log), once each rather than once per write.
+func drain(dst io.Writer, src io.Reader, name string, log io.Writer) {
+	buf := make([]byte, 32<<10)
+	var dropped int64
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				if dropped == 0 {
+					fmt.Fprintf(log, "executor: %s: dropping output: %v\n", name, werr)
+				}
+				dropped += int64(n)
+			} else if dropped > 0 {
+				fmt.Fprintf(log, "executor: %s: output resumed after dropping up to %d bytes\n", name, dropped)
+				dropped = 0
+			}
+		}
+		if rerr != nil {
+			if dropped > 0 {
+				fmt.Fprintf(log, "executor: %s: dropped up to %d bytes at the end of the output\n", name, dropped)
+			}
+			return
+		}
+	}
 }

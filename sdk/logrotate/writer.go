@@ -62,9 +62,11 @@ func Open(cfg Config) (*Writer, error) {
 	if len(indexes) > 0 {
 		w.index = indexes[len(indexes)-1]
 	}
-	if err := w.open(); err != nil {
+	f, size, err := w.openFile(w.index)
+	if err != nil {
 		return nil, err
 	}
+	w.f, w.size = f, size
 	return w, w.prune()
 }
 
@@ -96,21 +98,25 @@ func Indexes(dir, name string) ([]int, error) {
 	return out, nil
 }
 
-func (w *Writer) open() error {
-	f, err := os.OpenFile(w.cfg.Path(w.index), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+// openFile opens file index of the stream for appending and returns it
+// with its size.
+func (w *Writer) openFile(index int) (*os.File, int64, error) {
+	f, err := os.OpenFile(w.cfg.Path(index), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("logrotate: %w", err)
+		return nil, 0, fmt.Errorf("logrotate: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("logrotate: %w", err)
+		return nil, 0, fmt.Errorf("logrotate: %w", err)
 	}
-	w.f, w.size = f, st.Size()
-	return nil
+	return f, st.Size(), nil
 }
 
 // Write writes p, splitting it across files so none exceeds MaxBytes.
+// An error (a full disk, a file that cannot be created) loses only the
+// rest of p: the next Write tries again, so output resumes once the cause
+// clears. After Close it returns os.ErrClosed.
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -139,14 +145,19 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
+// rotate moves on to the next file. The next file is opened before the
+// current one is closed, so a failure leaves the writer as it was and a
+// later Write retries.
 func (w *Writer) rotate() error {
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("logrotate: %w", err)
-	}
-	w.f = nil
-	w.index++
-	if err := w.open(); err != nil {
+	f, size, err := w.openFile(w.index + 1)
+	if err != nil {
 		return err
+	}
+	old := w.f
+	w.f, w.size = f, size
+	w.index++
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("logrotate: %w", err)
 	}
 	return w.prune()
 }

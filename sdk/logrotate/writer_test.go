@@ -80,3 +80,36 @@ func TestIndexesIgnoreOtherFiles(t *testing.T) {
 		t.Error("a name with a slash was accepted")
 	}
 }
+
+func TestFailedRotationRecovers(t *testing.T) {
+	c := Config{Dir: t.TempDir(), Name: "web.stdout", MaxFiles: 3, MaxBytes: 4}
+	w, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// A directory where the next file goes makes the rotation fail.
+	if err := os.Mkdir(c.Path(1), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Write([]byte("abcd")); err != nil || n != 4 {
+		t.Fatalf("first Write = %d, %v", n, err)
+	}
+	if n, err := w.Write([]byte("lost")); err == nil || n != 0 {
+		t.Fatalf("Write while the next file cannot be opened = %d, %v; want 0 and an error", n, err)
+	}
+	// The full file is kept as it was, not truncated or appended to.
+	if data, _ := os.ReadFile(c.Path(0)); string(data) != "abcd" {
+		t.Errorf("file 0 after the failed rotation: %q", data)
+	}
+	// Once the cause clears the writer carries on.
+	if err := os.Remove(c.Path(1)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.Write([]byte("efgh")); err != nil || n != 4 {
+		t.Fatalf("Write after the cause cleared = %d, %v", n, err)
+	}
+	if data, _ := os.ReadFile(c.Path(1)); string(data) != "efgh" {
+		t.Errorf("file 1: %q, want efgh", data)
+	}
+}

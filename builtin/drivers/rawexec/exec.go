@@ -63,22 +63,33 @@ func (d *Driver) ExecTask(ctx context.Context, taskID string, command []string, 
 	cmd.WaitDelay = time.Second
 
 	runErr := cmd.Run()
-	res := &driverpb.ExecResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Exit: &driverpb.ExitResult{FinishedAt: time.Now().UnixNano()}}
-	var exitErr *exec.ExitError
-	switch {
-	case runErr == nil:
-	case errors.As(runErr, &exitErr):
-		ws := exitErr.Sys().(syscall.WaitStatus)
-		if ws.Signaled() {
-			res.Exit.Signal, res.Exit.ExitCode = int32(ws.Signal()), 128+int32(ws.Signal())
-		} else {
-			res.Exit.ExitCode = int32(ws.ExitStatus())
-		}
-		if ctx.Err() != nil {
-			res.Exit.Err = "exec timed out after " + timeout.String()
-		}
-	default:
+	if cmd.Process != nil {
+		// Whatever the command left running in its group ends with it.
+		// The group ID cannot name another group yet: Linux keeps a PID
+		// in use while it names a process group.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	if cmd.ProcessState == nil {
 		return nil, fmt.Errorf("exec in task %q: %w", taskID, runErr)
+	}
+	// The command ran: its wait status is the result, whatever Run says
+	// (exec.ErrWaitDelay when a background child held the output open,
+	// ctx.Err() when it exited cleanly after the timeout).
+	res := &driverpb.ExecResult{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Exit: &driverpb.ExitResult{FinishedAt: time.Now().UnixNano()}}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		res.Exit.ExitCode = int32(cmd.ProcessState.ExitCode())
+	case ws.Signaled():
+		res.Exit.Signal, res.Exit.ExitCode = int32(ws.Signal()), 128+int32(ws.Signal())
+	default:
+		res.Exit.ExitCode = int32(ws.ExitStatus())
+	}
+	switch err := ctx.Err(); {
+	case errors.Is(err, context.DeadlineExceeded) && timeout > 0:
+		res.Exit.Err = "exec timed out after " + timeout.String()
+	case err != nil:
+		res.Exit.Err = "exec ended early: " + err.Error()
 	}
 	return res, nil
 }

@@ -313,3 +313,51 @@ func TestTaskStats(t *testing.T) {
 		t.Errorf("got %d samples, want 2", n)
 	}
 }
+
+// alive reports whether pid runs (a zombie has ended).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// An exec's background children end with it, and one holding the output
+// pipes open does not cost the exit code.
+func TestExecTaskKillsBackgroundChildren(t *testing.T) {
+	d := client(t)
+	ctx := ctxT(t)
+	cfg := taskCfg(t, "exec-bg", sh(`exec sleep 1000`))
+	start(t, d, cfg)
+	script := `sleep 1000 >/dev/null 2>&1 & echo $! > quiet.pid
+sleep 1000 & echo $! > holding.pid
+echo done; exit 0`
+	res, err := d.ExecTask(ctx, cfg.GetId(), []string{"sh", "-c", script}, generous)
+	if err != nil {
+		t.Fatalf("ExecTask with a child holding its output: %v", err)
+	}
+	if res.GetExit().GetExitCode() != 0 || res.GetExit().GetSignal() != 0 || res.GetExit().GetErr() != "" || string(res.GetStdout()) != "done\n" {
+		t.Errorf("exec result %v stdout %q, want exit 0 and done", res.GetExit(), res.GetStdout())
+	}
+	for _, name := range []string{"quiet.pid", "holding.pid"} {
+		data, err := os.ReadFile(filepath.Join(cfg.GetTaskDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(generous)
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("background child %s (pid %d) outlived its exec", name, pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

@@ -63,6 +63,9 @@ func (d *Driver) watch(t *task) {
 	}
 }
 
+// abandonedDestroyTimeout bounds the clean-up of a start whose caller gave up.
+const abandonedDestroyTimeout = 30 * time.Second
+
 // StartTask implements sdk.Driver.
 func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
 	if !d.isEnabled() {
@@ -87,6 +90,16 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), err)
 	}
 	t.proc.Store(proc)
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the executor started: it will neither
+		// get nor persist the handle, so the task must not run on.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonedDestroyTimeout)
+		defer cancel()
+		if derr := d.DestroyTask(dctx, cfg.GetId(), true); derr != nil {
+			d.logger.Error("start abandoned by its caller, and its task could not be destroyed", "task_id", cfg.GetId(), "error", derr)
+		}
+		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), err)
+	}
 	h, err := encodeHandle(t)
 	if err != nil {
 		proc.Kill()
