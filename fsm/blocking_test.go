@@ -101,13 +101,14 @@ func TestBlockingQueryReturnsAtDeadlineWithCurrentAnswer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		var q nodesQuery
-		start := time.Now()
 		index, err := f.State().BlockingQuery(ctx, 7, q.run)
 		if err != nil || index != 7 {
 			t.Fatalf("BlockingQuery = %d, %v; want 7, nil at the deadline", index, err)
 		}
-		if waited := time.Since(start); waited != 5*time.Minute {
-			t.Errorf("returned after %v, want the full 5m wait", waited)
+		// In the synctest bubble time moves only when every goroutine
+		// waits, so the query returned exactly when its deadline passed.
+		if ctx.Err() != context.DeadlineExceeded {
+			t.Errorf("returned before the 5m wait ended (ctx: %v)", ctx.Err())
 		}
 		if ids := q.ids(); len(ids) != 1 || ids[0] != "n1" {
 			t.Errorf("query saw %v, want [n1]", ids)
