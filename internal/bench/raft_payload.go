@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -189,50 +190,8 @@ func encodeRegister(spec payloadSpec, id string) ([]byte, error) {
 	return buf, nil
 }
 
-// stressNode is a deliberately heavy node: a host fingerprint with 30
-// attributes and ten drivers, each with its own attributes, about 5 KB
-// encoded. It is the same shape as fsm's BenchmarkApplyNodeRegister uses, so
-// the FSM-only figure here and that benchmark agree.
-func stressNode(id string) *pb.Node {
-	attrs := map[string]string{}
-	for i := range 30 {
-		attrs[fmt.Sprintf("unique.platform.attr%02d", i)] = fmt.Sprintf("value-%d-of-a-realistic-length", i)
-	}
-	drivers := map[string]*pb.DriverInfo{}
-	for i := range 10 {
-		name := fmt.Sprintf("driver%d", i)
-		dattrs := map[string]string{}
-		for j := range 8 {
-			dattrs[fmt.Sprintf("driver.%s.attr%d", name, j)] = fmt.Sprintf("v%d.%d.0", i, j)
-		}
-		drivers[name] = &pb.DriverInfo{
-			Name:              name,
-			Detected:          true,
-			Healthy:           i%3 != 0,
-			HealthDescription: "healthy",
-			Version:           "1.2.3",
-			Builtin:           i < 2,
-			Path:              "/opt/berth/plugins/" + name,
-			Attributes:        dattrs,
-			UpdatedAt:         1_700_000_000_000_000_000,
-		}
-	}
-	return &pb.Node{
-		Id:              id,
-		Name:            "client-" + id,
-		Status:          pb.NodeStatus_NODE_STATUS_READY,
-		StatusUpdatedAt: 1_700_000_000_000_000_000,
-		HttpAddr:        "10.0.0.12:4646",
-		RegisteredAt:    1_700_000_000_000_000_000,
-		Fingerprint: &pb.NodeFingerprint{
-			Hostname:     "host-" + id,
-			Os:           "linux",
-			Arch:         "amd64",
-			CpuCores:     32,
-			MemoryBytes:  128 << 30,
-			BerthVersion: "0.1.0",
-			Attributes:   attrs,
-		},
-		Drivers: drivers,
-	}
-}
+// stressNode is testutil.HeavyNode: a host fingerprint with 30 attributes
+// and ten drivers, each with its own attributes, about 5 KB encoded — the
+// node fsm's BenchmarkApplyNodeRegister uses, so the FSM-only figure here
+// and that benchmark agree.
+func stressNode(id string) *pb.Node { return testutil.HeavyNode(id) }
