@@ -85,10 +85,13 @@ func applyNodeDeregister(tx *writeTxn, cmd *pb.NodeDeregisterCommand) error {
 	return deleteNode(tx, existing)
 }
 
-// checkNodeStatus refuses statuses a node cannot be in: unspecified, or a
-// number from a newer proto this version does not know.
+// checkNodeStatus refuses the status no node can be in: unspecified. A
+// number this version does not know is stored as it came: it was proposed
+// by a newer server, and refusing it here while newer servers apply it would
+// make the replicated state differ between versions during an upgrade. The
+// proposer validates statuses; the state machine only keeps servers agreed.
 func checkNodeStatus(id string, s pb.NodeStatus) error {
-	if _, known := pb.NodeStatus_name[int32(s)]; !known || s == pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
+	if s == pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
 		return fmt.Errorf("%w: node %q: status %s", ErrInvalidCommand, id, s)
 	}
 	return nil

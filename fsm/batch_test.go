@@ -40,7 +40,7 @@ func mixedBatch(t *testing.T) []batchEntry {
 		{raft.LogCommand, []byte{0x7f, 1}, true},                      // unknown
 		{raft.LogCommand, nil, true},                                  // empty
 		{raft.LogCommand, []byte{0xc1, 1}, false},                     // unknown but ignorable: skipped
-		{raft.LogCommand, mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n1", Status: 42}), true},
+		{raft.LogCommand, mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n1", Status: pb.NodeStatus_NODE_STATUS_UNSPECIFIED}), true},
 		{raft.LogCommand, mustEncode(t, fsm.NodeRegister, registerCmd("n2", "beta", pb.NodeStatus_NODE_STATUS_READY)), false},
 		{raft.LogCommand, mustEncode(t, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: "s1"}), false},
 		{raft.LogCommand, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{}), true},
