@@ -135,6 +135,30 @@ func cleanAbs(field, p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// lockVolume takes the volume's lock and loads its record; the caller runs
+// unlock when done.
+func (n *node) lockVolume(ctx context.Context, volID string) (*volumeRecord, func(), error) {
+	unlock, err := n.locks.lock(ctx, "volume/"+volID)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := n.loadVolume(volID)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return v, unlock, nil
+}
+
+// checkAccessType refuses a mount capability for a block volume and the
+// reverse: the access type is fixed when the volume is created.
+func checkAccessType(v *volumeRecord, vc volCap, verb string) error {
+	if vc.kind != v.Kind {
+		return errPrecondition("volume %s is a %s volume; it cannot be %s with %s access", v.ID, v.Kind, verb, vc.kind)
+	}
+	return nil
+}
+
 // volumePath checks the volume ID and the one path argument of a node call,
 // returning the cleaned path or an InvalidArgument error naming the field.
 func volumePath(volID, field, path string) (string, error) {
@@ -168,17 +192,13 @@ func (n *node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := n.locks.lock(ctx, "volume/"+volID)
+	v, unlock, err := n.lockVolume(ctx, volID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	v, err := n.loadVolume(volID)
-	if err != nil {
+	if err := checkAccessType(v, vc, "staged"); err != nil {
 		return nil, err
-	}
-	if vc.kind != v.Kind {
-		return nil, errPrecondition("volume %s is a %s volume; it cannot be staged with %s access", volID, v.Kind, vc.kind)
 	}
 	ro := ctxRO || isReaderOnly(vc.mode) || vc.flags.readOnly
 	rec, err := n.loadNodeVolume(volID)

@@ -43,17 +43,13 @@ func (n *node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := n.locks.lock(ctx, "volume/"+volID)
+	v, unlock, err := n.lockVolume(ctx, volID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	v, err := n.loadVolume(volID)
-	if err != nil {
+	if err := checkAccessType(v, vc, "published"); err != nil {
 		return nil, err
-	}
-	if vc.kind != v.Kind {
-		return nil, errPrecondition("volume %s is a %s volume; it cannot be published with %s access", volID, v.Kind, vc.kind)
 	}
 	rec, err := n.loadNodeVolume(volID)
 	if err != nil {

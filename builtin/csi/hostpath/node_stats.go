@@ -91,15 +91,11 @@ func (n *node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 	if !validID(volumePrefix, volID) {
 		return nil, errNotFound("volume %s does not exist", volID)
 	}
-	unlock, err := n.locks.lock(ctx, "volume/"+volID)
+	v, unlock, err := n.lockVolume(ctx, volID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	v, err := n.loadVolume(volID)
-	if err != nil {
-		return nil, err
-	}
 	rec, err := n.usedAt(volID, path)
 	if err != nil {
 		return nil, err
