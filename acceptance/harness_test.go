@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 var berthBin string
@@ -226,20 +228,15 @@ func (a *agent) cli(args ...string) (string, error) {
 	return string(out), err
 }
 
-// eventually polls cond until it returns nil or timeout passes.
+// eventually is testutil.WaitFor with the condition named in the failure.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	testutil.WaitFor(t, timeout, func() error {
+		if err := cond(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type apiNode struct {

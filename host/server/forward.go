@@ -190,16 +190,8 @@ func toStatus(err error) error {
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		code = codes.Unavailable
-	case errors.Is(err, fsm.ErrNodeNotFound), errors.Is(err, errPeerNotFound):
+	case errors.Is(err, fsm.ErrNodeNotFound):
 		code = codes.NotFound
-	case errors.Is(err, errInvalidArgument):
-		code = codes.InvalidArgument
 	}
 	return status.Error(code, err.Error())
 }
-
-// errInvalidArgument marks request validation errors (mapped to InvalidArgument).
-var errInvalidArgument = errors.New("invalid argument")
-
-// errPeerNotFound is returned by RemovePeer when no server matches.
-var errPeerNotFound = errors.New("no such server")
