@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,8 +121,9 @@ func writeError(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": ae.code, "message": ae.msg})
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true}
+var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
 
+// writeJSON writes a plain Go value (a string, a list of strings).
 func writeJSON(w http.ResponseWriter, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
@@ -129,22 +131,37 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return enc.Encode(v)
 }
 
-// protoJSON renders a message as a json.RawMessage so messages can be
-// embedded in plain JSON values (arrays of nodes).
-func protoJSON(m proto.Message) (json.RawMessage, error) {
-	return jsonOpts.Marshal(m)
+// writeProto writes a message as protojson.
+func writeProto(w http.ResponseWriter, m proto.Message) error {
+	b, err := jsonOpts.Marshal(m)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
-func protoList[M proto.Message](ms []M) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(ms))
-	for _, m := range ms {
-		b, err := protoJSON(m)
+// writeProtoList writes messages as a JSON array of protojson objects,
+// rendering each once.
+func writeProtoList[M proto.Message](w http.ResponseWriter, ms []M) error {
+	var buf bytes.Buffer
+	buf.WriteString("[")
+	for i, m := range ms {
+		b, err := jsonOpts.Marshal(m)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, b)
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		buf.WriteString("\n")
+		buf.Write(b)
 	}
-	return out, nil
+	buf.WriteString("\n]\n")
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 // parseQuery reads ?index=, ?wait=, ?consistent and ?stale= into QueryOptions.

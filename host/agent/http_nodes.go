@@ -22,12 +22,8 @@ func (a *Agent) nodeList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := protoList(resp.GetNodes())
-	if err != nil {
-		return err
-	}
 	setQueryHeaders(w, resp.GetMeta())
-	return writeJSON(w, out)
+	return writeProtoList(w, resp.GetNodes())
 }
 
 func (a *Agent) nodeGet(w http.ResponseWriter, r *http.Request) error {
@@ -44,10 +40,6 @@ func (a *Agent) nodeGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := protoJSON(resp.GetNode())
-	if err != nil {
-		return err
-	}
 	setQueryHeaders(w, resp.GetMeta())
-	return writeJSON(w, out)
+	return writeProto(w, resp.GetNode())
 }

@@ -25,11 +25,7 @@ func (a *Agent) raftConfiguration(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	setQueryHeaders(w, resp.GetMeta())
-	out, err := protoJSON(resp)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, out)
+	return writeProto(w, resp)
 }
 
 // raftRemovePeer is force-leave: DELETE /v1/operator/raft/peer with ?peer=
@@ -51,11 +47,7 @@ func (a *Agent) raftRemovePeer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := protoJSON(resp)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, out)
+	return writeProto(w, resp)
 }
 
 // snapshotSave streams a snapshot archive as application/octet-stream.
@@ -128,9 +120,5 @@ func (a *Agent) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := protoJSON(resp)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, out)
+	return writeProto(w, resp)
 }

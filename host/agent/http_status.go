@@ -59,11 +59,7 @@ func (a *Agent) agentSelf(w http.ResponseWriter, _ *http.Request) error {
 	if c := a.client; c != nil {
 		info.Client = &pb.AgentClientInfo{NodeId: c.NodeID(), Registered: c.Registered(), Servers: a.rpcAddrs}
 	}
-	out, err := protoJSON(info)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, out)
+	return writeProto(w, info)
 }
 
 func (a *Agent) agentMembers(w http.ResponseWriter, r *http.Request) error {
@@ -75,9 +71,5 @@ func (a *Agent) agentMembers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := protoList(resp.GetMembers())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, out)
+	return writeProtoList(w, resp.GetMembers())
 }
