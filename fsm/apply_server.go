@@ -21,13 +21,17 @@ func applyServerUpsert(tx *writeTxn, cmd *pb.ServerUpsertCommand) error {
 	if s.GetId() == "" {
 		return fmt.Errorf("%w: server has no ID (name %q)", ErrInvalidCommand, s.GetName())
 	}
-	existing, err := first[*pb.ServerMember](tx.txn, nil, TableServers, s.GetId())
+	stored, err := tx.row(TableServers, s.GetId())
 	if err != nil {
 		return err
 	}
-	if existing == nil {
+	if stored == nil {
 		s.CreateIndex = tx.index
 		return insertServer(tx, s)
+	}
+	existing, err := rowMessage[*pb.ServerMember](stored)
+	if err != nil {
+		return err
 	}
 	s.CreateIndex = existing.GetCreateIndex()
 	s.ModifyIndex = existing.GetModifyIndex()
@@ -44,7 +48,7 @@ func applyServerDelete(tx *writeTxn, cmd *pb.ServerDeleteCommand) error {
 	if id == "" {
 		return fmt.Errorf("%w: no server ID", ErrInvalidCommand)
 	}
-	existing, err := first[*pb.ServerMember](tx.txn, nil, TableServers, id)
+	existing, err := tx.row(TableServers, id)
 	if err != nil {
 		return err
 	}

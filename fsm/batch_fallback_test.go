@@ -27,7 +27,11 @@ func TestApplyBatchFallsBackAfterPartialWrite(t *testing.T) {
 		t.Fatalf("command type %d is in use; pick another for this test", writeThenFail)
 	}
 	commands[writeThenFail] = newCommand("WriteThenFail", func(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
-		if err := insertNode(tx, cmd.GetNode()); err != nil {
+		r, err := messageRow(cmd.GetNode().GetId(), cmd.GetNode())
+		if err != nil {
+			return err
+		}
+		if err := storeNode(tx, r); err != nil {
 			return err
 		}
 		return errAfterWrite
@@ -78,36 +82,45 @@ func TestApplyBatchFallsBackAfterPartialWrite(t *testing.T) {
 	}
 }
 
-// TestStringKeyIndexMatchesMemdb pins the keys of the reflection-free index
-// to memdb.StringFieldIndex's: a snapshot or a lookup must find rows the
-// same way whichever built the key.
-func TestStringKeyIndexMatchesMemdb(t *testing.T) {
-	ours := stringKeyIndex[*pb.Node]{key: (*pb.Node).GetId}
-	theirs := &memdb.StringFieldIndex{Field: "Id"}
+// TestKeyIndexesMatchMemdb pins the keys of the reflection-free indexes to
+// memdb.StringFieldIndex's: a snapshot or a lookup must find rows the same
+// way whichever built the key.
+func TestKeyIndexesMatchMemdb(t *testing.T) {
+	theirs := &memdb.StringFieldIndex{Field: "Table"}
 	for _, id := range []string{"n1", "", "with\x00nul", "ünïcode"} {
-		n := &pb.Node{Id: id}
-		ok1, k1, err1 := ours.FromObject(n)
-		ok2, k2, err2 := theirs.FromObject(n)
-		if ok1 != ok2 || string(k1) != string(k2) || (err1 == nil) != (err2 == nil) {
-			t.Errorf("FromObject(%q): ours %t %q %v, memdb %t %q %v", id, ok1, k1, err1, ok2, k2, err2)
-		}
-		a1, err1 := ours.FromArgs(id)
-		a2, err2 := theirs.FromArgs(id)
-		if string(a1) != string(a2) || err1 != nil || err2 != nil {
-			t.Errorf("FromArgs(%q): ours %q %v, memdb %q %v", id, a1, err1, a2, err2)
-		}
-		p1, _ := ours.PrefixFromArgs(id)
-		p2, _ := theirs.PrefixFromArgs(id)
-		if string(p1) != string(p2) {
-			t.Errorf("PrefixFromArgs(%q): ours %q, memdb %q", id, p1, p2)
-		}
-	}
-	if _, _, err := ours.FromObject(&pb.ServerMember{Id: "s1"}); err == nil {
-		t.Error("FromObject accepted a row of the wrong type")
-	}
-	for _, args := range [][]any{{}, {"a", "b"}, {42}} {
-		if _, err := ours.FromArgs(args...); err == nil {
-			t.Errorf("FromArgs(%v) succeeded", args)
+		ti := &pb.TableIndex{Table: id}
+		ok2, k2, err2 := theirs.FromObject(ti)
+		for name, ours := range map[string]interface {
+			memdb.SingleIndexer
+			memdb.PrefixIndexer
+			FromArgs(...any) ([]byte, error)
+		}{"rowKeyIndex": rowKeyIndex{}, "stringKeyIndex": stringKeyIndex[*pb.TableIndex]{key: (*pb.TableIndex).GetTable}} {
+			var obj any = ti
+			if name == "rowKeyIndex" {
+				obj = rawRow(id, nil)
+			}
+			ok1, k1, err1 := ours.FromObject(obj)
+			if ok1 != ok2 || string(k1) != string(k2) || (err1 == nil) != (err2 == nil) {
+				t.Errorf("%s.FromObject(%q): ours %t %q %v, memdb %t %q %v", name, id, ok1, k1, err1, ok2, k2, err2)
+			}
+			a1, err1 := ours.FromArgs(id)
+			a2, err2 := theirs.FromArgs(id)
+			if string(a1) != string(a2) || err1 != nil || err2 != nil {
+				t.Errorf("%s.FromArgs(%q): ours %q %v, memdb %q %v", name, id, a1, err1, a2, err2)
+			}
+			p1, _ := ours.PrefixFromArgs(id)
+			p2, _ := theirs.PrefixFromArgs(id)
+			if string(p1) != string(p2) {
+				t.Errorf("%s.PrefixFromArgs(%q): ours %q, memdb %q", name, id, p1, p2)
+			}
+			if _, _, err := ours.FromObject(&pb.ServerMember{Id: "s1"}); err == nil {
+				t.Errorf("%s.FromObject accepted a row of the wrong type", name)
+			}
+			for _, args := range [][]any{{}, {"a", "b"}, {42}} {
+				if _, err := ours.FromArgs(args...); err == nil {
+					t.Errorf("%s.FromArgs(%v) succeeded", name, args)
+				}
+			}
 		}
 	}
 }

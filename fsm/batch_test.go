@@ -44,6 +44,15 @@ func mixedBatch(t *testing.T) []batchEntry {
 		{raft.LogCommand, mustEncode(t, fsm.NodeRegister, registerCmd("n2", "beta", pb.NodeStatus_NODE_STATUS_READY)), false},
 		{raft.LogCommand, mustEncode(t, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: "s1"}), false},
 		{raft.LogCommand, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{}), true},
+		// Rows written earlier in the batch, as later commands must see
+		// them: n1 re-registered keeps create index 10; n2 deregistered
+		// and registered again gets a new one, and so does n0, which was
+		// registered before the batch.
+		{raft.LogCommand, mustEncode(t, fsm.NodeRegister, registerCmd("n1", "alpha2", pb.NodeStatus_NODE_STATUS_READY)), false},
+		{raft.LogCommand, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n2"}), false},
+		{raft.LogCommand, mustEncode(t, fsm.NodeRegister, registerCmd("n2", "beta2", pb.NodeStatus_NODE_STATUS_READY)), false},
+		{raft.LogCommand, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n0"}), false},
+		{raft.LogCommand, mustEncode(t, fsm.NodeRegister, registerCmd("n0", "zero2", pb.NodeStatus_NODE_STATUS_READY)), false},
 	}
 	out := make([]batchEntry, len(entries))
 	for i, e := range entries {
@@ -138,10 +147,16 @@ func TestApplyBatchMatchesOneByOne(t *testing.T) {
 	if acc := mustDump(t, accepted.State()); acc != want {
 		t.Errorf("state after the accepted commands alone:\n%s\nstate after all of them one by one:\n%s", acc, want)
 	}
-	// The last entries touching each table fix its index: nodes at 21 (n2),
-	// servers at 22 (the delete of s1).
-	if nodes, _ := batched.State().Index(fsm.TableNodes); nodes != 21 {
-		t.Errorf("nodes index after the batch = %d, want 21", nodes)
+	// The last entries touching each table fix its index: nodes at 28 (n0
+	// registered again), servers at 22 (the delete of s1).
+	if nodes, _ := batched.State().Index(fsm.TableNodes); nodes != 28 {
+		t.Errorf("nodes index after the batch = %d, want 28", nodes)
+	}
+	for id, create := range map[string]uint64{"n1": 10, "n2": 26, "n0": 28} {
+		n, err := batched.State().NodeByID(nil, id)
+		if err != nil || n == nil || n.GetCreateIndex() != create {
+			t.Errorf("node %s after the batch: %v (%v), want create index %d", id, n, err, create)
+		}
 	}
 	if servers, _ := batched.State().Index(fsm.TableServers); servers != 22 {
 		t.Errorf("servers index after the batch = %d, want 22", servers)

@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // MessageType is the first byte of every raft log entry berth writes: it says
@@ -37,45 +39,59 @@ const (
 
 // command is one row of the dispatch table.
 type command struct {
-	name    string
-	message protoreflect.FullName
-	decode  func(body []byte) (proto.Message, error)
-	apply   func(tx *writeTxn, msg proto.Message) error
+	name string
+	// message is the command's message type (Encode checks it, Decode
+	// builds it).
+	message protoreflect.MessageType
+	// parse reads a command body into what apply takes. An error means the
+	// body is malformed: it is not an encoding of message.
+	parse func(body []byte) (any, error)
+	apply func(tx *writeTxn, parsed any) error
 }
 
 // commands is the dispatch table: every command this version can apply. A new
 // command is a new constant above, an apply function, and a line here.
 var commands = map[MessageType]command{
-	NodeRegister:     newCommand("NodeRegister", applyNodeRegister),
+	NodeRegister:     newWireCommand("NodeRegister", (*pb.NodeRegisterCommand)(nil), parseNodeRegister, applyNodeRegister),
 	NodeStatusUpdate: newCommand("NodeStatusUpdate", applyNodeStatusUpdate),
 	NodeDeregister:   newCommand("NodeDeregister", applyNodeDeregister),
 	ServerUpsert:     newCommand("ServerUpsert", applyServerUpsert),
 	ServerDelete:     newCommand("ServerDelete", applyServerDelete),
 }
 
-// newCommand builds a table row from a typed apply function, so each apply
-// function receives its own message type and the table does the one type
-// assertion.
+// newCommand builds a table row from a typed apply function that takes the
+// decoded message, so each apply function receives its own message type and
+// the table does the one type assertion.
 func newCommand[T any, M interface {
 	*T
 	proto.Message
 }](name string, apply func(tx *writeTxn, msg M) error) command {
+	return newWireCommand(name, M(nil), func(body []byte) (M, error) {
+		m := M(new(T))
+		if err := proto.Unmarshal(body, m); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}, apply)
+}
+
+// newWireCommand builds a table row for a command whose body parse reads
+// into a P for apply. Commands on the hot path read their message at the
+// wire level (see row); parse must accept exactly the bodies proto.Unmarshal
+// accepts for message m.
+func newWireCommand[P any](name string, m proto.Message, parse func(body []byte) (P, error), apply func(tx *writeTxn, parsed P) error) command {
 	return command{
 		name:    name,
-		message: M(new(T)).ProtoReflect().Descriptor().FullName(),
-		decode: func(body []byte) (proto.Message, error) {
-			m := M(new(T))
-			if err := proto.Unmarshal(body, m); err != nil {
-				return nil, err
-			}
-			return m, nil
+		message: m.ProtoReflect().Type(),
+		parse: func(body []byte) (any, error) {
+			return parse(body)
 		},
-		apply: func(tx *writeTxn, msg proto.Message) error {
-			m, ok := msg.(M)
+		apply: func(tx *writeTxn, parsed any) error {
+			p, ok := parsed.(P)
 			if !ok {
-				return fmt.Errorf("%w: %s wants %T, got %T", ErrMessageMismatch, name, M(nil), msg)
+				return fmt.Errorf("%w: %s applies a %T, got %T", ErrMessageMismatch, name, p, parsed)
 			}
-			return apply(tx, m)
+			return apply(tx, p)
 		},
 	}
 }
@@ -128,8 +144,8 @@ func Encode(t MessageType, msg proto.Message) ([]byte, error) {
 	if msg == nil || !msg.ProtoReflect().IsValid() {
 		return nil, fmt.Errorf("encoding %s command: %w: message is nil", c.name, ErrMessageMismatch)
 	}
-	if got := msg.ProtoReflect().Descriptor().FullName(); got != c.message {
-		return nil, fmt.Errorf("encoding %s command: %w: want %s, got %s", c.name, ErrMessageMismatch, c.message, got)
+	if got, want := msg.ProtoReflect().Descriptor().FullName(), c.message.Descriptor().FullName(); got != want {
+		return nil, fmt.Errorf("encoding %s command: %w: want %s, got %s", c.name, ErrMessageMismatch, want, got)
 	}
 	buf := make([]byte, 1, 1+proto.Size(msg))
 	buf[0] = byte(t)
@@ -154,8 +170,8 @@ func Decode(buf []byte) (MessageType, proto.Message, error) {
 	if !ok {
 		return t, nil, unknownCommandError(t)
 	}
-	msg, err := c.decode(buf[1:])
-	if err != nil {
+	msg := c.message.New().Interface()
+	if err := proto.Unmarshal(buf[1:], msg); err != nil {
 		return t, nil, fmt.Errorf("%w: %s (type %d), %d body bytes: %w", ErrMalformedCommand, c.name, uint8(t), len(buf)-1, err)
 	}
 	return t, msg, nil

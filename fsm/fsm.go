@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
 )
 
 // FSM is berth's raft state machine. Raft calls Apply with each committed
@@ -75,14 +74,14 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 		res.Err = fmt.Errorf("raft log entry %d is a %s entry, not a command", log.Index, log.Type)
 		return res
 	}
-	c, msg, ok := f.decodeEntry(log, res)
+	c, parsed, ok := f.parseEntry(log, res)
 	if !ok {
 		return res
 	}
 	tx := f.State().beginWrite()
 	defer tx.abort()
 	tx.index = log.Index
-	err := c.apply(tx, msg)
+	err := c.apply(tx, parsed)
 	if err == nil {
 		err = tx.commit()
 	}
@@ -142,7 +141,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 		res := &results[i]
 		*res = ApplyResult{Index: log.Index, Type: PeekType(log.Data)}
 		out[i] = res
-		c, msg, ok := f.decodeEntry(log, res)
+		c, parsed, ok := f.parseEntry(log, res)
 		if !ok {
 			continue
 		}
@@ -151,7 +150,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 		}
 		tx.index = log.Index
 		written := tx.writes
-		if err := c.apply(tx, msg); err != nil {
+		if err := c.apply(tx, parsed); err != nil {
 			if tx.writes != written {
 				f.logger.Warn("command failed after writing: applying its batch entry by entry",
 					"index", log.Index, "command", c.name, "error", err)
@@ -170,10 +169,10 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 	return true
 }
 
-// decodeEntry finds and decodes the command in a command entry. When there
+// parseEntry finds and parses the command in a command entry. When there
 // is nothing to apply it returns ok false, with res.Err saying why, or nil
 // for an unknown command flagged ignorable.
-func (f *FSM) decodeEntry(log *raft.Log, res *ApplyResult) (c command, msg proto.Message, ok bool) {
+func (f *FSM) parseEntry(log *raft.Log, res *ApplyResult) (c command, parsed any, ok bool) {
 	if len(log.Data) == 0 {
 		res.Err = fmt.Errorf("raft log entry %d: %w", log.Index, ErrEmptyCommand)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
@@ -193,13 +192,13 @@ func (f *FSM) decodeEntry(log *raft.Log, res *ApplyResult) (c command, msg proto
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
 		return command{}, nil, false
 	}
-	msg, err := c.decode(log.Data[1:])
+	parsed, err := c.parse(log.Data[1:])
 	if err != nil {
 		res.Err = fmt.Errorf("raft log entry %d: %w: %s: %w", log.Index, ErrMalformedCommand, c.name, err)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
 		return command{}, nil, false
 	}
-	return c, msg, true
+	return c, parsed, true
 }
 
 // refused records why a decoded command was not applied.

@@ -40,7 +40,7 @@ func TestCommandTableNames(t *testing.T) {
 			t.Errorf("types %d and %d share the name %s", other, typ, c.name)
 		}
 		seen[c.name] = typ
-		if c.message == "" {
+		if c.message == nil {
 			t.Errorf("%s has no message type", c.name)
 		}
 	}

@@ -30,6 +30,14 @@ func nodeRec(n *pb.Node) *pb.SnapshotRecord {
 	return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Node{Node: n}}
 }
 
+// rawRec is a record whose encoding is b exactly, for records Persist never
+// writes.
+func rawRec(b []byte) *pb.SnapshotRecord {
+	rec := &pb.SnapshotRecord{}
+	rec.ProtoReflect().SetUnknown(b)
+	return rec
+}
+
 func indexRec(table string, index uint64) *pb.SnapshotRecord {
 	return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: table, Index: index}}}
 }
@@ -44,7 +52,13 @@ func TestRestoreRejectsBadRows(t *testing.T) {
 		msgs    []proto.Message
 		mention string
 	}{
-		{"node without ID", append([]proto.Message{hdr, nodeRec(&pb.Node{Name: "anon"})}, trailer...), "record 1: storing nodes row"},
+		{"node without ID", append([]proto.Message{hdr, nodeRec(&pb.Node{Name: "anon"})}, trailer...), "record 1: nodes row without a key"},
+		// Field 2 (node) twice: two rows in one record.
+		{"two rows in a record", append([]proto.Message{hdr, rawRec([]byte{0x12, 0x03, 0x0a, 0x01, 'a', 0x12, 0x03, 0x0a, 0x01, 'b'})}, trailer...), "record 1: record holds 2 fields"},
+		// A node whose ID is not UTF-8: the row would never decode.
+		{"node not decodable", append([]proto.Message{hdr, rawRec([]byte{0x12, 0x03, 0x0a, 0x01, 0xff})}, trailer...), "Node.id: invalid protobuf encoding: string is not valid UTF-8"},
+		// Field 9, which no version has written.
+		{"unknown record", append([]proto.Message{hdr, rawRec([]byte{0x4a, 0x01, 'x'})}, trailer...), "record 1: record holds no row this version knows"},
 		{"empty record", append([]proto.Message{hdr, &pb.SnapshotRecord{}}, trailer...), "record 1: empty record"},
 		{"index of unknown table", append([]proto.Message{hdr, indexRec("jobs", 3)}, trailer...), `unknown table "jobs"`},
 		{"duplicate index", append([]proto.Message{hdr}, append(trailer, indexRec(fsm.TableNodes, 6))...), "second index record for table nodes"},

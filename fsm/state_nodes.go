@@ -23,38 +23,37 @@ func (r reader) Nodes(ws memdb.WatchSet) ([]*pb.Node, error) {
 
 // NodeCountsByStatus counts nodes by status. Every known status is present,
 // with 0 when no node has it, so a gauge built from it drops back to zero.
+// It reads each node's status from its encoding, decoding no node.
 func (r reader) NodeCountsByStatus() (map[pb.NodeStatus]int, error) {
-	nodes, err := r.Nodes(nil)
-	if err != nil {
-		return nil, err
-	}
 	counts := make(map[pb.NodeStatus]int, len(pb.NodeStatus_name))
 	for v := range pb.NodeStatus_name {
 		if s := pb.NodeStatus(v); s != pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
 			counts[s] = 0
 		}
 	}
-	for _, n := range nodes {
-		counts[n.GetStatus()]++
+	err := eachRow(r.db.Txn(false), nil, TableNodes, func(n *row) error {
+		counts[pb.NodeStatus(int32(wireVarint(n.raw, nodeFieldStatus)))]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return counts, nil
 }
 
-// insertNode stores n at the transaction's index. n must be owned by the
-// caller (freshly decoded or cloned) and is not touched after this.
-func insertNode(tx *writeTxn, n *pb.Node) error {
-	n.ModifyIndex = tx.index
-	if err := tx.insert(TableNodes, n); err != nil {
-		return fmt.Errorf("storing node %q: %w", n.GetId(), err)
+// storeNode stores the node row r, replacing the node with its ID.
+func storeNode(tx *writeTxn, r *row) error {
+	if err := tx.insert(TableNodes, r); err != nil {
+		return fmt.Errorf("storing node %q: %w", r.key, err)
 	}
 	tx.touch(TableNodes)
 	return nil
 }
 
-// deleteNode removes n, which must be the stored row.
-func deleteNode(tx *writeTxn, n *pb.Node) error {
-	if err := tx.delete(TableNodes, n); err != nil {
-		return fmt.Errorf("deleting node %q: %w", n.GetId(), err)
+// deleteNode removes r, which must be the stored row.
+func deleteNode(tx *writeTxn, r *row) error {
+	if err := tx.delete(TableNodes, r); err != nil {
+		return fmt.Errorf("deleting node %q: %w", r.key, err)
 	}
 	tx.touch(TableNodes)
 	return nil

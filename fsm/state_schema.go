@@ -4,16 +4,18 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/pb"
 )
 
 // Table names, as StateStore.Index takes them.
 const (
-	// TableNodes holds *pb.Node by ID.
+	// TableNodes holds nodes (pb.Node) by ID.
 	TableNodes = "nodes"
-	// TableServers holds *pb.ServerMember by raft server ID.
+	// TableServers holds servers (pb.ServerMember) by raft server ID.
 	TableServers = "servers"
 )
 
@@ -24,68 +26,65 @@ const tableIndex = "index"
 // indexID is the primary index every table has.
 const indexID = "id"
 
-// tableSpec registers one table of the state store: its memdb indexes and
-// how its rows travel through a snapshot. Adding a table (jobs, allocs,
-// volumes, ...) is a spec in tables, read functions, and apply functions; the
-// schema, snapshot and restore pick it up from here.
+// tableSpec registers one data table of the state store. Its rows are
+// *row: encodings of message, keyed by the message's string field key. In a
+// snapshot each row is a pb.SnapshotRecord holding the message in field
+// record. Adding a table (jobs, allocs, volumes, ...) is a spec in tables,
+// read functions, and apply functions; the schema, snapshot and restore pick
+// it up from here.
 type tableSpec struct {
 	name    string
-	indexes func() map[string]*memdb.IndexSchema
-	// record wraps one stored row as a snapshot record.
-	record func(row any) (*pb.SnapshotRecord, error)
-	// row returns the row held by rec if rec belongs to this table, else nil.
-	row func(rec *pb.SnapshotRecord) proto.Message
+	message protoreflect.MessageType
+	key     protowire.Number
+	record  protowire.Number
 }
 
 // tables lists the data tables in the order a snapshot writes them.
 var tables = []tableSpec{
-	rowTable(TableNodes, idIndex((*pb.Node).GetId),
-		func(n *pb.Node) *pb.SnapshotRecord {
-			return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Node{Node: n}}
-		},
-		(*pb.SnapshotRecord).GetNode),
-	rowTable(TableServers, idIndex((*pb.ServerMember).GetId),
-		func(s *pb.ServerMember) *pb.SnapshotRecord {
-			return &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Server{Server: s}}
-		},
-		(*pb.SnapshotRecord).GetServer),
+	dataTable(TableNodes, (*pb.Node)(nil), "id", "node"),
+	dataTable(TableServers, (*pb.ServerMember)(nil), "id", "server"),
 }
 
-// rowTable builds a tableSpec for rows of message type M.
-func rowTable[M proto.Message](
-	name string,
-	indexes func() map[string]*memdb.IndexSchema,
-	wrap func(M) *pb.SnapshotRecord,
-	unwrap func(*pb.SnapshotRecord) M,
-) tableSpec {
+// dataTable builds the spec of a table of messages like m, keyed by their
+// field key and carried in snapshots in pb.SnapshotRecord's field record.
+func dataTable(name string, m proto.Message, key, record protoreflect.Name) tableSpec {
+	mt := m.ProtoReflect().Type()
 	return tableSpec{
 		name:    name,
-		indexes: indexes,
-		record: func(row any) (*pb.SnapshotRecord, error) {
-			m, ok := row.(M)
-			if !ok {
-				return nil, fmt.Errorf("table %s holds a %T", name, row)
-			}
-			return wrap(m), nil
-		},
-		row: func(rec *pb.SnapshotRecord) proto.Message {
-			m := unwrap(rec)
-			if !m.ProtoReflect().IsValid() {
-				return nil
-			}
-			return m
-		},
+		message: mt,
+		key:     fieldNumber(mt.Descriptor(), key),
+		record:  fieldNumber(snapshotRecordDesc, record),
 	}
 }
 
-// idIndex is a unique primary index on the string key returns.
-func idIndex[M any](key func(M) string) func() map[string]*memdb.IndexSchema {
-	return func() map[string]*memdb.IndexSchema {
-		return map[string]*memdb.IndexSchema{
-			indexID: {Name: indexID, Unique: true, Indexer: stringKeyIndex[M]{key: key}},
-		}
+var snapshotRecordDesc = (*pb.SnapshotRecord)(nil).ProtoReflect().Descriptor()
+
+// rowKeyIndex is the primary index of a data table: a row's key, as
+// memdb.StringFieldIndex would build it.
+type rowKeyIndex struct{}
+
+var (
+	_ memdb.SingleIndexer = rowKeyIndex{}
+	_ memdb.PrefixIndexer = rowKeyIndex{}
+)
+
+// FromObject returns the key of a *row.
+func (rowKeyIndex) FromObject(obj any) (bool, []byte, error) {
+	r, ok := obj.(*row)
+	if !ok {
+		return false, nil, fmt.Errorf("row is a %T, want *fsm.row", obj)
 	}
+	if r.key == "" {
+		return false, nil, nil
+	}
+	return true, terminated(r.key), nil
 }
+
+// FromArgs returns the key for a lookup by one string.
+func (rowKeyIndex) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
+
+// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
+func (rowKeyIndex) PrefixFromArgs(args ...any) ([]byte, error) { return stringPrefixArg(args) }
 
 // stringKeyIndex indexes rows of type M by a string key read through a
 // getter. It builds exactly the keys memdb.StringFieldIndex does (the string
@@ -97,8 +96,8 @@ type stringKeyIndex[M any] struct {
 }
 
 var (
-	_ memdb.SingleIndexer = stringKeyIndex[*pb.Node]{}
-	_ memdb.PrefixIndexer = stringKeyIndex[*pb.Node]{}
+	_ memdb.SingleIndexer = stringKeyIndex[*pb.TableIndex]{}
+	_ memdb.PrefixIndexer = stringKeyIndex[*pb.TableIndex]{}
 )
 
 // FromObject returns the key of row, which must be an M.
@@ -116,7 +115,15 @@ func (x stringKeyIndex[M]) FromObject(row any) (bool, []byte, error) {
 }
 
 // FromArgs returns the key for a lookup by one string.
-func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) {
+func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
+
+// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
+func (x stringKeyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
+	return stringPrefixArg(args)
+}
+
+// stringArg is the key for a lookup by one string.
+func stringArg(args []any) ([]byte, error) {
 	if len(args) != 1 {
 		return nil, fmt.Errorf("must provide only a single argument")
 	}
@@ -127,9 +134,9 @@ func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) {
 	return terminated(v), nil
 }
 
-// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
-func (x stringKeyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
-	k, err := x.FromArgs(args...)
+// stringPrefixArg is the key prefix for a lookup by the start of a key.
+func stringPrefixArg(args []any) ([]byte, error) {
+	k, err := stringArg(args)
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +163,14 @@ func tableNamed(name string) (tableSpec, bool) {
 // schema builds the memdb schema: every data table plus the index table.
 func schema() *memdb.DBSchema {
 	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tableIndex: {Name: tableIndex, Indexes: idIndex((*pb.TableIndex).GetTable)()},
+		tableIndex: {Name: tableIndex, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: stringKeyIndex[*pb.TableIndex]{key: (*pb.TableIndex).GetTable}},
+		}},
 	}}
 	for _, t := range tables {
-		s.Tables[t.name] = &memdb.TableSchema{Name: t.name, Indexes: t.indexes()}
+		s.Tables[t.name] = &memdb.TableSchema{Name: t.name, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: rowKeyIndex{}},
+		}}
 	}
 	return s
 }

@@ -25,17 +25,21 @@ func (r reader) Servers(ws memdb.WatchSet) ([]*pb.ServerMember, error) {
 // caller and is not touched after this.
 func insertServer(tx *writeTxn, s *pb.ServerMember) error {
 	s.ModifyIndex = tx.index
-	if err := tx.insert(TableServers, s); err != nil {
+	r, err := messageRow(s.GetId(), s)
+	if err != nil {
+		return err
+	}
+	if err := tx.insert(TableServers, r); err != nil {
 		return fmt.Errorf("storing server %q: %w", s.GetId(), err)
 	}
 	tx.touch(TableServers)
 	return nil
 }
 
-// deleteServer removes s, which must be the stored row.
-func deleteServer(tx *writeTxn, s *pb.ServerMember) error {
-	if err := tx.delete(TableServers, s); err != nil {
-		return fmt.Errorf("deleting server %q: %w", s.GetId(), err)
+// deleteServer removes the server row r.
+func deleteServer(tx *writeTxn, r *row) error {
+	if err := tx.delete(TableServers, r); err != nil {
+		return fmt.Errorf("deleting server %q: %w", r.key, err)
 	}
 	tx.touch(TableServers)
 	return nil

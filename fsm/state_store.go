@@ -5,13 +5,15 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
 )
 
 // StateStore is the replicated state: indexed tables of protobuf objects in
 // an in-memory database whose reads can register watch channels, so blocking
-// queries sleep until what they read changes.
+// queries sleep until what they read changes. Tables keep each object as its
+// encoding (see row) and decode it on first read.
 //
 // Only the FSM writes to it, from raft's apply goroutine. Reads are safe from
 // any goroutine. Objects returned by reads are shared with the store and
@@ -102,63 +104,104 @@ func (r reader) Index(table string) (uint64, error) {
 // LatestIndex returns the highest raft index that changed any table, 0 for an
 // empty store.
 func (r reader) LatestIndex() (uint64, error) {
-	indexes, err := list[*pb.TableIndex](r.db.Txn(false), nil, tableIndex)
+	it, err := r.db.Txn(false).Get(tableIndex, indexID)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("listing table indexes: %w", err)
 	}
 	var latest uint64
-	for _, ti := range indexes {
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		ti, ok := obj.(*pb.TableIndex)
+		if !ok {
+			return 0, fmt.Errorf("index table holds a %T", obj)
+		}
 		latest = max(latest, ti.GetIndex())
 	}
 	return latest, nil
 }
 
-// first looks up one row by primary key, adding a watch on it to ws. It
-// returns the zero M (a nil pointer) when there is no such row.
-func first[M any](txn *memdb.Txn, ws memdb.WatchSet, table string, id string) (M, error) {
-	var zero M
-	watchCh, row, err := txn.FirstWatch(table, indexID, id)
+// firstRow looks up one row of a data table by primary key, adding a watch
+// on it to ws. It returns nil when there is no such row.
+func firstRow(txn *memdb.Txn, ws memdb.WatchSet, table string, id string) (*row, error) {
+	watchCh, obj, err := txn.FirstWatch(table, indexID, id)
 	if err != nil {
-		return zero, fmt.Errorf("reading %s %q: %w", table, id, err)
+		return nil, fmt.Errorf("reading %s %q: %w", table, id, err)
 	}
 	ws.Add(watchCh)
-	if row == nil {
-		return zero, nil
+	if obj == nil {
+		return nil, nil
 	}
-	m, ok := row.(M)
+	r, ok := obj.(*row)
 	if !ok {
-		return zero, fmt.Errorf("table %s holds a %T, want %T", table, row, zero)
+		return nil, fmt.Errorf("table %s holds a %T", table, obj)
+	}
+	return r, nil
+}
+
+// first looks up one object by primary key, adding a watch on it to ws. It
+// returns the zero M (a nil pointer) when there is no such row.
+func first[M proto.Message](txn *memdb.Txn, ws memdb.WatchSet, table string, id string) (M, error) {
+	var zero M
+	r, err := firstRow(txn, ws, table, id)
+	if err != nil || r == nil {
+		return zero, err
+	}
+	m, err := rowMessage[M](r)
+	if err != nil {
+		return zero, fmt.Errorf("reading %s: %w", table, err)
 	}
 	return m, nil
 }
 
-// list returns every row of table in primary-key order, adding a watch on
-// the whole table to ws.
-func list[M any](txn *memdb.Txn, ws memdb.WatchSet, table string) ([]M, error) {
-	it, err := txn.Get(table, indexID)
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", table, err)
-	}
-	ws.Add(it.WatchCh())
+// list returns every object of table in primary-key order, adding a watch
+// on the whole table to ws.
+func list[M proto.Message](txn *memdb.Txn, ws memdb.WatchSet, table string) ([]M, error) {
 	var out []M
-	for row := it.Next(); row != nil; row = it.Next() {
-		m, ok := row.(M)
-		if !ok {
-			var zero M
-			return nil, fmt.Errorf("table %s holds a %T, want %T", table, row, zero)
+	err := eachRow(txn, ws, table, func(r *row) error {
+		m, err := rowMessage[M](r)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", table, err)
 		}
 		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// eachRow calls fn with every row of table in primary-key order, adding a
+// watch on the whole table to ws, and stops at fn's first error.
+func eachRow(txn *memdb.Txn, ws memdb.WatchSet, table string, fn func(*row) error) error {
+	it, err := txn.Get(table, indexID)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", table, err)
 	}
-	return out, nil
+	ws.Add(it.WatchCh())
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		r, ok := obj.(*row)
+		if !ok {
+			return fmt.Errorf("table %s holds a %T", table, obj)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeTxn is the write transaction one command, or a batch of commands,
-// applies in. Apply functions read through txn but write only through
+// applies in. Apply functions read through row and write only through
 // insert, delete and touch, which count the writes: a batch relies on that
 // count to tell a refused command that wrote nothing (the batch carries on)
 // from one that failed half-way (the batch is redone command by command).
 type writeTxn struct {
 	txn *memdb.Txn
+	// base reads the state as it was when the transaction began, and
+	// written holds every row the transaction has stored (or deleted: nil)
+	// since; row reads through both. Reading through txn itself would be
+	// as correct, but a read on a memdb write transaction makes the radix
+	// tree forget which of its nodes the transaction already copied, so
+	// each later insert of the batch would copy its whole path again.
+	base    *memdb.Txn
+	written map[rowRef]*row
 	// index is the raft index of the command being applied.
 	index uint64
 	// writes counts rows inserted or deleted and tables touched.
@@ -169,25 +212,52 @@ type writeTxn struct {
 	touched []tableTouch
 }
 
+// rowRef names a row: its table and key.
+type rowRef struct{ table, key string }
+
 type tableTouch struct {
 	table string
 	index uint64
 }
 
 func (s *StateStore) beginWrite() *writeTxn {
-	return &writeTxn{txn: s.db.Txn(true)}
+	return &writeTxn{txn: s.db.Txn(true), base: s.db.Txn(false)}
 }
 
-// insert stores row in table, replacing the row with the same ID.
-func (tx *writeTxn) insert(table string, row any) error {
-	tx.writes++
-	return tx.txn.Insert(table, row)
+// row returns the row of table with key as this transaction sees it, nil
+// when there is none.
+func (tx *writeTxn) row(table, key string) (*row, error) {
+	if r, ok := tx.written[rowRef{table, key}]; ok {
+		return r, nil
+	}
+	return firstRow(tx.base, nil, table, key)
 }
 
-// delete removes row, which must be the stored row, from table.
-func (tx *writeTxn) delete(table string, row any) error {
+// insert stores r in table, replacing the row with the same key.
+func (tx *writeTxn) insert(table string, r *row) error {
 	tx.writes++
-	return tx.txn.Delete(table, row)
+	if err := tx.txn.Insert(table, r); err != nil {
+		return err
+	}
+	tx.remember(table, r.key, r)
+	return nil
+}
+
+// delete removes r, which must be the stored row, from table.
+func (tx *writeTxn) delete(table string, r *row) error {
+	tx.writes++
+	if err := tx.txn.Delete(table, r); err != nil {
+		return err
+	}
+	tx.remember(table, r.key, nil)
+	return nil
+}
+
+func (tx *writeTxn) remember(table, key string, r *row) {
+	if tx.written == nil {
+		tx.written = map[rowRef]*row{}
+	}
+	tx.written[rowRef{table, key}] = r
 }
 
 // touch records that table changed at the current command's index.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 )
 
 // section is one area's benchmark; it prints its own table to stdout.
@@ -19,13 +20,32 @@ type section struct {
 type options struct {
 	// quick shortens every measurement (used by the smoke test in make test).
 	quick bool
+	// payload, if set, is the only raft payload measured ("real", "stress").
+	payload string
 }
 
 func main() {
+	os.Exit(run())
+}
+
+// run runs the chosen sections and returns the exit code; it returns rather
+// than exiting so that the CPU profile is written out.
+func run() int {
 	var opts options
 	only := flag.String("only", "", "run only the named section (raft, drivers, csi)")
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
+	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	flag.Parse()
+
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer stop()
+	}
 
 	sections := []section{
 		{"raft", benchRaft},
@@ -44,6 +64,25 @@ func main() {
 		}
 	}
 	if failed {
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// startCPUProfile profiles the process into path until the returned stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: CPU profile: %v\n", err)
+		}
+	}, nil
 }

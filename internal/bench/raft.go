@@ -90,6 +90,12 @@ func benchRaft(opts options) (err error) {
 		return err
 	}
 	specs := []payloadSpec{headline, stressPayload()}
+	if opts.payload != "" {
+		specs = slices.DeleteFunc(specs, func(s payloadSpec) bool { return s.name != opts.payload })
+		if len(specs) == 0 {
+			return fmt.Errorf("no payload named %q: there are real and stress", opts.payload)
+		}
+	}
 	dir, err := os.MkdirTemp("", "berth-bench-raft-")
 	if err != nil {
 		return fmt.Errorf("creating data dir: %w", err)

@@ -1,0 +1,331 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// This file reads protobuf encodings without decoding them into messages.
+// The state store keeps every row as its encoding (see row), so the hot
+// commands never build the message at all: they check the bytes, read the
+// two or three fields they need, and store the bytes.
+//
+// checkWire accepts exactly the encodings proto.Unmarshal accepts (the fuzz
+// test FuzzCheckWire holds it to that), so a row the FSM stored always
+// decodes, on every server.
+
+// errWire is what a malformed encoding fails with, wrapped with where.
+var errWire = errors.New("invalid protobuf encoding")
+
+// wireSchema is a message type compiled for checkWire: for each field
+// number, how its value is encoded and what checking it takes. Looking a
+// field up in it is an index into a slice, where the descriptor would cost a
+// map lookup and several interface calls per field.
+type wireSchema struct {
+	name protoreflect.Name
+	// fields is indexed by field number; sparse holds numbers past its end.
+	fields []wireField
+	sparse map[protowire.Number]*wireField
+}
+
+// wireField is one known field of a wireSchema.
+type wireField struct {
+	name  protoreflect.Name
+	known bool
+	// typ is the wire type the field's values are encoded with.
+	typ protowire.Type
+	// packed: a repeated scalar, which also comes packed in one bytes value.
+	packed bool
+	// utf8: a string that proto.Unmarshal refuses unless valid UTF-8.
+	utf8 bool
+	// message is the schema of a message field's (or map field's entry's)
+	// values.
+	message *wireSchema
+}
+
+// denseFields is how many field numbers a wireSchema indexes directly.
+const denseFields = 64
+
+// compileWire compiles md, and every message type reachable from its
+// fields, for checkWire.
+func compileWire(md protoreflect.MessageDescriptor) *wireSchema {
+	return compileWireMemo(md, map[protoreflect.FullName]*wireSchema{})
+}
+
+func compileWireMemo(md protoreflect.MessageDescriptor, memo map[protoreflect.FullName]*wireSchema) *wireSchema {
+	if s, ok := memo[md.FullName()]; ok {
+		return s // a type that contains itself, or one seen before
+	}
+	s := &wireSchema{name: md.Name()}
+	memo[md.FullName()] = s
+	fds := md.Fields()
+	for i := range fds.Len() {
+		fd := fds.Get(i)
+		f := wireField{
+			name:  fd.Name(),
+			known: true,
+			typ:   wireTypeOf(fd.Kind()),
+			utf8:  fd.Kind() == protoreflect.StringKind && checksUTF8(fd),
+		}
+		f.packed = fd.IsList() && isPackable(f.typ)
+		if fd.Kind() == protoreflect.MessageKind {
+			f.message = compileWireMemo(fd.Message(), memo)
+		}
+		if num := fd.Number(); num < denseFields {
+			if int(num) >= len(s.fields) {
+				s.fields = append(s.fields, make([]wireField, int(num)+1-len(s.fields))...)
+			}
+			s.fields[num] = f
+		} else {
+			if s.sparse == nil {
+				s.sparse = map[protowire.Number]*wireField{}
+			}
+			s.sparse[num] = &f
+		}
+	}
+	return s
+}
+
+// field returns the known field num, or nil.
+func (s *wireSchema) field(num protowire.Number) *wireField {
+	if int(num) < len(s.fields) {
+		if f := &s.fields[num]; f.known {
+			return f
+		}
+		return nil
+	}
+	return s.sparse[num]
+}
+
+// checkWire reports whether b is an encoding of a message of schema s that
+// proto.Unmarshal would accept, without allocating: every tag and value is
+// well formed, every known message field holds a valid message of its type
+// (map entries included), and every proto3 string is valid UTF-8. As in
+// proto.Unmarshal, a known field with another wire type than its own counts
+// as an unknown field, and unknown fields only need to be well formed.
+func checkWire(s *wireSchema, b []byte) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%s: %w: tag: %w", s.name, errWire, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num > protowire.MaxValidNumber {
+			return fmt.Errorf("%s: %w: field number %d is over the maximum %d", s.name, errWire, num, protowire.MaxValidNumber)
+		}
+		if typ == protowire.EndGroupType {
+			return fmt.Errorf("%s: %w: end of group %d that never started", s.name, errWire, num)
+		}
+		if f := s.field(num); f != nil {
+			n, err := f.check(typ, b)
+			if err != nil {
+				return fmt.Errorf("%s.%s: %w", s.name, f.name, err)
+			}
+			if n > 0 {
+				b = b[n:]
+				continue
+			}
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return fmt.Errorf("%s: %w: field %d: %w", s.name, errWire, num, protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// check checks a value of f, encoded with wire type typ, at the start of b,
+// and returns its length. It returns 0 and no error when typ is not f's
+// wire type: the value is then an unknown field.
+func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
+	if typ != f.typ {
+		if typ == protowire.BytesType && f.packed {
+			return checkPacked(f.typ, b)
+		}
+		return 0, nil
+	}
+	switch typ {
+	case protowire.VarintType:
+		_, n := protowire.ConsumeVarint(b)
+		return wireLen(n)
+	case protowire.Fixed32Type:
+		_, n := protowire.ConsumeFixed32(b)
+		return wireLen(n)
+	case protowire.Fixed64Type:
+		_, n := protowire.ConsumeFixed64(b)
+		return wireLen(n)
+	case protowire.BytesType:
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return wireLen(n)
+		}
+		if f.message != nil {
+			if err := checkWire(f.message, v); err != nil {
+				return 0, err
+			}
+		} else if f.utf8 && !utf8.Valid(v) {
+			return 0, fmt.Errorf("%w: string is not valid UTF-8", errWire)
+		}
+		return n, nil
+	}
+	// Groups: berth's messages have none, so this value is skipped as an
+	// unknown field, which checks that the group is well formed.
+	return 0, nil
+}
+
+// checkPacked checks a packed repeated field of scalars of wire type elem.
+func checkPacked(elem protowire.Type, b []byte) (int, error) {
+	v, n := protowire.ConsumeBytes(b)
+	if n < 0 {
+		return wireLen(n)
+	}
+	for len(v) > 0 {
+		var m int
+		switch elem {
+		case protowire.VarintType:
+			_, m = protowire.ConsumeVarint(v)
+		case protowire.Fixed32Type:
+			_, m = protowire.ConsumeFixed32(v)
+		default:
+			_, m = protowire.ConsumeFixed64(v)
+		}
+		if m < 0 {
+			return 0, fmt.Errorf("%w: packed value: %w", errWire, protowire.ParseError(m))
+		}
+		v = v[m:]
+	}
+	return n, nil
+}
+
+// wireLen turns a protowire length-or-error into a length or an error.
+func wireLen(n int) (int, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("%w: %w", errWire, protowire.ParseError(n))
+	}
+	return n, nil
+}
+
+// wireTypeOf is the wire type a field of kind k is encoded with.
+func wireTypeOf(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.BoolKind, protoreflect.EnumKind,
+		protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Uint32Kind,
+		protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind:
+		return protowire.VarintType
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return protowire.Fixed32Type
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return protowire.Fixed64Type
+	case protoreflect.GroupKind:
+		return protowire.StartGroupType
+	default: // strings, bytes, messages
+		return protowire.BytesType
+	}
+}
+
+func isPackable(t protowire.Type) bool {
+	return t == protowire.VarintType || t == protowire.Fixed32Type || t == protowire.Fixed64Type
+}
+
+// checksUTF8 reports whether proto.Unmarshal refuses invalid UTF-8 in string
+// field fd: in proto3 files, and in editions unless the field opts out
+// (which berth's protos never do); never in proto2.
+func checksUTF8(fd protoreflect.FieldDescriptor) bool {
+	return fd.ParentFile().Syntax() != protoreflect.Proto2
+}
+
+// The readers below take an encoding checkWire accepted. Each returns the
+// value proto.Unmarshal would set: the last occurrence of a singular scalar
+// field wins, and an occurrence with another wire type is an unknown field,
+// not the field.
+
+// wireString returns the string field num of the message encoded in b, ""
+// when absent.
+func wireString(b []byte, num protowire.Number) string {
+	var last []byte
+	eachField(b, func(n protowire.Number, typ protowire.Type, v []byte) {
+		if n == num && typ == protowire.BytesType {
+			last, _ = protowire.ConsumeBytes(v)
+		}
+	})
+	return string(last)
+}
+
+// wireVarint returns the varint field num of the message encoded in b, 0
+// when absent.
+func wireVarint(b []byte, num protowire.Number) uint64 {
+	var last uint64
+	eachField(b, func(n protowire.Number, typ protowire.Type, v []byte) {
+		if n == num && typ == protowire.VarintType {
+			last, _ = protowire.ConsumeVarint(v)
+		}
+	})
+	return last
+}
+
+// wireMessage returns the encoding of message field num of the message
+// encoded in b, and whether the field is present. Occurrences of a message
+// field merge, and merging encodings is concatenating them, so a field that
+// occurs more than once comes back as their concatenation (a new slice);
+// one occurrence comes back as a sub-slice of b.
+func wireMessage(b []byte, num protowire.Number) ([]byte, bool) {
+	var out []byte
+	found, copied := false, false
+	eachField(b, func(n protowire.Number, typ protowire.Type, v []byte) {
+		if n != num || typ != protowire.BytesType {
+			return
+		}
+		m, _ := protowire.ConsumeBytes(v)
+		switch {
+		case !found:
+			out, found = m, true
+		case !copied:
+			out, copied = append(append([]byte(nil), out...), m...), true
+		default:
+			out = append(out, m...)
+		}
+	})
+	return out, found
+}
+
+// eachField calls fn with every top-level field of the message encoded in
+// b, value bytes starting at the value. b must be well formed.
+func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte)) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return
+		}
+		fn(num, typ, b[:m])
+		b = b[m:]
+	}
+}
+
+// appendVarintField appends field num with value v to an encoding. Appended
+// to a message's encoding it overrides any earlier value of a singular
+// scalar field, which is how the FSM sets the fields it assigns (create and
+// modify index) without decoding the message.
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// fieldNumber returns the number of md's field called name; it panics for a
+// name md does not have, which the tests catch at once.
+func fieldNumber(md protoreflect.MessageDescriptor, name protoreflect.Name) protowire.Number {
+	fd := md.Fields().ByName(name)
+	if fd == nil {
+		panic(fmt.Sprintf("fsm: %s has no field %s", md.FullName(), name))
+	}
+	return fd.Number()
+}
