@@ -50,9 +50,12 @@
 // volumes, claims, attachments, plugins and evaluations as they arrive, each
 // registered in state_schema.go) in go-memdb. Every object carries the raft
 // index that created it and the one that last changed it, and the index
-// table records the raft index of each table's last change. Reads hand out
-// the stored protobuf pointers: callers must not mutate them. Updates never
-// mutate a stored object; they store a modified clone.
+// table records the raft index of each table's last change. A table keeps
+// each object as its protobuf encoding (see row) and decodes it on first
+// read; reads hand out that decoded message, shared with every other reader,
+// so callers must not mutate it. Updates never mutate a stored object; they
+// store a new row. The hot commands read their bodies at the wire level (see
+// checkWire) and store bytes without building a message.
 //
 // Reads take an optional memdb.WatchSet. BlockingQuery builds the long-poll
 // behind the HTTP API's ?index= parameter from them: it re-runs a read on a

@@ -109,8 +109,13 @@ func (s *wireSchema) field(num protowire.Number) *wireField {
 // as an unknown field, and unknown fields only need to be well formed.
 func checkWire(s *wireSchema, b []byte) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+		var num protowire.Number
+		var typ protowire.Type
+		var n int
+		if b[0] < 0x80 && b[0] >= 1<<3 {
+			// A one-byte tag, as every field numbered below 16 has.
+			num, typ, n = protowire.Number(b[0]>>3), protowire.Type(b[0]&7), 1
+		} else if num, typ, n = protowire.ConsumeTag(b); n < 0 {
 			return fmt.Errorf("%s: %w: tag: %w", s.name, errWire, protowire.ParseError(n))
 		}
 		b = b[n:]
@@ -151,6 +156,9 @@ func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
 	}
 	switch typ {
 	case protowire.VarintType:
+		if len(b) > 0 && b[0] < 0x80 {
+			return 1, nil
+		}
 		_, n := protowire.ConsumeVarint(b)
 		return wireLen(n)
 	case protowire.Fixed32Type:
@@ -160,8 +168,12 @@ func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
 		_, n := protowire.ConsumeFixed64(b)
 		return wireLen(n)
 	case protowire.BytesType:
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
+		var v []byte
+		var n int
+		if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+			// A one-byte length, as every value under 128 bytes has.
+			v, n = b[1:1+b[0]], 1+int(b[0])
+		} else if v, n = protowire.ConsumeBytes(b); n < 0 {
 			return wireLen(n)
 		}
 		if f.message != nil {

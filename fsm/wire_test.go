@@ -143,3 +143,18 @@ func TestFieldNumberPanicsForMissingField(t *testing.T) {
 	}()
 	fieldNumber((&pb.Node{}).ProtoReflect().Descriptor(), "no_such_field")
 }
+
+// BenchmarkCheckWire checks a NodeRegister body of the heavy node.
+func BenchmarkCheckWire(b *testing.B) {
+	body, err := encodeOptions.Marshal(&pb.NodeRegisterCommand{Node: testutil.HeavyNode("00000000-0000-4000-8000-000000000001")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkWire(nodeRegisterWire, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

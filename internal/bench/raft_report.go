@@ -183,7 +183,8 @@ func (pr *payloadReport) print(plan raftPlan) {
 	if fsmOnly.cpuOK {
 		fmt.Printf(", %s CPU", fmtLatency(fsmOnly.cpu))
 	}
-	fmt.Printf(" (%d distinct nodes into an empty table, median of %d).\n", fsmOnly.ops, plan.fsmOnlyReps)
+	fmt.Printf(" (%d distinct nodes into an empty table in batches of %d, as raft hands them over under load; median of %d).\n",
+		fsmOnly.ops, fsmOnlyBatch, plan.fsmOnlyReps)
 	for _, servers := range raftServerCounts {
 		runs := pr.cells[raftCell{servers, topProcs}]
 		if runs == nil || !fsmOnly.cpuOK {
