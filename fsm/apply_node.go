@@ -30,9 +30,10 @@ var (
 // command clients send most and the largest, so it is applied without
 // decoding the node (see row).
 type nodeRegistration struct {
-	node     []byte // the node's encoding, a sub-slice of the entry
-	id, name string
-	status   pb.NodeStatus
+	node   []byte // the node's encoding, a sub-slice of the entry
+	id     string
+	name   []byte // only for error messages, so not copied
+	status pb.NodeStatus
 }
 
 // parseNodeRegister checks that body is a valid NodeRegisterCommand, as
@@ -54,8 +55,7 @@ func parseNodeRegister(body []byte) (*nodeRegistration, error) {
 			id, _ := protowire.ConsumeBytes(v)
 			reg.id = string(id)
 		case num == nodeFieldName && typ == protowire.BytesType:
-			name, _ := protowire.ConsumeBytes(v)
-			reg.name = string(name)
+			reg.name, _ = protowire.ConsumeBytes(v)
 		case num == nodeFieldStatus && typ == protowire.VarintType:
 			status, _ := protowire.ConsumeVarint(v)
 			reg.status = pb.NodeStatus(int32(status))

@@ -78,7 +78,7 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 	if !ok {
 		return res
 	}
-	tx := f.State().beginWrite()
+	tx := f.State().beginWrite(1)
 	defer tx.abort()
 	tx.index = log.Index
 	err := c.apply(tx, parsed)
@@ -146,7 +146,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 			continue
 		}
 		if tx == nil {
-			tx = f.State().beginWrite()
+			tx = f.State().beginWrite(len(logs) - i)
 		}
 		tx.index = log.Index
 		written := tx.writes

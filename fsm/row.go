@@ -2,7 +2,7 @@ package fsm
 
 import (
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -27,16 +27,24 @@ import (
 // always decodes.
 type row struct {
 	key string
-	raw []byte
+	// indexKey is key as the primary index stores it (see terminated),
+	// built once with the row rather than on every index lookup.
+	indexKey []byte
+	raw      []byte
+	// decoded is set the first time the row is read. Two first readers
+	// racing may both decode; one result wins and both are equal.
+	decoded atomic.Pointer[decodedRow]
+}
 
-	once sync.Once
-	msg  proto.Message
-	err  error
+// decodedRow is a row's message, or why it did not decode.
+type decodedRow struct {
+	msg proto.Message
+	err error
 }
 
 // rawRow is a row holding raw, an encoding checkWire accepted, under key.
 func rawRow(key string, raw []byte) *row {
-	return &row{key: key, raw: raw}
+	return &row{key: key, indexKey: terminated(key), raw: raw}
 }
 
 // messageRow is a row holding msg, encoded deterministically, under key. msg
@@ -46,23 +54,25 @@ func messageRow(key string, msg proto.Message) (*row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s %q: %w", msg.ProtoReflect().Descriptor().Name(), key, err)
 	}
-	r := &row{key: key, raw: raw}
-	r.once.Do(func() { r.msg = msg })
+	r := rawRow(key, raw)
+	r.decoded.Store(&decodedRow{msg: msg})
 	return r, nil
 }
 
-// message returns the row decoded as a new message of type mt, decoding it
-// on the first call. Callers share the message and must not mutate it.
+// message returns the row decoded as a message of type mt, decoding it on
+// the first call. Callers share the message and must not mutate it.
 func (r *row) message(mt protoreflect.MessageType) (proto.Message, error) {
-	r.once.Do(func() {
-		m := mt.New().Interface()
-		if err := proto.Unmarshal(r.raw, m); err != nil {
-			r.err = fmt.Errorf("decoding %s %q: %w", mt.Descriptor().Name(), r.key, err)
-			return
-		}
-		r.msg = m
-	})
-	return r.msg, r.err
+	if d := r.decoded.Load(); d != nil {
+		return d.msg, d.err
+	}
+	d := &decodedRow{msg: mt.New().Interface()}
+	if err := proto.Unmarshal(r.raw, d.msg); err != nil {
+		d.msg, d.err = nil, fmt.Errorf("decoding %s %q: %w", mt.Descriptor().Name(), r.key, err)
+	}
+	if !r.decoded.CompareAndSwap(nil, d) {
+		d = r.decoded.Load()
+	}
+	return d.msg, d.err
 }
 
 // rowMessage returns r decoded as an M, the message type of its table.

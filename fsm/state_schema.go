@@ -77,7 +77,7 @@ func (rowKeyIndex) FromObject(obj any) (bool, []byte, error) {
 	if r.key == "" {
 		return false, nil, nil
 	}
-	return true, terminated(r.key), nil
+	return true, r.indexKey, nil
 }
 
 // FromArgs returns the key for a lookup by one string.

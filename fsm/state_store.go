@@ -220,8 +220,14 @@ type tableTouch struct {
 	index uint64
 }
 
-func (s *StateStore) beginWrite() *writeTxn {
-	return &writeTxn{txn: s.db.Txn(true), base: s.db.Txn(false)}
+// beginWrite starts a write transaction for up to commands commands, which
+// sizes the record of written rows for a batch.
+func (s *StateStore) beginWrite(commands int) *writeTxn {
+	return &writeTxn{
+		txn:     s.db.Txn(true),
+		base:    s.db.Txn(false),
+		written: make(map[rowRef]*row, commands),
+	}
 }
 
 // row returns the row of table with key as this transaction sees it, nil
@@ -254,9 +260,6 @@ func (tx *writeTxn) delete(table string, r *row) error {
 }
 
 func (tx *writeTxn) remember(table, key string, r *row) {
-	if tx.written == nil {
-		tx.written = map[rowRef]*row{}
-	}
 	tx.written[rowRef{table, key}] = r
 }
 
