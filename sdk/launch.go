@@ -87,7 +87,11 @@ type DriverPlugin struct {
 
 // LaunchDriver starts (or reattaches to) a driver plugin, completes the
 // go-plugin handshake, dispenses the driver and negotiates the API version.
-// On error no process is left running that this call started.
+// On error while ctx has not ended, no process is left running that this
+// call started: one it started has been reaped, and cfg.Cmd.ProcessState
+// says how it exited. Once ctx ends it returns ctx's error without waiting
+// for the handshake, which cannot be interrupted; the process is then
+// stopped and reaped in the background, and cfg.Cmd must not be read.
 func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) {
 	if (cfg.Cmd == nil) == (cfg.Reattach == nil) {
 		return nil, errors.New("launch driver: exactly one of Cmd and Reattach must be set")

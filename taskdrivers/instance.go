@@ -22,8 +22,6 @@ type instance struct {
 	m      *Manager
 	p      Plugin
 	logger hclog.Logger
-	// stderr keeps the last lines a starting plugin wrote, to say why it died.
-	stderr *tailWriter
 	// restart carries the generation of a plugin a caller found gone.
 	restart chan uint64
 
@@ -61,7 +59,6 @@ func newInstance(m *Manager, p Plugin) *instance {
 		m:         m,
 		p:         p,
 		logger:    m.logger.With("driver", p.Name),
-		stderr:    &tailWriter{},
 		restart:   make(chan uint64, 1),
 		firstDone: make(chan struct{}),
 		ready:     make(chan struct{}),

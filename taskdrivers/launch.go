@@ -44,7 +44,9 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 		if err != nil {
 			return nil, in.p.errorf(fmt.Errorf("%w: socket directory: %w", ErrPluginStart, err))
 		}
-		in.stderr.reset()
+		// One per attempt: the process of an attempt abandoned when ctx
+		// ended may still be writing while the next attempt starts.
+		stderr := &tailWriter{}
 		cmd := exec.Command(in.p.Path, in.p.Args...)
 		cmd.Env = []string{plugin.EnvUnixSocketDir + "=" + sockDir}
 		proc, err = sdk.LaunchDriver(ctx, sdk.LaunchConfig{
@@ -52,11 +54,11 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 			Cmd:          cmd,
 			Logger:       in.m.logger,
 			StartTimeout: in.m.cfg.StartTimeout,
-			Stderr:       in.stderr,
+			Stderr:       stderr,
 		})
 		if err != nil {
 			os.RemoveAll(sockDir)
-			return nil, in.p.errorf(in.startError(cmd, err))
+			return nil, in.p.errorf(in.startError(ctx, cmd, stderr, err))
 		}
 	}
 	r, err := in.setup(ctx, proc)
@@ -100,14 +102,23 @@ func removeSocketDir(dir string) {
 	}
 }
 
-// startError describes a failed launch. A process that failed by itself
-// before the handshake (LaunchDriver has reaped it when it returns) is
-// described by its exit and last output rather than by go-plugin's generic
-// handshake diagnostics, which go to the log. A failure after the
-// handshake (an *sdk.RPCError, e.g. no common API version) is the error
-// itself: the process then exited because LaunchDriver stopped it.
-func (in *instance) startError(cmd *exec.Cmd, err error) error {
-	tail := in.stderr.summary()
+// startError describes a failed launch of cmd by LaunchDriver(ctx, ...),
+// with the last lines the process wrote to stderr. A process that failed
+// by itself before the handshake is described by its exit rather than by
+// go-plugin's generic handshake diagnostics, which go to the log. A
+// failure after the handshake (an *sdk.RPCError, e.g. no common API
+// version) is the error itself: the process then exited because
+// LaunchDriver stopped it.
+//
+// The exit is only read while ctx has not ended: LaunchDriver has then
+// reaped the process. Once ctx ends it returns at once and leaves the
+// process to be stopped in the background, where go-plugin's cmd.Wait
+// still writes cmd.ProcessState.
+func (in *instance) startError(ctx context.Context, cmd *exec.Cmd, stderr *tailWriter, err error) error {
+	tail := stderr.summary()
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w%s", ErrPluginStart, err, tail)
+	}
 	var rpcErr *sdk.RPCError
 	if st := cmd.ProcessState; st != nil && !errors.As(err, &rpcErr) {
 		ws, ok := st.Sys().(syscall.WaitStatus)

@@ -75,12 +75,6 @@ func logMessage(line string) string {
 	return out
 }
 
-func (w *tailWriter) reset() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lines, w.partial = nil, nil
-}
-
 // summary is "; last output: ..." for an error message, or "" when the
 // plugin wrote nothing.
 func (w *tailWriter) summary() string {
