@@ -56,7 +56,20 @@ const raftTargetRatio = 0.9
 type raftCell struct{ servers, proposers int }
 
 // cellRuns holds one configuration's measured runs, indexed by round.
-type cellRuns struct{ baseline, berth []loadResult }
+// floor is measured only for payloads that ask for it.
+type cellRuns struct{ baseline, floor, berth []loadResult }
+
+// add records a run of kind.
+func (c *cellRuns) add(kind fsmKind, res loadResult) {
+	switch kind.name {
+	case berthKind.name:
+		c.berth = append(c.berth, res)
+	case floorKind.name:
+		c.floor = append(c.floor, res)
+	default:
+		c.baseline = append(c.baseline, res)
+	}
+}
 
 // raftReport is everything the section prints.
 type raftReport struct {
@@ -131,6 +144,9 @@ func measurePayload(ctx context.Context, dir string, plan raftPlan, p *payloads)
 	for _, servers := range raftServerCounts {
 		for round := range plan.rounds {
 			kinds := []fsmKind{baselineKind, berthKind}
+			if p.spec.floor {
+				kinds = []fsmKind{baselineKind, floorKind, berthKind}
+			}
 			if round%2 == 1 {
 				slices.Reverse(kinds) // ABBA: a drift trend favours neither side
 			}
@@ -149,11 +165,7 @@ func measurePayload(ctx context.Context, dir string, plan raftPlan, p *payloads)
 					if pr.cells[cell] == nil {
 						pr.cells[cell] = &cellRuns{}
 					}
-					if kind.name == berthKind.name {
-						pr.cells[cell].berth = append(pr.cells[cell].berth, res)
-					} else {
-						pr.cells[cell].baseline = append(pr.cells[cell].baseline, res)
-					}
+					pr.cells[cell].add(kind, res)
 				}
 			}
 		}

@@ -60,9 +60,14 @@ func TestRatiosPairRunsByRound(t *testing.T) {
 	if len(rs) != 2 || rs[0] != 0.9 || rs[1] != 0.25 {
 		t.Errorf("throughput ratios = %v, want [0.9 0.25]", rs)
 	}
-	cs := c.cpuRatios()
+	cs := c.cpuRatiosOf(c.berth)
 	if len(cs) != 2 || cs[0] != 0.5 || cs[1] != 0.5 {
 		t.Errorf("CPU ratios = %v, want [0.5 0.5] (1ms/op against 2ms/op)", cs)
+	}
+	// A floor measured in one round only pairs with that round.
+	c.floor = []loadResult{run(50, 100*time.Millisecond)}
+	if fs := c.ratiosOf(c.floor); len(fs) != 1 || fs[0] != 0.5 {
+		t.Errorf("floor ratios = %v, want [0.5]", fs)
 	}
 	if got := ratioText(rs); got != "0.25 (0.25–0.90)" {
 		t.Errorf("ratioText = %q", got)
@@ -188,3 +193,34 @@ func TestWaitAppliedJudgesEachFSMsAnswer(t *testing.T) {
 
 // errAny marks a test case that wants some error, whichever.
 var errAny = errors.New("any error")
+
+// TestFloorFSMStoresEveryCommand applies batches to the memdb floor and
+// checks every command entry became a row under its own key, and that
+// configuration entries are passed over.
+func TestFloorFSMStoresEveryCommand(t *testing.T) {
+	f := newFloorFSM()
+	logs := []*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: []byte("a")},
+		{Index: 2, Type: raft.LogConfiguration, Data: []byte("conf")},
+		{Index: 3, Type: raft.LogCommand, Data: []byte("c")},
+	}
+	if out := f.ApplyBatch(logs); len(out) != len(logs) {
+		t.Fatalf("ApplyBatch returned %d responses for %d entries", len(out), len(logs))
+	}
+	if resp := f.Apply(&raft.Log{Index: 1 << 40, Type: raft.LogCommand, Data: []byte("d")}); floorKind.check(resp) != nil {
+		t.Errorf("Apply answered %v", resp)
+	}
+	txn := f.db.Txn(false)
+	for index, want := range map[uint64]string{1: "a", 3: "c", 1 << 40: "d"} {
+		obj, err := txn.First("rows", "id", floorKey(index))
+		if err != nil || obj == nil || string(obj.(*floorRow).raw) != want {
+			t.Errorf("row for index %d: %v (%v), want %q", index, obj, err, want)
+		}
+	}
+	if obj, _ := txn.First("rows", "id", floorKey(2)); obj != nil {
+		t.Errorf("the configuration entry became a row: %v", obj)
+	}
+	if k := floorKey(1 << 40); len(k) != 37 || string(k) != "00000000-0000-4000-8000-010000000000\x00" {
+		t.Errorf("floorKey = %q, want a NUL-terminated 36-byte UUID shape", k)
+	}
+}

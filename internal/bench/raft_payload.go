@@ -48,6 +48,8 @@ type payloadSpec struct {
 	// about says in a few words what the node is, for the report's notes.
 	about string
 	node  func(id string) *pb.Node
+	// floor: also measure the go-memdb floor (floorKind) with it.
+	floor bool
 }
 
 // realPayload is the headline: the node a dev agent registers, so the
@@ -67,6 +69,7 @@ func realPayload() (payloadSpec, error) {
 			n.Id = id
 			return n
 		},
+		floor: true,
 	}, nil
 }
 

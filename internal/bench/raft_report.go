@@ -40,11 +40,14 @@ func (s summary) cpuText() string {
 
 // ratios returns berth/baseline throughput for each round. Each pair ran
 // back to back, so the ratio within a round is what drift distorts least.
-func (c *cellRuns) ratios() []float64 {
+func (c *cellRuns) ratios() []float64 { return c.ratiosOf(c.berth) }
+
+// ratiosOf returns arm/baseline throughput for each round.
+func (c *cellRuns) ratiosOf(arm []loadResult) []float64 {
 	var out []float64
-	for i := range min(len(c.baseline), len(c.berth)) {
+	for i := range min(len(c.baseline), len(arm)) {
 		if b := c.baseline[i].opsPerSec(); b > 0 {
-			out = append(out, c.berth[i].opsPerSec()/b)
+			out = append(out, arm[i].opsPerSec()/b)
 		}
 	}
 	return out
@@ -61,16 +64,16 @@ func ratioText(rs []float64) string {
 	return text
 }
 
-// cpuRatios returns baseline/berth CPU per command for each round: the
+// cpuRatiosOf returns baseline/arm CPU per command for each round: the
 // throughput ratio a CPU-bound cluster would show, which other load on the
 // machine barely moves.
-func (c *cellRuns) cpuRatios() []float64 {
+func (c *cellRuns) cpuRatiosOf(arm []loadResult) []float64 {
 	var out []float64
-	for i := range min(len(c.baseline), len(c.berth)) {
+	for i := range min(len(c.baseline), len(arm)) {
 		base, ok1 := c.baseline[i].cpuPerOp()
-		berth, ok2 := c.berth[i].cpuPerOp()
-		if ok1 && ok2 && berth > 0 {
-			out = append(out, float64(base)/float64(berth))
+		other, ok2 := arm[i].cpuPerOp()
+		if ok1 && ok2 && other > 0 {
+			out = append(out, float64(base)/float64(other))
 		}
 	}
 	return out
@@ -86,12 +89,14 @@ func (rep *raftReport) print(quick bool) {
 
 	plan := rep.plan
 	fmt.Printf("\nMeasured: raft.Apply until applied, each proposer waiting for its command before proposing the next; "+
-		"both FSMs' proposers wait the same way (on the raft future, then a check of the FSM's answer), so the difference is the FSM. "+
-		"Each cell is the median of %d run(s) of %s (after %s of warmup); baseline and berth alternate per round (ABBA), "+
+		"every FSM's proposers wait the same way (on the raft future, then a check of the FSM's answer), so the difference is the FSM. "+
+		"Each cell is the median of %d run(s) of %s (after %s of warmup); the FSMs alternate per round (ABBA), "+
 		"each on a fresh cluster; ratios are medians of the per-round ratios (min–max). "+
 		"CPU/op is the whole process's CPU time (all servers, proposers, GC) per applied command; "+
-		"baseline/berth CPU/op is the throughput ratio a CPU-bound cluster would show, and other load on the machine barely moves it. "+
-		"Each payload's entries are the same bytes for both FSMs, and every proposal registers a node ID not seen before. "+
+		"baseline CPU/op ÷ this CPU/op is the throughput ratio a CPU-bound cluster would show, and other load on the machine barely moves it. "+
+		"Each payload's entries are the same bytes for every FSM, and every proposal registers a node ID not seen before. "+
+		"The memdb floor is an FSM that only inserts each entry's bytes as a row of a go-memdb table in one transaction per raft batch "+
+		"(no checking, no lookup, no decoding): the least an FSM storing its state in go-memdb does, so the part of berth's cost that is the store. "+
 		"Raft as the server runs it: raft-boltdb/v2 behind LogCache(%d), file snapshots, TCP on 127.0.0.1, "+
 		"raft.DefaultConfig(); a cluster's servers share this process and the machine's %d CPUs.\n",
 		plan.rounds, plan.window, plan.warmup, logCacheSize, runtime.NumCPU())
@@ -126,6 +131,15 @@ func (rep *raftReport) verdict() string {
 	}
 	text := fmt.Sprintf("Target berth/baseline ops/s ≥ %.2f at %d proposers, judged on the %s payload: %s.",
 		raftTargetRatio, topProcs, head.spec.name, strings.Join(judged, "; "))
+	var floors []string
+	for _, servers := range raftServerCounts {
+		if r, ok := head.topFloorRatio(servers); ok {
+			floors = append(floors, fmt.Sprintf("%s %.2f", countText(servers, "server"), r))
+		}
+	}
+	if len(floors) > 0 {
+		text += fmt.Sprintf(" The go-memdb floor (one insert per command and nothing else) reaches, in the same rounds: %s.", strings.Join(floors, "; "))
+	}
 	for _, pr := range rep.payloads[1:] {
 		var quoted []string
 		for _, servers := range raftServerCounts {
@@ -152,6 +166,20 @@ func (pr *payloadReport) topRatio(servers int) (float64, bool) {
 	return median(rs), true
 }
 
+// topFloorRatio is the median floor/baseline throughput ratio at the
+// highest proposer count, if the floor was measured.
+func (pr *payloadReport) topFloorRatio(servers int) (float64, bool) {
+	runs := pr.cells[raftCell{servers, raftProposerCounts[len(raftProposerCounts)-1]}]
+	if runs == nil {
+		return 0, false
+	}
+	rs := runs.ratiosOf(runs.floor)
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
 // print writes one payload's heading, note, table and FSM-alone figures.
 func (pr *payloadReport) print(plan raftPlan) {
 	topProcs := raftProposerCounts[len(raftProposerCounts)-1]
@@ -160,7 +188,7 @@ func (pr *payloadReport) print(plan raftPlan) {
 		pr.spec.about, pr.entryBytes, pr.largestTable)
 
 	var b strings.Builder
-	b.WriteString("| servers | proposers | fsm | ops/s | p50 | p99 | CPU/op | berth/baseline ops/s | baseline/berth CPU/op |\n")
+	b.WriteString("| servers | proposers | fsm | ops/s | p50 | p99 | CPU/op | ops/s ÷ baseline | baseline CPU/op ÷ this |\n")
 	b.WriteString("|--:|--:|---|--:|--:|--:|--:|---|---|\n")
 	for _, servers := range raftServerCounts {
 		for _, procs := range raftProposerCounts {
@@ -168,12 +196,21 @@ func (pr *payloadReport) print(plan raftPlan) {
 			if runs == nil {
 				continue
 			}
-			base, berth := summarize(runs.baseline), summarize(runs.berth)
+			base := summarize(runs.baseline)
 			fmt.Fprintf(&b, "| %d | %d | baseline | %.0f | %s | %s | %s | | |\n",
 				servers, procs, base.opsPerSec, fmtLatency(base.p50), fmtLatency(base.p99), base.cpuText())
-			fmt.Fprintf(&b, "| %d | %d | berth | %.0f | %s | %s | %s | %s | %s |\n",
-				servers, procs, berth.opsPerSec, fmtLatency(berth.p50), fmtLatency(berth.p99), berth.cpuText(),
-				ratioText(runs.ratios()), ratioText(runs.cpuRatios()))
+			for _, arm := range []struct {
+				name string
+				runs []loadResult
+			}{{floorKind.name, runs.floor}, {berthKind.name, runs.berth}} {
+				if len(arm.runs) == 0 {
+					continue
+				}
+				sum := summarize(arm.runs)
+				fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %s | %s | %s | %s |\n",
+					servers, procs, arm.name, sum.opsPerSec, fmtLatency(sum.p50), fmtLatency(sum.p99), sum.cpuText(),
+					ratioText(runs.ratiosOf(arm.runs)), ratioText(runs.cpuRatiosOf(arm.runs)))
+			}
 		}
 	}
 	fmt.Print(b.String())

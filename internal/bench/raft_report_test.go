@@ -49,3 +49,22 @@ func TestVerdictSkipsUnmeasuredConfigurations(t *testing.T) {
 		t.Errorf("verdict %q: want only the measured 3-server configuration, met", got)
 	}
 }
+
+func TestVerdictQuotesTheMemdbFloor(t *testing.T) {
+	cells := cellsWithRatio(map[int]float64{1: 0.8, 3: 0.88})
+	for cell, runs := range cells {
+		if cell.servers == 1 {
+			runs.floor = []loadResult{{ops: 830, elapsed: time.Second}}
+		}
+	}
+	rep := raftReport{payloads: []*payloadReport{{spec: payloadSpec{name: "real"}, cells: cells}}}
+	got := rep.verdict()
+	want := "The go-memdb floor (one insert per command and nothing else) reaches, in the same rounds: 1 server 0.83."
+	if !strings.Contains(got, want) {
+		t.Errorf("verdict %q\nlacks %q", got, want)
+	}
+	without := raftReport{payloads: []*payloadReport{{spec: payloadSpec{name: "real"}, cells: cellsWithRatio(map[int]float64{1: 0.8})}}}
+	if strings.Contains(without.verdict(), "floor") {
+		t.Errorf("verdict %q quotes a floor that was not measured", without.verdict())
+	}
+}
