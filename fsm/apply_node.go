@@ -30,7 +30,9 @@ var (
 // command clients send most and the largest, so it is applied without
 // decoding the node (see row).
 type nodeRegistration struct {
-	node   []byte // the node's encoding, a sub-slice of the entry
+	// node is the node's encoding: a sub-slice of the entry, or the
+	// occurrences of the node field concatenated when there are several.
+	node   []byte
 	id     string
 	name   []byte // only for error messages, so not copied
 	status pb.NodeStatus

@@ -32,7 +32,7 @@ type row struct {
 	indexKey []byte
 	raw      []byte
 	// decoded is set the first time the row is read. Two first readers
-	// racing may both decode; one result wins and both are equal.
+	// racing may both decode; one result wins and both get it.
 	decoded atomic.Pointer[decodedRow]
 }
 

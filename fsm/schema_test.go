@@ -1,8 +1,14 @@
 package fsm
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // TestSnapshotCoversEveryTable guards the rule that a table added to the
@@ -43,5 +49,50 @@ func TestCommandTableNames(t *testing.T) {
 		if c.message == nil {
 			t.Errorf("%s has no message type", c.name)
 		}
+	}
+}
+
+// TestDataTableRefusesAMismatchedSnapshotField checks that a table whose
+// snapshot field holds another message type is caught when the table is
+// declared, not when a restore checks its rows against the wrong type.
+func TestDataTableRefusesAMismatchedSnapshotField(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("dataTable accepted nodes carried in SnapshotRecord.server")
+		}
+	}()
+	dataTable(TableNodes, (*pb.Node)(nil), "id", "server")
+}
+
+// TestOversizedRowIsRefusedBeforeWriting stores a node whose encoding
+// exceeds what a snapshot record may hold: the command is refused as
+// invalid, in a batch too, and nothing is written.
+func TestOversizedRowIsRefusedBeforeWriting(t *testing.T) {
+	huge := &pb.Node{Id: "big", Name: "big", Status: pb.NodeStatus_NODE_STATUS_READY,
+		Fingerprint: &pb.NodeFingerprint{Attributes: map[string]string{"blob": strings.Repeat("x", maxRowBytes)}}}
+	data, err := Encode(NodeRegister, &pb.NodeRegisterCommand{Node: huge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := Encode(NodeRegister, &pb.NodeRegisterCommand{Node: &pb.Node{Id: "small", Status: pb.NodeStatus_NODE_STATUS_READY}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(nil)
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: data},
+		{Index: 2, Type: raft.LogCommand, Data: small},
+	})
+	if res := out[0].(*ApplyResult); !errors.Is(res.Err, ErrInvalidCommand) || !strings.Contains(res.Err.Error(), `nodes row "big"`) {
+		t.Errorf("oversized node: %v, want ErrInvalidCommand naming the row", res.Err)
+	}
+	if res := out[1].(*ApplyResult); res.Err != nil {
+		t.Errorf("the next command in the batch: %v", res.Err)
+	}
+	if n, _ := f.State().NodeByID(nil, "big"); n != nil {
+		t.Error("the oversized node was stored")
+	}
+	if n, _ := f.State().NodeByID(nil, "small"); n == nil {
+		t.Error("the batch's other node was not stored")
 	}
 }

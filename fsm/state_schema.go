@@ -33,10 +33,9 @@ const indexID = "id"
 // read functions, and apply functions; the schema, snapshot and restore pick
 // it up from here.
 type tableSpec struct {
-	name    string
-	message protoreflect.MessageType
-	key     protowire.Number
-	record  protowire.Number
+	name   string
+	key    protowire.Number
+	record protowire.Number
 }
 
 // tables lists the data tables in the order a snapshot writes them.
@@ -46,15 +45,16 @@ var tables = []tableSpec{
 }
 
 // dataTable builds the spec of a table of messages like m, keyed by their
-// field key and carried in snapshots in pb.SnapshotRecord's field record.
+// field key and carried in snapshots in pb.SnapshotRecord's field record. It
+// panics when record does not hold m's type, which the tests catch at once:
+// Restore would check the table's rows against another message.
 func dataTable(name string, m proto.Message, key, record protoreflect.Name) tableSpec {
-	mt := m.ProtoReflect().Type()
-	return tableSpec{
-		name:    name,
-		message: mt,
-		key:     fieldNumber(mt.Descriptor(), key),
-		record:  fieldNumber(snapshotRecordDesc, record),
+	md := m.ProtoReflect().Descriptor()
+	num := fieldNumber(snapshotRecordDesc, record)
+	if got := snapshotRecordDesc.Fields().ByNumber(num).Message(); got == nil || got.FullName() != md.FullName() {
+		panic(fmt.Sprintf("fsm: table %s: SnapshotRecord.%s does not hold a %s", name, record, md.FullName()))
 	}
+	return tableSpec{name: name, key: fieldNumber(md, key), record: num}
 }
 
 var snapshotRecordDesc = (*pb.SnapshotRecord)(nil).ProtoReflect().Descriptor()

@@ -18,8 +18,7 @@ import (
 // Only the FSM writes to it, from raft's apply goroutine. Reads are safe from
 // any goroutine. Objects returned by reads are shared with the store and
 // with other readers: callers must not mutate them (proto.Clone first). The
-// store never mutates an object it has handed out; updates replace it with a
-// modified clone.
+// store never mutates an object it has handed out; updates store a new row.
 //
 // Restore replaces a StateStore as a whole: the FSM builds a new one and
 // abandons the old, closing AbandonCh. An abandoned store still answers reads
@@ -239,8 +238,17 @@ func (tx *writeTxn) row(table, key string) (*row, error) {
 	return firstRow(tx.base, nil, table, key)
 }
 
-// insert stores r in table, replacing the row with the same key.
+// maxRowBytes bounds one row: a snapshot carries each row in one record,
+// and Restore refuses records over maxSnapshotRecord, so a larger row would
+// make a snapshot no server can restore. The margin is the record's framing.
+const maxRowBytes = maxSnapshotRecord - 64
+
+// insert stores r in table, replacing the row with the same key. A row over
+// maxRowBytes is refused before anything is written.
 func (tx *writeTxn) insert(table string, r *row) error {
+	if len(r.raw) > maxRowBytes {
+		return fmt.Errorf("%w: %s row %q is %d bytes, over the limit of %d", ErrInvalidCommand, table, r.key, len(r.raw), maxRowBytes)
+	}
 	tx.writes++
 	if err := tx.txn.Insert(table, r); err != nil {
 		return err

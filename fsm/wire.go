@@ -42,6 +42,8 @@ type wireField struct {
 	packed bool
 	// utf8: a string that proto.Unmarshal refuses unless valid UTF-8.
 	utf8 bool
+	// isMap: a map field, whose message is the map's entry type.
+	isMap bool
 	// message is the schema of a message field's (or map field's entry's)
 	// values.
 	message *wireSchema
@@ -51,7 +53,10 @@ type wireField struct {
 const denseFields = 64
 
 // compileWire compiles md, and every message type reachable from its
-// fields, for checkWire.
+// fields, for checkWire. It panics for a message type whose decoding
+// depends on more than whether its encoding is well formed (extension
+// ranges, required fields, groups), which the tests catch at once: checkWire
+// could not promise to agree with proto.Unmarshal about it.
 func compileWire(md protoreflect.MessageDescriptor) *wireSchema {
 	return compileWireMemo(md, map[protoreflect.FullName]*wireSchema{})
 }
@@ -60,11 +65,19 @@ func compileWireMemo(md protoreflect.MessageDescriptor, memo map[protoreflect.Fu
 	if s, ok := memo[md.FullName()]; ok {
 		return s // a type that contains itself, or one seen before
 	}
+	if md.ExtensionRanges().Len() > 0 {
+		// proto.Unmarshal checks a value in an extension range against
+		// whatever extension the binary happens to link in.
+		panic(fmt.Sprintf("fsm: checkWire cannot check %s: it has extension ranges", md.FullName()))
+	}
 	s := &wireSchema{name: md.Name()}
 	memo[md.FullName()] = s
 	fds := md.Fields()
 	for i := range fds.Len() {
 		fd := fds.Get(i)
+		if why := unsupportedWire(fd); why != "" {
+			panic(fmt.Sprintf("fsm: checkWire cannot check %s: %s", fd.FullName(), why))
+		}
 		f := wireField{
 			name:  fd.Name(),
 			known: true,
@@ -72,6 +85,7 @@ func compileWireMemo(md protoreflect.MessageDescriptor, memo map[protoreflect.Fu
 			utf8:  fd.Kind() == protoreflect.StringKind && checksUTF8(fd),
 		}
 		f.packed = fd.IsList() && isPackable(f.typ)
+		f.isMap = fd.IsMap()
 		if fd.Kind() == protoreflect.MessageKind {
 			f.message = compileWireMemo(fd.Message(), memo)
 		}
@@ -90,6 +104,20 @@ func compileWireMemo(md protoreflect.MessageDescriptor, memo map[protoreflect.Fu
 	return s
 }
 
+// unsupportedWire says why checkWire cannot check field fd as
+// proto.Unmarshal would, or "" when it can: proto.Unmarshal fails a message
+// that lacks a required field, and checks a group's fields, where checkWire
+// would only check that the group is well formed.
+func unsupportedWire(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.Cardinality() == protoreflect.Required:
+		return "required field"
+	case fd.Kind() == protoreflect.GroupKind:
+		return "group (delimited) encoding"
+	}
+	return ""
+}
+
 // field returns the known field num, or nil.
 func (s *wireSchema) field(num protowire.Number) *wireField {
 	if int(num) < len(s.fields) {
@@ -104,10 +132,21 @@ func (s *wireSchema) field(num protowire.Number) *wireField {
 // checkWire reports whether b is an encoding of a message of schema s that
 // proto.Unmarshal would accept, without allocating: every tag and value is
 // well formed, every known message field holds a valid message of its type
-// (map entries included), and every proto3 string is valid UTF-8. As in
+// (map entries included), every proto3 string is valid UTF-8, and messages
+// nest no deeper than proto.Unmarshal's recursion limit. As in
 // proto.Unmarshal, a known field with another wire type than its own counts
 // as an unknown field, and unknown fields only need to be well formed.
 func checkWire(s *wireSchema, b []byte) error {
+	return checkWireDepth(s, b, protowire.DefaultRecursionLimit)
+}
+
+// checkWireDepth is checkWire for a message with depth levels of nesting
+// left. It counts levels as proto.Unmarshal does: one per message, and one
+// more per map entry.
+func checkWireDepth(s *wireSchema, b []byte, depth int) error {
+	if depth--; depth < 0 {
+		return fmt.Errorf("%s: %w: messages nested more than %d deep", s.name, errWire, protowire.DefaultRecursionLimit)
+	}
 	for len(b) > 0 {
 		var num protowire.Number
 		var typ protowire.Type
@@ -126,9 +165,9 @@ func checkWire(s *wireSchema, b []byte) error {
 			return fmt.Errorf("%s: %w: end of group %d that never started", s.name, errWire, num)
 		}
 		if f := s.field(num); f != nil {
-			n, err := f.check(typ, b)
+			n, err := f.check(typ, b, depth)
 			if err != nil {
-				return fmt.Errorf("%s.%s: %w", s.name, f.name, err)
+				return wireErrorAt(s, f, depth, err)
 			}
 			if n > 0 {
 				b = b[n:]
@@ -144,10 +183,35 @@ func checkWire(s *wireSchema, b []byte) error {
 	return nil
 }
 
+// wirePathLevels is how many levels of fields, from the outermost, an error
+// of checkWire names.
+const wirePathLevels = 16
+
+// wireErrorAt wraps err, found in field f of a message of schema s with
+// depth levels left, with where it is. Only the outermost wirePathLevels
+// levels are named: naming every level of a deep encoding would cost time
+// and memory quadratic in its depth.
+func wireErrorAt(s *wireSchema, f *wireField, depth int, err error) error {
+	switch level := protowire.DefaultRecursionLimit - 1 - depth; {
+	case level < wirePathLevels:
+		return fmt.Errorf("%s.%s: %w", s.name, f.name, err)
+	case level == wirePathLevels:
+		return fmt.Errorf("...: %w", err)
+	}
+	return err
+}
+
 // check checks a value of f, encoded with wire type typ, at the start of b,
 // and returns its length. It returns 0 and no error when typ is not f's
-// wire type: the value is then an unknown field.
-func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
+// wire type: the value is then an unknown field. depth is what is left to
+// the message holding f.
+func (f *wireField) check(typ protowire.Type, b []byte, depth int) (int, error) {
+	if f.isMap && depth == 0 {
+		// proto.Unmarshal counts a map entry's level before it looks at
+		// the wire type, so at the limit even a map field's unknown-typed
+		// value is too deep.
+		return 0, fmt.Errorf("%w: messages nested more than %d deep", errWire, protowire.DefaultRecursionLimit)
+	}
 	if typ != f.typ {
 		if typ == protowire.BytesType && f.packed {
 			return checkPacked(f.typ, b)
@@ -177,7 +241,7 @@ func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
 			return wireLen(n)
 		}
 		if f.message != nil {
-			if err := checkWire(f.message, v); err != nil {
+			if err := checkWireDepth(f.message, v, depth); err != nil {
 				return 0, err
 			}
 		} else if f.utf8 && !utf8.Valid(v) {
@@ -185,8 +249,8 @@ func (f *wireField) check(typ protowire.Type, b []byte) (int, error) {
 		}
 		return n, nil
 	}
-	// Groups: berth's messages have none, so this value is skipped as an
-	// unknown field, which checks that the group is well formed.
+	// Not reached: compileWire refuses group fields, so no field has the
+	// group wire type.
 	return 0, nil
 }
 
@@ -245,10 +309,16 @@ func isPackable(t protowire.Type) bool {
 }
 
 // checksUTF8 reports whether proto.Unmarshal refuses invalid UTF-8 in string
-// field fd: in proto3 files, and in editions unless the field opts out
-// (which berth's protos never do); never in proto2.
+// field fd: in proto3 files, and in editions unless the field opts out;
+// never in proto2. It decides as the protobuf runtime does (its
+// internal/strs.EnforceUTF8).
 func checksUTF8(fd protoreflect.FieldDescriptor) bool {
-	return fd.ParentFile().Syntax() != protoreflect.Proto2
+	if fd.Syntax() == protoreflect.Editions {
+		if e, ok := fd.(interface{ EnforceUTF8() bool }); ok {
+			return e.EnforceUTF8()
+		}
+	}
+	return fd.Syntax() == protoreflect.Proto3
 }
 
 // The readers below take an encoding checkWire accepted. Each returns the
@@ -284,7 +354,8 @@ func wireVarint(b []byte, num protowire.Number) uint64 {
 // encoded in b, and whether the field is present. Occurrences of a message
 // field merge, and merging encodings is concatenating them, so a field that
 // occurs more than once comes back as their concatenation (a new slice);
-// one occurrence comes back as a sub-slice of b.
+// one occurrence comes back as a sub-slice of b. A present field is never
+// nil, even when empty, so callers may test presence with nil.
 func wireMessage(b []byte, num protowire.Number) ([]byte, bool) {
 	var out []byte
 	found, copied := false, false
@@ -297,7 +368,9 @@ func wireMessage(b []byte, num protowire.Number) ([]byte, bool) {
 		case !found:
 			out, found = m, true
 		case !copied:
-			out, copied = append(append([]byte(nil), out...), m...), true
+			// make, not append to nil: two empty occurrences must still
+			// come back non-nil.
+			out, copied = append(append(make([]byte, 0, len(out)+len(m)), out...), m...), true
 		default:
 			out = append(out, m...)
 		}
