@@ -93,8 +93,21 @@ func applyNodeRegister(tx *writeTxn, reg *nodeRegistration) error {
 	raw = append(raw, reg.node...)
 	createIndex := tx.index
 	if existing != nil {
-		createIndex = wireVarint(existing.raw, nodeFieldCreateIndex)
-		raw = appendVarintField(raw, nodeFieldRegisteredAt, wireVarint(existing.raw, nodeFieldRegisteredAt))
+		// What the first registration set, in one pass (last one wins).
+		var registeredAt uint64
+		createIndex = 0
+		eachField(existing.raw, func(num protowire.Number, typ protowire.Type, v []byte) {
+			if typ != protowire.VarintType {
+				return
+			}
+			switch num {
+			case nodeFieldCreateIndex:
+				createIndex, _ = protowire.ConsumeVarint(v)
+			case nodeFieldRegisteredAt:
+				registeredAt, _ = protowire.ConsumeVarint(v)
+			}
+		})
+		raw = appendVarintField(raw, nodeFieldRegisteredAt, registeredAt)
 	}
 	raw = appendVarintField(raw, nodeFieldCreateIndex, createIndex)
 	raw = appendVarintField(raw, nodeFieldModifyIndex, tx.index)

@@ -92,7 +92,6 @@ func TestKeyIndexesMatchMemdb(t *testing.T) {
 		ok2, k2, err2 := theirs.FromObject(ti)
 		for name, ours := range map[string]interface {
 			memdb.SingleIndexer
-			memdb.PrefixIndexer
 			FromArgs(...any) ([]byte, error)
 		}{"rowKeyIndex": rowKeyIndex{}, "stringKeyIndex": stringKeyIndex[*pb.TableIndex]{key: (*pb.TableIndex).GetTable}} {
 			var obj any = ti
@@ -107,11 +106,6 @@ func TestKeyIndexesMatchMemdb(t *testing.T) {
 			a2, err2 := theirs.FromArgs(id)
 			if string(a1) != string(a2) || err1 != nil || err2 != nil {
 				t.Errorf("%s.FromArgs(%q): ours %q %v, memdb %q %v", name, id, a1, err1, a2, err2)
-			}
-			p1, _ := ours.PrefixFromArgs(id)
-			p2, _ := theirs.PrefixFromArgs(id)
-			if string(p1) != string(p2) {
-				t.Errorf("%s.PrefixFromArgs(%q): ours %q, memdb %q", name, id, p1, p2)
 			}
 			if _, _, err := ours.FromObject(&pb.ServerMember{Id: "s1"}); err == nil {
 				t.Errorf("%s.FromObject accepted a row of the wrong type", name)

@@ -63,10 +63,7 @@ var snapshotRecordDesc = (*pb.SnapshotRecord)(nil).ProtoReflect().Descriptor()
 // memdb.StringFieldIndex would build it.
 type rowKeyIndex struct{}
 
-var (
-	_ memdb.SingleIndexer = rowKeyIndex{}
-	_ memdb.PrefixIndexer = rowKeyIndex{}
-)
+var _ memdb.SingleIndexer = rowKeyIndex{}
 
 // FromObject returns the key of a *row.
 func (rowKeyIndex) FromObject(obj any) (bool, []byte, error) {
@@ -83,9 +80,6 @@ func (rowKeyIndex) FromObject(obj any) (bool, []byte, error) {
 // FromArgs returns the key for a lookup by one string.
 func (rowKeyIndex) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
 
-// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
-func (rowKeyIndex) PrefixFromArgs(args ...any) ([]byte, error) { return stringPrefixArg(args) }
-
 // stringKeyIndex indexes rows of type M by a string key read through a
 // getter. It builds exactly the keys memdb.StringFieldIndex does (the string
 // and a NUL terminator; no key for ""), without reflection: every write looks
@@ -95,10 +89,7 @@ type stringKeyIndex[M any] struct {
 	key func(M) string
 }
 
-var (
-	_ memdb.SingleIndexer = stringKeyIndex[*pb.TableIndex]{}
-	_ memdb.PrefixIndexer = stringKeyIndex[*pb.TableIndex]{}
-)
+var _ memdb.SingleIndexer = stringKeyIndex[*pb.TableIndex]{}
 
 // FromObject returns the key of row, which must be an M.
 func (x stringKeyIndex[M]) FromObject(row any) (bool, []byte, error) {
@@ -117,11 +108,6 @@ func (x stringKeyIndex[M]) FromObject(row any) (bool, []byte, error) {
 // FromArgs returns the key for a lookup by one string.
 func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
 
-// PrefixFromArgs returns the key prefix for a lookup by the start of a key.
-func (x stringKeyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
-	return stringPrefixArg(args)
-}
-
 // stringArg is the key for a lookup by one string.
 func stringArg(args []any) ([]byte, error) {
 	if len(args) != 1 {
@@ -132,15 +118,6 @@ func stringArg(args []any) ([]byte, error) {
 		return nil, fmt.Errorf("argument must be a string: %#v", args[0])
 	}
 	return terminated(v), nil
-}
-
-// stringPrefixArg is the key prefix for a lookup by the start of a key.
-func stringPrefixArg(args []any) ([]byte, error) {
-	k, err := stringArg(args)
-	if err != nil {
-		return nil, err
-	}
-	return k[:len(k)-1], nil
 }
 
 // terminated is v followed by a NUL, so that no key is a prefix of another.

@@ -339,13 +339,13 @@ func (b *csiBench) cycles(ctx context.Context, capability *csipb.VolumeCapabilit
 		}
 		for _, lib := range order {
 			name := fmt.Sprintf("cycle-%d-raw", i)
-			run := b.rawCycle
+			var calls volumeCalls = rawCalls{b.raw}
 			if lib {
 				name = fmt.Sprintf("cycle-%d-berth", i)
-				run = b.libCycle
+				calls = libCalls{b.lib.Controller, b.lib.Node}
 			}
 			start := time.Now()
-			if err := run(ctx, name, info.GetNodeId(), capability); err != nil {
+			if err := b.volumeCycle(ctx, calls, name, info.GetNodeId(), capability); err != nil {
 				return fmt.Errorf("volume cycle %s: %w", name, err)
 			}
 			if lib {
@@ -371,52 +371,72 @@ func (b *csiBench) cyclePaths(name, id string) (staging, target string) {
 	return filepath.Join(b.dir, "staging", id), filepath.Join(b.dir, "publish", name, id)
 }
 
-func (b *csiBench) libCycle(ctx context.Context, name, node string, capability *csipb.VolumeCapability) (err error) {
-	c := b.lib
-	created, err := c.Controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{capability}})
-	if err != nil {
-		return err
-	}
-	vol := created.GetVolume()
-	id := vol.GetVolumeId()
-	staging, target := b.cyclePaths(name, id)
-	defer func() {
-		if err != nil { // leave nothing mounted behind a failed cycle
-			c.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
-			c.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
-			c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node})
-			c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
-		}
-	}()
-	pub, err := c.Controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
-		VolumeId: id, NodeId: node, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()})
-	if err != nil {
-		return err
-	}
-	if _, err := c.Node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
-		StagingTargetPath: staging, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
-		return err
-	}
-	if _, err := c.Node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
-		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
-		return err
-	}
-	if _, err := c.Node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
-		return err
-	}
-	if _, err := c.Node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
-		return err
-	}
-	if _, err := c.Controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node}); err != nil {
-		return err
-	}
-	_, err = c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
-	return err
+// volumeCalls is the CSI calls a volume cycle makes, with the signatures
+// berth's client gives them. Both sides of the comparison run the one
+// cycle, so they make exactly the same calls in the same order.
+type volumeCalls interface {
+	CreateVolume(context.Context, *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error)
+	ControllerPublishVolume(context.Context, *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error)
+	ControllerUnpublishVolume(context.Context, *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error)
+	DeleteVolume(context.Context, *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error)
+	NodeStageVolume(context.Context, *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error)
+	NodePublishVolume(context.Context, *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error)
+	NodeUnpublishVolume(context.Context, *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error)
+	NodeUnstageVolume(context.Context, *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error)
 }
 
-func (b *csiBench) rawCycle(ctx context.Context, name, node string, capability *csipb.VolumeCapability) (err error) {
-	r := b.raw
-	created, err := r.controller.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{capability}})
+// libCalls is berth's client as volumeCalls.
+type libCalls struct {
+	*csi.ControllerClient
+	*csi.NodeClient
+}
+
+// rawCalls is the generated clients as volumeCalls: the same calls without
+// the per-call options berth's client does not take.
+type rawCalls struct{ rawCSI }
+
+var (
+	_ volumeCalls = libCalls{}
+	_ volumeCalls = rawCalls{}
+)
+
+func (r rawCalls) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	return r.controller.CreateVolume(ctx, req)
+}
+
+func (r rawCalls) ControllerPublishVolume(ctx context.Context, req *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error) {
+	return r.controller.ControllerPublishVolume(ctx, req)
+}
+
+func (r rawCalls) ControllerUnpublishVolume(ctx context.Context, req *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error) {
+	return r.controller.ControllerUnpublishVolume(ctx, req)
+}
+
+func (r rawCalls) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
+	return r.controller.DeleteVolume(ctx, req)
+}
+
+func (r rawCalls) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	return r.node.NodeStageVolume(ctx, req)
+}
+
+func (r rawCalls) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	return r.node.NodePublishVolume(ctx, req)
+}
+
+func (r rawCalls) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	return r.node.NodeUnpublishVolume(ctx, req)
+}
+
+func (r rawCalls) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	return r.node.NodeUnstageVolume(ctx, req)
+}
+
+// volumeCycle creates a volume and takes it through controller publish,
+// stage, publish and back to deleted, through c. A failed cycle undoes what
+// it did, so nothing stays mounted behind it.
+func (b *csiBench) volumeCycle(ctx context.Context, c volumeCalls, name, node string, capability *csipb.VolumeCapability) (err error) {
+	created, err := c.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{capability}})
 	if err != nil {
 		return err
 	}
@@ -425,35 +445,35 @@ func (b *csiBench) rawCycle(ctx context.Context, name, node string, capability *
 	staging, target := b.cyclePaths(name, id)
 	defer func() {
 		if err != nil {
-			r.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
-			r.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
-			r.controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node})
-			r.controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+			c.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+			c.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+			c.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node})
+			c.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
 		}
 	}()
-	pub, err := r.controller.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+	pub, err := c.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
 		VolumeId: id, NodeId: node, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()})
 	if err != nil {
 		return err
 	}
-	if _, err := r.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+	if _, err := c.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
 		StagingTargetPath: staging, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
 		return err
 	}
-	if _, err := r.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
+	if _, err := c.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, PublishContext: pub.GetPublishContext(),
 		StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()}); err != nil {
 		return err
 	}
-	if _, err := r.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+	if _, err := c.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
 		return err
 	}
-	if _, err := r.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+	if _, err := c.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
 		return err
 	}
-	if _, err := r.controller.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node}); err != nil {
+	if _, err := c.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: node}); err != nil {
 		return err
 	}
-	_, err = r.controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	_, err = c.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
 	return err
 }
 
