@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -55,6 +56,30 @@ type Config struct {
 	Clock  Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
+
+	// leaderWait bounds how long a request waits for a leader to be known,
+	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
+	// Only this package's tests change it.
+	leaderWait time.Duration
+	// hooks is set only by this package's tests (see testHooks).
+	hooks *testHooks
+}
+
+// defaultLeaderWait is how long a request waits for an election, or a new
+// leader's barrier, before it fails with Unavailable: long enough to ride
+// out one election, short enough that a client retries elsewhere well
+// within its heartbeat TTL.
+const defaultLeaderWait = 5 * time.Second
+
+// testHooks hold the server at points where a test would otherwise depend
+// on timing. Production servers have none.
+type testHooks struct {
+	// beforeBarrier runs in the leader loop before a new leader's barrier;
+	// it must return when ctx (the leadership) ends.
+	beforeBarrier func(ctx context.Context)
+	// beforeApply runs on raft's FSM goroutine before each batch of log
+	// entries is applied, so a test can keep proposals in flight.
+	beforeApply func()
 }
 
 func (c *Config) withDefaults() *Config {
@@ -82,6 +107,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.Name == "" {
 		out.Name = out.ID
+	}
+	if out.leaderWait <= 0 {
+		out.leaderWait = defaultLeaderWait
 	}
 	return &out
 }

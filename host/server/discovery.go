@@ -133,7 +133,7 @@ func (d *discovery) run() {
 				s.logger.Warn("rejoining cluster", "error", err)
 				wait = min(wait, time.Second)
 			}
-			if err := d.ensureRegistered(); err != nil {
+			if err := d.ensureRegistered(s.shutdownCtx); err != nil {
 				s.logger.Debug("recording server in state", "error", err)
 				wait = min(wait, time.Second)
 			}
@@ -310,7 +310,7 @@ func (s *Server) pingAddr(ctx context.Context, addr string, self *pb.ServerMembe
 
 // ensureRegistered makes the servers table hold this server's current
 // addresses, through the leader.
-func (d *discovery) ensureRegistered() error {
+func (d *discovery) ensureRegistered(ctx context.Context) error {
 	s := d.s
 	self := s.self()
 	cur, err := s.fsm.State().ServerByID(nil, s.id)
@@ -321,7 +321,7 @@ func (d *discovery) ensureRegistered() error {
 		return nil
 	}
 	if s.IsLeader() {
-		_, err := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self})
+		_, err := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self})
 		return err
 	}
 	addr, _ := s.leaderRPCAddr()

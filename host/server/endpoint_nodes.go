@@ -20,7 +20,7 @@ type nodesEndpoint struct {
 	s *Server
 }
 
-func (e *nodesEndpoint) Register(_ context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
+func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
 	s := e.s
 	n := req.GetNode()
 	if err := validateNode(n); err != nil {
@@ -32,7 +32,7 @@ func (e *nodesEndpoint) Register(_ context.Context, req *pb.NodeRegisterRequest)
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
-	idx, err := s.raftApply(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
+	idx, err := s.raftApply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
@@ -56,7 +56,7 @@ func validateNode(n *pb.Node) error {
 	return nil
 }
 
-func (e *nodesEndpoint) Heartbeat(_ context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
+func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
 	s := e.s
 	node, err := s.fsm.State().NodeByID(nil, req.GetNodeId())
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *nodesEndpoint) Heartbeat(_ context.Context, req *pb.NodeHeartbeatReques
 		return nil, status.Errorf(codes.NotFound, "node %s is not registered", req.GetNodeId())
 	}
 	if node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
-		if _, err := s.setNodeStatus(node.GetId(), pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed"); err != nil {
+		if _, err := s.setNodeStatus(ctx, node.GetId(), pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed"); err != nil {
 			return nil, fmt.Errorf("marking node %s ready: %w", node.GetId(), err)
 		}
 		s.logger.Info("node ready again", "node_id", node.GetId(), "name", node.GetName())

@@ -28,15 +28,15 @@ type operatorEndpoint struct {
 
 // Join adds a server as a voter and records its addresses. It is idempotent:
 // servers call it on every start to keep their record current.
-func (e *operatorEndpoint) Join(_ context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+func (e *operatorEndpoint) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
 	s := e.s
 	m := req.GetServer()
 	if m.GetId() == "" || m.GetRaftAddr() == "" || m.GetRpcAddr() == "" {
 		return nil, status.Error(codes.InvalidArgument, "join: server id, raft_addr and rpc_addr are required")
 	}
 	f := s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
+	if err := await(ctx, f); err != nil {
+		return nil, fmt.Errorf("join of %s: reading the raft configuration on server %s: %w", m.GetName(), s.cfg.Name, err)
 	}
 	present := false
 	for _, srv := range f.Configuration().Servers {
@@ -47,18 +47,18 @@ func (e *operatorEndpoint) Join(_ context.Context, req *pb.JoinRequest) (*pb.Joi
 			// A server re-created at the same address with a new data dir:
 			// the old identity can never come back.
 			s.logger.Info("removing stale server at joining address", "old_id", srv.ID, "addr", srv.Address)
-			if err := s.removePeer(string(srv.ID)); err != nil {
+			if err := s.removePeer(ctx, string(srv.ID)); err != nil {
 				return nil, fmt.Errorf("removing stale server %s: %w", srv.ID, err)
 			}
 		}
 	}
 	if !present {
-		if err := s.raft.AddVoter(raft.ServerID(m.GetId()), raft.ServerAddress(m.GetRaftAddr()), 0, 0).Error(); err != nil {
+		if err := await(ctx, s.raft.AddVoter(raft.ServerID(m.GetId()), raft.ServerAddress(m.GetRaftAddr()), 0, 0)); err != nil {
 			return nil, fmt.Errorf("adding voter %s (%s): %w", m.GetName(), m.GetRaftAddr(), err)
 		}
 		s.logger.Info("server joined", "id", m.GetId(), "name", m.GetName(), "raft", m.GetRaftAddr())
 	}
-	idx, err := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m})
+	idx, err := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m})
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (e *operatorEndpoint) Join(_ context.Context, req *pb.JoinRequest) (*pb.Joi
 }
 
 // RemovePeer removes a server by ID, name or RPC address.
-func (e *operatorEndpoint) RemovePeer(_ context.Context, req *pb.RemovePeerRequest) (*pb.RemovePeerResponse, error) {
+func (e *operatorEndpoint) RemovePeer(ctx context.Context, req *pb.RemovePeerRequest) (*pb.RemovePeerResponse, error) {
 	s := e.s
 	if req.GetId() == "" && req.GetName() == "" && req.GetRpcAddr() == "" {
 		return nil, status.Error(codes.InvalidArgument, "remove peer: one of id, name or rpc_addr is required")
@@ -89,7 +89,7 @@ func (e *operatorEndpoint) RemovePeer(_ context.Context, req *pb.RemovePeerReque
 	if target == nil {
 		return nil, status.Errorf(codes.NotFound, "remove peer: no server matches id=%q name=%q rpc_addr=%q", req.GetId(), req.GetName(), req.GetRpcAddr())
 	}
-	if err := s.removePeer(target.GetId()); err != nil {
+	if err := s.removePeer(ctx, target.GetId()); err != nil {
 		return nil, err
 	}
 	return &pb.RemovePeerResponse{RemovedId: target.GetId(), Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}}, nil
@@ -100,24 +100,30 @@ func (e *operatorEndpoint) RemovePeer(_ context.Context, req *pb.RemovePeerReque
 // still recorded. A leader removing itself steps down as soon as the change
 // commits, so it forgets its record first and records itself again if the
 // raft change fails.
-func (s *Server) removePeer(id string) error {
+func (s *Server) removePeer(ctx context.Context, id string) error {
 	if id != s.id {
-		if err := s.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+		if err := await(ctx, s.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
 			return fmt.Errorf("removing server %s from raft: %w", id, err)
 		}
-		if _, err := s.raftApply(fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
+		if _, err := s.raftApply(ctx, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
 			return fmt.Errorf("server %s left raft but its record remains: %w", id, err)
 		}
 		s.logger.Info("server removed from cluster", "id", id)
 		return nil
 	}
 	self, _ := s.fsm.State().ServerByID(nil, id)
-	if _, err := s.raftApply(fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
+	if _, err := s.raftApply(ctx, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
 		return fmt.Errorf("forgetting server %s: %w", id, err)
 	}
-	if err := s.raft.RemoveServer(raft.ServerID(id), 0, 0).Error(); err != nil {
+	f := s.raft.RemoveServer(raft.ServerID(id), 0, 0)
+	if err := await(ctx, f); err != nil {
+		if ctx.Err() != nil {
+			// The removal may still commit: re-recording this server now
+			// could leave a record of a server that is no longer in raft.
+			return fmt.Errorf("removing server %s from raft: gave up waiting; the removal may still happen: %w", id, err)
+		}
 		if self != nil {
-			if _, uerr := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self}); uerr != nil {
+			if _, uerr := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self}); uerr != nil {
 				s.logger.Error("re-recording this server after a failed leave", "error", uerr)
 			}
 		}
@@ -127,21 +133,18 @@ func (s *Server) removePeer(id string) error {
 	return nil
 }
 
-func (e *operatorEndpoint) RaftConfiguration(_ context.Context, req *pb.RaftConfigurationRequest) (*pb.RaftConfigurationResponse, error) {
+func (e *operatorEndpoint) RaftConfiguration(ctx context.Context, req *pb.RaftConfigurationRequest) (*pb.RaftConfigurationResponse, error) {
+	s := e.s
 	if req.GetQuery().GetConsistent() {
-		if err := e.s.raft.VerifyLeader().Error(); err != nil {
-			return nil, err
+		if err := await(ctx, s.raft.VerifyLeader()); err != nil {
+			return nil, fmt.Errorf("server %s verifying its leadership: %w", s.cfg.Name, err)
 		}
 	}
-	f := e.s.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
+	f := s.raft.GetConfiguration()
+	if err := await(ctx, f); err != nil {
+		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, err)
 	}
-	servers, err := e.s.raftServers()
-	if err != nil {
-		return nil, err
-	}
-	return &pb.RaftConfigurationResponse{Servers: servers, Index: f.Index(), Meta: e.s.queryMeta(f.Index())}, nil
+	return &pb.RaftConfigurationResponse{Servers: s.describeServers(f.Configuration()), Index: f.Index(), Meta: s.queryMeta(f.Index())}, nil
 }
 
 // raftServers joins the raft configuration with the servers table.
@@ -150,9 +153,14 @@ func (s *Server) raftServers() ([]*pb.RaftServer, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
+	return s.describeServers(f.Configuration()), nil
+}
+
+// describeServers joins a raft configuration with the servers table.
+func (s *Server) describeServers(conf raft.Configuration) []*pb.RaftServer {
 	_, leaderID := s.raft.LeaderWithID()
 	var out []*pb.RaftServer
-	for _, srv := range f.Configuration().Servers {
+	for _, srv := range conf.Servers {
 		rs := &pb.RaftServer{
 			Id:       string(srv.ID),
 			RaftAddr: string(srv.Address),
@@ -169,7 +177,7 @@ func (s *Server) raftServers() ([]*pb.RaftServer, error) {
 		out = append(out, rs)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
-	return out, nil
+	return out
 }
 
 // Members lists every server this one knows, pinging each to tell alive from
@@ -318,23 +326,20 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	// Raft keeps its configuration across a restore; keep the servers table
 	// true to it, so a snapshot from another time does not lose the
 	// addresses of today's members.
-	if err := s.restoreMemberRecords(members); err != nil {
+	if err := s.restoreMemberRecords(stream.Context(), members); err != nil {
 		return status.Errorf(codes.Internal, "snapshot restored at index %d, but re-recording today's servers failed (they re-record themselves within a retry interval): %v", s.raft.AppliedIndex(), err)
 	}
 	// The restored state may hold other nodes than before: start heartbeat
-	// timers afresh, if this server still leads (otherwise the next
-	// leader's loop does).
-	if s.IsLeader() {
-		s.heartbeats.stopAll()
-		s.heartbeats.initialize()
-	}
+	// timers afresh if they run here (otherwise whichever leader loop
+	// starts them next reads the restored state).
+	s.heartbeats.rearm()
 	s.logger.Info("snapshot restored", "snapshot_index", meta.Index, "bytes", meta.Size)
 	return stream.SendAndClose(&pb.SnapshotRestoreResponse{Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}})
 }
 
 // restoreMemberRecords re-records, from the pre-restore records, every
 // server still in the raft configuration whose record the restore changed.
-func (s *Server) restoreMemberRecords(before []*pb.ServerMember) error {
+func (s *Server) restoreMemberRecords(ctx context.Context, before []*pb.ServerMember) error {
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
@@ -354,7 +359,7 @@ func (s *Server) restoreMemberRecords(before []*pb.ServerMember) error {
 		if cur != nil && sameMember(cur, m) {
 			continue
 		}
-		if _, err := s.raftApply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m}); err != nil {
+		if _, err := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: m}); err != nil {
 			return err
 		}
 	}

@@ -54,10 +54,6 @@ type queryRequest interface {
 	GetQuery() *pb.QueryOptions
 }
 
-// leaderWait bounds how long a request waits for an election to finish
-// before failing with Unavailable.
-const leaderWait = 5 * time.Second
-
 // forwardInterceptor sends leader-only requests arriving at a follower to the
 // leader and relays the answer, so callers may talk to any server.
 func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
@@ -74,8 +70,8 @@ func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
 			return handler(ctx, req)
 		}
 		if s.IsLeader() {
-			if !s.leaderReady.Load() {
-				return nil, status.Errorf(codes.Unavailable, "server %s was just elected and is still applying the previous leader's log; retry", s.cfg.Name)
+			if err := s.awaitLeaderReady(ctx, info.FullMethod); err != nil {
+				return nil, err
 			}
 			return handler(ctx, req)
 		}
@@ -143,22 +139,22 @@ func (s *Server) leaderRPCAddr() (addr, id string) {
 	return "", string(lid)
 }
 
-// leaderConn waits (up to leaderWait or ctx) for a leader whose address is
-// known and returns a connection to it.
+// leaderConn waits (up to the leader wait or ctx) for a leader whose
+// address is known and returns a connection to it.
 func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	deadline := time.Now().Add(leaderWait)
+	deadline := time.Now().Add(s.cfg.leaderWait)
 	for {
 		if addr, _ := s.leaderRPCAddr(); addr != "" {
 			return s.pool.Conn(addr)
 		}
 		if time.Now().After(deadline) {
-			return nil, status.Error(codes.Unavailable, "no cluster leader")
+			return nil, status.Errorf(codes.Unavailable, "server %s knows no cluster leader after waiting %s; retry", s.cfg.Name, s.cfg.leaderWait)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, status.FromContextError(ctx.Err()).Err()
 		case <-s.shutdownCtx.Done():
-			return nil, status.Error(codes.Unavailable, "server shutting down")
+			return nil, status.Errorf(codes.Unavailable, "server %s is shutting down", s.cfg.Name)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -11,11 +12,25 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
+// heartbeatNodes is what heartbeat timers need of the server: the nodes in
+// local state, and a way to mark one down.
+type heartbeatNodes interface {
+	Nodes() ([]*pb.Node, error)
+	NodeByID(id string) (*pb.Node, error)
+	// MarkDown proposes the node's ready → down change.
+	MarkDown(ctx context.Context, id, reason string) error
+}
+
 // heartbeater keeps, on the leader only, one timer per ready node. Heartbeats
 // reset timers in memory; raft sees only status changes: a timer firing marks
 // its node down, and a heartbeat from a down node marks it ready.
+//
+// Its state changes only under mu, each change whole: the leader loop
+// starts and stops it, a snapshot restore re-arms it (a no-op unless it
+// runs), and Shutdown closes it, so no interleaving of those can leave
+// timers running on a server that does not lead.
 type heartbeater struct {
-	s      *Server
+	nodes  heartbeatNodes
 	clock  Clock
 	ttl    time.Duration
 	grace  time.Duration
@@ -23,71 +38,76 @@ type heartbeater struct {
 
 	mu     sync.Mutex
 	active bool
+	closed bool
+	// gen numbers every arming and only grows, across leaderships too, so
+	// a callback of a timer armed earlier (stopped too late, or from a
+	// previous leadership) never passes for the current one.
+	gen    uint64
 	timers map[string]*nodeTimer
+	// ctx ends when the leadership that armed the timers does, abandoning
+	// a down-marking still in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type nodeTimer struct {
 	timer Timer
-	// gen tells a stale firing (raced with a reset) from the current one.
-	gen uint64
+	gen   uint64
 }
 
-func newHeartbeater(s *Server, clock Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
-	return &heartbeater{s: s, clock: clock, ttl: ttl, grace: grace, logger: logger, timers: make(map[string]*nodeTimer)}
+func newHeartbeater(nodes heartbeatNodes, clock Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
+	return &heartbeater{nodes: nodes, clock: clock, ttl: ttl, grace: grace, logger: logger, timers: make(map[string]*nodeTimer)}
 }
 
-// initialize starts timers for every ready node with TTL plus grace, so a
-// new leader does not mark down nodes that were heartbeating to the old one.
-func (h *heartbeater) initialize() {
-	// Active before the listing: a node registered in between gets its timer
-	// from Register's reset rather than none at all.
+// start arms a timer of TTL plus grace for every ready node, so a new
+// leader does not mark down nodes that were heartbeating to the old one.
+// The leader loop calls it once its barrier passed.
+func (h *heartbeater) start() {
 	h.mu.Lock()
-	h.active = true
-	h.mu.Unlock()
-	nodes, err := h.s.fsm.State().Nodes(nil)
-	if err != nil {
-		h.logger.Error("listing nodes for heartbeat timers", "error", err)
+	defer h.mu.Unlock()
+	if h.closed || h.active {
 		return
 	}
-	n := 0
-	for _, node := range nodes {
-		if node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !h.tracked(node.GetId()) {
-			h.reset(node.GetId(), h.ttl+h.grace)
-			n++
-		}
-	}
-	h.logger.Debug("heartbeat timers started", "nodes", n, "ttl", h.ttl+h.grace)
+	h.active = true
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.armAllLocked()
 }
 
-// reset (re)arms the node's timer; it does nothing on a non-leader.
-func (h *heartbeater) reset(nodeID string, d time.Duration) {
+// rearm restarts every timer from the nodes in state now, after a snapshot
+// restore replaced them. It does nothing unless the timers run: a leader
+// whose barrier has not passed yet arms them from the restored state when
+// it starts, and a server that no longer leads must not arm any.
+func (h *heartbeater) rearm() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.active {
 		return
 	}
-	nt := h.timers[nodeID]
-	if nt == nil {
-		nt = &nodeTimer{}
-		h.timers[nodeID] = nt
-	} else if nt.timer != nil {
-		nt.timer.Stop()
-	}
-	nt.gen++
-	gen := nt.gen
-	nt.timer = h.clock.AfterFunc(d, func() { h.expire(nodeID, gen) })
+	h.stopTimersLocked()
+	h.armAllLocked()
 }
 
-// stopAll stops every timer; called when leadership ends.
-func (h *heartbeater) stopAll() {
+// stop stops every timer; the leader loop calls it when leadership ends.
+func (h *heartbeater) stop() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.active = false
-	for id, nt := range h.timers {
-		if nt.timer != nil {
-			nt.timer.Stop()
-		}
-		delete(h.timers, id)
+	h.stopLocked()
+}
+
+// close stops the timers for good (the server is shutting down).
+func (h *heartbeater) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	h.stopLocked()
+}
+
+// reset (re)arms the node's timer; it does nothing unless the timers run.
+func (h *heartbeater) reset(nodeID string, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active {
+		h.armLocked(nodeID, d)
 	}
 }
 
@@ -99,6 +119,48 @@ func (h *heartbeater) tracked(nodeID string) bool {
 	return ok
 }
 
+func (h *heartbeater) stopLocked() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.active = false
+	h.stopTimersLocked()
+}
+
+func (h *heartbeater) stopTimersLocked() {
+	for id, nt := range h.timers {
+		nt.timer.Stop()
+		delete(h.timers, id)
+	}
+}
+
+// armAllLocked arms a TTL-plus-grace timer for every ready node without one.
+// Listing under mu keeps a concurrent stop from interleaving with it.
+func (h *heartbeater) armAllLocked() {
+	nodes, err := h.nodes.Nodes()
+	if err != nil {
+		h.logger.Error("listing nodes for heartbeat timers", "error", err)
+		return
+	}
+	n := 0
+	for _, node := range nodes {
+		if _, ok := h.timers[node.GetId()]; !ok && node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+			h.armLocked(node.GetId(), h.ttl+h.grace)
+			n++
+		}
+	}
+	h.logger.Debug("heartbeat timers started", "nodes", n, "ttl", h.ttl+h.grace)
+}
+
+func (h *heartbeater) armLocked(nodeID string, d time.Duration) {
+	if nt := h.timers[nodeID]; nt != nil {
+		nt.timer.Stop()
+	}
+	h.gen++
+	gen := h.gen
+	h.timers[nodeID] = &nodeTimer{gen: gen, timer: h.clock.AfterFunc(d, func() { h.expire(nodeID, gen) })}
+}
+
 func (h *heartbeater) expire(nodeID string, gen uint64) {
 	h.mu.Lock()
 	nt := h.timers[nodeID]
@@ -106,25 +168,45 @@ func (h *heartbeater) expire(nodeID string, gen uint64) {
 	if current {
 		delete(h.timers, nodeID)
 	}
+	ctx := h.ctx
 	h.mu.Unlock()
 	if !current {
 		return
 	}
-	node, err := h.s.fsm.State().NodeByID(nil, nodeID)
+	node, err := h.nodes.NodeByID(nodeID)
 	if err != nil || node == nil || node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
 		return
 	}
 	desc := fmt.Sprintf("no heartbeat for %s", h.ttl)
-	if _, err := h.s.setNodeStatus(nodeID, pb.NodeStatus_NODE_STATUS_DOWN, desc); err != nil {
+	if err := h.nodes.MarkDown(ctx, nodeID, desc); err != nil {
 		h.logger.Error("marking node down", "node_id", nodeID, "error", err)
 		return
 	}
 	h.logger.Warn("node marked down", "node_id", nodeID, "name", node.GetName(), "reason", desc)
 }
 
+// markDownTimeout bounds one down-marking proposal of a heartbeat timer.
+const markDownTimeout = 30 * time.Second
+
+// serverNodes gives heartbeat timers the server's state and raft.
+type serverNodes struct{ s *Server }
+
+var _ heartbeatNodes = serverNodes{}
+
+func (n serverNodes) Nodes() ([]*pb.Node, error) { return n.s.fsm.State().Nodes(nil) }
+
+func (n serverNodes) NodeByID(id string) (*pb.Node, error) { return n.s.fsm.State().NodeByID(nil, id) }
+
+func (n serverNodes) MarkDown(ctx context.Context, id, reason string) error {
+	ctx, cancel := context.WithTimeout(ctx, markDownTimeout)
+	defer cancel()
+	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_DOWN, reason)
+	return err
+}
+
 // setNodeStatus proposes a node status change stamped with the server clock.
-func (s *Server) setNodeStatus(nodeID string, status pb.NodeStatus, desc string) (uint64, error) {
-	return s.raftApply(fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
+func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string) (uint64, error) {
+	return s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 		NodeId:      nodeID,
 		Status:      status,
 		Description: desc,

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -23,8 +24,8 @@ const (
 // queries first confirm leadership. It returns the meta to send back.
 func (s *Server) blockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.QueryFunc) (*pb.QueryMeta, error) {
 	if q.GetConsistent() {
-		if err := s.raft.VerifyLeader().Error(); err != nil {
-			return nil, err
+		if err := await(ctx, s.raft.VerifyLeader()); err != nil {
+			return nil, fmt.Errorf("server %s verifying its leadership for a consistent read: %w", s.cfg.Name, err)
 		}
 	}
 	wait := time.Duration(q.GetMaxWaitMs()) * time.Millisecond

@@ -45,10 +45,10 @@ type Server struct {
 	discovery  *discovery
 
 	leaderNotify chan bool
-	// leaderReady is set while this server leads and has applied everything
+	// ready is set while this server leads and has applied everything
 	// earlier leaders committed (its barrier passed); leader-only requests
 	// wait for it so they never see state older than an acknowledged write.
-	leaderReady atomic.Bool
+	ready *readiness
 	// leaving is set when a graceful leave starts; discovery then stops, so
 	// it does not join the server back while it leaves.
 	leaving atomic.Bool
@@ -79,10 +79,11 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		fsm:          fsm.New(cfg.Logger.Named("fsm")),
 		pool:         rpc.NewPool(),
 		leaderNotify: make(chan bool, 16),
+		ready:        newReadiness(),
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}
-	s.heartbeats = newHeartbeater(s, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
+	s.heartbeats = newHeartbeater(serverNodes{s}, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
 
 	if err := s.setupRaft(); err != nil {
@@ -199,7 +200,11 @@ func (s *Server) setupRaft() error {
 		s.hadState = true
 	}
 
-	r, err := raft.NewRaft(rc, &timedFSM{fsm: s.fsm}, logs, stable, snaps, s.transport)
+	tf := &timedFSM{fsm: s.fsm}
+	if s.cfg.hooks != nil {
+		tf.beforeApply = s.cfg.hooks.beforeApply
+	}
+	r, err := raft.NewRaft(rc, tf, logs, stable, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("starting raft: %w", err)
 	}
@@ -246,7 +251,7 @@ func (s *Server) Leave(ctx context.Context) error {
 	s.leaving.Store(true)
 	if s.IsLeader() {
 		// The leader may remove itself: it steps down once the change commits.
-		return s.removePeer(s.id)
+		return s.removePeer(ctx, s.id)
 	}
 	leader, err := s.leaderConn(ctx)
 	if err != nil {
@@ -269,7 +274,7 @@ func (s *Server) Shutdown() error {
 			cancel()
 		}
 		s.cancel()
-		s.heartbeats.stopAll()
+		s.heartbeats.close()
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {

@@ -192,7 +192,8 @@ func TestPartitionedLeaderLosesNoCommittedWrite(t *testing.T) {
 		t.Fatal("leader stepped down before the test could propose to it")
 	}
 	lost := testNode("never-committed")
-	if _, err := old.raftApply(nodeRegister(lost)); !errors.Is(err, raft.ErrLeadershipLost) {
+	typ, cmd := nodeRegister(lost)
+	if _, err := old.raftApply(context.Background(), typ, cmd); !errors.Is(err, raft.ErrLeadershipLost) {
 		t.Fatalf("partitioned leader's proposal: %v, want raft.ErrLeadershipLost", err)
 	}
 	leader := tc.waitLeaderAmong(tc.followers(old))

@@ -80,6 +80,16 @@ func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
 	if err := restoreSnapshot(tc, tc.followers(leader)[0], snap); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
+	// The leader's heartbeat timers follow the restored nodes; followers run none.
+	if !leader.heartbeats.tracked(foreign.GetId()) || leader.heartbeats.tracked(local.GetId()) {
+		t.Fatalf("leader's timers after restore: restored node tracked %t, dropped node tracked %t",
+			leader.heartbeats.tracked(foreign.GetId()), leader.heartbeats.tracked(local.GetId()))
+	}
+	for _, f := range tc.followers(leader) {
+		if f.heartbeats.tracked(foreign.GetId()) {
+			t.Fatalf("follower %s runs a heartbeat timer", f.cfg.Name)
+		}
+	}
 	for _, s := range tc.servers {
 		waitNode(t, s, foreign.GetId(), pb.NodeStatus_NODE_STATUS_READY)
 		if n, _ := s.State().NodeByID(nil, local.GetId()); n != nil {

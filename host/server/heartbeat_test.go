@@ -1,0 +1,230 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+)
+
+// fakeNodes is a node table for heartbeat timers; it records down-markings
+// with the (bubble) time they happened at.
+type fakeNodes struct {
+	mu    sync.Mutex
+	nodes map[string]*pb.Node
+	downs []time.Time
+}
+
+var _ heartbeatNodes = (*fakeNodes)(nil)
+
+func newFakeNodes(ids ...string) *fakeNodes {
+	f := &fakeNodes{nodes: map[string]*pb.Node{}}
+	for _, id := range ids {
+		f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_READY}
+	}
+	return f
+}
+
+func (f *fakeNodes) Nodes() ([]*pb.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*pb.Node
+	for _, n := range f.nodes {
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (f *fakeNodes) NodeByID(id string) (*pb.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[id], nil
+}
+
+func (f *fakeNodes) MarkDown(_ context.Context, id, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_DOWN}
+	f.downs = append(f.downs, time.Now())
+	return nil
+}
+
+func (f *fakeNodes) downTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.downs...)
+}
+
+// stallingClock is the real clock (the bubble's, under synctest), except
+// that callbacks of timers armed while stall is set wait for it to close
+// before running: a timer that fired but whose callback has not yet run,
+// as a loaded machine produces.
+type stallingClock struct {
+	RealClock
+	mu    sync.Mutex
+	stall chan struct{}
+}
+
+func (c *stallingClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	stall := c.stall
+	c.mu.Unlock()
+	return time.AfterFunc(d, func() {
+		if stall != nil {
+			<-stall
+		}
+		f()
+	})
+}
+
+func (c *stallingClock) setStall(ch chan struct{}) {
+	c.mu.Lock()
+	c.stall = ch
+	c.mu.Unlock()
+}
+
+const (
+	testTTL   = 10 * time.Second
+	testGrace = 5 * time.Second
+)
+
+// A timer of one leadership that fired but ran late must not mark a node
+// down in the next leadership, which gives the node TTL + grace afresh.
+func TestHeartbeatTimerOfAnEarlierLeadershipIsIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		clock := &stallingClock{}
+		h := newHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
+
+		stalled := make(chan struct{})
+		clock.setStall(stalled)
+		h.start() // first leadership: n1 expires at TTL + grace
+		clock.setStall(nil)
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // its timer fired; the callback is stalled
+
+		h.stop()  // leadership lost, too late to stop that timer
+		h.start() // leadership regained: n1 has until now + TTL + grace
+		second := time.Now()
+		close(stalled)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("node marked down at %v by the previous leadership's timer, %s into a grace of %s",
+				downs[0], downs[0].Sub(second), testTTL+testGrace)
+		}
+
+		time.Sleep(testTTL + testGrace - time.Nanosecond)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("node marked down %s into a grace of %s", downs[0].Sub(second), testTTL+testGrace)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(second.Add(testTTL+testGrace)) {
+			t.Fatalf("down-markings %v, want one at %v", downs, second.Add(testTTL+testGrace))
+		}
+	})
+}
+
+// A heartbeat's reset makes the callback of the timer it replaced stale,
+// even when that callback already fired and runs late.
+func TestHeartbeatResetOutrunsALateCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		clock := &stallingClock{}
+		h := newHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		stalled := make(chan struct{})
+		clock.setStall(stalled)
+		h.reset("n1", testTTL)
+		clock.setStall(nil)
+		time.Sleep(testTTL)
+		synctest.Wait() // fired, callback stalled
+		h.reset("n1", testTTL)
+		close(stalled)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("a heartbeat's reset was overtaken by the timer it replaced: down at %v", downs[0])
+		}
+		time.Sleep(testTTL)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 {
+			t.Fatalf("down-markings %v, want one a TTL after the last heartbeat", downs)
+		}
+	})
+}
+
+// A snapshot restore re-arms the timers only while they run: whichever way
+// it interleaves with the end of the leadership, no timer is left running
+// on a server that no longer leads.
+func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(h *heartbeater)
+	}{
+		{"loss then restore", func(h *heartbeater) { h.stop(); h.rearm() }},
+		{"restore then loss", func(h *heartbeater) { h.rearm(); h.stop() }},
+		{"concurrently", func(h *heartbeater) {
+			var wg sync.WaitGroup
+			wg.Go(h.stop)
+			wg.Go(h.rearm)
+			wg.Wait()
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nodes := newFakeNodes("n1", "n2")
+				h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+				h.start()
+				tt.run(h)
+				if h.tracked("n1") || h.tracked("n2") {
+					t.Fatal("timers armed on a server whose leadership ended")
+				}
+				time.Sleep(10 * (testTTL + testGrace))
+				synctest.Wait()
+				if downs := nodes.downTimes(); len(downs) != 0 {
+					t.Fatalf("a server that no longer leads marked nodes down at %v", downs)
+				}
+				// Heartbeats reaching it do not arm timers either.
+				h.reset("n1", testTTL)
+				if h.tracked("n1") {
+					t.Fatal("a heartbeat armed a timer on a server that does not lead")
+				}
+			})
+		})
+	}
+}
+
+// While the timers run, a restore re-arms them from the state it brought:
+// nodes it dropped lose their timers, nodes it added get TTL + grace.
+func TestRestoreRearmsTimersFromTheRestoredNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("old")
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		time.Sleep(testTTL)
+		nodes.mu.Lock()
+		nodes.nodes = newFakeNodes("restored").nodes
+		nodes.mu.Unlock()
+		restoredAt := time.Now()
+		h.rearm()
+		if h.tracked("old") || !h.tracked("restored") {
+			t.Fatalf("after rearm: old tracked %t, restored tracked %t", h.tracked("old"), h.tracked("restored"))
+		}
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(restoredAt.Add(testTTL+testGrace)) {
+			t.Fatalf("down-markings %v, want the restored node's at %v", downs, restoredAt.Add(testTTL+testGrace))
+		}
+		// A closed heartbeater (server shut down) never starts again.
+		h.close()
+		h.start()
+		if h.tracked("restored") {
+			t.Fatal("timers armed after close")
+		}
+	})
+}
