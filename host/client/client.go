@@ -45,12 +45,20 @@ type Client struct {
 	next       int
 	registered bool
 	ttl        time.Duration
+	// lastOK is the server and time of the last call that succeeded.
+	lastOK contact
 	// updateCh asks the loop to re-register (a fingerprint changed).
 	updateCh chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// contact is a server that answered and when.
+type contact struct {
+	server string
+	at     time.Time
 }
 
 // ErrNoServers is returned by New when the client has no server to talk to.
@@ -74,7 +82,7 @@ func New(cfg Config) (*Client, error) {
 		logger:   cfg.Logger,
 		nodeID:   id,
 		pool:     rpc.NewPool(),
-		servers:  slices.Clone(cfg.Servers),
+		servers:  shuffled(cfg.Servers),
 		updateCh: make(chan struct{}, 1),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -83,6 +91,14 @@ func New(cfg Config) (*Client, error) {
 	go c.run()
 	c.logger.Info("client started", "node_id", id, "servers", cfg.Servers)
 	return c, nil
+}
+
+// shuffled returns the servers in random order, so the clients of a
+// cluster spread over its servers instead of all starting on the first.
+func shuffled(servers []string) []string {
+	out := slices.Clone(servers)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
 }
 
 // NodeID returns this node's persistent ID.
@@ -198,18 +214,33 @@ func (c *Client) setRegistered(v bool) {
 	c.mu.Unlock()
 }
 
+// defaultTTL stands in for the heartbeat TTL until a server has told us
+// its own (the servers' default).
+const defaultTTL = 10 * time.Second
+
+func (c *Client) currentTTL() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ttl <= 0 {
+		return defaultTTL
+	}
+	return c.ttl
+}
+
 // interval is a third of the TTL with jitter, so two heartbeats may be lost
 // before the node is marked down.
 func (c *Client) interval() time.Duration {
-	c.mu.Lock()
-	ttl := c.ttl
-	c.mu.Unlock()
-	if ttl <= 0 {
-		ttl = 10 * time.Second
-	}
-	base := ttl / 3
+	base := c.currentTTL() / 3
 	return base - time.Duration(rand.Int64N(int64(base/4)+1))
 }
+
+// attemptTimeout bounds one call to one server: a third of the TTL. A
+// heartbeat is sent at most a third of the TTL after the last one; if its
+// server black-holes it, the next server is tried a third of the TTL
+// later, still a third of the TTL before the leader would mark the node
+// down. A fixed timeout as long as the TTL let one silent server flap a
+// healthy node to down.
+func (c *Client) attemptTimeout() time.Duration { return c.currentTTL() / 3 }
 
 // learn adds the servers a server told us about and records the TTL.
 func (c *Client) learn(servers []string, ttlMs int64) {
@@ -225,13 +256,17 @@ func (c *Client) learn(servers []string, ttlMs int64) {
 	}
 }
 
-// call runs fn against the servers in turn until one answers with something
-// other than Unavailable or a timeout.
+// call runs fn against the servers in turn, starting with the one that
+// answered last, until one answers with something other than Unavailable
+// or a timeout; each attempt gets attemptTimeout. When none answers, the
+// next call starts one server further, so a server that black-holes every
+// call is not always tried first.
 func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
 	c.mu.Unlock()
+	timeout := c.attemptTimeout()
 	var errs []error
 	for i := range servers {
 		idx := (start + i) % len(servers)
@@ -240,24 +275,35 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 			errs = append(errs, err)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		err = fn(ctx, pb.NewNodesClient(conn))
 		cancel()
 		switch status.Code(err) {
 		case codes.OK:
 			c.mu.Lock()
 			c.next = idx
+			c.lastOK = contact{server: servers[idx], at: time.Now()}
 			c.mu.Unlock()
 			return nil
 		case codes.Unavailable, codes.DeadlineExceeded:
-			errs = append(errs, fmt.Errorf("server %s: %w", servers[idx], err))
+			errs = append(errs, fmt.Errorf("server %s (attempt timeout %s): %w", servers[idx], timeout, err))
 			if c.ctx.Err() != nil {
 				return c.ctx.Err()
 			}
 			continue
 		default:
-			return err
+			return fmt.Errorf("server %s: %w", servers[idx], err)
 		}
 	}
+	c.mu.Lock()
+	c.next = (start + 1) % max(len(c.servers), 1)
+	c.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// lastContact returns the server that last answered and when.
+func (c *Client) lastContact() contact {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastOK
 }

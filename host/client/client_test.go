@@ -122,9 +122,18 @@ func TestClientRegistersFailsOverAndKeepsItsIdentity(t *testing.T) {
 	if n.GetName() != "worker-1" || n.GetFingerprint().GetCpuCores() < 1 || !n.GetDrivers()["mock"].GetHealthy() {
 		t.Fatalf("registered node = %v", n)
 	}
-	// Heartbeats keep it ready past several TTLs.
-	time.Sleep(2500 * time.Millisecond)
-	waitStatus(t, s, c.NodeID(), pb.NodeStatus_NODE_STATUS_READY)
+	// Heartbeats keep it ready past several TTLs (1s each), without a
+	// single down-and-back (that would move its modify index).
+	since := time.Now()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if last := c.lastContact(); last.at.Sub(since) < 2500*time.Millisecond {
+			return fmt.Errorf("last heartbeat %s after the start of the wait", last.at.Sub(since))
+		}
+		return nil
+	})
+	if now := waitStatus(t, s, c.NodeID(), pb.NodeStatus_NODE_STATUS_READY); now.GetModifyIndex() != n.GetModifyIndex() {
+		t.Fatalf("node changed while heartbeating: modify index %d, was %d (%q)", now.GetModifyIndex(), n.GetModifyIndex(), now.GetStatusDescription())
+	}
 
 	// Stopped, the node goes down; restarted on the same data dir, the same
 	// node comes back ready.
