@@ -14,6 +14,18 @@ import (
 // leader change mid-request cannot make a loop.
 const ForwardedHeader = "berth-forwarded-by"
 
+// MaxMessageSize is the largest gRPC message berth sends or accepts, on
+// both ends of every connection: servers take it from ServerOptions, the
+// pool's connections from their default call options. One number for both
+// ends means a server never sends what its callers refuse (gRPC's defaults
+// differ: a client accepts 4 MiB, a server sends up to 2 GiB).
+const MaxMessageSize = 64 << 20
+
+// ServerOptions are the message limits every berth gRPC server uses.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+}
+
 // ErrPoolClosed is returned by Pool.Conn after Close.
 var ErrPoolClosed = errors.New("rpc: connection pool closed")
 
@@ -28,10 +40,14 @@ type Pool struct {
 }
 
 // NewPool returns an empty pool; opts are added to every connection.
+// Connections accept and send messages up to MaxMessageSize.
 func NewPool(opts ...grpc.DialOption) *Pool {
 	return &Pool{
 		conns: make(map[string]*grpc.ClientConn),
-		opts:  append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...),
+		opts: append([]grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		}, opts...),
 	}
 }
 

@@ -92,10 +92,9 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		return nil, err
 	}
 
-	s.grpc = grpc.NewServer(
+	s.grpc = grpc.NewServer(append(rpc.ServerOptions(),
 		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor()),
-		grpc.MaxRecvMsgSize(64<<20),
-	)
+	)...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
