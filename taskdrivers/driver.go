@@ -90,33 +90,29 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 				"task_id", id, "error", err)
 			d.in.gone(r)
 		case ctx.Err() != nil:
-			d.destroyAbandoned(ctx, r, id)
+			d.destroyUnrecorded(ctx, r, id, "StartTask abandoned by its caller")
 		}
 		return nil, err
 	}
 	rec := &pb.TaskHandleRecord{Driver: d.in.p.Name, Handle: h, UpdatedAt: time.Now().UnixNano()}
 	if err := store.PutTaskHandle(rec); err != nil {
-		if derr := r.client.DestroyTask(context.WithoutCancel(ctx), id, true); derr != nil {
-			d.in.logger.Error("task started but its handle could not be persisted nor the task destroyed; it runs unsupervised",
-				"task_id", id, "error", err, "destroy_error", derr)
-		}
+		d.destroyUnrecorded(ctx, r, id, "its handle could not be persisted: "+err.Error())
 		return nil, fmt.Errorf("start task %q: persisting its handle: %w", id, err)
 	}
 	return h, nil
 }
 
-// abandonedDestroyTimeout bounds the clean-up of a start its caller gave up on.
-const abandonedDestroyTimeout = 30 * time.Second
-
-// destroyAbandoned destroys the task of a StartTask whose ctx ended: the
-// plugin may have started it just then, and with no handle persisted
-// nothing would ever stop it.
-func (d *Driver) destroyAbandoned(ctx context.Context, r *running, id string) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonedDestroyTimeout)
+// destroyUnrecorded destroys the task of a StartTask that failed after the
+// plugin may have started it: with no handle persisted nothing would ever
+// stop it. The caller's ctx may be over, so the clean-up gets its own
+// deadline, CleanupTimeout: a plugin that does not answer cannot hang the
+// failed start.
+func (d *Driver) destroyUnrecorded(ctx context.Context, r *running, id, why string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.in.m.cfg.CleanupTimeout)
 	defer cancel()
 	if err := r.client.DestroyTask(dctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
-		d.in.logger.Error("StartTask abandoned by its caller, and its task could not be destroyed; it may run unsupervised",
-			"task_id", id, "error", err)
+		d.in.logger.Error("the task of a failed start could not be destroyed; it may run unsupervised",
+			"task_id", id, "failure", why, "error", err, "cleanup_timeout", d.in.m.cfg.CleanupTimeout)
 	}
 }
 

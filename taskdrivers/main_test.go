@@ -40,7 +40,8 @@ const (
 	// fakeEnv selects a fake plugin: "thirdparty" (the mock driver under
 	// the name in fakeNameEnv, version fakeVersion), "startlate" (that
 	// driver answering StartTask only once its caller gave up, see
-	// lateStarter), "wrongproto" (a plugin
+	// lateStarter), "destroyhang" (that driver never answering
+	// DestroyTask, see hangingDestroyer), "wrongproto" (a plugin
 	// speaking go-plugin protocol version 2) or "wrongapi" (a plugin that
 	// answers Negotiate with driver API version 99).
 	fakeEnv     = "BERTH_TASKDRIVERS_FAKE"
@@ -73,6 +74,11 @@ func serveFakeIfRequested() {
 		}
 	case "startlate":
 		if err := sdk.ServeDriver(lateStarter{d}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case "destroyhang":
+		if err := sdk.ServeDriver(hangingDestroyer{d}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -110,6 +116,14 @@ func (l lateStarter) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*
 	}
 	<-ctx.Done()
 	return h, nil
+}
+
+// hangingDestroyer never answers DestroyTask, whatever its deadline: a
+// plugin stuck tearing a task down.
+type hangingDestroyer struct{ renamed }
+
+func (hangingDestroyer) DestroyTask(context.Context, string, bool) error {
+	select {}
 }
 
 // wrongAPIPlugin serves a driver that only speaks driver API version 99.

@@ -40,6 +40,11 @@ type Config struct {
 	// StopTimeout is how long each task gets between SIGTERM and SIGKILL
 	// when StopTasksOnShutdown. Default 10s.
 	StopTimeout time.Duration
+	// CleanupTimeout bounds the DestroyTask that cleans up after a
+	// StartTask that failed once the plugin may have started the task (its
+	// caller gave up, or its handle could not be persisted), so a plugin
+	// that hangs cannot hang StartTask. Default 30s.
+	CleanupTimeout time.Duration
 	// BerthVersion is recorded with the reattach config of built-in
 	// plugins; a plugin launched by another version is replaced rather
 	// than reattached. Default version.Version.
@@ -61,6 +66,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = 10 * time.Second
+	}
+	if c.CleanupTimeout <= 0 {
+		c.CleanupTimeout = 30 * time.Second
 	}
 	if c.BerthVersion == "" {
 		c.BerthVersion = version.Version

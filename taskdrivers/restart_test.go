@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/builtin/drivers"
+	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -391,5 +392,42 @@ func TestStartAbandonedByItsCallerIsDestroyed(t *testing.T) {
 	}
 	if hs, err := e.db.TaskHandles(); err != nil || len(hs) != 0 {
 		t.Fatalf("handles: %v, %v", hs, err)
+	}
+}
+
+// failingHandles is the state DB with task handles that cannot be written.
+type failingHandles struct {
+	*state.DB
+	err error
+}
+
+func (f failingHandles) PutTaskHandle(*pb.TaskHandleRecord) error { return f.err }
+
+// A start whose handle cannot be persisted destroys its task again; a
+// plugin that never answers that DestroyTask must not hang StartTask (the
+// clean-up used to run with no deadline at all).
+func TestCleanupOfAStartWithoutAHandleHasADeadline(t *testing.T) {
+	e := newEnv(t)
+	e.fake("stuck", "destroyhang", "stuck")
+	errFull := errors.New("no space left on device")
+	m := e.newManager(e.catalog(), func(c *Config) {
+		c.Store = failingHandles{DB: e.db, err: errFull}
+		c.CleanupTimeout = 200 * time.Millisecond
+	})
+	e.start(m)
+	d := driver(t, m, "stuck")
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.StartTask(ctxT(t), &driverpb.TaskConfig{Id: "s1", Name: "web", DriverConfig: sdk.ConfigMap{"run_for": sdk.StringValue("1h")}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantErr(t, err, errFull)
+		if !strings.Contains(err.Error(), `"s1"`) {
+			t.Fatalf("error does not name the task: %v", err)
+		}
+	case <-time.After(generous):
+		t.Fatal("StartTask hung cleaning up after a handle it could not persist")
 	}
 }
