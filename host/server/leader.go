@@ -133,6 +133,11 @@ func (r *readiness) addWaiter(method string, n int) {
 	}
 }
 
+func (r *readiness) isReady() bool {
+	ready, _ := r.state()
+	return ready
+}
+
 // waiters returns how many requests for method wait now.
 func (r *readiness) waiters(method string) int {
 	r.mu.Lock()
