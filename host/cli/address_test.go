@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,15 +165,51 @@ func TestAddressPrecedence(t *testing.T) {
 	}
 }
 
-// TestDefaultAddress checks that with no flag and no BERTH_ADDR the CLI
-// talks to the local agent's default address, and says so in its error.
+// resolvedAddress runs argv with the Action of the command at path replaced
+// by one that records the address apiClient resolves, so no request is made.
+func resolvedAddress(t *testing.T, path []string, argv ...string) string {
+	t.Helper()
+	app := newApp(io.Discard, io.Discard)
+	cmds := app.Commands
+	var cmd *cli.Command
+	for _, name := range path {
+		i := slices.IndexFunc(cmds, func(c *cli.Command) bool { return c.Name == name })
+		if i < 0 {
+			t.Fatalf("no command %q in %v", name, path)
+		}
+		cmd, cmds = cmds[i], cmds[i].Subcommands
+	}
+	var got string
+	cmd.Action = func(c *cli.Context) error {
+		client, err := apiClient(c)
+		if err != nil {
+			return err
+		}
+		got = client.Address()
+		return nil
+	}
+	if err := app.Run(append([]string{"berth"}, argv...)); err != nil {
+		t.Fatalf("berth %s: %v", strings.Join(argv, " "), err)
+	}
+	return got
+}
+
+// TestDefaultAddress: with no flag and BERTH_ADDR unset or empty the CLI
+// talks to the local agent's default address (an empty BERTH_ADDR once
+// made every command fail with "api: empty address").
 func TestDefaultAddress(t *testing.T) {
 	t.Setenv(api.EnvAddress, "")
-	code, _, errOut := berth(t, "node", "status")
-	// Whether or not an agent listens on 7646 here, a failure names the
-	// address (an empty BERTH_ADDR once made it "api: empty address").
-	if code != 0 && !strings.Contains(errOut, "127.0.0.1:7646") {
-		t.Fatalf("node status with no address: exit %d, stderr %q; want the default address in the error", code, errOut)
+	if got := resolvedAddress(t, []string{"node", "status"}, "node", "status"); got != "http://127.0.0.1:7646" {
+		t.Errorf("address with no flag and an empty %s = %q, want http://127.0.0.1:7646", api.EnvAddress, got)
+	}
+	if err := os.Unsetenv(api.EnvAddress); err != nil {
+		t.Fatal(err)
+	}
+	if got := resolvedAddress(t, []string{"operator", "raft", "list-peers"}, "operator", "raft", "list-peers"); got != "http://127.0.0.1:7646" {
+		t.Errorf("address with no flag and no %s = %q, want http://127.0.0.1:7646", api.EnvAddress, got)
+	}
+	if got := resolvedAddress(t, []string{"node", "status"}, "-address", "10.0.0.9:7646", "node", "status"); got != "http://10.0.0.9:7646" {
+		t.Errorf("address with a global flag = %q, want http://10.0.0.9:7646", got)
 	}
 }
 
