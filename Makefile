@@ -4,9 +4,12 @@
 GO        ?= go
 BIN       := build/berth
 PKGS      := ./...
+EXAMPLES  := examples/driver-sleep
+
+FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
 
-.PHONY: all build run test check proto bench acceptance plugins clean fmt
+.PHONY: all build run test check fuzz-short proto bench acceptance plugins clean fmt
 
 all: build
 
@@ -17,19 +20,34 @@ build:
 run: build
 	./$(BIN) run -dev
 
-# Unit, cluster, plugin and conformance tests with the race detector, plus a
-# short real run of the acceptance suite.
-test: build
+# The gate CI runs (.ci/run): make check, then unit, cluster, plugin and
+# conformance tests with the race detector plus a short real run of the
+# acceptance suite, then a short pass of every fuzz target. Under CI=true a
+# test that cannot run on this machine fails instead of skipping.
+test: check build
 	$(GO) test -race -timeout 20m $(PKGS)
-	cd examples/driver-sleep && $(GO) test -race ./...
+	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
+	$(MAKE) fuzz-short
 
+# Every fuzz target of the module (found at run time) for FUZZTIME each.
+fuzz-short:
+	$(GO) run ./internal/fuzzshort -fuzztime $(FUZZTIME) $(PKGS)
+
+# The gate's static half; make test runs it first. Example plugins are
+# modules of their own, checked the same way (staticcheck is the binary
+# pinned in this module's go.mod, run in theirs).
 check:
-	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^examples/')); \
+	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@echo "==> go vet"; $(GO) vet $(PKGS)
 	@echo "==> staticcheck"; $(GO) tool staticcheck $(PKGS)
 	@echo "==> import rules"; $(GO) run ./internal/importcheck .
 	@echo "==> go mod tidy"; $(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
+	@sc=$$($(GO) tool -n staticcheck) && for m in $(EXAMPLES); do \
+		echo "==> $$m: go vet, staticcheck, go mod tidy"; \
+		(cd $$m && $(GO) vet ./... && $$sc ./... && \
+		 { $(GO) mod tidy -diff || { echo "$$m: go.mod/go.sum not tidy"; exit 1; }; }) || exit 1; \
+	done
 	@echo "==> generated code"; $(MAKE) -s proto; \
 		if [ -n "$$(git status --porcelain -- '*.pb.go')" ]; then git status --porcelain -- '*.pb.go'; \
 		echo "generated code is stale: run make proto and commit"; exit 1; fi

@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/builtin/csi/hostpath"
 	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/testutil"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
@@ -135,13 +136,6 @@ func unmountUnder(t *testing.T, dir string) {
 	}
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: the hostpath volume cycle bind-mounts, which needs root (run the tests as root)")
-	}
-}
-
 func TestHostpathVolumeCycle(t *testing.T) { volumeCycle(t, false) }
 
 func TestHostpathVolumeCycleAcrossRestart(t *testing.T) { volumeCycle(t, true) }
@@ -151,7 +145,7 @@ func TestHostpathVolumeCycleAcrossRestart(t *testing.T) { volumeCycle(t, true) }
 // restart, the plugin is stopped once the volume is published and started
 // again on the same state directory; the same client carries on.
 func volumeCycle(t *testing.T, restart bool) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "the hostpath volume cycle bind-mounts")
 	dir, err := filepath.EvalSymlinks(socketDir(t))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,22 @@ func Main(args []string) int {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	app := &cli.App{
+	if err := newApp(stdout, stderr).Run(args); err != nil {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) && ec.ExitCode() != 0 {
+			return ec.ExitCode()
+		}
+		return 1
+	}
+	return 0
+}
+
+// newApp builds the command tree. Global flags (Flags here) are inherited
+// by every command that declares a flag of the same name; flagString
+// resolves which one the user meant.
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
 		Name:                 "berth",
 		Usage:                "a cluster runtime where storage simply works",
 		Version:              version.Version,
@@ -37,15 +52,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-	if err := app.Run(args); err != nil {
-		fmt.Fprintf(stderr, "Error: %v\n", err)
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) && ec.ExitCode() != 0 {
-			return ec.ExitCode()
-		}
-		return 1
-	}
-	return 0
 }
 
 func versionCommand() *cli.Command {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -16,12 +17,17 @@ func globalFlags() []cli.Flag {
 	return []cli.Flag{addressFlag()}
 }
 
+// addressFlag is declared both globally (`berth -address X node status`) and
+// on every API command (`berth node status -address X`). It has no EnvVars
+// and no Value on purpose: urfave/cli marks a flag read from the environment
+// as set and gives an unset flag its default, and either would let the
+// command-level flag shadow the global one. apiClient applies the order
+// command flag > global flag > BERTH_ADDR > default itself.
 func addressFlag() cli.Flag {
 	return &cli.StringFlag{
-		Name:    "address",
-		Usage:   "HTTP address of a berth agent",
-		EnvVars: []string{api.EnvAddress},
-		Value:   "http://127.0.0.1:7646",
+		Name:        "address",
+		Usage:       "HTTP address of a berth agent",
+		DefaultText: "$" + api.EnvAddress + ", else http://127.0.0.1:7646",
 	}
 }
 
@@ -33,7 +39,28 @@ func readFlags(extra ...cli.Flag) []cli.Flag {
 }
 
 func apiClient(c *cli.Context) (*api.Client, error) {
-	return api.NewClient(c.String("address"))
+	addr, ok := flagString(c, "address")
+	if !ok {
+		addr = api.DefaultAddress()
+	}
+	return api.NewClient(addr)
+}
+
+// flagString returns the value of the string flag name from the innermost
+// command that was given it on the command line, so a flag given to the
+// command itself beats the same flag given globally (or to a parent
+// command). ok is false when no level was given it.
+func flagString(c *cli.Context, name string) (value string, ok bool) {
+	for _, ctx := range c.Lineage() {
+		// The outermost context only carries the Go context and has no flags.
+		if ctx.Command == nil {
+			continue
+		}
+		if slices.Contains(ctx.LocalFlagNames(), name) {
+			return ctx.String(name), true
+		}
+	}
+	return "", false
 }
 
 var protoOut = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}

@@ -1,16 +1,9 @@
-// Command importcheck enforces the import rules of DESIGN.md; `make check`
-// runs it on the repository root. It reads source with go/parser, so it
-// needs no build and reports every violation with file and line:
-//
-//   - fsm/ and host/scheduler/ do no I/O and read no clock or randomness:
-//     no net, os, math/rand, crypto/rand, syscall, and no time.Now and friends.
-//   - sdk/ imports nothing of berth outside sdk/.
-//   - packages outside host/ (and the root main package) do not import host/.
-//
-// Test files are exempt: tests may use the clock and the filesystem.
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -25,8 +18,16 @@ import (
 
 const module = "berth.dev/berth"
 
-// pureBanned are imports a pure package may not use.
-var pureBanned = []string{"net", "os", "math/rand", "math/rand/v2", "crypto/rand", "syscall", "os/exec", "os/signal"}
+// purePackages are the directories under the pure rules.
+var purePackages = []string{"fsm", "host/scheduler"}
+
+// requiredPackages must hold non-test Go files for the check to mean anything.
+var requiredPackages = []string{"fsm", "sdk"}
+
+// pureBanned are imports a pure package may not use, with their subpackages.
+var pureBanned = []string{
+	"net", "os", "syscall", "math/rand", "crypto/rand", "golang.org/x/sys", "io/ioutil", "plugin",
+}
 
 // clockCalls are the time package functions that read the clock or start timers.
 var clockCalls = map[string]bool{
@@ -39,7 +40,7 @@ func main() {
 	if len(os.Args) > 1 {
 		root = os.Args[1]
 	}
-	violations, err := check(root)
+	violations, err := check(root, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "importcheck:", err)
 		os.Exit(2)
@@ -53,45 +54,124 @@ func main() {
 	}
 }
 
-func check(root string) ([]string, error) {
+// check returns every violation under root, the berth module's directory,
+// as "path:line:col: message" with paths relative to root. overlay replaces
+// or adds files (slash-separated paths relative to root) as `go build
+// -overlay` does; tests use it to plant violations in the real tree.
+func check(root string, overlay map[string][]byte) ([]string, error) {
+	if err := checkModule(root, overlay); err != nil {
+		return nil, err
+	}
+	files, err := goFiles(root, overlay)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
+	seen := map[string]bool{}
 	fset := token.NewFileSet()
+	for _, rel := range files {
+		src, ok := overlay[rel]
+		if !ok {
+			if src, err = os.ReadFile(filepath.Join(root, filepath.FromSlash(rel))); err != nil {
+				return nil, err
+			}
+		}
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		test := strings.HasSuffix(rel, "_test.go")
+		pure := !test && underAny(dir, purePackages)
+		if !test {
+			for _, p := range requiredPackages {
+				seen[p] = seen[p] || under(dir, p)
+			}
+		}
+		mode := parser.ImportsOnly
+		if pure {
+			mode = 0 // clock calls need the whole file, not just imports
+		}
+		f, err := parser.ParseFile(fset, rel, src, mode)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, checkFile(fset, f, dir, pure, test)...)
+	}
+	for _, p := range requiredPackages {
+		if !seen[p] {
+			return nil, fmt.Errorf("%s: no Go files in %s/: the import rules name it, so a moved package must move its rule", root, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// checkModule refuses a root that is not the berth module, so running the
+// check from the wrong directory fails instead of finding nothing.
+func checkModule(root string, overlay map[string][]byte) error {
+	src, ok := overlay["go.mod"]
+	if !ok {
+		var err error
+		if src, err = os.ReadFile(filepath.Join(root, "go.mod")); err != nil {
+			return fmt.Errorf("%s is not the berth module's root: %w", root, err)
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "module" && f[1] == module {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s/go.mod does not declare module %s", root, module)
+}
+
+// goFiles lists the Go files of the module under root, and the overlay's.
+func goFiles(root string, overlay map[string][]byte) ([]string, error) {
+	set := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, path)
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			// Separate modules (examples) and build output have their own rules.
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "build" || rel == "examples" || d.Name() == "testdata") {
+			if rel != "." && skipDir(rel, d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
+		if strings.HasSuffix(rel, ".go") {
+			set[rel] = true
 		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		dir := filepath.ToSlash(filepath.Dir(rel))
-		pure := under(dir, "fsm") || under(dir, "host/scheduler")
-		if pure {
-			// Clock calls need the whole file, not just imports.
-			if f, err = parser.ParseFile(fset, path, nil, 0); err != nil {
-				return err
-			}
-		}
-		out = append(out, checkFile(fset, f, dir, pure)...)
 		return nil
 	})
-	sort.Strings(out)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for rel := range overlay {
+		if !strings.HasSuffix(rel, ".go") {
+			continue
+		}
+		if rel != filepath.ToSlash(filepath.Clean(rel)) || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+			return nil, errors.New("overlay path " + strconv.Quote(rel) + " is not a clean path relative to the root")
+		}
+		set[rel] = true
+	}
+	files := make([]string, 0, len(set))
+	for rel := range set {
+		files = append(files, rel)
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
-func checkFile(fset *token.FileSet, f *ast.File, dir string, pure bool) []string {
+// skipDir reports directories that are not part of the module's packages:
+// separate modules (examples), build output, hidden and testdata trees.
+func skipDir(rel, name string) bool {
+	return strings.HasPrefix(name, ".") || name == "testdata" || rel == "build" || rel == "examples"
+}
+
+func checkFile(fset *token.FileSet, f *ast.File, dir string, pure, test bool) []string {
 	var out []string
 	report := func(pos token.Pos, format string, args ...any) {
 		out = append(out, fmt.Sprintf("%s: %s", fset.Position(pos), fmt.Sprintf(format, args...)))
@@ -104,17 +184,20 @@ func checkFile(fset *token.FileSet, f *ast.File, dir string, pure bool) []string
 			report(imp.Pos(), "%s must not import %q (the state machine and scheduler do no I/O)", dir, path)
 		case under(dir, "sdk") && strings.HasPrefix(path, module+"/") && !under(strings.TrimPrefix(path, module+"/"), "sdk"):
 			report(imp.Pos(), "sdk/ must not import %q: third-party drivers link sdk/ alone", path)
-		case !under(dir, "host") && dir != "." && strings.HasPrefix(path, module+"/host"):
+		case !test && !under(dir, "host") && dir != "." && under(path, module+"/host"):
 			report(imp.Pos(), "%s must not import %q: leaf packages do not depend on host/", dir, path)
 		}
-		if path == "time" {
+		if pure && path == "time" {
 			timeName = "time"
 			if imp.Name != nil {
 				timeName = imp.Name.Name
 			}
+			if timeName == "." {
+				report(imp.Pos(), "%s must not dot-import \"time\": clock calls would hide as plain Now()", dir)
+			}
 		}
 	}
-	if pure && timeName != "" {
+	if timeName != "" && timeName != "." {
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
 			if !ok {
@@ -131,7 +214,7 @@ func checkFile(fset *token.FileSet, f *ast.File, dir string, pure bool) []string
 
 func banned(path string) bool {
 	for _, b := range pureBanned {
-		if path == b || strings.HasPrefix(path, b+"/") && b == "net" {
+		if under(path, b) {
 			return true
 		}
 	}
@@ -141,4 +224,13 @@ func banned(path string) bool {
 // under reports whether dir is pkg or inside it.
 func under(dir, pkg string) bool {
 	return dir == pkg || strings.HasPrefix(dir, pkg+"/")
+}
+
+func underAny(dir string, pkgs []string) bool {
+	for _, p := range pkgs {
+		if under(dir, p) {
+			return true
+		}
+	}
+	return false
 }

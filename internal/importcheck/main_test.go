@@ -1,11 +1,26 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// repoRoot is the real berth module, two levels up from this package.
+const repoRoot = "../.."
+
+// minimal is what every synthetic tree needs to be accepted as the module.
+var minimal = map[string]string{
+	"go.mod":     "module berth.dev/berth\n\ngo 1.26.0\n",
+	"fsm/doc.go": "package fsm\n",
+	"sdk/doc.go": "package sdk\n",
+}
 
 func writeTree(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -22,55 +37,219 @@ func writeTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
+func tree(files map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range minimal {
+		out[k] = v
+	}
+	for k, v := range files {
+		out[k] = v
+	}
+	return out
+}
+
 func TestCheckFindsEachViolation(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := writeTree(t, tree(map[string]string{
 		"fsm/a.go":            "package fsm\nimport (\n\"net\"\n\"time\"\n)\nvar _ = net.IPv4len\nfunc f() { _ = time.Now() }\n",
 		"fsm/b.go":            "package fsm\nimport clock \"time\"\nfunc g() { clock.Sleep(1) }\n",
 		"fsm/rand.go":         "package fsm\nimport \"math/rand/v2\"\nvar _ = rand.Int\n",
+		"fsm/dot.go":          "package fsm\nimport . \"time\"\nvar _ = Now\n",
+		"fsm/unix.go":         "package fsm\nimport \"golang.org/x/sys/unix\"\nvar _ = unix.Getpid\n",
+		"fsm/user.go":         "package fsm\nimport \"os/user\"\nvar _ = user.Current\n",
 		"fsm/ok_test.go":      "package fsm\nimport \"time\"\nvar _ = time.Now\n",
 		"sdk/x.go":            "package sdk\nimport \"berth.dev/berth/fsm\"\nvar _ = fsm.X\n",
+		"sdk/x_test.go":       "package sdk\nimport \"berth.dev/berth/internal/testutil\"\nvar _ = testutil.X\n",
 		"sdk/y.go":            "package sdk\nimport \"berth.dev/berth/sdk/driverpb\"\nvar _ = driverpb.X\n",
 		"csi/c.go":            "package csi\nimport \"berth.dev/berth/host/server\"\nvar _ = server.X\n",
 		"host/client/c.go":    "package client\nimport \"berth.dev/berth/host/server\"\nvar _ = server.X\n",
 		"host/scheduler/s.go": "package scheduler\nimport \"os\"\nvar _ = os.Args\n",
-	})
-	got, err := check(root)
+	}))
+	got, err := check(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		`fsm/a.go:3:1: fsm must not import "net"`,
-		`fsm/a.go:7:16: fsm must not call time.Now`,
-		`fsm/b.go:3:12: fsm must not call time.Sleep`,
-		`fsm/rand.go:2:8: fsm must not import "math/rand/v2"`,
-		`sdk/x.go:2:8: sdk/ must not import "berth.dev/berth/fsm"`,
-		`csi/c.go:2:8: csi must not import "berth.dev/berth/host/server"`,
-		`host/scheduler/s.go:2:8: host/scheduler must not import "os"`,
+		`csi/c.go:2:8: csi must not import "berth.dev/berth/host/server": leaf packages do not depend on host/`,
+		`fsm/a.go:3:1: fsm must not import "net" (the state machine and scheduler do no I/O)`,
+		`fsm/a.go:7:16: fsm must not call time.Now: time travels inside the command`,
+		`fsm/b.go:3:12: fsm must not call time.Sleep: time travels inside the command`,
+		`fsm/dot.go:2:8: fsm must not dot-import "time": clock calls would hide as plain Now()`,
+		`fsm/rand.go:2:8: fsm must not import "math/rand/v2" (the state machine and scheduler do no I/O)`,
+		`fsm/unix.go:2:8: fsm must not import "golang.org/x/sys/unix" (the state machine and scheduler do no I/O)`,
+		`fsm/user.go:2:8: fsm must not import "os/user" (the state machine and scheduler do no I/O)`,
+		`host/scheduler/s.go:2:8: host/scheduler must not import "os" (the state machine and scheduler do no I/O)`,
+		`sdk/x.go:2:8: sdk/ must not import "berth.dev/berth/fsm": third-party drivers link sdk/ alone`,
+		`sdk/x_test.go:2:8: sdk/ must not import "berth.dev/berth/internal/testutil": third-party drivers link sdk/ alone`,
 	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
-	}
-	joined := strings.Join(got, "\n")
-	for _, w := range want {
-		if !strings.Contains(joined, w) {
-			t.Errorf("missing violation %q in:\n%s", w, joined)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
 func TestCheckCleanTree(t *testing.T) {
-	root := writeTree(t, map[string]string{
-		"fsm/a.go":          "package fsm\nimport \"time\"\nvar d time.Duration\n",
-		"host/cli/a.go":     "package cli\nimport \"berth.dev/berth/host/agent\"\nvar _ = agent.X\n",
-		"main.go":           "package main\nimport \"berth.dev/berth/host/cli\"\nvar _ = cli.X\n",
-		"examples/x/x.go":   "package x\nimport \"berth.dev/berth/host/cli\"\nvar _ = cli.X\n",
-		"fsm/testdata/t.go": "package t\nimport \"net\"\nvar _ = net.IPv4len\n",
-	})
-	got, err := check(root)
+	root := writeTree(t, tree(map[string]string{
+		"fsm/a.go":            "package fsm\nimport \"time\"\nvar d time.Duration\n",
+		"fsm/a_test.go":       "package fsm\nimport (\n\"os\"\n\"time\"\n)\nvar _, _ = os.Args, time.Now\n",
+		"host/cli/a.go":       "package cli\nimport \"berth.dev/berth/host/agent\"\nvar _ = agent.X\n",
+		"main.go":             "package main\nimport \"berth.dev/berth/host/cli\"\nvar _ = cli.X\n",
+		"csi/c_test.go":       "package csi\nimport \"berth.dev/berth/host/server\"\nvar _ = server.X\n",
+		"examples/x/x.go":     "package x\nimport \"berth.dev/berth/host/cli\"\nvar _ = cli.X\n",
+		"fsm/testdata/t.go":   "package t\nimport \"net\"\nvar _ = net.IPv4len\n",
+		"build/gen/x.go":      "package gen\nimport \"net\"\nvar _ = net.IPv4len\n",
+		"csi/hosted/x.go":     "package hosted\nimport \"berth.dev/berth/hostile\"\nvar _ = hostile.X\n",
+		"sdk/driverpb/doc.go": "package driverpb\nimport \"berth.dev/berth/sdk\"\nvar _ = sdk.X\n",
+	}))
+	got, err := check(root, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 0 {
 		t.Fatalf("clean tree reported violations:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestCheckRefusesTheWrongRoot: a check that found no files would pass, so
+// a root that is not the module, or lost a package the rules name, is an
+// error.
+func TestCheckRefusesTheWrongRoot(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"no go.mod":      {"fsm/a.go": "package fsm\n", "sdk/a.go": "package sdk\n"},
+		"another module": {"go.mod": "module example.com/x\n", "fsm/a.go": "package fsm\n", "sdk/a.go": "package sdk\n"},
+		"no fsm":         {"go.mod": minimal["go.mod"], "state/a.go": "package state\n", "sdk/a.go": "package sdk\n"},
+		"fsm tests only": {"go.mod": minimal["go.mod"], "fsm/a_test.go": "package fsm\n", "sdk/a.go": "package sdk\n"},
+		"no sdk":         {"go.mod": minimal["go.mod"], "fsm/a.go": "package fsm\n"},
+	} {
+		if got, err := check(writeTree(t, files), nil); err == nil {
+			t.Errorf("%s: check passed with %v, want an error", name, got)
+		}
+	}
+}
+
+// TestRealTreeIsClean runs the check over the real module, as make check does.
+func TestRealTreeIsClean(t *testing.T) {
+	got, err := check(repoRoot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("the repository violates the import rules:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// realFileWithImports returns a non-test Go file of the real package dir
+// that has a parenthesized import block, the file's source and the line of
+// that block's "import (". Found at run time, so files other changes add or
+// remove do not break this test.
+func realFileWithImports(t *testing.T, dir string) (rel string, src []byte, line int) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(repoRoot, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(repoRoot, dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range strings.Split(string(src), "\n") {
+			if l == "import (" {
+				return dir + "/" + e.Name(), src, i + 1
+			}
+		}
+	}
+	t.Fatalf("no file in %s/ has an import block", dir)
+	return "", nil, 0
+}
+
+// plant adds an import line as the first line of rel's import block.
+func plant(src []byte, imp string) []byte {
+	return []byte(strings.Replace(string(src), "import (\n", "import (\n\t"+imp+"\n", 1))
+}
+
+// TestRealTreeViolationsAreFound plants violations in real packages of the
+// real tree (an overlay, nothing is written) and checks that each is found
+// and named with its file and line — so the check that make check runs
+// looks at the packages DESIGN.md's rules are about, not only at synthetic
+// trees.
+func TestRealTreeViolationsAreFound(t *testing.T) {
+	overlay := map[string][]byte{}
+	var want []string
+	for _, p := range []struct {
+		dir, imp, msg string
+	}{
+		{"fsm", `"net"`, `fsm must not import "net"`},
+		{"sdk", `"berth.dev/berth/fsm"`, `sdk/ must not import "berth.dev/berth/fsm"`},
+		{"sdk/drivertest", `"berth.dev/berth/internal/testutil"`, `sdk/ must not import "berth.dev/berth/internal/testutil"`},
+		{"csi", `"berth.dev/berth/host/server"`, `csi must not import "berth.dev/berth/host/server"`},
+	} {
+		rel, src, line := realFileWithImports(t, p.dir)
+		overlay[rel] = plant(src, p.imp)
+		want = append(want, fmt.Sprintf("%s:%d:2: %s", rel, line+1, p.msg))
+	}
+	// A clock call in a new file of the real fsm package, and the scheduler
+	// package that does not exist yet.
+	overlay["fsm/zz_clock.go"] = []byte("package fsm\n\nimport \"time\"\n\nfunc stamp() int64 { return time.Now().UnixNano() }\n")
+	want = append(want, "fsm/zz_clock.go:5:29: fsm must not call time.Now")
+	overlay["host/scheduler/plan.go"] = []byte("package scheduler\n\nimport \"math/rand\"\n\nvar _ = rand.Intn\n")
+	want = append(want, `host/scheduler/plan.go:3:8: host/scheduler must not import "math/rand"`)
+
+	got, err := check(repoRoot, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	joined := strings.Join(got, "\n")
+	for _, w := range want {
+		if !strings.Contains(joined, w) {
+			t.Errorf("missing %q in:\n%s", w, joined)
+		}
+	}
+}
+
+// runMainEnv makes the test binary run main with its arguments instead of
+// the tests, so TestMainExitCodes sees the real command's exit codes and
+// output without a build.
+const runMainEnv = "BERTH_IMPORTCHECK_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) != "" {
+		os.Args = append(os.Args[:1], strings.Fields(os.Getenv(runMainEnv))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestMainExitCodes runs the command as make check does: exit 0 and silent
+// on the real tree, 1 with file:line on a violation, 2 on the wrong root.
+func TestMainExitCodes(t *testing.T) {
+	bad := writeTree(t, tree(map[string]string{"fsm/a.go": "package fsm\nimport \"net\"\nvar _ = net.IPv4len\n"}))
+	for _, tc := range []struct {
+		root string
+		exit int
+		out  *regexp.Regexp
+	}{
+		{repoRoot, 0, regexp.MustCompile(`^$`)},
+		{bad, 1, regexp.MustCompile(`(?s)^fsm/a.go:2:8: fsm must not import "net".*: 1 violation`)},
+		{t.TempDir(), 2, regexp.MustCompile(`not the berth module's root`)},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), runMainEnv+"="+tc.root)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.exit || !tc.out.Match(out) {
+			t.Errorf("importcheck %s: exit %d, output %q; want exit %d matching %s", tc.root, code, out, tc.exit, tc.out)
+		}
 	}
 }

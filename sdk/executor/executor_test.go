@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/sdk/internal/testenv"
 	"berth.dev/berth/sdk/logrotate"
 )
 
@@ -191,7 +192,7 @@ func TestStartFailureIsReported(t *testing.T) {
 // blocked on a full pipe would never exit.
 func TestUnwritableLogDoesNotBlockTask(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("needs /dev/full")
+		testenv.Unavailable(t, "needs /dev/full: %v", err)
 	}
 	dir := t.TempDir()
 	spec := shSpec(t, dir, `head -c 200000 /dev/zero; echo done >&2; exit 7`)

@@ -14,12 +14,23 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the node service bind-mounts and attaches loop devices")
+	testutil.RequireRoot(t, "the node service bind-mounts and attaches loop devices")
+}
+
+// requireLoopDevices ends the test through testutil.Unavailable when this
+// host cannot attach loop devices (not root, or a container without
+// /dev/loop-control).
+func requireLoopDevices(t *testing.T) {
+	t.Helper()
+	requireRoot(t)
+	if err := loopAvailable(); err != nil {
+		testutil.Unavailable(t, "block volumes need loop devices: %v", err)
 	}
 }
 
@@ -266,9 +277,7 @@ func TestNodeAdoptsUnrecordedMounts(t *testing.T) {
 }
 
 func TestNodeBlockLifecycle(t *testing.T) {
-	if err := loopAvailable(); err != nil {
-		t.Skip(err)
-	}
+	requireLoopDevices(t)
 	f := newNodeFixture(t, Config{})
 	c := blockCap(snw)
 	vol := f.createVolume(t, "b", 4*mib, c).VolumeId

@@ -16,6 +16,8 @@ import (
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 // minSanityPassed is the number of csi-sanity specs (of 103 in v5.6.0) the
@@ -34,9 +36,7 @@ func TestSanity(t *testing.T) { runSanityChild(t, "mount") }
 
 // TestSanityBlock runs the suite with block access (loop devices).
 func TestSanityBlock(t *testing.T) {
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("block volumes need loop devices: %v", err)
-	}
+	requireLoopDevices(t)
 	runSanityChild(t, "block")
 }
 
@@ -46,9 +46,7 @@ var countsLine = regexp.MustCompile(`csi-sanity counts: total=(\d+) passed=(\d+)
 // TestSanitySuiteInChild): Ginkgo runs one suite per process and refuses
 // go test -count, and the child keeps both limits away from the other tests.
 func runSanityChild(t *testing.T, accessType string) {
-	if os.Geteuid() != 0 {
-		t.Skip("csi-sanity needs root: NodeStageVolume and NodePublishVolume bind-mount and attach loop devices")
-	}
+	testutil.RequireRoot(t, "csi-sanity's NodeStageVolume and NodePublishVolume bind-mount and attach loop devices")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSanitySuiteInChild$", "-test.count=1", "-test.v", "-test.timeout=10m")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/builtin/drivers/rawexec"
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/drivertest"
@@ -242,8 +243,10 @@ func TestStartErrorsNameTheKey(t *testing.T) {
 }
 
 func TestRunAsUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("running a task as another user needs root")
+	testutil.RequireRoot(t, "running a task as another user")
+	want, err := exec.Command("id", "-u", "nobody").Output()
+	if err != nil {
+		testutil.Unavailable(t, "no nobody user to run the task as: %v", err)
 	}
 	d := client(t)
 	cfg := taskCfg(t, "nobody", sh(`id -u`))
@@ -258,12 +261,8 @@ func TestRunAsUser(t *testing.T) {
 	if res := wait(t, d, cfg.GetId()); res.GetExitCode() != 0 {
 		t.Fatalf("exit %v", res)
 	}
-	out, err := exec.Command("id", "-u", "nobody").Output()
-	if err != nil {
-		t.Skipf("no nobody user: %v", err)
-	}
-	if got := readLog(t, cfg, "stdout"); got != string(out) {
-		t.Errorf("task ran as uid %q, want nobody's %q", got, out)
+	if got := readLog(t, cfg, "stdout"); got != string(want) {
+		t.Errorf("task ran as uid %q, want nobody's %q", got, want)
 	}
 }
 

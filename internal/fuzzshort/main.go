@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.fuzzTime, "fuzztime", "3s", "go test -fuzztime for each target (a duration, or Nx for N inputs)")
+	flag.DurationVar(&o.minimizeTime, "minimizetime", 10*time.Second, "go test -fuzzminimizetime: how long to shrink a failing input")
+	flag.StringVar(&o.dir, "C", ".", "run in this directory (the module's root)")
+	flag.Parse()
+	o.patterns = flag.Args()
+	if len(o.patterns) == 0 {
+		o.patterns = []string{"./..."}
+	}
+	o.goCmd = os.Getenv("GO")
+	if o.goCmd == "" {
+		o.goCmd = "go"
+	}
+	if err := run(context.Background(), o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "fuzzshort:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	goCmd        string
+	dir          string
+	fuzzTime     string
+	minimizeTime time.Duration
+	patterns     []string
+}
+
+// target is one fuzz function of one package.
+type target struct{ pkg, name string }
+
+func (t target) String() string { return t.pkg + " " + t.name }
+
+// FailedError is returned by run when targets failed; it names them.
+type FailedError struct{ Targets []target }
+
+func (e *FailedError) Error() string {
+	names := make([]string, len(e.Targets))
+	for i, t := range e.Targets {
+		names[i] = t.String()
+	}
+	return fmt.Sprintf("%d fuzz target(s) failed: %s", len(e.Targets), strings.Join(names, ", "))
+}
+
+func run(ctx context.Context, o options, out io.Writer) error {
+	start := time.Now()
+	targets, err := discover(ctx, o)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no fuzz targets found in %s: the module has some, so discovery is broken", strings.Join(o.patterns, " "))
+	}
+	fmt.Fprintf(out, "fuzzshort: %d targets, -fuzztime %s each (found in %s)\n", len(targets), o.fuzzTime, time.Since(start).Round(100*time.Millisecond))
+	var failed []target
+	for _, t := range targets {
+		began := time.Now()
+		res, err := goCmd(ctx, o, "test", "-run", "^$", "-fuzz", "^"+t.name+"$", "-fuzztime", o.fuzzTime,
+			"-fuzzminimizetime", o.minimizeTime.String(), t.pkg)
+		took := time.Since(began).Round(100 * time.Millisecond)
+		if err != nil {
+			failed = append(failed, t)
+			fmt.Fprintf(out, "FAIL  %-8s %s\n%s\n", took, t, indent(res))
+			continue
+		}
+		fmt.Fprintf(out, "ok    %-8s %s\n", took, t)
+	}
+	fmt.Fprintf(out, "fuzzshort: %d targets in %s, %d failed\n", len(targets), time.Since(start).Round(100*time.Millisecond), len(failed))
+	if len(failed) > 0 {
+		return &FailedError{Targets: failed}
+	}
+	return nil
+}
+
+// fuzzDecl matches a fuzz function declaration in a test file; go test
+// -list decides what is really a target, this only skips packages that
+// cannot have one.
+var fuzzDecl = regexp.MustCompile(`(?m)^func Fuzz`)
+
+func discover(ctx context.Context, o options) ([]target, error) {
+	args := append([]string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \",\"}},{{join .XTestGoFiles \",\"}}"}, o.patterns...)
+	listed, err := goCmd(ctx, o, args...)
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w\n%s", err, listed)
+	}
+	var targets []target
+	sc := bufio.NewScanner(bytes.NewReader(listed))
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("go list printed %q, want import path, dir and files", sc.Text())
+		}
+		pkg, dir := fields[0], fields[1]
+		has, err := declaresFuzz(dir, strings.Split(fields[2], ","))
+		if err != nil {
+			return nil, err
+		}
+		if !has {
+			continue
+		}
+		names, err := goCmd(ctx, o, "test", "-run", "^$", "-fuzz", "^$", "-list", "^Fuzz", pkg)
+		if err != nil {
+			return nil, fmt.Errorf("go test -list in %s: %w\n%s", pkg, err, names)
+		}
+		for _, line := range strings.Split(string(names), "\n") {
+			if strings.HasPrefix(line, "Fuzz") && !strings.ContainsAny(line, " \t") {
+				targets = append(targets, target{pkg: pkg, name: line})
+			}
+		}
+	}
+	return targets, sc.Err()
+}
+
+func declaresFuzz(dir string, files []string) (bool, error) {
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return false, err
+		}
+		if fuzzDecl.Match(src) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// goCmd runs the go command in o.dir and returns its combined output. A
+// run is bounded, so a hung target fails the pass instead of hanging CI.
+func goCmd(ctx context.Context, o options, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, o.goCmd, args...)
+	cmd.Dir = o.dir
+	out, err := cmd.CombinedOutput()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%s %s: timed out: %w", o.goCmd, strings.Join(args, " "), ctx.Err())
+	}
+	return out, err
+}
+
+func indent(b []byte) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\n    ")
+}

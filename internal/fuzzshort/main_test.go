@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture is a module of its own with a passing target, a failing one, a
+// package without targets, a file whose build constraint excludes its
+// target, and a "Fuzz" function outside the test files.
+var fixture = map[string]string{
+	"go.mod":   "module example.com/fz\n\ngo 1.26.0\n",
+	"ok/ok.go": "package ok\n\n// FuzzNotATest is not in a test file.\nfunc FuzzNotATest() {}\n",
+	"ok/ok_test.go": `package ok
+
+import "testing"
+
+func FuzzFine(f *testing.F) {
+	f.Add("seed")
+	f.Fuzz(func(t *testing.T, s string) {})
+}
+
+func TestPlain(t *testing.T) {}
+`,
+	"ok/ext_test.go": `package ok_test
+
+import "testing"
+
+func FuzzExternal(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {})
+}
+`,
+	"ok/never_test.go": `//go:build never
+
+package ok
+
+import "testing"
+
+func FuzzExcluded(f *testing.F) { f.Fuzz(func(t *testing.T, b []byte) {}) }
+`,
+	"broken/broken_test.go": `package broken
+
+import "testing"
+
+func FuzzBoom(f *testing.F) {
+	f.Add("boom")
+	f.Fuzz(func(t *testing.T, s string) {
+		if s == "boom" {
+			t.Fatalf("input %q blew up", s)
+		}
+	})
+}
+`,
+	"none/none.go":      "package none\n",
+	"none/none_test.go": "package none\n\nimport \"testing\"\n\nfunc TestNothing(t *testing.T) {}\n",
+}
+
+func writeModule(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, src := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func testOptions(dir string) options {
+	// A fixed number of inputs keeps the test short and its result stable.
+	return options{goCmd: "go", dir: dir, fuzzTime: "20x", minimizeTime: time.Second, patterns: []string{"./..."}}
+}
+
+func TestDiscoverFindsEveryTargetAndOnlyTargets(t *testing.T) {
+	dir := writeModule(t, fixture)
+	got, err := discover(context.Background(), testOptions(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []target{
+		{"example.com/fz/broken", "FuzzBoom"},
+		{"example.com/fz/ok", "FuzzFine"},
+		{"example.com/fz/ok", "FuzzExternal"},
+	}
+	slices.SortFunc(got, func(a, b target) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(want, func(a, b target) int { return strings.Compare(a.String(), b.String()) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("discovered %v, want %v", got, want)
+	}
+}
+
+// TestRunFailsAndNamesTheFailingTarget: every target runs, a failing one
+// fails the pass, and both the summary and the error name it.
+func TestRunFailsAndNamesTheFailingTarget(t *testing.T) {
+	dir := writeModule(t, fixture)
+	var out bytes.Buffer
+	err := run(context.Background(), testOptions(dir), &out)
+	var fe *FailedError
+	if !errors.As(err, &fe) {
+		t.Fatalf("run = %v, want a *FailedError\n%s", err, out.String())
+	}
+	if len(fe.Targets) != 1 || fe.Targets[0] != (target{"example.com/fz/broken", "FuzzBoom"}) {
+		t.Errorf("failed targets %v, want only example.com/fz/broken FuzzBoom", fe.Targets)
+	}
+	if !strings.Contains(err.Error(), "example.com/fz/broken FuzzBoom") {
+		t.Errorf("error %q does not name the failing target", err)
+	}
+	s := out.String()
+	for _, want := range []string{
+		"FAIL", "example.com/fz/broken FuzzBoom", `input "boom" blew up`,
+		"ok ", "example.com/fz/ok FuzzFine", "example.com/fz/ok FuzzExternal",
+		"3 targets", "1 failed",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestRunPassesWhenEveryTargetPasses(t *testing.T) {
+	files := map[string]string{}
+	for k, v := range fixture {
+		if !strings.HasPrefix(k, "broken/") {
+			files[k] = v
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), testOptions(writeModule(t, files)), &out); err != nil {
+		t.Fatalf("run = %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "2 targets") || !strings.Contains(out.String(), "0 failed") {
+		t.Errorf("summary does not count 2 targets and 0 failures:\n%s", out.String())
+	}
+}
+
+// TestRunRefusesAModuleWithoutTargets: finding nothing means discovery
+// broke (berth has targets), not that there is nothing to fuzz.
+func TestRunRefusesAModuleWithoutTargets(t *testing.T) {
+	dir := writeModule(t, map[string]string{"go.mod": fixture["go.mod"], "none/none.go": "package none\n"})
+	var out bytes.Buffer
+	err := run(context.Background(), testOptions(dir), &out)
+	if err == nil || !strings.Contains(err.Error(), "no fuzz targets") {
+		t.Fatalf("run = %v, want a no-targets error\n%s", err, out.String())
+	}
+}
