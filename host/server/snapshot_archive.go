@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // A snapshot archive is what `berth operator snapshot save` writes:
@@ -29,7 +31,7 @@ const (
 
 // ErrBadArchive is returned by readArchive when a snapshot file is truncated,
 // corrupted, or not a berth snapshot.
-var ErrBadArchive = errors.New("invalid snapshot archive")
+var ErrBadArchive = errcode.New(codes.InvalidArgument, "invalid snapshot archive")
 
 // writeArchive writes meta and the FSM state read from state to w.
 func writeArchive(w io.Writer, meta *raft.SnapshotMeta, state io.Reader) error {
