@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +93,44 @@ func TestUnregisteredNodeIsNodeNotFound(t *testing.T) {
 		if st.Code() != codes.NotFound || !strings.Contains(st.Message(), ghost) || !strings.Contains(st.Message(), fsm.ErrNodeNotFound.Error()) {
 			t.Errorf("%s through a follower: %s %q, want NotFound naming %s", name, st.Code(), st.Message(), ghost)
 		}
+	}
+}
+
+// TestRestoreRefusesAStateTheFSMCannotRead sends an archive whose checksum
+// is right but whose state is not a snapshot: raft would panic on it, so the
+// server must refuse it as a bad archive, wrapping fsm.ErrSnapshotCorrupt,
+// and keep serving with its state unchanged.
+func TestRestoreRefusesAStateTheFSMCannotRead(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n := testNode("kept")
+	if _, err := tc.register(s, n); err != nil {
+		t.Fatal(err)
+	}
+	state := []byte("a checksum does not make this a snapshot")
+	var archive bytes.Buffer
+	meta := &raft.SnapshotMeta{Version: 1, ID: "forged", Index: 5, Term: 1, Size: int64(len(state))}
+	if err := writeArchive(&archive, meta, bytes.NewReader(state)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(archive.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readArchive(f); !errors.Is(err, ErrBadArchive) || !errors.Is(err, fsm.ErrSnapshotCorrupt) {
+		t.Fatalf("readArchive = %v, want ErrBadArchive wrapping fsm.ErrSnapshotCorrupt", err)
+	}
+
+	err = restoreSnapshot(tc, s, archive.Bytes())
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), fsm.ErrSnapshotCorrupt.Error()) {
+		t.Fatalf("restore of a forged archive: %v, want InvalidArgument naming the corrupt snapshot", err)
+	}
+	got, err := pb.NewNodesClient(tc.conn(s)).Get(context.Background(), &pb.NodeGetRequest{NodeId: n.GetId()})
+	if err != nil || got.GetNode().GetName() != "kept" {
+		t.Fatalf("after the refused restore: %v, %v", got, err)
 	}
 }
