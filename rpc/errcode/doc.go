@@ -31,9 +31,15 @@
 //   - Unimplemented: this version does not know the operation (a raft
 //     command from a newer server).
 //   - DataLoss: stored data is corrupt.
-//   - Internal: berth broke its own invariant, a bug. Internal is never what
-//     an unclassified error gets: an error with no code in its chain is
-//     Unknown, so "we forgot to classify it" and "we have a bug" stay apart.
+//   - Internal: an invariant is broken, a bug — berth's own, or a plugin's
+//     that answered against its protocol. Internal is never what an
+//     unclassified error gets: an error with no code in its chain is
+//     Unknown, so "nobody classified it" and "we have a bug" stay apart.
+//
+// Errors of other libraries are classified by a short table of their
+// sentinels (context.Canceled and DeadlineExceeded; raft.ErrNotLeader,
+// ErrLeadershipLost and the other leadership and shutdown errors are
+// Unavailable), matched by identity, never by message text.
 //
 // New refuses OK and Unknown, and a test in this package parses every Go
 // file of the module and fails, naming file and line, for an exported Err…
