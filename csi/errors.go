@@ -7,29 +7,31 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // ErrPluginShutdown is returned, wrapped in an *Error, by any call when the
 // plugin's socket is gone or refuses connections: the plugin process has
 // exited. It is uncertain, because the plugin may have acted on the call
 // before it died.
-var ErrPluginShutdown = errors.New("csi plugin shut down")
+var ErrPluginShutdown = errcode.New(codes.Unavailable, "csi plugin shut down")
 
 // ErrInvalidResponse is returned, wrapped in an *Error, when a plugin answers
 // OK with a response that breaks the CSI spec (a required field missing) or
 // that does not match the request (ValidateVolumeCapabilities confirming other
 // capabilities than were asked). The Error's code is codes.Internal, which is
 // final: retrying will not change the plugin's answer.
-var ErrInvalidResponse = errors.New("invalid response from csi plugin")
+var ErrInvalidResponse = errcode.New(codes.Internal, "invalid response from csi plugin")
 
 // ErrInvalidRequest is returned, wrapped in an *Error, before anything is sent
 // when a request lacks a field the CSI spec requires. Its code is
 // codes.InvalidArgument.
-var ErrInvalidRequest = errors.New("invalid csi request")
+var ErrInvalidRequest = errcode.New(codes.InvalidArgument, "invalid csi request")
 
 // ErrInvalidEndpoint is returned by Dial when the endpoint is not a unix
 // socket path berth can connect to.
-var ErrInvalidEndpoint = errors.New("invalid csi endpoint")
+var ErrInvalidEndpoint = errcode.New(codes.InvalidArgument, "invalid csi endpoint")
 
 // Error is the error returned by every call of the client. It names the call
 // and the volume and carries the gRPC code the class is decided by.

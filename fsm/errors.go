@@ -1,51 +1,55 @@
 package fsm
 
-import "errors"
+import (
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
+)
 
 var (
 	// ErrEmptyCommand is returned by Decode, and in an ApplyResult, when a raft
 	// log entry carries no bytes at all, so not even a command type.
-	ErrEmptyCommand = errors.New("empty command: no command type byte")
+	ErrEmptyCommand = errcode.New(codes.InvalidArgument, "empty command: no command type byte")
 
 	// ErrUnknownCommand is returned by Encode, Decode and (in an ApplyResult)
 	// Apply when the command type byte names no command this version knows and
 	// the type is not flagged ignorable. A server applying such an entry is
 	// older than the server that proposed it and must be upgraded.
-	ErrUnknownCommand = errors.New("unknown command type")
+	ErrUnknownCommand = errcode.New(codes.Unimplemented, "unknown command type")
 
 	// ErrMalformedCommand is returned by Decode, and in an ApplyResult, when the
 	// command type is known but the bytes after it are not a valid encoding of
 	// that command's message.
-	ErrMalformedCommand = errors.New("malformed command body")
+	ErrMalformedCommand = errcode.New(codes.InvalidArgument, "malformed command body")
 
 	// ErrMessageMismatch is returned by Encode when the message given is not
 	// the message type the command type carries.
-	ErrMessageMismatch = errors.New("message does not match command type")
+	ErrMessageMismatch = errcode.New(codes.InvalidArgument, "message does not match command type")
 
 	// ErrInvalidCommand is returned in an ApplyResult when a command decodes
 	// but its content cannot be applied: a missing ID or an unusable status.
 	// The state is left unchanged.
-	ErrInvalidCommand = errors.New("invalid command")
+	ErrInvalidCommand = errcode.New(codes.InvalidArgument, "invalid command")
 
 	// ErrNodeNotFound is returned in an ApplyResult when a command names a
 	// node that is not registered.
-	ErrNodeNotFound = errors.New("node not found")
+	ErrNodeNotFound = errcode.New(codes.NotFound, "node not found")
 
 	// ErrUnknownTable is returned by StateStore.Index when asked about a table
 	// the state store does not have.
-	ErrUnknownTable = errors.New("unknown table")
+	ErrUnknownTable = errcode.New(codes.Internal, "unknown table")
 
 	// ErrSnapshotVersion is returned by Restore when the snapshot was written
 	// by a newer format version than this server can read. The current state
 	// is left unchanged.
-	ErrSnapshotVersion = errors.New("unsupported snapshot version")
+	ErrSnapshotVersion = errcode.New(codes.FailedPrecondition, "unsupported snapshot version")
 
 	// ErrSnapshotCorrupt is returned by Restore when the snapshot stream is
 	// truncated, does not decode, or holds rows that cannot be stored. The
 	// current state is left unchanged.
-	ErrSnapshotCorrupt = errors.New("corrupt snapshot")
+	ErrSnapshotCorrupt = errcode.New(codes.DataLoss, "corrupt snapshot")
 
 	// ErrUnexpectedResponse is returned by ResultOf when a raft future resolved
 	// with a response that did not come from this package's FSM.
-	ErrUnexpectedResponse = errors.New("unexpected raft apply response")
+	ErrUnexpectedResponse = errcode.New(codes.Internal, "unexpected raft apply response")
 )

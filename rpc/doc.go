@@ -6,5 +6,6 @@
 // This package holds the gRPC plumbing shared by servers and clients: a
 // connection pool keyed by address and the metadata keys of the forwarding
 // protocol. Errors cross the wire as gRPC status codes, never as strings to
-// be parsed. The Go HTTP API client used by the CLI is in rpc/api.
+// be parsed; rpc/errcode gives every sentinel its code and maps codes to the
+// HTTP API's statuses. The Go HTTP API client used by the CLI is in rpc/api.
 package rpc

@@ -1,12 +1,14 @@
 package rpc
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // ForwardedHeader is the gRPC metadata key a server sets when it forwards a
@@ -27,7 +29,7 @@ func ServerOptions() []grpc.ServerOption {
 }
 
 // ErrPoolClosed is returned by Pool.Conn after Close.
-var ErrPoolClosed = errors.New("rpc: connection pool closed")
+var ErrPoolClosed = errcode.New(codes.Unavailable, "rpc: connection pool closed")
 
 // Pool shares one gRPC connection per remote address. Connections are lazy
 // (grpc.NewClient) and reconnect by themselves, so a pooled connection to a

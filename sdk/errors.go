@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/sdk/executor"
+	"berth.dev/berth/sdk/procfs"
 )
 
 // Errors a driver returns (wrapped with %w) and a client gets back: each
@@ -74,7 +77,11 @@ type wireError struct {
 }
 
 // wireErrors is the one table both directions use. Order matters only for
-// errors wrapping several sentinels: the first match wins.
+// errors wrapping several sentinels: the first match wins. Every exported
+// sentinel under sdk/ has a row, subpackages' included, so none crosses the
+// plugin boundary as Unknown by omission (a test in rpc/errcode checks it;
+// sdk cannot import rpc/errcode, so this table is sdk's own). Reasons are
+// append-only: a client that does not know one just sees the code.
 var wireErrors = []wireError{
 	{ErrPluginShutdown, codes.Unavailable, "PLUGIN_SHUTDOWN"},
 	{ErrTaskNotFound, codes.NotFound, "TASK_NOT_FOUND"},
@@ -87,6 +94,14 @@ var wireErrors = []wireError{
 	{ErrInvalidHandle, codes.InvalidArgument, "INVALID_HANDLE"},
 	{ErrInvalidSignal, codes.InvalidArgument, "INVALID_SIGNAL"},
 	{ErrNotSupported, codes.Unimplemented, "NOT_SUPPORTED"},
+	{ErrConfigJSON, codes.InvalidArgument, "CONFIG_JSON"},
+	{ErrNotPluginProcess, codes.FailedPrecondition, "NOT_PLUGIN_PROCESS"},
+	{executor.ErrLost, codes.NotFound, "TASK_LOST"},
+	{executor.ErrExited, codes.FailedPrecondition, "TASK_EXITED"},
+	{procfs.ErrNoProcess, codes.NotFound, "NO_PROCESS"},
+	// A /proc line berth cannot parse is berth's bug (or a kernel it does
+	// not know), not the caller's.
+	{procfs.ErrBadStat, codes.Internal, "BAD_PROC_STAT"},
 }
 
 // ConfigScope says which config a ConfigError is about.

@@ -5,47 +5,50 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
 )
 
 var (
 	// ErrUnknownDriver is returned by Manager.Driver for a name that is not
 	// in the catalog.
-	ErrUnknownDriver = errors.New("unknown task driver")
+	ErrUnknownDriver = errcode.New(codes.NotFound, "unknown task driver")
 
 	// ErrPluginMissing is reported (in a *PluginError) for a plugin that is
 	// neither built in nor an executable in plugin_dir.
-	ErrPluginMissing = errors.New("driver plugin not found")
+	ErrPluginMissing = errcode.New(codes.NotFound, "driver plugin not found")
 
 	// ErrPluginNotExecutable is reported for a plugin_dir file that is not
 	// an executable regular file.
-	ErrPluginNotExecutable = errors.New("driver plugin is not executable")
+	ErrPluginNotExecutable = errcode.New(codes.FailedPrecondition, "driver plugin is not executable")
 
 	// ErrPluginStart is reported when a plugin process could not be brought
 	// up: it crashed or exited before the handshake, speaks another
 	// go-plugin protocol version or driver API version, or timed out.
-	ErrPluginStart = errors.New("driver plugin failed to start")
+	ErrPluginStart = errcode.New(codes.Unavailable, "driver plugin failed to start")
 
 	// ErrPluginName is reported when a plugin calls itself by another name
 	// than the one berth knows it by (its file name in plugin_dir).
-	ErrPluginName = errors.New("driver plugin reports another name")
+	ErrPluginName = errcode.New(codes.FailedPrecondition, "driver plugin reports another name")
 
 	// ErrPluginExited is reported when a running plugin process exits or
 	// stops answering; the manager restarts it.
-	ErrPluginExited = errors.New("driver plugin exited")
+	ErrPluginExited = errcode.New(codes.Unavailable, "driver plugin exited")
 
 	// ErrDriverUnavailable is returned by Driver.StartTask when the driver's
 	// plugin is not running (still starting, failed, or restarting), and by
 	// calls that wait for it when the plugin failed for good.
-	ErrDriverUnavailable = errors.New("task driver is not available")
+	ErrDriverUnavailable = errcode.New(codes.Unavailable, "task driver is not available")
 
 	// ErrShutdown is returned by Driver calls once the manager is shutting
 	// down, and by Manager.Start after Shutdown.
-	ErrShutdown = errors.New("driver manager is shut down")
+	ErrShutdown = errcode.New(codes.Unavailable, "driver manager is shut down")
 
 	// ErrNestedPlugin is returned by Manager.Start in a process that is
 	// itself a driver plugin: launching plugins from there would recurse.
-	ErrNestedPlugin = errors.New("refusing to launch driver plugins from inside a driver plugin process")
+	ErrNestedPlugin = errcode.New(codes.FailedPrecondition, "refusing to launch driver plugins from inside a driver plugin process")
 )
 
 // PluginError is why a driver plugin cannot run, naming the driver, its

@@ -1,9 +1,12 @@
 package agent
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // Kinds of configuration errors. Every *ConfigError wraps one of them, so
@@ -11,24 +14,24 @@ import (
 var (
 	// ErrSyntax is returned by ParseConfig and LoadConfigFiles when a file is
 	// not valid HCL (or, for .json files, valid JSON).
-	ErrSyntax = errors.New("syntax error")
+	ErrSyntax = errcode.New(codes.InvalidArgument, "syntax error")
 	// ErrUnknownKey is returned by ParseConfig and LoadConfigFiles when a
 	// file uses an argument or block name berth does not know.
-	ErrUnknownKey = errors.New("unknown key")
+	ErrUnknownKey = errcode.New(codes.InvalidArgument, "unknown key")
 	// ErrWrongType is returned by ParseConfig and LoadConfigFiles when a key
 	// holds the wrong type of value or the wrong kind of item: a number where
 	// a string belongs, an argument where a block belongs, a plugin block
 	// without its name.
-	ErrWrongType = errors.New("wrong type")
+	ErrWrongType = errcode.New(codes.InvalidArgument, "wrong type")
 	// ErrInvalidValue is returned by ParseConfig, LoadConfigFiles and
 	// Validate when a value has the right type but is not allowed: a port out
 	// of range, a malformed duration or address, settings that contradict
 	// each other.
-	ErrInvalidValue = errors.New("invalid value")
+	ErrInvalidValue = errcode.New(codes.InvalidArgument, "invalid value")
 	// ErrDuplicateBlock is returned by ParseConfig and LoadConfigFiles when a
 	// file defines a block twice (two server blocks, two plugin blocks of the
 	// same name). Across files, blocks merge instead.
-	ErrDuplicateBlock = errors.New("duplicate block")
+	ErrDuplicateBlock = errcode.New(codes.InvalidArgument, "duplicate block")
 )
 
 // SourcePos is a position in a configuration file.

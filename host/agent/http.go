@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -56,13 +56,14 @@ func (a *Agent) routes() http.Handler {
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
 	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
-			msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
 }
 
-// apiError is an error with its HTTP status and machine-readable code.
+// apiError is an error with its HTTP status and machine-readable code, for
+// the answers no gRPC code describes (405 Method Not Allowed); every other
+// error is answered from its gRPC code.
 type apiError struct {
 	status int
 	code   string
@@ -72,49 +73,17 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(format string, args ...any) error {
-	return &apiError{status: http.StatusBadRequest, code: "invalid_argument", msg: fmt.Sprintf(format, args...)}
+	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
-// httpStatus maps a gRPC code to the HTTP status the API answers with.
-var httpStatus = map[codes.Code]int{
-	codes.InvalidArgument:    http.StatusBadRequest,
-	codes.NotFound:           http.StatusNotFound,
-	codes.AlreadyExists:      http.StatusConflict,
-	codes.FailedPrecondition: http.StatusConflict,
-	codes.Aborted:            http.StatusConflict,
-	codes.PermissionDenied:   http.StatusForbidden,
-	codes.Unauthenticated:    http.StatusUnauthorized,
-	codes.ResourceExhausted:  http.StatusTooManyRequests,
-	codes.Unimplemented:      http.StatusNotImplemented,
-	codes.Unavailable:        http.StatusServiceUnavailable,
-	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
-	codes.Canceled:           499,
-}
-
-// errorCode is the snake_case name of a gRPC code ("not_found").
-func errorCode(c codes.Code) string {
-	var b strings.Builder
-	for i, r := range c.String() {
-		if 'A' <= r && r <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
+// writeError answers with {"code", "message"}: the HTTP status and code of
+// the error's gRPC code (rpc/errcode's one table), whether it came back from
+// a server or is a sentinel of the agent's own.
 func writeError(w http.ResponseWriter, err error) {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		st, _ := status.FromError(err)
-		code := httpStatus[st.Code()]
-		if code == 0 {
-			code = http.StatusInternalServerError
-		}
-		ae = &apiError{status: code, code: errorCode(st.Code()), msg: st.Message()}
+		st := status.Convert(errcode.Status(err))
+		ae = &apiError{status: errcode.HTTPStatus(st.Code()), code: errcode.Name(st.Code()), msg: st.Message()}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ae.status)
@@ -210,7 +179,7 @@ func setQueryHeaders(w http.ResponseWriter, m *pb.QueryMeta) {
 // agent, to each of its servers in turn until one is reachable.
 func (a *Agent) rpcCall(ctx context.Context, fn func(context.Context, *grpc.ClientConn) error) error {
 	if len(a.rpcAddrs) == 0 {
-		return &apiError{status: http.StatusServiceUnavailable, code: "unavailable", msg: "agent has no server to ask"}
+		return status.Error(codes.Unavailable, "agent has no server to ask")
 	}
 	var err error
 	for _, addr := range a.rpcAddrs {

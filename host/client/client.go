@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -62,7 +63,7 @@ type contact struct {
 }
 
 // ErrNoServers is returned by New when the client has no server to talk to.
-var ErrNoServers = errors.New("client: no servers configured")
+var ErrNoServers = errcode.New(codes.FailedPrecondition, "client: no servers configured")
 
 // New loads the node identity and starts registering and heartbeating.
 func New(cfg Config) (*Client, error) {

@@ -63,7 +63,7 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 		return nil, err
 	}
 	if node == nil {
-		return nil, status.Errorf(codes.NotFound, "node %s is not registered", req.GetNodeId())
+		return nil, fmt.Errorf("heartbeat from node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
 	if node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
 		if _, err := s.setNodeStatus(ctx, node.GetId(), pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed"); err != nil {
@@ -112,7 +112,7 @@ func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.No
 		return nil, err
 	}
 	if resp.Node == nil {
-		return nil, status.Errorf(codes.NotFound, "node %s not found", req.GetNodeId())
+		return nil, fmt.Errorf("node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
 	resp.Meta = meta
 	return resp, nil

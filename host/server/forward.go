@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -16,8 +14,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -172,22 +170,7 @@ func errorInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
-func toStatus(err error) error {
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	code := codes.Internal
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		code = codes.Unavailable
-	case errors.Is(err, fsm.ErrNodeNotFound):
-		code = codes.NotFound
-	}
-	return status.Error(code, err.Error())
-}
+// toStatus is the status a handler's error leaves the server as: the code of
+// the nearest sentinel, status or raft/context error in its chain (see
+// rpc/errcode), and its whole text, which names the node or server.
+func toStatus(err error) error { return errcode.Status(err) }

@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/errcode"
 )
 
 // A snapshot archive is what `berth operator snapshot save` writes:
@@ -28,8 +31,10 @@ const (
 )
 
 // ErrBadArchive is returned by readArchive when a snapshot file is truncated,
-// corrupted, or not a berth snapshot.
-var ErrBadArchive = errors.New("invalid snapshot archive")
+// corrupted, not a berth snapshot, or holds a state this server cannot
+// restore (then it also wraps fsm.ErrSnapshotCorrupt or
+// fsm.ErrSnapshotVersion).
+var ErrBadArchive = errcode.New(codes.InvalidArgument, "invalid snapshot archive")
 
 // writeArchive writes meta and the FSM state read from state to w.
 func writeArchive(w io.Writer, meta *raft.SnapshotMeta, state io.Reader) error {
@@ -58,8 +63,9 @@ func writeArchive(w io.Writer, meta *raft.SnapshotMeta, state io.Reader) error {
 	return err
 }
 
-// readArchive verifies the archive in f (checksum, header) and returns its
-// metadata and a reader positioned at the FSM state.
+// readArchive verifies the archive in f (checksum, header, and that the FSM
+// can restore the state) and returns its metadata and a reader positioned at
+// the FSM state.
 func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
 	st, err := f.Stat()
 	if err != nil {
@@ -106,6 +112,14 @@ func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
 	offset := int64(len(hdr)) + int64(metaLen)
 	if rest := total - sha256.Size - offset; rest != meta.Size {
 		return nil, nil, fmt.Errorf("%w: state is %d bytes, metadata says %d", ErrBadArchive, rest, meta.Size)
+	}
+	// A checksum proves the file is what was written, not that this server
+	// can read the state in it, and raft's Restore panics — taking the
+	// server down — when the FSM refuses the state. So the state is first
+	// restored into a scratch FSM; what it refuses (fsm.ErrSnapshotCorrupt,
+	// fsm.ErrSnapshotVersion) is refused here, with the cluster untouched.
+	if err := fsm.New(nil).Restore(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
 	}
 	return &meta, io.NewSectionReader(f, offset, meta.Size), nil
 }

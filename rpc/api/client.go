@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // EnvAddress and EnvToken name the environment variables the CLI reads.
@@ -76,10 +79,18 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Code, e.StatusCode)
 }
 
+// GRPCCode returns the gRPC code Code names (Unknown for a name no code
+// has), so errcode.Code and status.Code-style branching work on API errors
+// as on server errors.
+func (e *Error) GRPCCode() codes.Code {
+	c, _ := errcode.FromName(e.Code)
+	return c
+}
+
 // IsNotFound reports whether err is an API not_found error.
 func IsNotFound(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == "not_found"
+	return errors.As(err, &e) && e.GRPCCode() == codes.NotFound
 }
 
 // QueryOptions control a read.
@@ -140,7 +151,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	apiErr := &Error{StatusCode: resp.StatusCode}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err := json.Unmarshal(b, apiErr); err != nil || apiErr.Code == "" {
-		apiErr.Code = "unknown"
+		apiErr.Code = errcode.Name(codes.Unknown)
 		apiErr.Message = strings.TrimSpace(string(b))
 	}
 	return nil, apiErr

@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 func TestNewClientAddresses(t *testing.T) {
@@ -51,12 +56,16 @@ func TestErrorsCarryStatusAndCode(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Code != "not_found" || !IsNotFound(err) {
 		t.Fatalf("Node(missing) error = %#v", err)
 	}
+	// The JSON code reads back as the gRPC code the server refused with.
+	if got := errcode.Code(fmt.Errorf("node status: %w", err)); got != codes.NotFound {
+		t.Fatalf("errcode.Code(API not_found) = %s", got)
+	}
 	_, err = c.Leader(context.Background())
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Code != "unknown" || apiErr.Message != "upstream down" {
 		t.Fatalf("Leader via a broken proxy: %#v", err)
 	}
-	if IsNotFound(err) {
-		t.Fatal("a 502 reported as not found")
+	if IsNotFound(err) || errcode.Code(err) != codes.Unknown {
+		t.Fatalf("a 502 from a proxy reported as %s", errcode.Code(err))
 	}
 }
 

@@ -7,6 +7,7 @@
 //	nodes, meta, err := c.Nodes(ctx, &api.QueryOptions{WaitIndex: 0})
 //
 // Errors returned by the agent are *Error values carrying the HTTP status and
-// the error code ("not_found", "unavailable", ...); branch on Code, never on
-// the message.
+// the error code ("not_found", "unavailable", ...), the name rpc/errcode gives
+// the server's gRPC code; branch on Code (or errcode.Code(err), which reads it
+// back as the gRPC code), never on the message.
 package api

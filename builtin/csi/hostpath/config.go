@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // PluginName is the CSI plugin name reported by GetPluginInfo.
@@ -68,10 +71,10 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // ErrBadCapacity is returned (wrapped) by ParseCapacity for a malformed size.
-var ErrBadCapacity = errors.New("invalid capacity")
+var ErrBadCapacity = errcode.New(codes.InvalidArgument, "invalid capacity")
 
 // ErrBadTopology is returned (wrapped) by ParseTopology for a malformed segment.
-var ErrBadTopology = errors.New("invalid topology segment")
+var ErrBadTopology = errcode.New(codes.InvalidArgument, "invalid topology segment")
 
 // runtimeConfig is a validated Config with defaults applied.
 type runtimeConfig struct {

@@ -10,7 +10,10 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // keyedLocks serializes operations per key (a volume, snapshot or name):
@@ -86,7 +89,7 @@ func (k *keyedLocks) lockAll(ctx context.Context, keys []string) (func(), error)
 
 // ErrStateDirInUse is returned by Run and Start when another plugin process
 // already serves the same controller state or node ID in the state directory.
-var ErrStateDirInUse = errors.New("state directory in use by another hostpath plugin")
+var ErrStateDirInUse = errcode.New(codes.FailedPrecondition, "state directory in use by another hostpath plugin")
 
 // fileLock is an exclusive flock(2) held for the life of the process role.
 type fileLock struct{ f *os.File }

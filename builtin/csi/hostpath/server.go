@@ -18,11 +18,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // ErrEndpointInUse is returned by Run and Start when another process already
 // serves the endpoint's socket.
-var ErrEndpointInUse = errors.New("endpoint already served by another process")
+var ErrEndpointInUse = errcode.New(codes.FailedPrecondition, "endpoint already served by another process")
 
 // Server is a running hostpath plugin, as returned by Start.
 type Server struct {

@@ -4,12 +4,15 @@ package hostpath
 
 import (
 	"context"
-	"errors"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // ErrUnsupportedPlatform is returned by Run and Start on systems other than
 // Linux: the plugin is built on bind mounts and loop devices.
-var ErrUnsupportedPlatform = errors.New("the hostpath CSI plugin runs on Linux only")
+var ErrUnsupportedPlatform = errcode.New(codes.Unimplemented, "the hostpath CSI plugin runs on Linux only")
 
 // Server is a running hostpath plugin; on this platform none ever runs.
 type Server struct{}

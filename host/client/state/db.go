@@ -10,6 +10,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 // SchemaVersion is the layout version this package reads and writes.
@@ -30,13 +33,13 @@ const lockTimeout = 2 * time.Second
 var (
 	// ErrLocked is returned by Open when another process (another agent on
 	// the same data dir) holds the state DB.
-	ErrLocked = errors.New("state db is locked by another process")
+	ErrLocked = errcode.New(codes.FailedPrecondition, "state db is locked by another process")
 	// ErrNewerSchema is returned by Open when the file was written by a
 	// newer berth with a layout this one does not know.
-	ErrNewerSchema = errors.New("state db was written by a newer berth")
+	ErrNewerSchema = errcode.New(codes.FailedPrecondition, "state db was written by a newer berth")
 	// ErrInvalidRecord is returned by the Put methods for a record missing
 	// its key fields.
-	ErrInvalidRecord = errors.New("invalid state record")
+	ErrInvalidRecord = errcode.New(codes.InvalidArgument, "invalid state record")
 )
 
 // DB is an open client state DB.

@@ -1,0 +1,20 @@
+package hostpath
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/internal/testutil"
+)
+
+// TestSentinelsCarryTheirCodes pins the code each of this package's
+// sentinels reaches a gRPC or HTTP caller with.
+func TestSentinelsCarryTheirCodes(t *testing.T) {
+	testutil.CheckSentinelCodes(t, map[error]codes.Code{
+		ErrBadCapacity:   codes.InvalidArgument,
+		ErrBadTopology:   codes.InvalidArgument,
+		ErrStateDirInUse: codes.FailedPrecondition,
+		ErrEndpointInUse: codes.FailedPrecondition,
+	})
+}

@@ -1,0 +1,19 @@
+package state
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/internal/testutil"
+)
+
+// TestSentinelsCarryTheirCodes pins the code each of this package's
+// sentinels reaches a gRPC or HTTP caller with.
+func TestSentinelsCarryTheirCodes(t *testing.T) {
+	testutil.CheckSentinelCodes(t, map[error]codes.Code{
+		ErrLocked:        codes.FailedPrecondition,
+		ErrNewerSchema:   codes.FailedPrecondition,
+		ErrInvalidRecord: codes.InvalidArgument,
+	})
+}

@@ -1,0 +1,145 @@
+package errcode
+
+import (
+	"context"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel is a package sentinel error that carries its gRPC code. Compare
+// with errors.Is, as with any sentinel; the value is a pointer, so two
+// sentinels with the same text are still different errors.
+type Sentinel struct {
+	code codes.Code
+	msg  string
+}
+
+// New returns a sentinel whose Error is msg and whose code is code. It
+// panics when code is OK or Unknown, or not a gRPC code: a sentinel exists
+// to be classified, and the panic fires when the declaring package is
+// initialised, so no test run can miss it.
+func New(code codes.Code, msg string) error {
+	if code == codes.OK || code == codes.Unknown || int(code) >= len(names) {
+		panic("errcode.New(" + code.String() + ", " + msg + "): a sentinel needs a code other than OK and Unknown")
+	}
+	return &Sentinel{code: code, msg: msg}
+}
+
+// Error returns the sentinel's message.
+func (s *Sentinel) Error() string { return s.msg }
+
+// GRPCCode returns the code callers of the API see for this refusal.
+func (s *Sentinel) GRPCCode() codes.Code { return s.code }
+
+// GRPCStatus lets grpc-go and status.FromError find the code of a sentinel
+// wrapped anywhere in an error, e.g. in a streaming handler, which the
+// server's unary error interceptor does not see.
+func (s *Sentinel) GRPCStatus() *status.Status { return status.New(s.code, s.msg) }
+
+// coder is implemented by every error that carries a code of its own.
+type coder interface{ GRPCCode() codes.Code }
+
+// statuser is implemented by gRPC status errors and by errors that travel
+// as one (csi.Error).
+type statuser interface{ GRPCStatus() *status.Status }
+
+// foreign lists the sentinels of other libraries that reach berth's API,
+// with the code each stands for. They are matched by identity (errors.Is on
+// the one error in the chain), never by message.
+var foreign = []struct {
+	err  error
+	code codes.Code
+}{
+	{context.Canceled, codes.Canceled},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+	// Leadership moved or the server is going away: the request did nothing,
+	// or (ErrLeadershipLost) may commit under the next leader; either way the
+	// caller retries, which is what Unavailable tells it.
+	{raft.ErrNotLeader, codes.Unavailable},
+	{raft.ErrLeadershipLost, codes.Unavailable},
+	{raft.ErrRaftShutdown, codes.Unavailable},
+	{raft.ErrEnqueueTimeout, codes.Unavailable},
+	{raft.ErrLeadershipTransferInProgress, codes.Unavailable},
+	{raft.ErrTransportShutdown, codes.Unavailable},
+	// An operator's snapshot restore cancelled the in-flight command.
+	{raft.ErrAbortedByRestore, codes.Aborted},
+	{raft.ErrNotVoter, codes.FailedPrecondition},
+	{raft.ErrLeader, codes.FailedPrecondition},
+	{raft.ErrCantBootstrap, codes.FailedPrecondition},
+	{raft.ErrNothingNewToSnapshot, codes.FailedPrecondition},
+	{raft.ErrUnsupportedProtocol, codes.FailedPrecondition},
+}
+
+// Code returns the gRPC code of err: OK for nil; otherwise the code of the
+// error nearest the top of err's chain (in errors.As order) that has one — a
+// gRPC status, a Sentinel or other error with a GRPCCode method, a context
+// error or one of the foreign sentinels (raft.ErrNotLeader, ...). An error
+// with none of these is Unknown: nobody classified it, which is not the same
+// as a bug of berth's (Internal).
+func Code(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	code, _ := find(err)
+	return code
+}
+
+// Status returns the gRPC status error for err, nil for nil. A status error
+// is returned as it is. Otherwise the code is Code(err) and the message is
+// err.Error(), the whole wrapped text, so it still names the node, volume or
+// server the refusal is about; details of a wrapped status (the sdk's
+// ErrorInfo, say) are kept.
+func Status(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(statuser); ok {
+		if st, ok := status.FromError(err); ok {
+			return st.Err()
+		}
+	}
+	code, st := find(err)
+	if st == nil {
+		return status.Error(code, err.Error())
+	}
+	p := st.Proto()
+	p.Message = err.Error()
+	return status.FromProto(p).Err()
+}
+
+// find walks err's tree depth first, as errors.As does, and returns the
+// first code it meets, with the status it came from when that was a gRPC
+// status (so its details can be kept).
+func find(err error) (codes.Code, *status.Status) {
+	switch e := err.(type) {
+	case nil:
+		return codes.Unknown, nil
+	case coder:
+		return e.GRPCCode(), nil
+	case statuser:
+		if st := e.GRPCStatus(); st != nil {
+			return st.Code(), st
+		}
+	}
+	for _, f := range foreign {
+		if err == f.err {
+			return f.code, nil
+		}
+		if is, ok := err.(interface{ Is(error) bool }); ok && is.Is(f.err) {
+			return f.code, nil
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return find(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if code, st := find(inner); code != codes.Unknown {
+				return code, st
+			}
+		}
+	}
+	return codes.Unknown, nil
+}

@@ -1,0 +1,150 @@
+package errcode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+var (
+	errMissing = New(codes.NotFound, "widget not found")
+	errFull    = New(codes.ResourceExhausted, "no free write claim")
+)
+
+func TestNewRefusesCodesThatClassifyNothing(t *testing.T) {
+	for _, c := range []codes.Code{codes.OK, codes.Unknown, codes.Code(99)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("New(%s) did not panic", c)
+				}
+			}()
+			_ = New(c, "x")
+		}()
+	}
+}
+
+func TestCodeFindsTheNearestCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"nil", nil, codes.OK},
+		{"sentinel", errMissing, codes.NotFound},
+		{"wrapped sentinel", fmt.Errorf("widget w1: %w", errMissing), codes.NotFound},
+		{"twice wrapped", fmt.Errorf("apply: %w", fmt.Errorf("widget w1: %w", errFull)), codes.ResourceExhausted},
+		{"status", status.Error(codes.AlreadyExists, "w1 exists"), codes.AlreadyExists},
+		{"wrapped status", fmt.Errorf("forwarding: %w", status.Error(codes.Aborted, "retry")), codes.Aborted},
+		{"context canceled", fmt.Errorf("waiting: %w", context.Canceled), codes.Canceled},
+		{"deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{"raft not leader", fmt.Errorf("apply: %w", raft.ErrNotLeader), codes.Unavailable},
+		{"raft leadership lost", raft.ErrLeadershipLost, codes.Unavailable},
+		{"raft shutdown", raft.ErrRaftShutdown, codes.Unavailable},
+		{"raft enqueue timeout", raft.ErrEnqueueTimeout, codes.Unavailable},
+		{"raft transfer", raft.ErrLeadershipTransferInProgress, codes.Unavailable},
+		{"raft restore", raft.ErrAbortedByRestore, codes.Aborted},
+		{"plain", errors.New("disk on fire"), codes.Unknown},
+		{"same text is not the sentinel", errors.New("widget not found"), codes.Unknown},
+		// The nearest code wins: a refusal that wraps the context error it
+		// was cut short by is still that refusal.
+		{"sentinel outside context", fmt.Errorf("%w: %w", errFull, context.Canceled), codes.ResourceExhausted},
+		{"context outside sentinel", fmt.Errorf("cut short: %w", fmt.Errorf("%w, %w", context.DeadlineExceeded, errMissing)), codes.DeadlineExceeded},
+		{"joined, second coded", errors.Join(errors.New("plain"), errMissing), codes.NotFound},
+	}
+	for _, tt := range tests {
+		if got := Code(tt.err); got != tt.want {
+			t.Errorf("%s: Code(%v) = %s, want %s", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestStatusKeepsTheMessageAndDetails(t *testing.T) {
+	if Status(nil) != nil {
+		t.Fatal("Status(nil) != nil")
+	}
+	err := Status(fmt.Errorf("node n1: %w", errMissing))
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.NotFound || st.Message() != "node n1: widget not found" {
+		t.Fatalf("Status = %v (ok %v)", st, ok)
+	}
+	if got := Status(raft.ErrNotLeader); status.Code(got) != codes.Unavailable || status.Convert(got).Message() != raft.ErrNotLeader.Error() {
+		t.Fatalf("Status(raft.ErrNotLeader) = %v", got)
+	}
+	if got := Status(errors.New("disk on fire")); status.Code(got) != codes.Unknown {
+		t.Fatalf("Status(plain) = %v, want Unknown", got)
+	}
+	// A status error passes unchanged, details included; wrapped, it keeps
+	// its details and code and gains the wrapper's text.
+	withInfo, _ := status.New(codes.FailedPrecondition, "task running").WithDetails(&errdetails.ErrorInfo{Reason: "TASK_RUNNING"})
+	if got := status.Convert(Status(withInfo.Err())); got.Code() != codes.FailedPrecondition || len(got.Details()) != 1 {
+		t.Fatalf("Status(status) = %v, details %v", got, got.Details())
+	}
+	got := status.Convert(Status(fmt.Errorf("driver d1: %w", withInfo.Err())))
+	if got.Code() != codes.FailedPrecondition || len(got.Details()) != 1 || got.Message() != "driver d1: rpc error: code = FailedPrecondition desc = task running" {
+		t.Fatalf("Status(wrapped status) = %v, details %v", got, got.Details())
+	}
+}
+
+// A wrapped sentinel keeps its code where grpc-go converts errors itself
+// (streaming handlers, plugins without berth's interceptor).
+func TestSentinelsAreGRPCStatuses(t *testing.T) {
+	err := fmt.Errorf("volume v1: %w", errFull)
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted || st.Message() != "volume v1: no free write claim" {
+		t.Fatalf("status.FromError = %v, %v", st, ok)
+	}
+	if !errors.Is(err, errFull) || errors.Is(err, errMissing) {
+		t.Fatal("errors.Is does not tell the sentinels apart")
+	}
+}
+
+func TestHTTPTable(t *testing.T) {
+	want := map[codes.Code]struct {
+		name string
+		http int
+	}{
+		codes.OK:                 {"ok", 200},
+		codes.Canceled:           {"canceled", 499},
+		codes.Unknown:            {"unknown", 500},
+		codes.InvalidArgument:    {"invalid_argument", 400},
+		codes.DeadlineExceeded:   {"deadline_exceeded", 504},
+		codes.NotFound:           {"not_found", 404},
+		codes.AlreadyExists:      {"already_exists", 409},
+		codes.PermissionDenied:   {"permission_denied", 403},
+		codes.ResourceExhausted:  {"resource_exhausted", 429},
+		codes.FailedPrecondition: {"failed_precondition", 409},
+		codes.Aborted:            {"aborted", 409},
+		codes.OutOfRange:         {"out_of_range", 400},
+		codes.Unimplemented:      {"unimplemented", 501},
+		codes.Internal:           {"internal", 500},
+		codes.Unavailable:        {"unavailable", 503},
+		codes.DataLoss:           {"data_loss", 500},
+		codes.Unauthenticated:    {"unauthenticated", 401},
+	}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		w, ok := want[c]
+		if !ok {
+			t.Fatalf("test table lacks %s", c)
+		}
+		if Name(c) != w.name || HTTPStatus(c) != w.http {
+			t.Errorf("%s: Name %q HTTPStatus %d, want %q %d", c, Name(c), HTTPStatus(c), w.name, w.http)
+		}
+		if back, ok := FromName(Name(c)); !ok || back != c {
+			t.Errorf("FromName(%q) = %s, %v", Name(c), back, ok)
+		}
+	}
+	if Name(codes.Code(99)) != "unknown" || HTTPStatus(codes.Code(99)) != http.StatusInternalServerError {
+		t.Errorf("undefined code: %q %d", Name(codes.Code(99)), HTTPStatus(codes.Code(99)))
+	}
+	if c, ok := FromName("teapot"); ok || c != codes.Unknown {
+		t.Errorf("FromName(teapot) = %s, %v", c, ok)
+	}
+}

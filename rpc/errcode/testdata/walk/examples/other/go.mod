@@ -1,0 +1,3 @@
+module example.test/other
+
+go 1.26.0

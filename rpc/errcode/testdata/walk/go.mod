@@ -1,0 +1,3 @@
+module berth.dev/berth
+
+go 1.26.0

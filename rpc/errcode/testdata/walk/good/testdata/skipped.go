@@ -1,0 +1,6 @@
+package skipped
+
+import "errors"
+
+// ErrInTestdata is skipped.
+var ErrInTestdata = errors.New("testdata")
