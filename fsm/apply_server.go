@@ -21,24 +21,22 @@ func applyServerUpsert(tx *writeTxn, cmd *pb.ServerUpsertCommand) error {
 	if s.GetId() == "" {
 		return fmt.Errorf("%w: server has no ID (name %q)", ErrInvalidCommand, s.GetName())
 	}
-	stored, err := tx.row(TableServers, s.GetId())
+	existing, err := serversTable.first(tx, nil, s.GetId())
 	if err != nil {
 		return err
 	}
-	if stored == nil {
+	if existing == nil {
 		s.CreateIndex = tx.index
-		return insertServer(tx, s)
-	}
-	existing, err := rowMessage[*pb.ServerMember](stored)
-	if err != nil {
-		return err
+		s.ModifyIndex = tx.index
+		return serversTable.insert(tx, s)
 	}
 	s.CreateIndex = existing.GetCreateIndex()
 	s.ModifyIndex = existing.GetModifyIndex()
 	if proto.Equal(s, existing) {
 		return nil
 	}
-	return insertServer(tx, s)
+	s.ModifyIndex = tx.index
+	return serversTable.insert(tx, s)
 }
 
 // applyServerDelete forgets a server. Deleting an unknown server succeeds
@@ -48,12 +46,12 @@ func applyServerDelete(tx *writeTxn, cmd *pb.ServerDeleteCommand) error {
 	if id == "" {
 		return fmt.Errorf("%w: no server ID", ErrInvalidCommand)
 	}
-	existing, err := tx.row(TableServers, id)
+	existing, err := serversTable.first(tx, nil, id)
 	if err != nil {
 		return err
 	}
 	if existing == nil {
 		return nil
 	}
-	return deleteServer(tx, existing)
+	return serversTable.delete(tx, existing)
 }

@@ -5,8 +5,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"berth.dev/berth/rpc/pb"
 )
 
 // MessageType is the first byte of every raft log entry berth writes: it says
@@ -43,55 +41,45 @@ type command struct {
 	// message is the command's message type (Encode checks it, Decode
 	// builds it).
 	message protoreflect.MessageType
-	// parse reads a command body into what apply takes. An error means the
-	// body is malformed: it is not an encoding of message.
-	parse func(body []byte) (any, error)
-	apply func(tx *writeTxn, parsed any) error
+	// decode reads a command body with proto.Unmarshal.
+	decode func(body []byte) (proto.Message, error)
+	apply  func(tx *writeTxn, msg proto.Message) error
 }
 
 // commands is the dispatch table: every command this version can apply. A new
 // command is a new constant above, an apply function, and a line here.
 var commands = map[MessageType]command{
-	NodeRegister:     newWireCommand("NodeRegister", (*pb.NodeRegisterCommand)(nil), parseNodeRegister, applyNodeRegister),
+	NodeRegister:     newCommand("NodeRegister", applyNodeRegister),
 	NodeStatusUpdate: newCommand("NodeStatusUpdate", applyNodeStatusUpdate),
 	NodeDeregister:   newCommand("NodeDeregister", applyNodeDeregister),
 	ServerUpsert:     newCommand("ServerUpsert", applyServerUpsert),
 	ServerDelete:     newCommand("ServerDelete", applyServerDelete),
 }
 
-// newCommand builds a table row from a typed apply function that takes the
-// decoded message, so each apply function receives its own message type and
-// the table does the one type assertion.
+// newCommand builds a table row from a typed apply function, which receives
+// the command decoded by proto.Unmarshal as its own message type M (owned
+// by the apply function: it is decoded for this entry alone, so parts of
+// it may be stored as they are). The table does the one type assertion.
 func newCommand[T any, M interface {
 	*T
 	proto.Message
 }](name string, apply func(tx *writeTxn, msg M) error) command {
-	return newWireCommand(name, M(nil), func(body []byte) (M, error) {
-		m := M(new(T))
-		if err := proto.Unmarshal(body, m); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}, apply)
-}
-
-// newWireCommand builds a table row for a command whose body parse reads
-// into a P for apply. Commands on the hot path read their message at the
-// wire level (see row); parse must accept exactly the bodies proto.Unmarshal
-// accepts for message m.
-func newWireCommand[P any](name string, m proto.Message, parse func(body []byte) (P, error), apply func(tx *writeTxn, parsed P) error) command {
 	return command{
 		name:    name,
-		message: m.ProtoReflect().Type(),
-		parse: func(body []byte) (any, error) {
-			return parse(body)
-		},
-		apply: func(tx *writeTxn, parsed any) error {
-			p, ok := parsed.(P)
-			if !ok {
-				return fmt.Errorf("%w: %s applies a %T, got %T", ErrMessageMismatch, name, p, parsed)
+		message: M(nil).ProtoReflect().Type(),
+		decode: func(body []byte) (proto.Message, error) {
+			m := M(new(T))
+			if err := proto.Unmarshal(body, m); err != nil {
+				return nil, err
 			}
-			return apply(tx, p)
+			return m, nil
+		},
+		apply: func(tx *writeTxn, msg proto.Message) error {
+			m, ok := msg.(M)
+			if !ok {
+				return fmt.Errorf("%w: %s applies a %T, got %T", ErrMessageMismatch, name, m, msg)
+			}
+			return apply(tx, m)
 		},
 	}
 }
@@ -170,8 +158,8 @@ func Decode(buf []byte) (MessageType, proto.Message, error) {
 	if !ok {
 		return t, nil, unknownCommandError(t)
 	}
-	msg := c.message.New().Interface()
-	if err := proto.Unmarshal(buf[1:], msg); err != nil {
+	msg, err := c.decode(buf[1:])
+	if err != nil {
 		return t, nil, fmt.Errorf("%w: %s (type %d), %d body bytes: %w", ErrMalformedCommand, c.name, uint8(t), len(buf)-1, err)
 	}
 	return t, msg, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 )
 
 // FSM is berth's raft state machine. Raft calls Apply with each committed
@@ -17,6 +18,7 @@ import (
 // entries, which it applies in one memdb transaction (see ApplyBatch).
 type FSM struct {
 	logger hclog.Logger
+	schema schema
 	state  atomic.Pointer[StateStore]
 }
 
@@ -27,11 +29,17 @@ var (
 
 // New returns an FSM over an empty state store. logger may be nil.
 func New(logger hclog.Logger) *FSM {
+	return newFSM(logger, productionSchema())
+}
+
+// newFSM returns an FSM over an empty store of s's tables that applies s's
+// commands. Tests build FSMs of their own tables and commands with it.
+func newFSM(logger hclog.Logger, s schema) *FSM {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	f := &FSM{logger: logger.Named("fsm")}
-	f.state.Store(newStateStore())
+	f := &FSM{logger: logger.Named("fsm"), schema: s}
+	f.state.Store(newStateStore(s))
 	return f
 }
 
@@ -74,14 +82,14 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 		res.Err = fmt.Errorf("raft log entry %d is a %s entry, not a command", log.Index, log.Type)
 		return res
 	}
-	c, parsed, ok := f.parseEntry(log, res)
+	c, msg, ok := f.decodeEntry(log, res)
 	if !ok {
 		return res
 	}
-	tx := f.State().beginWrite(1)
+	tx := f.State().beginWrite()
 	defer tx.abort()
 	tx.index = log.Index
-	err := c.apply(tx, parsed)
+	err := c.apply(tx, msg)
 	if err == nil {
 		err = tx.commit()
 	}
@@ -141,16 +149,16 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 		res := &results[i]
 		*res = ApplyResult{Index: log.Index, Type: PeekType(log.Data)}
 		out[i] = res
-		c, parsed, ok := f.parseEntry(log, res)
+		c, msg, ok := f.decodeEntry(log, res)
 		if !ok {
 			continue
 		}
 		if tx == nil {
-			tx = f.State().beginWrite(len(logs) - i)
+			tx = f.State().beginWrite()
 		}
 		tx.index = log.Index
 		written := tx.writes
-		if err := c.apply(tx, parsed); err != nil {
+		if err := c.apply(tx, msg); err != nil {
 			if tx.writes != written {
 				f.logger.Warn("command failed after writing: applying its batch entry by entry",
 					"index", log.Index, "command", c.name, "error", err)
@@ -169,16 +177,16 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 	return true
 }
 
-// parseEntry finds and parses the command in a command entry. When there
+// decodeEntry finds and decodes the command in a command entry. When there
 // is nothing to apply it returns ok false, with res.Err saying why, or nil
 // for an unknown command flagged ignorable.
-func (f *FSM) parseEntry(log *raft.Log, res *ApplyResult) (c command, parsed any, ok bool) {
+func (f *FSM) decodeEntry(log *raft.Log, res *ApplyResult) (c command, msg proto.Message, ok bool) {
 	if len(log.Data) == 0 {
 		res.Err = fmt.Errorf("raft log entry %d: %w", log.Index, ErrEmptyCommand)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
 		return command{}, nil, false
 	}
-	c, ok = commands[res.Type]
+	c, ok = f.schema.commands[res.Type]
 	if !ok {
 		if res.Type.Ignorable() {
 			f.logger.Warn("skipping unknown command flagged ignorable", "type", uint8(res.Type), "index", log.Index)
@@ -192,13 +200,13 @@ func (f *FSM) parseEntry(log *raft.Log, res *ApplyResult) (c command, parsed any
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
 		return command{}, nil, false
 	}
-	parsed, err := c.parse(log.Data[1:])
+	msg, err := c.decode(log.Data[1:])
 	if err != nil {
 		res.Err = fmt.Errorf("raft log entry %d: %w: %s: %w", log.Index, ErrMalformedCommand, c.name, err)
 		f.logger.Error("cannot apply command", "index", log.Index, "error", res.Err)
 		return command{}, nil, false
 	}
-	return c, parsed, true
+	return c, msg, true
 }
 
 // refused records why a decoded command was not applied.
@@ -221,7 +229,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Blocking queries on the replaced store are woken through its AbandonCh.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	restored, err := readSnapshot(rc)
+	restored, err := f.readSnapshot(rc)
 	if err != nil {
 		f.logger.Error("snapshot restore failed, keeping current state", "error", err)
 		return err

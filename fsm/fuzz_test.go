@@ -1,9 +1,11 @@
 package fsm_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -139,5 +141,104 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 	}
 	if latest, _ := st.LatestIndex(); latest > maxIndex || latest != max(nodesIdx, serversIdx) {
 		t.Fatalf("latest index %d, table indexes %d/%d, applied up to %d", latest, nodesIdx, serversIdx, maxIndex)
+	}
+}
+
+// FuzzRestore feeds arbitrary bytes to Restore. It must never panic; when
+// it refuses the stream the FSM keeps its store, untouched; when it accepts
+// it, the restored state is consistent and survives another round trip.
+func FuzzRestore(f *testing.F) {
+	src := fsm.New(nil)
+	applyOK(f, src, 1, fsm.NodeRegister, registerCmd("n1", "alpha", pb.NodeStatus_NODE_STATUS_READY))
+	applyOK(f, src, 2, fsm.NodeRegister, registerCmd("n2", "beta", pb.NodeStatus_NODE_STATUS_DOWN))
+	applyOK(f, src, 3, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1"}})
+	snap := snapshotBytes(f, src)
+	f.Add(snap)
+	f.Add(snapshotBytes(f, fsm.New(nil)))
+	f.Add(snap[:len(snap)-3])
+	// A version 1 stream, and a version 2 one with a table unknown here.
+	var v1, v2 bytes.Buffer
+	for _, m := range []proto.Message{
+		&pb.SnapshotHeader{Version: 1},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_Node{Node: &pb.Node{Id: "n1", Status: pb.NodeStatus_NODE_STATUS_READY}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: fsm.TableNodes, Index: 4}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: fsm.TableServers}}},
+	} {
+		if _, err := protodelim.MarshalTo(&v1, m); err != nil {
+			f.Fatal(err)
+		}
+	}
+	for _, m := range []proto.Message{
+		&pb.SnapshotHeader{Version: 2},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: &pb.TableRow{Table: "jobs", Row: []byte{0x0a, 0x01, 'j'}}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: "jobs", Index: 7}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_End{End: &pb.SnapshotEnd{Records: 2}}},
+	} {
+		if _, err := protodelim.MarshalTo(&v2, m); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Add(v1.Bytes())
+	f.Add(v2.Bytes())
+	f.Add([]byte{})
+	f.Add([]byte{0x02, 0x08, 0x02})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := fsm.New(nil)
+		applyOK(t, m, 1, fsm.NodeRegister, registerCmd("keep", "k", pb.NodeStatus_NODE_STATUS_READY))
+		before := m.State()
+		want, err := dumpState(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := restoreBytes(m, data); err != nil {
+			if !errors.Is(err, fsm.ErrSnapshotCorrupt) && !errors.Is(err, fsm.ErrSnapshotVersion) {
+				t.Fatalf("Restore error %v wraps neither ErrSnapshotCorrupt nor ErrSnapshotVersion", err)
+			}
+			if m.State() != before {
+				t.Fatal("a refused restore swapped in a new store")
+			}
+			if got, _ := dumpState(m.State()); got != want {
+				t.Fatalf("a refused restore changed the state:\n%s\nwas\n%s", got, want)
+			}
+			return
+		}
+		latest, err := m.State().LatestIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRestored(t, m.State(), latest)
+		if got := roundtrip(t, m); got != "identical" {
+			t.Fatalf("round trip of a restored snapshot: %s", got)
+		}
+	})
+}
+
+// checkRestored asserts what holds of any state Restore accepts: every row
+// has its key, and no table index is above the latest.
+func checkRestored(t *testing.T, st *fsm.StateStore, latest uint64) {
+	t.Helper()
+	nodes, err := st.Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.GetId() == "" {
+			t.Fatalf("restored a node without an ID: %v", n)
+		}
+	}
+	servers, err := st.Servers(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if s.GetId() == "" {
+			t.Fatalf("restored a server without an ID: %v", s)
+		}
+	}
+	for _, table := range []string{fsm.TableNodes, fsm.TableServers} {
+		if idx, _ := st.Index(table); idx > latest {
+			t.Fatalf("table %s index %d above the latest %d", table, idx, latest)
+		}
 	}
 }

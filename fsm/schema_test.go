@@ -2,35 +2,30 @@ package fsm
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 
 	"berth.dev/berth/rpc/pb"
 )
 
-// TestSnapshotCoversEveryTable guards the rule that a table added to the
-// registry is also in the current snapshot version, and that the version's
-// table list names only real tables: otherwise a snapshot would silently
-// drop rows, or every restore would fail.
-func TestSnapshotCoversEveryTable(t *testing.T) {
-	current := snapshotTables[SnapshotVersion]
-	for _, spec := range tables {
-		if !slices.Contains(current, spec.name) {
-			t.Errorf("table %s is not in snapshot version %d: add it (with a new version)", spec.name, SnapshotVersion)
+// TestProductionTables checks the tables New builds: distinct names, none
+// called like the index table, each holding its own message type.
+func TestProductionTables(t *testing.T) {
+	seen := map[string]bool{tableIndex: true}
+	for _, tbl := range productionSchema().tables {
+		if seen[tbl.tableName()] {
+			t.Errorf("table name %q is used twice", tbl.tableName())
+		}
+		seen[tbl.tableName()] = true
+		if tbl.messageType() == nil {
+			t.Errorf("table %s has no message type", tbl.tableName())
 		}
 	}
-	for _, name := range current {
-		if _, ok := tableNamed(name); !ok {
-			t.Errorf("snapshot version %d names table %s, which is not registered", SnapshotVersion, name)
-		}
-	}
-	for v := uint32(1); v <= SnapshotVersion; v++ {
-		if _, ok := snapshotTables[v]; !ok {
-			t.Errorf("snapshot version %d has no table list: Restore could not read it", v)
-		}
+	if _, err := memdb.NewMemDB(productionSchema().memdb()); err != nil {
+		t.Errorf("the production tables make an invalid memdb schema: %v", err)
 	}
 }
 
@@ -50,18 +45,6 @@ func TestCommandTableNames(t *testing.T) {
 			t.Errorf("%s has no message type", c.name)
 		}
 	}
-}
-
-// TestDataTableRefusesAMismatchedSnapshotField checks that a table whose
-// snapshot field holds another message type is caught when the table is
-// declared, not when a restore checks its rows against the wrong type.
-func TestDataTableRefusesAMismatchedSnapshotField(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("dataTable accepted nodes carried in SnapshotRecord.server")
-		}
-	}()
-	dataTable(TableNodes, (*pb.Node)(nil), "id", "server")
 }
 
 // TestOversizedRowIsRefusedBeforeWriting stores a node whose encoding

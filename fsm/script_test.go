@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,20 +243,29 @@ func corrupt(t *testing.T, td *datadriven.TestData, snap []byte, kind string) []
 	case "version-zero":
 		return replaceHeader(t, recs, &pb.SnapshotHeader{})
 	case "garbage-record":
-		// A record whose length prefix is fine but whose body is not a
-		// SnapshotRecord (field 2, a node, with wire type 7).
-		return append(bytes.Join(recs, nil), 0x01, 0x17)
+		// A record, before the end record, whose length prefix is fine but
+		// whose body is not a SnapshotRecord (field 2 with wire type 7).
+		return beforeEnd(recs, []byte{0x01, 0x17})
 	case "empty-record":
-		return append(bytes.Join(recs, nil), 0x00)
+		return beforeEnd(recs, []byte{0x00})
 	case "huge-length":
-		return append(bytes.Join(recs, nil), 0xff, 0xff, 0xff, 0xff, 0x0f)
-	case "row-after-index":
-		// Move the first data row (record 1) to the end.
-		moved := append(append([][]byte{recs[0]}, recs[2:]...), recs[1])
-		return bytes.Join(moved, nil)
+		return beforeEnd(recs, []byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	case "rows-swapped":
+		// Swap the first two rows (records 1 and 2): out of key order.
+		swapped := append([][]byte{recs[0], recs[2], recs[1]}, recs[3:]...)
+		return bytes.Join(swapped, nil)
+	case "record-after-end":
+		// Repeat the first row after the end record.
+		return append(bytes.Join(recs, nil), recs[1]...)
 	}
 	td.Fatalf(t, "unknown corruption %q", kind)
 	return nil
+}
+
+// beforeEnd is the stream recs with b inserted before its last record.
+func beforeEnd(recs [][]byte, b []byte) []byte {
+	last := len(recs) - 1
+	return slices.Concat(bytes.Join(recs[:last], nil), b, recs[last])
 }
 
 // splitRecords cuts a snapshot stream into its length-delimited messages,
@@ -304,17 +314,38 @@ func describeSnapshot(t *testing.T, snap []byte) string {
 			t.Fatalf("record: %v", err)
 		}
 		switch x := rec.GetRecord().(type) {
-		case *pb.SnapshotRecord_Node:
-			parts = append(parts, "node:"+x.Node.GetId())
-		case *pb.SnapshotRecord_Server:
-			parts = append(parts, "server:"+x.Server.GetId())
+		case *pb.SnapshotRecord_Row:
+			parts = append(parts, x.Row.GetTable()+":"+rowID(t, x.Row))
 		case *pb.SnapshotRecord_TableIndex:
 			parts = append(parts, fmt.Sprintf("index:%s=%d", x.TableIndex.GetTable(), x.TableIndex.GetIndex()))
+		case *pb.SnapshotRecord_End:
+			parts = append(parts, fmt.Sprintf("end:%d", x.End.GetRecords()))
 		default:
 			t.Fatalf("unexpected record %v", &rec)
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// rowID decodes a snapshot row of the nodes or servers table and returns
+// its ID.
+func rowID(t *testing.T, row *pb.TableRow) string {
+	var m interface {
+		proto.Message
+		GetId() string
+	}
+	switch row.GetTable() {
+	case fsm.TableNodes:
+		m = &pb.Node{}
+	case fsm.TableServers:
+		m = &pb.ServerMember{}
+	default:
+		t.Fatalf("row of unexpected table %q", row.GetTable())
+	}
+	if err := proto.Unmarshal(row.GetRow(), m); err != nil {
+		t.Fatalf("%s row: %v", row.GetTable(), err)
+	}
+	return m.GetId()
 }
 
 // roundtrip restores a snapshot of f into a fresh FSM and compares every

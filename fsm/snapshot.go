@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/encoding/protodelim"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
@@ -21,20 +21,27 @@ import (
 // this and every older version, and refuses newer ones with
 // ErrSnapshotVersion.
 //
-// A snapshot stream is a length-delimited (varint size, as protodelim) pb.SnapshotHeader
-// followed by length-delimited pb.SnapshotRecords until EOF: first the rows
-// of every data table, table by table in key order, then one TableIndex
-// record per table of the version, the index records last.
-const SnapshotVersion uint32 = 1
+// A snapshot stream is a length-delimited (varint size, as protodelim)
+// pb.SnapshotHeader followed by length-delimited pb.SnapshotRecords. In
+// version 2 every record names its table: a TableRow per row (each table's
+// rows in primary-key order, each key once), a TableIndex per table, and
+// last a SnapshotEnd holding how many records came before it.
+//
+// Tables come and go without a new version. Restore skips, and logs, the
+// rows and index of a table it does not know: such a table only ever gets
+// rows through commands this server cannot apply either (it would fail
+// them as unknown), so skipping the table leaves this server exactly as
+// current as it can be. Everything else is strict: a row of a known table
+// that does not decode, a record of no known kind, a missing SnapshotEnd or
+// a wrong count make the snapshot ErrSnapshotCorrupt.
+//
+// Version 1 wrote node and server records, then the TableIndex of each of
+// its two tables as the trailer; Restore still reads it.
+const SnapshotVersion uint32 = 2
 
-// snapshotTables lists, per format version, the tables a snapshot of that
-// version holds. Each needs an index record, which is how Restore tells a
-// complete stream from one cut off at a record boundary. A new table means a
-// new version, so an older server refuses the snapshot rather than dropping
-// the table's rows.
-var snapshotTables = map[uint32][]string{
-	1: {TableNodes, TableServers},
-}
+// snapshotV1Tables are the tables of version 1, each of which needed an
+// index record: that is how it told a complete stream from a cut one.
+var snapshotV1Tables = []string{TableNodes, TableServers}
 
 // maxSnapshotRecord bounds one record so a corrupt length prefix cannot make
 // Restore allocate gigabytes; the largest rows (jobs with many groups) are far
@@ -64,28 +71,30 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 // Release does nothing: the pinned state is garbage once unreferenced.
 func (s *fsmSnapshot) Release() {}
 
-// writeSnapshot streams st to w in the current format. Rows are written as
-// the tables hold them, as encodings, so a snapshot decodes nothing.
+// writeSnapshot streams st to w in the current format.
 func writeSnapshot(w io.Writer, st *StateSnapshot) error {
 	bw := bufio.NewWriter(w)
 	if _, err := protodelim.MarshalTo(bw, &pb.SnapshotHeader{Version: SnapshotVersion}); err != nil {
 		return fmt.Errorf("writing snapshot header: %w", err)
 	}
+	var records uint64
+	write := func(rec *pb.SnapshotRecord) error {
+		records++
+		_, err := protodelim.MarshalTo(bw, rec)
+		return err
+	}
 	txn := st.db.Txn(false)
-	var prefix []byte
-	for _, t := range tables {
-		err := eachRow(txn, nil, t.name, func(r *row) error {
-			// A length-delimited SnapshotRecord holding the row in field
-			// t.record: record length, tag, row length, row.
-			size := protowire.SizeTag(t.record) + protowire.SizeBytes(len(r.raw))
-			prefix = protowire.AppendVarint(prefix[:0], uint64(size))
-			prefix = protowire.AppendTag(prefix, t.record, protowire.BytesType)
-			prefix = protowire.AppendVarint(prefix, uint64(len(r.raw)))
-			if _, err := bw.Write(prefix); err != nil {
-				return fmt.Errorf("writing %s row: %w", t.name, err)
+	row := &pb.TableRow{}
+	rec := &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: row}}
+	for _, t := range st.schema.tables {
+		row.Table = t.tableName()
+		err := t.eachRow(txn, func(m proto.Message) error {
+			var err error
+			if row.Row, err = encodeOptions.MarshalAppend(row.Row[:0], m); err != nil {
+				return fmt.Errorf("encoding %s row: %w", t.tableName(), err)
 			}
-			if _, err := bw.Write(r.raw); err != nil {
-				return fmt.Errorf("writing %s row: %w", t.name, err)
+			if err := write(rec); err != nil {
+				return fmt.Errorf("writing %s row: %w", t.tableName(), err)
 			}
 			return nil
 		})
@@ -93,24 +102,29 @@ func writeSnapshot(w io.Writer, st *StateSnapshot) error {
 			return err
 		}
 	}
-	for _, name := range snapshotTables[SnapshotVersion] {
-		index, err := st.Index(name)
+	for _, t := range st.schema.tables {
+		index, err := st.Index(t.tableName())
 		if err != nil {
 			return err
 		}
-		rec := &pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{
-			TableIndex: &pb.TableIndex{Table: name, Index: index},
-		}}
-		if _, err := protodelim.MarshalTo(bw, rec); err != nil {
-			return fmt.Errorf("writing index of table %s: %w", name, err)
+		err = write(&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{
+			TableIndex: &pb.TableIndex{Table: t.tableName(), Index: index},
+		}})
+		if err != nil {
+			return fmt.Errorf("writing index of table %s: %w", t.tableName(), err)
 		}
+	}
+	end := &pb.SnapshotRecord{Record: &pb.SnapshotRecord_End{End: &pb.SnapshotEnd{Records: records}}}
+	if _, err := protodelim.MarshalTo(bw, end); err != nil {
+		return fmt.Errorf("writing snapshot end: %w", err)
 	}
 	return bw.Flush()
 }
 
-// readSnapshot reads a whole snapshot stream into a new state store. It
-// returns the store only if the stream was complete and every row stored.
-func readSnapshot(r io.Reader) (*StateStore, error) {
+// readSnapshot reads a whole snapshot stream into a new store of f's
+// tables. It returns the store only if the stream was complete and every
+// row of a known table stored.
+func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 	br := bufio.NewReader(r)
 	buf, err := readDelimited(br)
 	if err != nil {
@@ -123,37 +137,42 @@ func readSnapshot(r io.Reader) (*StateStore, error) {
 	if err := proto.Unmarshal(buf, &hdr); err != nil {
 		return nil, fmt.Errorf("%w: reading header: %w", ErrSnapshotCorrupt, err)
 	}
-	if hdr.GetVersion() > SnapshotVersion {
+	v := hdr.GetVersion()
+	switch {
+	case v > SnapshotVersion:
 		return nil, fmt.Errorf("%w: snapshot is version %d, this server reads up to %d (upgrade it)",
-			ErrSnapshotVersion, hdr.GetVersion(), SnapshotVersion)
-	}
-	want, ok := snapshotTables[hdr.GetVersion()]
-	if !ok {
-		return nil, fmt.Errorf("%w: header names version %d, which was never written", ErrSnapshotCorrupt, hdr.GetVersion())
+			ErrSnapshotVersion, v, SnapshotVersion)
+	case v == 0:
+		return nil, fmt.Errorf("%w: header names version 0, which was never written", ErrSnapshotCorrupt)
 	}
 
-	store := newStateStore()
-	txn := store.db.Txn(true)
-	defer txn.Abort()
-	indexed := make(map[string]bool, len(want))
+	store := newStateStore(f.schema)
+	rs := &restoring{txn: store.db.Txn(true), schema: f.schema, version: v,
+		prev: map[string][]byte{}, indexed: map[string]bool{}, skipped: map[string]int{}}
+	defer rs.txn.Abort()
 	for n := 1; ; n++ {
 		rec, err := readDelimited(br)
 		if err == io.EOF {
+			if err := rs.finish(); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
+			}
 			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrSnapshotCorrupt, n, err)
 		}
-		if err := restoreRecord(txn, rec, want, indexed); err != nil {
+		if err := rs.record(rec); err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrSnapshotCorrupt, n, err)
 		}
 	}
-	for _, name := range want {
-		if !indexed[name] {
-			return nil, fmt.Errorf("%w: stream ends without the index record of table %s (truncated)", ErrSnapshotCorrupt, name)
+	if len(rs.skipped) > 0 {
+		args := []any{"version", v}
+		for _, name := range slices.Sorted(maps.Keys(rs.skipped)) {
+			args = append(args, name, rs.skipped[name])
 		}
+		f.logger.Warn("snapshot holds tables this server does not know: skipped their records", args...)
 	}
-	txn.Commit()
+	rs.txn.Commit()
 	return store, nil
 }
 
@@ -184,82 +203,157 @@ func readDelimited(br *bufio.Reader) ([]byte, error) {
 	return buf, nil
 }
 
-// restoreRecord stores one record, the encoding of a pb.SnapshotRecord,
-// keeping a row's bytes as they are. indexed tracks the index records seen,
-// which must come after every row.
-func restoreRecord(txn *memdb.Txn, rec []byte, want []string, indexed map[string]bool) error {
-	if err := checkWire(snapshotRecordWire, rec); err != nil {
-		return err
-	}
-	var num protowire.Number
-	var payload []byte
-	fields := 0
-	eachField(rec, func(n protowire.Number, typ protowire.Type, v []byte) {
-		fields++
-		num = n
-		if typ == protowire.BytesType {
-			payload, _ = protowire.ConsumeBytes(v)
-		}
-	})
-	switch {
-	case fields == 0:
-		return fmt.Errorf("empty record")
-	case fields > 1:
-		return fmt.Errorf("record holds %d fields, a record holds one row", fields)
-	case payload == nil:
-		return fmt.Errorf("record holds no row this version knows")
-	}
-	if num == snapshotRecordTableIndex {
-		ti := &pb.TableIndex{}
-		if err := proto.Unmarshal(payload, ti); err != nil {
-			return fmt.Errorf("index record: %w", err)
-		}
-		return restoreIndex(txn, ti, want, indexed)
-	}
-	if len(indexed) > 0 {
-		return fmt.Errorf("row after the index records")
-	}
-	for _, t := range tables {
-		if t.record != num {
-			continue
-		}
-		if !slices.Contains(want, t.name) {
-			return fmt.Errorf("row of table %s, which this snapshot version does not have", t.name)
-		}
-		key := wireString(payload, t.key)
-		if key == "" {
-			return fmt.Errorf("%s row without a key", t.name)
-		}
-		if err := txn.Insert(t.name, rawRow(key, payload)); err != nil {
-			return fmt.Errorf("storing %s row %q: %w", t.name, key, err)
-		}
-		return nil
-	}
-	return fmt.Errorf("record holds no row this version knows")
+// restoring is the state of one restore as it reads records.
+type restoring struct {
+	txn     *memdb.Txn
+	schema  schema
+	version uint32
+	// records counts the records read after the header.
+	records uint64
+	// prev is the primary key of the last row stored per table.
+	prev map[string][]byte
+	// indexed records the tables whose index record was read.
+	indexed map[string]bool
+	// skipped counts the records of each table this version does not know.
+	skipped map[string]int
+	// ended is set once the SnapshotEnd record was read (version 2).
+	ended bool
 }
 
-var (
-	snapshotRecordWire       = compileWire(snapshotRecordDesc)
-	snapshotRecordTableIndex = fieldNumber(snapshotRecordDesc, "table_index")
-)
-
-// restoreIndex stores one table's index record.
-func restoreIndex(txn *memdb.Txn, ti *pb.TableIndex, want []string, indexed map[string]bool) error {
-	name := ti.GetTable()
-	if !slices.Contains(want, name) {
-		return fmt.Errorf("index record for unknown table %q", name)
+// record stores one record, the encoding of a pb.SnapshotRecord.
+func (rs *restoring) record(buf []byte) error {
+	if rs.ended {
+		return errors.New("record after the end of the snapshot")
 	}
-	if indexed[name] {
+	var rec pb.SnapshotRecord
+	if err := proto.Unmarshal(buf, &rec); err != nil {
+		return err
+	}
+	if len(rec.ProtoReflect().GetUnknown()) > 0 {
+		// A record kind a newer format would have to announce with a new
+		// version: this one cannot tell what it is, let alone skip it.
+		return errors.New("record holds a field this version does not know")
+	}
+	rs.records++
+	if rs.version == 1 {
+		return rs.recordV1(&rec)
+	}
+	switch r := rec.GetRecord().(type) {
+	case *pb.SnapshotRecord_Row:
+		name := r.Row.GetTable()
+		t, ok := rs.schema.table(name)
+		if !ok {
+			return rs.skip(name)
+		}
+		m := t.messageType().New().Interface()
+		if err := proto.Unmarshal(r.Row.GetRow(), m); err != nil {
+			return fmt.Errorf("%s row: %w", name, err)
+		}
+		return rs.storeRow(t, m)
+	case *pb.SnapshotRecord_TableIndex:
+		name := r.TableIndex.GetTable()
+		if _, ok := rs.schema.table(name); !ok {
+			return rs.skip(name)
+		}
+		return rs.storeIndex(r.TableIndex)
+	case *pb.SnapshotRecord_End:
+		rs.records-- // the end does not count itself
+		if got, want := r.End.GetRecords(), rs.records; got != want {
+			return fmt.Errorf("end record counts %d records, the stream holds %d", got, want)
+		}
+		rs.ended = true
+		return nil
+	case nil:
+		return errors.New("empty record")
+	default:
+		return fmt.Errorf("%T record in a version %d snapshot", r, rs.version)
+	}
+}
+
+// skip counts a record of a table this version does not know.
+func (rs *restoring) skip(table string) error {
+	if table == "" {
+		return errors.New("record names no table")
+	}
+	rs.skipped[table]++
+	return nil
+}
+
+// recordV1 stores one record of a version 1 stream: node and server rows,
+// then the index records of both tables.
+func (rs *restoring) recordV1(rec *pb.SnapshotRecord) error {
+	var row proto.Message
+	var name string
+	switch r := rec.GetRecord().(type) {
+	case *pb.SnapshotRecord_Node:
+		row, name = r.Node, TableNodes
+	case *pb.SnapshotRecord_Server:
+		row, name = r.Server, TableServers
+	case *pb.SnapshotRecord_TableIndex:
+		name := r.TableIndex.GetTable()
+		if !slices.Contains(snapshotV1Tables, name) {
+			return fmt.Errorf("index record for unknown table %q", name)
+		}
+		if _, ok := rs.schema.table(name); !ok {
+			rs.indexed[name] = true
+			return rs.skip(name)
+		}
+		return rs.storeIndex(r.TableIndex)
+	case nil:
+		return errors.New("empty record")
+	default:
+		return fmt.Errorf("%T record in a version 1 snapshot", r)
+	}
+	if len(rs.indexed) > 0 {
+		return errors.New("row after the index records")
+	}
+	t, ok := rs.schema.table(name)
+	if !ok {
+		return rs.skip(name)
+	}
+	return rs.storeRow(t, row)
+}
+
+// storeRow stores a decoded row of table t.
+func (rs *restoring) storeRow(t tableDef, row proto.Message) error {
+	key, err := t.restoreRow(rs.txn, row, rs.prev[t.tableName()])
+	if err != nil {
+		return err
+	}
+	rs.prev[t.tableName()] = key
+	return nil
+}
+
+// storeIndex stores one table's index record.
+func (rs *restoring) storeIndex(ti *pb.TableIndex) error {
+	name := ti.GetTable()
+	if rs.indexed[name] {
 		return fmt.Errorf("second index record for table %s", name)
 	}
-	indexed[name] = true
+	rs.indexed[name] = true
 	if ti.GetIndex() == 0 {
 		// Never written: an absent row means the same, and keeps a
 		// restored store identical to the one snapshotted.
 		return nil
 	}
-	if err := txn.Insert(tableIndex, ti); err != nil {
+	if err := rs.txn.Insert(tableIndex, ti); err != nil {
 		return fmt.Errorf("storing index of table %s: %w", name, err)
+	}
+	return nil
+}
+
+// finish checks, at the end of the stream, that nothing was cut off.
+func (rs *restoring) finish() error {
+	if rs.version == 1 {
+		for _, name := range snapshotV1Tables {
+			if !rs.indexed[name] {
+				return fmt.Errorf("stream ends without the index record of table %s (truncated)", name)
+			}
+		}
+		return nil
+	}
+	if !rs.ended {
+		return fmt.Errorf("stream ends after %d records without its end record (truncated)", rs.records)
 	}
 	return nil
 }

@@ -2,9 +2,9 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/go-memdb"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -19,135 +19,278 @@ const (
 	TableServers = "servers"
 )
 
+// The data tables of this version, declared once: the schema, the typed
+// reads and writes, snapshots and restore all work from these.
+var (
+	nodesTable   = newTable(TableNodes, (*pb.Node).GetId)
+	serversTable = newTable(TableServers, (*pb.ServerMember).GetId)
+)
+
+// productionSchema is what New builds an FSM from: every table, in the order
+// a snapshot writes them, and every command.
+func productionSchema() schema {
+	return schema{tables: []tableDef{nodesTable, serversTable}, commands: commands}
+}
+
+// schema is what an FSM is built from: its data tables and the commands it
+// applies. New uses productionSchema; tests build FSMs over tables and
+// commands of their own (see newFSM) without touching this version's.
+type schema struct {
+	tables   []tableDef
+	commands map[MessageType]command
+}
+
+// table returns the data table called name.
+func (s schema) table(name string) (tableDef, bool) {
+	for _, t := range s.tables {
+		if t.tableName() == name {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// memdb builds the go-memdb schema: every data table plus the index table.
+func (s schema) memdb() *memdb.DBSchema {
+	db := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tableIndex: {Name: tableIndex, Indexes: map[string]*memdb.IndexSchema{
+			indexID: {Name: indexID, Unique: true, Indexer: keyIndex[*pb.TableIndex]{parts: []func(*pb.TableIndex) string{(*pb.TableIndex).GetTable}}},
+		}},
+	}}
+	for _, t := range s.tables {
+		db.Tables[t.tableName()] = t.memdbSchema()
+	}
+	return db
+}
+
 // tableIndex holds one *pb.TableIndex per table: the raft index of the
 // table's last change. Blocking queries compare against it.
 const tableIndex = "index"
 
-// indexID is the primary index every table has.
+// indexID is the name go-memdb requires of every table's primary index.
 const indexID = "id"
 
-// tableSpec registers one data table of the state store. Its rows are
-// *row: encodings of message, keyed by the message's string field key. In a
-// snapshot each row is a pb.SnapshotRecord holding the message in field
-// record. Adding a table (jobs, allocs, volumes, ...) is a spec in tables,
-// read functions, and apply functions; the schema, snapshot and restore pick
-// it up from here.
-type tableSpec struct {
+// table declares a data table whose rows are messages of type M. Its
+// primary key is one or more string parts read from a row (a claim: volume
+// and alloc); secondary indexes are declared with index and uniqueIndex:
+//
+//	var claimsTable = newTable("claims", (*pb.Claim).GetVolumeId, (*pb.Claim).GetAllocId)
+//	var claimsByNode = claimsTable.index("node", (*pb.Claim).GetNodeId)
+//
+// Every read takes a txnSource: a reader (StateStore, StateSnapshot) or
+// the writeTxn an apply function holds, which sees every row written
+// earlier in its raft batch, through every index.
+//
+// Rows are the messages themselves, shared by every reader: nothing may
+// mutate a message once it is stored. An update stores a new message
+// (proto.Clone the old one, then change the clone).
+type table[M proto.Message] struct {
+	name    string
+	primary *index[M]
+	// secondary lists the indexes declared with index and uniqueIndex.
+	secondary []*index[M]
+}
+
+// index is one index of a table: its memdb name and the parts of its keys.
+type index[M proto.Message] struct {
+	table  *table[M]
 	name   string
-	key    protowire.Number
-	record protowire.Number
+	unique bool
+	key    keyIndex[M]
 }
 
-// tables lists the data tables in the order a snapshot writes them.
-var tables = []tableSpec{
-	dataTable(TableNodes, (*pb.Node)(nil), "id", "node"),
-	dataTable(TableServers, (*pb.ServerMember)(nil), "id", "server"),
-}
-
-// dataTable builds the spec of a table of messages like m, keyed by their
-// field key and carried in snapshots in pb.SnapshotRecord's field record. It
-// panics when record does not hold m's type, which the tests catch at once:
-// Restore would check the table's rows against another message.
-func dataTable(name string, m proto.Message, key, record protoreflect.Name) tableSpec {
-	md := m.ProtoReflect().Descriptor()
-	num := fieldNumber(snapshotRecordDesc, record)
-	if got := snapshotRecordDesc.Fields().ByNumber(num).Message(); got == nil || got.FullName() != md.FullName() {
-		panic(fmt.Sprintf("fsm: table %s: SnapshotRecord.%s does not hold a %s", name, record, md.FullName()))
+// newTable declares a table of messages M called name, whose primary key is
+// the parts read by id, in order. Every part of a stored row's primary key
+// must be non-empty.
+func newTable[M proto.Message](name string, id ...func(M) string) *table[M] {
+	if len(id) == 0 {
+		panic(fmt.Sprintf("fsm: table %s has no primary key", name))
 	}
-	return tableSpec{name: name, key: fieldNumber(md, key), record: num}
+	t := &table[M]{name: name}
+	t.primary = &index[M]{table: t, name: indexID, unique: true, key: keyIndex[M]{parts: id}}
+	return t
 }
 
-var snapshotRecordDesc = (*pb.SnapshotRecord)(nil).ProtoReflect().Descriptor()
-
-// rowKeyIndex is the primary index of a data table: a row's key, as
-// memdb.StringFieldIndex would build it.
-type rowKeyIndex struct{}
-
-var _ memdb.SingleIndexer = rowKeyIndex{}
-
-// FromObject returns the key of a *row.
-func (rowKeyIndex) FromObject(obj any) (bool, []byte, error) {
-	r, ok := obj.(*row)
-	if !ok {
-		return false, nil, fmt.Errorf("row is a %T, want *fsm.row", obj)
-	}
-	if r.key == "" {
-		return false, nil, nil
-	}
-	return true, r.indexKey, nil
+// index declares a secondary index called name over the parts read by
+// parts: many rows may share a key. A row is in the index only when every
+// part of its key is non-empty (an unplaced claim is in no node's list).
+// Call it where the table is declared, before any FSM is built.
+func (t *table[M]) index(name string, parts ...func(M) string) *index[M] {
+	return t.addIndex(name, false, parts)
 }
 
-// FromArgs returns the key for a lookup by one string.
-func (rowKeyIndex) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
-
-// stringKeyIndex indexes rows of type M by a string key read through a
-// getter. It builds exactly the keys memdb.StringFieldIndex does (the string
-// and a NUL terminator; no key for ""), without reflection: every write looks
-// up the key of the new row and of the row it replaces, so this is on the
-// path of every command.
-type stringKeyIndex[M any] struct {
-	key func(M) string
+// uniqueIndex declares a secondary index on which no two rows may share a
+// key: an insert that would break that fails.
+func (t *table[M]) uniqueIndex(name string, parts ...func(M) string) *index[M] {
+	return t.addIndex(name, true, parts)
 }
 
-var _ memdb.SingleIndexer = stringKeyIndex[*pb.TableIndex]{}
-
-// FromObject returns the key of row, which must be an M.
-func (x stringKeyIndex[M]) FromObject(row any) (bool, []byte, error) {
-	m, ok := row.(M)
-	if !ok {
-		var zero M
-		return false, nil, fmt.Errorf("row is a %T, want %T", row, zero)
+func (t *table[M]) addIndex(name string, unique bool, parts []func(M) string) *index[M] {
+	if len(parts) == 0 || name == indexID || strings.HasSuffix(name, "_prefix") {
+		panic(fmt.Sprintf("fsm: table %s: index %q needs parts and a name other than %q or *_prefix", t.name, name, indexID))
 	}
-	v := x.key(m)
-	if v == "" {
-		return false, nil, nil
-	}
-	return true, terminated(v), nil
-}
-
-// FromArgs returns the key for a lookup by one string.
-func (x stringKeyIndex[M]) FromArgs(args ...any) ([]byte, error) { return stringArg(args) }
-
-// stringArg is the key for a lookup by one string.
-func stringArg(args []any) ([]byte, error) {
-	if len(args) != 1 {
-		return nil, fmt.Errorf("must provide only a single argument")
-	}
-	v, ok := args[0].(string)
-	if !ok {
-		return nil, fmt.Errorf("argument must be a string: %#v", args[0])
-	}
-	return terminated(v), nil
-}
-
-// terminated is v followed by a NUL, so that no key is a prefix of another.
-func terminated(v string) []byte {
-	b := make([]byte, len(v)+1)
-	copy(b, v)
-	return b
-}
-
-// tableNamed returns the spec of a data table.
-func tableNamed(name string) (tableSpec, bool) {
-	for _, t := range tables {
-		if t.name == name {
-			return t, true
+	for _, x := range t.secondary {
+		if x.name == name {
+			panic(fmt.Sprintf("fsm: table %s: index %q declared twice", t.name, name))
 		}
 	}
-	return tableSpec{}, false
+	x := &index[M]{table: t, name: name, unique: unique, key: keyIndex[M]{parts: parts}}
+	t.secondary = append(t.secondary, x)
+	return x
 }
 
-// schema builds the memdb schema: every data table plus the index table.
-func schema() *memdb.DBSchema {
-	s := &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
-		tableIndex: {Name: tableIndex, Indexes: map[string]*memdb.IndexSchema{
-			indexID: {Name: indexID, Unique: true, Indexer: stringKeyIndex[*pb.TableIndex]{key: (*pb.TableIndex).GetTable}},
-		}},
+// tableDef is a table with its message type erased: what the schema,
+// snapshots and restore need of every table.
+type tableDef interface {
+	tableName() string
+	memdbSchema() *memdb.TableSchema
+	// messageType is the type of the table's rows.
+	messageType() protoreflect.MessageType
+	// eachRow calls fn with every row in primary-key order.
+	eachRow(txn *memdb.Txn, fn func(proto.Message) error) error
+	// restoreRow stores a row read from a snapshot. It refuses a row of
+	// another type, one whose primary key is incomplete, and one whose key
+	// does not come after prev's (a snapshot writes each table in key
+	// order), returning the row's key for the next call.
+	restoreRow(txn *memdb.Txn, row proto.Message, prev []byte) ([]byte, error)
+}
+
+var _ tableDef = (*table[*pb.Node])(nil)
+
+func (t *table[M]) tableName() string { return t.name }
+
+func (t *table[M]) messageType() protoreflect.MessageType {
+	var zero M
+	return zero.ProtoReflect().Type()
+}
+
+func (t *table[M]) memdbSchema() *memdb.TableSchema {
+	s := &memdb.TableSchema{Name: t.name, Indexes: map[string]*memdb.IndexSchema{
+		indexID: {Name: indexID, Unique: true, Indexer: t.primary.key},
 	}}
-	for _, t := range tables {
-		s.Tables[t.name] = &memdb.TableSchema{Name: t.name, Indexes: map[string]*memdb.IndexSchema{
-			indexID: {Name: indexID, Unique: true, Indexer: rowKeyIndex{}},
-		}}
+	for _, x := range t.secondary {
+		s.Indexes[x.name] = &memdb.IndexSchema{Name: x.name, Unique: x.unique, AllowMissing: true, Indexer: x.key}
 	}
 	return s
+}
+
+func (t *table[M]) eachRow(txn *memdb.Txn, fn func(proto.Message) error) error {
+	return t.primary.each(txn, nil, nil, func(m M) error { return fn(m) })
+}
+
+func (t *table[M]) restoreRow(txn *memdb.Txn, row proto.Message, prev []byte) ([]byte, error) {
+	m, ok := row.(M)
+	if !ok {
+		return nil, fmt.Errorf("%s row is a %T, want %T", t.name, row, m)
+	}
+	ok, key, err := t.primary.key.FromObject(m)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s row without a complete key (%s)", t.name, t.keyString(m))
+	}
+	if prev != nil && string(key) <= string(prev) {
+		return nil, fmt.Errorf("%s row %s out of key order, or twice", t.name, t.keyString(m))
+	}
+	if err := txn.Insert(t.name, m); err != nil {
+		return nil, fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
+	}
+	return key, nil
+}
+
+// keyString is m's primary key for messages: its parts quoted, joined
+// with "/" (`"v1"/"a1"`).
+func (t *table[M]) keyString(m M) string {
+	var b strings.Builder
+	for i, part := range t.primary.key.parts {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		fmt.Fprintf(&b, "%q", part(m))
+	}
+	return b.String()
+}
+
+// keyIndex builds the keys of an index whose key is one or more string
+// parts of a row M. Each part is written with its NUL bytes escaped
+// (0x00 0xff) and ends with 0x00 0x01, so no part's encoding is a prefix of
+// another's: a prefix of the parts is exactly a byte prefix of the key,
+// which is what lookups by the first parts (PrefixFromArgs) rely on, and
+// keys sort as their parts do, part by part. A row whose key has an empty
+// part is not in the index (memdb.StringFieldIndex leaves out "" too).
+//
+// Built without reflection: every write computes the keys of the new row
+// and of the row it replaces, so this is on the path of every command.
+type keyIndex[M proto.Message] struct {
+	parts []func(M) string
+}
+
+var (
+	_ memdb.SingleIndexer = keyIndex[*pb.Node]{}
+	_ memdb.PrefixIndexer = keyIndex[*pb.Node]{}
+)
+
+// FromObject returns the key of obj, which must be an M.
+func (x keyIndex[M]) FromObject(obj any) (bool, []byte, error) {
+	m, ok := obj.(M)
+	if !ok {
+		var zero M
+		return false, nil, fmt.Errorf("row is a %T, want %T", obj, zero)
+	}
+	var buf [64]byte
+	key := buf[:0]
+	for _, part := range x.parts {
+		v := part(m)
+		if v == "" {
+			return false, nil, nil
+		}
+		key = appendKeyPart(key, v)
+	}
+	return true, append([]byte(nil), key...), nil
+}
+
+// FromArgs returns the key for a lookup by every part, each a string.
+func (x keyIndex[M]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != len(x.parts) {
+		return nil, fmt.Errorf("lookup by %d key parts, the index has %d", len(args), len(x.parts))
+	}
+	return keyOf(args)
+}
+
+// PrefixFromArgs returns the key prefix for a lookup by the first
+// len(args) parts (none: every row).
+func (x keyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
+	if len(args) > len(x.parts) {
+		return nil, fmt.Errorf("lookup by %d key parts, the index has %d", len(args), len(x.parts))
+	}
+	return keyOf(args)
+}
+
+// keyOf encodes string arguments as key parts.
+func keyOf(args []any) ([]byte, error) {
+	var key []byte
+	for i, a := range args {
+		v, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("key part %d is a %T, want a string", i, a)
+		}
+		key = appendKeyPart(key, v)
+	}
+	return key, nil
+}
+
+// appendKeyPart appends one key part: v with each NUL escaped, then the
+// terminator. 0x00 0xff sorts after 0x00 0x01, so a part sorts after every
+// part it is a proper prefix of, as strings do.
+func appendKeyPart(key []byte, v string) []byte {
+	for {
+		i := strings.IndexByte(v, 0)
+		if i < 0 {
+			break
+		}
+		key = append(append(key, v[:i]...), 0x00, 0xff)
+		v = v[i+1:]
+	}
+	return append(append(key, v...), 0x00, 0x01)
 }

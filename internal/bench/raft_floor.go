@@ -38,7 +38,7 @@ type floorRow struct {
 }
 
 // floorKeyIndex indexes floorRows by key without reflection, as berth's
-// rowKeyIndex does.
+// keyIndex does.
 type floorKeyIndex struct{}
 
 func (floorKeyIndex) FromObject(obj any) (bool, []byte, error) {

@@ -22,7 +22,7 @@ const (
 )
 
 // SnapshotHeader opens an FSM snapshot stream; it is followed by
-// length-delimited SnapshotRecords until EOF.
+// length-delimited SnapshotRecords.
 type SnapshotHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version is the snapshot format version; restore refuses newer versions.
@@ -68,7 +68,15 @@ func (x *SnapshotHeader) GetVersion() uint32 {
 	return 0
 }
 
-// SnapshotRecord is one row of one table.
+// SnapshotRecord is one record of an FSM snapshot stream.
+//
+// Version 2 (written today): a row of any table is a TableRow, each table's
+// index a TableIndex, and the stream ends with one SnapshotEnd. A reader
+// skips the rows and indexes of tables it does not know.
+//
+// Version 1: rows were node and server records, and the stream ended with
+// the TableIndex of each of the version's tables. Those two fields are kept
+// so that version-1 streams can still be read; nothing writes them.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -76,6 +84,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_TableIndex
 	//	*SnapshotRecord_Node
 	//	*SnapshotRecord_Server
+	//	*SnapshotRecord_Row
+	//	*SnapshotRecord_End
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -145,6 +155,24 @@ func (x *SnapshotRecord) GetServer() *ServerMember {
 	return nil
 }
 
+func (x *SnapshotRecord) GetRow() *TableRow {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Row); ok {
+			return x.Row
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetEnd() *SnapshotEnd {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -154,11 +182,21 @@ type SnapshotRecord_TableIndex struct {
 }
 
 type SnapshotRecord_Node struct {
+	// Version 1 only: read, never written.
 	Node *Node `protobuf:"bytes,2,opt,name=node,proto3,oneof"`
 }
 
 type SnapshotRecord_Server struct {
+	// Version 1 only: read, never written.
 	Server *ServerMember `protobuf:"bytes,3,opt,name=server,proto3,oneof"`
+}
+
+type SnapshotRecord_Row struct {
+	Row *TableRow `protobuf:"bytes,4,opt,name=row,proto3,oneof"`
+}
+
+type SnapshotRecord_End struct {
+	End *SnapshotEnd `protobuf:"bytes,5,opt,name=end,proto3,oneof"`
 }
 
 func (*SnapshotRecord_TableIndex) isSnapshotRecord_Record() {}
@@ -166,6 +204,10 @@ func (*SnapshotRecord_TableIndex) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Node) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Server) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Row) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_End) isSnapshotRecord_Record() {}
 
 // TableIndex is the raft index at which a table last changed.
 type TableIndex struct {
@@ -220,23 +262,130 @@ func (x *TableIndex) GetIndex() uint64 {
 	return 0
 }
 
+// TableRow is one row of a table: the protobuf encoding of the table's
+// message.
+type TableRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Row           []byte                 `protobuf:"bytes,2,opt,name=row,proto3" json:"row,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableRow) Reset() {
+	*x = TableRow{}
+	mi := &file_berth_v1_snapshot_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableRow) ProtoMessage() {}
+
+func (x *TableRow) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_snapshot_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableRow.ProtoReflect.Descriptor instead.
+func (*TableRow) Descriptor() ([]byte, []int) {
+	return file_berth_v1_snapshot_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TableRow) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *TableRow) GetRow() []byte {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+// SnapshotEnd is the last record of a stream: how many records came between
+// the header and it, so a stream cut off at a record boundary is refused.
+type SnapshotEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       uint64                 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotEnd) Reset() {
+	*x = SnapshotEnd{}
+	mi := &file_berth_v1_snapshot_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotEnd) ProtoMessage() {}
+
+func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_snapshot_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
+func (*SnapshotEnd) Descriptor() ([]byte, []int) {
+	return file_berth_v1_snapshot_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SnapshotEnd) GetRecords() uint64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
 var File_berth_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_berth_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"\x17berth/v1/snapshot.proto\x12\bberth.v1\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"*\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\"\xab\x01\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\xfe\x01\n" +
 	"\x0eSnapshotRecord\x127\n" +
 	"\vtable_index\x18\x01 \x01(\v2\x14.berth.v1.TableIndexH\x00R\n" +
 	"tableIndex\x12$\n" +
 	"\x04node\x18\x02 \x01(\v2\x0e.berth.v1.NodeH\x00R\x04node\x120\n" +
-	"\x06server\x18\x03 \x01(\v2\x16.berth.v1.ServerMemberH\x00R\x06serverB\b\n" +
+	"\x06server\x18\x03 \x01(\v2\x16.berth.v1.ServerMemberH\x00R\x06server\x12&\n" +
+	"\x03row\x18\x04 \x01(\v2\x12.berth.v1.TableRowH\x00R\x03row\x12)\n" +
+	"\x03end\x18\x05 \x01(\v2\x15.berth.v1.SnapshotEndH\x00R\x03endB\b\n" +
 	"\x06record\"8\n" +
 	"\n" +
 	"TableIndex\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05indexB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x05index\x18\x02 \x01(\x04R\x05index\"2\n" +
+	"\bTableRow\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03row\x18\x02 \x01(\fR\x03row\"'\n" +
+	"\vSnapshotEnd\x12\x18\n" +
+	"\arecords\x18\x01 \x01(\x04R\arecordsB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_snapshot_proto_rawDescOnce sync.Once
@@ -250,23 +399,27 @@ func file_berth_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_berth_v1_snapshot_proto_rawDescData
 }
 
-var file_berth_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_berth_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_berth_v1_snapshot_proto_goTypes = []any{
 	(*SnapshotHeader)(nil), // 0: berth.v1.SnapshotHeader
 	(*SnapshotRecord)(nil), // 1: berth.v1.SnapshotRecord
 	(*TableIndex)(nil),     // 2: berth.v1.TableIndex
-	(*Node)(nil),           // 3: berth.v1.Node
-	(*ServerMember)(nil),   // 4: berth.v1.ServerMember
+	(*TableRow)(nil),       // 3: berth.v1.TableRow
+	(*SnapshotEnd)(nil),    // 4: berth.v1.SnapshotEnd
+	(*Node)(nil),           // 5: berth.v1.Node
+	(*ServerMember)(nil),   // 6: berth.v1.ServerMember
 }
 var file_berth_v1_snapshot_proto_depIdxs = []int32{
 	2, // 0: berth.v1.SnapshotRecord.table_index:type_name -> berth.v1.TableIndex
-	3, // 1: berth.v1.SnapshotRecord.node:type_name -> berth.v1.Node
-	4, // 2: berth.v1.SnapshotRecord.server:type_name -> berth.v1.ServerMember
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5, // 1: berth.v1.SnapshotRecord.node:type_name -> berth.v1.Node
+	6, // 2: berth.v1.SnapshotRecord.server:type_name -> berth.v1.ServerMember
+	3, // 3: berth.v1.SnapshotRecord.row:type_name -> berth.v1.TableRow
+	4, // 4: berth.v1.SnapshotRecord.end:type_name -> berth.v1.SnapshotEnd
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_snapshot_proto_init() }
@@ -280,6 +433,8 @@ func file_berth_v1_snapshot_proto_init() {
 		(*SnapshotRecord_TableIndex)(nil),
 		(*SnapshotRecord_Node)(nil),
 		(*SnapshotRecord_Server)(nil),
+		(*SnapshotRecord_Row)(nil),
+		(*SnapshotRecord_End)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -287,7 +442,7 @@ func file_berth_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_snapshot_proto_rawDesc), len(file_berth_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

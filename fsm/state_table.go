@@ -1,0 +1,229 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/proto"
+)
+
+// txnSource is what table reads run on: a reader (StateStore or
+// StateSnapshot), which reads the committed state, or the writeTxn of the
+// command being applied, which also sees every row written earlier in its
+// transaction (its raft batch), through every index.
+type txnSource interface {
+	readTxn() *memdb.Txn
+}
+
+// first returns the row whose primary key is key (every part), or the zero
+// M (a nil pointer) when there is none, adding a watch on that key to ws
+// (which may be nil).
+func (t *table[M]) first(src txnSource, ws memdb.WatchSet, key ...string) (M, error) {
+	return t.primary.first(src, ws, key...)
+}
+
+// list returns, in primary-key order, every row whose primary key starts
+// with the parts given (all of them, a prefix, or none for the whole
+// table), adding a watch on that range to ws.
+func (t *table[M]) list(src txnSource, ws memdb.WatchSet, prefix ...string) ([]M, error) {
+	return t.primary.list(src, ws, prefix...)
+}
+
+// first returns the first row, in this index's order, whose key is parts
+// (every part), or the zero M when there is none, adding a watch to ws.
+// On a unique index that is the one row with that key.
+func (x *index[M]) first(src txnSource, ws memdb.WatchSet, parts ...string) (M, error) {
+	var zero M
+	watchCh, obj, err := src.readTxn().FirstWatch(x.table.name, x.name, stringArgs(parts)...)
+	if err != nil {
+		return zero, fmt.Errorf("reading %s by %s %q: %w", x.table.name, x.name, parts, err)
+	}
+	ws.Add(watchCh)
+	if obj == nil {
+		return zero, nil
+	}
+	return x.table.row(obj)
+}
+
+// list returns every row whose key in this index starts with the parts
+// given (all of them, a prefix, or none), in index order, adding a watch on
+// that range to ws.
+func (x *index[M]) list(src txnSource, ws memdb.WatchSet, parts ...string) ([]M, error) {
+	var out []M
+	err := x.each(src.readTxn(), ws, parts, func(m M) error {
+		out = append(out, m)
+		return nil
+	})
+	return out, err
+}
+
+// each calls fn with every row whose key in this index starts with parts,
+// in index order, adding a watch on that range to ws, and stops at fn's
+// first error.
+func (x *index[M]) each(txn *memdb.Txn, ws memdb.WatchSet, parts []string, fn func(M) error) error {
+	it, err := txn.Get(x.table.name, x.name+"_prefix", stringArgs(parts)...)
+	if err != nil {
+		return fmt.Errorf("listing %s by %s %q: %w", x.table.name, x.name, parts, err)
+	}
+	ws.Add(it.WatchCh())
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		m, err := x.table.row(obj)
+		if err != nil {
+			return err
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ascend calls fn with every row whose key in this index is at or after
+// the lower bound (the first parts of a key; none: from the start), in
+// index order, until fn returns false. It adds a watch on the whole table
+// to ws: go-memdb cannot watch a range that starts at a bound.
+func (x *index[M]) ascend(src txnSource, ws memdb.WatchSet, lower []string, fn func(M) bool) error {
+	txn := src.readTxn()
+	if ws != nil {
+		all, err := txn.Get(x.table.name, indexID)
+		if err != nil {
+			return fmt.Errorf("watching %s: %w", x.table.name, err)
+		}
+		ws.Add(all.WatchCh())
+	}
+	it, err := txn.LowerBound(x.table.name, x.name+"_prefix", stringArgs(lower)...)
+	if err != nil {
+		return fmt.Errorf("reading %s by %s from %q: %w", x.table.name, x.name, lower, err)
+	}
+	for obj := it.Next(); obj != nil; obj = it.Next() {
+		m, err := x.table.row(obj)
+		if err != nil {
+			return err
+		}
+		if !fn(m) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// page reads one page of t in primary-key order: from the first row whose
+// key is at or after from (the first parts of a key; none: the start), the
+// rows keep accepts (every row when keep is nil), at most limit of them
+// (no limit when limit <= 0). next is the primary key of the first row
+// after the page that keep accepts, nil when there is none, so a caller
+// passes it back as from for the next page and never gets an empty one. It
+// adds a watch on the whole table to ws.
+func (t *table[M]) page(src txnSource, ws memdb.WatchSet, from []string, limit int, keep func(M) bool) (rows []M, next []string, err error) {
+	err = t.primary.ascend(src, ws, from, func(m M) bool {
+		if keep != nil && !keep(m) {
+			return true
+		}
+		if limit > 0 && len(rows) == limit {
+			next = t.keyParts(m)
+			return false
+		}
+		rows = append(rows, m)
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rows, next, nil
+}
+
+// keyParts returns m's primary key, part by part.
+func (t *table[M]) keyParts(m M) []string {
+	parts := make([]string, len(t.primary.key.parts))
+	for i, part := range t.primary.key.parts {
+		parts[i] = part(m)
+	}
+	return parts
+}
+
+// row asserts that obj, read from t, is an M.
+func (t *table[M]) row(obj any) (M, error) {
+	m, ok := obj.(M)
+	if !ok {
+		return m, fmt.Errorf("table %s holds a %T, want %T", t.name, obj, m)
+	}
+	return m, nil
+}
+
+// stringArgs converts key parts to the arguments memdb takes.
+func stringArgs(parts []string) []any {
+	args := make([]any, len(parts))
+	for i, p := range parts {
+		args[i] = p
+	}
+	return args
+}
+
+// maxRowBytes bounds one row's encoding: a snapshot carries each row in
+// one record, and Restore refuses records over maxSnapshotRecord, so a
+// larger row would make a snapshot no server can restore. The margin is the
+// record's framing and table name.
+const maxRowBytes = maxSnapshotRecord - 1024
+
+// insert stores m, replacing the row with its primary key, and marks the
+// table changed at the command's index. m is the table's from then on and
+// must not be mutated. A row whose encoding is over maxRowBytes is refused
+// before anything is written.
+func (t *table[M]) insert(tx *writeTxn, m M) error {
+	if size := proto.Size(m); size > maxRowBytes {
+		return fmt.Errorf("%w: %s row %s is %d bytes, over the limit of %d", ErrInvalidCommand, t.name, t.keyString(m), size, maxRowBytes)
+	}
+	if err := t.checkUnique(tx, m); err != nil {
+		return err
+	}
+	tx.writes++
+	if err := tx.txn.Insert(t.name, m); err != nil {
+		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
+	}
+	tx.touch(t.name)
+	return nil
+}
+
+// checkUnique refuses m when another row has its key in a unique
+// secondary index: go-memdb does not check, it would point the key at m
+// and leave the other row unreachable through that index.
+func (t *table[M]) checkUnique(tx *writeTxn, m M) error {
+	for _, x := range t.secondary {
+		if !x.unique {
+			continue
+		}
+		parts := make([]string, len(x.key.parts))
+		for i, part := range x.key.parts {
+			parts[i] = part(m)
+		}
+		if slices.Contains(parts, "") {
+			continue // not in the index
+		}
+		obj, err := tx.txn.First(t.name, x.name, stringArgs(parts)...)
+		if err != nil || obj == nil {
+			if err != nil {
+				return fmt.Errorf("reading %s by %s %q: %w", t.name, x.name, parts, err)
+			}
+			continue
+		}
+		other, err := t.row(obj)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(t.keyParts(other), t.keyParts(m)) {
+			return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, parts, t.keyString(other))
+		}
+	}
+	return nil
+}
+
+// delete removes m, a row read from t, and marks the table changed.
+func (t *table[M]) delete(tx *writeTxn, m M) error {
+	tx.writes++
+	if err := tx.txn.Delete(t.name, m); err != nil {
+		return fmt.Errorf("deleting %s row %s: %w", t.name, t.keyString(m), err)
+	}
+	tx.touch(t.name)
+	return nil
+}
