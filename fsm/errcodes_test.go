@@ -19,6 +19,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrMessageMismatch:    codes.InvalidArgument,
 		fsm.ErrInvalidCommand:     codes.InvalidArgument,
 		fsm.ErrNodeNotFound:       codes.NotFound,
+		fsm.ErrDuplicateKey:       codes.AlreadyExists,
 		fsm.ErrUnknownTable:       codes.Internal,
 		fsm.ErrSnapshotVersion:    codes.FailedPrecondition,
 		fsm.ErrSnapshotCorrupt:    codes.DataLoss,

@@ -35,6 +35,12 @@ var (
 	// node that is not registered.
 	ErrNodeNotFound = errcode.New(codes.NotFound, "node not found")
 
+	// ErrDuplicateKey is returned in an ApplyResult when a command would store
+	// a row whose key in a unique secondary index another row already has.
+	// Apply functions refuse such commands themselves, naming what conflicts;
+	// this is the store's own guard, checked before anything is written.
+	ErrDuplicateKey = errcode.New(codes.AlreadyExists, "duplicate key in a unique index")
+
 	// ErrUnknownTable is returned by StateStore.Index when asked about a table
 	// the state store does not have.
 	ErrUnknownTable = errcode.New(codes.Internal, "unknown table")
