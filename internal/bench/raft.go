@@ -48,11 +48,6 @@ var (
 	raftProposerCounts = []int{1, 64}
 )
 
-// raftTargetRatio is the goal for berth/baseline throughput at the highest
-// proposer count with the real payload: berth's FSM should cost under a
-// tenth of raft itself.
-const raftTargetRatio = 0.9
-
 type raftCell struct{ servers, proposers int }
 
 // cellRuns holds one configuration's measured runs, indexed by round.
@@ -75,7 +70,7 @@ func (c *cellRuns) add(kind fsmKind, res loadResult) {
 type raftReport struct {
 	plan raftPlan
 	// payloads in the order measured; the first is the headline, the one
-	// the target is judged on.
+	// the summary leads with.
 	payloads []*payloadReport
 }
 

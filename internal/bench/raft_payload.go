@@ -53,7 +53,7 @@ type payloadSpec struct {
 }
 
 // realPayload is the headline: the node a dev agent registers, so the
-// target is judged on what berth actually proposes.
+// figures lead with what berth actually proposes.
 func realPayload() (payloadSpec, error) {
 	captured, err := devNode()
 	if err != nil {
