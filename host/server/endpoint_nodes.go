@@ -79,20 +79,46 @@ func (e *nodesEndpoint) Heartbeat(_ context.Context, req *pb.NodeHeartbeatReques
 }
 
 func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.NodeListResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	var keep func(*pb.Node) bool
+	if want := req.GetStatus(); want != pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
+		if _, known := pb.NodeStatus_name[int32(want)]; !known {
+			return nil, status.Errorf(codes.InvalidArgument, "node list: unknown status filter %d", want)
+		}
+		keep = func(node *pb.Node) bool { return node.GetStatus() == want }
+	}
 	resp := &pb.NodeListResponse{}
+	var next string
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
-		nodes, err := st.Nodes(ws)
+		nodes, nextID, err := nodesPage(ws, st, req.GetQuery().GetNextToken(), n, keep)
 		if err != nil {
 			return 0, err
 		}
-		resp.Nodes = nodes
+		resp.Nodes, next = nodes, nextID
 		return st.Index(fsm.TableNodes)
 	})
 	if err != nil {
 		return nil, err
 	}
+	meta.NextToken = next
 	resp.Meta = meta
 	return resp, nil
+}
+
+// nodesPage reads one page of nodes in ID order: up to n nodes that keep
+// accepts (nil: all), from the first whose ID is at or after from; next is
+// the ID that starts the following page ("" after the last). It watches the
+// whole nodes table, so a blocking query on any page wakes on any change.
+func nodesPage(ws memdb.WatchSet, st *fsm.StateSnapshot, from string, n int, keep func(*pb.Node) bool) (nodes []*pb.Node, next string, err error) {
+	all, err := st.Nodes(ws)
+	if err != nil {
+		return nil, "", err
+	}
+	nodes, next = pageOf(all, (*pb.Node).GetId, from, n, keep)
+	return nodes, next, nil
 }
 
 func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.NodeGetResponse, error) {
