@@ -20,13 +20,18 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/api/*.golden")
 
 // applyNodes registers count synthetic nodes straight through the agent's
-// raft (no heartbeat timers, so none changes status during the test); every
+// raft (no heartbeat timers, so none changes status during the test), from many
+// goroutines so raft batches them; every
 // third is down. It returns all node IDs in the cluster, sorted.
 func applyNodes(t *testing.T, a *Agent, count int) []string {
 	t.Helper()
 	r := a.Server().Raft()
+	// raft's leader loop batches the applies waiting when it takes one, so
+	// they come from many goroutines at once: one sender would commit (and
+	// fsync) one entry at a time.
 	var wg sync.WaitGroup
 	errs := make(chan error, count)
+	senders := make(chan struct{}, 128)
 	for i := range count {
 		n := &pb.Node{Id: fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i), Name: fmt.Sprintf("synthetic-%d", i),
 			Status: pb.NodeStatus_NODE_STATUS_READY}
@@ -37,11 +42,11 @@ func applyNodes(t *testing.T, a *Agent, count int) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := r.Apply(buf, 30*time.Second)
 		wg.Add(1)
+		senders <- struct{}{}
 		go func() {
-			defer wg.Done()
-			if err := f.Error(); err != nil {
+			defer func() { <-senders; wg.Done() }()
+			if err := r.Apply(buf, 30*time.Second).Error(); err != nil {
 				errs <- err
 			}
 		}()

@@ -33,7 +33,7 @@ func TestPageOf(t *testing.T) {
 		{"", 5, nil, "a,b,c,d,e", ""},
 		{"bb", 1, nil, "c", "d"}, // a token between keys starts at the next key
 		{"z", 3, nil, "", ""},
-		{"b", 2, notC, "b,d", "e"},  // filtered items neither count nor start a page
+		{"b", 2, notC, "b,d", "e"}, // filtered items neither count nor start a page
 		{"a", 1, notC, "a", "b"},
 		{"b", 1, notC, "b", "d"},
 	} {

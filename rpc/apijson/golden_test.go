@@ -80,7 +80,7 @@ var goldens = []struct {
 				{Id: "0b7c6f5e-1111-4000-8000-000000000002", Name: "s2", RaftAddr: "10.0.0.2:7648", RpcAddr: "10.0.0.2:7647", Voter: true},
 			},
 			Index: 42,
-			Meta:  &pb.QueryMeta{Index: 42, KnownLeader: true, LastContactMs: 0, ServedBy: "0b7c6f5e-1111-4000-8000-000000000001"},
+			Meta:  &pb.QueryMeta{Index: 42, KnownLeader: true, LastContactMs: 0, ServedBy: "0b7c6f5e-1111-4000-8000-000000000001", NextToken: "0b7c6f5e-1111-4000-8000-000000000003"},
 		})
 	}},
 	{"agent_self", func() ([]byte, error) {
