@@ -1,12 +1,8 @@
 package apijson
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -33,13 +29,13 @@ func (e *Error) Error() string {
 
 // Unmarshal parses the JSON of one message into m, which is reset first.
 func Unmarshal(b []byte, m proto.Message) error {
-	d := newDecoder(b)
+	d := &decoder{s: scanner{data: b}}
 	proto.Reset(m)
-	tok, err := d.token("")
+	tok, err := d.token(nil)
 	if err != nil {
 		return err
 	}
-	if err := d.message(m.ProtoReflect(), tok, ""); err != nil {
+	if err := d.message(m.ProtoReflect(), tok, nil); err != nil {
 		return err
 	}
 	return d.end()
@@ -47,144 +43,191 @@ func Unmarshal(b []byte, m proto.Message) error {
 
 // UnmarshalList parses a JSON array of messages, each made by newMsg.
 func UnmarshalList[M proto.Message](b []byte, newMsg func() M) ([]M, error) {
-	d := newDecoder(b)
-	tok, err := d.token("")
+	d := &decoder{s: scanner{data: b}}
+	tok, err := d.token(nil)
 	if err != nil {
 		return nil, err
 	}
-	if tok != json.Delim('[') {
+	if tok.kind != tokBeginArray {
 		return nil, &Error{Msg: "expected an array, got " + describe(tok)}
 	}
-	var out []M
-	for i := 0; ; i++ {
-		path := "[" + strconv.Itoa(i) + "]"
-		tok, err := d.token(path)
-		if err != nil {
-			return nil, err
-		}
-		if tok == json.Delim(']') {
-			break
-		}
+	out := []M{}
+	err = d.array(nil, func(ip *path, tok token) error {
 		m := newMsg()
-		if err := d.message(m.ProtoReflect(), tok, path); err != nil {
-			return nil, err
+		if err := d.message(m.ProtoReflect(), tok, ip); err != nil {
+			return err
 		}
 		out = append(out, m)
-	}
-	if out == nil {
-		out = []M{}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, d.end()
 }
 
 type decoder struct {
-	dec *json.Decoder
-}
-
-func newDecoder(b []byte) *decoder {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return &decoder{dec: dec}
+	s scanner
 }
 
 // token reads the next token; a syntax error names the path being read.
-func (d *decoder) token(path string) (json.Token, error) {
-	tok, err := d.dec.Token()
-	if errors.Is(err, io.EOF) {
-		return nil, &Error{Path: path, Msg: "unexpected end of JSON"}
-	}
+func (d *decoder) token(p *path) (token, error) {
+	tok, err := d.s.next()
 	if err != nil {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("invalid JSON at offset %d: %v", d.dec.InputOffset(), err)}
+		return token{}, &Error{Path: p.String(), Msg: err.Error()}
+	}
+	if tok.kind == tokEOF {
+		return token{}, &Error{Path: p.String(), Msg: "unexpected end of JSON"}
 	}
 	return tok, nil
 }
 
 func (d *decoder) end() error {
-	if _, err := d.dec.Token(); !errors.Is(err, io.EOF) {
-		return &Error{Msg: fmt.Sprintf("unexpected data after the JSON value at offset %d", d.dec.InputOffset())}
+	tok, err := d.s.next()
+	if err != nil || tok.kind != tokEOF {
+		return &Error{Msg: fmt.Sprintf("unexpected data after the JSON value at offset %d", d.s.pos)}
 	}
 	return nil
 }
 
-func (d *decoder) message(m protoreflect.Message, tok json.Token, path string) error {
-	if tok != json.Delim('{') {
-		return &Error{Path: path, Msg: "expected an object, got " + describe(tok)}
-	}
-	fields := m.Descriptor().Fields()
-	seen := map[protoreflect.Name]bool{}
-	oneofs := map[protoreflect.FullName]protoreflect.Name{}
-	for {
-		tok, err := d.token(path)
+// object reads the members of an object whose '{' was just read, calling
+// fn with each key and the first token of its value, which fn consumes;
+// keys says how a key extends the path (a field name or a map key).
+func (d *decoder) object(p *path, keys pathKind, fn func(key string, val token) error) error {
+	for first := true; ; first = false {
+		tok, err := d.token(p)
 		if err != nil {
 			return err
 		}
-		if tok == json.Delim('}') {
+		if first && tok.kind == tokEndObject {
 			return nil
 		}
-		key, _ := tok.(string) // the decoder only yields string keys
-		fpath := join(path, key)
-		fd := fields.ByName(protoreflect.Name(key))
-		if fd == nil {
-			return &Error{Path: fpath, Msg: fmt.Sprintf("unknown field of %s", m.Descriptor().Name())}
+		if tok.kind != tokString {
+			return &Error{Path: p.String(), Msg: "expected a quoted field name, got " + describe(tok)}
 		}
-		if seen[fd.Name()] {
-			return &Error{Path: fpath, Msg: "field given twice"}
+		if colon, err := d.token(p); err != nil {
+			return err
+		} else if colon.kind != tokColon {
+			return &Error{Path: p.String(), Msg: fmt.Sprintf("expected ':' after %q, got %s", tok.text, describe(colon))}
 		}
-		seen[fd.Name()] = true
-		vtok, err := d.token(fpath)
+		val, err := d.token(&path{parent: p, name: tok.text, kind: keys})
 		if err != nil {
 			return err
 		}
-		if vtok == nil {
-			continue // null: the field stays unset or empty
-		}
-		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
-			if other, ok := oneofs[od.FullName()]; ok {
-				return &Error{Path: fpath, Msg: fmt.Sprintf("%s and %s are both set, but only one of %s may be", other, fd.Name(), od.Name())}
-			}
-			oneofs[od.FullName()] = fd.Name()
-		}
-		if err := d.field(m, fd, vtok, fpath); err != nil {
+		if err := fn(tok.text, val); err != nil {
 			return err
+		}
+		sep, err := d.token(p)
+		if err != nil {
+			return err
+		}
+		switch sep.kind {
+		case tokEndObject:
+			return nil
+		case tokComma:
+		default:
+			return &Error{Path: p.String(), Msg: "expected ',' or '}' after a value, got " + describe(sep)}
 		}
 	}
 }
 
-func (d *decoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, tok json.Token, path string) error {
+// array reads the items of an array whose '[' was just read, calling fn
+// with each item's path and first token, which fn consumes.
+func (d *decoder) array(p *path, fn func(ip *path, val token) error) error {
+	for i := 0; ; i++ {
+		ip := &path{parent: p, index: i, kind: pathIndex}
+		tok, err := d.token(ip)
+		if err != nil {
+			return err
+		}
+		if i == 0 && tok.kind == tokEndArray {
+			return nil
+		}
+		if err := fn(ip, tok); err != nil {
+			return err
+		}
+		sep, err := d.token(p)
+		if err != nil {
+			return err
+		}
+		switch sep.kind {
+		case tokEndArray:
+			return nil
+		case tokComma:
+		default:
+			return &Error{Path: p.String(), Msg: "expected ',' or ']' after an item, got " + describe(sep)}
+		}
+	}
+}
+
+func (d *decoder) message(m protoreflect.Message, tok token, p *path) error {
+	if tok.kind != tokBeginObject {
+		return &Error{Path: p.String(), Msg: "expected an object, got " + describe(tok)}
+	}
+	md := m.Descriptor()
+	fields := md.Fields()
+	// Fields seen so far, by index (a message has few fields).
+	seen := make([]bool, fields.Len())
+	var oneofs map[protoreflect.FullName]protoreflect.Name
+	return d.object(p, pathField, func(key string, val token) error {
+		fp := &path{parent: p, name: key}
+		fd := fields.ByName(protoreflect.Name(key))
+		if fd == nil {
+			return &Error{Path: fp.String(), Msg: fmt.Sprintf("unknown field of %s", md.Name())}
+		}
+		if seen[fd.Index()] {
+			return &Error{Path: fp.String(), Msg: "field given twice"}
+		}
+		seen[fd.Index()] = true
+		if val.kind == tokNull {
+			return nil // the field stays unset or empty
+		}
+		if od := fd.ContainingOneof(); od != nil && !od.IsSynthetic() {
+			if other, ok := oneofs[od.FullName()]; ok {
+				return &Error{Path: fp.String(), Msg: fmt.Sprintf("%s and %s are both set, but only one of %s may be", other, fd.Name(), od.Name())}
+			}
+			if oneofs == nil {
+				oneofs = map[protoreflect.FullName]protoreflect.Name{}
+			}
+			oneofs[od.FullName()] = fd.Name()
+		}
+		return d.field(m, fd, val, fp)
+	})
+}
+
+func isMessage(fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind
+}
+
+func (d *decoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, tok token, p *path) error {
 	t := isTime(fd)
 	switch {
 	case fd.IsList():
-		if tok != json.Delim('[') {
-			return &Error{Path: path, Msg: "expected an array, got " + describe(tok)}
+		if tok.kind != tokBeginArray {
+			return &Error{Path: p.String(), Msg: "expected an array, got " + describe(tok)}
 		}
 		l := m.Mutable(fd).List()
-		for i := 0; ; i++ {
-			ipath := path + "[" + strconv.Itoa(i) + "]"
-			tok, err := d.token(ipath)
-			if err != nil {
-				return err
-			}
-			if tok == json.Delim(']') {
-				return nil
-			}
+		return d.array(p, func(ip *path, tok token) error {
 			var v protoreflect.Value
-			if fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind {
+			var err error
+			if isMessage(fd) {
 				v = l.NewElement()
-				err = d.message(v.Message(), tok, ipath)
+				err = d.message(v.Message(), tok, ip)
 			} else {
-				v, err = scalar(fd, tok, t, ipath)
+				v, err = scalar(fd, tok, t, ip)
 			}
 			if err != nil {
 				return err
 			}
 			l.Append(v)
-		}
+			return nil
+		})
 	case fd.IsMap():
-		return d.mapValue(m, fd, tok, t, path)
-	case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
-		return d.message(m.Mutable(fd).Message(), tok, path)
+		return d.mapValue(m, fd, tok, t, p)
+	case isMessage(fd):
+		return d.message(m.Mutable(fd).Message(), tok, p)
 	}
-	v, err := scalar(fd, tok, t, path)
+	v, err := scalar(fd, tok, t, p)
 	if err != nil {
 		return err
 	}
@@ -192,48 +235,37 @@ func (d *decoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 	return nil
 }
 
-func (d *decoder) mapValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, tok json.Token, t bool, path string) error {
-	if tok != json.Delim('{') {
-		return &Error{Path: path, Msg: "expected an object, got " + describe(tok)}
+func (d *decoder) mapValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, tok token, t bool, p *path) error {
+	if tok.kind != tokBeginObject {
+		return &Error{Path: p.String(), Msg: "expected an object, got " + describe(tok)}
 	}
 	mp := m.Mutable(fd).Map()
 	kd, vd := fd.MapKey(), fd.MapValue()
-	for {
-		tok, err := d.token(path)
-		if err != nil {
-			return err
-		}
-		if tok == json.Delim('}') {
-			return nil
-		}
-		ks, _ := tok.(string)
-		kpath := path + "[" + strconv.Quote(ks) + "]"
+	return d.object(p, pathKey, func(ks string, vtok token) error {
+		kp := &path{parent: p, name: ks, kind: pathKey}
 		key, err := parseKey(kd.Kind(), ks)
 		if err != nil {
-			return &Error{Path: kpath, Msg: err.Error()}
+			return &Error{Path: kp.String(), Msg: err.Error()}
 		}
 		if mp.Has(key) {
-			return &Error{Path: kpath, Msg: "key given twice"}
+			return &Error{Path: kp.String(), Msg: "key given twice"}
 		}
-		vtok, err := d.token(kpath)
-		if err != nil {
-			return err
-		}
-		if vtok == nil {
-			return &Error{Path: kpath, Msg: "null is not a valid map value"}
+		if vtok.kind == tokNull {
+			return &Error{Path: kp.String(), Msg: "null is not a valid map value"}
 		}
 		var v protoreflect.Value
-		if vd.Kind() == protoreflect.MessageKind || vd.Kind() == protoreflect.GroupKind {
+		if isMessage(vd) {
 			v = mp.NewValue()
-			err = d.message(v.Message(), vtok, kpath)
+			err = d.message(v.Message(), vtok, kp)
 		} else {
-			v, err = scalar(vd, vtok, t, kpath)
+			v, err = scalar(vd, vtok, t, kp)
 		}
 		if err != nil {
 			return err
 		}
 		mp.Set(key, v)
-	}
+		return nil
+	})
 }
 
 func parseKey(k protoreflect.Kind, s string) (protoreflect.MapKey, error) {
@@ -282,80 +314,83 @@ var (
 	maxTime = time.Unix(0, math.MaxInt64)
 )
 
-func scalar(fd protoreflect.FieldDescriptor, tok json.Token, t bool, path string) (protoreflect.Value, error) {
+func scalar(fd protoreflect.FieldDescriptor, tok token, t bool, p *path) (protoreflect.Value, error) {
 	bad := func(want string) (protoreflect.Value, error) {
-		return protoreflect.Value{}, &Error{Path: path, Msg: "expected " + want + ", got " + describe(tok)}
+		return protoreflect.Value{}, &Error{Path: p.String(), Msg: "expected " + want + ", got " + describe(tok)}
 	}
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
-		if b, ok := tok.(bool); ok {
-			return protoreflect.ValueOfBool(b), nil
+		switch tok.kind {
+		case tokTrue:
+			return protoreflect.ValueOfBool(true), nil
+		case tokFalse:
+			return protoreflect.ValueOfBool(false), nil
 		}
 		return bad("true or false")
 	case protoreflect.EnumKind:
-		switch x := tok.(type) {
-		case string:
+		switch x := tok.text; tok.kind {
+		case tokString:
 			if n, ok := EnumNumber(fd.Enum(), x); ok {
 				return protoreflect.ValueOfEnum(n), nil
 			}
-			return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("unknown value %q (want one of %s)", x, strings.Join(EnumWords(fd.Enum(), true), ", "))}
-		case json.Number:
-			n, err := strconv.ParseInt(string(x), 10, 32)
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("unknown value %q (want one of %s)", x, strings.Join(EnumWords(fd.Enum(), true), ", "))}
+		case tokNumber:
+			n, err := strconv.ParseInt(x, 10, 32)
 			if err != nil {
-				return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("enum number %s is not a 32-bit integer", x)}
+				return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("enum number %s is not a 32-bit integer", x)}
 			}
 			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(n)), nil
 		}
 		return bad("a word such as " + strconv.Quote(firstWord(fd.Enum())))
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		n, err := parseInt(tok, 32, path)
+		n, err := parseInt(tok, 32, p)
 		return protoreflect.ValueOfInt32(int32(n)), err
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
 		if !t {
-			n, err := parseInt(tok, 64, path)
+			n, err := parseInt(tok, 64, p)
 			return protoreflect.ValueOfInt64(n), err
 		}
-		s, ok := tok.(string)
+		s, ok := tok.text, tok.kind == tokString
 		if !ok {
 			return bad(`an RFC 3339 time such as "2026-11-23T20:34:35.61Z"`)
 		}
 		ts, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("%q is not an RFC 3339 time such as \"2026-11-23T20:34:35.61Z\"", s)}
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("%q is not an RFC 3339 time such as \"2026-11-23T20:34:35.61Z\"", s)}
 		}
 		if ts.Before(minTime) || ts.After(maxTime) {
-			return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("time %s is outside the years 1678 to 2262", s)}
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("time %s is outside the years 1678 to 2262", s)}
 		}
 		return protoreflect.ValueOfInt64(ts.UnixNano()), nil
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		n, err := parseUint(tok, 32, path)
+		n, err := parseUint(tok, 32, p)
 		return protoreflect.ValueOfUint32(uint32(n)), err
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		n, err := parseUint(tok, 64, path)
+		n, err := parseUint(tok, 64, p)
 		return protoreflect.ValueOfUint64(n), err
 	case protoreflect.FloatKind:
-		f, err := parseFloat(tok, 32, path)
+		f, err := parseFloat(tok, 32, p)
 		return protoreflect.ValueOfFloat32(float32(f)), err
 	case protoreflect.DoubleKind:
-		f, err := parseFloat(tok, 64, path)
+		f, err := parseFloat(tok, 64, p)
 		return protoreflect.ValueOfFloat64(f), err
 	case protoreflect.StringKind:
-		if s, ok := tok.(string); ok {
-			return protoreflect.ValueOfString(s), nil
+		if tok.kind == tokString {
+			return protoreflect.ValueOfString(tok.text), nil
 		}
 		return bad("a string")
 	case protoreflect.BytesKind:
-		s, ok := tok.(string)
+		s, ok := tok.text, tok.kind == tokString
 		if !ok {
 			return bad("a base64 string")
 		}
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
-			return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("not standard base64: %v", err)}
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("not standard base64: %v", err)}
 		}
 		return protoreflect.ValueOfBytes(b), nil
 	}
-	return protoreflect.Value{}, &Error{Path: path, Msg: fmt.Sprintf("field kind %s is not supported", fd.Kind())}
+	return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("field kind %s is not supported", fd.Kind())}
 }
 
 func firstWord(ed protoreflect.EnumDescriptor) string {
@@ -365,39 +400,39 @@ func firstWord(ed protoreflect.EnumDescriptor) string {
 	return "unspecified"
 }
 
-func parseInt(tok json.Token, bits int, path string) (int64, error) {
-	num, ok := tok.(json.Number)
-	if !ok {
-		return 0, &Error{Path: path, Msg: "expected an integer, got " + describe(tok)}
+func parseInt(tok token, bits int, p *path) (int64, error) {
+	num := tok.text
+	if tok.kind != tokNumber {
+		return 0, &Error{Path: p.String(), Msg: "expected an integer, got " + describe(tok)}
 	}
-	n, err := strconv.ParseInt(string(num), 10, bits)
+	n, err := strconv.ParseInt(num, 10, bits)
 	if err != nil {
-		return 0, &Error{Path: path, Msg: fmt.Sprintf("%s is not a %d-bit integer", num, bits)}
+		return 0, &Error{Path: p.String(), Msg: fmt.Sprintf("%s is not a %d-bit integer", num, bits)}
 	}
 	return n, nil
 }
 
-func parseUint(tok json.Token, bits int, path string) (uint64, error) {
-	num, ok := tok.(json.Number)
-	if !ok {
-		return 0, &Error{Path: path, Msg: "expected a non-negative integer, got " + describe(tok)}
+func parseUint(tok token, bits int, p *path) (uint64, error) {
+	num := tok.text
+	if tok.kind != tokNumber {
+		return 0, &Error{Path: p.String(), Msg: "expected a non-negative integer, got " + describe(tok)}
 	}
-	n, err := strconv.ParseUint(string(num), 10, bits)
+	n, err := strconv.ParseUint(num, 10, bits)
 	if err != nil {
-		return 0, &Error{Path: path, Msg: fmt.Sprintf("%s is not an unsigned %d-bit integer", num, bits)}
+		return 0, &Error{Path: p.String(), Msg: fmt.Sprintf("%s is not an unsigned %d-bit integer", num, bits)}
 	}
 	return n, nil
 }
 
-func parseFloat(tok json.Token, bits int, path string) (float64, error) {
-	switch x := tok.(type) {
-	case json.Number:
-		f, err := strconv.ParseFloat(string(x), bits)
+func parseFloat(tok token, bits int, p *path) (float64, error) {
+	switch x := tok.text; tok.kind {
+	case tokNumber:
+		f, err := strconv.ParseFloat(x, bits)
 		if err != nil {
-			return 0, &Error{Path: path, Msg: fmt.Sprintf("%s is out of range for a %d-bit float", x, bits)}
+			return 0, &Error{Path: p.String(), Msg: fmt.Sprintf("%s is out of range for a %d-bit float", x, bits)}
 		}
 		return f, nil
-	case string:
+	case tokString:
 		switch x {
 		case "NaN":
 			return math.NaN(), nil
@@ -407,31 +442,38 @@ func parseFloat(tok json.Token, bits int, path string) (float64, error) {
 			return math.Inf(-1), nil
 		}
 	}
-	return 0, &Error{Path: path, Msg: `expected a number, "NaN", "Infinity" or "-Infinity", got ` + describe(tok)}
+	return 0, &Error{Path: p.String(), Msg: `expected a number, "NaN", "Infinity" or "-Infinity", got ` + describe(tok)}
 }
 
 // describe names a token's JSON type for error messages.
-func describe(tok json.Token) string {
-	switch x := tok.(type) {
-	case nil:
+func describe(tok token) string {
+	switch tok.kind {
+	case tokNull:
 		return "null"
-	case bool:
-		return strconv.FormatBool(x)
-	case json.Number:
-		return "the number " + string(x)
-	case string:
+	case tokTrue:
+		return "true"
+	case tokFalse:
+		return "false"
+	case tokNumber:
+		return "the number " + tok.text
+	case tokString:
+		x := tok.text
 		if len(x) > 40 {
 			x = x[:40] + "…"
 		}
 		return "the string " + strconv.Quote(x)
-	case json.Delim:
-		switch x {
-		case '{':
-			return "an object"
-		case '[':
-			return "an array"
-		}
-		return "the end of a container"
+	case tokBeginObject:
+		return "an object"
+	case tokBeginArray:
+		return "an array"
+	case tokEndObject:
+		return "'}'"
+	case tokEndArray:
+		return "']'"
+	case tokColon:
+		return "':'"
+	case tokComma:
+		return "','"
 	}
-	return fmt.Sprintf("%v", tok)
+	return "the end of the JSON"
 }

@@ -40,7 +40,7 @@ func MarshalList[M proto.Message](ms []M) ([]byte, error) {
 			e.buf = append(e.buf, ',')
 		}
 		e.newline(1)
-		if err := e.rootAt(m, 1, "["+strconv.Itoa(i)+"]"); err != nil {
+		if err := e.rootAt(m, 1, &path{index: i, kind: pathIndex}); err != nil {
 			return nil, err
 		}
 	}
@@ -53,9 +53,9 @@ type encoder struct {
 	buf []byte
 }
 
-func (e *encoder) root(m proto.Message) error { return e.rootAt(m, 0, "") }
+func (e *encoder) root(m proto.Message) error { return e.rootAt(m, 0, nil) }
 
-func (e *encoder) rootAt(m proto.Message, depth int, path string) error {
+func (e *encoder) rootAt(m proto.Message, depth int, p *path) error {
 	if m == nil {
 		e.buf = append(e.buf, "null"...)
 		return nil
@@ -65,7 +65,7 @@ func (e *encoder) rootAt(m proto.Message, depth int, path string) error {
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
-	return e.message(rm, depth, path)
+	return e.message(rm, depth, p)
 }
 
 func (e *encoder) newline(depth int) {
@@ -75,7 +75,7 @@ func (e *encoder) newline(depth int) {
 	}
 }
 
-func (e *encoder) message(m protoreflect.Message, depth int, path string) error {
+func (e *encoder) message(m protoreflect.Message, depth int, p *path) error {
 	fields := m.Descriptor().Fields()
 	if fields.Len() == 0 {
 		e.buf = append(e.buf, "{}"...)
@@ -90,7 +90,7 @@ func (e *encoder) message(m protoreflect.Message, depth int, path string) error 
 		e.newline(depth + 1)
 		e.string(string(fd.Name()))
 		e.buf = append(e.buf, ": "...)
-		if err := e.field(m, fd, depth+1, join(path, string(fd.Name()))); err != nil {
+		if err := e.field(m, fd, depth+1, &path{parent: p, name: string(fd.Name())}); err != nil {
 			return err
 		}
 	}
@@ -99,7 +99,7 @@ func (e *encoder) message(m protoreflect.Message, depth int, path string) error 
 	return nil
 }
 
-func (e *encoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, depth int, path string) error {
+func (e *encoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor, depth int, p *path) error {
 	t := isTime(fd)
 	switch {
 	case fd.IsList():
@@ -114,7 +114,7 @@ func (e *encoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 				e.buf = append(e.buf, ',')
 			}
 			e.newline(depth + 1)
-			if err := e.value(fd, l.Get(i), t, false, depth+1, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := e.value(fd, l.Get(i), t, false, depth+1, &path{parent: p, index: i, kind: pathIndex}); err != nil {
 				return err
 			}
 		}
@@ -122,15 +122,15 @@ func (e *encoder) field(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 		e.buf = append(e.buf, ']')
 		return nil
 	case fd.IsMap():
-		return e.mapValue(fd, m.Get(fd).Map(), t, depth, path)
+		return e.mapValue(fd, m.Get(fd).Map(), t, depth, p)
 	case fd.HasPresence() && !m.Has(fd):
 		e.buf = append(e.buf, "null"...)
 		return nil
 	}
-	return e.value(fd, m.Get(fd), t, !fd.HasPresence(), depth, path)
+	return e.value(fd, m.Get(fd), t, !fd.HasPresence(), depth, p)
 }
 
-func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map, t bool, depth int, path string) error {
+func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map, t bool, depth int, p *path) error {
 	if mp.Len() == 0 {
 		e.buf = append(e.buf, "{}"...)
 		return nil
@@ -149,12 +149,12 @@ func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map,
 		}
 		e.newline(depth + 1)
 		ks := keyString(kd.Kind(), k)
-		if err := e.checkUTF8(ks, path); err != nil {
+		if err := e.checkUTF8(ks, p); err != nil {
 			return err
 		}
 		e.string(ks)
 		e.buf = append(e.buf, ": "...)
-		if err := e.value(fd.MapValue(), mp.Get(k), t, false, depth+1, path+"["+strconv.Quote(ks)+"]"); err != nil {
+		if err := e.value(fd.MapValue(), mp.Get(k), t, false, depth+1, &path{parent: p, name: ks, kind: pathKey}); err != nil {
 			return err
 		}
 	}
@@ -165,7 +165,7 @@ func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map,
 
 // value writes one singular value. zeroTimeNull says a 0 time is written as
 // null (an implicit-presence field, where 0 means "never set").
-func (e *encoder) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, t, zeroTimeNull bool, depth int, path string) error {
+func (e *encoder) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, t, zeroTimeNull bool, depth int, p *path) error {
 	switch fd.Kind() {
 	case protoreflect.BoolKind:
 		e.buf = strconv.AppendBool(e.buf, v.Bool())
@@ -191,7 +191,7 @@ func (e *encoder) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, t
 	case protoreflect.DoubleKind:
 		e.float(v.Float(), 64)
 	case protoreflect.StringKind:
-		if err := e.checkUTF8(v.String(), path); err != nil {
+		if err := e.checkUTF8(v.String(), p); err != nil {
 			return err
 		}
 		e.string(v.String())
@@ -200,16 +200,16 @@ func (e *encoder) value(fd protoreflect.FieldDescriptor, v protoreflect.Value, t
 		e.buf = base64.StdEncoding.AppendEncode(e.buf, v.Bytes())
 		e.buf = append(e.buf, '"')
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return e.message(v.Message(), depth, path)
+		return e.message(v.Message(), depth, p)
 	default:
-		return &Error{Path: path, Msg: fmt.Sprintf("field kind %s is not supported", fd.Kind())}
+		return &Error{Path: p.String(), Msg: fmt.Sprintf("field kind %s is not supported", fd.Kind())}
 	}
 	return nil
 }
 
-func (e *encoder) checkUTF8(s, path string) error {
+func (e *encoder) checkUTF8(s string, p *path) error {
 	if !utf8.ValidString(s) {
-		return &Error{Path: path, Msg: "string is not valid UTF-8"}
+		return &Error{Path: p.String(), Msg: "string is not valid UTF-8"}
 	}
 	return nil
 }
@@ -270,13 +270,6 @@ func isTime(fd protoreflect.FieldDescriptor) bool {
 		return strings.HasSuffix(string(fd.Name()), "_at")
 	}
 	return false
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
 
 func compareKeys(k protoreflect.Kind, a, b protoreflect.MapKey) int {

@@ -1,6 +1,7 @@
 package apijson_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,11 +40,16 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(uint8(4), []byte(`{"node": {"status": 2}, "server": null}`))
 	f.Add(uint8(5), []byte(`{"data": "AP8K"}`))
 	f.Add(uint8(0), []byte(`{"registered_at": "1970-01-01T00:00:00Z", "status": 9}`))
+	f.Add(uint8(0), []byte(`{"name": "a\u00e9\ud83d\ude00\n\"\/", "fingerprint": {"cpu_cores": -0, "memory_bytes": 0}}`))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		newMsg := fuzzTypes[int(which)%len(fuzzTypes)]
 		m := newMsg()
 		if err := apijson.Unmarshal(data, m); err != nil {
 			return
+		}
+		// apijson has its own scanner: it must accept nothing that is not JSON.
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
 		}
 		b, err := apijson.Marshal(m)
 		if err != nil {

@@ -252,6 +252,21 @@ func TestUnmarshalErrorsNameThePath(t *testing.T) {
 		{`{} {}`, &pb.Node{}, `unexpected data after the JSON value`},
 		{`{"id": `, &pb.Node{}, `id: unexpected end of JSON`},
 		{`{"status": 4294967296}`, &pb.Node{}, `status: enum number 4294967296 is not a 32-bit integer`},
+		// The scanner's own syntax checks.
+		{`{"name": "a` + "\n" + `b"}`, &pb.Node{}, `name: invalid JSON at offset 11: control character 0xa in a string`},
+		{`{"name": "\x"}`, &pb.Node{}, `name: invalid JSON at offset 12: invalid escape \x`},
+		{`{"name": "\ud83d"}`, &pb.Node{}, `name: invalid JSON`},
+		{"{\"name\": \"\xff\"}", &pb.Node{}, `name: invalid JSON at offset 11: string is not valid UTF-8`},
+		{`{"cpu_cores": 01}`, &pb.NodeFingerprint{}, `expected ',' or '}' after a value, got the number 1`},
+		{`{"cpu_cores": 1.}`, &pb.NodeFingerprint{}, `cpu_cores: invalid JSON`},
+		{`{"cpu_cores": -}`, &pb.NodeFingerprint{}, `cpu_cores: invalid JSON`},
+		{`{"cpu_cores": 1e5}`, &pb.NodeFingerprint{}, `cpu_cores: 1e5 is not a 32-bit integer`},
+		{`{"os": "linux",}`, &pb.NodeFingerprint{}, `expected a quoted field name, got '}'`},
+		{`{"os" "linux"}`, &pb.NodeFingerprint{}, `expected ':' after "os"`},
+		{`{"os": "linux" "arch": "x"}`, &pb.NodeFingerprint{}, `expected ',' or '}' after a value, got the string "arch"`},
+		{`{"nodes": [{},]}`, &pb.NodeListResponse{}, `nodes[1]: expected an object, got ']'`},
+		{`{"nodes": [{} {}]}`, &pb.NodeListResponse{}, `nodes: expected ',' or ']' after an item, got an object`},
+		{`{"detected": tru}`, &pb.DriverInfo{}, `detected: invalid JSON at offset 13: invalid literal (want true)`},
 	} {
 		err := apijson.Unmarshal([]byte(c.in), c.msg)
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
