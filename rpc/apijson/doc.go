@@ -43,8 +43,10 @@
 //
 // Unmarshal is strict, because a misspelt field silently ignored is a
 // configuration the user did not get: unknown fields, duplicate fields,
-// wrong JSON types, unknown enum words, two members of one oneof and
-// trailing data are errors. Each is an *Error naming the JSON path of the
+// wrong JSON types, unknown enum words, two members of one oneof, strings
+// that are not valid UTF-8 (a proto string must be) and trailing data are
+// errors. It reads the document with its own small scanner, which accepts
+// only what encoding/json's json.Valid does (FuzzUnmarshal checks this). Each is an *Error naming the JSON path of the
 // value at fault, such as `nodes[3].status: unknown value "redy"`. null is
 // accepted for any field and leaves it unset (or empty).
 //
