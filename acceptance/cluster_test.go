@@ -115,7 +115,7 @@ func TestThreeServersSurviveLeaderKillAndRestart(t *testing.T) {
 		leaderAddr, err = agreedLeader(c.servers)
 		return err
 	})
-	waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+	waitNodeStatus(t, c.servers[0], "ready", 30*time.Second)
 
 	out, err := c.servers[1].cli("server", "members")
 	if err != nil {
@@ -153,9 +153,9 @@ func TestThreeServersSurviveLeaderKillAndRestart(t *testing.T) {
 
 		// The node keeps heartbeating to the survivors: still ready after
 		// the new leader's TTL and grace have passed twice over.
-		waitNodeStatus(t, survivors[0], "NODE_STATUS_READY", 5*time.Second)
+		waitNodeStatus(t, survivors[0], "ready", 5*time.Second)
 		time.Sleep(8 * time.Second)
-		waitNodeStatus(t, survivors[1], "NODE_STATUS_READY", time.Second)
+		waitNodeStatus(t, survivors[1], "ready", time.Second)
 
 		old.start()
 		newLeader := c.byRPC(leaderAddr)
@@ -164,7 +164,7 @@ func TestThreeServersSurviveLeaderKillAndRestart(t *testing.T) {
 				Server struct {
 					RaftState    string `json:"raft_state"`
 					LeaderID     string `json:"leader_id"`
-					AppliedIndex string `json:"applied_index"`
+					AppliedIndex uint64 `json:"applied_index"`
 				} `json:"server"`
 			}
 			if err := old.getJSON("/v1/agent/self", &self); err != nil {
@@ -175,20 +175,20 @@ func TestThreeServersSurviveLeaderKillAndRestart(t *testing.T) {
 			}
 			var lself struct {
 				Server struct {
-					AppliedIndex string `json:"applied_index"`
+					AppliedIndex uint64 `json:"applied_index"`
 				} `json:"server"`
 			}
 			if err := newLeader.getJSON("/v1/agent/self", &lself); err != nil {
 				return err
 			}
-			if parseUint(self.Server.AppliedIndex) < parseUint(lself.Server.AppliedIndex) {
-				return fmt.Errorf("%s applied %s, leader %s", old.name, self.Server.AppliedIndex, lself.Server.AppliedIndex)
+			if self.Server.AppliedIndex < lself.Server.AppliedIndex {
+				return fmt.Errorf("%s applied %d, leader %d", old.name, self.Server.AppliedIndex, lself.Server.AppliedIndex)
 			}
 			ns, err := old.nodes()
 			if err != nil {
 				return err
 			}
-			if len(ns) != 1 || ns[0].Status != "NODE_STATUS_READY" {
+			if len(ns) != 1 || ns[0].Status != "ready" {
 				return fmt.Errorf("%s lists %v", old.name, ns)
 			}
 			return nil
@@ -212,11 +212,11 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 		_, err := agreedLeader(c.servers)
 		return err
 	})
-	waitNodeStatus(t, c.servers[0], "NODE_STATUS_READY", 30*time.Second)
+	waitNodeStatus(t, c.servers[0], "ready", 30*time.Second)
 	// Freeze the state: with its client gone and the node down, nothing
 	// changes it, so the snapshot holds exactly what we read.
 	c.client.stop()
-	saved := waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", 30*time.Second)
+	saved := waitNodeStatus(t, c.servers[0], "down", 30*time.Second)
 
 	// Save through any server: followers forward to the leader.
 	file := filepath.Join(t.TempDir(), "cluster.snap")
@@ -247,7 +247,7 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 	// Every server now holds the saved state: the first node exactly as it
 	// was, the second gone.
 	for _, s := range c.servers {
-		got := waitNodeStatus(t, s, "NODE_STATUS_DOWN", 10*time.Second)
+		got := waitNodeStatus(t, s, "down", 10*time.Second)
 		if got != saved {
 			t.Fatalf("%s after restore: node %+v, want %+v", s.name, got, saved)
 		}
@@ -263,7 +263,7 @@ func TestSnapshotSaveAndRestoreRoundTrip(t *testing.T) {
 	if err == nil || !strings.Contains(out, "invalid_argument") {
 		t.Fatalf("restoring a truncated snapshot: err=%v\n%s", err, out)
 	}
-	if got := waitNodeStatus(t, c.servers[0], "NODE_STATUS_DOWN", time.Second); got != saved {
+	if got := waitNodeStatus(t, c.servers[0], "down", time.Second); got != saved {
 		t.Fatalf("refused restore changed the state: %+v, want %+v", got, saved)
 	}
 }

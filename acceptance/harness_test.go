@@ -243,7 +243,7 @@ type apiNode struct {
 	ID          string `json:"id"`
 	Name        string `json:"name"`
 	Status      string `json:"status"`
-	ModifyIndex string `json:"modify_index"`
+	ModifyIndex uint64 `json:"modify_index"`
 }
 
 func (a *agent) nodes() ([]apiNode, error) {

@@ -2,15 +2,8 @@ package acceptance
 
 import (
 	"os"
-	"strconv"
 	"testing"
 )
-
-// parseUint reads a protojson 64-bit integer (a decimal string); "" is 0.
-func parseUint(s string) uint64 {
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
-}
 
 // truncate cuts the last 100 bytes off a file.
 func truncate(t *testing.T, path string) {

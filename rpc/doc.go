@@ -1,7 +1,7 @@
 // Package rpc is berth's wire layer. The protocol lives in rpc/proto as
 // protobuf (generated Go in rpc/pb); every cluster object and raft command is
 // defined there once and used directly by the state machine, the internal
-// gRPC services and the HTTP API (as protojson).
+// gRPC services and the HTTP API (as JSON through rpc/apijson).
 //
 // This package holds the gRPC plumbing shared by servers and clients: a
 // connection pool keyed by address and the metadata keys of the forwarding

@@ -112,7 +112,7 @@ func TestStatusEndpointsAnswerWithJSON(t *testing.T) {
 		Leader bool
 	}
 	do(t, a, "GET", "/v1/agent/members", nil).decode(t, &members)
-	if len(members) != 1 || members[0].Status != "MEMBER_STATUS_ALIVE" || !members[0].Leader {
+	if len(members) != 1 || members[0].Status != "alive" || !members[0].Leader {
 		t.Fatalf("members = %+v", members)
 	}
 }
@@ -125,7 +125,7 @@ func TestNodeEndpoints(t *testing.T) {
 		Status string
 	}
 	r.decode(t, &nodes)
-	if len(nodes) != 1 || nodes[0].ID != a.Client().NodeID() || nodes[0].Status != "NODE_STATUS_READY" {
+	if len(nodes) != 1 || nodes[0].ID != a.Client().NodeID() || nodes[0].Status != "ready" {
 		t.Fatalf("nodes = %+v", nodes)
 	}
 	index, err := strconv.ParseUint(r.header.Get(HeaderIndex), 10, 64)

@@ -44,9 +44,13 @@
 //
 // Handlers call the internal gRPC services (rpc/pb) on the local server, or,
 // on a client-only agent, on its servers, so every agent answers every
-// endpoint. gRPC status codes map to HTTP statuses and errors are JSON
-// objects {"code", "message"}. List endpoints support blocking queries
+// endpoint. Replies are rendered by rpc/apijson (status words, RFC 3339
+// times, exact numbers, every field present). gRPC status codes map to HTTP
+// statuses and errors are JSON objects {"code", "message"}. Every list is
+// paginated by the server (?per_page=, ?next_token=, X-Berth-NextToken) and
+// /v1/nodes filters on ?status=. The node reads support blocking queries
 // (?index=N&wait=10s) and return the index they reflect in X-Berth-Index;
-// reads are served from the receiving server's state unless ?consistent (or
-// ?stale=false) asks for the leader.
+// the server lists (members, peers, raft configuration) are read at request
+// time and refuse ?index=. Reads are served from the receiving server's
+// state unless ?consistent (or ?stale=false) asks for the leader.
 package agent

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/version"
@@ -44,7 +43,7 @@ func nodeDrivers(t *testing.T, a *Agent) map[string]*pb.DriverInfo {
 		t.Fatalf("GET node: %d %s", r.status, r.body)
 	}
 	var n pb.Node
-	if err := protojson.Unmarshal(r.body, &n); err != nil {
+	if err := apijson.Unmarshal(r.body, &n); err != nil {
 		t.Fatalf("decoding node %s: %v", r.body, err)
 	}
 	return n.GetDrivers()

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,9 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/host/server"
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -25,6 +25,9 @@ const (
 	HeaderIndex       = "X-Berth-Index"
 	HeaderKnownLeader = "X-Berth-KnownLeader"
 	HeaderLastContact = "X-Berth-LastContact"
+	// HeaderNextToken carries the next_token of a list's next page; it is
+	// absent on the last page.
+	HeaderNextToken = "X-Berth-NextToken"
 )
 
 // handlerFunc is an API handler; a returned error becomes a JSON error reply.
@@ -90,8 +93,6 @@ func writeError(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": ae.code, "message": ae.msg})
 }
 
-var jsonOpts = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
-
 // writeJSON writes a plain Go value (a string, a list of strings).
 func writeJSON(w http.ResponseWriter, v any) error {
 	w.Header().Set("Content-Type", "application/json")
@@ -100,9 +101,9 @@ func writeJSON(w http.ResponseWriter, v any) error {
 	return enc.Encode(v)
 }
 
-// writeProto writes a message as protojson.
+// writeProto writes a message in the API's JSON (rpc/apijson).
 func writeProto(w http.ResponseWriter, m proto.Message) error {
-	b, err := jsonOpts.Marshal(m)
+	b, err := apijson.Marshal(m)
 	if err != nil {
 		return err
 	}
@@ -111,29 +112,19 @@ func writeProto(w http.ResponseWriter, m proto.Message) error {
 	return err
 }
 
-// writeProtoList writes messages as a JSON array of protojson objects,
-// rendering each once.
+// writeProtoList writes messages as one JSON array.
 func writeProtoList[M proto.Message](w http.ResponseWriter, ms []M) error {
-	var buf bytes.Buffer
-	buf.WriteString("[")
-	for i, m := range ms {
-		b, err := jsonOpts.Marshal(m)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			buf.WriteString(",")
-		}
-		buf.WriteString("\n")
-		buf.Write(b)
+	b, err := apijson.MarshalList(ms)
+	if err != nil {
+		return err
 	}
-	buf.WriteString("\n]\n")
 	w.Header().Set("Content-Type", "application/json")
-	_, err := w.Write(buf.Bytes())
+	_, err = w.Write(append(b, '\n'))
 	return err
 }
 
-// parseQuery reads ?index=, ?wait=, ?consistent and ?stale= into QueryOptions.
+// parseQuery reads ?index=, ?wait=, ?consistent, ?stale=, ?per_page= and
+// ?next_token= into QueryOptions.
 func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
 	q := &pb.QueryOptions{}
 	v := r.URL.Query()
@@ -166,6 +157,14 @@ func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
 		}
 		q.Consistent = q.Consistent || !stale
 	}
+	if s := v.Get("per_page"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n == 0 || n > server.MaxPerPage {
+			return nil, badRequest("query parameter per_page=%q: must be an integer from 1 to %d (default %d)", s, server.MaxPerPage, server.DefaultPerPage)
+		}
+		q.PerPage = uint32(n)
+	}
+	q.NextToken = v.Get("next_token")
 	return q, nil
 }
 
@@ -173,6 +172,9 @@ func setQueryHeaders(w http.ResponseWriter, m *pb.QueryMeta) {
 	w.Header().Set(HeaderIndex, strconv.FormatUint(m.GetIndex(), 10))
 	w.Header().Set(HeaderKnownLeader, strconv.FormatBool(m.GetKnownLeader()))
 	w.Header().Set(HeaderLastContact, strconv.FormatInt(m.GetLastContactMs(), 10))
+	if t := m.GetNextToken(); t != "" {
+		w.Header().Set(HeaderNextToken, t)
+	}
 }
 
 // rpcCall runs fn on a connection to this agent's server or, on a client-only

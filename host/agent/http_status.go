@@ -22,15 +22,22 @@ func (a *Agent) statusLeader(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, resp.GetRpcAddr())
 }
 
+// statusPeers is GET /v1/status/peers: one page of the voters' RPC
+// addresses, a JSON array of strings as Nomad and Consul answer.
 func (a *Agent) statusPeers(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
 	var resp *pb.PeersResponse
-	err := a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
-		resp, err = pb.NewStatusClient(c).Peers(ctx, &pb.PeersRequest{})
+	err = a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
+		resp, err = pb.NewStatusClient(c).Peers(ctx, &pb.PeersRequest{Query: q})
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	setQueryHeaders(w, resp.GetMeta())
 	peers := resp.GetRpcAddrs()
 	if peers == nil {
 		peers = []string{}
@@ -62,14 +69,21 @@ func (a *Agent) agentSelf(w http.ResponseWriter, _ *http.Request) error {
 	return writeProto(w, info)
 }
 
+// agentMembers is GET /v1/agent/members: one page of the servers with their
+// liveness, pinged at request time.
 func (a *Agent) agentMembers(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
 	var resp *pb.MembersResponse
-	err := a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
-		resp, err = pb.NewOperatorClient(c).Members(ctx, &pb.MembersRequest{})
+	err = a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
+		resp, err = pb.NewOperatorClient(c).Members(ctx, &pb.MembersRequest{Query: q})
 		return err
 	})
 	if err != nil {
 		return err
 	}
+	setQueryHeaders(w, resp.GetMeta())
 	return writeProtoList(w, resp.GetMembers())
 }

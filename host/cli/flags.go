@@ -7,10 +7,11 @@ import (
 	"slices"
 
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/apijson"
 )
 
 func globalFlags() []cli.Flag {
@@ -63,30 +64,20 @@ func flagString(c *cli.Context, name string) (value string, ok bool) {
 	return "", false
 }
 
-var protoOut = protojson.MarshalOptions{UseProtoNames: true, Multiline: true, Indent: "  "}
+// listPerPage is the page size the CLI asks for when it reads a whole list:
+// the agent's maximum, so 10,000 nodes take ten requests.
+const listPerPage = 1000
 
-// printJSON prints a message, a slice of messages, or a plain JSON value.
+// printJSON prints a message in the API's JSON (rpc/apijson), byte for byte
+// what the agent sends, or a plain Go value as indented JSON.
 func printJSON(w io.Writer, v any) error {
-	switch m := v.(type) {
-	case proto.Message:
-		b, err := protoOut.Marshal(m)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(w, string(b))
-		return err
-	case []proto.Message:
-		raw := make([]json.RawMessage, 0, len(m))
-		for _, x := range m {
-			b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(x)
-			if err != nil {
-				return err
-			}
-			raw = append(raw, b)
-		}
-		v = raw
+	var b []byte
+	var err error
+	if m, ok := v.(proto.Message); ok {
+		b, err = apijson.Marshal(m)
+	} else {
+		b, err = json.MarshalIndent(v, "", "  ")
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -94,16 +85,27 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-// messages converts a typed slice for printJSON.
-func messages[M proto.Message](ms []M) []proto.Message {
-	out := make([]proto.Message, len(ms))
-	for i, m := range ms {
-		out[i] = m
+// printJSONList prints messages as one JSON array, as a list endpoint
+// renders a page.
+func printJSONList[M proto.Message](w io.Writer, ms []M) error {
+	b, err := apijson.MarshalList(ms)
+	if err != nil {
+		return err
 	}
-	return out
+	_, err = fmt.Fprintln(w, string(b))
+	return err
 }
 
 // usageError is returned for wrong arguments; it prints with the usage hint.
 func usageError(c *cli.Context, format string, args ...any) error {
 	return fmt.Errorf("%s\nUsage: berth %s %s", fmt.Sprintf(format, args...), c.Command.FullName(), c.Command.ArgsUsage)
+}
+
+// enumWord is an enum value as the API's JSON spells it ("ready"), or its
+// number when this version does not know it.
+func enumWord(e protoreflect.Enum) string {
+	if w, ok := apijson.EnumWord(e.Descriptor(), e.Number()); ok {
+		return w
+	}
+	return fmt.Sprint(int32(e.Number()))
 }

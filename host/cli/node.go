@@ -38,17 +38,17 @@ func nodeStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes, _, err := client.Nodes(c.Context, nil)
-	if err != nil {
-		return err
-	}
 	if c.NArg() == 0 {
+		nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.Nodes)
+		if err != nil {
+			return err
+		}
 		if c.Bool("json") {
-			return printJSON(c.App.Writer, messages(nodes))
+			return printJSONList(c.App.Writer, nodes)
 		}
 		return printNodeTable(c.App.Writer, nodes, c.Bool("verbose"))
 	}
-	node, err := findNode(c, client, nodes, c.Args().First())
+	node, err := findNode(c, client, c.Args().First())
 	if err != nil {
 		return err
 	}
@@ -58,17 +58,33 @@ func nodeStatus(c *cli.Context) error {
 	return printNode(c.App.Writer, node, c.Bool("verbose"))
 }
 
-// findNode resolves an ID or unique prefix.
-func findNode(c *cli.Context, client *api.Client, nodes []*pb.Node, prefix string) (*pb.Node, error) {
+// findNode resolves an ID or unique prefix. The list is in ID order and a
+// next_token is a lower bound, so it reads only the nodes with the prefix
+// (and one more), however many nodes there are.
+func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, error) {
 	var matches []*pb.Node
-	for _, n := range nodes {
-		if n.GetId() == prefix {
-			node, _, err := client.Node(c.Context, n.GetId(), nil)
-			return node, err
+	q := &api.QueryOptions{PerPage: 100, NextToken: prefix}
+	for {
+		page, meta, err := client.Nodes(c.Context, q)
+		if err != nil {
+			return nil, err
 		}
-		if strings.HasPrefix(n.GetId(), prefix) {
+		past := false
+		for _, n := range page {
+			if n.GetId() == prefix {
+				node, _, err := client.Node(c.Context, n.GetId(), nil)
+				return node, err
+			}
+			if !strings.HasPrefix(n.GetId(), prefix) {
+				past = true
+				break
+			}
 			matches = append(matches, n)
 		}
+		if past || meta.NextToken == "" {
+			break
+		}
+		q.NextToken = meta.NextToken
 	}
 	switch len(matches) {
 	case 0:
@@ -84,9 +100,8 @@ func findNode(c *cli.Context, client *api.Client, nodes []*pb.Node, prefix strin
 	return nil, fmt.Errorf("prefix %q matches %d nodes: %s", prefix, len(matches), strings.Join(ids, ", "))
 }
 
-func nodeStatusName(s pb.NodeStatus) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "NODE_STATUS_"))
-}
+// nodeStatusName is the status as the API's JSON spells it.
+func nodeStatusName(s pb.NodeStatus) string { return enumWord(s) }
 
 func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 	if len(nodes) == 0 {

@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/pb"
 )
 
 func operatorCommand() *cli.Command {
@@ -55,16 +59,22 @@ func raftListPeers(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	conf, err := client.RaftConfiguration(c.Context, &api.QueryOptions{Consistent: !c.Bool("stale")})
+	servers, _, err := api.AllPages(c.Context, &api.QueryOptions{Consistent: !c.Bool("stale"), PerPage: listPerPage},
+		func(ctx context.Context, q *api.QueryOptions) ([]*pb.RaftServer, *api.QueryMeta, error) {
+			conf, meta, err := client.RaftConfiguration(ctx, q)
+			return conf.GetServers(), meta, err
+		})
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, conf)
+		return printJSONList(c.App.Writer, servers)
 	}
+	// The API lists by ID; people look servers up by name.
+	slices.SortStableFunc(servers, func(a, b *pb.RaftServer) int { return strings.Compare(a.GetName(), b.GetName()) })
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Node\tID\tAddress\tRPC Address\tState\tVoter")
-	for _, s := range conf.GetServers() {
+	for _, s := range servers {
 		state := "follower"
 		if s.GetLeader() {
 			state = "leader"

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -37,13 +39,15 @@ func serverMembers(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	members, err := client.Members(c.Context)
+	members, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.Members)
 	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		return printJSON(c.App.Writer, messages(members))
+		return printJSONList(c.App.Writer, members)
 	}
+	// The API lists by ID; people look servers up by name.
+	slices.SortStableFunc(members, func(a, b *pb.Member) int { return strings.Compare(a.GetServer().GetName(), b.GetServer().GetName()) })
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tID\tRPC Address\tRaft Address\tStatus\tLeader\tVoter\tVersion")
 	for _, m := range members {
@@ -54,9 +58,7 @@ func serverMembers(c *cli.Context) error {
 	return tw.Flush()
 }
 
-func memberStatus(s pb.MemberStatus) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "MEMBER_STATUS_"))
-}
+func memberStatus(s pb.MemberStatus) string { return enumWord(s) }
 
 func serverForceLeave(c *cli.Context) error {
 	if c.NArg() != 1 {

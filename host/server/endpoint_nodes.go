@@ -79,18 +79,31 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 }
 
 func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.NodeListResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	var keep func(*pb.Node) bool
+	if want := req.GetStatus(); want != pb.NodeStatus_NODE_STATUS_UNSPECIFIED {
+		if _, known := pb.NodeStatus_name[int32(want)]; !known {
+			return nil, status.Errorf(codes.InvalidArgument, "node list: unknown status filter %d", want)
+		}
+		keep = func(node *pb.Node) bool { return node.GetStatus() == want }
+	}
 	resp := &pb.NodeListResponse{}
+	var next string
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
-		nodes, err := st.Nodes(ws)
+		nodes, nextID, err := st.NodesPage(ws, req.GetQuery().GetNextToken(), n, keep)
 		if err != nil {
 			return 0, err
 		}
-		resp.Nodes = nodes
+		resp.Nodes, next = nodes, nextID
 		return st.Index(fsm.TableNodes)
 	})
 	if err != nil {
 		return nil, err
 	}
+	meta.NextToken = next
 	resp.Meta = meta
 	return resp, nil
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,7 +146,30 @@ func (e *operatorEndpoint) RaftConfiguration(ctx context.Context, req *pb.RaftCo
 	if err := await(ctx, f); err != nil {
 		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, err)
 	}
-	return &pb.RaftConfigurationResponse{Servers: s.describeServers(f.Configuration()), Index: f.Index(), Meta: s.queryMeta(f.Index())}, nil
+	resp := &pb.RaftConfigurationResponse{Index: f.Index(), Meta: s.queryMeta(f.Index())}
+	var err error
+	resp.Servers, resp.Meta.NextToken, err = serversPage(s.describeServers(f.Configuration()), req.GetQuery(), "the raft configuration")
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// serversPage is one page of the raft servers in ID order. None of the
+// server lists block: raft has no watch on its configuration, and a list
+// that accepted an index but never woke would mislead.
+func serversPage(servers []*pb.RaftServer, q *pb.QueryOptions, what string) ([]*pb.RaftServer, string, error) {
+	if err := refuseBlocking(q, what, "it is read from raft at request time"); err != nil {
+		return nil, "", err
+	}
+	n, err := perPage(q)
+	if err != nil {
+		return nil, "", err
+	}
+	servers = slices.Clone(servers)
+	slices.SortFunc(servers, func(a, b *pb.RaftServer) int { return strings.Compare(a.GetId(), b.GetId()) })
+	page, next := pageOf(servers, (*pb.RaftServer).GetId, q.GetNextToken(), n, nil)
+	return page, next, nil
 }
 
 // raftServers joins the raft configuration with the servers table.
@@ -182,8 +207,16 @@ func (s *Server) describeServers(conf raft.Configuration) []*pb.RaftServer {
 
 // Members lists every server this one knows, pinging each to tell alive from
 // failed; servers in state but no longer in the raft configuration have left.
-func (e *operatorEndpoint) Members(ctx context.Context, _ *pb.MembersRequest) (*pb.MembersResponse, error) {
+func (e *operatorEndpoint) Members(ctx context.Context, req *pb.MembersRequest) (*pb.MembersResponse, error) {
 	s := e.s
+	q := req.GetQuery()
+	if err := refuseBlocking(q, "members", "liveness is a ping at request time, not replicated state"); err != nil {
+		return nil, err
+	}
+	n, err := perPage(q)
+	if err != nil {
+		return nil, err
+	}
 	inRaft, err := s.raftServers()
 	if err != nil {
 		return nil, err
@@ -205,8 +238,16 @@ func (e *operatorEndpoint) Members(ctx context.Context, _ *pb.MembersRequest) (*
 			byID[m.GetId()] = &pb.Member{Server: m, Status: pb.MemberStatus_MEMBER_STATUS_LEFT}
 		}
 	}
+	// Page before pinging, so a page costs pings of its own servers only.
+	all := make([]*pb.Member, 0, len(byID))
+	for _, m := range byID {
+		all = append(all, m)
+	}
+	slices.SortFunc(all, func(a, b *pb.Member) int { return strings.Compare(a.GetServer().GetId(), b.GetServer().GetId()) })
+	page, next := pageOf(all, func(m *pb.Member) string { return m.GetServer().GetId() }, q.GetNextToken(), n, nil)
 	var wg sync.WaitGroup
-	for id, mem := range byID {
+	for _, mem := range page {
+		id := mem.GetServer().GetId()
 		if mem.GetStatus() == pb.MemberStatus_MEMBER_STATUS_LEFT {
 			continue
 		}
@@ -228,14 +269,9 @@ func (e *operatorEndpoint) Members(ctx context.Context, _ *pb.MembersRequest) (*
 		}()
 	}
 	wg.Wait()
-	resp := &pb.MembersResponse{}
-	for _, m := range byID {
-		resp.Members = append(resp.Members, m)
-	}
-	sort.Slice(resp.Members, func(i, j int) bool {
-		return resp.Members[i].GetServer().GetName() < resp.Members[j].GetServer().GetName()
-	})
-	return resp, nil
+	meta := s.queryMeta(s.raft.AppliedIndex())
+	meta.NextToken = next
+	return &pb.MembersResponse{Members: page, Meta: meta}, nil
 }
 
 // snapshotChunkSize is the payload of one streamed snapshot message.

@@ -33,17 +33,27 @@ func (e *statusEndpoint) Leader(context.Context, *pb.LeaderRequest) (*pb.LeaderR
 	return &pb.LeaderResponse{RpcAddr: addr, Id: id}, nil
 }
 
-func (e *statusEndpoint) Peers(context.Context, *pb.PeersRequest) (*pb.PeersResponse, error) {
+func (e *statusEndpoint) Peers(_ context.Context, req *pb.PeersRequest) (*pb.PeersResponse, error) {
+	q := req.GetQuery()
+	if err := refuseBlocking(q, "peers", "the list is the raft configuration, read at request time"); err != nil {
+		return nil, err
+	}
+	n, err := perPage(q)
+	if err != nil {
+		return nil, err
+	}
 	servers, err := e.s.raftServers()
 	if err != nil {
 		return nil, err
 	}
-	resp := &pb.PeersResponse{}
+	var addrs []string
 	for _, rs := range servers {
 		if rs.GetVoter() && rs.GetRpcAddr() != "" {
-			resp.RpcAddrs = append(resp.RpcAddrs, rs.GetRpcAddr())
+			addrs = append(addrs, rs.GetRpcAddr())
 		}
 	}
-	sort.Strings(resp.RpcAddrs)
+	sort.Strings(addrs)
+	resp := &pb.PeersResponse{Meta: e.s.queryMeta(e.s.raft.AppliedIndex())}
+	resp.RpcAddrs, resp.Meta.NextToken = pageOf(addrs, func(a string) string { return a }, q.GetNextToken(), n, nil)
 	return resp, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"berth.dev/berth/rpc/apijson"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -18,7 +18,7 @@ import (
 )
 
 // devNodeJSON is the node a dev agent registered, exactly as
-// `GET /v1/node/{id}` served it (protojson of pb.Node). Regenerate it
+// `GET /v1/node/{id}` served it (rpc/apijson of pb.Node). Regenerate it
 // whenever the client starts reporting more (drivers, CSI plugins,
 // attributes), from the repository root:
 //
@@ -88,7 +88,7 @@ func stressPayload() payloadSpec {
 // registration carries none.
 func devNode() (*pb.Node, error) {
 	n := &pb.Node{}
-	if err := protojson.Unmarshal(devNodeJSON, n); err != nil {
+	if err := apijson.Unmarshal(devNodeJSON, n); err != nil {
 		return nil, fmt.Errorf("testdata/dev-node.json: %w", err)
 	}
 	if n.GetId() == "" || n.GetName() == "" || n.GetFingerprint() == nil {

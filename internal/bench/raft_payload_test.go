@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/rpc/apijson"
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -73,8 +73,8 @@ func TestDevNodeRejectsWhatIsNotARegisteredNode(t *testing.T) {
 		{"not JSON", `{"id":`, "testdata/dev-node.json"},
 		{"unknown field", `{"id":"x","name":"n","nodes":[]}`, "nodes"},
 		{"a node list", `[{"id":"x"}]`, "testdata/dev-node.json"},
-		{"no fingerprint", `{"id":"6de5a96b-40e7-4ff7-b000-d80b59e177f3","name":"vm","status":"NODE_STATUS_READY"}`, "fingerprint present false"},
-		{"down", `{"id":"6de5a96b-40e7-4ff7-b000-d80b59e177f3","name":"vm","status":"NODE_STATUS_DOWN","fingerprint":{"os":"linux"}}`, "NODE_STATUS_DOWN"},
+		{"no fingerprint", `{"id":"6de5a96b-40e7-4ff7-b000-d80b59e177f3","name":"vm","status":"ready"}`, "fingerprint present false"},
+		{"down", `{"id":"6de5a96b-40e7-4ff7-b000-d80b59e177f3","name":"vm","status":"down","fingerprint":{"os":"linux"}}`, "NODE_STATUS_DOWN"},
 	} {
 		devNodeJSON = []byte(tc.json)
 		_, err := devNode()
@@ -131,7 +131,7 @@ func TestRealPayloadIsTheCapturedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	captured := &pb.Node{}
-	if err := protojson.Unmarshal(devNodeJSON, captured); err != nil {
+	if err := apijson.Unmarshal(devNodeJSON, captured); err != nil {
 		t.Fatal(err)
 	}
 	id := nodeID(42)

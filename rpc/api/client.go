@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
 )
 
@@ -101,6 +101,15 @@ type QueryOptions struct {
 	WaitTime time.Duration
 	// Consistent sends the read to the leader.
 	Consistent bool
+	// PerPage bounds a list's page (0: the agent's default of 100; at most
+	// 1000).
+	PerPage int
+	// NextToken starts a list at this key: the previous page's
+	// QueryMeta.NextToken (or any prefix of a key).
+	NextToken string
+	// Params are further query parameters, such as a list's filters
+	// ({"status": "ready"} for Nodes).
+	Params map[string]string
 }
 
 // QueryMeta is what a read reflects.
@@ -108,6 +117,8 @@ type QueryMeta struct {
 	LastIndex   uint64
 	KnownLeader bool
 	LastContact time.Duration
+	// NextToken starts the next page of a list; "" on the last page.
+	NextToken string
 }
 
 func (q *QueryOptions) values() url.Values {
@@ -123,6 +134,15 @@ func (q *QueryOptions) values() url.Values {
 	}
 	if q.Consistent {
 		v.Set("consistent", "true")
+	}
+	if q.PerPage > 0 {
+		v.Set("per_page", strconv.Itoa(q.PerPage))
+	}
+	if q.NextToken != "" {
+		v.Set("next_token", q.NextToken)
+	}
+	for k, p := range q.Params {
+		v.Set(k, p)
 	}
 	return v
 }
@@ -176,22 +196,56 @@ func decode(r io.Reader, out any) error {
 		return err
 	}
 	if m, ok := out.(proto.Message); ok {
-		return protojson.Unmarshal(b, m)
+		return apijson.Unmarshal(b, m)
 	}
 	return json.Unmarshal(b, out)
 }
 
-// decodeList decodes a JSON array of messages made by newMsg.
-func decodeList[M proto.Message](raw []json.RawMessage, newMsg func() M) ([]M, error) {
-	out := make([]M, 0, len(raw))
-	for i, r := range raw {
-		m := newMsg()
-		if err := protojson.Unmarshal(r, m); err != nil {
-			return nil, fmt.Errorf("item %d: %w", i, err)
-		}
-		out = append(out, m)
+// getList decodes a JSON array of messages made by newMsg.
+func getList[M proto.Message](ctx context.Context, c *Client, path string, q *QueryOptions, newMsg func() M) ([]M, *QueryMeta, error) {
+	resp, err := c.do(ctx, http.MethodGet, path, q.values(), nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, nil
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: reading response: %w", path, err)
+	}
+	out, err := apijson.UnmarshalList(b, newMsg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: decoding response: %w", path, err)
+	}
+	return out, parseMeta(resp.Header), nil
+}
+
+// AllPages follows a list through every page, from q's NextToken on, and
+// returns all items with the last page's meta. q is not modified. Pages
+// are read one after another, each at its own index: an item that changes
+// between two reads shows up as it was when its page was read.
+func AllPages[T any](ctx context.Context, q *QueryOptions, list func(context.Context, *QueryOptions) ([]T, *QueryMeta, error)) ([]T, *QueryMeta, error) {
+	pq := QueryOptions{}
+	if q != nil {
+		pq = *q
+	}
+	var all []T
+	seen := map[string]bool{}
+	for {
+		page, meta, err := list(ctx, &pq)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, page...)
+		if meta.NextToken == "" {
+			return all, meta, nil
+		}
+		// A token must move forward; one seen before would loop forever.
+		if seen[meta.NextToken] || meta.NextToken == pq.NextToken {
+			return nil, nil, fmt.Errorf("api: the agent returned next_token %q twice; stopping", meta.NextToken)
+		}
+		seen[meta.NextToken] = true
+		pq.NextToken = meta.NextToken
+	}
 }
 
 func parseMeta(h http.Header) *QueryMeta {
@@ -201,5 +255,6 @@ func parseMeta(h http.Header) *QueryMeta {
 	if ms, err := strconv.ParseInt(h.Get("X-Berth-LastContact"), 10, 64); err == nil {
 		m.LastContact = time.Duration(ms) * time.Millisecond
 	}
+	m.NextToken = h.Get("X-Berth-NextToken")
 	return m
 }

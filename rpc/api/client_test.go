@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
 )
 
 func TestNewClientAddresses(t *testing.T) {
@@ -76,21 +78,23 @@ func TestQueryOptionsAndMetaHeaders(t *testing.T) {
 		w.Header().Set("X-Berth-Index", "42")
 		w.Header().Set("X-Berth-KnownLeader", "true")
 		w.Header().Set("X-Berth-LastContact", "15")
-		w.Write([]byte(`[{"id":"n1","name":"a","status":"NODE_STATUS_READY"}]`))
+		w.Header().Set("X-Berth-NextToken", "n2")
+		w.Write([]byte(`[{"id":"n1","name":"a","status":"ready","create_index":18446744073709551615}]`))
 	}))
 	defer srv.Close()
 	c, _ := NewClient(srv.URL)
-	nodes, meta, err := c.Nodes(context.Background(), &QueryOptions{WaitIndex: 41, WaitTime: 5 * time.Second, Consistent: true})
+	nodes, meta, err := c.Nodes(context.Background(), &QueryOptions{WaitIndex: 41, WaitTime: 5 * time.Second, Consistent: true,
+		PerPage: 2, NextToken: "n0", Params: map[string]string{"status": "ready"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gotQuery != "consistent=true&index=41&wait=5s" {
+	if gotQuery != "consistent=true&index=41&next_token=n0&per_page=2&status=ready&wait=5s" {
 		t.Fatalf("query sent = %q", gotQuery)
 	}
-	if len(nodes) != 1 || nodes[0].GetId() != "n1" || nodes[0].GetStatus().String() != "NODE_STATUS_READY" {
+	if len(nodes) != 1 || nodes[0].GetId() != "n1" || nodes[0].GetStatus() != pb.NodeStatus_NODE_STATUS_READY || nodes[0].GetCreateIndex() != math.MaxUint64 {
 		t.Fatalf("nodes = %v", nodes)
 	}
-	if meta.LastIndex != 42 || !meta.KnownLeader || meta.LastContact != 15*time.Millisecond {
+	if meta.LastIndex != 42 || !meta.KnownLeader || meta.LastContact != 15*time.Millisecond || meta.NextToken != "n2" {
 		t.Fatalf("meta = %+v", meta)
 	}
 }
@@ -112,5 +116,47 @@ func TestSnapshotSaveStreamsTheBody(t *testing.T) {
 	}
 	if _, err := c.RemovePeer(context.Background(), ""); err == nil || !strings.Contains(err.Error(), "needs") {
 		t.Fatalf("RemovePeer without a peer: %v", err)
+	}
+}
+
+func TestAllPagesFollowsNextToken(t *testing.T) {
+	var tokens []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.URL.Query().Get("next_token")
+		tokens = append(tokens, tok)
+		if r.URL.Query().Get("per_page") != "2" || r.URL.Query().Get("status") != "down" {
+			t.Errorf("query %s lost the page size or filter", r.URL.RawQuery)
+		}
+		switch tok {
+		case "":
+			w.Header().Set("X-Berth-NextToken", "c")
+			fmt.Fprint(w, `[{"id":"a"},{"id":"b"}]`)
+		case "c":
+			w.Header().Set("X-Berth-NextToken", "e")
+			fmt.Fprint(w, `[{"id":"c"},{"id":"d"}]`)
+		case "e":
+			fmt.Fprint(w, `[{"id":"e"}]`)
+		case "loop":
+			w.Header().Set("X-Berth-NextToken", "loop")
+			fmt.Fprint(w, `[]`)
+		}
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL)
+	q := &QueryOptions{PerPage: 2, Params: map[string]string{"status": "down"}}
+	nodes, meta, err := AllPages(context.Background(), q, c.Nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes {
+		ids = append(ids, n.GetId())
+	}
+	if strings.Join(ids, ",") != "a,b,c,d,e" || strings.Join(tokens, ",") != ",c,e" || meta.NextToken != "" || q.NextToken != "" {
+		t.Fatalf("ids %v, tokens %q, meta %+v, q %+v", ids, tokens, meta, q)
+	}
+	q.NextToken = "loop"
+	if _, _, err := AllPages(context.Background(), q, c.Nodes); err == nil || !strings.Contains(err.Error(), `next_token "loop" twice`) {
+		t.Fatalf("a token that does not advance: %v", err)
 	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,11 +17,12 @@ func (c *Client) Leader(ctx context.Context) (string, error) {
 	return out, err
 }
 
-// Peers returns the voters' RPC addresses.
-func (c *Client) Peers(ctx context.Context) ([]string, error) {
+// Peers returns one page of the voters' RPC addresses, sorted (NextToken:
+// an address).
+func (c *Client) Peers(ctx context.Context, q *QueryOptions) ([]string, *QueryMeta, error) {
 	var out []string
-	_, err := c.getJSON(ctx, "/v1/status/peers", nil, &out)
-	return out, err
+	meta, err := c.getJSON(ctx, "/v1/status/peers", q.values(), &out)
+	return out, meta, err
 }
 
 // AgentSelf describes the agent the client talks to.
@@ -32,24 +32,15 @@ func (c *Client) AgentSelf(ctx context.Context) (*pb.AgentSelf, error) {
 	return out, err
 }
 
-// Members lists the servers with their liveness.
-func (c *Client) Members(ctx context.Context) ([]*pb.Member, error) {
-	var raw []json.RawMessage
-	if _, err := c.getJSON(ctx, "/v1/agent/members", nil, &raw); err != nil {
-		return nil, err
-	}
-	return decodeList(raw, func() *pb.Member { return &pb.Member{} })
+// Members returns one page of the servers with their liveness, by server ID.
+func (c *Client) Members(ctx context.Context, q *QueryOptions) ([]*pb.Member, *QueryMeta, error) {
+	return getList(ctx, c, "/v1/agent/members", q, func() *pb.Member { return &pb.Member{} })
 }
 
-// Nodes lists the registered nodes.
+// Nodes returns one page of the registered nodes in ID order; q.Params
+// may filter ({"status": "ready"}). AllPages(ctx, q, c.Nodes) reads them all.
 func (c *Client) Nodes(ctx context.Context, q *QueryOptions) ([]*pb.Node, *QueryMeta, error) {
-	var raw []json.RawMessage
-	meta, err := c.getJSON(ctx, "/v1/nodes", q.values(), &raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	nodes, err := decodeList(raw, func() *pb.Node { return &pb.Node{} })
-	return nodes, meta, err
+	return getList(ctx, c, "/v1/nodes", q, func() *pb.Node { return &pb.Node{} })
 }
 
 // Node returns one node by ID.
@@ -62,11 +53,15 @@ func (c *Client) Node(ctx context.Context, id string, q *QueryOptions) (*pb.Node
 	return out, meta, nil
 }
 
-// RaftConfiguration returns the raft configuration.
-func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*pb.RaftConfigurationResponse, error) {
+// RaftConfiguration returns the raft configuration with one page of its
+// servers, by server ID.
+func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*pb.RaftConfigurationResponse, *QueryMeta, error) {
 	out := &pb.RaftConfigurationResponse{}
-	_, err := c.getJSON(ctx, "/v1/operator/raft/configuration", q.values(), out)
-	return out, err
+	meta, err := c.getJSON(ctx, "/v1/operator/raft/configuration", q.values(), out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, meta, nil
 }
 
 // RemovePeer removes a server (force-leave) named by its ID, name or RPC

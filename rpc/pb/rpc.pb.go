@@ -83,7 +83,13 @@ type QueryOptions struct {
 	MaxWaitMs int64                  `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	// consistent reads are forwarded to the leader, which confirms its
 	// leadership before answering.
-	Consistent    bool `protobuf:"varint,3,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	Consistent bool `protobuf:"varint,3,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	// per_page bounds how many items a list returns (0: the server's default;
+	// more than its maximum is refused with InvalidArgument).
+	PerPage uint32 `protobuf:"varint,4,opt,name=per_page,json=perPage,proto3" json:"per_page,omitempty"`
+	// next_token starts a list at the first item whose key sorts at or after
+	// it: the next_token of the previous page's QueryMeta, or any prefix.
+	NextToken     string `protobuf:"bytes,5,opt,name=next_token,json=nextToken,proto3" json:"next_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,6 +145,20 @@ func (x *QueryOptions) GetConsistent() bool {
 	return false
 }
 
+func (x *QueryOptions) GetPerPage() uint32 {
+	if x != nil {
+		return x.PerPage
+	}
+	return 0
+}
+
+func (x *QueryOptions) GetNextToken() string {
+	if x != nil {
+		return x.NextToken
+	}
+	return ""
+}
+
 // QueryMeta tells what a read reflects.
 type QueryMeta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -149,7 +169,10 @@ type QueryMeta struct {
 	// leader; 0 on the leader.
 	LastContactMs int64 `protobuf:"varint,3,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
 	// served_by is the ID of the server that answered.
-	ServedBy      string `protobuf:"bytes,4,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	ServedBy string `protobuf:"bytes,4,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	// next_token is the key of the first item of the next page of a list;
+	// empty on the last page.
+	NextToken     string `protobuf:"bytes,5,opt,name=next_token,json=nextToken,proto3" json:"next_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +231,13 @@ func (x *QueryMeta) GetLastContactMs() int64 {
 func (x *QueryMeta) GetServedBy() string {
 	if x != nil {
 		return x.ServedBy
+	}
+	return ""
+}
+
+func (x *QueryMeta) GetNextToken() string {
+	if x != nil {
+		return x.NextToken
 	}
 	return ""
 }
@@ -472,7 +502,10 @@ func (x *LeaderResponse) GetId() string {
 }
 
 type PeersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// query pages the list (per_page, next_token: an RPC address); Peers
+	// does not block.
+	Query         *QueryOptions `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -507,10 +540,18 @@ func (*PeersRequest) Descriptor() ([]byte, []int) {
 	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{7}
 }
 
+func (x *PeersRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
 type PeersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// rpc_addrs of the voters.
-	RpcAddrs      []string `protobuf:"bytes,1,rep,name=rpc_addrs,json=rpcAddrs,proto3" json:"rpc_addrs,omitempty"`
+	// rpc_addrs of the voters, sorted.
+	RpcAddrs      []string   `protobuf:"bytes,1,rep,name=rpc_addrs,json=rpcAddrs,proto3" json:"rpc_addrs,omitempty"`
+	Meta          *QueryMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +589,13 @@ func (*PeersResponse) Descriptor() ([]byte, []int) {
 func (x *PeersResponse) GetRpcAddrs() []string {
 	if x != nil {
 		return x.RpcAddrs
+	}
+	return nil
+}
+
+func (x *PeersResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
 	}
 	return nil
 }
@@ -754,8 +802,10 @@ func (x *RemovePeerResponse) GetRemovedId() string {
 }
 
 type RaftConfigurationRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Query         *QueryOptions          `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// query pages the servers (next_token: a server ID) and may ask for a
+	// consistent read; the configuration does not block.
+	Query         *QueryOptions `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,10 +932,11 @@ func (x *RaftServer) GetVoter() bool {
 }
 
 type RaftConfigurationResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Servers       []*RaftServer          `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Meta          *QueryMeta             `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// servers sorted by ID.
+	Servers       []*RaftServer `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	Index         uint64        `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Meta          *QueryMeta    `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -942,7 +993,10 @@ func (x *RaftConfigurationResponse) GetMeta() *QueryMeta {
 }
 
 type MembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// query pages the list (per_page, next_token: a server ID); Members pings
+	// the servers at request time and does not block.
+	Query         *QueryOptions `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -975,6 +1029,13 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
 	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *MembersRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
 }
 
 type Member struct {
@@ -1046,8 +1107,10 @@ func (x *Member) GetVoter() bool {
 }
 
 type MembersResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// members sorted by server ID.
+	Members       []*Member  `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	Meta          *QueryMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1085,6 +1148,13 @@ func (*MembersResponse) Descriptor() ([]byte, []int) {
 func (x *MembersResponse) GetMembers() []*Member {
 	if x != nil {
 		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
 	}
 	return nil
 }
@@ -1415,8 +1485,11 @@ func (x *NodeHeartbeatResponse) GetServers() []string {
 }
 
 type NodeListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Query         *QueryOptions          `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// query pages the list (next_token: a node ID) and may block.
+	Query *QueryOptions `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// status keeps only nodes with that status; UNSPECIFIED keeps all.
+	Status        NodeStatus `protobuf:"varint,2,opt,name=status,proto3,enum=berth.v1.NodeStatus" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1456,6 +1529,13 @@ func (x *NodeListRequest) GetQuery() *QueryOptions {
 		return x.Query
 	}
 	return nil
+}
+
+func (x *NodeListRequest) GetStatus() NodeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return NodeStatus_NODE_STATUS_UNSPECIFIED
 }
 
 type NodeListResponse struct {
@@ -1618,18 +1698,23 @@ var File_berth_v1_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\n" +
-	"\x12berth/v1/rpc.proto\x12\bberth.v1\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"k\n" +
+	"\x12berth/v1/rpc.proto\x12\bberth.v1\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"\xa5\x01\n" +
 	"\fQueryOptions\x12\x1b\n" +
 	"\tmin_index\x18\x01 \x01(\x04R\bminIndex\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x02 \x01(\x03R\tmaxWaitMs\x12\x1e\n" +
 	"\n" +
 	"consistent\x18\x03 \x01(\bR\n" +
-	"consistent\"\x89\x01\n" +
+	"consistent\x12\x19\n" +
+	"\bper_page\x18\x04 \x01(\rR\aperPage\x12\x1d\n" +
+	"\n" +
+	"next_token\x18\x05 \x01(\tR\tnextToken\"\xa8\x01\n" +
 	"\tQueryMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fknown_leader\x18\x02 \x01(\bR\vknownLeader\x12&\n" +
 	"\x0flast_contact_ms\x18\x03 \x01(\x03R\rlastContactMs\x12\x1b\n" +
-	"\tserved_by\x18\x04 \x01(\tR\bservedBy\"!\n" +
+	"\tserved_by\x18\x04 \x01(\tR\bservedBy\x12\x1d\n" +
+	"\n" +
+	"next_token\x18\x05 \x01(\tR\tnextToken\"!\n" +
 	"\tWriteMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"9\n" +
 	"\vPingRequest\x12*\n" +
@@ -1643,10 +1728,12 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\rLeaderRequest\";\n" +
 	"\x0eLeaderResponse\x12\x19\n" +
 	"\brpc_addr\x18\x01 \x01(\tR\arpcAddr\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x0e\n" +
-	"\fPeersRequest\",\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"<\n" +
+	"\fPeersRequest\x12,\n" +
+	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"U\n" +
 	"\rPeersResponse\x12\x1b\n" +
-	"\trpc_addrs\x18\x01 \x03(\tR\brpcAddrs\"=\n" +
+	"\trpc_addrs\x18\x01 \x03(\tR\brpcAddrs\x12'\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"=\n" +
 	"\vJoinRequest\x12.\n" +
 	"\x06server\x18\x01 \x01(\v2\x16.berth.v1.ServerMemberR\x06server\"7\n" +
 	"\fJoinResponse\x12'\n" +
@@ -1672,15 +1759,17 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x19RaftConfigurationResponse\x12.\n" +
 	"\aservers\x18\x01 \x03(\v2\x14.berth.v1.RaftServerR\aservers\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\x10\n" +
-	"\x0eMembersRequest\"\x96\x01\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\">\n" +
+	"\x0eMembersRequest\x12,\n" +
+	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"\x96\x01\n" +
 	"\x06Member\x12.\n" +
 	"\x06server\x18\x01 \x01(\v2\x16.berth.v1.ServerMemberR\x06server\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.berth.v1.MemberStatusR\x06status\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x14\n" +
-	"\x05voter\x18\x04 \x01(\bR\x05voter\"=\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"f\n" +
 	"\x0fMembersResponse\x12*\n" +
-	"\amembers\x18\x01 \x03(\v2\x10.berth.v1.MemberR\amembers\"\x15\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.berth.v1.MemberR\amembers\x12'\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\x15\n" +
 	"\x13SnapshotSaveRequest\"#\n" +
 	"\rSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"B\n" +
@@ -1696,9 +1785,10 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"[\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x01 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
-	"\aservers\x18\x02 \x03(\tR\aservers\"?\n" +
+	"\aservers\x18\x02 \x03(\tR\aservers\"m\n" +
 	"\x0fNodeListRequest\x12,\n" +
-	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"a\n" +
+	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12,\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\"a\n" +
 	"\x10NodeListResponse\x12$\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x0e.berth.v1.NodeR\x05nodes\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"W\n" +
@@ -1779,60 +1869,66 @@ var file_berth_v1_rpc_proto_goTypes = []any{
 	(*NodeGetResponse)(nil),           // 30: berth.v1.NodeGetResponse
 	(*ServerMember)(nil),              // 31: berth.v1.ServerMember
 	(*Node)(nil),                      // 32: berth.v1.Node
+	(NodeStatus)(0),                   // 33: berth.v1.NodeStatus
 }
 var file_berth_v1_rpc_proto_depIdxs = []int32{
 	31, // 0: berth.v1.PingRequest.from:type_name -> berth.v1.ServerMember
 	31, // 1: berth.v1.PingResponse.server:type_name -> berth.v1.ServerMember
 	31, // 2: berth.v1.PingResponse.known:type_name -> berth.v1.ServerMember
-	31, // 3: berth.v1.JoinRequest.server:type_name -> berth.v1.ServerMember
-	3,  // 4: berth.v1.JoinResponse.meta:type_name -> berth.v1.WriteMeta
-	3,  // 5: berth.v1.RemovePeerResponse.meta:type_name -> berth.v1.WriteMeta
-	1,  // 6: berth.v1.RaftConfigurationRequest.query:type_name -> berth.v1.QueryOptions
-	15, // 7: berth.v1.RaftConfigurationResponse.servers:type_name -> berth.v1.RaftServer
-	2,  // 8: berth.v1.RaftConfigurationResponse.meta:type_name -> berth.v1.QueryMeta
-	31, // 9: berth.v1.Member.server:type_name -> berth.v1.ServerMember
-	0,  // 10: berth.v1.Member.status:type_name -> berth.v1.MemberStatus
-	18, // 11: berth.v1.MembersResponse.members:type_name -> berth.v1.Member
-	3,  // 12: berth.v1.SnapshotRestoreResponse.meta:type_name -> berth.v1.WriteMeta
-	32, // 13: berth.v1.NodeRegisterRequest.node:type_name -> berth.v1.Node
-	3,  // 14: berth.v1.NodeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
-	1,  // 15: berth.v1.NodeListRequest.query:type_name -> berth.v1.QueryOptions
-	32, // 16: berth.v1.NodeListResponse.nodes:type_name -> berth.v1.Node
-	2,  // 17: berth.v1.NodeListResponse.meta:type_name -> berth.v1.QueryMeta
-	1,  // 18: berth.v1.NodeGetRequest.query:type_name -> berth.v1.QueryOptions
-	32, // 19: berth.v1.NodeGetResponse.node:type_name -> berth.v1.Node
-	2,  // 20: berth.v1.NodeGetResponse.meta:type_name -> berth.v1.QueryMeta
-	4,  // 21: berth.v1.Status.Ping:input_type -> berth.v1.PingRequest
-	6,  // 22: berth.v1.Status.Leader:input_type -> berth.v1.LeaderRequest
-	8,  // 23: berth.v1.Status.Peers:input_type -> berth.v1.PeersRequest
-	10, // 24: berth.v1.Operator.Join:input_type -> berth.v1.JoinRequest
-	12, // 25: berth.v1.Operator.RemovePeer:input_type -> berth.v1.RemovePeerRequest
-	14, // 26: berth.v1.Operator.RaftConfiguration:input_type -> berth.v1.RaftConfigurationRequest
-	17, // 27: berth.v1.Operator.Members:input_type -> berth.v1.MembersRequest
-	20, // 28: berth.v1.Operator.SnapshotSave:input_type -> berth.v1.SnapshotSaveRequest
-	21, // 29: berth.v1.Operator.SnapshotRestore:input_type -> berth.v1.SnapshotChunk
-	23, // 30: berth.v1.Nodes.Register:input_type -> berth.v1.NodeRegisterRequest
-	25, // 31: berth.v1.Nodes.Heartbeat:input_type -> berth.v1.NodeHeartbeatRequest
-	27, // 32: berth.v1.Nodes.List:input_type -> berth.v1.NodeListRequest
-	29, // 33: berth.v1.Nodes.Get:input_type -> berth.v1.NodeGetRequest
-	5,  // 34: berth.v1.Status.Ping:output_type -> berth.v1.PingResponse
-	7,  // 35: berth.v1.Status.Leader:output_type -> berth.v1.LeaderResponse
-	9,  // 36: berth.v1.Status.Peers:output_type -> berth.v1.PeersResponse
-	11, // 37: berth.v1.Operator.Join:output_type -> berth.v1.JoinResponse
-	13, // 38: berth.v1.Operator.RemovePeer:output_type -> berth.v1.RemovePeerResponse
-	16, // 39: berth.v1.Operator.RaftConfiguration:output_type -> berth.v1.RaftConfigurationResponse
-	19, // 40: berth.v1.Operator.Members:output_type -> berth.v1.MembersResponse
-	21, // 41: berth.v1.Operator.SnapshotSave:output_type -> berth.v1.SnapshotChunk
-	22, // 42: berth.v1.Operator.SnapshotRestore:output_type -> berth.v1.SnapshotRestoreResponse
-	24, // 43: berth.v1.Nodes.Register:output_type -> berth.v1.NodeRegisterResponse
-	26, // 44: berth.v1.Nodes.Heartbeat:output_type -> berth.v1.NodeHeartbeatResponse
-	28, // 45: berth.v1.Nodes.List:output_type -> berth.v1.NodeListResponse
-	30, // 46: berth.v1.Nodes.Get:output_type -> berth.v1.NodeGetResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	1,  // 3: berth.v1.PeersRequest.query:type_name -> berth.v1.QueryOptions
+	2,  // 4: berth.v1.PeersResponse.meta:type_name -> berth.v1.QueryMeta
+	31, // 5: berth.v1.JoinRequest.server:type_name -> berth.v1.ServerMember
+	3,  // 6: berth.v1.JoinResponse.meta:type_name -> berth.v1.WriteMeta
+	3,  // 7: berth.v1.RemovePeerResponse.meta:type_name -> berth.v1.WriteMeta
+	1,  // 8: berth.v1.RaftConfigurationRequest.query:type_name -> berth.v1.QueryOptions
+	15, // 9: berth.v1.RaftConfigurationResponse.servers:type_name -> berth.v1.RaftServer
+	2,  // 10: berth.v1.RaftConfigurationResponse.meta:type_name -> berth.v1.QueryMeta
+	1,  // 11: berth.v1.MembersRequest.query:type_name -> berth.v1.QueryOptions
+	31, // 12: berth.v1.Member.server:type_name -> berth.v1.ServerMember
+	0,  // 13: berth.v1.Member.status:type_name -> berth.v1.MemberStatus
+	18, // 14: berth.v1.MembersResponse.members:type_name -> berth.v1.Member
+	2,  // 15: berth.v1.MembersResponse.meta:type_name -> berth.v1.QueryMeta
+	3,  // 16: berth.v1.SnapshotRestoreResponse.meta:type_name -> berth.v1.WriteMeta
+	32, // 17: berth.v1.NodeRegisterRequest.node:type_name -> berth.v1.Node
+	3,  // 18: berth.v1.NodeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
+	1,  // 19: berth.v1.NodeListRequest.query:type_name -> berth.v1.QueryOptions
+	33, // 20: berth.v1.NodeListRequest.status:type_name -> berth.v1.NodeStatus
+	32, // 21: berth.v1.NodeListResponse.nodes:type_name -> berth.v1.Node
+	2,  // 22: berth.v1.NodeListResponse.meta:type_name -> berth.v1.QueryMeta
+	1,  // 23: berth.v1.NodeGetRequest.query:type_name -> berth.v1.QueryOptions
+	32, // 24: berth.v1.NodeGetResponse.node:type_name -> berth.v1.Node
+	2,  // 25: berth.v1.NodeGetResponse.meta:type_name -> berth.v1.QueryMeta
+	4,  // 26: berth.v1.Status.Ping:input_type -> berth.v1.PingRequest
+	6,  // 27: berth.v1.Status.Leader:input_type -> berth.v1.LeaderRequest
+	8,  // 28: berth.v1.Status.Peers:input_type -> berth.v1.PeersRequest
+	10, // 29: berth.v1.Operator.Join:input_type -> berth.v1.JoinRequest
+	12, // 30: berth.v1.Operator.RemovePeer:input_type -> berth.v1.RemovePeerRequest
+	14, // 31: berth.v1.Operator.RaftConfiguration:input_type -> berth.v1.RaftConfigurationRequest
+	17, // 32: berth.v1.Operator.Members:input_type -> berth.v1.MembersRequest
+	20, // 33: berth.v1.Operator.SnapshotSave:input_type -> berth.v1.SnapshotSaveRequest
+	21, // 34: berth.v1.Operator.SnapshotRestore:input_type -> berth.v1.SnapshotChunk
+	23, // 35: berth.v1.Nodes.Register:input_type -> berth.v1.NodeRegisterRequest
+	25, // 36: berth.v1.Nodes.Heartbeat:input_type -> berth.v1.NodeHeartbeatRequest
+	27, // 37: berth.v1.Nodes.List:input_type -> berth.v1.NodeListRequest
+	29, // 38: berth.v1.Nodes.Get:input_type -> berth.v1.NodeGetRequest
+	5,  // 39: berth.v1.Status.Ping:output_type -> berth.v1.PingResponse
+	7,  // 40: berth.v1.Status.Leader:output_type -> berth.v1.LeaderResponse
+	9,  // 41: berth.v1.Status.Peers:output_type -> berth.v1.PeersResponse
+	11, // 42: berth.v1.Operator.Join:output_type -> berth.v1.JoinResponse
+	13, // 43: berth.v1.Operator.RemovePeer:output_type -> berth.v1.RemovePeerResponse
+	16, // 44: berth.v1.Operator.RaftConfiguration:output_type -> berth.v1.RaftConfigurationResponse
+	19, // 45: berth.v1.Operator.Members:output_type -> berth.v1.MembersResponse
+	21, // 46: berth.v1.Operator.SnapshotSave:output_type -> berth.v1.SnapshotChunk
+	22, // 47: berth.v1.Operator.SnapshotRestore:output_type -> berth.v1.SnapshotRestoreResponse
+	24, // 48: berth.v1.Nodes.Register:output_type -> berth.v1.NodeRegisterResponse
+	26, // 49: berth.v1.Nodes.Heartbeat:output_type -> berth.v1.NodeHeartbeatResponse
+	28, // 50: berth.v1.Nodes.List:output_type -> berth.v1.NodeListResponse
+	30, // 51: berth.v1.Nodes.Get:output_type -> berth.v1.NodeGetResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_rpc_proto_init() }

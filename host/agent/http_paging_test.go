@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/apijson"
+	"berth.dev/berth/rpc/pb"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/api/*.golden")
+
+// applyNodes registers count synthetic nodes straight through the agent's
+// raft (no heartbeat timers, so none changes status during the test), from many
+// goroutines so raft batches them; every
+// third is down. It returns all node IDs in the cluster, sorted.
+func applyNodes(t *testing.T, a *Agent, count int) []string {
+	t.Helper()
+	r := a.Server().Raft()
+	// raft's leader loop batches the applies waiting when it takes one, so
+	// they come from many goroutines at once: one sender would commit (and
+	// fsync) one entry at a time.
+	var wg sync.WaitGroup
+	errs := make(chan error, count)
+	senders := make(chan struct{}, 128)
+	for i := range count {
+		n := &pb.Node{Id: fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i), Name: fmt.Sprintf("synthetic-%d", i),
+			Status: pb.NodeStatus_NODE_STATUS_READY}
+		if i%3 == 0 {
+			n.Status = pb.NodeStatus_NODE_STATUS_DOWN
+		}
+		buf, err := fsm.Encode(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		senders <- struct{}{}
+		go func() {
+			defer func() { <-senders; wg.Done() }()
+			if err := r.Apply(buf, 30*time.Second).Error(); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	nodes, err := a.Server().State().Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.GetId()
+	}
+	return ids
+}
+
+func TestNodeListIsPagedAndFiltered(t *testing.T) {
+	a := testAgent(t)
+	ids := applyNodes(t, a, 250)
+	if len(ids) != 251 {
+		t.Fatalf("%d nodes in state, want 251", len(ids))
+	}
+
+	// The default page is 100 nodes, with the next page's first ID.
+	r := do(t, a, "GET", "/v1/nodes", nil)
+	first, err := apijson.UnmarshalList(r.body, func() *pb.Node { return &pb.Node{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 100 || first[0].GetId() != ids[0] || r.header.Get(HeaderNextToken) != ids[100] {
+		t.Fatalf("first page: %d nodes, next token %q (want 100, %s)", len(first), r.header.Get(HeaderNextToken), ids[100])
+	}
+
+	// Following the tokens visits every node once, in order, for each filter.
+	for filter, want := range map[string]func(*pb.Node) bool{
+		"":              func(*pb.Node) bool { return true },
+		"&status=down":  func(n *pb.Node) bool { return n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN },
+		"&status=ready": func(n *pb.Node) bool { return n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY },
+	} {
+		var got, wantIDs []string
+		for _, id := range ids {
+			n, _ := a.Server().State().NodeByID(nil, id)
+			if want(n) {
+				wantIDs = append(wantIDs, id)
+			}
+		}
+		token, pages := "", 0
+		for {
+			r := do(t, a, "GET", "/v1/nodes?per_page=40&next_token="+token+filter, nil)
+			page, err := apijson.UnmarshalList(r.body, func() *pb.Node { return &pb.Node{} })
+			if err != nil || r.status != 200 {
+				t.Fatalf("%s: %d %v %s", filter, r.status, err, r.body)
+			}
+			for _, n := range page {
+				if !want(n) {
+					t.Fatalf("%s: node %s is %s", filter, n.GetId(), n.GetStatus())
+				}
+				got = append(got, n.GetId())
+			}
+			pages++
+			if token = r.header.Get(HeaderNextToken); token == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, wantIDs) || pages != (len(wantIDs)+39)/40 {
+			t.Fatalf("filter %q: %d nodes in %d pages, want %d", filter, len(got), pages, len(wantIDs))
+		}
+	}
+
+	do(t, a, "GET", "/v1/nodes?status=redy", nil).wantError(t, 400, "invalid_argument", `status="redy": must be one of ready, down`)
+	do(t, a, "GET", "/v1/nodes?status=unspecified", nil).wantError(t, 400, "invalid_argument", "must be one of ready, down")
+	do(t, a, "GET", "/v1/nodes?per_page=1001", nil).wantError(t, 400, "invalid_argument", `per_page="1001": must be an integer from 1 to 1000`)
+	do(t, a, "GET", "/v1/nodes?per_page=0", nil).wantError(t, 400, "invalid_argument", `per_page="0"`)
+	do(t, a, "GET", "/v1/nodes?per_page=ten", nil).wantError(t, 400, "invalid_argument", `per_page="ten"`)
+}
+
+func TestServerListsArePagedAndDoNotBlock(t *testing.T) {
+	a := testAgent(t)
+	r := do(t, a, "GET", "/v1/agent/members?per_page=1", nil)
+	members, err := apijson.UnmarshalList(r.body, func() *pb.Member { return &pb.Member{} })
+	if err != nil || len(members) != 1 || members[0].GetStatus() != pb.MemberStatus_MEMBER_STATUS_ALIVE || r.header.Get(HeaderNextToken) != "" {
+		t.Fatalf("members: %v %v next %q", members, err, r.header.Get(HeaderNextToken))
+	}
+	r = do(t, a, "GET", "/v1/operator/raft/configuration?per_page=1", nil)
+	conf := &pb.RaftConfigurationResponse{}
+	if err := apijson.Unmarshal(r.body, conf); err != nil || len(conf.GetServers()) != 1 || !conf.GetServers()[0].GetLeader() {
+		t.Fatalf("raft configuration: %v %s", err, r.body)
+	}
+	for _, path := range []string{"/v1/agent/members", "/v1/status/peers", "/v1/operator/raft/configuration"} {
+		do(t, a, "GET", path+"?index=3&wait=1s", nil).wantError(t, 400, "invalid_argument", "does not support blocking queries")
+		do(t, a, "GET", path+"?per_page=5000", nil).wantError(t, 400, "invalid_argument", "per_page")
+	}
+}
+
+// TestResponseBodiesGolden pins what curl shows for the endpoints whose
+// bodies are not messages (leader, peers) and for an error, with the
+// agent's random address replaced by ADDR.
+func TestResponseBodiesGolden(t *testing.T) {
+	a := testAgent(t)
+	for name, path := range map[string]string{
+		"leader":      "/v1/status/leader",
+		"peers":       "/v1/status/peers",
+		"error":       "/v1/node/00000000-0000-4000-8000-000000000000",
+		"bad_request": "/v1/nodes?status=redy",
+	} {
+		body := do(t, a, "GET", path, nil).body
+		body = bytes.ReplaceAll(body, []byte(a.rpcAddrs[0]), []byte("ADDR"))
+		file := filepath.Join("testdata", "api", name+".golden")
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatalf("%v (go test -update creates it)", err)
+		}
+		if !bytes.Equal(body, want) {
+			t.Errorf("%s: body differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, file, body, want)
+		}
+	}
+	if strings.Contains(string(do(t, a, "GET", "/v1/nodes", nil).body), "NODE_STATUS") {
+		t.Error("the node list still shows proto enum names")
+	}
+}

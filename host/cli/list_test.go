@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/agent"
+	"berth.dev/berth/rpc/apijson"
+	"berth.dev/berth/rpc/pb"
+)
+
+// registerNodes applies count NodeRegister commands straight to the agent's
+// raft, from many goroutines so raft batches them (heartbeat timers are not
+// armed for them, so no status changes during the test); every third node
+// is down. It returns every node in state, in ID order.
+func registerNodes(t *testing.T, a *agent.Agent, count int) []*pb.Node {
+	t.Helper()
+	r := a.Server().Raft()
+	// raft's leader loop batches the applies waiting when it takes one, so
+	// they come from many goroutines at once: one sender would commit (and
+	// fsync) one entry at a time.
+	var wg sync.WaitGroup
+	errs := make(chan error, count)
+	senders := make(chan struct{}, 128)
+	for i := range count {
+		n := &pb.Node{Id: fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i), Name: fmt.Sprintf("synthetic-%d", i),
+			Status: pb.NodeStatus_NODE_STATUS_READY, HttpAddr: "10.1.0.1:7646"}
+		if i%3 == 0 {
+			n.Status = pb.NodeStatus_NODE_STATUS_DOWN
+		}
+		buf, err := fsm.Encode(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		senders <- struct{}{}
+		go func() {
+			defer func() { <-senders; wg.Done() }()
+			if err := r.Apply(buf, time.Minute).Error(); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	nodes, err := a.Server().State().Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != count+1 {
+		t.Fatalf("%d nodes in state, want %d", len(nodes), count+1)
+	}
+	return nodes
+}
+
+// httpPages reads /v1/nodes page by page and returns the IDs in the order
+// the pages gave them.
+func httpPages(t *testing.T, a *agent.Agent, query string) (ids []string, pages int) {
+	t.Helper()
+	token := ""
+	for {
+		resp, err := http.Get("http://" + a.HTTPAddr() + "/v1/nodes?per_page=1000&next_token=" + token + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET /v1/nodes: %d %v %.200s", resp.StatusCode, err, body)
+		}
+		page, err := apijson.UnmarshalList(body, func() *pb.Node { return &pb.Node{} })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 1000 {
+			t.Fatalf("page of %d nodes", len(page))
+		}
+		for _, n := range page {
+			ids = append(ids, n.GetId())
+		}
+		pages++
+		if token = resp.Header.Get(agent.HeaderNextToken); token == "" {
+			return ids, pages
+		}
+	}
+}
+
+func TestTenThousandNodesListThroughAPIAndCLI(t *testing.T) {
+	a := startAgent(t)
+	t.Setenv("BERTH_ADDR", "http://"+a.HTTPAddr())
+	start := time.Now()
+	nodes := registerNodes(t, a, 10_000)
+	t.Logf("registered 10,000 nodes in %s", time.Since(start))
+	start = time.Now()
+	var all, down, ready []string
+	for _, n := range nodes {
+		all = append(all, n.GetId())
+		if n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN {
+			down = append(down, n.GetId())
+		} else {
+			ready = append(ready, n.GetId())
+		}
+	}
+	if !slices.IsSorted(all) || len(down) != 3334 {
+		t.Fatalf("fixture: sorted %v, %d down", slices.IsSorted(all), len(down))
+	}
+
+	// The HTTP API: every node exactly once, in order, per filter.
+	for _, c := range []struct {
+		query     string
+		want      []string
+		wantPages int
+	}{{"", all, 11}, {"&status=down", down, 4}, {"&status=ready", ready, 7}} {
+		got, pages := httpPages(t, a, c.query)
+		if !slices.Equal(got, c.want) || pages != c.wantPages {
+			t.Fatalf("/v1/nodes%s: %d nodes in %d pages, want %d in %d", c.query, len(got), pages, len(c.want), c.wantPages)
+		}
+	}
+
+	t.Logf("listed them three times over HTTP in %s", time.Since(start))
+	start = time.Now()
+	// The CLI follows the pages: a row per node, and one JSON array.
+	code, out, errOut := berth(t, "node", "status")
+	if code != 0 {
+		t.Fatalf("node status: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != len(all)+1 || !strings.HasPrefix(lines[0], "ID") {
+		t.Fatalf("node status printed %d lines, want a header and %d rows", len(lines), len(all))
+	}
+	for i, id := range all {
+		if !strings.HasPrefix(lines[i+1], id[:8]+" ") {
+			t.Fatalf("row %d is %q, want node %s", i+1, lines[i+1], id)
+		}
+	}
+	code, out, errOut = berth(t, "node", "status", "-json")
+	if code != 0 {
+		t.Fatalf("node status -json: exit %d: %s", code, errOut)
+	}
+	var items []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &items); err != nil {
+		t.Fatalf("node status -json is not one JSON array: %v", err)
+	}
+	if len(items) != len(all) {
+		t.Fatalf("node status -json has %d items, want %d", len(items), len(all))
+	}
+	for i, it := range items {
+		if it.ID != all[i] || (it.Status != "ready" && it.Status != "down") {
+			t.Fatalf("item %d = %+v, want node %s", i, it, all[i])
+		}
+	}
+
+	t.Logf("CLI table and -json in %s", time.Since(start))
+	// A prefix lookup reads only the nodes with that prefix.
+	code, out, errOut = berth(t, "node", "status", all[5000][:8])
+	if code != 0 || !strings.Contains(out, all[5000]) {
+		t.Fatalf("node status %s: exit %d %s%s", all[5000][:8], code, out, errOut)
+	}
+}
