@@ -144,6 +144,8 @@ func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 			ErrSnapshotVersion, v, SnapshotVersion)
 	case v == 0:
 		return nil, fmt.Errorf("%w: header names version 0, which was never written", ErrSnapshotCorrupt)
+	case hasUnknownFields(&hdr):
+		return nil, fmt.Errorf("%w: header holds a field version %d does not have", ErrSnapshotCorrupt, v)
 	}
 
 	store := newStateStore(f.schema)
@@ -229,10 +231,17 @@ func (rs *restoring) record(buf []byte) error {
 	if err := proto.Unmarshal(buf, &rec); err != nil {
 		return err
 	}
-	if len(rec.ProtoReflect().GetUnknown()) > 0 {
-		// A record kind a newer format would have to announce with a new
-		// version: this one cannot tell what it is, let alone skip it.
+	// The header and the record wrappers (SnapshotRecord, TableRow,
+	// TableIndex, SnapshotEnd) change only with a new version, so a field
+	// this version does not know is corruption, not something to skip: a
+	// new record kind, or a TableRow.compressed that would make the row
+	// bytes mean something else. Rows themselves stay forward-compatible:
+	// their unknown fields are kept, as everywhere else.
+	if hasUnknownFields(&rec) {
 		return errors.New("record holds a field this version does not know")
+	}
+	if w := recordWrapper(&rec); w != nil && hasUnknownFields(w) {
+		return fmt.Errorf("%s record holds a field this version does not know", w.ProtoReflect().Descriptor().Name())
 	}
 	rs.records++
 	if rs.version == 1 {
@@ -268,6 +277,26 @@ func (rs *restoring) record(buf []byte) error {
 	default:
 		return fmt.Errorf("%T record in a version %d snapshot", r, rs.version)
 	}
+}
+
+// recordWrapper returns the record's TableRow, TableIndex or SnapshotEnd,
+// nil for the other kinds (a version 1 Node or ServerMember is a row).
+func recordWrapper(rec *pb.SnapshotRecord) proto.Message {
+	switch r := rec.GetRecord().(type) {
+	case *pb.SnapshotRecord_Row:
+		return r.Row
+	case *pb.SnapshotRecord_TableIndex:
+		return r.TableIndex
+	case *pb.SnapshotRecord_End:
+		return r.End
+	}
+	return nil
+}
+
+// hasUnknownFields reports whether m was decoded with fields its message
+// type does not declare.
+func hasUnknownFields(m proto.Message) bool {
+	return len(m.ProtoReflect().GetUnknown()) > 0
 }
 
 // skip counts a record of a table this version does not know.
