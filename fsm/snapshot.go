@@ -27,13 +27,15 @@ import (
 // rows in primary-key order, each key once), a TableIndex per table, and
 // last a SnapshotEnd holding how many records came before it.
 //
-// Tables come and go without a new version. Restore skips, and logs, the
-// rows and index of a table it does not know: such a table only ever gets
-// rows through commands this server cannot apply either (it would fail
-// them as unknown), so skipping the table leaves this server exactly as
-// current as it can be. Everything else is strict: a row of a known table
-// that does not decode, a record of no known kind, a missing SnapshotEnd or
-// a wrong count make the snapshot ErrSnapshotCorrupt.
+// Tables are added without a new version: Restore skips, and logs, the
+// rows and index of a table it does not know. That is safe only under the
+// table rule in the package documentation (Snapshots), which every new
+// table and command must keep. Everything else is strict and makes the
+// snapshot ErrSnapshotCorrupt: a row of a known table that does not decode
+// or breaks a key (out of order, twice, sharing a unique key), a field
+// this version does not know in the header or a record wrapper, a missing
+// SnapshotEnd or a wrong count. A new record kind or wrapper field needs
+// a new version.
 //
 // Version 1 wrote node and server records, then the TableIndex of each of
 // its two tables as the trailer; Restore still reads it.
