@@ -7,22 +7,41 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/pb"
 )
 
 // TestProductionTables checks the tables New builds: distinct names, none
-// called like the index table, each holding its own message type.
+// called like the index table, each holding the message type it was
+// declared with. Restore decodes a table's rows into messageType and
+// stores them with restoreRow: a row of that type must reach the key
+// check, not be refused as a row of another type.
 func TestProductionTables(t *testing.T) {
+	want := map[string]protoreflect.FullName{
+		TableNodes:   "berth.v1.Node",
+		TableServers: "berth.v1.ServerMember",
+	}
 	seen := map[string]bool{tableIndex: true}
+	st := newStateStore(productionSchema())
+	txn := st.db.Txn(true)
+	defer txn.Abort()
 	for _, tbl := range productionSchema().tables {
-		if seen[tbl.tableName()] {
-			t.Errorf("table name %q is used twice", tbl.tableName())
+		name := tbl.tableName()
+		if seen[name] {
+			t.Errorf("table name %q is used twice", name)
 		}
-		seen[tbl.tableName()] = true
-		if tbl.messageType() == nil {
-			t.Errorf("table %s has no message type", tbl.tableName())
+		seen[name] = true
+		if got := tbl.messageType().Descriptor().FullName(); got != want[name] {
+			t.Errorf("table %s holds %s, want %q", name, got, want[name])
 		}
+		_, err := tbl.restoreRow(txn, tbl.messageType().New().Interface(), nil)
+		if err == nil || !strings.Contains(err.Error(), "without a complete key") {
+			t.Errorf("table %s: restoring an empty row of its message type: %v, want a refusal of its empty key", name, err)
+		}
+	}
+	if len(seen) != len(want)+1 {
+		t.Errorf("%d production tables, the test knows %d: add the new one to want", len(seen)-1, len(want))
 	}
 	if _, err := memdb.NewMemDB(productionSchema().memdb()); err != nil {
 		t.Errorf("the production tables make an invalid memdb schema: %v", err)

@@ -147,11 +147,12 @@ type tableDef interface {
 	// messageType is the type of the table's rows.
 	messageType() protoreflect.MessageType
 	// eachRow calls fn with every row in primary-key order.
-	eachRow(txn *memdb.Txn, fn func(proto.Message) error) error
+	eachRow(txn memdbReader, fn func(proto.Message) error) error
 	// restoreRow stores a row read from a snapshot. It refuses a row of
-	// another type, one whose primary key is incomplete, and one whose key
+	// another type, one whose primary key is incomplete, one whose key
 	// does not come after prev's (a snapshot writes each table in key
-	// order), returning the row's key for the next call.
+	// order), and one whose key in a unique index a row stored before it
+	// holds, returning the row's key for the next call.
 	restoreRow(txn *memdb.Txn, row proto.Message, prev []byte) ([]byte, error)
 }
 
@@ -174,7 +175,7 @@ func (t *table[M]) memdbSchema() *memdb.TableSchema {
 	return s
 }
 
-func (t *table[M]) eachRow(txn *memdb.Txn, fn func(proto.Message) error) error {
+func (t *table[M]) eachRow(txn memdbReader, fn func(proto.Message) error) error {
 	return t.primary.each(txn, nil, nil, func(m M) error { return fn(m) })
 }
 
@@ -192,6 +193,11 @@ func (t *table[M]) restoreRow(txn *memdb.Txn, row proto.Message, prev []byte) ([
 	}
 	if prev != nil && string(key) <= string(prev) {
 		return nil, fmt.Errorf("%s row %s out of key order, or twice", t.name, t.keyString(m))
+	}
+	if x, other, err := t.uniqueClash(txn, m); err != nil {
+		return nil, err
+	} else if x != nil {
+		return nil, fmt.Errorf("%s rows %s and %s share %s %q, a unique index", t.name, t.keyString(other), t.keyString(m), x.name, x.keyParts(m))
 	}
 	if err := txn.Insert(t.name, m); err != nil {
 		return nil, fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)

@@ -44,7 +44,7 @@ type reader struct {
 
 // readTxn makes reader a txnSource: each read sees the latest committed
 // state (a StateSnapshot's db never changes).
-func (r reader) readTxn() *memdb.Txn { return r.db.Txn(false) }
+func (r reader) readTxn() memdbReader { return r.db.Txn(false) }
 
 func newStateStore(s schema) *StateStore {
 	db, err := memdb.NewMemDB(s.memdb())
@@ -153,7 +153,9 @@ func (s *StateStore) beginWrite() *writeTxn {
 
 // readTxn reads through the write transaction itself: go-memdb answers
 // every index, primary or not, with the transaction's own writes included.
-func (tx *writeTxn) readTxn() *memdb.Txn { return tx.txn }
+// It hands out only the read methods, so no read can write past the
+// writes counter.
+func (tx *writeTxn) readTxn() memdbReader { return tx.txn }
 
 // touch records that table changed at the current command's index.
 func (tx *writeTxn) touch(table string) {

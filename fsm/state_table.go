@@ -13,8 +13,21 @@ import (
 // command being applied, which also sees every row written earlier in its
 // transaction (its raft batch), through every index.
 type txnSource interface {
-	readTxn() *memdb.Txn
+	readTxn() memdbReader
 }
+
+// memdbReader is the read half of a *memdb.Txn. Reads get only this, so
+// that a read helper handed the batch's write transaction cannot write
+// through it: every write must go through table.insert, table.delete or
+// touch, which count it (see writeTxn).
+type memdbReader interface {
+	First(table, index string, args ...any) (any, error)
+	FirstWatch(table, index string, args ...any) (<-chan struct{}, any, error)
+	Get(table, index string, args ...any) (memdb.ResultIterator, error)
+	LowerBound(table, index string, args ...any) (memdb.ResultIterator, error)
+}
+
+var _ memdbReader = (*memdb.Txn)(nil)
 
 // first returns the row whose primary key is key (every part), or the zero
 // M (a nil pointer) when there is none, adding a watch on that key to ws
@@ -61,7 +74,7 @@ func (x *index[M]) list(src txnSource, ws memdb.WatchSet, parts ...string) ([]M,
 // each calls fn with every row whose key in this index starts with parts,
 // in index order, adding a watch on that range to ws, and stops at fn's
 // first error.
-func (x *index[M]) each(txn *memdb.Txn, ws memdb.WatchSet, parts []string, fn func(M) error) error {
+func (x *index[M]) each(txn memdbReader, ws memdb.WatchSet, parts []string, fn func(M) error) error {
 	it, err := txn.Get(x.table.name, x.name+"_prefix", stringArgs(parts)...)
 	if err != nil {
 		return fmt.Errorf("listing %s by %s %q: %w", x.table.name, x.name, parts, err)
@@ -134,9 +147,12 @@ func (t *table[M]) page(src txnSource, ws memdb.WatchSet, from []string, limit i
 }
 
 // keyParts returns m's primary key, part by part.
-func (t *table[M]) keyParts(m M) []string {
-	parts := make([]string, len(t.primary.key.parts))
-	for i, part := range t.primary.key.parts {
+func (t *table[M]) keyParts(m M) []string { return t.primary.keyParts(m) }
+
+// keyParts returns m's key in this index, part by part.
+func (x *index[M]) keyParts(m M) []string {
+	parts := make([]string, len(x.key.parts))
+	for i, part := range x.key.parts {
 		parts[i] = part(m)
 	}
 	return parts
@@ -168,14 +184,25 @@ const maxRowBytes = maxSnapshotRecord - 1024
 
 // insert stores m, replacing the row with its primary key, and marks the
 // table changed at the command's index. m is the table's from then on and
-// must not be mutated. A row whose encoding is over maxRowBytes is refused
-// before anything is written.
+// must not be mutated. What the store would refuse (an empty part of the
+// primary key, an encoding over maxRowBytes, a key another row holds in a
+// unique index) is refused before anything is written, with a sentinel:
+// an apply function that forgot to check it fails its command alone, and
+// its batch carries on.
 func (t *table[M]) insert(tx *writeTxn, m M) error {
+	for i, part := range t.primary.key.parts {
+		if part(m) == "" {
+			return fmt.Errorf("%w: %s row %s: part %d of %d of its primary key is empty",
+				ErrInvalidCommand, t.name, t.keyString(m), i+1, len(t.primary.key.parts))
+		}
+	}
 	if size := proto.Size(m); size > maxRowBytes {
 		return fmt.Errorf("%w: %s row %s is %d bytes, over the limit of %d", ErrInvalidCommand, t.name, t.keyString(m), size, maxRowBytes)
 	}
-	if err := t.checkUnique(tx, m); err != nil {
+	if x, other, err := t.uniqueClash(tx.txn, m); err != nil {
 		return err
+	} else if x != nil {
+		return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, x.keyParts(m), t.keyString(other))
 	}
 	tx.writes++
 	if err := tx.txn.Insert(t.name, m); err != nil {
@@ -185,37 +212,37 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 	return nil
 }
 
-// checkUnique refuses m when another row has its key in a unique
-// secondary index: go-memdb does not check, it would point the key at m
-// and leave the other row unreachable through that index.
-func (t *table[M]) checkUnique(tx *writeTxn, m M) error {
+// uniqueClash returns the first unique secondary index in which another
+// row of txn holds m's key, and that row; nil when there is none. go-memdb
+// does not check unique secondary indexes: it would point the key at m and
+// leave the other row unreachable through that index, so insert and
+// restoreRow both ask this before they store a row.
+func (t *table[M]) uniqueClash(txn memdbReader, m M) (*index[M], M, error) {
+	var zero M
 	for _, x := range t.secondary {
 		if !x.unique {
 			continue
 		}
-		parts := make([]string, len(x.key.parts))
-		for i, part := range x.key.parts {
-			parts[i] = part(m)
-		}
+		parts := x.keyParts(m)
 		if slices.Contains(parts, "") {
 			continue // not in the index
 		}
-		obj, err := tx.txn.First(t.name, x.name, stringArgs(parts)...)
-		if err != nil || obj == nil {
-			if err != nil {
-				return fmt.Errorf("reading %s by %s %q: %w", t.name, x.name, parts, err)
-			}
+		obj, err := txn.First(t.name, x.name, stringArgs(parts)...)
+		if err != nil {
+			return nil, zero, fmt.Errorf("reading %s by %s %q: %w", t.name, x.name, parts, err)
+		}
+		if obj == nil {
 			continue
 		}
 		other, err := t.row(obj)
 		if err != nil {
-			return err
+			return nil, zero, err
 		}
 		if !slices.Equal(t.keyParts(other), t.keyParts(m)) {
-			return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, parts, t.keyString(other))
+			return x, other, nil
 		}
 	}
-	return nil
+	return nil, zero, nil
 }
 
 // delete removes m, a row read from t, and marks the table changed.

@@ -11,8 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-memdb"
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -473,3 +475,150 @@ func TestRestoreSkipsUnknownTable(t *testing.T) {
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// testClaimUnchecked stores a claim without validating it: an apply
+// function that forgot a check, for the store's own guards to catch.
+const testClaimUnchecked MessageType = 0x72
+
+// TestInsertRefusesIncompleteKeyBeforeWriting applies, in one batch, a
+// claim whose alloc is empty through a command that does not check it:
+// insert refuses it with ErrInvalidCommand naming the table and the empty
+// part, before counting a write, so the batch carries on instead of
+// redoing itself entry by entry.
+func TestInsertRefusesIncompleteKeyBeforeWriting(t *testing.T) {
+	var logs bytes.Buffer
+	s := claimsSchema()
+	s.commands[testClaimUnchecked] = newCommand("TestClaimUnchecked", func(tx *writeTxn, c *structpb.Struct) error {
+		return testClaims.insert(tx, c)
+	})
+	f := newFSM(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Debug}), s)
+	errs := results(t, f.ApplyBatch([]*raft.Log{
+		claimLog(t, 1, testClaim, "v1", "a1", "n1", "read"),
+		claimLog(t, 2, testClaimUnchecked, "v1", "", "n1", "read"),
+		claimLog(t, 3, testClaim, "v2", "a2", "n1", "read"),
+	}))
+	if err := errs[1]; !errors.Is(err, ErrInvalidCommand) || errcode.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(err.Error(), `test_claims row "v1"/"": part 2 of 2 of its primary key is empty`) {
+		t.Errorf("claim without an alloc: %v (code %s), want ErrInvalidCommand naming the table and the part", err, errcode.Code(err))
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the batch's other claims: %v, %v", errs[0], errs[2])
+	}
+	if strings.Contains(logs.String(), "entry by entry") {
+		t.Errorf("the refused insert made the batch fall back:\n%s", logs.String())
+	}
+	if got, want := claimKeys(t, f, ""), []string{"v1/a1/read", "v2/a2/read"}; !slices.Equal(got, want) {
+		t.Errorf("claims after the batch = %v, want %v", got, want)
+	}
+}
+
+// TestUniqueKeyMovesAndIsReused changes a row's unique key, then gives
+// the key it left to another row, and deletes a row and gives its key to
+// another: each key stays reachable, and the key still held is still
+// refused to a third row, in the transaction and after it commits.
+func TestUniqueKeyMovesAndIsReused(t *testing.T) {
+	tbl := newTable("nodes_by_name", (*pb.Node).GetId)
+	byName := tbl.uniqueIndex("name", (*pb.Node).GetName)
+	st := newStateStore(schema{tables: []tableDef{tbl}})
+	name := func(src txnSource, n string) string {
+		t.Helper()
+		row, err := byName.first(src, nil, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row.GetId()
+	}
+	tx := st.beginWrite()
+	defer tx.abort()
+	for _, n := range []*pb.Node{
+		{Id: "n1", Name: "alpha"},
+		{Id: "n1", Name: "beta"},  // alpha moves to beta
+		{Id: "n2", Name: "alpha"}, // and alpha is free again
+		{Id: "n3", Name: "gamma"},
+	} {
+		if err := tbl.insert(tx, n); err != nil {
+			t.Fatalf("insert %s/%s: %v", n.GetId(), n.GetName(), err)
+		}
+	}
+	gamma, err := tbl.first(tx, nil, "n3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.delete(tx, gamma); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.insert(tx, &pb.Node{Id: "n4", Name: "gamma"}); err != nil {
+		t.Fatalf("reusing the name of a deleted row: %v", err)
+	}
+	check := func(when string, src txnSource) {
+		t.Helper()
+		for n, want := range map[string]string{"alpha": "n2", "beta": "n1", "gamma": "n4"} {
+			if got := name(src, n); got != want {
+				t.Errorf("%s: name %s belongs to %q, want %q", when, n, got, want)
+			}
+		}
+		rows, err := byName.list(src, nil)
+		if err != nil || len(rows) != 3 {
+			t.Errorf("%s: %d rows in the name index (%v), want 3", when, len(rows), err)
+		}
+	}
+	check("in the transaction", tx)
+	if err := tbl.insert(tx, &pb.Node{Id: "n5", Name: "beta"}); !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("a third row taking the moved key: %v, want ErrDuplicateKey", err)
+	}
+	if err := tx.commit(); err != nil {
+		t.Fatal(err)
+	}
+	check("committed", st)
+	tx = st.beginWrite()
+	defer tx.abort()
+	if err := tbl.insert(tx, &pb.Node{Id: "n5", Name: "alpha"}); !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("a third row taking the reused key: %v, want ErrDuplicateKey", err)
+	}
+}
+
+// TestBatchPrefixReadsKeepPartsApart writes claims on volumes vol10 and
+// vol1 in one batch: reads by vol1, through the primary key and through
+// the indexes, inside the batch, see vol1's claims and not vol10's, and a
+// writer on vol10 does not stop one on vol1.
+func TestBatchPrefixReadsKeepPartsApart(t *testing.T) {
+	var logs bytes.Buffer
+	f := claimsFSM(&logs)
+	errs := results(t, f.ApplyBatch([]*raft.Log{
+		claimLog(t, 1, testClaim, "vol10", "a1", "n1", "write"),
+		claimLog(t, 2, testClaim, "vol1", "a2", "n1", "write"),
+		claimLog(t, 3, testClaim, "vol10", "a3", "n1", "read"),
+	}))
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("entry %d: %v", i+1, err)
+		}
+	}
+	tx := f.State().beginWrite()
+	defer tx.abort()
+	if err := testClaims.insert(tx, claimMsg(t, "vol1", "a4", "n1", "read")); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(claims []*structpb.Struct, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range claims {
+			out = append(out, claimField("volume")(c)+"/"+claimField("alloc")(c))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"primary, prefix vol1", keys(testClaims.list(tx, nil, "vol1")), "vol1/a2 vol1/a4"},
+		{"primary, prefix vol10", keys(testClaims.list(tx, nil, "vol10")), "vol10/a1 vol10/a3"},
+		{"volume index, vol1", keys(testClaimsByVolume.list(tx, nil, "vol1")), "vol1/a2 vol1/a4"},
+		{"node index, n1 and vol1", keys(testClaimsByNode.list(tx, nil, "n1", "vol1")), "vol1/a2 vol1/a4"},
+		{"node index, n1", keys(testClaimsByNode.list(tx, nil, "n1")), "vol1/a2 vol1/a4 vol10/a1 vol10/a3"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+}

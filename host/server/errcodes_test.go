@@ -98,8 +98,8 @@ func TestUnregisteredNodeIsNodeNotFound(t *testing.T) {
 
 // TestRestoreRefusesAStateTheFSMCannotRead sends an archive whose checksum
 // is right but whose state is not a snapshot: raft would panic on it, so the
-// server must refuse it as a bad archive, wrapping fsm.ErrSnapshotCorrupt,
-// and keep serving with its state unchanged.
+// server must refuse it with fsm.ErrSnapshotCorrupt and keep serving with
+// its state unchanged.
 func TestRestoreRefusesAStateTheFSMCannotRead(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	s := tc.servers[0]
@@ -121,8 +121,8 @@ func TestRestoreRefusesAStateTheFSMCannotRead(t *testing.T) {
 	if _, err := f.Write(archive.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readArchive(f); !errors.Is(err, ErrBadArchive) || !errors.Is(err, fsm.ErrSnapshotCorrupt) {
-		t.Fatalf("readArchive = %v, want ErrBadArchive wrapping fsm.ErrSnapshotCorrupt", err)
+	if _, _, err := readArchive(f); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
+		t.Fatalf("readArchive = %v, want fsm.ErrSnapshotCorrupt", err)
 	}
 
 	err = restoreSnapshot(tc, s, archive.Bytes())

@@ -31,9 +31,10 @@ const (
 )
 
 // ErrBadArchive is returned by readArchive when a snapshot file is truncated,
-// corrupted, not a berth snapshot, or holds a state this server cannot
-// restore (then it also wraps fsm.ErrSnapshotCorrupt or
-// fsm.ErrSnapshotVersion).
+// corrupted or not a berth snapshot. A sound archive whose state the FSM
+// refuses is refused with the FSM's error instead (fsm.ErrSnapshotCorrupt,
+// DataLoss; fsm.ErrSnapshotVersion, FailedPrecondition: upgrade this
+// server), so its code says which it is.
 var ErrBadArchive = errcode.New(codes.InvalidArgument, "invalid snapshot archive")
 
 // writeArchive writes meta and the FSM state read from state to w.
@@ -118,8 +119,11 @@ func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
 	// server down — when the FSM refuses the state. So the state is first
 	// restored into a scratch FSM; what it refuses (fsm.ErrSnapshotCorrupt,
 	// fsm.ErrSnapshotVersion) is refused here, with the cluster untouched.
+	// Only the FSM's error is wrapped: errcode.Code takes the first code in
+	// the chain, and ErrBadArchive's InvalidArgument would hide "this
+	// server is too old for the snapshot" behind "your file is bad".
 	if err := fsm.New(nil).Restore(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBadArchive, err)
+		return nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
 	}
 	return &meta, io.NewSectionReader(f, offset, meta.Size), nil
 }

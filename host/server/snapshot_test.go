@@ -3,18 +3,24 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protodelim"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -158,5 +164,54 @@ func TestArchiveRoundTripOnDisk(t *testing.T) {
 	}
 	if int64(len(body)) != meta.Size || meta.Index == 0 {
 		t.Fatalf("archive state %d bytes at index %d, meta says %d", len(body), meta.Index, meta.Size)
+	}
+}
+
+// TestRestoreArchiveRefusalCarriesItsCode reads archives whose checksum is
+// right: a state from a newer snapshot version is FailedPrecondition (this
+// server must be upgraded), a state that is not a snapshot is DataLoss,
+// and a file that is not a berth archive is InvalidArgument. Each error
+// names what was refused.
+func TestRestoreArchiveRefusalCarriesItsCode(t *testing.T) {
+	newer := &bytes.Buffer{}
+	if _, err := protodelim.MarshalTo(newer, &pb.SnapshotHeader{Version: fsm.SnapshotVersion + 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		state   []byte
+		magic   string
+		want    codes.Code
+		is      error
+		mention string
+	}{
+		{"newer snapshot version", newer.Bytes(), archiveMagic, codes.FailedPrecondition, fsm.ErrSnapshotVersion, "holds a state this server cannot restore"},
+		{"not a snapshot", []byte("junk"), archiveMagic, codes.DataLoss, fsm.ErrSnapshotCorrupt, "holds a state this server cannot restore"},
+		{"not a berth archive", newer.Bytes(), "NOTBERTH", codes.InvalidArgument, ErrBadArchive, "not a berth snapshot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var archive bytes.Buffer
+			meta := &raft.SnapshotMeta{Version: 1, ID: "x", Index: 5, Term: 1, Size: int64(len(tc.state))}
+			if err := writeArchive(&archive, meta, bytes.NewReader(tc.state)); err != nil {
+				t.Fatal(err)
+			}
+			data := archive.Bytes()
+			copy(data, tc.magic)
+			sum := sha256.Sum256(data[:len(data)-sha256.Size])
+			copy(data[len(data)-sha256.Size:], sum[:])
+			path := filepath.Join(t.TempDir(), "a.snap")
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			_, _, err = readArchive(f)
+			if !errors.Is(err, tc.is) || errcode.Code(err) != tc.want || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("readArchive = %v (code %s), want %v, code %s, mentioning %q", err, errcode.Code(err), tc.is, tc.want, tc.mention)
+			}
+		})
 	}
 }

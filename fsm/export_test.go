@@ -1,0 +1,26 @@
+package fsm
+
+import (
+	"slices"
+
+	"github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// TableUniqueNames is a test table of nodes keyed by ID with a unique index
+// on the name, so tests outside the package can restore snapshots of a
+// table with a unique secondary index (the production tables have none).
+const TableUniqueNames = "test_unique_names"
+
+var uniqueNames = newTable(TableUniqueNames, (*pb.Node).GetId)
+
+func init() { uniqueNames.uniqueIndex("name", (*pb.Node).GetName) }
+
+// NewWithUniqueNames returns an FSM over the production tables and
+// commands plus TableUniqueNames.
+func NewWithUniqueNames(logger hclog.Logger) *FSM {
+	s := productionSchema()
+	s.tables = append(slices.Clone(s.tables), uniqueNames)
+	return newFSM(logger, s)
+}
