@@ -350,7 +350,7 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	}
 	meta, state, err := readArchive(tmp)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return toStatus(err)
 	}
 	members, err := s.fsm.State().Servers(nil)
 	if err != nil {

@@ -121,8 +121,8 @@ func TestRestoreRefusesAStateTheFSMCannotRead(t *testing.T) {
 	if _, err := f.Write(archive.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readArchive(f); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
-		t.Fatalf("readArchive = %v, want fsm.ErrSnapshotCorrupt", err)
+	if _, _, err := readArchive(f); !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), fsm.ErrSnapshotCorrupt.Error()) {
+		t.Fatalf("readArchive = %v, want ErrBadArchive naming the corrupt snapshot", err)
 	}
 
 	err = restoreSnapshot(tc, s, archive.Bytes())

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -119,11 +120,15 @@ func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
 	// server down — when the FSM refuses the state. So the state is first
 	// restored into a scratch FSM; what it refuses (fsm.ErrSnapshotCorrupt,
 	// fsm.ErrSnapshotVersion) is refused here, with the cluster untouched.
-	// Only the FSM's error is wrapped: errcode.Code takes the first code in
-	// the chain, and ErrBadArchive's InvalidArgument would hide "this
-	// server is too old for the snapshot" behind "your file is bad".
+	// A state from a newer berth is "upgrade this server" (the FSM's
+	// FailedPrecondition); anything else the FSM refuses is a bad file
+	// (InvalidArgument), not the DataLoss a corrupt raft snapshot of our own
+	// would be: the operator sent it, and the cluster lost nothing.
 	if err := fsm.New(nil).Restore(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
-		return nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
+		if errors.Is(err, fsm.ErrSnapshotVersion) {
+			return nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
+		}
+		return nil, nil, fmt.Errorf("%w: its state (index %d) cannot be restored: %v", ErrBadArchive, meta.Index, err)
 	}
 	return &meta, io.NewSectionReader(f, offset, meta.Size), nil
 }

@@ -169,8 +169,9 @@ func TestArchiveRoundTripOnDisk(t *testing.T) {
 
 // TestRestoreArchiveRefusalCarriesItsCode reads archives whose checksum is
 // right: a state from a newer snapshot version is FailedPrecondition (this
-// server must be upgraded), a state that is not a snapshot is DataLoss,
-// and a file that is not a berth archive is InvalidArgument. Each error
+// server must be upgraded); a state that is not a snapshot and a file that
+// is not a berth archive are InvalidArgument (the operator's file is bad;
+// the cluster lost nothing, so not DataLoss). Each error
 // names what was refused.
 func TestRestoreArchiveRefusalCarriesItsCode(t *testing.T) {
 	newer := &bytes.Buffer{}
@@ -186,7 +187,7 @@ func TestRestoreArchiveRefusalCarriesItsCode(t *testing.T) {
 		mention string
 	}{
 		{"newer snapshot version", newer.Bytes(), archiveMagic, codes.FailedPrecondition, fsm.ErrSnapshotVersion, "holds a state this server cannot restore"},
-		{"not a snapshot", []byte("junk"), archiveMagic, codes.DataLoss, fsm.ErrSnapshotCorrupt, "holds a state this server cannot restore"},
+		{"not a snapshot", []byte("junk"), archiveMagic, codes.InvalidArgument, ErrBadArchive, "cannot be restored: corrupt snapshot"},
 		{"not a berth archive", newer.Bytes(), "NOTBERTH", codes.InvalidArgument, ErrBadArchive, "not a berth snapshot"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
