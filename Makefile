@@ -1,6 +1,7 @@
 # berth — see README.md. Every target installs what it needs from the Go
 # module proxy (tools are pinned as tool directives in go.mod).
 
+SHELL     := /bin/bash
 GO        ?= go
 BIN       := build/berth
 PKGS      := ./...
@@ -37,7 +38,7 @@ fuzz-short:
 # modules of their own, checked the same way (staticcheck is the binary
 # pinned in this module's go.mod, run in theirs).
 check:
-	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go')); \
+	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go')) || exit 1; \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@echo "==> go vet"; $(GO) vet $(PKGS)
 	@echo "==> staticcheck"; $(GO) tool staticcheck $(PKGS)
@@ -48,9 +49,10 @@ check:
 		(cd $$m && $(GO) vet ./... && $$sc ./... && \
 		 { $(GO) mod tidy -diff || { echo "$$m: go.mod/go.sum not tidy"; exit 1; }; }) || exit 1; \
 	done
-	@echo "==> generated code"; $(MAKE) -s proto; \
-		if [ -n "$$(git status --porcelain -- '*.pb.go')" ]; then git status --porcelain -- '*.pb.go'; \
-		echo "generated code is stale: run make proto and commit"; exit 1; fi
+	@echo "==> generated code"; sums() { git ls-files -co --exclude-standard '*.pb.go' | sort | xargs sha256sum; }; \
+		before=$$(sums) && $(MAKE) -s proto && after=$$(sums) || exit 1; \
+		if [ "$$before" != "$$after" ]; then diff <(echo "$$before") <(echo "$$after"); \
+		echo "generated code is stale: make proto changed the files above; commit them"; exit 1; fi
 
 proto:
 	$(GO) tool buf generate
