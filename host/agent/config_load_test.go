@@ -3,11 +3,12 @@ package agent
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 const baseHCL = `
@@ -48,19 +49,6 @@ const overrideJSON = `{
   }
 }`
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, src := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // mergedBaseOverride is DefaultConfig with baseHCL, then overrideJSON.
 func mergedBaseOverride() *Config {
 	want := DefaultConfig()
@@ -86,7 +74,7 @@ func mergedBaseOverride() *Config {
 
 func TestLoadConfigFilesMergesInOrder(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"base.hcl": baseHCL, "override.json": overrideJSON})
+	testutil.WriteFiles(t, dir, map[string]string{"base.hcl": baseHCL, "override.json": overrideJSON})
 	base, override := filepath.Join(dir, "base.hcl"), filepath.Join(dir, "override.json")
 
 	c, err := LoadConfigFiles([]string{base, override})
@@ -119,7 +107,7 @@ func TestLoadConfigFilesMergesInOrder(t *testing.T) {
 
 func TestLoadConfigFilesDirectory(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	testutil.WriteFiles(t, dir, map[string]string{
 		"10-base.hcl":        baseHCL,
 		"20-override.json":   overrideJSON,
 		"README.md":          "not a config",
@@ -136,7 +124,7 @@ func TestLoadConfigFilesDirectory(t *testing.T) {
 	}
 
 	// A file after the directory overrides it.
-	writeFiles(t, dir, map[string]string{"../late.hcl": "server {\n  bootstrap_expect = 7\n}\n"})
+	testutil.WriteFiles(t, dir, map[string]string{"../late.hcl": "server {\n  bootstrap_expect = 7\n}\n"})
 	c, err = LoadConfigFiles([]string{dir, filepath.Join(dir, "..", "late.hcl")})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +136,7 @@ func TestLoadConfigFilesDirectory(t *testing.T) {
 
 func TestLoadConfigFilesReportsEveryFile(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	testutil.WriteFiles(t, dir, map[string]string{
 		"a.hcl":  "server {\n  enabled = \"yes\"\n}\n",
 		"b.json": `{"ports": {"http": 0}}`,
 		"c.hcl":  "name = \"fine\"\n",
@@ -182,7 +170,7 @@ func TestLoadConfigFilesNoPaths(t *testing.T) {
 // what dev mode chose; only keys the files contain apply.
 func TestDevConfigMergedWithFiles(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"extra.hcl": "log_level = \"debug\"\nserver {\n  heartbeat_ttl = \"2s\"\n}\n"})
+	testutil.WriteFiles(t, dir, map[string]string{"extra.hcl": "log_level = \"debug\"\nserver {\n  heartbeat_ttl = \"2s\"\n}\n"})
 	files, err := LoadConfigFiles([]string{filepath.Join(dir, "extra.hcl")})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 func validBase() *Config { return DefaultConfig().Merge(fullConfig()) }
@@ -84,7 +86,7 @@ func TestValidate(t *testing.T) {
 // merging several.
 func TestValidateNamesTheFile(t *testing.T) {
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	testutil.WriteFiles(t, dir, map[string]string{
 		"a.hcl": "data_dir = \"/d\"\nserver {\n  enabled = true\n}\n",
 		"b.hcl": "ports {\n  rpc = 7646\n}\nserver {\n  bootstrap_expect = 0\n}\n",
 	})
@@ -101,7 +103,7 @@ func TestValidateNamesTheFile(t *testing.T) {
 
 	// Without bootstrap_expect in any file, the error points at what
 	// made it necessary.
-	writeFiles(t, dir, map[string]string{"b.hcl": "name = \"x\"\n"})
+	testutil.WriteFiles(t, dir, map[string]string{"b.hcl": "name = \"x\"\n"})
 	c, err = LoadConfigFiles([]string{dir})
 	if err != nil {
 		t.Fatal(err)

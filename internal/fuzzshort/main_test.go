@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 // fixture is a module of its own with a passing target, a failing one, a
@@ -62,28 +62,13 @@ func FuzzBoom(f *testing.F) {
 	"none/none_test.go": "package none\n\nimport \"testing\"\n\nfunc TestNothing(t *testing.T) {}\n",
 }
 
-func writeModule(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, src := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 func testOptions(dir string) options {
 	// A fixed number of inputs keeps the test short and its result stable.
 	return options{goCmd: "go", dir: dir, fuzzTime: "20x", minimizeTime: time.Second, patterns: []string{"./..."}}
 }
 
 func TestDiscoverFindsEveryTargetAndOnlyTargets(t *testing.T) {
-	dir := writeModule(t, fixture)
+	dir := testutil.WriteFiles(t, t.TempDir(), fixture)
 	got, err := discover(context.Background(), testOptions(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +88,7 @@ func TestDiscoverFindsEveryTargetAndOnlyTargets(t *testing.T) {
 // TestRunFailsAndNamesTheFailingTarget: every target runs, a failing one
 // fails the pass, and both the summary and the error name it.
 func TestRunFailsAndNamesTheFailingTarget(t *testing.T) {
-	dir := writeModule(t, fixture)
+	dir := testutil.WriteFiles(t, t.TempDir(), fixture)
 	var out bytes.Buffer
 	err := run(context.Background(), testOptions(dir), &out)
 	var fe *FailedError
@@ -136,7 +121,7 @@ func TestRunPassesWhenEveryTargetPasses(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), testOptions(writeModule(t, files)), &out); err != nil {
+	if err := run(context.Background(), testOptions(testutil.WriteFiles(t, t.TempDir(), files)), &out); err != nil {
 		t.Fatalf("run = %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "2 targets") || !strings.Contains(out.String(), "0 failed") {
@@ -147,7 +132,7 @@ func TestRunPassesWhenEveryTargetPasses(t *testing.T) {
 // TestRunRefusesAModuleWithoutTargets: finding nothing means discovery
 // broke (berth has targets), not that there is nothing to fuzz.
 func TestRunRefusesAModuleWithoutTargets(t *testing.T) {
-	dir := writeModule(t, map[string]string{"go.mod": fixture["go.mod"], "none/none.go": "package none\n"})
+	dir := testutil.WriteFiles(t, t.TempDir(), map[string]string{"go.mod": fixture["go.mod"], "none/none.go": "package none\n"})
 	var out bytes.Buffer
 	err := run(context.Background(), testOptions(dir), &out)
 	if err == nil || !strings.Contains(err.Error(), "no fuzz targets") {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 // repoRoot is the real berth module, two levels up from this package.
@@ -20,21 +22,6 @@ var minimal = map[string]string{
 	"go.mod":     "module berth.dev/berth\n\ngo 1.26.0\n",
 	"fsm/doc.go": "package fsm\n",
 	"sdk/doc.go": "package sdk\n",
-}
-
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, src := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
 }
 
 func tree(files map[string]string) map[string]string {
@@ -49,7 +36,7 @@ func tree(files map[string]string) map[string]string {
 }
 
 func TestCheckFindsEachViolation(t *testing.T) {
-	root := writeTree(t, tree(map[string]string{
+	root := testutil.WriteFiles(t, t.TempDir(), tree(map[string]string{
 		"fsm/a.go":            "package fsm\nimport (\n\"net\"\n\"time\"\n)\nvar _ = net.IPv4len\nfunc f() { _ = time.Now() }\n",
 		"fsm/b.go":            "package fsm\nimport clock \"time\"\nfunc g() { clock.Sleep(1) }\n",
 		"fsm/rand.go":         "package fsm\nimport \"math/rand/v2\"\nvar _ = rand.Int\n",
@@ -87,7 +74,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 }
 
 func TestCheckCleanTree(t *testing.T) {
-	root := writeTree(t, tree(map[string]string{
+	root := testutil.WriteFiles(t, t.TempDir(), tree(map[string]string{
 		"fsm/a.go":            "package fsm\nimport \"time\"\nvar d time.Duration\n",
 		"fsm/a_test.go":       "package fsm\nimport (\n\"os\"\n\"time\"\n)\nvar _, _ = os.Args, time.Now\n",
 		"host/cli/a.go":       "package cli\nimport \"berth.dev/berth/host/agent\"\nvar _ = agent.X\n",
@@ -119,7 +106,7 @@ func TestCheckRefusesTheWrongRoot(t *testing.T) {
 		"fsm tests only": {"go.mod": minimal["go.mod"], "fsm/a_test.go": "package fsm\n", "sdk/a.go": "package sdk\n"},
 		"no sdk":         {"go.mod": minimal["go.mod"], "fsm/a.go": "package fsm\n"},
 	} {
-		if got, err := check(writeTree(t, files), nil); err == nil {
+		if got, err := check(testutil.WriteFiles(t, t.TempDir(), files), nil); err == nil {
 			t.Errorf("%s: check passed with %v, want an error", name, got)
 		}
 	}
@@ -228,7 +215,7 @@ func TestMain(m *testing.M) {
 // TestMainExitCodes runs the command as make check does: exit 0 and silent
 // on the real tree, 1 with file:line on a violation, 2 on the wrong root.
 func TestMainExitCodes(t *testing.T) {
-	bad := writeTree(t, tree(map[string]string{"fsm/a.go": "package fsm\nimport \"net\"\nvar _ = net.IPv4len\n"}))
+	bad := testutil.WriteFiles(t, t.TempDir(), tree(map[string]string{"fsm/a.go": "package fsm\nimport \"net\"\nvar _ = net.IPv4len\n"}))
 	for _, tc := range []struct {
 		root string
 		exit int
