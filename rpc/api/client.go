@@ -109,18 +109,18 @@ type QueryOptions struct {
 	NextToken string
 	// Params are further query parameters, such as a list's filters
 	// ({"status": "ready"} for Nodes). The parameters the fields above
-	// set (see ReservedParams) are refused here with ErrReservedParam: a
-	// per_page or next_token in Params would silently override the page
-	// AllPages asks for and send it round the same page.
+	// own (index, wait, consistent, stale, per_page, next_token) are
+	// refused here with ErrReservedParam: a per_page or next_token in
+	// Params would silently override the page AllPages asks for.
 	Params map[string]string
 }
 
-// ReservedParams are the query parameters QueryOptions has fields for
+// reservedParams are the query parameters QueryOptions has fields for
 // (stale is the agent's inverse of consistent); Params may not set them.
-var ReservedParams = []string{"index", "wait", "consistent", "stale", "per_page", "next_token"}
+var reservedParams = []string{"index", "wait", "consistent", "stale", "per_page", "next_token"}
 
 // ErrReservedParam is returned by every read whose QueryOptions.Params sets
-// one of ReservedParams; the request is not sent.
+// a parameter a QueryOptions field owns; the request is not sent.
 var ErrReservedParam = errcode.New(codes.InvalidArgument, "api: QueryOptions.Params sets a parameter that has a QueryOptions field")
 
 // QueryMeta is what a read reflects.
@@ -139,7 +139,7 @@ func (q *QueryOptions) values() (url.Values, error) {
 	if q == nil {
 		return v, nil
 	}
-	for _, k := range ReservedParams {
+	for _, k := range reservedParams {
 		if p, ok := q.Params[k]; ok {
 			return nil, fmt.Errorf("%w: Params[%q] = %q; use the QueryOptions field instead", ErrReservedParam, k, p)
 		}

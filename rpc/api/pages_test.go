@@ -102,7 +102,7 @@ func TestPagesStopWhenTheLoopBreaks(t *testing.T) {
 
 func TestParamsMayNotSetReservedParameters(t *testing.T) {
 	client, n := misbehavingAgent(t, func(string) string { return "" })
-	for _, k := range ReservedParams {
+	for _, k := range reservedParams {
 		q := &QueryOptions{PerPage: 2, Params: map[string]string{"status": "ready", k: "x"}}
 		_, _, err := AllPages(context.Background(), q, client.Nodes)
 		if !errors.Is(err, ErrReservedParam) || errcode.Code(err) != codes.InvalidArgument ||
