@@ -2,8 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,8 @@ import (
 	"time"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
@@ -127,18 +132,119 @@ func TestNodeListIsPagedAndFiltered(t *testing.T) {
 	do(t, a, "GET", "/v1/nodes?per_page=ten", nil).wantError(t, 400, "invalid_argument", `per_page="ten"`)
 }
 
+// joinServer starts a server-only agent on free loopback ports that joins
+// the cluster of the server at rpcAddr.
+func joinServer(t *testing.T, name, rpcAddr string) *Agent {
+	t.Helper()
+	cfg := DevConfig()
+	cfg.Name = name
+	cfg.Ports = Ports{}
+	cfg.Client.Enabled = false
+	cfg.Server.RetryJoin = []string{rpcAddr}
+	cfg.Server.RetryInterval = 100 * time.Millisecond
+	a, err := New(cfg, testutil.Logger(t).Named(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	return a
+}
+
+// getPages follows a server list over HTTP one item per page, decoding
+// each page with decode, and returns the items' keys in page order.
+func getPages(t *testing.T, a *Agent, path string, decode func([]byte) ([]string, error)) (keys []string, pages int) {
+	t.Helper()
+	token := ""
+	for pages < 10 {
+		r := do(t, a, "GET", path+"?per_page=1&next_token="+url.QueryEscape(token), nil)
+		page, err := decode(r.body)
+		if err != nil || r.status != 200 || len(page) != 1 {
+			t.Fatalf("%s page %d: %d %v %s", path, pages+1, r.status, err, r.body)
+		}
+		keys = append(keys, page...)
+		pages++
+		if token = r.header.Get(HeaderNextToken); token == "" {
+			return keys, pages
+		}
+	}
+	t.Fatalf("%s: still a next page after %d pages of one", path, pages)
+	return nil, 0
+}
+
+// TestServerListsArePagedAndDoNotBlock pages the three server lists over
+// HTTP on a real three-server cluster, one server per page, so every list
+// hands out next tokens and is followed to its end.
 func TestServerListsArePagedAndDoNotBlock(t *testing.T) {
 	a := testAgent(t)
-	r := do(t, a, "GET", "/v1/agent/members?per_page=1", nil)
-	members, err := apijson.UnmarshalList(r.body, func() *pb.Member { return &pb.Member{} })
-	if err != nil || len(members) != 1 || members[0].GetStatus() != pb.MemberStatus_MEMBER_STATUS_ALIVE || r.header.Get(HeaderNextToken) != "" {
-		t.Fatalf("members: %v %v next %q", members, err, r.header.Get(HeaderNextToken))
+	agents := []*Agent{a, joinServer(t, "s2", a.rpcAddrs[0]), joinServer(t, "s3", a.rpcAddrs[0])}
+	var ids, addrs []string
+	for _, ag := range agents {
+		ids = append(ids, ag.Server().ID())
+		addrs = append(addrs, ag.rpcAddrs[0])
 	}
-	r = do(t, a, "GET", "/v1/operator/raft/configuration?per_page=1", nil)
-	conf := &pb.RaftConfigurationResponse{}
-	if err := apijson.Unmarshal(r.body, conf); err != nil || len(conf.GetServers()) != 1 || !conf.GetServers()[0].GetLeader() {
-		t.Fatalf("raft configuration: %v %s", err, r.body)
+	slices.Sort(ids)
+	slices.Sort(addrs)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		r := do(t, a, "GET", "/v1/agent/members", nil)
+		members, err := apijson.UnmarshalList(r.body, func() *pb.Member { return &pb.Member{} })
+		if err != nil {
+			return err
+		}
+		alive := 0
+		for _, m := range members {
+			if m.GetStatus() == pb.MemberStatus_MEMBER_STATUS_ALIVE && m.GetVoter() {
+				alive++
+			}
+		}
+		if alive != 3 {
+			return fmt.Errorf("%d alive voters of %d members, want 3", alive, len(members))
+		}
+		return nil
+	})
+
+	members, pages := getPages(t, a, "/v1/agent/members", func(b []byte) ([]string, error) {
+		ms, err := apijson.UnmarshalList(b, func() *pb.Member { return &pb.Member{} })
+		var keys []string
+		for _, m := range ms {
+			if m.GetStatus() != pb.MemberStatus_MEMBER_STATUS_ALIVE {
+				return nil, fmt.Errorf("member %s is %s", m.GetServer().GetName(), m.GetStatus())
+			}
+			keys = append(keys, m.GetServer().GetId())
+		}
+		return keys, err
+	})
+	if !slices.Equal(members, ids) || pages != 3 {
+		t.Fatalf("members in %d pages: %v, want %v", pages, members, ids)
 	}
+	peers, pages := getPages(t, a, "/v1/status/peers", func(b []byte) (keys []string, err error) {
+		return keys, json.Unmarshal(b, &keys)
+	})
+	if !slices.Equal(peers, addrs) || pages != 3 {
+		t.Fatalf("peers in %d pages: %v, want %v", pages, peers, addrs)
+	}
+	servers, pages := getPages(t, a, "/v1/operator/raft/configuration", func(b []byte) ([]string, error) {
+		conf := &pb.RaftConfigurationResponse{}
+		err := apijson.Unmarshal(b, conf)
+		var keys []string
+		for _, rs := range conf.GetServers() {
+			keys = append(keys, rs.GetId())
+		}
+		return keys, err
+	})
+	if !slices.Equal(servers, ids) || pages != 3 {
+		t.Fatalf("raft configuration in %d pages: %v, want %v", pages, servers, ids)
+	}
+
+	// The Go client's page iterator follows the same tokens.
+	c, err := api.NewClient(a.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _, err := api.AllPages(context.Background(), &api.QueryOptions{PerPage: 1}, c.Peers)
+	if err != nil || !slices.Equal(all, addrs) {
+		t.Fatalf("api.AllPages(Peers) = %v, %v; want %v", all, err, addrs)
+	}
+
 	for _, path := range []string{"/v1/agent/members", "/v1/status/peers", "/v1/operator/raft/configuration"} {
 		do(t, a, "GET", path+"?index=3&wait=1s", nil).wantError(t, 400, "invalid_argument", "does not support blocking queries")
 		do(t, a, "GET", path+"?per_page=5000", nil).wantError(t, 400, "invalid_argument", "per_page")

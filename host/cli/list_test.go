@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -165,9 +168,29 @@ func TestTenThousandNodesListThroughAPIAndCLI(t *testing.T) {
 	}
 
 	t.Logf("CLI table and -json in %s", time.Since(start))
-	// A prefix lookup reads only the nodes with that prefix.
-	code, out, errOut = berth(t, "node", "status", all[5000][:8])
+	// A prefix lookup reads one page from the prefix on, then the node: two
+	// requests, however many nodes there are, and not the whole list. A proxy
+	// in front of the agent counts them.
+	var mu sync.Mutex
+	var requests []string
+	agentURL := &url.URL{Scheme: "http", Host: a.HTTPAddr()}
+	proxy := httputil.NewSingleHostReverseProxy(agentURL)
+	counter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.Method+" "+r.URL.RequestURI())
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer counter.Close()
+	prefix := all[5000][:8]
+	code, out, errOut = berth(t, "node", "status", "-address", counter.URL, prefix)
 	if code != 0 || !strings.Contains(out, all[5000]) {
-		t.Fatalf("node status %s: exit %d %s%s", all[5000][:8], code, out, errOut)
+		t.Fatalf("node status %s: exit %d %s%s", prefix, code, out, errOut)
+	}
+	want := []string{"GET /v1/nodes?next_token=" + prefix + "&per_page=100", "GET /v1/node/" + all[5000]}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(requests, want) {
+		t.Fatalf("node status %s sent %q, want %q", prefix, requests, want)
 	}
 }

@@ -59,18 +59,19 @@ func nodeStatus(c *cli.Context) error {
 }
 
 // findNode resolves an ID or unique prefix. The list is in ID order and a
-// next_token is a lower bound, so it reads only the nodes with the prefix
-// (and one more), however many nodes there are.
+// next_token is a lower bound, so starting at the prefix the first page
+// holds the nodes with the prefix, and the lookup reads on only while the
+// pages hold nothing else, however many nodes there are. api.Pages refuses
+// a token that does not advance, so a misbehaving agent cannot keep it
+// reading forever.
 func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, error) {
 	var matches []*pb.Node
-	q := &api.QueryOptions{PerPage: 100, NextToken: prefix}
-	for {
-		page, meta, err := client.Nodes(c.Context, q)
+	past := false
+	for page, err := range api.Pages(c.Context, &api.QueryOptions{PerPage: 100, NextToken: prefix}, client.Nodes) {
 		if err != nil {
 			return nil, err
 		}
-		past := false
-		for _, n := range page {
+		for _, n := range page.Items {
 			if n.GetId() == prefix {
 				node, _, err := client.Node(c.Context, n.GetId(), nil)
 				return node, err
@@ -81,10 +82,9 @@ func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, erro
 			}
 			matches = append(matches, n)
 		}
-		if past || meta.NextToken == "" {
+		if past {
 			break
 		}
-		q.NextToken = meta.NextToken
 	}
 	switch len(matches) {
 	case 0:

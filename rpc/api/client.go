@@ -108,9 +108,20 @@ type QueryOptions struct {
 	// QueryMeta.NextToken (or any prefix of a key).
 	NextToken string
 	// Params are further query parameters, such as a list's filters
-	// ({"status": "ready"} for Nodes).
+	// ({"status": "ready"} for Nodes). The parameters the fields above
+	// own (index, wait, consistent, stale, per_page, next_token) are
+	// refused here with ErrReservedParam: a per_page or next_token in
+	// Params would silently override the page AllPages asks for.
 	Params map[string]string
 }
+
+// reservedParams are the query parameters QueryOptions has fields for
+// (stale is the agent's inverse of consistent); Params may not set them.
+var reservedParams = []string{"index", "wait", "consistent", "stale", "per_page", "next_token"}
+
+// ErrReservedParam is returned by every read whose QueryOptions.Params sets
+// a parameter a QueryOptions field owns; the request is not sent.
+var ErrReservedParam = errcode.New(codes.InvalidArgument, "api: QueryOptions.Params sets a parameter that has a QueryOptions field")
 
 // QueryMeta is what a read reflects.
 type QueryMeta struct {
@@ -119,12 +130,19 @@ type QueryMeta struct {
 	LastContact time.Duration
 	// NextToken starts the next page of a list; "" on the last page.
 	NextToken string
+	// Endpoint is the read that answered ("GET /v1/nodes"), for messages.
+	Endpoint string
 }
 
-func (q *QueryOptions) values() url.Values {
+func (q *QueryOptions) values() (url.Values, error) {
 	v := url.Values{}
 	if q == nil {
-		return v
+		return v, nil
+	}
+	for _, k := range reservedParams {
+		if p, ok := q.Params[k]; ok {
+			return nil, fmt.Errorf("%w: Params[%q] = %q; use the QueryOptions field instead", ErrReservedParam, k, p)
+		}
 	}
 	if q.WaitIndex > 0 {
 		v.Set("index", strconv.FormatUint(q.WaitIndex, 10))
@@ -144,7 +162,7 @@ func (q *QueryOptions) values() url.Values {
 	for k, p := range q.Params {
 		v.Set(k, p)
 	}
-	return v
+	return v, nil
 }
 
 // do sends a request and returns the response when it is a success; the
@@ -178,8 +196,12 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 }
 
 // getJSON decodes a JSON body into out (any JSON value, or a proto message).
-func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any) (*QueryMeta, error) {
-	resp, err := c.do(ctx, http.MethodGet, path, q, nil)
+func (c *Client) getJSON(ctx context.Context, path string, q *QueryOptions, out any) (*QueryMeta, error) {
+	v, err := q.values()
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, v, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +209,7 @@ func (c *Client) getJSON(ctx context.Context, path string, q url.Values, out any
 	if err := decode(resp.Body, out); err != nil {
 		return nil, fmt.Errorf("GET %s: decoding response: %w", path, err)
 	}
-	return parseMeta(resp.Header), nil
+	return parseMeta(resp.Header, "GET "+path), nil
 }
 
 func decode(r io.Reader, out any) error {
@@ -203,7 +225,11 @@ func decode(r io.Reader, out any) error {
 
 // getList decodes a JSON array of messages made by newMsg.
 func getList[M proto.Message](ctx context.Context, c *Client, path string, q *QueryOptions, newMsg func() M) ([]M, *QueryMeta, error) {
-	resp, err := c.do(ctx, http.MethodGet, path, q.values(), nil)
+	v, err := q.values()
+	if err != nil {
+		return nil, nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, v, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,40 +242,11 @@ func getList[M proto.Message](ctx context.Context, c *Client, path string, q *Qu
 	if err != nil {
 		return nil, nil, fmt.Errorf("GET %s: decoding response: %w", path, err)
 	}
-	return out, parseMeta(resp.Header), nil
+	return out, parseMeta(resp.Header, "GET "+path), nil
 }
 
-// AllPages follows a list through every page, from q's NextToken on, and
-// returns all items with the last page's meta. q is not modified. Pages
-// are read one after another, each at its own index: an item that changes
-// between two reads shows up as it was when its page was read.
-func AllPages[T any](ctx context.Context, q *QueryOptions, list func(context.Context, *QueryOptions) ([]T, *QueryMeta, error)) ([]T, *QueryMeta, error) {
-	pq := QueryOptions{}
-	if q != nil {
-		pq = *q
-	}
-	var all []T
-	seen := map[string]bool{}
-	for {
-		page, meta, err := list(ctx, &pq)
-		if err != nil {
-			return nil, nil, err
-		}
-		all = append(all, page...)
-		if meta.NextToken == "" {
-			return all, meta, nil
-		}
-		// A token must move forward; one seen before would loop forever.
-		if seen[meta.NextToken] || meta.NextToken == pq.NextToken {
-			return nil, nil, fmt.Errorf("api: the agent returned next_token %q twice; stopping", meta.NextToken)
-		}
-		seen[meta.NextToken] = true
-		pq.NextToken = meta.NextToken
-	}
-}
-
-func parseMeta(h http.Header) *QueryMeta {
-	m := &QueryMeta{}
+func parseMeta(h http.Header, endpoint string) *QueryMeta {
+	m := &QueryMeta{Endpoint: endpoint}
 	m.LastIndex, _ = strconv.ParseUint(h.Get("X-Berth-Index"), 10, 64)
 	m.KnownLeader, _ = strconv.ParseBool(h.Get("X-Berth-KnownLeader"))
 	if ms, err := strconv.ParseInt(h.Get("X-Berth-LastContact"), 10, 64); err == nil {

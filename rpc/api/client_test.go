@@ -156,7 +156,7 @@ func TestAllPagesFollowsNextToken(t *testing.T) {
 		t.Fatalf("ids %v, tokens %q, meta %+v, q %+v", ids, tokens, meta, q)
 	}
 	q.NextToken = "loop"
-	if _, _, err := AllPages(context.Background(), q, c.Nodes); err == nil || !strings.Contains(err.Error(), `next_token "loop" twice`) {
+	if _, _, err := AllPages(context.Background(), q, c.Nodes); !errors.Is(err, ErrPageToken) || !strings.Contains(err.Error(), `GET /v1/nodes answered next_token "loop" to a request with next_token "loop"`) {
 		t.Fatalf("a token that does not advance: %v", err)
 	}
 }

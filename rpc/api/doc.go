@@ -8,8 +8,13 @@
 //	all, _, err := api.AllPages(ctx, &api.QueryOptions{Params: map[string]string{"status": "ready"}}, c.Nodes)
 //
 // Every list is paginated: a list method returns one page and
-// QueryMeta.NextToken, which the next call passes as QueryOptions.NextToken;
-// AllPages follows them to the end.
+// QueryMeta.NextToken, which the next call passes as QueryOptions.NextToken.
+// Pages iterates over the pages (a caller may stop early) and AllPages
+// collects them all; both refuse, with ErrPageToken, a next_token that is
+// not strictly after the token its request sent, since keys are in byte
+// order and a token that does not advance would be followed forever.
+// QueryOptions.Params carries a list's filters and may not set the
+// parameters QueryOptions has fields for (ErrReservedParam).
 //
 // Errors returned by the agent are *Error values carrying the HTTP status and
 // the error code ("not_found", "unavailable", ...), the name rpc/errcode gives

@@ -21,7 +21,7 @@ func (c *Client) Leader(ctx context.Context) (string, error) {
 // an address).
 func (c *Client) Peers(ctx context.Context, q *QueryOptions) ([]string, *QueryMeta, error) {
 	var out []string
-	meta, err := c.getJSON(ctx, "/v1/status/peers", q.values(), &out)
+	meta, err := c.getJSON(ctx, "/v1/status/peers", q, &out)
 	return out, meta, err
 }
 
@@ -46,7 +46,7 @@ func (c *Client) Nodes(ctx context.Context, q *QueryOptions) ([]*pb.Node, *Query
 // Node returns one node by ID.
 func (c *Client) Node(ctx context.Context, id string, q *QueryOptions) (*pb.Node, *QueryMeta, error) {
 	out := &pb.Node{}
-	meta, err := c.getJSON(ctx, "/v1/node/"+url.PathEscape(id), q.values(), out)
+	meta, err := c.getJSON(ctx, "/v1/node/"+url.PathEscape(id), q, out)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,7 +57,7 @@ func (c *Client) Node(ctx context.Context, id string, q *QueryOptions) (*pb.Node
 // servers, by server ID.
 func (c *Client) RaftConfiguration(ctx context.Context, q *QueryOptions) (*pb.RaftConfigurationResponse, *QueryMeta, error) {
 	out := &pb.RaftConfigurationResponse{}
-	meta, err := c.getJSON(ctx, "/v1/operator/raft/configuration", q.values(), out)
+	meta, err := c.getJSON(ctx, "/v1/operator/raft/configuration", q, out)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -358,6 +358,9 @@ func scalar(fd protoreflect.FieldDescriptor, tok token, t bool, p *path) (protor
 		if err != nil {
 			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("%q is not an RFC 3339 time such as \"2026-11-23T20:34:35.61Z\"", s)}
 		}
+		if msg := timeProblem(s); msg != "" {
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("time %q %s", s, msg)}
+		}
 		if ts.Before(minTime) || ts.After(maxTime) {
 			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("time %s is outside the years 1678 to 2262", s)}
 		}
@@ -384,13 +387,52 @@ func scalar(fd protoreflect.FieldDescriptor, tok token, t bool, p *path) (protor
 		if !ok {
 			return bad("a base64 string")
 		}
-		b, err := base64.StdEncoding.DecodeString(s)
+		// Strict refuses padding bits that are not zero ("AR==" would
+		// otherwise read as [1], like "AQ=="), and the decoder skips \r and
+		// \n even then, so they are refused first: one value, one spelling.
+		if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("not standard base64: line break at byte %d", i)}
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
 			return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("not standard base64: %v", err)}
 		}
 		return protoreflect.ValueOfBytes(b), nil
 	}
 	return protoreflect.Value{}, &Error{Path: p.String(), Msg: fmt.Sprintf("field kind %s is not supported", fd.Kind())}
+}
+
+// timeProblem says what is wrong with s, a time time.Parse accepted, or ""
+// when nothing is. time.Parse takes a one-digit hour, drops fractional
+// digits beyond the ninth and takes a decimal comma; each would let two
+// spellings mean one instant, or make a time read back differently from
+// what was written, so each is refused.
+func timeProblem(s string) string {
+	const shape = "0000-00-00T00:00:00"
+	if len(s) <= len(shape) {
+		return "is not of the form 2026-11-23T20:34:35Z"
+	}
+	for i := range len(shape) {
+		if want, c := shape[i], s[i]; (want == '0' && (c < '0' || c > '9')) || (want != '0' && c != want) {
+			return "is not of the form 2026-11-23T20:34:35Z (two digits for each of month, day, hour, minute and second)"
+		}
+	}
+	switch s[len(shape)] {
+	case ',':
+		return "has a decimal comma; RFC 3339 separates the fraction of a second with '.'"
+	case '.':
+		digits := 0
+		for _, c := range s[len(shape)+1:] {
+			if c < '0' || c > '9' {
+				break
+			}
+			digits++
+		}
+		if digits > 9 {
+			return fmt.Sprintf("has %d fractional digits; at most 9 (nanoseconds) are read exactly", digits)
+		}
+	}
+	return ""
 }
 
 func firstWord(ed protoreflect.EnumDescriptor) string {

@@ -27,8 +27,14 @@
 //     they are written as RFC 3339 strings in UTC with as many fractional
 //     digits as needed ("2026-11-23T20:34:35.61Z"), and 0 — never set — as
 //     null. Unmarshal reads RFC 3339 (any offset) back to the exact
-//     nanosecond. Inside a list, a map or a field with presence (oneof,
-//     optional) 0 is the epoch, since null there would mean "absent".
+//     nanosecond, and refuses what time.Parse lets through but would not
+//     read back exactly or is not RFC 3339: more than nine fractional
+//     digits, a decimal comma, a one-digit hour. Inside a list or a field
+//     with presence (oneof, optional) 0 is the epoch, since null there
+//     would mean "absent". A time is known by its field's name alone, so a
+//     test over every rpc/pb message holds each field named *_at to be an
+//     int64 (a map or a string so named fails it); map values are never
+//     times.
 //   - Durations are integer fields whose name carries the unit (max_wait_ms,
 //     heartbeat_ttl_ms, timeout_nanos) and are written as plain JSON numbers
 //     in that unit. The unit is in the name, so nothing needs parsing.
@@ -38,8 +44,9 @@
 //     numbers. Floating point fields are numbers, or "NaN", "Infinity" and
 //     "-Infinity".
 //   - Maps are objects with keys in sorted order (numeric order for integer
-//     keys); bytes are standard base64 with padding; nested and repeated
-//     messages are objects and arrays.
+//     keys); bytes are standard base64 with padding, in its one canonical
+//     spelling (Unmarshal refuses line breaks and non-zero padding bits);
+//     nested and repeated messages are objects and arrays.
 //
 // Unmarshal is strict, because a misspelt field silently ignored is a
 // configuration the user did not get: unknown fields, duplicate fields,
@@ -52,5 +59,7 @@
 //
 // Marshal writes indented JSON (two spaces), the form curl users read;
 // MarshalList and UnmarshalList handle the JSON arrays that list endpoints
-// return.
+// return. Encoding refuses a nil message (Marshal(nil), a nil element of a
+// list) rather than writing null, which decoding refuses: what Marshal
+// writes, Unmarshal reads.
 package apijson

@@ -19,7 +19,8 @@ import (
 const indentUnit = "  "
 
 // Marshal renders m as indented JSON (see the package documentation for the
-// rules). A nil message is "null".
+// rules). A nil message is an error: its only rendering, null, is a
+// document Unmarshal refuses.
 func Marshal(m proto.Message) ([]byte, error) {
 	e := &encoder{}
 	if err := e.root(m); err != nil {
@@ -28,7 +29,9 @@ func Marshal(m proto.Message) ([]byte, error) {
 	return e.buf, nil
 }
 
-// MarshalList renders ms as a JSON array of objects, "[]" when empty.
+// MarshalList renders ms as a JSON array of objects, "[]" when empty. A nil
+// element is an error naming its index, as UnmarshalList refuses a null
+// element.
 func MarshalList[M proto.Message](ms []M) ([]byte, error) {
 	e := &encoder{}
 	if len(ms) == 0 {
@@ -56,16 +59,11 @@ type encoder struct {
 func (e *encoder) root(m proto.Message) error { return e.rootAt(m, 0, nil) }
 
 func (e *encoder) rootAt(m proto.Message, depth int, p *path) error {
-	if m == nil {
-		e.buf = append(e.buf, "null"...)
-		return nil
+	// A typed nil pointer (a *pb.Node that is nil) is not valid either.
+	if m == nil || !m.ProtoReflect().IsValid() {
+		return &Error{Path: p.String(), Msg: "nil message: it has no JSON object, and null would not read back"}
 	}
-	rm := m.ProtoReflect()
-	if !rm.IsValid() {
-		e.buf = append(e.buf, "null"...)
-		return nil
-	}
-	return e.message(rm, depth, p)
+	return e.message(m.ProtoReflect(), depth, p)
 }
 
 func (e *encoder) newline(depth int) {
