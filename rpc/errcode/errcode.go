@@ -117,7 +117,11 @@ func find(err error) (codes.Code, *status.Status) {
 	case nil:
 		return codes.Unknown, nil
 	case coder:
-		return e.GRPCCode(), nil
+		// An error whose code is Unknown (an sdk.RPCError for a driver's
+		// unclassified error) classifies nothing: look further down.
+		if c := e.GRPCCode(); c != codes.Unknown && c != codes.OK {
+			return c, nil
+		}
 	case statuser:
 		if st := e.GRPCStatus(); st != nil {
 			return st.Code(), st
@@ -142,4 +146,41 @@ func find(err error) (codes.Code, *status.Status) {
 		}
 	}
 	return codes.Unknown, nil
+}
+
+// Fallback returns an error that reads "sentinel: cause" and that errors.Is
+// both, whose code is cause's when cause has one and sentinel's otherwise.
+// It is for a sentinel that names the step that failed but not whether
+// retrying helps ("driver plugin failed to start"): under the nearest-code
+// rule, fmt.Errorf("%w: %w", sentinel, cause) would hide the cause's code
+// (an incompatible plugin API, FailedPrecondition, answered as the
+// sentinel's Unavailable). A wrapper that means to reclassify its cause
+// wraps it with fmt.Errorf as usual.
+func Fallback(sentinel, cause error) error {
+	return &fallback{sentinel: sentinel, cause: cause}
+}
+
+type fallback struct{ sentinel, cause error }
+
+func (f *fallback) Error() string { return f.sentinel.Error() + ": " + f.cause.Error() }
+
+// Unwrap puts the cause first, so Code (and errors.As) meet its code
+// before the sentinel's.
+func (f *fallback) Unwrap() []error { return []error{f.cause, f.sentinel} }
+
+// GRPCStatus gives grpc-go's own conversions (status.FromError) the same
+// code as Code: their errors.As would otherwise skip a cause that has only
+// a GRPCCode method and find the sentinel's status. A cause's status keeps
+// its details.
+func (f *fallback) GRPCStatus() *status.Status {
+	code, st := find(f.cause)
+	if code == codes.Unknown {
+		code, st = find(f.sentinel)
+	}
+	if st == nil {
+		return status.New(code, f.Error())
+	}
+	p := st.Proto()
+	p.Message = f.Error()
+	return status.FromProto(p)
 }
