@@ -74,10 +74,12 @@ var foreign = []struct {
 
 // Code returns the gRPC code of err: OK for nil; otherwise the code of the
 // error nearest the top of err's chain (in errors.As order) that has one — a
-// gRPC status, a Sentinel or other error with a GRPCCode method, a context
-// error or one of the foreign sentinels (raft.ErrNotLeader, ...). An error
-// with none of these is Unknown: nobody classified it, which is not the same
-// as a bug of berth's (Internal).
+// gRPC status, a Sentinel or other error with a GRPCCode method (sdk's
+// sentinels, sdk.RPCError) that does not answer Unknown, a context error or
+// one of the foreign sentinels (raft.ErrNotLeader, ...). An error with none
+// of these is Unknown: nobody classified it, which is not the same as a bug
+// of berth's (Internal). See the package doc for why the nearest wins, and
+// Fallback for a wrapper that must not hide its cause's code.
 func Code(err error) codes.Code {
 	if err == nil {
 		return codes.OK
