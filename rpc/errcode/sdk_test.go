@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -19,26 +20,61 @@ import (
 // wrapped, and an sdk.RPCError's code, or a driver's refusal reaches the API
 // as Unknown / HTTP 500.
 func TestCodeOfSDKErrors(t *testing.T) {
-	sentinels := map[error]codes.Code{
-		sdk.ErrPluginShutdown:   codes.Unavailable,
-		sdk.ErrTaskNotFound:     codes.NotFound,
-		sdk.ErrTaskExists:       codes.AlreadyExists,
-		sdk.ErrTaskRunning:      codes.FailedPrecondition,
-		sdk.ErrTaskNotRunning:   codes.FailedPrecondition,
-		sdk.ErrInvalidConfig:    codes.InvalidArgument,
-		sdk.ErrInvalidHandle:    codes.InvalidArgument,
-		sdk.ErrInvalidSignal:    codes.InvalidArgument,
-		sdk.ErrNotSupported:     codes.Unimplemented,
-		sdk.ErrDriverUnhealthy:  codes.FailedPrecondition,
-		sdk.ErrIncompatibleAPI:  codes.FailedPrecondition,
-		sdk.ErrNotPluginProcess: codes.FailedPrecondition,
-		sdk.ErrConfigJSON:       codes.InvalidArgument,
-		executor.ErrLost:        codes.NotFound,
-		executor.ErrExited:      codes.FailedPrecondition,
-		procfs.ErrNoProcess:     codes.NotFound,
-		procfs.ErrBadStat:       codes.Internal,
+	type row struct {
+		err  error
+		code codes.Code
 	}
-	for sentinel, want := range sentinels {
+	sentinels := map[string]row{
+		"sdk.ErrPluginShutdown":   {sdk.ErrPluginShutdown, codes.Unavailable},
+		"sdk.ErrTaskNotFound":     {sdk.ErrTaskNotFound, codes.NotFound},
+		"sdk.ErrTaskExists":       {sdk.ErrTaskExists, codes.AlreadyExists},
+		"sdk.ErrTaskRunning":      {sdk.ErrTaskRunning, codes.FailedPrecondition},
+		"sdk.ErrTaskNotRunning":   {sdk.ErrTaskNotRunning, codes.FailedPrecondition},
+		"sdk.ErrInvalidConfig":    {sdk.ErrInvalidConfig, codes.InvalidArgument},
+		"sdk.ErrInvalidHandle":    {sdk.ErrInvalidHandle, codes.InvalidArgument},
+		"sdk.ErrInvalidSignal":    {sdk.ErrInvalidSignal, codes.InvalidArgument},
+		"sdk.ErrNotSupported":     {sdk.ErrNotSupported, codes.Unimplemented},
+		"sdk.ErrDriverUnhealthy":  {sdk.ErrDriverUnhealthy, codes.FailedPrecondition},
+		"sdk.ErrIncompatibleAPI":  {sdk.ErrIncompatibleAPI, codes.FailedPrecondition},
+		"sdk.ErrNotPluginProcess": {sdk.ErrNotPluginProcess, codes.FailedPrecondition},
+		"sdk.ErrConfigJSON":       {sdk.ErrConfigJSON, codes.InvalidArgument},
+		"sdk/executor.ErrLost":    {executor.ErrLost, codes.NotFound},
+		"sdk/executor.ErrExited":  {executor.ErrExited, codes.FailedPrecondition},
+		"sdk/procfs.ErrNoProcess": {procfs.ErrNoProcess, codes.NotFound},
+		"sdk/procfs.ErrBadStat":   {procfs.ErrBadStat, codes.Internal},
+	}
+	// The table above is every sentinel under sdk/, with the code its
+	// declaration gives it: a new one must be added here, so its run-time
+	// code is checked too.
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := walkSentinels(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for key, s := range res.sentinels {
+		name, ok := strings.CutPrefix(key, "berth.dev/berth/")
+		if !ok || (!strings.HasPrefix(name, "sdk.") && !strings.HasPrefix(name, "sdk/")) || s.alias != "" {
+			continue
+		}
+		r, ok := sentinels[name]
+		if !ok {
+			t.Errorf("%s (%s) is not in this test's table", name, s.pos)
+			continue
+		}
+		if declared, _ := res.codeOf(key); declared != r.code {
+			t.Errorf("%s is declared with %s, the table says %s", name, declared, r.code)
+		}
+		seen[name] = true
+	}
+	for name, r := range sentinels {
+		if !seen[name] {
+			t.Errorf("%s: the walk found no such sentinel", name)
+		}
+		sentinel, want := r.err, r.code
 		for _, err := range []error{
 			sentinel,
 			fmt.Errorf("task t1: %w", sentinel),
