@@ -10,13 +10,15 @@ import (
 )
 
 // TestSentinelsCarryTheirCodes pins the code each refusal of the state
-// machine reaches the API with.
+// machine reaches the API with. A raft entry's bytes are built by berth's
+// servers, so one that is empty, malformed or encoded from the wrong message
+// is berth's bug: Internal (HTTP 500), never the caller's InvalidArgument.
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		fsm.ErrEmptyCommand:       codes.InvalidArgument,
+		fsm.ErrEmptyCommand:       codes.Internal,
 		fsm.ErrUnknownCommand:     codes.Unimplemented,
-		fsm.ErrMalformedCommand:   codes.InvalidArgument,
-		fsm.ErrMessageMismatch:    codes.InvalidArgument,
+		fsm.ErrMalformedCommand:   codes.Internal,
+		fsm.ErrMessageMismatch:    codes.Internal,
 		fsm.ErrInvalidCommand:     codes.InvalidArgument,
 		fsm.ErrNodeNotFound:       codes.NotFound,
 		fsm.ErrDuplicateKey:       codes.AlreadyExists,

@@ -6,10 +6,19 @@ import (
 	"berth.dev/berth/rpc/errcode"
 )
 
+// The bytes of a raft entry are built by berth's servers (Encode, in
+// raftApply), never by a caller: a command that is empty, does not decode,
+// or was encoded from the wrong message is berth's bug, so those sentinels
+// are Internal (HTTP 500), not InvalidArgument (400), which would blame the
+// caller. A command from a newer server is Unimplemented; a command that
+// decodes but carries unusable content (a missing ID, from a request the
+// server passed on) stays InvalidArgument.
 var (
 	// ErrEmptyCommand is returned by Decode, and in an ApplyResult, when a raft
-	// log entry carries no bytes at all, so not even a command type.
-	ErrEmptyCommand = errcode.New(codes.InvalidArgument, "empty command: no command type byte")
+	// log entry carries no bytes at all, so not even a command type. Raft
+	// hands Apply only the command entries servers proposed, so only
+	// berth's own proposer can have written it.
+	ErrEmptyCommand = errcode.New(codes.Internal, "empty command: no command type byte")
 
 	// ErrUnknownCommand is returned by Encode, Decode and (in an ApplyResult)
 	// Apply when the command type byte names no command this version knows and
@@ -20,11 +29,11 @@ var (
 	// ErrMalformedCommand is returned by Decode, and in an ApplyResult, when the
 	// command type is known but the bytes after it are not a valid encoding of
 	// that command's message.
-	ErrMalformedCommand = errcode.New(codes.InvalidArgument, "malformed command body")
+	ErrMalformedCommand = errcode.New(codes.Internal, "malformed command body")
 
 	// ErrMessageMismatch is returned by Encode when the message given is not
 	// the message type the command type carries.
-	ErrMessageMismatch = errcode.New(codes.InvalidArgument, "message does not match command type")
+	ErrMessageMismatch = errcode.New(codes.Internal, "message does not match command type")
 
 	// ErrInvalidCommand is returned in an ApplyResult when a command decodes
 	// but its content cannot be applied: a missing ID or an unusable status.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -66,7 +67,7 @@ func (c *DriverClient) negotiate(ctx context.Context) error {
 		return c.err(ctx, "Negotiate", err)
 	}
 	if _, ok := pickAPIVersion([]uint32{resp.GetApiVersion()}); !ok {
-		return &RPCError{Plugin: resp.GetInfo().GetName(), Method: "Negotiate", Err: ErrIncompatibleAPI,
+		return &RPCError{Plugin: resp.GetInfo().GetName(), Method: "Negotiate", Code: codes.FailedPrecondition, Err: ErrIncompatibleAPI,
 			Message: "plugin chose an API version this sdk does not speak"}
 	}
 	c.mu.Lock()
@@ -96,7 +97,9 @@ func (c *DriverClient) ConfigSchema(ctx context.Context) (*driverpb.ConfigSchema
 		return nil, c.err(ctx, "ConfigSchema", err)
 	}
 	if err := errors.Join(CheckSchema(s.GetPlugin()), CheckSchema(s.GetTask())); err != nil {
-		return nil, &RPCError{Plugin: c.Name(), Method: "ConfigSchema", Message: "plugin sent an invalid schema: " + err.Error()}
+		// The call succeeded, but the plugin answered against the protocol:
+		// its bug, Internal.
+		return nil, &RPCError{Plugin: c.Name(), Method: "ConfigSchema", Code: codes.Internal, Message: "plugin sent an invalid schema: " + err.Error()}
 	}
 	return s, nil
 }

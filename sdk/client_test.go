@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/executor"
+	"berth.dev/berth/sdk/internal/sdkerr"
+	"berth.dev/berth/sdk/procfs"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -38,26 +42,53 @@ func serve(t *testing.T, d Driver) (*DriverClient, *grpc.Server) {
 func TestSentinelsCrossTheWire(t *testing.T) {
 	f := newFakeDriver()
 	c, _ := serve(t, f)
-	for _, w := range wireErrors {
+	all := sdkerr.All()
+	// sdk's, sdk/executor's and sdk/procfs's sentinels are all registered.
+	for _, want := range []error{ErrTaskNotFound, ErrConfigJSON, executor.ErrLost, procfs.ErrBadStat} {
+		if !slices.Contains(all, want) {
+			t.Errorf("sdkerr.All() lacks %v", want)
+		}
+	}
+	for _, sentinel := range all {
+		want := sentinel.(*sdkerr.Error).GRPCCode()
 		f.mu.Lock()
-		f.StartErr = fmt.Errorf("deep inside: %w", w.err)
+		f.StartErr = fmt.Errorf("deep inside: %w", sentinel)
 		f.mu.Unlock()
 		_, err := c.StartTask(testCtx(t), &driverpb.TaskConfig{Id: "t1"})
-		if !errors.Is(err, w.err) {
-			t.Errorf("%v: client got %v", w.err, err)
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%v: client got %v", sentinel, err)
 			continue
 		}
 		var rerr *RPCError
-		if !errors.As(err, &rerr) || rerr.Plugin != "fake" || rerr.Method != "StartTask" || rerr.Code != w.code {
-			t.Errorf("%v: RPCError %+v, want plugin fake, method StartTask, code %s", w.err, rerr, w.code)
+		if !errors.As(err, &rerr) || rerr.Plugin != "fake" || rerr.Method != "StartTask" || rerr.Code != want || rerr.GRPCCode() != want {
+			t.Errorf("%v: RPCError %+v, want plugin fake, method StartTask, code %s", sentinel, rerr, want)
 		}
-		if rerr.Message != "deep inside: "+w.err.Error() {
+		if rerr.Message != "deep inside: "+sentinel.Error() {
 			t.Errorf("message %q lost the driver's text", rerr.Message)
 		}
-		for _, other := range wireErrors {
-			if other.err != w.err && errors.Is(err, other.err) {
-				t.Errorf("%v also matches %v", w.err, other.err)
+		for _, other := range all {
+			if other != sentinel && errors.Is(err, other) {
+				t.Errorf("%v also matches %v", sentinel, other)
 			}
+		}
+	}
+}
+
+// An error wrapping several sentinels crosses as the nearest one, the rule
+// rpc/errcode's Code follows, not as whichever a table lists first.
+func TestNearestSentinelCrossesTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{fmt.Errorf("signal: %w: %w", executor.ErrExited, ErrTaskNotFound), executor.ErrExited},
+		{fmt.Errorf("signal: %w", fmt.Errorf("%w: %w", ErrTaskNotRunning, ErrPluginShutdown)), ErrTaskNotRunning},
+		{fmt.Errorf("outer: %w", &ConfigError{Plugin: "p", Scope: ScopeTask, Key: "id", Problem: "empty"}), ErrInvalidConfig},
+	} {
+		st := status.Convert(toStatus("p", tc.err))
+		err := fromStatus(context.Background(), "p", "M", nil, st.Err())
+		if !errors.Is(err, tc.want) || st.Code() != tc.want.(*sdkerr.Error).GRPCCode() {
+			t.Errorf("%v crossed as %s %v, want %v", tc.err, st.Code(), err, tc.want)
 		}
 	}
 }
@@ -71,9 +102,9 @@ func TestPlainErrorsStayPlain(t *testing.T) {
 	if !errors.As(err, &rerr) || rerr.Code != codes.Unknown || rerr.Err != nil || rerr.Message != "the image is corrupt" {
 		t.Fatalf("got %#v", err)
 	}
-	for _, w := range wireErrors {
-		if errors.Is(err, w.err) {
-			t.Errorf("plain error matches %v", w.err)
+	for _, sentinel := range sdkerr.All() {
+		if errors.Is(err, sentinel) {
+			t.Errorf("plain error matches %v", sentinel)
 		}
 	}
 }

@@ -8,12 +8,15 @@ import (
 	"io"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+
 	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/internal/sdkerr"
 )
 
 // ErrConfigJSON is returned by ParseConfigJSON when its input is not a JSON
 // object of config values.
-var ErrConfigJSON = errors.New("invalid config JSON")
+var ErrConfigJSON = sdkerr.New(codes.InvalidArgument, "CONFIG_JSON", "invalid config JSON")
 
 // ParseConfigJSON decodes a config written as a JSON object, e.g. a job's
 // config block in a JSON job spec (or an HCL body converted with

@@ -23,7 +23,9 @@
 // EventHub, FingerprintHub and TaskStore do the bookkeeping most drivers
 // need. Return the sentinels of errors.go (wrapped with %w) for the
 // conditions they name: they cross the process boundary as gRPC codes and
-// reasons and come out as the same sentinels on the client. Drivers that
+// reasons and come out as the same sentinels on the client, and berth's API
+// answers them with those codes (an error that wraps none is Unknown, HTTP
+// 500 — say what is wrong with a sentinel when one fits). Drivers that
 // run processes use sdk/executor so tasks survive plugin restarts; test a
 // driver with sdk/drivertest, which runs it as a real subprocess plugin.
 //

@@ -1,108 +1,77 @@
 package sdk
 
 import (
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 
-	"berth.dev/berth/sdk/executor"
-	"berth.dev/berth/sdk/procfs"
+	"berth.dev/berth/sdk/internal/sdkerr"
 )
 
-// Errors a driver returns (wrapped with %w) and a client gets back: each
-// crosses the process boundary as a gRPC code plus a reason (see status.go),
-// so errors.Is works the same in-process and over the plugin connection.
+// Errors a driver returns (wrapped with %w) and a client gets back. Each is
+// declared with its gRPC code and wire reason in one place (sdkerr.New): it
+// crosses the process boundary as that code plus the reason (see status.go)
+// and comes back as the same sentinel, so errors.Is works the same
+// in-process and over the plugin connection; and berth's API answers it with
+// that code. Reasons are append-only: a client that does not know one just
+// sees the code. The sentinels of sdk/executor and sdk/procfs travel the same
+// way.
 var (
 	// ErrPluginShutdown is returned by DriverClient calls when the plugin
 	// process has exited or its connection is gone. The call may or may not
 	// have taken effect; the caller restarts the plugin and recovers tasks.
-	ErrPluginShutdown = errors.New("driver plugin shut down")
+	ErrPluginShutdown = sdkerr.New(codes.Unavailable, "PLUGIN_SHUTDOWN", "driver plugin shut down")
 
 	// ErrTaskNotFound is returned by task calls naming a task the driver does
 	// not know, and by RecoverTask when the task is gone and how it ended
 	// was never recorded.
-	ErrTaskNotFound = errors.New("task not found")
+	ErrTaskNotFound = sdkerr.New(codes.NotFound, "TASK_NOT_FOUND", "task not found")
 
 	// ErrTaskExists is returned by StartTask when the task ID is in use.
-	ErrTaskExists = errors.New("task already exists")
+	ErrTaskExists = sdkerr.New(codes.AlreadyExists, "TASK_EXISTS", "task already exists")
 
 	// ErrTaskRunning is returned by DestroyTask without force when the task
 	// is still running.
-	ErrTaskRunning = errors.New("task is still running")
+	ErrTaskRunning = sdkerr.New(codes.FailedPrecondition, "TASK_RUNNING", "task is still running")
 
 	// ErrTaskNotRunning is returned by SignalTask and ExecTask when the task
 	// has already exited.
-	ErrTaskNotRunning = errors.New("task is not running")
+	ErrTaskNotRunning = sdkerr.New(codes.FailedPrecondition, "TASK_NOT_RUNNING", "task is not running")
 
 	// ErrInvalidConfig is returned when a plugin config, a task's driver
 	// config or a TaskConfig field is invalid; the error is (or joins)
 	// *ConfigError values naming the plugin and the key.
-	ErrInvalidConfig = errors.New("invalid config")
+	ErrInvalidConfig = sdkerr.New(codes.InvalidArgument, "INVALID_CONFIG", "invalid config")
 
 	// ErrInvalidHandle is returned by RecoverTask when the handle was issued
 	// by another driver or its driver state cannot be decoded.
-	ErrInvalidHandle = errors.New("invalid task handle")
+	ErrInvalidHandle = sdkerr.New(codes.InvalidArgument, "INVALID_HANDLE", "invalid task handle")
 
 	// ErrInvalidSignal is returned when a signal name is not a known signal.
-	ErrInvalidSignal = errors.New("invalid signal")
+	ErrInvalidSignal = sdkerr.New(codes.InvalidArgument, "INVALID_SIGNAL", "invalid signal")
 
 	// ErrNotSupported is returned for an optional feature the driver does
 	// not have (see DriverCapabilities), e.g. ExecTask without exec.
-	ErrNotSupported = errors.New("not supported by driver")
+	ErrNotSupported = sdkerr.New(codes.Unimplemented, "NOT_SUPPORTED", "not supported by driver")
 
 	// ErrDriverUnhealthy is returned by StartTask when the driver cannot run
 	// tasks right now (disabled by its plugin config, or unhealthy); its
 	// fingerprint says why.
-	ErrDriverUnhealthy = errors.New("driver is not healthy")
+	ErrDriverUnhealthy = sdkerr.New(codes.FailedPrecondition, "DRIVER_UNHEALTHY", "driver is not healthy")
 
 	// ErrIncompatibleAPI is returned by DispenseDriver and LaunchDriver when
-	// the plugin speaks no API version this sdk speaks.
-	ErrIncompatibleAPI = errors.New("no common driver API version")
+	// the plugin speaks no API version this sdk speaks. Retrying does not
+	// help: the plugin or berth must be upgraded.
+	ErrIncompatibleAPI = sdkerr.New(codes.FailedPrecondition, "INCOMPATIBLE_API", "no common driver API version")
 
 	// ErrNotPluginProcess is returned by ServeDriver when the process was not
 	// started by a go-plugin client with berth's handshake (e.g. run by hand).
-	ErrNotPluginProcess = errors.New("not started as a berth driver plugin: this command is run by the berth agent")
+	ErrNotPluginProcess = sdkerr.New(codes.FailedPrecondition, "NOT_PLUGIN_PROCESS",
+		"not started as a berth driver plugin: this command is run by the berth agent")
 )
 
 // errorReasonDomain scopes the reasons in errdetails.ErrorInfo.
 const errorReasonDomain = "driver.berth.dev"
-
-// wireError says how a sentinel travels: its gRPC code and a reason that
-// tells sentinels sharing a code apart.
-type wireError struct {
-	err    error
-	code   codes.Code
-	reason string
-}
-
-// wireErrors is the one table both directions use. Order matters only for
-// errors wrapping several sentinels: the first match wins. Every exported
-// sentinel under sdk/ has a row, subpackages' included, so none crosses the
-// plugin boundary as Unknown by omission (a test in rpc/errcode checks it;
-// sdk cannot import rpc/errcode, so this table is sdk's own). Reasons are
-// append-only: a client that does not know one just sees the code.
-var wireErrors = []wireError{
-	{ErrPluginShutdown, codes.Unavailable, "PLUGIN_SHUTDOWN"},
-	{ErrTaskNotFound, codes.NotFound, "TASK_NOT_FOUND"},
-	{ErrTaskExists, codes.AlreadyExists, "TASK_EXISTS"},
-	{ErrTaskRunning, codes.FailedPrecondition, "TASK_RUNNING"},
-	{ErrTaskNotRunning, codes.FailedPrecondition, "TASK_NOT_RUNNING"},
-	{ErrDriverUnhealthy, codes.FailedPrecondition, "DRIVER_UNHEALTHY"},
-	{ErrIncompatibleAPI, codes.FailedPrecondition, "INCOMPATIBLE_API"},
-	{ErrInvalidConfig, codes.InvalidArgument, "INVALID_CONFIG"},
-	{ErrInvalidHandle, codes.InvalidArgument, "INVALID_HANDLE"},
-	{ErrInvalidSignal, codes.InvalidArgument, "INVALID_SIGNAL"},
-	{ErrNotSupported, codes.Unimplemented, "NOT_SUPPORTED"},
-	{ErrConfigJSON, codes.InvalidArgument, "CONFIG_JSON"},
-	{ErrNotPluginProcess, codes.FailedPrecondition, "NOT_PLUGIN_PROCESS"},
-	{executor.ErrLost, codes.NotFound, "TASK_LOST"},
-	{executor.ErrExited, codes.FailedPrecondition, "TASK_EXITED"},
-	{procfs.ErrNoProcess, codes.NotFound, "NO_PROCESS"},
-	// A /proc line berth cannot parse is berth's bug (or a kernel it does
-	// not know), not the caller's.
-	{procfs.ErrBadStat, codes.Internal, "BAD_PROC_STAT"},
-}
 
 // ConfigScope says which config a ConfigError is about.
 type ConfigScope string
@@ -160,3 +129,8 @@ func (e *RPCError) Error() string {
 
 // Unwrap returns the sentinel this error stands for.
 func (e *RPCError) Unwrap() error { return e.Err }
+
+// GRPCCode returns the code the call failed with, so that berth's API
+// answers a driver's refusal with the plugin's code (rpc/errcode matches this
+// method), even when Err is nil because the error was the driver's own.
+func (e *RPCError) GRPCCode() codes.Code { return e.Code }

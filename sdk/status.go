@@ -9,11 +9,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+
+	"berth.dev/berth/sdk/internal/sdkerr"
 )
 
 // toStatus turns a driver's error into a gRPC status carrying the code and
 // reason of the sentinel it wraps, and for config errors every offending key
 // as a BadRequest field violation. plugin names the driver in the metadata.
+// An error wrapping several sentinels travels as the nearest one (errors.As
+// order), the rule rpc/errcode's Code follows too; an error wrapping none
+// is Unknown.
 func toStatus(plugin string, err error) error {
 	if err == nil {
 		return nil
@@ -24,17 +29,12 @@ func toStatus(plugin string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	code, reason := codes.Unknown, ""
-	for _, w := range wireErrors {
-		if errors.Is(err, w.err) {
-			code, reason = w.code, w.reason
-			break
-		}
+	var sentinel *sdkerr.Error
+	if !errors.As(err, &sentinel) {
+		return status.Error(codes.Unknown, err.Error())
 	}
-	st := status.New(code, err.Error())
-	if reason == "" {
-		return st.Err()
-	}
+	reason := sentinel.Reason()
+	st := status.New(sentinel.GRPCCode(), err.Error())
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{
 		Reason:   reason,
 		Domain:   errorReasonDomain,
@@ -113,12 +113,7 @@ func fromStatus(ctx context.Context, plugin, method string, exited func() bool, 
 		}
 	}
 	if info != nil {
-		for _, w := range wireErrors {
-			if w.reason == info.GetReason() {
-				rerr.Err = w.err
-				break
-			}
-		}
+		rerr.Err = sdkerr.ByReason(info.GetReason())
 		if p := info.GetMetadata()["plugin"]; p != "" && rerr.Err == ErrInvalidConfig && bad != nil {
 			rerr.Err = configErrorsFromWire(p, bad)
 		}

@@ -41,7 +41,7 @@ func (d *Driver) Name() string { return d.in.p.Name }
 func (d *Driver) Info() *pb.DriverInfo { return d.in.driverInfo() }
 
 // Capabilities returns the running plugin's capabilities, or
-// ErrDriverUnavailable when no plugin runs.
+// ErrDriverUnavailable when no plugin runs (ErrDriverFailed when none will).
 func (d *Driver) Capabilities(ctx context.Context) (*driverpb.DriverCapabilities, error) {
 	r, err := d.in.acquire(ctx, false)
 	if err != nil {
@@ -61,7 +61,8 @@ func (d *Driver) TaskConfigSpec(ctx context.Context) (sdk.ConfigSpec, error) {
 }
 
 // StartTask starts a task and persists its handle before returning it. It
-// fails at once with ErrDriverUnavailable when the plugin is not running,
+// fails at once with ErrDriverUnavailable when the plugin is not running
+// (ErrDriverFailed when its config keeps it from ever running),
 // and with sdk.ErrTaskExists when a task of any driver on this node has
 // the ID. If the handle cannot be persisted the task is destroyed again:
 // a task berth could not recover after a restart is not started.

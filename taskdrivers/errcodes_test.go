@@ -19,6 +19,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrPluginName:          codes.FailedPrecondition,
 		ErrPluginExited:        codes.Unavailable,
 		ErrDriverUnavailable:   codes.Unavailable,
+		ErrDriverFailed:        codes.FailedPrecondition,
 		ErrShutdown:            codes.Unavailable,
 		ErrNestedPlugin:        codes.FailedPrecondition,
 	})

@@ -26,7 +26,11 @@ var (
 
 	// ErrPluginStart is reported when a plugin process could not be brought
 	// up: it crashed or exited before the handshake, speaks another
-	// go-plugin protocol version or driver API version, or timed out.
+	// go-plugin protocol version or driver API version, or timed out. It is
+	// joined to its cause with errcode.Fallback, so the error's code is the
+	// cause's when the cause has one (no common API version:
+	// FailedPrecondition, which retrying does not fix) and Unavailable
+	// otherwise.
 	ErrPluginStart = errcode.New(codes.Unavailable, "driver plugin failed to start")
 
 	// ErrPluginName is reported when a plugin calls itself by another name
@@ -37,10 +41,20 @@ var (
 	// stops answering; the manager restarts it.
 	ErrPluginExited = errcode.New(codes.Unavailable, "driver plugin exited")
 
-	// ErrDriverUnavailable is returned by Driver.StartTask when the driver's
-	// plugin is not running (still starting, failed, or restarting), and by
-	// calls that wait for it when the plugin failed for good.
+	// ErrDriverUnavailable is returned by Driver calls that do not wait
+	// (StartTask) when the driver's plugin is not running now: still
+	// starting, restarting, or failing to start while the manager keeps
+	// trying. It is joined to why with errcode.Fallback: the code is the
+	// last failure's when that has one (a missing plugin is NotFound, an
+	// incompatible one FailedPrecondition), Unavailable otherwise.
 	ErrDriverUnavailable = errcode.New(codes.Unavailable, "task driver is not available")
+
+	// ErrDriverFailed is returned by every Driver call, waiting or not, when
+	// the driver failed for good: its plugin config is invalid, so the
+	// manager does not restart it until the agent config is fixed. It is
+	// FailedPrecondition, not the config error's InvalidArgument: the
+	// caller's request is fine, the node's config refuses it.
+	ErrDriverFailed = errcode.New(codes.FailedPrecondition, "task driver failed for good")
 
 	// ErrShutdown is returned by Driver calls once the manager is shutting
 	// down, and by Manager.Start after Shutdown.

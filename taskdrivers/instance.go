@@ -10,6 +10,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -198,7 +199,8 @@ func (in *instance) watch(ctx context.Context, r *running) error {
 
 // acquire returns the running plugin. Without wait it fails at once with
 // ErrDriverUnavailable when there is none; with wait it waits for the
-// supervisor to (re)start it, until ctx ends.
+// supervisor to (re)start it, until ctx ends. Either way a driver that
+// failed for good is ErrDriverFailed.
 func (in *instance) acquire(ctx context.Context, wait bool) (*running, error) {
 	for {
 		in.mu.Lock()
@@ -206,13 +208,13 @@ func (in *instance) acquire(ctx context.Context, wait bool) (*running, error) {
 		in.mu.Unlock()
 		switch {
 		case fatal != nil:
-			return nil, fmt.Errorf("%w: %w", ErrDriverUnavailable, fatal)
+			return nil, fmt.Errorf("%w: %w", ErrDriverFailed, fatal)
 		case in.m.ctx.Err() != nil:
 			return nil, ErrShutdown
 		case cur != nil:
 			return cur, nil
 		case !wait && lastErr != nil:
-			return nil, fmt.Errorf("%w: %w", ErrDriverUnavailable, lastErr)
+			return nil, errcode.Fallback(ErrDriverUnavailable, lastErr)
 		case !wait:
 			return nil, fmt.Errorf("%w: driver %q: %s", ErrDriverUnavailable, in.p.Name, desc)
 		}

@@ -14,6 +14,7 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -42,7 +43,7 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 		var err error
 		sockDir, err = os.MkdirTemp("", socketDirPrefix(in.p.Name))
 		if err != nil {
-			return nil, in.p.errorf(fmt.Errorf("%w: socket directory: %w", ErrPluginStart, err))
+			return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, fmt.Errorf("socket directory: %w", err)))
 		}
 		// One per attempt: the process of an attempt abandoned when ctx
 		// ended may still be writing while the next attempt starts.
@@ -117,7 +118,7 @@ func removeSocketDir(dir string) {
 func (in *instance) startError(ctx context.Context, cmd *exec.Cmd, stderr *tailWriter, err error) error {
 	tail := stderr.summary()
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %w%s", ErrPluginStart, err, tail)
+		return errcode.Fallback(ErrPluginStart, fmt.Errorf("%w%s", err, tail))
 	}
 	var rpcErr *sdk.RPCError
 	if st := cmd.ProcessState; st != nil && !errors.As(err, &rpcErr) {
@@ -131,7 +132,7 @@ func (in *instance) startError(ctx context.Context, cmd *exec.Cmd, stderr *tailW
 			return fmt.Errorf("%w: the process %s while starting%s", ErrPluginStart, how, tail)
 		}
 	}
-	return fmt.Errorf("%w: %w%s", ErrPluginStart, err, tail)
+	return errcode.Fallback(ErrPluginStart, fmt.Errorf("%w%s", err, tail))
 }
 
 // check verifies the executable before each launch attempt, so that a
@@ -186,7 +187,7 @@ func (in *instance) setup(ctx context.Context, proc *sdk.DriverPlugin) (*running
 	}
 	schemas, err := c.ConfigSchema(ctx)
 	if err != nil {
-		return nil, in.p.errorf(fmt.Errorf("%w: %w", ErrPluginStart, err))
+		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
 	}
 	vals, err := sdk.ConfigSpec{Plugin: in.p.Name, Scope: sdk.ScopePlugin, Schema: schemas.GetPlugin()}.Validate(in.p.Config)
 	if err != nil {
@@ -194,20 +195,20 @@ func (in *instance) setup(ctx context.Context, proc *sdk.DriverPlugin) (*running
 	}
 	if err := c.SetConfig(ctx, &driverpb.PluginConfig{Values: vals.ConfigMap()}); err != nil {
 		if !isConfigError(err) {
-			err = fmt.Errorf("%w: %w", ErrPluginStart, err)
+			err = errcode.Fallback(ErrPluginStart, err)
 		}
 		return nil, in.p.errorf(err)
 	}
 	caps, err := c.Capabilities(ctx)
 	if err != nil {
-		return nil, in.p.errorf(fmt.Errorf("%w: %w", ErrPluginStart, err))
+		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
 	}
 	info, err := c.PluginInfo(ctx)
 	if err != nil {
-		return nil, in.p.errorf(fmt.Errorf("%w: %w", ErrPluginStart, err))
+		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
 	}
 	if err := in.recoverTasks(ctx, c); err != nil {
-		return nil, in.p.errorf(fmt.Errorf("%w: %w", ErrPluginStart, err))
+		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
 	}
 	return &running{gen: in.nextGen(), proc: proc, client: c, pid: proc.Pid(), version: info.GetVersion(),
 		schemas: schemas, caps: caps}, nil

@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -133,12 +136,19 @@ func TestPluginConfigErrorsNameDriverKeyAndSource(t *testing.T) {
 			t.Fatalf("%s health: %v", want.driver, i)
 		}
 	}
-	// A config error is not retried: the plugin is not running, and calls fail at once.
+	// A config error is not retried: the plugin is not running, and calls
+	// fail at once, waiting or not, with ErrDriverFailed: not
+	// ErrDriverUnavailable, whose Unavailable would tell callers to retry.
 	if pid := pluginPid(m, "raw_exec"); pid != 0 {
 		t.Fatalf("raw_exec plugin running (pid %d) with an invalid config", pid)
 	}
 	_, err = driver(t, m, "raw_exec").WaitTask(ctxT(t), "t1")
-	wantErr(t, err, ErrDriverUnavailable, sdk.ErrInvalidConfig)
+	wantErr(t, err, ErrDriverFailed, sdk.ErrInvalidConfig)
+	_, err = driver(t, m, "raw_exec").StartTask(ctxT(t), &driverpb.TaskConfig{Id: "t1"})
+	wantErr(t, err, ErrDriverFailed, sdk.ErrInvalidConfig)
+	if errors.Is(err, ErrDriverUnavailable) || errcode.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("StartTask on a driver with an invalid config = %v, code %s; want ErrDriverFailed alone, FailedPrecondition", err, errcode.Code(err))
+	}
 }
 
 // TestBrokenPluginsAreReportedAndOthersRun covers every way a plugin can
@@ -159,18 +169,23 @@ func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
 	if i := m.DriverInfos()["mock"]; !i.GetHealthy() {
 		t.Fatalf("mock: %v", i)
 	}
+	// code is what StartTask's caller (and so the API) sees: Unavailable
+	// only where trying again may work; a plugin that cannot work until an
+	// operator replaces or fixes it has the code of what is wrong, not the
+	// "retry" of ErrPluginStart or ErrDriverUnavailable.
 	for _, tc := range []struct {
 		name     string
 		err      error
 		detected bool
 		says     []string
+		code     codes.Code
 	}{
-		{"ghost", ErrPluginMissing, false, []string{"agent.hcl:3", "not a built-in driver"}},
-		{"noexec", ErrPluginNotExecutable, false, []string{"chmod +x"}},
-		{"crashy", ErrPluginStart, true, []string{"exited with status 3", "fatal: cannot open /dev/kvm"}},
-		{"wrongproto", ErrPluginStart, true, []string{"Plugin version: 2"}},
-		{"wrongapi", sdk.ErrIncompatibleAPI, true, []string{"API version"}},
-		{"misnamed", ErrPluginName, true, []string{`"somethingelse"`}},
+		{"ghost", ErrPluginMissing, false, []string{"agent.hcl:3", "not a built-in driver"}, codes.NotFound},
+		{"noexec", ErrPluginNotExecutable, false, []string{"chmod +x"}, codes.FailedPrecondition},
+		{"crashy", ErrPluginStart, true, []string{"exited with status 3", "fatal: cannot open /dev/kvm"}, codes.Unavailable},
+		{"wrongproto", ErrPluginStart, true, []string{"Plugin version: 2"}, codes.Unavailable},
+		{"wrongapi", sdk.ErrIncompatibleAPI, true, []string{"API version"}, codes.FailedPrecondition},
+		{"misnamed", ErrPluginName, true, []string{`"somethingelse"`}, codes.FailedPrecondition},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			i := info(t, m, tc.name, func(i *pb.DriverInfo) bool {
@@ -192,6 +207,12 @@ func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
 			}
 			_, err := driver(t, m, tc.name).StartTask(ctxT(t), &driverpb.TaskConfig{Id: "t-" + tc.name})
 			wantErr(t, err, ErrDriverUnavailable, tc.err)
+			if got := errcode.Code(err); got != tc.code {
+				t.Errorf("StartTask error %v: code %s, want %s", err, got, tc.code)
+			}
+			if tc.name == "wrongapi" && !errors.Is(err, ErrPluginStart) {
+				t.Errorf("StartTask error %v does not say the plugin failed to start", err)
+			}
 			var pe *PluginError
 			if !errors.As(err, &pe) || pe.Driver != tc.name {
 				t.Fatalf("StartTask error %v names no driver", err)

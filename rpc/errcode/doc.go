@@ -10,7 +10,8 @@
 //
 // and wraps them with %w and the name of the object concerned
 // (fmt.Errorf("node %s: %w", id, ErrNodeNotFound)). errors.Is keeps working
-// on the server; Code finds the nearest code in the chain, Status turns the
+// on the server; Code finds the nearest code in the chain (the rule is
+// below), Status turns the
 // error into the gRPC status the server answers with (the message is the
 // whole wrapped text, so it still names the node), and HTTPStatus and Name
 // give the HTTP API's status and "code" field. A sentinel also implements
@@ -25,7 +26,9 @@
 //   - FailedPrecondition: the request is fine, the cluster's (or the host's)
 //     state refuses it; an operator or a later state may change the answer.
 //   - ResourceExhausted: a counted resource is used up (a volume's one
-//     write claim).
+//     write claim). HTTP 409, like FailedPrecondition, not google.rpc's
+//     429: 429 makes HTTP clients and proxies back off and retry on their
+//     own, and a claimed volume stays claimed until its holder lets go.
 //   - Unavailable: try again, here or on another server; nothing was done,
 //     or the outcome is unknown and the operation is safe to retry.
 //   - Unimplemented: this version does not know the operation (a raft
@@ -36,6 +39,30 @@
 //     unclassified error gets: an error with no code in its chain is
 //     Unknown, so "nobody classified it" and "we have a bug" stay apart.
 //
+// Which code wins when an error carries several: the nearest. Code takes
+// the first coded error met walking the chain as errors.As does: from the
+// outermost wrapper inwards, and for an error wrapping several (fmt.Errorf
+// with several %w, errors.Join) the first operand's whole chain before the
+// next. An error whose own code is Unknown (an sdk.RPCError for a driver's
+// unclassified error) does not count. So whoever wraps last decides, and
+// the call site orders its wraps by what it means:
+//
+//   - A wrapper that reclassifies puts its sentinel first:
+//     fmt.Errorf("%w: %w", taskdrivers.ErrDriverFailed, configErr) is
+//     FailedPrecondition, though the config error is InvalidArgument,
+//     because the caller's request is fine and the node's config is not.
+//   - A wrapper whose sentinel names only the step that failed, not whether
+//     retrying helps ("driver plugin failed to start", Unavailable), must
+//     not hide the cause's code (an incompatible plugin API is
+//     FailedPrecondition): it joins them with Fallback(sentinel, cause),
+//     which reads "sentinel: cause", errors.Is both, and has the cause's
+//     code when it has one and the sentinel's otherwise.
+//
+// The rule is not "the deepest code wins": that would make reclassifying
+// impossible, and with several operands "deepest" is not even defined. The
+// sdk's plugin wire (sdk/status.go) follows the same rule when an error
+// wraps several of its sentinels.
+//
 // Errors of other libraries are classified by a short table of their
 // sentinels (context.Canceled and DeadlineExceeded; raft.ErrNotLeader,
 // ErrLeadershipLost and the other leadership and shutdown errors are
@@ -43,7 +70,10 @@
 //
 // New refuses OK and Unknown, and a test in this package parses every Go
 // file of the module and fails, naming file and line, for an exported Err…
-// variable that is not declared with New (sdk/, which imports nothing of
-// berth, carries its codes in its own wire table, which the test checks
-// instead).
+// variable that is not declared with New. sdk/ imports nothing of berth, so
+// its sentinels are declared with sdk's own sdkerr.New(codes.X, "REASON",
+// "..."), which the test requires there instead: they have a GRPCCode
+// method, which Code matches by shape like any coded error's, so a driver's
+// refusal keeps its code from the plugin, through taskdrivers, to the API;
+// sdk.RPCError answers its call's code the same way.
 package errcode

@@ -74,10 +74,12 @@ var foreign = []struct {
 
 // Code returns the gRPC code of err: OK for nil; otherwise the code of the
 // error nearest the top of err's chain (in errors.As order) that has one — a
-// gRPC status, a Sentinel or other error with a GRPCCode method, a context
-// error or one of the foreign sentinels (raft.ErrNotLeader, ...). An error
-// with none of these is Unknown: nobody classified it, which is not the same
-// as a bug of berth's (Internal).
+// gRPC status, a Sentinel or other error with a GRPCCode method (sdk's
+// sentinels, sdk.RPCError) that does not answer Unknown, a context error or
+// one of the foreign sentinels (raft.ErrNotLeader, ...). An error with none
+// of these is Unknown: nobody classified it, which is not the same as a bug
+// of berth's (Internal). See the package doc for why the nearest wins, and
+// Fallback for a wrapper that must not hide its cause's code.
 func Code(err error) codes.Code {
 	if err == nil {
 		return codes.OK
@@ -117,7 +119,11 @@ func find(err error) (codes.Code, *status.Status) {
 	case nil:
 		return codes.Unknown, nil
 	case coder:
-		return e.GRPCCode(), nil
+		// An error whose code is Unknown (an sdk.RPCError for a driver's
+		// unclassified error) classifies nothing: look further down.
+		if c := e.GRPCCode(); c != codes.Unknown && c != codes.OK {
+			return c, nil
+		}
 	case statuser:
 		if st := e.GRPCStatus(); st != nil {
 			return st.Code(), st
@@ -142,4 +148,41 @@ func find(err error) (codes.Code, *status.Status) {
 		}
 	}
 	return codes.Unknown, nil
+}
+
+// Fallback returns an error that reads "sentinel: cause" and that errors.Is
+// both, whose code is cause's when cause has one and sentinel's otherwise.
+// It is for a sentinel that names the step that failed but not whether
+// retrying helps ("driver plugin failed to start"): under the nearest-code
+// rule, fmt.Errorf("%w: %w", sentinel, cause) would hide the cause's code
+// (an incompatible plugin API, FailedPrecondition, answered as the
+// sentinel's Unavailable). A wrapper that means to reclassify its cause
+// wraps it with fmt.Errorf as usual.
+func Fallback(sentinel, cause error) error {
+	return &fallback{sentinel: sentinel, cause: cause}
+}
+
+type fallback struct{ sentinel, cause error }
+
+func (f *fallback) Error() string { return f.sentinel.Error() + ": " + f.cause.Error() }
+
+// Unwrap puts the cause first, so Code (and errors.As) meet its code
+// before the sentinel's.
+func (f *fallback) Unwrap() []error { return []error{f.cause, f.sentinel} }
+
+// GRPCStatus gives grpc-go's own conversions (status.FromError) the same
+// code as Code: their errors.As would otherwise skip a cause that has only
+// a GRPCCode method and find the sentinel's status. A cause's status keeps
+// its details.
+func (f *fallback) GRPCStatus() *status.Status {
+	code, st := find(f.cause)
+	if code == codes.Unknown {
+		code, st = find(f.sentinel)
+	}
+	if st == nil {
+		return status.New(code, f.Error())
+	}
+	p := st.Proto()
+	p.Message = f.Error()
+	return status.FromProto(p)
 }

@@ -111,15 +111,17 @@ func TestHTTPTable(t *testing.T) {
 		name string
 		http int
 	}{
-		codes.OK:                 {"ok", 200},
-		codes.Canceled:           {"canceled", 499},
-		codes.Unknown:            {"unknown", 500},
-		codes.InvalidArgument:    {"invalid_argument", 400},
-		codes.DeadlineExceeded:   {"deadline_exceeded", 504},
-		codes.NotFound:           {"not_found", 404},
-		codes.AlreadyExists:      {"already_exists", 409},
-		codes.PermissionDenied:   {"permission_denied", 403},
-		codes.ResourceExhausted:  {"resource_exhausted", 429},
+		codes.OK:               {"ok", 200},
+		codes.Canceled:         {"canceled", 499},
+		codes.Unknown:          {"unknown", 500},
+		codes.InvalidArgument:  {"invalid_argument", 400},
+		codes.DeadlineExceeded: {"deadline_exceeded", 504},
+		codes.NotFound:         {"not_found", 404},
+		codes.AlreadyExists:    {"already_exists", 409},
+		codes.PermissionDenied: {"permission_denied", 403},
+		// Not 429: a claimed volume stays claimed; clients must not retry
+		// it automatically as they would a rate limit.
+		codes.ResourceExhausted:  {"resource_exhausted", 409},
 		codes.FailedPrecondition: {"failed_precondition", 409},
 		codes.Aborted:            {"aborted", 409},
 		codes.OutOfRange:         {"out_of_range", 400},
@@ -146,5 +148,55 @@ func TestHTTPTable(t *testing.T) {
 	}
 	if c, ok := FromName("teapot"); ok || c != codes.Unknown {
 		t.Errorf("FromName(teapot) = %s, %v", c, ok)
+	}
+}
+
+// Fallback lets a cause's code win over a sentinel that only names the step
+// that failed, and keeps the sentinel's code for a cause without one.
+func TestFallbackPrefersTheCausesCode(t *testing.T) {
+	errStart := New(codes.Unavailable, "plugin failed to start")
+	errAPI := New(codes.FailedPrecondition, "no common API version")
+	withInfo, _ := status.New(codes.FailedPrecondition, "incompatible").WithDetails(&errdetails.ErrorInfo{Reason: "INCOMPATIBLE_API"})
+	tests := []struct {
+		name  string
+		cause error
+		want  codes.Code
+	}{
+		{"coded cause", fmt.Errorf("negotiating: %w", errAPI), codes.FailedPrecondition},
+		{"status cause", withInfo.Err(), codes.FailedPrecondition},
+		{"foreign cause", raft.ErrNotLeader, codes.Unavailable},
+		{"context cause", fmt.Errorf("handshake: %w", context.Canceled), codes.Canceled},
+		{"uncoded cause", errors.New("handshake timed out"), codes.Unavailable},
+	}
+	for _, tt := range tests {
+		err := Fallback(errStart, tt.cause)
+		if !errors.Is(err, errStart) || !errors.Is(err, tt.cause) {
+			t.Errorf("%s: errors.Is lost the sentinel or the cause", tt.name)
+		}
+		if want := "plugin failed to start: " + tt.cause.Error(); err.Error() != want {
+			t.Errorf("%s: message %q, want %q", tt.name, err, want)
+		}
+		wrapped := fmt.Errorf("driver d1: %w", err)
+		for _, e := range []error{err, wrapped} {
+			if got := Code(e); got != tt.want {
+				t.Errorf("%s: Code(%v) = %s, want %s", tt.name, e, got, tt.want)
+			}
+			st := status.Convert(Status(e))
+			if st.Code() != tt.want || st.Message() != e.Error() {
+				t.Errorf("%s: Status(%v) = %s %q", tt.name, e, st.Code(), st.Message())
+			}
+			if st, _ := status.FromError(e); st.Code() != tt.want {
+				t.Errorf("%s: status.FromError(%v) = %s, want %s", tt.name, e, st.Code(), tt.want)
+			}
+		}
+	}
+	// A status cause keeps its details through Status.
+	st := status.Convert(Status(fmt.Errorf("driver d1: %w", Fallback(errStart, withInfo.Err()))))
+	if len(st.Details()) != 1 {
+		t.Errorf("details of the cause's status lost: %v", st.Details())
+	}
+	// By contrast, a plain outer wrap reclassifies: the nearest code wins.
+	if got := Code(fmt.Errorf("%w: %w", errStart, errAPI)); got != codes.Unavailable {
+		t.Errorf("outer sentinel: Code = %s, want Unavailable (nearest wins)", got)
 	}
 }

@@ -18,10 +18,15 @@ type codeInfo struct {
 
 // names is the one table from gRPC code to the API's JSON "code" and HTTP
 // status, indexed by code. It follows google.rpc.Code's HTTP mapping except
-// that FailedPrecondition is 409 Conflict, not 400: in berth it means "the
-// cluster's state refuses this" (a volume already claimed, a server that
-// must be upgraded), which is not a malformed request, as Kubernetes
-// answers such conflicts.
+// for two codes that berth uses for the cluster's state refusing a request,
+// which are 409 Conflict, as Kubernetes answers such conflicts:
+//   - FailedPrecondition (google.rpc: 400): "the cluster's state refuses
+//     this" (a server that must be upgraded) is not a malformed request.
+//   - ResourceExhausted (google.rpc: 429): berth reserves it for "no free
+//     write claim" on a single-writer volume. 429 Too Many Requests tells
+//     HTTP clients and proxies to back off and retry on their own, but a
+//     claimed volume stays claimed until its holder lets go; retrying is the
+//     caller's decision, not a rate limiter's.
 var names = [...]codeInfo{
 	codes.OK:                 {"ok", http.StatusOK},
 	codes.Canceled:           {"canceled", StatusClientClosedRequest},
@@ -31,7 +36,7 @@ var names = [...]codeInfo{
 	codes.NotFound:           {"not_found", http.StatusNotFound},
 	codes.AlreadyExists:      {"already_exists", http.StatusConflict},
 	codes.PermissionDenied:   {"permission_denied", http.StatusForbidden},
-	codes.ResourceExhausted:  {"resource_exhausted", http.StatusTooManyRequests},
+	codes.ResourceExhausted:  {"resource_exhausted", http.StatusConflict},
 	codes.FailedPrecondition: {"failed_precondition", http.StatusConflict},
 	codes.Aborted:            {"aborted", http.StatusConflict},
 	codes.OutOfRange:         {"out_of_range", http.StatusBadRequest},

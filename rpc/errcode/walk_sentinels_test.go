@@ -69,10 +69,16 @@ func TestWalkerCatchesUncodedSentinels(t *testing.T) {
 		`bad/errors.go:26:2: berth.dev/berth/bad.ErrAliasOfPlain has no code: alias of berth.dev/berth/bad.ErrPlain, which has no code`,
 		`bad/errors.go:30:2: berth.dev/berth/bad.ErrForeign has no code: alias of fmt.ErrUnsupported, which is not an exported berth sentinel`,
 		`bad/errors.go:32:2: berth.dev/berth/bad.ErrNone has no code: no initializer of its own; declare it with errcode.New(codes.X, "...")`,
-		`sdk/errors.go:15:2: berth.dev/berth/sdk.ErrUnlisted has no code: sdk/ sentinels need an entry in sdk's wireErrors table (sdk/errors.go)`,
-		`sdk/errors.go:17:2: berth.dev/berth/sdk.ErrListedUnknown has no code: its wireErrors row gives code Unknown, which classifies nothing`,
-		`sdk/errors.go:30:2: wireErrors lists errors.ErrUnsupported, which is not an exported sentinel of sdk/`,
-		`sdk/helper/helper.go:9:5: berth.dev/berth/sdk/helper.ErrForgotten has no code: sdk/ sentinels need an entry in sdk's wireErrors table (sdk/errors.go)`,
+		// sdk/: only sdkerr.New codes a sentinel; a table row does not.
+		`sdk/errors.go:17:2: berth.dev/berth/sdk.ErrTabled has no code: declared with errors.New("tabled"); declare it with sdkerr.New(codes.X, "REASON", "...") (sdk/internal/sdkerr)`,
+		`sdk/errors.go:19:2: berth.dev/berth/sdk.ErrUnknownCode has no code: code Unknown classifies nothing; pick the code callers should branch on`,
+		`sdk/errors.go:21:2: berth.dev/berth/sdk.ErrNoReason has no code: its wire reason is empty`,
+		`sdk/errors.go:23:2: berth.dev/berth/sdk.ErrReasonTaken has no code: its wire reason "DECLARED" is berth.dev/berth/sdk.ErrDeclared's already (sdk/errors.go:15:43)`,
+		`sdk/errors.go:25:2: berth.dev/berth/sdk.ErrReasonVar has no code: the wire reason reasonVar is not a string literal the check can read`,
+		`sdk/errors.go:27:2: berth.dev/berth/sdk.ErrShort has no code: sdkerr.New needs a code, a wire reason and a message`,
+		`sdk/errors.go:29:2: berth.dev/berth/sdk.ErrBerths has no code: declared with errcode.New(codes.NotFound, "berth's"); declare it with sdkerr.New(codes.X, "REASON", "...") (sdk/internal/sdkerr)`,
+		`sdk/helper/helper.go:15:5: berth.dev/berth/sdk/helper.ErrForgotten has no code: declared with errors.New("forgotten"); declare it with sdkerr.New(codes.X, "REASON", "...") (sdk/internal/sdkerr)`,
+		`sdk/helper/helper.go:18:5: berth.dev/berth/sdk/helper.ErrHelpedAgain has no code: its wire reason "HELPED" is berth.dev/berth/sdk/helper.ErrHelped's already (sdk/helper/helper.go:12:54)`,
 	}
 	got := res.violations
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -84,8 +90,9 @@ func TestWalkerCatchesUncodedSentinels(t *testing.T) {
 		"berth.dev/berth/good.ErrFull":         codes.ResourceExhausted,
 		"berth.dev/berth/good.ErrBusy":         codes.Unavailable,
 		"berth.dev/berth/bad.ErrAliasOfGood":   codes.NotFound,
-		"berth.dev/berth/sdk.ErrListed":        codes.NotFound,
+		"berth.dev/berth/sdk.ErrDeclared":      codes.NotFound,
 		"berth.dev/berth/sdk/helper.ErrHelped": codes.FailedPrecondition,
+		"berth.dev/berth/sdk.ErrAliasOfHelper": codes.FailedPrecondition,
 	} {
 		if got, why := res.codeOf(key); why != "" || got != code {
 			t.Errorf("%s: code %s (%s), want %s", key, got, why, code)

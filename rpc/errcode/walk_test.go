@@ -23,14 +23,17 @@ import (
 // exported package-level variable named Err…. Each must carry a code:
 //
 //   - declared as errcode.New(codes.X, "...") with X neither OK nor Unknown;
-//   - or, under sdk/ (which may not import errcode), listed in sdk's
-//     wireErrors table with such a code;
+//   - or, under sdk/ (which may not import errcode), declared as
+//     sdkerr.New(codes.X, "REASON", "...") with such a code and a wire
+//     reason no other sdk sentinel has; Code reads that code at run time
+//     through the sentinel's GRPCCode method, so the declaration is what
+//     codes it (a table elsewhere naming a plain errors.New would not);
 //   - or an alias (ErrX = other.ErrY) of a sentinel that carries one.
 
 const (
-	codesPath   = "google.golang.org/grpc/codes"
-	sdkDir      = "sdk"
-	sdkTableVar = "wireErrors"
+	codesPath     = "google.golang.org/grpc/codes"
+	sdkDir        = "sdk"
+	sdkerrPkgPath = "/sdk/internal/sdkerr" // under the module
 )
 
 // codeByName maps "NotFound" to codes.NotFound, for every code gRPC defines.
@@ -46,10 +49,13 @@ var codeByName = func() map[string]codes.Code {
 type foundSentinel struct {
 	key   string // import path + "." + name
 	pos   token.Position
-	code  codes.Code // when coded directly (errcode.New, or sdk's table)
+	code  codes.Code // when coded directly (errcode.New, sdkerr.New)
 	coded bool
-	alias string // key of the sentinel it aliases, if it is an alias
-	why   string // what is wrong, when it is neither coded nor an alias
+	// reason is an sdk sentinel's wire reason; reasonPos is where it is.
+	reason    string
+	reasonPos token.Position
+	alias     string // key of the sentinel it aliases, if it is an alias
+	why       string // what is wrong, when it is neither coded nor an alias
 }
 
 // walkResult is what a walk found.
@@ -89,9 +95,8 @@ func walkSentinels(root string) (*walkResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	errcodePath := module + "/rpc/errcode"
+	ctors := constructors{errcode: module + "/rpc/errcode", sdkerr: module + sdkerrPkgPath}
 	res := &walkResult{sentinels: map[string]*foundSentinel{}}
-	sdkTable := map[string]sdkRow{}
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -134,15 +139,6 @@ func walkSentinels(root string) (*walkResult, error) {
 			for _, spec := range gd.Specs {
 				vs := spec.(*ast.ValueSpec)
 				for i, id := range vs.Names {
-					if dir == sdkDir && id.Name == sdkTableVar && i < len(vs.Values) {
-						readSDKTable(vs.Values[i], pkgPath, imports, func(pos token.Pos, key string, code codes.Code, problem string) {
-							if problem != "" {
-								res.violations = append(res.violations, fmt.Sprintf("%s: %s", relPos(root, fset.Position(pos)), problem))
-								return
-							}
-							sdkTable[key] = sdkRow{fset.Position(pos), code}
-						})
-					}
 					if !isSentinelName(id.Name) {
 						continue
 					}
@@ -151,7 +147,7 @@ func walkSentinels(root string) (*walkResult, error) {
 					if len(vs.Values) == len(vs.Names) {
 						value = vs.Values[i]
 					}
-					classify(s, value, pkgPath, imports, errcodePath, inSDK)
+					classify(s, value, fset, pkgPath, imports, ctors, inSDK)
 					res.sentinels[s.key] = s
 				}
 			}
@@ -161,20 +157,7 @@ func walkSentinels(root string) (*walkResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// sdk's sentinels are coded by its table; it is read once the whole
-	// tree has been seen, since it names sentinels of sdk's subpackages.
-	for key, row := range sdkTable {
-		s, ok := res.sentinels[key]
-		switch {
-		case !ok || !strings.HasPrefix(key, module+"/"+sdkDir):
-			res.violations = append(res.violations, fmt.Sprintf("%s: %s lists %s, which is not an exported sentinel of sdk/", relPos(root, row.pos), sdkTableVar, key))
-		case s.alias != "":
-		case row.code == codes.OK || row.code == codes.Unknown:
-			s.why = "its " + sdkTableVar + " row gives code " + row.code.String() + ", which classifies nothing"
-		default:
-			s.code, s.coded, s.why = row.code, true, ""
-		}
-	}
+	checkReasons(root, res)
 	for _, s := range res.sentinels {
 		if _, why := res.codeOf(s.key); why != "" {
 			res.violations = append(res.violations, fmt.Sprintf("%s: %s has no code: %s", relPos(root, s.pos), s.key, why))
@@ -218,11 +201,48 @@ func isSentinelName(name string) bool {
 	return len(name) > 3 && strings.HasPrefix(name, "Err") && 'A' <= name[3] && name[3] <= 'Z'
 }
 
+// checkReasons makes sure no two sdk sentinels share a wire reason (the
+// later one, in file order, is reported): the client side would turn both
+// into whichever registered first. sdkerr.New panics on it too, but only in
+// a program that links both packages.
+func checkReasons(root string, res *walkResult) {
+	var withReason []*foundSentinel
+	for _, s := range res.sentinels {
+		if s.coded && s.reason != "" {
+			withReason = append(withReason, s)
+		}
+	}
+	sort.Slice(withReason, func(i, j int) bool {
+		a, b := withReason[i].reasonPos, withReason[j].reasonPos
+		if a.Filename != b.Filename {
+			return a.Filename < b.Filename
+		}
+		return a.Offset < b.Offset
+	})
+	first := map[string]*foundSentinel{}
+	for _, s := range withReason {
+		if other, ok := first[s.reason]; ok {
+			s.coded = false
+			s.why = fmt.Sprintf("its wire reason %q is %s's already (%s)", s.reason, other.key, relPos(root, other.reasonPos))
+			continue
+		}
+		first[s.reason] = s
+	}
+}
+
+// constructors are the import paths of the packages whose New declares a
+// coded sentinel: errcode for berth, sdkerr under sdk/.
+type constructors struct{ errcode, sdkerr string }
+
 // classify decides how s gets its code from its initializer.
-func classify(s *foundSentinel, value ast.Expr, pkgPath string, imports map[string]string, errcodePath string, inSDK bool) {
+func classify(s *foundSentinel, value ast.Expr, fset *token.FileSet, pkgPath string, imports map[string]string, ctors constructors, inSDK bool) {
+	want := `errcode.New(codes.X, "...")`
+	if inSDK {
+		want = `sdkerr.New(codes.X, "REASON", "...") (sdk/internal/sdkerr)`
+	}
 	switch v := value.(type) {
 	case nil:
-		s.why = "no initializer of its own; declare it with errcode.New(codes.X, \"...\")"
+		s.why = "no initializer of its own; declare it with " + want
 		return
 	case *ast.Ident:
 		s.alias = pkgPath + "." + v.Name
@@ -233,33 +253,61 @@ func classify(s *foundSentinel, value ast.Expr, pkgPath string, imports map[stri
 			return
 		}
 	case *ast.CallExpr:
-		if inSDK {
+		sel, ok := v.Fun.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "New" {
 			break
 		}
-		if sel, ok := v.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "New" {
-			if x, ok := sel.X.(*ast.Ident); ok && imports[x.Name] == errcodePath {
-				if len(v.Args) != 2 {
-					s.why = "errcode.New needs a code and a message"
-					return
-				}
-				code, ok := codeExpr(v.Args[0], imports)
-				switch {
-				case !ok:
-					s.why = "the code " + types.ExprString(v.Args[0]) + " is not a codes.X constant the check can read"
-				case code == codes.OK || code == codes.Unknown:
-					s.why = "code " + code.String() + " classifies nothing; pick the code callers should branch on"
-				default:
-					s.code, s.coded = code, true
-				}
+		x, ok := sel.X.(*ast.Ident)
+		if !ok {
+			break
+		}
+		switch {
+		case !inSDK && imports[x.Name] == ctors.errcode:
+			if len(v.Args) != 2 {
+				s.why = "errcode.New needs a code and a message"
 				return
 			}
+		case inSDK && imports[x.Name] == ctors.sdkerr:
+			if len(v.Args) != 3 {
+				s.why = "sdkerr.New needs a code, a wire reason and a message"
+				return
+			}
+			reason, ok := stringLit(v.Args[1])
+			switch {
+			case !ok:
+				s.why = "the wire reason " + types.ExprString(v.Args[1]) + " is not a string literal the check can read"
+				return
+			case reason == "":
+				s.why = "its wire reason is empty"
+				return
+			}
+			s.reason, s.reasonPos = reason, fset.Position(v.Args[1].Pos())
+		default:
+			s.why = "declared with " + types.ExprString(value) + "; declare it with " + want
+			return
 		}
-	}
-	if inSDK {
-		s.why = "sdk/ sentinels need an entry in sdk's " + sdkTableVar + " table (sdk/errors.go)"
+		code, ok := codeExpr(v.Args[0], imports)
+		switch {
+		case !ok:
+			s.why = "the code " + types.ExprString(v.Args[0]) + " is not a codes.X constant the check can read"
+		case code == codes.OK || code == codes.Unknown:
+			s.why = "code " + code.String() + " classifies nothing; pick the code callers should branch on"
+		default:
+			s.code, s.coded = code, true
+		}
 		return
 	}
-	s.why = "declared with " + types.ExprString(value) + "; declare it with errcode.New(codes.X, \"...\")"
+	s.why = "declared with " + types.ExprString(value) + "; declare it with " + want
+}
+
+// stringLit reads a string literal.
+func stringLit(e ast.Expr) (string, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
 }
 
 // codeExpr reads codes.X.
@@ -274,47 +322,6 @@ func codeExpr(e ast.Expr, imports map[string]string) (codes.Code, bool) {
 	}
 	c, ok := codeByName[sel.Sel.Name]
 	return c, ok
-}
-
-// sdkRow is one row of sdk's wireErrors table.
-type sdkRow struct {
-	pos  token.Position
-	code codes.Code
-}
-
-// readSDKTable reads sdk's []wireError{{ErrX, codes.Y, "REASON"}, ...},
-// calling row for each row: the sentinel's key and code, or a problem.
-func readSDKTable(e ast.Expr, pkgPath string, imports map[string]string, row func(pos token.Pos, key string, code codes.Code, problem string)) {
-	lit, ok := e.(*ast.CompositeLit)
-	if !ok {
-		row(e.Pos(), "", 0, sdkTableVar+" is not a composite literal the check can read")
-		return
-	}
-	for _, elt := range lit.Elts {
-		r, ok := elt.(*ast.CompositeLit)
-		if !ok || len(r.Elts) < 2 {
-			row(elt.Pos(), "", 0, sdkTableVar+" row is not {sentinel, code, reason}")
-			continue
-		}
-		var key string
-		switch v := r.Elts[0].(type) {
-		case *ast.Ident:
-			key = pkgPath + "." + v.Name
-		case *ast.SelectorExpr:
-			if x, ok := v.X.(*ast.Ident); ok && imports[x.Name] != "" {
-				key = imports[x.Name] + "." + v.Sel.Name
-			}
-		}
-		code, ok := codeExpr(r.Elts[1], imports)
-		switch {
-		case key == "":
-			row(r.Pos(), "", 0, sdkTableVar+" row does not start with a sentinel")
-		case !ok:
-			row(r.Pos(), "", 0, sdkTableVar+" row for "+key+" has no codes.X constant")
-		default:
-			row(r.Pos(), key, code, "")
-		}
-	}
 }
 
 // fileImports maps each import's local name to its path.

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/sdk/internal/sdkerr"
 	"berth.dev/berth/sdk/procfs"
 )
 
@@ -24,9 +26,9 @@ var (
 	// ErrLost is returned by Recover when neither the executor nor a
 	// recorded exit can be found: the task is gone and how it ended is
 	// unknown (e.g. the node rebooted).
-	ErrLost = errors.New("task lost: executor gone and no exit recorded")
+	ErrLost = sdkerr.New(codes.NotFound, "TASK_LOST", "task lost: executor gone and no exit recorded")
 	// ErrExited is returned by Signal and Kill when the task has exited.
-	ErrExited = errors.New("task has exited")
+	ErrExited = sdkerr.New(codes.FailedPrecondition, "TASK_EXITED", "task has exited")
 )
 
 // pollInterval is how often a recovered Process looks for exit.json.

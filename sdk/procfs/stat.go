@@ -7,14 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/sdk/internal/sdkerr"
 )
 
 // ErrNoProcess is returned by ReadStat when no process has the PID.
-var ErrNoProcess = errors.New("no such process")
+var ErrNoProcess = sdkerr.New(codes.NotFound, "NO_PROCESS", "no such process")
 
 // ErrBadStat is returned by ParseStat when the input is not a
-// /proc/PID/stat line.
-var ErrBadStat = errors.New("malformed /proc stat line")
+// /proc/PID/stat line. It is Internal: a line berth cannot parse is berth's
+// bug (or a kernel it does not know), not the caller's.
+var ErrBadStat = sdkerr.New(codes.Internal, "BAD_PROC_STAT", "malformed /proc stat line")
 
 // Stat is the part of /proc/PID/stat drivers use (see proc(5)).
 type Stat struct {
