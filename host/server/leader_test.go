@@ -370,7 +370,9 @@ func TestAwaitReturnsWhenItsContextEnds(t *testing.T) {
 }
 
 // RaftConfiguration and consistent reads verify leadership under the
-// caller's context: one that already ended is not sent to raft at all.
+// caller's context: one that already ended gets its own error at once
+// (TestRemovePeerWithAnEndedContextChangesNothing shows that such a context
+// proposes no membership change).
 func TestLeadershipChecksHonourTheCallersContext(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	s := tc.servers[0]
