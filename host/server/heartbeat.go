@@ -253,8 +253,14 @@ func (h *heartbeater) expire(nodeID string, gen uint64) {
 	if err != nil || node == nil || node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
 		return
 	}
-	// Heartbeats wait while this runs, but the leadership may have ended
-	// since the timer fired; a cancelled ctx proposes nothing.
+	// Heartbeats wait while this runs, but a restore may have re-armed the
+	// node from new state, or the leadership ended, since the timer fired.
+	h.mu.Lock()
+	still := h.active && h.ctx == ctx && h.timers[nodeID] == nil
+	h.mu.Unlock()
+	if !still {
+		return
+	}
 	desc := fmt.Sprintf("no heartbeat for %s", h.ttl)
 	if err := h.nodes.MarkDown(ctx, nodeID, desc); err != nil {
 		h.logger.Error("marking node down", "node_id", nodeID, "error", err)

@@ -22,6 +22,8 @@ type fakeNodes struct {
 	// holdDown, when set, keeps each down-marking in flight until it is
 	// closed or the marking's context ends (which then marks nothing).
 	holdDown chan struct{}
+	// holdRead, when set, holds NodeByID until it is closed.
+	holdRead chan struct{}
 }
 
 var _ heartbeatNodes = (*fakeNodes)(nil)
@@ -45,6 +47,12 @@ func (f *fakeNodes) Nodes() ([]*pb.Node, error) {
 }
 
 func (f *fakeNodes) NodeByID(id string) (*pb.Node, error) {
+	f.mu.Lock()
+	hold := f.holdRead
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.nodes[id], nil
@@ -322,6 +330,37 @@ func TestHeartbeatWaitingForADownMarkingHonoursItsContext(t *testing.T) {
 		h.mu.Unlock()
 		if inFlight != 0 {
 			t.Fatalf("%d down-markings still in flight after stop returned", inFlight)
+		}
+	})
+}
+
+// A restore that re-arms a node while its expired timer's callback is
+// still reading the node makes that callback stand down: the node has a
+// fresh TTL + grace from the restored state.
+func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		read := make(chan struct{})
+		nodes.holdRead = read
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // the callback reads the node, held
+		h.rearm()
+		restoredAt := time.Now()
+		nodes.mu.Lock()
+		nodes.holdRead = nil
+		nodes.mu.Unlock()
+		close(read)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("node marked down at %v by a timer the restore replaced", downs)
+		}
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(restoredAt.Add(testTTL+testGrace)) {
+			t.Fatalf("down-markings %v, want one at %v", downs, restoredAt.Add(testTTL+testGrace))
 		}
 	})
 }
