@@ -185,9 +185,9 @@ func (e *operatorEndpoint) RaftConfiguration(ctx context.Context, req *pb.RaftCo
 			return nil, fmt.Errorf("server %s verifying its leadership: %w", s.cfg.Name, err)
 		}
 	}
-	f, err := awaitCall(ctx, s.raft.GetConfiguration)
-	if err != nil {
-		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, err)
+	f, cerr := awaitCall(ctx, s.raft.GetConfiguration)
+	if cerr != nil {
+		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, cerr)
 	}
 	return &pb.RaftConfigurationResponse{Servers: s.describeServers(f.Configuration()), Index: f.Index(), Meta: s.queryMeta(f.Index())}, nil
 }
