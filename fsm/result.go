@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -18,19 +19,36 @@ import (
 // committed and applied later. The raft future itself is bounded by the
 // timeout given to raft.Apply.
 func ResultOf(ctx context.Context, f raft.ApplyFuture) (uint64, error) {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return 0, fmt.Errorf("raft apply: %w", err)
+	if err := Await(ctx, f); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return 0, fmt.Errorf("waiting for raft apply (the command may still be applied): %w", err)
 		}
-	case <-ctx.Done():
-		return 0, fmt.Errorf("waiting for raft apply (the command may still be applied): %w", ctx.Err())
+		return 0, fmt.Errorf("raft apply: %w", err)
 	}
 	res, ok := f.Response().(*ApplyResult)
 	if !ok || res == nil {
 		return 0, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
 	}
 	return res.Index, res.Err
+}
+
+// Await waits for any raft future, or for ctx to end, whichever comes
+// first, and returns the future's error or ctx's. A ctx that has already
+// ended wins even over a completed future, so callers see one answer for
+// "the caller gave up". Raft's futures offer only a blocking Error, so a
+// goroutine waits on it; when ctx wins, that goroutine stays until raft
+// answers, which raft bounds (the enqueue timeout given to the call, a lost
+// leadership, shutdown).
+func Await(ctx context.Context, f raft.Future) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -46,7 +46,11 @@ const (
 	// answers Negotiate with driver API version 99).
 	fakeEnv     = "BERTH_TASKDRIVERS_FAKE"
 	fakeNameEnv = "BERTH_TASKDRIVERS_FAKE_NAME"
-	fakeVersion = "1.2.3"
+	// fakeCallsEnv names a file a fake appends a line to for each call it
+	// counts ("destroyhang": "DestroyTask <task id>"): the fakes run in
+	// their own process, so the file is their call counter.
+	fakeCallsEnv = "BERTH_TASKDRIVERS_FAKE_CALLS"
+	fakeVersion  = "1.2.3"
 )
 
 // renamed is the mock driver under another name, as a third-party plugin.
@@ -122,8 +126,28 @@ func (l lateStarter) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*
 // plugin stuck tearing a task down.
 type hangingDestroyer struct{ renamed }
 
-func (hangingDestroyer) DestroyTask(context.Context, string, bool) error {
+func (hangingDestroyer) DestroyTask(_ context.Context, id string, _ bool) error {
+	if path := os.Getenv(fakeCallsEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, _ = fmt.Fprintf(f, "DestroyTask %s\n", id)
+			_ = f.Close()
+		}
+	}
 	select {}
+}
+
+// fakeCalls returns the calls a fake recorded in path (see fakeCallsEnv).
+func fakeCalls(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 
 // wrongAPIPlugin serves a driver that only speaks driver API version 99.

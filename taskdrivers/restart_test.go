@@ -3,6 +3,9 @@ package taskdrivers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -408,7 +411,8 @@ func (f failingHandles) PutTaskHandle(*pb.TaskHandleRecord) error { return f.err
 // clean-up used to run with no deadline at all).
 func TestCleanupOfAStartWithoutAHandleHasADeadline(t *testing.T) {
 	e := newEnv(t)
-	e.fake("stuck", "destroyhang", "stuck")
+	calls := filepath.Join(t.TempDir(), "calls")
+	e.script("stuck", fmt.Sprintf("%s=%q %s=destroyhang %s=stuck exec %q", fakeCallsEnv, calls, fakeEnv, fakeNameEnv, testExecutable(t)), 0o755)
 	errFull := errors.New("no space left on device")
 	m := e.newManager(e.catalog(), func(c *Config) {
 		c.Store = failingHandles{DB: e.db, err: errFull}
@@ -430,4 +434,12 @@ func TestCleanupOfAStartWithoutAHandleHasADeadline(t *testing.T) {
 	case <-time.After(generous):
 		t.Fatal("StartTask hung cleaning up after a handle it could not persist")
 	}
+	// It returned because the cleanup had a deadline, not because it
+	// skipped the cleanup.
+	testutil.WaitFor(t, generous, func() error {
+		if got := fakeCalls(t, calls); !slices.Equal(got, []string{"DestroyTask s1"}) {
+			return fmt.Errorf("calls the plugin saw: %q, want one DestroyTask of s1", got)
+		}
+		return nil
+	})
 }

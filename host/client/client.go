@@ -46,7 +46,8 @@ type Client struct {
 	next       int
 	registered bool
 	ttl        time.Duration
-	// lastOK is the server and time of the last call that succeeded.
+	// lastOK is the server and time of the last call that succeeded: the
+	// servers mark the node down a TTL after it (see attemptTimeout).
 	lastOK contact
 	// updateCh asks the loop to re-register (a fingerprint changed).
 	updateCh chan struct{}
@@ -235,13 +236,32 @@ func (c *Client) interval() time.Duration {
 	return base - time.Duration(rand.Int64N(int64(base/4)+1))
 }
 
-// attemptTimeout bounds one call to one server: a third of the TTL. A
-// heartbeat is sent at most a third of the TTL after the last one; if its
-// server black-holes it, the next server is tried a third of the TTL
-// later, still a third of the TTL before the leader would mark the node
-// down. A fixed timeout as long as the TTL let one silent server flap a
-// healthy node to down.
-func (c *Client) attemptTimeout() time.Duration { return c.currentTTL() / 3 }
+// attemptTimeout bounds one attempt of a call that has left servers to
+// try, this one included. Once a heartbeat has been acknowledged, the
+// servers mark the node down a TTL after it: the time left until then,
+// less a tenth of the TTL kept for the leader to handle the last attempt,
+// is split over the servers left, so servers that silently drop packets
+// cost their share and the last one still answers in time (a fixed
+// timeout as long as the TTL let one silent server flap a healthy node to
+// down). A share is never under attemptFloor, so a node already late
+// still gives each server a fair chance. Before any acknowledgement
+// (registration) there is no deadline to protect, and an attempt gets a
+// third of the TTL.
+func (c *Client) attemptTimeout(left int) time.Duration {
+	ttl := c.currentTTL()
+	c.mu.Lock()
+	last := c.lastOK.at
+	c.mu.Unlock()
+	if last.IsZero() {
+		return ttl / 3
+	}
+	budget := ttl - ttl/10 - time.Since(last)
+	return max(attemptFloor(ttl), budget/time.Duration(max(left, 1)))
+}
+
+// attemptFloor is the shortest attempt: a tenth of the TTL, and at most a
+// second, which a live server answers a heartbeat in with room to spare.
+func attemptFloor(ttl time.Duration) time.Duration { return min(time.Second, ttl/10) }
 
 // learn adds the servers a server told us about and records the TTL.
 func (c *Client) learn(servers []string, ttlMs int64) {
@@ -250,24 +270,41 @@ func (c *Client) learn(servers []string, ttlMs int64) {
 	if ttlMs > 0 {
 		c.ttl = time.Duration(ttlMs) * time.Millisecond
 	}
+	var learned []string
 	for _, s := range servers {
-		if !slices.Contains(c.servers, s) {
-			c.servers = append(c.servers, s)
+		if !slices.Contains(c.servers, s) && !slices.Contains(learned, s) {
+			learned = append(learned, s)
 		}
 	}
+	// Every server reports the same list: shuffled, so clients configured
+	// with one seed address do not all fail over in the same order.
+	c.servers = append(c.servers, shuffled(learned)...)
+}
+
+// refusal reports whether a call's error is the cluster's answer, the same
+// from every server: the request itself was refused. Any other error —
+// no answer in time, a server that cannot serve now, or one that failed
+// in a way it did not explain (Internal, Unknown) — says something about
+// that server, so the call tries the next one.
+func refusal(code codes.Code) bool {
+	switch code {
+	case codes.NotFound, codes.InvalidArgument, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unauthenticated:
+		return true
+	}
+	return false
 }
 
 // call runs fn against the servers in turn, starting with the one that
-// answered last, until one answers with something other than Unavailable
-// or a timeout; each attempt gets attemptTimeout. When none answers, the
-// next call starts one server further, so a server that black-holes every
-// call is not always tried first.
+// answered last, until one answers or refuses the request (see refusal);
+// each attempt is bounded by attemptTimeout. When none answers, the next
+// call starts one server further, so a server that black-holes every call
+// is not always tried first.
 func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
 	c.mu.Unlock()
-	timeout := c.attemptTimeout()
 	var errs []error
 	for i := range servers {
 		idx := (start + i) % len(servers)
@@ -276,25 +313,27 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 			errs = append(errs, err)
 			continue
 		}
+		timeout := c.attemptTimeout(len(servers) - i)
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
 		err = fn(ctx, pb.NewNodesClient(conn))
 		cancel()
-		switch status.Code(err) {
-		case codes.OK:
+		code := status.Code(err)
+		switch {
+		case code == codes.OK:
 			c.mu.Lock()
 			c.next = idx
 			c.lastOK = contact{server: servers[idx], at: time.Now()}
 			c.mu.Unlock()
 			return nil
-		case codes.Unavailable, codes.DeadlineExceeded:
-			errs = append(errs, fmt.Errorf("server %s (attempt timeout %s): %w", servers[idx], timeout, err))
-			if c.ctx.Err() != nil {
-				return c.ctx.Err()
-			}
-			continue
-		default:
+		case refusal(code):
+			c.mu.Lock()
+			c.next = idx
+			c.mu.Unlock()
 			return fmt.Errorf("server %s: %w", servers[idx], err)
+		case c.ctx.Err() != nil:
+			return c.ctx.Err()
 		}
+		errs = append(errs, fmt.Errorf("server %s (attempt timeout %s): %w", servers[idx], timeout, err))
 	}
 	c.mu.Lock()
 	c.next = (start + 1) % max(len(c.servers), 1)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"berth.dev/berth/host/server"
@@ -168,14 +170,134 @@ func TestClientFailsOverFromASilentServerBeforeItsTTL(t *testing.T) {
 	}
 }
 
-func TestAttemptTimeoutIsAThirdOfTheServersTTL(t *testing.T) {
-	c := &Client{}
-	if got := c.attemptTimeout(); got != defaultTTL/3 {
-		t.Fatalf("attempt timeout before any server answered = %s, want %s", got, defaultTTL/3)
+func TestAttemptTimeoutSplitsWhatIsLeftOfTheTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &Client{}
+		if got := c.attemptTimeout(3); got != defaultTTL/3 {
+			t.Fatalf("attempt timeout before any server answered = %s, want %s", got, defaultTTL/3)
+		}
+		c.learn(nil, 3000) // TTL 3s: 2.7s usable after an acknowledgement
+		c.lastOK = contact{server: "a", at: time.Now()}
+		time.Sleep(time.Second) // the next heartbeat is due
+		for _, tt := range []struct {
+			left int
+			want time.Duration
+		}{
+			{1, 1700 * time.Millisecond},
+			{2, 850 * time.Millisecond},
+			{10, 300 * time.Millisecond}, // the floor: a tenth of the TTL
+		} {
+			if got := c.attemptTimeout(tt.left); got != tt.want {
+				t.Errorf("attempt timeout 1s after an acknowledgement, %d servers left, TTL 3s = %s, want %s", tt.left, got, tt.want)
+			}
+		}
+		time.Sleep(time.Hour) // long past the TTL: still the floor
+		if got := c.attemptTimeout(1); got != 300*time.Millisecond {
+			t.Errorf("attempt timeout past the TTL = %s, want the floor 300ms", got)
+		}
+		c.learn(nil, 60_000)
+		if got := attemptFloor(c.currentTTL()); got != time.Second {
+			t.Errorf("floor with a 60s TTL = %s, want 1s", got)
+		}
+	})
+}
+
+// Two servers that answer nothing cost only their shares of the time left:
+// the third still answers before the servers would mark the node down.
+func TestTwoSilentServersThenAGoodOneKeepTheNodeReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 3 * time.Second
+		c := &Client{ctx: context.Background(), pool: rpc.NewPool(), servers: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}}
+		defer c.pool.Close()
+		c.learn(nil, ttl.Milliseconds())
+		acked := time.Now()
+		c.lastOK = contact{server: "127.0.0.1:3", at: acked}
+		time.Sleep(ttl / 3) // the next heartbeat is due
+
+		var attempts []time.Duration
+		var answered time.Time
+		err := c.call(func(ctx context.Context, _ pb.NodesClient) error {
+			deadline, _ := ctx.Deadline()
+			attempts = append(attempts, time.Until(deadline))
+			if len(attempts) < 3 {
+				<-ctx.Done() // silent
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			answered = time.Now()
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("heartbeat with two silent servers and a good one: %v", err)
+		}
+		if len(attempts) != 3 {
+			t.Fatalf("%d attempts, want 3", len(attempts))
+		}
+		if markedDown := acked.Add(ttl); !answered.Before(markedDown) {
+			t.Fatalf("the good server answered %s after the last acknowledgement, not within the TTL %s (attempt timeouts %v)",
+				answered.Sub(acked), ttl, attempts)
+		}
+		for i, d := range attempts {
+			if d < attemptFloor(ttl) {
+				t.Errorf("attempt %d got %s, under the floor %s", i+1, d, attemptFloor(ttl))
+			}
+		}
+		if c.next != 2 || c.lastContact().server != "127.0.0.1:3" || !c.lastContact().at.Equal(answered) {
+			t.Fatalf("after the call: next %d, last contact %+v; want 2, 127.0.0.1:3 at %v", c.next, c.lastContact(), answered)
+		}
+	})
+}
+
+// A server that fails in a way it does not explain is failed over; a
+// refusal is the cluster's answer and is not.
+func TestCallFailsOverOnEveryErrorButARefusal(t *testing.T) {
+	c := &Client{ctx: context.Background(), pool: rpc.NewPool(), servers: []string{"127.0.0.1:1", "127.0.0.1:2"}}
+	defer c.pool.Close()
+	for _, code := range []codes.Code{codes.Internal, codes.Unknown, codes.ResourceExhausted, codes.Aborted, codes.Unimplemented, codes.Unavailable, codes.DeadlineExceeded} {
+		c.next = 0
+		var tried []int
+		err := c.call(func(context.Context, pb.NodesClient) error {
+			tried = append(tried, len(tried))
+			if len(tried) == 1 {
+				return status.Error(code, "broken")
+			}
+			return nil
+		})
+		if err != nil || len(tried) != 2 || c.next != 1 {
+			t.Errorf("first server answering %s: err %v after %d attempts, next %d; want the second server to answer", code, err, len(tried), c.next)
+		}
 	}
-	c.learn(nil, 1500)
-	if got := c.attemptTimeout(); got != 500*time.Millisecond {
-		t.Fatalf("attempt timeout with a 1.5s TTL = %s, want 500ms", got)
+	for _, code := range []codes.Code{codes.NotFound, codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists} {
+		c.next = 0
+		attempts := 0
+		err := c.call(func(context.Context, pb.NodesClient) error {
+			attempts++
+			return status.Error(code, "no")
+		})
+		if status.Code(err) != code || attempts != 1 || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("first server refusing with %s: %v after %d attempts; want that code, naming the server, after one attempt", code, err, attempts)
+		}
+	}
+}
+
+// Servers learned from an answer are shuffled: with one seed address, the
+// clients of a cluster do not all fail over in the same order.
+func TestLearnedServersAreShuffled(t *testing.T) {
+	learned := []string{"b:1", "c:1", "d:1", "e:1"}
+	second := map[string]int{}
+	for range 200 {
+		c := &Client{servers: []string{"a:1"}}
+		c.learn(append(slices.Clone(learned), "a:1", "b:1"), 0)
+		if len(c.servers) != 5 || c.servers[0] != "a:1" || !slices.Equal(slices.Sorted(slices.Values(c.servers[1:])), learned) {
+			t.Fatalf("learned servers %v: want a:1 then a permutation of %v", c.servers, learned)
+		}
+		second[c.servers[1]]++
+	}
+	// All four must come right after the seed some time (all 200 missing
+	// one has probability 4·(3/4)^200, about 1e-25).
+	for _, s := range learned {
+		if second[s] == 0 {
+			t.Fatalf("learned server %s never came first after the seed in 200 clients: %v", s, second)
+		}
 	}
 }
 

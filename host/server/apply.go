@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -18,20 +19,51 @@ import (
 // enqueueTimeout bounds how long a proposal may wait to enter raft's queue.
 const enqueueTimeout = 30 * time.Second
 
+// raftTimeout is the enqueue timeout for a raft call made on behalf of ctx:
+// raft's own bound, or the time left before ctx's deadline when that comes
+// sooner. Raft's Apply, AddVoter and RemoveServer block before any future
+// exists while raft's leader loop takes no commands (a stalled disk, a slow
+// state machine), and only this timeout ends that wait. It returns ctx's
+// error when ctx has already ended: a command must not be handed to raft
+// for a caller that gave up, since it would commit with nobody told.
+func raftTimeout(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	d := enqueueTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		if left <= 0 {
+			// Raft reads a zero timeout as "no bound".
+			return 0, context.DeadlineExceeded
+		}
+		d = min(d, left)
+	}
+	return d, nil
+}
+
+// callerDeadline turns raft's enqueue timeout, when it was the caller's
+// deadline (see raftTimeout), into that deadline's error, so the caller
+// sees DeadlineExceeded rather than Unavailable.
+func callerDeadline(err error) error {
+	return fmt.Errorf("raft took no command before the caller's deadline (%v): %w", err, context.DeadlineExceeded)
+}
+
 // raftApply proposes one command and waits until it is applied, returning
 // the raft index it was applied at or the command's error. Only the leader
 // may call it; followers forward writes (see forwardInterceptor).
 //
-// It waits no longer than ctx: when the caller gives up, or the server
-// shuts down, it returns at once — the command may still commit, so the
-// error says so. Raft's enqueue timeout remains the bound when ctx has no
-// deadline.
+// It waits no longer than ctx, its deadline bounding raft's queue too:
+// when the caller gives up, or the server shuts down, it returns at once —
+// the command may still commit, so the error says so. A ctx that has
+// already ended proposes nothing.
 func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error) {
 	buf, err := fsm.Encode(t, msg)
 	if err != nil {
 		return 0, fmt.Errorf("encoding %s: %w", t, err)
 	}
-	if err := ctx.Err(); err != nil {
+	timeout, err := raftTimeout(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("%s on server %s was not proposed: %w", t, s.cfg.Name, err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -39,9 +71,11 @@ func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, msg proto.Mes
 	stop := context.AfterFunc(s.shutdownCtx, cancel)
 	defer stop()
 	start := time.Now()
-	idx, err := fsm.ResultOf(wctx, s.raft.Apply(buf, enqueueTimeout))
+	idx, err := fsm.ResultOf(wctx, s.raft.Apply(buf, timeout))
 	switch {
 	case err == nil:
+	case errors.Is(err, raft.ErrEnqueueTimeout) && timeout < enqueueTimeout:
+		err = fmt.Errorf("%s on server %s was not proposed: %w", t, s.cfg.Name, callerDeadline(err))
 	case ctx.Err() != nil:
 		err = fmt.Errorf("%s on server %s: %w", t, s.cfg.Name, err)
 	case s.shutdownCtx.Err() != nil:
@@ -52,22 +86,24 @@ func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, msg proto.Mes
 	return idx, err
 }
 
-// await waits for a raft future or for ctx to end, whichever comes first.
-// Raft's futures offer only a blocking Error, so a goroutine waits on it;
-// when ctx wins, that goroutine stays until raft answers, which raft bounds
-// (a lost leadership fails VerifyLeader, the main loop serves the
-// configuration).
-func await(ctx context.Context, f raft.Future) error {
+// awaitCall runs a raft call that takes no timeout (VerifyLeader,
+// GetConfiguration) and waits for its future, or for ctx to end. Those
+// calls block before any future exists while raft's leader loop is busy,
+// so the call itself runs on the goroutine that waits; neither changes
+// state, so nothing is lost when the caller leaves first. A ctx that has
+// already ended makes no call.
+func awaitCall[F raft.Future](ctx context.Context, call func() F) (F, error) {
+	var zero F
 	if err := ctx.Err(); err != nil {
-		return err
+		return zero, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	issued := make(chan F, 1)
+	go func() { issued <- call() }()
 	select {
-	case err := <-done:
-		return err
+	case f := <-issued:
+		return f, fsm.Await(ctx, f)
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
@@ -76,7 +112,7 @@ func await(ctx context.Context, f raft.Future) error {
 type timedFSM struct {
 	fsm *fsm.FSM
 	// beforeApply is testHooks.beforeApply; nil outside tests.
-	beforeApply func()
+	beforeApply func(logs []*raft.Log)
 }
 
 var (
@@ -86,7 +122,7 @@ var (
 
 func (t *timedFSM) Apply(l *raft.Log) any {
 	if t.beforeApply != nil {
-		t.beforeApply()
+		t.beforeApply([]*raft.Log{l})
 	}
 	start := time.Now()
 	r := t.fsm.Apply(l)
@@ -100,7 +136,7 @@ func (t *timedFSM) Apply(l *raft.Log) any {
 // so the per-command metric means the same with or without batching.
 func (t *timedFSM) ApplyBatch(logs []*raft.Log) []any {
 	if t.beforeApply != nil {
-		t.beforeApply()
+		t.beforeApply(logs)
 	}
 	start := time.Now()
 	out := t.fsm.ApplyBatch(logs)

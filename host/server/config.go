@@ -78,8 +78,13 @@ type testHooks struct {
 	// it must return when ctx (the leadership) ends.
 	beforeBarrier func(ctx context.Context)
 	// beforeApply runs on raft's FSM goroutine before each batch of log
-	// entries is applied, so a test can keep proposals in flight.
-	beforeApply func()
+	// entries is applied, with the batch, so a test can keep its own
+	// proposals in flight.
+	beforeApply func(logs []*raft.Log)
+	// waitingForBarrier runs with +1 when a request starts waiting for a
+	// new leader's barrier and with -1 when it stops, so a test knows a
+	// request is parked there.
+	waitingForBarrier func(method string, delta int)
 }
 
 func (c *Config) withDefaults() *Config {

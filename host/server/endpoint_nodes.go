@@ -65,13 +65,9 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	if node == nil {
 		return nil, fmt.Errorf("heartbeat from node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
-	if node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
-		if _, err := s.setNodeStatus(ctx, node.GetId(), pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed"); err != nil {
-			return nil, fmt.Errorf("marking node %s ready: %w", node.GetId(), err)
-		}
-		s.logger.Info("node ready again", "node_id", node.GetId(), "name", node.GetName())
+	if err := s.heartbeats.heartbeat(ctx, node.GetId(), s.cfg.HeartbeatTTL); err != nil {
+		return nil, err
 	}
-	s.heartbeats.reset(node.GetId(), s.cfg.HeartbeatTTL)
 	return &pb.NodeHeartbeatResponse{
 		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),

@@ -36,8 +36,8 @@ func (e *operatorEndpoint) Join(ctx context.Context, req *pb.JoinRequest) (*pb.J
 	if m.GetId() == "" || m.GetRaftAddr() == "" || m.GetRpcAddr() == "" {
 		return nil, status.Error(codes.InvalidArgument, "join: server id, raft_addr and rpc_addr are required")
 	}
-	f := s.raft.GetConfiguration()
-	if err := await(ctx, f); err != nil {
+	f, err := awaitCall(ctx, s.raft.GetConfiguration)
+	if err != nil {
 		return nil, fmt.Errorf("join of %s: reading the raft configuration on server %s: %w", m.GetName(), s.cfg.Name, err)
 	}
 	present := false
@@ -55,8 +55,18 @@ func (e *operatorEndpoint) Join(ctx context.Context, req *pb.JoinRequest) (*pb.J
 		}
 	}
 	if !present {
-		if err := await(ctx, s.raft.AddVoter(raft.ServerID(m.GetId()), raft.ServerAddress(m.GetRaftAddr()), 0, 0)); err != nil {
-			return nil, fmt.Errorf("adding voter %s (%s): %w", m.GetName(), m.GetRaftAddr(), err)
+		timeout, err := raftTimeout(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("join of %s on server %s: voter not added: %w", m.GetName(), s.cfg.Name, err)
+		}
+		if err := fsm.Await(ctx, s.raft.AddVoter(raft.ServerID(m.GetId()), raft.ServerAddress(m.GetRaftAddr()), 0, timeout)); err != nil {
+			switch {
+			case errors.Is(err, raft.ErrEnqueueTimeout) && timeout < enqueueTimeout:
+				err = fmt.Errorf("not proposed: %w", callerDeadline(err))
+			case ctx.Err() != nil:
+				err = fmt.Errorf("gave up waiting; it may still join: %w", err)
+			}
+			return nil, fmt.Errorf("adding voter %s (%s) on server %s: %w", m.GetName(), m.GetRaftAddr(), s.cfg.Name, err)
 		}
 		s.logger.Info("server joined", "id", m.GetId(), "name", m.GetName(), "raft", m.GetRaftAddr())
 	}
@@ -97,17 +107,37 @@ func (e *operatorEndpoint) RemovePeer(ctx context.Context, req *pb.RemovePeerReq
 	return &pb.RemovePeerResponse{RemovedId: target.GetId(), Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}}, nil
 }
 
+// recordCleanupTimeout bounds forgetting a removed server's record once
+// its removal from raft committed; the caller's context no longer bounds
+// it, or a caller leaving between the two would leave a record of a server
+// that is no longer in raft.
+const recordCleanupTimeout = 30 * time.Second
+
 // removePeer removes a server from raft and forgets its record. For another
 // server the raft change goes first, so a failure leaves a voter that is
-// still recorded. A leader removing itself steps down as soon as the change
-// commits, so it forgets its record first and records itself again if the
-// raft change fails.
+// still recorded; once the change committed, the record is deleted even if
+// the caller has left meanwhile. A leader removing itself steps down as
+// soon as the change commits, so it forgets its record first and records
+// itself again if the raft change fails. A ctx that has already ended
+// changes nothing.
 func (s *Server) removePeer(ctx context.Context, id string) error {
+	timeout, err := raftTimeout(ctx)
+	if err != nil {
+		return fmt.Errorf("removing server %s on server %s: nothing proposed: %w", id, s.cfg.Name, err)
+	}
 	if id != s.id {
-		if err := await(ctx, s.raft.RemoveServer(raft.ServerID(id), 0, 0)); err != nil {
-			return fmt.Errorf("removing server %s from raft: %w", id, err)
+		if err := fsm.Await(ctx, s.raft.RemoveServer(raft.ServerID(id), 0, timeout)); err != nil {
+			switch {
+			case errors.Is(err, raft.ErrEnqueueTimeout) && timeout < enqueueTimeout:
+				err = fmt.Errorf("not proposed: %w", callerDeadline(err))
+			case ctx.Err() != nil:
+				err = fmt.Errorf("gave up waiting; the removal may still happen, and its record stay until it is removed again: %w", err)
+			}
+			return fmt.Errorf("removing server %s from raft on server %s: %w", id, s.cfg.Name, err)
 		}
-		if _, err := s.raftApply(ctx, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCleanupTimeout)
+		defer cancel()
+		if _, err := s.raftApply(dctx, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
 			return fmt.Errorf("server %s left raft but its record remains: %w", id, err)
 		}
 		s.logger.Info("server removed from cluster", "id", id)
@@ -117,34 +147,49 @@ func (s *Server) removePeer(ctx context.Context, id string) error {
 	if _, err := s.raftApply(ctx, fsm.ServerDelete, &pb.ServerDeleteCommand{Id: id}); err != nil {
 		return fmt.Errorf("forgetting server %s: %w", id, err)
 	}
-	f := s.raft.RemoveServer(raft.ServerID(id), 0, 0)
-	if err := await(ctx, f); err != nil {
-		if ctx.Err() != nil {
-			// The removal may still commit: re-recording this server now
-			// could leave a record of a server that is no longer in raft.
-			return fmt.Errorf("removing server %s from raft: gave up waiting; the removal may still happen: %w", id, err)
+	// The delete took time: bound the raft change by what is left now.
+	proposed := false
+	if timeout, err = raftTimeout(ctx); err == nil {
+		err = fsm.Await(ctx, s.raft.RemoveServer(raft.ServerID(id), 0, timeout))
+		proposed = !errors.Is(err, raft.ErrEnqueueTimeout)
+		if !proposed && timeout < enqueueTimeout {
+			err = callerDeadline(err)
 		}
-		if self != nil {
-			if _, uerr := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self}); uerr != nil {
-				s.logger.Error("re-recording this server after a failed leave", "error", uerr)
-			}
-		}
-		return fmt.Errorf("removing server %s from raft: %w", id, err)
 	}
-	s.logger.Info("server removed from cluster", "id", id)
-	return nil
+	if err == nil {
+		s.logger.Info("server removed from cluster", "id", id)
+		return nil
+	}
+	if proposed && ctx.Err() != nil {
+		// The removal may still commit: re-recording this server now
+		// could leave a record of a server that is no longer in raft.
+		return fmt.Errorf("removing server %s from raft: gave up waiting; the removal may still happen: %w", id, err)
+	}
+	if self != nil {
+		// The change failed or was never proposed: record this server
+		// again, even if its caller has left.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordCleanupTimeout)
+		defer cancel()
+		if _, uerr := s.raftApply(rctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self}); uerr != nil {
+			s.logger.Error("re-recording this server after a failed leave", "error", uerr)
+		}
+	}
+	if !proposed {
+		err = fmt.Errorf("not proposed: %w", err)
+	}
+	return fmt.Errorf("removing server %s from raft: %w", id, err)
 }
 
 func (e *operatorEndpoint) RaftConfiguration(ctx context.Context, req *pb.RaftConfigurationRequest) (*pb.RaftConfigurationResponse, error) {
 	s := e.s
 	if req.GetQuery().GetConsistent() {
-		if err := await(ctx, s.raft.VerifyLeader()); err != nil {
+		if _, err := awaitCall(ctx, s.raft.VerifyLeader); err != nil {
 			return nil, fmt.Errorf("server %s verifying its leadership: %w", s.cfg.Name, err)
 		}
 	}
-	f := s.raft.GetConfiguration()
-	if err := await(ctx, f); err != nil {
-		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, err)
+	f, cerr := awaitCall(ctx, s.raft.GetConfiguration)
+	if cerr != nil {
+		return nil, fmt.Errorf("server %s reading its raft configuration: %w", s.cfg.Name, cerr)
 	}
 	resp := &pb.RaftConfigurationResponse{Index: f.Index(), Meta: s.queryMeta(f.Index())}
 	var err error

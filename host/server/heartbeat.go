@@ -19,6 +19,8 @@ type heartbeatNodes interface {
 	NodeByID(id string) (*pb.Node, error)
 	// MarkDown proposes the node's ready → down change.
 	MarkDown(ctx context.Context, id, reason string) error
+	// MarkReady proposes the node's down → ready change.
+	MarkReady(ctx context.Context, id string) error
 }
 
 // heartbeater keeps, on the leader only, one timer per ready node. Heartbeats
@@ -44,6 +46,11 @@ type heartbeater struct {
 	// previous leadership) never passes for the current one.
 	gen    uint64
 	timers map[string]*nodeTimer
+	// expiring holds, per node, a channel closed when the down-marking in
+	// flight for it ends. A heartbeat that arrives meanwhile waits for it
+	// and then answers the node's real status, instead of re-arming a timer
+	// just before the node goes down.
+	expiring map[string]chan struct{}
 	// ctx ends when the leadership that armed the timers does, abandoning
 	// a down-marking still in flight.
 	ctx    context.Context
@@ -56,7 +63,10 @@ type nodeTimer struct {
 }
 
 func newHeartbeater(nodes heartbeatNodes, clock Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
-	return &heartbeater{nodes: nodes, clock: clock, ttl: ttl, grace: grace, logger: logger, timers: make(map[string]*nodeTimer)}
+	return &heartbeater{
+		nodes: nodes, clock: clock, ttl: ttl, grace: grace, logger: logger,
+		timers: make(map[string]*nodeTimer), expiring: make(map[string]chan struct{}),
+	}
 }
 
 // start arms a timer of TTL plus grace for every ready node, so a new
@@ -88,18 +98,31 @@ func (h *heartbeater) rearm() {
 }
 
 // stop stops every timer; the leader loop calls it when leadership ends.
+// It returns once no down-marking of this leadership is in flight (their
+// context is cancelled, so they end at once): a proposal it already handed
+// to raft is then in the log before the next leadership's barrier, which
+// applies it before that leadership arms its timers.
 func (h *heartbeater) stop() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopLocked()
+	inFlight := h.stopLocked()
+	h.mu.Unlock()
+	waitAll(inFlight)
 }
 
-// close stops the timers for good (the server is shutting down).
+// close stops the timers for good (the server is shutting down). Unlike
+// stop it does not wait for down-markings in flight: raft shuts down next,
+// which ends them, and no later leadership will follow.
 func (h *heartbeater) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
 	h.stopLocked()
+}
+
+func waitAll(chs []chan struct{}) {
+	for _, ch := range chs {
+		<-ch
+	}
 }
 
 // reset (re)arms the node's timer; it does nothing unless the timers run.
@@ -111,6 +134,45 @@ func (h *heartbeater) reset(nodeID string, d time.Duration) {
 	}
 }
 
+// heartbeat handles a heartbeat from a known node: it re-arms the node's
+// timer for d, waiting first (bounded by ctx) for a down-marking of the
+// node already in flight, and then marks the node ready if it is not. A
+// heartbeat that landed while a down-marking was in flight therefore never
+// answers OK for a node about to go down; it brings the node back.
+func (h *heartbeater) heartbeat(ctx context.Context, nodeID string, d time.Duration) error {
+	for {
+		h.mu.Lock()
+		done, busy := h.expiring[nodeID]
+		if !busy && h.active {
+			// Armed before the status is read: a timer of this node that
+			// fires from here on is stale, so no down-marking can start
+			// between that read and this heartbeat's answer.
+			h.armLocked(nodeID, d)
+		}
+		h.mu.Unlock()
+		if !busy {
+			break
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("heartbeat of node %s waited for its down-marking in flight: %w", nodeID, ctx.Err())
+		}
+	}
+	node, err := h.nodes.NodeByID(nodeID)
+	if err != nil {
+		return err
+	}
+	if node == nil || node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+		return nil
+	}
+	if err := h.nodes.MarkReady(ctx, nodeID); err != nil {
+		return fmt.Errorf("marking node %s ready: %w", nodeID, err)
+	}
+	h.logger.Info("node ready again", "node_id", nodeID, "name", node.GetName())
+	return nil
+}
+
 // tracked reports whether a timer is armed for the node.
 func (h *heartbeater) tracked(nodeID string) bool {
 	h.mu.Lock()
@@ -119,12 +181,19 @@ func (h *heartbeater) tracked(nodeID string) bool {
 	return ok
 }
 
-func (h *heartbeater) stopLocked() {
+// stopLocked stops the timers and cancels the down-markings in flight,
+// returning the channels that close when those end.
+func (h *heartbeater) stopLocked() []chan struct{} {
 	if h.cancel != nil {
 		h.cancel()
 	}
 	h.active = false
 	h.stopTimersLocked()
+	inFlight := make([]chan struct{}, 0, len(h.expiring))
+	for _, done := range h.expiring {
+		inFlight = append(inFlight, done)
+	}
+	return inFlight
 }
 
 func (h *heartbeater) stopTimersLocked() {
@@ -164,17 +233,32 @@ func (h *heartbeater) armLocked(nodeID string, d time.Duration) {
 func (h *heartbeater) expire(nodeID string, gen uint64) {
 	h.mu.Lock()
 	nt := h.timers[nodeID]
-	current := h.active && nt != nil && nt.gen == gen
-	if current {
-		delete(h.timers, nodeID)
-	}
-	ctx := h.ctx
-	h.mu.Unlock()
-	if !current {
+	if !h.active || nt == nil || nt.gen != gen {
+		h.mu.Unlock()
 		return
 	}
+	delete(h.timers, nodeID)
+	done := make(chan struct{})
+	h.expiring[nodeID] = done
+	ctx := h.ctx
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.expiring, nodeID)
+		h.mu.Unlock()
+		close(done)
+	}()
+
 	node, err := h.nodes.NodeByID(nodeID)
 	if err != nil || node == nil || node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
+		return
+	}
+	// Heartbeats wait while this runs, but a restore may have re-armed the
+	// node from new state, or the leadership ended, since the timer fired.
+	h.mu.Lock()
+	still := h.active && h.ctx == ctx && h.timers[nodeID] == nil
+	h.mu.Unlock()
+	if !still {
 		return
 	}
 	desc := fmt.Sprintf("no heartbeat for %s", h.ttl)
@@ -201,6 +285,11 @@ func (n serverNodes) MarkDown(ctx context.Context, id, reason string) error {
 	ctx, cancel := context.WithTimeout(ctx, markDownTimeout)
 	defer cancel()
 	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_DOWN, reason)
+	return err
+}
+
+func (n serverNodes) MarkReady(ctx context.Context, id string) error {
+	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed")
 	return err
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -14,9 +15,15 @@ import (
 // fakeNodes is a node table for heartbeat timers; it records down-markings
 // with the (bubble) time they happened at.
 type fakeNodes struct {
-	mu    sync.Mutex
-	nodes map[string]*pb.Node
-	downs []time.Time
+	mu     sync.Mutex
+	nodes  map[string]*pb.Node
+	downs  []time.Time
+	readys []time.Time
+	// holdDown, when set, keeps each down-marking in flight until it is
+	// closed or the marking's context ends (which then marks nothing).
+	holdDown chan struct{}
+	// holdRead, when set, holds NodeByID until it is closed.
+	holdRead chan struct{}
 }
 
 var _ heartbeatNodes = (*fakeNodes)(nil)
@@ -41,16 +48,46 @@ func (f *fakeNodes) Nodes() ([]*pb.Node, error) {
 
 func (f *fakeNodes) NodeByID(id string) (*pb.Node, error) {
 	f.mu.Lock()
+	hold := f.holdRead
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.nodes[id], nil
 }
 
-func (f *fakeNodes) MarkDown(_ context.Context, id, _ string) error {
+func (f *fakeNodes) MarkDown(ctx context.Context, id, _ string) error {
+	f.mu.Lock()
+	hold := f.holdDown
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_DOWN}
 	f.downs = append(f.downs, time.Now())
 	return nil
+}
+
+func (f *fakeNodes) MarkReady(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_READY}
+	f.readys = append(f.readys, time.Now())
+	return nil
+}
+
+func (f *fakeNodes) status(id string) pb.NodeStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[id].GetStatus()
 }
 
 func (f *fakeNodes) downTimes() []time.Time {
@@ -225,6 +262,105 @@ func TestRestoreRearmsTimersFromTheRestoredNodes(t *testing.T) {
 		h.start()
 		if h.tracked("restored") {
 			t.Fatal("timers armed after close")
+		}
+	})
+}
+
+// A heartbeat that lands while its node's down-marking is in flight waits
+// for it and then brings the node back; it does not answer OK for a node
+// about to go down (which then stayed down until the next heartbeat).
+func TestHeartbeatDuringADownMarkingBringsTheNodeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		release := make(chan struct{})
+		nodes.holdDown = release
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // the timer fired; its down-marking is in flight
+
+		beat := make(chan error, 1)
+		go func() { beat <- h.heartbeat(context.Background(), "n1", testTTL) }()
+		synctest.Wait()
+		select {
+		case err := <-beat:
+			t.Fatalf("heartbeat answered (%v) while the node's down-marking was in flight", err)
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		if err := <-beat; err != nil {
+			t.Fatal(err)
+		}
+		if got := nodes.status("n1"); got != pb.NodeStatus_NODE_STATUS_READY {
+			t.Fatalf("node after a heartbeat that raced its down-marking: %s, want ready", got)
+		}
+		if len(nodes.downTimes()) != 1 || len(nodes.readys) != 1 {
+			t.Fatalf("down-markings %v, ready-markings %v; want one of each", nodes.downTimes(), nodes.readys)
+		}
+		if !h.tracked("n1") {
+			t.Fatal("the heartbeat left no timer for the node")
+		}
+	})
+}
+
+// A heartbeat waiting for a down-marking gives up with its caller.
+func TestHeartbeatWaitingForADownMarkingHonoursItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		nodes.holdDown = make(chan struct{})
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := h.heartbeat(ctx, "n1", testTTL); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("heartbeat past its deadline: %v, want context.DeadlineExceeded", err)
+		}
+		// Leadership ends: stop cancels the down-marking and returns once
+		// it has ended, having marked nothing.
+		h.stop()
+		if len(nodes.downTimes()) != 0 {
+			t.Fatalf("a cancelled down-marking marked the node down at %v", nodes.downTimes())
+		}
+		h.mu.Lock()
+		inFlight := len(h.expiring)
+		h.mu.Unlock()
+		if inFlight != 0 {
+			t.Fatalf("%d down-markings still in flight after stop returned", inFlight)
+		}
+	})
+}
+
+// A restore that re-arms a node while its expired timer's callback is
+// still reading the node makes that callback stand down: the node has a
+// fresh TTL + grace from the restored state.
+func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		read := make(chan struct{})
+		nodes.holdRead = read
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // the callback reads the node, held
+		h.rearm()
+		restoredAt := time.Now()
+		nodes.mu.Lock()
+		nodes.holdRead = nil
+		nodes.mu.Unlock()
+		close(read)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("node marked down at %v by a timer the restore replaced", downs)
+		}
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(restoredAt.Add(testTTL+testGrace)) {
+			t.Fatalf("down-markings %v, want one at %v", downs, restoredAt.Add(testTTL+testGrace))
 		}
 	})
 }

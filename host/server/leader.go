@@ -63,12 +63,16 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer s.logger.Info("cluster leadership lost")
 	defer s.heartbeats.stop()
-	defer s.ready.set(false)
+	defer s.ready.clear()
 
 	if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
 		h.beforeBarrier(ctx)
 	}
 	// Apply everything committed by earlier leaders before acting on state.
+	// The term is read before the barrier: a barrier that succeeds was
+	// committed in this term or a later one, so readiness recorded with
+	// this term is true exactly while raft's term has not moved on.
+	term := s.raft.CurrentTerm()
 	for {
 		if ctx.Err() != nil {
 			return
@@ -84,65 +88,66 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+	s.heartbeats.start()
+	// Ready now, before recording this server in state: requests must not
+	// wait for a second commit.
+	s.ready.set(term)
 	if err := s.discovery.ensureRegistered(ctx); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}
-	s.heartbeats.start()
-	s.ready.set(true)
 	<-ctx.Done()
 }
 
 // readiness says whether this server's leadership is ready to serve: set
-// once its barrier passed, cleared when leadership ends. Requests that
-// reach a just-elected leader wait on it; every change closes the current
-// channel and makes a new one, so they wake on the change, not on a poll.
+// with the raft term whose barrier passed, cleared when the leader loop
+// ends. Raft can lose and win leadership again before the leader loop hears
+// of the loss, so readiness counts only while raft's term is still the
+// recorded one: a new term needs its own barrier. Requests that reach a
+// just-elected leader wait on it; every change closes the current channel
+// and makes a new one, so they wake on the change, not on a poll.
 type readiness struct {
 	mu      sync.Mutex
-	ready   bool
+	term    uint64 // 0: not ready
 	changed chan struct{}
-	// waiting counts the requests waiting now, by method (tests watch it).
-	waiting map[string]int
 }
 
 func newReadiness() *readiness {
-	return &readiness{changed: make(chan struct{}), waiting: make(map[string]int)}
+	return &readiness{changed: make(chan struct{})}
 }
 
-func (r *readiness) set(v bool) {
+// set records that the barrier of term passed.
+func (r *readiness) set(term uint64) { r.change(term) }
+
+// clear records that the leadership ended.
+func (r *readiness) clear() { r.change(0) }
+
+func (r *readiness) change(term uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ready = v
+	r.term = term
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
 
-// state returns readiness and the channel closed at its next change, read
-// together so no change can fall between them.
-func (r *readiness) state() (bool, <-chan struct{}) {
+// state returns the term whose barrier passed (0 if none) and the channel
+// closed at its next change, read together so no change can fall between
+// them.
+func (r *readiness) state() (uint64, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.ready, r.changed
+	return r.term, r.changed
 }
 
-func (r *readiness) addWaiter(method string, n int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.waiting[method] += n
-	if r.waiting[method] == 0 {
-		delete(r.waiting, method)
-	}
+// readyIn reports whether the barrier of term has passed.
+func (r *readiness) readyIn(term uint64) bool {
+	t, _ := r.state()
+	return t != 0 && t == term
 }
 
-func (r *readiness) isReady() bool {
-	ready, _ := r.state()
-	return ready
-}
-
-// waiters returns how many requests for method wait now.
-func (r *readiness) waiters(method string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.waiting[method]
+// leaderReady reports whether this server leads and has passed the
+// barrier of its current term.
+func (s *Server) leaderReady() bool {
+	return s.IsLeader() && s.ready.readyIn(s.raft.CurrentTerm())
 }
 
 // awaitLeaderReady returns once this server, which raft says leads, has
@@ -152,18 +157,30 @@ func (r *readiness) waiters(method string) int {
 // server) when that passes or leadership is lost meanwhile, and with the
 // caller's error when ctx ends first.
 func (s *Server) awaitLeaderReady(ctx context.Context, method string) error {
-	s.ready.addWaiter(method, 1)
-	defer s.ready.addWaiter(method, -1)
+	// Every leader-only request passes here: the common case costs two
+	// atomic loads and one uncontended lock.
+	if s.leaderReady() {
+		return nil
+	}
+	if h := s.cfg.hooks; h != nil && h.waitingForBarrier != nil {
+		h.waitingForBarrier(method, 1)
+		defer h.waitingForBarrier(method, -1)
+	}
 	bound := time.NewTimer(s.cfg.leaderWait)
 	defer bound.Stop()
-	for {
-		// Leadership is checked first: a readiness flag still set from a
-		// leadership raft has just ended must not let a request through.
+	for waited := false; ; waited = true {
+		// Leadership is checked first, and the term with readiness: a
+		// readiness still set from a leadership raft has just ended, or
+		// from an earlier term of this server, must not let a request
+		// through.
 		if !s.IsLeader() {
-			return status.Errorf(codes.Unavailable, "server %s lost leadership while it waited for its leader barrier; retry", s.cfg.Name)
+			if waited {
+				return status.Errorf(codes.Unavailable, "server %s lost leadership while it waited for its leader barrier; retry", s.cfg.Name)
+			}
+			return status.Errorf(codes.Unavailable, "server %s is no longer the leader; retry", s.cfg.Name)
 		}
-		ready, changed := s.ready.state()
-		if ready {
+		term, changed := s.ready.state()
+		if term != 0 && term == s.raft.CurrentTerm() {
 			return nil
 		}
 		select {

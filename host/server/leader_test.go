@@ -1,17 +1,21 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -23,10 +27,15 @@ type barrierGate struct {
 	entered chan struct{}
 	release chan struct{}
 	once    sync.Once
+
+	mu sync.Mutex
+	// waiting counts the requests waiting for a barrier now, by server
+	// name and method.
+	waiting map[[2]string]int
 }
 
 func newBarrierGate(t *testing.T) *barrierGate {
-	g := &barrierGate{entered: make(chan struct{}, 16), release: make(chan struct{})}
+	g := &barrierGate{entered: make(chan struct{}, 16), release: make(chan struct{}), waiting: map[[2]string]int{}}
 	t.Cleanup(g.open)
 	return g
 }
@@ -47,9 +56,23 @@ func (g *barrierGate) open() { g.once.Do(func() { close(g.release) }) }
 // option installs the gate (and a leader wait) on every server.
 func (g *barrierGate) option(wait time.Duration) clusterOpt {
 	return func(c *Config) {
-		c.hooks = &testHooks{beforeBarrier: g.hold}
+		name := c.Name
+		c.hooks = &testHooks{
+			beforeBarrier: g.hold,
+			waitingForBarrier: func(method string, delta int) {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				g.waiting[[2]string{name, method}] += delta
+			},
+		}
 		c.leaderWait = wait
 	}
+}
+
+func (g *barrierGate) waiters(s *Server, method string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting[[2]string{s.cfg.Name, method}]
 }
 
 func (g *barrierGate) waitEntered(t *testing.T) {
@@ -62,10 +85,10 @@ func (g *barrierGate) waitEntered(t *testing.T) {
 }
 
 // waitWaiters waits until n requests for method wait for s's barrier.
-func waitWaiters(t *testing.T, s *Server, method string, n int) {
+func (g *barrierGate) waitWaiters(t *testing.T, s *Server, method string, n int) {
 	t.Helper()
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		if got := s.ready.waiters(method); got != n {
+		if got := g.waiters(s, method); got != n {
 			return fmt.Errorf("%d %s requests wait for %s's barrier, want %d", got, method, s.cfg.Name, n)
 		}
 		return nil
@@ -91,8 +114,8 @@ func TestRequestsToANewLeaderWaitForItsBarrier(t *testing.T) {
 		readErr <- err
 		read <- r
 	}()
-	waitWaiters(t, s, pb.Nodes_Register_FullMethodName, 1)
-	waitWaiters(t, s, pb.Nodes_List_FullMethodName, 1)
+	gate.waitWaiters(t, s, pb.Nodes_Register_FullMethodName, 1)
+	gate.waitWaiters(t, s, pb.Nodes_List_FullMethodName, 1)
 	select {
 	case err := <-wrote:
 		t.Fatalf("write answered before the barrier: %v", err)
@@ -105,7 +128,7 @@ func TestRequestsToANewLeaderWaitForItsBarrier(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- s.awaitLeaderReady(ctx, "test") }()
-	waitWaiters(t, s, "test", 1)
+	gate.waitWaiters(t, s, "test", 1)
 	cancel()
 	select {
 	case err := <-cancelled:
@@ -131,7 +154,7 @@ func TestRequestsToANewLeaderWaitForItsBarrier(t *testing.T) {
 		t.Fatalf("consistent read served by %q, want the leader %s", r.GetMeta().GetServedBy(), s.ID())
 	}
 	for _, m := range []string{pb.Nodes_Register_FullMethodName, pb.Nodes_List_FullMethodName, "test"} {
-		if n := s.ready.waiters(m); n != 0 {
+		if n := gate.waiters(s, m); n != 0 {
 			t.Fatalf("%d %s requests still counted as waiting", n, m)
 		}
 	}
@@ -159,7 +182,7 @@ func TestWaitForBarrierEndsWhenLeadershipIsLost(t *testing.T) {
 		_, err := tc.register(leader, testNode("orphan"))
 		done <- err
 	}()
-	waitWaiters(t, leader, pb.Nodes_Register_FullMethodName, 1)
+	gate.waitWaiters(t, leader, pb.Nodes_Register_FullMethodName, 1)
 	tc.partition(leader)
 	select {
 	case err := <-done:
@@ -176,26 +199,39 @@ type applyGate struct {
 	mu      sync.Mutex
 	closed  chan struct{} // nil: applies pass
 	entered chan struct{}
+	// marker, when set, limits the gate to batches with an entry whose
+	// bytes contain it (a node ID), so the proposal held is the test's
+	// own and not a background one.
+	marker []byte
 }
 
-func (g *applyGate) hold() {
+func (g *applyGate) hold(logs []*raft.Log) {
 	g.mu.Lock()
-	ch := g.closed
+	ch, entered, marker := g.closed, g.entered, g.marker
 	g.mu.Unlock()
 	if ch == nil {
 		return
 	}
+	if marker != nil && !slices.ContainsFunc(logs, func(l *raft.Log) bool { return bytes.Contains(l.Data, marker) }) {
+		return
+	}
 	select {
-	case g.entered <- struct{}{}:
+	case entered <- struct{}{}:
 	default:
 	}
 	<-ch
 }
 
-func (g *applyGate) shut() {
+// shut holds the batches that contain marker, or every batch when marker
+// is "".
+func (g *applyGate) shut(marker string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closed, g.entered = make(chan struct{}), make(chan struct{}, 1)
+	g.marker = nil
+	if marker != "" {
+		g.marker = []byte(marker)
+	}
 }
 
 func (g *applyGate) open() {
@@ -258,21 +294,23 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 	}
 	nodes := &nodesEndpoint{s: s}
 
+	a, b := testNode("a"), testNode("b")
 	for _, tt := range []struct {
-		name  string
-		setup func()
-		call  func(context.Context) error
+		name   string
+		marker string // the node ID the call's proposal carries
+		setup  func()
+		call   func(context.Context) error
 	}{
-		{"raftApply", nil, func(ctx context.Context) error {
-			typ, cmd := nodeRegister(testNode("a"))
+		{"raftApply", a.GetId(), nil, func(ctx context.Context) error {
+			typ, cmd := nodeRegister(a)
 			_, err := s.raftApply(ctx, typ, cmd)
 			return err
 		}},
-		{"Register", nil, func(ctx context.Context) error {
-			_, err := nodes.Register(ctx, &pb.NodeRegisterRequest{Node: testNode("b")})
+		{"Register", b.GetId(), nil, func(ctx context.Context) error {
+			_, err := nodes.Register(ctx, &pb.NodeRegisterRequest{Node: b})
 			return err
 		}},
-		{"Heartbeat of a down node", func() {
+		{"Heartbeat of a down node", down.GetId(), func() {
 			if _, err := s.setNodeStatus(context.Background(), down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "test"); err != nil {
 				t.Fatal(err)
 			}
@@ -285,11 +323,11 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup()
 			}
-			gate.shut()
+			gate.shut(tt.marker)
 			ctx := newEndableCtx(ending)
 			done := make(chan error, 1)
 			go func() { done <- tt.call(ctx) }()
-			gate.waitEntered(t) // a proposal is in the state machine, held
+			gate.waitEntered(t) // the call's proposal is in the state machine, held
 			ctx.end()
 			select {
 			case err := <-done:
@@ -314,7 +352,7 @@ func TestAwaitReturnsWhenItsContextEnds(t *testing.T) {
 	defer close(never)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- await(ctx, never) }()
+	go func() { done <- fsm.Await(ctx, never) }()
 	cancel()
 	select {
 	case err := <-done:
@@ -326,13 +364,15 @@ func TestAwaitReturnsWhenItsContextEnds(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	if err := await(ctx, never); !errors.Is(err, context.DeadlineExceeded) {
+	if err := fsm.Await(ctx, never); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("await past its deadline: %v, want context.DeadlineExceeded", err)
 	}
 }
 
 // RaftConfiguration and consistent reads verify leadership under the
-// caller's context: one that already ended is not sent to raft at all.
+// caller's context: one that already ended gets its own error at once
+// (TestRemovePeerWithAnEndedContextChangesNothing shows that such a context
+// proposes no membership change).
 func TestLeadershipChecksHonourTheCallersContext(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	s := tc.servers[0]

@@ -24,7 +24,7 @@ const (
 // queries first confirm leadership. It returns the meta to send back.
 func (s *Server) blockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.QueryFunc) (*pb.QueryMeta, error) {
 	if q.GetConsistent() {
-		if err := await(ctx, s.raft.VerifyLeader()); err != nil {
+		if _, err := awaitCall(ctx, s.raft.VerifyLeader); err != nil {
 			return nil, fmt.Errorf("server %s verifying its leadership for a consistent read: %w", s.cfg.Name, err)
 		}
 	}
