@@ -158,6 +158,11 @@ func find(err error) (codes.Code, *status.Status) {
 // (an incompatible plugin API, FailedPrecondition, answered as the
 // sentinel's Unavailable). A wrapper that means to reclassify its cause
 // wraps it with fmt.Errorf as usual.
+//
+// A cause whose code is Canceled or DeadlineExceeded does not win: a step
+// that ran out of its own time (a plugin's launch timeout) says nothing
+// about the caller's deadline, which is what those codes tell a caller, and
+// the sentinel's code (Unavailable: try again) is the truer answer.
 func Fallback(sentinel, cause error) error {
 	return &fallback{sentinel: sentinel, cause: cause}
 }
@@ -176,7 +181,8 @@ func (f *fallback) Unwrap() []error { return []error{f.cause, f.sentinel} }
 // its details.
 func (f *fallback) GRPCStatus() *status.Status {
 	code, st := find(f.cause)
-	if code == codes.Unknown {
+	switch code {
+	case codes.Unknown, codes.Canceled, codes.DeadlineExceeded:
 		code, st = find(f.sentinel)
 	}
 	if st == nil {

@@ -165,7 +165,10 @@ func TestFallbackPrefersTheCausesCode(t *testing.T) {
 		{"coded cause", fmt.Errorf("negotiating: %w", errAPI), codes.FailedPrecondition},
 		{"status cause", withInfo.Err(), codes.FailedPrecondition},
 		{"foreign cause", raft.ErrNotLeader, codes.Unavailable},
-		{"context cause", fmt.Errorf("handshake: %w", context.Canceled), codes.Canceled},
+		// A step that ran out of its own time is not the caller's deadline.
+		{"canceled cause", fmt.Errorf("handshake: %w", context.Canceled), codes.Unavailable},
+		{"deadline cause", fmt.Errorf("launch: %w", context.DeadlineExceeded), codes.Unavailable},
+		{"deadline status cause", status.Error(codes.DeadlineExceeded, "ConfigSchema: context deadline exceeded"), codes.Unavailable},
 		{"uncoded cause", errors.New("handshake timed out"), codes.Unavailable},
 	}
 	for _, tt := range tests {
