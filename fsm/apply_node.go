@@ -57,6 +57,10 @@ func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error 
 	if existing == nil {
 		return fmt.Errorf("node %q: %w", id, ErrNodeNotFound)
 	}
+	if want := cmd.GetIfModifyIndex(); want != 0 && existing.GetModifyIndex() != want {
+		return fmt.Errorf("node %q is at modify index %d, the %s update was decided at %d: %w",
+			id, existing.GetModifyIndex(), cmd.GetStatus(), want, ErrNodeChanged)
+	}
 	if existing.GetStatus() == cmd.GetStatus() && existing.GetStatusDescription() == cmd.GetDescription() {
 		return nil
 	}

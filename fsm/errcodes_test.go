@@ -21,6 +21,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrMessageMismatch:    codes.Internal,
 		fsm.ErrInvalidCommand:     codes.InvalidArgument,
 		fsm.ErrNodeNotFound:       codes.NotFound,
+		fsm.ErrNodeChanged:        codes.Aborted,
 		fsm.ErrDuplicateKey:       codes.AlreadyExists,
 		fsm.ErrUnknownTable:       codes.Internal,
 		fsm.ErrSnapshotVersion:    codes.FailedPrecondition,

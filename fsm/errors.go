@@ -44,6 +44,12 @@ var (
 	// node that is not registered.
 	ErrNodeNotFound = errcode.New(codes.NotFound, "node not found")
 
+	// ErrNodeChanged is returned in an ApplyResult when a conditional node
+	// status update (if_modify_index) finds the node changed since its
+	// proposer read it; nothing is written. Aborted: the proposer decided on
+	// a state that is gone, and must read again before deciding anew.
+	ErrNodeChanged = errcode.New(codes.Aborted, "node changed since the update was decided")
+
 	// ErrDuplicateKey is returned in an ApplyResult when a command would store
 	// a row whose key in a unique secondary index another row already has.
 	// Apply functions refuse such commands themselves, naming what conflicts;

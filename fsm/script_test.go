@@ -30,7 +30,7 @@ import (
 // Commands (index=N overrides the raft index, which otherwise counts up):
 //
 //	register-node id= [name= status=ready|down|unspecified|N desc= at= registered= http= drivers=(a,b) create= modify=]
-//	update-status id= status= [desc= at=]
+//	update-status id= status= [desc= at= if=]
 //	deregister-node id=
 //	upsert-server id= [name= rpc= raft= http= version=]
 //	delete-server id=
@@ -89,10 +89,11 @@ func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
 		h.apply(t, td, &out, mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n}))
 	case "update-status":
 		h.apply(t, td, &out, mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
-			NodeId:      argString(t, td, "id", ""),
-			Status:      argStatus(t, td, "status", pb.NodeStatus_NODE_STATUS_UNSPECIFIED),
-			Description: argString(t, td, "desc", ""),
-			UpdatedAt:   argInt(t, td, "at", 0),
+			NodeId:        argString(t, td, "id", ""),
+			Status:        argStatus(t, td, "status", pb.NodeStatus_NODE_STATUS_UNSPECIFIED),
+			Description:   argString(t, td, "desc", ""),
+			UpdatedAt:     argInt(t, td, "at", 0),
+			IfModifyIndex: uint64(argInt(t, td, "if", 0)),
 		}))
 	case "deregister-node":
 		h.apply(t, td, &out, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{
@@ -217,6 +218,7 @@ func sentinelName(err error) string {
 		{"ErrMalformedCommand", fsm.ErrMalformedCommand},
 		{"ErrInvalidCommand", fsm.ErrInvalidCommand},
 		{"ErrNodeNotFound", fsm.ErrNodeNotFound},
+		{"ErrNodeChanged", fsm.ErrNodeChanged},
 		{"ErrSnapshotVersion", fsm.ErrSnapshotVersion},
 		{"ErrSnapshotCorrupt", fsm.ErrSnapshotCorrupt},
 	} {

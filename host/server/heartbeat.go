@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,8 +18,9 @@ import (
 type heartbeatNodes interface {
 	Nodes() ([]*pb.Node, error)
 	NodeByID(id string) (*pb.Node, error)
-	// MarkDown proposes the node's ready → down change.
-	MarkDown(ctx context.Context, id, reason string) error
+	// MarkDown proposes the node's ready → down change, conditional on the
+	// node still being at modifyIndex (fsm.ErrNodeChanged otherwise).
+	MarkDown(ctx context.Context, id, reason string, modifyIndex uint64) error
 	// MarkReady proposes the node's down → ready change.
 	MarkReady(ctx context.Context, id string) error
 }
@@ -244,7 +246,11 @@ func (h *heartbeater) expire(nodeID string, gen uint64) {
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		delete(h.expiring, nodeID)
+		// A registration may have re-armed the node and a second expiry
+		// begun while this one's proposal was slow: leave its entry.
+		if h.expiring[nodeID] == done {
+			delete(h.expiring, nodeID)
+		}
 		h.mu.Unlock()
 		close(done)
 	}()
@@ -261,8 +267,16 @@ func (h *heartbeater) expire(nodeID string, gen uint64) {
 	if !still {
 		return
 	}
+	// The marking is conditional on the node read above: a registration or
+	// ready-marking that commits first (Register does not wait for this, and
+	// a marking that gave up on its context may still commit late) makes it
+	// change nothing, so no node is marked down after it was answered OK.
 	desc := fmt.Sprintf("no heartbeat for %s", h.ttl)
-	if err := h.nodes.MarkDown(ctx, nodeID, desc); err != nil {
+	if err := h.nodes.MarkDown(ctx, nodeID, desc, node.GetModifyIndex()); err != nil {
+		if errors.Is(err, fsm.ErrNodeChanged) {
+			h.logger.Debug("node changed since its timer fired; not marked down", "node_id", nodeID)
+			return
+		}
 		h.logger.Error("marking node down", "node_id", nodeID, "error", err)
 		return
 	}
@@ -281,24 +295,26 @@ func (n serverNodes) Nodes() ([]*pb.Node, error) { return n.s.fsm.State().Nodes(
 
 func (n serverNodes) NodeByID(id string) (*pb.Node, error) { return n.s.fsm.State().NodeByID(nil, id) }
 
-func (n serverNodes) MarkDown(ctx context.Context, id, reason string) error {
+func (n serverNodes) MarkDown(ctx context.Context, id, reason string, modifyIndex uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, markDownTimeout)
 	defer cancel()
-	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_DOWN, reason)
+	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_DOWN, reason, modifyIndex)
 	return err
 }
 
 func (n serverNodes) MarkReady(ctx context.Context, id string) error {
-	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed")
+	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed", 0)
 	return err
 }
 
-// setNodeStatus proposes a node status change stamped with the server clock.
-func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string) (uint64, error) {
+// setNodeStatus proposes a node status change stamped with the server clock,
+// conditional on the node's modify index when ifModifyIndex is not 0.
+func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string, ifModifyIndex uint64) (uint64, error) {
 	return s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
-		NodeId:      nodeID,
-		Status:      status,
-		Description: desc,
-		UpdatedAt:   s.cfg.Clock.Now().UnixNano(),
+		NodeId:        nodeID,
+		Status:        status,
+		Description:   desc,
+		UpdatedAt:     s.cfg.Clock.Now().UnixNano(),
+		IfModifyIndex: ifModifyIndex,
 	})
 }

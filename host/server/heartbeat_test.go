@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -24,6 +26,9 @@ type fakeNodes struct {
 	holdDown chan struct{}
 	// holdRead, when set, holds NodeByID until it is closed.
 	holdRead chan struct{}
+	// holdQueue, when not empty, gives each down-marking in turn its own
+	// hold (taking precedence over holdDown).
+	holdQueue []chan struct{}
 }
 
 var _ heartbeatNodes = (*fakeNodes)(nil)
@@ -31,7 +36,7 @@ var _ heartbeatNodes = (*fakeNodes)(nil)
 func newFakeNodes(ids ...string) *fakeNodes {
 	f := &fakeNodes{nodes: map[string]*pb.Node{}}
 	for _, id := range ids {
-		f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_READY}
+		f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_READY, ModifyIndex: 1}
 	}
 	return f
 }
@@ -58,9 +63,14 @@ func (f *fakeNodes) NodeByID(id string) (*pb.Node, error) {
 	return f.nodes[id], nil
 }
 
-func (f *fakeNodes) MarkDown(ctx context.Context, id, _ string) error {
+// MarkDown marks id down unless it changed since the marking was decided
+// (its modify index moved), as the FSM's conditional update does.
+func (f *fakeNodes) MarkDown(ctx context.Context, id, _ string, modifyIndex uint64) error {
 	f.mu.Lock()
 	hold := f.holdDown
+	if len(f.holdQueue) > 0 {
+		hold, f.holdQueue = f.holdQueue[0], f.holdQueue[1:]
+	}
 	f.mu.Unlock()
 	if hold != nil {
 		select {
@@ -71,7 +81,10 @@ func (f *fakeNodes) MarkDown(ctx context.Context, id, _ string) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_DOWN}
+	if got := f.nodes[id].GetModifyIndex(); modifyIndex != 0 && got != modifyIndex {
+		return fmt.Errorf("node %s at %d, marking decided at %d: %w", id, got, modifyIndex, fsm.ErrNodeChanged)
+	}
+	f.setLocked(id, pb.NodeStatus_NODE_STATUS_DOWN)
 	f.downs = append(f.downs, time.Now())
 	return nil
 }
@@ -79,9 +92,23 @@ func (f *fakeNodes) MarkDown(ctx context.Context, id, _ string) error {
 func (f *fakeNodes) MarkReady(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: pb.NodeStatus_NODE_STATUS_READY}
+	f.setLocked(id, pb.NodeStatus_NODE_STATUS_READY)
 	f.readys = append(f.readys, time.Now())
 	return nil
+}
+
+// register stands for a registration committed in raft: the node is ready
+// at a new modify index.
+func (f *fakeNodes) register(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.setLocked(id, pb.NodeStatus_NODE_STATUS_READY)
+}
+
+// setLocked stores id with status at the next modify index, as a raft
+// write would.
+func (f *fakeNodes) setLocked(id string, status pb.NodeStatus) {
+	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: status, ModifyIndex: f.nodes[id].GetModifyIndex() + 1}
 }
 
 func (f *fakeNodes) status(id string) pb.NodeStatus {
@@ -361,6 +388,76 @@ func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
 		synctest.Wait()
 		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(restoredAt.Add(testTTL+testGrace)) {
 			t.Fatalf("down-markings %v, want one at %v", downs, restoredAt.Add(testTTL+testGrace))
+		}
+	})
+}
+
+// A registration that commits while its node's down-marking is in flight
+// (Register does not wait for it) wins: the marking was decided on the
+// node before the registration, so it changes nothing.
+func TestRegistrationOvertakesAnInFlightDownMarking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		release := make(chan struct{})
+		nodes.holdDown = release
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // the timer fired; its marking passed its checks and waits in raft
+
+		nodes.register("n1") // what Register does: commit, then re-arm
+		h.reset("n1", testTTL)
+		close(release)
+		synctest.Wait()
+		if got := nodes.status("n1"); got != pb.NodeStatus_NODE_STATUS_READY {
+			t.Fatalf("node registered while its down-marking was in flight: %s, want ready", got)
+		}
+		if len(nodes.downTimes()) != 0 {
+			t.Fatalf("stale down-marking applied at %v", nodes.downTimes())
+		}
+		if !h.tracked("n1") {
+			t.Fatal("the registration's timer is gone")
+		}
+	})
+}
+
+// Two expiries of one node can overlap (a registration re-arms the node
+// while the first marking is slow): the first to finish must not drop the
+// second's record, or a heartbeat would stop waiting for the second.
+func TestOverlappingExpiriesKeepEachOthersRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		first, second := make(chan struct{}), make(chan struct{})
+		nodes.holdQueue = []chan struct{}{first, second}
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // expiry 1 in flight
+
+		nodes.register("n1")
+		h.reset("n1", testTTL)
+		time.Sleep(testTTL)
+		synctest.Wait() // expiry 2 in flight
+
+		close(first)
+		synctest.Wait() // expiry 1 done (refused: the node changed)
+		beat := make(chan error, 1)
+		go func() { beat <- h.heartbeat(context.Background(), "n1", testTTL) }()
+		synctest.Wait()
+		select {
+		case err := <-beat:
+			t.Fatalf("heartbeat answered (%v) while expiry 2 was in flight: expiry 1 dropped its record", err)
+		default:
+		}
+		close(second)
+		synctest.Wait()
+		if err := <-beat; err != nil {
+			t.Fatal(err)
+		}
+		if got := nodes.status("n1"); got != pb.NodeStatus_NODE_STATUS_READY {
+			t.Fatalf("node after its heartbeat: %s, want ready", got)
 		}
 	})
 }

@@ -69,11 +69,17 @@ func (x *NodeRegisterCommand) GetNode() *Node {
 
 // NodeStatusUpdateCommand moves a node between ready and down.
 type NodeStatusUpdateCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Status        NodeStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=berth.v1.NodeStatus" json:"status,omitempty"`
-	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	UpdatedAt     int64                  `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Status      NodeStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=berth.v1.NodeStatus" json:"status,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	UpdatedAt   int64                  `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// if_modify_index, when set, makes the update conditional: it applies only
+	// while the node's modify_index still equals it, and is refused
+	// (ErrNodeChanged) otherwise. A leader's heartbeat timer sets it to the
+	// index of the node it read, so a down-marking overtaken by a
+	// registration or a ready-marking committed first changes nothing.
+	IfModifyIndex uint64 `protobuf:"varint,5,opt,name=if_modify_index,json=ifModifyIndex,proto3" json:"if_modify_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +138,13 @@ func (x *NodeStatusUpdateCommand) GetDescription() string {
 func (x *NodeStatusUpdateCommand) GetUpdatedAt() int64 {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return 0
+}
+
+func (x *NodeStatusUpdateCommand) GetIfModifyIndex() uint64 {
+	if x != nil {
+		return x.IfModifyIndex
 	}
 	return 0
 }
@@ -277,13 +290,14 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
 	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"9\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xa1\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xc9\x01\n" +
 	"\x17NodeStatusUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\"0\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x12&\n" +
+	"\x0fif_modify_index\x18\x05 \x01(\x04R\rifModifyIndex\"0\n" +
 	"\x15NodeDeregisterCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"E\n" +
 	"\x13ServerUpsertCommand\x12.\n" +
