@@ -203,6 +203,12 @@ func TestNegotiation(t *testing.T) {
 	if err != nil || c.APIVersion() != APIVersion || c.Name() != "fake" {
 		t.Errorf("ConnectDriver = %v, %v (version %d, name %q)", c, err, c.APIVersion(), c.Name())
 	}
+	// A client that speaks only version 1 (berth before mounts) still gets
+	// a plugin of this sdk, at version 1.
+	resp, err := raw.Negotiate(testCtx(t), &driverpb.NegotiateRequest{ApiVersions: []uint32{1}})
+	if err != nil || resp.GetApiVersion() != 1 {
+		t.Errorf("Negotiate offering only version 1 = %v, %v; want version 1", resp, err)
+	}
 	info, _ := c.PluginInfo(testCtx(t))
 	if info.GetVersion() != "9.9.9" {
 		t.Errorf("plugin version %q", info.GetVersion())

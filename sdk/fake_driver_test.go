@@ -21,6 +21,8 @@ type fakeDriver struct {
 	mu       sync.Mutex
 	StartErr error
 	Starts   int
+	// MountVolumes is the mount_volumes capability it advertises.
+	MountVolumes bool
 }
 
 var _ Driver = (*fakeDriver)(nil)
@@ -38,7 +40,9 @@ func (f *fakeDriver) PluginInfo(context.Context) (*driverpb.PluginInfo, error) {
 }
 
 func (f *fakeDriver) Capabilities(context.Context) (*driverpb.DriverCapabilities, error) {
-	return &driverpb.DriverCapabilities{SendSignals: true}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &driverpb.DriverCapabilities{SendSignals: true, MountVolumes: f.MountVolumes}, nil
 }
 
 func (f *fakeDriver) ConfigSchema(context.Context) (*driverpb.ConfigSchemas, error) {

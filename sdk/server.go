@@ -70,8 +70,29 @@ func (s *grpcServer) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*
 	if err := ValidateTaskConfig(s.name, cfg); err != nil {
 		return nil, s.status(err)
 	}
+	if err := s.checkMounts(ctx, cfg); err != nil {
+		return nil, s.status(err)
+	}
 	h, err := s.impl.StartTask(ctx, cfg)
 	return h, s.status(err)
+}
+
+// checkMounts refuses a task with mounts when the driver does not advertise
+// mount_volumes. berth checks first; this catches any other client, so a
+// driver written against this sdk never sees mounts it would ignore.
+func (s *grpcServer) checkMounts(ctx context.Context, cfg *driverpb.TaskConfig) error {
+	if len(cfg.GetMounts()) == 0 {
+		return nil
+	}
+	caps, err := s.impl.Capabilities(ctx)
+	if err != nil {
+		return err
+	}
+	if !MountsSupported(APIVersion, caps) {
+		return fmt.Errorf("%w: driver %q does not honour mounts (no mount_volumes capability), task %q has %d",
+			ErrNotSupported, s.name, cfg.GetId(), len(cfg.GetMounts()))
+	}
+	return nil
 }
 
 func (s *grpcServer) WaitTask(ctx context.Context, req *driverpb.WaitTaskRequest) (*driverpb.ExitResult, error) {

@@ -18,7 +18,8 @@ func ValidTaskID(id string) bool {
 }
 
 // ValidateTaskConfig checks the TaskConfig fields common to all drivers: a
-// valid ID and absolute task and log directories when set. ServeDriver
+// valid ID, absolute task and log directories when set, and valid mounts
+// (see validateMounts; keys "mounts[i]"). ServeDriver
 // checks every StartTask with it, so drivers can rely on it. Errors are
 // *ConfigError values with scope ScopeTask.
 func ValidateTaskConfig(plugin string, cfg *driverpb.TaskConfig) error {
@@ -39,5 +40,6 @@ func ValidateTaskConfig(plugin string, cfg *driverpb.TaskConfig) error {
 	if d := cfg.GetLogDir(); d != "" && !filepath.IsAbs(d) {
 		bad("log_dir", fmt.Sprintf("%q is not an absolute path", d))
 	}
+	errs = append(errs, validateMounts(plugin, cfg.GetMounts())...)
 	return errors.Join(errs...)
 }

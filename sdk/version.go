@@ -20,11 +20,21 @@ import plugin "github.com/hashicorp/go-plugin"
 //	   Fingerprint, StartTask, WaitTask, StopTask, DestroyTask, InspectTask,
 //	   RecoverTask, SignalTask, TaskEvents; ExecTask and TaskStats behind
 //	   capability flags.
+//	2  mounts: TaskConfig.mounts carry a propagation (Mount.propagation),
+//	   and DriverCapabilities.mount_volumes means the driver honours them,
+//	   read_only and propagation included. A version 1 peer never sees a
+//	   mount: berth refuses a task with mounts on a driver that negotiated
+//	   1, whatever its capabilities say (see MountsSupported), because a
+//	   version 1 plugin would silently ignore the propagation.
 const (
 	// APIVersion is the newest driver API version this sdk speaks.
-	APIVersion uint32 = 1
+	APIVersion uint32 = 2
 	// MinAPIVersion is the oldest driver API version this sdk still speaks.
 	MinAPIVersion uint32 = 1
+
+	// APIVersionMounts is the first API version in which a driver's
+	// mount_volumes capability can be trusted.
+	APIVersionMounts uint32 = 2
 )
 
 // PluginTypeDriver is the go-plugin plugin name under which drivers are served.

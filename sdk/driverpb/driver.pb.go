@@ -209,6 +209,67 @@ func (Health) EnumDescriptor() ([]byte, []int) {
 	return file_berth_driver_v1_driver_proto_rawDescGZIP(), []int{2}
 }
 
+// MountPropagation is how mount events under a mount travel between the
+// host and the task (see mount_namespaces(7), shared subtrees).
+type MountPropagation int32
+
+const (
+	// MOUNT_PROPAGATION_UNSPECIFIED is treated as PRIVATE: a peer that never
+	// sets the field gets the safe default.
+	MountPropagation_MOUNT_PROPAGATION_UNSPECIFIED MountPropagation = 0
+	// MOUNT_PROPAGATION_PRIVATE: mounts made on either side stay there.
+	MountPropagation_MOUNT_PROPAGATION_PRIVATE MountPropagation = 1
+	// MOUNT_PROPAGATION_HOST_TO_TASK: mounts the host makes under host_path
+	// appear in the task; the task's own mounts stay in the task (rslave).
+	MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK MountPropagation = 2
+	// MOUNT_PROPAGATION_BIDIRECTIONAL: mounts made on either side appear on
+	// the other (rshared), e.g. a CSI plugin's plugin directory.
+	MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL MountPropagation = 3
+)
+
+// Enum value maps for MountPropagation.
+var (
+	MountPropagation_name = map[int32]string{
+		0: "MOUNT_PROPAGATION_UNSPECIFIED",
+		1: "MOUNT_PROPAGATION_PRIVATE",
+		2: "MOUNT_PROPAGATION_HOST_TO_TASK",
+		3: "MOUNT_PROPAGATION_BIDIRECTIONAL",
+	}
+	MountPropagation_value = map[string]int32{
+		"MOUNT_PROPAGATION_UNSPECIFIED":   0,
+		"MOUNT_PROPAGATION_PRIVATE":       1,
+		"MOUNT_PROPAGATION_HOST_TO_TASK":  2,
+		"MOUNT_PROPAGATION_BIDIRECTIONAL": 3,
+	}
+)
+
+func (x MountPropagation) Enum() *MountPropagation {
+	p := new(MountPropagation)
+	*p = x
+	return p
+}
+
+func (x MountPropagation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MountPropagation) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_driver_v1_driver_proto_enumTypes[3].Descriptor()
+}
+
+func (MountPropagation) Type() protoreflect.EnumType {
+	return &file_berth_driver_v1_driver_proto_enumTypes[3]
+}
+
+func (x MountPropagation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MountPropagation.Descriptor instead.
+func (MountPropagation) EnumDescriptor() ([]byte, []int) {
+	return file_berth_driver_v1_driver_proto_rawDescGZIP(), []int{3}
+}
+
 // TaskState is where a task is in its life.
 type TaskState int32
 
@@ -243,11 +304,11 @@ func (x TaskState) String() string {
 }
 
 func (TaskState) Descriptor() protoreflect.EnumDescriptor {
-	return file_berth_driver_v1_driver_proto_enumTypes[3].Descriptor()
+	return file_berth_driver_v1_driver_proto_enumTypes[4].Descriptor()
 }
 
 func (TaskState) Type() protoreflect.EnumType {
-	return &file_berth_driver_v1_driver_proto_enumTypes[3]
+	return &file_berth_driver_v1_driver_proto_enumTypes[4]
 }
 
 func (x TaskState) Number() protoreflect.EnumNumber {
@@ -256,7 +317,7 @@ func (x TaskState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskState.Descriptor instead.
 func (TaskState) EnumDescriptor() ([]byte, []int) {
-	return file_berth_driver_v1_driver_proto_rawDescGZIP(), []int{3}
+	return file_berth_driver_v1_driver_proto_rawDescGZIP(), []int{4}
 }
 
 type NegotiateRequest struct {
@@ -458,8 +519,12 @@ type DriverCapabilities struct {
 	// stats: TaskStats is implemented.
 	Stats       bool        `protobuf:"varint,3,opt,name=stats,proto3" json:"stats,omitempty"`
 	FsIsolation FSIsolation `protobuf:"varint,4,opt,name=fs_isolation,json=fsIsolation,proto3,enum=berth.driver.v1.FSIsolation" json:"fs_isolation,omitempty"`
-	// mount_volumes: the driver honours TaskConfig.mounts (bind mounts).
-	// An unisolated driver sees the host paths directly and leaves this off.
+	// mount_volumes: the driver honours TaskConfig.mounts, each with its
+	// read_only and propagation (API version 2 and later; berth does not trust
+	// it from a plugin that negotiated version 1, which could not know about
+	// propagation). berth refuses to start a task with mounts on a driver
+	// without it rather than dropping them. An unisolated driver (raw_exec)
+	// sees host paths directly and leaves it off.
 	MountVolumes  bool `protobuf:"varint,5,opt,name=mount_volumes,json=mountVolumes,proto3" json:"mount_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1269,12 +1334,18 @@ func (x *Resources) GetMemoryBytes() int64 {
 	return 0
 }
 
-// Mount is a host path to expose at a path inside an isolated task.
+// Mount is a host path to expose at a path inside an isolated task. The sdk
+// validates every StartTask's mounts (sdk.ValidateTaskConfig): both paths
+// absolute with no ".." element, task paths unique and not "/", and a known
+// propagation.
 type Mount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	HostPath      string                 `protobuf:"bytes,1,opt,name=host_path,json=hostPath,proto3" json:"host_path,omitempty"`
-	TaskPath      string                 `protobuf:"bytes,2,opt,name=task_path,json=taskPath,proto3" json:"task_path,omitempty"`
-	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// host_path is the absolute path on the host.
+	HostPath string `protobuf:"bytes,1,opt,name=host_path,json=hostPath,proto3" json:"host_path,omitempty"`
+	// task_path is the absolute path where the task sees it.
+	TaskPath      string           `protobuf:"bytes,2,opt,name=task_path,json=taskPath,proto3" json:"task_path,omitempty"`
+	ReadOnly      bool             `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Propagation   MountPropagation `protobuf:"varint,4,opt,name=propagation,proto3,enum=berth.driver.v1.MountPropagation" json:"propagation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1330,6 +1401,13 @@ func (x *Mount) GetReadOnly() bool {
 	return false
 }
 
+func (x *Mount) GetPropagation() MountPropagation {
+	if x != nil {
+		return x.Propagation
+	}
+	return MountPropagation_MOUNT_PROPAGATION_UNSPECIFIED
+}
+
 // TaskConfig is everything a driver needs to start a task.
 type TaskConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1353,7 +1431,9 @@ type TaskConfig struct {
 	Logs      *LogConfig `protobuf:"bytes,9,opt,name=logs,proto3" json:"logs,omitempty"`
 	Resources *Resources `protobuf:"bytes,10,opt,name=resources,proto3" json:"resources,omitempty"`
 	// user to run as; empty means the driver's own user.
-	User   string   `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	// mounts are bind mounts for drivers whose capabilities advertise
+	// mount_volumes; berth sends none to any other driver.
 	Mounts []*Mount `protobuf:"bytes,12,rep,name=mounts,proto3" json:"mounts,omitempty"`
 	// driver_config is the job's config block, validated against the task schema.
 	DriverConfig  map[string]*ConfigValue `protobuf:"bytes,13,rep,name=driver_config,json=driverConfig,proto3" json:"driver_config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -2635,11 +2715,12 @@ const file_berth_driver_v1_driver_proto_rawDesc = "" +
 	"\tResources\x12\x1d\n" +
 	"\n" +
 	"cpu_shares\x18\x01 \x01(\x03R\tcpuShares\x12!\n" +
-	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"^\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"\xa3\x01\n" +
 	"\x05Mount\x12\x1b\n" +
 	"\thost_path\x18\x01 \x01(\tR\bhostPath\x12\x1b\n" +
 	"\ttask_path\x18\x02 \x01(\tR\btaskPath\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xfd\x04\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12C\n" +
+	"\vpropagation\x18\x04 \x01(\x0e2!.berth.driver.v1.MountPropagationR\vpropagation\"\xfd\x04\n" +
 	"\n" +
 	"TaskConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -2761,7 +2842,12 @@ const file_berth_driver_v1_driver_proto_rawDesc = "" +
 	"\x12HEALTH_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11HEALTH_UNDETECTED\x10\x01\x12\x14\n" +
 	"\x10HEALTH_UNHEALTHY\x10\x02\x12\x12\n" +
-	"\x0eHEALTH_HEALTHY\x10\x03*V\n" +
+	"\x0eHEALTH_HEALTHY\x10\x03*\x9d\x01\n" +
+	"\x10MountPropagation\x12!\n" +
+	"\x1dMOUNT_PROPAGATION_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19MOUNT_PROPAGATION_PRIVATE\x10\x01\x12\"\n" +
+	"\x1eMOUNT_PROPAGATION_HOST_TO_TASK\x10\x02\x12#\n" +
+	"\x1fMOUNT_PROPAGATION_BIDIRECTIONAL\x10\x03*V\n" +
 	"\tTaskState\x12\x1a\n" +
 	"\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TASK_STATE_RUNNING\x10\x01\x12\x15\n" +
@@ -2797,124 +2883,126 @@ func file_berth_driver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_berth_driver_v1_driver_proto_rawDescData
 }
 
-var file_berth_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_berth_driver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_berth_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_berth_driver_v1_driver_proto_goTypes = []any{
 	(FSIsolation)(0),            // 0: berth.driver.v1.FSIsolation
 	(FieldType)(0),              // 1: berth.driver.v1.FieldType
 	(Health)(0),                 // 2: berth.driver.v1.Health
-	(TaskState)(0),              // 3: berth.driver.v1.TaskState
-	(*NegotiateRequest)(nil),    // 4: berth.driver.v1.NegotiateRequest
-	(*NegotiateResponse)(nil),   // 5: berth.driver.v1.NegotiateResponse
-	(*PluginInfo)(nil),          // 6: berth.driver.v1.PluginInfo
-	(*CapabilitiesRequest)(nil), // 7: berth.driver.v1.CapabilitiesRequest
-	(*DriverCapabilities)(nil),  // 8: berth.driver.v1.DriverCapabilities
-	(*ConfigSchemaRequest)(nil), // 9: berth.driver.v1.ConfigSchemaRequest
-	(*ConfigSchemas)(nil),       // 10: berth.driver.v1.ConfigSchemas
-	(*Field)(nil),               // 11: berth.driver.v1.Field
-	(*Schema)(nil),              // 12: berth.driver.v1.Schema
-	(*ConfigValue)(nil),         // 13: berth.driver.v1.ConfigValue
-	(*StringList)(nil),          // 14: berth.driver.v1.StringList
-	(*StringMap)(nil),           // 15: berth.driver.v1.StringMap
-	(*PluginConfig)(nil),        // 16: berth.driver.v1.PluginConfig
-	(*SetConfigResponse)(nil),   // 17: berth.driver.v1.SetConfigResponse
-	(*FingerprintRequest)(nil),  // 18: berth.driver.v1.FingerprintRequest
-	(*DriverFingerprint)(nil),   // 19: berth.driver.v1.DriverFingerprint
-	(*LogConfig)(nil),           // 20: berth.driver.v1.LogConfig
-	(*Resources)(nil),           // 21: berth.driver.v1.Resources
-	(*Mount)(nil),               // 22: berth.driver.v1.Mount
-	(*TaskConfig)(nil),          // 23: berth.driver.v1.TaskConfig
-	(*TaskHandle)(nil),          // 24: berth.driver.v1.TaskHandle
-	(*ExitResult)(nil),          // 25: berth.driver.v1.ExitResult
-	(*WaitTaskRequest)(nil),     // 26: berth.driver.v1.WaitTaskRequest
-	(*StopTaskRequest)(nil),     // 27: berth.driver.v1.StopTaskRequest
-	(*StopTaskResponse)(nil),    // 28: berth.driver.v1.StopTaskResponse
-	(*DestroyTaskRequest)(nil),  // 29: berth.driver.v1.DestroyTaskRequest
-	(*DestroyTaskResponse)(nil), // 30: berth.driver.v1.DestroyTaskResponse
-	(*InspectTaskRequest)(nil),  // 31: berth.driver.v1.InspectTaskRequest
-	(*TaskStatus)(nil),          // 32: berth.driver.v1.TaskStatus
-	(*RecoverTaskRequest)(nil),  // 33: berth.driver.v1.RecoverTaskRequest
-	(*RecoverTaskResponse)(nil), // 34: berth.driver.v1.RecoverTaskResponse
-	(*SignalTaskRequest)(nil),   // 35: berth.driver.v1.SignalTaskRequest
-	(*SignalTaskResponse)(nil),  // 36: berth.driver.v1.SignalTaskResponse
-	(*TaskEventsRequest)(nil),   // 37: berth.driver.v1.TaskEventsRequest
-	(*TaskEvent)(nil),           // 38: berth.driver.v1.TaskEvent
-	(*ExecTaskRequest)(nil),     // 39: berth.driver.v1.ExecTaskRequest
-	(*ExecResult)(nil),          // 40: berth.driver.v1.ExecResult
-	(*TaskStatsRequest)(nil),    // 41: berth.driver.v1.TaskStatsRequest
-	(*TaskResourceUsage)(nil),   // 42: berth.driver.v1.TaskResourceUsage
-	nil,                         // 43: berth.driver.v1.StringMap.ValuesEntry
-	nil,                         // 44: berth.driver.v1.PluginConfig.ValuesEntry
-	nil,                         // 45: berth.driver.v1.DriverFingerprint.AttributesEntry
-	nil,                         // 46: berth.driver.v1.TaskConfig.EnvEntry
-	nil,                         // 47: berth.driver.v1.TaskConfig.DriverConfigEntry
-	nil,                         // 48: berth.driver.v1.TaskStatus.AttributesEntry
-	nil,                         // 49: berth.driver.v1.TaskEvent.AnnotationsEntry
+	(MountPropagation)(0),       // 3: berth.driver.v1.MountPropagation
+	(TaskState)(0),              // 4: berth.driver.v1.TaskState
+	(*NegotiateRequest)(nil),    // 5: berth.driver.v1.NegotiateRequest
+	(*NegotiateResponse)(nil),   // 6: berth.driver.v1.NegotiateResponse
+	(*PluginInfo)(nil),          // 7: berth.driver.v1.PluginInfo
+	(*CapabilitiesRequest)(nil), // 8: berth.driver.v1.CapabilitiesRequest
+	(*DriverCapabilities)(nil),  // 9: berth.driver.v1.DriverCapabilities
+	(*ConfigSchemaRequest)(nil), // 10: berth.driver.v1.ConfigSchemaRequest
+	(*ConfigSchemas)(nil),       // 11: berth.driver.v1.ConfigSchemas
+	(*Field)(nil),               // 12: berth.driver.v1.Field
+	(*Schema)(nil),              // 13: berth.driver.v1.Schema
+	(*ConfigValue)(nil),         // 14: berth.driver.v1.ConfigValue
+	(*StringList)(nil),          // 15: berth.driver.v1.StringList
+	(*StringMap)(nil),           // 16: berth.driver.v1.StringMap
+	(*PluginConfig)(nil),        // 17: berth.driver.v1.PluginConfig
+	(*SetConfigResponse)(nil),   // 18: berth.driver.v1.SetConfigResponse
+	(*FingerprintRequest)(nil),  // 19: berth.driver.v1.FingerprintRequest
+	(*DriverFingerprint)(nil),   // 20: berth.driver.v1.DriverFingerprint
+	(*LogConfig)(nil),           // 21: berth.driver.v1.LogConfig
+	(*Resources)(nil),           // 22: berth.driver.v1.Resources
+	(*Mount)(nil),               // 23: berth.driver.v1.Mount
+	(*TaskConfig)(nil),          // 24: berth.driver.v1.TaskConfig
+	(*TaskHandle)(nil),          // 25: berth.driver.v1.TaskHandle
+	(*ExitResult)(nil),          // 26: berth.driver.v1.ExitResult
+	(*WaitTaskRequest)(nil),     // 27: berth.driver.v1.WaitTaskRequest
+	(*StopTaskRequest)(nil),     // 28: berth.driver.v1.StopTaskRequest
+	(*StopTaskResponse)(nil),    // 29: berth.driver.v1.StopTaskResponse
+	(*DestroyTaskRequest)(nil),  // 30: berth.driver.v1.DestroyTaskRequest
+	(*DestroyTaskResponse)(nil), // 31: berth.driver.v1.DestroyTaskResponse
+	(*InspectTaskRequest)(nil),  // 32: berth.driver.v1.InspectTaskRequest
+	(*TaskStatus)(nil),          // 33: berth.driver.v1.TaskStatus
+	(*RecoverTaskRequest)(nil),  // 34: berth.driver.v1.RecoverTaskRequest
+	(*RecoverTaskResponse)(nil), // 35: berth.driver.v1.RecoverTaskResponse
+	(*SignalTaskRequest)(nil),   // 36: berth.driver.v1.SignalTaskRequest
+	(*SignalTaskResponse)(nil),  // 37: berth.driver.v1.SignalTaskResponse
+	(*TaskEventsRequest)(nil),   // 38: berth.driver.v1.TaskEventsRequest
+	(*TaskEvent)(nil),           // 39: berth.driver.v1.TaskEvent
+	(*ExecTaskRequest)(nil),     // 40: berth.driver.v1.ExecTaskRequest
+	(*ExecResult)(nil),          // 41: berth.driver.v1.ExecResult
+	(*TaskStatsRequest)(nil),    // 42: berth.driver.v1.TaskStatsRequest
+	(*TaskResourceUsage)(nil),   // 43: berth.driver.v1.TaskResourceUsage
+	nil,                         // 44: berth.driver.v1.StringMap.ValuesEntry
+	nil,                         // 45: berth.driver.v1.PluginConfig.ValuesEntry
+	nil,                         // 46: berth.driver.v1.DriverFingerprint.AttributesEntry
+	nil,                         // 47: berth.driver.v1.TaskConfig.EnvEntry
+	nil,                         // 48: berth.driver.v1.TaskConfig.DriverConfigEntry
+	nil,                         // 49: berth.driver.v1.TaskStatus.AttributesEntry
+	nil,                         // 50: berth.driver.v1.TaskEvent.AnnotationsEntry
 }
 var file_berth_driver_v1_driver_proto_depIdxs = []int32{
-	6,  // 0: berth.driver.v1.NegotiateResponse.info:type_name -> berth.driver.v1.PluginInfo
+	7,  // 0: berth.driver.v1.NegotiateResponse.info:type_name -> berth.driver.v1.PluginInfo
 	0,  // 1: berth.driver.v1.DriverCapabilities.fs_isolation:type_name -> berth.driver.v1.FSIsolation
-	12, // 2: berth.driver.v1.ConfigSchemas.plugin:type_name -> berth.driver.v1.Schema
-	12, // 3: berth.driver.v1.ConfigSchemas.task:type_name -> berth.driver.v1.Schema
+	13, // 2: berth.driver.v1.ConfigSchemas.plugin:type_name -> berth.driver.v1.Schema
+	13, // 3: berth.driver.v1.ConfigSchemas.task:type_name -> berth.driver.v1.Schema
 	1,  // 4: berth.driver.v1.Field.type:type_name -> berth.driver.v1.FieldType
-	13, // 5: berth.driver.v1.Field.default:type_name -> berth.driver.v1.ConfigValue
-	11, // 6: berth.driver.v1.Schema.fields:type_name -> berth.driver.v1.Field
-	14, // 7: berth.driver.v1.ConfigValue.list_value:type_name -> berth.driver.v1.StringList
-	15, // 8: berth.driver.v1.ConfigValue.map_value:type_name -> berth.driver.v1.StringMap
-	43, // 9: berth.driver.v1.StringMap.values:type_name -> berth.driver.v1.StringMap.ValuesEntry
-	44, // 10: berth.driver.v1.PluginConfig.values:type_name -> berth.driver.v1.PluginConfig.ValuesEntry
+	14, // 5: berth.driver.v1.Field.default:type_name -> berth.driver.v1.ConfigValue
+	12, // 6: berth.driver.v1.Schema.fields:type_name -> berth.driver.v1.Field
+	15, // 7: berth.driver.v1.ConfigValue.list_value:type_name -> berth.driver.v1.StringList
+	16, // 8: berth.driver.v1.ConfigValue.map_value:type_name -> berth.driver.v1.StringMap
+	44, // 9: berth.driver.v1.StringMap.values:type_name -> berth.driver.v1.StringMap.ValuesEntry
+	45, // 10: berth.driver.v1.PluginConfig.values:type_name -> berth.driver.v1.PluginConfig.ValuesEntry
 	2,  // 11: berth.driver.v1.DriverFingerprint.health:type_name -> berth.driver.v1.Health
-	45, // 12: berth.driver.v1.DriverFingerprint.attributes:type_name -> berth.driver.v1.DriverFingerprint.AttributesEntry
-	46, // 13: berth.driver.v1.TaskConfig.env:type_name -> berth.driver.v1.TaskConfig.EnvEntry
-	20, // 14: berth.driver.v1.TaskConfig.logs:type_name -> berth.driver.v1.LogConfig
-	21, // 15: berth.driver.v1.TaskConfig.resources:type_name -> berth.driver.v1.Resources
-	22, // 16: berth.driver.v1.TaskConfig.mounts:type_name -> berth.driver.v1.Mount
-	47, // 17: berth.driver.v1.TaskConfig.driver_config:type_name -> berth.driver.v1.TaskConfig.DriverConfigEntry
-	23, // 18: berth.driver.v1.TaskHandle.config:type_name -> berth.driver.v1.TaskConfig
-	3,  // 19: berth.driver.v1.TaskHandle.state:type_name -> berth.driver.v1.TaskState
-	3,  // 20: berth.driver.v1.TaskStatus.state:type_name -> berth.driver.v1.TaskState
-	25, // 21: berth.driver.v1.TaskStatus.exit_result:type_name -> berth.driver.v1.ExitResult
-	48, // 22: berth.driver.v1.TaskStatus.attributes:type_name -> berth.driver.v1.TaskStatus.AttributesEntry
-	24, // 23: berth.driver.v1.RecoverTaskRequest.handle:type_name -> berth.driver.v1.TaskHandle
-	49, // 24: berth.driver.v1.TaskEvent.annotations:type_name -> berth.driver.v1.TaskEvent.AnnotationsEntry
-	25, // 25: berth.driver.v1.ExecResult.exit:type_name -> berth.driver.v1.ExitResult
-	13, // 26: berth.driver.v1.PluginConfig.ValuesEntry.value:type_name -> berth.driver.v1.ConfigValue
-	13, // 27: berth.driver.v1.TaskConfig.DriverConfigEntry.value:type_name -> berth.driver.v1.ConfigValue
-	4,  // 28: berth.driver.v1.Driver.Negotiate:input_type -> berth.driver.v1.NegotiateRequest
-	7,  // 29: berth.driver.v1.Driver.Capabilities:input_type -> berth.driver.v1.CapabilitiesRequest
-	9,  // 30: berth.driver.v1.Driver.ConfigSchema:input_type -> berth.driver.v1.ConfigSchemaRequest
-	16, // 31: berth.driver.v1.Driver.SetConfig:input_type -> berth.driver.v1.PluginConfig
-	18, // 32: berth.driver.v1.Driver.Fingerprint:input_type -> berth.driver.v1.FingerprintRequest
-	23, // 33: berth.driver.v1.Driver.StartTask:input_type -> berth.driver.v1.TaskConfig
-	26, // 34: berth.driver.v1.Driver.WaitTask:input_type -> berth.driver.v1.WaitTaskRequest
-	27, // 35: berth.driver.v1.Driver.StopTask:input_type -> berth.driver.v1.StopTaskRequest
-	29, // 36: berth.driver.v1.Driver.DestroyTask:input_type -> berth.driver.v1.DestroyTaskRequest
-	31, // 37: berth.driver.v1.Driver.InspectTask:input_type -> berth.driver.v1.InspectTaskRequest
-	33, // 38: berth.driver.v1.Driver.RecoverTask:input_type -> berth.driver.v1.RecoverTaskRequest
-	35, // 39: berth.driver.v1.Driver.SignalTask:input_type -> berth.driver.v1.SignalTaskRequest
-	37, // 40: berth.driver.v1.Driver.TaskEvents:input_type -> berth.driver.v1.TaskEventsRequest
-	39, // 41: berth.driver.v1.Driver.ExecTask:input_type -> berth.driver.v1.ExecTaskRequest
-	41, // 42: berth.driver.v1.Driver.TaskStats:input_type -> berth.driver.v1.TaskStatsRequest
-	5,  // 43: berth.driver.v1.Driver.Negotiate:output_type -> berth.driver.v1.NegotiateResponse
-	8,  // 44: berth.driver.v1.Driver.Capabilities:output_type -> berth.driver.v1.DriverCapabilities
-	10, // 45: berth.driver.v1.Driver.ConfigSchema:output_type -> berth.driver.v1.ConfigSchemas
-	17, // 46: berth.driver.v1.Driver.SetConfig:output_type -> berth.driver.v1.SetConfigResponse
-	19, // 47: berth.driver.v1.Driver.Fingerprint:output_type -> berth.driver.v1.DriverFingerprint
-	24, // 48: berth.driver.v1.Driver.StartTask:output_type -> berth.driver.v1.TaskHandle
-	25, // 49: berth.driver.v1.Driver.WaitTask:output_type -> berth.driver.v1.ExitResult
-	28, // 50: berth.driver.v1.Driver.StopTask:output_type -> berth.driver.v1.StopTaskResponse
-	30, // 51: berth.driver.v1.Driver.DestroyTask:output_type -> berth.driver.v1.DestroyTaskResponse
-	32, // 52: berth.driver.v1.Driver.InspectTask:output_type -> berth.driver.v1.TaskStatus
-	34, // 53: berth.driver.v1.Driver.RecoverTask:output_type -> berth.driver.v1.RecoverTaskResponse
-	36, // 54: berth.driver.v1.Driver.SignalTask:output_type -> berth.driver.v1.SignalTaskResponse
-	38, // 55: berth.driver.v1.Driver.TaskEvents:output_type -> berth.driver.v1.TaskEvent
-	40, // 56: berth.driver.v1.Driver.ExecTask:output_type -> berth.driver.v1.ExecResult
-	42, // 57: berth.driver.v1.Driver.TaskStats:output_type -> berth.driver.v1.TaskResourceUsage
-	43, // [43:58] is the sub-list for method output_type
-	28, // [28:43] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	46, // 12: berth.driver.v1.DriverFingerprint.attributes:type_name -> berth.driver.v1.DriverFingerprint.AttributesEntry
+	3,  // 13: berth.driver.v1.Mount.propagation:type_name -> berth.driver.v1.MountPropagation
+	47, // 14: berth.driver.v1.TaskConfig.env:type_name -> berth.driver.v1.TaskConfig.EnvEntry
+	21, // 15: berth.driver.v1.TaskConfig.logs:type_name -> berth.driver.v1.LogConfig
+	22, // 16: berth.driver.v1.TaskConfig.resources:type_name -> berth.driver.v1.Resources
+	23, // 17: berth.driver.v1.TaskConfig.mounts:type_name -> berth.driver.v1.Mount
+	48, // 18: berth.driver.v1.TaskConfig.driver_config:type_name -> berth.driver.v1.TaskConfig.DriverConfigEntry
+	24, // 19: berth.driver.v1.TaskHandle.config:type_name -> berth.driver.v1.TaskConfig
+	4,  // 20: berth.driver.v1.TaskHandle.state:type_name -> berth.driver.v1.TaskState
+	4,  // 21: berth.driver.v1.TaskStatus.state:type_name -> berth.driver.v1.TaskState
+	26, // 22: berth.driver.v1.TaskStatus.exit_result:type_name -> berth.driver.v1.ExitResult
+	49, // 23: berth.driver.v1.TaskStatus.attributes:type_name -> berth.driver.v1.TaskStatus.AttributesEntry
+	25, // 24: berth.driver.v1.RecoverTaskRequest.handle:type_name -> berth.driver.v1.TaskHandle
+	50, // 25: berth.driver.v1.TaskEvent.annotations:type_name -> berth.driver.v1.TaskEvent.AnnotationsEntry
+	26, // 26: berth.driver.v1.ExecResult.exit:type_name -> berth.driver.v1.ExitResult
+	14, // 27: berth.driver.v1.PluginConfig.ValuesEntry.value:type_name -> berth.driver.v1.ConfigValue
+	14, // 28: berth.driver.v1.TaskConfig.DriverConfigEntry.value:type_name -> berth.driver.v1.ConfigValue
+	5,  // 29: berth.driver.v1.Driver.Negotiate:input_type -> berth.driver.v1.NegotiateRequest
+	8,  // 30: berth.driver.v1.Driver.Capabilities:input_type -> berth.driver.v1.CapabilitiesRequest
+	10, // 31: berth.driver.v1.Driver.ConfigSchema:input_type -> berth.driver.v1.ConfigSchemaRequest
+	17, // 32: berth.driver.v1.Driver.SetConfig:input_type -> berth.driver.v1.PluginConfig
+	19, // 33: berth.driver.v1.Driver.Fingerprint:input_type -> berth.driver.v1.FingerprintRequest
+	24, // 34: berth.driver.v1.Driver.StartTask:input_type -> berth.driver.v1.TaskConfig
+	27, // 35: berth.driver.v1.Driver.WaitTask:input_type -> berth.driver.v1.WaitTaskRequest
+	28, // 36: berth.driver.v1.Driver.StopTask:input_type -> berth.driver.v1.StopTaskRequest
+	30, // 37: berth.driver.v1.Driver.DestroyTask:input_type -> berth.driver.v1.DestroyTaskRequest
+	32, // 38: berth.driver.v1.Driver.InspectTask:input_type -> berth.driver.v1.InspectTaskRequest
+	34, // 39: berth.driver.v1.Driver.RecoverTask:input_type -> berth.driver.v1.RecoverTaskRequest
+	36, // 40: berth.driver.v1.Driver.SignalTask:input_type -> berth.driver.v1.SignalTaskRequest
+	38, // 41: berth.driver.v1.Driver.TaskEvents:input_type -> berth.driver.v1.TaskEventsRequest
+	40, // 42: berth.driver.v1.Driver.ExecTask:input_type -> berth.driver.v1.ExecTaskRequest
+	42, // 43: berth.driver.v1.Driver.TaskStats:input_type -> berth.driver.v1.TaskStatsRequest
+	6,  // 44: berth.driver.v1.Driver.Negotiate:output_type -> berth.driver.v1.NegotiateResponse
+	9,  // 45: berth.driver.v1.Driver.Capabilities:output_type -> berth.driver.v1.DriverCapabilities
+	11, // 46: berth.driver.v1.Driver.ConfigSchema:output_type -> berth.driver.v1.ConfigSchemas
+	18, // 47: berth.driver.v1.Driver.SetConfig:output_type -> berth.driver.v1.SetConfigResponse
+	20, // 48: berth.driver.v1.Driver.Fingerprint:output_type -> berth.driver.v1.DriverFingerprint
+	25, // 49: berth.driver.v1.Driver.StartTask:output_type -> berth.driver.v1.TaskHandle
+	26, // 50: berth.driver.v1.Driver.WaitTask:output_type -> berth.driver.v1.ExitResult
+	29, // 51: berth.driver.v1.Driver.StopTask:output_type -> berth.driver.v1.StopTaskResponse
+	31, // 52: berth.driver.v1.Driver.DestroyTask:output_type -> berth.driver.v1.DestroyTaskResponse
+	33, // 53: berth.driver.v1.Driver.InspectTask:output_type -> berth.driver.v1.TaskStatus
+	35, // 54: berth.driver.v1.Driver.RecoverTask:output_type -> berth.driver.v1.RecoverTaskResponse
+	37, // 55: berth.driver.v1.Driver.SignalTask:output_type -> berth.driver.v1.SignalTaskResponse
+	39, // 56: berth.driver.v1.Driver.TaskEvents:output_type -> berth.driver.v1.TaskEvent
+	41, // 57: berth.driver.v1.Driver.ExecTask:output_type -> berth.driver.v1.ExecResult
+	43, // 58: berth.driver.v1.Driver.TaskStats:output_type -> berth.driver.v1.TaskResourceUsage
+	44, // [44:59] is the sub-list for method output_type
+	29, // [29:44] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_berth_driver_v1_driver_proto_init() }
@@ -2935,7 +3023,7 @@ func file_berth_driver_v1_driver_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_driver_v1_driver_proto_rawDesc), len(file_berth_driver_v1_driver_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
