@@ -4,7 +4,9 @@
 // semantics berth relies on: start and wait with exit codes, stop with a
 // signal and a timeout then kill, idempotent stop and destroy, destroy of a
 // running task, unknown task IDs, duplicate IDs, bad task and plugin
-// configs, context cancellation, signals, and recovery of tasks from their
+// configs, mounts (for drivers that honour them: a task gets exactly its
+// mounts, invalid ones are refused), context cancellation, signals, and
+// recovery of tasks from their
 // handles both in the same plugin and in a new plugin after the old one was
 // killed with SIGKILL.
 //

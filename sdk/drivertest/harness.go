@@ -55,6 +55,12 @@ type Cases struct {
 	// BadConfigs are driver configs the driver must reject, each naming
 	// the key it must blame. An unknown key is always checked.
 	BadConfigs []BadConfig
+	// MountsSeen returns the mounts the running task cfg got, as the
+	// driver under test can tell: from its InspectTask status (mock), or
+	// from the task's own mount table for an isolating driver. Required
+	// for drivers that honour mounts (sdk.MountsSupported); the mount
+	// checks compare it with the mounts the task was started with.
+	MountsSeen func(ctx context.Context, d sdk.Driver, cfg *driverpb.TaskConfig) ([]*driverpb.Mount, error)
 	// ReadyFile: RunUntilStopped and IgnoreStopSignal tasks create the
 	// file named by ReadyFileEnv once they handle signals as described,
 	// and the harness waits for it before signalling them. Set it for
@@ -110,6 +116,7 @@ var checks = []check{
 	{"DuplicateID", checkDuplicateID},
 	{"BadTaskConfig", checkBadTaskConfig},
 	{"BadPluginConfig", checkBadPluginConfig},
+	{"Mounts", checkMounts},
 	{"WaitHonoursContext", checkWaitContext},
 	{"Signal", checkSignal},
 	{"RecoverSamePlugin", checkRecoverSamePlugin},

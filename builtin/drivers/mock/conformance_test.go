@@ -1,6 +1,7 @@
 package mock_test
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/drivertest"
 )
 
@@ -28,6 +30,13 @@ var mockCases = drivertest.Cases{
 	},
 	ExitAfter: func(code int, d time.Duration) sdk.ConfigMap {
 		return sdk.ConfigMap{"run_for": sdk.StringValue(d.String()), "exit_code": sdk.IntValue(int64(code))}
+	},
+	MountsSeen: func(ctx context.Context, d sdk.Driver, cfg *driverpb.TaskConfig) ([]*driverpb.Mount, error) {
+		st, err := d.InspectTask(ctx, cfg.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return mock.Mounts(st)
 	},
 	BadConfigs: []drivertest.BadConfig{
 		{Config: sdk.ConfigMap{"run_for": sdk.StringValue("soon")}, Key: "run_for"},

@@ -23,6 +23,10 @@
 // ignore_stop_signal; other signals are recorded (InspectTask attribute
 // "signals", a task event) and otherwise ignored.
 //
+// Mock advertises mount_volumes and records a task's mounts, as given, in
+// its InspectTask attribute "mounts" (MountsAttribute; decode it with
+// Mounts), so tests can assert what reached the driver.
+//
 // Tasks survive a plugin restart: RecoverTask rebuilds a task from its
 // handle and the time it started, so a task with run_for exits on schedule
 // (or at once, if that time has passed). A recovered task does not crash

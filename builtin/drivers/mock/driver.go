@@ -56,7 +56,10 @@ func (d *Driver) PluginInfo(context.Context) (*driverpb.PluginInfo, error) {
 
 // Capabilities implements sdk.Driver.
 func (d *Driver) Capabilities(context.Context) (*driverpb.DriverCapabilities, error) {
-	return &driverpb.DriverCapabilities{SendSignals: true, FsIsolation: driverpb.FSIsolation_FS_ISOLATION_NONE}, nil
+	// mount_volumes, though mock tasks touch no filesystem: it records the
+	// mounts (MountsAttribute) so tests of berth and of sdk/drivertest can
+	// check what reached a driver that honours mounts.
+	return &driverpb.DriverCapabilities{SendSignals: true, FsIsolation: driverpb.FSIsolation_FS_ISOLATION_NONE, MountVolumes: true}, nil
 }
 
 // ConfigSchema implements sdk.Driver.

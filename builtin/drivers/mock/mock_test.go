@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -251,5 +253,52 @@ func TestCrashPlugin(t *testing.T) {
 	}
 	if _, err := d.InspectTask(ctxT(t), "crasher"); !errors.Is(err, sdk.ErrPluginShutdown) {
 		t.Errorf("call after the crash = %v, want ErrPluginShutdown", err)
+	}
+}
+
+// TestMountsAreRecordedAndSurviveRecovery: a task reports the mounts it was
+// started with, and a plugin that recovers it from its handle reports the
+// same ones; a task without mounts reports none.
+func TestMountsAreRecordedAndSurviveRecovery(t *testing.T) {
+	d := client(t)
+	mounts := []*driverpb.Mount{
+		{HostPath: "/srv/csi", TaskPath: "/csi", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL},
+		{HostPath: "/etc/ssl", TaskPath: "/etc/ssl", ReadOnly: true},
+	}
+	cfg := taskCfg("mounted", nil)
+	cfg.Mounts = mounts
+	h, err := d.StartTask(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d, "unmounted", nil)
+	second := client(t)
+	if err := second.RecoverTask(ctxT(t), h); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		d    sdk.Driver
+		id   string
+		want []*driverpb.Mount
+	}{{d, "mounted", mounts}, {second, "mounted", mounts}, {d, "unmounted", nil}} {
+		st, err := c.d.InspectTask(ctxT(t), c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := mock.Mounts(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(c.want) {
+			t.Fatalf("task %s reports mounts %v, want %v", c.id, got, c.want)
+		}
+		for i := range got {
+			if !proto.Equal(got[i], c.want[i]) {
+				t.Errorf("task %s mount %d = %v, want %v", c.id, i, got[i], c.want[i])
+			}
+		}
+	}
+	if _, err := mock.Mounts(&driverpb.TaskStatus{Id: "x"}); err == nil {
+		t.Error("Mounts of a status without the attribute succeeded")
 	}
 }

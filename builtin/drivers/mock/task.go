@@ -252,7 +252,7 @@ func (d *Driver) InspectTask(_ context.Context, taskID string) (*driverpb.TaskSt
 	st := &driverpb.TaskStatus{
 		Id: taskID, Name: t.cfg.GetName(), State: driverpb.TaskState_TASK_STATE_RUNNING,
 		StartedAt:  t.startedAt.UnixNano(),
-		Attributes: map[string]string{"signals": strings.Join(t.signals, ",")},
+		Attributes: map[string]string{"signals": strings.Join(t.signals, ","), MountsAttribute: encodeMounts(t.cfg.GetMounts())},
 	}
 	if t.exit != nil {
 		st.State = driverpb.TaskState_TASK_STATE_EXITED

@@ -12,6 +12,12 @@
 // Until then its fingerprint is undetected, saying so, and StartTask fails
 // with sdk.ErrDriverUnhealthy.
 //
+// raw_exec does not honour TaskConfig.mounts and does not advertise
+// mount_volumes: a task that sees the whole host filesystem has nothing to
+// bind into. Its tasks are given host paths instead (through their
+// environment and interpolation), and berth refuses to start a task with
+// mounts on it rather than drop them.
+//
 // Task config:
 //
 //	command  string        required; looked up in the task's PATH when it has no slash

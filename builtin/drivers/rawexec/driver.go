@@ -62,7 +62,9 @@ func (d *Driver) PluginInfo(context.Context) (*driverpb.PluginInfo, error) {
 	return &driverpb.PluginInfo{Name: Name, Version: version.Version}, nil
 }
 
-// Capabilities implements sdk.Driver.
+// Capabilities implements sdk.Driver. mount_volumes stays off: raw_exec
+// does not isolate, so it has nowhere to mount into; its tasks get host
+// paths instead, and berth refuses a task with mounts here.
 func (d *Driver) Capabilities(context.Context) (*driverpb.DriverCapabilities, error) {
 	return &driverpb.DriverCapabilities{
 		SendSignals: true, Exec: true, Stats: true,

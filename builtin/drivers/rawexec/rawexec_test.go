@@ -360,3 +360,25 @@ echo done; exit 0`
 		}
 	}
 }
+
+// TestDoesNotHonourMounts: raw_exec does not isolate, so it does not
+// advertise mount_volumes and a task with mounts never reaches it (the sdk
+// refuses it; berth refuses it before that) instead of running without them.
+func TestDoesNotHonourMounts(t *testing.T) {
+	d := client(t)
+	caps, err := d.Capabilities(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.GetMountVolumes() || sdk.MountsSupported(d.APIVersion(), caps) {
+		t.Fatalf("raw_exec advertises mounts: %v", caps)
+	}
+	cfg := taskCfg(t, "mounted", sdk.ConfigMap{"command": sdk.StringValue("true")})
+	cfg.Mounts = []*driverpb.Mount{{HostPath: t.TempDir(), TaskPath: "/data"}}
+	if _, err := d.StartTask(ctxT(t), cfg); !errors.Is(err, sdk.ErrNotSupported) {
+		t.Fatalf("StartTask with mounts = %v, want ErrNotSupported", err)
+	}
+	if _, err := d.InspectTask(ctxT(t), cfg.GetId()); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Errorf("refused task exists: InspectTask = %v", err)
+	}
+}
