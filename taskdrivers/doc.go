@@ -35,6 +35,11 @@
 // built-in or plugin_dir path) and signals Changed so that the client
 // re-registers the node.
 //
+// A task with mounts starts only on a driver that honours them
+// (sdk.MountsSupported: mount_volumes at driver API version 2 or later);
+// any other driver refuses it with ErrMountsNotSupported, naming driver
+// and task, rather than run it without its mounts.
+//
 // A plugin that is missing, not executable, crashes at start (its last
 // stderr lines are quoted), speaks another protocol version or dies later
 // is reported as the driver's health and log error, and retried with

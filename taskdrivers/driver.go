@@ -64,7 +64,8 @@ func (d *Driver) TaskConfigSpec(ctx context.Context) (sdk.ConfigSpec, error) {
 // fails at once with ErrDriverUnavailable when the plugin is not running
 // (ErrDriverFailed when its config keeps it from ever running),
 // and with sdk.ErrTaskExists when a task of any driver on this node has
-// the ID. If the handle cannot be persisted the task is destroyed again:
+// the ID. A task with mounts is refused with ErrMountsNotSupported unless
+// the running plugin honours mounts (sdk.MountsSupported). If the handle cannot be persisted the task is destroyed again:
 // a task berth could not recover after a restart is not started.
 func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
 	if d.in.m.isStopping() {
@@ -79,6 +80,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	defer unreserve()
 	r, err := d.in.acquire(ctx, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.checkMounts(r, cfg); err != nil {
 		return nil, err
 	}
 	h, err := r.client.StartTask(ctx, cfg)
@@ -101,6 +105,23 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 		return nil, fmt.Errorf("start task %q: persisting its handle: %w", id, err)
 	}
 	return h, nil
+}
+
+// checkMounts refuses a task with mounts when r's plugin does not honour
+// them. The plugin's own sdk would refuse too, but a plugin built before
+// mounts existed would not: it would start the task without them.
+func (d *Driver) checkMounts(r *running, cfg *driverpb.TaskConfig) error {
+	mounts := cfg.GetMounts()
+	v := r.client.APIVersion()
+	if len(mounts) == 0 || sdk.MountsSupported(v, r.caps) {
+		return nil
+	}
+	why := "does not advertise the mount_volumes capability"
+	if v < sdk.APIVersionMounts {
+		why = fmt.Sprintf("speaks driver API version %d, and mounts need version %d", v, sdk.APIVersionMounts)
+	}
+	return fmt.Errorf("start task %q on driver %q: %w: the task has %d mount(s), the first at task path %q, and the driver %s",
+		cfg.GetId(), d.in.p.Name, ErrMountsNotSupported, len(mounts), mounts[0].GetTaskPath(), why)
 }
 
 // destroyUnrecorded destroys the task of a StartTask that failed after the

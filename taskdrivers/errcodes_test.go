@@ -20,6 +20,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrPluginExited:        codes.Unavailable,
 		ErrDriverUnavailable:   codes.Unavailable,
 		ErrDriverFailed:        codes.FailedPrecondition,
+		ErrMountsNotSupported:  codes.FailedPrecondition,
 		ErrShutdown:            codes.Unavailable,
 		ErrNestedPlugin:        codes.FailedPrecondition,
 	})

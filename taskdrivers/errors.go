@@ -56,6 +56,13 @@ var (
 	// caller's request is fine, the node's config refuses it.
 	ErrDriverFailed = errcode.New(codes.FailedPrecondition, "task driver failed for good")
 
+	// ErrMountsNotSupported is returned by StartTask for a task with mounts
+	// on a driver that does not honour them (no mount_volumes capability,
+	// or a plugin that negotiated a driver API version before mounts): the
+	// task is refused rather than run without its mounts. It is
+	// FailedPrecondition: the task is fine, this driver cannot run it.
+	ErrMountsNotSupported = errcode.New(codes.FailedPrecondition, "task driver does not honour mounts")
+
 	// ErrShutdown is returned by Driver calls once the manager is shutting
 	// down, and by Manager.Start after Shutdown.
 	ErrShutdown = errcode.New(codes.Unavailable, "driver manager is shut down")

@@ -42,8 +42,10 @@ const (
 	// driver answering StartTask only once its caller gave up, see
 	// lateStarter), "destroyhang" (that driver never answering
 	// DestroyTask, see hangingDestroyer), "wrongproto" (a plugin
-	// speaking go-plugin protocol version 2) or "wrongapi" (a plugin that
-	// answers Negotiate with driver API version 99).
+	// speaking go-plugin protocol version 2), "wrongapi" (a plugin that
+	// answers Negotiate with driver API version 99) or "apiv1" (the mock
+	// driver as a plugin built before mounts: it speaks only driver API
+	// version 1, though its capabilities say mount_volumes).
 	fakeEnv     = "BERTH_TASKDRIVERS_FAKE"
 	fakeNameEnv = "BERTH_TASKDRIVERS_FAKE_NAME"
 	// fakeCallsEnv names a file a fake appends a line to for each call it
@@ -93,6 +95,15 @@ func serveFakeIfRequested() {
 			GRPCServer:      plugin.DefaultGRPCServer,
 			Logger:          logger,
 		})
+	case "apiv1":
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig: sdk.Handshake,
+			Plugins:         sdk.PluginSet(d),
+			GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+				return plugin.DefaultGRPCServer(append(opts, grpc.ChainUnaryInterceptor(speakOnlyAPIv1)))
+			},
+			Logger: logger,
+		})
 	case "wrongproto":
 		hs := sdk.Handshake
 		hs.ProtocolVersion++
@@ -107,6 +118,21 @@ func serveFakeIfRequested() {
 		os.Exit(2)
 	}
 	os.Exit(0)
+}
+
+// speakOnlyAPIv1 makes a plugin negotiate as one whose sdk speaks only
+// driver API version 1: it drops every newer version from the offer.
+func speakOnlyAPIv1(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if n, ok := req.(*driverpb.NegotiateRequest); ok && info.FullMethod == driverpb.Driver_Negotiate_FullMethodName {
+		var old []uint32
+		for _, v := range n.GetApiVersions() {
+			if v <= 1 {
+				old = append(old, v)
+			}
+		}
+		req = &driverpb.NegotiateRequest{ApiVersions: old}
+	}
+	return handler(ctx, req)
 }
 
 // lateStarter starts the task, then holds its reply until the caller gives
