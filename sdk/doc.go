@@ -48,6 +48,12 @@
 // persisted handle; DriverPlugin.Reattach gives what to persist to
 // reconnect to a still-running plugin after berth itself restarts.
 //
+// Mounts (TaskConfig.mounts) reach only a driver that honours them:
+// MountsSupported(d.APIVersion(), caps) says whether it does; the server
+// side validates them (ValidateTaskConfig) and refuses them for a driver
+// without the mount_volumes capability, so a caller must check before
+// starting a task with mounts rather than expect them dropped.
+//
 // Streams (Fingerprint, TaskEvents, TaskStats) are iterators: range over
 // them; the loop ends when ctx ends or with an error as the last element.
 package sdk
