@@ -70,7 +70,8 @@ var (
 	// *StartError saying which and naming the path. It is FailedPrecondition,
 	// not InvalidArgument: the config may be right and the node wrong (a
 	// binary not installed here, a directory not created yet), so the same
-	// task can start on another node or after the node is fixed.
+	// task can start on another node or after the node is fixed. raw_exec's
+	// ExecTask returns it too when its command is not in the task's PATH.
 	ErrTaskStartFailed = sdkerr.New(codes.FailedPrecondition, "TASK_START_FAILED", "task failed to start")
 
 	// ErrNotPluginProcess is returned by ServeDriver when the process was not

@@ -12,6 +12,11 @@
 // Until then its fingerprint is undetected, saying so, and StartTask fails
 // with sdk.ErrDriverUnhealthy.
 //
+// A task whose program is missing or not executable, or whose working
+// directory is not there, fails StartTask with sdk.ErrTaskStartFailed and an
+// *sdk.StartError naming the reason and the path: the executor finds out
+// (it execs the program) and reports it as a typed record, not as text.
+//
 // Task config:
 //
 //	command  string        required; looked up in the task's PATH when it has no slash
