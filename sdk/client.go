@@ -20,8 +20,8 @@ import (
 // ErrPluginShutdown when the plugin is gone, or to ctx's error when the
 // caller gave up. It is safe for concurrent use.
 type DriverClient struct {
-	rpc    driverpb.DriverClient
-	exited func() bool
+	rpc  driverpb.DriverClient
+	proc pluginWatch
 
 	mu         sync.RWMutex
 	name       string
@@ -35,8 +35,10 @@ var (
 	_ StatsDriver = (*DriverClient)(nil)
 )
 
-func newDriverClient(conn grpc.ClientConnInterface, exited func() bool) *DriverClient {
-	return &DriverClient{rpc: driverpb.NewDriverClient(conn), exited: exited, name: "(unnegotiated)"}
+// newDriverClient returns a client for conn; done is closed when the
+// plugin process exits, nil when no process is watched.
+func newDriverClient(conn grpc.ClientConnInterface, done <-chan struct{}) *DriverClient {
+	return &DriverClient{rpc: driverpb.NewDriverClient(conn), proc: pluginWatch{done: done, grace: defaultExitGrace}, name: "(unnegotiated)"}
 }
 
 // Name is the plugin's name as it reported it in Negotiate.
@@ -54,10 +56,10 @@ func (c *DriverClient) APIVersion() uint32 {
 }
 
 // Exited reports whether the plugin process is known to have exited.
-func (c *DriverClient) Exited() bool { return c.exited != nil && c.exited() }
+func (c *DriverClient) Exited() bool { return c.proc.exited() }
 
 func (c *DriverClient) err(ctx context.Context, method string, err error) error {
-	return fromStatus(ctx, c.Name(), method, c.exited, err)
+	return fromStatus(ctx, c.Name(), method, c.proc, err)
 }
 
 // negotiate agrees on an API version; DispenseDriver calls it.

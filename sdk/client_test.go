@@ -86,7 +86,7 @@ func TestNearestSentinelCrossesTheWire(t *testing.T) {
 		{fmt.Errorf("outer: %w", &ConfigError{Plugin: "p", Scope: ScopeTask, Key: "id", Problem: "empty"}), ErrInvalidConfig},
 	} {
 		st := status.Convert(toStatus("p", tc.err))
-		err := fromStatus(context.Background(), "p", "M", nil, st.Err())
+		err := fromStatus(context.Background(), "p", "M", pluginWatch{}, st.Err())
 		if !errors.Is(err, tc.want) || st.Code() != tc.want.(*sdkerr.Error).GRPCCode() {
 			t.Errorf("%v crossed as %s %v, want %v", tc.err, st.Code(), err, tc.want)
 		}
@@ -169,17 +169,18 @@ func TestCallerCancellationIsContextError(t *testing.T) {
 }
 
 func TestFromStatusUsesProcessStateNotText(t *testing.T) {
-	exited := func() bool { return true }
-	err := fromStatus(context.Background(), "p", "M", exited, status.Error(codes.Internal, "anything at all"))
+	dead := make(chan struct{})
+	close(dead)
+	err := fromStatus(context.Background(), "p", "M", pluginWatch{done: dead}, status.Error(codes.Internal, "anything at all"))
 	if !errors.Is(err, ErrPluginShutdown) {
 		t.Errorf("error from an exited plugin = %v, want ErrPluginShutdown", err)
 	}
 	// Without our details, codes with one meaning still map.
-	err = fromStatus(context.Background(), "p", "M", nil, status.Error(codes.NotFound, "whatever"))
+	err = fromStatus(context.Background(), "p", "M", pluginWatch{}, status.Error(codes.NotFound, "whatever"))
 	if !errors.Is(err, ErrTaskNotFound) {
 		t.Errorf("bare NotFound = %v, want ErrTaskNotFound", err)
 	}
-	err = fromStatus(context.Background(), "p", "M", nil, status.Error(codes.FailedPrecondition, "task is still running"))
+	err = fromStatus(context.Background(), "p", "M", pluginWatch{}, status.Error(codes.FailedPrecondition, "task is still running"))
 	if errors.Is(err, ErrTaskRunning) {
 		t.Error("a message that reads like a sentinel must not be taken for it")
 	}
@@ -196,7 +197,7 @@ func TestNegotiation(t *testing.T) {
 	t.Cleanup(func() { conn.Close(); server.Stop() })
 	raw := driverpb.NewDriverClient(conn)
 	_, err := raw.Negotiate(testCtx(t), &driverpb.NegotiateRequest{ApiVersions: []uint32{APIVersion + 1}})
-	if err := fromStatus(testCtx(t), "fake", "Negotiate", nil, err); !errors.Is(err, ErrIncompatibleAPI) {
+	if err := fromStatus(testCtx(t), "fake", "Negotiate", pluginWatch{}, err); !errors.Is(err, ErrIncompatibleAPI) {
 		t.Errorf("Negotiate with only a future version = %v, want ErrIncompatibleAPI", err)
 	}
 	c, err := ConnectDriver(testCtx(t), conn)

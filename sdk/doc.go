@@ -42,8 +42,11 @@
 // (Handshake: magic cookie and protocol version) and then negotiates the
 // API version (APIVersion, MinAPIVersion; history in version.go). Every
 // DriverClient call takes a context. When the plugin process dies, calls
-// fail with an *RPCError wrapping ErrPluginShutdown, detected from the gRPC
-// code or go-plugin's view of the process, never from message text. The
+// fail with an *RPCError wrapping ErrPluginShutdown, decided by go-plugin's
+// view of the process (a broken connection, Unavailable, waits briefly for
+// the exit to be seen), never by message text; an Unavailable from a plugin
+// that is still running is an ordinary error. A task that could not be
+// started is ErrTaskStartFailed with a *StartError (reason and path). The
 // caller then launches a new plugin and calls RecoverTask with each
 // persisted handle; DriverPlugin.Reattach gives what to persist to
 // reconnect to a still-running plugin after berth itself restarts.

@@ -64,6 +64,16 @@ var (
 	// help: the plugin or berth must be upgraded.
 	ErrIncompatibleAPI = sdkerr.New(codes.FailedPrecondition, "INCOMPATIBLE_API", "no common driver API version")
 
+	// ErrTaskStartFailed is returned by StartTask when the driver could not
+	// start the task's process on this node: its program is missing or not
+	// executable, or its working directory is not there. The error is a
+	// *StartError saying which and naming the path. It is FailedPrecondition,
+	// not InvalidArgument: the config may be right and the node wrong (a
+	// binary not installed here, a directory not created yet), so the same
+	// task can start on another node or after the node is fixed. raw_exec's
+	// ExecTask returns it too when its command is not in the task's PATH.
+	ErrTaskStartFailed = sdkerr.New(codes.FailedPrecondition, "TASK_START_FAILED", "task failed to start")
+
 	// ErrNotPluginProcess is returned by ServeDriver when the process was not
 	// started by a go-plugin client with berth's handshake (e.g. run by hand).
 	ErrNotPluginProcess = sdkerr.New(codes.FailedPrecondition, "NOT_PLUGIN_PROCESS",
@@ -106,6 +116,56 @@ func (e *ConfigError) Error() string {
 
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// StartReason says why a task's process could not be started. The values
+// cross the plugin wire; they are append-only, and a caller treats one it
+// does not know (from a newer plugin) as StartOther.
+type StartReason string
+
+const (
+	// StartNotFound: the program (Path) does not exist, or a directory on
+	// its path does not, or a command name was not found in the task's PATH.
+	StartNotFound StartReason = "not-found"
+	// StartPermissionDenied: the program (Path) exists but may not be
+	// executed (no execute bit, a directory on its path not searchable, a
+	// noexec mount).
+	StartPermissionDenied StartReason = "permission-denied"
+	// StartBadWorkingDir: the working directory (Path) is missing, not a
+	// directory, or cannot be entered.
+	StartBadWorkingDir StartReason = "bad-working-dir"
+	// StartOther: anything else (an unreadable binary format, a log file
+	// that cannot be opened, no memory); Detail says what.
+	StartOther StartReason = "other"
+)
+
+// StartError is why StartTask could not start a task's process. It unwraps
+// to ErrTaskStartFailed, and crosses the plugin wire whole (see status.go),
+// so callers branch on Reason with errors.As, never on the message.
+type StartError struct {
+	Reason StartReason
+	// Path is the file the reason is about: the program, the working
+	// directory, or the command name when it was looked up in PATH.
+	Path string
+	// Detail is the operating system's account, for humans (e.g. "no such
+	// file or directory"). It is text on purpose: an errno means little in
+	// another process, and what a caller may act on is Reason.
+	Detail string
+}
+
+// Error implements error.
+func (e *StartError) Error() string {
+	msg := "task failed to start: " + string(e.Reason)
+	if e.Path != "" {
+		msg += ": " + e.Path
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap returns ErrTaskStartFailed.
+func (e *StartError) Unwrap() error { return ErrTaskStartFailed }
 
 // RPCError is an error a DriverClient call returns for a failed RPC. It names
 // the plugin and the method and unwraps to the sentinel the plugin returned

@@ -44,7 +44,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 // GRPCClient returns a *DriverClient. doneCtx ends when go-plugin sees the
 // plugin process exit, which is how calls tell a dead plugin apart.
 func (p *grpcPlugin) GRPCClient(doneCtx context.Context, _ *plugin.GRPCBroker, conn *grpc.ClientConn) (interface{}, error) {
-	return newDriverClient(conn, func() bool { return doneCtx.Err() != nil }), nil
+	return newDriverClient(conn, doneCtx.Done()), nil
 }
 
 // PluginSet returns the go-plugin plugin set serving d. ServeDriver uses it;
@@ -66,7 +66,8 @@ func RegisterDriver(s *grpc.Server, d Driver) {
 
 // ConnectDriver returns a client for the driver served on conn (see
 // RegisterDriver) after negotiating the API version. Without go-plugin
-// watching a process, only the gRPC code tells a dead peer.
+// watching a process, the connection is the plugin: a call that finds it
+// broken (a bare Unavailable) fails with ErrPluginShutdown.
 func ConnectDriver(ctx context.Context, conn grpc.ClientConnInterface) (*DriverClient, error) {
 	c := newDriverClient(conn, nil)
 	if err := c.negotiate(ctx); err != nil {

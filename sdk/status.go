@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -35,10 +36,15 @@ func toStatus(plugin string, err error) error {
 	}
 	reason := sentinel.Reason()
 	st := status.New(sentinel.GRPCCode(), err.Error())
+	meta := map[string]string{"plugin": plugin}
+	var se *StartError
+	if sentinel == ErrTaskStartFailed && errors.As(err, &se) {
+		meta[metaStartReason], meta[metaStartPath], meta[metaStartDetail] = string(se.Reason), se.Path, se.Detail
+	}
 	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{
 		Reason:   reason,
 		Domain:   errorReasonDomain,
-		Metadata: map[string]string{"plugin": plugin},
+		Metadata: meta,
 	}}
 	if cfgErrs := configErrors(err); len(cfgErrs) > 0 {
 		br := &errdetails.BadRequest{}
@@ -56,6 +62,13 @@ func toStatus(plugin string, err error) error {
 	}
 	return withDetails.Err()
 }
+
+// ErrorInfo metadata keys of a *StartError.
+const (
+	metaStartReason = "start_reason"
+	metaStartPath   = "start_path"
+	metaStartDetail = "start_detail"
+)
 
 // configErrors collects every *ConfigError in err's tree, in order.
 func configErrors(err error) []*ConfigError {
@@ -83,10 +96,15 @@ func configErrors(err error) []*ConfigError {
 }
 
 // fromStatus turns the error of an RPC into an *RPCError unwrapping to the
-// sentinel the plugin sent. A dead plugin becomes ErrPluginShutdown (by code
-// or because go-plugin saw the process exit, never by message text); a call
-// the caller cancelled unwraps to the context's error.
-func fromStatus(ctx context.Context, plugin, method string, exited func() bool, err error) error {
+// sentinel the plugin sent; a reason this sdk does not know (a newer
+// plugin's) unwraps to nothing but keeps the call's code in RPCError.Code,
+// which is what rpc/errcode answers with. A dead plugin becomes
+// ErrPluginShutdown: any error once proc has seen the process exit, and a
+// bare Unavailable (the connection broke) only if the process exits within
+// proc's grace; from a live plugin Unavailable is an ordinary error, never
+// judged by message text. A call the caller cancelled unwraps to the
+// context's error.
+func fromStatus(ctx context.Context, plugin, method string, proc pluginWatch, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -96,7 +114,7 @@ func fromStatus(ctx context.Context, plugin, method string, exited func() bool, 
 		rerr.Err = cerr
 		return rerr
 	}
-	if st.Code() == codes.Unavailable || (exited != nil && exited()) {
+	if proc.exited() {
 		rerr.Err = ErrPluginShutdown
 		return rerr
 	}
@@ -114,14 +132,26 @@ func fromStatus(ctx context.Context, plugin, method string, exited func() bool, 
 	}
 	if info != nil {
 		rerr.Err = sdkerr.ByReason(info.GetReason())
-		if p := info.GetMetadata()["plugin"]; p != "" && rerr.Err == ErrInvalidConfig && bad != nil {
-			rerr.Err = configErrorsFromWire(p, bad)
+		meta := info.GetMetadata()
+		switch {
+		case rerr.Err == ErrInvalidConfig && meta["plugin"] != "" && bad != nil:
+			rerr.Err = configErrorsFromWire(meta["plugin"], bad)
+		case rerr.Err == ErrTaskStartFailed && meta[metaStartReason] != "":
+			rerr.Err = &StartError{Reason: StartReason(meta[metaStartReason]), Path: meta[metaStartPath], Detail: meta[metaStartDetail]}
 		}
 		return rerr
 	}
-	// A status without our details (a plugin built on another sdk, or
-	// grpc-go itself): fall back to the codes that have one meaning.
+	// A status without our details (grpc-go's own, or a plugin built on
+	// another sdk): fall back to the codes that have one meaning.
 	switch st.Code() {
+	case codes.Unavailable:
+		// grpc-go says Unavailable when the connection breaks, which is
+		// also what a dying plugin looks like before go-plugin has reaped
+		// it; a live plugin (or a broken connection to one) is not shut
+		// down, and restarting it would kill nothing but its supervision.
+		if proc.exitedWithin(ctx) {
+			rerr.Err = ErrPluginShutdown
+		}
 	case codes.NotFound:
 		rerr.Err = ErrTaskNotFound
 	case codes.AlreadyExists:
@@ -134,6 +164,52 @@ func fromStatus(ctx context.Context, plugin, method string, exited func() bool, 
 		rerr.Err = context.DeadlineExceeded
 	}
 	return rerr
+}
+
+// defaultExitGrace is how long a bare Unavailable waits for go-plugin to see
+// the plugin process exit. A started plugin is reaped at once; a reattached
+// one (not our child) is polled by go-plugin every second.
+const defaultExitGrace = 2 * time.Second
+
+// pluginWatch is what a DriverClient knows of its plugin's process.
+type pluginWatch struct {
+	// done is closed once go-plugin has seen the process exit. It is nil
+	// when no process is watched (ConnectDriver over a bare connection):
+	// then the connection is all there is of the plugin, and a bare
+	// Unavailable (it broke) means the plugin is gone.
+	done <-chan struct{}
+	// grace bounds exitedWithin's wait.
+	grace time.Duration
+}
+
+// exited reports whether the process is known to have exited.
+func (w pluginWatch) exited() bool {
+	if w.done == nil {
+		return false
+	}
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitedWithin waits up to the grace (or until ctx ends) for the process to
+// exit and reports whether it did.
+func (w pluginWatch) exitedWithin(ctx context.Context) bool {
+	if w.done == nil {
+		return true
+	}
+	t := time.NewTimer(w.grace)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return w.exited()
 }
 
 // configErrorsFromWire rebuilds the *ConfigError values of a BadRequest.

@@ -1,16 +1,22 @@
 package errcode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	plugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/executor"
 	"berth.dev/berth/sdk/procfs"
 )
@@ -38,6 +44,7 @@ func TestCodeOfSDKErrors(t *testing.T) {
 		"sdk.ErrIncompatibleAPI":  {sdk.ErrIncompatibleAPI, codes.FailedPrecondition},
 		"sdk.ErrNotPluginProcess": {sdk.ErrNotPluginProcess, codes.FailedPrecondition},
 		"sdk.ErrConfigJSON":       {sdk.ErrConfigJSON, codes.InvalidArgument},
+		"sdk.ErrTaskStartFailed":  {sdk.ErrTaskStartFailed, codes.FailedPrecondition},
 		"sdk/executor.ErrLost":    {executor.ErrLost, codes.NotFound},
 		"sdk/executor.ErrExited":  {executor.ErrExited, codes.FailedPrecondition},
 		"sdk/procfs.ErrNoProcess": {procfs.ErrNoProcess, codes.NotFound},
@@ -101,6 +108,7 @@ func TestCodeOfSDKErrors(t *testing.T) {
 		want codes.Code
 	}{
 		{"config error", cfg, codes.InvalidArgument},
+		{"start error", fmt.Errorf("start task t1: %w", &sdk.StartError{Reason: sdk.StartNotFound, Path: "/bin/x"}), codes.FailedPrecondition},
 		{"joined config errors", fmt.Errorf("starting task: %w", errors.Join(cfg, cfg)), codes.InvalidArgument},
 		{"rpc error with its sentinel", &sdk.RPCError{Plugin: "p", Method: "StartTask", Code: codes.NotFound, Err: sdk.ErrTaskNotFound}, codes.NotFound},
 		// A plugin on another sdk sends codes without berth's reasons: the
@@ -114,6 +122,56 @@ func TestCodeOfSDKErrors(t *testing.T) {
 	} {
 		if got := Code(tc.err); got != tc.want {
 			t.Errorf("%s: Code(%v) = %s, want %s", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// newerPlugin answers StartTask with a reason this build's sdk does not
+// declare, as a plugin built on a newer sdk would.
+type newerPlugin struct {
+	driverpb.UnimplementedDriverServer
+	code codes.Code
+}
+
+func (newerPlugin) Negotiate(context.Context, *driverpb.NegotiateRequest) (*driverpb.NegotiateResponse, error) {
+	return &driverpb.NegotiateResponse{ApiVersion: sdk.APIVersion, Info: &driverpb.PluginInfo{Name: "newer"}}, nil
+}
+
+func (p newerPlugin) StartTask(context.Context, *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
+	st, err := status.New(p.code, "quota of GPUs used up").WithDetails(&errdetails.ErrorInfo{
+		Reason: "GPU_QUOTA_EXHAUSTED", Domain: "driver.berth.dev", Metadata: map[string]string{"plugin": "newer"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return nil, st.Err()
+}
+
+// A reason the sdk does not know keeps the plugin's code all the way to
+// berth's API, even one (NotFound) whose bare form the sdk would have taken
+// for a sentinel.
+func TestUnknownDriverReasonKeepsItsCode(t *testing.T) {
+	for _, code := range []codes.Code{codes.ResourceExhausted, codes.NotFound} {
+		conn, server := plugin.TestGRPCConn(t, func(s *grpc.Server) {
+			driverpb.RegisterDriverServer(s, newerPlugin{code: code})
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := sdk.ConnectDriver(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.StartTask(ctx, &driverpb.TaskConfig{Id: "t1"})
+		cancel()
+		conn.Close()
+		server.Stop()
+		if got := Code(fmt.Errorf("task t1: %w", err)); got != code {
+			t.Errorf("Code of an unknown reason sent with %s = %s (%v)", code, got, err)
+		}
+		if st := status.Convert(Status(err)); st.Code() != code {
+			t.Errorf("Status of an unknown reason sent with %s = %s", code, st.Code())
+		}
+		if errors.Is(err, sdk.ErrTaskNotFound) {
+			t.Errorf("an unknown reason with %s was taken for ErrTaskNotFound", code)
 		}
 	}
 }

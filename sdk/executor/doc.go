@@ -12,6 +12,11 @@
 // executor again from the persisted State (Recover) and watches for that
 // file, so WaitTask on a recovered task still reports the real exit code.
 //
+// A task that does not start (its program missing or not executable, its
+// working directory not there) is reported on the status pipe as a typed
+// record and returned by Start as a *StartError, which a driver maps to
+// sdk.StartError; no one reads the message.
+//
 // Processes are named by procfs.Identity (PID and start time), so a PID
 // reused after the executor or task died is never taken for them.
 //

@@ -177,14 +177,66 @@ func TestStartKillsOrphanInSameStateDir(t *testing.T) {
 	}
 }
 
+// A task that does not start is a *StartError saying why and naming the
+// path, decoded from the executor's report, never from its text.
 func TestStartFailureIsReported(t *testing.T) {
 	dir := t.TempDir()
-	spec := shSpec(t, dir, "")
-	spec.Path = filepath.Join(dir, "missing")
+	notExec := filepath.Join(dir, "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(dir, "file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		path     string
+		dir      string
+		wantKind StartKind
+		wantPath string
+	}{
+		{"missing program", filepath.Join(dir, "missing"), dir, StartNotFound, filepath.Join(dir, "missing")},
+		{"program under a file", filepath.Join(aFile, "x"), dir, StartNotFound, filepath.Join(aFile, "x")},
+		{"not executable", notExec, dir, StartPermissionDenied, notExec},
+		{"directory as program", dir, dir, StartPermissionDenied, dir},
+		{"missing working dir", "/bin/sh", filepath.Join(dir, "nodir"), StartBadWorkingDir, filepath.Join(dir, "nodir")},
+		{"working dir is a file", "/bin/sh", aFile, StartBadWorkingDir, aFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := shSpec(t, dir, "exit 0")
+			spec.StateDir = filepath.Join(t.TempDir(), "state")
+			spec.Path, spec.Dir = tc.path, tc.dir
+			self, _ := Self()
+			p, err := Start(ctxT(t), self, spec, nil)
+			var se *StartError
+			if !errors.As(err, &se) {
+				if p != nil {
+					p.Kill()
+				}
+				t.Fatalf("Start = %v, want a *StartError", err)
+			}
+			if se.Kind != tc.wantKind || se.Path != tc.wantPath || se.Detail == "" {
+				t.Errorf("StartError %+v, want kind %s, path %s and a detail", se, tc.wantKind, tc.wantPath)
+			}
+		})
+	}
+}
+
+// A log that cannot be opened is a start failure of kind other, naming it.
+func TestUnopenableLogIsStartFailure(t *testing.T) {
+	dir := t.TempDir()
+	spec := shSpec(t, dir, "exit 0")
+	blocker := filepath.Join(dir, "logs-file")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec.Stdout.Dir = blocker // a file where the log directory should be
 	self, _ := Self()
 	_, err := Start(ctxT(t), self, spec, nil)
-	if err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("Start of a missing program = %v", err)
+	var se *StartError
+	if !errors.As(err, &se) || se.Kind != StartOther || se.Path != spec.Stdout.Path(0) || se.Detail == "" {
+		t.Errorf("Start with an unopenable log = %v, want kind other naming %s", err, spec.Stdout.Path(0))
 	}
 }
 

@@ -24,8 +24,9 @@ const outputDrainTimeout = 2 * time.Second
 // startStatus is the one message an executor sends its driver, on fd 3,
 // once the task has started or failed to.
 type startStatus struct {
-	Task  procfs.Identity `json:"task"`
-	Error string          `json:"error,omitempty"`
+	Task procfs.Identity `json:"task"`
+	// Failure is set when the task did not start.
+	Failure *StartError `json:"failure,omitempty"`
 }
 
 // Requested reports whether this process was started as an executor.
@@ -41,7 +42,7 @@ func Main() int {
 	status := os.NewFile(3, "status")
 	spec, err := readSpec(os.Stdin)
 	if err != nil {
-		report(status, startStatus{Error: err.Error()})
+		report(status, startStatus{Failure: otherFailure("", err)})
 		return 1
 	}
 	if err := run(spec, status); err != nil {
@@ -73,9 +74,15 @@ func readSpec(r io.Reader) (*Spec, error) {
 func report(status *os.File, st startStatus) {
 	data, _ := json.Marshal(st)
 	status.Write(append(data, '\n'))
-	if st.Error != "" {
+	if st.Failure != nil {
 		status.Close()
 	}
+}
+
+// fail reports a failed start and returns it as the executor's error.
+func fail(status *os.File, f *StartError) error {
+	report(status, startStatus{Failure: f})
+	return f
 }
 
 func run(spec *Spec, status *os.File) error {
@@ -84,28 +91,27 @@ func run(spec *Spec, status *os.File) error {
 	// dispositions are inherited across exec, still gets default ones.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 
+	if bad := checkWorkDir(spec.Dir); bad != nil {
+		return fail(status, bad)
+	}
 	stdout, err := logrotate.Open(spec.Stdout)
 	if err != nil {
-		report(status, startStatus{Error: err.Error()})
-		return err
+		return fail(status, otherFailure(spec.Stdout.Path(0), err))
 	}
 	defer stdout.Close()
 	stderr, err := logrotate.Open(spec.Stderr)
 	if err != nil {
-		report(status, startStatus{Error: err.Error()})
-		return err
+		return fail(status, otherFailure(spec.Stderr.Path(0), err))
 	}
 	defer stderr.Close()
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		report(status, startStatus{Error: err.Error()})
-		return err
+		return fail(status, otherFailure("", err))
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		report(status, startStatus{Error: err.Error()})
-		return err
+		return fail(status, otherFailure("", err))
 	}
 	cmd := &exec.Cmd{
 		Path:   spec.Path,
@@ -126,8 +132,7 @@ func run(spec *Spec, status *os.File) error {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
 	}
 	if err := cmd.Start(); err != nil {
-		report(status, startStatus{Error: err.Error()})
-		return err
+		return fail(status, classifyStart(spec, err))
 	}
 	outW.Close()
 	errW.Close()
@@ -145,8 +150,8 @@ func run(spec *Spec, status *os.File) error {
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		report(status, startStatus{Error: fmt.Sprintf("record task identity: %v", err)})
-		return err
+		return fail(status, &StartError{Kind: StartOther, Path: filepath.Join(spec.StateDir, stateFile),
+			Detail: "record task identity: " + err.Error()})
 	}
 	report(status, startStatus{Task: task})
 

@@ -70,7 +70,9 @@ type Process struct {
 }
 
 // Start runs spec under a new executor and returns once the task has
-// started (or failed to, with the error the executor met). ctx bounds the
+// started, or failed to: a task that did not start is a *StartError (its
+// program or working directory is missing, say); other errors are the
+// executor's own. ctx bounds the
 // start; if it ends first the executor and task are killed.
 func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger) (*Process, error) {
 	if logger == nil {
@@ -162,8 +164,8 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 	if r.err == nil && werr != nil {
 		r.err = fmt.Errorf("send spec: %w", werr)
 	}
-	if r.err == nil && r.st.Error != "" {
-		r.err = errors.New(r.st.Error)
+	if r.err == nil && r.st.Failure != nil {
+		r.err = r.st.Failure
 	}
 	if r.err == nil && r.st.Task.Pid <= 0 {
 		r.err = errors.New("executor reported no task pid")
@@ -171,6 +173,9 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 	if r.err != nil {
 		cmd.Process.Kill()
 		<-reaped
+		if r.st.Failure != nil {
+			return nil, r.st.Failure // its message says "executor" already
+		}
 		return nil, fmt.Errorf("executor: %w", r.err)
 	}
 	self, err := procfs.Self(cmd.Process.Pid)

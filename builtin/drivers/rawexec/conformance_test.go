@@ -37,9 +37,7 @@ var rawexecCases = drivertest.Cases{
 	},
 	BadConfigs: []drivertest.BadConfig{
 		{Config: sdk.ConfigMap{}, Key: "command"},
-		{Config: sdk.ConfigMap{"command": sdk.StringValue("berth-no-such-command")}, Key: "command"},
 		{Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/true"), "args": sdk.StringValue("-x")}, Key: "args"},
-		{Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/true"), "cwd": sdk.StringValue("no/such/dir")}, Key: "cwd"},
 	},
 	ReadyFile: true,
 }

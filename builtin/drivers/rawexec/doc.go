@@ -18,6 +18,11 @@
 // environment and interpolation), and berth refuses to start a task with
 // mounts on it rather than drop them.
 //
+// A task whose program is missing or not executable, or whose working
+// directory is not there, fails StartTask with sdk.ErrTaskStartFailed and an
+// *sdk.StartError naming the reason and the path: the executor finds out
+// (it execs the program) and reports it as a typed record, not as text.
+//
 // Task config:
 //
 //	command  string        required; looked up in the task's PATH when it has no slash

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"berth.dev/berth/builtin/drivers/rawexec"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/drivertest"
@@ -222,22 +225,87 @@ func TestExitSignalReported(t *testing.T) {
 func TestStartErrorsNameTheKey(t *testing.T) {
 	d := client(t)
 	ctx := ctxT(t)
-	notExec := filepath.Join(t.TempDir(), "script")
-	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		cfg *driverpb.TaskConfig
 		key string
 	}{
-		{taskCfg(t, "noexec", sdk.ConfigMap{"command": sdk.StringValue(notExec)}), "command"},
-		{taskCfg(t, "nodir", sdk.ConfigMap{"command": sdk.StringValue("true"), "cwd": sdk.StringValue("/no/such")}), "cwd"},
+		{taskCfg(t, "nocommand", sdk.ConfigMap{"command": sdk.StringValue("")}), "command"},
 		{&driverpb.TaskConfig{Id: "notaskdir", DriverConfig: sdk.ConfigMap{"command": sdk.StringValue("true")}}, "task_dir"},
 	} {
 		_, err := d.StartTask(ctx, c.cfg)
 		var ce *sdk.ConfigError
 		if !errors.As(err, &ce) || ce.Key != c.key || ce.Plugin != rawexec.Name {
 			t.Errorf("StartTask(%s) = %v, want a raw_exec ConfigError for key %q", c.cfg.GetId(), err, c.key)
+		}
+	}
+}
+
+// A task whose program or working directory is not right on this node is
+// ErrTaskStartFailed with a *StartError saying why and naming the path, in
+// process, over gRPC and across go-plugin (the plugin and its executors
+// are real subprocesses); it is not a config error, and no task is left behind.
+func TestStartFailuresAreTyped(t *testing.T) {
+	p := drivertest.Launch(t, nil)
+	if err := p.Driver().SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
+		t.Fatal(err)
+	}
+	direct := rawexec.New(drivertest.Logger(t))
+	if err := direct.SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
+		t.Fatal(err)
+	}
+	drivers := map[string]sdk.Driver{"direct": direct, "in-process gRPC": client(t), "go-plugin": p.Driver()}
+	files := t.TempDir()
+	notExec := filepath.Join(files, "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pathDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pathDir, "berth-noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range drivers {
+		for _, c := range []struct {
+			name       string
+			cfg        sdk.ConfigMap
+			path       func(*driverpb.TaskConfig) string
+			env        string
+			wantReason sdk.StartReason
+		}{
+			{"missing binary", sdk.ConfigMap{"command": sdk.StringValue(filepath.Join(files, "missing"))},
+				func(*driverpb.TaskConfig) string { return filepath.Join(files, "missing") }, "", sdk.StartNotFound},
+			{"missing relative binary", sdk.ConfigMap{"command": sdk.StringValue("bin/app")},
+				func(cfg *driverpb.TaskConfig) string { return filepath.Join(cfg.GetTaskDir(), "bin/app") }, "", sdk.StartNotFound},
+			{"command not in PATH", sdk.ConfigMap{"command": sdk.StringValue("berth-no-such-command")},
+				func(*driverpb.TaskConfig) string { return "berth-no-such-command" }, "", sdk.StartNotFound},
+			{"non-executable file", sdk.ConfigMap{"command": sdk.StringValue(notExec)},
+				func(*driverpb.TaskConfig) string { return notExec }, "", sdk.StartPermissionDenied},
+			{"non-executable file in PATH", sdk.ConfigMap{"command": sdk.StringValue("berth-noexec")},
+				func(*driverpb.TaskConfig) string { return filepath.Join(pathDir, "berth-noexec") }, pathDir, sdk.StartPermissionDenied},
+			{"bad working directory", sdk.ConfigMap{"command": sdk.StringValue("true"), "cwd": sdk.StringValue("no/such/dir")},
+				func(cfg *driverpb.TaskConfig) string { return filepath.Join(cfg.GetTaskDir(), "no/such/dir") }, "", sdk.StartBadWorkingDir},
+			{"working directory is a file", sdk.ConfigMap{"command": sdk.StringValue("true"), "cwd": sdk.StringValue(notExec)},
+				func(*driverpb.TaskConfig) string { return notExec }, "", sdk.StartBadWorkingDir},
+		} {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				cfg := taskCfg(t, "t", c.cfg)
+				if c.env != "" {
+					cfg.Env["PATH"] = c.env
+				}
+				_, err := d.StartTask(ctxT(t), cfg)
+				var se *sdk.StartError
+				if !errors.Is(err, sdk.ErrTaskStartFailed) || !errors.As(err, &se) {
+					t.Fatalf("StartTask = %v, want ErrTaskStartFailed with a *StartError", err)
+				}
+				if want := c.path(cfg); se.Reason != c.wantReason || se.Path != want || se.Detail == "" {
+					t.Errorf("StartError %+v, want reason %s, path %s and a detail", *se, c.wantReason, want)
+				}
+				if errors.Is(err, sdk.ErrInvalidConfig) || errcode.Code(err) != codes.FailedPrecondition {
+					t.Errorf("StartTask = %v: a config error, or not FailedPrecondition", err)
+				}
+				if _, err := d.InspectTask(ctxT(t), cfg.GetId()); !errors.Is(err, sdk.ErrTaskNotFound) {
+					t.Errorf("the task that did not start is known: InspectTask = %v", err)
+				}
+			})
 		}
 	}
 }

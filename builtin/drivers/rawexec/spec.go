@@ -1,7 +1,6 @@
 package rawexec
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -26,9 +25,10 @@ func stateDir(cfg *driverpb.TaskConfig) string {
 	return filepath.Join(cfg.GetTaskDir(), ".rawexec", cfg.GetId())
 }
 
-// buildSpec turns a task config into what the executor runs, checking
-// everything that can be checked before starting: the command exists and is
-// executable, the working directory exists, the user is known.
+// buildSpec turns a task config into what the executor runs. A command
+// name is looked up in the task's PATH here (not finding it is a
+// *sdk.StartError); whether an explicit program and the working directory
+// are there is the executor's to find out, which it reports as one too.
 func buildSpec(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	vals, err := taskSpec().Validate(cfg.GetDriverConfig())
 	if err != nil {
@@ -41,14 +41,14 @@ func buildSpec(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 		return nil, bad(sdk.ScopeTask, "task_dir", "raw_exec needs a task directory")
 	}
 	env := cfg.GetEnv()
-	dir, err := workDir(cfg.GetTaskDir(), vals.String("cwd"))
-	if err != nil {
-		return nil, bad(sdk.ScopeTaskConfig, "cwd", "%v", err)
-	}
+	dir := workDir(cfg.GetTaskDir(), vals.String("cwd"))
 	command := vals.String("command")
+	if command == "" {
+		return nil, bad(sdk.ScopeTaskConfig, "command", "empty command")
+	}
 	path, err := lookPath(command, dir, env["PATH"])
 	if err != nil {
-		return nil, bad(sdk.ScopeTaskConfig, "command", "%v", err)
+		return nil, err
 	}
 	var cred *executor.Credential
 	if name := cfg.GetUser(); name != "" {
@@ -88,64 +88,53 @@ func buildSpec(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	}, nil
 }
 
-func workDir(taskDir, cwd string) (string, error) {
-	dir := taskDir
-	if cwd != "" {
-		dir = cwd
-		if !filepath.IsAbs(cwd) {
-			dir = filepath.Join(taskDir, cwd)
-		}
+// workDir is the task's working directory: cwd, relative to the task
+// directory unless absolute.
+func workDir(taskDir, cwd string) string {
+	switch {
+	case cwd == "":
+		return taskDir
+	case filepath.IsAbs(cwd):
+		return cwd
+	default:
+		return filepath.Join(taskDir, cwd)
 	}
-	st, err := os.Stat(dir)
-	if err != nil {
-		return "", fmt.Errorf("working directory %s: %w", dir, errors.Unwrap(err))
-	}
-	if !st.IsDir() {
-		return "", fmt.Errorf("working directory %s is not a directory", dir)
-	}
-	return dir, nil
 }
 
 // lookPath finds command the way a shell would, but in the task's PATH,
-// not the agent's.
+// not the agent's. A command with a slash is a path (relative to dir),
+// returned as it is.
 func lookPath(command, dir, pathEnv string) (string, error) {
-	if command == "" {
-		return "", errors.New("empty command")
-	}
 	if strings.ContainsRune(command, '/') {
-		p := command
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
+		if !filepath.IsAbs(command) {
+			return filepath.Join(dir, command), nil
 		}
-		if err := checkExecutable(p); err != nil {
-			return "", err
-		}
-		return p, nil
+		return command, nil
 	}
 	if pathEnv == "" {
 		pathEnv = defaultPath
 	}
+	// A shell that finds only files it may not execute says "permission
+	// denied" for the first of them, and so does this.
+	var denied string
 	for _, d := range filepath.SplitList(pathEnv) {
 		if d == "" || !filepath.IsAbs(d) {
 			continue // relative PATH entries would depend on the working directory
 		}
 		p := filepath.Join(d, command)
-		if checkExecutable(p) == nil {
+		st, err := os.Stat(p)
+		switch {
+		case err != nil || st.IsDir():
+		case st.Mode()&0o111 != 0:
 			return p, nil
+		case denied == "":
+			denied = p
 		}
 	}
-	return "", fmt.Errorf("%q not found in PATH %s", command, pathEnv)
-}
-
-func checkExecutable(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, errors.Unwrap(err))
+	if denied != "" {
+		return "", &sdk.StartError{Reason: sdk.StartPermissionDenied, Path: denied, Detail: "not executable"}
 	}
-	if st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
+	return "", &sdk.StartError{Reason: sdk.StartNotFound, Path: command, Detail: "not found in PATH " + pathEnv}
 }
 
 func lookupUser(name string) (*executor.Credential, error) {

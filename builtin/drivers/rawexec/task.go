@@ -73,7 +73,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	}
 	spec, err := buildSpec(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), err)
 	}
 	self, err := d.executorCommand()
 	if err != nil {
@@ -87,7 +87,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	proc, err := executor.Start(ctx, self, *spec, d.logger.With("task_id", cfg.GetId()))
 	if err != nil {
 		d.tasks.Delete(cfg.GetId())
-		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), err)
+		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), startError(err))
 	}
 	t.proc.Store(proc)
 	if err := ctx.Err(); err != nil {
@@ -110,6 +110,26 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	d.logger.Info("task started", "task_id", cfg.GetId(), "pid", proc.Pid(), "command", spec.Path)
 	d.events.Emit(cfg.GetId(), fmt.Sprintf("task started (pid %d)", proc.Pid()), map[string]string{"pid": strconv.Itoa(proc.Pid())})
 	return h, nil
+}
+
+// startError maps the executor's account of a task that did not start to
+// the sdk's, which crosses the plugin wire with its reason and path; other
+// errors (the executor's own) are returned as they are.
+func startError(err error) error {
+	var xe *executor.StartError
+	if !errors.As(err, &xe) {
+		return err
+	}
+	reason := sdk.StartOther
+	switch xe.Kind {
+	case executor.StartNotFound:
+		reason = sdk.StartNotFound
+	case executor.StartPermissionDenied:
+		reason = sdk.StartPermissionDenied
+	case executor.StartBadWorkingDir:
+		reason = sdk.StartBadWorkingDir
+	}
+	return &sdk.StartError{Reason: reason, Path: xe.Path, Detail: xe.Detail}
 }
 
 // get returns a task that has finished starting, and its process.
