@@ -25,7 +25,10 @@ import plugin "github.com/hashicorp/go-plugin"
 //	   read_only and propagation included. A version 1 peer never sees a
 //	   mount: berth refuses a task with mounts on a driver that negotiated
 //	   1, whatever its capabilities say (see MountsSupported), because a
-//	   version 1 plugin would silently ignore the propagation.
+//	   version 1 plugin would silently ignore the propagation. Start
+//	   failures travel as ErrTaskStartFailed (reason TASK_START_FAILED,
+//	   with start_reason, start_path and start_detail metadata); a peer
+//	   that does not know the reason keeps the FailedPrecondition code.
 const (
 	// APIVersion is the newest driver API version this sdk speaks.
 	APIVersion uint32 = 2
