@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"sync"
@@ -120,7 +121,19 @@ func (c *DriverClient) Fingerprint(ctx context.Context) iter.Seq2[*driverpb.Driv
 }
 
 // StartTask implements Driver.
+//
+// A task with mounts is refused (ErrNotSupported) before it is sent to a
+// plugin that negotiated an API older than APIVersionMounts: such a plugin
+// would run the task and drop its mounts. Whether the driver honours mounts
+// at all is its capabilities' say (see MountsSupported), which callers
+// check for the clearer message.
 func (c *DriverClient) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
+	if n := len(cfg.GetMounts()); n > 0 {
+		if v := c.APIVersion(); v < APIVersionMounts {
+			return nil, &RPCError{Plugin: c.Name(), Method: "StartTask", Code: codes.Unimplemented, Err: ErrNotSupported,
+				Message: fmt.Sprintf("task %s has %d mount(s), but the plugin speaks driver API %d and mounts need %d", cfg.GetId(), n, v, APIVersionMounts)}
+		}
+	}
 	h, err := c.rpc.StartTask(ctx, cfg)
 	return h, c.err(ctx, "StartTask", err)
 }

@@ -11,6 +11,8 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+
+	"berth.dev/berth/sdk/procfs"
 )
 
 // DispenseDriver dispenses the driver from a go-plugin connection (a real
@@ -161,14 +163,24 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 		client.Kill()
 		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, err)
 	}
+	if rc := client.ReattachConfig(); rc != nil && rc.Pid > 0 {
+		if id, err := procfs.Self(rc.Pid); err == nil {
+			dc.proc.alive = func() bool {
+				alive, err := id.Alive()
+				return alive || err != nil // an unreadable /proc says nothing
+			}
+		}
+	}
 	return &DriverPlugin{client: client, driver: dc}, nil
 }
 
 // Driver is the plugin's driver.
 func (p *DriverPlugin) Driver() *DriverClient { return p.driver }
 
-// Exited reports whether the plugin process has exited.
-func (p *DriverPlugin) Exited() bool { return p.client.Exited() }
+// Exited reports whether the plugin process has exited: go-plugin saw it,
+// or the process itself is gone (a zombie, or no longer there) while
+// go-plugin still waits for pipes a surviving child of the plugin holds.
+func (p *DriverPlugin) Exited() bool { return p.client.Exited() || p.driver.proc.exited() }
 
 // Reattach returns what to persist to reconnect to this plugin later.
 func (p *DriverPlugin) Reattach() (Reattach, bool) {

@@ -18,14 +18,34 @@ import (
 	"berth.dev/berth/sdk/driverpb"
 )
 
-// serveFakeEnv makes this test binary serve fakeDriver as a plugin.
-const serveFakeEnv = "BERTH_SDK_TEST_SERVE_FAKE"
+// serveFakeEnv makes this test binary serve fakeDriver as a plugin;
+// serveOrphanEnv does the same after starting a child that holds the
+// plugin's stderr, writing the child's PID to the file it names.
+const (
+	serveFakeEnv   = "BERTH_SDK_TEST_SERVE_FAKE"
+	serveOrphanEnv = "BERTH_SDK_TEST_SERVE_ORPHAN"
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(brokenStderrEnv) == "1" {
 		os.Exit(serveWithBrokenStderr())
 	}
-	if os.Getenv(serveFakeEnv) == "1" {
+	if f := os.Getenv(serveOrphanEnv); f != "" {
+		// A plugin that starts a process holding its stderr, as a driver
+		// whose tasks inherit the plugin's stderr does.
+		child := exec.Command("sleep", "120")
+		child.Stderr = os.Stderr
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	if os.Getenv(serveFakeEnv) == "1" || os.Getenv(serveOrphanEnv) != "" {
 		if err := ServeDriver(newFakeDriver()); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -114,5 +134,43 @@ func TestLaunchFailures(t *testing.T) {
 			t.Fatal("hanging command left running")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A plugin that dies while a process it started still holds its stderr is
+// shut down: go-plugin never sees its end (it waits for the pipe), so the
+// process is checked itself.
+func TestPluginDeadWithAChildHoldingItsStderrIsShutDown(t *testing.T) {
+	ctx := testCtx(t)
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveOrphanEnv+"="+pidFile)
+	p, err := LaunchDriver(ctx, LaunchConfig{Name: "fake", Cmd: cmd, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(child, syscall.SIGKILL) // before p.Kill, which waits for the pipe
+
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !p.Exited() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !p.Exited() {
+		t.Fatal("the killed plugin is never seen to exit while its child holds its stderr")
+	}
+	if _, err := p.Driver().InspectTask(ctx, "t1"); !errors.Is(err, ErrPluginShutdown) {
+		t.Errorf("call to the killed plugin = %v, want ErrPluginShutdown", err)
 	}
 }

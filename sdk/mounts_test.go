@@ -118,3 +118,33 @@ func TestServerRefusesMountsTheDriverDoesNotHonour(t *testing.T) {
 		t.Errorf("invalid mount error %v does not carry the ConfigError for mounts[0]", err)
 	}
 }
+
+// A client that negotiated an API older than mounts refuses to send a task
+// with mounts, whatever the plugin's capabilities say: a plugin of that
+// version would run the task and drop them.
+func TestClientRefusesMountsToAnOlderPlugin(t *testing.T) {
+	f := newFakeDriver()
+	f.MountVolumes = true
+	c, _ := serve(t, f)
+	cfg := &driverpb.TaskConfig{Id: "m1", DriverConfig: ConfigMap{"command": StringValue("x")},
+		Mounts: []*driverpb.Mount{{HostPath: "/srv/data", TaskPath: "/data"}}}
+
+	c.mu.Lock()
+	c.apiVersion = APIVersionMounts - 1
+	c.mu.Unlock()
+	_, err := c.StartTask(testCtx(t), cfg)
+	var rerr *RPCError
+	if !errors.Is(err, ErrNotSupported) || !errors.As(err, &rerr) || rerr.Code != codes.Unimplemented {
+		t.Fatalf("StartTask with mounts at API %d = %v, want ErrNotSupported (Unimplemented)", APIVersionMounts-1, err)
+	}
+	if _, err := f.tasks.Get("m1"); err == nil {
+		t.Fatal("the task reached the plugin")
+	}
+
+	c.mu.Lock()
+	c.apiVersion = APIVersionMounts
+	c.mu.Unlock()
+	if _, err := c.StartTask(testCtx(t), cfg); err != nil {
+		t.Fatalf("StartTask with mounts at API %d: %v", APIVersionMounts, err)
+	}
+}

@@ -178,6 +178,11 @@ type pluginWatch struct {
 	// then the connection is all there is of the plugin, and a bare
 	// Unavailable (it broke) means the plugin is gone.
 	done <-chan struct{}
+	// alive, when set, checks the process itself (by PID and start time).
+	// go-plugin closes done only once it has read the plugin's stdout and
+	// stderr to the end, which never happens while a process the plugin
+	// started still holds them; a plugin that died is then seen here.
+	alive func() bool
 	// grace bounds exitedWithin's wait.
 	grace time.Duration
 }
@@ -191,14 +196,17 @@ func (w pluginWatch) exited() bool {
 	case <-w.done:
 		return true
 	default:
-		return false
 	}
+	return w.alive != nil && !w.alive()
 }
 
 // exitedWithin waits up to the grace (or until ctx ends) for the process to
 // exit and reports whether it did.
 func (w pluginWatch) exitedWithin(ctx context.Context) bool {
 	if w.done == nil {
+		return true
+	}
+	if w.exited() {
 		return true
 	}
 	t := time.NewTimer(w.grace)

@@ -23,9 +23,10 @@ import plugin "github.com/hashicorp/go-plugin"
 //	2  mounts: TaskConfig.mounts carry a propagation (Mount.propagation),
 //	   and DriverCapabilities.mount_volumes means the driver honours them,
 //	   read_only and propagation included. A version 1 peer never sees a
-//	   mount: berth refuses a task with mounts on a driver that negotiated
-//	   1, whatever its capabilities say (see MountsSupported), because a
-//	   version 1 plugin would silently ignore the propagation. Start
+//	   mount: DriverClient.StartTask refuses a task with mounts on a plugin
+//	   that negotiated 1, whatever its capabilities say (berth also checks
+//	   MountsSupported first, for a clearer message), because a version 1
+//	   plugin would silently ignore the propagation. Start
 //	   failures travel as ErrTaskStartFailed (reason TASK_START_FAILED,
 //	   with start_reason, start_path and start_detail metadata); a peer
 //	   that does not know the reason keeps the FailedPrecondition code.
