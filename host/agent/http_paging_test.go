@@ -11,12 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/testutil/fill"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
@@ -24,43 +23,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/api/*.golden")
 
-// applyNodes registers count synthetic nodes straight through the agent's
-// raft (no heartbeat timers, so none changes status during the test), from many
-// goroutines so raft batches them; every
-// third is down. It returns all node IDs in the cluster, sorted.
+// applyNodes registers count synthetic nodes (every third down) straight
+// through the agent's raft. It returns all node IDs in the cluster, sorted.
 func applyNodes(t *testing.T, a *Agent, count int) []string {
 	t.Helper()
-	r := a.Server().Raft()
-	// raft's leader loop batches the applies waiting when it takes one, so
-	// they come from many goroutines at once: one sender would commit (and
-	// fsync) one entry at a time.
-	var wg sync.WaitGroup
-	errs := make(chan error, count)
-	senders := make(chan struct{}, 128)
-	for i := range count {
-		n := &pb.Node{Id: fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i), Name: fmt.Sprintf("synthetic-%d", i),
-			Status: pb.NodeStatus_NODE_STATUS_READY}
-		if i%3 == 0 {
-			n.Status = pb.NodeStatus_NODE_STATUS_DOWN
-		}
-		buf, err := fsm.Encode(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		senders <- struct{}{}
-		go func() {
-			defer func() { <-senders; wg.Done() }()
-			if err := r.Apply(buf, 30*time.Second).Error(); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	fill.RegisterNodes(t, a.Server().Raft(), fill.SyntheticNodes(count, nil))
 	nodes, err := a.Server().State().Nodes(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,49 +13,17 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/agent"
+	"berth.dev/berth/internal/testutil/fill"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
 
-// registerNodes applies count NodeRegister commands straight to the agent's
-// raft, from many goroutines so raft batches them (heartbeat timers are not
-// armed for them, so no status changes during the test); every third node
-// is down. It returns every node in state, in ID order.
+// registerNodes registers count synthetic nodes (every third down) straight
+// through the agent's raft. It returns every node in state, in ID order.
 func registerNodes(t *testing.T, a *agent.Agent, count int) []*pb.Node {
 	t.Helper()
-	r := a.Server().Raft()
-	// raft's leader loop batches the applies waiting when it takes one, so
-	// they come from many goroutines at once: one sender would commit (and
-	// fsync) one entry at a time.
-	var wg sync.WaitGroup
-	errs := make(chan error, count)
-	senders := make(chan struct{}, 128)
-	for i := range count {
-		n := &pb.Node{Id: fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i), Name: fmt.Sprintf("synthetic-%d", i),
-			Status: pb.NodeStatus_NODE_STATUS_READY, HttpAddr: "10.1.0.1:7646"}
-		if i%3 == 0 {
-			n.Status = pb.NodeStatus_NODE_STATUS_DOWN
-		}
-		buf, err := fsm.Encode(fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		senders <- struct{}{}
-		go func() {
-			defer func() { <-senders; wg.Done() }()
-			if err := r.Apply(buf, time.Minute).Error(); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	fill.RegisterNodes(t, a.Server().Raft(), fill.SyntheticNodes(count, func(n *pb.Node) { n.HttpAddr = "10.1.0.1:7646" }))
 	nodes, err := a.Server().State().Nodes(nil)
 	if err != nil {
 		t.Fatal(err)
