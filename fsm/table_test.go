@@ -141,6 +141,19 @@ func results(t *testing.T, out []any) []error {
 	return errs
 }
 
+// wantErrs checks each entry's error against want (nil: applied), by
+// errors.Is, and returns the errors for closer checks.
+func wantErrs(t *testing.T, out []any, want ...error) []error {
+	t.Helper()
+	errs := results(t, out)
+	for i, w := range want {
+		if !errors.Is(errs[i], w) || (w == nil) != (errs[i] == nil) {
+			t.Errorf("entry %d: %v, want %v", i+1, errs[i], w)
+		}
+	}
+	return errs
+}
+
 // TestBatchIndexReadRefusesSecondWriter applies two claims for writing on
 // one volume in ONE raft batch: the second must be refused, because the
 // apply function's read through the volume index sees the first claim,
@@ -151,17 +164,12 @@ func results(t *testing.T, out []any) []error {
 func TestBatchIndexReadRefusesSecondWriter(t *testing.T) {
 	var logs bytes.Buffer
 	f := claimsFSM(&logs)
-	errs := results(t, f.ApplyBatch([]*raft.Log{
+	errs := wantErrs(t, f.ApplyBatch([]*raft.Log{
 		claimLog(t, 1, testClaim, "v1", "a1", "n1", "write"),
 		claimLog(t, 2, testClaim, "v2", "a3", "n1", "write"),
 		claimLog(t, 3, testClaim, "v1", "a2", "n2", "write"),
 		claimLog(t, 4, testClaim, "v1", "a4", "n2", "read"),
-	}))
-	for i, want := range []error{nil, nil, errWriterTaken, nil} {
-		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
-			t.Errorf("entry %d: %v, want %v", i+1, errs[i], want)
-		}
-	}
+	}), nil, nil, errWriterTaken, nil)
 	if err := errs[2]; err == nil || !strings.Contains(err.Error(), `volume "v1", alloc "a2"`) || !strings.Contains(err.Error(), `alloc "a1"`) {
 		t.Errorf("refusal %q does not name the volume, the alloc and the holder", err)
 	}
@@ -201,17 +209,12 @@ func TestSeparateBatchesRefuseSecondWriter(t *testing.T) {
 func TestBatchIndexReadSeesDeletes(t *testing.T) {
 	var logs bytes.Buffer
 	f := claimsFSM(&logs)
-	errs := results(t, f.ApplyBatch([]*raft.Log{
+	wantErrs(t, f.ApplyBatch([]*raft.Log{
 		claimLog(t, 1, testClaim, "v1", "a1", "n1", "write"),
 		claimLog(t, 2, testClaimRelease, "v1", "a1", "", ""),
 		claimLog(t, 3, testClaim, "v1", "a2", "n2", "write"),
 		claimLog(t, 4, testClaim, "v1", "a1", "n1", "write"),
-	}))
-	for i, want := range []error{nil, nil, nil, errWriterTaken} {
-		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
-			t.Errorf("entry %d: %v, want %v", i+1, errs[i], want)
-		}
-	}
+	}), nil, nil, nil, errWriterTaken)
 	if got, want := claimKeys(t, f, "v1"), []string{"v1/a2/write"}; !slices.Equal(got, want) {
 		t.Errorf("claims of v1 = %v, want %v", got, want)
 	}

@@ -111,6 +111,22 @@ func (f *fakeNodes) setLocked(id string, status pb.NodeStatus) {
 	f.nodes[id] = &pb.Node{Id: id, Name: id, Status: status, ModifyIndex: f.nodes[id].GetModifyIndex() + 1}
 }
 
+// waitingHeartbeat sends a heartbeat from id in the background and fails
+// the test unless it is still waiting once the bubble is idle (why says
+// what it waits for); its answer arrives on the returned channel.
+func waitingHeartbeat(t *testing.T, h *heartbeater, id, why string) <-chan error {
+	t.Helper()
+	beat := make(chan error, 1)
+	go func() { beat <- h.heartbeat(context.Background(), id, testTTL) }()
+	synctest.Wait()
+	select {
+	case err := <-beat:
+		t.Fatalf("heartbeat answered (%v) while %s", err, why)
+	default:
+	}
+	return beat
+}
+
 func (f *fakeNodes) status(id string) pb.NodeStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -307,14 +323,7 @@ func TestHeartbeatDuringADownMarkingBringsTheNodeBack(t *testing.T) {
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the timer fired; its down-marking is in flight
 
-		beat := make(chan error, 1)
-		go func() { beat <- h.heartbeat(context.Background(), "n1", testTTL) }()
-		synctest.Wait()
-		select {
-		case err := <-beat:
-			t.Fatalf("heartbeat answered (%v) while the node's down-marking was in flight", err)
-		default:
-		}
+		beat := waitingHeartbeat(t, h, "n1", "the node's down-marking was in flight")
 		close(release)
 		synctest.Wait()
 		if err := <-beat; err != nil {
@@ -443,14 +452,7 @@ func TestOverlappingExpiriesKeepEachOthersRecord(t *testing.T) {
 
 		close(first)
 		synctest.Wait() // expiry 1 done (refused: the node changed)
-		beat := make(chan error, 1)
-		go func() { beat <- h.heartbeat(context.Background(), "n1", testTTL) }()
-		synctest.Wait()
-		select {
-		case err := <-beat:
-			t.Fatalf("heartbeat answered (%v) while expiry 2 was in flight: expiry 1 dropped its record", err)
-		default:
-		}
+		beat := waitingHeartbeat(t, h, "n1", "expiry 2 was in flight: expiry 1 dropped its record")
 		close(second)
 		synctest.Wait()
 		if err := <-beat; err != nil {
