@@ -45,7 +45,14 @@ type Client struct {
 	servers    []string
 	next       int
 	registered bool
-	ttl        time.Duration
+	// changes counts fingerprint changes (drivers, node info); sent is
+	// the count the last accepted registration was built after. While they
+	// differ the servers hold an older fingerprint and the next step
+	// registers again; the node stays registered meanwhile. A change during
+	// a registration is not lost: that registration records the count it
+	// started from.
+	changes, sent uint64
+	ttl           time.Duration
 	// lastOK is the server and time of the last call that succeeded: the
 	// servers mark the node down a TTL after it (see attemptTimeout).
 	lastOK contact
@@ -163,9 +170,9 @@ func (c *Client) run() {
 		case <-c.ctx.Done():
 			return
 		case <-c.updateCh:
-			c.setRegistered(false)
+			c.markStale()
 		case <-c.cfg.DriversChanged:
-			c.setRegistered(false)
+			c.markStale()
 		case <-time.After(wait):
 		}
 	}
@@ -175,9 +182,9 @@ func (c *Client) run() {
 // long to wait before the next step.
 func (c *Client) step() (time.Duration, error) {
 	c.mu.Lock()
-	registered := c.registered
+	register, changes := !c.registered || c.sent != c.changes, c.changes
 	c.mu.Unlock()
-	if !registered {
+	if register {
 		var resp *pb.NodeRegisterResponse
 		err := c.call(func(ctx context.Context, nodes pb.NodesClient) (err error) {
 			resp, err = nodes.Register(ctx, &pb.NodeRegisterRequest{Node: c.node()})
@@ -187,7 +194,9 @@ func (c *Client) step() (time.Duration, error) {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
-		c.setRegistered(true)
+		c.mu.Lock()
+		c.registered, c.sent = true, changes
+		c.mu.Unlock()
 		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
 		return c.interval(), nil
 	}
@@ -213,6 +222,14 @@ func (c *Client) step() (time.Duration, error) {
 func (c *Client) setRegistered(v bool) {
 	c.mu.Lock()
 	c.registered = v
+	c.mu.Unlock()
+}
+
+// markStale asks the next step to register again with a fresh fingerprint,
+// without saying the node is unregistered: it still is, with the old one.
+func (c *Client) markStale() {
+	c.mu.Lock()
+	c.changes++
 	c.mu.Unlock()
 }
 
