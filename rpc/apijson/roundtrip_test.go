@@ -171,6 +171,7 @@ func TestZeroValuesArePresent(t *testing.T) {
 		"id": "", "name": "", "status": "unspecified", "status_description": "", "status_updated_at": nil,
 		"fingerprint": nil, "drivers": map[string]any{}, "http_addr": "", "registered_at": nil,
 		"create_index": float64(0), "modify_index": float64(0),
+		"eligibility": "unspecified", "drain": nil, "resources": nil, "meta": map[string]any{},
 	}
 	for k, v := range want {
 		gv, ok := got[k]

@@ -80,6 +80,9 @@ type NodeStatusUpdateCommand struct {
 	// index of the node it read, so a down-marking overtaken by a
 	// registration or a ready-marking committed first changes nothing.
 	IfModifyIndex uint64 `protobuf:"varint,5,opt,name=if_modify_index,json=ifModifyIndex,proto3" json:"if_modify_index,omitempty"`
+	// evals are created with the update (one per job with allocs on the
+	// node), so a node going down or coming back is always evaluated.
+	Evals         []*Evaluation `protobuf:"bytes,6,rep,name=evals,proto3" json:"evals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -147,6 +150,13 @@ func (x *NodeStatusUpdateCommand) GetIfModifyIndex() uint64 {
 		return x.IfModifyIndex
 	}
 	return 0
+}
+
+func (x *NodeStatusUpdateCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
 }
 
 // NodeDeregisterCommand removes a node.
@@ -284,26 +294,767 @@ func (x *ServerDeleteCommand) GetId() string {
 	return ""
 }
 
+// JobRegisterCommand stores a new version of a job and its evaluation.
+type JobRegisterCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// eval is created in the same apply, so a registered job is always
+	// evaluated.
+	Eval *Evaluation `protobuf:"bytes,2,opt,name=eval,proto3" json:"eval,omitempty"`
+	// if_job_modify_index, when set, applies only while the stored job's
+	// job_modify_index equals it (0 with enforce_index: the job must not
+	// exist). Refused with ErrJobChanged otherwise.
+	EnforceIndex     bool   `protobuf:"varint,3,opt,name=enforce_index,json=enforceIndex,proto3" json:"enforce_index,omitempty"`
+	IfJobModifyIndex uint64 `protobuf:"varint,4,opt,name=if_job_modify_index,json=ifJobModifyIndex,proto3" json:"if_job_modify_index,omitempty"`
+	SubmittedAt      int64  `protobuf:"varint,5,opt,name=submitted_at,json=submittedAt,proto3" json:"submitted_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JobRegisterCommand) Reset() {
+	*x = JobRegisterCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRegisterCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRegisterCommand) ProtoMessage() {}
+
+func (x *JobRegisterCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRegisterCommand.ProtoReflect.Descriptor instead.
+func (*JobRegisterCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JobRegisterCommand) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *JobRegisterCommand) GetEval() *Evaluation {
+	if x != nil {
+		return x.Eval
+	}
+	return nil
+}
+
+func (x *JobRegisterCommand) GetEnforceIndex() bool {
+	if x != nil {
+		return x.EnforceIndex
+	}
+	return false
+}
+
+func (x *JobRegisterCommand) GetIfJobModifyIndex() uint64 {
+	if x != nil {
+		return x.IfJobModifyIndex
+	}
+	return 0
+}
+
+func (x *JobRegisterCommand) GetSubmittedAt() int64 {
+	if x != nil {
+		return x.SubmittedAt
+	}
+	return 0
+}
+
+// JobDeregisterCommand stops a job (stop = true) or purges it.
+type JobDeregisterCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Purge         bool                   `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
+	Eval          *Evaluation            `protobuf:"bytes,3,opt,name=eval,proto3" json:"eval,omitempty"`
+	SubmittedAt   int64                  `protobuf:"varint,4,opt,name=submitted_at,json=submittedAt,proto3" json:"submitted_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobDeregisterCommand) Reset() {
+	*x = JobDeregisterCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobDeregisterCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobDeregisterCommand) ProtoMessage() {}
+
+func (x *JobDeregisterCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobDeregisterCommand.ProtoReflect.Descriptor instead.
+func (*JobDeregisterCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *JobDeregisterCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobDeregisterCommand) GetPurge() bool {
+	if x != nil {
+		return x.Purge
+	}
+	return false
+}
+
+func (x *JobDeregisterCommand) GetEval() *Evaluation {
+	if x != nil {
+		return x.Eval
+	}
+	return nil
+}
+
+func (x *JobDeregisterCommand) GetSubmittedAt() int64 {
+	if x != nil {
+		return x.SubmittedAt
+	}
+	return 0
+}
+
+// JobRevertCommand registers an earlier version of a job as a new version.
+type JobRevertCommand struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// with enforce_prior_version, applies only while the current version
+	// equals prior_version.
+	EnforcePriorVersion bool        `protobuf:"varint,3,opt,name=enforce_prior_version,json=enforcePriorVersion,proto3" json:"enforce_prior_version,omitempty"`
+	PriorVersion        uint64      `protobuf:"varint,4,opt,name=prior_version,json=priorVersion,proto3" json:"prior_version,omitempty"`
+	Eval                *Evaluation `protobuf:"bytes,5,opt,name=eval,proto3" json:"eval,omitempty"`
+	SubmittedAt         int64       `protobuf:"varint,6,opt,name=submitted_at,json=submittedAt,proto3" json:"submitted_at,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *JobRevertCommand) Reset() {
+	*x = JobRevertCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRevertCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRevertCommand) ProtoMessage() {}
+
+func (x *JobRevertCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRevertCommand.ProtoReflect.Descriptor instead.
+func (*JobRevertCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *JobRevertCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobRevertCommand) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *JobRevertCommand) GetEnforcePriorVersion() bool {
+	if x != nil {
+		return x.EnforcePriorVersion
+	}
+	return false
+}
+
+func (x *JobRevertCommand) GetPriorVersion() uint64 {
+	if x != nil {
+		return x.PriorVersion
+	}
+	return 0
+}
+
+func (x *JobRevertCommand) GetEval() *Evaluation {
+	if x != nil {
+		return x.Eval
+	}
+	return nil
+}
+
+func (x *JobRevertCommand) GetSubmittedAt() int64 {
+	if x != nil {
+		return x.SubmittedAt
+	}
+	return 0
+}
+
+// EvalUpsertCommand creates or updates evaluations (status changes by the
+// broker and workers, blocked evals, follow-ups).
+type EvalUpsertCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Evals         []*Evaluation          `protobuf:"bytes,1,rep,name=evals,proto3" json:"evals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvalUpsertCommand) Reset() {
+	*x = EvalUpsertCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvalUpsertCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvalUpsertCommand) ProtoMessage() {}
+
+func (x *EvalUpsertCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvalUpsertCommand.ProtoReflect.Descriptor instead.
+func (*EvalUpsertCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *EvalUpsertCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+// PlanApplyCommand applies a scheduler's plan. The state machine re-checks
+// each node the plan touches against the state at apply time; placements
+// on a node that is not ready, not eligible or has not the room are
+// refused, the rest applied (all refused when all_at_once). evals are
+// upserted only when nothing was refused (the worker's eval completion and
+// follow-ups travel with the plan, saving a raft round trip).
+type PlanApplyCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Plan  *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	Evals []*Evaluation          `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
+	// applied_at is unix nanoseconds, for created_at/modified_at.
+	AppliedAt     int64 `protobuf:"varint,3,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanApplyCommand) Reset() {
+	*x = PlanApplyCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanApplyCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanApplyCommand) ProtoMessage() {}
+
+func (x *PlanApplyCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanApplyCommand.ProtoReflect.Descriptor instead.
+func (*PlanApplyCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PlanApplyCommand) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *PlanApplyCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *PlanApplyCommand) GetAppliedAt() int64 {
+	if x != nil {
+		return x.AppliedAt
+	}
+	return 0
+}
+
+// AllocClientUpdateCommand records allocs' client statuses, batched from a
+// client; evals are made for failed allocs that must be rescheduled.
+type AllocClientUpdateCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Updates       []*AllocClientUpdate   `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
+	Evals         []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocClientUpdateCommand) Reset() {
+	*x = AllocClientUpdateCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocClientUpdateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocClientUpdateCommand) ProtoMessage() {}
+
+func (x *AllocClientUpdateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocClientUpdateCommand.ProtoReflect.Descriptor instead.
+func (*AllocClientUpdateCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AllocClientUpdateCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AllocClientUpdateCommand) GetUpdates() []*AllocClientUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *AllocClientUpdateCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+// AllocDesiredTransitionCommand asks the scheduler to move allocs on
+// (drain, alloc stop) and creates the evaluations that will.
+type AllocDesiredTransitionCommand struct {
+	state         protoimpl.MessageState        `protogen:"open.v1"`
+	Allocs        map[string]*DesiredTransition `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Evals         []*Evaluation                 `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
+	UpdatedAt     int64                         `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocDesiredTransitionCommand) Reset() {
+	*x = AllocDesiredTransitionCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocDesiredTransitionCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocDesiredTransitionCommand) ProtoMessage() {}
+
+func (x *AllocDesiredTransitionCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocDesiredTransitionCommand.ProtoReflect.Descriptor instead.
+func (*AllocDesiredTransitionCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AllocDesiredTransitionCommand) GetAllocs() map[string]*DesiredTransition {
+	if x != nil {
+		return x.Allocs
+	}
+	return nil
+}
+
+func (x *AllocDesiredTransitionCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *AllocDesiredTransitionCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// NodeEligibilityCommand sets a node's scheduling eligibility.
+type NodeEligibilityCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Eligibility   NodeEligibility        `protobuf:"varint,2,opt,name=eligibility,proto3,enum=berth.v1.NodeEligibility" json:"eligibility,omitempty"`
+	Evals         []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeEligibilityCommand) Reset() {
+	*x = NodeEligibilityCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeEligibilityCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeEligibilityCommand) ProtoMessage() {}
+
+func (x *NodeEligibilityCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeEligibilityCommand.ProtoReflect.Descriptor instead.
+func (*NodeEligibilityCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NodeEligibilityCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeEligibilityCommand) GetEligibility() NodeEligibility {
+	if x != nil {
+		return x.Eligibility
+	}
+	return NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED
+}
+
+func (x *NodeEligibilityCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *NodeEligibilityCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// NodeDrainCommand starts, updates or ends a drain. A nil drain ends it
+// (mark_eligible makes the node eligible again).
+type NodeDrainCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Drain         *DrainStrategy         `protobuf:"bytes,2,opt,name=drain,proto3" json:"drain,omitempty"`
+	MarkEligible  bool                   `protobuf:"varint,3,opt,name=mark_eligible,json=markEligible,proto3" json:"mark_eligible,omitempty"`
+	Evals         []*Evaluation          `protobuf:"bytes,4,rep,name=evals,proto3" json:"evals,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeDrainCommand) Reset() {
+	*x = NodeDrainCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeDrainCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeDrainCommand) ProtoMessage() {}
+
+func (x *NodeDrainCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeDrainCommand.ProtoReflect.Descriptor instead.
+func (*NodeDrainCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NodeDrainCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeDrainCommand) GetDrain() *DrainStrategy {
+	if x != nil {
+		return x.Drain
+	}
+	return nil
+}
+
+func (x *NodeDrainCommand) GetMarkEligible() bool {
+	if x != nil {
+		return x.MarkEligible
+	}
+	return false
+}
+
+func (x *NodeDrainCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
+	}
+	return nil
+}
+
+func (x *NodeDrainCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// GCCommand removes what garbage collection decided is no longer needed.
+// The state machine removes only objects that are still collectable at
+// apply time (terminal, and referenced by nothing live).
+type GCCommand struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	EvalIds  []string               `protobuf:"bytes,1,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
+	AllocIds []string               `protobuf:"bytes,2,rep,name=alloc_ids,json=allocIds,proto3" json:"alloc_ids,omitempty"`
+	// job_ids are purged jobs' leftovers or stopped jobs whose allocs are all gone.
+	JobIds        []string `protobuf:"bytes,3,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GCCommand) Reset() {
+	*x = GCCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GCCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GCCommand) ProtoMessage() {}
+
+func (x *GCCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GCCommand.ProtoReflect.Descriptor instead.
+func (*GCCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GCCommand) GetEvalIds() []string {
+	if x != nil {
+		return x.EvalIds
+	}
+	return nil
+}
+
+func (x *GCCommand) GetAllocIds() []string {
+	if x != nil {
+		return x.AllocIds
+	}
+	return nil
+}
+
+func (x *GCCommand) GetJobIds() []string {
+	if x != nil {
+		return x.JobIds
+	}
+	return nil
+}
+
 var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"9\n" +
+	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"9\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xc9\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xf5\x01\n" +
 	"\x17NodeStatusUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x12&\n" +
-	"\x0fif_modify_index\x18\x05 \x01(\x04R\rifModifyIndex\"0\n" +
+	"\x0fif_modify_index\x18\x05 \x01(\x04R\rifModifyIndex\x12*\n" +
+	"\x05evals\x18\x06 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"0\n" +
 	"\x15NodeDeregisterCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"E\n" +
 	"\x13ServerUpsertCommand\x12.\n" +
 	"\x06server\x18\x01 \x01(\v2\x16.berth.v1.ServerMemberR\x06server\"%\n" +
 	"\x13ServerDeleteCommand\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02idB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd6\x01\n" +
+	"\x12JobRegisterCommand\x12\x1f\n" +
+	"\x03job\x18\x01 \x01(\v2\r.berth.v1.JobR\x03job\x12(\n" +
+	"\x04eval\x18\x02 \x01(\v2\x14.berth.v1.EvaluationR\x04eval\x12#\n" +
+	"\renforce_index\x18\x03 \x01(\bR\fenforceIndex\x12-\n" +
+	"\x13if_job_modify_index\x18\x04 \x01(\x04R\x10ifJobModifyIndex\x12!\n" +
+	"\fsubmitted_at\x18\x05 \x01(\x03R\vsubmittedAt\"\x90\x01\n" +
+	"\x14JobDeregisterCommand\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05purge\x18\x02 \x01(\bR\x05purge\x12(\n" +
+	"\x04eval\x18\x03 \x01(\v2\x14.berth.v1.EvaluationR\x04eval\x12!\n" +
+	"\fsubmitted_at\x18\x04 \x01(\x03R\vsubmittedAt\"\xe9\x01\n" +
+	"\x10JobRevertCommand\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x122\n" +
+	"\x15enforce_prior_version\x18\x03 \x01(\bR\x13enforcePriorVersion\x12#\n" +
+	"\rprior_version\x18\x04 \x01(\x04R\fpriorVersion\x12(\n" +
+	"\x04eval\x18\x05 \x01(\v2\x14.berth.v1.EvaluationR\x04eval\x12!\n" +
+	"\fsubmitted_at\x18\x06 \x01(\x03R\vsubmittedAt\"?\n" +
+	"\x11EvalUpsertCommand\x12*\n" +
+	"\x05evals\x18\x01 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\x81\x01\n" +
+	"\x10PlanApplyCommand\x12\"\n" +
+	"\x04plan\x18\x01 \x01(\v2\x0e.berth.v1.PlanR\x04plan\x12*\n" +
+	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
+	"\n" +
+	"applied_at\x18\x03 \x01(\x03R\tappliedAt\"\x96\x01\n" +
+	"\x18AllocClientUpdateCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
+	"\aupdates\x18\x02 \x03(\v2\x1b.berth.v1.AllocClientUpdateR\aupdates\x12*\n" +
+	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\x8f\x02\n" +
+	"\x1dAllocDesiredTransitionCommand\x12K\n" +
+	"\x06allocs\x18\x01 \x03(\v23.berth.v1.AllocDesiredTransitionCommand.AllocsEntryR\x06allocs\x12*\n" +
+	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\x1aV\n" +
+	"\vAllocsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.berth.v1.DesiredTransitionR\x05value:\x028\x01\"\xb9\x01\n" +
+	"\x16NodeEligibilityCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12;\n" +
+	"\veligibility\x18\x02 \x01(\x0e2\x19.berth.v1.NodeEligibilityR\veligibility\x12*\n" +
+	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\"\xca\x01\n" +
+	"\x10NodeDrainCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12-\n" +
+	"\x05drain\x18\x02 \x01(\v2\x17.berth.v1.DrainStrategyR\x05drain\x12#\n" +
+	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\x12*\n" +
+	"\x05evals\x18\x04 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\\\n" +
+	"\tGCCommand\x12\x19\n" +
+	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
+	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
+	"\ajob_ids\x18\x03 \x03(\tR\x06jobIdsB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_commands_proto_rawDescOnce sync.Once
@@ -317,26 +1068,61 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_berth_v1_commands_proto_goTypes = []any{
-	(*NodeRegisterCommand)(nil),     // 0: berth.v1.NodeRegisterCommand
-	(*NodeStatusUpdateCommand)(nil), // 1: berth.v1.NodeStatusUpdateCommand
-	(*NodeDeregisterCommand)(nil),   // 2: berth.v1.NodeDeregisterCommand
-	(*ServerUpsertCommand)(nil),     // 3: berth.v1.ServerUpsertCommand
-	(*ServerDeleteCommand)(nil),     // 4: berth.v1.ServerDeleteCommand
-	(*Node)(nil),                    // 5: berth.v1.Node
-	(NodeStatus)(0),                 // 6: berth.v1.NodeStatus
-	(*ServerMember)(nil),            // 7: berth.v1.ServerMember
+	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
+	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
+	(*NodeDeregisterCommand)(nil),         // 2: berth.v1.NodeDeregisterCommand
+	(*ServerUpsertCommand)(nil),           // 3: berth.v1.ServerUpsertCommand
+	(*ServerDeleteCommand)(nil),           // 4: berth.v1.ServerDeleteCommand
+	(*JobRegisterCommand)(nil),            // 5: berth.v1.JobRegisterCommand
+	(*JobDeregisterCommand)(nil),          // 6: berth.v1.JobDeregisterCommand
+	(*JobRevertCommand)(nil),              // 7: berth.v1.JobRevertCommand
+	(*EvalUpsertCommand)(nil),             // 8: berth.v1.EvalUpsertCommand
+	(*PlanApplyCommand)(nil),              // 9: berth.v1.PlanApplyCommand
+	(*AllocClientUpdateCommand)(nil),      // 10: berth.v1.AllocClientUpdateCommand
+	(*AllocDesiredTransitionCommand)(nil), // 11: berth.v1.AllocDesiredTransitionCommand
+	(*NodeEligibilityCommand)(nil),        // 12: berth.v1.NodeEligibilityCommand
+	(*NodeDrainCommand)(nil),              // 13: berth.v1.NodeDrainCommand
+	(*GCCommand)(nil),                     // 14: berth.v1.GCCommand
+	nil,                                   // 15: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	(*Node)(nil),                          // 16: berth.v1.Node
+	(NodeStatus)(0),                       // 17: berth.v1.NodeStatus
+	(*Evaluation)(nil),                    // 18: berth.v1.Evaluation
+	(*ServerMember)(nil),                  // 19: berth.v1.ServerMember
+	(*Job)(nil),                           // 20: berth.v1.Job
+	(*Plan)(nil),                          // 21: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 22: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 23: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 24: berth.v1.DrainStrategy
+	(*DesiredTransition)(nil),             // 25: berth.v1.DesiredTransition
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	5, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	6, // 1: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	7, // 2: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	16, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	17, // 1: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	18, // 2: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	19, // 3: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	20, // 4: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	18, // 5: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	18, // 6: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	18, // 7: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	18, // 8: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	21, // 9: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	18, // 10: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	22, // 11: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	18, // 12: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	15, // 13: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	18, // 14: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	23, // 15: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	18, // 16: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	24, // 17: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	18, // 18: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	25, // 19: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_commands_proto_init() }
@@ -344,6 +1130,8 @@ func file_berth_v1_commands_proto_init() {
 	if File_berth_v1_commands_proto != nil {
 		return
 	}
+	file_berth_v1_alloc_proto_init()
+	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
 	file_berth_v1_server_proto_init()
 	type x struct{}
@@ -352,7 +1140,7 @@ func file_berth_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

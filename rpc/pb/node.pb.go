@@ -7,6 +7,7 @@
 package pb
 
 import (
+	driverpb "berth.dev/berth/sdk/driverpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -73,6 +74,56 @@ func (NodeStatus) EnumDescriptor() ([]byte, []int) {
 	return file_berth_v1_node_proto_rawDescGZIP(), []int{0}
 }
 
+// NodeEligibility is whether new allocs may be placed on a node.
+type NodeEligibility int32
+
+const (
+	NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED NodeEligibility = 0
+	NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE    NodeEligibility = 1
+	NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE  NodeEligibility = 2
+)
+
+// Enum value maps for NodeEligibility.
+var (
+	NodeEligibility_name = map[int32]string{
+		0: "NODE_ELIGIBILITY_UNSPECIFIED",
+		1: "NODE_ELIGIBILITY_ELIGIBLE",
+		2: "NODE_ELIGIBILITY_INELIGIBLE",
+	}
+	NodeEligibility_value = map[string]int32{
+		"NODE_ELIGIBILITY_UNSPECIFIED": 0,
+		"NODE_ELIGIBILITY_ELIGIBLE":    1,
+		"NODE_ELIGIBILITY_INELIGIBLE":  2,
+	}
+)
+
+func (x NodeEligibility) Enum() *NodeEligibility {
+	p := new(NodeEligibility)
+	*p = x
+	return p
+}
+
+func (x NodeEligibility) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeEligibility) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_v1_node_proto_enumTypes[1].Descriptor()
+}
+
+func (NodeEligibility) Type() protoreflect.EnumType {
+	return &file_berth_v1_node_proto_enumTypes[1]
+}
+
+func (x NodeEligibility) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeEligibility.Descriptor instead.
+func (NodeEligibility) EnumDescriptor() ([]byte, []int) {
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{1}
+}
+
 // Node is a registered client with its fingerprint.
 type Node struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -88,9 +139,18 @@ type Node struct {
 	// http_addr is the client agent's HTTP API address.
 	HttpAddr string `protobuf:"bytes,8,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	// registered_at is unix nanoseconds of the first registration.
-	RegisteredAt  int64  `protobuf:"varint,9,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	RegisteredAt int64 `protobuf:"varint,9,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// eligibility says whether the scheduler may place new allocs here; a
+	// node that registers starts eligible, a drain makes it ineligible.
+	Eligibility NodeEligibility `protobuf:"varint,10,opt,name=eligibility,proto3,enum=berth.v1.NodeEligibility" json:"eligibility,omitempty"`
+	// drain is set while the node is draining.
+	Drain *DrainStrategy `protobuf:"bytes,11,opt,name=drain,proto3" json:"drain,omitempty"`
+	// resources the scheduler may hand out (the fingerprint less reserved).
+	Resources *NodeResources `protobuf:"bytes,12,opt,name=resources,proto3" json:"resources,omitempty"`
+	// meta is operator-set metadata (agent config client.meta), for constraints.
+	Meta          map[string]string `protobuf:"bytes,13,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CreateIndex   uint64            `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64            `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,6 +248,34 @@ func (x *Node) GetRegisteredAt() int64 {
 	return 0
 }
 
+func (x *Node) GetEligibility() NodeEligibility {
+	if x != nil {
+		return x.Eligibility
+	}
+	return NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED
+}
+
+func (x *Node) GetDrain() *DrainStrategy {
+	if x != nil {
+		return x.Drain
+	}
+	return nil
+}
+
+func (x *Node) GetResources() *NodeResources {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *Node) GetMeta() map[string]string {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 func (x *Node) GetCreateIndex() uint64 {
 	if x != nil {
 		return x.CreateIndex
@@ -202,23 +290,168 @@ func (x *Node) GetModifyIndex() uint64 {
 	return 0
 }
 
+// DrainStrategy moves a node's allocs off it.
+type DrainStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deadline_ms bounds the drain: allocs still running when it passes are
+	// stopped at once. 0 means no deadline; -1 forces at once.
+	DeadlineMs int64 `protobuf:"varint,1,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	// ignore_system_jobs leaves system allocs running.
+	IgnoreSystemJobs bool `protobuf:"varint,2,opt,name=ignore_system_jobs,json=ignoreSystemJobs,proto3" json:"ignore_system_jobs,omitempty"`
+	// started_at and force_deadline_at are unix nanoseconds.
+	StartedAt       int64 `protobuf:"varint,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ForceDeadlineAt int64 `protobuf:"varint,4,opt,name=force_deadline_at,json=forceDeadlineAt,proto3" json:"force_deadline_at,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DrainStrategy) Reset() {
+	*x = DrainStrategy{}
+	mi := &file_berth_v1_node_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainStrategy) ProtoMessage() {}
+
+func (x *DrainStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_node_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainStrategy.ProtoReflect.Descriptor instead.
+func (*DrainStrategy) Descriptor() ([]byte, []int) {
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DrainStrategy) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
+}
+
+func (x *DrainStrategy) GetIgnoreSystemJobs() bool {
+	if x != nil {
+		return x.IgnoreSystemJobs
+	}
+	return false
+}
+
+func (x *DrainStrategy) GetStartedAt() int64 {
+	if x != nil {
+		return x.StartedAt
+	}
+	return 0
+}
+
+func (x *DrainStrategy) GetForceDeadlineAt() int64 {
+	if x != nil {
+		return x.ForceDeadlineAt
+	}
+	return 0
+}
+
+// NodeResources are a node's schedulable resources.
+type NodeResources struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	CpuMhz   int64                  `protobuf:"varint,1,opt,name=cpu_mhz,json=cpuMhz,proto3" json:"cpu_mhz,omitempty"`
+	MemoryMb int64                  `protobuf:"varint,2,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	// reserved for the agent and the system, not handed to allocs.
+	ReservedCpuMhz   int64 `protobuf:"varint,3,opt,name=reserved_cpu_mhz,json=reservedCpuMhz,proto3" json:"reserved_cpu_mhz,omitempty"`
+	ReservedMemoryMb int64 `protobuf:"varint,4,opt,name=reserved_memory_mb,json=reservedMemoryMb,proto3" json:"reserved_memory_mb,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *NodeResources) Reset() {
+	*x = NodeResources{}
+	mi := &file_berth_v1_node_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeResources) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeResources) ProtoMessage() {}
+
+func (x *NodeResources) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_node_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeResources.ProtoReflect.Descriptor instead.
+func (*NodeResources) Descriptor() ([]byte, []int) {
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *NodeResources) GetCpuMhz() int64 {
+	if x != nil {
+		return x.CpuMhz
+	}
+	return 0
+}
+
+func (x *NodeResources) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *NodeResources) GetReservedCpuMhz() int64 {
+	if x != nil {
+		return x.ReservedCpuMhz
+	}
+	return 0
+}
+
+func (x *NodeResources) GetReservedMemoryMb() int64 {
+	if x != nil {
+		return x.ReservedMemoryMb
+	}
+	return 0
+}
+
 // NodeFingerprint is what a client reports about its host.
 type NodeFingerprint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Os            string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
-	Arch          string                 `protobuf:"bytes,3,opt,name=arch,proto3" json:"arch,omitempty"`
-	CpuCores      int32                  `protobuf:"varint,4,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
-	MemoryBytes   uint64                 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	BerthVersion  string                 `protobuf:"bytes,6,opt,name=berth_version,json=berthVersion,proto3" json:"berth_version,omitempty"`
-	Attributes    map[string]string      `protobuf:"bytes,7,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Hostname     string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os           string                 `protobuf:"bytes,2,opt,name=os,proto3" json:"os,omitempty"`
+	Arch         string                 `protobuf:"bytes,3,opt,name=arch,proto3" json:"arch,omitempty"`
+	CpuCores     int32                  `protobuf:"varint,4,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`
+	MemoryBytes  uint64                 `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	BerthVersion string                 `protobuf:"bytes,6,opt,name=berth_version,json=berthVersion,proto3" json:"berth_version,omitempty"`
+	Attributes   map[string]string      `protobuf:"bytes,7,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// cpu_total_mhz is cores times the per-core frequency.
+	CpuTotalMhz   int64 `protobuf:"varint,8,opt,name=cpu_total_mhz,json=cpuTotalMhz,proto3" json:"cpu_total_mhz,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeFingerprint) Reset() {
 	*x = NodeFingerprint{}
-	mi := &file_berth_v1_node_proto_msgTypes[1]
+	mi := &file_berth_v1_node_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +463,7 @@ func (x *NodeFingerprint) String() string {
 func (*NodeFingerprint) ProtoMessage() {}
 
 func (x *NodeFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[1]
+	mi := &file_berth_v1_node_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +476,7 @@ func (x *NodeFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFingerprint.ProtoReflect.Descriptor instead.
 func (*NodeFingerprint) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{1}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeFingerprint) GetHostname() string {
@@ -295,6 +528,13 @@ func (x *NodeFingerprint) GetAttributes() map[string]string {
 	return nil
 }
 
+func (x *NodeFingerprint) GetCpuTotalMhz() int64 {
+	if x != nil {
+		return x.CpuTotalMhz
+	}
+	return 0
+}
+
 // DriverInfo is one task driver's fingerprint on a node.
 type DriverInfo struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -309,14 +549,19 @@ type DriverInfo struct {
 	Path       string            `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
 	Attributes map[string]string `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// updated_at is unix nanoseconds of the last health change.
-	UpdatedAt     int64 `protobuf:"varint,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt int64 `protobuf:"varint,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// task_schema is the driver's task config schema, so servers and the CLI
+	// check a job's config block against it.
+	TaskSchema *driverpb.Schema `protobuf:"bytes,10,opt,name=task_schema,json=taskSchema,proto3" json:"task_schema,omitempty"`
+	// mount_volumes: the driver honours mounts (an isolating driver).
+	MountVolumes  bool `protobuf:"varint,11,opt,name=mount_volumes,json=mountVolumes,proto3" json:"mount_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_berth_v1_node_proto_msgTypes[2]
+	mi := &file_berth_v1_node_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +573,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[2]
+	mi := &file_berth_v1_node_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +586,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{2}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DriverInfo) GetName() string {
@@ -407,11 +652,25 @@ func (x *DriverInfo) GetUpdatedAt() int64 {
 	return 0
 }
 
+func (x *DriverInfo) GetTaskSchema() *driverpb.Schema {
+	if x != nil {
+		return x.TaskSchema
+	}
+	return nil
+}
+
+func (x *DriverInfo) GetMountVolumes() bool {
+	if x != nil {
+		return x.MountVolumes
+	}
+	return false
+}
+
 var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\"\x81\x04\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\"\x8b\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -421,12 +680,32 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\vfingerprint\x18\x06 \x01(\v2\x19.berth.v1.NodeFingerprintR\vfingerprint\x125\n" +
 	"\adrivers\x18\a \x03(\v2\x1b.berth.v1.Node.DriversEntryR\adrivers\x12\x1b\n" +
 	"\thttp_addr\x18\b \x01(\tR\bhttpAddr\x12#\n" +
-	"\rregistered_at\x18\t \x01(\x03R\fregisteredAt\x12!\n" +
+	"\rregistered_at\x18\t \x01(\x03R\fregisteredAt\x12;\n" +
+	"\veligibility\x18\n" +
+	" \x01(\x0e2\x19.berth.v1.NodeEligibilityR\veligibility\x12-\n" +
+	"\x05drain\x18\v \x01(\v2\x17.berth.v1.DrainStrategyR\x05drain\x125\n" +
+	"\tresources\x18\f \x01(\v2\x17.berth.v1.NodeResourcesR\tresources\x12,\n" +
+	"\x04meta\x18\r \x03(\v2\x18.berth.v1.Node.MetaEntryR\x04meta\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\"\xc0\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +
+	"\tMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
+	"\rDrainStrategy\x12\x1f\n" +
+	"\vdeadline_ms\x18\x01 \x01(\x03R\n" +
+	"deadlineMs\x12,\n" +
+	"\x12ignore_system_jobs\x18\x02 \x01(\bR\x10ignoreSystemJobs\x12\x1d\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\x03R\tstartedAt\x12*\n" +
+	"\x11force_deadline_at\x18\x04 \x01(\x03R\x0fforceDeadlineAt\"\x9d\x01\n" +
+	"\rNodeResources\x12\x17\n" +
+	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x12(\n" +
+	"\x10reserved_cpu_mhz\x18\x03 \x01(\x03R\x0ereservedCpuMhz\x12,\n" +
+	"\x12reserved_memory_mb\x18\x04 \x01(\x03R\x10reservedMemoryMb\"\xe4\x02\n" +
 	"\x0fNodeFingerprint\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\x02 \x01(\tR\x02os\x12\x12\n" +
@@ -436,10 +715,11 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\rberth_version\x18\x06 \x01(\tR\fberthVersion\x12I\n" +
 	"\n" +
 	"attributes\x18\a \x03(\v2).berth.v1.NodeFingerprint.AttributesEntryR\n" +
-	"attributes\x1a=\n" +
+	"attributes\x12\"\n" +
+	"\rcpu_total_mhz\x18\b \x01(\x03R\vcpuTotalMhz\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x03\n" +
 	"\n" +
 	"DriverInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
@@ -453,7 +733,11 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"attributes\x18\b \x03(\v2$.berth.v1.DriverInfo.AttributesEntryR\n" +
 	"attributes\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\t \x01(\x03R\tupdatedAt\x1a=\n" +
+	"updated_at\x18\t \x01(\x03R\tupdatedAt\x128\n" +
+	"\vtask_schema\x18\n" +
+	" \x01(\v2\x17.berth.driver.v1.SchemaR\n" +
+	"taskSchema\x12#\n" +
+	"\rmount_volumes\x18\v \x01(\bR\fmountVolumes\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*V\n" +
@@ -461,7 +745,11 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"NodeStatus\x12\x1b\n" +
 	"\x17NODE_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11NODE_STATUS_READY\x10\x01\x12\x14\n" +
-	"\x10NODE_STATUS_DOWN\x10\x02B\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x10NODE_STATUS_DOWN\x10\x02*s\n" +
+	"\x0fNodeEligibility\x12 \n" +
+	"\x1cNODE_ELIGIBILITY_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19NODE_ELIGIBILITY_ELIGIBLE\x10\x01\x12\x1f\n" +
+	"\x1bNODE_ELIGIBILITY_INELIGIBLE\x10\x02B\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_node_proto_rawDescOnce sync.Once
@@ -475,29 +763,39 @@ func file_berth_v1_node_proto_rawDescGZIP() []byte {
 	return file_berth_v1_node_proto_rawDescData
 }
 
-var file_berth_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_berth_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_berth_v1_node_proto_goTypes = []any{
 	(NodeStatus)(0),         // 0: berth.v1.NodeStatus
-	(*Node)(nil),            // 1: berth.v1.Node
-	(*NodeFingerprint)(nil), // 2: berth.v1.NodeFingerprint
-	(*DriverInfo)(nil),      // 3: berth.v1.DriverInfo
-	nil,                     // 4: berth.v1.Node.DriversEntry
-	nil,                     // 5: berth.v1.NodeFingerprint.AttributesEntry
-	nil,                     // 6: berth.v1.DriverInfo.AttributesEntry
+	(NodeEligibility)(0),    // 1: berth.v1.NodeEligibility
+	(*Node)(nil),            // 2: berth.v1.Node
+	(*DrainStrategy)(nil),   // 3: berth.v1.DrainStrategy
+	(*NodeResources)(nil),   // 4: berth.v1.NodeResources
+	(*NodeFingerprint)(nil), // 5: berth.v1.NodeFingerprint
+	(*DriverInfo)(nil),      // 6: berth.v1.DriverInfo
+	nil,                     // 7: berth.v1.Node.DriversEntry
+	nil,                     // 8: berth.v1.Node.MetaEntry
+	nil,                     // 9: berth.v1.NodeFingerprint.AttributesEntry
+	nil,                     // 10: berth.v1.DriverInfo.AttributesEntry
+	(*driverpb.Schema)(nil), // 11: berth.driver.v1.Schema
 }
 var file_berth_v1_node_proto_depIdxs = []int32{
-	0, // 0: berth.v1.Node.status:type_name -> berth.v1.NodeStatus
-	2, // 1: berth.v1.Node.fingerprint:type_name -> berth.v1.NodeFingerprint
-	4, // 2: berth.v1.Node.drivers:type_name -> berth.v1.Node.DriversEntry
-	5, // 3: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
-	6, // 4: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
-	3, // 5: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: berth.v1.Node.status:type_name -> berth.v1.NodeStatus
+	5,  // 1: berth.v1.Node.fingerprint:type_name -> berth.v1.NodeFingerprint
+	7,  // 2: berth.v1.Node.drivers:type_name -> berth.v1.Node.DriversEntry
+	1,  // 3: berth.v1.Node.eligibility:type_name -> berth.v1.NodeEligibility
+	3,  // 4: berth.v1.Node.drain:type_name -> berth.v1.DrainStrategy
+	4,  // 5: berth.v1.Node.resources:type_name -> berth.v1.NodeResources
+	8,  // 6: berth.v1.Node.meta:type_name -> berth.v1.Node.MetaEntry
+	9,  // 7: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
+	10, // 8: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
+	11, // 9: berth.v1.DriverInfo.task_schema:type_name -> berth.driver.v1.Schema
+	6,  // 10: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_node_proto_init() }
@@ -510,8 +808,8 @@ func file_berth_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_node_proto_rawDesc), len(file_berth_v1_node_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   6,
+			NumEnums:      2,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
