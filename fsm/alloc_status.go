@@ -1,0 +1,80 @@
+package fsm
+
+import "berth.dev/berth/rpc/pb"
+
+// Functions over allocations and nodes that the state machine, the
+// scheduler, the servers and the clients must agree on. They live here
+// because the plan command's re-check is the last word on them.
+
+// AllocServerTerminal reports whether the servers want the alloc gone
+// (stop or evict).
+func AllocServerTerminal(a *pb.Allocation) bool {
+	switch a.GetDesiredStatus() {
+	case pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP, pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_EVICT:
+		return true
+	}
+	return false
+}
+
+// AllocClientTerminal reports whether the alloc has stopped running for
+// good: complete, failed or lost.
+func AllocClientTerminal(a *pb.Allocation) bool {
+	switch a.GetClientStatus() {
+	case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
+		pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED,
+		pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
+		return true
+	}
+	return false
+}
+
+// AllocTerminal reports whether the alloc no longer holds its node's
+// resources from the scheduler's point of view: the servers stopped it or
+// it ended on its own. A stopped alloc may still be shutting down on its
+// client; its resources are counted free as soon as the stop is decided,
+// as Nomad does, so a replacement is never held back by a slow kill.
+func AllocTerminal(a *pb.Allocation) bool {
+	return AllocServerTerminal(a) || AllocClientTerminal(a)
+}
+
+// NodeSchedulable reports whether new allocs may be placed on the node:
+// ready, eligible and not draining.
+func NodeSchedulable(n *pb.Node) bool {
+	return n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY &&
+		n.GetEligibility() != pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE &&
+		n.GetDrain() == nil
+}
+
+// NodeCapacity is what the scheduler may hand out on a node.
+func NodeCapacity(n *pb.Node) (cpuMHz, memoryMB int64) {
+	r := n.GetResources()
+	return r.GetCpuMhz() - r.GetReservedCpuMhz(), r.GetMemoryMb() - r.GetReservedMemoryMb()
+}
+
+// Dimension names for exhausted resources, as AllocMetric counts them.
+const (
+	DimensionCPU    = "cpu"
+	DimensionMemory = "memory"
+)
+
+// AllocsFit reports whether the non-terminal allocs in allocs fit on the
+// node together, and if not, which resource ran out first. Terminal allocs
+// are skipped, so callers pass a node's current allocs plus the proposed
+// ones without filtering.
+func AllocsFit(n *pb.Node, allocs []*pb.Allocation) (ok bool, dimension string, usedCPU, usedMem int64) {
+	for _, a := range allocs {
+		if AllocTerminal(a) {
+			continue
+		}
+		usedCPU += a.GetResources().GetCpuMhz()
+		usedMem += a.GetResources().GetMemoryMb()
+	}
+	cpu, mem := NodeCapacity(n)
+	switch {
+	case usedCPU > cpu:
+		return false, DimensionCPU, usedCPU, usedMem
+	case usedMem > mem:
+		return false, DimensionMemory, usedCPU, usedMem
+	}
+	return true, "", usedCPU, usedMem
+}
