@@ -24,8 +24,12 @@ const (
 // NodeRegisterCommand creates or replaces a node, keeping its create index and
 // first registration time.
 type NodeRegisterCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// evals are created with the registration: system jobs place on a node
+	// that joins, and the jobs with allocs on a node that re-registers are
+	// evaluated.
+	Evals         []*Evaluation `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -63,6 +67,13 @@ func (*NodeRegisterCommand) Descriptor() ([]byte, []int) {
 func (x *NodeRegisterCommand) GetNode() *Node {
 	if x != nil {
 		return x.Node
+	}
+	return nil
+}
+
+func (x *NodeRegisterCommand) GetEvals() []*Evaluation {
+	if x != nil {
+		return x.Evals
 	}
 	return nil
 }
@@ -984,9 +995,10 @@ var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"9\n" +
+	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"e\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xf5\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\x12*\n" +
+	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\xf5\x01\n" +
 	"\x17NodeStatusUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\x12 \n" +
@@ -1087,8 +1099,8 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*GCCommand)(nil),                     // 14: berth.v1.GCCommand
 	nil,                                   // 15: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
 	(*Node)(nil),                          // 16: berth.v1.Node
-	(NodeStatus)(0),                       // 17: berth.v1.NodeStatus
-	(*Evaluation)(nil),                    // 18: berth.v1.Evaluation
+	(*Evaluation)(nil),                    // 17: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 18: berth.v1.NodeStatus
 	(*ServerMember)(nil),                  // 19: berth.v1.ServerMember
 	(*Job)(nil),                           // 20: berth.v1.Job
 	(*Plan)(nil),                          // 21: berth.v1.Plan
@@ -1099,30 +1111,31 @@ var file_berth_v1_commands_proto_goTypes = []any{
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
 	16, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	17, // 1: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	18, // 2: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	19, // 3: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	20, // 4: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	18, // 5: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	18, // 6: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	18, // 7: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	18, // 8: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	21, // 9: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	18, // 10: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	22, // 11: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	18, // 12: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	15, // 13: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	18, // 14: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	23, // 15: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	18, // 16: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	24, // 17: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	18, // 18: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	25, // 19: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	18, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	17, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	19, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	20, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	17, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	17, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	17, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	17, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	21, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	17, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	22, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	17, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	15, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	17, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	23, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	17, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	24, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	17, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	25, // 20: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_commands_proto_init() }
