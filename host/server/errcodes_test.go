@@ -21,7 +21,9 @@ import (
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrBadArchive: codes.InvalidArgument,
+		ErrBadArchive:     codes.InvalidArgument,
+		ErrBrokerDisabled: codes.Unavailable,
+		ErrEvalToken:      codes.FailedPrecondition,
 	})
 }
 
