@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
 
@@ -77,6 +78,10 @@ func (in *instance) applyFingerprint(r *running, fp *driverpb.DriverFingerprint)
 	in.update(func(i *pb.DriverInfo) {
 		i.Version = r.version
 		i.Attributes = maps.Clone(fp.GetAttributes())
+		// The task schema goes to the servers so a job's config block is
+		// checked when it is registered, not when its task fails to start.
+		i.TaskSchema = r.schemas.GetTask()
+		i.MountVolumes = sdk.MountsSupported(r.client.APIVersion(), r.caps)
 		i.HealthDescription = fp.GetHealthDescription()
 		switch fp.GetHealth() {
 		case driverpb.Health_HEALTH_HEALTHY:

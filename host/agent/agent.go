@@ -134,13 +134,15 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			return nil, err
 		}
 		a.client, err = client.New(client.Config{
-			DataDir:        a.dataDir,
-			NodeName:       nodeName,
-			Servers:        servers,
-			HTTPAddr:       httpAddr,
-			Logger:         logger.Named("client"),
-			Drivers:        a.drivers.DriverInfos,
-			DriversChanged: a.drivers.Changed(),
+			DataDir:          a.dataDir,
+			NodeName:         nodeName,
+			Servers:          servers,
+			HTTPAddr:         httpAddr,
+			Logger:           logger.Named("client"),
+			Drivers:          a.drivers.DriverInfos,
+			DriversChanged:   a.drivers.Changed(),
+			ReservedCPUMHz:   int64(cfg.Client.ReservedCPUMHz),
+			ReservedMemoryMB: int64(cfg.Client.ReservedMemoryMB),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

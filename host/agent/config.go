@@ -106,6 +106,10 @@ type ClientConfig struct {
 	// NodeName names the node. Empty means Name, else the host name
 	// (see NodeName).
 	NodeName string
+	// ReservedCPUMHz and ReservedMemoryMB are kept back from the scheduler
+	// for the agent and the system.
+	ReservedCPUMHz   int
+	ReservedMemoryMB int
 }
 
 // PluginConfig is one `plugin "name" { config { ... } }` block.

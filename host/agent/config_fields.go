@@ -65,6 +65,8 @@ var configBlocks = []blockDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),
 		stringList("servers", func(c *Config) *[]string { return &c.Client.Servers }, NormalizeServerAddr),
 		scalar("node_name", func(c *Config) *string { return &c.Client.NodeName }, toString, nil),
+		scalar("reserved_cpu_mhz", func(c *Config) *int { return &c.Client.ReservedCPUMHz }, toInt, checkNonNegative),
+		scalar("reserved_memory_mb", func(c *Config) *int { return &c.Client.ReservedMemoryMB }, toInt, checkNonNegative),
 	}},
 }
 

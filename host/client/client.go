@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -32,6 +33,12 @@ type Config struct {
 	// DriversChanged, when set, receives a value whenever what Drivers
 	// reports changed; the client then registers the node again.
 	DriversChanged <-chan struct{}
+	// Meta is operator metadata for constraints (${meta.<key>}).
+	Meta map[string]string
+	// ReservedCPUMHz and ReservedMemoryMB are kept back from the scheduler
+	// for the agent and the system.
+	ReservedCPUMHz   int64
+	ReservedMemoryMB int64
 }
 
 // Client is a running client role.
@@ -142,7 +149,8 @@ func (c *Client) node() *pb.Node {
 	if name == "" {
 		name = fp.GetHostname()
 	}
-	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr}
+	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr,
+		Resources: nodeResources(fp, c.cfg.ReservedCPUMHz, c.cfg.ReservedMemoryMB), Meta: maps.Clone(c.cfg.Meta)}
 	if c.cfg.Drivers != nil {
 		n.Drivers = c.cfg.Drivers()
 	}

@@ -191,3 +191,28 @@ func serverRPC(t *testing.T, s *server.Server) string {
 	})
 	return addr
 }
+
+func TestParseCPUInfoMHz(t *testing.T) {
+	in := []byte("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu MHz\t\t: 2894.562\ncache size\t: 512 KB\n")
+	if got, ok := parseCPUInfoMHz(in); !ok || got != 2894 {
+		t.Fatalf("parseCPUInfoMHz = %d, %v; want 2894, true", got, ok)
+	}
+	if _, ok := parseCPUInfoMHz([]byte("processor : 0\n")); ok {
+		t.Fatal("a cpuinfo without a cpu MHz line parsed")
+	}
+}
+
+func TestNodeResourcesSubtractNothingButReportReserved(t *testing.T) {
+	fp := fingerprint()
+	if fp.GetCpuTotalMhz() <= 0 || fp.GetCpuTotalMhz() < int64(fp.GetCpuCores()) {
+		t.Fatalf("cpu_total_mhz = %d for %d cores", fp.GetCpuTotalMhz(), fp.GetCpuCores())
+	}
+	r := nodeResources(fp, 200, 512)
+	if r.GetCpuMhz() != fp.GetCpuTotalMhz() || r.GetMemoryMb() != int64(fp.GetMemoryBytes()>>20) ||
+		r.GetReservedCpuMhz() != 200 || r.GetReservedMemoryMb() != 512 {
+		t.Fatalf("resources = %v from fingerprint %v", r, fp)
+	}
+	if fp.GetAttributes()["kernel.name"] != "linux" || fp.GetAttributes()["cpu.numcores"] == "" {
+		t.Fatalf("attributes = %v", fp.GetAttributes())
+	}
+}
