@@ -19,17 +19,28 @@ import (
 // committed and applied later. The raft future itself is bounded by the
 // timeout given to raft.Apply.
 func ResultOf(ctx context.Context, f raft.ApplyFuture) (uint64, error) {
+	res, err := FullResultOf(ctx, f)
+	if res == nil {
+		return 0, err
+	}
+	return res.Index, err
+}
+
+// FullResultOf is ResultOf for commands whose apply returns a value (see
+// ApplyResult.Value): the whole result, with the command's own error. The
+// result is nil when the command was not applied (a raft error, ctx).
+func FullResultOf(ctx context.Context, f raft.ApplyFuture) (*ApplyResult, error) {
 	if err := Await(ctx, f); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return 0, fmt.Errorf("waiting for raft apply (the command may still be applied): %w", err)
+			return nil, fmt.Errorf("waiting for raft apply (the command may still be applied): %w", err)
 		}
-		return 0, fmt.Errorf("raft apply: %w", err)
+		return nil, fmt.Errorf("raft apply: %w", err)
 	}
 	res, ok := f.Response().(*ApplyResult)
 	if !ok || res == nil {
-		return 0, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
+		return nil, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
 	}
-	return res.Index, res.Err
+	return res, res.Err
 }
 
 // Await waits for any raft future, or for ctx to end, whichever comes

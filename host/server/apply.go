@@ -58,20 +58,31 @@ func callerDeadline(err error) error {
 // the command may still commit, so the error says so. A ctx that has
 // already ended proposes nothing.
 func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error) {
+	res, err := s.raftApplyResult(ctx, t, msg)
+	if res == nil {
+		return 0, err
+	}
+	return res.Index, err
+}
+
+// raftApplyResult is raftApply for commands whose apply returns a value
+// (a plan's result): the whole ApplyResult comes back. On an error from
+// the command itself the result is returned too, with its index.
+func (s *Server) raftApplyResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
 	buf, err := fsm.Encode(t, msg)
 	if err != nil {
-		return 0, fmt.Errorf("encoding %s: %w", t, err)
+		return nil, fmt.Errorf("encoding %s: %w", t, err)
 	}
 	timeout, err := raftTimeout(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%s on server %s was not proposed: %w", t, s.cfg.Name, err)
+		return nil, fmt.Errorf("%s on server %s was not proposed: %w", t, s.cfg.Name, err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.shutdownCtx, cancel)
 	defer stop()
 	start := time.Now()
-	idx, err := fsm.ResultOf(wctx, s.raft.Apply(buf, timeout))
+	res, err := fsm.FullResultOf(wctx, s.raft.Apply(buf, timeout))
 	switch {
 	case err == nil:
 	case errors.Is(err, raft.ErrEnqueueTimeout) && timeout < enqueueTimeout:
@@ -83,7 +94,7 @@ func (s *Server) raftApply(ctx context.Context, t fsm.MessageType, msg proto.Mes
 		err = status.Errorf(codes.Unavailable, "server %s is shutting down; %s may or may not have been applied", s.cfg.Name, t)
 	}
 	metrics.MeasureSinceWithLabels([]string{"berth", "raft", "apply"}, start, []metrics.Label{{Name: "command", Value: t.String()}})
-	return idx, err
+	return res, err
 }
 
 // awaitCall runs a raft call that takes no timeout (VerifyLeader,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +37,10 @@ type Config struct {
 	// leader marks it down; HeartbeatGrace is added after a leader change.
 	HeartbeatTTL   time.Duration
 	HeartbeatGrace time.Duration
+
+	// NumSchedulers is how many scheduler workers the leader runs; zero
+	// means one per CPU core.
+	NumSchedulers int
 
 	// LeaveOnTerminate removes this server from the raft configuration on a
 	// graceful shutdown.
@@ -115,6 +120,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.leaderWait <= 0 {
 		out.leaderWait = defaultLeaderWait
+	}
+	if out.NumSchedulers <= 0 {
+		out.NumSchedulers = max(runtime.NumCPU(), 2)
 	}
 	return &out
 }

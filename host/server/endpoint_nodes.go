@@ -32,7 +32,11 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
-	idx, err := s.raftApply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n})
+	evals, err := s.nodeEvals(s.fsm.State().Snapshot(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := s.raftApply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: evals})
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}

@@ -45,6 +45,29 @@ var routes = map[string]route{
 	pb.Nodes_Heartbeat_FullMethodName:            routeLeader,
 	pb.Nodes_List_FullMethodName:                 routeRead,
 	pb.Nodes_Get_FullMethodName:                  routeRead,
+
+	pb.Jobs_Register_FullMethodName:             routeLeader,
+	pb.Jobs_Deregister_FullMethodName:           routeLeader,
+	pb.Jobs_Revert_FullMethodName:               routeLeader,
+	pb.Jobs_Get_FullMethodName:                  routeRead,
+	pb.Jobs_List_FullMethodName:                 routeRead,
+	pb.Jobs_Versions_FullMethodName:             routeRead,
+	pb.Jobs_Plan_FullMethodName:                 routeLeader,
+	pb.Jobs_Allocations_FullMethodName:          routeRead,
+	pb.Jobs_Evaluations_FullMethodName:          routeRead,
+	pb.Allocs_Get_FullMethodName:                routeRead,
+	pb.Allocs_List_FullMethodName:               routeRead,
+	pb.Allocs_Stop_FullMethodName:               routeLeader,
+	pb.Evals_Get_FullMethodName:                 routeRead,
+	pb.Evals_List_FullMethodName:                routeRead,
+	pb.NodeOps_UpdateEligibility_FullMethodName: routeLeader,
+	pb.NodeOps_UpdateDrain_FullMethodName:       routeLeader,
+	pb.NodeOps_Allocations_FullMethodName:       routeRead,
+	// A client's watch is a read any server answers from its own state:
+	// followers spread the clients' long polls.
+	pb.ClientAllocs_Watch_FullMethodName:    routeRead,
+	pb.ClientAllocs_Update_FullMethodName:   routeLeader,
+	pb.System_GarbageCollect_FullMethodName: routeLeader,
 }
 
 // queryRequest is implemented by every read request.

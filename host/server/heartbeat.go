@@ -309,12 +309,21 @@ func (n serverNodes) MarkReady(ctx context.Context, id string) error {
 
 // setNodeStatus proposes a node status change stamped with the server clock,
 // conditional on the node's modify index when ifModifyIndex is not 0.
+// The evaluations of the jobs with allocs on the node travel with it (a
+// node down: its allocs are lost and replaced; back up: it learns what to
+// stop), and of every system job when the node comes back.
 func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string, ifModifyIndex uint64) (uint64, error) {
+	evals, err := s.nodeEvals(s.fsm.State().Snapshot(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE,
+		status == pb.NodeStatus_NODE_STATUS_READY)
+	if err != nil {
+		return 0, err
+	}
 	return s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 		NodeId:        nodeID,
 		Status:        status,
 		Description:   desc,
 		UpdatedAt:     s.cfg.Clock.Now().UnixNano(),
 		IfModifyIndex: ifModifyIndex,
+		Evals:         evals,
 	})
 }

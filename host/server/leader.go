@@ -64,6 +64,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	defer s.logger.Info("cluster leadership lost")
 	defer s.heartbeats.stop()
 	defer s.ready.clear()
+	defer s.broker.setEnabled(false)
 
 	if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
 		h.beforeBarrier(ctx)
@@ -92,6 +93,11 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	// Ready now, before recording this server in state: requests must not
 	// wait for a second commit.
 	s.ready.set(term)
+	s.broker.setEnabled(true)
+	s.runWorkers(ctx, s.cfg.NumSchedulers)
+	s.goRun(func() { s.feedBroker(ctx) })
+	s.goRun(func() { s.drainer.run(ctx) })
+	s.goRun(func() { s.runGC(ctx) })
 	if err := s.discovery.ensureRegistered(ctx); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}

@@ -43,6 +43,12 @@ type Server struct {
 
 	heartbeats *heartbeater
 	discovery  *discovery
+	// broker hands evaluations to the scheduler workers while this server
+	// leads; drainer moves allocs off draining nodes; gc holds the
+	// collector's thresholds.
+	broker  *evalBroker
+	drainer *drainer
+	gc      gcConfig
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -85,6 +91,9 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	}
 	s.heartbeats = newHeartbeater(serverNodes{s}, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
+	s.broker = newEvalBroker(cfg.Clock, brokerConfig{})
+	s.drainer = newDrainer(s)
+	s.gc = defaultGCConfig()
 
 	if err := s.setupRaft(); err != nil {
 		s.closeStores()
@@ -98,6 +107,12 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
+	pb.RegisterJobsServer(s.grpc, &jobsEndpoint{s: s})
+	pb.RegisterAllocsServer(s.grpc, &allocsEndpoint{s: s})
+	pb.RegisterEvalsServer(s.grpc, &evalsEndpoint{s: s})
+	pb.RegisterNodeOpsServer(s.grpc, &nodeOpsEndpoint{s: s})
+	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
+	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)

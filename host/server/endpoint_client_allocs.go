@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// clientAllocsEndpoint is how a client learns what to run and reports how
+// it goes.
+type clientAllocsEndpoint struct {
+	pb.UnimplementedClientAllocsServer
+	s *Server
+}
+
+// JobKey is the key of a job version in ClientAllocsResponse.jobs.
+func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", jobID, version) }
+
+// Watch answers once something the client must act on changed: an alloc
+// of the node placed, stopped or updated by the servers (its
+// alloc_modify_index passed min_index), or an alloc the client holds
+// removed. Client status updates change rows without moving
+// alloc_modify_index, so they wake the query but do not answer it.
+func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRequest) (*pb.ClientAllocsResponse, error) {
+	nodeID := req.GetNodeId()
+	if nodeID == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+	}
+	known := req.GetKnown()
+	resp := &pb.ClientAllocsResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		allocs, err := st.AllocsByNode(ws, nodeID)
+		if err != nil {
+			return 0, err
+		}
+		var index uint64
+		present := make(map[string]bool, len(allocs))
+		for _, a := range allocs {
+			index = max(index, a.GetAllocModifyIndex())
+			present[a.GetId()] = true
+		}
+		for id := range known {
+			if !present[id] {
+				// Removed (collected): the allocs table moved past it.
+				idx, err := st.Index(fsm.TableAllocs)
+				if err != nil {
+					return 0, err
+				}
+				index = max(index, idx)
+				break
+			}
+		}
+		resp.Allocs, resp.Jobs = resp.Allocs[:0], map[string]*pb.Job{}
+		for _, a := range allocs {
+			if v, ok := known[a.GetId()]; ok && v == a.GetAllocModifyIndex() {
+				resp.Allocs = append(resp.Allocs, &pb.Allocation{Id: a.GetId(), AllocModifyIndex: a.GetAllocModifyIndex()})
+				continue
+			}
+			resp.Allocs = append(resp.Allocs, a)
+			key := JobKey(a.GetJobId(), a.GetJobVersion())
+			if _, ok := resp.Jobs[key]; ok {
+				continue
+			}
+			job, err := st.JobVersion(nil, a.GetJobId(), a.GetJobVersion())
+			if err != nil {
+				return 0, err
+			}
+			if job != nil {
+				resp.Jobs[key] = job
+			}
+		}
+		sort.Slice(resp.Allocs, func(i, j int) bool { return resp.Allocs[i].GetId() < resp.Allocs[j].GetId() })
+		return index, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// Update records a batch of alloc statuses from one client, with an
+// evaluation for each job whose alloc failed, so the scheduler replaces it
+// per the group's reschedule policy.
+func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUpdateRequest) (*pb.ClientAllocUpdateResponse, error) {
+	s := e.s
+	nodeID := req.GetNodeId()
+	if nodeID == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+	}
+	if len(req.GetUpdates()) == 0 {
+		return &pb.ClientAllocUpdateResponse{Meta: &pb.WriteMeta{}}, nil
+	}
+	snap := s.fsm.State().Snapshot()
+	var evals []*pb.Evaluation
+	seen := map[string]bool{}
+	for _, u := range req.GetUpdates() {
+		if u.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED {
+			continue
+		}
+		a, err := snap.AllocByID(nil, u.GetAllocId())
+		if err != nil {
+			return nil, err
+		}
+		if a == nil || fsm.AllocServerTerminal(a) || a.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED || seen[a.GetJobId()] {
+			continue
+		}
+		job, err := snap.JobByID(nil, a.GetJobId())
+		if err != nil {
+			return nil, err
+		}
+		if job == nil || job.GetType() == pb.JobType_JOB_TYPE_SYSTEM {
+			continue
+		}
+		seen[a.GetJobId()] = true
+		ev := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE)
+		ev.NodeId = nodeID
+		evals = append(evals, ev)
+	}
+	idx, err := s.raftApply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
+		NodeId: nodeID, Updates: req.GetUpdates(), Evals: evals,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recording %d alloc updates from node %s: %w", len(req.GetUpdates()), nodeID, err)
+	}
+	return &pb.ClientAllocUpdateResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// nodeOpsEndpoint changes nodes' scheduling.
+type nodeOpsEndpoint struct {
+	pb.UnimplementedNodeOpsServer
+	s *Server
+}
+
+func (e *nodeOpsEndpoint) node(id string) (*fsm.StateSnapshot, *pb.Node, error) {
+	snap := e.s.fsm.State().Snapshot()
+	n, err := snap.NodeByID(nil, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n == nil {
+		return nil, nil, fmt.Errorf("node %s: %w", id, fsm.ErrNodeNotFound)
+	}
+	return snap, n, nil
+}
+
+func (e *nodeOpsEndpoint) UpdateEligibility(ctx context.Context, req *pb.NodeEligibilityRequest) (*pb.NodeOpResponse, error) {
+	s := e.s
+	want := req.GetEligibility()
+	if want != pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE && want != pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE {
+		return nil, status.Errorf(codes.InvalidArgument, "node %s: eligibility must be eligible or ineligible, got %s", req.GetNodeId(), want)
+	}
+	snap, n, err := e.node(req.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if n.GetDrain() != nil && want == pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is draining; end the drain (node drain -disable) to make it eligible", n.GetId())
+	}
+	var evals []*pb.Evaluation
+	if want == pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
+		if evals, err = s.nodeEvals(snap, n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+			return nil, err
+		}
+	}
+	idx, err := s.raftApply(ctx, fsm.NodeEligibility, &pb.NodeEligibilityCommand{
+		NodeId: n.GetId(), Eligibility: want, Evals: evals, UpdatedAt: s.cfg.Clock.Now().UnixNano(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting node %s %s: %w", n.GetId(), want, err)
+	}
+	return &pb.NodeOpResponse{EvalIds: evalIDs(evals), Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequest) (*pb.NodeOpResponse, error) {
+	s := e.s
+	snap, n, err := e.node(req.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Clock.Now()
+	cmd := &pb.NodeDrainCommand{NodeId: n.GetId(), MarkEligible: req.GetMarkEligible(), UpdatedAt: now.UnixNano()}
+	if d := req.GetDrain(); d != nil {
+		if d.GetDeadlineMs() < -1 {
+			return nil, status.Errorf(codes.InvalidArgument, "node %s: drain deadline_ms must be -1 (force), 0 (none) or positive, got %d", n.GetId(), d.GetDeadlineMs())
+		}
+		strategy := &pb.DrainStrategy{DeadlineMs: d.GetDeadlineMs(), IgnoreSystemJobs: d.GetIgnoreSystemJobs(), StartedAt: now.UnixNano()}
+		if old := n.GetDrain(); old != nil {
+			strategy.StartedAt = old.GetStartedAt()
+		}
+		switch {
+		case d.GetDeadlineMs() < 0:
+			strategy.ForceDeadlineAt = now.UnixNano()
+		case d.GetDeadlineMs() > 0:
+			strategy.ForceDeadlineAt = now.UnixNano() + d.GetDeadlineMs()*1e6
+		}
+		cmd.Drain = strategy
+	} else if req.GetMarkEligible() {
+		if cmd.Evals, err = s.nodeEvals(snap, n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+			return nil, err
+		}
+	}
+	idx, err := s.raftApply(ctx, fsm.NodeDrain, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("updating the drain of node %s: %w", n.GetId(), err)
+	}
+	s.drainer.kick()
+	return &pb.NodeOpResponse{EvalIds: evalIDs(cmd.GetEvals()), Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+func (e *nodeOpsEndpoint) Allocations(ctx context.Context, req *pb.NodeAllocationsRequest) (*pb.AllocListResponse, error) {
+	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
+		return st.AllocsByNode(ws, req.GetNodeId())
+	})
+}
+
+func evalIDs(evals []*pb.Evaluation) []string {
+	ids := make([]string, 0, len(evals))
+	for _, e := range evals {
+		ids = append(ids, e.GetId())
+	}
+	return ids
+}
+
+// systemEndpoint runs cluster maintenance.
+type systemEndpoint struct {
+	pb.UnimplementedSystemServer
+	s *Server
+}
+
+func (e *systemEndpoint) GarbageCollect(ctx context.Context, _ *pb.GCRequest) (*pb.GCResponse, error) {
+	return e.s.collectGarbage(ctx, true)
+}

@@ -1,0 +1,367 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// jobsEndpoint registers, stops, reads and plans jobs.
+type jobsEndpoint struct {
+	pb.UnimplementedJobsServer
+	s *Server
+}
+
+func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest) (*pb.JobRegisterResponse, error) {
+	s := e.s
+	job := req.GetJob()
+	if job == nil {
+		return nil, status.Error(codes.InvalidArgument, "job: missing")
+	}
+	job = proto.Clone(job).(*pb.Job)
+	jobspec.Canonicalize(job)
+	if err := jobspec.ValidateJob(job); err != nil {
+		return nil, err
+	}
+	snap := s.fsm.State().Snapshot()
+	warnings, err := checkDrivers(snap, job)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Clock.Now().UnixNano()
+	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	cmd := &pb.JobRegisterCommand{
+		Job:              job,
+		Eval:             eval,
+		EnforceIndex:     req.GetEnforceIndex(),
+		IfJobModifyIndex: req.GetJobModifyIndex(),
+		SubmittedAt:      now,
+	}
+	idx, err := s.raftApply(ctx, fsm.JobRegister, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("registering job %s: %w", job.GetId(), err)
+	}
+	resp := &pb.JobRegisterResponse{EvalId: eval.GetId(), Warnings: warnings, Meta: &pb.WriteMeta{Index: idx}}
+	if stored, err := s.fsm.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
+		resp.Version, resp.JobModifyIndex = stored.GetVersion(), stored.GetJobModifyIndex()
+	}
+	return resp, nil
+}
+
+// checkDrivers checks every task's driver and config against the task
+// schemas the cluster's nodes reported. A driver no node has is a warning,
+// not an error: its nodes may not have joined yet, and the job waits
+// blocked until they do. A config the driver's schema refuses is an error
+// naming group, task and key.
+func checkDrivers(snap *fsm.StateSnapshot, job *pb.Job) (warnings []string, err error) {
+	nodes, err := snap.Nodes(nil)
+	if err != nil {
+		return nil, err
+	}
+	schemas := map[string]*driverpb.Schema{}
+	for _, n := range nodes {
+		for name, d := range n.GetDrivers() {
+			if d.GetTaskSchema() != nil && d.GetDetected() {
+				schemas[name] = d.GetTaskSchema()
+			}
+		}
+	}
+	var problems []string
+	for _, g := range job.GetGroups() {
+		for _, t := range g.GetTasks() {
+			schema, ok := schemas[t.GetDriver()]
+			if !ok {
+				warnings = append(warnings, fmt.Sprintf("group %q task %q: no node has reported driver %q yet", g.GetName(), t.GetName(), t.GetDriver()))
+				continue
+			}
+			spec := sdk.ConfigSpec{Plugin: t.GetDriver(), Scope: sdk.ScopeTask, Schema: schema}
+			if _, err := spec.Validate(sdk.ConfigMap(t.GetConfig())); err != nil {
+				problems = append(problems, fmt.Sprintf("group %q task %q: %v", g.GetName(), t.GetName(), err))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("job %s: %s: %w", job.GetId(), strings.Join(problems, "; "), jobspec.ErrInvalidJob)
+	}
+	return warnings, nil
+}
+
+func (e *jobsEndpoint) Deregister(ctx context.Context, req *pb.JobDeregisterRequest) (*pb.JobDeregisterResponse, error) {
+	s := e.s
+	job, err := s.fsm.State().JobByID(nil, req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if job == nil {
+		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
+	idx, err := s.raftApply(ctx, fsm.JobDeregister, &pb.JobDeregisterCommand{
+		JobId: job.GetId(), Purge: req.GetPurge(), Eval: eval, SubmittedAt: s.cfg.Clock.Now().UnixNano(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stopping job %s: %w", job.GetId(), err)
+	}
+	return &pb.JobDeregisterResponse{EvalId: eval.GetId(), Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+func (e *jobsEndpoint) Get(ctx context.Context, req *pb.JobGetRequest) (*pb.JobGetResponse, error) {
+	resp := &pb.JobGetResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		job, err := st.JobByID(ws, req.GetJobId())
+		if err != nil || job == nil {
+			resp.Job = nil
+			if err != nil {
+				return 0, err
+			}
+			return st.Index(fsm.TableJobs)
+		}
+		allocs, err := st.AllocsByJob(ws, job.GetId())
+		if err != nil {
+			return 0, err
+		}
+		resp.Job, resp.Summary = job, summarize(job, allocs)
+		idx := job.GetModifyIndex()
+		for _, a := range allocs {
+			idx = max(idx, a.GetModifyIndex())
+		}
+		return idx, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Job == nil {
+		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+// summarize counts a job's allocs per group by client status; allocs the
+// servers stopped that still run on their client count as running.
+func summarize(job *pb.Job, allocs []*pb.Allocation) *pb.JobSummary {
+	sum := &pb.JobSummary{Groups: map[string]*pb.GroupSummary{}}
+	for _, g := range job.GetGroups() {
+		sum.Groups[g.GetName()] = &pb.GroupSummary{}
+	}
+	for _, a := range allocs {
+		g := sum.Groups[a.GetTaskGroup()]
+		if g == nil {
+			g = &pb.GroupSummary{}
+			sum.Groups[a.GetTaskGroup()] = g
+		}
+		switch a.GetClientStatus() {
+		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING:
+			g.Pending++
+		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
+			g.Running++
+		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE:
+			g.Complete++
+		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED:
+			g.Failed++
+		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
+			g.Lost++
+		}
+	}
+	return sum
+}
+
+func (e *jobsEndpoint) List(ctx context.Context, req *pb.JobListRequest) (*pb.JobListResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	prefix := req.GetPrefix()
+	from := max(req.GetQuery().GetNextToken(), prefix)
+	resp := &pb.JobListResponse{}
+	var next string
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		jobs, nextID, err := st.JobsPage(ws, from, n, func(j *pb.Job) bool { return strings.HasPrefix(j.GetId(), prefix) })
+		if err != nil {
+			return 0, err
+		}
+		resp.Jobs = resp.Jobs[:0]
+		for _, j := range jobs {
+			allocs, err := st.AllocsByJob(nil, j.GetId())
+			if err != nil {
+				return 0, err
+			}
+			resp.Jobs = append(resp.Jobs, jobStub(j, summarize(j, allocs)))
+		}
+		if !strings.HasPrefix(nextID, prefix) {
+			nextID = ""
+		}
+		next = nextID
+		return st.Index(fsm.TableJobs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	meta.NextToken = next
+	resp.Meta = meta
+	return resp, nil
+}
+
+func jobStub(j *pb.Job, sum *pb.JobSummary) *pb.JobListStub {
+	return &pb.JobListStub{
+		Id: j.GetId(), Name: j.GetName(), Type: j.GetType(), Priority: j.GetPriority(),
+		Status: j.GetStatus(), Stop: j.GetStop(), Version: j.GetVersion(), SubmittedAt: j.GetSubmittedAt(),
+		Summary: sum, CreateIndex: j.GetCreateIndex(), ModifyIndex: j.GetModifyIndex(), JobModifyIndex: j.GetJobModifyIndex(),
+	}
+}
+
+func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest) (*pb.JobVersionsResponse, error) {
+	resp := &pb.JobVersionsResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		versions, err := st.JobVersions(ws, req.GetJobId())
+		if err != nil {
+			return 0, err
+		}
+		resp.Versions = versions
+		return st.Index(fsm.TableJobVersions)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Versions) == 0 {
+		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	resp.Meta = meta
+	return resp, nil
+}
+
+func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*pb.JobRegisterResponse, error) {
+	s := e.s
+	job, err := s.fsm.State().JobByID(nil, req.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if job == nil {
+		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	if req.GetVersion() == job.GetVersion() {
+		return nil, status.Errorf(codes.InvalidArgument, "job %s: version %d is the current version; nothing to revert", job.GetId(), job.GetVersion())
+	}
+	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	idx, err := s.raftApply(ctx, fsm.JobRevert, &pb.JobRevertCommand{
+		JobId: job.GetId(), Version: req.GetVersion(),
+		EnforcePriorVersion: req.GetEnforcePriorVersion(), PriorVersion: req.GetPriorVersion(),
+		Eval: eval, SubmittedAt: s.cfg.Clock.Now().UnixNano(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reverting job %s to version %d: %w", job.GetId(), req.GetVersion(), err)
+	}
+	resp := &pb.JobRegisterResponse{EvalId: eval.GetId(), Meta: &pb.WriteMeta{Index: idx}}
+	if stored, err := s.fsm.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
+		resp.Version, resp.JobModifyIndex = stored.GetVersion(), stored.GetJobModifyIndex()
+	}
+	return resp, nil
+}
+
+// Plan runs the scheduler against the current state with the job as if it
+// were registered, and reports what that would do; nothing is written.
+func (e *jobsEndpoint) Plan(ctx context.Context, req *pb.JobPlanRequest) (*pb.JobPlanResponse, error) {
+	s := e.s
+	job := req.GetJob()
+	if job == nil {
+		return nil, status.Error(codes.InvalidArgument, "job: missing")
+	}
+	job = proto.Clone(job).(*pb.Job)
+	jobspec.Canonicalize(job)
+	if err := jobspec.ValidateJob(job); err != nil {
+		return nil, err
+	}
+	snap := s.fsm.State().Snapshot()
+	warnings, err := checkDrivers(snap, job)
+	if err != nil {
+		return nil, err
+	}
+	old, err := snap.JobByID(nil, job.GetId())
+	if err != nil {
+		return nil, err
+	}
+	// The job as the state machine would store it: the next version, the
+	// current indexes.
+	job.Version, job.Stop = 0, false
+	if old != nil {
+		job.Version = old.GetVersion() + 1
+		job.CreateIndex, job.JobModifyIndex = old.GetCreateIndex(), old.GetJobModifyIndex()
+	}
+	now := s.cfg.Clock.Now().UnixNano()
+	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	res, err := scheduler.Schedule(planState{schedState{snap}, job}, eval, scheduler.Options{Now: now, NewID: newPlanID()})
+	if err != nil {
+		return nil, fmt.Errorf("planning job %s: %w", job.GetId(), err)
+	}
+	diff := scheduler.Diff(old, job)
+	resp := &pb.JobPlanResponse{
+		JobModifyIndex: old.GetJobModifyIndex(),
+		DiffType:       diff.Type,
+		Groups:         diff.Groups,
+		FailedTgAllocs: res.Eval.GetFailedTgAllocs(),
+		Warnings:       warnings,
+		Meta:           s.queryMeta(schedState{snap}.Index()),
+	}
+	for _, g := range resp.Groups {
+		if a := res.Plan.GetAnnotations()[g.GetName()]; a != nil {
+			g.Updates = a
+		}
+	}
+	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].GetName() < resp.Groups[j].GetName() })
+	return resp, nil
+}
+
+// newPlanID hands out IDs for a dry-run plan: they are never stored, so
+// they need only be distinct within it.
+func newPlanID() func() string {
+	n := 0
+	return func() string {
+		n++
+		return fmt.Sprintf("plan-%08d-0000-0000-0000-000000000000", n)
+	}
+}
+
+// planState is the state with one job replaced, for Plan's dry run.
+type planState struct {
+	schedState
+	job *pb.Job
+}
+
+func (p planState) Job(id string) (*pb.Job, error) {
+	if id == p.job.GetId() {
+		return p.job, nil
+	}
+	return p.schedState.Job(id)
+}
+
+func (p planState) JobVersion(id string, v uint64) (*pb.Job, error) {
+	if id == p.job.GetId() && v == p.job.GetVersion() {
+		return p.job, nil
+	}
+	return p.schedState.JobVersion(id, v)
+}
+
+func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRequest) (*pb.AllocListResponse, error) {
+	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
+		return st.AllocsByJob(ws, req.GetJobId())
+	})
+}
+
+func (e *jobsEndpoint) Evaluations(ctx context.Context, req *pb.JobEvaluationsRequest) (*pb.EvalListResponse, error) {
+	return evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
+		return st.EvalsByJob(ws, req.GetJobId())
+	})
+}

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Scheduler workers run on the leader only. Each takes an evaluation from
+// the broker, plans from a snapshot of the local state (the leader's own,
+// so it is never behind what the broker handed out), and proposes the plan
+// as one PlanApply command whose apply re-checks every node it touches.
+// Plans of different jobs may be in raft together; the state machine, not
+// a plan queue, serializes them, and a refused node makes the worker plan
+// again from a newer snapshot. Workers on followers (Nomad's design) would
+// spread the scheduler's CPU over the servers at the cost of a forwarded
+// plan and a follower that may lag what it plans from; with the plan
+// re-checked at apply either is correct, and the leader-only design keeps
+// the path from job register to placement one raft round shorter.
+
+// maxPlanAttempts bounds how often one evaluation is planned again after
+// the state machine refused part of its plan before the worker gives the
+// evaluation back to the broker.
+const maxPlanAttempts = 5
+
+// planApplyTimeout bounds one plan's trip through raft.
+const planApplyTimeout = 30 * time.Second
+
+// runWorkers starts n scheduler workers that run until ctx (the
+// leadership) ends.
+func (s *Server) runWorkers(ctx context.Context, n int) {
+	for i := range n {
+		s.goRun(func() { s.worker(ctx, i) })
+	}
+}
+
+func (s *Server) worker(ctx context.Context, id int) {
+	logger := s.logger.Named("worker").With("worker", id)
+	for {
+		eval, token, err := s.broker.dequeue(ctx)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, ErrBrokerDisabled) {
+				logger.Error("dequeue", "error", err)
+			}
+			return
+		}
+		done, err := s.processEval(ctx, eval)
+		if err == nil {
+			if aerr := s.broker.ack(eval.GetId(), token, done); aerr != nil {
+				logger.Warn("ack", "eval", eval.GetId(), "error", aerr)
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
+		if nerr := s.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
+			s.failEval(ctx, eval, err)
+		} else if nerr != nil {
+			logger.Warn("nack", "eval", eval.GetId(), "error", nerr)
+		}
+	}
+}
+
+// processEval plans eval until its plan is applied whole, and returns the
+// raft index that recorded the evaluation's outcome.
+func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, error) {
+	for attempt := 1; ; attempt++ {
+		snap := s.fsm.State().Snapshot()
+		now := s.cfg.Clock.Now().UnixNano()
+		res, err := s.schedule(snap, eval, now)
+		if err != nil {
+			return 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
+		}
+		evals := append([]*pb.Evaluation{res.Eval}, res.FollowUps...)
+		for _, e := range evals {
+			e.ModifiedAt = now
+		}
+		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
+		result, idx, err := s.applyPlan(pctx, &pb.PlanApplyCommand{Plan: res.Plan, Evals: evals, AppliedAt: now})
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
+		}
+		if len(result.GetRefusedNodes()) == 0 {
+			return idx, nil
+		}
+		s.logger.Debug("plan partly refused; planning again", "eval", eval.GetId(), "job", eval.GetJobId(),
+			"refused", result.GetRefusals(), "attempt", attempt)
+		if attempt == maxPlanAttempts {
+			return 0, fmt.Errorf("evaluation %s of job %s: the state refused its plan %d times (last: %v)",
+				eval.GetId(), eval.GetJobId(), attempt, result.GetRefusals())
+		}
+	}
+}
+
+// schedule runs the pure scheduler on snap.
+func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int64) (*scheduler.Result, error) {
+	return scheduler.Schedule(schedState{snap}, eval, scheduler.Options{Now: now, NewID: uuid.Generate})
+}
+
+// applyPlan proposes a plan and returns what the state machine applied.
+func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
+	res, err := s.raftApplyResult(ctx, fsm.PlanApply, cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	pr, _ := res.Value.(*pb.PlanResult)
+	if pr == nil {
+		return nil, 0, fmt.Errorf("plan apply at index %d: %w: %T", res.Index, fsm.ErrUnexpectedResponse, res.Value)
+	}
+	return pr, res.Index, nil
+}
+
+// failEval records that eval could not be processed, with a follow-up
+// evaluation a minute later, so a job whose evaluations keep failing (a
+// scheduler bug, a plan the state keeps refusing) is retried without a
+// tight loop and the failure is visible in `eval status`.
+func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error) {
+	now := s.cfg.Clock.Now()
+	failed := proto.Clone(eval).(*pb.Evaluation)
+	followUp := &pb.Evaluation{
+		Id:             uuid.Generate(),
+		Priority:       eval.GetPriority(),
+		Type:           eval.GetType(),
+		TriggeredBy:    pb.EvalTrigger_EVAL_TRIGGER_MAX_PLANS,
+		JobId:          eval.GetJobId(),
+		JobModifyIndex: eval.GetJobModifyIndex(),
+		Status:         pb.EvalStatus_EVAL_STATUS_PENDING,
+		WaitUntil:      now.Add(time.Minute).UnixNano(),
+		PreviousEval:   eval.GetId(),
+		CreatedAt:      now.UnixNano(),
+		ModifiedAt:     now.UnixNano(),
+	}
+	failed.Status = pb.EvalStatus_EVAL_STATUS_FAILED
+	failed.StatusDescription = cause.Error()
+	failed.NextEval = followUp.GetId()
+	failed.ModifiedAt = now.UnixNano()
+	actx, cancel := context.WithTimeout(ctx, planApplyTimeout)
+	defer cancel()
+	if _, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed, followUp}}); err != nil {
+		s.logger.Error("recording a failed evaluation", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
+	}
+}
+
+// schedState adapts a state snapshot to what the scheduler reads.
+type schedState struct{ snap *fsm.StateSnapshot }
+
+var _ scheduler.State = schedState{}
+
+func (s schedState) Index() uint64 {
+	idx, _ := s.snap.LatestIndex()
+	return idx
+}
+func (s schedState) Nodes() ([]*pb.Node, error)       { return s.snap.Nodes(nil) }
+func (s schedState) Node(id string) (*pb.Node, error) { return s.snap.NodeByID(nil, id) }
+func (s schedState) Job(id string) (*pb.Job, error)   { return s.snap.JobByID(nil, id) }
+func (s schedState) JobVersion(id string, v uint64) (*pb.Job, error) {
+	return s.snap.JobVersion(nil, id, v)
+}
+func (s schedState) AllocsByJob(id string) ([]*pb.Allocation, error) {
+	return s.snap.AllocsByJob(nil, id)
+}
+func (s schedState) AllocsByNode(id string) ([]*pb.Allocation, error) {
+	return s.snap.AllocsByNode(nil, id)
+}
