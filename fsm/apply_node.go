@@ -40,8 +40,14 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 }
 
 // applyNodeStatusUpdate moves a node to a new status. An update that changes
-// neither status nor description writes nothing, so heartbeat-driven
+// neither status nor description writes no node, so heartbeat-driven
 // re-proposals of the same status do not wake every blocking query on nodes.
+//
+// The command's evals (one per job with allocs on the node) are created in
+// the same apply, so a node going down or coming back is always evaluated.
+// They write the evals table, which servers older than the jobs tables do
+// not have: under the table rule (doc.go) a proposer sets evals only once
+// every server's recorded version knows the jobs tables.
 func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error {
 	id := cmd.GetNodeId()
 	if id == "" {
@@ -49,6 +55,9 @@ func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error 
 	}
 	if err := checkNodeStatus(id, cmd.GetStatus()); err != nil {
 		return err
+	}
+	if err := checkEvals(cmd.GetEvals()); err != nil {
+		return fmt.Errorf("status update of node %q: %w", id, err)
 	}
 	existing, err := nodesTable.first(tx, nil, id)
 	if err != nil {
@@ -61,15 +70,20 @@ func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error 
 		return fmt.Errorf("node %q is at modify index %d, the %s update was decided at %d: %w",
 			id, existing.GetModifyIndex(), cmd.GetStatus(), want, ErrNodeChanged)
 	}
-	if existing.GetStatus() == cmd.GetStatus() && existing.GetStatusDescription() == cmd.GetDescription() {
+	if existing.GetStatus() != cmd.GetStatus() || existing.GetStatusDescription() != cmd.GetDescription() {
+		n := proto.Clone(existing).(*pb.Node)
+		n.Status = cmd.GetStatus()
+		n.StatusDescription = cmd.GetDescription()
+		n.StatusUpdatedAt = cmd.GetUpdatedAt()
+		n.ModifyIndex = tx.index
+		if err := nodesTable.insert(tx, n); err != nil {
+			return err
+		}
+	}
+	if len(cmd.GetEvals()) == 0 {
 		return nil
 	}
-	n := proto.Clone(existing).(*pb.Node)
-	n.Status = cmd.GetStatus()
-	n.StatusDescription = cmd.GetDescription()
-	n.StatusUpdatedAt = cmd.GetUpdatedAt()
-	n.ModifyIndex = tx.index
-	return nodesTable.insert(tx, n)
+	return upsertNodeEvals(tx, cmd.GetEvals())
 }
 
 // applyNodeDeregister removes a node. Deregistering a node that is not there

@@ -33,6 +33,27 @@ const (
 	ServerUpsert MessageType = 4
 	// ServerDelete carries a *pb.ServerDeleteCommand.
 	ServerDelete MessageType = 5
+	// JobRegister carries a *pb.JobRegisterCommand.
+	JobRegister MessageType = 6
+	// JobDeregister carries a *pb.JobDeregisterCommand.
+	JobDeregister MessageType = 7
+	// JobRevert carries a *pb.JobRevertCommand.
+	JobRevert MessageType = 8
+	// EvalUpsert carries a *pb.EvalUpsertCommand.
+	EvalUpsert MessageType = 9
+	// PlanApply carries a *pb.PlanApplyCommand; its ApplyResult.Response
+	// is a *pb.PlanResult (PlanResultOf).
+	PlanApply MessageType = 10
+	// AllocClientUpdate carries a *pb.AllocClientUpdateCommand.
+	AllocClientUpdate MessageType = 11
+	// AllocDesiredTransition carries a *pb.AllocDesiredTransitionCommand.
+	AllocDesiredTransition MessageType = 12
+	// NodeEligibility carries a *pb.NodeEligibilityCommand.
+	NodeEligibility MessageType = 13
+	// NodeDrain carries a *pb.NodeDrainCommand.
+	NodeDrain MessageType = 14
+	// GC carries a *pb.GCCommand.
+	GC MessageType = 15
 )
 
 // command is one row of the dispatch table.
@@ -54,6 +75,17 @@ var commands = map[MessageType]command{
 	NodeDeregister:   newCommand("NodeDeregister", applyNodeDeregister),
 	ServerUpsert:     newCommand("ServerUpsert", applyServerUpsert),
 	ServerDelete:     newCommand("ServerDelete", applyServerDelete),
+
+	JobRegister:            newCommand("JobRegister", applyJobRegister),
+	JobDeregister:          newCommand("JobDeregister", applyJobDeregister),
+	JobRevert:              newCommand("JobRevert", applyJobRevert),
+	EvalUpsert:             newCommand("EvalUpsert", applyEvalUpsert),
+	PlanApply:              newCommand("PlanApply", applyPlanApply),
+	AllocClientUpdate:      newCommand("AllocClientUpdate", applyAllocClientUpdate),
+	AllocDesiredTransition: newCommand("AllocDesiredTransition", applyAllocDesiredTransition),
+	NodeEligibility:        newCommand("NodeEligibility", applyNodeEligibility),
+	NodeDrain:              newCommand("NodeDrain", applyNodeDrain),
+	GC:                     newCommand("GC", applyGC),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

@@ -112,7 +112,7 @@ func TestDecodeErrors(t *testing.T) {
 		mention  string
 	}{
 		{"empty", nil, 0, fsm.ErrEmptyCommand, "empty"},
-		{"unknown", []byte{9, 1, 2}, 9, fsm.ErrUnknownCommand, "9"},
+		{"unknown", []byte{99, 1, 2}, 99, fsm.ErrUnknownCommand, "99"},
 		{"unknown ignorable", []byte{0x89}, 0x89, fsm.ErrUnknownCommand, "ignorable"},
 		{"malformed", []byte{byte(fsm.NodeStatusUpdate), 0xff, 0xff}, fsm.NodeStatusUpdate, fsm.ErrMalformedCommand, "NodeStatusUpdate (type 2)"},
 		{"truncated", append([]byte{byte(fsm.NodeRegister)}, mustEncode(t, fsm.NodeRegister, everyCommand[0].msg)[1:5]...),

@@ -50,6 +50,42 @@ var (
 	// a state that is gone, and must read again before deciding anew.
 	ErrNodeChanged = errcode.New(codes.Aborted, "node changed since the update was decided")
 
+	// ErrJobNotFound is returned in an ApplyResult when a command names a
+	// job that is not stored (never registered, or purged): JobDeregister,
+	// JobRevert, and a PlanApply for a purged job.
+	ErrJobNotFound = errcode.New(codes.NotFound, "job not found")
+
+	// ErrJobVersionNotFound is returned in an ApplyResult when a JobRevert
+	// or a PlanApply names a version of a job that job_versions does not
+	// hold (never registered, or dropped as one of the oldest).
+	ErrJobVersionNotFound = errcode.New(codes.NotFound, "job version not found")
+
+	// ErrJobChanged is returned in an ApplyResult when a conditional job
+	// change (JobRegister's enforce_index, JobRevert's
+	// enforce_prior_version) finds the job changed since its proposer read
+	// it; nothing is written. Aborted, as ErrNodeChanged: read again.
+	ErrJobChanged = errcode.New(codes.Aborted, "job changed since the change was decided")
+
+	// ErrEvalNotFound is returned by the servers' evaluation reads when no
+	// evaluation has the ID asked for (the state machine's readers answer
+	// nil, so a blocking query can wait for one to appear).
+	ErrEvalNotFound = errcode.New(codes.NotFound, "evaluation not found")
+
+	// ErrAllocNotFound is returned by the servers' allocation reads when no
+	// allocation has the ID asked for (the state machine's readers answer
+	// nil, so a blocking query can wait for one to appear).
+	ErrAllocNotFound = errcode.New(codes.NotFound, "allocation not found")
+
+	// ErrAllocNodeMismatch is returned in an ApplyResult when a client's
+	// AllocClientUpdate reports on an alloc placed on another node; the
+	// whole update is refused, since a client only ever runs its own.
+	ErrAllocNodeMismatch = errcode.New(codes.InvalidArgument, "allocation belongs to another node")
+
+	// ErrNodeDraining is returned in an ApplyResult when a NodeEligibility
+	// command would make a draining node eligible: a drain keeps its node
+	// ineligible until it ends (NodeDrain with no drain).
+	ErrNodeDraining = errcode.New(codes.FailedPrecondition, "node is draining")
+
 	// ErrDuplicateKey is returned in an ApplyResult when a command would store
 	// a row whose key in a unique secondary index another row already has.
 	// Apply functions refuse such commands themselves, naming what conflicts;

@@ -24,3 +24,9 @@ func NewWithUniqueNames(logger hclog.Logger) *FSM {
 	s.tables = append(slices.Clone(s.tables), uniqueNames)
 	return newFSM(logger, s)
 }
+
+// NodeAllocIndexRows returns every row of node_alloc_index, for tests that
+// print the whole state (no production reader lists them).
+func (r reader) NodeAllocIndexRows() ([]*pb.TableIndex, error) {
+	return nodeAllocIndexTable.list(r, nil)
+}

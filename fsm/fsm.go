@@ -59,6 +59,10 @@ type ApplyResult struct {
 	Type MessageType
 	// Err is why the command was not applied; the state is then unchanged.
 	Err error
+	// Response is what an applied command answers beyond its index, nil
+	// for most: a PlanApply answers a *pb.PlanResult (read it with
+	// PlanResultOf). It is built in the apply and owned by the proposer.
+	Response proto.Message
 }
 
 // Apply applies one committed raft log entry. It implements raft.FSM and
@@ -95,7 +99,9 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 	}
 	if err != nil {
 		f.refused(res, c, err)
+		return res
 	}
+	res.Response = tx.result
 	return res
 }
 
@@ -157,6 +163,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 			tx = f.State().beginWrite()
 		}
 		tx.index = log.Index
+		tx.result = nil
 		written := tx.writes
 		if err := c.apply(tx, msg); err != nil {
 			if tx.writes != written {
@@ -165,7 +172,9 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 				return false
 			}
 			f.refused(res, c, err)
+			continue
 		}
+		res.Response = tx.result
 	}
 	if tx == nil {
 		return true

@@ -102,6 +102,11 @@ type stateReader interface {
 	Servers(ws memdb.WatchSet) ([]*pb.ServerMember, error)
 	Index(table string) (uint64, error)
 	LatestIndex() (uint64, error)
+	JobsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Job) bool) ([]*pb.Job, string, error)
+	JobVersions(ws memdb.WatchSet, id string) ([]*pb.Job, error)
+	EvalsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Evaluation) bool) ([]*pb.Evaluation, string, error)
+	AllocsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Allocation) bool) ([]*pb.Allocation, string, error)
+	NodeAllocIndexRows() ([]*pb.TableIndex, error)
 }
 
 var (
@@ -125,7 +130,19 @@ func dumpState(st stateReader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&b, "index: nodes=%d servers=%d latest=%d\n", nodesIdx, serversIdx, latest)
+	fmt.Fprintf(&b, "index: nodes=%d servers=%d", nodesIdx, serversIdx)
+	// The job tables' indexes only once written, so the scripts about
+	// nodes and servers read as they did before those tables existed.
+	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex} {
+		idx, err := st.Index(tbl)
+		if err != nil {
+			return "", err
+		}
+		if idx != 0 {
+			fmt.Fprintf(&b, " %s=%d", tbl, idx)
+		}
+	}
+	fmt.Fprintf(&b, " latest=%d\n", latest)
 	nodes, err := st.Nodes(nil)
 	if err != nil {
 		return "", err
@@ -143,6 +160,15 @@ func dumpState(st stateReader) (string, error) {
 		if len(n.GetDrivers()) > 0 {
 			fmt.Fprintf(&b, " drivers=%s", strings.Join(sortedKeys(n.GetDrivers()), ","))
 		}
+		if e := n.GetEligibility(); e != pb.NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED {
+			fmt.Fprintf(&b, " eligibility=%s", enumWord(e.String(), "NODE_ELIGIBILITY_"))
+		}
+		if d := n.GetDrain(); d != nil {
+			fmt.Fprintf(&b, " drain=(deadline=%dms started=%d)", d.GetDeadlineMs(), d.GetStartedAt())
+		}
+		if r := n.GetResources(); r != nil {
+			fmt.Fprintf(&b, " cpu=%d mem=%d", r.GetCpuMhz(), r.GetMemoryMb())
+		}
 		b.WriteString("\n")
 	}
 	servers, err := st.Servers(nil)
@@ -154,7 +180,96 @@ func dumpState(st stateReader) (string, error) {
 			s.GetId(), s.GetName(), s.GetRpcAddr(), s.GetRaftAddr(), s.GetHttpAddr(), s.GetVersion(),
 			s.GetCreateIndex(), s.GetModifyIndex())
 	}
+	if err := dumpJobs(&b, st); err != nil {
+		return "", err
+	}
 	return b.String(), nil
+}
+
+// dumpJobs prints jobs with their versions, evals, allocs and the nodes'
+// alloc indexes.
+func dumpJobs(b *strings.Builder, st stateReader) error {
+	jobs, _, err := st.JobsPage(nil, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		fmt.Fprintf(b, "job %s: v%d type=%s status=%s", j.GetId(), j.GetVersion(),
+			enumWord(j.GetType().String(), "JOB_TYPE_"), enumWord(j.GetStatus().String(), "JOB_STATUS_"))
+		if j.GetStop() {
+			b.WriteString(" stop")
+		}
+		fmt.Fprintf(b, " submitted=%d create=%d modify=%d job-modify=%d\n",
+			j.GetSubmittedAt(), j.GetCreateIndex(), j.GetModifyIndex(), j.GetJobModifyIndex())
+		versions, err := st.JobVersions(nil, j.GetId())
+		if err != nil {
+			return err
+		}
+		for _, v := range versions {
+			fmt.Fprintf(b, "  version %d: priority=%d", v.GetVersion(), v.GetPriority())
+			if v.GetStop() {
+				b.WriteString(" stop")
+			}
+			fmt.Fprintf(b, " job-modify=%d\n", v.GetJobModifyIndex())
+		}
+	}
+	evals, _, err := st.EvalsPage(nil, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	for _, e := range evals {
+		fmt.Fprintf(b, "eval %s: job=%s status=%s trigger=%s", e.GetId(), e.GetJobId(),
+			enumWord(e.GetStatus().String(), "EVAL_STATUS_"), enumWord(e.GetTriggeredBy().String(), "EVAL_TRIGGER_"))
+		if n := e.GetNodeId(); n != "" {
+			fmt.Fprintf(b, " node=%s", n)
+		}
+		fmt.Fprintf(b, " job-modify=%d create=%d modify=%d\n", e.GetJobModifyIndex(), e.GetCreateIndex(), e.GetModifyIndex())
+	}
+	allocs, _, err := st.AllocsPage(nil, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	for _, a := range allocs {
+		fmt.Fprintf(b, "alloc %s: node=%s job=%s@%d eval=%s desired=%s client=%s cpu=%d mem=%d",
+			a.GetId(), a.GetNodeId(), a.GetJobId(), a.GetJobVersion(), a.GetEvalId(),
+			enumWord(a.GetDesiredStatus().String(), "ALLOC_DESIRED_STATUS_"),
+			enumWord(a.GetClientStatus().String(), "ALLOC_CLIENT_STATUS_"),
+			a.GetResources().GetCpuMhz(), a.GetResources().GetMemoryMb())
+		for _, f := range []struct{ name, v string }{
+			{"desc", a.GetDesiredDescription()}, {"client-desc", a.GetClientDescription()},
+			{"prev", a.GetPreviousAllocation()}, {"next", a.GetNextAllocation()}, {"followup", a.GetFollowupEvalId()},
+		} {
+			if f.v != "" {
+				fmt.Fprintf(b, " %s=%q", f.name, f.v)
+			}
+		}
+		if tr := a.GetDesiredTransition(); tr != nil {
+			fmt.Fprintf(b, " transition=(migrate=%t reschedule=%t no-replace=%t)", tr.GetMigrate(), tr.GetReschedule(), tr.GetNoReplace())
+		}
+		if ts := a.GetTaskStates(); len(ts) > 0 {
+			var parts []string
+			for _, name := range sortedKeys(ts) {
+				parts = append(parts, name+":"+enumWord(ts[name].GetState().String(), "TASK_LIFECYCLE_STATE_"))
+			}
+			fmt.Fprintf(b, " tasks=%s", strings.Join(parts, ","))
+		}
+		fmt.Fprintf(b, " created=%d modified=%d create=%d modify=%d alloc-modify=%d\n",
+			a.GetCreatedAt(), a.GetModifiedAt(), a.GetCreateIndex(), a.GetModifyIndex(), a.GetAllocModifyIndex())
+	}
+	rows, err := st.NodeAllocIndexRows()
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		fmt.Fprintf(b, "node-allocs %s: index=%d\n", r.GetTable(), r.GetIndex())
+	}
+	return nil
+}
+
+// enumWord is an enum value's name as the API writes it: without its
+// prefix, lowercased, "_" as "-".
+func enumWord(name, prefix string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, prefix)), "_", "-")
 }
 
 func statusName(s pb.NodeStatus) string {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // ResultOf waits for a future returned by raft.Apply and returns the raft
@@ -41,6 +43,24 @@ func FullResultOf(ctx context.Context, f raft.ApplyFuture) (*ApplyResult, error)
 		return nil, fmt.Errorf("%w: %T", ErrUnexpectedResponse, f.Response())
 	}
 	return res, res.Err
+}
+
+// PlanResultOf waits for the future of a PlanApply and returns what of the
+// plan was applied, as ResultOf does for the index. A plan refused as a
+// whole (ErrJobNotFound, ErrJobVersionNotFound, ErrInvalidCommand) returns
+// that error; a plan some of whose nodes refused is no error: the result
+// lists them (refused_nodes, refusals) and the scheduler plans again.
+func PlanResultOf(ctx context.Context, f raft.ApplyFuture) (*pb.PlanResult, error) {
+	index, err := ResultOf(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	res, _ := f.Response().(*ApplyResult)
+	pr, ok := res.Response.(*pb.PlanResult)
+	if !ok || pr == nil {
+		return nil, fmt.Errorf("%w: entry %d answered %T, not a plan result", ErrUnexpectedResponse, index, res.Response)
+	}
+	return pr, nil
 }
 
 // Await waits for any raft future, or for ctx to end, whichever comes

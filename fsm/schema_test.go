@@ -19,8 +19,13 @@ import (
 // check, not be refused as a row of another type.
 func TestProductionTables(t *testing.T) {
 	want := map[string]protoreflect.FullName{
-		TableNodes:   "berth.v1.Node",
-		TableServers: "berth.v1.ServerMember",
+		TableNodes:          "berth.v1.Node",
+		TableServers:        "berth.v1.ServerMember",
+		TableJobs:           "berth.v1.Job",
+		TableJobVersions:    "berth.v1.Job",
+		TableEvals:          "berth.v1.Evaluation",
+		TableAllocs:         "berth.v1.Allocation",
+		TableNodeAllocIndex: "berth.v1.TableIndex",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -17,6 +18,18 @@ const (
 	TableNodes = "nodes"
 	// TableServers holds servers (pb.ServerMember) by raft server ID.
 	TableServers = "servers"
+	// TableJobs holds the current version of each job (pb.Job) by ID.
+	TableJobs = "jobs"
+	// TableJobVersions holds the last JobVersionsKept versions of each job
+	// (pb.Job) by job ID and version.
+	TableJobVersions = "job_versions"
+	// TableEvals holds evaluations (pb.Evaluation) by ID.
+	TableEvals = "evals"
+	// TableAllocs holds allocations (pb.Allocation) by ID.
+	TableAllocs = "allocs"
+	// TableNodeAllocIndex holds, per node, the raft index of the last
+	// server-side change to the node's allocs (see NodeAllocsIndex).
+	TableNodeAllocIndex = "node_alloc_index"
 )
 
 // The data tables of this version, declared once: the schema, the typed
@@ -24,12 +37,56 @@ const (
 var (
 	nodesTable   = newTable(TableNodes, (*pb.Node).GetId)
 	serversTable = newTable(TableServers, (*pb.ServerMember).GetId)
+
+	jobsTable = newTable(TableJobs, (*pb.Job).GetId)
+	// jobVersionsTable's second key part is the version as a fixed-width
+	// decimal (versionKey), so a job's versions sort numerically and its
+	// versions are a prefix read of the primary key: no index by job needed.
+	jobVersionsTable = newTable(TableJobVersions, (*pb.Job).GetId, jobVersionKey)
+
+	evalsTable    = newTable(TableEvals, (*pb.Evaluation).GetId)
+	evalsByJob    = evalsTable.index("job", (*pb.Evaluation).GetJobId)
+	evalsByStatus = evalsTable.index("status", evalStatusKey)
+
+	allocsTable  = newTable(TableAllocs, (*pb.Allocation).GetId)
+	allocsByNode = allocsTable.index("node", (*pb.Allocation).GetNodeId)
+	allocsByJob  = allocsTable.index("job", (*pb.Allocation).GetJobId)
+	allocsByEval = allocsTable.index("eval", (*pb.Allocation).GetEvalId)
+
+	// nodeAllocIndexTable reuses pb.TableIndex: its table field holds the
+	// node ID, its index the raft index of the last server-side change to
+	// that node's allocs. A client's blocking query watches its one row, so
+	// it sleeps through every client update (its own and every other
+	// node's) and wakes only for what it must act on.
+	nodeAllocIndexTable = newTable(TableNodeAllocIndex, (*pb.TableIndex).GetTable)
 )
+
+// versionKey is a job version as a key part: 20 decimal digits, enough for
+// any uint64, so versions sort as numbers do.
+func versionKey(v uint64) string {
+	var buf [20]byte
+	for i := len(buf) - 1; i >= 0; i-- {
+		buf[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return string(buf[:])
+}
+
+func jobVersionKey(j *pb.Job) string { return versionKey(j.GetVersion()) }
+
+// evalStatusKey is an eval's status as a key part: the enum's number, so a
+// status this version does not know still has a key.
+func evalStatusKey(e *pb.Evaluation) string { return statusKey(e.GetStatus()) }
+
+func statusKey(s pb.EvalStatus) string { return strconv.Itoa(int(s)) }
 
 // productionSchema is what New builds an FSM from: every table, in the order
 // a snapshot writes them, and every command.
 func productionSchema() schema {
-	return schema{tables: []tableDef{nodesTable, serversTable}, commands: commands}
+	return schema{tables: []tableDef{
+		nodesTable, serversTable,
+		jobsTable, jobVersionsTable, evalsTable, allocsTable, nodeAllocIndexTable,
+	}, commands: commands}
 }
 
 // schema is what an FSM is built from: its data tables and the commands it

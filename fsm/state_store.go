@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
 )
@@ -135,6 +136,9 @@ type writeTxn struct {
 	index uint64
 	// writes counts rows inserted or deleted and tables touched.
 	writes int
+	// result is what the command being applied answers beyond its index
+	// (ApplyResult.Response), set by its apply function.
+	result proto.Message
 	// touched holds each table changed in this transaction with the index
 	// of the command that last changed it. commit writes them to the index
 	// table, so a batch writes each table's index once, not once a command.
