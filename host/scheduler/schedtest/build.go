@@ -1,0 +1,106 @@
+package schedtest
+
+import (
+	"fmt"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// Node returns a ready, eligible node with the raw_exec and mock drivers
+// healthy, 4000 MHz and 8192 MB free, linux/amd64.
+func Node(id string) *pb.Node {
+	return &pb.Node{
+		Id:          id,
+		Name:        "name-" + id,
+		Status:      pb.NodeStatus_NODE_STATUS_READY,
+		Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE,
+		Fingerprint: &pb.NodeFingerprint{
+			Hostname:   "host-" + id,
+			Os:         "linux",
+			Arch:       "amd64",
+			CpuCores:   4,
+			Attributes: map[string]string{"kernel.version": "6.1.0"},
+		},
+		Drivers: map[string]*pb.DriverInfo{
+			"raw_exec": {Name: "raw_exec", Detected: true, Healthy: true, Version: "1.0.0"},
+			"mock":     {Name: "mock", Detected: true, Healthy: true, Version: "1.0.0"},
+		},
+		Resources: &pb.NodeResources{CpuMhz: 4000, MemoryMb: 8192},
+		Meta:      map[string]string{},
+	}
+}
+
+// Job returns a job of type typ with one group "web" of count tasks
+// "task" (driver mock, 500 MHz, 256 MB).
+func Job(id string, typ pb.JobType, count int32) *pb.Job {
+	return &pb.Job{
+		Id:       id,
+		Name:     id,
+		Type:     typ,
+		Priority: 50,
+		Groups: []*pb.TaskGroup{{
+			Name:  "web",
+			Count: count,
+			Tasks: []*pb.Task{{
+				Name:      "task",
+				Driver:    "mock",
+				Resources: &pb.TaskResources{CpuMhz: 500, MemoryMb: 256},
+			}},
+		}},
+	}
+}
+
+// Eval returns a pending job-register evaluation for job.
+func Eval(id string, job *pb.Job) *pb.Evaluation {
+	return &pb.Evaluation{
+		Id:          id,
+		Priority:    job.GetPriority(),
+		Type:        job.GetType(),
+		TriggeredBy: pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER,
+		JobId:       job.GetId(),
+		Status:      pb.EvalStatus_EVAL_STATUS_PENDING,
+	}
+}
+
+// Alloc returns a running alloc of job's group "web" at index on node,
+// with the group's resources.
+func Alloc(id string, job *pb.Job, index int32, node string) *pb.Allocation {
+	tg := job.GetGroups()[0]
+	var cpu, mem int64
+	tasks := map[string]*pb.TaskResources{}
+	for _, t := range tg.GetTasks() {
+		cpu += t.GetResources().GetCpuMhz()
+		mem += t.GetResources().GetMemoryMb()
+		tasks[t.GetName()] = &pb.TaskResources{CpuMhz: t.GetResources().GetCpuMhz(), MemoryMb: t.GetResources().GetMemoryMb()}
+	}
+	return &pb.Allocation{
+		Id:            id,
+		Name:          fmt.Sprintf("%s.%s[%d]", job.GetId(), tg.GetName(), index),
+		Index:         index,
+		NodeId:        node,
+		NodeName:      "name-" + node,
+		JobId:         job.GetId(),
+		JobVersion:    job.GetVersion(),
+		TaskGroup:     tg.GetName(),
+		Resources:     &pb.AllocResources{CpuMhz: cpu, MemoryMb: mem, Tasks: tasks},
+		DesiredStatus: pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN,
+		ClientStatus:  pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING,
+	}
+}
+
+// Cluster returns a state with nodes nodes ("node-0000", ...) of
+// cpuMHz/memoryMB each and a service job "bench" of count allocs of
+// 100 MHz and 128 MB, with its register eval: the input of the scheduler
+// throughput benchmark (make bench and BenchmarkPlace5000On1000).
+func Cluster(nodes int, count int32, cpuMHz, memoryMB int64) (*State, *pb.Evaluation) {
+	st := NewState()
+	for i := 0; i < nodes; i++ {
+		n := Node(fmt.Sprintf("node-%04d", i))
+		n.Resources = &pb.NodeResources{CpuMhz: cpuMHz, MemoryMb: memoryMB}
+		st.AddNode(n)
+	}
+	job := Job("bench", pb.JobType_JOB_TYPE_SERVICE, count)
+	job.Groups[0].Tasks[0].Resources = &pb.TaskResources{CpuMhz: 100, MemoryMb: 128}
+	st.AddJob(job)
+	return st, Eval("bench-eval", job)
+}

@@ -1,0 +1,161 @@
+package schedtest
+
+import (
+	"fmt"
+	"sort"
+
+	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/rpc/pb"
+	"google.golang.org/protobuf/proto"
+)
+
+// State is an in-memory snapshot for the scheduler. Build it with the Add
+// methods; it implements scheduler.State. It is not safe for concurrent
+// writes, and reads return the stored messages (do not modify them).
+type State struct {
+	index    uint64
+	nodes    map[string]*pb.Node
+	jobs     map[string]*pb.Job
+	versions map[string]map[uint64]*pb.Job
+	allocs   map[string]*pb.Allocation
+}
+
+// NewState returns an empty snapshot at index 1.
+func NewState() *State {
+	return &State{
+		index:    1,
+		nodes:    map[string]*pb.Node{},
+		jobs:     map[string]*pb.Job{},
+		versions: map[string]map[uint64]*pb.Job{},
+		allocs:   map[string]*pb.Allocation{},
+	}
+}
+
+// SetIndex sets the snapshot's index.
+func (s *State) SetIndex(i uint64) { s.index = i }
+
+// AddNode stores (or replaces) a node.
+func (s *State) AddNode(n *pb.Node) { s.nodes[n.GetId()] = n }
+
+// AddJob stores the job as its current version and in its history.
+func (s *State) AddJob(j *pb.Job) {
+	s.jobs[j.GetId()] = j
+	s.AddJobVersion(j)
+}
+
+// AddJobVersion stores a job version in the history only.
+func (s *State) AddJobVersion(j *pb.Job) {
+	if s.versions[j.GetId()] == nil {
+		s.versions[j.GetId()] = map[uint64]*pb.Job{}
+	}
+	s.versions[j.GetId()][j.GetVersion()] = j
+}
+
+// PurgeJob removes the job and its history, keeping its allocs.
+func (s *State) PurgeJob(id string) {
+	delete(s.jobs, id)
+	delete(s.versions, id)
+}
+
+// AddAlloc stores (or replaces) an alloc.
+func (s *State) AddAlloc(a *pb.Allocation) { s.allocs[a.GetId()] = a }
+
+// Alloc returns a stored alloc or nil.
+func (s *State) Alloc(id string) *pb.Allocation { return s.allocs[id] }
+
+// Apply applies a plan as the plan command would (without its re-check):
+// stops change desired and client status and follow-up links, allocs are
+// stored (in-place updates replace the row), and a replaced alloc gets its
+// next_allocation. It lets tests run several evaluations in a row.
+func (s *State) Apply(p *pb.Plan) {
+	s.index++
+	for _, st := range p.GetStops() {
+		a := s.allocs[st.GetAllocId()]
+		if a == nil {
+			continue
+		}
+		a = proto.Clone(a).(*pb.Allocation)
+		a.DesiredStatus = st.GetDesiredStatus()
+		a.DesiredDescription = st.GetDesiredDescription()
+		if st.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
+			a.ClientStatus = st.GetClientStatus()
+		}
+		if st.GetFollowupEvalId() != "" {
+			a.FollowupEvalId = st.GetFollowupEvalId()
+		}
+		a.ModifyIndex = s.index
+		s.allocs[a.GetId()] = a
+	}
+	for _, a := range p.GetAllocs() {
+		a = proto.Clone(a).(*pb.Allocation)
+		if old := s.allocs[a.GetId()]; old != nil {
+			a.CreateIndex = old.GetCreateIndex()
+		} else {
+			a.CreateIndex = s.index
+		}
+		a.ModifyIndex = s.index
+		s.allocs[a.GetId()] = a
+		if prev := s.allocs[a.GetPreviousAllocation()]; prev != nil {
+			prev = proto.Clone(prev).(*pb.Allocation)
+			prev.NextAllocation = a.GetId()
+			s.allocs[prev.GetId()] = prev
+		}
+	}
+}
+
+// Index implements scheduler.State.
+func (s *State) Index() uint64 { return s.index }
+
+// Nodes implements scheduler.State, in ID order.
+func (s *State) Nodes() ([]*pb.Node, error) {
+	out := make([]*pb.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetId() < out[j].GetId() })
+	return out, nil
+}
+
+// Node implements scheduler.State.
+func (s *State) Node(id string) (*pb.Node, error) { return s.nodes[id], nil }
+
+// Job implements scheduler.State.
+func (s *State) Job(id string) (*pb.Job, error) { return s.jobs[id], nil }
+
+// JobVersion implements scheduler.State.
+func (s *State) JobVersion(id string, v uint64) (*pb.Job, error) {
+	return s.versions[id][v], nil
+}
+
+// AllocsByJob implements scheduler.State, in ID order.
+func (s *State) AllocsByJob(jobID string) ([]*pb.Allocation, error) {
+	return s.filter(func(a *pb.Allocation) bool { return a.GetJobId() == jobID }), nil
+}
+
+// AllocsByNode implements scheduler.State, in ID order.
+func (s *State) AllocsByNode(nodeID string) ([]*pb.Allocation, error) {
+	return s.filter(func(a *pb.Allocation) bool { return a.GetNodeId() == nodeID }), nil
+}
+
+func (s *State) filter(keep func(*pb.Allocation) bool) []*pb.Allocation {
+	var out []*pb.Allocation
+	for _, a := range s.allocs {
+		if keep(a) {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetId() < out[j].GetId() })
+	return out
+}
+
+// Seq returns an ID generator that yields prefix-1, prefix-2, ...: stable
+// IDs for tests and benchmarks (the scheduler takes IDs, it makes none).
+func Seq(prefix string) func() string {
+	n := 0
+	return func() string {
+		n++
+		return fmt.Sprintf("%s-%d", prefix, n)
+	}
+}
+
+var _ scheduler.State = (*State)(nil)
