@@ -45,18 +45,18 @@ func (e *allocsEndpoint) Get(ctx context.Context, req *pb.AllocGetRequest) (*pb.
 
 func (e *allocsEndpoint) List(ctx context.Context, req *pb.AllocListRequest) (*pb.AllocListResponse, error) {
 	prefix, node, job := req.GetPrefix(), req.GetNodeId(), req.GetJobId()
+	if node == "" && job == "" {
+		return e.page(ctx, req)
+	}
 	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
 		var (
 			allocs []*pb.Allocation
 			err    error
 		)
-		switch {
-		case node != "":
+		if node != "" {
 			allocs, err = st.AllocsByNode(ws, node)
-		case job != "":
+		} else {
 			allocs, err = st.AllocsByJob(ws, job)
-		default:
-			allocs, err = st.Allocs(ws)
 		}
 		if err != nil {
 			return nil, err
@@ -69,6 +69,34 @@ func (e *allocsEndpoint) List(ctx context.Context, req *pb.AllocListRequest) (*p
 		}
 		return out, nil
 	})
+}
+
+// page lists every alloc a page at a time from the table's primary index,
+// so a page costs its own size (plus what the prefix skips), not the
+// table's.
+func (e *allocsEndpoint) page(ctx context.Context, req *pb.AllocListRequest) (*pb.AllocListResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	prefix := req.GetPrefix()
+	from := max(req.GetQuery().GetNextToken(), prefix)
+	resp := &pb.AllocListResponse{}
+	var next string
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		allocs, nextID, err := st.AllocsPage(ws, from, n, func(a *pb.Allocation) bool { return strings.HasPrefix(a.GetId(), prefix) })
+		if err != nil {
+			return 0, err
+		}
+		resp.Allocs, next = allocs, nextID
+		return st.Index(fsm.TableAllocs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	meta.NextToken = next
+	resp.Meta = meta
+	return resp, nil
 }
 
 // allocList pages the allocs read returns, sorted by ID, and blocks on
@@ -177,7 +205,7 @@ func (e *evalsEndpoint) List(ctx context.Context, req *pb.EvalListRequest) (*pb.
 		if job != "" {
 			evals, err = st.EvalsByJob(ws, job)
 		} else {
-			evals, err = st.Evals(ws)
+			evals, _, err = st.EvalsPage(ws, "", 0, nil)
 		}
 		if err != nil {
 			return nil, err

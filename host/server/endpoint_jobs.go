@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -15,7 +15,6 @@ import (
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
 
@@ -64,8 +63,9 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 // checkDrivers checks every task's driver and config against the task
 // schemas the cluster's nodes reported. A driver no node has is a warning,
 // not an error: its nodes may not have joined yet, and the job waits
-// blocked until they do. A config the driver's schema refuses is an error
-// naming group, task and key.
+// blocked until they do (the CLI, which knows the built-in drivers too,
+// refuses an unknown driver with the file position). A config the
+// driver's schema refuses is an error naming group, task and key.
 func checkDrivers(snap *fsm.StateSnapshot, job *pb.Job) (warnings []string, err error) {
 	nodes, err := snap.Nodes(nil)
 	if err != nil {
@@ -79,22 +79,21 @@ func checkDrivers(snap *fsm.StateSnapshot, job *pb.Job) (warnings []string, err 
 			}
 		}
 	}
-	var problems []string
-	for _, g := range job.GetGroups() {
-		for _, t := range g.GetTasks() {
-			schema, ok := schemas[t.GetDriver()]
-			if !ok {
-				warnings = append(warnings, fmt.Sprintf("group %q task %q: no node has reported driver %q yet", g.GetName(), t.GetName(), t.GetDriver()))
-				continue
-			}
-			spec := sdk.ConfigSpec{Plugin: t.GetDriver(), Scope: sdk.ScopeTask, Schema: schema}
-			if _, err := spec.Validate(sdk.ConfigMap(t.GetConfig())); err != nil {
-				problems = append(problems, fmt.Sprintf("group %q task %q: %v", g.GetName(), t.GetName(), err))
-			}
-		}
+	err = jobspec.ValidateDrivers(job, schemas)
+	var all *jobspec.Errors
+	if !errors.As(err, &all) {
+		return nil, err
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("job %s: %s: %w", job.GetId(), strings.Join(problems, "; "), jobspec.ErrInvalidJob)
+	kept := &jobspec.Errors{}
+	for _, e := range all.Errs {
+		if errors.Is(e, jobspec.ErrUnknownDriver) {
+			warnings = append(warnings, e.Error())
+			continue
+		}
+		kept.Errs = append(kept.Errs, e)
+	}
+	if len(kept.Errs) > 0 {
+		return warnings, fmt.Errorf("job %s: %w", job.GetId(), kept)
 	}
 	return warnings, nil
 }
@@ -289,38 +288,12 @@ func (e *jobsEndpoint) Plan(ctx context.Context, req *pb.JobPlanRequest) (*pb.Jo
 	if err != nil {
 		return nil, err
 	}
-	old, err := snap.JobByID(nil, job.GetId())
-	if err != nil {
-		return nil, err
-	}
-	// The job as the state machine would store it: the next version, the
-	// current indexes.
-	job.Version, job.Stop = 0, false
-	if old != nil {
-		job.Version = old.GetVersion() + 1
-		job.CreateIndex, job.JobModifyIndex = old.GetCreateIndex(), old.GetJobModifyIndex()
-	}
-	now := s.cfg.Clock.Now().UnixNano()
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
-	res, err := scheduler.Schedule(planState{schedState{snap}, job}, eval, scheduler.Options{Now: now, NewID: newPlanID()})
+	resp, _, err := scheduler.PlanJob(schedState{snap}, job, scheduler.Options{Now: s.cfg.Clock.Now().UnixNano(), NewID: newPlanID()})
 	if err != nil {
 		return nil, fmt.Errorf("planning job %s: %w", job.GetId(), err)
 	}
-	diff := scheduler.Diff(old, job)
-	resp := &pb.JobPlanResponse{
-		JobModifyIndex: old.GetJobModifyIndex(),
-		DiffType:       diff.Type,
-		Groups:         diff.Groups,
-		FailedTgAllocs: res.Eval.GetFailedTgAllocs(),
-		Warnings:       warnings,
-		Meta:           s.queryMeta(schedState{snap}.Index()),
-	}
-	for _, g := range resp.Groups {
-		if a := res.Plan.GetAnnotations()[g.GetName()]; a != nil {
-			g.Updates = a
-		}
-	}
-	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].GetName() < resp.Groups[j].GetName() })
+	resp.Warnings = warnings
+	resp.Meta = s.queryMeta(schedState{snap}.Index())
 	return resp, nil
 }
 
@@ -332,26 +305,6 @@ func newPlanID() func() string {
 		n++
 		return fmt.Sprintf("plan-%08d-0000-0000-0000-000000000000", n)
 	}
-}
-
-// planState is the state with one job replaced, for Plan's dry run.
-type planState struct {
-	schedState
-	job *pb.Job
-}
-
-func (p planState) Job(id string) (*pb.Job, error) {
-	if id == p.job.GetId() {
-		return p.job, nil
-	}
-	return p.schedState.Job(id)
-}
-
-func (p planState) JobVersion(id string, v uint64) (*pb.Job, error) {
-	if id == p.job.GetId() && v == p.job.GetVersion() {
-		return p.job, nil
-	}
-	return p.schedState.JobVersion(id, v)
 }
 
 func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRequest) (*pb.AllocListResponse, error) {

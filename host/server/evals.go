@@ -59,7 +59,7 @@ func (s *Server) nodeEvals(st *fsm.StateSnapshot, nodeID string, trigger pb.Eval
 		jobs[job.GetId()] = job
 	}
 	if systemToo {
-		sys, err := st.JobsByType(nil, pb.JobType_JOB_TYPE_SYSTEM)
+		sys, _, err := st.JobsPage(nil, "", 0, func(j *pb.Job) bool { return j.GetType() == pb.JobType_JOB_TYPE_SYSTEM })
 		if err != nil {
 			return nil, err
 		}

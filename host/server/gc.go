@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"berth.dev/berth/fsm"
@@ -10,35 +11,85 @@ import (
 )
 
 // Garbage collection: the leader proposes, every few minutes and on
-// `berth system gc`, a GCCommand naming what is old and finished; the
-// state machine removes only what is still collectable when the command
-// applies, so nothing a live object references goes, whatever changed
-// between the proposal and its apply.
+// `berth system gc`, a GCCommand naming what fsm.GCCandidates finds
+// finished (the rules are in fsm/apply_gc.go); the state machine removes
+// only what is still collectable when the command applies, so nothing a
+// live object references goes, whatever changed between the proposal and
+// its apply.
 //
-// What is collected, once older than its threshold (forced: at once):
-//   - evaluations that finished (complete, failed, canceled);
-//   - allocs that ended on their client and that the servers no longer
-//     need: stopped by the servers, replaced (next_allocation), or whose
-//     job is stopped or gone;
-//   - jobs that are stopped (or batch jobs that are dead) with no allocs
-//     left and no pending evaluation, with their versions.
+// Age is measured in raft indexes, which the state carries, through a
+// time table the leader keeps in memory: every interval it records the
+// latest index with the time, and "older than an hour" becomes "last
+// modified before the index recorded an hour ago". A new leader's table is
+// empty, so it collects by age only once it has led for the threshold;
+// a forced collection (`system gc`) takes everything finished at once.
 
-// gcConfig holds the collector's thresholds.
+// gcConfig holds the collector's settings.
 type gcConfig struct {
-	interval time.Duration
-	evalAge  time.Duration
-	allocAge time.Duration
-	jobAge   time.Duration
+	interval  time.Duration
+	threshold time.Duration
+	// batch bounds how many objects of each kind one command names.
+	batch int
 }
 
 func defaultGCConfig() gcConfig {
-	return gcConfig{interval: 5 * time.Minute, evalAge: time.Hour, allocAge: time.Hour, jobAge: 4 * time.Hour}
+	return gcConfig{interval: 5 * time.Minute, threshold: time.Hour, batch: 5000}
 }
 
-// runGC collects garbage every interval until ctx ends. GC is the one
-// periodic loop here: nothing waits on it.
+// timeTable maps times to the raft index the leader had applied by then.
+type timeTable struct {
+	mu      sync.Mutex
+	entries []timeIndex
+}
+
+type timeIndex struct {
+	at    time.Time
+	index uint64
+}
+
+func (t *timeTable) record(at time.Time, index uint64, keep time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entries = append(t.entries, timeIndex{at, index})
+	// Keep one entry older than keep, the one answers are read from.
+	for len(t.entries) > 1 && at.Sub(t.entries[1].at) >= keep {
+		t.entries = t.entries[1:]
+	}
+}
+
+// indexAt returns the latest index recorded at or before at, 0 if none.
+func (t *timeTable) indexAt(at time.Time) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var idx uint64
+	for _, e := range t.entries {
+		if e.at.After(at) {
+			break
+		}
+		idx = e.index
+	}
+	return idx
+}
+
+func (t *timeTable) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entries = nil
+}
+
+// runGC records the time table and collects garbage every interval until
+// ctx ends. GC is the one periodic loop among the leader's: nothing waits
+// on it.
 func (s *Server) runGC(ctx context.Context) {
+	s.gcTimes.reset()
 	for {
+		now := s.cfg.Clock.Now()
+		if idx, err := s.fsm.State().LatestIndex(); err == nil {
+			s.gcTimes.record(now, idx, s.gc.threshold)
+		}
+		if _, err := s.collectGarbage(ctx, false); err != nil && ctx.Err() == nil {
+			s.logger.Warn("garbage collection", "error", err)
+		}
 		t := time.NewTimer(s.gc.interval)
 		select {
 		case <-ctx.Done():
@@ -46,62 +97,34 @@ func (s *Server) runGC(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := s.collectGarbage(ctx, false); err != nil && ctx.Err() == nil {
-			s.logger.Warn("garbage collection", "error", err)
-		}
 	}
 }
 
-// collectGarbage proposes one GCCommand with everything collectable now
-// (forced: regardless of age) and reports how much it named.
+// collectGarbage proposes one GCCommand with what is collectable and older
+// than the threshold (forced: everything collectable) and reports how much
+// it named; the apply may keep some that came back to life meanwhile.
 func (s *Server) collectGarbage(ctx context.Context, force bool) (*pb.GCResponse, error) {
-	snap := s.fsm.State().Snapshot()
-	now := s.cfg.Clock.Now()
-	old := func(at int64, age time.Duration) bool { return force || now.Sub(time.Unix(0, at)) >= age }
-	cmd := &pb.GCCommand{}
-
-	evals, err := snap.Evals(nil)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range evals {
-		switch e.GetStatus() {
-		case pb.EvalStatus_EVAL_STATUS_COMPLETE, pb.EvalStatus_EVAL_STATUS_FAILED, pb.EvalStatus_EVAL_STATUS_CANCELED:
-			if old(e.GetModifiedAt(), s.gc.evalAge) {
-				cmd.EvalIds = append(cmd.EvalIds, e.GetId())
-			}
-		}
-	}
-	allocs, err := snap.Allocs(nil)
-	if err != nil {
-		return nil, err
-	}
-	liveByJob := map[string]int{}
-	for _, a := range allocs {
-		job, err := snap.JobByID(nil, a.GetJobId())
+	st := s.fsm.State()
+	var before uint64
+	if force {
+		latest, err := st.LatestIndex()
 		if err != nil {
 			return nil, err
 		}
-		done := fsm.AllocClientTerminal(a) &&
-			(fsm.AllocServerTerminal(a) || a.GetNextAllocation() != "" || job == nil || job.GetStop())
-		if done && old(a.GetModifiedAt(), s.gc.allocAge) {
-			cmd.AllocIds = append(cmd.AllocIds, a.GetId())
-			continue
-		}
-		liveByJob[a.GetJobId()]++
+		before = latest + 1
+	} else {
+		before = s.gcTimes.indexAt(s.cfg.Clock.Now().Add(-s.gc.threshold))
 	}
-	jobs, err := snap.Jobs(nil)
+	resp := &pb.GCResponse{Meta: &pb.WriteMeta{}}
+	if before == 0 {
+		return resp, nil
+	}
+	cmd, err := st.Snapshot().GCCandidates(before, s.gc.batch)
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range jobs {
-		finished := j.GetStop() || (j.GetType() == pb.JobType_JOB_TYPE_BATCH && j.GetStatus() == pb.JobStatus_JOB_STATUS_DEAD)
-		if finished && liveByJob[j.GetId()] == 0 && old(j.GetSubmittedAt(), s.gc.jobAge) {
-			cmd.JobIds = append(cmd.JobIds, j.GetId())
-		}
-	}
-	resp := &pb.GCResponse{Evals: int32(len(cmd.EvalIds)), Allocs: int32(len(cmd.AllocIds)), Jobs: int32(len(cmd.JobIds)), Meta: &pb.WriteMeta{}}
-	if len(cmd.EvalIds)+len(cmd.AllocIds)+len(cmd.JobIds) == 0 {
+	resp.Evals, resp.Allocs, resp.Jobs = int32(len(cmd.GetEvalIds())), int32(len(cmd.GetAllocIds())), int32(len(cmd.GetJobIds()))
+	if resp.Evals+resp.Allocs+resp.Jobs == 0 {
 		return resp, nil
 	}
 	idx, err := s.raftApply(ctx, fsm.GC, cmd)
@@ -109,6 +132,6 @@ func (s *Server) collectGarbage(ctx context.Context, force bool) (*pb.GCResponse
 		return nil, fmt.Errorf("garbage collection of %d evaluations, %d allocs, %d jobs: %w", resp.Evals, resp.Allocs, resp.Jobs, err)
 	}
 	resp.Meta.Index = idx
-	s.logger.Info("garbage collected", "evals", resp.Evals, "allocs", resp.Allocs, "jobs", resp.Jobs)
+	s.logger.Info("garbage collected", "evals", resp.Evals, "allocs", resp.Allocs, "jobs", resp.Jobs, "forced", force)
 	return resp, nil
 }

@@ -56,7 +56,7 @@ func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	if _, err := snap.Nodes(ws); err != nil {
 		return prevLive
 	}
-	allocs, err := snap.Allocs(ws)
+	allocs, _, err := snap.AllocsPage(ws, "", 0, nil)
 	if err != nil {
 		return prevLive
 	}

@@ -49,6 +49,7 @@ type Server struct {
 	broker  *evalBroker
 	drainer *drainer
 	gc      gcConfig
+	gcTimes timeTable
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything

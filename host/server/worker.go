@@ -114,9 +114,9 @@ func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.P
 	if err != nil {
 		return nil, 0, err
 	}
-	pr, _ := res.Value.(*pb.PlanResult)
+	pr, _ := res.Response.(*pb.PlanResult)
 	if pr == nil {
-		return nil, 0, fmt.Errorf("plan apply at index %d: %w: %T", res.Index, fsm.ErrUnexpectedResponse, res.Value)
+		return nil, 0, fmt.Errorf("plan apply at index %d: %w: %T", res.Index, fsm.ErrUnexpectedResponse, res.Response)
 	}
 	return pr, res.Index, nil
 }

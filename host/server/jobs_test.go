@@ -1,0 +1,362 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// rawExecSchema is the shape of raw_exec's task schema, enough for the
+// servers' config check.
+var rawExecSchema = &driverpb.Schema{Fields: []*driverpb.Field{
+	{Name: "command", Type: driverpb.FieldType_FIELD_TYPE_STRING, Required: true},
+	{Name: "args", Type: driverpb.FieldType_FIELD_TYPE_LIST},
+}}
+
+// workNode is a node that can run raw_exec tasks: 4 GHz and 4 GiB.
+func workNode(name string) *pb.Node {
+	n := testNode(name)
+	n.Resources = &pb.NodeResources{CpuMhz: 4000, MemoryMb: 4096}
+	n.Drivers = map[string]*pb.DriverInfo{"raw_exec": {
+		Name: "raw_exec", Detected: true, Healthy: true, TaskSchema: rawExecSchema,
+	}}
+	return n
+}
+
+func serviceJob(id string, count int32) *pb.Job {
+	return &pb.Job{
+		Id: id, Name: id, Type: pb.JobType_JOB_TYPE_SERVICE, Priority: 50,
+		Groups: []*pb.TaskGroup{{
+			Name: "g", Count: count,
+			Tasks: []*pb.Task{{
+				Name: "t", Driver: "raw_exec",
+				Config: map[string]*driverpb.ConfigValue{
+					"command": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/bin/sleep"}},
+				},
+				Resources: &pb.TaskResources{CpuMhz: 100, MemoryMb: 128},
+			}},
+		}},
+	}
+}
+
+func ctx10s(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// liveAllocs reads the job's allocs the servers want running.
+func liveAllocs(t *testing.T, tc *testCluster, s *Server, job string) []*pb.Allocation {
+	t.Helper()
+	resp, err := pb.NewJobsClient(tc.conn(s)).Allocations(ctx10s(t), &pb.JobAllocationsRequest{JobId: job})
+	if err != nil {
+		t.Fatalf("allocations of %s: %v", job, err)
+	}
+	var out []*pb.Allocation
+	for _, a := range resp.GetAllocs() {
+		if a.GetDesiredStatus() == pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// waitAllocs waits until the job has want allocs to run, placed as check
+// accepts (nil: any placement), and returns them.
+func waitAllocs(t *testing.T, tc *testCluster, s *Server, job string, want int, check func([]*pb.Allocation) error) []*pb.Allocation {
+	t.Helper()
+	var allocs []*pb.Allocation
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		allocs = liveAllocs(t, tc, s, job)
+		if len(allocs) != want {
+			return fmt.Errorf("job %s has %d allocs to run, want %d", job, len(allocs), want)
+		}
+		if check != nil {
+			return check(allocs)
+		}
+		return nil
+	})
+	return allocs
+}
+
+func perNode(allocs []*pb.Allocation) map[string]int {
+	m := map[string]int{}
+	for _, a := range allocs {
+		m[a.GetNodeId()]++
+	}
+	return m
+}
+
+func TestJobRegisterPlacesAllocsAClientSeesAndStopStopsThem(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	for _, n := range []*pb.Node{n1, n2} {
+		if _, err := tc.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := pb.NewJobsClient(tc.conn(s))
+	reg, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob("web", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.GetEvalId() == "" || len(reg.GetWarnings()) != 0 {
+		t.Fatalf("register = %v", reg)
+	}
+	allocs := waitAllocs(t, tc, s, "web", 3, nil)
+	if m := perNode(allocs); len(m) != 2 {
+		t.Fatalf("3 allocs per node %v: the group's anti-affinity should use both nodes", m)
+	}
+	names := map[string]bool{}
+	for _, a := range allocs {
+		names[a.GetName()] = true
+		if a.GetJobVersion() != reg.GetVersion() || a.GetEvalId() != reg.GetEvalId() {
+			t.Fatalf("alloc %s: job version %d eval %s, want %d %s", a.GetId(), a.GetJobVersion(), a.GetEvalId(), reg.GetVersion(), reg.GetEvalId())
+		}
+	}
+	for i := range 3 {
+		if !names[fmt.Sprintf("web.g[%d]", i)] {
+			t.Fatalf("alloc names %v lack web.g[%d]", names, i)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		ev, err := pb.NewEvalsClient(tc.conn(s)).Get(ctx10s(t), &pb.EvalGetRequest{EvalId: reg.GetEvalId()})
+		if err != nil {
+			return err
+		}
+		if ev.GetEval().GetStatus() != pb.EvalStatus_EVAL_STATUS_COMPLETE {
+			return fmt.Errorf("eval %s is %s", reg.GetEvalId(), ev.GetEval().GetStatus())
+		}
+		return nil
+	})
+
+	// The client's watch returns its allocs with the job version they run.
+	ca := pb.NewClientAllocsClient(tc.conn(s))
+	w, err := ca.Watch(ctx10s(t), &pb.ClientAllocsRequest{NodeId: n1.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := perNode(allocs)[n1.GetId()]
+	if len(w.GetAllocs()) != mine || mine == 0 {
+		t.Fatalf("watch of n1 returned %d allocs, want %d", len(w.GetAllocs()), mine)
+	}
+	known := map[string]uint64{}
+	var updates []*pb.AllocClientUpdate
+	for _, a := range w.GetAllocs() {
+		if w.GetJobs()[JobKey("web", a.GetJobVersion())] == nil {
+			t.Fatalf("watch response lacks job web@%d: %v", a.GetJobVersion(), w.GetJobs())
+		}
+		known[a.GetId()] = a.GetAllocModifyIndex()
+		updates = append(updates, &pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING})
+	}
+	// A blocked watch is not woken by the client's own status updates.
+	watchDone := make(chan *pb.ClientAllocsResponse, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, err := ca.Watch(ctx, &pb.ClientAllocsRequest{NodeId: n1.GetId(), Known: known,
+			Query: &pb.QueryOptions{MinIndex: w.GetMeta().GetIndex(), MaxWaitMs: 20000}})
+		if err != nil {
+			t.Error(err)
+		}
+		watchDone <- r
+	}()
+	if _, err := ca.Update(ctx10s(t), &pb.ClientAllocUpdateRequest{NodeId: n1.GetId(), Updates: updates}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-watchDone:
+		t.Fatalf("the watch answered a client status update: %v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	got, err := jobs.Get(ctx10s(t), &pb.JobGetRequest{JobId: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.GetSummary().GetGroups()["g"]; g.GetRunning() != int32(mine) || g.GetPending() != int32(3-mine) {
+		t.Fatalf("summary %v, want %d running, %d pending", got.GetSummary(), mine, 3-mine)
+	}
+	if got.GetJob().GetStatus() != pb.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("job status %s, want running", got.GetJob().GetStatus())
+	}
+
+	// job stop: the watch wakes with the allocs to stop.
+	if _, err := jobs.Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-watchDone:
+		for _, a := range r.GetAllocs() {
+			if a.GetDesiredStatus() != pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP {
+				t.Fatalf("after job stop the watch returned alloc %s desired %s", a.GetId(), a.GetDesiredStatus())
+			}
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the client's watch did not wake when its allocs were stopped")
+	}
+	waitAllocs(t, tc, s, "web", 0, nil)
+}
+
+func TestRegisterRefusesAConfigTheDriverRefuses(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	if _, err := tc.register(s, workNode("n1")); err != nil {
+		t.Fatal(err)
+	}
+	job := serviceJob("bad", 1)
+	job.Groups[0].Tasks[0].Config = map[string]*driverpb.ConfigValue{
+		"comand": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/bin/sleep"}},
+	}
+	_, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: job})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("register with a misspelt config key = %v, want InvalidArgument", err)
+	}
+	for _, want := range []string{`task "t"`, "comand", "command"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	unknown := serviceJob("elsewhere", 1)
+	unknown.Groups[0].Tasks[0].Driver = "qemu"
+	resp, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: unknown})
+	if err != nil {
+		t.Fatalf("a driver no node has yet must not be refused: %v", err)
+	}
+	if len(resp.GetWarnings()) != 1 || !strings.Contains(resp.GetWarnings()[0], "qemu") {
+		t.Fatalf("warnings %v, want one naming qemu", resp.GetWarnings())
+	}
+}
+
+func TestNodeDownReplacesItsAllocsElsewhere(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	for _, n := range []*pb.Node{n1, n2} {
+		if _, err := tc.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob("web", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	before := waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
+		if m := perNode(as); len(m) != 2 {
+			return fmt.Errorf("per node %v", m)
+		}
+		return nil
+	})
+	var lost string
+	for _, a := range before {
+		if a.GetNodeId() == n1.GetId() {
+			lost = a.GetId()
+		}
+	}
+	// n2 heartbeats, n1 does not: past its TTL n1 goes down.
+	nodes := pb.NewNodesClient(tc.conn(s))
+	for range 3 {
+		if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		tc.clock.Advance(s.cfg.HeartbeatTTL / 2)
+	}
+	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	tc.clock.Advance(s.cfg.HeartbeatGrace)
+	waitNode(t, s, n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN)
+	after := waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
+		for _, a := range as {
+			if a.GetNodeId() != n2.GetId() {
+				return fmt.Errorf("alloc %s still on %s", a.GetId(), a.GetNodeId())
+			}
+		}
+		return nil
+	})
+	old, err := s.State().AllocByID(nil, lost)
+	if err != nil || old == nil {
+		t.Fatalf("lost alloc %s: %v %v", lost, old, err)
+	}
+	if old.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST || old.GetDesiredStatus() == pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
+		t.Fatalf("alloc of the down node: client %s desired %s, want lost and stopped", old.GetClientStatus(), old.GetDesiredStatus())
+	}
+	var replacement *pb.Allocation
+	for _, a := range after {
+		if a.GetPreviousAllocation() == lost {
+			replacement = a
+		}
+	}
+	if replacement == nil || replacement.GetName() != old.GetName() {
+		t.Fatalf("no replacement of %s (%s) among %v", lost, old.GetName(), after)
+	}
+}
+
+// TestLeaderFailoverMidSchedulingLosesNoEvaluation registers jobs while the
+// leader is replaced: every job ends with exactly its count of allocs (no
+// evaluation lost, none placed twice).
+func TestLeaderFailoverMidSchedulingLosesNoEvaluation(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	leader := tc.waitLeader()
+	for i := range 3 {
+		if _, err := tc.register(leader, workNode(fmt.Sprintf("n%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const jobs = 12
+	registered := map[string]bool{}
+	register := func(via *Server, id string) {
+		t.Helper()
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			_, err := pb.NewJobsClient(tc.conn(via)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob(id, 2)})
+			return err
+		})
+		registered[id] = true
+	}
+	follower := tc.followers(leader)[0]
+	for i := range jobs / 2 {
+		register(follower, fmt.Sprintf("job-%02d", i))
+	}
+	// The leader goes away while its workers have evaluations in hand.
+	tc.partition(leader)
+	newLeader := tc.waitLeader(leader)
+	for i := jobs / 2; i < jobs; i++ {
+		register(newLeader, fmt.Sprintf("job-%02d", i))
+	}
+	tc.heal(leader)
+	ids := make([]string, 0, len(registered))
+	for id := range registered {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		allocs := waitAllocs(t, tc, newLeader, id, 2, nil)
+		seen := map[string]bool{}
+		for _, a := range allocs {
+			if seen[a.GetName()] {
+				t.Fatalf("job %s: two live allocs named %s", id, a.GetName())
+			}
+			seen[a.GetName()] = true
+		}
+	}
+	// Nothing is left pending once every job is placed.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		pending, err := tc.waitLeader().State().EvalsByStatus(nil, pb.EvalStatus_EVAL_STATUS_PENDING)
+		if err != nil {
+			return err
+		}
+		if len(pending) != 0 {
+			return fmt.Errorf("%d evaluations still pending", len(pending))
+		}
+		return nil
+	})
+}
