@@ -360,3 +360,153 @@ func TestLeaderFailoverMidSchedulingLosesNoEvaluation(t *testing.T) {
 		return nil
 	})
 }
+
+func systemJob(id string) *pb.Job {
+	j := serviceJob(id, 1)
+	j.Type = pb.JobType_JOB_TYPE_SYSTEM
+	return j
+}
+
+// TestDrainMovesServiceAllocsBeforeSystemAllocs drains a node: its service
+// alloc is replaced elsewhere first; its system alloc is stopped only once
+// the service alloc stopped on the client; then the drain ends and the node
+// stays ineligible.
+func TestDrainMovesServiceAllocsBeforeSystemAllocs(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	for _, n := range []*pb.Node{n1, n2} {
+		if _, err := tc.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := pb.NewJobsClient(tc.conn(s))
+	for _, j := range []*pb.Job{serviceJob("web", 2), systemJob("agentd")} {
+		if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spread := func(as []*pb.Allocation) error {
+		if m := perNode(as); len(m) != 2 {
+			return fmt.Errorf("per node %v", m)
+		}
+		return nil
+	}
+	web := waitAllocs(t, tc, s, "web", 2, spread)
+	sys := waitAllocs(t, tc, s, "agentd", 2, spread)
+	ca := pb.NewClientAllocsClient(tc.conn(s))
+	report := func(node *pb.Node, allocs []*pb.Allocation, st pb.AllocClientStatus) {
+		t.Helper()
+		var ups []*pb.AllocClientUpdate
+		for _, a := range allocs {
+			if a.GetNodeId() == node.GetId() {
+				ups = append(ups, &pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: st})
+			}
+		}
+		if _, err := ca.Update(ctx10s(t), &pb.ClientAllocUpdateRequest{NodeId: node.GetId(), Updates: ups}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(n1, web, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING)
+	report(n1, sys, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING)
+
+	if _, err := pb.NewNodeOpsClient(tc.conn(s)).UpdateDrain(ctx10s(t), &pb.NodeDrainRequest{
+		NodeId: n1.GetId(), Drain: &pb.DrainStrategy{DeadlineMs: int64(time.Hour / time.Millisecond)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
+		if m := perNode(as); m[n1.GetId()] != 0 {
+			return fmt.Errorf("web per node %v", m)
+		}
+		return nil
+	})
+	// The system alloc stays while the service alloc still runs on n1.
+	sysOn := func() *pb.Allocation {
+		for _, a := range sys {
+			if a.GetNodeId() == n1.GetId() {
+				cur, _ := s.State().AllocByID(nil, a.GetId())
+				return cur
+			}
+		}
+		return nil
+	}
+	time.Sleep(200 * time.Millisecond) // give a wrong drainer the chance to act
+	if a := sysOn(); a.GetDesiredStatus() != pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN || a.GetDesiredTransition().GetMigrate() {
+		t.Fatalf("system alloc moved before the service alloc stopped: %v", a)
+	}
+	report(n1, web, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if a := sysOn(); a.GetDesiredStatus() == pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
+			return fmt.Errorf("system alloc on the drained node still desired %s", a.GetDesiredStatus())
+		}
+		return nil
+	})
+	if got := waitAllocs(t, tc, s, "agentd", 1, nil); got[0].GetNodeId() != n2.GetId() {
+		t.Fatalf("the system job runs on %s, want only n2", got[0].GetNodeId())
+	}
+	report(n1, sys, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		n, err := s.State().NodeByID(nil, n1.GetId())
+		if err != nil {
+			return err
+		}
+		if n.GetDrain() != nil {
+			return fmt.Errorf("node still draining")
+		}
+		if n.GetEligibility() != pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE {
+			return fmt.Errorf("drained node is %s, want ineligible", n.GetEligibility())
+		}
+		return nil
+	})
+}
+
+func TestSystemGCCollectsStoppedJobsAndTheirAllocs(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1 := workNode("n1")
+	if _, err := tc.register(s, n1); err != nil {
+		t.Fatal(err)
+	}
+	jobs := pb.NewJobsClient(tc.conn(s))
+	for _, id := range []string{"keep", "gone"} {
+		if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob(id, 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := waitAllocs(t, tc, s, "gone", 1, nil)
+	waitAllocs(t, tc, s, "keep", 1, nil)
+	if _, err := jobs.Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "gone", 0, nil)
+	sys := pb.NewSystemClient(tc.conn(s))
+	// The client has not reported the stopped alloc finished: nothing of
+	// the job may go yet.
+	if _, err := sys.GarbageCollect(ctx10s(t), &pb.GCRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.State().JobByID(nil, "gone"); j == nil {
+		t.Fatal("GC removed a stopped job whose alloc still runs on its client")
+	}
+	if _, err := pb.NewClientAllocsClient(tc.conn(s)).Update(ctx10s(t), &pb.ClientAllocUpdateRequest{NodeId: n1.GetId(),
+		Updates: []*pb.AllocClientUpdate{{AllocId: gone[0].GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		resp, err := sys.GarbageCollect(ctx10s(t), &pb.GCRequest{})
+		if err != nil {
+			return err
+		}
+		if j, _ := s.State().JobByID(nil, "gone"); j != nil {
+			return fmt.Errorf("stopped job still there after GC %v", resp)
+		}
+		return nil
+	})
+	if a, _ := s.State().AllocByID(nil, gone[0].GetId()); a != nil {
+		t.Fatalf("the stopped job's alloc survived its job: %v", a)
+	}
+	if j, _ := s.State().JobByID(nil, "keep"); j == nil || len(liveAllocs(t, tc, s, "keep")) != 1 {
+		t.Fatal("GC touched a running job")
+	}
+}
