@@ -63,22 +63,18 @@ func TestGroupSpreadsBeforeItStacks(t *testing.T) {
 	}
 }
 
-// TestSpreadDoesNotIgnoreOtherGroups: two groups of one job each spread
-// on their own; anti-affinity counts only the group's allocs.
+// TestAntiAffinityIsPerGroup: the penalty counts only the group's own
+// allocs, so a second group bin-packs onto the node the first one chose.
 func TestAntiAffinityIsPerGroup(t *testing.T) {
 	st := schedtest.NewState()
 	nodes(st, "n1", "n2")
-	job := schedtest.Job("j", pb.JobType_JOB_TYPE_SERVICE, 2)
+	job := schedtest.Job("j", pb.JobType_JOB_TYPE_SERVICE, 1)
 	g2 := proto.Clone(job.Groups[0]).(*pb.TaskGroup)
 	g2.Name = "api"
 	job.Groups = append(job.Groups, g2)
 	st.AddJob(job)
 	res := run(t, st, schedtest.Eval("e1", job))
-	perGroupNode := map[string]int{}
-	for _, a := range res.Plan.GetAllocs() {
-		perGroupNode[a.GetTaskGroup()+"@"+a.GetNodeId()]++
-	}
-	equal(t, "placements", perGroupNode, map[string]int{"api@n1": 1, "api@n2": 1, "web@n1": 1, "web@n2": 1})
+	equal(t, "placements", placed(res), []string{"j.api[0]@n1", "j.web[0]@n1"})
 }
 
 func constraintNode(id string, mut func(*pb.Node)) *pb.Node {
