@@ -83,4 +83,3 @@ func TestNodeAttribute(t *testing.T) {
 		}
 	}
 }
-
