@@ -12,7 +12,8 @@
 // and submits res.Plan as one raft command, stores res.Eval (complete,
 // with failed_tg_allocs, queued_allocations and plan_annotations) and
 // res.FollowUps: delayed reschedule evals (pending with wait_until), a
-// blocked eval when some placements found no node, and a rolling-update
+// blocked eval when some placements found no node (a blocked eval run
+// again that still fails is returned blocked itself), and a rolling-update
 // eval when max_parallel held destructive updates back.
 //
 // Service and batch jobs are reconciled index by index: each group keeps

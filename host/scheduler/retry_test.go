@@ -102,3 +102,30 @@ func TestPlanJobUnchanged(t *testing.T) {
 		t.Errorf("plan: %v", res.Plan)
 	}
 }
+
+// TestBlockedEvalReblocks: a blocked eval run again places what now fits
+// and, if some still do not, comes back blocked itself with no new
+// blocked eval; once everything fits it completes.
+func TestBlockedEvalReblocks(t *testing.T) {
+	st := schedtest.NewState()
+	nodes(st, "n1")
+	job := schedtest.Job("j", pb.JobType_JOB_TYPE_SERVICE, 20)
+	job.Groups[0].Tasks[0].Resources.CpuMhz = 1000
+	st.AddJob(job)
+	res := run(t, st, schedtest.Eval("e1", job))
+	equal(t, "placed", len(res.Plan.GetAllocs()), 4)
+	blocked := res.FollowUps[0]
+	st.Apply(res.Plan)
+
+	nodes(st, "n2")
+	blocked.Status = pb.EvalStatus_EVAL_STATUS_PENDING
+	res = run(t, st, blocked)
+	equal(t, "placed", len(res.Plan.GetAllocs()), 4)
+	equal(t, "status", []any{res.Eval.GetStatus(), res.Eval.GetBlockedEval(), len(res.FollowUps)}, []any{pb.EvalStatus_EVAL_STATUS_BLOCKED, "", 0})
+	equal(t, "queued", res.Eval.GetQueuedAllocations()["web"], int32(12))
+	st.Apply(res.Plan)
+
+	job.Groups[0].Count = 8
+	res = run(t, st, blocked)
+	equal(t, "status", res.Eval.GetStatus(), pb.EvalStatus_EVAL_STATUS_COMPLETE)
+}
