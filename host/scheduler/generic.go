@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"sort"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
@@ -238,20 +240,15 @@ func (s *sched) classify(batch bool, tg *pb.TaskGroup, a *pb.Allocation, replace
 	return &occupant{kind: occLive, index: idx, alloc: a}
 }
 
+// sortOccupants orders by index, live before replacements before waiting
+// before done; stable on the alloc order the caller sorted by.
 func sortOccupants(os []*occupant) {
-	// Stable on the alloc order (index, creation, ID) the caller sorted by.
-	for i := 1; i < len(os); i++ {
-		for j := i; j > 0 && occLess(os[j], os[j-1]); j-- {
-			os[j], os[j-1] = os[j-1], os[j]
+	sort.SliceStable(os, func(i, j int) bool {
+		if os[i].index != os[j].index {
+			return os[i].index < os[j].index
 		}
-	}
-}
-
-func occLess(a, b *occupant) bool {
-	if a.index != b.index {
-		return a.index < b.index
-	}
-	return a.kind < b.kind
+		return os[i].kind < os[j].kind
+	})
 }
 
 func dropDelayed(ds []delayed, a *pb.Allocation) []delayed {

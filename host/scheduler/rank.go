@@ -298,14 +298,19 @@ func binPackScore(u *nodeUsage, cpu, mem int64) float64 {
 }
 
 // score ranks node for g: bin packing, less a penalty per alloc of the
-// group already there (so a group spreads before it stacks), less a
-// penalty for nodes in avoid (where the alloc being rescheduled failed).
-// Components are averaged as Nomad's rank iterators do.
+// group already there, less a penalty for nodes in avoid (where the alloc
+// being rescheduled failed). Components are averaged as Nomad's rank
+// iterators do. The anti-affinity penalty is the node's allocs of the
+// group over the group's even share of the schedulable nodes (Nomad
+// divides by the group's count instead, which lets a large group stack on
+// a few nodes): a group spreads evenly first, and packs within its share.
 func (p *placer) score(g *groupCtx, n *pb.Node, u *nodeUsage, avoid map[string]bool) float64 {
 	sum, parts := binPackScore(u, g.cpu, g.mem), 1.0
 	if g.antiAffinity && g.count > 0 {
 		if c := p.perNode[n.GetId()][g.name]; c > 0 {
-			sum += math.Max(-1, -float64(c+1)/float64(g.count))
+			// Not clamped: a node further over its share must always
+			// rank lower, or a full sample would stack on the fullest.
+			sum -= float64(c) / float64(p.share(g))
 			parts++
 		}
 	}
@@ -314,6 +319,15 @@ func (p *placer) score(g *groupCtx, n *pb.Node, u *nodeUsage, avoid map[string]b
 		parts++
 	}
 	return sum / parts
+}
+
+// share is how many allocs of g each schedulable node takes when g is
+// spread evenly, at least 1.
+func (p *placer) share(g *groupCtx) int {
+	if len(p.ready) == 0 {
+		return 1
+	}
+	return max(1, (int(g.count)+len(p.ready)-1)/len(p.ready))
 }
 
 // place picks a node for one alloc of g. It returns nil and the metric

@@ -20,6 +20,10 @@ var (
 // failures makes one eval rather than one each.
 const rescheduleBatchWindowNS = 5_000_000_000
 
+// maxRescheduleDelayMS bounds a doubling delay without max_delay_ms (a
+// year), so a long chain of failures cannot overflow the time.
+const maxRescheduleDelayMS = 365 * 24 * 3_600_000
+
 // reschedulePolicy returns the group's policy or the default for the type.
 func reschedulePolicy(batch bool, tg *pb.TaskGroup) *pb.ReschedulePolicy {
 	if p := tg.GetReschedule(); p != nil {
@@ -80,6 +84,10 @@ func Reschedule(p *pb.ReschedulePolicy, a *pb.Allocation, now int64) RescheduleD
 	}
 	delay := p.GetDelayMs()
 	for i := 0; i < len(events) && delay > 0; i++ {
+		if delay > maxRescheduleDelayMS/2 {
+			delay = maxRescheduleDelayMS
+			break
+		}
 		delay *= 2
 		if p.GetMaxDelayMs() > 0 && delay >= p.GetMaxDelayMs() {
 			break

@@ -52,7 +52,9 @@ type Result struct {
 	Plan *pb.Plan
 	// Eval is the evaluation as it should be stored after this run: status
 	// complete, with snapshot_index, failed_tg_allocs, queued_allocations,
-	// plan_annotations, blocked_eval and next_eval filled.
+	// plan_annotations, blocked_eval and next_eval filled. A blocked eval
+	// (triggered_by queued-allocs) that still cannot place everything comes
+	// back with status blocked instead, and no new blocked eval is made.
 	Eval *pb.Evaluation
 	// FollowUps are new evaluations to store with the plan: delayed
 	// reschedules (pending, wait_until set), a blocked eval (status
@@ -278,7 +280,15 @@ func (s *sched) finish() *Result {
 	ev.PlanAnnotations = s.annotations
 	ev.QueuedAllocations = s.queued
 	ev.FailedTgAllocs = nil
-	if len(s.failed) > 0 {
+	switch {
+	case len(s.failed) > 0 && s.eval.GetTriggeredBy() == pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS:
+		// A blocked eval run again that still cannot place everything is
+		// blocked again itself, as Nomad re-blocks, rather than making a
+		// new blocked eval per capacity change.
+		ev.FailedTgAllocs = s.failed
+		ev.Status = pb.EvalStatus_EVAL_STATUS_BLOCKED
+		ev.StatusDescription = "some allocations could not be placed"
+	case len(s.failed) > 0:
 		ev.FailedTgAllocs = s.failed
 		b := s.newEval(pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS, pb.EvalStatus_EVAL_STATUS_BLOCKED, 0)
 		b.StatusDescription = "created to place remaining allocations"
