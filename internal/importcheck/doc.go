@@ -7,7 +7,8 @@
 //     their subpackages), no time.Now and friends, no dot import of time.
 //   - sdk/ imports nothing of berth outside sdk/, in its tests too, so it
 //     can become a module of its own.
-//   - packages outside host/ (and the root main package) do not import host/.
+//   - packages outside host/ do not import host/, except the programs that
+//     drive the whole product: the root main package and internal/bench.
 //
 // Test files of fsm/ and host/scheduler/ may use the clock and the
 // filesystem. The rules name directories, so the check refuses a root that
