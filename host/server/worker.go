@@ -152,6 +152,10 @@ func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error)
 	}
 }
 
+// SchedulerState is the scheduler's view of a state snapshot (the
+// workers', and the benchmarks' in internal/bench).
+func SchedulerState(snap *fsm.StateSnapshot) scheduler.State { return schedState{snap} }
+
 // schedState adapts a state snapshot to what the scheduler reads.
 type schedState struct{ snap *fsm.StateSnapshot }
 

@@ -32,7 +32,7 @@ func main() {
 // than exiting so that the CPU profile is written out.
 func run() int {
 	var opts options
-	only := flag.String("only", "", "run only the named section (raft, drivers, csi)")
+	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler)")
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
 	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
@@ -51,6 +51,7 @@ func run() int {
 		{"raft", benchRaft},
 		{"drivers", benchDrivers},
 		{"csi", benchCSI},
+		{"scheduler", benchScheduler},
 	}
 	failed := false
 	for _, s := range sections {
