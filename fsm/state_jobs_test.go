@@ -282,7 +282,8 @@ func TestPlanResultThroughRaft(t *testing.T) {
 	if res.GetAppliedAllocs() != 1 || !slices.Equal(res.GetRefusedNodes(), []string{"n2"}) || res.GetIndex() == 0 {
 		t.Errorf("PlanResultOf = %v, want a1 applied and n2 (not registered) refused", res)
 	}
-	if _, err := fsm.PlanResultOf(ctx, propose(fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{JobId: "gone"}})); !errors.Is(err, fsm.ErrJobNotFound) {
+	if _, err := fsm.PlanResultOf(ctx, propose(fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{JobId: "gone",
+		Allocs: []*pb.Allocation{{Id: "g1", NodeId: "n1", JobId: "gone"}}}})); !errors.Is(err, fsm.ErrJobNotFound) {
 		t.Errorf("plan for a job never registered: %v, want ErrJobNotFound", err)
 	}
 	if _, err := fsm.PlanResultOf(ctx, propose(fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "api"}})); !errors.Is(err, fsm.ErrUnexpectedResponse) {
