@@ -326,3 +326,48 @@ func TestGCCandidatesAreCollected(t *testing.T) {
 		t.Errorf("job web's versions after GC: %d", len(v))
 	}
 }
+
+// TestBatchGCSeesEarlierPlacement completes eval e1 and then, in one
+// batch, places a new alloc for it and collects it: the GC's check reads
+// the allocs' eval index through the batch's transaction, finds the new
+// live alloc and keeps e1.
+func TestBatchGCSeesEarlierPlacement(t *testing.T) {
+	f := jobsFixture(t)
+	applyOK(t, f, 5, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n1", Updates: []*pb.AllocClientUpdate{
+		{AllocId: "a1", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE},
+		{AllocId: "a2", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}})
+	applyOK(t, f, 6, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n2", Updates: []*pb.AllocClientUpdate{
+		{AllocId: "a3", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}})
+	applyOK(t, f, 7, fsm.JobDeregister, &pb.JobDeregisterCommand{JobId: "web"})
+	applyOK(t, f, 8, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{{Id: "e1", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_COMPLETE}}})
+	cmd, err := f.State().GCCandidates(100, 0)
+	if err != nil || !slices.Equal(cmd.GetEvalIds(), []string{"e1"}) || !slices.Equal(cmd.GetJobIds(), []string{"web"}) {
+		t.Fatalf("GCCandidates = %v, %v; want e1 and web with their allocs", cmd, err)
+	}
+	// Alone, the candidates go (checked on a copy restored from a
+	// snapshot); after the late placement, e1 and web stay.
+	control := fsm.New(testLogger(t))
+	if err := restoreBytes(control, snapshotBytes(t, f)); err != nil {
+		t.Fatal(err)
+	}
+	applyOK(t, control, 9, fsm.GC, cmd)
+	if e, _ := control.State().EvalByID(nil, "e1"); e != nil {
+		t.Fatal("the candidates alone did not collect e1")
+	}
+	gc := cmd
+	out := f.ApplyBatch([]*raft.Log{
+		{Index: 9, Type: raft.LogCommand, Data: mustEncode(t, fsm.PlanApply, planCmd("e1", alloc("late", "n1", 10)))},
+		{Index: 10, Type: raft.LogCommand, Data: mustEncode(t, fsm.GC, gc)},
+	})
+	for i, r := range out {
+		if err := r.(*fsm.ApplyResult).Err; err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	if e, _ := f.State().EvalByID(nil, "e1"); e == nil {
+		t.Error("e1 was collected though an alloc it placed earlier in the batch is live")
+	}
+	if j, _ := f.State().JobByID(nil, "web"); j == nil {
+		t.Error("web was collected though it has allocs")
+	}
+}
