@@ -18,9 +18,10 @@ import (
 // Refused as a whole, writing nothing: a plan with no job ID, an alloc
 // without ID or node, for another job, listed twice, both stopped and
 // placed, or moved to another node by an in-place update
-// (ErrInvalidCommand); a plan for a job that is not stored, purged since
-// the scheduler read it (ErrJobNotFound); an alloc running a version of
-// the job that job_versions does not hold (ErrJobVersionNotFound).
+// (ErrInvalidCommand); a plan placing or updating allocs of a job that is
+// not stored, purged since the scheduler read it (ErrJobNotFound: a purged
+// job's plan may only stop its allocs); an alloc running a version of the
+// job that job_versions does not hold (ErrJobVersionNotFound).
 //
 // Otherwise the plan is applied node by node, as Nomad applies it. A node
 // with placements or in-place updates (plan.allocs) refuses them, and then
@@ -56,12 +57,14 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	if err := checkEvals(cmd.GetEvals()); err != nil {
 		return fmt.Errorf("plan of eval %q: %w", plan.GetEvalId(), err)
 	}
+	// A purged job's plan may still stop its allocs (that is how `job stop
+	// -purge` stops them), but may place nothing.
 	job, err := jobsTable.first(tx, nil, plan.GetJobId())
 	if err != nil {
 		return err
 	}
-	if job == nil {
-		return fmt.Errorf("plan of eval %q: job %q: %w", plan.GetEvalId(), plan.GetJobId(), ErrJobNotFound)
+	if job == nil && len(plan.GetAllocs()) > 0 {
+		return fmt.Errorf("plan of eval %q places allocs of job %q: %w", plan.GetEvalId(), plan.GetJobId(), ErrJobNotFound)
 	}
 	nodes, err := planByNode(tx, plan)
 	if err != nil {

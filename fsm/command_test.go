@@ -21,6 +21,22 @@ var everyCommand = []struct {
 	{fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n1"}},
 	{fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", RpcAddr: "127.0.0.1:4647"}}},
 	{fsm.ServerDelete, &pb.ServerDeleteCommand{Id: "s1"}},
+	{fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "web", Type: pb.JobType_JOB_TYPE_SERVICE,
+		Groups: []*pb.TaskGroup{{Name: "g", Count: 2, Tasks: []*pb.Task{{Name: "t", Driver: "mock"}}}}},
+		Eval: &pb.Evaluation{Id: "e1", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_PENDING}, SubmittedAt: 5}},
+	{fsm.JobDeregister, &pb.JobDeregisterCommand{JobId: "web", Eval: &pb.Evaluation{Id: "e2", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_PENDING}}},
+	{fsm.JobRevert, &pb.JobRevertCommand{JobId: "web", Version: 0}},
+	{fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{{Id: "e3", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_BLOCKED}}}},
+	{fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e1", JobId: "web",
+		Allocs: []*pb.Allocation{{Id: "a1", NodeId: "n1", JobId: "web", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}},
+		Stops:  []*pb.AllocStop{{AllocId: "a0"}}},
+		Evals: []*pb.Evaluation{{Id: "e1", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_COMPLETE}}, AppliedAt: 9}},
+	{fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n1", Updates: []*pb.AllocClientUpdate{
+		{AllocId: "a1", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, TaskStates: map[string]*pb.TaskState{"t": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING}}}}}},
+	{fsm.AllocDesiredTransition, &pb.AllocDesiredTransitionCommand{Allocs: map[string]*pb.DesiredTransition{"a1": {Migrate: true}}}},
+	{fsm.NodeEligibility, &pb.NodeEligibilityCommand{NodeId: "n1", Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE}},
+	{fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: "n1", Drain: &pb.DrainStrategy{DeadlineMs: 1000}}},
+	{fsm.GC, &pb.GCCommand{AllocIds: []string{"a1"}, EvalIds: []string{"e1"}, JobIds: []string{"web"}}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -49,6 +65,8 @@ func TestMessageTypeNames(t *testing.T) {
 		fsm.NodeDeregister:   "NodeDeregister",
 		fsm.ServerUpsert:     "ServerUpsert",
 		fsm.ServerDelete:     "ServerDelete",
+		fsm.PlanApply:        "PlanApply",
+		fsm.GC:               "GC",
 		0:                    "Unknown(0)",
 		200:                  "Unknown(200)",
 	}
@@ -60,6 +78,8 @@ func TestMessageTypeNames(t *testing.T) {
 	// Command numbers are append-only: pin them.
 	pinned := map[fsm.MessageType]uint8{
 		fsm.NodeRegister: 1, fsm.NodeStatusUpdate: 2, fsm.NodeDeregister: 3, fsm.ServerUpsert: 4, fsm.ServerDelete: 5,
+		fsm.JobRegister: 6, fsm.JobDeregister: 7, fsm.JobRevert: 8, fsm.EvalUpsert: 9, fsm.PlanApply: 10,
+		fsm.AllocClientUpdate: 11, fsm.AllocDesiredTransition: 12, fsm.NodeEligibility: 13, fsm.NodeDrain: 14, fsm.GC: 15,
 	}
 	for typ, n := range pinned {
 		if uint8(typ) != n {

@@ -48,6 +48,61 @@
 // helpers with their writeTxn, which reads the batch's write transaction:
 // every index sees every row written earlier in the batch.
 //
+// # Jobs, evaluations and allocations
+//
+// Tables (state_schema.go): jobs holds each job's current version by ID;
+// job_versions the last JobVersionsKept (6) versions by job ID and version
+// (a fixed-width decimal key part, so versions sort as numbers and a job's
+// versions are a prefix read); evals by ID, indexed by job and by status
+// (the broker restores pending and blocked evals from EvalsByStatus);
+// allocs by ID, indexed by node, job and eval; node_alloc_index one
+// pb.TableIndex per node (its table field holds the node ID): the index of
+// the last server-side change to the node's allocs.
+//
+// Every row's create and modify indexes are set by the apply. A job also
+// has job_modify_index, moved only by changes to its specification
+// (register, stop, revert; check-index compares with it), never by status.
+// An alloc also has alloc_modify_index, moved only by server-side changes
+// (placement, in-place update, stop or loss, desired transition): a
+// client update moves modify_index alone. The node_alloc_index row moves
+// with them (and with a GC removal), so a client's blocking query on
+// NodeAllocsIndex wakes only for what the servers changed on its node.
+//
+// Commands: JobRegister (a new version, previous + 1 or 0, not stopped;
+// enforce_index refuses with ErrJobChanged), JobDeregister (stop: a new
+// version with stop set; purge: the job and its versions go, evals and
+// allocs stay for GC), JobRevert (a kept version registered again as a
+// new one), EvalUpsert, PlanApply, AllocClientUpdate, AllocDesiredTransition,
+// NodeEligibility, NodeDrain, GC; NodeStatusUpdate creates its evals. Each
+// command that carries evals creates them in the same apply, and every
+// change to allocs or evals recomputes the status of their jobs
+// (recomputeJobStatus: running while an alloc is not terminal, else
+// pending while an eval is live, else dead once stopped or evaluated).
+//
+// PlanApply is the last word on placements. It re-checks each node the
+// plan touches against the state of the apply itself, which includes the
+// commands applied earlier in its raft batch: new placements need the
+// node ready, eligible and not draining (NodeSchedulable), in-place
+// updates need it registered and not down, and the node's allocs that are
+// not terminal, less those the plan stops or updates there, plus the
+// plan's, must fit (AllocsFit, the scheduler's own function). Stops never
+// refuse: marking the allocs of a down node lost is what they are for. A
+// refusing node takes neither its placements nor its stops; the others
+// apply (all_at_once: none do). The evals travel with the plan and are
+// upserted only when no node refused. The answer, a *pb.PlanResult in
+// ApplyResult.Response, lists the refused nodes with reasons naming the
+// node and the exhausted dimension; PlanResultOf reads it. A plan placing
+// allocs of a job that is gone (ErrJobNotFound) or of a version
+// job_versions does not hold (ErrJobVersionNotFound) is refused whole.
+//
+// Client updates are trusted only for their own node (ErrAllocNodeMismatch),
+// skip allocs already collected, and never move a terminal client status
+// (complete, failed, lost) back. GC removes only what is still collectable
+// when it applies (apply_gc.go states the rules); GCCandidates proposes
+// what is. These tables are new: under the table rule below, their
+// commands, and NodeStatusUpdate's evals, are proposed only once every
+// server knows them.
+//
 // # Snapshots
 //
 // A snapshot is a versioned header, one record per row naming its table, an

@@ -45,6 +45,12 @@ func FuzzDecode(f *testing.F) {
 	base := [][]byte{
 		mustEncode(f, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: fullNode("n1")}),
 		mustEncode(f, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1"}}),
+		mustEncode(f, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: &pb.Node{Id: "n2", Status: pb.NodeStatus_NODE_STATUS_READY,
+			Resources: &pb.NodeResources{CpuMhz: 1000, MemoryMb: 1000}}}),
+		mustEncode(f, fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "web"},
+			Eval: &pb.Evaluation{Id: "e0", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_PENDING}}),
+		mustEncode(f, fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e0", JobId: "web",
+			Allocs: []*pb.Allocation{{Id: "a0", NodeId: "n2", JobId: "web", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}}}}),
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -139,8 +145,36 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 			t.Fatalf("inconsistent server (table index %d): %v", serversIdx, s)
 		}
 	}
-	if latest, _ := st.LatestIndex(); latest > maxIndex || latest != max(nodesIdx, serversIdx) {
-		t.Fatalf("latest index %d, table indexes %d/%d, applied up to %d", latest, nodesIdx, serversIdx, maxIndex)
+	jobsIdx, _ := st.Index(fsm.TableJobs)
+	jobs, _, err := st.JobsPage(nil, "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.GetCreateIndex() == 0 || j.GetCreateIndex() > j.GetJobModifyIndex() || j.GetJobModifyIndex() > j.GetModifyIndex() || j.GetModifyIndex() > jobsIdx {
+			t.Fatalf("inconsistent job (table index %d): %v", jobsIdx, j)
+		}
+		if v, _ := st.JobVersion(nil, j.GetId(), j.GetVersion()); v == nil {
+			t.Fatalf("job %q version %d is not in job_versions", j.GetId(), j.GetVersion())
+		}
+	}
+	allocsIdx, _ := st.Index(fsm.TableAllocs)
+	allocs, _, err := st.AllocsPage(nil, "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range allocs {
+		if a.GetCreateIndex() == 0 || a.GetCreateIndex() > a.GetAllocModifyIndex() || a.GetAllocModifyIndex() > a.GetModifyIndex() || a.GetModifyIndex() > allocsIdx {
+			t.Fatalf("inconsistent alloc (table index %d): %v", allocsIdx, a)
+		}
+	}
+	var tablesMax uint64
+	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex} {
+		idx, _ := st.Index(tbl)
+		tablesMax = max(tablesMax, idx)
+	}
+	if latest, _ := st.LatestIndex(); latest > maxIndex || latest != tablesMax {
+		t.Fatalf("latest index %d, highest table index %d, applied up to %d", latest, tablesMax, maxIndex)
 	}
 }
 

@@ -30,7 +30,8 @@ import (
 // Commands (index=N overrides the raft index, which otherwise counts up):
 //
 //	register-node id= [name= status=ready|down|unspecified|N desc= at= registered= http= drivers=(a,b) create= modify=]
-//	update-status id= status= [desc= at= if=]
+//	              [cpu= mem= eligible=true|false]
+//	update-status id= status= [desc= at= if= evals=(id:job,...)]
 //	deregister-node id=
 //	upsert-server id= [name= rpc= raft= http= version=]
 //	delete-server id=
@@ -42,6 +43,8 @@ import (
 //	restore-corrupt name= kind=   restore a damaged copy (see corrupt)
 //	roundtrip                     snapshot, restore into a fresh FSM, compare
 //	state                         print the state
+//
+// and the job, eval, alloc and node operation commands of script_jobs_test.go.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := newScriptHarness(t)
@@ -69,6 +72,54 @@ func newScriptHarness(t *testing.T) *scriptHarness {
 
 func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
 	var out strings.Builder
+	if data, ok := h.encode(t, td); ok {
+		h.apply(t, td, &out, data)
+	} else {
+		switch td.Cmd {
+		case "batch":
+			h.batch(t, td, &out)
+		case "reapply":
+			if h.last == nil {
+				td.Fatalf(t, "nothing to reapply")
+			}
+			h.report(&out, h.fsm.ApplyLog(h.last))
+		case "snapshot":
+			name := argString(t, td, "name", "")
+			h.snaps[name] = snapshotBytes(t, h.fsm)
+			fmt.Fprintf(&out, "snapshot %s: %s\n", name, describeSnapshot(t, h.snaps[name]))
+			return stableText(out.String())
+		case "restore":
+			h.reportRestore(&out, restoreBytes(h.fsm, h.snapshot(t, td)))
+		case "restore-corrupt":
+			kind := argString(t, td, "kind", "")
+			h.reportRestore(&out, restoreBytes(h.fsm, corrupt(t, td, h.snapshot(t, td), kind)))
+		case "roundtrip":
+			fmt.Fprintf(&out, "roundtrip: %s\n", roundtrip(t, h.fsm))
+			return out.String()
+		case "gc-candidates":
+			cmd, err := h.fsm.State().GCCandidates(uint64(argInt(t, td, "before", 0)), int(argInt(t, td, "limit", 0)))
+			if err != nil {
+				td.Fatalf(t, "GCCandidates: %v", err)
+			}
+			fmt.Fprintf(&out, "candidates: allocs=%v evals=%v jobs=%v\n", cmd.GetAllocIds(), cmd.GetEvalIds(), cmd.GetJobIds())
+			return out.String()
+		case "state":
+		default:
+			td.Fatalf(t, "unknown command %q", td.Cmd)
+		}
+	}
+	h.flushLogs(&out)
+	dump, err := dumpState(h.fsm.State())
+	if err != nil {
+		td.Fatalf(t, "dump: %v", err)
+	}
+	out.WriteString(dump)
+	return stableText(out.String())
+}
+
+// encode returns the raft entry a command of the script applies, false for
+// the commands that apply none.
+func (h *scriptHarness) encode(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 	switch td.Cmd {
 	case "register-node":
 		n := &pb.Node{Id: argString(t, td, "id", "")}
@@ -86,74 +137,54 @@ func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
 				n.Drivers[d] = &pb.DriverInfo{Name: d, Detected: true, Healthy: true}
 			}
 		}
-		h.apply(t, td, &out, mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n}))
+		if td.HasArg("cpu") || td.HasArg("mem") {
+			n.Resources = &pb.NodeResources{CpuMhz: argInt(t, td, "cpu", 0), MemoryMb: argInt(t, td, "mem", 0)}
+		}
+		if td.HasArg("eligible") {
+			n.Eligibility = argEligibility(t, td)
+		}
+		return mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n}), true
 	case "update-status":
-		h.apply(t, td, &out, mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
+		return mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 			NodeId:        argString(t, td, "id", ""),
 			Status:        argStatus(t, td, "status", pb.NodeStatus_NODE_STATUS_UNSPECIFIED),
 			Description:   argString(t, td, "desc", ""),
 			UpdatedAt:     argInt(t, td, "at", 0),
 			IfModifyIndex: uint64(argInt(t, td, "if", 0)),
-		}))
+			Evals:         argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE),
+		}), true
 	case "deregister-node":
-		h.apply(t, td, &out, mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{
+		return mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{
 			NodeId: argString(t, td, "id", ""),
-		}))
+		}), true
 	case "upsert-server":
 		id := argString(t, td, "id", "")
-		h.apply(t, td, &out, mustEncode(t, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{
+		return mustEncode(t, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{
 			Id:       id,
 			Name:     argString(t, td, "name", id),
 			RpcAddr:  argString(t, td, "rpc", ""),
 			RaftAddr: argString(t, td, "raft", ""),
 			HttpAddr: argString(t, td, "http", ""),
 			Version:  argString(t, td, "version", ""),
-		}}))
+		}}), true
 	case "delete-server":
-		h.apply(t, td, &out, mustEncode(t, fsm.ServerDelete, &pb.ServerDeleteCommand{
+		return mustEncode(t, fsm.ServerDelete, &pb.ServerDeleteCommand{
 			Id: argString(t, td, "id", ""),
-		}))
+		}), true
 	case "unknown-command":
 		typ := argInt(t, td, "type", -1)
 		if typ < 0 || typ > 255 {
 			td.Fatalf(t, "unknown-command needs type=0..255")
 		}
-		h.apply(t, td, &out, []byte{byte(typ), 0x0a, 0x02, 'h', 'i'})
+		return []byte{byte(typ), 0x0a, 0x02, 'h', 'i'}, true
 	case "apply-raw":
 		raw, err := hex.DecodeString(argString(t, td, "hex", ""))
 		if err != nil {
 			td.Fatalf(t, "hex: %v", err)
 		}
-		h.apply(t, td, &out, raw)
-	case "reapply":
-		if h.last == nil {
-			td.Fatalf(t, "nothing to reapply")
-		}
-		h.report(&out, h.fsm.ApplyLog(h.last))
-	case "snapshot":
-		name := argString(t, td, "name", "")
-		h.snaps[name] = snapshotBytes(t, h.fsm)
-		fmt.Fprintf(&out, "snapshot %s: %s\n", name, describeSnapshot(t, h.snaps[name]))
-		return stableText(out.String())
-	case "restore":
-		h.reportRestore(&out, restoreBytes(h.fsm, h.snapshot(t, td)))
-	case "restore-corrupt":
-		kind := argString(t, td, "kind", "")
-		h.reportRestore(&out, restoreBytes(h.fsm, corrupt(t, td, h.snapshot(t, td), kind)))
-	case "roundtrip":
-		fmt.Fprintf(&out, "roundtrip: %s\n", roundtrip(t, h.fsm))
-		return out.String()
-	case "state":
-	default:
-		td.Fatalf(t, "unknown command %q", td.Cmd)
+		return raw, true
 	}
-	h.flushLogs(&out)
-	dump, err := dumpState(h.fsm.State())
-	if err != nil {
-		td.Fatalf(t, "dump: %v", err)
-	}
-	out.WriteString(dump)
-	return stableText(out.String())
+	return encodeJobCommand(t, td)
 }
 
 // stableText undoes the protobuf library's deliberate randomization of its
@@ -180,6 +211,12 @@ func (h *scriptHarness) report(out *strings.Builder, res *fsm.ApplyResult) {
 		return
 	}
 	fmt.Fprintf(out, "%s@%d: ok\n", res.Type, res.Index)
+	if pr, ok := res.Response.(*pb.PlanResult); ok {
+		fmt.Fprintf(out, "plan result: index=%d applied allocs=%d stops=%d\n", pr.GetIndex(), pr.GetAppliedAllocs(), pr.GetAppliedStops())
+		for _, n := range pr.GetRefusedNodes() {
+			fmt.Fprintf(out, "refused %s: %s\n", n, pr.GetRefusals()[n])
+		}
+	}
 }
 
 func (h *scriptHarness) reportRestore(out *strings.Builder, err error) {
@@ -219,6 +256,11 @@ func sentinelName(err error) string {
 		{"ErrInvalidCommand", fsm.ErrInvalidCommand},
 		{"ErrNodeNotFound", fsm.ErrNodeNotFound},
 		{"ErrNodeChanged", fsm.ErrNodeChanged},
+		{"ErrJobNotFound", fsm.ErrJobNotFound},
+		{"ErrJobVersionNotFound", fsm.ErrJobVersionNotFound},
+		{"ErrJobChanged", fsm.ErrJobChanged},
+		{"ErrAllocNodeMismatch", fsm.ErrAllocNodeMismatch},
+		{"ErrNodeDraining", fsm.ErrNodeDraining},
 		{"ErrSnapshotVersion", fsm.ErrSnapshotVersion},
 		{"ErrSnapshotCorrupt", fsm.ErrSnapshotCorrupt},
 	} {
@@ -329,25 +371,41 @@ func describeSnapshot(t *testing.T, snap []byte) string {
 	return strings.Join(parts, " ")
 }
 
-// rowID decodes a snapshot row of the nodes or servers table and returns
-// its ID.
+// rowID decodes a snapshot row and returns its key (a job version's as
+// id@version).
 func rowID(t *testing.T, row *pb.TableRow) string {
-	var m interface {
-		proto.Message
-		GetId() string
-	}
+	var m proto.Message
 	switch row.GetTable() {
 	case fsm.TableNodes:
 		m = &pb.Node{}
 	case fsm.TableServers:
 		m = &pb.ServerMember{}
+	case fsm.TableJobs, fsm.TableJobVersions:
+		m = &pb.Job{}
+	case fsm.TableEvals:
+		m = &pb.Evaluation{}
+	case fsm.TableAllocs:
+		m = &pb.Allocation{}
+	case fsm.TableNodeAllocIndex:
+		m = &pb.TableIndex{}
 	default:
 		t.Fatalf("row of unexpected table %q", row.GetTable())
 	}
 	if err := proto.Unmarshal(row.GetRow(), m); err != nil {
 		t.Fatalf("%s row: %v", row.GetTable(), err)
 	}
-	return m.GetId()
+	switch r := m.(type) {
+	case *pb.Job:
+		if row.GetTable() == fsm.TableJobVersions {
+			return fmt.Sprintf("%s@%d", r.GetId(), r.GetVersion())
+		}
+		return r.GetId()
+	case *pb.TableIndex:
+		return r.GetTable()
+	case interface{ GetId() string }:
+		return r.GetId()
+	}
+	return ""
 }
 
 // roundtrip restores a snapshot of f into a fresh FSM and compares every
