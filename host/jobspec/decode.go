@@ -61,7 +61,6 @@ func (d *decoder) diags(diags hcl.Diagnostics, p path, kind error) {
 			msg = "syntax error: " + msg
 		}
 		d.errs.add(pos, p.String(), kind, "%s", msg)
-		d.reported[p.String()] = true
 	}
 }
 

@@ -76,7 +76,6 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		return nil, d.errs.err()
 	}
 	job.SourceFile = filename
-	Canonicalize(job)
 	v := &validator{errs: &d.errs, pos: d.pos, skip: d.reported}
 	v.job(job)
 	if o.drivers != nil {
@@ -131,8 +130,11 @@ func (d *decoder) job(b *hcl.Block) *pb.Job {
 		attrs:  []string{"name", "type", "priority"},
 		blocks: append(blocks("meta", "constraint", "update"), groupBlock),
 	})
+	job.Name = job.Id
 	if a := c.Attributes["name"]; a != nil {
-		job.Name, _ = d.str(a, p.f("name"))
+		if s, ok := d.str(a, p.f("name")); ok {
+			job.Name = s
+		}
 	}
 	job.Type = pb.JobType_JOB_TYPE_SERVICE
 	if a := c.Attributes["type"]; a != nil {
