@@ -104,23 +104,3 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 	d.errAt(a.Expr.Range(), p, ErrWrongType, "unsupported value of type %s", typeName(t))
 	return nil
 }
-
-// configKind names the kind of a config value the way a schema's field
-// types are named.
-func configKind(v *driverpb.ConfigValue) string {
-	switch v.GetKind().(type) {
-	case *driverpb.ConfigValue_StringValue:
-		return "string"
-	case *driverpb.ConfigValue_IntValue:
-		return "int"
-	case *driverpb.ConfigValue_BoolValue:
-		return "bool"
-	case *driverpb.ConfigValue_DurationNanos:
-		return "duration"
-	case *driverpb.ConfigValue_ListValue:
-		return "list(string)"
-	case *driverpb.ConfigValue_MapValue:
-		return "map(string)"
-	}
-	return "empty value"
-}

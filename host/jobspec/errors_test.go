@@ -383,6 +383,12 @@ web.hcl:10:22: group "a/b" task "": kill_timeout: durations are kept in whole mi
 			kind: ErrInvalidJob,
 		},
 		{
+			name: "invalid UTF-8",
+			src:  "job \"web\" {\n  meta {\n    a = \"\xff\"\n  }\n}\n",
+			want: `web.hcl:3:10: syntax error: the file is not valid UTF-8`,
+			kind: ErrSyntax,
+		},
+		{
 			name: "json: root array",
 			file: "web.json",
 			src:  "\n  [{\"job\": {}}]",

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -51,6 +52,12 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		opt(&o)
 	}
 	d := &decoder{pos: positions{}, reported: map[string]bool{}, src: src}
+	// Every string of a job is a protobuf string, which must be UTF-8; HCL
+	// would pass invalid bytes through into names and values.
+	if !utf8.Valid(src) {
+		d.errs.add(invalidUTF8(filename, src), "", ErrSyntax, "syntax error: the file is not valid UTF-8")
+		return nil, d.errs.err()
+	}
 	var file *hcl.File
 	var diags hcl.Diagnostics
 	if strings.EqualFold(filepath.Ext(filename), ".json") {
@@ -85,6 +92,24 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		return nil, err
 	}
 	return job, nil
+}
+
+// invalidUTF8 is the position of the first byte of src that is not UTF-8.
+func invalidUTF8(filename string, src []byte) Pos {
+	p := Pos{File: filename, Line: 1, Column: 1}
+	for len(src) > 0 {
+		r, n := utf8.DecodeRune(src)
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		if r == '\n' {
+			p.Line, p.Column = p.Line+1, 1
+		} else {
+			p.Column++
+		}
+		src = src[n:]
+	}
+	return p
 }
 
 var (
