@@ -26,7 +26,8 @@ type options struct {
 // WithDrivers makes Parse check each task's driver and config block against
 // the drivers' task config schemas, by driver name: an unknown driver, an
 // unknown or missing config key and a value of the wrong type are errors
-// with their positions. Without it the drivers are not checked (the server
+// with their positions. A driver mapped to a nil schema is known, its config
+// unchecked. Without WithDrivers the drivers are not checked (the server
 // checks them against its nodes when the job is registered).
 func WithDrivers(schemas map[string]*driverpb.Schema) Option {
 	return func(o *options) { o.drivers = schemas }

@@ -220,6 +220,8 @@ func TestValidateDrivers(t *testing.T) {
 			want: `group "app" task "server": config.image: driver "raw_exec" has no config key "image" (valid keys: args, command, cwd)`, kind: ErrUnknownKey},
 		{name: "unknown driver", driver: "rawexec",
 			want: `group "app" task "server": driver: no driver "rawexec" in the cluster; did you mean "raw_exec"?`, kind: ErrUnknownDriver},
+		{name: "known driver without a schema", driver: "legacy", config: sdk.ConfigMap{"anything": sdk.IntValue(1)},
+			schemas: map[string]*driverpb.Schema{"legacy": nil}},
 		{name: "no drivers at all", driver: "raw_exec", schemas: map[string]*driverpb.Schema{},
 			want: `group "app" task "server": driver: no driver "raw_exec" in the cluster (it has none)`, kind: ErrUnknownDriver},
 	} {
