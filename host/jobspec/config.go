@@ -83,7 +83,7 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 		for i, ev := range v.AsValueSlice() {
 			s, err := primitiveText(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.index(i), ErrWrongType, "%s (a config list holds strings)", err.msg)
+				d.errAt(a.Expr.Range(), p.index(i), err.kind, "%s (a config list holds strings)", err.msg)
 				return nil
 			}
 			list = append(list, s)
@@ -94,7 +94,7 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 		for k, ev := range v.AsValueMap() {
 			s, err := primitiveText(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.f(k), ErrWrongType, "%s (a config map holds strings)", err.msg)
+				d.errAt(a.Expr.Range(), p.f(k), err.kind, "%s (a config map holds strings)", err.msg)
 				return nil
 			}
 			m[k] = s

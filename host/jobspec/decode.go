@@ -345,7 +345,7 @@ func (d *decoder) stringList(a *hcl.Attribute, p path) ([]string, bool) {
 	for i, ev := range v.AsValueSlice() {
 		s, err := primitiveText(ev)
 		if err != nil {
-			d.errAt(a.Expr.Range(), p.index(i), ErrWrongType, "%s", err.msg)
+			d.errAt(a.Expr.Range(), p.index(i), err.kind, "%s", err.msg)
 			return nil, false
 		}
 		out = append(out, s)
@@ -366,7 +366,7 @@ func (d *decoder) stringMap(body hcl.Body, p path) map[string]string {
 		}
 		s, err := primitiveText(v)
 		if err != nil {
-			d.errAt(a.Expr.Range(), p.f(name), ErrWrongType, "%s", err.msg)
+			d.errAt(a.Expr.Range(), p.f(name), err.kind, "%s", err.msg)
 			continue
 		}
 		out[name] = s

@@ -383,6 +383,21 @@ web.hcl:10:22: group "a/b" task "": kill_timeout: durations are kept in whole mi
 			kind: ErrInvalidJob,
 		},
 		{
+			// Found by FuzzParse: spelling these out took seconds each.
+			name: "numbers with huge exponents",
+			src: `job "web" {
+  priority = 1e9999999
+  meta {
+    a = 1e-9999999
+  }
+}
+`,
+			want: `web.hcl:1:1: group: a job needs at least one group
+web.hcl:2:14: priority: 1e+9999999 or so is too large
+web.hcl:4:9: meta.a: number 1e-9999999 or so is out of range`,
+			kind: ErrInvalidJob,
+		},
+		{
 			name: "invalid UTF-8",
 			src:  "job \"web\" {\n  meta {\n    a = \"\xff\"\n  }\n}\n",
 			want: `web.hcl:3:10: syntax error: the file is not valid UTF-8`,

@@ -258,7 +258,7 @@ func (d *decoder) constraints(bs hcl.Blocks, p path) []*pb.Constraint {
 				// Versions and numbers are often written unquoted.
 				s, err := primitiveText(v)
 				if err != nil {
-					d.errAt(a.Expr.Range(), cp.f("value"), ErrWrongType, "%s", err.msg)
+					d.errAt(a.Expr.Range(), cp.f("value"), err.kind, "%s", err.msg)
 				}
 				con.Value = s
 			}
