@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"berth.dev/berth/internal/hclsrc"
 )
 
 // One table describes every configuration key, so that decoding a file,
@@ -257,14 +259,14 @@ func toUint64(v cty.Value) (uint64, error) {
 	}
 	bf := v.AsBigFloat()
 	if !bf.IsInt() {
-		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + bf.Text('g', -1)}
+		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + hclsrc.NumberText(bf)}
 	}
 	if bf.Sign() < 0 {
-		return 0, invalidf("must not be negative, got %s", bf.Text('f', 0))
+		return 0, invalidf("must not be negative, got %s", hclsrc.NumberText(bf))
 	}
 	n, acc := bf.Uint64()
 	if acc != big.Exact {
-		return 0, invalidf("%s is too large", bf.Text('f', 0))
+		return 0, invalidf("%s is too large", hclsrc.NumberText(bf))
 	}
 	return n, nil
 }
@@ -275,11 +277,11 @@ func toInt64(v cty.Value) (int64, error) {
 	}
 	bf := v.AsBigFloat()
 	if !bf.IsInt() {
-		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + bf.Text('g', -1)}
+		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + hclsrc.NumberText(bf)}
 	}
 	n, acc := bf.Int64()
 	if acc != big.Exact {
-		return 0, invalidf("%s is too large", bf.Text('f', 0))
+		return 0, invalidf("%s is too large", hclsrc.NumberText(bf))
 	}
 	return n, nil
 }

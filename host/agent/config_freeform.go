@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+
+	"berth.dev/berth/internal/hclsrc"
 )
 
 // A plugin's config body has no schema berth knows; the plugin validates it
@@ -126,7 +128,7 @@ func ctyToGo(v cty.Value) (any, error) {
 		}
 		f, _ := bf.Float64()
 		if math.IsInf(f, 0) {
-			return nil, invalidf("number %s is too large", bf.Text('g', 10))
+			return nil, invalidf("number %s is too large", hclsrc.NumberText(bf))
 		}
 		return f, nil
 	case t.IsListType(), t.IsTupleType(), t.IsSetType():

@@ -83,7 +83,7 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 		for i, ev := range v.AsValueSlice() {
 			s, err := primitiveText(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.index(i), ErrWrongType, "%s (a config list holds strings)", err.msg)
+				d.errAt(a.Expr.Range(), p.index(i), err.kind, "%s (a config list holds strings)", err.msg)
 				return nil
 			}
 			list = append(list, s)
@@ -94,7 +94,7 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 		for k, ev := range v.AsValueMap() {
 			s, err := primitiveText(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.f(k), ErrWrongType, "%s (a config map holds strings)", err.msg)
+				d.errAt(a.Expr.Range(), p.f(k), err.kind, "%s (a config map holds strings)", err.msg)
 				return nil
 			}
 			m[k] = s
@@ -103,24 +103,4 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 	}
 	d.errAt(a.Expr.Range(), p, ErrWrongType, "unsupported value of type %s", typeName(t))
 	return nil
-}
-
-// configKind names the kind of a config value the way a schema's field
-// types are named.
-func configKind(v *driverpb.ConfigValue) string {
-	switch v.GetKind().(type) {
-	case *driverpb.ConfigValue_StringValue:
-		return "string"
-	case *driverpb.ConfigValue_IntValue:
-		return "int"
-	case *driverpb.ConfigValue_BoolValue:
-		return "bool"
-	case *driverpb.ConfigValue_DurationNanos:
-		return "duration"
-	case *driverpb.ConfigValue_ListValue:
-		return "list(string)"
-	case *driverpb.ConfigValue_MapValue:
-		return "map(string)"
-	}
-	return "empty value"
 }

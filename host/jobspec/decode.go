@@ -61,7 +61,6 @@ func (d *decoder) diags(diags hcl.Diagnostics, p path, kind error) {
 			msg = "syntax error: " + msg
 		}
 		d.errs.add(pos, p.String(), kind, "%s", msg)
-		d.reported[p.String()] = true
 	}
 }
 
@@ -197,13 +196,13 @@ func (d *decoder) literal(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
 			if ds.HasErrors() {
 				continue
 			}
-			sv, err := convert.Convert(v, cty.String)
-			if err != nil || sv.IsNull() {
+			text, err := primitiveText(v)
+			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid template interpolation value",
-					Detail: "only strings, numbers and bools can be part of a string", Subject: part.Range().Ptr()})
+					Detail: err.msg + " (only strings, numbers and bools can be part of a string)", Subject: part.Range().Ptr()})
 				continue
 			}
-			s += sv.AsString()
+			s += text
 		}
 		return cty.StringVal(s), diags
 	case *hclsyntax.TemplateWrapExpr:
@@ -346,7 +345,7 @@ func (d *decoder) stringList(a *hcl.Attribute, p path) ([]string, bool) {
 	for i, ev := range v.AsValueSlice() {
 		s, err := primitiveText(ev)
 		if err != nil {
-			d.errAt(a.Expr.Range(), p.index(i), ErrWrongType, "%s", err.msg)
+			d.errAt(a.Expr.Range(), p.index(i), err.kind, "%s", err.msg)
 			return nil, false
 		}
 		out = append(out, s)
@@ -367,7 +366,7 @@ func (d *decoder) stringMap(body hcl.Body, p path) map[string]string {
 		}
 		s, err := primitiveText(v)
 		if err != nil {
-			d.errAt(a.Expr.Range(), p.f(name), ErrWrongType, "%s", err.msg)
+			d.errAt(a.Expr.Range(), p.f(name), err.kind, "%s", err.msg)
 			continue
 		}
 		out[name] = s
@@ -397,11 +396,11 @@ func wholeNumber64(v cty.Value) (int64, *valueError) {
 	}
 	bf := v.AsBigFloat()
 	if !bf.IsInt() {
-		return 0, &valueError{ErrWrongType, "whole number required, got " + bf.Text('g', -1)}
+		return 0, &valueError{ErrWrongType, "whole number required, got " + hclsrc.NumberText(bf)}
 	}
 	n, acc := bf.Int64()
 	if acc != big.Exact {
-		return 0, &valueError{ErrInvalidJob, bf.Text('f', 0) + " is too large"}
+		return 0, &valueError{ErrInvalidJob, hclsrc.NumberText(bf) + " is too large"}
 	}
 	return n, nil
 }
@@ -414,7 +413,14 @@ func primitiveText(v cty.Value) (string, *valueError) {
 	switch v.Type() {
 	case cty.String:
 		return v.AsString(), nil
-	case cty.Number, cty.Bool:
+	case cty.Number:
+		// Spelling out 1e9999999 would take seconds and megabytes; no
+		// sensible value is that large or that small.
+		if exp := v.AsBigFloat().MantExp(nil); exp > 1024 || exp < -1024 {
+			return "", &valueError{ErrInvalidJob, "number " + hclsrc.NumberText(v.AsBigFloat()) + " is out of range"}
+		}
+		fallthrough
+	case cty.Bool:
 		s, err := convert.Convert(v, cty.String)
 		if err == nil {
 			return s.AsString(), nil

@@ -13,16 +13,24 @@ import (
 
 // Defaults, Nomad's, so that a job written for Nomad behaves the same here.
 const (
-	DefaultPriority    = 50
-	DefaultCount       = 1
-	DefaultCPUMHz      = 100
-	DefaultMemoryMB    = 300
+	// DefaultPriority is a job's priority when it sets none.
+	DefaultPriority = 50
+	// DefaultCount is a group's count when it sets none.
+	DefaultCount = 1
+	// DefaultCPUMHz is what a task without resources.cpu reserves.
+	DefaultCPUMHz = 100
+	// DefaultMemoryMB is what a task without resources.memory reserves.
+	DefaultMemoryMB = 300
+	// DefaultKillTimeout is how long a stop waits after the kill signal.
 	DefaultKillTimeout = 5 * time.Second
-	DefaultKillSignal  = "SIGTERM"
+	// DefaultKillSignal is the signal a stop sends first.
+	DefaultKillSignal = "SIGTERM"
+	// DefaultLogMaxFiles is how many log files of each stream are kept.
 	DefaultLogMaxFiles = 10
 	// DefaultLogMaxFileSizeMB is logs.max_file_size, which is in MB.
 	DefaultLogMaxFileSizeMB = 10
-	DefaultMaxParallel      = 1
+	// DefaultMaxParallel is update.max_parallel when the job sets none.
+	DefaultMaxParallel = 1
 )
 
 // DefaultRestart returns the restart policy of a group that has no restart

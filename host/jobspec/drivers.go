@@ -17,9 +17,11 @@ import (
 // schemas, the task config schemas of the drivers that can run tasks, by
 // driver name: a driver not in schemas, a config key the schema does not
 // have, a required key left out and a value of the wrong type are errors
-// (*Errors, naming the task and the key). The server builds schemas from
-// its nodes' DriverInfo.task_schema; Parse does the same check, with
-// positions, given WithDrivers.
+// (*Errors, naming the task and the key). A driver present with a nil
+// schema is known but its config unchecked (a node that reported no
+// task_schema). The server builds schemas from its nodes'
+// DriverInfo.task_schema; Parse does the same check, with positions, given
+// WithDrivers.
 func ValidateDrivers(job *pb.Job, schemas map[string]*driverpb.Schema) error {
 	v := &validator{errs: &Errors{}}
 	v.drivers(job, schemas)
@@ -37,6 +39,9 @@ func (v *validator) drivers(job *pb.Job, schemas map[string]*driverpb.Schema) {
 			schema, ok := schemas[t.GetDriver()]
 			if !ok {
 				v.addKind(p.f("driver"), ErrUnknownDriver, "no driver %q in the cluster%s", t.GetDriver(), driversHint(t.GetDriver(), names))
+				continue
+			}
+			if schema == nil {
 				continue
 			}
 			v.driverConfig(p.f("config"), t.GetDriver(), schema, t.GetConfig())

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -25,7 +26,8 @@ type options struct {
 // WithDrivers makes Parse check each task's driver and config block against
 // the drivers' task config schemas, by driver name: an unknown driver, an
 // unknown or missing config key and a value of the wrong type are errors
-// with their positions. Without it the drivers are not checked (the server
+// with their positions. A driver mapped to a nil schema is known, its config
+// unchecked. Without WithDrivers the drivers are not checked (the server
 // checks them against its nodes when the job is registered).
 func WithDrivers(schemas map[string]*driverpb.Schema) Option {
 	return func(o *options) { o.drivers = schemas }
@@ -51,6 +53,12 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		opt(&o)
 	}
 	d := &decoder{pos: positions{}, reported: map[string]bool{}, src: src}
+	// Every string of a job is a protobuf string, which must be UTF-8; HCL
+	// would pass invalid bytes through into names and values.
+	if !utf8.Valid(src) {
+		d.errs.add(invalidUTF8(filename, src), "", ErrSyntax, "syntax error: the file is not valid UTF-8")
+		return nil, d.errs.err()
+	}
 	var file *hcl.File
 	var diags hcl.Diagnostics
 	if strings.EqualFold(filepath.Ext(filename), ".json") {
@@ -76,7 +84,6 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		return nil, d.errs.err()
 	}
 	job.SourceFile = filename
-	Canonicalize(job)
 	v := &validator{errs: &d.errs, pos: d.pos, skip: d.reported}
 	v.job(job)
 	if o.drivers != nil {
@@ -86,6 +93,24 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 		return nil, err
 	}
 	return job, nil
+}
+
+// invalidUTF8 is the position of the first byte of src that is not UTF-8.
+func invalidUTF8(filename string, src []byte) Pos {
+	p := Pos{File: filename, Line: 1, Column: 1}
+	for len(src) > 0 {
+		r, n := utf8.DecodeRune(src)
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		if r == '\n' {
+			p.Line, p.Column = p.Line+1, 1
+		} else {
+			p.Column++
+		}
+		src = src[n:]
+	}
+	return p
 }
 
 var (
@@ -131,8 +156,11 @@ func (d *decoder) job(b *hcl.Block) *pb.Job {
 		attrs:  []string{"name", "type", "priority"},
 		blocks: append(blocks("meta", "constraint", "update"), groupBlock),
 	})
+	job.Name = job.Id
 	if a := c.Attributes["name"]; a != nil {
-		job.Name, _ = d.str(a, p.f("name"))
+		if s, ok := d.str(a, p.f("name")); ok {
+			job.Name = s
+		}
 	}
 	job.Type = pb.JobType_JOB_TYPE_SERVICE
 	if a := c.Attributes["type"]; a != nil {
@@ -230,7 +258,7 @@ func (d *decoder) constraints(bs hcl.Blocks, p path) []*pb.Constraint {
 				// Versions and numbers are often written unquoted.
 				s, err := primitiveText(v)
 				if err != nil {
-					d.errAt(a.Expr.Range(), cp.f("value"), ErrWrongType, "%s", err.msg)
+					d.errAt(a.Expr.Range(), cp.f("value"), err.kind, "%s", err.msg)
 				}
 				con.Value = s
 			}

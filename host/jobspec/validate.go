@@ -52,8 +52,12 @@ func (v *validator) add(p path, format string, args ...any) {
 }
 
 func (v *validator) addKind(p path, kind error, format string, args ...any) {
-	if v.skip[p.String()] {
-		return
+	// A field the parser reported, or one inside it (a config key when the
+	// config block was misspelt), has been complained about already.
+	for q, ok := p, len(p.field) > 0; ok && len(q.field) > 0; q, ok = q.parent() {
+		if v.skip[q.String()] {
+			return
+		}
 	}
 	v.errs.add(v.pos.of(p), p.String(), kind, format, args...)
 }

@@ -49,7 +49,7 @@ func TestDropRootEcho(t *testing.T) {
 }
 
 func TestSuggest(t *testing.T) {
-	known := []string{"driver", "config", "resources", "kill_timeout"}
+	known := []string{"driver", "config", "resources", "kill_timeout", "="}
 	for name, want := range map[string]string{
 		"drvier":      "driver",
 		"confg":       "config",
@@ -57,6 +57,7 @@ func TestSuggest(t *testing.T) {
 		"kill_timout": "kill_timeout",
 		"image":       "",
 		"":            "",
+		"x":           "",
 	} {
 		if got := Suggest(name, known); got != want {
 			t.Errorf("Suggest(%q) = %q, want %q", name, got, want)

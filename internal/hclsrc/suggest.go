@@ -1,9 +1,10 @@
 package hclsrc
 
 // Suggest returns the candidate closest to name when it is close enough to
-// be a typo (at most two edits away), or "" when none is.
+// be a typo: at most two edits away, and fewer edits than name has
+// characters (otherwise "x" would be a typo of "=", and "" of anything short).
 func Suggest(name string, candidates []string) string {
-	best, bestDist := "", 3
+	best, bestDist := "", min(3, len([]rune(name)))
 	for _, c := range candidates {
 		if dist := editDistance(name, c); dist < bestDist {
 			best, bestDist = c, dist
