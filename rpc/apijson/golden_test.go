@@ -196,7 +196,7 @@ var goldens = []struct {
 	}},
 	{"job_plan", func() ([]byte, error) {
 		return apijson.Marshal(&pb.JobPlanResponse{JobModifyIndex: 29, DiffType: "edited",
-			Groups: []*pb.GroupDiff{{Name: "frontend", Type: "edited", Updates: &pb.PlanAnnotation{Place: 1, InPlaceUpdate: 2}, Fields: []string{"count: 2 => 3"}}},
+			Groups:         []*pb.GroupDiff{{Name: "frontend", Type: "edited", Updates: &pb.PlanAnnotation{Place: 1, InPlaceUpdate: 2}, Fields: []string{"count: 2 => 3"}}},
 			FailedTgAllocs: map[string]*pb.AllocMetric{}, Meta: &pb.QueryMeta{Index: 36, KnownLeader: true}})
 	}},
 	{"snapshot_record", func() ([]byte, error) {
