@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	hcljson "github.com/hashicorp/hcl/v2/json"
 	"github.com/zclconf/go-cty/cty"
+
+	"berth.dev/berth/internal/hclsrc"
 )
 
 // ParseConfig parses one configuration file: HCL, or HCL's JSON syntax when
@@ -27,18 +28,15 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 	if isJSONFile(filename) {
 		// HCL's JSON syntax also allows an array of objects at the root;
 		// berth does not, so that unknown keys can be found in one object.
-		if body := bytes.TrimLeft(src, " \t\r\n"); len(body) > 0 && body[0] == '[' {
-			off := len(src) - len(body)
-			line := bytes.Count(src[:off], []byte{'\n'}) + 1
-			col := off - (bytes.LastIndexByte(src[:off], '\n') + 1) + 1
-			d.errs.addUnprefixed(SourcePos{File: filename, Line: line, Column: col}, "", ErrWrongType,
+		if p, ok := hclsrc.JSONRootArray(src); ok {
+			d.errs.addUnprefixed(SourcePos{File: filename, Line: p.Line, Column: p.Column}, "", ErrWrongType,
 				"the root of a JSON configuration must be an object, not an array")
 			return nil, d.errs
 		}
 		file, diags = hcljson.Parse(src, filename)
-		diags = dropRootEcho(src, diags)
+		diags = hclsrc.DropRootEcho(src, diags)
 	} else {
-		split, ls := splitCompactHCL(src, filename)
+		split, ls := hclsrc.SplitCompact(src, filename)
 		d.split = ls
 		file, diags = hclsyntax.ParseConfig(split, filename, hcl.InitialPos)
 	}
@@ -54,25 +52,6 @@ func ParseConfig(filename string, src []byte) (*Config, error) {
 	return c, nil
 }
 
-// dropRootEcho removes the "root value must be object" diagnostic HCL's JSON
-// parser adds after any syntax error inside the root object, although the
-// root is an object. The parser appends it last, pointing at the root's
-// opening brace.
-func dropRootEcho(src []byte, diags hcl.Diagnostics) hcl.Diagnostics {
-	if len(diags) < 2 {
-		return diags
-	}
-	body := bytes.TrimLeft(src, " \t\r\n")
-	if len(body) == 0 || body[0] != '{' {
-		return diags
-	}
-	last := diags[len(diags)-1]
-	if last.Subject == nil || last.Subject.Start.Byte != len(src)-len(body) {
-		return diags
-	}
-	return diags[:len(diags)-1]
-}
-
 func isJSONFile(name string) bool {
 	return strings.EqualFold(filepath.Ext(name), ".json")
 }
@@ -81,13 +60,13 @@ func isJSONFile(name string) bool {
 // instead of stopping at the first.
 type decoder struct {
 	errs  ConfigErrors
-	split *lineSplit // non-nil when splitCompactHCL changed the source
+	split *hclsrc.LineSplit // non-nil when hclsrc.SplitCompact changed the source
 }
 
 func (d *decoder) posOf(r hcl.Range) SourcePos {
 	p := r.Start
 	if d.split != nil {
-		p = d.split.pos(p)
+		p = d.split.Pos(p)
 	}
 	return SourcePos{File: r.Filename, Line: p.Line, Column: p.Column}
 }
@@ -173,7 +152,7 @@ func (d *decoder) unknownKeys(body, remain hcl.Body, schema *hcl.BodySchema, whe
 		if where != "" {
 			msg += " in " + where
 		}
-		if s := suggest(name, known); s != "" {
+		if s := hclsrc.Suggest(name, known); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		d.errs.addUnprefixed(d.posOf(r), prefix+name, ErrUnknownKey, "%s", msg)
@@ -298,37 +277,4 @@ func (d *decoder) value(path string, a *hcl.Attribute) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	return v, true
-}
-
-// suggest returns the candidate closest to name when it is close enough to
-// be a typo.
-func suggest(name string, candidates []string) string {
-	best, bestDist := "", 3
-	for _, c := range candidates {
-		if dist := editDistance(name, c); dist < bestDist {
-			best, bestDist = c, dist
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	row := make([]int, len(rb)+1)
-	for j := range row {
-		row[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		diag := row[0]
-		row[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			diag, row[j] = row[j], min(row[j]+1, row[j-1]+1, diag+cost)
-		}
-	}
-	return row[len(rb)]
 }

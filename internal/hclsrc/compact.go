@@ -1,4 +1,4 @@
-package agent
+package hclsrc
 
 import (
 	"bytes"
@@ -18,22 +18,22 @@ import (
 //
 // HCL 2 wants a newline after every argument and after a block's closing
 // brace. Rather than reject configs written in that compact style,
-// splitCompactHCL inserts the missing newlines before parsing. A valid HCL 2
+// SplitCompact inserts the missing newlines before parsing. A valid HCL 2
 // file means the same after the split (only single-line blocks change, into
 // the multi-line form), and positions are mapped back so that errors point
 // into the file as written.
 
-// lineSplit records where newlines were inserted into src.
-type lineSplit struct {
+// LineSplit records where newlines were inserted into src.
+type LineSplit struct {
 	src []byte
 	at  []int // ascending offsets in src before which a newline was inserted
 }
 
-// splitCompactHCL returns src with newlines inserted where the compact style
+// SplitCompact returns src with newlines inserted where the compact style
 // left them out, and how to map positions back. It returns src unchanged and
-// a nil *lineSplit when nothing needs inserting or the tokens do not nest
+// a nil *LineSplit when nothing needs inserting or the tokens do not nest
 // properly, in which case the parser reports the problem on the original.
-func splitCompactHCL(src []byte, filename string) ([]byte, *lineSplit) {
+func SplitCompact(src []byte, filename string) ([]byte, *LineSplit) {
 	toks, diags := hclsyntax.LexConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		return src, nil
@@ -50,11 +50,11 @@ func splitCompactHCL(src []byte, filename string) ([]byte, *lineSplit) {
 		prev = off
 	}
 	out = append(out, src[prev:]...)
-	return out, &lineSplit{src: src, at: at}
+	return out, &LineSplit{src: src, at: at}
 }
 
 // pos maps a position in the split source back into the original.
-func (s *lineSplit) pos(p hcl.Pos) hcl.Pos {
+func (s *LineSplit) Pos(p hcl.Pos) hcl.Pos {
 	b := p.Byte
 	shift := 0
 	for j, off := range s.at {

@@ -1,4 +1,4 @@
-package agent
+package hclsrc
 
 import (
 	"testing"
@@ -43,12 +43,12 @@ func TestSplitCompactHCL(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, split := splitCompactHCL([]byte(tc.src), "a.hcl")
+			got, split := SplitCompact([]byte(tc.src), "a.hcl")
 			if string(got) != tc.want {
 				t.Errorf("split:\n got: %q\nwant: %q", got, tc.want)
 			}
 			if split == nil {
-				t.Fatalf("no lineSplit returned for a changed source")
+				t.Fatalf("no LineSplit returned for a changed source")
 			}
 			if _, diags := hclsyntax.ParseConfig(got, "a.hcl", hcl.InitialPos); diags.HasErrors() {
 				t.Errorf("split source does not parse: %v", diags)
@@ -76,9 +76,9 @@ func TestSplitCompactHCLLeavesValidHCLAlone(t *testing.T) {
 		"a = [for k, v in x : k => v if v]\n",
 		"a = {for k, v in x : k => v}\nb = 1\n",
 	} {
-		got, split := splitCompactHCL([]byte(src), "a.hcl")
+		got, split := SplitCompact([]byte(src), "a.hcl")
 		if split != nil || string(got) != src {
-			t.Errorf("splitCompactHCL changed valid HCL\n src: %q\n got: %q", src, got)
+			t.Errorf("SplitCompact changed valid HCL\n src: %q\n got: %q", src, got)
 		}
 	}
 }
@@ -86,19 +86,9 @@ func TestSplitCompactHCLLeavesValidHCLAlone(t *testing.T) {
 // Unbalanced input is left for the parser to report on the original text.
 func TestSplitCompactHCLUnbalanced(t *testing.T) {
 	for _, src := range []string{"a { b = 1\n", "a = 1 }\n", "a = [1 }\n", "a = \"${x\"\n"} {
-		got, split := splitCompactHCL([]byte(src), "a.hcl")
+		got, split := SplitCompact([]byte(src), "a.hcl")
 		if split != nil || string(got) != src {
-			t.Errorf("splitCompactHCL(%q) = %q, want it unchanged", src, got)
+			t.Errorf("SplitCompact(%q) = %q, want it unchanged", src, got)
 		}
-	}
-}
-
-func TestCompactPositionsMapBack(t *testing.T) {
-	src := "ports { http = 7646  rpc = 7647 }\nserver { enabled = true  bootstrap_expect = \"3\" }\n\nlog_level = \"info\"  log_jsn = true\n"
-	_, err := ParseConfig("a.hcl", []byte(src))
-	want := "a.hcl:2,45: server.bootstrap_expect: whole number required, got string\n" +
-		"a.hcl:4,21: unknown key \"log_jsn\" (did you mean \"log_json\"?)"
-	if err == nil || err.Error() != want {
-		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}
 }

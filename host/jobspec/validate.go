@@ -1,0 +1,403 @@
+package jobspec
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+)
+
+// Constraint operators. "==" is accepted as OpEqual and stored as it.
+const (
+	OpEqual         = "="
+	OpNotEqual      = "!="
+	OpRegexp        = "regexp"
+	OpVersion       = "version"
+	OpIsSet         = "is_set"
+	OpIsNotSet      = "is_not_set"
+	OpDistinctHosts = "distinct_hosts"
+)
+
+var operators = []string{OpEqual, "==", OpNotEqual, OpRegexp, OpVersion, OpIsSet, OpIsNotSet, OpDistinctHosts}
+
+// maxNameLen bounds job IDs and group, task and volume names, which end up
+// in alloc names, directory names and API paths.
+const maxNameLen = 128
+
+// ValidateJob checks a job the way Parse does, without positions: the
+// server calls it (after Canonicalize) on every job it is asked to
+// register, since one sent as JSON through the API was never parsed. The
+// error is *Errors, each entry naming its field path, such as
+// `group "api" task "web": resources.cpu`.
+func ValidateJob(job *pb.Job) error {
+	v := &validator{errs: &Errors{}}
+	v.job(job)
+	return v.errs.err()
+}
+
+// validator checks a decoded job. pos says where each field was written
+// (nil for a job from the API); skip holds the paths the parser reported
+// already.
+type validator struct {
+	errs *Errors
+	pos  positions
+	skip map[string]bool
+}
+
+func (v *validator) add(p path, format string, args ...any) {
+	v.addKind(p, ErrInvalidJob, format, args...)
+}
+
+func (v *validator) addKind(p path, kind error, format string, args ...any) {
+	// A field the parser reported, or one inside it (a config key when the
+	// config block was misspelt), has been complained about already.
+	for q, ok := p, len(p.field) > 0; ok && len(q.field) > 0; q, ok = q.parent() {
+		if v.skip[q.String()] {
+			return
+		}
+	}
+	v.errs.add(v.pos.of(p), p.String(), kind, format, args...)
+}
+
+func (v *validator) job(job *pb.Job) {
+	if job == nil {
+		v.add(path{}, "no job")
+		return
+	}
+	p := path{}
+	v.name(p.f("id"), "job ID", job.GetId())
+	if strings.ContainsFunc(job.GetName(), isControl) {
+		v.add(p.f("name"), "must not contain control characters, got %q", job.GetName())
+	}
+	if _, ok := pb.JobType_name[int32(job.GetType())]; !ok || job.GetType() == pb.JobType_JOB_TYPE_UNSPECIFIED {
+		v.add(p.f("type"), `must be "service", "batch" or "system"`)
+	}
+	if pr := job.GetPriority(); pr < 1 || pr > 100 {
+		v.add(p.f("priority"), "must be between 1 and 100, got %d", pr)
+	}
+	v.meta(p.f("meta"), job.GetMeta())
+	for i, c := range job.GetConstraints() {
+		v.constraint(p.at("constraint", i), c, false)
+	}
+	v.update(p.f("update"), job.GetUpdate())
+	if len(job.GetGroups()) == 0 {
+		v.add(p.f("group"), "a job needs at least one group")
+	}
+	seen := map[string]bool{}
+	for i, g := range job.GetGroups() {
+		if g == nil {
+			v.add(p.at("groups", i), "empty group")
+			continue
+		}
+		gp := p.in("group", g.GetName())
+		if seen[g.GetName()] {
+			v.add(gp, "duplicate group name")
+			continue
+		}
+		seen[g.GetName()] = true
+		v.group(gp, job, g)
+	}
+}
+
+func (v *validator) group(p path, job *pb.Job, g *pb.TaskGroup) {
+	v.name(p, "group name", g.GetName())
+	switch {
+	case g.GetCount() < 0:
+		v.add(p.f("count"), "must be >= 0, got %d", g.GetCount())
+	case job.GetType() == pb.JobType_JOB_TYPE_SYSTEM && g.GetCount() != 1:
+		v.add(p.f("count"), "a system job runs one alloc of each group on every node; leave count out (got %d)", g.GetCount())
+	}
+	v.restart(p.f("restart"), g.GetRestart())
+	v.reschedule(p.f("reschedule"), job.GetType(), g.GetReschedule())
+	for i, c := range g.GetConstraints() {
+		v.constraint(p.at("constraint", i), c, false)
+	}
+	if g.Update != nil {
+		v.update(p.f("update"), g.GetUpdate())
+	}
+	v.meta(p.f("meta"), g.GetMeta())
+	for _, name := range sortedKeys(g.GetVolumes()) {
+		v.volume(p.in("volume", name), name, g.GetVolumes()[name])
+	}
+
+	if len(g.GetTasks()) == 0 {
+		v.add(p, "no task: a group needs at least one task")
+	}
+	seen := map[string]bool{}
+	var leaders []string
+	for i, t := range g.GetTasks() {
+		if t == nil {
+			v.add(p.at("tasks", i), "empty task")
+			continue
+		}
+		tp := p.in("task", t.GetName())
+		if seen[t.GetName()] {
+			v.add(tp, "duplicate task name")
+			continue
+		}
+		seen[t.GetName()] = true
+		if t.GetLeader() {
+			leaders = append(leaders, t.GetName())
+		}
+		v.task(tp, job, g, t)
+	}
+	if len(leaders) > 1 {
+		v.add(p.in("task", leaders[1]).f("leader"), "a group has at most one leader task; %q is one already", leaders[0])
+	}
+}
+
+func (v *validator) restart(p path, r *pb.RestartPolicy) {
+	if r == nil {
+		v.add(p, "missing (Canonicalize fills in the default)")
+		return
+	}
+	if r.GetAttempts() < 0 {
+		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
+	}
+	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
+	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
+	if _, ok := pb.RestartMode_name[int32(r.GetMode())]; !ok || r.GetMode() == pb.RestartMode_RESTART_MODE_UNSPECIFIED {
+		v.add(p.f("mode"), `must be "fail" or "delay"`)
+	}
+	if n := int64(r.GetAttempts()); n > 0 && r.GetIntervalMs() > 0 && r.GetDelayMs() > 0 && n*r.GetDelayMs() > r.GetIntervalMs() {
+		v.add(p, "%d attempts %s apart do not fit in an interval of %s; lengthen interval or shorten delay",
+			n, fmtMs(r.GetDelayMs()), fmtMs(r.GetIntervalMs()))
+	}
+}
+
+func (v *validator) reschedule(p path, t pb.JobType, r *pb.ReschedulePolicy) {
+	if t == pb.JobType_JOB_TYPE_SYSTEM {
+		if r != nil {
+			v.add(p, "system jobs are not rescheduled: their allocs belong to their nodes")
+		}
+		return
+	}
+	if r == nil {
+		v.add(p, "missing (Canonicalize fills in the default)")
+		return
+	}
+	if r.GetAttempts() < 0 {
+		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
+	}
+	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
+	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
+	v.nonNegativeMs(p.f("max_delay"), r.GetMaxDelayMs())
+	if !r.GetUnlimited() && r.GetAttempts() > 0 && r.GetIntervalMs() == 0 {
+		v.add(p.f("interval"), "required when attempts is bounded (unlimited = false)")
+	}
+	if r.GetMaxDelayMs() > 0 && r.GetMaxDelayMs() < r.GetDelayMs() {
+		v.add(p.f("max_delay"), "%s is shorter than delay %s", fmtMs(r.GetMaxDelayMs()), fmtMs(r.GetDelayMs()))
+	}
+}
+
+func (v *validator) update(p path, u *pb.UpdateStrategy) {
+	if u == nil {
+		return
+	}
+	if u.GetMaxParallel() < 0 {
+		v.add(p.f("max_parallel"), "must be >= 0, got %d", u.GetMaxParallel())
+	}
+	v.nonNegativeMs(p.f("min_healthy_time"), u.GetMinHealthyMs())
+}
+
+func (v *validator) constraint(p path, c *pb.Constraint, inTask bool) {
+	if c == nil {
+		v.add(p, "empty constraint")
+		return
+	}
+	op := c.GetOperator()
+	if !slices.Contains(operators, op) {
+		v.add(p.f("operator"), "unknown operator %q%s", op, didYouMean(op, operators))
+		return
+	}
+	if op == OpDistinctHosts {
+		if inTask {
+			v.add(p.f("operator"), "distinct_hosts places a job's or group's allocs on different nodes; a task cannot ask for it")
+		}
+		if val := c.GetValue(); val != "" && val != "true" {
+			v.add(p.f("value"), `distinct_hosts takes no value but "true", got %q`, val)
+		}
+		return
+	}
+	if c.GetAttribute() == "" {
+		v.add(p.f("attribute"), "required for operator %q", op)
+	}
+	switch {
+	case op == OpIsSet || op == OpIsNotSet:
+	case c.GetValue() == "":
+		v.add(p.f("value"), "required for operator %q", op)
+	case op == OpRegexp:
+		if _, err := regexp.Compile(c.GetValue()); err != nil {
+			v.add(p.f("value"), "invalid regexp: %v", err)
+		}
+	case op == OpVersion:
+		if _, err := ParseVersionConstraint(c.GetValue()); err != nil {
+			v.add(p.f("value"), "%v", err)
+		}
+	}
+}
+
+// CSI access and attachment modes, as the claim code spells them.
+var (
+	accessModes = []string{"single-node-reader-only", "single-node-writer", "single-node-single-writer",
+		"single-node-multi-writer", "multi-node-reader-only", "multi-node-single-writer", "multi-node-multi-writer"}
+	attachmentModes = []string{"file-system", "block-device"}
+)
+
+func (v *validator) volume(p path, key string, vol *pb.VolumeRequest) {
+	if vol == nil {
+		v.add(p, "empty volume")
+		return
+	}
+	v.name(p, "volume name", key)
+	if vol.GetName() != key {
+		v.add(p.f("name"), "%q differs from the volume's key %q", vol.GetName(), key)
+	}
+	if vol.GetType() != "csi" {
+		v.add(p.f("type"), `must be "csi", got %q`, vol.GetType())
+	}
+	switch {
+	case vol.GetSource() == "" && vol.GetPerAlloc():
+		v.add(p.f("per_alloc"), "per_alloc appends the alloc index to source, which is empty")
+	case vol.GetSource() == "":
+		v.add(p.f("source"), "required: the ID of the volume to claim")
+	}
+	if m := vol.GetAccessMode(); m != "" && !slices.Contains(accessModes, m) {
+		v.add(p.f("access_mode"), "unknown access mode %q%s", m, didYouMean(m, accessModes))
+	}
+	if m := vol.GetAttachmentMode(); m != "" && !slices.Contains(attachmentModes, m) {
+		v.add(p.f("attachment_mode"), "unknown attachment mode %q%s", m, didYouMean(m, attachmentModes))
+	}
+}
+
+func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
+	v.name(p, "task name", t.GetName())
+	if t.GetDriver() == "" {
+		v.add(p.f("driver"), "required")
+	}
+	if r := t.GetResources(); r == nil {
+		v.add(p.f("resources"), "missing (Canonicalize fills in the default)")
+	} else {
+		if r.GetCpuMhz() < 1 {
+			v.add(p.f("resources").f("cpu"), "must be positive (MHz), got %d", r.GetCpuMhz())
+		}
+		if r.GetMemoryMb() < 1 {
+			v.add(p.f("resources").f("memory"), "must be positive (MB), got %d", r.GetMemoryMb())
+		}
+	}
+	v.nonNegativeMs(p.f("kill_timeout"), t.GetKillTimeoutMs())
+	if _, err := sdk.ParseSignal(t.GetKillSignal()); err != nil {
+		v.add(p.f("kill_signal"), "unknown signal %q (a name such as \"SIGINT\", or a number)", t.GetKillSignal())
+	}
+	for _, k := range sortedKeys(t.GetEnv()) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			v.add(p.f("env"), "invalid variable name %q", k)
+		}
+	}
+	v.meta(p.f("meta"), t.GetMeta())
+	if l := t.GetLifecycle(); l != nil {
+		switch l.GetHook() {
+		case pb.TaskHook_TASK_HOOK_PRESTART, pb.TaskHook_TASK_HOOK_POSTSTART:
+		case pb.TaskHook_TASK_HOOK_POSTSTOP:
+			if l.GetSidecar() {
+				v.add(p.f("lifecycle").f("sidecar"), "a poststop task runs after the others have stopped; it cannot be a sidecar")
+			}
+		default:
+			v.add(p.f("lifecycle").f("hook"), `must be "prestart", "poststart" or "poststop"`)
+		}
+	}
+	for i, c := range t.GetConstraints() {
+		v.constraint(p.at("constraint", i), c, true)
+	}
+	for i, m := range t.GetVolumeMounts() {
+		mp := p.at("volume_mount", i)
+		switch {
+		case m.GetVolume() == "":
+			v.add(mp.f("volume"), "required: the name of one of the group's volumes")
+		case g.GetVolumes()[m.GetVolume()] == nil:
+			v.add(mp.f("volume"), "the group declares no volume %q%s", m.GetVolume(), volumesHint(m.GetVolume(), g))
+		}
+		if m.GetDestination() == "" {
+			v.add(mp.f("destination"), "required: where the volume appears in the task")
+		}
+	}
+	if cp := t.GetCsiPlugin(); cp != nil {
+		pp := p.f("csi_plugin")
+		if cp.GetId() == "" {
+			v.add(pp.f("id"), "required: the plugin's ID, which volumes name")
+		} else {
+			v.name(pp.f("id"), "plugin ID", cp.GetId())
+		}
+		switch cp.GetType() {
+		case "controller":
+		case "node", "monolith":
+			if job.GetType() == pb.JobType_JOB_TYPE_BATCH {
+				v.add(pp.f("type"), "a %s plugin must keep running while volumes are mounted; it cannot be in a batch job", cp.GetType())
+			}
+		default:
+			v.add(pp.f("type"), `must be "controller", "node" or "monolith", got %q`, cp.GetType())
+		}
+		v.nonNegativeMs(pp.f("health_timeout"), cp.GetHealthTimeoutMs())
+	}
+	if l := t.GetLogs(); l == nil {
+		v.add(p.f("logs"), "missing (Canonicalize fills in the default)")
+	} else {
+		if l.GetMaxFiles() < 1 {
+			v.add(p.f("logs").f("max_files"), "must be at least 1")
+		}
+		if l.GetMaxFileSizeBytes() < 1 {
+			v.add(p.f("logs").f("max_file_size"), "must be positive")
+		}
+	}
+}
+
+func volumesHint(name string, g *pb.TaskGroup) string {
+	names := sortedKeys(g.GetVolumes())
+	if len(names) == 0 {
+		return " (declare it with a volume block in the group)"
+	}
+	return didYouMean(name, names)
+}
+
+// name checks a job ID or a group, task, volume or plugin name: they become
+// parts of alloc names, directories and API paths.
+func (v *validator) name(p path, what, s string) {
+	switch {
+	case s == "":
+		v.add(p, "%s must not be empty", what)
+	case len(s) > maxNameLen:
+		v.add(p, "%s is longer than %d characters", what, maxNameLen)
+	case strings.ContainsFunc(s, func(r rune) bool { return !isNameRune(r) }):
+		v.add(p, "%s %q may hold only letters, digits, '_', '-' and '.'", what, s)
+	case s == "." || s == "..":
+		v.add(p, "%s must not be %q", what, s)
+	}
+}
+
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func (v *validator) meta(p path, m map[string]string) {
+	for _, k := range sortedKeys(m) {
+		if k == "" || strings.ContainsFunc(k, isControl) {
+			v.add(p, "invalid key %q", k)
+		}
+	}
+}
+
+func (v *validator) nonNegativeMs(p path, n int64) {
+	if n < 0 {
+		v.add(p, "must not be negative, got %s", fmtMs(n))
+	}
+}
+
+// fmtMs formats milliseconds the way a job file writes durations.
+func fmtMs(n int64) string {
+	return fmt.Sprint(msDuration(n))
+}
