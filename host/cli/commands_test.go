@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -321,4 +323,30 @@ func TestNodeDrainEligibilityAndGC(t *testing.T) {
 		t.Fatalf("eligibility body %s", b)
 	}
 	wantOut(t, []string{"system", "gc", "-address", f.url}, 0, "Garbage collected 4 evaluations, 1 allocation and 0 jobs\n")
+}
+
+// TestJobFilesAreHCL goes through host/jobspec itself: validate accepts the
+// example job and reports every error of a broken one with file:line:col,
+// and run registers what the file says.
+func TestJobFilesAreHCL(t *testing.T) {
+	good := filepath.Join("..", "jobspec", "testdata", "web.hcl")
+	wantOut(t, []string{"job", "validate", good}, 0, `Job "web" is valid`)
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	if err := os.WriteFile(bad, []byte("job \"web\" {\n  group \"g\" {\n    cuont = 2\n    task \"t\" {\n      driver = \"raw_exec\"\n      kill_timeout = \"soon\"\n    }\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := wantOut(t, []string{"job", "validate", bad}, 1, bad+":3:5", "cuont", bad+":6")
+	if out != "" {
+		t.Fatalf("validate printed %q to stdout for a broken file", out)
+	}
+
+	f := newFakeCluster(t)
+	wantOut(t, []string{"job", "run", "-address", f.url, "-detach", good}, 0, evalID1)
+	req := &pb.JobRegisterRequest{}
+	if err := apijson.Unmarshal(f.body("PUT /v1/jobs"), req); err != nil {
+		t.Fatal(err)
+	}
+	if g := req.GetJob().GetGroups(); req.GetJob().GetId() != "web" || len(g) != 1 || g[0].GetName() != "app" || g[0].GetCount() != 2 {
+		t.Fatalf("registered %v", req.GetJob())
+	}
 }

@@ -5,24 +5,20 @@ import (
 	"io"
 	"os"
 
-	"google.golang.org/grpc/codes"
-
-	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/pb"
 )
 
-// parseJobSpec turns a job file (HCL, or HCL's JSON syntax) into a job; its
-// errors name file:line:col and the field. It is host/jobspec's Parse,
-// which the job commands reach through this variable so that their tests
-// can hand them jobs without depending on the spec's syntax.
-var parseJobSpec = func(filename string, _ []byte) (*pb.Job, error) {
-	return nil, fmt.Errorf("%s: %w", filename, errNoJobspec)
+// parseJobSpec turns a job file (HCL, or HCL's JSON syntax for .json) into a
+// job with its defaults, validated; its errors list every problem with
+// file:line:col and the field. The job commands reach jobspec through this
+// variable so that their tests can hand them jobs in the API's JSON,
+// independent of the spec's syntax (host/jobspec has its own tests).
+var parseJobSpec = func(filename string, src []byte) (*pb.Job, error) {
+	return jobspec.Parse(filename, src)
 }
 
-// errNoJobspec is what parseJobSpec answers until host/jobspec is linked in.
-var errNoJobspec = errcode.New(codes.Unimplemented, "this berth cannot parse job files: host/jobspec is not linked in")
-
-// readJobFile reads and parses a job file; "-" reads stdin.
+// readJobFile reads and parses a job file; "-" reads stdin (as HCL).
 func readJobFile(path string, stdin io.Reader) (*pb.Job, error) {
 	var src []byte
 	var err error
