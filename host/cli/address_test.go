@@ -94,6 +94,7 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"server force-leave":        {"s1"},
 		"job run":                   {jobFile},
 		"job plan":                  {jobFile},
+		"job validate":              {jobFile},
 		"job stop":                  {"web"},
 		"job history":               {"web"},
 		"job revert":                {"web", "1"},

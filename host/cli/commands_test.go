@@ -11,14 +11,25 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // at is a fixed instant for times the commands print.
 var at = time.Date(2026, 11, 23, 20, 34, 35, 610_000_000, time.UTC).UnixNano()
 
 func wantOut(t *testing.T, args []string, wantCode int, parts ...string) string {
+	t.Helper()
+	out, _ := wantOutErr(t, args, wantCode, parts...)
+	return out
+}
+
+// wantOutErr runs berth and checks its exit code and that each part is in
+// its stdout or stderr, and returns both.
+func wantOutErr(t *testing.T, args []string, wantCode int, parts ...string) (string, string) {
 	t.Helper()
 	code, out, errOut := berth(t, args...)
 	if code != wantCode {
@@ -29,7 +40,7 @@ func wantOut(t *testing.T, args []string, wantCode int, parts ...string) string 
 			t.Fatalf("berth %s: output lacks %q\nstdout:\n%s\nstderr: %s", strings.Join(args, " "), p, out, errOut)
 		}
 	}
-	return out
+	return out, errOut
 }
 
 // TestIDPrefixesResolveOrListTheCandidates resolves jobs, allocs, evals and
@@ -246,11 +257,11 @@ func TestJobHistoryRevertInspectValidate(t *testing.T) {
 	}
 
 	file := writeJobFile(t, testJob("db"))
-	wantOut(t, []string{"job", "validate", file}, 0, `Job "db" is valid`)
-	parseJobSpec = func(filename string, _ []byte) (*pb.Job, error) {
+	wantOut(t, []string{"job", "validate", "-address", f.url, file}, 0, `Job "db" is valid`, "Drivers not checked: no node reports")
+	parseJobSpec = func(filename string, _ []byte, _ ...jobspec.Option) (*pb.Job, error) {
 		return nil, &apiErr{text: filename + ":3:5: group \"g\": count: must not be negative"}
 	}
-	wantOut(t, []string{"job", "validate", file}, 1, file+`:3:5: group "g": count: must not be negative`)
+	wantOut(t, []string{"job", "validate", "-address", f.url, file}, 1, file+`:3:5: group "g": count: must not be negative`)
 }
 
 // TestEvalStatusAndList prints an evaluation with its placement failures
@@ -326,21 +337,36 @@ func TestNodeDrainEligibilityAndGC(t *testing.T) {
 }
 
 // TestJobFilesAreHCL goes through host/jobspec itself: validate accepts the
-// example job and reports every error of a broken one with file:line:col,
-// and run registers what the file says.
+// example job, checks its tasks against the drivers the nodes report, and
+// reports every error of a broken file with file:line:col; run registers
+// what the file says.
 func TestJobFilesAreHCL(t *testing.T) {
+	f := newFakeCluster(t)
+	f.nodes[nodeA] = &pb.Node{Id: nodeA, Drivers: map[string]*pb.DriverInfo{
+		"raw_exec": {Name: "raw_exec", Healthy: true, TaskSchema: &driverpb.Schema{Fields: []*driverpb.Field{
+			{Name: "command", Type: sdk.TypeString, Required: true}, {Name: "args", Type: sdk.TypeList}}}},
+		"docker": {Name: "docker"}, // no schema: not a driver validate knows
+	}}
 	good := filepath.Join("..", "jobspec", "testdata", "web.hcl")
-	wantOut(t, []string{"job", "validate", good}, 0, `Job "web" is valid`)
-	bad := filepath.Join(t.TempDir(), "bad.hcl")
-	if err := os.WriteFile(bad, []byte("job \"web\" {\n  group \"g\" {\n    cuont = 2\n    task \"t\" {\n      driver = \"raw_exec\"\n      kill_timeout = \"soon\"\n    }\n  }\n}\n"), 0o644); err != nil {
+	_, errOut := wantOutErr(t, []string{"job", "validate", "-address", f.url, good}, 0, `Job "web" is valid`)
+	if errOut != "" {
+		t.Fatalf("validate with driver schemas said %q", errOut)
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.hcl")
+	if err := os.WriteFile(bad, []byte("job \"web\" {\n  group \"g\" {\n    cuont = 2\n    task \"t\" {\n      driver = \"raw_exec\"\n      kill_timeout = \"soon\"\n      config { comand = \"x\" }\n    }\n  }\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := wantOut(t, []string{"job", "validate", bad}, 1, bad+":3:5", "cuont", bad+":6")
+	out := wantOut(t, []string{"job", "validate", "-address", f.url, bad}, 1, bad+":3:5", "cuont", bad+":6", "comand")
 	if out != "" {
 		t.Fatalf("validate printed %q to stdout for a broken file", out)
 	}
+	// No agent: the file is still checked, the drivers are not, and it says so.
+	_, errOut = wantOutErr(t, []string{"job", "validate", "-address", "127.0.0.1:1", good}, 0, `Job "web" is valid`)
+	if !strings.Contains(errOut, "Drivers not checked: no agent answered at http://127.0.0.1:1") {
+		t.Fatalf("validate without an agent said %q", errOut)
+	}
 
-	f := newFakeCluster(t)
 	wantOut(t, []string{"job", "run", "-address", f.url, "-detach", good}, 0, evalID1)
 	req := &pb.JobRegisterRequest{}
 	if err := apijson.Unmarshal(f.body("PUT /v1/jobs"), req); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
@@ -445,7 +446,7 @@ func writeJobFile(t *testing.T, job *pb.Job) string {
 		t.Fatal(err)
 	}
 	old := parseJobSpec
-	parseJobSpec = func(filename string, src []byte) (*pb.Job, error) {
+	parseJobSpec = func(filename string, src []byte, _ ...jobspec.Option) (*pb.Job, error) {
 		j := &pb.Job{}
 		if err := apijson.Unmarshal(src, j); err != nil {
 			return nil, fmt.Errorf("%s: %w", filename, err)

@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 func jobCommand() *cli.Command {
@@ -47,8 +50,9 @@ func jobCommand() *cli.Command {
 			},
 			{
 				Name:      "validate",
-				Usage:     "check a job file without submitting it",
+				Usage:     "check a job file without submitting it (drivers against the ones the agent's nodes report, when an agent answers)",
 				ArgsUsage: "FILE",
+				Flags:     []cli.Flag{addressFlag()},
 				Action:    jobValidate,
 			},
 			{
@@ -202,10 +206,51 @@ func jobValidate(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usageError(c, "job validate takes exactly one job file")
 	}
-	job, err := readJobFile(c.Args().First(), c.App.Reader)
+	name, src, err := readJobSource(c.Args().First(), c.App.Reader)
+	if err != nil {
+		return err
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	schemas, err := driverSchemas(c, client)
+	var opts []jobspec.Option
+	switch {
+	case errors.As(err, new(*api.Error)):
+		return fmt.Errorf("reading the nodes' drivers: %w", err)
+	case err != nil:
+		fmt.Fprintf(c.App.ErrWriter, "Drivers not checked: no agent answered at %s (%v)\n", client.Address(), err)
+	case len(schemas) == 0:
+		fmt.Fprintln(c.App.ErrWriter, "Drivers not checked: no node reports a driver's task config schema")
+	default:
+		opts = append(opts, jobspec.WithDrivers(schemas))
+	}
+	job, err := parseJob(name, src, opts...)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Job %q is valid\n", job.GetId())
 	return err
+}
+
+// driverSchemas gathers the task config schemas of the drivers the nodes
+// report, by driver name, preferring a healthy driver's: what the servers
+// check a job's tasks against when it is registered.
+func driverSchemas(c *cli.Context, client *api.Client) (map[string]*driverpb.Schema, error) {
+	nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	schemas := map[string]*driverpb.Schema{}
+	healthy := map[string]bool{}
+	for _, n := range nodes {
+		for name, d := range n.GetDrivers() {
+			if d.GetTaskSchema() == nil || healthy[name] {
+				continue
+			}
+			schemas[name], healthy[name] = d.GetTaskSchema(), d.GetHealthy()
+		}
+	}
+	return schemas, nil
 }

@@ -14,12 +14,20 @@ import (
 // file:line:col and the field. The job commands reach jobspec through this
 // variable so that their tests can hand them jobs in the API's JSON,
 // independent of the spec's syntax (host/jobspec has its own tests).
-var parseJobSpec = func(filename string, src []byte) (*pb.Job, error) {
-	return jobspec.Parse(filename, src)
-}
+var parseJobSpec = jobspec.Parse
 
 // readJobFile reads and parses a job file; "-" reads stdin (as HCL).
-func readJobFile(path string, stdin io.Reader) (*pb.Job, error) {
+func readJobFile(path string, stdin io.Reader, opts ...jobspec.Option) (*pb.Job, error) {
+	name, src, err := readJobSource(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	return parseJob(name, src, opts...)
+}
+
+// readJobSource reads a job file, or stdin for "-", and returns the name
+// its errors go by.
+func readJobSource(path string, stdin io.Reader) (string, []byte, error) {
 	var src []byte
 	var err error
 	if path == "-" {
@@ -29,14 +37,18 @@ func readJobFile(path string, stdin io.Reader) (*pb.Job, error) {
 		src, err = os.ReadFile(path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading job file: %w", err)
+		return "", nil, fmt.Errorf("reading job file: %w", err)
 	}
-	job, err := parseJobSpec(path, src)
+	return path, src, nil
+}
+
+func parseJob(name string, src []byte, opts ...jobspec.Option) (*pb.Job, error) {
+	job, err := parseJobSpec(name, src, opts...)
 	if err != nil {
 		return nil, err
 	}
 	if job.GetId() == "" {
-		return nil, fmt.Errorf("%s: the job has no ID", path)
+		return nil, fmt.Errorf("%s: the job has no ID", name)
 	}
 	return job, nil
 }
