@@ -91,8 +91,14 @@ func TestJobMethodsSendTheirRequests(t *testing.T) {
 		{func() error { _, err := c.Allocations().Stop(ctx, "a/1", true); return err }, "PUT /v1/allocation/a%2F1/stop?no_replace=true"},
 		{func() error { return c.Allocations().Restart(ctx, "a1", "web") }, "PUT /v1/allocation/a1/restart"},
 		{func() error { _, _, err := c.Allocations().Info(ctx, "a1", nil); return err }, "GET /v1/allocation/a1"},
-		{func() error { _, _, err := c.Evaluations().Info(ctx, "e1", &QueryOptions{Consistent: true}); return err }, "GET /v1/evaluation/e1?consistent=true"},
-		{func() error { _, err := c.NodeOps().Drain(ctx, "n1", &pb.DrainStrategy{DeadlineMs: -1}, false); return err }, "PUT /v1/node/n1/drain"},
+		{func() error {
+			_, _, err := c.Evaluations().Info(ctx, "e1", &QueryOptions{Consistent: true})
+			return err
+		}, "GET /v1/evaluation/e1?consistent=true"},
+		{func() error {
+			_, err := c.NodeOps().Drain(ctx, "n1", &pb.DrainStrategy{DeadlineMs: -1}, false)
+			return err
+		}, "PUT /v1/node/n1/drain"},
 		{func() error { _, err := c.NodeOps().Eligibility(ctx, "n1", true); return err }, "PUT /v1/node/n1/eligibility"},
 		{func() error { _, err := c.System().GC(ctx); return err }, "PUT /v1/system/gc"},
 	} {
