@@ -183,7 +183,7 @@ func allocLogs(c *cli.Context) error {
 		Task: task, Stderr: c.Bool("stderr"), Follow: c.Bool("f"), FromEnd: c.Bool("tail"), Offset: c.Int64("c"),
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the logs of alloc %s: %w", a.GetId(), err)
 	}
 	defer rc.Close()
 	if _, err := io.Copy(c.App.Writer, rc); err != nil {

@@ -203,13 +203,13 @@ func TestJobStatusListAndDetail(t *testing.T) {
 func TestJobPlanExitCodes(t *testing.T) {
 	f := newFakeCluster(t)
 	file := writeJobFile(t, testJob("web"))
-	f.planResp = &pb.JobPlanResponse{JobModifyIndex: 29, DiffType: "edited", Groups: []*pb.GroupDiff{
+	f.planResp = &pb.JobPlanResponse{JobModifyIndex: 29, DiffType: "edited", Fields: []string{"priority: 50 => 70"}, Groups: []*pb.GroupDiff{
 		{Name: "frontend", Type: "edited", Updates: &pb.PlanAnnotation{Place: 1, InPlaceUpdate: 2}, Fields: []string{"count: 2 => 3"}},
 		{Name: "cache", Type: "deleted", Updates: &pb.PlanAnnotation{Stop: 1}},
 	}}
 	out := wantOut(t, []string{"job", "plan", "-address", f.url, file}, planChanges)
 	for _, want := range []string{
-		"+/- Job: \"web\"\n+/- Task Group: \"frontend\" (1 create, 2 in-place update)\n      count: 2 => 3\n- Task Group: \"cache\" (1 destroy)\n",
+		"+/- Job: \"web\"\n  priority: 50 => 70\n+/- Task Group: \"frontend\" (1 create, 2 in-place update)\n      count: 2 => 3\n- Task Group: \"cache\" (1 destroy)\n",
 		"Scheduler dry-run:\n- All tasks successfully allocated.\n",
 		"berth job run -check-index 29 " + file + "\n",
 	} {

@@ -101,9 +101,10 @@ func jobRun(c *cli.Context) error {
 	if c.IsSet("check-index") {
 		opts = &api.RegisterOptions{EnforceIndex: true, ModifyIndex: c.Uint64("check-index")}
 	}
+	// The servers' refusals name the job already.
 	resp, err := client.Jobs().Register(c.Context, job, opts)
 	if err != nil {
-		return fmt.Errorf("registering job %s: %w", job.GetId(), err)
+		return err
 	}
 	return followWrite(c, client, resp.GetEvalId(), resp.GetMeta().GetIndex(), resp.GetWarnings(), true)
 }

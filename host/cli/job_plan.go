@@ -76,6 +76,9 @@ func diffMarker(diffType string) string {
 
 func printPlan(w io.Writer, job *pb.Job, resp *pb.JobPlanResponse, file string) {
 	fmt.Fprintf(w, "%sJob: %q\n", diffMarker(resp.GetDiffType()), job.GetId())
+	for _, f := range resp.GetFields() {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
 	for _, g := range resp.GetGroups() {
 		fmt.Fprintf(w, "%sTask Group: %q", diffMarker(g.GetType()), g.GetName())
 		if counts := annotationCounts(g.GetUpdates()); counts != "" {

@@ -161,7 +161,7 @@ func TestJobRunDetachAndCheckIndex(t *testing.T) {
 	}
 
 	code, _, errOut = berth(t, "job", "run", "-address", "127.0.0.1:1", file)
-	if code != 1 || !strings.Contains(errOut, "registering job web") {
+	if code != 1 || !strings.Contains(errOut, "PUT /v1/jobs") || !strings.Contains(errOut, "127.0.0.1:1") {
 		t.Fatalf("unreachable agent: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = berth(t, "job", "run", "-address", f.url, file+".missing")

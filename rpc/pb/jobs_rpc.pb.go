@@ -1045,8 +1045,11 @@ type JobPlanResponse struct {
 	FailedTgAllocs map[string]*AllocMetric `protobuf:"bytes,4,rep,name=failed_tg_allocs,json=failedTgAllocs,proto3" json:"failed_tg_allocs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Warnings       []string                `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	Meta           *QueryMeta              `protobuf:"bytes,6,opt,name=meta,proto3" json:"meta,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// fields lists job-level changes ("priority: 50 => 70"); group and task
+	// changes are in groups.
+	Fields        []string `protobuf:"bytes,7,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobPlanResponse) Reset() {
@@ -1117,6 +1120,13 @@ func (x *JobPlanResponse) GetWarnings() []string {
 func (x *JobPlanResponse) GetMeta() *QueryMeta {
 	if x != nil {
 		return x.Meta
+	}
+	return nil
+}
+
+func (x *JobPlanResponse) GetFields() []string {
+	if x != nil {
+		return x.Fields
 	}
 	return nil
 }
@@ -2400,14 +2410,15 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x122\n" +
 	"\aupdates\x18\x03 \x01(\v2\x18.berth.v1.PlanAnnotationR\aupdates\x12\x16\n" +
-	"\x06fields\x18\x04 \x03(\tR\x06fields\"\xfd\x02\n" +
+	"\x06fields\x18\x04 \x03(\tR\x06fields\"\x95\x03\n" +
 	"\x0fJobPlanResponse\x12(\n" +
 	"\x10job_modify_index\x18\x01 \x01(\x04R\x0ejobModifyIndex\x12\x1b\n" +
 	"\tdiff_type\x18\x02 \x01(\tR\bdiffType\x12+\n" +
 	"\x06groups\x18\x03 \x03(\v2\x13.berth.v1.GroupDiffR\x06groups\x12W\n" +
 	"\x10failed_tg_allocs\x18\x04 \x03(\v2-.berth.v1.JobPlanResponse.FailedTgAllocsEntryR\x0efailedTgAllocs\x12\x1a\n" +
 	"\bwarnings\x18\x05 \x03(\tR\bwarnings\x12'\n" +
-	"\x04meta\x18\x06 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x1aX\n" +
+	"\x04meta\x18\x06 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x12\x16\n" +
+	"\x06fields\x18\a \x03(\tR\x06fields\x1aX\n" +
 	"\x13FailedTgAllocsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x05value\x18\x02 \x01(\v2\x15.berth.v1.AllocMetricR\x05value:\x028\x01\"\\\n" +
