@@ -53,4 +53,29 @@
 // the server lists (members, peers, raft configuration) are read at request
 // time and refuse ?index=. Reads are served from the receiving server's
 // state unless ?consistent (or ?stale=false) asks for the leader.
+//
+// Jobs, allocations and evaluations (services Jobs, Allocs, Evals, NodeOps,
+// System of rpc/pb): /v1/jobs (GET ?prefix=, PUT/POST register with a
+// JobRegisterRequest body), /v1/jobs/parse (job source in, job JSON out,
+// through host/jobspec), /v1/job/{id} (GET, DELETE ?purge=true) and its
+// /summary, /allocations, /evaluations, /versions, /plan and /revert,
+// /v1/allocations (?prefix, ?node_id, ?job_id), /v1/allocation/{id} with
+// /stop (?no_replace) and /restart, /v1/evaluations (?job, ?status,
+// ?prefix), /v1/evaluation/{id}, /v1/node/{id}/allocations, /drain and
+// /eligibility, and /v1/system/gc. Writes accept PUT and POST; their
+// bodies are the request messages in the API's JSON, decoded by
+// rpc/apijson, so a misspelt field or a wrong type is 400 naming its JSON
+// path; IDs come from the path (a body repeating one must agree). A write
+// answers X-Berth-Index with the raft index it was applied at, so a
+// blocking read with ?index= of one less sees it. Every list above is
+// paged and, like the single reads, a blocking query.
+//
+// /v1/client/fs/logs/{alloc} (?task=, ?type=stdout|stderr, ?follow=true,
+// ?origin=start|end, ?offset=) streams a task's log as plain bytes,
+// flushed frame by frame, through ClientProxy.Logs on a server, which
+// forwards it to the alloc's client; /restart goes the same way. The reply
+// is committed only at the stream's first frame, so a refusal is still a
+// JSON error; a stream that breaks later aborts the connection, so the
+// caller sees a truncated body, and a caller that disconnects ends the
+// stream to the client.
 package agent

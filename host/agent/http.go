@@ -1,20 +1,25 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/host/server"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -54,6 +59,26 @@ func (a *Agent) routes() http.Handler {
 	handle("/v1/agent/members", map[string]handlerFunc{"GET": a.agentMembers})
 	handle("/v1/nodes", map[string]handlerFunc{"GET": a.nodeList})
 	handle("/v1/node/{id}", map[string]handlerFunc{"GET": a.nodeGet})
+	handle("/v1/node/{id}/allocations", map[string]handlerFunc{"GET": a.nodeAllocations})
+	handle("/v1/node/{id}/drain", writeMethods(a.nodeDrain))
+	handle("/v1/node/{id}/eligibility", writeMethods(a.nodeEligibility))
+	handle("/v1/jobs", map[string]handlerFunc{"GET": a.jobList, "PUT": a.jobRegister, "POST": a.jobRegister})
+	handle("/v1/jobs/parse", writeMethods(a.jobParse))
+	handle("/v1/job/{id}", map[string]handlerFunc{"GET": a.jobGet, "DELETE": a.jobDeregister})
+	handle("/v1/job/{id}/summary", map[string]handlerFunc{"GET": a.jobSummary})
+	handle("/v1/job/{id}/allocations", map[string]handlerFunc{"GET": a.jobAllocations})
+	handle("/v1/job/{id}/evaluations", map[string]handlerFunc{"GET": a.jobEvaluations})
+	handle("/v1/job/{id}/versions", map[string]handlerFunc{"GET": a.jobVersions})
+	handle("/v1/job/{id}/plan", writeMethods(a.jobPlan))
+	handle("/v1/job/{id}/revert", writeMethods(a.jobRevert))
+	handle("/v1/allocations", map[string]handlerFunc{"GET": a.allocList})
+	handle("/v1/allocation/{id}", map[string]handlerFunc{"GET": a.allocGet})
+	handle("/v1/allocation/{id}/stop", writeMethods(a.allocStop))
+	handle("/v1/allocation/{id}/restart", writeMethods(a.allocRestart))
+	handle("/v1/evaluations", map[string]handlerFunc{"GET": a.evalList})
+	handle("/v1/evaluation/{id}", map[string]handlerFunc{"GET": a.evalGet})
+	handle("/v1/client/fs/logs/{alloc}", map[string]handlerFunc{"GET": a.allocLogs})
+	handle("/v1/system/gc", writeMethods(a.systemGC))
 	handle("/v1/operator/raft/configuration", map[string]handlerFunc{"GET": a.raftConfiguration})
 	handle("/v1/operator/raft/peer", map[string]handlerFunc{"DELETE": a.raftRemovePeer})
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
@@ -62,6 +87,12 @@ func (a *Agent) routes() http.Handler {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// writeMethods answers PUT and POST alike, as Nomad's API does for its
+// writes.
+func writeMethods(h handlerFunc) map[string]handlerFunc {
+	return map[string]handlerFunc{"PUT": h, "POST": h}
 }
 
 // apiError is an error with its HTTP status and machine-readable code, for
@@ -166,6 +197,81 @@ func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
 	}
 	q.NextToken = v.Get("next_token")
 	return q, nil
+}
+
+// setWriteHeaders reports the raft index a write was applied at, so a
+// caller can pass it as ?index= to a blocking read that must see the write.
+func setWriteHeaders(w http.ResponseWriter, m *pb.WriteMeta) {
+	w.Header().Set(HeaderIndex, strconv.FormatUint(m.GetIndex(), 10))
+}
+
+// maxBodyBytes bounds a request body: nothing larger could be sent on to a
+// server in one gRPC message.
+const maxBodyBytes = rpc.MaxMessageSize
+
+// decodeBody reads the request body into m with rpc/apijson, which refuses
+// unknown fields, wrong types and unknown words naming the field's JSON path.
+// An empty body leaves m as it is when optional, else it is refused.
+func decodeBody(w http.ResponseWriter, r *http.Request, m proto.Message, optional bool) error {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return badRequest("request body: larger than %d bytes", tooBig.Limit)
+		}
+		return badRequest("reading request body: %v", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		if optional {
+			return nil
+		}
+		return badRequest("request body: empty; want a JSON object")
+	}
+	if err := apijson.Unmarshal(b, m); err != nil {
+		return badRequest("request body: %v", err)
+	}
+	return nil
+}
+
+// samePathID checks that an ID repeated in a request body agrees with the
+// one in the path; the path's is the one used.
+func samePathID(field, inBody, inPath string) error {
+	if inBody != "" && inBody != inPath {
+		return badRequest("request body: %s %q differs from %q in the path", field, inBody, inPath)
+	}
+	return nil
+}
+
+// queryBool reads an optional boolean query parameter (absent: false; a
+// bare ?name: true).
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query()
+	if !v.Has(name) {
+		return false, nil
+	}
+	s := v.Get(name)
+	if s == "" {
+		return true, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, badRequest("query parameter %s=%q: not a boolean", name, s)
+	}
+	return b, nil
+}
+
+// queryEnum reads an optional query parameter spelled as one of an enum's
+// API words ("ready", "complete"); absent is 0.
+func queryEnum(r *http.Request, name string, ed protoreflect.EnumDescriptor) (protoreflect.EnumNumber, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	n, ok := apijson.EnumNumber(ed, s)
+	if !ok || n == 0 {
+		return 0, badRequest("query parameter %s=%q: must be one of %s", name, s, strings.Join(apijson.EnumWords(ed, false), ", "))
+	}
+	return n, nil
 }
 
 func setQueryHeaders(w http.ResponseWriter, m *pb.QueryMeta) {

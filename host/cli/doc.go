@@ -5,5 +5,16 @@
 // plugins cross the same process boundary as third-party ones.
 //
 // Each command lives in its own file; Main assembles them. Commands exit 0 on
-// success and 1 on error, with the error on stderr.
+// success and 1 on error, with the error on stderr. `job run`, `job
+// revert` and `alloc stop` exit 2 when a placement or an alloc failed (after
+// printing why); `job plan` exits as Nomad's does: 0 when no alloc would be
+// created or destroyed, 1 when some would, 255 on errors.
+//
+// Objects are named by ID or unique ID prefix (findID: jobs, allocs,
+// evaluations, nodes); an ambiguous prefix lists the candidates. Job files
+// are read by host/jobspec. `job run` follows the evaluation and then the
+// allocs it placed with blocking queries, each on the index of the
+// previous answer, so it never sleeps or polls (monitor.go). Every
+// command's -json prints rpc/apijson's output, byte for byte what the API
+// sends.
 package cli

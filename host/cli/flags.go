@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/proto"
@@ -98,7 +99,21 @@ func printJSONList[M proto.Message](w io.Writer, ms []M) error {
 
 // usageError is returned for wrong arguments; it prints with the usage hint.
 func usageError(c *cli.Context, format string, args ...any) error {
-	return fmt.Errorf("%s\nUsage: berth %s %s", fmt.Sprintf(format, args...), c.Command.FullName(), c.Command.ArgsUsage)
+	return fmt.Errorf("%s\nUsage: %s %s", fmt.Sprintf(format, args...), commandPath(c), c.Command.ArgsUsage)
+}
+
+// commandPath is the command as typed ("berth job run", the root
+// command's name included): urfave's FullName leaves out the parents of a
+// subcommand.
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.Command.Name != "" {
+			names = append(names, ctx.Command.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(names, " ")
 }
 
 // enumWord is an enum value as the API's JSON spells it ("ready"), or its

@@ -17,7 +17,7 @@ import (
 func nodeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "node",
-		Usage: "inspect client nodes",
+		Usage: "inspect client nodes, drain them and set their eligibility",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "status",
@@ -26,6 +26,8 @@ func nodeCommand() *cli.Command {
 				Flags:     readFlags(&cli.BoolFlag{Name: "verbose", Usage: "full IDs, fingerprint attributes and driver details"}),
 				Action:    nodeStatus,
 			},
+			nodeDrainCommand(),
+			nodeEligibilityCommand(),
 		},
 	}
 }
@@ -58,46 +60,14 @@ func nodeStatus(c *cli.Context) error {
 	return printNode(c.App.Writer, node, c.Bool("verbose"))
 }
 
-// findNode resolves an ID or unique prefix. The list is in ID order and a
-// next_token is a lower bound, so starting at the prefix the first page
-// holds the nodes with the prefix, and the lookup reads on only while the
-// pages hold nothing else, however many nodes there are. api.Pages refuses
-// a token that does not advance, so a misbehaving agent cannot keep it
-// reading forever.
+// findNode resolves a node ID or unique prefix (findID) and reads the node.
 func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, error) {
-	var matches []*pb.Node
-	past := false
-	for page, err := range api.Pages(c.Context, &api.QueryOptions{PerPage: 100, NextToken: prefix}, client.Nodes) {
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range page.Items {
-			if n.GetId() == prefix {
-				node, _, err := client.Node(c.Context, n.GetId(), nil)
-				return node, err
-			}
-			if !strings.HasPrefix(n.GetId(), prefix) {
-				past = true
-				break
-			}
-			matches = append(matches, n)
-		}
-		if past {
-			break
-		}
+	id, err := findID(c.Context, "node", prefix, client.Nodes, (*pb.Node).GetId)
+	if err != nil {
+		return nil, err
 	}
-	switch len(matches) {
-	case 0:
-		return nil, fmt.Errorf("no node with ID or prefix %q", prefix)
-	case 1:
-		node, _, err := client.Node(c.Context, matches[0].GetId(), nil)
-		return node, err
-	}
-	ids := make([]string, len(matches))
-	for i, m := range matches {
-		ids[i] = m.GetId()
-	}
-	return nil, fmt.Errorf("prefix %q matches %d nodes: %s", prefix, len(matches), strings.Join(ids, ", "))
+	node, _, err := client.Node(c.Context, id, nil)
+	return node, err
 }
 
 // nodeStatusName is the status as the API's JSON spells it.
@@ -212,6 +182,11 @@ func formatNanos(ns int64) string {
 		return "-"
 	}
 	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
+// formatNanosMillis is formatNanos with milliseconds.
+func formatNanosMillis(ns int64) string {
+	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func formatBytes(b uint64) string {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -169,7 +170,15 @@ func (q *QueryOptions) values() (url.Values, error) {
 // caller closes the body.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
 	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	// path is escaped (IDs in it went through url.PathEscape): keep it as
+	// the raw path, or a job ID with a space or a slash would be escaped
+	// twice.
+	raw := strings.TrimSuffix(u.EscapedPath(), "/") + path
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	u.Path, u.RawPath = p, raw
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
@@ -221,6 +230,28 @@ func decode(r io.Reader, out any) error {
 		return apijson.Unmarshal(b, m)
 	}
 	return json.Unmarshal(b, out)
+}
+
+// write sends in (a message, or nothing when nil) as the JSON body of a
+// PUT, POST or DELETE and decodes the reply into out.
+func (c *Client) write(ctx context.Context, method, path string, q url.Values, in, out proto.Message) error {
+	var body io.Reader
+	if in != nil {
+		b, err := apijson.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: encoding request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.do(ctx, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := decode(resp.Body, out); err != nil {
+		return fmt.Errorf("%s %s: decoding response: %w", method, path, err)
+	}
+	return nil
 }
 
 // getList decodes a JSON array of messages made by newMsg.

@@ -16,6 +16,14 @@
 // QueryOptions.Params carries a list's filters and may not set the
 // parameters QueryOptions has fields for (ErrReservedParam).
 //
+// The job endpoints are grouped as Nomad's client groups them:
+// c.Jobs() (Register, List, Info, Summary, Deregister, Versions, Revert,
+// Plan, Allocations, Evaluations), c.Allocations() (List, Info, Stop,
+// Restart, Logs — an io.ReadCloser stream), c.Evaluations() (List, Info),
+// c.NodeOps() (Drain, Eligibility, Allocations; the node reads stay
+// c.Nodes and c.Node) and c.System() (GC). IDs are escaped once into the
+// path, so a job ID may hold any character.
+//
 // Errors returned by the agent are *Error values carrying the HTTP status and
 // the error code ("not_found", "unavailable", ...), the name rpc/errcode gives
 // the server's gRPC code; branch on Code (or errcode.Code(err), which reads it

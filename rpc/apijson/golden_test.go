@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -45,6 +46,85 @@ func goldenNode() *pb.Node {
 			// An undetected driver shows its false and empty fields too.
 			"sleep": {Name: "sleep", Path: "/opt/berth/plugins/sleep", Attributes: map[string]string{}},
 		},
+	}
+}
+
+// goldenJob is a job as GET /v1/job/{id} shows it: a service group with a
+// constraint, policies and a task with a driver config of each kind.
+func goldenJob() *pb.Job {
+	return &pb.Job{
+		Id: "web", Name: "web", Type: pb.JobType_JOB_TYPE_SERVICE, Priority: 50,
+		Constraints: []*pb.Constraint{{Attribute: "${attr.kernel.name}", Operator: "=", Value: "linux"}},
+		Update:      &pb.UpdateStrategy{MaxParallel: 1, MinHealthyMs: 10_000},
+		Meta:        map[string]string{"team": "storage"},
+		Status:      pb.JobStatus_JOB_STATUS_RUNNING, Version: 3, SubmittedAt: at,
+		SourceFile: "web.hcl", CreateIndex: 20, ModifyIndex: 31, JobModifyIndex: 29,
+		Groups: []*pb.TaskGroup{{
+			Name: "frontend", Count: 3,
+			Constraints: []*pb.Constraint{{Operator: "distinct_hosts", Value: "true"}},
+			Restart:     &pb.RestartPolicy{Attempts: 2, IntervalMs: 1_800_000, DelayMs: 15_000, Mode: pb.RestartMode_RESTART_MODE_FAIL},
+			Reschedule:  &pb.ReschedulePolicy{Attempts: 1, IntervalMs: 3_600_000, DelayMs: 30_000, MaxDelayMs: 3_600_000},
+			Tasks: []*pb.Task{{
+				Name: "server", Driver: "raw_exec", Leader: true, KillTimeoutMs: 5000, KillSignal: "SIGTERM",
+				Config: map[string]*driverpb.ConfigValue{
+					"command": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/usr/bin/python3"}},
+					"args":    {Kind: &driverpb.ConfigValue_ListValue{ListValue: &driverpb.StringList{Values: []string{"-m", "http.server", "${BERTH_PORT}"}}}},
+				},
+				Env:       map[string]string{"MODE": "prod"},
+				Resources: &pb.TaskResources{CpuMhz: 200, MemoryMb: 128},
+			}, {
+				Name: "setup", Driver: "raw_exec",
+				Lifecycle: &pb.Lifecycle{Hook: pb.TaskHook_TASK_HOOK_PRESTART},
+				Config:    map[string]*driverpb.ConfigValue{"command": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/bin/true"}}},
+			}},
+		}},
+	}
+}
+
+// goldenAlloc is an alloc as `alloc status` reads it: a running task that
+// restarted once (its events with details) and a prestart task that ended.
+func goldenAlloc() *pb.Allocation {
+	sec := int64(time.Second)
+	return &pb.Allocation{
+		Id: "8ba85cef-1b2c-4d3e-8f40-5a6b7c8d9e0f", Name: "web.frontend[0]", Index: 0,
+		EvalId: "61b0b423-0000-4000-8000-000000000001", NodeId: "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80", NodeName: "client-1",
+		JobId: "web", JobVersion: 3, TaskGroup: "frontend",
+		Resources:         &pb.AllocResources{CpuMhz: 200, MemoryMb: 128, Tasks: map[string]*pb.TaskResources{"server": {CpuMhz: 200, MemoryMb: 128}}},
+		DesiredStatus:     pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN,
+		DesiredTransition: &pb.DesiredTransition{},
+		ClientStatus:      pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, ClientDescription: "Tasks are running",
+		TaskStates: map[string]*pb.TaskState{
+			"server": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, Restarts: 1, LastRestartAt: at + 20*sec, StartedAt: at + 36*sec,
+				Events: []*pb.TaskEvent{
+					{Type: "Received", OccurredAt: at, Message: "Task received by client"},
+					{Type: "Started", OccurredAt: at + sec, Message: "Task started by client"},
+					{Type: "Terminated", OccurredAt: at + 20*sec, Message: "Exit Code: 1", Details: map[string]string{"exit_code": "1", "signal": "0", "oom_killed": "false"}},
+					{Type: "Restarting", OccurredAt: at + 20*sec, Message: "Task restarting in 15s", Details: map[string]string{"restart_in_ms": "15000"}},
+					{Type: "Started", OccurredAt: at + 36*sec, Message: "Task started by client"},
+				}},
+			"setup": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, StartedAt: at, FinishedAt: at + sec,
+				Events: []*pb.TaskEvent{{Type: "Terminated", OccurredAt: at + sec, Message: "Exit Code: 0", Details: map[string]string{"exit_code": "0"}}}},
+		},
+		PreviousAllocation: "77aa0000-0000-4000-8000-000000000009",
+		RescheduleEvents:   []*pb.RescheduleEvent{{RescheduledAt: at - sec, PrevAllocId: "77aa0000-0000-4000-8000-000000000009", PrevNodeId: "9a8b7c6d-0000-4000-8000-000000000002", DelayMs: 30_000}},
+		CreatedAt:          at, ModifiedAt: at + 36*sec, CreateIndex: 40, ModifyIndex: 52, AllocModifyIndex: 40,
+	}
+}
+
+// goldenEval is a blocked evaluation with the reasons `job run` prints.
+func goldenEval() *pb.Evaluation {
+	return &pb.Evaluation{
+		Id: "61b0b423-0000-4000-8000-000000000001", Priority: 50, Type: pb.JobType_JOB_TYPE_SERVICE,
+		TriggeredBy: pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER, JobId: "web", JobModifyIndex: 29,
+		Status: pb.EvalStatus_EVAL_STATUS_BLOCKED, StatusDescription: "1 of 3 allocs of group frontend could not be placed",
+		FailedTgAllocs: map[string]*pb.AllocMetric{"frontend": {
+			NodesEvaluated: 4, NodesFiltered: 2, NodesAvailable: 4, NodesExhausted: 2, CoalescedFailures: 0,
+			ConstraintFiltered: map[string]int32{"${attr.kernel.name} = linux": 1, "missing driver raw_exec": 1},
+			DimensionExhausted: map[string]int32{"memory": 2},
+		}},
+		QueuedAllocations: map[string]int32{"frontend": 1},
+		PlanAnnotations:   map[string]*pb.PlanAnnotation{"frontend": {Place: 2}},
+		SnapshotIndex:     35, CreatedAt: at, ModifiedAt: at + 1_500_000, CreateIndex: 30, ModifyIndex: 36,
 	}
 }
 
@@ -105,6 +185,20 @@ var goldens = []struct {
 	{"remove_peer", func() ([]byte, error) {
 		return apijson.Marshal(&pb.RemovePeerResponse{Meta: &pb.WriteMeta{Index: 77}, RemovedId: "0b7c6f5e-1111-4000-8000-000000000002"})
 	}},
+	{"job", func() ([]byte, error) { return apijson.Marshal(goldenJob()) }},
+	{"allocation", func() ([]byte, error) { return apijson.Marshal(goldenAlloc()) }},
+	{"evaluation", func() ([]byte, error) { return apijson.Marshal(goldenEval()) }},
+	{"job_list", func() ([]byte, error) {
+		return apijson.MarshalList([]*pb.JobListStub{{Id: "web", Name: "web", Type: pb.JobType_JOB_TYPE_SERVICE, Priority: 50,
+			Status: pb.JobStatus_JOB_STATUS_RUNNING, Version: 3, SubmittedAt: at,
+			Summary:     &pb.JobSummary{Groups: map[string]*pb.GroupSummary{"frontend": {Running: 2, Queued: 1}}},
+			CreateIndex: 20, ModifyIndex: 31, JobModifyIndex: 29}})
+	}},
+	{"job_plan", func() ([]byte, error) {
+		return apijson.Marshal(&pb.JobPlanResponse{JobModifyIndex: 29, DiffType: "edited",
+			Groups:         []*pb.GroupDiff{{Name: "frontend", Type: "edited", Updates: &pb.PlanAnnotation{Place: 1, InPlaceUpdate: 2}, Fields: []string{"count: 2 => 3"}}},
+			FailedTgAllocs: map[string]*pb.AllocMetric{}, Meta: &pb.QueryMeta{Index: 36, KnownLeader: true}})
+	}},
 	{"snapshot_record", func() ([]byte, error) {
 		// A oneof shows every member, the set one non-null.
 		return apijson.Marshal(&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: "nodes", Index: 5}}})
@@ -137,6 +231,24 @@ func TestGoldenFiles(t *testing.T) {
 				t.Fatalf("%s differs (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
 			}
 		})
+	}
+}
+
+// TestGoldenJobObjectsDecodeBack reads the job, alloc and evaluation
+// golden files the way the Go client does.
+func TestGoldenJobObjectsDecodeBack(t *testing.T) {
+	for name, want := range map[string]proto.Message{"job": goldenJob(), "allocation": goldenAlloc(), "evaluation": goldenEval()} {
+		b, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := want.ProtoReflect().New().Interface()
+		if err := apijson.Unmarshal(b, got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("%s decoded %v\nwant %v", name, got, want)
+		}
 	}
 }
 

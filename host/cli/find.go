@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"berth.dev/berth/rpc/api"
+)
+
+// findID resolves an ID or a unique prefix of one over a list in ID order
+// (nodes, jobs, allocs, evaluations) and returns the full ID. The list is
+// read from next_token=prefix, a lower bound, so the first page holds the
+// IDs with the prefix, and the lookup reads on only while the pages hold
+// nothing else, however long the list. An exact ID wins over longer IDs it
+// is a prefix of (job "web" beside job "web-2"); it sorts first. api.Pages
+// refuses a token that does not advance, so a misbehaving agent cannot
+// keep it reading forever.
+func findID[T any](ctx context.Context, kind, prefix string, list api.ListFunc[T], id func(T) string) (string, error) {
+	if prefix == "" {
+		return "", fmt.Errorf("no %s ID given", kind)
+	}
+	var matches []string
+	past := false
+	for page, err := range api.Pages(ctx, &api.QueryOptions{PerPage: 100, NextToken: prefix}, list) {
+		if err != nil {
+			return "", err
+		}
+		for _, item := range page.Items {
+			got := id(item)
+			if got == prefix {
+				return got, nil
+			}
+			if !strings.HasPrefix(got, prefix) {
+				past = true
+				break
+			}
+			matches = append(matches, got)
+		}
+		if past {
+			break
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("no %s with ID or prefix %q", kind, prefix)
+	case 1:
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("prefix %q matches %d %ss: %s", prefix, len(matches), kind, strings.Join(matches, ", "))
+}
