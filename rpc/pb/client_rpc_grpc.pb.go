@@ -173,3 +173,305 @@ var ClientRPC_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "berth/v1/client_rpc.proto",
 }
+
+const (
+	Tunnel_Open_FullMethodName = "/berth.v1.Tunnel/Open"
+)
+
+// TunnelClient is the client API for Tunnel service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Tunnel is served by servers. A client opens one long-lived Open stream to
+// a server and the two run a yamux session over its frames (rpc/tunnel):
+// the server opens yamux streams to reach the client's ClientRPC, so the
+// client needs no inbound port. The client names its node in the stream's
+// metadata ("berth-node-id"); a newer stream of a node replaces the older.
+type TunnelClient interface {
+	Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelFrame, TunnelFrame], error)
+}
+
+type tunnelClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTunnelClient(cc grpc.ClientConnInterface) TunnelClient {
+	return &tunnelClient{cc}
+}
+
+func (c *tunnelClient) Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelFrame, TunnelFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Tunnel_ServiceDesc.Streams[0], Tunnel_Open_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TunnelFrame, TunnelFrame]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Tunnel_OpenClient = grpc.BidiStreamingClient[TunnelFrame, TunnelFrame]
+
+// TunnelServer is the server API for Tunnel service.
+// All implementations must embed UnimplementedTunnelServer
+// for forward compatibility.
+//
+// Tunnel is served by servers. A client opens one long-lived Open stream to
+// a server and the two run a yamux session over its frames (rpc/tunnel):
+// the server opens yamux streams to reach the client's ClientRPC, so the
+// client needs no inbound port. The client names its node in the stream's
+// metadata ("berth-node-id"); a newer stream of a node replaces the older.
+type TunnelServer interface {
+	Open(grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]) error
+	mustEmbedUnimplementedTunnelServer()
+}
+
+// UnimplementedTunnelServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTunnelServer struct{}
+
+func (UnimplementedTunnelServer) Open(grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]) error {
+	return status.Error(codes.Unimplemented, "method Open not implemented")
+}
+func (UnimplementedTunnelServer) mustEmbedUnimplementedTunnelServer() {}
+func (UnimplementedTunnelServer) testEmbeddedByValue()                {}
+
+// UnsafeTunnelServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TunnelServer will
+// result in compilation errors.
+type UnsafeTunnelServer interface {
+	mustEmbedUnimplementedTunnelServer()
+}
+
+func RegisterTunnelServer(s grpc.ServiceRegistrar, srv TunnelServer) {
+	// If the following call panics, it indicates UnimplementedTunnelServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Tunnel_ServiceDesc, srv)
+}
+
+func _Tunnel_Open_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TunnelServer).Open(&grpc.GenericServerStream[TunnelFrame, TunnelFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Tunnel_OpenServer = grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]
+
+// Tunnel_ServiceDesc is the grpc.ServiceDesc for Tunnel service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Tunnel_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.Tunnel",
+	HandlerType: (*TunnelServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Open",
+			Handler:       _Tunnel_Open_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "berth/v1/client_rpc.proto",
+}
+
+const (
+	ClientProxy_Logs_FullMethodName         = "/berth.v1.ClientProxy/Logs"
+	ClientProxy_RestartAlloc_FullMethodName = "/berth.v1.ClientProxy/RestartAlloc"
+	ClientProxy_Locate_FullMethodName       = "/berth.v1.ClientProxy/Locate"
+)
+
+// ClientProxyClient is the client API for ClientProxy service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ClientProxy is served by servers for the HTTP API: it finds the server
+// the alloc's node has its tunnel to and calls the node's ClientRPC over it,
+// forwarding to that server when it is another one.
+type ClientProxyClient interface {
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error)
+	RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error)
+	// Locate says whether a node's tunnel is connected to this server (never
+	// forwarded): servers ask each other to find the one holding a node.
+	Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error)
+}
+
+type clientProxyClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewClientProxyClient(cc grpc.ClientConnInterface) ClientProxyClient {
+	return &clientProxyClient{cc}
+}
+
+func (c *clientProxyClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClientProxy_ServiceDesc.Streams[0], ClientProxy_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsFrame]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClientProxy_LogsClient = grpc.ServerStreamingClient[LogsFrame]
+
+func (c *clientProxyClient) RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestartAllocResponse)
+	err := c.cc.Invoke(ctx, ClientProxy_RestartAlloc_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clientProxyClient) Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocateNodeResponse)
+	err := c.cc.Invoke(ctx, ClientProxy_Locate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ClientProxyServer is the server API for ClientProxy service.
+// All implementations must embed UnimplementedClientProxyServer
+// for forward compatibility.
+//
+// ClientProxy is served by servers for the HTTP API: it finds the server
+// the alloc's node has its tunnel to and calls the node's ClientRPC over it,
+// forwarding to that server when it is another one.
+type ClientProxyServer interface {
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error
+	RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error)
+	// Locate says whether a node's tunnel is connected to this server (never
+	// forwarded): servers ask each other to find the one holding a node.
+	Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error)
+	mustEmbedUnimplementedClientProxyServer()
+}
+
+// UnimplementedClientProxyServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedClientProxyServer struct{}
+
+func (UnimplementedClientProxyServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedClientProxyServer) RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestartAlloc not implemented")
+}
+func (UnimplementedClientProxyServer) Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Locate not implemented")
+}
+func (UnimplementedClientProxyServer) mustEmbedUnimplementedClientProxyServer() {}
+func (UnimplementedClientProxyServer) testEmbeddedByValue()                     {}
+
+// UnsafeClientProxyServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ClientProxyServer will
+// result in compilation errors.
+type UnsafeClientProxyServer interface {
+	mustEmbedUnimplementedClientProxyServer()
+}
+
+func RegisterClientProxyServer(s grpc.ServiceRegistrar, srv ClientProxyServer) {
+	// If the following call panics, it indicates UnimplementedClientProxyServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ClientProxy_ServiceDesc, srv)
+}
+
+func _ClientProxy_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClientProxyServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClientProxy_LogsServer = grpc.ServerStreamingServer[LogsFrame]
+
+func _ClientProxy_RestartAlloc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestartAllocRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientProxyServer).RestartAlloc(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientProxy_RestartAlloc_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientProxyServer).RestartAlloc(ctx, req.(*RestartAllocRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClientProxy_Locate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocateNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientProxyServer).Locate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientProxy_Locate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientProxyServer).Locate(ctx, req.(*LocateNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ClientProxy_ServiceDesc is the grpc.ServiceDesc for ClientProxy service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ClientProxy_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.ClientProxy",
+	HandlerType: (*ClientProxyServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "RestartAlloc",
+			Handler:    _ClientProxy_RestartAlloc_Handler,
+		},
+		{
+			MethodName: "Locate",
+			Handler:    _ClientProxy_Locate_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Logs",
+			Handler:       _ClientProxy_Logs_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "berth/v1/client_rpc.proto",
+}
