@@ -45,6 +45,9 @@ var routes = map[string]route{
 	pb.Nodes_Heartbeat_FullMethodName:            routeLeader,
 	pb.Nodes_List_FullMethodName:                 routeRead,
 	pb.Nodes_Get_FullMethodName:                  routeRead,
+	// The proxy finds the node's server itself (client_proxy.go).
+	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
+	pb.ClientProxy_Locate_FullMethodName:       routeLocal,
 }
 
 // queryRequest is implemented by every read request.

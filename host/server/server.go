@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
 )
 
 // Server is one raft voter with its RPC endpoints and leader loops.
@@ -43,6 +44,9 @@ type Server struct {
 
 	heartbeats *heartbeater
 	discovery  *discovery
+	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
+	tunnels *tunnel.Registry
+	proxy   *clientProxy
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -98,6 +102,10 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
+	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel")})
+	s.proxy = newClientProxy(s, s.tunnels)
+	pb.RegisterTunnelServer(s.grpc, s.tunnels)
+	pb.RegisterClientProxyServer(s.grpc, s.proxy)
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)
@@ -274,6 +282,9 @@ func (s *Server) Shutdown() error {
 		}
 		s.cancel()
 		s.heartbeats.close()
+		// Tunnels never end by themselves: close them so the graceful
+		// stop below does not wait for them.
+		s.tunnels.Close()
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {

@@ -24,9 +24,14 @@ func TestRoundTrip(t *testing.T) {
 	node := &fakeNode{name: "n1", Frames: [][]byte{[]byte("hello "), []byte("world")}}
 	c := startClient(t, "node-1", node, Keepalive{}, srv)
 	sess := srv.session(t, "node-1")
-	if got := c.Server(); got != srv.addr {
-		t.Errorf("client reports server %q, want %q", got, srv.addr)
-	}
+	// The server registers the session as the client learns it was
+	// accepted; either may come first.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := c.Server(); got != srv.addr {
+			return errf("client reports server %q, want %q", got, srv.addr)
+		}
+		return nil
+	})
 
 	who, err := restart(ctxTimeout(t, 5*time.Second), sess, "a1")
 	if err != nil || who != "n1" {

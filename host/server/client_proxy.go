@@ -1,0 +1,419 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
+)
+
+// ErrNodeNotConnected is what NotConnectedError matches with errors.Is.
+var ErrNodeNotConnected = errcode.New(codes.Unavailable, "node is not connected to any server")
+
+// NotConnectedError is returned by the ClientProxy calls when no server
+// holds a tunnel of the node: it is down, or between two tunnels (a retry
+// may find it).
+type NotConnectedError struct{ NodeID string }
+
+func (e *NotConnectedError) Error() string {
+	return fmt.Sprintf("node %s is not connected to any server", e.NodeID)
+}
+
+// Is makes errors.Is(err, ErrNodeNotConnected) true.
+func (e *NotConnectedError) Is(target error) bool { return target == ErrNodeNotConnected }
+
+// GRPCCode is Unavailable: the node may connect again.
+func (e *NotConnectedError) GRPCCode() codes.Code { return codes.Unavailable }
+
+// ErrNoAllocID is returned by the ClientProxy calls for a request without
+// an alloc.
+var ErrNoAllocID = errcode.New(codes.InvalidArgument, "request names no alloc (alloc_id)")
+
+// ErrAllocNodeUnknown is returned when a request names no node and this
+// server has no way to look up the alloc's node.
+var ErrAllocNodeUnknown = errcode.New(codes.InvalidArgument, "request names no node (node_id) and this server cannot look up the alloc's node")
+
+// allocNodes finds the node an allocation was placed on; the state store's
+// allocation table provides it.
+type allocNodes interface {
+	AllocNode(allocID string) (nodeID string, err error)
+}
+
+// Defaults of the proxy's deadlines and retries.
+const (
+	// proxyAttemptTimeout bounds one unary call to a node, and the time a
+	// log stream may take to open.
+	proxyAttemptTimeout = 10 * time.Second
+	// proxyLogsTimeout bounds a log read that does not follow.
+	proxyLogsTimeout = time.Minute
+	// proxyLocateTimeout bounds asking the other servers for a node.
+	proxyLocateTimeout = 2 * time.Second
+	// proxyAttempts is how many times a call is tried when it fails with
+	// a retryable code (see retryable).
+	proxyAttempts = 3
+	proxyBackoff  = 200 * time.Millisecond
+)
+
+// clientProxy is the ClientProxy service: API handlers call it on any
+// server and it reaches the alloc's node over the node's tunnel, here or
+// on the server that holds it.
+type clientProxy struct {
+	pb.UnimplementedClientProxyServer
+	s       *Server
+	tunnels *tunnel.Registry
+	// allocs is nil until the state store can answer it; then a request
+	// needs no node_id.
+	allocs allocNodes
+
+	attemptTimeout, logsTimeout, locateTimeout, backoff time.Duration
+}
+
+func newClientProxy(s *Server, tunnels *tunnel.Registry) *clientProxy {
+	return &clientProxy{
+		s: s, tunnels: tunnels,
+		attemptTimeout: proxyAttemptTimeout, logsTimeout: proxyLogsTimeout,
+		locateTimeout: proxyLocateTimeout, backoff: proxyBackoff,
+	}
+}
+
+// route is where a call to a node goes: its session on this server, or the
+// server holding it.
+type nodeRoute struct {
+	session *tunnel.Session
+	server  *pb.ServerMember
+}
+
+// nodeOf returns the node a request is for: the alloc's node when this
+// server can look it up (a node_id that disagrees is refused), else the
+// request's node_id.
+func (p *clientProxy) nodeOf(allocID, nodeID string) (string, error) {
+	if allocID == "" {
+		return "", ErrNoAllocID
+	}
+	if p.allocs == nil {
+		if nodeID == "" {
+			return "", fmt.Errorf("alloc %s: %w", allocID, ErrAllocNodeUnknown)
+		}
+		return nodeID, nil
+	}
+	placed, err := p.allocs.AllocNode(allocID)
+	if err != nil {
+		return "", fmt.Errorf("alloc %s: %w", allocID, err)
+	}
+	if nodeID != "" && nodeID != placed {
+		return "", errcode.Status(fmt.Errorf("alloc %s runs on node %s, not on node %s: %w", allocID, placed, nodeID, errInvalidNode))
+	}
+	return placed, nil
+}
+
+var errInvalidNode = errcode.New(codes.InvalidArgument, "wrong node for the alloc")
+
+// find returns where nodeID's tunnel is: here, or (unless the request was
+// forwarded by another server, which already asked everyone) on the first
+// other server that says it holds it.
+func (p *clientProxy) find(ctx context.Context, nodeID string) (nodeRoute, error) {
+	if sess, ok := p.tunnels.Session(nodeID); ok {
+		return nodeRoute{session: sess}, nil
+	}
+	if forwarded(ctx) {
+		return nodeRoute{}, errcode.Status(fmt.Errorf("server %s: %w", p.s.cfg.Name, &NotConnectedError{NodeID: nodeID}))
+	}
+	m, err := p.locate(ctx, nodeID)
+	if err != nil {
+		return nodeRoute{}, err
+	}
+	if m == nil {
+		return nodeRoute{}, &NotConnectedError{NodeID: nodeID}
+	}
+	return nodeRoute{server: m}, nil
+}
+
+// locate asks every other server whether it holds nodeID's tunnel and
+// returns the first that does (nil when none answers yes in time). A node
+// has at most one live tunnel; a server still holding a dead one closes
+// it within the keepalive, and a call through it fails Unavailable and is
+// retried.
+func (p *clientProxy) locate(ctx context.Context, nodeID string) (*pb.ServerMember, error) {
+	members, err := p.s.fsm.State().Servers(nil)
+	if err != nil {
+		return nil, fmt.Errorf("locating node %s: reading the servers: %w", nodeID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.locateTimeout)
+	defer cancel()
+	found := make(chan *pb.ServerMember, len(members))
+	asked := 0
+	for _, m := range members {
+		if m.GetId() == p.s.id || m.GetRpcAddr() == "" {
+			continue
+		}
+		asked++
+		go func() {
+			conn, err := p.s.pool.Conn(m.GetRpcAddr())
+			if err == nil {
+				var resp *pb.LocateNodeResponse
+				resp, err = pb.NewClientProxyClient(conn).Locate(ctx, &pb.LocateNodeRequest{NodeId: nodeID})
+				if err == nil && resp.GetConnected() {
+					found <- m
+					return
+				}
+			}
+			if err != nil {
+				p.s.logger.Debug("asking a server for a node's tunnel", "server", m.GetName(), "node_id", nodeID, "error", err)
+			}
+			found <- nil
+		}()
+	}
+	for range asked {
+		if m := <-found; m != nil {
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// retryable reports whether a failed attempt is worth another: the node or
+// its server was unreachable (Unavailable: between two tunnels, a server
+// going away) or did not answer within the attempt's deadline.
+func retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	switch errcode.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Locate answers whether nodeID's tunnel is connected to this server.
+func (p *clientProxy) Locate(_ context.Context, req *pb.LocateNodeRequest) (*pb.LocateNodeResponse, error) {
+	resp := &pb.LocateNodeResponse{ServerId: p.s.id}
+	if sess, ok := p.tunnels.Session(req.GetNodeId()); ok {
+		resp.Connected = true
+		resp.ConnectedAt = sess.ConnectedAt().UnixNano()
+	}
+	return resp, nil
+}
+
+// RestartAlloc restarts an alloc's tasks on its node. Each attempt has a
+// deadline; one that fails Unavailable or DeadlineExceeded is tried again
+// (after finding the node again: it may have moved to another server).
+func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequest) (*pb.RestartAllocResponse, error) {
+	nodeID, err := p.nodeOf(req.GetAllocId(), req.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	req = proto.CloneOf(req)
+	req.NodeId = nodeID
+	var lastErr error
+	for attempt := range p.attempts(ctx) {
+		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
+			break
+		}
+		var resp *pb.RestartAllocResponse
+		resp, lastErr = p.restartOnce(ctx, nodeID, req)
+		if lastErr == nil {
+			return resp, nil
+		}
+		if !retryable(ctx, lastErr) {
+			return nil, lastErr
+		}
+		p.s.logger.Debug("restart of an alloc failed; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", lastErr)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("restarting alloc %s on node %s: %w (last attempt: %v)", req.GetAllocId(), nodeID, ctx.Err(), lastErr)
+	}
+	return nil, lastErr
+}
+
+// attempts is how many times a call is tried: once when another server
+// forwarded it (that server retries, after finding the node again), else
+// proxyAttempts.
+func (p *clientProxy) attempts(ctx context.Context) int {
+	if forwarded(ctx) {
+		return 1
+	}
+	return proxyAttempts
+}
+
+// forwardTimeout bounds an attempt forwarded to another server: longer than
+// that server's own attempt, so its answer — which names the node — comes
+// back before this server gives up.
+func (p *clientProxy) forwardTimeout() time.Duration {
+	return p.attemptTimeout + max(p.attemptTimeout/4, 100*time.Millisecond)
+}
+
+func (p *clientProxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartAllocRequest) (*pb.RestartAllocResponse, error) {
+	r, err := p.find(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	if r.session != nil {
+		ctx, cancel := context.WithTimeout(ctx, p.attemptTimeout)
+		defer cancel()
+		return pb.NewClientRPCClient(r.session.Conn()).RestartAlloc(ctx, req)
+	}
+	conn, err := p.s.pool.Conn(r.server.GetRpcAddr())
+	if err != nil {
+		return nil, viaServer(r.server, nodeID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.forwardTimeout())
+	defer cancel()
+	resp, err := pb.NewClientProxyClient(conn).RestartAlloc(p.forwardContext(ctx), req)
+	if err != nil {
+		return nil, viaServer(r.server, nodeID, err)
+	}
+	return resp, nil
+}
+
+// forwardContext marks a call to another server as forwarded: that server
+// answers from its own tunnels only.
+func (p *clientProxy) forwardContext(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, p.s.id)
+}
+
+// viaServer says which node and server a forwarded call was for, keeping
+// the code.
+func viaServer(m *pb.ServerMember, nodeID string, err error) error {
+	return errcode.Status(fmt.Errorf("node %s via server %s: %w", nodeID, m.GetName(), err))
+}
+
+// Logs streams a task's log from its node. The stream's opening (until the
+// node accepts it) has a deadline and is retried like a unary call, and is
+// retried as long as no data was relayed yet — a repeated request then
+// sends nothing twice. A read that does not follow has a deadline for the
+// whole stream; a following one lives as long as its caller, the node's
+// tunnel (whose keepalive ends a dead one) and this server.
+func (p *clientProxy) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[pb.LogsFrame]) error {
+	err := p.logs(req, stream)
+	if err != nil && err != io.EOF {
+		return errcode.Status(err)
+	}
+	return nil
+}
+
+func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame]) error {
+	nodeID, err := p.nodeOf(req.GetAllocId(), req.GetNodeId())
+	if err != nil {
+		return err
+	}
+	req = proto.CloneOf(req)
+	req.NodeId = nodeID
+	ctx, cancel := context.WithCancel(out.Context())
+	defer cancel()
+	stop := context.AfterFunc(p.s.shutdownCtx, cancel)
+	defer stop()
+	if !req.GetFollow() {
+		ctx, cancel = context.WithTimeout(ctx, p.logsTimeout)
+		defer cancel()
+	}
+
+	var (
+		lastErr    error
+		headerSent bool
+	)
+	for attempt := range p.attempts(ctx) {
+		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
+			break
+		}
+		relayed, err := p.logsOnce(ctx, nodeID, req, out, &headerSent)
+		if p.s.shutdownCtx.Err() != nil && out.Context().Err() == nil {
+			return fmt.Errorf("logs of alloc %s on node %s: server %s is shutting down: %w", req.GetAllocId(), nodeID, p.s.cfg.Name, errServerShutdown)
+		}
+		if err == nil || relayed > 0 || !retryable(ctx, err) {
+			return err
+		}
+		lastErr = err
+		p.s.logger.Debug("log stream failed before any data; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", err)
+	}
+	if ctx.Err() != nil && out.Context().Err() == nil {
+		return fmt.Errorf("logs of alloc %s on node %s: %w (last attempt: %v)", req.GetAllocId(), nodeID, ctx.Err(), lastErr)
+	}
+	return lastErr
+}
+
+var errServerShutdown = errcode.New(codes.Unavailable, "server shutting down")
+
+// logsOnce opens one stream to the node (or its server) and relays it,
+// returning how many frames it relayed.
+func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], headerSent *bool) (int, error) {
+	r, err := p.find(ctx, nodeID)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var in grpc.ServerStreamingClient[pb.LogsFrame]
+	if r.session != nil {
+		in, err = pb.NewClientRPCClient(r.session.Conn()).Logs(ctx, req)
+	} else {
+		var conn *grpc.ClientConn
+		if conn, err = p.s.pool.Conn(r.server.GetRpcAddr()); err == nil {
+			in, err = pb.NewClientProxyClient(conn).Logs(p.forwardContext(ctx), req)
+		}
+	}
+	via := func(err error) error {
+		if r.server != nil && err != nil && err != io.EOF {
+			return viaServer(r.server, nodeID, err)
+		}
+		return err
+	}
+	if err != nil {
+		return 0, via(err)
+	}
+	// Opening has a deadline: the node (and a forwarding server) send the
+	// stream's header as soon as the request is accepted.
+	openTimeout := p.attemptTimeout
+	if r.server != nil {
+		openTimeout = p.forwardTimeout()
+	}
+	opened := time.AfterFunc(openTimeout, cancel)
+	_, err = in.Header()
+	if !opened.Stop() {
+		return 0, via(fmt.Errorf("logs of alloc %s: node %s did not open the stream within %s: %w", req.GetAllocId(), nodeID, openTimeout, context.DeadlineExceeded))
+	}
+	if err != nil {
+		return 0, via(err)
+	}
+	// The caller (or the server that forwarded to this one) learns as
+	// early that the stream is open.
+	if !*headerSent {
+		if err := out.SendHeader(metadata.MD{}); err != nil {
+			return 0, err
+		}
+		*headerSent = true
+	}
+	relayed := 0
+	for {
+		f, err := in.Recv()
+		if err != nil {
+			return relayed, via(err)
+		}
+		if err := out.Send(f); err != nil {
+			return relayed, err
+		}
+		relayed++
+	}
+}
