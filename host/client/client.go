@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
 )
 
 // Config configures the client role.
@@ -32,6 +33,12 @@ type Config struct {
 	// DriversChanged, when set, receives a value whenever what Drivers
 	// reports changed; the client then registers the node again.
 	DriversChanged <-chan struct{}
+
+	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
+	// reader's poll and the tunnel's keepalive.
+	allocAccess     allocAccess
+	logOptions      logOptions
+	tunnelKeepalive tunnel.Keepalive
 }
 
 // Client is a running client role.
@@ -58,6 +65,8 @@ type Client struct {
 	lastOK contact
 	// updateCh asks the loop to re-register (a fingerprint changed).
 	updateCh chan struct{}
+	// tunnel is the node's connection for the servers' calls (tunnel.go).
+	tunnel *tunnel.Client
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -97,6 +106,10 @@ func New(cfg Config) (*Client, error) {
 		cancel:   cancel,
 		done:     make(chan struct{}),
 	}
+	if err := c.startTunnel(); err != nil {
+		cancel()
+		return nil, err
+	}
 	go c.run()
 	c.logger.Info("client started", "node_id", id, "servers", cfg.Servers)
 	return c, nil
@@ -133,6 +146,7 @@ func (c *Client) UpdateNode() {
 func (c *Client) Shutdown() {
 	c.cancel()
 	<-c.done
+	c.tunnel.Close()
 	c.pool.Close()
 }
 
