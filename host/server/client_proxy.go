@@ -118,39 +118,55 @@ func (p *clientProxy) nodeOf(allocID, nodeID string) (string, error) {
 
 var errInvalidNode = errcode.New(codes.InvalidArgument, "wrong node for the alloc")
 
-// find returns where nodeID's tunnel is: here, or (unless the request was
-// forwarded by another server, which already asked everyone) on the first
-// other server that says it holds it.
-func (p *clientProxy) find(ctx context.Context, nodeID string) (nodeRoute, error) {
-	if sess, ok := p.tunnels.Session(nodeID); ok {
-		return nodeRoute{session: sess}, nil
+// find returns where nodeID's tunnel is. A first attempt takes this
+// server's own session when it has one; otherwise, and on a retry (the
+// local session may be one the node has left for another server, not yet
+// closed by its keepalive), it asks every server and the newest session
+// wins. A request another server forwarded is answered from this server's
+// tunnels only: that server already asked everyone.
+func (p *clientProxy) find(ctx context.Context, nodeID string, retry bool) (nodeRoute, error) {
+	local, ok := p.tunnels.Session(nodeID)
+	if ok && !retry {
+		return nodeRoute{session: local}, nil
 	}
 	if forwarded(ctx) {
+		if ok {
+			return nodeRoute{session: local}, nil
+		}
 		return nodeRoute{}, errcode.Status(fmt.Errorf("server %s: %w", p.s.cfg.Name, &NotConnectedError{NodeID: nodeID}))
 	}
-	m, err := p.locate(ctx, nodeID)
+	m, at, err := p.locate(ctx, nodeID)
 	if err != nil {
 		return nodeRoute{}, err
 	}
-	if m == nil {
-		return nodeRoute{}, &NotConnectedError{NodeID: nodeID}
+	switch {
+	case ok && (m == nil || !at.After(local.ConnectedAt())):
+		return nodeRoute{session: local}, nil
+	case m != nil:
+		return nodeRoute{server: m}, nil
 	}
-	return nodeRoute{server: m}, nil
+	return nodeRoute{}, &NotConnectedError{NodeID: nodeID}
 }
 
 // locate asks every other server whether it holds nodeID's tunnel and
-// returns the first that does (nil when none answers yes in time). A node
-// has at most one live tunnel; a server still holding a dead one closes
-// it within the keepalive, and a call through it fails Unavailable and is
-// retried.
-func (p *clientProxy) locate(ctx context.Context, nodeID string) (*pb.ServerMember, error) {
+// returns the one whose session is newest, with the time it opened (nil
+// when none does). It waits for every answer, bounded by locateTimeout: a
+// node has one live tunnel, but a server whose tunnel the node left
+// without a word (a partition) holds the old one until its keepalive
+// closes it, and only the newest is live. Servers answer in a round trip,
+// so waiting for all costs nothing unless one is unreachable.
+func (p *clientProxy) locate(ctx context.Context, nodeID string) (*pb.ServerMember, time.Time, error) {
 	members, err := p.s.fsm.State().Servers(nil)
 	if err != nil {
-		return nil, fmt.Errorf("locating node %s: reading the servers: %w", nodeID, err)
+		return nil, time.Time{}, fmt.Errorf("locating node %s: reading the servers: %w", nodeID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.locateTimeout)
 	defer cancel()
-	found := make(chan *pb.ServerMember, len(members))
+	type answer struct {
+		m  *pb.ServerMember
+		at time.Time
+	}
+	answers := make(chan answer, len(members))
 	asked := 0
 	for _, m := range members {
 		if m.GetId() == p.s.id || m.GetRpcAddr() == "" {
@@ -163,22 +179,23 @@ func (p *clientProxy) locate(ctx context.Context, nodeID string) (*pb.ServerMemb
 				var resp *pb.LocateNodeResponse
 				resp, err = pb.NewClientProxyClient(conn).Locate(ctx, &pb.LocateNodeRequest{NodeId: nodeID})
 				if err == nil && resp.GetConnected() {
-					found <- m
+					answers <- answer{m, time.Unix(0, resp.GetConnectedAt())}
 					return
 				}
 			}
 			if err != nil {
 				p.s.logger.Debug("asking a server for a node's tunnel", "server", m.GetName(), "node_id", nodeID, "error", err)
 			}
-			found <- nil
+			answers <- answer{}
 		}()
 	}
+	var best answer
 	for range asked {
-		if m := <-found; m != nil {
-			return m, nil
+		if a := <-answers; a.m != nil && (best.m == nil || a.at.After(best.at)) {
+			best = a
 		}
 	}
-	return nil, nil
+	return best.m, best.at, nil
 }
 
 // retryable reports whether a failed attempt is worth another: the node or
@@ -233,7 +250,7 @@ func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequ
 			break
 		}
 		var resp *pb.RestartAllocResponse
-		resp, lastErr = p.restartOnce(ctx, nodeID, req)
+		resp, lastErr = p.restartOnce(ctx, nodeID, req, attempt > 0)
 		if lastErr == nil {
 			return resp, nil
 		}
@@ -265,8 +282,8 @@ func (p *clientProxy) forwardTimeout() time.Duration {
 	return p.attemptTimeout + max(p.attemptTimeout/4, 100*time.Millisecond)
 }
 
-func (p *clientProxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartAllocRequest) (*pb.RestartAllocResponse, error) {
-	r, err := p.find(ctx, nodeID)
+func (p *clientProxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartAllocRequest, retry bool) (*pb.RestartAllocResponse, error) {
+	r, err := p.find(ctx, nodeID, retry)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +355,7 @@ func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[p
 		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
 			break
 		}
-		relayed, err := p.logsOnce(ctx, nodeID, req, out, &headerSent)
+		relayed, err := p.logsOnce(ctx, nodeID, req, out, &headerSent, attempt > 0)
 		if p.s.shutdownCtx.Err() != nil && out.Context().Err() == nil {
 			return fmt.Errorf("logs of alloc %s on node %s: server %s is shutting down: %w", req.GetAllocId(), nodeID, p.s.cfg.Name, errServerShutdown)
 		}
@@ -358,8 +375,8 @@ var errServerShutdown = errcode.New(codes.Unavailable, "server shutting down")
 
 // logsOnce opens one stream to the node (or its server) and relays it,
 // returning how many frames it relayed.
-func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], headerSent *bool) (int, error) {
-	r, err := p.find(ctx, nodeID)
+func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], headerSent *bool, retry bool) (int, error) {
+	r, err := p.find(ctx, nodeID, retry)
 	if err != nil {
 		return 0, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/internal/testutil"
@@ -250,7 +251,7 @@ func TestClientProxyEveryAttemptHasADeadline(t *testing.T) {
 	a, b := tc.servers[0], tc.servers[1]
 	waitMembers(t, b, 2)
 	for _, s := range tc.servers {
-		s.proxy.attemptTimeout = 200 * time.Millisecond
+		s.proxy.attemptTimeout = 500 * time.Millisecond
 		s.proxy.backoff = 10 * time.Millisecond
 	}
 	node := &proxyNode{Block: true}
@@ -262,8 +263,8 @@ func TestClientProxyEveryAttemptHasADeadline(t *testing.T) {
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "node stuck") {
 		t.Fatalf("call to a node that never answers: %v; want DeadlineExceeded naming node stuck", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("three 200ms attempts took %s", d)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("three 500ms attempts took %s", d)
 	}
 	// Each of b's attempts went to a, which tried once (b retries) and
 	// timed out first, so its answer named the node.
@@ -361,5 +362,48 @@ func TestClientProxySentinelCodes(t *testing.T) {
 	err := fmt.Errorf("x: %w", &NotConnectedError{NodeID: "n1"})
 	if !errors.Is(err, ErrNodeNotConnected) || status.Code(toStatus(err)) != codes.Unavailable {
 		t.Fatalf("NotConnectedError: errors.Is %v, code %v", errors.Is(err, ErrNodeNotConnected), status.Code(toStatus(err)))
+	}
+}
+
+func TestClientProxyNewestTunnelWinsAcrossServers(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	a, b, c := tc.servers[0], tc.servers[1], tc.servers[2]
+	waitMembers(t, c, 3)
+	waitMembers(t, a, 3)
+	for _, s := range tc.servers {
+		s.proxy.attemptTimeout = 300 * time.Millisecond
+		s.proxy.backoff = 10 * time.Millisecond
+	}
+	// The node's old tunnel to a: open, but the node no longer answers on
+	// it (it left without a word; a's keepalive has not noticed yet).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stale, err := pb.NewTunnelClient(tc.conn(a)).Open(metadata.AppendToOutgoingContext(ctx, tunnel.NodeIDHeader, "moved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.Header(); err != nil {
+		t.Fatal(err)
+	}
+	waitTunnel(t, a, "moved")
+	// Its new tunnel, to b.
+	time.Sleep(10 * time.Millisecond) // connected_at must differ on a coarse clock
+	node := &proxyNode{}
+	connectNode(t, "moved", node, b)
+	waitTunnel(t, b, "moved")
+
+	// c asks both and takes b's, the newer.
+	if _, err := tc.proxy(c).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a1", NodeId: "moved"}); err != nil {
+		t.Fatalf("call on c: %v", err)
+	}
+	if r, _ := node.counts(); r != 1 {
+		t.Fatalf("node saw %d calls, want 1 (c must pick the newest tunnel at once)", r)
+	}
+	// a tries its own (stale) session first; its retry asks everyone.
+	if _, err := tc.proxy(a).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a2", NodeId: "moved"}); err != nil {
+		t.Fatalf("call on a: %v", err)
+	}
+	if r, _ := node.counts(); r != 2 {
+		t.Fatalf("node saw %d calls, want 2", r)
 	}
 }
