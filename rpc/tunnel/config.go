@@ -44,7 +44,10 @@ func (k Keepalive) yamux(logger hclog.Logger) *yamux.Config {
 	// with it, after the same time a keepalive gets.
 	c.StreamOpenTimeout = c.KeepAliveInterval + c.ConnectionWriteTimeout
 	c.LogOutput = nil
-	c.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	// yamux logs every ended session as an error ("Failed to read
+	// header: context canceled"), a normal close included; the tunnel's
+	// own logs say when and why a session ended, so yamux's are details.
+	c.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})
 	return c
 }
 
