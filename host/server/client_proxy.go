@@ -140,7 +140,7 @@ func (p *clientProxy) find(ctx context.Context, nodeID string, retry bool) (node
 		return nodeRoute{}, err
 	}
 	switch {
-	case ok && (m == nil || !at.After(local.ConnectedAt())):
+	case ok && (m == nil || !at.After(local.OpenedAt())):
 		return nodeRoute{session: local}, nil
 	case m != nil:
 		return nodeRoute{server: m}, nil
@@ -229,9 +229,45 @@ func (p *clientProxy) Locate(_ context.Context, req *pb.LocateNodeRequest) (*pb.
 	resp := &pb.LocateNodeResponse{ServerId: p.s.id}
 	if sess, ok := p.tunnels.Session(req.GetNodeId()); ok {
 		resp.Connected = true
-		resp.ConnectedAt = sess.ConnectedAt().UnixNano()
+		resp.ConnectedAt = sess.OpenedAt().UnixNano()
 	}
 	return resp, nil
+}
+
+// Release closes this server's tunnel of a node that opened a newer one to
+// another server.
+func (p *clientProxy) Release(_ context.Context, req *pb.ReleaseNodeRequest) (*pb.ReleaseNodeResponse, error) {
+	released := p.tunnels.CloseOlder(req.GetNodeId(), time.Unix(0, req.GetOpenedAt()))
+	return &pb.ReleaseNodeResponse{Released: released}, nil
+}
+
+// releaseElsewhere tells the other servers that sess is the node's newest
+// tunnel, so one still holding an older tunnel (the node left it without a
+// word) closes it now rather than when its keepalive notices. Best effort,
+// in the background: a server that does not hear of it still closes the
+// old tunnel by keepalive, and lookups take the newest tunnel anyway.
+func (p *clientProxy) releaseElsewhere(sess *tunnel.Session) {
+	members, err := p.s.fsm.State().Servers(nil)
+	if err != nil {
+		return
+	}
+	req := &pb.ReleaseNodeRequest{NodeId: sess.NodeID(), OpenedAt: sess.OpenedAt().UnixNano(), ServerId: p.s.id}
+	for _, m := range members {
+		if m.GetId() == p.s.id || m.GetRpcAddr() == "" {
+			continue
+		}
+		p.s.goRun(func() {
+			ctx, cancel := context.WithTimeout(p.s.shutdownCtx, p.locateTimeout)
+			defer cancel()
+			conn, err := p.s.pool.Conn(m.GetRpcAddr())
+			if err == nil {
+				_, err = pb.NewClientProxyClient(conn).Release(p.forwardContext(ctx), req)
+			}
+			if err != nil {
+				p.s.logger.Debug("telling a server a node has a newer tunnel", "server", m.GetName(), "node_id", sess.NodeID(), "error", err)
+			}
+		})
+	}
 }
 
 // RestartAlloc restarts an alloc's tasks on its node. Each attempt has a

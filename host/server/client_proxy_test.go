@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -365,45 +366,82 @@ func TestClientProxySentinelCodes(t *testing.T) {
 	}
 }
 
-func TestClientProxyNewestTunnelWinsAcrossServers(t *testing.T) {
-	tc := newTestCluster(t, 3)
-	a, b, c := tc.servers[0], tc.servers[1], tc.servers[2]
-	waitMembers(t, c, 3)
-	waitMembers(t, a, 3)
-	for _, s := range tc.servers {
-		s.proxy.attemptTimeout = 300 * time.Millisecond
-		s.proxy.backoff = 10 * time.Millisecond
-	}
-	// The node's old tunnel to a: open, but the node no longer answers on
-	// it (it left without a word; a's keepalive has not noticed yet).
+// openRaw opens a tunnel of nodeID to s that runs no session (a node that
+// stopped answering on it), saying it opened at openedAt by its clock.
+func (tc *testCluster) openRaw(t *testing.T, s *Server, nodeID string, openedAt time.Time) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stale, err := pb.NewTunnelClient(tc.conn(a)).Open(metadata.AppendToOutgoingContext(ctx, tunnel.NodeIDHeader, "moved"))
+	t.Cleanup(cancel)
+	md := metadata.Pairs(tunnel.NodeIDHeader, nodeID, tunnel.OpenedAtHeader, strconv.FormatInt(openedAt.UnixNano(), 10))
+	stream, err := pb.NewTunnelClient(tc.conn(s)).Open(metadata.NewOutgoingContext(ctx, md))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stale.Header(); err != nil {
+	if _, err := stream.Header(); err != nil {
 		t.Fatal(err)
 	}
-	waitTunnel(t, a, "moved")
-	// Its new tunnel, to b.
-	time.Sleep(10 * time.Millisecond) // connected_at must differ on a coarse clock
+	waitTunnel(t, s, nodeID)
+}
+
+func TestClientProxyReleasesTheOlderTunnelElsewhere(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	a, b, c := tc.servers[0], tc.servers[1], tc.servers[2]
+	for _, s := range tc.servers {
+		waitMembers(t, s, 3)
+	}
+	// The node's old tunnel to a, which it left without a word (a's
+	// keepalive would take up to 20 s to notice).
+	tc.openRaw(t, a, "moved", time.Now().Add(-time.Minute))
+	// Its new tunnel, to b: b tells the others, and a closes the old one.
 	node := &proxyNode{}
 	connectNode(t, "moved", node, b)
 	waitTunnel(t, b, "moved")
-
-	// c asks both and takes b's, the newer.
-	if _, err := tc.proxy(c).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a1", NodeId: "moved"}); err != nil {
-		t.Fatalf("call on c: %v", err)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if _, ok := a.tunnels.Session("moved"); ok {
+			return errors.New("a still holds the node's older tunnel")
+		}
+		return nil
+	})
+	if _, ok := b.tunnels.Session("moved"); !ok {
+		t.Fatal("b closed the node's newest tunnel")
 	}
-	if r, _ := node.counts(); r != 1 {
-		t.Fatalf("node saw %d calls, want 1 (c must pick the newest tunnel at once)", r)
-	}
-	// a tries its own (stale) session first; its retry asks everyone.
-	if _, err := tc.proxy(a).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a2", NodeId: "moved"}); err != nil {
-		t.Fatalf("call on a: %v", err)
+	// Calls on a and c reach the node at their first attempt.
+	for _, s := range []*Server{a, c} {
+		if _, err := tc.proxy(s).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a1", NodeId: "moved"}); err != nil {
+			t.Fatalf("call on %s: %v", s.cfg.Name, err)
+		}
 	}
 	if r, _ := node.counts(); r != 2 {
 		t.Fatalf("node saw %d calls, want 2", r)
+	}
+}
+
+func TestClientProxyNewestTunnelWinsAcrossServers(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	a, b, c := tc.servers[0], tc.servers[1], tc.servers[2]
+	for _, s := range tc.servers {
+		waitMembers(t, s, 3)
+	}
+	// b holds the node's newer tunnel; a's older one arrives late (a
+	// delayed Open), so neither release closes the other: lookups must
+	// still pick b's.
+	now := time.Now()
+	tc.openRaw(t, b, "twice", now)
+	tc.openRaw(t, a, "twice", now.Add(-time.Second))
+	if _, ok := b.tunnels.Session("twice"); !ok {
+		t.Fatal("a's older tunnel made b close the newer one")
+	}
+	for _, s := range []*Server{a, c} {
+		r, err := s.proxy.find(timeout(t, 10*time.Second), "twice", true)
+		if err != nil || r.server.GetId() != b.ID() {
+			t.Fatalf("%s finds %v (session %v), %v; want server %s", s.cfg.Name, r.server, r.session, err, b.cfg.Name)
+		}
+	}
+	// A first attempt on a takes its own session; only a retry asks.
+	if r, err := a.proxy.find(timeout(t, 10*time.Second), "twice", false); err != nil || r.session == nil {
+		t.Fatalf("a's first attempt: %v, %v; want its own session", r, err)
+	}
+	if r, err := b.proxy.find(timeout(t, 10*time.Second), "twice", true); err != nil || r.session == nil {
+		t.Fatalf("b's retry: %v, %v; want its own (newest) session", r, err)
 	}
 }

@@ -48,6 +48,7 @@ var routes = map[string]route{
 	// The proxy finds the node's server itself (client_proxy.go).
 	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
 	pb.ClientProxy_Locate_FullMethodName:       routeLocal,
+	pb.ClientProxy_Release_FullMethodName:      routeLocal,
 }
 
 // queryRequest is implemented by every read request.

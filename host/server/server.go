@@ -102,7 +102,8 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
-	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel")})
+	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
+		OnOpen: func(sess *tunnel.Session) { s.proxy.releaseElsewhere(sess) }})
 	s.proxy = newClientProxy(s, s.tunnels)
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)

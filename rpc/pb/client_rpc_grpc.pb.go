@@ -186,7 +186,9 @@ const (
 // a server and the two run a yamux session over its frames (rpc/tunnel):
 // the server opens yamux streams to reach the client's ClientRPC, so the
 // client needs no inbound port. The client names its node in the stream's
-// metadata ("berth-node-id"); a newer stream of a node replaces the older.
+// metadata ("berth-node-id") and when it opened the stream, by its own clock
+// ("berth-tunnel-opened-at", unix nanoseconds); a newer stream of a node
+// replaces the older.
 type TunnelClient interface {
 	Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelFrame, TunnelFrame], error)
 }
@@ -220,7 +222,9 @@ type Tunnel_OpenClient = grpc.BidiStreamingClient[TunnelFrame, TunnelFrame]
 // a server and the two run a yamux session over its frames (rpc/tunnel):
 // the server opens yamux streams to reach the client's ClientRPC, so the
 // client needs no inbound port. The client names its node in the stream's
-// metadata ("berth-node-id"); a newer stream of a node replaces the older.
+// metadata ("berth-node-id") and when it opened the stream, by its own clock
+// ("berth-tunnel-opened-at", unix nanoseconds); a newer stream of a node
+// replaces the older.
 type TunnelServer interface {
 	Open(grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]) error
 	mustEmbedUnimplementedTunnelServer()
@@ -286,6 +290,7 @@ const (
 	ClientProxy_Logs_FullMethodName         = "/berth.v1.ClientProxy/Logs"
 	ClientProxy_RestartAlloc_FullMethodName = "/berth.v1.ClientProxy/RestartAlloc"
 	ClientProxy_Locate_FullMethodName       = "/berth.v1.ClientProxy/Locate"
+	ClientProxy_Release_FullMethodName      = "/berth.v1.ClientProxy/Release"
 )
 
 // ClientProxyClient is the client API for ClientProxy service.
@@ -301,6 +306,9 @@ type ClientProxyClient interface {
 	// Locate says whether a node's tunnel is connected to this server (never
 	// forwarded): servers ask each other to find the one holding a node.
 	Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error)
+	// Release closes this server's tunnel of a node if it is older than the
+	// one the node opened to the calling server (never forwarded).
+	Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error)
 }
 
 type clientProxyClient struct {
@@ -350,6 +358,16 @@ func (c *clientProxyClient) Locate(ctx context.Context, in *LocateNodeRequest, o
 	return out, nil
 }
 
+func (c *clientProxyClient) Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseNodeResponse)
+	err := c.cc.Invoke(ctx, ClientProxy_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientProxyServer is the server API for ClientProxy service.
 // All implementations must embed UnimplementedClientProxyServer
 // for forward compatibility.
@@ -363,6 +381,9 @@ type ClientProxyServer interface {
 	// Locate says whether a node's tunnel is connected to this server (never
 	// forwarded): servers ask each other to find the one holding a node.
 	Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error)
+	// Release closes this server's tunnel of a node if it is older than the
+	// one the node opened to the calling server (never forwarded).
+	Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error)
 	mustEmbedUnimplementedClientProxyServer()
 }
 
@@ -381,6 +402,9 @@ func (UnimplementedClientProxyServer) RestartAlloc(context.Context, *RestartAllo
 }
 func (UnimplementedClientProxyServer) Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Locate not implemented")
+}
+func (UnimplementedClientProxyServer) Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
 func (UnimplementedClientProxyServer) mustEmbedUnimplementedClientProxyServer() {}
 func (UnimplementedClientProxyServer) testEmbeddedByValue()                     {}
@@ -450,6 +474,24 @@ func _ClientProxy_Locate_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientProxy_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientProxyServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientProxy_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientProxyServer).Release(ctx, req.(*ReleaseNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientProxy_ServiceDesc is the grpc.ServiceDesc for ClientProxy service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -464,6 +506,10 @@ var ClientProxy_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Locate",
 			Handler:    _ClientProxy_Locate_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _ClientProxy_Release_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -166,7 +167,8 @@ func (c *Client) session(server string) (established bool, err error) {
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	stream, err := pb.NewTunnelClient(conn).Open(metadata.AppendToOutgoingContext(ctx, NodeIDHeader, c.cfg.NodeID))
+	md := metadata.Pairs(NodeIDHeader, c.cfg.NodeID, OpenedAtHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+	stream, err := pb.NewTunnelClient(conn).Open(metadata.NewOutgoingContext(ctx, md))
 	if err != nil {
 		return false, err
 	}

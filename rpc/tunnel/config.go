@@ -14,6 +14,11 @@ import (
 // NodeIDHeader is the metadata key of the Open stream that names the node.
 const NodeIDHeader = "berth-node-id"
 
+// OpenedAtHeader is the metadata key of the Open stream that says when the
+// node opened it, in unix nanoseconds by the node's clock: one clock orders
+// a node's tunnels on every server.
+const OpenedAtHeader = "berth-tunnel-opened-at"
+
 // Defaults of Keepalive.
 const (
 	DefaultKeepAliveInterval = 10 * time.Second

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,6 +36,10 @@ type RegistryConfig struct {
 	Logger    hclog.Logger
 	// Now is the clock of Session.ConnectedAt (time.Now when nil).
 	Now func() time.Time
+	// OnOpen, when set, is called with every session the registry accepts
+	// (after it replaced the node's older one here); a server uses it to
+	// have the other servers close their older tunnels of the node.
+	OnOpen func(*Session)
 }
 
 // Registry is the Tunnel service of a server: it accepts nodes' tunnels
@@ -71,6 +76,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 type Session struct {
 	nodeID      string
 	connectedAt time.Time
+	openedAt    time.Time
 	remote      net.Addr
 	mux         *yamux.Session
 	conn        *grpc.ClientConn
@@ -82,6 +88,11 @@ func (s *Session) NodeID() string { return s.nodeID }
 
 // ConnectedAt returns when the server accepted the session.
 func (s *Session) ConnectedAt() time.Time { return s.connectedAt }
+
+// OpenedAt returns when the node opened the session, by the node's clock
+// (ConnectedAt for a node that did not say): it orders a node's sessions
+// across servers.
+func (s *Session) OpenedAt() time.Time { return s.openedAt }
 
 // Conn returns the connection to the node's services (ClientRPC). Errors of
 // its calls name the node and keep their codes; a call on a session that has
@@ -126,6 +137,26 @@ func (r *Registry) Wait(ctx context.Context, nodeID string) (*Session, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// CloseOlder closes the node's session if the node opened it before
+// openedAt (by its clock), reporting whether it did: the node has opened a
+// newer one elsewhere.
+func (r *Registry) CloseOlder(nodeID string, openedAt time.Time) bool {
+	r.mu.Lock()
+	s, ok := r.sessions[nodeID]
+	if ok && s.openedAt.Before(openedAt) {
+		delete(r.sessions, nodeID)
+		r.notifyLocked()
+	} else {
+		ok = false
+	}
+	r.mu.Unlock()
+	if ok {
+		r.cfg.Logger.Info("node opened a newer tunnel to another server; closing this one", "node_id", nodeID, "remote", s.remote)
+		s.Close()
+	}
+	return ok
 }
 
 // Nodes returns the IDs of the connected nodes.
@@ -202,6 +233,15 @@ func (r *Registry) Open(stream pb.Tunnel_OpenServer) error {
 	if nodeID == "" {
 		return errcode.Status(ErrNoNodeID)
 	}
+	connectedAt := r.cfg.Now()
+	openedAt := connectedAt
+	if v := md.Get(OpenedAtHeader); len(v) > 0 {
+		ns, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil || ns <= 0 {
+			return status.Errorf(codes.InvalidArgument, "tunnel of node %s: %s %q is not unix nanoseconds", nodeID, OpenedAtHeader, v[0])
+		}
+		openedAt = time.Unix(0, ns)
+	}
 	var remote net.Addr = addr("node " + nodeID)
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		remote = p.Addr
@@ -219,7 +259,7 @@ func (r *Registry) Open(stream pb.Tunnel_OpenServer) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "tunnel of node %s: %v", nodeID, err)
 	}
-	s := &Session{nodeID: nodeID, connectedAt: r.cfg.Now(), remote: remote, mux: mux}
+	s := &Session{nodeID: nodeID, connectedAt: connectedAt, openedAt: openedAt, remote: remote, mux: mux}
 	s.conn, err = grpc.NewClient("passthrough:///"+nodeID, append(dialOptions(),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mux.Open() }),
 		grpc.WithChainUnaryInterceptor(s.unaryInterceptor),
@@ -242,6 +282,9 @@ func (r *Registry) Open(stream pb.Tunnel_OpenServer) error {
 		old.Close()
 	}
 	logger.Debug("node tunnel open", "remote", remote)
+	if r.cfg.OnOpen != nil {
+		r.cfg.OnOpen(s)
+	}
 
 	select {
 	case <-mux.CloseChan():

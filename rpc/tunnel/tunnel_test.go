@@ -406,3 +406,51 @@ func TestOpenWithoutANodeIDIsRefused(t *testing.T) {
 		t.Fatalf("Open without a node: %v; want InvalidArgument", err)
 	}
 }
+
+func TestCloseOlderClosesOnlyAnOlderSession(t *testing.T) {
+	srv := startServer(t, "s1", "127.0.0.1:0", Keepalive{})
+	node := &fakeNode{name: "n1"}
+	before := time.Now()
+	startClient(t, "node-1", node, Keepalive{}, srv)
+	sess := srv.session(t, "node-1")
+	// The node says when it opened the tunnel, by its clock.
+	if at := sess.OpenedAt(); at.Before(before) || at.After(time.Now()) {
+		t.Fatalf("session opened at %s, not during the test", at)
+	}
+	if srv.reg.CloseOlder("node-1", sess.OpenedAt()) {
+		t.Fatal("a session as new as the other tunnel was closed")
+	}
+	if srv.reg.CloseOlder("node-2", time.Now()) {
+		t.Fatal("closed a session of a node that has none")
+	}
+	if !srv.reg.CloseOlder("node-1", sess.OpenedAt().Add(time.Nanosecond)) {
+		t.Fatal("an older session was not closed")
+	}
+	select {
+	case <-sess.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the released session stayed open")
+	}
+	// The node opens a new one, as after any break.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if s, ok := srv.reg.Session("node-1"); !ok || s == sess {
+			return errors.New("node has not reconnected")
+		}
+		return nil
+	})
+}
+
+func TestOpenWithABadOpenedAtIsRefused(t *testing.T) {
+	srv := startServer(t, "s1", "127.0.0.1:0", Keepalive{})
+	pool := rpc.NewPool()
+	defer pool.Close()
+	conn, _ := pool.Conn(srv.addr)
+	md := metadata.Pairs(NodeIDHeader, "n1", OpenedAtHeader, "yesterday")
+	st, err := pb.NewTunnelClient(conn).Open(metadata.NewOutgoingContext(ctxTimeout(t, 5*time.Second), md))
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node n1") {
+		t.Fatalf("Open with a bad opened-at: %v; want InvalidArgument naming node n1", err)
+	}
+}
