@@ -76,6 +76,9 @@ type clientProxy struct {
 	allocs allocNodes
 
 	attemptTimeout, logsTimeout, locateTimeout, backoff time.Duration
+	// lostReleases makes this server's releases never arrive (tests of
+	// lookups that must do without them).
+	lostReleases bool
 }
 
 func newClientProxy(s *Server, tunnels *tunnel.Registry) *clientProxy {
@@ -148,56 +151,6 @@ func (p *clientProxy) find(ctx context.Context, nodeID string, retry bool) (node
 	return nodeRoute{}, &NotConnectedError{NodeID: nodeID}
 }
 
-// locate asks every other server whether it holds nodeID's tunnel and
-// returns the one whose session is newest, with the time it opened (nil
-// when none does). It waits for every answer, bounded by locateTimeout: a
-// node has one live tunnel, but a server whose tunnel the node left
-// without a word (a partition) holds the old one until its keepalive
-// closes it, and only the newest is live. Servers answer in a round trip,
-// so waiting for all costs nothing unless one is unreachable.
-func (p *clientProxy) locate(ctx context.Context, nodeID string) (*pb.ServerMember, time.Time, error) {
-	members, err := p.s.fsm.State().Servers(nil)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("locating node %s: reading the servers: %w", nodeID, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.locateTimeout)
-	defer cancel()
-	type answer struct {
-		m  *pb.ServerMember
-		at time.Time
-	}
-	answers := make(chan answer, len(members))
-	asked := 0
-	for _, m := range members {
-		if m.GetId() == p.s.id || m.GetRpcAddr() == "" {
-			continue
-		}
-		asked++
-		go func() {
-			conn, err := p.s.pool.Conn(m.GetRpcAddr())
-			if err == nil {
-				var resp *pb.LocateNodeResponse
-				resp, err = pb.NewClientProxyClient(conn).Locate(ctx, &pb.LocateNodeRequest{NodeId: nodeID})
-				if err == nil && resp.GetConnected() {
-					answers <- answer{m, time.Unix(0, resp.GetConnectedAt())}
-					return
-				}
-			}
-			if err != nil {
-				p.s.logger.Debug("asking a server for a node's tunnel", "server", m.GetName(), "node_id", nodeID, "error", err)
-			}
-			answers <- answer{}
-		}()
-	}
-	var best answer
-	for range asked {
-		if a := <-answers; a.m != nil && (best.m == nil || a.at.After(best.at)) {
-			best = a
-		}
-	}
-	return best.m, best.at, nil
-}
-
 // retryable reports whether a failed attempt is worth another: the node or
 // its server was unreachable (Unavailable: between two tunnels, a server
 // going away) or did not answer within the attempt's deadline.
@@ -221,52 +174,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// Locate answers whether nodeID's tunnel is connected to this server.
-func (p *clientProxy) Locate(_ context.Context, req *pb.LocateNodeRequest) (*pb.LocateNodeResponse, error) {
-	resp := &pb.LocateNodeResponse{ServerId: p.s.id}
-	if sess, ok := p.tunnels.Session(req.GetNodeId()); ok {
-		resp.Connected = true
-		resp.ConnectedAt = sess.OpenedAt().UnixNano()
-	}
-	return resp, nil
-}
-
-// Release closes this server's tunnel of a node that opened a newer one to
-// another server.
-func (p *clientProxy) Release(_ context.Context, req *pb.ReleaseNodeRequest) (*pb.ReleaseNodeResponse, error) {
-	released := p.tunnels.CloseOlder(req.GetNodeId(), time.Unix(0, req.GetOpenedAt()))
-	return &pb.ReleaseNodeResponse{Released: released}, nil
-}
-
-// releaseElsewhere tells the other servers that sess is the node's newest
-// tunnel, so one still holding an older tunnel (the node left it without a
-// word) closes it now rather than when its keepalive notices. Best effort,
-// in the background: a server that does not hear of it still closes the
-// old tunnel by keepalive, and lookups take the newest tunnel anyway.
-func (p *clientProxy) releaseElsewhere(sess *tunnel.Session) {
-	members, err := p.s.fsm.State().Servers(nil)
-	if err != nil {
-		return
-	}
-	req := &pb.ReleaseNodeRequest{NodeId: sess.NodeID(), OpenedAt: sess.OpenedAt().UnixNano(), ServerId: p.s.id}
-	for _, m := range members {
-		if m.GetId() == p.s.id || m.GetRpcAddr() == "" {
-			continue
-		}
-		p.s.goRun(func() {
-			ctx, cancel := context.WithTimeout(p.s.shutdownCtx, p.locateTimeout)
-			defer cancel()
-			conn, err := p.s.pool.Conn(m.GetRpcAddr())
-			if err == nil {
-				_, err = pb.NewClientProxyClient(conn).Release(p.forwardContext(ctx), req)
-			}
-			if err != nil {
-				p.s.logger.Debug("telling a server a node has a newer tunnel", "server", m.GetName(), "node_id", sess.NodeID(), "error", err)
-			}
-		})
 	}
 }
 
@@ -353,8 +260,9 @@ func viaServer(m *pb.ServerMember, nodeID string, err error) error {
 	return errcode.Status(fmt.Errorf("node %s via server %s: %w", nodeID, m.GetName(), err))
 }
 
-// Logs streams a task's log from its node. The stream's opening (until the
-// node accepts it) has a deadline and is retried like a unary call, and is
+// Logs streams a task's log from its node. Its first frame is empty and
+// says the node accepted the request. The stream's opening (until the node
+// accepts it) has a deadline and is retried like a unary call, and is
 // retried as long as no data was relayed yet — a repeated request then
 // sends nothing twice. A read that does not follow has a deadline for the
 // whole stream; a following one lives as long as its caller, the node's
@@ -384,14 +292,14 @@ func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[p
 	}
 
 	var (
-		lastErr    error
-		headerSent bool
+		lastErr error
+		opened  bool
 	)
 	for attempt := range p.attempts(ctx) {
 		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
 			break
 		}
-		relayed, err := p.logsOnce(ctx, nodeID, req, out, &headerSent, attempt > 0)
+		relayed, err := p.logsOnce(ctx, nodeID, req, out, &opened, attempt > 0)
 		if p.s.shutdownCtx.Err() != nil && out.Context().Err() == nil {
 			return fmt.Errorf("logs of alloc %s on node %s: server %s is shutting down: %w", req.GetAllocId(), nodeID, p.s.cfg.Name, errServerShutdown)
 		}
@@ -411,7 +319,7 @@ var errServerShutdown = errcode.New(codes.Unavailable, "server shutting down")
 
 // logsOnce opens one stream to the node (or its server) and relays it,
 // returning how many frames it relayed.
-func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], headerSent *bool, retry bool) (int, error) {
+func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], opened *bool, retry bool) (int, error) {
 	r, err := p.find(ctx, nodeID, retry)
 	if err != nil {
 		return 0, err
@@ -442,27 +350,37 @@ func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsR
 	if r.server != nil {
 		openTimeout = p.forwardTimeout()
 	}
-	opened := time.AfterFunc(openTimeout, cancel)
-	_, err = in.Header()
-	if !opened.Stop() {
+	openTimer := time.AfterFunc(openTimeout, cancel)
+	md, err := in.Header()
+	if !openTimer.Stop() {
 		return 0, via(fmt.Errorf("logs of alloc %s: node %s did not open the stream within %s: %w", req.GetAllocId(), nodeID, openTimeout, context.DeadlineExceeded))
 	}
 	if err != nil {
 		return 0, via(err)
 	}
-	// The caller (or the server that forwarded to this one) learns as
-	// early that the stream is open.
-	if !*headerSent {
-		if err := out.SendHeader(metadata.MD{}); err != nil {
+	if md == nil {
+		// The stream ended without a header: a refusal (unknown alloc or
+		// task), whose status Recv returns.
+		_, err := in.Recv()
+		return 0, via(err)
+	}
+	// The caller learns the stream is open before any data: ClientProxy's
+	// first frame is empty (jobs_rpc.proto), so an API handler knows of a
+	// refusal before it starts answering with the log.
+	if !*opened {
+		if err := out.Send(&pb.LogsFrame{}); err != nil {
 			return 0, err
 		}
-		*headerSent = true
+		*opened = true
 	}
 	relayed := 0
 	for {
 		f, err := in.Recv()
 		if err != nil {
 			return relayed, via(err)
+		}
+		if len(f.GetData()) == 0 {
+			continue // a forwarding server's own "open" frame
 		}
 		if err := out.Send(f); err != nil {
 			return relayed, err

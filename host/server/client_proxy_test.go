@@ -53,8 +53,11 @@ func (n *proxyNode) RestartAlloc(ctx context.Context, req *pb.RestartAllocReques
 func (n *proxyNode) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[pb.LogsFrame]) error {
 	n.mu.Lock()
 	n.logs = append(n.logs, req)
-	block, frames := n.Block, n.Frames
+	block, frames, refusal := n.Block, n.Frames, n.NextErr
 	n.mu.Unlock()
+	if refusal != nil {
+		return refusal
+	}
 	if err := stream.SendHeader(nil); err != nil {
 		return err
 	}
@@ -212,6 +215,49 @@ func TestClientProxyForwardsToTheServerHoldingTheNode(t *testing.T) {
 	}
 }
 
+func TestClientProxyLogsOpenWithAnEmptyFrameAndRefuseBeforeIt(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	a, b := tc.servers[0], tc.servers[1]
+	waitMembers(t, b, 2)
+	node := &proxyNode{Frames: []string{"data\n"}}
+	connectNode(t, "node-a", node, a)
+	waitTunnel(t, a, "node-a")
+	for _, s := range []*Server{a, b} {
+		stream, err := tc.proxy(s).Logs(timeout(t, 10*time.Second), &pb.LogsRequest{AllocId: "a1", NodeId: "node-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var frames []string
+		for {
+			f, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames = append(frames, string(f.GetData()))
+		}
+		// One empty frame, also through b (a's own is not relayed).
+		if fmt.Sprintf("%q", frames) != `["" "data\n"]` {
+			t.Fatalf("frames through %s: %q; want one empty frame, then the data", s.cfg.Name, frames)
+		}
+	}
+	node.mu.Lock()
+	node.NextErr = status.Error(codes.NotFound, `alloc a1 has no task "db"`)
+	node.mu.Unlock()
+	for _, s := range []*Server{a, b} {
+		stream, err := tc.proxy(s).Logs(timeout(t, 10*time.Second), &pb.LogsRequest{AllocId: "a1", NodeId: "node-a", Task: "db"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := stream.Recv()
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "node node-a") {
+			t.Fatalf("refusal through %s: frame %v, %v; want NotFound naming node node-a before any frame", s.cfg.Name, f, err)
+		}
+	}
+}
+
 func TestClientProxyNodeNotConnectedAnywhere(t *testing.T) {
 	tc := newTestCluster(t, 2)
 	waitMembers(t, tc.servers[1], 2)
@@ -286,9 +332,11 @@ func TestClientProxyFollowEndsWhenTheServerStops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := stream.Recv()
-	if err != nil || string(f.GetData()) != "first\n" {
-		t.Fatalf("first frame %q, %v", f.GetData(), err)
+	if f, err := stream.Recv(); err != nil || len(f.GetData()) != 0 {
+		t.Fatalf("first frame %q, %v; want the empty one that says the stream is open", f.GetData(), err)
+	}
+	if f, err := stream.Recv(); err != nil || string(f.GetData()) != "first\n" {
+		t.Fatalf("second frame %q, %v", f.GetData(), err)
 	}
 	start := time.Now()
 	if err := b.Shutdown(); err != nil {
@@ -344,10 +392,15 @@ func TestClientProxyFindsTheAllocsNode(t *testing.T) {
 }
 
 func TestClientProxyMethodsHaveRoutes(t *testing.T) {
-	for _, m := range methodNames(pb.ClientProxy_ServiceDesc.Methods) {
-		full := "/" + pb.ClientProxy_ServiceDesc.ServiceName + "/" + m
-		if routes[full] != routeLocal {
-			t.Errorf("%s is not routed locally (the proxy finds the node's server itself)", full)
+	for _, sd := range []grpc.ServiceDesc{pb.ClientProxy_ServiceDesc, pb.TunnelPeers_ServiceDesc} {
+		for _, m := range methodNames(sd.Methods) {
+			full := "/" + sd.ServiceName + "/" + m
+			if r, ok := routes[full]; !ok || r != routeLocal {
+				t.Errorf("%s is not routed locally (the proxy finds the node's server itself)", full)
+			}
+			if _, err := newReply(full); err != nil {
+				t.Errorf("newReply(%s): %v", full, err)
+			}
 		}
 	}
 }
@@ -422,15 +475,14 @@ func TestClientProxyNewestTunnelWinsAcrossServers(t *testing.T) {
 	for _, s := range tc.servers {
 		waitMembers(t, s, 3)
 	}
-	// b holds the node's newer tunnel; a's older one arrives late (a
-	// delayed Open), so neither release closes the other: lookups must
-	// still pick b's.
+	// b holds the node's newer tunnel, a an older one, and the releases
+	// that would close a's are lost: lookups must still pick b's.
+	for _, s := range tc.servers {
+		s.proxy.lostReleases = true
+	}
 	now := time.Now()
 	tc.openRaw(t, b, "twice", now)
 	tc.openRaw(t, a, "twice", now.Add(-time.Second))
-	if _, ok := b.tunnels.Session("twice"); !ok {
-		t.Fatal("a's older tunnel made b close the newer one")
-	}
 	for _, s := range []*Server{a, c} {
 		r, err := s.proxy.find(timeout(t, 10*time.Second), "twice", true)
 		if err != nil || r.server.GetId() != b.ID() {

@@ -47,8 +47,8 @@ var routes = map[string]route{
 	pb.Nodes_Get_FullMethodName:                  routeRead,
 	// The proxy finds the node's server itself (client_proxy.go).
 	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
-	pb.ClientProxy_Locate_FullMethodName:       routeLocal,
-	pb.ClientProxy_Release_FullMethodName:      routeLocal,
+	pb.TunnelPeers_Locate_FullMethodName:       routeLocal,
+	pb.TunnelPeers_Release_FullMethodName:      routeLocal,
 }
 
 // queryRequest is implemented by every read request.

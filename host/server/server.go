@@ -107,6 +107,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.proxy = newClientProxy(s, s.tunnels)
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)
+	pb.RegisterTunnelPeersServer(s.grpc, &tunnelPeers{p: s.proxy})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)

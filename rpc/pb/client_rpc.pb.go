@@ -577,10 +577,8 @@ const file_berth_v1_client_rpc_proto_rawDesc = "" +
 	"\x04Logs\x12\x15.berth.v1.LogsRequest\x1a\x13.berth.v1.LogsFrame0\x01\x12M\n" +
 	"\fRestartAlloc\x12\x1d.berth.v1.RestartAllocRequest\x1a\x1e.berth.v1.RestartAllocResponse2B\n" +
 	"\x06Tunnel\x128\n" +
-	"\x04Open\x12\x15.berth.v1.TunnelFrame\x1a\x15.berth.v1.TunnelFrame(\x010\x012\x9f\x02\n" +
-	"\vClientProxy\x124\n" +
-	"\x04Logs\x12\x15.berth.v1.LogsRequest\x1a\x13.berth.v1.LogsFrame0\x01\x12M\n" +
-	"\fRestartAlloc\x12\x1d.berth.v1.RestartAllocRequest\x1a\x1e.berth.v1.RestartAllocResponse\x12C\n" +
+	"\x04Open\x12\x15.berth.v1.TunnelFrame\x1a\x15.berth.v1.TunnelFrame(\x010\x012\x9a\x01\n" +
+	"\vTunnelPeers\x12C\n" +
 	"\x06Locate\x12\x1b.berth.v1.LocateNodeRequest\x1a\x1c.berth.v1.LocateNodeResponse\x12F\n" +
 	"\aRelease\x12\x1c.berth.v1.ReleaseNodeRequest\x1a\x1d.berth.v1.ReleaseNodeResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
@@ -612,19 +610,15 @@ var file_berth_v1_client_rpc_proto_depIdxs = []int32{
 	0, // 0: berth.v1.ClientRPC.Logs:input_type -> berth.v1.LogsRequest
 	2, // 1: berth.v1.ClientRPC.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
 	4, // 2: berth.v1.Tunnel.Open:input_type -> berth.v1.TunnelFrame
-	0, // 3: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
-	2, // 4: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
-	5, // 5: berth.v1.ClientProxy.Locate:input_type -> berth.v1.LocateNodeRequest
-	7, // 6: berth.v1.ClientProxy.Release:input_type -> berth.v1.ReleaseNodeRequest
-	1, // 7: berth.v1.ClientRPC.Logs:output_type -> berth.v1.LogsFrame
-	3, // 8: berth.v1.ClientRPC.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
-	4, // 9: berth.v1.Tunnel.Open:output_type -> berth.v1.TunnelFrame
-	1, // 10: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
-	3, // 11: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
-	6, // 12: berth.v1.ClientProxy.Locate:output_type -> berth.v1.LocateNodeResponse
-	8, // 13: berth.v1.ClientProxy.Release:output_type -> berth.v1.ReleaseNodeResponse
-	7, // [7:14] is the sub-list for method output_type
-	0, // [0:7] is the sub-list for method input_type
+	5, // 3: berth.v1.TunnelPeers.Locate:input_type -> berth.v1.LocateNodeRequest
+	7, // 4: berth.v1.TunnelPeers.Release:input_type -> berth.v1.ReleaseNodeRequest
+	1, // 5: berth.v1.ClientRPC.Logs:output_type -> berth.v1.LogsFrame
+	3, // 6: berth.v1.ClientRPC.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
+	4, // 7: berth.v1.Tunnel.Open:output_type -> berth.v1.TunnelFrame
+	6, // 8: berth.v1.TunnelPeers.Locate:output_type -> berth.v1.LocateNodeResponse
+	8, // 9: berth.v1.TunnelPeers.Release:output_type -> berth.v1.ReleaseNodeResponse
+	5, // [5:10] is the sub-list for method output_type
+	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name

@@ -287,237 +287,155 @@ var Tunnel_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	ClientProxy_Logs_FullMethodName         = "/berth.v1.ClientProxy/Logs"
-	ClientProxy_RestartAlloc_FullMethodName = "/berth.v1.ClientProxy/RestartAlloc"
-	ClientProxy_Locate_FullMethodName       = "/berth.v1.ClientProxy/Locate"
-	ClientProxy_Release_FullMethodName      = "/berth.v1.ClientProxy/Release"
+	TunnelPeers_Locate_FullMethodName  = "/berth.v1.TunnelPeers/Locate"
+	TunnelPeers_Release_FullMethodName = "/berth.v1.TunnelPeers/Release"
 )
 
-// ClientProxyClient is the client API for ClientProxy service.
+// TunnelPeersClient is the client API for TunnelPeers service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ClientProxy is served by servers for the HTTP API: it finds the server
-// the alloc's node has its tunnel to and calls the node's ClientRPC over it,
-// forwarding to that server when it is another one.
-type ClientProxyClient interface {
-	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error)
-	RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error)
-	// Locate says whether a node's tunnel is connected to this server (never
-	// forwarded): servers ask each other to find the one holding a node.
+// TunnelPeers is served by servers for each other (never forwarded): it
+// finds the server holding a node's tunnel for ClientProxy (jobs_rpc.proto),
+// and closes a tunnel the node replaced with one to another server.
+type TunnelPeersClient interface {
+	// Locate says whether a node's tunnel is connected to this server.
 	Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error)
 	// Release closes this server's tunnel of a node if it is older than the
-	// one the node opened to the calling server (never forwarded).
+	// one the node opened to the calling server.
 	Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error)
 }
 
-type clientProxyClient struct {
+type tunnelPeersClient struct {
 	cc grpc.ClientConnInterface
 }
 
-func NewClientProxyClient(cc grpc.ClientConnInterface) ClientProxyClient {
-	return &clientProxyClient{cc}
+func NewTunnelPeersClient(cc grpc.ClientConnInterface) TunnelPeersClient {
+	return &tunnelPeersClient{cc}
 }
 
-func (c *clientProxyClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ClientProxy_ServiceDesc.Streams[0], ClientProxy_Logs_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[LogsRequest, LogsFrame]{ClientStream: stream}
-	if err := x.ClientStream.SendMsg(in); err != nil {
-		return nil, err
-	}
-	if err := x.ClientStream.CloseSend(); err != nil {
-		return nil, err
-	}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ClientProxy_LogsClient = grpc.ServerStreamingClient[LogsFrame]
-
-func (c *clientProxyClient) RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(RestartAllocResponse)
-	err := c.cc.Invoke(ctx, ClientProxy_RestartAlloc_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *clientProxyClient) Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error) {
+func (c *tunnelPeersClient) Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LocateNodeResponse)
-	err := c.cc.Invoke(ctx, ClientProxy_Locate_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, TunnelPeers_Locate_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *clientProxyClient) Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error) {
+func (c *tunnelPeersClient) Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseNodeResponse)
-	err := c.cc.Invoke(ctx, ClientProxy_Release_FullMethodName, in, out, cOpts...)
+	err := c.cc.Invoke(ctx, TunnelPeers_Release_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// ClientProxyServer is the server API for ClientProxy service.
-// All implementations must embed UnimplementedClientProxyServer
+// TunnelPeersServer is the server API for TunnelPeers service.
+// All implementations must embed UnimplementedTunnelPeersServer
 // for forward compatibility.
 //
-// ClientProxy is served by servers for the HTTP API: it finds the server
-// the alloc's node has its tunnel to and calls the node's ClientRPC over it,
-// forwarding to that server when it is another one.
-type ClientProxyServer interface {
-	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error
-	RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error)
-	// Locate says whether a node's tunnel is connected to this server (never
-	// forwarded): servers ask each other to find the one holding a node.
+// TunnelPeers is served by servers for each other (never forwarded): it
+// finds the server holding a node's tunnel for ClientProxy (jobs_rpc.proto),
+// and closes a tunnel the node replaced with one to another server.
+type TunnelPeersServer interface {
+	// Locate says whether a node's tunnel is connected to this server.
 	Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error)
 	// Release closes this server's tunnel of a node if it is older than the
-	// one the node opened to the calling server (never forwarded).
+	// one the node opened to the calling server.
 	Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error)
-	mustEmbedUnimplementedClientProxyServer()
+	mustEmbedUnimplementedTunnelPeersServer()
 }
 
-// UnimplementedClientProxyServer must be embedded to have
+// UnimplementedTunnelPeersServer must be embedded to have
 // forward compatible implementations.
 //
 // NOTE: this should be embedded by value instead of pointer to avoid a nil
 // pointer dereference when methods are called.
-type UnimplementedClientProxyServer struct{}
+type UnimplementedTunnelPeersServer struct{}
 
-func (UnimplementedClientProxyServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error {
-	return status.Error(codes.Unimplemented, "method Logs not implemented")
-}
-func (UnimplementedClientProxyServer) RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method RestartAlloc not implemented")
-}
-func (UnimplementedClientProxyServer) Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error) {
+func (UnimplementedTunnelPeersServer) Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Locate not implemented")
 }
-func (UnimplementedClientProxyServer) Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error) {
+func (UnimplementedTunnelPeersServer) Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
 }
-func (UnimplementedClientProxyServer) mustEmbedUnimplementedClientProxyServer() {}
-func (UnimplementedClientProxyServer) testEmbeddedByValue()                     {}
+func (UnimplementedTunnelPeersServer) mustEmbedUnimplementedTunnelPeersServer() {}
+func (UnimplementedTunnelPeersServer) testEmbeddedByValue()                     {}
 
-// UnsafeClientProxyServer may be embedded to opt out of forward compatibility for this service.
-// Use of this interface is not recommended, as added methods to ClientProxyServer will
+// UnsafeTunnelPeersServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TunnelPeersServer will
 // result in compilation errors.
-type UnsafeClientProxyServer interface {
-	mustEmbedUnimplementedClientProxyServer()
+type UnsafeTunnelPeersServer interface {
+	mustEmbedUnimplementedTunnelPeersServer()
 }
 
-func RegisterClientProxyServer(s grpc.ServiceRegistrar, srv ClientProxyServer) {
-	// If the following call panics, it indicates UnimplementedClientProxyServer was
+func RegisterTunnelPeersServer(s grpc.ServiceRegistrar, srv TunnelPeersServer) {
+	// If the following call panics, it indicates UnimplementedTunnelPeersServer was
 	// embedded by pointer and is nil.  This will cause panics if an
 	// unimplemented method is ever invoked, so we test this at initialization
 	// time to prevent it from happening at runtime later due to I/O.
 	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
 		t.testEmbeddedByValue()
 	}
-	s.RegisterService(&ClientProxy_ServiceDesc, srv)
+	s.RegisterService(&TunnelPeers_ServiceDesc, srv)
 }
 
-func _ClientProxy_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
-	m := new(LogsRequest)
-	if err := stream.RecvMsg(m); err != nil {
-		return err
-	}
-	return srv.(ClientProxyServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsFrame]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ClientProxy_LogsServer = grpc.ServerStreamingServer[LogsFrame]
-
-func _ClientProxy_RestartAlloc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(RestartAllocRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(ClientProxyServer).RestartAlloc(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: ClientProxy_RestartAlloc_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientProxyServer).RestartAlloc(ctx, req.(*RestartAllocRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _ClientProxy_Locate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _TunnelPeers_Locate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LocateNodeRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ClientProxyServer).Locate(ctx, in)
+		return srv.(TunnelPeersServer).Locate(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ClientProxy_Locate_FullMethodName,
+		FullMethod: TunnelPeers_Locate_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientProxyServer).Locate(ctx, req.(*LocateNodeRequest))
+		return srv.(TunnelPeersServer).Locate(ctx, req.(*LocateNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ClientProxy_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+func _TunnelPeers_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReleaseNodeRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ClientProxyServer).Release(ctx, in)
+		return srv.(TunnelPeersServer).Release(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ClientProxy_Release_FullMethodName,
+		FullMethod: TunnelPeers_Release_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ClientProxyServer).Release(ctx, req.(*ReleaseNodeRequest))
+		return srv.(TunnelPeersServer).Release(ctx, req.(*ReleaseNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-// ClientProxy_ServiceDesc is the grpc.ServiceDesc for ClientProxy service.
+// TunnelPeers_ServiceDesc is the grpc.ServiceDesc for TunnelPeers service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
-var ClientProxy_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "berth.v1.ClientProxy",
-	HandlerType: (*ClientProxyServer)(nil),
+var TunnelPeers_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.TunnelPeers",
+	HandlerType: (*TunnelPeersServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
-			MethodName: "RestartAlloc",
-			Handler:    _ClientProxy_RestartAlloc_Handler,
-		},
-		{
 			MethodName: "Locate",
-			Handler:    _ClientProxy_Locate_Handler,
+			Handler:    _TunnelPeers_Locate_Handler,
 		},
 		{
 			MethodName: "Release",
-			Handler:    _ClientProxy_Release_Handler,
+			Handler:    _TunnelPeers_Release_Handler,
 		},
 	},
-	Streams: []grpc.StreamDesc{
-		{
-			StreamName:    "Logs",
-			Handler:       _ClientProxy_Logs_Handler,
-			ServerStreams: true,
-		},
-	},
+	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/client_rpc.proto",
 }

@@ -2326,7 +2326,7 @@ var File_berth_v1_jobs_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/jobs_rpc.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x12berth/v1/rpc.proto\"\x84\x01\n" +
+	"\x17berth/v1/jobs_rpc.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x19berth/v1/client_rpc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x12berth/v1/rpc.proto\"\x84\x01\n" +
 	"\x12JobRegisterRequest\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.berth.v1.JobR\x03job\x12#\n" +
 	"\renforce_index\x18\x02 \x01(\bR\fenforceIndex\x12(\n" +
@@ -2518,7 +2518,10 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x05Watch\x12\x1d.berth.v1.ClientAllocsRequest\x1a\x1e.berth.v1.ClientAllocsResponse\x12Q\n" +
 	"\x06Update\x12\".berth.v1.ClientAllocUpdateRequest\x1a#.berth.v1.ClientAllocUpdateResponse2E\n" +
 	"\x06System\x12;\n" +
-	"\x0eGarbageCollect\x12\x13.berth.v1.GCRequest\x1a\x14.berth.v1.GCResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x0eGarbageCollect\x12\x13.berth.v1.GCRequest\x1a\x14.berth.v1.GCResponse2\x92\x01\n" +
+	"\vClientProxy\x124\n" +
+	"\x04Logs\x12\x15.berth.v1.LogsRequest\x1a\x13.berth.v1.LogsFrame0\x01\x12M\n" +
+	"\fRestartAlloc\x12\x1d.berth.v1.RestartAllocRequest\x1a\x1e.berth.v1.RestartAllocResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_jobs_rpc_proto_rawDescOnce sync.Once
@@ -2591,6 +2594,10 @@ var file_berth_v1_jobs_rpc_proto_goTypes = []any{
 	(*DrainStrategy)(nil),             // 54: berth.v1.DrainStrategy
 	(*AllocClientUpdate)(nil),         // 55: berth.v1.AllocClientUpdate
 	(*AllocMetric)(nil),               // 56: berth.v1.AllocMetric
+	(*LogsRequest)(nil),               // 57: berth.v1.LogsRequest
+	(*RestartAllocRequest)(nil),       // 58: berth.v1.RestartAllocRequest
+	(*LogsFrame)(nil),                 // 59: berth.v1.LogsFrame
+	(*RestartAllocResponse)(nil),      // 60: berth.v1.RestartAllocResponse
 }
 var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
 	43, // 0: berth.v1.JobRegisterRequest.job:type_name -> berth.v1.Job
@@ -2666,28 +2673,32 @@ var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
 	33, // 70: berth.v1.ClientAllocs.Watch:input_type -> berth.v1.ClientAllocsRequest
 	35, // 71: berth.v1.ClientAllocs.Update:input_type -> berth.v1.ClientAllocUpdateRequest
 	37, // 72: berth.v1.System.GarbageCollect:input_type -> berth.v1.GCRequest
-	1,  // 73: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
-	3,  // 74: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
-	5,  // 75: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
-	10, // 76: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
-	12, // 77: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
-	1,  // 78: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
-	16, // 79: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
-	22, // 80: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
-	28, // 81: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
-	20, // 82: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
-	22, // 83: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
-	24, // 84: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
-	26, // 85: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
-	28, // 86: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
-	31, // 87: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
-	31, // 88: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
-	22, // 89: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
-	34, // 90: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
-	36, // 91: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
-	38, // 92: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
-	73, // [73:93] is the sub-list for method output_type
-	53, // [53:73] is the sub-list for method input_type
+	57, // 73: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
+	58, // 74: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
+	1,  // 75: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
+	3,  // 76: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
+	5,  // 77: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
+	10, // 78: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
+	12, // 79: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
+	1,  // 80: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
+	16, // 81: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
+	22, // 82: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
+	28, // 83: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
+	20, // 84: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
+	22, // 85: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
+	24, // 86: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
+	26, // 87: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
+	28, // 88: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
+	31, // 89: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
+	31, // 90: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
+	22, // 91: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
+	34, // 92: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
+	36, // 93: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
+	38, // 94: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
+	59, // 95: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
+	60, // 96: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
+	75, // [75:97] is the sub-list for method output_type
+	53, // [53:75] is the sub-list for method input_type
 	53, // [53:53] is the sub-list for extension type_name
 	53, // [53:53] is the sub-list for extension extendee
 	0,  // [0:53] is the sub-list for field type_name
@@ -2699,6 +2710,7 @@ func file_berth_v1_jobs_rpc_proto_init() {
 		return
 	}
 	file_berth_v1_alloc_proto_init()
+	file_berth_v1_client_rpc_proto_init()
 	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
 	file_berth_v1_rpc_proto_init()
@@ -2710,7 +2722,7 @@ func file_berth_v1_jobs_rpc_proto_init() {
 			NumEnums:      0,
 			NumMessages:   43,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   7,
 		},
 		GoTypes:           file_berth_v1_jobs_rpc_proto_goTypes,
 		DependencyIndexes: file_berth_v1_jobs_rpc_proto_depIdxs,

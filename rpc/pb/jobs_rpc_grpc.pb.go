@@ -1205,3 +1205,171 @@ var System_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/jobs_rpc.proto",
 }
+
+const (
+	ClientProxy_Logs_FullMethodName         = "/berth.v1.ClientProxy/Logs"
+	ClientProxy_RestartAlloc_FullMethodName = "/berth.v1.ClientProxy/RestartAlloc"
+)
+
+// ClientProxyClient is the client API for ClientProxy service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ClientProxy is served by servers for the HTTP API: a call names an alloc,
+// and the server forwards it to the client running that alloc (over the
+// client's own connection, or through the server that connection is on).
+// The messages are ClientRPC's; node_id may be left empty, the server fills
+// it in from the alloc.
+type ClientProxyClient interface {
+	// Logs streams a task's stdout or stderr from the alloc's node. The first
+	// frame is sent as soon as the client accepted the call, empty when there
+	// is nothing to send yet, so a caller learns of a refusal (unknown alloc
+	// or task: NotFound) before it starts answering with the log; an empty
+	// log that is not followed may end (EOF) without any frame.
+	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error)
+	// RestartAlloc restarts an alloc's tasks (or one task) in place.
+	RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error)
+}
+
+type clientProxyClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewClientProxyClient(cc grpc.ClientConnInterface) ClientProxyClient {
+	return &clientProxyClient{cc}
+}
+
+func (c *clientProxyClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogsFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClientProxy_ServiceDesc.Streams[0], ClientProxy_Logs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LogsRequest, LogsFrame]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClientProxy_LogsClient = grpc.ServerStreamingClient[LogsFrame]
+
+func (c *clientProxyClient) RestartAlloc(ctx context.Context, in *RestartAllocRequest, opts ...grpc.CallOption) (*RestartAllocResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestartAllocResponse)
+	err := c.cc.Invoke(ctx, ClientProxy_RestartAlloc_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ClientProxyServer is the server API for ClientProxy service.
+// All implementations must embed UnimplementedClientProxyServer
+// for forward compatibility.
+//
+// ClientProxy is served by servers for the HTTP API: a call names an alloc,
+// and the server forwards it to the client running that alloc (over the
+// client's own connection, or through the server that connection is on).
+// The messages are ClientRPC's; node_id may be left empty, the server fills
+// it in from the alloc.
+type ClientProxyServer interface {
+	// Logs streams a task's stdout or stderr from the alloc's node. The first
+	// frame is sent as soon as the client accepted the call, empty when there
+	// is nothing to send yet, so a caller learns of a refusal (unknown alloc
+	// or task: NotFound) before it starts answering with the log; an empty
+	// log that is not followed may end (EOF) without any frame.
+	Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error
+	// RestartAlloc restarts an alloc's tasks (or one task) in place.
+	RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error)
+	mustEmbedUnimplementedClientProxyServer()
+}
+
+// UnimplementedClientProxyServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedClientProxyServer struct{}
+
+func (UnimplementedClientProxyServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogsFrame]) error {
+	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedClientProxyServer) RestartAlloc(context.Context, *RestartAllocRequest) (*RestartAllocResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestartAlloc not implemented")
+}
+func (UnimplementedClientProxyServer) mustEmbedUnimplementedClientProxyServer() {}
+func (UnimplementedClientProxyServer) testEmbeddedByValue()                     {}
+
+// UnsafeClientProxyServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ClientProxyServer will
+// result in compilation errors.
+type UnsafeClientProxyServer interface {
+	mustEmbedUnimplementedClientProxyServer()
+}
+
+func RegisterClientProxyServer(s grpc.ServiceRegistrar, srv ClientProxyServer) {
+	// If the following call panics, it indicates UnimplementedClientProxyServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ClientProxy_ServiceDesc, srv)
+}
+
+func _ClientProxy_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClientProxyServer).Logs(m, &grpc.GenericServerStream[LogsRequest, LogsFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClientProxy_LogsServer = grpc.ServerStreamingServer[LogsFrame]
+
+func _ClientProxy_RestartAlloc_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestartAllocRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientProxyServer).RestartAlloc(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientProxy_RestartAlloc_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientProxyServer).RestartAlloc(ctx, req.(*RestartAllocRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ClientProxy_ServiceDesc is the grpc.ServiceDesc for ClientProxy service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ClientProxy_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.ClientProxy",
+	HandlerType: (*ClientProxyServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "RestartAlloc",
+			Handler:    _ClientProxy_RestartAlloc_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Logs",
+			Handler:       _ClientProxy_Logs_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "berth/v1/jobs_rpc.proto",
+}
