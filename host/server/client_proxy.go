@@ -22,10 +22,16 @@ var ErrNodeNotConnected = errcode.New(codes.Unavailable, "node is not connected 
 
 // NotConnectedError is returned by the ClientProxy calls when no server
 // holds a tunnel of the node: it is down, or between two tunnels (a retry
-// may find it).
-type NotConnectedError struct{ NodeID string }
+// may find it). Server is set when one server was asked (a forwarded call).
+type NotConnectedError struct {
+	NodeID string
+	Server string
+}
 
 func (e *NotConnectedError) Error() string {
+	if e.Server != "" {
+		return fmt.Sprintf("node %s is not connected to server %s", e.NodeID, e.Server)
+	}
 	return fmt.Sprintf("node %s is not connected to any server", e.NodeID)
 }
 
@@ -89,7 +95,7 @@ func newClientProxy(s *Server, tunnels *tunnel.Registry) *clientProxy {
 	}
 }
 
-// route is where a call to a node goes: its session on this server, or the
+// nodeRoute is where a call to a node goes: its session on this server, or the
 // server holding it.
 type nodeRoute struct {
 	session *tunnel.Session
@@ -114,11 +120,13 @@ func (p *clientProxy) nodeOf(allocID, nodeID string) (string, error) {
 		return "", fmt.Errorf("alloc %s: %w", allocID, err)
 	}
 	if nodeID != "" && nodeID != placed {
-		return "", errcode.Status(fmt.Errorf("alloc %s runs on node %s, not on node %s: %w", allocID, placed, nodeID, errInvalidNode))
+		return "", fmt.Errorf("alloc %s runs on node %s, not on node %s: %w", allocID, placed, nodeID, errInvalidNode)
 	}
 	return placed, nil
 }
 
+// errInvalidNode is returned for a request whose node_id is not its
+// alloc's node.
 var errInvalidNode = errcode.New(codes.InvalidArgument, "wrong node for the alloc")
 
 // find returns where nodeID's tunnel is. A first attempt takes this
@@ -136,7 +144,7 @@ func (p *clientProxy) find(ctx context.Context, nodeID string, retry bool) (node
 		if ok {
 			return nodeRoute{session: local}, nil
 		}
-		return nodeRoute{}, errcode.Status(fmt.Errorf("server %s: %w", p.s.cfg.Name, &NotConnectedError{NodeID: nodeID}))
+		return nodeRoute{}, &NotConnectedError{NodeID: nodeID, Server: p.s.cfg.Name}
 	}
 	m, at, err := p.locate(ctx, nodeID)
 	if err != nil {

@@ -269,6 +269,12 @@ func TestClientProxyNodeNotConnectedAnywhere(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("giving up took %s", d)
 	}
+	// A server asked by another (a forwarded call) answers for itself only.
+	fwd := metadata.AppendToOutgoingContext(timeout(t, 20*time.Second), rpc.ForwardedHeader, tc.servers[1].ID())
+	_, err = tc.proxy(tc.servers[0]).RestartAlloc(fwd, &pb.RestartAllocRequest{AllocId: "a1", NodeId: "abc123"})
+	if want := "node abc123 is not connected to server " + tc.servers[0].cfg.Name; status.Code(err) != codes.Unavailable || status.Convert(err).Message() != want {
+		t.Fatalf("forwarded call to an unknown node: %v; want Unavailable: %s", err, want)
+	}
 	stream, err := tc.proxy(tc.servers[0]).Logs(timeout(t, 20*time.Second), &pb.LogsRequest{AllocId: "a1", NodeId: "abc123"})
 	if err == nil {
 		_, err = readLogs(t, stream)
