@@ -176,11 +176,18 @@ func (c *Client) session(server string) (established bool, err error) {
 	// node: give up after a keepalive's time.
 	ka := c.cfg.Keepalive.yamux(c.logger)
 	accepted := time.AfterFunc(ka.ConnectionWriteTimeout, cancel)
-	_, err = stream.Header()
+	hdr, err := stream.Header()
 	if !accepted.Stop() {
 		return false, errNotAccepted
 	}
 	if err != nil {
+		return false, err
+	}
+	if hdr == nil {
+		// The stream ended without a header: the server refused the
+		// tunnel (shutting down, or it serves no Tunnel), and Recv says
+		// why.
+		_, err := stream.Recv()
 		return false, err
 	}
 	// Cancelling ends the stream on both sides (CloseSend would race

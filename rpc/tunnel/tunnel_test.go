@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -453,4 +455,26 @@ func TestOpenWithABadOpenedAtIsRefused(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node n1") {
 		t.Fatalf("Open with a bad opened-at: %v; want InvalidArgument naming node n1", err)
 	}
+}
+
+func TestClientBacksOffFromAServerWithoutTunnels(t *testing.T) {
+	// A server that serves no Tunnel (an older version) refuses every
+	// Open with Unimplemented; the client moves on to the next server.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := grpc.NewServer()
+	go func() { _ = old.Serve(lis) }()
+	defer old.Stop()
+	good := startServer(t, "good", "127.0.0.1:0", Keepalive{})
+	node := &fakeNode{name: "n1"}
+	c := startClient(t, "node-1", node, Keepalive{}, &testServer{name: "old", addr: lis.Addr().String()}, good)
+	good.session(t, "node-1")
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := c.Server(); got != good.addr {
+			return errf("client on %q, want %q", got, good.addr)
+		}
+		return nil
+	})
 }
