@@ -15,7 +15,11 @@
 // Server side: Registry is the Tunnel service. It keeps one Session per node
 // (a node that opens a new tunnel replaces its older one, which is closed),
 // and Registry.Session returns the session whose Conn calls the node. Every
-// error of a call made over that Conn names the node and keeps its code.
+// error of a call made over that Conn names the node and keeps its code. The
+// node says when it opened each tunnel, by its own clock (OpenedAtHeader),
+// so servers can order a node's tunnels among them: Registry.CloseOlder
+// closes a tunnel the node replaced with one to another server, and
+// RegistryConfig.OnOpen lets a server tell the others when that happens.
 //
 // Client side: Start keeps a tunnel open. When the stream breaks (the server
 // went away, the keepalive failed) it dials again with a capped backoff,
