@@ -28,7 +28,7 @@ type testServer struct {
 
 // startServer serves a registry on addr ("127.0.0.1:0" for a new port, or
 // the address of a stopped server to restart it there).
-func startServer(t *testing.T, name, addr string, ka Keepalive) *testServer {
+func startServer(t testing.TB, name, addr string, ka Keepalive) *testServer {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -56,7 +56,7 @@ func (s *testServer) stop() {
 }
 
 // session waits for nodeID's session on s.
-func (s *testServer) session(t *testing.T, nodeID string) *Session {
+func (s *testServer) session(t testing.TB, nodeID string) *Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -122,7 +122,7 @@ func (f *fakeNode) restartCount() int {
 
 // startClient keeps nodeID's tunnel open to servers (tried in order) and
 // serves node on it.
-func startClient(t *testing.T, nodeID string, node *fakeNode, ka Keepalive, servers ...*testServer) *Client {
+func startClient(t testing.TB, nodeID string, node *fakeNode, ka Keepalive, servers ...*testServer) *Client {
 	t.Helper()
 	pool := rpc.NewPool()
 	t.Cleanup(pool.Close)
