@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
 )
 
 // Config configures the client role.
@@ -39,6 +40,12 @@ type Config struct {
 	// for the agent and the system.
 	ReservedCPUMHz   int64
 	ReservedMemoryMB int64
+
+	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
+	// reader's poll and the tunnel's keepalive.
+	allocAccess     allocAccess
+	logOptions      logOptions
+	tunnelKeepalive tunnel.Keepalive
 }
 
 // Client is a running client role.
@@ -65,6 +72,8 @@ type Client struct {
 	lastOK contact
 	// updateCh asks the loop to re-register (a fingerprint changed).
 	updateCh chan struct{}
+	// tunnel is the node's connection for the servers' calls (tunnel.go).
+	tunnel *tunnel.Client
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -104,6 +113,10 @@ func New(cfg Config) (*Client, error) {
 		cancel:   cancel,
 		done:     make(chan struct{}),
 	}
+	if err := c.startTunnel(); err != nil {
+		cancel()
+		return nil, err
+	}
 	go c.run()
 	c.logger.Info("client started", "node_id", id, "servers", cfg.Servers)
 	return c, nil
@@ -140,6 +153,7 @@ func (c *Client) UpdateNode() {
 func (c *Client) Shutdown() {
 	c.cancel()
 	<-c.done
+	c.tunnel.Close()
 	c.pool.Close()
 }
 

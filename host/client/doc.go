@@ -11,4 +11,9 @@
 // through the server list it was configured with, plus the list every
 // server returns, so losing any one server (the leader included) only delays
 // a heartbeat.
+//
+// The servers reach the node over a tunnel the client keeps open to one of
+// them (rpc/tunnel), following the same server list; on it the client serves
+// ClientRPC: a task's logs, read from its rotated files (from the start or
+// the end, following as the task writes), and restarts.
 package client

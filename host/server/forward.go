@@ -68,6 +68,10 @@ var routes = map[string]route{
 	pb.ClientAllocs_Watch_FullMethodName:    routeRead,
 	pb.ClientAllocs_Update_FullMethodName:   routeLeader,
 	pb.System_GarbageCollect_FullMethodName: routeLeader,
+	// The proxy finds the node's server itself (client_proxy.go).
+	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
+	pb.TunnelPeers_Locate_FullMethodName:       routeLocal,
+	pb.TunnelPeers_Release_FullMethodName:      routeLocal,
 }
 
 // queryRequest is implemented by every read request.

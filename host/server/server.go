@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
 )
 
 // Server is one raft voter with its RPC endpoints and leader loops.
@@ -50,6 +51,9 @@ type Server struct {
 	drainer *drainer
 	gc      gcConfig
 	gcTimes timeTable
+	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
+	tunnels *tunnel.Registry
+	proxy   *clientProxy
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -114,6 +118,13 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterNodeOpsServer(s.grpc, &nodeOpsEndpoint{s: s})
 	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
 	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
+	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
+		OnOpen: func(sess *tunnel.Session) { s.proxy.releaseElsewhere(sess) }})
+	s.proxy = newClientProxy(s, s.tunnels)
+	s.proxy.allocs = stateAllocNodes{s}
+	pb.RegisterTunnelServer(s.grpc, s.tunnels)
+	pb.RegisterClientProxyServer(s.grpc, s.proxy)
+	pb.RegisterTunnelPeersServer(s.grpc, &tunnelPeers{p: s.proxy})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)
@@ -290,6 +301,9 @@ func (s *Server) Shutdown() error {
 		}
 		s.cancel()
 		s.heartbeats.close()
+		// Tunnels never end by themselves: close them so the graceful
+		// stop below does not wait for them.
+		s.tunnels.Close()
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {

@@ -277,6 +277,266 @@ func (*RestartAllocResponse) Descriptor() ([]byte, []int) {
 	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{3}
 }
 
+// TunnelFrame carries the next bytes of the yamux session, in order.
+type TunnelFrame struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelFrame) Reset() {
+	*x = TunnelFrame{}
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelFrame) ProtoMessage() {}
+
+func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelFrame.ProtoReflect.Descriptor instead.
+func (*TunnelFrame) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TunnelFrame) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type LocateNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocateNodeRequest) Reset() {
+	*x = LocateNodeRequest{}
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocateNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocateNodeRequest) ProtoMessage() {}
+
+func (x *LocateNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocateNodeRequest.ProtoReflect.Descriptor instead.
+func (*LocateNodeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LocateNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type LocateNodeResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Connected bool                   `protobuf:"varint,1,opt,name=connected,proto3" json:"connected,omitempty"`
+	// server_id is the answering server's ID.
+	ServerId string `protobuf:"bytes,2,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	// connected_at is when the node opened its tunnel to this server, by the
+	// node's clock, so answers from several servers compare.
+	ConnectedAt   int64 `protobuf:"varint,3,opt,name=connected_at,json=connectedAt,proto3" json:"connected_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocateNodeResponse) Reset() {
+	*x = LocateNodeResponse{}
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocateNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocateNodeResponse) ProtoMessage() {}
+
+func (x *LocateNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocateNodeResponse.ProtoReflect.Descriptor instead.
+func (*LocateNodeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LocateNodeResponse) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *LocateNodeResponse) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *LocateNodeResponse) GetConnectedAt() int64 {
+	if x != nil {
+		return x.ConnectedAt
+	}
+	return 0
+}
+
+type ReleaseNodeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// opened_at is when the node opened its new tunnel, by the node's clock;
+	// only an older tunnel is closed.
+	OpenedAt int64 `protobuf:"varint,2,opt,name=opened_at,json=openedAt,proto3" json:"opened_at,omitempty"`
+	// server_id is the server holding the new tunnel.
+	ServerId      string `protobuf:"bytes,3,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseNodeRequest) Reset() {
+	*x = ReleaseNodeRequest{}
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseNodeRequest) ProtoMessage() {}
+
+func (x *ReleaseNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseNodeRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseNodeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReleaseNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ReleaseNodeRequest) GetOpenedAt() int64 {
+	if x != nil {
+		return x.OpenedAt
+	}
+	return 0
+}
+
+func (x *ReleaseNodeRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+type ReleaseNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// released says whether this server closed a tunnel of the node.
+	Released      bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseNodeResponse) Reset() {
+	*x = ReleaseNodeResponse{}
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseNodeResponse) ProtoMessage() {}
+
+func (x *ReleaseNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_rpc_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseNodeResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseNodeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_rpc_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReleaseNodeResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
 var File_berth_v1_client_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_rpc_proto_rawDesc = "" +
@@ -298,10 +558,29 @@ const file_berth_v1_client_rpc_proto_rawDesc = "" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\tR\x06nodeId\"\x16\n" +
-	"\x14RestartAllocResponse2\x90\x01\n" +
+	"\x14RestartAllocResponse\"!\n" +
+	"\vTunnelFrame\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\",\n" +
+	"\x11LocateNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"r\n" +
+	"\x12LocateNodeResponse\x12\x1c\n" +
+	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x1b\n" +
+	"\tserver_id\x18\x02 \x01(\tR\bserverId\x12!\n" +
+	"\fconnected_at\x18\x03 \x01(\x03R\vconnectedAt\"g\n" +
+	"\x12ReleaseNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\topened_at\x18\x02 \x01(\x03R\bopenedAt\x12\x1b\n" +
+	"\tserver_id\x18\x03 \x01(\tR\bserverId\"1\n" +
+	"\x13ReleaseNodeResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased2\x90\x01\n" +
 	"\tClientRPC\x124\n" +
 	"\x04Logs\x12\x15.berth.v1.LogsRequest\x1a\x13.berth.v1.LogsFrame0\x01\x12M\n" +
-	"\fRestartAlloc\x12\x1d.berth.v1.RestartAllocRequest\x1a\x1e.berth.v1.RestartAllocResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\fRestartAlloc\x12\x1d.berth.v1.RestartAllocRequest\x1a\x1e.berth.v1.RestartAllocResponse2B\n" +
+	"\x06Tunnel\x128\n" +
+	"\x04Open\x12\x15.berth.v1.TunnelFrame\x1a\x15.berth.v1.TunnelFrame(\x010\x012\x9a\x01\n" +
+	"\vTunnelPeers\x12C\n" +
+	"\x06Locate\x12\x1b.berth.v1.LocateNodeRequest\x1a\x1c.berth.v1.LocateNodeResponse\x12F\n" +
+	"\aRelease\x12\x1c.berth.v1.ReleaseNodeRequest\x1a\x1d.berth.v1.ReleaseNodeResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_rpc_proto_rawDescOnce sync.Once
@@ -315,20 +594,31 @@ func file_berth_v1_client_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_rpc_proto_rawDescData
 }
 
-var file_berth_v1_client_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_berth_v1_client_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_berth_v1_client_rpc_proto_goTypes = []any{
 	(*LogsRequest)(nil),          // 0: berth.v1.LogsRequest
 	(*LogsFrame)(nil),            // 1: berth.v1.LogsFrame
 	(*RestartAllocRequest)(nil),  // 2: berth.v1.RestartAllocRequest
 	(*RestartAllocResponse)(nil), // 3: berth.v1.RestartAllocResponse
+	(*TunnelFrame)(nil),          // 4: berth.v1.TunnelFrame
+	(*LocateNodeRequest)(nil),    // 5: berth.v1.LocateNodeRequest
+	(*LocateNodeResponse)(nil),   // 6: berth.v1.LocateNodeResponse
+	(*ReleaseNodeRequest)(nil),   // 7: berth.v1.ReleaseNodeRequest
+	(*ReleaseNodeResponse)(nil),  // 8: berth.v1.ReleaseNodeResponse
 }
 var file_berth_v1_client_rpc_proto_depIdxs = []int32{
 	0, // 0: berth.v1.ClientRPC.Logs:input_type -> berth.v1.LogsRequest
 	2, // 1: berth.v1.ClientRPC.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
-	1, // 2: berth.v1.ClientRPC.Logs:output_type -> berth.v1.LogsFrame
-	3, // 3: berth.v1.ClientRPC.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
+	4, // 2: berth.v1.Tunnel.Open:input_type -> berth.v1.TunnelFrame
+	5, // 3: berth.v1.TunnelPeers.Locate:input_type -> berth.v1.LocateNodeRequest
+	7, // 4: berth.v1.TunnelPeers.Release:input_type -> berth.v1.ReleaseNodeRequest
+	1, // 5: berth.v1.ClientRPC.Logs:output_type -> berth.v1.LogsFrame
+	3, // 6: berth.v1.ClientRPC.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
+	4, // 7: berth.v1.Tunnel.Open:output_type -> berth.v1.TunnelFrame
+	6, // 8: berth.v1.TunnelPeers.Locate:output_type -> berth.v1.LocateNodeResponse
+	8, // 9: berth.v1.TunnelPeers.Release:output_type -> berth.v1.ReleaseNodeResponse
+	5, // [5:10] is the sub-list for method output_type
+	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -345,9 +635,9 @@ func file_berth_v1_client_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_rpc_proto_rawDesc), len(file_berth_v1_client_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   9,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   3,
 		},
 		GoTypes:           file_berth_v1_client_rpc_proto_goTypes,
 		DependencyIndexes: file_berth_v1_client_rpc_proto_depIdxs,

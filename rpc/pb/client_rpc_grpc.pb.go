@@ -173,3 +173,269 @@ var ClientRPC_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "berth/v1/client_rpc.proto",
 }
+
+const (
+	Tunnel_Open_FullMethodName = "/berth.v1.Tunnel/Open"
+)
+
+// TunnelClient is the client API for Tunnel service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Tunnel is served by servers. A client opens one long-lived Open stream to
+// a server and the two run a yamux session over its frames (rpc/tunnel):
+// the server opens yamux streams to reach the client's ClientRPC, so the
+// client needs no inbound port. The client names its node in the stream's
+// metadata ("berth-node-id") and when it opened the stream, by its own clock
+// ("berth-tunnel-opened-at", unix nanoseconds); a newer stream of a node
+// replaces the older.
+type TunnelClient interface {
+	Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelFrame, TunnelFrame], error)
+}
+
+type tunnelClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTunnelClient(cc grpc.ClientConnInterface) TunnelClient {
+	return &tunnelClient{cc}
+}
+
+func (c *tunnelClient) Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TunnelFrame, TunnelFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Tunnel_ServiceDesc.Streams[0], Tunnel_Open_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TunnelFrame, TunnelFrame]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Tunnel_OpenClient = grpc.BidiStreamingClient[TunnelFrame, TunnelFrame]
+
+// TunnelServer is the server API for Tunnel service.
+// All implementations must embed UnimplementedTunnelServer
+// for forward compatibility.
+//
+// Tunnel is served by servers. A client opens one long-lived Open stream to
+// a server and the two run a yamux session over its frames (rpc/tunnel):
+// the server opens yamux streams to reach the client's ClientRPC, so the
+// client needs no inbound port. The client names its node in the stream's
+// metadata ("berth-node-id") and when it opened the stream, by its own clock
+// ("berth-tunnel-opened-at", unix nanoseconds); a newer stream of a node
+// replaces the older.
+type TunnelServer interface {
+	Open(grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]) error
+	mustEmbedUnimplementedTunnelServer()
+}
+
+// UnimplementedTunnelServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTunnelServer struct{}
+
+func (UnimplementedTunnelServer) Open(grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]) error {
+	return status.Error(codes.Unimplemented, "method Open not implemented")
+}
+func (UnimplementedTunnelServer) mustEmbedUnimplementedTunnelServer() {}
+func (UnimplementedTunnelServer) testEmbeddedByValue()                {}
+
+// UnsafeTunnelServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TunnelServer will
+// result in compilation errors.
+type UnsafeTunnelServer interface {
+	mustEmbedUnimplementedTunnelServer()
+}
+
+func RegisterTunnelServer(s grpc.ServiceRegistrar, srv TunnelServer) {
+	// If the following call panics, it indicates UnimplementedTunnelServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Tunnel_ServiceDesc, srv)
+}
+
+func _Tunnel_Open_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TunnelServer).Open(&grpc.GenericServerStream[TunnelFrame, TunnelFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Tunnel_OpenServer = grpc.BidiStreamingServer[TunnelFrame, TunnelFrame]
+
+// Tunnel_ServiceDesc is the grpc.ServiceDesc for Tunnel service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Tunnel_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.Tunnel",
+	HandlerType: (*TunnelServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Open",
+			Handler:       _Tunnel_Open_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "berth/v1/client_rpc.proto",
+}
+
+const (
+	TunnelPeers_Locate_FullMethodName  = "/berth.v1.TunnelPeers/Locate"
+	TunnelPeers_Release_FullMethodName = "/berth.v1.TunnelPeers/Release"
+)
+
+// TunnelPeersClient is the client API for TunnelPeers service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// TunnelPeers is served by servers for each other (never forwarded): it
+// finds the server holding a node's tunnel for ClientProxy (jobs_rpc.proto),
+// and closes a tunnel the node replaced with one to another server.
+type TunnelPeersClient interface {
+	// Locate says whether a node's tunnel is connected to this server.
+	Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error)
+	// Release closes this server's tunnel of a node if it is older than the
+	// one the node opened to the calling server.
+	Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error)
+}
+
+type tunnelPeersClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewTunnelPeersClient(cc grpc.ClientConnInterface) TunnelPeersClient {
+	return &tunnelPeersClient{cc}
+}
+
+func (c *tunnelPeersClient) Locate(ctx context.Context, in *LocateNodeRequest, opts ...grpc.CallOption) (*LocateNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocateNodeResponse)
+	err := c.cc.Invoke(ctx, TunnelPeers_Locate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tunnelPeersClient) Release(ctx context.Context, in *ReleaseNodeRequest, opts ...grpc.CallOption) (*ReleaseNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseNodeResponse)
+	err := c.cc.Invoke(ctx, TunnelPeers_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TunnelPeersServer is the server API for TunnelPeers service.
+// All implementations must embed UnimplementedTunnelPeersServer
+// for forward compatibility.
+//
+// TunnelPeers is served by servers for each other (never forwarded): it
+// finds the server holding a node's tunnel for ClientProxy (jobs_rpc.proto),
+// and closes a tunnel the node replaced with one to another server.
+type TunnelPeersServer interface {
+	// Locate says whether a node's tunnel is connected to this server.
+	Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error)
+	// Release closes this server's tunnel of a node if it is older than the
+	// one the node opened to the calling server.
+	Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error)
+	mustEmbedUnimplementedTunnelPeersServer()
+}
+
+// UnimplementedTunnelPeersServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedTunnelPeersServer struct{}
+
+func (UnimplementedTunnelPeersServer) Locate(context.Context, *LocateNodeRequest) (*LocateNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Locate not implemented")
+}
+func (UnimplementedTunnelPeersServer) Release(context.Context, *ReleaseNodeRequest) (*ReleaseNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedTunnelPeersServer) mustEmbedUnimplementedTunnelPeersServer() {}
+func (UnimplementedTunnelPeersServer) testEmbeddedByValue()                     {}
+
+// UnsafeTunnelPeersServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to TunnelPeersServer will
+// result in compilation errors.
+type UnsafeTunnelPeersServer interface {
+	mustEmbedUnimplementedTunnelPeersServer()
+}
+
+func RegisterTunnelPeersServer(s grpc.ServiceRegistrar, srv TunnelPeersServer) {
+	// If the following call panics, it indicates UnimplementedTunnelPeersServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&TunnelPeers_ServiceDesc, srv)
+}
+
+func _TunnelPeers_Locate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocateNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelPeersServer).Locate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelPeers_Locate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelPeersServer).Locate(ctx, req.(*LocateNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TunnelPeers_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TunnelPeersServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TunnelPeers_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TunnelPeersServer).Release(ctx, req.(*ReleaseNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// TunnelPeers_ServiceDesc is the grpc.ServiceDesc for TunnelPeers service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var TunnelPeers_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "berth.v1.TunnelPeers",
+	HandlerType: (*TunnelPeersServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Locate",
+			Handler:    _TunnelPeers_Locate_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _TunnelPeers_Release_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "berth/v1/client_rpc.proto",
+}

@@ -1,0 +1,65 @@
+package client
+
+import (
+	"slices"
+
+	"google.golang.org/grpc"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
+)
+
+// startTunnel keeps the node's tunnel open, so the servers reach its
+// ClientRPC (alloc logs, restart) without an inbound port on this host.
+func (c *Client) startTunnel() error {
+	rpcSvc := &clientRPC{nodeID: c.nodeID, allocs: c.rpcAllocs(), logs: c.cfg.logOptions}
+	t, err := tunnel.Start(tunnel.ClientConfig{
+		NodeID:     c.nodeID,
+		Servers:    c.tunnelServers,
+		Conn:       c.pool.Conn,
+		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, rpcSvc) },
+		Keepalive:  c.cfg.tunnelKeepalive,
+		MaxBackoff: maxRetry,
+		Logger:     c.logger.Named("tunnel"),
+	})
+	if err != nil {
+		return err
+	}
+	c.tunnel = t
+	return nil
+}
+
+// rpcAllocs is the alloc side ClientRPC serves: the one a test configured,
+// else the client's own alloc runners when it has them (RestartAlloc and
+// LogFiles), else none (calls are refused with ErrNoAllocs).
+func (c *Client) rpcAllocs() allocAccess {
+	if c.cfg.allocAccess != nil {
+		return c.cfg.allocAccess
+	}
+	if a, ok := any(c).(allocAccess); ok {
+		return a
+	}
+	return nil
+}
+
+// tunnelServers is the server list in the order the tunnel tries it: from
+// the server that answered the node's last call, as the heartbeats do, so
+// the tunnel follows the client's failover.
+func (c *Client) tunnelServers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.servers) == 0 {
+		return nil
+	}
+	start := c.next % len(c.servers)
+	return append(slices.Clone(c.servers[start:]), c.servers[:start]...)
+}
+
+// TunnelServer returns the server the node's tunnel is open to, "" while
+// it reconnects.
+func (c *Client) TunnelServer() string {
+	if c.tunnel == nil {
+		return ""
+	}
+	return c.tunnel.Server()
+}

@@ -1,0 +1,66 @@
+package tunnel
+
+import (
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/yamux"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"berth.dev/berth/rpc"
+)
+
+// NodeIDHeader is the metadata key of the Open stream that names the node.
+const NodeIDHeader = "berth-node-id"
+
+// OpenedAtHeader is the metadata key of the Open stream that says when the
+// node opened it, in unix nanoseconds by the node's clock: one clock orders
+// a node's tunnels on every server.
+const OpenedAtHeader = "berth-tunnel-opened-at"
+
+// Defaults of Keepalive.
+const (
+	DefaultKeepAliveInterval = 10 * time.Second
+	DefaultKeepAliveTimeout  = 10 * time.Second
+)
+
+// Keepalive says how a session finds out that its peer is gone: a ping every
+// Interval that must be answered within Timeout (which also bounds a write
+// blocked on the peer), or the session closes. Zero fields take the
+// defaults.
+type Keepalive struct {
+	Interval time.Duration
+	Timeout  time.Duration
+}
+
+func (k Keepalive) yamux(logger hclog.Logger) *yamux.Config {
+	c := yamux.DefaultConfig()
+	c.EnableKeepAlive = true
+	c.KeepAliveInterval = k.Interval
+	if c.KeepAliveInterval <= 0 {
+		c.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	c.ConnectionWriteTimeout = k.Timeout
+	if c.ConnectionWriteTimeout <= 0 {
+		c.ConnectionWriteTimeout = DefaultKeepAliveTimeout
+	}
+	// A stream the peer never acknowledges is given up, and the session
+	// with it, after the same time a keepalive gets.
+	c.StreamOpenTimeout = c.KeepAliveInterval + c.ConnectionWriteTimeout
+	c.LogOutput = nil
+	// yamux logs every ended session as an error ("Failed to read
+	// header: context canceled"), a normal close included; the tunnel's
+	// own logs say when and why a session ended, so yamux's are details.
+	c.Logger = logger.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug})
+	return c
+}
+
+// dialOptions are those of the servers' connections to a node: the same
+// message limit as every berth connection.
+func dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(rpc.MaxMessageSize), grpc.MaxCallSendMsgSize(rpc.MaxMessageSize)),
+	}
+}
