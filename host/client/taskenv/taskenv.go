@@ -182,6 +182,16 @@ func (e *Env) WithVars(vars map[string]string) *Env {
 	return out
 }
 
+// FromMaps returns the Env of an environment and interpolation variables
+// (Map and Vars of another Env, with what hooks added).
+func FromMaps(env, vars map[string]string) *Env {
+	return &Env{env: maps.Clone(env), vars: maps.Clone(vars)}
+}
+
+// Vars returns a copy of the interpolation variables other than the
+// environment's (node.unique.id, attr.<key>, meta.<key>, hook variables).
+func (e *Env) Vars() map[string]string { return maps.Clone(e.vars) }
+
 // Map returns a copy of the environment.
 func (e *Env) Map() map[string]string { return maps.Clone(e.env) }
 
