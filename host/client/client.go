@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -32,6 +34,20 @@ type Config struct {
 	// DriversChanged, when set, receives a value whenever what Drivers
 	// reports changed; the client then registers the node again.
 	DriversChanged <-chan struct{}
+	// Meta is the node's operator metadata (agent config client.meta).
+	Meta map[string]string
+
+	// TaskDrivers and State, both set, make the client run allocs:
+	// TaskDrivers runs their tasks (ManagerDrivers of the agent's driver
+	// manager) and State is the client state DB, from which a restarted
+	// client recovers its allocs.
+	TaskDrivers allocrunner.Drivers
+	State       AllocStore
+	// Hooks are added to every alloc runner (volume hook, CSI plugin
+	// supervisor).
+	Hooks allocrunner.Hooks
+	// WatchMaxWait overrides WatchMaxWait (tests).
+	WatchMaxWait time.Duration
 }
 
 // Client is a running client role.
@@ -45,6 +61,8 @@ type Client struct {
 	servers    []string
 	next       int
 	registered bool
+	// registeredCh is closed (and replaced) when registered turns true.
+	registeredCh chan struct{}
 	// changes counts fingerprint changes (drivers, node info); sent is
 	// the count the last accepted registration was built after. While they
 	// differ the servers hold an older fingerprint and the next step
@@ -58,6 +76,8 @@ type Client struct {
 	lastOK contact
 	// updateCh asks the loop to re-register (a fingerprint changed).
 	updateCh chan struct{}
+	// allocs runs the node's allocs; nil unless allocsEnabled.
+	allocs *allocRuntime
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -96,6 +116,11 @@ func New(cfg Config) (*Client, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
+
+		registeredCh: make(chan struct{}),
+	}
+	if c.allocsEnabled() {
+		c.startAllocs()
 	}
 	go c.run()
 	c.logger.Info("client started", "node_id", id, "servers", cfg.Servers)
@@ -128,11 +153,13 @@ func (c *Client) UpdateNode() {
 	}
 }
 
-// Shutdown stops heartbeating. The node stays registered; the leader marks it
-// down when its TTL passes.
+// Shutdown stops heartbeating and supervising allocs; their tasks keep
+// running for the next start to recover. The node stays registered; the
+// leader marks it down when its TTL passes.
 func (c *Client) Shutdown() {
 	c.cancel()
 	<-c.done
+	c.stopAllocs()
 	c.pool.Close()
 }
 
@@ -142,7 +169,7 @@ func (c *Client) node() *pb.Node {
 	if name == "" {
 		name = fp.GetHostname()
 	}
-	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr}
+	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr, Meta: c.cfg.Meta}
 	if c.cfg.Drivers != nil {
 		n.Drivers = c.cfg.Drivers()
 	}
@@ -194,8 +221,9 @@ func (c *Client) step() (time.Duration, error) {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+		c.setRegistered(true)
 		c.mu.Lock()
-		c.registered, c.sent = true, changes
+		c.sent = changes
 		c.mu.Unlock()
 		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
 		return c.interval(), nil
@@ -221,8 +249,12 @@ func (c *Client) step() (time.Duration, error) {
 
 func (c *Client) setRegistered(v bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v && !c.registered {
+		close(c.registeredCh)
+		c.registeredCh = make(chan struct{})
+	}
 	c.registered = v
-	c.mu.Unlock()
 }
 
 // markStale asks the next step to register again with a fresh fingerprint,
@@ -318,6 +350,14 @@ func refusal(code codes.Code) bool {
 // call starts one server further, so a server that black-holes every call
 // is not always tried first.
 func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
+	return c.callConn(c.attemptTimeout, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		return fn(ctx, pb.NewNodesClient(conn))
+	})
+}
+
+// callConn is call for any service, with attempt timeouts from timeout
+// (given how many servers are left to try, this one included).
+func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -330,9 +370,9 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 			errs = append(errs, err)
 			continue
 		}
-		timeout := c.attemptTimeout(len(servers) - i)
+		timeout := timeout(len(servers) - i)
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
-		err = fn(ctx, pb.NewNodesClient(conn))
+		err = fn(ctx, conn)
 		cancel()
 		code := status.Code(err)
 		switch {
