@@ -212,7 +212,7 @@ func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) 
 	r := roleOf(t)
 	restore := ar.cfg.Restore[name]
 	tr := taskrunner.New(taskrunner.Config{
-		Info: taskrunner.TaskInfo{Alloc: info.Alloc, Job: info.Job, Group: group, Task: t, Node: ar.cfg.Node, Dir: td},
+		Info:   taskrunner.TaskInfo{Alloc: info.Alloc, Job: info.Job, Group: group, Task: t, Node: ar.cfg.Node, Dir: td},
 		Driver: drv, DriverErr: drvErr, Hooks: hooks,
 		Ephemeral: r == rolePrestart || r == rolePoststart || r == rolePoststop ||
 			(info.Job.GetType() == pb.JobType_JOB_TYPE_BATCH && (r == roleMain)),
