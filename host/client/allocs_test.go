@@ -1,0 +1,191 @@
+package client
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// An alloc placed on the node runs and is reported running; stopped by
+// the servers it is killed and reported complete; no longer sent it is
+// destroyed (its dir and its records gone).
+func TestWatcherRunsStopsAndDestroysAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock", KillTimeoutMs: 1000})
+	f.place(allocOf("a1", j), j)
+	u := waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if ev := u.GetTaskStates()["web"].GetEvents(); len(ev) == 0 || ev[0].GetType() != "Received" {
+		t.Fatalf("reported task events %v", ev)
+	}
+	r, err := n.c.runner("a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := r.Dir().Dir
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("alloc dir: %v", err)
+	}
+
+	f.stop("a1")
+	u = waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE))
+	if st := u.GetTaskStates()["web"]; st.GetFailed() || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		t.Fatalf("task after stop: %v", st)
+	}
+
+	f.remove("a1")
+	testutil.WaitFor(t, generous, func() error {
+		if _, err := n.c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
+			return errors.New("runner still there")
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			return errors.New("alloc dir still there")
+		}
+		if _, ok, _ := n.db.Alloc("a1"); ok {
+			return errors.New("alloc record still there")
+		}
+		return nil
+	})
+}
+
+// The watcher is a blocking query: it sends the last index as min_index
+// and the allocs it runs as known, and while nothing changes it does not
+// ask again (no polling).
+func TestWatcherBlocksAndSendsKnownAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	var reqs []*pb.ClientAllocsRequest
+	testutil.WaitFor(t, generous, func() error {
+		reqs = f.watchRequests()
+		if len(reqs) == 0 || reqs[len(reqs)-1].GetKnown()["a1"] == 0 {
+			return errors.New("no watch with a1 known yet")
+		}
+		return nil
+	})
+	last := reqs[len(reqs)-1]
+	f.mu.Lock()
+	index := f.index
+	f.mu.Unlock()
+	if last.GetQuery().GetMinIndex() != index || last.GetQuery().GetMaxWaitMs() != WatchMaxWait.Milliseconds() {
+		t.Fatalf("watch %v: want min_index %d and max_wait %s", last.GetQuery(), index, WatchMaxWait)
+	}
+	if last.GetKnown()["a1"] != index {
+		t.Fatalf("known %v, want a1 at %d", last.GetKnown(), index)
+	}
+	// Nothing changes: the one watch under way stays blocked.
+	count := len(reqs)
+	time.Sleep(300 * time.Millisecond) // a window in which a poll would show
+	if got := len(f.watchRequests()); got != count {
+		t.Fatalf("%d watches while nothing changed, want none after the %d blocked one(s)", got-count, count)
+	}
+}
+
+// An alloc the servers send as already terminal is not run.
+func TestWatcherDoesNotRunTerminalAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	stopped := allocOf("gone", j)
+	stopped.DesiredStatus = pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
+	done := allocOf("done", j)
+	done.ClientStatus = pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE
+	f.place(stopped, j)
+	f.place(done, j)
+	f.place(allocOf("live", j), j)
+	waitReported(t, f, "live", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	for _, id := range []string{"gone", "done"} {
+		if _, err := n.c.runner(id); !errors.Is(err, ErrUnknownAlloc) {
+			t.Errorf("terminal alloc %s got a runner", id)
+		}
+		if f.lastUpdate(id) != nil {
+			t.Errorf("terminal alloc %s was reported", id)
+		}
+	}
+}
+
+// RestartAlloc restarts a task in place: a new attempt, a restart that
+// does not count against the policy's attempts, an event saying why.
+func TestRestartAlloc(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	before := taskPid(t, n, "a1", "web")
+	killAtEnd(t, before)
+	if err := n.c.RestartAlloc("a1", "web"); err != nil {
+		t.Fatal(err)
+	}
+	var after int
+	testutil.WaitFor(t, generous, func() error {
+		_, states, err := n.c.AllocStates("a1")
+		if err != nil {
+			return err
+		}
+		if st := states["web"]; st.GetRestarts() != 1 || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+			return errors.New("not restarted yet")
+		}
+		return nil
+	})
+	after = taskPid(t, n, "a1", "web")
+	killAtEnd(t, after)
+	if after == before || alive(before) {
+		t.Fatalf("pid %d before, %d after; old alive: %t", before, after, alive(before))
+	}
+	_, states, _ := n.c.AllocStates("a1")
+	var types []string
+	for _, ev := range states["web"].GetEvents() {
+		types = append(types, ev.GetType())
+	}
+	if !strings.Contains(strings.Join(types, ","), "Restart Signaled,Killing,Terminated,Restarting,Started") {
+		t.Fatalf("events %v", types)
+	}
+	if err := n.c.RestartAlloc("nope", ""); !errors.Is(err, ErrUnknownAlloc) || errcode.Code(err) != codes.NotFound {
+		t.Fatalf("unknown alloc: %v", err)
+	}
+	if err := n.c.RestartAlloc("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
+		t.Fatalf("unknown task: %v", err)
+	}
+}
+
+// LogFiles finds a task's stdout files.
+func TestLogFiles(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	killAtEnd(t, taskPid(t, n, "a1", "web"))
+	testutil.WaitFor(t, generous, func() error {
+		files, err := n.c.LogFiles("a1", "web", false)
+		if err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			return errors.New("no log files")
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "hello from web") {
+			return errors.New("stdout does not hold the task's output yet: " + string(b))
+		}
+		return nil
+	})
+	if _, err := n.c.LogFiles("a1", "nope", false); !errors.Is(err, allocrunner.ErrUnknownTask) {
+		t.Fatalf("unknown task: %v", err)
+	}
+}
