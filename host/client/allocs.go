@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type AllocStore interface {
 	Allocs() ([]*pb.AllocRecord, error)
 	TaskStates(allocID string) ([]*pb.TaskStateRecord, error)
 	TaskHandle(taskID string) (*pb.TaskHandleRecord, bool, error)
+	TaskHandles() ([]*pb.TaskHandleRecord, error)
 }
 
 // WatchMaxWait is how long one ClientAllocs.Watch blocks on the servers
@@ -66,7 +68,8 @@ type allocRuntime struct {
 	// servers), so a late answer does not start them again.
 	destroying map[string]bool
 	updater    *updater
-	wg         sync.WaitGroup
+	// wg is the watcher; destroys are the destroys under way.
+	wg, destroys sync.WaitGroup
 }
 
 // allocsEnabled reports whether the client runs allocs.
@@ -105,6 +108,7 @@ func (c *Client) stopAllocs() {
 		}()
 	}
 	wg.Wait()
+	c.allocs.destroys.Wait()
 }
 
 // mhzPerCore is the node's per-core CPU frequency, 0 when unknown.
@@ -128,10 +132,54 @@ func (c *Client) newRunner(alloc *pb.Allocation, job *pb.Job, restore map[string
 
 // restoreAllocs starts a runner for every alloc in the state DB; running
 // tasks are recovered through their drivers, not started again.
+//
+// A task's handle is persisted by the driver manager when the task starts,
+// and the task's state (naming the handle) just after; a client killed
+// between the two leaves a handle no task state names. Such a handle of a
+// recovered task that has no running attempt is adopted (the newest, if
+// several); any other handle of an alloc task nobody names is destroyed,
+// so no task runs unsupervised.
 func (c *Client) restoreAllocs() {
 	recs, err := c.cfg.State.Allocs()
 	if err != nil {
 		c.logger.Error("some alloc records are unreadable; those allocs are not recovered", "error", err)
+	}
+	handles, err := c.cfg.State.TaskHandles()
+	if err != nil {
+		c.logger.Error("some task handles are unreadable; their tasks cannot be recovered", "error", err)
+	}
+	// unnamed holds the handles of alloc tasks, by "<alloc>/<task>",
+	// until a task state names them or adopts them.
+	unnamed := map[string][]*pb.TaskHandleRecord{}
+	for _, h := range handles {
+		cfg := h.GetHandle().GetConfig()
+		if cfg.GetAllocId() == "" {
+			continue // not started by an alloc runner
+		}
+		key := cfg.GetAllocId() + "/" + cfg.GetName()
+		unnamed[key] = append(unnamed[key], h)
+	}
+	// take removes from unnamed and returns the handle of key with task
+	// ID id, or with id "" the newest.
+	take := func(key, id string) *pb.TaskHandleRecord {
+		hs := unnamed[key]
+		best := -1
+		for i, h := range hs {
+			switch {
+			case id != "":
+				if h.GetHandle().GetConfig().GetId() == id {
+					best = i
+				}
+			case best < 0 || h.GetHandle().GetStartedAt() > hs[best].GetHandle().GetStartedAt():
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		h := hs[best]
+		unnamed[key] = slices.Delete(slices.Clone(hs), best, best+1)
+		return h
 	}
 	for _, rec := range recs {
 		id := rec.GetAlloc().GetId()
@@ -142,16 +190,30 @@ func (c *Client) restoreAllocs() {
 		restore := map[string]*taskrunner.Restore{}
 		for _, ts := range states {
 			r := &taskrunner.Restore{State: ts.GetState()}
-			if ts.GetTaskId() != "" {
-				h, ok, err := c.cfg.State.TaskHandle(ts.GetTaskId())
-				switch {
-				case err != nil:
-					c.logger.Error("task handle unreadable; the task starts again", "alloc_id", id, "task", ts.GetTask(), "error", err)
-				case ok:
+			key := id + "/" + ts.GetTask()
+			switch {
+			case ts.GetTaskId() != "":
+				if h := take(key, ts.GetTaskId()); h != nil {
+					r.Handle = h.GetHandle()
+				}
+			case ts.GetState().GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD:
+				if h := take(key, ""); h != nil {
+					c.logger.Warn("adopting the handle of a task started just before the client stopped",
+						"alloc_id", id, "task", ts.GetTask(), "task_id", h.GetHandle().GetConfig().GetId())
 					r.Handle = h.GetHandle()
 				}
 			}
 			restore[ts.GetTask()] = r
+		}
+		// A task started before its first state was written has a handle
+		// and no state record at all.
+		for _, t := range taskNames(rec.GetJob(), rec.GetAlloc().GetTaskGroup()) {
+			if _, ok := restore[t]; ok {
+				continue
+			}
+			if h := take(id+"/"+t, ""); h != nil {
+				restore[t] = &taskrunner.Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING}, Handle: h.GetHandle()}
+			}
 		}
 		r, err := c.newRunner(rec.GetAlloc(), rec.GetJob(), restore)
 		if err != nil {
@@ -162,6 +224,45 @@ func (c *Client) restoreAllocs() {
 		go r.Run()
 		c.logger.Info("alloc recovered", "alloc_id", id)
 	}
+	for _, hs := range unnamed {
+		for _, h := range hs {
+			c.reapOrphan(h)
+		}
+	}
+}
+
+// taskNames lists the tasks of a job's group.
+func taskNames(job *pb.Job, group string) []string {
+	var out []string
+	for _, g := range job.GetGroups() {
+		if g.GetName() == group {
+			for _, t := range g.GetTasks() {
+				out = append(out, t.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// reapOrphan destroys (killing it) a task whose handle no recovered task
+// claims: its alloc is gone, or a newer attempt replaced it.
+func (c *Client) reapOrphan(h *pb.TaskHandleRecord) {
+	id := h.GetHandle().GetConfig().GetId()
+	d, err := c.cfg.TaskDrivers.Driver(h.GetDriver())
+	if err != nil {
+		c.logger.Error("cannot destroy an orphaned task: its driver is unknown", "task_id", id, "driver", h.GetDriver(), "error", err)
+		return
+	}
+	c.logger.Warn("destroying a task no alloc claims", "task_id", id, "alloc_id", h.GetHandle().GetConfig().GetAllocId())
+	c.allocs.destroys.Add(1)
+	go func() {
+		defer c.allocs.destroys.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
+		defer cancel()
+		if err := d.DestroyTask(ctx, id, true); err != nil {
+			c.logger.Error("destroying an orphaned task", "task_id", id, "error", err)
+		}
+	}()
 }
 
 // waitRegistered waits until the node is registered; false if the client
@@ -315,7 +416,9 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	}
 	for _, r := range destroy {
 		c.logger.Info("destroying alloc the servers no longer send", "alloc_id", r.ID())
+		rt.destroys.Add(1)
 		go func() {
+			defer rt.destroys.Done()
 			if err := r.Destroy(context.WithoutCancel(c.ctx)); err != nil {
 				c.logger.Error("destroying alloc", "alloc_id", r.ID(), "error", err)
 			}

@@ -223,3 +223,52 @@ func TestRecoveryReconcilesWithTheServers(t *testing.T) {
 		t.Fatalf("completed task after the restart: %v", st)
 	}
 }
+
+// A client killed between the driver persisting a task's handle and the
+// task's state naming it finds the handle and adopts it (same process);
+// a handle of an alloc it does not know is destroyed, its task killed.
+func TestRecoveryAdoptsUnnamedHandlesAndReapsOrphans(t *testing.T) {
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	orphanJob := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	orphanJob.Id = "orphan"
+	f.place(allocOf("o1", orphanJob), orphanJob)
+	n := newNode(t, dir, f.addr, false)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	waitReported(t, f, "o1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	pid := taskPid(t, n, "a1", "web")
+	orphanPid := taskPid(t, n, "o1", "web")
+	killAtEnd(t, pid)
+	killAtEnd(t, orphanPid)
+	n.c.Shutdown()
+	// As if the client had died at the wrong moments: a1's task state
+	// does not name its attempt, and o1 was never recorded at all.
+	states, err := n.db.TaskStates("a1")
+	if err != nil || len(states) != 1 {
+		t.Fatalf("task states %v, %v", states, err)
+	}
+	states[0].TaskId = ""
+	if err := n.db.PutTaskState(states[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.db.DeleteAlloc("o1"); err != nil {
+		t.Fatal(err)
+	}
+	f.remove("o1")
+	n.c = nil
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	n.m.Shutdown(ctx)
+	n.db.Close()
+
+	n = newNode(t, dir, f.addr, true)
+	testutil.WaitFor(t, generous, func() error {
+		if alive(orphanPid) {
+			return fmt.Errorf("orphaned task pid %d still alive", orphanPid)
+		}
+		return nil
+	})
+	checkRecovered(t, f, n, pid)
+}

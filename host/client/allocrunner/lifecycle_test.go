@@ -19,7 +19,7 @@ import (
 )
 
 // An alloc the servers stop is killed with each task's kill_timeout: a
-// task that ignores SIGTERM (raw_exec, `trap '' TERM`) dies by SIGKILL
+// task that ignores SIGTERM (raw_exec, `trap ” TERM`) dies by SIGKILL
 // once the timeout has passed, not before.
 func TestServerStopKillsWithKillTimeout(t *testing.T) {
 	e := newEnv(t)

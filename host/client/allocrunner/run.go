@@ -15,7 +15,7 @@ func (ar *AllocRunner) Run() {
 	ar.persistAlloc()
 	ar.report()
 	if serverTerminal(ar.Alloc()) {
-		ar.signalKill()
+		ar.signalKill("alloc stopped by the servers")
 	}
 	if err := ar.prerun(recovered); err != nil {
 		if ar.ctx.Err() != nil {
@@ -90,7 +90,7 @@ func (ar *AllocRunner) lifecycle() bool {
 			return false
 		}
 		st := ar.TaskStates()
-		reason := "alloc stopped"
+		reason := ar.stopReason()
 		switch {
 		case res == killed:
 		case ar.leaderDead(st):
@@ -102,7 +102,11 @@ func (ar *AllocRunner) lifecycle() bool {
 			return false
 		}
 	}
-	if !ar.killAll(append(prestart, helpers...), "main tasks are dead") {
+	helperReason := "main tasks are dead"
+	if res == killed {
+		helperReason = ar.stopReason()
+	}
+	if !ar.killAll(append(prestart, helpers...), helperReason) {
 		return false
 	}
 	ar.start(poststop...)

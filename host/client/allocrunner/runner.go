@@ -34,6 +34,9 @@ type Store interface {
 var (
 	// ErrUnknownTask is returned by Restart for a task the alloc does not have.
 	ErrUnknownTask = errcode.New(codes.NotFound, "no such task in the alloc")
+	// ErrShutDown is returned by Destroy when the runner was shut down
+	// (the client is stopping) before the alloc's tasks were dead.
+	ErrShutDown = errcode.New(codes.Unavailable, "alloc runner shut down")
 	// ErrNoGroup is returned by New when the alloc's group is not in its job.
 	ErrNoGroup = errcode.New(codes.InvalidArgument, "the alloc's group is not in its job")
 )
@@ -120,7 +123,9 @@ type AllocRunner struct {
 	mu        sync.Mutex
 	alloc     *pb.Allocation
 	job       *pb.Job
-	states    map[string]*pb.TaskState
+	// killReason says why the alloc is killed (set before killCh closes).
+	killReason string
+	states     map[string]*pb.TaskState
 	status    pb.AllocClientStatus
 	desc      string
 	destroyed bool
@@ -375,7 +380,11 @@ func (ar *AllocRunner) Update(alloc *pb.Allocation, job *pb.Job) {
 	ar.persistAlloc()
 	if serverTerminal(alloc) {
 		ar.logger.Info("alloc stopped by the servers", "desired", alloc.GetDesiredStatus(), "description", alloc.GetDesiredDescription())
-		ar.signalKill()
+		reason := "alloc stopped by the servers"
+		if d := alloc.GetDesiredDescription(); d != "" {
+			reason += ": " + d
+		}
+		ar.signalKill(reason)
 		return
 	}
 	info := ar.info()
@@ -401,12 +410,29 @@ func (ar *AllocRunner) Update(alloc *pb.Allocation, job *pb.Job) {
 	}
 }
 
-func (ar *AllocRunner) signalKill() { ar.killOnce.Do(func() { close(ar.killCh) }) }
+func (ar *AllocRunner) signalKill(reason string) {
+	ar.killOnce.Do(func() {
+		ar.mu.Lock()
+		ar.killReason = reason
+		ar.mu.Unlock()
+		close(ar.killCh)
+	})
+}
+
+// stopReason says why the alloc's tasks are being killed.
+func (ar *AllocRunner) stopReason() string {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.killReason == "" {
+		return "alloc stopped"
+	}
+	return ar.killReason
+}
 
 // Kill stops the alloc's tasks (poststop tasks still run) and waits until
 // the alloc is done or ctx ends.
 func (ar *AllocRunner) Kill(ctx context.Context) error {
-	ar.signalKill()
+	ar.signalKill("alloc killed")
 	select {
 	case <-ar.done:
 		return nil
@@ -466,6 +492,11 @@ func (ar *AllocRunner) Shutdown() {
 func (ar *AllocRunner) Destroy(ctx context.Context) error {
 	if err := ar.Kill(ctx); err != nil {
 		return err
+	}
+	if ar.ctx.Err() != nil {
+		// Shut down before its tasks were all dead: the next client
+		// recovers the alloc and destroys it then.
+		return fmt.Errorf("destroying alloc %s: %w", ar.ID(), ErrShutDown)
 	}
 	ar.mu.Lock()
 	ar.destroyed = true

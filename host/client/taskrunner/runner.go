@@ -593,6 +593,9 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 	tr.taskID, tr.running = id, true
 	tr.mu.Unlock()
 	tr.logger.Info("task recovered", "task_id", id)
+	// The state is persisted again naming this attempt: an adopted handle
+	// (see the client's restore) was not named before.
+	tr.update(func(st *pb.TaskState) { st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING })
 	if _, err := tr.prestart(info, 0, true); err != nil {
 		tr.logger.Error("prestart hooks of a recovered task failed; the task keeps running", "error", err)
 	}
