@@ -120,15 +120,15 @@ type AllocRunner struct {
 	done     chan struct{}
 	killOnce sync.Once
 
-	mu        sync.Mutex
-	alloc     *pb.Allocation
-	job       *pb.Job
+	mu    sync.Mutex
+	alloc *pb.Allocation
+	job   *pb.Job
 	// killReason says why the alloc is killed (set before killCh closes).
 	killReason string
 	states     map[string]*pb.TaskState
-	status    pb.AllocClientStatus
-	desc      string
-	destroyed bool
+	status     pb.AllocClientStatus
+	desc       string
+	destroyed  bool
 }
 
 // New builds an alloc runner and its task runners; Run starts it.
