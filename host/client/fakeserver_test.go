@@ -41,7 +41,7 @@ type timedUpdate struct {
 	u  *pb.AllocClientUpdate
 }
 
-func newFakeServer(t *testing.T) *fakeServer {
+func newFakeServer(t testing.TB) *fakeServer {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
