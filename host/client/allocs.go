@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
@@ -39,10 +40,10 @@ const (
 )
 
 var (
-	// ErrUnknownAlloc is returned by RestartAlloc and LogFiles for an alloc
-	// this client does not run.
+	// ErrUnknownAlloc is returned by RestartAlloc and LogPaths for an
+	// alloc this client does not run.
 	ErrUnknownAlloc = errcode.New(codes.NotFound, "no such alloc on this client")
-	// ErrNoAllocRuntime is returned by RestartAlloc and LogFiles when the
+	// ErrNoAllocRuntime is returned by RestartAlloc and LogPaths when the
 	// client was started without drivers and a state DB.
 	ErrNoAllocRuntime = errcode.New(codes.FailedPrecondition, "this client runs no allocs")
 )
@@ -430,8 +431,12 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	}
 }
 
-// sendUpdates sends one batch of alloc status updates.
+// sendUpdates sends one batch of alloc status updates, once the node is
+// registered: servers that do not know the node would refuse the batch.
 func (c *Client) sendUpdates(_ context.Context, batch []*pb.AllocClientUpdate) error {
+	if !c.waitRegistered() {
+		return c.ctx.Err()
+	}
 	req := &pb.ClientAllocUpdateRequest{NodeId: c.nodeID, Updates: batch}
 	return c.callConn(c.attemptTimeout, func(ctx context.Context, conn grpc.ClientConnInterface) error {
 		_, err := pb.NewClientAllocsClient(conn).Update(ctx, req)
@@ -462,21 +467,22 @@ func (c *Client) RestartAlloc(allocID, task string) error {
 	return r.Restart(task)
 }
 
-// LogFiles returns the files of a task's stdout (or stderr) in the order
-// they were written, for `alloc logs`.
-func (c *Client) LogFiles(allocID, task string, stderr bool) ([]string, error) {
+// LogPaths locates a task's log files, for `alloc logs`. An empty task
+// names the alloc's only task, or its leader.
+func (c *Client) LogPaths(allocID, task string) (allocdir.TaskLogs, error) {
 	r, err := c.runner(allocID)
 	if err != nil {
-		return nil, err
+		return allocdir.TaskLogs{}, err
+	}
+	if task == "" {
+		if task, err = r.DefaultTask(); err != nil {
+			return allocdir.TaskLogs{}, err
+		}
 	}
 	if !r.HasTask(task) {
-		return nil, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
+		return allocdir.TaskLogs{}, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
 	}
-	stream := "stdout"
-	if stderr {
-		stream = "stderr"
-	}
-	return r.Dir().LogFiles(task, stream)
+	return r.Dir().Logs(task)
 }
 
 // AllocStates returns the client's view of an alloc: its status and task

@@ -160,8 +160,8 @@ func TestRestartAlloc(t *testing.T) {
 	}
 }
 
-// LogFiles finds a task's stdout files.
-func TestLogFiles(t *testing.T) {
+// LogPaths finds a task's stdout files (the only task when none is named).
+func TestLogPaths(t *testing.T) {
 	f := newFakeServer(t)
 	n := newNode(t, t.TempDir(), f.addr, true)
 	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
@@ -169,7 +169,11 @@ func TestLogFiles(t *testing.T) {
 	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
 	killAtEnd(t, taskPid(t, n, "a1", "web"))
 	testutil.WaitFor(t, generous, func() error {
-		files, err := n.c.LogFiles("a1", "web", false)
+		logs, err := n.c.LogPaths("a1", "")
+		if err != nil {
+			return err
+		}
+		files, err := logs.Files(false)
 		if err != nil {
 			return err
 		}
@@ -185,7 +189,7 @@ func TestLogFiles(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := n.c.LogFiles("a1", "nope", false); !errors.Is(err, allocrunner.ErrUnknownTask) {
+	if _, err := n.c.LogPaths("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
 		t.Fatalf("unknown task: %v", err)
 	}
 }

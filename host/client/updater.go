@@ -24,6 +24,8 @@ type updater struct {
 	ctx    context.Context
 	// refused reports errors not worth retrying.
 	refused func(error) bool
+	// sleep waits out a backoff (tests replace it).
+	sleep func(ctx context.Context, d time.Duration)
 
 	mu       sync.Mutex
 	pending  map[string]*pb.AllocClientUpdate
@@ -31,7 +33,18 @@ type updater struct {
 }
 
 func newUpdater(ctx context.Context, logger hclog.Logger, send func(context.Context, []*pb.AllocClientUpdate) error, refused func(error) bool) *updater {
-	return &updater{send: send, logger: logger, ctx: ctx, refused: refused, pending: map[string]*pb.AllocClientUpdate{}}
+	return &updater{send: send, logger: logger, ctx: ctx, refused: refused, sleep: sleepCtx,
+		pending: map[string]*pb.AllocClientUpdate{}}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // add queues an alloc's latest status.
@@ -80,12 +93,7 @@ func (u *updater) flush() {
 			}
 		}
 		u.mu.Unlock()
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-u.ctx.Done():
-			t.Stop()
-		}
+		u.sleep(u.ctx, backoff)
 		backoff = min(backoff*2, maxRetry)
 	}
 }

@@ -76,26 +76,50 @@ func TestUpdaterSendsAtOnceAndCoalescesWhileInFlight(t *testing.T) {
 	}
 }
 
-// A failed batch is sent again, merged under newer updates; a refused one
-// is dropped.
+// A failed batch is sent again after a backoff, merged under newer
+// updates; a refused one is dropped.
 func TestUpdaterRetriesFailedBatches(t *testing.T) {
 	f := &fakeSend{release: make(chan error)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	refused := func(err error) bool { return status.Code(err) == codes.InvalidArgument }
 	u := newUpdater(ctx, testutil.Logger(t), f.send, refused)
+	slept := make(chan time.Duration)
+	wake := make(chan struct{})
+	u.sleep = func(_ context.Context, d time.Duration) {
+		slept <- d
+		<-wake
+	}
 	u.add(up("a", "1"))
-	u.add(up("b", "1"))
 	waitBatches(t, f, 1)
-	u.add(up("b", "2"))
+	u.add(up("b", "1"))
 	f.release <- status.Error(codes.Unavailable, "no leader")
-	got := waitBatches(t, f, 2)
+	if d := <-slept; d != minRetry {
+		t.Fatalf("first backoff %s, want %s", d, minRetry)
+	}
+	u.add(up("a", "2"))
+	wake <- struct{}{}
+	waitBatches(t, f, 2)
+	f.release <- status.Error(codes.Unavailable, "still no leader")
+	if d := <-slept; d != 2*minRetry {
+		t.Fatalf("second backoff %s, want %s", d, 2*minRetry)
+	}
+	wake <- struct{}{}
+	waitBatches(t, f, 3)
 	f.release <- status.Error(codes.InvalidArgument, "bad")
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.inflight {
+			return errors.New("still in flight")
+		}
+		return nil
+	})
 	u.add(up("c", "1"))
-	got = waitBatches(t, f, 3)
+	waitBatches(t, f, 4)
 	f.release <- nil
-	want := [][]string{{"a@1", "b@1"}, {"a@1", "b@2"}, {"c@1"}}
-	if !slices.EqualFunc(got, want, slices.Equal) {
+	want := [][]string{{"a@1"}, {"a@2", "b@1"}, {"a@2", "b@1"}, {"c@1"}}
+	if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("batches %v, want %v", got, want)
 	}
 }

@@ -105,23 +105,42 @@ func (a *AllocDir) Destroy() error {
 	return nil
 }
 
-// LogFiles returns task's log files of one stream ("stdout" or "stderr")
-// in the order they were written (by their number), with their full paths.
-func (a *AllocDir) LogFiles(task, stream string) ([]string, error) {
+// TaskLogs locates one task's log files: Dir holds them, named
+// "<task>.stdout.<n>" and "<task>.stderr.<n>", n counting up as the
+// driver rotates them.
+type TaskLogs struct {
+	Dir  string
+	Task string
+}
+
+// Logs returns where task's log files are.
+func (a *AllocDir) Logs(task string) (TaskLogs, error) {
 	if err := checkName("task", task); err != nil {
-		return nil, err
+		return TaskLogs{}, err
 	}
-	if stream != "stdout" && stream != "stderr" {
-		return nil, fmt.Errorf("log stream %q: %w: want stdout or stderr", stream, ErrInvalidName)
+	return TaskLogs{Dir: a.LogDir, Task: task}, nil
+}
+
+// Prefix is the file name prefix of one stream: "<task>.stdout." or
+// "<task>.stderr.".
+func (l TaskLogs) Prefix(stderr bool) string {
+	if stderr {
+		return l.Task + ".stderr."
 	}
-	entries, err := os.ReadDir(a.LogDir)
+	return l.Task + ".stdout."
+}
+
+// Files returns the files of one stream in the order they were written
+// (by their number), with their full paths; none before the task wrote.
+func (l TaskLogs) Files(stderr bool) ([]string, error) {
+	entries, err := os.ReadDir(l.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading log dir: %w", err)
 	}
-	prefix := task + "." + stream + "."
+	prefix := l.Prefix(stderr)
 	type numbered struct {
 		n    int
 		path string
@@ -136,7 +155,7 @@ func (a *AllocDir) LogFiles(task, stream string) ([]string, error) {
 		if err != nil || n < 0 {
 			continue
 		}
-		files = append(files, numbered{n, filepath.Join(a.LogDir, e.Name())})
+		files = append(files, numbered{n, filepath.Join(l.Dir, e.Name())})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].n < files[j].n })
 	out := make([]string, len(files))

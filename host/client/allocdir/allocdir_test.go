@@ -70,7 +70,11 @@ func TestNamesThatEscapeAreRefused(t *testing.T) {
 
 func TestLogFilesInOrder(t *testing.T) {
 	a, _ := New(t.TempDir(), "a1")
-	if files, err := a.LogFiles("web", "stdout"); err != nil || files != nil {
+	logs, err := a.Logs("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, err := logs.Files(false); err != nil || files != nil {
 		t.Fatalf("no log dir: %v, %v", files, err)
 	}
 	if err := a.Build(); err != nil {
@@ -81,7 +85,7 @@ func TestLogFilesInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := a.LogFiles("web", "stdout")
+	got, err := logs.Files(false)
 	want := []string{"web.stdout.0", "web.stdout.2", "web.stdout.10"}
 	for i := range want {
 		want[i] = filepath.Join(a.LogDir, want[i])
@@ -89,7 +93,13 @@ func TestLogFilesInOrder(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("LogFiles = %v, %v; want %v", got, err, want)
 	}
-	if _, err := a.LogFiles("web", "stdin"); !errors.Is(err, ErrInvalidName) {
-		t.Fatalf("stream stdin: %v", err)
+	if got, _ := logs.Files(true); len(got) != 1 || got[0] != filepath.Join(a.LogDir, "web.stderr.0") {
+		t.Fatalf("stderr files %v", got)
+	}
+	if logs.Prefix(true) != "web.stderr." || logs.Prefix(false) != "web.stdout." {
+		t.Fatalf("prefixes %q %q", logs.Prefix(true), logs.Prefix(false))
+	}
+	if _, err := a.Logs("../x"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Logs(../x): %v", err)
 	}
 }

@@ -12,6 +12,6 @@ import (
 // sentinels reaches a gRPC or HTTP caller with.
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrUnknownTask: codes.NotFound, ErrNoGroup: codes.InvalidArgument, ErrShutDown: codes.Unavailable,
+		ErrUnknownTask: codes.NotFound, ErrNoGroup: codes.InvalidArgument, ErrShutDown: codes.Unavailable, ErrTaskRequired: codes.InvalidArgument,
 	})
 }

@@ -25,6 +25,9 @@ type AllocInfo struct {
 	Group *pb.TaskGroup
 	Node  taskenv.Node
 	Dir   *allocdir.AllocDir
+	// Events records a task event on every task of the alloc (a volume
+	// published, a claim waited for).
+	Events taskrunner.Emitter
 }
 
 // PrerunRequest is given to PrerunHook.Prerun.

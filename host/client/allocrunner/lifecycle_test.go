@@ -275,11 +275,12 @@ func (l *callLog) get() []string {
 }
 
 func (r *recorder) Name() string { return r.name }
-func (r *recorder) Prerun(ctx context.Context, _ *PrerunRequest) error {
+func (r *recorder) Prerun(ctx context.Context, req *PrerunRequest) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return errors.New("no deadline")
 	}
 	r.log.add(r.name + ".prerun")
+	req.Events.EmitEvent(&pb.TaskEvent{Type: "Alloc Hook Said", Message: r.name})
 	return nil
 }
 func (r *recorder) Postrun(context.Context, *PostrunRequest) error {
@@ -359,7 +360,7 @@ func TestHooksOrderAndTaskConfigMutation(t *testing.T) {
 	if err != nil || len(mounts) != 1 || mounts[0].GetTaskPath() != "/data" {
 		t.Fatalf("mounts reaching the driver: %v, %v", mounts, err)
 	}
-	if event(st, "Hook Said") == nil {
+	if event(st, "Hook Said") == nil || event(st, "Alloc Hook Said") == nil {
 		t.Fatalf("a hook's event is missing: %v", eventTypes(st))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), generous)

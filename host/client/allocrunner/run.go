@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -14,7 +15,7 @@ func (ar *AllocRunner) Run() {
 	recovered := ar.cfg.Restore != nil
 	ar.persistAlloc()
 	ar.report()
-	if serverTerminal(ar.Alloc()) {
+	if fsm.AllocServerTerminal(ar.Alloc()) {
 		ar.signalKill("alloc stopped by the servers")
 	}
 	if err := ar.prerun(recovered); err != nil {

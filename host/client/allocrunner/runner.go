@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
@@ -34,6 +35,9 @@ type Store interface {
 var (
 	// ErrUnknownTask is returned by Restart for a task the alloc does not have.
 	ErrUnknownTask = errcode.New(codes.NotFound, "no such task in the alloc")
+	// ErrTaskRequired is returned by DefaultTask for an alloc of several
+	// tasks and no leader.
+	ErrTaskRequired = errcode.New(codes.InvalidArgument, "the alloc has several tasks: name one")
 	// ErrShutDown is returned by Destroy when the runner was shut down
 	// (the client is stopping) before the alloc's tasks were dead.
 	ErrShutDown = errcode.New(codes.Unavailable, "alloc runner shut down")
@@ -237,7 +241,17 @@ func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) 
 func (ar *AllocRunner) info() AllocInfo {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	return AllocInfo{Alloc: ar.alloc, Job: ar.job, Group: findGroup(ar.job, ar.alloc.GetTaskGroup()), Node: ar.cfg.Node, Dir: ar.dir}
+	return AllocInfo{Alloc: ar.alloc, Job: ar.job, Group: findGroup(ar.job, ar.alloc.GetTaskGroup()), Node: ar.cfg.Node, Dir: ar.dir,
+		Events: allocEvents{ar}}
+}
+
+// allocEvents records an alloc hook's event on every task.
+type allocEvents struct{ ar *AllocRunner }
+
+func (e allocEvents) EmitEvent(ev *pb.TaskEvent) {
+	for _, name := range e.ar.order {
+		e.ar.tasks[name].tr.EmitEvent(proto.Clone(ev).(*pb.TaskEvent))
+	}
 }
 
 // ID is the alloc's ID.
@@ -252,6 +266,21 @@ func (ar *AllocRunner) Alloc() *pb.Allocation {
 
 // Dir is the alloc's directory tree.
 func (ar *AllocRunner) Dir() *allocdir.AllocDir { return ar.dir }
+
+// DefaultTask is the task a request that names none is about: the
+// alloc's only task, or its leader; ErrTaskRequired when it has several
+// and no leader.
+func (ar *AllocRunner) DefaultTask() (string, error) {
+	if len(ar.order) == 1 {
+		return ar.order[0], nil
+	}
+	for _, name := range ar.order {
+		if ar.tasks[name].leader {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("alloc %s has tasks %v: %w", ar.ID(), ar.order, ErrTaskRequired)
+}
 
 // HasTask reports whether the alloc has a task of that name.
 func (ar *AllocRunner) HasTask(name string) bool { return ar.tasks[name] != nil }
@@ -355,15 +384,6 @@ func (ar *AllocRunner) persistAlloc() {
 	}
 }
 
-// serverTerminal reports whether the servers want the alloc stopped.
-func serverTerminal(a *pb.Allocation) bool {
-	switch a.GetDesiredStatus() {
-	case pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP, pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_EVICT:
-		return true
-	}
-	return false
-}
-
 // Update takes a new version of the alloc from the servers: a stop kills
 // the alloc's tasks (each with its kill_timeout); anything else is an
 // in-place update, given to the update hooks and to the task runners for
@@ -378,7 +398,7 @@ func (ar *AllocRunner) Update(alloc *pb.Allocation, job *pb.Job) {
 	ar.alloc, ar.job = alloc, job
 	ar.mu.Unlock()
 	ar.persistAlloc()
-	if serverTerminal(alloc) {
+	if fsm.AllocServerTerminal(alloc) {
 		ar.logger.Info("alloc stopped by the servers", "desired", alloc.GetDesiredStatus(), "description", alloc.GetDesiredDescription())
 		reason := "alloc stopped by the servers"
 		if d := alloc.GetDesiredDescription(); d != "" {
