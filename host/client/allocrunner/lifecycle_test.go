@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -374,4 +376,66 @@ func TestHooksOrderAndTaskConfigMutation(t *testing.T) {
 	if got := log.get(); !slices.Equal(got, want) {
 		t.Fatalf("hook calls\n got %v\nwant %v", got, want)
 	}
+}
+
+func (r *recorder) Update(_ context.Context, req *UpdateRequest) error {
+	r.log.add(fmt.Sprintf("%s.update v%d", r.name, req.Job.GetVersion()))
+	return nil
+}
+
+// An in-place update reaches the update hooks and the next start of the
+// tasks; the running attempt is left alone.
+func TestInPlaceUpdate(t *testing.T) {
+	e := newEnv(t)
+	log := &callLog{}
+	task := &pb.Task{Name: "web", Driver: "raw_exec", Env: map[string]string{"FOO": "1"}, Config: sdk.ConfigMap{
+		"command": sdk.StringValue("/bin/sh"),
+		"args":    sdk.ListValue("-c", `echo "$FOO" >> "$BERTH_TASK_DIR/foo"; while true; do sleep 0.05; done`)}}
+	a, j := job(pb.JobType_JOB_TYPE_SERVICE, nil, task)
+	ar, _ := e.runner(a, j, func(c *Config) {
+		c.Hooks.Alloc = []func(AllocInfo) Hook{func(AllocInfo) Hook { return &recorder{name: "A", log: log} }}
+	})
+	waitTask(t, ar, "web", isRunning)
+	j2 := proto.Clone(j).(*pb.Job)
+	j2.Version = 4
+	j2.Groups[0].Tasks[0].Env["FOO"] = "2"
+	a2 := proto_clone(a)
+	a2.JobVersion, a2.AllocModifyIndex = 4, 20
+	ar.Update(a2, j2)
+	waitFor(t, func() error {
+		if !slices.Contains(log.get(), "A.update v4") {
+			return fmt.Errorf("hook calls %v", log.get())
+		}
+		return nil
+	})
+	if st := ar.TaskStates()["web"]; st.GetRestarts() != 0 || startedCount(st) != 1 {
+		t.Fatalf("an in-place update restarted the task: %v", st)
+	}
+	if err := ar.Restart("web"); err != nil {
+		t.Fatal(err)
+	}
+	td, _ := ar.Dir().TaskDir("web")
+	waitFor(t, func() error {
+		b, _ := os.ReadFile(filepath.Join(td.Local, "foo"))
+		if string(b) != "1\n2\n" {
+			return fmt.Errorf("starts saw FOO %q", b)
+		}
+		return nil
+	})
+	if ar.Alloc().GetAllocModifyIndex() != 20 {
+		t.Fatalf("runner holds alloc_modify_index %d", ar.Alloc().GetAllocModifyIndex())
+	}
+	if rec, _, _ := e.db.Alloc(a.GetId()); rec.GetJob().GetVersion() != 4 {
+		t.Fatalf("persisted job version %d", rec.GetJob().GetVersion())
+	}
+}
+
+func startedCount(st *pb.TaskState) int {
+	n := 0
+	for _, ev := range st.GetEvents() {
+		if ev.GetType() == "Started" {
+			n++
+		}
+	}
+	return n
 }

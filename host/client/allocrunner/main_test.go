@@ -182,3 +182,8 @@ func event(st *pb.TaskState, typ string) *pb.TaskEvent {
 func proto_clone(a *pb.Allocation) *pb.Allocation { return proto.Clone(a).(*pb.Allocation) }
 
 func mockMounts(st *driverpb.TaskStatus) ([]*driverpb.Mount, error) { return mock.Mounts(st) }
+
+func waitFor(t *testing.T, cond func() error) {
+	t.Helper()
+	testutil.WaitFor(t, generous, cond)
+}

@@ -12,6 +12,7 @@ import (
 // or until Shutdown. See the package doc for the lifecycle order.
 func (ar *AllocRunner) Run() {
 	defer close(ar.done)
+	go ar.updateLoop()
 	recovered := ar.cfg.Restore != nil
 	ar.persistAlloc()
 	ar.report()

@@ -117,10 +117,12 @@ type AllocRunner struct {
 	tasks  map[string]*task
 	order  []string // task names in job order
 
-	ctx      context.Context
-	cancel   context.CancelFunc
-	killCh   chan struct{}
-	changed  chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	killCh  chan struct{}
+	changed chan struct{}
+	// updateCh wakes updateLoop (capacity 1).
+	updateCh chan struct{}
 	done     chan struct{}
 	killOnce sync.Once
 
@@ -157,19 +159,25 @@ func New(cfg Config) (*AllocRunner, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ar := &AllocRunner{
-		cfg:     cfg,
-		logger:  cfg.Logger.With("alloc_id", cfg.Alloc.GetId()),
-		dir:     dir,
-		tasks:   map[string]*task{},
-		ctx:     ctx,
-		cancel:  cancel,
-		killCh:  make(chan struct{}),
-		changed: make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		alloc:   cfg.Alloc,
-		job:     cfg.Job,
-		states:  map[string]*pb.TaskState{},
-		status:  pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
+		cfg:      cfg,
+		logger:   cfg.Logger.With("alloc_id", cfg.Alloc.GetId()),
+		dir:      dir,
+		tasks:    map[string]*task{},
+		ctx:      ctx,
+		cancel:   cancel,
+		killCh:   make(chan struct{}),
+		changed:  make(chan struct{}, 1),
+		updateCh: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		alloc:    cfg.Alloc,
+		job:      cfg.Job,
+		states:   map[string]*pb.TaskState{},
+		status:   pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
+	}
+	if cfg.Restore == nil {
+		// Before any task state: no task state is ever persisted for an
+		// alloc the DB does not know.
+		ar.persistAlloc()
 	}
 	info := ar.info()
 	ar.hooks = []Hook{allocDirHook{}}
@@ -407,25 +415,42 @@ func (ar *AllocRunner) Update(alloc *pb.Allocation, job *pb.Job) {
 		ar.signalKill(reason)
 		return
 	}
-	info := ar.info()
-	for _, h := range ar.hooks {
-		if uh, ok := h.(UpdateHook); ok {
-			ctx, cancel := context.WithTimeout(ar.ctx, hookTimeout(h, ar.cfg.HookTimeout))
-			if err := uh.Update(ctx, &UpdateRequest{AllocInfo: info}); err != nil {
-				ar.logger.Error("update hook failed", "hook", h.Name(), "error", err)
-			}
-			cancel()
-		}
+	// The hooks and task runners take it in the update loop, so a slow
+	// update hook does not hold up the watcher (and the other allocs).
+	select {
+	case ar.updateCh <- struct{}{}:
+	default: // one is pending; it reads the latest alloc
 	}
-	for _, name := range ar.order {
-		var t *pb.Task
-		for _, tt := range info.Group.GetTasks() {
-			if tt.GetName() == name {
-				t = tt
+}
+
+// updateLoop gives in-place updates to the update hooks and the task
+// runners, the latest first, until the runner is shut down or done.
+func (ar *AllocRunner) updateLoop() {
+	for {
+		select {
+		case <-ar.updateCh:
+		case <-ar.ctx.Done():
+			return
+		case <-ar.done:
+			return
+		}
+		info := ar.info()
+		if fsm.AllocServerTerminal(info.Alloc) {
+			continue
+		}
+		for _, h := range ar.hooks {
+			if uh, ok := h.(UpdateHook); ok {
+				ctx, cancel := context.WithTimeout(ar.ctx, hookTimeout(h, ar.cfg.HookTimeout))
+				if err := uh.Update(ctx, &UpdateRequest{AllocInfo: info}); err != nil {
+					ar.logger.Error("update hook failed", "hook", h.Name(), "error", err)
+				}
+				cancel()
 			}
 		}
-		if t != nil {
-			ar.tasks[name].tr.UpdateAlloc(alloc, job, info.Group, t)
+		for _, t := range info.Group.GetTasks() {
+			if tr := ar.tasks[t.GetName()]; tr != nil {
+				tr.tr.UpdateAlloc(info.Alloc, info.Job, info.Group, t)
+			}
 		}
 	}
 }
