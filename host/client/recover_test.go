@@ -100,6 +100,12 @@ func checkRecovered(t *testing.T, f *fakeServer, n *node, pid int) {
 		if states["web"].GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 			return fmt.Errorf("task web: %v", states["web"])
 		}
+		// The restored state reads running at once; recovery is done
+		// when the state DB names the recovered attempt.
+		recs, err := n.db.TaskStates("a1")
+		if err != nil || len(recs) != 1 || recs[0].GetTaskId() == "" {
+			return fmt.Errorf("task states %v, %v: the attempt is not named yet", recs, err)
+		}
 		return nil
 	})
 	if got := taskPid(t, n, "a1", "web"); got != pid {
