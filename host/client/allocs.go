@@ -299,7 +299,7 @@ func (c *Client) watchAllocs() {
 			Query: &pb.QueryOptions{MinIndex: index, MaxWaitMs: c.watchMaxWait().Milliseconds()}}
 		began := time.Now()
 		var resp *pb.ClientAllocsResponse
-		err := c.callConn(func(int) time.Duration { return c.watchMaxWait() + watchSlack },
+		err := c.callConnOn(func(int) time.Duration { return c.watchMaxWait() + watchSlack }, true,
 			func(ctx context.Context, conn grpc.ClientConnInterface) (err error) {
 				resp, err = pb.NewClientAllocsClient(conn).Watch(ctx, req)
 				return err

@@ -46,27 +46,9 @@ type node struct {
 // startNode starts a client on dataDir. stopTasks makes its shutdown stop
 // the tasks (the manager's StopTasksOnShutdown), for tests that do not
 // restart it.
-func startNode(t testing.TB, dataDir, server string, logger hclog.Logger, stopTasks bool) (*node, error) {
-	db, err := state.Open(state.Path(dataDir))
+func startNode(dataDir, server string, logger hclog.Logger, stopTasks bool) (*node, error) {
+	db, m, err := startDrivers(dataDir, logger, stopTasks)
 	if err != nil {
-		return nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Dev: true,
-		Plugins: []taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}})
-	if err != nil {
-		return nil, err
-	}
-	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Logger: logger.Named("drivers"), StopTasksOnShutdown: stopTasks})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
-	if err := m.Start(ctx); err != nil {
 		return nil, err
 	}
 	c, err := New(Config{DataDir: dataDir, NodeName: "node-one", Servers: []string{server}, Logger: logger,
@@ -78,9 +60,57 @@ func startNode(t testing.TB, dataDir, server string, logger hclog.Logger, stopTa
 	return &node{dataDir: dataDir, db: db, m: m, c: c}, nil
 }
 
+// driversFor opens a state DB and starts a driver manager in dataDir for
+// the test, stopping them (and their tasks) when it ends.
+func driversFor(t *testing.T, dataDir string) (*state.DB, *taskdrivers.Manager) {
+	t.Helper()
+	db, m, err := startDrivers(dataDir, testutil.Logger(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Shutdown(context.Background())
+		db.Close()
+	})
+	return db, m
+}
+
+// startDrivers opens the state DB and starts a driver manager (mock and
+// raw_exec) on it.
+func startDrivers(dataDir string, logger hclog.Logger, stopTasks bool) (*state.DB, *taskdrivers.Manager, error) {
+	db, err := state.Open(state.Path(dataDir))
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*state.DB, *taskdrivers.Manager, error) {
+		db.Close()
+		return nil, nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Dev: true,
+		Plugins: []taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}})
+	if err != nil {
+		return fail(err)
+	}
+	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Logger: logger.Named("drivers"), StopTasksOnShutdown: stopTasks})
+	if err != nil {
+		return fail(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		m.Shutdown(context.Background())
+		return fail(err)
+	}
+	return db, m, nil
+}
+
 func newNode(t *testing.T, dataDir, server string, stopTasks bool) *node {
 	t.Helper()
-	n, err := startNode(t, dataDir, server, testutil.Logger(t), stopTasks)
+	n, err := startNode(dataDir, server, testutil.Logger(t), stopTasks)
 	if err != nil {
 		t.Fatal(err)
 	}

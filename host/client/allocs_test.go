@@ -193,3 +193,49 @@ func TestLogPaths(t *testing.T) {
 		t.Fatalf("unknown task: %v", err)
 	}
 }
+
+// A watch blocked on a server that goes silent moves to another server as
+// soon as another call (a heartbeat) finds that server unresponsive, not
+// when its max_wait runs out.
+func TestWatchMovesOffASilentServer(t *testing.T) {
+	f := newFakeServer(t)
+	p1, p2 := newSilentProxy(t, f.addr), newSilentProxy(t, f.addr)
+	db, m := driversFor(t, t.TempDir())
+	c, err := New(Config{DataDir: t.TempDir(), Servers: []string{p1.addr(), p2.addr()}, Logger: testutil.Logger(t),
+		TaskDrivers: ManagerDrivers(m), State: db, WatchMaxWait: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	var on string
+	testutil.WaitFor(t, generous, func() error {
+		c.mu.Lock()
+		on = c.watching.server
+		c.mu.Unlock()
+		if on == "" || len(f.watchRequests()) == 0 {
+			return errors.New("no watch under way")
+		}
+		return nil
+	})
+	if on == p1.addr() {
+		p1.silence()
+	} else {
+		p2.silence()
+	}
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	began := time.Now()
+	f.place(allocOf("a1", j), j)
+	// Heartbeats come every TTL/3 (10s here) and an attempt at a silent
+	// server times out within the TTL: well under a minute, where the
+	// watch's own max_wait is ten.
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if took := time.Since(began); took > time.Minute {
+		t.Fatalf("the alloc ran %s after its placement", took)
+	}
+	c.mu.Lock()
+	now := c.watching.server
+	c.mu.Unlock()
+	if now == on {
+		t.Fatalf("the watch is still on the silent server %s", on)
+	}
+}

@@ -78,10 +78,18 @@ type Client struct {
 	updateCh chan struct{}
 	// allocs runs the node's allocs; nil unless allocsEnabled.
 	allocs *allocRuntime
+	// watching is the alloc watch's attempt under way.
+	watching watchAttempt
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// watchAttempt is the server an alloc watch attempt waits on.
+type watchAttempt struct {
+	server string
+	cancel context.CancelFunc
 }
 
 // contact is a server that answered and when.
@@ -358,6 +366,13 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 // callConn is call for any service, with attempt timeouts from timeout
 // (given how many servers are left to try, this one included).
 func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	return c.callConnOn(timeout, false, fn)
+}
+
+// callConnOn is callConn; with watch set the call is the alloc watch,
+// whose attempt another call's failure at the same server cancels (see
+// watching).
+func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -372,9 +387,18 @@ func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.
 		}
 		timeout := timeout(len(servers) - i)
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		if watch {
+			c.setWatching(servers[idx], cancel)
+		}
 		err = fn(ctx, conn)
+		if watch {
+			c.setWatching("", nil)
+		}
 		cancel()
 		code := status.Code(err)
+		if code != codes.OK && !refusal(code) && !watch {
+			c.suspect(servers[idx])
+		}
 		switch {
 		case code == codes.OK:
 			c.mu.Lock()
@@ -396,6 +420,28 @@ func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.
 	c.next = (start + 1) % max(len(c.servers), 1)
 	c.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// setWatching records the server the alloc watch waits on and how to
+// cancel that attempt.
+func (c *Client) setWatching(server string, cancel context.CancelFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watching = watchAttempt{server: server, cancel: cancel}
+}
+
+// suspect is told that a call to server failed for want of an answer: a
+// watch blocked on that server is cancelled, so it moves on now rather
+// than when its max_wait (minutes) runs out — a blocking query cannot
+// tell a silent server from one with nothing to say.
+func (c *Client) suspect(server string) {
+	c.mu.Lock()
+	w := c.watching
+	c.mu.Unlock()
+	if w.server == server && w.cancel != nil {
+		c.logger.Warn("a call to the server the alloc watch waits on failed; moving the watch on", "server", server)
+		w.cancel()
+	}
 }
 
 // lastContact returns the server that last answered and when.

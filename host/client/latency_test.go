@@ -21,7 +21,7 @@ func BenchmarkPlacedToRunning(b *testing.B) {
 	for _, drv := range []string{"raw_exec", "mock"} {
 		b.Run(drv, func(b *testing.B) {
 			f := newFakeServer(b)
-			n, err := startNode(b, b.TempDir(), f.addr, hclog.NewNullLogger(), true)
+			n, err := startNode(b.TempDir(), f.addr, hclog.NewNullLogger(), true)
 			if err != nil {
 				b.Fatal(err)
 			}

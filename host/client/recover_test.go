@@ -42,7 +42,7 @@ func runClientProcessIfRequested() {
 
 func runClientProcess(dir, server string) error {
 	logger := hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})
-	n, err := startNode(nil, dir, server, logger, false)
+	n, err := startNode(dir, server, logger, false)
 	if err != nil {
 		return err
 	}
