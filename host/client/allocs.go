@@ -431,6 +431,25 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	}
 }
 
+// reportAllocs queues the status of every alloc the client runs. It runs
+// after each registration: a batch the servers refused (they did not know
+// the node), or statuses that changed while the client was down, reach
+// them this way.
+func (c *Client) reportAllocs() {
+	if c.allocs == nil {
+		return
+	}
+	c.allocs.mu.Lock()
+	runners := make([]*allocrunner.AllocRunner, 0, len(c.allocs.runners))
+	for _, r := range c.allocs.runners {
+		runners = append(runners, r)
+	}
+	c.allocs.mu.Unlock()
+	for _, r := range runners {
+		r.Report()
+	}
+}
+
 // sendUpdates sends one batch of alloc status updates, once the node is
 // registered: servers that do not know the node would refuse the batch.
 func (c *Client) sendUpdates(_ context.Context, batch []*pb.AllocClientUpdate) error {

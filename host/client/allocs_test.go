@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -238,4 +239,37 @@ func TestWatchMovesOffASilentServer(t *testing.T) {
 	if now == on {
 		t.Fatalf("the watch is still on the silent server %s", on)
 	}
+}
+
+// Updates the servers could not take reach them: a failed batch is sent
+// again; a refused one is dropped, and the next registration sends every
+// alloc's status again.
+func TestStatusesReachTheServersAfterFailuresAndRefusals(t *testing.T) {
+	f := newFakeServer(t)
+	f.mu.Lock()
+	f.failUpdates, f.refuseUpdates = 1, 100
+	f.mu.Unlock()
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	f.place(allocOf("a1", j), j)
+	testutil.WaitFor(t, generous, func() error {
+		if st, _, err := n.c.AllocStates("a1"); err != nil || st != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+			return fmt.Errorf("alloc a1: %v %v", st, err)
+		}
+		n.c.allocs.updater.mu.Lock()
+		defer n.c.allocs.updater.mu.Unlock()
+		if n.c.allocs.updater.inflight {
+			return errors.New("updates in flight")
+		}
+		return nil
+	})
+	f.mu.Lock()
+	if f.failUpdates != 0 || f.lastUpdateLocked("a1") != nil {
+		f.mu.Unlock()
+		t.Fatalf("expected the first batch to fail and the rest to be refused")
+	}
+	f.refuseUpdates = 0
+	f.mu.Unlock()
+	n.c.UpdateNode() // registers again
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
 }

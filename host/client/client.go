@@ -233,6 +233,7 @@ func (c *Client) step() (time.Duration, error) {
 		c.mu.Lock()
 		c.sent = changes
 		c.mu.Unlock()
+		c.reportAllocs()
 		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
 		return c.interval(), nil
 	}

@@ -23,7 +23,10 @@
 //     that unchanged allocs come back as stubs (ID and index only). It
 //     asks again as soon as an answer arrives — there is no polling
 //     interval — and retries a failed call with a capped backoff (250ms to
-//     15s), over the same server failover as heartbeats. It expects Watch
+//     15s), over the same server failover as heartbeats. A blocking query
+//     cannot tell a silent server from one with nothing to say: when
+//     another call (a heartbeat, an update) gets no answer from the server
+//     the watch waits on, the watch moves to the next server at once. It expects Watch
 //     to block until an alloc of the node changes its alloc_modify_index
 //     or the node's set of allocs changes, then to send every alloc of the
 //     node the servers keep, in full when unknown or changed (with its job
@@ -39,7 +42,9 @@
 //     sends ClientAllocs.Update at once when no batch is in flight and
 //     otherwise coalesces (latest per alloc) into the next batch; a failed
 //     batch is retried with backoff, merged under newer updates; a batch
-//     the servers refuse is dropped.
+//     the servers refuse is dropped. After every registration the status
+//     of every alloc is queued again, so what a refused batch or a client
+//     restart kept from the servers reaches them.
 //   - Restart: the client recovers the allocs in its state DB before it
 //     watches: running tasks are recovered through their drivers (the same
 //     processes), dead ones are not run again, and the first Watch answer

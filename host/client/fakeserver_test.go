@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
@@ -32,8 +34,9 @@ type fakeServer struct {
 	updates []timedUpdate
 	// watchedAt is when each Watch answered, for latency figures.
 	answeredAt map[string]time.Time
-	// failUpdates makes that many Update calls fail (Unavailable).
-	failUpdates int
+	// failUpdates makes that many Update calls fail (Unavailable),
+	// refuseUpdates that many be refused (NotFound).
+	failUpdates, refuseUpdates int
 }
 
 type timedUpdate struct {
@@ -118,6 +121,10 @@ func (f *fakeServer) Update(_ context.Context, req *pb.ClientAllocUpdateRequest)
 		f.failUpdates--
 		return nil, errUnavailable
 	}
+	if f.refuseUpdates > 0 {
+		f.refuseUpdates--
+		return nil, status.Error(codes.NotFound, "fake server: node not found")
+	}
 	now := time.Now()
 	for _, u := range req.GetUpdates() {
 		f.updates = append(f.updates, timedUpdate{now, u})
@@ -165,6 +172,11 @@ func (f *fakeServer) remove(id string) {
 func (f *fakeServer) lastUpdate(id string) *pb.AllocClientUpdate {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.lastUpdateLocked(id)
+}
+
+// lastUpdateLocked is lastUpdate with f.mu held.
+func (f *fakeServer) lastUpdateLocked(id string) *pb.AllocClientUpdate {
 	for i := len(f.updates) - 1; i >= 0; i-- {
 		if f.updates[i].u.GetAllocId() == id {
 			return f.updates[i].u

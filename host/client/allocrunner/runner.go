@@ -336,6 +336,10 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	ar.report()
 }
 
+// Report sends the alloc's current status to OnUpdate again (the client
+// does after it registers, so servers that lost an update learn it).
+func (ar *AllocRunner) Report() { ar.report() }
+
 // report sends the alloc's current status to OnUpdate.
 func (ar *AllocRunner) report() {
 	if ar.cfg.OnUpdate == nil {
