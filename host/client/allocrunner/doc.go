@@ -24,9 +24,11 @@
 //
 // The alloc's client status: failed if a task failed for good, complete
 // when every task is dead, running while one runs, pending before. Every
-// task state change is persisted (state DB: TaskStateRecord, with the
-// driver task ID of the running attempt) and reported through
-// Config.OnUpdate as an AllocClientUpdate; the alloc and its job are
+// task state change is reported through Config.OnUpdate as an
+// AllocClientUpdate, and persisted (state DB: TaskStateRecord, with the
+// driver task ID of the running attempt) before it is reported when what
+// recovery needs changed — the state, its times, the restarts, the
+// attempt; events alone ride along with the next such write; the alloc and its job are
 // persisted (AllocRecord) before anything starts and on every update.
 //
 // # Hooks

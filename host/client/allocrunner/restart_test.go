@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -102,6 +104,12 @@ func TestBatchTaskCompletes(t *testing.T) {
 	st := ar.TaskStates()["once"]
 	if st.GetFailed() || st.GetRestarts() != 0 || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
 		t.Fatalf("task %v, want dead, not failed, no restart", st)
+	}
+	// The state DB holds the final state with every event: events ride
+	// along with the writes of state changes.
+	recs, err := e.db.TaskStates(a.GetId())
+	if err != nil || len(recs) != 1 || !proto.Equal(recs[0].GetState(), st) || recs[0].GetTaskId() != "" {
+		t.Fatalf("persisted %v (%v), want %v and no running attempt", recs, err, st)
 	}
 	want := []pb.AllocClientStatus{pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
 		pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}

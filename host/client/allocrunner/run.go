@@ -14,7 +14,6 @@ func (ar *AllocRunner) Run() {
 	defer close(ar.done)
 	go ar.updateLoop()
 	recovered := ar.cfg.Restore != nil
-	ar.persistAlloc()
 	ar.report()
 	if fsm.AllocServerTerminal(ar.Alloc()) {
 		ar.signalKill("alloc stopped by the servers")

@@ -132,9 +132,12 @@ type AllocRunner struct {
 	// killReason says why the alloc is killed (set before killCh closes).
 	killReason string
 	states     map[string]*pb.TaskState
-	status     pb.AllocClientStatus
-	desc       string
-	destroyed  bool
+	// persisted is the last task state record written per task, without
+	// its events (see taskChanged).
+	persisted map[string]*pb.TaskStateRecord
+	status    pb.AllocClientStatus
+	desc      string
+	destroyed bool
 }
 
 // New builds an alloc runner and its task runners; Run starts it.
@@ -173,6 +176,8 @@ func New(cfg Config) (*AllocRunner, error) {
 		job:      cfg.Job,
 		states:   map[string]*pb.TaskState{},
 		status:   pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
+		// Empty: each task's first change is written.
+		persisted: map[string]*pb.TaskStateRecord{},
 	}
 	if cfg.Restore == nil {
 		// Before any task state: no task state is ever persisted for an
@@ -316,15 +321,27 @@ func (ar *AllocRunner) ClientStatus() (pb.AllocClientStatus, string) {
 }
 
 // taskChanged persists a task's state and reports the alloc's status.
+//
+// A change of events alone is not written: what recovery needs (the
+// state, its times, the restarts, the running attempt) is written at once
+// — a task that completed must never be found running — and the events
+// ride along with the next such write. That spares the fsyncs of
+// "Received", "Task Setup" and "Terminated" on the way to running.
 func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID string) {
 	rec := &pb.TaskStateRecord{AllocId: ar.ID(), Task: name, State: st, TaskId: taskID, Driver: driver,
 		UpdatedAt: ar.cfg.Now().UnixNano()}
+	key := proto.Clone(rec).(*pb.TaskStateRecord)
+	key.State.Events, key.UpdatedAt = nil, 0
 	ar.mu.Lock()
 	destroyed := ar.destroyed
 	ar.states[name] = st
 	ar.status, ar.desc = clientStatus(ar.states)
+	write := !proto.Equal(ar.persisted[name], key)
+	if write {
+		ar.persisted[name] = key
+	}
 	ar.mu.Unlock()
-	if !destroyed && ar.cfg.Store != nil {
+	if write && !destroyed && ar.cfg.Store != nil {
 		if err := ar.cfg.Store.PutTaskState(rec); err != nil {
 			ar.logger.Error("persisting task state", "task", name, "error", err)
 		}
