@@ -290,7 +290,10 @@ func (tr *TaskRunner) Run() {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		if tr.shuttingDown() || tr.killedNow() {
+		if tr.shuttingDown() {
+			return // the state stays as it is for the next client
+		}
+		if tr.killedNow() {
 			tr.finishKilled()
 			return
 		}
@@ -327,7 +330,7 @@ func (tr *TaskRunner) Run() {
 			})
 			return
 		}
-		if !tr.restartAfter(err, res) {
+		if !tr.restartAfter() {
 			return
 		}
 	}
@@ -353,7 +356,7 @@ func (tr *TaskRunner) finishKilled() {
 
 // restartAfter applies the restart policy after a failed start or an
 // exit, waits the delay and reports whether to start again.
-func (tr *TaskRunner) restartAfter(startErr error, res *driverpb.ExitResult) bool {
+func (tr *TaskRunner) restartAfter() bool {
 	d := tr.restarts.next(tr.cfg.Now())
 	if !d.restart {
 		tr.update(func(st *pb.TaskState) {
@@ -587,7 +590,7 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 		tr.logger.Warn("could not recover task; treating it as exited", "task_id", id, "error", err)
 		tr.EmitEvent(tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: %v", id, err), nil))
 		tr.destroyAttempt(id)
-		return !tr.restartAfter(err, nil)
+		return !tr.restartAfter()
 	}
 	tr.mu.Lock()
 	tr.taskID, tr.running = id, true
@@ -623,5 +626,5 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 		})
 		return true
 	}
-	return !tr.restartAfter(nil, res)
+	return !tr.restartAfter()
 }

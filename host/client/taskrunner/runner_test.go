@@ -408,3 +408,20 @@ func TestShutdownLeavesTheTaskRunning(t *testing.T) {
 		t.Fatalf("destroyed %v", d.destroys)
 	}
 }
+
+// Shutdown while a task waits for its restart leaves it not dead, so the
+// next client starts it again rather than taking it for finished.
+func TestShutdownDuringRestartDelayKeepsTheTaskAlive(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: time.Hour.Milliseconds(), Mode: pb.RestartMode_RESTART_MODE_FAIL}
+	})
+	go tr.Run()
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
+	d.exitLast(t, 1)
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING)
+	tr.Shutdown()
+	if st := tr.State(); st.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || st.GetFailed() {
+		t.Fatalf("state after shutdown %v", st)
+	}
+}
