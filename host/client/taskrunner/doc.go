@@ -52,7 +52,8 @@
 //     for interpolation (${volume.<name>}), mounts — the "TaskConfig
 //     mutation". The first error stops the chain: no attempt is started,
 //     no poststart, stop or exited hook runs for it, a failed "Setup
-//     Failure" event is recorded and the restart policy decides. After a
+//     Failure" event is recorded and the restart policy decides. A kill
+//     cancels the context of a prestart hook that waits. After a
 //     client restart, a task found running is not started again, but the
 //     prestart hooks run with Recovered set (Attempt 0) so a hook rebuilds
 //     its in-memory state; their response is not used.

@@ -434,7 +434,10 @@ func (tr *TaskRunner) prestart(info TaskInfo, attempt int, recovered bool) (*Pre
 			Recovered: recovered, Attempt: attempt}
 		var resp PrestartResponse
 		ctx, cancel := tr.hookCtx(h)
+		// A kill ends a prestart hook that waits (for a volume, say).
+		stop := tr.cancelOnKill(ctx, cancel)
 		err := ph.Prestart(ctx, req, &resp)
+		stop()
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("prestart hook %s: %w", h.Name(), err)
@@ -444,6 +447,21 @@ func (tr *TaskRunner) prestart(info TaskInfo, attempt int, recovered bool) (*Pre
 		merged.Mounts = append(merged.Mounts, resp.Mounts...)
 	}
 	return merged, nil
+}
+
+// cancelOnKill cancels ctx when the runner is killed, until the returned
+// func is called.
+func (tr *TaskRunner) cancelOnKill(ctx context.Context, cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-tr.killCh:
+			cancel()
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
 }
 
 // poststart runs the poststart hooks in order; a failure is an event and
@@ -511,17 +529,12 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 		Resources: tr.resources(task), User: task.GetUser(), Mounts: resp.Mounts,
 		DriverConfig: env.ReplaceConfig(task.GetConfig()),
 	}
+	// A kill during a slow start abandons it: the driver destroys what
+	// it may have started.
 	ctx, cancel := context.WithCancel(tr.ctx)
-	go func() {
-		// A kill during a slow start abandons it: the driver destroys
-		// what it may have started.
-		select {
-		case <-tr.killCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	stop := tr.cancelOnKill(ctx, cancel)
 	_, err = tr.cfg.Driver.StartTask(ctx, cfg)
+	stop()
 	cancel()
 	if err != nil {
 		tr.EmitEvent(driverFailure(tr.event, task.GetName(), err))

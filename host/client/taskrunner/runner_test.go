@@ -425,3 +425,24 @@ func TestShutdownDuringRestartDelayKeepsTheTaskAlive(t *testing.T) {
 		t.Fatalf("state after shutdown %v", st)
 	}
 }
+
+// A kill ends a prestart hook that waits, well before its deadline.
+func TestKillEndsAWaitingPrestartHook(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, []Hook{&allHooks{log: &hookLog{}, block: true, timeout: time.Hour}}, nil)
+	go tr.Run()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if len(tr.State().GetEvents()) == 0 {
+			return errors.New("not set up yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.Kill(ctx, "stop"); err != nil {
+		t.Fatalf("Kill: %v (the waiting hook held it)", err)
+	}
+	if st := tr.State(); st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || len(d.started()) != 0 {
+		t.Fatalf("state %v, starts %d", st, len(d.started()))
+	}
+}
