@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -34,12 +36,25 @@ type Config struct {
 	// DriversChanged, when set, receives a value whenever what Drivers
 	// reports changed; the client then registers the node again.
 	DriversChanged <-chan struct{}
-	// Meta is operator metadata for constraints (${meta.<key>}).
+	// Meta is the node's operator metadata (agent config client.meta),
+	// for constraints (${meta.<key>}).
 	Meta map[string]string
 	// ReservedCPUMHz and ReservedMemoryMB are kept back from the scheduler
 	// for the agent and the system.
 	ReservedCPUMHz   int64
 	ReservedMemoryMB int64
+
+	// TaskDrivers and State, both set, make the client run allocs:
+	// TaskDrivers runs their tasks (ManagerDrivers of the agent's driver
+	// manager) and State is the client state DB, from which a restarted
+	// client recovers its allocs.
+	TaskDrivers allocrunner.Drivers
+	State       AllocStore
+	// Hooks are added to every alloc runner (volume hook, CSI plugin
+	// supervisor).
+	Hooks allocrunner.Hooks
+	// WatchMaxWait overrides WatchMaxWait (tests).
+	WatchMaxWait time.Duration
 
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
@@ -59,6 +74,8 @@ type Client struct {
 	servers    []string
 	next       int
 	registered bool
+	// registeredCh is closed (and replaced) when registered turns true.
+	registeredCh chan struct{}
 	// changes counts fingerprint changes (drivers, node info); sent is
 	// the count the last accepted registration was built after. While they
 	// differ the servers hold an older fingerprint and the next step
@@ -74,10 +91,20 @@ type Client struct {
 	updateCh chan struct{}
 	// tunnel is the node's connection for the servers' calls (tunnel.go).
 	tunnel *tunnel.Client
+	// allocs runs the node's allocs; nil unless allocsEnabled.
+	allocs *allocRuntime
+	// watching is the alloc watch's attempt under way.
+	watching watchAttempt
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// watchAttempt is the server an alloc watch attempt waits on.
+type watchAttempt struct {
+	server string
+	cancel context.CancelFunc
 }
 
 // contact is a server that answered and when.
@@ -112,6 +139,11 @@ func New(cfg Config) (*Client, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
+
+		registeredCh: make(chan struct{}),
+	}
+	if c.allocsEnabled() {
+		c.startAllocs()
 	}
 	if err := c.startTunnel(); err != nil {
 		cancel()
@@ -148,11 +180,13 @@ func (c *Client) UpdateNode() {
 	}
 }
 
-// Shutdown stops heartbeating. The node stays registered; the leader marks it
-// down when its TTL passes.
+// Shutdown stops heartbeating and supervising allocs; their tasks keep
+// running for the next start to recover. The node stays registered; the
+// leader marks it down when its TTL passes.
 func (c *Client) Shutdown() {
 	c.cancel()
 	<-c.done
+	c.stopAllocs()
 	c.tunnel.Close()
 	c.pool.Close()
 }
@@ -216,9 +250,11 @@ func (c *Client) step() (time.Duration, error) {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+		c.setRegistered(true)
 		c.mu.Lock()
-		c.registered, c.sent = true, changes
+		c.sent = changes
 		c.mu.Unlock()
+		c.reportAllocs()
 		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
 		return c.interval(), nil
 	}
@@ -243,8 +279,12 @@ func (c *Client) step() (time.Duration, error) {
 
 func (c *Client) setRegistered(v bool) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v && !c.registered {
+		close(c.registeredCh)
+		c.registeredCh = make(chan struct{})
+	}
 	c.registered = v
-	c.mu.Unlock()
 }
 
 // markStale asks the next step to register again with a fresh fingerprint,
@@ -340,6 +380,21 @@ func refusal(code codes.Code) bool {
 // call starts one server further, so a server that black-holes every call
 // is not always tried first.
 func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
+	return c.callConn(c.attemptTimeout, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		return fn(ctx, pb.NewNodesClient(conn))
+	})
+}
+
+// callConn is call for any service, with attempt timeouts from timeout
+// (given how many servers are left to try, this one included).
+func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	return c.callConnOn(timeout, false, fn)
+}
+
+// callConnOn is callConn; with watch set the call is the alloc watch,
+// whose attempt another call's failure at the same server cancels (see
+// watching).
+func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -352,11 +407,20 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 			errs = append(errs, err)
 			continue
 		}
-		timeout := c.attemptTimeout(len(servers) - i)
+		timeout := timeout(len(servers) - i)
 		ctx, cancel := context.WithTimeout(c.ctx, timeout)
-		err = fn(ctx, pb.NewNodesClient(conn))
+		if watch {
+			c.setWatching(servers[idx], cancel)
+		}
+		err = fn(ctx, conn)
+		if watch {
+			c.setWatching("", nil)
+		}
 		cancel()
 		code := status.Code(err)
+		if code != codes.OK && !refusal(code) && !watch {
+			c.suspect(servers[idx])
+		}
 		switch {
 		case code == codes.OK:
 			c.mu.Lock()
@@ -378,6 +442,28 @@ func (c *Client) call(fn func(context.Context, pb.NodesClient) error) error {
 	c.next = (start + 1) % max(len(c.servers), 1)
 	c.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// setWatching records the server the alloc watch waits on and how to
+// cancel that attempt.
+func (c *Client) setWatching(server string, cancel context.CancelFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watching = watchAttempt{server: server, cancel: cancel}
+}
+
+// suspect is told that a call to server failed for want of an answer: a
+// watch blocked on that server is cancelled, so it moves on now rather
+// than when its max_wait (minutes) runs out — a blocking query cannot
+// tell a silent server from one with nothing to say.
+func (c *Client) suspect(server string) {
+	c.mu.Lock()
+	w := c.watching
+	c.mu.Unlock()
+	if w.server == server && w.cancel != nil {
+		c.logger.Warn("a call to the server the alloc watch waits on failed; moving the watch on", "server", server)
+		w.cancel()
+	}
 }
 
 // lastContact returns the server that last answered and when.

@@ -16,4 +16,49 @@
 // them (rpc/tunnel), following the same server list; on it the client serves
 // ClientRPC: a task's logs, read from its rotated files (from the start or
 // the end, following as the task writes), and restarts.
+//
+// # Allocations
+//
+// With Config.TaskDrivers and Config.State set, the client runs the allocs
+// the servers place on it:
+//
+//   - The watcher calls ClientAllocs.Watch as a blocking query: min_index
+//     is the index of the last answer, max_wait WatchMaxWait (5m), and
+//     known maps every alloc the client runs to its alloc_modify_index so
+//     that unchanged allocs come back as stubs (ID and index only). It
+//     asks again as soon as an answer arrives — there is no polling
+//     interval — and retries a failed call with a capped backoff (250ms to
+//     15s), over the same server failover as heartbeats. A blocking query
+//     cannot tell a silent server from one with nothing to say: when
+//     another call (a heartbeat, an update) gets no answer from the server
+//     the watch waits on, the watch moves to the next server at once. It expects Watch
+//     to block until an alloc of the node changes its alloc_modify_index
+//     or the node's set of allocs changes, then to send every alloc of the
+//     node the servers keep, in full when unknown or changed (with its job
+//     version in jobs, keyed "<job id>@<version>"), as a stub otherwise.
+//   - Reconciliation: an alloc not running here gets an alloc runner
+//     (host/client/allocrunner), unless it is already terminal (stopped,
+//     complete, failed or lost); a changed one is given to its runner (a
+//     desired stop or evict kills it, each task with its kill_timeout;
+//     anything else is an in-place update); a runner whose alloc is no
+//     longer sent is destroyed (tasks killed, hooks run, alloc dir removed,
+//     state records deleted).
+//   - Status: every change of an alloc's status goes to the updater, which
+//     sends ClientAllocs.Update at once when no batch is in flight and
+//     otherwise coalesces (latest per alloc) into the next batch; a failed
+//     batch is retried with backoff, merged under newer updates; a batch
+//     the servers refuse is dropped. After every registration the status
+//     of every alloc is queued again, so what a refused batch or a client
+//     restart kept from the servers reaches them.
+//   - Restart: the client recovers the allocs in its state DB before it
+//     watches: running tasks are recovered through their drivers (the same
+//     processes), dead ones are not run again, and the first Watch answer
+//     reconciles them with the servers' view (allocs stopped meanwhile are
+//     stopped, allocs the servers forgot are destroyed). Task handles no
+//     alloc claims are destroyed.
+//   - RestartAlloc restarts tasks in place (alloc restart); LogFiles finds
+//     a task's log files (alloc logs).
+//
+// Hooks (Config.Hooks) are added to every alloc runner; see packages
+// allocrunner and taskrunner for their contract.
 package client

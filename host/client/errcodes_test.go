@@ -12,6 +12,8 @@ import (
 // sentinels reaches a gRPC or HTTP caller with.
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrNoServers: codes.FailedPrecondition,
+		ErrNoServers:      codes.FailedPrecondition,
+		ErrUnknownAlloc:   codes.NotFound,
+		ErrNoAllocRuntime: codes.FailedPrecondition,
 	})
 }

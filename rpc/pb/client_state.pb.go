@@ -241,11 +241,169 @@ func (x *TaskHandleRecord) GetUpdatedAt() int64 {
 	return 0
 }
 
+// AllocRecord is an alloc the client runs, with the job version it runs,
+// so that a restarted client finds its allocs without asking the servers
+// first and recovers their tasks. Keyed by alloc ID (bucket "allocs").
+type AllocRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// alloc as last received from the servers (the client's own status is in
+	// the alloc's client_status and client_description as last reported).
+	Alloc *Allocation `protobuf:"bytes,1,opt,name=alloc,proto3" json:"alloc,omitempty"`
+	// job is the version of the job the alloc runs.
+	Job *Job `protobuf:"bytes,2,opt,name=job,proto3" json:"job,omitempty"`
+	// updated_at is unix nanoseconds of the last write.
+	UpdatedAt     int64 `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocRecord) Reset() {
+	*x = AllocRecord{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocRecord) ProtoMessage() {}
+
+func (x *AllocRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocRecord.ProtoReflect.Descriptor instead.
+func (*AllocRecord) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AllocRecord) GetAlloc() *Allocation {
+	if x != nil {
+		return x.Alloc
+	}
+	return nil
+}
+
+func (x *AllocRecord) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *AllocRecord) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// TaskStateRecord is one task's state in an alloc the client runs, keyed
+// by "<alloc id>/<task name>" (bucket "task_states").
+type TaskStateRecord struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AllocId string                 `protobuf:"bytes,1,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	Task    string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	State   *TaskState             `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// task_id is the driver task ID of the task's current start attempt,
+	// the key of its TaskHandleRecord (bucket "task_handles"); empty when
+	// no attempt runs.
+	TaskId string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// driver is the name of the driver that runs task_id.
+	Driver string `protobuf:"bytes,5,opt,name=driver,proto3" json:"driver,omitempty"`
+	// updated_at is unix nanoseconds of the last write.
+	UpdatedAt     int64 `protobuf:"varint,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStateRecord) Reset() {
+	*x = TaskStateRecord{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStateRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStateRecord) ProtoMessage() {}
+
+func (x *TaskStateRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStateRecord.ProtoReflect.Descriptor instead.
+func (*TaskStateRecord) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TaskStateRecord) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
+}
+
+func (x *TaskStateRecord) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskStateRecord) GetState() *TaskState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *TaskStateRecord) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskStateRecord) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *TaskStateRecord) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
 var File_berth_v1_client_state_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\"\xcc\x01\n" +
+	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\"\xcc\x01\n" +
 	"\x12DriverPluginRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -262,7 +420,20 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\x06driver\x18\x01 \x01(\tR\x06driver\x123\n" +
 	"\x06handle\x18\x02 \x01(\v2\x1b.berth.driver.v1.TaskHandleR\x06handle\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\"y\n" +
+	"\vAllocRecord\x12*\n" +
+	"\x05alloc\x18\x01 \x01(\v2\x14.berth.v1.AllocationR\x05alloc\x12\x1f\n" +
+	"\x03job\x18\x02 \x01(\v2\r.berth.v1.JobR\x03job\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\"\xbb\x01\n" +
+	"\x0fTaskStateRecord\x12\x19\n" +
+	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12)\n" +
+	"\x05state\x18\x03 \x01(\v2\x13.berth.v1.TaskStateR\x05state\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06driver\x18\x05 \x01(\tR\x06driver\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x06 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_state_proto_rawDescOnce sync.Once
@@ -276,21 +447,29 @@ func file_berth_v1_client_state_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_state_proto_rawDescData
 }
 
-var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_berth_v1_client_state_proto_goTypes = []any{
 	(*DriverPluginRecord)(nil),  // 0: berth.v1.DriverPluginRecord
 	(*PluginReattach)(nil),      // 1: berth.v1.PluginReattach
 	(*TaskHandleRecord)(nil),    // 2: berth.v1.TaskHandleRecord
-	(*driverpb.TaskHandle)(nil), // 3: berth.driver.v1.TaskHandle
+	(*AllocRecord)(nil),         // 3: berth.v1.AllocRecord
+	(*TaskStateRecord)(nil),     // 4: berth.v1.TaskStateRecord
+	(*driverpb.TaskHandle)(nil), // 5: berth.driver.v1.TaskHandle
+	(*Allocation)(nil),          // 6: berth.v1.Allocation
+	(*Job)(nil),                 // 7: berth.v1.Job
+	(*TaskState)(nil),           // 8: berth.v1.TaskState
 }
 var file_berth_v1_client_state_proto_depIdxs = []int32{
 	1, // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
-	3, // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	5, // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
+	6, // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
+	7, // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
+	8, // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_state_proto_init() }
@@ -298,13 +477,15 @@ func file_berth_v1_client_state_proto_init() {
 	if File_berth_v1_client_state_proto != nil {
 		return
 	}
+	file_berth_v1_alloc_proto_init()
+	file_berth_v1_job_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_state_proto_rawDesc), len(file_berth_v1_client_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

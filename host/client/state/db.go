@@ -23,6 +23,8 @@ var (
 	bucketMeta          = []byte("meta")
 	bucketDriverPlugins = []byte("driver_plugins")
 	bucketTaskHandles   = []byte("task_handles")
+	bucketAllocs        = []byte("allocs")
+	bucketTaskStates    = []byte("task_states")
 
 	keySchemaVersion = []byte("schema_version")
 )
@@ -92,7 +94,7 @@ func (db *DB) init() error {
 			return fmt.Errorf("state db %s: schema version %d, this berth reads up to %d: %w",
 				db.path, binary.BigEndian.Uint32(raw), SchemaVersion, ErrNewerSchema)
 		}
-		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles} {
+		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("state db %s: bucket %s: %w", db.path, name, err)
 			}

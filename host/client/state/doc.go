@@ -9,9 +9,10 @@
 //	meta           "schema_version" -> uint32, big endian
 //	driver_plugins <driver name>    -> DriverPluginRecord (go-plugin reattach config)
 //	task_handles   <task id>        -> TaskHandleRecord   (a driver's task handle)
+//	allocs         <alloc id>       -> AllocRecord        (an alloc the client runs, with its job)
+//	task_states    <alloc id>/<task> -> TaskStateRecord   (a task's state and current task id)
 //
-// Buckets planned for later work keep the same shape: "allocs" (alloc ID ->
-// the alloc and its runner state), "csi_plugins" (the dynamic plugin
+// Buckets planned for later work keep the same shape: "csi_plugins" (the dynamic plugin
 // registry, plugin ID -> registration) and "volume_usage" (volume and alloc
 // -> staged and published paths). Adding a bucket is not a schema change;
 // changing the encoding of an existing one is, and bumps SchemaVersion with

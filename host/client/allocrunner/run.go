@@ -1,0 +1,288 @@
+package allocrunner
+
+import (
+	"context"
+	"fmt"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Run runs the alloc to its end (every task dead for good, Postrun done)
+// or until Shutdown. See the package doc for the lifecycle order.
+func (ar *AllocRunner) Run() {
+	defer close(ar.done)
+	go ar.updateLoop()
+	recovered := ar.cfg.Restore != nil
+	ar.report()
+	if fsm.AllocServerTerminal(ar.Alloc()) {
+		ar.signalKill("alloc stopped by the servers")
+	}
+	if err := ar.prerun(recovered); err != nil {
+		if ar.ctx.Err() != nil {
+			return
+		}
+		ar.logger.Error("alloc setup failed; no task starts", "error", err)
+		for _, name := range ar.order {
+			if st := ar.tasks[name].tr.State(); st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+				ar.tasks[name].tr.MarkFailed(&pb.TaskEvent{Type: "Setup Failure", OccurredAt: ar.cfg.Now().UnixNano(),
+					Message: fmt.Sprintf("alloc %s: %v", ar.ID(), err)})
+			}
+		}
+		ar.postrun()
+		return
+	}
+	if !ar.lifecycle() {
+		return // shut down
+	}
+	ar.postrun()
+}
+
+// names returns the tasks of the given roles, in job order.
+func (ar *AllocRunner) names(roles ...role) []string {
+	var out []string
+	for _, name := range ar.order {
+		for _, r := range roles {
+			if ar.tasks[name].role == r {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// lifecycle runs the tasks: prestart tasks (the non-sidecar ones to
+// completion), then the main tasks, poststart tasks once the main tasks
+// run, sidecars and poststart tasks stopped once the main tasks are dead,
+// then poststop tasks. It returns false if the runner was shut down.
+func (ar *AllocRunner) lifecycle() bool {
+	prestart := ar.names(rolePrestart)
+	mains := ar.names(roleMain)
+	helpers := ar.names(rolePrestartSidecar, rolePoststart, rolePoststartSidecar)
+	poststop := ar.names(rolePoststop)
+
+	ar.start(ar.names(rolePrestart, rolePrestartSidecar)...)
+	res := ar.waitUntil(func(st map[string]*pb.TaskState) bool {
+		return allDead(st, prestart) || anyFailed(st, prestart)
+	})
+	if res == shutDown {
+		return false
+	}
+	failed := anyFailed(ar.TaskStates(), prestart)
+	if res == running && !failed {
+		ar.start(mains...)
+		res = ar.waitUntil(func(st map[string]*pb.TaskState) bool {
+			for _, n := range mains {
+				if st[n].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING {
+					return false
+				}
+			}
+			return true
+		})
+		if res == running {
+			ar.start(ar.names(rolePoststart, rolePoststartSidecar)...)
+		}
+		if res != shutDown {
+			res = ar.waitUntil(func(st map[string]*pb.TaskState) bool {
+				return allDead(st, mains) || anyFailed(st, mains) || ar.leaderDead(st)
+			})
+		}
+		if res == shutDown {
+			return false
+		}
+		st := ar.TaskStates()
+		reason := ar.stopReason()
+		switch {
+		case res == killed:
+		case ar.leaderDead(st):
+			reason = "leader task exited"
+		case anyFailed(st, mains):
+			reason = "sibling task failed"
+		}
+		if !ar.killAll(mains, reason) {
+			return false
+		}
+	}
+	helperReason := "main tasks are dead"
+	if res == killed {
+		helperReason = ar.stopReason()
+	}
+	if !ar.killAll(append(prestart, helpers...), helperReason) {
+		return false
+	}
+	ar.start(poststop...)
+	if ar.waitDone(poststop) == shutDown {
+		return false
+	}
+	// Tasks that never started (a failed prestart, a stop before the
+	// main tasks ran) are dead, not pending.
+	for _, name := range ar.order {
+		if ar.markStarted(name) {
+			t := ar.tasks[name]
+			t.tr.SignalKill("alloc is done")
+			t.tr.Run()
+		}
+	}
+	return true
+}
+
+// markStarted records that name's runner runs (once), reporting whether
+// this call did: a started runner is never run twice.
+func (ar *AllocRunner) markStarted(name string) bool {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	t := ar.tasks[name]
+	if t.started {
+		return false
+	}
+	t.started = true
+	return true
+}
+
+func (ar *AllocRunner) start(names ...string) {
+	for _, name := range names {
+		// Checked and marked under mu, so Shutdown either sees the
+		// runner started (and waits for it) or this start does not happen.
+		ar.mu.Lock()
+		if ar.ctx.Err() != nil {
+			ar.mu.Unlock()
+			return
+		}
+		t := ar.tasks[name]
+		first := !t.started
+		t.started = true
+		ar.mu.Unlock()
+		if first {
+			go t.tr.Run()
+		}
+	}
+}
+
+// waitResult is how a wait ended.
+type waitResult int
+
+const (
+	running waitResult = iota
+	killed
+	shutDown
+)
+
+// waitUntil waits until cond holds over the task states, the alloc is
+// killed, or the runner is shut down.
+func (ar *AllocRunner) waitUntil(cond func(map[string]*pb.TaskState) bool) waitResult {
+	for {
+		if cond(ar.TaskStates()) {
+			return running
+		}
+		select {
+		case <-ar.changed:
+		case <-ar.killCh:
+			return killed
+		case <-ar.ctx.Done():
+			return shutDown
+		}
+	}
+}
+
+// waitDone waits until the runners of names (those started) returned.
+func (ar *AllocRunner) waitDone(names []string) waitResult {
+	for _, name := range names {
+		ar.mu.Lock()
+		started := ar.tasks[name].started
+		ar.mu.Unlock()
+		if !started {
+			continue
+		}
+		select {
+		case <-ar.tasks[name].tr.Done():
+		case <-ar.ctx.Done():
+			return shutDown
+		}
+	}
+	return running
+}
+
+// killAll kills the started tasks of names (in parallel, each with its
+// kill_timeout) and waits for them; false means shut down meanwhile.
+func (ar *AllocRunner) killAll(names []string, reason string) bool {
+	for _, name := range names {
+		ar.mu.Lock()
+		started := ar.tasks[name].started
+		ar.mu.Unlock()
+		if started {
+			ar.tasks[name].tr.SignalKill(reason)
+		}
+	}
+	return ar.waitDone(names) != shutDown
+}
+
+func (ar *AllocRunner) leaderDead(st map[string]*pb.TaskState) bool {
+	for name, t := range ar.tasks {
+		if t.leader && st[name].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+			return true
+		}
+	}
+	return false
+}
+
+func allDead(st map[string]*pb.TaskState, names []string) bool {
+	for _, n := range names {
+		if st[n].GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+			return false
+		}
+	}
+	return true
+}
+
+func anyFailed(st map[string]*pb.TaskState, names []string) bool {
+	for _, n := range names {
+		if st[n].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD && st[n].GetFailed() {
+			return true
+		}
+	}
+	return false
+}
+
+// prerun runs the prerun hooks in registration order; the first error
+// stops them.
+func (ar *AllocRunner) prerun(recovered bool) error {
+	info := ar.info()
+	for _, h := range ar.hooks {
+		ph, ok := h.(PrerunHook)
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(ar.ctx, hookTimeout(h, ar.cfg.HookTimeout))
+		// A stop from the servers ends a prerun hook that waits.
+		go func() {
+			select {
+			case <-ar.killCh:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := ph.Prerun(ctx, &PrerunRequest{AllocInfo: info, Recovered: recovered})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("prerun hook %s: %w", h.Name(), err)
+		}
+	}
+	return nil
+}
+
+// postrun runs the postrun hooks in reverse registration order; failures
+// are logged, the others still run.
+func (ar *AllocRunner) postrun() {
+	info := ar.info()
+	status, _ := ar.ClientStatus()
+	for i := len(ar.hooks) - 1; i >= 0; i-- {
+		h := ar.hooks[i]
+		if ph, ok := h.(PostrunHook); ok {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.ctx), hookTimeout(h, ar.cfg.HookTimeout))
+			if err := ph.Postrun(ctx, &PostrunRequest{AllocInfo: info, ClientStatus: status}); err != nil {
+				ar.logger.Error("postrun hook failed", "hook", h.Name(), "error", err)
+			}
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,518 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/client/allocdir"
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/host/client/taskenv"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/taskdrivers"
+)
+
+// AllocStore is what the client keeps of its allocs in the state DB
+// (host/client/state implements it).
+type AllocStore interface {
+	allocrunner.Store
+	Allocs() ([]*pb.AllocRecord, error)
+	TaskStates(allocID string) ([]*pb.TaskStateRecord, error)
+	TaskHandle(taskID string) (*pb.TaskHandleRecord, bool, error)
+	TaskHandles() ([]*pb.TaskHandleRecord, error)
+}
+
+// WatchMaxWait is how long one ClientAllocs.Watch blocks on the servers
+// before it returns unchanged; watchSlack is what the attempt gets on top
+// of it for the answer to arrive.
+const (
+	WatchMaxWait = 5 * time.Minute
+	watchSlack   = 30 * time.Second
+)
+
+var (
+	// ErrUnknownAlloc is returned by RestartAlloc and LogPaths for an
+	// alloc this client does not run.
+	ErrUnknownAlloc = errcode.New(codes.NotFound, "no such alloc on this client")
+	// ErrNoAllocRuntime is returned by RestartAlloc and LogPaths when the
+	// client was started without drivers and a state DB.
+	ErrNoAllocRuntime = errcode.New(codes.FailedPrecondition, "this client runs no allocs")
+)
+
+// ManagerDrivers adapts a driver manager to the alloc runners' Drivers.
+func ManagerDrivers(m *taskdrivers.Manager) allocrunner.Drivers { return managerDrivers{m} }
+
+type managerDrivers struct{ m *taskdrivers.Manager }
+
+func (d managerDrivers) Driver(name string) (taskrunner.Driver, error) {
+	drv, err := d.m.Driver(name)
+	if err != nil {
+		return nil, err
+	}
+	return drv, nil
+}
+
+// allocRuntime holds the client's alloc runners.
+type allocRuntime struct {
+	mu      sync.Mutex
+	runners map[string]*allocrunner.AllocRunner
+	// destroying holds runners being destroyed (no longer sent by the
+	// servers), so a late answer does not start them again.
+	destroying map[string]bool
+	updater    *updater
+	// wg is the watcher; destroys are the destroys under way.
+	wg, destroys sync.WaitGroup
+}
+
+// allocsEnabled reports whether the client runs allocs.
+func (c *Client) allocsEnabled() bool { return c.cfg.TaskDrivers != nil && c.cfg.State != nil }
+
+// startAllocs recovers the allocs in the state DB and starts the watcher.
+func (c *Client) startAllocs() {
+	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}}
+	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
+	c.restoreAllocs()
+	c.allocs.wg.Add(1)
+	go func() {
+		defer c.allocs.wg.Done()
+		c.watchAllocs()
+	}()
+}
+
+// stopAllocs stops supervising the allocs; their tasks keep running.
+func (c *Client) stopAllocs() {
+	if c.allocs == nil {
+		return
+	}
+	c.allocs.wg.Wait()
+	c.allocs.mu.Lock()
+	runners := make([]*allocrunner.AllocRunner, 0, len(c.allocs.runners))
+	for _, r := range c.allocs.runners {
+		runners = append(runners, r)
+	}
+	c.allocs.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Shutdown()
+		}()
+	}
+	wg.Wait()
+	c.allocs.destroys.Wait()
+}
+
+// mhzPerCore is the node's per-core CPU frequency, 0 when unknown.
+func mhzPerCore(n *pb.Node) int64 {
+	fp := n.GetFingerprint()
+	if fp.GetCpuCores() <= 0 {
+		return 0
+	}
+	return fp.GetCpuTotalMhz() / int64(fp.GetCpuCores())
+}
+
+// newRunner builds an alloc runner.
+func (c *Client) newRunner(alloc *pb.Allocation, job *pb.Job, restore map[string]*taskrunner.Restore) (*allocrunner.AllocRunner, error) {
+	n := c.node()
+	return allocrunner.New(allocrunner.Config{
+		Alloc: alloc, Job: job, DataDir: c.cfg.DataDir, Node: taskenv.NodeFrom(n), MHzPerCore: mhzPerCore(n),
+		Drivers: c.cfg.TaskDrivers, Store: c.cfg.State, Hooks: c.cfg.Hooks,
+		OnUpdate: c.allocs.updater.add, Logger: c.logger.Named("alloc"), Restore: restore,
+	})
+}
+
+// restoreAllocs starts a runner for every alloc in the state DB; running
+// tasks are recovered through their drivers, not started again.
+//
+// A task's handle is persisted by the driver manager when the task starts,
+// and the task's state (naming the handle) just after; a client killed
+// between the two leaves a handle no task state names. Such a handle of a
+// recovered task that has no running attempt is adopted (the newest, if
+// several); any other handle of an alloc task nobody names is destroyed,
+// so no task runs unsupervised.
+func (c *Client) restoreAllocs() {
+	recs, err := c.cfg.State.Allocs()
+	if err != nil {
+		c.logger.Error("some alloc records are unreadable; those allocs are not recovered", "error", err)
+	}
+	handles, err := c.cfg.State.TaskHandles()
+	if err != nil {
+		c.logger.Error("some task handles are unreadable; their tasks cannot be recovered", "error", err)
+	}
+	// unnamed holds the handles of alloc tasks, by "<alloc>/<task>",
+	// until a task state names them or adopts them.
+	unnamed := map[string][]*pb.TaskHandleRecord{}
+	for _, h := range handles {
+		cfg := h.GetHandle().GetConfig()
+		if cfg.GetAllocId() == "" {
+			continue // not started by an alloc runner
+		}
+		key := cfg.GetAllocId() + "/" + cfg.GetName()
+		unnamed[key] = append(unnamed[key], h)
+	}
+	// take removes from unnamed and returns the handle of key with task
+	// ID id, or with id "" the newest.
+	take := func(key, id string) *pb.TaskHandleRecord {
+		hs := unnamed[key]
+		best := -1
+		for i, h := range hs {
+			switch {
+			case id != "":
+				if h.GetHandle().GetConfig().GetId() == id {
+					best = i
+				}
+			case best < 0 || h.GetHandle().GetStartedAt() > hs[best].GetHandle().GetStartedAt():
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		h := hs[best]
+		unnamed[key] = slices.Delete(slices.Clone(hs), best, best+1)
+		return h
+	}
+	for _, rec := range recs {
+		id := rec.GetAlloc().GetId()
+		states, err := c.cfg.State.TaskStates(id)
+		if err != nil {
+			c.logger.Error("some task states are unreadable", "alloc_id", id, "error", err)
+		}
+		restore := map[string]*taskrunner.Restore{}
+		for _, ts := range states {
+			r := &taskrunner.Restore{State: ts.GetState()}
+			key := id + "/" + ts.GetTask()
+			switch {
+			case ts.GetTaskId() != "":
+				if h := take(key, ts.GetTaskId()); h != nil {
+					r.Handle = h.GetHandle()
+				}
+			case ts.GetState().GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD:
+				if h := take(key, ""); h != nil {
+					c.logger.Warn("adopting the handle of a task started just before the client stopped",
+						"alloc_id", id, "task", ts.GetTask(), "task_id", h.GetHandle().GetConfig().GetId())
+					r.Handle = h.GetHandle()
+				}
+			}
+			restore[ts.GetTask()] = r
+		}
+		// A task started before its first state was written has a handle
+		// and no state record at all.
+		for _, t := range taskNames(rec.GetJob(), rec.GetAlloc().GetTaskGroup()) {
+			if _, ok := restore[t]; ok {
+				continue
+			}
+			if h := take(id+"/"+t, ""); h != nil {
+				restore[t] = &taskrunner.Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING}, Handle: h.GetHandle()}
+			}
+		}
+		r, err := c.newRunner(rec.GetAlloc(), rec.GetJob(), restore)
+		if err != nil {
+			c.logger.Error("cannot recover alloc", "alloc_id", id, "error", err)
+			continue
+		}
+		c.allocs.runners[id] = r
+		go r.Run()
+		c.logger.Info("alloc recovered", "alloc_id", id)
+	}
+	for _, hs := range unnamed {
+		for _, h := range hs {
+			c.reapOrphan(h)
+		}
+	}
+}
+
+// taskNames lists the tasks of a job's group.
+func taskNames(job *pb.Job, group string) []string {
+	var out []string
+	for _, g := range job.GetGroups() {
+		if g.GetName() == group {
+			for _, t := range g.GetTasks() {
+				out = append(out, t.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// reapOrphan destroys (killing it) a task whose handle no recovered task
+// claims: its alloc is gone, or a newer attempt replaced it.
+func (c *Client) reapOrphan(h *pb.TaskHandleRecord) {
+	id := h.GetHandle().GetConfig().GetId()
+	d, err := c.cfg.TaskDrivers.Driver(h.GetDriver())
+	if err != nil {
+		c.logger.Error("cannot destroy an orphaned task: its driver is unknown", "task_id", id, "driver", h.GetDriver(), "error", err)
+		return
+	}
+	c.logger.Warn("destroying a task no alloc claims", "task_id", id, "alloc_id", h.GetHandle().GetConfig().GetAllocId())
+	c.allocs.destroys.Add(1)
+	go func() {
+		defer c.allocs.destroys.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), time.Minute)
+		defer cancel()
+		if err := d.DestroyTask(ctx, id, true); err != nil {
+			c.logger.Error("destroying an orphaned task", "task_id", id, "error", err)
+		}
+	}()
+}
+
+// waitRegistered waits until the node is registered; false if the client
+// stopped first.
+func (c *Client) waitRegistered() bool {
+	for {
+		c.mu.Lock()
+		ok, ch := c.registered, c.registeredCh
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+// watchAllocs is the alloc watcher: a blocking ClientAllocs.Watch, again
+// as soon as one answers, with the allocs the client holds as known so
+// unchanged ones come back as stubs. A failed call is retried after a
+// capped backoff.
+func (c *Client) watchAllocs() {
+	if !c.waitRegistered() {
+		return
+	}
+	var index uint64
+	retry := minRetry
+	for c.ctx.Err() == nil {
+		req := &pb.ClientAllocsRequest{NodeId: c.nodeID, Known: c.knownAllocs(),
+			Query: &pb.QueryOptions{MinIndex: index, MaxWaitMs: c.watchMaxWait().Milliseconds()}}
+		began := time.Now()
+		var resp *pb.ClientAllocsResponse
+		err := c.callConnOn(func(int) time.Duration { return c.watchMaxWait() + watchSlack }, true,
+			func(ctx context.Context, conn grpc.ClientConnInterface) (err error) {
+				resp, err = pb.NewClientAllocsClient(conn).Watch(ctx, req)
+				return err
+			})
+		if err == nil {
+			got := resp.GetMeta().GetIndex()
+			c.applyAllocs(resp)
+			if got > index || time.Since(began) >= time.Second {
+				index, retry = got, minRetry
+				continue
+			}
+			// An answer at once that is not newer: a server whose
+			// blocking query does not block. Pace the loop.
+			err = fmt.Errorf("watch answered at once with index %d, not newer than %d", got, index)
+			index = got
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("watching allocs", "error", err, "retry_in", retry)
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		}
+		retry = min(retry*2, maxRetry)
+	}
+}
+
+func (c *Client) watchMaxWait() time.Duration {
+	if c.cfg.WatchMaxWait > 0 {
+		return c.cfg.WatchMaxWait
+	}
+	return WatchMaxWait
+}
+
+// knownAllocs maps the allocs the client runs to their alloc_modify_index.
+func (c *Client) knownAllocs() map[string]uint64 {
+	c.allocs.mu.Lock()
+	defer c.allocs.mu.Unlock()
+	out := make(map[string]uint64, len(c.allocs.runners))
+	for id, r := range c.allocs.runners {
+		if !c.allocs.destroying[id] {
+			out[id] = r.Alloc().GetAllocModifyIndex()
+		}
+	}
+	return out
+}
+
+// isStub reports whether a Watch answer sent the alloc as a stub (ID and
+// index only).
+func isStub(a *pb.Allocation) bool { return a.GetJobId() == "" }
+
+// applyAllocs reconciles the runners with the servers' view: a new alloc
+// gets a runner (unless it is already terminal), a changed one an update,
+// and a runner whose alloc the servers no longer send is destroyed.
+func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
+	rt := c.allocs
+	seen := map[string]bool{}
+	var start []*allocrunner.AllocRunner
+	type update struct {
+		r     *allocrunner.AllocRunner
+		alloc *pb.Allocation
+		job   *pb.Job
+	}
+	var updates []update
+	rt.mu.Lock()
+	for _, a := range resp.GetAllocs() {
+		id := a.GetId()
+		seen[id] = true
+		r := rt.runners[id]
+		if isStub(a) || rt.destroying[id] {
+			continue
+		}
+		job := resp.GetJobs()[fmt.Sprintf("%s@%d", a.GetJobId(), a.GetJobVersion())]
+		if r == nil {
+			if fsm.AllocTerminal(a) {
+				continue // stopped or ended before this client ran it
+			}
+			if job == nil {
+				c.logger.Error("the servers sent an alloc without its job; waiting for the next answer",
+					"alloc_id", id, "job_id", a.GetJobId(), "job_version", a.GetJobVersion())
+				continue
+			}
+			nr, err := c.newRunner(a, job, nil)
+			if err != nil {
+				c.logger.Error("cannot run alloc", "alloc_id", id, "error", err)
+				continue
+			}
+			rt.runners[id] = nr
+			start = append(start, nr)
+			continue
+		}
+		if a.GetAllocModifyIndex() != r.Alloc().GetAllocModifyIndex() {
+			updates = append(updates, update{r, a, job})
+		}
+	}
+	var destroy []*allocrunner.AllocRunner
+	for id, r := range rt.runners {
+		if !seen[id] && !rt.destroying[id] {
+			rt.destroying[id] = true
+			destroy = append(destroy, r)
+		}
+	}
+	rt.mu.Unlock()
+
+	for _, r := range start {
+		c.logger.Info("running alloc", "alloc_id", r.ID())
+		go r.Run()
+	}
+	for _, u := range updates {
+		u.r.Update(u.alloc, u.job)
+	}
+	for _, r := range destroy {
+		c.logger.Info("destroying alloc the servers no longer send", "alloc_id", r.ID())
+		rt.destroys.Add(1)
+		go func() {
+			defer rt.destroys.Done()
+			if err := r.Destroy(context.WithoutCancel(c.ctx)); err != nil {
+				c.logger.Error("destroying alloc", "alloc_id", r.ID(), "error", err)
+			}
+			rt.mu.Lock()
+			delete(rt.runners, r.ID())
+			delete(rt.destroying, r.ID())
+			rt.mu.Unlock()
+		}()
+	}
+}
+
+// reportAllocs queues the status of every alloc the client runs. It runs
+// after each registration: a batch the servers refused (they did not know
+// the node), or statuses that changed while the client was down, reach
+// them this way.
+func (c *Client) reportAllocs() {
+	if c.allocs == nil {
+		return
+	}
+	c.allocs.mu.Lock()
+	runners := make([]*allocrunner.AllocRunner, 0, len(c.allocs.runners))
+	for _, r := range c.allocs.runners {
+		runners = append(runners, r)
+	}
+	c.allocs.mu.Unlock()
+	for _, r := range runners {
+		r.Report()
+	}
+}
+
+// sendUpdates sends one batch of alloc status updates, once the node is
+// registered: servers that do not know the node would refuse the batch.
+func (c *Client) sendUpdates(_ context.Context, batch []*pb.AllocClientUpdate) error {
+	if !c.waitRegistered() {
+		return c.ctx.Err()
+	}
+	req := &pb.ClientAllocUpdateRequest{NodeId: c.nodeID, Updates: batch}
+	return c.callConn(c.attemptTimeout, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		_, err := pb.NewClientAllocsClient(conn).Update(ctx, req)
+		return err
+	})
+}
+
+func (c *Client) runner(allocID string) (*allocrunner.AllocRunner, error) {
+	if c.allocs == nil {
+		return nil, ErrNoAllocRuntime
+	}
+	c.allocs.mu.Lock()
+	defer c.allocs.mu.Unlock()
+	r := c.allocs.runners[allocID]
+	if r == nil {
+		return nil, fmt.Errorf("alloc %s on node %s: %w", allocID, c.nodeID, ErrUnknownAlloc)
+	}
+	return r, nil
+}
+
+// RestartAlloc restarts one task of an alloc (or, with task "", every
+// running task) in place, without counting against the restart policy.
+func (c *Client) RestartAlloc(allocID, task string) error {
+	r, err := c.runner(allocID)
+	if err != nil {
+		return err
+	}
+	return r.Restart(task)
+}
+
+// LogPaths locates a task's log files, for `alloc logs`. An empty task
+// names the alloc's only task, or its leader.
+func (c *Client) LogPaths(allocID, task string) (allocdir.TaskLogs, error) {
+	r, err := c.runner(allocID)
+	if err != nil {
+		return allocdir.TaskLogs{}, err
+	}
+	if task == "" {
+		if task, err = r.DefaultTask(); err != nil {
+			return allocdir.TaskLogs{}, err
+		}
+	}
+	if !r.HasTask(task) {
+		return allocdir.TaskLogs{}, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
+	}
+	return r.Dir().Logs(task)
+}
+
+// AllocStates returns the client's view of an alloc: its status and task
+// states.
+func (c *Client) AllocStates(allocID string) (pb.AllocClientStatus, map[string]*pb.TaskState, error) {
+	r, err := c.runner(allocID)
+	if err != nil {
+		return 0, nil, err
+	}
+	st, _ := r.ClientStatus()
+	return st, r.TaskStates(), nil
+}
+
+var _ taskrunner.Driver = (*taskdrivers.Driver)(nil)

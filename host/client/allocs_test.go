@@ -1,0 +1,275 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// An alloc placed on the node runs and is reported running; stopped by
+// the servers it is killed and reported complete; no longer sent it is
+// destroyed (its dir and its records gone).
+func TestWatcherRunsStopsAndDestroysAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock", KillTimeoutMs: 1000})
+	f.place(allocOf("a1", j), j)
+	u := waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if ev := u.GetTaskStates()["web"].GetEvents(); len(ev) == 0 || ev[0].GetType() != "Received" {
+		t.Fatalf("reported task events %v", ev)
+	}
+	r, err := n.c.runner("a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := r.Dir().Dir
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("alloc dir: %v", err)
+	}
+
+	f.stop("a1")
+	u = waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE))
+	if st := u.GetTaskStates()["web"]; st.GetFailed() || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		t.Fatalf("task after stop: %v", st)
+	}
+
+	f.remove("a1")
+	testutil.WaitFor(t, generous, func() error {
+		if _, err := n.c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
+			return errors.New("runner still there")
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			return errors.New("alloc dir still there")
+		}
+		if _, ok, _ := n.db.Alloc("a1"); ok {
+			return errors.New("alloc record still there")
+		}
+		return nil
+	})
+}
+
+// The watcher is a blocking query: it sends the last index as min_index
+// and the allocs it runs as known, and while nothing changes it does not
+// ask again (no polling).
+func TestWatcherBlocksAndSendsKnownAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	var reqs []*pb.ClientAllocsRequest
+	testutil.WaitFor(t, generous, func() error {
+		reqs = f.watchRequests()
+		if len(reqs) == 0 || reqs[len(reqs)-1].GetKnown()["a1"] == 0 {
+			return errors.New("no watch with a1 known yet")
+		}
+		return nil
+	})
+	last := reqs[len(reqs)-1]
+	f.mu.Lock()
+	index := f.index
+	f.mu.Unlock()
+	if last.GetQuery().GetMinIndex() != index || last.GetQuery().GetMaxWaitMs() != WatchMaxWait.Milliseconds() {
+		t.Fatalf("watch %v: want min_index %d and max_wait %s", last.GetQuery(), index, WatchMaxWait)
+	}
+	if last.GetKnown()["a1"] != index {
+		t.Fatalf("known %v, want a1 at %d", last.GetKnown(), index)
+	}
+	// Nothing changes: the one watch under way stays blocked.
+	count := len(reqs)
+	time.Sleep(300 * time.Millisecond) // a window in which a poll would show
+	if got := len(f.watchRequests()); got != count {
+		t.Fatalf("%d watches while nothing changed, want none after the %d blocked one(s)", got-count, count)
+	}
+}
+
+// An alloc the servers send as already terminal is not run.
+func TestWatcherDoesNotRunTerminalAllocs(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	stopped := allocOf("gone", j)
+	stopped.DesiredStatus = pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
+	done := allocOf("done", j)
+	done.ClientStatus = pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE
+	f.place(stopped, j)
+	f.place(done, j)
+	f.place(allocOf("live", j), j)
+	waitReported(t, f, "live", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	for _, id := range []string{"gone", "done"} {
+		if _, err := n.c.runner(id); !errors.Is(err, ErrUnknownAlloc) {
+			t.Errorf("terminal alloc %s got a runner", id)
+		}
+		if f.lastUpdate(id) != nil {
+			t.Errorf("terminal alloc %s was reported", id)
+		}
+	}
+}
+
+// RestartAlloc restarts a task in place: a new attempt, a restart that
+// does not count against the policy's attempts, an event saying why.
+func TestRestartAlloc(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	before := taskPid(t, n, "a1", "web")
+	killAtEnd(t, before)
+	if err := n.c.RestartAlloc("a1", "web"); err != nil {
+		t.Fatal(err)
+	}
+	var after int
+	testutil.WaitFor(t, generous, func() error {
+		_, states, err := n.c.AllocStates("a1")
+		if err != nil {
+			return err
+		}
+		if st := states["web"]; st.GetRestarts() != 1 || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+			return errors.New("not restarted yet")
+		}
+		return nil
+	})
+	after = taskPid(t, n, "a1", "web")
+	killAtEnd(t, after)
+	if after == before || alive(before) {
+		t.Fatalf("pid %d before, %d after; old alive: %t", before, after, alive(before))
+	}
+	_, states, _ := n.c.AllocStates("a1")
+	var types []string
+	for _, ev := range states["web"].GetEvents() {
+		types = append(types, ev.GetType())
+	}
+	if !strings.Contains(strings.Join(types, ","), "Restart Signaled,Killing,Terminated,Restarting,Started") {
+		t.Fatalf("events %v", types)
+	}
+	if err := n.c.RestartAlloc("nope", ""); !errors.Is(err, ErrUnknownAlloc) || errcode.Code(err) != codes.NotFound {
+		t.Fatalf("unknown alloc: %v", err)
+	}
+	if err := n.c.RestartAlloc("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
+		t.Fatalf("unknown task: %v", err)
+	}
+}
+
+// LogPaths finds a task's stdout files (the only task when none is named).
+func TestLogPaths(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	killAtEnd(t, taskPid(t, n, "a1", "web"))
+	testutil.WaitFor(t, generous, func() error {
+		logs, err := n.c.LogPaths("a1", "")
+		if err != nil {
+			return err
+		}
+		files, err := logs.Files(false)
+		if err != nil {
+			return err
+		}
+		if len(files) == 0 {
+			return errors.New("no log files")
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "hello from web") {
+			return errors.New("stdout does not hold the task's output yet: " + string(b))
+		}
+		return nil
+	})
+	if _, err := n.c.LogPaths("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
+		t.Fatalf("unknown task: %v", err)
+	}
+}
+
+// A watch blocked on a server that goes silent moves to another server as
+// soon as another call (a heartbeat) finds that server unresponsive, not
+// when its max_wait runs out.
+func TestWatchMovesOffASilentServer(t *testing.T) {
+	f := newFakeServer(t)
+	p1, p2 := newSilentProxy(t, f.addr), newSilentProxy(t, f.addr)
+	db, m := driversFor(t, t.TempDir())
+	c, err := New(Config{DataDir: t.TempDir(), Servers: []string{p1.addr(), p2.addr()}, Logger: testutil.Logger(t),
+		TaskDrivers: ManagerDrivers(m), State: db, WatchMaxWait: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	var on string
+	testutil.WaitFor(t, generous, func() error {
+		c.mu.Lock()
+		on = c.watching.server
+		c.mu.Unlock()
+		if on == "" || len(f.watchRequests()) == 0 {
+			return errors.New("no watch under way")
+		}
+		return nil
+	})
+	if on == p1.addr() {
+		p1.silence()
+	} else {
+		p2.silence()
+	}
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	began := time.Now()
+	f.place(allocOf("a1", j), j)
+	// Heartbeats come every TTL/3 (10s here) and an attempt at a silent
+	// server times out within the TTL: well under a minute, where the
+	// watch's own max_wait is ten.
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if took := time.Since(began); took > time.Minute {
+		t.Fatalf("the alloc ran %s after its placement", took)
+	}
+	c.mu.Lock()
+	now := c.watching.server
+	c.mu.Unlock()
+	if now == on {
+		t.Fatalf("the watch is still on the silent server %s", on)
+	}
+}
+
+// Updates the servers could not take reach them: a failed batch is sent
+// again; a refused one is dropped, and the next registration sends every
+// alloc's status again.
+func TestStatusesReachTheServersAfterFailuresAndRefusals(t *testing.T) {
+	f := newFakeServer(t)
+	f.mu.Lock()
+	f.failUpdates, f.refuseUpdates = 1, 100
+	f.mu.Unlock()
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	f.place(allocOf("a1", j), j)
+	testutil.WaitFor(t, generous, func() error {
+		if st, _, err := n.c.AllocStates("a1"); err != nil || st != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+			return fmt.Errorf("alloc a1: %v %v", st, err)
+		}
+		n.c.allocs.updater.mu.Lock()
+		defer n.c.allocs.updater.mu.Unlock()
+		if n.c.allocs.updater.inflight {
+			return errors.New("updates in flight")
+		}
+		return nil
+	})
+	f.mu.Lock()
+	if f.failUpdates != 0 || f.lastUpdateLocked("a1") != nil {
+		f.mu.Unlock()
+		t.Fatalf("expected the first batch to fail and the rest to be refused")
+	}
+	f.refuseUpdates = 0
+	f.mu.Unlock()
+	n.c.UpdateNode() // registers again
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+}

@@ -1,0 +1,82 @@
+// Package taskrunner runs one task of an alloc on a client: its hooks, the
+// driver calls that start, wait for, stop and destroy each attempt, and
+// its restarts per the group's restart block. The alloc runner
+// (host/client/allocrunner) makes one per task and decides when each runs.
+//
+// # Attempts
+//
+// Each start is an attempt with a driver task ID of its own,
+// "<alloc>.<task>.<random>", persisted (with the task's state) through
+// Config.OnState, so a restarted client knows which attempt to recover.
+// The attempt's TaskConfig carries the environment and mounts the prestart
+// hooks built, the driver config interpolated with them (package taskenv)
+// after every prestart hook ran, cpu_shares (cpu_mhz × 1024 / MHz per
+// core) and memory_bytes, the task's user and log limits. WaitTask gives
+// the exit; StopTask (kill_signal, then SIGKILL after kill_timeout, default
+// 5s) stops it; DestroyTask (which deletes its persisted handle) follows
+// every exit.
+//
+// # Restarts
+//
+// An exit of an ephemeral task (batch main tasks, non-sidecar prestart and
+// poststart tasks, poststop tasks) with code 0 ends the task. Any other
+// exit, a failed start and a failed prestart hook count against the
+// restart policy: at most attempts restarts per interval, each after delay
+// ("Restarting" with restart_in_ms); past that, mode fail ends the task as
+// failed ("Not Restarting") and mode delay waits for the interval to end.
+// A group without a restart block gets Nomad's defaults (service 2 in
+// 30m, batch 3 in 24h, 15s delay, mode fail). Restart (alloc restart)
+// stops the attempt and starts again at once without counting.
+//
+// Events use the words of alloc.proto's TaskEvent: "Received" (by the
+// alloc runner), "Task Setup", "Setup Failure", "Driver Failure" (with
+// details reason and path of a *sdk.StartError), "Started" (task_id),
+// "Terminated" (exit_code, signal, oom_killed), "Restart Signaled",
+// "Restarting", "Not Restarting", "Killing" (kill_timeout_ms, reason),
+// "Killed", "Failed Restoring", "Hook Failed". A task state keeps its last
+// 10 events.
+//
+// # Hooks
+//
+// A hook is a value with a Name that implements any of PrestartHook,
+// PoststartHook, StopHook, ExitedHook and DestroyHook; the runner finds the
+// phases by type assertion. Every call gets a context with a deadline
+// (Config.HookTimeout, default 1m, or the hook's own Timeout if it
+// implements Timeouter) that also ends when the runner is shut down. The
+// built-in hooks come first (BuiltinHooks: task_dir, task_env), then
+// Config.Hooks in order. Order and guarantees:
+//
+//   - Prestart, in registration order, before every attempt. Each hook
+//     sees the Env and Vars the hooks before it built and answers with a
+//     PrestartResponse — env vars to add (a later hook's value wins), vars
+//     for interpolation (${volume.<name>}), mounts — the "TaskConfig
+//     mutation". The first error stops the chain: no attempt is started,
+//     no poststart, stop or exited hook runs for it, a failed "Setup
+//     Failure" event is recorded and the restart policy decides. A kill
+//     cancels the context of a prestart hook that waits. After a
+//     client restart, a task found running is not started again, but the
+//     prestart hooks run with Recovered set (Attempt 0) so a hook rebuilds
+//     its in-memory state; their response is not used.
+//   - Poststart, in registration order, after every successful start and
+//     after a recovery (Recovered set). An error is a "Hook Failed" event;
+//     the task keeps running.
+//   - Stop, in reverse order, before the runner stops a running attempt
+//     (a kill or a requested restart), before the kill signal is sent.
+//   - Exited, in reverse order, after every exit of a started attempt,
+//     before the restart decision.
+//   - Destroy, in reverse order, once, from Destroy, when the alloc is
+//     destroyed — whether or not the task ever started or a prestart hook
+//     failed. Not on client shutdown (the task lives on).
+//
+// Teardown failures (stop, exited, destroy) are "Hook Failed" events and
+// log lines; the other hooks still run. A hook records task events with
+// TaskInfo.Events. Hooks must not call back into the runner.
+//
+// # Client restarts
+//
+// Config.Restore carries the state and the handle of the attempt that ran
+// when the client stopped (gracefully or not). The runner gives the handle
+// to the driver's RecoverTask and supervises the same process; if the
+// driver cannot take it back, the attempt counts as failed and the restart
+// policy decides. Shutdown stops supervising without touching the task.
+package taskrunner

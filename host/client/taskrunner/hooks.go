@@ -1,0 +1,161 @@
+package taskrunner
+
+import (
+	"context"
+	"time"
+
+	"berth.dev/berth/host/client/allocdir"
+	"berth.dev/berth/host/client/taskenv"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// Hook is a task runner hook. A hook implements the phases it needs
+// (PrestartHook, PoststartHook, StopHook, ExitedHook, DestroyHook); the
+// runner finds them by type assertion. See the package doc for the order
+// and the guarantees.
+type Hook interface {
+	// Name names the hook in logs and task events.
+	Name() string
+}
+
+// Timeouter is an optional Hook interface: the deadline of each of the
+// hook's calls, instead of Config.HookTimeout.
+type Timeouter interface {
+	Timeout() time.Duration
+}
+
+// Emitter records a task event on the task's state (shown by `alloc
+// status`, sent to the servers).
+type Emitter interface {
+	EmitEvent(*pb.TaskEvent)
+}
+
+// TaskInfo is what every hook call is told about its task.
+type TaskInfo struct {
+	Alloc *pb.Allocation
+	Job   *pb.Job
+	Group *pb.TaskGroup
+	Task  *pb.Task
+	Node  taskenv.Node
+	Dir   allocdir.TaskDir
+	// Events records task events.
+	Events Emitter
+}
+
+// PrestartRequest is given to PrestartHook.Prestart.
+type PrestartRequest struct {
+	TaskInfo
+	// Env and Vars are the environment and interpolation variables the
+	// hooks before this one built (read-only copies).
+	Env, Vars map[string]string
+	// Recovered is set when the task was found running after a client
+	// restart: it is not started again, and the response is not used, but
+	// a hook rebuilds what it keeps in memory (a plugin registration, a
+	// supervisor).
+	Recovered bool
+	// Attempt counts start attempts of this runner from 1.
+	Attempt int
+}
+
+// PrestartResponse is a hook's mutation of the task's config.
+type PrestartResponse struct {
+	// Env is added to the task's environment (a later hook's value wins).
+	Env map[string]string
+	// Vars are added to the interpolation variables (volume.<name>, ...).
+	Vars map[string]string
+	// Mounts are added to the task's mounts (for drivers that honour them).
+	Mounts []*driverpb.Mount
+}
+
+// PrestartHook runs before every start of the task.
+type PrestartHook interface {
+	Hook
+	Prestart(ctx context.Context, req *PrestartRequest, resp *PrestartResponse) error
+}
+
+// PoststartRequest is given to PoststartHook.Poststart.
+type PoststartRequest struct {
+	TaskInfo
+	// TaskID is the driver task ID of the attempt that started.
+	TaskID string
+	// Recovered: see PrestartRequest.
+	Recovered bool
+}
+
+// PoststartHook runs after every successful start (and recovery).
+type PoststartHook interface {
+	Hook
+	Poststart(ctx context.Context, req *PoststartRequest) error
+}
+
+// StopRequest is given to StopHook.Stop.
+type StopRequest struct {
+	TaskInfo
+	TaskID string
+	// Reason is why the task is stopped ("alloc stopped by the servers",
+	// "restart requested", "leader task exited").
+	Reason string
+}
+
+// StopHook runs before the runner stops a running task (a kill or a
+// requested restart), before the kill signal is sent.
+type StopHook interface {
+	Hook
+	Stop(ctx context.Context, req *StopRequest) error
+}
+
+// ExitedRequest is given to ExitedHook.Exited.
+type ExitedRequest struct {
+	TaskInfo
+	TaskID string
+	// Result is how the attempt ended.
+	Result *driverpb.ExitResult
+}
+
+// ExitedHook runs after every exit of a started attempt, whether or not
+// the task is restarted.
+type ExitedHook interface {
+	Hook
+	Exited(ctx context.Context, req *ExitedRequest) error
+}
+
+// DestroyRequest is given to DestroyHook.Destroy.
+type DestroyRequest struct {
+	TaskInfo
+}
+
+// DestroyHook runs once, when the task will never run again and the alloc
+// is being destroyed.
+type DestroyHook interface {
+	Hook
+	Destroy(ctx context.Context, req *DestroyRequest) error
+}
+
+// taskDirHook builds the task's directories.
+type taskDirHook struct{}
+
+func (taskDirHook) Name() string { return "task_dir" }
+
+func (taskDirHook) Prestart(_ context.Context, req *PrestartRequest, _ *PrestartResponse) error {
+	return req.Dir.Build()
+}
+
+// envHook builds the task's environment (package taskenv).
+type envHook struct{}
+
+func (envHook) Name() string { return "task_env" }
+
+func (envHook) Prestart(_ context.Context, req *PrestartRequest, resp *PrestartResponse) error {
+	e := taskenv.Build(taskenv.Input{
+		Node: req.Node, Alloc: req.Alloc, Job: req.Job, Group: req.Group, Task: req.Task,
+		AllocDir: req.Dir.Shared, TaskDir: req.Dir.Local, SecretsDir: req.Dir.Secrets,
+	}).WithDefaults()
+	resp.Env, resp.Vars = e.Map(), e.Vars()
+	return nil
+}
+
+// BuiltinHooks are the hooks every task runner runs first, in this order:
+// task_dir (creates the task's dirs), task_env (the task's environment and
+// interpolation variables). Hooks from Config.Hooks run after them.
+func BuiltinHooks() []Hook { return []Hook{taskDirHook{}, envHook{}} }

@@ -1,0 +1,643 @@
+package taskrunner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/host/client/taskenv"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// Driver is what a task runner needs of its task driver;
+// taskdrivers.Driver implements it.
+type Driver interface {
+	StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error)
+	WaitTask(ctx context.Context, taskID string) (*driverpb.ExitResult, error)
+	StopTask(ctx context.Context, taskID string, timeout time.Duration, signal string) error
+	DestroyTask(ctx context.Context, taskID string, force bool) error
+	RecoverTask(ctx context.Context, handle *driverpb.TaskHandle) error
+}
+
+var (
+	// ErrTaskNotRunning is returned by Restart when the task has no
+	// running attempt to restart.
+	ErrTaskNotRunning = errcode.New(codes.FailedPrecondition, "task is not running")
+	// ErrTaskDead is returned by Restart when the task will not run again.
+	ErrTaskDead = errcode.New(codes.FailedPrecondition, "task is dead")
+)
+
+// Defaults.
+const (
+	DefaultKillTimeout = 5 * time.Second
+	DefaultHookTimeout = time.Minute
+	// stopGrace is added to a task's kill_timeout to bound StopTask: the
+	// driver signals, waits kill_timeout, kills, and must then answer.
+	stopGrace = 30 * time.Second
+	// maxEvents is how many events a task state keeps (the newest).
+	maxEvents = 10
+)
+
+// Restore is what a restarted client knows of a task from its state DB.
+type Restore struct {
+	State *pb.TaskState
+	// Handle is the persisted handle of the attempt that was running,
+	// nil if none was.
+	Handle *driverpb.TaskHandle
+}
+
+// Config configures one task runner.
+type Config struct {
+	Info TaskInfo
+	// Driver runs the task; nil with DriverErr when the driver is unknown.
+	Driver    Driver
+	DriverErr error
+	// Hooks run after BuiltinHooks, in order.
+	Hooks []Hook
+	// Ephemeral tasks (batch tasks, non-sidecar prestart and poststart
+	// tasks, poststop tasks) are done when they exit 0; the others are
+	// restarted whatever their exit, per the restart policy.
+	Ephemeral bool
+	Restart   *pb.RestartPolicy
+	JobType   pb.JobType
+	// MHzPerCore turns cpu_mhz into the driver's cpu_shares (1024 per
+	// core); 0 passes cpu_mhz as the shares.
+	MHzPerCore int64
+	// HookTimeout bounds each hook call (default DefaultHookTimeout).
+	HookTimeout time.Duration
+	Logger      hclog.Logger
+	// OnState is called with a copy of the task's state after every change,
+	// with the driver task ID of the running attempt ("" when none), in
+	// order. It must not call back into the runner.
+	OnState func(st *pb.TaskState, taskID string)
+	// Restore recovers a task after a client restart.
+	Restore *Restore
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// TaskRunner runs one task of an alloc: its hooks, its driver calls, its
+// restarts. Run it with Run; it returns when the task is dead for good or
+// the runner is shut down.
+type TaskRunner struct {
+	cfg    Config
+	logger hclog.Logger
+	hooks  []Hook
+	// ctx ends with Shutdown: supervision stops, the task keeps running.
+	ctx    context.Context
+	cancel context.CancelFunc
+	killCh chan struct{}
+	// restartCh carries requested restarts (capacity 1).
+	restartCh chan string
+	done      chan struct{}
+	restarts  *restartTracker
+
+	mu         sync.Mutex
+	info       TaskInfo
+	state      *pb.TaskState
+	taskID     string
+	running    bool
+	killed     bool
+	killReason string
+	seq        uint64
+
+	notifyMu sync.Mutex
+	notified uint64
+}
+
+// New returns a task runner; Run starts it.
+func New(cfg Config) *TaskRunner {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.HookTimeout <= 0 {
+		cfg.HookTimeout = DefaultHookTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &TaskRunner{
+		cfg:       cfg,
+		logger:    cfg.Logger.With("task", cfg.Info.Task.GetName()),
+		hooks:     append(BuiltinHooks(), cfg.Hooks...),
+		ctx:       ctx,
+		cancel:    cancel,
+		killCh:    make(chan struct{}),
+		restartCh: make(chan string, 1),
+		done:      make(chan struct{}),
+		restarts:  newRestartTracker(cfg.Restart, cfg.JobType),
+		info:      cfg.Info,
+		state:     &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING},
+	}
+	if r := cfg.Restore; r != nil && r.State != nil {
+		tr.state = proto.Clone(r.State).(*pb.TaskState)
+	}
+	tr.info.Events = tr
+	return tr
+}
+
+// Name is the task's name.
+func (tr *TaskRunner) Name() string { return tr.cfg.Info.Task.GetName() }
+
+// State returns a copy of the task's state.
+func (tr *TaskRunner) State() *pb.TaskState {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return proto.Clone(tr.state).(*pb.TaskState)
+}
+
+// Done is closed when Run has returned.
+func (tr *TaskRunner) Done() <-chan struct{} { return tr.done }
+
+// EmitEvent implements Emitter.
+func (tr *TaskRunner) EmitEvent(ev *pb.TaskEvent) {
+	tr.update(func(st *pb.TaskState) { appendEvent(st, ev) })
+}
+
+func appendEvent(st *pb.TaskState, ev *pb.TaskEvent) {
+	st.Events = append(st.Events, ev)
+	if n := len(st.Events); n > maxEvents {
+		st.Events = append([]*pb.TaskEvent(nil), st.Events[n-maxEvents:]...)
+	}
+}
+
+// event makes a task event at now.
+func (tr *TaskRunner) event(typ, msg string, details map[string]string) *pb.TaskEvent {
+	return &pb.TaskEvent{Type: typ, OccurredAt: tr.cfg.Now().UnixNano(), Message: msg, Details: details}
+}
+
+// update changes the state under mu and tells OnState, in order.
+func (tr *TaskRunner) update(fn func(st *pb.TaskState)) {
+	tr.mu.Lock()
+	fn(tr.state)
+	tr.seq++
+	seq, st, id := tr.seq, proto.Clone(tr.state).(*pb.TaskState), tr.taskID
+	tr.mu.Unlock()
+	if tr.cfg.OnState == nil {
+		return
+	}
+	tr.notifyMu.Lock()
+	defer tr.notifyMu.Unlock()
+	if seq > tr.notified {
+		tr.notified = seq
+		tr.cfg.OnState(st, id)
+	}
+}
+
+// UpdateAlloc gives the runner the alloc and job of an in-place update:
+// the next start (a restart) uses them; a running attempt is not touched.
+func (tr *TaskRunner) UpdateAlloc(alloc *pb.Allocation, job *pb.Job, group *pb.TaskGroup, task *pb.Task) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.info.Alloc, tr.info.Job, tr.info.Group, tr.info.Task = alloc, job, group, task
+}
+
+func (tr *TaskRunner) currentInfo() TaskInfo {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.info
+}
+
+// Kill stops the task for good: a running attempt gets the task's
+// kill_signal, then SIGKILL after its kill_timeout; a task not started is
+// never started. It returns when Run has returned or ctx ends.
+func (tr *TaskRunner) Kill(ctx context.Context, reason string) error {
+	tr.SignalKill(reason)
+	select {
+	case <-tr.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("killing task %q: %w", tr.Name(), ctx.Err())
+	}
+}
+
+// SignalKill is Kill without the wait: the runner kills the task (or, if
+// Run has not been called, Run marks it dead at once and returns).
+func (tr *TaskRunner) SignalKill(reason string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if !tr.killed {
+		tr.killed, tr.killReason = true, reason
+		close(tr.killCh)
+	}
+}
+
+// MarkFailed marks a task that will never be started dead and failed, with
+// ev (failed) as the reason; call it instead of Run.
+func (tr *TaskRunner) MarkFailed(ev *pb.TaskEvent) {
+	ev.Failed = true
+	tr.update(func(st *pb.TaskState) {
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+		st.Failed = true
+		st.FinishedAt = tr.cfg.Now().UnixNano()
+		appendEvent(st, ev)
+	})
+}
+
+// Restart stops the running attempt and starts the task again at once,
+// without counting against its restart policy.
+func (tr *TaskRunner) Restart(reason string) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.killed || tr.state.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		return fmt.Errorf("restart task %q: %w", tr.Name(), ErrTaskDead)
+	}
+	if !tr.running {
+		return fmt.Errorf("restart task %q: %w", tr.Name(), ErrTaskNotRunning)
+	}
+	select {
+	case tr.restartCh <- reason:
+	default: // a restart is already asked for
+	}
+	return nil
+}
+
+// Shutdown stops supervising the task without stopping it (the client is
+// stopping; the next client recovers it) and waits for Run to return.
+func (tr *TaskRunner) Shutdown() {
+	tr.cancel()
+	<-tr.done
+}
+
+// isDead reports whether the state says the task will not run again.
+func isDead(st *pb.TaskState) bool {
+	return st.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+}
+
+// Run runs the task until it is dead for good, it is killed, or Shutdown.
+func (tr *TaskRunner) Run() {
+	defer close(tr.done)
+	if isDead(tr.State()) {
+		return
+	}
+	if r := tr.cfg.Restore; r != nil && r.Handle != nil {
+		if tr.recover(r.Handle) {
+			return
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		if tr.shuttingDown() {
+			return // the state stays as it is for the next client
+		}
+		if tr.killedNow() {
+			tr.finishKilled()
+			return
+		}
+		id, err := tr.start(attempt)
+		if tr.shuttingDown() {
+			return
+		}
+		var res *driverpb.ExitResult
+		var restartReason string
+		if err == nil {
+			res, restartReason = tr.wait(id)
+			if res == nil { // shut down
+				return
+			}
+		}
+		if tr.killedNow() {
+			tr.finishKilled()
+			return
+		}
+		if restartReason != "" {
+			tr.update(func(st *pb.TaskState) {
+				st.Restarts++
+				st.LastRestartAt = tr.cfg.Now().UnixNano()
+				st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+				appendEvent(st, tr.event("Restarting", "Task restarting: "+restartReason,
+					map[string]string{"restart_in_ms": "0", "reason": restartReason}))
+			})
+			continue
+		}
+		if err == nil && tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "" {
+			tr.update(func(st *pb.TaskState) {
+				st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+				st.FinishedAt = tr.cfg.Now().UnixNano()
+			})
+			return
+		}
+		if !tr.restartAfter() {
+			return
+		}
+	}
+}
+
+func (tr *TaskRunner) shuttingDown() bool { return tr.ctx.Err() != nil }
+
+func (tr *TaskRunner) killedNow() bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.killed
+}
+
+// finishKilled marks a killed task dead.
+func (tr *TaskRunner) finishKilled() {
+	tr.update(func(st *pb.TaskState) {
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+		if st.FinishedAt == 0 {
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+		}
+	})
+}
+
+// restartAfter applies the restart policy after a failed start or an
+// exit, waits the delay and reports whether to start again.
+func (tr *TaskRunner) restartAfter() bool {
+	d := tr.restarts.next(tr.cfg.Now())
+	if !d.restart {
+		tr.update(func(st *pb.TaskState) {
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+			st.Failed = true
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+			ev := tr.event("Not Restarting", "Task will not restart: "+d.reason, map[string]string{"reason": d.reason})
+			ev.Failed = true
+			appendEvent(st, ev)
+		})
+		return false
+	}
+	tr.update(func(st *pb.TaskState) {
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+		appendEvent(st, tr.event("Restarting", fmt.Sprintf("Task restarting in %s (%s)", d.delay, d.reason),
+			map[string]string{"restart_in_ms": strconv.FormatInt(d.delay.Milliseconds(), 10), "reason": d.reason}))
+	})
+	t := time.NewTimer(d.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-tr.killCh:
+		tr.finishKilled()
+		return false
+	case <-tr.ctx.Done():
+		return false
+	}
+	tr.update(func(st *pb.TaskState) {
+		st.Restarts++
+		st.LastRestartAt = tr.cfg.Now().UnixNano()
+	})
+	return true
+}
+
+// newTaskID returns a driver task ID unique per start attempt:
+// "<alloc>.<task>.<random>", with characters a task ID may not hold
+// replaced by '_'.
+func newTaskID(allocID, task string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	clean := func(s string, n int) string {
+		out := []byte(s)
+		for i, c := range out {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				out[i] = '_'
+			}
+		}
+		if len(out) > n {
+			out = out[:n]
+		}
+		return string(out)
+	}
+	return clean(allocID, 40) + "." + clean(task, 70) + "." + hex.EncodeToString(b[:])
+}
+
+// hookCtx bounds one hook call.
+func (tr *TaskRunner) hookCtx(h Hook) (context.Context, context.CancelFunc) {
+	d := tr.cfg.HookTimeout
+	if t, ok := h.(Timeouter); ok && t.Timeout() > 0 {
+		d = t.Timeout()
+	}
+	return context.WithTimeout(tr.ctx, d)
+}
+
+// prestart runs the prestart hooks in order and returns the merged
+// response; the first error stops them.
+func (tr *TaskRunner) prestart(info TaskInfo, attempt int, recovered bool) (*PrestartResponse, error) {
+	merged := &PrestartResponse{Env: map[string]string{}, Vars: map[string]string{}}
+	for _, h := range tr.hooks {
+		ph, ok := h.(PrestartHook)
+		if !ok {
+			continue
+		}
+		req := &PrestartRequest{TaskInfo: info, Env: maps.Clone(merged.Env), Vars: maps.Clone(merged.Vars),
+			Recovered: recovered, Attempt: attempt}
+		var resp PrestartResponse
+		ctx, cancel := tr.hookCtx(h)
+		// A kill ends a prestart hook that waits (for a volume, say).
+		stop := tr.cancelOnKill(ctx, cancel)
+		err := ph.Prestart(ctx, req, &resp)
+		stop()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("prestart hook %s: %w", h.Name(), err)
+		}
+		maps.Copy(merged.Env, resp.Env)
+		maps.Copy(merged.Vars, resp.Vars)
+		merged.Mounts = append(merged.Mounts, resp.Mounts...)
+	}
+	return merged, nil
+}
+
+// cancelOnKill cancels ctx when the runner is killed, until the returned
+// func is called.
+func (tr *TaskRunner) cancelOnKill(ctx context.Context, cancel context.CancelFunc) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-tr.killCh:
+			cancel()
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	return func() { close(done) }
+}
+
+// poststart runs the poststart hooks in order; a failure is an event and
+// a log line, the task keeps running.
+func (tr *TaskRunner) poststart(info TaskInfo, id string, recovered bool) {
+	for _, h := range tr.hooks {
+		ph, ok := h.(PoststartHook)
+		if !ok {
+			continue
+		}
+		ctx, cancel := tr.hookCtx(h)
+		err := ph.Poststart(ctx, &PoststartRequest{TaskInfo: info, TaskID: id, Recovered: recovered})
+		cancel()
+		if err != nil {
+			tr.logger.Error("poststart hook failed", "hook", h.Name(), "error", err)
+			tr.EmitEvent(tr.event("Hook Failed", fmt.Sprintf("poststart hook %s: %v", h.Name(), err), map[string]string{"hook": h.Name()}))
+		}
+	}
+}
+
+// reverse runs fn on the hooks in reverse registration order.
+func (tr *TaskRunner) reverse(fn func(Hook)) {
+	for i := len(tr.hooks) - 1; i >= 0; i-- {
+		fn(tr.hooks[i])
+	}
+}
+
+// teardownErr logs a failed stop, exited or destroy hook; teardown goes on.
+func (tr *TaskRunner) teardownErr(phase string, h Hook, err error) {
+	if err != nil {
+		tr.logger.Error(phase+" hook failed", "hook", h.Name(), "error", err)
+		tr.EmitEvent(tr.event("Hook Failed", fmt.Sprintf("%s hook %s: %v", phase, h.Name(), err), map[string]string{"hook": h.Name()}))
+	}
+}
+
+// start runs the prestart hooks and starts one attempt.
+func (tr *TaskRunner) start(attempt int) (string, error) {
+	info := tr.currentInfo()
+	task := info.Task
+	if attempt == 1 {
+		tr.EmitEvent(tr.event("Task Setup", "Building task directory and environment", nil))
+	}
+	resp, err := tr.prestart(info, attempt, false)
+	if err != nil {
+		ev := tr.event("Setup Failure", err.Error(), nil)
+		ev.Failed = true
+		tr.EmitEvent(ev)
+		return "", err
+	}
+	if tr.cfg.Driver == nil {
+		err := tr.cfg.DriverErr
+		if err == nil {
+			err = fmt.Errorf("driver %q unknown", task.GetDriver())
+		}
+		ev := tr.event("Driver Failure", fmt.Sprintf("task %q: %v", task.GetName(), err), map[string]string{"reason": "driver-unavailable"})
+		ev.Failed = true
+		tr.EmitEvent(ev)
+		return "", err
+	}
+	env := taskenv.FromMaps(resp.Env, resp.Vars)
+	id := newTaskID(info.Alloc.GetId(), task.GetName())
+	cfg := &driverpb.TaskConfig{
+		Id: id, Name: task.GetName(), AllocId: info.Alloc.GetId(), JobId: info.Job.GetId(), Group: info.Group.GetName(),
+		Env: env.Map(), TaskDir: info.Dir.Dir, LogDir: info.Dir.LogDir, Logs: logConfig(task),
+		Resources: tr.resources(task), User: task.GetUser(), Mounts: resp.Mounts,
+		DriverConfig: env.ReplaceConfig(task.GetConfig()),
+	}
+	// A kill during a slow start abandons it: the driver destroys what
+	// it may have started.
+	ctx, cancel := context.WithCancel(tr.ctx)
+	stop := tr.cancelOnKill(ctx, cancel)
+	_, err = tr.cfg.Driver.StartTask(ctx, cfg)
+	stop()
+	cancel()
+	if err != nil {
+		tr.EmitEvent(driverFailure(tr.event, task.GetName(), err))
+		return "", err
+	}
+	tr.mu.Lock()
+	tr.taskID, tr.running = id, true
+	tr.mu.Unlock()
+	tr.update(func(st *pb.TaskState) {
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING
+		st.StartedAt = tr.cfg.Now().UnixNano()
+		st.FinishedAt = 0
+		appendEvent(st, tr.event("Started", "Task started by client", map[string]string{"task_id": id}))
+	})
+	tr.poststart(info, id, false)
+	return id, nil
+}
+
+// driverFailure is the event of a failed StartTask: the reason and path
+// of a *sdk.StartError, the error's text otherwise.
+func driverFailure(event func(string, string, map[string]string) *pb.TaskEvent, task string, err error) *pb.TaskEvent {
+	details := map[string]string{"reason": "other"}
+	var se *sdk.StartError
+	if errors.As(err, &se) {
+		details["reason"] = string(se.Reason)
+		if se.Path != "" {
+			details["path"] = se.Path
+		}
+	}
+	ev := event("Driver Failure", fmt.Sprintf("task %q failed to start: %v", task, err), details)
+	ev.Failed = true
+	return ev
+}
+
+func logConfig(t *pb.Task) *driverpb.LogConfig {
+	if l := t.GetLogs(); l.GetMaxFiles() > 0 && l.GetMaxFileSizeBytes() > 0 {
+		return l
+	}
+	return &driverpb.LogConfig{MaxFiles: 10, MaxFileSizeBytes: 10 << 20}
+}
+
+func (tr *TaskRunner) resources(t *pb.Task) *driverpb.Resources {
+	mhz := t.GetResources().GetCpuMhz()
+	shares := mhz
+	if tr.cfg.MHzPerCore > 0 {
+		shares = mhz * 1024 / tr.cfg.MHzPerCore
+	}
+	return &driverpb.Resources{CpuShares: shares, MemoryBytes: t.GetResources().GetMemoryMb() << 20}
+}
+
+// recover re-attaches to the attempt that ran before the client restarted
+// and supervises it; it reports whether Run is over.
+func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
+	id := h.GetConfig().GetId()
+	info := tr.currentInfo()
+	if tr.cfg.Driver == nil {
+		tr.logger.Error("cannot recover task: its driver is unknown", "task_id", id, "error", tr.cfg.DriverErr)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(tr.ctx, DefaultHookTimeout)
+	err := tr.cfg.Driver.RecoverTask(ctx, h)
+	cancel()
+	if err != nil {
+		// The attempt is gone (or its driver cannot take it back): it is
+		// a failed attempt, and the restart policy decides.
+		tr.logger.Warn("could not recover task; treating it as exited", "task_id", id, "error", err)
+		tr.EmitEvent(tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: %v", id, err), nil))
+		tr.destroyAttempt(id)
+		return !tr.restartAfter()
+	}
+	tr.mu.Lock()
+	tr.taskID, tr.running = id, true
+	tr.mu.Unlock()
+	tr.logger.Info("task recovered", "task_id", id)
+	// The state is persisted again naming this attempt: an adopted handle
+	// (see the client's restore) was not named before.
+	tr.update(func(st *pb.TaskState) { st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING })
+	if _, err := tr.prestart(info, 0, true); err != nil {
+		tr.logger.Error("prestart hooks of a recovered task failed; the task keeps running", "error", err)
+	}
+	tr.poststart(info, id, true)
+	res, restartReason := tr.wait(id)
+	switch {
+	case res == nil:
+		return true
+	case tr.killedNow():
+		tr.finishKilled()
+		return true
+	case restartReason != "":
+		tr.update(func(st *pb.TaskState) {
+			st.Restarts++
+			st.LastRestartAt = tr.cfg.Now().UnixNano()
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+			appendEvent(st, tr.event("Restarting", "Task restarting: "+restartReason,
+				map[string]string{"restart_in_ms": "0", "reason": restartReason}))
+		})
+		return false
+	case tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "":
+		tr.update(func(st *pb.TaskState) {
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+		})
+		return true
+	}
+	return !tr.restartAfter()
+}

@@ -1,0 +1,158 @@
+package taskrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// cleanupTimeout bounds the DestroyTask after an attempt ended.
+const cleanupTimeout = 30 * time.Second
+
+type waitResult struct {
+	res *driverpb.ExitResult
+	err error
+}
+
+// wait supervises the running attempt id until it exits, stopping it when
+// the runner is killed or a restart is asked for. It returns how the
+// attempt ended and, for a requested restart, why; a nil result means the
+// runner was shut down (the attempt keeps running).
+func (tr *TaskRunner) wait(id string) (*driverpb.ExitResult, string) {
+	resCh := make(chan waitResult, 1)
+	go func() {
+		res, err := tr.cfg.Driver.WaitTask(tr.ctx, id)
+		resCh <- waitResult{res, err}
+	}()
+	var r waitResult
+	var restartReason string
+	select {
+	case r = <-resCh:
+	case <-tr.killCh:
+		tr.mu.Lock()
+		reason := tr.killReason
+		tr.mu.Unlock()
+		tr.stop(id, reason)
+		select {
+		case r = <-resCh:
+		case <-tr.ctx.Done():
+			return nil, ""
+		}
+	case restartReason = <-tr.restartCh:
+		tr.EmitEvent(tr.event("Restart Signaled", restartReason, nil))
+		tr.stop(id, restartReason)
+		select {
+		case r = <-resCh:
+		case <-tr.ctx.Done():
+			return nil, ""
+		}
+	case <-tr.ctx.Done():
+		return nil, ""
+	}
+	if r.err != nil && tr.ctx.Err() != nil {
+		return nil, ""
+	}
+	res := r.res
+	if r.err != nil {
+		res = &driverpb.ExitResult{ExitCode: -1, Err: r.err.Error()}
+	}
+	tr.mu.Lock()
+	tr.running = false
+	killed := tr.killed
+	tr.mu.Unlock()
+	details := map[string]string{
+		"exit_code":  strconv.Itoa(int(res.GetExitCode())),
+		"signal":     strconv.Itoa(int(res.GetSignal())),
+		"oom_killed": strconv.FormatBool(res.GetOomKilled()),
+	}
+	msg := fmt.Sprintf("Exit code: %d", res.GetExitCode())
+	if res.GetSignal() != 0 {
+		msg += fmt.Sprintf(", signal: %d", res.GetSignal())
+	}
+	if res.GetErr() != "" {
+		msg += ", error: " + res.GetErr()
+	}
+	tr.update(func(st *pb.TaskState) {
+		st.FinishedAt = finishedAt(res, tr.cfg.Now())
+		appendEvent(st, tr.event("Terminated", msg, details))
+		if killed {
+			appendEvent(st, tr.event("Killed", "Task successfully killed", nil))
+		}
+	})
+	info := tr.currentInfo()
+	tr.reverse(func(h Hook) {
+		if eh, ok := h.(ExitedHook); ok {
+			ctx, cancel := tr.hookCtx(h)
+			tr.teardownErr("exited", h, eh.Exited(ctx, &ExitedRequest{TaskInfo: info, TaskID: id, Result: res}))
+			cancel()
+		}
+	})
+	tr.destroyAttempt(id)
+	return res, restartReason
+}
+
+func finishedAt(res *driverpb.ExitResult, now time.Time) int64 {
+	if res.GetFinishedAt() > 0 {
+		return res.GetFinishedAt()
+	}
+	return now.UnixNano()
+}
+
+// stop runs the stop hooks (reverse order) and stops attempt id with the
+// task's kill_signal and kill_timeout.
+func (tr *TaskRunner) stop(id, reason string) {
+	info := tr.currentInfo()
+	tr.reverse(func(h Hook) {
+		if sh, ok := h.(StopHook); ok {
+			ctx, cancel := tr.hookCtx(h)
+			tr.teardownErr("stop", h, sh.Stop(ctx, &StopRequest{TaskInfo: info, TaskID: id, Reason: reason}))
+			cancel()
+		}
+	})
+	timeout := time.Duration(info.Task.GetKillTimeoutMs()) * time.Millisecond
+	if timeout <= 0 {
+		timeout = DefaultKillTimeout
+	}
+	tr.EmitEvent(tr.event("Killing", fmt.Sprintf("Sent interrupt, waiting %s before force killing (%s)", timeout, reason),
+		map[string]string{"kill_timeout_ms": strconv.FormatInt(timeout.Milliseconds(), 10), "reason": reason}))
+	ctx, cancel := context.WithTimeout(tr.ctx, timeout+stopGrace)
+	defer cancel()
+	if err := tr.cfg.Driver.StopTask(ctx, id, timeout, info.Task.GetKillSignal()); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
+		tr.logger.Error("stopping task", "task_id", id, "error", err)
+	}
+}
+
+// destroyAttempt makes the driver forget a finished attempt (its handle is
+// deleted with it).
+func (tr *TaskRunner) destroyAttempt(id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(tr.ctx), cleanupTimeout)
+	defer cancel()
+	if err := tr.cfg.Driver.DestroyTask(ctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
+		tr.logger.Error("destroying a finished task attempt", "task_id", id, "error", err)
+	}
+	tr.mu.Lock()
+	tr.taskID, tr.running = "", false
+	tr.mu.Unlock()
+	tr.update(func(*pb.TaskState) {})
+}
+
+// Destroy runs the destroy hooks (reverse order). Call it once, after Run
+// has returned, when the alloc is destroyed.
+func (tr *TaskRunner) Destroy(ctx context.Context) {
+	info := tr.currentInfo()
+	tr.reverse(func(h Hook) {
+		if dh, ok := h.(DestroyHook); ok {
+			hctx, cancel := tr.hookCtx(h)
+			stop := context.AfterFunc(ctx, cancel)
+			tr.teardownErr("destroy", h, dh.Destroy(hctx, &DestroyRequest{TaskInfo: info}))
+			stop()
+			cancel()
+		}
+	})
+}
