@@ -143,6 +143,8 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			DriversChanged:   a.drivers.Changed(),
 			ReservedCPUMHz:   int64(cfg.Client.ReservedCPUMHz),
 			ReservedMemoryMB: int64(cfg.Client.ReservedMemoryMB),
+			TaskDrivers:      client.ManagerDrivers(a.drivers),
+			State:            a.state,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

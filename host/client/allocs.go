@@ -504,6 +504,17 @@ func (c *Client) LogPaths(allocID, task string) (allocdir.TaskLogs, error) {
 	return r.Dir().Logs(task)
 }
 
+// LogFiles returns the paths of a task's stdout (stderr) files, oldest
+// first, for ClientRPC's Logs. An empty task names the alloc's only task,
+// or its leader.
+func (c *Client) LogFiles(allocID, task string, stderr bool) ([]string, error) {
+	logs, err := c.LogPaths(allocID, task)
+	if err != nil {
+		return nil, err
+	}
+	return logs.Files(stderr)
+}
+
 // AllocStates returns the client's view of an alloc: its status and task
 // states.
 func (c *Client) AllocStates(allocID string) (pb.AllocClientStatus, map[string]*pb.TaskState, error) {

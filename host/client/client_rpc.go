@@ -27,9 +27,6 @@ var (
 	// ErrWrongNode is returned by ClientRPC calls whose request names
 	// another node: the servers routed it to the wrong tunnel.
 	ErrWrongNode = errcode.New(codes.FailedPrecondition, "request is for another node")
-	// ErrNoAllocs is returned by ClientRPC calls on a client that runs no
-	// allocs.
-	ErrNoAllocs = errcode.New(codes.FailedPrecondition, "this client runs no allocs")
 	// ErrBadLogRequest is returned by Logs for an origin or offset it
 	// cannot read from.
 	ErrBadLogRequest = errcode.New(codes.InvalidArgument, "invalid log request")
@@ -49,9 +46,6 @@ var _ pb.ClientRPCServer = (*clientRPC)(nil)
 func (r *clientRPC) checkNode(nodeID, allocID string) error {
 	if nodeID != "" && nodeID != r.nodeID {
 		return fmt.Errorf("alloc %s: request for node %s reached node %s: %w", allocID, nodeID, r.nodeID, ErrWrongNode)
-	}
-	if r.allocs == nil {
-		return fmt.Errorf("alloc %s on node %s: %w", allocID, r.nodeID, ErrNoAllocs)
 	}
 	return nil
 }
@@ -89,3 +83,4 @@ func (r *clientRPC) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[
 	}
 	return nil
 }
+var _ allocAccess = (*Client)(nil)

@@ -176,9 +176,12 @@ func TestClientRPCRefusesAnotherNodesRequest(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "request for node n2 reached node n1") {
 		t.Fatalf("another node's request: %v", err)
 	}
-	none := &clientRPC{nodeID: "n1"}
+	none := &clientRPC{nodeID: "n1", allocs: &Client{nodeID: "n1"}}
 	if _, err := none.RestartAlloc(context.Background(), &pb.RestartAllocRequest{AllocId: "a1"}); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("a client without allocs: %v", err)
+		t.Fatalf("a client without alloc runners: %v", err)
+	}
+	if _, err := none.allocs.LogFiles("a1", "", false); !errors.Is(err, ErrNoAllocRuntime) {
+		t.Fatalf("logs on a client without alloc runners: %v", err)
 	}
 }
 
@@ -196,7 +199,6 @@ func TestTunnelStartsAtTheServerThatAnsweredLast(t *testing.T) {
 func TestClientRPCSentinelCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
 		ErrWrongNode:     codes.FailedPrecondition,
-		ErrNoAllocs:      codes.FailedPrecondition,
 		ErrBadLogRequest: codes.InvalidArgument,
 	})
 }

@@ -30,16 +30,13 @@ func (c *Client) startTunnel() error {
 }
 
 // rpcAllocs is the alloc side ClientRPC serves: the one a test configured,
-// else the client's own alloc runners when it has them (RestartAlloc and
-// LogFiles), else none (calls are refused with ErrNoAllocs).
+// else the client's own alloc runners (a client without them refuses with
+// ErrNoAllocRuntime).
 func (c *Client) rpcAllocs() allocAccess {
 	if c.cfg.allocAccess != nil {
 		return c.cfg.allocAccess
 	}
-	if a, ok := any(c).(allocAccess); ok {
-		return a
-	}
-	return nil
+	return c
 }
 
 // tunnelServers is the server list in the order the tunnel tries it: from
