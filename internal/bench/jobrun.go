@@ -20,15 +20,17 @@ import (
 
 // The jobrun section: `job run` → the alloc running, for a raw_exec job on
 // a dev agent (a real `berth run -dev` process, built by make bench),
-// broken into the steps of the path, each timed from the times the
-// cluster records itself (one machine, one clock):
+// broken into the points of the path, each timed from the register call
+// with the times the cluster records itself (one machine, one clock):
 //
-//	register   the API call returns (the job and its evaluation committed)
-//	evaluated  the evaluation completed (its modified_at)
-//	planned    the alloc was placed (its created_at)
-//	received   the client's alloc runner took it (task event "Received")
-//	started    the driver started the task (task event "Started")
-//	running    the client reported it running, as seen by a blocking query
+//	registered  the API call returned (the job and its evaluation committed)
+//	scheduled   a worker planned the evaluation (the eval's modified_at; a
+//	            worker may take it before the API call has returned)
+//	placed      the plan was applied (the alloc's created_at is the plan's
+//	            applied_at, stamped when it was proposed)
+//	received    the client's alloc runner took it (task event "Received")
+//	started     the driver started the task (task event "Started")
+//	running     the client reported it running, as seen by a blocking query
 //
 // Target: under 100 ms end to end, with no step waiting on a poll
 // interval.
@@ -67,21 +69,21 @@ func benchJobRun(opts options) error {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| step | median | p99 |\n|---|--:|--:|\n")
-	for _, k := range []string{"register", "evaluated", "planned", "received", "started", "running", "end to end"} {
+	b.WriteString("| point (since the register call) | median | p99 |\n|---|--:|--:|\n")
+	for _, k := range []string{"registered", "scheduled", "placed", "received", "started", "running"} {
 		ds := slices.Clone(steps[k])
 		slices.Sort(ds)
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", k, fmtMS(ds[len(ds)/2]), fmtMS(percentile(ds, 0.99)))
 	}
 	fmt.Print(b.String())
-	e2e := slices.Clone(steps["end to end"])
+	e2e := slices.Clone(steps["running"])
 	slices.Sort(e2e)
 	verdict := "meets"
 	if e2e[len(e2e)/2] >= 100*time.Millisecond {
 		verdict = "MISSES"
 	}
 	fmt.Printf("\n%d runs after %d warm-up runs, one job (count 1, raw_exec `/bin/sleep 600`) at a time on a dev agent; "+
-		"each step is the time since the previous one. End to end median %s: %s the target of < 100 ms.\n",
+		"each point is the time since the register call was made. End to end (running) median %s: %s the target of < 100 ms.\n",
 		plan.runs, plan.warmup, fmtMS(e2e[len(e2e)/2]), verdict)
 	return nil
 }
@@ -156,13 +158,12 @@ func oneJobRun(c *api.Client, id string) (map[string]time.Duration, error) {
 	evaluated := time.Unix(0, ev.GetModifiedAt())
 	planned := time.Unix(0, alloc.GetCreatedAt())
 	return map[string]time.Duration{
-		"register":   registered.Sub(start),
-		"evaluated":  evaluated.Sub(registered),
-		"planned":    planned.Sub(evaluated),
-		"received":   received.Sub(planned),
-		"started":    started.Sub(received),
-		"running":    running.Sub(started),
-		"end to end": running.Sub(start),
+		"registered": registered.Sub(start),
+		"scheduled":  evaluated.Sub(start),
+		"placed":     planned.Sub(start),
+		"received":   received.Sub(start),
+		"started":    started.Sub(start),
+		"running":    running.Sub(start),
 	}, nil
 }
 
