@@ -14,7 +14,9 @@ import (
 // and registration time of its first registration.
 //
 // The command's node is stored as it was decoded: it belongs to this entry
-// alone, so no copy is needed.
+// alone, so no copy is needed. Its evals (the system jobs, and the jobs with
+// allocs on a node that comes back) are created in the same apply, under
+// the same table rule as NodeStatusUpdate's.
 func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 	n := cmd.GetNode()
 	if n == nil {
@@ -26,17 +28,34 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 	if err := checkNodeStatus(n.GetId(), n.GetStatus()); err != nil {
 		return err
 	}
+	if err := checkEvals(cmd.GetEvals()); err != nil {
+		return fmt.Errorf("registration of node %q: %w", n.GetId(), err)
+	}
 	existing, err := nodesTable.first(tx, nil, n.GetId())
 	if err != nil {
 		return err
 	}
 	n.CreateIndex = tx.index
+	if n.GetEligibility() == pb.NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED {
+		n.Eligibility = pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE
+	}
 	if existing != nil {
+		// What the servers decided about the node outlives its
+		// re-registration (a restart, a fingerprint change): an operator's
+		// ineligibility or drain is not undone by the client.
 		n.CreateIndex = existing.GetCreateIndex()
 		n.RegisteredAt = existing.GetRegisteredAt()
+		n.Eligibility = existing.GetEligibility()
+		n.Drain = existing.GetDrain()
 	}
 	n.ModifyIndex = tx.index
-	return nodesTable.insert(tx, n)
+	if err := nodesTable.insert(tx, n); err != nil {
+		return err
+	}
+	if len(cmd.GetEvals()) == 0 {
+		return nil
+	}
+	return upsertNodeEvals(tx, cmd.GetEvals())
 }
 
 // applyNodeStatusUpdate moves a node to a new status. An update that changes

@@ -71,7 +71,8 @@ func TestApplyBatchFallsBackAfterPartialWrite(t *testing.T) {
 	}
 	// Nothing of the discarded attempt may leak into the node the retry
 	// stores.
-	if !proto.Equal(nodes[1], &pb.Node{Id: "before", Status: pb.NodeStatus_NODE_STATUS_READY, CreateIndex: 1, ModifyIndex: 1}) {
+	if !proto.Equal(nodes[1], &pb.Node{Id: "before", Status: pb.NodeStatus_NODE_STATUS_READY,
+		Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE, CreateIndex: 1, ModifyIndex: 1}) {
 		t.Errorf("node before = %v", nodes[1])
 	}
 }

@@ -143,7 +143,7 @@ func (h *scriptHarness) encode(t *testing.T, td *datadriven.TestData) ([]byte, b
 		if td.HasArg("eligible") {
 			n.Eligibility = argEligibility(t, td)
 		}
-		return mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n}), true
+		return mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)}), true
 	case "update-status":
 		return mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 			NodeId:        argString(t, td, "id", ""),

@@ -510,3 +510,43 @@ func TestSystemGCCollectsStoppedJobsAndTheirAllocs(t *testing.T) {
 		t.Fatal("GC touched a running job")
 	}
 }
+
+// TestNodeBackGetsItsSystemAllocAgain: a node that went down loses its
+// system alloc; when it heartbeats again the system job places a new one.
+func TestNodeBackGetsItsSystemAllocAgain(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	for _, n := range []*pb.Node{n1, n2} {
+		if _, err := tc.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: systemJob("agentd")}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "agentd", 2, nil)
+	nodes := pb.NewNodesClient(tc.conn(s))
+	for range 3 {
+		if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+		tc.clock.Advance(s.cfg.HeartbeatTTL / 2)
+	}
+	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	tc.clock.Advance(s.cfg.HeartbeatGrace)
+	waitNode(t, s, n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN)
+	waitAllocs(t, tc, s, "agentd", 1, nil)
+	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n1.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, s, n1.GetId(), pb.NodeStatus_NODE_STATUS_READY)
+	waitAllocs(t, tc, s, "agentd", 2, func(as []*pb.Allocation) error {
+		if m := perNode(as); m[n1.GetId()] != 1 {
+			return fmt.Errorf("per node %v", m)
+		}
+		return nil
+	})
+}
