@@ -3,7 +3,6 @@ package rawexec
 import (
 	"fmt"
 	"maps"
-	"os"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -15,10 +14,6 @@ import (
 	"berth.dev/berth/sdk/executor"
 	"berth.dev/berth/sdk/logrotate"
 )
-
-// defaultPath is the PATH used to find a command when the task's
-// environment has none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // stateDir is where a task's executor keeps its files.
 func stateDir(cfg *driverpb.TaskConfig) string {
@@ -101,40 +96,14 @@ func workDir(taskDir, cwd string) string {
 	}
 }
 
-// lookPath finds command the way a shell would, but in the task's PATH,
-// not the agent's. A command with a slash is a path (relative to dir),
-// returned as it is.
+// lookPath finds command in the task's PATH (executor.LookPath); not
+// finding it is an *sdk.StartError.
 func lookPath(command, dir, pathEnv string) (string, error) {
-	if strings.ContainsRune(command, '/') {
-		if !filepath.IsAbs(command) {
-			return filepath.Join(dir, command), nil
-		}
-		return command, nil
+	p, serr := executor.LookPath(command, dir, pathEnv)
+	if serr != nil {
+		return "", startError(serr)
 	}
-	if pathEnv == "" {
-		pathEnv = defaultPath
-	}
-	// A shell that finds only files it may not execute says "permission
-	// denied" for the first of them, and so does this.
-	var denied string
-	for _, d := range filepath.SplitList(pathEnv) {
-		if d == "" || !filepath.IsAbs(d) {
-			continue // relative PATH entries would depend on the working directory
-		}
-		p := filepath.Join(d, command)
-		st, err := os.Stat(p)
-		switch {
-		case err != nil || st.IsDir():
-		case st.Mode()&0o111 != 0:
-			return p, nil
-		case denied == "":
-			denied = p
-		}
-	}
-	if denied != "" {
-		return "", &sdk.StartError{Reason: sdk.StartPermissionDenied, Path: denied, Detail: "not executable"}
-	}
-	return "", &sdk.StartError{Reason: sdk.StartNotFound, Path: command, Detail: "not found in PATH " + pathEnv}
+	return p, nil
 }
 
 func lookupUser(name string) (*executor.Credential, error) {
