@@ -9,15 +9,20 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/builtin/drivers/internal/taskexec"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/executor"
 	"berth.dev/berth/sdk/logrotate"
 )
 
+// stateSubdir is the directory of the task dir where executors keep
+// their files, one subdirectory per task.
+const stateSubdir = ".rawexec"
+
 // stateDir is where a task's executor keeps its files.
 func stateDir(cfg *driverpb.TaskConfig) string {
-	return filepath.Join(cfg.GetTaskDir(), ".rawexec", cfg.GetId())
+	return filepath.Join(cfg.GetTaskDir(), stateSubdir, cfg.GetId())
 }
 
 // buildSpec turns a task config into what the executor runs. A command
@@ -101,7 +106,7 @@ func workDir(taskDir, cwd string) string {
 func lookPath(command, dir, pathEnv string) (string, error) {
 	p, serr := executor.LookPath(command, dir, pathEnv)
 	if serr != nil {
-		return "", startError(serr)
+		return "", taskexec.StartError(serr)
 	}
 	return p, nil
 }
