@@ -264,6 +264,11 @@ func setupDev(root string) error {
 
 // pivot makes root the namespace's "/" and drops the host's tree.
 func pivot(root string) error {
+	oldRoot, err := unix.Open("/", unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the old root: %w", err)
+	}
+	defer unix.Close(oldRoot)
 	if err := unix.Chdir(root); err != nil {
 		return err
 	}
@@ -271,6 +276,12 @@ func pivot(root string) error {
 	// directory for it is needed in the task's root.
 	if err := unix.PivotRoot(".", "."); err != nil {
 		return fmt.Errorf("pivot_root into %s: %w", root, err)
+	}
+	// "." must name the old root from here on: a path walk from a working
+	// directory in the new root would stop at the new root, and the
+	// propagation change below would hit the task's own mounts.
+	if err := unix.Fchdir(oldRoot); err != nil {
+		return fmt.Errorf("enter the old root: %w", err)
 	}
 	// Unmounting the old tree must not propagate: below a shared bind's
 	// source sit mounts the host shares, which a propagated unmount would

@@ -3,10 +3,8 @@ package rawexec
 import (
 	"fmt"
 	"maps"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"berth.dev/berth/builtin/drivers/internal/taskexec"
@@ -52,7 +50,7 @@ func buildSpec(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	}
 	var cred *executor.Credential
 	if name := cfg.GetUser(); name != "" {
-		if cred, err = lookupUser(name); err != nil {
+		if cred, err = taskexec.LookupUser(name); err != nil {
 			return nil, bad(sdk.ScopeTask, "user", "%v", err)
 		}
 	}
@@ -109,30 +107,4 @@ func lookPath(command, dir, pathEnv string) (string, error) {
 		return "", taskexec.StartError(serr)
 	}
 	return p, nil
-}
-
-func lookupUser(name string) (*executor.Credential, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: uid %q: %w", name, u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: gid %q: %w", name, u.Gid, err)
-	}
-	cred := &executor.Credential{UID: uint32(uid), GID: uint32(gid)}
-	gids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("user %s: groups: %w", name, err)
-	}
-	for _, g := range gids {
-		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return cred, nil
 }
