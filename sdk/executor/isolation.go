@@ -2,9 +2,9 @@ package executor
 
 import (
 	"cmp"
-	"slices"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 

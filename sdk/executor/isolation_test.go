@@ -73,7 +73,7 @@ func TestIsolatedTaskHasItsOwnNamespacesAndRoot(t *testing.T) {
 	if procs < 2 || procs > 30 {
 		t.Errorf("the task sees %d processes, want its own few:\n%s", procs, out)
 	}
-	for _, want := range []string{ "isolated-task\n", "Read-only file system", "CapBnd:\t0000000000000001"} {
+	for _, want := range []string{"isolated-task\n", "Read-only file system", "CapBnd:\t0000000000000001"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
