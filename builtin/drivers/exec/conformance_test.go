@@ -22,6 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	drivertest.ServeIfPlugin(func(l hclog.Logger) sdk.Driver { return execdriver.New(l) })
+	csiPluginIfRequested()
 	os.Exit(m.Run())
 }
 
