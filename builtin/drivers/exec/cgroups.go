@@ -12,7 +12,9 @@ import (
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk/driverpb"
 )
 
@@ -133,7 +135,7 @@ type usage struct {
 }
 
 // errNoCgroup is returned by stat for a task whose cgroup is gone.
-var errNoCgroup = errors.New("cgroup not found")
+var errNoCgroup = errcode.New(codes.NotFound, "task cgroup not found")
 
 // stat reads the task's cgroup.
 func (c *cgroupDriver) stat(taskID string) (*usage, error) {
