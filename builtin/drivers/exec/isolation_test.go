@@ -34,6 +34,7 @@ func TestTaskIsIsolated(t *testing.T) {
 		if touch /etc/berth-exec-test 2>/dev/null; then echo etc-writable; fi
 		echo tmp > /tmp/x && echo "tmp=$(cat /tmp/x)"
 		echo "dev=$(ls /dev | tr '\n' ' ')"
+		echo "hidden=$( (ls -A /logs; ls -A /.exec) | wc -l)"
 		touch /ready; exec sleep 1000`, secret)))
 	cfg.Name = "web.frontend"
 	start(t, d, cfg)
@@ -62,6 +63,11 @@ func TestTaskIsIsolated(t *testing.T) {
 		if !strings.Contains(" "+lineValue(out, "dev")+" ", " "+dev+" ") {
 			t.Errorf("/dev lacks %s: %s", dev, lineValue(out, "dev"))
 		}
+	}
+	// The executor's state and the logs it writes as root on the host are
+	// out of the task's reach.
+	if h := lineValue(out, "hidden"); h != "0" {
+		t.Errorf("the task sees %s entries in its log and state dirs, want them masked", h)
 	}
 	if _, err := os.Stat("/usr/berth-exec-test"); err == nil {
 		os.Remove("/usr/berth-exec-test")

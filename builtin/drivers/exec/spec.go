@@ -76,6 +76,13 @@ func buildSpec(cfg *driverpb.TaskConfig, pc pluginConfig, stateDir string, mount
 	}
 	binds := append(chrootBinds(pc.chrootEnv), mounts...)
 	executor.SortBinds(binds)
+	masks := []string{"/" + stateSubdir}
+	// The executor writes and rotates the logs by path, as root on the
+	// host: a log dir the task could reach, it could swap for a symlink to
+	// a host file. Hidden, it cannot.
+	if rel, err := filepath.Rel(cfg.GetTaskDir(), logDir); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+		masks = append(masks, "/"+rel)
+	}
 	return &executor.Spec{
 		Path:       command,
 		Args:       append([]string{command}, vals.List("args")...),
@@ -89,7 +96,7 @@ func buildSpec(cfg *driverpb.TaskConfig, pc pluginConfig, stateDir string, mount
 			Root:               cfg.GetTaskDir(),
 			Hostname:           hostname(cfg),
 			Binds:              binds,
-			Masks:              []string{"/" + stateSubdir},
+			Masks:              masks,
 			Caps:               caps,
 			AllowNewPrivileges: !vals.Bool("no_new_privs"),
 			CgroupProcs:        cgroupProcs,
