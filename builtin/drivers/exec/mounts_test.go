@@ -83,3 +83,29 @@ func grep(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestNestedMountsParentFirst: a mount whose task path lies under another
+// mount's is mounted after it, so both are seen whatever order the job
+// lists them in; the read-only one stays read-only.
+func TestNestedMountsParentFirst(t *testing.T) {
+	d := client(t)
+	outer, inner := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outer, "o"), []byte("outer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(inner, "i"), []byte("inner\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := taskCfg(t, "nested", sh(`cat /data/o /data/sub/i; touch /data/sub/x 2>/dev/null && echo inner-writable; true`))
+	cfg.Mounts = []*driverpb.Mount{
+		{HostPath: inner, TaskPath: "/data/sub", ReadOnly: true},
+		{HostPath: outer, TaskPath: "/data"},
+	}
+	start(t, d, cfg)
+	if res := wait(t, d, cfg.GetId()); res.GetExitCode() != 0 {
+		t.Fatalf("task: %v\n%s", res, stdout(t, cfg))
+	}
+	if out := stdout(t, cfg); out != "outer\ninner\n" {
+		t.Errorf("nested mounts: task saw %q, want the outer then the inner file (and the inner mount read-only)", out)
+	}
+}
