@@ -181,6 +181,8 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 		errs = append(errs, err)
 	}
 	if len(created) > 0 {
+		sharedMu.Lock()
+		defer sharedMu.Unlock()
 		inUse := map[string]bool{}
 		for _, other := range d.Tasks() {
 			if other.GetId() != cfg.GetId() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -17,6 +18,13 @@ import (
 // directories the task's start bind-mounted onto themselves to make them
 // shared (executor.EnsureShared), for Release to undo.
 const sharedRecordFile = "shared-mounts.json"
+
+// sharedMu serializes making host paths shared and releasing them: two
+// starts must not both bind one directory onto itself, and a release must
+// not remove a bind that a start has just decided to use (the starting
+// task is in the driver's task list before it gets here, so a release
+// that runs after sees it).
+var sharedMu sync.Mutex
 
 // propagation maps the protocol's propagation to the executor's.
 func propagation(p driverpb.MountPropagation) executor.Propagation {
@@ -48,7 +56,9 @@ func taskBinds(cfg *driverpb.TaskConfig, stateDir string) ([]executor.Bind, erro
 		}
 		prop := propagation(m.GetPropagation())
 		if prop != executor.PropagationPrivate {
+			sharedMu.Lock()
 			resolved, made, err := executor.EnsureShared(host)
+			sharedMu.Unlock()
 			if err != nil {
 				return nil, &sdk.StartError{Reason: sdk.StartOther, Path: host, Detail: err.Error()}
 			}
