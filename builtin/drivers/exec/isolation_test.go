@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // TestTaskIsIsolated: the task is in a PID namespace of its own (it sees
@@ -190,5 +191,32 @@ func TestNoNewPrivsCanBeLifted(t *testing.T) {
 	wait(t, d, cfg.GetId())
 	if got := strings.TrimSpace(stdout(t, cfg)); got != "0" {
 		t.Errorf("NoNewPrivs = %q with no_new_privs = false, want 0", got)
+	}
+}
+
+// TestChrootEnvFromPluginConfig: chroot_env replaces the default set; its
+// entries are bound read-only at their task paths, and what it leaves out
+// is not in the task's root.
+func TestChrootEnvFromPluginConfig(t *testing.T) {
+	d := client(t)
+	tools := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tools, "hello"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{tools: "/opt/tools"}
+	for _, p := range []string{"/bin", "/lib", "/lib64", "/usr", "/etc"} {
+		env[p] = p
+	}
+	cfg := sdk.ConfigMap{"enabled": sdk.BoolValue(true), "chroot_env": sdk.MapValue(env)}
+	if err := d.SetConfig(ctxT(t), &driverpb.PluginConfig{Values: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	task := taskCfg(t, "chroot-env", sh(`cat /opt/tools/hello; [ -e /sbin ] && echo sbin-present; touch /opt/tools/x 2>/dev/null && echo tools-writable; true`))
+	start(t, d, task)
+	if res := wait(t, d, task.GetId()); res.GetExitCode() != 0 {
+		t.Fatalf("task: %v", res)
+	}
+	if out := stdout(t, task); out != "hi\n" {
+		t.Errorf("task with a custom chroot_env printed %q, want only the tool's output (no /sbin, tools read-only)", out)
 	}
 }

@@ -11,25 +11,29 @@ import (
 	"berth.dev/berth/sdk/driverpb"
 )
 
-// TestBidirectionalMountPropagatesBothWays: a tmpfs the task mounts under
+// TestMountPropagation: a tmpfs the task mounts under
 // its bidirectional mount appears on the host, a tmpfs the host mounts
-// under the source appears in the task; neither crosses a private mount.
-func TestBidirectionalMountPropagatesBothWays(t *testing.T) {
+// under the source appears in the task; neither crosses a private mount,
+// and a host-to-task mount carries only the host's.
+func TestMountPropagation(t *testing.T) {
 	d := client(t)
 	host := t.TempDir()
-	bidi, priv := filepath.Join(host, "bidi"), filepath.Join(host, "priv")
-	for _, dir := range []string{bidi, priv, filepath.Join(bidi, "from-host"), filepath.Join(priv, "from-host")} {
+	bidi, priv, h2t := filepath.Join(host, "bidi"), filepath.Join(host, "priv"), filepath.Join(host, "h2t")
+	for _, dir := range []string{bidi, priv, h2t, filepath.Join(bidi, "from-host"), filepath.Join(priv, "from-host"), filepath.Join(h2t, "from-host")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cfg := taskCfg(t, "propagation", sh(`
-		mkdir -p /bidi/from-task /priv/from-task
+		mkdir -p /bidi/from-task /priv/from-task /h2t/from-task
 		mount -t tmpfs task-bidi /bidi/from-task && echo task > /bidi/from-task/marker
 		mount -t tmpfs task-priv /priv/from-task && echo task > /priv/from-task/marker
+		mount -t tmpfs task-h2t /h2t/from-task && echo task > /h2t/from-task/marker
 		touch /ready
 		while [ ! -e /bidi/from-host/marker ]; do sleep 0.02; done
 		cat /bidi/from-host/marker
+		while [ ! -e /h2t/from-host/marker ]; do sleep 0.02; done
+		echo "h2t=$(cat /h2t/from-host/marker)"
 		[ -e /priv/from-host/marker ] && echo private-leaked
 		touch /done
 		exec sleep 1000`))
@@ -38,6 +42,7 @@ func TestBidirectionalMountPropagatesBothWays(t *testing.T) {
 	cfg.Mounts = []*driverpb.Mount{
 		{HostPath: bidi, TaskPath: "/bidi", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL},
 		{HostPath: priv, TaskPath: "/priv", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_PRIVATE},
+		{HostPath: h2t, TaskPath: "/h2t", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK},
 	}
 	start(t, d, cfg)
 	waitFile(t, filepath.Join(cfg.GetTaskDir(), "ready"))
@@ -45,6 +50,7 @@ func TestBidirectionalMountPropagatesBothWays(t *testing.T) {
 		unix.Unmount(filepath.Join(bidi, "from-task"), unix.MNT_DETACH)
 		unix.Unmount(filepath.Join(bidi, "from-host"), unix.MNT_DETACH)
 		unix.Unmount(filepath.Join(priv, "from-host"), unix.MNT_DETACH)
+		unix.Unmount(filepath.Join(h2t, "from-host"), unix.MNT_DETACH)
 	})
 
 	// Task → host.
@@ -55,8 +61,11 @@ func TestBidirectionalMountPropagatesBothWays(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(priv, "from-task", "marker")); err == nil {
 		t.Errorf("the task's mount under its private mount reached the host")
 	}
+	if _, err := os.Stat(filepath.Join(h2t, "from-task", "marker")); err == nil {
+		t.Errorf("the task's mount under its host-to-task mount reached the host")
+	}
 	// Host → task.
-	for _, dir := range []string{filepath.Join(bidi, "from-host"), filepath.Join(priv, "from-host")} {
+	for _, dir := range []string{filepath.Join(bidi, "from-host"), filepath.Join(priv, "from-host"), filepath.Join(h2t, "from-host")} {
 		if err := unix.Mount("host", dir, "tmpfs", 0, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -68,6 +77,9 @@ func TestBidirectionalMountPropagatesBothWays(t *testing.T) {
 	out := stdout(t, cfg)
 	if !strings.Contains(out, "host\n") {
 		t.Errorf("the host's mount under the bidirectional source did not reach the task; its output:\n%s", out)
+	}
+	if !strings.Contains(out, "h2t=host\n") {
+		t.Errorf("the host's mount under the host-to-task source did not reach the task; its output:\n%s", out)
 	}
 	if strings.Contains(out, "private-leaked") {
 		t.Errorf("the host's mount under the private source reached the task")
