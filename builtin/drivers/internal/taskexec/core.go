@@ -134,9 +134,6 @@ func (c *Core) TaskEvents(ctx context.Context) iter.Seq2[*driverpb.TaskEvent, er
 	return c.events.Subscribe(ctx)
 }
 
-// Emit publishes a task event.
-func (c *Core) Emit(taskID, msg string, ann map[string]string) { c.events.Emit(taskID, msg, ann) }
-
 // executorCommand returns how to re-execute this binary as an executor.
 func (c *Core) executorCommand() (executor.Command, error) {
 	c.mu.Lock()
