@@ -74,8 +74,9 @@ func (rep *driverReport) printIsolation() {
 		return
 	}
 	var b strings.Builder
-	b.WriteString("| StartTask → running, through go-plugin | raw_exec | exec | exec − raw_exec | exec ÷ raw_exec |\n")
-	b.WriteString("|---|--:|--:|--:|---|\n")
+	b.WriteString("| StartTask → running, through go-plugin | raw_exec | exec | exec − raw_exec | exec ÷ raw_exec | within +" +
+		execBudget.String() + " |\n")
+	b.WriteString("|---|--:|--:|--:|---|---|\n")
 	met := true
 	for _, q := range []struct {
 		label string
@@ -89,10 +90,14 @@ func (rep *driverReport) printIsolation() {
 			}
 		}
 		diff := iso - raw
-		if q.q == 0.50 && diff > execBudget {
-			met = false
+		within := "yes"
+		if diff > execBudget {
+			within = "no"
+			if q.q == 0.50 {
+				met = false
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %+.2f ms | %s |\n", q.label, drvDur(raw), drvDur(iso), float64(diff)/1e6, drvRatioText(ratios))
+		fmt.Fprintf(&b, "| %s | %s | %s | %+.2f ms | %s | %s |\n", q.label, drvDur(raw), drvDur(iso), float64(diff)/1e6, drvRatioText(ratios), within)
 	}
 	fmt.Print(b.String())
 	verdict := "met"
@@ -103,7 +108,7 @@ func (rep *driverReport) printIsolation() {
 		"through go-plugin and destroyed untimed; raw_exec and exec alternate per round (ABBA). exec's StartTask "+
 		"includes creating the task's cgroup (v1 or v2), the executor re-exec, the namespace init (a second re-exec "+
 		"with new mount, PID, IPC and UTS namespaces), the read-only binds of chroot_env, /proc, /dev and pivot_root. "+
-		"Target exec p50 ≤ raw_exec p50 + %s: %s.\n", rep.plan.isolationStarts, execBudget, verdict)
+		"Target exec p50 ≤ raw_exec p50 + %s: %s (p99 is shown against the same budget; on a shared machine it mostly measures the neighbours).\n", rep.plan.isolationStarts, execBudget, verdict)
 }
 
 // drvPercentile returns the q quantile of sorted durations.
