@@ -2,6 +2,7 @@ package execdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -151,11 +152,11 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	if cfg.GetTaskDir() == "" {
 		return nil, &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopeTask, Key: "task_dir", Problem: "exec needs a task directory (it becomes the task's root)"}
 	}
+	pc, stateDir := d.pluginConfig(), d.StateDir(cfg)
 	// The config is checked before anything is set up on the host.
-	if _, err := buildSpec(cfg, d.pluginConfig(), d.StateDir(cfg), nil, nil); err != nil {
+	if _, err := buildSpec(cfg, pc, stateDir, nil, nil); err != nil {
 		return nil, err
 	}
-	stateDir := d.StateDir(cfg)
 	mounts, err := taskBinds(cfg, stateDir)
 	if err != nil {
 		return nil, err
@@ -164,7 +165,7 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	if err != nil {
 		return nil, &sdk.StartError{Reason: sdk.StartOther, Detail: err.Error()}
 	}
-	return buildSpec(cfg, d.pluginConfig(), stateDir, mounts, procs)
+	return buildSpec(cfg, pc, stateDir, mounts, procs)
 }
 
 // Release implements taskexec.Flavor: it removes the task's cgroup and
@@ -201,7 +202,7 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("release task %q: %v", cfg.GetId(), errs)
+		return fmt.Errorf("release task %q: %w", cfg.GetId(), errors.Join(errs...))
 	}
 	return nil
 }

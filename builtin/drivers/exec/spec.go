@@ -1,6 +1,7 @@
 package execdriver
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -40,12 +41,16 @@ func buildSpec(cfg *driverpb.TaskConfig, pc pluginConfig, stateDir string, mount
 	} else if !filepath.IsAbs(dir) {
 		dir = "/" + dir
 	}
-	if err := checkChrootPath(dir); err != nil && dir != "/" {
+	if err := checkChrootPath(dir); err != nil {
 		return nil, bad(sdk.ScopeTaskConfig, "cwd", "%v", err)
 	}
 	caps, err := taskCaps(vals.List("cap_add"), vals.List("cap_drop"))
-	if ce, ok := err.(capError); ok {
-		return nil, bad(sdk.ScopeTaskConfig, ce.key, "%v", ce)
+	if err != nil {
+		var ce capError
+		if errors.As(err, &ce) {
+			return nil, bad(sdk.ScopeTaskConfig, ce.key, "%v", ce)
+		}
+		return nil, err
 	}
 	var cred *executor.Credential
 	if name := cfg.GetUser(); name != "" {
