@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -183,6 +184,12 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 	if bad := checkWorkDir(dir); bad != nil {
 		return 0, bad
 	}
+	if c := spec.Credential; c != nil && !canSearch("/", c) {
+		// exec would fail with EACCES and name the program; the root is
+		// what the user lacks.
+		return 0, &StartError{Kind: StartPermissionDenied, Path: iso.Root,
+			Detail: fmt.Sprintf("the task's root is not searchable by uid %d", c.UID)}
+	}
 	path, serr := LookPath(spec.Path, dir, envValue(spec.Env, "PATH"))
 	if serr != nil {
 		return 0, serr
@@ -248,6 +255,22 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 		}
 	}
 	panic("unreachable: signal channel closed")
+}
+
+// canSearch reports whether the user c may search directory p by its
+// mode bits (the task's user has no capabilities to bypass them).
+func canSearch(p string, c *Credential) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return false
+	}
+	switch {
+	case st.Uid == c.UID:
+		return st.Mode&0o100 != 0
+	case st.Gid == c.GID || slices.Contains(c.Groups, st.Gid):
+		return st.Mode&0o010 != 0
+	}
+	return st.Mode&0o001 != 0
 }
 
 // limitCaps drops every capability not in keep from this thread's

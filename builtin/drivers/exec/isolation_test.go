@@ -2,6 +2,7 @@ package execdriver_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -218,5 +219,24 @@ func TestChrootEnvFromPluginConfig(t *testing.T) {
 	}
 	if out := stdout(t, task); out != "hi\n" {
 		t.Errorf("task with a custom chroot_env printed %q, want only the tool's output (no /sbin, tools read-only)", out)
+	}
+}
+
+// TestUserWhoCannotEnterTheRoot: a task whose user may not search its
+// task directory fails to start naming the directory, not the program.
+func TestUserWhoCannotEnterTheRoot(t *testing.T) {
+	d := client(t)
+	cfg := taskCfg(t, "locked-out", sh(`true`))
+	cfg.User = "nobody"
+	if err := os.Chmod(cfg.GetTaskDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.StartTask(ctxT(t), cfg)
+	var se *sdk.StartError
+	if !errors.As(err, &se) || se.Reason != sdk.StartPermissionDenied || se.Path != cfg.GetTaskDir() {
+		t.Fatalf("StartTask as nobody in a 0700 root dir = %v, want a permission-denied StartError naming %s", err, cfg.GetTaskDir())
+	}
+	if !errors.Is(err, sdk.ErrTaskStartFailed) {
+		t.Errorf("%v is not ErrTaskStartFailed", err)
 	}
 }
