@@ -27,7 +27,8 @@
 // orphans, and reports the task's own wait status; when the task exits,
 // the namespace and whatever the task left in it die with the init. A Bind
 // that propagates needs its source to be a shared mount point on the host
-// (EnsureShared; ReleaseShared undoes it).
+// (EnsureShared; ReleaseShared undoes it). With Isolation.Exec the init
+// also runs commands inside the task for ExecIn.
 //
 // Processes are named by procfs.Identity (PID and start time), so a PID
 // reused after the executor or task died is never taken for them.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -172,6 +173,15 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 	// from this one.
 	runtime.LockOSThread()
 	iso := spec.Isolation
+	var execs net.Listener
+	if iso.Exec {
+		l, err := listenExec(spec.StateDir)
+		if err != nil {
+			return 0, otherFailure(spec.StateDir, err)
+		}
+		defer l.Close()
+		execs = l
+	}
 	if err := setupRoot(iso); err != nil {
 		return 0, &StartError{Kind: StartOther, Path: iso.Root, Detail: "set up task root: " + err.Error()}
 	}
@@ -220,7 +230,6 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 		attr.Sys.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
 	}
 	pid, err := syscall.ForkExec(path, spec.Args, attr)
-	devNull.Close()
 	if err != nil {
 		resolved := *spec
 		resolved.Path, resolved.Dir = path, dir
@@ -231,7 +240,20 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 	// the init loses the task's exit status. The task was forked with
 	// the default score.
 	os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0)
-	for sig := range sigs {
+	forks := make(chan forkRequest)
+	if execs != nil {
+		go serveExec(execs, forks)
+	}
+	// Commands run by ExecIn, by PID, until reaped.
+	running := map[int]chan syscall.WaitStatus{}
+	for {
+		var sig os.Signal
+		select {
+		case req := <-forks:
+			req.reply <- forkExec(req, spec, dir, devNull, running)
+			continue
+		case sig = <-sigs:
+		}
 		if sig != syscall.SIGCHLD {
 			s := sig.(syscall.Signal)
 			if err := syscall.Kill(-pid, s); errors.Is(err, syscall.ESRCH) {
@@ -252,9 +274,12 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 			if wpid == pid {
 				return ws, nil
 			}
+			if exited, ok := running[wpid]; ok {
+				exited <- ws
+				delete(running, wpid)
+			}
 		}
 	}
-	panic("unreachable: signal channel closed")
 }
 
 // canSearch reports whether the user c may search directory p by its

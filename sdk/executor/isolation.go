@@ -33,6 +33,9 @@ type Isolation struct {
 	// AllowNewPrivileges leaves no_new_privs unset, so setuid binaries and
 	// file capabilities work in the task.
 	AllowNewPrivileges bool `json:"allow_new_privileges,omitempty"`
+	// Exec makes the init take commands to run in the task (ExecIn) on a
+	// socket in the state directory.
+	Exec bool `json:"exec,omitempty"`
 	// CgroupProcs are cgroup.procs files (of cgroup v1 hierarchies or one
 	// v2 cgroup) the executor writes the init's PID to before the init
 	// starts the task, so the task and everything it forks are in them

@@ -35,6 +35,9 @@
 // reported as oom_killed, with an "OOM killed" event, and TaskStats reads
 // CPU time, memory and processes from it. DestroyTask removes the cgroup.
 //
+// ExecTask runs a command inside the task: the init takes it on a unix
+// socket in the task's state directory and forks it like the task.
+//
 // Recovery after a plugin or client restart is raw_exec's (the shared
 // taskexec.Core): the executor outlives the plugin, the task is found again
 // by PID and start time, and WaitTask reports its real exit code.

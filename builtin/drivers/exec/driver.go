@@ -40,6 +40,7 @@ type Driver struct {
 var (
 	_ sdk.Driver      = (*Driver)(nil)
 	_ sdk.StatsDriver = (*Driver)(nil)
+	_ sdk.ExecDriver  = (*Driver)(nil)
 	_ taskexec.Flavor = (*flavor)(nil)
 )
 
@@ -96,7 +97,7 @@ func (d *Driver) PluginInfo(context.Context) (*driverpb.PluginInfo, error) {
 // 2): it binds each into the task's root with its propagation.
 func (d *Driver) Capabilities(context.Context) (*driverpb.DriverCapabilities, error) {
 	return &driverpb.DriverCapabilities{
-		SendSignals: true, Stats: true, MountVolumes: true,
+		SendSignals: true, Exec: true, Stats: true, MountVolumes: true,
 		FsIsolation: driverpb.FSIsolation_FS_ISOLATION_CHROOT,
 	}, nil
 }

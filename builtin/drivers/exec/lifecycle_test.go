@@ -125,6 +125,10 @@ func TestKilledPluginTaskRecovered(t *testing.T) {
 	if got, want := st.GetAttributes()["pid"], before.GetAttributes()["pid"]; got != want {
 		t.Errorf("recovered task has pid %s, want the same task (pid %s)", got, want)
 	}
+	// The new plugin reaches the task's init too.
+	if res, err := d.ExecTask(ctxT(t), cfg.GetId(), []string{"cat", "/proc/1/comm"}, 0); err != nil || res.GetExit().GetExitCode() != 0 || len(res.GetStdout()) == 0 {
+		t.Errorf("ExecTask in the recovered task: %v, %v", res, err)
+	}
 	if err := os.WriteFile(filepath.Join(cfg.GetTaskDir(), "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

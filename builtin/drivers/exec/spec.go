@@ -104,6 +104,7 @@ func buildSpec(cfg *driverpb.TaskConfig, pc pluginConfig, stateDir string, mount
 			Masks:              masks,
 			Caps:               caps,
 			AllowNewPrivileges: !vals.Bool("no_new_privs"),
+			Exec:               true,
 			CgroupProcs:        cgroupProcs,
 		},
 	}, nil
