@@ -61,6 +61,10 @@ func validateMounts(plugin string, mounts []*driverpb.Mount) []error {
 
 // pathProblem says what is wrong with a mount path, or "" when nothing is.
 func pathProblem(p string) string {
+	if strings.ContainsRune(p, 0) {
+		// The kernel would cut the path at the NUL and mount something else.
+		return "contains a NUL byte"
+	}
 	if !filepath.IsAbs(p) {
 		return "is not an absolute path"
 	}

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,6 +43,8 @@ func TestInvalidMountsNameIndexAndTaskPath(t *testing.T) {
 		{"task path escapes", mount("/srv/b", "/../../etc", 0), `task_path contains a ".." element`, "mounts[1]"},
 		{"task root", mount("/srv/b", "//", 0), "must not be the task's root", "mounts[1]"},
 		{"duplicate task path", mount("/srv/b", "/a/", 0), "also the task path of mounts[0]", "mounts[1]"},
+		{"NUL in host path", mount("/srv/a\x00/etc", "/b", 0), `host_path "/srv/a\x00/etc" contains a NUL byte`, "mounts[1]"},
+		{"NUL in task path", mount("/srv/b", "/b\x00c", 0), "task_path contains a NUL byte", "mounts[1]"},
 		{"unknown propagation", mount("/srv/b", "/b", 42), "unknown propagation 42", "mounts[1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +64,7 @@ func TestInvalidMountsNameIndexAndTaskPath(t *testing.T) {
 	}
 }
 
-func quote(s string) string { return `"` + s + `"` }
+func quote(s string) string { return strconv.Quote(s) }
 
 func TestMountsSupportedNeedsVersionAndCapability(t *testing.T) {
 	with := &driverpb.DriverCapabilities{MountVolumes: true}

@@ -35,9 +35,9 @@ func TestCatalogOffersMockOnlyInDevModeOrWhenConfigured(t *testing.T) {
 		cfg     CatalogConfig
 		drivers []string
 	}{
-		{"production", CatalogConfig{Executable: "/usr/bin/berth"}, []string{"raw_exec"}},
-		{"dev", CatalogConfig{Executable: "/usr/bin/berth", Dev: true}, []string{"mock", "raw_exec"}},
-		{"configured", CatalogConfig{Executable: "/usr/bin/berth", Plugins: []PluginConfig{{Name: "mock"}}}, []string{"mock", "raw_exec"}},
+		{"production", CatalogConfig{Executable: "/usr/bin/berth"}, []string{"exec", "raw_exec"}},
+		{"dev", CatalogConfig{Executable: "/usr/bin/berth", Dev: true}, []string{"exec", "mock", "raw_exec"}},
+		{"configured", CatalogConfig{Executable: "/usr/bin/berth", Plugins: []PluginConfig{{Name: "mock"}}}, []string{"exec", "mock", "raw_exec"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plugins, err := Catalog(tc.cfg)
@@ -82,7 +82,7 @@ func TestCatalogReadsPluginDirAndConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := names(plugins), []string{"ghost", "mock", "noexec", "raw_exec", "thirdparty"}; !slices.Equal(got, want) {
+	if got, want := names(plugins), []string{"exec", "ghost", "mock", "noexec", "raw_exec", "thirdparty"}; !slices.Equal(got, want) {
 		t.Fatalf("drivers %v, want %v", got, want)
 	}
 
@@ -121,12 +121,12 @@ func TestCatalogKeepsBuiltinsWhenPluginDirIsUnreadable(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error for a plugin_dir that is a file")
 	}
-	if got := names(plugins); !slices.Equal(got, []string{"raw_exec"}) {
+	if got := names(plugins); !slices.Equal(got, []string{"exec", "raw_exec"}) {
 		t.Fatalf("drivers %v, want the built-in ones", got)
 	}
 	// A plugin_dir that does not exist yet is simply empty.
 	plugins, err = Catalog(CatalogConfig{Executable: "/usr/bin/berth", PluginDir: filepath.Join(t.TempDir(), "none")})
-	if err != nil || len(plugins) != 1 {
+	if err != nil || len(plugins) != 2 {
 		t.Fatalf("missing plugin_dir: %v, %v", names(plugins), err)
 	}
 }

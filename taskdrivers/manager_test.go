@@ -31,8 +31,9 @@ func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {
 	e.start(m)
 
 	infos := m.DriverInfos()
-	if len(infos) != 2 {
-		t.Fatalf("drivers %v, want mock and raw_exec", infos)
+	// exec is built in too, and stays undetected until enabled.
+	if len(infos) != 3 || infos["exec"].GetDetected() {
+		t.Fatalf("drivers %v, want mock, raw_exec and an undetected exec", infos)
 	}
 	for _, name := range []string{"mock", "raw_exec"} {
 		i := infos[name]
@@ -69,8 +70,8 @@ func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {
 
 	// Shutdown stops the plugin processes and forgets their reattach records.
 	rawPid, mockPid := pluginPid(m, "raw_exec"), pluginPid(m, "mock")
-	if recs, _ := e.db.DriverPlugins(); len(recs) != 2 {
-		t.Fatalf("reattach records while running: %v", recs)
+	if recs, _ := e.db.DriverPlugins(); len(recs) != 3 {
+		t.Fatalf("reattach records while running (exec, mock, raw_exec): %v", recs)
 	}
 	if err := m.Shutdown(ctxT(t)); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	execdriver "berth.dev/berth/builtin/drivers/exec"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/builtin/drivers/rawexec"
 	"berth.dev/berth/sdk"
@@ -29,6 +30,7 @@ type Builtin struct {
 // All returns the built-in drivers, sorted by name.
 func All() []Builtin {
 	return []Builtin{
+		{Name: execdriver.Name, New: func(l hclog.Logger) sdk.Driver { return execdriver.New(l) }},
 		{Name: mock.Name, DevOnly: true, New: func(l hclog.Logger) sdk.Driver { return mock.New(l) }},
 		{Name: rawexec.Name, New: func(l hclog.Logger) sdk.Driver { return rawexec.New(l) }},
 	}

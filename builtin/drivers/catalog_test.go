@@ -10,8 +10,8 @@ import (
 )
 
 func TestCatalog(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"mock", "raw_exec"}) {
-		t.Fatalf("Names() = %v, want [mock raw_exec]", got)
+	if got := Names(); !slices.Equal(got, []string{"exec", "mock", "raw_exec"}) {
+		t.Fatalf("Names() = %v, want [exec mock raw_exec]", got)
 	}
 	for _, b := range All() {
 		info, err := b.New(nil).PluginInfo(context.Background())

@@ -146,7 +146,8 @@ func DefaultConfig() *Config {
 }
 
 // DevConfig returns the configuration of `berth run -dev`: one agent that is
-// both the only server and a client, on 127.0.0.1, with raw_exec enabled and
+// both the only server and a client, on 127.0.0.1, with raw_exec enabled
+// (and exec, when run as root) and
 // an empty DataDir that tells the agent to create a temporary one.
 func DevConfig() *Config {
 	c := DefaultConfig()
@@ -155,6 +156,12 @@ func DevConfig() *Config {
 	c.Server.BootstrapExpect = 1
 	c.Client.Enabled = true
 	c.Plugins["raw_exec"] = &PluginConfig{Name: "raw_exec", Config: map[string]any{"enabled": true}}
+	// exec isolates with namespaces, mounts and cgroups, which need root;
+	// a dev agent run as another user leaves it disabled rather than
+	// showing it unhealthy.
+	if os.Geteuid() == 0 {
+		c.Plugins["exec"] = &PluginConfig{Name: "exec", Config: map[string]any{"enabled": true}}
+	}
 	return c
 }
 

@@ -52,15 +52,19 @@ func nodeDrivers(t *testing.T, a *Agent) map[string]*pb.DriverInfo {
 func TestDevAgentNodeShowsBuiltinDrivers(t *testing.T) {
 	a := startAgent(t, DevConfig())
 	drivers := nodeDrivers(t, a)
-	for _, name := range []string{"raw_exec", "mock"} {
+	healthy := []string{"raw_exec", "mock"}
+	if os.Geteuid() == 0 {
+		healthy = append(healthy, "exec") // dev mode enables it for root
+	}
+	for _, name := range healthy {
 		d := drivers[name]
 		if !d.GetHealthy() || !d.GetDetected() || !d.GetBuiltin() || d.GetVersion() != version.Version ||
 			d.GetHealthDescription() != "healthy" || d.GetAttributes()["driver."+name] != "true" {
 			t.Fatalf("driver %s on the node: %v", name, d)
 		}
 	}
-	if len(drivers) != 2 {
-		t.Fatalf("drivers %v, want raw_exec and mock", drivers)
+	if len(drivers) != 3 {
+		t.Fatalf("drivers %v, want raw_exec, mock and exec", drivers)
 	}
 }
 

@@ -17,8 +17,8 @@ func TestBuiltinDriverRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "want one driver name (mock, raw_exec), got 0"},
-		{[]string{"docker"}, `unknown built-in driver "docker" (built in: mock, raw_exec)`},
+		{nil, "want one driver name (exec, mock, raw_exec), got 0"},
+		{[]string{"docker"}, `unknown built-in driver "docker" (built in: exec, mock, raw_exec)`},
 		{[]string{"raw_exec"}, "run by the berth agent"},
 	}
 	for _, tc := range cases {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	execdriver "berth.dev/berth/builtin/drivers/exec"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/builtin/drivers/rawexec"
 	"berth.dev/berth/sdk"
@@ -27,11 +28,14 @@ type driverPlan struct {
 	rawExecStarts int
 	// launches is how many plugin processes are launched and timed.
 	launches int
+	// isolationStarts is how many tasks a round starts with raw_exec and
+	// with exec each (both through go-plugin), for the isolation's cost.
+	isolationStarts int
 }
 
 var (
-	fullDriverPlan  = driverPlan{rounds: 4, starts: 500, burst: 2000, workers: 8, rawExecStarts: 25, launches: 40}
-	quickDriverPlan = driverPlan{rounds: 1, starts: 30, burst: 60, workers: 4, rawExecStarts: 3, launches: 3}
+	fullDriverPlan  = driverPlan{rounds: 4, starts: 500, burst: 2000, workers: 8, rawExecStarts: 25, launches: 40, isolationStarts: 50}
+	quickDriverPlan = driverPlan{rounds: 1, starts: 30, burst: 60, workers: 4, rawExecStarts: 3, launches: 3, isolationStarts: 5}
 )
 
 // side is one way of calling a driver: in-process or through go-plugin.
@@ -80,6 +84,19 @@ func runDrivers(ctx context.Context, plan driverPlan) (*driverReport, error) {
 		return nil, err
 	}
 	defer closeSides(rawSides)
+	// exec needs root (namespaces, mounts, cgroups); without it the
+	// isolation rows say why they are missing.
+	var execPlugin sdk.Driver
+	if os.Geteuid() == 0 {
+		execSides, err := newSides(ctx, execdriver.Name, execdriver.New(nil), enabled)
+		if err != nil {
+			return nil, err
+		}
+		defer closeSides(execSides)
+		execPlugin = execSides[1].driver
+	} else {
+		rep.isolationSkipped = fmt.Sprintf("exec needs root; this bench runs as uid %d", os.Geteuid())
+	}
 
 	b := &driverBench{root: root}
 	for round := range plan.rounds {
@@ -104,6 +121,19 @@ func runDrivers(ctx context.Context, plan driverPlan) (*driverReport, error) {
 			}
 			rep.rawStart[i] = append(rep.rawStart[i], start)
 			rep.rawExit[i] = append(rep.rawExit[i], exit)
+		}
+		if execPlugin == nil {
+			continue
+		}
+		// raw_exec (0) and exec (1), both through go-plugin, alternating
+		// which goes first.
+		isolated := [2]sdk.Driver{rawSides[1].driver, execPlugin}
+		for _, i := range order {
+			lat, err := b.startsRunning(ctx, isolated[i], plan.isolationStarts)
+			if err != nil {
+				return nil, fmt.Errorf("isolation %s: %w", []string{rawexec.Name, execdriver.Name}[i], err)
+			}
+			rep.isoStart[i] = append(rep.isoStart[i], lat)
 		}
 	}
 	if rep.launch, err = measureLaunches(ctx, plan.launches); err != nil {
@@ -249,6 +279,37 @@ func (b *driverBench) rawExecTrue(ctx context.Context, d sdk.Driver, n int) (sta
 	slices.Sort(start)
 	slices.Sort(exit)
 	return start, exit, nil
+}
+
+// startsRunning times n StartTask calls of a task that keeps running
+// (sleep), with memory and CPU resources so that exec creates and joins a
+// cgroup; each is destroyed untimed. The same config goes to raw_exec,
+// which ignores what it cannot use.
+func (b *driverBench) startsRunning(ctx context.Context, d sdk.Driver, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		id := b.nextID()
+		dir, err := os.MkdirTemp(b.root, "task-")
+		if err != nil {
+			return nil, err
+		}
+		cfg := &driverpb.TaskConfig{
+			Id: id, Name: "sleep", TaskDir: dir,
+			Env:          map[string]string{"PATH": "/usr/bin:/bin"},
+			Resources:    &driverpb.Resources{CpuShares: 100, MemoryBytes: 64 << 20},
+			DriverConfig: sdk.ConfigMap{"command": sdk.StringValue("/bin/sleep"), "args": sdk.ListValue("1000")},
+		}
+		begin := time.Now()
+		if _, err := d.StartTask(ctx, cfg); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(begin))
+		if err := d.DestroyTask(ctx, id, true); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(lat)
+	return lat, nil
 }
 
 // measureLaunches times n plugin launches: process start, go-plugin

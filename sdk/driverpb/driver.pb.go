@@ -2564,9 +2564,13 @@ type TaskResourceUsage struct {
 	CpuSystemNanos uint64 `protobuf:"varint,4,opt,name=cpu_system_nanos,json=cpuSystemNanos,proto3" json:"cpu_system_nanos,omitempty"`
 	MemoryRssBytes uint64 `protobuf:"varint,5,opt,name=memory_rss_bytes,json=memoryRssBytes,proto3" json:"memory_rss_bytes,omitempty"`
 	// processes is how many processes the task has.
-	Processes     uint32 `protobuf:"varint,6,opt,name=processes,proto3" json:"processes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Processes uint32 `protobuf:"varint,6,opt,name=processes,proto3" json:"processes,omitempty"`
+	// memory_usage_bytes is all the memory charged to the task (resident
+	// memory plus page cache and kernel memory), as its memory limit counts
+	// it; 0 from a driver that cannot tell (raw_exec, which has no cgroup).
+	MemoryUsageBytes uint64 `protobuf:"varint,7,opt,name=memory_usage_bytes,json=memoryUsageBytes,proto3" json:"memory_usage_bytes,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TaskResourceUsage) Reset() {
@@ -2637,6 +2641,13 @@ func (x *TaskResourceUsage) GetMemoryRssBytes() uint64 {
 func (x *TaskResourceUsage) GetProcesses() uint32 {
 	if x != nil {
 		return x.Processes
+	}
+	return 0
+}
+
+func (x *TaskResourceUsage) GetMemoryUsageBytes() uint64 {
+	if x != nil {
+		return x.MemoryUsageBytes
 	}
 	return 0
 }
@@ -2817,14 +2828,15 @@ const file_berth_driver_v1_driver_proto_rawDesc = "" +
 	"\x04exit\x18\x03 \x01(\v2\x1b.berth.driver.v1.ExitResultR\x04exit\"R\n" +
 	"\x10TaskStatsRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
-	"\x0einterval_nanos\x18\x02 \x01(\x03R\rintervalNanos\"\xe2\x01\n" +
+	"\x0einterval_nanos\x18\x02 \x01(\x03R\rintervalNanos\"\x90\x02\n" +
 	"\x11TaskResourceUsage\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
 	"\ttimestamp\x18\x02 \x01(\x03R\ttimestamp\x12$\n" +
 	"\x0ecpu_user_nanos\x18\x03 \x01(\x04R\fcpuUserNanos\x12(\n" +
 	"\x10cpu_system_nanos\x18\x04 \x01(\x04R\x0ecpuSystemNanos\x12(\n" +
 	"\x10memory_rss_bytes\x18\x05 \x01(\x04R\x0ememoryRssBytes\x12\x1c\n" +
-	"\tprocesses\x18\x06 \x01(\rR\tprocesses*s\n" +
+	"\tprocesses\x18\x06 \x01(\rR\tprocesses\x12,\n" +
+	"\x12memory_usage_bytes\x18\a \x01(\x04R\x10memoryUsageBytes*s\n" +
 	"\vFSIsolation\x12\x1c\n" +
 	"\x18FS_ISOLATION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11FS_ISOLATION_NONE\x10\x01\x12\x17\n" +

@@ -17,6 +17,19 @@
 // record and returned by Start as a *StartError, which a driver maps to
 // sdk.StartError; no one reads the message.
 //
+// A Spec with an Isolation runs the task confined: the executor starts a
+// namespace init (this binary again, with new mount, PID, IPC and UTS
+// namespaces), writes its PID into the cgroups the Spec names, and sends it
+// the Spec. The init builds the task's root (read-only binds, mounts with
+// their propagation, /proc, a small /dev, masks), pivot_roots into it,
+// limits the capability bounding set, sets no_new_privs, and starts the
+// task. It stays PID 1 of the namespace, forwarding signals and reaping
+// orphans, and reports the task's own wait status; when the task exits,
+// the namespace and whatever the task left in it die with the init. A Bind
+// that propagates needs its source to be a shared mount point on the host
+// (EnsureShared; ReleaseShared undoes it). With Isolation.Exec the init
+// also runs commands inside the task for ExecIn.
+//
 // Processes are named by procfs.Identity (PID and start time), so a PID
 // reused after the executor or task died is never taken for them.
 //

@@ -29,13 +29,20 @@ type startStatus struct {
 	Failure *StartError `json:"failure,omitempty"`
 }
 
-// Requested reports whether this process was started as an executor.
-func Requested() bool { return os.Getenv(markerEnv) == markerValue }
+// Requested reports whether this process was started as an executor (or
+// as the namespace init of an isolated task's executor).
+func Requested() bool {
+	v := os.Getenv(markerEnv)
+	return v == markerValue || v == initValue
+}
 
 // Main runs the executor: it reads the Spec from stdin, starts the task,
 // reports on fd 3, supervises the task to its end and records its exit.
 // It returns the executor's own exit code (0 once the exit is recorded).
 func Main() int {
+	if os.Getenv(markerEnv) == initValue {
+		return initMain()
+	}
 	// The status pipe must not leak into the task (fds inherited by a
 	// process are not close-on-exec).
 	syscall.CloseOnExec(3)
@@ -64,8 +71,21 @@ func readSpec(r io.Reader) (*Spec, error) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		return nil, fmt.Errorf("decode spec: %w", err)
 	}
-	if !filepath.IsAbs(spec.Path) || !filepath.IsAbs(spec.StateDir) || len(spec.Args) == 0 {
-		return nil, fmt.Errorf("spec needs an absolute path, argv and an absolute state dir")
+	if !filepath.IsAbs(spec.StateDir) || len(spec.Args) == 0 {
+		return nil, fmt.Errorf("spec needs argv and an absolute state dir")
+	}
+	if spec.Isolation == nil {
+		if !filepath.IsAbs(spec.Path) {
+			return nil, fmt.Errorf("spec needs an absolute path")
+		}
+		return &spec, nil
+	}
+	// An isolated task's program is found inside its root, by the init.
+	if spec.Path == "" {
+		return nil, fmt.Errorf("spec needs a program")
+	}
+	if err := spec.Isolation.validate(); err != nil {
+		return nil, err
 	}
 	return &spec, nil
 }
@@ -91,8 +111,12 @@ func run(spec *Spec, status *os.File) error {
 	// dispositions are inherited across exec, still gets default ones.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
 
-	if bad := checkWorkDir(spec.Dir); bad != nil {
-		return fail(status, bad)
+	// An isolated task's working directory is inside its root, which
+	// only its init sees.
+	if spec.Isolation == nil {
+		if bad := checkWorkDir(spec.Dir); bad != nil {
+			return fail(status, bad)
+		}
 	}
 	stdout, err := logrotate.Open(spec.Stdout)
 	if err != nil {
@@ -113,26 +137,9 @@ func run(spec *Spec, status *os.File) error {
 	if err != nil {
 		return fail(status, otherFailure("", err))
 	}
-	cmd := &exec.Cmd{
-		Path:   spec.Path,
-		Args:   spec.Args,
-		Env:    spec.Env,
-		Dir:    spec.Dir,
-		Stdout: outW,
-		Stderr: errW,
-		SysProcAttr: &syscall.SysProcAttr{
-			// Its own process group, so stop and kill reach everything it
-			// forks; killed if the executor dies, so no task ever runs
-			// unsupervised.
-			Setpgid:   true,
-			Pdeathsig: syscall.SIGKILL,
-		},
-	}
-	if c := spec.Credential; c != nil {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
-	}
-	if err := cmd.Start(); err != nil {
-		return fail(status, classifyStart(spec, err))
+	cmd, initExit, bad := startTask(spec, outW, errW)
+	if bad != nil {
+		return fail(status, bad)
 	}
 	outW.Close()
 	errW.Close()
@@ -162,7 +169,15 @@ func run(spec *Spec, status *os.File) error {
 
 	waitErr := cmd.Wait()
 	exit := Exit{ExitCode: -1}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if initExit != nil {
+		// The init reports the task's own status; its own is the
+		// answer only when it was killed before it could (SIGKILL).
+		if w := <-initExit; w != nil {
+			ws, ok = *w, true
+		}
+	}
+	if ok {
 		exit = exitFromWait(ws)
 	} else if waitErr != nil {
 		exit.Err = waitErr.Error()
@@ -218,4 +233,35 @@ func drain(dst io.Writer, src io.Reader, name string, log io.Writer) {
 			return
 		}
 	}
+}
+
+// startTask starts spec's program (under a namespace init when it is
+// isolated) writing to stdout and stderr. initExit is nil for a task that
+// is not isolated.
+func startTask(spec *Spec, stdout, stderr *os.File) (cmd *exec.Cmd, initExit <-chan *syscall.WaitStatus, bad *StartError) {
+	if spec.Isolation != nil {
+		return startInit(spec, stdout, stderr)
+	}
+	cmd = &exec.Cmd{
+		Path:   spec.Path,
+		Args:   spec.Args,
+		Env:    spec.Env,
+		Dir:    spec.Dir,
+		Stdout: stdout,
+		Stderr: stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			// Its own process group, so stop and kill reach everything it
+			// forks; killed if the executor dies, so no task ever runs
+			// unsupervised.
+			Setpgid:   true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	if c := spec.Credential; c != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.UID, Gid: c.GID, Groups: c.Groups}
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, classifyStart(spec, err)
+	}
+	return cmd, nil, nil
 }

@@ -30,13 +30,16 @@ const (
 
 // Spec is what an executor runs.
 type Spec struct {
-	// Path is the absolute path of the program.
+	// Path is the absolute path of the program. For an isolated task it
+	// is resolved inside the task's root, a name without a slash in the
+	// task's PATH (LookPath).
 	Path string `json:"path"`
 	// Args is argv; Args[0] is what the program sees as its name.
 	Args []string `json:"args"`
 	// Env is the task's whole environment.
 	Env []string `json:"env"`
-	// Dir is the working directory.
+	// Dir is the working directory (inside the task's root when it is
+	// isolated; "/" if empty).
 	Dir string `json:"dir"`
 	// Credential, when set, is the user the task runs as.
 	Credential *Credential `json:"credential,omitempty"`
@@ -46,6 +49,9 @@ type Spec struct {
 	// StateDir holds exit.json, executor.json and executor.log. One
 	// directory per task; the executor must be able to write it.
 	StateDir string `json:"state_dir"`
+	// Isolation, when set, runs the task in namespaces of its own under a
+	// root of its own (see Isolation).
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Credential is a numeric user and groups.

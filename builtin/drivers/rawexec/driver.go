@@ -2,11 +2,13 @@ package rawexec
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"sync"
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/builtin/drivers/internal/taskexec"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/executor"
@@ -17,17 +19,16 @@ import (
 const disabledDescription = "raw_exec is disabled: it runs tasks unisolated, as the agent's user; " +
 	"set enabled = true in its plugin config to allow it"
 
-// Driver is the raw_exec driver. Create it with New.
+// Driver is the raw_exec driver. Create it with New. Its task lifecycle
+// (wait, stop, destroy, inspect, signal, recover, events) is the shared
+// taskexec.Core's.
 type Driver struct {
+	*taskexec.Core
 	logger hclog.Logger
-	tasks  sdk.TaskStore[*task]
-	events sdk.EventHub
 	fp     *sdk.FingerprintHub
 
 	mu      sync.Mutex
 	enabled bool
-	// self re-executes this binary as an executor; set on first use.
-	self *executor.Command
 }
 
 var (
@@ -42,6 +43,7 @@ func New(logger hclog.Logger) *Driver {
 		logger = hclog.NewNullLogger()
 	}
 	d := &Driver{logger: logger.Named(Name)}
+	d.Core = taskexec.New(Name, stateSubdir, flavor{}, d.logger)
 	d.fp = sdk.NewFingerprintHub(fingerprint(false))
 	return d
 }
@@ -97,26 +99,24 @@ func (d *Driver) isEnabled() bool {
 	return d.enabled
 }
 
-// executorCommand returns how to re-execute this binary as an executor.
-func (d *Driver) executorCommand() (executor.Command, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.self == nil {
-		c, err := executor.Self()
-		if err != nil {
-			return executor.Command{}, err
-		}
-		d.self = &c
-	}
-	return *d.self, nil
-}
-
 // Fingerprint implements sdk.Driver.
 func (d *Driver) Fingerprint(ctx context.Context) iter.Seq2[*driverpb.DriverFingerprint, error] {
 	return d.fp.Watch(ctx)
 }
 
-// TaskEvents implements sdk.Driver.
-func (d *Driver) TaskEvents(ctx context.Context) iter.Seq2[*driverpb.TaskEvent, error] {
-	return d.events.Subscribe(ctx)
+// StartTask implements sdk.Driver: the shared lifecycle's, once the
+// operator has enabled raw_exec.
+func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
+	if !d.isEnabled() {
+		return nil, fmt.Errorf("start task %q: %w: %s", cfg.GetId(), sdk.ErrDriverUnhealthy, disabledDescription)
+	}
+	return d.Core.StartTask(ctx, cfg)
 }
+
+// flavor is raw_exec's part of the shared lifecycle: a plain spec, nothing
+// to set up or release, nothing to add to an exit.
+type flavor struct{}
+
+func (flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) { return buildSpec(cfg) }
+func (flavor) Release(*driverpb.TaskConfig) error                       { return nil }
+func (flavor) Exited(*driverpb.TaskConfig, *driverpb.ExitResult)        {}

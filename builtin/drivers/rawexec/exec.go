@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"berth.dev/berth/builtin/drivers/internal/taskexec"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -22,22 +23,22 @@ const maxExecOutput = 1 << 20
 // task's environment, working directory and user, in a process group that
 // is killed as a whole at the timeout.
 func (d *Driver) ExecTask(ctx context.Context, taskID string, command []string, timeout time.Duration) (*driverpb.ExecResult, error) {
-	t, proc, err := d.get(taskID)
+	t, proc, err := d.Get(taskID)
 	if err != nil {
 		return nil, err
 	}
-	if exited(proc) {
+	if taskexec.Exited(proc) {
 		return nil, fmt.Errorf("exec in task %q: %w", taskID, sdk.ErrTaskNotRunning)
 	}
 	if len(command) == 0 {
 		return nil, fmt.Errorf("exec in task %q: no command given", taskID)
 	}
 	// buildSpec resolves the task's directory and user as StartTask did.
-	spec, err := buildSpec(t.cfg)
+	spec, err := buildSpec(t.Config())
 	if err != nil {
 		return nil, fmt.Errorf("exec in task %q: %w", taskID, err)
 	}
-	env := t.cfg.GetEnv()
+	env := t.Config().GetEnv()
 	path, err := lookPath(command[0], spec.Dir, env["PATH"])
 	if err != nil {
 		return nil, fmt.Errorf("exec in task %q: %w", taskID, err)

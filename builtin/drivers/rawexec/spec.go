@@ -3,26 +3,24 @@ package rawexec
 import (
 	"fmt"
 	"maps"
-	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
+	"berth.dev/berth/builtin/drivers/internal/taskexec"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/executor"
 	"berth.dev/berth/sdk/logrotate"
 )
 
-// defaultPath is the PATH used to find a command when the task's
-// environment has none.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// stateSubdir is the directory of the task dir where executors keep
+// their files, one subdirectory per task.
+const stateSubdir = ".rawexec"
 
 // stateDir is where a task's executor keeps its files.
 func stateDir(cfg *driverpb.TaskConfig) string {
-	return filepath.Join(cfg.GetTaskDir(), ".rawexec", cfg.GetId())
+	return filepath.Join(cfg.GetTaskDir(), stateSubdir, cfg.GetId())
 }
 
 // buildSpec turns a task config into what the executor runs. A command
@@ -52,7 +50,7 @@ func buildSpec(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	}
 	var cred *executor.Credential
 	if name := cfg.GetUser(); name != "" {
-		if cred, err = lookupUser(name); err != nil {
+		if cred, err = taskexec.LookupUser(name); err != nil {
 			return nil, bad(sdk.ScopeTask, "user", "%v", err)
 		}
 	}
@@ -101,64 +99,12 @@ func workDir(taskDir, cwd string) string {
 	}
 }
 
-// lookPath finds command the way a shell would, but in the task's PATH,
-// not the agent's. A command with a slash is a path (relative to dir),
-// returned as it is.
+// lookPath finds command in the task's PATH (executor.LookPath); not
+// finding it is an *sdk.StartError.
 func lookPath(command, dir, pathEnv string) (string, error) {
-	if strings.ContainsRune(command, '/') {
-		if !filepath.IsAbs(command) {
-			return filepath.Join(dir, command), nil
-		}
-		return command, nil
+	p, serr := executor.LookPath(command, dir, pathEnv)
+	if serr != nil {
+		return "", taskexec.StartError(serr)
 	}
-	if pathEnv == "" {
-		pathEnv = defaultPath
-	}
-	// A shell that finds only files it may not execute says "permission
-	// denied" for the first of them, and so does this.
-	var denied string
-	for _, d := range filepath.SplitList(pathEnv) {
-		if d == "" || !filepath.IsAbs(d) {
-			continue // relative PATH entries would depend on the working directory
-		}
-		p := filepath.Join(d, command)
-		st, err := os.Stat(p)
-		switch {
-		case err != nil || st.IsDir():
-		case st.Mode()&0o111 != 0:
-			return p, nil
-		case denied == "":
-			denied = p
-		}
-	}
-	if denied != "" {
-		return "", &sdk.StartError{Reason: sdk.StartPermissionDenied, Path: denied, Detail: "not executable"}
-	}
-	return "", &sdk.StartError{Reason: sdk.StartNotFound, Path: command, Detail: "not found in PATH " + pathEnv}
-}
-
-func lookupUser(name string) (*executor.Credential, error) {
-	u, err := user.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: uid %q: %w", name, u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: gid %q: %w", name, u.Gid, err)
-	}
-	cred := &executor.Credential{UID: uint32(uid), GID: uint32(gid)}
-	gids, err := u.GroupIds()
-	if err != nil {
-		return nil, fmt.Errorf("user %s: groups: %w", name, err)
-	}
-	for _, g := range gids {
-		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
-			cred.Groups = append(cred.Groups, uint32(n))
-		}
-	}
-	return cred, nil
+	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"berth.dev/berth/builtin/drivers/internal/taskexec"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/procfs"
 )
@@ -22,7 +23,7 @@ const minStatsInterval = 100 * time.Millisecond
 // exits.
 func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Duration) iter.Seq2[*driverpb.TaskResourceUsage, error] {
 	return func(yield func(*driverpb.TaskResourceUsage, error) bool) {
-		_, proc, err := d.get(taskID)
+		_, proc, err := d.Get(taskID)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -30,7 +31,7 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 		tick := time.NewTicker(max(interval, minStatsInterval))
 		defer tick.Stop()
 		for {
-			if exited(proc) {
+			if taskexec.Exited(proc) {
 				return
 			}
 			usage, err := groupUsage(proc.Pid())

@@ -1,4 +1,4 @@
-package rawexec
+package taskexec
 
 import (
 	"errors"
@@ -7,6 +7,10 @@ import (
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
+
+const testName = "raw_exec"
+
+var testCore = New(testName, ".rawexec", nil, nil)
 
 // FuzzDecodeHandle feeds decodeHandle driver states a client may have
 // persisted (or corrupted): it accepts only states that point at the task's
@@ -19,25 +23,25 @@ func FuzzDecodeHandle(f *testing.F) {
 	f.Add([]byte(`not json`))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, state []byte) {
-		h := &driverpb.TaskHandle{Version: handleVersion, Driver: Name, Config: cfg, DriverState: state}
-		st, err := decodeHandle(h)
+		h := &driverpb.TaskHandle{Version: handleVersion, Driver: testName, Config: cfg, DriverState: state}
+		st, err := testCore.decodeHandle(h)
 		if err != nil {
 			if !errors.Is(err, sdk.ErrInvalidHandle) {
 				t.Fatalf("error %v is not ErrInvalidHandle", err)
 			}
 			return
 		}
-		if st.Executor.StateDir != stateDir(cfg) || st.Executor.Executor.Pid <= 0 || st.Executor.Task.Pid <= 0 {
+		if st.Executor.StateDir != testCore.StateDir(cfg) || st.Executor.Executor.Pid <= 0 || st.Executor.Task.Pid <= 0 {
 			t.Fatalf("accepted state %+v", st)
 		}
 	})
 }
 
 func TestDecodeHandleRejectsForeignHandles(t *testing.T) {
-	good := &driverpb.TaskHandle{Version: handleVersion, Driver: Name,
+	good := &driverpb.TaskHandle{Version: handleVersion, Driver: testName,
 		Config:      &driverpb.TaskConfig{Id: "t1", TaskDir: "/d"},
 		DriverState: []byte(`{"executor":{"executor":{"pid":10},"task":{"pid":11},"state_dir":"/d/.rawexec/t1"}}`)}
-	if _, err := decodeHandle(good); err != nil {
+	if _, err := testCore.decodeHandle(good); err != nil {
 		t.Fatalf("good handle: %v", err)
 	}
 	for name, mutate := range map[string]func(h *driverpb.TaskHandle){
@@ -48,7 +52,7 @@ func TestDecodeHandleRejectsForeignHandles(t *testing.T) {
 	} {
 		h := &driverpb.TaskHandle{Version: good.Version, Driver: good.Driver, Config: good.Config, DriverState: good.DriverState}
 		mutate(h)
-		if _, err := decodeHandle(h); !errors.Is(err, sdk.ErrInvalidHandle) {
+		if _, err := testCore.decodeHandle(h); !errors.Is(err, sdk.ErrInvalidHandle) {
 			t.Errorf("%s: %v, want ErrInvalidHandle", name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package rawexec
+package taskexec
 
 import (
 	"context"
@@ -20,14 +20,14 @@ type driverState struct {
 	Executor executor.State `json:"executor"`
 }
 
-func encodeHandle(t *task) (*driverpb.TaskHandle, error) {
+func (c *Core) encodeHandle(t *Task) (*driverpb.TaskHandle, error) {
 	state, err := json.Marshal(driverState{Executor: t.proc.Load().State()})
 	if err != nil {
 		return nil, fmt.Errorf("encode handle: %w", err)
 	}
 	return &driverpb.TaskHandle{
 		Version:     handleVersion,
-		Driver:      Name,
+		Driver:      c.name,
 		Config:      t.cfg,
 		State:       driverpb.TaskState_TASK_STATE_RUNNING,
 		DriverState: state,
@@ -35,13 +35,13 @@ func encodeHandle(t *task) (*driverpb.TaskHandle, error) {
 	}, nil
 }
 
-// decodeHandle checks that h is a raw_exec handle and returns its state.
-func decodeHandle(h *driverpb.TaskHandle) (*driverState, error) {
-	if h.GetDriver() != Name || h.GetVersion() != handleVersion {
+// decodeHandle checks that h is a handle of this driver and returns its state.
+func (c *Core) decodeHandle(h *driverpb.TaskHandle) (*driverState, error) {
+	if h.GetDriver() != c.name || h.GetVersion() != handleVersion {
 		return nil, fmt.Errorf("%w: issued by driver %q version %d, want %q version %d",
-			sdk.ErrInvalidHandle, h.GetDriver(), h.GetVersion(), Name, handleVersion)
+			sdk.ErrInvalidHandle, h.GetDriver(), h.GetVersion(), c.name, handleVersion)
 	}
-	if err := sdk.ValidateTaskConfig(Name, h.GetConfig()); err != nil || h.GetConfig().GetTaskDir() == "" {
+	if err := sdk.ValidateTaskConfig(c.name, h.GetConfig()); err != nil || h.GetConfig().GetTaskDir() == "" {
 		return nil, fmt.Errorf("%w: task config: %v", sdk.ErrInvalidHandle, err)
 	}
 	var st driverState
@@ -50,7 +50,7 @@ func decodeHandle(h *driverpb.TaskHandle) (*driverState, error) {
 	}
 	// The state directory is derived from the config, never trusted: a
 	// handle must not point the driver at another task's files.
-	if want := stateDir(h.GetConfig()); st.Executor.StateDir != want {
+	if want := c.StateDir(h.GetConfig()); st.Executor.StateDir != want {
 		return nil, fmt.Errorf("%w: state dir %q, want %q", sdk.ErrInvalidHandle, st.Executor.StateDir, want)
 	}
 	if st.Executor.Executor.Pid <= 0 || st.Executor.Task.Pid <= 0 {
@@ -60,18 +60,18 @@ func decodeHandle(h *driverpb.TaskHandle) (*driverState, error) {
 }
 
 // RecoverTask implements sdk.Driver. It works whether or not the driver is
-// enabled: tasks started before raw_exec was disabled can still be
-// watched, stopped and destroyed.
-func (d *Driver) RecoverTask(_ context.Context, h *driverpb.TaskHandle) error {
-	st, err := decodeHandle(h)
+// enabled: tasks started before it was disabled can still be watched,
+// stopped and destroyed.
+func (c *Core) RecoverTask(_ context.Context, h *driverpb.TaskHandle) error {
+	st, err := c.decodeHandle(h)
 	if err != nil {
 		return err
 	}
 	id := h.GetConfig().GetId()
-	if _, err := d.tasks.Get(id); err == nil {
+	if _, err := c.tasks.Get(id); err == nil {
 		return nil
 	}
-	proc, err := executor.Recover(st.Executor, d.logger.With("task_id", id))
+	proc, err := executor.Recover(st.Executor, c.logger.With("task_id", id))
 	if errors.Is(err, executor.ErrLost) {
 		return fmt.Errorf("recover task %q: %w: %v", id, sdk.ErrTaskNotFound, err)
 	}
@@ -80,12 +80,12 @@ func (d *Driver) RecoverTask(_ context.Context, h *driverpb.TaskHandle) error {
 	}
 	t := newTask(h.GetConfig(), time.Unix(0, h.GetStartedAt()))
 	t.proc.Store(proc)
-	if _, added := d.tasks.AddIfAbsent(id, t); !added {
+	if _, added := c.tasks.AddIfAbsent(id, t); !added {
 		proc.Close()
 		return nil
 	}
-	go d.watch(t)
-	d.logger.Info("task recovered", "task_id", id, "pid", proc.Pid())
-	d.events.Emit(id, fmt.Sprintf("task recovered (pid %d)", proc.Pid()), nil)
+	go c.watch(t)
+	c.logger.Info("task recovered", "task_id", id, "pid", proc.Pid())
+	c.events.Emit(id, fmt.Sprintf("task recovered (pid %d)", proc.Pid()), nil)
 	return nil
 }
