@@ -14,7 +14,7 @@ import (
 // field; no server is asked.
 func TestJobParseTurnsSourceIntoTheAPIsJob(t *testing.T) {
 	f := newFakeServers(t)
-	src, err := os.ReadFile(filepath.Join("..", "jobspec", "testdata", "web.hcl"))
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "jobs", "web.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,8 @@
 //	  }
 //	}
 //
-// testdata/web.hcl and testdata/node-agent.hcl are complete examples.
+// examples/jobs/web.hcl and examples/jobs/node-agent.hcl (at the module
+// root) are complete examples, parsed by the tests.
 // Durations are strings ("30s") stored as *_ms fields; interpolations such as
 // "${attr.kernel.name}" stay in the strings as written, for the scheduler
 // (constraints) and the client (env, config) to resolve. HCL 1's compact

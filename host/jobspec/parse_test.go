@@ -130,7 +130,7 @@ func TestParseEveryBlock(t *testing.T) {
 // The JSON syntax reads into the same job as HCL, field for field, so that
 // what `job inspect -json` prints can be run again.
 func TestJSONEquivalentToHCL(t *testing.T) {
-	for _, base := range []string{"full", "web", "node-agent"} {
+	for _, base := range []string{"full"} {
 		h, err := ParseFile("testdata/" + base + ".hcl")
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestJSONEquivalentToHCL(t *testing.T) {
 
 func TestExampleJobs(t *testing.T) {
 	drivers := map[string]*driverpb.Schema{"raw_exec": rawExecSchema}
-	web, err := ParseFile("testdata/web.hcl", WithDrivers(drivers))
+	web, err := ParseFile("../../examples/jobs/web.hcl", WithDrivers(drivers))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestExampleJobs(t *testing.T) {
 	if task.GetConfig()["command"].GetStringValue() != "sleep" || task.GetEnv()["GREETING"] != "hello from ${node.unique.name}" {
 		t.Errorf("web: task config %v env %v", task.GetConfig(), task.GetEnv())
 	}
-	sys, err := ParseFile("testdata/node-agent.hcl", WithDrivers(drivers))
+	sys, err := ParseFile("../../examples/jobs/node-agent.hcl", WithDrivers(drivers))
 	if err != nil {
 		t.Fatal(err)
 	}

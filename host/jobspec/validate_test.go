@@ -77,7 +77,7 @@ func TestCanonicalizeMatchesParse(t *testing.T) {
 // Canonicalize changes nothing in a job Parse returned, so the server
 // calling it again on what the CLI sends is harmless.
 func TestCanonicalizeIsIdempotentOnParsedJobs(t *testing.T) {
-	for _, f := range []string{"testdata/full.hcl", "testdata/web.hcl", "testdata/node-agent.hcl"} {
+	for _, f := range []string{"testdata/full.hcl", "../../examples/jobs/web.hcl", "../../examples/jobs/node-agent.hcl"} {
 		job, err := ParseFile(f)
 		if err != nil {
 			t.Fatal(err)
