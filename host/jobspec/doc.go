@@ -48,6 +48,6 @@
 // InvalidArgument, so the HTTP API answers 400. Jobs from the API have no
 // positions; their errors name the field path only.
 //
-// VersionConstraint is the matcher of the "version" constraint operator
-// (">= 1.2, < 2", "~> 1.4"), shared with the scheduler.
+// The "version" constraint operator's values are parsed by
+// internal/versions, the matcher the scheduler uses too.
 package jobspec

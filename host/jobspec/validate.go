@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"berth.dev/berth/internal/versions"
 	"fmt"
 	"regexp"
 	"slices"
@@ -234,7 +235,7 @@ func (v *validator) constraint(p path, c *pb.Constraint, inTask bool) {
 			v.add(p.f("value"), "invalid regexp: %v", err)
 		}
 	case op == OpVersion:
-		if _, err := ParseVersionConstraint(c.GetValue()); err != nil {
+		if _, err := versions.ParseConstraint(c.GetValue()); err != nil {
 			v.add(p.f("value"), "%v", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"berth.dev/berth/internal/versions"
 	"regexp"
 	"strconv"
 	"strings"
@@ -119,11 +120,11 @@ func ConstraintString(c *pb.Constraint) string {
 // parsed version constraints across the nodes of one evaluation.
 type matcher struct {
 	regexps  map[string]*regexp.Regexp
-	versions map[string]versionConstraint
+	versions map[string]*versions.Constraint
 }
 
 func newMatcher() *matcher {
-	return &matcher{regexps: map[string]*regexp.Regexp{}, versions: map[string]versionConstraint{}}
+	return &matcher{regexps: map[string]*regexp.Regexp{}, versions: map[string]*versions.Constraint{}}
 }
 
 // check reports whether node n satisfies c. distinct_hosts is not a node
@@ -160,149 +161,17 @@ func (m *matcher) check(c *pb.Constraint, n *pb.Node) bool {
 		}
 		vc, ok := m.versions[r]
 		if !ok {
-			vc = parseVersionConstraint(r)
+			c, err := versions.ParseConstraint(r)
+			if err == nil {
+				vc = &c
+			}
 			m.versions[r] = vc
 		}
-		v, ok := parseVersion(l)
-		return ok && vc.matches(v)
+		return vc != nil && vc.Check(l)
 	case OpDistinctHosts:
 		return true
 	}
 	// An operator the jobspec should have refused: no node satisfies it,
 	// and the metric names the constraint.
 	return false
-}
-
-// version is a dotted numeric version with an optional pre-release.
-type version struct {
-	segs []int64
-	pre  string
-}
-
-// parseVersion reads "1.2.3", "v1.2", "1.2.3-beta.1+build". Build metadata
-// is ignored.
-func parseVersion(s string) (version, bool) {
-	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
-	if i := strings.IndexByte(s, '+'); i >= 0 {
-		s = s[:i]
-	}
-	var v version
-	if i := strings.IndexByte(s, '-'); i >= 0 {
-		v.pre, s = s[i+1:], s[:i]
-	}
-	if s == "" {
-		return v, false
-	}
-	for _, p := range strings.Split(s, ".") {
-		n, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || n < 0 {
-			return v, false
-		}
-		v.segs = append(v.segs, n)
-	}
-	return v, true
-}
-
-// compareVersions orders versions as semver does: segments numerically
-// (missing ones are 0), then a pre-release before the release.
-func compareVersions(a, b version) int {
-	for i := 0; i < len(a.segs) || i < len(b.segs); i++ {
-		var x, y int64
-		if i < len(a.segs) {
-			x = a.segs[i]
-		}
-		if i < len(b.segs) {
-			y = b.segs[i]
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	switch {
-	case a.pre == b.pre:
-		return 0
-	case a.pre == "":
-		return 1
-	case b.pre == "":
-		return -1
-	case a.pre < b.pre:
-		return -1
-	}
-	return 1
-}
-
-type versionTerm struct {
-	op string
-	v  version
-}
-
-// versionConstraint is a conjunction like ">= 1.2, < 2"; nil terms with
-// bad set mean the constraint could not be parsed and matches nothing.
-type versionConstraint struct {
-	terms []versionTerm
-	bad   bool
-}
-
-func parseVersionConstraint(s string) versionConstraint {
-	var vc versionConstraint
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		op := "="
-		for _, o := range []string{">=", "<=", "!=", "~>", "==", ">", "<", "="} {
-			if strings.HasPrefix(part, o) {
-				op, part = o, strings.TrimSpace(part[len(o):])
-				break
-			}
-		}
-		v, ok := parseVersion(part)
-		if !ok {
-			return versionConstraint{bad: true}
-		}
-		vc.terms = append(vc.terms, versionTerm{op: op, v: v})
-	}
-	return vc
-}
-
-func (vc versionConstraint) matches(v version) bool {
-	if vc.bad || len(vc.terms) == 0 {
-		return false
-	}
-	for _, t := range vc.terms {
-		c := compareVersions(v, t.v)
-		var ok bool
-		switch t.op {
-		case "=", "==":
-			ok = c == 0
-		case "!=":
-			ok = c != 0
-		case ">":
-			ok = c > 0
-		case ">=":
-			ok = c >= 0
-		case "<":
-			ok = c < 0
-		case "<=":
-			ok = c <= 0
-		case "~>":
-			ok = c >= 0 && pessimisticBelow(v, t.v)
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// pessimisticBelow is the upper bound of "~> X.Y.Z": below X.(Y+1), and for
-// "~> X.Y" below (X+1).
-func pessimisticBelow(v, base version) bool {
-	if len(base.segs) < 2 {
-		return true
-	}
-	upper := version{segs: append([]int64(nil), base.segs[:len(base.segs)-1]...)}
-	upper.segs[len(upper.segs)-1]++
-	return compareVersions(version{segs: v.segs}, upper) < 0
 }

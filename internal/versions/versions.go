@@ -1,4 +1,8 @@
-package jobspec
+// Package versions matches version strings against constraints such as
+// ">= 1.2, < 2" or "~> 1.4.0" (the syntax of hashicorp/go-version, which
+// Nomad's "version" constraint uses). It is pure, so the scheduler can use
+// it; host/jobspec uses it to refuse a constraint that does not parse.
+package versions
 
 import (
 	"fmt"
@@ -6,12 +10,9 @@ import (
 	"strings"
 )
 
-// VersionConstraint is a parsed `version` constraint value: a comma-separated
-// list of comparisons that must all hold, as in ">= 1.2, < 2" or "~> 1.4.0"
-// (the syntax of hashicorp/go-version, which Nomad uses). The scheduler
-// checks node attributes with it; Parse and ValidateJob refuse a value that
-// does not parse.
-type VersionConstraint struct {
+// Constraint is a parsed constraint: a comma-separated list of comparisons
+// that must all hold, as in ">= 1.2, < 2" or "~> 1.4.0".
+type Constraint struct {
 	terms []versionTerm
 }
 
@@ -20,24 +21,27 @@ type versionTerm struct {
 	v  version
 }
 
-// ParseVersionConstraint parses a version constraint value.
-func ParseVersionConstraint(s string) (VersionConstraint, error) {
-	var c VersionConstraint
+// ParseConstraint parses a constraint.
+func ParseConstraint(s string) (Constraint, error) {
+	var c Constraint
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
-			return VersionConstraint{}, fmt.Errorf("version constraint %q has an empty term", s)
+			return Constraint{}, fmt.Errorf("version constraint %q has an empty term", s)
 		}
 		op := "="
-		for _, o := range []string{">=", "<=", "!=", "~>", ">", "<", "="} {
+		for _, o := range []string{"==", ">=", "<=", "!=", "~>", ">", "<", "="} {
 			if strings.HasPrefix(part, o) {
 				op, part = o, strings.TrimSpace(part[len(o):])
 				break
 			}
 		}
+		if op == "==" {
+			op = "="
+		}
 		v, err := parseVersion(part)
 		if err != nil {
-			return VersionConstraint{}, fmt.Errorf("version constraint %q: %w", s, err)
+			return Constraint{}, fmt.Errorf("version constraint %q: %w", s, err)
 		}
 		c.terms = append(c.terms, versionTerm{op: op, v: v})
 	}
@@ -46,7 +50,7 @@ func ParseVersionConstraint(s string) (VersionConstraint, error) {
 
 // Check reports whether the version s satisfies every term; a string that is
 // not a version satisfies nothing.
-func (c VersionConstraint) Check(s string) bool {
+func (c Constraint) Check(s string) bool {
 	v, err := parseVersion(s)
 	if err != nil {
 		return false
