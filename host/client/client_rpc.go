@@ -83,4 +83,5 @@ func (r *clientRPC) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[
 	}
 	return nil
 }
+
 var _ allocAccess = (*Client)(nil)
