@@ -347,7 +347,7 @@ func TestJobFilesAreHCL(t *testing.T) {
 			{Name: "command", Type: sdk.TypeString, Required: true}, {Name: "args", Type: sdk.TypeList}}}},
 		"docker": {Name: "docker"}, // no schema: not a driver validate knows
 	}}
-	good := filepath.Join("..", "jobspec", "testdata", "web.hcl")
+	good := filepath.Join("..", "..", "examples", "jobs", "web.hcl")
 	_, errOut := wantOutErr(t, []string{"job", "validate", "-address", f.url, good}, 0, `Job "web" is valid`)
 	if errOut != "" {
 		t.Fatalf("validate with driver schemas said %q", errOut)

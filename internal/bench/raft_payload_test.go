@@ -61,6 +61,8 @@ func TestDevNodeIsARealRegistration(t *testing.T) {
 	}
 	want := proto.Clone(n).(*pb.Node)
 	want.CreateIndex, want.ModifyIndex = 7, 7
+	// A node registers eligible unless it says otherwise.
+	want.Eligibility = pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE
 	if !proto.Equal(stored, want) {
 		t.Errorf("stored node differs from the captured one:\n got %v\nwant %v", stored, want)
 	}
