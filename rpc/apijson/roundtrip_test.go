@@ -172,6 +172,7 @@ func TestZeroValuesArePresent(t *testing.T) {
 		"fingerprint": nil, "drivers": map[string]any{}, "http_addr": "", "registered_at": nil,
 		"create_index": float64(0), "modify_index": float64(0),
 		"eligibility": "unspecified", "drain": nil, "resources": nil, "meta": map[string]any{},
+		"csi_controller_plugins": map[string]any{}, "csi_node_plugins": map[string]any{},
 	}
 	for k, v := range want {
 		gv, ok := got[k]

@@ -399,11 +399,110 @@ func (x *TaskStateRecord) GetUpdatedAt() int64 {
 	return 0
 }
 
+// CSIPluginRegistration is an entry of the client's dynamic CSI plugin
+// registry: a task-launched plugin that became healthy. One entry per
+// (type, plugin ID, alloc); a monolith registers a controller and a node
+// entry.
+type CSIPluginRegistration struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Type     CSIPluginType          `protobuf:"varint,1,opt,name=type,proto3,enum=berth.v1.CSIPluginType" json:"type,omitempty"`
+	PluginId string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	AllocId  string                 `protobuf:"bytes,3,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	// endpoint is the host-side address of the plugin's socket
+	// ("unix:///…/csi.sock").
+	Endpoint        string `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Provider        string `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderVersion string `protobuf:"bytes,6,opt,name=provider_version,json=providerVersion,proto3" json:"provider_version,omitempty"`
+	// registered_at is unix nanoseconds.
+	RegisteredAt  int64 `protobuf:"varint,7,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSIPluginRegistration) Reset() {
+	*x = CSIPluginRegistration{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIPluginRegistration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIPluginRegistration) ProtoMessage() {}
+
+func (x *CSIPluginRegistration) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIPluginRegistration.ProtoReflect.Descriptor instead.
+func (*CSIPluginRegistration) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CSIPluginRegistration) GetType() CSIPluginType {
+	if x != nil {
+		return x.Type
+	}
+	return CSIPluginType_CSI_PLUGIN_TYPE_UNSPECIFIED
+}
+
+func (x *CSIPluginRegistration) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetProviderVersion() string {
+	if x != nil {
+		return x.ProviderVersion
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetRegisteredAt() int64 {
+	if x != nil {
+		return x.RegisteredAt
+	}
+	return 0
+}
+
 var File_berth_v1_client_state_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\"\xcc\x01\n" +
+	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\"\xcc\x01\n" +
 	"\x12DriverPluginRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -433,7 +532,15 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06driver\x18\x05 \x01(\tR\x06driver\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\"\x84\x02\n" +
+	"\x15CSIPluginRegistration\x12+\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x19\n" +
+	"\balloc_id\x18\x03 \x01(\tR\aallocId\x12\x1a\n" +
+	"\bendpoint\x18\x04 \x01(\tR\bendpoint\x12\x1a\n" +
+	"\bprovider\x18\x05 \x01(\tR\bprovider\x12)\n" +
+	"\x10provider_version\x18\x06 \x01(\tR\x0fproviderVersion\x12#\n" +
+	"\rregistered_at\x18\a \x01(\x03R\fregisteredAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_state_proto_rawDescOnce sync.Once
@@ -447,29 +554,32 @@ func file_berth_v1_client_state_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_state_proto_rawDescData
 }
 
-var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_berth_v1_client_state_proto_goTypes = []any{
-	(*DriverPluginRecord)(nil),  // 0: berth.v1.DriverPluginRecord
-	(*PluginReattach)(nil),      // 1: berth.v1.PluginReattach
-	(*TaskHandleRecord)(nil),    // 2: berth.v1.TaskHandleRecord
-	(*AllocRecord)(nil),         // 3: berth.v1.AllocRecord
-	(*TaskStateRecord)(nil),     // 4: berth.v1.TaskStateRecord
-	(*driverpb.TaskHandle)(nil), // 5: berth.driver.v1.TaskHandle
-	(*Allocation)(nil),          // 6: berth.v1.Allocation
-	(*Job)(nil),                 // 7: berth.v1.Job
-	(*TaskState)(nil),           // 8: berth.v1.TaskState
+	(*DriverPluginRecord)(nil),    // 0: berth.v1.DriverPluginRecord
+	(*PluginReattach)(nil),        // 1: berth.v1.PluginReattach
+	(*TaskHandleRecord)(nil),      // 2: berth.v1.TaskHandleRecord
+	(*AllocRecord)(nil),           // 3: berth.v1.AllocRecord
+	(*TaskStateRecord)(nil),       // 4: berth.v1.TaskStateRecord
+	(*CSIPluginRegistration)(nil), // 5: berth.v1.CSIPluginRegistration
+	(*driverpb.TaskHandle)(nil),   // 6: berth.driver.v1.TaskHandle
+	(*Allocation)(nil),            // 7: berth.v1.Allocation
+	(*Job)(nil),                   // 8: berth.v1.Job
+	(*TaskState)(nil),             // 9: berth.v1.TaskState
+	(CSIPluginType)(0),            // 10: berth.v1.CSIPluginType
 }
 var file_berth_v1_client_state_proto_depIdxs = []int32{
-	1, // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
-	5, // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
-	6, // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
-	7, // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
-	8, // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1,  // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
+	6,  // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
+	7,  // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
+	8,  // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
+	9,  // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
+	10, // 5: berth.v1.CSIPluginRegistration.type:type_name -> berth.v1.CSIPluginType
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_state_proto_init() }
@@ -477,6 +587,7 @@ func file_berth_v1_client_state_proto_init() {
 	if File_berth_v1_client_state_proto != nil {
 		return
 	}
+	file_berth_v1_csi_proto_init()
 	file_berth_v1_alloc_proto_init()
 	file_berth_v1_job_proto_init()
 	type x struct{}
@@ -485,7 +596,7 @@ func file_berth_v1_client_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_state_proto_rawDesc), len(file_berth_v1_client_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -991,11 +991,83 @@ func (x *GCCommand) GetJobIds() []string {
 	return nil
 }
 
+// NodeCSIUpdateCommand replaces a node's CSI plugin set (controllers and
+// node plugins by plugin ID) as its plugin manager reports it, and updates
+// the servers' plugin table from it. Sent as soon as the set changes, so a
+// plugin's health reaches the scheduler without a whole-node registration.
+type NodeCSIUpdateCommand struct {
+	state         protoimpl.MessageState    `protogen:"open.v1"`
+	NodeId        string                    `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Controllers   map[string]*CSIPluginInfo `protobuf:"bytes,2,rep,name=controllers,proto3" json:"controllers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Nodes         map[string]*CSIPluginInfo `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	UpdatedAt     int64                     `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCSIUpdateCommand) Reset() {
+	*x = NodeCSIUpdateCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCSIUpdateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCSIUpdateCommand) ProtoMessage() {}
+
+func (x *NodeCSIUpdateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCSIUpdateCommand.ProtoReflect.Descriptor instead.
+func (*NodeCSIUpdateCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeCSIUpdateCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeCSIUpdateCommand) GetControllers() map[string]*CSIPluginInfo {
+	if x != nil {
+		return x.Controllers
+	}
+	return nil
+}
+
+func (x *NodeCSIUpdateCommand) GetNodes() map[string]*CSIPluginInfo {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *NodeCSIUpdateCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
 var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"e\n" +
+	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/csi.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"e\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\xf5\x01\n" +
@@ -1066,7 +1138,20 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\tGCCommand\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
-	"\ajob_ids\x18\x03 \x03(\tR\x06jobIdsB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\"\x8e\x03\n" +
+	"\x14NodeCSIUpdateCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12Q\n" +
+	"\vcontrollers\x18\x02 \x03(\v2/.berth.v1.NodeCSIUpdateCommand.ControllersEntryR\vcontrollers\x12?\n" +
+	"\x05nodes\x18\x03 \x03(\v2).berth.v1.NodeCSIUpdateCommand.NodesEntryR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x1aW\n" +
+	"\x10ControllersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aQ\n" +
+	"\n" +
+	"NodesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01B\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_commands_proto_rawDescOnce sync.Once
@@ -1080,7 +1165,7 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
 	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
@@ -1097,45 +1182,53 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeEligibilityCommand)(nil),        // 12: berth.v1.NodeEligibilityCommand
 	(*NodeDrainCommand)(nil),              // 13: berth.v1.NodeDrainCommand
 	(*GCCommand)(nil),                     // 14: berth.v1.GCCommand
-	nil,                                   // 15: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	(*Node)(nil),                          // 16: berth.v1.Node
-	(*Evaluation)(nil),                    // 17: berth.v1.Evaluation
-	(NodeStatus)(0),                       // 18: berth.v1.NodeStatus
-	(*ServerMember)(nil),                  // 19: berth.v1.ServerMember
-	(*Job)(nil),                           // 20: berth.v1.Job
-	(*Plan)(nil),                          // 21: berth.v1.Plan
-	(*AllocClientUpdate)(nil),             // 22: berth.v1.AllocClientUpdate
-	(NodeEligibility)(0),                  // 23: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),                 // 24: berth.v1.DrainStrategy
-	(*DesiredTransition)(nil),             // 25: berth.v1.DesiredTransition
+	(*NodeCSIUpdateCommand)(nil),          // 15: berth.v1.NodeCSIUpdateCommand
+	nil,                                   // 16: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	nil,                                   // 17: berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	nil,                                   // 18: berth.v1.NodeCSIUpdateCommand.NodesEntry
+	(*Node)(nil),                          // 19: berth.v1.Node
+	(*Evaluation)(nil),                    // 20: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 21: berth.v1.NodeStatus
+	(*ServerMember)(nil),                  // 22: berth.v1.ServerMember
+	(*Job)(nil),                           // 23: berth.v1.Job
+	(*Plan)(nil),                          // 24: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 25: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 26: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 27: berth.v1.DrainStrategy
+	(*DesiredTransition)(nil),             // 28: berth.v1.DesiredTransition
+	(*CSIPluginInfo)(nil),                 // 29: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	16, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	17, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
-	18, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	17, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	19, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	20, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	17, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	17, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	17, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	17, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	21, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	17, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	22, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	17, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	15, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	17, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	23, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	17, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	24, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	17, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	25, // 20: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	20, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	21, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	20, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	22, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	23, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	20, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	20, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	20, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	20, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	24, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	20, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	25, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	20, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	16, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	20, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	26, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	20, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	27, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	20, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	17, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	18, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
+	28, // 22: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	29, // 23: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	29, // 24: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_commands_proto_init() }
@@ -1144,6 +1237,7 @@ func file_berth_v1_commands_proto_init() {
 		return
 	}
 	file_berth_v1_alloc_proto_init()
+	file_berth_v1_csi_proto_init()
 	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
 	file_berth_v1_server_proto_init()
@@ -1153,7 +1247,7 @@ func file_berth_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

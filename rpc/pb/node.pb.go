@@ -148,11 +148,15 @@ type Node struct {
 	// resources the scheduler may hand out (the fingerprint less reserved).
 	Resources *NodeResources `protobuf:"bytes,12,opt,name=resources,proto3" json:"resources,omitempty"`
 	// meta is operator-set metadata (agent config client.meta), for constraints.
-	Meta          map[string]string `protobuf:"bytes,13,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CreateIndex   uint64            `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64            `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Meta map[string]string `protobuf:"bytes,13,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// csi_controller_plugins and csi_node_plugins are the node's CSI plugin
+	// instances by plugin ID, as its plugin manager fingerprinted them.
+	CsiControllerPlugins map[string]*CSIPluginInfo `protobuf:"bytes,16,rep,name=csi_controller_plugins,json=csiControllerPlugins,proto3" json:"csi_controller_plugins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CsiNodePlugins       map[string]*CSIPluginInfo `protobuf:"bytes,17,rep,name=csi_node_plugins,json=csiNodePlugins,proto3" json:"csi_node_plugins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CreateIndex          uint64                    `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex          uint64                    `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -272,6 +276,20 @@ func (x *Node) GetResources() *NodeResources {
 func (x *Node) GetMeta() map[string]string {
 	if x != nil {
 		return x.Meta
+	}
+	return nil
+}
+
+func (x *Node) GetCsiControllerPlugins() map[string]*CSIPluginInfo {
+	if x != nil {
+		return x.CsiControllerPlugins
+	}
+	return nil
+}
+
+func (x *Node) GetCsiNodePlugins() map[string]*CSIPluginInfo {
+	if x != nil {
+		return x.CsiNodePlugins
 	}
 	return nil
 }
@@ -670,7 +688,7 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\"\x8b\x06\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xf7\b\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -685,7 +703,9 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	" \x01(\x0e2\x19.berth.v1.NodeEligibilityR\veligibility\x12-\n" +
 	"\x05drain\x18\v \x01(\v2\x17.berth.v1.DrainStrategyR\x05drain\x125\n" +
 	"\tresources\x18\f \x01(\v2\x17.berth.v1.NodeResourcesR\tresources\x12,\n" +
-	"\x04meta\x18\r \x03(\v2\x18.berth.v1.Node.MetaEntryR\x04meta\x12!\n" +
+	"\x04meta\x18\r \x03(\v2\x18.berth.v1.Node.MetaEntryR\x04meta\x12^\n" +
+	"\x16csi_controller_plugins\x18\x10 \x03(\v2(.berth.v1.Node.CsiControllerPluginsEntryR\x14csiControllerPlugins\x12L\n" +
+	"\x10csi_node_plugins\x18\x11 \x03(\v2\".berth.v1.Node.CsiNodePluginsEntryR\x0ecsiNodePlugins\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
@@ -693,7 +713,13 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa9\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a`\n" +
+	"\x19CsiControllerPluginsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aZ\n" +
+	"\x13CsiNodePluginsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\xa9\x01\n" +
 	"\rDrainStrategy\x12\x1f\n" +
 	"\vdeadline_ms\x18\x01 \x01(\x03R\n" +
 	"deadlineMs\x12,\n" +
@@ -764,7 +790,7 @@ func file_berth_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_berth_v1_node_proto_goTypes = []any{
 	(NodeStatus)(0),         // 0: berth.v1.NodeStatus
 	(NodeEligibility)(0),    // 1: berth.v1.NodeEligibility
@@ -775,9 +801,12 @@ var file_berth_v1_node_proto_goTypes = []any{
 	(*DriverInfo)(nil),      // 6: berth.v1.DriverInfo
 	nil,                     // 7: berth.v1.Node.DriversEntry
 	nil,                     // 8: berth.v1.Node.MetaEntry
-	nil,                     // 9: berth.v1.NodeFingerprint.AttributesEntry
-	nil,                     // 10: berth.v1.DriverInfo.AttributesEntry
-	(*driverpb.Schema)(nil), // 11: berth.driver.v1.Schema
+	nil,                     // 9: berth.v1.Node.CsiControllerPluginsEntry
+	nil,                     // 10: berth.v1.Node.CsiNodePluginsEntry
+	nil,                     // 11: berth.v1.NodeFingerprint.AttributesEntry
+	nil,                     // 12: berth.v1.DriverInfo.AttributesEntry
+	(*driverpb.Schema)(nil), // 13: berth.driver.v1.Schema
+	(*CSIPluginInfo)(nil),   // 14: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_node_proto_depIdxs = []int32{
 	0,  // 0: berth.v1.Node.status:type_name -> berth.v1.NodeStatus
@@ -787,15 +816,19 @@ var file_berth_v1_node_proto_depIdxs = []int32{
 	3,  // 4: berth.v1.Node.drain:type_name -> berth.v1.DrainStrategy
 	4,  // 5: berth.v1.Node.resources:type_name -> berth.v1.NodeResources
 	8,  // 6: berth.v1.Node.meta:type_name -> berth.v1.Node.MetaEntry
-	9,  // 7: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
-	10, // 8: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
-	11, // 9: berth.v1.DriverInfo.task_schema:type_name -> berth.driver.v1.Schema
-	6,  // 10: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 7: berth.v1.Node.csi_controller_plugins:type_name -> berth.v1.Node.CsiControllerPluginsEntry
+	10, // 8: berth.v1.Node.csi_node_plugins:type_name -> berth.v1.Node.CsiNodePluginsEntry
+	11, // 9: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
+	12, // 10: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
+	13, // 11: berth.v1.DriverInfo.task_schema:type_name -> berth.driver.v1.Schema
+	6,  // 12: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
+	14, // 13: berth.v1.Node.CsiControllerPluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
+	14, // 14: berth.v1.Node.CsiNodePluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_node_proto_init() }
@@ -803,13 +836,14 @@ func file_berth_v1_node_proto_init() {
 	if File_berth_v1_node_proto != nil {
 		return
 	}
+	file_berth_v1_csi_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_node_proto_rawDesc), len(file_berth_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
