@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -284,6 +285,13 @@ func (c *Client) waitRegistered() bool {
 	}
 }
 
+// errStaleWatch marks a watch answer from a server behind the client.
+var errStaleWatch = errors.New("stale watch answer")
+
+// staleRoundsAccepted is how many watch rounds in a row every server must
+// answer behind the client before it takes their state.
+const staleRoundsAccepted = 3
+
 // watchAllocs is the alloc watcher: a blocking ClientAllocs.Watch, again
 // as soon as one answers, with the allocs the client holds as known so
 // unchanged ones come back as stubs. A failed call is retried after a
@@ -292,18 +300,46 @@ func (c *Client) watchAllocs() {
 	if !c.waitRegistered() {
 		return
 	}
+	// A restarted client starts from the newest change it holds: an answer
+	// from a server behind it (a lagging follower, or one whose wait ran
+	// out before it caught up) must not make it destroy allocs that server
+	// has not heard of yet.
 	var index uint64
+	for _, v := range c.knownAllocs() {
+		index = max(index, v)
+	}
 	retry := minRetry
+	staleRounds := 0
 	for c.ctx.Err() == nil {
 		req := &pb.ClientAllocsRequest{NodeId: c.nodeID, Known: c.knownAllocs(),
 			Query: &pb.QueryOptions{MinIndex: index, MaxWaitMs: c.watchMaxWait().Milliseconds()}}
 		began := time.Now()
-		var resp *pb.ClientAllocsResponse
+		var resp, stale *pb.ClientAllocsResponse
 		err := c.callConnOn(func(int) time.Duration { return c.watchMaxWait() + watchSlack }, true,
 			func(ctx context.Context, conn grpc.ClientConnInterface) (err error) {
 				resp, err = pb.NewClientAllocsClient(conn).Watch(ctx, req)
+				if err == nil && resp.GetMeta().GetIndex() < index {
+					// The node's allocs index never goes back on a server
+					// that is up to date: this one is behind what the
+					// client already saw, so the next server is asked.
+					stale = resp
+					return status.Errorf(codes.Unavailable, "%v: index %d, behind the %d already seen",
+						errStaleWatch, resp.GetMeta().GetIndex(), index)
+				}
 				return err
 			})
+		switch {
+		case err == nil:
+			staleRounds = 0
+		case stale != nil && c.ctx.Err() == nil:
+			// Every server answered behind. Once that persists, the
+			// cluster's state really went back (a snapshot restore), and
+			// its answer is the truth.
+			if staleRounds++; staleRounds >= staleRoundsAccepted {
+				c.logger.Warn("every server answers behind the allocs index this client saw; taking their state", "index", stale.GetMeta().GetIndex(), "seen", index)
+				resp, err, index, staleRounds = stale, nil, 0, 0
+			}
+		}
 		if err == nil {
 			got := resp.GetMeta().GetIndex()
 			c.applyAllocs(resp)

@@ -273,3 +273,50 @@ func TestStatusesReachTheServersAfterFailuresAndRefusals(t *testing.T) {
 	n.c.UpdateNode() // registers again
 	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
 }
+
+// TestWatchIgnoresAServerBehindTheClient: an answer whose index is below
+// what the client already saw comes from a server that has not caught up
+// (a lagging follower, a wait that ran out first); the allocs it lacks
+// must not be destroyed. Only when every server keeps answering behind —
+// the cluster's state really went back — is its answer taken.
+func TestWatchIgnoresAServerBehindTheClient(t *testing.T) {
+	f := newFakeServer(t)
+	db, m := driversFor(t, t.TempDir())
+	c, err := New(Config{DataDir: t.TempDir(), Servers: []string{f.addr}, Logger: testutil.Logger(t),
+		TaskDrivers: ManagerDrivers(m), State: db, WatchMaxWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock"})
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+
+	// The server goes back: a1 is unknown to it and its index is older.
+	f.mu.Lock()
+	seen := f.index
+	delete(f.allocs, "a1")
+	f.index = seen - 1
+	watchesBefore := len(f.watches)
+	f.mu.Unlock()
+	// Wait until the client has been answered behind at least once.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.watches) < watchesBefore+2 {
+			return fmt.Errorf("%d watches since the server went back", len(f.watches)-watchesBefore)
+		}
+		return nil
+	})
+	if _, err := c.runner("a1"); err != nil {
+		t.Fatalf("a1 destroyed on an answer from a server behind the client: %v", err)
+	}
+	// It keeps answering behind: after a few rounds the client takes its
+	// state, and a1 goes.
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		if _, err := c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
+			return fmt.Errorf("a1 still runs (%v)", err)
+		}
+		return nil
+	})
+}

@@ -152,8 +152,10 @@ func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocati
 	seen := map[string]bool{}
 	for _, a := range allocs {
 		job := jobOf(a.GetJobId())
-		system := job.GetType() == pb.JobType_JOB_TYPE_SYSTEM
-		cmd.Allocs[a.GetId()] = &pb.DesiredTransition{Migrate: true, NoReplace: system}
+		// System allocs are not marked no_replace: the draining node is
+		// unschedulable anyway, and no_replace would keep the system job
+		// off it after the drain, once it is made eligible again.
+		cmd.Allocs[a.GetId()] = &pb.DesiredTransition{Migrate: true}
 		if seen[a.GetJobId()] {
 			continue
 		}

@@ -24,10 +24,9 @@ type clientAllocsEndpoint struct {
 func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", jobID, version) }
 
 // Watch answers once something the client must act on changed: an alloc
-// of the node placed, stopped or updated by the servers (its
-// alloc_modify_index passed min_index), or an alloc the client holds
-// removed. Client status updates change rows without moving
-// alloc_modify_index, so they wake the query but do not answer it.
+// of the node placed, stopped, updated or removed by the servers (the
+// node's allocs index passed min_index). Client status updates do not
+// move that index and do not wake the query.
 func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRequest) (*pb.ClientAllocsResponse, error) {
 	nodeID := req.GetNodeId()
 	if nodeID == "" {
@@ -36,26 +35,19 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 	known := req.GetKnown()
 	resp := &pb.ClientAllocsResponse{}
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
-		allocs, err := st.AllocsByNode(ws, nodeID)
+		// The node's row of node_alloc_index moves with every change the
+		// servers make to its allocs (placement, stop, transition,
+		// removal) and never goes back, so it is both what the query
+		// waits on and how a client tells a server behind it. The allocs
+		// themselves are read without a watch: a client's own status
+		// updates must not wake it.
+		index, err := st.NodeAllocsIndex(ws, nodeID)
 		if err != nil {
 			return 0, err
 		}
-		var index uint64
-		present := make(map[string]bool, len(allocs))
-		for _, a := range allocs {
-			index = max(index, a.GetAllocModifyIndex())
-			present[a.GetId()] = true
-		}
-		for id := range known {
-			if !present[id] {
-				// Removed (collected): the allocs table moved past it.
-				idx, err := st.Index(fsm.TableAllocs)
-				if err != nil {
-					return 0, err
-				}
-				index = max(index, idx)
-				break
-			}
+		allocs, err := st.AllocsByNode(nil, nodeID)
+		if err != nil {
+			return 0, err
 		}
 		resp.Allocs, resp.Jobs = resp.Allocs[:0], map[string]*pb.Job{}
 		for _, a := range allocs {

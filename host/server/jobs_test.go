@@ -459,6 +459,14 @@ func TestDrainMovesServiceAllocsBeforeSystemAllocs(t *testing.T) {
 		}
 		return nil
 	})
+	// Maintenance over: made eligible again, the node gets its system
+	// alloc back.
+	if _, err := pb.NewNodeOpsClient(tc.conn(s)).UpdateEligibility(ctx10s(t), &pb.NodeEligibilityRequest{
+		NodeId: n1.GetId(), Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "agentd", 2, spread)
 }
 
 func TestSystemGCCollectsStoppedJobsAndTheirAllocs(t *testing.T) {
