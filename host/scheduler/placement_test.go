@@ -254,6 +254,10 @@ func TestResourceExhaustion(t *testing.T) {
 		Id: "e1-2", Priority: 70, Type: pb.JobType_JOB_TYPE_SERVICE, TriggeredBy: pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS,
 		JobId: "j", JobModifyIndex: 42, Status: pb.EvalStatus_EVAL_STATUS_BLOCKED, PreviousEval: "e1",
 		StatusDescription: "created to place remaining allocations", CreatedAt: now, ModifiedAt: now,
+		SnapshotIndex: st.Index(),
+	}
+	if b.GetSnapshotIndex() == 0 {
+		t.Error("the blocked eval has no snapshot index: every change would wake it at once")
 	}
 	if !proto.Equal(b, want) {
 		t.Errorf("blocked eval:\n got %v\nwant %v", b, want)

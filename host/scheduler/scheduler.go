@@ -248,8 +248,11 @@ func (s *sched) newEval(trigger pb.EvalTrigger, status pb.EvalStatus, waitUntil 
 		Status:       status,
 		WaitUntil:    waitUntil,
 		PreviousEval: s.eval.GetId(),
-		CreatedAt:    s.opts.Now,
-		ModifiedAt:   s.opts.Now,
+		// The state it was decided on: a blocked eval is woken only by
+		// changes after it.
+		SnapshotIndex: s.st.Index(),
+		CreatedAt:     s.opts.Now,
+		ModifiedAt:    s.opts.Now,
 	}
 	if s.job != nil {
 		e.Type = s.job.GetType()

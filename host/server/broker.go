@@ -76,6 +76,10 @@ type evalBroker struct {
 	// the same evaluation made pending again (unblocked) is.
 	done    map[string]uint64
 	delayed map[string]Timer
+	// again holds an evaluation seen pending again (a newer modify index)
+	// while the broker still held it: it is handed out once the held one
+	// is acked.
+	again map[string]*pb.Evaluation
 	// nacks counts deliveries per evaluation ID.
 	nacks map[string]int
 	// changed is closed and replaced whenever ready gains an evaluation or
@@ -105,6 +109,7 @@ func (b *evalBroker) resetLocked() {
 	b.held = map[string]bool{}
 	b.done = map[string]uint64{}
 	b.delayed = map[string]Timer{}
+	b.again = map[string]*pb.Evaluation{}
 	b.nacks = map[string]int{}
 }
 
@@ -132,7 +137,13 @@ func (b *evalBroker) notifyLocked() {
 func (b *evalBroker) enqueue(e *pb.Evaluation) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.enabled || b.held[e.GetId()] {
+	if !b.enabled {
+		return
+	}
+	if b.held[e.GetId()] {
+		if u := b.unacked[e.GetId()]; u != nil && e.GetModifyIndex() > u.eval.GetModifyIndex() {
+			b.again[e.GetId()] = e
+		}
 		return
 	}
 	if idx, ok := b.done[e.GetId()]; ok && e.GetModifyIndex() <= idx {
@@ -222,7 +233,39 @@ func (b *evalBroker) ack(evalID, token string, doneIndex uint64) error {
 	}
 	b.finishLocked(u.eval)
 	b.done[evalID] = doneIndex
+	if e := b.again[evalID]; e != nil {
+		delete(b.again, evalID)
+		if e.GetModifyIndex() > doneIndex {
+			b.held[evalID] = true
+			b.readyLocked(e)
+		}
+	}
 	return nil
+}
+
+// forget releases an evaluation nack gave up on, once the caller has
+// recorded its failure at index doneIndex (0 if that failed: the
+// evaluation is then handed out again when next seen pending).
+func (b *evalBroker) forget(evalID string, doneIndex uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.held, evalID)
+	if doneIndex > 0 {
+		b.done[evalID] = doneIndex
+	}
+}
+
+// prune forgets finished evaluations whose outcome is at or below index,
+// the evals table index of a snapshot the feed has read: no sighting of
+// them as pending can come from an older snapshot any more.
+func (b *evalBroker) prune(index uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, done := range b.done {
+		if done <= index {
+			delete(b.done, id)
+		}
+	}
 }
 
 // finishLocked forgets an outstanding evaluation and releases its job.
@@ -262,7 +305,13 @@ func (b *evalBroker) nack(evalID, token string) error {
 	}
 	n := b.nacks[evalID]
 	if n >= b.cfg.deliveryLimit {
+		// It stays held until the caller has recorded the failure
+		// (forget): meanwhile the state still shows it pending, and that
+		// sighting is not new work.
+		held := b.held[evalID]
 		b.finishLocked(u.eval)
+		b.held[evalID] = held
+		delete(b.again, evalID)
 		return fmt.Errorf("evaluation %s after %d deliveries: %w", evalID, n, errDeliveryLimit)
 	}
 	// The job stays in flight during the backoff, so its later evaluations

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -181,4 +182,73 @@ func TestBrokerTokensAndDisable(t *testing.T) {
 	b.enqueue(brokerEval("e2", "j", 50, 2))
 	b.setEnabled(true)
 	requireNothingReady(t, b) // enqueued while disabled: dropped, the new leader reads state
+}
+
+// TestBrokerHoldsAnEvalFailedAtItsLimitUntilForgotten: between the last
+// nack and the failure record applying, the state still shows the
+// evaluation pending; the feed's sighting then is not new work.
+func TestBrokerHoldsAnEvalFailedAtItsLimitUntilForgotten(t *testing.T) {
+	b, clock := newTestBroker(t)
+	b.enqueue(brokerEval("e1", "j", 50, 1))
+	b.enqueue(brokerEval("e2", "j", 50, 2))
+	for delivery := 1; delivery <= 3; delivery++ {
+		_, tok := mustDequeue(t, b)
+		err := b.nack("e1", tok)
+		if delivery < 3 {
+			clock.Advance(time.Second << (delivery - 1))
+			continue
+		}
+		if !errors.Is(err, errDeliveryLimit) {
+			t.Fatalf("third nack = %v", err)
+		}
+	}
+	if e, _ := mustDequeue(t, b); e.GetId() != "e2" {
+		t.Fatalf("the job's next eval is %s, want e2 once e1 gave up", e.GetId())
+	}
+	b.enqueue(brokerEval("e1", "j", 50, 1)) // the feed, before the failure record applied
+	requireNothingReady(t, b)
+	b.forget("e1", 9) // recorded failed at index 9
+	b.enqueue(brokerEval("e1", "j", 50, 1))
+	requireNothingReady(t, b)
+}
+
+// TestBrokerPrunesWhatTheFeedHasReadPast: finished evaluations are
+// remembered only until the feed reads a snapshot at or past their
+// outcome, so a long leadership does not grow the broker.
+func TestBrokerPrunesWhatTheFeedHasReadPast(t *testing.T) {
+	b, _ := newTestBroker(t)
+	for i := range 100 {
+		e := brokerEval(fmt.Sprintf("e%03d", i), fmt.Sprintf("j%03d", i), 50, uint64(i+1))
+		b.enqueue(e)
+		got, tok := mustDequeue(t, b)
+		if err := b.ack(got.GetId(), tok, uint64(1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.prune(1049)
+	b.mu.Lock()
+	left := len(b.done)
+	b.mu.Unlock()
+	if left != 50 {
+		t.Fatalf("%d finished evals remembered after pruning at 1049, want the 50 finished later", left)
+	}
+}
+
+// TestBrokerHandsOutAnEvalMadePendingAgainWhileHeld: a blocked eval the
+// feed made pending again before its worker acked is handed out after the
+// ack, not lost until the next change.
+func TestBrokerHandsOutAnEvalMadePendingAgainWhileHeld(t *testing.T) {
+	b, _ := newTestBroker(t)
+	b.enqueue(brokerEval("e1", "j", 50, 1))
+	_, tok := mustDequeue(t, b)
+	again := brokerEval("e1", "j", 50, 1)
+	again.ModifyIndex = 12
+	b.enqueue(again)
+	requireNothingReady(t, b)
+	if err := b.ack("e1", tok, 10); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := mustDequeue(t, b); e.GetModifyIndex() != 12 {
+		t.Fatalf("handed out %v, want e1 at modify index 12", e)
+	}
 }

@@ -16,12 +16,13 @@ import (
 // It wakes on changes to the evaluations (a watch on the state, not a
 // poll), so a registered job's evaluation reaches a worker as soon as its
 // command is applied; at a new leader's start it restores the broker from
-// whatever earlier leaders left pending.
+// whatever earlier leaders left pending, and wakes every blocked
+// evaluation once (what freed capacity while no leader watched is
+// unknown).
 func (s *Server) feedBroker(ctx context.Context) {
 	logger := s.logger.Named("evals")
-	// live is the number of allocs holding resources when blocked
-	// evaluations were last looked at; a drop means capacity was freed.
-	live := -1
+	first := true
+	var retry <-chan time.Time
 	for {
 		ws := memdb.NewWatchSet()
 		snap := s.fsm.State().Snapshot()
@@ -32,45 +33,75 @@ func (s *Server) feedBroker(ctx context.Context) {
 		for _, e := range pending {
 			s.broker.enqueue(e)
 		}
+		if idx, err := snap.Index(fsm.TableEvals); err == nil {
+			s.broker.prune(idx)
+		}
 		blocked, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_BLOCKED)
 		if err != nil {
 			logger.Error("reading blocked evaluations", "error", err)
 		}
+		retry = nil
 		if len(blocked) > 0 {
-			live = s.unblock(ctx, ws, snap, blocked, live)
-		} else {
-			live = -1
+			if err := s.unblock(ctx, ws, snap, blocked, first); err != nil && ctx.Err() == nil {
+				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
+				retry = time.After(time.Second)
+			}
 		}
-		if err := ws.WatchCtx(ctx); err != nil {
+		first = false
+		wctx, cancel := context.WithCancel(ctx)
+		if retry != nil {
+			go func(r <-chan time.Time) {
+				select {
+				case <-r:
+					cancel()
+				case <-wctx.Done():
+				}
+			}(retry)
+		}
+		err = ws.WatchCtx(wctx)
+		cancel()
+		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// unblock makes blocked evaluations pending again when a node changed
-// since they were planned (joined, came back, became eligible) or allocs
-// stopped holding resources. It returns the live alloc count it saw and
-// adds the nodes and allocs tables to ws, so their changes wake the feed.
-func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, prevLive int) int {
-	nodesIdx, _ := snap.Index(fsm.TableNodes)
+// unblock makes blocked evaluations pending again when the cluster changed
+// in a way that may make room since they were planned: a node changed
+// (joined, came back, became eligible, was drained), or an alloc stopped
+// holding resources or was changed by the servers (stopped, moved,
+// updated in place — a job update that shrinks an alloc frees room
+// without changing how many allocs run). A client's status update that
+// leaves an alloc running changes nothing here. With all, every blocked
+// evaluation is woken. It adds the nodes and allocs tables to ws, so their
+// changes wake the feed.
+func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
+	nodesIdx, err := snap.Index(fsm.TableNodes)
+	if err != nil {
+		return err
+	}
 	if _, err := snap.Nodes(ws); err != nil {
-		return prevLive
+		return err
 	}
 	allocs, _, err := snap.AllocsPage(ws, "", 0, nil)
 	if err != nil {
-		return prevLive
+		return err
 	}
-	live := 0
+	// freedAt is the latest index at which an alloc freed or changed
+	// capacity.
+	var freedAt uint64
 	for _, a := range allocs {
-		if !fsm.AllocTerminal(a) {
-			live++
+		if fsm.AllocTerminal(a) {
+			freedAt = max(freedAt, a.GetModifyIndex())
+		} else {
+			freedAt = max(freedAt, a.GetAllocModifyIndex())
 		}
 	}
-	freed := prevLive >= 0 && live < prevLive
 	var wake []*pb.Evaluation
 	now := s.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
-		if freed || nodesIdx > e.GetSnapshotIndex() {
+		since := e.GetSnapshotIndex()
+		if all || nodesIdx > since || freedAt > since {
 			u := proto.Clone(e).(*pb.Evaluation)
 			u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
 			u.StatusDescription = "unblocked: capacity may have changed"
@@ -79,12 +110,11 @@ func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 			wake = append(wake, u)
 		}
 	}
-	if len(wake) > 0 {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if _, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake}); err != nil && ctx.Err() == nil {
-			s.logger.Warn("unblocking evaluations", "count", len(wake), "error", err)
-		}
+	if len(wake) == 0 {
+		return nil
 	}
-	return live
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake})
+	return err
 }

@@ -64,7 +64,7 @@ func (s *Server) worker(ctx context.Context, id int) {
 		}
 		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
 		if nerr := s.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
-			s.failEval(ctx, eval, err)
+			s.broker.forget(eval.GetId(), s.failEval(ctx, eval, err))
 		} else if nerr != nil {
 			logger.Warn("nack", "eval", eval.GetId(), "error", nerr)
 		}
@@ -82,6 +82,16 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 			return 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
 		evals := append([]*pb.Evaluation{res.Eval}, res.FollowUps...)
+		// This run decided everything about the job the older blocked
+		// evaluations waited to decide: it placed what they could not, or
+		// it is (or made) the job's one blocked evaluation. Cancelling them
+		// keeps one blocked evaluation per job, and lets a stopped job's
+		// status reach dead.
+		older, err := s.olderBlocked(snap, eval, res)
+		if err != nil {
+			return 0, err
+		}
+		evals = append(evals, older...)
 		for _, e := range evals {
 			e.ModifiedAt = now
 		}
@@ -101,6 +111,29 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 				eval.GetId(), eval.GetJobId(), attempt, result.GetRefusals())
 		}
 	}
+}
+
+// olderBlocked returns the job's other blocked evaluations, cancelled.
+func (s *Server) olderBlocked(snap *fsm.StateSnapshot, eval *pb.Evaluation, res *scheduler.Result) ([]*pb.Evaluation, error) {
+	evals, err := snap.EvalsByJob(nil, eval.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{eval.GetId(): true}
+	for _, f := range res.FollowUps {
+		keep[f.GetId()] = true
+	}
+	var out []*pb.Evaluation
+	for _, e := range evals {
+		if e.GetStatus() != pb.EvalStatus_EVAL_STATUS_BLOCKED || keep[e.GetId()] {
+			continue
+		}
+		c := proto.Clone(e).(*pb.Evaluation)
+		c.Status = pb.EvalStatus_EVAL_STATUS_CANCELED
+		c.StatusDescription = fmt.Sprintf("superseded by evaluation %s", eval.GetId())
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // schedule runs the pure scheduler on snap.
@@ -125,7 +158,8 @@ func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.P
 // evaluation a minute later, so a job whose evaluations keep failing (a
 // scheduler bug, a plan the state keeps refusing) is retried without a
 // tight loop and the failure is visible in `eval status`.
-func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error) {
+// It returns the index of the write, 0 when it failed.
+func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error) uint64 {
 	now := s.cfg.Clock.Now()
 	failed := proto.Clone(eval).(*pb.Evaluation)
 	followUp := &pb.Evaluation{
@@ -147,9 +181,12 @@ func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error)
 	failed.ModifiedAt = now.UnixNano()
 	actx, cancel := context.WithTimeout(ctx, planApplyTimeout)
 	defer cancel()
-	if _, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed, followUp}}); err != nil {
+	idx, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed, followUp}})
+	if err != nil {
 		s.logger.Error("recording a failed evaluation", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
+		return 0
 	}
+	return idx
 }
 
 // SchedulerState is the scheduler's view of a state snapshot (the
