@@ -347,9 +347,9 @@ func applyAllocStop(tx *writeTxn, s *pb.AllocStop, stored *pb.Allocation, applie
 
 // applyPlacement stores a placement (existing nil) or an in-place update.
 // A placement starts pending, created now; an update keeps the create
-// index and time and what the client owns (client status and description,
-// task states): the scheduler's copy of those may be older than the
-// client's last report. A placement that replaces an alloc links it back
+// index and time, what the client owns (client status and description,
+// task states) and the desired transition: the scheduler's copy of those
+// may be older than the client's last report or an operator's stop. A placement that replaces an alloc links it back
 // through next_allocation.
 func applyPlacement(tx *writeTxn, a, existing *pb.Allocation, appliedAt int64) error {
 	if existing == nil {
@@ -364,6 +364,10 @@ func applyPlacement(tx *writeTxn, a, existing *pb.Allocation, appliedAt int64) e
 		a.ClientStatus = existing.GetClientStatus()
 		a.ClientDescription = existing.GetClientDescription()
 		a.TaskStates = existing.GetTaskStates()
+		// A transition asked for after the scheduler read the alloc (an
+		// alloc stop, a drain) is newer than its copy: kept, or the
+		// transition's evaluation would find nothing to do.
+		a.DesiredTransition = existing.GetDesiredTransition()
 	}
 	a.ModifyIndex = tx.index
 	a.AllocModifyIndex = tx.index

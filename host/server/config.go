@@ -90,6 +90,9 @@ type testHooks struct {
 	// new leader's barrier and with -1 when it stops, so a test knows a
 	// request is parked there.
 	waitingForBarrier func(method string, delta int)
+	// beforeNodeStatus runs in setNodeStatus between reading the node's
+	// evaluations and proposing its status change.
+	beforeNodeStatus func(nodeID string)
 }
 
 func (c *Config) withDefaults() *Config {

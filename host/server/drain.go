@@ -48,7 +48,14 @@ func (d *drainer) run(ctx context.Context) {
 	}()
 	for {
 		ws := memdb.NewWatchSet()
-		next := d.step(ctx, ws)
+		next, failed := d.step(ctx, ws)
+		if failed {
+			// A write that did not commit is tried again soon, not at the
+			// next unrelated change.
+			if retry := d.s.cfg.Clock.Now().Add(time.Second); next.IsZero() || retry.Before(next) {
+				next = retry
+			}
+		}
 		if deadline != nil {
 			deadline.Stop()
 			deadline = nil
@@ -73,14 +80,14 @@ func (d *drainer) run(ctx context.Context) {
 }
 
 // step acts on every draining node and returns the earliest deadline still
-// ahead (zero if none).
-func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time) {
+// ahead (zero if none), and whether a write failed.
+func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, failed bool) {
 	s := d.s
 	snap := s.fsm.State().Snapshot()
 	nodes, err := snap.Nodes(ws)
 	if err != nil {
 		s.logger.Error("drainer: reading nodes", "error", err)
-		return time.Time{}
+		return time.Time{}, true
 	}
 	now := s.cfg.Clock.Now()
 	jobs := map[string]*pb.Job{}
@@ -137,16 +144,16 @@ func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time) 
 		}
 		switch {
 		case len(migrate) > 0:
-			d.migrate(ctx, n, migrate, jobOf)
+			failed = !d.migrate(ctx, n, migrate, jobOf) || failed
 		case userLive == 0 && systemLive == 0:
-			d.finish(ctx, n)
+			failed = !d.finish(ctx, n) || failed
 		}
 	}
-	return next
+	return next, failed
 }
 
 // migrate marks allocs of node n to move off it, with one evaluation per job.
-func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocation, jobOf func(string) *pb.Job) {
+func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocation, jobOf func(string) *pb.Job) bool {
 	s := d.s
 	cmd := &pb.AllocDesiredTransitionCommand{Allocs: map[string]*pb.DesiredTransition{}, UpdatedAt: s.cfg.Clock.Now().UnixNano()}
 	seen := map[string]bool{}
@@ -170,21 +177,27 @@ func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocati
 	sort.Slice(cmd.Evals, func(i, j int) bool { return cmd.Evals[i].GetJobId() < cmd.Evals[j].GetJobId() })
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := s.raftApply(actx, fsm.AllocDesiredTransition, cmd); err != nil && ctx.Err() == nil {
-		s.logger.Warn("drainer: marking allocs to migrate", "node", n.GetId(), "allocs", len(allocs), "error", err)
-		return
+	if _, err := s.raftApply(actx, fsm.AllocDesiredTransition, cmd); err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("drainer: marking allocs to migrate", "node", n.GetId(), "allocs", len(allocs), "error", err)
+		}
+		return false
 	}
 	s.logger.Info("drainer: migrating allocs", "node", n.GetId(), "allocs", len(allocs))
+	return true
 }
 
 // finish ends a drain whose node has nothing left to move.
-func (d *drainer) finish(ctx context.Context, n *pb.Node) {
+func (d *drainer) finish(ctx context.Context, n *pb.Node) bool {
 	s := d.s
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := s.raftApply(actx, fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: n.GetId(), UpdatedAt: s.cfg.Clock.Now().UnixNano()}); err != nil && ctx.Err() == nil {
-		s.logger.Warn("drainer: ending drain", "node", n.GetId(), "error", err)
-		return
+	if _, err := s.raftApply(actx, fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: n.GetId(), UpdatedAt: s.cfg.Clock.Now().UnixNano()}); err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("drainer: ending drain", "node", n.GetId(), "error", err)
+		}
+		return false
 	}
 	s.logger.Info("drain complete", "node", n.GetId())
+	return true
 }

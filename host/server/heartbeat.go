@@ -318,7 +318,10 @@ func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.Nod
 	if err != nil {
 		return 0, err
 	}
-	return s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
+	if h := s.cfg.hooks; h != nil && h.beforeNodeStatus != nil {
+		h.beforeNodeStatus(nodeID)
+	}
+	idx, err := s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 		NodeId:        nodeID,
 		Status:        status,
 		Description:   desc,
@@ -326,4 +329,38 @@ func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.Nod
 		IfModifyIndex: ifModifyIndex,
 		Evals:         evals,
 	})
+	if err != nil {
+		return idx, err
+	}
+	// A plan may have placed on the node between the read above and the
+	// apply (the node was still ready): its job needs an evaluation too, or
+	// an alloc of a down node would never be marked lost.
+	if err := s.evalNewcomers(ctx, nodeID, evals); err != nil {
+		s.logger.Warn("evaluating jobs placed on a node while its status changed", "node", nodeID, "error", err)
+	}
+	return idx, nil
+}
+
+// evalNewcomers proposes an evaluation for each job with a live alloc on
+// the node that none of evals covers.
+func (s *Server) evalNewcomers(ctx context.Context, nodeID string, evals []*pb.Evaluation) error {
+	covered := map[string]bool{}
+	for _, e := range evals {
+		covered[e.GetJobId()] = true
+	}
+	now, err := s.nodeEvals(s.fsm.State().Snapshot(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, false)
+	if err != nil {
+		return err
+	}
+	var missing []*pb.Evaluation
+	for _, e := range now {
+		if !covered[e.GetJobId()] {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = s.raftApply(ctx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: missing})
+	return err
 }

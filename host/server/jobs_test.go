@@ -558,3 +558,48 @@ func TestNodeBackGetsItsSystemAllocAgain(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNodeDownEvaluatesAJobPlacedWhileItWentDown: a plan that places on a
+// node between the down-marking's read of its jobs and its apply (the node
+// was still ready) gets an evaluation too: the alloc is marked lost and
+// replaced.
+func TestNodeDownEvaluatesAJobPlacedWhileItWentDown(t *testing.T) {
+	// No heartbeat timer fires (the clock is manual), so only this test's
+	// own setNodeStatus call reads the hook it sets below.
+	tc := newTestCluster(t, 1, func(c *Config) { c.hooks = &testHooks{} })
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	for _, n := range []*pb.Node{n1, n2} {
+		if _, err := tc.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := pb.NewNodeOpsClient(tc.conn(s))
+	if _, err := ops.UpdateEligibility(ctx10s(t), &pb.NodeEligibilityRequest{
+		NodeId: n2.GetId(), Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE}); err != nil {
+		t.Fatal(err)
+	}
+	// The hook places the job on n1 between setNodeStatus's read and its
+	// apply.
+	s.cfg.hooks.beforeNodeStatus = func(string) {
+		if _, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob("web", 1)}); err != nil {
+			t.Error(err)
+		}
+		waitAllocs(t, tc, s, "web", 1, nil)
+	}
+	node, _ := s.State().NodeByID(nil, n1.GetId())
+	if _, err := s.setNodeStatus(ctx10s(t), n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "missed heartbeats", node.GetModifyIndex()); err != nil {
+		t.Fatal(err)
+	}
+	s.cfg.hooks.beforeNodeStatus = nil
+	if _, err := ops.UpdateEligibility(ctx10s(t), &pb.NodeEligibilityRequest{
+		NodeId: n2.GetId(), Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "web", 1, func(as []*pb.Allocation) error {
+		if as[0].GetNodeId() != n2.GetId() {
+			return fmt.Errorf("web runs on %s: the alloc on down n1 was never replaced", as[0].GetNodeId())
+		}
+		return nil
+	})
+}
