@@ -58,7 +58,7 @@ func (s *Server) feedBroker(ctx context.Context) {
 				}
 			}(retry)
 		}
-		err = ws.WatchCtx(wctx)
+		_ = ws.WatchCtx(wctx) // ends on a change, the retry timer or ctx
 		cancel()
 		if ctx.Err() != nil {
 			return
