@@ -170,8 +170,27 @@ func status_(st pb.AllocClientStatus) func(*pb.AllocClientUpdate) bool {
 }
 
 // taskPid returns the pid of a running raw_exec task from the driver.
+// persistedRunning reports whether the state DB holds a running attempt of
+// the task (what taskPid reads).
+func persistedRunning(n *node, allocID, task string) error {
+	states, err := n.db.TaskStates(allocID)
+	if err != nil {
+		return err
+	}
+	for _, ts := range states {
+		if ts.GetTask() == task && ts.GetTaskId() != "" &&
+			ts.GetState().GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+			return nil
+		}
+	}
+	return fmt.Errorf("no running attempt of task %s of alloc %s in the state db yet", task, allocID)
+}
+
 func taskPid(t *testing.T, n *node, allocID, task string) int {
 	t.Helper()
+	// The runner shows (and reports) an attempt running a moment before
+	// the state DB records it.
+	testutil.WaitFor(t, generous, func() error { return persistedRunning(n, allocID, task) })
 	rec, ok, err := n.db.Alloc(allocID)
 	if err != nil || !ok {
 		t.Fatalf("alloc %s not in the state db: %v", allocID, err)

@@ -138,7 +138,18 @@ func TestRestartAlloc(t *testing.T) {
 		if st := states["web"]; st.GetRestarts() != 1 || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 			return errors.New("not restarted yet")
 		}
-		return nil
+		// And the state DB has the new attempt, which taskPid reads.
+		recs, err := n.db.TaskStates("a1")
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.GetTask() == "web" && r.GetState().GetRestarts() == 1 &&
+				r.GetState().GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+				return nil
+			}
+		}
+		return errors.New("the restarted attempt is not in the state db yet")
 	})
 	after = taskPid(t, n, "a1", "web")
 	killAtEnd(t, after)
