@@ -1,0 +1,78 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// AllocLive reports whether the client still runs an alloc: it has an
+// alloc runner for it and the alloc is not terminal.
+type AllocLive func(allocID string) bool
+
+// Restore takes back the entries a previous run of the client stored. An
+// entry whose alloc is not live is dropped from the store and returned in
+// dropped; the others become visible with NeedsProbe set (their health is
+// from before the restart) and are sent to subscribers. An entry already in
+// the registry (its task registered again first) is kept as it is.
+//
+// Records the store could not read, or stale entries it could not delete,
+// are reported in err; everything else is restored regardless, so one bad
+// record does not cost the node its other plugins.
+func (r *Registry) Restore(live AllocLive) (dropped []*pb.CSIPluginRegistration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stored, readErr := r.store.CSIPluginRegistrations()
+	var errs []error
+	if readErr != nil {
+		errs = append(errs, fmt.Errorf("csi registry: restore: %w", readErr))
+	}
+	var keep []*pb.CSIPluginRegistration
+	for _, reg := range stored {
+		switch t := reg.GetType(); {
+		case t != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER && t != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE,
+			reg.GetPluginId() == "", reg.GetAllocId() == "":
+			errs = append(errs, fmt.Errorf("csi registry: restore: %s plugin %q of alloc %q: %w",
+				typeName(t), reg.GetPluginId(), reg.GetAllocId(), ErrInvalidRegistration))
+		case !live(reg.GetAllocId()):
+			dropped = append(dropped, reg)
+		default:
+			keep = append(keep, reg)
+		}
+	}
+	if len(dropped) > 0 {
+		if err := r.store.DeleteCSIPluginRegistrations(dropped...); err != nil {
+			// They stay in the store, to be dropped by the next restore; they
+			// are stale either way and are not restored.
+			errs = append(errs, fmt.Errorf("csi registry: restore: drop %d entries of gone allocs: %w", len(dropped), err))
+		}
+		for _, reg := range dropped {
+			r.logger.Info("csi plugin registration dropped: its alloc is gone or terminal",
+				"type", typeName(reg.GetType()), "plugin_id", reg.GetPluginId(), "alloc_id", reg.GetAllocId())
+		}
+	}
+	// Oldest first, so the restored entries' registration order (the last
+	// tiebreak of Serving) is the one they had.
+	slices.SortStableFunc(keep, func(a, b *pb.CSIPluginRegistration) int {
+		return cmpRestored(a, b)
+	})
+	for _, reg := range keep {
+		if _, ok := r.entries[keyOf(reg)]; ok {
+			continue
+		}
+		r.put(Entry{Registration: reg, NeedsProbe: true})
+	}
+	return dropped, errors.Join(errs...)
+}
+
+func cmpRestored(a, b *pb.CSIPluginRegistration) int {
+	switch ea, eb := (&entry{Entry: Entry{Registration: a}}), (&entry{Entry: Entry{Registration: b}}); {
+	case newer(eb, ea):
+		return -1
+	case newer(ea, eb):
+		return 1
+	}
+	return 0
+}
