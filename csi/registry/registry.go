@@ -83,14 +83,16 @@ type entry struct {
 // newer reports whether a is a newer instance than b of the same plugin:
 // a newer alloc (create index), then a later registration.
 func newer(a, b *entry) bool {
-	ra, rb := a.Registration, b.Registration
-	if c := cmp.Compare(ra.GetAllocCreateIndex(), rb.GetAllocCreateIndex()); c != 0 {
-		return c > 0
-	}
-	if c := cmp.Compare(ra.GetRegisteredAt(), rb.GetRegisteredAt()); c != 0 {
+	if c := compareAge(a.Registration, b.Registration); c != 0 {
 		return c > 0
 	}
 	return a.seq > b.seq
+}
+
+// compareAge orders two registrations of one plugin by what is persisted:
+// the alloc's create index, then the registration time.
+func compareAge(a, b *pb.CSIPluginRegistration) int {
+	return cmp.Or(cmp.Compare(a.GetAllocCreateIndex(), b.GetAllocCreateIndex()), cmp.Compare(a.GetRegisteredAt(), b.GetRegisteredAt()))
 }
 
 // Option configures a Registry.

@@ -9,10 +9,12 @@ import (
 )
 
 // AllocLive reports whether the client still runs an alloc: it has an
-// alloc runner for it and the alloc is not terminal.
+// alloc runner for it and the alloc is not terminal. Restore calls it with
+// the registry locked, so it must not call the registry.
 type AllocLive func(allocID string) bool
 
-// Restore takes back the entries a previous run of the client stored. An
+// Restore takes back the entries a previous run of the client stored; call
+// it once at client start, before the plugin tasks' hooks run. An
 // entry whose alloc is not live is dropped from the store and returned in
 // dropped; the others become visible with NeedsProbe set (their health is
 // from before the restart) and are sent to subscribers. An entry already in
@@ -31,6 +33,11 @@ func (r *Registry) Restore(live AllocLive) (dropped []*pb.CSIPluginRegistration,
 	}
 	var keep []*pb.CSIPluginRegistration
 	for _, reg := range stored {
+		if _, ok := r.entries[keyOf(reg)]; ok {
+			// Registered again by its task before Restore ran: the live
+			// entry is newer than the stored one and already in the store.
+			continue
+		}
 		switch t := reg.GetType(); {
 		case t != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER && t != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE,
 			reg.GetPluginId() == "", reg.GetAllocId() == "":
@@ -55,24 +62,9 @@ func (r *Registry) Restore(live AllocLive) (dropped []*pb.CSIPluginRegistration,
 	}
 	// Oldest first, so the restored entries' registration order (the last
 	// tiebreak of Serving) is the one they had.
-	slices.SortStableFunc(keep, func(a, b *pb.CSIPluginRegistration) int {
-		return cmpRestored(a, b)
-	})
+	slices.SortStableFunc(keep, compareAge)
 	for _, reg := range keep {
-		if _, ok := r.entries[keyOf(reg)]; ok {
-			continue
-		}
 		r.put(Entry{Registration: reg, NeedsProbe: true})
 	}
 	return dropped, errors.Join(errs...)
-}
-
-func cmpRestored(a, b *pb.CSIPluginRegistration) int {
-	switch ea, eb := (&entry{Entry: Entry{Registration: a}}), (&entry{Entry: Entry{Registration: b}}); {
-	case newer(eb, ea):
-		return -1
-	case newer(ea, eb):
-		return 1
-	}
-	return 0
 }

@@ -202,3 +202,22 @@ func TestRestoreReportsBadRecordsAndRestoresTheRest(t *testing.T) {
 		t.Fatalf("second restore: dropped %v, err %v; want the stale entry deleted", dropped, err)
 	}
 }
+
+// TestRestoreLeavesLiveEntriesAlone: an entry its task registered before
+// Restore is neither replaced nor dropped, whatever the stored copy and the
+// liveness function say, so the store keeps every visible entry.
+func TestRestoreLeavesLiveEntriesAlone(t *testing.T) {
+	store := newFakeStore()
+	if err := store.PutCSIPluginRegistrations(reg(node, "p", "a1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	r := New(store)
+	mustRegister(t, r, reg(node, "p", "a1", 1))
+	dropped, err := r.Restore(liveAllocs()) // the alloc runners do not know a1 yet
+	if err != nil || len(dropped) != 0 {
+		t.Fatalf("Restore = %v, %v; want nothing dropped", dropped, err)
+	}
+	if _, ok := r.Serving(node, "p"); !ok || !store.has(key(node, "p", "a1")) {
+		t.Fatal("the live entry was dropped by Restore")
+	}
+}
