@@ -414,9 +414,18 @@ type CSIPluginRegistration struct {
 	Provider        string `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
 	ProviderVersion string `protobuf:"bytes,6,opt,name=provider_version,json=providerVersion,proto3" json:"provider_version,omitempty"`
 	// registered_at is unix nanoseconds.
-	RegisteredAt  int64 `protobuf:"varint,7,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RegisteredAt int64 `protobuf:"varint,7,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// healthy is the plugin's last health check: the supervisor registers a
+	// plugin once it is healthy and updates the entry on every transition.
+	Healthy bool `protobuf:"varint,8,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	// health_description says why, for an unhealthy plugin.
+	HealthDescription string `protobuf:"bytes,9,opt,name=health_description,json=healthDescription,proto3" json:"health_description,omitempty"`
+	// alloc_create_index is the plugin alloc's create index. Of two allocs of
+	// one plugin on a node (an update), the newer alloc serves while both are
+	// healthy; a task restart of the older one does not make it newer.
+	AllocCreateIndex uint64 `protobuf:"varint,10,opt,name=alloc_create_index,json=allocCreateIndex,proto3" json:"alloc_create_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CSIPluginRegistration) Reset() {
@@ -498,6 +507,27 @@ func (x *CSIPluginRegistration) GetRegisteredAt() int64 {
 	return 0
 }
 
+func (x *CSIPluginRegistration) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *CSIPluginRegistration) GetHealthDescription() string {
+	if x != nil {
+		return x.HealthDescription
+	}
+	return ""
+}
+
+func (x *CSIPluginRegistration) GetAllocCreateIndex() uint64 {
+	if x != nil {
+		return x.AllocCreateIndex
+	}
+	return 0
+}
+
 var File_berth_v1_client_state_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_state_proto_rawDesc = "" +
@@ -532,7 +562,7 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06driver\x18\x05 \x01(\tR\x06driver\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\"\x84\x02\n" +
+	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\"\xfb\x02\n" +
 	"\x15CSIPluginRegistration\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x19\n" +
@@ -540,7 +570,11 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\bendpoint\x18\x04 \x01(\tR\bendpoint\x12\x1a\n" +
 	"\bprovider\x18\x05 \x01(\tR\bprovider\x12)\n" +
 	"\x10provider_version\x18\x06 \x01(\tR\x0fproviderVersion\x12#\n" +
-	"\rregistered_at\x18\a \x01(\x03R\fregisteredAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\rregistered_at\x18\a \x01(\x03R\fregisteredAt\x12\x18\n" +
+	"\ahealthy\x18\b \x01(\bR\ahealthy\x12-\n" +
+	"\x12health_description\x18\t \x01(\tR\x11healthDescription\x12,\n" +
+	"\x12alloc_create_index\x18\n" +
+	" \x01(\x04R\x10allocCreateIndexB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_state_proto_rawDescOnce sync.Once

@@ -25,6 +25,7 @@ var (
 	bucketTaskHandles   = []byte("task_handles")
 	bucketAllocs        = []byte("allocs")
 	bucketTaskStates    = []byte("task_states")
+	bucketCSIPlugins    = []byte("csi_plugins")
 
 	keySchemaVersion = []byte("schema_version")
 )
@@ -94,7 +95,7 @@ func (db *DB) init() error {
 			return fmt.Errorf("state db %s: schema version %d, this berth reads up to %d: %w",
 				db.path, binary.BigEndian.Uint32(raw), SchemaVersion, ErrNewerSchema)
 		}
-		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates} {
+		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates, bucketCSIPlugins} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("state db %s: bucket %s: %w", db.path, name, err)
 			}

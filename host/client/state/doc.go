@@ -11,10 +11,10 @@
 //	task_handles   <task id>        -> TaskHandleRecord   (a driver's task handle)
 //	allocs         <alloc id>       -> AllocRecord        (an alloc the client runs, with its job)
 //	task_states    <alloc id>/<task> -> TaskStateRecord   (a task's state and current task id)
+//	csi_plugins    <type>/<alloc id>/<plugin id> -> CSIPluginRegistration (the dynamic CSI plugin registry, csi/registry)
 //
-// Buckets planned for later work keep the same shape: "csi_plugins" (the dynamic plugin
-// registry, plugin ID -> registration) and "volume_usage" (volume and alloc
-// -> staged and published paths). Adding a bucket is not a schema change;
+// A bucket planned for later work keeps the same shape: "volume_usage"
+// (volume and alloc -> staged and published paths). Adding a bucket is not a schema change;
 // changing the encoding of an existing one is, and bumps SchemaVersion with
 // a migration in Open.
 //
