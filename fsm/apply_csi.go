@@ -181,8 +181,8 @@ func (c *csiChanges) hasRows(tx *writeTxn) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		any := r != nil || len(c.rows) > 0
-		c.anyRows = &any
+		has := r != nil || len(c.rows) > 0
+		c.anyRows = &has
 	}
 	return *c.anyRows, nil
 }
