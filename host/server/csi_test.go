@@ -198,3 +198,53 @@ func TestCSIPluginsMethodsHaveRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestCSIPluginExpectedCountsFollowThePluginJobsAllocs: a job whose task
+// is a monolith plugin is placed by the scheduler before any node reports
+// the plugin; the first report creates the row with that alloc expected on
+// both sides; stopping the job takes it out again.
+func TestCSIPluginExpectedCountsFollowThePluginJobsAllocs(t *testing.T) {
+	tc := newTestCluster(t, 1, withVersion(version.Version))
+	s := tc.servers[0]
+	csi := pb.NewCSIPluginsClient(tc.conn(s))
+	n := workNode("n1")
+	if _, err := tc.register(s, n); err != nil {
+		t.Fatal(err)
+	}
+	job := serviceJob("plugin-ebs", 1)
+	job.Groups[0].Tasks[0].CsiPlugin = &pb.CSIPluginConfig{Id: "ebs", Type: "monolith"}
+	if _, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := waitAllocs(t, tc, s, job.GetId(), 1, nil)[0]
+	if _, err := csi.Get(ctx10s(t), &pb.CSIPluginGetRequest{PluginId: "ebs"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("plugin before any report: %v, want NotFound (only reports create rows)", err)
+	}
+	info := &pb.CSIPluginInfo{AllocId: alloc.GetId(), Healthy: true, Provider: "ebs.csi.aws.com", ProviderVersion: "1.29.1"}
+	updateCSI(t, csi, &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Controllers: map[string]*pb.CSIPluginInfo{"ebs": info}, Nodes: map[string]*pb.CSIPluginInfo{"ebs": info}})
+	got, err := csi.Get(ctx10s(t), &pb.CSIPluginGetRequest{PluginId: "ebs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.GetPlugin()
+	if p.GetControllersHealthy() != 1 || p.GetControllersExpected() != 1 || p.GetNodesHealthy() != 1 || p.GetNodesExpected() != 1 ||
+		len(p.GetAllocations()) != 1 || p.GetAllocations()[0].GetAllocId() != alloc.GetId() || !p.GetAllocations()[0].GetHealthy() ||
+		p.GetAllocations()[0].GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH {
+		t.Fatalf("plugin after the report: %v, want 1/1 both sides and the monolith alloc %s, healthy", p, alloc.GetId())
+	}
+
+	if _, err := pb.NewJobsClient(tc.conn(s)).Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: job.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		got, err := csi.Get(ctx10s(t), &pb.CSIPluginGetRequest{PluginId: "ebs"})
+		if err != nil {
+			return err
+		}
+		if p := got.GetPlugin(); len(p.GetAllocations()) != 0 || p.GetControllersExpected() != 0 || p.GetNodesExpected() != 0 {
+			return errors.New("after the stop the plugin still expects its alloc: " + p.String())
+		}
+		return nil
+	})
+}
