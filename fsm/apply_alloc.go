@@ -62,10 +62,12 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 		stored[i] = a
 	}
 	var jobs []string
+	var touched []*pb.Allocation
 	for i, u := range cmd.GetUpdates() {
 		if stored[i] == nil {
 			continue
 		}
+		touched = append(touched, stored[i])
 		// Two updates of one alloc in a batch: the later builds on the
 		// earlier, as it would in separate commands.
 		cur, err := allocsTable.first(tx, nil, u.GetAllocId())
@@ -86,6 +88,9 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 			return err
 		}
 		jobs = addID(jobs, a.GetJobId())
+	}
+	if err := csiAllocsChanged(tx, touched); err != nil {
+		return err
 	}
 	evalJobs, err := upsertEvals(tx, cmd.GetEvals())
 	if err != nil {

@@ -42,6 +42,7 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 		}
 	}
 	var nodes, jobs []string
+	var removed []*pb.Allocation
 	for _, id := range cmd.GetAllocIds() {
 		a, err := allocsTable.first(tx, nil, id)
 		if err != nil {
@@ -62,6 +63,10 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 		}
 		nodes = addID(nodes, a.GetNodeId())
 		jobs = addID(jobs, a.GetJobId())
+		removed = append(removed, a)
+	}
+	if err := csiAllocsChanged(tx, removed); err != nil {
+		return err
 	}
 	for _, id := range cmd.GetEvalIds() {
 		e, err := evalsTable.first(tx, nil, id)

@@ -98,6 +98,9 @@ func applyJobDeregister(tx *writeTxn, cmd *pb.JobDeregisterCommand) error {
 			return err
 		}
 	}
+	if err := csiJobChanged(tx, existing, nil); err != nil {
+		return err
+	}
 	if ev := cmd.GetEval(); ev != nil {
 		ev.JobModifyIndex = tx.index
 		if _, err := upsertEvals(tx, []*pb.Evaluation{ev}); err != nil {
@@ -166,6 +169,10 @@ func checkJobEval(jobID string, ev *pb.Evaluation) error {
 // (may be nil) for the new job_modify_index and recomputes the job's
 // status. j is stored as it is and must not be changed afterwards.
 func storeJobVersion(tx *writeTxn, j *pb.Job, ev *pb.Evaluation) error {
+	prev, err := jobsTable.first(tx, nil, j.GetId())
+	if err != nil {
+		return err
+	}
 	j.ModifyIndex = tx.index
 	j.JobModifyIndex = tx.index
 	if err := jobsTable.insert(tx, j); err != nil {
@@ -183,6 +190,9 @@ func storeJobVersion(tx *writeTxn, j *pb.Job, ev *pb.Evaluation) error {
 			return err
 		}
 		versions = versions[1:]
+	}
+	if err := csiJobChanged(tx, prev, j); err != nil {
+		return err
 	}
 	if ev != nil {
 		ev.JobModifyIndex = tx.index

@@ -47,10 +47,19 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 		n.RegisteredAt = existing.GetRegisteredAt()
 		n.Eligibility = existing.GetEligibility()
 		n.Drain = existing.GetDrain()
+		// The CSI plugin set is NodeCSIUpdate's (apply_csi.go): a
+		// registration, which carries the fingerprint, keeps it.
+		n.CsiControllerPlugins = existing.GetCsiControllerPlugins()
+		n.CsiNodePlugins = existing.GetCsiNodePlugins()
 	}
 	n.ModifyIndex = tx.index
 	if err := nodesTable.insert(tx, n); err != nil {
 		return err
+	}
+	if existing.GetStatus() != n.GetStatus() {
+		if err := nodeChanged(tx, existing, n); err != nil {
+			return err
+		}
 	}
 	if len(cmd.GetEvals()) == 0 {
 		return nil
@@ -98,6 +107,11 @@ func applyNodeStatusUpdate(tx *writeTxn, cmd *pb.NodeStatusUpdateCommand) error 
 		if err := nodesTable.insert(tx, n); err != nil {
 			return err
 		}
+		if existing.GetStatus() != n.GetStatus() {
+			if err := nodeChanged(tx, existing, n); err != nil {
+				return err
+			}
+		}
 	}
 	if len(cmd.GetEvals()) == 0 {
 		return nil
@@ -120,7 +134,10 @@ func applyNodeDeregister(tx *writeTxn, cmd *pb.NodeDeregisterCommand) error {
 	if existing == nil {
 		return nil
 	}
-	return nodesTable.delete(tx, existing)
+	if err := nodesTable.delete(tx, existing); err != nil {
+		return err
+	}
+	return nodeChanged(tx, existing, nil)
 }
 
 // checkNodeStatus refuses the status no node can be in: unspecified. A

@@ -97,6 +97,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	// alloc stopped by the same plan links to the stopped version.
 	appliedAt := cmd.GetAppliedAt()
 	jobs := []string{plan.GetJobId()}
+	var touched []*pb.Allocation
 	for _, pn := range nodes {
 		if pn.refusal != "" {
 			if result.Refusals == nil {
@@ -112,6 +113,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			}
 			result.AppliedStops++
 			jobs = addID(jobs, s.alloc.GetJobId())
+			touched = append(touched, s.alloc)
 		}
 	}
 	for _, pn := range nodes {
@@ -119,6 +121,11 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			continue
 		}
 		for i, a := range pn.allocs {
+			before := pn.existing[i]
+			if before == nil {
+				before = a
+			}
+			touched = append(touched, before)
 			if err := applyPlacement(tx, a, pn.existing[i], appliedAt); err != nil {
 				return err
 			}
@@ -129,6 +136,9 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 		}
 	}
 	slices.Sort(result.RefusedNodes)
+	if err := csiAllocsChanged(tx, touched); err != nil {
+		return err
+	}
 
 	if len(result.RefusedNodes) == 0 {
 		evalJobs, err := upsertEvals(tx, cmd.GetEvals())

@@ -54,6 +54,10 @@ const (
 	NodeDrain MessageType = 14
 	// GC carries a *pb.GCCommand.
 	GC MessageType = 15
+	// NodeCSIUpdate carries a *pb.NodeCSIUpdateCommand. It writes the
+	// csi_plugins table: proposed only once every server knows it (the
+	// table rule, doc.go).
+	NodeCSIUpdate MessageType = 16
 )
 
 // command is one row of the dispatch table.
@@ -86,6 +90,7 @@ var commands = map[MessageType]command{
 	NodeEligibility:        newCommand("NodeEligibility", applyNodeEligibility),
 	NodeDrain:              newCommand("NodeDrain", applyNodeDrain),
 	GC:                     newCommand("GC", applyGC),
+	NodeCSIUpdate:          newCommand("NodeCSIUpdate", applyNodeCSIUpdate),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

@@ -37,6 +37,9 @@ var everyCommand = []struct {
 	{fsm.NodeEligibility, &pb.NodeEligibilityCommand{NodeId: "n1", Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE}},
 	{fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: "n1", Drain: &pb.DrainStrategy{DeadlineMs: 1000}}},
 	{fsm.GC, &pb.GCCommand{AllocIds: []string{"a1"}, EvalIds: []string{"e1"}, JobIds: []string{"web"}}},
+	{fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: "n1", UpdatedAt: 11,
+		Controllers: map[string]*pb.CSIPluginInfo{"ebs": {PluginId: "ebs", Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, Healthy: true}},
+		Nodes:       map[string]*pb.CSIPluginInfo{"ebs": {PluginId: "ebs", Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, Healthy: true, NodeInfo: &pb.CSINodeInfo{Id: "i-1"}}}}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {

@@ -103,6 +103,43 @@
 // commands, and NodeStatusUpdate's evals, are proposed only once every
 // server knows them.
 //
+// # CSI plugins
+//
+// The csi_plugins table (apply_csi.go, readers CSIPluginByID and
+// CSIPluginsPage) holds one pb.CSIPlugin per plugin ID, derived from the
+// nodes' fingerprints and the allocs that run the plugin:
+//
+//   - NodeCSIUpdate (16) replaces a node's csi_controller_plugins and
+//     csi_node_plugins and, in the same apply, every row the node had or
+//     has: its instances by node ID. NodeRegister keeps a stored node's
+//     plugin set (the command owns it). A node that goes down keeps its
+//     instances, marked unhealthy ("node is down"), as Nomad keeps them;
+//     back to ready (status update or registration) they are restored
+//     from its last report. A deregistered node's instances go.
+//   - An alloc whose group has a task with a csi_plugin block, that is not
+//     terminal and whose job is stored and not stopped, is one of the
+//     row's allocations (its type merged over the group's tasks: a
+//     controller and a node task make a monolith). PlanApply,
+//     AllocClientUpdate and GC refile the allocs they change
+//     (csiAllocsChanged); JobRegister, JobDeregister and JobRevert the
+//     job's allocs when the new or previous version runs a plugin; a purge
+//     removes the job's allocs from every row. With no row in the table
+//     this costs PlanApply one read.
+//   - Derived on every change: healthy counts; expected counts, the
+//     allocations by type (monolith counts for both) plus the instances no
+//     alloc runs (storage adapters); provider and version of the first
+//     healthy instance (kept when none is); controller_required when any
+//     instance says so; each allocation's health (its instance on its node
+//     is healthy); schedulable, a healthy node instance and, when
+//     required, a healthy controller. A row with no instances and no
+//     allocations is deleted; a row that did not change is not written.
+//
+// Under the table rule only NodeCSIUpdate creates rows; the other commands
+// update rows that exist, so an older server, which has none, applies them
+// alike. A row NodeCSIUpdate creates starts with the allocs of the jobs
+// whose current version runs the plugin, so allocs placed before any node
+// reported the plugin are counted.
+//
 // # Snapshots
 //
 // A snapshot is a versioned header, one record per row naming its table, an

@@ -107,6 +107,7 @@ type stateReader interface {
 	EvalsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Evaluation) bool) ([]*pb.Evaluation, string, error)
 	AllocsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Allocation) bool) ([]*pb.Allocation, string, error)
 	NodeAllocIndexRows() ([]*pb.TableIndex, error)
+	CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) ([]*pb.CSIPlugin, string, error)
 }
 
 var (
@@ -133,7 +134,7 @@ func dumpState(st stateReader) (string, error) {
 	fmt.Fprintf(&b, "index: nodes=%d servers=%d", nodesIdx, serversIdx)
 	// The job tables' indexes only once written, so the scripts about
 	// nodes and servers read as they did before those tables existed.
-	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex} {
+	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins} {
 		idx, err := st.Index(tbl)
 		if err != nil {
 			return "", err
@@ -168,6 +169,12 @@ func dumpState(st stateReader) (string, error) {
 		}
 		if r := n.GetResources(); r != nil {
 			fmt.Fprintf(&b, " cpu=%d mem=%d", r.GetCpuMhz(), r.GetMemoryMb())
+		}
+		if c := n.GetCsiControllerPlugins(); len(c) > 0 {
+			fmt.Fprintf(&b, " csi-controllers=%s", strings.Join(sortedKeys(c), ","))
+		}
+		if c := n.GetCsiNodePlugins(); len(c) > 0 {
+			fmt.Fprintf(&b, " csi-nodes=%s", strings.Join(sortedKeys(c), ","))
 		}
 		b.WriteString("\n")
 	}
@@ -262,6 +269,41 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	}
 	for _, r := range rows {
 		fmt.Fprintf(b, "node-allocs %s: index=%d\n", r.GetTable(), r.GetIndex())
+	}
+	return dumpCSIPlugins(b, st)
+}
+
+// dumpCSIPlugins prints the plugin table: counts, then each instance and
+// allocation on a line of its own.
+func dumpCSIPlugins(b *strings.Builder, st stateReader) error {
+	plugins, _, err := st.CSIPluginsPage(nil, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range plugins {
+		fmt.Fprintf(b, "plugin %s: controllers=%d/%d nodes=%d/%d provider=%q version=%q controller-required=%t schedulable=%t create=%d modify=%d\n",
+			p.GetId(), p.GetControllersHealthy(), p.GetControllersExpected(), p.GetNodesHealthy(), p.GetNodesExpected(),
+			p.GetProvider(), p.GetVersion(), p.GetControllerRequired(), p.GetSchedulable(), p.GetCreateIndex(), p.GetModifyIndex())
+		for _, set := range []struct {
+			kind string
+			m    map[string]*pb.CSIPluginInfo
+		}{{"controller", p.GetControllers()}, {"node", p.GetNodes()}} {
+			for _, n := range sortedKeys(set.m) {
+				i := set.m[n]
+				fmt.Fprintf(b, "  %s on %s: healthy=%t", set.kind, n, i.GetHealthy())
+				if d := i.GetHealthDescription(); d != "" {
+					fmt.Fprintf(b, " desc=%q", d)
+				}
+				if a := i.GetAllocId(); a != "" {
+					fmt.Fprintf(b, " alloc=%s", a)
+				}
+				b.WriteString("\n")
+			}
+		}
+		for _, a := range p.GetAllocations() {
+			fmt.Fprintf(b, "  alloc %s: node=%s job=%s type=%s healthy=%t\n", a.GetAllocId(), a.GetNodeId(), a.GetJobId(),
+				enumWord(a.GetType().String(), "CSI_PLUGIN_TYPE_"), a.GetHealthy())
+		}
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ func TestProductionTables(t *testing.T) {
 		TableEvals:          "berth.v1.Evaluation",
 		TableAllocs:         "berth.v1.Allocation",
 		TableNodeAllocIndex: "berth.v1.TableIndex",
+		TableCSIPlugins:     "berth.v1.CSIPlugin",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

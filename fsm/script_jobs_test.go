@@ -17,6 +17,9 @@ import (
 // line):
 //
 //	register-job id= [type=service|batch|system priority= eval= eval-job= enforce=true if=N at=]
+//	             [csi=(plugin:controller|node|monolith,...)]   a task per plugin in group web
+//	csi-update node= [at=]          a NodeCSIUpdate: the node's whole plugin set
+//	  controller|node plugin= [healthy=false desc= provider= version= alloc= required=true key=]
 //	deregister-job id= [purge=true eval= at=]
 //	revert-job id= version= [prior=N eval= at=]
 //	upsert-eval id=(e1,...) job= status= [trigger= node=]
@@ -51,6 +54,13 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 		job := &pb.Job{
 			Id: id, Name: id, Type: argJobType(t, td), Priority: int32(argInt(t, td, "priority", 50)),
 			Groups: []*pb.TaskGroup{{Name: "web", Count: 1}},
+		}
+		if arg, ok := td.Arg("csi"); ok {
+			for _, v := range arg.Vals {
+				plugin, typ, _ := strings.Cut(v, ":")
+				job.Groups[0].Tasks = append(job.Groups[0].Tasks, &pb.Task{Name: plugin + "-" + typ, Driver: "exec",
+					CsiPlugin: &pb.CSIPluginConfig{Id: plugin, Type: typ}})
+			}
 		}
 		return mustEncode(t, fsm.JobRegister, &pb.JobRegisterCommand{
 			Job: job, Eval: jobEval(t, td, id, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER),
@@ -135,6 +145,35 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			cmd.Drain = &pb.DrainStrategy{DeadlineMs: argInt(t, td, "deadline", 0), StartedAt: argInt(t, td, "started", 0)}
 		}
 		return mustEncode(t, fsm.NodeDrain, cmd), true
+	case "csi-update":
+		cmd := &pb.NodeCSIUpdateCommand{NodeId: argString(t, td, "node", ""), UpdatedAt: at}
+		for _, line := range inputLines(t, td) {
+			plugin := argString(t, line, "plugin", "")
+			info := &pb.CSIPluginInfo{
+				PluginId: plugin, Healthy: argString(t, line, "healthy", "true") == "true",
+				HealthDescription: argString(t, line, "desc", ""), Provider: argString(t, line, "provider", ""),
+				ProviderVersion: argString(t, line, "version", ""), AllocId: argString(t, line, "alloc", ""),
+				ControllerRequired: argBool(t, line, "required"), UpdatedAt: at,
+			}
+			key := argString(t, line, "key", plugin)
+			switch line.Cmd {
+			case "controller":
+				info.Type = pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER
+				if cmd.Controllers == nil {
+					cmd.Controllers = map[string]*pb.CSIPluginInfo{}
+				}
+				cmd.Controllers[key] = info
+			case "node":
+				info.Type = pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE
+				if cmd.Nodes == nil {
+					cmd.Nodes = map[string]*pb.CSIPluginInfo{}
+				}
+				cmd.Nodes[key] = info
+			default:
+				line.Fatalf(t, "csi-update: unknown line %q", line.Cmd)
+			}
+		}
+		return mustEncode(t, fsm.NodeCSIUpdate, cmd), true
 	case "gc":
 		cmd := &pb.GCCommand{}
 		for _, f := range []struct {

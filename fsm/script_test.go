@@ -388,6 +388,8 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		m = &pb.Allocation{}
 	case fsm.TableNodeAllocIndex:
 		m = &pb.TableIndex{}
+	case fsm.TableCSIPlugins:
+		m = &pb.CSIPlugin{}
 	default:
 		t.Fatalf("row of unexpected table %q", row.GetTable())
 	}

@@ -30,6 +30,10 @@ const (
 	// TableNodeAllocIndex holds, per node, the raft index of the last
 	// server-side change to the node's allocs (see NodeAllocsIndex).
 	TableNodeAllocIndex = "node_alloc_index"
+	// TableCSIPlugins holds the servers' CSI plugin table (pb.CSIPlugin) by
+	// plugin ID: written only by NodeCSIUpdate and by the commands that
+	// keep rows it created right (apply_csi.go).
+	TableCSIPlugins = "csi_plugins"
 )
 
 // The data tables of this version, declared once: the schema, the typed
@@ -59,6 +63,8 @@ var (
 	// it sleeps through every client update (its own and every other
 	// node's) and wakes only for what it must act on.
 	nodeAllocIndexTable = newTable(TableNodeAllocIndex, (*pb.TableIndex).GetTable)
+
+	csiPluginsTable = newTable(TableCSIPlugins, (*pb.CSIPlugin).GetId)
 )
 
 // versionKey is a job version as a key part: 20 decimal digits, enough for
@@ -86,6 +92,7 @@ func productionSchema() schema {
 	return schema{tables: []tableDef{
 		nodesTable, serversTable,
 		jobsTable, jobVersionsTable, evalsTable, allocsTable, nodeAllocIndexTable,
+		csiPluginsTable,
 	}, commands: commands}
 }
 

@@ -452,7 +452,9 @@ type fakeServers struct {
 	state *fakeState
 	jobs  *fakeJobs
 	proxy *fakeProxy
-	url   string
+	// plugins is the CSI plugin table (http_csi_test.go).
+	plugins *fakeCSIPlugins
+	url     string
 }
 
 func newFakeServers(t *testing.T) *fakeServers {
@@ -474,6 +476,8 @@ func newFakeServers(t *testing.T) *fakeServers {
 	pb.RegisterNodeOpsServer(gs, &fakeNodeOps{s: st})
 	pb.RegisterSystemServer(gs, &fakeSystem{s: st})
 	pb.RegisterClientProxyServer(gs, f.proxy)
+	f.plugins = &fakeCSIPlugins{s: st, plugins: map[string]*pb.CSIPlugin{}}
+	pb.RegisterCSIPluginsServer(gs, f.plugins)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	a := &Agent{pool: rpc.NewPool(), rpcAddrs: []string{lis.Addr().String()}}

@@ -78,6 +78,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			allocCommand(),
 			evalCommand(),
 			nodeCommand(),
+			pluginCommand(),
 			systemCommand(),
 			operatorCommand(),
 			builtinCommand(),

@@ -40,7 +40,9 @@ type fakeCluster struct {
 	allocs map[string]*pb.Allocation
 	evals  map[string]*pb.Evaluation
 	nodes  map[string]*pb.Node
-	script []step
+	// plugins is the CSI plugin table (plugin_test.go).
+	plugins map[string]*pb.CSIPlugin
+	script  []step
 	// planResp answers plans; logs is every task's log.
 	planResp *pb.JobPlanResponse
 	logs     string
@@ -54,7 +56,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	t.Helper()
 	f := &fakeCluster{t: t, index: 100,
 		jobs: map[string]*pb.Job{}, allocs: map[string]*pb.Allocation{}, evals: map[string]*pb.Evaluation{}, nodes: map[string]*pb.Node{},
-		bodies: map[string][]byte{}}
+		plugins: map[string]*pb.CSIPlugin{}, bodies: map[string][]byte{}}
 	mux := http.NewServeMux()
 	route := func(pattern string, h func(r *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -188,6 +190,14 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	}
 	route("PUT /v1/node/{id}/drain", nodeOp)
 	route("PUT /v1/node/{id}/eligibility", nodeOp)
+	route("GET /v1/plugins", func(r *http.Request) (any, error) {
+		return f.read(r, func() any {
+			return filterMap(f.plugins, func(p *pb.CSIPlugin) bool { return strings.HasPrefix(p.GetId(), r.URL.Query().Get("prefix")) })
+		})
+	})
+	route("GET /v1/plugin/csi/{id}", func(r *http.Request) (any, error) {
+		return f.readOne(r, "CSI plugin", func() proto.Message { return f.plugins[r.PathValue("id")] })
+	})
 	route("PUT /v1/system/gc", func(*http.Request) (any, error) { return &pb.GCResponse{Evals: 4, Allocs: 1, Jobs: 0}, nil })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -239,6 +249,8 @@ func (f *fakeCluster) answer(w http.ResponseWriter, out any, err error) {
 	case page[*pb.Evaluation]:
 		b, err = v.write(w)
 	case page[*pb.Node]:
+		b, err = v.write(w)
+	case page[*pb.CSIPlugin]:
 		b, err = v.write(w)
 	case []*pb.Job:
 		b, err = apijson.MarshalList(v)
@@ -319,6 +331,8 @@ func (f *fakeCluster) read(r *http.Request, list func() any) (any, error) {
 	case []*pb.Evaluation:
 		return pageFrom(items, per, tok), nil
 	case []*pb.Node:
+		return pageFrom(items, per, tok), nil
+	case []*pb.CSIPlugin:
 		return pageFrom(items, per, tok), nil
 	}
 	return nil, fmt.Errorf("unknown list")

@@ -151,6 +151,9 @@ func printNode(w io.Writer, n *pb.Node, verbose bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printNodePlugins(w, n); err != nil {
+		return err
+	}
 	if verbose {
 		printAttributes(w, "Attributes", fp.GetAttributes())
 		for _, name := range names {

@@ -72,6 +72,10 @@ var routes = map[string]route{
 	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
 	pb.TunnelPeers_Locate_FullMethodName:       routeLocal,
 	pb.TunnelPeers_Release_FullMethodName:      routeLocal,
+
+	pb.CSIPlugins_UpdateNode_FullMethodName: routeLeader,
+	pb.CSIPlugins_List_FullMethodName:       routeRead,
+	pb.CSIPlugins_Get_FullMethodName:        routeRead,
 }
 
 // queryRequest is implemented by every read request.

@@ -118,6 +118,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterNodeOpsServer(s.grpc, &nodeOpsEndpoint{s: s})
 	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
 	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
+	pb.RegisterCSIPluginsServer(s.grpc, &csiPluginsEndpoint{s: s})
 	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
 		OnOpen: func(sess *tunnel.Session) { s.proxy.releaseElsewhere(sess) }})
 	s.proxy = newClientProxy(s, s.tunnels)

@@ -1,0 +1,525 @@
+package fsm
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// The servers' CSI plugin table (csi_plugins): one row per plugin ID,
+// derived from two sources kept in step by the applies that change them:
+//
+//   - the nodes' fingerprints: a node's csi_controller_plugins and
+//     csi_node_plugins, replaced whole by NodeCSIUpdate, are the row's
+//     controllers and nodes by node ID. A node that goes down keeps its
+//     instances in the rows, marked unhealthy ("node is down"), as Nomad
+//     keeps them: its plugins come back with it (NodeStatusUpdate or
+//     NodeRegister to ready restores them from the node's last report).
+//     A deregistered node's instances are removed.
+//   - the allocs that run the plugin: an alloc whose group has a task with
+//     a csi_plugin block, that is not terminal (AllocTerminal) and whose
+//     job is stored and not stopped, is one of the row's allocations. The
+//     expected counts are those allocs by type (monolith counts for both)
+//     plus the instances that no alloc runs (storage adapters), so an
+//     adapter reads 1/1 and a plugin job whose task has not fingerprinted
+//     yet reads 0/1. PlanApply, AllocClientUpdate, GC, and the job
+//     commands (register, stop, revert, purge) keep them right.
+//
+// The table rule (doc.go): only NodeCSIUpdate, proposed once every server
+// knows the table, creates rows. Every other command only updates rows
+// that exist, so an older server, which has no rows, applies it the same.
+// A row created by NodeCSIUpdate starts with the allocations of the jobs
+// whose current version runs the plugin, so nothing placed earlier is
+// missed. A row left with no instances and no allocations is deleted.
+//
+// Rows are rewritten only when something in them changed, so heartbeats
+// of an unchanged plugin set do not wake the table's blocking queries.
+
+// applyNodeCSIUpdate replaces a node's CSI plugin set and updates the
+// rows of every plugin it had or has. The node must be registered
+// (ErrNodeNotFound). Each instance is filed under its plugin ID: an empty
+// key, or an instance naming another plugin, is refused
+// (ErrInvalidCommand); an instance without plugin_id takes its key.
+func applyNodeCSIUpdate(tx *writeTxn, cmd *pb.NodeCSIUpdateCommand) error {
+	id := cmd.GetNodeId()
+	if id == "" {
+		return fmt.Errorf("%w: no node ID", ErrInvalidCommand)
+	}
+	for _, set := range []struct {
+		kind string
+		m    map[string]*pb.CSIPluginInfo
+	}{{"controller", cmd.GetControllers()}, {"node", cmd.GetNodes()}} {
+		for _, key := range slices.Sorted(maps.Keys(set.m)) {
+			info := set.m[key]
+			switch {
+			case key == "":
+				return fmt.Errorf("%w: node %q: a %s plugin without an ID", ErrInvalidCommand, id, set.kind)
+			case info == nil:
+				return fmt.Errorf("%w: node %q: %s plugin %q has no instance", ErrInvalidCommand, id, set.kind, key)
+			case info.GetPluginId() != "" && info.GetPluginId() != key:
+				return fmt.Errorf("%w: node %q: %s plugin %q is filed under %q", ErrInvalidCommand, id, set.kind, info.GetPluginId(), key)
+			}
+			info.PluginId = key
+		}
+	}
+	existing, err := nodesTable.first(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	if existing == nil {
+		return fmt.Errorf("CSI plugins of node %q: %w", id, ErrNodeNotFound)
+	}
+	n := proto.Clone(existing).(*pb.Node)
+	n.CsiControllerPlugins = cmd.GetControllers()
+	n.CsiNodePlugins = cmd.GetNodes()
+	if !proto.Equal(n, existing) {
+		n.ModifyIndex = tx.index
+		if err := nodesTable.insert(tx, n); err != nil {
+			return err
+		}
+	}
+	c := newCSIChanges()
+	if err := c.node(tx, existing, n, true); err != nil {
+		return err
+	}
+	return c.flush(tx)
+}
+
+// csiChanges collects the plugin rows one apply changes: each is cloned
+// when first touched, changed in place, and written (or deleted) once by
+// flush, in plugin ID order.
+type csiChanges struct {
+	rows   map[string]*pb.CSIPlugin
+	stored map[string]*pb.CSIPlugin
+	// anyRows caches whether the table holds a row at all: every command
+	// on allocs asks, and with no plugins it is the only read.
+	anyRows *bool
+	tasks   map[jobVersion][]csiTask
+}
+
+type jobVersion struct {
+	job     string
+	version uint64
+	group   string
+}
+
+// csiTask is one plugin run by an alloc's group, its type merged over the
+// group's tasks (a controller task and a node task of one plugin in one
+// group make a monolith).
+type csiTask struct {
+	plugin string
+	typ    pb.CSIPluginType
+}
+
+func newCSIChanges() *csiChanges {
+	return &csiChanges{rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{}}
+}
+
+// row returns the plugin's row to change, nil when it is not stored and
+// create is false.
+func (c *csiChanges) row(tx *writeTxn, id string, create bool) (*pb.CSIPlugin, error) {
+	if r, ok := c.rows[id]; ok {
+		return r, nil
+	}
+	stored, err := csiPluginsTable.first(tx, nil, id)
+	if err != nil {
+		return nil, err
+	}
+	var r *pb.CSIPlugin
+	switch {
+	case stored != nil:
+		r = proto.Clone(stored).(*pb.CSIPlugin)
+	case !create:
+		return nil, nil
+	default:
+		r = &pb.CSIPlugin{Id: id}
+	}
+	c.rows[id] = r
+	c.stored[id] = stored
+	t := true
+	c.anyRows = &t
+	if stored == nil {
+		if err := c.seedAllocs(tx, r); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// seedAllocs fills a new row's allocations from the allocs of every job
+// whose current version runs the plugin.
+func (c *csiChanges) seedAllocs(tx *writeTxn, r *pb.CSIPlugin) error {
+	jobs, err := jobsTable.list(tx, nil)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if !slices.ContainsFunc(jobCSITasks(j, ""), func(t csiTask) bool { return t.plugin == r.GetId() }) {
+			continue
+		}
+		allocs, err := allocsByJob.list(tx, nil, j.GetId())
+		if err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			if err := c.alloc(tx, a, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hasRows reports whether the table holds any row.
+func (c *csiChanges) hasRows(tx *writeTxn) (bool, error) {
+	if c.anyRows == nil {
+		r, err := csiPluginsTable.primary.first(tx, nil)
+		if err != nil {
+			return false, err
+		}
+		has := r != nil || len(c.rows) > 0
+		c.anyRows = &has
+	}
+	return *c.anyRows, nil
+}
+
+// node moves the node's instances in the rows from what old (nil: not
+// registered) had to what n (nil: deregistered) has. Only NodeCSIUpdate
+// passes create.
+func (c *csiChanges) node(tx *writeTxn, old, n *pb.Node, create bool) error {
+	ids := map[string]bool{}
+	for _, nd := range []*pb.Node{old, n} {
+		for id := range nd.GetCsiControllerPlugins() {
+			ids[id] = true
+		}
+		for id := range nd.GetCsiNodePlugins() {
+			ids[id] = true
+		}
+	}
+	nodeID := old.GetId()
+	if n != nil {
+		nodeID = n.GetId()
+	}
+	down := n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
+		_, has := n.GetCsiControllerPlugins()[id]
+		_, hasNode := n.GetCsiNodePlugins()[id]
+		r, err := c.row(tx, id, create && (has || hasNode))
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		for _, set := range []struct {
+			instances *map[string]*pb.CSIPluginInfo
+			info      *pb.CSIPluginInfo
+		}{{&r.Controllers, n.GetCsiControllerPlugins()[id]}, {&r.Nodes, n.GetCsiNodePlugins()[id]}} {
+			delete(*set.instances, nodeID)
+			if set.info == nil {
+				continue
+			}
+			info := set.info
+			if down {
+				info = proto.Clone(info).(*pb.CSIPluginInfo)
+				info.Healthy = false
+				info.HealthDescription = fmt.Sprintf("node %q is down", nodeID)
+			}
+			if *set.instances == nil {
+				*set.instances = map[string]*pb.CSIPluginInfo{}
+			}
+			(*set.instances)[nodeID] = info
+		}
+	}
+	return nil
+}
+
+// nodeChanged updates the rows for a node written by a command other than
+// NodeCSIUpdate (status, registration, deregistration): only when the
+// node has plugins, so nodes without any never read the table.
+func nodeChanged(tx *writeTxn, old, n *pb.Node) error {
+	if len(old.GetCsiControllerPlugins())+len(old.GetCsiNodePlugins())+len(n.GetCsiControllerPlugins())+len(n.GetCsiNodePlugins()) == 0 {
+		return nil
+	}
+	c := newCSIChanges()
+	if err := c.node(tx, old, n, false); err != nil {
+		return err
+	}
+	return c.flush(tx)
+}
+
+// alloc files the alloc (as stored now; gone when it was removed) in the
+// rows of the plugins its group runs: one of their allocations while it
+// runs the plugin, none otherwise.
+func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
+	if ok, err := c.hasRows(tx); err != nil || !ok {
+		return err
+	}
+	tasks, err := c.allocTasks(tx, a)
+	if err != nil || len(tasks) == 0 {
+		return err
+	}
+	counts := !gone && !AllocTerminal(a)
+	if counts {
+		job, err := jobsTable.first(tx, nil, a.GetJobId())
+		if err != nil {
+			return err
+		}
+		counts = job != nil && !job.GetStop()
+	}
+	for _, t := range tasks {
+		r, err := c.row(tx, t.plugin, false)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetAllocId() == a.GetId() })
+		if counts {
+			r.Allocations = append(r.Allocations, &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ})
+		}
+	}
+	return nil
+}
+
+// allocTasks returns the plugins the alloc's group runs, from the job
+// version it runs (none when that version is not stored: a purged job's
+// allocs leave the rows with the purge). Cached per version and group:
+// a plan's allocs mostly share both.
+func (c *csiChanges) allocTasks(tx *writeTxn, a *pb.Allocation) ([]csiTask, error) {
+	key := jobVersion{a.GetJobId(), a.GetJobVersion(), a.GetTaskGroup()}
+	if tasks, ok := c.tasks[key]; ok {
+		return tasks, nil
+	}
+	j, err := jobVersionsTable.first(tx, nil, key.job, versionKey(key.version))
+	if err != nil {
+		return nil, err
+	}
+	tasks := jobCSITasks(j, key.group)
+	c.tasks[key] = tasks
+	return tasks, nil
+}
+
+// jobCSITasks returns the plugins the job's group (every group when group
+// is "") runs, sorted by plugin ID.
+func jobCSITasks(j *pb.Job, group string) []csiTask {
+	var out []csiTask
+	for _, g := range j.GetGroups() {
+		if group != "" && g.GetName() != group {
+			continue
+		}
+		for _, t := range g.GetTasks() {
+			p := t.GetCsiPlugin()
+			if p.GetId() == "" {
+				continue
+			}
+			typ := csiPluginTypeOf(p.GetType())
+			if i := slices.IndexFunc(out, func(x csiTask) bool { return x.plugin == p.GetId() }); i >= 0 {
+				if out[i].typ != typ {
+					out[i].typ = pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH
+				}
+				continue
+			}
+			out = append(out, csiTask{plugin: p.GetId(), typ: typ})
+		}
+	}
+	slices.SortFunc(out, func(a, b csiTask) int {
+		if a.plugin < b.plugin {
+			return -1
+		}
+		if a.plugin > b.plugin {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// csiPluginTypeOf reads a csi_plugin block's type word; a word this
+// version does not know counts as monolith, so its alloc is expected on
+// both sides rather than on neither.
+func csiPluginTypeOf(word string) pb.CSIPluginType {
+	switch word {
+	case "controller":
+		return pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER
+	case "node":
+		return pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE
+	}
+	return pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH
+}
+
+// csiAllocsChanged refiles allocs the command wrote or removed, given as
+// they were before it (or as placed): the one call PlanApply,
+// AllocClientUpdate and GC make. Each leaves the rows of the version it
+// ran, then joins those of the version it runs now, if still stored. With
+// no row in the table this is one read.
+func csiAllocsChanged(tx *writeTxn, before []*pb.Allocation) error {
+	if len(before) == 0 {
+		return nil
+	}
+	c := newCSIChanges()
+	if ok, err := c.hasRows(tx); err != nil || !ok {
+		return err
+	}
+	for _, a := range before {
+		if err := c.alloc(tx, a, true); err != nil {
+			return err
+		}
+		cur, err := allocsTable.first(tx, nil, a.GetId())
+		if err != nil {
+			return err
+		}
+		if cur != nil {
+			if err := c.alloc(tx, cur, false); err != nil {
+				return err
+			}
+		}
+	}
+	return c.flush(tx)
+}
+
+// csiJobChanged refiles the job's allocs after a new version (register,
+// stop, revert) when it or the previous one runs a plugin. For a purge
+// (j nil) the job's allocs leave every row.
+func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
+	if j != nil && len(jobCSITasks(prev, "")) == 0 && len(jobCSITasks(j, "")) == 0 {
+		return nil
+	}
+	c := newCSIChanges()
+	if ok, err := c.hasRows(tx); err != nil || !ok {
+		return err
+	}
+	if j == nil {
+		// Purged: the allocs may run any of the versions just deleted, so
+		// every row is checked (the table is small: one row a plugin).
+		rows, err := csiPluginsTable.list(tx, nil)
+		if err != nil {
+			return err
+		}
+		for _, stored := range rows {
+			if !slices.ContainsFunc(stored.GetAllocations(), func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() }) {
+				continue
+			}
+			r, err := c.row(tx, stored.GetId(), false)
+			if err != nil {
+				return err
+			}
+			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() })
+		}
+		return c.flush(tx)
+	}
+	allocs, err := allocsByJob.list(tx, nil, j.GetId())
+	if err != nil {
+		return err
+	}
+	// The allocs of the previous version's plugins leave those rows first,
+	// in case the new version runs other plugins.
+	for _, t := range jobCSITasks(prev, "") {
+		r, err := c.row(tx, t.plugin, false)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == j.GetId() })
+		}
+	}
+	for _, a := range allocs {
+		if err := c.alloc(tx, a, false); err != nil {
+			return err
+		}
+	}
+	return c.flush(tx)
+}
+
+// flush derives each changed row's counts and writes it, deletes it when
+// nothing is left, and leaves it alone when nothing changed.
+func (c *csiChanges) flush(tx *writeTxn) error {
+	for _, id := range slices.Sorted(maps.Keys(c.rows)) {
+		r, stored := c.rows[id], c.stored[id]
+		deriveCSIPlugin(r)
+		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
+			if stored != nil {
+				if err := csiPluginsTable.delete(tx, stored); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if stored != nil && proto.Equal(r, stored) {
+			continue
+		}
+		r.CreateIndex = tx.index
+		if stored != nil {
+			r.CreateIndex = stored.GetCreateIndex()
+		}
+		r.ModifyIndex = tx.index
+		if err := csiPluginsTable.insert(tx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deriveCSIPlugin sets what a row derives from its instances and
+// allocations: counts, provider and version (of the first healthy
+// instance, controllers first, by node ID; kept when none is healthy),
+// controller_required (any instance says so), each allocation's health
+// (its instance on its node is healthy) and schedulable.
+func deriveCSIPlugin(r *pb.CSIPlugin) {
+	slices.SortFunc(r.Allocations, func(a, b *pb.CSIPluginAlloc) int {
+		switch {
+		case a.GetAllocId() < b.GetAllocId():
+			return -1
+		case a.GetAllocId() > b.GetAllocId():
+			return 1
+		}
+		return 0
+	})
+	r.ControllersHealthy, r.NodesHealthy, r.ControllersExpected, r.NodesExpected = 0, 0, 0, 0
+	r.ControllerRequired = false
+	providerSet := false
+	for _, set := range []struct {
+		instances map[string]*pb.CSIPluginInfo
+		healthy   *int32
+		expected  *int32
+	}{{r.GetControllers(), &r.ControllersHealthy, &r.ControllersExpected}, {r.GetNodes(), &r.NodesHealthy, &r.NodesExpected}} {
+		for _, nodeID := range slices.Sorted(maps.Keys(set.instances)) {
+			info := set.instances[nodeID]
+			if info.GetHealthy() {
+				*set.healthy++
+				if !providerSet && info.GetProvider() != "" {
+					r.Provider, r.Version, providerSet = info.GetProvider(), info.GetProviderVersion(), true
+				}
+			}
+			if info.GetAllocId() == "" {
+				*set.expected++
+			}
+			if info.GetControllerRequired() {
+				r.ControllerRequired = true
+			}
+		}
+	}
+	for _, a := range r.GetAllocations() {
+		ctl := a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE
+		node := a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER
+		if ctl {
+			r.ControllersExpected++
+		}
+		if node {
+			r.NodesExpected++
+		}
+		healthy := false
+		for _, inst := range []*pb.CSIPluginInfo{r.GetControllers()[a.GetNodeId()], r.GetNodes()[a.GetNodeId()]} {
+			if inst.GetAllocId() == a.GetAllocId() && inst.GetHealthy() {
+				healthy = true
+			}
+		}
+		a.Healthy = healthy
+	}
+	r.Schedulable = r.NodesHealthy > 0 && (!r.ControllerRequired || r.ControllersHealthy > 0)
+}

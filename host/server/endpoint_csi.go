@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/internal/versions"
+	"berth.dev/berth/rpc/pb"
+)
+
+// csiPluginsSince is the first berth version whose servers know the
+// csi_plugins table and NodeCSIUpdate. Under the table rule (fsm/doc.go)
+// the command is proposed only once every server in raft's configuration
+// has recorded a version at least this.
+var csiPluginsSince = mustConstraint(">= " + csiPluginsSinceVersion)
+
+const csiPluginsSinceVersion = "0.1.0-dev"
+
+func mustConstraint(s string) versions.Constraint {
+	c, err := versions.ParseConstraint(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// csiPluginsEndpoint serves the clients' plugin reports and the plugin
+// table's reads.
+type csiPluginsEndpoint struct {
+	pb.UnimplementedCSIPluginsServer
+	s *Server
+}
+
+// UpdateNode replaces a node's CSI plugin set. Each instance is filed
+// under its plugin ID on the side it was sent on: its type is set from the
+// side when unspecified, and a plugin_id other than its key is refused.
+func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpdateRequest) (*pb.NodeCSIUpdateResponse, error) {
+	s := e.s
+	if !uuid.Valid(req.GetNodeId()) {
+		return nil, status.Errorf(codes.InvalidArgument, "CSI plugin update: node_id %q is not a valid id", req.GetNodeId())
+	}
+	cmd := &pb.NodeCSIUpdateCommand{
+		NodeId:      req.GetNodeId(),
+		Controllers: map[string]*pb.CSIPluginInfo{},
+		Nodes:       map[string]*pb.CSIPluginInfo{},
+		UpdatedAt:   s.cfg.Clock.Now().UnixNano(),
+	}
+	for _, side := range []struct {
+		name string
+		typ  pb.CSIPluginType
+		in   map[string]*pb.CSIPluginInfo
+		out  map[string]*pb.CSIPluginInfo
+	}{
+		{"controllers", pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, req.GetControllers(), cmd.Controllers},
+		{"nodes", pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, req.GetNodes(), cmd.Nodes},
+	} {
+		for _, id := range slices.Sorted(maps.Keys(side.in)) {
+			info := side.in[id]
+			switch {
+			case id == "":
+				return nil, status.Errorf(codes.InvalidArgument, "CSI plugins of node %s: %s: a plugin without an ID", req.GetNodeId(), side.name)
+			case info == nil:
+				return nil, status.Errorf(codes.InvalidArgument, "CSI plugins of node %s: %s[%q]: no instance", req.GetNodeId(), side.name, id)
+			case info.GetPluginId() != "" && info.GetPluginId() != id:
+				return nil, status.Errorf(codes.InvalidArgument, "CSI plugins of node %s: %s[%q] names plugin %q", req.GetNodeId(), side.name, id, info.GetPluginId())
+			}
+			info = proto.Clone(info).(*pb.CSIPluginInfo)
+			info.PluginId = id
+			if info.GetType() == pb.CSIPluginType_CSI_PLUGIN_TYPE_UNSPECIFIED {
+				info.Type = side.typ
+			}
+			side.out[id] = info
+		}
+	}
+	if err := s.requireServersAt(csiPluginsSince, csiPluginsSinceVersion, "CSI plugin updates"); err != nil {
+		return nil, err
+	}
+	idx, err := s.raftApply(ctx, fsm.NodeCSIUpdate, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("updating the CSI plugins of node %s: %w", req.GetNodeId(), err)
+	}
+	return &pb.NodeCSIUpdateResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// requireServersAt refuses, with FailedPrecondition, while a server in
+// raft's configuration has not recorded a version satisfying c: the table
+// rule's check before proposing a command that writes a new table.
+func (s *Server) requireServersAt(c versions.Constraint, since, what string) error {
+	servers, err := s.raftServers()
+	if err != nil {
+		return err
+	}
+	st := s.fsm.State()
+	for _, rs := range servers {
+		m, err := st.ServerByID(nil, rs.GetId())
+		if err != nil {
+			return err
+		}
+		if m.GetVersion() == "" {
+			return status.Errorf(codes.FailedPrecondition, "%s wait for every server to record its version: server %s (%s) has not yet", what, rs.GetName(), rs.GetId())
+		}
+		if !c.Check(m.GetVersion()) {
+			return status.Errorf(codes.FailedPrecondition, "%s need every server at berth %s or later: server %s runs %s; upgrade it", what, since, rs.GetName(), m.GetVersion())
+		}
+	}
+	return nil
+}
+
+// List pages the plugin table by ID, as the other lists do, each plugin
+// without its instances and allocations.
+func (e *csiPluginsEndpoint) List(ctx context.Context, req *pb.CSIPluginListRequest) (*pb.CSIPluginListResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	prefix := req.GetPrefix()
+	from := max(req.GetQuery().GetNextToken(), prefix)
+	resp := &pb.CSIPluginListResponse{}
+	var next string
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		plugins, nextID, err := st.CSIPluginsPage(ws, from, n, func(p *pb.CSIPlugin) bool { return strings.HasPrefix(p.GetId(), prefix) })
+		if err != nil {
+			return 0, err
+		}
+		resp.Plugins = resp.Plugins[:0]
+		for _, p := range plugins {
+			resp.Plugins = append(resp.Plugins, csiPluginStub(p))
+		}
+		if !strings.HasPrefix(nextID, prefix) {
+			nextID = ""
+		}
+		next = nextID
+		return st.Index(fsm.TableCSIPlugins)
+	})
+	if err != nil {
+		return nil, err
+	}
+	meta.NextToken = next
+	resp.Meta = meta
+	return resp, nil
+}
+
+// csiPluginStub is a plugin's counts without its instances and allocations,
+// which a list of many plugins over many nodes would repeat.
+func csiPluginStub(p *pb.CSIPlugin) *pb.CSIPlugin {
+	return &pb.CSIPlugin{
+		Id: p.GetId(), Provider: p.GetProvider(), Version: p.GetVersion(), ControllerRequired: p.GetControllerRequired(),
+		ControllersHealthy: p.GetControllersHealthy(), ControllersExpected: p.GetControllersExpected(),
+		NodesHealthy: p.GetNodesHealthy(), NodesExpected: p.GetNodesExpected(), Schedulable: p.GetSchedulable(),
+		CreateIndex: p.GetCreateIndex(), ModifyIndex: p.GetModifyIndex(),
+	}
+}
+
+// Get reads one plugin whole. A plugin that is not in the table is
+// NotFound; a blocking Get waits for it to appear.
+func (e *csiPluginsEndpoint) Get(ctx context.Context, req *pb.CSIPluginGetRequest) (*pb.CSIPluginGetResponse, error) {
+	if req.GetPluginId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "CSI plugin get: plugin_id is required")
+	}
+	resp := &pb.CSIPluginGetResponse{}
+	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		p, err := st.CSIPluginByID(ws, req.GetPluginId())
+		if err != nil {
+			return 0, err
+		}
+		resp.Plugin = p
+		if p != nil {
+			return p.GetModifyIndex(), nil
+		}
+		return st.Index(fsm.TableCSIPlugins)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Plugin == nil {
+		return nil, status.Errorf(codes.NotFound, "CSI plugin %q not found", req.GetPluginId())
+	}
+	resp.Meta = meta
+	return resp, nil
+}
