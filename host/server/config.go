@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/version"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +124,12 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.leaderWait <= 0 {
 		out.leaderWait = defaultLeaderWait
+	}
+	if out.Version == "" {
+		// The version every server records in state, which the table
+		// rule's proposer check reads: a server that says none would hold
+		// back every new command.
+		out.Version = version.Version
 	}
 	if out.NumSchedulers <= 0 {
 		out.NumSchedulers = max(runtime.NumCPU(), 2)
