@@ -45,10 +45,10 @@ type StorageEnv struct {
 
 // StorageAdapterEnv reads the environment berth gave this adapter process.
 // Call it before building the CSI servers; it fails with
-// ErrNotPluginProcess when berth did not start the process.
+// ErrNotAdapterProcess when berth did not start the process.
 func StorageAdapterEnv() (StorageEnv, error) {
 	if os.Getenv(StorageHandshake.MagicCookieKey) != StorageHandshake.MagicCookieValue {
-		return StorageEnv{}, ErrNotPluginProcess
+		return StorageEnv{}, ErrNotAdapterProcess
 	}
 	env := StorageEnv{
 		Config:   json.RawMessage(os.Getenv(EnvStorageConfig)),
@@ -78,6 +78,9 @@ type StorageAdapter struct {
 	// Register, when set, registers further services (e.g. a CSI
 	// GroupController) on the same server.
 	Register func(*grpc.Server)
+	// ServerOptions are added to go-plugin's gRPC server options, e.g. an
+	// interceptor that logs calls or recovers from panics.
+	ServerOptions []grpc.ServerOption
 }
 
 func (a StorageAdapter) check() error {
@@ -155,7 +158,7 @@ func storageClientPluginSet() plugin.PluginSet {
 
 // ServeStorageAdapter serves a as a go-plugin storage adapter on this
 // process's stdio and blocks until berth shuts it down. Call it from main,
-// after StorageAdapterEnv. It returns ErrNotPluginProcess when berth did not
+// after StorageAdapterEnv. It returns ErrNotAdapterProcess when berth did not
 // start the process, and an error when a lacks a required server.
 func ServeStorageAdapter(a StorageAdapter) error {
 	return ServeStorageAdapterWith(a, ServeOptions{})
@@ -167,7 +170,7 @@ func ServeStorageAdapterWith(a StorageAdapter, opts ServeOptions) error {
 		return err
 	}
 	if opts.Test == nil && os.Getenv(StorageHandshake.MagicCookieKey) != StorageHandshake.MagicCookieValue {
-		return ErrNotPluginProcess
+		return ErrNotAdapterProcess
 	}
 	// As for drivers: a reattached adapter's stderr may be a pipe nobody
 	// reads after berth restarted; a write must fail, not kill it.
@@ -179,9 +182,11 @@ func ServeStorageAdapterWith(a StorageAdapter, opts ServeOptions) error {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: StorageHandshake,
 		Plugins:         StoragePluginSet(a),
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger:          logger,
-		Test:            opts.Test,
+		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
+			return plugin.DefaultGRPCServer(append(o, a.ServerOptions...))
+		},
+		Logger: logger,
+		Test:   opts.Test,
 	})
 	return nil
 }

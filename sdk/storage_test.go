@@ -160,16 +160,16 @@ func TestServeStorageAdapterChecks(t *testing.T) {
 		{Name: "x", Node: f},
 		{Name: "x", Identity: f},
 	} {
-		if err := ServeStorageAdapter(a); err == nil || errors.Is(err, ErrNotPluginProcess) {
+		if err := ServeStorageAdapter(a); err == nil || errors.Is(err, ErrNotAdapterProcess) {
 			t.Errorf("ServeStorageAdapter(%+v) = %v, want a config error", a, err)
 		}
 	}
 	t.Setenv(StorageHandshake.MagicCookieKey, "")
-	if err := ServeStorageAdapter(StorageAdapter{Name: "x", Identity: f, Node: f}); !errors.Is(err, ErrNotPluginProcess) {
-		t.Errorf("ServeStorageAdapter outside berth = %v, want ErrNotPluginProcess", err)
+	if err := ServeStorageAdapter(StorageAdapter{Name: "x", Identity: f, Node: f}); !errors.Is(err, ErrNotAdapterProcess) {
+		t.Errorf("ServeStorageAdapter outside berth = %v, want ErrNotAdapterProcess", err)
 	}
-	if _, err := StorageAdapterEnv(); !errors.Is(err, ErrNotPluginProcess) {
-		t.Errorf("StorageAdapterEnv outside berth = %v, want ErrNotPluginProcess", err)
+	if _, err := StorageAdapterEnv(); !errors.Is(err, ErrNotAdapterProcess) {
+		t.Errorf("StorageAdapterEnv outside berth = %v, want ErrNotAdapterProcess", err)
 	}
 }
 
