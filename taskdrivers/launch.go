@@ -75,7 +75,9 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 
 // ownedSocketDir returns the directory of a reattached plugin's socket if
 // this package created it, else "".
-func ownedSocketDir(driver, addr string) string { return pluginproc.OwnedSocketDir("driver", driver, addr) }
+func ownedSocketDir(driver, addr string) string {
+	return pluginproc.OwnedSocketDir("driver", driver, addr)
+}
 
 // stop shuts r's plugin process down and removes its socket directory.
 func (r *running) stop() {
