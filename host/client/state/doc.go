@@ -11,6 +11,7 @@
 //	task_handles   <task id>        -> TaskHandleRecord   (a driver's task handle)
 //	allocs         <alloc id>       -> AllocRecord        (an alloc the client runs, with its job)
 //	task_states    <alloc id>/<task> -> TaskStateRecord   (a task's state and current task id)
+//	storage_adapters <adapter name> -> StorageAdapterRecord (go-plugin reattach config of a CSI storage adapter)
 //
 // Buckets planned for later work keep the same shape: "csi_plugins" (the dynamic plugin
 // registry, plugin ID -> registration) and "volume_usage" (volume and alloc
