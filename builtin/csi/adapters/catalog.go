@@ -3,9 +3,12 @@ package adapters
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	"berth.dev/berth/builtin/csi/hostpath"
 )
 
 // HostpathName is the catalog name of the built-in hostpath adapter.
@@ -80,4 +83,24 @@ func parseHostpathConfig(config []byte) (hostpathConfig, error) {
 		return c, fmt.Errorf("hostpath adapter config: capacity: %w", err)
 	}
 	return c, nil
+}
+
+// capacity is the configured capacity in bytes: a number, or a size
+// string as hostpath.ParseCapacity reads it ("10GiB"); absent is 0.
+func (c hostpathConfig) capacity() (int64, error) {
+	if len(c.Capacity) == 0 {
+		return 0, nil
+	}
+	var n int64
+	if err := json.Unmarshal(c.Capacity, &n); err == nil {
+		if n < 0 {
+			return 0, errors.New("must not be negative")
+		}
+		return n, nil
+	}
+	var s string
+	if err := json.Unmarshal(c.Capacity, &s); err != nil {
+		return 0, fmt.Errorf("want a number of bytes or a size such as \"10GiB\", got %s", c.Capacity)
+	}
+	return hostpath.ParseCapacity(s)
 }
