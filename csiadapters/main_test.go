@@ -2,16 +2,19 @@ package csiadapters
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"berth.dev/berth/builtin/csi/adapters"
 	"berth.dev/berth/builtin/csi/hostpath"
@@ -28,7 +31,16 @@ import (
 func TestMain(m *testing.M) {
 	adapters.MainIfRequested(os.Args)
 	if len(os.Args) == 3 && os.Args[1] == "fake-adapter" {
+		env, err := sdk.StorageAdapterEnv()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		f := &fakeAdapter{}
+		if err := json.Unmarshal(env.Config, &f.cfg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		if err := sdk.ServeStorageAdapter(sdk.StorageAdapter{Name: os.Args[2], Identity: f, Node: f}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -38,18 +50,25 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeAdapter is a minimal identity + node plugin.
+// fakeAdapter is a minimal identity + node plugin. Its config (the plugin
+// block's, through the environment) can make it start slowly.
 type fakeAdapter struct {
 	csipb.UnimplementedIdentityServer
 	csipb.UnimplementedNodeServer
+	cfg struct {
+		// ReadyAfter is how many Probes answer "not ready" first.
+		ReadyAfter int64 `json:"ready_after"`
+	}
+	probes atomic.Int64
 }
 
 func (*fakeAdapter) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
 	return &csipb.GetPluginInfoResponse{Name: "fake.csi.berth.dev", VendorVersion: "0.1"}, nil
 }
 
-func (*fakeAdapter) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
-	return &csipb.ProbeResponse{}, nil
+func (f *fakeAdapter) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
+	ready := f.probes.Add(1) > f.cfg.ReadyAfter
+	return &csipb.ProbeResponse{Ready: wrapperspb.Bool(ready)}, nil
 }
 
 // generous bounds waits for things that take milliseconds, so a loaded

@@ -264,3 +264,30 @@ func TestMissingAdapterIsRetried(t *testing.T) {
 		t.Fatalf("GetPluginInfo of the installed adapter = %v, %v", info, err)
 	}
 }
+
+// TestNotReadyAdapterIsProbedFast: an adapter whose Probe says "not ready"
+// is unhealthy (an event with the reason), probed again at the fast start
+// cadence rather than the health interval, and healthy once it is ready.
+func TestNotReadyAdapterIsProbedFast(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	pluginDir := t.TempDir()
+	writeWrapper(t, pluginDir, "slow", "slow")
+	cat := e.catalog(pluginDir, PluginConfig{Name: "slow", JSON: []byte(`{"ready_after": 3}`), Source: "agent.hcl:1"})
+	m := e.newManager(cat, func(c *Config) { c.HealthInterval = time.Hour })
+	next := events(t, m, "slow")
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, next, EventStarted)
+	un := expect(t, next, EventUnhealthy, EventHealthy)
+	if !contains(un.Reason, "not ready") {
+		t.Errorf("unhealthy reason %q", un.Reason)
+	}
+	// With an hour between health probes, only the fast cadence can get
+	// here: 3 probes "not ready", the fourth ready.
+	expect(t, next, EventHealthy, EventExited)
+	if st := mustHandle(t, m, "slow").State(); !st.Healthy || st.Reason != "" {
+		t.Errorf("state %+v", st)
+	}
+}
