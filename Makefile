@@ -5,7 +5,7 @@ SHELL     := /bin/bash
 GO        ?= go
 BIN       := build/berth
 PKGS      := ./...
-EXAMPLES  := examples/driver-sleep
+EXAMPLES  := examples/driver-sleep examples/csi-tmpdir
 
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
@@ -58,10 +58,12 @@ proto:
 	$(GO) tool buf generate
 
 # Example third-party plugins, each its own Go module, into build/plugins/
-# (usable as an agent's plugin_dir).
+# (usable as an agent's plugin_dir): drivers at its top, storage adapters
+# in its csi/ subdirectory.
 plugins:
-	mkdir -p build/plugins
+	mkdir -p build/plugins/csi
 	cd examples/driver-sleep && $(GO) build -o ../../build/plugins/sleep .
+	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
 
 bench: build
 	$(GO) run ./internal/bench

@@ -78,6 +78,12 @@ var (
 	// started by a go-plugin client with berth's handshake (e.g. run by hand).
 	ErrNotPluginProcess = sdkerr.New(codes.FailedPrecondition, "NOT_PLUGIN_PROCESS",
 		"not started as a berth driver plugin: this command is run by the berth agent")
+
+	// ErrNotAdapterProcess is returned by ServeStorageAdapter and
+	// StorageAdapterEnv when the process was not started by berth as a
+	// storage adapter.
+	ErrNotAdapterProcess = sdkerr.New(codes.FailedPrecondition, "NOT_ADAPTER_PROCESS",
+		"not started as a berth storage adapter: this command is run by the berth agent")
 )
 
 // errorReasonDomain scopes the reasons in errdetails.ErrorInfo.

@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -95,8 +94,44 @@ type DriverPlugin struct {
 // for the handshake, which cannot be interrupted; the process is then
 // stopped and reaped in the background, and cfg.Cmd must not be read.
 func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) {
+	client, rpc, err := startPlugin(ctx, "driver", cfg, Handshake, clientPluginSet())
+	if err != nil {
+		return nil, err
+	}
+	dc, err := DispenseDriver(ctx, rpc)
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, err)
+	}
+	if alive := processAlive(client); alive != nil {
+		dc.proc.alive = alive
+	}
+	return &DriverPlugin{client: client, driver: dc}, nil
+}
+
+// processAlive returns a liveness check of client's process that sees
+// through a reused PID, or nil when the process cannot be identified.
+func processAlive(client *plugin.Client) func() bool {
+	rc := client.ReattachConfig()
+	if rc == nil || rc.Pid <= 0 {
+		return nil
+	}
+	id, err := procfs.Self(rc.Pid)
+	if err != nil {
+		return nil
+	}
+	return func() bool {
+		alive, err := id.Alive()
+		return alive || err != nil // an unreadable /proc says nothing
+	}
+}
+
+// startPlugin starts (or reattaches to) a go-plugin plugin of the given
+// kind ("driver", "storage adapter") and completes the handshake; see
+// LaunchDriver for what is left behind on error.
+func startPlugin(ctx context.Context, kind string, cfg LaunchConfig, hs plugin.HandshakeConfig, set plugin.PluginSet) (*plugin.Client, plugin.ClientProtocol, error) {
 	if (cfg.Cmd == nil) == (cfg.Reattach == nil) {
-		return nil, errors.New("launch driver: exactly one of Cmd and Reattach must be set")
+		return nil, nil, fmt.Errorf("launch %s: exactly one of Cmd and Reattach must be set", kind)
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -112,8 +147,8 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
 	}
 	cc := &plugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		Plugins:          clientPluginSet(),
+		HandshakeConfig:  hs,
+		Plugins:          set,
 		Cmd:              cfg.Cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           logger.Named(cfg.Name),
@@ -123,7 +158,7 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 	if cfg.Reattach != nil {
 		rc, err := cfg.Reattach.config()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cc.Reattach = rc
 	}
@@ -148,30 +183,34 @@ func LaunchDriver(ctx context.Context, cfg LaunchConfig) (*DriverPlugin, error) 
 			<-done
 			client.Kill()
 		}()
-		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, ctx.Err())
+		return nil, nil, fmt.Errorf("launch %s %s: %w", kind, cfg.Name, ctx.Err())
 	}
 	if res.err != nil {
 		client.Kill()
 		if ctx.Err() != nil {
 			// The handshake timed out at ctx's deadline: say so as ctx's error.
-			return nil, fmt.Errorf("launch driver %s: %w: %v", cfg.Name, ctx.Err(), res.err)
+			return nil, nil, fmt.Errorf("launch %s %s: %w: %v", kind, cfg.Name, ctx.Err(), res.err)
 		}
-		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, res.err)
+		return nil, nil, fmt.Errorf("launch %s %s: %w", kind, cfg.Name, res.err)
 	}
-	dc, err := DispenseDriver(ctx, res.rpc)
-	if err != nil {
-		client.Kill()
-		return nil, fmt.Errorf("launch driver %s: %w", cfg.Name, err)
+	return client, res.rpc, nil
+}
+
+// reattachOf returns what to persist to reconnect to client's process.
+func reattachOf(client *plugin.Client) (Reattach, bool) {
+	rc := client.ReattachConfig()
+	if rc == nil || rc.Addr == nil {
+		return Reattach{}, false
 	}
-	if rc := client.ReattachConfig(); rc != nil && rc.Pid > 0 {
-		if id, err := procfs.Self(rc.Pid); err == nil {
-			dc.proc.alive = func() bool {
-				alive, err := id.Alive()
-				return alive || err != nil // an unreadable /proc says nothing
-			}
-		}
+	return Reattach{Pid: rc.Pid, Network: rc.Addr.Network(), Address: rc.Addr.String()}, true
+}
+
+// pidOf returns client's process ID, or 0 if unknown.
+func pidOf(client *plugin.Client) int {
+	if rc := client.ReattachConfig(); rc != nil {
+		return rc.Pid
 	}
-	return &DriverPlugin{client: client, driver: dc}, nil
+	return 0
 }
 
 // Driver is the plugin's driver.
@@ -183,21 +222,10 @@ func (p *DriverPlugin) Driver() *DriverClient { return p.driver }
 func (p *DriverPlugin) Exited() bool { return p.client.Exited() || p.driver.proc.exited() }
 
 // Reattach returns what to persist to reconnect to this plugin later.
-func (p *DriverPlugin) Reattach() (Reattach, bool) {
-	rc := p.client.ReattachConfig()
-	if rc == nil || rc.Addr == nil {
-		return Reattach{}, false
-	}
-	return Reattach{Pid: rc.Pid, Network: rc.Addr.Network(), Address: rc.Addr.String()}, true
-}
+func (p *DriverPlugin) Reattach() (Reattach, bool) { return reattachOf(p.client) }
 
 // Pid returns the plugin's process ID, or 0 if unknown.
-func (p *DriverPlugin) Pid() int {
-	if rc := p.client.ReattachConfig(); rc != nil {
-		return rc.Pid
-	}
-	return 0
-}
+func (p *DriverPlugin) Pid() int { return pidOf(p.client) }
 
 // Kill shuts the plugin down: gracefully, then by force after two seconds.
 // Tasks the plugin started keep running (a driver must not tie their life

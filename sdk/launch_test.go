@@ -45,6 +45,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	if os.Getenv(serveStorageEnv) == "1" {
+		os.Exit(serveFakeStorage())
+	}
 	if os.Getenv(serveFakeEnv) == "1" || os.Getenv(serveOrphanEnv) != "" {
 		if err := ServeDriver(newFakeDriver()); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -1,35 +1,13 @@
 package taskdrivers
 
-import "time"
+import "berth.dev/berth/internal/pluginproc"
 
 // Backoff is how long the manager waits before restarting a plugin that
 // exited or failed to start: Initial, doubling with every consecutive
-// failure, never more than Max.
-type Backoff struct {
-	Initial time.Duration
-	Max     time.Duration
-}
+// failure, never more than Max. Storage adapters (csiadapters) share it.
+type Backoff = pluginproc.Backoff
 
 // DefaultBackoff is the restart backoff of a Manager whose Config has none.
-var DefaultBackoff = Backoff{Initial: time.Second, Max: time.Minute}
+var DefaultBackoff = pluginproc.DefaultBackoff
 
-// Delay returns the wait before attempt (1 for the first retry).
-func (b Backoff) Delay(attempt int) time.Duration {
-	d := b.Initial
-	for i := 1; i < attempt && d < b.Max; i++ {
-		d *= 2
-	}
-	return min(d, b.Max)
-}
-
-// sleep waits d or until done is closed; it reports whether d elapsed.
-func sleep(done <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-done:
-		return false
-	}
-}
+var sleep = pluginproc.Sleep

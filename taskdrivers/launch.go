@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"time"
 
 	plugin "github.com/hashicorp/go-plugin"
 
+	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -41,13 +39,13 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 			return nil, err
 		}
 		var err error
-		sockDir, err = os.MkdirTemp("", socketDirPrefix(in.p.Name))
+		sockDir, err = pluginproc.NewSocketDir("driver", in.p.Name)
 		if err != nil {
 			return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, fmt.Errorf("socket directory: %w", err)))
 		}
 		// One per attempt: the process of an attempt abandoned when ctx
 		// ended may still be writing while the next attempt starts.
-		stderr := &tailWriter{}
+		stderr := &pluginproc.TailWriter{}
 		cmd := exec.Command(in.p.Path, in.p.Args...)
 		cmd.Env = []string{plugin.EnvUnixSocketDir + "=" + sockDir}
 		proc, err = sdk.LaunchDriver(ctx, sdk.LaunchConfig{
@@ -75,20 +73,10 @@ func (in *instance) launch(ctx context.Context, rec *pb.DriverPluginRecord) (*ru
 	return r, nil
 }
 
-// A plugin process this package starts listens in a directory of its own
-// (go-plugin's PLUGIN_UNIX_SOCKET_DIR), removed once the process is gone:
-// a plugin that is killed, or dies, cannot remove its socket itself.
-func socketDirPrefix(driver string) string { return "berth-driver-" + driver + "-" }
-
 // ownedSocketDir returns the directory of a reattached plugin's socket if
-// this package created it, else "" (an address from a damaged record must
-// not make berth delete an arbitrary directory).
+// this package created it, else "".
 func ownedSocketDir(driver, addr string) string {
-	dir := filepath.Dir(addr)
-	if filepath.Dir(dir) != filepath.Clean(os.TempDir()) || !strings.HasPrefix(filepath.Base(dir), socketDirPrefix(driver)) {
-		return ""
-	}
-	return dir
+	return pluginproc.OwnedSocketDir("driver", driver, addr)
 }
 
 // stop shuts r's plugin process down and removes its socket directory.
@@ -97,11 +85,7 @@ func (r *running) stop() {
 	removeSocketDir(r.sockDir)
 }
 
-func removeSocketDir(dir string) {
-	if dir != "" {
-		os.RemoveAll(dir)
-	}
-}
+func removeSocketDir(dir string) { pluginproc.RemoveSocketDir(dir) }
 
 // startError describes a failed launch of cmd by LaunchDriver(ctx, ...),
 // with the last lines the process wrote to stderr. A process that failed
@@ -115,22 +99,15 @@ func removeSocketDir(dir string) {
 // reaped the process. Once ctx ends it returns at once and leaves the
 // process to be stopped in the background, where go-plugin's cmd.Wait
 // still writes cmd.ProcessState.
-func (in *instance) startError(ctx context.Context, cmd *exec.Cmd, stderr *tailWriter, err error) error {
-	tail := stderr.summary()
+func (in *instance) startError(ctx context.Context, cmd *exec.Cmd, stderr *pluginproc.TailWriter, err error) error {
+	tail := stderr.Summary()
 	if ctx.Err() != nil {
 		return errcode.Fallback(ErrPluginStart, fmt.Errorf("%w%s", err, tail))
 	}
 	var rpcErr *sdk.RPCError
-	if st := cmd.ProcessState; st != nil && !errors.As(err, &rpcErr) {
-		ws, ok := st.Sys().(syscall.WaitStatus)
-		if ok && ((ws.Exited() && ws.ExitStatus() != 0) || (ws.Signaled() && ws.Signal() != syscall.SIGKILL)) {
-			in.logger.Debug("driver plugin start failed", "error", err)
-			how := fmt.Sprintf("exited with status %d", ws.ExitStatus())
-			if ws.Signaled() {
-				how = "was killed by " + ws.Signal().String()
-			}
-			return fmt.Errorf("%w: the process %s while starting%s", ErrPluginStart, how, tail)
-		}
+	if how, ok := pluginproc.FailedByItself(cmd.ProcessState); ok && !errors.As(err, &rpcErr) {
+		in.logger.Debug("driver plugin start failed", "error", err)
+		return fmt.Errorf("%w: the process %s while starting%s", ErrPluginStart, how, tail)
 	}
 	return errcode.Fallback(ErrPluginStart, fmt.Errorf("%w%s", err, tail))
 }

@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/container-storage-interface/spec v1.13.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect

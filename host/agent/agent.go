@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/host/client"
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/host/server"
@@ -37,6 +38,8 @@ type Agent struct {
 	// both of the client role.
 	state   *state.DB
 	drivers *taskdrivers.Manager
+	// adapters runs the CSI storage adapters; nil when there are none.
+	adapters *csiadapters.Manager
 
 	httpLis net.Listener
 	http    *http.Server
@@ -149,6 +152,9 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)
 		}
+		if err := a.startAdapters(a.client.NodeID(), nodeName); err != nil {
+			return nil, err
+		}
 		if a.rpcAddrs == nil {
 			a.rpcAddrs = servers
 		}
@@ -219,6 +225,7 @@ func (a *Agent) Shutdown() {
 		if a.client != nil {
 			a.client.Shutdown()
 		}
+		a.stopAdapters()
 		a.stopDrivers()
 		if a.server != nil {
 			if err := a.server.Shutdown(); err != nil {

@@ -112,10 +112,20 @@ type ClientConfig struct {
 	ReservedMemoryMB int
 }
 
-// PluginConfig is one `plugin "name" { config { ... } }` block.
+// Plugin types: what a plugin block configures.
+const (
+	// PluginTypeDriver is a task driver plugin (the default).
+	PluginTypeDriver = "driver"
+	// PluginTypeCSI is a CSI storage adapter (csiadapters).
+	PluginTypeCSI = "csi"
+)
+
+// PluginConfig is one `plugin "name" { type = "..." config { ... } }` block.
 type PluginConfig struct {
 	// Name is the plugin's name, the block's label.
 	Name string
+	// Type is PluginTypeDriver or PluginTypeCSI; empty means a driver.
+	Type string
 	// Config is the block's config body as JSON-compatible values: string,
 	// bool, int64, float64, nil, []any and map[string]any. The plugin's own
 	// schema validates it when the plugin is loaded.
@@ -194,6 +204,10 @@ func (c *Config) NodeName() (string, error) {
 	}
 	return c.AgentName()
 }
+
+// IsCSI reports whether p configures a storage adapter rather than a
+// task driver.
+func (p *PluginConfig) IsCSI() bool { return p.Type == PluginTypeCSI }
 
 // EffectivePluginDir returns PluginDir, or <DataDir>/plugins when PluginDir is
 // empty. In dev mode call it after the agent has chosen its data dir; with

@@ -55,6 +55,9 @@ func (c *Config) Merge(other *Config) *Config {
 			continue
 		}
 		prev.Config = mergeMaps(prev.Config, p.Config)
+		if p.Type != "" {
+			prev.Type = p.Type
+		}
 		if p.Source != "" {
 			prev.Source = p.Source
 		}

@@ -251,15 +251,40 @@ func (d *decoder) plugins(blocks hcl.Blocks, c *Config) {
 		}
 		first[name] = b
 		where := fmt.Sprintf("plugin %q block", name)
-		content := d.content(b.Body, where, path+".", nil, []hcl.BlockHeaderSchema{{Type: "config"}})
+		content := d.content(b.Body, where, path+".", []attrDef{{key: "type"}}, []hcl.BlockHeaderSchema{{Type: "config"}})
 		cfg := map[string]any{}
 		if cb := d.single(content.Blocks, "config", path+".config"); cb != nil {
 			cfg = d.freeform(cb.Body, path+".config")
 		}
+		typ := d.pluginType(content.Attributes["type"], path+".type")
 		pos := d.posOf(b.DefRange)
 		c.set[path] = pos
-		c.Plugins[name] = &PluginConfig{Name: name, Config: cfg, Source: fmt.Sprintf("%s:%d", pos.File, pos.Line)}
+		c.Plugins[name] = &PluginConfig{Name: name, Type: typ, Config: cfg, Source: fmt.Sprintf("%s:%d", pos.File, pos.Line)}
 	}
+}
+
+// pluginType reads a plugin block's type: "driver" (also when absent) or
+// "csi" (a storage adapter).
+func (d *decoder) pluginType(a *hcl.Attribute, path string) string {
+	if a == nil {
+		return ""
+	}
+	v, ok := d.value(path, a)
+	if !ok || v.IsNull() {
+		return ""
+	}
+	s, err := toString(v)
+	if err != nil {
+		d.errs.add(d.posOf(a.Expr.Range()), path, ErrWrongType, "%v", err)
+		return ""
+	}
+	switch s {
+	case PluginTypeDriver, PluginTypeCSI:
+		return s
+	}
+	d.errs.add(d.posOf(a.Expr.Range()), path, ErrInvalidValue, "plugin type %q: want %q (a task driver, the default) or %q (a CSI storage adapter)",
+		s, PluginTypeDriver, PluginTypeCSI)
+	return ""
 }
 
 // value evaluates an argument. Expressions may compute (1 + 1, "a${"b"}")

@@ -82,23 +82,36 @@ func (a *Agent) startDrivers() error {
 	return nil
 }
 
-// pluginConfigs turns the plugin blocks into the manager's JSON configs.
+// pluginConfigs turns the driver plugin blocks (all but type "csi") into
+// the manager's JSON configs.
 func (a *Agent) pluginConfigs() ([]taskdrivers.PluginConfig, error) {
+	var out []taskdrivers.PluginConfig
+	err := a.eachPlugin(false, func(p *PluginConfig, js []byte) {
+		out = append(out, taskdrivers.PluginConfig{Name: p.Name, JSON: js, Source: p.Source})
+	})
+	return out, err
+}
+
+// eachPlugin calls fn with each plugin block of the kind asked for (csi:
+// storage adapters, else drivers), sorted by name, and its config as JSON.
+func (a *Agent) eachPlugin(csi bool, fn func(p *PluginConfig, js []byte)) error {
 	names := make([]string, 0, len(a.cfg.Plugins))
 	for name := range a.cfg.Plugins {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	out := make([]taskdrivers.PluginConfig, 0, len(names))
 	for _, name := range names {
 		p := a.cfg.Plugins[name]
+		if p.IsCSI() != csi {
+			continue
+		}
 		js, err := json.Marshal(p.Config)
 		if err != nil {
-			return nil, fmt.Errorf("plugin %q (%s): config: %w", name, p.Source, err)
+			return fmt.Errorf("plugin %q (%s): config: %w", name, p.Source, err)
 		}
-		out = append(out, taskdrivers.PluginConfig{Name: name, JSON: js, Source: p.Source})
+		fn(p, js)
 	}
-	return out, nil
+	return nil
 }
 
 // stopDrivers stops the driver plugins (and, in dev mode, their tasks)

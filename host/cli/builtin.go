@@ -11,6 +11,7 @@ func builtinCommand() *cli.Command {
 		Usage:  "run a plugin built into berth (started by the agent)",
 		Hidden: false,
 		Subcommands: []*cli.Command{
+			builtinCSIAdapterCommand(),
 			builtinCSIHostpathCommand(),
 			builtinDriverCommand(),
 		},

@@ -528,6 +528,108 @@ func (x *CSIPluginRegistration) GetAllocCreateIndex() uint64 {
 	return 0
 }
 
+// StorageAdapterRecord is what a client keeps about a storage adapter (a CSI
+// plugin of the static catalog) process it launched, so that after a client
+// restart it reconnects to the process instead of starting another.
+type StorageAdapterRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the adapter's catalog name, the record's key.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// path and args are how the process was started; config_digest is a
+	// digest of the config and environment it was given. A record that no
+	// longer matches the catalog is not reattached.
+	Path         string          `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Args         []string        `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	ConfigDigest string          `protobuf:"bytes,4,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	Reattach     *PluginReattach `protobuf:"bytes,5,opt,name=reattach,proto3" json:"reattach,omitempty"`
+	// launched_at is unix nanoseconds.
+	LaunchedAt int64 `protobuf:"varint,6,opt,name=launched_at,json=launchedAt,proto3" json:"launched_at,omitempty"`
+	// berth_version is the version of the berth binary that launched the
+	// adapter; a built-in adapter from another version is replaced.
+	BerthVersion  string `protobuf:"bytes,7,opt,name=berth_version,json=berthVersion,proto3" json:"berth_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageAdapterRecord) Reset() {
+	*x = StorageAdapterRecord{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageAdapterRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageAdapterRecord) ProtoMessage() {}
+
+func (x *StorageAdapterRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageAdapterRecord.ProtoReflect.Descriptor instead.
+func (*StorageAdapterRecord) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StorageAdapterRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageAdapterRecord) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *StorageAdapterRecord) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *StorageAdapterRecord) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *StorageAdapterRecord) GetReattach() *PluginReattach {
+	if x != nil {
+		return x.Reattach
+	}
+	return nil
+}
+
+func (x *StorageAdapterRecord) GetLaunchedAt() int64 {
+	if x != nil {
+		return x.LaunchedAt
+	}
+	return 0
+}
+
+func (x *StorageAdapterRecord) GetBerthVersion() string {
+	if x != nil {
+		return x.BerthVersion
+	}
+	return ""
+}
+
 var File_berth_v1_client_state_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_state_proto_rawDesc = "" +
@@ -574,7 +676,16 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\ahealthy\x18\b \x01(\bR\ahealthy\x12-\n" +
 	"\x12health_description\x18\t \x01(\tR\x11healthDescription\x12,\n" +
 	"\x12alloc_create_index\x18\n" +
-	" \x01(\x04R\x10allocCreateIndexB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	" \x01(\x04R\x10allocCreateIndex\"\xf3\x01\n" +
+	"\x14StorageAdapterRecord\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x12#\n" +
+	"\rconfig_digest\x18\x04 \x01(\tR\fconfigDigest\x124\n" +
+	"\breattach\x18\x05 \x01(\v2\x18.berth.v1.PluginReattachR\breattach\x12\x1f\n" +
+	"\vlaunched_at\x18\x06 \x01(\x03R\n" +
+	"launchedAt\x12#\n" +
+	"\rberth_version\x18\a \x01(\tR\fberthVersionB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_state_proto_rawDescOnce sync.Once
@@ -588,7 +699,7 @@ func file_berth_v1_client_state_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_state_proto_rawDescData
 }
 
-var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_berth_v1_client_state_proto_goTypes = []any{
 	(*DriverPluginRecord)(nil),    // 0: berth.v1.DriverPluginRecord
 	(*PluginReattach)(nil),        // 1: berth.v1.PluginReattach
@@ -596,24 +707,26 @@ var file_berth_v1_client_state_proto_goTypes = []any{
 	(*AllocRecord)(nil),           // 3: berth.v1.AllocRecord
 	(*TaskStateRecord)(nil),       // 4: berth.v1.TaskStateRecord
 	(*CSIPluginRegistration)(nil), // 5: berth.v1.CSIPluginRegistration
-	(*driverpb.TaskHandle)(nil),   // 6: berth.driver.v1.TaskHandle
-	(*Allocation)(nil),            // 7: berth.v1.Allocation
-	(*Job)(nil),                   // 8: berth.v1.Job
-	(*TaskState)(nil),             // 9: berth.v1.TaskState
-	(CSIPluginType)(0),            // 10: berth.v1.CSIPluginType
+	(*StorageAdapterRecord)(nil),  // 6: berth.v1.StorageAdapterRecord
+	(*driverpb.TaskHandle)(nil),   // 7: berth.driver.v1.TaskHandle
+	(*Allocation)(nil),            // 8: berth.v1.Allocation
+	(*Job)(nil),                   // 9: berth.v1.Job
+	(*TaskState)(nil),             // 10: berth.v1.TaskState
+	(CSIPluginType)(0),            // 11: berth.v1.CSIPluginType
 }
 var file_berth_v1_client_state_proto_depIdxs = []int32{
 	1,  // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
-	6,  // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
-	7,  // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
-	8,  // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
-	9,  // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
-	10, // 5: berth.v1.CSIPluginRegistration.type:type_name -> berth.v1.CSIPluginType
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	7,  // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
+	8,  // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
+	9,  // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
+	10, // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
+	11, // 5: berth.v1.CSIPluginRegistration.type:type_name -> berth.v1.CSIPluginType
+	1,  // 6: berth.v1.StorageAdapterRecord.reattach:type_name -> berth.v1.PluginReattach
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_state_proto_init() }
@@ -630,7 +743,7 @@ func file_berth_v1_client_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_state_proto_rawDesc), len(file_berth_v1_client_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -85,6 +85,21 @@ type runtimeConfig struct {
 }
 
 func (c Config) validate() (runtimeConfig, error) {
+	rc, err := c.validateServices()
+	if err != nil {
+		return rc, err
+	}
+	path, err := socketPath(c.Endpoint)
+	if err != nil {
+		return rc, &ConfigError{Field: "Endpoint", Value: c.Endpoint, Err: err}
+	}
+	rc.socketPath = path
+	return rc, nil
+}
+
+// validateServices checks everything but the endpoint: what NewServices
+// needs, whose caller owns the listener.
+func (c Config) validateServices() (runtimeConfig, error) {
 	rc := runtimeConfig{Config: c}
 	if rc.Logger == nil {
 		rc.Logger = hclog.NewNullLogger()
@@ -102,11 +117,6 @@ func (c Config) validate() (runtimeConfig, error) {
 	default:
 		return rc, &ConfigError{Field: "Mode", Value: c.Mode, Err: errors.New("must be monolith, controller or node")}
 	}
-	path, err := socketPath(c.Endpoint)
-	if err != nil {
-		return rc, &ConfigError{Field: "Endpoint", Value: c.Endpoint, Err: err}
-	}
-	rc.socketPath = path
 	if c.StateDir == "" {
 		return rc, &ConfigError{Field: "StateDir", Err: errors.New("is required")}
 	}

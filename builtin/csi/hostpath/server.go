@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,8 +31,7 @@ type Server struct {
 	log      hclog.Logger
 	grpc     *grpc.Server
 	endpoint string
-	ctrl     *controller
-	node     *node
+	svc      *Services
 
 	stopOnce sync.Once
 	stopReq  chan struct{} // closed by Stop
@@ -60,47 +58,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := rc.Logger.Named("csi-hostpath")
-	lay := layout{root: rc.StateDir}
-	if err := lay.ensureLayout(); err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", rc.StateDir, err)
-	}
-	pool, err := lay.poolID()
-	if err != nil {
-		return nil, fmt.Errorf("state directory %s: %w", rc.StateDir, err)
-	}
-	s := &Server{cfg: rc, log: log, endpoint: "unix://" + rc.socketPath, stopReq: make(chan struct{}), done: make(chan struct{})}
 	// Listen first: a plugin that cannot have its socket must not register
 	// as a node.
 	lis, err := listenUnix(rc.socketPath)
 	if err != nil {
 		return nil, err
 	}
-	locks := newKeyedLocks()
-	rc.Logger = log
-	if rc.controller {
-		if s.ctrl, err = newController(rc, lay, pool, locks); err != nil {
-			lis.Close()
-			return nil, err
-		}
+	svc, err := newServices(rc)
+	if err != nil {
+		lis.Close()
+		return nil, err
 	}
-	if rc.node {
-		if s.node, err = newNode(rc, lay, pool, locks); err != nil {
-			lis.Close()
-			s.closeRoles()
-			return nil, err
-		}
-	}
-
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.intercept))
-	csi.RegisterIdentityServer(s.grpc, &identity{cfg: rc, lay: lay})
-	if s.ctrl != nil {
-		csi.RegisterControllerServer(s.grpc, s.ctrl)
-		csi.RegisterGroupControllerServer(s.grpc, &groupController{c: s.ctrl})
-	}
-	if s.node != nil {
-		csi.RegisterNodeServer(s.grpc, s.node)
-	}
+	s := &Server{cfg: svc.cfg, log: svc.log, svc: svc, endpoint: "unix://" + rc.socketPath, stopReq: make(chan struct{}), done: make(chan struct{})}
+	s.grpc = grpc.NewServer(svc.ServerOptions()...)
+	svc.Register(s.grpc)
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
 	// This goroutine alone shuts the server down, whatever asks for it.
@@ -114,8 +85,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.shutdown(err)
 	}()
-	log.Info("serving", "endpoint", s.endpoint, "mode", rc.Mode, "node", rc.NodeID, "state_dir", rc.StateDir,
-		"pool", pool, "capacity", rc.Capacity, "max_volumes", rc.MaxVolumes)
+	s.log.Info("serving", append([]any{"endpoint", s.endpoint}, svc.Describe()...)...)
 	return s, nil
 }
 
@@ -152,7 +122,7 @@ func (s *Server) shutdown(serveErr error) {
 	}
 	// Stopping closed the listener, which removed the socket file (net
 	// unlinks the sockets it creates).
-	s.closeRoles()
+	s.svc.Close()
 	if serveErr != nil {
 		s.serveErr = fmt.Errorf("serve %s: %w", s.endpoint, serveErr)
 		s.log.Error("stopped", "endpoint", s.endpoint, "error", serveErr)
@@ -160,15 +130,6 @@ func (s *Server) shutdown(serveErr error) {
 		s.log.Info("stopped", "endpoint", s.endpoint)
 	}
 	close(s.done)
-}
-
-func (s *Server) closeRoles() {
-	if s.ctrl != nil {
-		s.ctrl.close()
-	}
-	if s.node != nil {
-		s.node.close()
-	}
 }
 
 // listenUnix listens on a unix socket at path, replacing a stale socket file
@@ -204,7 +165,7 @@ func listenUnix(path string) (net.Listener, error) {
 
 // intercept logs every call (requests at trace level, secrets removed) and
 // turns a panic into an Internal error instead of a dead plugin.
-func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+func (s *Services) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
 	if s.log.IsTrace() {
 		s.log.Trace("call", "method", info.FullMethod, "request", sanitize(req))

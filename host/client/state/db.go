@@ -26,6 +26,8 @@ var (
 	bucketAllocs        = []byte("allocs")
 	bucketTaskStates    = []byte("task_states")
 	bucketCSIPlugins    = []byte("csi_plugins")
+	// bucketStorageAdapters holds StorageAdapterRecord by adapter name.
+	bucketStorageAdapters = []byte("storage_adapters")
 
 	keySchemaVersion = []byte("schema_version")
 )
@@ -95,7 +97,7 @@ func (db *DB) init() error {
 			return fmt.Errorf("state db %s: schema version %d, this berth reads up to %d: %w",
 				db.path, binary.BigEndian.Uint32(raw), SchemaVersion, ErrNewerSchema)
 		}
-		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates, bucketCSIPlugins} {
+		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates, bucketCSIPlugins, bucketStorageAdapters} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("state db %s: bucket %s: %w", db.path, name, err)
 			}

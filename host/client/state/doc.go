@@ -12,6 +12,7 @@
 //	allocs         <alloc id>       -> AllocRecord        (an alloc the client runs, with its job)
 //	task_states    <alloc id>/<task> -> TaskStateRecord   (a task's state and current task id)
 //	csi_plugins    <type>/<alloc id>/<plugin id> -> CSIPluginRegistration (the dynamic CSI plugin registry, csi/registry)
+//	storage_adapters <adapter name> -> StorageAdapterRecord (go-plugin reattach config of a CSI storage adapter)
 //
 // A bucket planned for later work keeps the same shape: "volume_usage"
 // (volume and alloc -> staged and published paths). Adding a bucket is not a schema change;

@@ -1,4 +1,4 @@
-package taskdrivers
+package pluginproc
 
 import (
 	"bytes"
@@ -7,24 +7,24 @@ import (
 	"sync"
 )
 
-// tailLines and tailLineLen bound what tailWriter keeps.
+// tailLines and tailLineLen bound what TailWriter keeps.
 const (
 	tailLines   = 4
 	tailLineLen = 300
 )
 
-// tailWriter keeps the last lines a plugin wrote to stderr, so that a
+// TailWriter keeps the last lines a plugin wrote to stderr, so that a
 // plugin that dies before its handshake is reported with its last words
 // ("panic: ...", "error: ...") and not just "exited before we could
 // connect".
-type tailWriter struct {
+type TailWriter struct {
 	mu      sync.Mutex
 	lines   []string
 	partial []byte
 }
 
 // Write implements io.Writer.
-func (w *tailWriter) Write(p []byte) (int, error) {
+func (w *TailWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.partial = append(w.partial, p...)
@@ -43,7 +43,7 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *tailWriter) add(line string) {
+func (w *TailWriter) add(line string) {
 	line = strings.TrimSpace(logMessage(line))
 	if line == "" {
 		return
@@ -75,9 +75,9 @@ func logMessage(line string) string {
 	return out
 }
 
-// summary is "; last output: ..." for an error message, or "" when the
+// Summary is "; last output: ..." for an error message, or "" when the
 // plugin wrote nothing.
-func (w *tailWriter) summary() string {
+func (w *TailWriter) Summary() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	lines := w.lines

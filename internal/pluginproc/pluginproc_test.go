@@ -1,4 +1,4 @@
-package taskdrivers
+package pluginproc
 
 import (
 	"strings"
@@ -23,21 +23,21 @@ func TestBackoffDoublesUpToItsCap(t *testing.T) {
 }
 
 func TestTailWriterKeepsLastLinesAndShortensJSONLogs(t *testing.T) {
-	var w tailWriter
-	if w.summary() != "" {
-		t.Fatalf("empty summary %q", w.summary())
+	var w TailWriter
+	if w.Summary() != "" {
+		t.Fatalf("empty summary %q", w.Summary())
 	}
 	w.Write([]byte("one\ntwo\n"))
 	w.Write([]byte(`{"@level":"error","@message":"cannot open device","error":"permission denied","@module":"x"}`))
 	w.Write([]byte("\nthree\nfour\nfi"))
 	w.Write([]byte("ve"))
-	got := w.summary()
+	got := w.Summary()
 	want := "; last output: error: cannot open device: permission denied | three | four | five"
 	if !strings.HasPrefix(got, "; last output: ") || got != want {
 		t.Fatalf("summary %q, want %q", got, want)
 	}
 	w.Write([]byte(strings.Repeat("x", 5000)))
-	if s := w.summary(); len(s) > 2000 {
+	if s := w.Summary(); len(s) > 2000 {
 		t.Fatalf("summary of a huge line is %d bytes", len(s))
 	}
 }

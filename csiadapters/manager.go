@@ -1,0 +1,259 @@
+package csiadapters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/internal/pluginproc"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/version"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Adapters is the catalog (see Catalog).
+	Adapters []Adapter
+	// Store persists reattach records. Required.
+	Store  Store
+	Logger hclog.Logger
+	// NodeID and NodeName are handed to every adapter
+	// (sdk.StorageEnv); a CSI node plugin reports one as its node ID.
+	NodeID   string
+	NodeName string
+	// DataDir is the client's data dir; each adapter gets
+	// <DataDir>/csi/adapters/<name> as its own directory. Required.
+	DataDir string
+	// StartTimeout bounds each launch: handshake and API negotiation.
+	// Default 30s.
+	StartTimeout time.Duration
+	// Backoff spaces restarts of an adapter that keeps failing; zero means
+	// pluginproc.DefaultBackoff.
+	Backoff pluginproc.Backoff
+	// ResetAfter is how long an adapter must run before its next failure
+	// counts as the first again. Default 5m.
+	ResetAfter time.Duration
+	// HealthInterval spaces the Probe calls of a healthy adapter. Default
+	// 30s. An unhealthy one is probed at a fast cadence (ProbeStart,
+	// doubling up to HealthInterval).
+	HealthInterval time.Duration
+	// ProbeStart is the first delay between probes of an adapter that is
+	// not (yet) healthy. Default 25ms.
+	ProbeStart time.Duration
+	// ProbeTimeout is each Probe's deadline. Default 5s.
+	ProbeTimeout time.Duration
+	// BerthVersion is recorded with the reattach record of built-in
+	// adapters; one launched by another version is replaced. Default
+	// version.Version.
+	BerthVersion string
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
+		c.Backoff = pluginproc.DefaultBackoff
+	}
+	if c.ResetAfter <= 0 {
+		c.ResetAfter = 5 * time.Minute
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = 30 * time.Second
+	}
+	if c.ProbeStart <= 0 {
+		c.ProbeStart = 25 * time.Millisecond
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = 5 * time.Second
+	}
+	if c.BerthVersion == "" {
+		c.BerthVersion = version.Version
+	}
+}
+
+// Manager runs a node's storage adapters: it launches each adapter of the
+// catalog, probes it, restarts it when it dies, and reattaches to the
+// processes a previous client left running. Create it with New, then
+// Start it.
+type Manager struct {
+	cfg       Config
+	logger    hclog.Logger
+	instances map[string]*instance
+	events    hub
+
+	// ctx ends the supervisors; Shutdown cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+}
+
+// New returns a manager for cfg.Adapters. It starts nothing.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("csiadapters: Config.Store is required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("csiadapters: Config.DataDir is required")
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{cfg: cfg, logger: cfg.Logger, instances: map[string]*instance{}, ctx: ctx, cancel: cancel}
+	for _, a := range cfg.Adapters {
+		if a.Name == "" {
+			cancel()
+			return nil, errors.New("csiadapters: an adapter in the catalog has no name")
+		}
+		if _, dup := m.instances[a.Name]; dup {
+			cancel()
+			return nil, fmt.Errorf("csiadapters: adapter %q is twice in the catalog", a.Name)
+		}
+		m.instances[a.Name] = newInstance(m, a)
+	}
+	return m, nil
+}
+
+// Start launches every adapter (reattaching to those a previous client
+// left running) and returns once each has answered its first Probe or
+// failed its first attempt. Adapters that fail keep being retried in the
+// background. The error joins the *AdapterError of every adapter whose
+// config is invalid, which no retry fixes; ctx's error means some adapters
+// were still starting when it ended.
+func (m *Manager) Start(ctx context.Context) error {
+	if os.Getenv(sdk.StorageHandshake.MagicCookieKey) != "" || os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
+		return errors.New("csiadapters: refusing to launch storage adapters from inside a plugin process")
+	}
+	m.mu.Lock()
+	switch {
+	case m.stopping:
+		m.mu.Unlock()
+		return ErrShutdown
+	case m.started:
+		m.mu.Unlock()
+		return errors.New("csiadapters: manager already started")
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	records, err := m.cfg.Store.StorageAdapters()
+	if err != nil {
+		m.logger.Warn("some storage adapter reattach records are unreadable; those adapters start afresh", "error", err)
+	}
+	byName := map[string]*pb.StorageAdapterRecord{}
+	for _, r := range records {
+		if _, known := m.instances[r.GetName()]; !known {
+			// Its process is not ours to keep: stop it if it is there.
+			m.logger.Info("stopping the adapter of a previous run that is no longer in the catalog", "adapter", r.GetName(), "pid", r.GetReattach().GetPid())
+			stopStale(m, r)
+			continue
+		}
+		byName[r.GetName()] = r
+	}
+	for _, name := range sortedKeys(m.instances) {
+		in, rec := m.instances[name], byName[name]
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			in.run(m.ctx, rec)
+		}()
+	}
+	var errs []error
+	for _, name := range sortedKeys(m.instances) {
+		in := m.instances[name]
+		select {
+		case <-in.firstDone:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for storage adapter %q to start: %w", name, ctx.Err())
+		}
+		if err := in.fatalErr(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Names returns the adapters' names, sorted.
+func (m *Manager) Names() []string { return sortedKeys(m.instances) }
+
+// Adapter returns the handle of the adapter name, or ErrUnknownAdapter.
+func (m *Manager) Adapter(name string) (*Handle, error) {
+	in, ok := m.instances[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownAdapter, name)
+	}
+	return in.handle, nil
+}
+
+// Subscribe returns every Event from now on, in order, until cancel is
+// called (the channel is then closed). A slow reader loses nothing.
+func (m *Manager) Subscribe() (events <-chan Event, cancel func()) { return m.events.subscribe() }
+
+func (m *Manager) publish(ev Event) {
+	ev.Time = time.Now()
+	m.events.publish(ev)
+}
+
+// Shutdown stops supervising and shuts every adapter process down,
+// deleting their reattach records: a client that stops on purpose leaves
+// nothing running. (One that crashes leaves the processes and records,
+// and the next manager reattaches.) It is safe to call more than once.
+func (m *Manager) Shutdown(context.Context) error {
+	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		return nil
+	}
+	m.stopping = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	var wg sync.WaitGroup
+	for _, in := range m.instances {
+		r := in.takeCurrent()
+		if r == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.stop()
+			m.deleteRecord(in.a.Name)
+			in.logger.Info("storage adapter stopped", "pid", r.pid)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// abandon stops supervising without stopping the adapters and keeps their
+// reattach records, as a crashed client would: tests use it to restart a
+// client against live adapters.
+func (m *Manager) abandon() {
+	m.mu.Lock()
+	m.stopping = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	for _, in := range m.instances {
+		in.takeCurrent()
+	}
+}
+
+func (m *Manager) deleteRecord(name string) {
+	if err := m.cfg.Store.DeleteStorageAdapter(name); err != nil {
+		m.logger.Warn("deleting storage adapter reattach record", "adapter", name, "error", err)
+	}
+}
