@@ -6,6 +6,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/rpc/pb"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -111,5 +112,40 @@ func TestFingerprintControllerOnlyAndProbe(t *testing.T) {
 	p.GetPluginInfo.Next(&csipb.GetPluginInfoResponse{Name: "x"}, nil)
 	if _, err := c.Fingerprint(ctx); !errors.Is(err, csi.ErrInvalidResponse) {
 		t.Errorf("missing vendor_version: got %v", err)
+	}
+}
+
+// TestFingerprintAccessorsAndPluginInfo: what the plugin manager reports
+// to the servers comes from the fingerprint's accessors.
+func TestFingerprintAccessorsAndPluginInfo(t *testing.T) {
+	p, _, c := startFake(t)
+	p.GetPluginInfo.Always(&csipb.GetPluginInfoResponse{Name: "example.csi.io", VendorVersion: "v1.4.2"}, nil)
+	p.GetPluginCapabilities.Always(&csipb.GetPluginCapabilitiesResponse{Capabilities: []*csipb.PluginCapability{
+		csifake.ServiceCapability(csipb.PluginCapability_Service_CONTROLLER_SERVICE),
+		csifake.ServiceCapability(csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
+	}}, nil)
+	p.NodeGetInfo.Always(&csipb.NodeGetInfoResponse{NodeId: "n7", MaxVolumesPerNode: 16,
+		AccessibleTopology: &csipb.Topology{Segments: map[string]string{"zone": "a"}}}, nil)
+	fp, err := c.Fingerprint(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp.NodeID() != "n7" || fp.MaxVolumes() != 16 || fp.Topology()["zone"] != "a" || !fp.NeedsStaging() || !fp.HasController() || !fp.HasNode() {
+		t.Fatalf("accessors: node %q max %d topology %v staging %v controller %v node %v",
+			fp.NodeID(), fp.MaxVolumes(), fp.Topology(), fp.NeedsStaging(), fp.HasController(), fp.HasNode())
+	}
+	info := fp.PluginInfo("hp", pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH, pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, "a1")
+	if info.GetPluginId() != "hp" || info.GetAllocId() != "a1" || !info.GetHealthy() || info.GetProvider() != "example.csi.io" ||
+		info.GetProviderVersion() != "v1.4.2" || !info.GetControllerRequired() || !info.GetRequiresTopologies() {
+		t.Fatalf("plugin info %v", info)
+	}
+	if !info.GetControllerInfo().GetSupportsAttachDetach() || info.GetNodeInfo().GetId() != "n7" ||
+		info.GetNodeInfo().GetMaxVolumes() != 16 || !info.GetNodeInfo().GetRequiresNodeStageVolume() {
+		t.Fatalf("controller %v node %v", info.GetControllerInfo(), info.GetNodeInfo())
+	}
+	// Topology is a copy: changing it changes nothing in the fingerprint.
+	fp.Topology()["zone"] = "b"
+	if fp.Topology()["zone"] != "a" {
+		t.Fatal("Topology handed out the fingerprint's own map")
 	}
 }
