@@ -18,6 +18,22 @@ type cluster struct {
 
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
+	servers, join := startServers(t)
+	c := &cluster{servers: servers}
+	c.clientBody = fmt.Sprintf(`
+client {
+  enabled = true
+  servers = [%s]
+}`, join)
+	c.client = newAgent(t, "c1", freePorts(t), c.clientBody)
+	c.client.start()
+	return c
+}
+
+// startServers starts three servers that form a cluster (heartbeat TTL 2s,
+// grace 2s) and returns them with their RPC addresses as an HCL list body.
+func startServers(t *testing.T) ([]*agent, string) {
+	t.Helper()
 	var ps []ports
 	var join []string
 	for range 3 {
@@ -25,7 +41,7 @@ func startCluster(t *testing.T) *cluster {
 		ps = append(ps, p)
 		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", p.rpc)))
 	}
-	c := &cluster{}
+	var servers []*agent
 	for i, p := range ps {
 		s := newAgent(t, fmt.Sprintf("s%d", i+1), p, fmt.Sprintf(`
 server {
@@ -37,16 +53,9 @@ server {
   heartbeat_grace  = "2s"
 }`, strings.Join(join, ", ")))
 		s.start()
-		c.servers = append(c.servers, s)
+		servers = append(servers, s)
 	}
-	c.clientBody = fmt.Sprintf(`
-client {
-  enabled = true
-  servers = [%s]
-}`, strings.Join(join, ", "))
-	c.client = newAgent(t, "c1", freePorts(t), c.clientBody)
-	c.client.start()
-	return c
+	return servers, strings.Join(join, ", ")
 }
 
 // agreedLeader returns the leader RPC address all given servers report.

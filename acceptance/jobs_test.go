@@ -18,6 +18,7 @@ import (
 // among them) and the system job runs there again; `job stop` stops
 // everything.
 
+// The heartbeat TTL and grace startServers configures.
 const (
 	jobsTTL   = 2 * time.Second
 	jobsGrace = 2 * time.Second
@@ -334,27 +335,8 @@ type jobsCluster struct {
 
 func startJobsCluster(t *testing.T) *jobsCluster {
 	t.Helper()
-	var ps []ports
-	var join []string
-	for range 3 {
-		p := freePorts(t)
-		ps = append(ps, p)
-		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", p.rpc)))
-	}
-	c := &jobsCluster{}
-	for i, p := range ps {
-		s := newAgent(t, fmt.Sprintf("s%d", i+1), p, fmt.Sprintf(`
-server {
-  enabled          = true
-  bootstrap_expect = 3
-  retry_join       = [%s]
-  retry_interval   = "1s"
-  heartbeat_ttl    = %q
-  heartbeat_grace  = %q
-}`, strings.Join(join, ", "), jobsTTL, jobsGrace))
-		s.start()
-		c.servers = append(c.servers, s)
-	}
+	servers, join := startServers(t)
+	c := &jobsCluster{servers: servers}
 	for i := range 2 {
 		cl := newAgent(t, fmt.Sprintf("c%d", i+1), freePorts(t), fmt.Sprintf(`
 client {
@@ -363,7 +345,7 @@ client {
 }
 plugin "raw_exec" {
   config { enabled = true }
-}`, strings.Join(join, ", ")))
+}`, join))
 		// Tasks outlive a stopped agent by design; whatever a failed run
 		// leaves behind is ended here, after the agent stopped (cleanups
 		// run last-registered first, and start registers the stop). Only

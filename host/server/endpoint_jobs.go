@@ -26,17 +26,7 @@ type jobsEndpoint struct {
 
 func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest) (*pb.JobRegisterResponse, error) {
 	s := e.s
-	job := req.GetJob()
-	if job == nil {
-		return nil, status.Error(codes.InvalidArgument, "job: missing")
-	}
-	job = proto.Clone(job).(*pb.Job)
-	jobspec.Canonicalize(job)
-	if err := jobspec.ValidateJob(job); err != nil {
-		return nil, err
-	}
-	snap := s.fsm.State().Snapshot()
-	warnings, err := checkDrivers(snap, job)
+	job, _, warnings, err := s.admitJob(req.GetJob())
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +48,27 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 		resp.Version, resp.JobModifyIndex = stored.GetVersion(), stored.GetJobModifyIndex()
 	}
 	return resp, nil
+}
+
+// admitJob is what Register and Plan do to a job from the API before
+// using it: a copy with the defaults filled in, validated, and its tasks'
+// configs checked against the drivers' schemas, with the state it was
+// checked against and the warnings.
+func (s *Server) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, error) {
+	if in == nil {
+		return nil, nil, nil, status.Error(codes.InvalidArgument, "job: missing")
+	}
+	job := proto.Clone(in).(*pb.Job)
+	jobspec.Canonicalize(job)
+	if err := jobspec.ValidateJob(job); err != nil {
+		return nil, nil, nil, err
+	}
+	snap := s.fsm.State().Snapshot()
+	warnings, err := checkDrivers(snap, job)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return job, snap, warnings, nil
 }
 
 // checkDrivers checks every task's driver and config against the task
@@ -274,17 +285,7 @@ func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*p
 // were registered, and reports what that would do; nothing is written.
 func (e *jobsEndpoint) Plan(ctx context.Context, req *pb.JobPlanRequest) (*pb.JobPlanResponse, error) {
 	s := e.s
-	job := req.GetJob()
-	if job == nil {
-		return nil, status.Error(codes.InvalidArgument, "job: missing")
-	}
-	job = proto.Clone(job).(*pb.Job)
-	jobspec.Canonicalize(job)
-	if err := jobspec.ValidateJob(job); err != nil {
-		return nil, err
-	}
-	snap := s.fsm.State().Snapshot()
-	warnings, err := checkDrivers(snap, job)
+	job, snap, warnings, err := s.admitJob(req.GetJob())
 	if err != nil {
 		return nil, err
 	}

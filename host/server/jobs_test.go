@@ -89,6 +89,25 @@ func waitAllocs(t *testing.T, tc *testCluster, s *Server, job string, want int, 
 	return allocs
 }
 
+// letNodeGoDown moves the manual clock past down's TTL while alive keeps
+// heartbeating, and waits until down is marked down.
+func letNodeGoDown(t *testing.T, tc *testCluster, s *Server, down, alive *pb.Node) {
+	t.Helper()
+	nodes := pb.NewNodesClient(tc.conn(s))
+	beat := func() {
+		if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: alive.GetId()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		beat()
+		tc.clock.Advance(s.cfg.HeartbeatTTL / 2)
+	}
+	beat()
+	tc.clock.Advance(s.cfg.HeartbeatGrace)
+	waitNode(t, s, down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN)
+}
+
 func perNode(allocs []*pb.Allocation) map[string]int {
 	m := map[string]int{}
 	for _, a := range allocs {
@@ -262,19 +281,7 @@ func TestNodeDownReplacesItsAllocsElsewhere(t *testing.T) {
 			lost = a.GetId()
 		}
 	}
-	// n2 heartbeats, n1 does not: past its TTL n1 goes down.
-	nodes := pb.NewNodesClient(tc.conn(s))
-	for range 3 {
-		if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		tc.clock.Advance(s.cfg.HeartbeatTTL / 2)
-	}
-	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
-		t.Fatal(err)
-	}
-	tc.clock.Advance(s.cfg.HeartbeatGrace)
-	waitNode(t, s, n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN)
+	letNodeGoDown(t, tc, s, n1, n2)
 	after := waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
 		for _, a := range as {
 			if a.GetNodeId() != n2.GetId() {
@@ -534,18 +541,8 @@ func TestNodeBackGetsItsSystemAllocAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAllocs(t, tc, s, "agentd", 2, nil)
+	letNodeGoDown(t, tc, s, n1, n2)
 	nodes := pb.NewNodesClient(tc.conn(s))
-	for range 3 {
-		if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
-			t.Fatal(err)
-		}
-		tc.clock.Advance(s.cfg.HeartbeatTTL / 2)
-	}
-	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n2.GetId()}); err != nil {
-		t.Fatal(err)
-	}
-	tc.clock.Advance(s.cfg.HeartbeatGrace)
-	waitNode(t, s, n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN)
 	waitAllocs(t, tc, s, "agentd", 1, nil)
 	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n1.GetId()}); err != nil {
 		t.Fatal(err)

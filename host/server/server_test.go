@@ -270,9 +270,14 @@ func TestLaggingFollowerCatchesUpBySnapshotInstall(t *testing.T) {
 	for _, id := range ids {
 		waitNode(t, lagging, id, pb.NodeStatus_NODE_STATUS_READY)
 	}
-	if got := lagging.raft.Stats()["last_snapshot_index"]; got == "0" {
-		t.Fatal("follower caught up without installing a snapshot")
-	}
+	// The FSM restore makes the nodes visible a moment before raft records
+	// the installed snapshot, so wait for that record rather than read it once.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := lagging.raft.Stats()["last_snapshot_index"]; got == "0" {
+			return fmt.Errorf("follower caught up without installing a snapshot")
+		}
+		return nil
+	})
 }
 
 func TestFourthServerJoinsAsVoterAndForceLeaveRemovesIt(t *testing.T) {

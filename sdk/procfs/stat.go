@@ -76,6 +76,10 @@ func ParseStat(data []byte) (*Stat, error) {
 	if len(fields) < 22 || len(fields[0]) != 1 {
 		return nil, fmt.Errorf("%w: %d fields after comm, want at least 22", ErrBadStat, len(fields))
 	}
+	// A state is one letter (R, S, D, Z, T, t, X, I, ...).
+	if st := fields[0][0]; !('A' <= st && st <= 'Z' || 'a' <= st && st <= 'z') {
+		return nil, fmt.Errorf("%w: state %q is not a letter", ErrBadStat, st)
+	}
 	s := &Stat{Pid: pid, Comm: string(data[open+1 : closing]), State: fields[0][0]}
 	ints := []struct {
 		field int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // stdout returns the task's stdout log so far.
+// stdoutOnce waits until the task's stdout holds want (the executor copies
+// the task's output to the log file a moment after the task wrote it) or
+// generous passes, and returns what it holds then.
+func stdoutOnce(t *testing.T, cfg *driverpb.TaskConfig, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(generous)
+	for {
+		data, err := os.ReadFile(filepath.Join(cfg.GetLogDir(), cfg.GetName()+".stdout.0"))
+		if err == nil && strings.Contains(string(data), want) || time.Now().After(deadline) {
+			return string(data)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func stdout(t *testing.T, cfg *driverpb.TaskConfig) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(cfg.GetLogDir(), cfg.GetName()+".stdout.0"))

@@ -41,7 +41,7 @@ func TestTaskIsIsolated(t *testing.T) {
 	cfg.Name = "web.frontend"
 	start(t, d, cfg)
 	waitFile(t, filepath.Join(cfg.GetTaskDir(), "ready"))
-	out := stdout(t, cfg)
+	out := stdoutOnce(t, cfg, "hidden=")
 
 	procs, _ := strconv.Atoi(lineValue(out, "procs"))
 	if procs < 2 || procs > 30 {

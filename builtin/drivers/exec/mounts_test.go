@@ -74,7 +74,7 @@ func TestMountPropagation(t *testing.T) {
 		}
 	}
 	waitFile(t, filepath.Join(cfg.GetTaskDir(), "done"))
-	out := stdout(t, cfg)
+	out := stdoutOnce(t, cfg, "host\n")
 	if !strings.Contains(out, "host\n") {
 		t.Errorf("the host's mount under the bidirectional source did not reach the task; its output:\n%s", out)
 	}
