@@ -358,6 +358,12 @@ plugin "raw_exec" {
 	return c
 }
 
+// ours reports whether a task's command line is one the acceptance tests
+// run: a sleep of theirs or the hostpath plugin of the binary under test.
+func ours(cmdline string) bool {
+	return strings.Contains(cmdline, "sleep\x003600") || strings.HasPrefix(cmdline, berthBin+"\x00builtin\x00csi-hostpath\x00")
+}
+
 func killLeftoverTasks(cl *agent) {
 	files, _ := filepath.Glob(filepath.Join(cl.dir, "data", "alloc", "*", "*", "local", "pid"))
 	for _, f := range files {
@@ -369,7 +375,7 @@ func killLeftoverTasks(cl *agent) {
 		if err != nil || !alive(pid) {
 			continue
 		}
-		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(cmd), "sleep\x003600") {
+		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && ours(string(cmd)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
