@@ -38,11 +38,11 @@ func AllocTerminal(a *pb.Allocation) bool {
 }
 
 // NodeSchedulable reports whether new allocs may be placed on the node:
-// ready, eligible and not draining.
+// ready, eligible, not draining and not fenced.
 func NodeSchedulable(n *pb.Node) bool {
 	return n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY &&
 		n.GetEligibility() != pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE &&
-		n.GetDrain() == nil
+		n.GetDrain() == nil && !n.GetFenced()
 }
 
 // NodeCapacity is what the scheduler may hand out on a node.

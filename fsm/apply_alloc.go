@@ -92,6 +92,9 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 	if err := csiAllocsChanged(tx, touched); err != nil {
 		return err
 	}
+	if err := claimsAllocsChanged(tx, allocIDs(touched), latestUpdate(cmd.GetUpdates())); err != nil {
+		return err
+	}
 	evalJobs, err := upsertEvals(tx, cmd.GetEvals())
 	if err != nil {
 		return err
@@ -150,4 +153,23 @@ func applyAllocDesiredTransition(tx *writeTxn, cmd *pb.AllocDesiredTransitionCom
 		return err
 	}
 	return recomputeJobStatuses(tx, jobs)
+}
+
+// allocIDs lists the IDs of allocs.
+func allocIDs(allocs []*pb.Allocation) []string {
+	ids := make([]string, len(allocs))
+	for i, a := range allocs {
+		ids[i] = a.GetId()
+	}
+	return ids
+}
+
+// latestUpdate is the latest updated_at of a client's updates: the time a
+// claim released by them was modified.
+func latestUpdate(updates []*pb.AllocClientUpdate) int64 {
+	var at int64
+	for _, u := range updates {
+		at = max(at, u.GetUpdatedAt())
+	}
+	return at
 }

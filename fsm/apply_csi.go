@@ -447,6 +447,9 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 				if err := csiPluginsTable.delete(tx, stored); err != nil {
 					return err
 				}
+				if err := volumesPluginChanged(tx, id, nil); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -459,6 +462,9 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		}
 		r.ModifyIndex = tx.index
 		if err := csiPluginsTable.insert(tx, r); err != nil {
+			return err
+		}
+		if err := volumesPluginChanged(tx, id, r); err != nil {
 			return err
 		}
 	}

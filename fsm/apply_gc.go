@@ -68,6 +68,12 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 	if err := csiAllocsChanged(tx, removed); err != nil {
 		return err
 	}
+	// GC removes only client-terminal allocs, whose claims the apply that
+	// made them terminal moved on already; a removed alloc's claim must
+	// never stay live, so this is the last guard.
+	if err := claimsAllocsChanged(tx, allocIDs(removed), 0); err != nil {
+		return err
+	}
 	for _, id := range cmd.GetEvalIds() {
 		e, err := evalsTable.first(tx, nil, id)
 		if err != nil {

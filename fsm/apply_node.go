@@ -51,6 +51,9 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 		// registration, which carries the fingerprint, keeps it.
 		n.CsiControllerPlugins = existing.GetCsiControllerPlugins()
 		n.CsiNodePlugins = existing.GetCsiNodePlugins()
+		// The fence is the operator's (NodeFence): a node that says it is
+		// back does not lift it.
+		n.Fenced, n.FencedAt = existing.GetFenced(), existing.GetFencedAt()
 	}
 	n.ModifyIndex = tx.index
 	if err := nodesTable.insert(tx, n); err != nil {

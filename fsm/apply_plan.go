@@ -29,7 +29,7 @@ import (
 //
 //   - it is not registered;
 //   - a new placement is on it and it is not NodeSchedulable (ready,
-//     eligible, not draining);
+//     eligible, not draining, not fenced);
 //   - only in-place updates are on it and it is down (an update of a
 //     running alloc needs its node up, not eligible: a draining node's
 //     allocs are still updated in place until the drain moves them);
@@ -43,6 +43,10 @@ import (
 // refuses every node. The evals (the worker's eval update, follow-ups,
 // blocked evals) are upserted only when no node refused, so a refused plan
 // leaves its eval to be planned again.
+//
+// The plan's volume claims are reserved with their node's part
+// (apply_plan_claims.go): a node whose claims do not fit refuses, naming
+// volume, alloc and node. Stopped allocs' claims move to releasing.
 //
 // The answer, in ApplyResult.Response, is a *pb.PlanResult: the refused
 // nodes (sorted) with a reason each, and what was applied.
@@ -70,13 +74,29 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	if err != nil {
 		return fmt.Errorf("plan of eval %q: %w", plan.GetEvalId(), err)
 	}
+	if err := planClaims(tx, plan, nodes); err != nil {
+		return fmt.Errorf("plan of eval %q: %w", plan.GetEvalId(), err)
+	}
 
 	result := &pb.PlanResult{Index: tx.index}
 	var firstRefused string
+	// accepted holds the claims of the nodes that took their part so far:
+	// a later node's claims are checked against them too.
+	var accepted []*pb.Claim
 	for _, pn := range nodes {
 		reason, err := checkPlanNode(tx, pn)
 		if err != nil {
 			return err
+		}
+		if reason == "" {
+			if reason, err = checkPlanClaims(tx, pn, accepted); err != nil {
+				return err
+			}
+		}
+		if reason == "" {
+			for _, r := range pn.claims {
+				accepted = append(accepted, r.claim)
+			}
 		}
 		if reason != "" {
 			pn.refusal = reason
@@ -98,6 +118,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	appliedAt := cmd.GetAppliedAt()
 	jobs := []string{plan.GetJobId()}
 	var touched []*pb.Allocation
+	var stopped []string
 	for _, pn := range nodes {
 		if pn.refusal != "" {
 			if result.Refusals == nil {
@@ -114,7 +135,11 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			result.AppliedStops++
 			jobs = addID(jobs, s.alloc.GetJobId())
 			touched = append(touched, s.alloc)
+			stopped = append(stopped, s.alloc.GetId())
 		}
+	}
+	if err := claimsAllocsChanged(tx, stopped, appliedAt); err != nil {
+		return err
 	}
 	for _, pn := range nodes {
 		if pn.refusal != "" {
@@ -130,6 +155,12 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 				return err
 			}
 			result.AppliedAllocs++
+		}
+		for _, r := range pn.claims {
+			if err := r.store(tx, appliedAt); err != nil {
+				return err
+			}
+			result.AppliedClaims++
 		}
 		if err := touchNodeAllocs(tx, pn.id); err != nil {
 			return err
@@ -166,6 +197,9 @@ type planNode struct {
 	// placements counts the new allocs.
 	placements int
 	stops      []planStop
+	// claims are the new claims of the node's placements and updates,
+	// with their checks (checkPlanClaims fills in the reservations).
+	claims []*reservation
 	// refusal is why the node refused the plan, "" when it took it.
 	refusal string
 }
@@ -272,6 +306,8 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 		return fmt.Sprintf("node %q is %s, not ready for placements", pn.id, nodeStatusWord(node.GetStatus())), nil
 	case pn.placements > 0 && node.GetDrain() != nil:
 		return fmt.Sprintf("node %q is draining", pn.id), nil
+	case pn.placements > 0 && node.GetFenced():
+		return fmt.Sprintf("node %q is fenced", pn.id), nil
 	case pn.placements > 0 && !NodeSchedulable(node):
 		return fmt.Sprintf("node %q is ineligible for placements", pn.id), nil
 	case node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:

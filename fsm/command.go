@@ -58,6 +58,22 @@ const (
 	// csi_plugins table: proposed only once every server knows it (the
 	// table rule, doc.go).
 	NodeCSIUpdate MessageType = 16
+	// VolumeRegister carries a *pb.VolumeRegisterCommand. It and the
+	// commands below write the volumes, claims and attachments tables:
+	// proposed only once every server knows them (the table rule).
+	VolumeRegister MessageType = 17
+	// VolumeDeregister carries a *pb.VolumeDeregisterCommand.
+	VolumeDeregister MessageType = 18
+	// ClaimUpdate carries a *pb.ClaimUpdateCommand.
+	ClaimUpdate MessageType = 19
+	// AttachmentUpdate carries a *pb.AttachmentUpdateCommand.
+	AttachmentUpdate MessageType = 20
+	// OperatorClaim carries a *pb.OperatorClaimCommand.
+	OperatorClaim MessageType = 21
+	// OperatorClaimRelease carries a *pb.OperatorClaimReleaseCommand.
+	OperatorClaimRelease MessageType = 22
+	// NodeFence carries a *pb.NodeFenceCommand.
+	NodeFence MessageType = 23
 )
 
 // command is one row of the dispatch table.
@@ -91,6 +107,14 @@ var commands = map[MessageType]command{
 	NodeDrain:              newCommand("NodeDrain", applyNodeDrain),
 	GC:                     newCommand("GC", applyGC),
 	NodeCSIUpdate:          newCommand("NodeCSIUpdate", applyNodeCSIUpdate),
+
+	VolumeRegister:       newCommand("VolumeRegister", applyVolumeRegister),
+	VolumeDeregister:     newCommand("VolumeDeregister", applyVolumeDeregister),
+	ClaimUpdate:          newCommand("ClaimUpdate", applyClaimUpdate),
+	AttachmentUpdate:     newCommand("AttachmentUpdate", applyAttachmentUpdate),
+	OperatorClaim:        newCommand("OperatorClaim", applyOperatorClaim),
+	OperatorClaimRelease: newCommand("OperatorClaimRelease", applyOperatorClaimRelease),
+	NodeFence:            newCommand("NodeFence", applyNodeFence),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

@@ -92,6 +92,61 @@ var (
 	// this is the store's own guard, checked before anything is written.
 	ErrDuplicateKey = errcode.New(codes.AlreadyExists, "duplicate key in a unique index")
 
+	// ErrVolumeNotFound is returned in an ApplyResult when a command names a
+	// volume that is not registered (an operator claim), and by the
+	// servers' volume reads.
+	ErrVolumeNotFound = errcode.New(codes.NotFound, "volume not found")
+
+	// ErrVolumeInUse is returned in an ApplyResult when a VolumeDeregister
+	// finds claims on the volume (without force, any claim; with force, a
+	// claim whose claimant is not terminal), or a VolumeRegister would
+	// change what its claims depend on (plugin, external ID, a claimed
+	// capability). The message names the volume and the claims.
+	ErrVolumeInUse = errcode.New(codes.FailedPrecondition, "volume is in use")
+
+	// ErrNoFreeClaim is returned in an ApplyResult when an operator claim
+	// does not fit the volume's access mode beside the claims it holds (a
+	// second writer, another node, another access mode); a plan's node
+	// refuses for the same reasons, naming volume, alloc and node.
+	ErrNoFreeClaim = errcode.New(codes.ResourceExhausted, "no free claim on the volume")
+
+	// ErrClaimCapability is returned in an ApplyResult when a claim asks for
+	// a capability the volume does not have, or to write through a
+	// reader-only access mode.
+	ErrClaimCapability = errcode.New(codes.InvalidArgument, "volume does not offer the claimed capability")
+
+	// ErrClaimNotFound is returned in an ApplyResult when a claim update or
+	// release names a claim that is not stored (a move to freed of a claim
+	// that is gone is no error: it is done).
+	ErrClaimNotFound = errcode.New(codes.NotFound, "claim not found")
+
+	// ErrClaimTransition is returned in an ApplyResult when a claim update
+	// would move a claim backwards or skip a step its state machine needs
+	// (DESIGN "Claim and attachment states"). Nothing is written.
+	ErrClaimTransition = errcode.New(codes.FailedPrecondition, "claim cannot move to that state")
+
+	// ErrClaimNodeMismatch is returned in an ApplyResult when a client
+	// reports on a claim held on another node.
+	ErrClaimNodeMismatch = errcode.New(codes.InvalidArgument, "claim belongs to another node")
+
+	// ErrNotOperatorClaim is returned in an ApplyResult when an operator
+	// release names an allocation's claim: those are released when their
+	// allocation stops.
+	ErrNotOperatorClaim = errcode.New(codes.InvalidArgument, "claim is not an operator claim")
+
+	// ErrAttachmentNotFound is returned in an ApplyResult when an attachment
+	// update names a (volume, node) attachment that is not stored.
+	ErrAttachmentNotFound = errcode.New(codes.NotFound, "attachment not found")
+
+	// ErrAttachmentTransition is returned in an ApplyResult when an
+	// attachment update would move it backwards, skip a step, or detach
+	// it while a live claim on its node needs it.
+	ErrAttachmentTransition = errcode.New(codes.FailedPrecondition, "attachment cannot move to that state")
+
+	// ErrNodeUnavailable is returned in an ApplyResult when an operator
+	// claim names a node that is down or fenced.
+	ErrNodeUnavailable = errcode.New(codes.FailedPrecondition, "node is down or fenced")
+
 	// ErrUnknownTable is returned by StateStore.Index when asked about a table
 	// the state store does not have.
 	ErrUnknownTable = errcode.New(codes.Internal, "unknown table")

@@ -30,3 +30,8 @@ func NewWithUniqueNames(logger hclog.Logger) *FSM {
 func (r reader) NodeAllocIndexRows() ([]*pb.TableIndex, error) {
 	return nodeAllocIndexTable.list(r, nil)
 }
+
+// AttachmentsPage lists every attachment, for the tests' state dumps.
+func (r reader) AttachmentsPage() ([]*pb.Attachment, error) {
+	return attachmentsTable.list(r, nil)
+}

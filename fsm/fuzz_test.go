@@ -204,8 +204,8 @@ func FuzzRestore(f *testing.F) {
 	}
 	for _, m := range []proto.Message{
 		&pb.SnapshotHeader{Version: 2},
-		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: &pb.TableRow{Table: "volumes", Row: []byte{0x0a, 0x01, 'j'}}}},
-		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: "volumes", Index: 7}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: &pb.TableRow{Table: "from_a_newer_version", Row: []byte{0x0a, 0x01, 'j'}}}},
+		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: "from_a_newer_version", Index: 7}}},
 		&pb.SnapshotRecord{Record: &pb.SnapshotRecord_End{End: &pb.SnapshotEnd{Records: 2}}},
 	} {
 		if _, err := protodelim.MarshalTo(&v2, m); err != nil {

@@ -108,6 +108,9 @@ type stateReader interface {
 	AllocsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Allocation) bool) ([]*pb.Allocation, string, error)
 	NodeAllocIndexRows() ([]*pb.TableIndex, error)
 	CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) ([]*pb.CSIPlugin, string, error)
+	VolumesPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Volume) bool) ([]*pb.Volume, string, error)
+	ClaimsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Claim) bool) ([]*pb.Claim, string, error)
+	AttachmentsPage() ([]*pb.Attachment, error)
 }
 
 var (
@@ -134,7 +137,8 @@ func dumpState(st stateReader) (string, error) {
 	fmt.Fprintf(&b, "index: nodes=%d servers=%d", nodesIdx, serversIdx)
 	// The job tables' indexes only once written, so the scripts about
 	// nodes and servers read as they did before those tables existed.
-	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins} {
+	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins,
+		fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments} {
 		idx, err := st.Index(tbl)
 		if err != nil {
 			return "", err
@@ -270,7 +274,10 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	for _, r := range rows {
 		fmt.Fprintf(b, "node-allocs %s: index=%d\n", r.GetTable(), r.GetIndex())
 	}
-	return dumpCSIPlugins(b, st)
+	if err := dumpCSIPlugins(b, st); err != nil {
+		return err
+	}
+	return dumpVolumes(b, st)
 }
 
 // dumpCSIPlugins prints the plugin table: counts, then each instance and

@@ -27,6 +27,9 @@ func TestProductionTables(t *testing.T) {
 		TableAllocs:         "berth.v1.Allocation",
 		TableNodeAllocIndex: "berth.v1.TableIndex",
 		TableCSIPlugins:     "berth.v1.CSIPlugin",
+		TableVolumes:        "berth.v1.Volume",
+		TableClaims:         "berth.v1.Claim",
+		TableAttachments:    "berth.v1.Attachment",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

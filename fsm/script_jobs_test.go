@@ -28,6 +28,7 @@ import (
 //	  update id= node= [cpu= mem= version=]
 //	  stop id= [status=stop|evict desc= lost=true followup=]
 //	  eval id= job= status= [trigger=]
+//	  claim id= alloc= volume= [mode= access= attach=]   (script_volumes_test.go)
 //	client-update node=
 //	  alloc id= [status= desc= tasks=(name:state,...) at=]
 //	  eval id= job= status= [trigger=]
@@ -186,7 +187,7 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 		}
 		return mustEncode(t, fsm.GC, cmd), true
 	}
-	return nil, false
+	return encodeVolumeCommand(t, td)
 }
 
 // planCommand builds a PlanApply from the plan command's lines.
@@ -221,6 +222,8 @@ func planCommand(t *testing.T, td *datadriven.TestData) *pb.PlanApplyCommand {
 				s.ClientStatus = pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST
 			}
 			plan.Stops = append(plan.Stops, s)
+		case "claim":
+			plan.Claims = append(plan.Claims, scriptClaim(t, line))
 		case "eval":
 			cmd.Evals = append(cmd.Evals, lineEval(t, line))
 		default:

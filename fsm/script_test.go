@@ -212,7 +212,11 @@ func (h *scriptHarness) report(out *strings.Builder, res *fsm.ApplyResult) {
 	}
 	fmt.Fprintf(out, "%s@%d: ok\n", res.Type, res.Index)
 	if pr, ok := res.Response.(*pb.PlanResult); ok {
-		fmt.Fprintf(out, "plan result: index=%d applied allocs=%d stops=%d\n", pr.GetIndex(), pr.GetAppliedAllocs(), pr.GetAppliedStops())
+		fmt.Fprintf(out, "plan result: index=%d applied allocs=%d stops=%d", pr.GetIndex(), pr.GetAppliedAllocs(), pr.GetAppliedStops())
+		if n := pr.GetAppliedClaims(); n > 0 {
+			fmt.Fprintf(out, " claims=%d", n)
+		}
+		out.WriteString("\n")
 		for _, n := range pr.GetRefusedNodes() {
 			fmt.Fprintf(out, "refused %s: %s\n", n, pr.GetRefusals()[n])
 		}
@@ -261,6 +265,17 @@ func sentinelName(err error) string {
 		{"ErrJobChanged", fsm.ErrJobChanged},
 		{"ErrAllocNodeMismatch", fsm.ErrAllocNodeMismatch},
 		{"ErrNodeDraining", fsm.ErrNodeDraining},
+		{"ErrVolumeNotFound", fsm.ErrVolumeNotFound},
+		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
+		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
+		{"ErrClaimCapability", fsm.ErrClaimCapability},
+		{"ErrClaimNotFound", fsm.ErrClaimNotFound},
+		{"ErrClaimTransition", fsm.ErrClaimTransition},
+		{"ErrClaimNodeMismatch", fsm.ErrClaimNodeMismatch},
+		{"ErrNotOperatorClaim", fsm.ErrNotOperatorClaim},
+		{"ErrAttachmentNotFound", fsm.ErrAttachmentNotFound},
+		{"ErrAttachmentTransition", fsm.ErrAttachmentTransition},
+		{"ErrNodeUnavailable", fsm.ErrNodeUnavailable},
 		{"ErrSnapshotVersion", fsm.ErrSnapshotVersion},
 		{"ErrSnapshotCorrupt", fsm.ErrSnapshotCorrupt},
 	} {
@@ -390,6 +405,12 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		m = &pb.TableIndex{}
 	case fsm.TableCSIPlugins:
 		m = &pb.CSIPlugin{}
+	case fsm.TableVolumes:
+		m = &pb.Volume{}
+	case fsm.TableClaims:
+		m = &pb.Claim{}
+	case fsm.TableAttachments:
+		m = &pb.Attachment{}
 	default:
 		t.Fatalf("row of unexpected table %q", row.GetTable())
 	}
@@ -404,6 +425,8 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		return r.GetId()
 	case *pb.TableIndex:
 		return r.GetTable()
+	case *pb.Attachment:
+		return r.GetVolumeId() + "/" + r.GetNodeId()
 	case interface{ GetId() string }:
 		return r.GetId()
 	}

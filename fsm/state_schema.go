@@ -34,6 +34,15 @@ const (
 	// plugin ID: written only by NodeCSIUpdate and by the commands that
 	// keep rows it created right (apply_csi.go).
 	TableCSIPlugins = "csi_plugins"
+	// TableVolumes holds CSI volumes (pb.Volume) by ID: written by
+	// VolumeRegister and VolumeDeregister, its plugin mirrors refreshed by
+	// the commands that change csi_plugins rows.
+	TableVolumes = "volumes"
+	// TableClaims holds volume claims (pb.Claim) by claim ID.
+	TableClaims = "claims"
+	// TableAttachments holds controller publishes (pb.Attachment) by
+	// volume and node.
+	TableAttachments = "attachments"
 )
 
 // The data tables of this version, declared once: the schema, the typed
@@ -65,7 +74,31 @@ var (
 	nodeAllocIndexTable = newTable(TableNodeAllocIndex, (*pb.TableIndex).GetTable)
 
 	csiPluginsTable = newTable(TableCSIPlugins, (*pb.CSIPlugin).GetId)
+
+	volumesTable    = newTable(TableVolumes, (*pb.Volume).GetId)
+	volumesByPlugin = volumesTable.index("plugin", (*pb.Volume).GetPluginId, (*pb.Volume).GetId)
+
+	// A claim's key is its own ID, set by its proposer: an operator claim
+	// has no alloc, and `berth volume release CLAIM` names it. An alloc
+	// holds at most one claim per volume (claimsByAlloc is unique).
+	claimsTable    = newTable(TableClaims, (*pb.Claim).GetId)
+	claimsByVolume = claimsTable.index("volume", (*pb.Claim).GetVolumeId, (*pb.Claim).GetId)
+	claimsByNode   = claimsTable.index("node", (*pb.Claim).GetNodeId, (*pb.Claim).GetVolumeId, (*pb.Claim).GetId)
+	claimsByAlloc  = claimsTable.uniqueIndex("alloc", (*pb.Claim).GetAllocId, (*pb.Claim).GetVolumeId)
+	// claimsByState lets the reaper list the releasing (or node-detached)
+	// claims without a scan.
+	claimsByState = claimsTable.index("state", claimStateKey, (*pb.Claim).GetId)
+
+	attachmentsTable   = newTable(TableAttachments, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
+	attachmentsByNode  = attachmentsTable.index("node", (*pb.Attachment).GetNodeId, (*pb.Attachment).GetVolumeId)
+	attachmentsByState = attachmentsTable.index("state", attachmentStateKey, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
 )
+
+// claimStateKey and attachmentStateKey are states as key parts: the enum's
+// number, so a state this version does not know still has a key.
+func claimStateKey(c *pb.Claim) string { return strconv.Itoa(int(c.GetState())) }
+
+func attachmentStateKey(a *pb.Attachment) string { return strconv.Itoa(int(a.GetState())) }
 
 // versionKey is a job version as a key part: 20 decimal digits, enough for
 // any uint64, so versions sort as numbers do.
@@ -93,6 +126,7 @@ func productionSchema() schema {
 		nodesTable, serversTable,
 		jobsTable, jobVersionsTable, evalsTable, allocsTable, nodeAllocIndexTable,
 		csiPluginsTable,
+		volumesTable, claimsTable, attachmentsTable,
 	}, commands: commands}
 }
 

@@ -121,6 +121,17 @@ func (x *index[M]) ascend(src txnSource, ws memdb.WatchSet, lower []string, fn f
 	return nil
 }
 
+// hasRows reports whether t holds any row: one read, however many it
+// holds.
+func (t *table[M]) hasRows(src txnSource) (bool, error) {
+	found := false
+	err := t.primary.ascend(src, nil, nil, func(M) bool {
+		found = true
+		return false
+	})
+	return found, err
+}
+
 // page reads one page of t in primary-key order: from the first row whose
 // key is at or after from (the first parts of a key; none: the start), the
 // rows keep accepts (every row when keep is nil), at most limit of them

@@ -1471,7 +1471,11 @@ type Plan struct {
 	// snapshot_index is the index of the state the plan was made from.
 	SnapshotIndex uint64 `protobuf:"varint,8,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
 	// annotations for `job plan`.
-	Annotations   map[string]*PlanAnnotation `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Annotations map[string]*PlanAnnotation `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// claims are the volume claims the plan's placements need, reserved in
+	// the same apply (each names an alloc of allocs): a node whose claims
+	// are not free refuses its part of the plan.
+	Claims        []*Claim `protobuf:"bytes,10,rep,name=claims,proto3" json:"claims,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1569,6 +1573,13 @@ func (x *Plan) GetAnnotations() map[string]*PlanAnnotation {
 	return nil
 }
 
+func (x *Plan) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
 // PlanResult is what of a plan was applied.
 type PlanResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1581,7 +1592,9 @@ type PlanResult struct {
 	AppliedAllocs int32 `protobuf:"varint,3,opt,name=applied_allocs,json=appliedAllocs,proto3" json:"applied_allocs,omitempty"`
 	AppliedStops  int32 `protobuf:"varint,4,opt,name=applied_stops,json=appliedStops,proto3" json:"applied_stops,omitempty"`
 	// index is the raft index of the apply.
-	Index         uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	// applied_claims counts the volume claims reserved.
+	AppliedClaims int32 `protobuf:"varint,6,opt,name=applied_claims,json=appliedClaims,proto3" json:"applied_claims,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1660,13 @@ func (x *PlanResult) GetAppliedStops() int32 {
 func (x *PlanResult) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
+	}
+	return 0
+}
+
+func (x *PlanResult) GetAppliedClaims() int32 {
+	if x != nil {
+		return x.AppliedClaims
 	}
 	return 0
 }
@@ -1733,7 +1753,7 @@ var File_berth_v1_alloc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_alloc_proto_rawDesc = "" +
 	"\n" +
-	"\x14berth/v1/alloc.proto\x12\bberth.v1\x1a\x12berth/v1/job.proto\"\xd4\x01\n" +
+	"\x14berth/v1/alloc.proto\x12\bberth.v1\x1a\x12berth/v1/job.proto\x1a\x15berth/v1/volume.proto\"\xd4\x01\n" +
 	"\x0eAllocResources\x12\x17\n" +
 	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
 	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\x129\n" +
@@ -1879,7 +1899,7 @@ const file_berth_v1_alloc_proto_rawDesc = "" +
 	"\x0edesired_status\x18\x02 \x01(\x0e2\x1c.berth.v1.AllocDesiredStatusR\rdesiredStatus\x12/\n" +
 	"\x13desired_description\x18\x03 \x01(\tR\x12desiredDescription\x12@\n" +
 	"\rclient_status\x18\x04 \x01(\x0e2\x1b.berth.v1.AllocClientStatusR\fclientStatus\x12(\n" +
-	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xb0\x03\n" +
+	"\x10followup_eval_id\x18\x05 \x01(\tR\x0efollowupEvalId\"\xd9\x03\n" +
 	"\x04Plan\x12\x17\n" +
 	"\aeval_id\x18\x01 \x01(\tR\x06evalId\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x15\n" +
@@ -1890,17 +1910,20 @@ const file_berth_v1_alloc_proto_rawDesc = "" +
 	"\x06allocs\x18\x06 \x03(\v2\x14.berth.v1.AllocationR\x06allocs\x12\x1e\n" +
 	"\vall_at_once\x18\a \x01(\bR\tallAtOnce\x12%\n" +
 	"\x0esnapshot_index\x18\b \x01(\x04R\rsnapshotIndex\x12A\n" +
-	"\vannotations\x18\t \x03(\v2\x1f.berth.v1.Plan.AnnotationsEntryR\vannotations\x1aX\n" +
+	"\vannotations\x18\t \x03(\v2\x1f.berth.v1.Plan.AnnotationsEntryR\vannotations\x12'\n" +
+	"\x06claims\x18\n" +
+	" \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x1aX\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.berth.v1.PlanAnnotationR\x05value:\x028\x01\"\x90\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.berth.v1.PlanAnnotationR\x05value:\x028\x01\"\xb7\x02\n" +
 	"\n" +
 	"PlanResult\x12#\n" +
 	"\rrefused_nodes\x18\x01 \x03(\tR\frefusedNodes\x12>\n" +
 	"\brefusals\x18\x02 \x03(\v2\".berth.v1.PlanResult.RefusalsEntryR\brefusals\x12%\n" +
 	"\x0eapplied_allocs\x18\x03 \x01(\x05R\rappliedAllocs\x12#\n" +
 	"\rapplied_stops\x18\x04 \x01(\x05R\fappliedStops\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\x1a;\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\x12%\n" +
+	"\x0eapplied_claims\x18\x06 \x01(\x05R\rappliedClaims\x1a;\n" +
 	"\rRefusalsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x02\n" +
@@ -2000,7 +2023,8 @@ var file_berth_v1_alloc_proto_goTypes = []any{
 	nil,                       // 27: berth.v1.PlanResult.RefusalsEntry
 	nil,                       // 28: berth.v1.AllocClientUpdate.TaskStatesEntry
 	(JobType)(0),              // 29: berth.v1.JobType
-	(*TaskResources)(nil),     // 30: berth.v1.TaskResources
+	(*Claim)(nil),             // 30: berth.v1.Claim
+	(*TaskResources)(nil),     // 31: berth.v1.TaskResources
 }
 var file_berth_v1_alloc_proto_depIdxs = []int32{
 	18, // 0: berth.v1.AllocResources.tasks:type_name -> berth.v1.AllocResources.TasksEntry
@@ -2026,20 +2050,21 @@ var file_berth_v1_alloc_proto_depIdxs = []int32{
 	14, // 20: berth.v1.Plan.stops:type_name -> berth.v1.AllocStop
 	8,  // 21: berth.v1.Plan.allocs:type_name -> berth.v1.Allocation
 	26, // 22: berth.v1.Plan.annotations:type_name -> berth.v1.Plan.AnnotationsEntry
-	27, // 23: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
-	1,  // 24: berth.v1.AllocClientUpdate.client_status:type_name -> berth.v1.AllocClientStatus
-	28, // 25: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
-	30, // 26: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
-	9,  // 27: berth.v1.Allocation.TaskStatesEntry.value:type_name -> berth.v1.TaskState
-	12, // 28: berth.v1.Evaluation.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
-	13, // 29: berth.v1.Evaluation.PlanAnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
-	13, // 30: berth.v1.Plan.AnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
-	9,  // 31: berth.v1.AllocClientUpdate.TaskStatesEntry.value:type_name -> berth.v1.TaskState
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	30, // 23: berth.v1.Plan.claims:type_name -> berth.v1.Claim
+	27, // 24: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
+	1,  // 25: berth.v1.AllocClientUpdate.client_status:type_name -> berth.v1.AllocClientStatus
+	28, // 26: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
+	31, // 27: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
+	9,  // 28: berth.v1.Allocation.TaskStatesEntry.value:type_name -> berth.v1.TaskState
+	12, // 29: berth.v1.Evaluation.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
+	13, // 30: berth.v1.Evaluation.PlanAnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
+	13, // 31: berth.v1.Plan.AnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
+	9,  // 32: berth.v1.AllocClientUpdate.TaskStatesEntry.value:type_name -> berth.v1.TaskState
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_alloc_proto_init() }
@@ -2048,6 +2073,7 @@ func file_berth_v1_alloc_proto_init() {
 		return
 	}
 	file_berth_v1_job_proto_init()
+	file_berth_v1_volume_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

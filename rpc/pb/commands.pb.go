@@ -1063,11 +1063,561 @@ func (x *NodeCSIUpdateCommand) GetUpdatedAt() int64 {
 	return 0
 }
 
+// VolumeRegisterCommand creates or updates a volume. An update keeps the
+// create index; a volume with claims keeps its plugin_id and external_id,
+// and every claim's capability.
+type VolumeRegisterCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	RegisteredAt  int64                  `protobuf:"varint,2,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeRegisterCommand) Reset() {
+	*x = VolumeRegisterCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeRegisterCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeRegisterCommand) ProtoMessage() {}
+
+func (x *VolumeRegisterCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeRegisterCommand.ProtoReflect.Descriptor instead.
+func (*VolumeRegisterCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *VolumeRegisterCommand) GetVolume() *Volume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *VolumeRegisterCommand) GetRegisteredAt() int64 {
+	if x != nil {
+		return x.RegisteredAt
+	}
+	return 0
+}
+
+// VolumeDeregisterCommand removes a volume that has no claims; with force,
+// one whose every claimant is terminal (its claims and attachments go
+// with it).
+type VolumeDeregisterCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Force         bool                   `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDeregisterCommand) Reset() {
+	*x = VolumeDeregisterCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDeregisterCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDeregisterCommand) ProtoMessage() {}
+
+func (x *VolumeDeregisterCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDeregisterCommand.ProtoReflect.Descriptor instead.
+func (*VolumeDeregisterCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VolumeDeregisterCommand) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *VolumeDeregisterCommand) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// ClaimTransition moves one claim on (DESIGN "Claim and attachment
+// states"), or records a failed try of its current step.
+type ClaimTransition struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ClaimId string                 `protobuf:"bytes,1,opt,name=claim_id,json=claimId,proto3" json:"claim_id,omitempty"`
+	// state is the target; the current state again records error.
+	State ClaimState `protobuf:"varint,2,opt,name=state,proto3,enum=berth.v1.ClaimState" json:"state,omitempty"`
+	// node_id, when set, is the node reporting (a client): it must be the
+	// claim's node.
+	NodeId string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// force moves a releasing claim to node-detached without its client's
+	// word: its node is down past force_detach_after (the leader decided)
+	// or fenced.
+	Force bool         `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	Error *VolumeError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// attempts is the stored attempts + 1 the proposer read: a try already
+	// recorded is not counted twice.
+	Attempts      int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextRetryAt   int64 `protobuf:"varint,7,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimTransition) Reset() {
+	*x = ClaimTransition{}
+	mi := &file_berth_v1_commands_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimTransition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimTransition) ProtoMessage() {}
+
+func (x *ClaimTransition) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimTransition.ProtoReflect.Descriptor instead.
+func (*ClaimTransition) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ClaimTransition) GetClaimId() string {
+	if x != nil {
+		return x.ClaimId
+	}
+	return ""
+}
+
+func (x *ClaimTransition) GetState() ClaimState {
+	if x != nil {
+		return x.State
+	}
+	return ClaimState_CLAIM_STATE_UNSPECIFIED
+}
+
+func (x *ClaimTransition) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClaimTransition) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *ClaimTransition) GetError() *VolumeError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ClaimTransition) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *ClaimTransition) GetNextRetryAt() int64 {
+	if x != nil {
+		return x.NextRetryAt
+	}
+	return 0
+}
+
+// ClaimUpdateCommand applies claim transitions, all or none.
+type ClaimUpdateCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Transitions   []*ClaimTransition     `protobuf:"bytes,1,rep,name=transitions,proto3" json:"transitions,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,2,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimUpdateCommand) Reset() {
+	*x = ClaimUpdateCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimUpdateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimUpdateCommand) ProtoMessage() {}
+
+func (x *ClaimUpdateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimUpdateCommand.ProtoReflect.Descriptor instead.
+func (*ClaimUpdateCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ClaimUpdateCommand) GetTransitions() []*ClaimTransition {
+	if x != nil {
+		return x.Transitions
+	}
+	return nil
+}
+
+func (x *ClaimUpdateCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// AttachmentUpdateCommand moves a (volume, node) attachment on, or
+// records a failed controller call.
+type AttachmentUpdateCommand struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	NodeId   string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// state is the target; the current state again records error.
+	State            AttachmentState `protobuf:"varint,3,opt,name=state,proto3,enum=berth.v1.AttachmentState" json:"state,omitempty"`
+	ControllerNodeId string          `protobuf:"bytes,4,opt,name=controller_node_id,json=controllerNodeId,proto3" json:"controller_node_id,omitempty"`
+	// publish_context is ControllerPublishVolume's answer (to attached).
+	PublishContext map[string]string `protobuf:"bytes,5,rep,name=publish_context,json=publishContext,proto3" json:"publish_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Error          *VolumeError      `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// attempts: as ClaimTransition's.
+	Attempts      int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextRetryAt   int64 `protobuf:"varint,8,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	UpdatedAt     int64 `protobuf:"varint,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachmentUpdateCommand) Reset() {
+	*x = AttachmentUpdateCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachmentUpdateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachmentUpdateCommand) ProtoMessage() {}
+
+func (x *AttachmentUpdateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachmentUpdateCommand.ProtoReflect.Descriptor instead.
+func (*AttachmentUpdateCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AttachmentUpdateCommand) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *AttachmentUpdateCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AttachmentUpdateCommand) GetState() AttachmentState {
+	if x != nil {
+		return x.State
+	}
+	return AttachmentState_ATTACHMENT_STATE_UNSPECIFIED
+}
+
+func (x *AttachmentUpdateCommand) GetControllerNodeId() string {
+	if x != nil {
+		return x.ControllerNodeId
+	}
+	return ""
+}
+
+func (x *AttachmentUpdateCommand) GetPublishContext() map[string]string {
+	if x != nil {
+		return x.PublishContext
+	}
+	return nil
+}
+
+func (x *AttachmentUpdateCommand) GetError() *VolumeError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *AttachmentUpdateCommand) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *AttachmentUpdateCommand) GetNextRetryAt() int64 {
+	if x != nil {
+		return x.NextRetryAt
+	}
+	return 0
+}
+
+func (x *AttachmentUpdateCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// OperatorClaimCommand reserves an operator's claim (`berth volume
+// claim`): claim.id, volume_id, node_id, mode and the capability; operator
+// is implied and alloc_id must be empty.
+type OperatorClaimCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Claim         *Claim                 `protobuf:"bytes,1,opt,name=claim,proto3" json:"claim,omitempty"`
+	CreatedAt     int64                  `protobuf:"varint,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorClaimCommand) Reset() {
+	*x = OperatorClaimCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorClaimCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorClaimCommand) ProtoMessage() {}
+
+func (x *OperatorClaimCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorClaimCommand.ProtoReflect.Descriptor instead.
+func (*OperatorClaimCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *OperatorClaimCommand) GetClaim() *Claim {
+	if x != nil {
+		return x.Claim
+	}
+	return nil
+}
+
+func (x *OperatorClaimCommand) GetCreatedAt() int64 {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return 0
+}
+
+// OperatorClaimReleaseCommand starts taking an operator's claim down
+// (`berth volume release`): releasing, as an alloc's when it is terminal.
+type OperatorClaimReleaseCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClaimId       string                 `protobuf:"bytes,1,opt,name=claim_id,json=claimId,proto3" json:"claim_id,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,2,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OperatorClaimReleaseCommand) Reset() {
+	*x = OperatorClaimReleaseCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OperatorClaimReleaseCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OperatorClaimReleaseCommand) ProtoMessage() {}
+
+func (x *OperatorClaimReleaseCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OperatorClaimReleaseCommand.ProtoReflect.Descriptor instead.
+func (*OperatorClaimReleaseCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *OperatorClaimReleaseCommand) GetClaimId() string {
+	if x != nil {
+		return x.ClaimId
+	}
+	return ""
+}
+
+func (x *OperatorClaimReleaseCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// NodeFenceCommand records that an operator says a node is off (fenced)
+// or back (not fenced). Fencing moves the node's releasing claims to
+// node-detached in the same apply.
+type NodeFenceCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Fenced        bool                   `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFenceCommand) Reset() {
+	*x = NodeFenceCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFenceCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFenceCommand) ProtoMessage() {}
+
+func (x *NodeFenceCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFenceCommand.ProtoReflect.Descriptor instead.
+func (*NodeFenceCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *NodeFenceCommand) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeFenceCommand) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *NodeFenceCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
 var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/csi.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\"e\n" +
+	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/csi.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\x1a\x15berth/v1/volume.proto\"e\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\xf5\x01\n" +
@@ -1151,7 +1701,52 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
 	"NodesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01B\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"f\n" +
+	"\x15VolumeRegisterCommand\x12(\n" +
+	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\x12#\n" +
+	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\"L\n" +
+	"\x17VolumeDeregisterCommand\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\xf4\x01\n" +
+	"\x0fClaimTransition\x12\x19\n" +
+	"\bclaim_id\x18\x01 \x01(\tR\aclaimId\x12*\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x14.berth.v1.ClaimStateR\x05state\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12+\n" +
+	"\x05error\x18\x05 \x01(\v2\x15.berth.v1.VolumeErrorR\x05error\x12\x1a\n" +
+	"\battempts\x18\x06 \x01(\x05R\battempts\x12\"\n" +
+	"\rnext_retry_at\x18\a \x01(\x03R\vnextRetryAt\"p\n" +
+	"\x12ClaimUpdateCommand\x12;\n" +
+	"\vtransitions\x18\x01 \x03(\v2\x19.berth.v1.ClaimTransitionR\vtransitions\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x02 \x01(\x03R\tupdatedAt\"\xdd\x03\n" +
+	"\x17AttachmentUpdateCommand\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x19.berth.v1.AttachmentStateR\x05state\x12,\n" +
+	"\x12controller_node_id\x18\x04 \x01(\tR\x10controllerNodeId\x12^\n" +
+	"\x0fpublish_context\x18\x05 \x03(\v25.berth.v1.AttachmentUpdateCommand.PublishContextEntryR\x0epublishContext\x12+\n" +
+	"\x05error\x18\x06 \x01(\v2\x15.berth.v1.VolumeErrorR\x05error\x12\x1a\n" +
+	"\battempts\x18\a \x01(\x05R\battempts\x12\"\n" +
+	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\t \x01(\x03R\tupdatedAt\x1aA\n" +
+	"\x13PublishContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\x14OperatorClaimCommand\x12%\n" +
+	"\x05claim\x18\x01 \x01(\v2\x0f.berth.v1.ClaimR\x05claim\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\x03R\tcreatedAt\"W\n" +
+	"\x1bOperatorClaimReleaseCommand\x12\x19\n" +
+	"\bclaim_id\x18\x01 \x01(\tR\aclaimId\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x02 \x01(\x03R\tupdatedAt\"b\n" +
+	"\x10NodeFenceCommand\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_commands_proto_rawDescOnce sync.Once
@@ -1165,7 +1760,7 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
 	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
@@ -1183,52 +1778,74 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeDrainCommand)(nil),              // 13: berth.v1.NodeDrainCommand
 	(*GCCommand)(nil),                     // 14: berth.v1.GCCommand
 	(*NodeCSIUpdateCommand)(nil),          // 15: berth.v1.NodeCSIUpdateCommand
-	nil,                                   // 16: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	nil,                                   // 17: berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	nil,                                   // 18: berth.v1.NodeCSIUpdateCommand.NodesEntry
-	(*Node)(nil),                          // 19: berth.v1.Node
-	(*Evaluation)(nil),                    // 20: berth.v1.Evaluation
-	(NodeStatus)(0),                       // 21: berth.v1.NodeStatus
-	(*ServerMember)(nil),                  // 22: berth.v1.ServerMember
-	(*Job)(nil),                           // 23: berth.v1.Job
-	(*Plan)(nil),                          // 24: berth.v1.Plan
-	(*AllocClientUpdate)(nil),             // 25: berth.v1.AllocClientUpdate
-	(NodeEligibility)(0),                  // 26: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),                 // 27: berth.v1.DrainStrategy
-	(*DesiredTransition)(nil),             // 28: berth.v1.DesiredTransition
-	(*CSIPluginInfo)(nil),                 // 29: berth.v1.CSIPluginInfo
+	(*VolumeRegisterCommand)(nil),         // 16: berth.v1.VolumeRegisterCommand
+	(*VolumeDeregisterCommand)(nil),       // 17: berth.v1.VolumeDeregisterCommand
+	(*ClaimTransition)(nil),               // 18: berth.v1.ClaimTransition
+	(*ClaimUpdateCommand)(nil),            // 19: berth.v1.ClaimUpdateCommand
+	(*AttachmentUpdateCommand)(nil),       // 20: berth.v1.AttachmentUpdateCommand
+	(*OperatorClaimCommand)(nil),          // 21: berth.v1.OperatorClaimCommand
+	(*OperatorClaimReleaseCommand)(nil),   // 22: berth.v1.OperatorClaimReleaseCommand
+	(*NodeFenceCommand)(nil),              // 23: berth.v1.NodeFenceCommand
+	nil,                                   // 24: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	nil,                                   // 25: berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	nil,                                   // 26: berth.v1.NodeCSIUpdateCommand.NodesEntry
+	nil,                                   // 27: berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	(*Node)(nil),                          // 28: berth.v1.Node
+	(*Evaluation)(nil),                    // 29: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 30: berth.v1.NodeStatus
+	(*ServerMember)(nil),                  // 31: berth.v1.ServerMember
+	(*Job)(nil),                           // 32: berth.v1.Job
+	(*Plan)(nil),                          // 33: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 34: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 35: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 36: berth.v1.DrainStrategy
+	(*Volume)(nil),                        // 37: berth.v1.Volume
+	(ClaimState)(0),                       // 38: berth.v1.ClaimState
+	(*VolumeError)(nil),                   // 39: berth.v1.VolumeError
+	(AttachmentState)(0),                  // 40: berth.v1.AttachmentState
+	(*Claim)(nil),                         // 41: berth.v1.Claim
+	(*DesiredTransition)(nil),             // 42: berth.v1.DesiredTransition
+	(*CSIPluginInfo)(nil),                 // 43: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	19, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	20, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
-	21, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	20, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	22, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	23, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	20, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	20, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	20, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	20, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	24, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	20, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	25, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	20, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	16, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	20, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	26, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	20, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	27, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	20, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	17, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	18, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
-	28, // 22: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	29, // 23: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
-	29, // 24: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	28, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	29, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	30, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	29, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	31, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	32, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	29, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	29, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	29, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	29, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	33, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	29, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	34, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	29, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	24, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	29, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	35, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	29, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	36, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	29, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	25, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	26, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
+	37, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
+	38, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
+	39, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
+	18, // 25: berth.v1.ClaimUpdateCommand.transitions:type_name -> berth.v1.ClaimTransition
+	40, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
+	27, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	39, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
+	41, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
+	42, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	43, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	43, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_commands_proto_init() }
@@ -1241,13 +1858,14 @@ func file_berth_v1_commands_proto_init() {
 	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
 	file_berth_v1_server_proto_init()
+	file_berth_v1_volume_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

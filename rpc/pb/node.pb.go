@@ -153,10 +153,16 @@ type Node struct {
 	// instances by plugin ID, as its plugin manager fingerprinted them.
 	CsiControllerPlugins map[string]*CSIPluginInfo `protobuf:"bytes,16,rep,name=csi_controller_plugins,json=csiControllerPlugins,proto3" json:"csi_controller_plugins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	CsiNodePlugins       map[string]*CSIPluginInfo `protobuf:"bytes,17,rep,name=csi_node_plugins,json=csiNodePlugins,proto3" json:"csi_node_plugins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CreateIndex          uint64                    `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex          uint64                    `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// fenced: an operator said the node is off (`berth node fence`): no
+	// placements, and its volume claims may move to node-detached without
+	// the client's word. Kept across re-registration until unfenced.
+	Fenced bool `protobuf:"varint,18,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// fenced_at is unix nanoseconds of the last fence or unfence.
+	FencedAt      int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
+	CreateIndex   uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -292,6 +298,20 @@ func (x *Node) GetCsiNodePlugins() map[string]*CSIPluginInfo {
 		return x.CsiNodePlugins
 	}
 	return nil
+}
+
+func (x *Node) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *Node) GetFencedAt() int64 {
+	if x != nil {
+		return x.FencedAt
+	}
+	return 0
 }
 
 func (x *Node) GetCreateIndex() uint64 {
@@ -688,7 +708,7 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xf7\b\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xac\t\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -705,7 +725,9 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\tresources\x18\f \x01(\v2\x17.berth.v1.NodeResourcesR\tresources\x12,\n" +
 	"\x04meta\x18\r \x03(\v2\x18.berth.v1.Node.MetaEntryR\x04meta\x12^\n" +
 	"\x16csi_controller_plugins\x18\x10 \x03(\v2(.berth.v1.Node.CsiControllerPluginsEntryR\x14csiControllerPlugins\x12L\n" +
-	"\x10csi_node_plugins\x18\x11 \x03(\v2\".berth.v1.Node.CsiNodePluginsEntryR\x0ecsiNodePlugins\x12!\n" +
+	"\x10csi_node_plugins\x18\x11 \x03(\v2\".berth.v1.Node.CsiNodePluginsEntryR\x0ecsiNodePlugins\x12\x16\n" +
+	"\x06fenced\x18\x12 \x01(\bR\x06fenced\x12\x1b\n" +
+	"\tfenced_at\x18\x13 \x01(\x03R\bfencedAt\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +

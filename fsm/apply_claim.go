@@ -1,0 +1,274 @@
+package fsm
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// Claims (DESIGN "Claim and attachment states"):
+//
+//	reserved ──(ready: no controller needed, or attachment attached)──> ready
+//	ready ──(client published)──> in-use
+//	reserved|ready|in-use ──(claimant terminal)──> releasing
+//	releasing ──(client unpublished, or node down/fenced, forced)──> node-detached
+//	node-detached ──(no attachment left)──> freed (removed)
+//
+// A claim is reserved by PlanApply (an alloc's) or OperatorClaim, in the
+// same apply that checks it fits (CheckClaim) against every claim the
+// volume holds, those written earlier in the raft batch included. Where
+// the apply can decide a step itself it takes it at once, so no leader
+// loop has to notice: a claim that needs no controller publish, or whose
+// node's attachment is already attached, is reserved straight to ready;
+// one that does creates the attachment (attaching) and waits reserved;
+// AttachmentUpdate to attached readies the node's reserved claims; an
+// alloc that becomes terminal (PlanApply stop, AllocClientUpdate, GC)
+// moves its claims to releasing; fencing a node moves its releasing claims
+// to node-detached; the last live claim of a node leaving moves the
+// attachment to detaching; removing the attachment frees the node-detached
+// claims. ClaimUpdate carries the steps only others can know (the client
+// published or unpublished, the leader forced a detach) and error records.
+//
+// Every move is monotonic and idempotent: a move to the claim's current
+// state changes nothing (or records a newer failed try), a move to an
+// earlier state, or one that skips a step, is refused with
+// ErrClaimTransition, and a move to freed of a claim that is gone is done.
+
+// reservation is a claim a command wants to reserve, checked and ready to
+// store.
+type reservation struct {
+	claim  *pb.Claim
+	volume *pb.Volume
+	// attachment is the (volume, node) attachment stored now, nil if none.
+	attachment *pb.Attachment
+}
+
+// checkReservation checks claim c against its volume and the claims the
+// volume holds plus pending (claims of the same command not yet written),
+// returning the reservation or why it cannot be made (wrapping
+// ErrVolumeNotFound, ErrNoFreeClaim, ErrClaimCapability or
+// ErrAttachmentTransition).
+func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservation, error) {
+	v, err := volumesTable.first(tx, nil, c.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
+	}
+	held, err := claimsByVolume.list(tx, nil, c.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pending {
+		if p.GetVolumeId() == c.GetVolumeId() {
+			held = append(held, p)
+		}
+	}
+	if err := CheckClaim(v, held, c); err != nil {
+		return nil, err
+	}
+	a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
+		// A new claim cannot share an attachment that is being unpublished,
+		// and there is one attachment per (volume, node): wait for it to go.
+		return nil, fmt.Errorf("volume %q, %s on node %q: %w: the volume is detaching from the node",
+			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
+	}
+	return &reservation{claim: c, volume: v, attachment: a}, nil
+}
+
+// store writes a checked reservation: the claim ready when its volume
+// needs no controller publish or the node's attachment is attached,
+// otherwise reserved, creating the attachment (attaching) if there is
+// none.
+func (r *reservation) store(tx *writeTxn, at int64) error {
+	c := r.claim
+	c.State = pb.ClaimState_CLAIM_STATE_READY
+	c.LastError, c.Attempts, c.NextRetryAt = nil, 0, 0
+	c.CreateIndex, c.ModifyIndex = tx.index, tx.index
+	c.CreatedAt, c.ModifiedAt = at, at
+	needs, err := needsController(tx, r.volume)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.attachment.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+	case r.attachment != nil:
+		c.State = pb.ClaimState_CLAIM_STATE_RESERVED
+	case needs:
+		c.State = pb.ClaimState_CLAIM_STATE_RESERVED
+		a := &pb.Attachment{
+			VolumeId: c.GetVolumeId(), NodeId: c.GetNodeId(), PluginId: r.volume.GetPluginId(),
+			State:     pb.AttachmentState_ATTACHMENT_STATE_ATTACHING,
+			CreatedAt: at, ModifiedAt: at, CreateIndex: tx.index, ModifyIndex: tx.index,
+		}
+		if err := attachmentsTable.insert(tx, a); err != nil {
+			return err
+		}
+	}
+	return claimsTable.insert(tx, c)
+}
+
+// needsController reports whether a claim on v needs a controller publish
+// first: the plugin's row says controller_required (the volume's mirror
+// when the plugin has no row).
+func needsController(tx *writeTxn, v *pb.Volume) (bool, error) {
+	p, err := csiPluginsTable.first(tx, nil, v.GetPluginId())
+	if err != nil {
+		return false, err
+	}
+	if p == nil {
+		return v.GetControllerRequired(), nil
+	}
+	return p.GetControllerRequired(), nil
+}
+
+// checkNewClaim refuses a claim no reservation may store: no ID, volume
+// or node, an operator flag that does not match the claimant, an ID or
+// an (alloc, volume) pair already taken by another claim.
+func checkNewClaim(tx *writeTxn, c *pb.Claim) (existing *pb.Claim, err error) {
+	switch {
+	case c.GetId() == "":
+		return nil, fmt.Errorf("%w: a claim on volume %q has no ID", ErrInvalidCommand, c.GetVolumeId())
+	case c.GetVolumeId() == "":
+		return nil, fmt.Errorf("%w: claim %q names no volume", ErrInvalidCommand, c.GetId())
+	case c.GetNodeId() == "":
+		return nil, fmt.Errorf("%w: claim %q on volume %q names no node", ErrInvalidCommand, c.GetId(), c.GetVolumeId())
+	case c.GetOperator() == (c.GetAllocId() != ""):
+		return nil, fmt.Errorf("%w: claim %q on volume %q: an alloc's claim has alloc_id, an operator's has none", ErrInvalidCommand, c.GetId(), c.GetVolumeId())
+	}
+	existing, err = claimsTable.first(tx, nil, c.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil && (existing.GetVolumeId() != c.GetVolumeId() || existing.GetAllocId() != c.GetAllocId() || existing.GetNodeId() != c.GetNodeId()) {
+		return nil, fmt.Errorf("%w: claim %q is already %s", ErrInvalidCommand, c.GetId(), describeClaim(existing))
+	}
+	if existing == nil && c.GetAllocId() != "" {
+		other, err := claimsByAlloc.first(tx, nil, c.GetAllocId(), c.GetVolumeId())
+		if err != nil {
+			return nil, err
+		}
+		if other != nil {
+			// The plan re-reserving an alloc's claim (an in-place update)
+			// keeps the claim it has.
+			return other, nil
+		}
+	}
+	return existing, nil
+}
+
+// applyOperatorClaim reserves an operator's claim (`berth volume claim`).
+// The node must be registered (ErrNodeNotFound), ready and not fenced
+// (ErrNodeUnavailable); the claim must fit (CheckClaim). A claim whose ID
+// is stored already is no error: the command was applied before.
+func applyOperatorClaim(tx *writeTxn, cmd *pb.OperatorClaimCommand) error {
+	c := cmd.GetClaim()
+	if c == nil {
+		return fmt.Errorf("%w: no claim", ErrInvalidCommand)
+	}
+	c.Operator = true
+	existing, err := checkNewClaim(tx, c)
+	if err != nil || existing != nil {
+		return err
+	}
+	node, err := nodesTable.first(tx, nil, c.GetNodeId())
+	if err != nil {
+		return err
+	}
+	switch {
+	case node == nil:
+		return fmt.Errorf("operator claim %q on volume %q: node %q: %w", c.GetId(), c.GetVolumeId(), c.GetNodeId(), ErrNodeNotFound)
+	case node.GetStatus() != pb.NodeStatus_NODE_STATUS_READY || node.GetFenced():
+		return fmt.Errorf("operator claim %q on volume %q: node %q is %s: %w", c.GetId(), c.GetVolumeId(), c.GetNodeId(),
+			nodeAvailabilityWord(node), ErrNodeUnavailable)
+	}
+	r, err := checkReservation(tx, c, nil)
+	if err != nil {
+		return err
+	}
+	return r.store(tx, cmd.GetCreatedAt())
+}
+
+func nodeAvailabilityWord(n *pb.Node) string {
+	if n.GetFenced() {
+		return "fenced"
+	}
+	return nodeStatusWord(n.GetStatus())
+}
+
+// applyOperatorClaimRelease moves an operator's claim to releasing, as an
+// alloc's claim moves when its alloc stops. A claim already releasing or
+// further on, or gone, is no error (the release was applied before). An
+// alloc's claim is refused (ErrNotOperatorClaim).
+func applyOperatorClaimRelease(tx *writeTxn, cmd *pb.OperatorClaimReleaseCommand) error {
+	id := cmd.GetClaimId()
+	if id == "" {
+		return fmt.Errorf("%w: no claim ID", ErrInvalidCommand)
+	}
+	c, err := claimsTable.first(tx, nil, id)
+	if err != nil || c == nil {
+		return err
+	}
+	if !c.GetOperator() {
+		return fmt.Errorf("claim %q on volume %q belongs to alloc %q, released when it stops: %w", id, c.GetVolumeId(), c.GetAllocId(), ErrNotOperatorClaim)
+	}
+	if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
+		return nil
+	}
+	return writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_RELEASING, cmd.GetUpdatedAt())
+}
+
+// writeClaimState stores c moved to state (a new step: its error record
+// is cleared).
+func writeClaimState(tx *writeTxn, c *pb.Claim, state pb.ClaimState, at int64) error {
+	n := proto.Clone(c).(*pb.Claim)
+	n.State = state
+	n.LastError, n.Attempts, n.NextRetryAt = nil, 0, 0
+	n.ModifiedAt, n.ModifyIndex = at, tx.index
+	return claimsTable.insert(tx, n)
+}
+
+// claimsAllocsChanged moves to releasing the claims of the allocs given
+// that are now terminal or gone, in the apply that made them so: the
+// reaper finds them by state, with no scan. With no claim stored it costs
+// one read.
+func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
+	if len(allocIDs) == 0 {
+		return nil
+	}
+	if some, err := claimsTable.hasRows(tx); err != nil || !some {
+		return err
+	}
+	for _, id := range allocIDs {
+		claims, err := claimsByAlloc.list(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if len(claims) == 0 {
+			continue
+		}
+		a, err := allocsTable.first(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if a != nil && !AllocTerminal(a) {
+			continue
+		}
+		for _, c := range claims {
+			if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
+				continue
+			}
+			if err := writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_RELEASING, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

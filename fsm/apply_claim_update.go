@@ -1,0 +1,253 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// applyClaimUpdate applies claim transitions, all or none: each is checked
+// against the claim as the transitions before it in the command left it,
+// and nothing is written until all pass. The moves (see apply_claim.go):
+//
+//   - to the claim's current state: records error when the transition's
+//     attempts is above the stored one (a try recorded already, proposed
+//     again, changes nothing); otherwise nothing.
+//   - to an earlier state: ErrClaimTransition.
+//   - ready, from reserved: the volume needs no controller publish and the
+//     node has no attachment, or the node's attachment is attached.
+//   - in-use, from ready.
+//   - releasing, from reserved, ready or in-use.
+//   - node-detached, from releasing, reported by the claim's node
+//     (node_id) or forced (force: the leader decided the node is down past
+//     force_detach_after), which the state machine allows only when the
+//     node is down, fenced or gone; from reserved, ready or in-use when the
+//     node is fenced.
+//   - freed, from node-detached, once the node has no attachment of the
+//     volume: the claim is removed. A claim that is gone is freed already.
+//
+// A transition naming a node (a client's report) must name the claim's
+// (ErrClaimNodeMismatch); an unknown claim is ErrClaimNotFound. After the
+// writes, every (volume, node) whose last live claim left moves its
+// attachment to detaching.
+func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
+	if len(cmd.GetTransitions()) == 0 {
+		return fmt.Errorf("%w: no claim transitions", ErrInvalidCommand)
+	}
+	// next holds each claim as the transitions so far left it (nil: freed).
+	next := map[string]*pb.Claim{}
+	var order []string
+	for i, t := range cmd.GetTransitions() {
+		id := t.GetClaimId()
+		if id == "" {
+			return fmt.Errorf("%w: claim transition %d of %d names no claim", ErrInvalidCommand, i+1, len(cmd.GetTransitions()))
+		}
+		cur, seen := next[id]
+		if !seen {
+			stored, err := claimsTable.first(tx, nil, id)
+			if err != nil {
+				return err
+			}
+			cur = stored
+		}
+		moved, err := claimTransition(tx, cur, t, cmd.GetUpdatedAt())
+		if err != nil {
+			return err
+		}
+		if moved == cur {
+			continue
+		}
+		if !seen {
+			order = append(order, id)
+		}
+		next[id] = moved
+	}
+	var freed []*pb.Claim
+	var touched []*pb.Claim
+	for _, id := range order {
+		c := next[id]
+		if c == nil {
+			stored, err := claimsTable.first(tx, nil, id)
+			if err != nil {
+				return err
+			}
+			freed = append(freed, stored)
+			touched = append(touched, stored)
+			if err := claimsTable.delete(tx, stored); err != nil {
+				return err
+			}
+			continue
+		}
+		c.ModifyIndex = tx.index
+		touched = append(touched, c)
+		if err := claimsTable.insert(tx, c); err != nil {
+			return err
+		}
+	}
+	return detachIfUnclaimed(tx, touched, cmd.GetUpdatedAt())
+}
+
+// claimTransition returns claim c after transition t: c itself when
+// nothing changes, nil when it is freed, a changed copy otherwise.
+func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64) (*pb.Claim, error) {
+	target := t.GetState()
+	if c == nil {
+		if target == pb.ClaimState_CLAIM_STATE_FREED {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), ClaimStateWord(target), ErrClaimNotFound)
+	}
+	who := fmt.Sprintf("claim %q of %s on volume %q, node %q", c.GetId(), Claimant(c), c.GetVolumeId(), c.GetNodeId())
+	if n := t.GetNodeId(); n != "" && n != c.GetNodeId() {
+		return nil, fmt.Errorf("%s: node %q reported it: %w", who, n, ErrClaimNodeMismatch)
+	}
+	cur := c.GetState()
+	refuse := func(why string) error {
+		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrClaimTransition, ClaimStateWord(cur), ClaimStateWord(target), why)
+	}
+	switch {
+	case target == pb.ClaimState_CLAIM_STATE_UNSPECIFIED:
+		return nil, fmt.Errorf("%w: %s: no target state", ErrInvalidCommand, who)
+	case target == cur:
+		if t.GetError() == nil || t.GetAttempts() <= c.GetAttempts() {
+			return c, nil
+		}
+		n := proto.Clone(c).(*pb.Claim)
+		n.LastError, n.Attempts, n.NextRetryAt, n.ModifiedAt = t.GetError(), t.GetAttempts(), t.GetNextRetryAt(), at
+		return n, nil
+	case target < cur:
+		return nil, refuse("claims never move back")
+	}
+	switch target {
+	case pb.ClaimState_CLAIM_STATE_READY:
+		if cur != pb.ClaimState_CLAIM_STATE_RESERVED {
+			return nil, refuse("only a reserved claim becomes ready")
+		}
+		if ok, why, err := claimMayBeReady(tx, c); err != nil || !ok {
+			if err != nil {
+				return nil, err
+			}
+			return nil, refuse(why)
+		}
+	case pb.ClaimState_CLAIM_STATE_IN_USE:
+		if cur != pb.ClaimState_CLAIM_STATE_READY {
+			return nil, refuse("only a ready claim is published")
+		}
+	case pb.ClaimState_CLAIM_STATE_RELEASING:
+	case pb.ClaimState_CLAIM_STATE_NODE_DETACHED:
+		node, err := nodesTable.first(tx, nil, c.GetNodeId())
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case node.GetFenced():
+			// The operator says the node is off: nothing is published there.
+		case cur != pb.ClaimState_CLAIM_STATE_RELEASING:
+			return nil, refuse("a claim is released before it is detached, unless its node is fenced")
+		case t.GetForce() && node != nil && node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY:
+			return nil, refuse(fmt.Sprintf("node %q is ready: only its client detaches its claims", c.GetNodeId()))
+		case !t.GetForce() && t.GetNodeId() == "":
+			return nil, refuse("the claim's node reports it (node_id), or the leader forces it")
+		}
+	case pb.ClaimState_CLAIM_STATE_FREED:
+		if cur != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+			return nil, refuse("a claim is detached from its node before it is freed")
+		}
+		a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
+		if err != nil {
+			return nil, err
+		}
+		if a != nil {
+			return nil, refuse(fmt.Sprintf("the volume's attachment to the node is %s: it is freed when the attachment is removed",
+				AttachmentStateWord(a.GetState())))
+		}
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("%w: %s: target state %s", ErrInvalidCommand, who, ClaimStateWord(target))
+	}
+	n := proto.Clone(c).(*pb.Claim)
+	n.State = target
+	n.LastError, n.Attempts, n.NextRetryAt = nil, 0, 0
+	n.ModifiedAt = at
+	return n, nil
+}
+
+// claimMayBeReady reports whether a reserved claim's node may stage its
+// volume: the attachment is attached, or there is none and the volume
+// needs no controller publish.
+func claimMayBeReady(tx *writeTxn, c *pb.Claim) (bool, string, error) {
+	a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
+	if err != nil {
+		return false, "", err
+	}
+	if a != nil {
+		if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("the volume's attachment to the node is %s", AttachmentStateWord(a.GetState())), nil
+	}
+	v, err := volumesTable.first(tx, nil, c.GetVolumeId())
+	if err != nil {
+		return false, "", err
+	}
+	if v == nil {
+		return true, "", nil
+	}
+	needs, err := needsController(tx, v)
+	if err != nil || !needs {
+		return !needs, "", err
+	}
+	return false, "the volume needs a controller publish and the node has no attachment", nil
+}
+
+// detachIfUnclaimed moves to detaching the attachment of each (volume,
+// node) the claims given were on once no live claim (ClaimLive) is left
+// there: the attach reconciler then unpublishes. An attachment still
+// attaching goes too: its publish may have happened.
+func detachIfUnclaimed(tx *writeTxn, claims []*pb.Claim, at int64) error {
+	type volumeNode struct{ volume, node string }
+	var done []volumeNode
+	for _, c := range claims {
+		k := volumeNode{c.GetVolumeId(), c.GetNodeId()}
+		if slices.Contains(done, k) {
+			continue
+		}
+		done = append(done, k)
+		a, err := attachmentsTable.first(tx, nil, k.volume, k.node)
+		if err != nil {
+			return err
+		}
+		if a == nil || a.GetState() >= pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
+			continue
+		}
+		live, err := liveClaimsOn(tx, k.volume, k.node)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			continue
+		}
+		if err := writeAttachmentState(tx, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveClaimsOn lists the live claims of a volume on a node.
+func liveClaimsOn(tx *writeTxn, volume, node string) ([]*pb.Claim, error) {
+	claims, err := claimsByNode.list(tx, nil, node, volume)
+	if err != nil {
+		return nil, err
+	}
+	live := claims[:0:0]
+	for _, c := range claims {
+		if ClaimLive(c) {
+			live = append(live, c)
+		}
+	}
+	return live, nil
+}

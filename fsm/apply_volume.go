@@ -1,0 +1,228 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// applyVolumeRegister creates or updates a volume.
+//
+// Refused (ErrInvalidCommand): a volume without ID, plugin or capability,
+// a capability with an unspecified access or attachment mode, a requested
+// capacity whose minimum is over its maximum. A mode number this version
+// does not know is stored as it came (version skew: the proposer
+// validates; CheckClaim refuses claims through it).
+//
+// An update of a volume that holds claims keeps what they depend on: its
+// plugin_id and external_id, and the capability of every claim
+// (ErrVolumeInUse, naming the volume, the field and the claims).
+//
+// The create index and time are kept across updates. Provider, provider
+// version, schedulable and controller_required are copied from the
+// plugin's row of csi_plugins (and kept in step by volumesPluginChanged);
+// while the plugin has no row the volume is not schedulable and keeps the
+// provider the command carries. An update that changes nothing writes
+// nothing, so re-registering the same spec is idempotent.
+func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
+	v := cmd.GetVolume()
+	if err := checkVolume(v); err != nil {
+		return err
+	}
+	existing, err := volumesTable.first(tx, nil, v.GetId())
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		claims, err := claimsByVolume.list(tx, nil, v.GetId())
+		if err != nil {
+			return err
+		}
+		if err := checkVolumeUpdate(existing, v, claims); err != nil {
+			return err
+		}
+	}
+	plugin, err := csiPluginsTable.first(tx, nil, v.GetPluginId())
+	if err != nil {
+		return err
+	}
+	mirrorPlugin(v, plugin)
+	v.CreateIndex, v.CreatedAt = tx.index, cmd.GetRegisteredAt()
+	if existing != nil {
+		v.CreateIndex, v.CreatedAt = existing.GetCreateIndex(), existing.GetCreatedAt()
+		v.ModifyIndex, v.ModifiedAt = existing.GetModifyIndex(), existing.GetModifiedAt()
+		if proto.Equal(v, existing) {
+			return nil
+		}
+	}
+	v.ModifyIndex, v.ModifiedAt = tx.index, cmd.GetRegisteredAt()
+	return volumesTable.insert(tx, v)
+}
+
+// checkVolume refuses what no server could store as a volume.
+func checkVolume(v *pb.Volume) error {
+	switch {
+	case v == nil:
+		return fmt.Errorf("%w: no volume", ErrInvalidCommand)
+	case v.GetId() == "":
+		return fmt.Errorf("%w: volume has no ID (name %q)", ErrInvalidCommand, v.GetName())
+	case v.GetPluginId() == "":
+		return fmt.Errorf("%w: volume %q names no plugin", ErrInvalidCommand, v.GetId())
+	case len(v.GetCapabilities()) == 0:
+		return fmt.Errorf("%w: volume %q has no capability", ErrInvalidCommand, v.GetId())
+	case v.GetRequestedCapacityMaxBytes() > 0 && v.GetRequestedCapacityMinBytes() > v.GetRequestedCapacityMaxBytes():
+		return fmt.Errorf("%w: volume %q: capacity_min %d is over capacity_max %d", ErrInvalidCommand,
+			v.GetId(), v.GetRequestedCapacityMinBytes(), v.GetRequestedCapacityMaxBytes())
+	}
+	for i, c := range v.GetCapabilities() {
+		if c.GetAccessMode() == pb.VolumeAccessMode_VOLUME_ACCESS_MODE_UNSPECIFIED ||
+			c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_UNSPECIFIED {
+			return fmt.Errorf("%w: volume %q: capability %d of %d has no access mode or no attachment mode",
+				ErrInvalidCommand, v.GetId(), i+1, len(v.GetCapabilities()))
+		}
+	}
+	return nil
+}
+
+// checkVolumeUpdate refuses an update that would pull a volume from under
+// its claims.
+func checkVolumeUpdate(old, v *pb.Volume, claims []*pb.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	switch {
+	case old.GetPluginId() != v.GetPluginId():
+		return fmt.Errorf("volume %q: %w: plugin_id cannot change from %q to %q while it has claims: %s",
+			v.GetId(), ErrVolumeInUse, old.GetPluginId(), v.GetPluginId(), describeClaims(claims))
+	case old.GetExternalId() != v.GetExternalId():
+		return fmt.Errorf("volume %q: %w: external_id cannot change from %q to %q while it has claims: %s",
+			v.GetId(), ErrVolumeInUse, old.GetExternalId(), v.GetExternalId(), describeClaims(claims))
+	}
+	for _, c := range claims {
+		if !hasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
+			return fmt.Errorf("volume %q: %w: capability %s/%s is used by %s", v.GetId(), ErrVolumeInUse,
+				AccessModeWord(c.GetAccessMode()), attachmentModeWord(c.GetAttachmentMode()), describeClaim(c))
+		}
+	}
+	return nil
+}
+
+// mirrorPlugin copies into v what it shows of its plugin's row (nil: the
+// plugin has none).
+func mirrorPlugin(v *pb.Volume, p *pb.CSIPlugin) {
+	if p == nil {
+		v.Schedulable, v.ControllerRequired = false, false
+		return
+	}
+	v.Provider, v.ProviderVersion = p.GetProvider(), p.GetVersion()
+	v.Schedulable, v.ControllerRequired = p.GetSchedulable(), p.GetControllerRequired()
+}
+
+// volumesPluginChanged refreshes the plugin mirrors of the plugin's
+// volumes after its row changed (p nil: deleted). Only volumes whose
+// mirrors differ are written. With no volumes it costs one read.
+func volumesPluginChanged(tx *writeTxn, pluginID string, p *pb.CSIPlugin) error {
+	vols, err := volumesByPlugin.list(tx, nil, pluginID)
+	if err != nil {
+		return err
+	}
+	for _, old := range vols {
+		v := proto.Clone(old).(*pb.Volume)
+		mirrorPlugin(v, p)
+		if proto.Equal(v, old) {
+			continue
+		}
+		v.ModifyIndex = tx.index
+		if err := volumesTable.insert(tx, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyVolumeDeregister removes a volume. One that is not stored is no
+// error (a retried deregister already applied). A volume with claims is
+// refused (ErrVolumeInUse, naming them); with force, it is removed with
+// its claims and attachments when every claimant is terminal: the claim
+// is releasing or further on, or its alloc is terminal or gone. Force
+// makes no controller call: the attachments it drops are the operator's
+// to clean up (the reconcile pass is the second chance).
+func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error {
+	id := cmd.GetVolumeId()
+	if id == "" {
+		return fmt.Errorf("%w: no volume ID", ErrInvalidCommand)
+	}
+	v, err := volumesTable.first(tx, nil, id)
+	if err != nil || v == nil {
+		return err
+	}
+	claims, err := claimsByVolume.list(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	if len(claims) > 0 && !cmd.GetForce() {
+		return fmt.Errorf("volume %q: %w: %s (force deregisters once every claimant is terminal)",
+			id, ErrVolumeInUse, describeClaims(claims))
+	}
+	var live []*pb.Claim
+	for _, c := range claims {
+		terminal, err := claimantTerminal(tx, c)
+		if err != nil {
+			return err
+		}
+		if !terminal {
+			live = append(live, c)
+		}
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("volume %q: %w: claimants not terminal: %s", id, ErrVolumeInUse, describeClaims(live))
+	}
+	for _, c := range claims {
+		if err := claimsTable.delete(tx, c); err != nil {
+			return err
+		}
+	}
+	atts, err := attachmentsTable.list(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if err := attachmentsTable.delete(tx, a); err != nil {
+			return err
+		}
+	}
+	return volumesTable.delete(tx, v)
+}
+
+// claimantTerminal reports whether a claim's holder is done with it: the
+// claim is releasing or further on, or its alloc is terminal or gone.
+func claimantTerminal(tx *writeTxn, c *pb.Claim) (bool, error) {
+	if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
+		return true, nil
+	}
+	if c.GetOperator() || c.GetAllocId() == "" {
+		return false, nil
+	}
+	a, err := allocsTable.first(tx, nil, c.GetAllocId())
+	if err != nil {
+		return false, err
+	}
+	return a == nil || AllocTerminal(a), nil
+}
+
+// describeClaims names up to five claims, then how many more there are.
+func describeClaims(claims []*pb.Claim) string {
+	const most = 5
+	var parts []string
+	for i, c := range claims {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(claims)-most))
+			break
+		}
+		parts = append(parts, describeClaim(c))
+	}
+	return strings.Join(parts, ", ")
+}
