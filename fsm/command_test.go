@@ -40,6 +40,20 @@ var everyCommand = []struct {
 	{fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: "n1", UpdatedAt: 11,
 		Controllers: map[string]*pb.CSIPluginInfo{"ebs": {PluginId: "ebs", Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, Healthy: true}},
 		Nodes:       map[string]*pb.CSIPluginInfo{"ebs": {PluginId: "ebs", Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, Healthy: true, NodeInfo: &pb.CSINodeInfo{Id: "i-1"}}}}},
+	{fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{Id: "v1", PluginId: "ebs", ExternalId: "vol-1",
+		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
+		MountOptions: &pb.MountOptions{FsType: "ext4", MountFlags: []string{"noatime"}}, Secrets: map[string]string{"k": "v"},
+		TopologyRequest: &pb.TopologyRequest{Required: []*pb.Topology{{Segments: map[string]string{"zone": "a"}}}}}, RegisteredAt: 12}},
+	{fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{Id: "c9", VolumeId: "v1", NodeId: "n1", Operator: true,
+		Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
+		AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}, CreatedAt: 13}},
+	{fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n1", State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED,
+		ControllerNodeId: "n1", PublishContext: map[string]string{"device": "/dev/xvdf"}, UpdatedAt: 14}},
+	{fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{{ClaimId: "c9", State: pb.ClaimState_CLAIM_STATE_IN_USE, NodeId: "n1"},
+		{ClaimId: "c9", State: pb.ClaimState_CLAIM_STATE_IN_USE, Error: &pb.VolumeError{Message: "x", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL}, Attempts: 1}}, UpdatedAt: 15}},
+	{fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "c9", UpdatedAt: 16}},
+	{fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: true, UpdatedAt: 17}},
+	{fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -83,6 +97,8 @@ func TestMessageTypeNames(t *testing.T) {
 		fsm.NodeRegister: 1, fsm.NodeStatusUpdate: 2, fsm.NodeDeregister: 3, fsm.ServerUpsert: 4, fsm.ServerDelete: 5,
 		fsm.JobRegister: 6, fsm.JobDeregister: 7, fsm.JobRevert: 8, fsm.EvalUpsert: 9, fsm.PlanApply: 10,
 		fsm.AllocClientUpdate: 11, fsm.AllocDesiredTransition: 12, fsm.NodeEligibility: 13, fsm.NodeDrain: 14, fsm.GC: 15,
+		fsm.NodeCSIUpdate: 16, fsm.VolumeRegister: 17, fsm.VolumeDeregister: 18, fsm.ClaimUpdate: 19, fsm.AttachmentUpdate: 20,
+		fsm.OperatorClaim: 21, fsm.OperatorClaimRelease: 22, fsm.NodeFence: 23,
 	}
 	for typ, n := range pinned {
 		if uint8(typ) != n {

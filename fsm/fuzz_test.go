@@ -49,8 +49,12 @@ func FuzzDecode(f *testing.F) {
 			Resources: &pb.NodeResources{CpuMhz: 1000, MemoryMb: 1000}}}),
 		mustEncode(f, fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "web"},
 			Eval: &pb.Evaluation{Id: "e0", JobId: "web", Status: pb.EvalStatus_EVAL_STATUS_PENDING}}),
+		mustEncode(f, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{Id: "v0", PluginId: "nfs",
+			Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}),
 		mustEncode(f, fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e0", JobId: "web",
-			Allocs: []*pb.Allocation{{Id: "a0", NodeId: "n2", JobId: "web", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}}}}),
+			Allocs: []*pb.Allocation{{Id: "a0", NodeId: "n2", JobId: "web", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}},
+			Claims: []*pb.Claim{{Id: "c0", VolumeId: "v0", AllocId: "a0", Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
+				AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}),
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -168,8 +172,10 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 			t.Fatalf("inconsistent alloc (table index %d): %v", allocsIdx, a)
 		}
 	}
+	checkVolumesConsistent(t, st)
 	var tablesMax uint64
-	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex} {
+	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs,
+		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments} {
 		idx, _ := st.Index(tbl)
 		tablesMax = max(tablesMax, idx)
 	}
@@ -273,6 +279,50 @@ func checkRestored(t *testing.T, st *fsm.StateStore, latest uint64) {
 	for _, table := range []string{fsm.TableNodes, fsm.TableServers} {
 		if idx, _ := st.Index(table); idx > latest {
 			t.Fatalf("table %s index %d above the latest %d", table, idx, latest)
+		}
+	}
+}
+
+// checkVolumesConsistent asserts what the claim machine keeps true: every
+// claim and attachment has its volume; claims and attachments are stored
+// only in states rows may hold (freed and detached are removals); an
+// alloc's claim is unique per volume; indexes are ordered.
+func checkVolumesConsistent(t *testing.T, st *fsm.StateStore) {
+	t.Helper()
+	claimsIdx, _ := st.Index(fsm.TableClaims)
+	claims, _, err := st.ClaimsPage(nil, "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[[2]string]string{}
+	for _, c := range claims {
+		if v, _ := st.VolumeByID(nil, c.GetVolumeId()); v == nil {
+			t.Fatalf("claim %q on volume %q, which is not stored", c.GetId(), c.GetVolumeId())
+		}
+		if s := c.GetState(); s < pb.ClaimState_CLAIM_STATE_RESERVED || s > pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+			t.Fatalf("claim %q stored in state %s", c.GetId(), s)
+		}
+		if c.GetCreateIndex() == 0 || c.GetCreateIndex() > c.GetModifyIndex() || c.GetModifyIndex() > claimsIdx {
+			t.Fatalf("inconsistent claim (table index %d): %v", claimsIdx, c)
+		}
+		if c.GetAllocId() != "" {
+			k := [2]string{c.GetAllocId(), c.GetVolumeId()}
+			if other, ok := pairs[k]; ok {
+				t.Fatalf("alloc %q holds claims %q and %q on volume %q", k[0], other, c.GetId(), k[1])
+			}
+			pairs[k] = c.GetId()
+		}
+	}
+	atts, err := st.AttachmentsPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range atts {
+		if v, _ := st.VolumeByID(nil, a.GetVolumeId()); v == nil {
+			t.Fatalf("attachment of volume %q to node %q, which is not stored", a.GetVolumeId(), a.GetNodeId())
+		}
+		if s := a.GetState(); s < pb.AttachmentState_ATTACHMENT_STATE_ATTACHING || s > pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
+			t.Fatalf("attachment %s/%s stored in state %s", a.GetVolumeId(), a.GetNodeId(), s)
 		}
 	}
 }

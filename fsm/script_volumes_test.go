@@ -45,6 +45,9 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			caps = arg.Vals
 		}
 		for _, c := range caps {
+			if c == "" {
+				continue // caps=(): none
+			}
 			access, attach, _ := strings.Cut(c, ":")
 			v.Capabilities = append(v.Capabilities, &pb.VolumeCapability{
 				AccessMode: accessMode(t, td, access), AttachmentMode: attachmentMode(t, td, attach),
