@@ -65,7 +65,6 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 		}
 		next[id] = moved
 	}
-	var freed []*pb.Claim
 	var touched []*pb.Claim
 	for _, id := range order {
 		c := next[id]
@@ -74,7 +73,6 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 			if err != nil {
 				return err
 			}
-			freed = append(freed, stored)
 			touched = append(touched, stored)
 			if err := claimsTable.delete(tx, stored); err != nil {
 				return err

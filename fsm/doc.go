@@ -140,6 +140,68 @@
 // whose current version runs the plugin, so allocs placed before any node
 // reported the plugin are counted.
 //
+// # Volumes, claims and attachments
+//
+// Tables (state_schema.go): volumes by ID, indexed by plugin; claims by
+// claim ID (set by the proposer: an operator claim has no alloc), indexed
+// by volume, by node (node, volume), by alloc (alloc, volume; unique: an
+// alloc holds one claim per volume) and by state, so the reaper lists the
+// releasing claims without a scan; attachments by (volume, node), indexed
+// by node and by state (the attach reconciler's attaching and detaching
+// ones).
+//
+// DESIGN's claim states are pb.ClaimState (reserved, ready, in-use,
+// releasing, node-detached; FREED is the removal) and its attachment
+// states pb.AttachmentState (attaching, attached, detaching; DETACHED is
+// the removal). The enums are numbered in their order: a move is allowed
+// only forward (ErrClaimTransition, ErrAttachmentTransition otherwise), a
+// move to the current state changes nothing, or records a failed try whose
+// attempts number is above the stored one, so a command proposed twice
+// changes nothing the second time. Who moves what:
+//
+//   - PlanApply reserves the claims of its placements (plan.claims), and
+//     OperatorClaim an operator's, checking each with CheckClaim against
+//     every claim the volume holds, those written earlier in the raft batch
+//     included (index reads through the batch's transaction), and, in a
+//     plan, those of the nodes that took their part before. A plan's node
+//     whose claims do not fit refuses its part, naming volume, alloc and
+//     node. A claim holds its volume until it is freed, so releasing and
+//     node-detached claims count.
+//   - The reservation makes the claim ready when its volume's plugin does
+//     not require a controller publish (csi_plugins' controller_required)
+//     or the node's attachment is attached; otherwise it is reserved and
+//     the (volume, node) attachment created attaching. A node whose
+//     attachment is detaching takes no new claim of the volume until it is
+//     gone.
+//   - AttachmentUpdate records the attach reconciler's outcomes: attached
+//     (with its publish context; the node's reserved claims become ready
+//     in the same apply) or an error that keeps the state; detached
+//     removes the attachment and frees the node's node-detached claims.
+//   - An alloc that becomes terminal (PlanApply's stops, AllocClientUpdate,
+//     GC) has its claims moved to releasing in the same apply;
+//     OperatorClaimRelease does the same for an operator's claim.
+//   - ClaimUpdate carries what only others know: ready (checked), in-use
+//     and node-detached reported by the claim's node, node-detached forced
+//     by the leader (the node is down past force_detach_after, or gone;
+//     refused while it is ready), freed once no attachment is left. The
+//     apply in which a node's last live claim (ClaimLive: before
+//     node-detached) of a volume leaves moves the attachment to detaching.
+//   - NodeFence marks a node fenced (no placements, no operator claims; the
+//     fence outlives re-registration); its releasing claims move to
+//     node-detached at once, and its other claims may be moved there.
+//   - VolumeRegister creates or updates a volume (a volume with claims
+//     keeps its plugin, external ID and claimed capabilities);
+//     VolumeDeregister refuses a volume with claims, and with force removes
+//     it, its claims and attachments once every claimant is terminal.
+//     Provider, schedulable and controller_required mirror the plugin's
+//     row, refreshed whenever the row changes.
+//
+// Under the table rule, VolumeRegister (17) to NodeFence (23) are
+// proposed only once every server knows them. The older commands that
+// touch these tables only update rows that exist (AllocClientUpdate, GC,
+// NodeCSIUpdate's mirrors), or carry claims only for volumes the scheduler
+// read (PlanApply), which exist only once VolumeRegister has been applied.
+//
 // # Snapshots
 //
 // A snapshot is a versioned header, one record per row naming its table, an
@@ -174,7 +236,9 @@
 //
 // # Adding a table and a command
 //
-// Claims as the example: keyed by volume and alloc, listed by node.
+// A sketch, with claims as the example: keyed by volume and alloc, listed
+// by node. (The real claims table, in state_schema.go, is keyed by claim
+// ID; the sketch keeps the steps short.)
 //
 // Messages, in rpc/proto/berth/v1/, then make proto: the object (message
 // Claim { string volume_id = 1; string alloc_id = 2; string node_id = 3;

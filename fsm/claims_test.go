@@ -1,0 +1,236 @@
+package fsm_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+const (
+	snw = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER
+	fs  = pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM
+)
+
+// volumeCmd registers a single-node-writer volume of plugin.
+func volumeCmd(id, plugin string) *pb.VolumeRegisterCommand {
+	return &pb.VolumeRegisterCommand{Volume: &pb.Volume{Id: id, PluginId: plugin,
+		Capabilities: []*pb.VolumeCapability{{AccessMode: snw, AttachmentMode: fs}}}}
+}
+
+// claimPlan places alloc on node with a write claim on volume.
+func claimPlan(alloc, node, claim, volume string) *pb.PlanApplyCommand {
+	return &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e1", JobId: "web",
+		Allocs: []*pb.Allocation{{Id: alloc, NodeId: node, JobId: "web", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}},
+		Claims: []*pb.Claim{{Id: claim, VolumeId: volume, AllocId: alloc, Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: snw, AttachmentMode: fs}}}}
+}
+
+func transition(id string, state pb.ClaimState, node string) *pb.ClaimUpdateCommand {
+	return &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{{ClaimId: id, State: state, NodeId: node}}}
+}
+
+// claimsSeeded holds nodes n1 and n2 (n1 runs a controller of ebs, which
+// requires one), job web, and volumes v1 (ebs) and v2 (nfs, no plugin
+// row); logs go to logs.
+func claimsSeeded(t *testing.T, logs *bytes.Buffer) *fsm.FSM {
+	f := fsm.New(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}))
+	for i, n := range []string{"n1", "n2"} {
+		applyOK(t, f, uint64(i+1), fsm.NodeRegister, &pb.NodeRegisterCommand{Node: &pb.Node{Id: n, Status: pb.NodeStatus_NODE_STATUS_READY,
+			Resources: &pb.NodeResources{CpuMhz: 1000, MemoryMb: 1000}}})
+	}
+	applyOK(t, f, 3, fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: "n1",
+		Controllers: map[string]*pb.CSIPluginInfo{"ebs": {Healthy: true, ControllerRequired: true}},
+		Nodes:       map[string]*pb.CSIPluginInfo{"ebs": {Healthy: true}}})
+	applyOK(t, f, 4, fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "web"}})
+	applyOK(t, f, 5, fsm.VolumeRegister, volumeCmd("v1", "ebs"))
+	applyOK(t, f, 6, fsm.VolumeRegister, volumeCmd("v2", "nfs"))
+	return f
+}
+
+// TestBatchClaimsMatchOneByOne applies the claim machine's commands, with
+// refusals that read through indexes between them, as one raft batch and
+// one by one: the same answers and the same state, and no command
+// refused after writing (which would make the batch redo itself).
+func TestBatchClaimsMatchOneByOne(t *testing.T) {
+	type entry struct {
+		typ  fsm.MessageType
+		msg  proto.Message
+		want error
+	}
+	entries := []entry{
+		{fsm.PlanApply, claimPlan("a1", "n1", "c1", "v1"), nil},
+		// n2's plan reads c1 through the volume index: refused on its node
+		// (a plan result, not an error).
+		{fsm.PlanApply, claimPlan("a2", "n2", "c2", "v1"), nil},
+		{fsm.ClaimUpdate, transition("c1", pb.ClaimState_CLAIM_STATE_READY, ""), fsm.ErrClaimTransition},
+		{fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n1", State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED}, nil},
+		{fsm.ClaimUpdate, transition("c1", pb.ClaimState_CLAIM_STATE_IN_USE, "n1"), nil},
+		// Two transitions, the second refused: the first is not written.
+		{fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{
+			{ClaimId: "c1", State: pb.ClaimState_CLAIM_STATE_RELEASING},
+			{ClaimId: "c1", State: pb.ClaimState_CLAIM_STATE_FREED}}}, fsm.ErrClaimTransition},
+		{fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{Id: "op1", VolumeId: "v1", NodeId: "n1",
+			Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: snw, AttachmentMode: fs}}, fsm.ErrNoFreeClaim},
+		{fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{Id: "op2", VolumeId: "v1", NodeId: "n1",
+			Mode: pb.ClaimMode_CLAIM_MODE_READ, AccessMode: snw, AttachmentMode: fs}}, nil},
+		{fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n1", Updates: []*pb.AllocClientUpdate{
+			{AllocId: "a1", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED}}}, nil},
+		{fsm.ClaimUpdate, transition("c1", pb.ClaimState_CLAIM_STATE_NODE_DETACHED, "n1"), nil},
+		{fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n1", State: pb.AttachmentState_ATTACHMENT_STATE_DETACHING}, fsm.ErrAttachmentTransition},
+		{fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "op2"}, nil},
+		{fsm.ClaimUpdate, transition("op2", pb.ClaimState_CLAIM_STATE_NODE_DETACHED, "n1"), nil},
+		{fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n1", State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED}, nil},
+		{fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1"}, nil},
+		{fsm.PlanApply, claimPlan("a3", "n2", "c3", "v1"), nil},
+		{fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "ghost", Fenced: true}, fsm.ErrNodeNotFound},
+	}
+	logs := make([]*raft.Log, len(entries))
+	for i, e := range entries {
+		logs[i] = &raft.Log{Index: uint64(10 + i), Term: 1, Type: raft.LogCommand, Data: mustEncode(t, e.typ, e.msg)}
+	}
+	var batchLogs, singleLogs bytes.Buffer
+	batched, single := claimsSeeded(t, &batchLogs), claimsSeeded(t, &singleLogs)
+	got := batched.ApplyBatch(logs)
+	for i, e := range entries {
+		w, g := single.ApplyLog(logs[i]), got[i].(*fsm.ApplyResult)
+		if !errors.Is(w.Err, e.want) || (e.want == nil) != (w.Err == nil) {
+			t.Errorf("entry %d (%s) alone: %v, want %v", i, e.typ, w.Err, e.want)
+		}
+		if (g.Err == nil) != (w.Err == nil) || (g.Err != nil && g.Err.Error() != w.Err.Error()) {
+			t.Errorf("entry %d (%s): batch answered %v, one by one %v", i, e.typ, g.Err, w.Err)
+		}
+		if !proto.Equal(g.Response, w.Response) {
+			t.Errorf("entry %d (%s): batch response %v, one by one %v", i, e.typ, g.Response, w.Response)
+		}
+	}
+	refused := got[1].(*fsm.ApplyResult).Response.(*pb.PlanResult)
+	if reason := refused.GetRefusals()["n2"]; !strings.Contains(reason, `volume "v1"`) || !strings.Contains(reason, `alloc "a2"`) || !strings.Contains(reason, `node "n2"`) {
+		t.Errorf("n2's refusal %q does not name volume v1, alloc a2 and node n2", reason)
+	}
+	if placed := got[15].(*fsm.ApplyResult).Response.(*pb.PlanResult); placed.GetAppliedAllocs() != 0 || len(placed.GetRefusedNodes()) != 1 {
+		t.Errorf("a plan claiming a deregistered volume: %v, want its node refused", placed)
+	}
+	if want, gotState := mustDump(t, single.State()), mustDump(t, batched.State()); gotState != want {
+		t.Errorf("state after ApplyBatch:\n%s\nafter one by one:\n%s", gotState, want)
+	}
+	if strings.Contains(batchLogs.String(), "failed after writing") {
+		t.Errorf("a claim command was refused after writing, so the batch redid itself:\n%s", batchLogs.String())
+	}
+}
+
+// TestReaperReadsByState: the reaper and the attach reconciler list what
+// they act on by state, and a watch on that list wakes in the apply that
+// makes an alloc terminal, with no scan.
+func TestReaperReadsByState(t *testing.T) {
+	var logs bytes.Buffer
+	f := claimsSeeded(t, &logs)
+	applyOK(t, f, 10, fsm.PlanApply, claimPlan("a1", "n1", "c1", "v1"))
+	applyOK(t, f, 11, fsm.PlanApply, claimPlan("a2", "n2", "c2", "v2"))
+	st := f.State()
+	attaching, err := st.AttachmentsByState(nil, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
+	if err != nil || len(attaching) != 1 || attaching[0].GetVolumeId() != "v1" || attaching[0].GetNodeId() != "n1" || attaching[0].GetPluginId() != "ebs" {
+		t.Fatalf("attaching attachments = %v (%v), want v1 on n1 of plugin ebs", attaching, err)
+	}
+	if c, _ := st.ClaimByID(nil, "c2"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+		t.Fatalf("claim c2 of a volume needing no controller is %s, want ready", c.GetState())
+	}
+	ws := memdb.NewWatchSet()
+	releasing, err := st.ClaimsByState(ws, pb.ClaimState_CLAIM_STATE_RELEASING)
+	if err != nil || len(releasing) != 0 {
+		t.Fatalf("releasing claims before any stop = %v (%v)", releasing, err)
+	}
+	applyOK(t, f, 12, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n2", Updates: []*pb.AllocClientUpdate{
+		{AllocId: "a2", ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, UpdatedAt: 99}}})
+	if !fired(ws) {
+		t.Fatal("the watch on releasing claims did not fire when a2 completed")
+	}
+	releasing, _ = st.ClaimsByState(nil, pb.ClaimState_CLAIM_STATE_RELEASING)
+	if len(releasing) != 1 || releasing[0].GetId() != "c2" || releasing[0].GetModifiedAt() != 99 || releasing[0].GetModifyIndex() != 12 {
+		t.Fatalf("releasing claims after a2 completed = %v, want c2 modified at 99, index 12", releasing)
+	}
+	byNode, _ := st.ClaimsByNode(nil, "n1")
+	byAlloc, _ := st.ClaimsByAlloc(nil, "a1")
+	byVolume, _ := st.ClaimsByVolume(nil, "v1")
+	for name, got := range map[string][]*pb.Claim{"node n1": byNode, "alloc a1": byAlloc, "volume v1": byVolume} {
+		if len(got) != 1 || got[0].GetId() != "c1" {
+			t.Errorf("claims by %s = %v, want c1", name, got)
+		}
+	}
+	if vols, _ := st.VolumesByPlugin(nil, "ebs"); len(vols) != 1 || vols[0].GetId() != "v1" || !vols[0].GetControllerRequired() {
+		t.Errorf("volumes of ebs = %v, want v1 requiring a controller", vols)
+	}
+	if atts, _ := st.AttachmentsByNode(nil, "n1"); len(atts) != 1 {
+		t.Errorf("attachments on n1 = %v, want one", atts)
+	}
+}
+
+// TestCheckClaim pins the limits of every access mode as the scheduler
+// reads them: held claims (on node n1 unless said) and a new one.
+func TestCheckClaim(t *testing.T) {
+	held := func(id, node string, mode pb.ClaimMode, access pb.VolumeAccessMode) *pb.Claim {
+		return &pb.Claim{Id: id, AllocId: "a-" + id, NodeId: node, Mode: mode, AccessMode: access, AttachmentMode: fs,
+			State: pb.ClaimState_CLAIM_STATE_IN_USE}
+	}
+	const (
+		r = pb.ClaimMode_CLAIM_MODE_READ
+		w = pb.ClaimMode_CLAIM_MODE_WRITE
+	)
+	for _, tc := range []struct {
+		access  pb.VolumeAccessMode
+		held    [][2]string // mode, node
+		mode    pb.ClaimMode
+		node    string
+		wantErr error
+	}{
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, [][2]string{{"r", "n1"}, {"r", "n1"}}, r, "n1", nil},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, [][2]string{{"r", "n1"}}, r, "n2", fsm.ErrNoFreeClaim},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, nil, w, "n1", fsm.ErrClaimCapability},
+		{snw, [][2]string{{"w", "n1"}, {"r", "n1"}}, r, "n1", nil},
+		{snw, [][2]string{{"w", "n1"}}, w, "n1", fsm.ErrNoFreeClaim},
+		{snw, [][2]string{{"r", "n1"}}, r, "n2", fsm.ErrNoFreeClaim},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER, nil, w, "n1", nil},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER, [][2]string{{"r", "n1"}}, r, "n1", fsm.ErrNoFreeClaim},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER, [][2]string{{"w", "n1"}, {"w", "n1"}}, w, "n1", nil},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER, [][2]string{{"w", "n1"}}, w, "n2", fsm.ErrNoFreeClaim},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, [][2]string{{"r", "n1"}, {"r", "n2"}}, r, "n3", nil},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, nil, w, "n1", fsm.ErrClaimCapability},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, [][2]string{{"w", "n1"}, {"r", "n2"}}, r, "n3", nil},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, [][2]string{{"w", "n1"}}, w, "n2", fsm.ErrNoFreeClaim},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER, [][2]string{{"w", "n1"}, {"w", "n2"}}, w, "n3", nil},
+	} {
+		v := &pb.Volume{Id: "v", Capabilities: []*pb.VolumeCapability{{AccessMode: tc.access, AttachmentMode: fs}}}
+		var claims []*pb.Claim
+		for i, h := range tc.held {
+			mode := r
+			if h[0] == "w" {
+				mode = w
+			}
+			claims = append(claims, held(string(rune('a'+i)), h[1], mode, tc.access))
+		}
+		c := &pb.Claim{Id: "new", AllocId: "a-new", NodeId: tc.node, Mode: tc.mode, AccessMode: tc.access, AttachmentMode: fs}
+		err := fsm.CheckClaim(v, claims, c)
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+			t.Errorf("%s, held %v, new %s on %s: %v, want %v", fsm.AccessModeWord(tc.access), tc.held, tc.mode, tc.node, err, tc.wantErr)
+			continue
+		}
+		if err != nil && (!strings.Contains(err.Error(), `volume "v"`) || !strings.Contains(err.Error(), `alloc "a-new"`) || !strings.Contains(err.Error(), `node "`+tc.node+`"`)) {
+			t.Errorf("refusal %q does not name volume, alloc and node", err)
+		}
+	}
+	// Held in another access mode: no free claim in this one.
+	v := &pb.Volume{Id: "v", Capabilities: []*pb.VolumeCapability{{AccessMode: snw, AttachmentMode: fs},
+		{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, AttachmentMode: fs}}}
+	err := fsm.CheckClaim(v, []*pb.Claim{held("a", "n1", r, snw)},
+		&pb.Claim{Id: "new", NodeId: "n1", Mode: r, AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, AttachmentMode: fs})
+	if !errors.Is(err, fsm.ErrNoFreeClaim) {
+		t.Errorf("a claim in another access mode than the held ones: %v, want ErrNoFreeClaim", err)
+	}
+}
