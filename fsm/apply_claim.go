@@ -41,8 +41,6 @@ import (
 type reservation struct {
 	claim  *pb.Claim
 	volume *pb.Volume
-	// attachment is the (volume, node) attachment stored now, nil if none.
-	attachment *pb.Attachment
 }
 
 // checkReservation checks claim c against its volume and the claims the
@@ -80,7 +78,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w: the volume is detaching from the node",
 			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
 	}
-	return &reservation{claim: c, volume: v, attachment: a}, nil
+	return &reservation{claim: c, volume: v}, nil
 }
 
 // store writes a checked reservation: the claim ready when its volume
@@ -97,9 +95,15 @@ func (r *reservation) store(tx *writeTxn, at int64) error {
 	if err != nil {
 		return err
 	}
+	// Read again: an earlier claim of the same command (two allocs of a
+	// plan on one node) may have created it since the check.
+	att, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
+	if err != nil {
+		return err
+	}
 	switch {
-	case r.attachment.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
-	case r.attachment != nil:
+	case att.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+	case att != nil:
 		c.State = pb.ClaimState_CLAIM_STATE_RESERVED
 	case needs:
 		c.State = pb.ClaimState_CLAIM_STATE_RESERVED

@@ -25,7 +25,8 @@ import (
 // version, schedulable and controller_required are copied from the
 // plugin's row of csi_plugins (and kept in step by volumesPluginChanged);
 // while the plugin has no row the volume is not schedulable and keeps the
-// provider the command carries. An update that changes nothing writes
+// provider and controller_required the command carries (the endpoint
+// learnt them from the plugin it validated the volume with). An update that changes nothing writes
 // nothing, so re-registering the same spec is idempotent.
 func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 	v := cmd.GetVolume()
@@ -110,11 +111,13 @@ func checkVolumeUpdate(old, v *pb.Volume, claims []*pb.Claim) error {
 	return nil
 }
 
-// mirrorPlugin copies into v what it shows of its plugin's row (nil: the
-// plugin has none).
+// mirrorPlugin copies into v what it shows of its plugin's row. With no
+// row (p nil) the volume is not schedulable and keeps the rest: a plugin
+// whose instances all went still requires the controller publish it did,
+// and a claim reserved meanwhile (needsController) must not skip it.
 func mirrorPlugin(v *pb.Volume, p *pb.CSIPlugin) {
 	if p == nil {
-		v.Schedulable, v.ControllerRequired = false, false
+		v.Schedulable = false
 		return
 	}
 	v.Provider, v.ProviderVersion = p.GetProvider(), p.GetVersion()
