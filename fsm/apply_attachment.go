@@ -173,7 +173,8 @@ func readyReservedClaims(tx *writeTxn, volume, node string, at int64) error {
 // applyNodeFence records an operator's word that a node is off (fenced)
 // or back. A fenced node takes no placements (NodeSchedulable) and no
 // operator claims; its releasing claims move to node-detached in the same
-// apply (nothing can be published on a node that is off), and its other
+// apply (nothing can be published on a node that is off; freed at once
+// where no attachment is left to remove), and its other
 // claims may be moved there by ClaimUpdate once their claimants stop. The
 // fence outlives re-registration: only an unfence lifts it. Fencing a
 // fenced node (or unfencing one that is not) changes nothing.
@@ -208,6 +209,17 @@ func applyNodeFence(tx *writeTxn, cmd *pb.NodeFenceCommand) error {
 	var moved []*pb.Claim
 	for _, c := range claims {
 		if c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+			continue
+		}
+		a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), id)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			// Nothing to unpublish: freed, as ClaimUpdate frees it.
+			if err := claimsTable.delete(tx, c); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, cmd.GetUpdatedAt()); err != nil {

@@ -26,7 +26,8 @@ import (
 // AttachmentUpdate to attached readies the node's reserved claims; an
 // alloc that becomes terminal (PlanApply stop, AllocClientUpdate, GC)
 // moves its claims to releasing; fencing a node moves its releasing claims
-// to node-detached; the last live claim of a node leaving moves the
+// to node-detached; a node-detached claim with no attachment to wait for is
+// freed at once; the last live claim of a node leaving moves the
 // attachment to detaching; removing the attachment frees the node-detached
 // claims. ClaimUpdate carries the steps only others can know (the client
 // published or unpublished, the leader forced a detach) and error records.

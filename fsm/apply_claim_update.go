@@ -25,9 +25,11 @@ import (
 //     (node_id) or forced (force: the leader decided the node is down past
 //     force_detach_after), which the state machine allows only when the
 //     node is down, fenced or gone; from reserved, ready or in-use when the
-//     node is fenced.
+//     node is fenced. When the node has no attachment of the volume (no
+//     controller publish was needed) the claim is freed at once.
 //   - freed, from node-detached, once the node has no attachment of the
-//     volume: the claim is removed. A claim that is gone is freed already.
+//     volume: the claim is removed. A claim that is gone is freed already,
+//     and a move of it to node-detached is done too.
 //
 // A transition naming a node (a client's report) must name the claim's
 // (ErrClaimNodeMismatch); an unknown claim is ErrClaimNotFound. After the
@@ -93,7 +95,9 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64) (*pb.Claim, error) {
 	target := t.GetState()
 	if c == nil {
-		if target == pb.ClaimState_CLAIM_STATE_FREED {
+		// A claim that is gone was freed: a move towards its end (a
+		// client's detach report sent again) is done.
+		if target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED || target == pb.ClaimState_CLAIM_STATE_FREED {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), ClaimStateWord(target), ErrClaimNotFound)
@@ -149,6 +153,16 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 			return nil, refuse(fmt.Sprintf("node %q is ready: only its client detaches its claims", c.GetNodeId()))
 		case !t.GetForce() && t.GetNodeId() == "":
 			return nil, refuse("the claim's node reports it (node_id), or the leader forces it")
+		}
+		// With no attachment to remove, nothing is left to wait for: the
+		// claim is freed in this apply (the volume's next claimant waits on
+		// no reaper pass).
+		a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
+		if err != nil {
+			return nil, err
+		}
+		if a == nil {
+			return nil, nil
 		}
 	case pb.ClaimState_CLAIM_STATE_FREED:
 		if cur != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {

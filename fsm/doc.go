@@ -183,12 +183,15 @@
 //   - ClaimUpdate carries what only others know: ready (checked), in-use
 //     and node-detached reported by the claim's node, node-detached forced
 //     by the leader (the node is down past force_detach_after, or gone;
-//     refused while it is ready), freed once no attachment is left. The
-//     apply in which a node's last live claim (ClaimLive: before
-//     node-detached) of a volume leaves moves the attachment to detaching.
+//     refused while it is ready), freed once no attachment is left. A
+//     claim that reaches node-detached with no attachment on its node (no
+//     controller publish was needed) is freed in that apply. The apply in
+//     which a node's last live claim (ClaimLive: before node-detached) of a
+//     volume leaves moves the attachment to detaching.
 //   - NodeFence marks a node fenced (no placements, no operator claims; the
 //     fence outlives re-registration); its releasing claims move to
-//     node-detached at once, and its other claims may be moved there.
+//     node-detached at once (freed where no attachment is left), and its
+//     other claims may be moved there.
 //   - VolumeRegister creates or updates a volume (a volume with claims
 //     keeps its plugin, external ID and claimed capabilities);
 //     VolumeDeregister refuses a volume with claims, and with force removes

@@ -132,16 +132,18 @@ func (s modelState) step(op claimOp, res claimResult) (bool, modelState) {
 			from, to = pb.ClaimState_CLAIM_STATE_RELEASING, pb.ClaimState_CLAIM_STATE_NODE_DETACHED
 		}
 		switch {
-		case i < 0 && op.kind == "release":
-			return ok, s // an unknown claim's release is no error
 		case i < 0:
-			return res.code == codes.NotFound, s
+			return ok, s // a freed (or unknown) claim's release or detach is done
 		case s[i].stage == to:
 			return ok, s
 		case s[i].stage != from:
 			return res.code == codes.FailedPrecondition, s
 		case !ok:
 			return false, s
+		}
+		if op.kind == "detach" {
+			// No controller publish: nothing to wait for, freed at once.
+			return true, slices.Delete(slices.Clone(s), i, i+1)
 		}
 		n := slices.Clone(s)
 		n[i].stage = to
