@@ -50,11 +50,13 @@
 // # Supervision
 //
 // After every start (and after a recovery) a supervisor goroutine probes
-// the plugin at the start cadence — StartProbeInterval (25ms), doubling to
-// MaxStartProbeInterval (1s) — until Probe says ready. A socket not there
-// yet is not dialled, and a failed call drops the connection, so a plugin
-// that comes up is seen at the next probe rather than after gRPC's
-// reconnect backoff. It then calls GetPluginInfo and registers the plugin,
+// the plugin at the start cadence until Probe says ready. While the socket
+// does not exist it is looked for (a stat, not a dial) every
+// StartProbeInterval (25ms), so a plugin is probed as soon as it listens;
+// a plugin that answers not ready, or fails the call, is probed after
+// StartProbeInterval, doubling up to MaxStartProbeInterval (1s). A failed
+// call drops the connection, so a plugin that comes back is seen at the
+// next probe rather than after gRPC's reconnect backoff. It then calls GetPluginInfo and registers the plugin,
 // healthy, with its type, ID, alloc, the alloc's create index, the host
 // endpoint, provider name and version and stage_publish_dir: a "Plugin
 // became healthy" event. Every call has a deadline (CallTimeout, and never

@@ -131,7 +131,7 @@ func (m mounts) HonoursMounts(context.Context) (bool, error) { return bool(m), n
 
 // shortDir returns a fresh directory with a short path, so plugin sockets
 // under it fit a unix socket address (t.TempDir's may not).
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "vh")
 	if err != nil {
@@ -151,7 +151,7 @@ func pluginTask(typ string, healthTimeout time.Duration) *pb.Task {
 
 // env is one plugin task's supervisor hook with fakes around it.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	reg     *registry.Registry
 	events  *eventLog

@@ -21,6 +21,10 @@ var (
 	// csi_plugin block the job validation should have refused (an unknown
 	// type, a missing ID, a relative directory).
 	ErrInvalidPluginBlock = errcode.New(codes.InvalidArgument, "invalid csi_plugin block")
+	// ErrNotConfigured is returned by the supervisor's prestart when the
+	// client built it without a data dir or a plugin registry: the node
+	// cannot run plugin tasks.
+	ErrNotConfigured = errcode.New(codes.FailedPrecondition, "csi_plugin supervisor not configured on this client")
 )
 
 // MaxSocketPath is the longest path a unix socket address (sockaddr_un's

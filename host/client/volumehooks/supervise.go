@@ -25,8 +25,12 @@ const (
 	EventPluginHealthTimeout = "Plugin health timeout"
 )
 
-// errNotReady is a Probe that answered "not ready".
-var errNotReady = errors.New("the plugin answers Probe with ready = false")
+var (
+	// errNotReady is a Probe that answered "not ready".
+	errNotReady = errors.New("the plugin answers Probe with ready = false")
+	// errNoSocket is a plugin that has not created its socket yet.
+	errNoSocket = errors.New("no socket")
+)
 
 // supervisor watches one attempt of a plugin task: it probes the plugin
 // until it is ready, registers it, then follows its health until stopped.
@@ -100,14 +104,22 @@ func (s *supervisor) start() bool {
 			return false
 		}
 		s.logger.Trace("csi plugin not ready yet", "error", err)
-		t := time.NewTimer(min(interval, left))
+		// Looking for the socket costs a stat, so it is looked for at the
+		// fast cadence throughout: a plugin is registered as soon as it
+		// listens. Only a plugin that answers (not ready, or an error)
+		// is probed less and less often.
+		wait := s.cfg.StartProbeInterval
+		if !errors.Is(err, errNoSocket) {
+			wait = interval
+			interval = min(interval*2, s.cfg.MaxStartProbeInterval)
+		}
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-s.ctx.Done():
 			t.Stop()
 			return false
 		case <-t.C:
 		}
-		interval = min(interval*2, s.cfg.MaxStartProbeInterval)
 	}
 }
 
@@ -133,7 +145,7 @@ func (s *supervisor) check(ctx context.Context) (csi.PluginInfo, error) {
 func (s *supervisor) probe(ctx context.Context) (bool, error) {
 	if _, err := os.Stat(s.p.socket); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("no socket at %s yet", s.p.socket)
+			return false, fmt.Errorf("%w at %s yet", errNoSocket, s.p.socket)
 		}
 		return false, err
 	}

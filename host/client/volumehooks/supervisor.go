@@ -180,7 +180,7 @@ func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
 // driver, host paths for an unisolated one.
 func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
 	if h.cfg.DataDir == "" || h.cfg.Registry == nil {
-		return errors.New("csi_plugin supervisor misconfigured: the client gave it no data dir or no plugin registry")
+		return fmt.Errorf("%w: data dir %q, registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
 	}
 	plugin := req.Task.GetCsiPlugin()
 	typ, err := checkBlock(req.Task.GetName(), plugin)
@@ -208,8 +208,8 @@ func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartR
 		}
 	}
 	for _, dir := range []string{pluginDir, hostStage} {
-		// 0755: the plugin may run as another user than the client, and
-		// its socket dir and mount targets must be reachable by it.
+		// 0755: a plugin's own tools and a task running as another user
+		// must reach the socket and the targets under these dirs.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("csi plugin %q of task %q: %w", plugin.GetId(), req.Task.GetName(), err)
 		}

@@ -32,6 +32,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
 		ErrSocketPathTooLong:  codes.FailedPrecondition,
 		ErrInvalidPluginBlock: codes.InvalidArgument,
+		ErrNotConfigured:      codes.FailedPrecondition,
 	})
 }
 
@@ -147,6 +148,15 @@ func TestSocketPathTooLong(t *testing.T) {
 	e2.info.Driver = mounts(false)
 	if _, err := e2.prestart(false); err != nil {
 		t.Fatalf("unisolated prestart with a long mount_dir: %v", err)
+	}
+}
+
+// A client that built the hook without its registry cannot run plugins.
+func TestPrestartOfAnUnconfiguredSupervisor(t *testing.T) {
+	e := newEnv(t, pluginTask("node", time.Second), nil)
+	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.Registry = nil })
+	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) {
+		t.Fatalf("prestart without a registry: %v, want ErrNotConfigured", err)
 	}
 }
 
