@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/taskdrivers"
 )
 
@@ -230,5 +231,35 @@ func TestTaskInfoDriverHonoursMounts(t *testing.T) {
 				t.Fatalf("HonoursMounts = %t, %v; want %t", got, err, c.want)
 			}
 		})
+	}
+}
+
+// A recovered attempt (after a client restart) restarted by a hook as a
+// failure goes through the restart policy too.
+func TestHookFailureRestartOfARecoveredAttempt(t *testing.T) {
+	d := newFakeDriver()
+	h := &attemptHook{}
+	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING},
+			Handle: &driverpb.TaskHandle{Driver: "fake", Config: &driverpb.TaskConfig{Id: "a1.web.old"}}}
+		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: 3, Mode: pb.RestartMode_RESTART_MODE_FAIL}
+	})
+	go tr.Run()
+	info, id := h.waitAttempts(t, 1)
+	if id != "a1.web.old" {
+		t.Fatalf("poststart saw attempt %q, want the recovered one", id)
+	}
+	if err := info.Lifecycle.Restart(id, "plugin unhealthy after the restart", true); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAttempts(t, 2)
+	if rs := eventsOf(tr.State(), "Restarting"); len(rs) != 1 || rs[0].GetDetails()["restart_in_ms"] != "3" {
+		t.Fatalf("Restarting events %v: want the policy's delay", rs)
+	}
+	if n := len(d.started()); n != 1 {
+		t.Fatalf("%d starts after the recovered attempt, want 1", n)
+	}
+	if err := tr.Kill(context.Background(), "test over"); err != nil {
+		t.Fatal(err)
 	}
 }
