@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,9 +163,12 @@ func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: task %q: csi_plugin %s", ErrInvalidPluginBlock, task, fmt.Sprintf(format, args...))
 	}
-	switch {
-	case pc.GetId() == "":
+	switch id := pc.GetId(); {
+	case id == "":
 		return typ, bad("has no id")
+	case strings.ContainsAny(id, "/\\\x00") || id == "." || id == "..":
+		// The ID names a directory under the data dir.
+		return typ, bad("id %q: not a name", id)
 	case !ok:
 		return typ, bad("type %q: want controller, node or monolith", pc.GetType())
 	}
@@ -179,8 +184,8 @@ func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
 // socket and staging base are: mounts and task paths for an isolating
 // driver, host paths for an unisolated one.
 func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
-	if h.cfg.DataDir == "" || h.cfg.Registry == nil {
-		return fmt.Errorf("%w: data dir %q, registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
+	if !filepath.IsAbs(h.cfg.DataDir) || h.cfg.Registry == nil {
+		return fmt.Errorf("%w: data dir %q (must be absolute), registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
 	}
 	plugin := req.Task.GetCsiPlugin()
 	typ, err := checkBlock(req.Task.GetName(), plugin)

@@ -151,21 +151,40 @@ func TestSocketPathTooLong(t *testing.T) {
 	}
 }
 
-// A client that built the hook without its registry cannot run plugins.
+// A client that built the hook without its registry or with a relative
+// data dir cannot run plugins.
 func TestPrestartOfAnUnconfiguredSupervisor(t *testing.T) {
 	e := newEnv(t, pluginTask("node", time.Second), nil)
 	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.Registry = nil })
 	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) {
 		t.Fatalf("prestart without a registry: %v, want ErrNotConfigured", err)
 	}
+	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.DataDir = "data" })
+	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) || !strings.Contains(err.Error(), `"data"`) {
+		t.Fatalf("prestart with a relative data dir: %v, want ErrNotConfigured naming it", err)
+	}
 }
 
 // A block the job validation should have refused is refused here too.
 func TestPrestartRefusesAnInvalidBlock(t *testing.T) {
-	task := pluginTask("nodes", time.Second)
-	e := newEnv(t, task, nil)
-	if _, err := e.prestart(false); !errors.Is(err, ErrInvalidPluginBlock) || !strings.Contains(err.Error(), `"nodes"`) {
-		t.Fatalf("prestart of type nodes: %v", err)
+	for _, c := range []struct {
+		name   string
+		modify func(*pb.CSIPluginConfig)
+		want   string
+	}{
+		{"unknown type", func(p *pb.CSIPluginConfig) { p.Type = "nodes" }, `"nodes"`},
+		{"no id", func(p *pb.CSIPluginConfig) { p.Id = "" }, "has no id"},
+		{"id climbing out of the data dir", func(p *pb.CSIPluginConfig) { p.Id = "../../etc" }, `"../../etc"`},
+		{"relative mount_dir", func(p *pb.CSIPluginConfig) { p.MountDir = "csi" }, `mount_dir "csi"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			task := pluginTask("node", time.Second)
+			c.modify(task.CsiPlugin)
+			e := newEnv(t, task, nil)
+			if _, err := e.prestart(false); !errors.Is(err, ErrInvalidPluginBlock) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("prestart: %v, want ErrInvalidPluginBlock naming %s", err, c.want)
+			}
+		})
 	}
 }
 
