@@ -49,10 +49,3 @@ func (s Set) Clone() Set {
 
 // sides are the two maps of a Set, in the order they are built.
 var sides = []pb.CSIPluginType{pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE}
-
-func sideName(t pb.CSIPluginType) string {
-	if t == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
-		return "controller"
-	}
-	return "node"
-}
