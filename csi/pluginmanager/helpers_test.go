@@ -295,3 +295,16 @@ func (a *fakeAdapters) event(name string, kind csiadapters.EventKind, reason str
 		ch <- csiadapters.Event{Adapter: name, Kind: kind, Reason: reason}
 	}
 }
+
+// waitCount waits until n sets were delivered.
+func waitCount(t *testing.T, f *fakeSender, n int) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for len(f.delivered()) < n {
+		select {
+		case <-f.changed:
+		case <-deadline:
+			t.Fatalf("%d sets delivered, want %d", len(f.delivered()), n)
+		}
+	}
+}

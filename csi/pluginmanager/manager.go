@@ -285,10 +285,17 @@ func (m *Manager) deregistered(e registry.Entry) {
 func (m *Manager) addAdapter(name string) {
 	k := instKey{adapter: name}
 	in := &instance{key: k, pluginID: name, source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER, health: map[pb.CSIPluginType]healthMark{}}
-	if st, err := m.cfg.Adapters.State(name); err == nil {
-		in.srcHealthy, in.srcReason = st.Healthy, st.Reason
-	} else {
-		in.srcReason = err.Error()
+	st, err := m.cfg.Adapters.State(name)
+	if err != nil {
+		st.Reason = err.Error()
+	}
+	in.srcHealthy, in.srcReason = st.Healthy, st.Reason
+	if !st.Running {
+		// Its worker waits for a process that may be long in coming (a
+		// missing executable retried with backoff): the first set does
+		// not wait for it. Unfingerprinted, it is not reported until it
+		// runs.
+		in.attempted = true
 	}
 	m.instances[k] = in
 	src, logger := m.cfg.Adapters, m.logger.With("adapter", name)

@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/csiadapters"
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -248,18 +249,6 @@ func TestResendSendsTheSameSetAgain(t *testing.T) {
 	}
 }
 
-func waitCount(t *testing.T, f *fakeSender, n int) {
-	t.Helper()
-	deadline := time.After(waitLimit)
-	for len(f.delivered()) < n {
-		select {
-		case <-f.changed:
-		case <-deadline:
-			t.Fatalf("%d sets delivered, want %d", len(f.delivered()), n)
-		}
-	}
-}
-
 // A plugin whose probe fails, or says not ready, is reported unhealthy
 // with the reason, and healthy again once it answers.
 func TestProbeFailureMarksThePluginUnhealthy(t *testing.T) {
@@ -344,7 +333,7 @@ func TestRestoredEntriesAreProbedBeforeTheFirstSend(t *testing.T) {
 	}
 	release := p.GetPluginInfo.Block()
 	_, f := startManager(t, reg, nil, nil)
-	testutilWait(t, func() error {
+	testutil.WaitFor(t, waitLimit, func() error {
 		if len(f.all()) != 0 {
 			return errors.New("a set was sent while a restored plugin was being probed")
 		}
@@ -365,21 +354,6 @@ func TestRestoredEntriesAreProbedBeforeTheFirstSend(t *testing.T) {
 	}
 }
 
-func testutilWait(t *testing.T, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestSetEqualAndClone(t *testing.T) {
 	a := newSet()
 	a.Nodes["p"] = &pb.CSIPluginInfo{PluginId: "p", Healthy: true}
@@ -396,4 +370,33 @@ func TestSetEqualAndClone(t *testing.T) {
 	if a.Equal(c) {
 		t.Fatal("a set with a controller more equals one without")
 	}
+}
+
+// An adapter that is not running when the manager starts (its process is
+// still being retried) does not hold back the first set; it is reported
+// once it answers.
+func TestAdapterNotRunningAtStartDoesNotHoldTheFirstSet(t *testing.T) {
+	late := csifake.New()
+	release := late.GetPluginInfo.Block()
+	ad := newFakeAdapters(t, map[string]*csifake.Plugin{"up": csifake.New(), "late": late})
+	ad.states["late"] = csiadapters.State{Reason: "start failed: no such file"}
+	_, f := startManager(t, nil, ad, nil)
+	// The blocked GetPluginInfo ends at its own deadline (10s), which
+	// would let a manager that waits for it send too: the first set must
+	// come well before.
+	var first Set
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		d := f.delivered()
+		if len(d) == 0 {
+			return errors.New("no set delivered while the late adapter's fingerprint hangs")
+		}
+		first = d[0]
+		return has(first.Nodes, "up", "", true)
+	})
+	if first.Nodes["late"] != nil || first.Controllers["late"] != nil {
+		t.Fatalf("an adapter never fingerprinted was reported: %v", render(first))
+	}
+	release()
+	ad.event("late", csiadapters.EventHealthy, "")
+	f.waitDelivered(t, "late adapter up", func(s Set) error { return has(s.Nodes, "late", "", true) })
 }
