@@ -134,14 +134,25 @@ func TestCSIPluginReachesTheServersAndSurvivesAClientRestart(t *testing.T) {
 	}
 	healthyOnServers(time.Time{})
 
-	// The client restarts; the plugin task and its entry live on.
+	// The client restarts; the plugin task and its entry live on. An entry
+	// of an alloc the client no longer runs (left by a crash) is dropped.
 	c.Shutdown()
 	stopped = true
+	if err := db.PutCSIPluginRegistrations(&pb.CSIPluginRegistration{Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE,
+		PluginId: "other", AllocId: "gone-alloc", Endpoint: srv.Endpoint, Healthy: true}); err != nil {
+		t.Fatal(err)
+	}
 	restarted := time.Now()
 	c2, reg2 := csiNode(t, dir, addr, db, m, "client2")
 	t.Cleanup(c2.Shutdown)
 	if e, ok := reg2.Serving(pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, "fake"); !ok || !e.NeedsProbe || e.Registration.GetAllocId() != allocID {
 		t.Fatalf("restored registry serves %v, %v; want alloc %s's entry, to be probed", e, ok, allocID)
+	}
+	if _, ok := reg2.Serving(pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, "other"); ok {
+		t.Fatal("the entry of an alloc the client does not run was restored")
+	}
+	if recs, err := db.CSIPluginRegistrations(); err != nil || len(recs) != 1 || recs[0].GetAllocId() != allocID {
+		t.Fatalf("stored registrations after the restore: %v, %v; want only alloc %s's", recs, err, allocID)
 	}
 	healthyOnServers(restarted)
 
