@@ -117,10 +117,10 @@ func (in *instance) healthOf(side pb.CSIPluginType) (bool, string) {
 		}
 	}
 	switch {
-	case !in.attempted:
-		return false, "not fingerprinted yet"
 	case in.fpErr != nil:
 		return false, "fingerprint: " + in.fpErr.Error()
+	case in.fp == nil:
+		return false, "not fingerprinted yet"
 	case !in.fp.Ready:
 		return false, "probe: plugin is not ready"
 	case side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER && !in.fp.HasController():
