@@ -54,5 +54,6 @@
 //
 // The first set waits until every plugin known at Start has been
 // fingerprinted once (or failed to be), so a restarted client does not
-// report its plugins gone while it probes them again.
+// report its plugins gone while it probes them again; an adapter whose
+// process is not running at Start does not hold it back.
 package pluginmanager
