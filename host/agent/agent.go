@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/csi/pluginmanager"
+	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/host/client"
 	"berth.dev/berth/host/client/state"
@@ -136,6 +138,21 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err := a.startDrivers(); err != nil {
 			return nil, err
 		}
+		// Storage adapters start before the client, told the node ID the
+		// client will register with, so the client's plugin manager knows
+		// every plugin from its start: its first report to the servers
+		// then holds them all.
+		nodeID, err := client.LoadNodeID(a.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.startAdapters(nodeID, nodeName); err != nil {
+			return nil, err
+		}
+		var adapters pluginmanager.AdapterSource
+		if a.adapters != nil {
+			adapters = pluginmanager.Adapters(a.adapters)
+		}
 		a.client, err = client.New(client.Config{
 			DataDir:          a.dataDir,
 			NodeName:         nodeName,
@@ -148,12 +165,11 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			ReservedMemoryMB: int64(cfg.Client.ReservedMemoryMB),
 			TaskDrivers:      client.ManagerDrivers(a.drivers),
 			State:            a.state,
+			CSIRegistry:      registry.New(a.state, registry.WithLogger(logger.Named("csi-registry"))),
+			CSIAdapters:      adapters,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)
-		}
-		if err := a.startAdapters(a.client.NodeID(), nodeName); err != nil {
-			return nil, err
 		}
 		if a.rpcAddrs == nil {
 			a.rpcAddrs = servers
