@@ -18,9 +18,13 @@ import (
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/host/client"
+	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/host/client/volumehooks"
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/taskdrivers"
 	"berth.dev/berth/version"
 )
@@ -153,6 +157,14 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if a.adapters != nil {
 			adapters = pluginmanager.Adapters(a.adapters)
 		}
+		// One registry: the csi_plugin supervisor registers task plugins in
+		// it, the client restores it and its plugin manager follows it.
+		csiRegistry := registry.New(a.state, registry.WithLogger(logger.Named("csi-registry")))
+		supervisor := volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
+			DataDir:  a.dataDir,
+			Registry: csiRegistry,
+			Logger:   logger.Named("csi-supervisor"),
+		})
 		a.client, err = client.New(client.Config{
 			DataDir:          a.dataDir,
 			NodeName:         nodeName,
@@ -165,7 +177,8 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			ReservedMemoryMB: int64(cfg.Client.ReservedMemoryMB),
 			TaskDrivers:      client.ManagerDrivers(a.drivers),
 			State:            a.state,
-			CSIRegistry:      registry.New(a.state, registry.WithLogger(logger.Named("csi-registry"))),
+			CSIRegistry:      csiRegistry,
+			Hooks:            allocrunner.Hooks{Task: []func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook{supervisor}},
 			CSIAdapters:      adapters,
 		})
 		if err != nil {

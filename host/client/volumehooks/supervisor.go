@@ -281,14 +281,35 @@ func (h *supervisorHook) Stop(ctx context.Context, _ *taskrunner.StopRequest) er
 // Exited deregisters the plugin after its task exited, whether or not it
 // is restarted.
 func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest) error {
-	return h.teardown(ctx)
+	err := h.teardown(ctx)
+	// Nothing serves the socket any more: a socket on the host means a
+	// plugin is there. (The next attempt's prestart would remove it too.)
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
+	return err
 }
 
 // Destroy deregisters whatever is left when the alloc is destroyed.
 func (h *supervisorHook) Destroy(ctx context.Context, req *taskrunner.DestroyRequest) error {
 	// A task that ran no supervisor in this client (it died before the
 	// client restarted) may still have an entry from an earlier run.
-	return h.teardown(ctx, req.Task.GetCsiPlugin().GetId())
+	err := h.teardown(ctx, req.Task.GetCsiPlugin().GetId())
+	// The plugin directory goes with the alloc. The staging/publish base is
+	// the plugin's, not the alloc's: a newer alloc of the plugin uses it.
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
+	h.removeIfThere(PluginDir(h.cfg.DataDir, h.allocID))
+	return err
+}
+
+// removeIfThere removes a file or an empty directory of the plugin's. It
+// is not recursive: a directory still holding something (or still a mount
+// point) is left, and logged, rather than emptied through a mount.
+func (h *supervisorHook) removeIfThere(p string) {
+	if !filepath.IsAbs(h.cfg.DataDir) {
+		return
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.logger.Warn("leaving the csi plugin's file in place", "path", p, "error", err)
+	}
 }
 
 // teardown stops the supervisor and removes the plugin's registry entries

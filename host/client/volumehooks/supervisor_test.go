@@ -3,6 +3,7 @@ package volumehooks
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -365,6 +366,21 @@ func TestStopAndExitDeregister(t *testing.T) {
 			}
 			if es := e.entries(); len(es) != 0 {
 				t.Fatalf("registry after %s: %q", phase, es)
+			}
+			// A stopping task may still serve its socket; an exited one does
+			// not, and a destroyed alloc leaves no plugin directory.
+			socket, dir := PluginSocket(e.dataDir, allocID), PluginDir(e.dataDir, allocID)
+			_, sockErr := os.Stat(socket)
+			_, dirErr := os.Stat(dir)
+			switch {
+			case phase == "stop" && sockErr != nil:
+				t.Errorf("socket after stop: %v", sockErr)
+			case phase != "stop" && !errors.Is(sockErr, fs.ErrNotExist):
+				t.Errorf("socket %s after %s: %v, want it removed", socket, phase, sockErr)
+			case phase == "destroy" && !errors.Is(dirErr, fs.ErrNotExist):
+				t.Errorf("plugin dir %s after destroy: %v, want it removed", dir, dirErr)
+			case phase != "destroy" && dirErr != nil:
+				t.Errorf("plugin dir after %s: %v", phase, dirErr)
 			}
 			if err := e.hook.Exited(ctx, nil); err != nil {
 				t.Fatalf("second teardown: %v", err)
