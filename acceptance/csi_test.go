@@ -86,8 +86,10 @@ func pluginGone(t *testing.T, s *agent, id string) {
 }
 
 // hostpathTask is a raw_exec task running the built-in hostpath plugin of
-// the berth binary under test, in mode, with its state in stateDir (shared
-// by a plugin's controller and node instances, as on one machine they may).
+// the berth binary under test, in mode, with its state in stateDir: a
+// plugin's controller and node instances share one (as on one machine
+// they may); a monolith is a controller, and one directory serves one
+// controller, so each node's monolith has its own.
 // The shell writes its PID where killLeftoverTasks and the test find it.
 func hostpathTask(pluginID, typ, mode, stateDir string) string {
 	return fmt.Sprintf(`
@@ -185,13 +187,14 @@ func TestCSIPlugins(t *testing.T) {
 	c := startCSICluster(t)
 	s := c.servers[0]
 	state := t.TempDir()
-	// Whatever a failed run leaves running is stopped while the cluster is
-	// still up (cleanups run last-registered first): exec tasks leave no PID
-	// file on the host for killLeftoverTasks.
-	t.Cleanup(func() { stopAllJobs(t, s, "hp-mono", "hp-ctrl", "hp-node", "hp-keep", "hp-exec") })
+	// Each part stops its jobs when it ends, passed or not, while the
+	// cluster is still up: a failed part does not leave plugins running into
+	// the next, and exec tasks leave no PID file on the host for
+	// killLeftoverTasks.
 
 	t.Run("monolith system job", func(t *testing.T) {
-		runJob(t, s, "hp-mono", csiJob("hp-mono", "system", 0, hostpathTask("hp-mono", "monolith", "monolith", state)))
+		t.Cleanup(func() { stopAllJobs(t, s, "hp-mono") })
+		runJob(t, s, "hp-mono", csiJob("hp-mono", "system", 0, hostpathTask("hp-mono", "monolith", "monolith", state+"/mono-${node.unique.name}")))
 		var p apiPlugin
 		eventually(t, 60*time.Second, "hp-mono healthy on both clients", func() (err error) {
 			if p, err = s.plugin("hp-mono"); err != nil {
@@ -224,8 +227,9 @@ func TestCSIPlugins(t *testing.T) {
 	})
 
 	t.Run("controller job and node system job", func(t *testing.T) {
-		runJob(t, s, "hp-ctrl", csiJob("hp-ctrl", "service", 1, hostpathTask("hp", "controller", "controller", state)))
-		runJob(t, s, "hp-node", csiJob("hp-node", "system", 0, hostpathTask("hp", "node", "node", state)))
+		t.Cleanup(func() { stopAllJobs(t, s, "hp-ctrl", "hp-node") })
+		runJob(t, s, "hp-ctrl", csiJob("hp-ctrl", "service", 1, hostpathTask("hp", "controller", "controller", state+"/hp")))
+		runJob(t, s, "hp-node", csiJob("hp-node", "system", 0, hostpathTask("hp", "node", "node", state+"/hp")))
 		eventually(t, 60*time.Second, "hp: one controller, two nodes", func() error {
 			p, err := s.plugin("hp")
 			if err != nil {
@@ -259,7 +263,8 @@ func TestCSIPlugins(t *testing.T) {
 	})
 
 	t.Run("client restart keeps the plugin task", func(t *testing.T) {
-		runJob(t, s, "hp-keep", csiJob("hp-keep", "system", 0, hostpathTask("hp-keep", "monolith", "monolith", state)))
+		t.Cleanup(func() { stopAllJobs(t, s, "hp-keep") })
+		runJob(t, s, "hp-keep", csiJob("hp-keep", "system", 0, hostpathTask("hp-keep", "monolith", "monolith", state+"/keep-${node.unique.name}")))
 		eventually(t, 60*time.Second, "hp-keep healthy on both clients", func() error {
 			p, err := s.plugin("hp-keep")
 			if err != nil {
@@ -304,6 +309,32 @@ func TestCSIPlugins(t *testing.T) {
 			}
 			return nil
 		})
+		// The restarted client's supervisor found the running plugin again
+		// (its registry entry restored, probed) and said so on the task.
+		eventually(t, 30*time.Second, "the plugin found again after the client restart", func() error {
+			var a struct {
+				TaskStates map[string]struct {
+					Restarts int `json:"restarts"`
+					Events   []struct {
+						Type    string `json:"type"`
+						Message string `json:"message"`
+					} `json:"events"`
+				} `json:"task_states"`
+			}
+			if err := s.getJSON("/v1/allocation/"+alloc, &a); err != nil {
+				return err
+			}
+			ts := a.TaskStates["plugin"]
+			if ts.Restarts != 0 {
+				return fmt.Errorf("the plugin task restarted %d times", ts.Restarts)
+			}
+			for _, e := range ts.Events {
+				if e.Type == "Plugin became healthy" && strings.Contains(e.Message, "after a client restart") {
+					return nil
+				}
+			}
+			return fmt.Errorf("no healthy-after-restart event in %+v", ts.Events)
+		})
 		if !alive(pid) {
 			t.Fatalf("plugin task %d was restarted by the client restart", pid)
 		}
@@ -318,7 +349,8 @@ func TestCSIPlugins(t *testing.T) {
 		if !c.exec {
 			t.Skip("exec needs root")
 		}
-		runJob(t, s, "hp-exec", fmt.Sprintf(`
+		t.Cleanup(func() { stopAllJobs(t, s, "hp-exec") })
+		runJob(t, s, "hp-exec", `
 job "hp-exec" {
   type = "system"
   group "plugin" {
@@ -340,7 +372,7 @@ job "hp-exec" {
     }
   }
 }
-`))
+`)
 		eventually(t, 60*time.Second, "hp-exec healthy on both clients", func() error {
 			p, err := s.plugin("hp-exec")
 			if err != nil {

@@ -50,6 +50,19 @@ func (d *Driver) Capabilities(ctx context.Context) (*driverpb.DriverCapabilities
 	return r.caps, nil
 }
 
+// HonoursMounts reports whether the running plugin gives a task the mounts
+// of its TaskConfig (sdk.MountsSupported: the mount_volumes capability at
+// driver API version 2 or later) — the same test StartTask applies, so a
+// caller that adds mounts when it says true is not refused. It fails like
+// StartTask when no plugin runs.
+func (d *Driver) HonoursMounts(ctx context.Context) (bool, error) {
+	r, err := d.in.acquire(ctx, false)
+	if err != nil {
+		return false, err
+	}
+	return sdk.MountsSupported(r.client.APIVersion(), r.caps), nil
+}
+
 // TaskConfigSpec returns the spec to validate a job's config block for this
 // driver with, from the running plugin's task schema.
 func (d *Driver) TaskConfigSpec(ctx context.Context) (sdk.ConfigSpec, error) {

@@ -57,6 +57,9 @@ func TestMountsReachDriversThatHonourThem(t *testing.T) {
 	e.start(m)
 
 	d := driver(t, m, "mock")
+	if ok, err := d.HonoursMounts(ctxT(t)); err != nil || !ok {
+		t.Fatalf("mock HonoursMounts = %t, %v; want true", ok, err)
+	}
 	ro := &driverpb.Mount{HostPath: "/etc/ssl", TaskPath: "/etc/ssl", ReadOnly: true,
 		Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK}
 	cfg := mountedTask("mounted", nil, csiMount, ro)
@@ -76,6 +79,9 @@ func TestMountsReachDriversThatHonourThem(t *testing.T) {
 	}
 
 	raw := driver(t, m, "raw_exec")
+	if ok, err := raw.HonoursMounts(ctxT(t)); err != nil || ok {
+		t.Fatalf("raw_exec HonoursMounts = %t, %v; want false", ok, err)
+	}
 	cfg, _ = gatedTask(t, "raw-mounted", 0)
 	cfg.Mounts = []*driverpb.Mount{csiMount}
 	_, err = raw.StartTask(ctxT(t), cfg)
@@ -98,6 +104,9 @@ func TestOlderPluginRunsTasksButGetsNoMounts(t *testing.T) {
 	caps, err := d.Capabilities(ctxT(t))
 	if err != nil || !caps.GetMountVolumes() {
 		t.Fatalf("old plugin capabilities %v, %v; the test needs one claiming mount_volumes", caps, err)
+	}
+	if ok, err := d.HonoursMounts(ctxT(t)); err != nil || ok {
+		t.Fatalf("old plugin HonoursMounts = %t, %v; want false (API version 1)", ok, err)
 	}
 
 	plain := mountedTask("plain", sdk.ConfigMap{"run_for": sdk.StringValue("1ms"), "exit_code": sdk.IntValue(4)})

@@ -21,8 +21,9 @@ const adapterStartWait = 60 * time.Second
 // startAdapters starts the CSI storage adapters: the built-in hostpath
 // adapter in dev mode or when a `type = "csi"` plugin block names it, the
 // executables in <plugin_dir>/csi, each with its plugin block's config. It
-// runs after the client is created, because adapters are told the node's
-// ID. An invalid adapter config stops the agent from starting; a missing
+// runs before the client is created, so that the client's plugin manager
+// has them from its start; adapters are told the node's ID, which
+// client.LoadNodeID gives ahead of the client. An invalid adapter config stops the agent from starting; a missing
 // or crashing adapter does not: it is reported unhealthy and retried.
 func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	exe, err := os.Executable()

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
 )
 
 // TestDevAgentRunsHostpathAdapter: `berth run -dev` runs the built-in
@@ -39,6 +41,20 @@ func TestDevAgentRunsHostpathAdapter(t *testing.T) {
 	if err != nil || ni.GetNodeId() != a.Client().NodeID() {
 		t.Fatalf("NodeGetInfo = %v, %v; want node %s", ni, err, a.Client().NodeID())
 	}
+	// The plugin manager fingerprints the adapter and the server's plugin
+	// table has it: a monolith adapter, one healthy instance each side.
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		p, err := a.Server().State().CSIPluginByID(nil, "hostpath")
+		if err != nil || p == nil {
+			return fmt.Errorf("hostpath not in the plugin table: %v", err)
+		}
+		inst := p.GetNodes()[a.Client().NodeID()]
+		if p.GetControllersHealthy() != 1 || p.GetNodesHealthy() != 1 || !p.GetSchedulable() ||
+			inst.GetSource() != pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER || inst.GetNodeInfo().GetId() != a.Client().NodeID() {
+			return fmt.Errorf("hostpath plugin %v: want one healthy adapter instance each side, node ID %s", p, a.Client().NodeID())
+		}
+		return nil
+	})
 	if !strings.HasPrefix(csiadapters.DataDir(a.DataDir(), "hostpath"), filepath.Join(a.DataDir(), "csi")) {
 		t.Errorf("adapter data dir outside the agent's csi dir")
 	}

@@ -14,11 +14,17 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/csi/pluginmanager"
+	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/host/client"
+	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/host/client/volumehooks"
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/taskdrivers"
 	"berth.dev/berth/version"
 )
@@ -136,6 +142,29 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err := a.startDrivers(); err != nil {
 			return nil, err
 		}
+		// Storage adapters start before the client, told the node ID the
+		// client will register with, so the client's plugin manager knows
+		// every plugin from its start: its first report to the servers
+		// then holds them all.
+		nodeID, err := client.LoadNodeID(a.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := a.startAdapters(nodeID, nodeName); err != nil {
+			return nil, err
+		}
+		var adapters pluginmanager.AdapterSource
+		if a.adapters != nil {
+			adapters = pluginmanager.Adapters(a.adapters)
+		}
+		// One registry: the csi_plugin supervisor registers task plugins in
+		// it, the client restores it and its plugin manager follows it.
+		csiRegistry := registry.New(a.state, registry.WithLogger(logger.Named("csi-registry")))
+		supervisor := volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
+			DataDir:  a.dataDir,
+			Registry: csiRegistry,
+			Logger:   logger.Named("csi-supervisor"),
+		})
 		a.client, err = client.New(client.Config{
 			DataDir:          a.dataDir,
 			NodeName:         nodeName,
@@ -148,12 +177,12 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			ReservedMemoryMB: int64(cfg.Client.ReservedMemoryMB),
 			TaskDrivers:      client.ManagerDrivers(a.drivers),
 			State:            a.state,
+			CSIRegistry:      csiRegistry,
+			Hooks:            allocrunner.Hooks{Task: []func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook{supervisor}},
+			CSIAdapters:      adapters,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)
-		}
-		if err := a.startAdapters(a.client.NodeID(), nodeName); err != nil {
-			return nil, err
 		}
 		if a.rpcAddrs == nil {
 			a.rpcAddrs = servers

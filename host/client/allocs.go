@@ -78,10 +78,18 @@ type allocRuntime struct {
 func (c *Client) allocsEnabled() bool { return c.cfg.TaskDrivers != nil && c.cfg.State != nil }
 
 // startAllocs recovers the allocs in the state DB and starts the watcher.
+// The order matters: the runners are built first, then the CSI plugin
+// registry is restored (it asks them which allocs still run), and only
+// then do the runners run, so a plugin task's supervisor hook finds the
+// registry as the previous run left it.
 func (c *Client) startAllocs() {
 	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}}
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
-	c.restoreAllocs()
+	runners := c.restoreAllocs()
+	c.restoreCSIRegistry()
+	for _, r := range runners {
+		go r.Run()
+	}
 	c.allocs.wg.Add(1)
 	go func() {
 		defer c.allocs.wg.Done()
@@ -132,8 +140,9 @@ func (c *Client) newRunner(alloc *pb.Allocation, job *pb.Job, restore map[string
 	})
 }
 
-// restoreAllocs starts a runner for every alloc in the state DB; running
-// tasks are recovered through their drivers, not started again.
+// restoreAllocs builds a runner for every alloc in the state DB, for the
+// caller to run; running tasks are recovered through their drivers, not
+// started again.
 //
 // A task's handle is persisted by the driver manager when the task starts,
 // and the task's state (naming the handle) just after; a client killed
@@ -141,7 +150,7 @@ func (c *Client) newRunner(alloc *pb.Allocation, job *pb.Job, restore map[string
 // recovered task that has no running attempt is adopted (the newest, if
 // several); any other handle of an alloc task nobody names is destroyed,
 // so no task runs unsupervised.
-func (c *Client) restoreAllocs() {
+func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 	recs, err := c.cfg.State.Allocs()
 	if err != nil {
 		c.logger.Error("some alloc records are unreadable; those allocs are not recovered", "error", err)
@@ -183,6 +192,7 @@ func (c *Client) restoreAllocs() {
 		unnamed[key] = slices.Delete(slices.Clone(hs), best, best+1)
 		return h
 	}
+	var runners []*allocrunner.AllocRunner
 	for _, rec := range recs {
 		id := rec.GetAlloc().GetId()
 		states, err := c.cfg.State.TaskStates(id)
@@ -223,7 +233,7 @@ func (c *Client) restoreAllocs() {
 			continue
 		}
 		c.allocs.runners[id] = r
-		go r.Run()
+		runners = append(runners, r)
 		c.logger.Info("alloc recovered", "alloc_id", id)
 	}
 	for _, hs := range unnamed {
@@ -231,6 +241,7 @@ func (c *Client) restoreAllocs() {
 			c.reapOrphan(h)
 		}
 	}
+	return runners
 }
 
 // taskNames lists the tasks of a job's group.

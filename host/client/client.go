@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/csi/pluginmanager"
+	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -53,6 +55,18 @@ type Config struct {
 	// Hooks are added to every alloc runner (volume hook, CSI plugin
 	// supervisor).
 	Hooks allocrunner.Hooks
+
+	// CSIRegistry is the node's dynamic CSI plugin registry (the one the
+	// csi_plugin supervisor hook registers in), persisted in State. The
+	// client restores it after building its alloc runners and before
+	// running them.
+	CSIRegistry *registry.Registry
+	// CSIAdapters are the node's storage adapters
+	// (pluginmanager.Adapters of the agent's csiadapters.Manager).
+	CSIAdapters pluginmanager.AdapterSource
+	// CSIRefreshInterval spaces the plugin manager's fingerprints of a
+	// healthy plugin; zero means its default (30s).
+	CSIRefreshInterval time.Duration
 	// WatchMaxWait overrides WatchMaxWait (tests).
 	WatchMaxWait time.Duration
 
@@ -95,6 +109,12 @@ type Client struct {
 	allocs *allocRuntime
 	// watching is the alloc watch's attempt under way.
 	watching watchAttempt
+	// plugins is the CSI plugin manager; nil without CSI plugins.
+	plugins *pluginmanager.Manager
+	// forgotten is set when the servers answered a heartbeat with
+	// NotFound: the registration that follows creates the node anew,
+	// without the CSI plugins it had, so they are sent again.
+	forgotten bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -144,9 +164,18 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.allocsEnabled() {
 		c.startAllocs()
+	} else {
+		c.restoreCSIRegistry()
+	}
+	if err := c.startCSIPlugins(); err != nil {
+		cancel()
+		c.stopAllocs()
+		return nil, err
 	}
 	if err := c.startTunnel(); err != nil {
 		cancel()
+		c.stopCSIPlugins()
+		c.stopAllocs()
 		return nil, err
 	}
 	go c.run()
@@ -186,6 +215,7 @@ func (c *Client) UpdateNode() {
 func (c *Client) Shutdown() {
 	c.cancel()
 	<-c.done
+	c.stopCSIPlugins()
 	c.stopAllocs()
 	c.tunnel.Close()
 	c.pool.Close()
@@ -253,8 +283,13 @@ func (c *Client) step() (time.Duration, error) {
 		c.setRegistered(true)
 		c.mu.Lock()
 		c.sent = changes
+		forgotten := c.forgotten
+		c.forgotten = false
 		c.mu.Unlock()
 		c.reportAllocs()
+		if forgotten && c.plugins != nil {
+			c.plugins.Resend()
+		}
 		c.logger.Info("node registered", "node_id", c.nodeID, "index", resp.GetMeta().GetIndex())
 		return c.interval(), nil
 	}
@@ -267,6 +302,9 @@ func (c *Client) step() (time.Duration, error) {
 		// The servers forgot the node (a snapshot restore, a deregister):
 		// register again at once.
 		c.logger.Warn("servers do not know this node; registering again", "node_id", c.nodeID)
+		c.mu.Lock()
+		c.forgotten = true
+		c.mu.Unlock()
 		c.setRegistered(false)
 		return 0, nil
 	}

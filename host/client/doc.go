@@ -61,4 +61,15 @@
 //
 // Hooks (Config.Hooks) are added to every alloc runner; see packages
 // allocrunner and taskrunner for their contract.
+//
+// # CSI plugins
+//
+// With Config.CSIRegistry (the dynamic registry on the state DB) or
+// Config.CSIAdapters (the storage adapters) the client runs the CSI plugin
+// manager (csi/pluginmanager), which sends the node's plugin set with
+// CSIPlugins.UpdateNode as soon as it changes. The start order is: build
+// the alloc runners from the state DB without running them, restore the
+// registry (an entry whose alloc no runner has, or whose alloc is
+// terminal, is dropped), run the runners, start the plugin manager. After
+// a registration that follows a NotFound heartbeat the set is sent again.
 package client

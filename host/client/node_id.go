@@ -10,6 +10,11 @@ import (
 	"berth.dev/berth/internal/uuid"
 )
 
+// LoadNodeID returns the node ID the client on dataDir has or will have,
+// creating it on first start: the agent tells it to storage adapters it
+// starts before the client.
+func LoadNodeID(dataDir string) (string, error) { return loadNodeID(dataDir) }
+
 // loadNodeID returns the node ID stored in dataDir, creating it on first
 // start. The ID is the node's identity across restarts: a node that comes
 // back with the same ID gets its allocations and claims back.

@@ -31,6 +31,15 @@ const (
 	DefaultLogMaxFileSizeMB = 10
 	// DefaultMaxParallel is update.max_parallel when the job sets none.
 	DefaultMaxParallel = 1
+	// DefaultCSIMountDir is where a csi_plugin task sees its plugin
+	// directory (and CSI_ENDPOINT's socket) under an isolating driver.
+	DefaultCSIMountDir = "/csi"
+	// DefaultCSIStagePublishBaseDir is where a csi_plugin task sees the
+	// staging and publish targets of its volumes.
+	DefaultCSIStagePublishBaseDir = "/local/csi"
+	// DefaultCSIHealthTimeout is how long a csi_plugin task has to become
+	// healthy before it is restarted.
+	DefaultCSIHealthTimeout = 30 * time.Second
 )
 
 // DefaultRestart returns the restart policy of a group that has no restart
@@ -148,6 +157,19 @@ func canonicalizeTask(t *pb.Task) {
 	}
 	if t.Logs.MaxFileSizeBytes == 0 {
 		t.Logs.MaxFileSizeBytes = DefaultLogMaxFileSizeMB << 20
+	}
+	if cp := t.CsiPlugin; cp != nil {
+		if cp.MountDir == "" {
+			cp.MountDir = DefaultCSIMountDir
+		}
+		if cp.StagePublishBaseDir == "" {
+			cp.StagePublishBaseDir = DefaultCSIStagePublishBaseDir
+		}
+		// A zero health_timeout would restart the plugin before its first
+		// probe: it has no meaning of its own, so it is the default.
+		if cp.HealthTimeoutMs == 0 {
+			cp.HealthTimeoutMs = ms(DefaultCSIHealthTimeout)
+		}
 	}
 }
 

@@ -28,7 +28,9 @@
 //
 // Parse and ParseFile decode a file, fill in Nomad's defaults (priority 50,
 // count 1, restart and reschedule policies by job type, 100 MHz and 300 MB,
-// kill_timeout 5s, SIGTERM, 10 log files of 10 MB, update max_parallel 1)
+// kill_timeout 5s, SIGTERM, 10 log files of 10 MB, update max_parallel 1;
+// csi_plugin mount_dir "/csi", stage_publish_base_dir "/local/csi",
+// health_timeout 30s)
 // and validate the result. WithDrivers adds the driver checks: each task's
 // driver must be one of the given task config schemas, and its config block
 // must satisfy that schema (the sdk's ConfigSpec rules). Without it the

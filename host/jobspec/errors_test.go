@@ -335,6 +335,50 @@ web.hcl:26:7: group "api" task "other": volume_mount[0].destination: required: w
 			kind: ErrInvalidJob,
 		},
 		{
+			name: "csi plugin directories",
+			src: `job "web" {
+  group "api" {
+    task "relative" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id                     = "p1"
+        type                   = "node"
+        mount_dir              = "csi"
+        stage_publish_base_dir = "/local/csi/../x/"
+        health_timeout         = "0s"
+      }
+    }
+    task "overlap" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id                     = "p2"
+        type                   = "controller"
+        mount_dir              = "/csi"
+        stage_publish_base_dir = "/csi/staging"
+      }
+    }
+    task "root" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id        = "p3"
+        type      = "monolith"
+        mount_dir = "/"
+      }
+    }
+  }
+}
+`,
+			want: `web.hcl:9:9: group "api" task "relative": csi_plugin.mount_dir: must be an absolute path in the task, got "csi"
+web.hcl:10:9: group "api" task "relative": csi_plugin.stage_publish_base_dir: must be a clean path (no ., .., // or trailing /): "/local/csi/../x/" is "/local/x"
+web.hcl:11:9: group "api" task "relative": csi_plugin.health_timeout: must be positive, got 0s
+web.hcl:21:9: group "api" task "overlap": csi_plugin.stage_publish_base_dir: "/csi/staging" and mount_dir "/csi" overlap: the task gets each as a mount of its own
+web.hcl:30:9: group "api" task "root": csi_plugin.mount_dir: must not be "/": a mount there would hide the task's whole filesystem`,
+			kind: ErrInvalidJob,
+		},
+		{
 			name: "system jobs",
 			src: `job "sys" {
   type = "system"

@@ -290,7 +290,8 @@ func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 
 func (d *decoder) csiPlugin(b *hcl.Block, p path) *pb.CSIPluginConfig {
 	c := d.content(b.Body, p, schema{attrs: []string{"id", "type", "mount_dir", "stage_publish_base_dir", "health_timeout"}})
-	cp := &pb.CSIPluginConfig{}
+	cp := &pb.CSIPluginConfig{MountDir: DefaultCSIMountDir, StagePublishBaseDir: DefaultCSIStagePublishBaseDir,
+		HealthTimeoutMs: ms(DefaultCSIHealthTimeout)}
 	for key, dst := range map[string]*string{"id": &cp.Id, "type": &cp.Type, "mount_dir": &cp.MountDir, "stage_publish_base_dir": &cp.StagePublishBaseDir} {
 		if a := c.Attributes[key]; a != nil {
 			if s, ok := d.str(a, p.f(key)); ok {

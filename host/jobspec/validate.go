@@ -3,6 +3,7 @@ package jobspec
 import (
 	"berth.dev/berth/internal/versions"
 	"fmt"
+	pathpkg "path"
 	"regexp"
 	"slices"
 	"strings"
@@ -341,7 +342,18 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		default:
 			v.add(pp.f("type"), `must be "controller", "node" or "monolith", got %q`, cp.GetType())
 		}
-		v.nonNegativeMs(pp.f("health_timeout"), cp.GetHealthTimeoutMs())
+		if n := cp.GetHealthTimeoutMs(); n <= 0 {
+			v.add(pp.f("health_timeout"), "must be positive, got %s", fmtMs(n))
+		}
+		mountOK := v.taskDir(pp.f("mount_dir"), cp.GetMountDir())
+		stageOK := v.taskDir(pp.f("stage_publish_base_dir"), cp.GetStagePublishBaseDir())
+		if mountOK && stageOK {
+			if m, s := cp.GetMountDir(), cp.GetStagePublishBaseDir(); m == s || within(m, s) || within(s, m) {
+				// Two mounts, one inside the other, would hide one or
+				// propagate the plugin's volume mounts into its socket dir.
+				v.add(pp.f("stage_publish_base_dir"), "%q and mount_dir %q overlap: the task gets each as a mount of its own", s, m)
+			}
+		}
 	}
 	if l := t.GetLogs(); l == nil {
 		v.add(p.f("logs"), "missing (Canonicalize fills in the default)")
@@ -354,6 +366,28 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		}
 	}
 }
+
+// taskDir checks a directory as a task sees it (csi_plugin mount_dir,
+// stage_publish_base_dir): absolute and clean, since a driver mounts it
+// there, and not the task's root.
+func (v *validator) taskDir(p path, dir string) bool {
+	switch {
+	case dir == "":
+		v.add(p, "required: an absolute path in the task")
+	case !pathpkg.IsAbs(dir):
+		v.add(p, "must be an absolute path in the task, got %q", dir)
+	case pathpkg.Clean(dir) != dir:
+		v.add(p, "must be a clean path (no ., .., // or trailing /): %q is %q", dir, pathpkg.Clean(dir))
+	case dir == "/":
+		v.add(p, `must not be "/": a mount there would hide the task's whole filesystem`)
+	default:
+		return true
+	}
+	return false
+}
+
+// within reports whether dir is strictly inside base (both clean).
+func within(dir, base string) bool { return strings.HasPrefix(dir, base+"/") }
 
 func volumesHint(name string, g *pb.TaskGroup) string {
 	names := sortedKeys(g.GetVolumes())

@@ -253,3 +253,37 @@ func TestValidateDrivers(t *testing.T) {
 		})
 	}
 }
+
+// A csi_plugin block that leaves out its directories and health timeout
+// gets Nomad's defaults, from a file and through the API alike.
+func TestCSIPluginDefaults(t *testing.T) {
+	want := &pb.CSIPluginConfig{Id: "hostpath", Type: "monolith", MountDir: "/csi",
+		StagePublishBaseDir: "/local/csi", HealthTimeoutMs: 30_000}
+	parsed := mustParse(t, "p.hcl", `job "p" {
+  group "g" {
+    task "plugin" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id   = "hostpath"
+        type = "monolith"
+      }
+    }
+  }
+}
+`)
+	requireEqual(t, "parsed csi_plugin", parsed.GetGroups()[0].GetTasks()[0].GetCsiPlugin(), want)
+
+	api := minimalAPIJob()
+	api.Groups[0].Tasks[0].CsiPlugin = &pb.CSIPluginConfig{Id: "hostpath", Type: "monolith"}
+	Canonicalize(api)
+	requireEqual(t, "canonicalized csi_plugin", api.GetGroups()[0].GetTasks()[0].GetCsiPlugin(), want)
+	if err := ValidateJob(api); err != nil {
+		t.Fatalf("canonicalized plugin job: %v", err)
+	}
+	// What a job sets is kept.
+	set := &pb.CSIPluginConfig{Id: "x", Type: "node", MountDir: "/plugin", StagePublishBaseDir: "/mnt", HealthTimeoutMs: 5}
+	api.Groups[0].Tasks[0].CsiPlugin = proto.Clone(set).(*pb.CSIPluginConfig)
+	Canonicalize(api)
+	requireEqual(t, "csi_plugin with every field set", api.GetGroups()[0].GetTasks()[0].GetCsiPlugin(), set)
+}

@@ -424,8 +424,15 @@ type CSIPluginRegistration struct {
 	// one plugin on a node (an update), the newer alloc serves while both are
 	// healthy; a task restart of the older one does not make it newer.
 	AllocCreateIndex uint64 `protobuf:"varint,10,opt,name=alloc_create_index,json=allocCreateIndex,proto3" json:"alloc_create_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// stage_publish_dir is where the plugin sees the node's staging and
+	// publish base for it (<data_dir>/csi/volumes/<plugin_id>/ on the host):
+	// its csi_plugin stage_publish_base_dir under an isolating driver, which
+	// mounts the host directory there, the host path itself under an
+	// unisolated one. Staging and publish targets given to the plugin are
+	// under it.
+	StagePublishDir string `protobuf:"bytes,11,opt,name=stage_publish_dir,json=stagePublishDir,proto3" json:"stage_publish_dir,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CSIPluginRegistration) Reset() {
@@ -526,6 +533,13 @@ func (x *CSIPluginRegistration) GetAllocCreateIndex() uint64 {
 		return x.AllocCreateIndex
 	}
 	return 0
+}
+
+func (x *CSIPluginRegistration) GetStagePublishDir() string {
+	if x != nil {
+		return x.StagePublishDir
+	}
+	return ""
 }
 
 // StorageAdapterRecord is what a client keeps about a storage adapter (a CSI
@@ -664,7 +678,7 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06driver\x18\x05 \x01(\tR\x06driver\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\"\xfb\x02\n" +
+	"updated_at\x18\x06 \x01(\x03R\tupdatedAt\"\xa7\x03\n" +
 	"\x15CSIPluginRegistration\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x19\n" +
@@ -676,7 +690,8 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\ahealthy\x18\b \x01(\bR\ahealthy\x12-\n" +
 	"\x12health_description\x18\t \x01(\tR\x11healthDescription\x12,\n" +
 	"\x12alloc_create_index\x18\n" +
-	" \x01(\x04R\x10allocCreateIndex\"\xf3\x01\n" +
+	" \x01(\x04R\x10allocCreateIndex\x12*\n" +
+	"\x11stage_publish_dir\x18\v \x01(\tR\x0fstagePublishDir\"\xf3\x01\n" +
 	"\x14StorageAdapterRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +

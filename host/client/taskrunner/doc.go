@@ -70,7 +70,23 @@
 //
 // Teardown failures (stop, exited, destroy) are "Hook Failed" events and
 // log lines; the other hooks still run. A hook records task events with
-// TaskInfo.Events. Hooks must not call back into the runner.
+// TaskInfo.Events. Hooks must not call back into the runner, except through
+// what TaskInfo hands them, which never blocks:
+//
+//   - TaskInfo.Lifecycle.Restart(taskID, reason, failure) restarts the
+//     running attempt taskID from any goroutine (a supervisor the hook
+//     started, say the csi_plugin supervisor whose plugin never became
+//     healthy). With failure it counts against the restart policy exactly
+//     as a crash: "Restart Signaled" (details reason, failure), then the
+//     policy's "Restarting" after its delay or "Not Restarting". Without
+//     failure it is an uncounted restart at once, as Restart. A request
+//     for an attempt that has ended is refused (ErrTaskNotRunning) or, if
+//     it raced the exit, dropped: it never restarts the next attempt.
+//   - TaskInfo.Driver.HonoursMounts tells whether the task's driver gives
+//     it the TaskConfig's mounts (an isolating driver; the Driver's
+//     optional MountsHonourer, which taskdrivers.Driver implements) or runs
+//     it on the host's filesystem, so a hook picks task paths and mounts or
+//     host paths.
 //
 // # Client restarts
 //

@@ -41,6 +41,38 @@ type TaskInfo struct {
 	Dir   allocdir.TaskDir
 	// Events records task events.
 	Events Emitter
+	// Lifecycle lets a hook restart its task (the runner sets it).
+	Lifecycle Lifecycle
+	// Driver tells a hook what the task's driver does with a TaskConfig
+	// (the runner sets it).
+	Driver MountsHonourer
+}
+
+// Lifecycle is what a hook may ask of its task runner. Its methods never
+// block and may be called from any goroutine, during a hook call or later
+// (from a supervisor a hook started): they only signal the runner.
+type Lifecycle interface {
+	// Restart stops the running attempt taskID (stop hooks, kill_signal,
+	// kill_timeout) and starts the task again. With failure the restart
+	// counts against the group's restart policy as a crash does: its
+	// delay, attempts per interval and mode apply, and past them the task
+	// fails for good ("Not Restarting"). Without failure the task starts
+	// again at once, uncounted, like `alloc restart`. A "Restart Signaled"
+	// event carries reason. Restart fails with ErrTaskNotRunning when
+	// taskID is not the running attempt (it exited meanwhile), so a late
+	// request never restarts the next attempt, and with ErrTaskDead once
+	// the task will not run again. While a restart is pending for the
+	// attempt, another one is not queued.
+	Restart(taskID, reason string, failure bool) error
+}
+
+// MountsHonourer reports whether a driver gives a task the mounts of its
+// TaskConfig: an isolating driver (exec) does, and its task sees only
+// what is mounted; an unisolated one (raw_exec) refuses mounts, and its
+// task sees host paths. taskdrivers.Driver implements it; as a Driver's
+// optional interface, a driver without it is taken as unisolated.
+type MountsHonourer interface {
+	HonoursMounts(ctx context.Context) (bool, error)
 }
 
 // PrestartRequest is given to PrestartHook.Prestart.

@@ -101,7 +101,7 @@ type TaskRunner struct {
 	cancel context.CancelFunc
 	killCh chan struct{}
 	// restartCh carries requested restarts (capacity 1).
-	restartCh chan string
+	restartCh chan restartRequest
 	done      chan struct{}
 	restarts  *restartTracker
 
@@ -137,7 +137,7 @@ func New(cfg Config) *TaskRunner {
 		ctx:       ctx,
 		cancel:    cancel,
 		killCh:    make(chan struct{}),
-		restartCh: make(chan string, 1),
+		restartCh: make(chan restartRequest, 1),
 		done:      make(chan struct{}),
 		restarts:  newRestartTracker(cfg.Restart, cfg.JobType),
 		info:      cfg.Info,
@@ -147,7 +147,36 @@ func New(cfg Config) *TaskRunner {
 		tr.state = proto.Clone(r.State).(*pb.TaskState)
 	}
 	tr.info.Events = tr
+	tr.info.Lifecycle = lifecycle{tr}
+	tr.info.Driver = driverMounts{tr}
 	return tr
+}
+
+// restartRequest is a restart asked for while attempt taskID runs.
+type restartRequest struct {
+	taskID, reason string
+	// failure: the restart counts against the restart policy.
+	failure bool
+}
+
+// lifecycle is the Lifecycle the runner gives its hooks.
+type lifecycle struct{ tr *TaskRunner }
+
+func (l lifecycle) Restart(taskID, reason string, failure bool) error {
+	return l.tr.requestRestart(restartRequest{taskID: taskID, reason: reason, failure: failure})
+}
+
+// driverMounts is the MountsHonourer the runner gives its hooks.
+type driverMounts struct{ tr *TaskRunner }
+
+// HonoursMounts asks the driver. A task whose driver is unknown is given
+// false: its start fails with a "Driver Failure" right after the prestart
+// hooks, which is the error the operator must see.
+func (d driverMounts) HonoursMounts(ctx context.Context) (bool, error) {
+	if m, ok := d.tr.cfg.Driver.(MountsHonourer); ok {
+		return m.HonoursMounts(ctx)
+	}
+	return false, nil
 }
 
 // Name is the task's name.
@@ -251,18 +280,37 @@ func (tr *TaskRunner) MarkFailed(ev *pb.TaskEvent) {
 // Restart stops the running attempt and starts the task again at once,
 // without counting against its restart policy.
 func (tr *TaskRunner) Restart(reason string) error {
+	return tr.requestRestart(restartRequest{reason: reason})
+}
+
+// requestRestart queues a restart of the running attempt (req.taskID, or
+// whichever runs when it is empty).
+func (tr *TaskRunner) requestRestart(req restartRequest) error {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if tr.killed || tr.state.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
 		return fmt.Errorf("restart task %q: %w", tr.Name(), ErrTaskDead)
 	}
-	if !tr.running {
-		return fmt.Errorf("restart task %q: %w", tr.Name(), ErrTaskNotRunning)
+	if !tr.running || (req.taskID != "" && req.taskID != tr.taskID) {
+		return fmt.Errorf("restart task %q attempt %q (running: %q): %w", tr.Name(), req.taskID, tr.taskID, ErrTaskNotRunning)
+	}
+	req.taskID = tr.taskID
+	// Senders hold mu, so the channel only empties meanwhile: a request
+	// left for an attempt that has ended is replaced, one for this
+	// attempt stands (a restart is already asked for).
+	select {
+	case tr.restartCh <- req:
+		return nil
+	default:
 	}
 	select {
-	case tr.restartCh <- reason:
-	default: // a restart is already asked for
+	case old := <-tr.restartCh:
+		if old.taskID == req.taskID {
+			req = old
+		}
+	default:
 	}
+	tr.restartCh <- req
 	return nil
 }
 
@@ -302,9 +350,9 @@ func (tr *TaskRunner) Run() {
 			return
 		}
 		var res *driverpb.ExitResult
-		var restartReason string
+		var req *restartRequest
 		if err == nil {
-			res, restartReason = tr.wait(id)
+			res, req = tr.wait(id)
 			if res == nil { // shut down
 				return
 			}
@@ -313,17 +361,11 @@ func (tr *TaskRunner) Run() {
 			tr.finishKilled()
 			return
 		}
-		if restartReason != "" {
-			tr.update(func(st *pb.TaskState) {
-				st.Restarts++
-				st.LastRestartAt = tr.cfg.Now().UnixNano()
-				st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
-				appendEvent(st, tr.event("Restarting", "Task restarting: "+restartReason,
-					map[string]string{"restart_in_ms": "0", "reason": restartReason}))
-			})
+		if req != nil && !req.failure {
+			tr.restartNow(req.reason)
 			continue
 		}
-		if err == nil && tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "" {
+		if err == nil && req == nil && tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "" {
 			tr.update(func(st *pb.TaskState) {
 				st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
 				st.FinishedAt = tr.cfg.Now().UnixNano()
@@ -351,6 +393,18 @@ func (tr *TaskRunner) finishKilled() {
 		if st.FinishedAt == 0 {
 			st.FinishedAt = tr.cfg.Now().UnixNano()
 		}
+	})
+}
+
+// restartNow records an uncounted restart (asked for, not a failure): the
+// task starts again at once.
+func (tr *TaskRunner) restartNow(reason string) {
+	tr.update(func(st *pb.TaskState) {
+		st.Restarts++
+		st.LastRestartAt = tr.cfg.Now().UnixNano()
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+		appendEvent(st, tr.event("Restarting", "Task restarting: "+reason,
+			map[string]string{"restart_in_ms": "0", "reason": reason}))
 	})
 }
 
@@ -616,23 +670,17 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 		tr.logger.Error("prestart hooks of a recovered task failed; the task keeps running", "error", err)
 	}
 	tr.poststart(info, id, true)
-	res, restartReason := tr.wait(id)
+	res, req := tr.wait(id)
 	switch {
 	case res == nil:
 		return true
 	case tr.killedNow():
 		tr.finishKilled()
 		return true
-	case restartReason != "":
-		tr.update(func(st *pb.TaskState) {
-			st.Restarts++
-			st.LastRestartAt = tr.cfg.Now().UnixNano()
-			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
-			appendEvent(st, tr.event("Restarting", "Task restarting: "+restartReason,
-				map[string]string{"restart_in_ms": "0", "reason": restartReason}))
-		})
+	case req != nil && !req.failure:
+		tr.restartNow(req.reason)
 		return false
-	case tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "":
+	case req == nil && tr.cfg.Ephemeral && res.GetExitCode() == 0 && res.GetErr() == "":
 		tr.update(func(st *pb.TaskState) {
 			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
 			st.FinishedAt = tr.cfg.Now().UnixNano()

@@ -22,41 +22,60 @@ type waitResult struct {
 
 // wait supervises the running attempt id until it exits, stopping it when
 // the runner is killed or a restart is asked for. It returns how the
-// attempt ended and, for a requested restart, why; a nil result means the
-// runner was shut down (the attempt keeps running).
-func (tr *TaskRunner) wait(id string) (*driverpb.ExitResult, string) {
+// attempt ended and, for a requested restart, the request; a nil result
+// means the runner was shut down (the attempt keeps running).
+func (tr *TaskRunner) wait(id string) (*driverpb.ExitResult, *restartRequest) {
 	resCh := make(chan waitResult, 1)
 	go func() {
 		res, err := tr.cfg.Driver.WaitTask(tr.ctx, id)
 		resCh <- waitResult{res, err}
 	}()
 	var r waitResult
-	var restartReason string
-	select {
-	case r = <-resCh:
-	case <-tr.killCh:
-		tr.mu.Lock()
-		reason := tr.killReason
-		tr.mu.Unlock()
-		tr.stop(id, reason)
+	var req *restartRequest
+	// stopped waits for the exit of an attempt being stopped.
+	stopped := func() bool {
 		select {
 		case r = <-resCh:
+			return true
 		case <-tr.ctx.Done():
-			return nil, ""
+			return false
 		}
-	case restartReason = <-tr.restartCh:
-		tr.EmitEvent(tr.event("Restart Signaled", restartReason, nil))
-		tr.stop(id, restartReason)
+	}
+wait:
+	for {
 		select {
 		case r = <-resCh:
+			break wait
+		case <-tr.killCh:
+			tr.mu.Lock()
+			reason := tr.killReason
+			tr.mu.Unlock()
+			tr.stop(id, reason)
+			if !stopped() {
+				return nil, nil
+			}
+			break wait
+		case rq := <-tr.restartCh:
+			if rq.taskID != id {
+				continue // asked for an attempt that has ended
+			}
+			req = &rq
+			details := map[string]string{"reason": rq.reason}
+			if rq.failure {
+				details["failure"] = "true"
+			}
+			tr.EmitEvent(tr.event("Restart Signaled", rq.reason, details))
+			tr.stop(id, rq.reason)
+			if !stopped() {
+				return nil, nil
+			}
+			break wait
 		case <-tr.ctx.Done():
-			return nil, ""
+			return nil, nil
 		}
-	case <-tr.ctx.Done():
-		return nil, ""
 	}
 	if r.err != nil && tr.ctx.Err() != nil {
-		return nil, ""
+		return nil, nil
 	}
 	res := r.res
 	if r.err != nil {
@@ -94,7 +113,7 @@ func (tr *TaskRunner) wait(id string) (*driverpb.ExitResult, string) {
 		}
 	})
 	tr.destroyAttempt(id)
-	return res, restartReason
+	return res, req
 }
 
 func finishedAt(res *driverpb.ExitResult, now time.Time) int64 {

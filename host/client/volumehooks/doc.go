@@ -1,0 +1,93 @@
+// Package volumehooks holds the client's CSI hooks for the alloc and task
+// runners. It has, so far, the csi_plugin supervisor: the task hook that
+// turns a task with a csi_plugin block into a plugin in the node's dynamic
+// registry (csi/registry), from which the plugin manager fingerprints it
+// and tells the servers.
+//
+// The client adds it to every alloc runner:
+//
+//	hooks.Task = append(hooks.Task, volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
+//		DataDir: dataDir, Registry: reg, Logger: logger,
+//	}))
+//
+// # Layout on the host
+//
+//	<data_dir>/csi/plugins/<alloc>/csi.sock   the plugin's socket (PluginDir, PluginSocket)
+//	<data_dir>/csi/volumes/<plugin>/          the plugin's staging and publish base (StagePublishDir)
+//
+// The staging/publish base is keyed by plugin ID, not alloc, so a newer
+// alloc of a plugin (an update) finds what the older one staged, and the
+// volume hook finds it from the plugin ID alone. Targets given to the
+// plugin in NodeStage/NodePublish calls must lie under it, as the plugin
+// sees it: the registry entry's stage_publish_dir.
+//
+// # Prestart
+//
+// The hook creates both directories and, unless the task was recovered
+// after a client restart, removes a socket the previous attempt left. It
+// asks the task's driver whether it honours mounts
+// (taskrunner.TaskInfo.Driver):
+//
+//   - An isolating driver (exec) gets two mounts, both with bidirectional
+//     propagation: the plugin dir at csi_plugin.mount_dir and the staging
+//     base at stage_publish_base_dir (the plugin mounts volumes under it,
+//     and the host must see them). CSI_ENDPOINT is
+//     unix://<mount_dir>/csi.sock; ${csi.mount_dir} and
+//     ${csi.stage_publish_base_dir} are the task paths.
+//   - An unisolated driver (raw_exec) gets host paths: CSI_ENDPOINT is the
+//     host socket, and ${csi.mount_dir} and ${csi.stage_publish_base_dir}
+//     are the host directories.
+//
+// ${CSI_ENDPOINT} and ${csi.*} work in the task's config (args included)
+// either way, as every env var and hook variable does (package taskenv).
+// A socket path longer than a unix socket address holds (MaxSocketPath,
+// 107 bytes) — on the host, from a long data_dir, or in an isolated task,
+// from a long mount_dir — fails the prestart with ErrSocketPathTooLong
+// naming the path: the plugin could not listen there, and the registry's
+// endpoint could not be dialled. There is no workaround to take, since the
+// plugin itself binds the path; a shorter data_dir fixes it.
+//
+// # Supervision
+//
+// After every start (and after a recovery) a supervisor goroutine probes
+// the plugin at the start cadence until Probe says ready. While the socket
+// does not exist it is looked for (a stat, not a dial) every
+// StartProbeInterval (25ms), so a plugin is probed as soon as it listens;
+// a plugin that answers not ready, or fails the call, is probed after
+// StartProbeInterval, doubling up to MaxStartProbeInterval (1s). A failed
+// call drops the connection, so a plugin that comes back is seen at the
+// next probe rather than after gRPC's reconnect backoff. It then calls GetPluginInfo and registers the plugin,
+// healthy, with its type, ID, alloc, the alloc's create index, the host
+// endpoint, provider name and version and stage_publish_dir: a "Plugin
+// became healthy" event. Every call has a deadline (CallTimeout, and never
+// past the health deadline), and stopping the supervisor cancels the call
+// in flight, so a plugin that hangs neither hangs a hook nor delays a
+// restart.
+//
+// A plugin not healthy within csi_plugin.health_timeout gets a "Plugin
+// health timeout" event (with the last reason) and its attempt is
+// restarted through TaskInfo.Lifecycle as a failure: the group's restart
+// policy counts it like a crash (delay, attempts per interval, mode), and
+// past its attempts the task fails.
+//
+// Once registered, the plugin is probed every HealthInterval (30s). Each
+// change healthy ↔ unhealthy is one task event ("Plugin became
+// unhealthy" with the reason, "Plugin became healthy") and a
+// registry.SetHealth; a registry write that fails is tried again at the
+// next probe.
+//
+// # Teardown
+//
+// Stop (before the task is stopped, for good or to restart), Exited
+// (after every exit) and Destroy stop the supervisor, wait for it, and
+// deregister the alloc's entries of the plugin, so the plugin manager and
+// the servers see the plugin gone rather than unhealthy forever.
+// Deregistering twice is harmless. A client restart runs no teardown: the
+// registry keeps the entries (restored with NeedsProbe), and the recovered
+// task's supervisor probes the plugin and registers it again.
+//
+// The package lives under host/client, not at the module root as the
+// design's layout has it, because a task hook implements
+// host/client/taskrunner's interfaces, and packages outside host/ may not
+// import host/ (the import rules of make check).
+package volumehooks

@@ -1,0 +1,278 @@
+package volumehooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Task event types of the supervisor, in the words of alloc.proto's
+// TaskEvent.
+const (
+	EventPluginHealthy   = "Plugin became healthy"
+	EventPluginUnhealthy = "Plugin became unhealthy"
+	// EventPluginHealthTimeout: the plugin was not healthy within its
+	// health_timeout; the task is restarted per its restart policy.
+	EventPluginHealthTimeout = "Plugin health timeout"
+)
+
+var (
+	// errNotReady is a Probe that answered "not ready".
+	errNotReady = errors.New("the plugin answers Probe with ready = false")
+	// errNoSocket is a plugin that has not created its socket yet.
+	errNoSocket = errors.New("no socket")
+)
+
+// supervisor watches one attempt of a plugin task: it probes the plugin
+// until it is ready, registers it, then follows its health until stopped.
+type supervisor struct {
+	cfg       SupervisorConfig
+	logger    hclog.Logger
+	info      taskrunner.TaskInfo
+	taskID    string
+	recovered bool
+	p         *prepared
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// client is the connection to the plugin, nil until dialled and after
+	// a failed call (a fresh dial does not wait out gRPC's reconnect
+	// backoff, so a restarted plugin is seen at the next probe).
+	client *csi.Client
+}
+
+func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info taskrunner.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &supervisor{cfg: cfg, logger: logger, info: info, taskID: taskID, recovered: recovered, p: p,
+		ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (s *supervisor) pluginID() string { return s.p.plugin.GetId() }
+
+func (s *supervisor) run() {
+	defer close(s.done)
+	defer s.dropClient()
+	if !s.start() {
+		return
+	}
+	s.watch()
+}
+
+// start probes the plugin at the start cadence until it is ready and
+// registered, and reports whether it is. Past the health timeout it asks
+// for a restart of the attempt (counted by the restart policy) instead.
+func (s *supervisor) start() bool {
+	deadline := time.Now().Add(s.p.healthTimeout)
+	interval := s.cfg.StartProbeInterval
+	// last is why the plugin is not healthy, for the timeout's event.
+	var last error
+	for {
+		// A check never runs past the health deadline, so a plugin that
+		// hangs on Probe is restarted on time.
+		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		info, err := s.check(ctx)
+		if err == nil && s.ctx.Err() == nil { // a stopped supervisor registers nothing
+			err = s.register(info)
+		}
+		cutShort := ctx.Err() != nil
+		cancel()
+		if s.ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			return true
+		}
+		// A call the health deadline cut short says less than the
+		// answer before it ("ready = false", say).
+		if last == nil || !cutShort {
+			last = err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			s.giveUp(last)
+			return false
+		}
+		s.logger.Trace("csi plugin not ready yet", "error", err)
+		// Looking for the socket costs a stat, so it is looked for at the
+		// fast cadence throughout: a plugin is registered as soon as it
+		// listens. Only a plugin that answers (not ready, or an error)
+		// is probed less and less often.
+		wait := s.cfg.StartProbeInterval
+		if !errors.Is(err, errNoSocket) {
+			wait = interval
+			interval = min(interval*2, s.cfg.MaxStartProbeInterval)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// check probes the plugin and, when it is ready, asks for its provider.
+func (s *supervisor) check(ctx context.Context) (csi.PluginInfo, error) {
+	ready, err := s.probe(ctx)
+	switch {
+	case err != nil:
+		return csi.PluginInfo{}, err
+	case !ready:
+		return csi.PluginInfo{}, errNotReady
+	}
+	info, err := s.client.Identity.GetPluginInfo(ctx)
+	if err != nil {
+		s.dropClient()
+		return csi.PluginInfo{}, err
+	}
+	return info, nil
+}
+
+// probe asks the plugin whether it is ready. A socket the plugin has not
+// created yet is not dialled.
+func (s *supervisor) probe(ctx context.Context) (bool, error) {
+	if _, err := os.Stat(s.p.socket); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("%w at %s yet", errNoSocket, s.p.socket)
+		}
+		return false, err
+	}
+	if s.client == nil {
+		c, err := csi.Dial("unix://"+s.p.socket, csi.WithLogger(s.logger),
+			csi.WithTimeouts(csi.Timeouts{csi.CallProbe: s.cfg.CallTimeout, csi.CallGetPluginInfo: s.cfg.CallTimeout}))
+		if err != nil {
+			return false, err
+		}
+		s.client = c
+	}
+	ready, err := s.client.Identity.Probe(ctx)
+	if err != nil {
+		s.dropClient()
+	}
+	return ready, err
+}
+
+func (s *supervisor) dropClient() {
+	if s.client != nil {
+		_ = s.client.Close()
+		s.client = nil
+	}
+}
+
+// register puts the ready plugin in the registry, healthy, and says so.
+func (s *supervisor) register(info csi.PluginInfo) error {
+	plugin := s.p.plugin
+	endpoint := "unix://" + s.p.socket
+	err := s.cfg.Registry.Register(&pb.CSIPluginRegistration{
+		Type: s.p.typ, PluginId: plugin.GetId(), AllocId: s.info.Alloc.GetId(),
+		Endpoint: endpoint, Provider: info.Name, ProviderVersion: info.VendorVersion,
+		Healthy: true, AllocCreateIndex: s.info.Alloc.GetCreateIndex(), StagePublishDir: s.p.stageDir,
+	})
+	if err != nil {
+		s.logger.Error("registering a ready csi plugin", "error", err)
+		return err
+	}
+	msg := fmt.Sprintf("CSI %s plugin %q (%s %s) is ready at %s", plugin.GetType(), plugin.GetId(), info.Name, info.VendorVersion, endpoint)
+	if s.recovered {
+		msg += " (after a client restart)"
+	}
+	s.emit(EventPluginHealthy, msg, map[string]string{
+		"plugin_id": plugin.GetId(), "plugin_type": plugin.GetType(), "provider": info.Name,
+		"version": info.VendorVersion, "endpoint": endpoint,
+	})
+	s.logger.Info("csi plugin registered", "provider", info.Name, "version", info.VendorVersion, "endpoint", endpoint)
+	return nil
+}
+
+// giveUp reports a plugin that was not healthy within its health timeout
+// and restarts its attempt as a failure.
+func (s *supervisor) giveUp(last error) {
+	reason := fmt.Sprintf("CSI plugin %q did not become healthy within %s: %v", s.pluginID(), s.p.healthTimeout, last)
+	s.logger.Warn("csi plugin not healthy in time; restarting its task", "health_timeout", s.p.healthTimeout, "error", last)
+	s.emit(EventPluginHealthTimeout, reason, map[string]string{
+		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()), "reason": last.Error(),
+	})
+	if s.info.Lifecycle == nil {
+		s.logger.Error("cannot restart the plugin task: its runner gave no lifecycle")
+		return
+	}
+	if err := s.info.Lifecycle.Restart(s.taskID, reason, true); err != nil {
+		// The attempt ended meanwhile: its exit is the restart policy's.
+		s.logger.Debug("restart of the unhealthy plugin's task not needed", "error", err)
+	}
+}
+
+// watch probes the registered plugin every HealthInterval until stopped;
+// each change of health is a task event and a registry update.
+func (s *supervisor) watch() {
+	healthy, reported := true, true
+	var reason string
+	t := time.NewTimer(s.cfg.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CallTimeout)
+		ready, err := s.probe(ctx)
+		cancel()
+		if s.ctx.Err() != nil {
+			return // stopping, not a health change
+		}
+		was := healthy
+		healthy = err == nil && ready
+		switch {
+		case err != nil:
+			reason = err.Error()
+		case !ready:
+			reason = errNotReady.Error()
+		default:
+			reason = ""
+		}
+		if healthy != was {
+			s.transition(healthy, reason)
+		}
+		if healthy != reported {
+			// Retried at the next probe when the registry refuses it.
+			if err := s.cfg.Registry.SetHealth(s.info.Alloc.GetId(), s.pluginID(), healthy, reason); err != nil {
+				s.logger.Error("recording the csi plugin's health", "healthy", healthy, "error", err)
+			} else {
+				reported = healthy
+			}
+		}
+		t.Reset(s.cfg.HealthInterval)
+	}
+}
+
+func (s *supervisor) transition(healthy bool, reason string) {
+	details := map[string]string{"plugin_id": s.pluginID(), "plugin_type": s.p.plugin.GetType()}
+	if healthy {
+		s.logger.Info("csi plugin healthy again")
+		s.emit(EventPluginHealthy, fmt.Sprintf("CSI %s plugin %q is healthy again", s.p.plugin.GetType(), s.pluginID()), details)
+		return
+	}
+	details["reason"] = reason
+	s.logger.Warn("csi plugin unhealthy", "reason", reason)
+	s.emit(EventPluginUnhealthy, fmt.Sprintf("CSI %s plugin %q is unhealthy: %s", s.p.plugin.GetType(), s.pluginID(), reason), details)
+}
+
+func (s *supervisor) emit(typ, msg string, details map[string]string) {
+	if s.info.Events == nil {
+		return
+	}
+	s.info.Events.EmitEvent(&pb.TaskEvent{Type: typ, OccurredAt: s.cfg.Now().UnixNano(), Message: msg, Details: details})
+}

@@ -1,0 +1,355 @@
+package volumehooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// Registry is what the supervisor needs of the node's dynamic CSI plugin
+// registry; *registry.Registry (csi/registry) implements it.
+type Registry interface {
+	Register(reg *pb.CSIPluginRegistration) error
+	SetHealth(allocID, pluginID string, healthy bool, description string) error
+	Deregister(allocID, pluginID string) error
+}
+
+// Defaults of SupervisorConfig.
+const (
+	DefaultHealthInterval        = 30 * time.Second
+	DefaultStartProbeInterval    = 25 * time.Millisecond
+	DefaultMaxStartProbeInterval = time.Second
+	DefaultCallTimeout           = 5 * time.Second
+	// DefaultHealthTimeout is the health_timeout of a csi_plugin block
+	// that has none (jobspec fills it in; a job from an older server may
+	// lack it).
+	DefaultHealthTimeout = 30 * time.Second
+)
+
+// CSI_ENDPOINT and the interpolation variables the supervisor gives a
+// plugin task.
+const (
+	EnvEndpoint            = "CSI_ENDPOINT"
+	VarMountDir            = "csi.mount_dir"
+	VarStagePublishBaseDir = "csi.stage_publish_base_dir"
+)
+
+// SupervisorConfig configures the csi_plugin supervisor hooks of a client.
+type SupervisorConfig struct {
+	// DataDir is the client's data dir (required): plugin sockets go under
+	// <DataDir>/csi/plugins/<alloc>/, staging and publish targets under
+	// <DataDir>/csi/volumes/<plugin>/.
+	DataDir string
+	// Registry is the node's dynamic plugin registry (required).
+	Registry Registry
+	Logger   hclog.Logger
+	// HealthInterval is the period of the health probe once a plugin has
+	// become healthy (default 30s).
+	HealthInterval time.Duration
+	// StartProbeInterval is the wait after the first failed probe of a
+	// starting plugin (default 25ms); it doubles after each failure up to
+	// MaxStartProbeInterval (default 1s).
+	StartProbeInterval, MaxStartProbeInterval time.Duration
+	// CallTimeout bounds each Probe and GetPluginInfo (default 5s).
+	CallTimeout time.Duration
+	// Now stamps task events (default time.Now).
+	Now func() time.Time
+}
+
+func (c SupervisorConfig) withDefaults() SupervisorConfig {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.StartProbeInterval <= 0 {
+		c.StartProbeInterval = DefaultStartProbeInterval
+	}
+	if c.MaxStartProbeInterval < c.StartProbeInterval {
+		c.MaxStartProbeInterval = max(DefaultMaxStartProbeInterval, c.StartProbeInterval)
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// NewCSIPluginSupervisor returns the factory of csi_plugin supervisor
+// hooks, for allocrunner.Hooks.Task: a hook for each task with a
+// csi_plugin block, nil for the others. See the package doc for what the
+// hook does.
+func NewCSIPluginSupervisor(cfg SupervisorConfig) func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook {
+	cfg = cfg.withDefaults()
+	return func(a allocrunner.AllocInfo, t *pb.Task) taskrunner.Hook {
+		if t.GetCsiPlugin() == nil {
+			return nil
+		}
+		return &supervisorHook{cfg: cfg, allocID: a.Alloc.GetId(), logger: cfg.Logger.Named("csi_plugin_supervisor").With(
+			"alloc_id", a.Alloc.GetId(), "task", t.GetName(), "plugin_id", t.GetCsiPlugin().GetId())}
+	}
+}
+
+// supervisorHook is the csi_plugin supervisor of one task.
+type supervisorHook struct {
+	cfg     SupervisorConfig
+	logger  hclog.Logger
+	allocID string
+
+	mu sync.Mutex
+	// prep is what the last prestart decided, for the next poststart.
+	prep *prepared
+	// sup is the running supervisor, nil when none runs; pluginID is
+	// what it may have registered, for the teardown.
+	sup      *supervisor
+	pluginID string
+}
+
+var (
+	_ taskrunner.PrestartHook  = (*supervisorHook)(nil)
+	_ taskrunner.PoststartHook = (*supervisorHook)(nil)
+	_ taskrunner.StopHook      = (*supervisorHook)(nil)
+	_ taskrunner.ExitedHook    = (*supervisorHook)(nil)
+	_ taskrunner.DestroyHook   = (*supervisorHook)(nil)
+)
+
+// prepared is a plugin task's layout, as its prestart built it.
+type prepared struct {
+	plugin *pb.CSIPluginConfig
+	typ    pb.CSIPluginType
+	// socket is the host path of the plugin's socket.
+	socket string
+	// stageDir is the staging/publish base as the plugin sees it.
+	stageDir      string
+	healthTimeout time.Duration
+}
+
+func (h *supervisorHook) Name() string { return "csi_plugin_supervisor" }
+
+// pluginType turns a csi_plugin block's type into the registry's.
+func pluginType(s string) (pb.CSIPluginType, bool) {
+	switch s {
+	case "controller":
+		return pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, true
+	case "node":
+		return pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, true
+	case "monolith":
+		return pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH, true
+	}
+	return pb.CSIPluginType_CSI_PLUGIN_TYPE_UNSPECIFIED, false
+}
+
+// checkBlock refuses what the job validation refuses, for a job that
+// reached the client without it (an older server).
+func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
+	typ, ok := pluginType(pc.GetType())
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: task %q: csi_plugin %s", ErrInvalidPluginBlock, task, fmt.Sprintf(format, args...))
+	}
+	switch id := pc.GetId(); {
+	case id == "":
+		return typ, bad("has no id")
+	case strings.ContainsAny(id, "/\\\x00") || id == "." || id == "..":
+		// The ID names a directory under the data dir.
+		return typ, bad("id %q: not a name", id)
+	case !ok:
+		return typ, bad("type %q: want controller, node or monolith", pc.GetType())
+	}
+	for key, dir := range map[string]string{"mount_dir": pc.GetMountDir(), "stage_publish_base_dir": pc.GetStagePublishBaseDir()} {
+		if !path.IsAbs(dir) || path.Clean(dir) != dir || dir == "/" {
+			return typ, bad("%s %q: want an absolute, clean path other than /", key, dir)
+		}
+	}
+	return typ, nil
+}
+
+// Prestart lays out the plugin's directories and tells the task where its
+// socket and staging base are: mounts and task paths for an isolating
+// driver, host paths for an unisolated one.
+func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
+	if !filepath.IsAbs(h.cfg.DataDir) || h.cfg.Registry == nil {
+		return fmt.Errorf("%w: data dir %q (must be absolute), registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
+	}
+	plugin := req.Task.GetCsiPlugin()
+	typ, err := checkBlock(req.Task.GetName(), plugin)
+	if err != nil {
+		return err
+	}
+	allocID := req.Alloc.GetId()
+	pluginDir := PluginDir(h.cfg.DataDir, allocID)
+	socket := PluginSocket(h.cfg.DataDir, allocID)
+	hostStage := StagePublishDir(h.cfg.DataDir, plugin.GetId())
+	if err := checkSocketPath("the host", socket); err != nil {
+		return fmt.Errorf("csi plugin %q of task %q: %w (the client's data_dir is %d bytes)", plugin.GetId(), req.Task.GetName(), err, len(h.cfg.DataDir))
+	}
+	isolated := false
+	if req.Driver != nil {
+		if isolated, err = req.Driver.HonoursMounts(ctx); err != nil {
+			return fmt.Errorf("csi plugin %q of task %q: asking driver %q whether it honours mounts: %w",
+				plugin.GetId(), req.Task.GetName(), req.Task.GetDriver(), err)
+		}
+	}
+	taskSocket := path.Join(plugin.GetMountDir(), SocketName)
+	if isolated {
+		if err := checkSocketPath("the task's", taskSocket); err != nil {
+			return fmt.Errorf("csi plugin %q of task %q: %w (shorten csi_plugin.mount_dir)", plugin.GetId(), req.Task.GetName(), err)
+		}
+	}
+	for _, dir := range []string{pluginDir, hostStage} {
+		// 0755: a plugin's own tools and a task running as another user
+		// must reach the socket and the targets under these dirs.
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("csi plugin %q of task %q: %w", plugin.GetId(), req.Task.GetName(), err)
+		}
+	}
+	if !req.Recovered {
+		// A socket left by the previous attempt would answer nothing and
+		// make some plugins fail to listen (address in use). A recovered
+		// task's socket is its live one.
+		if err := os.Remove(socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("csi plugin %q of task %q: removing the previous socket: %w", plugin.GetId(), req.Task.GetName(), err)
+		}
+	}
+	p := &prepared{plugin: plugin, typ: typ, socket: socket, stageDir: hostStage,
+		healthTimeout: time.Duration(plugin.GetHealthTimeoutMs()) * time.Millisecond}
+	if p.healthTimeout <= 0 {
+		p.healthTimeout = DefaultHealthTimeout
+	}
+	if isolated {
+		p.stageDir = plugin.GetStagePublishBaseDir()
+		resp.Mounts = []*driverpb.Mount{
+			{HostPath: pluginDir, TaskPath: plugin.GetMountDir(), Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL},
+			// Bidirectional too: the plugin mounts volumes under it, and
+			// the host must see them to bind them into consumer tasks.
+			{HostPath: hostStage, TaskPath: plugin.GetStagePublishBaseDir(), Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL},
+		}
+		resp.Env = map[string]string{EnvEndpoint: "unix://" + taskSocket}
+		resp.Vars = map[string]string{VarMountDir: plugin.GetMountDir(), VarStagePublishBaseDir: plugin.GetStagePublishBaseDir()}
+	} else {
+		resp.Env = map[string]string{EnvEndpoint: "unix://" + socket}
+		resp.Vars = map[string]string{VarMountDir: pluginDir, VarStagePublishBaseDir: hostStage}
+	}
+	h.mu.Lock()
+	h.prep = p
+	h.mu.Unlock()
+	return nil
+}
+
+// Poststart starts the supervisor of the attempt that started (or was
+// recovered after a client restart).
+func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.PoststartRequest) error {
+	h.mu.Lock()
+	p := h.prep
+	h.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("csi plugin of task %q: poststart without a prestart", req.Task.GetName())
+	}
+	if err := h.stopSupervisor(ctx); err != nil {
+		return err
+	}
+	s := newSupervisor(h.cfg, h.logger.With("task_id", req.TaskID), req.TaskInfo, req.TaskID, req.Recovered, p)
+	h.mu.Lock()
+	h.sup, h.pluginID = s, p.plugin.GetId()
+	h.mu.Unlock()
+	go s.run()
+	return nil
+}
+
+// Stop deregisters the plugin before its task is stopped (for good or to
+// restart): volumes must not be sent to a plugin on its way out.
+func (h *supervisorHook) Stop(ctx context.Context, _ *taskrunner.StopRequest) error {
+	return h.teardown(ctx)
+}
+
+// Exited deregisters the plugin after its task exited, whether or not it
+// is restarted.
+func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest) error {
+	err := h.teardown(ctx)
+	// Nothing serves the socket any more: a socket on the host means a
+	// plugin is there. (The next attempt's prestart would remove it too.)
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
+	return err
+}
+
+// Destroy deregisters whatever is left when the alloc is destroyed.
+func (h *supervisorHook) Destroy(ctx context.Context, req *taskrunner.DestroyRequest) error {
+	// A task that ran no supervisor in this client (it died before the
+	// client restarted) may still have an entry from an earlier run.
+	err := h.teardown(ctx, req.Task.GetCsiPlugin().GetId())
+	// The plugin directory goes with the alloc. The staging/publish base is
+	// the plugin's, not the alloc's: a newer alloc of the plugin uses it.
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
+	h.removeIfThere(PluginDir(h.cfg.DataDir, h.allocID))
+	return err
+}
+
+// removeIfThere removes a file or an empty directory of the plugin's. It
+// is not recursive: a directory still holding something (or still a mount
+// point) is left, and logged, rather than emptied through a mount.
+func (h *supervisorHook) removeIfThere(p string) {
+	if !filepath.IsAbs(h.cfg.DataDir) {
+		return
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.logger.Warn("leaving the csi plugin's file in place", "path", p, "error", err)
+	}
+}
+
+// teardown stops the supervisor and removes the plugin's registry entries
+// (the one the supervisor may have made, and those of also).
+func (h *supervisorHook) teardown(ctx context.Context, also ...string) error {
+	if err := h.stopSupervisor(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	ids := append([]string{h.pluginID}, also...)
+	h.mu.Unlock()
+	var errs []error
+	seen := map[string]bool{"": true}
+	for _, id := range ids {
+		if seen[id] || h.cfg.Registry == nil {
+			continue
+		}
+		seen[id] = true
+		if err := h.cfg.Registry.Deregister(h.allocID, id); err != nil {
+			errs = append(errs, fmt.Errorf("csi plugin %q of alloc %s: %w", id, h.allocID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopSupervisor stops the running supervisor and waits for it; its calls
+// to the plugin end with it, so a hung plugin does not hold it.
+func (h *supervisorHook) stopSupervisor(ctx context.Context) error {
+	h.mu.Lock()
+	s := h.sup
+	h.sup = nil
+	h.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.cancel()
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("csi plugin %q: waiting for its supervisor to stop: %w", s.pluginID(), ctx.Err())
+	}
+}
