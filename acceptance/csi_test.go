@@ -438,6 +438,24 @@ plugin "raw_exec" {
 		cl.start()
 		c.clients = append(c.clients, cl)
 	}
+	// The cluster is ready when the first server answers and knows both
+	// clients ready.
+	eventually(t, 60*time.Second, "both clients ready", func() error {
+		nodes, err := servers[0].nodes()
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Status == "ready" {
+				ready++
+			}
+		}
+		if ready != len(c.clients) {
+			return fmt.Errorf("%d of %d clients ready: %+v", ready, len(c.clients), nodes)
+		}
+		return nil
+	})
 	return c
 }
 
