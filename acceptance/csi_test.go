@@ -21,7 +21,7 @@ import (
 //     0/0 and its instances vanish while the controller stays;
 //   - a client restarted keeps its plugin without restarting the task;
 //   - the same plugin as an exec task (isolated, its plugin directory
-//     mounted bidirectionally) is reached over its socket from the host.
+//     mounted into it) is reached over its socket from the host.
 
 // apiPluginInfo and apiPlugin are the fields of GET /v1/plugin/csi/{id}
 // the test reads.
@@ -387,7 +387,10 @@ job "hp-exec" {
 			return nil
 		})
 		// The host reached the plugin over the socket the task made in its
-		// own namespace: the plugin directory is a bidirectional mount.
+		// own root: the plugin directory is mounted into the task. (That the
+		// mount propagates both ways is proven at the driver level, by
+		// builtin/drivers/exec's TestCSIPluginAsExecTask; volumes published
+		// through such a plugin are the volume hook's acceptance test.)
 		for _, cl := range c.clients {
 			socks, _ := filepath.Glob(filepath.Join(cl.dir, "data", "csi", "plugins", "*", "csi.sock"))
 			if len(socks) != 1 {
@@ -438,6 +441,24 @@ plugin "raw_exec" {
 		cl.start()
 		c.clients = append(c.clients, cl)
 	}
+	// The cluster is ready when the first server answers and knows both
+	// clients ready.
+	eventually(t, 60*time.Second, "both clients ready", func() error {
+		nodes, err := servers[0].nodes()
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Status == "ready" {
+				ready++
+			}
+		}
+		if ready != len(c.clients) {
+			return fmt.Errorf("%d of %d clients ready: %+v", ready, len(c.clients), nodes)
+		}
+		return nil
+	})
 	return c
 }
 

@@ -15,15 +15,19 @@ import (
 )
 
 // instKey names an instance: a storage adapter by name, or a task plugin
-// by plugin ID and alloc (a monolith task's controller and node entries
-// are one instance: one socket, one fingerprint).
+// by plugin ID, alloc and socket (a monolith task's controller and node
+// entries are one instance: one socket, one fingerprint; a group that runs
+// a plugin's controller and node as two tasks has two).
 type instKey struct {
 	adapter  string
 	pluginID string
 	allocID  string
+	endpoint string
 }
 
-func taskKey(pluginID, allocID string) instKey { return instKey{pluginID: pluginID, allocID: allocID} }
+func taskKey(r *pb.CSIPluginRegistration) instKey {
+	return instKey{pluginID: r.GetPluginId(), allocID: r.GetAllocId(), endpoint: r.GetEndpoint()}
+}
 
 func (k instKey) String() string {
 	if k.adapter != "" {

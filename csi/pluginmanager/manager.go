@@ -238,7 +238,16 @@ func (m *Manager) registryEvent(ev registry.Event) {
 // registered adds or updates a task plugin's entry.
 func (m *Manager) registered(e registry.Entry) {
 	r := e.Registration
-	k := taskKey(r.GetPluginId(), r.GetAllocId())
+	k := taskKey(r)
+	// The entry may have moved from another socket of the alloc (a task
+	// renamed in an update of the alloc's job): it leaves that instance.
+	for ok, other := range m.instances {
+		if ok != k && ok.adapter == "" && ok.pluginID == k.pluginID && ok.allocID == k.allocID {
+			if _, has := other.entries[e.Key().Type]; has {
+				m.dropEntry(ok, other, e.Key().Type)
+			}
+		}
+	}
 	in := m.instances[k]
 	if in == nil {
 		in = &instance{key: k, pluginID: r.GetPluginId(), allocID: r.GetAllocId(), source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK,
@@ -249,7 +258,7 @@ func (m *Manager) registered(e registry.Entry) {
 	in.entries[e.Key().Type] = e
 	switch {
 	case in.w == nil || in.endpoint != r.GetEndpoint():
-		// New, or its task came back on another socket: a new connection.
+		// New: connect.
 		m.stopWorker(in)
 		in.endpoint = r.GetEndpoint()
 		in.attempted, in.fp, in.fpErr = false, nil, nil
@@ -268,13 +277,19 @@ func (m *Manager) registered(e registry.Entry) {
 // deregistered removes a task plugin's entry, and the instance with its
 // last one.
 func (m *Manager) deregistered(e registry.Entry) {
-	k := taskKey(e.Registration.GetPluginId(), e.Registration.GetAllocId())
+	k := taskKey(e.Registration)
 	in := m.instances[k]
 	if in == nil {
 		return
 	}
-	delete(in.entries, e.Key().Type)
-	delete(in.health, e.Key().Type)
+	m.dropEntry(k, in, e.Key().Type)
+}
+
+// dropEntry removes one side's entry from a task plugin's instance, and the
+// instance with its last entry.
+func (m *Manager) dropEntry(k instKey, in *instance, typ pb.CSIPluginType) {
+	delete(in.entries, typ)
+	delete(in.health, typ)
 	if len(in.entries) == 0 {
 		m.stopWorker(in)
 		delete(m.instances, k)
@@ -403,7 +418,7 @@ func (m *Manager) build() (Set, bool) {
 			if !ok {
 				return Set{}, false
 			}
-			serving := m.instances[taskKey(in.pluginID, e.Registration.GetAllocId())]
+			serving := m.instances[taskKey(e.Registration)]
 			if serving == nil {
 				return Set{}, false
 			}

@@ -330,17 +330,30 @@ func (r *Registry) listLocked(typ pb.CSIPluginType) []Entry {
 	return out
 }
 
-// serves reports whether a is preferred over b to serve their plugin: a
-// healthy instance over an unhealthy one, then the newer.
+// serves reports whether a is preferred over b to serve their plugin: an
+// instance known healthy, then one restored healthy but not probed again
+// since the client restarted (its health is from before; its task may be
+// gone), then an unhealthy one; among equals the newer.
 func serves(a, b *entry) bool {
-	if ha, hb := a.Registration.GetHealthy(), b.Registration.GetHealthy(); ha != hb {
-		return ha
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra > rb
 	}
 	return newer(a, b)
 }
 
+func rank(e *entry) int {
+	switch {
+	case !e.Registration.GetHealthy():
+		return 0
+	case e.NeedsProbe:
+		return 1
+	}
+	return 2
+}
+
 // Serving returns the instance that serves plugin pluginID as type typ on
-// this node: the newest healthy entry, or, when none is healthy, the newest
+// this node: the newest healthy entry (one confirmed since the client
+// started before one restored), or, when none is healthy, the newest
 // one, so that a plugin whose every instance is unhealthy is reported
 // unhealthy rather than missing. ok is false when the plugin has no entry.
 func (r *Registry) Serving(typ pb.CSIPluginType, pluginID string) (e Entry, ok bool) {

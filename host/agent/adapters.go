@@ -15,8 +15,12 @@ import (
 var _ csiadapters.Store = (*state.DB)(nil)
 
 // adapterStartWait bounds how long agent start waits for the storage
-// adapters' first probes; slower ones report later through their events.
-const adapterStartWait = 60 * time.Second
+// adapters' first probes; slower ones report later through their events
+// (the plugin manager does not hold the node's first plugin set for an
+// adapter that is not running). It stays well under the servers' default
+// heartbeat TTL, so a restart with one hung adapter does not get the node
+// marked down before the client heartbeats again.
+const adapterStartWait = 5 * time.Second
 
 // startAdapters starts the CSI storage adapters: the built-in hostpath
 // adapter in dev mode or when a `type = "csi"` plugin block names it, the

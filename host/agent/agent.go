@@ -46,6 +46,9 @@ type Agent struct {
 	drivers *taskdrivers.Manager
 	// adapters runs the CSI storage adapters; nil when there are none.
 	adapters *csiadapters.Manager
+	// stopSupervisors ends the csi_plugin supervisors at shutdown (their
+	// plugins keep running, and stay registered, for the next start).
+	stopSupervisors context.CancelFunc
 
 	httpLis net.Listener
 	http    *http.Server
@@ -160,10 +163,13 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		// One registry: the csi_plugin supervisor registers task plugins in
 		// it, the client restores it and its plugin manager follows it.
 		csiRegistry := registry.New(a.state, registry.WithLogger(logger.Named("csi-registry")))
+		supCtx, stopSupervisors := context.WithCancel(context.Background())
+		a.stopSupervisors = stopSupervisors
 		supervisor := volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
 			DataDir:  a.dataDir,
 			Registry: csiRegistry,
 			Logger:   logger.Named("csi-supervisor"),
+			Context:  supCtx,
 		})
 		a.client, err = client.New(client.Config{
 			DataDir:          a.dataDir,
@@ -253,6 +259,9 @@ func (a *Agent) Shutdown() {
 		}
 		if a.client != nil {
 			a.client.Shutdown()
+		}
+		if a.stopSupervisors != nil {
+			a.stopSupervisors()
 		}
 		a.stopAdapters()
 		a.stopDrivers()

@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/version"
 )
 
 func TestNodeIDPersistsAcrossRestarts(t *testing.T) {
@@ -214,5 +215,12 @@ func TestNodeResourcesSubtractNothingButReportReserved(t *testing.T) {
 	}
 	if fp.GetAttributes()["kernel.name"] != "linux" || fp.GetAttributes()["cpu.numcores"] == "" {
 		t.Fatalf("attributes = %v", fp.GetAttributes())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := fp.GetAttributes(); a["berth.binary"] != exe || a["berth.version"] != version.Version {
+		t.Fatalf("berth.binary %q, berth.version %q; want %q and %q", a["berth.binary"], a["berth.version"], exe, version.Version)
 	}
 }

@@ -47,6 +47,12 @@ func fingerprint() *pb.NodeFingerprint {
 	a["cpu.totalcompute"] = strconv.FormatInt(fp.GetCpuTotalMhz(), 10)
 	a["memory.totalbytes"] = strconv.FormatUint(fp.GetMemoryBytes(), 10)
 	a["unique.hostname"] = host
+	a["berth.version"] = version.Version
+	// berth.binary lets a job run the agent's own binary (the built-in CSI
+	// plugin: `berth builtin csi-hostpath`) wherever berth is installed.
+	if exe, err := os.Executable(); err == nil {
+		a["berth.binary"] = exe
+	}
 	return fp
 }
 

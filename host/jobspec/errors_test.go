@@ -379,6 +379,40 @@ web.hcl:30:9: group "api" task "root": csi_plugin.mount_dir: must not be "/": a 
 			kind: ErrInvalidJob,
 		},
 		{
+			name: "csi plugin sides",
+			src: `job "web" {
+  group "api" {
+    task "ctrl" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id   = "p"
+        type = "controller"
+      }
+    }
+    task "node" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id   = "p"
+        type = "node"
+      }
+    }
+    task "both" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      csi_plugin {
+        id   = "p"
+        type = "monolith"
+      }
+    }
+  }
+}
+`,
+			want: `web.hcl:24:9: group "api" task "both": csi_plugin.type: task "ctrl" already serves plugin "p" as controller in this group; one task per plugin side`,
+			kind: ErrInvalidJob,
+		},
+		{
 			name: "system jobs",
 			src: `job "sys" {
   type = "system"

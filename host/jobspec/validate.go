@@ -149,6 +149,37 @@ func (v *validator) group(p path, job *pb.Job, g *pb.TaskGroup) {
 	if len(leaders) > 1 {
 		v.add(p.in("task", leaders[1]).f("leader"), "a group has at most one leader task; %q is one already", leaders[0])
 	}
+	v.groupPlugins(p, g)
+}
+
+// groupPlugins refuses two tasks of a group serving one side of one plugin:
+// a plugin's controller and node may be two tasks of a group, but each side
+// is served by one task of an alloc.
+func (v *validator) groupPlugins(p path, g *pb.TaskGroup) {
+	type side struct{ id, role string }
+	by := map[side]string{}
+	for _, t := range g.GetTasks() {
+		cp := t.GetCsiPlugin()
+		if cp == nil || cp.GetId() == "" {
+			continue
+		}
+		var roles []string
+		switch cp.GetType() {
+		case "controller", "node":
+			roles = []string{cp.GetType()}
+		case "monolith":
+			roles = []string{"controller", "node"}
+		}
+		for _, r := range roles {
+			k := side{cp.GetId(), r}
+			if other, dup := by[k]; dup {
+				v.add(p.in("task", t.GetName()).f("csi_plugin").f("type"),
+					"task %q already serves plugin %q as %s in this group; one task per plugin side", other, cp.GetId(), r)
+				break
+			}
+			by[k] = t.GetName()
+		}
+	}
 }
 
 func (v *validator) restart(p path, r *pb.RestartPolicy) {

@@ -146,7 +146,8 @@ type ExitedRequest struct {
 }
 
 // ExitedHook runs after every exit of a started attempt, whether or not
-// the task is restarted.
+// the task is restarted — including an attempt found gone when a restarted
+// client tried to recover it (Result then has exit code -1 and says so).
 type ExitedHook interface {
 	Hook
 	Exited(ctx context.Context, req *ExitedRequest) error

@@ -656,6 +656,10 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 		// a failed attempt, and the restart policy decides.
 		tr.logger.Warn("could not recover task; treating it as exited", "task_id", id, "error", err)
 		tr.EmitEvent(tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: %v", id, err), nil))
+		// The attempt ended while the client was away: the exited hooks
+		// undo what its hooks left behind before the restart (a CSI
+		// plugin's restored registry entry), as for any exit.
+		tr.runExited(id, &driverpb.ExitResult{ExitCode: -1, Err: fmt.Sprintf("not recovered after a client restart: %v", err)})
 		tr.destroyAttempt(id)
 		return !tr.restartAfter()
 	}

@@ -104,6 +104,13 @@ wait:
 			appendEvent(st, tr.event("Killed", "Task successfully killed", nil))
 		}
 	})
+	tr.runExited(id, res)
+	tr.destroyAttempt(id)
+	return res, req
+}
+
+// runExited runs the exited hooks (reverse order) for attempt id.
+func (tr *TaskRunner) runExited(id string, res *driverpb.ExitResult) {
 	info := tr.currentInfo()
 	tr.reverse(func(h Hook) {
 		if eh, ok := h.(ExitedHook); ok {
@@ -112,8 +119,6 @@ wait:
 			cancel()
 		}
 	})
-	tr.destroyAttempt(id)
-	return res, req
 }
 
 func finishedAt(res *driverpb.ExitResult, now time.Time) int64 {

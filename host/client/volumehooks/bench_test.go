@@ -38,7 +38,7 @@ func BenchmarkListenToRegistered(b *testing.B) {
 		}
 		// The plugin takes a while to come up, as a real one does.
 		time.Sleep(time.Duration(30+i%7*11) * time.Millisecond)
-		srv, err := csifake.New().Listen(PluginSocket(dataDir, allocID))
+		srv, err := csifake.New().Listen(PluginSocket(dataDir, allocID, "plugin"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,8 +12,8 @@
 //
 // # Layout on the host
 //
-//	<data_dir>/csi/plugins/<alloc>/csi.sock   the plugin's socket (PluginDir, PluginSocket)
-//	<data_dir>/csi/volumes/<plugin>/          the plugin's staging and publish base (StagePublishDir)
+//	<data_dir>/csi/plugins/<alloc>-<task>/csi.sock   the plugin's socket (PluginDir, PluginSocket)
+//	<data_dir>/csi/volumes/<plugin>/                 the plugin's staging and publish base (StagePublishDir)
 //
 // The staging/publish base is keyed by plugin ID, not alloc, so a newer
 // alloc of a plugin (an update) finds what the older one staged, and the

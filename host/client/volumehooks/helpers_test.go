@@ -211,10 +211,10 @@ func (e *env) start(taskID string, recovered bool) {
 // serve runs the fake plugin on the alloc's plugin socket.
 func (e *env) serve(p *csifake.Plugin) *csifake.Server {
 	e.t.Helper()
-	if err := os.MkdirAll(PluginDir(e.dataDir, allocID), 0o755); err != nil {
+	if err := os.MkdirAll(PluginDir(e.dataDir, allocID, "plugin"), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
-	srv, err := p.Listen(PluginSocket(e.dataDir, allocID))
+	srv, err := p.Listen(PluginSocket(e.dataDir, allocID, "plugin"))
 	if err != nil {
 		e.t.Fatal(err)
 	}

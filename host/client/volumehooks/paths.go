@@ -34,18 +34,21 @@ const MaxSocketPath = 107
 // SocketName is the plugin's socket file in its plugin directory.
 const SocketName = "csi.sock"
 
-// PluginDir is the host directory of the task-launched plugin of alloc:
-// <data_dir>/csi/plugins/<alloc>/. It holds the plugin's socket and is
-// what an isolating driver mounts at the task's csi_plugin mount_dir.
-func PluginDir(dataDir, allocID string) string {
-	return filepath.Join(dataDir, "csi", "plugins", allocID)
+// PluginDir is the host directory of the task-launched plugin of task
+// in alloc: <data_dir>/csi/plugins/<alloc>-<task>/ (an alloc ID has a
+// fixed length, so the name is unambiguous). It holds the plugin's socket
+// and is what an isolating driver mounts at the task's csi_plugin
+// mount_dir. It is per task, not per alloc: a group may run a plugin's
+// controller and node as two tasks, each with its own socket.
+func PluginDir(dataDir, allocID, task string) string {
+	return filepath.Join(dataDir, "csi", "plugins", allocID+"-"+task)
 }
 
 // PluginSocket is the host path of the plugin's socket:
-// <data_dir>/csi/plugins/<alloc>/csi.sock. Its endpoint is "unix://" and
-// the path; it is what the registry records.
-func PluginSocket(dataDir, allocID string) string {
-	return filepath.Join(PluginDir(dataDir, allocID), SocketName)
+// <data_dir>/csi/plugins/<alloc>-<task>/csi.sock. Its endpoint is
+// "unix://" and the path; it is what the registry records.
+func PluginSocket(dataDir, allocID, task string) string {
+	return filepath.Join(PluginDir(dataDir, allocID, task), SocketName)
 }
 
 // StagePublishDir is the host directory under which the volumes of plugin

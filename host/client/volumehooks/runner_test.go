@@ -196,7 +196,7 @@ func TestRunnerRegistersAndDeregistersAPlugin(t *testing.T) {
 		if !ok || !e.Registration.GetHealthy() {
 			return fmt.Errorf("not registered healthy: %v", e.Registration)
 		}
-		if e.Registration.GetEndpoint() != "unix://"+PluginSocket(dataDir, allocID) || e.Registration.GetAllocCreateIndex() != 7 {
+		if e.Registration.GetEndpoint() != "unix://"+PluginSocket(dataDir, allocID, "plugin") || e.Registration.GetAllocCreateIndex() != 7 {
 			return fmt.Errorf("registration %v", e.Registration)
 		}
 		return nil

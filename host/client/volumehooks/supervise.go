@@ -53,7 +53,7 @@ type supervisor struct {
 }
 
 func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info taskrunner.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(cfg.Context)
 	return &supervisor{cfg: cfg, logger: logger, info: info, taskID: taskID, recovered: recovered, p: p,
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }

@@ -51,7 +51,7 @@ const (
 // SupervisorConfig configures the csi_plugin supervisor hooks of a client.
 type SupervisorConfig struct {
 	// DataDir is the client's data dir (required): plugin sockets go under
-	// <DataDir>/csi/plugins/<alloc>/, staging and publish targets under
+	// <DataDir>/csi/plugins/<alloc>-<task>/, staging and publish targets under
 	// <DataDir>/csi/volumes/<plugin>/.
 	DataDir string
 	// Registry is the node's dynamic plugin registry (required).
@@ -68,6 +68,10 @@ type SupervisorConfig struct {
 	CallTimeout time.Duration
 	// Now stamps task events (default time.Now).
 	Now func() time.Time
+	// Context ends every supervisor when it is done (the client shutting
+	// down), without deregistering anything: the plugins keep running for
+	// the next client to find. Default: never done.
+	Context context.Context
 }
 
 func (c SupervisorConfig) withDefaults() SupervisorConfig {
@@ -89,6 +93,9 @@ func (c SupervisorConfig) withDefaults() SupervisorConfig {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Context == nil {
+		c.Context = context.Background()
+	}
 	return c
 }
 
@@ -102,7 +109,7 @@ func NewCSIPluginSupervisor(cfg SupervisorConfig) func(allocrunner.AllocInfo, *p
 		if t.GetCsiPlugin() == nil {
 			return nil
 		}
-		return &supervisorHook{cfg: cfg, allocID: a.Alloc.GetId(), logger: cfg.Logger.Named("csi_plugin_supervisor").With(
+		return &supervisorHook{cfg: cfg, allocID: a.Alloc.GetId(), task: t.GetName(), blockID: t.GetCsiPlugin().GetId(), logger: cfg.Logger.Named("csi_plugin_supervisor").With(
 			"alloc_id", a.Alloc.GetId(), "task", t.GetName(), "plugin_id", t.GetCsiPlugin().GetId())}
 	}
 }
@@ -112,6 +119,11 @@ type supervisorHook struct {
 	cfg     SupervisorConfig
 	logger  hclog.Logger
 	allocID string
+	task    string
+	// blockID is the plugin ID of the task's csi_plugin block: torn down
+	// even when no supervisor of this client registered it (an entry
+	// restored after a client restart whose task is gone).
+	blockID string
 
 	mu sync.Mutex
 	// prep is what the last prestart decided, for the next poststart.
@@ -193,8 +205,8 @@ func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartR
 		return err
 	}
 	allocID := req.Alloc.GetId()
-	pluginDir := PluginDir(h.cfg.DataDir, allocID)
-	socket := PluginSocket(h.cfg.DataDir, allocID)
+	pluginDir := PluginDir(h.cfg.DataDir, allocID, req.Task.GetName())
+	socket := PluginSocket(h.cfg.DataDir, allocID, req.Task.GetName())
 	hostStage := StagePublishDir(h.cfg.DataDir, plugin.GetId())
 	if err := checkSocketPath("the host", socket); err != nil {
 		return fmt.Errorf("csi plugin %q of task %q: %w (the client's data_dir is %d bytes)", plugin.GetId(), req.Task.GetName(), err, len(h.cfg.DataDir))
@@ -259,7 +271,7 @@ func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.Poststar
 	p := h.prep
 	h.mu.Unlock()
 	if p == nil {
-		return fmt.Errorf("csi plugin of task %q: poststart without a prestart", req.Task.GetName())
+		return fmt.Errorf("csi plugin %q of task %q in alloc %s: poststart without a prestart", h.blockID, req.Task.GetName(), h.allocID)
 	}
 	if err := h.stopSupervisor(ctx); err != nil {
 		return err
@@ -275,16 +287,16 @@ func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.Poststar
 // Stop deregisters the plugin before its task is stopped (for good or to
 // restart): volumes must not be sent to a plugin on its way out.
 func (h *supervisorHook) Stop(ctx context.Context, _ *taskrunner.StopRequest) error {
-	return h.teardown(ctx)
+	return h.teardown(ctx, h.blockID)
 }
 
 // Exited deregisters the plugin after its task exited, whether or not it
 // is restarted.
 func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest) error {
-	err := h.teardown(ctx)
+	err := h.teardown(ctx, h.blockID)
 	// Nothing serves the socket any more: a socket on the host means a
 	// plugin is there. (The next attempt's prestart would remove it too.)
-	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID, h.task))
 	return err
 }
 
@@ -292,11 +304,11 @@ func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest
 func (h *supervisorHook) Destroy(ctx context.Context, req *taskrunner.DestroyRequest) error {
 	// A task that ran no supervisor in this client (it died before the
 	// client restarted) may still have an entry from an earlier run.
-	err := h.teardown(ctx, req.Task.GetCsiPlugin().GetId())
+	err := h.teardown(ctx, h.blockID)
 	// The plugin directory goes with the alloc. The staging/publish base is
 	// the plugin's, not the alloc's: a newer alloc of the plugin uses it.
-	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID))
-	h.removeIfThere(PluginDir(h.cfg.DataDir, h.allocID))
+	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID, h.task))
+	h.removeIfThere(PluginDir(h.cfg.DataDir, h.allocID, h.task))
 	return err
 }
 
@@ -350,6 +362,6 @@ func (h *supervisorHook) stopSupervisor(ctx context.Context) error {
 	case <-s.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("csi plugin %q: waiting for its supervisor to stop: %w", s.pluginID(), ctx.Err())
+		return fmt.Errorf("csi plugin %q of alloc %s: waiting for its supervisor to stop: %w", s.pluginID(), h.allocID, ctx.Err())
 	}
 }

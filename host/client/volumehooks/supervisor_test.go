@@ -68,7 +68,7 @@ func TestPrestartGivesAnUnisolatedTaskHostPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(e.dataDir, "csi", "plugins", allocID, "csi.sock")
+	sock := filepath.Join(e.dataDir, "csi", "plugins", allocID+"-plugin", "csi.sock")
 	stage := filepath.Join(e.dataDir, "csi", "volumes", "hostpath")
 	if got := resp.Env[EnvEndpoint]; got != "unix://"+sock {
 		t.Errorf("CSI_ENDPOINT %q, want unix://%s", got, sock)
@@ -102,7 +102,7 @@ func TestPrestartGivesAnIsolatedTaskMounts(t *testing.T) {
 	}
 	bidi := driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL
 	want := []*driverpb.Mount{
-		{HostPath: PluginDir(e.dataDir, allocID), TaskPath: "/csi", Propagation: bidi},
+		{HostPath: PluginDir(e.dataDir, allocID, "plugin"), TaskPath: "/csi", Propagation: bidi},
 		{HostPath: StagePublishDir(e.dataDir, "hostpath"), TaskPath: "/local/csi", Propagation: bidi},
 	}
 	if len(resp.Mounts) != len(want) {
@@ -129,7 +129,7 @@ func TestSocketPathTooLong(t *testing.T) {
 	e.dataDir = long
 	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.DataDir = long })
 	_, err := e.prestart(false)
-	sock := PluginSocket(long, allocID)
+	sock := PluginSocket(long, allocID, "plugin")
 	if !errors.Is(err, ErrSocketPathTooLong) || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "107") {
 		t.Fatalf("prestart with socket %s (%d bytes): %v; want ErrSocketPathTooLong naming it and the limit", sock, len(sock), err)
 	}
@@ -204,7 +204,7 @@ func TestReadyPluginIsRegistered(t *testing.T) {
 	en, _ := e.reg.Serving(pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, "hostpath")
 	r := en.Registration
 	if r.GetProvider() != csifake.Name || r.GetProviderVersion() != csifake.VendorVersion || r.GetAllocCreateIndex() != 42 ||
-		r.GetEndpoint() != "unix://"+PluginSocket(e.dataDir, allocID) || r.GetStagePublishDir() != StagePublishDir(e.dataDir, "hostpath") {
+		r.GetEndpoint() != "unix://"+PluginSocket(e.dataDir, allocID, "plugin") || r.GetStagePublishDir() != StagePublishDir(e.dataDir, "hostpath") {
 		t.Errorf("registration %v", r)
 	}
 	ev := e.events.waitEvents(t, EventPluginHealthy, 1)[0]
@@ -369,7 +369,7 @@ func TestStopAndExitDeregister(t *testing.T) {
 			}
 			// A stopping task may still serve its socket; an exited one does
 			// not, and a destroyed alloc leaves no plugin directory.
-			socket, dir := PluginSocket(e.dataDir, allocID), PluginDir(e.dataDir, allocID)
+			socket, dir := PluginSocket(e.dataDir, allocID, "plugin"), PluginDir(e.dataDir, allocID, "plugin")
 			_, sockErr := os.Stat(socket)
 			_, dirErr := os.Stat(dir)
 			switch {
@@ -395,7 +395,7 @@ func TestStopAndExitDeregister(t *testing.T) {
 func TestRecoveredTaskReRegisters(t *testing.T) {
 	dataDir := shortDir(t)
 	stored := &pb.CSIPluginRegistration{Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, PluginId: "hostpath", AllocId: allocID,
-		Endpoint: "unix://" + PluginSocket(dataDir, allocID), Provider: "old", ProviderVersion: "0.1", Healthy: true, RegisteredAt: 1}
+		Endpoint: "unix://" + PluginSocket(dataDir, allocID, "plugin"), Provider: "old", ProviderVersion: "0.1", Healthy: true, RegisteredAt: 1}
 	reg := registry.New(newMemStore(stored))
 	if _, err := reg.Restore(func(string) bool { return true }); err != nil {
 		t.Fatal(err)
@@ -416,7 +416,7 @@ func TestRecoveredTaskReRegisters(t *testing.T) {
 	if ev := e.events.waitEvents(t, EventPluginHealthy, 1)[0]; !strings.Contains(ev.GetMessage(), "after a client restart") {
 		t.Errorf("event %v", ev)
 	}
-	if _, err := os.Stat(PluginSocket(dataDir, allocID)); err != nil {
+	if _, err := os.Stat(PluginSocket(dataDir, allocID, "plugin")); err != nil {
 		t.Errorf("the recovered plugin's socket: %v", err)
 	}
 }
@@ -425,7 +425,7 @@ func TestRecoveredTaskReRegisters(t *testing.T) {
 // would answer nothing.
 func TestPrestartRemovesAStaleSocket(t *testing.T) {
 	e := newEnv(t, pluginTask("node", time.Minute), nil)
-	sock := PluginSocket(e.dataDir, allocID)
+	sock := PluginSocket(e.dataDir, allocID, "plugin")
 	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
 		t.Fatal(err)
 	}
