@@ -76,6 +76,20 @@ var routes = map[string]route{
 	pb.CSIPlugins_UpdateNode_FullMethodName: routeLeader,
 	pb.CSIPlugins_List_FullMethodName:       routeRead,
 	pb.CSIPlugins_Get_FullMethodName:        routeRead,
+	// The forwarder finds the node's server itself (csi_forward.go).
+	pb.CSIRelay_ControllerCall_FullMethodName: routeLocal,
+
+	pb.Volumes_Register_FullMethodName:       routeLeader,
+	pb.Volumes_Create_FullMethodName:         routeLeader,
+	pb.Volumes_Delete_FullMethodName:         routeLeader,
+	pb.Volumes_Deregister_FullMethodName:     routeLeader,
+	pb.Volumes_Get_FullMethodName:            routeRead,
+	pb.Volumes_List_FullMethodName:           routeRead,
+	pb.Volumes_Claims_FullMethodName:         routeRead,
+	pb.Volumes_CreateSnapshot_FullMethodName: routeLeader,
+	pb.Volumes_DeleteSnapshot_FullMethodName: routeLeader,
+	pb.Volumes_ListSnapshots_FullMethodName:  routeLeader,
+	pb.Volumes_Expand_FullMethodName:         routeLeader,
 }
 
 // queryRequest is implemented by every read request.
