@@ -15,9 +15,9 @@ func (c *Client) startTunnel() error {
 	rpcSvc := &clientRPC{nodeID: c.nodeID, allocs: c.rpcAllocs(), logs: c.cfg.logOptions}
 	csiSvc := &clientCSI{nodeID: c.nodeID, plugins: c.csiControllers}
 	t, err := tunnel.Start(tunnel.ClientConfig{
-		NodeID:     c.nodeID,
-		Servers:    c.tunnelServers,
-		Conn:       c.pool.Conn,
+		NodeID:  c.nodeID,
+		Servers: c.tunnelServers,
+		Conn:    c.pool.Conn,
 		Register: func(r grpc.ServiceRegistrar) {
 			pb.RegisterClientRPCServer(r, rpcSvc)
 			pb.RegisterClientCSIServer(r, csiSvc)
