@@ -2,6 +2,8 @@ package volumespec
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -208,14 +210,4 @@ func validate(v *pb.Volume, mode Mode, bad func(path, format string, args ...any
 	}
 }
 
-func sortedWords[V any](m map[string]V) []string {
-	w := words(m)
-	for i := range w {
-		for j := i + 1; j < len(w); j++ {
-			if w[j] < w[i] {
-				w[i], w[j] = w[j], w[i]
-			}
-		}
-	}
-	return w
-}
+func sortedWords[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
