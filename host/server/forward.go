@@ -90,6 +90,14 @@ var routes = map[string]route{
 	pb.Volumes_DeleteSnapshot_FullMethodName: routeLeader,
 	pb.Volumes_ListSnapshots_FullMethodName:  routeLeader,
 	pb.Volumes_Expand_FullMethodName:         routeLeader,
+
+	pb.Claims_Claim_FullMethodName:   routeLeader,
+	pb.Claims_Release_FullMethodName: routeLeader,
+	pb.Claims_Get_FullMethodName:     routeRead,
+	// A client's wait for its claim is a read any server answers, as its
+	// alloc watch.
+	pb.Claims_ClientClaim_FullMethodName:       routeRead,
+	pb.Claims_ClientClaimUpdate_FullMethodName: routeLeader,
 }
 
 // queryRequest is implemented by every read request.

@@ -131,6 +131,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.csi = newCSIForwarder(s)
 	pb.RegisterCSIRelayServer(s.grpc, &csiRelay{f: s.csi})
 	pb.RegisterVolumesServer(s.grpc, &volumesEndpoint{s: s, calls: s.csi})
+	pb.RegisterClaimsServer(s.grpc, &claimsEndpoint{s: s})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)
