@@ -74,6 +74,13 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 		if err != nil {
 			return nil, err
 		}
+		if a == nil && ws != nil {
+			// Watch for it: a server behind the one that told the client
+			// of the alloc has yet to apply it.
+			if a, err = st.AllocByID(ws, allocID); err != nil {
+				return nil, err
+			}
+		}
 		switch {
 		case a == nil && !goneAlloc:
 			return nil, fmt.Errorf("alloc %q asking node %s for volume %q: %w", allocID, nodeID, volumeID, fsm.ErrAllocNotFound)
@@ -144,12 +151,21 @@ func groupVolumeID(req *pb.VolumeRequest, index int32) string {
 // its attachment's publish context for a claim of its node. With
 // query.min_index it waits until the claim, its volume or the volume's
 // attachment to the node changes after it: a client waits for a reserved
-// claim to become ready with no polling. A claim freed meanwhile is
-// answered NotFound.
+// claim to become ready with no polling. An alloc or claim this server
+// does not know is NotFound at once without min_index; with it, only once
+// this server's allocs and claims are past min_index (a server behind
+// the one the client heard of the alloc from waits to catch up). A claim
+// freed meanwhile is answered NotFound.
 func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimRequest) (*pb.ClientClaimResponse, error) {
 	resp := &pb.ClientClaimResponse{}
+	var unknown error
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		resp.Claim, unknown = nil, nil
 		cc, err := clientClaimOf(ws, st, req.GetNodeId(), req.GetAllocId(), req.GetVolumeId(), req.GetClaimId(), false)
+		if errcode.Code(err) == codes.NotFound {
+			unknown = err
+			return tablesIndex(st, fsm.TableAllocs, fsm.TableClaims)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -169,8 +185,11 @@ func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimReq
 		resp.AttachmentState, resp.PublishContext = a.GetState(), a.GetPublishContext()
 		return max(c.GetModifyIndex(), v.GetModifyIndex(), a.GetModifyIndex()), nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case unknown != nil:
+		return nil, unknown
 	}
 	resp.Meta = meta
 	return resp, nil
@@ -228,4 +247,17 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 		return nil, err
 	}
 	return &pb.ClientClaimUpdateResponse{Claim: after, Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// tablesIndex is the index of the last change to any of the tables.
+func tablesIndex(st *fsm.StateSnapshot, tables ...string) (uint64, error) {
+	var out uint64
+	for _, t := range tables {
+		i, err := st.Index(t)
+		if err != nil {
+			return 0, err
+		}
+		out = max(out, i)
+	}
+	return out, nil
 }

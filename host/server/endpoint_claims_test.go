@@ -449,3 +449,41 @@ func TestClientClaimUpdateReportsProgress(t *testing.T) {
 	_, err = report(n1, pb.ClaimState_CLAIM_STATE_IN_USE, nil)
 	wantCode(t, "in-use of a freed claim", err, codes.NotFound, "data")
 }
+
+// An alloc this server does not know is NotFound at once without
+// min_index; with a min_index this server's state has not passed, the
+// query waits for it (the client heard of the alloc from a server ahead
+// of this one) and answers once it is placed.
+func TestClientClaimWaitsForAnAllocItDoesNotKnowYet(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	cc.volume(t, "data", snw)
+	n1 := cc.n1.GetId()
+	_, err := cc.claims.ClientClaim(ctx10s(t), &pb.ClientClaimRequest{NodeId: n1, AllocId: "a-web", VolumeId: "data"})
+	wantCode(t, "unknown alloc", err, codes.NotFound, `"a-web"`)
+
+	// The index the client passes: where the server it heard from was.
+	// Nothing comes: it waits out its wait, then answers NotFound.
+	idx := cc.s.raft.AppliedIndex()
+	start := time.Now()
+	_, err = cc.claims.ClientClaim(ctx10s(t), &pb.ClientClaimRequest{NodeId: n1, AllocId: "a-web", VolumeId: "data",
+		Query: &pb.QueryOptions{MinIndex: idx, MaxWaitMs: 100}})
+	wantCode(t, "unknown alloc after the wait", err, codes.NotFound, `"a-web"`)
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Fatalf("answered NotFound after %s: it did not wait for the alloc", waited)
+	}
+	type answer struct {
+		resp *pb.ClientClaimResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := cc.claims.ClientClaim(ctx10s(t), &pb.ClientClaimRequest{NodeId: n1, AllocId: "a-web", VolumeId: "data",
+			Query: &pb.QueryOptions{MinIndex: idx, MaxWaitMs: 10_000}})
+		done <- answer{r, err}
+	}()
+	cc.placeWithClaim(t, "web", n1, "data", false)
+	got := <-done
+	if got.err != nil || got.resp.GetClaim().GetAllocId() != "a-web" {
+		t.Fatalf("after the placement: %v, %v", got.resp, got.err)
+	}
+}
