@@ -33,6 +33,9 @@ func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 	tc := newTestCluster(t, servers, withVersion(version.Version))
 	s := tc.waitLeader()
 	cc := &claimCluster{tc: tc, s: s, n1: testNode("n1"), n2: testNode("n2")}
+	// Fixed IDs, n1's sorting first: the node choice's tie-break is the
+	// lowest ID, so a test can tell a preference from it.
+	cc.n1.Id, cc.n2.Id = "11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222"
 	for _, n := range []*pb.Node{cc.n1, cc.n2} {
 		n.Resources = &pb.NodeResources{CpuMhz: 4000, MemoryMb: 4096}
 		if _, err := tc.register(s, n); err != nil {
@@ -485,5 +488,82 @@ func TestClientClaimWaitsForAnAllocItDoesNotKnowYet(t *testing.T) {
 	got := <-done
 	if got.err != nil || got.resp.GetClaim().GetAllocId() != "a-web" {
 		t.Fatalf("after the placement: %v, %v", got.resp, got.err)
+	}
+}
+
+// With a plugin that requires controller publish, an operator's claim is
+// reserved with its attachment attaching; a blocking Get of it answers
+// when the attach reconciler's outcome lands, ready.
+func TestOperatorClaimWaitsForItsAttachment(t *testing.T) {
+	cc := newClaimCluster(t, 1, true)
+	cc.volume(t, "data", snw)
+	resp, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.GetClaim()
+	if c.GetState() != pb.ClaimState_CLAIM_STATE_RESERVED || resp.GetAttachment().GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHING {
+		t.Fatalf("claim %v, attachment %v", c, resp.GetAttachment())
+	}
+	done := make(chan *pb.ClaimGetResponse, 1)
+	go func() {
+		r, err := cc.claims.Get(ctx10s(t), &pb.ClaimGetRequest{ClaimId: c.GetId(), Query: &pb.QueryOptions{MinIndex: resp.GetMeta().GetIndex()}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	cc.volume(t, "unrelated", snw)
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "data", NodeId: c.GetNodeId(),
+		State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED, ControllerNodeId: c.GetNodeId()}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_READY || got.GetAttachment().GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHED {
+		t.Fatalf("after the publish: %v", got)
+	}
+}
+
+// The node choice: only nodes within the volume's topology and under their
+// plugin's max volumes; among those, one already holding claims of the
+// volume before the lowest ID.
+func TestOperatorClaimNodeChoice(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	n1, n2 := cc.n1.GetId(), cc.n2.GetId()
+	csiClient := pb.NewCSIPluginsClient(cc.tc.conn(cc.s))
+	updateCSI(t, csiClient, &pb.NodeCSIUpdateRequest{NodeId: n1, Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true,
+		NodeInfo: &pb.CSINodeInfo{AccessibleTopology: map[string]string{"zone": "a"}}}}})
+	updateCSI(t, csiClient, &pb.NodeCSIUpdateRequest{NodeId: n2, Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true,
+		NodeInfo: &pb.CSINodeInfo{AccessibleTopology: map[string]string{"zone": "b"}, MaxVolumes: 1}}}})
+
+	zoned := &pb.Volume{Id: "zoned", PluginId: "hp", AccessibleTopology: []*pb.Topology{{Segments: map[string]string{"zone": "b"}}},
+		Capabilities: []*pb.VolumeCapability{{AccessMode: snw, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: zoned}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "zoned", NodeId: n1})
+	wantCode(t, "outside the topology", err, codes.FailedPrecondition, n1, `outside volume "zoned"'s topology`)
+	got, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "zoned"})
+	if err != nil || got.GetClaim().GetNodeId() != n2 {
+		t.Fatalf("zoned volume: %v, %v; want node %s", got, err, n2)
+	}
+	// n2 holds its one volume: another goes to n1, and is refused on n2.
+	cc.volume(t, "other", pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER)
+	_, err = cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "other", NodeId: n2})
+	wantCode(t, "max volumes", err, codes.FailedPrecondition, n2, `holds 1 volumes of csi plugin "hp", its max`)
+	got, err = cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "other"})
+	if err != nil || got.GetClaim().GetNodeId() != n1 {
+		t.Fatalf("other: %v, %v; want node %s", got, err, n1)
+	}
+	// Max volumes lifted: a multi-node volume claimed on n2 first goes
+	// there again, though n1 sorts first.
+	updateCSI(t, csiClient, &pb.NodeCSIUpdateRequest{NodeId: n2, Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true}}})
+	cc.volume(t, "shared", pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER)
+	if _, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "shared", NodeId: n2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "shared", Mode: pb.ClaimMode_CLAIM_MODE_READ})
+	if err != nil || got.GetClaim().GetNodeId() != n2 || got.GetClaim().GetAccessMode() != pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER {
+		t.Fatalf("shared: %v, %v; want node %s", got, err, n2)
 	}
 }
