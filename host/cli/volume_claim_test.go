@@ -35,8 +35,11 @@ type fakeClaimAPI struct {
 	// selfNode is the node the agent asked is the client of ("": a server
 	// only); reqs every request as "METHOD /path?query".
 	selfNode string
-	reqs     []string
-	bodies   []string
+	// readyAtOnce: the create answers the claim ready (no controller
+	// publish needed).
+	readyAtOnce bool
+	reqs        []string
+	bodies      []string
 }
 
 func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI {
@@ -73,7 +76,11 @@ func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI
 			return
 		}
 		f.index = 10
-		reply(w, 10, &pb.ClaimCreateResponse{Claim: reserved, PublishPath: path, Meta: &pb.WriteMeta{Index: 10},
+		c := proto.CloneOf(reserved)
+		if f.readyAtOnce {
+			c.State = pb.ClaimState_CLAIM_STATE_READY
+		}
+		reply(w, 10, &pb.ClaimCreateResponse{Claim: c, PublishPath: path, Meta: &pb.WriteMeta{Index: 10},
 			Attachment: &pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING}})
 	})
 	handle("GET /v1/volume/csi/{id}/claims/{claim}", func(w http.ResponseWriter, r *http.Request) {
@@ -181,6 +188,14 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 	f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
 	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0,
 		"Host path: <data_dir of the client on node 7e1a2b3c>/csi/publish/"+claimID+"/data/\n")
+
+	// Ready at once: no read of the claim at all.
+	f = newFakeClaimAPI(t)
+	f.readyAtOnce = true
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and ready`)
+	if n := blockingReads(f.requests()); n != 0 {
+		t.Errorf("%d claim reads for a claim ready at once", n)
+	}
 
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
 	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-json", "-mode", "read", "data"}, 0)
