@@ -30,6 +30,8 @@ type Client struct {
 	Node       *NodeClient
 
 	conn *grpc.ClientConn // nil when the caller owns the connection
+	// cc is what every call goes over (conn, or the caller's).
+	cc grpc.ClientConnInterface
 }
 
 // Option configures a client.
@@ -142,6 +144,7 @@ func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
 		Identity:   &IdentityClient{c: c, rpc: csipb.NewIdentityClient(cc)},
 		Controller: &ControllerClient{c: c, rpc: csipb.NewControllerClient(cc)},
 		Node:       &NodeClient{c: c, rpc: csipb.NewNodeClient(cc)},
+		cc:         cc,
 	}
 }
 

@@ -17,5 +17,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		csi.ErrInvalidResponse: codes.Internal,
 		csi.ErrInvalidRequest:  codes.InvalidArgument,
 		csi.ErrInvalidEndpoint: codes.InvalidArgument,
+		csi.ErrNotForwardable:  codes.PermissionDenied,
 	})
 }

@@ -12,6 +12,8 @@ import (
 // sentinels reaches a gRPC or HTTP caller with.
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrInvalidConfig: codes.InvalidArgument,
+		ErrInvalidConfig:       codes.InvalidArgument,
+		ErrNoController:        codes.NotFound,
+		ErrControllerUnhealthy: codes.FailedPrecondition,
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -166,6 +167,9 @@ func (in *instance) info(side pb.CSIPluginType, now time.Time) *pb.CSIPluginInfo
 // while it is healthy, sooner (backing off) while it fails, and whenever
 // kicked.
 type worker struct {
+	// client is the instance's connection once made (nil before): the
+	// node's forwarded controller calls use it (Manager.Controller).
+	client atomic.Pointer[csi.Client]
 	gen    uint64
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -227,6 +231,8 @@ func (m *Manager) work(ctx context.Context, key instKey, w *worker, connect func
 		return
 	}
 	defer c.Close()
+	w.client.Store(c)
+	defer w.client.Store(nil)
 	retry := m.cfg.RetryStart
 	for {
 		fctx, cancel := context.WithTimeout(ctx, m.cfg.FingerprintTimeout)

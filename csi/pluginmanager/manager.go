@@ -102,6 +102,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	current Set
+	// controllers are the workers of the instances the set names as each
+	// plugin's controller, with what the set says of them.
+	controllers map[string]controllerRef
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -370,10 +373,16 @@ func (m *Manager) publish() {
 			}
 		}
 	}
-	set, ok := m.build()
+	set, ctrl, ok := m.build()
 	if !ok {
 		return
 	}
+	// The serving instance may change with nothing the servers see
+	// changing (a new alloc's plugin fingerprinting the same): kept
+	// current whether or not the set is sent.
+	m.mu.Lock()
+	m.controllers = ctrl
+	m.mu.Unlock()
 	if m.published && set.Equal(m.last) {
 		return
 	}
@@ -389,9 +398,10 @@ func (m *Manager) publish() {
 // task instance the registry says serves it (the newest healthy alloc),
 // else an adapter. ok is false when the registry names an entry whose
 // event is still queued; that event builds again.
-func (m *Manager) build() (Set, bool) {
+func (m *Manager) build() (Set, map[string]controllerRef, bool) {
 	now := m.cfg.Now()
 	set := newSet()
+	ctrl := map[string]controllerRef{}
 	keys := slices.SortedFunc(maps.Keys(m.instances), func(a, b instKey) int {
 		if a.pluginID != b.pluginID {
 			return cmpStr(a.pluginID, b.pluginID)
@@ -416,14 +426,14 @@ func (m *Manager) build() (Set, bool) {
 			done[ps] = true
 			e, ok := m.cfg.Registry.Serving(side, in.pluginID)
 			if !ok {
-				return Set{}, false
+				return Set{}, nil, false
 			}
 			serving := m.instances[taskKey(e.Registration)]
 			if serving == nil {
-				return Set{}, false
+				return Set{}, nil, false
 			}
 			if _, has := serving.entries[side]; !has {
-				return Set{}, false
+				return Set{}, nil, false
 			}
 			if !serving.attempted {
 				// A new alloc of the plugin not fingerprinted yet: what was
@@ -434,6 +444,9 @@ func (m *Manager) build() (Set, bool) {
 				continue
 			}
 			set.side(side)[in.pluginID] = serving.info(side, now)
+			if side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
+				ctrl[in.pluginID] = controllerRef{w: serving.w, info: set.side(side)[in.pluginID]}
+			}
 		}
 	}
 	for _, k := range keys {
@@ -449,9 +462,12 @@ func (m *Manager) build() (Set, bool) {
 				continue
 			}
 			set.side(side)[in.pluginID] = info
+			if side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
+				ctrl[in.pluginID] = controllerRef{w: in.w, info: info}
+			}
 		}
 	}
-	return set, true
+	return set, ctrl, true
 }
 
 func cmpStr(a, b string) int {

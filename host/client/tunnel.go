@@ -13,11 +13,15 @@ import (
 // ClientRPC (alloc logs, restart) without an inbound port on this host.
 func (c *Client) startTunnel() error {
 	rpcSvc := &clientRPC{nodeID: c.nodeID, allocs: c.rpcAllocs(), logs: c.cfg.logOptions}
+	csiSvc := &clientCSI{nodeID: c.nodeID, plugins: c.csiControllers}
 	t, err := tunnel.Start(tunnel.ClientConfig{
-		NodeID:     c.nodeID,
-		Servers:    c.tunnelServers,
-		Conn:       c.pool.Conn,
-		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, rpcSvc) },
+		NodeID:  c.nodeID,
+		Servers: c.tunnelServers,
+		Conn:    c.pool.Conn,
+		Register: func(r grpc.ServiceRegistrar) {
+			pb.RegisterClientRPCServer(r, rpcSvc)
+			pb.RegisterClientCSIServer(r, csiSvc)
+		},
 		Keepalive:  c.cfg.tunnelKeepalive,
 		MaxBackoff: maxRetry,
 		Logger:     c.logger.Named("tunnel"),

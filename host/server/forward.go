@@ -76,6 +76,28 @@ var routes = map[string]route{
 	pb.CSIPlugins_UpdateNode_FullMethodName: routeLeader,
 	pb.CSIPlugins_List_FullMethodName:       routeRead,
 	pb.CSIPlugins_Get_FullMethodName:        routeRead,
+	// The forwarder finds the node's server itself (csi_forward.go).
+	pb.CSIRelay_ControllerCall_FullMethodName: routeLocal,
+
+	pb.Volumes_Register_FullMethodName:       routeLeader,
+	pb.Volumes_Create_FullMethodName:         routeLeader,
+	pb.Volumes_Delete_FullMethodName:         routeLeader,
+	pb.Volumes_Deregister_FullMethodName:     routeLeader,
+	pb.Volumes_Get_FullMethodName:            routeRead,
+	pb.Volumes_List_FullMethodName:           routeRead,
+	pb.Volumes_Claims_FullMethodName:         routeRead,
+	pb.Volumes_CreateSnapshot_FullMethodName: routeLeader,
+	pb.Volumes_DeleteSnapshot_FullMethodName: routeLeader,
+	pb.Volumes_ListSnapshots_FullMethodName:  routeLeader,
+	pb.Volumes_Expand_FullMethodName:         routeLeader,
+
+	pb.Claims_Claim_FullMethodName:   routeLeader,
+	pb.Claims_Release_FullMethodName: routeLeader,
+	pb.Claims_Get_FullMethodName:     routeRead,
+	// A client's wait for its claim is a read any server answers, as its
+	// alloc watch.
+	pb.Claims_ClientClaim_FullMethodName:       routeRead,
+	pb.Claims_ClientClaimUpdate_FullMethodName: routeLeader,
 }
 
 // queryRequest is implemented by every read request.

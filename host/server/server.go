@@ -54,6 +54,8 @@ type Server struct {
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
 	proxy   *clientProxy
+	// csi makes the servers' CSI controller calls through the clients.
+	csi *csiForwarder
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -126,6 +128,10 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)
 	pb.RegisterTunnelPeersServer(s.grpc, &tunnelPeers{p: s.proxy})
+	s.csi = newCSIForwarder(s)
+	pb.RegisterCSIRelayServer(s.grpc, &csiRelay{f: s.csi})
+	pb.RegisterVolumesServer(s.grpc, &volumesEndpoint{s: s, calls: s.csi})
+	pb.RegisterClaimsServer(s.grpc, &claimsEndpoint{s: s})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)

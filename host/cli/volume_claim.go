@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/pb"
+)
+
+// volumeClaimCommands are `berth volume claim` and `berth volume release`,
+// the operator's claims (DESIGN "Operator claims"), for the volume
+// command group.
+func volumeClaimCommands() []*cli.Command {
+	return []*cli.Command{
+		{
+			Name:  "claim",
+			Usage: "claim a volume for an operator on a node and wait until it is ready there",
+			Description: "The claim goes through the states an alloc's claim does: reserved, then ready once the volume's\n" +
+				"controller publish to the node is done (at once when its plugin needs none). The command waits\n" +
+				"for that, then prints the claim and the host path where the node's client publishes the volume.",
+			ArgsUsage: "VOLUME",
+			Flags: readFlags(
+				&cli.StringFlag{Name: "node", Usage: "node ID or unique prefix to claim the volume on (default: one whose node plugin is healthy)"},
+				&cli.StringFlag{Name: "mode", Value: "write", Usage: "read or write"},
+			),
+			Action: volumeClaim,
+		},
+		{
+			Name:      "release",
+			Usage:     "release an operator's claim: its node unpublishes the volume, then the claim is freed",
+			ArgsUsage: "CLAIM",
+			Flags:     []cli.Flag{addressFlag()},
+			Action:    volumeRelease,
+		},
+	}
+}
+
+func volumeClaim(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageError(c, "volume claim takes exactly one volume ID")
+	}
+	var mode pb.ClaimMode
+	switch c.String("mode") {
+	case "read":
+		mode = pb.ClaimMode_CLAIM_MODE_READ
+	case "write":
+		mode = pb.ClaimMode_CLAIM_MODE_WRITE
+	default:
+		return usageError(c, "-mode=%q: want read or write", c.String("mode"))
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	volumeID, nodeID := c.Args().First(), ""
+	if prefix := c.String("node"); prefix != "" {
+		if nodeID, err = findID(c.Context, "node", prefix, client.Nodes, (*pb.Node).GetId); err != nil {
+			return err
+		}
+	}
+	created, err := client.VolumeClaims().Create(c.Context, volumeID, nodeID, mode)
+	if err != nil {
+		return err
+	}
+	view := &pb.ClaimGetResponse{Claim: created.GetClaim(), Attachment: created.GetAttachment(), PublishPath: created.GetPublishPath()}
+	claim := view.GetClaim()
+	out := c.App.Writer
+	if !c.Bool("json") {
+		fmt.Fprintf(out, "==> Claim %s of volume %q (%s, %s) reserved on node %s\n", claim.GetId(), volumeID,
+			enumWord(claim.GetMode()), enumWord(claim.GetAccessMode()), shortID(claim.GetNodeId()))
+	}
+	// The write's index (the claim's modify index, should an older agent
+	// not send it): the first read waits for a change after it.
+	index := max(created.GetMeta().GetIndex(), claim.GetModifyIndex())
+	if view, err = waitClaimReady(c, client, view, index); err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		view.Meta = nil
+		return printJSON(out, view)
+	}
+	return printClaimReady(c, client, view)
+}
+
+// waitClaimReady follows the claim with blocking reads (no polling
+// interval) until it is ready, printing each failed try of its controller
+// publish. A final error ends the wait with an error; the claim stays
+// reserved, as the servers keep it, until it is released.
+func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse, index uint64) (*pb.ClaimGetResponse, error) {
+	claim := view.GetClaim()
+	volumeID, claimID := claim.GetVolumeId(), claim.GetId()
+	var shown int32
+	for view.GetClaim().GetState() < pb.ClaimState_CLAIM_STATE_READY {
+		if a := view.GetAttachment(); a.GetLastError() != nil && a.GetAttempts() > shown {
+			shown = a.GetAttempts()
+			e := a.GetLastError()
+			if e.GetClass() == pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+				return nil, fmt.Errorf("volume %q: controller publish to node %s failed (attempt %d): %s\nclaim %s stays reserved: release it with `berth volume release %s`",
+					volumeID, a.GetNodeId(), a.GetAttempts(), e.GetMessage(), claimID, claimID)
+			}
+			if !c.Bool("json") {
+				next := ""
+				if t := a.GetNextRetryAt(); t > 0 {
+					next = fmt.Sprintf("; next try at %s", time.Unix(0, t).Format(time.RFC3339))
+				}
+				fmt.Fprintf(c.App.Writer, "    Controller publish to node %s failed (attempt %d, %s): %s%s\n",
+					shortID(a.GetNodeId()), a.GetAttempts(), enumWord(e.GetClass()), e.GetMessage(), next)
+			}
+		}
+		got, meta, err := client.VolumeClaims().Info(c.Context, volumeID, claimID, &api.QueryOptions{WaitIndex: index})
+		if api.IsNotFound(err) {
+			return nil, fmt.Errorf("claim %s of volume %q was freed before it was ready (released meanwhile?)", claimID, volumeID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("waiting for claim %s of volume %q: %w", claimID, volumeID, err)
+		}
+		view, index = got, max(meta.LastIndex, index)
+	}
+	if s := view.GetClaim().GetState(); s >= pb.ClaimState_CLAIM_STATE_RELEASING {
+		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it ready", claimID, volumeID, enumWord(s))
+	}
+	return view, nil
+}
+
+// printClaimReady says where the volume will be: the publish path under
+// the node's data_dir, which the agent asked knows only when it is that
+// node's client.
+func printClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse) error {
+	claim := view.GetClaim()
+	nodeName := shortID(claim.GetNodeId())
+	if n, _, err := client.Node(c.Context, claim.GetNodeId(), nil); err == nil && n.GetName() != "" {
+		nodeName = fmt.Sprintf("%s (%s)", nodeName, n.GetName())
+	}
+	hostPath := fmt.Sprintf("<data_dir of the client on node %s>/%s/", shortID(claim.GetNodeId()), view.GetPublishPath())
+	if self, err := client.AgentSelf(c.Context); err == nil && self.GetClient().GetNodeId() == claim.GetNodeId() && self.GetDataDir() != "" {
+		hostPath = filepath.Join(self.GetDataDir(), view.GetPublishPath()) + "/"
+	}
+	_, err := fmt.Fprintf(c.App.Writer, "==> Volume %q is claimed and %s on node %s\n"+
+		"    Claim:     %s\n"+
+		"    Host path: %s\n"+
+		"    The node's client publishes the volume at that path; until the client side of claims is in place the\n"+
+		"    claim stays ready and nothing is mounted there yet.\n"+
+		"    Release it with: berth volume release %s\n",
+		claim.GetVolumeId(), enumWord(claim.GetState()), nodeName, claim.GetId(), hostPath, claim.GetId())
+	return err
+}
+
+func volumeRelease(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageError(c, "volume release takes exactly one claim ID")
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	claimID := c.Args().First()
+	got, _, err := client.VolumeClaims().ByID(c.Context, claimID, nil)
+	if api.IsNotFound(err) {
+		return fmt.Errorf("no claim %q (never reserved, or freed already; `berth volume claim` prints the full claim ID)", claimID)
+	}
+	if err != nil {
+		return err
+	}
+	claim := got.GetClaim()
+	resp, err := client.VolumeClaims().Release(c.Context, claim.GetVolumeId(), claimID)
+	if err != nil {
+		return err
+	}
+	if resp.GetClaim() == nil {
+		_, err = fmt.Fprintf(c.App.Writer, "==> Claim %s of volume %q on node %s is freed\n", claimID, claim.GetVolumeId(), shortID(claim.GetNodeId()))
+		return err
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "==> Claim %s of volume %q on node %s is %s: it is freed once the node's client has unpublished\n"+
+		"    the volume (or the node is fenced, or down past force_detach_after)\n",
+		claimID, claim.GetVolumeId(), shortID(claim.GetNodeId()), enumWord(resp.GetClaim().GetState()))
+	return err
+}

@@ -1,0 +1,249 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/apijson"
+	"berth.dev/berth/rpc/pb"
+)
+
+const (
+	claimNode = "7e1a2b3c-4d5e-4f60-8a9b-0c1d2e3f4a5b"
+	claimID   = "c0ffee00-1111-4222-8333-444455556666"
+)
+
+// fakeClaimAPI is the agent's claim endpoints for the claim commands: the
+// create answers a reserved claim at index 10, and each blocking read of
+// the claim answers the next of states (index 11, 12, ...), refusing a
+// read that does not block on the index it was last given.
+type fakeClaimAPI struct {
+	t      *testing.T
+	url    string
+	mu     sync.Mutex
+	index  uint64
+	states []*pb.ClaimGetResponse
+	// selfNode is the node the agent asked is the client of ("": a server
+	// only); reqs every request as "METHOD /path?query".
+	selfNode string
+	// readyAtOnce: the create answers the claim ready (no controller
+	// publish needed).
+	readyAtOnce bool
+	reqs        []string
+	bodies      []string
+}
+
+func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI {
+	f := &fakeClaimAPI{t: t, states: states}
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, index uint64, m proto.Message) {
+		b, err := apijson.Marshal(m)
+		if err != nil {
+			t.Error(err)
+		}
+		w.Header().Set("X-Berth-Index", strconv.FormatUint(index, 10))
+		_, _ = w.Write(b)
+	}
+	fail := func(w http.ResponseWriter, status int, code, msg string) {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"code": %q, "message": %q}`, code, msg)
+	}
+	handle := func(pattern string, h http.HandlerFunc) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.reqs = append(f.reqs, r.Method+" "+r.URL.RequestURI())
+			f.bodies = append(f.bodies, string(b))
+			h(w, r)
+		})
+	}
+	reserved := &pb.Claim{Id: claimID, VolumeId: "data", Operator: true, NodeId: claimNode, Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
+		AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, State: pb.ClaimState_CLAIM_STATE_RESERVED}
+	path := "csi/publish/" + claimID + "/data"
+	handle("POST /v1/volume/csi/{id}/claims", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "data" {
+			fail(w, 404, "not_found", fmt.Sprintf("volume %q: volume not found", r.PathValue("id")))
+			return
+		}
+		f.index = 10
+		c := proto.CloneOf(reserved)
+		if f.readyAtOnce {
+			c.State = pb.ClaimState_CLAIM_STATE_READY
+		}
+		reply(w, 10, &pb.ClaimCreateResponse{Claim: c, PublishPath: path, Meta: &pb.WriteMeta{Index: 10},
+			Attachment: &pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING}})
+	})
+	handle("GET /v1/volume/csi/{id}/claims/{claim}", func(w http.ResponseWriter, r *http.Request) {
+		if got := r.URL.Query().Get("index"); got != strconv.FormatUint(f.index, 10) {
+			t.Errorf("claim read with index %q, want a blocking read at %d", got, f.index)
+		}
+		if len(f.states) == 0 {
+			fail(w, 404, "not_found", "claim freed")
+			return
+		}
+		next := f.states[0]
+		f.states = f.states[1:]
+		f.index++
+		next.PublishPath = path
+		reply(w, f.index, next)
+	})
+	handle("GET /v1/volume/claim/{claim}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("claim") != claimID {
+			fail(w, 404, "not_found", "claim not found")
+			return
+		}
+		reply(w, 20, &pb.ClaimGetResponse{Claim: reserved, PublishPath: path})
+	})
+	handle("DELETE /v1/volume/csi/{id}/claims/{claim}", func(w http.ResponseWriter, r *http.Request) {
+		c := proto.CloneOf(reserved)
+		c.State = pb.ClaimState_CLAIM_STATE_RELEASING
+		reply(w, 21, &pb.ClaimReleaseResponse{Claim: c})
+	})
+	handle("GET /v1/agent/self", func(w http.ResponseWriter, r *http.Request) {
+		self := &pb.AgentSelf{Name: "a1", DataDir: "/var/lib/berth"}
+		if f.selfNode != "" {
+			self.Client = &pb.AgentClientInfo{NodeId: f.selfNode}
+		}
+		reply(w, 1, self)
+	})
+	handle("GET /v1/node/{id}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 1, &pb.Node{Id: claimNode, Name: "client-2"})
+	})
+	handle("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := apijson.MarshalList([]*pb.Node{{Id: claimNode, Name: "client-2"}})
+		_, _ = w.Write(b)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+func (f *fakeClaimAPI) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.reqs...)
+}
+
+func claimState(s pb.ClaimState, a *pb.Attachment) *pb.ClaimGetResponse {
+	return &pb.ClaimGetResponse{Claim: &pb.Claim{Id: claimID, VolumeId: "data", Operator: true, NodeId: claimNode,
+		Mode: pb.ClaimMode_CLAIM_MODE_WRITE, State: s}, Attachment: a}
+}
+
+func attaching(attempts int32, class pb.VolumeErrorClass, msg string) *pb.Attachment {
+	return &pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING, Attempts: attempts,
+		LastError: &pb.VolumeError{Message: msg, Class: class}}
+}
+
+// `volume claim` creates the claim, follows it with blocking reads through
+// a failed try of its controller publish until it is ready, and prints the
+// host path: absolute when the agent asked is the node's client.
+func TestVolumeClaimWaitsUntilReady(t *testing.T) {
+	f := newFakeClaimAPI(t,
+		claimState(pb.ClaimState_CLAIM_STATE_RESERVED, attaching(1, pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, "controller timed out")),
+		claimState(pb.ClaimState_CLAIM_STATE_READY, &pb.Attachment{State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED}))
+	f.selfNode = claimNode
+	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-node", "7e1a", "-mode", "write", "data"}, 0,
+		"==> Claim "+claimID+` of volume "data" (write, single-node-writer) reserved on node 7e1a2b3c`,
+		"    Controller publish to node 7e1a2b3c failed (attempt 1, uncertain): controller timed out\n",
+		`==> Volume "data" is claimed and ready on node 7e1a2b3c (client-2)`,
+		"    Host path: /var/lib/berth/csi/publish/"+claimID+"/data/\n",
+		"nothing is mounted there yet",
+		"berth volume release "+claimID)
+	if strings.Count(out, "Controller publish") != 1 {
+		t.Errorf("the failed try is shown once:\n%s", out)
+	}
+	reqs := f.requests()
+	var body string
+	for i, r := range reqs {
+		if strings.HasPrefix(r, "POST ") {
+			body = f.bodies[i]
+		}
+	}
+	var sent struct {
+		NodeID string `json:"node_id"`
+		Mode   string `json:"mode"`
+	}
+	if err := json.Unmarshal([]byte(body), &sent); err != nil || sent.NodeID != claimNode || sent.Mode != "write" {
+		t.Errorf("create body %s: %v", body, err)
+	}
+	if n := blockingReads(reqs); n != 2 {
+		t.Errorf("%d blocking reads, want 2: %q", n, reqs)
+	}
+}
+
+// Another node's claim: the host path is given relative to that node's
+// data dir. -json prints the ready claim as the API's JSON.
+func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
+	f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0,
+		"Host path: <data_dir of the client on node 7e1a2b3c>/csi/publish/"+claimID+"/data/\n")
+
+	// Ready at once: no read of the claim at all.
+	f = newFakeClaimAPI(t)
+	f.readyAtOnce = true
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and ready`)
+	if n := blockingReads(f.requests()); n != 0 {
+		t.Errorf("%d claim reads for a claim ready at once", n)
+	}
+
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
+	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-json", "-mode", "read", "data"}, 0)
+	var got struct {
+		Claim struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"claim"`
+		PublishPath string `json:"publish_path"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Claim.ID != claimID || got.Claim.State != "ready" ||
+		got.PublishPath != "csi/publish/"+claimID+"/data" {
+		t.Fatalf("-json: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "==>") {
+		t.Errorf("-json prints only JSON:\n%s", out)
+	}
+}
+
+// A final controller error ends the wait, saying the claim stays and how
+// to release it; a claim freed while waited on, or released, is an error;
+// bad arguments are usage errors.
+func TestVolumeClaimFailures(t *testing.T) {
+	f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RESERVED,
+		attaching(3, pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL, "volume ext-data is attached to another instance")))
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1,
+		`volume "data": controller publish to node `+claimNode+" failed (attempt 3): volume ext-data is attached to another instance",
+		"claim "+claimID+" stays reserved: release it with `berth volume release "+claimID+"`")
+
+	f = newFakeClaimAPI(t)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "was freed before it was ready")
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RELEASING, nil))
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "is releasing: it was released before")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "nope"}, 1, `volume "nope": volume not found`)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, 1, `-mode="exclusive": want read or write`)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, 1, "exactly one volume ID", "Usage: berth volume claim VOLUME")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-node", "ffff", "data"}, 1, `no node with ID or prefix "ffff"`)
+}
+
+// `volume release` finds the claim's volume by the claim ID and releases
+// it, saying it is freed once its node has unpublished it.
+func TestVolumeRelease(t *testing.T) {
+	f := newFakeClaimAPI(t)
+	wantOut(t, []string{"volume", "release", "-address", f.url, claimID}, 0,
+		"==> Claim "+claimID+` of volume "data" on node 7e1a2b3c is releasing: it is freed once the node's client has unpublished`)
+	if reqs := f.requests(); len(reqs) != 2 || reqs[1] != "DELETE /v1/volume/csi/data/claims/"+claimID {
+		t.Errorf("requests %q", reqs)
+	}
+	wantOutErr(t, []string{"volume", "release", "-address", f.url, "c0ffee"}, 1, `no claim "c0ffee" (never reserved, or freed already`)
+	wantOutErr(t, []string{"volume", "release", "-address", f.url}, 1, "exactly one claim ID")
+}

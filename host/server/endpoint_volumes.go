@@ -1,0 +1,378 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/volumespec"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// volumesSince is the first berth version whose servers know the volume
+// tables and commands (17-23). Under the table rule (fsm/doc.go) they are
+// proposed only once every server has recorded a version at least this.
+var volumesSince = mustConstraint(">= " + volumesSinceVersion)
+
+const volumesSinceVersion = "0.1.0-dev"
+
+var (
+	// ErrCapabilitiesNotConfirmed is returned by Volumes.Register when the
+	// plugin answers ValidateVolumeCapabilities without confirming them;
+	// the message carries the plugin's.
+	ErrCapabilitiesNotConfirmed = errcode.New(codes.FailedPrecondition, "the csi plugin did not confirm the volume's capabilities")
+	// ErrNoHealthyController is returned by the Volumes calls that need a
+	// controller when the plugin has none healthy (or none at all).
+	ErrNoHealthyController = errcode.New(codes.FailedPrecondition, "no healthy controller of the csi plugin")
+	// ErrPluginUnknown is returned when a volume names a plugin no node
+	// reports.
+	ErrPluginUnknown = errcode.New(codes.FailedPrecondition, "no node reports the csi plugin")
+	// ErrVolumeExists is returned by Volumes.Create for an ID registered
+	// with another name or plugin.
+	ErrVolumeExists = errcode.New(codes.AlreadyExists, "a different volume is registered under the ID")
+	// ErrPluginCannot is returned when the plugin's controller lacks the
+	// capability a call needs (create/delete, snapshots, expand).
+	ErrPluginCannot = errcode.New(codes.FailedPrecondition, "the csi plugin's controller does not support the call")
+)
+
+// volumesEndpoint is the Volumes service (volumes_rpc.proto).
+type volumesEndpoint struct {
+	pb.UnimplementedVolumesServer
+	s     *Server
+	calls controllerCaller
+}
+
+// controllerFor picks a node whose controller instance of the plugin is
+// healthy: the lowest node ID, so repeated calls go to one instance. The
+// leader's reconcilers choose with their own picker (prefer the last used,
+// spread); the volume API needs any healthy one. ok is false when the
+// plugin has no controller service at all (a node-only plugin).
+func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
+	p, err := st.CSIPluginByID(nil, pluginID)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if p == nil {
+		return "", nil, false, fmt.Errorf("csi plugin %q: %w", pluginID, ErrPluginUnknown)
+	}
+	if len(p.GetControllers()) == 0 {
+		return "", nil, false, nil
+	}
+	var why []string
+	for _, id := range slices.Sorted(maps.Keys(p.GetControllers())) {
+		c := p.GetControllers()[id]
+		if c.GetHealthy() {
+			return id, c, true, nil
+		}
+		why = append(why, fmt.Sprintf("node %s: %s", id, c.GetHealthDescription()))
+	}
+	return "", nil, true, fmt.Errorf("csi plugin %q: %w (%s)", pluginID, ErrNoHealthyController, strings.Join(why, "; "))
+}
+
+// controller is a CSI client of a healthy controller of the plugin, and
+// the node it runs on.
+func (e *volumesEndpoint) controller(pluginID string) (*csi.Client, string, *pb.CSIPluginInfo, error) {
+	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if !has {
+		return nil, "", nil, fmt.Errorf("csi plugin %q has no controller service: %w", pluginID, ErrPluginCannot)
+	}
+	return e.s.csiClientVia(e.calls, nodeID, pluginID), nodeID, info, nil
+}
+
+func (e *volumesEndpoint) requireVersion() error {
+	return e.s.requireServersAt(volumesSince, volumesSinceVersion, "CSI volume commands")
+}
+
+// Register checks the volume, validates its capabilities with a healthy
+// controller of its plugin (a plugin without a controller service is
+// registered with a warning that nothing was validated) and registers it.
+func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRequest) (*pb.VolumeRegisterResponse, error) {
+	v := proto.CloneOf(req.GetVolume())
+	if v == nil {
+		return nil, fmt.Errorf("volume register: %w: no volume", volumespec.ErrInvalidVolume)
+	}
+	volumespec.Canonicalize(v)
+	if err := volumespec.Validate(v, volumespec.ForRegister); err != nil {
+		return nil, err
+	}
+	if err := e.requireVersion(); err != nil {
+		return nil, err
+	}
+	nodeID, _, has, err := controllerFor(e.s.fsm.State().Snapshot(), v.GetPluginId())
+	if err != nil {
+		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
+	}
+	var warnings []string
+	if has {
+		c := e.s.csiClientVia(e.calls, nodeID, v.GetPluginId())
+		res, err := c.Controller.ValidateVolumeCapabilities(ctx, &csipb.ValidateVolumeCapabilitiesRequest{
+			VolumeId: v.GetExternalId(), VolumeContext: v.GetContext(), VolumeCapabilities: csiCapabilities(v),
+			Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: validating its capabilities with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		}
+		if !res.Confirmed {
+			msg := res.Message
+			if msg == "" {
+				msg = "the plugin gave no reason"
+			}
+			return nil, fmt.Errorf("volume %q: %w: plugin %q on node %s says: %s", v.GetId(), ErrCapabilitiesNotConfirmed, v.GetPluginId(), nodeID, msg)
+		}
+	} else {
+		warnings = append(warnings, fmt.Sprintf("csi plugin %q has no controller service: the capabilities of volume %q were not validated", v.GetPluginId(), v.GetId()))
+	}
+	return e.register(ctx, v, warnings)
+}
+
+// register proposes the volume and answers it as stored, redacted.
+func (e *volumesEndpoint) register(ctx context.Context, v *pb.Volume, warnings []string) (*pb.VolumeRegisterResponse, error) {
+	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano()})
+	if err != nil {
+		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
+	}
+	stored, err := e.s.fsm.State().VolumeByID(nil, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if stored == nil {
+		stored = v
+	}
+	return &pb.VolumeRegisterResponse{Volume: redactVolume(stored), Warnings: warnings, Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// Create creates the volume with a healthy controller of its plugin and
+// registers what the plugin answers (external ID, capacity, context,
+// topology). A volume registered under the ID with the same name and
+// plugin is answered as it is: CreateVolume is idempotent by name, and so
+// is this.
+func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateRequest) (*pb.VolumeRegisterResponse, error) {
+	v := proto.CloneOf(req.GetVolume())
+	if v == nil {
+		return nil, fmt.Errorf("volume create: %w: no volume", volumespec.ErrInvalidVolume)
+	}
+	volumespec.Canonicalize(v)
+	if err := volumespec.Validate(v, volumespec.ForCreate); err != nil {
+		return nil, err
+	}
+	if err := e.requireVersion(); err != nil {
+		return nil, err
+	}
+	old, err := e.s.fsm.State().VolumeByID(nil, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
+		if old.GetName() == v.GetName() && old.GetPluginId() == v.GetPluginId() {
+			return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()},
+				Warnings: []string{fmt.Sprintf("volume %q exists already (external ID %q); nothing created", v.GetId(), old.GetExternalId())}}, nil
+		}
+		return nil, fmt.Errorf("volume %q: %w: it has name %q and plugin %q", v.GetId(), ErrVolumeExists, old.GetName(), old.GetPluginId())
+	}
+	c, nodeID, info, err := e.controller(v.GetPluginId())
+	if err != nil {
+		return nil, fmt.Errorf("creating volume %q: %w", v.GetId(), err)
+	}
+	if !info.GetControllerInfo().GetSupportsCreateDelete() {
+		return nil, fmt.Errorf("creating volume %q: csi plugin %q: %w (CREATE_DELETE_VOLUME)", v.GetId(), v.GetPluginId(), ErrPluginCannot)
+	}
+	creq := &csipb.CreateVolumeRequest{
+		Name: v.GetName(), VolumeCapabilities: csiCapabilities(v), Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
+		AccessibilityRequirements: csiTopologyRequirement(v.GetTopologyRequest()),
+	}
+	if lo, hi := v.GetRequestedCapacityMinBytes(), v.GetRequestedCapacityMaxBytes(); lo > 0 || hi > 0 {
+		creq.CapacityRange = &csipb.CapacityRange{RequiredBytes: lo, LimitBytes: hi}
+	}
+	switch {
+	case v.GetSnapshotId() != "":
+		creq.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: v.GetSnapshotId()}}}
+	case v.GetCloneId() != "":
+		creq.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: v.GetCloneId()}}}
+	}
+	resp, err := c.Controller.CreateVolume(ctx, creq)
+	if err != nil {
+		return nil, fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+	}
+	cv := resp.GetVolume()
+	v.ExternalId, v.CapacityBytes = cv.GetVolumeId(), cv.GetCapacityBytes()
+	if len(cv.GetVolumeContext()) > 0 {
+		ctxMap := maps.Clone(v.GetContext())
+		if ctxMap == nil {
+			ctxMap = map[string]string{}
+		}
+		maps.Copy(ctxMap, cv.GetVolumeContext())
+		v.Context = ctxMap
+	}
+	for _, t := range cv.GetAccessibleTopology() {
+		v.AccessibleTopology = append(v.AccessibleTopology, &pb.Topology{Segments: t.GetSegments()})
+	}
+	return e.register(ctx, v, nil)
+}
+
+// Delete deletes the volume with its plugin, then deregisters it. A volume
+// with claims is refused, naming them; the plugin not knowing the volume
+// (NotFound) is success.
+func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteRequest) (*pb.VolumeDeleteResponse, error) {
+	v, err := e.volume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.refuseClaimed(v.GetId()); err != nil {
+		return nil, err
+	}
+	if err := e.requireVersion(); err != nil {
+		return nil, err
+	}
+	c, nodeID, info, err := e.controller(v.GetPluginId())
+	if err != nil {
+		return nil, fmt.Errorf("deleting volume %q: %w", v.GetId(), err)
+	}
+	if !info.GetControllerInfo().GetSupportsCreateDelete() {
+		return nil, fmt.Errorf("deleting volume %q: csi plugin %q: %w (CREATE_DELETE_VOLUME); deregister it instead", v.GetId(), v.GetPluginId(), ErrPluginCannot)
+	}
+	secrets := req.GetSecrets()
+	if len(secrets) == 0 {
+		secrets = v.GetSecrets()
+	}
+	if _, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetExternalId(), Secrets: secrets}); err != nil {
+		return nil, fmt.Errorf("deleting volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+	}
+	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId()})
+	if err != nil {
+		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed (deregister it again): %w", v.GetId(), err)
+	}
+	return &pb.VolumeDeleteResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// Deregister forgets a volume without a plugin call: refused with claims,
+// or with force while a claimant is not terminal (the state machine's
+// rule, naming the claims).
+func (e *volumesEndpoint) Deregister(ctx context.Context, req *pb.VolumeDeregisterRequest) (*pb.VolumeDeleteResponse, error) {
+	v, err := e.volume(req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := e.requireVersion(); err != nil {
+		return nil, err
+	}
+	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId(), Force: req.GetForce()})
+	if err != nil {
+		return nil, fmt.Errorf("deregistering volume %q: %w", v.GetId(), err)
+	}
+	return &pb.VolumeDeleteResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// volume reads a volume from this server's state; NotFound names it.
+func (e *volumesEndpoint) volume(id string) (*pb.Volume, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: volume_id is required", volumespec.ErrInvalidVolume)
+	}
+	v, err := e.s.fsm.State().VolumeByID(nil, id)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("volume %q: %w", id, fsm.ErrVolumeNotFound)
+	}
+	return v, nil
+}
+
+// refuseClaimed refuses an operation on a volume that has claims.
+func (e *volumesEndpoint) refuseClaimed(id string) error {
+	claims, err := e.s.fsm.State().ClaimsByVolume(nil, id)
+	if err != nil || len(claims) == 0 {
+		return err
+	}
+	var names []string
+	for i, c := range claims {
+		if i == 5 {
+			names = append(names, fmt.Sprintf("and %d more", len(claims)-5))
+			break
+		}
+		names = append(names, fmt.Sprintf("%s on node %s (%s)", fsm.Claimant(c), c.GetNodeId(), fsm.ClaimStateWord(c.GetState())))
+	}
+	return fmt.Errorf("volume %q: %w: claimed by %s", id, fsm.ErrVolumeInUse, strings.Join(names, ", "))
+}
+
+// redactVolume is v with its secrets' values replaced, for every answer.
+func redactVolume(v *pb.Volume) *pb.Volume {
+	if len(v.GetSecrets()) == 0 {
+		return v
+	}
+	v = proto.CloneOf(v)
+	for k := range v.Secrets {
+		v.Secrets[k] = csi.Redacted
+	}
+	return v
+}
+
+// csiCapabilities are the volume's capabilities as CSI's, each with the
+// volume's mount options when it is a file system.
+func csiCapabilities(v *pb.Volume) []*csipb.VolumeCapability {
+	var out []*csipb.VolumeCapability
+	for _, c := range v.GetCapabilities() {
+		vc := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.GetAccessMode())}}
+		if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
+			vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+		} else {
+			vc.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{
+				FsType: v.GetMountOptions().GetFsType(), MountFlags: v.GetMountOptions().GetMountFlags()}}
+		}
+		out = append(out, vc)
+	}
+	return out
+}
+
+func csiTopologyRequirement(tr *pb.TopologyRequest) *csipb.TopologyRequirement {
+	if len(tr.GetRequired()) == 0 && len(tr.GetPreferred()) == 0 {
+		return nil
+	}
+	out := &csipb.TopologyRequirement{}
+	for _, t := range tr.GetRequired() {
+		out.Requisite = append(out.Requisite, &csipb.Topology{Segments: t.GetSegments()})
+	}
+	for _, t := range tr.GetPreferred() {
+		out.Preferred = append(out.Preferred, &csipb.Topology{Segments: t.GetSegments()})
+	}
+	return out
+}
+
+// volumesIndex is the index of the last change to volumes, claims or
+// attachments: what a volume view reads.
+func volumesIndex(st *fsm.StateSnapshot) (uint64, error) {
+	var out uint64
+	for _, t := range []string{fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments} {
+		i, err := st.Index(t)
+		if err != nil {
+			return 0, err
+		}
+		out = max(out, i)
+	}
+	return out, nil
+}
+
+// view reads a volume's claims and attachments beside it, redacted.
+func view(ws memdb.WatchSet, st *fsm.StateSnapshot, v *pb.Volume) (*pb.VolumeView, error) {
+	claims, err := st.ClaimsByVolume(ws, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	atts, err := st.AttachmentsByVolume(ws, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.VolumeView{Volume: redactVolume(v), Claims: claims, Attachments: atts}, nil
+}

@@ -1,0 +1,21 @@
+package server
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/internal/testutil"
+)
+
+func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
+	testutil.CheckSentinelCodes(t, map[error]codes.Code{
+		ErrCapabilitiesNotConfirmed: codes.FailedPrecondition,
+		ErrNoHealthyController:      codes.FailedPrecondition,
+		ErrPluginUnknown:            codes.FailedPrecondition,
+		ErrVolumeExists:             codes.AlreadyExists,
+		ErrPluginCannot:             codes.FailedPrecondition,
+		errForwardEncode:            codes.Internal,
+		errForwardDecode:            codes.Internal,
+	})
+}
