@@ -329,13 +329,16 @@ func (s *sched) placeOne(p placement) error {
 			avoid[e.GetPrevNodeId()] = true
 		}
 	}
-	node, m, err := s.pl.place(g, avoid)
+	asks := groupAsks(p.tg, p.index)
+	node, m, err := s.pl.place(g, asks, avoid)
 	if err != nil {
 		return err
 	}
 	if node == nil {
 		if p.update {
-			s.pl.unrelease(p.prev)
+			if err := s.keepOrStop(p.prev, asks); err != nil {
+				return err
+			}
 		}
 		s.fail(p.tg.GetName(), m)
 		return nil
@@ -351,6 +354,28 @@ func (s *sched) placeOne(p placement) error {
 		s.stop(p.prev, DescRescheduled, false)
 	}
 	s.pl.claim(a)
+	s.pl.vols.reserve(s, a, asks)
 	s.plan.Allocs = append(s.plan.Allocs, a)
+	return nil
+}
+
+// keepOrStop decides the old alloc of a destructive update whose new
+// alloc found no node: it keeps running, unless it holds a claim the new
+// alloc could never share with it (a single-writer volume), which frees
+// only once it stops. Keeping it would hold the update back forever, so
+// it is stopped, and the new alloc is placed once the claim is freed (the
+// evaluation blocks; freeing the claim wakes it).
+func (s *sched) keepOrStop(prev *pb.Allocation, asks []volumeAsk) error {
+	if len(asks) > 0 {
+		blocks, err := s.pl.vols.blocksReplacement(prev, asks)
+		if err != nil {
+			return err
+		}
+		if blocks {
+			s.stop(prev, DescUpdatedAwaitingClaim, false)
+			return nil
+		}
+	}
+	s.pl.unrelease(prev)
 	return nil
 }

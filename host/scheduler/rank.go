@@ -46,7 +46,10 @@ type groupCtx struct {
 	cursor  int
 	// failed is the metric of the first placement that found no node;
 	// later placements of the group are counted as coalesced failures.
-	failed *pb.AllocMetric
+	// A group with per_alloc volumes keeps trying: its allocs need
+	// different volumes.
+	failed   *pb.AllocMetric
+	perAlloc bool
 }
 
 // placer finds nodes for allocs and keeps the cluster's usage as the plan
@@ -62,6 +65,7 @@ type placer struct {
 	// the job's total.
 	perNode map[string]map[string]int
 	groups  map[string]*groupCtx
+	vols    *volumeBook
 }
 
 func newPlacer(s *sched, nodes []*pb.Node) *placer {
@@ -72,6 +76,7 @@ func newPlacer(s *sched, nodes []*pb.Node) *placer {
 		stopped: map[string]bool{},
 		perNode: map[string]map[string]int{},
 		groups:  map[string]*groupCtx{},
+		vols:    newVolumeBook(s.st),
 	}
 	type keyed struct {
 		h uint64
@@ -197,6 +202,7 @@ func (p *placer) group(job *pb.Job, tg *pb.TaskGroup) *groupCtx {
 		feas:         make([]int8, len(p.ready)),
 		reasons:      make([]string, len(p.ready)),
 		antiAffinity: job.GetType() != pb.JobType_JOB_TYPE_SYSTEM,
+		perAlloc:     groupPerAlloc(tg),
 	}
 	add := func(cs []*pb.Constraint, jobLevel bool) {
 		for _, c := range cs {
@@ -330,12 +336,13 @@ func (p *placer) share(g *groupCtx) int {
 	return max(1, (int(g.count)+len(p.ready)-1)/len(p.ready))
 }
 
-// place picks a node for one alloc of g. It returns nil and the metric
-// when no node fits; after a group's first failure it returns nil, nil at
-// once (the caller coalesces), since nothing placed later in the run makes
-// room.
-func (p *placer) place(g *groupCtx, avoid map[string]bool) (*pb.Node, *pb.AllocMetric, error) {
-	if g.failed != nil {
+// place picks a node for one alloc of g that needs the volume claims
+// asks. It returns nil and the metric when no node fits; after a group's
+// first failure it returns nil, nil at once (the caller coalesces), since
+// nothing placed later in the run makes room — unless the group has
+// per_alloc volumes, whose next alloc needs another volume.
+func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*pb.Node, *pb.AllocMetric, error) {
+	if g.failed != nil && !g.perAlloc {
 		return nil, nil, nil
 	}
 	n := len(p.ready)
@@ -358,6 +365,19 @@ func (p *placer) place(g *groupCtx, avoid map[string]bool) (*pb.Node, *pb.AllocM
 			addCount(&m.ConstraintFiltered, OpDistinctHosts)
 			continue
 		}
+		// Volumes depend on this plan's claims, so they are checked on
+		// every visit rather than cached with the static checks.
+		if len(asks) > 0 {
+			why, err := p.vols.check(node, asks)
+			if err != nil {
+				return nil, nil, err
+			}
+			if why != "" {
+				m.NodesFiltered++
+				addCount(&m.ConstraintFiltered, why)
+				continue
+			}
+		}
 		u, err := p.nodeUsage(node)
 		if err != nil {
 			return nil, nil, err
@@ -377,26 +397,31 @@ func (p *placer) place(g *groupCtx, avoid map[string]bool) (*pb.Node, *pb.AllocM
 		g.cursor = (last + 1) % n
 	}
 	if best == nil {
-		g.failed = m
+		if g.failed == nil {
+			g.failed = m
+		}
 		return nil, m, nil
 	}
 	return best, nil, nil
 }
 
-// fitsOn checks one node for g, for system jobs and in-place updates:
-// feasibility, and resources unless skipResources.
-func (p *placer) fitsOn(g *groupCtx, n *pb.Node, skipResources bool) (ok bool, reason string, exhausted bool, err error) {
+// fitsOn checks one node for g, for system jobs: feasibility, the volume
+// claims asks, and resources.
+func (p *placer) fitsOn(g *groupCtx, n *pb.Node, asks []volumeAsk) (ok bool, reason string, exhausted bool, err error) {
 	if !fsm.NodeSchedulable(n) {
 		return false, "node not schedulable", false, nil
 	}
 	if ok, why := p.feasible(g, n); !ok {
 		return false, why, false, nil
 	}
-	if skipResources {
-		return true, "", false, nil
-	}
 	if p.distinctBlocked(g, n.GetId()) {
 		return false, OpDistinctHosts, false, nil
+	}
+	if len(asks) > 0 {
+		why, err := p.vols.check(n, asks)
+		if err != nil || why != "" {
+			return false, why, false, err
+		}
 	}
 	u, err := p.nodeUsage(n)
 	if err != nil {

@@ -30,6 +30,13 @@ type State interface {
 	AllocsByJob(jobID string) ([]*pb.Allocation, error)
 	// AllocsByNode returns every alloc on the node, terminal ones included.
 	AllocsByNode(nodeID string) ([]*pb.Allocation, error)
+	// Volume returns the volume, or nil, nil when none is registered.
+	Volume(id string) (*pb.Volume, error)
+	// ClaimsByVolume returns every claim the volume holds, whatever its
+	// state: a claim holds its volume until it is freed.
+	ClaimsByVolume(volumeID string) ([]*pb.Claim, error)
+	// ClaimsByNode returns every claim held on the node.
+	ClaimsByNode(nodeID string) ([]*pb.Claim, error)
 }
 
 // Options are what the scheduler would otherwise take from the world.
@@ -86,15 +93,20 @@ func (e *StateError) Unwrap() error { return e.Err }
 // Descriptions the scheduler writes on the allocs it stops; the CLI shows
 // them in `alloc status`.
 const (
-	DescJobStopped     = "alloc not needed: job was stopped"
-	DescGroupRemoved   = "alloc not needed: its group was removed from the job"
-	DescScaledDown     = "alloc not needed: group count was reduced"
-	DescDuplicate      = "alloc not needed: another alloc holds its index"
-	DescNodeLost       = "alloc lost: its node is down"
-	DescMigrating      = "alloc is being migrated"
-	DescNoReplace      = "alloc stopped without replacement"
-	DescRescheduled    = "alloc was rescheduled because it failed"
-	DescUpdated        = "alloc is being replaced by a new version of the job"
+	DescJobStopped   = "alloc not needed: job was stopped"
+	DescGroupRemoved = "alloc not needed: its group was removed from the job"
+	DescScaledDown   = "alloc not needed: group count was reduced"
+	DescDuplicate    = "alloc not needed: another alloc holds its index"
+	DescNodeLost     = "alloc lost: its node is down"
+	DescMigrating    = "alloc is being migrated"
+	DescNoReplace    = "alloc stopped without replacement"
+	DescRescheduled  = "alloc was rescheduled because it failed"
+	DescUpdated      = "alloc is being replaced by a new version of the job"
+	// DescUpdatedAwaitingClaim: the new version cannot be placed while
+	// this alloc holds its volume (a single-writer claim), so this one
+	// stops first and the new one is placed once the claim is freed.
+	DescUpdatedAwaitingClaim = "alloc is being replaced by a new version of the job, which waits for its volume claim"
+
 	DescCompleted      = "alloc completed; a service alloc is replaced"
 	DescNodeIneligible = "alloc not needed: its node is not eligible for the job"
 	DescInfeasible     = "alloc not needed: its node no longer satisfies the job's constraints or drivers"

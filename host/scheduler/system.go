@@ -209,13 +209,16 @@ func (s *sched) systemPlace(g *groupCtx, tg *pb.TaskGroup, n *pb.Node, prev *pb.
 	if prev != nil {
 		s.pl.release(prev)
 	}
-	ok, why, exhausted, err := s.pl.fitsOn(g, n, false)
+	asks := groupAsks(tg, 0)
+	ok, why, exhausted, err := s.pl.fitsOn(g, n, asks)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		if prev != nil {
-			s.pl.unrelease(prev)
+			if err := s.keepOrStop(prev, asks); err != nil {
+				return err
+			}
 		}
 		m := s.failed[tg.GetName()]
 		if m == nil {
@@ -243,6 +246,7 @@ func (s *sched) systemPlace(g *groupCtx, tg *pb.TaskGroup, n *pb.Node, prev *pb.
 		s.annotation(tg.GetName()).Place++
 	}
 	s.pl.claim(a)
+	s.pl.vols.reserve(s, a, asks)
 	s.plan.Allocs = append(s.plan.Allocs, a)
 	return nil
 }

@@ -72,11 +72,17 @@ func (s *Server) feedBroker(ctx context.Context) {
 // holding resources or was changed by the servers (stopped, moved,
 // updated in place — a job update that shrinks an alloc frees room
 // without changing how many allocs run). A client's status update that
-// leaves an alloc running changes nothing here. With all, every blocked
-// evaluation is woken. It adds the nodes and allocs tables to ws, so their
-// changes wake the feed.
+// leaves an alloc running changes nothing here. A job that claims volumes
+// is also woken by a change to the claims or volumes tables after its
+// snapshot (volumesChanged). With all, every blocked evaluation is woken.
+// It adds the nodes and allocs tables, and the volumes blocked jobs claim,
+// to ws, so their changes wake the feed.
 func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
 	nodesIdx, err := snap.Index(fsm.TableNodes)
+	if err != nil {
+		return err
+	}
+	volumesIdx, err := volumesChangedAt(snap)
 	if err != nil {
 		return err
 	}
@@ -101,7 +107,11 @@ func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	now := s.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
 		since := e.GetSnapshotIndex()
-		if all || nodesIdx > since || freedAt > since {
+		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
+		if err != nil {
+			return err
+		}
+		if all || nodesIdx > since || freedAt > since || (claimsVolumes && volumesIdx > since) {
 			u := proto.Clone(e).(*pb.Evaluation)
 			u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
 			u.StatusDescription = "unblocked: capacity may have changed"

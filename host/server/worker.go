@@ -214,3 +214,10 @@ func (s schedState) AllocsByJob(id string) ([]*pb.Allocation, error) {
 func (s schedState) AllocsByNode(id string) ([]*pb.Allocation, error) {
 	return s.snap.AllocsByNode(nil, id)
 }
+func (s schedState) Volume(id string) (*pb.Volume, error) { return s.snap.VolumeByID(nil, id) }
+func (s schedState) ClaimsByVolume(id string) ([]*pb.Claim, error) {
+	return s.snap.ClaimsByVolume(nil, id)
+}
+func (s schedState) ClaimsByNode(id string) ([]*pb.Claim, error) {
+	return s.snap.ClaimsByNode(nil, id)
+}

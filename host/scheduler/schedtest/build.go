@@ -104,3 +104,60 @@ func Cluster(nodes int, count int32, cpuMHz, memoryMB int64) (*State, *pb.Evalua
 	st.AddJob(job)
 	return st, Eval("bench-eval", job)
 }
+
+// Volume returns a registered, schedulable volume of plugin offering
+// access mode mode with a file system, that needs no controller publish.
+func Volume(id, plugin string, mode pb.VolumeAccessMode) *pb.Volume {
+	return &pb.Volume{
+		Id:       id,
+		Name:     id,
+		PluginId: plugin,
+		Capabilities: []*pb.VolumeCapability{{
+			AccessMode:     mode,
+			AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,
+		}},
+		Schedulable: true,
+	}
+}
+
+// WithNodePlugin gives n a healthy node instance of plugin (no volume
+// limit, no topology) and returns n.
+func WithNodePlugin(n *pb.Node, plugin string) *pb.Node {
+	if n.CsiNodePlugins == nil {
+		n.CsiNodePlugins = map[string]*pb.CSIPluginInfo{}
+	}
+	n.CsiNodePlugins[plugin] = &pb.CSIPluginInfo{
+		PluginId: plugin,
+		Type:     pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE,
+		Healthy:  true,
+		NodeInfo: &pb.CSINodeInfo{Id: n.GetId()},
+	}
+	return n
+}
+
+// WithVolume adds a CSI volume request named name for source to every
+// group of job and returns job.
+func WithVolume(job *pb.Job, name, source string) *pb.Job {
+	for _, g := range job.GetGroups() {
+		if g.Volumes == nil {
+			g.Volumes = map[string]*pb.VolumeRequest{}
+		}
+		g.Volumes[name] = &pb.VolumeRequest{Name: name, Type: "csi", Source: source}
+	}
+	return job
+}
+
+// Claim returns a ready write claim of alloc a on volume with access mode
+// mode (file system), on a's node.
+func Claim(id, volume string, a *pb.Allocation, mode pb.VolumeAccessMode) *pb.Claim {
+	return &pb.Claim{
+		Id:             id,
+		VolumeId:       volume,
+		AllocId:        a.GetId(),
+		NodeId:         a.GetNodeId(),
+		Mode:           pb.ClaimMode_CLAIM_MODE_WRITE,
+		AccessMode:     mode,
+		AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,
+		State:          pb.ClaimState_CLAIM_STATE_READY,
+	}
+}

@@ -18,6 +18,8 @@ type State struct {
 	jobs     map[string]*pb.Job
 	versions map[string]map[uint64]*pb.Job
 	allocs   map[string]*pb.Allocation
+	volumes  map[string]*pb.Volume
+	claims   map[string]*pb.Claim
 }
 
 // NewState returns an empty snapshot at index 1.
@@ -28,6 +30,8 @@ func NewState() *State {
 		jobs:     map[string]*pb.Job{},
 		versions: map[string]map[uint64]*pb.Job{},
 		allocs:   map[string]*pb.Allocation{},
+		volumes:  map[string]*pb.Volume{},
+		claims:   map[string]*pb.Claim{},
 	}
 }
 
@@ -60,13 +64,29 @@ func (s *State) PurgeJob(id string) {
 // AddAlloc stores (or replaces) an alloc.
 func (s *State) AddAlloc(a *pb.Allocation) { s.allocs[a.GetId()] = a }
 
+// AddVolume stores (or replaces) a volume.
+func (s *State) AddVolume(v *pb.Volume) { s.volumes[v.GetId()] = v }
+
+// AddClaim stores (or replaces) a claim.
+func (s *State) AddClaim(c *pb.Claim) { s.claims[c.GetId()] = c }
+
+// FreeClaim removes a claim, as the state machine does when it is freed.
+func (s *State) FreeClaim(id string) { delete(s.claims, id) }
+
+// Claims returns every stored claim, by ID.
+func (s *State) Claims() []*pb.Claim {
+	return s.filterClaims(func(*pb.Claim) bool { return true })
+}
+
 // Alloc returns a stored alloc or nil.
 func (s *State) Alloc(id string) *pb.Allocation { return s.allocs[id] }
 
 // Apply applies a plan as the plan command would (without its re-check):
 // stops change desired and client status and follow-up links, allocs are
 // stored (in-place updates replace the row), and a replaced alloc gets its
-// next_allocation. It lets tests run several evaluations in a row.
+// next_allocation, and the plan's claims are stored (ready) while a
+// stopped alloc's claims move to releasing (they hold their volume until
+// a test frees them). It lets tests run several evaluations in a row.
 func (s *State) Apply(p *pb.Plan) {
 	s.index++
 	for _, st := range p.GetStops() {
@@ -85,6 +105,20 @@ func (s *State) Apply(p *pb.Plan) {
 		}
 		a.ModifyIndex = s.index
 		s.allocs[a.GetId()] = a
+		if a.GetDesiredStatus() == pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN {
+			continue
+		}
+		for _, c := range s.filterClaims(func(c *pb.Claim) bool { return c.GetAllocId() == a.GetId() }) {
+			c = proto.Clone(c).(*pb.Claim)
+			c.State = pb.ClaimState_CLAIM_STATE_RELEASING
+			s.claims[c.GetId()] = c
+		}
+	}
+	for _, c := range p.GetClaims() {
+		c = proto.Clone(c).(*pb.Claim)
+		c.State = pb.ClaimState_CLAIM_STATE_READY
+		c.CreateIndex, c.ModifyIndex = s.index, s.index
+		s.claims[c.GetId()] = c
 	}
 	for _, a := range p.GetAllocs() {
 		a = proto.Clone(a).(*pb.Allocation)
@@ -135,6 +169,30 @@ func (s *State) AllocsByJob(jobID string) ([]*pb.Allocation, error) {
 // AllocsByNode implements scheduler.State, in ID order.
 func (s *State) AllocsByNode(nodeID string) ([]*pb.Allocation, error) {
 	return s.filter(func(a *pb.Allocation) bool { return a.GetNodeId() == nodeID }), nil
+}
+
+// Volume implements scheduler.State.
+func (s *State) Volume(id string) (*pb.Volume, error) { return s.volumes[id], nil }
+
+// ClaimsByVolume implements scheduler.State, in ID order.
+func (s *State) ClaimsByVolume(volumeID string) ([]*pb.Claim, error) {
+	return s.filterClaims(func(c *pb.Claim) bool { return c.GetVolumeId() == volumeID }), nil
+}
+
+// ClaimsByNode implements scheduler.State, in ID order.
+func (s *State) ClaimsByNode(nodeID string) ([]*pb.Claim, error) {
+	return s.filterClaims(func(c *pb.Claim) bool { return c.GetNodeId() == nodeID }), nil
+}
+
+func (s *State) filterClaims(keep func(*pb.Claim) bool) []*pb.Claim {
+	var out []*pb.Claim
+	for _, c := range s.claims {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetId() < out[j].GetId() })
+	return out
 }
 
 func (s *State) filter(keep func(*pb.Allocation) bool) []*pb.Allocation {

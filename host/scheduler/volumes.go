@@ -1,0 +1,405 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Volumes. A group's `volume` blocks are claim requests: every alloc of
+// the group needs one claim on each volume, and the plan carries those
+// claims (plan.claims), so PlanApply reserves them in the apply that places
+// the alloc. The scheduler checks, per candidate node, what the state
+// machine's re-check does not: that the volume's plugin has a healthy node
+// instance there, the node plugin's max volumes, and the volume's
+// topology; and, as the re-check does, that a claim is free (fsm.CheckClaim
+// over the volume's claims plus the claims this plan already reserves).
+// A node refused for a volume is counted in the AllocMetric's
+// constraint_filtered under a reason naming the volume, so a blocked
+// evaluation says why: `volume "data": no free claim (single-node-writer,
+// claimed by alloc "…" on node "…", ready)`.
+//
+// A claim holds its volume until it is freed (releasing and node-detached
+// claims count, fsm/volume_claim.go), so an alloc that replaces a
+// single-writer alloc (lost, migrated, rescheduled, updated) cannot be
+// placed in the plan that stops the old one: it fails with that reason and
+// its evaluation blocks, to be woken when the claim is freed
+// (host/server's unblock watches the claims of the volumes blocked jobs
+// need). A destructive update whose new alloc could never share the volume
+// with the old one stops the old alloc anyway (volumeBlocksReplacement),
+// since otherwise the update could never proceed.
+
+// VolumeID is the volume a group volume request claims for the alloc at
+// index: its source, with "[<index>]" appended when per_alloc is set.
+func VolumeID(req *pb.VolumeRequest, index int32) string {
+	if req.GetPerAlloc() {
+		return fmt.Sprintf("%s[%d]", req.GetSource(), index)
+	}
+	return req.GetSource()
+}
+
+// GroupVolumeIDs returns the IDs of every volume the group's allocs claim
+// (per_alloc ones for indexes 0 to count-1), sorted; the server's unblock
+// path watches their claims.
+func GroupVolumeIDs(tg *pb.TaskGroup) []string {
+	var ids []string
+	for _, ask := range groupAsks(tg, 0) {
+		if !ask.req.GetPerAlloc() {
+			ids = append(ids, ask.id)
+			continue
+		}
+		for i := int32(0); i < max(tg.GetCount(), 1); i++ {
+			ids = append(ids, VolumeID(ask.req, i))
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// volumeAsk is one claim a placement needs.
+type volumeAsk struct {
+	name string // the group's name for the volume
+	id   string // the volume's ID
+	req  *pb.VolumeRequest
+	mode pb.ClaimMode
+}
+
+// label names the volume in reasons: its ID, and the group's name for it
+// when that differs.
+func (a volumeAsk) label() string {
+	if a.name == a.id {
+		return fmt.Sprintf("volume %q", a.id)
+	}
+	return fmt.Sprintf("volume %q (group volume %q)", a.id, a.name)
+}
+
+// groupAsks returns the claims an alloc of tg at index needs, by volume
+// name. Only CSI volumes are claims (the jobspec refuses other types).
+func groupAsks(tg *pb.TaskGroup, index int32) []volumeAsk {
+	if len(tg.GetVolumes()) == 0 {
+		return nil
+	}
+	var asks []volumeAsk
+	for _, name := range sortedKeys(tg.GetVolumes()) {
+		req := tg.GetVolumes()[name]
+		if req == nil || (req.GetType() != "" && req.GetType() != "csi") {
+			continue
+		}
+		mode := pb.ClaimMode_CLAIM_MODE_WRITE
+		if req.GetReadOnly() {
+			mode = pb.ClaimMode_CLAIM_MODE_READ
+		}
+		asks = append(asks, volumeAsk{name: name, id: VolumeID(req, index), req: req, mode: mode})
+	}
+	return asks
+}
+
+// groupPerAlloc reports whether tg has a per_alloc volume: its allocs then
+// need different volumes, so one failed placement says nothing of the next.
+func groupPerAlloc(tg *pb.TaskGroup) bool {
+	for _, v := range tg.GetVolumes() {
+		if v.GetPerAlloc() {
+			return true
+		}
+	}
+	return false
+}
+
+// volEntry is one volume as this run sees it.
+type volEntry struct {
+	vol *pb.Volume // nil: not registered
+	// held are the volume's stored claims, then the claims this plan
+	// reserves on it.
+	held []*pb.Claim
+}
+
+// volumeBook keeps the volumes and claims one run reads, plus the claims
+// its plan adds, so every placement is checked against the ones before it.
+type volumeBook struct {
+	st   State
+	vols map[string]*volEntry
+	// onNode is, per node loaded, the volumes claimed there by plugin:
+	// what a node plugin's max_volumes counts.
+	onNode map[string]map[string]map[string]bool
+}
+
+func newVolumeBook(st State) *volumeBook {
+	return &volumeBook{st: st, vols: map[string]*volEntry{}, onNode: map[string]map[string]map[string]bool{}}
+}
+
+// entry loads a volume and its claims on first use.
+func (b *volumeBook) entry(id string) (*volEntry, error) {
+	if e := b.vols[id]; e != nil {
+		return e, nil
+	}
+	v, err := b.st.Volume(id)
+	if err != nil {
+		return nil, &StateError{What: "volume " + id, Err: err}
+	}
+	e := &volEntry{vol: v}
+	if v != nil {
+		held, err := b.st.ClaimsByVolume(id)
+		if err != nil {
+			return nil, &StateError{What: "claims of volume " + id, Err: err}
+		}
+		e.held = append([]*pb.Claim(nil), held...)
+	}
+	b.vols[id] = e
+	return e, nil
+}
+
+// nodeVolumes loads the volumes claimed on a node, by plugin.
+func (b *volumeBook) nodeVolumes(nodeID string) (map[string]map[string]bool, error) {
+	if m := b.onNode[nodeID]; m != nil {
+		return m, nil
+	}
+	claims, err := b.st.ClaimsByNode(nodeID)
+	if err != nil {
+		return nil, &StateError{What: "claims on node " + nodeID, Err: err}
+	}
+	m := map[string]map[string]bool{}
+	for _, c := range claims {
+		e, err := b.entry(c.GetVolumeId())
+		if err != nil {
+			return nil, err
+		}
+		plugin := e.vol.GetPluginId()
+		if m[plugin] == nil {
+			m[plugin] = map[string]bool{}
+		}
+		m[plugin][c.GetVolumeId()] = true
+	}
+	b.onNode[nodeID] = m
+	return m, nil
+}
+
+// check returns why node n cannot take claims for asks, "" when it can.
+func (b *volumeBook) check(n *pb.Node, asks []volumeAsk) (string, error) {
+	for _, ask := range asks {
+		why, err := b.checkOne(n, ask)
+		if err != nil || why != "" {
+			return why, err
+		}
+	}
+	return "", nil
+}
+
+func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
+	e, err := b.entry(ask.id)
+	if err != nil {
+		return "", err
+	}
+	v := e.vol
+	switch {
+	case v == nil:
+		return ask.label() + ": no such volume is registered", nil
+	case !v.GetSchedulable():
+		return fmt.Sprintf("%s: plugin %q is not schedulable", ask.label(), v.GetPluginId()), nil
+	}
+	info := n.GetCsiNodePlugins()[v.GetPluginId()]
+	switch {
+	case info == nil:
+		return fmt.Sprintf("%s: no node instance of plugin %q", ask.label(), v.GetPluginId()), nil
+	case !info.GetHealthy():
+		return fmt.Sprintf("%s: node plugin %q is unhealthy", ask.label(), v.GetPluginId()), nil
+	case !topologyReaches(v, info):
+		return fmt.Sprintf("%s: not accessible from the node's topology", ask.label()), nil
+	}
+	capability, why := pickCapability(v, e.held, ask)
+	if why != "" {
+		return ask.label() + ": " + why, nil
+	}
+	if maxVols := info.GetNodeInfo().GetMaxVolumes(); maxVols > 0 {
+		onNode, err := b.nodeVolumes(n.GetId())
+		if err != nil {
+			return "", err
+		}
+		vols := onNode[v.GetPluginId()]
+		if !vols[v.GetId()] && int64(len(vols)) >= maxVols {
+			return fmt.Sprintf("%s: node plugin %q holds its max of %d volumes", ask.label(), v.GetPluginId(), maxVols), nil
+		}
+	}
+	c := &pb.Claim{VolumeId: v.GetId(), NodeId: n.GetId(), Mode: ask.mode,
+		AccessMode: capability.GetAccessMode(), AttachmentMode: capability.GetAttachmentMode()}
+	if err := fsm.CheckClaim(v, e.held, c); err != nil {
+		return ask.label() + ": " + claimRefusal(v, e.held, c, err), nil
+	}
+	return "", nil
+}
+
+// claimRefusal words CheckClaim's refusal without the candidate node, so
+// every node refused for the same claim counts under one reason: the
+// access mode and the claim in the way.
+func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string {
+	mode := fsm.AccessModeWord(c.GetAccessMode())
+	if !errors.Is(err, fsm.ErrNoFreeClaim) {
+		return fmt.Sprintf("cannot claim it as %s", mode)
+	}
+	for _, h := range held {
+		if fsm.CheckClaim(v, []*pb.Claim{h}, c) != nil {
+			return fmt.Sprintf("no free claim (%s, claimed by %s on node %q, %s)",
+				mode, fsm.Claimant(h), h.GetNodeId(), fsm.ClaimStateWord(h.GetState()))
+		}
+	}
+	return fmt.Sprintf("no free claim (%s, %d claims held)", mode, len(held))
+}
+
+// reserve adds the claims alloc a needs to the plan and to the book.
+func (b *volumeBook) reserve(s *sched, a *pb.Allocation, asks []volumeAsk) {
+	for _, ask := range asks {
+		e := b.vols[ask.id]
+		capability, _ := pickCapability(e.vol, e.held, ask)
+		c := &pb.Claim{
+			Id:             s.opts.NewID(),
+			VolumeId:       ask.id,
+			AllocId:        a.GetId(),
+			NodeId:         a.GetNodeId(),
+			Mode:           ask.mode,
+			AccessMode:     capability.GetAccessMode(),
+			AttachmentMode: capability.GetAttachmentMode(),
+			// What the plan command stores it as until it decides ready;
+			// a later placement's refusal names it by this state.
+			State:     pb.ClaimState_CLAIM_STATE_RESERVED,
+			CreatedAt: s.opts.Now,
+		}
+		s.plan.Claims = append(s.plan.Claims, c)
+		e.held = append(e.held, c)
+		if m := b.onNode[a.GetNodeId()]; m != nil {
+			plugin := e.vol.GetPluginId()
+			if m[plugin] == nil {
+				m[plugin] = map[string]bool{}
+			}
+			m[plugin][ask.id] = true
+		}
+	}
+}
+
+// blocksReplacement reports whether prev holds a claim that a new alloc
+// needing asks could never share, even on prev's node: its replacement
+// then waits until prev stops and its claim is freed.
+func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (bool, error) {
+	for _, ask := range asks {
+		e, err := b.entry(ask.id)
+		if err != nil {
+			return false, err
+		}
+		if e.vol == nil {
+			continue
+		}
+		for _, h := range e.held {
+			if h.GetAllocId() != prev.GetId() {
+				continue
+			}
+			capability, why := pickCapability(e.vol, []*pb.Claim{h}, ask)
+			if why != "" {
+				return true, nil
+			}
+			c := &pb.Claim{VolumeId: ask.id, NodeId: prev.GetNodeId(), Mode: ask.mode,
+				AccessMode: capability.GetAccessMode(), AttachmentMode: capability.GetAttachmentMode()}
+			if fsm.CheckClaim(e.vol, []*pb.Claim{h}, c) != nil {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// pickCapability chooses the volume capability a claim of ask uses: one
+// matching the request's access and attachment modes where it names them,
+// that allows writing for a write claim; among those, the access mode the
+// volume's claims already use (every claim of a volume shares it), else the
+// first the volume lists. why says what is missing when none fits.
+func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCapability, string) {
+	var fits []*pb.VolumeCapability
+	for _, c := range v.GetCapabilities() {
+		if ask.req.GetAccessMode() != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.req.GetAccessMode() {
+			continue
+		}
+		if ask.req.GetAttachmentMode() != "" && attachmentWord(c.GetAttachmentMode()) != ask.req.GetAttachmentMode() {
+			continue
+		}
+		limits, ok := fsm.AccessModeLimitsOf(c.GetAccessMode())
+		if !ok || (ask.mode == pb.ClaimMode_CLAIM_MODE_WRITE && !limits.Write) {
+			continue
+		}
+		fits = append(fits, c)
+	}
+	if len(fits) == 0 {
+		want := "a writable capability"
+		if ask.mode == pb.ClaimMode_CLAIM_MODE_READ {
+			want = "a capability"
+		}
+		if m := ask.req.GetAccessMode(); m != "" {
+			want += " " + m
+		}
+		if m := ask.req.GetAttachmentMode(); m != "" {
+			want += " " + m
+		}
+		return nil, fmt.Sprintf("the volume has no %s (it offers %s)", want, capabilitiesText(v))
+	}
+	if len(held) > 0 {
+		for _, c := range fits {
+			if c.GetAccessMode() == held[0].GetAccessMode() {
+				return c, ""
+			}
+		}
+	}
+	return fits[0], ""
+}
+
+func capabilitiesText(v *pb.Volume) string {
+	out := ""
+	for i, c := range v.GetCapabilities() {
+		if i > 0 {
+			out += ", "
+		}
+		out += fsm.AccessModeWord(c.GetAccessMode()) + "/" + attachmentWord(c.GetAttachmentMode())
+	}
+	if out == "" {
+		return "none"
+	}
+	return out
+}
+
+// attachmentWord is an attachment mode as the jobspec spells it.
+func attachmentWord(m pb.VolumeAttachmentMode) string {
+	switch m {
+	case pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM:
+		return "file-system"
+	case pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE:
+		return "block-device"
+	}
+	return fmt.Sprintf("%d", int32(m))
+}
+
+// topologyReaches reports whether the volume is reachable from the node
+// the plugin instance runs on: some topology of the volume's (its
+// accessible topology, or for a volume that reports none, its required
+// topology request) whose every segment the node instance reports with the
+// same value. A volume with neither is reachable everywhere.
+func topologyReaches(v *pb.Volume, info *pb.CSIPluginInfo) bool {
+	tops := v.GetAccessibleTopology()
+	if len(tops) == 0 {
+		tops = v.GetTopologyRequest().GetRequired()
+	}
+	if len(tops) == 0 {
+		return true
+	}
+	have := info.GetNodeInfo().GetAccessibleTopology()
+	for _, t := range tops {
+		ok := true
+		for k, want := range t.GetSegments() {
+			if got, found := have[k]; !found || got != want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
