@@ -205,7 +205,7 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 		return fmt.Sprintf("%s: no node instance of plugin %q", ask.label(), v.GetPluginId()), nil
 	case !info.GetHealthy():
 		return fmt.Sprintf("%s: node plugin %q is unhealthy", ask.label(), v.GetPluginId()), nil
-	case !topologyReaches(v, info):
+	case !TopologyReaches(v, info):
 		return fmt.Sprintf("%s: not accessible from the node's topology", ask.label()), nil
 	}
 	capability, why := pickCapability(v, e.held, ask)
@@ -375,12 +375,12 @@ func attachmentWord(m pb.VolumeAttachmentMode) string {
 	return fmt.Sprintf("%d", int32(m))
 }
 
-// topologyReaches reports whether the volume is reachable from the node
+// TopologyReaches reports whether the volume is reachable from the node
 // the plugin instance runs on: some topology of the volume's (its
 // accessible topology, or for a volume that reports none, its required
 // topology request) whose every segment the node instance reports with the
 // same value. A volume with neither is reachable everywhere.
-func topologyReaches(v *pb.Volume, info *pb.CSIPluginInfo) bool {
+func TopologyReaches(v *pb.Volume, info *pb.CSIPluginInfo) bool {
 	tops := v.GetAccessibleTopology()
 	if len(tops) == 0 {
 		tops = v.GetTopologyRequest().GetRequired()

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -215,7 +216,7 @@ func claimNodeUnfit(st *fsm.StateSnapshot, v *pb.Volume, n *pb.Node) (string, er
 		return fmt.Sprintf("%s runs no node instance of csi plugin %q", who, v.GetPluginId()), nil
 	case !info.GetHealthy():
 		return fmt.Sprintf("%s: its node instance of csi plugin %q is unhealthy (%s)", who, v.GetPluginId(), info.GetHealthDescription()), nil
-	case !topologyReaches(v, info):
+	case !scheduler.TopologyReaches(v, info):
 		return fmt.Sprintf("%s is outside volume %q's topology (the node is at %v)", who, v.GetId(), info.GetNodeInfo().GetAccessibleTopology()), nil
 	}
 	if max := info.GetNodeInfo().GetMaxVolumes(); max > 0 {
@@ -252,34 +253,6 @@ func pluginVolumesOn(st *fsm.StateSnapshot, nodeID string, v *pb.Volume) ([]stri
 		}
 	}
 	return out, nil
-}
-
-// topologyReaches reports whether the node instance info is within v's
-// topology: every segment of one of the volume's accessible topologies
-// (the required ones of its request when the provider gave none), as the
-// scheduler's feasibility does. No topology reaches everywhere.
-func topologyReaches(v *pb.Volume, info *pb.CSIPluginInfo) bool {
-	tops := v.GetAccessibleTopology()
-	if len(tops) == 0 {
-		tops = v.GetTopologyRequest().GetRequired()
-	}
-	if len(tops) == 0 {
-		return true
-	}
-	have := info.GetNodeInfo().GetAccessibleTopology()
-	for _, t := range tops {
-		ok := true
-		for k, want := range t.GetSegments() {
-			if got, found := have[k]; !found || got != want {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // chooseClaimNode picks the node for an operator's claim among the nodes

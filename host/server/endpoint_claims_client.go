@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -128,23 +129,13 @@ func groupVolumeRequest(st *fsm.StateSnapshot, a *pb.Allocation, volumeID string
 			continue
 		}
 		for _, req := range g.GetVolumes() {
-			if (req.GetType() == "" || req.GetType() == "csi") && groupVolumeID(req, a.GetIndex()) == volumeID {
+			if (req.GetType() == "" || req.GetType() == "csi") && scheduler.VolumeID(req, a.GetIndex()) == volumeID {
 				return req, nil
 			}
 		}
 	}
 	return nil, fmt.Errorf("alloc %q (job %q version %d, group %q) asks for no volume %q: %w", a.GetId(), a.GetJobId(), a.GetJobVersion(),
 		a.GetTaskGroup(), volumeID, ErrVolumeNotRequested)
-}
-
-// groupVolumeID is the volume a group volume request claims for the alloc
-// at index: its source, with "[<index>]" appended when per_alloc is set (as
-// the scheduler's VolumeID).
-func groupVolumeID(req *pb.VolumeRequest, index int32) string {
-	if req.GetPerAlloc() {
-		return fmt.Sprintf("%s[%d]", req.GetSource(), index)
-	}
-	return req.GetSource()
 }
 
 // ClientClaim answers a client the volume (secrets included), the claim and

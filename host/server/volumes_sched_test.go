@@ -14,10 +14,10 @@ import (
 	"berth.dev/berth/version"
 )
 
-// volumeCluster is one server with two work nodes running a healthy node
+// schedVolumeCluster is one server with two work nodes running a healthy node
 // instance of the "hostpath" plugin (no controller), and a registered
 // volume "vol1" of mode.
-func volumeCluster(t *testing.T, mode pb.VolumeAccessMode) (*testCluster, *Server) {
+func schedVolumeCluster(t *testing.T, mode pb.VolumeAccessMode) (*testCluster, *Server) {
 	t.Helper()
 	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) { c.NumSchedulers = 4 })
 	s := tc.servers[0]
@@ -85,7 +85,7 @@ func evalByID(s *Server, id string) *pb.Evaluation {
 }
 
 func TestVolumeJobIsPlacedWithItsClaimInTheSameApply(t *testing.T) {
-	tc, s := volumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
+	tc, s := schedVolumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
 	jobs := pb.NewJobsClient(tc.conn(s))
 	if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: volumeJob("db", 1)}); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestVolumeJobIsPlacedWithItsClaimInTheSameApply(t *testing.T) {
 // volume free: one gets it, every other is blocked with a reason naming
 // the volume, and no alloc of theirs was ever placed.
 func TestTwoJobsRacingForOneSingleWriterVolumeNeverBothGetIt(t *testing.T) {
-	tc, s := volumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER)
+	tc, s := schedVolumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER)
 	jobs := pb.NewJobsClient(tc.conn(s))
 	names := []string{"a", "b", "c", "d"}
 	var wg sync.WaitGroup
@@ -177,7 +177,7 @@ func TestTwoJobsRacingForOneSingleWriterVolumeNeverBothGetIt(t *testing.T) {
 // blocked: a releasing claim still holds the volume); when the client's
 // node-detached report frees it, b is placed, with nothing else changing.
 func TestBlockedVolumeJobIsPlacedOnceTheClaimIsFreed(t *testing.T) {
-	tc, s := volumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
+	tc, s := schedVolumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
 	jobs := pb.NewJobsClient(tc.conn(s))
 	if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: volumeJob("a", 1)}); err != nil {
 		t.Fatal(err)
