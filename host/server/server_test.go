@@ -302,14 +302,27 @@ func TestFourthServerJoinsAsVoterAndForceLeaveRemovesIt(t *testing.T) {
 	if err := fourth.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	follower := tc.followers(leader)[0]
-	resp, err := pb.NewOperatorClient(tc.conn(follower)).RemovePeer(context.Background(), &pb.RemovePeerRequest{Name: fourth.cfg.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// With the fourth voter down, every one of the three left is needed for
+	// a quorum, and under load the leader can step down before the removal
+	// commits: Unavailable is the answer to retry, as an operator would.
+	var resp *pb.RemovePeerResponse
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		leader = tc.waitLeader(fourth)
+		follower := tc.followers(leader)[0]
+		var err error
+		resp, err = pb.NewOperatorClient(tc.conn(follower)).RemovePeer(context.Background(), &pb.RemovePeerRequest{Name: fourth.cfg.Name})
+		if status.Code(err) == codes.Unavailable {
+			return err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 	if resp.GetRemovedId() != fourth.ID() {
 		t.Fatalf("removed %s, want %s", resp.GetRemovedId(), fourth.ID())
 	}
+	leader = tc.waitLeader(fourth)
 	if m, _ := leader.State().ServerByID(nil, fourth.ID()); m != nil {
 		t.Fatal("force-left server still recorded")
 	}
@@ -322,7 +335,7 @@ func TestFourthServerJoinsAsVoterAndForceLeaveRemovesIt(t *testing.T) {
 			t.Fatal("force-left server still in the raft configuration")
 		}
 	}
-	_, err = pb.NewOperatorClient(tc.conn(leader)).RemovePeer(context.Background(), &pb.RemovePeerRequest{Name: "no-such-server"})
+	_, err := pb.NewOperatorClient(tc.conn(leader)).RemovePeer(context.Background(), &pb.RemovePeerRequest{Name: "no-such-server"})
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("removing an unknown server: %v, want NotFound", err)
 	}
