@@ -87,6 +87,8 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobFile := writeJobFile(t, testJob("web"))
+	volFile := writeVolumeFile(t, "data.hcl", registerHCL)
+	newVolFile := writeVolumeFile(t, "new.hcl", createHCL)
 	// Commands whose arguments are checked before any request is sent.
 	args := map[string][]string{
 		"operator snapshot save":    {filepath.Join(t.TempDir(), "out.snap")},
@@ -106,6 +108,14 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"eval status":               {"e1"},
 		"node drain":                {"-enable", "-yes", "n1"},
 		"node eligibility":          {"-enable", "n1"},
+		"volume register":           {volFile},
+		"volume create":             {newVolFile},
+		"volume deregister":         {"data"},
+		"volume delete":             {"data"},
+		"volume snapshot create":    {"data"},
+		"volume snapshot list":      {"-plugin", "ebs"},
+		"volume snapshot delete":    {"ebs", "snap-1"},
+		"volume expand":             {"-capacity-min", "1GiB", "data"},
 	}
 	// Commands whose errors exit with another code than 1.
 	codes := map[string]int{"job plan": planError}
