@@ -94,7 +94,8 @@ func volumeWrite(c *cli.Context, mode volumespec.Mode) error {
 		resp, err = client.Volumes().Register(c.Context, vol)
 	}
 	if err != nil {
-		return fmt.Errorf("volume %q: %w", vol.GetId(), err)
+		// The servers' errors name the volume already.
+		return err
 	}
 	w := c.App.Writer
 	if mode == volumespec.ForCreate {

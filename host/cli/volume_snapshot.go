@@ -129,7 +129,7 @@ func snapshotCreate(c *cli.Context) error {
 	}
 	snap, err := client.Volumes().CreateSnapshot(c.Context, req)
 	if err != nil {
-		return fmt.Errorf("volume %q: %w", id, err)
+		return err
 	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, snap)
@@ -201,7 +201,7 @@ func snapshotDelete(c *cli.Context) error {
 	}
 	plugin, snap := c.Args().Get(0), c.Args().Get(1)
 	if err := client.Volumes().DeleteSnapshot(c.Context, plugin, snap, secrets); err != nil {
-		return fmt.Errorf("snapshot %q of plugin %q: %w", snap, plugin, err)
+		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Deleted snapshot %q of plugin %q\n", snap, plugin)
 	return err
@@ -253,7 +253,7 @@ func volumeExpand(c *cli.Context) error {
 	}
 	resp, err := client.Volumes().Expand(c.Context, req)
 	if err != nil {
-		return fmt.Errorf("volume %q: %w", req.VolumeId, err)
+		return err
 	}
 	fmt.Fprintf(c.App.Writer, "Volume %q expanded to %s\n", req.VolumeId, formatBytes(uint64(resp.GetCapacityBytes())))
 	if resp.GetNodeExpansionRequired() {
