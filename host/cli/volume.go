@@ -209,7 +209,10 @@ func volumeStatus(c *cli.Context) error {
 		if c.Bool("json") {
 			return printJSONList(c.App.Writer, vols)
 		}
-		return printVolumeTable(c.App.Writer, vols)
+		if err := printVolumeTable(c.App.Writer, vols); err != nil {
+			return err
+		}
+		return printVolumeErrors(c.App.Writer, vols, c.Bool("verbose"))
 	}
 	id, err := findVolume(c, client, c.Args().First())
 	if err != nil {
@@ -304,16 +307,12 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	}
 
 	fmt.Fprintln(w, "\nClaims")
-	failing := 0
 	if len(v.GetClaims()) == 0 {
 		fmt.Fprintln(w, "No claims")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tClaimant\tNode ID\tMode\tState\tAttempts")
 		for _, cl := range v.GetClaims() {
-			if cl.GetLastError() != nil {
-				failing++
-			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", short(cl.GetId()), claimant(cl, short), short(cl.GetNodeId()),
 				enumWord(cl.GetMode()), enumWord(cl.GetState()), cl.GetAttempts())
 		}
@@ -327,38 +326,46 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "Node ID\tState\tController Node\tAttempts")
 		for _, a := range v.GetAttachments() {
-			if a.GetLastError() != nil {
-				failing++
-			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", short(a.GetNodeId()), enumWord(a.GetState()), short(orDash(a.GetControllerNodeId())), a.GetAttempts())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	if failing == 0 {
-		return nil
+	return printVolumeErrors(w, []*pb.VolumeView{v}, verbose)
+}
+
+// printVolumeErrors ends status: with verbose, an Errors section of one
+// line per failing claim or attachment, each naming the volume, the
+// claimant and the node in full, so a line pasted alone into a ticket
+// still says what failed; without, a count and the hint.
+func printVolumeErrors(w io.Writer, vols []*pb.VolumeView, verbose bool) error {
+	var lines []string
+	full := func(id string) string { return id }
+	for _, v := range vols {
+		id := v.GetVolume().GetId()
+		for _, cl := range v.GetClaims() {
+			if e := cl.GetLastError(); e != nil {
+				lines = append(lines, fmt.Sprintf("volume %q, claim %s of %s on node %s: %s; %s", id, cl.GetId(), claimant(cl, full), cl.GetNodeId(),
+					volumeError(e), retries(cl.GetAttempts(), cl.GetNextRetryAt())))
+			}
+		}
+		for _, a := range v.GetAttachments() {
+			if e := a.GetLastError(); e != nil {
+				lines = append(lines, fmt.Sprintf("volume %q, attachment to node %s (%s): %s; %s", id, a.GetNodeId(), enumWord(a.GetState()),
+					volumeError(e), retries(a.GetAttempts(), a.GetNextRetryAt())))
+			}
+		}
 	}
-	if !verbose {
-		_, err := fmt.Fprintf(w, "\n%d claims or attachments have an error; -verbose shows them\n", failing)
+	switch {
+	case len(lines) == 0:
+		return nil
+	case !verbose:
+		_, err := fmt.Fprintf(w, "\n%d claims or attachments have an error; -verbose shows them\n", len(lines))
 		return err
 	}
-	// One line per failing step, each naming the volume, claimant and node
-	// in full, so a line pasted alone into a ticket still says what failed.
-	fmt.Fprintln(w, "\nErrors")
-	for _, cl := range v.GetClaims() {
-		if e := cl.GetLastError(); e != nil {
-			fmt.Fprintf(w, "volume %q, claim %s of %s on node %s: %s; %s\n", vol.GetId(), cl.GetId(), claimant(cl, short), cl.GetNodeId(),
-				volumeError(e), retries(cl.GetAttempts(), cl.GetNextRetryAt()))
-		}
-	}
-	for _, a := range v.GetAttachments() {
-		if e := a.GetLastError(); e != nil {
-			fmt.Fprintf(w, "volume %q, attachment to node %s (%s): %s; %s\n", vol.GetId(), a.GetNodeId(), enumWord(a.GetState()),
-				volumeError(e), retries(a.GetAttempts(), a.GetNextRetryAt()))
-		}
-	}
-	return nil
+	_, err := fmt.Fprintf(w, "\nErrors\n%s\n", strings.Join(lines, "\n"))
+	return err
 }
 
 // claimant is "alloc ID" or "operator".

@@ -234,7 +234,12 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 	wantOut(t, []string{"volume", "status", "-address", f.url}, 0,
 		"Container Storage Interface\nID    Name      Plugin ID  Schedulable  Access Mode             Claims\n"+
 			"data  database  ebs        true         multi-node-reader-only  2\n"+
-			"logs  logs      nfs        false        <none>                  0\n")
+			"logs  logs      nfs        false        <none>                  0\n",
+		"2 claims or attachments have an error; -verbose shows them")
+	// -verbose on the list shows every failing step of every volume.
+	wantOut(t, []string{"volume", "status", "-address", f.url, "-verbose"}, 0,
+		"Errors\n"+`volume "data", claim c1c1c1c1-0000-4000-8000-000000000001 of alloc `+allocA+" on node "+pluginNode+": controller publish timed out",
+		`volume "data", attachment to node `+pluginNode+" (attaching)")
 	wantOut(t, []string{"volume", "status", "-address", f.url, "-plugin", "nfs"}, 0, "logs  logs")
 	if reqs := f.reqs(); reqs[len(reqs)-1] != "GET /v1/volumes?per_page=1000&plugin_id=nfs" {
 		t.Fatalf("-plugin sent %q", reqs[len(reqs)-1])
