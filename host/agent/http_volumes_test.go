@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -453,4 +454,32 @@ func TestSnapshotEndpoints(t *testing.T) {
 	if n := len(f.state.requests("Volumes.ListSnapshots")); n != 2 {
 		t.Fatalf("the malformed header reached the servers (%d list requests)", n)
 	}
+}
+
+// TestRoutesMergeMethodsOfOnePath: a path given in two handle calls (the
+// claim list here, the claim writes in another file) answers both sets of
+// methods and 405 for the rest; one method twice panics at startup.
+func TestRoutesMergeMethodsOfOnePath(t *testing.T) {
+	rt := newRouter()
+	answer := func(word string) handlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) error { return writeJSON(w, word) }
+	}
+	rt.handle("/v1/volume/csi/{id}/claims", map[string]handlerFunc{"GET": answer("list")})
+	rt.handle("/v1/volume/csi/{id}/claims", writeMethods(answer("claim")))
+	srv := httptest.NewServer(rt.mux)
+	t.Cleanup(srv.Close)
+	for method, want := range map[string]string{"GET": `"list"`, "PUT": `"claim"`, "POST": `"claim"`} {
+		if r := call(t, srv.URL, method, "/v1/volume/csi/data/claims", ""); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != want {
+			t.Errorf("%s: %d %s, want %s", method, r.status, r.body, want)
+		}
+	}
+	if r := call(t, srv.URL, "DELETE", "/v1/volume/csi/data/claims", ""); r.status != http.StatusMethodNotAllowed {
+		t.Errorf("DELETE: %d %s, want 405", r.status, r.body)
+	}
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "GET /v1/volume/csi/{id}/claims registered twice") {
+			t.Errorf("a method registered twice: recovered %v", p)
+		}
+	}()
+	rt.handle("/v1/volume/csi/{id}/claims", map[string]handlerFunc{"GET": answer("again")})
 }
