@@ -71,6 +71,7 @@ secrets { token = "hunter2" }
 	want(out, " db         "+ext+"  1.0 MiB")
 	snap := strings.Fields(strings.Split(out, "\n")[1])[0]
 	want(check("volume", "snapshot", "list", "-plugin", "hostpath", "-volume", "db"), snap+"  db")
+	want(check("volume", "snapshot", "list", "-volume", "db"), snap+"  db")
 
 	want(check("volume", "expand", "-capacity-min", "2MiB", "db"), `Volume "db" expanded to 2.0 MiB`)
 	want(check("volume", "status", "db"), "Capacity             = 2.0 MiB\n")

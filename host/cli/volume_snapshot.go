@@ -81,8 +81,8 @@ func volumeSnapshotCommand() *cli.Command {
 				Usage:     "list a plugin's snapshots, every page",
 				ArgsUsage: " ",
 				Flags: readFlags(secretFlag(),
-					&cli.StringFlag{Name: "plugin", Usage: "the CSI plugin whose snapshots to list (required)"},
-					&cli.StringFlag{Name: "volume", Usage: "only the snapshots of this volume"}),
+					&cli.StringFlag{Name: "plugin", Usage: "the CSI plugin whose snapshots to list"},
+					&cli.StringFlag{Name: "volume", Usage: "only the snapshots of this volume (its plugin is asked)"}),
 				Action: snapshotList,
 			},
 			{
@@ -139,11 +139,15 @@ func snapshotCreate(c *cli.Context) error {
 
 func snapshotList(c *cli.Context) error {
 	if c.NArg() != 0 {
-		return usageError(c, "snapshot list takes no arguments; name the plugin with -plugin")
+		return usageError(c, "snapshot list takes no arguments; name the plugin with -plugin or the volume with -volume")
 	}
 	plugin := c.String("plugin")
+	if plugin == "" && c.String("volume") == "" {
+		return usageError(c, "snapshot list needs -plugin or -volume")
+	}
+	of := fmt.Sprintf("plugin %q", plugin)
 	if plugin == "" {
-		return usageError(c, "snapshot list needs -plugin")
+		of = fmt.Sprintf("volume %q", c.String("volume"))
 	}
 	secrets, err := kvFrom(c, "secret")
 	if err != nil {
@@ -172,7 +176,7 @@ func snapshotList(c *cli.Context) error {
 			break
 		}
 		if seen[meta.NextToken] {
-			return fmt.Errorf("plugin %q: its snapshot list handed back page token %q twice; stopped after %d snapshots", plugin, meta.NextToken, len(all))
+			return fmt.Errorf("%s: its snapshot list handed back page token %q twice; stopped after %d snapshots", of, meta.NextToken, len(all))
 		}
 		seen[meta.NextToken] = true
 		q.NextToken = meta.NextToken
@@ -181,7 +185,7 @@ func snapshotList(c *cli.Context) error {
 		return printJSONList(c.App.Writer, all)
 	}
 	if len(all) == 0 {
-		_, err := fmt.Fprintf(c.App.Writer, "No snapshots of plugin %q\n", plugin)
+		_, err := fmt.Fprintf(c.App.Writer, "No snapshots of %s\n", of)
 		return err
 	}
 	return printSnapshots(c.App.Writer, all)

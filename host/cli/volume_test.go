@@ -375,7 +375,11 @@ func TestVolumeSnapshotCommands(t *testing.T) {
 		got[1] != "GET /v1/volumes/snapshot?next_token=z&plugin_id=ebs&volume_id=data" || got[2] != "GET /v1/volumes/snapshot?next_token=a&plugin_id=ebs&volume_id=data" {
 		t.Fatalf("snapshot list sent %q", got)
 	}
-	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url}, 1, "snapshot list needs -plugin")
+	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url}, 1, "snapshot list needs -plugin or -volume")
+	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url, "-volume", "data"}, 0, "snap-monthly")
+	if reqs := f.reqs(); reqs[len(reqs)-1] != "GET /v1/volumes/snapshot?next_token=a&volume_id=data" {
+		t.Fatalf("snapshot list -volume sent %q", reqs[len(reqs)-1])
+	}
 	// A plugin that hands back a token it gave before would loop forever.
 	f.mu.Lock()
 	f.snapshotTokens = []string{"", "z", "z"}

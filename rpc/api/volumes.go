@@ -118,7 +118,7 @@ func (v *Volumes) CreateSnapshot(ctx context.Context, req *pb.SnapshotCreateRequ
 }
 
 // Snapshots returns one page of a plugin's snapshots; q.Params may hold
-// "volume_id". The page tokens are the plugin's own and need not sort, so
+// "volume_id" (then pluginID may be "": the volume's plugin is asked). The page tokens are the plugin's own and need not sort, so
 // follow QueryMeta.NextToken by hand rather than with Pages.
 func (v *Volumes) Snapshots(ctx context.Context, pluginID string, secrets map[string]string, q *QueryOptions) ([]*pb.Snapshot, *QueryMeta, error) {
 	const path = "/v1/volumes/snapshot"
@@ -126,7 +126,9 @@ func (v *Volumes) Snapshots(ctx context.Context, pluginID string, secrets map[st
 	if err != nil {
 		return nil, nil, fmt.Errorf("GET %s: %w", path, err)
 	}
-	vals.Set("plugin_id", pluginID)
+	if pluginID != "" {
+		vals.Set("plugin_id", pluginID)
+	}
 	hdr, err := secretsHeader(secrets)
 	if err != nil {
 		return nil, nil, fmt.Errorf("GET %s: %w", path, err)
