@@ -454,6 +454,8 @@ type fakeServers struct {
 	proxy *fakeProxy
 	// plugins is the CSI plugin table (http_csi_test.go).
 	plugins *fakeCSIPlugins
+	// volumes is the volume table (http_volumes_test.go).
+	volumes *fakeVolumes
 	url     string
 }
 
@@ -478,6 +480,8 @@ func newFakeServers(t *testing.T) *fakeServers {
 	pb.RegisterClientProxyServer(gs, f.proxy)
 	f.plugins = &fakeCSIPlugins{s: st, plugins: map[string]*pb.CSIPlugin{}}
 	pb.RegisterCSIPluginsServer(gs, f.plugins)
+	f.volumes = newFakeVolumes(st)
+	pb.RegisterVolumesServer(gs, f.volumes)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	a := &Agent{pool: rpc.NewPool(), rpcAddrs: []string{lis.Addr().String()}}

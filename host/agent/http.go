@@ -39,20 +39,8 @@ const (
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (a *Agent) routes() http.Handler {
-	mux := http.NewServeMux()
-	handle := func(path string, byMethod map[string]handlerFunc) {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			h, ok := byMethod[r.Method]
-			if !ok {
-				writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-					msg: fmt.Sprintf("%s does not support %s", r.URL.Path, r.Method)})
-				return
-			}
-			if err := h(w, r); err != nil {
-				writeError(w, err)
-			}
-		})
-	}
+	rt := newRouter()
+	mux, handle := rt.mux, rt.handle
 	handle("/v1/status/leader", map[string]handlerFunc{"GET": a.statusLeader})
 	handle("/v1/status/peers", map[string]handlerFunc{"GET": a.statusPeers})
 	handle("/v1/agent/self", map[string]handlerFunc{"GET": a.agentSelf})
@@ -81,7 +69,13 @@ func (a *Agent) routes() http.Handler {
 	handle("/v1/plugins", map[string]handlerFunc{"GET": a.pluginList})
 	handle("/v1/plugin/csi/{id}", map[string]handlerFunc{"GET": a.pluginGet})
 	handle("/v1/plugin/{id}", map[string]handlerFunc{"GET": a.pluginGet})
-	handle("/v1/volume/csi/{id}/claims", writeMethods(a.volumeClaimCreate))
+	handle("/v1/volumes", map[string]handlerFunc{"GET": a.volumeList})
+	handle("/v1/volumes/snapshot", map[string]handlerFunc{"GET": a.snapshotList, "PUT": a.snapshotCreate, "POST": a.snapshotCreate, "DELETE": a.snapshotDelete})
+	handle("/v1/volume/csi/{id}", map[string]handlerFunc{"GET": a.volumeGet, "PUT": a.volumeRegister, "POST": a.volumeRegister, "DELETE": a.volumeDeregister})
+	handle("/v1/volume/csi/{id}/create", writeMethods(a.volumeCreate))
+	handle("/v1/volume/csi/{id}/delete", map[string]handlerFunc{"DELETE": a.volumeDelete, "PUT": a.volumeDelete, "POST": a.volumeDelete})
+	handle("/v1/volume/csi/{id}/claims", map[string]handlerFunc{"GET": a.volumeClaims, "PUT": a.volumeClaimCreate, "POST": a.volumeClaimCreate})
+	handle("/v1/volume/csi/{id}/expand", writeMethods(a.volumeExpand))
 	handle("/v1/volume/csi/{id}/claims/{claim}", map[string]handlerFunc{"GET": a.volumeClaimGet, "DELETE": a.volumeClaimRelease})
 	handle("/v1/volume/claim/{claim}", map[string]handlerFunc{"GET": a.claimByID})
 	handle("/v1/system/gc", writeMethods(a.systemGC))
@@ -93,6 +87,44 @@ func (a *Agent) routes() http.Handler {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// router routes by path, then by method. A path may be given in several
+// handle calls, each with its own methods (the volume claim reads and
+// writes live in two files): the methods are merged into one route. One
+// method twice for a path is a bug and panics at startup.
+type router struct {
+	mux    *http.ServeMux
+	routes map[string]map[string]handlerFunc
+}
+
+func newRouter() *router {
+	return &router{mux: http.NewServeMux(), routes: map[string]map[string]handlerFunc{}}
+}
+
+func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
+	methods, seen := rt.routes[path]
+	if !seen {
+		methods = map[string]handlerFunc{}
+		rt.routes[path] = methods
+		rt.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			h, ok := methods[r.Method]
+			if !ok {
+				writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+					msg: fmt.Sprintf("%s does not support %s", r.URL.Path, r.Method)})
+				return
+			}
+			if err := h(w, r); err != nil {
+				writeError(w, err)
+			}
+		})
+	}
+	for m, h := range byMethod {
+		if _, dup := methods[m]; dup {
+			panic(fmt.Sprintf("agent routes: %s %s registered twice", m, path))
+		}
+		methods[m] = h
+	}
 }
 
 // writeMethods answers PUT and POST alike, as Nomad's API does for its

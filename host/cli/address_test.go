@@ -87,6 +87,8 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobFile := writeJobFile(t, testJob("web"))
+	volFile := writeVolumeFile(t, "data.hcl", registerHCL)
+	newVolFile := writeVolumeFile(t, "new.hcl", createHCL)
 	// Commands whose arguments are checked before any request is sent.
 	args := map[string][]string{
 		"operator snapshot save":    {filepath.Join(t.TempDir(), "out.snap")},
@@ -108,6 +110,14 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"node eligibility":          {"-enable", "n1"},
 		"volume claim":              {"data"},
 		"volume release":            {"c1"},
+		"volume register":           {volFile},
+		"volume create":             {newVolFile},
+		"volume deregister":         {"data"},
+		"volume delete":             {"data"},
+		"volume snapshot create":    {"data"},
+		"volume snapshot list":      {"-plugin", "ebs"},
+		"volume snapshot delete":    {"ebs", "snap-1"},
+		"volume expand":             {"-capacity-min", "1GiB", "data"},
 	}
 	// Commands whose errors exit with another code than 1.
 	codes := map[string]int{"job plan": planError}

@@ -11,8 +11,11 @@
 // created or destroyed, 1 when some would, 255 on errors.
 //
 // Objects are named by ID or unique ID prefix (findID: jobs, allocs,
-// evaluations, nodes); an ambiguous prefix lists the candidates. Job files
-// are read by host/jobspec. `job run` follows the evaluation and then the
+// evaluations, nodes, volumes); an ambiguous prefix lists the candidates.
+// Job files are read by host/jobspec, volume files by host/volumespec
+// (checked with positions before anything is sent). CSI secrets given on
+// the command line (-secret key=value) are never printed back, not even in
+// a usage error. `job run` follows the evaluation and then the
 // allocs it placed with blocking queries, each on the index of the
 // previous answer, so it never sleeps or polls (monitor.go). Every
 // command's -json prints rpc/apijson's output, byte for byte what the API

@@ -42,7 +42,12 @@ type fakeCluster struct {
 	nodes  map[string]*pb.Node
 	// plugins is the CSI plugin table (plugin_test.go).
 	plugins map[string]*pb.CSIPlugin
-	script  []step
+	// volumes and snapshots are the volume tables (volume_test.go);
+	// snapshotTokens are the page tokens of the snapshot list.
+	volumes        map[string]*pb.VolumeView
+	snapshots      []*pb.Snapshot
+	snapshotTokens []string
+	script         []step
 	// planResp answers plans; logs is every task's log.
 	planResp *pb.JobPlanResponse
 	logs     string
@@ -56,7 +61,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	t.Helper()
 	f := &fakeCluster{t: t, index: 100,
 		jobs: map[string]*pb.Job{}, allocs: map[string]*pb.Allocation{}, evals: map[string]*pb.Evaluation{}, nodes: map[string]*pb.Node{},
-		plugins: map[string]*pb.CSIPlugin{}, bodies: map[string][]byte{}}
+		plugins: map[string]*pb.CSIPlugin{}, volumes: map[string]*pb.VolumeView{}, bodies: map[string][]byte{}}
 	mux := http.NewServeMux()
 	route := func(pattern string, h func(r *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -198,6 +203,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	route("GET /v1/plugin/csi/{id}", func(r *http.Request) (any, error) {
 		return f.readOne(r, "CSI plugin", func() proto.Message { return f.plugins[r.PathValue("id")] })
 	})
+	f.volumeRoutes(route)
 	route("PUT /v1/system/gc", func(*http.Request) (any, error) { return &pb.GCResponse{Evals: 4, Allocs: 1, Jobs: 0}, nil })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -251,6 +257,10 @@ func (f *fakeCluster) answer(w http.ResponseWriter, out any, err error) {
 	case page[*pb.Node]:
 		b, err = v.write(w)
 	case page[*pb.CSIPlugin]:
+		b, err = v.write(w)
+	case page[*pb.VolumeView]:
+		b, err = v.write(w)
+	case page[*pb.Snapshot]:
 		b, err = v.write(w)
 	case []*pb.Job:
 		b, err = apijson.MarshalList(v)

@@ -43,9 +43,18 @@ func findID[T any](ctx context.Context, kind, prefix string, list api.ListFunc[T
 	}
 	switch len(matches) {
 	case 0:
-		return "", fmt.Errorf("no %s with ID or prefix %q", kind, prefix)
+		return "", &noMatchError{kind, prefix}
 	case 1:
 		return matches[0], nil
 	}
 	return "", fmt.Errorf("prefix %q matches %d %ss: %s", prefix, len(matches), kind, strings.Join(matches, ", "))
+}
+
+// noMatchError is findID's answer when nothing has the ID or prefix, so a
+// caller that can do without a match (volume status -node of a node no
+// longer registered) tells it from a failed lookup.
+type noMatchError struct{ kind, prefix string }
+
+func (e *noMatchError) Error() string {
+	return fmt.Sprintf("no %s with ID or prefix %q", e.kind, e.prefix)
 }

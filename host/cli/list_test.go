@@ -135,9 +135,9 @@ func TestTenThousandNodesListThroughAPIAndCLI(t *testing.T) {
 	}
 
 	t.Logf("CLI table and -json in %s", time.Since(start))
-	// A prefix lookup reads one page from the prefix on, then the node: two
-	// requests, however many nodes there are, and not the whole list. A proxy
-	// in front of the agent counts them.
+	// A prefix lookup reads one page from the prefix on, then the node and
+	// the volumes on it: three requests, however many nodes there are, and
+	// not the whole list. A proxy in front of the agent counts them.
 	var mu sync.Mutex
 	var requests []string
 	agentURL := &url.URL{Scheme: "http", Host: a.HTTPAddr()}
@@ -154,7 +154,8 @@ func TestTenThousandNodesListThroughAPIAndCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, all[5000]) {
 		t.Fatalf("node status %s: exit %d %s%s", prefix, code, out, errOut)
 	}
-	want := []string{"GET /v1/nodes?next_token=" + prefix + "&per_page=100", "GET /v1/node/" + all[5000]}
+	want := []string{"GET /v1/nodes?next_token=" + prefix + "&per_page=100", "GET /v1/node/" + all[5000],
+		"GET /v1/volumes?node_id=" + all[5000] + "&per_page=1000"}
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(requests, want) {

@@ -57,7 +57,12 @@ func nodeStatus(c *cli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, node)
 	}
-	return printNode(c.App.Writer, node, c.Bool("verbose"))
+	vols, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage, Params: map[string]string{"node_id": node.GetId()}},
+		client.Volumes().List)
+	if err != nil {
+		return fmt.Errorf("node %s: listing its volumes: %w", node.GetId(), err)
+	}
+	return printNode(c.App.Writer, node, vols, c.Bool("verbose"))
 }
 
 // findNode resolves a node ID or unique prefix (findID) and reads the node.
@@ -106,7 +111,8 @@ func healthyDrivers(n *pb.Node) string {
 	return strings.Join(names, ",")
 }
 
-func printNode(w io.Writer, n *pb.Node, verbose bool) error {
+// printNode shows a node with vols, the volumes claimed or attached on it.
+func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) error {
 	fp := n.GetFingerprint()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	rows := [][2]string{
@@ -152,6 +158,9 @@ func printNode(w io.Writer, n *pb.Node, verbose bool) error {
 		return err
 	}
 	if err := printNodePlugins(w, n); err != nil {
+		return err
+	}
+	if err := printNodeVolumes(w, n.GetId(), vols); err != nil {
 		return err
 	}
 	if verbose {

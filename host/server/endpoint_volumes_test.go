@@ -70,10 +70,6 @@ func fsVolume(id string) *pb.Volume {
 	}
 }
 
-func confirmAll(p *csifake.Plugin) {
-	p.ValidateVolumeCapabilities.Always(nil, nil)
-}
-
 // Register asks a healthy controller to validate the capabilities: a
 // confirmation registers, an absent `confirmed` refuses with the plugin's
 // message (FailedPrecondition, not a plugin fault), a confirmation of

@@ -169,6 +169,12 @@ func (q *QueryOptions) values() (url.Values, error) {
 // do sends a request and returns the response when it is a success; the
 // caller closes the body.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	return c.doHeader(ctx, method, path, q, body, nil)
+}
+
+// doHeader is do with extra request headers (the CSI secrets of a request
+// without a body).
+func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values, body io.Reader, hdr http.Header) (*http.Response, error) {
 	u := *c.base
 	// path is escaped (IDs in it went through url.PathEscape): keep it as
 	// the raw path, or a job ID with a space or a slash would be escaped
@@ -183,6 +189,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	if c.token != "" {
 		req.Header.Set("X-Berth-Token", c.token)
