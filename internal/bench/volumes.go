@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,8 +27,10 @@ import (
 // large one (10,000 volumes, 1,000 nodes, 100,000 allocations, about
 // 10,000 claims), both built by applying commands to the state machine;
 // beside them the no-op FSM baseline on the same raft, stores and payload
-// bytes, measured in the same run, rounds interleaved. Then snapshot and
-// restore time of the large state. Targets: p99 large/empty ≤ 2×;
+// bytes, measured in the same run, rounds interleaved, and the go-memdb
+// floor (raft_floor.go: each entry's bytes inserted as one row, the least
+// an FSM keeping its state in go-memdb does). Then snapshot and restore
+// time of the large state. Targets: p99 large/empty ≤ 2×;
 // throughput at 64 proposers ≥ 0.7× the baseline; restore ≤ 2 s.
 
 type volPlan struct {
@@ -59,6 +62,9 @@ var planKind = fsmKind{
 	newFSM: func(l hclog.Logger) raft.FSM { return fsm.New(l) },
 	check:  checkPlanPlaced,
 }
+
+// volArmNames are the cluster arms in the order the report prints them.
+var volArmNames = []string{"baseline", "memdb floor", "empty", "large"}
 
 // volArm is one side of the cluster comparison: the baseline, or berth
 // on a state (nil: the FSM starts empty, as the baseline's).
@@ -118,23 +124,15 @@ func measureVolumes(ctx context.Context, plan volPlan) (_ *volReport, err error)
 		rep.snapshot, rep.restore = append(rep.snapshot, s), append(rep.restore, r)
 	}
 
-	states := []struct {
-		name  string
-		state *builtState
-	}{{"empty", empty}, {"large", rep.large}}
 	for round := range plan.rounds {
-		order := slices.Clone(states)
-		if round%2 == 1 {
-			slices.Reverse(order)
+		fmt.Fprintf(os.Stderr, "volumes: FSM alone, empty and large state interleaved, round %d/%d\n", round+1, plan.rounds)
+		lats, err := fsmPlanLatencies(ctx, []*builtState{empty, rep.large}, l.targets, plan.fsmOps, round%2 == 1)
+		if err != nil {
+			return nil, fmt.Errorf("FSM alone: %w", err)
 		}
-		for _, s := range order {
-			fmt.Fprintf(os.Stderr, "volumes: FSM alone, %s state, round %d/%d\n", s.name, round+1, plan.rounds)
-			lat, err := fsmPlanLatencies(ctx, s.state, l.targets, plan.fsmOps)
-			if err != nil {
-				return nil, fmt.Errorf("FSM alone, %s state: %w", s.name, err)
-			}
-			rep.fsmP50[s.name] = append(rep.fsmP50[s.name], percentile(lat, 0.50))
-			rep.fsmP99[s.name] = append(rep.fsmP99[s.name], percentile(lat, 0.99))
+		for i, name := range []string{"empty", "large"} {
+			rep.fsmP50[name] = append(rep.fsmP50[name], percentile(lats[i], 0.50))
+			rep.fsmP99[name] = append(rep.fsmP99[name], percentile(lats[i], 0.99))
 		}
 	}
 
@@ -147,7 +145,7 @@ func measureVolumes(ctx context.Context, plan volPlan) (_ *volReport, err error)
 			err = errors.Join(err, fmt.Errorf("removing data dir: %w", rerr))
 		}
 	}()
-	arms := []volArm{{"baseline", baselineKind, nil}, {"empty", planKind, empty}, {"large", planKind, rep.large}}
+	arms := []volArm{{"baseline", baselineKind, nil}, {"memdb floor", floorKind, nil}, {"empty", planKind, empty}, {"large", planKind, rep.large}}
 	for round := range plan.rounds {
 		order := slices.Clone(arms)
 		if round%2 == 1 {
@@ -207,34 +205,65 @@ func snapshotRestoreTimes(ctx context.Context, st *builtState) (snap, restore ti
 	return snap, restore, nil
 }
 
+// fsmLatencyBlock is how many plans fsmPlanLatencies applies to one
+// state before switching to the other: small enough that a burst of other
+// work on the shared machine lands on both states alike.
+const fsmLatencyBlock = 25
+
 // fsmPlanLatencies applies ops measured plans one by one to an FSM
-// restored from st, timing each apply, and returns the sorted latencies.
-func fsmPlanLatencies(ctx context.Context, st *builtState, targets, ops int) ([]time.Duration, error) {
-	f, err := restoreFSM(st.snapshot)
-	if err != nil {
-		return nil, err
+// restored from each state, timing each apply, and returns each state's
+// sorted latencies. The states take turns, a block of plans each, in ABBA
+// order (reversed when reverse is set), so that drift in the machine's
+// speed and the garbage collector's cycles (every FSM lives in the one
+// heap throughout) fall on every state alike.
+func fsmPlanLatencies(ctx context.Context, states []*builtState, targets, ops int, reverse bool) ([][]time.Duration, error) {
+	type side struct {
+		f       *fsm.FSM
+		index   uint64
+		entries [][]byte
+		lat     []time.Duration
 	}
-	p := &planProposals{targets: targets}
-	entries := make([][]byte, ops)
-	for i := range entries {
-		entries[i] = p.next()
-	}
-	runtime.GC()
-	lat := make([]time.Duration, 0, ops)
-	for i, data := range entries {
-		if i%256 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		log := &raft.Log{Index: st.index + uint64(i) + 1, Term: 1, Type: raft.LogCommand, Data: data}
-		start := time.Now()
-		res := f.ApplyLog(log)
-		lat = append(lat, time.Since(start))
-		if err := checkPlanPlaced(res); err != nil {
+	sides := make([]*side, len(states))
+	for i, st := range states {
+		f, err := restoreFSM(st.snapshot)
+		if err != nil {
 			return nil, err
 		}
+		p := &planProposals{targets: targets}
+		s := &side{f: f, index: st.index, entries: make([][]byte, ops), lat: make([]time.Duration, 0, ops)}
+		for k := range s.entries {
+			s.entries[k] = p.next()
+		}
+		sides[i] = s
 	}
-	slices.Sort(lat)
-	return lat, nil
+	runtime.GC()
+	for block := 0; block*fsmLatencyBlock < ops; block++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		order := slices.Clone(sides)
+		if (block%2 == 1) != reverse {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
+			for _, data := range s.entries[block*fsmLatencyBlock : min((block+1)*fsmLatencyBlock, ops)] {
+				s.index++
+				log := &raft.Log{Index: s.index, Term: 1, Type: raft.LogCommand, Data: data}
+				start := time.Now()
+				res := s.f.ApplyLog(log)
+				s.lat = append(s.lat, time.Since(start))
+				if err := checkPlanPlaced(res); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	out := make([][]time.Duration, len(sides))
+	for i, s := range sides {
+		slices.Sort(s.lat)
+		out[i] = s.lat
+	}
+	return out, nil
 }
 
 // runVolumeCluster starts a one-server cluster for arm, loads its state
@@ -285,12 +314,14 @@ func runVolumeCluster(ctx context.Context, dir string, arm volArm, plan volPlan,
 }
 
 // ratios returns, per round, what f says of arm's run against the
-// baseline's at procs.
+// baseline's at procs (NaN: nothing to say, left out).
 func (r *volReport) ratios(arm string, procs int, f func(arm, base loadResult) float64) []float64 {
 	var out []float64
 	a, b := r.runs[arm][procs], r.runs["baseline"][procs]
 	for i := range min(len(a), len(b)) {
-		out = append(out, f(a[i], b[i]))
+		if v := f(a[i], b[i]); !math.IsNaN(v) {
+			out = append(out, v)
+		}
 	}
 	return out
 }
@@ -321,21 +352,38 @@ func (r *volReport) print(w io.Writer, quick bool) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", q.name, fmtLatency(medianDur(q.m["empty"])), fmtLatency(medianDur(q.m["large"])),
 			ratioText(durRatios(q.m["large"], q.m["empty"])))
 	}
-	b.WriteString("\n| cluster (1 server) | proposers | ops/s | p50 | p99 | × baseline ops/s |\n|---|--:|--:|--:|--:|--:|\n")
-	for _, arm := range []string{"baseline", "empty", "large"} {
+	b.WriteString("\n| cluster (1 server) | proposers | ops/s | p50 | p99 | × baseline ops/s | CPU/op | baseline CPU/op ÷ CPU/op |\n" +
+		"|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, arm := range volArmNames {
 		for _, procs := range raftProposerCounts {
 			runs := r.runs[arm][procs]
 			var ops []float64
-			var p50, p99 []time.Duration
+			var p50, p99, cpu []time.Duration
 			for _, run := range runs {
 				ops = append(ops, run.opsPerSec())
 				p50, p99 = append(p50, run.percentile(0.5)), append(p99, run.percentile(0.99))
+				if c, ok := run.cpuPerOp(); ok {
+					cpu = append(cpu, c)
+				}
 			}
-			ratio := "–"
+			ratio, cpuRatio := "–", "–"
 			if arm != "baseline" {
 				ratio = ratioText(r.ratios(arm, procs, func(a, base loadResult) float64 { return a.opsPerSec() / base.opsPerSec() }))
+				cpuRatio = ratioText(r.ratios(arm, procs, func(a, base loadResult) float64 {
+					ac, ok1 := a.cpuPerOp()
+					bc, ok2 := base.cpuPerOp()
+					if !ok1 || !ok2 || ac <= 0 {
+						return math.NaN()
+					}
+					return float64(bc) / float64(ac)
+				}))
 			}
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s |\n", arm, procs, median(ops), fmtLatency(medianDur(p50)), fmtLatency(medianDur(p99)), ratio)
+			cpuText := "–"
+			if len(cpu) > 0 {
+				cpuText = fmtLatency(medianDur(cpu))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %s | %s |\n", arm, procs, median(ops),
+				fmtLatency(medianDur(p50)), fmtLatency(medianDur(p99)), ratio, cpuText, cpuRatio)
 		}
 	}
 	var clusterP99 []float64
@@ -358,7 +406,12 @@ func (r *volReport) print(w io.Writer, quick bool) error {
 	fsmP99 := median(durRatios(r.fsmP99["large"], r.fsmP99["empty"]))
 	thr := median(r.ratios("large", 64, func(a, base loadResult) float64 { return a.opsPerSec() / base.opsPerSec() }))
 	restore := medianDur(r.restore)
-	fmt.Fprintf(&b, "\nMedians of %d round(s), baseline and berth interleaved. FSM p99 large/empty %.2f: %s ≤ 2 "+
+	fmt.Fprintf(&b, "\nCluster: raft.Apply until applied, each proposer waiting for its command before proposing the next, "+
+		"every arm proposing the same plan bytes on a fresh one-server cluster (raft-boltdb, TCP on 127.0.0.1) that restored its state "+
+		"through raft first. CPU/op is the whole process's CPU time (raft, proposers, FSM, GC) per applied command; baseline CPU/op ÷ CPU/op "+
+		"is the throughput ratio a CPU-bound cluster would show, which other load on the machine barely moves. "+
+		"The memdb floor inserts each entry's bytes as one row of a one-index go-memdb table, one transaction per raft batch.\n")
+	fmt.Fprintf(&b, "\nMedians of %d round(s), the arms interleaved (ABBA). FSM p99 large/empty %.2f: %s ≤ 2 "+
 		"(cluster p99 at 1 proposer large/empty %s). Large-state throughput at 64 proposers %.2f× the no-op baseline: %s ≥ 0.7. "+
 		"Restore %s: %s ≤ 2 s.\n", r.plan.rounds, fsmP99, verdict(fsmP99 <= 2), ratioText(clusterP99), thr, verdict(thr >= 0.7),
 		fmtLatency(restore), verdict(restore <= 2*time.Second))

@@ -47,12 +47,16 @@ func TestVolumeStateIsBuiltThroughTheFSM(t *testing.T) {
 		t.Fatalf("state holds %d allocs, %d volumes, %d nodes, %d claims (built says %d), want 60, 50, 20, 6",
 			len(allocs), len(vols), len(nodes), claims, built.claims)
 	}
-	lat, err := fsmPlanLatencies(context.Background(), built, vs.targets, 40)
+	// Both sides run the same state: 60 plans each, in blocks, every one
+	// placed with its claim (fsmPlanLatencies fails otherwise).
+	lats, err := fsmPlanLatencies(context.Background(), []*builtState{built, built}, vs.targets, 60, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lat) != 40 || lat[0] <= 0 {
-		t.Fatalf("latencies %v, want 40 positive", lat)
+	for i, lat := range lats {
+		if len(lat) != 60 || lat[0] <= 0 || !slices.IsSorted(lat) {
+			t.Fatalf("side %d: latencies %v, want 60 positive, sorted", i, lat)
+		}
 	}
 }
 
@@ -122,7 +126,7 @@ func TestVolumesSectionSmoke(t *testing.T) {
 			t.Errorf("FSM alone, %s state: p50 %v, p99 %v; want %d round(s), 0 < p50 ≤ p99", state, p50, p99, plan.rounds)
 		}
 	}
-	for _, arm := range []string{"baseline", "empty", "large"} {
+	for _, arm := range volArmNames {
 		for _, procs := range raftProposerCounts {
 			runs := rep.runs[arm][procs]
 			if len(runs) != plan.rounds {
