@@ -37,7 +37,8 @@ type volPlan struct {
 	rounds         int
 	warmup, window time.Duration
 	large          volumeState
-	// fsmOps plans are applied per FSM-alone latency run.
+	// fsmOps is how many plans each state takes, one apply each, per
+	// FSM-alone round.
 	fsmOps       int
 	snapshotReps int
 }
@@ -422,10 +423,4 @@ func (r *volReport) print(w io.Writer, quick bool) error {
 		return fmt.Errorf("writing the volumes report: %w", err)
 	}
 	return nil
-}
-
-// volumeClaimsOf counts the claims a state holds (for tests).
-func volumeClaimsOf(f *fsm.FSM) (int, error) {
-	claims, _, err := f.State().ClaimsPage(nil, "", 0, nil)
-	return len(claims), err
 }

@@ -199,3 +199,9 @@ func TestVolumesVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// volumeClaimsOf counts the claims f's state holds.
+func volumeClaimsOf(f *fsm.FSM) (int, error) {
+	claims, _, err := f.State().ClaimsPage(nil, "", 0, nil)
+	return len(claims), err
+}
