@@ -62,19 +62,35 @@ const (
 // are skipped, so callers pass a node's current allocs plus the proposed
 // ones without filtering.
 func AllocsFit(n *pb.Node, allocs []*pb.Allocation) (ok bool, dimension string, usedCPU, usedMem int64) {
+	var u allocUsage
 	for _, a := range allocs {
-		if AllocTerminal(a) {
-			continue
-		}
-		usedCPU += a.GetResources().GetCpuMhz()
-		usedMem += a.GetResources().GetMemoryMb()
+		u.add(a)
 	}
+	return u.fits(n)
+}
+
+// allocUsage sums what allocs use, for AllocsFit and for PlanApply, which
+// adds up a node's stored allocs as it reads them rather than collecting
+// them first.
+type allocUsage struct{ cpu, mem int64 }
+
+// add counts a unless it is terminal.
+func (u *allocUsage) add(a *pb.Allocation) {
+	if AllocTerminal(a) {
+		return
+	}
+	u.cpu += a.GetResources().GetCpuMhz()
+	u.mem += a.GetResources().GetMemoryMb()
+}
+
+// fits is AllocsFit's answer for what u counted.
+func (u allocUsage) fits(n *pb.Node) (ok bool, dimension string, usedCPU, usedMem int64) {
 	cpu, mem := NodeCapacity(n)
 	switch {
-	case usedCPU > cpu:
-		return false, DimensionCPU, usedCPU, usedMem
-	case usedMem > mem:
-		return false, DimensionMemory, usedCPU, usedMem
+	case u.cpu > cpu:
+		return false, DimensionCPU, u.cpu, u.mem
+	case u.mem > mem:
+		return false, DimensionMemory, u.cpu, u.mem
 	}
-	return true, "", usedCPU, usedMem
+	return true, "", u.cpu, u.mem
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -57,7 +58,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 	if v == nil {
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
 	}
-	held, err := claimsByVolume.list(tx, nil, c.GetVolumeId())
+	held, err := heldClaims(tx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +81,35 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
 	}
 	return &reservation{claim: c, volume: v}, nil
+}
+
+// heldClaims returns the claims c's volume holds that CheckClaim must see
+// to judge c. Every claim a volume holds has the same access mode:
+// CheckClaim refuses a claim whose mode differs from a held one, and no
+// transition changes a claim's mode. So when c's mode limits neither the
+// nodes, nor the claims, nor (for a write claim) the writers, as
+// multi-node-multi-writer does, the first held claim other than c answers
+// for all of them: a placement on a volume a thousand allocs share reads
+// one claim, not a thousand. Any other mode reads them all (a handful at
+// most: such modes allow one node or one writer).
+func heldClaims(tx *writeTxn, c *pb.Claim) ([]*pb.Claim, error) {
+	limits, ok := AccessModeLimitsOf(c.GetAccessMode())
+	write := c.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE
+	if !ok || !limits.MultiNode || limits.MaxClaims > 0 || (write && limits.MaxWriters > 0) {
+		return claimsByVolume.list(tx, nil, c.GetVolumeId())
+	}
+	var held []*pb.Claim
+	err := claimsByVolume.each(tx.readTxn(), nil, []string{c.GetVolumeId()}, func(h *pb.Claim) error {
+		if h.GetId() == c.GetId() {
+			return nil // CheckClaim skips c itself
+		}
+		held = append(held, h)
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return nil, err
+	}
+	return held, nil
 }
 
 // store writes a checked reservation: the claim ready when its volume

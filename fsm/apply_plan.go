@@ -313,19 +313,22 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 	case node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:
 		return fmt.Sprintf("node %q is down: its allocs cannot be updated in place", pn.id), nil
 	}
-	current, err := allocsByNode.list(tx, nil, pn.id)
+	// AllocsFit over the node's allocs less those the plan replaces, plus
+	// the plan's: summed while reading, since a node holds hundreds.
+	var used allocUsage
+	err = allocsByNode.each(tx.readTxn(), nil, []string{pn.id}, func(a *pb.Allocation) error {
+		if !pn.replaces(a.GetId()) {
+			used.add(a)
+		}
+		return nil
+	})
 	if err != nil {
 		return "", err
 	}
-	proposed := make([]*pb.Allocation, 0, len(current)+len(pn.allocs))
-	for _, a := range current {
-		if pn.replaces(a.GetId()) {
-			continue
-		}
-		proposed = append(proposed, a)
+	for _, a := range pn.allocs {
+		used.add(a)
 	}
-	proposed = append(proposed, pn.allocs...)
-	ok, dim, cpu, mem := AllocsFit(node, proposed)
+	ok, dim, cpu, mem := used.fits(node)
 	if ok {
 		return "", nil
 	}

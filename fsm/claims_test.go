@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -232,5 +233,62 @@ func TestCheckClaim(t *testing.T) {
 		&pb.Claim{Id: "new", NodeId: "n1", Mode: r, AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, AttachmentMode: fs})
 	if !errors.Is(err, fsm.ErrNoFreeClaim) {
 		t.Errorf("a claim in another access mode than the held ones: %v, want ErrNoFreeClaim", err)
+	}
+}
+
+// TestSharedVolumeClaimsCheckEveryLimit: on a volume many claims share,
+// a claim whose mode limits nothing but the access mode (multi-node
+// reader-only or multi-writer, a read under multi-node single-writer) is
+// judged by one held claim, and the modes that limit writers still count
+// them all: a second writer is refused on a multi-node single-writer
+// volume whose one writer sorts after twenty readers, and a claim through
+// another access mode is refused on a volume twenty multi-writers share.
+func TestSharedVolumeClaimsCheckEveryLimit(t *testing.T) {
+	const (
+		mnsw = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER
+		mnmw = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER
+		mnro = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY
+	)
+	f := claimsSeeded(t, &bytes.Buffer{})
+	index := uint64(10)
+	caps := []*pb.VolumeCapability{{AccessMode: mnsw, AttachmentMode: fs}, {AccessMode: mnmw, AttachmentMode: fs}, {AccessMode: mnro, AttachmentMode: fs}}
+	for _, id := range []string{"sw", "mw"} {
+		index++
+		applyOK(t, f, index, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{Id: id, PluginId: "nfs", Capabilities: caps}})
+	}
+	claim := func(id, volume, node string, mode pb.ClaimMode, access pb.VolumeAccessMode) error {
+		t.Helper()
+		index++
+		res := applyAt(f, index, mustEncode(t, fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
+			Id: id, VolumeId: volume, NodeId: node, Mode: mode, AccessMode: access, AttachmentMode: fs}}))
+		return res.Err
+	}
+	nodes := []string{"n1", "n2"}
+	for i := range 20 {
+		if err := claim(fmt.Sprintf("a-reader-%02d", i), "sw", nodes[i%2], pb.ClaimMode_CLAIM_MODE_READ, mnsw); err != nil {
+			t.Fatal(err)
+		}
+		if err := claim(fmt.Sprintf("a-writer-%02d", i), "mw", nodes[i%2], pb.ClaimMode_CLAIM_MODE_WRITE, mnmw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := claim("z-writer", "sw", "n1", pb.ClaimMode_CLAIM_MODE_WRITE, mnsw); err != nil {
+		t.Fatalf("the first writer of sw: %v", err)
+	}
+	for _, c := range []struct {
+		id, volume string
+		mode       pb.ClaimMode
+		access     pb.VolumeAccessMode
+		want       error
+	}{
+		{"b-writer", "sw", pb.ClaimMode_CLAIM_MODE_WRITE, mnsw, fsm.ErrNoFreeClaim},
+		{"b-reader", "sw", pb.ClaimMode_CLAIM_MODE_READ, mnsw, nil},
+		{"b-ro", "sw", pb.ClaimMode_CLAIM_MODE_READ, mnro, fsm.ErrNoFreeClaim},
+		{"b-writer", "mw", pb.ClaimMode_CLAIM_MODE_WRITE, mnmw, nil},
+		{"b-ro", "mw", pb.ClaimMode_CLAIM_MODE_READ, mnro, fsm.ErrNoFreeClaim},
+	} {
+		if err := claim(c.id+"-"+c.volume, c.volume, "n2", c.mode, c.access); !errors.Is(err, c.want) {
+			t.Errorf("%s on %s (%s): %v, want %v", c.id, c.volume, c.access, err, c.want)
+		}
 	}
 }

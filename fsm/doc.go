@@ -166,7 +166,12 @@
 //     plan, those of the nodes that took their part before. A plan's node
 //     whose claims do not fit refuses its part, naming volume, alloc and
 //     node. A claim holds its volume until it is freed, so releasing and
-//     node-detached claims count.
+//     node-detached claims count. All of a volume's claims share one access
+//     mode (CheckClaim refuses another, no move changes it), so a claim
+//     whose mode limits nothing else (multi-node multi-writer or reader
+//     only, a read under multi-node single-writer) is checked against the
+//     first held claim: a placement on a volume many allocs share costs one
+//     read, not one per claim.
 //   - The reservation makes the claim ready when its volume's plugin does
 //     not require a controller publish (csi_plugins' controller_required)
 //     or the node's attachment is attached; otherwise it is reserved and

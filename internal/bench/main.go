@@ -32,7 +32,7 @@ func main() {
 // than exiting so that the CPU profile is written out.
 func run() int {
 	var opts options
-	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, jobrun, csiplugin)")
+	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, volumes, jobrun, csiplugin)")
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
 	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
@@ -52,6 +52,7 @@ func run() int {
 		{"drivers", benchDrivers},
 		{"csi", benchCSI},
 		{"scheduler", benchScheduler},
+		{"volumes", benchVolumes},
 		{"jobrun", benchJobRun},
 		{"csiplugin", benchCSIPlugin},
 	}

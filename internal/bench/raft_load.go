@@ -51,13 +51,17 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[max(0, min(rank, len(sorted)-1))]
 }
 
+// proposals hands out the next command to propose; safe for concurrent
+// use (every proposer calls it).
+type proposals interface{ next() []byte }
+
 // runLoad has proposers goroutines propose on leader, each waiting for its
 // command to be applied before proposing the next, until window has passed.
 // A proposal's latency runs from raft.Apply to the FSM's answer; throughput
 // counts every applied proposal over the time until the last one returned.
 // Any failed proposal fails the run: a refused or lost command is not
 // throughput.
-func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p *payloads, proposers int, window time.Duration) (loadResult, error) {
+func runLoad(ctx context.Context, leader *raft.Raft, kind fsmKind, p proposals, proposers int, window time.Duration) (loadResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lats := make([][]time.Duration, proposers)
