@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/hashicorp/go-memdb"
@@ -17,8 +18,8 @@ import (
 // unstage them. Stopped before its users have torn their volumes down,
 // it would leave them staged for good. So:
 //
-//  1. service and batch allocs, volume users among them, are marked at
-//     once (their replacements need not wait for anything);
+//  1. service and batch allocs that run no plugin, volume users among
+//     them, are marked at once (their replacements need not wait);
 //  2. an alloc that runs a csi_plugin task is held while anything on the
 //     node still needs one of its plugins: a live alloc whose group asks
 //     for a volume of that plugin, or a claim of such a volume on the node
@@ -30,8 +31,8 @@ import (
 //     system job may use a volume of a plugin run by a service job).
 //
 // At the drain's deadline everything left is marked, plugins in a second
-// write after the rest, so a client that picks the first up before the
-// second stops the users first.
+// write after the rest: nothing waits any more, but the plugins' jobs are
+// evaluated after the others', the one order left to keep.
 
 // anyPlugin keys the holders of a volume whose plugin is unknown (the
 // volume is not stored): they hold every plugin alloc of the node.
@@ -112,7 +113,7 @@ func readDrainNode(snap *fsm.StateSnapshot, ws memdb.WatchSet, n *pb.Node, jobOf
 			marked: fsm.AllocServerTerminal(a) || a.GetDesiredTransition().GetMigrate()}
 		tg := allocGroup(snap, a, jobOf)
 		for _, t := range tg.GetTasks() {
-			if id := t.GetCsiPlugin().GetId(); id != "" && !containsString(da.plugins, id) {
+			if id := t.GetCsiPlugin().GetId(); id != "" && !slices.Contains(da.plugins, id) {
 				da.plugins = append(da.plugins, id)
 			}
 		}
@@ -157,15 +158,6 @@ func allocGroup(snap *fsm.StateSnapshot, a *pb.Allocation, jobOf func(string) *p
 		}
 	}
 	return nil
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // holdersOf returns what holds plugin alloc a on the node, itself aside,
