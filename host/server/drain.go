@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"sort"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
@@ -13,18 +15,27 @@ import (
 
 // drainer moves allocs off draining nodes on the leader. Non-system allocs
 // go first: each is marked to migrate (stop, and replace elsewhere) with an
-// evaluation of its job. System allocs follow once every non-system alloc
-// of the node has stopped on its client (or the deadline passed), so the
-// node's system services — log shippers, CSI node plugins — outlive the
-// workloads that use them. When nothing is left (system allocs aside with
-// ignore_system_jobs) the drain ends; the node stays ineligible. At the
-// drain's deadline everything still there is marked at once.
+// evaluation of its job. An alloc running a CSI plugin is held until what
+// uses the plugin's volumes on the node is gone and its volumes are
+// node-detached (drain_order.go). System allocs follow once every other
+// non-system alloc of the node has stopped on its client (or the deadline
+// passed), so the node's system services — log shippers, CSI node plugins
+// — outlive the workloads that use them. When nothing is left (system
+// allocs aside with ignore_system_jobs) the drain ends; the node stays
+// ineligible. At the drain's deadline everything still there is marked at
+// once, plugins in a second write.
 //
 // It wakes on changes to nodes and allocs (a state watch), on a drain
 // being set through the API (kick) and on the earliest deadline (a timer).
 type drainer struct {
 	s      *Server
 	kicked chan struct{}
+	// held are the plugin allocs the last step held back (logged once
+	// each); only the run goroutine uses it.
+	held map[string]bool
+	// stepped is the state index the last step acted on, so a test can
+	// tell that the drainer has seen a change and still held an alloc.
+	stepped atomic.Uint64
 }
 
 func newDrainer(s *Server) *drainer {
@@ -90,6 +101,7 @@ func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, 
 		return time.Time{}, true
 	}
 	now := s.cfg.Clock.Now()
+	held := map[string]bool{}
 	jobs := map[string]*pb.Job{}
 	jobOf := func(id string) *pb.Job {
 		if j, ok := jobs[id]; ok {
@@ -111,45 +123,51 @@ func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, 
 				next = at
 			}
 		}
-		allocs, err := snap.AllocsByNode(ws, n.GetId())
+		dn, err := readDrainNode(snap, ws, n, jobOf)
 		if err != nil {
-			s.logger.Error("drainer: reading allocs", "node", n.GetId(), "error", err)
+			s.logger.Error("drainer: reading the node's allocs and claims", "node", n.GetId(), "error", err)
 			continue
 		}
-		var userLive, systemLive int
-		var migrate []*pb.Allocation
-		var system []*pb.Allocation
-		for _, a := range allocs {
-			if fsm.AllocClientTerminal(a) {
-				continue
-			}
-			isSystem := jobOf(a.GetJobId()).GetType() == pb.JobType_JOB_TYPE_SYSTEM
-			if isSystem {
-				if strategy.GetIgnoreSystemJobs() {
-					continue
-				}
-				systemLive++
-				if !fsm.AllocServerTerminal(a) && !a.GetDesiredTransition().GetMigrate() {
-					system = append(system, a)
-				}
-				continue
-			}
-			userLive++
-			if !fsm.AllocServerTerminal(a) && !a.GetDesiredTransition().GetMigrate() {
-				migrate = append(migrate, a)
-			}
-		}
-		if forced || userLive == 0 {
-			migrate = append(migrate, system...)
-		}
+		plan := dn.plan(forced)
+		d.logHeld(n, plan, held)
 		switch {
-		case len(migrate) > 0:
-			failed = !d.migrate(ctx, n, migrate, jobOf) || failed
-		case userLive == 0 && systemLive == 0:
+		case len(plan.mark) > 0 || len(plan.plugins) > 0:
+			// Plugins go in a write of their own after the rest: at the
+			// deadline it is all the order left to keep.
+			ok := len(plan.mark) == 0 || d.migrate(ctx, n, plan.mark, jobOf)
+			if ok && len(plan.plugins) > 0 {
+				ok = d.migrate(ctx, n, plan.plugins, jobOf)
+			}
+			failed = !ok || failed
+		case plan.done:
 			failed = !d.finish(ctx, n) || failed
 		}
 	}
+	d.held = held
+	if idx, err := snap.LatestIndex(); err == nil {
+		d.stepped.Store(idx)
+	}
 	return next, failed
+}
+
+// logHeld logs, once per alloc, the plugin allocs plan holds back and the
+// ones it releases from a cycle of holds, and records the held ones in
+// held.
+func (d *drainer) logHeld(n *pb.Node, plan drainPlan, held map[string]bool) {
+	for id, by := range plan.held {
+		held[id] = true
+		if d.held[id] {
+			continue
+		}
+		const most = 5
+		shown := by[:min(len(by), most)]
+		d.s.logger.Info("drainer: plugin alloc waits for the users of its volumes on the node",
+			"node", n.GetId(), "alloc", id, "users", strings.Join(shown, ","), "more", len(by)-len(shown))
+	}
+	if len(plan.cycle) > 0 {
+		d.s.logger.Warn("drainer: plugin allocs use each other's volumes; stopping them together",
+			"node", n.GetId(), "allocs", strings.Join(plan.cycle, ","))
+	}
 }
 
 // migrate marks allocs of node n to move off it, with one evaluation per job.
