@@ -113,7 +113,10 @@ func (s *sched) systemGroup(tg *pb.TaskGroup, byNode map[string][]*pb.Allocation
 				live = append(live, a)
 			}
 		}
-		if reason := systemStopReason(n); reason != "" {
+		if reason := systemStopReason(n); reason == DescMigrating {
+			ann.Ignore += int32(len(live))
+			continue
+		} else if reason != "" {
 			for _, a := range live {
 				s.stop(a, reason, reason == DescNodeLost)
 				if reason == DescNodeLost {
