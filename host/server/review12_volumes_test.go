@@ -1,0 +1,52 @@
+package server
+
+import (
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Review of issue 12. Reads answer a volume's secrets as "[REDACTED]";
+// an operator who registers again what `volume status -json` printed
+// (Nomad's edit-and-reregister habit; the server-set fields removed) stores "[REDACTED]" as the secret's
+// value, and every later plugin call (publish, node stage through
+// ClientClaim, delete) sends it as the credential. Register should keep
+// the stored value for a redacted one, or refuse it.
+func TestReviewReregisteringARedactedVolumeKeepsItsSecret(t *testing.T) {
+	const secret = "pl4nted-s3cret-value"
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	v := fsVolume("vault")
+	v.Secrets = map[string]string{"password": secret}
+	confirm := func() {
+		p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+			VolumeCapabilities: csiCapabilities(v)}}, nil)
+	}
+	confirm()
+	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
+		t.Fatal(err)
+	}
+	get, err := vols.Get(ctx10s(t), &pb.VolumeGetRequest{VolumeId: "vault"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := proto.CloneOf(get.GetVolume().GetVolume())
+	if shown.GetSecrets()["password"] != csi.Redacted {
+		t.Fatalf("get shows %v", shown.GetSecrets())
+	}
+	// A verbatim copy is refused for its server-set fields; the operator
+	// keeps the specification's fields, the secrets as shown among them.
+	again := fsVolume("vault")
+	again.Secrets = shown.GetSecrets()
+	confirm()
+	_, err = vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: again})
+	stored, _ := s.fsm.State().VolumeByID(nil, "vault")
+	if got := stored.GetSecrets()["password"]; got != secret {
+		t.Errorf("after re-registering the volume as read (err %v), its stored secret is %q, not the one registered", err, got)
+	}
+}
