@@ -51,6 +51,9 @@ type Server struct {
 	drainer *drainer
 	gc      gcConfig
 	gcTimes timeTable
+	// volumes runs the attach reconciler, the reaper and the reconcile
+	// pass while this server leads (csi_loops.go).
+	volumes *volumeLoops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
 	proxy   *clientProxy
@@ -99,6 +102,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.broker = newEvalBroker(cfg.Clock, brokerConfig{})
 	s.drainer = newDrainer(s)
 	s.gc = defaultGCConfig()
+	s.volumes = newVolumeLoops(s, cfg.controllerCaller)
 
 	if err := s.setupRaft(); err != nil {
 		s.closeStores()
