@@ -28,6 +28,7 @@ func nodeCommand() *cli.Command {
 			},
 			nodeDrainCommand(),
 			nodeEligibilityCommand(),
+			nodeFenceCommand(),
 		},
 	}
 }
