@@ -180,6 +180,12 @@ func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) 
 		return
 	}
 	if a == nil {
+		// Gone (detached, or removed with its volume): nothing of it is
+		// kept for a later try.
+		v.mu.Lock()
+		delete(v.avoid, k)
+		delete(v.hold, k)
+		v.mu.Unlock()
 		return
 	}
 	now := v.clock.Now()
