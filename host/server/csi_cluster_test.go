@@ -118,70 +118,92 @@ func oneAttached(atts []*pb.Attachment) error {
 }
 
 // TestClusterLeaderKilledBetweenPublishAndItsWrite: the leader's
-// ControllerPublishVolume succeeds at the plugin, and the leader dies
-// before the outcome reaches raft. The new leader finds the attachment
-// still attaching, publishes again (the call is idempotent), and the
-// cluster converges on exactly one attachment, attached, with the claim
-// ready, one node published at the plugin and nothing unpublished.
+// ControllerPublishVolume succeeds at the plugin, and the leader is lost
+// before the outcome reaches raft: killed (its call's context ends, it
+// writes nothing), or cut off from the other servers (it tries to write,
+// and that write never commits; it rejoins as a follower afterwards). The
+// new leader finds the attachment still attaching, publishes again (the
+// call is idempotent), and every server converges on exactly one
+// attachment, attached, with the claim ready, one node published at the
+// plugin and nothing unpublished.
 func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
-	fake := newFakeController()
-	vc := newVolCluster(t, 3, fake)
-	var killed atomic.Pointer[Server]
-	fake.onCall = func(ctx context.Context, c fakeCall) error {
-		if c.method != publishMethod || killed.Load() != nil {
-			return nil
-		}
-		s := vc.byName(ctx.Value(callerServerKey{}).(string))
-		if !killed.CompareAndSwap(nil, s) {
-			return nil
-		}
-		// The plugin has published (the fake records it once this
-		// returns); the leader dies before it hears so.
-		go func() { _ = s.Shutdown() }()
-		<-ctx.Done()
-		return nil
-	}
-	vc.claimOnN2()
-	testutil.WaitFor(t, 15*time.Second, func() error {
-		if killed.Load() == nil {
-			return errors.New("no publish yet")
-		}
-		return nil
-	})
-	dead := killed.Load()
-	vc.waitLeader(dead)
-	vc.waitAttachments(oneAttached)
+	for _, mode := range []string{"killed", "partitioned"} {
+		t.Run(mode, func(t *testing.T) {
+			fake := newFakeController()
+			vc := newVolCluster(t, 3, fake)
+			var lost atomic.Pointer[Server]
+			fake.onCall = func(ctx context.Context, c fakeCall) error {
+				if c.method != publishMethod || lost.Load() != nil {
+					return nil
+				}
+				s := vc.byName(ctx.Value(callerServerKey{}).(string))
+				if !lost.CompareAndSwap(nil, s) {
+					return nil
+				}
+				// The plugin has published (the fake records it once this
+				// returns); the leader is lost before it hears so.
+				if mode == "killed" {
+					go func() { _ = s.Shutdown() }()
+					<-ctx.Done()
+				} else {
+					vc.partition(s)
+				}
+				return nil
+			}
+			vc.claimOnN2()
+			testutil.WaitFor(t, 15*time.Second, func() error {
+				if lost.Load() == nil {
+					return errors.New("no publish yet")
+				}
+				return nil
+			})
+			old := lost.Load()
+			vc.waitLeader(old)
+			if mode == "partitioned" {
+				// The new leader's publish is in before the old leader
+				// comes back.
+				testutil.WaitFor(t, 15*time.Second, func() error {
+					if n := len(fake.callsOf(publishMethod)); n < 2 {
+						return fmt.Errorf("%d publishes, waiting for the new leader's", n)
+					}
+					return nil
+				})
+				vc.heal(old)
+			}
+			vc.waitAttachments(oneAttached)
 
-	calls := fake.callsOf(publishMethod)
-	if len(calls) != 2 || !proto.Equal(calls[0].req, calls[1].req) || calls[0].node != vc.n1.GetId() || calls[1].node != vc.n1.GetId() {
-		t.Fatalf("publishes = %s, want two equal ones through n1: the dead leader's and the new leader's", describeCalls(calls))
-	}
-	if n := len(fake.callsOf(unpublishMethod)); n != 0 {
-		t.Fatalf("%d unpublishes, want 0", n)
-	}
-	fake.mu.Lock()
-	published := fake.published["ext-v1"]
-	fake.mu.Unlock()
-	if len(published) != 1 || !published["csi-n2"] {
-		t.Fatalf("the plugin has ext-v1 published to %v, want csi-n2 only", published)
-	}
-	for _, s := range vc.live() {
-		a, err := s.State().Attachment(nil, "v1", vc.n2.GetId())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.GetControllerNodeId() != vc.n1.GetId() || a.GetPublishContext()["lun"] != "3" || a.GetLastError() != nil {
-			t.Fatalf("%s: attachment %v, want controller n1, publish context lun=3, no error", s.cfg.Name, a)
-		}
-		testutil.WaitFor(t, 10*time.Second, func() error {
-			c, err := s.State().ClaimByID(nil, "c1")
-			if err != nil {
-				return err
+			calls := fake.callsOf(publishMethod)
+			if len(calls) != 2 || !proto.Equal(calls[0].req, calls[1].req) || calls[0].node != vc.n1.GetId() || calls[1].node != vc.n1.GetId() {
+				t.Fatalf("publishes = %s, want two equal ones through n1: the lost leader's and the new leader's", describeCalls(calls))
 			}
-			if c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-				return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, fsm.ClaimStateWord(c.GetState()))
+			if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+				t.Fatalf("%d unpublishes, want 0", n)
 			}
-			return nil
+			fake.mu.Lock()
+			published := fake.published["ext-v1"]
+			fake.mu.Unlock()
+			if len(published) != 1 || !published["csi-n2"] {
+				t.Fatalf("the plugin has ext-v1 published to %v, want csi-n2 only", published)
+			}
+			for _, s := range vc.live() {
+				a, err := s.State().Attachment(nil, "v1", vc.n2.GetId())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.GetControllerNodeId() != vc.n1.GetId() || a.GetPublishContext()["lun"] != "3" || a.GetLastError() != nil {
+					t.Fatalf("%s: attachment %v, want controller n1, publish context lun=3, no error", s.cfg.Name, a)
+				}
+				testutil.WaitFor(t, 10*time.Second, func() error {
+					c, err := s.State().ClaimByID(nil, "c1")
+					if err != nil {
+						return err
+					}
+					if c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+						return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, fsm.ClaimStateWord(c.GetState()))
+					}
+					return nil
+				})
+			}
 		})
 	}
 }
