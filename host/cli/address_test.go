@@ -106,6 +106,7 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"eval status":               {"e1"},
 		"node drain":                {"-enable", "-yes", "n1"},
 		"node eligibility":          {"-enable", "n1"},
+		"node fence":                {"-yes", "n1"},
 	}
 	// Commands whose errors exit with another code than 1.
 	codes := map[string]int{"job plan": planError}

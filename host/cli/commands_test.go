@@ -377,8 +377,17 @@ func TestNodeFence(t *testing.T) {
 		}
 	}
 
+	// node status says a node is fenced, and only then.
+	if out := wantOut(t, []string{"node", "status", "-address", f.url, "n1"}, 0); strings.Contains(out, "Fenced") {
+		t.Fatalf("node status of a node that is not fenced:\n%s", out)
+	}
 	f.mu.Lock()
-	f.nodes[nodeA].Status = pb.NodeStatus_NODE_STATUS_READY
+	f.nodes[nodeA].Fenced, f.nodes[nodeA].FencedAt = true, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC).UnixNano()
+	f.mu.Unlock()
+	wantOut(t, []string{"node", "status", "-address", f.url, "n1"}, 0, "Fenced              = since 2026-11-2", "(berth node fence -unfence lifts it)")
+
+	f.mu.Lock()
+	f.nodes[nodeA].Status, f.nodes[nodeA].Fenced = pb.NodeStatus_NODE_STATUS_READY, false
 	f.mu.Unlock()
 	_, errOut := wantOutErr(t, []string{"node", "fence", "-address", f.url, "-yes", "n1"}, 1)
 	if !strings.Contains(errOut, "is ready: it still heartbeats") {

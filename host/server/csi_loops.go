@@ -152,10 +152,14 @@ func (v *volumeLoops) run(ctx context.Context) {
 	v.workers.Wait()
 }
 
-// kick wakes the attach reconciler.
+// kick wakes the attach reconciler. The channel is read under the lock:
+// a retry timer of the last leadership may fire while run makes the next.
 func (v *volumeLoops) kick() {
+	v.mu.Lock()
+	wake := v.wake
+	v.mu.Unlock()
 	select {
-	case v.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
