@@ -29,16 +29,6 @@ import (
 // or a down node's deadline. Each starts with a pass over the whole state,
 // which is how a new leader resumes whatever the last one left.
 
-// controllerCaller sends one CSI controller call to the controller
-// instance of pluginID on node nodeID and fills resp. method is the CSI
-// full method name ("/csi.v1.Controller/ControllerPublishVolume"). The
-// error carries the plugin's gRPC code (errcode.Code finds it); a node that
-// cannot be reached is Unavailable, so the call is classed uncertain and
-// retried. The server's csiForwarder implements it.
-type controllerCaller interface {
-	ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error
-}
-
 // volumeLoopConfig holds the volume loops' settings.
 type volumeLoopConfig struct {
 	// forceDetachAfter is how long a node stays down before its releasing
