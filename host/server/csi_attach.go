@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -305,6 +306,10 @@ func (v *volumeLoops) call(ctx context.Context, controller, pluginID, method str
 // controller is the node whose instance answered ("" when no call was
 // made).
 func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, controller string, err error) {
+	if !strings.Contains(err.Error(), a.GetVolumeId()) {
+		// Every recorded error names its volume, whatever step failed.
+		err = fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
+	}
 	code := errcode.Code(err)
 	class := pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL
 	now := v.clock.Now()

@@ -397,3 +397,33 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 		})
 	})
 }
+
+// A node whose node instance of the plugin has not reported (its CSI node
+// ID is unknown) cannot be published to: a final FailedPrecondition naming
+// the volume, the node and the plugin, made again once the node reports.
+func TestAttachWaitsForTheNodesCSINodeID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		e.reportPlugins("n2", nil, nil)
+		fake := newFakeController()
+		stop := start(e.loops(fake))
+		defer stop()
+		synctest.Wait()
+		a := e.attachment("v1", "n2")
+		le := a.GetLastError()
+		if len(fake.calls) != 0 || le.GetCode() != int32(codes.FailedPrecondition) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+			t.Fatalf("without n2's node instance: calls %v, attachment %v; want no call, a final FailedPrecondition", fake.methods(), a)
+		}
+		for _, s := range []string{"volume v1", "node n2", `plugin "ebs"`, "CSI node ID is unknown"} {
+			if !strings.Contains(le.GetMessage(), s) {
+				t.Fatalf("error %q does not say %q", le.GetMessage(), s)
+			}
+		}
+		e.reportPlugins("n2", nil, ebsNode("n2"))
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if calls := fake.callsOf(publishMethod); len(calls) != 1 || calls[0].req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() != "csi-n2" {
+			t.Fatalf("publishes = %v, want one to csi-n2", calls)
+		}
+	})
+}

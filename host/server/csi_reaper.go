@@ -89,6 +89,8 @@ func (v *volumeLoops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm
 	// One command per node: its claims are forced for one reason, and a
 	// node that came back refuses them all together.
 	byNode := map[string][]*pb.ClaimTransition{}
+	// volumeOf names each claim's volume in the log lines.
+	volumeOf := map[string]string{}
 	var nodes []string
 	reasons := map[string]string{}
 	for _, c := range releasing {
@@ -113,18 +115,20 @@ func (v *volumeLoops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm
 			nodes = append(nodes, id)
 		}
 		byNode[id] = append(byNode[id], &pb.ClaimTransition{ClaimId: c.GetId(), State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED, Force: true})
+		volumeOf[c.GetId()] = c.GetVolumeId()
 	}
 	for _, id := range nodes {
 		ts := byNode[id]
 		err := v.write(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: ts, UpdatedAt: now.UnixNano()})
 		if err != nil {
 			if ctx.Err() == nil {
-				v.logger.Warn("reaper: forcing claims to node-detached; retrying", "node", id, "reason", reasons[id], "claims", claimIDs(ts), "error", err)
+				v.logger.Warn("reaper: forcing claims to node-detached; retrying", "node", id, "reason", reasons[id],
+					"claims", claimIDs(ts), "volumes", volumesOf(ts, volumeOf), "error", err)
 				failed = true
 			}
 			continue
 		}
-		v.logger.Info("claims detached from a lost node", "node", id, "reason", reasons[id], "claims", claimIDs(ts))
+		v.logger.Info("claims detached from a lost node", "node", id, "reason", reasons[id], "claims", claimIDs(ts), "volumes", volumesOf(ts, volumeOf))
 	}
 
 	detached, err := snap.ClaimsByState(ws, pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
@@ -142,16 +146,17 @@ func (v *volumeLoops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm
 		}
 		if a == nil {
 			free = append(free, &pb.ClaimTransition{ClaimId: c.GetId(), State: pb.ClaimState_CLAIM_STATE_FREED})
+			volumeOf[c.GetId()] = c.GetVolumeId()
 		}
 	}
 	if len(free) > 0 {
 		if err := v.write(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: free, UpdatedAt: now.UnixNano()}); err != nil {
 			if ctx.Err() == nil && !errors.Is(err, fsm.ErrClaimTransition) {
-				v.logger.Warn("reaper: freeing detached claims; retrying", "claims", claimIDs(free), "error", err)
+				v.logger.Warn("reaper: freeing detached claims; retrying", "claims", claimIDs(free), "volumes", volumesOf(free, volumeOf), "error", err)
 				failed = true
 			}
 		} else {
-			v.logger.Info("detached claims freed", "claims", claimIDs(free))
+			v.logger.Info("detached claims freed", "claims", claimIDs(free), "volumes", volumesOf(free, volumeOf))
 		}
 	}
 	return next, failed
@@ -183,4 +188,14 @@ func claimIDs(ts []*pb.ClaimTransition) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// volumesOf lists, sorted and once each, the volumes of the claims in ts.
+func volumesOf(ts []*pb.ClaimTransition, volumeOf map[string]string) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, volumeOf[t.GetClaimId()])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
