@@ -35,6 +35,9 @@ type fakeController struct {
 	// onCall, when set, runs at the start of every call, outside the lock
 	// (a test blocks a call there, or stops a server).
 	onCall func(ctx context.Context, c fakeCall) error
+	// pageSize, when set, makes ListVolumes answer in pages of that many
+	// entries, the token being the index of the next one.
+	pageSize int
 }
 
 var _ controllerCaller = (*fakeController)(nil)
@@ -79,7 +82,19 @@ func (f *fakeController) ControllerCall(ctx context.Context, nodeID, pluginID, m
 		delete(f.published[r.GetVolumeId()], r.GetNodeId())
 	case *csipb.ListVolumesRequest:
 		out := resp.(*csipb.ListVolumesResponse)
-		for _, id := range slices.Sorted(maps.Keys(f.published)) {
+		ids := slices.Sorted(maps.Keys(f.published))
+		from := 0
+		if tok := r.GetStartingToken(); tok != "" {
+			if _, err := fmt.Sscan(tok, &from); err != nil || from > len(ids) {
+				return status.Errorf(codes.Aborted, "fake controller: bad starting token %q", tok)
+			}
+		}
+		to := len(ids)
+		if f.pageSize > 0 && from+f.pageSize < to {
+			to = from + f.pageSize
+			out.NextToken = fmt.Sprint(to)
+		}
+		for _, id := range ids[from:to] {
 			out.Entries = append(out.Entries, &csipb.ListVolumesResponse_Entry{
 				Volume: &csipb.Volume{VolumeId: id},
 				Status: &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: slices.Sorted(maps.Keys(f.published[id]))},

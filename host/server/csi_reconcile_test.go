@@ -223,3 +223,51 @@ func TestPickController(t *testing.T) {
 func fsmNodeDown(id string) (fsm.MessageType, proto.Message) {
 	return fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: id, Status: pb.NodeStatus_NODE_STATUS_DOWN, UpdatedAt: 1}
 }
+
+// TestReconcileReadsEveryPage: the controller lists one volume a page;
+// the drift is on the last page, and only that volume is repaired.
+func TestReconcileReadsEveryPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		for _, id := range []string{"v2", "v3"} {
+			e.registerVolume(id, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
+			e.operatorClaim("c-"+id, id, "n2", pb.ClaimMode_CLAIM_MODE_WRITE)
+		}
+		fake := newFakeController()
+		fake.pageSize = 1
+		v := e.loops(fake)
+		v.cfg.reconcileInterval = time.Minute
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		if n := len(fake.callsOf(publishMethod)); n != 3 {
+			t.Fatalf("%d publishes, want 3", n)
+		}
+		fake.mu.Lock()
+		delete(fake.published, "ext-v3")
+		fake.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		// ext-v1 and ext-v2, one page each (ext-v3 is listed nowhere).
+		if n := len(fake.callsOf(listMethod)); n != 2 {
+			t.Fatalf("%d ListVolumes, want 2 (a page per listed volume)", n)
+		}
+		pubs := fake.callsOf(publishMethod)
+		if len(pubs) != 4 || pubs[3].req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v3" {
+			t.Fatalf("publishes = %v, want the three and ext-v3's repair", pubs)
+		}
+		if e.attachment("v3", "n2").GetAttempts() != 1 || e.attachment("v1", "n2").GetAttempts() != 0 || e.attachment("v2", "n2").GetAttempts() != 0 {
+			t.Fatal("the repair is recorded on v3's attachment only")
+		}
+		// The drift on a later page: v1 listed first, v2 dropped.
+		fake.mu.Lock()
+		fake.published["ext-v3"] = map[string]bool{"csi-n2": true}
+		delete(fake.published, "ext-v2")
+		fake.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if pubs := fake.callsOf(publishMethod); len(pubs) != 5 || pubs[4].req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v2" {
+			t.Fatalf("publishes = %v, want ext-v2's repair last", pubs)
+		}
+	})
+}
