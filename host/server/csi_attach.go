@@ -206,12 +206,12 @@ func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) 
 func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	req, err := publishRequest(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", err)
+		v.recordFailure(ctx, a, "", "", err)
 		return
 	}
 	controller, err := v.pick(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", err)
+		v.recordFailure(ctx, a, "", "", err)
 		return
 	}
 	resp := &csipb.ControllerPublishVolumeResponse{}
@@ -220,30 +220,32 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		return // the leadership ended: the next leader makes the call again
 	}
 	if err != nil {
-		v.recordFailure(ctx, a, controller, fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
+		v.recordFailure(ctx, a, controller, req.GetNodeId(), fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
 			a.GetVolumeId(), req.GetVolumeId(), a.GetNodeId(), controller, err))
 		return
 	}
 	v.logger.Info("volume published", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "controller", controller, "attempts", a.GetAttempts()+1)
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED,
-		ControllerNodeId: controller, PublishContext: resp.GetPublishContext(), UpdatedAt: v.clock.Now().UnixNano(),
+		ControllerNodeId: controller, PublishContext: resp.GetPublishContext(), CsiNodeId: req.GetNodeId(), UpdatedAt: v.clock.Now().UnixNano(),
 	})
 }
 
 // unpublish sends ControllerUnpublishVolume for a detaching attachment and
-// records the outcome. A node the servers no longer know (collected or
-// deregistered) never blocks the detach: its CSI node ID is gone with it,
-// so the attachment is removed without a call and the reconcile pass,
-// which reads the controller's published nodes, is the second chance to
-// unpublish there.
+// records the outcome. It names the CSI node ID the publish named, kept
+// on the attachment, so a node the servers no longer know (collected or
+// deregistered) is still unpublished from. Only an attachment that never
+// recorded one (its node gone before any publish was tried) is removed
+// without a call; the reconcile pass, which reads the controller's
+// published nodes, is the second chance there. Either way a gone node
+// never blocks the detach.
 func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
 	if err != nil {
 		v.logger.Error("attach reconciler: reading volume", "volume", a.GetVolumeId(), "error", err)
 		return
 	}
-	csiNode, err := csiNodeID(snap, a.GetPluginId(), a.GetNodeId())
+	csiNode, err := attachmentCSINode(snap, a)
 	if errors.Is(err, errNodeGone) || vol == nil {
 		v.logger.Warn("detaching without a controller call: the node or the volume is gone; the reconcile pass unpublishes what the controller still lists",
 			"volume", a.GetVolumeId(), "node", a.GetNodeId(), "reason", err)
@@ -253,12 +255,12 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	if err != nil {
-		v.recordFailure(ctx, a, "", err)
+		v.recordFailure(ctx, a, "", "", err)
 		return
 	}
 	controller, err := v.pick(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", err)
+		v.recordFailure(ctx, a, "", "", err)
 		return
 	}
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
@@ -267,7 +269,7 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	if err != nil && errcode.Code(err) != codes.NotFound {
-		v.recordFailure(ctx, a, controller, fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
+		v.recordFailure(ctx, a, controller, "", fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
 			a.GetVolumeId(), vol.GetExternalId(), a.GetNodeId(), controller, err))
 		return
 	}
@@ -304,8 +306,9 @@ func (v *volumeLoops) call(ctx context.Context, controller, pluginID, method str
 // recordFailure writes a failed step of a: the error with its class,
 // attempts+1 and, for an uncertain error, the time of the next try.
 // controller is the node whose instance answered ("" when no call was
-// made).
-func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, controller string, err error) {
+// made); csiNode the CSI node ID a failed publish named (it may have
+// happened, so the unpublish names it too).
+func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, controller, csiNode string, err error) {
 	if !strings.Contains(err.Error(), a.GetVolumeId()) {
 		// Every recorded error names its volume, whatever step failed.
 		err = fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
@@ -332,7 +335,7 @@ func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, contr
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
 		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: int32(code), FailedAt: now.UnixNano()},
-		Attempts: attempts, NextRetryAt: next, UpdatedAt: now.UnixNano(),
+		Attempts: attempts, NextRetryAt: next, CsiNodeId: csiNode, UpdatedAt: now.UnixNano(),
 	})
 }
 
@@ -401,6 +404,15 @@ func csiNodeID(snap *fsm.StateSnapshot, pluginID, nodeID string) (string, error)
 		return id, nil
 	}
 	return "", fmt.Errorf("node %s reports no node instance of plugin %q (its CSI node ID is unknown): %w", nodeID, pluginID, errNoCSINode)
+}
+
+// attachmentCSINode is the CSI node ID a's calls name: the one its
+// publish named, else the node's current one (csiNodeID).
+func attachmentCSINode(snap *fsm.StateSnapshot, a *pb.Attachment) (string, error) {
+	if id := a.GetCsiNodeId(); id != "" {
+		return id, nil
+	}
+	return csiNodeID(snap, a.GetPluginId(), a.GetNodeId())
 }
 
 // errNoCSINode is csiNodeID's answer for a node without the plugin's node

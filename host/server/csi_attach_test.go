@@ -293,6 +293,9 @@ func TestDetachGoesBeforeAttachInOnePlugin(t *testing.T) {
 	})
 }
 
+// An attachment that never recorded the CSI node ID it was published to
+// (attached by a server before csi_node_id) whose node is gone: removed
+// without a call, left to the reconcile pass.
 func TestDetachOfAGoneNodeDoesNotBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
@@ -424,6 +427,56 @@ func TestAttachWaitsForTheNodesCSINodeID(t *testing.T) {
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 		if calls := fake.callsOf(publishMethod); len(calls) != 1 || calls[0].req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() != "csi-n2" {
 			t.Fatalf("publishes = %v, want one to csi-n2", calls)
+		}
+	})
+}
+
+// The node is collected after the publish: the unpublish still runs,
+// naming the CSI node ID the publish named.
+func TestDetachOfAGoneNodeUnpublishesWithTheRecordedCSINodeID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		stop := start(e.loops(fake))
+		defer stop()
+		synctest.Wait()
+		if a := e.attachment("v1", "n2"); a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHED || a.GetCsiNodeId() != "csi-n2" {
+			t.Fatalf("attachment %v, want attached with csi_node_id csi-n2", a)
+		}
+		e.apply(fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "c1"})
+		e.apply(fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n2"})
+		synctest.Wait()
+		if e.claim("c1") != nil || e.attachment("v1", "n2") != nil {
+			t.Fatalf("claim %v, attachment %v: want both gone", e.claim("c1"), e.attachment("v1", "n2"))
+		}
+		want := &csipb.ControllerUnpublishVolumeRequest{VolumeId: "ext-v1", NodeId: "csi-n2", Secrets: map[string]string{"token": "s3cret"}}
+		if calls := fake.callsOf(unpublishMethod); len(calls) != 1 || !proto.Equal(calls[0].req, want) {
+			t.Fatalf("unpublishes = %v, want one %v", calls, want)
+		}
+	})
+}
+
+// A publish that failed uncertain may have happened: the CSI node ID it
+// named is kept, and the detach of the never-attached attachment
+// unpublishes there.
+func TestDetachAfterAnUncertainPublishUnpublishes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		fake.failNext(publishMethod, codes.DeadlineExceeded)
+		stop := start(e.loops(fake))
+		defer stop()
+		synctest.Wait()
+		if a := e.attachment("v1", "n2"); a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHING || a.GetCsiNodeId() != "csi-n2" {
+			t.Fatalf("attachment %v, want attaching with csi_node_id csi-n2", a)
+		}
+		e.release("c1", "n2")
+		synctest.Wait()
+		if e.attachment("v1", "n2") != nil || e.claim("c1") != nil {
+			t.Fatal("attachment or claim left after the detach")
+		}
+		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+			t.Fatalf("%d unpublishes, want 1", n)
 		}
 	})
 }

@@ -144,16 +144,26 @@ func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int
 			return repairs, err
 		}
 		onNode := map[string]*pb.Attachment{}
+		// held: the CSI node IDs this volume's attachments named, which
+		// stay theirs after their node is gone.
+		held := map[string]bool{}
 		for _, a := range atts {
 			onNode[a.GetNodeId()] = a
+			if c := a.GetCsiNodeId(); c != "" {
+				held[c] = true
+			}
 		}
 		listed := published[vol.GetExternalId()]
 		for _, a := range atts {
 			if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHED {
 				continue
 			}
-			csiNode, err := csiNodeID(snap, pluginID, a.GetNodeId())
+			csiNode, err := attachmentCSINode(snap, a)
 			if err != nil || listed[csiNode] {
+				continue
+			}
+			if node, err := snap.NodeByID(nil, a.GetNodeId()); err != nil || node == nil {
+				// Gone: nothing to publish to; its detach unpublishes.
 				continue
 			}
 			if ctx.Err() != nil {
@@ -163,7 +173,7 @@ func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int
 			repairs++
 		}
 		for _, csiNode := range slices.Sorted(maps.Keys(listed)) {
-			if node, known := nodeOf[csiNode]; known && onNode[node] != nil {
+			if node, known := nodeOf[csiNode]; held[csiNode] || known && onNode[node] != nil {
 				continue
 			}
 			if ctx.Err() != nil {

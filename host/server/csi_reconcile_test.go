@@ -271,3 +271,25 @@ func TestReconcileReadsEveryPage(t *testing.T) {
 		}
 	})
 }
+
+// TestReconcileKeepsAnAttachmentWhoseNodeInstanceLeft: n2's node plugin
+// stops reporting (its CSI node ID leaves the plugin's row) while v1 is
+// attached there: the controller's listing of v1 on csi-n2 is the
+// attachment's, not an orphan to unpublish.
+func TestReconcileKeepsAnAttachmentWhoseNodeInstanceLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeController()
+		e, stop := reconcileEnv(t, fake, time.Minute)
+		defer stop()
+		e.reportPlugins("n2", nil, nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(fake.callsOf(listMethod)); n != 1 {
+			t.Fatalf("%d ListVolumes, want 1", n)
+		}
+		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+			t.Fatalf("%d unpublishes of an attached volume, want 0", n)
+		}
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+	})
+}
