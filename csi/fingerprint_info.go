@@ -70,6 +70,7 @@ func (f *Fingerprint) PluginInfo(pluginID string, typ pb.CSIPluginType, source p
 			SupportsExpand:               ctl.Has(csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME),
 			SupportsCondition:            ctl.Has(csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH) || ctl.Has(csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH),
 			SupportsGet:                  ctl.Has(csipb.ControllerServiceCapability_RPC_GET_VOLUME),
+			SupportsListPublishedNodes:   ctl.Has(csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES),
 		}
 	}
 	if f.HasNode() {

@@ -143,6 +143,17 @@ func TestFingerprintAccessorsAndPluginInfo(t *testing.T) {
 		info.GetNodeInfo().GetMaxVolumes() != 16 || !info.GetNodeInfo().GetRequiresNodeStageVolume() {
 		t.Fatalf("controller %v node %v", info.GetControllerInfo(), info.GetNodeInfo())
 	}
+	if ctl := info.GetControllerInfo(); !ctl.GetSupportsListVolumes() || ctl.GetSupportsListPublishedNodes() {
+		t.Fatalf("controller %v: want list volumes without published nodes (the fake's capabilities)", ctl)
+	}
+	p.ControllerGetCapabilities.Always(csifake.ControllerCapabilities(csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES), nil)
+	if fp, err = c.Fingerprint(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ctl := fp.PluginInfo("hp", pb.CSIPluginType_CSI_PLUGIN_TYPE_MONOLITH, pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, "a1").GetControllerInfo(); !ctl.GetSupportsListPublishedNodes() {
+		t.Fatalf("controller %v: want LIST_VOLUMES_PUBLISHED_NODES reported", ctl)
+	}
 	// Topology is a copy: changing it changes nothing in the fingerprint.
 	fp.Topology()["zone"] = "b"
 	if fp.Topology()["zone"] != "a" {

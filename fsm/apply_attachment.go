@@ -24,10 +24,12 @@ import (
 // failed call:
 //
 //   - to its current state: records error when attempts is above the
-//     stored one (and the controller node used); otherwise nothing.
+//     stored one (and the controller node and CSI node ID used);
+//     otherwise nothing.
 //   - to an earlier state: ErrAttachmentTransition.
-//   - attached, from attaching: stores the publish context and controller
-//     node, and readies the node's reserved claims of the volume.
+//   - attached, from attaching: stores the publish context, controller
+//     node and CSI node ID, and readies the node's reserved claims of the
+//     volume.
 //   - detaching, from attaching or attached, when no live claim of the
 //     volume is on the node (ErrAttachmentTransition naming them).
 //   - detached, from detaching: removes the attachment and frees the
@@ -74,6 +76,11 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		if c := cmd.GetControllerNodeId(); c != "" {
 			n.ControllerNodeId = c
 		}
+		if c := cmd.GetCsiNodeId(); c != "" {
+			// A failed publish may have happened: its unpublish names
+			// the same node.
+			n.CsiNodeId = c
+		}
 		n.ModifiedAt, n.ModifyIndex = at, tx.index
 		return attachmentsTable.insert(tx, n)
 	case target < cur:
@@ -86,6 +93,9 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		n.PublishContext = cmd.GetPublishContext()
 		if c := cmd.GetControllerNodeId(); c != "" {
 			n.ControllerNodeId = c
+		}
+		if c := cmd.GetCsiNodeId(); c != "" {
+			n.CsiNodeId = c
 		}
 		n.LastError, n.Attempts, n.NextRetryAt = nil, 0, 0
 		n.ModifiedAt, n.ModifyIndex = at, tx.index

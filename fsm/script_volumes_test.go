@@ -90,6 +90,7 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			State:            pb.AttachmentState(argEnum(t, td, "state", "ATTACHMENT_STATE_", pb.AttachmentState_value, 0)),
 			ControllerNodeId: argString(t, td, "controller", ""), Error: scriptError(t, td),
 			Attempts: int32(argInt(t, td, "attempts", 0)), NextRetryAt: argInt(t, td, "retry", 0), UpdatedAt: at,
+			CsiNodeId: argString(t, td, "csi", ""),
 		}
 		if arg, ok := td.Arg("context"); ok {
 			cmd.PublishContext = map[string]string{}
@@ -190,6 +191,9 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 		fmt.Fprintf(b, "attachment %s/%s: plugin=%s state=%s", a.GetVolumeId(), a.GetNodeId(), a.GetPluginId(), fsm.AttachmentStateWord(a.GetState()))
 		if c := a.GetControllerNodeId(); c != "" {
 			fmt.Fprintf(b, " controller=%s", c)
+		}
+		if c := a.GetCsiNodeId(); c != "" {
+			fmt.Fprintf(b, " csi=%s", c)
 		}
 		if ctx := a.GetPublishContext(); len(ctx) > 0 {
 			var kv []string

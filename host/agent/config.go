@@ -94,6 +94,13 @@ type ServerConfig struct {
 	// RaftTrailingLogs is the number of log entries kept after a snapshot,
 	// so a slightly lagging follower catches up without a snapshot install.
 	RaftTrailingLogs uint64
+	// ForceDetachAfter is how long a node may stay down before the leader
+	// releases its volume claims without its client's word (the controller
+	// unpublish still runs); `berth node fence` does it at once.
+	ForceDetachAfter time.Duration
+	// VolumeReconcileInterval is the period of the leader's pass comparing
+	// what controllers report published with the attachments.
+	VolumeReconcileInterval time.Duration
 }
 
 // ClientConfig configures the client role: a node that runs allocations.
@@ -149,6 +156,9 @@ func DefaultConfig() *Config {
 			RaftSnapshotThreshold: 8192,
 			RaftSnapshotInterval:  120 * time.Second,
 			RaftTrailingLogs:      10240,
+			// As Kubernetes' attach-detach controller waits.
+			ForceDetachAfter:        6 * time.Minute,
+			VolumeReconcileInterval: 5 * time.Minute,
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",

@@ -62,6 +62,8 @@ var configBlocks = []blockDef{
 		scalar("raft_snapshot_threshold", func(c *Config) *uint64 { return &c.Server.RaftSnapshotThreshold }, toUint64, checkAtLeastOne),
 		scalar("raft_snapshot_interval", func(c *Config) *time.Duration { return &c.Server.RaftSnapshotInterval }, toDuration, checkSnapshotInterval),
 		scalar("raft_trailing_logs", func(c *Config) *uint64 { return &c.Server.RaftTrailingLogs }, toUint64, nil),
+		scalar("force_detach_after", func(c *Config) *time.Duration { return &c.Server.ForceDetachAfter }, toDuration, checkPositive),
+		scalar("volume_reconcile_interval", func(c *Config) *time.Duration { return &c.Server.VolumeReconcileInterval }, toDuration, checkPositive),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

@@ -17,16 +17,18 @@ func fullConfig() *Config {
 		BindAddr: "127.0.0.1",
 		Ports:    Ports{HTTP: 7646, RPC: 7647, Raft: 7648},
 		Server: ServerConfig{
-			Enabled:               true,
-			BootstrapExpect:       3,
-			RetryJoin:             []string{"127.0.0.1:7647"},
-			RetryInterval:         5 * time.Second,
-			HeartbeatTTL:          10 * time.Second,
-			HeartbeatGrace:        10 * time.Second,
-			LeaveOnTerminate:      false,
-			RaftSnapshotThreshold: 8192,
-			RaftSnapshotInterval:  120 * time.Second,
-			RaftTrailingLogs:      10240,
+			Enabled:                 true,
+			BootstrapExpect:         3,
+			RetryJoin:               []string{"127.0.0.1:7647"},
+			RetryInterval:           5 * time.Second,
+			HeartbeatTTL:            10 * time.Second,
+			HeartbeatGrace:          10 * time.Second,
+			LeaveOnTerminate:        false,
+			RaftSnapshotThreshold:   8192,
+			RaftSnapshotInterval:    120 * time.Second,
+			RaftTrailingLogs:        10240,
+			ForceDetachAfter:        10 * time.Minute,
+			VolumeReconcileInterval: time.Minute,
 		},
 		Client: ClientConfig{
 			Enabled: true,
@@ -71,8 +73,8 @@ func TestParseConfigFull(t *testing.T) {
 		file       string
 		wantSource string
 	}{
-		{"full.hcl", "full.hcl:23"},
-		{"full.json", "full.json:26"},
+		{"full.hcl", "full.hcl:25"},
+		{"full.json", "full.json:28"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			c, err := ParseConfig(tc.file, readTestdata(t, tc.file))

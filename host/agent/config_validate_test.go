@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{"data_dir relative", func(c *Config) { c.DataDir = "data" }, `data_dir: "data" is not an absolute path`},
 		{"plugin_dir relative", func(c *Config) { c.PluginDir = "./plugins" }, `plugin_dir: "./plugins" is not an absolute path`},
 		{"heartbeat_ttl zero", func(c *Config) { c.Server.HeartbeatTTL = 0 }, "server.heartbeat_ttl: must be positive, got 0s"},
+		{"force_detach_after zero", func(c *Config) { c.Server.ForceDetachAfter = 0 }, "server.force_detach_after: must be positive, got 0s"},
+		{"volume_reconcile_interval negative", func(c *Config) { c.Server.VolumeReconcileInterval = -1e9 }, "server.volume_reconcile_interval: must be positive, got -1s"},
 		{"heartbeat_grace negative", func(c *Config) { c.Server.HeartbeatGrace = -1 }, "server.heartbeat_grace: must not be negative, got -1ns"},
 		{"retry_interval zero", func(c *Config) { c.Server.RetryInterval = 0 }, "server.retry_interval: must be positive, got 0s"},
 		{"snapshot interval", func(c *Config) { c.Server.RaftSnapshotInterval = 1000 }, "server.raft_snapshot_interval: must be at least 5ms, got 1µs"},

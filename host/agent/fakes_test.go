@@ -363,6 +363,13 @@ func (f *fakeNodeOps) UpdateDrain(_ context.Context, req *pb.NodeDrainRequest) (
 	return &pb.NodeOpResponse{EvalIds: []string{"e-drain"}, Meta: &pb.WriteMeta{Index: f.s.update(func() {})}}, nil
 }
 
+func (f *fakeNodeOps) UpdateFence(_ context.Context, req *pb.NodeFenceRequest) (*pb.NodeOpResponse, error) {
+	if err := f.s.record("NodeOps.UpdateFence", req); err != nil {
+		return nil, err
+	}
+	return &pb.NodeOpResponse{Meta: &pb.WriteMeta{Index: f.s.update(func() {})}}, nil
+}
+
 func (f *fakeNodeOps) Allocations(ctx context.Context, req *pb.NodeAllocationsRequest) (*pb.AllocListResponse, error) {
 	if err := f.s.record("NodeOps.Allocations", req); err != nil {
 		return nil, err

@@ -50,6 +50,7 @@ func (a *Agent) routes() http.Handler {
 	handle("/v1/node/{id}/allocations", map[string]handlerFunc{"GET": a.nodeAllocations})
 	handle("/v1/node/{id}/drain", writeMethods(a.nodeDrain))
 	handle("/v1/node/{id}/eligibility", writeMethods(a.nodeEligibility))
+	handle("/v1/node/{id}/fence", writeMethods(a.nodeFence))
 	handle("/v1/jobs", map[string]handlerFunc{"GET": a.jobList, "PUT": a.jobRegister, "POST": a.jobRegister})
 	handle("/v1/jobs/parse", writeMethods(a.jobParse))
 	handle("/v1/job/{id}", map[string]handlerFunc{"GET": a.jobGet, "DELETE": a.jobDeregister})

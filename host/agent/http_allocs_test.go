@@ -188,6 +188,21 @@ func TestNodeOpsAllocStopRestartAndGC(t *testing.T) {
 		el[1].(*pb.NodeEligibilityRequest).GetEligibility() != pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
 		t.Fatalf("eligibility requests = %v", el)
 	}
+	for _, fenced := range []bool{true, false} {
+		if _, err := c.NodeOps().Fence(ctx, "n1", fenced); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Over plain HTTP an empty body fences; a body naming another node is
+	// refused.
+	call(t, f.url, "PUT", "/v1/node/n1/fence", "").wantOK(t, nil)
+	call(t, f.url, "PUT", "/v1/node/n1/fence", `{"node_id": "n2"}`).wantError(t, 400, "invalid_argument", `"n2" differs from "n1"`)
+	fences := f.state.requests("NodeOps.UpdateFence")
+	yes, no := true, false
+	if len(fences) != 3 || !proto.Equal(fences[0], &pb.NodeFenceRequest{NodeId: "n1", Fenced: &yes}) ||
+		!proto.Equal(fences[1], &pb.NodeFenceRequest{NodeId: "n1", Fenced: &no}) || !proto.Equal(fences[2], &pb.NodeFenceRequest{NodeId: "n1"}) {
+		t.Fatalf("fence requests = %v", fences)
+	}
 
 	stop, err := c.Allocations().Stop(ctx, "a1", true)
 	if err != nil || stop.GetEvalId() != "e-stop-alloc" || !proto.Equal(f.state.requests("Allocs.Stop")[0], &pb.AllocStopRequest{AllocId: "a1", NoReplace: true}) {

@@ -125,3 +125,21 @@ func (a *Agent) nodeOp(w http.ResponseWriter, r *http.Request, call func(context
 	setWriteHeaders(w, resp.GetMeta())
 	return writeProto(w, resp)
 }
+
+// nodeFence is PUT /v1/node/{id}/fence: the operator says the node is off,
+// so its volume claims are released at once. An empty body fences;
+// {"fenced": false} lifts the fence.
+func (a *Agent) nodeFence(w http.ResponseWriter, r *http.Request) error {
+	req := &pb.NodeFenceRequest{}
+	if err := decodeBody(w, r, req, true); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := samePathID("node_id", req.GetNodeId(), id); err != nil {
+		return err
+	}
+	req.NodeId = id
+	return a.nodeOp(w, r, func(ctx context.Context, c pb.NodeOpsClient) (*pb.NodeOpResponse, error) {
+		return c.UpdateFence(ctx, req)
+	})
+}

@@ -336,6 +336,65 @@ func TestNodeDrainEligibilityAndGC(t *testing.T) {
 	wantOut(t, []string{"system", "gc", "-address", f.url}, 0, "Garbage collected 4 evaluations, 1 allocation and 0 jobs\n")
 }
 
+// TestNodeFence: the fence is asked for, confirmed, sent; -unfence lifts
+// it without asking; the servers' refusal of a ready node is shown.
+func TestNodeFence(t *testing.T) {
+	f := newFakeCluster(t)
+	f.nodes[nodeA] = &pb.Node{Id: nodeA, Name: "client-1", Status: pb.NodeStatus_NODE_STATUS_DOWN}
+	fencePath := "PUT /v1/node/" + nodeA + "/fence"
+	fenceBody := func() *pb.NodeFenceRequest {
+		t.Helper()
+		req := &pb.NodeFenceRequest{}
+		if err := apijson.Unmarshal(f.body(fencePath), req); err != nil {
+			t.Fatalf("fence body %s: %v", f.body(fencePath), err)
+		}
+		return req
+	}
+	wantOut(t, []string{"node", "fence", "-address", f.url, "-yes", "n1"}, 0, `Node "n1n1n1n1" fenced: its volume claims are being released`)
+	if got := fenceBody(); !proto.Equal(got, &pb.NodeFenceRequest{Fenced: proto.Bool(true)}) {
+		t.Fatalf("fence request %v", got)
+	}
+	wantOut(t, []string{"node", "fence", "-address", f.url, "-unfence", "n1"}, 0, `Node "n1n1n1n1" unfenced`)
+	if got := fenceBody(); !proto.Equal(got, &pb.NodeFenceRequest{Fenced: proto.Bool(false)}) {
+		t.Fatalf("-unfence sent %v", got)
+	}
+	wantOut(t, []string{"node", "fence", "-address", f.url}, 1, "exactly one node ID")
+
+	for answer, wantCode := range map[string]int{"n\n": 1, "": 1, "yes\n": 0} {
+		f.mu.Lock()
+		f.bodies = map[string][]byte{}
+		f.mu.Unlock()
+		var out, errOut bytes.Buffer
+		code := runWithInput([]string{"berth", "node", "fence", "-address", f.url, "n1"}, strings.NewReader(answer), &out, &errOut)
+		if code != wantCode || !strings.Contains(out.String(), `Is node "n1n1n1n1" (client-1) off? Fencing it releases its volumes for other nodes. [y/N]`) {
+			t.Fatalf("answer %q: exit %d\n%s%s", answer, code, out.String(), errOut.String())
+		}
+		if sent := f.body(fencePath) != nil; sent != (wantCode == 0) {
+			t.Fatalf("answer %q: fence sent = %v", answer, sent)
+		}
+		if wantCode != 0 && !strings.Contains(errOut.String(), "not fenced: not confirmed") {
+			t.Fatalf("answer %q: stderr %q does not say the node was not fenced", answer, errOut.String())
+		}
+	}
+
+	// node status says a node is fenced, and only then.
+	if out := wantOut(t, []string{"node", "status", "-address", f.url, "n1"}, 0); strings.Contains(out, "Fenced") {
+		t.Fatalf("node status of a node that is not fenced:\n%s", out)
+	}
+	f.mu.Lock()
+	f.nodes[nodeA].Fenced, f.nodes[nodeA].FencedAt = true, time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC).UnixNano()
+	f.mu.Unlock()
+	wantOut(t, []string{"node", "status", "-address", f.url, "n1"}, 0, "Fenced              = since 2026-11-2", "(berth node fence -unfence lifts it)")
+
+	f.mu.Lock()
+	f.nodes[nodeA].Status, f.nodes[nodeA].Fenced = pb.NodeStatus_NODE_STATUS_READY, false
+	f.mu.Unlock()
+	_, errOut := wantOutErr(t, []string{"node", "fence", "-address", f.url, "-yes", "n1"}, 1)
+	if !strings.Contains(errOut, "is ready: it still heartbeats") {
+		t.Fatalf("fence of a ready node said %q, want the servers' refusal", errOut)
+	}
+}
+
 // TestJobFilesAreHCL goes through host/jobspec itself: validate accepts the
 // example job, checks its tasks against the drivers the nodes report, and
 // reports every error of a broken file with file:line:col; run registers

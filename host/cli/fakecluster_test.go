@@ -195,6 +195,17 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	}
 	route("PUT /v1/node/{id}/drain", nodeOp)
 	route("PUT /v1/node/{id}/eligibility", nodeOp)
+	// A fence of a ready node is refused, as the servers refuse it.
+	route("PUT /v1/node/{id}/fence", func(r *http.Request) (any, error) {
+		req := &pb.NodeFenceRequest{}
+		if err := decodeReq(r, req); err != nil {
+			return nil, err
+		}
+		if n := f.nodes[r.PathValue("id")]; req.GetFenced() && n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+			return nil, &apiErr{409, "failed_precondition", fmt.Sprintf("node %s (%s) is ready: it still heartbeats, so it is not off", n.GetId(), n.GetName())}
+		}
+		return nodeOp(r)
+	})
 	route("GET /v1/plugins", func(r *http.Request) (any, error) {
 		return f.read(r, func() any {
 			return filterMap(f.plugins, func(p *pb.CSIPlugin) bool { return strings.HasPrefix(p.GetId(), r.URL.Query().Get("prefix")) })

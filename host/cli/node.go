@@ -28,6 +28,7 @@ func nodeCommand() *cli.Command {
 			},
 			nodeDrainCommand(),
 			nodeEligibilityCommand(),
+			nodeFenceCommand(),
 		},
 	}
 }
@@ -127,6 +128,11 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"CPU Cores", fmt.Sprint(fp.GetCpuCores())},
 		{"Memory", formatBytes(fp.GetMemoryBytes())},
 		{"Berth Version", fp.GetBerthVersion()},
+	}
+	if n.GetFenced() {
+		// Said only when it is: a fence is rare, and what it changes (no
+		// placements, claims released at once) must not be missed.
+		rows = append(rows, [2]string{"Fenced", "since " + formatNanos(n.GetFencedAt()) + " (berth node fence -unfence lifts it)"})
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t= %s\n", r[0], r[1])

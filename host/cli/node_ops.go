@@ -146,3 +146,48 @@ func nodeEligibility(c *cli.Context) error {
 	_, err = fmt.Fprintf(c.App.Writer, "Node %q scheduling eligibility set: %s for scheduling\n", shortID(node.GetId()), pick(enable, "eligible", "ineligible"))
 	return err
 }
+
+func nodeFenceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "fence",
+		Usage: "say a down node is off, so its volume claims are released now rather than after force_detach_after (-unfence lifts it)",
+		Description: "A fenced node takes no placements and no volume claims, and its volumes are detached through their controllers at once.\n" +
+			"Fence only a node that is really off (powered down, or cut from its storage): a node that still runs could keep writing\n" +
+			"to a volume another node then mounts. The servers refuse to fence a node they see as ready.",
+		ArgsUsage: "NODE",
+		Flags: []cli.Flag{addressFlag(),
+			&cli.BoolFlag{Name: "unfence", Usage: "lift the fence: the node may take placements and claims again"},
+			&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation"},
+		},
+		Action: nodeFence,
+	}
+}
+
+func nodeFence(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usageError(c, "node fence takes exactly one node ID")
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	node, err := findNode(c, client, c.Args().First())
+	if err != nil {
+		return err
+	}
+	fence := !c.Bool("unfence")
+	if fence && !c.Bool("yes") {
+		ok, err := confirm(c, fmt.Sprintf("Is node %q (%s) off? Fencing it releases its volumes for other nodes. [y/N] ", shortID(node.GetId()), node.GetName()))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("node %s not fenced: not confirmed (answer y, or pass -yes)", node.GetId())
+		}
+	}
+	if _, err := client.NodeOps().Fence(c.Context, node.GetId(), fence); err != nil {
+		return fmt.Errorf("%s node %s: %w", pick(fence, "fencing", "lifting the fence of"), node.GetId(), err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "Node %q %s\n", shortID(node.GetId()), pick(fence, "fenced: its volume claims are being released", "unfenced"))
+	return err
+}

@@ -90,7 +90,7 @@ func TestSystemStopsOnUnfitNodes(t *testing.T) {
 		descs[s.GetAllocId()] = s.GetDesiredDescription()
 	}
 	equal(t, "descs", descs, map[string]string{
-		"s-down": scheduler.DescNodeLost,
+		"s-down":       scheduler.DescNodeLost,
 		"s-ineligible": scheduler.DescNodeIneligible, "s-rack2": scheduler.DescInfeasible,
 	})
 	equal(t, "placements", len(res.Plan.GetAllocs()), 0)

@@ -43,6 +43,15 @@ type Config struct {
 	// means one per CPU core.
 	NumSchedulers int
 
+	// ForceDetachAfter is how long a node may stay down before the leader
+	// forces its releasing volume claims to node-detached (the controller
+	// unpublish still runs); zero means 6 minutes, as Kubernetes'.
+	ForceDetachAfter time.Duration
+	// VolumeReconcileInterval is the period of the leader's reconcile pass
+	// comparing controllers' published volumes with the attachments; zero
+	// means 5 minutes, negative turns the pass off.
+	VolumeReconcileInterval time.Duration
+
 	// LeaveOnTerminate removes this server from the raft configuration on a
 	// graceful shutdown.
 	LeaveOnTerminate bool
@@ -69,6 +78,9 @@ type Config struct {
 	leaderWait time.Duration
 	// hooks is set only by this package's tests (see testHooks).
 	hooks *testHooks
+	// controllerCaller replaces the server's CSI controller forwarder;
+	// only this package's tests set it.
+	controllerCaller controllerCaller
 }
 
 // defaultLeaderWait is how long a request waits for an election, or a new
@@ -130,6 +142,12 @@ func (c *Config) withDefaults() *Config {
 		// rule's proposer check reads: a server that says none would hold
 		// back every new command.
 		out.Version = version.Version
+	}
+	if out.ForceDetachAfter <= 0 {
+		out.ForceDetachAfter = defaultForceDetachAfter
+	}
+	if out.VolumeReconcileInterval == 0 {
+		out.VolumeReconcileInterval = defaultReconcileInterval
 	}
 	if out.NumSchedulers <= 0 {
 		out.NumSchedulers = max(runtime.NumCPU(), 2)

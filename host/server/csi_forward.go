@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -38,6 +39,11 @@ const csiForwardSlack = 2 * time.Second
 // failure is the caller's to retry, by its class. req may hold secrets:
 // it is never logged here.
 func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error {
+	// The call is this server's own, whatever request it serves: a volume
+	// endpoint forwarded here from a follower carries the forwarded mark
+	// in its incoming metadata, and the one-hop rule would then keep the
+	// call from reaching a node whose tunnel another server holds.
+	ctx = metadata.NewIncomingContext(ctx, metadata.MD{})
 	m, ok := csi.ForwardedMethodOf(method)
 	if !ok {
 		return fmt.Errorf("csi plugin %q on node %s: method %q: %w", pluginID, nodeID, method, csi.ErrNotForwardable)
@@ -151,17 +157,16 @@ func (c forwardConn) Invoke(ctx context.Context, method string, args, reply any,
 	if !ok1 || !ok2 {
 		return status.Errorf(codes.Internal, "csi %s: request or response is not a proto message", method)
 	}
-	return c.call(ctx, c.nodeID, c.pluginID, method, req, resp)
+	// A status error, so the csi client classes it by its code (a
+	// NotConnectedError is Unavailable: uncertain, not Unknown).
+	if err := c.call(ctx, c.nodeID, c.pluginID, method, req, resp); err != nil {
+		return errcode.Status(err)
+	}
+	return nil
 }
 
 func (c forwardConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, status.Error(codes.Unimplemented, "csi calls through a node are unary")
-}
-
-// controllerCaller is the forwarder's one method: what the volume
-// endpoints need, so their tests can use a fake.
-type controllerCaller interface {
-	ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error
 }
 
 // csiClientVia is a CSI client of pluginID's controller instance on

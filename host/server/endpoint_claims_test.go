@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
@@ -30,7 +31,7 @@ type claimCluster struct {
 
 func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 	t.Helper()
-	tc := newTestCluster(t, servers, withVersion(version.Version))
+	tc := newTestCluster(t, servers, withVersion(version.Version), func(c *Config) { c.controllerCaller = heldCaller{} })
 	s := tc.waitLeader()
 	cc := &claimCluster{tc: tc, s: s, n1: testNode("n1"), n2: testNode("n2")}
 	// Fixed IDs, n1's sorting first: the node choice's tie-break is the
@@ -43,7 +44,7 @@ func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 		}
 	}
 	csiClient := pb.NewCSIPluginsClient(tc.conn(s))
-	up := &pb.NodeCSIUpdateRequest{NodeId: cc.n1.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true}}}
+	up := &pb.NodeCSIUpdateRequest{NodeId: cc.n1.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, NodeInfo: &pb.CSINodeInfo{Id: "csi-n1"}}}}
 	if controller {
 		up.Controllers = map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, ControllerRequired: true,
 			ControllerInfo: &pb.CSIControllerInfo{SupportsAttachDetach: true}}}
@@ -53,6 +54,16 @@ func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: false, HealthDescription: "probe: not ready"}}})
 	cc.claims = pb.NewClaimsClient(tc.conn(s))
 	return cc
+}
+
+// heldCaller answers no controller call before the call's context ends:
+// these tests write the attachment's outcome themselves, and the leader's
+// attach reconciler must not write one first.
+type heldCaller struct{}
+
+func (heldCaller) ControllerCall(ctx context.Context, _, _, _ string, _, _ proto.Message) error {
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // volume registers a volume of plugin hp offering the access modes given

@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -52,11 +52,11 @@ type volumesEndpoint struct {
 	calls controllerCaller
 }
 
-// controllerFor picks a node whose controller instance of the plugin is
-// healthy: the lowest node ID, so repeated calls go to one instance. The
-// leader's reconcilers choose with their own picker (prefer the last used,
-// spread); the volume API needs any healthy one. ok is false when the
-// plugin has no controller service at all (a node-only plugin).
+// controllerFor picks the node whose controller instance of the plugin
+// serves a volume API call, with the leader's picker (healthy instance on a
+// ready, unfenced node; the least loaded, ties by node ID). hasController is
+// false when the plugin has no controller service at all (a node-only
+// plugin), so the caller can ask a node instance instead.
 func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
 	p, err := st.CSIPluginByID(nil, pluginID)
 	if err != nil {
@@ -68,15 +68,14 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info 
 	if len(p.GetControllers()) == 0 {
 		return "", nil, false, nil
 	}
-	var why []string
-	for _, id := range slices.Sorted(maps.Keys(p.GetControllers())) {
-		c := p.GetControllers()[id]
-		if c.GetHealthy() {
-			return id, c, true, nil
-		}
-		why = append(why, fmt.Sprintf("node %s: %s", id, c.GetHealthDescription()))
+	id, err := pickController(st, pluginID, "")
+	if errors.Is(err, ErrNoController) {
+		return "", nil, true, fmt.Errorf("%w: %s", ErrNoHealthyController, err.Error())
 	}
-	return "", nil, true, fmt.Errorf("csi plugin %q: %w (%s)", pluginID, ErrNoHealthyController, strings.Join(why, "; "))
+	if err != nil {
+		return "", nil, true, err
+	}
+	return id, p.GetControllers()[id], true, nil
 }
 
 // controller is a CSI client of a healthy controller of the plugin, and

@@ -24,6 +24,9 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrBadArchive:     codes.InvalidArgument,
 		ErrBrokerDisabled: codes.Unavailable,
 		ErrEvalToken:      codes.FailedPrecondition,
+		ErrNoController:   codes.FailedPrecondition,
+		errNodeGone:       codes.NotFound,
+		errNoCSINode:      codes.FailedPrecondition,
 	})
 }
 

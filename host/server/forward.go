@@ -62,6 +62,7 @@ var routes = map[string]route{
 	pb.Evals_List_FullMethodName:                routeRead,
 	pb.NodeOps_UpdateEligibility_FullMethodName: routeLeader,
 	pb.NodeOps_UpdateDrain_FullMethodName:       routeLeader,
+	pb.NodeOps_UpdateFence_FullMethodName:       routeLeader,
 	pb.NodeOps_Allocations_FullMethodName:       routeRead,
 	// A client's watch is a read any server answers from its own state:
 	// followers spread the clients' long polls.

@@ -98,6 +98,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	s.goRun(func() { s.feedBroker(ctx) })
 	s.goRun(func() { s.drainer.run(ctx) })
 	s.goRun(func() { s.runGC(ctx) })
+	s.goRun(func() { s.volumes.run(ctx) })
 	if err := s.discovery.ensureRegistered(ctx); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}

@@ -51,6 +51,9 @@ type Server struct {
 	drainer *drainer
 	gc      gcConfig
 	gcTimes timeTable
+	// volumes runs the attach reconciler, the reaper and the reconcile
+	// pass while this server leads (csi_loops.go).
+	volumes *volumeLoops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
 	proxy   *clientProxy
@@ -101,6 +104,11 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.broker = newEvalBroker(cfg.Clock, brokerConfig{})
 	s.drainer = newDrainer(s)
 	s.gc = defaultGCConfig()
+	caller := cfg.controllerCaller
+	if caller == nil {
+		caller = newCSIForwarder(s)
+	}
+	s.volumes = newVolumeLoops(s, caller)
 
 	if err := s.setupRaft(); err != nil {
 		s.closeStores()

@@ -414,6 +414,7 @@ func TestEveryMethodHasARoute(t *testing.T) {
 		{pb.Status_ServiceDesc.ServiceName, methodNames(pb.Status_ServiceDesc.Methods)},
 		{pb.Operator_ServiceDesc.ServiceName, methodNames(pb.Operator_ServiceDesc.Methods)},
 		{pb.Nodes_ServiceDesc.ServiceName, methodNames(pb.Nodes_ServiceDesc.Methods)},
+		{pb.NodeOps_ServiceDesc.ServiceName, methodNames(pb.NodeOps_ServiceDesc.Methods)},
 	} {
 		for _, m := range svc.methods {
 			full := "/" + svc.name + "/" + m

@@ -100,6 +100,7 @@ func TestJobMethodsSendTheirRequests(t *testing.T) {
 			return err
 		}, "PUT /v1/node/n1/drain"},
 		{func() error { _, err := c.NodeOps().Eligibility(ctx, "n1", true); return err }, "PUT /v1/node/n1/eligibility"},
+		{func() error { _, err := c.NodeOps().Fence(ctx, "n1", true); return err }, "PUT /v1/node/n1/fence"},
 		{func() error { _, err := c.System().GC(ctx); return err }, "PUT /v1/system/gc"},
 	} {
 		if err := tc.call(); err != nil {
@@ -115,6 +116,7 @@ func TestJobMethodsSendTheirRequests(t *testing.T) {
 		"PUT /v1/allocation/a1/restart":  &pb.RestartAllocRequest{Task: "web"},
 		"PUT /v1/node/n1/drain":          &pb.NodeDrainRequest{Drain: &pb.DrainStrategy{DeadlineMs: -1}},
 		"PUT /v1/node/n1/eligibility":    &pb.NodeEligibilityRequest{Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE},
+		"PUT /v1/node/n1/fence":          &pb.NodeFenceRequest{Fenced: proto.Bool(true)},
 	} {
 		got := want.ProtoReflect().New().Interface()
 		if err := apijson.Unmarshal([]byte(rec.body[path]), got); err != nil || !proto.Equal(got, want) {

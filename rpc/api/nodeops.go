@@ -35,6 +35,13 @@ func (n *NodeOps) Eligibility(ctx context.Context, nodeID string, eligible bool)
 	return out, n.c.write(ctx, http.MethodPut, nodePath(nodeID, "/eligibility"), nil, req, out)
 }
 
+// Fence says a node is off (fenced true), which releases its volume
+// claims at once, or lifts that (false).
+func (n *NodeOps) Fence(ctx context.Context, nodeID string, fenced bool) (*pb.NodeOpResponse, error) {
+	out := &pb.NodeOpResponse{}
+	return out, n.c.write(ctx, http.MethodPut, nodePath(nodeID, "/fence"), nil, &pb.NodeFenceRequest{Fenced: &fenced}, out)
+}
+
 // Allocations returns one page of a node's allocs in ID order.
 func (n *NodeOps) Allocations(ctx context.Context, nodeID string, q *QueryOptions) ([]*pb.Allocation, *QueryMeta, error) {
 	return getList(ctx, n.c, nodePath(nodeID, "/allocations"), q, newAlloc)

@@ -159,7 +159,7 @@ func goldenClaim() *pb.Claim {
 func goldenAttachment() *pb.Attachment {
 	return &pb.Attachment{VolumeId: "pg-data", NodeId: "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80", PluginId: "ebs",
 		State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED, ControllerNodeId: "9a8b7c6d-0000-4000-8000-000000000002",
-		PublishContext: map[string]string{"devicePath": "/dev/xvdf"}, CreatedAt: at, ModifiedAt: at, CreateIndex: 62, ModifyIndex: 64}
+		PublishContext: map[string]string{"devicePath": "/dev/xvdf"}, CsiNodeId: "i-0abc123", CreatedAt: at, ModifiedAt: at, CreateIndex: 62, ModifyIndex: 64}
 }
 
 // goldens are the messages the HTTP API returns, each in its own file.

@@ -1341,9 +1341,12 @@ type AttachmentUpdateCommand struct {
 	PublishContext map[string]string `protobuf:"bytes,5,rep,name=publish_context,json=publishContext,proto3" json:"publish_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Error          *VolumeError      `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// attempts: as ClaimTransition's.
-	Attempts      int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	NextRetryAt   int64 `protobuf:"varint,8,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
-	UpdatedAt     int64 `protobuf:"varint,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Attempts    int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextRetryAt int64 `protobuf:"varint,8,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	UpdatedAt   int64 `protobuf:"varint,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// csi_node_id is the CSI node ID a publish named (to attached, or an
+	// attaching error): kept on the attachment for its unpublish.
+	CsiNodeId     string `protobuf:"bytes,10,opt,name=csi_node_id,json=csiNodeId,proto3" json:"csi_node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1439,6 +1442,13 @@ func (x *AttachmentUpdateCommand) GetUpdatedAt() int64 {
 		return x.UpdatedAt
 	}
 	return 0
+}
+
+func (x *AttachmentUpdateCommand) GetCsiNodeId() string {
+	if x != nil {
+		return x.CsiNodeId
+	}
+	return ""
 }
 
 // OperatorClaimCommand reserves an operator's claim (`berth volume
@@ -1719,7 +1729,7 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x12ClaimUpdateCommand\x12;\n" +
 	"\vtransitions\x18\x01 \x03(\v2\x19.berth.v1.ClaimTransitionR\vtransitions\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x02 \x01(\x03R\tupdatedAt\"\xdd\x03\n" +
+	"updated_at\x18\x02 \x01(\x03R\tupdatedAt\"\xfd\x03\n" +
 	"\x17AttachmentUpdateCommand\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12/\n" +
@@ -1730,7 +1740,9 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\battempts\x18\a \x01(\x05R\battempts\x12\"\n" +
 	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\t \x01(\x03R\tupdatedAt\x1aA\n" +
+	"updated_at\x18\t \x01(\x03R\tupdatedAt\x12\x1e\n" +
+	"\vcsi_node_id\x18\n" +
+	" \x01(\tR\tcsiNodeId\x1aA\n" +
 	"\x13PublishContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +

@@ -141,8 +141,12 @@ type CSIControllerInfo struct {
 	SupportsExpand               bool                   `protobuf:"varint,9,opt,name=supports_expand,json=supportsExpand,proto3" json:"supports_expand,omitempty"`
 	SupportsCondition            bool                   `protobuf:"varint,10,opt,name=supports_condition,json=supportsCondition,proto3" json:"supports_condition,omitempty"`
 	SupportsGet                  bool                   `protobuf:"varint,11,opt,name=supports_get,json=supportsGet,proto3" json:"supports_get,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+	// supports_list_published_nodes: ListVolumes reports each volume's
+	// published nodes (LIST_VOLUMES_PUBLISHED_NODES), which the servers'
+	// reconcile pass compares with the attachments.
+	SupportsListPublishedNodes bool `protobuf:"varint,12,opt,name=supports_list_published_nodes,json=supportsListPublishedNodes,proto3" json:"supports_list_published_nodes,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *CSIControllerInfo) Reset() {
@@ -248,6 +252,13 @@ func (x *CSIControllerInfo) GetSupportsCondition() bool {
 func (x *CSIControllerInfo) GetSupportsGet() bool {
 	if x != nil {
 		return x.SupportsGet
+	}
+	return false
+}
+
+func (x *CSIControllerInfo) GetSupportsListPublishedNodes() bool {
+	if x != nil {
+		return x.SupportsListPublishedNodes
 	}
 	return false
 }
@@ -737,7 +748,7 @@ var File_berth_v1_csi_proto protoreflect.FileDescriptor
 
 const file_berth_v1_csi_proto_rawDesc = "" +
 	"\n" +
-	"\x12berth/v1/csi.proto\x12\bberth.v1\"\xc3\x04\n" +
+	"\x12berth/v1/csi.proto\x12\bberth.v1\"\x86\x05\n" +
 	"\x11CSIControllerInfo\x124\n" +
 	"\x16supports_create_delete\x18\x01 \x01(\bR\x14supportsCreateDelete\x124\n" +
 	"\x16supports_attach_detach\x18\x02 \x01(\bR\x14supportsAttachDetach\x122\n" +
@@ -750,7 +761,8 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	"\x0fsupports_expand\x18\t \x01(\bR\x0esupportsExpand\x12-\n" +
 	"\x12supports_condition\x18\n" +
 	" \x01(\bR\x11supportsCondition\x12!\n" +
-	"\fsupports_get\x18\v \x01(\bR\vsupportsGet\"\xa1\x03\n" +
+	"\fsupports_get\x18\v \x01(\bR\vsupportsGet\x12A\n" +
+	"\x1dsupports_list_published_nodes\x18\f \x01(\bR\x1asupportsListPublishedNodes\"\xa1\x03\n" +
 	"\vCSINodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vmax_volumes\x18\x02 \x01(\x03R\n" +

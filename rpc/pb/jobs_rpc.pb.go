@@ -1902,6 +1902,59 @@ func (x *NodeDrainRequest) GetMarkEligible() bool {
 	return false
 }
 
+type NodeFenceRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// fenced false lifts the fence; absent means fence.
+	Fenced        *bool `protobuf:"varint,2,opt,name=fenced,proto3,oneof" json:"fenced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFenceRequest) Reset() {
+	*x = NodeFenceRequest{}
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFenceRequest) ProtoMessage() {}
+
+func (x *NodeFenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFenceRequest.ProtoReflect.Descriptor instead.
+func (*NodeFenceRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *NodeFenceRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeFenceRequest) GetFenced() bool {
+	if x != nil && x.Fenced != nil {
+		return *x.Fenced
+	}
+	return false
+}
+
 type NodeOpResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EvalIds       []string               `protobuf:"bytes,1,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
@@ -1912,7 +1965,7 @@ type NodeOpResponse struct {
 
 func (x *NodeOpResponse) Reset() {
 	*x = NodeOpResponse{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[31]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +1977,7 @@ func (x *NodeOpResponse) String() string {
 func (*NodeOpResponse) ProtoMessage() {}
 
 func (x *NodeOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[31]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +1990,7 @@ func (x *NodeOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOpResponse.ProtoReflect.Descriptor instead.
 func (*NodeOpResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{31}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeOpResponse) GetEvalIds() []string {
@@ -1964,7 +2017,7 @@ type NodeAllocationsRequest struct {
 
 func (x *NodeAllocationsRequest) Reset() {
 	*x = NodeAllocationsRequest{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[32]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2029,7 @@ func (x *NodeAllocationsRequest) String() string {
 func (*NodeAllocationsRequest) ProtoMessage() {}
 
 func (x *NodeAllocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[32]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2042,7 @@ func (x *NodeAllocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAllocationsRequest.ProtoReflect.Descriptor instead.
 func (*NodeAllocationsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{32}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeAllocationsRequest) GetNodeId() string {
@@ -2020,7 +2073,7 @@ type ClientAllocsRequest struct {
 
 func (x *ClientAllocsRequest) Reset() {
 	*x = ClientAllocsRequest{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[33]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2085,7 @@ func (x *ClientAllocsRequest) String() string {
 func (*ClientAllocsRequest) ProtoMessage() {}
 
 func (x *ClientAllocsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[33]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2098,7 @@ func (x *ClientAllocsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAllocsRequest.ProtoReflect.Descriptor instead.
 func (*ClientAllocsRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{33}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClientAllocsRequest) GetNodeId() string {
@@ -2083,7 +2136,7 @@ type ClientAllocsResponse struct {
 
 func (x *ClientAllocsResponse) Reset() {
 	*x = ClientAllocsResponse{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[34]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2148,7 @@ func (x *ClientAllocsResponse) String() string {
 func (*ClientAllocsResponse) ProtoMessage() {}
 
 func (x *ClientAllocsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[34]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2161,7 @@ func (x *ClientAllocsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAllocsResponse.ProtoReflect.Descriptor instead.
 func (*ClientAllocsResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{34}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ClientAllocsResponse) GetAllocs() []*Allocation {
@@ -2142,7 +2195,7 @@ type ClientAllocUpdateRequest struct {
 
 func (x *ClientAllocUpdateRequest) Reset() {
 	*x = ClientAllocUpdateRequest{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[35]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2207,7 @@ func (x *ClientAllocUpdateRequest) String() string {
 func (*ClientAllocUpdateRequest) ProtoMessage() {}
 
 func (x *ClientAllocUpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[35]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2220,7 @@ func (x *ClientAllocUpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAllocUpdateRequest.ProtoReflect.Descriptor instead.
 func (*ClientAllocUpdateRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{35}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClientAllocUpdateRequest) GetNodeId() string {
@@ -2193,7 +2246,7 @@ type ClientAllocUpdateResponse struct {
 
 func (x *ClientAllocUpdateResponse) Reset() {
 	*x = ClientAllocUpdateResponse{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[36]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2258,7 @@ func (x *ClientAllocUpdateResponse) String() string {
 func (*ClientAllocUpdateResponse) ProtoMessage() {}
 
 func (x *ClientAllocUpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[36]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2271,7 @@ func (x *ClientAllocUpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientAllocUpdateResponse.ProtoReflect.Descriptor instead.
 func (*ClientAllocUpdateResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{36}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ClientAllocUpdateResponse) GetMeta() *WriteMeta {
@@ -2236,7 +2289,7 @@ type GCRequest struct {
 
 func (x *GCRequest) Reset() {
 	*x = GCRequest{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[37]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2301,7 @@ func (x *GCRequest) String() string {
 func (*GCRequest) ProtoMessage() {}
 
 func (x *GCRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[37]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2314,7 @@ func (x *GCRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GCRequest.ProtoReflect.Descriptor instead.
 func (*GCRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{37}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{38}
 }
 
 type GCResponse struct {
@@ -2276,7 +2329,7 @@ type GCResponse struct {
 
 func (x *GCResponse) Reset() {
 	*x = GCResponse{}
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[38]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2341,7 @@ func (x *GCResponse) String() string {
 func (*GCResponse) ProtoMessage() {}
 
 func (x *GCResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[38]
+	mi := &file_berth_v1_jobs_rpc_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2354,7 @@ func (x *GCResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GCResponse.ProtoReflect.Descriptor instead.
 func (*GCResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{38}
+	return file_berth_v1_jobs_rpc_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GCResponse) GetEvals() int32 {
@@ -2469,7 +2522,11 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x10NodeDrainRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12-\n" +
 	"\x05drain\x18\x02 \x01(\v2\x17.berth.v1.DrainStrategyR\x05drain\x12#\n" +
-	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\"T\n" +
+	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\"S\n" +
+	"\x10NodeFenceRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\x06fenced\x18\x02 \x01(\bH\x00R\x06fenced\x88\x01\x01B\t\n" +
+	"\a_fenced\"T\n" +
 	"\x0eNodeOpResponse\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"_\n" +
@@ -2520,10 +2577,11 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x04Stop\x12\x1a.berth.v1.AllocStopRequest\x1a\x1b.berth.v1.AllocStopResponse2\x82\x01\n" +
 	"\x05Evals\x12:\n" +
 	"\x03Get\x12\x18.berth.v1.EvalGetRequest\x1a\x19.berth.v1.EvalGetResponse\x12=\n" +
-	"\x04List\x12\x19.berth.v1.EvalListRequest\x1a\x1a.berth.v1.EvalListResponse2\xed\x01\n" +
+	"\x04List\x12\x19.berth.v1.EvalListRequest\x1a\x1a.berth.v1.EvalListResponse2\xb2\x02\n" +
 	"\aNodeOps\x12O\n" +
 	"\x11UpdateEligibility\x12 .berth.v1.NodeEligibilityRequest\x1a\x18.berth.v1.NodeOpResponse\x12C\n" +
-	"\vUpdateDrain\x12\x1a.berth.v1.NodeDrainRequest\x1a\x18.berth.v1.NodeOpResponse\x12L\n" +
+	"\vUpdateDrain\x12\x1a.berth.v1.NodeDrainRequest\x1a\x18.berth.v1.NodeOpResponse\x12C\n" +
+	"\vUpdateFence\x12\x1a.berth.v1.NodeFenceRequest\x1a\x18.berth.v1.NodeOpResponse\x12L\n" +
 	"\vAllocations\x12 .berth.v1.NodeAllocationsRequest\x1a\x1b.berth.v1.AllocListResponse2\xa9\x01\n" +
 	"\fClientAllocs\x12F\n" +
 	"\x05Watch\x12\x1d.berth.v1.ClientAllocsRequest\x1a\x1e.berth.v1.ClientAllocsResponse\x12Q\n" +
@@ -2546,7 +2604,7 @@ func file_berth_v1_jobs_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_jobs_rpc_proto_rawDescData
 }
 
-var file_berth_v1_jobs_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_berth_v1_jobs_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_berth_v1_jobs_rpc_proto_goTypes = []any{
 	(*JobRegisterRequest)(nil),        // 0: berth.v1.JobRegisterRequest
 	(*JobRegisterResponse)(nil),       // 1: berth.v1.JobRegisterResponse
@@ -2579,91 +2637,92 @@ var file_berth_v1_jobs_rpc_proto_goTypes = []any{
 	(*EvalListResponse)(nil),          // 28: berth.v1.EvalListResponse
 	(*NodeEligibilityRequest)(nil),    // 29: berth.v1.NodeEligibilityRequest
 	(*NodeDrainRequest)(nil),          // 30: berth.v1.NodeDrainRequest
-	(*NodeOpResponse)(nil),            // 31: berth.v1.NodeOpResponse
-	(*NodeAllocationsRequest)(nil),    // 32: berth.v1.NodeAllocationsRequest
-	(*ClientAllocsRequest)(nil),       // 33: berth.v1.ClientAllocsRequest
-	(*ClientAllocsResponse)(nil),      // 34: berth.v1.ClientAllocsResponse
-	(*ClientAllocUpdateRequest)(nil),  // 35: berth.v1.ClientAllocUpdateRequest
-	(*ClientAllocUpdateResponse)(nil), // 36: berth.v1.ClientAllocUpdateResponse
-	(*GCRequest)(nil),                 // 37: berth.v1.GCRequest
-	(*GCResponse)(nil),                // 38: berth.v1.GCResponse
-	nil,                               // 39: berth.v1.JobSummary.GroupsEntry
-	nil,                               // 40: berth.v1.JobPlanResponse.FailedTgAllocsEntry
-	nil,                               // 41: berth.v1.ClientAllocsRequest.KnownEntry
-	nil,                               // 42: berth.v1.ClientAllocsResponse.JobsEntry
-	(*Job)(nil),                       // 43: berth.v1.Job
-	(*WriteMeta)(nil),                 // 44: berth.v1.WriteMeta
-	(*QueryOptions)(nil),              // 45: berth.v1.QueryOptions
-	(*QueryMeta)(nil),                 // 46: berth.v1.QueryMeta
-	(JobType)(0),                      // 47: berth.v1.JobType
-	(JobStatus)(0),                    // 48: berth.v1.JobStatus
-	(*PlanAnnotation)(nil),            // 49: berth.v1.PlanAnnotation
-	(*Allocation)(nil),                // 50: berth.v1.Allocation
-	(*Evaluation)(nil),                // 51: berth.v1.Evaluation
-	(EvalStatus)(0),                   // 52: berth.v1.EvalStatus
-	(NodeEligibility)(0),              // 53: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),             // 54: berth.v1.DrainStrategy
-	(*AllocClientUpdate)(nil),         // 55: berth.v1.AllocClientUpdate
-	(*AllocMetric)(nil),               // 56: berth.v1.AllocMetric
-	(*LogsRequest)(nil),               // 57: berth.v1.LogsRequest
-	(*RestartAllocRequest)(nil),       // 58: berth.v1.RestartAllocRequest
-	(*LogsFrame)(nil),                 // 59: berth.v1.LogsFrame
-	(*RestartAllocResponse)(nil),      // 60: berth.v1.RestartAllocResponse
+	(*NodeFenceRequest)(nil),          // 31: berth.v1.NodeFenceRequest
+	(*NodeOpResponse)(nil),            // 32: berth.v1.NodeOpResponse
+	(*NodeAllocationsRequest)(nil),    // 33: berth.v1.NodeAllocationsRequest
+	(*ClientAllocsRequest)(nil),       // 34: berth.v1.ClientAllocsRequest
+	(*ClientAllocsResponse)(nil),      // 35: berth.v1.ClientAllocsResponse
+	(*ClientAllocUpdateRequest)(nil),  // 36: berth.v1.ClientAllocUpdateRequest
+	(*ClientAllocUpdateResponse)(nil), // 37: berth.v1.ClientAllocUpdateResponse
+	(*GCRequest)(nil),                 // 38: berth.v1.GCRequest
+	(*GCResponse)(nil),                // 39: berth.v1.GCResponse
+	nil,                               // 40: berth.v1.JobSummary.GroupsEntry
+	nil,                               // 41: berth.v1.JobPlanResponse.FailedTgAllocsEntry
+	nil,                               // 42: berth.v1.ClientAllocsRequest.KnownEntry
+	nil,                               // 43: berth.v1.ClientAllocsResponse.JobsEntry
+	(*Job)(nil),                       // 44: berth.v1.Job
+	(*WriteMeta)(nil),                 // 45: berth.v1.WriteMeta
+	(*QueryOptions)(nil),              // 46: berth.v1.QueryOptions
+	(*QueryMeta)(nil),                 // 47: berth.v1.QueryMeta
+	(JobType)(0),                      // 48: berth.v1.JobType
+	(JobStatus)(0),                    // 49: berth.v1.JobStatus
+	(*PlanAnnotation)(nil),            // 50: berth.v1.PlanAnnotation
+	(*Allocation)(nil),                // 51: berth.v1.Allocation
+	(*Evaluation)(nil),                // 52: berth.v1.Evaluation
+	(EvalStatus)(0),                   // 53: berth.v1.EvalStatus
+	(NodeEligibility)(0),              // 54: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),             // 55: berth.v1.DrainStrategy
+	(*AllocClientUpdate)(nil),         // 56: berth.v1.AllocClientUpdate
+	(*AllocMetric)(nil),               // 57: berth.v1.AllocMetric
+	(*LogsRequest)(nil),               // 58: berth.v1.LogsRequest
+	(*RestartAllocRequest)(nil),       // 59: berth.v1.RestartAllocRequest
+	(*LogsFrame)(nil),                 // 60: berth.v1.LogsFrame
+	(*RestartAllocResponse)(nil),      // 61: berth.v1.RestartAllocResponse
 }
 var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
-	43, // 0: berth.v1.JobRegisterRequest.job:type_name -> berth.v1.Job
-	44, // 1: berth.v1.JobRegisterResponse.meta:type_name -> berth.v1.WriteMeta
-	44, // 2: berth.v1.JobDeregisterResponse.meta:type_name -> berth.v1.WriteMeta
-	45, // 3: berth.v1.JobGetRequest.query:type_name -> berth.v1.QueryOptions
-	43, // 4: berth.v1.JobGetResponse.job:type_name -> berth.v1.Job
+	44, // 0: berth.v1.JobRegisterRequest.job:type_name -> berth.v1.Job
+	45, // 1: berth.v1.JobRegisterResponse.meta:type_name -> berth.v1.WriteMeta
+	45, // 2: berth.v1.JobDeregisterResponse.meta:type_name -> berth.v1.WriteMeta
+	46, // 3: berth.v1.JobGetRequest.query:type_name -> berth.v1.QueryOptions
+	44, // 4: berth.v1.JobGetResponse.job:type_name -> berth.v1.Job
 	6,  // 5: berth.v1.JobGetResponse.summary:type_name -> berth.v1.JobSummary
-	46, // 6: berth.v1.JobGetResponse.meta:type_name -> berth.v1.QueryMeta
-	39, // 7: berth.v1.JobSummary.groups:type_name -> berth.v1.JobSummary.GroupsEntry
-	45, // 8: berth.v1.JobListRequest.query:type_name -> berth.v1.QueryOptions
-	47, // 9: berth.v1.JobListStub.type:type_name -> berth.v1.JobType
-	48, // 10: berth.v1.JobListStub.status:type_name -> berth.v1.JobStatus
+	47, // 6: berth.v1.JobGetResponse.meta:type_name -> berth.v1.QueryMeta
+	40, // 7: berth.v1.JobSummary.groups:type_name -> berth.v1.JobSummary.GroupsEntry
+	46, // 8: berth.v1.JobListRequest.query:type_name -> berth.v1.QueryOptions
+	48, // 9: berth.v1.JobListStub.type:type_name -> berth.v1.JobType
+	49, // 10: berth.v1.JobListStub.status:type_name -> berth.v1.JobStatus
 	6,  // 11: berth.v1.JobListStub.summary:type_name -> berth.v1.JobSummary
 	9,  // 12: berth.v1.JobListResponse.jobs:type_name -> berth.v1.JobListStub
-	46, // 13: berth.v1.JobListResponse.meta:type_name -> berth.v1.QueryMeta
-	45, // 14: berth.v1.JobVersionsRequest.query:type_name -> berth.v1.QueryOptions
-	43, // 15: berth.v1.JobVersionsResponse.versions:type_name -> berth.v1.Job
-	46, // 16: berth.v1.JobVersionsResponse.meta:type_name -> berth.v1.QueryMeta
-	43, // 17: berth.v1.JobPlanRequest.job:type_name -> berth.v1.Job
-	49, // 18: berth.v1.GroupDiff.updates:type_name -> berth.v1.PlanAnnotation
+	47, // 13: berth.v1.JobListResponse.meta:type_name -> berth.v1.QueryMeta
+	46, // 14: berth.v1.JobVersionsRequest.query:type_name -> berth.v1.QueryOptions
+	44, // 15: berth.v1.JobVersionsResponse.versions:type_name -> berth.v1.Job
+	47, // 16: berth.v1.JobVersionsResponse.meta:type_name -> berth.v1.QueryMeta
+	44, // 17: berth.v1.JobPlanRequest.job:type_name -> berth.v1.Job
+	50, // 18: berth.v1.GroupDiff.updates:type_name -> berth.v1.PlanAnnotation
 	15, // 19: berth.v1.JobPlanResponse.groups:type_name -> berth.v1.GroupDiff
-	40, // 20: berth.v1.JobPlanResponse.failed_tg_allocs:type_name -> berth.v1.JobPlanResponse.FailedTgAllocsEntry
-	46, // 21: berth.v1.JobPlanResponse.meta:type_name -> berth.v1.QueryMeta
-	45, // 22: berth.v1.JobAllocationsRequest.query:type_name -> berth.v1.QueryOptions
-	45, // 23: berth.v1.JobEvaluationsRequest.query:type_name -> berth.v1.QueryOptions
-	45, // 24: berth.v1.AllocGetRequest.query:type_name -> berth.v1.QueryOptions
-	50, // 25: berth.v1.AllocGetResponse.alloc:type_name -> berth.v1.Allocation
-	46, // 26: berth.v1.AllocGetResponse.meta:type_name -> berth.v1.QueryMeta
-	45, // 27: berth.v1.AllocListRequest.query:type_name -> berth.v1.QueryOptions
-	50, // 28: berth.v1.AllocListResponse.allocs:type_name -> berth.v1.Allocation
-	46, // 29: berth.v1.AllocListResponse.meta:type_name -> berth.v1.QueryMeta
-	44, // 30: berth.v1.AllocStopResponse.meta:type_name -> berth.v1.WriteMeta
-	45, // 31: berth.v1.EvalGetRequest.query:type_name -> berth.v1.QueryOptions
-	51, // 32: berth.v1.EvalGetResponse.eval:type_name -> berth.v1.Evaluation
-	46, // 33: berth.v1.EvalGetResponse.meta:type_name -> berth.v1.QueryMeta
-	45, // 34: berth.v1.EvalListRequest.query:type_name -> berth.v1.QueryOptions
-	52, // 35: berth.v1.EvalListRequest.status:type_name -> berth.v1.EvalStatus
-	51, // 36: berth.v1.EvalListResponse.evals:type_name -> berth.v1.Evaluation
-	46, // 37: berth.v1.EvalListResponse.meta:type_name -> berth.v1.QueryMeta
-	53, // 38: berth.v1.NodeEligibilityRequest.eligibility:type_name -> berth.v1.NodeEligibility
-	54, // 39: berth.v1.NodeDrainRequest.drain:type_name -> berth.v1.DrainStrategy
-	44, // 40: berth.v1.NodeOpResponse.meta:type_name -> berth.v1.WriteMeta
-	45, // 41: berth.v1.NodeAllocationsRequest.query:type_name -> berth.v1.QueryOptions
-	45, // 42: berth.v1.ClientAllocsRequest.query:type_name -> berth.v1.QueryOptions
-	41, // 43: berth.v1.ClientAllocsRequest.known:type_name -> berth.v1.ClientAllocsRequest.KnownEntry
-	50, // 44: berth.v1.ClientAllocsResponse.allocs:type_name -> berth.v1.Allocation
-	42, // 45: berth.v1.ClientAllocsResponse.jobs:type_name -> berth.v1.ClientAllocsResponse.JobsEntry
-	46, // 46: berth.v1.ClientAllocsResponse.meta:type_name -> berth.v1.QueryMeta
-	55, // 47: berth.v1.ClientAllocUpdateRequest.updates:type_name -> berth.v1.AllocClientUpdate
-	44, // 48: berth.v1.ClientAllocUpdateResponse.meta:type_name -> berth.v1.WriteMeta
-	44, // 49: berth.v1.GCResponse.meta:type_name -> berth.v1.WriteMeta
+	41, // 20: berth.v1.JobPlanResponse.failed_tg_allocs:type_name -> berth.v1.JobPlanResponse.FailedTgAllocsEntry
+	47, // 21: berth.v1.JobPlanResponse.meta:type_name -> berth.v1.QueryMeta
+	46, // 22: berth.v1.JobAllocationsRequest.query:type_name -> berth.v1.QueryOptions
+	46, // 23: berth.v1.JobEvaluationsRequest.query:type_name -> berth.v1.QueryOptions
+	46, // 24: berth.v1.AllocGetRequest.query:type_name -> berth.v1.QueryOptions
+	51, // 25: berth.v1.AllocGetResponse.alloc:type_name -> berth.v1.Allocation
+	47, // 26: berth.v1.AllocGetResponse.meta:type_name -> berth.v1.QueryMeta
+	46, // 27: berth.v1.AllocListRequest.query:type_name -> berth.v1.QueryOptions
+	51, // 28: berth.v1.AllocListResponse.allocs:type_name -> berth.v1.Allocation
+	47, // 29: berth.v1.AllocListResponse.meta:type_name -> berth.v1.QueryMeta
+	45, // 30: berth.v1.AllocStopResponse.meta:type_name -> berth.v1.WriteMeta
+	46, // 31: berth.v1.EvalGetRequest.query:type_name -> berth.v1.QueryOptions
+	52, // 32: berth.v1.EvalGetResponse.eval:type_name -> berth.v1.Evaluation
+	47, // 33: berth.v1.EvalGetResponse.meta:type_name -> berth.v1.QueryMeta
+	46, // 34: berth.v1.EvalListRequest.query:type_name -> berth.v1.QueryOptions
+	53, // 35: berth.v1.EvalListRequest.status:type_name -> berth.v1.EvalStatus
+	52, // 36: berth.v1.EvalListResponse.evals:type_name -> berth.v1.Evaluation
+	47, // 37: berth.v1.EvalListResponse.meta:type_name -> berth.v1.QueryMeta
+	54, // 38: berth.v1.NodeEligibilityRequest.eligibility:type_name -> berth.v1.NodeEligibility
+	55, // 39: berth.v1.NodeDrainRequest.drain:type_name -> berth.v1.DrainStrategy
+	45, // 40: berth.v1.NodeOpResponse.meta:type_name -> berth.v1.WriteMeta
+	46, // 41: berth.v1.NodeAllocationsRequest.query:type_name -> berth.v1.QueryOptions
+	46, // 42: berth.v1.ClientAllocsRequest.query:type_name -> berth.v1.QueryOptions
+	42, // 43: berth.v1.ClientAllocsRequest.known:type_name -> berth.v1.ClientAllocsRequest.KnownEntry
+	51, // 44: berth.v1.ClientAllocsResponse.allocs:type_name -> berth.v1.Allocation
+	43, // 45: berth.v1.ClientAllocsResponse.jobs:type_name -> berth.v1.ClientAllocsResponse.JobsEntry
+	47, // 46: berth.v1.ClientAllocsResponse.meta:type_name -> berth.v1.QueryMeta
+	56, // 47: berth.v1.ClientAllocUpdateRequest.updates:type_name -> berth.v1.AllocClientUpdate
+	45, // 48: berth.v1.ClientAllocUpdateResponse.meta:type_name -> berth.v1.WriteMeta
+	45, // 49: berth.v1.GCResponse.meta:type_name -> berth.v1.WriteMeta
 	7,  // 50: berth.v1.JobSummary.GroupsEntry.value:type_name -> berth.v1.GroupSummary
-	56, // 51: berth.v1.JobPlanResponse.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
-	43, // 52: berth.v1.ClientAllocsResponse.JobsEntry.value:type_name -> berth.v1.Job
+	57, // 51: berth.v1.JobPlanResponse.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
+	44, // 52: berth.v1.ClientAllocsResponse.JobsEntry.value:type_name -> berth.v1.Job
 	0,  // 53: berth.v1.Jobs.Register:input_type -> berth.v1.JobRegisterRequest
 	2,  // 54: berth.v1.Jobs.Deregister:input_type -> berth.v1.JobDeregisterRequest
 	4,  // 55: berth.v1.Jobs.Get:input_type -> berth.v1.JobGetRequest
@@ -2680,36 +2739,38 @@ var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
 	27, // 66: berth.v1.Evals.List:input_type -> berth.v1.EvalListRequest
 	29, // 67: berth.v1.NodeOps.UpdateEligibility:input_type -> berth.v1.NodeEligibilityRequest
 	30, // 68: berth.v1.NodeOps.UpdateDrain:input_type -> berth.v1.NodeDrainRequest
-	32, // 69: berth.v1.NodeOps.Allocations:input_type -> berth.v1.NodeAllocationsRequest
-	33, // 70: berth.v1.ClientAllocs.Watch:input_type -> berth.v1.ClientAllocsRequest
-	35, // 71: berth.v1.ClientAllocs.Update:input_type -> berth.v1.ClientAllocUpdateRequest
-	37, // 72: berth.v1.System.GarbageCollect:input_type -> berth.v1.GCRequest
-	57, // 73: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
-	58, // 74: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
-	1,  // 75: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
-	3,  // 76: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
-	5,  // 77: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
-	10, // 78: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
-	12, // 79: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
-	1,  // 80: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
-	16, // 81: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
-	22, // 82: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
-	28, // 83: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
-	20, // 84: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
-	22, // 85: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
-	24, // 86: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
-	26, // 87: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
-	28, // 88: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
-	31, // 89: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
-	31, // 90: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
-	22, // 91: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
-	34, // 92: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
-	36, // 93: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
-	38, // 94: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
-	59, // 95: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
-	60, // 96: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
-	75, // [75:97] is the sub-list for method output_type
-	53, // [53:75] is the sub-list for method input_type
+	31, // 69: berth.v1.NodeOps.UpdateFence:input_type -> berth.v1.NodeFenceRequest
+	33, // 70: berth.v1.NodeOps.Allocations:input_type -> berth.v1.NodeAllocationsRequest
+	34, // 71: berth.v1.ClientAllocs.Watch:input_type -> berth.v1.ClientAllocsRequest
+	36, // 72: berth.v1.ClientAllocs.Update:input_type -> berth.v1.ClientAllocUpdateRequest
+	38, // 73: berth.v1.System.GarbageCollect:input_type -> berth.v1.GCRequest
+	58, // 74: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
+	59, // 75: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
+	1,  // 76: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
+	3,  // 77: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
+	5,  // 78: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
+	10, // 79: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
+	12, // 80: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
+	1,  // 81: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
+	16, // 82: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
+	22, // 83: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
+	28, // 84: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
+	20, // 85: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
+	22, // 86: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
+	24, // 87: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
+	26, // 88: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
+	28, // 89: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
+	32, // 90: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
+	32, // 91: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
+	32, // 92: berth.v1.NodeOps.UpdateFence:output_type -> berth.v1.NodeOpResponse
+	22, // 93: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
+	35, // 94: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
+	37, // 95: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
+	39, // 96: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
+	60, // 97: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
+	61, // 98: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
+	76, // [76:99] is the sub-list for method output_type
+	53, // [53:76] is the sub-list for method input_type
 	53, // [53:53] is the sub-list for extension type_name
 	53, // [53:53] is the sub-list for extension extendee
 	0,  // [0:53] is the sub-list for field type_name
@@ -2725,13 +2786,14 @@ func file_berth_v1_jobs_rpc_proto_init() {
 	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
 	file_berth_v1_rpc_proto_init()
+	file_berth_v1_jobs_rpc_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_jobs_rpc_proto_rawDesc), len(file_berth_v1_jobs_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -767,6 +767,7 @@ var Evals_ServiceDesc = grpc.ServiceDesc{
 const (
 	NodeOps_UpdateEligibility_FullMethodName = "/berth.v1.NodeOps/UpdateEligibility"
 	NodeOps_UpdateDrain_FullMethodName       = "/berth.v1.NodeOps/UpdateDrain"
+	NodeOps_UpdateFence_FullMethodName       = "/berth.v1.NodeOps/UpdateFence"
 	NodeOps_Allocations_FullMethodName       = "/berth.v1.NodeOps/Allocations"
 )
 
@@ -778,6 +779,10 @@ const (
 type NodeOpsClient interface {
 	UpdateEligibility(ctx context.Context, in *NodeEligibilityRequest, opts ...grpc.CallOption) (*NodeOpResponse, error)
 	UpdateDrain(ctx context.Context, in *NodeDrainRequest, opts ...grpc.CallOption) (*NodeOpResponse, error)
+	// UpdateFence records an operator's word that a node is off (fenced):
+	// its releasing volume claims are detached at once instead of after
+	// force_detach_after, and it takes no placements until unfenced.
+	UpdateFence(ctx context.Context, in *NodeFenceRequest, opts ...grpc.CallOption) (*NodeOpResponse, error)
 	Allocations(ctx context.Context, in *NodeAllocationsRequest, opts ...grpc.CallOption) (*AllocListResponse, error)
 }
 
@@ -809,6 +814,16 @@ func (c *nodeOpsClient) UpdateDrain(ctx context.Context, in *NodeDrainRequest, o
 	return out, nil
 }
 
+func (c *nodeOpsClient) UpdateFence(ctx context.Context, in *NodeFenceRequest, opts ...grpc.CallOption) (*NodeOpResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeOpResponse)
+	err := c.cc.Invoke(ctx, NodeOps_UpdateFence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeOpsClient) Allocations(ctx context.Context, in *NodeAllocationsRequest, opts ...grpc.CallOption) (*AllocListResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AllocListResponse)
@@ -827,6 +842,10 @@ func (c *nodeOpsClient) Allocations(ctx context.Context, in *NodeAllocationsRequ
 type NodeOpsServer interface {
 	UpdateEligibility(context.Context, *NodeEligibilityRequest) (*NodeOpResponse, error)
 	UpdateDrain(context.Context, *NodeDrainRequest) (*NodeOpResponse, error)
+	// UpdateFence records an operator's word that a node is off (fenced):
+	// its releasing volume claims are detached at once instead of after
+	// force_detach_after, and it takes no placements until unfenced.
+	UpdateFence(context.Context, *NodeFenceRequest) (*NodeOpResponse, error)
 	Allocations(context.Context, *NodeAllocationsRequest) (*AllocListResponse, error)
 	mustEmbedUnimplementedNodeOpsServer()
 }
@@ -843,6 +862,9 @@ func (UnimplementedNodeOpsServer) UpdateEligibility(context.Context, *NodeEligib
 }
 func (UnimplementedNodeOpsServer) UpdateDrain(context.Context, *NodeDrainRequest) (*NodeOpResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateDrain not implemented")
+}
+func (UnimplementedNodeOpsServer) UpdateFence(context.Context, *NodeFenceRequest) (*NodeOpResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateFence not implemented")
 }
 func (UnimplementedNodeOpsServer) Allocations(context.Context, *NodeAllocationsRequest) (*AllocListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Allocations not implemented")
@@ -904,6 +926,24 @@ func _NodeOps_UpdateDrain_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeOps_UpdateFence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeFenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeOpsServer).UpdateFence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeOps_UpdateFence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeOpsServer).UpdateFence(ctx, req.(*NodeFenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _NodeOps_Allocations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NodeAllocationsRequest)
 	if err := dec(in); err != nil {
@@ -936,6 +976,10 @@ var NodeOps_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateDrain",
 			Handler:    _NodeOps_UpdateDrain_Handler,
+		},
+		{
+			MethodName: "UpdateFence",
+			Handler:    _NodeOps_UpdateFence_Handler,
 		},
 		{
 			MethodName: "Allocations",

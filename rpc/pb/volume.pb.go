@@ -1044,10 +1044,14 @@ type Attachment struct {
 	NextRetryAt      int64             `protobuf:"varint,9,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
 	CreatedAt        int64             `protobuf:"varint,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	ModifiedAt       int64             `protobuf:"varint,11,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
-	CreateIndex      uint64            `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex      uint64            `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// csi_node_id is the plugin's ID of the node (its node instance's
+	// NodeGetInfo) that the last publish named: the unpublish names it
+	// too, even once the node itself is gone from the servers.
+	CsiNodeId     string `protobuf:"bytes,12,opt,name=csi_node_id,json=csiNodeId,proto3" json:"csi_node_id,omitempty"`
+	CreateIndex   uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attachment) Reset() {
@@ -1157,6 +1161,13 @@ func (x *Attachment) GetModifiedAt() int64 {
 	return 0
 }
 
+func (x *Attachment) GetCsiNodeId() string {
+	if x != nil {
+		return x.CsiNodeId
+	}
+	return ""
+}
+
 func (x *Attachment) GetCreateIndex() uint64 {
 	if x != nil {
 		return x.CreateIndex
@@ -1255,7 +1266,7 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\vmodified_at\x18\x0e \x01(\x03R\n" +
 	"modifiedAt\x12!\n" +
 	"\fcreate_index\x18\x1e \x01(\x04R\vcreateIndex\x12!\n" +
-	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\"\xd0\x04\n" +
+	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\"\xf0\x04\n" +
 	"\n" +
 	"Attachment\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
@@ -1272,7 +1283,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vmodified_at\x18\v \x01(\x03R\n" +
-	"modifiedAt\x12!\n" +
+	"modifiedAt\x12\x1e\n" +
+	"\vcsi_node_id\x18\f \x01(\tR\tcsiNodeId\x12!\n" +
 	"\fcreate_index\x18\x1e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\x1aA\n" +
 	"\x13PublishContextEntry\x12\x10\n" +

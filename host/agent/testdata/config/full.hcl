@@ -13,6 +13,8 @@ server {
   raft_snapshot_threshold = 8192   # raft log entries between snapshots
   raft_snapshot_interval = "120s"
   raft_trailing_logs = 10240
+  force_detach_after = "10m"   # default 6m: a down node's volume claims are released after this
+  volume_reconcile_interval = "1m"   # default 5m: compare controllers' published volumes with the attachments
 }
 client {
   enabled = true

@@ -1,0 +1,492 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// The attach reconciler. Each attaching attachment gets a
+// ControllerPublishVolume, each detaching one a ControllerUnpublishVolume,
+// through a controller instance of the volume's plugin (pickController),
+// and the outcome is one AttachmentUpdate:
+//
+//   - success: attached with the publish context (the node's reserved
+//     claims become ready in that apply), or detached (the attachment is
+//     removed and its node-detached claims freed). NotFound from an
+//     unpublish is success: nothing is published to undo.
+//   - an uncertain failure (Canceled, DeadlineExceeded, Unavailable,
+//     ResourceExhausted, Aborted: the call may have happened) keeps the
+//     state with the error, attempts+1 and next_retry_at (capped
+//     exponential backoff with jitter); the call is made again then.
+//   - a final failure keeps the state with the error and no retry: the
+//     operator sees it on the volume, and the call is made again once the
+//     volume, its plugin's row or the node changes (a new controller, a
+//     node plugin that reports its CSI node ID, a fixed volume).
+//
+// Calls to one plugin are serialized: one worker per plugin takes the due
+// attachments in order, detaching ones first (an unpublish frees what a
+// publish elsewhere may wait for), and holds the plugin's lock from each
+// call until its outcome is written, so the reconcile pass never sees a
+// call whose result is not in the state yet. Before each call the worker
+// reads the attachment again: one that moved on meanwhile (attached by an
+// earlier write, detaching since) is acted on as it is now, so a detach
+// gets one unpublish however many passes saw it.
+
+// runAttacher is the attach reconciler's loop: it wakes on changes to the
+// attachments (and to what a failed one waits for), on a worker's end and
+// on the earliest next_retry_at.
+func (v *volumeLoops) runAttacher(ctx context.Context) {
+	var retry Timer
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		ws := memdb.NewWatchSet()
+		store := v.state()
+		ws.Add(store.AbandonCh())
+		next := v.attachPass(ctx, ws, store.Snapshot())
+		if retry != nil {
+			retry.Stop()
+			retry = nil
+		}
+		if !next.IsZero() {
+			retry = v.timerAt(next, v.kick)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-v.wake:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		_ = ws.WatchCtx(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// attachPass hands the due attachments to the plugins' workers and
+// returns the earliest retry still ahead (zero if none).
+func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot) (next time.Time) {
+	now := v.clock.Now()
+	due := map[string][]attachmentKey{}
+	var plugins []string
+	for _, state := range []pb.AttachmentState{pb.AttachmentState_ATTACHMENT_STATE_DETACHING, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING} {
+		atts, err := snap.AttachmentsByState(ws, state)
+		if err != nil {
+			v.logger.Error("attach reconciler: reading attachments", "state", fsm.AttachmentStateWord(state), "error", err)
+			return now.Add(v.cfg.writeRetry)
+		}
+		for _, a := range atts {
+			ok, at := v.attachmentDue(ws, snap, a, now)
+			if held := v.heldUntil(a); held.After(now) {
+				ok, at = false, held
+			}
+			if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+			if !ok {
+				continue
+			}
+			p := a.GetPluginId()
+			if _, seen := due[p]; !seen {
+				plugins = append(plugins, p)
+			}
+			due[p] = append(due[p], attachmentKey{a.GetVolumeId(), a.GetNodeId()})
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range plugins {
+		if v.busy[p] {
+			// The worker wakes the loop when it ends; what it did not take
+			// is found then.
+			continue
+		}
+		v.busy[p] = true
+		v.workers.Add(1)
+		go v.work(ctx, p, due[p])
+	}
+	return next
+}
+
+// attachmentDue reports whether a call is due for a now, or else when one
+// comes due (zero: when something changes). A final failure waits for a
+// change of the volume, its plugin's row or the node after it was
+// recorded; those rows are added to ws so the change wakes the loop.
+func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
+	e := a.GetLastError()
+	if e == nil {
+		return true, time.Time{}
+	}
+	if e.GetClass() == pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+		vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
+		plugin, _ := snap.CSIPluginByID(ws, a.GetPluginId())
+		node, _ := snap.NodeByID(ws, a.GetNodeId())
+		changed := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex()) > a.GetModifyIndex()
+		return changed, time.Time{}
+	}
+	if at := time.Unix(0, a.GetNextRetryAt()); a.GetNextRetryAt() != 0 && at.After(now) {
+		return false, at
+	}
+	return true, time.Time{}
+}
+
+// work makes the calls of one plugin's due attachments, one at a time.
+func (v *volumeLoops) work(ctx context.Context, pluginID string, keys []attachmentKey) {
+	defer v.workers.Done()
+	defer func() {
+		v.mu.Lock()
+		delete(v.busy, pluginID)
+		v.mu.Unlock()
+		v.kick()
+	}()
+	lock := v.pluginLock(pluginID)
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return
+		}
+		lock.Lock()
+		v.reconcileAttachment(ctx, k)
+		lock.Unlock()
+	}
+}
+
+// reconcileAttachment reads the attachment as it is now and, when a call
+// is still due, makes it and writes the outcome.
+func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) {
+	snap := v.state().Snapshot()
+	a, err := snap.Attachment(nil, k.volume, k.node)
+	if err != nil {
+		v.logger.Error("attach reconciler: reading attachment", "volume", k.volume, "node", k.node, "error", err)
+		return
+	}
+	if a == nil {
+		// Gone (detached, or removed with its volume): nothing of it is
+		// kept for a later try.
+		v.mu.Lock()
+		delete(v.avoid, k)
+		delete(v.hold, k)
+		v.mu.Unlock()
+		return
+	}
+	now := v.clock.Now()
+	if due, _ := v.attachmentDue(nil, snap, a, now); !due || v.heldUntil(a).After(now) {
+		return
+	}
+	switch a.GetState() {
+	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
+		v.publish(ctx, snap, a)
+	case pb.AttachmentState_ATTACHMENT_STATE_DETACHING:
+		v.unpublish(ctx, snap, a)
+	}
+}
+
+// publish sends ControllerPublishVolume for an attaching attachment and
+// records the outcome.
+func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
+	req, err := publishRequest(snap, a)
+	if err != nil {
+		v.recordFailure(ctx, a, "", "", err)
+		return
+	}
+	controller, err := v.pick(snap, a)
+	if err != nil {
+		v.recordFailure(ctx, a, "", "", err)
+		return
+	}
+	resp := &csipb.ControllerPublishVolumeResponse{}
+	err = v.call(ctx, controller, a.GetPluginId(), csipb.Controller_ControllerPublishVolume_FullMethodName, req, resp)
+	if ctx.Err() != nil {
+		return // the leadership ended: the next leader makes the call again
+	}
+	if err != nil {
+		v.recordFailure(ctx, a, controller, req.GetNodeId(), fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
+			a.GetVolumeId(), req.GetVolumeId(), a.GetNodeId(), controller, err))
+		return
+	}
+	v.logger.Info("volume published", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "controller", controller, "attempts", a.GetAttempts()+1)
+	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED,
+		ControllerNodeId: controller, PublishContext: resp.GetPublishContext(), CsiNodeId: req.GetNodeId(), UpdatedAt: v.clock.Now().UnixNano(),
+	})
+}
+
+// unpublish sends ControllerUnpublishVolume for a detaching attachment and
+// records the outcome. It names the CSI node ID the publish named, kept
+// on the attachment, so a node the servers no longer know (collected or
+// deregistered) is still unpublished from. Only an attachment that never
+// recorded one (its node gone before any publish was tried) is removed
+// without a call; the reconcile pass, which reads the controller's
+// published nodes, is the second chance there. Either way a gone node
+// never blocks the detach.
+func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
+	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
+	if err != nil {
+		v.logger.Error("attach reconciler: reading volume", "volume", a.GetVolumeId(), "error", err)
+		return
+	}
+	csiNode, err := attachmentCSINode(snap, a)
+	if errors.Is(err, errNodeGone) || vol == nil {
+		v.logger.Warn("detaching without a controller call: the node or the volume is gone; the reconcile pass unpublishes what the controller still lists",
+			"volume", a.GetVolumeId(), "node", a.GetNodeId(), "reason", err)
+		v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+			VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED, UpdatedAt: v.clock.Now().UnixNano(),
+		})
+		return
+	}
+	if err != nil {
+		v.recordFailure(ctx, a, "", "", err)
+		return
+	}
+	controller, err := v.pick(snap, a)
+	if err != nil {
+		v.recordFailure(ctx, a, "", "", err)
+		return
+	}
+	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
+	err = v.call(ctx, controller, a.GetPluginId(), csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil && errcode.Code(err) != codes.NotFound {
+		v.recordFailure(ctx, a, controller, "", fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
+			a.GetVolumeId(), vol.GetExternalId(), a.GetNodeId(), controller, err))
+		return
+	}
+	v.logger.Info("volume unpublished", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "controller", controller, "not_found", err != nil)
+	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED,
+		ControllerNodeId: controller, UpdatedAt: v.clock.Now().UnixNano(),
+	})
+}
+
+// pick chooses the controller for a's next call.
+func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, error) {
+	load, err := controllerLoad(snap)
+	if err != nil {
+		return "", err
+	}
+	v.mu.Lock()
+	avoid := v.avoid[attachmentKey{a.GetVolumeId(), a.GetNodeId()}]
+	v.mu.Unlock()
+	id, err := pickControllerFrom(snap, a.GetPluginId(), a.GetControllerNodeId(), avoid, load)
+	if err != nil {
+		return "", fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
+	}
+	return id, nil
+}
+
+// call makes one controller call with the call timeout.
+func (v *volumeLoops) call(ctx context.Context, controller, pluginID, method string, req, resp proto.Message) error {
+	cctx, cancel := context.WithTimeout(ctx, v.cfg.callTimeout)
+	defer cancel()
+	return v.caller.ControllerCall(cctx, controller, pluginID, method, req, resp)
+}
+
+// recordFailure writes a failed step of a: the error with its class,
+// attempts+1 and, for an uncertain error, the time of the next try.
+// controller is the node whose instance answered ("" when no call was
+// made); csiNode the CSI node ID a failed publish named (it may have
+// happened, so the unpublish names it too).
+func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, controller, csiNode string, err error) {
+	if !strings.Contains(err.Error(), a.GetVolumeId()) {
+		// Every recorded error names its volume, whatever step failed.
+		err = fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
+	}
+	code := errcode.Code(err)
+	class := pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL
+	now := v.clock.Now()
+	attempts := a.GetAttempts() + 1
+	var next int64
+	if csi.UncertainCode(code) {
+		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
+		next = now.Add(v.backoff(attempts)).UnixNano()
+	}
+	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}
+	v.mu.Lock()
+	if code == codes.Unavailable && controller != "" {
+		v.avoid[k] = controller
+	} else {
+		delete(v.avoid, k)
+	}
+	v.mu.Unlock()
+	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", fsm.AttachmentStateWord(a.GetState()),
+		"code", code, "class", errorClassWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
+	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
+		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: int32(code), FailedAt: now.UnixNano()},
+		Attempts: attempts, NextRetryAt: next, CsiNodeId: csiNode, UpdatedAt: now.UnixNano(),
+	})
+}
+
+// writeAttachment proposes an AttachmentUpdate. A write that did not
+// commit is tried again after the write retry (the call is made again:
+// publish and unpublish are idempotent; the attachment is held until
+// then); one the state machine refuses (the
+// attachment moved on meanwhile) is left to the next pass, which sees
+// where it is now.
+func (v *volumeLoops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd *pb.AttachmentUpdateCommand) {
+	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}
+	err := v.write(ctx, fsm.AttachmentUpdate, cmd)
+	switch {
+	case err == nil:
+		v.mu.Lock()
+		delete(v.hold, k)
+		if cmd.GetError() == nil {
+			delete(v.avoid, k)
+		}
+		v.mu.Unlock()
+	case ctx.Err() != nil:
+	case errors.Is(err, fsm.ErrAttachmentTransition), errors.Is(err, fsm.ErrAttachmentNotFound):
+		v.logger.Info("attachment moved on before its outcome was written", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
+			"to", fsm.AttachmentStateWord(cmd.GetState()), "error", err)
+	default:
+		v.logger.Warn("writing attachment outcome; retrying", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
+			"to", fsm.AttachmentStateWord(cmd.GetState()), "error", err)
+		v.mu.Lock()
+		v.hold[k] = v.clock.Now().Add(v.cfg.writeRetry)
+		v.mu.Unlock()
+		t := v.clock.AfterFunc(v.cfg.writeRetry, v.kick)
+		context.AfterFunc(ctx, func() { t.Stop() })
+	}
+}
+
+// heldUntil is when a's outcome write failed plus the write retry (zero
+// when none failed): no call is made for a before then.
+func (v *volumeLoops) heldUntil(a *pb.Attachment) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.hold[attachmentKey{a.GetVolumeId(), a.GetNodeId()}]
+}
+
+// errNodeGone is csiNodeID's answer for a node the servers no longer know.
+var errNodeGone = errcode.New(codes.NotFound, "node is gone")
+
+// csiNodeID returns the ID the plugin knows nodeID by (its node
+// instance's NodeGetInfo), from the plugin's row or, for a node whose
+// instance left the row, the node's own last report.
+func csiNodeID(snap *fsm.StateSnapshot, pluginID, nodeID string) (string, error) {
+	plugin, err := snap.CSIPluginByID(nil, pluginID)
+	if err != nil {
+		return "", err
+	}
+	if id := plugin.GetNodes()[nodeID].GetNodeInfo().GetId(); id != "" {
+		return id, nil
+	}
+	node, err := snap.NodeByID(nil, nodeID)
+	if err != nil {
+		return "", err
+	}
+	if node == nil {
+		return "", fmt.Errorf("node %s of plugin %q: %w", nodeID, pluginID, errNodeGone)
+	}
+	if id := node.GetCsiNodePlugins()[pluginID].GetNodeInfo().GetId(); id != "" {
+		return id, nil
+	}
+	return "", fmt.Errorf("node %s reports no node instance of plugin %q (its CSI node ID is unknown): %w", nodeID, pluginID, errNoCSINode)
+}
+
+// attachmentCSINode is the CSI node ID a's calls name: the one its
+// publish named, else the node's current one (csiNodeID).
+func attachmentCSINode(snap *fsm.StateSnapshot, a *pb.Attachment) (string, error) {
+	if id := a.GetCsiNodeId(); id != "" {
+		return id, nil
+	}
+	return csiNodeID(snap, a.GetPluginId(), a.GetNodeId())
+}
+
+// errNoCSINode is csiNodeID's answer for a node without the plugin's node
+// instance: final until the node reports one.
+var errNoCSINode = errcode.New(codes.FailedPrecondition, "node has no node instance of the plugin")
+
+// publishRequest builds ControllerPublishVolume for a: the volume's
+// external ID, secrets and context, the node's CSI node ID, and the
+// capability of the node's live claims (every claim of a volume uses one
+// access mode; read-only when every one of them only reads).
+func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.ControllerPublishVolumeRequest, error) {
+	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if vol == nil {
+		return nil, fmt.Errorf("attachment of volume %s to node %s: %w", a.GetVolumeId(), a.GetNodeId(), fsm.ErrVolumeNotFound)
+	}
+	csiNode, err := csiNodeID(snap, a.GetPluginId(), a.GetNodeId())
+	if err != nil {
+		return nil, fmt.Errorf("volume %s: %w", a.GetVolumeId(), err)
+	}
+	claims, err := snap.ClaimsByNode(nil, a.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	claims = slices.DeleteFunc(claims, func(c *pb.Claim) bool { return c.GetVolumeId() != a.GetVolumeId() || !fsm.ClaimLive(c) })
+	if len(claims) == 0 {
+		return nil, fmt.Errorf("volume %s on node %s: no live claim to publish for: %w", a.GetVolumeId(), a.GetNodeId(), fsm.ErrClaimNotFound)
+	}
+	readOnly := true
+	for _, c := range claims {
+		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
+			readOnly = false
+		}
+	}
+	return &csipb.ControllerPublishVolumeRequest{
+		VolumeId:         vol.GetExternalId(),
+		NodeId:           csiNode,
+		VolumeCapability: csiCapability(claims[0], vol.GetMountOptions()),
+		Readonly:         readOnly,
+		Secrets:          vol.GetSecrets(),
+		VolumeContext:    vol.GetContext(),
+	}, nil
+}
+
+// csiCapability is the CSI form of a claim's capability: berth's access
+// modes are numbered as CSI's.
+func csiCapability(c *pb.Claim, mount *pb.MountOptions) *csipb.VolumeCapability {
+	out := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.GetAccessMode())}}
+	if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
+		out.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+	} else {
+		out.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{
+			FsType: mount.GetFsType(), MountFlags: mount.GetMountFlags(),
+		}}
+	}
+	return out
+}
+
+func retryTime(ns int64) string {
+	if ns == 0 {
+		return "none"
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+// errorClassWord is a VolumeErrorClass as the API shows it.
+func errorClassWord(c pb.VolumeErrorClass) string {
+	switch c {
+	case pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN:
+		return "uncertain"
+	case pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL:
+		return "final"
+	}
+	return "unspecified"
+}

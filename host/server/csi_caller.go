@@ -1,0 +1,17 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// controllerCaller sends one CSI controller call to the controller
+// instance of pluginID on node nodeID and fills resp. method is the CSI
+// full method name ("/csi.v1.Controller/ControllerPublishVolume"). The
+// error carries the plugin's gRPC code (errcode.Code finds it); a node that
+// cannot be reached is Unavailable, so the call is classed uncertain and
+// retried. The server's csiForwarder implements it.
+type controllerCaller interface {
+	ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error
+}
