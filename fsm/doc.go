@@ -129,10 +129,19 @@
 //     allocations by type (monolith counts for both) plus the instances no
 //     alloc runs (storage adapters); provider and version of the first
 //     healthy instance (kept when none is); controller_required when any
-//     instance says so; each allocation's health (its instance on its node
-//     is healthy); schedulable, a healthy node instance and, when
-//     required, a healthy controller. A row with no instances and no
-//     allocations is deleted; a row that did not change is not written.
+//     instance says so, and from then on while the row lives (in a split
+//     deployment only the controller instances say so: while they are
+//     gone, claims must still wait for a publish); each allocation's
+//     health (its instance on its node is healthy); schedulable, a
+//     healthy node instance and, when required, a healthy controller. A
+//     row with no instances and no allocations is deleted; a row that did
+//     not change is not written. Its volumes keep their
+//     controller_required mirror, and a row created again starts with
+//     controller_required when one of the plugin's volumes has it, so a
+//     node instance reporting before any controller cannot make claims
+//     skip the publish (testdata/controller_required.txt). A plugin that
+//     really stopped requiring a controller is seen so once its volumes
+//     are deregistered and its row is gone.
 //
 // Under the table rule only NodeCSIUpdate creates rows; the other commands
 // update rows that exist, so an older server, which has none, applies them
