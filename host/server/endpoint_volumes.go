@@ -111,7 +111,15 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	nodeID, _, has, err := controllerFor(e.s.fsm.State().Snapshot(), v.GetPluginId())
+	st := e.s.fsm.State().Snapshot()
+	stored, err := st.VolumeByID(nil, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := keepRedactedSecrets(v, stored); err != nil {
+		return nil, err
+	}
+	nodeID, _, has, err := controllerFor(st, v.GetPluginId())
 	if err != nil {
 		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
 	}
@@ -181,6 +189,9 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 				Warnings: []string{fmt.Sprintf("volume %q exists already (external ID %q); nothing created", v.GetId(), old.GetExternalId())}}, nil
 		}
 		return nil, fmt.Errorf("volume %q: %w: it has name %q and plugin %q", v.GetId(), ErrVolumeExists, old.GetName(), old.GetPluginId())
+	}
+	if err := keepRedactedSecrets(v, nil); err != nil {
+		return nil, err
 	}
 	c, nodeID, info, err := e.controller(v.GetPluginId())
 	if err != nil {
@@ -305,6 +316,32 @@ func (e *volumesEndpoint) refuseClaimed(id string) error {
 		names = append(names, fmt.Sprintf("%s on node %s (%s)", fsm.Claimant(c), c.GetNodeId(), fsm.ClaimStateWord(c.GetState())))
 	}
 	return fmt.Errorf("volume %q: %w: claimed by %s", id, fsm.ErrVolumeInUse, strings.Join(names, ", "))
+}
+
+// keepRedactedSecrets puts back in v the stored value of every secret v
+// carries as the redaction marker: an operator who registers again what a
+// read showed (the secrets as "[REDACTED]") means to keep them, and the
+// marker must never reach a plugin as a credential. A marker with no
+// stored value to keep (a new volume, a new key) is refused, naming the
+// key.
+func keepRedactedSecrets(v, stored *pb.Volume) error {
+	var missing []string
+	for _, k := range slices.Sorted(maps.Keys(v.GetSecrets())) {
+		if v.Secrets[k] != csi.Redacted {
+			continue
+		}
+		old, ok := stored.GetSecrets()[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		v.Secrets[k] = old
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("volume %q: %w: secrets %s are %q, as reads show them, but the volume has no stored value to keep for them; give their values",
+			v.GetId(), volumespec.ErrInvalidVolume, strings.Join(missing, ", "), csi.Redacted)
+	}
+	return nil
 }
 
 // redactVolume is v with its secrets' values replaced, for every answer.
