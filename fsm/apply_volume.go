@@ -21,6 +21,11 @@ import (
 // plugin_id and external_id, and the capability of every claim
 // (ErrVolumeInUse, naming the volume, the field and the claims).
 //
+// A volume its plugin is deleting (VolumeDeleting) is refused
+// (ErrVolumeDeleting): the update would be lost with it. With
+// if_modify_index the update applies only to the volume as its proposer
+// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone).
+//
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
 // plugin's row of csi_plugins (and kept in step by volumesPluginChanged);
@@ -37,7 +42,21 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 	if err != nil {
 		return err
 	}
+	if want := cmd.GetIfModifyIndex(); want != 0 {
+		switch {
+		case existing == nil:
+			return fmt.Errorf("volume %q: %w (deregistered since it was read at index %d)", v.GetId(), ErrVolumeNotFound, want)
+		case existing.GetModifyIndex() != want:
+			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
+		}
+	}
+	// Only VolumeDeleting sets the mark.
+	v.Deleting = false
 	if existing != nil {
+		if existing.GetDeleting() {
+			return fmt.Errorf("volume %q: %w by its plugin; register it again once the delete is done (or deregister it first)",
+				v.GetId(), ErrVolumeDeleting)
+		}
 		claims, err := claimsByVolume.list(tx, nil, v.GetId())
 		if err != nil {
 			return err
@@ -228,4 +247,43 @@ func describeClaims(claims []*pb.Claim) string {
 		parts = append(parts, describeClaim(c))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// applyVolumeDeleting marks a volume as being deleted by its plugin, or
+// clears the mark. Marking checks, in the apply that sets it, that the
+// volume holds no claim (ErrVolumeInUse, naming them): from then on
+// CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
+// granted between the check and the plugin's DeleteVolume, which the
+// endpoint makes only after this applied. Marking a volume that is not
+// stored is refused (ErrVolumeNotFound); marking a marked volume, or
+// clearing one that is gone or not marked, changes nothing (a retried or
+// concurrent delete).
+func applyVolumeDeleting(tx *writeTxn, cmd *pb.VolumeDeletingCommand) error {
+	id := cmd.GetVolumeId()
+	if id == "" {
+		return fmt.Errorf("%w: no volume ID", ErrInvalidCommand)
+	}
+	v, err := volumesTable.first(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v == nil && cmd.GetDeleting():
+		return fmt.Errorf("volume %q: %w", id, ErrVolumeNotFound)
+	case v == nil, v.GetDeleting() == cmd.GetDeleting():
+		return nil
+	}
+	if cmd.GetDeleting() {
+		claims, err := claimsByVolume.list(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if len(claims) > 0 {
+			return fmt.Errorf("volume %q: %w: it cannot be deleted while it has claims: %s", id, ErrVolumeInUse, describeClaims(claims))
+		}
+	}
+	n := proto.Clone(v).(*pb.Volume)
+	n.Deleting = cmd.GetDeleting()
+	n.ModifiedAt, n.ModifyIndex = cmd.GetUpdatedAt(), tx.index
+	return volumesTable.insert(tx, n)
 }

@@ -207,13 +207,23 @@
 //     node-detached at once (freed where no attachment is left), and its
 //     other claims may be moved there.
 //   - VolumeRegister creates or updates a volume (a volume with claims
-//     keeps its plugin, external ID and claimed capabilities);
-//     VolumeDeregister refuses a volume with claims, and with force removes
-//     it, its claims and attachments once every claimant is terminal.
+//     keeps its plugin, external ID and claimed capabilities; with
+//     if_modify_index only the volume as its proposer read it,
+//     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with
+//     claims, and with force removes it, its claims and attachments once
+//     every claimant is terminal.
+//   - VolumeDeleting marks a volume its plugin is about to delete, in the
+//     apply that checks it holds no claim (ErrVolumeInUse otherwise):
+//     from then on CheckClaim, so plans, operator claims and the
+//     scheduler, refuse it (ErrVolumeDeleting), and so does
+//     VolumeRegister. Volumes.Delete marks, calls the plugin, then
+//     deregisters; a definite failure of the plugin clears the mark, an
+//     uncertain one keeps it (the data may be gone) until a delete that
+//     completes or a deregister. testdata/volume_delete.txt.
 //     Provider, schedulable and controller_required mirror the plugin's
 //     row, refreshed whenever the row changes.
 //
-// Under the table rule, VolumeRegister (17) to NodeFence (23) are
+// Under the table rule, VolumeRegister (17) to VolumeDeleting (24) are
 // proposed only once every server knows them. The older commands that
 // touch these tables only update rows that exist (AllocClientUpdate, GC,
 // NodeCSIUpdate's mirrors), or carry claims only for volumes the scheduler

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-memdb"
@@ -236,6 +237,14 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 // Delete deletes the volume with its plugin, then deregisters it. A volume
 // with claims is refused, naming them; the plugin not knowing the volume
 // (NotFound) is success.
+//
+// The plugin's call takes seconds, so the check for claims cannot be a
+// read before it: the volume is first marked deleting through raft
+// (VolumeDeleting, refused in its apply while a claim is held), and from
+// that apply on no claim is reserved on it. A definite failure of the
+// plugin clears the mark; an uncertain one (the volume may be gone) keeps
+// it, and the volume takes no claim until a delete completes or it is
+// deregistered.
 func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteRequest) (*pb.VolumeDeleteResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {
@@ -258,14 +267,34 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 	if len(secrets) == 0 {
 		secrets = v.GetSecrets()
 	}
+	if err := e.markDeleting(ctx, v.GetId(), true); err != nil {
+		return nil, fmt.Errorf("deleting volume %q: %w", v.GetId(), err)
+	}
 	if _, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetExternalId(), Secrets: secrets}); err != nil {
-		return nil, fmt.Errorf("deleting volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		err = fmt.Errorf("deleting volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		if csi.IsUncertain(err) {
+			return nil, fmt.Errorf("%w; the plugin may have deleted it, so it stays marked deleting and takes no claim: run delete again, or deregister it", err)
+		}
+		// The plugin refused for good: the volume is there, usable again.
+		clear, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := e.markDeleting(clear, v.GetId(), false); cerr != nil {
+			return nil, fmt.Errorf("%w; clearing its deleting mark failed too (%v): it takes no claim until a delete completes or it is deregistered", err, cerr)
+		}
+		return nil, err
 	}
 	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId()})
 	if err != nil {
-		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed (deregister it again): %w", v.GetId(), err)
+		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed: %w; it stays marked deleting and takes no claim: run delete again to finish (the plugin answers it is gone)", v.GetId(), err)
 	}
 	return &pb.VolumeDeleteResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// markDeleting sets or clears the volume's deleting mark through raft.
+func (e *volumesEndpoint) markDeleting(ctx context.Context, id string, deleting bool) error {
+	_, err := e.s.raftApply(ctx, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
+		VolumeId: id, Deleting: deleting, UpdatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	return err
 }
 
 // Deregister forgets a volume without a plugin call: refused with claims,

@@ -577,13 +577,17 @@ type Volume struct {
 	Schedulable bool `protobuf:"varint,19,opt,name=schedulable,proto3" json:"schedulable,omitempty"`
 	// controller_required mirrors the plugin's: a claim on a new node needs
 	// a controller publish (an attachment) first.
-	ControllerRequired bool   `protobuf:"varint,20,opt,name=controller_required,json=controllerRequired,proto3" json:"controller_required,omitempty"`
-	CreatedAt          int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ModifiedAt         int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
-	CreateIndex        uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex        uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	ControllerRequired bool `protobuf:"varint,20,opt,name=controller_required,json=controllerRequired,proto3" json:"controller_required,omitempty"`
+	// deleting is set while Volumes.Delete has the plugin delete the volume
+	// (VolumeDeletingCommand): no claim is reserved on it, and a register
+	// is refused, until it is deregistered or the plugin's delete failed.
+	Deleting      bool   `protobuf:"varint,23,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	CreatedAt     int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ModifiedAt    int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
+	CreateIndex   uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Volume) Reset() {
@@ -752,6 +756,13 @@ func (x *Volume) GetSchedulable() bool {
 func (x *Volume) GetControllerRequired() bool {
 	if x != nil {
 		return x.ControllerRequired
+	}
+	return false
+}
+
+func (x *Volume) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
 	}
 	return false
 }
@@ -1187,7 +1198,7 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x0fTopologyRequest\x12.\n" +
 	"\brequired\x18\x01 \x03(\v2\x12.berth.v1.TopologyR\brequired\x120\n" +
-	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xe2\t\n" +
+	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xfe\t\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -1213,7 +1224,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"parameters\x127\n" +
 	"\acontext\x18\x12 \x03(\v2\x1d.berth.v1.Volume.ContextEntryR\acontext\x12 \n" +
 	"\vschedulable\x18\x13 \x01(\bR\vschedulable\x12/\n" +
-	"\x13controller_required\x18\x14 \x01(\bR\x12controllerRequired\x12\x1d\n" +
+	"\x13controller_required\x18\x14 \x01(\bR\x12controllerRequired\x12\x1a\n" +
+	"\bdeleting\x18\x17 \x01(\bR\bdeleting\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\x15 \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vmodified_at\x18\x16 \x01(\x03R\n" +
