@@ -149,7 +149,13 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 
 // register proposes the volume and answers it as stored, redacted.
 func (e *volumesEndpoint) register(ctx context.Context, v *pb.Volume, warnings []string) (*pb.VolumeRegisterResponse, error) {
-	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano()})
+	return e.registerIf(ctx, v, 0, warnings)
+}
+
+// registerIf is register, applied only to the volume stored with
+// modify_index ifIndex when that is not 0 (fsm.ErrVolumeChanged).
+func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex uint64, warnings []string) (*pb.VolumeRegisterResponse, error) {
+	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano(), IfModifyIndex: ifIndex})
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
 	}

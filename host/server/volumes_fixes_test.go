@@ -143,3 +143,40 @@ func TestVolumeDeleteMarksTheVolumeFirst(t *testing.T) {
 		t.Errorf("volume maybe is still registered after its delete completed: %v", v)
 	}
 }
+
+// Expand records the plugin's capacity on the volume it read before the
+// call only if the volume did not change meanwhile; a register made
+// during the call is kept, and the capacity is recorded on top of it.
+func TestVolumeExpandKeepsARegisterMadeDuringIt(t *testing.T) {
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	registerFS(t, p, vols, "grow")
+	p.ControllerExpandVolume.Next(&csipb.ControllerExpandVolumeResponse{CapacityBytes: 20 << 30}, nil)
+	release := p.ControllerExpandVolume.Block()
+	expanded := make(chan error, 1)
+	go func() {
+		_, err := vols.Expand(ctx10s(t), &pb.VolumeExpandRequest{VolumeId: "grow", CapacityMinBytes: 20 << 30})
+		expanded <- err
+	}()
+	for end := time.Now().Add(10 * time.Second); p.ControllerExpandVolume.Count() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the plugin never got ControllerExpandVolume")
+		}
+	}
+	v := fsVolume("grow")
+	v.Parameters = map[string]string{"tier": "gold"}
+	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeCapabilities: csiCapabilities(v)}}, nil)
+	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := <-expanded; err != nil {
+		t.Fatalf("expand: %v", err)
+	}
+	stored, _ := s.fsm.State().VolumeByID(nil, "grow")
+	if stored.GetParameters()["tier"] != "gold" || stored.GetCapacityBytes() != 20<<30 {
+		t.Errorf("after an expand with a register during it: parameters %v, capacity %d; want the register's tier=gold and 20 GiB",
+			stored.GetParameters(), stored.GetCapacityBytes())
+	}
+}
