@@ -168,8 +168,9 @@ func volumesPluginChanged(tx *writeTxn, pluginID string, p *pb.CSIPlugin) error 
 // applyVolumeDeregister removes a volume. One that is not stored is no
 // error (a retried deregister already applied). A volume with claims is
 // refused (ErrVolumeInUse, naming them); with force, it is removed with
-// its claims and attachments when every claimant is terminal: the claim
-// is releasing or further on, or its alloc is terminal or gone. Force
+// its claims and attachments when every claimant is terminal
+// (claimantTerminal: node-detached, its node gone or fenced, its alloc
+// gone or stopped on its client, or its node down). Force
 // makes no controller call: the attachments it drops are the operator's
 // to clean up (the reconcile pass is the second chance).
 func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error {
@@ -200,7 +201,8 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 		}
 	}
 	if len(live) > 0 {
-		return fmt.Errorf("volume %q: %w: claimants not terminal: %s", id, ErrVolumeInUse, describeClaims(live))
+		return fmt.Errorf("volume %q: %w: force needs every claimant stopped on its node (or the node down, fenced or gone); still live: %s",
+			id, ErrVolumeInUse, describeClaims(live))
 	}
 	for _, c := range claims {
 		if err := claimsTable.delete(tx, c); err != nil {
@@ -219,20 +221,37 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 	return volumesTable.delete(tx, v)
 }
 
-// claimantTerminal reports whether a claim's holder is done with it: the
-// claim is releasing or further on, or its alloc is terminal or gone.
+// claimantTerminal reports whether a claim's holder can no longer use the
+// volume, so that a forced deregister may drop the claim without two
+// writers once the volume is registered again: the claim is node-detached
+// (its node unpublished it, or the leader forced that for a node down past
+// force_detach_after or fenced), or its node is gone or fenced; an
+// alloc's claim also when the alloc is gone or client-terminal (its tasks
+// have stopped: a releasing claim or a server-side stop only says they
+// were asked to) or its node is down. An operator's claim on a down node
+// stays live: no client stops an operator's use of the host path.
 func claimantTerminal(tx *writeTxn, c *pb.Claim) (bool, error) {
-	if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
+	if c.GetState() >= pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		return true, nil
+	}
+	node, err := nodesTable.first(tx, nil, c.GetNodeId())
+	if err != nil {
+		return false, err
+	}
+	if node == nil || node.GetFenced() {
 		return true, nil
 	}
 	if c.GetOperator() || c.GetAllocId() == "" {
 		return false, nil
 	}
+	if node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN {
+		return true, nil
+	}
 	a, err := allocsTable.first(tx, nil, c.GetAllocId())
 	if err != nil {
 		return false, err
 	}
-	return a == nil || AllocTerminal(a), nil
+	return a == nil || AllocClientTerminal(a), nil
 }
 
 // describeClaims names up to five claims, then how many more there are.

@@ -211,7 +211,9 @@
 //     if_modify_index only the volume as its proposer read it,
 //     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with
 //     claims, and with force removes it, its claims and attachments once
-//     every claimant is terminal.
+//     no claimant can still use it (node-detached, node gone or fenced; an
+//     alloc's also stopped on its client or on a down node: releasing,
+//     a server-side stop alone, is not enough).
 //   - VolumeDeleting marks a volume its plugin is about to delete, in the
 //     apply that checks it holds no claim (ErrVolumeInUse otherwise):
 //     from then on CheckClaim, so plans, operator claims and the

@@ -304,8 +304,8 @@ func (e *volumesEndpoint) markDeleting(ctx context.Context, id string, deleting 
 }
 
 // Deregister forgets a volume without a plugin call: refused with claims,
-// or with force while a claimant is not terminal (the state machine's
-// rule, naming the claims).
+// or with force while a claimant may still use the volume (the state
+// machine's rule, fsm's claimantTerminal, naming the claims).
 func (e *volumesEndpoint) Deregister(ctx context.Context, req *pb.VolumeDeregisterRequest) (*pb.VolumeDeleteResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {

@@ -1131,8 +1131,9 @@ func (x *VolumeRegisterCommand) GetIfModifyIndex() uint64 {
 }
 
 // VolumeDeregisterCommand removes a volume that has no claims; with force,
-// one whose every claimant is terminal (its claims and attachments go
-// with it).
+// one whose claimants can no longer use it (node-detached, node gone or
+// fenced; an alloc's also stopped on its client or on a down node): its
+// claims and attachments go with it.
 type VolumeDeregisterCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
