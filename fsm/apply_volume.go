@@ -201,7 +201,7 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 		}
 	}
 	if len(live) > 0 {
-		return fmt.Errorf("volume %q: %w: force needs every claimant stopped on its node (or the node down, fenced or gone); still live: %s",
+		return fmt.Errorf("volume %q: %w: force needs each claim node-detached or its node gone or fenced, or, an alloc's, its alloc stopped on its client or its node down; still live: %s",
 			id, ErrVolumeInUse, describeClaims(live))
 	}
 	for _, c := range claims {
