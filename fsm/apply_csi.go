@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -146,8 +147,33 @@ func (c *csiChanges) row(tx *writeTxn, id string, create bool) (*pb.CSIPlugin, e
 		if err := c.seedAllocs(tx, r); err != nil {
 			return nil, err
 		}
+		if r.ControllerRequired, err = volumesRequireController(tx, id); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// volumesRequireController reports whether a volume of the plugin keeps
+// controller_required from an earlier row of the plugin: a row deleted
+// (every instance and alloc gone) and created again starts requiring the
+// controller publish its volumes were registered with, so a node instance
+// that reports first cannot make their claims skip it. A new row is rare
+// (the plugin's first report after it was gone): the scan stops at the
+// first volume that requires it.
+func volumesRequireController(tx *writeTxn, pluginID string) (bool, error) {
+	required := false
+	err := volumesByPlugin.each(tx.readTxn(), nil, []string{pluginID}, func(v *pb.Volume) error {
+		if v.GetControllerRequired() {
+			required = true
+			return errStopScan
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return false, err
+	}
+	return required, nil
 }
 
 // seedAllocs fills a new row's allocations from the allocs of every job
@@ -474,7 +500,8 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 // deriveCSIPlugin sets what a row derives from its instances and
 // allocations: counts, provider and version (of the first healthy
 // instance, controllers first, by node ID; kept when none is healthy),
-// controller_required (any instance says so), each allocation's health
+// controller_required (any instance says so, or the row said so before:
+// it is never cleared while the row lives), each allocation's health
 // (its instance on its node is healthy) and schedulable.
 func deriveCSIPlugin(r *pb.CSIPlugin) {
 	slices.SortFunc(r.Allocations, func(a, b *pb.CSIPluginAlloc) int {
@@ -487,7 +514,11 @@ func deriveCSIPlugin(r *pb.CSIPlugin) {
 		return 0
 	})
 	r.ControllersHealthy, r.NodesHealthy, r.ControllersExpected, r.NodesExpected = 0, 0, 0, 0
-	r.ControllerRequired = false
+	// controller_required is not reset: once the plugin has required a
+	// controller publish it keeps requiring it while its row lives. In a
+	// split deployment only the controller instances say so, and while
+	// they are gone (a job update, a deregistered node) a row recomputed
+	// from the node instances alone would let claims skip the publish.
 	providerSet := false
 	for _, set := range []struct {
 		instances map[string]*pb.CSIPluginInfo

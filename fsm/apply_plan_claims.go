@@ -86,7 +86,7 @@ func checkPlanClaims(tx *writeTxn, pn *planNode, accepted []*pb.Claim) (string, 
 	for _, r := range pn.claims {
 		checked, err := checkReservation(tx, r.claim, pending)
 		switch {
-		case errors.Is(err, ErrVolumeNotFound), errors.Is(err, ErrNoFreeClaim),
+		case errors.Is(err, ErrVolumeNotFound), errors.Is(err, ErrVolumeDeleting), errors.Is(err, ErrNoFreeClaim),
 			errors.Is(err, ErrClaimCapability), errors.Is(err, ErrAttachmentTransition):
 			return fmt.Sprintf("node %q: %v", pn.id, err), nil
 		case err != nil:

@@ -21,6 +21,11 @@ import (
 // plugin_id and external_id, and the capability of every claim
 // (ErrVolumeInUse, naming the volume, the field and the claims).
 //
+// A volume its plugin is deleting (VolumeDeleting) is refused
+// (ErrVolumeDeleting): the update would be lost with it. With
+// if_modify_index the update applies only to the volume as its proposer
+// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone).
+//
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
 // plugin's row of csi_plugins (and kept in step by volumesPluginChanged);
@@ -37,7 +42,21 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 	if err != nil {
 		return err
 	}
+	if want := cmd.GetIfModifyIndex(); want != 0 {
+		switch {
+		case existing == nil:
+			return fmt.Errorf("volume %q: %w (deregistered since it was read at index %d)", v.GetId(), ErrVolumeNotFound, want)
+		case existing.GetModifyIndex() != want:
+			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
+		}
+	}
+	// Only VolumeDeleting sets the mark.
+	v.Deleting = false
 	if existing != nil {
+		if existing.GetDeleting() {
+			return fmt.Errorf("volume %q: %w by its plugin; register it again once the delete is done (or deregister it first)",
+				v.GetId(), ErrVolumeDeleting)
+		}
 		claims, err := claimsByVolume.list(tx, nil, v.GetId())
 		if err != nil {
 			return err
@@ -149,8 +168,9 @@ func volumesPluginChanged(tx *writeTxn, pluginID string, p *pb.CSIPlugin) error 
 // applyVolumeDeregister removes a volume. One that is not stored is no
 // error (a retried deregister already applied). A volume with claims is
 // refused (ErrVolumeInUse, naming them); with force, it is removed with
-// its claims and attachments when every claimant is terminal: the claim
-// is releasing or further on, or its alloc is terminal or gone. Force
+// its claims and attachments when every claimant is terminal
+// (claimantTerminal: node-detached, its node gone or fenced, its alloc
+// gone or stopped on its client, or its node down). Force
 // makes no controller call: the attachments it drops are the operator's
 // to clean up (the reconcile pass is the second chance).
 func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error {
@@ -181,7 +201,8 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 		}
 	}
 	if len(live) > 0 {
-		return fmt.Errorf("volume %q: %w: claimants not terminal: %s", id, ErrVolumeInUse, describeClaims(live))
+		return fmt.Errorf("volume %q: %w: force needs each claim node-detached or its node gone or fenced, or, an alloc's, its alloc stopped on its client or its node down; still live: %s",
+			id, ErrVolumeInUse, describeClaims(live))
 	}
 	for _, c := range claims {
 		if err := claimsTable.delete(tx, c); err != nil {
@@ -200,20 +221,37 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 	return volumesTable.delete(tx, v)
 }
 
-// claimantTerminal reports whether a claim's holder is done with it: the
-// claim is releasing or further on, or its alloc is terminal or gone.
+// claimantTerminal reports whether a claim's holder can no longer use the
+// volume, so that a forced deregister may drop the claim without two
+// writers once the volume is registered again: the claim is node-detached
+// (its node unpublished it, or the leader forced that for a node down past
+// force_detach_after or fenced), or its node is gone or fenced; an
+// alloc's claim also when the alloc is gone or client-terminal (its tasks
+// have stopped: a releasing claim or a server-side stop only says they
+// were asked to) or its node is down. An operator's claim on a down node
+// stays live: no client stops an operator's use of the host path.
 func claimantTerminal(tx *writeTxn, c *pb.Claim) (bool, error) {
-	if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
+	if c.GetState() >= pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		return true, nil
+	}
+	node, err := nodesTable.first(tx, nil, c.GetNodeId())
+	if err != nil {
+		return false, err
+	}
+	if node == nil || node.GetFenced() {
 		return true, nil
 	}
 	if c.GetOperator() || c.GetAllocId() == "" {
 		return false, nil
 	}
+	if node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN {
+		return true, nil
+	}
 	a, err := allocsTable.first(tx, nil, c.GetAllocId())
 	if err != nil {
 		return false, err
 	}
-	return a == nil || AllocTerminal(a), nil
+	return a == nil || AllocClientTerminal(a), nil
 }
 
 // describeClaims names up to five claims, then how many more there are.
@@ -228,4 +266,43 @@ func describeClaims(claims []*pb.Claim) string {
 		parts = append(parts, describeClaim(c))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// applyVolumeDeleting marks a volume as being deleted by its plugin, or
+// clears the mark. Marking checks, in the apply that sets it, that the
+// volume holds no claim (ErrVolumeInUse, naming them): from then on
+// CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
+// granted between the check and the plugin's DeleteVolume, which the
+// endpoint makes only after this applied. Marking a volume that is not
+// stored is refused (ErrVolumeNotFound); marking a marked volume, or
+// clearing one that is gone or not marked, changes nothing (a retried or
+// concurrent delete).
+func applyVolumeDeleting(tx *writeTxn, cmd *pb.VolumeDeletingCommand) error {
+	id := cmd.GetVolumeId()
+	if id == "" {
+		return fmt.Errorf("%w: no volume ID", ErrInvalidCommand)
+	}
+	v, err := volumesTable.first(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v == nil && cmd.GetDeleting():
+		return fmt.Errorf("volume %q: %w", id, ErrVolumeNotFound)
+	case v == nil, v.GetDeleting() == cmd.GetDeleting():
+		return nil
+	}
+	if cmd.GetDeleting() {
+		claims, err := claimsByVolume.list(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if len(claims) > 0 {
+			return fmt.Errorf("volume %q: %w: it cannot be deleted while it has claims: %s", id, ErrVolumeInUse, describeClaims(claims))
+		}
+	}
+	n := proto.Clone(v).(*pb.Volume)
+	n.Deleting = cmd.GetDeleting()
+	n.ModifiedAt, n.ModifyIndex = cmd.GetUpdatedAt(), tx.index
+	return volumesTable.insert(tx, n)
 }

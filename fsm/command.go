@@ -74,6 +74,9 @@ const (
 	OperatorClaimRelease MessageType = 22
 	// NodeFence carries a *pb.NodeFenceCommand.
 	NodeFence MessageType = 23
+	// VolumeDeleting carries a *pb.VolumeDeletingCommand. It writes the
+	// volumes table: proposed only once every server knows it.
+	VolumeDeleting MessageType = 24
 )
 
 // command is one row of the dispatch table.
@@ -115,6 +118,7 @@ var commands = map[MessageType]command{
 	OperatorClaim:        newCommand("OperatorClaim", applyOperatorClaim),
 	OperatorClaimRelease: newCommand("OperatorClaimRelease", applyOperatorClaimRelease),
 	NodeFence:            newCommand("NodeFence", applyNodeFence),
+	VolumeDeleting:       newCommand("VolumeDeleting", applyVolumeDeleting),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

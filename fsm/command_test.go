@@ -54,6 +54,7 @@ var everyCommand = []struct {
 	{fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "c9", UpdatedAt: 16}},
 	{fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: true, UpdatedAt: 17}},
 	{fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true}},
+	{fsm.VolumeDeleting, &pb.VolumeDeletingCommand{VolumeId: "v1", Deleting: true, UpdatedAt: 18}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -98,7 +99,7 @@ func TestMessageTypeNames(t *testing.T) {
 		fsm.JobRegister: 6, fsm.JobDeregister: 7, fsm.JobRevert: 8, fsm.EvalUpsert: 9, fsm.PlanApply: 10,
 		fsm.AllocClientUpdate: 11, fsm.AllocDesiredTransition: 12, fsm.NodeEligibility: 13, fsm.NodeDrain: 14, fsm.GC: 15,
 		fsm.NodeCSIUpdate: 16, fsm.VolumeRegister: 17, fsm.VolumeDeregister: 18, fsm.ClaimUpdate: 19, fsm.AttachmentUpdate: 20,
-		fsm.OperatorClaim: 21, fsm.OperatorClaimRelease: 22, fsm.NodeFence: 23,
+		fsm.OperatorClaim: 21, fsm.OperatorClaimRelease: 22, fsm.NodeFence: 23, fsm.VolumeDeleting: 24,
 	}
 	for typ, n := range pinned {
 		if uint8(typ) != n {

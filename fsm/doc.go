@@ -129,10 +129,19 @@
 //     allocations by type (monolith counts for both) plus the instances no
 //     alloc runs (storage adapters); provider and version of the first
 //     healthy instance (kept when none is); controller_required when any
-//     instance says so; each allocation's health (its instance on its node
-//     is healthy); schedulable, a healthy node instance and, when
-//     required, a healthy controller. A row with no instances and no
-//     allocations is deleted; a row that did not change is not written.
+//     instance says so, and from then on while the row lives (in a split
+//     deployment only the controller instances say so: while they are
+//     gone, claims must still wait for a publish); each allocation's
+//     health (its instance on its node is healthy); schedulable, a
+//     healthy node instance and, when required, a healthy controller. A
+//     row with no instances and no allocations is deleted; a row that did
+//     not change is not written. Its volumes keep their
+//     controller_required mirror, and a row created again starts with
+//     controller_required when one of the plugin's volumes has it, so a
+//     node instance reporting before any controller cannot make claims
+//     skip the publish (testdata/controller_required.txt). A plugin that
+//     really stopped requiring a controller is seen so once its volumes
+//     are deregistered and its row is gone.
 //
 // Under the table rule only NodeCSIUpdate creates rows; the other commands
 // update rows that exist, so an older server, which has none, applies them
@@ -198,13 +207,25 @@
 //     node-detached at once (freed where no attachment is left), and its
 //     other claims may be moved there.
 //   - VolumeRegister creates or updates a volume (a volume with claims
-//     keeps its plugin, external ID and claimed capabilities);
-//     VolumeDeregister refuses a volume with claims, and with force removes
-//     it, its claims and attachments once every claimant is terminal.
+//     keeps its plugin, external ID and claimed capabilities; with
+//     if_modify_index only the volume as its proposer read it,
+//     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with
+//     claims, and with force removes it, its claims and attachments once
+//     no claimant can still use it (node-detached, node gone or fenced; an
+//     alloc's also stopped on its client or on a down node: releasing,
+//     a server-side stop alone, is not enough).
+//   - VolumeDeleting marks a volume its plugin is about to delete, in the
+//     apply that checks it holds no claim (ErrVolumeInUse otherwise):
+//     from then on CheckClaim, so plans, operator claims and the
+//     scheduler, refuse it (ErrVolumeDeleting), and so does
+//     VolumeRegister. Volumes.Delete marks, calls the plugin, then
+//     deregisters; a definite failure of the plugin clears the mark, an
+//     uncertain one keeps it (the data may be gone) until a delete that
+//     completes or a deregister. testdata/volume_delete.txt.
 //     Provider, schedulable and controller_required mirror the plugin's
 //     row, refreshed whenever the row changes.
 //
-// Under the table rule, VolumeRegister (17) to NodeFence (23) are
+// Under the table rule, VolumeRegister (17) to VolumeDeleting (24) are
 // proposed only once every server knows them. The older commands that
 // touch these tables only update rows that exist (AllocClientUpdate, GC,
 // NodeCSIUpdate's mirrors), or carry claims only for volumes the scheduler

@@ -32,6 +32,8 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrNodeDraining:         codes.FailedPrecondition,
 		fsm.ErrVolumeNotFound:       codes.NotFound,
 		fsm.ErrVolumeInUse:          codes.FailedPrecondition,
+		fsm.ErrVolumeDeleting:       codes.FailedPrecondition,
+		fsm.ErrVolumeChanged:        codes.Aborted,
 		fsm.ErrNoFreeClaim:          codes.ResourceExhausted,
 		fsm.ErrClaimCapability:      codes.InvalidArgument,
 		fsm.ErrClaimNotFound:        codes.NotFound,

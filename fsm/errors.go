@@ -104,6 +104,18 @@ var (
 	// capability). The message names the volume and the claims.
 	ErrVolumeInUse = errcode.New(codes.FailedPrecondition, "volume is in use")
 
+	// ErrVolumeDeleting is returned in an ApplyResult when a claim (a
+	// plan's, an operator's) or a VolumeRegister names a volume its plugin
+	// is deleting (Volume.deleting, set by VolumeDeleting): the data under
+	// it may already be gone. The message names the volume.
+	ErrVolumeDeleting = errcode.New(codes.FailedPrecondition, "volume is being deleted")
+
+	// ErrVolumeChanged is returned in an ApplyResult when a conditional
+	// VolumeRegister (if_modify_index) finds the volume changed since its
+	// proposer read it; nothing is written. Aborted, as ErrNodeChanged:
+	// read again before deciding anew.
+	ErrVolumeChanged = errcode.New(codes.Aborted, "volume changed since the update was decided")
+
 	// ErrNoFreeClaim is returned in an ApplyResult when an operator claim
 	// does not fit the volume's access mode beside the claims it holds (a
 	// second writer, another node, another access mode); a plan's node

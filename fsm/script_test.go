@@ -267,6 +267,8 @@ func sentinelName(err error) string {
 		{"ErrNodeDraining", fsm.ErrNodeDraining},
 		{"ErrVolumeNotFound", fsm.ErrVolumeNotFound},
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
+		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
+		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},
 		{"ErrClaimNotFound", fsm.ErrClaimNotFound},

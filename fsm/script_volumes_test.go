@@ -13,8 +13,9 @@ import (
 
 // The script commands of volumes, claims, attachments and fences:
 //
-//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= secrets=(k:v,...) at=]
+//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= secrets=(k:v,...) if-index= at=]
 //	deregister-volume id= [force=true]
+//	volume-deleting id= [off=true at=]
 //	operator-claim id= volume= node= [mode=read|write access= attach= at=]
 //	operator-release id= [at=]
 //	claim-update [at=]
@@ -60,7 +61,12 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 				v.Secrets[k] = val
 			}
 		}
-		return mustEncode(t, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: at}), true
+		return mustEncode(t, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: at,
+			IfModifyIndex: uint64(argInt(t, td, "if-index", 0))}), true
+	case "volume-deleting":
+		return mustEncode(t, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
+			VolumeId: argString(t, td, "id", ""), Deleting: !argBool(t, td, "off"), UpdatedAt: at,
+		}), true
 	case "deregister-volume":
 		return mustEncode(t, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{
 			VolumeId: argString(t, td, "id", ""), Force: argBool(t, td, "force"),
@@ -166,6 +172,9 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 			v.GetId(), v.GetPluginId(), v.GetExternalId(), strings.Join(caps, ","), v.GetProvider(), v.GetSchedulable(), v.GetControllerRequired())
 		if n := len(v.GetSecrets()); n > 0 {
 			fmt.Fprintf(b, " secrets=%d", n)
+		}
+		if v.GetDeleting() {
+			b.WriteString(" deleting")
 		}
 		fmt.Fprintf(b, " created=%d modified=%d create=%d modify=%d\n", v.GetCreatedAt(), v.GetModifiedAt(), v.GetCreateIndex(), v.GetModifyIndex())
 	}

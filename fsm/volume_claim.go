@@ -68,9 +68,13 @@ func AccessModeLimitsOf(m pb.VolumeAccessMode) (AccessModeLimits, bool) {
 // writes through a reader-only mode), ErrNoFreeClaim (the access mode's
 // limit is reached, another node holds a single-node volume, or the volume
 // is held in another access mode) or ErrInvalidCommand (no mode), and
-// names the volume, c's claimant and node, and the claim in the way.
+// names the volume, c's claimant and node, and the claim in the way. A
+// volume its plugin is deleting takes no claim (ErrVolumeDeleting).
 func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 	who := fmt.Sprintf("volume %q, %s on node %q", v.GetId(), Claimant(c), c.GetNodeId())
+	if v.GetDeleting() {
+		return fmt.Errorf("%s: %w by its plugin", who, ErrVolumeDeleting)
+	}
 	if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ && c.GetMode() != pb.ClaimMode_CLAIM_MODE_WRITE {
 		return fmt.Errorf("%w: %s: claim mode %s", ErrInvalidCommand, who, c.GetMode())
 	}

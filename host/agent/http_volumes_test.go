@@ -186,7 +186,7 @@ func claimedView(id, plugin, node string) *pb.VolumeView {
 	return &pb.VolumeView{Volume: testVolume(id, plugin),
 		Claims: []*pb.Claim{
 			{Id: "c1", VolumeId: id, AllocId: "a1", NodeId: node, Mode: pb.ClaimMode_CLAIM_MODE_WRITE, State: pb.ClaimState_CLAIM_STATE_RESERVED,
-				LastError: &pb.VolumeError{Message: "publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: 4},
+				LastError: &pb.VolumeError{Message: "publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED},
 				Attempts:  3, NextRetryAt: 1_800_000_000_000_000_000},
 			{Id: "c2", VolumeId: id, Operator: true, NodeId: node, Mode: pb.ClaimMode_CLAIM_MODE_READ, State: pb.ClaimState_CLAIM_STATE_READY},
 		},

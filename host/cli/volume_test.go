@@ -204,14 +204,14 @@ func failingView() *pb.VolumeView {
 		Claims: []*pb.Claim{
 			{Id: "c1c1c1c1-0000-4000-8000-000000000001", VolumeId: "data", AllocId: allocA, NodeId: pluginNode, Mode: pb.ClaimMode_CLAIM_MODE_READ,
 				AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, State: pb.ClaimState_CLAIM_STATE_RESERVED,
-				LastError: &pb.VolumeError{Message: "controller publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: 4},
+				LastError: &pb.VolumeError{Message: "controller publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED},
 				Attempts:  3, NextRetryAt: 1_800_000_000_000_000_000},
 			{Id: "c2c2c2c2-0000-4000-8000-000000000002", VolumeId: "data", Operator: true, NodeId: nodeB, Mode: pb.ClaimMode_CLAIM_MODE_READ,
 				AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, State: pb.ClaimState_CLAIM_STATE_READY},
 		},
 		Attachments: []*pb.Attachment{
 			{VolumeId: "data", NodeId: pluginNode, PluginId: "ebs", State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING, ControllerNodeId: nodeA,
-				LastError: &pb.VolumeError{Message: "controller publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: 4},
+				LastError: &pb.VolumeError{Message: "controller publish timed out", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED},
 				Attempts:  3, NextRetryAt: 1_800_000_000_000_000_000},
 			{VolumeId: "data", NodeId: nodeB, PluginId: "ebs", State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED, ControllerNodeId: nodeA},
 		},

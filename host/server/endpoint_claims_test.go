@@ -430,7 +430,7 @@ func TestClientClaimUpdateReportsProgress(t *testing.T) {
 	_, err = report(n1, pb.ClaimState_CLAIM_STATE_RELEASING, nil)
 	wantCode(t, "a client moving to releasing", err, codes.InvalidArgument, "not releasing")
 
-	failed := &pb.VolumeError{Message: "NodeStage: mount failed", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL, Code: int32(codes.Internal)}
+	failed := &pb.VolumeError{Message: "NodeStage: mount failed", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL, Code: pb.GrpcCode(codes.Internal)}
 	up, err := report(n1, pb.ClaimState_CLAIM_STATE_READY, failed)
 	if err != nil || up.GetClaim().GetAttempts() != 1 || up.GetClaim().GetLastError().GetMessage() != "NodeStage: mount failed" {
 		t.Fatalf("failed try: %v, %v", up, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-memdb"
@@ -110,7 +111,15 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	nodeID, _, has, err := controllerFor(e.s.fsm.State().Snapshot(), v.GetPluginId())
+	st := e.s.fsm.State().Snapshot()
+	stored, err := st.VolumeByID(nil, v.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := keepRedactedSecrets(v, stored); err != nil {
+		return nil, err
+	}
+	nodeID, _, has, err := controllerFor(st, v.GetPluginId())
 	if err != nil {
 		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
 	}
@@ -139,7 +148,13 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 
 // register proposes the volume and answers it as stored, redacted.
 func (e *volumesEndpoint) register(ctx context.Context, v *pb.Volume, warnings []string) (*pb.VolumeRegisterResponse, error) {
-	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano()})
+	return e.registerIf(ctx, v, 0, warnings)
+}
+
+// registerIf is register, applied only to the volume stored with
+// modify_index ifIndex when that is not 0 (fsm.ErrVolumeChanged).
+func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex uint64, warnings []string) (*pb.VolumeRegisterResponse, error) {
+	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano(), IfModifyIndex: ifIndex})
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
 	}
@@ -180,6 +195,9 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 				Warnings: []string{fmt.Sprintf("volume %q exists already (external ID %q); nothing created", v.GetId(), old.GetExternalId())}}, nil
 		}
 		return nil, fmt.Errorf("volume %q: %w: it has name %q and plugin %q", v.GetId(), ErrVolumeExists, old.GetName(), old.GetPluginId())
+	}
+	if err := keepRedactedSecrets(v, nil); err != nil {
+		return nil, err
 	}
 	c, nodeID, info, err := e.controller(v.GetPluginId())
 	if err != nil {
@@ -224,6 +242,14 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 // Delete deletes the volume with its plugin, then deregisters it. A volume
 // with claims is refused, naming them; the plugin not knowing the volume
 // (NotFound) is success.
+//
+// The plugin's call takes seconds, so the check for claims cannot be a
+// read before it: the volume is first marked deleting through raft
+// (VolumeDeleting, refused in its apply while a claim is held), and from
+// that apply on no claim is reserved on it. A definite failure of the
+// plugin clears the mark; an uncertain one (the volume may be gone) keeps
+// it, and the volume takes no claim until a delete completes or it is
+// deregistered.
 func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteRequest) (*pb.VolumeDeleteResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {
@@ -246,19 +272,39 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 	if len(secrets) == 0 {
 		secrets = v.GetSecrets()
 	}
+	if err := e.markDeleting(ctx, v.GetId(), true); err != nil {
+		return nil, fmt.Errorf("deleting volume %q: %w", v.GetId(), err)
+	}
 	if _, err := c.Controller.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: v.GetExternalId(), Secrets: secrets}); err != nil {
-		return nil, fmt.Errorf("deleting volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		err = fmt.Errorf("deleting volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		if csi.IsUncertain(err) {
+			return nil, fmt.Errorf("%w; the plugin may have deleted it, so it stays marked deleting and takes no claim: run delete again, or deregister it", err)
+		}
+		// The plugin refused for good: the volume is there, usable again.
+		clear, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := e.markDeleting(clear, v.GetId(), false); cerr != nil {
+			return nil, fmt.Errorf("%w; clearing its deleting mark failed too (%v): it takes no claim until a delete completes or it is deregistered", err, cerr)
+		}
+		return nil, err
 	}
 	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId()})
 	if err != nil {
-		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed (deregister it again): %w", v.GetId(), err)
+		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed: %w; it stays marked deleting and takes no claim: run delete again to finish (the plugin answers it is gone)", v.GetId(), err)
 	}
 	return &pb.VolumeDeleteResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
 }
 
+// markDeleting sets or clears the volume's deleting mark through raft.
+func (e *volumesEndpoint) markDeleting(ctx context.Context, id string, deleting bool) error {
+	_, err := e.s.raftApply(ctx, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
+		VolumeId: id, Deleting: deleting, UpdatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	return err
+}
+
 // Deregister forgets a volume without a plugin call: refused with claims,
-// or with force while a claimant is not terminal (the state machine's
-// rule, naming the claims).
+// or with force while a claimant may still use the volume (the state
+// machine's rule, fsm's claimantTerminal, naming the claims).
 func (e *volumesEndpoint) Deregister(ctx context.Context, req *pb.VolumeDeregisterRequest) (*pb.VolumeDeleteResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {
@@ -304,6 +350,32 @@ func (e *volumesEndpoint) refuseClaimed(id string) error {
 		names = append(names, fmt.Sprintf("%s on node %s (%s)", fsm.Claimant(c), c.GetNodeId(), fsm.ClaimStateWord(c.GetState())))
 	}
 	return fmt.Errorf("volume %q: %w: claimed by %s", id, fsm.ErrVolumeInUse, strings.Join(names, ", "))
+}
+
+// keepRedactedSecrets puts back in v the stored value of every secret v
+// carries as the redaction marker: an operator who registers again what a
+// read showed (the secrets as "[REDACTED]") means to keep them, and the
+// marker must never reach a plugin as a credential. A marker with no
+// stored value to keep (a new volume, a new key) is refused, naming the
+// key.
+func keepRedactedSecrets(v, stored *pb.Volume) error {
+	var missing []string
+	for _, k := range slices.Sorted(maps.Keys(v.GetSecrets())) {
+		if v.Secrets[k] != csi.Redacted {
+			continue
+		}
+		old, ok := stored.GetSecrets()[k]
+		if !ok {
+			missing = append(missing, k)
+			continue
+		}
+		v.Secrets[k] = old
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("volume %q: %w: secrets %s are %q, as reads show them, but the volume has no stored value to keep for them; give their values",
+			v.GetId(), volumespec.ErrInvalidVolume, strings.Join(missing, ", "), csi.Redacted)
+	}
+	return nil
 }
 
 // redactVolume is v with its secrets' values replaced, for every answer.

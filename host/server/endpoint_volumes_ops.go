@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/pb"
 )
@@ -161,12 +163,39 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 	}
-	nv := proto.CloneOf(v)
-	nv.CapacityBytes = resp.GetCapacityBytes()
-	nv.RequestedCapacityMinBytes, nv.RequestedCapacityMaxBytes = lo, hi
-	reg, err := e.register(ctx, nv, nil)
+	reg, err := e.recordExpansion(ctx, v, resp.GetCapacityBytes(), lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q was expanded to %d bytes by its plugin but recording it failed (expand again): %w", v.GetId(), resp.GetCapacityBytes(), err)
 	}
 	return &pb.VolumeExpandResponse{CapacityBytes: resp.GetCapacityBytes(), NodeExpansionRequired: resp.GetNodeExpansionRequired(), Meta: reg.GetMeta()}, nil
+}
+
+// recordExpansion stores the plugin's new capacity on the volume as read
+// (read, before the plugin's call), only if it has not changed since: a
+// register or a mirror update made meanwhile is not undone. On a change it
+// reads the volume again and tries once more on that copy, unless the
+// volume is no longer the one the plugin expanded (another plugin or
+// external ID: Aborted); a second change is answered Aborted
+// (fsm.ErrVolumeChanged). Capacity only grows: a larger one recorded
+// meanwhile (another expand) is kept.
+func (e *volumesEndpoint) recordExpansion(ctx context.Context, read *pb.Volume, capacity, lo, hi int64) (*pb.VolumeRegisterResponse, error) {
+	v := read
+	for try := 0; ; try++ {
+		nv := proto.CloneOf(v)
+		nv.CapacityBytes = max(capacity, v.GetCapacityBytes())
+		nv.RequestedCapacityMinBytes, nv.RequestedCapacityMaxBytes = lo, hi
+		reg, err := e.registerIf(ctx, nv, v.GetModifyIndex(), nil)
+		if err == nil || !errors.Is(err, fsm.ErrVolumeChanged) || try == 1 {
+			return reg, err
+		}
+		cur, err := e.volume(read.GetId())
+		if err != nil {
+			return nil, err
+		}
+		if cur.GetPluginId() != read.GetPluginId() || cur.GetExternalId() != read.GetExternalId() {
+			return nil, fmt.Errorf("volume %q: %w: it was registered again as plugin %q's %q during the expand of %q's %q",
+				read.GetId(), fsm.ErrVolumeChanged, cur.GetPluginId(), cur.GetExternalId(), read.GetPluginId(), read.GetExternalId())
+		}
+		v = cur
+	}
 }

@@ -199,6 +199,7 @@ func validate(v *pb.Volume, mode Mode, bad func(path, format string, args ...any
 		{"accessible_topology", len(v.GetAccessibleTopology()) > 0},
 		{"schedulable", v.GetSchedulable()},
 		{"controller_required", v.GetControllerRequired()},
+		{"deleting", v.GetDeleting()},
 		{"created_at", v.GetCreatedAt() != 0},
 		{"modified_at", v.GetModifiedAt() != 0},
 		{"create_index", v.GetCreateIndex() != 0},

@@ -150,7 +150,7 @@ func goldenClaim() *pb.Claim {
 		AllocId: "8ba85cef-1b2c-4d3e-8f40-5a6b7c8d9e0f", NodeId: "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80",
 		Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
 		AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM, State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED,
-		LastError: &pb.VolumeError{Message: "NodeUnstageVolume: context deadline exceeded", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: 4, FailedAt: at},
+		LastError: &pb.VolumeError{Message: "NodeUnstageVolume: context deadline exceeded", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED, FailedAt: at},
 		Attempts:  2, NextRetryAt: at + int64(4*time.Second), CreatedAt: at, ModifiedAt: at, CreateIndex: 62, ModifyIndex: 70}
 }
 

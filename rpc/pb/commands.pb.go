@@ -1067,9 +1067,14 @@ func (x *NodeCSIUpdateCommand) GetUpdatedAt() int64 {
 // create index; a volume with claims keeps its plugin_id and external_id,
 // and every claim's capability.
 type VolumeRegisterCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	RegisteredAt  int64                  `protobuf:"varint,2,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Volume       *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	RegisteredAt int64                  `protobuf:"varint,2,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
+	// if_modify_index, when set, makes the update conditional: the volume
+	// must be stored with this modify_index (ErrVolumeChanged otherwise, and
+	// nothing is written). An expand records the plugin's answer on the copy
+	// it read before the call, and must not undo a register made meanwhile.
+	IfModifyIndex uint64 `protobuf:"varint,3,opt,name=if_modify_index,json=ifModifyIndex,proto3" json:"if_modify_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1118,9 +1123,17 @@ func (x *VolumeRegisterCommand) GetRegisteredAt() int64 {
 	return 0
 }
 
+func (x *VolumeRegisterCommand) GetIfModifyIndex() uint64 {
+	if x != nil {
+		return x.IfModifyIndex
+	}
+	return 0
+}
+
 // VolumeDeregisterCommand removes a volume that has no claims; with force,
-// one whose every claimant is terminal (its claims and attachments go
-// with it).
+// one whose claimants can no longer use it (node-detached, node gone or
+// fenced; an alloc's also stopped on its client or on a down node): its
+// claims and attachments go with it.
 type VolumeDeregisterCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId      string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
@@ -1623,6 +1636,71 @@ func (x *NodeFenceCommand) GetUpdatedAt() int64 {
 	return 0
 }
 
+// VolumeDeletingCommand marks a volume as being deleted by its plugin
+// (deleting true: refused while it has claims, and from then on no claim
+// is reserved on it), or clears the mark when the plugin's delete failed
+// for good, so the volume can be claimed again. Volumes.Delete marks, asks
+// the plugin, then deregisters.
+type VolumeDeletingCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId      string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Deleting      bool                   `protobuf:"varint,2,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	UpdatedAt     int64                  `protobuf:"varint,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDeletingCommand) Reset() {
+	*x = VolumeDeletingCommand{}
+	mi := &file_berth_v1_commands_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDeletingCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDeletingCommand) ProtoMessage() {}
+
+func (x *VolumeDeletingCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDeletingCommand.ProtoReflect.Descriptor instead.
+func (*VolumeDeletingCommand) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *VolumeDeletingCommand) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *VolumeDeletingCommand) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *VolumeDeletingCommand) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
 var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
@@ -1711,10 +1789,11 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
 	"NodesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\x8e\x01\n" +
 	"\x15VolumeRegisterCommand\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\x12#\n" +
-	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\"L\n" +
+	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\x12&\n" +
+	"\x0fif_modify_index\x18\x03 \x01(\x04R\rifModifyIndex\"L\n" +
 	"\x17VolumeDeregisterCommand\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\xf4\x01\n" +
@@ -1758,6 +1837,11 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12\x1d\n" +
 	"\n" +
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\"o\n" +
+	"\x15VolumeDeletingCommand\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1a\n" +
+	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x1d\n" +
+	"\n" +
 	"updated_at\x18\x03 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
@@ -1772,7 +1856,7 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
 	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
@@ -1798,61 +1882,62 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*OperatorClaimCommand)(nil),          // 21: berth.v1.OperatorClaimCommand
 	(*OperatorClaimReleaseCommand)(nil),   // 22: berth.v1.OperatorClaimReleaseCommand
 	(*NodeFenceCommand)(nil),              // 23: berth.v1.NodeFenceCommand
-	nil,                                   // 24: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	nil,                                   // 25: berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	nil,                                   // 26: berth.v1.NodeCSIUpdateCommand.NodesEntry
-	nil,                                   // 27: berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	(*Node)(nil),                          // 28: berth.v1.Node
-	(*Evaluation)(nil),                    // 29: berth.v1.Evaluation
-	(NodeStatus)(0),                       // 30: berth.v1.NodeStatus
-	(*ServerMember)(nil),                  // 31: berth.v1.ServerMember
-	(*Job)(nil),                           // 32: berth.v1.Job
-	(*Plan)(nil),                          // 33: berth.v1.Plan
-	(*AllocClientUpdate)(nil),             // 34: berth.v1.AllocClientUpdate
-	(NodeEligibility)(0),                  // 35: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),                 // 36: berth.v1.DrainStrategy
-	(*Volume)(nil),                        // 37: berth.v1.Volume
-	(ClaimState)(0),                       // 38: berth.v1.ClaimState
-	(*VolumeError)(nil),                   // 39: berth.v1.VolumeError
-	(AttachmentState)(0),                  // 40: berth.v1.AttachmentState
-	(*Claim)(nil),                         // 41: berth.v1.Claim
-	(*DesiredTransition)(nil),             // 42: berth.v1.DesiredTransition
-	(*CSIPluginInfo)(nil),                 // 43: berth.v1.CSIPluginInfo
+	(*VolumeDeletingCommand)(nil),         // 24: berth.v1.VolumeDeletingCommand
+	nil,                                   // 25: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	nil,                                   // 26: berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	nil,                                   // 27: berth.v1.NodeCSIUpdateCommand.NodesEntry
+	nil,                                   // 28: berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	(*Node)(nil),                          // 29: berth.v1.Node
+	(*Evaluation)(nil),                    // 30: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 31: berth.v1.NodeStatus
+	(*ServerMember)(nil),                  // 32: berth.v1.ServerMember
+	(*Job)(nil),                           // 33: berth.v1.Job
+	(*Plan)(nil),                          // 34: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 35: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 36: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 37: berth.v1.DrainStrategy
+	(*Volume)(nil),                        // 38: berth.v1.Volume
+	(ClaimState)(0),                       // 39: berth.v1.ClaimState
+	(*VolumeError)(nil),                   // 40: berth.v1.VolumeError
+	(AttachmentState)(0),                  // 41: berth.v1.AttachmentState
+	(*Claim)(nil),                         // 42: berth.v1.Claim
+	(*DesiredTransition)(nil),             // 43: berth.v1.DesiredTransition
+	(*CSIPluginInfo)(nil),                 // 44: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	28, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	29, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
-	30, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	29, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	31, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	32, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	29, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	29, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	29, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	29, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	33, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	29, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	34, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	29, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	24, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	29, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	35, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	29, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	36, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	29, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	25, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	26, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
-	37, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
-	38, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
-	39, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
+	29, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	30, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	31, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	30, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	32, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	33, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	30, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	30, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	30, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	30, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	34, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	30, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	35, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	30, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	25, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	30, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	36, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	30, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	37, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	30, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	26, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	27, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
+	38, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
+	39, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
+	40, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
 	18, // 25: berth.v1.ClaimUpdateCommand.transitions:type_name -> berth.v1.ClaimTransition
-	40, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
-	27, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	39, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
-	41, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
-	42, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	43, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
-	43, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	41, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
+	28, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	40, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
+	42, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
+	43, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	44, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	44, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
 	33, // [33:33] is the sub-list for method output_type
 	33, // [33:33] is the sub-list for method input_type
 	33, // [33:33] is the sub-list for extension type_name
@@ -1877,7 +1962,7 @@ func file_berth_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

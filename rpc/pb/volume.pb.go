@@ -321,6 +321,101 @@ func (VolumeErrorClass) EnumDescriptor() ([]byte, []int) {
 	return file_berth_v1_volume_proto_rawDescGZIP(), []int{4}
 }
 
+// GrpcCode is a gRPC status code, numbered as gRPC numbers them
+// (google.golang.org/grpc/codes: GrpcCode(c) and codes.Code(g) convert),
+// so that JSON shows its name rather than a number. 0, gRPC's OK, is no
+// code at all. A code gRPC adds later is shown as its number.
+type GrpcCode int32
+
+const (
+	GrpcCode_GRPC_CODE_UNSPECIFIED         GrpcCode = 0
+	GrpcCode_GRPC_CODE_CANCELED            GrpcCode = 1
+	GrpcCode_GRPC_CODE_UNKNOWN             GrpcCode = 2
+	GrpcCode_GRPC_CODE_INVALID_ARGUMENT    GrpcCode = 3
+	GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED   GrpcCode = 4
+	GrpcCode_GRPC_CODE_NOT_FOUND           GrpcCode = 5
+	GrpcCode_GRPC_CODE_ALREADY_EXISTS      GrpcCode = 6
+	GrpcCode_GRPC_CODE_PERMISSION_DENIED   GrpcCode = 7
+	GrpcCode_GRPC_CODE_RESOURCE_EXHAUSTED  GrpcCode = 8
+	GrpcCode_GRPC_CODE_FAILED_PRECONDITION GrpcCode = 9
+	GrpcCode_GRPC_CODE_ABORTED             GrpcCode = 10
+	GrpcCode_GRPC_CODE_OUT_OF_RANGE        GrpcCode = 11
+	GrpcCode_GRPC_CODE_UNIMPLEMENTED       GrpcCode = 12
+	GrpcCode_GRPC_CODE_INTERNAL            GrpcCode = 13
+	GrpcCode_GRPC_CODE_UNAVAILABLE         GrpcCode = 14
+	GrpcCode_GRPC_CODE_DATA_LOSS           GrpcCode = 15
+	GrpcCode_GRPC_CODE_UNAUTHENTICATED     GrpcCode = 16
+)
+
+// Enum value maps for GrpcCode.
+var (
+	GrpcCode_name = map[int32]string{
+		0:  "GRPC_CODE_UNSPECIFIED",
+		1:  "GRPC_CODE_CANCELED",
+		2:  "GRPC_CODE_UNKNOWN",
+		3:  "GRPC_CODE_INVALID_ARGUMENT",
+		4:  "GRPC_CODE_DEADLINE_EXCEEDED",
+		5:  "GRPC_CODE_NOT_FOUND",
+		6:  "GRPC_CODE_ALREADY_EXISTS",
+		7:  "GRPC_CODE_PERMISSION_DENIED",
+		8:  "GRPC_CODE_RESOURCE_EXHAUSTED",
+		9:  "GRPC_CODE_FAILED_PRECONDITION",
+		10: "GRPC_CODE_ABORTED",
+		11: "GRPC_CODE_OUT_OF_RANGE",
+		12: "GRPC_CODE_UNIMPLEMENTED",
+		13: "GRPC_CODE_INTERNAL",
+		14: "GRPC_CODE_UNAVAILABLE",
+		15: "GRPC_CODE_DATA_LOSS",
+		16: "GRPC_CODE_UNAUTHENTICATED",
+	}
+	GrpcCode_value = map[string]int32{
+		"GRPC_CODE_UNSPECIFIED":         0,
+		"GRPC_CODE_CANCELED":            1,
+		"GRPC_CODE_UNKNOWN":             2,
+		"GRPC_CODE_INVALID_ARGUMENT":    3,
+		"GRPC_CODE_DEADLINE_EXCEEDED":   4,
+		"GRPC_CODE_NOT_FOUND":           5,
+		"GRPC_CODE_ALREADY_EXISTS":      6,
+		"GRPC_CODE_PERMISSION_DENIED":   7,
+		"GRPC_CODE_RESOURCE_EXHAUSTED":  8,
+		"GRPC_CODE_FAILED_PRECONDITION": 9,
+		"GRPC_CODE_ABORTED":             10,
+		"GRPC_CODE_OUT_OF_RANGE":        11,
+		"GRPC_CODE_UNIMPLEMENTED":       12,
+		"GRPC_CODE_INTERNAL":            13,
+		"GRPC_CODE_UNAVAILABLE":         14,
+		"GRPC_CODE_DATA_LOSS":           15,
+		"GRPC_CODE_UNAUTHENTICATED":     16,
+	}
+)
+
+func (x GrpcCode) Enum() *GrpcCode {
+	p := new(GrpcCode)
+	*p = x
+	return p
+}
+
+func (x GrpcCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GrpcCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_v1_volume_proto_enumTypes[5].Descriptor()
+}
+
+func (GrpcCode) Type() protoreflect.EnumType {
+	return &file_berth_v1_volume_proto_enumTypes[5]
+}
+
+func (x GrpcCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GrpcCode.Descriptor instead.
+func (GrpcCode) EnumDescriptor() ([]byte, []int) {
+	return file_berth_v1_volume_proto_rawDescGZIP(), []int{5}
+}
+
 // AttachmentState is where a volume's controller publish to a node is.
 // The numbers are the order: an attachment only moves to a higher one.
 type AttachmentState int32
@@ -368,11 +463,11 @@ func (x AttachmentState) String() string {
 }
 
 func (AttachmentState) Descriptor() protoreflect.EnumDescriptor {
-	return file_berth_v1_volume_proto_enumTypes[5].Descriptor()
+	return file_berth_v1_volume_proto_enumTypes[6].Descriptor()
 }
 
 func (AttachmentState) Type() protoreflect.EnumType {
-	return &file_berth_v1_volume_proto_enumTypes[5]
+	return &file_berth_v1_volume_proto_enumTypes[6]
 }
 
 func (x AttachmentState) Number() protoreflect.EnumNumber {
@@ -381,7 +476,7 @@ func (x AttachmentState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttachmentState.Descriptor instead.
 func (AttachmentState) EnumDescriptor() ([]byte, []int) {
-	return file_berth_v1_volume_proto_rawDescGZIP(), []int{5}
+	return file_berth_v1_volume_proto_rawDescGZIP(), []int{6}
 }
 
 // VolumeCapability is one way a volume may be used.
@@ -577,13 +672,17 @@ type Volume struct {
 	Schedulable bool `protobuf:"varint,19,opt,name=schedulable,proto3" json:"schedulable,omitempty"`
 	// controller_required mirrors the plugin's: a claim on a new node needs
 	// a controller publish (an attachment) first.
-	ControllerRequired bool   `protobuf:"varint,20,opt,name=controller_required,json=controllerRequired,proto3" json:"controller_required,omitempty"`
-	CreatedAt          int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ModifiedAt         int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
-	CreateIndex        uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex        uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	ControllerRequired bool `protobuf:"varint,20,opt,name=controller_required,json=controllerRequired,proto3" json:"controller_required,omitempty"`
+	// deleting is set while Volumes.Delete has the plugin delete the volume
+	// (VolumeDeletingCommand): no claim is reserved on it, and a register
+	// is refused, until it is deregistered or the plugin's delete failed.
+	Deleting      bool   `protobuf:"varint,23,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	CreatedAt     int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ModifiedAt    int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
+	CreateIndex   uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Volume) Reset() {
@@ -756,6 +855,13 @@ func (x *Volume) GetControllerRequired() bool {
 	return false
 }
 
+func (x *Volume) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
 func (x *Volume) GetCreatedAt() int64 {
 	if x != nil {
 		return x.CreatedAt
@@ -789,8 +895,9 @@ type VolumeError struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Message string                 `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	Class   VolumeErrorClass       `protobuf:"varint,2,opt,name=class,proto3,enum=berth.v1.VolumeErrorClass" json:"class,omitempty"`
-	// code is the gRPC code of the failed call.
-	Code int32 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	// code is the gRPC code of the failed call (an enum, so the API shows
+	// its name: "unavailable", "deadline-exceeded").
+	Code GrpcCode `protobuf:"varint,3,opt,name=code,proto3,enum=berth.v1.GrpcCode" json:"code,omitempty"`
 	// failed_at is unix nanoseconds, set by the proposer.
 	FailedAt      int64 `protobuf:"varint,4,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -841,11 +948,11 @@ func (x *VolumeError) GetClass() VolumeErrorClass {
 	return VolumeErrorClass_VOLUME_ERROR_CLASS_UNSPECIFIED
 }
 
-func (x *VolumeError) GetCode() int32 {
+func (x *VolumeError) GetCode() GrpcCode {
 	if x != nil {
 		return x.Code
 	}
-	return 0
+	return GrpcCode_GRPC_CODE_UNSPECIFIED
 }
 
 func (x *VolumeError) GetFailedAt() int64 {
@@ -1198,7 +1305,7 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x0fTopologyRequest\x12.\n" +
 	"\brequired\x18\x01 \x03(\v2\x12.berth.v1.TopologyR\brequired\x120\n" +
-	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xe2\t\n" +
+	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xfe\t\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -1224,7 +1331,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"parameters\x127\n" +
 	"\acontext\x18\x12 \x03(\v2\x1d.berth.v1.Volume.ContextEntryR\acontext\x12 \n" +
 	"\vschedulable\x18\x13 \x01(\bR\vschedulable\x12/\n" +
-	"\x13controller_required\x18\x14 \x01(\bR\x12controllerRequired\x12\x1d\n" +
+	"\x13controller_required\x18\x14 \x01(\bR\x12controllerRequired\x12\x1a\n" +
+	"\bdeleting\x18\x17 \x01(\bR\bdeleting\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\x15 \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vmodified_at\x18\x16 \x01(\x03R\n" +
@@ -1239,11 +1347,11 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
 	"\vVolumeError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x120\n" +
-	"\x05class\x18\x02 \x01(\x0e2\x1a.berth.v1.VolumeErrorClassR\x05class\x12\x12\n" +
-	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x1b\n" +
+	"\x05class\x18\x02 \x01(\x0e2\x1a.berth.v1.VolumeErrorClassR\x05class\x12&\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x12.berth.v1.GrpcCodeR\x04code\x12\x1b\n" +
 	"\tfailed_at\x18\x04 \x01(\x03R\bfailedAt\"\xdb\x04\n" +
 	"\x05Claim\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1319,7 +1427,26 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x10VolumeErrorClass\x12\"\n" +
 	"\x1eVOLUME_ERROR_CLASS_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cVOLUME_ERROR_CLASS_UNCERTAIN\x10\x01\x12\x1c\n" +
-	"\x18VOLUME_ERROR_CLASS_FINAL\x10\x02*\xb1\x01\n" +
+	"\x18VOLUME_ERROR_CLASS_FINAL\x10\x02*\xed\x03\n" +
+	"\bGrpcCode\x12\x19\n" +
+	"\x15GRPC_CODE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GRPC_CODE_CANCELED\x10\x01\x12\x15\n" +
+	"\x11GRPC_CODE_UNKNOWN\x10\x02\x12\x1e\n" +
+	"\x1aGRPC_CODE_INVALID_ARGUMENT\x10\x03\x12\x1f\n" +
+	"\x1bGRPC_CODE_DEADLINE_EXCEEDED\x10\x04\x12\x17\n" +
+	"\x13GRPC_CODE_NOT_FOUND\x10\x05\x12\x1c\n" +
+	"\x18GRPC_CODE_ALREADY_EXISTS\x10\x06\x12\x1f\n" +
+	"\x1bGRPC_CODE_PERMISSION_DENIED\x10\a\x12 \n" +
+	"\x1cGRPC_CODE_RESOURCE_EXHAUSTED\x10\b\x12!\n" +
+	"\x1dGRPC_CODE_FAILED_PRECONDITION\x10\t\x12\x15\n" +
+	"\x11GRPC_CODE_ABORTED\x10\n" +
+	"\x12\x1a\n" +
+	"\x16GRPC_CODE_OUT_OF_RANGE\x10\v\x12\x1b\n" +
+	"\x17GRPC_CODE_UNIMPLEMENTED\x10\f\x12\x16\n" +
+	"\x12GRPC_CODE_INTERNAL\x10\r\x12\x19\n" +
+	"\x15GRPC_CODE_UNAVAILABLE\x10\x0e\x12\x17\n" +
+	"\x13GRPC_CODE_DATA_LOSS\x10\x0f\x12\x1d\n" +
+	"\x19GRPC_CODE_UNAUTHENTICATED\x10\x10*\xb1\x01\n" +
 	"\x0fAttachmentState\x12 \n" +
 	"\x1cATTACHMENT_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aATTACHMENT_STATE_ATTACHING\x10\x01\x12\x1d\n" +
@@ -1339,7 +1466,7 @@ func file_berth_v1_volume_proto_rawDescGZIP() []byte {
 	return file_berth_v1_volume_proto_rawDescData
 }
 
-var file_berth_v1_volume_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_berth_v1_volume_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
 var file_berth_v1_volume_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_berth_v1_volume_proto_goTypes = []any{
 	(VolumeAccessMode)(0),     // 0: berth.v1.VolumeAccessMode
@@ -1347,48 +1474,50 @@ var file_berth_v1_volume_proto_goTypes = []any{
 	(ClaimMode)(0),            // 2: berth.v1.ClaimMode
 	(ClaimState)(0),           // 3: berth.v1.ClaimState
 	(VolumeErrorClass)(0),     // 4: berth.v1.VolumeErrorClass
-	(AttachmentState)(0),      // 5: berth.v1.AttachmentState
-	(*VolumeCapability)(nil),  // 6: berth.v1.VolumeCapability
-	(*Topology)(nil),          // 7: berth.v1.Topology
-	(*TopologyRequest)(nil),   // 8: berth.v1.TopologyRequest
-	(*Volume)(nil),            // 9: berth.v1.Volume
-	(*VolumeError)(nil),       // 10: berth.v1.VolumeError
-	(*Claim)(nil),             // 11: berth.v1.Claim
-	(*Attachment)(nil),        // 12: berth.v1.Attachment
-	nil,                       // 13: berth.v1.Topology.SegmentsEntry
-	nil,                       // 14: berth.v1.Volume.SecretsEntry
-	nil,                       // 15: berth.v1.Volume.ParametersEntry
-	nil,                       // 16: berth.v1.Volume.ContextEntry
-	nil,                       // 17: berth.v1.Attachment.PublishContextEntry
-	(*MountOptions)(nil),      // 18: berth.v1.MountOptions
+	(GrpcCode)(0),             // 5: berth.v1.GrpcCode
+	(AttachmentState)(0),      // 6: berth.v1.AttachmentState
+	(*VolumeCapability)(nil),  // 7: berth.v1.VolumeCapability
+	(*Topology)(nil),          // 8: berth.v1.Topology
+	(*TopologyRequest)(nil),   // 9: berth.v1.TopologyRequest
+	(*Volume)(nil),            // 10: berth.v1.Volume
+	(*VolumeError)(nil),       // 11: berth.v1.VolumeError
+	(*Claim)(nil),             // 12: berth.v1.Claim
+	(*Attachment)(nil),        // 13: berth.v1.Attachment
+	nil,                       // 14: berth.v1.Topology.SegmentsEntry
+	nil,                       // 15: berth.v1.Volume.SecretsEntry
+	nil,                       // 16: berth.v1.Volume.ParametersEntry
+	nil,                       // 17: berth.v1.Volume.ContextEntry
+	nil,                       // 18: berth.v1.Attachment.PublishContextEntry
+	(*MountOptions)(nil),      // 19: berth.v1.MountOptions
 }
 var file_berth_v1_volume_proto_depIdxs = []int32{
 	0,  // 0: berth.v1.VolumeCapability.access_mode:type_name -> berth.v1.VolumeAccessMode
 	1,  // 1: berth.v1.VolumeCapability.attachment_mode:type_name -> berth.v1.VolumeAttachmentMode
-	13, // 2: berth.v1.Topology.segments:type_name -> berth.v1.Topology.SegmentsEntry
-	7,  // 3: berth.v1.TopologyRequest.required:type_name -> berth.v1.Topology
-	7,  // 4: berth.v1.TopologyRequest.preferred:type_name -> berth.v1.Topology
-	6,  // 5: berth.v1.Volume.capabilities:type_name -> berth.v1.VolumeCapability
-	18, // 6: berth.v1.Volume.mount_options:type_name -> berth.v1.MountOptions
-	8,  // 7: berth.v1.Volume.topology_request:type_name -> berth.v1.TopologyRequest
-	7,  // 8: berth.v1.Volume.accessible_topology:type_name -> berth.v1.Topology
-	14, // 9: berth.v1.Volume.secrets:type_name -> berth.v1.Volume.SecretsEntry
-	15, // 10: berth.v1.Volume.parameters:type_name -> berth.v1.Volume.ParametersEntry
-	16, // 11: berth.v1.Volume.context:type_name -> berth.v1.Volume.ContextEntry
+	14, // 2: berth.v1.Topology.segments:type_name -> berth.v1.Topology.SegmentsEntry
+	8,  // 3: berth.v1.TopologyRequest.required:type_name -> berth.v1.Topology
+	8,  // 4: berth.v1.TopologyRequest.preferred:type_name -> berth.v1.Topology
+	7,  // 5: berth.v1.Volume.capabilities:type_name -> berth.v1.VolumeCapability
+	19, // 6: berth.v1.Volume.mount_options:type_name -> berth.v1.MountOptions
+	9,  // 7: berth.v1.Volume.topology_request:type_name -> berth.v1.TopologyRequest
+	8,  // 8: berth.v1.Volume.accessible_topology:type_name -> berth.v1.Topology
+	15, // 9: berth.v1.Volume.secrets:type_name -> berth.v1.Volume.SecretsEntry
+	16, // 10: berth.v1.Volume.parameters:type_name -> berth.v1.Volume.ParametersEntry
+	17, // 11: berth.v1.Volume.context:type_name -> berth.v1.Volume.ContextEntry
 	4,  // 12: berth.v1.VolumeError.class:type_name -> berth.v1.VolumeErrorClass
-	2,  // 13: berth.v1.Claim.mode:type_name -> berth.v1.ClaimMode
-	0,  // 14: berth.v1.Claim.access_mode:type_name -> berth.v1.VolumeAccessMode
-	1,  // 15: berth.v1.Claim.attachment_mode:type_name -> berth.v1.VolumeAttachmentMode
-	3,  // 16: berth.v1.Claim.state:type_name -> berth.v1.ClaimState
-	10, // 17: berth.v1.Claim.last_error:type_name -> berth.v1.VolumeError
-	5,  // 18: berth.v1.Attachment.state:type_name -> berth.v1.AttachmentState
-	17, // 19: berth.v1.Attachment.publish_context:type_name -> berth.v1.Attachment.PublishContextEntry
-	10, // 20: berth.v1.Attachment.last_error:type_name -> berth.v1.VolumeError
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	5,  // 13: berth.v1.VolumeError.code:type_name -> berth.v1.GrpcCode
+	2,  // 14: berth.v1.Claim.mode:type_name -> berth.v1.ClaimMode
+	0,  // 15: berth.v1.Claim.access_mode:type_name -> berth.v1.VolumeAccessMode
+	1,  // 16: berth.v1.Claim.attachment_mode:type_name -> berth.v1.VolumeAttachmentMode
+	3,  // 17: berth.v1.Claim.state:type_name -> berth.v1.ClaimState
+	11, // 18: berth.v1.Claim.last_error:type_name -> berth.v1.VolumeError
+	6,  // 19: berth.v1.Attachment.state:type_name -> berth.v1.AttachmentState
+	18, // 20: berth.v1.Attachment.publish_context:type_name -> berth.v1.Attachment.PublishContextEntry
+	11, // 21: berth.v1.Attachment.last_error:type_name -> berth.v1.VolumeError
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volume_proto_init() }
@@ -1402,7 +1531,7 @@ func file_berth_v1_volume_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_volume_proto_rawDesc), len(file_berth_v1_volume_proto_rawDesc)),
-			NumEnums:      6,
+			NumEnums:      7,
 			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -272,7 +272,8 @@ func (x *VolumeDeleteResponse) GetMeta() *WriteMeta {
 type VolumeDeregisterRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
-	// force deregisters a volume whose claimants are all terminal.
+	// force deregisters a volume whose claimants can no longer use it:
+	// stopped on their node, or the node down, fenced or gone.
 	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
