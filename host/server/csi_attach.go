@@ -334,7 +334,7 @@ func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, contr
 		"code", code, "class", errorClassWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
-		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: int32(code), FailedAt: now.UnixNano()},
+		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: pb.GrpcCode(code), FailedAt: now.UnixNano()},
 		Attempts: attempts, NextRetryAt: next, CsiNodeId: csiNode, UpdatedAt: now.UnixNano(),
 	})
 }

@@ -70,7 +70,7 @@ func TestAttachRetriesUncertainErrorsWithBackoff(t *testing.T) {
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
 		le := a.GetLastError()
-		if a.GetAttempts() != 1 || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN || le.GetCode() != int32(codes.Unavailable) {
+		if a.GetAttempts() != 1 || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN || le.GetCode() != pb.GrpcCode(codes.Unavailable) {
 			t.Fatalf("after the first failure: %v, want attempts 1, uncertain Unavailable", a)
 		}
 		// Backoff with zero jitter: 0.8 × 1 s, then 0.8 × 2 s.
@@ -90,7 +90,7 @@ func TestAttachRetriesUncertainErrorsWithBackoff(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		a = e.attachment("v1", "n2")
-		if n := len(fake.callsOf(publishMethod)); n != 2 || a.GetAttempts() != 2 || a.GetLastError().GetCode() != int32(codes.DeadlineExceeded) {
+		if n := len(fake.callsOf(publishMethod)); n != 2 || a.GetAttempts() != 2 || a.GetLastError().GetCode() != pb.GrpcCode(codes.DeadlineExceeded) {
 			t.Fatalf("after the retry: %d publishes, attachment %v; want 2, attempts 2, DeadlineExceeded", n, a)
 		}
 		if got := time.Until(time.Unix(0, a.GetNextRetryAt())); got != 1600*time.Millisecond {
@@ -132,7 +132,7 @@ func TestAttachFinalErrorSurfacesAndWaitsForAChange(t *testing.T) {
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
 		if a.GetAttempts() != 1 || a.GetNextRetryAt() != 0 || a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL ||
-			a.GetLastError().GetCode() != int32(codes.InvalidArgument) || a.GetControllerNodeId() != "n1" {
+			a.GetLastError().GetCode() != pb.GrpcCode(codes.InvalidArgument) || a.GetControllerNodeId() != "n1" {
 			t.Fatalf("after a final error: %v, want attempts 1, final InvalidArgument, no retry, controller n1", a)
 		}
 		time.Sleep(time.Hour)
@@ -161,7 +161,7 @@ func TestAttachNoControllerIsRecordedAndRetriedWhenOneAppears(t *testing.T) {
 		defer stop()
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
-		if len(fake.calls) != 0 || a.GetLastError().GetCode() != int32(codes.FailedPrecondition) || !strings.Contains(a.GetLastError().GetMessage(), `plugin "ebs"`) ||
+		if len(fake.calls) != 0 || a.GetLastError().GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(a.GetLastError().GetMessage(), `plugin "ebs"`) ||
 			!strings.Contains(a.GetLastError().GetMessage(), "unhealthy") {
 			t.Fatalf("with no healthy controller: calls %v, attachment %v; want no call, FailedPrecondition naming the plugin", fake.methods(), a)
 		}
@@ -414,7 +414,7 @@ func TestAttachWaitsForTheNodesCSINodeID(t *testing.T) {
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
 		le := a.GetLastError()
-		if len(fake.calls) != 0 || le.GetCode() != int32(codes.FailedPrecondition) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+		if len(fake.calls) != 0 || le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
 			t.Fatalf("without n2's node instance: calls %v, attachment %v; want no call, a final FailedPrecondition", fake.methods(), a)
 		}
 		for _, s := range []string{"volume v1", "node n2", `plugin "ebs"`, "CSI node ID is unknown"} {

@@ -220,7 +220,7 @@ func (v *volumeLoops) republish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		Message: fmt.Sprintf("reconcile: the controller on node %s did not list volume %s as published to node %s; published again", controller, a.GetVolumeId(), a.GetNodeId())}
 	if err != nil {
 		code := errcode.Code(err)
-		rec.Code = int32(code)
+		rec.Code = pb.GrpcCode(code)
 		rec.Class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL
 		if csi.UncertainCode(code) {
 			rec.Class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN

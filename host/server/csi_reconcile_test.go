@@ -57,7 +57,7 @@ func TestReconcileRepublishesWhatTheControllerLost(t *testing.T) {
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 		le := a.GetLastError()
-		if a.GetAttempts() != 1 || le.GetCode() != int32(codes.OK) || !strings.Contains(le.GetMessage(), "did not list volume v1 as published to node n2; published again") {
+		if a.GetAttempts() != 1 || le.GetCode() != pb.GrpcCode(codes.OK) || !strings.Contains(le.GetMessage(), "did not list volume v1 as published to node n2; published again") {
 			t.Fatalf("attachment after the repair: %v, want the repair recorded (attempt 1, code OK, naming volume and node)", a)
 		}
 		// The next pass finds nothing to repair.
@@ -82,7 +82,7 @@ func TestReconcileRecordsAFailedRepair(t *testing.T) {
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-		if le := a.GetLastError(); le.GetCode() != int32(codes.PermissionDenied) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL ||
+		if le := a.GetLastError(); le.GetCode() != pb.GrpcCode(codes.PermissionDenied) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL ||
 			!strings.Contains(le.GetMessage(), "publishing it again failed") {
 			t.Fatalf("attachment after a failed repair: %v, want the final PermissionDenied recorded", a)
 		}
