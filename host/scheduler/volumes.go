@@ -14,9 +14,10 @@ import (
 // claims (plan.claims), so PlanApply reserves them in the apply that places
 // the alloc. The scheduler checks, per candidate node, what the state
 // machine's re-check does not: that the volume's plugin has a healthy node
-// instance there, the node plugin's max volumes, and the volume's
-// topology; and, as the re-check does, that a claim is free (fsm.CheckClaim
-// over the volume's claims plus the claims this plan already reserves).
+// instance there, and the volume's topology; and, as the re-check does,
+// the node plugin's max volumes, that a claim is free (fsm.CheckClaim
+// over the volume's claims plus the claims this plan already reserves),
+// and that the volume's attachment to the node is not detaching.
 // A node refused for a volume is counted in the AllocMetric's
 // constraint_filtered under a reason naming the volume, so a blocked
 // evaluation says why: `volume "data": no free claim (single-node-writer,
@@ -124,10 +125,14 @@ type volumeBook struct {
 	// onNode is, per node loaded, the volumes claimed there by plugin:
 	// what a node plugin's max_volumes counts.
 	onNode map[string]map[string]map[string]bool
+	// detach caches, by (volume, node), whether that attachment is
+	// detaching.
+	detach map[[2]string]bool
 }
 
 func newVolumeBook(st State) *volumeBook {
-	return &volumeBook{st: st, vols: map[string]*volEntry{}, onNode: map[string]map[string]map[string]bool{}}
+	return &volumeBook{st: st, vols: map[string]*volEntry{}, onNode: map[string]map[string]map[string]bool{},
+		detach: map[[2]string]bool{}}
 }
 
 // entry loads a volume and its claims on first use.
@@ -208,6 +213,18 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 	case !TopologyReaches(v, info):
 		return fmt.Sprintf("%s: not accessible from the node's topology", ask.label()), nil
 	}
+	detaching, err := b.detaching(v.GetId(), n.GetId())
+	if err != nil {
+		return "", err
+	}
+	if detaching {
+		// The state machine refuses a claim beside a detaching attachment
+		// (one attachment per volume and node, and it is being
+		// unpublished); choosing the node anyway would have the plan
+		// refused on every try. As a node reason it blocks the evaluation,
+		// which the attachment's removal wakes.
+		return ask.label() + ": the volume is detaching from the node (controller unpublish under way)", nil
+	}
 	capability, why := pickCapability(v, e.held, ask)
 	if why != "" {
 		return ask.label() + ": " + why, nil
@@ -228,6 +245,23 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 		return ask.label() + ": " + claimRefusal(v, e.held, c, err), nil
 	}
 	return "", nil
+}
+
+// detaching reports whether the volume's attachment to the node is
+// detaching, reading each (volume, node) once per run: no claim this run
+// adds changes it (the state machine refuses one on such a node).
+func (b *volumeBook) detaching(volumeID, nodeID string) (bool, error) {
+	k := [2]string{volumeID, nodeID}
+	if d, ok := b.detach[k]; ok {
+		return d, nil
+	}
+	a, err := b.st.Attachment(volumeID, nodeID)
+	if err != nil {
+		return false, &StateError{What: fmt.Sprintf("attachment of volume %s to node %s", volumeID, nodeID), Err: err}
+	}
+	d := a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING
+	b.detach[k] = d
+	return d, nil
 }
 
 // claimRefusal words CheckClaim's refusal without the candidate node, so
