@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
@@ -43,57 +44,122 @@ func VolumeID(req *pb.VolumeRequest, index int32) string {
 }
 
 // GroupVolumeIDs returns the IDs of every volume the group's allocs claim
-// (per_alloc ones for indexes 0 to count-1), sorted; the server's unblock
-// path watches their claims.
+// (per_alloc ones for indexes 0 to count-1), sorted and each once; the
+// server's unblock path watches their claims.
 func GroupVolumeIDs(tg *pb.TaskGroup) []string {
+	seen := map[string]bool{}
 	var ids []string
-	for _, ask := range groupAsks(tg, 0) {
-		if !ask.req.GetPerAlloc() {
-			ids = append(ids, ask.id)
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, req := range tg.GetVolumes() {
+		if !claimRequest(req) {
+			continue
+		}
+		if !req.GetPerAlloc() {
+			add(req.GetSource())
 			continue
 		}
 		for i := int32(0); i < max(tg.GetCount(), 1); i++ {
-			ids = append(ids, VolumeID(ask.req, i))
+			add(VolumeID(req, i))
 		}
 	}
 	sort.Strings(ids)
 	return ids
 }
 
+// claimRequest reports whether a group volume is a claim: only CSI
+// volumes are (the jobspec refuses other types).
+func claimRequest(req *pb.VolumeRequest) bool {
+	return req != nil && (req.GetType() == "" || req.GetType() == "csi")
+}
+
 // volumeAsk is one claim a placement needs.
 type volumeAsk struct {
-	name string // the group's name for the volume
-	id   string // the volume's ID
-	req  *pb.VolumeRequest
-	mode pb.ClaimMode
+	// names are the group's names for the volume, sorted: more than one
+	// when the group names one volume twice (a job registered over the
+	// API before the jobspec refused it; see groupAsks).
+	names []string
+	id    string // the volume's ID
+	mode  pb.ClaimMode
+	// accessMode and attachmentMode are the request's words, "" for any.
+	accessMode, attachmentMode string
+	// conflict says why one claim cannot serve every name (they ask for
+	// different access or attachment modes); no node takes the ask.
+	conflict string
 }
 
-// label names the volume in reasons: its ID, and the group's name for it
-// when that differs.
+// label names the volume in reasons: its ID, and the group's names for it
+// when they differ.
 func (a volumeAsk) label() string {
-	if a.name == a.id {
+	switch {
+	case len(a.names) == 1 && a.names[0] == a.id:
 		return fmt.Sprintf("volume %q", a.id)
+	case len(a.names) == 1:
+		return fmt.Sprintf("volume %q (group volume %q)", a.id, a.names[0])
 	}
-	return fmt.Sprintf("volume %q (group volume %q)", a.id, a.name)
+	quoted := make([]string, len(a.names))
+	for i, n := range a.names {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Sprintf("volume %q (group volumes %s)", a.id, strings.Join(quoted, ", "))
 }
 
-// groupAsks returns the claims an alloc of tg at index needs, by volume
-// name. Only CSI volumes are claims (the jobspec refuses other types).
+// groupAsks returns the claims an alloc of tg at index needs, one per
+// volume, in the order of the group's names for them. The state machine
+// holds one claim per (alloc, volume) and refuses a plan claiming one
+// volume twice for an alloc as a whole, so group volumes that resolve to
+// the same volume (the same source, or a per_alloc one beside the indexed
+// volume it resolves to) make one ask: a write claim if any of them
+// writes, with the access and attachment modes any of them names.
 func groupAsks(tg *pb.TaskGroup, index int32) []volumeAsk {
 	if len(tg.GetVolumes()) == 0 {
 		return nil
 	}
 	var asks []volumeAsk
+	at := map[string]int{}
 	for _, name := range sortedKeys(tg.GetVolumes()) {
 		req := tg.GetVolumes()[name]
-		if req == nil || (req.GetType() != "" && req.GetType() != "csi") {
+		if !claimRequest(req) {
 			continue
 		}
 		mode := pb.ClaimMode_CLAIM_MODE_WRITE
 		if req.GetReadOnly() {
 			mode = pb.ClaimMode_CLAIM_MODE_READ
 		}
-		asks = append(asks, volumeAsk{name: name, id: VolumeID(req, index), req: req, mode: mode})
+		id := VolumeID(req, index)
+		i, ok := at[id]
+		if !ok {
+			at[id] = len(asks)
+			asks = append(asks, volumeAsk{names: []string{name}, id: id, mode: mode,
+				accessMode: req.GetAccessMode(), attachmentMode: req.GetAttachmentMode()})
+			continue
+		}
+		a := &asks[i]
+		if mode == pb.ClaimMode_CLAIM_MODE_WRITE {
+			a.mode = mode
+		}
+		for _, f := range []struct {
+			what string
+			have *string
+			want string
+		}{
+			{"access modes", &a.accessMode, req.GetAccessMode()},
+			{"attachment modes", &a.attachmentMode, req.GetAttachmentMode()},
+		} {
+			switch {
+			case f.want == "" || *f.have == f.want:
+			case *f.have == "":
+				*f.have = f.want
+			case a.conflict == "":
+				a.conflict = fmt.Sprintf("group volumes %q and %q name it with %s %q and %q; one claim has one",
+					a.names[len(a.names)-1], name, f.what, *f.have, f.want)
+			}
+		}
+		a.names = append(a.names, name)
 	}
 	return asks
 }
@@ -199,6 +265,8 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 	}
 	v := e.vol
 	switch {
+	case ask.conflict != "":
+		return ask.label() + ": " + ask.conflict, nil
 	case v == nil:
 		return ask.label() + ": no such volume is registered", nil
 	case !v.GetSchedulable():
@@ -349,10 +417,10 @@ func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (b
 func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCapability, string) {
 	var fits []*pb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
-		if ask.req.GetAccessMode() != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.req.GetAccessMode() {
+		if ask.accessMode != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.accessMode {
 			continue
 		}
-		if ask.req.GetAttachmentMode() != "" && attachmentWord(c.GetAttachmentMode()) != ask.req.GetAttachmentMode() {
+		if ask.attachmentMode != "" && attachmentWord(c.GetAttachmentMode()) != ask.attachmentMode {
 			continue
 		}
 		limits, ok := fsm.AccessModeLimitsOf(c.GetAccessMode())
@@ -366,10 +434,10 @@ func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCa
 		if ask.mode == pb.ClaimMode_CLAIM_MODE_READ {
 			want = "a capability"
 		}
-		if m := ask.req.GetAccessMode(); m != "" {
+		if m := ask.accessMode; m != "" {
 			want += " " + m
 		}
-		if m := ask.req.GetAttachmentMode(); m != "" {
+		if m := ask.attachmentMode; m != "" {
 			want += " " + m
 		}
 		return nil, fmt.Sprintf("the volume has no %s (it offers %s)", want, capabilitiesText(v))
