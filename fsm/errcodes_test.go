@@ -33,6 +33,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrVolumeNotFound:       codes.NotFound,
 		fsm.ErrVolumeInUse:          codes.FailedPrecondition,
 		fsm.ErrNoFreeClaim:          codes.ResourceExhausted,
+		fsm.ErrMaxVolumes:           codes.ResourceExhausted,
 		fsm.ErrClaimCapability:      codes.InvalidArgument,
 		fsm.ErrClaimNotFound:        codes.NotFound,
 		fsm.ErrClaimTransition:      codes.FailedPrecondition,

@@ -268,6 +268,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeNotFound", fsm.ErrVolumeNotFound},
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
+		{"ErrMaxVolumes", fsm.ErrMaxVolumes},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},
 		{"ErrClaimNotFound", fsm.ErrClaimNotFound},
 		{"ErrClaimTransition", fsm.ErrClaimTransition},

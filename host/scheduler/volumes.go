@@ -248,17 +248,31 @@ func (b *volumeBook) nodeVolumes(nodeID string) (map[string]map[string]bool, err
 }
 
 // check returns why node n cannot take claims for asks, "" when it can.
+// The asks are one alloc's: a node plugin's max_volumes counts the
+// volumes the earlier asks would add to the node as well.
 func (b *volumeBook) check(n *pb.Node, asks []volumeAsk) (string, error) {
+	var own map[string]map[string]bool // plugin -> volumes of earlier asks
 	for _, ask := range asks {
-		why, err := b.checkOne(n, ask)
+		why, err := b.checkOne(n, ask, own)
 		if err != nil || why != "" {
 			return why, err
 		}
+		if len(asks) == 1 {
+			break
+		}
+		if own == nil {
+			own = map[string]map[string]bool{}
+		}
+		plugin := b.vols[ask.id].vol.GetPluginId()
+		if own[plugin] == nil {
+			own[plugin] = map[string]bool{}
+		}
+		own[plugin][ask.id] = true
 	}
 	return "", nil
 }
 
-func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
+func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk, own map[string]map[string]bool) (string, error) {
 	e, err := b.entry(ask.id)
 	if err != nil {
 		return "", err
@@ -302,9 +316,19 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		vols := onNode[v.GetPluginId()]
-		if !vols[v.GetId()] && int64(len(vols)) >= maxVols {
-			return fmt.Sprintf("%s: node plugin %q holds its max of %d volumes", ask.label(), v.GetPluginId(), maxVols), nil
+		vols, mine := onNode[v.GetPluginId()], own[v.GetPluginId()]
+		count := len(vols)
+		for id := range mine {
+			if !vols[id] {
+				count++
+			}
+		}
+		if !vols[v.GetId()] && !mine[v.GetId()] && int64(count) >= maxVols {
+			why := fmt.Sprintf("%s: node plugin %q holds its max of %d volumes", ask.label(), v.GetPluginId(), maxVols)
+			if count > len(vols) {
+				why += " with the alloc's other volumes of that plugin"
+			}
+			return why, nil
 		}
 	}
 	c := &pb.Claim{VolumeId: v.GetId(), NodeId: n.GetId(), Mode: ask.mode,

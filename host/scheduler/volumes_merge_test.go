@@ -75,3 +75,39 @@ func TestVolumeNamedTwiceMakesOneClaim(t *testing.T) {
 		})
 	})
 }
+
+// TestVolumeMaxVolumesCountsTheAllocsOwnAsks: a node plugin's max_volumes
+// counts the volumes an alloc's earlier asks add to the node; one volume
+// named twice counts once.
+func TestVolumeMaxVolumesCountsTheAllocsOwnAsks(t *testing.T) {
+	build := func(maxN1, maxN2 int64, sources ...string) (*schedtest.State, *pb.Job) {
+		st := schedtest.NewState()
+		for id, limit := range map[string]int64{"n1": maxN1, "n2": maxN2} {
+			n := schedtest.WithNodePlugin(schedtest.Node(id), "p")
+			n.CsiNodePlugins["p"].NodeInfo.MaxVolumes = limit
+			st.AddNode(n)
+		}
+		job := schedtest.Job("j", pb.JobType_JOB_TYPE_SERVICE, 1)
+		for i, src := range sources {
+			st.AddVolume(schedtest.Volume(src, "p", mnmw))
+			job = schedtest.WithVolume(job, string(rune('a'+i)), src)
+		}
+		st.AddJob(job)
+		return st, job
+	}
+
+	st, job := build(1, 1, "va", "vb")
+	res := run(t, st, schedtest.Eval("e1", job))
+	equal(t, "placements", placed(res), []string(nil))
+	equal(t, "reasons", filtered(res, "web"), map[string]int32{
+		`volume "vb" (group volume "b"): node plugin "p" holds its max of 1 volumes with the alloc's other volumes of that plugin`: 2,
+	})
+
+	st, job = build(1, 2, "va", "vb")
+	res = run(t, st, schedtest.Eval("e1", job))
+	equal(t, "placements", placed(res), []string{"j.web[0]@n2"})
+
+	st, job = build(1, 1, "va", "va")
+	res = run(t, st, schedtest.Eval("e1", job))
+	equal(t, "claims", claims(t, res), []string{"va:j.web[0]@n1:write"})
+}
