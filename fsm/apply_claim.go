@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -48,8 +50,8 @@ type reservation struct {
 // checkReservation checks claim c against its volume and the claims the
 // volume holds plus pending (claims of the same command not yet written),
 // returning the reservation or why it cannot be made (wrapping
-// ErrVolumeNotFound, ErrNoFreeClaim, ErrClaimCapability or
-// ErrAttachmentTransition).
+// ErrVolumeNotFound, ErrNoFreeClaim, ErrClaimCapability,
+// ErrAttachmentTransition or ErrMaxVolumes).
 func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservation, error) {
 	v, err := volumesTable.first(tx, nil, c.GetVolumeId())
 	if err != nil {
@@ -80,7 +82,83 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w: the volume is detaching from the node",
 			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
 	}
+	if err := checkMaxVolumes(tx, v, c, pending); err != nil {
+		return nil, err
+	}
 	return &reservation{claim: c, volume: v}, nil
+}
+
+// checkMaxVolumes refuses claim c (ErrMaxVolumes) when its node's instance
+// of v's plugin reports max_volumes and the node already holds claims on
+// that many other volumes of the plugin: the stored claims, which through
+// the batch's transaction include those written earlier in the raft batch,
+// plus pending. The scheduler and the operator claim endpoint check it
+// from their snapshots; two of them racing (concurrent workers, an
+// operator claim beside a plan) could each see room for one more, so the
+// apply decides. A claim on a volume the node holds already adds none.
+// It costs one node read, and with a limit, a read of the node's claims
+// and of each other volume they name.
+func checkMaxVolumes(tx *writeTxn, v *pb.Volume, c *pb.Claim, pending []*pb.Claim) error {
+	node, err := nodesTable.first(tx, nil, c.GetNodeId())
+	if err != nil || node == nil {
+		return err
+	}
+	limit := node.GetCsiNodePlugins()[v.GetPluginId()].GetNodeInfo().GetMaxVolumes()
+	if limit <= 0 {
+		return nil
+	}
+	claims, err := claimsByNode.list(tx, nil, c.GetNodeId())
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if p.GetNodeId() == c.GetNodeId() {
+			claims = append(claims, p)
+		}
+	}
+	plugin := map[string]string{v.GetId(): v.GetPluginId()} // volume -> plugin
+	var held []string
+	for _, h := range claims {
+		id := h.GetVolumeId()
+		if id == v.GetId() {
+			return nil
+		}
+		if _, ok := plugin[id]; ok {
+			continue
+		}
+		other, err := volumesTable.first(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		plugin[id] = other.GetPluginId()
+		if plugin[id] == v.GetPluginId() {
+			held = append(held, id)
+		}
+	}
+	if int64(len(held)) < limit {
+		return nil
+	}
+	slices.Sort(held)
+	return fmt.Errorf("volume %q, %s on node %q: %w: node plugin %q takes at most %d volumes and the node holds claims on %s",
+		c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrMaxVolumes, v.GetPluginId(), limit, quotedList(held))
+}
+
+// quotedList is ids quoted and comma separated, the first five and a
+// count of the rest.
+func quotedList(ids []string) string {
+	const show = 5
+	var b strings.Builder
+	for i, id := range ids {
+		if i == show {
+			fmt.Fprintf(&b, " and %d more", len(ids)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", id)
+	}
+	return b.String()
 }
 
 // heldClaims returns the claims c's volume holds that CheckClaim must see

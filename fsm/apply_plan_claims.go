@@ -87,7 +87,7 @@ func checkPlanClaims(tx *writeTxn, pn *planNode, accepted []*pb.Claim) (string, 
 		checked, err := checkReservation(tx, r.claim, pending)
 		switch {
 		case errors.Is(err, ErrVolumeNotFound), errors.Is(err, ErrVolumeDeleting), errors.Is(err, ErrNoFreeClaim),
-			errors.Is(err, ErrClaimCapability), errors.Is(err, ErrAttachmentTransition):
+			errors.Is(err, ErrClaimCapability), errors.Is(err, ErrAttachmentTransition), errors.Is(err, ErrMaxVolumes):
 			return fmt.Sprintf("node %q: %v", pn.id, err), nil
 		case err != nil:
 			return "", err

@@ -186,7 +186,10 @@
 //     or the node's attachment is attached; otherwise it is reserved and
 //     the (volume, node) attachment created attaching. A node whose
 //     attachment is detaching takes no new claim of the volume until it is
-//     gone.
+//     gone. A claim that would add a volume to a node whose instance of
+//     the plugin reports max_volumes, and holds claims on that many of the
+//     plugin's volumes (the batch's and the command's earlier ones
+//     included), is refused (ErrMaxVolumes).
 //   - AttachmentUpdate records the attach reconciler's outcomes: attached
 //     (with its publish context; the node's reserved claims become ready
 //     in the same apply) or an error that keeps the state; detached

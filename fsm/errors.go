@@ -127,6 +127,14 @@ var (
 	// reader-only access mode.
 	ErrClaimCapability = errcode.New(codes.InvalidArgument, "volume does not offer the claimed capability")
 
+	// ErrMaxVolumes is returned in an ApplyResult when a claim would add a
+	// volume to a node whose instance of the volume's plugin reports
+	// max_volumes and already holds claims on that many volumes of the
+	// plugin (claims written earlier in the raft batch and in the same
+	// command included); a plan's node refuses for it too. The message
+	// names the volume, the node and the plugin.
+	ErrMaxVolumes = errcode.New(codes.ResourceExhausted, "node plugin holds its max volumes")
+
 	// ErrClaimNotFound is returned in an ApplyResult when a claim update or
 	// release names a claim that is not stored (a move to freed of a claim
 	// that is gone is no error: it is done).

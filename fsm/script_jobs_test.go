@@ -19,7 +19,7 @@ import (
 //	register-job id= [type=service|batch|system priority= eval= eval-job= enforce=true if=N at=]
 //	             [csi=(plugin:controller|node|monolith,...)]   a task per plugin in group web
 //	csi-update node= [at=]          a NodeCSIUpdate: the node's whole plugin set
-//	  controller|node plugin= [healthy=false desc= provider= version= alloc= required=true key=]
+//	  controller|node plugin= [healthy=false desc= provider= version= alloc= required=true key= max=N]
 //	deregister-job id= [purge=true eval= at=]
 //	revert-job id= version= [prior=N eval= at=]
 //	upsert-eval id=(e1,...) job= status= [trigger= node=]
@@ -155,6 +155,9 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 				HealthDescription: argString(t, line, "desc", ""), Provider: argString(t, line, "provider", ""),
 				ProviderVersion: argString(t, line, "version", ""), AllocId: argString(t, line, "alloc", ""),
 				ControllerRequired: argBool(t, line, "required"), UpdatedAt: at,
+			}
+			if limit := argInt(t, line, "max", 0); limit > 0 {
+				info.NodeInfo = &pb.CSINodeInfo{MaxVolumes: limit}
 			}
 			key := argString(t, line, "key", plugin)
 			switch line.Cmd {

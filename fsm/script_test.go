@@ -270,6 +270,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
+		{"ErrMaxVolumes", fsm.ErrMaxVolumes},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},
 		{"ErrClaimNotFound", fsm.ErrClaimNotFound},
 		{"ErrClaimTransition", fsm.ErrClaimTransition},

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -21,11 +22,15 @@ func volumeClaimCommands() []*cli.Command {
 			Usage: "claim a volume for an operator on a node and wait until it is ready there",
 			Description: "The claim goes through the states an alloc's claim does: reserved, then ready once the volume's\n" +
 				"controller publish to the node is done (at once when its plugin needs none). The command waits\n" +
-				"for that, then prints the claim and the host path where the node's client publishes the volume.",
+				"for that, then prints the claim and the host path where the node's client publishes the volume.\n" +
+				"After -timeout it stops waiting, says which state the claim is stuck in and how to release it;\n" +
+				"the claim is kept.",
 			ArgsUsage: "VOLUME",
 			Flags: readFlags(
 				&cli.StringFlag{Name: "node", Usage: "node ID or unique prefix to claim the volume on (default: one whose node plugin is healthy)"},
 				&cli.StringFlag{Name: "mode", Value: "write", Usage: "read or write"},
+				&cli.DurationFlag{Name: "timeout", Value: defaultClaimTimeout,
+					Usage: "how long to wait for the claim to be ready (0: no limit); the claim is kept either way"},
 			),
 			Action: volumeClaim,
 		},
@@ -52,6 +57,10 @@ func volumeClaim(c *cli.Context) error {
 	default:
 		return usageError(c, "-mode=%q: want read or write", c.String("mode"))
 	}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return usageError(c, "-timeout=%s: want a duration of 0 (no limit) or more", timeout)
+	}
 	client, err := apiClient(c)
 	if err != nil {
 		return err
@@ -76,7 +85,7 @@ func volumeClaim(c *cli.Context) error {
 	// The write's index (the claim's modify index, should an older agent
 	// not send it): the first read waits for a change after it.
 	index := max(created.GetMeta().GetIndex(), claim.GetModifyIndex())
-	if view, err = waitClaimReady(c, client, view, index); err != nil {
+	if view, err = waitClaimReady(c, client, view, index, timeout); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -86,13 +95,31 @@ func volumeClaim(c *cli.Context) error {
 	return printClaimReady(c, client, view)
 }
 
+// defaultClaimTimeout bounds `volume claim`'s wait: long enough for a
+// controller publish retried with backoff, short enough that a claim stuck
+// behind something that will not change (a plugin gone) is reported.
+const defaultClaimTimeout = 5 * time.Minute
+
 // waitClaimReady follows the claim with blocking reads (no polling
 // interval) until it is ready, printing each failed try of its controller
 // publish. A final error ends the wait with an error; the claim stays
-// reserved, as the servers keep it, until it is released.
-func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse, index uint64) (*pb.ClaimGetResponse, error) {
+// reserved, as the servers keep it, until it is released. With a timeout
+// (0: none) the wait ends after it with an error saying where the claim is
+// stuck; the claim is kept.
+func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse, index uint64, timeout time.Duration) (*pb.ClaimGetResponse, error) {
 	claim := view.GetClaim()
 	volumeID, claimID := claim.GetVolumeId(), claim.GetId()
+	ctx := c.Context
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+		// The agent is asked to answer by the deadline; the connection is
+		// cut a little later, so the report is of its last answer unless
+		// it does not answer at all.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(min(timeout/2, 2*time.Second)))
+		defer cancel()
+	}
 	var shown int32
 	for view.GetClaim().GetState() < pb.ClaimState_CLAIM_STATE_READY {
 		if a := view.GetAttachment(); a.GetLastError() != nil && a.GetAttempts() > shown {
@@ -111,9 +138,22 @@ func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespons
 					shortID(a.GetNodeId()), a.GetAttempts(), enumWord(e.GetClass()), e.GetMessage(), next)
 			}
 		}
-		got, meta, err := client.VolumeClaims().Info(c.Context, volumeID, claimID, &api.QueryOptions{WaitIndex: index})
+		q := &api.QueryOptions{WaitIndex: index}
+		if !deadline.IsZero() {
+			// The agent answers (unchanged) by the deadline, so the wait
+			// ends with an answer rather than a cut connection.
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, claimStuck(view, timeout)
+			}
+			q.WaitTime = left
+		}
+		got, meta, err := client.VolumeClaims().Info(ctx, volumeID, claimID, q)
 		if api.IsNotFound(err) {
 			return nil, fmt.Errorf("claim %s of volume %q was freed before it was ready (released meanwhile?)", claimID, volumeID)
+		}
+		if err != nil && ctx.Err() != nil && c.Context.Err() == nil {
+			return nil, claimStuck(view, timeout)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("waiting for claim %s of volume %q: %w", claimID, volumeID, err)
@@ -124,6 +164,30 @@ func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespons
 		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it ready", claimID, volumeID, enumWord(s))
 	}
 	return view, nil
+}
+
+// claimStuck says, once the wait timed out, which state the claim is in,
+// what it waits for, and how to follow or release it.
+func claimStuck(view *pb.ClaimGetResponse, timeout time.Duration) error {
+	claim := view.GetClaim()
+	id, volumeID, node := claim.GetId(), claim.GetVolumeId(), claim.GetNodeId()
+	var waits string
+	switch a := view.GetAttachment(); {
+	case a == nil:
+		waits = fmt.Sprintf("the volume has no attachment to node %s yet", node)
+	case a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
+		waits = fmt.Sprintf("its controller publish to node %s has not succeeded", node)
+		if e := a.GetLastError(); e != nil {
+			waits += fmt.Sprintf(" (%d failed tries, the last: %s)", a.GetAttempts(), e.GetMessage())
+		} else {
+			waits += " (no try has failed: is a controller of the volume's plugin running?)"
+		}
+	default:
+		waits = fmt.Sprintf("the volume's attachment to node %s is %s", node, enumWord(a.GetState()))
+	}
+	return fmt.Errorf("claim %s of volume %q is still %s after %s: %s\n"+
+		"the claim is kept: follow it with `berth volume status -verbose %s`, or release it with `berth volume release %s`",
+		id, volumeID, enumWord(claim.GetState()), timeout, waits, volumeID, id)
 }
 
 // printClaimReady says where the volume will be: the publish path under

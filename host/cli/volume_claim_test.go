@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -38,8 +39,14 @@ type fakeClaimAPI struct {
 	// readyAtOnce: the create answers the claim ready (no controller
 	// publish needed).
 	readyAtOnce bool
-	reqs        []string
-	bodies      []string
+	// stuck, once states are used up, is what a blocking read answers when
+	// nothing changes: after the read's wait (at the same index), or, with
+	// ignoreWait, only when the client gives up (the connection cut).
+	stuck      *pb.ClaimGetResponse
+	ignoreWait bool
+	waits      []string // each blocking read's wait parameter
+	reqs       []string
+	bodies     []string
 }
 
 func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI {
@@ -86,6 +93,23 @@ func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI
 	handle("GET /v1/volume/csi/{id}/claims/{claim}", func(w http.ResponseWriter, r *http.Request) {
 		if got := r.URL.Query().Get("index"); got != strconv.FormatUint(f.index, 10) {
 			t.Errorf("claim read with index %q, want a blocking read at %d", got, f.index)
+		}
+		f.waits = append(f.waits, r.URL.Query().Get("wait"))
+		if len(f.states) == 0 && f.stuck != nil {
+			var after <-chan time.Time
+			if d, err := time.ParseDuration(r.URL.Query().Get("wait")); err == nil && !f.ignoreWait {
+				after = time.After(d)
+			}
+			f.mu.Unlock()
+			select {
+			case <-after:
+			case <-r.Context().Done():
+			}
+			f.mu.Lock()
+			stuck := proto.CloneOf(f.stuck)
+			stuck.PublishPath = path
+			reply(w, f.index, stuck)
+			return
 		}
 		if len(f.states) == 0 {
 			fail(w, 404, "not_found", "claim freed")
@@ -246,4 +270,57 @@ func TestVolumeRelease(t *testing.T) {
 	}
 	wantOutErr(t, []string{"volume", "release", "-address", f.url, "c0ffee"}, 1, `no claim "c0ffee" (never reserved, or freed already`)
 	wantOutErr(t, []string{"volume", "release", "-address", f.url}, 1, "exactly one claim ID")
+}
+
+// With -timeout the wait ends after it, the claim kept: the error names the
+// claim's state, what it waits for (its attachment's failed tries), how to
+// follow it and how to release it. The agent is asked to answer by the
+// deadline (wait); one that does not is cut off at the deadline, with the
+// same report. Nothing is released.
+func TestVolumeClaimTimeout(t *testing.T) {
+	for _, ignoreWait := range []bool{false, true} {
+		f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RESERVED,
+			attaching(2, pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, "controller timed out")))
+		f.stuck = claimState(pb.ClaimState_CLAIM_STATE_RESERVED,
+			attaching(2, pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, "controller timed out"))
+		f.ignoreWait = ignoreWait
+		wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "300ms", "data"}, 1,
+			"claim "+claimID+` of volume "data" is still reserved after 300ms: its controller publish to node `+claimNode+
+				" has not succeeded (2 failed tries, the last: controller timed out)",
+			"the claim is kept: follow it with `berth volume status -verbose data`, or release it with `berth volume release "+claimID+"`")
+		for _, r := range f.requests() {
+			if strings.HasPrefix(r, "DELETE ") {
+				t.Errorf("the claim was released on timeout: %q", r)
+			}
+		}
+		f.mu.Lock()
+		waits := f.waits
+		f.mu.Unlock()
+		if len(waits) < 2 {
+			t.Fatalf("reads %q, want the first answered and a blocking one", waits)
+		}
+		for _, w := range waits {
+			if d, err := time.ParseDuration(w); err != nil || d <= 0 || d > 300*time.Millisecond {
+				t.Errorf("a read asked to wait %q, want at most the 300ms left", w)
+			}
+		}
+	}
+
+	// No try failed yet: said so. -timeout 0 is no limit; negative is a
+	// usage error.
+	f := newFakeClaimAPI(t)
+	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_RESERVED,
+		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING})
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
+		`is still reserved after 100ms: its controller publish to node `+claimNode+
+			" has not succeeded (no try has failed: is a controller of the volume's plugin running?)")
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "-timeout", "0", "data"}, 0, `"data" is claimed and ready`)
+	f.mu.Lock()
+	w := f.waits
+	f.mu.Unlock()
+	if len(w) != 1 || w[0] != "" {
+		t.Errorf("-timeout 0 sent waits %q, want none", w)
+	}
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "-1s", "data"}, 1, "-timeout=-1s: want a duration of 0")
 }

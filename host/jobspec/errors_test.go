@@ -335,6 +335,53 @@ web.hcl:26:7: group "api" task "other": volume_mount[0].destination: required: w
 			kind: ErrInvalidJob,
 		},
 		{
+			// Two blocks claiming one volume for an alloc: the state machine
+			// holds one claim per (alloc, volume), so the plan would be refused.
+			name: "one volume named twice",
+			src: `job "web" {
+  group "api" {
+    volume "data" {
+      type   = "csi"
+      source = "db"
+    }
+    volume "logs" {
+      type   = "csi"
+      source = "db"
+    }
+    volume "shard" {
+      type      = "csi"
+      source    = "s"
+      per_alloc = true
+    }
+    volume "shard0" {
+      type   = "csi"
+      source = "s[0]"
+    }
+    volume "shard1" {
+      type   = "csi"
+      source = "s[1]"
+      read_only = true
+    }
+    volume "shardx" {
+      type   = "csi"
+      source = "s[x]"
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+    }
+  }
+}
+`,
+			want: `web.hcl:9:7: group "api" volume "logs": source: "db" is the volume group volume "data" (web.hcl:3:5) claims already; ` +
+				`an alloc holds one claim per volume: declare it once and mount it twice with volume_mount
+web.hcl:18:7: group "api" volume "shard0": source: "s[0]" is the volume the alloc of index 0 of per_alloc group volume "shard" (web.hcl:11:5) ` +
+				`claims already; an alloc holds one claim per volume: declare it once and mount it twice with volume_mount
+web.hcl:22:7: group "api" volume "shard1": source: "s[1]" is the volume the alloc of index 1 of per_alloc group volume "shard" (web.hcl:11:5) ` +
+				`claims already; an alloc holds one claim per volume: declare it once and mount it twice with volume_mount`,
+			kind: ErrInvalidJob,
+		},
+		{
 			name: "csi plugin directories",
 			src: `job "web" {
   group "api" {

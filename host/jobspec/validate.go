@@ -6,6 +6,7 @@ import (
 	pathpkg "path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"berth.dev/berth/rpc/pb"
@@ -124,6 +125,7 @@ func (v *validator) group(p path, job *pb.Job, g *pb.TaskGroup) {
 	for _, name := range sortedKeys(g.GetVolumes()) {
 		v.volume(p.in("volume", name), name, g.GetVolumes()[name])
 	}
+	v.volumeOverlaps(p, g)
 
 	if len(g.GetTasks()) == 0 {
 		v.add(p, "no task: a group needs at least one task")
@@ -304,6 +306,80 @@ func (v *validator) volume(p path, key string, vol *pb.VolumeRequest) {
 	if m := vol.GetAttachmentMode(); m != "" && !slices.Contains(attachmentModes, m) {
 		v.add(p.f("attachment_mode"), "unknown attachment mode %q%s", m, didYouMean(m, attachmentModes))
 	}
+}
+
+// volumeOverlaps refuses two group volumes that claim the same volume for
+// one alloc: an alloc holds one claim per volume (the state machine keys
+// claims by alloc and volume), so a second block naming it could only be a
+// mistake or a second mount, which is what volume_mount is for. Two blocks
+// overlap when they name the same source with the same per_alloc, or when
+// one's source is a per_alloc source with an index appended
+// ("data[0]" beside per_alloc "data"): that is its claim for the alloc of
+// that index. Any index counts, not only those below count, since scaling
+// the group reaches it. The error is on the later block (by name), naming
+// the earlier one and where it is.
+func (v *validator) volumeOverlaps(p path, g *pb.TaskGroup) {
+	type claimer struct {
+		name string
+		req  *pb.VolumeRequest
+	}
+	var seen []claimer
+	for _, name := range sortedKeys(g.GetVolumes()) {
+		req := g.GetVolumes()[name]
+		if req == nil || req.GetSource() == "" || req.GetType() != "csi" {
+			continue
+		}
+		for _, o := range seen {
+			why := volumeOverlap(o.req, req)
+			if why == "" {
+				continue
+			}
+			at := ""
+			if pos := v.pos.of(p.in("volume", o.name)); pos.IsValid() {
+				at = " (" + pos.String() + ")"
+			}
+			v.add(p.in("volume", name).f("source"), "%s group volume %q%s claims already; an alloc holds one claim per volume: "+
+				"declare it once and mount it twice with volume_mount", why, o.name, at)
+			break
+		}
+		seen = append(seen, claimer{name, req})
+	}
+}
+
+// volumeOverlap says how b claims a volume a claims too, "" when they
+// never claim the same one.
+func volumeOverlap(a, b *pb.VolumeRequest) string {
+	switch {
+	case a.GetPerAlloc() == b.GetPerAlloc() && a.GetSource() == b.GetSource():
+		if a.GetPerAlloc() {
+			return fmt.Sprintf("per_alloc source %q is the one", b.GetSource())
+		}
+		return fmt.Sprintf("%q is the volume", b.GetSource())
+	case a.GetPerAlloc() && !b.GetPerAlloc():
+		if i, ok := allocIndexOf(b.GetSource(), a.GetSource()); ok {
+			return fmt.Sprintf("%q is the volume the alloc of index %d of per_alloc", b.GetSource(), i)
+		}
+	case b.GetPerAlloc() && !a.GetPerAlloc():
+		if i, ok := allocIndexOf(a.GetSource(), b.GetSource()); ok {
+			return fmt.Sprintf("per_alloc source %q resolves, for the alloc of index %d, to %q, the volume", b.GetSource(), i, a.GetSource())
+		}
+	}
+	return ""
+}
+
+// allocIndexOf reports whether id is what per_alloc source base resolves
+// to for some alloc index ("base[<index>]"), and that index.
+func allocIndexOf(id, base string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, base+"[")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, "]")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	i, err := strconv.Atoi(digits)
+	return i, err == nil
 }
 
 func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {

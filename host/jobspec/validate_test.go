@@ -142,6 +142,36 @@ func TestValidateJobFromAPI(t *testing.T) {
 		{"volume key mismatch", func(j *pb.Job) {
 			j.Groups[0].Volumes = map[string]*pb.VolumeRequest{"data": {Name: "other", Type: "csi", Source: "v"}}
 		}, `group "app" volume "data": name: "other" differs from the volume's key "data"`},
+		{"one volume named twice", func(j *pb.Job) {
+			j.Groups[0].Volumes = map[string]*pb.VolumeRequest{
+				"a": {Name: "a", Type: "csi", Source: "v"},
+				"b": {Name: "b", Type: "csi", Source: "v", ReadOnly: true},
+			}
+		}, `group "app" volume "b": source: "v" is the volume group volume "a" claims already; ` +
+			`an alloc holds one claim per volume: declare it once and mount it twice with volume_mount`},
+		{"two per_alloc volumes of one source", func(j *pb.Job) {
+			j.Groups[0].Volumes = map[string]*pb.VolumeRequest{
+				"a": {Name: "a", Type: "csi", Source: "v", PerAlloc: true},
+				"b": {Name: "b", Type: "csi", Source: "v", PerAlloc: true},
+			}
+		}, `group "app" volume "b": source: per_alloc source "v" is the one group volume "a" claims already; ` +
+			`an alloc holds one claim per volume: declare it once and mount it twice with volume_mount`},
+		{"per_alloc after the indexed volume it resolves to", func(j *pb.Job) {
+			j.Groups[0].Volumes = map[string]*pb.VolumeRequest{
+				"a": {Name: "a", Type: "csi", Source: "v[12]"},
+				"b": {Name: "b", Type: "csi", Source: "v", PerAlloc: true},
+			}
+		}, `group "app" volume "b": source: per_alloc source "v" resolves, for the alloc of index 12, to "v[12]", the volume ` +
+			`group volume "a" claims already; an alloc holds one claim per volume: declare it once and mount it twice with volume_mount`},
+		{"volumes that never meet", func(j *pb.Job) {
+			j.Groups[0].Volumes = map[string]*pb.VolumeRequest{
+				"a": {Name: "a", Type: "csi", Source: "v", PerAlloc: true},
+				"b": {Name: "b", Type: "csi", Source: "v"},
+				"c": {Name: "c", Type: "csi", Source: "v[0]", PerAlloc: true},
+				"d": {Name: "d", Type: "csi", Source: "v[01]"},
+				"e": {Name: "e", Type: "csi", Source: "w[0]"},
+			}
+		}, ""},
 		{"nil task", func(j *pb.Job) { j.Groups[0].Tasks = append(j.Groups[0].Tasks, nil) }, `group "app": tasks[1]: empty task`},
 		{"priority", func(j *pb.Job) { j.Priority = 101 }, `priority: must be between 1 and 100, got 101`},
 		{"env name", func(j *pb.Job) { j.Groups[0].Tasks[0].Env = map[string]string{"A=B": "x"} },

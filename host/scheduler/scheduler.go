@@ -37,6 +37,11 @@ type State interface {
 	ClaimsByVolume(volumeID string) ([]*pb.Claim, error)
 	// ClaimsByNode returns every claim held on the node.
 	ClaimsByNode(nodeID string) ([]*pb.Claim, error)
+	// Attachment returns the volume's attachment to the node (its
+	// controller publish), or nil, nil when there is none. A node whose
+	// attachment of a volume is detaching takes no new claim on it until
+	// the attachment is gone (the state machine refuses one).
+	Attachment(volumeID, nodeID string) (*pb.Attachment, error)
 }
 
 // Options are what the scheduler would otherwise take from the world.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
@@ -14,9 +15,10 @@ import (
 // claims (plan.claims), so PlanApply reserves them in the apply that places
 // the alloc. The scheduler checks, per candidate node, what the state
 // machine's re-check does not: that the volume's plugin has a healthy node
-// instance there, the node plugin's max volumes, and the volume's
-// topology; and, as the re-check does, that a claim is free (fsm.CheckClaim
-// over the volume's claims plus the claims this plan already reserves).
+// instance there, and the volume's topology; and, as the re-check does,
+// the node plugin's max volumes, that a claim is free (fsm.CheckClaim
+// over the volume's claims plus the claims this plan already reserves),
+// and that the volume's attachment to the node is not detaching.
 // A node refused for a volume is counted in the AllocMetric's
 // constraint_filtered under a reason naming the volume, so a blocked
 // evaluation says why: `volume "data": no free claim (single-node-writer,
@@ -42,57 +44,122 @@ func VolumeID(req *pb.VolumeRequest, index int32) string {
 }
 
 // GroupVolumeIDs returns the IDs of every volume the group's allocs claim
-// (per_alloc ones for indexes 0 to count-1), sorted; the server's unblock
-// path watches their claims.
+// (per_alloc ones for indexes 0 to count-1), sorted and each once; the
+// server's unblock path watches their claims.
 func GroupVolumeIDs(tg *pb.TaskGroup) []string {
+	seen := map[string]bool{}
 	var ids []string
-	for _, ask := range groupAsks(tg, 0) {
-		if !ask.req.GetPerAlloc() {
-			ids = append(ids, ask.id)
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, req := range tg.GetVolumes() {
+		if !claimRequest(req) {
+			continue
+		}
+		if !req.GetPerAlloc() {
+			add(req.GetSource())
 			continue
 		}
 		for i := int32(0); i < max(tg.GetCount(), 1); i++ {
-			ids = append(ids, VolumeID(ask.req, i))
+			add(VolumeID(req, i))
 		}
 	}
 	sort.Strings(ids)
 	return ids
 }
 
+// claimRequest reports whether a group volume is a claim: only CSI
+// volumes are (the jobspec refuses other types).
+func claimRequest(req *pb.VolumeRequest) bool {
+	return req != nil && (req.GetType() == "" || req.GetType() == "csi")
+}
+
 // volumeAsk is one claim a placement needs.
 type volumeAsk struct {
-	name string // the group's name for the volume
-	id   string // the volume's ID
-	req  *pb.VolumeRequest
-	mode pb.ClaimMode
+	// names are the group's names for the volume, sorted: more than one
+	// when the group names one volume twice (a job registered over the
+	// API before the jobspec refused it; see groupAsks).
+	names []string
+	id    string // the volume's ID
+	mode  pb.ClaimMode
+	// accessMode and attachmentMode are the request's words, "" for any.
+	accessMode, attachmentMode string
+	// conflict says why one claim cannot serve every name (they ask for
+	// different access or attachment modes); no node takes the ask.
+	conflict string
 }
 
-// label names the volume in reasons: its ID, and the group's name for it
-// when that differs.
+// label names the volume in reasons: its ID, and the group's names for it
+// when they differ.
 func (a volumeAsk) label() string {
-	if a.name == a.id {
+	switch {
+	case len(a.names) == 1 && a.names[0] == a.id:
 		return fmt.Sprintf("volume %q", a.id)
+	case len(a.names) == 1:
+		return fmt.Sprintf("volume %q (group volume %q)", a.id, a.names[0])
 	}
-	return fmt.Sprintf("volume %q (group volume %q)", a.id, a.name)
+	quoted := make([]string, len(a.names))
+	for i, n := range a.names {
+		quoted[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Sprintf("volume %q (group volumes %s)", a.id, strings.Join(quoted, ", "))
 }
 
-// groupAsks returns the claims an alloc of tg at index needs, by volume
-// name. Only CSI volumes are claims (the jobspec refuses other types).
+// groupAsks returns the claims an alloc of tg at index needs, one per
+// volume, in the order of the group's names for them. The state machine
+// holds one claim per (alloc, volume) and refuses a plan claiming one
+// volume twice for an alloc as a whole, so group volumes that resolve to
+// the same volume (the same source, or a per_alloc one beside the indexed
+// volume it resolves to) make one ask: a write claim if any of them
+// writes, with the access and attachment modes any of them names.
 func groupAsks(tg *pb.TaskGroup, index int32) []volumeAsk {
 	if len(tg.GetVolumes()) == 0 {
 		return nil
 	}
 	var asks []volumeAsk
+	at := map[string]int{}
 	for _, name := range sortedKeys(tg.GetVolumes()) {
 		req := tg.GetVolumes()[name]
-		if req == nil || (req.GetType() != "" && req.GetType() != "csi") {
+		if !claimRequest(req) {
 			continue
 		}
 		mode := pb.ClaimMode_CLAIM_MODE_WRITE
 		if req.GetReadOnly() {
 			mode = pb.ClaimMode_CLAIM_MODE_READ
 		}
-		asks = append(asks, volumeAsk{name: name, id: VolumeID(req, index), req: req, mode: mode})
+		id := VolumeID(req, index)
+		i, ok := at[id]
+		if !ok {
+			at[id] = len(asks)
+			asks = append(asks, volumeAsk{names: []string{name}, id: id, mode: mode,
+				accessMode: req.GetAccessMode(), attachmentMode: req.GetAttachmentMode()})
+			continue
+		}
+		a := &asks[i]
+		if mode == pb.ClaimMode_CLAIM_MODE_WRITE {
+			a.mode = mode
+		}
+		for _, f := range []struct {
+			what string
+			have *string
+			want string
+		}{
+			{"access modes", &a.accessMode, req.GetAccessMode()},
+			{"attachment modes", &a.attachmentMode, req.GetAttachmentMode()},
+		} {
+			switch {
+			case f.want == "" || *f.have == f.want:
+			case *f.have == "":
+				*f.have = f.want
+			case a.conflict == "":
+				a.conflict = fmt.Sprintf("group volumes %q and %q name it with %s %q and %q; one claim has one",
+					a.names[len(a.names)-1], name, f.what, *f.have, f.want)
+			}
+		}
+		a.names = append(a.names, name)
 	}
 	return asks
 }
@@ -124,10 +191,14 @@ type volumeBook struct {
 	// onNode is, per node loaded, the volumes claimed there by plugin:
 	// what a node plugin's max_volumes counts.
 	onNode map[string]map[string]map[string]bool
+	// detach caches, by (volume, node), whether that attachment is
+	// detaching.
+	detach map[[2]string]bool
 }
 
 func newVolumeBook(st State) *volumeBook {
-	return &volumeBook{st: st, vols: map[string]*volEntry{}, onNode: map[string]map[string]map[string]bool{}}
+	return &volumeBook{st: st, vols: map[string]*volEntry{}, onNode: map[string]map[string]map[string]bool{},
+		detach: map[[2]string]bool{}}
 }
 
 // entry loads a volume and its claims on first use.
@@ -177,23 +248,39 @@ func (b *volumeBook) nodeVolumes(nodeID string) (map[string]map[string]bool, err
 }
 
 // check returns why node n cannot take claims for asks, "" when it can.
+// The asks are one alloc's: a node plugin's max_volumes counts the
+// volumes the earlier asks would add to the node as well.
 func (b *volumeBook) check(n *pb.Node, asks []volumeAsk) (string, error) {
+	var own map[string]map[string]bool // plugin -> volumes of earlier asks
 	for _, ask := range asks {
-		why, err := b.checkOne(n, ask)
+		why, err := b.checkOne(n, ask, own)
 		if err != nil || why != "" {
 			return why, err
 		}
+		if len(asks) == 1 {
+			break
+		}
+		if own == nil {
+			own = map[string]map[string]bool{}
+		}
+		plugin := b.vols[ask.id].vol.GetPluginId()
+		if own[plugin] == nil {
+			own[plugin] = map[string]bool{}
+		}
+		own[plugin][ask.id] = true
 	}
 	return "", nil
 }
 
-func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
+func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk, own map[string]map[string]bool) (string, error) {
 	e, err := b.entry(ask.id)
 	if err != nil {
 		return "", err
 	}
 	v := e.vol
 	switch {
+	case ask.conflict != "":
+		return ask.label() + ": " + ask.conflict, nil
 	case v == nil:
 		return ask.label() + ": no such volume is registered", nil
 	case !v.GetSchedulable():
@@ -208,6 +295,18 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 	case !TopologyReaches(v, info):
 		return fmt.Sprintf("%s: not accessible from the node's topology", ask.label()), nil
 	}
+	detaching, err := b.detaching(v.GetId(), n.GetId())
+	if err != nil {
+		return "", err
+	}
+	if detaching {
+		// The state machine refuses a claim beside a detaching attachment
+		// (one attachment per volume and node, and it is being
+		// unpublished); choosing the node anyway would have the plan
+		// refused on every try. As a node reason it blocks the evaluation,
+		// which the attachment's removal wakes.
+		return ask.label() + ": the volume is detaching from the node (controller unpublish under way)", nil
+	}
 	capability, why := pickCapability(v, e.held, ask)
 	if why != "" {
 		return ask.label() + ": " + why, nil
@@ -217,9 +316,19 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		vols := onNode[v.GetPluginId()]
-		if !vols[v.GetId()] && int64(len(vols)) >= maxVols {
-			return fmt.Sprintf("%s: node plugin %q holds its max of %d volumes", ask.label(), v.GetPluginId(), maxVols), nil
+		vols, mine := onNode[v.GetPluginId()], own[v.GetPluginId()]
+		count := len(vols)
+		for id := range mine {
+			if !vols[id] {
+				count++
+			}
+		}
+		if !vols[v.GetId()] && !mine[v.GetId()] && int64(count) >= maxVols {
+			why := fmt.Sprintf("%s: node plugin %q holds its max of %d volumes", ask.label(), v.GetPluginId(), maxVols)
+			if count > len(vols) {
+				why += " with the alloc's other volumes of that plugin"
+			}
+			return why, nil
 		}
 	}
 	c := &pb.Claim{VolumeId: v.GetId(), NodeId: n.GetId(), Mode: ask.mode,
@@ -230,11 +339,31 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk) (string, error) {
 	return "", nil
 }
 
+// detaching reports whether the volume's attachment to the node is
+// detaching, reading each (volume, node) once per run: no claim this run
+// adds changes it (the state machine refuses one on such a node).
+func (b *volumeBook) detaching(volumeID, nodeID string) (bool, error) {
+	k := [2]string{volumeID, nodeID}
+	if d, ok := b.detach[k]; ok {
+		return d, nil
+	}
+	a, err := b.st.Attachment(volumeID, nodeID)
+	if err != nil {
+		return false, &StateError{What: fmt.Sprintf("attachment of volume %s to node %s", volumeID, nodeID), Err: err}
+	}
+	d := a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING
+	b.detach[k] = d
+	return d, nil
+}
+
 // claimRefusal words CheckClaim's refusal without the candidate node, so
 // every node refused for the same claim counts under one reason: the
 // access mode and the claim in the way.
 func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string {
 	mode := fsm.AccessModeWord(c.GetAccessMode())
+	if errors.Is(err, fsm.ErrVolumeDeleting) {
+		return "the volume is being deleted"
+	}
 	if !errors.Is(err, fsm.ErrNoFreeClaim) {
 		return fmt.Sprintf("cannot claim it as %s", mode)
 	}
@@ -315,10 +444,10 @@ func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (b
 func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCapability, string) {
 	var fits []*pb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
-		if ask.req.GetAccessMode() != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.req.GetAccessMode() {
+		if ask.accessMode != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.accessMode {
 			continue
 		}
-		if ask.req.GetAttachmentMode() != "" && attachmentWord(c.GetAttachmentMode()) != ask.req.GetAttachmentMode() {
+		if ask.attachmentMode != "" && attachmentWord(c.GetAttachmentMode()) != ask.attachmentMode {
 			continue
 		}
 		limits, ok := fsm.AccessModeLimitsOf(c.GetAccessMode())
@@ -332,10 +461,10 @@ func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCa
 		if ask.mode == pb.ClaimMode_CLAIM_MODE_READ {
 			want = "a capability"
 		}
-		if m := ask.req.GetAccessMode(); m != "" {
+		if m := ask.accessMode; m != "" {
 			want += " " + m
 		}
-		if m := ask.req.GetAttachmentMode(); m != "" {
+		if m := ask.attachmentMode; m != "" {
 			want += " " + m
 		}
 		return nil, fmt.Sprintf("the volume has no %s (it offers %s)", want, capabilitiesText(v))

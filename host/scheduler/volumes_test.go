@@ -189,6 +189,35 @@ func TestVolumeFeasibilityRules(t *testing.T) {
 			reason: `volume "v": not accessible from the node's topology`,
 		},
 		{
+			// The state machine refuses a claim beside a detaching
+			// attachment; the scheduler must not pick the node.
+			name: "detaching from the node",
+			setups: []setup{
+				func(st *schedtest.State) { pluginNodes(st, "p", "n1", "n2") },
+				func(st *schedtest.State) {
+					st.AddAttachment(&pb.Attachment{VolumeId: "v", NodeId: "n1", PluginId: "p",
+						State: pb.AttachmentState_ATTACHMENT_STATE_DETACHING})
+					st.AddAttachment(&pb.Attachment{VolumeId: "v", NodeId: "n2", PluginId: "p",
+						State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
+				},
+			},
+			volume: schedtest.Volume("v", "p", snw),
+			want:   "j.web[0]@n2",
+			reason: `volume "v": the volume is detaching from the node (controller unpublish under way)`,
+		},
+		{
+			name: "detaching from the only node",
+			setups: []setup{
+				func(st *schedtest.State) { pluginNodes(st, "p", "n1") },
+				func(st *schedtest.State) {
+					st.AddAttachment(&pb.Attachment{VolumeId: "v", NodeId: "n1", PluginId: "p",
+						State: pb.AttachmentState_ATTACHMENT_STATE_DETACHING})
+				},
+			},
+			volume: schedtest.Volume("v", "p", snw),
+			reason: `volume "v": the volume is detaching from the node (controller unpublish under way)`,
+		},
+		{
 			name:   "no capability for a writer",
 			setups: []setup{func(st *schedtest.State) { pluginNodes(st, "p", "n1") }},
 			volume: schedtest.Volume("v", "p", mnro),

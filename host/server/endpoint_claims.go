@@ -28,6 +28,12 @@ var (
 	// ErrNoClaimNode is returned by Claims.Claim when no node was named and
 	// none can take the claim; the message gives each node's reason.
 	ErrNoClaimNode = errcode.New(codes.FailedPrecondition, "no node can take a claim of the volume")
+	// ErrVolumeNotClaimable is returned by Claims.Claim when the volume can
+	// be claimed nowhere for now: its plugin is not schedulable (no healthy
+	// node instance), or requires a controller publish and has no healthy
+	// controller. The claim would wait, reserved, for as long as that
+	// lasts; the message names the volume and the plugin.
+	ErrVolumeNotClaimable = errcode.New(codes.FailedPrecondition, "the volume cannot be claimed now")
 	// ErrInvalidClaimRequest is returned for a claim request that names too
 	// little or contradicts itself (no volume, an unknown mode, a claim of
 	// another volume).
@@ -84,6 +90,9 @@ func (e *claimsEndpoint) Claim(ctx context.Context, req *pb.ClaimCreateRequest) 
 	if v == nil {
 		return nil, fmt.Errorf("volume %q: %w", req.GetVolumeId(), fsm.ErrVolumeNotFound)
 	}
+	if err := checkClaimable(st, v); err != nil {
+		return nil, err
+	}
 	held, err := st.ClaimsByVolume(nil, v.GetId())
 	if err != nil {
 		return nil, err
@@ -120,6 +129,32 @@ func (e *claimsEndpoint) Claim(ctx context.Context, req *pb.ClaimCreateRequest) 
 		return nil, err
 	}
 	return &pb.ClaimCreateResponse{Claim: stored, Attachment: att, PublishPath: PublishPath(stored), Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// checkClaimable refuses (ErrVolumeNotClaimable) a claim of v that could
+// only wait: the state machine would reserve it, but with no healthy
+// controller its controller publish never runs, and an unschedulable
+// plugin has no node instance to stage it. Refusing says why now, where a
+// reserved claim would leave the operator waiting on nothing. A controller
+// is required when the plugin's row says so or the volume's mirror does
+// (the row is recomputed as controllers come and go; either saying so is
+// enough to need one).
+func checkClaimable(st *fsm.StateSnapshot, v *pb.Volume) error {
+	p, err := st.CSIPluginByID(nil, v.GetPluginId())
+	if err != nil {
+		return err
+	}
+	switch {
+	case p == nil:
+		return fmt.Errorf("volume %q: %w: no node runs its csi plugin %q", v.GetId(), ErrVolumeNotClaimable, v.GetPluginId())
+	case (p.GetControllerRequired() || v.GetControllerRequired()) && p.GetControllersHealthy() == 0:
+		return fmt.Errorf("volume %q: %w: csi plugin %q requires a controller publish and none of its controllers is healthy "+
+			"(0 of %d); the claim would wait for one", v.GetId(), ErrVolumeNotClaimable, v.GetPluginId(), p.GetControllersExpected())
+	case !v.GetSchedulable() || !p.GetSchedulable():
+		return fmt.Errorf("volume %q: %w: csi plugin %q is not schedulable (%d of %d node instances healthy)",
+			v.GetId(), ErrVolumeNotClaimable, v.GetPluginId(), p.GetNodesHealthy(), p.GetNodesExpected())
+	}
+	return nil
 }
 
 // claimCapability picks the volume capability an operator's claim uses:
@@ -218,6 +253,13 @@ func claimNodeUnfit(st *fsm.StateSnapshot, v *pb.Volume, n *pb.Node) (string, er
 		return fmt.Sprintf("%s: its node instance of csi plugin %q is unhealthy (%s)", who, v.GetPluginId(), info.GetHealthDescription()), nil
 	case !scheduler.TopologyReaches(v, info):
 		return fmt.Sprintf("%s is outside volume %q's topology (the node is at %v)", who, v.GetId(), info.GetNodeInfo().GetAccessibleTopology()), nil
+	}
+	// The state machine refuses a claim beside a detaching attachment; so
+	// does the node choice, which then takes another node.
+	if a, err := st.Attachment(nil, v.GetId(), n.GetId()); err != nil {
+		return "", err
+	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
+		return fmt.Sprintf("%s: volume %q is detaching from it (controller unpublish under way); claim it there once that is done", who, v.GetId()), nil
 	}
 	if max := info.GetNodeInfo().GetMaxVolumes(); max > 0 {
 		on, err := pluginVolumesOn(st, n.GetId(), v)

@@ -257,6 +257,7 @@ func TestClaimSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
 		ErrClaimNodeUnfit:      codes.FailedPrecondition,
 		ErrNoClaimNode:         codes.FailedPrecondition,
+		ErrVolumeNotClaimable:  codes.FailedPrecondition,
 		ErrInvalidClaimRequest: codes.InvalidArgument,
 		ErrClaimNotYours:       codes.PermissionDenied,
 		ErrVolumeNotRequested:  codes.PermissionDenied,

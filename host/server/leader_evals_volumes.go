@@ -26,30 +26,35 @@ import (
 //
 // Freeing a claim removes its row, which leaves no modify index to compare
 // with, so the test is the claims table's index (or the volumes table's: a
-// volume registered or made schedulable) against the evaluation's snapshot,
-// for jobs that claim volumes. A claim moving on (reserved to ready, say)
+// volume registered or made schedulable; or the attachments table's: an
+// attachment that was detaching removed) against the evaluation's
+// snapshot, for jobs that claim volumes. A claim moving on (reserved to ready, say)
 // therefore wakes a blocked job needlessly; its run blocks again from a
 // snapshot past that index, so each change costs at most one scheduler
 // run per volume-blocked job, and a job with no volumes never wakes on
 // claims.
 
-// volumesChangedAt is the latest index at which a claim or a volume
-// changed, removals included.
+// volumesChangedAt is the latest index at which a claim, a volume or an
+// attachment changed, removals included. Attachments count because a
+// node whose attachment of a volume is detaching takes no claim on it (the
+// scheduler blocks on that), and the attachment's removal, the end of the
+// controller unpublish, need not free any claim.
 func volumesChangedAt(snap *fsm.StateSnapshot) (uint64, error) {
-	claims, err := snap.Index(fsm.TableClaims)
-	if err != nil {
-		return 0, err
+	var latest uint64
+	for _, table := range []string{fsm.TableClaims, fsm.TableVolumes, fsm.TableAttachments} {
+		idx, err := snap.Index(table)
+		if err != nil {
+			return 0, err
+		}
+		latest = max(latest, idx)
 	}
-	vols, err := snap.Index(fsm.TableVolumes)
-	if err != nil {
-		return 0, err
-	}
-	return max(claims, vols), nil
+	return latest, nil
 }
 
 // watchJobVolumes reports whether the job's current version claims
-// volumes, and adds each volume's row and claims to ws, so a claim freed
-// (or a volume registered) wakes the feed.
+// volumes, and adds each volume's row, claims and attachments to ws, so a
+// claim freed, a volume registered or an attachment removed wakes the
+// feed.
 func watchJobVolumes(ws memdb.WatchSet, snap *fsm.StateSnapshot, jobID string) (bool, error) {
 	job, err := snap.JobByID(nil, jobID)
 	if err != nil || job == nil {
@@ -63,6 +68,9 @@ func watchJobVolumes(ws memdb.WatchSet, snap *fsm.StateSnapshot, jobID string) (
 				return false, err
 			}
 			if _, err := snap.ClaimsByVolume(ws, id); err != nil {
+				return false, err
+			}
+			if _, err := snap.AttachmentsByVolume(ws, id); err != nil {
 				return false, err
 			}
 		}

@@ -221,3 +221,6 @@ func (s schedState) ClaimsByVolume(id string) ([]*pb.Claim, error) {
 func (s schedState) ClaimsByNode(id string) ([]*pb.Claim, error) {
 	return s.snap.ClaimsByNode(nil, id)
 }
+func (s schedState) Attachment(volumeID, nodeID string) (*pb.Attachment, error) {
+	return s.snap.Attachment(nil, volumeID, nodeID)
+}

@@ -20,6 +20,8 @@ type State struct {
 	allocs   map[string]*pb.Allocation
 	volumes  map[string]*pb.Volume
 	claims   map[string]*pb.Claim
+	// attachments by volume ID, then node ID.
+	attachments map[[2]string]*pb.Attachment
 }
 
 // NewState returns an empty snapshot at index 1.
@@ -32,6 +34,8 @@ func NewState() *State {
 		allocs:   map[string]*pb.Allocation{},
 		volumes:  map[string]*pb.Volume{},
 		claims:   map[string]*pb.Claim{},
+
+		attachments: map[[2]string]*pb.Attachment{},
 	}
 }
 
@@ -72,6 +76,17 @@ func (s *State) AddClaim(c *pb.Claim) { s.claims[c.GetId()] = c }
 
 // FreeClaim removes a claim, as the state machine does when it is freed.
 func (s *State) FreeClaim(id string) { delete(s.claims, id) }
+
+// AddAttachment stores (or replaces) a volume's attachment to a node.
+func (s *State) AddAttachment(a *pb.Attachment) {
+	s.attachments[[2]string{a.GetVolumeId(), a.GetNodeId()}] = a
+}
+
+// RemoveAttachment removes a volume's attachment to a node, as the state
+// machine does when its controller unpublish succeeded.
+func (s *State) RemoveAttachment(volumeID, nodeID string) {
+	delete(s.attachments, [2]string{volumeID, nodeID})
+}
 
 // Claims returns every stored claim, by ID.
 func (s *State) Claims() []*pb.Claim {
@@ -182,6 +197,11 @@ func (s *State) ClaimsByVolume(volumeID string) ([]*pb.Claim, error) {
 // ClaimsByNode implements scheduler.State, in ID order.
 func (s *State) ClaimsByNode(nodeID string) ([]*pb.Claim, error) {
 	return s.filterClaims(func(c *pb.Claim) bool { return c.GetNodeId() == nodeID }), nil
+}
+
+// Attachment implements scheduler.State.
+func (s *State) Attachment(volumeID, nodeID string) (*pb.Attachment, error) {
+	return s.attachments[[2]string{volumeID, nodeID}], nil
 }
 
 func (s *State) filterClaims(keep func(*pb.Claim) bool) []*pb.Claim {
