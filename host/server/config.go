@@ -81,6 +81,10 @@ type Config struct {
 	// controllerCaller replaces the server's CSI controller forwarder;
 	// only this package's tests set it.
 	controllerCaller controllerCaller
+	// noControllerCalls keeps the leader's attach reconciler and reconcile
+	// pass from running (the reaper still runs): only this package's tests
+	// that move attachments by hand set it.
+	noControllerCalls bool
 }
 
 // defaultLeaderWait is how long a request waits for an election, or a new

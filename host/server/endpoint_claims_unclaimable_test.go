@@ -35,8 +35,11 @@ func TestOperatorClaimRefusesAVolumeItCouldOnlyWaitFor(t *testing.T) {
 	wantCode(t, "no healthy controller, node named", err, codes.FailedPrecondition, `volume "data"`, `csi plugin "hp"`)
 
 	// No healthy node instance anywhere (n2's was unhealthy from the start).
+	// The controller stays healthy, so not being schedulable is the reason.
 	updateCSI(t, csiClient, &pb.NodeCSIUpdateRequest{NodeId: n1,
-		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: false, HealthDescription: "probe: not ready"}}})
+		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: false, HealthDescription: "probe: not ready"}},
+		Controllers: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, ControllerRequired: true,
+			ControllerInfo: &pb.CSIControllerInfo{SupportsAttachDetach: true}}}})
 	cc.volume(t, "plain", snw)
 	_, err = cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "plain"})
 	wantCode(t, "not schedulable", err, codes.FailedPrecondition,

@@ -105,7 +105,10 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.drainer = newDrainer(s)
 	s.gc = defaultGCConfig()
 	caller := cfg.controllerCaller
-	if caller == nil {
+	switch {
+	case cfg.noControllerCalls:
+		caller = nil
+	case caller == nil:
 		caller = newCSIForwarder(s)
 	}
 	s.volumes = newVolumeLoops(s, caller)
