@@ -111,6 +111,9 @@ type Client struct {
 	watching watchAttempt
 	// plugins is the CSI plugin manager; nil without CSI plugins.
 	plugins *pluginmanager.Manager
+	// volumes is the node's CSI volume machinery (volumes.go); nil
+	// without CSI plugins or allocs.
+	volumes *volumeRuntime
 	// forgotten is set when the servers answered a heartbeat with
 	// NotFound: the registration that follows creates the node anew,
 	// without the CSI plugins it had, so they are sent again.
@@ -162,20 +165,28 @@ func New(cfg Config) (*Client, error) {
 
 		registeredCh: make(chan struct{}),
 	}
+	// The plugin manager and the volume hooks exist before the alloc
+	// runners are built (the runners get the hooks); the manager starts
+	// once the registry is restored.
+	if err := c.newCSIPlugins(); err != nil {
+		cancel()
+		return nil, err
+	}
 	if c.allocsEnabled() {
+		if err := c.newVolumes(); err != nil {
+			cancel()
+			return nil, err
+		}
 		c.startAllocs()
 	} else {
 		c.restoreCSIRegistry()
 	}
-	if err := c.startCSIPlugins(); err != nil {
-		cancel()
-		c.stopAllocs()
-		return nil, err
-	}
+	c.startCSIPlugins()
 	if err := c.startTunnel(); err != nil {
 		cancel()
 		c.stopCSIPlugins()
 		c.stopAllocs()
+		c.stopVolumes()
 		return nil, err
 	}
 	go c.run()
@@ -217,6 +228,7 @@ func (c *Client) Shutdown() {
 	<-c.done
 	c.stopCSIPlugins()
 	c.stopAllocs()
+	c.stopVolumes()
 	c.tunnel.Close()
 	c.pool.Close()
 }

@@ -34,6 +34,8 @@ type fakeClaims struct {
 	index   uint64
 	changed chan struct{}
 	claims  map[string]*pb.ClientClaimResponse
+	// ops are the node's operators' claims ClientClaims lists.
+	ops map[string]*pb.Claim
 	// updates are the ClientClaimUpdate requests that succeeded.
 	updates []*pb.ClientClaimUpdateRequest
 	// calls counts ClientClaim calls; blocked counts those that blocked.
@@ -45,7 +47,7 @@ type fakeClaims struct {
 var _ Claims = (*fakeClaims)(nil)
 
 func newFakeClaims() *fakeClaims {
-	return &fakeClaims{index: 10, changed: make(chan struct{}), claims: map[string]*pb.ClientClaimResponse{}}
+	return &fakeClaims{index: 10, changed: make(chan struct{}), claims: map[string]*pb.ClientClaimResponse{}, ops: map[string]*pb.Claim{}}
 }
 
 func claimKey(user, volume string) string { return user + "/" + volume }
@@ -61,6 +63,47 @@ func (f *fakeClaims) set(user string, resp *pb.ClientClaimResponse) {
 	f.changed = make(chan struct{})
 }
 
+// setOperator stores an operator's claim (listed and answered), or with
+// st freed drops it from both.
+func (f *fakeClaims) setOperator(claimID string, st pb.ClaimState) {
+	resp := claimResp(st)
+	resp.Claim.Id, resp.Claim.AllocId, resp.Claim.Operator, resp.Request = claimID, "", true, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	resp.Meta = &pb.QueryMeta{Index: f.index}
+	if st == pb.ClaimState_CLAIM_STATE_FREED {
+		delete(f.ops, claimID)
+		delete(f.claims, claimKey(claimID, volID))
+	} else {
+		f.ops[claimID] = resp.Claim
+		f.claims[claimKey(claimID, volID)] = resp
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeClaims) ClientClaims(ctx context.Context, req *pb.ClientClaimsRequest) (*pb.ClientClaimsResponse, error) {
+	for {
+		f.mu.Lock()
+		idx, changed := f.index, f.changed
+		if idx > req.GetQuery().GetMinIndex() {
+			out := &pb.ClientClaimsResponse{Meta: &pb.QueryMeta{Index: idx}}
+			for _, c := range f.ops {
+				out.Claims = append(out.Claims, proto.CloneOf(c))
+			}
+			f.mu.Unlock()
+			return out, nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
 func (f *fakeClaims) fail(claim, update error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -68,9 +111,10 @@ func (f *fakeClaims) fail(claim, update error) {
 }
 
 func (f *fakeClaims) ClientClaim(ctx context.Context, req *pb.ClientClaimRequest) (*pb.ClientClaimResponse, error) {
-	user := req.GetAllocId()
+	user, vol := req.GetAllocId(), req.GetVolumeId()
 	if user == "" {
-		user = req.GetClaimId()
+		// Named by claim ID alone, as the client does an operator's.
+		user, vol = req.GetClaimId(), volID
 	}
 	f.mu.Lock()
 	f.calls++
@@ -82,7 +126,7 @@ func (f *fakeClaims) ClientClaim(ctx context.Context, req *pb.ClientClaimRequest
 			f.mu.Unlock()
 			return nil, err
 		}
-		resp, ok := f.claims[claimKey(user, req.GetVolumeId())]
+		resp, ok := f.claims[claimKey(user, vol)]
 		idx, changed := f.index, f.changed
 		if ok && idx > req.GetQuery().GetMinIndex() {
 			out := proto.CloneOf(resp)
