@@ -8,63 +8,102 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/host/server"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/taskdrivers"
 )
 
 var _ volumeStore = (*state.DB)(nil)
 
-// The whole client side against a real server: a job whose group asks for
-// a CSI volume is placed with its claim; the client stages and publishes
-// it through the node plugin, the raw_exec task sees its publish path in
-// BERTH_VOLUME_DATA, and the claim is in use. Stopped, the alloc's volume
-// is unpublished and unstaged, the client reports node-detached, and the
-// claim is freed (the plugin needs no controller publish).
-func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
-	s := startServer(t)
-	addr := serverRPC(t, s)
+// volumeEnv is a real server and a client with a fake node plugin (no
+// controller publish needed, STAGE_UNSTAGE) and volume vol1 registered.
+type volumeEnv struct {
+	t        *testing.T
+	s        *server.Server
+	addr     string
+	conn     grpc.ClientConnInterface
+	fake     *csifake.Plugin
+	dir      string
+	db       *state.DB
+	m        *taskdrivers.Manager
+	c        *Client
+	vols     pb.VolumesClient
+	ctx      context.Context
+	endpoint string
+}
+
+func newVolumeEnv(t *testing.T) *volumeEnv {
+	t.Helper()
+	e := &volumeEnv{t: t, s: startServer(t)}
+	e.addr = serverRPC(t, e.s)
 	pool := rpc.NewPool()
 	t.Cleanup(pool.Close)
-	conn, err := pool.Conn(addr)
+	conn, err := pool.Conn(e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.conn = conn
 	sockDir, err := os.MkdirTemp("", "csiv")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	// A node plugin that needs no controller (no attach step) and stages.
-	fake := csifake.New()
-	fake.GetPluginCapabilities.Always(&csipb.GetPluginCapabilitiesResponse{}, nil)
-	srv, err := fake.Listen(filepath.Join(sockDir, "csi.sock"))
+	e.fake = csifake.New()
+	e.fake.GetPluginCapabilities.Always(&csipb.GetPluginCapabilitiesResponse{}, nil)
+	srv, err := e.fake.Listen(filepath.Join(sockDir, "csi.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Stop)
-
-	dir := t.TempDir()
-	db, m := driversFor(t, dir)
-	c, reg := csiNode(t, dir, addr, db, m, "client")
-	t.Cleanup(c.Shutdown)
-	waitStatus(t, s, c.NodeID(), pb.NodeStatus_NODE_STATUS_READY)
-	// What the supervisor hook does for a healthy plugin task.
-	if err := reg.Register(&pb.CSIPluginRegistration{Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, PluginId: "fake", AllocId: uuid.Generate(),
-		Endpoint: srv.Endpoint, Provider: csifake.Name, ProviderVersion: csifake.VendorVersion, Healthy: true}); err != nil {
+	e.endpoint = srv.Endpoint
+	e.dir = t.TempDir()
+	e.db, e.m = driversFor(t, e.dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*generous)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	e.start()
+	e.vols = pb.NewVolumesClient(conn)
+	if _, err := e.vols.Register(ctx, &pb.VolumeRegisterRequest{Volume: &pb.Volume{Id: "vol1", Name: "vol1", PluginId: "fake", ExternalId: "ext-vol1",
+		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
+			AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
+	return e
+}
+
+// start starts the client (again, after stop: a client restart, the
+// plugin's registry entry restored from the state DB), waits for its node
+// and the plugin to be ready.
+func (e *volumeEnv) start() {
+	t := e.t
+	c, reg := csiNode(t, e.dir, e.addr, e.db, e.m, "client")
+	e.c = c
+	t.Cleanup(func() {
+		if e.c != nil {
+			e.c.Shutdown()
+		}
+	})
+	waitStatus(t, e.s, c.NodeID(), pb.NodeStatus_NODE_STATUS_READY)
+	if _, ok := reg.Serving(pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, "fake"); !ok {
+		// What the supervisor hook does for a healthy plugin task.
+		if err := reg.Register(&pb.CSIPluginRegistration{Type: pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE, PluginId: "fake", AllocId: pluginAlloc,
+			Endpoint: e.endpoint, Provider: csifake.Name, ProviderVersion: csifake.VendorVersion, Healthy: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	testutil.WaitFor(t, generous, func() error {
-		resp, err := pb.NewCSIPluginsClient(conn).Get(ctx, &pb.CSIPluginGetRequest{PluginId: "fake"})
+		resp, err := pb.NewCSIPluginsClient(e.conn).Get(e.ctx, &pb.CSIPluginGetRequest{PluginId: "fake"})
 		if err != nil {
 			return err
 		}
@@ -73,13 +112,21 @@ func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	vols := pb.NewVolumesClient(conn)
-	if _, err := vols.Register(ctx, &pb.VolumeRegisterRequest{Volume: &pb.Volume{Id: "vol1", Name: "vol1", PluginId: "fake", ExternalId: "ext-vol1",
-		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
-			AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}); err != nil {
-		t.Fatal(err)
-	}
+}
 
+func (e *volumeEnv) stop() {
+	e.c.Shutdown()
+	e.c = nil
+}
+
+// pluginAlloc stands for the plugin task's alloc.
+const pluginAlloc = "6d1f3c2a-5b4e-4c7d-8e9f-0a1b2c3d4e5f"
+
+// runJob runs a raw_exec task mounting vol1 as "data"; the task writes
+// its BERTH_VOLUME_DATA in the alloc dir. It returns the alloc ID and
+// what the task saw.
+func (e *volumeEnv) runJob() (*pb.Job, string, string) {
+	t := e.t
 	task := &pb.Task{Name: "web", Driver: "raw_exec", KillTimeoutMs: 2000, Resources: &pb.TaskResources{CpuMhz: 100, MemoryMb: 64},
 		VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/data"}},
 		Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/sh"),
@@ -87,14 +134,13 @@ func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
 	job := mockJob(pb.JobType_JOB_TYPE_SERVICE, task)
 	job.Groups[0].Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "vol1",
 		AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
-	if _, err := pb.NewJobsClient(conn).Register(ctx, &pb.JobRegisterRequest{Job: job}); err != nil {
+	if _, err := pb.NewJobsClient(e.conn).Register(e.ctx, &pb.JobRegisterRequest{Job: job}); err != nil {
 		t.Fatal(err)
 	}
-	var allocID string
-	var seen string
+	var allocID, seen string
 	testutil.WaitFor(t, generous, func() error {
-		for id := range c.knownAllocs() {
-			r, err := c.runner(id)
+		for id := range e.c.knownAllocs() {
+			r, err := e.c.runner(id)
 			if err != nil {
 				continue
 			}
@@ -107,53 +153,149 @@ func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
 		}
 		return errors.New("no alloc yet")
 	})
-	if want := filepath.Join(dir, "csi", "publish", allocID, "vol1"); seen != want {
-		t.Fatalf("the task saw BERTH_VOLUME_DATA=%q, want %q", seen, want)
-	}
-	if st, pu := fake.NodeStageVolume.Count(), fake.NodePublishVolume.Count(); st != 1 || pu != 1 {
-		t.Fatalf("stage %d, publish %d; want 1 and 1", st, pu)
-	}
-	claimState := func() (pb.ClaimState, int, error) {
-		resp, err := vols.Claims(ctx, &pb.VolumeClaimsRequest{VolumeId: "vol1"})
-		if err != nil {
-			return 0, 0, err
-		}
-		if len(resp.GetClaims()) == 0 {
-			return pb.ClaimState_CLAIM_STATE_FREED, 0, nil
-		}
-		return resp.GetClaims()[0].GetState(), len(resp.GetClaims()), nil
-	}
-	testutil.WaitFor(t, generous, func() error {
-		st, n, err := claimState()
-		if err != nil || st != pb.ClaimState_CLAIM_STATE_IN_USE || n != 1 {
-			return fmt.Errorf("claims: %d, first %s (%v); want one in use", n, st, err)
-		}
-		return nil
-	})
+	return job, allocID, seen
+}
 
-	if _, err := pb.NewJobsClient(conn).Deregister(ctx, &pb.JobDeregisterRequest{JobId: job.GetId()}); err != nil {
-		t.Fatal(err)
+// claim returns vol1's claims: the first one's state and how many.
+func (e *volumeEnv) claim() (pb.ClaimState, int, error) {
+	resp, err := e.vols.Claims(e.ctx, &pb.VolumeClaimsRequest{VolumeId: "vol1"})
+	if err != nil {
+		return 0, 0, err
 	}
-	testutil.WaitFor(t, generous, func() error {
-		if up, us := fake.NodeUnpublishVolume.Count(), fake.NodeUnstageVolume.Count(); up != 1 || us != 1 {
-			return fmt.Errorf("unpublish %d, unstage %d", up, us)
-		}
-		st, n, err := claimState()
-		if err != nil || n != 0 {
-			return fmt.Errorf("claims: %d, first %s (%v); want the claim freed", n, st, err)
+	if len(resp.GetClaims()) == 0 {
+		return pb.ClaimState_CLAIM_STATE_FREED, 0, nil
+	}
+	return resp.GetClaims()[0].GetState(), len(resp.GetClaims()), nil
+}
+
+func (e *volumeEnv) waitClaim(want pb.ClaimState) {
+	e.t.Helper()
+	testutil.WaitFor(e.t, generous, func() error {
+		st, n, err := e.claim()
+		if err != nil || st != want || (want != pb.ClaimState_CLAIM_STATE_FREED && n != 1) {
+			return fmt.Errorf("claims: %d, first %s (%v); want %s", n, st, err, want)
 		}
 		return nil
 	})
-	if got := fake.NodeUnpublishVolume.Last().GetTargetPath(); got != filepath.Join(dir, "csi", "volumes", "fake", "publish", allocID, "vol1") {
-		t.Errorf("unpublished target %q", got)
-	}
-	if usages, err := db.VolumeUsages(); err != nil || len(usages) != 0 {
-		t.Errorf("volume usage left in the state DB: %v, %v", usages, err)
-	}
-	testutil.WaitFor(t, generous, func() error {
-		if reps, err := db.VolumeReports(); err != nil || len(reps) != 0 {
+}
+
+// waitTornDown waits until the fake plugin saw n unpublish and unstage
+// calls and the client holds no usage and no report.
+func (e *volumeEnv) waitTornDown(n int) {
+	e.t.Helper()
+	testutil.WaitFor(e.t, generous, func() error {
+		if up, us := e.fake.NodeUnpublishVolume.Count(), e.fake.NodeUnstageVolume.Count(); up != n || us != n {
+			return fmt.Errorf("unpublish %d, unstage %d; want %d", up, us, n)
+		}
+		if usages, err := e.db.VolumeUsages(); err != nil || len(usages) != 0 {
+			return fmt.Errorf("volume usage left in the state DB: %v, %v", usages, err)
+		}
+		if reps, err := e.db.VolumeReports(); err != nil || len(reps) != 0 {
 			return fmt.Errorf("reports still queued: %v, %v", reps, err)
 		}
 		return nil
 	})
+}
+
+// The whole client side against a real server: a job whose group asks for
+// a CSI volume is placed with its claim; the client stages and publishes
+// it through the node plugin, the raw_exec task sees its publish path in
+// BERTH_VOLUME_DATA, and the claim is in use. Stopped, the alloc's volume
+// is unpublished and unstaged, the client reports node-detached, and the
+// claim is freed (the plugin needs no controller publish).
+func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
+	e := newVolumeEnv(t)
+	job, allocID, seen := e.runJob()
+	if want := filepath.Join(e.dir, "csi", "publish", allocID, "vol1"); seen != want {
+		t.Fatalf("the task saw BERTH_VOLUME_DATA=%q, want %q", seen, want)
+	}
+	if st, pu := e.fake.NodeStageVolume.Count(), e.fake.NodePublishVolume.Count(); st != 1 || pu != 1 {
+		t.Fatalf("stage %d, publish %d; want 1 and 1", st, pu)
+	}
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_IN_USE)
+
+	if _, err := pb.NewJobsClient(e.conn).Deregister(e.ctx, &pb.JobDeregisterRequest{JobId: job.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTornDown(1)
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_FREED)
+	if got := e.fake.NodeUnpublishVolume.Last().GetTargetPath(); got != filepath.Join(e.dir, "csi", "volumes", "fake", "publish", allocID, "vol1") {
+		t.Errorf("unpublished target %q", got)
+	}
+}
+
+// A client restart keeps the running task's volume: nothing is staged,
+// published or unstaged again. A client that comes back after its claim
+// was force-released (its node fenced while it was away, the job stopped)
+// still unpublishes and unstages what it has.
+func TestVolumeSurvivesClientRestartAndForceReleaseIsCleanedUp(t *testing.T) {
+	e := newVolumeEnv(t)
+	job, allocID, _ := e.runJob()
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_IN_USE)
+
+	e.stop()
+	e.start()
+	testutil.WaitFor(t, generous, func() error {
+		_, states, err := e.c.AllocStates(allocID)
+		if err != nil || states["web"].GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+			return fmt.Errorf("recovered task: %v, %v", states["web"], err)
+		}
+		return nil
+	})
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_IN_USE)
+	if st, pu, us := e.fake.NodeStageVolume.Count(), e.fake.NodePublishVolume.Count(), e.fake.NodeUnstageVolume.Count(); st != 1 || pu != 1 || us != 0 {
+		t.Fatalf("after a client restart: stage %d, publish %d, unstage %d; want 1, 1, 0", st, pu, us)
+	}
+
+	// Away: the job is stopped and the node fenced, which frees the claim
+	// without the client.
+	nodeID := e.c.NodeID()
+	e.stop()
+	if _, err := pb.NewJobsClient(e.conn).Deregister(e.ctx, &pb.JobDeregisterRequest{JobId: job.GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_RELEASING)
+	buf, err := fsm.Encode(fsm.NodeFence, &pb.NodeFenceCommand{NodeId: nodeID, Fenced: true, UpdatedAt: time.Now().UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsm.ResultOf(e.ctx, e.s.Raft().Apply(buf, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_FREED)
+	if us := e.fake.NodeUnstageVolume.Count(); us != 0 {
+		t.Fatalf("unstaged while the client was away (%d calls)", us)
+	}
+
+	// Back: the alloc is stopped, and its volume taken down.
+	e.start()
+	e.waitTornDown(1)
+	if pu := e.fake.NodePublishVolume.Count(); pu != 1 {
+		t.Errorf("published again on the way back (%d calls)", pu)
+	}
+}
+
+// An operator's claim (`berth volume claim`) is published on its node at
+// the path the servers print, and reported in use; released, it is taken
+// down and freed.
+func TestOperatorClaimPublishedOnItsNode(t *testing.T) {
+	e := newVolumeEnv(t)
+	claims := pb.NewClaimsClient(e.conn)
+	made, err := claims.Claim(e.ctx, &pb.ClaimCreateRequest{VolumeId: "vol1", NodeId: e.c.NodeID(), Mode: pb.ClaimMode_CLAIM_MODE_READ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_IN_USE)
+	path := filepath.Join(e.dir, made.GetPublishPath())
+	if link, err := os.Readlink(path); err != nil || link != filepath.Join(e.dir, "csi", "volumes", "fake", "publish", made.GetClaim().GetId(), "vol1") {
+		t.Fatalf("the printed path %s links to %q (%v)", path, link, err)
+	}
+	if pub := e.fake.NodePublishVolume.Last(); !pub.GetReadonly() {
+		t.Errorf("a read claim published writable: %v", pub)
+	}
+	if _, err := claims.Release(e.ctx, &pb.ClaimReleaseRequest{ClaimId: made.GetClaim().GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitTornDown(1)
+	e.waitClaim(pb.ClaimState_CLAIM_STATE_FREED)
 }
