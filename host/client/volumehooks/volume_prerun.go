@@ -109,12 +109,15 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 	}
 	wait := v.cfg.RetryStart
 	told := false
+	// last is the servers' last answer, for what the claim was waiting on
+	// when the wait ends.
+	var last *pb.ClientClaimResponse
 	for {
 		req.Query = &pb.QueryOptions{MinIndex: minIndex}
 		resp, err := v.cfg.Claims.ClientClaim(ctx, req)
 		switch {
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%s: waiting for its claim to be ready: %w", where, ctx.Err())
+			return nil, fmt.Errorf("%s: waiting for its claim to be ready%s: %w", where, waitingOn(last), ctx.Err())
 		case err != nil && claimRefusal(err):
 			return nil, fmt.Errorf("%s: asking the servers for its claim: %w", where, err)
 		case err != nil:
@@ -131,6 +134,7 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 			continue
 		}
 		wait = v.cfg.RetryStart
+		last = resp
 		switch st := resp.GetClaim().GetState(); st {
 		case pb.ClaimState_CLAIM_STATE_READY, pb.ClaimState_CLAIM_STATE_IN_USE:
 			return resp, nil
@@ -150,6 +154,34 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 	}
 }
 
+// waitingOn says what a reserved claim waits for, from the servers' last
+// answer: its attachment's state and the last error of the claim.
+func waitingOn(last *pb.ClientClaimResponse) string {
+	if last == nil {
+		return ""
+	}
+	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), claimStateWord(last.GetClaim().GetState()))
+	if a := last.GetAttachmentState(); a != pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED {
+		s += ", the volume's attachment to the node " + attachmentWord(a)
+	}
+	if e := last.GetClaim().GetLastError(); e != nil {
+		s += ", last error: " + e.GetMessage()
+	}
+	return s + ")"
+}
+
+func attachmentWord(a pb.AttachmentState) string {
+	switch a {
+	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
+		return "attaching (controller publish not done)"
+	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+		return "attached"
+	case pb.AttachmentState_ATTACHMENT_STATE_DETACHING:
+		return "detaching"
+	}
+	return a.String()
+}
+
 // claimRefusal says whether the servers' error is their answer rather
 // than a failure to answer.
 func claimRefusal(err error) bool {
@@ -162,6 +194,12 @@ func claimRefusal(err error) bool {
 
 func claimStateWord(s pb.ClaimState) string {
 	switch s {
+	case pb.ClaimState_CLAIM_STATE_RESERVED:
+		return "reserved"
+	case pb.ClaimState_CLAIM_STATE_READY:
+		return "ready"
+	case pb.ClaimState_CLAIM_STATE_IN_USE:
+		return "in-use"
 	case pb.ClaimState_CLAIM_STATE_RELEASING:
 		return "releasing"
 	case pb.ClaimState_CLAIM_STATE_NODE_DETACHED:

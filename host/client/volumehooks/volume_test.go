@@ -331,3 +331,23 @@ func TestReporterRetriesOnlyWhatMayChange(t *testing.T) {
 		return nil
 	})
 }
+
+// A prerun whose claim never becomes ready ends with its deadline, saying
+// what the claim waited on.
+func TestPrerunClaimWaitSaysWhatItWaitedOn(t *testing.T) {
+	e := newVolEnv(t, nil)
+	r := claimResp(pb.ClaimState_CLAIM_STATE_RESERVED)
+	r.AttachmentState = pb.AttachmentState_ATTACHMENT_STATE_ATTACHING
+	e.claims.set(hookAlloc, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := e.hook().Prerun(ctx, &allocrunner.PrerunRequest{AllocInfo: allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("prerun: %v, want the deadline", err)
+	}
+	for _, s := range []string{`claim "claim-1" is reserved`, "attaching (controller publish not done)", `volume "data-vol"`, "alloc " + hookAlloc} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q lacks %q", err, s)
+		}
+	}
+}
