@@ -123,14 +123,14 @@ func (e *volumeEnv) stop() {
 const pluginAlloc = "6d1f3c2a-5b4e-4c7d-8e9f-0a1b2c3d4e5f"
 
 // runJob runs a raw_exec task mounting vol1 as "data"; the task writes
-// its BERTH_VOLUME_DATA in the alloc dir. It returns the alloc ID and
+// its BERTH_VOLUME_DATA and ${volume.data} in the alloc dir. It returns the alloc ID and
 // what the task saw.
 func (e *volumeEnv) runJob() (*pb.Job, string, string) {
 	t := e.t
 	task := &pb.Task{Name: "web", Driver: "raw_exec", KillTimeoutMs: 2000, Resources: &pb.TaskResources{CpuMhz: 100, MemoryMb: 64},
 		VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/data"}},
 		Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/sh"),
-			"args": sdk.ListValue("-c", `echo "$BERTH_VOLUME_DATA" > "$BERTH_ALLOC_DIR/volume.txt"; while true; do sleep 0.05; done`)}}
+			"args": sdk.ListValue("-c", `echo "$BERTH_VOLUME_DATA ${volume.data}" > "$BERTH_ALLOC_DIR/volume.txt"; while true; do sleep 0.05; done`)}}
 	job := mockJob(pb.JobType_JOB_TYPE_SERVICE, task)
 	job.Groups[0].Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "vol1",
 		AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
@@ -206,8 +206,8 @@ func (e *volumeEnv) waitTornDown(n int) {
 func TestAllocWithACSIVolumeEndToEnd(t *testing.T) {
 	e := newVolumeEnv(t)
 	job, allocID, seen := e.runJob()
-	if want := filepath.Join(e.dir, "csi", "publish", allocID, "vol1"); seen != want {
-		t.Fatalf("the task saw BERTH_VOLUME_DATA=%q, want %q", seen, want)
+	if want := filepath.Join(e.dir, "csi", "publish", allocID, "vol1"); seen != want+" "+want {
+		t.Fatalf("the task saw BERTH_VOLUME_DATA and ${volume.data} = %q, want %q twice", seen, want)
 	}
 	if st, pu := e.fake.NodeStageVolume.Count(), e.fake.NodePublishVolume.Count(); st != 1 || pu != 1 {
 		t.Fatalf("stage %d, publish %d; want 1 and 1", st, pu)
