@@ -4,30 +4,27 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
 
-// cancelled runs f with a context that ends once the call f makes is
-// under way (counted by count).
+// interrupted runs f with a context that is cancelled once the call f
+// makes is under way (counted by count), as a client dies in the middle
+// of it, and returns f's error.
 func interrupted(t *testing.T, count func() int, f func(context.Context) error) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	before := count()
 	errc := make(chan error, 1)
 	go func() { errc <- f(ctx) }()
-	deadline := time.After(waitLimit)
-	for count() == before {
-		select {
-		case err := <-errc:
-			cancel()
-			return err
-		case <-deadline:
-			t.Fatal("the call never started")
-		case <-time.After(time.Millisecond):
+	testutil.WaitFor(t, waitLimit, func() error {
+		if count() == before && len(errc) == 0 {
+			return errors.New("the call has not started")
 		}
-	}
+		return nil
+	})
 	cancel()
 	return <-errc
 }
