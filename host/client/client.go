@@ -445,6 +445,24 @@ func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.
 // whose attempt another call's failure at the same server cancels (see
 // watching).
 func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	return c.callConnIn(nil, timeout, watch, fn)
+}
+
+// callConnCtx is callConn for a caller with a context of its own (a hook
+// waiting on a claim): its attempts end with it too, and its ending is
+// the caller's doing, not a server's failure, so it neither moves the
+// alloc watch off the server nor tries the next one.
+func (c *Client) callConnCtx(caller context.Context, timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	return c.callConnIn(caller, timeout, false, fn)
+}
+
+func (c *Client) callConnIn(caller context.Context, timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	base := c.ctx
+	if caller != nil {
+		b, stop := bothContexts(c.ctx, caller)
+		defer stop()
+		base = b
+	}
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -458,7 +476,7 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 			continue
 		}
 		timeout := timeout(len(servers) - i)
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		ctx, cancel := context.WithTimeout(base, timeout)
 		if watch {
 			c.setWatching(servers[idx], cancel)
 		}
@@ -468,7 +486,8 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 		}
 		cancel()
 		code := status.Code(err)
-		if code != codes.OK && !refusal(code) && !watch {
+		callerDone := caller != nil && caller.Err() != nil
+		if code != codes.OK && !refusal(code) && !watch && !callerDone {
 			c.suspect(servers[idx])
 		}
 		switch {
@@ -485,6 +504,8 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 			return fmt.Errorf("server %s: %w", servers[idx], err)
 		case c.ctx.Err() != nil:
 			return c.ctx.Err()
+		case callerDone:
+			return fmt.Errorf("server %s: %w", servers[idx], caller.Err())
 		}
 		errs = append(errs, fmt.Errorf("server %s (attempt timeout %s): %w", servers[idx], timeout, err))
 	}

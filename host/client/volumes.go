@@ -105,7 +105,7 @@ func (c *Client) stopVolumes() {
 }
 
 // claimsClient is the Claims service over the client's server failover,
-// bound to the caller's context too.
+// bound to the caller's context too (callConnCtx).
 type claimsClient struct{ c *Client }
 
 var (
@@ -127,14 +127,12 @@ func (cc claimsClient) ClientClaim(ctx context.Context, req *pb.ClientClaimReque
 		req.Query = q
 	}
 	var resp *pb.ClientClaimResponse
-	err := c.callConn(func(left int) time.Duration {
+	err := c.callConnCtx(ctx, func(left int) time.Duration {
 		if req.GetQuery().GetMinIndex() > 0 {
 			return maxWait + claimSlack
 		}
 		return c.attemptTimeout(left)
 	}, func(actx context.Context, conn grpc.ClientConnInterface) error {
-		actx, cancel := bothContexts(actx, ctx)
-		defer cancel()
 		var err error
 		resp, err = pb.NewClaimsClient(conn).ClientClaim(actx, req)
 		return err
@@ -148,9 +146,7 @@ func (cc claimsClient) ClientClaim(ctx context.Context, req *pb.ClientClaimReque
 func (cc claimsClient) ClientClaimUpdate(ctx context.Context, req *pb.ClientClaimUpdateRequest) (*pb.ClientClaimUpdateResponse, error) {
 	c := cc.c
 	var resp *pb.ClientClaimUpdateResponse
-	err := c.callConn(c.attemptTimeout, func(actx context.Context, conn grpc.ClientConnInterface) error {
-		actx, cancel := bothContexts(actx, ctx)
-		defer cancel()
+	err := c.callConnCtx(ctx, c.attemptTimeout, func(actx context.Context, conn grpc.ClientConnInterface) error {
 		var err error
 		resp, err = pb.NewClaimsClient(conn).ClientClaimUpdate(actx, req)
 		return err
@@ -172,9 +168,7 @@ func (cc claimsClient) ClientClaims(ctx context.Context, req *pb.ClientClaimsReq
 	q.MaxWaitMs = maxWait.Milliseconds()
 	req.Query = q
 	var resp *pb.ClientClaimsResponse
-	err := c.callConn(func(int) time.Duration { return maxWait + claimSlack }, func(actx context.Context, conn grpc.ClientConnInterface) error {
-		actx, cancel := bothContexts(actx, ctx)
-		defer cancel()
+	err := c.callConnCtx(ctx, func(int) time.Duration { return maxWait + claimSlack }, func(actx context.Context, conn grpc.ClientConnInterface) error {
 		var err error
 		resp, err = pb.NewClaimsClient(conn).ClientClaims(actx, req)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
@@ -298,4 +300,70 @@ func TestOperatorClaimPublishedOnItsNode(t *testing.T) {
 	}
 	e.waitTornDown(1)
 	e.waitClaim(pb.ClaimState_CLAIM_STATE_FREED)
+}
+
+// blockingClaims is a Claims service whose ClientClaim waits until its
+// caller gives up.
+type blockingClaims struct {
+	pb.UnimplementedClaimsServer
+	calls chan struct{}
+}
+
+func (b *blockingClaims) ClientClaim(ctx context.Context, _ *pb.ClientClaimRequest) (*pb.ClientClaimResponse, error) {
+	b.calls <- struct{}{}
+	<-ctx.Done()
+	return nil, status.FromContextError(ctx.Err()).Err()
+}
+
+func serveClaims(t *testing.T, b *blockingClaims) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	pb.RegisterClaimsServer(s, b)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// A hook that gives up on its claim (its alloc stopped) ends the call
+// without trying the next server: its context ending is not a server's
+// failure.
+func TestClaimCallEndsWithItsCaller(t *testing.T) {
+	b1, b2 := &blockingClaims{calls: make(chan struct{}, 4)}, &blockingClaims{calls: make(chan struct{}, 4)}
+	c, err := New(Config{DataDir: t.TempDir(), Servers: []string{serveClaims(t, b1), serveClaims(t, b2)}, Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := claimsClient{c}.ClientClaim(ctx, &pb.ClientClaimRequest{NodeId: c.NodeID(), AllocId: pluginAlloc, VolumeId: "vol1",
+			Query: &pb.QueryOptions{MinIndex: 5}})
+		errc <- err
+	}()
+	select {
+	case <-b1.calls:
+	case <-b2.calls:
+	case <-time.After(generous):
+		t.Fatal("no server got the call")
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `volume "vol1"`) {
+			t.Fatalf("call ended with %v, want the caller's Canceled naming the volume", err)
+		}
+		if n := strings.Count(err.Error(), "server 127.0.0.1:"); n != 1 {
+			t.Fatalf("call ended with %v: %d servers tried, want the one the caller gave up on", err, n)
+		}
+	case <-time.After(generous):
+		t.Fatal("the call did not end with its caller")
+	}
+	if n := len(b1.calls) + len(b2.calls); n != 0 {
+		t.Fatalf("the next server was tried after the caller gave up (%d more calls)", n)
+	}
 }
