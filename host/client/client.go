@@ -445,7 +445,7 @@ func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.
 // whose attempt another call's failure at the same server cancels (see
 // watching).
 func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
-	return c.callConnIn(nil, timeout, watch, fn)
+	return c.callConnIn(c.ctx, timeout, watch, fn)
 }
 
 // callConnCtx is callConn for a caller with a context of its own (a hook
@@ -453,16 +453,14 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 // the caller's doing, not a server's failure, so it neither moves the
 // alloc watch off the server nor tries the next one.
 func (c *Client) callConnCtx(caller context.Context, timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
-	return c.callConnIn(caller, timeout, false, fn)
+	both, stop := bothContexts(c.ctx, caller)
+	defer stop()
+	return c.callConnIn(both, timeout, false, fn)
 }
 
+// callConnIn runs the attempts under caller, which is c.ctx or ends with
+// it (callConnCtx).
 func (c *Client) callConnIn(caller context.Context, timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
-	base := c.ctx
-	if caller != nil {
-		b, stop := bothContexts(c.ctx, caller)
-		defer stop()
-		base = b
-	}
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -476,7 +474,7 @@ func (c *Client) callConnIn(caller context.Context, timeout func(left int) time.
 			continue
 		}
 		timeout := timeout(len(servers) - i)
-		ctx, cancel := context.WithTimeout(base, timeout)
+		ctx, cancel := context.WithTimeout(caller, timeout)
 		if watch {
 			c.setWatching(servers[idx], cancel)
 		}
@@ -486,7 +484,8 @@ func (c *Client) callConnIn(caller context.Context, timeout func(left int) time.
 		}
 		cancel()
 		code := status.Code(err)
-		callerDone := caller != nil && caller.Err() != nil
+		// The caller's own end (not the client's): no server failed.
+		callerDone := caller.Err() != nil && c.ctx.Err() == nil
 		if code != codes.OK && !refusal(code) && !watch && !callerDone {
 			c.suspect(servers[idx])
 		}
