@@ -39,7 +39,11 @@ func (m *Manager) Unpublish(ctx context.Context, user, volumeID string) error {
 			return err
 		}
 	}
-	return m.unstageIfUnused(ctx, rec, who(user, use.GetOperator()))
+	last := "no user left"
+	if user != "" {
+		last = who(user, use.GetOperator())
+	}
+	return m.unstageIfUnused(ctx, rec, last)
 }
 
 func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i int, use *pb.VolumeUse) error {
@@ -82,7 +86,7 @@ func (m *Manager) unstageIfUnused(ctx context.Context, rec *pb.VolumeUsageRecord
 	}
 	volumeID, pluginID := rec.GetVolumeId(), rec.GetPluginId()
 	if rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED {
-		where := fmt.Sprintf("volume %q, last user %s, node %s", volumeID, lastUser, m.cfg.NodeID)
+		where := fmt.Sprintf("volume %q (last user: %s), node %s", volumeID, lastUser, m.cfg.NodeID)
 		if rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING {
 			rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING
 			if err := m.save(rec); err != nil {

@@ -50,6 +50,7 @@ const (
 	DefaultRetryMax        = 10 * time.Second
 	DefaultTeardownRetry   = time.Second
 	DefaultTeardownRetryMx = time.Minute
+	DefaultTeardownAttempt = 2 * time.Minute
 )
 
 // VolumeConfig configures the volume hooks of a client.
@@ -77,10 +78,15 @@ type VolumeConfig struct {
 	// servers did not answer (defaults 100ms, 10s).
 	RetryStart, RetryMax time.Duration
 	// TeardownRetry and TeardownRetryMax space the tries of a teardown
-	// that failed with a final error (defaults 1s, 1m): a plugin's final
-	// answer may change once an operator fixes what it complained of, and
-	// a claim is never left releasing for good.
+	// that failed (defaults 1s, 1m): a plugin's final answer may change
+	// once an operator fixes what it complained of, and a claim is never
+	// left releasing for good.
 	TeardownRetry, TeardownRetryMax time.Duration
+	// TeardownAttempt bounds one try of a teardown (default 2m), its
+	// uncertain errors retried within it: a node plugin that is gone, or
+	// hangs, is shown on the claim and in task events when it runs out,
+	// rather than waited for in silence.
+	TeardownAttempt time.Duration
 	// Context ends the background teardowns (the client shutting down);
 	// what they did not finish is recorded for the next start.
 	Context context.Context
@@ -111,6 +117,9 @@ func (c VolumeConfig) withDefaults() VolumeConfig {
 	}
 	if c.TeardownRetryMax < c.TeardownRetry {
 		c.TeardownRetryMax = max(DefaultTeardownRetryMx, c.TeardownRetry)
+	}
+	if c.TeardownAttempt <= 0 {
+		c.TeardownAttempt = DefaultTeardownAttempt
 	}
 	if c.Context == nil {
 		c.Context = context.Background()

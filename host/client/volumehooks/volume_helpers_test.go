@@ -279,6 +279,12 @@ func (g *gatedPlugins) close() {
 	g.open = make(chan struct{})
 }
 
+func (g *gatedPlugins) reopen() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
+}
+
 // volEnv is a client's volume hooks over a fake plugin and fake servers;
 // restart builds them again on the same stores, as a client restart does.
 type volEnv struct {

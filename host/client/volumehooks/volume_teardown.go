@@ -75,8 +75,10 @@ func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string,
 }
 
 // runTeardown unpublishes until done. The manager retries uncertain
-// errors itself, for as long as the client runs; a final error is shown
-// on the claim and in task events, and tried again after a backoff.
+// errors within each try (TeardownAttempt); a try that fails — a final
+// error, or uncertain ones until it ran out (a node plugin gone) — is
+// shown on the claim and in task events, and tried again after a backoff,
+// for as long as the client runs.
 func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, events eventEmitter) {
 	ctx := v.cfg.Context
 	report := claimReport(v.cfg.NodeID, user, "", volumeID)
@@ -85,7 +87,9 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 	}
 	wait := v.cfg.TeardownRetry
 	for {
-		err := v.cfg.Volumes.Unpublish(ctx, user, volumeID)
+		actx, cancel := context.WithTimeout(ctx, v.cfg.TeardownAttempt)
+		err := v.cfg.Volumes.Unpublish(actx, user, volumeID)
+		cancel()
 		if err == nil {
 			break
 		}

@@ -351,3 +351,36 @@ func TestPrerunClaimWaitSaysWhatItWaitedOn(t *testing.T) {
 		}
 	}
 }
+
+// A teardown whose node plugin is gone is not waited on in silence: each
+// try that runs out is shown on the claim (releasing, uncertain) naming
+// the volume, the alloc, the node and the plugin; once the plugin is back
+// the teardown finishes and node-detached is reported.
+func TestTeardownWithoutItsPluginIsShownThenFinishes(t *testing.T) {
+	e := newVolEnv(t, func(c *VolumeConfig) {
+		c.TeardownAttempt = 20 * time.Millisecond
+		c.TeardownWait = 10 * time.Millisecond
+	})
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	if err := e.prerun(false); err != nil {
+		t.Fatal(err)
+	}
+	e.plugins.close()
+	if err := e.postrun(); err == nil || !strings.Contains(err.Error(), "going on in the background") {
+		t.Fatalf("postrun: %v, want the teardown left running", err)
+	}
+	u := e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_RELEASING, true)
+	for _, s := range []string{`volume "data-vol"`, `alloc "` + hookAlloc + `"`, "node " + volNodeID, `plugin "hostpath"`} {
+		if !strings.Contains(u.GetError().GetMessage(), s) {
+			t.Errorf("reported error %q lacks %s", u.GetError().GetMessage(), s)
+		}
+	}
+	if u.GetError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN {
+		t.Errorf("error class %s, want uncertain", u.GetError().GetClass())
+	}
+	e.plugins.reopen()
+	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	if up, us := e.plugin.NodeUnpublishVolume.Count(), e.plugin.NodeUnstageVolume.Count(); up != 1 || us != 1 {
+		t.Errorf("unpublish %d, unstage %d; want 1, 1", up, us)
+	}
+}
