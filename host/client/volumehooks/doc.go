@@ -30,9 +30,11 @@
 //
 // Postrun (and Destroy) tear down: Volumes.Unpublish (unstaging when the
 // alloc was the last user), then the node-detached report. A teardown runs
-// in the background for as long as the client does, uncertain errors
-// retried by the manager and final ones shown and tried again with
-// backoff; Postrun waits for it at most TeardownWait. Reports go through
+// in the background for as long as the client does: each try is bounded
+// by TeardownAttempt (uncertain errors retried by the manager within it),
+// and a try that fails (a final error, or a node plugin gone) is shown on
+// the claim and as a task event and tried again with backoff; Postrun
+// waits for it at most TeardownWait. Reports go through
 // the Reporter: persisted when queued (one per claim, the newest), sent at
 // once and retried with capped backoff, so a teardown never waits for a
 // reachable server and a restart loses none. Sweep, after a client
