@@ -15,5 +15,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrInvalidConfig:       codes.InvalidArgument,
 		ErrNoController:        codes.NotFound,
 		ErrControllerUnhealthy: codes.FailedPrecondition,
+		ErrNoNode:              codes.NotFound,
+		ErrNodeUnhealthy:       codes.FailedPrecondition,
 	})
 }

@@ -18,3 +18,11 @@ var ErrNoController = errcode.New(codes.NotFound, "no controller instance of the
 // ErrControllerUnhealthy is returned by Controller when the node's
 // controller instance of the plugin is not healthy (or not connected yet).
 var ErrControllerUnhealthy = errcode.New(codes.FailedPrecondition, "the csi plugin's controller instance on this node is not healthy")
+
+// ErrNoNode is returned by Node (and WaitNode, when its context ends) when
+// no instance on this node serves the plugin's node service.
+var ErrNoNode = errcode.New(codes.NotFound, "no node instance of the csi plugin on this node")
+
+// ErrNodeUnhealthy is returned by Node when the node's node instance of
+// the plugin is not healthy (or not connected yet).
+var ErrNodeUnhealthy = errcode.New(codes.FailedPrecondition, "the csi plugin's node instance on this node is not healthy")

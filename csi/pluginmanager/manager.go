@@ -105,6 +105,11 @@ type Manager struct {
 	// controllers are the workers of the instances the set names as each
 	// plugin's controller, with what the set says of them.
 	controllers map[string]controllerRef
+	// nodes are the same for each plugin's node instance.
+	nodes map[string]nodeRef
+	// changed is closed (and replaced) whenever the set is rebuilt, so a
+	// caller waiting for a node plugin (WaitNode) wakes without polling.
+	changed chan struct{}
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -121,7 +126,7 @@ func New(cfg Config) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		cfg: cfg, logger: cfg.Logger, results: make(chan result), out: newOutbox(),
-		instances: map[instKey]*instance{}, last: newSet(), current: newSet(),
+		instances: map[instKey]*instance{}, last: newSet(), current: newSet(), changed: make(chan struct{}),
 		ctx: ctx, cancel: cancel,
 	}, nil
 }
@@ -373,7 +378,7 @@ func (m *Manager) publish() {
 			}
 		}
 	}
-	set, ctrl, ok := m.build()
+	set, ctrl, nodes, ok := m.build()
 	if !ok {
 		return
 	}
@@ -381,7 +386,9 @@ func (m *Manager) publish() {
 	// changing (a new alloc's plugin fingerprinting the same): kept
 	// current whether or not the set is sent.
 	m.mu.Lock()
-	m.controllers = ctrl
+	m.controllers, m.nodes = ctrl, nodes
+	close(m.changed)
+	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	if m.published && set.Equal(m.last) {
 		return
@@ -398,10 +405,11 @@ func (m *Manager) publish() {
 // task instance the registry says serves it (the newest healthy alloc),
 // else an adapter. ok is false when the registry names an entry whose
 // event is still queued; that event builds again.
-func (m *Manager) build() (Set, map[string]controllerRef, bool) {
+func (m *Manager) build() (Set, map[string]controllerRef, map[string]nodeRef, bool) {
 	now := m.cfg.Now()
 	set := newSet()
 	ctrl := map[string]controllerRef{}
+	nodes := map[string]nodeRef{}
 	keys := slices.SortedFunc(maps.Keys(m.instances), func(a, b instKey) int {
 		if a.pluginID != b.pluginID {
 			return cmpStr(a.pluginID, b.pluginID)
@@ -426,14 +434,14 @@ func (m *Manager) build() (Set, map[string]controllerRef, bool) {
 			done[ps] = true
 			e, ok := m.cfg.Registry.Serving(side, in.pluginID)
 			if !ok {
-				return Set{}, nil, false
+				return Set{}, nil, nil, false
 			}
 			serving := m.instances[taskKey(e.Registration)]
 			if serving == nil {
-				return Set{}, nil, false
+				return Set{}, nil, nil, false
 			}
 			if _, has := serving.entries[side]; !has {
-				return Set{}, nil, false
+				return Set{}, nil, nil, false
 			}
 			if !serving.attempted {
 				// A new alloc of the plugin not fingerprinted yet: what was
@@ -446,6 +454,8 @@ func (m *Manager) build() (Set, map[string]controllerRef, bool) {
 			set.side(side)[in.pluginID] = serving.info(side, now)
 			if side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
 				ctrl[in.pluginID] = controllerRef{w: serving.w, info: set.side(side)[in.pluginID]}
+			} else {
+				nodes[in.pluginID] = serving.nodeRef(set.side(side)[in.pluginID])
 			}
 		}
 	}
@@ -464,10 +474,12 @@ func (m *Manager) build() (Set, map[string]controllerRef, bool) {
 			set.side(side)[in.pluginID] = info
 			if side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
 				ctrl[in.pluginID] = controllerRef{w: in.w, info: info}
+			} else {
+				nodes[in.pluginID] = in.nodeRef(info)
 			}
 		}
 	}
-	return set, ctrl, true
+	return set, ctrl, nodes, true
 }
 
 func cmpStr(a, b string) int {

@@ -19,18 +19,18 @@ func volumeClaimCommands() []*cli.Command {
 	return []*cli.Command{
 		{
 			Name:  "claim",
-			Usage: "claim a volume for an operator on a node and wait until it is ready there",
+			Usage: "claim a volume for an operator on a node and wait until it is published there",
 			Description: "The claim goes through the states an alloc's claim does: reserved, then ready once the volume's\n" +
-				"controller publish to the node is done (at once when its plugin needs none). The command waits\n" +
-				"for that, then prints the claim and the host path where the node's client publishes the volume.\n" +
-				"After -timeout it stops waiting, says which state the claim is stuck in and how to release it;\n" +
-				"the claim is kept.",
+				"controller publish to the node is done (at once when its plugin needs none), then in use once the\n" +
+				"node's client staged and published it. The command waits for that, then prints the claim and the\n" +
+				"host path where the volume is published. After -timeout it stops waiting, says which state the\n" +
+				"claim is stuck in and how to release it; the claim is kept.",
 			ArgsUsage: "VOLUME",
 			Flags: readFlags(
 				&cli.StringFlag{Name: "node", Usage: "node ID or unique prefix to claim the volume on (default: one whose node plugin is healthy)"},
 				&cli.StringFlag{Name: "mode", Value: "write", Usage: "read or write"},
 				&cli.DurationFlag{Name: "timeout", Value: defaultClaimTimeout,
-					Usage: "how long to wait for the claim to be ready (0: no limit); the claim is kept either way"},
+					Usage: "how long to wait for the claim to be published (0: no limit); the claim is kept either way"},
 			),
 			Action: volumeClaim,
 		},
@@ -85,14 +85,14 @@ func volumeClaim(c *cli.Context) error {
 	// The write's index (the claim's modify index, should an older agent
 	// not send it): the first read waits for a change after it.
 	index := max(created.GetMeta().GetIndex(), claim.GetModifyIndex())
-	if view, err = waitClaimReady(c, client, view, index, timeout); err != nil {
+	if view, err = waitClaimPublished(c, client, view, index, timeout); err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		view.Meta = nil
 		return printJSON(out, view)
 	}
-	return printClaimReady(c, client, view)
+	return printClaimPublished(c, client, view)
 }
 
 // defaultClaimTimeout bounds `volume claim`'s wait: long enough for a
@@ -100,13 +100,14 @@ func volumeClaim(c *cli.Context) error {
 // behind something that will not change (a plugin gone) is reported.
 const defaultClaimTimeout = 5 * time.Minute
 
-// waitClaimReady follows the claim with blocking reads (no polling
-// interval) until it is ready, printing each failed try of its controller
+// waitClaimPublished follows the claim with blocking reads (no polling
+// interval) until its node's client published it (in use), printing each
+// failed try of its controller publish and of the node's stage and
 // publish. A final error ends the wait with an error; the claim stays
-// reserved, as the servers keep it, until it is released. With a timeout
-// (0: none) the wait ends after it with an error saying where the claim is
-// stuck; the claim is kept.
-func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse, index uint64, timeout time.Duration) (*pb.ClaimGetResponse, error) {
+// where it is, as the servers keep it, until it is released. With a
+// timeout (0: none) the wait ends after it with an error saying where the
+// claim is stuck; the claim is kept.
+func waitClaimPublished(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse, index uint64, timeout time.Duration) (*pb.ClaimGetResponse, error) {
 	claim := view.GetClaim()
 	volumeID, claimID := claim.GetVolumeId(), claim.GetId()
 	ctx := c.Context
@@ -120,8 +121,20 @@ func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespons
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(min(timeout/2, 2*time.Second)))
 		defer cancel()
 	}
-	var shown int32
-	for view.GetClaim().GetState() < pb.ClaimState_CLAIM_STATE_READY {
+	var shown, shownNode int32
+	for view.GetClaim().GetState() < pb.ClaimState_CLAIM_STATE_IN_USE {
+		if cl := view.GetClaim(); cl.GetState() == pb.ClaimState_CLAIM_STATE_READY && cl.GetLastError() != nil && cl.GetAttempts() > shownNode {
+			shownNode = cl.GetAttempts()
+			e := cl.GetLastError()
+			if e.GetClass() == pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+				return nil, fmt.Errorf("volume %q: publish on node %s failed (attempt %d): %s\nclaim %s stays ready: release it with `berth volume release %s`",
+					volumeID, cl.GetNodeId(), cl.GetAttempts(), e.GetMessage(), claimID, claimID)
+			}
+			if !c.Bool("json") {
+				fmt.Fprintf(c.App.Writer, "    Publish on node %s failed (attempt %d, %s): %s\n",
+					shortID(cl.GetNodeId()), cl.GetAttempts(), enumWord(e.GetClass()), e.GetMessage())
+			}
+		}
 		if a := view.GetAttachment(); a.GetLastError() != nil && a.GetAttempts() > shown {
 			shown = a.GetAttempts()
 			e := a.GetLastError()
@@ -150,7 +163,7 @@ func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespons
 		}
 		got, meta, err := client.VolumeClaims().Info(ctx, volumeID, claimID, q)
 		if api.IsNotFound(err) {
-			return nil, fmt.Errorf("claim %s of volume %q was freed before it was ready (released meanwhile?)", claimID, volumeID)
+			return nil, fmt.Errorf("claim %s of volume %q was freed before it was published (released meanwhile?)", claimID, volumeID)
 		}
 		if err != nil && ctx.Err() != nil && c.Context.Err() == nil {
 			return nil, claimStuck(view, timeout)
@@ -161,7 +174,7 @@ func waitClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespons
 		view, index = got, max(meta.LastIndex, index)
 	}
 	if s := view.GetClaim().GetState(); s >= pb.ClaimState_CLAIM_STATE_RELEASING {
-		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it ready", claimID, volumeID, enumWord(s))
+		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it published", claimID, volumeID, enumWord(s))
 	}
 	return view, nil
 }
@@ -173,6 +186,13 @@ func claimStuck(view *pb.ClaimGetResponse, timeout time.Duration) error {
 	id, volumeID, node := claim.GetId(), claim.GetVolumeId(), claim.GetNodeId()
 	var waits string
 	switch a := view.GetAttachment(); {
+	case claim.GetState() == pb.ClaimState_CLAIM_STATE_READY:
+		waits = fmt.Sprintf("the client on node %s has not published it", node)
+		if e := claim.GetLastError(); e != nil {
+			waits += fmt.Sprintf(" (%d failed tries, the last: %s)", claim.GetAttempts(), e.GetMessage())
+		} else {
+			waits += " (no try has failed: is the node's client up and its node plugin healthy?)"
+		}
 	case a == nil:
 		waits = fmt.Sprintf("the volume has no attachment to node %s yet", node)
 	case a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
@@ -190,10 +210,10 @@ func claimStuck(view *pb.ClaimGetResponse, timeout time.Duration) error {
 		id, volumeID, enumWord(claim.GetState()), timeout, waits, volumeID, id)
 }
 
-// printClaimReady says where the volume will be: the publish path under
+// printClaimPublished says where the volume is: the publish path under
 // the node's data_dir, which the agent asked knows only when it is that
 // node's client.
-func printClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse) error {
+func printClaimPublished(c *cli.Context, client *api.Client, view *pb.ClaimGetResponse) error {
 	claim := view.GetClaim()
 	nodeName := shortID(claim.GetNodeId())
 	if n, _, err := client.Node(c.Context, claim.GetNodeId(), nil); err == nil && n.GetName() != "" {
@@ -203,13 +223,11 @@ func printClaimReady(c *cli.Context, client *api.Client, view *pb.ClaimGetRespon
 	if self, err := client.AgentSelf(c.Context); err == nil && self.GetClient().GetNodeId() == claim.GetNodeId() && self.GetDataDir() != "" {
 		hostPath = filepath.Join(self.GetDataDir(), view.GetPublishPath()) + "/"
 	}
-	_, err := fmt.Fprintf(c.App.Writer, "==> Volume %q is claimed and %s on node %s\n"+
+	_, err := fmt.Fprintf(c.App.Writer, "==> Volume %q is claimed and published on node %s\n"+
 		"    Claim:     %s\n"+
 		"    Host path: %s\n"+
-		"    The node's client publishes the volume at that path; until the client side of claims is in place the\n"+
-		"    claim stays ready and nothing is mounted there yet.\n"+
-		"    Release it with: berth volume release %s\n",
-		claim.GetVolumeId(), enumWord(claim.GetState()), nodeName, claim.GetId(), hostPath, claim.GetId())
+		"    Release it with: berth volume release %s (the node's client unpublishes it, then the claim is freed)\n",
+		claim.GetVolumeId(), nodeName, claim.GetId(), hostPath, claim.GetId())
 	return err
 }
 

@@ -170,22 +170,28 @@ func attaching(attempts int32, class pb.VolumeErrorClass, msg string) *pb.Attach
 }
 
 // `volume claim` creates the claim, follows it with blocking reads through
-// a failed try of its controller publish until it is ready, and prints the
-// host path: absolute when the agent asked is the node's client.
-func TestVolumeClaimWaitsUntilReady(t *testing.T) {
+// a failed try of its controller publish until it is ready, and through a
+// failed try of the node's publish until the node's client published it,
+// and prints the host path: absolute when the agent asked is the node's
+// client.
+func TestVolumeClaimWaitsUntilPublished(t *testing.T) {
+	nodeTry := claimState(pb.ClaimState_CLAIM_STATE_READY, &pb.Attachment{State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
+	nodeTry.Claim.Attempts = 1
+	nodeTry.Claim.LastError = &pb.VolumeError{Message: "node plugin not healthy yet", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN}
 	f := newFakeClaimAPI(t,
 		claimState(pb.ClaimState_CLAIM_STATE_RESERVED, attaching(1, pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, "controller timed out")),
-		claimState(pb.ClaimState_CLAIM_STATE_READY, &pb.Attachment{State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED}))
+		nodeTry,
+		claimState(pb.ClaimState_CLAIM_STATE_IN_USE, &pb.Attachment{State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED}))
 	f.selfNode = claimNode
 	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-node", "7e1a", "-mode", "write", "data"}, 0,
 		"==> Claim "+claimID+` of volume "data" (write, single-node-writer) reserved on node 7e1a2b3c`,
 		"    Controller publish to node 7e1a2b3c failed (attempt 1, uncertain): controller timed out\n",
-		`==> Volume "data" is claimed and ready on node 7e1a2b3c (client-2)`,
+		"    Publish on node 7e1a2b3c failed (attempt 1, uncertain): node plugin not healthy yet\n",
+		`==> Volume "data" is claimed and published on node 7e1a2b3c (client-2)`,
 		"    Host path: /var/lib/berth/csi/publish/"+claimID+"/data/\n",
-		"nothing is mounted there yet",
 		"berth volume release "+claimID)
-	if strings.Count(out, "Controller publish") != 1 {
-		t.Errorf("the failed try is shown once:\n%s", out)
+	if strings.Count(out, "Controller publish") != 1 || strings.Count(out, "Publish on node") != 1 {
+		t.Errorf("each failed try is shown once:\n%s", out)
 	}
 	reqs := f.requests()
 	var body string
@@ -201,27 +207,27 @@ func TestVolumeClaimWaitsUntilReady(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &sent); err != nil || sent.NodeID != claimNode || sent.Mode != "write" {
 		t.Errorf("create body %s: %v", body, err)
 	}
-	if n := blockingReads(reqs); n != 2 {
-		t.Errorf("%d blocking reads, want 2: %q", n, reqs)
+	if n := blockingReads(reqs); n != 3 {
+		t.Errorf("%d blocking reads, want 3: %q", n, reqs)
 	}
 }
 
 // Another node's claim: the host path is given relative to that node's
-// data dir. -json prints the ready claim as the API's JSON.
+// data dir. -json prints the published claim as the API's JSON.
 func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
-	f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
+	f := newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0,
 		"Host path: <data_dir of the client on node 7e1a2b3c>/csi/publish/"+claimID+"/data/\n")
 
-	// Ready at once: no read of the claim at all.
-	f = newFakeClaimAPI(t)
+	// Ready at once: one read, woken when the node published it.
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	f.readyAtOnce = true
-	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and ready`)
-	if n := blockingReads(f.requests()); n != 0 {
-		t.Errorf("%d claim reads for a claim ready at once", n)
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and published`)
+	if n := blockingReads(f.requests()); n != 1 {
+		t.Errorf("%d claim reads for a claim ready at once, want 1", n)
 	}
 
-	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-json", "-mode", "read", "data"}, 0)
 	var got struct {
 		Claim struct {
@@ -230,7 +236,7 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 		} `json:"claim"`
 		PublishPath string `json:"publish_path"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Claim.ID != claimID || got.Claim.State != "ready" ||
+	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Claim.ID != claimID || got.Claim.State != "in-use" ||
 		got.PublishPath != "csi/publish/"+claimID+"/data" {
 		t.Fatalf("-json: %v\n%s", err, out)
 	}
@@ -249,10 +255,18 @@ func TestVolumeClaimFailures(t *testing.T) {
 		`volume "data": controller publish to node `+claimNode+" failed (attempt 3): volume ext-data is attached to another instance",
 		"claim "+claimID+" stays reserved: release it with `berth volume release "+claimID+"`")
 
+	nodeFail := claimState(pb.ClaimState_CLAIM_STATE_READY, nil)
+	nodeFail.Claim.Attempts = 2
+	nodeFail.Claim.LastError = &pb.VolumeError{Message: "csi NodeStageVolume: InvalidArgument: bad fs", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL}
+	f = newFakeClaimAPI(t, nodeFail)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1,
+		`volume "data": publish on node `+claimNode+" failed (attempt 2): csi NodeStageVolume: InvalidArgument: bad fs",
+		"claim "+claimID+" stays ready: release it with `berth volume release "+claimID+"`")
+
 	f = newFakeClaimAPI(t)
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "was freed before it was ready")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "was freed before it was published")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RELEASING, nil))
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "is releasing: it was released before")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "is releasing: it was released before the command saw it published")
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "nope"}, 1, `volume "nope": volume not found`)
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, 1, `-mode="exclusive": want read or write`)
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, 1, "exactly one volume ID", "Usage: berth volume claim VOLUME")

@@ -87,6 +87,7 @@ func (c *Client) startAllocs() {
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
 	runners := c.restoreAllocs()
 	c.restoreCSIRegistry()
+	c.startVolumes()
 	for _, r := range runners {
 		go r.Run()
 	}

@@ -111,6 +111,9 @@ type Client struct {
 	watching watchAttempt
 	// plugins is the CSI plugin manager; nil without CSI plugins.
 	plugins *pluginmanager.Manager
+	// volumes is the node's CSI volume machinery (volumes.go); nil
+	// without CSI plugins or allocs.
+	volumes *volumeRuntime
 	// forgotten is set when the servers answered a heartbeat with
 	// NotFound: the registration that follows creates the node anew,
 	// without the CSI plugins it had, so they are sent again.
@@ -162,20 +165,28 @@ func New(cfg Config) (*Client, error) {
 
 		registeredCh: make(chan struct{}),
 	}
+	// The plugin manager and the volume hooks exist before the alloc
+	// runners are built (the runners get the hooks); the manager starts
+	// once the registry is restored.
+	if err := c.newCSIPlugins(); err != nil {
+		cancel()
+		return nil, err
+	}
 	if c.allocsEnabled() {
+		if err := c.newVolumes(); err != nil {
+			cancel()
+			return nil, err
+		}
 		c.startAllocs()
 	} else {
 		c.restoreCSIRegistry()
 	}
-	if err := c.startCSIPlugins(); err != nil {
-		cancel()
-		c.stopAllocs()
-		return nil, err
-	}
+	c.startCSIPlugins()
 	if err := c.startTunnel(); err != nil {
 		cancel()
 		c.stopCSIPlugins()
 		c.stopAllocs()
+		c.stopVolumes()
 		return nil, err
 	}
 	go c.run()
@@ -217,6 +228,7 @@ func (c *Client) Shutdown() {
 	<-c.done
 	c.stopCSIPlugins()
 	c.stopAllocs()
+	c.stopVolumes()
 	c.tunnel.Close()
 	c.pool.Close()
 }
@@ -433,6 +445,22 @@ func (c *Client) callConn(timeout func(left int) time.Duration, fn func(context.
 // whose attempt another call's failure at the same server cancels (see
 // watching).
 func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	return c.callConnIn(c.ctx, timeout, watch, fn)
+}
+
+// callConnCtx is callConn for a caller with a context of its own (a hook
+// waiting on a claim): its attempts end with it too, and its ending is
+// the caller's doing, not a server's failure, so it neither moves the
+// alloc watch off the server nor tries the next one.
+func (c *Client) callConnCtx(caller context.Context, timeout func(left int) time.Duration, fn func(context.Context, grpc.ClientConnInterface) error) error {
+	both, stop := bothContexts(c.ctx, caller)
+	defer stop()
+	return c.callConnIn(both, timeout, false, fn)
+}
+
+// callConnIn runs the attempts under caller, which is c.ctx or ends with
+// it (callConnCtx).
+func (c *Client) callConnIn(caller context.Context, timeout func(left int) time.Duration, watch bool, fn func(context.Context, grpc.ClientConnInterface) error) error {
 	c.mu.Lock()
 	servers := slices.Clone(c.servers)
 	start := c.next
@@ -446,7 +474,7 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 			continue
 		}
 		timeout := timeout(len(servers) - i)
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		ctx, cancel := context.WithTimeout(caller, timeout)
 		if watch {
 			c.setWatching(servers[idx], cancel)
 		}
@@ -456,7 +484,9 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 		}
 		cancel()
 		code := status.Code(err)
-		if code != codes.OK && !refusal(code) && !watch {
+		// The caller's own end (not the client's): no server failed.
+		callerDone := caller.Err() != nil && c.ctx.Err() == nil
+		if code != codes.OK && !refusal(code) && !watch && !callerDone {
 			c.suspect(servers[idx])
 		}
 		switch {
@@ -473,6 +503,8 @@ func (c *Client) callConnOn(timeout func(left int) time.Duration, watch bool, fn
 			return fmt.Errorf("server %s: %w", servers[idx], err)
 		case c.ctx.Err() != nil:
 			return c.ctx.Err()
+		case callerDone:
+			return fmt.Errorf("server %s: %w", servers[idx], caller.Err())
 		}
 		errs = append(errs, fmt.Errorf("server %s (attempt timeout %s): %w", servers[idx], timeout, err))
 	}

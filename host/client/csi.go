@@ -51,9 +51,9 @@ func (c *Client) allocLive(allocID string) bool {
 	return !fsm.AllocTerminal(a)
 }
 
-// startCSIPlugins starts the plugin manager, after the registry is
-// restored.
-func (c *Client) startCSIPlugins() error {
+// newCSIPlugins builds the plugin manager, not started yet (the volume
+// hooks, built before the alloc runners, wait on it).
+func (c *Client) newCSIPlugins() error {
 	if !c.csiEnabled() {
 		return nil
 	}
@@ -72,8 +72,15 @@ func (c *Client) startCSIPlugins() error {
 		return err
 	}
 	c.plugins = m
-	m.Start()
 	return nil
+}
+
+// startCSIPlugins starts the plugin manager, after the registry is
+// restored.
+func (c *Client) startCSIPlugins() {
+	if c.plugins != nil {
+		c.plugins.Start()
+	}
 }
 
 func (c *Client) stopCSIPlugins() {

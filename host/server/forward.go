@@ -99,6 +99,7 @@ var routes = map[string]route{
 	// alloc watch.
 	pb.Claims_ClientClaim_FullMethodName:       routeRead,
 	pb.Claims_ClientClaimUpdate_FullMethodName: routeLeader,
+	pb.Claims_ClientClaims_FullMethodName:      routeRead,
 }
 
 // queryRequest is implemented by every read request.

@@ -719,6 +719,115 @@ func (x *ClientClaimUpdateResponse) GetMeta() *WriteMeta {
 	return nil
 }
 
+type ClientClaimsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the calling client's node.
+	NodeId        string        `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Query         *QueryOptions `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientClaimsRequest) Reset() {
+	*x = ClientClaimsRequest{}
+	mi := &file_berth_v1_claims_rpc_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientClaimsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientClaimsRequest) ProtoMessage() {}
+
+func (x *ClientClaimsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_claims_rpc_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientClaimsRequest.ProtoReflect.Descriptor instead.
+func (*ClientClaimsRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_claims_rpc_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClientClaimsRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClientClaimsRequest) GetQuery() *QueryOptions {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+type ClientClaimsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// claims are the operators' claims on the node, by ID, in every state
+	// (a releasing one is to be taken down); a claim freed is absent.
+	// Volumes and secrets are not included: ClientClaim answers them for
+	// the claim being published.
+	Claims        []*Claim   `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	Meta          *QueryMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientClaimsResponse) Reset() {
+	*x = ClientClaimsResponse{}
+	mi := &file_berth_v1_claims_rpc_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientClaimsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientClaimsResponse) ProtoMessage() {}
+
+func (x *ClientClaimsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_claims_rpc_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientClaimsResponse.ProtoReflect.Descriptor instead.
+func (*ClientClaimsResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_claims_rpc_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClientClaimsResponse) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *ClientClaimsResponse) GetMeta() *QueryMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 var File_berth_v1_claims_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_claims_rpc_proto_rawDesc = "" +
@@ -778,13 +887,20 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\"k\n" +
 	"\x19ClientClaimUpdateResponse\x12%\n" +
 	"\x05claim\x18\x01 \x01(\v2\x0f.berth.v1.ClaimR\x05claim\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta2\x80\x03\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"\\\n" +
+	"\x13ClientClaimsRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
+	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"h\n" +
+	"\x14ClientClaimsResponse\x12'\n" +
+	"\x06claims\x18\x01 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta2\xcf\x03\n" +
 	"\x06Claims\x12D\n" +
 	"\x05Claim\x12\x1c.berth.v1.ClaimCreateRequest\x1a\x1d.berth.v1.ClaimCreateResponse\x12H\n" +
 	"\aRelease\x12\x1d.berth.v1.ClaimReleaseRequest\x1a\x1e.berth.v1.ClaimReleaseResponse\x12<\n" +
 	"\x03Get\x12\x19.berth.v1.ClaimGetRequest\x1a\x1a.berth.v1.ClaimGetResponse\x12J\n" +
 	"\vClientClaim\x12\x1c.berth.v1.ClientClaimRequest\x1a\x1d.berth.v1.ClientClaimResponse\x12\\\n" +
-	"\x11ClientClaimUpdate\x12\".berth.v1.ClientClaimUpdateRequest\x1a#.berth.v1.ClientClaimUpdateResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x11ClientClaimUpdate\x12\".berth.v1.ClientClaimUpdateRequest\x1a#.berth.v1.ClientClaimUpdateResponse\x12M\n" +
+	"\fClientClaims\x12\x1d.berth.v1.ClientClaimsRequest\x1a\x1e.berth.v1.ClientClaimsResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_claims_rpc_proto_rawDescOnce sync.Once
@@ -798,7 +914,7 @@ func file_berth_v1_claims_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_claims_rpc_proto_rawDescData
 }
 
-var file_berth_v1_claims_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_berth_v1_claims_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_berth_v1_claims_rpc_proto_goTypes = []any{
 	(*ClaimCreateRequest)(nil),        // 0: berth.v1.ClaimCreateRequest
 	(*ClaimCreateResponse)(nil),       // 1: berth.v1.ClaimCreateResponse
@@ -810,56 +926,63 @@ var file_berth_v1_claims_rpc_proto_goTypes = []any{
 	(*ClientClaimResponse)(nil),       // 7: berth.v1.ClientClaimResponse
 	(*ClientClaimUpdateRequest)(nil),  // 8: berth.v1.ClientClaimUpdateRequest
 	(*ClientClaimUpdateResponse)(nil), // 9: berth.v1.ClientClaimUpdateResponse
-	nil,                               // 10: berth.v1.ClientClaimResponse.PublishContextEntry
-	(ClaimMode)(0),                    // 11: berth.v1.ClaimMode
-	(*Claim)(nil),                     // 12: berth.v1.Claim
-	(*Attachment)(nil),                // 13: berth.v1.Attachment
-	(*WriteMeta)(nil),                 // 14: berth.v1.WriteMeta
-	(*QueryOptions)(nil),              // 15: berth.v1.QueryOptions
-	(*QueryMeta)(nil),                 // 16: berth.v1.QueryMeta
-	(*Volume)(nil),                    // 17: berth.v1.Volume
-	(AttachmentState)(0),              // 18: berth.v1.AttachmentState
-	(*VolumeRequest)(nil),             // 19: berth.v1.VolumeRequest
-	(ClaimState)(0),                   // 20: berth.v1.ClaimState
-	(*VolumeError)(nil),               // 21: berth.v1.VolumeError
+	(*ClientClaimsRequest)(nil),       // 10: berth.v1.ClientClaimsRequest
+	(*ClientClaimsResponse)(nil),      // 11: berth.v1.ClientClaimsResponse
+	nil,                               // 12: berth.v1.ClientClaimResponse.PublishContextEntry
+	(ClaimMode)(0),                    // 13: berth.v1.ClaimMode
+	(*Claim)(nil),                     // 14: berth.v1.Claim
+	(*Attachment)(nil),                // 15: berth.v1.Attachment
+	(*WriteMeta)(nil),                 // 16: berth.v1.WriteMeta
+	(*QueryOptions)(nil),              // 17: berth.v1.QueryOptions
+	(*QueryMeta)(nil),                 // 18: berth.v1.QueryMeta
+	(*Volume)(nil),                    // 19: berth.v1.Volume
+	(AttachmentState)(0),              // 20: berth.v1.AttachmentState
+	(*VolumeRequest)(nil),             // 21: berth.v1.VolumeRequest
+	(ClaimState)(0),                   // 22: berth.v1.ClaimState
+	(*VolumeError)(nil),               // 23: berth.v1.VolumeError
 }
 var file_berth_v1_claims_rpc_proto_depIdxs = []int32{
-	11, // 0: berth.v1.ClaimCreateRequest.mode:type_name -> berth.v1.ClaimMode
-	12, // 1: berth.v1.ClaimCreateResponse.claim:type_name -> berth.v1.Claim
-	13, // 2: berth.v1.ClaimCreateResponse.attachment:type_name -> berth.v1.Attachment
-	14, // 3: berth.v1.ClaimCreateResponse.meta:type_name -> berth.v1.WriteMeta
-	12, // 4: berth.v1.ClaimReleaseResponse.claim:type_name -> berth.v1.Claim
-	14, // 5: berth.v1.ClaimReleaseResponse.meta:type_name -> berth.v1.WriteMeta
-	15, // 6: berth.v1.ClaimGetRequest.query:type_name -> berth.v1.QueryOptions
-	12, // 7: berth.v1.ClaimGetResponse.claim:type_name -> berth.v1.Claim
-	13, // 8: berth.v1.ClaimGetResponse.attachment:type_name -> berth.v1.Attachment
-	16, // 9: berth.v1.ClaimGetResponse.meta:type_name -> berth.v1.QueryMeta
-	15, // 10: berth.v1.ClientClaimRequest.query:type_name -> berth.v1.QueryOptions
-	17, // 11: berth.v1.ClientClaimResponse.volume:type_name -> berth.v1.Volume
-	12, // 12: berth.v1.ClientClaimResponse.claim:type_name -> berth.v1.Claim
-	18, // 13: berth.v1.ClientClaimResponse.attachment_state:type_name -> berth.v1.AttachmentState
-	10, // 14: berth.v1.ClientClaimResponse.publish_context:type_name -> berth.v1.ClientClaimResponse.PublishContextEntry
-	19, // 15: berth.v1.ClientClaimResponse.request:type_name -> berth.v1.VolumeRequest
-	16, // 16: berth.v1.ClientClaimResponse.meta:type_name -> berth.v1.QueryMeta
-	20, // 17: berth.v1.ClientClaimUpdateRequest.state:type_name -> berth.v1.ClaimState
-	21, // 18: berth.v1.ClientClaimUpdateRequest.error:type_name -> berth.v1.VolumeError
-	12, // 19: berth.v1.ClientClaimUpdateResponse.claim:type_name -> berth.v1.Claim
-	14, // 20: berth.v1.ClientClaimUpdateResponse.meta:type_name -> berth.v1.WriteMeta
-	0,  // 21: berth.v1.Claims.Claim:input_type -> berth.v1.ClaimCreateRequest
-	2,  // 22: berth.v1.Claims.Release:input_type -> berth.v1.ClaimReleaseRequest
-	4,  // 23: berth.v1.Claims.Get:input_type -> berth.v1.ClaimGetRequest
-	6,  // 24: berth.v1.Claims.ClientClaim:input_type -> berth.v1.ClientClaimRequest
-	8,  // 25: berth.v1.Claims.ClientClaimUpdate:input_type -> berth.v1.ClientClaimUpdateRequest
-	1,  // 26: berth.v1.Claims.Claim:output_type -> berth.v1.ClaimCreateResponse
-	3,  // 27: berth.v1.Claims.Release:output_type -> berth.v1.ClaimReleaseResponse
-	5,  // 28: berth.v1.Claims.Get:output_type -> berth.v1.ClaimGetResponse
-	7,  // 29: berth.v1.Claims.ClientClaim:output_type -> berth.v1.ClientClaimResponse
-	9,  // 30: berth.v1.Claims.ClientClaimUpdate:output_type -> berth.v1.ClientClaimUpdateResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 0: berth.v1.ClaimCreateRequest.mode:type_name -> berth.v1.ClaimMode
+	14, // 1: berth.v1.ClaimCreateResponse.claim:type_name -> berth.v1.Claim
+	15, // 2: berth.v1.ClaimCreateResponse.attachment:type_name -> berth.v1.Attachment
+	16, // 3: berth.v1.ClaimCreateResponse.meta:type_name -> berth.v1.WriteMeta
+	14, // 4: berth.v1.ClaimReleaseResponse.claim:type_name -> berth.v1.Claim
+	16, // 5: berth.v1.ClaimReleaseResponse.meta:type_name -> berth.v1.WriteMeta
+	17, // 6: berth.v1.ClaimGetRequest.query:type_name -> berth.v1.QueryOptions
+	14, // 7: berth.v1.ClaimGetResponse.claim:type_name -> berth.v1.Claim
+	15, // 8: berth.v1.ClaimGetResponse.attachment:type_name -> berth.v1.Attachment
+	18, // 9: berth.v1.ClaimGetResponse.meta:type_name -> berth.v1.QueryMeta
+	17, // 10: berth.v1.ClientClaimRequest.query:type_name -> berth.v1.QueryOptions
+	19, // 11: berth.v1.ClientClaimResponse.volume:type_name -> berth.v1.Volume
+	14, // 12: berth.v1.ClientClaimResponse.claim:type_name -> berth.v1.Claim
+	20, // 13: berth.v1.ClientClaimResponse.attachment_state:type_name -> berth.v1.AttachmentState
+	12, // 14: berth.v1.ClientClaimResponse.publish_context:type_name -> berth.v1.ClientClaimResponse.PublishContextEntry
+	21, // 15: berth.v1.ClientClaimResponse.request:type_name -> berth.v1.VolumeRequest
+	18, // 16: berth.v1.ClientClaimResponse.meta:type_name -> berth.v1.QueryMeta
+	22, // 17: berth.v1.ClientClaimUpdateRequest.state:type_name -> berth.v1.ClaimState
+	23, // 18: berth.v1.ClientClaimUpdateRequest.error:type_name -> berth.v1.VolumeError
+	14, // 19: berth.v1.ClientClaimUpdateResponse.claim:type_name -> berth.v1.Claim
+	16, // 20: berth.v1.ClientClaimUpdateResponse.meta:type_name -> berth.v1.WriteMeta
+	17, // 21: berth.v1.ClientClaimsRequest.query:type_name -> berth.v1.QueryOptions
+	14, // 22: berth.v1.ClientClaimsResponse.claims:type_name -> berth.v1.Claim
+	18, // 23: berth.v1.ClientClaimsResponse.meta:type_name -> berth.v1.QueryMeta
+	0,  // 24: berth.v1.Claims.Claim:input_type -> berth.v1.ClaimCreateRequest
+	2,  // 25: berth.v1.Claims.Release:input_type -> berth.v1.ClaimReleaseRequest
+	4,  // 26: berth.v1.Claims.Get:input_type -> berth.v1.ClaimGetRequest
+	6,  // 27: berth.v1.Claims.ClientClaim:input_type -> berth.v1.ClientClaimRequest
+	8,  // 28: berth.v1.Claims.ClientClaimUpdate:input_type -> berth.v1.ClientClaimUpdateRequest
+	10, // 29: berth.v1.Claims.ClientClaims:input_type -> berth.v1.ClientClaimsRequest
+	1,  // 30: berth.v1.Claims.Claim:output_type -> berth.v1.ClaimCreateResponse
+	3,  // 31: berth.v1.Claims.Release:output_type -> berth.v1.ClaimReleaseResponse
+	5,  // 32: berth.v1.Claims.Get:output_type -> berth.v1.ClaimGetResponse
+	7,  // 33: berth.v1.Claims.ClientClaim:output_type -> berth.v1.ClientClaimResponse
+	9,  // 34: berth.v1.Claims.ClientClaimUpdate:output_type -> berth.v1.ClientClaimUpdateResponse
+	11, // 35: berth.v1.Claims.ClientClaims:output_type -> berth.v1.ClientClaimsResponse
+	30, // [30:36] is the sub-list for method output_type
+	24, // [24:30] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_claims_rpc_proto_init() }
@@ -876,7 +999,7 @@ func file_berth_v1_claims_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_claims_rpc_proto_rawDesc), len(file_berth_v1_claims_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

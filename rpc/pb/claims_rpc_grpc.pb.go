@@ -24,6 +24,7 @@ const (
 	Claims_Get_FullMethodName               = "/berth.v1.Claims/Get"
 	Claims_ClientClaim_FullMethodName       = "/berth.v1.Claims/ClientClaim"
 	Claims_ClientClaimUpdate_FullMethodName = "/berth.v1.Claims/ClientClaimUpdate"
+	Claims_ClientClaims_FullMethodName      = "/berth.v1.Claims/ClientClaims"
 )
 
 // ClaimsClient is the client API for Claims service.
@@ -54,6 +55,10 @@ type ClaimsClient interface {
 	// ClientClaimUpdate records what a client did with a claim of its node:
 	// published (in-use), unpublished (node-detached), or a failed try.
 	ClientClaimUpdate(ctx context.Context, in *ClientClaimUpdateRequest, opts ...grpc.CallOption) (*ClientClaimUpdateResponse, error)
+	// ClientClaims lists the operators' claims held on the calling node, for
+	// its client to publish and take down as it does an alloc's; a blocking
+	// query wakes when one of the node's claims changes, appears or goes.
+	ClientClaims(ctx context.Context, in *ClientClaimsRequest, opts ...grpc.CallOption) (*ClientClaimsResponse, error)
 }
 
 type claimsClient struct {
@@ -114,6 +119,16 @@ func (c *claimsClient) ClientClaimUpdate(ctx context.Context, in *ClientClaimUpd
 	return out, nil
 }
 
+func (c *claimsClient) ClientClaims(ctx context.Context, in *ClientClaimsRequest, opts ...grpc.CallOption) (*ClientClaimsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClientClaimsResponse)
+	err := c.cc.Invoke(ctx, Claims_ClientClaims_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClaimsServer is the server API for Claims service.
 // All implementations must embed UnimplementedClaimsServer
 // for forward compatibility.
@@ -142,6 +157,10 @@ type ClaimsServer interface {
 	// ClientClaimUpdate records what a client did with a claim of its node:
 	// published (in-use), unpublished (node-detached), or a failed try.
 	ClientClaimUpdate(context.Context, *ClientClaimUpdateRequest) (*ClientClaimUpdateResponse, error)
+	// ClientClaims lists the operators' claims held on the calling node, for
+	// its client to publish and take down as it does an alloc's; a blocking
+	// query wakes when one of the node's claims changes, appears or goes.
+	ClientClaims(context.Context, *ClientClaimsRequest) (*ClientClaimsResponse, error)
 	mustEmbedUnimplementedClaimsServer()
 }
 
@@ -166,6 +185,9 @@ func (UnimplementedClaimsServer) ClientClaim(context.Context, *ClientClaimReques
 }
 func (UnimplementedClaimsServer) ClientClaimUpdate(context.Context, *ClientClaimUpdateRequest) (*ClientClaimUpdateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClientClaimUpdate not implemented")
+}
+func (UnimplementedClaimsServer) ClientClaims(context.Context, *ClientClaimsRequest) (*ClientClaimsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClientClaims not implemented")
 }
 func (UnimplementedClaimsServer) mustEmbedUnimplementedClaimsServer() {}
 func (UnimplementedClaimsServer) testEmbeddedByValue()                {}
@@ -278,6 +300,24 @@ func _Claims_ClientClaimUpdate_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Claims_ClientClaims_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClientClaimsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClaimsServer).ClientClaims(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Claims_ClientClaims_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClaimsServer).ClientClaims(ctx, req.(*ClientClaimsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Claims_ServiceDesc is the grpc.ServiceDesc for Claims service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -304,6 +344,10 @@ var Claims_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClientClaimUpdate",
 			Handler:    _Claims_ClientClaimUpdate_Handler,
+		},
+		{
+			MethodName: "ClientClaims",
+			Handler:    _Claims_ClientClaims_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -22,6 +22,122 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// VolumeStageState is where a volume's NodeStageVolume on this node is.
+type VolumeStageState int32
+
+const (
+	// VOLUME_STAGE_STATE_UNSPECIFIED: not staged, or the plugin has no
+	// STAGE_UNSTAGE capability (publish goes straight to the volume).
+	VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED VolumeStageState = 0
+	// STAGING is written before NodeStageVolume: the call may have happened.
+	VolumeStageState_VOLUME_STAGE_STATE_STAGING VolumeStageState = 1
+	VolumeStageState_VOLUME_STAGE_STATE_STAGED  VolumeStageState = 2
+	// UNSTAGING is written before NodeUnstageVolume: a restarted client
+	// finishes it.
+	VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING VolumeStageState = 3
+)
+
+// Enum value maps for VolumeStageState.
+var (
+	VolumeStageState_name = map[int32]string{
+		0: "VOLUME_STAGE_STATE_UNSPECIFIED",
+		1: "VOLUME_STAGE_STATE_STAGING",
+		2: "VOLUME_STAGE_STATE_STAGED",
+		3: "VOLUME_STAGE_STATE_UNSTAGING",
+	}
+	VolumeStageState_value = map[string]int32{
+		"VOLUME_STAGE_STATE_UNSPECIFIED": 0,
+		"VOLUME_STAGE_STATE_STAGING":     1,
+		"VOLUME_STAGE_STATE_STAGED":      2,
+		"VOLUME_STAGE_STATE_UNSTAGING":   3,
+	}
+)
+
+func (x VolumeStageState) Enum() *VolumeStageState {
+	p := new(VolumeStageState)
+	*p = x
+	return p
+}
+
+func (x VolumeStageState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VolumeStageState) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_v1_client_state_proto_enumTypes[0].Descriptor()
+}
+
+func (VolumeStageState) Type() protoreflect.EnumType {
+	return &file_berth_v1_client_state_proto_enumTypes[0]
+}
+
+func (x VolumeStageState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VolumeStageState.Descriptor instead.
+func (VolumeStageState) EnumDescriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{0}
+}
+
+// VolumeUseState is where one user's NodePublishVolume is.
+type VolumeUseState int32
+
+const (
+	VolumeUseState_VOLUME_USE_STATE_UNSPECIFIED VolumeUseState = 0
+	// PUBLISHING is written before NodePublishVolume: a restarted client
+	// calls it again (it is idempotent) rather than trusting it happened.
+	VolumeUseState_VOLUME_USE_STATE_PUBLISHING VolumeUseState = 1
+	// PUBLISHED: the call succeeded; a restarted client does not repeat it.
+	VolumeUseState_VOLUME_USE_STATE_PUBLISHED VolumeUseState = 2
+	// UNPUBLISHING is written before NodeUnpublishVolume: a restarted
+	// client finishes the teardown.
+	VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING VolumeUseState = 3
+)
+
+// Enum value maps for VolumeUseState.
+var (
+	VolumeUseState_name = map[int32]string{
+		0: "VOLUME_USE_STATE_UNSPECIFIED",
+		1: "VOLUME_USE_STATE_PUBLISHING",
+		2: "VOLUME_USE_STATE_PUBLISHED",
+		3: "VOLUME_USE_STATE_UNPUBLISHING",
+	}
+	VolumeUseState_value = map[string]int32{
+		"VOLUME_USE_STATE_UNSPECIFIED":  0,
+		"VOLUME_USE_STATE_PUBLISHING":   1,
+		"VOLUME_USE_STATE_PUBLISHED":    2,
+		"VOLUME_USE_STATE_UNPUBLISHING": 3,
+	}
+)
+
+func (x VolumeUseState) Enum() *VolumeUseState {
+	p := new(VolumeUseState)
+	*p = x
+	return p
+}
+
+func (x VolumeUseState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VolumeUseState) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_v1_client_state_proto_enumTypes[1].Descriptor()
+}
+
+func (VolumeUseState) Type() protoreflect.EnumType {
+	return &file_berth_v1_client_state_proto_enumTypes[1]
+}
+
+func (x VolumeUseState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VolumeUseState.Descriptor instead.
+func (VolumeUseState) EnumDescriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{1}
+}
+
 // DriverPluginRecord is what a client keeps about a driver plugin process it
 // launched, so that after a client restart it reconnects to the process
 // instead of starting another (go-plugin's reattach config).
@@ -644,11 +760,277 @@ func (x *StorageAdapterRecord) GetBerthVersion() string {
 	return ""
 }
 
+// VolumeUse is one user of a volume on this node: an alloc, or an
+// operator's claim, each with its own publish target.
+type VolumeUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user is the alloc ID, or the claim ID of an operator's claim.
+	User     string         `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Operator bool           `protobuf:"varint,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	State    VolumeUseState `protobuf:"varint,3,opt,name=state,proto3,enum=berth.v1.VolumeUseState" json:"state,omitempty"`
+	// target_path is the publish target on the host; plugin_target_path is
+	// the same directory as the plugin sees it (under its csi_plugin
+	// stage_publish_base_dir when the plugin runs isolated).
+	TargetPath       string `protobuf:"bytes,4,opt,name=target_path,json=targetPath,proto3" json:"target_path,omitempty"`
+	PluginTargetPath string `protobuf:"bytes,5,opt,name=plugin_target_path,json=pluginTargetPath,proto3" json:"plugin_target_path,omitempty"`
+	ReadOnly         bool   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	UpdatedAt        int64  `protobuf:"varint,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *VolumeUse) Reset() {
+	*x = VolumeUse{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeUse) ProtoMessage() {}
+
+func (x *VolumeUse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeUse.ProtoReflect.Descriptor instead.
+func (*VolumeUse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *VolumeUse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *VolumeUse) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
+func (x *VolumeUse) GetState() VolumeUseState {
+	if x != nil {
+		return x.State
+	}
+	return VolumeUseState_VOLUME_USE_STATE_UNSPECIFIED
+}
+
+func (x *VolumeUse) GetTargetPath() string {
+	if x != nil {
+		return x.TargetPath
+	}
+	return ""
+}
+
+func (x *VolumeUse) GetPluginTargetPath() string {
+	if x != nil {
+		return x.PluginTargetPath
+	}
+	return ""
+}
+
+func (x *VolumeUse) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *VolumeUse) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// VolumeUsageRecord is one CSI volume on this node (bucket "csi_volumes",
+// keyed by volume ID): whether it is staged and which allocs and operator
+// claims use it. It is written before every stage and publish call and after
+// every unpublish and unstage, so that a restarted client never unstages a
+// volume another user still has, never publishes again what is published,
+// and finishes a teardown it was in the middle of. The node calls that undo
+// (unpublish, unstage) need no secrets: none are kept here.
+type VolumeUsageRecord struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	PluginId string                 `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	// external_id is the provider's volume ID, what the plugin's calls name.
+	ExternalId string           `protobuf:"bytes,3,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	StageState VolumeStageState `protobuf:"varint,4,opt,name=stage_state,json=stageState,proto3,enum=berth.v1.VolumeStageState" json:"stage_state,omitempty"`
+	// staging_path and plugin_staging_path: the staging target on the host
+	// and as the plugin sees it; empty without STAGE_UNSTAGE.
+	StagingPath       string       `protobuf:"bytes,5,opt,name=staging_path,json=stagingPath,proto3" json:"staging_path,omitempty"`
+	PluginStagingPath string       `protobuf:"bytes,6,opt,name=plugin_staging_path,json=pluginStagingPath,proto3" json:"plugin_staging_path,omitempty"`
+	Uses              []*VolumeUse `protobuf:"bytes,7,rep,name=uses,proto3" json:"uses,omitempty"`
+	UpdatedAt         int64        `protobuf:"varint,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *VolumeUsageRecord) Reset() {
+	*x = VolumeUsageRecord{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeUsageRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeUsageRecord) ProtoMessage() {}
+
+func (x *VolumeUsageRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeUsageRecord.ProtoReflect.Descriptor instead.
+func (*VolumeUsageRecord) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *VolumeUsageRecord) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *VolumeUsageRecord) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *VolumeUsageRecord) GetExternalId() string {
+	if x != nil {
+		return x.ExternalId
+	}
+	return ""
+}
+
+func (x *VolumeUsageRecord) GetStageState() VolumeStageState {
+	if x != nil {
+		return x.StageState
+	}
+	return VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED
+}
+
+func (x *VolumeUsageRecord) GetStagingPath() string {
+	if x != nil {
+		return x.StagingPath
+	}
+	return ""
+}
+
+func (x *VolumeUsageRecord) GetPluginStagingPath() string {
+	if x != nil {
+		return x.PluginStagingPath
+	}
+	return ""
+}
+
+func (x *VolumeUsageRecord) GetUses() []*VolumeUse {
+	if x != nil {
+		return x.Uses
+	}
+	return nil
+}
+
+func (x *VolumeUsageRecord) GetUpdatedAt() int64 {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return 0
+}
+
+// VolumeReportRecord is a report on a claim the client has yet to deliver to
+// the servers (bucket "csi_volume_reports", keyed by "<user>/<volume id>"):
+// in-use after a publish, node-detached after a teardown. Local teardown never
+// waits for the servers: the report is queued here and sent with retries, a
+// newer report on the same claim replacing an older one.
+type VolumeReportRecord struct {
+	state   protoimpl.MessageState    `protogen:"open.v1"`
+	Request *ClientClaimUpdateRequest `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	// queued_at is unix nanoseconds.
+	QueuedAt      int64 `protobuf:"varint,2,opt,name=queued_at,json=queuedAt,proto3" json:"queued_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeReportRecord) Reset() {
+	*x = VolumeReportRecord{}
+	mi := &file_berth_v1_client_state_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeReportRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeReportRecord) ProtoMessage() {}
+
+func (x *VolumeReportRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_state_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeReportRecord.ProtoReflect.Descriptor instead.
+func (*VolumeReportRecord) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_state_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *VolumeReportRecord) GetRequest() *ClientClaimUpdateRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *VolumeReportRecord) GetQueuedAt() int64 {
+	if x != nil {
+		return x.QueuedAt
+	}
+	return 0
+}
+
 var File_berth_v1_client_state_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\"\xcc\x01\n" +
+	"\x1bberth/v1/client_state.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/job.proto\x1a\x19berth/v1/claims_rpc.proto\"\xcc\x01\n" +
 	"\x12DriverPluginRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -700,7 +1082,42 @@ const file_berth_v1_client_state_proto_rawDesc = "" +
 	"\breattach\x18\x05 \x01(\v2\x18.berth.v1.PluginReattachR\breattach\x12\x1f\n" +
 	"\vlaunched_at\x18\x06 \x01(\x03R\n" +
 	"launchedAt\x12#\n" +
-	"\rberth_version\x18\a \x01(\tR\fberthVersionB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\rberth_version\x18\a \x01(\tR\fberthVersion\"\xf6\x01\n" +
+	"\tVolumeUse\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\bR\boperator\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.berth.v1.VolumeUseStateR\x05state\x12\x1f\n" +
+	"\vtarget_path\x18\x04 \x01(\tR\n" +
+	"targetPath\x12,\n" +
+	"\x12plugin_target_path\x18\x05 \x01(\tR\x10pluginTargetPath\x12\x1b\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\x03R\tupdatedAt\"\xc6\x02\n" +
+	"\x11VolumeUsageRecord\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x1f\n" +
+	"\vexternal_id\x18\x03 \x01(\tR\n" +
+	"externalId\x12;\n" +
+	"\vstage_state\x18\x04 \x01(\x0e2\x1a.berth.v1.VolumeStageStateR\n" +
+	"stageState\x12!\n" +
+	"\fstaging_path\x18\x05 \x01(\tR\vstagingPath\x12.\n" +
+	"\x13plugin_staging_path\x18\x06 \x01(\tR\x11pluginStagingPath\x12'\n" +
+	"\x04uses\x18\a \x03(\v2\x13.berth.v1.VolumeUseR\x04uses\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\b \x01(\x03R\tupdatedAt\"o\n" +
+	"\x12VolumeReportRecord\x12<\n" +
+	"\arequest\x18\x01 \x01(\v2\".berth.v1.ClientClaimUpdateRequestR\arequest\x12\x1b\n" +
+	"\tqueued_at\x18\x02 \x01(\x03R\bqueuedAt*\x97\x01\n" +
+	"\x10VolumeStageState\x12\"\n" +
+	"\x1eVOLUME_STAGE_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aVOLUME_STAGE_STATE_STAGING\x10\x01\x12\x1d\n" +
+	"\x19VOLUME_STAGE_STATE_STAGED\x10\x02\x12 \n" +
+	"\x1cVOLUME_STAGE_STATE_UNSTAGING\x10\x03*\x96\x01\n" +
+	"\x0eVolumeUseState\x12 \n" +
+	"\x1cVOLUME_USE_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bVOLUME_USE_STATE_PUBLISHING\x10\x01\x12\x1e\n" +
+	"\x1aVOLUME_USE_STATE_PUBLISHED\x10\x02\x12!\n" +
+	"\x1dVOLUME_USE_STATE_UNPUBLISHING\x10\x03B\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_state_proto_rawDescOnce sync.Once
@@ -714,34 +1131,45 @@ func file_berth_v1_client_state_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_state_proto_rawDescData
 }
 
-var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_berth_v1_client_state_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_berth_v1_client_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_berth_v1_client_state_proto_goTypes = []any{
-	(*DriverPluginRecord)(nil),    // 0: berth.v1.DriverPluginRecord
-	(*PluginReattach)(nil),        // 1: berth.v1.PluginReattach
-	(*TaskHandleRecord)(nil),      // 2: berth.v1.TaskHandleRecord
-	(*AllocRecord)(nil),           // 3: berth.v1.AllocRecord
-	(*TaskStateRecord)(nil),       // 4: berth.v1.TaskStateRecord
-	(*CSIPluginRegistration)(nil), // 5: berth.v1.CSIPluginRegistration
-	(*StorageAdapterRecord)(nil),  // 6: berth.v1.StorageAdapterRecord
-	(*driverpb.TaskHandle)(nil),   // 7: berth.driver.v1.TaskHandle
-	(*Allocation)(nil),            // 8: berth.v1.Allocation
-	(*Job)(nil),                   // 9: berth.v1.Job
-	(*TaskState)(nil),             // 10: berth.v1.TaskState
-	(CSIPluginType)(0),            // 11: berth.v1.CSIPluginType
+	(VolumeStageState)(0),            // 0: berth.v1.VolumeStageState
+	(VolumeUseState)(0),              // 1: berth.v1.VolumeUseState
+	(*DriverPluginRecord)(nil),       // 2: berth.v1.DriverPluginRecord
+	(*PluginReattach)(nil),           // 3: berth.v1.PluginReattach
+	(*TaskHandleRecord)(nil),         // 4: berth.v1.TaskHandleRecord
+	(*AllocRecord)(nil),              // 5: berth.v1.AllocRecord
+	(*TaskStateRecord)(nil),          // 6: berth.v1.TaskStateRecord
+	(*CSIPluginRegistration)(nil),    // 7: berth.v1.CSIPluginRegistration
+	(*StorageAdapterRecord)(nil),     // 8: berth.v1.StorageAdapterRecord
+	(*VolumeUse)(nil),                // 9: berth.v1.VolumeUse
+	(*VolumeUsageRecord)(nil),        // 10: berth.v1.VolumeUsageRecord
+	(*VolumeReportRecord)(nil),       // 11: berth.v1.VolumeReportRecord
+	(*driverpb.TaskHandle)(nil),      // 12: berth.driver.v1.TaskHandle
+	(*Allocation)(nil),               // 13: berth.v1.Allocation
+	(*Job)(nil),                      // 14: berth.v1.Job
+	(*TaskState)(nil),                // 15: berth.v1.TaskState
+	(CSIPluginType)(0),               // 16: berth.v1.CSIPluginType
+	(*ClientClaimUpdateRequest)(nil), // 17: berth.v1.ClientClaimUpdateRequest
 }
 var file_berth_v1_client_state_proto_depIdxs = []int32{
-	1,  // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
-	7,  // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
-	8,  // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
-	9,  // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
-	10, // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
-	11, // 5: berth.v1.CSIPluginRegistration.type:type_name -> berth.v1.CSIPluginType
-	1,  // 6: berth.v1.StorageAdapterRecord.reattach:type_name -> berth.v1.PluginReattach
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	3,  // 0: berth.v1.DriverPluginRecord.reattach:type_name -> berth.v1.PluginReattach
+	12, // 1: berth.v1.TaskHandleRecord.handle:type_name -> berth.driver.v1.TaskHandle
+	13, // 2: berth.v1.AllocRecord.alloc:type_name -> berth.v1.Allocation
+	14, // 3: berth.v1.AllocRecord.job:type_name -> berth.v1.Job
+	15, // 4: berth.v1.TaskStateRecord.state:type_name -> berth.v1.TaskState
+	16, // 5: berth.v1.CSIPluginRegistration.type:type_name -> berth.v1.CSIPluginType
+	3,  // 6: berth.v1.StorageAdapterRecord.reattach:type_name -> berth.v1.PluginReattach
+	1,  // 7: berth.v1.VolumeUse.state:type_name -> berth.v1.VolumeUseState
+	0,  // 8: berth.v1.VolumeUsageRecord.stage_state:type_name -> berth.v1.VolumeStageState
+	9,  // 9: berth.v1.VolumeUsageRecord.uses:type_name -> berth.v1.VolumeUse
+	17, // 10: berth.v1.VolumeReportRecord.request:type_name -> berth.v1.ClientClaimUpdateRequest
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_state_proto_init() }
@@ -752,18 +1180,20 @@ func file_berth_v1_client_state_proto_init() {
 	file_berth_v1_csi_proto_init()
 	file_berth_v1_alloc_proto_init()
 	file_berth_v1_job_proto_init()
+	file_berth_v1_claims_rpc_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_state_proto_rawDesc), len(file_berth_v1_client_state_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   7,
+			NumEnums:      2,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_berth_v1_client_state_proto_goTypes,
 		DependencyIndexes: file_berth_v1_client_state_proto_depIdxs,
+		EnumInfos:         file_berth_v1_client_state_proto_enumTypes,
 		MessageInfos:      file_berth_v1_client_state_proto_msgTypes,
 	}.Build()
 	File_berth_v1_client_state_proto = out.File

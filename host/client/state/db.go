@@ -28,6 +28,10 @@ var (
 	bucketCSIPlugins    = []byte("csi_plugins")
 	// bucketStorageAdapters holds StorageAdapterRecord by adapter name.
 	bucketStorageAdapters = []byte("storage_adapters")
+	// bucketCSIVolumes holds VolumeUsageRecord by volume ID.
+	bucketCSIVolumes = []byte("csi_volumes")
+	// bucketCSIVolumeReports holds VolumeReportRecord by "<user>/<volume>".
+	bucketCSIVolumeReports = []byte("csi_volume_reports")
 
 	keySchemaVersion = []byte("schema_version")
 )
@@ -97,7 +101,7 @@ func (db *DB) init() error {
 			return fmt.Errorf("state db %s: schema version %d, this berth reads up to %d: %w",
 				db.path, binary.BigEndian.Uint32(raw), SchemaVersion, ErrNewerSchema)
 		}
-		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates, bucketCSIPlugins, bucketStorageAdapters} {
+		for _, name := range [][]byte{bucketDriverPlugins, bucketTaskHandles, bucketAllocs, bucketTaskStates, bucketCSIPlugins, bucketStorageAdapters, bucketCSIVolumes, bucketCSIVolumeReports} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("state db %s: bucket %s: %w", db.path, name, err)
 			}

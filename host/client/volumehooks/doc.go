@@ -1,8 +1,45 @@
 // Package volumehooks holds the client's CSI hooks for the alloc and task
-// runners. It has, so far, the csi_plugin supervisor: the task hook that
-// turns a task with a csi_plugin block into a plugin in the node's dynamic
-// registry (csi/registry), from which the plugin manager fingerprints it
-// and tells the servers.
+// runners: the csi_plugin supervisor, the task hook that turns a task with
+// a csi_plugin block into a plugin in the node's dynamic registry
+// (csi/registry), from which the plugin manager fingerprints it and tells
+// the servers; and the volume hooks (VolumeHooks), which bring a group's
+// CSI volumes to its tasks and take them down again.
+//
+// # Volume hooks
+//
+// The client builds one VolumeHooks (with the Claims service over its
+// server failover, the node volume manager csi/volumemanager, the plugin
+// manager and a Reporter) and adds AllocHook to Hooks.Alloc and TaskHook to
+// Hooks.Task.
+//
+// Prerun, for each CSI volume of the group in name order: ClientClaim with
+// min_index (a blocking query: a reserved claim wakes the call when it
+// becomes ready, no polling; servers that do not answer are retried with
+// backoff, a refusal fails the alloc); the node plugin waited for in the
+// plugin manager, at most PluginWait (ErrNodePluginUnavailable naming
+// volume, plugin, alloc and node); Volumes.Publish (stage once per node,
+// publish once per alloc, usage persisted); a "Volume published" event;
+// the in-use report queued. A recovered alloc whose volume the state DB
+// says is published goes on without asking anyone. A failure is shown on
+// the claim (a failed try with its class and code) and as a task event.
+//
+// The task hook gives a task its volume_mounts: an isolating driver a
+// bind mount of the publish path at the destination (read-only when the
+// mount or the request says so), BERTH_VOLUME_<NAME> and ${volume.<name>}
+// the destination; raw_exec the host publish path in both.
+//
+// Postrun (and Destroy) tear down: Volumes.Unpublish (unstaging when the
+// alloc was the last user), then the node-detached report. A teardown runs
+// in the background for as long as the client does: each try is bounded
+// by TeardownAttempt (uncertain errors retried by the manager within it),
+// and a try that fails (a final error, or a node plugin gone) is shown on
+// the claim and as a task event and tried again with backoff; Postrun
+// waits for it at most TeardownWait. Reports go through
+// the Reporter: persisted when queued (one per claim, the newest), sent at
+// once and retried with capped backoff, so a teardown never waits for a
+// reachable server and a restart loses none. Sweep, after a client
+// restart, tears down the uses of allocs no runner holds and unstages
+// volumes left without users.
 //
 // The client adds it to every alloc runner:
 //

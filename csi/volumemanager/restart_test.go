@@ -1,0 +1,128 @@
+package volumemanager
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+)
+
+// interrupted runs f with a context that is cancelled once the call f
+// makes is under way (counted by count), as a client dies in the middle
+// of it, and returns f's error.
+func interrupted(t *testing.T, count func() int, f func(context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := count()
+	errc := make(chan error, 1)
+	go func() { errc <- f(ctx) }()
+	testutil.WaitFor(t, waitLimit, func() error {
+		if count() == before && len(errc) == 0 {
+			return errors.New("the call has not started")
+		}
+		return nil
+	})
+	cancel()
+	return <-errc
+}
+
+// A published use survives a client restart: publishing it again makes no
+// call, and another user's teardown does not unstage it.
+func TestRestartKeepsPublishedAndStaged(t *testing.T) {
+	h := newHarness(t)
+	m := h.manager(t)
+	ctx := context.Background()
+	for _, a := range []string{"a1", "a2"} {
+		if _, err := m.Publish(ctx, request("v1", a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a1's teardown dies in NodeUnpublishVolume.
+	release := h.plugin.NodeUnpublishVolume.Block()
+	err := interrupted(t, h.plugin.NodeUnpublishVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	release()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted unpublish: %v", err)
+	}
+	// Restart.
+	m = h.manager(t)
+	path, err := m.Publish(ctx, request("v1", "a2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.NodePublishVolume.Count(); n != 2 {
+		t.Fatalf("a2 published again after the restart (%d publish calls)", n)
+	}
+	if path == "" {
+		t.Fatal("no path for the published use")
+	}
+	if _, err := m.Publish(ctx, request("v1", "a1")); !errors.Is(err, ErrTearingDown) {
+		t.Errorf("publishing a use whose teardown started: %v, want ErrTearingDown", err)
+	}
+	// The sweep finishes a1's teardown (its alloc is gone) and keeps a2's.
+	if err := m.Sweep(ctx, func(u Use) bool { return u.User == "a2" }); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.NodeUnpublishVolume.Count(); n != 2 {
+		t.Errorf("%d unpublish calls, want 2 (the interrupted one, then its finish)", n)
+	}
+	if n := h.plugin.NodeUnstageVolume.Count(); n != 0 {
+		t.Fatalf("unstaged while a2 uses the volume (%d calls)", n)
+	}
+	if u := m.Uses(); len(u) != 1 || u[0].User != "a2" {
+		t.Fatalf("uses %+v, want a2's", u)
+	}
+}
+
+// A client that dies between the last unpublish and the unstage (or in
+// the unstage) unstages after its restart, and a use that died in
+// NodePublishVolume is published again.
+func TestRestartFinishesTeardown(t *testing.T) {
+	h := newHarness(t)
+	m := h.manager(t)
+	ctx := context.Background()
+	if _, err := m.Publish(ctx, request("v1", "a1")); err != nil {
+		t.Fatal(err)
+	}
+	release := h.plugin.NodeUnstageVolume.Block()
+	err := interrupted(t, h.plugin.NodeUnstageVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	release()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted unstage: %v", err)
+	}
+	if rec := h.store.get("v1"); rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING || len(rec.GetUses()) != 0 {
+		t.Fatalf("record after the interrupted unstage: %v", rec)
+	}
+	m = h.manager(t)
+	if err := m.Sweep(ctx, func(Use) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.NodeUnstageVolume.Count(); n != 2 || h.store.get("v1") != nil {
+		t.Fatalf("after the restart: %d unstage calls, record %v", n, h.store.get("v1"))
+	}
+
+	// Dies in NodePublishVolume: the next Publish calls it again.
+	release = h.plugin.NodePublishVolume.Block()
+	err = interrupted(t, h.plugin.NodePublishVolume.Count, func(ctx context.Context) error {
+		_, err := m.Publish(ctx, request("v2", "a2"))
+		return err
+	})
+	release()
+	if err == nil {
+		t.Fatal("interrupted publish succeeded")
+	}
+	m = h.manager(t)
+	before := h.plugin.NodePublishVolume.Count()
+	if _, err := m.Publish(ctx, request("v2", "a2")); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.plugin.NodePublishVolume.Count(); n != before+1 {
+		t.Errorf("publishing use published again: %d calls, want %d", n, before+1)
+	}
+	if n := h.plugin.NodeStageVolume.Count(); n != 2 {
+		t.Errorf("%d stage calls, want 2 (v1 once, v2 once: staged before the publish died)", n)
+	}
+}

@@ -1,0 +1,68 @@
+package volumehooks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+)
+
+// An operator's claim on the node is published at
+// <data_dir>/csi/publish/<claim>/<volume> (read-only for a read claim) and
+// reported in-use; released, it is unpublished, unstaged and reported
+// node-detached. A claim the servers drop while published (force-released)
+// is torn down too.
+func TestOperatorClaimsArePublishedAndTornDown(t *testing.T) {
+	e := newVolEnv(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.hooks.RunOperatorClaims(ctx, e.claims)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	path := filepath.Join(e.dir, "csi", "publish", "c1", volID)
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("the operator's claim's publish path: %v", err)
+	}
+	if got := e.plugin.NodePublishVolume.Last().GetTargetPath(); got != filepath.Join(e.dir, "csi", "volumes", "hostpath", "publish", "c1", volID) {
+		t.Errorf("publish target %q", got)
+	}
+
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_RELEASING)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	if u, s := e.plugin.NodeUnpublishVolume.Count(), e.plugin.NodeUnstageVolume.Count(); u != 1 || s != 1 {
+		t.Fatalf("after release: unpublish %d, unstage %d; want 1, 1", u, s)
+	}
+	if _, err := os.Lstat(path); !os.IsNotExist(err) {
+		t.Errorf("publish path left: %v", err)
+	}
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_FREED)
+
+	// Published, then gone from the servers' list: torn down.
+	e.claims.setOperator("c2", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c2", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	e.claims.setOperator("c2", pb.ClaimState_CLAIM_STATE_FREED)
+	testutil.WaitFor(t, volWait, func() error {
+		if u, s := e.plugin.NodeUnpublishVolume.Count(), e.plugin.NodeUnstageVolume.Count(); u != 2 || s != 2 {
+			return fmt.Errorf("unpublish %d, unstage %d; want 2, 2", u, s)
+		}
+		if uses := e.hooks.cfg.Volumes.Uses(); len(uses) != 0 {
+			return fmt.Errorf("uses left: %+v", uses)
+		}
+		return nil
+	})
+	if n := e.plugin.NodePublishVolume.Count(); n != 2 {
+		t.Errorf("%d publish calls, want 2 (c1, c2)", n)
+	}
+}

@@ -1,0 +1,211 @@
+package volumehooks
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Claims is the client's side of the servers' Claims service, over the
+// client's server failover. The node ID is in each request.
+type Claims interface {
+	ClientClaim(ctx context.Context, req *pb.ClientClaimRequest) (*pb.ClientClaimResponse, error)
+	ClientClaimUpdate(ctx context.Context, req *pb.ClientClaimUpdateRequest) (*pb.ClientClaimUpdateResponse, error)
+}
+
+// ReportStore keeps the reports not delivered yet (host/client/state.DB
+// implements it).
+type ReportStore interface {
+	PutVolumeReport(rec *pb.VolumeReportRecord) error
+	DeleteVolumeReport(req *pb.ClientClaimUpdateRequest) error
+	VolumeReports() ([]*pb.VolumeReportRecord, error)
+}
+
+// ReporterConfig configures a Reporter.
+type ReporterConfig struct {
+	Claims Claims
+	Store  ReportStore
+	Logger hclog.Logger
+	// RetryStart and RetryMax space the tries of a report the servers did
+	// not take (defaults 100ms and 10s).
+	RetryStart, RetryMax time.Duration
+	// CallTimeout bounds one ClientClaimUpdate (default 30s).
+	CallTimeout time.Duration
+	Now         func() time.Time
+}
+
+// Reporter delivers the client's reports on its claims (in-use,
+// node-detached, failed tries) to the servers. A report is persisted when
+// queued and removed once delivered, so neither a teardown nor a client
+// restart waits for a reachable server; one report per claim is kept, the
+// newest. Reports are sent at once, and those that fail again with
+// capped backoff; a queued report wakes the sender at once.
+type Reporter struct {
+	cfg    ReporterConfig
+	logger hclog.Logger
+	wake   chan struct{}
+
+	mu      sync.Mutex
+	pending map[string]*pb.VolumeReportRecord
+}
+
+// NewReporter returns a reporter holding the reports the store kept. It
+// sends nothing until Run.
+func NewReporter(cfg ReporterConfig) (*Reporter, error) {
+	if cfg.Claims == nil || cfg.Store == nil {
+		return nil, fmt.Errorf("%w: reporter needs the claims service and a store", ErrNotConfigured)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.RetryStart <= 0 {
+		cfg.RetryStart = 100 * time.Millisecond
+	}
+	if cfg.RetryMax < cfg.RetryStart {
+		cfg.RetryMax = max(10*time.Second, cfg.RetryStart)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Reporter{cfg: cfg, logger: cfg.Logger.Named("volume_reports"), wake: make(chan struct{}, 1),
+		pending: map[string]*pb.VolumeReportRecord{}}
+	recs, err := cfg.Store.VolumeReports()
+	if err != nil {
+		r.logger.Error("some queued volume reports are unreadable", "error", err)
+	}
+	for _, rec := range recs {
+		r.pending[reportKey(rec.GetRequest())] = rec
+	}
+	return r, nil
+}
+
+func reportKey(req *pb.ClientClaimUpdateRequest) string {
+	user := req.GetAllocId()
+	if user == "" {
+		user = req.GetClaimId()
+	}
+	return user + "/" + req.GetVolumeId()
+}
+
+// Queue persists req and has it sent, replacing a report on the same
+// claim not yet delivered.
+func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) error {
+	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
+	if err := r.cfg.Store.PutVolumeReport(rec); err != nil {
+		return fmt.Errorf("queueing the report on volume %q for %s: %w", req.GetVolumeId(), reportKey(req), err)
+	}
+	r.mu.Lock()
+	r.pending[reportKey(req)] = rec
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Pending returns the reports not delivered yet.
+func (r *Reporter) Pending() []*pb.ClientClaimUpdateRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*pb.ClientClaimUpdateRequest, 0, len(r.pending))
+	for _, rec := range r.pending {
+		out = append(out, proto.CloneOf(rec.GetRequest()))
+	}
+	return out
+}
+
+// Run sends the reports until ctx ends.
+func (r *Reporter) Run(ctx context.Context) {
+	wait := r.cfg.RetryStart
+	for {
+		failed := r.sendAll(ctx)
+		var timer <-chan time.Time
+		if failed {
+			t := time.NewTimer(wait)
+			timer = t.C
+			wait = min(wait*2, r.cfg.RetryMax)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-r.wake:
+				t.Stop()
+			case <-timer:
+			}
+			continue
+		}
+		wait = r.cfg.RetryStart
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+	}
+}
+
+// sendAll tries every pending report once; failed says whether one is to
+// be tried again.
+func (r *Reporter) sendAll(ctx context.Context) (failed bool) {
+	r.mu.Lock()
+	batch := make([]*pb.VolumeReportRecord, 0, len(r.pending))
+	for _, rec := range r.pending {
+		batch = append(batch, rec)
+	}
+	r.mu.Unlock()
+	for _, rec := range batch {
+		if ctx.Err() != nil {
+			return true
+		}
+		req := rec.GetRequest()
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		_, err := r.cfg.Claims.ClientClaimUpdate(cctx, req)
+		cancel()
+		if err != nil && !dropReport(req, err) {
+			r.logger.Warn("report on a claim not delivered, will retry", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
+				"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
+			failed = true
+			continue
+		}
+		if err != nil {
+			r.logger.Info("report on a claim refused, dropped", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
+				"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
+		}
+		r.mu.Lock()
+		// A newer report queued meanwhile stays.
+		if r.pending[reportKey(req)] == rec {
+			if derr := r.cfg.Store.DeleteVolumeReport(req); derr != nil {
+				r.logger.Error("removing a delivered report", "volume_id", req.GetVolumeId(), "error", derr)
+			}
+			delete(r.pending, reportKey(req))
+		}
+		r.mu.Unlock()
+	}
+	return failed
+}
+
+// dropReport says whether the servers' refusal of req is their last
+// word. A claim gone, another node's, or a request they cannot take will
+// not change. FailedPrecondition will, for node-detached (the servers
+// have not yet moved the claim to releasing: the alloc's stop is on its
+// way to them); for in-use and failed tries it means the claim moved on.
+func dropReport(req *pb.ClientClaimUpdateRequest, err error) bool {
+	switch errcode.Code(err) {
+	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.AlreadyExists:
+		return true
+	case codes.FailedPrecondition:
+		return req.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED || req.GetError() != nil
+	}
+	return false
+}

@@ -1,0 +1,243 @@
+package volumehooks
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+var (
+	// ErrNodePluginUnavailable is returned by the volume hook's prerun
+	// when the volume's node plugin is not running and healthy on this
+	// node within VolumeConfig.PluginWait.
+	ErrNodePluginUnavailable = errcode.New(codes.FailedPrecondition, "the volume's csi node plugin is not available on this node")
+	// ErrClaimReleased is returned by the volume hook's prerun when the
+	// alloc's claim is already being released (the alloc is stopping).
+	ErrClaimReleased = errcode.New(codes.FailedPrecondition, "the alloc's claim on the volume is being released")
+)
+
+// Volumes is what the hooks need of the node volume manager;
+// *volumemanager.Manager implements it.
+type Volumes interface {
+	Publish(ctx context.Context, req volumemanager.PublishRequest) (string, error)
+	Unpublish(ctx context.Context, user, volumeID string) error
+	Uses() []volumemanager.Use
+	Sweep(ctx context.Context, keep func(volumemanager.Use) bool) error
+}
+
+var _ Volumes = (*volumemanager.Manager)(nil)
+
+// Defaults of VolumeConfig.
+const (
+	DefaultPluginWait      = time.Minute
+	DefaultVolumeTimeout   = 10 * time.Minute
+	DefaultTeardownWait    = 30 * time.Second
+	DefaultRetryStart      = 100 * time.Millisecond
+	DefaultRetryMax        = 10 * time.Second
+	DefaultTeardownRetry   = time.Second
+	DefaultTeardownRetryMx = time.Minute
+	DefaultTeardownAttempt = 2 * time.Minute
+)
+
+// VolumeConfig configures the volume hooks of a client.
+type VolumeConfig struct {
+	// DataDir is the client's data dir; NodeID the node's ID (both
+	// required).
+	DataDir string
+	NodeID  string
+	Claims  Claims
+	Volumes Volumes
+	// Plugins finds the volumes' node plugins, for the bounded wait
+	// before publishing.
+	Plugins volumemanager.Plugins
+	Reports *Reporter
+	Logger  hclog.Logger
+	// PluginWait bounds the wait for a volume's node plugin (default 1m).
+	PluginWait time.Duration
+	// Timeout bounds each alloc hook call (default 10m: a claim may wait
+	// for its controller publish).
+	Timeout time.Duration
+	// TeardownWait is how long Postrun waits for a teardown; one not done
+	// by then goes on in the background (default 30s).
+	TeardownWait time.Duration
+	// RetryStart and RetryMax space the retries of a ClientClaim the
+	// servers did not answer (defaults 100ms, 10s).
+	RetryStart, RetryMax time.Duration
+	// TeardownRetry and TeardownRetryMax space the tries of a teardown
+	// that failed (defaults 1s, 1m): a plugin's final answer may change
+	// once an operator fixes what it complained of, and a claim is never
+	// left releasing for good.
+	TeardownRetry, TeardownRetryMax time.Duration
+	// TeardownAttempt bounds one try of a teardown (default 2m), its
+	// uncertain errors retried within it: a node plugin that is gone, or
+	// hangs, is shown on the claim and in task events when it runs out,
+	// rather than waited for in silence.
+	TeardownAttempt time.Duration
+	// Context ends the background teardowns (the client shutting down);
+	// what they did not finish is recorded for the next start.
+	Context context.Context
+	Now     func() time.Time
+}
+
+func (c VolumeConfig) withDefaults() VolumeConfig {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.PluginWait <= 0 {
+		c.PluginWait = DefaultPluginWait
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultVolumeTimeout
+	}
+	if c.TeardownWait <= 0 {
+		c.TeardownWait = DefaultTeardownWait
+	}
+	if c.RetryStart <= 0 {
+		c.RetryStart = DefaultRetryStart
+	}
+	if c.RetryMax < c.RetryStart {
+		c.RetryMax = max(DefaultRetryMax, c.RetryStart)
+	}
+	if c.TeardownRetry <= 0 {
+		c.TeardownRetry = DefaultTeardownRetry
+	}
+	if c.TeardownRetryMax < c.TeardownRetry {
+		c.TeardownRetryMax = max(DefaultTeardownRetryMx, c.TeardownRetry)
+	}
+	if c.TeardownAttempt <= 0 {
+		c.TeardownAttempt = DefaultTeardownAttempt
+	}
+	if c.Context == nil {
+		c.Context = context.Background()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// VolumeHooks are a client's volume hooks: the alloc hook that claims,
+// stages and publishes a group's CSI volumes and tears them down, and the
+// task hook that gives them to tasks. It also runs the teardowns of uses
+// no alloc runner holds (Sweep) and of operators' claims.
+type VolumeHooks struct {
+	cfg    VolumeConfig
+	logger hclog.Logger
+
+	mu sync.Mutex
+	// teardowns are those under way, by "<user>/<volume>"; done is closed
+	// when one ends (finished, or the client shutting down).
+	teardowns map[string]*teardown
+	wg        sync.WaitGroup
+}
+
+type teardown struct {
+	done chan struct{}
+}
+
+// NewVolumeHooks returns the volume hooks of a client.
+func NewVolumeHooks(cfg VolumeConfig) (*VolumeHooks, error) {
+	if !filepath.IsAbs(cfg.DataDir) || cfg.NodeID == "" || cfg.Claims == nil || cfg.Volumes == nil || cfg.Plugins == nil || cfg.Reports == nil {
+		return nil, fmt.Errorf("%w: volume hooks need an absolute data dir (%q), the node ID (%q), claims, volumes, plugins and reports",
+			ErrNotConfigured, cfg.DataDir, cfg.NodeID)
+	}
+	cfg = cfg.withDefaults()
+	return &VolumeHooks{cfg: cfg, logger: cfg.Logger.Named("volume_hook"), teardowns: map[string]*teardown{}}, nil
+}
+
+// Wait waits for the background teardowns to end (they end with
+// VolumeConfig.Context).
+func (v *VolumeHooks) Wait() { v.wg.Wait() }
+
+// csiVolume is one of a group's CSI volume requests, resolved for an
+// alloc: the volume ID it claims.
+type csiVolume struct {
+	// name is the group's name for it, what volume_mount names.
+	name     string
+	req      *pb.VolumeRequest
+	volumeID string
+}
+
+// groupVolumes are the CSI volume requests of the alloc's group, by name
+// (the order they are published in; a volume_mount names them).
+func groupVolumes(g *pb.TaskGroup, a *pb.Allocation) []csiVolume {
+	var out []csiVolume
+	for _, name := range slices.Sorted(maps.Keys(g.GetVolumes())) {
+		req := g.GetVolumes()[name]
+		if req.GetType() != "" && req.GetType() != "csi" {
+			continue
+		}
+		out = append(out, csiVolume{name: name, req: req, volumeID: scheduler.VolumeID(req, a.GetIndex())})
+	}
+	return out
+}
+
+// AllocHook is the factory of volume alloc hooks, for
+// allocrunner.Hooks.Alloc: a hook for each alloc whose group asks for CSI
+// volumes, nil for the others.
+func (v *VolumeHooks) AllocHook() func(allocrunner.AllocInfo) allocrunner.Hook {
+	return func(a allocrunner.AllocInfo) allocrunner.Hook {
+		vols := groupVolumes(a.Group, a.Alloc)
+		if len(vols) == 0 {
+			return nil
+		}
+		return &volumeHook{v: v, allocID: a.Alloc.GetId(), vols: vols,
+			logger: v.logger.With("alloc_id", a.Alloc.GetId())}
+	}
+}
+
+// TaskHook is the factory of volume task hooks, for
+// allocrunner.Hooks.Task: a hook for each task with volume_mount blocks
+// naming a CSI volume of its group, nil for the others.
+func (v *VolumeHooks) TaskHook() func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook {
+	return func(a allocrunner.AllocInfo, t *pb.Task) taskrunner.Hook {
+		vols := groupVolumes(a.Group, a.Alloc)
+		var mounts []taskMount
+		for _, m := range t.GetVolumeMounts() {
+			for _, cv := range vols {
+				if cv.name == m.GetVolume() {
+					mounts = append(mounts, taskMount{mount: m, vol: cv,
+						path: volumemanager.PublishPath(v.cfg.DataDir, a.Alloc.GetId(), cv.volumeID)})
+				}
+			}
+		}
+		if len(mounts) == 0 {
+			return nil
+		}
+		return &mountHook{mounts: mounts}
+	}
+}
+
+// volumeHook is the volume hook of one alloc.
+type volumeHook struct {
+	v       *VolumeHooks
+	allocID string
+	vols    []csiVolume
+	logger  hclog.Logger
+}
+
+var (
+	_ allocrunner.PrerunHook  = (*volumeHook)(nil)
+	_ allocrunner.PostrunHook = (*volumeHook)(nil)
+	_ allocrunner.DestroyHook = (*volumeHook)(nil)
+	_ taskrunner.Timeouter    = (*volumeHook)(nil)
+)
+
+func (h *volumeHook) Name() string { return "csi_volumes" }
+
+// Timeout lets the prerun wait for a claim's controller publish.
+func (h *volumeHook) Timeout() time.Duration { return h.v.cfg.Timeout }

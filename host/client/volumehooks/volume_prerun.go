@@ -1,0 +1,243 @@
+package volumehooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Task event types of the volume hook.
+const (
+	EventVolumePublished = "Volume published"
+	EventVolumeFailure   = "Volume failure"
+	EventVolumeWaiting   = "Waiting for volume"
+)
+
+// Prerun brings each of the group's CSI volumes to the alloc, in the
+// group's order: wait until its claim is ready (a blocking query that
+// wakes on the claim, its attachment or its volume changing), wait for
+// the node plugin (bounded by PluginWait), stage and publish, then queue
+// the in-use report. A recovered alloc whose volume is published already
+// goes straight on: its tasks may be running, and the servers need not be
+// reachable for them to keep their volume.
+func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest) error {
+	published := map[string]bool{}
+	if req.Recovered {
+		for _, u := range h.v.cfg.Volumes.Uses() {
+			if u.User == h.allocID && u.State == pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED {
+				published[u.VolumeID] = true
+			}
+		}
+	}
+	for _, cv := range h.vols {
+		if published[cv.volumeID] {
+			h.logger.Debug("volume published before the client restarted", "volume_id", cv.volumeID)
+			continue
+		}
+		if err := h.prepare(ctx, req, cv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare claims, waits, stages and publishes one volume.
+func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest, cv csiVolume) error {
+	cfg := h.v.cfg
+	where := fmt.Sprintf("volume %q (group volume %q) of alloc %s on node %s", cv.volumeID, cv.name, h.allocID, cfg.NodeID)
+	resp, err := h.v.waitReady(ctx, req.Events, &pb.ClientClaimRequest{NodeId: cfg.NodeID, AllocId: h.allocID, VolumeId: cv.volumeID},
+		req.Alloc.GetCreateIndex(), where)
+	if err != nil {
+		return err
+	}
+	claim, vol := resp.GetClaim(), resp.GetVolume()
+	pctx, cancel := context.WithTimeout(ctx, cfg.PluginWait)
+	_, err = cfg.Plugins.WaitNode(pctx, vol.GetPluginId())
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", where, ctx.Err())
+		}
+		err = fmt.Errorf("%s: node plugin %q not running and healthy after %s: %w (%w)", where, vol.GetPluginId(), cfg.PluginWait,
+			ErrNodePluginUnavailable, err)
+		h.v.failed(req.Events, claimReport(cfg.NodeID, h.allocID, "", cv.volumeID), claim.GetState(), err)
+		return err
+	}
+	path, err := cfg.Volumes.Publish(ctx, volumemanager.PublishRequest{
+		Volume: vol, User: h.allocID, AccessMode: claim.GetAccessMode(), AttachmentMode: claim.GetAttachmentMode(),
+		MountOptions: resp.GetRequest().GetMountOptions(), ReadOnly: resp.GetRequest().GetReadOnly() || claim.GetMode() == pb.ClaimMode_CLAIM_MODE_READ,
+		PublishContext: resp.GetPublishContext()})
+	if err != nil {
+		if ctx.Err() == nil {
+			h.v.failed(req.Events, claimReport(cfg.NodeID, h.allocID, "", cv.volumeID), claim.GetState(), err)
+		}
+		return err
+	}
+	emit(req.Events, cfg.Now(), EventVolumePublished, fmt.Sprintf("Volume %q (%s) published at %s", cv.volumeID, cv.name, path), false)
+	report := claimReport(cfg.NodeID, h.allocID, "", cv.volumeID)
+	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	if err := cfg.Reports.Queue(report); err != nil {
+		// The volume is published: the tasks may start. The claim stays
+		// ready on the servers, which changes nothing for this alloc.
+		h.logger.Error("queueing the in-use report", "volume_id", cv.volumeID, "error", err)
+	}
+	return nil
+}
+
+func claimReport(nodeID, allocID, claimID, volumeID string) *pb.ClientClaimUpdateRequest {
+	return &pb.ClientClaimUpdateRequest{NodeId: nodeID, AllocId: allocID, ClaimId: claimID, VolumeId: volumeID}
+}
+
+// waitReady asks for the claim until it is ready (or in use), blocking on
+// the servers while it is reserved. Servers that do not answer are
+// retried with backoff; a refusal is the answer.
+func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *pb.ClientClaimRequest, createIndex uint64, where string) (*pb.ClientClaimResponse, error) {
+	// Anything at or after the alloc's creation answers at once; a server
+	// that has not applied the alloc yet waits for it.
+	var minIndex uint64
+	if createIndex > 0 {
+		minIndex = createIndex - 1
+	}
+	wait := v.cfg.RetryStart
+	told := false
+	// last is the servers' last answer, for what the claim was waiting on
+	// when the wait ends.
+	var last *pb.ClientClaimResponse
+	for {
+		req.Query = &pb.QueryOptions{MinIndex: minIndex}
+		resp, err := v.cfg.Claims.ClientClaim(ctx, req)
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%s: waiting for its claim to be ready%s: %w", where, waitingOn(last), ctx.Err())
+		case err != nil && claimRefusal(err):
+			return nil, fmt.Errorf("%s: asking the servers for its claim: %w", where, err)
+		case err != nil:
+			v.logger.Warn("asking the servers for a claim", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
+				"claim_id", req.GetClaimId(), "retry_in", wait, "error", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("%s: waiting for its claim to be ready: %w (last error: %w)", where, ctx.Err(), err)
+			case <-t.C:
+			}
+			wait = min(wait*2, v.cfg.RetryMax)
+			continue
+		}
+		wait = v.cfg.RetryStart
+		last = resp
+		switch st := resp.GetClaim().GetState(); st {
+		case pb.ClaimState_CLAIM_STATE_READY, pb.ClaimState_CLAIM_STATE_IN_USE:
+			return resp, nil
+		case pb.ClaimState_CLAIM_STATE_RESERVED:
+			if !told && events != nil {
+				told = true
+				msg := "Waiting for the claim of volume " + fmt.Sprintf("%q", req.GetVolumeId()) + " to be ready"
+				if e := resp.GetClaim().GetLastError(); e != nil {
+					msg += ": " + e.GetMessage()
+				}
+				emit(events, v.cfg.Now(), EventVolumeWaiting, msg, false)
+			}
+			minIndex = max(minIndex, resp.GetMeta().GetIndex())
+		default:
+			return nil, fmt.Errorf("%s: claim %q is %s: %w", where, resp.GetClaim().GetId(), claimStateWord(st), ErrClaimReleased)
+		}
+	}
+}
+
+// waitingOn says what a reserved claim waits for, from the servers' last
+// answer: its attachment's state and the last error of the claim.
+func waitingOn(last *pb.ClientClaimResponse) string {
+	if last == nil {
+		return ""
+	}
+	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), claimStateWord(last.GetClaim().GetState()))
+	if a := last.GetAttachmentState(); a != pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED {
+		s += ", the volume's attachment to the node " + attachmentWord(a)
+	}
+	if e := last.GetClaim().GetLastError(); e != nil {
+		s += ", last error: " + e.GetMessage()
+	}
+	return s + ")"
+}
+
+func attachmentWord(a pb.AttachmentState) string {
+	switch a {
+	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
+		return "attaching (controller publish not done)"
+	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+		return "attached"
+	case pb.AttachmentState_ATTACHMENT_STATE_DETACHING:
+		return "detaching"
+	}
+	return a.String()
+}
+
+// claimRefusal says whether the servers' error is their answer rather
+// than a failure to answer.
+func claimRefusal(err error) bool {
+	switch errcode.Code(err) {
+	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated:
+		return true
+	}
+	return false
+}
+
+func claimStateWord(s pb.ClaimState) string {
+	switch s {
+	case pb.ClaimState_CLAIM_STATE_RESERVED:
+		return "reserved"
+	case pb.ClaimState_CLAIM_STATE_READY:
+		return "ready"
+	case pb.ClaimState_CLAIM_STATE_IN_USE:
+		return "in-use"
+	case pb.ClaimState_CLAIM_STATE_RELEASING:
+		return "releasing"
+	case pb.ClaimState_CLAIM_STATE_NODE_DETACHED:
+		return "node-detached"
+	case pb.ClaimState_CLAIM_STATE_FREED:
+		return "freed"
+	}
+	return s.String()
+}
+
+// eventEmitter records task events (taskrunner.Emitter).
+type eventEmitter interface{ EmitEvent(*pb.TaskEvent) }
+
+func emit(e eventEmitter, now time.Time, typ, msg string, failed bool) {
+	if e == nil {
+		return
+	}
+	e.EmitEvent(&pb.TaskEvent{Type: typ, OccurredAt: now.UnixNano(), Message: msg, Failed: failed})
+}
+
+// failed shows err on the claim (a failed try, with the claim's current
+// state) and as a task event.
+func (v *VolumeHooks) failed(events eventEmitter, report *pb.ClientClaimUpdateRequest, state pb.ClaimState, err error) {
+	emit(events, v.cfg.Now(), EventVolumeFailure, err.Error(), false)
+	class := pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL
+	if csi.IsUncertain(err) {
+		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
+	}
+	var code codes.Code
+	var ce *csi.Error
+	if errors.As(err, &ce) {
+		code = ce.Code
+	} else {
+		code = errcode.Code(err)
+	}
+	report.State = state
+	report.Error = &pb.VolumeError{Message: err.Error(), Class: class, Code: pb.GrpcCode(code), FailedAt: v.cfg.Now().UnixNano()}
+	if qerr := v.cfg.Reports.Queue(report); qerr != nil {
+		v.logger.Error("queueing a failed try's report", "volume_id", report.GetVolumeId(), "error", qerr)
+	}
+}

@@ -1,0 +1,149 @@
+package volumehooks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Postrun takes the alloc's volumes down once its tasks are dead for good:
+// NodeUnpublishVolume, NodeUnstageVolume when the alloc was the volume's
+// last user on the node, then the node-detached report, queued. It waits
+// for the teardowns up to TeardownWait (or its deadline); those not done
+// go on in the background, retried, and survive a client restart in the
+// state DB. It is idempotent: a Postrun run again (a recovered alloc that
+// had finished) finds nothing left to do.
+func (h *volumeHook) Postrun(ctx context.Context, req *allocrunner.PostrunRequest) error {
+	return h.tearDown(ctx, req.Events)
+}
+
+// Destroy does what Postrun does, for an alloc destroyed before its
+// Postrun finished the job.
+func (h *volumeHook) Destroy(ctx context.Context, req *allocrunner.DestroyRequest) error {
+	return h.tearDown(ctx, req.Events)
+}
+
+func (h *volumeHook) tearDown(ctx context.Context, events eventEmitter) error {
+	var dones []<-chan struct{}
+	for _, cv := range h.vols {
+		dones = append(dones, h.v.startTeardown(h.allocID, false, cv.volumeID, events))
+	}
+	t := time.NewTimer(h.v.cfg.TeardownWait)
+	defer t.Stop()
+	for i, done := range dones {
+		select {
+		case <-done:
+		case <-t.C:
+			return fmt.Errorf("volumes of alloc %s on node %s: teardown of volume %q still under way after %s, going on in the background",
+				h.allocID, h.v.cfg.NodeID, h.vols[i].volumeID, h.v.cfg.TeardownWait)
+		case <-ctx.Done():
+			return fmt.Errorf("volumes of alloc %s on node %s: teardown of volume %q still under way, going on in the background: %w",
+				h.allocID, h.v.cfg.NodeID, h.vols[i].volumeID, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// startTeardown starts (or joins) the teardown of user's use of volumeID
+// and returns a channel closed when it ends: unpublished, unstaged if
+// last, node-detached queued — or the client shutting down.
+func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string, events eventEmitter) <-chan struct{} {
+	key := user + "/" + volumeID
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if td, ok := v.teardowns[key]; ok {
+		return td.done
+	}
+	td := &teardown{done: make(chan struct{})}
+	v.teardowns[key] = td
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		defer func() {
+			v.mu.Lock()
+			delete(v.teardowns, key)
+			v.mu.Unlock()
+			close(td.done)
+		}()
+		v.runTeardown(user, operator, volumeID, events)
+	}()
+	return td.done
+}
+
+// runTeardown unpublishes until done. The manager retries uncertain
+// errors within each try (TeardownAttempt); a try that fails — a final
+// error, or uncertain ones until it ran out (a node plugin gone) — is
+// shown on the claim and in task events, and tried again after a backoff,
+// for as long as the client runs.
+func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, events eventEmitter) {
+	ctx := v.cfg.Context
+	report := claimReport(v.cfg.NodeID, user, "", volumeID)
+	if operator {
+		report = claimReport(v.cfg.NodeID, "", user, volumeID)
+	}
+	wait := v.cfg.TeardownRetry
+	for {
+		actx, cancel := context.WithTimeout(ctx, v.cfg.TeardownAttempt)
+		err := v.cfg.Volumes.Unpublish(actx, user, volumeID)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			v.logger.Info("client shutting down during a volume teardown; the next start finishes it",
+				"volume_id", volumeID, "user", user, "error", err)
+			return
+		}
+		v.logger.Error("volume teardown failed, will retry", "volume_id", volumeID, "user", user, "retry_in", wait, "error", err)
+		v.failed(events, proto2(report), pb.ClaimState_CLAIM_STATE_RELEASING, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(wait*2, v.cfg.TeardownRetryMax)
+	}
+	report.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
+	if err := v.cfg.Reports.Queue(report); err != nil {
+		v.logger.Error("queueing the node-detached report", "volume_id", volumeID, "user", user, "error", err)
+	}
+}
+
+func proto2(r *pb.ClientClaimUpdateRequest) *pb.ClientClaimUpdateRequest {
+	return &pb.ClientClaimUpdateRequest{NodeId: r.GetNodeId(), AllocId: r.GetAllocId(), ClaimId: r.GetClaimId(), VolumeId: r.GetVolumeId()}
+}
+
+// Sweep tears down, in the background, every alloc use no live alloc
+// holds (live says which allocs the client runs and are not terminal; a
+// terminal one's Postrun does it) — an alloc collected while the client
+// was down, a teardown the client died in the middle of — and unstages
+// volumes left staged with no user. Operators' claims are left to
+// OperatorClaims, which knows which the servers still have. The client
+// calls it once its alloc runners are restored.
+func (v *VolumeHooks) Sweep(live func(allocID string) bool) {
+	seen := map[string]bool{}
+	for _, u := range v.cfg.Volumes.Uses() {
+		seen[u.VolumeID] = true
+		if u.Operator || live(u.User) {
+			continue
+		}
+		v.logger.Info("tearing down a volume use of an alloc this client no longer runs", "volume_id", u.VolumeID, "alloc_id", u.User)
+		v.startTeardown(u.User, false, u.VolumeID, nil)
+	}
+	// Volumes with no use at all: a teardown that died between the last
+	// unpublish and the unstage.
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		err := v.cfg.Volumes.Sweep(v.cfg.Context, func(u volumemanager.Use) bool { return true })
+		if err != nil && v.cfg.Context.Err() == nil {
+			v.logger.Error("unstaging volumes left without users", "error", err)
+		}
+	}()
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// ClientClaims answers a node its operators' claims (not its allocs',
+// not another node's), and a blocking call wakes when one is made,
+// released and freed.
+func TestClientClaimsListsTheNodesOperatorClaims(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	cc.volume(t, "data", snw)
+	cc.volume(t, "other", snw)
+	// An alloc's claim on n1: not an operator's.
+	cc.placeWithClaim(t, "web", cc.n1.GetId(), "other", false)
+
+	first, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.GetClaims()) != 0 {
+		t.Fatalf("claims before any operator claim: %v", first.GetClaims())
+	}
+	type answer struct {
+		resp *pb.ClientClaimsResponse
+		err  error
+	}
+	wait := func(min uint64) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r, err := cc.claims.ClientClaims(ctx, &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(),
+				Query: &pb.QueryOptions{MinIndex: min, MaxWaitMs: 15_000}})
+			ch <- answer{r, err}
+		}()
+		return ch
+	}
+	woken := wait(first.GetMeta().GetIndex())
+	made, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "data", NodeId: cc.n1.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := <-woken
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if len(a.resp.GetClaims()) != 1 || a.resp.GetClaims()[0].GetId() != made.GetClaim().GetId() || len(a.resp.GetClaims()[0].GetVolumeId()) == 0 {
+		t.Fatalf("after the claim: %v", a.resp.GetClaims())
+	}
+	other, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n2.GetId()})
+	if err != nil || len(other.GetClaims()) != 0 {
+		t.Fatalf("n2's claims: %v, %v", other.GetClaims(), err)
+	}
+
+	woken = wait(a.resp.GetMeta().GetIndex())
+	if _, err := cc.claims.Release(ctx10s(t), &pb.ClaimReleaseRequest{ClaimId: made.GetClaim().GetId()}); err != nil {
+		t.Fatal(err)
+	}
+	a = <-woken
+	if a.err != nil || len(a.resp.GetClaims()) != 1 || a.resp.GetClaims()[0].GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+		t.Fatalf("after the release: %v, %v", a.resp.GetClaims(), a.err)
+	}
+	woken = wait(a.resp.GetMeta().GetIndex())
+	if _, err := cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: cc.n1.GetId(), ClaimId: made.GetClaim().GetId(),
+		State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED}); err != nil {
+		t.Fatal(err)
+	}
+	a = <-woken
+	if a.err != nil || len(a.resp.GetClaims()) != 0 {
+		t.Fatalf("after the claim was freed: %v, %v", a.resp.GetClaims(), a.err)
+	}
+
+	_, err = cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: "n1"})
+	wantCode(t, "bad node id", err, codes.InvalidArgument, `"n1"`)
+}
