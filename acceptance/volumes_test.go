@@ -19,13 +19,15 @@ import (
 //     reserved in the same plan; the leader's attach reconciler sends
 //     ControllerPublishVolume to the controller's client and writes back
 //     the attachment (attached, with the controller and CSI node IDs) and
-//     the claim (ready, or in-use once the node published it);
+//     the claim (ready); the client stages and publishes it (in-use) and
+//     the task writes through $BERTH_VOLUME_DATA;
 //   - a second writer is not placed: its evaluation blocks; an operator's
 //     write claim is refused naming the volume;
 //   - the leader is killed: the new leader serves the same claim and
 //     attachment, with nothing published twice;
-//   - the job is stopped: the claim moves to releasing (the node's
-//     unpublish comes with the volume hook).
+//   - the job is stopped: its client unpublishes, the leader unpublishes
+//     through the controller and frees the claim, and the blocked second
+//     writer is placed and reads what the first wrote; never two claims.
 
 type apiClaim struct {
 	ID       string `json:"id"`
@@ -69,8 +71,8 @@ type apiEval struct {
 }
 
 // consumerJob is a service job of one alloc that claims volume vol with
-// the given access mode and sleeps.
-func consumerJob(id, vol, accessMode string) string {
+// the given access mode, runs script (sh) in the task and sleeps.
+func consumerJob(id, vol, accessMode, script string) string {
 	return fmt.Sprintf(`
 job %q {
   type = "service"
@@ -86,7 +88,7 @@ job %q {
       driver = "raw_exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "echo $$ > local/pid; exec sleep 600"]
+        args    = ["-c", "echo $$ > local/pid; %s; exec sleep 600"]
       }
       volume_mount {
         volume      = "data"
@@ -100,7 +102,7 @@ job %q {
     }
   }
 }
-`, id, vol, accessMode)
+`, id, vol, accessMode, script)
 }
 
 func TestVolumeClaims(t *testing.T) {
@@ -163,7 +165,7 @@ secrets {
 
 	// A writer: placed with its claim; the leader publishes through the
 	// controller and the claim becomes ready.
-	runJob(t, s, "app", consumerJob("app", "vol1", "single-node-writer"))
+	runJob(t, s, "app", consumerJob("app", "vol1", "single-node-writer", "echo written-by-app > $BERTH_VOLUME_DATA/hello"))
 	var alloc apiAlloc
 	eventually(t, 30*time.Second, "app placed", func() error {
 		allocs, err := s.jobAllocs("app")
@@ -189,7 +191,7 @@ secrets {
 		if cl.AllocID != alloc.ID || cl.NodeID != alloc.NodeID || cl.Mode != "write" {
 			return fmt.Errorf("claim %+v, want alloc %s on node %s writing", cl, alloc.ID, alloc.NodeID)
 		}
-		if a.State != "attached" || (cl.State != "ready" && cl.State != "in-use") {
+		if a.State != "attached" || cl.State != "in-use" {
 			return fmt.Errorf("attachment %s, claim %s", a.State, cl.State)
 		}
 		if a.NodeID != alloc.NodeID || a.ControllerNodeID == "" || a.CSINodeID == "" {
@@ -200,7 +202,7 @@ secrets {
 	})
 
 	// A second writer waits: its evaluation blocks on the claim.
-	runJob(t, s, "app2", consumerJob("app2", "vol1", "single-node-writer"))
+	runJob(t, s, "app2", consumerJob("app2", "vol1", "single-node-writer", "cat $BERTH_VOLUME_DATA/hello"))
 	eventually(t, 30*time.Second, "app2's evaluation blocked", func() error {
 		var evals []apiEval
 		if err := s.getJSON("/v1/job/app2/evaluations", &evals); err != nil {
@@ -275,23 +277,39 @@ secrets {
 	if len(v.Attachments) != 1 || v.Attachments[0].State != "attached" || v.Attachments[0].ModifyIndex != att.ModifyIndex {
 		t.Fatalf("after the leader's death the attachment is %+v, was %+v", v.Attachments, att)
 	}
-	if len(v.Claims) != 1 || (v.Claims[0].State != "ready" && v.Claims[0].State != "in-use") {
+	if len(v.Claims) != 1 || v.Claims[0].State != "in-use" {
 		t.Fatalf("after the leader's death the claims are %+v", v.Claims)
 	}
 
-	// Stop the writer: the claim is released (the node's unpublish and its
-	// node-detached report come with the volume hook).
+	// Stop the writer: its client unpublishes and unstages, the leader
+	// unpublishes through the controller and frees the claim, and the
+	// blocked second writer is placed, published, and reads the file the
+	// first one wrote. Never two claims of the volume at once.
 	stopJob(t, s, "app")
-	eventually(t, 30*time.Second, "app's claim releasing", func() error {
+	var alloc2 apiAlloc
+	eventually(t, 60*time.Second, "app's claim freed and app2 using vol1", func() error {
 		v, err := s.volume("vol1")
 		if err != nil {
 			return err
 		}
-		for _, cl := range v.Claims {
-			if cl.AllocID == alloc.ID && cl.State != "ready" && cl.State != "reserved" && cl.State != "in-use" {
-				return nil
-			}
+		if len(v.Claims) > 1 {
+			t.Fatalf("two claims of single-node-writer vol1 at once: %+v", v.Claims)
 		}
-		return fmt.Errorf("claims %+v", v.Claims)
+		if len(v.Claims) != 1 || v.Claims[0].AllocID == alloc.ID || v.Claims[0].State != "in-use" {
+			return fmt.Errorf("claims %+v", v.Claims)
+		}
+		allocs, err := s.jobAllocs("app2")
+		if err != nil || len(allocs) != 1 || allocs[0].ID != v.Claims[0].AllocID || allocs[0].ClientStatus != "running" {
+			return fmt.Errorf("app2 allocs %+v (%v), claim %+v", allocs, err, v.Claims[0])
+		}
+		alloc2 = allocs[0]
+		return nil
+	})
+	eventually(t, 30*time.Second, "app2 read what app wrote", func() error {
+		out, err := s.cli("alloc", "logs", alloc2.ID, "app")
+		if err != nil || !strings.Contains(out, "written-by-app") {
+			return fmt.Errorf("app2's output %q (%v)", out, err)
+		}
+		return nil
 	})
 }

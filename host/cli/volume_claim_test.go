@@ -220,6 +220,14 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 		"Host path: <data_dir of the client on node 7e1a2b3c>/csi/publish/"+claimID+"/data/\n")
 
 	// Ready at once: one read, woken when the node published it.
+	// Ready (published by the controller) but not published by the node's
+	// client: the report says so.
+	f = newFakeClaimAPI(t)
+	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
+		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
+		`is still ready after 100ms: the client on node `+claimNode+
+			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	f.readyAtOnce = true
 	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and published`)
@@ -227,6 +235,14 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 		t.Errorf("%d claim reads for a claim ready at once, want 1", n)
 	}
 
+	// Ready (published by the controller) but not published by the node's
+	// client: the report says so.
+	f = newFakeClaimAPI(t)
+	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
+		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
+		`is still ready after 100ms: the client on node `+claimNode+
+			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-json", "-mode", "read", "data"}, 0)
 	var got struct {
@@ -328,8 +344,16 @@ func TestVolumeClaimTimeout(t *testing.T) {
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
 		`is still reserved after 100ms: its controller publish to node `+claimNode+
 			" has not succeeded (no try has failed: is a controller of the volume's plugin running?)")
-	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_READY, nil))
-	wantOut(t, []string{"volume", "claim", "-address", f.url, "-timeout", "0", "data"}, 0, `"data" is claimed and ready`)
+	// Ready (published by the controller) but not published by the node's
+	// client: the report says so.
+	f = newFakeClaimAPI(t)
+	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
+		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
+		`is still ready after 100ms: the client on node `+claimNode+
+			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
+	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
+	wantOut(t, []string{"volume", "claim", "-address", f.url, "-timeout", "0", "data"}, 0, `"data" is claimed and published`)
 	f.mu.Lock()
 	w := f.waits
 	f.mu.Unlock()
