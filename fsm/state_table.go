@@ -215,11 +215,20 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 	} else if x != nil {
 		return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, x.keyParts(m), t.keyString(other))
 	}
+	prev, err := t.stored(tx, m)
+	if err != nil {
+		return err
+	}
 	tx.writes++
 	if err := tx.txn.Insert(t.name, m); err != nil {
 		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)
+	for _, d := range t.derived {
+		if err := d.changed(tx, prev, m); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -256,12 +265,42 @@ func (t *table[M]) uniqueClash(txn memdbReader, m M) (*index[M], M, error) {
 	return nil, zero, nil
 }
 
+// stored returns the row of the transaction with m's primary key, for the
+// derived state to count it out; nil, without a read, when t derives
+// nothing.
+func (t *table[M]) stored(tx *writeTxn, m M) (M, error) {
+	var zero M
+	if len(t.derived) == 0 {
+		return zero, nil
+	}
+	obj, err := tx.txn.First(t.name, indexID, stringArgs(t.keyParts(m))...)
+	if err != nil {
+		return zero, fmt.Errorf("reading %s row %s: %w", t.name, t.keyString(m), err)
+	}
+	if obj == nil {
+		return zero, nil
+	}
+	return t.row(obj)
+}
+
 // delete removes m, a row read from t, and marks the table changed.
 func (t *table[M]) delete(tx *writeTxn, m M) error {
+	// What the derived state counted is the stored row, which a caller
+	// holding an older copy of it may not have.
+	stored, err := t.stored(tx, m)
+	if err != nil {
+		return err
+	}
 	tx.writes++
 	if err := tx.txn.Delete(t.name, m); err != nil {
 		return fmt.Errorf("deleting %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)
+	var zero M
+	for _, d := range t.derived {
+		if err := d.changed(tx, stored, zero); err != nil {
+			return err
+		}
+	}
 	return nil
 }
