@@ -119,6 +119,9 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	jobs := []string{plan.GetJobId()}
 	var touched []*pb.Allocation
 	var stopped []string
+	// live is the plan's job once one of its allocs is stored and not
+	// terminal: its status is then running without a scan.
+	var live string
 	for _, pn := range nodes {
 		if pn.refusal != "" {
 			if result.Refusals == nil {
@@ -154,6 +157,9 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			if err := applyPlacement(tx, a, pn.existing[i], appliedAt); err != nil {
 				return err
 			}
+			if !AllocTerminal(a) {
+				live = plan.GetJobId()
+			}
 			result.AppliedAllocs++
 		}
 		for _, r := range pn.claims {
@@ -180,7 +186,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			jobs = addID(jobs, id)
 		}
 	}
-	if err := recomputeJobStatuses(tx, jobs); err != nil {
+	if err := recomputeJobStatusesLive(tx, jobs, live); err != nil {
 		return err
 	}
 	tx.result = result

@@ -48,6 +48,17 @@ func (t *table[M]) list(src txnSource, ws memdb.WatchSet, prefix ...string) ([]M
 // On a unique index that is the one row with that key.
 func (x *index[M]) first(src txnSource, ws memdb.WatchSet, parts ...string) (M, error) {
 	var zero M
+	if tx, ok := src.(*writeTxn); ok && ws == nil && x == x.table.primary && len(parts) == len(x.key.parts) {
+		// A read by whole primary key in an apply: see writeTxn.written.
+		obj, err := tx.firstByKey(x.table.name, parts)
+		if err != nil {
+			return zero, fmt.Errorf("reading %s %q: %w", x.table.name, parts, err)
+		}
+		if obj == nil {
+			return zero, nil
+		}
+		return x.table.row(obj)
+	}
 	watchCh, obj, err := src.readTxn().FirstWatch(x.table.name, x.name, stringArgs(parts)...)
 	if err != nil {
 		return zero, fmt.Errorf("reading %s by %s %q: %w", x.table.name, x.name, parts, err)
@@ -57,6 +68,16 @@ func (x *index[M]) first(src txnSource, ws memdb.WatchSet, parts ...string) (M, 
 		return zero, nil
 	}
 	return x.table.row(obj)
+}
+
+// encodeKey is a key's parts encoded as the index stores them (keyIndex).
+func encodeKey(parts []string) string {
+	var buf [64]byte
+	key := buf[:0]
+	for _, p := range parts {
+		key = appendKeyPart(key, p)
+	}
+	return string(key)
 }
 
 // list returns every row whose key in this index starts with the parts
@@ -219,8 +240,7 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 	if err != nil {
 		return err
 	}
-	tx.writes++
-	if err := tx.txn.Insert(t.name, m); err != nil {
+	if err := tx.insertRow(t.name, encodeKey(t.keyParts(m)), m); err != nil {
 		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)
@@ -273,14 +293,7 @@ func (t *table[M]) stored(tx *writeTxn, m M) (M, error) {
 	if len(t.derived) == 0 {
 		return zero, nil
 	}
-	obj, err := tx.txn.First(t.name, indexID, stringArgs(t.keyParts(m))...)
-	if err != nil {
-		return zero, fmt.Errorf("reading %s row %s: %w", t.name, t.keyString(m), err)
-	}
-	if obj == nil {
-		return zero, nil
-	}
-	return t.row(obj)
+	return t.first(tx, nil, t.keyParts(m)...)
 }
 
 // delete removes m, a row read from t, and marks the table changed.
@@ -291,8 +304,7 @@ func (t *table[M]) delete(tx *writeTxn, m M) error {
 	if err != nil {
 		return err
 	}
-	tx.writes++
-	if err := tx.txn.Delete(t.name, m); err != nil {
+	if err := tx.deleteRow(t.name, encodeKey(t.keyParts(m)), m); err != nil {
 		return fmt.Errorf("deleting %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)

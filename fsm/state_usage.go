@@ -81,18 +81,17 @@ func addNodeUsage(tx *writeTxn, node string, d nodeUsageDelta) error {
 		return err
 	}
 	n := &pb.NodeUsage{NodeId: node, CpuMhz: row.GetCpuMhz() + d.cpu, MemoryMb: row.GetMemoryMb() + d.mem, Allocs: row.GetAllocs() + d.allocs}
-	tx.writes++
 	switch {
 	case n.Allocs < 0:
 		// Only a bug in this file could get here: every alloc counted out
 		// was counted in.
 		return fmt.Errorf("node %q: usage of %d allocs after a change of %d", node, n.Allocs, d.allocs)
 	case n.Allocs == 0 && row != nil:
-		if err := tx.txn.Delete(TableNodeUsage, row); err != nil {
+		if err := tx.deleteRow(TableNodeUsage, encodeKey([]string{node}), row); err != nil {
 			return fmt.Errorf("deleting node_usage row %q: %w", node, err)
 		}
 	case n.Allocs > 0:
-		if err := tx.txn.Insert(TableNodeUsage, n); err != nil {
+		if err := tx.insertRow(TableNodeUsage, encodeKey([]string{node}), n); err != nil {
 			return fmt.Errorf("storing node_usage row %q: %w", node, err)
 		}
 	}
