@@ -70,8 +70,7 @@ func AllocsFit(n *pb.Node, allocs []*pb.Allocation) (ok bool, dimension string, 
 }
 
 // allocUsage sums what allocs use, for AllocsFit and for PlanApply, which
-// adds up a node's stored allocs as it reads them rather than collecting
-// them first.
+// starts from the node's row in node_usage.
 type allocUsage struct{ cpu, mem int64 }
 
 // add counts a unless it is terminal.
@@ -81,6 +80,15 @@ func (u *allocUsage) add(a *pb.Allocation) {
 	}
 	u.cpu += a.GetResources().GetCpuMhz()
 	u.mem += a.GetResources().GetMemoryMb()
+}
+
+// remove counts a out unless it is terminal: a was counted in.
+func (u *allocUsage) remove(a *pb.Allocation) {
+	if AllocTerminal(a) {
+		return
+	}
+	u.cpu -= a.GetResources().GetCpuMhz()
+	u.mem -= a.GetResources().GetMemoryMb()
 }
 
 // fits is AllocsFit's answer for what u counted.

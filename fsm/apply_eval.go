@@ -88,8 +88,16 @@ func EvalTerminal(e *pb.Evaluation) bool {
 
 // recomputeJobStatuses recomputes the status of each job in jobs.
 func recomputeJobStatuses(tx *writeTxn, jobs []string) error {
+	return recomputeJobStatusesLive(tx, jobs, "")
+}
+
+// recomputeJobStatusesLive is recomputeJobStatuses for a caller that has
+// just stored an alloc of job live that is not terminal (a plan's
+// placement), which is all jobStatus's scan of live's allocs would look
+// for: that job's status is computed without it.
+func recomputeJobStatusesLive(tx *writeTxn, jobs []string, live string) error {
 	for _, id := range jobs {
-		if err := recomputeJobStatus(tx, id); err != nil {
+		if err := recomputeJobStatus(tx, id, id == live); err != nil {
 			return err
 		}
 	}
@@ -100,12 +108,12 @@ func recomputeJobStatuses(tx *writeTxn, jobs []string) error {
 // say (jobStatus), when it changed. Status is not the specification: the
 // job's modify index moves, its job_modify_index and versions do not. A
 // job that is not stored (purged) is left alone.
-func recomputeJobStatus(tx *writeTxn, jobID string) error {
+func recomputeJobStatus(tx *writeTxn, jobID string, hasLiveAlloc bool) error {
 	job, err := jobsTable.first(tx, nil, jobID)
 	if err != nil || job == nil {
 		return err
 	}
-	status, err := jobStatus(tx, job)
+	status, err := jobStatus(tx, job, hasLiveAlloc)
 	if err != nil {
 		return err
 	}
@@ -133,12 +141,16 @@ var errStopScan = errors.New("stop scan")
 //     keeps its status, pending for a job never evaluated.
 //
 // The scans stop at the first live alloc or eval, so a running job costs
-// one row.
-func jobStatus(tx *writeTxn, job *pb.Job) (pb.JobStatus, error) {
+// one row; none when the caller knows it has an alloc that is not
+// terminal (hasLiveAlloc).
+func jobStatus(tx *writeTxn, job *pb.Job, hasLiveAlloc bool) (pb.JobStatus, error) {
 	if job.GetType() == pb.JobType_JOB_TYPE_SYSTEM {
 		if job.GetStop() {
 			return pb.JobStatus_JOB_STATUS_DEAD, nil
 		}
+		return pb.JobStatus_JOB_STATUS_RUNNING, nil
+	}
+	if hasLiveAlloc {
 		return pb.JobStatus_JOB_STATUS_RUNNING, nil
 	}
 	seen := false

@@ -200,5 +200,5 @@ func storeJobVersion(tx *writeTxn, j *pb.Job, ev *pb.Evaluation) error {
 			return err
 		}
 	}
-	return recomputeJobStatus(tx, j.GetId())
+	return recomputeJobStatus(tx, j.GetId(), false)
 }

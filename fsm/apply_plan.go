@@ -119,6 +119,9 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	jobs := []string{plan.GetJobId()}
 	var touched []*pb.Allocation
 	var stopped []string
+	// live is the plan's job once one of its allocs is stored and not
+	// terminal: its status is then running without a scan.
+	var live string
 	for _, pn := range nodes {
 		if pn.refusal != "" {
 			if result.Refusals == nil {
@@ -154,6 +157,9 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			if err := applyPlacement(tx, a, pn.existing[i], appliedAt); err != nil {
 				return err
 			}
+			if !AllocTerminal(a) {
+				live = plan.GetJobId()
+			}
 			result.AppliedAllocs++
 		}
 		for _, r := range pn.claims {
@@ -180,7 +186,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			jobs = addID(jobs, id)
 		}
 	}
-	if err := recomputeJobStatuses(tx, jobs); err != nil {
+	if err := recomputeJobStatusesLive(tx, jobs, live); err != nil {
 		return err
 	}
 	tx.result = result
@@ -314,16 +320,20 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 		return fmt.Sprintf("node %q is down: its allocs cannot be updated in place", pn.id), nil
 	}
 	// AllocsFit over the node's allocs less those the plan replaces, plus
-	// the plan's: summed while reading, since a node holds hundreds.
-	var used allocUsage
-	err = allocsByNode.each(tx.readTxn(), nil, []string{pn.id}, func(a *pb.Allocation) error {
-		if !pn.replaces(a.GetId()) {
-			used.add(a)
-		}
-		return nil
-	})
+	// the plan's: the node's row in node_usage is the sum over its allocs,
+	// so the ones the plan stops or updates there are counted out of it.
+	usage, err := nodeUsageTable.first(tx, nil, pn.id)
 	if err != nil {
 		return "", err
+	}
+	used := allocUsage{cpu: usage.GetCpuMhz(), mem: usage.GetMemoryMb()}
+	for _, s := range pn.stops {
+		used.remove(s.alloc)
+	}
+	for _, e := range pn.existing {
+		if e != nil {
+			used.remove(e)
+		}
 	}
 	for _, a := range pn.allocs {
 		used.add(a)
@@ -337,22 +347,6 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 		return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MHz of %d", pn.id, dim, cpu, capCPU), nil
 	}
 	return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MB of %d", pn.id, dim, mem, capMem), nil
-}
-
-// replaces reports whether the plan stops or updates alloc id on the node:
-// its stored version then no longer counts against the node.
-func (pn *planNode) replaces(id string) bool {
-	for _, s := range pn.stops {
-		if s.alloc.GetId() == id {
-			return true
-		}
-	}
-	for _, e := range pn.existing {
-		if e != nil && e.GetId() == id {
-			return true
-		}
-	}
-	return false
 }
 
 // nodeStatusWord is a node status as the API writes it.

@@ -143,6 +143,13 @@ func TestReaperReadsByState(t *testing.T) {
 	if c, _ := st.ClaimByID(nil, "c2"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
 		t.Fatalf("claim c2 of a volume needing no controller is %s, want ready", c.GetState())
 	}
+	// Only releasing and later states are indexed; the others are read by
+	// a scan, with the same answer.
+	for state, want := range map[pb.ClaimState]string{pb.ClaimState_CLAIM_STATE_RESERVED: "c1", pb.ClaimState_CLAIM_STATE_READY: "c2"} {
+		if got, err := st.ClaimsByState(nil, state); err != nil || len(got) != 1 || got[0].GetId() != want {
+			t.Fatalf("%s claims = %v (%v), want %s", state, got, err, want)
+		}
+	}
 	ws := memdb.NewWatchSet()
 	releasing, err := st.ClaimsByState(ws, pb.ClaimState_CLAIM_STATE_RELEASING)
 	if err != nil || len(releasing) != 0 {
@@ -156,6 +163,9 @@ func TestReaperReadsByState(t *testing.T) {
 	releasing, _ = st.ClaimsByState(nil, pb.ClaimState_CLAIM_STATE_RELEASING)
 	if len(releasing) != 1 || releasing[0].GetId() != "c2" || releasing[0].GetModifiedAt() != 99 || releasing[0].GetModifyIndex() != 12 {
 		t.Fatalf("releasing claims after a2 completed = %v, want c2 modified at 99, index 12", releasing)
+	}
+	if ready, err := st.ClaimsByState(nil, pb.ClaimState_CLAIM_STATE_READY); err != nil || len(ready) != 0 {
+		t.Fatalf("ready claims after a2 completed = %v (%v), want none", ready, err)
 	}
 	byNode, _ := st.ClaimsByNode(nil, "n1")
 	byAlloc, _ := st.ClaimsByAlloc(nil, "a1")

@@ -46,7 +46,12 @@
 // memdb.WatchSet; BlockingQuery re-runs one on a fresh StateSnapshot until
 // its index passes the caller's. Apply functions read through the same
 // helpers with their writeTxn, which reads the batch's write transaction:
-// every index sees every row written earlier in the batch.
+// every index sees every row written earlier in the batch. A read by whole
+// primary key is answered from the rows the transaction wrote, else from
+// the last commit, without reading through the write transaction: go-memdb
+// clones the index such a read touches, which makes the next insert into
+// it copy its whole path again (writeTxn.written says more). insertRow and
+// deleteRow are the only writers, and keep those rows.
 //
 // # Jobs, evaluations and allocations
 //
@@ -58,6 +63,14 @@
 // allocs by ID, indexed by node, job and eval; node_alloc_index one
 // pb.TableIndex per node (its table field holds the node ID): the index of
 // the last server-side change to the node's allocs.
+//
+// node_usage (state_usage.go) is derived, not stored: one pb.NodeUsage per
+// node with allocs that are not terminal, the sums of their cpu and memory
+// and their count. A table's derive hook keeps it in the transaction of
+// every insert and delete of an alloc, Restore rebuilds it from the allocs,
+// and no snapshot carries it, so it is a function of the allocs alone and
+// the table rule has nothing to say about it (no server ever reads it from
+// another). StateStore.Index does not know it; NodeUsage reads it.
 //
 // Every row's create and modify indexes are set by the apply. A job also
 // has job_modify_index, moved only by changes to its specification
@@ -85,7 +98,9 @@
 // node ready, eligible and not draining (NodeSchedulable), in-place
 // updates need it registered and not down, and the node's allocs that are
 // not terminal, less those the plan stops or updates there, plus the
-// plan's, must fit (AllocsFit, the scheduler's own function). Stops never
+// plan's, must fit (AllocsFit's rule, the scheduler's own; the node's
+// node_usage row is the sum, so the check reads one row however many
+// allocs the node holds). Stops never
 // refuse: marking the allocs of a down node lost is what they are for. A
 // refusing node takes neither its placements nor its stops; the others
 // apply (all_at_once: none do). The evals travel with the plan and are
@@ -155,7 +170,9 @@
 // claim ID (set by the proposer: an operator claim has no alloc), indexed
 // by volume, by node (node, volume), by alloc (alloc, volume; unique: an
 // alloc holds one claim per volume) and by state, so the reaper lists the
-// releasing claims without a scan; attachments by (volume, node), indexed
+// releasing claims without a scan (only releasing and node-detached claims
+// are in that index: a reservation writes one tree fewer; ClaimsByState
+// scans for an earlier state); attachments by (volume, node), indexed
 // by node and by state (the attach reconciler's attaching and detaching
 // ones).
 //
@@ -238,7 +255,8 @@
 //
 // A snapshot is a versioned header, one record per row naming its table, an
 // index record per table and an end record counting the records (see
-// SnapshotVersion). Restore builds a new store and swaps it in only when
+// SnapshotVersion). Derived tables (node_usage) are not in it: Restore
+// rebuilds them from the rows it read. Restore builds a new store and swaps it in only when
 // the stream was complete and valid, so a refused snapshot leaves the
 // state untouched; the replaced store's AbandonCh closes, which moves
 // blocking queries to the new one.

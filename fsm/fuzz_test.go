@@ -173,6 +173,16 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 		}
 	}
 	checkVolumesConsistent(t, st)
+	// node_usage is the sum over each node's live allocs, for every node
+	// an alloc names or the nodes table holds.
+	usageNodes := map[string]bool{}
+	for _, a := range allocs {
+		usageNodes[a.GetNodeId()] = true
+	}
+	for _, n := range nodes {
+		usageNodes[n.GetId()] = true
+	}
+	checkUsage(t, st, sortedKeys(usageNodes), "fuzzed state")
 	var tablesMax uint64
 	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs,
 		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments} {

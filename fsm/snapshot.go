@@ -176,6 +176,12 @@ func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 		}
 		f.logger.Warn("snapshot holds tables this server does not know: skipped their records", args...)
 	}
+	// No snapshot carries derived state: it is computed from the rows.
+	for _, t := range f.schema.tables {
+		if err := t.rebuildDerived(rs.txn); err != nil {
+			return nil, err
+		}
+	}
 	rs.txn.Commit()
 	return store, nil
 }

@@ -43,6 +43,11 @@ const (
 	// TableAttachments holds controller publishes (pb.Attachment) by
 	// volume and node.
 	TableAttachments = "attachments"
+	// TableNodeUsage holds, per node, what its allocs that are not
+	// terminal hold of it (pb.NodeUsage). It is derived from the allocs
+	// table (state_usage.go): never in a snapshot, never in the index
+	// table, rebuilt on restore; StateStore.Index does not know it.
+	TableNodeUsage = "node_usage"
 )
 
 // The data tables of this version, declared once: the schema, the typed
@@ -61,7 +66,8 @@ var (
 	evalsByJob    = evalsTable.index("job", (*pb.Evaluation).GetJobId)
 	evalsByStatus = evalsTable.index("status", evalStatusKey)
 
-	allocsTable  = newTable(TableAllocs, (*pb.Allocation).GetId)
+	// allocsTable keeps node_usage (state_usage.go) in step with its rows.
+	allocsTable  = newTable(TableAllocs, (*pb.Allocation).GetId).derive(allocNodeUsage{})
 	allocsByNode = allocsTable.index("node", (*pb.Allocation).GetNodeId)
 	allocsByJob  = allocsTable.index("job", (*pb.Allocation).GetJobId)
 	allocsByEval = allocsTable.index("eval", (*pb.Allocation).GetEvalId)
@@ -86,17 +92,33 @@ var (
 	claimsByNode   = claimsTable.index("node", (*pb.Claim).GetNodeId, (*pb.Claim).GetVolumeId, (*pb.Claim).GetId)
 	claimsByAlloc  = claimsTable.uniqueIndex("alloc", (*pb.Claim).GetAllocId, (*pb.Claim).GetVolumeId)
 	// claimsByState lets the reaper list the releasing (or node-detached)
-	// claims without a scan.
+	// claims without a scan. It holds only those (claimStateKey): the
+	// claims that hold a volume are most of the table and nobody lists
+	// them by state, so a reservation writes one index tree fewer.
 	claimsByState = claimsTable.index("state", claimStateKey, (*pb.Claim).GetId)
 
 	attachmentsTable   = newTable(TableAttachments, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
 	attachmentsByNode  = attachmentsTable.index("node", (*pb.Attachment).GetNodeId, (*pb.Attachment).GetVolumeId)
 	attachmentsByState = attachmentsTable.index("state", attachmentStateKey, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
+
+	// nodeUsageTable is derived from allocsTable, declared by its derive:
+	// it is in no schema's table list, so snapshots leave it out.
+	nodeUsageTable = newTable(TableNodeUsage, (*pb.NodeUsage).GetNodeId)
 )
 
 // claimStateKey and attachmentStateKey are states as key parts: the enum's
-// number, so a state this version does not know still has a key.
-func claimStateKey(c *pb.Claim) string { return strconv.Itoa(int(c.GetState())) }
+// number, so a state this version does not know still has a key. A claim
+// before releasing has none, so it is in no state index (claimIndexedState).
+func claimStateKey(c *pb.Claim) string {
+	if !claimIndexedState(c.GetState()) {
+		return ""
+	}
+	return strconv.Itoa(int(c.GetState()))
+}
+
+// claimIndexedState reports whether claimsByState holds the claims in s:
+// releasing and the states after it, which the reaper acts on.
+func claimIndexedState(s pb.ClaimState) bool { return s >= pb.ClaimState_CLAIM_STATE_RELEASING }
 
 func attachmentStateKey(a *pb.Attachment) string { return strconv.Itoa(int(a.GetState())) }
 
@@ -157,6 +179,9 @@ func (s schema) memdb() *memdb.DBSchema {
 	}}
 	for _, t := range s.tables {
 		db.Tables[t.tableName()] = t.memdbSchema()
+		for _, d := range t.derivedSchemas() {
+			db.Tables[d.Name] = d
+		}
 	}
 	return db
 }
@@ -187,6 +212,36 @@ type table[M proto.Message] struct {
 	primary *index[M]
 	// secondary lists the indexes declared with index and uniqueIndex.
 	secondary []*index[M]
+	// derived lists the state kept from this table's rows (derive).
+	derived []derived[M]
+}
+
+// derived is state the store computes from one table's rows and keeps in
+// a memdb table of its own, so that an apply reads one row where it would
+// otherwise sum many. It is written in the transaction that changes the
+// rows it is computed from (insert and delete call changed), so every
+// read through a batch's transaction sees it current; it is never written
+// to a snapshot, and Restore rebuilds it from the rows it restored, so it
+// is a function of the rows alone, whatever history built them. Its
+// writes count as writes (a command failing after one redoes its batch)
+// but touch no table index: they change nothing a reader could watch that
+// its source rows did not.
+type derived[M proto.Message] interface {
+	// schema is the memdb table the derived rows live in.
+	schema() *memdb.TableSchema
+	// changed updates the derived rows for a row going from old to new,
+	// either the zero M (a nil pointer) for an insert or a delete.
+	changed(tx *writeTxn, old, new M) error
+	// rebuild writes the derived rows of every row of src in txn, whose
+	// derived table is empty.
+	rebuild(txn *memdb.Txn, src *table[M]) error
+}
+
+// derive declares d as kept from t's rows and returns t. Call it where the
+// table is declared.
+func (t *table[M]) derive(d derived[M]) *table[M] {
+	t.derived = append(t.derived, d)
+	return t
 }
 
 // index is one index of a table: its memdb name and the parts of its keys.
@@ -252,6 +307,11 @@ type tableDef interface {
 	// order), and one whose key in a unique index a row stored before it
 	// holds, returning the row's key for the next call.
 	restoreRow(txn *memdb.Txn, row proto.Message, prev []byte) ([]byte, error)
+	// derivedSchemas are the memdb tables of the state derived from this
+	// table's rows (derive); rebuildDerived fills them from the rows txn
+	// holds, once a restore has read every row.
+	derivedSchemas() []*memdb.TableSchema
+	rebuildDerived(txn *memdb.Txn) error
 }
 
 var _ tableDef = (*table[*pb.Node])(nil)
@@ -271,6 +331,23 @@ func (t *table[M]) memdbSchema() *memdb.TableSchema {
 		s.Indexes[x.name] = &memdb.IndexSchema{Name: x.name, Unique: x.unique, AllowMissing: true, Indexer: x.key}
 	}
 	return s
+}
+
+func (t *table[M]) derivedSchemas() []*memdb.TableSchema {
+	var out []*memdb.TableSchema
+	for _, d := range t.derived {
+		out = append(out, d.schema())
+	}
+	return out
+}
+
+func (t *table[M]) rebuildDerived(txn *memdb.Txn) error {
+	for _, d := range t.derived {
+		if err := d.rebuild(txn, t); err != nil {
+			return fmt.Errorf("rebuilding what table %s derives: %w", t.name, err)
+		}
+	}
+	return nil
 }
 
 func (t *table[M]) eachRow(txn memdbReader, fn func(proto.Message) error) error {

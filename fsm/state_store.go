@@ -132,6 +132,19 @@ func (r reader) LatestIndex() (uint64, error) {
 // (the batch is redone command by command).
 type writeTxn struct {
 	txn *memdb.Txn
+	// base reads the state as the transaction found it (the last commit),
+	// and written holds every row the transaction has written or deleted,
+	// by table and primary key: together they answer a read by a whole
+	// primary key (table.first) without reading through txn. A read
+	// through txn clones the index it reads, and go-memdb's clone drops
+	// the transaction's record of the index nodes it has already copied,
+	// so the next insert into that index would copy its whole path again
+	// (a plan's reads by ID fell on the very indexes it then writes).
+	// Every write goes through insertRow and deleteRow, which keep written
+	// in step; reads by anything else (secondary indexes, prefixes) go
+	// through txn, which holds the same rows.
+	base    *memdb.Txn
+	written map[rowKey]writtenRow
 	// index is the raft index of the command being applied.
 	index uint64
 	// writes counts rows inserted or deleted and tables touched.
@@ -150,9 +163,54 @@ type tableTouch struct {
 	index uint64
 }
 
+// rowKey is a row's table and encoded primary key (keyIndex).
+type rowKey struct{ table, key string }
+
+// writtenRow is what a transaction last wrote under a rowKey: a row, or
+// its deletion.
+type writtenRow struct {
+	row     proto.Message
+	deleted bool
+}
+
 // beginWrite starts a write transaction.
 func (s *StateStore) beginWrite() *writeTxn {
-	return &writeTxn{txn: s.db.Txn(true)}
+	return &writeTxn{txn: s.db.Txn(true), base: s.db.Txn(false), written: map[rowKey]writtenRow{}}
+}
+
+// insertRow stores row, whose primary key in table is key, counting the
+// write. table.insert and the derived state write through it.
+func (tx *writeTxn) insertRow(table, key string, row proto.Message) error {
+	tx.writes++
+	if err := tx.txn.Insert(table, row); err != nil {
+		return err
+	}
+	tx.written[rowKey{table, key}] = writtenRow{row: row}
+	return nil
+}
+
+// deleteRow deletes row, whose primary key in table is key, counting the
+// write.
+func (tx *writeTxn) deleteRow(table, key string, row proto.Message) error {
+	tx.writes++
+	if err := tx.txn.Delete(table, row); err != nil {
+		return err
+	}
+	tx.written[rowKey{table, key}] = writtenRow{deleted: true}
+	return nil
+}
+
+// firstByKey returns the row of table whose encoded primary key is key as
+// the transaction holds it, nil when there is none, without reading
+// through txn (see written).
+func (tx *writeTxn) firstByKey(table string, parts []string) (any, error) {
+	if w, ok := tx.written[rowKey{table, encodeKey(parts)}]; ok {
+		if w.deleted {
+			return nil, nil
+		}
+		return w.row, nil
+	}
+	return tx.base.First(table, indexID, stringArgs(parts)...)
 }
 
 // readTxn reads through the write transaction itself: go-memdb answers

@@ -48,6 +48,17 @@ func (t *table[M]) list(src txnSource, ws memdb.WatchSet, prefix ...string) ([]M
 // On a unique index that is the one row with that key.
 func (x *index[M]) first(src txnSource, ws memdb.WatchSet, parts ...string) (M, error) {
 	var zero M
+	if tx, ok := src.(*writeTxn); ok && ws == nil && x == x.table.primary && len(parts) == len(x.key.parts) {
+		// A read by whole primary key in an apply: see writeTxn.written.
+		obj, err := tx.firstByKey(x.table.name, parts)
+		if err != nil {
+			return zero, fmt.Errorf("reading %s %q: %w", x.table.name, parts, err)
+		}
+		if obj == nil {
+			return zero, nil
+		}
+		return x.table.row(obj)
+	}
 	watchCh, obj, err := src.readTxn().FirstWatch(x.table.name, x.name, stringArgs(parts)...)
 	if err != nil {
 		return zero, fmt.Errorf("reading %s by %s %q: %w", x.table.name, x.name, parts, err)
@@ -57,6 +68,16 @@ func (x *index[M]) first(src txnSource, ws memdb.WatchSet, parts ...string) (M, 
 		return zero, nil
 	}
 	return x.table.row(obj)
+}
+
+// encodeKey is a key's parts encoded as the index stores them (keyIndex).
+func encodeKey(parts []string) string {
+	var buf [64]byte
+	key := buf[:0]
+	for _, p := range parts {
+		key = appendKeyPart(key, p)
+	}
+	return string(key)
 }
 
 // list returns every row whose key in this index starts with the parts
@@ -215,11 +236,19 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 	} else if x != nil {
 		return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, x.keyParts(m), t.keyString(other))
 	}
-	tx.writes++
-	if err := tx.txn.Insert(t.name, m); err != nil {
+	prev, err := t.stored(tx, m)
+	if err != nil {
+		return err
+	}
+	if err := tx.insertRow(t.name, encodeKey(t.keyParts(m)), m); err != nil {
 		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)
+	for _, d := range t.derived {
+		if err := d.changed(tx, prev, m); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -256,12 +285,34 @@ func (t *table[M]) uniqueClash(txn memdbReader, m M) (*index[M], M, error) {
 	return nil, zero, nil
 }
 
+// stored returns the row of the transaction with m's primary key, for the
+// derived state to count it out; nil, without a read, when t derives
+// nothing.
+func (t *table[M]) stored(tx *writeTxn, m M) (M, error) {
+	var zero M
+	if len(t.derived) == 0 {
+		return zero, nil
+	}
+	return t.first(tx, nil, t.keyParts(m)...)
+}
+
 // delete removes m, a row read from t, and marks the table changed.
 func (t *table[M]) delete(tx *writeTxn, m M) error {
-	tx.writes++
-	if err := tx.txn.Delete(t.name, m); err != nil {
+	// What the derived state counted is the stored row, which a caller
+	// holding an older copy of it may not have.
+	stored, err := t.stored(tx, m)
+	if err != nil {
+		return err
+	}
+	if err := tx.deleteRow(t.name, encodeKey(t.keyParts(m)), m); err != nil {
 		return fmt.Errorf("deleting %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	tx.touch(t.name)
+	var zero M
+	for _, d := range t.derived {
+		if err := d.changed(tx, stored, zero); err != nil {
+			return err
+		}
+	}
 	return nil
 }

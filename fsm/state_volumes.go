@@ -44,10 +44,16 @@ func (r reader) ClaimsByAlloc(ws memdb.WatchSet, allocID string) ([]*pb.Claim, e
 	return claimsByAlloc.list(r, ws, allocID)
 }
 
-// ClaimsByState returns the claims in a state (the reaper's releasing and
-// node-detached claims), by claim ID.
+// ClaimsByState returns the claims in a state, by claim ID. The reaper's
+// releasing and node-detached claims are read through an index; a state
+// before releasing, which nothing on a hot path lists, scans the table
+// (and watches all of it).
 func (r reader) ClaimsByState(ws memdb.WatchSet, state pb.ClaimState) ([]*pb.Claim, error) {
-	return claimsByState.list(r, ws, strconv.Itoa(int(state)))
+	if claimIndexedState(state) {
+		return claimsByState.list(r, ws, strconv.Itoa(int(state)))
+	}
+	claims, _, err := r.ClaimsPage(ws, "", 0, func(c *pb.Claim) bool { return c.GetState() == state })
+	return claims, err
 }
 
 // ClaimsPage returns one page of claims sorted by ID (see JobsPage).

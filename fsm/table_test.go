@@ -578,6 +578,29 @@ func TestUniqueKeyMovesAndIsReused(t *testing.T) {
 	if err := tbl.insert(tx, &pb.Node{Id: "n5", Name: "alpha"}); !errors.Is(err, ErrDuplicateKey) {
 		t.Errorf("a third row taking the reused key: %v, want ErrDuplicateKey", err)
 	}
+	// Committed rows moving and going in a new transaction: reads by the
+	// unique key inside it answer from what it wrote, not from the commit.
+	n2, err := tbl.first(tx, nil, "n2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.delete(tx, n2); err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.insert(tx, &pb.Node{Id: "n1", Name: "delta"}); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[string]string{"alpha": "", "beta": "", "delta": "n1", "gamma": "n4"} {
+		if got := name(tx, n); got != want {
+			t.Errorf("after deleting n2 and renaming n1: name %s belongs to %q, want %q", n, got, want)
+		}
+	}
+	if err := tbl.insert(tx, &pb.Node{Id: "n5", Name: "beta"}); err != nil {
+		t.Errorf("taking the key a committed row left: %v", err)
+	}
+	if got := name(tx, "beta"); got != "n5" {
+		t.Errorf("name beta belongs to %q, want n5", got)
+	}
 }
 
 // TestBatchPrefixReadsKeepPartsApart writes claims on volumes vol10 and

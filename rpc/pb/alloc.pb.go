@@ -1749,6 +1749,79 @@ func (x *AllocClientUpdate) GetUpdatedAt() int64 {
 	return 0
 }
 
+// NodeUsage is what a node's allocs that are not terminal (AllocTerminal)
+// hold of it: the sums of their resources and their count. The state
+// machine derives it from the allocs table in every apply that writes an
+// alloc and rebuilds it when it restores a snapshot, which never carries
+// it, so the plan's fit check reads one row, not every alloc on the node.
+type NodeUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	CpuMhz        int64                  `protobuf:"varint,2,opt,name=cpu_mhz,json=cpuMhz,proto3" json:"cpu_mhz,omitempty"`
+	MemoryMb      int64                  `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	Allocs        int64                  `protobuf:"varint,4,opt,name=allocs,proto3" json:"allocs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeUsage) Reset() {
+	*x = NodeUsage{}
+	mi := &file_berth_v1_alloc_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeUsage) ProtoMessage() {}
+
+func (x *NodeUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_alloc_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeUsage.ProtoReflect.Descriptor instead.
+func (*NodeUsage) Descriptor() ([]byte, []int) {
+	return file_berth_v1_alloc_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NodeUsage) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeUsage) GetCpuMhz() int64 {
+	if x != nil {
+		return x.CpuMhz
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetAllocs() int64 {
+	if x != nil {
+		return x.Allocs
+	}
+	return 0
+}
+
 var File_berth_v1_alloc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_alloc_proto_rawDesc = "" +
@@ -1937,7 +2010,12 @@ const file_berth_v1_alloc_proto_rawDesc = "" +
 	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\x1aR\n" +
 	"\x0fTaskStatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
-	"\x05value\x18\x02 \x01(\v2\x13.berth.v1.TaskStateR\x05value:\x028\x01*\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x13.berth.v1.TaskStateR\x05value:\x028\x01\"r\n" +
+	"\tNodeUsage\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
+	"\acpu_mhz\x18\x02 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
+	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12\x16\n" +
+	"\x06allocs\x18\x04 \x01(\x03R\x06allocs*\x97\x01\n" +
 	"\x12AllocDesiredStatus\x12$\n" +
 	" ALLOC_DESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ALLOC_DESIRED_STATUS_RUN\x10\x01\x12\x1d\n" +
@@ -1991,7 +2069,7 @@ func file_berth_v1_alloc_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_alloc_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_berth_v1_alloc_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_berth_v1_alloc_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_berth_v1_alloc_proto_goTypes = []any{
 	(AllocDesiredStatus)(0),   // 0: berth.v1.AllocDesiredStatus
 	(AllocClientStatus)(0),    // 1: berth.v1.AllocClientStatus
@@ -2011,50 +2089,51 @@ var file_berth_v1_alloc_proto_goTypes = []any{
 	(*Plan)(nil),              // 15: berth.v1.Plan
 	(*PlanResult)(nil),        // 16: berth.v1.PlanResult
 	(*AllocClientUpdate)(nil), // 17: berth.v1.AllocClientUpdate
-	nil,                       // 18: berth.v1.AllocResources.TasksEntry
-	nil,                       // 19: berth.v1.Allocation.TaskStatesEntry
-	nil,                       // 20: berth.v1.TaskEvent.DetailsEntry
-	nil,                       // 21: berth.v1.Evaluation.FailedTgAllocsEntry
-	nil,                       // 22: berth.v1.Evaluation.QueuedAllocationsEntry
-	nil,                       // 23: berth.v1.Evaluation.PlanAnnotationsEntry
-	nil,                       // 24: berth.v1.AllocMetric.ConstraintFilteredEntry
-	nil,                       // 25: berth.v1.AllocMetric.DimensionExhaustedEntry
-	nil,                       // 26: berth.v1.Plan.AnnotationsEntry
-	nil,                       // 27: berth.v1.PlanResult.RefusalsEntry
-	nil,                       // 28: berth.v1.AllocClientUpdate.TaskStatesEntry
-	(JobType)(0),              // 29: berth.v1.JobType
-	(*Claim)(nil),             // 30: berth.v1.Claim
-	(*TaskResources)(nil),     // 31: berth.v1.TaskResources
+	(*NodeUsage)(nil),         // 18: berth.v1.NodeUsage
+	nil,                       // 19: berth.v1.AllocResources.TasksEntry
+	nil,                       // 20: berth.v1.Allocation.TaskStatesEntry
+	nil,                       // 21: berth.v1.TaskEvent.DetailsEntry
+	nil,                       // 22: berth.v1.Evaluation.FailedTgAllocsEntry
+	nil,                       // 23: berth.v1.Evaluation.QueuedAllocationsEntry
+	nil,                       // 24: berth.v1.Evaluation.PlanAnnotationsEntry
+	nil,                       // 25: berth.v1.AllocMetric.ConstraintFilteredEntry
+	nil,                       // 26: berth.v1.AllocMetric.DimensionExhaustedEntry
+	nil,                       // 27: berth.v1.Plan.AnnotationsEntry
+	nil,                       // 28: berth.v1.PlanResult.RefusalsEntry
+	nil,                       // 29: berth.v1.AllocClientUpdate.TaskStatesEntry
+	(JobType)(0),              // 30: berth.v1.JobType
+	(*Claim)(nil),             // 31: berth.v1.Claim
+	(*TaskResources)(nil),     // 32: berth.v1.TaskResources
 }
 var file_berth_v1_alloc_proto_depIdxs = []int32{
-	18, // 0: berth.v1.AllocResources.tasks:type_name -> berth.v1.AllocResources.TasksEntry
+	19, // 0: berth.v1.AllocResources.tasks:type_name -> berth.v1.AllocResources.TasksEntry
 	5,  // 1: berth.v1.Allocation.resources:type_name -> berth.v1.AllocResources
 	0,  // 2: berth.v1.Allocation.desired_status:type_name -> berth.v1.AllocDesiredStatus
 	6,  // 3: berth.v1.Allocation.desired_transition:type_name -> berth.v1.DesiredTransition
 	1,  // 4: berth.v1.Allocation.client_status:type_name -> berth.v1.AllocClientStatus
-	19, // 5: berth.v1.Allocation.task_states:type_name -> berth.v1.Allocation.TaskStatesEntry
+	20, // 5: berth.v1.Allocation.task_states:type_name -> berth.v1.Allocation.TaskStatesEntry
 	7,  // 6: berth.v1.Allocation.reschedule_events:type_name -> berth.v1.RescheduleEvent
 	2,  // 7: berth.v1.TaskState.state:type_name -> berth.v1.TaskLifecycleState
 	10, // 8: berth.v1.TaskState.events:type_name -> berth.v1.TaskEvent
-	20, // 9: berth.v1.TaskEvent.details:type_name -> berth.v1.TaskEvent.DetailsEntry
-	29, // 10: berth.v1.Evaluation.type:type_name -> berth.v1.JobType
+	21, // 9: berth.v1.TaskEvent.details:type_name -> berth.v1.TaskEvent.DetailsEntry
+	30, // 10: berth.v1.Evaluation.type:type_name -> berth.v1.JobType
 	4,  // 11: berth.v1.Evaluation.triggered_by:type_name -> berth.v1.EvalTrigger
 	3,  // 12: berth.v1.Evaluation.status:type_name -> berth.v1.EvalStatus
-	21, // 13: berth.v1.Evaluation.failed_tg_allocs:type_name -> berth.v1.Evaluation.FailedTgAllocsEntry
-	22, // 14: berth.v1.Evaluation.queued_allocations:type_name -> berth.v1.Evaluation.QueuedAllocationsEntry
-	23, // 15: berth.v1.Evaluation.plan_annotations:type_name -> berth.v1.Evaluation.PlanAnnotationsEntry
-	24, // 16: berth.v1.AllocMetric.constraint_filtered:type_name -> berth.v1.AllocMetric.ConstraintFilteredEntry
-	25, // 17: berth.v1.AllocMetric.dimension_exhausted:type_name -> berth.v1.AllocMetric.DimensionExhaustedEntry
+	22, // 13: berth.v1.Evaluation.failed_tg_allocs:type_name -> berth.v1.Evaluation.FailedTgAllocsEntry
+	23, // 14: berth.v1.Evaluation.queued_allocations:type_name -> berth.v1.Evaluation.QueuedAllocationsEntry
+	24, // 15: berth.v1.Evaluation.plan_annotations:type_name -> berth.v1.Evaluation.PlanAnnotationsEntry
+	25, // 16: berth.v1.AllocMetric.constraint_filtered:type_name -> berth.v1.AllocMetric.ConstraintFilteredEntry
+	26, // 17: berth.v1.AllocMetric.dimension_exhausted:type_name -> berth.v1.AllocMetric.DimensionExhaustedEntry
 	0,  // 18: berth.v1.AllocStop.desired_status:type_name -> berth.v1.AllocDesiredStatus
 	1,  // 19: berth.v1.AllocStop.client_status:type_name -> berth.v1.AllocClientStatus
 	14, // 20: berth.v1.Plan.stops:type_name -> berth.v1.AllocStop
 	8,  // 21: berth.v1.Plan.allocs:type_name -> berth.v1.Allocation
-	26, // 22: berth.v1.Plan.annotations:type_name -> berth.v1.Plan.AnnotationsEntry
-	30, // 23: berth.v1.Plan.claims:type_name -> berth.v1.Claim
-	27, // 24: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
+	27, // 22: berth.v1.Plan.annotations:type_name -> berth.v1.Plan.AnnotationsEntry
+	31, // 23: berth.v1.Plan.claims:type_name -> berth.v1.Claim
+	28, // 24: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
 	1,  // 25: berth.v1.AllocClientUpdate.client_status:type_name -> berth.v1.AllocClientStatus
-	28, // 26: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
-	31, // 27: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
+	29, // 26: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
+	32, // 27: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
 	9,  // 28: berth.v1.Allocation.TaskStatesEntry.value:type_name -> berth.v1.TaskState
 	12, // 29: berth.v1.Evaluation.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
 	13, // 30: berth.v1.Evaluation.PlanAnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
@@ -2080,7 +2159,7 @@ func file_berth_v1_alloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_alloc_proto_rawDesc), len(file_berth_v1_alloc_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
