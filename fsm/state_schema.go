@@ -287,7 +287,11 @@ func (t *table[M]) addIndex(name string, unique bool, parts []func(M) string) *i
 			panic(fmt.Sprintf("fsm: table %s: index %q declared twice", t.name, name))
 		}
 	}
-	x := &index[M]{table: t, name: name, unique: unique, key: keyIndex[M]{parts: parts}}
+	key := keyIndex[M]{parts: parts}
+	if !unique {
+		key.appended = t.primary.key.parts
+	}
+	x := &index[M]{table: t, name: name, unique: unique, key: key}
 	t.secondary = append(t.secondary, x)
 	return x
 }
@@ -405,6 +409,10 @@ func (t *table[M]) keyString(m M) string {
 // and of the row it replaces, so this is on the path of every command.
 type keyIndex[M proto.Message] struct {
 	parts []func(M) string
+	// appended are the primary key's parts on a non-unique index: memdb
+	// appends the row's primary key to its key there, so FromObject leaves
+	// room for it (one allocation per key, not two and a copy).
+	appended []func(M) string
 }
 
 var (
@@ -419,20 +427,37 @@ func (x keyIndex[M]) FromObject(obj any) (bool, []byte, error) {
 		var zero M
 		return false, nil, fmt.Errorf("row is a %T, want %T", obj, zero)
 	}
-	var buf [64]byte
-	key := buf[:0]
+	size := 0
 	for _, part := range x.parts {
 		v := part(m)
 		if v == "" {
 			return false, nil, nil
 		}
-		key = appendKeyPart(key, v)
+		size += keyPartLen(v)
 	}
-	return true, append([]byte(nil), key...), nil
+	for _, part := range x.appended {
+		size += keyPartLen(part(m))
+	}
+	key := make([]byte, 0, size)
+	for _, part := range x.parts {
+		key = appendKeyPart(key, part(m))
+	}
+	return true, key, nil
+}
+
+// keyPartLen is the length appendKeyPart adds for v.
+func keyPartLen(v string) int {
+	return len(v) + strings.Count(v, "\x00") + 2
 }
 
 // FromArgs returns the key for a lookup by every part, each a string.
 func (x keyIndex[M]) FromArgs(args ...any) ([]byte, error) {
+	if k, ok := encodedArg(args); ok {
+		if k.parts != len(x.parts) {
+			return nil, fmt.Errorf("lookup by %d key parts, the index has %d", k.parts, len(x.parts))
+		}
+		return k.key, nil
+	}
 	if len(args) != len(x.parts) {
 		return nil, fmt.Errorf("lookup by %d key parts, the index has %d", len(args), len(x.parts))
 	}
@@ -442,10 +467,25 @@ func (x keyIndex[M]) FromArgs(args ...any) ([]byte, error) {
 // PrefixFromArgs returns the key prefix for a lookup by the first
 // len(args) parts (none: every row).
 func (x keyIndex[M]) PrefixFromArgs(args ...any) ([]byte, error) {
+	if k, ok := encodedArg(args); ok {
+		if k.parts > len(x.parts) {
+			return nil, fmt.Errorf("lookup by %d key parts, the index has %d", k.parts, len(x.parts))
+		}
+		return k.key, nil
+	}
 	if len(args) > len(x.parts) {
 		return nil, fmt.Errorf("lookup by %d key parts, the index has %d", len(args), len(x.parts))
 	}
 	return keyOf(args)
+}
+
+// encodedArg returns the key stringArgs encoded, when args is one.
+func encodedArg(args []any) (*keyArg, bool) {
+	if len(args) != 1 {
+		return nil, false
+	}
+	k, ok := args[0].(*keyArg)
+	return k, ok
 }
 
 // keyOf encodes string arguments as key parts.

@@ -204,7 +204,13 @@ func (tx *writeTxn) deleteRow(table, key string, row proto.Message) error {
 // the transaction holds it, nil when there is none, without reading
 // through txn (see written).
 func (tx *writeTxn) firstByKey(table string, parts []string) (any, error) {
-	if w, ok := tx.written[rowKey{table, encodeKey(parts)}]; ok {
+	return tx.firstByEncodedKey(table, encodeKey(parts), parts)
+}
+
+// firstByEncodedKey is firstByKey for a caller that has encoded the key
+// already (key is encodeKey(parts)).
+func (tx *writeTxn) firstByEncodedKey(table, key string, parts []string) (any, error) {
+	if w, ok := tx.written[rowKey{table, key}]; ok {
 		if w.deleted {
 			return nil, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -99,6 +100,17 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 	httpAddr := a.httpLis.Addr().String()
 
 	if cfg.Server.Enabled {
+		// Process-wide: the collector's share of a server's CPU is large
+		// (see server.DefaultGCPercent), and a server is what this process
+		// is for once it runs one.
+		// Zero is a Config built in Go without DefaultConfig (Validate
+		// refuses it in a file): the default, not a collector that never rests.
+		gcPercent := cfg.Server.GCPercent
+		if gcPercent == 0 {
+			gcPercent = server.DefaultGCPercent
+		}
+		prev := debug.SetGCPercent(gcPercent)
+		logger.Debug("collector target set for the server", "gc_percent", gcPercent, "was", prev)
 		rpcLis, err := net.Listen("tcp", cfg.RPCAddr())
 		if err != nil {
 			return nil, fmt.Errorf("rpc listener on %s: %w", cfg.RPCAddr(), err)

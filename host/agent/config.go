@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"berth.dev/berth/host/server"
 )
 
 // Default ports of an agent. The RPC port is also the port assumed for a
@@ -101,6 +103,11 @@ type ServerConfig struct {
 	// VolumeReconcileInterval is the period of the leader's pass comparing
 	// what controllers report published with the attachments.
 	VolumeReconcileInterval time.Duration
+	// GCPercent is the Go collector's target (debug.SetGCPercent) set when
+	// the agent runs a server: process-wide, so it also governs an agent's
+	// client role; it overrides GOGC. A client-only agent keeps Go's
+	// default (or GOGC). Default server.DefaultGCPercent.
+	GCPercent int
 }
 
 // ClientConfig configures the client role: a node that runs allocations.
@@ -159,6 +166,7 @@ func DefaultConfig() *Config {
 			// As Kubernetes' attach-detach controller waits.
 			ForceDetachAfter:        6 * time.Minute,
 			VolumeReconcileInterval: 5 * time.Minute,
+			GCPercent:               server.DefaultGCPercent,
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",

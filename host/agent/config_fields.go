@@ -64,6 +64,7 @@ var configBlocks = []blockDef{
 		scalar("raft_trailing_logs", func(c *Config) *uint64 { return &c.Server.RaftTrailingLogs }, toUint64, nil),
 		scalar("force_detach_after", func(c *Config) *time.Duration { return &c.Server.ForceDetachAfter }, toDuration, checkPositive),
 		scalar("volume_reconcile_interval", func(c *Config) *time.Duration { return &c.Server.VolumeReconcileInterval }, toDuration, checkPositive),
+		scalar("gc_percent", func(c *Config) *int { return &c.Server.GCPercent }, toInt, checkGCPercent),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

@@ -93,6 +93,20 @@ func TestParseConfigErrors(t *testing.T) {
 			kind: ErrWrongType, path: "server.heartbeat_ttl",
 		},
 		{
+			name: "gc_percent out of range",
+			file: "agent.hcl",
+			src:  "server {\n  enabled = true\n  gc_percent = 5\n}\n",
+			want: `agent.hcl:3,16: server.gc_percent: 5 is out of range 10-10000`,
+			kind: ErrInvalidValue, path: "server.gc_percent",
+		},
+		{
+			name: "gc_percent as GOGC's off",
+			file: "agent.json",
+			src:  "{\n  \"server\": {\n    \"gc_percent\": \"off\"\n  }\n}\n",
+			want: `agent.json:3,19: server.gc_percent: whole number required, got string`,
+			kind: ErrWrongType, path: "server.gc_percent",
+		},
+		{
 			name: "bad port",
 			file: "agent.hcl",
 			src:  "ports {\n  http = 7646\n  rpc  = 70000\n}\n",

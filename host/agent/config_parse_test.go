@@ -29,6 +29,7 @@ func fullConfig() *Config {
 			RaftTrailingLogs:        10240,
 			ForceDetachAfter:        10 * time.Minute,
 			VolumeReconcileInterval: time.Minute,
+			GCPercent:               400,
 		},
 		Client: ClientConfig{
 			Enabled: true,
@@ -73,8 +74,8 @@ func TestParseConfigFull(t *testing.T) {
 		file       string
 		wantSource string
 	}{
-		{"full.hcl", "full.hcl:25"},
-		{"full.json", "full.json:28"},
+		{"full.hcl", "full.hcl:26"},
+		{"full.json", "full.json:29"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			c, err := ParseConfig(tc.file, readTestdata(t, tc.file))

@@ -227,6 +227,22 @@ func checkAtLeastOne(n uint64) error {
 	return nil
 }
 
+// gcPercentMin and gcPercentMax bound server.gc_percent: below 10 the
+// collector runs nearly without pause, and above 10000 the heap may grow to
+// a hundred times the live state; GOGC=off (no collection at all) is not
+// offered, since a server's state only grows.
+const (
+	gcPercentMin = 10
+	gcPercentMax = 10000
+)
+
+func checkGCPercent(n int) error {
+	if n < gcPercentMin || n > gcPercentMax {
+		return invalidf("%d is out of range %d-%d", n, gcPercentMin, gcPercentMax)
+	}
+	return nil
+}
+
 // raft refuses snapshot intervals below 5ms; say so here, where the user
 // can see which file to fix.
 func checkSnapshotInterval(d time.Duration) error {

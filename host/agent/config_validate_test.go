@@ -59,6 +59,8 @@ func TestValidate(t *testing.T) {
 		{"heartbeat_grace negative", func(c *Config) { c.Server.HeartbeatGrace = -1 }, "server.heartbeat_grace: must not be negative, got -1ns"},
 		{"retry_interval zero", func(c *Config) { c.Server.RetryInterval = 0 }, "server.retry_interval: must be positive, got 0s"},
 		{"snapshot interval", func(c *Config) { c.Server.RaftSnapshotInterval = 1000 }, "server.raft_snapshot_interval: must be at least 5ms, got 1µs"},
+		{"gc_percent zero", func(c *Config) { c.Server.GCPercent = 0 }, "server.gc_percent: 0 is out of range 10-10000"},
+		{"gc_percent too large", func(c *Config) { c.Server.GCPercent = 20000 }, "server.gc_percent: 20000 is out of range 10-10000"},
 		{"snapshot threshold", func(c *Config) { c.Server.RaftSnapshotThreshold = 0 }, "server.raft_snapshot_threshold: must be at least 1"},
 		{"plugin under the wrong name", func(c *Config) { c.Plugins["x"] = &PluginConfig{Name: "y"} },
 			`plugin.x: configured under the name "y"`},

@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
+
+	"berth.dev/berth/host/server"
 )
 
 // section is one area's benchmark; it prints its own table to stdout.
@@ -36,7 +39,15 @@ func run() int {
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
 	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	gcPercent := flag.Int("gc-percent", server.DefaultGCPercent,
+		"the Go collector's target for the whole run (default: what an agent running a server sets)")
 	flag.Parse()
+
+	// The clusters measured here are servers: they run with the collector
+	// target an agent gives its server, so the figures are what users get.
+	debug.SetGCPercent(*gcPercent)
+	fmt.Printf("Go collector target (debug.SetGCPercent): %d (agent server default %d; GOGC is overridden)\n",
+		*gcPercent, server.DefaultGCPercent)
 
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)

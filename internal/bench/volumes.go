@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server"
 )
 
 // The volumes section measures the plan command that places one alloc
@@ -327,6 +329,14 @@ func (r *volReport) ratios(arm string, procs int, f func(arm, base loadResult) f
 	return out
 }
 
+// currentGCPercent reads the collector's target: SetGCPercent is its only
+// reader, so set it and put it back.
+func currentGCPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
 func durRatios(num, den []time.Duration) []float64 {
 	var out []float64
 	for i := range min(len(num), len(den)) {
@@ -411,7 +421,9 @@ func (r *volReport) print(w io.Writer, quick bool) error {
 		"every arm proposing the same plan bytes on a fresh one-server cluster (raft-boltdb, TCP on 127.0.0.1) that restored its state "+
 		"through raft first. CPU/op is the whole process's CPU time (raft, proposers, FSM, GC) per applied command; baseline CPU/op ÷ CPU/op "+
 		"is the throughput ratio a CPU-bound cluster would show, which other load on the machine barely moves. "+
-		"The memdb floor inserts each entry's bytes as one row of a one-index go-memdb table, one transaction per raft batch.\n")
+		"The memdb floor inserts each entry's bytes as one row of a one-index go-memdb table, one transaction per raft batch. "+
+		"Every arm runs with the collector target %d (debug.SetGCPercent; an agent running a server sets %d unless its config says otherwise).\n",
+		currentGCPercent(), server.DefaultGCPercent)
 	fmt.Fprintf(&b, "\nMedians of %d round(s), the arms interleaved (ABBA). FSM p99 large/empty %.2f: %s ≤ 2 "+
 		"(cluster p99 at 1 proposer large/empty %s). Large-state throughput at 64 proposers %.2f× the no-op baseline: %s ≥ 0.7. "+
 		"Restore %s: %s ≤ 2 s.\n", r.plan.rounds, fsmP99, verdict(fsmP99 <= 2), ratioText(clusterP99), thr, verdict(thr >= 0.7),

@@ -15,6 +15,7 @@ server {
   raft_trailing_logs = 10240
   force_detach_after = "10m"   # default 6m: a down node's volume claims are released after this
   volume_reconcile_interval = "1m"   # default 5m: compare controllers' published volumes with the attachments
+  gc_percent = 400             # default 200: the Go collector's target when the agent runs a server (process-wide)
 }
 client {
   enabled = true
