@@ -220,14 +220,6 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 		"Host path: <data_dir of the client on node 7e1a2b3c>/csi/publish/"+claimID+"/data/\n")
 
 	// Ready at once: one read, woken when the node published it.
-	// Ready (published by the controller) but not published by the node's
-	// client: the report says so.
-	f = newFakeClaimAPI(t)
-	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
-		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
-		`is still ready after 100ms: the client on node `+claimNode+
-			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	f.readyAtOnce = true
 	wantOut(t, []string{"volume", "claim", "-address", f.url, "data"}, 0, `"data" is claimed and published`)
@@ -235,14 +227,6 @@ func TestVolumeClaimJSONAndRelativePath(t *testing.T) {
 		t.Errorf("%d claim reads for a claim ready at once, want 1", n)
 	}
 
-	// Ready (published by the controller) but not published by the node's
-	// client: the report says so.
-	f = newFakeClaimAPI(t)
-	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
-		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
-		`is still ready after 100ms: the client on node `+claimNode+
-			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	out := wantOut(t, []string{"volume", "claim", "-address", f.url, "-json", "-mode", "read", "data"}, 0)
 	var got struct {
@@ -345,12 +329,13 @@ func TestVolumeClaimTimeout(t *testing.T) {
 		`is still reserved after 100ms: its controller publish to node `+claimNode+
 			" has not succeeded (no try has failed: is a controller of the volume's plugin running?)")
 	// Ready (published by the controller) but not published by the node's
-	// client: the report says so.
+	// client: the report says so (2s: one read must be answered first,
+	// under -race on a loaded machine).
 	f = newFakeClaimAPI(t)
 	f.stuck = claimState(pb.ClaimState_CLAIM_STATE_READY,
 		&pb.Attachment{VolumeId: "data", NodeId: claimNode, State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED})
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "100ms", "data"}, 1,
-		`is still ready after 100ms: the client on node `+claimNode+
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "2s", "data"}, 1,
+		`is still ready after 2s: the client on node `+claimNode+
 			" has not published it (no try has failed: is the node's client up and its node plugin healthy?)")
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_IN_USE, nil))
 	wantOut(t, []string{"volume", "claim", "-address", f.url, "-timeout", "0", "data"}, 0, `"data" is claimed and published`)
