@@ -61,3 +61,29 @@ func TestReview12bOperatorClaimReleasedDuringItsPublishIsNotLeftPublished(t *tes
 		return nil
 	})
 }
+
+// Review 12b: the in-use report is queued after Publish has saved the use
+// PUBLISHED. A client that dies between the two restarts with the use
+// published and no report queued; RunOperatorClaims then skips the claim
+// (published already), so the servers never hear in-use and `berth volume
+// claim` waits until its -timeout. (Allocs: the recovered prerun skips the
+// volume the same way.)
+func TestReview12bPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) {
+	e := newVolEnv(t, nil)
+	// What the dead client left: the use published, its report not queued.
+	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",
+		Uses: []*pb.VolumeUse{{User: "c1", Operator: true, State: pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED}}})
+	e.restart()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.hooks.RunOperatorClaims(ctx, e.claims)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+}
