@@ -27,7 +27,9 @@ type ClaimLister interface {
 // reported node-detached, its publish stopped first if still under way.
 // Uses of operators' claims the servers no longer list, and publishes
 // under way for them, are torn down on every answer (the first list
-// included).
+// included). A claim the servers show ready whose use is published
+// already (the client died before queueing its report) is reported
+// in-use again.
 func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister) {
 	var (
 		index uint64
@@ -106,6 +108,13 @@ func (v *VolumeHooks) operatorClaim(ctx context.Context, c *pb.Claim, wg *sync.W
 		v.startTeardown(id, true, volumeID, nil)
 	case st == pb.ClaimState_CLAIM_STATE_READY || st == pb.ClaimState_CLAIM_STATE_IN_USE:
 		if v.published(id, volumeID) {
+			mu.Lock()
+			again := st == pb.ClaimState_CLAIM_STATE_READY && !inUse[id]
+			inUse[id] = inUse[id] || again
+			mu.Unlock()
+			if again {
+				v.requeueInUse(id, true, volumeID)
+			}
 			return
 		}
 		mu.Lock()

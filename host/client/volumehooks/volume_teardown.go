@@ -129,6 +129,32 @@ func (v *VolumeHooks) publishesUnderWay() [][2]string {
 	return out
 }
 
+// requeueInUse queues the in-use report of user's use of volumeID again
+// if it is published and no teardown of it is under way: a client that
+// died between saving the use published and queueing its report never
+// sent it. Repeating it is safe: the servers take in-use only on a ready
+// claim (an in-use one is left as it is), and refuse it with
+// FailedPrecondition or NotFound on one that moved on, which the Reporter
+// drops. The check and the queueing are done under v.mu, so a teardown
+// starting meanwhile queues its node-detached report after this one (the
+// Reporter keeps the newest per claim): an in-use report never replaces
+// a node-detached one.
+func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, busy := v.teardowns[user+"/"+volumeID]; busy || !v.published(user, volumeID) {
+		return
+	}
+	report := claimReport(v.cfg.NodeID, user, "", volumeID)
+	if operator {
+		report = claimReport(v.cfg.NodeID, "", user, volumeID)
+	}
+	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	if err := v.cfg.Reports.Queue(report); err != nil {
+		v.logger.Error("queueing the in-use report of a published volume again", "volume_id", volumeID, "user", user, "error", err)
+	}
+}
+
 // runTeardown unpublishes until done. The manager retries uncertain
 // errors within each try (TeardownAttempt); a try that fails — a final
 // error, or uncertain ones until it ran out (a node plugin gone) — is
