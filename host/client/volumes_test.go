@@ -150,6 +150,10 @@ func (e *volumeEnv) runJob() (*pb.Job, string, string) {
 			if err != nil {
 				return fmt.Errorf("the task has not written its volume path yet: %w", err)
 			}
+			// The shell creates the file before it writes to it.
+			if strings.TrimSpace(string(b)) == "" {
+				return errors.New("the task has not written its volume path yet: the file is empty")
+			}
 			allocID, seen = id, strings.TrimSpace(string(b))
 			return nil
 		}

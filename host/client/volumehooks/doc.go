@@ -20,7 +20,8 @@
 // volume, plugin, alloc and node); Volumes.Publish (stage once per node,
 // publish once per alloc, usage persisted); a "Volume published" event;
 // the in-use report queued. A recovered alloc whose volume the state DB
-// says is published goes on without asking anyone. A failure is shown on
+// says is published goes on without asking anyone; its in-use report is
+// queued again, for a client that died before queueing it. A failure is shown on
 // the claim (a failed try with its class and code) and as a task event.
 //
 // The task hook gives a task its volume_mounts: an isolating driver a

@@ -24,20 +24,25 @@ type ClaimLister interface {
 // published as an alloc's is, at <data_dir>/csi/publish/<claim>/<volume>
 // (what `berth volume claim` prints), read-only for a read claim, and
 // reported in-use; a releasing one is unpublished (unstaged if last) and
-// reported node-detached. Uses of operators' claims the servers no
-// longer list are torn down once the first list arrives.
+// reported node-detached, its publish stopped first if still under way.
+// Uses of operators' claims the servers no longer list, and publishes
+// under way for them, are torn down on every answer (the first list
+// included). A claim the servers show ready whose use is published
+// already (the client died before queueing its report) is reported
+// in-use again.
 func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister) {
 	var (
 		index uint64
 		wait  = v.cfg.RetryStart
 		mu    sync.Mutex
-		// publishing are the claims a publish is under way for; failed
-		// those whose publish failed. A failed claim is not tried again
-		// while listed: its failure report changes it, and trying on
-		// every change would loop; the operator releases it.
-		publishing = map[string]bool{}
-		failed     = map[string]bool{}
-		wg         sync.WaitGroup
+		// failed are the claims whose publish failed. A failed claim is
+		// not tried again while listed: its failure report changes it,
+		// and trying on every change would loop; the operator releases
+		// it. inUse are those whose in-use report is queued (by their
+		// publish, or again for a use found published).
+		failed = map[string]bool{}
+		inUse  = map[string]bool{}
+		wg     sync.WaitGroup
 	)
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -58,42 +63,22 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 			continue
 		}
 		wait = v.cfg.RetryStart
-		if resp.GetMeta().GetIndex() <= index {
-			// Nothing newer (the wait ran out): ask again from there.
-			continue
-		}
-		index = resp.GetMeta().GetIndex()
 		listed := map[string]bool{}
 		for _, c := range resp.GetClaims() {
 			listed[c.GetId()] = true
-			switch st := c.GetState(); {
-			case st >= pb.ClaimState_CLAIM_STATE_RELEASING:
-				v.startTeardown(c.GetId(), true, c.GetVolumeId(), nil)
-			case st == pb.ClaimState_CLAIM_STATE_READY || st == pb.ClaimState_CLAIM_STATE_IN_USE:
-				if v.published(c.GetId(), c.GetVolumeId()) {
-					continue
-				}
-				mu.Lock()
-				busy := publishing[c.GetId()] || failed[c.GetId()]
-				publishing[c.GetId()] = true
-				mu.Unlock()
-				if busy {
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					err := v.publishOperatorClaim(ctx, c)
-					if err != nil && ctx.Err() == nil {
-						v.logger.Error("publishing an operator's claim", "claim_id", c.GetId(), "volume_id", c.GetVolumeId(), "error", err)
-					}
-					mu.Lock()
-					delete(publishing, c.GetId())
-					if err != nil && ctx.Err() == nil {
-						failed[c.GetId()] = true
-					}
-					mu.Unlock()
-				}()
+		}
+		switch idx := resp.GetMeta().GetIndex(); {
+		case idx < index:
+			// A server behind the one that answered before: its list may
+			// lack claims made since, which must not be torn down.
+			continue
+		case idx == index:
+			// Nothing newer (the wait ran out): the claims were acted on
+			// already; only the sweep below runs again.
+		default:
+			index = idx
+			for _, c := range resp.GetClaims() {
+				v.operatorClaim(ctx, c, &wg, &mu, failed, inUse)
 			}
 		}
 		mu.Lock()
@@ -102,12 +87,82 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 				delete(failed, id)
 			}
 		}
-		mu.Unlock()
-		for _, u := range v.cfg.Volumes.Uses() {
-			if u.Operator && !listed[u.User] {
-				v.logger.Info("tearing down an operator's claim the servers no longer have", "claim_id", u.User, "volume_id", u.VolumeID)
-				v.startTeardown(u.User, true, u.VolumeID, nil)
+		for id := range inUse {
+			if !listed[id] {
+				delete(inUse, id)
 			}
+		}
+		mu.Unlock()
+		v.sweepOperatorClaims(listed)
+	}
+}
+
+// operatorClaim acts on one listed operator's claim: tears it down when
+// releasing (or further), publishes it when ready or in use and not
+// published yet, reports in-use again a ready one published already.
+// Publishes run in goroutines counted by wg; mu guards failed and inUse.
+func (v *VolumeHooks) operatorClaim(ctx context.Context, c *pb.Claim, wg *sync.WaitGroup, mu *sync.Mutex, failed, inUse map[string]bool) {
+	id, volumeID := c.GetId(), c.GetVolumeId()
+	switch st := c.GetState(); {
+	case st >= pb.ClaimState_CLAIM_STATE_RELEASING:
+		v.startTeardown(id, true, volumeID, nil)
+	case st == pb.ClaimState_CLAIM_STATE_READY || st == pb.ClaimState_CLAIM_STATE_IN_USE:
+		if v.published(id, volumeID) {
+			mu.Lock()
+			again := st == pb.ClaimState_CLAIM_STATE_READY && !inUse[id]
+			inUse[id] = inUse[id] || again
+			mu.Unlock()
+			if again {
+				v.requeueInUse(id, true, volumeID)
+			}
+			return
+		}
+		mu.Lock()
+		isFailed := failed[id]
+		mu.Unlock()
+		if isFailed {
+			return
+		}
+		pctx, end, ok := v.startPublish(ctx, id, volumeID)
+		if !ok {
+			return // under way already, or being torn down
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer end()
+			err := v.publishOperatorClaim(pctx, c)
+			// pctx ends with ctx or with a teardown of the claim, which
+			// takes over: neither is a failure of the claim.
+			if err != nil && pctx.Err() == nil {
+				v.logger.Error("publishing an operator's claim", "claim_id", id, "volume_id", volumeID, "error", err)
+			}
+			mu.Lock()
+			switch {
+			case err == nil:
+				inUse[id] = true
+			case pctx.Err() == nil:
+				failed[id] = true
+			}
+			mu.Unlock()
+		}()
+	}
+}
+
+// sweepOperatorClaims tears down the uses of operators' claims the
+// servers no longer list (listed), and the publishes under way for them:
+// a claim freed (or force-released) before its publish ended.
+func (v *VolumeHooks) sweepOperatorClaims(listed map[string]bool) {
+	for _, u := range v.cfg.Volumes.Uses() {
+		if u.Operator && !listed[u.User] {
+			v.logger.Info("tearing down an operator's claim the servers no longer have", "claim_id", u.User, "volume_id", u.VolumeID)
+			v.startTeardown(u.User, true, u.VolumeID, nil)
+		}
+	}
+	for _, p := range v.publishesUnderWay() {
+		if !listed[p[0]] {
+			v.logger.Info("stopping the publish of an operator's claim the servers no longer have", "claim_id", p[0], "volume_id", p[1])
+			v.startTeardown(p[0], true, p[1], nil)
 		}
 	}
 }

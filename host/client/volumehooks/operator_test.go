@@ -66,3 +66,43 @@ func TestOperatorClaimsArePublishedAndTornDown(t *testing.T) {
 		t.Errorf("%d publish calls, want 2 (c1, c2)", n)
 	}
 }
+
+// An operator's claim freed while its publish waits for the node plugin,
+// with no releasing state seen in between (the servers forced it off), is
+// gone from the next list: that list stops the publish, which never
+// reaches the plugin, and the claim is reported node-detached.
+func TestOperatorClaimFreedDuringItsPublishStopsThePublish(t *testing.T) {
+	e := newVolEnv(t, nil)
+	e.plugins.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.hooks.RunOperatorClaims(ctx, e.claims)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
+	testutil.WaitFor(t, volWait, func() error {
+		if len(e.hooks.publishesUnderWay()) == 0 || e.claims.callCount() == 0 {
+			return fmt.Errorf("publish of c1 not waiting for its plugin yet")
+		}
+		return nil
+	})
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_FREED)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	if p := e.hooks.publishesUnderWay(); len(p) != 0 {
+		t.Fatalf("publishes under way after the teardown: %v", p)
+	}
+	// Nothing is left that could publish once the plugin is back.
+	e.plugins.reopen()
+	if n := e.plugin.NodePublishVolume.Count(); n != 0 {
+		t.Errorf("%d publish calls for a freed claim, want 0", n)
+	}
+	if uses := e.hooks.cfg.Volumes.Uses(); len(uses) != 0 {
+		t.Errorf("uses of a freed claim: %+v", uses)
+	}
+}

@@ -142,11 +142,24 @@ type VolumeHooks struct {
 	// teardowns are those under way, by "<user>/<volume>"; done is closed
 	// when one ends (finished, or the client shutting down).
 	teardowns map[string]*teardown
+	// publishes are the operators' claims' publishes under way, by
+	// "<claim>/<volume>": a teardown of the claim cancels its publish and
+	// waits for it to end before unpublishing, as the alloc runner runs
+	// an alloc's Postrun only after its Prerun returned.
+	publishes map[string]*publish
 	wg        sync.WaitGroup
 }
 
 type teardown struct {
 	done chan struct{}
+}
+
+// publish is an operator's claim's publish under way; done is closed when
+// it ended.
+type publish struct {
+	user, volumeID string
+	cancel         context.CancelFunc
+	done           chan struct{}
 }
 
 // NewVolumeHooks returns the volume hooks of a client.
@@ -156,7 +169,8 @@ func NewVolumeHooks(cfg VolumeConfig) (*VolumeHooks, error) {
 			ErrNotConfigured, cfg.DataDir, cfg.NodeID)
 	}
 	cfg = cfg.withDefaults()
-	return &VolumeHooks{cfg: cfg, logger: cfg.Logger.Named("volume_hook"), teardowns: map[string]*teardown{}}, nil
+	return &VolumeHooks{cfg: cfg, logger: cfg.Logger.Named("volume_hook"), teardowns: map[string]*teardown{},
+		publishes: map[string]*publish{}}, nil
 }
 
 // Wait waits for the background teardowns to end (they end with

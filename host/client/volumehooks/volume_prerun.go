@@ -28,7 +28,10 @@ const (
 // the node plugin (bounded by PluginWait), stage and publish, then queue
 // the in-use report. A recovered alloc whose volume is published already
 // goes straight on: its tasks may be running, and the servers need not be
-// reachable for them to keep their volume.
+// reachable for them to keep their volume. Its in-use report is queued
+// again (requeueInUse): the client may have died after saving the use
+// published and before queueing it, and the servers ignore it on a claim
+// in use already and refuse it on one that moved on.
 func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest) error {
 	published := map[string]bool{}
 	if req.Recovered {
@@ -41,6 +44,7 @@ func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest)
 	for _, cv := range h.vols {
 		if published[cv.volumeID] {
 			h.logger.Debug("volume published before the client restarted", "volume_id", cv.volumeID)
+			h.v.requeueInUse(h.allocID, false, cv.volumeID)
 			continue
 		}
 		if err := h.prepare(ctx, req, cv); err != nil {

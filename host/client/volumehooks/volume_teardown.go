@@ -60,6 +60,15 @@ func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string,
 	}
 	td := &teardown{done: make(chan struct{})}
 	v.teardowns[key] = td
+	// A publish of the same use still under way (an operator's claim
+	// released while it waited for its plugin) is stopped first: one that
+	// went on after the unpublish would leave the volume published for a
+	// claim the servers free on the node-detached report. No publish of
+	// the key starts while the teardown is registered (startPublish).
+	p := v.publishes[key]
+	if p != nil {
+		p.cancel()
+	}
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
@@ -69,9 +78,81 @@ func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string,
 			v.mu.Unlock()
 			close(td.done)
 		}()
+		if p != nil {
+			select {
+			case <-p.done:
+			case <-v.cfg.Context.Done():
+				v.logger.Info("client shutting down while a volume teardown waited for its publish to stop; the next start finishes it",
+					"volume_id", volumeID, "user", user)
+				return
+			}
+		}
 		v.runTeardown(user, operator, volumeID, events)
 	}()
 	return td.done
+}
+
+// startPublish registers a publish of user's use of volumeID and returns
+// its context (ctx with its own cancel) and the function that ends it; ok
+// is false when a teardown of the use is under way (no publish then).
+func (v *VolumeHooks) startPublish(ctx context.Context, user, volumeID string) (pctx context.Context, end func(), ok bool) {
+	key := user + "/" + volumeID
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, busy := v.teardowns[key]; busy {
+		return nil, nil, false
+	}
+	if _, busy := v.publishes[key]; busy {
+		return nil, nil, false
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	p := &publish{user: user, volumeID: volumeID, cancel: cancel, done: make(chan struct{})}
+	v.publishes[key] = p
+	return pctx, func() {
+		v.mu.Lock()
+		delete(v.publishes, key)
+		v.mu.Unlock()
+		cancel()
+		close(p.done)
+	}, true
+}
+
+// publishesUnderWay returns the uses (user and volume) whose publish is
+// under way.
+func (v *VolumeHooks) publishesUnderWay() [][2]string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([][2]string, 0, len(v.publishes))
+	for _, p := range v.publishes {
+		out = append(out, [2]string{p.user, p.volumeID})
+	}
+	return out
+}
+
+// requeueInUse queues the in-use report of user's use of volumeID again
+// if it is published and no teardown of it is under way: a client that
+// died between saving the use published and queueing its report never
+// sent it. Repeating it is safe: the servers take in-use only on a ready
+// claim (an in-use one is left as it is), and refuse it with
+// FailedPrecondition or NotFound on one that moved on, which the Reporter
+// drops. The check and the queueing are done under v.mu, so a teardown
+// starting meanwhile queues its node-detached report after this one (the
+// Reporter keeps the newest per claim): an in-use report never replaces
+// a node-detached one.
+func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, busy := v.teardowns[user+"/"+volumeID]; busy || !v.published(user, volumeID) {
+		return
+	}
+	report := claimReport(v.cfg.NodeID, user, "", volumeID)
+	if operator {
+		report = claimReport(v.cfg.NodeID, "", user, volumeID)
+	}
+	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	if err := v.cfg.Reports.Queue(report); err != nil {
+		v.logger.Error("queueing the in-use report of a published volume again", "volume_id", volumeID, "user", user, "error", err)
+	}
 }
 
 // runTeardown unpublishes until done. The manager retries uncertain

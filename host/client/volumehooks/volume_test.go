@@ -384,3 +384,21 @@ func TestTeardownWithoutItsPluginIsShownThenFinishes(t *testing.T) {
 		t.Errorf("unpublish %d, unstage %d; want 1, 1", up, us)
 	}
 }
+
+// A recovered alloc whose use was saved published but whose in-use report
+// was never queued (the client died in between) reports in-use from its
+// recovered prerun, without calling the plugin again.
+func TestRecoveredPrerunReportsInUseAgain(t *testing.T) {
+	e := newVolEnv(t, nil)
+	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",
+		Uses: []*pb.VolumeUse{{User: hookAlloc, State: pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED}}})
+	e.restart()
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	if err := e.prerun(true); err != nil {
+		t.Fatal(err)
+	}
+	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	if s, p := e.plugin.NodeStageVolume.Count(), e.plugin.NodePublishVolume.Count(); s != 0 || p != 0 {
+		t.Errorf("recovered prerun staged %d, published %d times; want 0, 0", s, p)
+	}
+}
