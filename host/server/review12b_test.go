@@ -38,3 +38,40 @@ func TestReview12bAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 	})
 }
+
+// Review 12b: a publish the controller refuses with FailedPrecondition
+// because the volume is still published to another node (CSI's answer
+// for a single-node volume published elsewhere) is final and waits for a
+// change of the volume, its plugin's row or the node. The reconcile pass
+// that unpublishes that leftover (an orphan: no attachment holds it, e.g.
+// a detach whose node was gone, or a deregister -force) writes no row, so
+// the refused attachment is never tried again and its claim stays
+// reserved for good, though nothing stands in its way any more.
+func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		fake.published["ext-v1"] = map[string]bool{"csi-n1": true} // left over: no attachment v1/n1
+		fake.failNext(publishMethod, codes.FailedPrecondition)
+		v := e.loops(fake)
+		v.cfg.reconcileInterval = 5 * time.Minute
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		a := e.attachment("v1", "n2")
+		if a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+			t.Fatalf("after the refused publish: %v, want a final error", a)
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+			t.Fatalf("%d unpublishes after the reconcile pass, want 1 (the orphan on csi-n1)", n)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+			t.Fatalf("claim c1 is %s an hour after the orphan was unpublished, want ready", fsm.ClaimStateWord(c.GetState()))
+		}
+	})
+}
