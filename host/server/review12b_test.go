@@ -75,3 +75,39 @@ func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay
 		}
 	})
 }
+
+// Review 12b: deregister -force accepts a volume whose claims are
+// node-detached while their attachment is still detaching (its controller
+// unpublish not done yet: here the controller is unreachable for a
+// while), and deletes the attachment with the volume. Nothing unpublishes
+// it then: the attach reconciler has no row left, and the reconcile pass
+// leaves alone the volumes that are not berth's. The volume stays
+// published to n2 on the storage system.
+func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		v := e.loops(fake)
+		v.cfg.reconcileInterval = 5 * time.Minute
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+
+		fake.failNext(unpublishMethod, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+		e.release("c1", "n2")
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
+		e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		fake.mu.Lock()
+		left := fake.published["ext-v1"]["csi-n2"]
+		fake.mu.Unlock()
+		if left {
+			t.Fatalf("an hour after the forced deregister, ext-v1 is still published to csi-n2 (unpublish calls: %d, all failed)",
+				len(fake.callsOf(unpublishMethod)))
+		}
+	})
+}
