@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -76,13 +79,16 @@ func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay
 	})
 }
 
-// Review 12b: deregister -force accepts a volume whose claims are
+// Review 12b: deregister -force accepted a volume whose claims are
 // node-detached while their attachment is still detaching (its controller
 // unpublish not done yet: here the controller is unreachable for a
-// while), and deletes the attachment with the volume. Nothing unpublishes
-// it then: the attach reconciler has no row left, and the reconcile pass
-// leaves alone the volumes that are not berth's. The volume stays
-// published to n2 on the storage system.
+// while), and deleted the attachment with the volume. Nothing unpublished
+// it then: the attach reconciler had no row left, and the reconcile pass
+// leaves alone the volumes that are not berth's; the volume stayed
+// published to n2 on the storage system. Force is now refused while an
+// attachment is left (FailedPrecondition, naming its node and state), the
+// leader's unpublish runs to its end, and the deregister goes through
+// after it.
 func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
@@ -98,7 +104,10 @@ func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.
 		e.release("c1", "n2")
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
-		e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+		_, err := e.propose(context.Background(), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+		if errcode.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `node "n2" (attachment detaching)`) {
+			t.Fatalf("deregister -force while v1/n2 is detaching: %v, want FailedPrecondition naming the attachment", err)
+		}
 
 		time.Sleep(time.Hour)
 		synctest.Wait()
@@ -108,6 +117,13 @@ func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.
 		if left {
 			t.Fatalf("an hour after the forced deregister, ext-v1 is still published to csi-n2 (unpublish calls: %d, all failed)",
 				len(fake.callsOf(unpublishMethod)))
+		}
+		if a := e.attachment("v1", "n2"); a != nil {
+			t.Fatalf("attachment v1/n2 is left after its unpublish: %v", a)
+		}
+		e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+		if vol, err := e.snap().VolumeByID(nil, "v1"); err != nil || vol != nil {
+			t.Fatalf("v1 after its attachment was unpublished and it was deregistered: %v, %v", vol, err)
 		}
 	})
 }
