@@ -34,8 +34,10 @@ import (
 //     exponential backoff with jitter); the call is made again then.
 //   - a final failure keeps the state with the error and no retry: the
 //     operator sees it on the volume, and the call is made again once the
-//     volume, its plugin's row or the node changes (a new controller, a
-//     node plugin that reports its CSI node ID, a fixed volume).
+//     volume, its plugin's row, the node or the node of one of the
+//     plugin's controllers changes (a new controller, a node plugin that
+//     reports its CSI node ID, a fixed volume, a controller's node back
+//     from down or unfenced).
 //
 // Calls to one plugin are serialized: one worker per plugin takes the due
 // attachments in order, detaching ones first (an unpublish frees what a
@@ -131,8 +133,13 @@ func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *f
 
 // attachmentDue reports whether a call is due for a now, or else when one
 // comes due (zero: when something changes). A final failure waits for a
-// change of the volume, its plugin's row or the node after it was
-// recorded; those rows are added to ws so the change wakes the loop.
+// change, after it was recorded, of what the call's outcome depends on:
+// the volume, its plugin's row, the node, and the nodes of the plugin's
+// controllers (pickController reads their status and fence, which their
+// plugin row does not carry: an unfenced controller node changes only its
+// node row). Those rows are added to ws so the change wakes the loop; the
+// condition is read from the rows alone, so a new leader decides the
+// same.
 func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
 	e := a.GetLastError()
 	if e == nil {
@@ -142,8 +149,16 @@ func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, 
 		vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
 		plugin, _ := snap.CSIPluginByID(ws, a.GetPluginId())
 		node, _ := snap.NodeByID(ws, a.GetNodeId())
-		changed := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex()) > a.GetModifyIndex()
-		return changed, time.Time{}
+		seen := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex())
+		for id := range plugin.GetControllers() {
+			if c, _ := snap.NodeByID(ws, id); c != nil {
+				seen = max(seen, c.GetModifyIndex())
+			}
+		}
+		if seen > a.GetModifyIndex() {
+			return true, time.Time{}
+		}
+		return false, time.Time{}
 	}
 	if at := time.Unix(0, a.GetNextRetryAt()); a.GetNextRetryAt() != 0 && at.After(now) {
 		return false, at
