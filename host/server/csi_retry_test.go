@@ -111,7 +111,7 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes right after n2 was collected, want 2 (its retry comes on the backoff)", n)
 		}
-		time.Sleep(failedAt.Add(2*time.Second).Sub(time.Now()) - time.Millisecond)
+		time.Sleep(time.Until(failedAt.Add(2*time.Second)) - time.Millisecond)
 		synctest.Wait()
 		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes before the backoff ended, want 2", n)
