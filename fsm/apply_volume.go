@@ -170,9 +170,18 @@ func volumesPluginChanged(tx *writeTxn, pluginID string, p *pb.CSIPlugin) error 
 // refused (ErrVolumeInUse, naming them); with force, it is removed with
 // its claims and attachments when every claimant is terminal
 // (claimantTerminal: node-detached, its node gone or fenced, its alloc
-// gone or stopped on its client, or its node down). Force
-// makes no controller call: the attachments it drops are the operator's
-// to clean up (the reconcile pass is the second chance).
+// gone or stopped on its client, or its node down). Force is refused,
+// as a deregister without it, while the volume has an attachment
+// (attaching, attached or detaching: ErrVolumeInUse naming node and
+// state): the attachment is berth's record that the volume may be
+// published to that node, and only its ControllerUnpublishVolume, made by
+// the leader's attach reconciler, undoes that at the provider. Dropping it
+// with the volume would leave the volume published for good (no row left
+// to unpublish from, and the reconcile pass compares only registered
+// volumes). The claims that force accepts move it on by themselves: once
+// node-detached (or forced there by the reaper for a down, fenced or
+// gone node) the attachment detaches and its unpublish names the CSI node
+// ID its publish named, so a node that is gone never holds it up.
 func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error {
 	id := cmd.GetVolumeId()
 	if id == "" {
@@ -187,7 +196,7 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 		return err
 	}
 	if len(claims) > 0 && !cmd.GetForce() {
-		return fmt.Errorf("volume %q: %w: %s (force deregisters once every claimant is terminal)",
+		return fmt.Errorf("volume %q: %w: %s (force deregisters once every claimant is terminal and the leader has unpublished every attachment)",
 			id, ErrVolumeInUse, describeClaims(claims))
 	}
 	var live []*pb.Claim
@@ -204,21 +213,35 @@ func applyVolumeDeregister(tx *writeTxn, cmd *pb.VolumeDeregisterCommand) error 
 		return fmt.Errorf("volume %q: %w: force needs each claim node-detached or its node gone or fenced, or, an alloc's, its alloc stopped on its client or its node down; still live: %s",
 			id, ErrVolumeInUse, describeClaims(live))
 	}
+	atts, err := attachmentsTable.list(tx, nil, id)
+	if err != nil {
+		return err
+	}
+	if len(atts) > 0 {
+		return fmt.Errorf("volume %q: %w: its controller attachments are not unpublished yet: %s; the leader unpublishes each once its claims are node-detached (a gone node's with the CSI node ID its publish named), and force does not skip that: deregister again once none is left",
+			id, ErrVolumeInUse, describeAttachments(atts))
+	}
 	for _, c := range claims {
 		if err := claimsTable.delete(tx, c); err != nil {
 			return err
 		}
 	}
-	atts, err := attachmentsTable.list(tx, nil, id)
-	if err != nil {
-		return err
-	}
-	for _, a := range atts {
-		if err := attachmentsTable.delete(tx, a); err != nil {
-			return err
-		}
-	}
 	return volumesTable.delete(tx, v)
+}
+
+// describeAttachments names up to five attachments by node and state,
+// then how many more there are.
+func describeAttachments(atts []*pb.Attachment) string {
+	const most = 5
+	var parts []string
+	for i, a := range atts {
+		if i == most {
+			parts = append(parts, fmt.Sprintf("and %d more", len(atts)-most))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("node %q (attachment %s)", a.GetNodeId(), AttachmentStateWord(a.GetState())))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // claimantTerminal reports whether a claim's holder can no longer use the

@@ -230,10 +230,12 @@
 //     keeps its plugin, external ID and claimed capabilities; with
 //     if_modify_index only the volume as its proposer read it,
 //     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with
-//     claims, and with force removes it, its claims and attachments once
-//     no claimant can still use it (node-detached, node gone or fenced; an
-//     alloc's also stopped on its client or on a down node: releasing,
-//     a server-side stop alone, is not enough).
+//     claims, and with force removes it and its claims once no claimant
+//     can still use it (node-detached, node gone or fenced; an alloc's
+//     also stopped on its client or on a down node: releasing, a
+//     server-side stop alone, is not enough); with or without force it is
+//     refused while an attachment is left (the leader's unpublish undoes
+//     it at the provider; dropped with the volume, nothing would).
 //   - VolumeDeleting marks a volume its plugin is about to delete, in the
 //     apply that checks it holds no claim (ErrVolumeInUse otherwise):
 //     from then on CheckClaim, so plans, operator claims and the

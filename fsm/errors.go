@@ -99,9 +99,11 @@ var (
 
 	// ErrVolumeInUse is returned in an ApplyResult when a VolumeDeregister
 	// finds claims on the volume (without force, any claim; with force, a
-	// claim whose claimant is not terminal), or a VolumeRegister would
-	// change what its claims depend on (plugin, external ID, a claimed
-	// capability). The message names the volume and the claims.
+	// claim whose claimant is not terminal; with or without force, an
+	// attachment not yet unpublished), or a VolumeRegister would change
+	// what its claims depend on (plugin, external ID, a claimed
+	// capability). The message names the volume and the claims or the
+	// attachments (node and state).
 	ErrVolumeInUse = errcode.New(codes.FailedPrecondition, "volume is in use")
 
 	// ErrVolumeDeleting is returned in an ApplyResult when a claim (a

@@ -41,7 +41,7 @@ func volumeCommand() *cli.Command {
 				Usage:     "forget a volume, leaving it with its provider",
 				ArgsUsage: "ID",
 				Flags: []cli.Flag{addressFlag(),
-					&cli.BoolFlag{Name: "force", Usage: "deregister although claims remain, once every claimant has stopped on its node (or the node is down, fenced or gone)"}},
+					&cli.BoolFlag{Name: "force", Usage: "deregister although claims remain, once every claimant has stopped on its node (or the node is down, fenced or gone); refused until the servers have unpublished every attachment"}},
 				Action: volumeDeregister,
 			},
 			{

@@ -34,8 +34,15 @@ import (
 //     exponential backoff with jitter); the call is made again then.
 //   - a final failure keeps the state with the error and no retry: the
 //     operator sees it on the volume, and the call is made again once the
-//     volume, its plugin's row or the node changes (a new controller, a
-//     node plugin that reports its CSI node ID, a fixed volume).
+//     volume, its plugin's row, the node or the node of one of the
+//     plugin's controllers changes (a new controller, a node plugin that
+//     reports its CSI node ID, a fixed volume, a controller's node back
+//     from down or unfenced), or once the reconcile pass unpublished an
+//     orphan publish of the volume that may have been why a publish was
+//     refused (it records that on the attachment: csi_reconcile.go). A
+//     detaching attachment whose node is gone has no node row left to
+//     change: its final failure is retried on the uncertain backoff, so an
+//     unpublish never waits for good on a row that cannot come back.
 //
 // Calls to one plugin are serialized: one worker per plugin takes the due
 // attachments in order, detaching ones first (an unpublish frees what a
@@ -131,8 +138,15 @@ func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *f
 
 // attachmentDue reports whether a call is due for a now, or else when one
 // comes due (zero: when something changes). A final failure waits for a
-// change of the volume, its plugin's row or the node after it was
-// recorded; those rows are added to ws so the change wakes the loop.
+// change, after it was recorded, of what the call's outcome depends on:
+// the volume, its plugin's row, the node, and the nodes of the plugin's
+// controllers (pickController reads their status and fence, which their
+// plugin row does not carry: an unfenced controller node changes only its
+// node row). Those rows are added to ws so the change wakes the loop; the
+// condition is read from the rows alone, so a new leader decides the
+// same. A detaching attachment whose node is gone (nothing of it can
+// change any more) is retried on the uncertain backoff instead: at its
+// recorded next_retry_at, or its failure time plus the backoff.
 func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
 	e := a.GetLastError()
 	if e == nil {
@@ -142,8 +156,29 @@ func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, 
 		vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
 		plugin, _ := snap.CSIPluginByID(ws, a.GetPluginId())
 		node, _ := snap.NodeByID(ws, a.GetNodeId())
-		changed := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex()) > a.GetModifyIndex()
-		return changed, time.Time{}
+		seen := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex())
+		for id := range plugin.GetControllers() {
+			if c, _ := snap.NodeByID(ws, id); c != nil {
+				seen = max(seen, c.GetModifyIndex())
+			}
+		}
+		if seen > a.GetModifyIndex() {
+			return true, time.Time{}
+		}
+		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_DETACHING || node != nil {
+			return false, time.Time{}
+		}
+		at := time.Unix(0, a.GetNextRetryAt())
+		if a.GetNextRetryAt() == 0 {
+			// Failed before its node was collected: no retry time was
+			// recorded. The nominal backoff (no jitter) keeps this the
+			// same on every pass and every leader.
+			at = time.Unix(0, e.GetFailedAt()).Add(v.nominalBackoff(a.GetAttempts()))
+		}
+		if at.After(now) {
+			return false, at
+		}
+		return true, time.Time{}
 	}
 	if at := time.Unix(0, a.GetNextRetryAt()); a.GetNextRetryAt() != 0 && at.After(now) {
 		return false, at
@@ -321,6 +356,10 @@ func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, contr
 	if csi.UncertainCode(code) {
 		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
 		next = now.Add(v.backoff(attempts)).UnixNano()
+	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING && v.nodeGone(a.GetNodeId()) {
+		// Final, but nothing can change for its node any more: retried on
+		// the backoff (attachmentDue), and the operator sees when.
+		next = now.Add(v.backoff(attempts)).UnixNano()
 	}
 	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}
 	v.mu.Lock()
@@ -369,6 +408,14 @@ func (v *volumeLoops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd
 		t := v.clock.AfterFunc(v.cfg.writeRetry, v.kick)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	}
+}
+
+// nodeGone reports whether the servers no longer know nodeID (collected
+// or deregistered). A read error counts as not gone: the failure then
+// waits for a change, as any final one.
+func (v *volumeLoops) nodeGone(nodeID string) bool {
+	n, err := v.state().Snapshot().NodeByID(nil, nodeID)
+	return err == nil && n == nil
 }
 
 // heldUntil is when a's outcome write failed plus the write retry (zero

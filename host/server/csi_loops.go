@@ -170,12 +170,24 @@ func (v *volumeLoops) pluginLock(pluginID string) *sync.Mutex {
 // failures: retryInitial doubled per earlier failure, jittered by ±20%,
 // capped at retryMax.
 func (v *volumeLoops) backoff(attempts int32) time.Duration {
+	d := time.Duration(float64(v.doubled(attempts)) * (0.8 + 0.4*v.jitter()))
+	return min(d, v.cfg.retryMax)
+}
+
+// nominalBackoff is backoff without its jitter, for a wait every pass
+// and every leader must compute alike.
+func (v *volumeLoops) nominalBackoff(attempts int32) time.Duration {
+	return min(v.doubled(attempts), v.cfg.retryMax)
+}
+
+// doubled is retryInitial doubled per failure before the last, until it
+// reaches retryMax.
+func (v *volumeLoops) doubled(attempts int32) time.Duration {
 	d := v.cfg.retryInitial
 	for i := int32(1); i < attempts && d < v.cfg.retryMax; i++ {
 		d *= 2
 	}
-	d = time.Duration(float64(d) * (0.8 + 0.4*v.jitter()))
-	return min(d, v.cfg.retryMax)
+	return d
 }
 
 // write proposes one command with the write timeout.

@@ -26,9 +26,18 @@ import (
 //     the attachment (last_error with code OK naming it, attempts+1) or,
 //     when the publish fails, the failure with its class;
 //   - listed on a node that has no attachment of the volume (a detach
-//     whose node was gone, a deregister -force, a publish the controller
-//     made after berth gave up on it): unpublished. There is no row to
+//     whose node was gone before any CSI node ID was recorded, a publish
+//     the controller made after berth gave up on it or whose outcome a
+//     lost leadership never wrote): unpublished. There is no row to
 //     record this on; it is logged at warn level with volume and node.
+//     (A deregister, -force included, never leaves such a publish: it is
+//     refused while the volume has an attachment, and a volume that is
+//     not registered any more is not compared at all.)
+//     Once the unpublish succeeded, each attaching attachment of the
+//     volume that waits on a final error is marked to be tried again
+//     (retryRefusedPublishes): a single-node volume published elsewhere is
+//     refused final (FailedPrecondition), and the orphan may have been
+//     why.
 //
 // Volumes the controller lists that are not berth's are left alone (a
 // storage system may serve others). Attaching and detaching attachments
@@ -251,4 +260,39 @@ func (v *volumeLoops) unpublishOrphan(ctx context.Context, vol *pb.Volume, csiNo
 		return
 	}
 	v.logger.Warn("reconcile: unpublished a volume no attachment holds", "volume", vol.GetId(), "csi_node", csiNode, "node", node, "controller", controller)
+	v.retryRefusedPublishes(ctx, vol, csiNode, controller)
+}
+
+// retryRefusedPublishes marks the volume's attaching attachments that wait
+// on a final error to be tried again, now that an orphan publish of the
+// volume (to csiNode) is undone: a final error waits for a change of a row
+// (attachmentDue), and this pass changes none. The mark is an
+// AttachmentUpdate in the same state recording the repair (code OK,
+// attempts+1, no class: due at once), written through raft rather than
+// kept in this leader's memory: a leader that loses its leadership between
+// this write and the publish leaves the mark to the next, which would
+// otherwise find neither the orphan (unpublished) nor a row to wake it.
+func (v *volumeLoops) retryRefusedPublishes(ctx context.Context, vol *pb.Volume, csiNode, controller string) {
+	atts, err := v.state().Snapshot().AttachmentsByVolume(nil, vol.GetId())
+	if err != nil {
+		v.logger.Error("reconcile: reading attachments", "volume", vol.GetId(), "error", err)
+		return
+	}
+	now := v.clock.Now()
+	for _, a := range atts {
+		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHING || a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		v.logger.Info("reconcile: publish refused before the orphan was unpublished; trying again", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "csi_node", csiNode)
+		v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+			VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(),
+			Error: &pb.VolumeError{FailedAt: now.UnixNano(), Message: fmt.Sprintf(
+				"reconcile: the controller on node %s unpublished volume %s from CSI node %s, which no attachment held; publishing to node %s again (the last try failed: %s)",
+				controller, a.GetVolumeId(), csiNode, a.GetNodeId(), a.GetLastError().GetMessage())},
+			Attempts: a.GetAttempts() + 1, UpdatedAt: now.UnixNano(),
+		})
+	}
 }

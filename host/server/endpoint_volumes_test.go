@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +17,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/version"
@@ -183,7 +186,7 @@ func TestVolumeRegisterWithoutAControllerWarns(t *testing.T) {
 // is refused naming them.
 func TestVolumeCreateAndDelete(t *testing.T) {
 	p := csifake.New()
-	_, s, vols, n, _ := volumeCluster(t, p)
+	tc, s, vols, n, _ := volumeCluster(t, p)
 	v := fsVolume("db")
 	v.ExternalId = ""
 	v.RequestedCapacityMinBytes, v.RequestedCapacityMaxBytes = 1<<30, 2<<30
@@ -224,6 +227,13 @@ func TestVolumeCreateAndDelete(t *testing.T) {
 		t.Fatalf("another volume under the ID: %v", err)
 	}
 
+	// The node instance reports its CSI node ID, so the leader can publish
+	// the claim's attachment and unpublish it again.
+	updateCSI(t, pb.NewCSIPluginsClient(tc.conn(s)), &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Controllers: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.berth.dev", ProviderVersion: "1.0", ControllerRequired: true,
+			ControllerInfo: &pb.CSIControllerInfo{SupportsCreateDelete: true, SupportsAttachDetach: true, SupportsCreateDeleteSnapshot: true, SupportsListSnapshots: true, SupportsExpand: true}}},
+		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.berth.dev", ProviderVersion: "1.0", NodeInfo: &pb.CSINodeInfo{Id: "csi-" + n.GetId()}}},
+	})
 	// An operator claim holds it: delete and deregister refuse, naming it.
 	claim := &pb.Claim{Id: "c1", VolumeId: "db", Operator: true, NodeId: n.GetId(), Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
 		AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}
@@ -245,6 +255,9 @@ func TestVolumeCreateAndDelete(t *testing.T) {
 	if err != nil || len(claims.GetClaims()) != 1 || claims.GetClaims()[0].GetId() != "c1" {
 		t.Fatalf("claims: %v, %v", claims, err)
 	}
+	// The leader's unpublish is held, so the attachment stays detaching.
+	releaseUnpublish := p.ControllerUnpublishVolume.Block()
+	defer releaseUnpublish()
 	if _, err := s.raftApply(ctx10s(t), fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "c1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -253,13 +266,30 @@ func TestVolumeCreateAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The claim waits on its attachment's detach (the plugin requires
-	// controller publish): still claimed, but its claimant is terminal, so
-	// force deregisters it; created again, it deletes.
+	// controller publish): still claimed, and though its claimant is
+	// terminal, force is refused while the attachment is not unpublished,
+	// naming its node and state.
 	if _, err := vols.Delete(ctx10s(t), &pb.VolumeDeleteRequest{VolumeId: "db"}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "node-detached") {
 		t.Fatalf("delete with a node-detached claim: %v", err)
 	}
+	_, err = vols.Deregister(ctx10s(t), &pb.VolumeDeregisterRequest{VolumeId: "db", Force: true})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), n.GetId()) || !strings.Contains(err.Error(), "detaching") {
+		t.Fatalf("force deregister while the attachment is detaching: %v", err)
+	}
+	// Once the leader's unpublish is done the attachment and the claim are
+	// gone: the volume deregisters; created again, it deletes.
+	releaseUnpublish()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if a, err := s.fsm.State().Attachment(nil, "db", n.GetId()); err != nil || a != nil {
+			return fmt.Errorf("attachment db/%s: %v, %v", n.GetId(), a, err)
+		}
+		return nil
+	})
+	if p.ControllerUnpublishVolume.Count() == 0 {
+		t.Fatal("the attachment left without a ControllerUnpublishVolume")
+	}
 	if _, err := vols.Deregister(ctx10s(t), &pb.VolumeDeregisterRequest{VolumeId: "db", Force: true}); err != nil {
-		t.Fatalf("force deregister once the claimant is terminal: %v", err)
+		t.Fatalf("force deregister once the attachment is unpublished: %v", err)
 	}
 	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
 	if _, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: v}); err != nil {

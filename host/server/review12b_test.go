@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -36,5 +39,91 @@ func TestReview12bAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 			t.Errorf("%d publishes an hour after the controller's node was unfenced, want 1", n)
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+	})
+}
+
+// Review 12b: a publish the controller refuses with FailedPrecondition
+// because the volume is still published to another node (CSI's answer
+// for a single-node volume published elsewhere) is final and waits for a
+// change of the volume, its plugin's row or the node. The reconcile pass
+// that unpublishes that leftover (an orphan: no attachment holds it, e.g.
+// a detach whose node was gone, or a deregister -force) writes no row, so
+// the refused attachment is never tried again and its claim stays
+// reserved for good, though nothing stands in its way any more.
+func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		fake.published["ext-v1"] = map[string]bool{"csi-n1": true} // left over: no attachment v1/n1
+		fake.failNext(publishMethod, codes.FailedPrecondition)
+		v := e.loops(fake)
+		v.cfg.reconcileInterval = 5 * time.Minute
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		a := e.attachment("v1", "n2")
+		if a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+			t.Fatalf("after the refused publish: %v, want a final error", a)
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+			t.Fatalf("%d unpublishes after the reconcile pass, want 1 (the orphan on csi-n1)", n)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+			t.Fatalf("claim c1 is %s an hour after the orphan was unpublished, want ready", fsm.ClaimStateWord(c.GetState()))
+		}
+	})
+}
+
+// Review 12b: deregister -force accepted a volume whose claims are
+// node-detached while their attachment is still detaching (its controller
+// unpublish not done yet: here the controller is unreachable for a
+// while), and deleted the attachment with the volume. Nothing unpublished
+// it then: the attach reconciler had no row left, and the reconcile pass
+// leaves alone the volumes that are not berth's; the volume stayed
+// published to n2 on the storage system. Force is now refused while an
+// attachment is left (FailedPrecondition, naming its node and state), the
+// leader's unpublish runs to its end, and the deregister goes through
+// after it.
+func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		v := e.loops(fake)
+		v.cfg.reconcileInterval = 5 * time.Minute
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+
+		fake.failNext(unpublishMethod, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+		e.release("c1", "n2")
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
+		_, err := e.propose(context.Background(), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+		if errcode.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `node "n2" (attachment detaching)`) {
+			t.Fatalf("deregister -force while v1/n2 is detaching: %v, want FailedPrecondition naming the attachment", err)
+		}
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		fake.mu.Lock()
+		left := fake.published["ext-v1"]["csi-n2"]
+		fake.mu.Unlock()
+		if left {
+			t.Fatalf("an hour after the forced deregister, ext-v1 is still published to csi-n2 (unpublish calls: %d, all failed)",
+				len(fake.callsOf(unpublishMethod)))
+		}
+		if a := e.attachment("v1", "n2"); a != nil {
+			t.Fatalf("attachment v1/n2 is left after its unpublish: %v", a)
+		}
+		e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true})
+		if vol, err := e.snap().VolumeByID(nil, "v1"); err != nil || vol != nil {
+			t.Fatalf("v1 after its attachment was unpublished and it was deregistered: %v, %v", vol, err)
+		}
 	})
 }
