@@ -139,3 +139,28 @@ func TestRunRefusesAModuleWithoutTargets(t *testing.T) {
 		t.Fatalf("run = %v, want a no-targets error\n%s", err, out.String())
 	}
 }
+
+// TestCoordinatorRace tells Go's fuzz coordinator deadline race (a bare
+// "context deadline exceeded" at -fuzztime, no failing input) from real
+// findings, which must never be retried away.
+func TestCoordinatorRace(t *testing.T) {
+	race := "fuzz: elapsed: 3s, execs: 4742 (1580/sec), new interesting: 1 (total: 202)\n" +
+		"fuzz: elapsed: 4s, execs: 4742 (0/sec), new interesting: 1 (total: 202)\n" +
+		"--- FAIL: FuzzRestore (4.04s)\n    context deadline exceeded\nFAIL\nexit status 1\n"
+	for _, c := range []struct {
+		name, out string
+		want      bool
+	}{
+		{"the race", race, true},
+		{"another target's race", strings.ReplaceAll(race, "FuzzRestore", "FuzzDecode"), false},
+		{"a failing input", "--- FAIL: FuzzRestore (0.10s)\n    --- FAIL: FuzzRestore (0.00s)\n        fuzz_test.go:9: boom\n" +
+			"    Failing input written to testdata/fuzz/FuzzRestore/0123\n", false},
+		{"a deadline with an input written", race + "    Failing input written to testdata/fuzz/FuzzRestore/0123\n", false},
+		{"a test failure message", "--- FAIL: FuzzRestore (0.10s)\n    fuzz_test.go:9: restore: context deadline exceeded\n", false},
+		{"no failure line", "exit status 1\n", false},
+	} {
+		if got := coordinatorRace([]byte(c.out), "FuzzRestore"); got != c.want {
+			t.Errorf("%s: coordinatorRace = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
