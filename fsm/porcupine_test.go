@@ -230,8 +230,11 @@ func TestClaimsLinearizable(t *testing.T) {
 		}
 	}
 
-	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
+	// A logical clock gives porcupine the real-time order it needs: an
+	// operation that returned before another was called has the smaller
+	// stamp, and no wall clock enters the state machine's package.
+	var clock atomic.Int64
+	now := func() int64 { return clock.Add(1) }
 	var (
 		mu      sync.Mutex
 		history []porcupine.Operation
