@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"berth.dev/berth/builtin/csi/adapters"
+	"berth.dev/berth/internal/pluginproc"
 )
 
 // PluginConfig is one `plugin "NAME" { type = "csi" config { ... } }` block
@@ -116,7 +118,7 @@ func Catalog(cfg CatalogConfig) ([]Adapter, error) {
 		}
 	}
 	out := make([]Adapter, 0, len(byName))
-	for _, name := range sortedKeys(byName) {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		out = append(out, *byName[name])
 	}
 	return out, dirErr
@@ -164,19 +166,8 @@ func scanDir(dir string) ([]*Adapter, error) {
 // checkExecutable checks, before each launch, that a's executable is there
 // and executable, so the error says so rather than go-plugin's.
 func checkExecutable(a *Adapter) error {
-	if a.Path == "" {
-		return a.errorf(fmt.Errorf("%w: no plugin_dir to look in", ErrAdapterMissing))
-	}
-	st, err := os.Stat(a.Path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return a.errorf(fmt.Errorf("%w: %s does not exist", ErrAdapterMissing, a.Path))
-	case err != nil:
-		return a.errorf(fmt.Errorf("%w: %v", ErrAdapterMissing, err))
-	case !st.Mode().IsRegular():
-		return a.errorf(fmt.Errorf("%w: %s is not a regular file", ErrAdapterNotExecutable, a.Path))
-	case st.Mode().Perm()&0o111 == 0:
-		return a.errorf(fmt.Errorf("%w: %s has mode %v (chmod +x it)", ErrAdapterNotExecutable, a.Path, st.Mode().Perm()))
+	if err := pluginproc.CheckExecutable(a.Path, ErrAdapterMissing, ErrAdapterNotExecutable); err != nil {
+		return a.errorf(err)
 	}
 	return nil
 }
@@ -186,13 +177,4 @@ func orNone(dir string) string {
 		return "(no plugin_dir configured)"
 	}
 	return dir
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

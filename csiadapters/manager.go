@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -162,7 +164,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 		byName[r.GetName()] = r
 	}
-	for _, name := range sortedKeys(m.instances) {
+	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
 		in, rec := m.instances[name], byName[name]
 		m.wg.Add(1)
 		go func() {
@@ -171,7 +173,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}()
 	}
 	var errs []error
-	for _, name := range sortedKeys(m.instances) {
+	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
 		in := m.instances[name]
 		select {
 		case <-in.firstDone:
@@ -186,7 +188,7 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // Names returns the adapters' names, sorted.
-func (m *Manager) Names() []string { return sortedKeys(m.instances) }
+func (m *Manager) Names() []string { return slices.Sorted(maps.Keys(m.instances)) }
 
 // Adapter returns the handle of the adapter name, or ErrUnknownAdapter.
 func (m *Manager) Adapter(name string) (*Handle, error) {

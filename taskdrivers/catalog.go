@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"berth.dev/berth/builtin/drivers"
+	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/sdk"
 )
 
@@ -122,7 +124,7 @@ func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 		}
 	}
 	out := make([]Plugin, 0, len(byName))
-	for _, name := range sortedKeys(byName) {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		out = append(out, *byName[name])
 	}
 	return out, dirErr
@@ -162,19 +164,8 @@ func scanPluginDir(dir string) ([]*Plugin, error) {
 // checkExecutable checks, before each launch, that p's executable is there
 // and executable, so that the error says so rather than go-plugin's.
 func checkExecutable(p *Plugin) error {
-	if p.Path == "" {
-		return p.errorf(fmt.Errorf("%w: no plugin_dir to look in", ErrPluginMissing))
-	}
-	st, err := os.Stat(p.Path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return p.errorf(fmt.Errorf("%w: %s does not exist", ErrPluginMissing, p.Path))
-	case err != nil:
-		return p.errorf(fmt.Errorf("%w: %v", ErrPluginMissing, err))
-	case !st.Mode().IsRegular():
-		return p.errorf(fmt.Errorf("%w: %s is not a regular file", ErrPluginNotExecutable, p.Path))
-	case st.Mode().Perm()&0o111 == 0:
-		return p.errorf(fmt.Errorf("%w: %s has mode %v (chmod +x it)", ErrPluginNotExecutable, p.Path, st.Mode().Perm()))
+	if err := pluginproc.CheckExecutable(p.Path, ErrPluginMissing, ErrPluginNotExecutable); err != nil {
+		return p.errorf(err)
 	}
 	return nil
 }
@@ -184,13 +175,4 @@ func orNone(dir string) string {
 		return "(none configured)"
 	}
 	return dir
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

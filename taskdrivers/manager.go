@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,7 +171,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.warnOrphanHandles()
 
-	for _, name := range sortedKeys(m.instances) {
+	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
 		in, rec := m.instances[name], byName[name]
 		m.wg.Add(1)
 		go func() {
@@ -178,7 +180,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}()
 	}
 	var errs []error
-	for _, name := range sortedKeys(m.instances) {
+	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
 		in := m.instances[name]
 		select {
 		case <-in.firstDone:

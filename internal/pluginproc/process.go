@@ -1,7 +1,9 @@
 package pluginproc
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,4 +57,27 @@ func FailedByItself(st *os.ProcessState) (string, bool) {
 		return "was killed by " + ws.Signal().String(), true
 	}
 	return fmt.Sprintf("exited with status %d", ws.ExitStatus()), true
+}
+
+// CheckExecutable checks that path is a regular, executable file, so a
+// launch fails saying so rather than with go-plugin's error. missing wraps
+// the answer when the file is not there (or no path is known), and
+// notExecutable when it is there but cannot run; each package passes its
+// own sentinels, which carry its gRPC codes.
+func CheckExecutable(path string, missing, notExecutable error) error {
+	if path == "" {
+		return fmt.Errorf("%w: no plugin_dir to look in", missing)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist", missing, path)
+	case err != nil:
+		return fmt.Errorf("%w: %v", missing, err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is not a regular file", notExecutable, path)
+	case st.Mode().Perm()&0o111 == 0:
+		return fmt.Errorf("%w: %s has mode %v (chmod +x it)", notExecutable, path, st.Mode().Perm())
+	}
+	return nil
 }
