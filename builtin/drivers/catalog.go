@@ -11,6 +11,7 @@ import (
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/builtin/drivers/rawexec"
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // Constructor builds a driver, logging through logger.
@@ -25,14 +26,19 @@ type Builtin struct {
 	DevOnly bool
 	// New builds the driver.
 	New Constructor
+	// TaskSchema is the schema of the driver's task config.
+	TaskSchema *driverpb.Schema
 }
 
 // All returns the built-in drivers, sorted by name.
 func All() []Builtin {
 	return []Builtin{
-		{Name: execdriver.Name, New: func(l hclog.Logger) sdk.Driver { return execdriver.New(l) }},
-		{Name: mock.Name, DevOnly: true, New: func(l hclog.Logger) sdk.Driver { return mock.New(l) }},
-		{Name: rawexec.Name, New: func(l hclog.Logger) sdk.Driver { return rawexec.New(l) }},
+		{Name: execdriver.Name, TaskSchema: execdriver.TaskSchema(),
+			New: func(l hclog.Logger) sdk.Driver { return execdriver.New(l) }},
+		{Name: mock.Name, DevOnly: true, TaskSchema: mock.TaskSchema(),
+			New: func(l hclog.Logger) sdk.Driver { return mock.New(l) }},
+		{Name: rawexec.Name, TaskSchema: rawexec.TaskSchema(),
+			New: func(l hclog.Logger) sdk.Driver { return rawexec.New(l) }},
 	}
 }
 

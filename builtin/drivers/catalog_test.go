@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/sdk"
 )
 
@@ -20,6 +22,10 @@ func TestCatalog(t *testing.T) {
 		}
 		if b.DevOnly != (b.Name == "mock") {
 			t.Errorf("%s DevOnly = %v; only mock is dev-only", b.Name, b.DevOnly)
+		}
+		schemas, err := b.New(nil).ConfigSchema(context.Background())
+		if err != nil || !proto.Equal(schemas.GetTask(), b.TaskSchema) || b.TaskSchema == nil {
+			t.Errorf("%s: the catalog's task schema differs from the driver's (%v)", b.Name, err)
 		}
 		if _, ok := Builtins()[b.Name]; !ok {
 			t.Errorf("Builtins() lacks %s", b.Name)

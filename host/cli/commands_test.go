@@ -256,8 +256,13 @@ func TestJobHistoryRevertInspectValidate(t *testing.T) {
 		t.Fatalf("inspect: %v\n%s", err, out)
 	}
 
+	// (writeJobFile's parser ignores the driver check; TestJobFilesAreHCL
+	// runs the real one.)
 	file := writeJobFile(t, testJob("db"))
-	wantOut(t, []string{"job", "validate", "-address", f.url, file}, 0, `Job "db" is valid`, "Drivers not checked: no node reports")
+	_, errOut := wantOutErr(t, []string{"job", "validate", "-address", f.url, file}, 0, `Job "db" is valid`)
+	if errOut != "" {
+		t.Fatalf("validate said %q", errOut)
+	}
 	parseJobSpec = func(filename string, _ []byte, _ ...jobspec.Option) (*pb.Job, error) {
 		return nil, &apiErr{text: filename + ":3:5: group \"g\": count: must not be negative"}
 	}
@@ -422,9 +427,29 @@ func TestJobFilesAreHCL(t *testing.T) {
 	}
 	// No agent: the file is still checked, the drivers are not, and it says so.
 	_, errOut = wantOutErr(t, []string{"job", "validate", "-address", "127.0.0.1:1", good}, 0, `Job "web" is valid`)
-	if !strings.Contains(errOut, "Drivers not checked: no agent answered at http://127.0.0.1:1") {
+	if !strings.Contains(errOut, "Only the built-in drivers (exec, mock, raw_exec) checked: no agent answered at http://127.0.0.1:1") {
 		t.Fatalf("validate without an agent said %q", errOut)
 	}
+	// Without an agent a built-in driver's config is still checked, and a
+	// driver that is not built in is named as unchecked, not refused.
+	offline := filepath.Join(dir, "offline.hcl")
+	if err := os.WriteFile(offline, []byte("job \"web\" {\n  group \"g\" {\n    task \"t\" {\n      driver = \"raw_exec\"\n      config { comand = \"x\" }\n    }\n    task \"u\" {\n      driver = \"podman\"\n    }\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantOut(t, []string{"job", "validate", "-address", "127.0.0.1:1", offline}, 1, offline+":5", "comand")
+	if err := os.WriteFile(offline, []byte("job \"web\" {\n  group \"g\" {\n    task \"u\" {\n      driver = \"podman\"\n    }\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut = wantOutErr(t, []string{"job", "validate", "-address", "127.0.0.1:1", offline}, 0, `Job "web" is valid`)
+	if !strings.Contains(errOut, `Driver "podman" not checked: it is not built in`) {
+		t.Fatalf("validate of a third-party driver without an agent said %q", errOut)
+	}
+	// With an agent, a driver neither built in nor on any node is refused
+	// with its position and a suggestion.
+	if err := os.WriteFile(offline, []byte("job \"web\" {\n  group \"g\" {\n    task \"u\" {\n      driver = \"raw_exex\"\n      config { command = \"x\" }\n    }\n  }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantOut(t, []string{"job", "validate", "-address", f.url, offline}, 1, offline+":4", `no driver "raw_exex"`, `did you mean "raw_exec"`)
 
 	wantOut(t, []string{"job", "run", "-address", f.url, "-detach", good}, 0, evalID1)
 	req := &pb.JobRegisterRequest{}

@@ -3,10 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
@@ -24,7 +28,7 @@ func jobCommand() *cli.Command {
 				Usage:     "register a job and follow its evaluation and allocations until they run (exit 2 when placement or an allocation fails)",
 				ArgsUsage: "FILE",
 				Flags: []cli.Flag{addressFlag(), detach,
-					&cli.Uint64Flag{Name: "check-index", Usage: "register only if the job's modify index is N (0: only if the job does not exist), as `job plan` printed it"}},
+					&cli.Uint64Flag{Name: "check-index", Usage: "register only if the job's modify index is `N` (0: only if the job does not exist), as job plan printed it"}},
 				Action: jobRun,
 			},
 			{
@@ -50,7 +54,7 @@ func jobCommand() *cli.Command {
 			},
 			{
 				Name:      "validate",
-				Usage:     "check a job file without submitting it (drivers against the ones the agent's nodes report, when an agent answers)",
+				Usage:     "check a job file without submitting it (task configs against the built-in drivers and those the agent's nodes report)",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{addressFlag()},
 				Action:    jobValidate,
@@ -215,24 +219,63 @@ func jobValidate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	schemas, err := driverSchemas(c, client)
-	var opts []jobspec.Option
+	// The built-in drivers are known without an agent; the nodes' reports
+	// add third-party drivers and win over a built-in's schema (a node
+	// may run another build).
+	schemas := builtinSchemas()
+	nodeSchemas, err := driverSchemas(c, client)
 	switch {
 	case errors.As(err, new(*api.Error)):
 		return fmt.Errorf("reading the nodes' drivers: %w", err)
 	case err != nil:
-		fmt.Fprintf(c.App.ErrWriter, "Drivers not checked: no agent answered at %s (%v)\n", client.Address(), err)
-	case len(schemas) == 0:
-		fmt.Fprintln(c.App.ErrWriter, "Drivers not checked: no node reports a driver's task config schema")
-	default:
-		opts = append(opts, jobspec.WithDrivers(schemas))
+		fmt.Fprintf(c.App.ErrWriter, "Only the built-in drivers (%s) checked: no agent answered at %s (%v)\n",
+			strings.Join(drivers.Names(), ", "), client.Address(), err)
 	}
-	job, err := parseJob(name, src, opts...)
+	offline := err != nil
+	maps.Copy(schemas, nodeSchemas)
+	if offline {
+		// Without the nodes' reports a driver that is not built in may
+		// still exist on them: it is left unchecked (a nil schema), not
+		// refused.
+		job, err := parseJob(name, src)
+		if err != nil {
+			return err
+		}
+		for _, d := range jobDrivers(job) {
+			if _, ok := schemas[d]; !ok {
+				schemas[d] = nil
+				fmt.Fprintf(c.App.ErrWriter, "Driver %q not checked: it is not built in\n", d)
+			}
+		}
+	}
+	job, err := parseJob(name, src, jobspec.WithDrivers(schemas))
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Job %q is valid\n", job.GetId())
 	return err
+}
+
+// jobDrivers is the drivers job's tasks name, sorted, each once.
+func jobDrivers(job *pb.Job) []string {
+	seen := map[string]bool{}
+	for _, g := range job.GetGroups() {
+		for _, t := range g.GetTasks() {
+			seen[t.GetDriver()] = true
+		}
+	}
+	delete(seen, "")
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// builtinSchemas is the task config schema of each driver built into berth,
+// by name.
+func builtinSchemas() map[string]*driverpb.Schema {
+	out := map[string]*driverpb.Schema{}
+	for _, b := range drivers.All() {
+		out[b.Name] = b.TaskSchema
+	}
+	return out
 }
 
 // driverSchemas gathers the task config schemas of the drivers the nodes

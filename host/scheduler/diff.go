@@ -2,12 +2,17 @@ package scheduler
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/pb"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // Diff types of a job or group, as JobPlanResponse and GroupDiff carry them.
@@ -207,11 +212,43 @@ func formatValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 		prefix := strings.ToUpper(toSnake(string(fd.Enum().Name()))) + "_"
 		return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(ev.Name()), prefix)), "_", "-")
 	case protoreflect.MessageKind, protoreflect.GroupKind:
+		if cv, ok := v.Message().Interface().(*driverpb.ConfigValue); ok {
+			return formatConfigValue(cv)
+		}
 		return formatMessage(v.Message())
 	case protoreflect.BytesKind:
 		return fmt.Sprintf("%x", v.Bytes())
 	}
 	return v.String()
+}
+
+// formatConfigValue renders a task config value as the job file writes it:
+// "text", 3, true, "30s", ["a", "b"], {k = "v"}.
+func formatConfigValue(v *driverpb.ConfigValue) string {
+	switch k := v.GetKind().(type) {
+	case *driverpb.ConfigValue_StringValue:
+		return strconv.Quote(k.StringValue)
+	case *driverpb.ConfigValue_IntValue:
+		return strconv.FormatInt(k.IntValue, 10)
+	case *driverpb.ConfigValue_BoolValue:
+		return strconv.FormatBool(k.BoolValue)
+	case *driverpb.ConfigValue_DurationNanos:
+		return strconv.Quote(time.Duration(k.DurationNanos).String())
+	case *driverpb.ConfigValue_ListValue:
+		parts := make([]string, len(k.ListValue.GetValues()))
+		for i, s := range k.ListValue.GetValues() {
+			parts[i] = strconv.Quote(s)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case *driverpb.ConfigValue_MapValue:
+		m := k.MapValue.GetValues()
+		parts := make([]string, 0, len(m))
+		for _, key := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, key+" = "+strconv.Quote(m[key]))
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return "null"
 }
 
 func formatMessage(m protoreflect.Message) string {

@@ -3,11 +3,13 @@ package scheduler_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/host/scheduler/schedtest"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +35,9 @@ func TestDiff(t *testing.T) {
 	web.Tasks[0].Driver = "raw_exec"
 	web.Tasks[0].Env = map[string]string{"A": "1"}
 	web.Tasks[0].Config["run_for"] = &driverpb.ConfigValue{Kind: &driverpb.ConfigValue_StringValue{StringValue: "9s"}}
+	web.Tasks[0].Config["args"] = sdk.ListValue("-v", "3600")
+	web.Tasks[0].Config["labels"] = sdk.MapValue(map[string]string{"b": "2", "a": "1"})
+	web.Tasks[0].Config["grace"] = sdk.DurationValue(90 * time.Second)
 	web.Tasks = append(web.Tasks, &pb.Task{Name: "side", Driver: "mock"})
 	web.Constraints = []*pb.Constraint{{Attribute: "${meta.rack}", Operator: "=", Value: "r1"}}
 	added := proto.Clone(keep).(*pb.TaskGroup)
@@ -54,7 +59,10 @@ func TestDiff(t *testing.T) {
 		`constraints: [] => [{attribute="${meta.rack}" operator="=" value="r1"}]`,
 		`task side: added`,
 		`task task driver: "mock" => "raw_exec"`,
-		`task task config[run_for]: {string_value="5s"} => {string_value="9s"}`,
+		`task task config[args]: added ["-v", "3600"]`,
+		`task task config[grace]: added "1m30s"`,
+		`task task config[labels]: added {a = "1", b = "2"}`,
+		`task task config[run_for]: "5s" => "9s"`,
 		`task task env[A]: added "1"`,
 	})
 	equal(t, "order", []string{d.Groups[0].GetName(), d.Groups[3].GetName()}, []string{"added", "web"})

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"berth.dev/berth/version"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/version"
 )
 
 // Config configures a server. The agent builds it from its HCL config; tests
@@ -121,6 +123,10 @@ type testHooks struct {
 	// beforeNodeStatus runs in setNodeStatus between reading the node's
 	// evaluations and proposing its status change.
 	beforeNodeStatus func(nodeID string)
+	// beforePlan runs in a scheduler worker with the evaluation in hand,
+	// after scheduling and before the plan is proposed; it must return
+	// when ctx (the leadership) ends.
+	beforePlan func(ctx context.Context, eval *pb.Evaluation)
 }
 
 func (c *Config) withDefaults() *Config {

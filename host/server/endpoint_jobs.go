@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -233,24 +236,53 @@ func jobStub(j *pb.Job, sum *pb.JobSummary) *pb.JobListStub {
 	}
 }
 
+// Versions answers one page of a job's versions, newest first. Its page
+// token is the version number a page starts at (inclusive): tokens fall as
+// pages go on, which is why the CLI does not follow them with api.Pages.
 func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest) (*pb.JobVersionsResponse, error) {
+	n, err := perPage(req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(math.MaxUint64)
+	if tok := req.GetQuery().GetNextToken(); tok != "" {
+		if from, err = strconv.ParseUint(tok, 10, 64); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "job %s: next_token %q is not a version number", req.GetJobId(), tok)
+		}
+	}
 	resp := &pb.JobVersionsResponse{}
+	var next string
+	var found bool
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		versions, err := st.JobVersions(ws, req.GetJobId())
 		if err != nil {
 			return 0, err
 		}
-		resp.Versions = versions
+		found = len(versions) > 0
+		resp.Versions, next = versionsPage(versions, from, n)
 		return st.Index(fsm.TableJobVersions)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(resp.Versions) == 0 {
+	if !found {
 		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
 	}
+	meta.NextToken = next
 	resp.Meta = meta
 	return resp, nil
+}
+
+// versionsPage is up to n of versions (newest first) starting at the first
+// whose number is at most from; next is the number of the version after the
+// page, "" when the page is the last.
+func versionsPage(versions []*pb.Job, from uint64, n int) (page []*pb.Job, next string) {
+	i := sort.Search(len(versions), func(i int) bool { return versions[i].GetVersion() <= from })
+	versions = versions[i:]
+	if len(versions) > n {
+		return versions[:n], strconv.FormatUint(versions[n].GetVersion(), 10)
+	}
+	return versions, ""
 }
 
 func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*pb.JobRegisterResponse, error) {

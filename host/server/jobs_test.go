@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,8 +312,27 @@ func TestNodeDownReplacesItsAllocsElsewhere(t *testing.T) {
 // TestLeaderFailoverMidSchedulingLosesNoEvaluation registers jobs while the
 // leader is replaced: every job ends with exactly its count of allocs (no
 // evaluation lost, none placed twice).
+// TestLeaderFailoverMidSchedulingLosesNoEvaluation holds the leader's
+// workers with evaluations in hand (scheduled, plan not yet proposed),
+// partitions the leader, and lets them go only once another server leads:
+// every job is placed by the new leader, exactly once, and nothing is left
+// pending.
 func TestLeaderFailoverMidSchedulingLosesNoEvaluation(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	var holding atomic.Bool
+	inHand := make(chan string, 64)
+	release := make(chan struct{})
+	tc := newTestCluster(t, 3, func(c *Config) {
+		c.hooks = &testHooks{beforePlan: func(ctx context.Context, eval *pb.Evaluation) {
+			if !holding.Load() {
+				return
+			}
+			inHand <- eval.GetJobId()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}}
+	})
 	leader := tc.waitLeader()
 	for i := range 3 {
 		if _, err := tc.register(leader, workNode(fmt.Sprintf("n%d", i))); err != nil {
@@ -329,30 +349,51 @@ func TestLeaderFailoverMidSchedulingLosesNoEvaluation(t *testing.T) {
 		})
 		registered[id] = true
 	}
+	holding.Store(true)
 	follower := tc.followers(leader)[0]
 	for i := range jobs / 2 {
 		register(follower, fmt.Sprintf("job-%02d", i))
 	}
-	// The leader goes away while its workers have evaluations in hand.
+	// The leader's workers have evaluations in hand when it goes away.
+	var held string
+	select {
+	case held = <-inHand:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no worker of the leader took an evaluation")
+	}
 	tc.partition(leader)
 	newLeader := tc.waitLeader(leader)
+	holding.Store(false)
+	close(release)
 	for i := jobs / 2; i < jobs; i++ {
 		register(newLeader, fmt.Sprintf("job-%02d", i))
 	}
 	tc.heal(leader)
+	if !registered[held] {
+		t.Fatalf("the held evaluation is of job %q, which this test did not register", held)
+	}
 	ids := make([]string, 0, len(registered))
 	for id := range registered {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		allocs := waitAllocs(t, tc, newLeader, id, 2, nil)
+		waitAllocs(t, tc, newLeader, id, 2, nil)
+		// Placed once: no alloc of the job was ever made twice, not even
+		// one since stopped.
+		resp, err := pb.NewJobsClient(tc.conn(newLeader)).Allocations(ctx10s(t), &pb.JobAllocationsRequest{JobId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
 		seen := map[string]bool{}
-		for _, a := range allocs {
+		for _, a := range resp.GetAllocs() {
 			if seen[a.GetName()] {
-				t.Fatalf("job %s: two live allocs named %s", id, a.GetName())
+				t.Fatalf("job %s: two allocs named %s (%d allocs in all)", id, a.GetName(), len(resp.GetAllocs()))
 			}
 			seen[a.GetName()] = true
+		}
+		if len(seen) != 2 {
+			t.Fatalf("job %s: %d allocs, want 2", id, len(seen))
 		}
 	}
 	// Nothing is left pending once every job is placed.

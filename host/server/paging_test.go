@@ -264,3 +264,50 @@ func TestServerListsArePaged(t *testing.T) {
 		}
 	}
 }
+
+// TestJobVersionsArePaged pages a job's versions newest first: the token is
+// the version a page starts at, a bad token and an oversized page are
+// refused, and the last page has no token.
+func TestJobVersionsArePaged(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.waitLeader()
+	if _, err := tc.register(s, workNode("n1")); err != nil {
+		t.Fatal(err)
+	}
+	jobs := pb.NewJobsClient(tc.conn(s))
+	for i := range 5 {
+		j := serviceJob("web", int32(i+1))
+		if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	token := ""
+	for page := 0; ; page++ {
+		resp, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "web", Query: &pb.QueryOptions{PerPage: 2, NextToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var vs []string
+		for _, v := range resp.GetVersions() {
+			vs = append(vs, fmt.Sprint(v.GetVersion()))
+		}
+		got = append(got, strings.Join(vs, ","))
+		token = resp.GetMeta().GetNextToken()
+		if token == "" || page > 5 {
+			break
+		}
+	}
+	if want := []string{"4,3", "2,1", "0"}; !slices.Equal(got, want) {
+		t.Fatalf("pages %q, want %q", got, want)
+	}
+	for _, q := range []*pb.QueryOptions{{NextToken: "v3"}, {PerPage: MaxPerPage + 1}} {
+		_, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "web", Query: q})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("versions with %v: %v, want InvalidArgument", q, err)
+		}
+	}
+	if _, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "nope"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("versions of an unknown job: %v, want NotFound", err)
+	}
+}

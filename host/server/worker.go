@@ -95,6 +95,9 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		for _, e := range evals {
 			e.ModifiedAt = now
 		}
+		if s.cfg.hooks != nil && s.cfg.hooks.beforePlan != nil {
+			s.cfg.hooks.beforePlan(ctx, eval)
+		}
 		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
 		result, idx, err := s.applyPlan(pctx, &pb.PlanApplyCommand{Plan: res.Plan, Evals: evals, AppliedAt: now})
 		cancel()

@@ -15,5 +15,5 @@
 // names the input written to testdata/fuzz) and the exit code is 1. Finding
 // no target at all is an error too, since it means discovery broke.
 //
-// Usage: go run ./internal/fuzzshort [-fuzztime 3s] [-minimizetime 10s] [packages]
+// Usage: go run ./internal/fuzzshort [-fuzztime 3s] [-minimizetime 1s] [packages]
 package main

@@ -19,7 +19,10 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.fuzzTime, "fuzztime", "3s", "go test -fuzztime for each target (a duration, or Nx for N inputs)")
-	flag.DurationVar(&o.minimizeTime, "minimizetime", 10*time.Second, "go test -fuzzminimizetime: how long to shrink a failing input")
+	// The coordinator also shrinks every new interesting input for up to
+	// this long, with no other input run meanwhile: at 10s a 3s pass over
+	// the job parser ran 24 inputs, at 1s 4,639.
+	flag.DurationVar(&o.minimizeTime, "minimizetime", time.Second, "go test -fuzzminimizetime: how long to shrink a failing or newly interesting input")
 	flag.StringVar(&o.dir, "C", ".", "run in this directory (the module's root)")
 	flag.Parse()
 	o.patterns = flag.Args()

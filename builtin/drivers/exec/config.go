@@ -77,3 +77,7 @@ func parsePluginConfig(cfg *driverpb.PluginConfig) (pluginConfig, error) {
 	}
 	return pc, nil
 }
+
+// TaskSchema is the schema of this driver's task config, for tools that
+// check a job without starting the driver (the CLI's job validate).
+func TaskSchema() *driverpb.Schema { return taskSchema }

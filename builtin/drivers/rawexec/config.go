@@ -26,3 +26,7 @@ func taskSpec() sdk.ConfigSpec {
 func pluginSpec() sdk.ConfigSpec {
 	return sdk.ConfigSpec{Plugin: Name, Scope: sdk.ScopePlugin, Schema: pluginSchema}
 }
+
+// TaskSchema is the schema of this driver's task config, for tools that
+// check a job without starting the driver (the CLI's job validate).
+func TaskSchema() *driverpb.Schema { return taskSchema }

@@ -22,6 +22,7 @@ type fakeDriver struct {
 	starts     []*driverpb.TaskConfig
 	recovers   []string
 	destroys   []string
+	stops      []string // "taskID signal timeout"
 	startErr   error
 	recoverErr error
 	exits      map[string]chan *driverpb.ExitResult
@@ -61,7 +62,10 @@ func (f *fakeDriver) WaitTask(ctx context.Context, id string) (*driverpb.ExitRes
 	}
 }
 
-func (f *fakeDriver) StopTask(_ context.Context, id string, _ time.Duration, _ string) error {
+func (f *fakeDriver) StopTask(_ context.Context, id string, timeout time.Duration, signal string) error {
+	f.mu.Lock()
+	f.stops = append(f.stops, fmt.Sprintf("%s %s %s", id, signal, timeout))
+	f.mu.Unlock()
 	select {
 	case f.ch(id) <- &driverpb.ExitResult{ExitCode: 143, Signal: 15}:
 	default:
@@ -444,5 +448,53 @@ func TestKillEndsAWaitingPrestartHook(t *testing.T) {
 	}
 	if st := tr.State(); st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || len(d.started()) != 0 {
 		t.Fatalf("state %v, starts %d", st, len(d.started()))
+	}
+}
+
+// A task the driver reports OOM killed says so in its Terminated event, in
+// words for `alloc status` and in the details for machines.
+func TestOOMKillIsReportedInTheTerminatedEvent(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, nil)
+	go tr.Run()
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
+	d.ch(d.started()[0].GetId()) <- &driverpb.ExitResult{ExitCode: 137, Signal: 9, OomKilled: true}
+	waitRunDone(t, tr)
+	var term *pb.TaskEvent
+	for _, ev := range tr.State().GetEvents() {
+		if ev.GetType() == "Terminated" {
+			term = ev
+		}
+	}
+	if term == nil {
+		t.Fatalf("no Terminated event: %v", types(tr.State()))
+	}
+	if want := "Exit code: 137, signal: 9, OOM killed (memory limit reached)"; term.GetMessage() != want {
+		t.Fatalf("Terminated message %q, want %q", term.GetMessage(), want)
+	}
+	if term.GetDetails()["oom_killed"] != "true" {
+		t.Fatalf("Terminated details %v", term.GetDetails())
+	}
+}
+
+// Kill stops the task with its own kill_signal and kill_timeout.
+func TestKillUsesTheTasksSignalAndTimeout(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Info.Task.KillSignal = "SIGINT"
+		c.Info.Task.KillTimeoutMs = 2500
+	})
+	go tr.Run()
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
+	id := d.started()[0].GetId()
+	if err := tr.Kill(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitRunDone(t, tr)
+	d.mu.Lock()
+	stops := slices.Clone(d.stops)
+	d.mu.Unlock()
+	if want := []string{id + " SIGINT 2.5s"}; !slices.Equal(stops, want) {
+		t.Fatalf("StopTask calls %q, want %q", stops, want)
 	}
 }

@@ -94,6 +94,9 @@ wait:
 	if res.GetSignal() != 0 {
 		msg += fmt.Sprintf(", signal: %d", res.GetSignal())
 	}
+	if res.GetOomKilled() {
+		msg += ", OOM killed (memory limit reached)"
+	}
 	if res.GetErr() != "" {
 		msg += ", error: " + res.GetErr()
 	}
