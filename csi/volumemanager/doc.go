@@ -9,7 +9,7 @@
 //		Plugins: volumemanager.PluginManager(plugins), // *pluginmanager.Manager
 //	})
 //	path, err := m.Publish(ctx, volumemanager.PublishRequest{...})
-//	err = m.Unpublish(ctx, allocID, volumeID)
+//	err = m.Unpublish(ctx, allocID, volumeID, nil)
 //
 // # Layout on the host
 //

@@ -42,7 +42,7 @@ func TestRestartKeepsPublishedAndStaged(t *testing.T) {
 	}
 	// a1's teardown dies in NodeUnpublishVolume.
 	release := h.plugin.NodeUnpublishVolume.Block()
-	err := interrupted(t, h.plugin.NodeUnpublishVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	err := interrupted(t, h.plugin.NodeUnpublishVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1", nil) })
 	release()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted unpublish: %v", err)
@@ -88,7 +88,7 @@ func TestRestartFinishesTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := h.plugin.NodeUnstageVolume.Block()
-	err := interrupted(t, h.plugin.NodeUnstageVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	err := interrupted(t, h.plugin.NodeUnstageVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1", nil) })
 	release()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted unstage: %v", err)
