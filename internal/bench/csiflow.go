@@ -38,6 +38,8 @@ import (
 //	running          the client's report of it running, applied: seen by a
 //	                 blocking query on the job's allocs
 //
+//	kill sent        task event "Killing" (the client saw the alloc stopped
+//	                 and signals the task)
 //	task exited      task event "Terminated" (the driver saw it exit)
 //	unpublished      task event "Volume unpublished"
 //	unstaged         task event "Volume unstaged"
@@ -60,7 +62,7 @@ const (
 
 var (
 	csiFlowSubmitSteps = []string{"claim reserved", "attached", "staged", "published", "task started", "running"}
-	csiFlowStopSteps   = []string{"task exited", "unpublished", "unstaged", "node-detached", "claim freed"}
+	csiFlowStopSteps   = []string{"kill sent", "task exited", "unpublished", "unstaged", "node-detached", "claim freed"}
 )
 
 // csiFlowRun is one run's points, each the time since its path began (the
@@ -283,7 +285,7 @@ func oneCSIFlowRun(c *api.Client, id string) (csiFlowRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	for step, typ := range map[string]string{"task exited": "Terminated", "unpublished": volumehooks.EventVolumeUnpublished,
+	for step, typ := range map[string]string{"kill sent": "Killing", "task exited": "Terminated", "unpublished": volumehooks.EventVolumeUnpublished,
 		"unstaged": volumehooks.EventVolumeUnstaged} {
 		at, err := eventTime(alloc.GetId(), events, typ)
 		if err != nil {
