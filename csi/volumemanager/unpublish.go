@@ -77,6 +77,15 @@ func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i in
 	removeEmpty(use.GetTargetPath())
 	removeEmpty(filepath.Dir(use.GetTargetPath()))
 	rec.Uses = slices.Delete(rec.Uses, i, i+1)
+	if len(rec.Uses) == 0 && rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED {
+		// The last user: the record goes to UNSTAGING in this write
+		// rather than a second one before the unstage (one state DB
+		// commit less on the way from job stop to the claim freed). A
+		// restart reads both alike: a staged volume without users is
+		// unstaged (Sweep), and one that is not STAGED is staged again
+		// before a new publish.
+		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING
+	}
 	if err := m.save(rec); err != nil {
 		return err
 	}
