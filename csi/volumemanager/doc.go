@@ -9,7 +9,7 @@
 //		Plugins: volumemanager.PluginManager(plugins), // *pluginmanager.Manager
 //	})
 //	path, err := m.Publish(ctx, volumemanager.PublishRequest{...})
-//	err = m.Unpublish(ctx, allocID, volumeID)
+//	err = m.Unpublish(ctx, allocID, volumeID, nil)
 //
 // # Layout on the host
 //
@@ -34,8 +34,9 @@
 // One VolumeUsageRecord per volume (state DB bucket csi_volumes) holds the
 // stage state and every use with its state. It is written before every
 // stage and publish call (STAGING, PUBLISHING) and after every unpublish
-// and unstage (the use removed; the record removed with the last unstage),
-// so after a client restart:
+// and unstage (the use removed — with the last user's, the volume marked
+// UNSTAGING in the same write, one commit for both; the record removed
+// with the last unstage), so after a client restart:
 //
 //   - a use that is PUBLISHED is not published again (Publish returns its
 //     path at once);

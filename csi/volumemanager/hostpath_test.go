@@ -146,7 +146,7 @@ func TestHostpathTwoUsersShareAndLeaveNothingMounted(t *testing.T) {
 		t.Errorf("%d mounts under the data dir with two users, want 3 (staging, two targets): %v", n, mountsUnder(t, dataDir))
 	}
 	for _, u := range []string{"a1", "a2"} {
-		if err := m.Unpublish(ctx, u, "shared"); err != nil {
+		if err := m.Unpublish(ctx, u, "shared", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -73,7 +73,7 @@ func TestStageOnceUnstageAfterLastUser(t *testing.T) {
 		t.Errorf("uses %+v", u)
 	}
 
-	if err := m.Unpublish(ctx, "a1", "v1"); err != nil {
+	if err := m.Unpublish(ctx, "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.NodeUnstageVolume.Count(); n != 0 {
@@ -88,7 +88,7 @@ func TestStageOnceUnstageAfterLastUser(t *testing.T) {
 	if rec := h.store.get("v1"); len(rec.GetUses()) != 1 || rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_STAGED {
 		t.Errorf("persisted after a1: %v", rec)
 	}
-	if err := m.Unpublish(ctx, "a2", "v1"); err != nil {
+	if err := m.Unpublish(ctx, "a2", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.NodeUnstageVolume.Count(); n != 1 {
@@ -101,7 +101,7 @@ func TestStageOnceUnstageAfterLastUser(t *testing.T) {
 		t.Errorf("record left after the last unstage: %v", rec)
 	}
 	// Done is done: a second teardown makes no call.
-	if err := m.Unpublish(ctx, "a2", "v1"); err != nil || h.plugin.NodeUnpublishVolume.Count() != 2 {
+	if err := m.Unpublish(ctx, "a2", "v1", nil); err != nil || h.plugin.NodeUnpublishVolume.Count() != 2 {
 		t.Errorf("second unpublish: %v, %d calls", err, h.plugin.NodeUnpublishVolume.Count())
 	}
 }
@@ -115,7 +115,7 @@ func TestNoStageWithoutCapability(t *testing.T) {
 	if _, err := m.Publish(context.Background(), request("v1", "a1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Unpublish(context.Background(), "a1", "v1"); err != nil {
+	if err := m.Unpublish(context.Background(), "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if s, u, p := h.plugin.NodeStageVolume.Count(), h.plugin.NodeUnstageVolume.Count(), h.plugin.NodePublishVolume.Count(); s != 0 || u != 0 || p != 1 {
@@ -159,7 +159,7 @@ func TestUncertainErrorsAreRetried(t *testing.T) {
 	if n := h.plugin.NodeStageVolume.Count(); n != 3 {
 		t.Fatalf("%d stage calls, want 3 (two uncertain failures, then success)", n)
 	}
-	if err := m.Unpublish(context.Background(), "a1", "v1"); err != nil {
+	if err := m.Unpublish(context.Background(), "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.NodeUnpublishVolume.Count(); n != 2 {
@@ -200,7 +200,7 @@ func TestFinalErrorSurfacesAndTeardownUndoes(t *testing.T) {
 	}
 	// The plugin never made the target: NotFound is success.
 	h.plugin.NodeUnpublishVolume.Next(nil, status.Error(codes.NotFound, "no such target"))
-	if err := m.Unpublish(context.Background(), "a1", "v1"); err != nil {
+	if err := m.Unpublish(context.Background(), "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.plugin.NodeUnstageVolume.Count(); n != 1 || h.store.get("v1") != nil {

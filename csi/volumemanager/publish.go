@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -31,6 +32,52 @@ type PublishRequest struct {
 	// PublishContext is the attachment's (ControllerPublishVolume's
 	// answer), empty when the plugin needs no controller publish.
 	PublishContext map[string]string
+	// Progress, if set, is told each node call this Publish completes
+	// (StepStaged, StepPublished), as it completes.
+	Progress Progress
+}
+
+// Step is a node call the manager completed for a use.
+type Step int
+
+const (
+	// StepStaged: NodeStageVolume succeeded (the volume is staged on the
+	// node); told only by the Publish that staged it.
+	StepStaged Step = iota + 1
+	// StepPublished: NodePublishVolume succeeded for the user.
+	StepPublished
+	// StepUnpublished: NodeUnpublishVolume succeeded for the user.
+	StepUnpublished
+	// StepUnstaged: NodeUnstageVolume succeeded (the user was the
+	// volume's last on the node).
+	StepUnstaged
+)
+
+func (s Step) String() string {
+	switch s {
+	case StepStaged:
+		return "staged"
+	case StepPublished:
+		return "published"
+	case StepUnpublished:
+		return "unpublished"
+	case StepUnstaged:
+		return "unstaged"
+	}
+	return fmt.Sprintf("step(%d)", int(s))
+}
+
+// Progress is told a step with the manager's clock reading when its call
+// returned, and the host path it concerns (the staging path, or the
+// user's publish path). It is called with the volume's lock held, so it
+// must not call the manager back; the volume hook records task events
+// with it, whose times show where a publish or a teardown spent its time.
+type Progress func(step Step, at time.Time, path string)
+
+func (p Progress) tell(step Step, at time.Time, path string) {
+	if p != nil {
+		p(step, at, path)
+	}
 }
 
 // capability is the CSI volume capability of the request.
@@ -134,10 +181,12 @@ func (m *Manager) Publish(ctx context.Context, req PublishRequest) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("%s: staging: %w", where, err)
 		}
+		staged := m.cfg.Now()
 		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_STAGED
 		if err := m.save(rec); err != nil {
 			return "", err
 		}
+		req.Progress.tell(StepStaged, staged, rec.GetStagingPath())
 	}
 	// The CO creates the target's parent; the plugin creates the target.
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
@@ -153,14 +202,16 @@ func (m *Manager) Publish(ctx context.Context, req PublishRequest) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("%s: publishing: %w", where, err)
 	}
+	published := m.cfg.Now()
 	if err := linkPublishPath(userPath, target); err != nil {
 		return "", fmt.Errorf("%s: %w", where, err)
 	}
-	use.State, use.UpdatedAt = pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED, m.cfg.Now().UnixNano()
+	use.State, use.UpdatedAt = pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED, published.UnixNano()
 	rec.Uses[i] = use
 	if err := m.save(rec); err != nil {
 		return "", err
 	}
+	req.Progress.tell(StepPublished, published, userPath)
 	m.logger.Debug("volume published", "volume_id", volumeID, "user", req.User, "operator", req.Operator, "path", userPath)
 	return userPath, nil
 }

@@ -42,7 +42,7 @@ func TestRestartKeepsPublishedAndStaged(t *testing.T) {
 	}
 	// a1's teardown dies in NodeUnpublishVolume.
 	release := h.plugin.NodeUnpublishVolume.Block()
-	err := interrupted(t, h.plugin.NodeUnpublishVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	err := interrupted(t, h.plugin.NodeUnpublishVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1", nil) })
 	release()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted unpublish: %v", err)
@@ -88,7 +88,7 @@ func TestRestartFinishesTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := h.plugin.NodeUnstageVolume.Block()
-	err := interrupted(t, h.plugin.NodeUnstageVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1") })
+	err := interrupted(t, h.plugin.NodeUnstageVolume.Count, func(ctx context.Context) error { return m.Unpublish(ctx, "a1", "v1", nil) })
 	release()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted unstage: %v", err)
@@ -124,5 +124,57 @@ func TestRestartFinishesTeardown(t *testing.T) {
 	}
 	if n := h.plugin.NodeStageVolume.Count(); n != 2 {
 		t.Errorf("%d stage calls, want 2 (v1 once, v2 once: staged before the publish died)", n)
+	}
+}
+
+// The last user's unpublish records the use gone and the volume UNSTAGING
+// in one write: while NodeUnstageVolume runs, the state DB already says
+// what a restart needs (no users, unstage under way), and the teardown
+// wrote two records (UNPUBLISHING, then that) before its unstage, not
+// three. A teardown that leaves a user records the use gone and the
+// volume still STAGED.
+func TestLastUnpublishRecordsUnstagingInOneWrite(t *testing.T) {
+	h := newHarness(t)
+	m := h.manager(t)
+	ctx := context.Background()
+	for _, a := range []string{"a1", "a2"} {
+		if _, err := m.Publish(ctx, request("v1", a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Unpublish(ctx, "a1", "v1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.store.get("v1"); len(rec.GetUses()) != 1 || rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_STAGED {
+		t.Fatalf("record with a2 left: %v, want a2's use and the volume staged", rec)
+	}
+	release := h.plugin.NodeUnstageVolume.Block()
+	done := make(chan error, 1)
+	h.store.mu.Lock()
+	before := h.store.puts
+	h.store.mu.Unlock()
+	go func() { done <- m.Unpublish(ctx, "a2", "v1", nil) }()
+	testutil.WaitFor(t, waitLimit, func() error {
+		if h.plugin.NodeUnstageVolume.Count() == 0 {
+			return errors.New("no unstage call yet")
+		}
+		return nil
+	})
+	rec := h.store.get("v1")
+	h.store.mu.Lock()
+	puts := h.store.puts - before
+	h.store.mu.Unlock()
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.GetUses()) != 0 || rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING {
+		t.Errorf("record during the unstage: %v, want no uses and UNSTAGING", rec)
+	}
+	if puts != 2 {
+		t.Errorf("%d records written before the unstage, want 2 (UNPUBLISHING, then gone and UNSTAGING)", puts)
+	}
+	if h.store.get("v1") != nil {
+		t.Errorf("record left after the unstage: %v", h.store.get("v1"))
 	}
 }

@@ -22,8 +22,9 @@ import (
 // once, but a volume left staged with no users (a teardown interrupted
 // between the two calls) is unstaged. Uncertain errors are retried until
 // ctx ends; what was finished stays finished, so a later Unpublish goes on
-// from there.
-func (m *Manager) Unpublish(ctx context.Context, user, volumeID string) error {
+// from there. progress, if not nil, is told each call completed
+// (StepUnpublished, StepUnstaged), as it completes.
+func (m *Manager) Unpublish(ctx context.Context, user, volumeID string, progress Progress) error {
 	unlock, err := m.lock(ctx, volumeID)
 	if err != nil {
 		return fmt.Errorf("volume %q, user %q, node %s: %w", volumeID, user, m.cfg.NodeID, err)
@@ -35,7 +36,7 @@ func (m *Manager) Unpublish(ctx context.Context, user, volumeID string) error {
 	}
 	i, use := findUse(rec, user)
 	if use != nil {
-		if err := m.unpublish(ctx, rec, i, use); err != nil {
+		if err := m.unpublish(ctx, rec, i, use, progress); err != nil {
 			return err
 		}
 	}
@@ -43,10 +44,10 @@ func (m *Manager) Unpublish(ctx context.Context, user, volumeID string) error {
 	if user != "" {
 		last = who(user, use.GetOperator())
 	}
-	return m.unstageIfUnused(ctx, rec, last)
+	return m.unstageIfUnused(ctx, rec, last, progress)
 }
 
-func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i int, use *pb.VolumeUse) error {
+func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i int, use *pb.VolumeUse, progress Progress) error {
 	volumeID, pluginID := rec.GetVolumeId(), rec.GetPluginId()
 	where := fmt.Sprintf("volume %q, %s, node %s", volumeID, who(use.GetUser(), use.GetOperator()), m.cfg.NodeID)
 	if use.GetState() != pb.VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING {
@@ -70,17 +71,31 @@ func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i in
 	if err != nil {
 		return fmt.Errorf("%s: unpublishing: %w", where, err)
 	}
+	unpublished := m.cfg.Now()
 	// The plugin removes the target it made (CSI spec); what is left is
 	// the per-user directory the manager made.
 	removeEmpty(use.GetTargetPath())
 	removeEmpty(filepath.Dir(use.GetTargetPath()))
 	rec.Uses = slices.Delete(rec.Uses, i, i+1)
-	return m.save(rec)
+	if len(rec.Uses) == 0 && rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED {
+		// The last user: the record goes to UNSTAGING in this write
+		// rather than a second one before the unstage (one state DB
+		// commit less on the way from job stop to the claim freed). A
+		// restart reads both alike: a staged volume without users is
+		// unstaged (Sweep), and one that is not STAGED is staged again
+		// before a new publish.
+		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING
+	}
+	if err := m.save(rec); err != nil {
+		return err
+	}
+	progress.tell(StepUnpublished, unpublished, userPath)
+	return nil
 }
 
 // unstageIfUnused unstages rec's volume when no user is left and it is (or
 // may be) staged, then forgets the volume.
-func (m *Manager) unstageIfUnused(ctx context.Context, rec *pb.VolumeUsageRecord, lastUser string) error {
+func (m *Manager) unstageIfUnused(ctx context.Context, rec *pb.VolumeUsageRecord, lastUser string, progress Progress) error {
 	if len(rec.GetUses()) > 0 {
 		return nil
 	}
@@ -100,8 +115,14 @@ func (m *Manager) unstageIfUnused(ctx context.Context, rec *pb.VolumeUsageRecord
 		if err != nil {
 			return fmt.Errorf("%s: unstaging: %w", where, err)
 		}
+		unstaged := m.cfg.Now()
 		removeEmpty(rec.GetStagingPath())
 		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED
+		if err := m.save(rec); err != nil {
+			return err
+		}
+		progress.tell(StepUnstaged, unstaged, rec.GetStagingPath())
+		return nil
 	}
 	return m.save(rec)
 }
@@ -134,12 +155,12 @@ func (m *Manager) Sweep(ctx context.Context, keep func(Use) bool) error {
 			}
 			gone++
 			m.logger.Info("tearing down a volume use nobody holds any more", "volume_id", id, "user", u.GetUser(), "operator", u.GetOperator())
-			if err := m.Unpublish(ctx, u.GetUser(), id); err != nil {
+			if err := m.Unpublish(ctx, u.GetUser(), id, nil); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if gone == 0 && len(rec.GetUses()) == 0 {
-			if err := m.Unpublish(ctx, "", id); err != nil {
+			if err := m.Unpublish(ctx, "", id, nil); err != nil {
 				errs = append(errs, err)
 			}
 		}

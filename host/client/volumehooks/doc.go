@@ -18,7 +18,8 @@
 // backoff, a refusal fails the alloc); the node plugin waited for in the
 // plugin manager, at most PluginWait (ErrNodePluginUnavailable naming
 // volume, plugin, alloc and node); Volumes.Publish (stage once per node,
-// publish once per alloc, usage persisted); a "Volume published" event;
+// publish once per alloc, usage persisted); "Volume staged" and "Volume
+// published" events, each stamped when its call returned;
 // the in-use report queued. A recovered alloc whose volume the state DB
 // says is published goes on without asking anyone; its in-use report is
 // queued again, for a client that died before queueing it. A failure is shown on
@@ -30,7 +31,8 @@
 // the destination; raw_exec the host publish path in both.
 //
 // Postrun (and Destroy) tear down: Volumes.Unpublish (unstaging when the
-// alloc was the last user), then the node-detached report. A teardown runs
+// alloc was the last user; "Volume unpublished" and "Volume unstaged"
+// events), then the node-detached report. A teardown runs
 // in the background for as long as the client does: each try is bounded
 // by TeardownAttempt (uncertain errors retried by the manager within it),
 // and a try that fails (a final error, or a node plugin gone) is shown on

@@ -34,7 +34,7 @@ var (
 // *volumemanager.Manager implements it.
 type Volumes interface {
 	Publish(ctx context.Context, req volumemanager.PublishRequest) (string, error)
-	Unpublish(ctx context.Context, user, volumeID string) error
+	Unpublish(ctx context.Context, user, volumeID string, progress volumemanager.Progress) error
 	Uses() []volumemanager.Use
 	Sweep(ctx context.Context, keep func(volumemanager.Use) bool) error
 }

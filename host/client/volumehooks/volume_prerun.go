@@ -16,11 +16,42 @@ import (
 )
 
 // Task event types of the volume hook.
+//
+// Each of the node calls that bring a volume to an alloc and take it down
+// is an event, stamped when the call returned: where a slow start or stop
+// spent its time shows in `berth alloc status`.
 const (
-	EventVolumePublished = "Volume published"
-	EventVolumeFailure   = "Volume failure"
-	EventVolumeWaiting   = "Waiting for volume"
+	EventVolumeStaged      = "Volume staged"
+	EventVolumePublished   = "Volume published"
+	EventVolumeUnpublished = "Volume unpublished"
+	EventVolumeUnstaged    = "Volume unstaged"
+	EventVolumeFailure     = "Volume failure"
+	EventVolumeWaiting     = "Waiting for volume"
 )
+
+// progressEvents records the volume manager's steps for one volume as
+// task events.
+func progressEvents(events eventEmitter, volumeID, name string) volumemanager.Progress {
+	if events == nil {
+		return nil
+	}
+	what := fmt.Sprintf("Volume %q", volumeID)
+	if name != "" {
+		what += " (" + name + ")"
+	}
+	return func(step volumemanager.Step, at time.Time, path string) {
+		switch step {
+		case volumemanager.StepStaged:
+			emit(events, at, EventVolumeStaged, what+" staged on the node at "+path, false)
+		case volumemanager.StepPublished:
+			emit(events, at, EventVolumePublished, what+" published at "+path, false)
+		case volumemanager.StepUnpublished:
+			emit(events, at, EventVolumeUnpublished, what+" unpublished from "+path, false)
+		case volumemanager.StepUnstaged:
+			emit(events, at, EventVolumeUnstaged, what+" unstaged from the node (its last user here)", false)
+		}
+	}
+}
 
 // Prerun brings each of the group's CSI volumes to the alloc, in the
 // group's order: wait until its claim is ready (a blocking query that
@@ -79,14 +110,14 @@ func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest
 	path, err := cfg.Volumes.Publish(ctx, volumemanager.PublishRequest{
 		Volume: vol, User: h.allocID, AccessMode: claim.GetAccessMode(), AttachmentMode: claim.GetAttachmentMode(),
 		MountOptions: resp.GetRequest().GetMountOptions(), ReadOnly: resp.GetRequest().GetReadOnly() || claim.GetMode() == pb.ClaimMode_CLAIM_MODE_READ,
-		PublishContext: resp.GetPublishContext()})
+		PublishContext: resp.GetPublishContext(), Progress: progressEvents(req.Events, cv.volumeID, cv.name)})
 	if err != nil {
 		if ctx.Err() == nil {
 			h.v.failed(req.Events, claimReport(cfg.NodeID, h.allocID, "", cv.volumeID), claim.GetState(), err)
 		}
 		return err
 	}
-	emit(req.Events, cfg.Now(), EventVolumePublished, fmt.Sprintf("Volume %q (%s) published at %s", cv.volumeID, cv.name, path), false)
+	h.logger.Debug("volume published", "volume_id", cv.volumeID, "path", path)
 	report := claimReport(cfg.NodeID, h.allocID, "", cv.volumeID)
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
 	if err := cfg.Reports.Queue(report); err != nil {

@@ -169,7 +169,7 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 	wait := v.cfg.TeardownRetry
 	for {
 		actx, cancel := context.WithTimeout(ctx, v.cfg.TeardownAttempt)
-		err := v.cfg.Volumes.Unpublish(actx, user, volumeID)
+		err := v.cfg.Volumes.Unpublish(actx, user, volumeID, progressEvents(events, volumeID, ""))
 		cancel()
 		if err == nil {
 			break

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,32 @@ func TestPrerunWaitsForTheClaimThenPublishes(t *testing.T) {
 	if ev := e.events.ofType(EventVolumePublished); len(ev) != 1 || !strings.Contains(ev[0].GetMessage(), path) {
 		t.Errorf("published events %v, want one naming %s", ev, path)
 	}
+	staging := filepath.Join(e.dir, "csi", "volumes", "hostpath", "staging", volID)
+	if ev := e.events.ofType(EventVolumeStaged); len(ev) != 1 || !strings.Contains(ev[0].GetMessage(), staging) {
+		t.Errorf("staged events %v, want one naming %s", ev, staging)
+	}
+	wantEventOrder(t, e.events, EventVolumeWaiting, EventVolumeStaged, EventVolumePublished)
+}
+
+// wantEventOrder checks that the events of types typs were emitted in
+// that order, and that their times do not go back.
+func wantEventOrder(t *testing.T, events *eventLog, typs ...string) {
+	t.Helper()
+	var got []string
+	var last int64
+	for _, ev := range events.all() {
+		if !slices.Contains(typs, ev.GetType()) {
+			continue
+		}
+		got = append(got, ev.GetType())
+		if ev.GetOccurredAt() < last {
+			t.Errorf("event %q at %d, before the one emitted ahead of it (%d)", ev.GetType(), ev.GetOccurredAt(), last)
+		}
+		last = ev.GetOccurredAt()
+	}
+	if !slices.Equal(got, typs) {
+		t.Errorf("events %q, want %q", got, typs)
+	}
 }
 
 // Postrun unpublishes, unstages (the alloc was the last user) and reports
@@ -87,12 +114,15 @@ func TestPostrunTearsDownAndReportsNodeDetached(t *testing.T) {
 		t.Fatalf("unpublish %d, unstage %d; want 1 and 1", u, s)
 	}
 	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	// Each call is a task event, in the order they were made.
+	wantEventOrder(t, e.events, EventVolumeStaged, EventVolumePublished, EventVolumeUnpublished, EventVolumeUnstaged)
 	if err := e.postrun(); err != nil {
 		t.Fatal(err)
 	}
 	if u := e.plugin.NodeUnpublishVolume.Count(); u != 1 {
 		t.Errorf("a second postrun unpublished again (%d calls)", u)
 	}
+	wantEventOrder(t, e.events, EventVolumeStaged, EventVolumePublished, EventVolumeUnpublished, EventVolumeUnstaged)
 }
 
 // Local teardown does not wait for the servers: the report is queued,
