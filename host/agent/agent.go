@@ -115,9 +115,17 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("rpc listener on %s: %w", cfg.RPCAddr(), err)
 		}
+		// A dev agent's data dir is temporary (removed at exit, and a new
+		// one made at each start), so its raft state lives in memory, as a
+		// Nomad dev agent's does: no restart could read it back, and every
+		// raft write would wait on an fsync for nothing.
+		serverDir := a.dataDir
+		if a.ownsDataDir {
+			serverDir = ""
+		}
 		scfg := &server.Config{
 			Name:                    name,
-			DataDir:                 a.dataDir,
+			DataDir:                 serverDir,
 			RPCAddr:                 rpcLis.Addr().String(),
 			RaftAddr:                cfg.RaftAddr(),
 			HTTPAddr:                httpAddr,

@@ -3,9 +3,12 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,5 +247,30 @@ func TestMetricsArePrometheusText(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// A dev agent's data dir is temporary: its raft state is kept in memory
+// (no raft files), its client state DB skips fsync; an agent given a data
+// dir keeps both on disk.
+func TestDevAgentKeepsRaftInMemory(t *testing.T) {
+	a := testAgent(t)
+	if _, err := os.Stat(filepath.Join(a.DataDir(), "server", "raft")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dev agent's raft dir: %v, want none", err)
+	}
+	if a.state == nil {
+		t.Fatal("dev agent has no client state DB")
+	}
+
+	cfg := DevConfig()
+	cfg.Ports = Ports{}
+	cfg.DataDir = t.TempDir()
+	b, err := New(cfg, testutil.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "server", "raft", "raft.db")); err != nil {
+		t.Fatalf("an agent with a data dir keeps no raft log on disk: %v", err)
 	}
 }

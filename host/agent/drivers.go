@@ -31,7 +31,12 @@ const driverStopWait = 30 * time.Second
 // missing, broken or crashing does not: its driver is reported unhealthy
 // and retried.
 func (a *Agent) startDrivers() error {
-	db, err := state.Open(state.Path(a.dataDir))
+	var opts []state.Option
+	if a.ownsDataDir {
+		// A dev agent's data dir is temporary: no restart reads it.
+		opts = append(opts, state.WithoutSync())
+	}
+	db, err := state.Open(state.Path(a.dataDir), opts...)
 	if err != nil {
 		return err
 	}

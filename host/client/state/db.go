@@ -60,13 +60,25 @@ type DB struct {
 // Path returns the file name of the state DB in a client data dir.
 func Path(dataDir string) string { return filepath.Join(dataDir, "client", "state.db") }
 
+// Option changes how Open opens the state DB.
+type Option func(*bolt.Options)
+
+// WithoutSync skips the fsync of each commit: for a state DB in a data dir
+// that does not outlive the agent (a dev agent's temporary one), which no
+// restart ever reads, so durability buys nothing and costs each write.
+func WithoutSync() Option { return func(o *bolt.Options) { o.NoSync = true } }
+
 // Open opens (creating if needed) the state DB at path and brings its
 // layout up to SchemaVersion.
-func Open(path string) (*DB, error) {
+func Open(path string, opts ...Option) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("state db: %w", err)
 	}
-	b, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	bo := &bolt.Options{Timeout: lockTimeout}
+	for _, o := range opts {
+		o(bo)
+	}
+	b, err := bolt.Open(path, 0o600, bo)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("state db %s: %w (is another agent running with this data dir?)", path, ErrLocked)
 	}

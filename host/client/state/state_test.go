@@ -201,3 +201,26 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// WithoutSync opens a DB that works like any other (it only skips fsync).
+func TestOpenWithoutSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := Open(path, WithoutSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !db.bolt.NoSync {
+		t.Fatal("WithoutSync did not set NoSync")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.bolt.NoSync {
+		t.Fatal("a DB opened without options skips fsync")
+	}
+}
