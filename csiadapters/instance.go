@@ -57,17 +57,20 @@ var (
 	_ pluginsup.Observer[*sdk.StoragePlugin, *grpc.ClientConn] = (*instance)(nil)
 )
 
-func newInstance(m *Manager, a Adapter) *instance {
+func newInstance(m *Manager, a Adapter) (*instance, error) {
 	in := &instance{m: m, a: a, state: State{Reason: "starting", Since: time.Now()}}
 	in.handle = &Handle{in: in}
-	in.sup = m.sup.Add(pluginsup.Spec[*sdk.StoragePlugin, *grpc.ClientConn]{
+	sup, err := m.sup.Add(pluginsup.Spec[*sdk.StoragePlugin, *grpc.ClientConn]{
 		Name: a.Name, Path: a.Path, Args: a.Args, Builtin: a.Builtin, Err: a.Err,
 		Env: in.env(), ConfigDigest: in.configDigest(),
 		Wrap:   func(err error) error { return in.a.errorf(err) },
 		Plugin: in, Observer: in,
 	})
-	in.logger = in.sup.Logger()
-	return in
+	if err != nil {
+		return nil, err
+	}
+	in.sup, in.logger = sup, sup.Logger()
+	return in, nil
 }
 
 // supervisorErrors are the manager's answers to pluginsup.

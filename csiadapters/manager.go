@@ -113,13 +113,11 @@ func New(cfg Config) (*Manager, error) {
 		instances: map[string]*instance{},
 	}
 	for _, a := range cfg.Adapters {
-		if a.Name == "" {
-			return nil, errors.New("csiadapters: an adapter in the catalog has no name")
+		in, err := newInstance(m, a)
+		if err != nil {
+			return nil, fmt.Errorf("csiadapters: %w", err)
 		}
-		if _, dup := m.instances[a.Name]; dup {
-			return nil, fmt.Errorf("csiadapters: adapter %q is twice in the catalog", a.Name)
-		}
-		m.instances[a.Name] = newInstance(m, a)
+		m.instances[a.Name] = in
 	}
 	return m, nil
 }

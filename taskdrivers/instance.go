@@ -43,17 +43,20 @@ var (
 	_ pluginsup.Observer[*sdk.DriverPlugin, *live] = (*instance)(nil)
 )
 
-func newInstance(m *Manager, p Plugin) *instance {
+func newInstance(m *Manager, p Plugin) (*instance, error) {
 	in := &instance{m: m, p: p}
 	in.info = in.baseInfo()
 	in.info.HealthDescription = "starting"
-	in.sup = m.sup.Add(pluginsup.Spec[*sdk.DriverPlugin, *live]{
+	sup, err := m.sup.Add(pluginsup.Spec[*sdk.DriverPlugin, *live]{
 		Name: p.Name, Path: p.Path, Args: p.Args, Builtin: p.Builtin, Err: p.Err,
 		Wrap:   func(err error) error { return in.p.errorf(err) },
 		Plugin: in, Observer: in,
 	})
-	in.logger = in.sup.Logger()
-	return in
+	if err != nil {
+		return nil, err
+	}
+	in.sup, in.logger = sup, sup.Logger()
+	return in, nil
 }
 
 // supervisorErrors are the manager's answers to pluginsup.

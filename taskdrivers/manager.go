@@ -116,13 +116,11 @@ func New(cfg Config) (*Manager, error) {
 		changed:   make(chan struct{}, 1),
 	}
 	for _, p := range cfg.Plugins {
-		if p.Name == "" {
-			return nil, errors.New("taskdrivers: a plugin in the catalog has no name")
+		in, err := newInstance(m, p)
+		if err != nil {
+			return nil, fmt.Errorf("taskdrivers: %w", err)
 		}
-		if _, dup := m.instances[p.Name]; dup {
-			return nil, fmt.Errorf("taskdrivers: driver %q is twice in the catalog", p.Name)
-		}
-		m.instances[p.Name] = newInstance(m, p)
+		m.instances[p.Name] = in
 	}
 	return m, nil
 }

@@ -256,7 +256,11 @@ func newHarness(t *testing.T, tweak func(*Config, *Spec[*fakeProc, string])) *ha
 		tweak(&cfg, &spec)
 	}
 	h.s = New[*fakeProc, string](cfg)
-	h.in = h.s.Add(spec)
+	in, err := h.s.Add(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.in = in
 	h.p.in = h.in
 	// Inside a synctest bubble every goroutine must end before the test.
 	t.Cleanup(func() { h.s.Shutdown(nil) })

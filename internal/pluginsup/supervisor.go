@@ -17,8 +17,15 @@ import (
 	"berth.dev/berth/sdk"
 )
 
-// ErrStarted is returned by Supervisor.Start when it was called before.
-var ErrStarted = errcode.New(codes.FailedPrecondition, "plugin manager already started")
+var (
+	// ErrStarted is returned by Supervisor.Start when it was called
+	// before.
+	ErrStarted = errcode.New(codes.FailedPrecondition, "plugin manager already started")
+
+	// ErrCatalog is returned by Supervisor.Add for a plugin with no name,
+	// or with the name of one added before.
+	ErrCatalog = errcode.New(codes.InvalidArgument, "invalid plugin catalog")
+)
 
 // Proc is one plugin process as the sdk's launchers return it
 // (*sdk.DriverPlugin, *sdk.StoragePlugin).
@@ -175,9 +182,14 @@ func New[P Proc, T any](cfg Config) *Supervisor[P, T] {
 	return &Supervisor[P, T]{cfg: cfg, instances: map[string]*Instance[P, T]{}, ctx: ctx, cancel: cancel}
 }
 
-// Add adds the instance of spec, before Start. The caller checks that
-// names are unique: the last Add of a name wins.
-func (s *Supervisor[P, T]) Add(spec Spec[P, T]) *Instance[P, T] {
+// Add adds the instance of spec, before Start.
+func (s *Supervisor[P, T]) Add(spec Spec[P, T]) (*Instance[P, T], error) {
+	if spec.Name == "" {
+		return nil, fmt.Errorf("%w: a %s has no name", ErrCatalog, s.cfg.Noun)
+	}
+	if _, dup := s.instances[spec.Name]; dup {
+		return nil, fmt.Errorf("%w: %s %q is in it twice", ErrCatalog, s.cfg.Noun, spec.Name)
+	}
 	in := &Instance[P, T]{
 		s:       s,
 		spec:    spec,
@@ -187,7 +199,7 @@ func (s *Supervisor[P, T]) Add(spec Spec[P, T]) *Instance[P, T] {
 		reason:  "starting",
 	}
 	s.instances[spec.Name] = in
-	return in
+	return in, nil
 }
 
 // Names returns the instances' names, sorted.

@@ -365,3 +365,16 @@ func socketDirs(t *testing.T) []string {
 	}
 	return dirs
 }
+
+func TestAddRefusesANamelessOrRepeatedPlugin(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, name := range []string{"", "fake"} {
+		spec := Spec[*fakeProc, string]{Name: name, Path: testPath, Plugin: h.p, Observer: h.p}
+		if in, err := h.s.Add(spec); in != nil || !errors.Is(err, ErrCatalog) || errcode.Code(err) != codes.InvalidArgument {
+			t.Errorf("Add(%q) = %v, %v; want ErrCatalog", name, in, err)
+		}
+	}
+	if names := h.s.Names(); len(names) != 1 || names[0] != "fake" {
+		t.Errorf("names %v after refused Adds, want only fake", names)
+	}
+}
