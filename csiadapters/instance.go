@@ -79,7 +79,7 @@ var supervisorErrors = pluginsup.Errors{
 	Exited:      ErrAdapterExited,
 	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      func(err error) error { return fmt.Errorf("%w: %w", ErrAdapterFailed, err) },
+	Failed:      ErrAdapterFailed,
 	Unavailable: unavailable,
 }
 

@@ -65,7 +65,7 @@ var supervisorErrors = pluginsup.Errors{
 	Exited:      ErrPluginExited,
 	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      func(err error) error { return fmt.Errorf("%w: %w", ErrDriverFailed, err) },
+	Failed:      ErrDriverFailed,
 	Unavailable: unavailable,
 }
 

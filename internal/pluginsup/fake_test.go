@@ -31,7 +31,7 @@ var fakeErrors = Errors{
 	Exited:   errExited,
 	Shutdown: errShutdown,
 	Fatal:    func(err error) bool { return errors.Is(err, errBadConfig) },
-	Failed:   func(err error) error { return fmt.Errorf("%w: %w", errFailed, err) },
+	Failed:   errFailed,
 	Unavailable: func(o Outage) error {
 		err := fmt.Errorf("%w: %s (%s)", errUnavailable, o.Name, o.Reason)
 		if o.Waited != nil {

@@ -113,7 +113,7 @@ func (in *Instance[P, T]) Acquire(ctx context.Context, wait bool) (*Running[P, T
 		in.mu.Unlock()
 		switch {
 		case fatal != nil:
-			return nil, errs.Failed(fatal)
+			return nil, fmt.Errorf("%w: %w", errs.Failed, fatal)
 		case in.s.ctx.Err() != nil:
 			return nil, errs.Shutdown
 		case cur != nil:

@@ -107,8 +107,9 @@ type Errors struct {
 	Shutdown error
 	// Fatal reports a failure no restart fixes (an invalid config).
 	Fatal func(error) bool
-	// Failed is what Acquire returns for an instance down for good.
-	Failed func(fatal error) error
+	// Failed is the sentinel of an instance down for good; Acquire joins
+	// it to the failure.
+	Failed error
 	// Unavailable is what Acquire returns when no process runs.
 	Unavailable func(Outage) error
 }
