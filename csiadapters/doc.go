@@ -1,8 +1,10 @@
 // Package csiadapters is the client side of storage adapters: CSI plugins
 // in berth's static catalog, run by the agent as go-plugin subprocesses
 // (sdk.ServeStorageAdapter on the plugin side) rather than as tasks. It is
-// the sibling of taskdrivers, sharing its launch, backoff and reattach
-// machinery through internal/pluginproc and sdk's go-plugin start.
+// the sibling of taskdrivers: both supervise their plugins with
+// internal/pluginsup (launch, reattach, restart with backoff, shutdown) and
+// sdk's go-plugin start; this package adds CSI Probe as the health check,
+// the Handle's connection and the events.
 //
 // # Catalog
 //

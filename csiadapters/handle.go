@@ -42,21 +42,21 @@ type followConn struct{ in *instance }
 var _ grpc.ClientConnInterface = followConn{}
 
 func (c followConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	r, err := c.in.acquire(ctx)
+	r, err := c.in.sup.Acquire(ctx, true)
 	if err != nil {
 		return asStatus(err)
 	}
-	err = r.conn.Invoke(ctx, method, args, reply, opts...)
+	err = r.Val.Invoke(ctx, method, args, reply, opts...)
 	c.check(r, err)
 	return err
 }
 
 func (c followConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	r, err := c.in.acquire(ctx)
+	r, err := c.in.sup.Acquire(ctx, true)
 	if err != nil {
 		return nil, asStatus(err)
 	}
-	s, err := r.conn.NewStream(ctx, desc, method, opts...)
+	s, err := r.Val.NewStream(ctx, desc, method, opts...)
 	c.check(r, err)
 	return s, err
 }
@@ -64,8 +64,8 @@ func (c followConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method
 // check reports r gone when a call failed Unavailable and its process has
 // exited, so the restart does not wait for the next probe.
 func (c followConn) check(r *running, err error) {
-	if status.Code(err) == codes.Unavailable && r.proc.Exited() {
-		c.in.gone(r)
+	if status.Code(err) == codes.Unavailable && r.Proc.Exited() {
+		c.in.sup.Gone(r)
 	}
 }
 

@@ -3,7 +3,6 @@ package csiadapters
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -11,8 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"berth.dev/berth/internal/pluginproc"
-	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 )
 
@@ -37,130 +35,73 @@ type State struct {
 	Since time.Time
 }
 
-// instance supervises one adapter of the catalog: a goroutine (run) that
-// launches its process, probes it and restarts it.
+// running is one live adapter process; its Val is the connection to it.
+type running = pluginsup.Running[*sdk.StoragePlugin, *grpc.ClientConn]
+
+// instance is one adapter of the catalog: what pluginsup needs to launch
+// and probe its process, and the State and events it reports.
 type instance struct {
 	m      *Manager
 	a      Adapter
+	sup    *pluginsup.Instance[*sdk.StoragePlugin, *grpc.ClientConn]
 	logger hclog.Logger
 	handle *Handle
-	// restart carries the generation of a process a caller found gone.
-	restart chan uint64
 
-	firstDone chan struct{}
-	firstOnce sync.Once
-
-	mu    sync.Mutex
-	state State
-	// cur is the running process, nil while there is none.
-	cur *running
-	// ready is closed when cur is set; replaced when cur is cleared.
-	ready   chan struct{}
-	gen     uint64
-	fatal   error
-	lastErr error
-	starts  int
+	mu     sync.Mutex
+	state  State
+	starts int
 }
 
-// running is one live adapter process.
-type running struct {
-	gen       uint64
-	proc      *sdk.StoragePlugin
-	conn      *grpc.ClientConn
-	pid       int
-	sockDir   string
-	startedAt time.Time
-}
+var (
+	_ pluginsup.Plugin[*sdk.StoragePlugin, *grpc.ClientConn]   = (*instance)(nil)
+	_ pluginsup.Observer[*sdk.StoragePlugin, *grpc.ClientConn] = (*instance)(nil)
+)
 
-func newInstance(m *Manager, a Adapter) *instance {
-	in := &instance{
-		m:         m,
-		a:         a,
-		logger:    m.logger.With("adapter", a.Name),
-		restart:   make(chan uint64, 1),
-		firstDone: make(chan struct{}),
-		ready:     make(chan struct{}),
-		state:     State{Reason: "starting", Since: time.Now()},
-	}
+func newInstance(m *Manager, a Adapter) (*instance, error) {
+	in := &instance{m: m, a: a, state: State{Reason: "starting", Since: time.Now()}}
 	in.handle = &Handle{in: in}
-	return in
+	sup, err := m.sup.Add(pluginsup.Spec[*sdk.StoragePlugin, *grpc.ClientConn]{
+		Name: a.Name, Path: a.Path, Args: a.Args, Builtin: a.Builtin, Err: a.Err,
+		Env: in.env(), ConfigDigest: in.configDigest(),
+		Wrap:   func(err error) error { return in.a.errorf(err) },
+		Plugin: in, Observer: in,
+	})
+	if err != nil {
+		return nil, err
+	}
+	in.sup, in.logger = sup, sup.Logger()
+	return in, nil
 }
 
-func (in *instance) markFirstDone() { in.firstOnce.Do(func() { close(in.firstDone) }) }
-
-// run is the supervisor: launch, probe, restart with backoff, until ctx
-// ends. rec is the reattach record left by the previous client, if any.
-func (in *instance) run(ctx context.Context, rec *pb.StorageAdapterRecord) {
-	defer in.markFirstDone()
-	if in.a.Err != nil && isConfigError(in.a.Err) {
-		in.fail(in.a.Err)
-		return
-	}
-	backoff := in.m.cfg.Backoff
-	attempt := 0
-	lastLogged := ""
-	for {
-		r, reattached, err := in.launch(ctx, rec)
-		rec = nil
-		if ctx.Err() != nil {
-			if r != nil {
-				in.setRunning(r) // Shutdown stops it
-			}
-			return
-		}
-		if err != nil {
-			attempt++
-			delay := backoff.Delay(attempt)
-			in.setDown(err, fmt.Sprintf("%s; retrying in %s (attempt %d)", oneLine(err), delay, attempt))
-			in.m.publish(Event{Adapter: in.a.Name, Kind: EventStartFailed, Reason: oneLine(err), Delay: delay})
-			if msg := err.Error(); msg != lastLogged {
-				in.logger.Error("storage adapter unavailable", "error", err, "retry_in", delay, "attempt", attempt)
-				lastLogged = msg
-			} else {
-				in.logger.Debug("storage adapter still unavailable", "error", err, "retry_in", delay, "attempt", attempt)
-			}
-			in.markFirstDone()
-			if !pluginproc.Sleep(ctx.Done(), delay) {
-				return
-			}
-			continue
-		}
-		lastLogged = ""
-		in.setRunning(r)
-		kind := EventStarted
-		if reattached {
-			kind = EventReattached
-		}
-		in.m.publish(Event{Adapter: in.a.Name, Kind: kind, Pid: r.pid})
-		in.logger.Info("storage adapter running", "pid", r.pid, "reattached", reattached, "api_version", r.proc.Adapter().APIVersion())
-		cause := in.watch(ctx, r)
-		if ctx.Err() != nil {
-			return
-		}
-		in.clearCurrent(r)
-		r.stop()
-		in.m.deleteRecord(in.a.Name)
-		if time.Since(r.startedAt) >= in.m.cfg.ResetAfter {
-			attempt = 0
-		}
-		attempt++
-		delay := backoff.Delay(attempt)
-		err = in.a.errorf(fmt.Errorf("%w: %v", ErrAdapterExited, cause))
-		in.setDown(err, fmt.Sprintf("%s; restarting in %s (restart %d)", oneLine(err), delay, attempt))
-		in.m.publish(Event{Adapter: in.a.Name, Kind: EventExited, Pid: r.pid, Reason: cause.Error(), Delay: delay})
-		in.logger.Warn("storage adapter exited; restarting it", "cause", cause, "restart_in", delay, "restart", attempt)
-		if !pluginproc.Sleep(ctx.Done(), delay) {
-			return
-		}
-	}
+// supervisorErrors are the manager's answers to pluginsup.
+var supervisorErrors = pluginsup.Errors{
+	Start:       ErrAdapterStart,
+	Exited:      ErrAdapterExited,
+	Shutdown:    ErrShutdown,
+	Fatal:       isConfigError,
+	Failed:      ErrAdapterFailed,
+	Unavailable: unavailable,
 }
 
-// watch probes the adapter until its process exits, a caller reports it
-// gone, or ctx ends, and returns why it stopped. Probes come at a fast
-// cadence until the adapter is healthy, then every HealthInterval.
-func (in *instance) watch(ctx context.Context, r *running) error {
+// unavailable is the error of a call that found no adapter process
+// before its deadline, joined to the last failure.
+func unavailable(o pluginsup.Outage) error {
+	cause := fmt.Errorf("storage adapter %q (%s)", o.Name, o.Reason)
+	if o.Waited != nil {
+		cause = fmt.Errorf("%w while waiting: %w", cause, o.Waited)
+	}
+	if o.LastErr != nil {
+		cause = fmt.Errorf("%w; last failure: %w", cause, o.LastErr)
+	}
+	return fmt.Errorf("%w: %w", ErrAdapterUnavailable, cause)
+}
+
+// Watch implements pluginsup.Plugin: it probes the adapter until its
+// process exits or ctx ends. Probes come at a fast cadence until the
+// adapter is healthy, then every HealthInterval.
+func (in *instance) Watch(ctx context.Context, r *running) error {
 	cfg := in.m.cfg
-	identity := csipb.NewIdentityClient(r.conn)
+	identity := csipb.NewIdentityClient(r.Val)
 	fast := cfg.ProbeStart
 	for {
 		pctx, cancel := context.WithTimeout(ctx, cfg.ProbeTimeout)
@@ -169,8 +110,8 @@ func (in *instance) watch(ctx context.Context, r *running) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if r.proc.Exited() {
-			return fmt.Errorf("adapter process (pid %d) exited", r.pid)
+		if r.Proc.Exited() {
+			return fmt.Errorf("adapter process (pid %d) exited", r.Pid)
 		}
 		next := cfg.HealthInterval
 		switch {
@@ -187,18 +128,13 @@ func (in *instance) watch(ctx context.Context, r *running) error {
 		} else {
 			fast = cfg.ProbeStart
 		}
-		in.markFirstDone()
+		in.sup.Settled()
 		t := time.NewTimer(next)
 		select {
 		case <-t.C:
-		case <-r.proc.Adapter().Done():
+		case <-r.Proc.Adapter().Done():
 			t.Stop()
-			return fmt.Errorf("adapter process (pid %d) exited", r.pid)
-		case gen := <-in.restart:
-			t.Stop()
-			if gen == r.gen {
-				return fmt.Errorf("adapter (pid %d) stopped answering calls", r.pid)
-			}
+			return fmt.Errorf("adapter process (pid %d) exited", r.Pid)
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
@@ -206,69 +142,47 @@ func (in *instance) watch(ctx context.Context, r *running) error {
 	}
 }
 
-// acquire returns the running process, waiting for the supervisor to
-// (re)start it until ctx ends.
-func (in *instance) acquire(ctx context.Context) (*running, error) {
-	for {
-		in.mu.Lock()
-		cur, ready, fatal, lastErr, reason := in.cur, in.ready, in.fatal, in.lastErr, in.state.Reason
-		in.mu.Unlock()
-		switch {
-		case fatal != nil:
-			return nil, fmt.Errorf("%w: %w", ErrAdapterFailed, fatal)
-		case in.m.ctx.Err() != nil:
-			return nil, ErrShutdown
-		case cur != nil:
-			return cur, nil
-		}
-		select {
-		case <-ready:
-		case <-ctx.Done():
-			cause := fmt.Errorf("storage adapter %q (%s) while waiting: %w", in.a.Name, reason, ctx.Err())
-			if lastErr != nil {
-				cause = fmt.Errorf("%w; last failure: %w", cause, lastErr)
-			}
-			return nil, fmt.Errorf("%w: %w", ErrAdapterUnavailable, cause)
-		case <-in.m.ctx.Done():
-			return nil, ErrShutdown
-		}
-	}
-}
-
-// gone is how a caller reports that r's process is gone: calls wait for
-// the next process from now on, and the supervisor restarts.
-func (in *instance) gone(r *running) {
-	in.clearCurrent(r)
-	select {
-	case in.restart <- r.gen:
-	default:
-	}
-}
-
-func (in *instance) setRunning(r *running) {
+// Up implements pluginsup.Observer: the adapter runs, not yet probed.
+func (in *instance) Up(r *running, reattached bool) {
 	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.cur = r
-	in.lastErr = nil
 	if in.starts > 0 {
 		in.state.Restarts++
 	}
 	in.starts++
-	in.state.Running, in.state.Healthy, in.state.Pid = true, false, r.pid
+	in.state.Running, in.state.Healthy, in.state.Pid = true, false, r.Pid
 	in.state.Reason = "not probed yet"
-	in.state.APIVersion = r.proc.Adapter().APIVersion()
+	in.state.APIVersion = r.Proc.Adapter().APIVersion()
 	in.state.Since = time.Now()
-	select {
-	case <-in.ready:
-	default:
-		close(in.ready)
+	in.mu.Unlock()
+	kind := EventStarted
+	if reattached {
+		kind = EventReattached
 	}
+	in.m.publish(Event{Adapter: in.a.Name, Kind: kind, Pid: r.Pid})
+	in.logger.Info("storage adapter running", "pid", r.Pid, "reattached", reattached, "api_version", r.Proc.Adapter().APIVersion())
+}
+
+// Down implements pluginsup.Observer: no process runs, and an event says
+// why.
+func (in *instance) Down(d pluginsup.Down) {
+	in.mu.Lock()
+	in.state.Failed = in.state.Failed || d.Failed
+	if in.state.Running || in.state.Healthy {
+		in.state.Since = time.Now()
+	}
+	in.state.Running, in.state.Healthy, in.state.Pid, in.state.Reason = false, false, 0, d.Reason
+	in.mu.Unlock()
+	ev := Event{Adapter: in.a.Name, Kind: EventStartFailed, Reason: pluginsup.OneLine(d.Err), Delay: d.Delay}
+	if d.Pid != 0 {
+		ev.Kind, ev.Pid, ev.Reason = EventExited, d.Pid, d.Cause.Error()
+	}
+	in.m.publish(ev)
 }
 
 // setHealth records a probe's outcome for r and publishes a change.
 func (in *instance) setHealth(r *running, healthy bool, reason string) {
 	in.mu.Lock()
-	if in.cur != r || (in.state.Healthy == healthy && in.state.Reason == reason) {
+	if in.sup.Current() != r || (in.state.Healthy == healthy && in.state.Reason == reason) {
 		in.mu.Unlock()
 		return
 	}
@@ -286,47 +200,7 @@ func (in *instance) setHealth(r *running, healthy bool, reason string) {
 		kind = EventUnhealthy
 		in.logger.Warn("storage adapter unhealthy", "reason", reason)
 	}
-	in.m.publish(Event{Adapter: in.a.Name, Kind: kind, Pid: r.pid, Reason: reason})
-}
-
-// setDown records that no process runs, because of err.
-func (in *instance) setDown(err error, reason string) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.lastErr = err
-	if in.state.Running || in.state.Healthy {
-		in.state.Since = time.Now()
-	}
-	in.state.Running, in.state.Healthy, in.state.Pid, in.state.Reason = false, false, 0, reason
-}
-
-// clearCurrent forgets r if it is still the running process.
-func (in *instance) clearCurrent(r *running) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.cur == r {
-		in.cur = nil
-		in.ready = make(chan struct{})
-	}
-}
-
-// takeCurrent forgets and returns the running process, for Shutdown.
-func (in *instance) takeCurrent() *running {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	r := in.cur
-	if r != nil {
-		in.cur = nil
-		in.ready = make(chan struct{})
-	}
-	return r
-}
-
-func (in *instance) nextGen() uint64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.gen++
-	return in.gen
+	in.m.publish(Event{Adapter: in.a.Name, Kind: kind, Pid: r.Pid, Reason: reason})
 }
 
 func (in *instance) currentState() State {
@@ -334,24 +208,3 @@ func (in *instance) currentState() State {
 	defer in.mu.Unlock()
 	return in.state
 }
-
-// fail records a failure that no restart fixes.
-func (in *instance) fail(err error) {
-	in.mu.Lock()
-	in.fatal = err
-	in.state.Failed = true
-	in.mu.Unlock()
-	in.setDown(err, oneLine(err))
-	in.logger.Error("storage adapter config is invalid; the adapter stays down until the agent config is fixed", "error", err)
-	in.m.publish(Event{Adapter: in.a.Name, Kind: EventStartFailed, Reason: oneLine(err)})
-}
-
-func (in *instance) fatalErr() error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.fatal
-}
-
-// oneLine is err's message on one line (go-plugin's start errors span
-// several), for a health reason shown in a table.
-func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

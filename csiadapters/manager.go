@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 
 	"berth.dev/berth/internal/pluginproc"
-	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/version"
 )
@@ -90,17 +88,9 @@ func (c *Config) setDefaults() {
 type Manager struct {
 	cfg       Config
 	logger    hclog.Logger
+	sup       *pluginsup.Supervisor[*sdk.StoragePlugin, *grpc.ClientConn]
 	instances map[string]*instance
 	events    hub
-
-	// ctx ends the supervisors; Shutdown cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	started  bool
-	stopping bool
 }
 
 // New returns a manager for cfg.Adapters. It starts nothing.
@@ -112,18 +102,22 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("csiadapters: Config.DataDir is required")
 	}
 	cfg.setDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, logger: cfg.Logger, instances: map[string]*instance{}, ctx: ctx, cancel: cancel}
+	m := &Manager{
+		cfg:    cfg,
+		logger: cfg.Logger,
+		sup: pluginsup.New[*sdk.StoragePlugin, *grpc.ClientConn](pluginsup.Config{
+			Kind: socketKind, Noun: "storage adapter", LogKey: "adapter", Logger: cfg.Logger,
+			StartTimeout: cfg.StartTimeout, Backoff: cfg.Backoff, ResetAfter: cfg.ResetAfter,
+			BerthVersion: cfg.BerthVersion, Records: adapterRecords{cfg.Store}, Errors: supervisorErrors,
+		}),
+		instances: map[string]*instance{},
+	}
 	for _, a := range cfg.Adapters {
-		if a.Name == "" {
-			cancel()
-			return nil, errors.New("csiadapters: an adapter in the catalog has no name")
+		in, err := newInstance(m, a)
+		if err != nil {
+			return nil, fmt.Errorf("csiadapters: %w", err)
 		}
-		if _, dup := m.instances[a.Name]; dup {
-			cancel()
-			return nil, fmt.Errorf("csiadapters: adapter %q is twice in the catalog", a.Name)
-		}
-		m.instances[a.Name] = newInstance(m, a)
+		m.instances[a.Name] = in
 	}
 	return m, nil
 }
@@ -138,23 +132,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	if os.Getenv(sdk.StorageHandshake.MagicCookieKey) != "" || os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
 		return errors.New("csiadapters: refusing to launch storage adapters from inside a plugin process")
 	}
-	m.mu.Lock()
-	switch {
-	case m.stopping:
-		m.mu.Unlock()
-		return ErrShutdown
-	case m.started:
-		m.mu.Unlock()
-		return errors.New("csiadapters: manager already started")
-	}
-	m.started = true
-	m.mu.Unlock()
+	return m.sup.Start(ctx, m.loadRecords)
+}
 
+// loadRecords returns the reattach records of the catalog's adapters and
+// stops the processes of those no longer in it.
+func (m *Manager) loadRecords() map[string]*pluginsup.Record {
 	records, err := m.cfg.Store.StorageAdapters()
 	if err != nil {
 		m.logger.Warn("some storage adapter reattach records are unreadable; those adapters start afresh", "error", err)
 	}
-	byName := map[string]*pb.StorageAdapterRecord{}
+	byName := map[string]*pluginsup.Record{}
 	for _, r := range records {
 		if _, known := m.instances[r.GetName()]; !known {
 			// Its process is not ours to keep: stop it if it is there.
@@ -162,33 +150,13 @@ func (m *Manager) Start(ctx context.Context) error {
 			stopStale(m, r)
 			continue
 		}
-		byName[r.GetName()] = r
+		byName[r.GetName()] = pluginsup.RecordFromPB(r, r.GetConfigDigest())
 	}
-	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
-		in, rec := m.instances[name], byName[name]
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			in.run(m.ctx, rec)
-		}()
-	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
-		in := m.instances[name]
-		select {
-		case <-in.firstDone:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for storage adapter %q to start: %w", name, ctx.Err())
-		}
-		if err := in.fatalErr(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return byName
 }
 
 // Names returns the adapters' names, sorted.
-func (m *Manager) Names() []string { return slices.Sorted(maps.Keys(m.instances)) }
+func (m *Manager) Names() []string { return m.sup.Names() }
 
 // Adapter returns the handle of the adapter name, or ErrUnknownAdapter.
 func (m *Manager) Adapter(name string) (*Handle, error) {
@@ -212,47 +180,12 @@ func (m *Manager) publish(ev Event) {
 // deleting their reattach records: a client that stops on purpose leaves
 // nothing running. (One that crashes leaves the processes and records,
 // and the next manager reattaches.) It is safe to call more than once.
-func (m *Manager) Shutdown(context.Context) error {
-	m.mu.Lock()
-	if m.stopping {
-		m.mu.Unlock()
-		return nil
-	}
-	m.stopping = true
-	m.mu.Unlock()
-	m.cancel()
-	m.wg.Wait()
-	var wg sync.WaitGroup
-	for _, in := range m.instances {
-		r := in.takeCurrent()
-		if r == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.stop()
-			m.deleteRecord(in.a.Name)
-			in.logger.Info("storage adapter stopped", "pid", r.pid)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
+func (m *Manager) Shutdown(context.Context) error { return m.sup.Shutdown(nil) }
 
 // abandon stops supervising without stopping the adapters and keeps their
 // reattach records, as a crashed client would: tests use it to restart a
 // client against live adapters.
-func (m *Manager) abandon() {
-	m.mu.Lock()
-	m.stopping = true
-	m.mu.Unlock()
-	m.cancel()
-	m.wg.Wait()
-	for _, in := range m.instances {
-		in.takeCurrent()
-	}
-}
+func (m *Manager) abandon() { m.sup.Abandon() }
 
 func (m *Manager) deleteRecord(name string) {
 	if err := m.cfg.Store.DeleteStorageAdapter(name); err != nil {

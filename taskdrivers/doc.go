@@ -44,7 +44,10 @@
 // stderr lines are quoted), speaks another protocol version or dies later
 // is reported as the driver's health and log error, and retried with
 // capped exponential Backoff; the other drivers and the agent carry on. An
-// invalid plugin config is not retried: Start returns it.
+// invalid plugin config is not retried: Start returns it. This supervision
+// (launch or reattach, restart, shutdown) is internal/pluginsup, shared
+// with the storage adapters of csiadapters; this package adds the
+// driver's setup, its fingerprint and its tasks.
 //
 // # What survives what
 //

@@ -47,7 +47,7 @@ func (d *Driver) Capabilities(ctx context.Context) (*driverpb.DriverCapabilities
 	if err != nil {
 		return nil, err
 	}
-	return r.caps, nil
+	return r.Val.caps, nil
 }
 
 // HonoursMounts reports whether the running plugin gives a task the mounts
@@ -60,7 +60,7 @@ func (d *Driver) HonoursMounts(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return sdk.MountsSupported(r.client.APIVersion(), r.caps), nil
+	return sdk.MountsSupported(r.Val.client.APIVersion(), r.Val.caps), nil
 }
 
 // TaskConfigSpec returns the spec to validate a job's config block for this
@@ -70,7 +70,7 @@ func (d *Driver) TaskConfigSpec(ctx context.Context) (sdk.ConfigSpec, error) {
 	if err != nil {
 		return sdk.ConfigSpec{}, err
 	}
-	return sdk.ConfigSpec{Plugin: d.in.p.Name, Scope: sdk.ScopeTaskConfig, Schema: r.schemas.GetTask()}, nil
+	return sdk.ConfigSpec{Plugin: d.in.p.Name, Scope: sdk.ScopeTaskConfig, Schema: r.Val.schemas.GetTask()}, nil
 }
 
 // StartTask starts a task and persists its handle before returning it. It
@@ -98,7 +98,7 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	if err := d.checkMounts(r, cfg); err != nil {
 		return nil, err
 	}
-	h, err := r.client.StartTask(ctx, cfg)
+	h, err := r.Val.client.StartTask(ctx, cfg)
 	if err != nil {
 		switch {
 		case errors.Is(err, sdk.ErrPluginShutdown):
@@ -125,8 +125,8 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 // mounts existed would not: it would start the task without them.
 func (d *Driver) checkMounts(r *running, cfg *driverpb.TaskConfig) error {
 	mounts := cfg.GetMounts()
-	v := r.client.APIVersion()
-	if len(mounts) == 0 || sdk.MountsSupported(v, r.caps) {
+	v := r.Val.client.APIVersion()
+	if len(mounts) == 0 || sdk.MountsSupported(v, r.Val.caps) {
 		return nil
 	}
 	why := "does not advertise the mount_volumes capability"
@@ -145,7 +145,7 @@ func (d *Driver) checkMounts(r *running, cfg *driverpb.TaskConfig) error {
 func (d *Driver) destroyUnrecorded(ctx context.Context, r *running, id, why string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.in.m.cfg.CleanupTimeout)
 	defer cancel()
-	if err := r.client.DestroyTask(dctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
+	if err := r.Val.client.DestroyTask(dctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
 		d.in.logger.Error("the task of a failed start could not be destroyed; it may run unsupervised",
 			"task_id", id, "failure", why, "error", err, "cleanup_timeout", d.in.m.cfg.CleanupTimeout)
 	}
@@ -240,7 +240,7 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 			yield(nil, err)
 			return
 		}
-		for u, err := range r.client.TaskStats(ctx, taskID, interval) {
+		for u, err := range r.Val.client.TaskStats(ctx, taskID, interval) {
 			if errors.Is(err, sdk.ErrPluginShutdown) {
 				d.in.gone(r)
 			}
@@ -263,7 +263,7 @@ func (d *Driver) TaskEvents(ctx context.Context) iter.Seq2[*driverpb.TaskEvent, 
 				return
 			}
 			var streamErr error
-			for ev, err := range r.client.TaskEvents(ctx) {
+			for ev, err := range r.Val.client.TaskEvents(ctx) {
 				if err != nil {
 					streamErr = err
 					break
@@ -301,7 +301,7 @@ func (d *Driver) call(ctx context.Context, taskID string, fn func(*sdk.DriverCli
 		if failed != nil && taskID != "" {
 			d.ensureRecovered(ctx, r, taskID)
 		}
-		err = fn(r.client)
+		err = fn(r.Val.client)
 		if !errors.Is(err, sdk.ErrPluginShutdown) || ctx.Err() != nil {
 			return err
 		}
@@ -318,7 +318,7 @@ func (d *Driver) once(ctx context.Context, fn func(*sdk.DriverClient) error) err
 	if err != nil {
 		return err
 	}
-	err = fn(r.client)
+	err = fn(r.Val.client)
 	if errors.Is(err, sdk.ErrPluginShutdown) {
 		d.in.gone(r)
 	}
@@ -332,7 +332,7 @@ func (d *Driver) ensureRecovered(ctx context.Context, r *running, taskID string)
 	if err != nil || !ok {
 		return
 	}
-	if err := r.client.RecoverTask(ctx, rec.GetHandle()); err != nil {
+	if err := r.Val.client.RecoverTask(ctx, rec.GetHandle()); err != nil {
 		d.in.logger.Debug("recovering task before repeating a call", "task_id", taskID, "error", err)
 	}
 }

@@ -53,9 +53,6 @@ func (in *instance) update(fn func(*pb.DriverInfo)) {
 // A plugin that is not there is also not detected.
 func (in *instance) setDown(err error, desc string) {
 	absent := errors.Is(err, ErrPluginMissing) || errors.Is(err, ErrPluginNotExecutable)
-	in.mu.Lock()
-	in.lastErr = err
-	in.mu.Unlock()
 	in.update(func(i *pb.DriverInfo) {
 		i.Detected = !absent
 		i.Healthy = false
@@ -76,12 +73,12 @@ func (in *instance) setUnhealthy(desc string) {
 // applyFingerprint turns a fingerprint of r into the DriverInfo.
 func (in *instance) applyFingerprint(r *running, fp *driverpb.DriverFingerprint) {
 	in.update(func(i *pb.DriverInfo) {
-		i.Version = r.version
+		i.Version = r.Val.version
 		i.Attributes = maps.Clone(fp.GetAttributes())
 		// The task schema goes to the servers so a job's config block is
 		// checked when it is registered, not when its task fails to start.
-		i.TaskSchema = r.schemas.GetTask()
-		i.MountVolumes = sdk.MountsSupported(r.client.APIVersion(), r.caps)
+		i.TaskSchema = r.Val.schemas.GetTask()
+		i.MountVolumes = sdk.MountsSupported(r.Val.client.APIVersion(), r.Val.caps)
 		i.HealthDescription = fp.GetHealthDescription()
 		switch fp.GetHealth() {
 		case driverpb.Health_HEALTH_HEALTHY:

@@ -346,13 +346,11 @@ func healthy(i *pb.DriverInfo) bool { return i.GetHealthy() }
 
 // pluginPid is the pid of the driver's running plugin process, 0 if none.
 func pluginPid(m *Manager, name string) int {
-	in := m.instances[name]
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.cur == nil {
+	r := m.instances[name].sup.Current()
+	if r == nil {
 		return 0
 	}
-	return in.cur.pid
+	return r.Pid
 }
 
 func alive(pid int) bool {

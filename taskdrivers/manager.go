@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/version"
@@ -83,20 +82,14 @@ func (c *Config) setDefaults() {
 type Manager struct {
 	cfg       Config
 	logger    hclog.Logger
+	sup       *pluginsup.Supervisor[*sdk.DriverPlugin, *live]
 	instances map[string]*instance
 	changed   chan struct{}
 	// observe, when set (by tests, before Start), sees every DriverInfo
 	// change in order.
 	observe func(*pb.DriverInfo)
 
-	// ctx ends the supervisors; Shutdown cancels it.
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	started  bool
-	stopping bool
+	mu sync.Mutex
 	// starting holds the IDs of tasks being started, so that two drivers
 	// cannot start tasks with one ID before either handle is persisted.
 	starting map[string]bool
@@ -111,25 +104,23 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("taskdrivers: Config.Store is required")
 	}
 	cfg.setDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		cfg:       cfg,
-		logger:    cfg.Logger,
+		cfg:    cfg,
+		logger: cfg.Logger,
+		sup: pluginsup.New[*sdk.DriverPlugin, *live](pluginsup.Config{
+			Kind: "driver", Noun: "driver plugin", LogKey: "driver", Logger: cfg.Logger,
+			StartTimeout: cfg.StartTimeout, Backoff: cfg.Backoff, ResetAfter: cfg.ResetAfter,
+			BerthVersion: cfg.BerthVersion, Records: pluginRecords{cfg.Store}, Errors: supervisorErrors,
+		}),
 		instances: map[string]*instance{},
 		changed:   make(chan struct{}, 1),
-		ctx:       ctx,
-		cancel:    cancel,
 	}
 	for _, p := range cfg.Plugins {
-		if p.Name == "" {
-			cancel()
-			return nil, errors.New("taskdrivers: a plugin in the catalog has no name")
+		in, err := newInstance(m, p)
+		if err != nil {
+			return nil, fmt.Errorf("taskdrivers: %w", err)
 		}
-		if _, dup := m.instances[p.Name]; dup {
-			cancel()
-			return nil, fmt.Errorf("taskdrivers: driver %q is twice in the catalog", p.Name)
-		}
-		m.instances[p.Name] = newInstance(m, p)
+		m.instances[p.Name] = in
 	}
 	return m, nil
 }
@@ -144,54 +135,27 @@ func (m *Manager) Start(ctx context.Context) error {
 	if os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
 		return ErrNestedPlugin
 	}
-	m.mu.Lock()
-	switch {
-	case m.stopping:
-		m.mu.Unlock()
-		return ErrShutdown
-	case m.started:
-		m.mu.Unlock()
-		return errors.New("taskdrivers: manager already started")
-	}
-	m.started = true
-	m.mu.Unlock()
+	return m.sup.Start(ctx, m.loadRecords)
+}
 
+// loadRecords returns the reattach records of the catalog's drivers and
+// forgets those of drivers no longer in it.
+func (m *Manager) loadRecords() map[string]*pluginsup.Record {
 	records, err := m.cfg.Store.DriverPlugins()
 	if err != nil {
 		m.logger.Warn("some driver plugin reattach records are unreadable; those plugins start afresh", "error", err)
 	}
-	byName := map[string]*pb.DriverPluginRecord{}
+	byName := map[string]*pluginsup.Record{}
 	for _, r := range records {
 		if _, known := m.instances[r.GetName()]; !known {
 			m.logger.Info("forgetting reattach record of a driver no longer in the catalog", "driver", r.GetName(), "pid", r.GetReattach().GetPid())
 			m.deleteRecord(r.GetName())
 			continue
 		}
-		byName[r.GetName()] = r
+		byName[r.GetName()] = pluginsup.RecordFromPB(r, "")
 	}
 	m.warnOrphanHandles()
-
-	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
-		in, rec := m.instances[name], byName[name]
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			in.run(m.ctx, rec)
-		}()
-	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(m.instances)) {
-		in := m.instances[name]
-		select {
-		case <-in.firstDone:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for driver %q to start: %w", name, ctx.Err())
-		}
-		if err := in.fatalErr(); err != nil && isConfigError(err) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return byName
 }
 
 // reserve claims a task ID for a StartTask until the returned func is
@@ -202,7 +166,7 @@ func (m *Manager) reserve(id string) (func(), error) {
 	defer m.mu.Unlock()
 	// Checked under mu, so no start begins once Shutdown has looked for
 	// starts under way.
-	if m.stopping {
+	if m.sup.Stopping() {
 		return nil, ErrShutdown
 	}
 	if m.starting[id] {
@@ -286,65 +250,32 @@ func (m *Manager) Driver(name string) (*Driver, error) {
 // recover). ctx bounds the wait for starts and the task stops; the plugins
 // are stopped regardless. It is safe to call more than once.
 func (m *Manager) Shutdown(ctx context.Context) error {
-	m.mu.Lock()
-	if m.stopping {
+	return m.sup.Shutdown(func(started bool) error {
+		m.mu.Lock()
+		startsDone := m.startsDone
 		m.mu.Unlock()
-		return nil
-	}
-	m.stopping = true
-	started := m.started
-	startsDone := m.startsDone
-	m.mu.Unlock()
-
-	var errs []error
-	if startsDone != nil {
-		select {
-		case <-startsDone:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("waiting for task starts under way: %w", ctx.Err()))
+		var errs []error
+		if startsDone != nil {
+			select {
+			case <-startsDone:
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("waiting for task starts under way: %w", ctx.Err()))
+			}
 		}
-	}
-	if started && m.cfg.StopTasksOnShutdown {
-		errs = append(errs, m.stopAllTasks(ctx))
-	}
-	err := errors.Join(errs...)
-	m.cancel()
-	m.wg.Wait()
-	var wg sync.WaitGroup
-	for _, in := range m.instances {
-		r := in.takeCurrent()
-		if r == nil {
-			continue
+		if started && m.cfg.StopTasksOnShutdown {
+			errs = append(errs, m.stopAllTasks(ctx))
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.stop()
-			m.deleteRecord(in.p.Name)
-			in.logger.Info("driver plugin stopped", "pid", r.pid)
-		}()
-	}
-	wg.Wait()
-	return err
+		return errors.Join(errs...)
+	})
 }
 
 // abandon stops supervising without stopping the plugins and keeps their
 // reattach records, as a crashed client would: tests use it to restart a
 // client against live plugins.
-func (m *Manager) abandon() {
-	m.mu.Lock()
-	m.stopping = true
-	m.mu.Unlock()
-	m.cancel()
-	m.wg.Wait()
-}
+func (m *Manager) abandon() { m.sup.Abandon() }
 
 // isStopping reports whether Shutdown has begun; StartTask is then refused.
-func (m *Manager) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.stopping
-}
+func (m *Manager) isStopping() bool { return m.sup.Stopping() }
 
 // stopAllTasks stops and destroys every task with a persisted handle.
 func (m *Manager) stopAllTasks(ctx context.Context) error {

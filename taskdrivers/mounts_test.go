@@ -125,11 +125,9 @@ func TestOlderPluginRunsTasksButGetsNoMounts(t *testing.T) {
 // pluginClient is the client of the driver's running plugin.
 func pluginClient(t *testing.T, m *Manager, name string) *sdk.DriverClient {
 	t.Helper()
-	in := m.instances[name]
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.cur == nil {
+	r := m.instances[name].sup.Current()
+	if r == nil {
 		t.Fatalf("driver %s has no running plugin", name)
 	}
-	return in.cur.client
+	return r.Val.client
 }

@@ -6,6 +6,6 @@
 // directories (go-plugin's PLUGIN_UNIX_SOCKET_DIR) that a supervisor creates
 // and removes because a killed plugin cannot remove its own socket.
 //
-// It is internal: plugin authors use sdk/, and the supervisors keep their
-// own policy (what to persist, when a record is stale).
+// It is internal: plugin authors use sdk/. The supervision itself (launch,
+// reattach, restart, shutdown) is internal/pluginsup, built on this.
 package pluginproc
