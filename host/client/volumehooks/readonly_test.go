@@ -20,7 +20,9 @@ import (
 // every mount of it in the group is (and there is one); writable when
 // any task mounts it writable, or no task mounts it at all.
 func TestPublishReadOnlyFollowsEveryMountOfTheVolume(t *testing.T) {
-	ro := func(vol string) *pb.VolumeMount { return &pb.VolumeMount{Volume: vol, Destination: "/d", ReadOnly: true} }
+	ro := func(vol string) *pb.VolumeMount {
+		return &pb.VolumeMount{Volume: vol, Destination: "/d", ReadOnly: true}
+	}
 	rw := func(vol string) *pb.VolumeMount { return &pb.VolumeMount{Volume: vol, Destination: "/d"} }
 	req := func(src string, readOnly bool) *pb.VolumeRequest {
 		return &pb.VolumeRequest{Type: "csi", Source: src, ReadOnly: readOnly}
