@@ -1,0 +1,255 @@
+package acceptance
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/testutil"
+)
+
+// The volume mounts acceptance test: one agent (server and client) as a
+// real process, root, with raw_exec, the isolating exec driver and the
+// built-in hostpath storage adapter, and one single-node-writer volume
+// created through it. Batch jobs use it one after the other (each waits
+// for the last one's claim to be freed):
+//
+//   - an exec task (its own mount namespace, pivot_root into its task
+//     dir) gets the publish target bind-mounted at its volume_mount's
+//     destination and writes a file there;
+//   - an exec task mounting it read_only reads that file, and writing
+//     fails with EROFS;
+//   - a raw_exec task mounting it read_only beside a raw_exec sibling
+//     that mounts it writable: the sibling writes through
+//     $BERTH_VOLUME_DATA (the publish path); the read-only task's
+//     $BERTH_VOLUME_DATA is its own read-only bind in its task dir, where
+//     it reads the sibling's file and writing fails with EROFS; once the
+//     alloc is done no such bind is left on the host;
+//   - a raw_exec task whose group mounts the volume read-only only: the
+//     volume is published read-only, and writing fails with EROFS;
+//   - a last exec task finds the first one's file and none of the writes
+//     that were refused.
+func TestVolumeMountsThroughDrivers(t *testing.T) {
+	testutil.RequireRoot(t, "the exec driver isolates tasks with namespaces and the hostpath plugin bind-mounts volumes")
+	s := startVolumeAgent(t)
+	t.Cleanup(func() { stopAllJobs(t, s, "ex-write", "ex-read", "raw-mixed", "raw-ro", "ex-check") })
+
+	volFile := filepath.Join(t.TempDir(), "vol.hcl")
+	if err := os.WriteFile(volFile, []byte(`
+id           = "mvol"
+plugin_id    = "hostpath"
+capacity_min = "1MiB"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume mvol created", func() error {
+		if out, err := s.cli("volume", "create", volFile); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+
+	// exec, writable: the write lands in the volume.
+	write := runBatch(t, s, "ex-write", volumeTask("w", "exec", false,
+		`echo written-by-exec > /data/hello && cat /data/hello`))
+	if out := taskLog(t, s, write, "w", false); !strings.Contains(out, "written-by-exec") {
+		t.Fatalf("the exec writer's output %q lacks what it wrote", out)
+	}
+
+	// exec, read_only: reads, cannot write.
+	read := runBatch(t, s, "ex-read", volumeTask("r", "exec", true,
+		`cat /data/hello; if echo x > /data/from-exec-reader; then echo WROTE; else echo write-refused; fi`))
+	if out := taskLog(t, s, read, "r", false); !strings.Contains(out, "written-by-exec") || !strings.Contains(out, "write-refused") {
+		t.Fatalf("the read-only exec task's output %q: want the writer's file read and the write refused", out)
+	}
+	if errOut := taskLog(t, s, read, "r", true); !strings.Contains(errOut, "Read-only file system") {
+		t.Fatalf("the read-only exec task's write failed with %q, want EROFS", errOut)
+	}
+
+	// raw_exec, a read-only task beside a writable sibling.
+	mixed := runBatch(t, s, "raw-mixed",
+		volumeTask("w", "raw_exec", false, `echo from-raw-writer > $BERTH_VOLUME_DATA/raw && echo path=$BERTH_VOLUME_DATA`)+
+			volumeTask("r", "raw_exec", true, `until [ -e $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
+				`echo path=${volume.data}; if echo x > $BERTH_VOLUME_DATA/from-raw-reader; then echo WROTE; else echo write-refused; fi`))
+	wOut, rOut := taskLog(t, s, mixed, "w", false), taskLog(t, s, mixed, "r", false)
+	publishPath := filepath.Join(s.dir, "data", "csi", "publish", mixed, "mvol")
+	roPath := filepath.Join(s.dir, "data", "alloc", mixed, "r", "csi-volumes", "mvol")
+	if !strings.Contains(wOut, "path="+publishPath) {
+		t.Fatalf("the writable raw_exec task's output %q, want its volume at the publish path %s", wOut, publishPath)
+	}
+	if !strings.Contains(rOut, "from-raw-writer") || !strings.Contains(rOut, "path="+roPath) || !strings.Contains(rOut, "write-refused") {
+		t.Fatalf("the read-only raw_exec task's output %q: want the sibling's file read at %s and the write refused", rOut, roPath)
+	}
+	if errOut := taskLog(t, s, mixed, "r", true); !strings.Contains(errOut, "Read-only file system") {
+		t.Fatalf("the read-only raw_exec task's write failed with %q, want EROFS", errOut)
+	}
+	eventually(t, 30*time.Second, "no read-only bind left on the host", func() error {
+		if n := mountsUnder(t, filepath.Join(s.dir, "data", "alloc")); len(n) != 0 {
+			return fmt.Errorf("mounts left under the alloc dirs: %v", n)
+		}
+		return nil
+	})
+
+	// raw_exec, every mount read-only: published read-only.
+	ro := runBatch(t, s, "raw-ro", volumeTask("r", "raw_exec", true,
+		`cat $BERTH_VOLUME_DATA/hello; echo path=$BERTH_VOLUME_DATA; if echo x > $BERTH_VOLUME_DATA/from-raw-ro; then echo WROTE; else echo write-refused; fi`))
+	out := taskLog(t, s, ro, "r", false)
+	if !strings.Contains(out, "written-by-exec") || !strings.Contains(out, "write-refused") ||
+		!strings.Contains(out, "path="+filepath.Join(s.dir, "data", "csi", "publish", ro, "mvol")) {
+		t.Fatalf("the read-only-only raw_exec task's output %q: want the file read at its publish path and the write refused", out)
+	}
+	if errOut := taskLog(t, s, ro, "r", true); !strings.Contains(errOut, "Read-only file system") {
+		t.Fatalf("the read-only-only raw_exec task's write failed with %q, want EROFS", errOut)
+	}
+
+	// What the volume holds now: the two writers' files, none of the
+	// refused ones.
+	check := runBatch(t, s, "ex-check", volumeTask("c", "exec", false, `ls /data | sort | tr '\n' ' '`))
+	if out := strings.TrimSpace(taskLog(t, s, check, "c", false)); out != "hello raw" {
+		t.Fatalf("the volume holds %q, want \"hello raw\"", out)
+	}
+}
+
+// startVolumeAgent starts one agent that is the only server and a client,
+// with raw_exec, exec and the built-in hostpath storage adapter, and waits
+// until the adapter's plugin is schedulable.
+func startVolumeAgent(t *testing.T) *agent {
+	t.Helper()
+	a := newAgent(t, "vm1", freePorts(t), `
+server {
+  enabled          = true
+  bootstrap_expect = 1
+}
+client {
+  enabled = true
+}
+plugin "raw_exec" {
+  config { enabled = true }
+}
+plugin "exec" {
+  config { enabled = true }
+}
+plugin "hostpath" {
+  type = "csi"
+}`)
+	t.Cleanup(func() { killLeftoverTasks(a) })
+	a.start()
+	eventually(t, 60*time.Second, "the hostpath adapter schedulable", func() error {
+		p, err := a.plugin("hostpath")
+		if err != nil {
+			return err
+		}
+		if !p.Schedulable || p.NodesHealthy != 1 {
+			return fmt.Errorf("plugin hostpath: schedulable %v, %d healthy nodes", p.Schedulable, p.NodesHealthy)
+		}
+		return nil
+	})
+	return a
+}
+
+// volumeTask is a task of driver that mounts the group's volume "data" at
+// /data (read-only when ro) and runs script under sh.
+func volumeTask(name, driver string, ro bool, script string) string {
+	return fmt.Sprintf(`
+    task %q {
+      driver = %q
+      config {
+        command = "/bin/sh"
+        args    = ["-c", %q]
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/data"
+        read_only   = %t
+      }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }`, name, driver, script, ro)
+}
+
+// runBatch runs a batch job of one group that claims volume mvol and
+// holds tasks, waits for its alloc to complete, and returns the alloc ID.
+func runBatch(t *testing.T, s *agent, id, tasks string) string {
+	t.Helper()
+	runJob(t, s, id, fmt.Sprintf(`
+job %q {
+  type = "batch"
+  group "g" {
+    volume "data" {
+      type            = "csi"
+      source          = "mvol"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+%s
+  }
+}
+`, id, tasks))
+	var alloc string
+	eventually(t, 60*time.Second, id+"'s alloc complete", func() error {
+		allocs, err := s.jobAllocs(id)
+		if err != nil {
+			return err
+		}
+		if len(allocs) != 1 {
+			return fmt.Errorf("%d allocs", len(allocs))
+		}
+		switch allocs[0].ClientStatus {
+		case "complete":
+			alloc = allocs[0].ID
+			return nil
+		case "failed", "lost":
+			out, _ := s.cli("alloc", "status", allocs[0].ID)
+			t.Fatalf("%s's alloc %s: %s\n%s", id, allocs[0].ID, allocs[0].ClientStatus, out)
+		}
+		return fmt.Errorf("alloc %s is %s", allocs[0].ID, allocs[0].ClientStatus)
+	})
+	return alloc
+}
+
+// taskLog is a task's stdout (or stderr).
+func taskLog(t *testing.T, s *agent, alloc, task string, stderr bool) string {
+	t.Helper()
+	args := []string{"alloc", "logs"}
+	if stderr {
+		args = append(args, "-stderr")
+	}
+	out, err := s.cli(append(args, alloc, task)...)
+	if err != nil {
+		t.Fatalf("logs of %s in alloc %s: %v\n%s", task, alloc, err, out)
+	}
+	return out
+}
+
+// mountsUnder lists the mount points of this process's mount namespace
+// (the agent's: it is not isolated) under dir.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	return out
+}
