@@ -24,11 +24,13 @@ import (
 //   - an exec task mounting it read_only reads that file, and writing
 //     fails with EROFS;
 //   - a raw_exec task mounting it read_only beside a raw_exec sibling
-//     that mounts it writable: the sibling writes through
-//     $BERTH_VOLUME_DATA (the publish path); the read-only task's
-//     $BERTH_VOLUME_DATA is its own read-only bind in its task dir, where
-//     it reads the sibling's file and writing fails with EROFS; once the
-//     alloc is done no such bind is left on the host;
+//     that mounts it writable (and an exec one mounting it read_only):
+//     the sibling writes through $BERTH_VOLUME_DATA (the publish path);
+//     the read-only raw_exec task's $BERTH_VOLUME_DATA is its own
+//     read-only bind in its task dir, where it reads the sibling's file
+//     and writing fails with EROFS, as it does for the exec task through
+//     the driver's read-only bind of the writable publish; once the alloc
+//     is done no bind is left on the host;
 //   - a raw_exec task whose group mounts the volume read-only only: the
 //     volume is published read-only, and writing fails with EROFS;
 //   - a last exec task finds the first one's file and none of the writes
@@ -78,7 +80,17 @@ capability {
 	mixed := runBatch(t, s, "raw-mixed",
 		volumeTask("w", "raw_exec", false, `echo from-raw-writer > $BERTH_VOLUME_DATA/raw && echo path=$BERTH_VOLUME_DATA`)+
 			volumeTask("r", "raw_exec", true, `until [ -e $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
-				`echo path=${volume.data}; if echo x > $BERTH_VOLUME_DATA/from-raw-reader; then echo WROTE; else echo write-refused; fi`))
+				`echo path=${volume.data}; if echo x > $BERTH_VOLUME_DATA/from-raw-reader; then echo WROTE; else echo write-refused; fi`)+
+			volumeTask("e", "exec", true, `until [ -e /data/raw ]; do sleep 0.1; done; cat /data/raw; `+
+				`if echo x > /data/from-exec-beside; then echo WROTE; else echo write-refused; fi`))
+	// The exec task's read-only mount is the driver's read-only bind of a
+	// writable publish.
+	if out := taskLog(t, s, mixed, "e", false); !strings.Contains(out, "from-raw-writer") || !strings.Contains(out, "write-refused") {
+		t.Fatalf("the read-only exec task beside a writer: output %q, want the writer's file read and the write refused", out)
+	}
+	if errOut := taskLog(t, s, mixed, "e", true); !strings.Contains(errOut, "Read-only file system") {
+		t.Fatalf("the read-only exec task beside a writer: write failed with %q, want EROFS", errOut)
+	}
 	wOut, rOut := taskLog(t, s, mixed, "w", false), taskLog(t, s, mixed, "r", false)
 	publishPath := filepath.Join(s.dir, "data", "csi", "publish", mixed, "mvol")
 	roPath := filepath.Join(s.dir, "data", "alloc", mixed, "r", "csi-volumes", "mvol")
