@@ -583,9 +583,12 @@ func TestOperatorClaimNodeChoice(t *testing.T) {
 // A report of the state the claim is in already — a restarted client's
 // in-use for every volume it holds published, a node-detached sent again
 // while the attachment detaches — is answered with the claim as it is,
-// without a raft write; a report that moves the claim is still written.
+// without a raft write, also when a follower takes it (it goes to the
+// leader, whose applied state answers); a report that moves the claim is
+// still written.
 func TestClientClaimUpdateOfTheCurrentStateWritesNothing(t *testing.T) {
-	cc := newClaimCluster(t, 1, true)
+	cc := newClaimCluster(t, 3, true)
+	viaFollower := pb.NewClaimsClient(cc.tc.conn(cc.tc.followers(cc.s)[0]))
 	cc.volume(t, "data", snw)
 	n1 := cc.n1.GetId()
 	a := cc.placeWithClaim(t, "web", n1, "data", false)
@@ -613,10 +616,15 @@ func TestClientClaimUpdateOfTheCurrentStateWritesNothing(t *testing.T) {
 			t.Fatalf("in-use again (%d): %d raft writes, claim %v, index %d; want none, in-use, %d", i, writes, up.GetClaim(), up.GetMeta().GetIndex(), inUseIndex)
 		}
 	}
+	before := cc.s.raft.LastIndex()
+	up, err := viaFollower.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data", State: pb.ClaimState_CLAIM_STATE_IN_USE})
+	if err != nil || cc.s.raft.LastIndex() != before || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_IN_USE {
+		t.Fatalf("in-use again through a follower: %v, %v, %d raft writes; want in-use and none", up, err, cc.s.raft.LastIndex()-before)
+	}
 	// A failed try in the current state is news: written.
 	failed := &pb.VolumeError{Message: "probe: not ready", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode(codes.Unavailable)}
-	before := cc.s.raft.LastIndex()
-	up, err := cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data",
+	before = cc.s.raft.LastIndex()
+	up, err = cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data",
 		State: pb.ClaimState_CLAIM_STATE_IN_USE, Error: failed})
 	if err != nil || cc.s.raft.LastIndex() == before || up.GetClaim().GetAttempts() != 1 {
 		t.Fatalf("failed try in the current state: %v, %v, %d writes", up, err, cc.s.raft.LastIndex()-before)
