@@ -2,10 +2,12 @@ package acceptance
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,6 +129,10 @@ capability {
 	check := runBatch(t, s, "ex-check", volumeTask("c", "exec", false, `ls /data | sort | tr '\n' ' '`))
 	if out := strings.TrimSpace(taskLog(t, s, check, "c", false)); out != "hello raw" {
 		t.Fatalf("the volume holds %q, want \"hello raw\"", out)
+	}
+	waitUnclaimed(t, s, "mvol")
+	if m := mountsUnder(t, filepath.Join(s.dir, "data")); len(m) != 0 {
+		t.Fatalf("mounts left under the data dir with the volume unclaimed: %v", m)
 	}
 }
 
@@ -264,4 +270,121 @@ func mountsUnder(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// A raw_exec task's read-only bind survives a restart of its client: the
+// task keeps running and its path stays read-only, with nothing
+// mounted twice; the job's stop removes it.
+func TestReadOnlyBindSurvivesAClientRestart(t *testing.T) {
+	testutil.RequireRoot(t, "the hostpath plugin and the read-only bind mount need root")
+	s := startVolumeAgent(t)
+	t.Cleanup(func() { stopAllJobs(t, s, "raw-keep") })
+	volFile := filepath.Join(t.TempDir(), "vol.hcl")
+	if err := os.WriteFile(volFile, []byte(`
+id           = "mvol"
+plugin_id    = "hostpath"
+capacity_min = "1MiB"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume mvol created", func() error {
+		if out, err := s.cli("volume", "create", volFile); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	runJob(t, s, "raw-keep", fmt.Sprintf(`
+job "raw-keep" {
+  type = "service"
+  group "g" {
+    volume "data" {
+      type            = "csi"
+      source          = "mvol"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+%s
+%s
+  }
+}
+`, volumeTask("w", "raw_exec", false, `echo $$ > local/pid; echo kept > $BERTH_VOLUME_DATA/kept; exec sleep 3600`),
+		volumeTask("r", "raw_exec", true, `echo $$ > local/pid; exec sleep 3600`)))
+	var alloc string
+	eventually(t, 60*time.Second, "raw-keep running", func() error {
+		allocs, err := s.jobAllocs("raw-keep")
+		if err != nil || len(allocs) != 1 || allocs[0].ClientStatus != "running" {
+			return fmt.Errorf("allocs %+v (%v)", allocs, err)
+		}
+		alloc = allocs[0].ID
+		return nil
+	})
+	roPath := filepath.Join(s.dir, "data", "alloc", alloc, "r", "csi-volumes", "mvol")
+	allocDir := filepath.Join(s.dir, "data", "alloc")
+	readOnly := func(when string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "the reader's bind "+when, func() error {
+			if m := mountsUnder(t, allocDir); len(m) != 1 || m[0] != roPath {
+				return fmt.Errorf("mounts under the alloc dirs: %v, want only %s", m, roPath)
+			}
+			if b, err := os.ReadFile(filepath.Join(roPath, "kept")); err != nil || string(b) != "kept\n" {
+				return fmt.Errorf("reading the writer's file through the bind: %q, %v", b, err)
+			}
+			return nil
+		})
+		if err := os.WriteFile(filepath.Join(roPath, "probe"), nil, 0o644); !errors.Is(err, syscall.EROFS) {
+			t.Fatalf("%s: writing through the reader's bind: %v, want EROFS", when, err)
+		}
+	}
+	readOnly("before the restart")
+	var pid int
+	eventually(t, 10*time.Second, "the reader's PID", func() (err error) {
+		pid, err = taskPID(s, alloc, "r")
+		return err
+	})
+
+	s.stop()
+	s.start()
+	eventually(t, 60*time.Second, "raw-keep running after the restart", func() error {
+		allocs, err := s.jobAllocs("raw-keep")
+		if err != nil || len(allocs) != 1 || allocs[0].ID != alloc || allocs[0].ClientStatus != "running" {
+			return fmt.Errorf("allocs %+v (%v)", allocs, err)
+		}
+		return nil
+	})
+	if got, err := taskPID(s, alloc, "r"); err != nil || got != pid || !alive(pid) {
+		// The task events say why (a failed recovery, a kill).
+		status, _ := s.cli("alloc", "status", alloc)
+		t.Fatalf("the reader after the restart: pid %d (%v), alive %v; want %d still running\n%s", got, err, alive(pid), pid, status)
+	}
+	readOnly("after the restart")
+
+	stopJob(t, s, "raw-keep")
+	eventually(t, 30*time.Second, "the reader's bind removed after the stop", func() error {
+		if m := mountsUnder(t, allocDir); len(m) != 0 {
+			return fmt.Errorf("mounts under the alloc dirs: %v", m)
+		}
+		return nil
+	})
+	waitUnclaimed(t, s, "mvol")
+}
+
+// waitUnclaimed waits until volume has no claim left: its last user's
+// teardown (unpublish, unstage, controller unpublish) is done, and the
+// agent can stop with nothing of it mounted.
+func waitUnclaimed(t *testing.T, s *agent, volume string) {
+	t.Helper()
+	eventually(t, 30*time.Second, volume+" unclaimed", func() error {
+		v, err := s.volume(volume)
+		if err != nil {
+			return err
+		}
+		if len(v.Claims) != 0 || len(v.Attachments) != 0 {
+			return fmt.Errorf("claims %+v, attachments %+v", v.Claims, v.Attachments)
+		}
+		return nil
+	})
 }

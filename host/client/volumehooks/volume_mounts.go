@@ -154,6 +154,11 @@ func (h *mountHook) unmountReadOnly(taskDir string) error {
 	var errs []error
 	for _, m := range h.mounts {
 		p := taskReadOnlyPath(taskDir, m.vol.volumeID)
+		if st, err := os.Lstat(filepath.Dir(p)); err != nil || !st.IsDir() {
+			// None made (or a symlink the task put there: what it points
+			// at is not the client's to unmount).
+			continue
+		}
 		if err := unmountAll(p); err != nil {
 			errs = append(errs, fmt.Errorf("removing the read-only mount of volume %q (group volume %q): %w", m.vol.volumeID, m.vol.name, err))
 			continue
