@@ -39,61 +39,44 @@ import (
 //     that were refused.
 func TestVolumeMountsThroughDrivers(t *testing.T) {
 	testutil.RequireRoot(t, "the exec driver isolates tasks with namespaces and the hostpath plugin bind-mounts volumes")
-	s := startVolumeAgent(t)
+	s := startMountAgent(t)
 	t.Cleanup(func() { stopAllJobs(t, s, "ex-write", "ex-read", "raw-mixed", "raw-ro", "ex-check") })
 
-	volFile := filepath.Join(t.TempDir(), "vol.hcl")
-	if err := os.WriteFile(volFile, []byte(`
-id           = "mvol"
-plugin_id    = "hostpath"
-capacity_min = "1MiB"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "volume mvol created", func() error {
-		if out, err := s.cli("volume", "create", volFile); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	})
+	createMountVolume(t, s)
 
 	// exec, writable: the write lands in the volume.
-	write := runBatch(t, s, "ex-write", volumeTask("w", "exec", false,
+	write := runMountBatch(t, s, "ex-write", mountTask("w", "exec", false,
 		`echo written-by-exec > /data/hello && cat /data/hello`))
-	if out := taskLog(t, s, write, "w", false); !strings.Contains(out, "written-by-exec") {
+	if out := mountTaskLog(t, s, write, "w", false); !strings.Contains(out, "written-by-exec") {
 		t.Fatalf("the exec writer's output %q lacks what it wrote", out)
 	}
 
 	// exec, read_only: reads, cannot write.
-	read := runBatch(t, s, "ex-read", volumeTask("r", "exec", true,
+	read := runMountBatch(t, s, "ex-read", mountTask("r", "exec", true,
 		`cat /data/hello; if echo x > /data/from-exec-reader; then echo WROTE; else echo write-refused; fi`))
-	if out := taskLog(t, s, read, "r", false); !strings.Contains(out, "written-by-exec") || !strings.Contains(out, "write-refused") {
+	if out := mountTaskLog(t, s, read, "r", false); !strings.Contains(out, "written-by-exec") || !strings.Contains(out, "write-refused") {
 		t.Fatalf("the read-only exec task's output %q: want the writer's file read and the write refused", out)
 	}
-	if errOut := taskLog(t, s, read, "r", true); !strings.Contains(errOut, "Read-only file system") {
+	if errOut := mountTaskLog(t, s, read, "r", true); !strings.Contains(errOut, "Read-only file system") {
 		t.Fatalf("the read-only exec task's write failed with %q, want EROFS", errOut)
 	}
 
 	// raw_exec, a read-only task beside a writable sibling.
-	mixed := runBatch(t, s, "raw-mixed",
-		volumeTask("w", "raw_exec", false, `echo from-raw-writer > $BERTH_VOLUME_DATA/raw && echo path=$BERTH_VOLUME_DATA`)+
-			volumeTask("r", "raw_exec", true, `until [ -e $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
+	mixed := runMountBatch(t, s, "raw-mixed",
+		mountTask("w", "raw_exec", false, `echo from-raw-writer > $BERTH_VOLUME_DATA/raw && echo path=$BERTH_VOLUME_DATA`)+
+			mountTask("r", "raw_exec", true, `until [ -e $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
 				`echo path=${volume.data}; if echo x > $BERTH_VOLUME_DATA/from-raw-reader; then echo WROTE; else echo write-refused; fi`)+
-			volumeTask("e", "exec", true, `until [ -e /data/raw ]; do sleep 0.1; done; cat /data/raw; `+
+			mountTask("e", "exec", true, `until [ -e /data/raw ]; do sleep 0.1; done; cat /data/raw; `+
 				`if echo x > /data/from-exec-beside; then echo WROTE; else echo write-refused; fi`))
 	// The exec task's read-only mount is the driver's read-only bind of a
 	// writable publish.
-	if out := taskLog(t, s, mixed, "e", false); !strings.Contains(out, "from-raw-writer") || !strings.Contains(out, "write-refused") {
+	if out := mountTaskLog(t, s, mixed, "e", false); !strings.Contains(out, "from-raw-writer") || !strings.Contains(out, "write-refused") {
 		t.Fatalf("the read-only exec task beside a writer: output %q, want the writer's file read and the write refused", out)
 	}
-	if errOut := taskLog(t, s, mixed, "e", true); !strings.Contains(errOut, "Read-only file system") {
+	if errOut := mountTaskLog(t, s, mixed, "e", true); !strings.Contains(errOut, "Read-only file system") {
 		t.Fatalf("the read-only exec task beside a writer: write failed with %q, want EROFS", errOut)
 	}
-	wOut, rOut := taskLog(t, s, mixed, "w", false), taskLog(t, s, mixed, "r", false)
+	wOut, rOut := mountTaskLog(t, s, mixed, "w", false), mountTaskLog(t, s, mixed, "r", false)
 	publishPath := filepath.Join(s.dir, "data", "csi", "publish", mixed, "mvol")
 	roPath := filepath.Join(s.dir, "data", "alloc", mixed, "r", "csi-volumes", "mvol")
 	if !strings.Contains(wOut, "path="+publishPath) {
@@ -102,44 +85,44 @@ capability {
 	if !strings.Contains(rOut, "from-raw-writer") || !strings.Contains(rOut, "path="+roPath) || !strings.Contains(rOut, "write-refused") {
 		t.Fatalf("the read-only raw_exec task's output %q: want the sibling's file read at %s and the write refused", rOut, roPath)
 	}
-	if errOut := taskLog(t, s, mixed, "r", true); !strings.Contains(errOut, "Read-only file system") {
+	if errOut := mountTaskLog(t, s, mixed, "r", true); !strings.Contains(errOut, "Read-only file system") {
 		t.Fatalf("the read-only raw_exec task's write failed with %q, want EROFS", errOut)
 	}
 	eventually(t, 30*time.Second, "no read-only bind left on the host", func() error {
-		if n := mountsUnder(t, filepath.Join(s.dir, "data", "alloc")); len(n) != 0 {
+		if n := mountPointsUnder(t, filepath.Join(s.dir, "data", "alloc")); len(n) != 0 {
 			return fmt.Errorf("mounts left under the alloc dirs: %v", n)
 		}
 		return nil
 	})
 
 	// raw_exec, every mount read-only: published read-only.
-	ro := runBatch(t, s, "raw-ro", volumeTask("r", "raw_exec", true,
+	ro := runMountBatch(t, s, "raw-ro", mountTask("r", "raw_exec", true,
 		`cat $BERTH_VOLUME_DATA/hello; echo path=$BERTH_VOLUME_DATA; if echo x > $BERTH_VOLUME_DATA/from-raw-ro; then echo WROTE; else echo write-refused; fi`))
-	out := taskLog(t, s, ro, "r", false)
+	out := mountTaskLog(t, s, ro, "r", false)
 	if !strings.Contains(out, "written-by-exec") || !strings.Contains(out, "write-refused") ||
 		!strings.Contains(out, "path="+filepath.Join(s.dir, "data", "csi", "publish", ro, "mvol")) {
 		t.Fatalf("the read-only-only raw_exec task's output %q: want the file read at its publish path and the write refused", out)
 	}
-	if errOut := taskLog(t, s, ro, "r", true); !strings.Contains(errOut, "Read-only file system") {
+	if errOut := mountTaskLog(t, s, ro, "r", true); !strings.Contains(errOut, "Read-only file system") {
 		t.Fatalf("the read-only-only raw_exec task's write failed with %q, want EROFS", errOut)
 	}
 
 	// What the volume holds now: the two writers' files, none of the
 	// refused ones.
-	check := runBatch(t, s, "ex-check", volumeTask("c", "exec", false, `ls /data | sort | tr '\n' ' '`))
-	if out := strings.TrimSpace(taskLog(t, s, check, "c", false)); out != "hello raw" {
+	check := runMountBatch(t, s, "ex-check", mountTask("c", "exec", false, `ls /data | sort | tr '\n' ' '`))
+	if out := strings.TrimSpace(mountTaskLog(t, s, check, "c", false)); out != "hello raw" {
 		t.Fatalf("the volume holds %q, want \"hello raw\"", out)
 	}
-	waitUnclaimed(t, s, "mvol")
-	if m := mountsUnder(t, filepath.Join(s.dir, "data")); len(m) != 0 {
+	waitMountVolumeFreed(t, s, "mvol")
+	if m := mountPointsUnder(t, filepath.Join(s.dir, "data")); len(m) != 0 {
 		t.Fatalf("mounts left under the data dir with the volume unclaimed: %v", m)
 	}
 }
 
-// startVolumeAgent starts one agent that is the only server and a client,
+// startMountAgent starts one agent that is the only server and a client,
 // with raw_exec, exec and the built-in hostpath storage adapter, and waits
 // until the adapter's plugin is schedulable.
-func startVolumeAgent(t *testing.T) *agent {
+func startMountAgent(t *testing.T) *agent {
 	t.Helper()
 	a := newAgent(t, "vm1", freePorts(t), `
 server {
@@ -173,9 +156,33 @@ plugin "hostpath" {
 	return a
 }
 
-// volumeTask is a task of driver that mounts the group's volume "data" at
+// createMountVolume creates volume mvol (single-node-writer, 1 MiB)
+// through the hostpath adapter.
+func createMountVolume(t *testing.T, s *agent) {
+	t.Helper()
+	volFile := filepath.Join(t.TempDir(), "vol.hcl")
+	if err := os.WriteFile(volFile, []byte(`
+id           = "mvol"
+plugin_id    = "hostpath"
+capacity_min = "1MiB"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "volume mvol created", func() error {
+		if out, err := s.cli("volume", "create", volFile); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// mountTask is a task of driver that mounts the group's volume "data" at
 // /data (read-only when ro) and runs script under sh.
-func volumeTask(name, driver string, ro bool, script string) string {
+func mountTask(name, driver string, ro bool, script string) string {
 	return fmt.Sprintf(`
     task %q {
       driver = %q
@@ -195,9 +202,9 @@ func volumeTask(name, driver string, ro bool, script string) string {
     }`, name, driver, script, ro)
 }
 
-// runBatch runs a batch job of one group that claims volume mvol and
+// runMountBatch runs a batch job of one group that claims volume mvol and
 // holds tasks, waits for its alloc to complete, and returns the alloc ID.
-func runBatch(t *testing.T, s *agent, id, tasks string) string {
+func runMountBatch(t *testing.T, s *agent, id, tasks string) string {
 	t.Helper()
 	runJob(t, s, id, fmt.Sprintf(`
 job %q {
@@ -239,8 +246,8 @@ job %q {
 	return alloc
 }
 
-// taskLog is a task's stdout (or stderr).
-func taskLog(t *testing.T, s *agent, alloc, task string, stderr bool) string {
+// mountTaskLog is a task's stdout (or stderr).
+func mountTaskLog(t *testing.T, s *agent, alloc, task string, stderr bool) string {
 	t.Helper()
 	args := []string{"alloc", "logs"}
 	if stderr {
@@ -253,9 +260,9 @@ func taskLog(t *testing.T, s *agent, alloc, task string, stderr bool) string {
 	return out
 }
 
-// mountsUnder lists the mount points of this process's mount namespace
+// mountPointsUnder lists the mount points of this process's mount namespace
 // (the agent's: it is not isolated) under dir.
-func mountsUnder(t *testing.T, dir string) []string {
+func mountPointsUnder(t *testing.T, dir string) []string {
 	t.Helper()
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -277,26 +284,9 @@ func mountsUnder(t *testing.T, dir string) []string {
 // mounted twice; the job's stop removes it.
 func TestReadOnlyBindSurvivesAClientRestart(t *testing.T) {
 	testutil.RequireRoot(t, "the hostpath plugin and the read-only bind mount need root")
-	s := startVolumeAgent(t)
+	s := startMountAgent(t)
 	t.Cleanup(func() { stopAllJobs(t, s, "raw-keep") })
-	volFile := filepath.Join(t.TempDir(), "vol.hcl")
-	if err := os.WriteFile(volFile, []byte(`
-id           = "mvol"
-plugin_id    = "hostpath"
-capacity_min = "1MiB"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "volume mvol created", func() error {
-		if out, err := s.cli("volume", "create", volFile); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	})
+	createMountVolume(t, s)
 	runJob(t, s, "raw-keep", fmt.Sprintf(`
 job "raw-keep" {
   type = "service"
@@ -311,8 +301,8 @@ job "raw-keep" {
 %s
   }
 }
-`, volumeTask("w", "raw_exec", false, `echo $$ > local/pid; echo kept > $BERTH_VOLUME_DATA/kept; exec sleep 3600`),
-		volumeTask("r", "raw_exec", true, `echo $$ > local/pid; exec sleep 3600`)))
+`, mountTask("w", "raw_exec", false, `echo $$ > local/pid; echo kept > $BERTH_VOLUME_DATA/kept; exec sleep 3600`),
+		mountTask("r", "raw_exec", true, `echo $$ > local/pid; exec sleep 3600`)))
 	var alloc string
 	eventually(t, 60*time.Second, "raw-keep running", func() error {
 		allocs, err := s.jobAllocs("raw-keep")
@@ -327,7 +317,7 @@ job "raw-keep" {
 	readOnly := func(when string) {
 		t.Helper()
 		eventually(t, 10*time.Second, "the reader's bind "+when, func() error {
-			if m := mountsUnder(t, allocDir); len(m) != 1 || m[0] != roPath {
+			if m := mountPointsUnder(t, allocDir); len(m) != 1 || m[0] != roPath {
 				return fmt.Errorf("mounts under the alloc dirs: %v, want only %s", m, roPath)
 			}
 			if b, err := os.ReadFile(filepath.Join(roPath, "kept")); err != nil || string(b) != "kept\n" {
@@ -364,18 +354,18 @@ job "raw-keep" {
 
 	stopJob(t, s, "raw-keep")
 	eventually(t, 30*time.Second, "the reader's bind removed after the stop", func() error {
-		if m := mountsUnder(t, allocDir); len(m) != 0 {
+		if m := mountPointsUnder(t, allocDir); len(m) != 0 {
 			return fmt.Errorf("mounts under the alloc dirs: %v", m)
 		}
 		return nil
 	})
-	waitUnclaimed(t, s, "mvol")
+	waitMountVolumeFreed(t, s, "mvol")
 }
 
-// waitUnclaimed waits until volume has no claim left: its last user's
+// waitMountVolumeFreed waits until volume has no claim left: its last user's
 // teardown (unpublish, unstage, controller unpublish) is done, and the
 // agent can stop with nothing of it mounted.
-func waitUnclaimed(t *testing.T, s *agent, volume string) {
+func waitMountVolumeFreed(t *testing.T, s *agent, volume string) {
 	t.Helper()
 	eventually(t, 30*time.Second, volume+" unclaimed", func() error {
 		v, err := s.volume(volume)
