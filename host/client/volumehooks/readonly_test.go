@@ -154,19 +154,19 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 		t.Fatalf("writing through the read-only bind: %v, want EROFS", err)
 	}
 	// A recovered task keeps its bind (it may be in it).
-	if _, _, again := prestart(reader, true); again != rpath || !mounted(t, rpath) {
-		t.Fatalf("recovered prestart: path %q, mounted %v", again, mounted(t, rpath))
+	if _, _, again := prestart(reader, true); again != rpath || !roBindMounted(t, rpath) {
+		t.Fatalf("recovered prestart: path %q, mounted %v", again, roBindMounted(t, rpath))
 	}
 
 	// The attempt exits: the bind goes; the next start makes it again.
 	if err := rh.(taskrunner.ExitedHook).Exited(context.Background(), &taskrunner.ExitedRequest{TaskInfo: taskrunner.TaskInfo{Dir: rtd}}); err != nil {
 		t.Fatal(err)
 	}
-	if mounted(t, rpath) {
+	if roBindMounted(t, rpath) {
 		t.Fatal("the read-only bind is still mounted after the task exited")
 	}
 	prestart(reader, false)
-	if !mounted(t, rpath) {
+	if !roBindMounted(t, rpath) {
 		t.Fatal("no read-only bind for the next attempt")
 	}
 
@@ -174,7 +174,7 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 	if err := vh.Postrun(context.Background(), &allocrunner.PostrunRequest{AllocInfo: info}); err != nil {
 		t.Fatal(err)
 	}
-	if mounted(t, rpath) {
+	if roBindMounted(t, rpath) {
 		t.Fatal("the read-only bind is still mounted after the alloc's teardown")
 	}
 	if n := e.plugin.NodeUnpublishVolume.Count(); n != 1 {
@@ -210,15 +210,15 @@ func TestSweepRemovesALeftReadOnlyBind(t *testing.T) {
 	e.restart()
 	e.hooks.Sweep(func(string) bool { return false })
 	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
-	if mounted(t, bind) {
+	if roBindMounted(t, bind) {
 		t.Fatal("the gone alloc's read-only bind is still mounted after its teardown")
 	}
-	if !mounted(t, other) {
+	if !roBindMounted(t, other) {
 		t.Fatal("another alloc's read-only bind was removed")
 	}
 }
 
-func mounted(t *testing.T, p string) bool {
+func roBindMounted(t *testing.T, p string) bool {
 	t.Helper()
 	ok, err := isMountPoint(p)
 	if err != nil {
