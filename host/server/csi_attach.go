@@ -302,6 +302,11 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		})
 		return
 	}
+	if errors.Is(err, errNoCSINode) {
+		// The operator's way out when the plugin will not come back to
+		// this node: a fenced node is detached without a call.
+		err = fmt.Errorf("%w; the detach waits for the node to report the plugin's node instance, or for the node to be down or fenced", err)
+	}
 	if err != nil {
 		v.recordFailure(ctx, a, "", "", err)
 		return

@@ -504,7 +504,8 @@ func TestDetachWithoutACSINodeIDOfANodeThatIsDown(t *testing.T) {
 				synctest.Wait()
 				a := e.attachment("v1", "n2")
 				wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
-				if le := a.GetLastError(); le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(le.GetMessage(), "CSI node ID is unknown") {
+				if le := a.GetLastError(); le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(le.GetMessage(), "CSI node ID is unknown") ||
+					!strings.Contains(le.GetMessage(), "down or fenced") {
 					t.Fatalf("detaching on a ready node without the plugin: error %v, want FailedPrecondition naming the missing CSI node ID", le)
 				}
 				if _, err := e.propose(context.Background(), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1"}); err == nil {
