@@ -269,11 +269,21 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 // unpublish sends ControllerUnpublishVolume for a detaching attachment and
 // records the outcome. It names the CSI node ID the publish named, kept
 // on the attachment, so a node the servers no longer know (collected or
-// deregistered) is still unpublished from. Only an attachment that never
-// recorded one (its node gone before any publish was tried) is removed
-// without a call; the reconcile pass, which reads the controller's
-// published nodes, is the second chance there. Either way a gone node
-// never blocks the detach.
+// deregistered) is still unpublished from. An attachment that never
+// recorded one, whose CSI node ID cannot be had from its node either, is
+// removed without a call when its node is gone, down or fenced: no
+// ControllerUnpublishVolume can be made without the ID, and a node that
+// is off reports none until it comes back, which may be never (a down
+// node's row stays until it is collected, and the attachment would keep
+// its volume from being deregistered all that time). Such an attachment
+// was almost always never published: the publish call names the CSI node
+// ID, and its outcome, success or failure, records it; only a leader that
+// died between the call and the write leaves a publish unrecorded. The
+// reconcile pass, which reads the controller's published nodes, is the
+// second chance there. A ready node without the plugin's node instance
+// is waited for (a final error, made again when the node reports one): a
+// plugin restarting on a live node reports its ID within moments, and
+// the error on the attachment names what is missing.
 func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
 	if err != nil {
@@ -281,6 +291,9 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	csiNode, err := attachmentCSINode(snap, a)
+	if errors.Is(err, errNoCSINode) && nodeOff(snap, a.GetNodeId()) {
+		err = fmt.Errorf("%w (node %s is down or fenced, and no CSI node ID was recorded for the attachment)", errNodeGone, a.GetNodeId())
+	}
 	if errors.Is(err, errNodeGone) || vol == nil {
 		v.logger.Warn("detaching without a controller call: the node or the volume is gone; the reconcile pass unpublishes what the controller still lists",
 			"volume", a.GetVolumeId(), "node", a.GetNodeId(), "reason", err)
@@ -288,6 +301,11 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 			VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED, UpdatedAt: v.clock.Now().UnixNano(),
 		})
 		return
+	}
+	if errors.Is(err, errNoCSINode) {
+		// The operator's way out when the plugin will not come back to
+		// this node: a fenced node is detached without a call.
+		err = fmt.Errorf("%w; the detach waits for the node to report the plugin's node instance, or for the node to be down or fenced", err)
 	}
 	if err != nil {
 		v.recordFailure(ctx, a, "", "", err)
@@ -416,6 +434,13 @@ func (v *volumeLoops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd
 func (v *volumeLoops) nodeGone(nodeID string) bool {
 	n, err := v.state().Snapshot().NodeByID(nil, nodeID)
 	return err == nil && n == nil
+}
+
+// nodeOff reports whether the node is down or fenced (a read error, or a
+// node not found, counts as not off: the caller handles a gone node).
+func nodeOff(snap *fsm.StateSnapshot, nodeID string) bool {
+	n, err := snap.NodeByID(nil, nodeID)
+	return err == nil && n != nil && (n.GetFenced() || n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN)
 }
 
 // heldUntil is when a's outcome write failed plus the write retry (zero

@@ -480,3 +480,52 @@ func TestDetachAfterAnUncertainPublishUnpublishes(t *testing.T) {
 		}
 	})
 }
+
+// An attachment whose publish was never made (its node had no node
+// instance of the plugin, so its CSI node ID was never known or recorded)
+// detaches after its claim is released. While the node is ready it waits
+// for the node's plugin (a final error naming what is missing); once the
+// node is down, no unpublish can be made and none is needed: it is removed
+// without a call, the claim is freed, and the volume can be deregistered.
+func TestDetachWithoutACSINodeIDOfANodeThatIsDown(t *testing.T) {
+	for _, off := range []string{"down", "fenced"} {
+		t.Run(off, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEBSEnv(t)
+				e.reportPlugins("n2", nil, nil)
+				fake := newFakeController()
+				stop := start(e.loops(fake))
+				defer stop()
+				synctest.Wait()
+				if a := e.attachment("v1", "n2"); a.GetCsiNodeId() != "" || a.GetLastError() == nil {
+					t.Fatalf("attachment %v, want attaching with an error and no csi_node_id", a)
+				}
+				e.release("c1", "n2")
+				synctest.Wait()
+				a := e.attachment("v1", "n2")
+				wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
+				if le := a.GetLastError(); le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(le.GetMessage(), "CSI node ID is unknown") ||
+					!strings.Contains(le.GetMessage(), "down or fenced") {
+					t.Fatalf("detaching on a ready node without the plugin: error %v, want FailedPrecondition naming the missing CSI node ID", le)
+				}
+				if _, err := e.propose(context.Background(), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1"}); err == nil {
+					t.Fatal("volume deregistered with its attachment still detaching")
+				}
+
+				if off == "down" {
+					e.apply(fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n2", Status: pb.NodeStatus_NODE_STATUS_DOWN, UpdatedAt: time.Now().UnixNano()})
+				} else {
+					e.apply(fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n2", Fenced: true, UpdatedAt: time.Now().UnixNano()})
+				}
+				synctest.Wait()
+				if e.attachment("v1", "n2") != nil || e.claim("c1") != nil {
+					t.Fatalf("node %s: attachment %v, claim %v; want both gone", off, e.attachment("v1", "n2"), e.claim("c1"))
+				}
+				if n := len(fake.calls); n != 0 {
+					t.Fatalf("%d controller calls (%s), want none: no publish was ever made", n, describeCalls(fake.calls))
+				}
+				e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1"})
+			})
+		})
+	}
+}

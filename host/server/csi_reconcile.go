@@ -26,9 +26,9 @@ import (
 //     the attachment (last_error with code OK naming it, attempts+1) or,
 //     when the publish fails, the failure with its class;
 //   - listed on a node that has no attachment of the volume (a detach
-//     whose node was gone before any CSI node ID was recorded, a publish
-//     the controller made after berth gave up on it or whose outcome a
-//     lost leadership never wrote): unpublished. There is no row to
+//     whose node was gone, down or fenced before any CSI node ID was
+//     recorded, a publish the controller made after berth gave up on it
+//     or whose outcome a lost leadership never wrote): unpublished. There is no row to
 //     record this on; it is logged at warn level with volume and node.
 //     (A deregister, -force included, never leaves such a publish: it is
 //     refused while the volume has an attachment, and a volume that is

@@ -191,7 +191,8 @@ func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimReq
 // failed try of the claim's current step (state = the current state, with
 // error). The state machine checks the move (forward only, node-detached
 // only from releasing unless fenced) and the node again. A node-detached
-// report of a claim already freed is done.
+// report of a claim already freed is done, and a report of the state the
+// claim is in already is answered without a raft write.
 func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientClaimUpdateRequest) (*pb.ClientClaimUpdateResponse, error) {
 	st := e.s.fsm.State().Snapshot()
 	target := req.GetState()
@@ -225,6 +226,16 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	default:
 		return nil, fmt.Errorf("%w: %s: a client reports in-use or node-detached (or a failed try with error), not %s", ErrInvalidClaimRequest,
 			who, fsm.ClaimStateWord(target))
+	}
+	if req.GetError() == nil && target == c.GetState() {
+		// Already so (a restarted client reports in-use again for every
+		// volume it holds published, and a report may be retried after
+		// its answer was lost): the state machine would change nothing,
+		// so nothing is proposed. This server is the leader (the route
+		// says so), and what it has applied is committed; a claim that
+		// moved on since in a write it has not applied yet would refuse
+		// the report, which the client drops as it drops this answer.
+		return &pb.ClientClaimUpdateResponse{Claim: c, Meta: &pb.WriteMeta{Index: c.GetModifyIndex()}}, nil
 	}
 	if err := e.requireVersion(); err != nil {
 		return nil, err

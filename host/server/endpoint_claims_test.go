@@ -579,3 +579,73 @@ func TestOperatorClaimNodeChoice(t *testing.T) {
 		t.Fatalf("shared: %v, %v; want node %s", got, err, n2)
 	}
 }
+
+// A report of the state the claim is in already — a restarted client's
+// in-use for every volume it holds published, a node-detached sent again
+// while the attachment detaches — is answered with the claim as it is,
+// without a raft write, also when a follower takes it (it goes to the
+// leader, whose applied state answers); a report that moves the claim is
+// still written.
+func TestClientClaimUpdateOfTheCurrentStateWritesNothing(t *testing.T) {
+	cc := newClaimCluster(t, 3, true)
+	viaFollower := pb.NewClaimsClient(cc.tc.conn(cc.tc.followers(cc.s)[0]))
+	cc.volume(t, "data", snw)
+	n1 := cc.n1.GetId()
+	a := cc.placeWithClaim(t, "web", n1, "data", false)
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "data", NodeId: n1,
+		State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED, CsiNodeId: "csi-n1", ControllerNodeId: n1}); err != nil {
+		t.Fatal(err)
+	}
+	report := func(state pb.ClaimState) (*pb.ClientClaimUpdateResponse, uint64) {
+		t.Helper()
+		before := cc.s.raft.LastIndex()
+		up, err := cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data", State: state})
+		if err != nil {
+			t.Fatalf("report %s: %v", state, err)
+		}
+		return up, cc.s.raft.LastIndex() - before
+	}
+	up, writes := report(pb.ClaimState_CLAIM_STATE_IN_USE)
+	if writes != 1 || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_IN_USE {
+		t.Fatalf("first in-use: %d raft writes, claim %v; want 1 and in-use", writes, up.GetClaim())
+	}
+	inUseIndex := up.GetClaim().GetModifyIndex()
+	for i := range 3 {
+		up, writes = report(pb.ClaimState_CLAIM_STATE_IN_USE)
+		if writes != 0 || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_IN_USE || up.GetMeta().GetIndex() != inUseIndex {
+			t.Fatalf("in-use again (%d): %d raft writes, claim %v, index %d; want none, in-use, %d", i, writes, up.GetClaim(), up.GetMeta().GetIndex(), inUseIndex)
+		}
+	}
+	before := cc.s.raft.LastIndex()
+	up, err := viaFollower.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data", State: pb.ClaimState_CLAIM_STATE_IN_USE})
+	if err != nil || cc.s.raft.LastIndex() != before || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_IN_USE {
+		t.Fatalf("in-use again through a follower: %v, %v, %d raft writes; want in-use and none", up, err, cc.s.raft.LastIndex()-before)
+	}
+	// A failed try in the current state is news: written.
+	failed := &pb.VolumeError{Message: "probe: not ready", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode(codes.Unavailable)}
+	before = cc.s.raft.LastIndex()
+	up, err = cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data",
+		State: pb.ClaimState_CLAIM_STATE_IN_USE, Error: failed})
+	if err != nil || cc.s.raft.LastIndex() == before || up.GetClaim().GetAttempts() != 1 {
+		t.Fatalf("failed try in the current state: %v, %v, %d writes", up, err, cc.s.raft.LastIndex()-before)
+	}
+
+	// Released: the node's detach report is written once; the attachment
+	// is still there (detaching), so the claim stays node-detached and the
+	// same report again writes nothing.
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: n1,
+		Updates: []*pb.AllocClientUpdate{{AllocId: a, ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}}); err != nil {
+		t.Fatal(err)
+	}
+	up, writes = report(pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
+	if writes != 1 || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		t.Fatalf("node-detached: %d raft writes, claim %v; want 1 and node-detached", writes, up.GetClaim())
+	}
+	up, writes = report(pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
+	if writes != 0 || up.GetClaim().GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		t.Fatalf("node-detached again: %d raft writes, claim %v; want none", writes, up.GetClaim())
+	}
+	// Moving back is still refused, by the state machine as before.
+	_, err = cc.claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n1, AllocId: a, VolumeId: "data", State: pb.ClaimState_CLAIM_STATE_IN_USE})
+	wantCode(t, "in-use of a node-detached claim", err, codes.FailedPrecondition, "never move back")
+}

@@ -28,7 +28,14 @@
 // The task hook gives a task its volume_mounts: an isolating driver a
 // bind mount of the publish path at the destination (read-only when the
 // mount or the request says so), BERTH_VOLUME_<NAME> and ${volume.<name>}
-// the destination; raw_exec the host publish path in both.
+// the destination; raw_exec the host publish path in both. A read-only
+// volume_mount under raw_exec is read-only too: an alloc whose every
+// mount of a volume is read-only publishes it read-only; one that also
+// mounts it writable (another task) gives the read-only task a read-only
+// bind mount of the publish target in its task dir
+// (<task dir>/csi-volumes/<volume>, made as root at prestart, removed
+// after every exit, at destroy and by the alloc's teardown before it
+// unpublishes), or fails its prestart with ErrReadOnlyMount.
 //
 // Postrun (and Destroy) tear down: Volumes.Unpublish (unstaging when the
 // alloc was the last user; "Volume unpublished" and "Volume unstaged"

@@ -24,8 +24,9 @@ type ClaimLister interface {
 // published as an alloc's is, at <data_dir>/csi/publish/<claim>/<volume>
 // (what `berth volume claim` prints), read-only for a read claim, and
 // reported in-use; a releasing one is unpublished (unstaged if last) and
-// reported node-detached, its publish stopped first if still under way.
-// Uses of operators' claims the servers no longer list, and publishes
+// reported node-detached, its publish stopped first if still under way;
+// once that is done it is not done again while the claim stays listed
+// (node-detached until the controller unpublish frees it). Uses of operators' claims the servers no longer list, and publishes
 // under way for them, are torn down on every answer (the first list
 // included). A claim the servers show ready whose use is published
 // already (the client died before queueing its report) is reported
@@ -42,7 +43,13 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 		// publish, or again for a use found published).
 		failed = map[string]bool{}
 		inUse  = map[string]bool{}
-		wg     sync.WaitGroup
+		// tornDown are the releasing (or node-detached) claims whose
+		// teardown finished: a claim stays listed, node-detached, until
+		// the leader's controller unpublish frees it, and every newer list
+		// in between (any claim of the node changing) would otherwise
+		// unpublish it again and queue its report again.
+		tornDown = map[string]bool{}
+		wg       sync.WaitGroup
 	)
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -78,7 +85,7 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 		default:
 			index = idx
 			for _, c := range resp.GetClaims() {
-				v.operatorClaim(ctx, c, &wg, &mu, failed, inUse)
+				v.operatorClaim(ctx, c, &wg, &mu, opClaimState{failed: failed, inUse: inUse, tornDown: tornDown})
 			}
 		}
 		mu.Lock()
@@ -87,9 +94,11 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 				delete(failed, id)
 			}
 		}
-		for id := range inUse {
-			if !listed[id] {
-				delete(inUse, id)
+		for _, m := range []map[string]bool{inUse, tornDown} {
+			for id := range m {
+				if !listed[id] {
+					delete(m, id)
+				}
 			}
 		}
 		mu.Unlock()
@@ -97,15 +106,54 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 	}
 }
 
+// opClaimState is what RunOperatorClaims remembers of the claims it
+// listed, by claim ID (see there).
+type opClaimState struct {
+	failed, inUse, tornDown map[string]bool
+}
+
 // operatorClaim acts on one listed operator's claim: tears it down when
-// releasing (or further), publishes it when ready or in use and not
-// published yet, reports in-use again a ready one published already.
-// Publishes run in goroutines counted by wg; mu guards failed and inUse.
-func (v *VolumeHooks) operatorClaim(ctx context.Context, c *pb.Claim, wg *sync.WaitGroup, mu *sync.Mutex, failed, inUse map[string]bool) {
+// releasing (or further) unless that was done, publishes it when ready or
+// in use and not published yet, reports in-use again a ready one
+// published already. Publishes and the waits for teardowns run in
+// goroutines counted by wg; mu guards the maps of m.
+func (v *VolumeHooks) operatorClaim(ctx context.Context, c *pb.Claim, wg *sync.WaitGroup, mu *sync.Mutex, m opClaimState) {
+	failed, inUse := m.failed, m.inUse
 	id, volumeID := c.GetId(), c.GetVolumeId()
 	switch st := c.GetState(); {
 	case st >= pb.ClaimState_CLAIM_STATE_RELEASING:
-		v.startTeardown(id, true, volumeID, nil)
+		mu.Lock()
+		done := m.tornDown[id]
+		mu.Unlock()
+		if done {
+			return
+		}
+		if st >= pb.ClaimState_CLAIM_STATE_NODE_DETACHED && v.holdsNothing(id, volumeID) {
+			// Detached already (by this client before it restarted, or
+			// forced by the servers while it held nothing): no call and no
+			// report is left to make.
+			mu.Lock()
+			m.tornDown[id] = true
+			mu.Unlock()
+			return
+		}
+		td := v.startTeardown(id, true, volumeID, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-td:
+			case <-ctx.Done():
+				return
+			}
+			// Ended: finished, unless the client is shutting down with
+			// the use still held (the next start finishes it).
+			if v.holdsNothing(id, volumeID) {
+				mu.Lock()
+				m.tornDown[id] = true
+				mu.Unlock()
+			}
+		}()
 	case st == pb.ClaimState_CLAIM_STATE_READY || st == pb.ClaimState_CLAIM_STATE_IN_USE:
 		if v.published(id, volumeID) {
 			mu.Lock()
@@ -165,6 +213,22 @@ func (v *VolumeHooks) sweepOperatorClaims(listed map[string]bool) {
 			v.startTeardown(p[0], true, p[1], nil)
 		}
 	}
+}
+
+// holdsNothing reports whether the node holds no use of user's on
+// volumeID and no publish or teardown of it is under way.
+func (v *VolumeHooks) holdsNothing(user, volumeID string) bool {
+	for _, u := range v.cfg.Volumes.Uses() {
+		if u.User == user && u.VolumeID == volumeID {
+			return false
+		}
+	}
+	key := user + "/" + volumeID
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, tearing := v.teardowns[key]
+	_, publishing := v.publishes[key]
+	return !tearing && !publishing
 }
 
 // published reports whether the node holds user's use of volumeID

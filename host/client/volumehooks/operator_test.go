@@ -106,3 +106,78 @@ func TestOperatorClaimFreedDuringItsPublishStopsThePublish(t *testing.T) {
 		t.Errorf("uses of a freed claim: %+v", uses)
 	}
 }
+
+// countUpdates counts the delivered updates of user's claim to state.
+func (f *fakeClaims) countUpdates(user string, state pb.ClaimState) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, u := range f.updates {
+		if (u.GetAllocId() == user || u.GetClaimId() == user) && u.GetState() == state {
+			n++
+		}
+	}
+	return n
+}
+
+// An operator's claim released and torn down stays listed, node-detached,
+// until the leader's controller unpublish frees it. Newer lists meanwhile
+// (another claim of the node changing) do not tear it down again: one
+// unpublish, one node-detached report — nor does the list a restarted
+// client gets first.
+func TestOperatorClaimNodeDetachedIsTornDownOnce(t *testing.T) {
+	e := newVolEnv(t, nil)
+	run := func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.hooks.RunOperatorClaims(ctx, e.claims)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+	}
+	run()
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_RELEASING)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
+
+	// Newer lists: c2 comes, is published, goes releasing and is torn
+	// down — each a change of the node's claims.
+	e.claims.setOperator("c2", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c2", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	e.claims.setOperator("c2", pb.ClaimState_CLAIM_STATE_RELEASING)
+	e.claims.waitUpdate(t, "c2", volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	e.claims.setOperator("c2", pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
+	e.claims.setOperator("c3", pb.ClaimState_CLAIM_STATE_RELEASING) // never published here
+	e.claims.waitUpdate(t, "c3", volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	e.claims.setOperator("c3", pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
+	// A last change after every teardown ended: the list that follows is
+	// acted on with all three node-detached.
+	e.claims.setOperator("c4", pb.ClaimState_CLAIM_STATE_RESERVED)
+	e.claims.waitListed(t)
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []string{"c1", "c2", "c3"} {
+			if n := e.claims.countUpdates(c, pb.ClaimState_CLAIM_STATE_NODE_DETACHED); n != 1 {
+				t.Errorf("%s: %d node-detached reports of %s, want 1", when, n, c)
+			}
+		}
+		if n := e.plugin.NodeUnpublishVolume.Count(); n != 2 {
+			t.Errorf("%s: %d unpublish calls, want 2 (c1 and c2, once each)", when, n)
+		}
+	}
+	check("after newer lists")
+
+	// A client restart: the first list has the three node-detached claims;
+	// the node holds nothing of them, so nothing is done.
+	e.restart()
+	run()
+	e.claims.setOperator("c5", pb.ClaimState_CLAIM_STATE_RESERVED)
+	e.claims.waitListed(t)
+	check("after a client restart")
+}

@@ -184,6 +184,9 @@ type csiVolume struct {
 	name     string
 	req      *pb.VolumeRequest
 	volumeID string
+	// readOnly is set when the alloc's publish of the volume is read-only
+	// (publishReadOnly).
+	readOnly bool
 }
 
 // groupVolumes are the CSI volume requests of the alloc's group, by name
@@ -197,7 +200,43 @@ func groupVolumes(g *pb.TaskGroup, a *pb.Allocation) []csiVolume {
 		}
 		out = append(out, csiVolume{name: name, req: req, volumeID: scheduler.VolumeID(req, a.GetIndex())})
 	}
+	for i := range out {
+		out[i].readOnly = publishReadOnly(g, out, out[i].volumeID)
+	}
 	return out
+}
+
+// publishReadOnly says whether the alloc publishes volumeID read-only:
+// when every group request naming it is read-only (the claim only reads),
+// or when every volume_mount of it, in every task of the group, is
+// read-only (and there is one). A task under an unisolated driver sees the
+// publish target itself, so publishing read-only is what makes its
+// read_only mount read-only; a group that mounts the volume writable in
+// one task and read-only in another publishes it writable, and the
+// read-only task gets a read-only bind mount of its own (see
+// taskReadOnlyPath).
+func publishReadOnly(g *pb.TaskGroup, vols []csiVolume, volumeID string) bool {
+	names := map[string]bool{}
+	allReqs := true
+	for _, cv := range vols {
+		if cv.volumeID == volumeID {
+			names[cv.name] = true
+			allReqs = allReqs && cv.req.GetReadOnly()
+		}
+	}
+	if allReqs {
+		return true
+	}
+	mounts, allMounts := 0, true
+	for _, t := range g.GetTasks() {
+		for _, m := range t.GetVolumeMounts() {
+			if names[m.GetVolume()] {
+				mounts++
+				allMounts = allMounts && (m.GetReadOnly() || g.GetVolumes()[m.GetVolume()].GetReadOnly())
+			}
+		}
+	}
+	return mounts > 0 && allMounts
 }
 
 // AllocHook is the factory of volume alloc hooks, for

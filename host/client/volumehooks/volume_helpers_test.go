@@ -3,6 +3,7 @@ package volumehooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,9 @@ type fakeClaims struct {
 	updates []*pb.ClientClaimUpdateRequest
 	// calls counts ClientClaim calls; blocked counts those that blocked.
 	calls, blocked int
+	// listedTo is the highest min_index a ClientClaims call asked with:
+	// the lister acted on every list up to it.
+	listedTo uint64
 	// failClaim and failUpdate, when set, answer every call.
 	failClaim, failUpdate error
 }
@@ -63,6 +67,23 @@ func (f *fakeClaims) set(user string, resp *pb.ClientClaimResponse) {
 	f.changed = make(chan struct{})
 }
 
+// waitListed waits until the lister asked for the lists after the
+// current index: it acted on the list of every change made so far.
+func (f *fakeClaims) waitListed(t *testing.T) {
+	t.Helper()
+	f.mu.Lock()
+	idx := f.index
+	f.mu.Unlock()
+	testutil.WaitFor(t, volWait, func() error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.listedTo < idx {
+			return fmt.Errorf("operator claims listed up to index %d, want %d", f.listedTo, idx)
+		}
+		return nil
+	})
+}
+
 // setOperator stores an operator's claim (listed and answered), or with
 // st freed drops it from both.
 func (f *fakeClaims) setOperator(claimID string, st pb.ClaimState) {
@@ -84,6 +105,9 @@ func (f *fakeClaims) setOperator(claimID string, st pb.ClaimState) {
 }
 
 func (f *fakeClaims) ClientClaims(ctx context.Context, req *pb.ClientClaimsRequest) (*pb.ClientClaimsResponse, error) {
+	f.mu.Lock()
+	f.listedTo = max(f.listedTo, req.GetQuery().GetMinIndex())
+	f.mu.Unlock()
 	for {
 		f.mu.Lock()
 		idx, changed := f.index, f.changed

@@ -109,7 +109,8 @@ func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest
 	}
 	path, err := cfg.Volumes.Publish(ctx, volumemanager.PublishRequest{
 		Volume: vol, User: h.allocID, AccessMode: claim.GetAccessMode(), AttachmentMode: claim.GetAttachmentMode(),
-		MountOptions: resp.GetRequest().GetMountOptions(), ReadOnly: resp.GetRequest().GetReadOnly() || claim.GetMode() == pb.ClaimMode_CLAIM_MODE_READ,
+		MountOptions:   resp.GetRequest().GetMountOptions(),
+		ReadOnly:       cv.readOnly || resp.GetRequest().GetReadOnly() || claim.GetMode() == pb.ClaimMode_CLAIM_MODE_READ,
 		PublishContext: resp.GetPublishContext(), Progress: progressEvents(req.Events, cv.volumeID, cv.name)})
 	if err != nil {
 		if ctx.Err() == nil {

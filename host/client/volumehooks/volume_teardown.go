@@ -30,6 +30,11 @@ func (h *volumeHook) Destroy(ctx context.Context, req *allocrunner.DestroyReques
 func (h *volumeHook) tearDown(ctx context.Context, events eventEmitter) error {
 	var dones []<-chan struct{}
 	for _, cv := range h.vols {
+		// The tasks' read-only binds go now, not in the background: the
+		// alloc dir that holds them is removed after this hook's Destroy.
+		if err := unmountTaskBinds(h.v.cfg.DataDir, h.allocID, cv.volumeID); err != nil {
+			h.logger.Error("removing the tasks' read-only mounts of a volume", "volume_id", cv.volumeID, "error", err)
+		}
 		dones = append(dones, h.v.startTeardown(h.allocID, false, cv.volumeID, events))
 	}
 	t := time.NewTimer(h.v.cfg.TeardownWait)
@@ -168,9 +173,19 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 	}
 	wait := v.cfg.TeardownRetry
 	for {
-		actx, cancel := context.WithTimeout(ctx, v.cfg.TeardownAttempt)
-		err := v.cfg.Volumes.Unpublish(actx, user, volumeID, progressEvents(events, volumeID, ""))
-		cancel()
+		var err error
+		if !operator {
+			// A task's read-only bind of the publish target would keep the
+			// volume reachable (and, for a plugin that stages a device,
+			// busy) after the unpublish; a restarted client finishing the
+			// teardown of an alloc it no longer runs removes it here.
+			err = unmountTaskBinds(v.cfg.DataDir, user, volumeID)
+		}
+		if err == nil {
+			actx, cancel := context.WithTimeout(ctx, v.cfg.TeardownAttempt)
+			err = v.cfg.Volumes.Unpublish(actx, user, volumeID, progressEvents(events, volumeID, ""))
+			cancel()
+		}
 		if err == nil {
 			break
 		}

@@ -290,7 +290,11 @@ func TestReleasedClaimFailsPrerun(t *testing.T) {
 func TestMountHook(t *testing.T) {
 	e := newVolEnv(t, nil)
 	task := &pb.Task{Name: "web", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data", ReadOnly: true}, {Volume: "scratch", Destination: "/s"}}}
-	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup()}
+	// The group's one mount of data is read-only: the alloc publishes it
+	// read-only, and a raw_exec task gets the publish path itself.
+	group := volumeGroup()
+	group.Tasks = []*pb.Task{task}
+	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: group}
 	if h := e.hooks.TaskHook()(info, &pb.Task{Name: "plain"}); h != nil {
 		t.Errorf("a hook for a task without volume mounts")
 	}
@@ -327,6 +331,7 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
 		ErrNodePluginUnavailable: codes.FailedPrecondition,
 		ErrClaimReleased:         codes.FailedPrecondition,
+		ErrReadOnlyMount:         codes.FailedPrecondition,
 	})
 }
 
