@@ -181,12 +181,12 @@ func (m *Manager) Publish(ctx context.Context, req PublishRequest) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("%s: staging: %w", where, err)
 		}
-		staged := m.cfg.Now()
+		stagedAt := m.cfg.Now()
 		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_STAGED
 		if err := m.save(rec); err != nil {
 			return "", err
 		}
-		req.Progress.tell(StepStaged, staged, rec.GetStagingPath())
+		req.Progress.tell(StepStaged, stagedAt, rec.GetStagingPath())
 	}
 	// The CO creates the target's parent; the plugin creates the target.
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {

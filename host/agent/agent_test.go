@@ -258,8 +258,8 @@ func TestDevAgentKeepsRaftInMemory(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(a.DataDir(), "server", "raft")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("dev agent's raft dir: %v, want none", err)
 	}
-	if a.state == nil {
-		t.Fatal("dev agent has no client state DB")
+	if a.state == nil || a.state.Synced() {
+		t.Fatal("dev agent's client state DB is missing or fsyncs each commit")
 	}
 
 	cfg := DevConfig()
@@ -272,5 +272,8 @@ func TestDevAgentKeepsRaftInMemory(t *testing.T) {
 	t.Cleanup(b.Shutdown)
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "server", "raft", "raft.db")); err != nil {
 		t.Fatalf("an agent with a data dir keeps no raft log on disk: %v", err)
+	}
+	if b.state == nil || !b.state.Synced() {
+		t.Fatal("an agent with a data dir does not fsync its client state DB")
 	}
 }

@@ -223,17 +223,20 @@ func jobValidate(c *cli.Context) error {
 	// add third-party drivers and win over a built-in's schema (a node
 	// may run another build).
 	schemas := builtinSchemas()
+	builtins := strings.Join(slices.Sorted(maps.Keys(schemas)), ", ")
 	nodeSchemas, err := driverSchemas(c, client)
 	switch {
 	case errors.As(err, new(*api.Error)):
 		return fmt.Errorf("reading the nodes' drivers: %w", err)
 	case err != nil:
 		fmt.Fprintf(c.App.ErrWriter, "Only the built-in drivers (%s) checked: no agent answered at %s (%v)\n",
-			strings.Join(drivers.Names(), ", "), client.Address(), err)
+			builtins, client.Address(), err)
+	case len(nodeSchemas) == 0:
+		fmt.Fprintf(c.App.ErrWriter, "Only the built-in drivers (%s) checked: no node reports a driver's task config schema\n", builtins)
 	}
-	offline := err != nil
+	partial := err != nil || len(nodeSchemas) == 0
 	maps.Copy(schemas, nodeSchemas)
-	if offline {
+	if partial {
 		// Without the nodes' reports a driver that is not built in may
 		// still exist on them: it is left unchecked (a nil schema), not
 		// refused.
@@ -268,12 +271,15 @@ func jobDrivers(job *pb.Job) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// builtinSchemas is the task config schema of each driver built into berth,
-// by name.
+// builtinSchemas is the task config schema of each driver built into berth
+// for production, by name. The dev-only mock is known only when a node
+// reports it: a production cluster does not run it.
 func builtinSchemas() map[string]*driverpb.Schema {
 	out := map[string]*driverpb.Schema{}
 	for _, b := range drivers.All() {
-		out[b.Name] = b.TaskSchema
+		if !b.DevOnly {
+			out[b.Name] = b.TaskSchema
+		}
 	}
 	return out
 }

@@ -178,10 +178,10 @@ func jobHistory(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// One page of the most versions a page holds: versions come newest
-	// first, so their tokens do not grow as api.Pages requires, and a job
-	// keeps far fewer.
-	versions, meta, err := client.Jobs().Versions(c.Context, id, &api.QueryOptions{PerPage: listPerPage})
+	versions, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage},
+		func(ctx context.Context, q *api.QueryOptions) ([]*pb.Job, *api.QueryMeta, error) {
+			return client.Jobs().Versions(ctx, id, q)
+		})
 	if err != nil {
 		return err
 	}
@@ -198,9 +198,6 @@ func jobHistory(c *cli.Context) error {
 			{"Submit Date", formatNanos(v.GetSubmittedAt())},
 			{"Groups", groupCounts(v)},
 		})
-	}
-	if meta.NextToken != "" {
-		fmt.Fprintf(c.App.Writer, "\n(older versions not shown: more than %d)\n", listPerPage)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/pb"
@@ -244,7 +245,11 @@ func formatConfigValue(v *driverpb.ConfigValue) string {
 		m := k.MapValue.GetValues()
 		parts := make([]string, 0, len(m))
 		for _, key := range slices.Sorted(maps.Keys(m)) {
-			parts = append(parts, key+" = "+strconv.Quote(m[key]))
+			name := key
+			if !hclsyntax.ValidIdentifier(key) {
+				name = strconv.Quote(key)
+			}
+			parts = append(parts, name+" = "+strconv.Quote(m[key]))
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}

@@ -36,7 +36,7 @@ func TestDiff(t *testing.T) {
 	web.Tasks[0].Env = map[string]string{"A": "1"}
 	web.Tasks[0].Config["run_for"] = &driverpb.ConfigValue{Kind: &driverpb.ConfigValue_StringValue{StringValue: "9s"}}
 	web.Tasks[0].Config["args"] = sdk.ListValue("-v", "3600")
-	web.Tasks[0].Config["labels"] = sdk.MapValue(map[string]string{"b": "2", "a": "1"})
+	web.Tasks[0].Config["labels"] = sdk.MapValue(map[string]string{"b": "2", "a": "1", "app.io/name": "x"})
 	web.Tasks[0].Config["grace"] = sdk.DurationValue(90 * time.Second)
 	web.Tasks = append(web.Tasks, &pb.Task{Name: "side", Driver: "mock"})
 	web.Constraints = []*pb.Constraint{{Attribute: "${meta.rack}", Operator: "=", Value: "r1"}}
@@ -61,7 +61,7 @@ func TestDiff(t *testing.T) {
 		`task task driver: "mock" => "raw_exec"`,
 		`task task config[args]: added ["-v", "3600"]`,
 		`task task config[grace]: added "1m30s"`,
-		`task task config[labels]: added {a = "1", b = "2"}`,
+		`task task config[labels]: added {a = "1", "app.io/name" = "x", b = "2"}`,
 		`task task config[run_for]: "5s" => "9s"`,
 		`task task env[A]: added "1"`,
 	})

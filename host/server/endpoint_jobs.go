@@ -236,9 +236,10 @@ func jobStub(j *pb.Job, sum *pb.JobSummary) *pb.JobListStub {
 	}
 }
 
-// Versions answers one page of a job's versions, newest first. Its page
-// token is the version number a page starts at (inclusive): tokens fall as
-// pages go on, which is why the CLI does not follow them with api.Pages.
+// Versions answers one page of a job's versions, newest first. A page token
+// encodes the version a page starts at as its distance from the largest
+// version number, zero-padded, so tokens grow as pages go on, as every
+// list's do (api.Pages relies on it).
 func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest) (*pb.JobVersionsResponse, error) {
 	n, err := perPage(req.GetQuery())
 	if err != nil {
@@ -246,8 +247,8 @@ func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest)
 	}
 	from := uint64(math.MaxUint64)
 	if tok := req.GetQuery().GetNextToken(); tok != "" {
-		if from, err = strconv.ParseUint(tok, 10, 64); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "job %s: next_token %q is not a version number", req.GetJobId(), tok)
+		if from, err = versionFromToken(tok); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "job %s: next_token %q: %v", req.GetJobId(), tok, err)
 		}
 	}
 	resp := &pb.JobVersionsResponse{}
@@ -273,14 +274,29 @@ func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest)
 	return resp, nil
 }
 
+// versionToken is the page token of a page starting at version v.
+func versionToken(v uint64) string { return fmt.Sprintf("%020d", math.MaxUint64-v) }
+
+// versionFromToken reads a versionToken back.
+func versionFromToken(tok string) (uint64, error) {
+	if len(tok) != 20 {
+		return 0, errors.New("not a job versions page token")
+	}
+	d, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a job versions page token")
+	}
+	return math.MaxUint64 - d, nil
+}
+
 // versionsPage is up to n of versions (newest first) starting at the first
-// whose number is at most from; next is the number of the version after the
+// whose number is at most from; next is the token of the version after the
 // page, "" when the page is the last.
 func versionsPage(versions []*pb.Job, from uint64, n int) (page []*pb.Job, next string) {
 	i := sort.Search(len(versions), func(i int) bool { return versions[i].GetVersion() <= from })
 	versions = versions[i:]
 	if len(versions) > n {
-		return versions[:n], strconv.FormatUint(versions[n].GetVersion(), 10)
+		return versions[:n], versionToken(versions[n].GetVersion())
 	}
 	return versions, ""
 }

@@ -309,9 +309,6 @@ func TestNodeDownReplacesItsAllocsElsewhere(t *testing.T) {
 	}
 }
 
-// TestLeaderFailoverMidSchedulingLosesNoEvaluation registers jobs while the
-// leader is replaced: every job ends with exactly its count of allocs (no
-// evaluation lost, none placed twice).
 // TestLeaderFailoverMidSchedulingLosesNoEvaluation holds the leader's
 // workers with evaluations in hand (scheduled, plan not yet proposed),
 // partitions the leader, and lets them go only once another server leads:

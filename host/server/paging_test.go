@@ -281,7 +281,7 @@ func TestJobVersionsArePaged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var got []string
+	var got, tokens []string
 	token := ""
 	for page := 0; ; page++ {
 		resp, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "web", Query: &pb.QueryOptions{PerPage: 2, NextToken: token}})
@@ -294,6 +294,7 @@ func TestJobVersionsArePaged(t *testing.T) {
 		}
 		got = append(got, strings.Join(vs, ","))
 		token = resp.GetMeta().GetNextToken()
+		tokens = append(tokens, token)
 		if token == "" || page > 5 {
 			break
 		}
@@ -301,7 +302,11 @@ func TestJobVersionsArePaged(t *testing.T) {
 	if want := []string{"4,3", "2,1", "0"}; !slices.Equal(got, want) {
 		t.Fatalf("pages %q, want %q", got, want)
 	}
-	for _, q := range []*pb.QueryOptions{{NextToken: "v3"}, {PerPage: MaxPerPage + 1}} {
+	// Tokens grow, as api.Pages requires of every list.
+	if len(tokens) != 3 || tokens[0] >= tokens[1] || tokens[2] != "" {
+		t.Fatalf("tokens %q do not grow", tokens)
+	}
+	for _, q := range []*pb.QueryOptions{{NextToken: "v3"}, {NextToken: "3"}, {PerPage: MaxPerPage + 1}} {
 		_, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "web", Query: q})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("versions with %v: %v, want InvalidArgument", q, err)

@@ -98,8 +98,11 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		if s.cfg.hooks != nil && s.cfg.hooks.beforePlan != nil {
 			s.cfg.hooks.beforePlan(ctx, eval)
 		}
+		// The rows the plan writes are stamped when it is proposed, not
+		// when scheduling began: a claim's created_at is when it was
+		// reserved.
 		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
-		result, idx, err := s.applyPlan(pctx, &pb.PlanApplyCommand{Plan: res.Plan, Evals: evals, AppliedAt: now})
+		result, idx, err := s.applyPlan(pctx, &pb.PlanApplyCommand{Plan: res.Plan, Evals: evals, AppliedAt: s.cfg.Clock.Now().UnixNano()})
 		cancel()
 		if err != nil {
 			return 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 // TestCSIFlowSectionSmoke runs the csiflow section's quick plan end to end
@@ -16,6 +19,7 @@ import (
 // missed) and in the order the steps happen, and the report naming both
 // targets with a verdict.
 func TestCSIFlowSectionSmoke(t *testing.T) {
+	testutil.RequireRoot(t, "the hostpath plugin bind-mounts its volumes")
 	bin := os.Getenv("BERTH_BIN")
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "berth")
@@ -25,7 +29,7 @@ func TestCSIFlowSectionSmoke(t *testing.T) {
 		}
 	}
 	plan := jobRunPlan{warmup: 1, runs: 3}
-	rep, err := measureCSIFlow(bin, plan)
+	rep, err := measureCSIFlow(bin, plan, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +106,22 @@ func TestCSIFlowReport(t *testing.T) {
 		if !strings.Contains(bad, want) {
 			t.Errorf("report lacks %q:\n%s", want, bad)
 		}
+	}
+	// A run that missed node-detached: claim freed is measured from that
+	// run's unstaged, and the stop path's shares still add up to 100%.
+	stopTable := bad[strings.Index(bad, "| job stop"):]
+	total := 0
+	for _, line := range strings.Split(stopTable, "\n") {
+		cells := strings.Split(line, "|")
+		var pct int
+		if len(cells) == 7 {
+			if _, err := fmt.Sscanf(strings.TrimSpace(cells[5]), "%d%%", &pct); err == nil {
+				total += pct
+			}
+		}
+	}
+	if total < 99 || total > 101 {
+		t.Errorf("stop shares add up to %d%%:\n%s", total, stopTable)
 	}
 	// Evenly spaced points: each step is a sixth of either path.
 	for _, line := range strings.Split(good, "\n") {

@@ -39,7 +39,7 @@ func benchCSIPlugin(opts options) error {
 	if err != nil {
 		return err
 	}
-	agent, err := startDevAgent(bin)
+	agent, err := startDevAgent(bin, false)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func benchJobRun(opts options) error {
 	if err != nil {
 		return err
 	}
-	agent, err := startDevAgent(bin)
+	agent, err := startDevAgent(bin, false)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ type devAgent struct {
 
 // startDevAgent runs `berth run -dev` on free loopback ports and waits
 // for its node to be ready.
-func startDevAgent(bin string) (*devAgent, error) {
+func startDevAgent(bin string, durable bool) (*devAgent, error) {
 	dir, err := os.MkdirTemp("", "berth-bench-dev-")
 	if err != nil {
 		return nil, err
@@ -214,7 +214,14 @@ func startDevAgent(bin string) (*devAgent, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "run", "-dev", "-config", cfg)
+	args := []string{"run", "-dev", "-config", cfg}
+	if durable {
+		// A data dir of its own makes the dev agent keep raft on disk and
+		// fsync its state DB, as a production agent does (the path is kept
+		// short: plugin sockets under it have a 107-byte limit).
+		args = append(args, "-data-dir", filepath.Join(dir, "d"))
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

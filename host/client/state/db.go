@@ -127,3 +127,6 @@ func (db *DB) Path() string { return db.path }
 
 // Close releases the file.
 func (db *DB) Close() error { return db.bolt.Close() }
+
+// Synced reports whether each commit is fsynced (false: opened WithoutSync).
+func (db *DB) Synced() bool { return !db.bolt.NoSync }

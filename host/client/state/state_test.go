@@ -209,7 +209,7 @@ func TestOpenWithoutSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !db.bolt.NoSync {
+	if db.Synced() {
 		t.Fatal("WithoutSync did not set NoSync")
 	}
 	if err := db.Close(); err != nil {
@@ -220,7 +220,7 @@ func TestOpenWithoutSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if db.bolt.NoSync {
+	if !db.Synced() {
 		t.Fatal("a DB opened without options skips fsync")
 	}
 }
