@@ -432,22 +432,55 @@ func TestVolumeMove(t *testing.T) {
 	w := watchExclusion(s, "mv1", "mover", "user", c.clients)
 	defer w.end(t)
 
-	// A→B→A→B: each run is constrained to the other client than the run
-	// before, prints what the runs before it wrote (on the other client)
-	// and appends its own line.
+	// Each run is constrained to the other client than the run before,
+	// prints what the runs before it wrote there and appends its own line.
+	// The job leaves a client in one of three ways:
+	//   - stopped, its claim freed, then run again;
+	//   - stopped and at once run again: the new alloc waits for the claim
+	//     and is placed once it is freed;
+	//   - updated in place with the other client's constraint: the
+	//     scheduler stops the old alloc and places the new one once the
+	//     claim is freed.
+	a, b := c.clients[0], c.clients[1]
+	moves := []struct {
+		to  *agent
+		how string
+	}{
+		{a, "run"},
+		{b, "stop, wait until freed, run"},
+		{a, "stop, run"},
+		{b, "update"},
+		{a, "update"},
+		{b, "stop, wait until freed, run"},
+	}
 	var seen, lines []string
-	for i, cl := range []*agent{c.clients[0], c.clients[1], c.clients[0], c.clients[1]} {
-		line := fmt.Sprintf("run-%d-on-%s", i+1, cl.name)
-		runJob(t, s, "mover", volumeUserJob("mover", "mv1", cl.name,
-			"cat $BERTH_VOLUME_DATA/log; echo "+line+" >> $BERTH_VOLUME_DATA/log"))
-		alloc := waitVolumeUser(t, s, "mover", "mv1", c.nodeID(t, cl), seen)
+	var from *agent
+	for i, m := range moves {
+		line := fmt.Sprintf("run-%d-on-%s", i+1, m.to.name)
+		spec := volumeUserJob("mover", "mv1", m.to.name, "cat $BERTH_VOLUME_DATA/log; echo "+line+" >> $BERTH_VOLUME_DATA/log")
+		began := time.Now()
+		switch m.how {
+		case "stop, wait until freed, run":
+			stopJob(t, s, "mover")
+			took := waitVolumeFreed(t, s, "mv1", began, freeBound)
+			t.Logf("move %d: job stop on %s → claim freed %s", i, from.name, took.Round(time.Millisecond))
+			noMountsUnder(t, from.name+"'s CSI volumes", filepath.Join(from.dir, "data", "csi", "volumes"))
+		case "stop, run":
+			stopJob(t, s, "mover")
+		}
+		runJob(t, s, "mover", spec)
+		alloc := waitVolumeUser(t, s, "mover", "mv1", c.nodeID(t, m.to), seen)
+		if from != nil {
+			t.Logf("move %d (%s): %s → %s, in use after %s", i, m.how, from.name, m.to.name, time.Since(began).Round(time.Millisecond))
+			noMountsUnder(t, from.name+"'s CSI volumes", filepath.Join(from.dir, "data", "csi", "volumes"))
+		}
 		seen = append(seen, alloc.ID)
 		if len(lines) > 0 {
 			waitOutput(t, s, alloc.ID, "user", lines...)
 		}
 		lines = append(lines, line)
 		eventually(t, 10*time.Second, "run "+line+" wrote its line", func() error {
-			got, err := readPublished(cl.dir, alloc.ID, "mv1", "log")
+			got, err := readPublished(m.to.dir, alloc.ID, "mv1", "log")
 			if err != nil {
 				return err
 			}
@@ -456,11 +489,13 @@ func TestVolumeMove(t *testing.T) {
 			}
 			return nil
 		})
-
-		stopped := time.Now()
-		stopJob(t, s, "mover")
-		took := waitVolumeFreed(t, s, "mv1", stopped, freeBound)
-		t.Logf("run %d on %s: job stop → claim freed %s", i+1, cl.name, took.Round(time.Millisecond))
+		from = m.to
+	}
+	stopped := time.Now()
+	stopJob(t, s, "mover")
+	took := waitVolumeFreed(t, s, "mv1", stopped, freeBound)
+	t.Logf("last job stop on %s → claim freed %s", from.name, took.Round(time.Millisecond))
+	for _, cl := range c.clients {
 		noMountsUnder(t, cl.name+"'s CSI volumes", filepath.Join(cl.dir, "data", "csi", "volumes"))
 	}
 }
