@@ -469,7 +469,7 @@ var errNoCSINode = errcode.New(codes.FailedPrecondition, "node has no node insta
 // publishRequest builds ControllerPublishVolume for a: the volume's
 // external ID, secrets and context, the node's CSI node ID, and the
 // capability of the node's live claims (every claim of a volume uses one
-// access mode; read-only when every one of them only reads).
+// access mode), read-only as attachmentReadOnly says.
 func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.ControllerPublishVolumeRequest, error) {
 	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
 	if err != nil {
@@ -490,20 +490,40 @@ func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.Controlle
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("volume %s on node %s: no live claim to publish for: %w", a.GetVolumeId(), a.GetNodeId(), fsm.ErrClaimNotFound)
 	}
-	readOnly := true
-	for _, c := range claims {
-		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
-			readOnly = false
-		}
-	}
 	return &csipb.ControllerPublishVolumeRequest{
 		VolumeId:         vol.GetExternalId(),
 		NodeId:           csiNode,
 		VolumeCapability: csiCapability(claims[0], vol.GetMountOptions()),
-		Readonly:         readOnly,
+		Readonly:         attachmentReadOnly(claims),
 		Secrets:          vol.GetSecrets(),
 		VolumeContext:    vol.GetContext(),
 	}, nil
+}
+
+// attachmentReadOnly says whether a node's attachment, published for its
+// live claims (at least one), is published read-only. An attachment is
+// published once and not again while it is attached (CSI refuses a second
+// publish with another readonly flag), and its publish context goes into
+// every stage and publish on the node: a plugin stages a volume attached
+// read-only read-only, and every user on the node gets it so. So it is
+// read-only only where no writer can join the node's readers later: in a
+// reader-only access mode, and in multi-node-single-writer, where the
+// plugin may tell the one writer's node from the readers' by the flag (a
+// writer placed beside readers there still finds it read-only: that would
+// take a publish again, which CSI allows only once the readers are gone).
+// Elsewhere it is writable even while every
+// claim on the node reads: each reader's NodePublishVolume is read-only,
+// and a writer joining them (single-node-writer: readers and one writer on
+// one node) writes, where a read-only attachment left it a claim in use on
+// a volume it could not write.
+func attachmentReadOnly(claims []*pb.Claim) bool {
+	for _, c := range claims {
+		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
+			return false
+		}
+	}
+	limits, ok := fsm.AccessModeLimitsOf(claims[0].GetAccessMode())
+	return !ok || !limits.Write || (limits.MultiNode && limits.MaxWriters == 1)
 }
 
 // csiCapability is the CSI form of a claim's capability: berth's access

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -479,4 +480,46 @@ func TestDetachAfterAnUncertainPublishUnpublishes(t *testing.T) {
 			t.Fatalf("%d unpublishes, want 1", n)
 		}
 	})
+}
+
+// A node's attachment is published read-only only where no writer can
+// join its readers later: a single-node-writer volume first claimed by a
+// reader is attached writable (the reader's own publish on the node is
+// read-only), so a writer placed beside it can write. It was attached
+// read-only, and the writer, its claim in use, got a read-only volume.
+func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
+	read, write := pb.ClaimMode_CLAIM_MODE_READ, pb.ClaimMode_CLAIM_MODE_WRITE
+	for _, tc := range []struct {
+		access pb.VolumeAccessMode
+		claims []pb.ClaimMode
+		want   bool
+	}{
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{read, write}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{write}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER, []pb.ClaimMode{read, read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER, []pb.ClaimMode{read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, []pb.ClaimMode{read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, []pb.ClaimMode{read, read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read, write}, false},
+	} {
+		e := newVolEnv(t)
+		e.registerNode("n1")
+		e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+		e.registerVolume("v1", tc.access)
+		for i, mode := range tc.claims {
+			e.apply(fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
+				Id: fmt.Sprintf("c%d", i), VolumeId: "v1", NodeId: "n1", Mode: mode,
+				AccessMode: tc.access, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,
+			}})
+		}
+		req, err := publishRequest(e.snap(), e.attachment("v1", "n1"))
+		if err != nil {
+			t.Fatalf("%s with claims %v: %v", fsm.AccessModeWord(tc.access), tc.claims, err)
+		}
+		if req.GetReadonly() != tc.want {
+			t.Errorf("%s with claims %v: controller publish read-only %v, want %v", fsm.AccessModeWord(tc.access), tc.claims, req.GetReadonly(), tc.want)
+		}
+	}
 }
