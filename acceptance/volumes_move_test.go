@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -32,7 +34,10 @@ import (
 //   - TestVolumeOperatorClaim: `berth volume claim` on a dev agent prints
 //     the host path the volume is published at; the test writes through
 //     it; `berth volume release` frees the claim and unpublishes (the path
-//     is gone, nothing stays mounted); a job then reads the file.
+//     is gone, nothing stays mounted). A read claim's path is read-only; a
+//     job writing beside it (single-node-writer: readers and one writer on
+//     a node) writes, and its claim is freed when it stops, so it can run
+//     and write again. A job then reads the file.
 
 // freeBound is how long a stopped user's claim may take to be freed (the
 // client unpublishes and unstages, the leader unpublishes through the
@@ -246,23 +251,10 @@ var (
 )
 
 func TestVolumeOperatorClaim(t *testing.T) {
-	a := devVolume(t, "ov1", "reader")
+	a := devVolume(t, "ov1", "reader", "writer")
 	node := waitNodeStatus(t, a, "ready", 10*time.Second)
 
-	out, err := a.cli("volume", "claim", "-timeout", "30s", "ov1")
-	if err != nil {
-		t.Fatalf("volume claim ov1: %v\n%s", err, out)
-	}
-	m, p := claimIDLine.FindStringSubmatch(out), hostPathLine.FindStringSubmatch(out)
-	if m == nil || p == nil {
-		t.Fatalf("volume claim printed no claim ID or host path:\n%s", out)
-	}
-	claimID, hostPath := m[1], p[1]
-	// Asked of the node's own agent, the path is absolute, under its data
-	// directory, and the operator's claim holds the volume like an alloc's.
-	if want := filepath.Join(a.dir, "data", "csi", "publish", claimID, "ov1") + "/"; hostPath != want {
-		t.Fatalf("host path %q, want %q:\n%s", hostPath, want, out)
-	}
+	claimID, hostPath := operatorClaim(t, a, "ov1", "write")
 	v, err := a.volume("ov1")
 	if err != nil {
 		t.Fatal(err)
@@ -294,12 +286,122 @@ func TestVolumeOperatorClaim(t *testing.T) {
 		t.Fatalf("releasing freed claim %s again: err %v, output:\n%s", claimID, err, out)
 	}
 
+	// A read claim publishes the volume read-only: the note is there, and
+	// the kernel refuses a write.
+	claimID, hostPath = operatorClaim(t, a, "ov1", "read")
+	if got, err := os.ReadFile(filepath.Join(hostPath, "note")); err != nil || string(got) != "written-by-operator\n" {
+		t.Fatalf("reading through a read claim's host path: %q (%v)", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(hostPath, "other"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("writing through a read claim's host path: %v, want %v", err, syscall.EROFS)
+	}
+	// Single-node-writer: beside the reader, one writer on the same node.
+	// The job's write shows through the operator's path (one staging of
+	// the volume on the node); when the job stops, its claim is freed and
+	// the reader's publish stays, staged still.
+	runJob(t, a, "writer", volumeUserJob("writer", "ov1", "", "echo written-by-job > $BERTH_VOLUME_DATA/job"))
+	eventually(t, 30*time.Second, "the job's write claim in use beside the operator's read claim", func() error {
+		v, err := a.volume("ov1")
+		if err != nil {
+			return err
+		}
+		modes := map[string]string{}
+		for _, c := range v.Claims {
+			modes[c.Mode] = c.State
+		}
+		if len(v.Claims) != 2 || modes["read"] != "in-use" || modes["write"] != "in-use" {
+			return fmt.Errorf("claims %+v", v.Claims)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "the job's file seen through the read claim's path", func() error {
+		got, err := os.ReadFile(filepath.Join(hostPath, "job"))
+		if err != nil {
+			return err
+		}
+		if string(got) != "written-by-job\n" {
+			return fmt.Errorf("job holds %q", got)
+		}
+		return nil
+	})
+	stopJob(t, a, "writer")
+	eventually(t, freeBound, "the job's claim freed, the operator's kept", func() error {
+		v, err := a.volume("ov1")
+		if err != nil {
+			return err
+		}
+		if len(v.Claims) != 1 || v.Claims[0].ID != claimID || v.Claims[0].State != "in-use" || len(v.Attachments) != 1 {
+			return fmt.Errorf("claims %+v, attachments %+v", v.Claims, v.Attachments)
+		}
+		return nil
+	})
+	if got, err := os.ReadFile(filepath.Join(hostPath, "note")); err != nil || string(got) != "written-by-operator\n" {
+		t.Fatalf("the read claim's host path after the writer left: %q (%v)", got, err)
+	}
+	// The writer's place is free again beside the reader: the job runs
+	// again and writes.
+	runJob(t, a, "writer", volumeUserJob("writer", "ov1", "", "echo written-again > $BERTH_VOLUME_DATA/job"))
+	eventually(t, 30*time.Second, "the job's second write seen through the read claim's path", func() error {
+		got, err := os.ReadFile(filepath.Join(hostPath, "job"))
+		if err != nil {
+			return err
+		}
+		if string(got) != "written-again\n" {
+			return fmt.Errorf("job holds %q", got)
+		}
+		return nil
+	})
+	stopJob(t, a, "writer")
+	eventually(t, freeBound, "the job's second claim freed, the operator's kept", func() error {
+		v, err := a.volume("ov1")
+		if err != nil {
+			return err
+		}
+		if len(v.Claims) != 1 || v.Claims[0].ID != claimID {
+			return fmt.Errorf("claims %+v", v.Claims)
+		}
+		return nil
+	})
+	if out, err := a.cli("volume", "release", claimID); err != nil {
+		t.Fatalf("volume release %s: %v\n%s", claimID, err, out)
+	}
+	waitVolumeFreed(t, a, "ov1", time.Now(), freeBound)
+	noMountsUnder(t, a.name+"'s CSI directory", filepath.Join(a.dir, "data", "csi"))
+
 	// A job claims the volume next and reads what the operator wrote.
 	runJob(t, a, "reader", volumeUserJob("reader", "ov1", "", "cat $BERTH_VOLUME_DATA/note"))
 	reader := waitVolumeUser(t, a, "reader", "ov1", node.ID, nil)
 	waitOutput(t, a, reader.ID, "user", "written-by-operator")
 	stopJob(t, a, "reader")
 	waitVolumeFreed(t, a, "ov1", time.Now(), freeBound)
+}
+
+// operatorClaim runs `berth volume claim -mode mode vol` on the node's own
+// agent and returns the claim's ID and the host path it printed, which,
+// asked of that agent, is absolute: <data_dir>/csi/publish/<claim>/<vol>/.
+// The claim is in use when the command returns.
+func operatorClaim(t *testing.T, a *agent, vol, mode string) (claimID, hostPath string) {
+	t.Helper()
+	out, err := a.cli("volume", "claim", "-mode", mode, "-timeout", "30s", vol)
+	if err != nil {
+		t.Fatalf("volume claim -mode %s %s: %v\n%s", mode, vol, err, out)
+	}
+	m, p := claimIDLine.FindStringSubmatch(out), hostPathLine.FindStringSubmatch(out)
+	if m == nil || p == nil {
+		t.Fatalf("volume claim printed no claim ID or host path:\n%s", out)
+	}
+	claimID, hostPath = m[1], p[1]
+	if want := filepath.Join(a.dir, "data", "csi", "publish", claimID, vol) + "/"; hostPath != want {
+		t.Fatalf("host path %q, want %q:\n%s", hostPath, want, out)
+	}
+	v, err := a.volume(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Claims) != 1 || v.Claims[0].ID != claimID || v.Claims[0].Mode != mode || v.Claims[0].State != "in-use" {
+		t.Fatalf("after volume claim -mode %s the claims of %s are %+v, want %s in use", mode, vol, v.Claims, claimID)
+	}
+	return claimID, hostPath
 }
 
 // exclusionWatch observes a single-node-writer volume and its one consumer
