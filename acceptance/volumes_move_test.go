@@ -26,7 +26,9 @@ import (
 //   - TestVolumeMove: three servers, two clients, the
 //     plugin's controller in a service job and its node in a system job; a
 //     single-node-writer volume follows its job from one client to the
-//     other and back as the job is stopped and run again elsewhere. A
+//     other and back as the job is stopped and run again elsewhere (after
+//     its claim is freed, or at once), updated to the other client, or
+//     moved by a drain of the node running the plugin's controller. A
 //     watcher checks all along that there is never more than one write
 //     claim, one running consumer alloc, one live consumer process; every
 //     stop frees the claim within a bound; each run reads what the runs
@@ -498,8 +500,12 @@ func (w *exclusionWatch) end(t *testing.T) {
 // t.TempDir, named after it, and a CSI plugin's socket path under a
 // data_dir must fit a unix socket address (see startDevAgent).
 func TestVolumeMove(t *testing.T) {
+	// The plugin's state directory, the test's first t.TempDir: the
+	// removal of every one is registered with it, so it runs after the
+	// cleanup below, which runs after the agents stopped (cleanups run
+	// last-registered first).
+	state := t.TempDir()
 	var c *csiCluster
-	// Registered first, so it runs after the agents stopped.
 	t.Cleanup(func() {
 		if c != nil {
 			for _, cl := range c.clients {
@@ -513,7 +519,6 @@ func TestVolumeMove(t *testing.T) {
 
 	// The plugin: its controller on one client, a node instance on each,
 	// sharing one state directory (one machine, one pool).
-	state := t.TempDir()
 	runJob(t, s, "hpm-ctrl", csiJob("hpm-ctrl", "service", 1, hostpathTask("hpm", "controller", "controller", state)))
 	runJob(t, s, "hpm-node", csiJob("hpm-node", "system", 0, hostpathTask("hpm", "node", "node", state)))
 	eventually(t, 60*time.Second, "plugin hpm schedulable with 1/1 controllers and 2/2 nodes", func() error {
@@ -557,6 +562,33 @@ func TestVolumeMove(t *testing.T) {
 	}
 	var seen, lines []string
 	var from *agent
+	// arrive waits for the mover's new alloc to hold the volume on to,
+	// checks it read every line the runs before it wrote and wrote its
+	// own, line, and that from (the client it left) has nothing mounted.
+	arrive := func(to *agent, line, how string, began time.Time) {
+		t.Helper()
+		alloc := waitVolumeUser(t, s, "mover", "mv1", c.nodeID(t, to), seen)
+		if from != nil && from != to {
+			t.Logf("move (%s): %s → %s, in use after %s", how, from.name, to.name, time.Since(began).Round(time.Millisecond))
+			noMountsUnder(t, from.name+"'s CSI volumes", filepath.Join(from.dir, "data", "csi", "volumes"))
+		}
+		seen = append(seen, alloc.ID)
+		if len(lines) > 0 {
+			waitOutput(t, s, alloc.ID, "user", lines...)
+		}
+		lines = append(lines, line)
+		eventually(t, 10*time.Second, "run "+line+" wrote its line", func() error {
+			got, err := readPublished(to.dir, alloc.ID, "mv1", "log")
+			if err != nil {
+				return err
+			}
+			if want := strings.Join(lines, "\n") + "\n"; got != want {
+				return fmt.Errorf("log holds %q, want %q", got, want)
+			}
+			return nil
+		})
+		from = to
+	}
 	for i, m := range moves {
 		line := fmt.Sprintf("run-%d-on-%s", i+1, m.to.name)
 		spec := volumeUserJob("mover", "mv1", m.to.name, "cat $BERTH_VOLUME_DATA/log; echo "+line+" >> $BERTH_VOLUME_DATA/log")
@@ -571,28 +603,62 @@ func TestVolumeMove(t *testing.T) {
 			stopJob(t, s, "mover")
 		}
 		runJob(t, s, "mover", spec)
-		alloc := waitVolumeUser(t, s, "mover", "mv1", c.nodeID(t, m.to), seen)
-		if from != nil {
-			t.Logf("move %d (%s): %s → %s, in use after %s", i, m.how, from.name, m.to.name, time.Since(began).Round(time.Millisecond))
-			noMountsUnder(t, from.name+"'s CSI volumes", filepath.Join(from.dir, "data", "csi", "volumes"))
-		}
-		seen = append(seen, alloc.ID)
-		if len(lines) > 0 {
-			waitOutput(t, s, alloc.ID, "user", lines...)
-		}
-		lines = append(lines, line)
-		eventually(t, 10*time.Second, "run "+line+" wrote its line", func() error {
-			got, err := readPublished(m.to.dir, alloc.ID, "mv1", "log")
-			if err != nil {
-				return err
-			}
-			if want := strings.Join(lines, "\n") + "\n"; got != want {
-				return fmt.Errorf("log holds %q, want %q", got, want)
-			}
-			return nil
-		})
-		from = m.to
+		arrive(m.to, line, m.how, began)
 	}
+
+	// A drain moves it too, off the node of the plugin's controller: the
+	// mover, unconstrained, is placed there (the other client ineligible
+	// meanwhile), then that node is drained. Its users stop before its
+	// plugins (the controller among them), the claim is freed and the
+	// mover's replacement holds the volume on the other client. Each run
+	// names its node in its line, interpolated where it is placed.
+	stopJob(t, s, "mover")
+	waitVolumeFreed(t, s, "mv1", time.Now(), freeBound)
+	p, err := s.plugin("hpm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained, other := c.clients[0], c.clients[1]
+	if _, ok := p.Controllers[c.nodeID(t, other)]; ok {
+		drained, other = other, drained
+	}
+	if _, ok := p.Controllers[c.nodeID(t, drained)]; !ok {
+		t.Fatalf("the controller of hpm runs on neither client: %+v", p.Controllers)
+	}
+	if out, err := s.cli("node", "eligibility", "-disable", c.nodeID(t, other)); err != nil {
+		t.Fatalf("node eligibility -disable %s: %v\n%s", other.name, err, out)
+	}
+	runJob(t, s, "mover", volumeUserJob("mover", "mv1", "", "cat $BERTH_VOLUME_DATA/log; echo drained-run-on-${node.unique.name} >> $BERTH_VOLUME_DATA/log"))
+	arrive(drained, "drained-run-on-"+drained.name, "stop, run unconstrained", time.Now())
+	if out, err := s.cli("node", "eligibility", "-enable", c.nodeID(t, other)); err != nil {
+		t.Fatalf("node eligibility -enable %s: %v\n%s", other.name, err, out)
+	}
+	began := time.Now()
+	if out, err := s.cli("node", "drain", "-enable", "-yes", "-deadline", "1m", c.nodeID(t, drained)); err != nil {
+		t.Fatalf("node drain -enable %s: %v\n%s", drained.name, err, out)
+	}
+	arrive(other, "drained-run-on-"+other.name, "drain", began)
+	eventually(t, 60*time.Second, "hpm's controller moved to "+other.name, func() error {
+		p, err := s.plugin("hpm")
+		if err != nil {
+			return err
+		}
+		if _, ok := p.Controllers[c.nodeID(t, other)]; !ok || p.ControllersHealthy != 1 {
+			return fmt.Errorf("controllers %d healthy: %+v", p.ControllersHealthy, p.Controllers)
+		}
+		return nil
+	})
+	if out, err := s.cli("node", "drain", "-disable", "-yes", c.nodeID(t, drained)); err != nil {
+		t.Fatalf("node drain -disable %s: %v\n%s", drained.name, err, out)
+	}
+	eventually(t, 60*time.Second, "hpm's node instance back on "+drained.name, func() error {
+		p, err := s.plugin("hpm")
+		if err != nil {
+			return err
+		}
+		return wantCounts(p, 1, 1, 2, 2)
+	})
+
 	stopped := time.Now()
 	stopJob(t, s, "mover")
 	took := waitVolumeFreed(t, s, "mv1", stopped, freeBound)
