@@ -523,3 +523,37 @@ func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
 		}
 	}
 }
+
+// A final failure waits for a change of what it depends on made after the
+// state its step was decided on, not after the failure was written: a
+// controller that became healthy between the two (here, applied just
+// before the failure's write) still gets the publish retried. Compared
+// with the failure's own index, that change was older, and the publish
+// waited for good (seen in TestVolumeMove: a drain moved the controller to
+// the other client while the publish to it failed for want of one).
+func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		e.reportPlugins("n1", ebsController(false), ebsNode("n1"))
+		fake := newFakeController()
+		l := e.loops(fake)
+		propose, healed := l.propose, false
+		l.propose = func(ctx context.Context, typ fsm.MessageType, msg proto.Message) (uint64, error) {
+			if cmd, ok := msg.(*pb.AttachmentUpdateCommand); ok && cmd.GetError() != nil && !healed {
+				healed = true
+				e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+			}
+			return propose(ctx, typ, msg)
+		}
+		stop := start(l)
+		defer stop()
+		synctest.Wait()
+		if !healed {
+			t.Fatal("no failure was written: the step did not fail for want of a healthy controller")
+		}
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if calls := fake.callsOf(publishMethod); len(calls) != 1 {
+			t.Fatalf("publish calls = %s, want 1", describeCalls(calls))
+		}
+	})
+}
