@@ -24,7 +24,7 @@ import (
 func startDevAgent(t *testing.T) *agent {
 	t.Helper()
 	a := newAgent(t, "dev", freePorts(t), "")
-	dir, err := os.MkdirTemp("", "berth-dev-")
+	dir, err := os.MkdirTemp("", "berth-acc-dev-")
 	if err != nil {
 		t.Fatal(err)
 	}
