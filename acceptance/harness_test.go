@@ -63,6 +63,8 @@ type agent struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	logPath  string
+	// flags are added to `berth run -config <file>` (-dev for a dev agent).
+	flags []string
 }
 
 type ports struct{ http, rpc, raft int }
@@ -141,7 +143,7 @@ func (a *agent) start() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	a.cmd = exec.Command(berthBin, "run", "-config", a.config)
+	a.cmd = exec.Command(berthBin, append([]string{"run", "-config", a.config}, a.flags...)...)
 	a.cmd.Stdout, a.cmd.Stderr = logf, logf
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatalf("starting %s: %v", a.name, err)

@@ -29,7 +29,9 @@ import (
 //     controller publish was needed) the claim is freed at once.
 //   - freed, from node-detached, once the node has no attachment of the
 //     volume: the claim is removed. A claim that is gone is freed already,
-//     and a move of it to node-detached is done too.
+//     and a move of it to node-detached is done too. A claim the command
+//     detaches from a node where the volume keeps live claims is freed at
+//     once (freeBesideLive).
 //
 // A transition naming a node (a client's report) must name the claim's
 // (ErrClaimNodeMismatch); an unknown claim is ErrClaimNotFound. After the
@@ -66,6 +68,9 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 			order = append(order, id)
 		}
 		next[id] = moved
+	}
+	if err := freeBesideLive(tx, next, order); err != nil {
+		return err
 	}
 	var touched []*pb.Claim
 	for _, id := range order {
@@ -244,6 +249,49 @@ func detachIfUnclaimed(tx *writeTxn, claims []*pb.Claim, at int64) error {
 		}
 		if err := writeAttachmentState(tx, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING, at); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// freeBesideLive frees (nil in next) each claim the command leaves
+// node-detached on a node where its volume keeps a live claim once the
+// command is applied. Such a claim waits for nothing: the node's
+// attachment stays for the live claims, so no controller unpublish is
+// coming for it, and kept, it would go on counting against the access
+// mode's limits until they all leave (a stopped writer's claim beside a
+// long-lived reader of a single-node-writer volume barred every next
+// writer). A write claim of a multi-node mode limiting writers is kept:
+// its node's attachment was published writable for it, and until that is
+// unpublished, the one writer the mode allows must not be placed on
+// another node.
+func freeBesideLive(tx *writeTxn, next map[string]*pb.Claim, order []string) error {
+	for _, id := range order {
+		c := next[id]
+		if c == nil || c.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+			continue
+		}
+		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
+			limits, ok := AccessModeLimitsOf(c.GetAccessMode())
+			if !ok || (limits.MultiNode && limits.MaxWriters > 0) {
+				continue
+			}
+		}
+		others, err := claimsByNode.list(tx, nil, c.GetNodeId(), c.GetVolumeId())
+		if err != nil {
+			return err
+		}
+		for _, o := range others {
+			if o.GetId() == id {
+				continue
+			}
+			if moved, ok := next[o.GetId()]; ok {
+				o = moved
+			}
+			if o != nil && ClaimLive(o) {
+				next[id] = nil
+				break
+			}
 		}
 	}
 	return nil

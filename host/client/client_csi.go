@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/pluginmanager"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -22,6 +24,15 @@ type controllers interface {
 // ErrNoCSIPlugins is returned by ClientCSI calls on a client that manages
 // no CSI plugins.
 var ErrNoCSIPlugins = errcode.New(codes.FailedPrecondition, "this node runs no csi plugins")
+
+// ErrNoControllerHere is returned by ClientCSI calls for a plugin this
+// node runs no controller instance of (any more: the servers' plugin row
+// lags the node's report, as when a drain just stopped it). Unavailable,
+// never NotFound: the servers take NotFound from an unpublish or a delete
+// for the plugin's "nothing to undo", and a call that reached no plugin
+// undid nothing; Unavailable has them try again, through another
+// controller if there is one.
+var ErrNoControllerHere = errcode.New(codes.Unavailable, "no controller instance of the csi plugin on this node")
 
 // ErrBadCSICall is returned by ClientCSI calls whose request bytes do not
 // decode as the method's CSI request.
@@ -63,6 +74,9 @@ func (r *clientCSI) ControllerCall(ctx context.Context, req *pb.CSIControllerCal
 		return nil, fail(ErrNoCSIPlugins)
 	}
 	c, err := pm.Controller(plugin)
+	if errors.Is(err, pluginmanager.ErrNoController) {
+		return nil, fail(ErrNoControllerHere)
+	}
 	if err != nil {
 		return nil, fail(err)
 	}

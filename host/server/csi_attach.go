@@ -138,7 +138,8 @@ func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *f
 
 // attachmentDue reports whether a call is due for a now, or else when one
 // comes due (zero: when something changes). A final failure waits for a
-// change, after it was recorded, of what the call's outcome depends on:
+// change, after the state its step was decided on, of what the call's
+// outcome depends on:
 // the volume, its plugin's row, the node, and the nodes of the plugin's
 // controllers (pickController reads their status and fence, which their
 // plugin row does not carry: an unfenced controller node changes only its
@@ -162,7 +163,15 @@ func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, 
 				seen = max(seen, c.GetModifyIndex())
 			}
 		}
-		if seen > a.GetModifyIndex() {
+		// After the state the step was decided on, not after the failure
+		// was written: a change made while the step ran (a controller
+		// became healthy, say) predates the failure's index and would be
+		// lost.
+		base := a.GetModifyIndex()
+		if d := e.GetDecidedIndex(); d > 0 {
+			base = d
+		}
+		if seen > base {
 			return true, time.Time{}
 		}
 		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_DETACHING || node != nil {
@@ -241,12 +250,12 @@ func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) 
 func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	req, err := publishRequest(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", "", err)
+		v.recordFailure(ctx, snap, a, "", "", err)
 		return
 	}
 	controller, err := v.pick(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", "", err)
+		v.recordFailure(ctx, snap, a, "", "", err)
 		return
 	}
 	resp := &csipb.ControllerPublishVolumeResponse{}
@@ -255,7 +264,7 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		return // the leadership ended: the next leader makes the call again
 	}
 	if err != nil {
-		v.recordFailure(ctx, a, controller, req.GetNodeId(), fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
+		v.recordFailure(ctx, snap, a, controller, req.GetNodeId(), fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
 			a.GetVolumeId(), req.GetVolumeId(), a.GetNodeId(), controller, err))
 		return
 	}
@@ -308,12 +317,12 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		err = fmt.Errorf("%w; the detach waits for the node to report the plugin's node instance, or for the node to be down or fenced", err)
 	}
 	if err != nil {
-		v.recordFailure(ctx, a, "", "", err)
+		v.recordFailure(ctx, snap, a, "", "", err)
 		return
 	}
 	controller, err := v.pick(snap, a)
 	if err != nil {
-		v.recordFailure(ctx, a, "", "", err)
+		v.recordFailure(ctx, snap, a, "", "", err)
 		return
 	}
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
@@ -322,7 +331,7 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	if err != nil && errcode.Code(err) != codes.NotFound {
-		v.recordFailure(ctx, a, controller, "", fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
+		v.recordFailure(ctx, snap, a, controller, "", fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
 			a.GetVolumeId(), vol.GetExternalId(), a.GetNodeId(), controller, err))
 		return
 	}
@@ -356,12 +365,13 @@ func (v *volumeLoops) call(ctx context.Context, controller, pluginID, method str
 	return v.caller.ControllerCall(cctx, controller, pluginID, method, req, resp)
 }
 
-// recordFailure writes a failed step of a: the error with its class,
-// attempts+1 and, for an uncertain error, the time of the next try.
+// recordFailure writes a failed step of a, decided on snap: the error
+// with its class, snap's index, attempts+1 and, for an uncertain error,
+// the time of the next try.
 // controller is the node whose instance answered ("" when no call was
 // made); csiNode the CSI node ID a failed publish named (it may have
 // happened, so the unpublish names it too).
-func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, controller, csiNode string, err error) {
+func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller, csiNode string, err error) {
 	if !strings.Contains(err.Error(), a.GetVolumeId()) {
 		// Every recorded error names its volume, whatever step failed.
 		err = fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
@@ -389,9 +399,10 @@ func (v *volumeLoops) recordFailure(ctx context.Context, a *pb.Attachment, contr
 	v.mu.Unlock()
 	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", fsm.AttachmentStateWord(a.GetState()),
 		"code", code, "class", errorClassWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
+	decided, _ := snap.LatestIndex()
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
-		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: pb.GrpcCode(code), FailedAt: now.UnixNano()},
+		Error:    &pb.VolumeError{Message: err.Error(), Class: class, Code: pb.GrpcCode(code), FailedAt: now.UnixNano(), DecidedIndex: decided},
 		Attempts: attempts, NextRetryAt: next, CsiNodeId: csiNode, UpdatedAt: now.UnixNano(),
 	})
 }
@@ -494,7 +505,7 @@ var errNoCSINode = errcode.New(codes.FailedPrecondition, "node has no node insta
 // publishRequest builds ControllerPublishVolume for a: the volume's
 // external ID, secrets and context, the node's CSI node ID, and the
 // capability of the node's live claims (every claim of a volume uses one
-// access mode; read-only when every one of them only reads).
+// access mode), read-only as attachmentReadOnly says.
 func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.ControllerPublishVolumeRequest, error) {
 	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
 	if err != nil {
@@ -515,20 +526,40 @@ func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.Controlle
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("volume %s on node %s: no live claim to publish for: %w", a.GetVolumeId(), a.GetNodeId(), fsm.ErrClaimNotFound)
 	}
-	readOnly := true
-	for _, c := range claims {
-		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
-			readOnly = false
-		}
-	}
 	return &csipb.ControllerPublishVolumeRequest{
 		VolumeId:         vol.GetExternalId(),
 		NodeId:           csiNode,
 		VolumeCapability: csiCapability(claims[0], vol.GetMountOptions()),
-		Readonly:         readOnly,
+		Readonly:         attachmentReadOnly(claims),
 		Secrets:          vol.GetSecrets(),
 		VolumeContext:    vol.GetContext(),
 	}, nil
+}
+
+// attachmentReadOnly says whether a node's attachment, published for its
+// live claims (at least one), is published read-only. An attachment is
+// published once and not again while it is attached (CSI refuses a second
+// publish with another readonly flag), and its publish context goes into
+// every stage and publish on the node: a plugin stages a volume attached
+// read-only read-only, and every user on the node gets it so. So it is
+// read-only only where no writer can join the node's readers later: in a
+// reader-only access mode, and in multi-node-single-writer, where the
+// plugin may tell the one writer's node from the readers' by the flag (a
+// writer placed beside readers there still finds it read-only: that would
+// take a publish again, which CSI allows only once the readers are gone).
+// Elsewhere it is writable even while every
+// claim on the node reads: each reader's NodePublishVolume is read-only,
+// and a writer joining them (single-node-writer: readers and one writer on
+// one node) writes, where a read-only attachment left it a claim in use on
+// a volume it could not write.
+func attachmentReadOnly(claims []*pb.Claim) bool {
+	for _, c := range claims {
+		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
+			return false
+		}
+	}
+	limits, ok := fsm.AccessModeLimitsOf(claims[0].GetAccessMode())
+	return !ok || !limits.Write || (limits.MultiNode && limits.MaxWriters == 1)
 }
 
 // csiCapability is the CSI form of a claim's capability: berth's access

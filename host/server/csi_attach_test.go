@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -528,4 +529,80 @@ func TestDetachWithoutACSINodeIDOfANodeThatIsDown(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A node's attachment is published read-only only where no writer can
+// join its readers later: a single-node-writer volume first claimed by a
+// reader is attached writable (the reader's own publish on the node is
+// read-only), so a writer placed beside it can write. It was attached
+// read-only, and the writer, its claim in use, got a read-only volume.
+func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
+	read, write := pb.ClaimMode_CLAIM_MODE_READ, pb.ClaimMode_CLAIM_MODE_WRITE
+	for _, tc := range []struct {
+		access pb.VolumeAccessMode
+		claims []pb.ClaimMode
+		want   bool
+	}{
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{read, write}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, []pb.ClaimMode{write}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER, []pb.ClaimMode{read, read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER, []pb.ClaimMode{read}, false},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, []pb.ClaimMode{read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, []pb.ClaimMode{read, read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read, write}, false},
+	} {
+		e := newVolEnv(t)
+		e.registerNode("n1")
+		e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+		e.registerVolume("v1", tc.access)
+		for i, mode := range tc.claims {
+			e.apply(fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
+				Id: fmt.Sprintf("c%d", i), VolumeId: "v1", NodeId: "n1", Mode: mode,
+				AccessMode: tc.access, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,
+			}})
+		}
+		req, err := publishRequest(e.snap(), e.attachment("v1", "n1"))
+		if err != nil {
+			t.Fatalf("%s with claims %v: %v", fsm.AccessModeWord(tc.access), tc.claims, err)
+		}
+		if req.GetReadonly() != tc.want {
+			t.Errorf("%s with claims %v: controller publish read-only %v, want %v", fsm.AccessModeWord(tc.access), tc.claims, req.GetReadonly(), tc.want)
+		}
+	}
+}
+
+// A final failure waits for a change of what it depends on made after the
+// state its step was decided on, not after the failure was written: a
+// controller that became healthy between the two (here, applied just
+// before the failure's write) still gets the publish retried. Compared
+// with the failure's own index, that change was older, and the publish
+// waited for good (seen in TestVolumeMove: a drain moved the controller to
+// the other client while the publish to it failed for want of one).
+func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		e.reportPlugins("n1", ebsController(false), ebsNode("n1"))
+		fake := newFakeController()
+		l := e.loops(fake)
+		propose, healed := l.propose, false
+		l.propose = func(ctx context.Context, typ fsm.MessageType, msg proto.Message) (uint64, error) {
+			if cmd, ok := msg.(*pb.AttachmentUpdateCommand); ok && cmd.GetError() != nil && !healed {
+				healed = true
+				e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+			}
+			return propose(ctx, typ, msg)
+		}
+		stop := start(l)
+		defer stop()
+		synctest.Wait()
+		if !healed {
+			t.Fatal("no failure was written: the step did not fail for want of a healthy controller")
+		}
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if calls := fake.callsOf(publishMethod); len(calls) != 1 {
+			t.Fatalf("publish calls = %s, want 1", describeCalls(calls))
+		}
+	})
 }

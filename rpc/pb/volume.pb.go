@@ -899,7 +899,12 @@ type VolumeError struct {
 	// its name: "unavailable", "deadline-exceeded").
 	Code GrpcCode `protobuf:"varint,3,opt,name=code,proto3,enum=berth.v1.GrpcCode" json:"code,omitempty"`
 	// failed_at is unix nanoseconds, set by the proposer.
-	FailedAt      int64 `protobuf:"varint,4,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	FailedAt int64 `protobuf:"varint,4,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	// decided_index is the raft index of the state the failed step was
+	// decided on (set by the attach reconciler): a final failure is tried
+	// again once what it depends on changed after that index, so a change
+	// made while the step ran is not lost (0: the record's own index).
+	DecidedIndex  uint64 `protobuf:"varint,5,opt,name=decided_index,json=decidedIndex,proto3" json:"decided_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -958,6 +963,13 @@ func (x *VolumeError) GetCode() GrpcCode {
 func (x *VolumeError) GetFailedAt() int64 {
 	if x != nil {
 		return x.FailedAt
+	}
+	return 0
+}
+
+func (x *VolumeError) GetDecidedIndex() uint64 {
+	if x != nil {
+		return x.DecidedIndex
 	}
 	return 0
 }
@@ -1347,12 +1359,13 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x01\n" +
 	"\vVolumeError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x120\n" +
 	"\x05class\x18\x02 \x01(\x0e2\x1a.berth.v1.VolumeErrorClassR\x05class\x12&\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x12.berth.v1.GrpcCodeR\x04code\x12\x1b\n" +
-	"\tfailed_at\x18\x04 \x01(\x03R\bfailedAt\"\xdb\x04\n" +
+	"\tfailed_at\x18\x04 \x01(\x03R\bfailedAt\x12#\n" +
+	"\rdecided_index\x18\x05 \x01(\x04R\fdecidedIndex\"\xdb\x04\n" +
 	"\x05Claim\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\x12\x19\n" +
