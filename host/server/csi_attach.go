@@ -542,16 +542,13 @@ func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.Controlle
 // publish with another readonly flag), and its publish context goes into
 // every stage and publish on the node: a plugin stages a volume attached
 // read-only read-only, and every user on the node gets it so. So it is
-// read-only only where no writer can join the node's readers later: in a
-// reader-only access mode, and in multi-node-single-writer, where the
-// plugin may tell the one writer's node from the readers' by the flag (a
-// writer placed beside readers there still finds it read-only: that would
-// take a publish again, which CSI allows only once the readers are gone).
-// Elsewhere it is writable even while every
-// claim on the node reads: each reader's NodePublishVolume is read-only,
-// and a writer joining them (single-node-writer: readers and one writer on
-// one node) writes, where a read-only attachment left it a claim in use on
-// a volume it could not write.
+// read-only only where no writer can ever join the node's readers: in a
+// reader-only access mode. Elsewhere it is writable even while every claim
+// on the node reads: each reader's NodePublishVolume is read-only, and a
+// writer joining them (single-node-writer: readers and one writer on one
+// node; multi-node-single-writer: the one writer placed on a readers'
+// node) writes, where a read-only attachment left it a claim in use on a
+// volume it could not write.
 func attachmentReadOnly(claims []*pb.Claim) bool {
 	for _, c := range claims {
 		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
@@ -559,7 +556,7 @@ func attachmentReadOnly(claims []*pb.Claim) bool {
 		}
 	}
 	limits, ok := fsm.AccessModeLimitsOf(claims[0].GetAccessMode())
-	return !ok || !limits.Write || (limits.MultiNode && limits.MaxWriters == 1)
+	return !ok || !limits.Write
 }
 
 // csiCapability is the CSI form of a claim's capability: berth's access

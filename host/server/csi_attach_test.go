@@ -550,7 +550,7 @@ func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
 		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER, []pb.ClaimMode{read}, false},
 		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY, []pb.ClaimMode{read}, true},
 		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY, []pb.ClaimMode{read, read}, true},
-		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read}, true},
+		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read}, false},
 		{pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER, []pb.ClaimMode{read, write}, false},
 	} {
 		e := newVolEnv(t)

@@ -49,6 +49,21 @@ func readMountinfo() ([]mountEntry, error) {
 	return out, sc.Err()
 }
 
+// MountPoints returns the mount points of this process's mount namespace,
+// in the kernel's order, as /proc/self/mountinfo names them: resolved
+// paths, unescaped.
+func MountPoints() ([]string, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(mounts))
+	for i, m := range mounts {
+		out[i] = m.point
+	}
+	return out, nil
+}
+
 // unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
 func unescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {

@@ -96,9 +96,19 @@ func (t TaskDir) Build() error {
 	return nil
 }
 
+// ErrMountedInside is returned by Destroy when a mount under the alloc dir
+// could not be removed: deleting the tree would delete through the mount
+// (a volume's data, a host directory).
+var ErrMountedInside = errcode.New(codes.FailedPrecondition, "a mount under the alloc dir could not be removed")
+
 // Destroy removes the alloc dir and everything in it; a missing dir is
-// not an error.
+// not an error. Whatever is still mounted under it (a task's volume bind
+// a crash left behind) is unmounted first, deepest first; if that fails
+// nothing is removed, so a removal never reaches through a mount.
 func (a *AllocDir) Destroy() error {
+	if err := unmountUnder(a.Dir); err != nil {
+		return fmt.Errorf("removing alloc dir %s: %w: %w", a.Dir, ErrMountedInside, err)
+	}
 	if err := os.RemoveAll(a.Dir); err != nil {
 		return fmt.Errorf("removing alloc dir: %w", err)
 	}

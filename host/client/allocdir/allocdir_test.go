@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 func TestBuildLaysOutDirsAndDestroyRemovesThem(t *testing.T) {
@@ -101,5 +105,55 @@ func TestLogFilesInOrder(t *testing.T) {
 	}
 	if _, err := a.Logs("../x"); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("Logs(../x): %v", err)
+	}
+}
+
+// Destroy unmounts what is still mounted under the alloc dir (a writable
+// bind a crash left behind) before it removes the tree, so the removal
+// never deletes through the mount.
+func TestDestroyUnmountsBeforeItRemoves(t *testing.T) {
+	testutil.RequireRoot(t, "bind-mounts a directory under the alloc dir")
+	volume := t.TempDir()
+	if err := os.WriteFile(filepath.Join(volume, "data"), []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(t.TempDir(), "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Build(); err != nil {
+		t.Fatal(err)
+	}
+	td, err := a.TaskDir("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Build(); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, rel := range []string{"csi-volumes/v1", "csi-volumes/v1/nested"} {
+		target := filepath.Join(td.Dir, rel)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount(volume, target, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, target)
+	}
+	t.Cleanup(func() {
+		for _, p := range targets {
+			_ = unix.Unmount(p, unix.MNT_DETACH)
+		}
+	})
+	if err := a.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(volume, "data")); err != nil || string(b) != "keep me" {
+		t.Fatalf("the mounted directory's file after Destroy: %q, %v", b, err)
+	}
+	if _, err := os.Stat(a.Dir); !os.IsNotExist(err) {
+		t.Fatalf("alloc dir after Destroy: %v", err)
 	}
 }

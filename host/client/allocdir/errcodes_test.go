@@ -12,6 +12,7 @@ import (
 // sentinels reaches a gRPC or HTTP caller with.
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrInvalidName: codes.InvalidArgument,
+		ErrInvalidName:   codes.InvalidArgument,
+		ErrMountedInside: codes.FailedPrecondition,
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/sdk/executor"
 )
 
 // ErrReadOnlyMount is returned by the volume mount hook's prestart when a
@@ -32,9 +33,10 @@ const ReadOnlyDir = "csi-volumes"
 // the alloc's destroy, and before the alloc's unpublish (so also in the
 // teardown a restarted client finishes). It is what BERTH_VOLUME_<NAME>
 // and ${volume.<name>} name for that task. It lives in the task's
-// directory so nothing of another task or alloc can collide with it;
-// being read-only, a bind mount left there by a crash can never let the
-// alloc dir's removal delete the volume's data.
+// directory so nothing of another task or alloc can collide with it. A
+// bind a crash left there (even the writable first half of bindReadOnly)
+// never lets the alloc dir's removal delete the volume's data:
+// AllocDir.Destroy unmounts whatever is mounted under the dir first.
 func taskReadOnlyPath(taskDir, volumeID string) string {
 	return filepath.Join(taskDir, ReadOnlyDir, volumeID)
 }
@@ -58,7 +60,7 @@ func unmountTaskBinds(dataDir, allocID, volumeID string) error {
 	if resolved, err := filepath.EvalSymlinks(allocDir); err == nil {
 		allocDir = resolved
 	}
-	points, err := mountPoints()
+	points, err := executor.MountPoints()
 	if err != nil {
 		return fmt.Errorf("reading the mount table for the read-only volume mounts of alloc %s: %w", allocID, err)
 	}

@@ -1,15 +1,15 @@
 package volumehooks
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strconv"
-	"strings"
+	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
+
+	"berth.dev/berth/sdk/executor"
 )
 
 // bindReadOnly bind-mounts src at target, read-only. The kernel ignores
@@ -33,11 +33,11 @@ func bindReadOnly(src, target string) error {
 		}
 	}
 	if err := unix.Mount("", target, "", flags, ""); err != nil {
-		_ = unix.Unmount(target, unix.MNT_DETACH)
+		_ = unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		return &fs.PathError{Op: "remount read-only", Path: target, Err: err}
 	}
 	if err := unix.Statfs(target, &st); err != nil || st.Flags&unix.ST_RDONLY == 0 {
-		_ = unix.Unmount(target, unix.MNT_DETACH)
+		_ = unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		return &fs.PathError{Op: "check read-only", Path: target, Err: errors.Join(err, errors.New("the mount is writable after the read-only remount"))}
 	}
 	return nil
@@ -68,55 +68,15 @@ func unmountAll(target string) error {
 }
 
 // isMountPoint reports whether p is a mount point in the client's mount
-// namespace.
+// namespace. The mount table names resolved paths, so p is resolved first
+// (a data dir reached through a symlink).
 func isMountPoint(p string) (bool, error) {
-	points, err := mountPoints()
+	if resolved, err := filepath.EvalSymlinks(p); err == nil {
+		p = resolved
+	}
+	points, err := executor.MountPoints()
 	if err != nil {
 		return false, err
 	}
-	for _, mp := range points {
-		if mp == p {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// mountPoints returns the mount points of the client's mount namespace
-// (/proc/self/mountinfo's fifth field, unescaped).
-func mountPoints() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
-			out = append(out, unescapeMountinfo(fields[4]))
-		}
-	}
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134) in a mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return slices.Contains(points, p), nil
 }

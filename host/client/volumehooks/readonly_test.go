@@ -227,10 +227,61 @@ func roBindMounted(t *testing.T, p string) bool {
 	return ok
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/x\134y`: `/x\y`, `/end\04`: `/end\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+// A symlink a task planted where its read-only bind goes makes prestart
+// fail before the client creates or mounts anything through it.
+func TestReadOnlyBindRefusesAPlantedSymlink(t *testing.T) {
+	testutil.RequireRoot(t, "bind-mounts the publish target read-only for a raw_exec task")
+	e := newVolEnv(t, nil)
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	reader := &pb.Task{Name: "reader", Driver: "raw_exec", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/d", ReadOnly: true}}}
+	writer := &pb.Task{Name: "writer", Driver: "raw_exec", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/d"}}}
+	g := volumeGroup()
+	g.Tasks = []*pb.Task{reader, writer}
+	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
+	vh := e.hooks.AllocHook()(info).(*volumeHook)
+	if err := vh.Prerun(context.Background(), &allocrunner.PrerunRequest{AllocInfo: info}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.plugin.NodePublishVolume.Last().GetTargetPath(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unmountTaskBinds(e.dir, hookAlloc, volID) })
+	ad, err := allocdir.New(e.dir, hookAlloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := ad.TaskDir(reader.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.Build(); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	for _, planted := range []struct{ link, at string }{
+		{filepath.Join(td.Dir, ReadOnlyDir), outside},                            // the csi-volumes dir
+		{filepath.Join(td.Dir, ReadOnlyDir, volID), filepath.Join(outside, "v")}, // the volume's own dir
+	} {
+		_ = os.RemoveAll(filepath.Join(td.Dir, ReadOnlyDir))
+		if planted.link != filepath.Join(td.Dir, ReadOnlyDir) {
+			if err := os.Mkdir(filepath.Join(td.Dir, ReadOnlyDir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(planted.at, planted.link); err != nil {
+			t.Fatal(err)
+		}
+		h := e.hooks.TaskHook()(info, reader)
+		req := &taskrunner.PrestartRequest{TaskInfo: taskrunner.TaskInfo{Alloc: volumeAlloc(), Group: g, Task: reader, Dir: td, Driver: mounts(false)}}
+		err := h.(taskrunner.PrestartHook).Prestart(context.Background(), req, &taskrunner.PrestartResponse{})
+		if !errors.Is(err, ErrReadOnlyMount) {
+			t.Fatalf("symlink at %s: prestart %v, want ErrReadOnlyMount", planted.link, err)
+		}
+		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+			t.Fatalf("symlink at %s: the client created %v outside the task dir", planted.link, entries)
+		}
+		if roBindMounted(t, planted.at) {
+			t.Fatalf("symlink at %s: the client mounted at its target", planted.link)
 		}
 	}
 }

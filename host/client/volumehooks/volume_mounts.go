@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,12 +117,14 @@ func readOnlyBind(req *taskrunner.PrestartRequest, m taskMount) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("%s: the volume's publish path: %w", where, err)
 	}
-	if err := os.MkdirAll(target, 0o755); err != nil {
-		return "", fmt.Errorf("%s: %w", where, err)
-	}
 	// The task may own its directory: a symlink it put there must not
-	// make the client mount (or unmount) anywhere else.
+	// make the client create, mount or unmount anything elsewhere. Each
+	// level below the task dir is made with Mkdir (which does not follow a
+	// final symlink) and checked with Lstat before the next is made.
 	for _, p := range []string{filepath.Dir(target), target} {
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("%s: %w", where, err)
+		}
 		if st, err := os.Lstat(p); err != nil || !st.IsDir() {
 			return "", fmt.Errorf("%s: %w: %s is not a directory (%v)", where, ErrReadOnlyMount, p, err)
 		}
