@@ -33,7 +33,17 @@ import (
 //
 // Each ends, within 30s of the fault healing, with the claim in use by the
 // running alloc (its file written through the mount) or freed, and the
-// volume never has two write claims nor two publish targets.
+// volume never has two write claims nor two publish targets. The short run
+// holds replies; the long run also holds the calls before they run (the
+// work not done yet: the leader's call dies with it, the client's publish
+// and the plugin's stage never happened).
+//
+// What each fault ended in (on a dev machine, replies held): all four in use
+// by the running alloc, the leader kill ~6s after the new leader (the retried
+// ControllerPublishVolume, stage and publish, each held 2s), the client kill
+// during publish ~2s after the restart, the plugin kill ~4s after the plugin
+// ran again, the client kill after publish at once (the servers never saw a
+// change).
 
 // Delays the fault plugin runs with. Long enough for the test to see the
 // marker and kill under -race on a loaded machine; every consumer start
@@ -45,27 +55,33 @@ const (
 	markDelay = "1ms"
 )
 
-// faultRig is the cluster with the fault plugin "hpf" running.
+// faultRig is one fault plugin running on the cluster, and the faults
+// played against it. Its jobs and volumes are named after the plugin.
 type faultRig struct {
+	plugin  string
+	when    string // "after": replies held (--delay-after); "before": calls held (--delay)
 	c       *csiCluster
 	state   string // the plugin's state directory
 	markers string // where held calls leave their markers
 	c1, c2  *agent
 }
 
-func startFaultRig(t *testing.T) *faultRig {
+func startFaultRig(t *testing.T, c *csiCluster, plugin, when string) *faultRig {
 	t.Helper()
-	c := startCSICluster(t)
 	state := t.TempDir()
-	r := &faultRig{c: c, state: state + "/hpf", markers: state + "/markers", c1: c.clients[0], c2: c.clients[1]}
+	r := &faultRig{plugin: plugin, when: when, c: c, state: state + "/" + plugin, markers: state + "/markers", c1: c.clients[0], c2: c.clients[1]}
+	flag := "--delay-after"
+	if when == "before" {
+		flag = "--delay"
+	}
 	delays := fmt.Sprintf(`"--delay-marker-dir", %q, "--log-level", "debug"`, r.markers)
-	ctrl := delays + fmt.Sprintf(`, "--delay-after", "ControllerPublishVolume=%s"`, faultDelay)
-	node := delays + fmt.Sprintf(`, "--delay-after", "NodeStageVolume=%s", "--delay-after", "NodePublishVolume=%s", "--delay", "NodeUnpublishVolume=%s", "--delay", "NodeUnstageVolume=%s"`,
-		faultDelay, faultDelay, markDelay, markDelay)
-	runJob(t, r.server(), "hpf-ctrl", faultPluginJob("hpf-ctrl", "service", r.c1.name, faultPluginTask("hpf", "controller", r.state, ctrl)))
-	runJob(t, r.server(), "hpf-node", faultPluginJob("hpf-node", "system", "", faultPluginTask("hpf", "node", r.state, node)))
-	eventually(t, 60*time.Second, "plugin hpf schedulable with 1/1 controllers and 2/2 nodes", func() error {
-		p, err := r.server().plugin("hpf")
+	ctrl := delays + fmt.Sprintf(`, %q, "ControllerPublishVolume=%s"`, flag, faultDelay)
+	node := delays + fmt.Sprintf(`, %q, "NodeStageVolume=%s", %q, "NodePublishVolume=%s", "--delay", "NodeUnpublishVolume=%s", "--delay", "NodeUnstageVolume=%s"`,
+		flag, faultDelay, flag, faultDelay, markDelay, markDelay)
+	runJob(t, r.server(), plugin+"-ctrl", faultPluginJob(plugin+"-ctrl", "service", r.c1.name, faultPluginTask(plugin, "controller", r.state, ctrl)))
+	runJob(t, r.server(), plugin+"-node", faultPluginJob(plugin+"-node", "system", "", faultPluginTask(plugin, "node", r.state, node)))
+	eventually(t, 60*time.Second, "plugin "+plugin+" schedulable with 1/1 controllers and 2/2 nodes", func() error {
+		p, err := r.server().plugin(plugin)
 		if err != nil {
 			return err
 		}
@@ -73,7 +89,7 @@ func startFaultRig(t *testing.T) *faultRig {
 			return err
 		}
 		if !p.Schedulable {
-			return fmt.Errorf("plugin hpf not schedulable")
+			return fmt.Errorf("plugin %s not schedulable", plugin)
 		}
 		return nil
 	})
@@ -187,13 +203,13 @@ func (r *faultRig) createVolume(t *testing.T, id string) string {
 	path := filepath.Join(t.TempDir(), id+".hcl")
 	if err := os.WriteFile(path, []byte(fmt.Sprintf(`
 id           = %q
-plugin_id    = "hpf"
+plugin_id    = %q
 capacity_min = "1MiB"
 capability {
   access_mode     = "single-node-writer"
   attachment_mode = "file-system"
 }
-`, id)), 0o644); err != nil {
+`, id, r.plugin)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := r.server().cli("volume", "create", path); err != nil {
@@ -215,14 +231,15 @@ capability {
 }
 
 // waitMarker waits until a call of method to volume ext on node ("controller"
-// for the controller) is held, and returns its marker's name.
-func (r *faultRig) waitMarker(t *testing.T, method, when, ext, node string) string {
+// for the controller) is held, as the rig holds them, and returns its
+// marker's name.
+func (r *faultRig) waitMarker(t *testing.T, method, ext, node string) string {
 	t.Helper()
 	var name string
 	eventually(t, 30*time.Second, method+" of "+ext+" held on "+node, func() error {
-		m := r.markersOf(method, when, ext, node)
+		m := r.markersOf(method, r.when, ext, node)
 		if len(m) == 0 {
-			return fmt.Errorf("no marker %s.%s.%s.%s.* in %s", method, when, ext, node, r.markers)
+			return fmt.Errorf("no marker %s.%s.%s.%s.* in %s", method, r.when, ext, node, r.markers)
 		}
 		name = m[0]
 		return nil
@@ -371,7 +388,7 @@ func mounted(t *testing.T, path string) bool {
 // nodePluginPID is the PID of the node plugin on cl (its task wrote it).
 func (r *faultRig) nodePluginPID(t *testing.T, cl *agent) (string, int) {
 	t.Helper()
-	allocs, err := r.server().jobAllocs("hpf-node")
+	allocs, err := r.server().jobAllocs(r.plugin + "-node")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,15 +408,15 @@ func (r *faultRig) nodePluginPID(t *testing.T, cl *agent) (string, int) {
 
 // cleanup stops the consumers, waits (bounded) for their volumes to be
 // released, then stops the plugin: stopped together, the node plugin could
-// go before it unpublished. Mounts left under the clients' directories
-// after that are a failure of their own (and unmounted, so the temporary
+// go before it unpublished. Mounts of the plugin left on the clients after
+// that are a failure of their own (and unmounted, so the temporary
 // directories can go).
 func (r *faultRig) cleanup() {
 	t := r.c.servers[0].t
 	s := r.server()
-	stopAllJobs(t, s, "fa", "fb", "fc", "fd")
+	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d")
 	deadline := time.Now().Add(30 * time.Second)
-	for _, vol := range []string{"vol-a", "vol-b", "vol-c", "vol-d"} {
+	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d"} {
 		for time.Now().Before(deadline) {
 			v, err := s.volume(vol)
 			if err != nil || len(v.Claims) == 0 {
@@ -408,9 +425,9 @@ func (r *faultRig) cleanup() {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	stopAllJobs(t, s, "hpf-node", "hpf-ctrl")
+	stopAllJobs(t, s, r.plugin+"-node", r.plugin+"-ctrl")
 	for _, cl := range r.c.clients {
-		for _, m := range mountsUnder(t, cl.dir) {
+		for _, m := range mountsUnder(t, filepath.Join(cl.dir, "data", "csi", "volumes", r.plugin)) {
 			if !t.Failed() {
 				t.Errorf("%s still mounted after every job stopped", m)
 			}
@@ -439,6 +456,15 @@ func mountsUnder(t *testing.T, dir string) []string {
 	return out
 }
 
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
 // restartClient kills cl with SIGKILL and starts it again at once.
 func restartClient(cl *agent) time.Time {
 	cl.kill()
@@ -446,26 +472,43 @@ func restartClient(cl *agent) time.Time {
 	return time.Now()
 }
 
+// TestVolumeFaults holds the plugin's replies (the work done, the caller
+// unaware): plugin hpf. The long run (BERTH_ACCEPTANCE_LONG) also holds the
+// calls before they run: plugin hpb, on the same cluster (the agents' data
+// directories are named after the test, and a longer name would push the
+// plugin sockets past the 107 bytes a unix socket address holds).
 func TestVolumeFaults(t *testing.T) {
-	r := startFaultRig(t)
+	c := startCSICluster(t)
+	rigs := []*faultRig{startFaultRig(t, c, "hpf", "after")}
 	// Deferred, not a t.Cleanup: a client restarted by a fault registers
 	// its stop as a cleanup, which would run first and leave its volumes
 	// to a client that is gone.
-	defer r.cleanup()
+	defer rigs[0].cleanup()
+	if long() {
+		rigs = append(rigs, startFaultRig(t, c, "hpb", "before"))
+		defer rigs[1].cleanup()
+	}
+	for _, r := range rigs {
+		name := map[string]string{"after": "replies held", "before": "calls held"}[r.when]
+		t.Run(name, r.run)
+	}
+}
 
+func (r *faultRig) run(t *testing.T) {
 	t.Run("leader killed during attach", func(t *testing.T) {
-		ext := r.createVolume(t, "vol-a")
-		runJob(t, r.server(), "fa", faultConsumerJob("fa", "vol-a", r.c2.name))
+		id := r.plugin + "-a"
+		ext := r.createVolume(t, id)
+		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
 		// The controller attached vol-a and holds the reply: the leader's
 		// reconciler has called and not written the attachment.
-		r.waitMarker(t, "ControllerPublishVolume", "after", ext, "controller")
+		r.waitMarker(t, "ControllerPublishVolume", ext, "controller")
 		var leaderAddr string
 		eventually(t, 30*time.Second, "servers agree on a leader", func() (err error) {
 			leaderAddr, err = agreedLeader(r.c.servers)
 			return err
 		})
 		old := r.c.servers[slices.IndexFunc(r.c.servers, func(s *agent) bool { return s.rpcAddr == leaderAddr })]
-		if v, err := r.server().volume("vol-a"); err != nil || slices.ContainsFunc(v.Attachments, func(a apiAttachment) bool { return a.State == "attached" }) {
+		if v, err := r.server().volume(id); err != nil || slices.ContainsFunc(v.Attachments, func(a apiAttachment) bool { return a.State == "attached" }) {
 			t.Fatalf("before the kill vol-a's attachments are %+v (%v): the fault came too late", v.Attachments, err)
 		}
 		old.kill()
@@ -478,7 +521,7 @@ func TestVolumeFaults(t *testing.T) {
 			return err
 		})
 		healed := time.Now()
-		r.settle(t, "vol-a", ext, "fa", healed)
+		r.settle(t, id, ext, id, healed)
 		// The old leader comes back as a follower; the later faults have
 		// three servers again.
 		old.start()
@@ -489,19 +532,21 @@ func TestVolumeFaults(t *testing.T) {
 	})
 
 	t.Run("client killed during publish", func(t *testing.T) {
-		ext := r.createVolume(t, "vol-b")
-		runJob(t, r.server(), "fb", faultConsumerJob("fb", "vol-b", r.c2.name))
+		id := r.plugin + "-b"
+		ext := r.createVolume(t, id)
+		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
 		// The plugin mounted the target and holds the reply: c2 has not
 		// heard that vol-b is published.
-		r.waitMarker(t, "NodePublishVolume", "after", ext, r.c2.name)
+		r.waitMarker(t, "NodePublishVolume", ext, r.c2.name)
 		healed := restartClient(r.c2)
-		r.settle(t, "vol-b", ext, "fb", healed)
+		r.settle(t, id, ext, id, healed)
 	})
 
 	t.Run("plugin killed during stage", func(t *testing.T) {
-		ext := r.createVolume(t, "vol-c")
-		runJob(t, r.server(), "fc", faultConsumerJob("fc", "vol-c", r.c2.name))
-		r.waitMarker(t, "NodeStageVolume", "after", ext, r.c2.name)
+		id := r.plugin + "-c"
+		ext := r.createVolume(t, id)
+		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
+		r.waitMarker(t, "NodeStageVolume", ext, r.c2.name)
 		alloc, pid := r.nodePluginPID(t, r.c2)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill -9 node plugin %d: %v", pid, err)
@@ -515,16 +560,17 @@ func TestVolumeFaults(t *testing.T) {
 			return nil
 		})
 		healed := time.Now()
-		r.settle(t, "vol-c", ext, "fc", healed)
+		r.settle(t, id, ext, id, healed)
 	})
 
 	t.Run("client killed after publish", func(t *testing.T) {
-		ext := r.createVolume(t, "vol-d")
-		runJob(t, r.server(), "fd", faultConsumerJob("fd", "vol-d", r.c2.name))
+		id := r.plugin + "-d"
+		ext := r.createVolume(t, id)
+		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
 		start := time.Now()
-		o := r.settleBy(t, "vol-d", ext, "fd", start, start.Add(60*time.Second))
+		o := r.settleBy(t, id, ext, id, start, start.Add(60*time.Second))
 		if !o.inUse {
-			t.Fatalf("vol-d freed without a fault")
+			t.Fatalf("%s freed without a fault", id)
 		}
 		pid, err := taskPID(r.c2, o.alloc.ID, "app")
 		if err != nil {
@@ -532,13 +578,13 @@ func TestVolumeFaults(t *testing.T) {
 		}
 		before := r.nodeRecord(t, r.c2.name, ext)
 		dataDir := filepath.Join(r.c2.dir, "data")
-		staging := filepath.Join(dataDir, "csi", "volumes", "hpf", "staging", "vol-d")
-		target := filepath.Join(dataDir, "csi", "volumes", "hpf", "publish", o.alloc.ID, "vol-d")
+		staging := filepath.Join(dataDir, "csi", "volumes", r.plugin, "staging", id)
+		target := filepath.Join(dataDir, "csi", "volumes", r.plugin, "publish", o.alloc.ID, id)
 		if before.StagingPath != staging || len(before.Targets) != 1 || before.Targets[target] == nil {
-			t.Fatalf("plugin record of vol-d on c2: %+v, want staged at %s and published at %s", before, staging, target)
+			t.Fatalf("plugin record of %s on c2: %+v, want staged at %s and published at %s", id, before, staging, target)
 		}
 		if !mounted(t, staging) || !mounted(t, target) {
-			t.Fatalf("vol-d mounted at staging %v, target %v; want both", mounted(t, staging), mounted(t, target))
+			t.Fatalf("%s mounted at staging %v, target %v; want both", id, mounted(t, staging), mounted(t, target))
 		}
 
 		nodeAlloc, _ := r.nodePluginPID(t, r.c2)
@@ -546,10 +592,11 @@ func TestVolumeFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		logFrom := fileSize(t, r.c2.logPath)
 		healed := restartClient(r.c2)
-		after := r.settle(t, "vol-d", ext, "fd", healed)
+		after := r.settle(t, id, ext, id, healed)
 		if !after.inUse || after.alloc.ID != o.alloc.ID {
-			t.Fatalf("after c2's restart vol-d is %s, want still in use by %s", after, o.alloc.ID)
+			t.Fatalf("after c2's restart %s is %s, want still in use by %s", id, after, o.alloc.ID)
 		}
 		// The restarted client found its node plugin again: it has restored
 		// its allocs and swept the volumes no alloc holds.
@@ -567,18 +614,26 @@ func TestVolumeFaults(t *testing.T) {
 			t.Fatalf("consumer PID after the restart %d (%v), want %d", got, err, pid)
 		}
 		if !mounted(t, staging) || !mounted(t, target) {
-			t.Fatalf("after c2's restart vol-d mounted at staging %v, target %v; want both", mounted(t, staging), mounted(t, target))
+			t.Fatalf("after c2's restart %s mounted at staging %v, target %v; want both", id, mounted(t, staging), mounted(t, target))
 		}
-		if b, err := os.ReadFile(filepath.Join(target, "hello")); err != nil || strings.TrimSpace(string(b)) != "written-by-fd" {
+		if b, err := os.ReadFile(filepath.Join(target, "hello")); err != nil || strings.TrimSpace(string(b)) != "written-by-"+id {
 			t.Fatalf("hello through the publish target after the restart: %q (%v)", b, err)
 		}
 		rec := r.nodeRecord(t, r.c2.name, ext)
 		if rec.StagingPath != staging || len(rec.Targets) != 1 || rec.Targets[target] == nil {
-			t.Fatalf("plugin record of vol-d on c2 after the restart: %+v, was %+v", rec, before)
+			t.Fatalf("plugin record of %s on c2 after the restart: %+v, was %+v", id, rec, before)
+		}
+		// The sweep decides before the restored runners run, so before the
+		// plugin event above: had it found the volume's use orphaned, it would
+		// have said so by now.
+		if b, err := os.ReadFile(r.c2.logPath); err != nil {
+			t.Fatal(err)
+		} else if i := strings.Index(string(b[logFrom:]), "tearing down a volume use"); i >= 0 {
+			t.Fatalf("c2's restart swept a volume use: %s", b[logFrom+int64(i):min(int64(len(b)), logFrom+int64(i)+300)])
 		}
 		for _, m := range []string{"NodeUnpublishVolume", "NodeUnstageVolume"} {
 			if got := r.markersOf(m, "before", ext, r.c2.name); len(got) != 0 {
-				t.Fatalf("vol-d had %s calls across c2's restart: %v", m, got)
+				t.Fatalf("%s had %s calls across c2's restart: %v", id, m, got)
 			}
 		}
 	})
