@@ -303,9 +303,17 @@ func (r *faultRig) settleBy(t *testing.T, vol, ext, job string, healed, deadline
 			return err
 		}
 		if len(v.Claims) == 0 {
-			// Freed: the job's alloc placed and given up, none in its place.
+			// Freed: the job's alloc placed and given up, none in its place
+			// nor about to be (a replacement's evaluation pending or blocked).
 			if len(allocs) == 0 || anyRunning(allocs) {
 				return fmt.Errorf("no claim, allocs %+v", allocs)
+			}
+			var evals []apiEval
+			if err := r.server().getJSON("/v1/job/"+job+"/evaluations", &evals); err != nil {
+				return err
+			}
+			if i := slices.IndexFunc(evals, func(e apiEval) bool { return e.Status == "pending" || e.Status == "blocked" }); i >= 0 {
+				return fmt.Errorf("no claim, allocs %+v, evaluation %+v still to place", allocs, evals[i])
 			}
 			o = outcome{after: time.Since(healed)}
 			return nil
@@ -414,9 +422,9 @@ func (r *faultRig) nodePluginPID(t *testing.T, cl *agent) (string, int) {
 func (r *faultRig) cleanup() {
 	t := r.c.servers[0].t
 	s := r.server()
-	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d")
+	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d", r.plugin+"-e")
 	deadline := time.Now().Add(30 * time.Second)
-	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d"} {
+	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d", r.plugin + "-e"} {
 		for time.Now().Before(deadline) {
 			v, err := s.volume(vol)
 			if err != nil || len(v.Claims) == 0 {
@@ -542,6 +550,11 @@ func (r *faultRig) run(t *testing.T) {
 		r.settle(t, id, ext, id, healed)
 	})
 
+	// Long only (a heartbeat's worth longer): see clientDownDuringPublish.
+	if long() {
+		t.Run("client down past its heartbeat during publish", r.clientDownDuringPublish)
+	}
+
 	t.Run("plugin killed during stage", func(t *testing.T) {
 		id := r.plugin + "-c"
 		ext := r.createVolume(t, id)
@@ -660,4 +673,49 @@ func pluginFoundEvents(s *agent, alloc string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// clientDownDuringPublish kills c2 during publish and keeps it down until
+// the servers mark it down: its alloc is lost and the claim freed while
+// the volume is published there. c2 comes back; the replacement alloc gets
+// the volume and the lost alloc's target is unpublished.
+func (r *faultRig) clientDownDuringPublish(t *testing.T) {
+	id := r.plugin + "-e"
+	ext := r.createVolume(t, id)
+	runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
+	r.waitMarker(t, "NodePublishVolume", ext, r.c2.name)
+	allocs, err := r.server().jobAllocs(id)
+	if err != nil || len(allocs) != 1 {
+		t.Fatalf("%s allocs %+v (%v), want one", id, allocs, err)
+	}
+	lost := allocs[0]
+	nodeID := r.c.nodeID(t, r.c2)
+	r.c2.kill()
+	eventually(t, 30*time.Second, "c2 down", func() error {
+		ns, err := r.server().nodes()
+		if err != nil {
+			return err
+		}
+		for _, n := range ns {
+			if n.ID == nodeID && n.Status != "down" {
+				return fmt.Errorf("c2 is %s", n.Status)
+			}
+		}
+		return nil
+	})
+	r.c2.start()
+	healed := time.Now()
+	o := r.settle(t, id, ext, id, healed)
+	if !o.inUse || o.alloc.ID == lost.ID {
+		t.Fatalf("%s after c2 came back: %s, want in use by a replacement of %s", id, o, lost.ID)
+	}
+	dataDir := filepath.Join(r.c2.dir, "data")
+	target := filepath.Join(dataDir, "csi", "volumes", r.plugin, "publish", o.alloc.ID, id)
+	lostTarget := filepath.Join(dataDir, "csi", "volumes", r.plugin, "publish", lost.ID, id)
+	if rec := r.nodeRecord(t, r.c2.name, ext); len(rec.Targets) != 1 || rec.Targets[target] == nil {
+		t.Fatalf("plugin record of %s on c2: targets %v, want only %s", id, rec.Targets, target)
+	}
+	if mounted(t, lostTarget) {
+		t.Fatalf("the lost alloc's target %s is still mounted", lostTarget)
+	}
 }
