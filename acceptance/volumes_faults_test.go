@@ -35,8 +35,9 @@ import (
 // running alloc (its file written through the mount) or freed, and the
 // volume never has two write claims nor two publish targets. The short run
 // holds replies; the long run also holds the calls before they run (the
-// work not done yet: the leader's call dies with it, the client's publish
-// and the plugin's stage never happened).
+// work not done yet when the fault hits) and adds a fifth fault to each:
+// c2 killed during publish and kept down until the servers mark it down
+// (clientDownDuringPublish).
 //
 // What each fault ended in (on a dev machine, replies held): all four in use
 // by the running alloc, the leader kill ~6s after the new leader (the retried
