@@ -35,9 +35,10 @@ import (
 // running alloc (its file written through the mount) or freed, and the
 // volume never has two write claims nor two publish targets. The short run
 // holds replies; the long run also holds the calls before they run (the
-// work not done yet when the fault hits) and adds a fifth fault to each:
-// c2 killed during publish and kept down until the servers mark it down
-// (clientDownDuringPublish).
+// work not done yet when the fault hits) and adds two faults to each: c2
+// killed during publish and kept down until the servers mark it down
+// (clientDownDuringPublish), and c2 killed during the teardown's
+// NodeUnstageVolume (clientKilledDuringUnstage).
 //
 // What each fault ended in (on a dev machine, replies held): all four in use
 // by the running alloc, the leader kill ~6s after the new leader (the retried
@@ -77,8 +78,8 @@ func startFaultRig(t *testing.T, c *csiCluster, plugin, when string) *faultRig {
 	}
 	delays := fmt.Sprintf(`"--delay-marker-dir", %q, "--log-level", "debug"`, r.markers)
 	ctrl := delays + fmt.Sprintf(`, %q, "ControllerPublishVolume=%s"`, flag, faultDelay)
-	node := delays + fmt.Sprintf(`, %q, "NodeStageVolume=%s", %q, "NodePublishVolume=%s", "--delay", "NodeUnpublishVolume=%s", "--delay", "NodeUnstageVolume=%s"`,
-		flag, faultDelay, flag, faultDelay, markDelay, markDelay)
+	node := delays + fmt.Sprintf(`, %q, "NodeStageVolume=%s", %q, "NodePublishVolume=%s", "--delay", "NodeUnpublishVolume=%s", %q, "NodeUnstageVolume=%s"`,
+		flag, faultDelay, flag, faultDelay, markDelay, flag, faultDelay)
 	runJob(t, r.server(), plugin+"-ctrl", faultPluginJob(plugin+"-ctrl", "service", r.c1.name, faultPluginTask(plugin, "controller", r.state, ctrl)))
 	runJob(t, r.server(), plugin+"-node", faultPluginJob(plugin+"-node", "system", "", faultPluginTask(plugin, "node", r.state, node)))
 	eventually(t, 60*time.Second, "plugin "+plugin+" schedulable with 1/1 controllers and 2/2 nodes", func() error {
@@ -423,9 +424,9 @@ func (r *faultRig) nodePluginPID(t *testing.T, cl *agent) (string, int) {
 func (r *faultRig) cleanup() {
 	t := r.c.servers[0].t
 	s := r.server()
-	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d", r.plugin+"-e")
+	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d", r.plugin+"-e", r.plugin+"-f")
 	deadline := time.Now().Add(30 * time.Second)
-	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d", r.plugin + "-e"} {
+	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d", r.plugin + "-e", r.plugin + "-f"} {
 		for time.Now().Before(deadline) {
 			v, err := s.volume(vol)
 			if err != nil || len(v.Claims) == 0 {
@@ -551,9 +552,10 @@ func (r *faultRig) run(t *testing.T) {
 		r.settle(t, id, ext, id, healed)
 	})
 
-	// Long only (a heartbeat's worth longer): see clientDownDuringPublish.
+	// Long only: see clientDownDuringPublish and clientKilledDuringUnstage.
 	if long() {
 		t.Run("client down past its heartbeat during publish", r.clientDownDuringPublish)
+		t.Run("client killed during unstage", r.clientKilledDuringUnstage)
 	}
 
 	t.Run("plugin killed during stage", func(t *testing.T) {
@@ -602,10 +604,7 @@ func (r *faultRig) run(t *testing.T) {
 		}
 
 		nodeAlloc, _ := r.nodePluginPID(t, r.c2)
-		found, err := pluginFoundEvents(r.server(), nodeAlloc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		killed := time.Now()
 		logFrom := fileSize(t, r.c2.logPath)
 		healed := restartClient(r.c2)
 		after := r.settle(t, id, ext, id, healed)
@@ -615,11 +614,7 @@ func (r *faultRig) run(t *testing.T) {
 		// The restarted client found its node plugin again: it has restored
 		// its allocs and swept the volumes no alloc holds.
 		eventually(t, 30*time.Second, "c2's node plugin found after the restart", func() error {
-			n, err := pluginFoundEvents(r.server(), nodeAlloc)
-			if err == nil && n <= found {
-				err = fmt.Errorf("%d healthy-after-restart events, was %d", n, found)
-			}
-			return err
+			return pluginFoundSince(r.server(), nodeAlloc, killed)
 		})
 		if !alive(pid) {
 			t.Fatalf("consumer task %d died with its client", pid)
@@ -646,34 +641,36 @@ func (r *faultRig) run(t *testing.T) {
 			t.Fatalf("c2's restart swept a volume use: %s", b[logFrom+int64(i):min(int64(len(b)), logFrom+int64(i)+300)])
 		}
 		for _, m := range []string{"NodeUnpublishVolume", "NodeUnstageVolume"} {
-			if got := r.markersOf(m, "before", ext, r.c2.name); len(got) != 0 {
+			if got := r.markersOf(m, "*", ext, r.c2.name); len(got) != 0 {
 				t.Fatalf("%s had %s calls across c2's restart: %v", id, m, got)
 			}
 		}
 	})
 }
 
-// pluginFoundEvents counts the "Plugin became healthy" events of a client
-// restart on the plugin task of alloc.
-func pluginFoundEvents(s *agent, alloc string) (int, error) {
+// pluginFoundSince is nil once the plugin task of alloc has a "Plugin
+// became healthy" event of a client restart that occurred after since
+// (the newest events are kept, so a count would stall at the cap).
+func pluginFoundSince(s *agent, alloc string, since time.Time) error {
 	var a struct {
 		TaskStates map[string]struct {
 			Events []struct {
-				Type    string `json:"type"`
-				Message string `json:"message"`
+				Type       string    `json:"type"`
+				Message    string    `json:"message"`
+				OccurredAt time.Time `json:"occurred_at"`
 			} `json:"events"`
 		} `json:"task_states"`
 	}
 	if err := s.getJSON("/v1/allocation/"+alloc, &a); err != nil {
-		return 0, err
+		return err
 	}
-	n := 0
-	for _, e := range a.TaskStates["plugin"].Events {
-		if e.Type == "Plugin became healthy" && strings.Contains(e.Message, "after a client restart") {
-			n++
+	events := a.TaskStates["plugin"].Events
+	for _, e := range events {
+		if e.Type == "Plugin became healthy" && strings.Contains(e.Message, "after a client restart") && e.OccurredAt.After(since) {
+			return nil
 		}
 	}
-	return n, nil
+	return fmt.Errorf("no healthy-after-restart event since %s in %+v", since.Format(time.RFC3339Nano), events)
 }
 
 // clientDownDuringPublish kills c2 during publish and keeps it down until
@@ -718,5 +715,35 @@ func (r *faultRig) clientDownDuringPublish(t *testing.T) {
 	}
 	if mounted(t, lostTarget) {
 		t.Fatalf("the lost alloc's target %s is still mounted", lostTarget)
+	}
+}
+
+// clientKilledDuringUnstage stops a consumer and kills c2 while its
+// NodeUnstageVolume is held, then restarts it: the restarted client
+// finishes the teardown it was in the middle of and the claim is freed,
+// nothing left mounted or staged.
+func (r *faultRig) clientKilledDuringUnstage(t *testing.T) {
+	id := r.plugin + "-f"
+	ext := r.createVolume(t, id)
+	runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
+	start := time.Now()
+	o := r.settleBy(t, id, ext, id, start, start.Add(60*time.Second))
+	if !o.inUse {
+		t.Fatalf("%s freed without a fault", id)
+	}
+	stopJob(t, r.server(), id)
+	r.waitMarker(t, "NodeUnstageVolume", ext, r.c2.name)
+	healed := restartClient(r.c2)
+	if o := r.settle(t, id, ext, id, healed); o.inUse {
+		t.Fatalf("%s after its job stopped: %s, want freed", id, o)
+	}
+	dataDir := filepath.Join(r.c2.dir, "data")
+	staging := filepath.Join(dataDir, "csi", "volumes", r.plugin, "staging", id)
+	target := filepath.Join(dataDir, "csi", "volumes", r.plugin, "publish", o.alloc.ID, id)
+	if mounted(t, staging) || mounted(t, target) {
+		t.Fatalf("%s still mounted after the teardown: staging %v, target %v", id, mounted(t, staging), mounted(t, target))
+	}
+	if rec := r.nodeRecord(t, r.c2.name, ext); rec.StagingPath != "" || len(rec.Targets) != 0 {
+		t.Fatalf("plugin record of %s on c2 after the teardown: %+v, want nothing staged or published", id, rec)
 	}
 }
