@@ -509,8 +509,9 @@ func (r *faultRig) run(t *testing.T) {
 		id := r.plugin + "-a"
 		ext := r.createVolume(t, id)
 		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
-		// The controller attached vol-a and holds the reply: the leader's
-		// reconciler has called and not written the attachment.
+		// The controller holds ControllerPublishVolume (replies held: the
+		// volume is attached): the leader's reconciler has called and not
+		// written the attachment.
 		r.waitMarker(t, "ControllerPublishVolume", ext, "controller")
 		var leaderAddr string
 		eventually(t, 30*time.Second, "servers agree on a leader", func() (err error) {
@@ -519,7 +520,7 @@ func (r *faultRig) run(t *testing.T) {
 		})
 		old := r.c.servers[slices.IndexFunc(r.c.servers, func(s *agent) bool { return s.rpcAddr == leaderAddr })]
 		if v, err := r.server().volume(id); err != nil || slices.ContainsFunc(v.Attachments, func(a apiAttachment) bool { return a.State == "attached" }) {
-			t.Fatalf("before the kill vol-a's attachments are %+v (%v): the fault came too late", v.Attachments, err)
+			t.Fatalf("before the kill %s's attachments are %+v (%v): the fault came too late", id, v.Attachments, err)
 		}
 		old.kill()
 		survivors := without(r.c.servers, old)
@@ -545,8 +546,8 @@ func (r *faultRig) run(t *testing.T) {
 		id := r.plugin + "-b"
 		ext := r.createVolume(t, id)
 		runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
-		// The plugin mounted the target and holds the reply: c2 has not
-		// heard that vol-b is published.
+		// The plugin holds NodePublishVolume (replies held: the target is
+		// mounted, c2 has not heard so).
 		r.waitMarker(t, "NodePublishVolume", ext, r.c2.name)
 		healed := restartClient(r.c2)
 		r.settle(t, id, ext, id, healed)
