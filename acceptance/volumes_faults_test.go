@@ -35,10 +35,11 @@ import (
 // running alloc (its file written through the mount) or freed, and the
 // volume never has two write claims nor two publish targets. The short run
 // holds replies; the long run also holds the calls before they run (the
-// work not done yet when the fault hits) and adds two faults to each: c2
+// work not done yet when the fault hits) and adds three faults to each: c2
 // killed during publish and kept down until the servers mark it down
 // (clientDownDuringPublish), and c2 killed during the teardown's
-// NodeUnstageVolume (clientKilledDuringUnstage).
+// NodeUnstageVolume (clientKilledDuringUnstage), and the leader killed
+// during ControllerUnpublishVolume (leaderKilledDuringDetach).
 //
 // What each fault ended in (on a dev machine, replies held): all four in use
 // by the running alloc, the leader kill ~6s after the new leader (the retried
@@ -78,6 +79,12 @@ func startFaultRig(t *testing.T, c *csiCluster, plugin, when string) *faultRig {
 	}
 	delays := fmt.Sprintf(`"--delay-marker-dir", %q, "--log-level", "debug"`, r.markers)
 	ctrl := delays + fmt.Sprintf(`, %q, "ControllerPublishVolume=%s"`, flag, faultDelay)
+	if long() {
+		// For leaderKilledDuringDetach. Not in the short run: the attach
+		// reconciler serializes a plugin's calls, so every detach of the
+		// cleanup would wait its turn behind the others' holds.
+		ctrl += fmt.Sprintf(`, %q, "ControllerUnpublishVolume=%s"`, flag, faultDelay)
+	}
 	node := delays + fmt.Sprintf(`, %q, "NodeStageVolume=%s", %q, "NodePublishVolume=%s", "--delay", "NodeUnpublishVolume=%s", %q, "NodeUnstageVolume=%s"`,
 		flag, faultDelay, flag, faultDelay, markDelay, flag, faultDelay)
 	runJob(t, r.server(), plugin+"-ctrl", faultPluginJob(plugin+"-ctrl", "service", r.c1.name, faultPluginTask(plugin, "controller", r.state, ctrl)))
@@ -424,9 +431,9 @@ func (r *faultRig) nodePluginPID(t *testing.T, cl *agent) (string, int) {
 func (r *faultRig) cleanup() {
 	t := r.c.servers[0].t
 	s := r.server()
-	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d", r.plugin+"-e", r.plugin+"-f")
+	stopAllJobs(t, s, r.plugin+"-a", r.plugin+"-b", r.plugin+"-c", r.plugin+"-d", r.plugin+"-e", r.plugin+"-f", r.plugin+"-g")
 	deadline := time.Now().Add(30 * time.Second)
-	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d", r.plugin + "-e", r.plugin + "-f"} {
+	for _, vol := range []string{r.plugin + "-a", r.plugin + "-b", r.plugin + "-c", r.plugin + "-d", r.plugin + "-e", r.plugin + "-f", r.plugin + "-g"} {
 		for time.Now().Before(deadline) {
 			v, err := s.volume(vol)
 			if err != nil || len(v.Claims) == 0 {
@@ -475,6 +482,48 @@ func fileSize(t *testing.T, path string) int64 {
 	return st.Size()
 }
 
+// leader is the server the servers agree leads.
+func (r *faultRig) leader(t *testing.T) *agent {
+	t.Helper()
+	var addr string
+	eventually(t, 30*time.Second, "servers agree on a leader", func() (err error) {
+		addr, err = agreedLeader(r.c.servers)
+		return err
+	})
+	i := slices.IndexFunc(r.c.servers, func(s *agent) bool { return s.rpcAddr == addr })
+	if i < 0 {
+		t.Fatalf("leader %s is not one of our servers", addr)
+	}
+	return r.c.servers[i]
+}
+
+// killLeader kills old, the leader, with SIGKILL and returns when the
+// survivors agree on a new one: the fault healed.
+func (r *faultRig) killLeader(t *testing.T, old *agent) time.Time {
+	t.Helper()
+	old.kill()
+	survivors := without(r.c.servers, old)
+	eventually(t, 30*time.Second, "survivors elect a new leader", func() error {
+		l, err := agreedLeader(survivors)
+		if err == nil && l == old.rpcAddr {
+			return fmt.Errorf("survivors still follow the killed leader")
+		}
+		return err
+	})
+	return time.Now()
+}
+
+// restartServer starts a killed server again, as a follower, so that the
+// later faults have three servers.
+func (r *faultRig) restartServer(t *testing.T, old *agent) {
+	t.Helper()
+	old.start()
+	eventually(t, 30*time.Second, "three servers agree on a leader", func() error {
+		_, err := agreedLeader(r.c.servers)
+		return err
+	})
+}
+
 // restartClient kills cl with SIGKILL and starts it again at once.
 func restartClient(cl *agent) time.Time {
 	cl.kill()
@@ -513,33 +562,13 @@ func (r *faultRig) run(t *testing.T) {
 		// volume is attached): the leader's reconciler has called and not
 		// written the attachment.
 		r.waitMarker(t, "ControllerPublishVolume", ext, "controller")
-		var leaderAddr string
-		eventually(t, 30*time.Second, "servers agree on a leader", func() (err error) {
-			leaderAddr, err = agreedLeader(r.c.servers)
-			return err
-		})
-		old := r.c.servers[slices.IndexFunc(r.c.servers, func(s *agent) bool { return s.rpcAddr == leaderAddr })]
+		old := r.leader(t)
 		if v, err := r.server().volume(id); err != nil || slices.ContainsFunc(v.Attachments, func(a apiAttachment) bool { return a.State == "attached" }) {
 			t.Fatalf("before the kill %s's attachments are %+v (%v): the fault came too late", id, v.Attachments, err)
 		}
-		old.kill()
-		survivors := without(r.c.servers, old)
-		eventually(t, 30*time.Second, "survivors elect a new leader", func() error {
-			l, err := agreedLeader(survivors)
-			if err == nil && l == old.rpcAddr {
-				return fmt.Errorf("survivors still follow the killed leader")
-			}
-			return err
-		})
-		healed := time.Now()
+		healed := r.killLeader(t, old)
 		r.settle(t, id, ext, id, healed)
-		// The old leader comes back as a follower; the later faults have
-		// three servers again.
-		old.start()
-		eventually(t, 30*time.Second, "three servers agree on a leader", func() error {
-			_, err := agreedLeader(r.c.servers)
-			return err
-		})
+		r.restartServer(t, old)
 	})
 
 	t.Run("client killed during publish", func(t *testing.T) {
@@ -553,10 +582,12 @@ func (r *faultRig) run(t *testing.T) {
 		r.settle(t, id, ext, id, healed)
 	})
 
-	// Long only: see clientDownDuringPublish and clientKilledDuringUnstage.
+	// Long only: see clientDownDuringPublish, clientKilledDuringUnstage and
+	// leaderKilledDuringDetach.
 	if long() {
 		t.Run("client down past its heartbeat during publish", r.clientDownDuringPublish)
 		t.Run("client killed during unstage", r.clientKilledDuringUnstage)
+		t.Run("leader killed during detach", r.leaderKilledDuringDetach)
 	}
 
 	t.Run("plugin killed during stage", func(t *testing.T) {
@@ -747,4 +778,42 @@ func (r *faultRig) clientKilledDuringUnstage(t *testing.T) {
 	if rec := r.nodeRecord(t, r.c2.name, ext); rec.StagingPath != "" || len(rec.Targets) != 0 {
 		t.Fatalf("plugin record of %s on c2 after the teardown: %+v, want nothing staged or published", id, rec)
 	}
+}
+
+// leaderKilledDuringDetach stops a consumer and kills the leader while the
+// controller holds ControllerUnpublishVolume (the leader's reaper has
+// called and not written the detach): the new leader finishes it and the
+// claim is freed, the controller's attachment gone.
+func (r *faultRig) leaderKilledDuringDetach(t *testing.T) {
+	id := r.plugin + "-g"
+	ext := r.createVolume(t, id)
+	runJob(t, r.server(), id, faultConsumerJob(id, id, r.c2.name))
+	start := time.Now()
+	if o := r.settleBy(t, id, ext, id, start, start.Add(60*time.Second)); !o.inUse {
+		t.Fatalf("%s freed without a fault", id)
+	}
+	stopJob(t, r.server(), id)
+	r.waitMarker(t, "ControllerUnpublishVolume", ext, "controller")
+	old := r.leader(t)
+	if v, err := r.server().volume(id); err != nil || len(v.Claims) == 0 {
+		t.Fatalf("before the kill %s's claims are %+v (%v): the fault came too late", id, v.Claims, err)
+	}
+	healed := r.killLeader(t, old)
+	if o := r.settle(t, id, ext, id, healed); o.inUse {
+		t.Fatalf("%s after its job stopped: %s, want freed", id, o)
+	}
+	if v, err := r.server().volume(id); err != nil || len(v.Attachments) != 0 {
+		t.Fatalf("%s freed with attachments %+v (%v)", id, v.Attachments, err)
+	}
+	var rec struct {
+		Attachments map[string]json.RawMessage `json:"attachments"`
+	}
+	b, err := os.ReadFile(filepath.Join(r.state, "volumes", ext, "volume.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil || len(rec.Attachments) != 0 {
+		t.Fatalf("the controller's record of %s: attachments %v (%v), want none", id, rec.Attachments, err)
+	}
+	r.restartServer(t, old)
 }
