@@ -20,7 +20,12 @@ func builtinCSIHostpathCommand() *cli.Command {
 		Usage: "run the built-in hostpath CSI plugin (" + hostpath.PluginName + ")",
 		Description: "Serves CSI volumes that are directories (or loop-device block images) under --state-dir.\n" +
 			"Run one process in monolith mode, or one controller and any number of node processes that\n" +
-			"share the state directory. A restarted plugin keeps its volumes, snapshots and attachments.",
+			"share the state directory. A restarted plugin keeps its volumes, snapshots and attachments.\n\n" +
+			"For tests and fault drills only: --delay Method=duration holds every call of that CSI method\n" +
+			"before it runs, --delay-after after it ran (the work done, the reply held), so that \"the agent\n" +
+			"died while NodeStageVolume was in flight\" can be reached on purpose. With --delay-marker-dir\n" +
+			"each held call creates a file <method>.<before|after>.<volume>.<node>.<pid>.<n> there as its\n" +
+			"hold starts: wait for it, then inject the fault.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "endpoint", Usage: "CSI endpoint: unix:///path/csi.sock or a socket path", EnvVars: []string{"CSI_ENDPOINT"}, Required: true},
 			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (required in monolith and node mode)"},
@@ -31,6 +36,9 @@ func builtinCSIHostpathCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "topology", Usage: "topology segment key=value of this node (repeatable, or comma-separated)"},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON"},
+			&cli.StringSliceFlag{Name: "delay", Usage: "for tests and fault drills: hold each call of a CSI method before it runs, `Method=duration` (e.g. NodeStageVolume=3s; repeatable)"},
+			&cli.StringSliceFlag{Name: "delay-after", Usage: "for tests and fault drills: hold each reply of a CSI method after the call ran, `Method=duration` (repeatable)"},
+			&cli.StringFlag{Name: "delay-marker-dir", Usage: "for tests and fault drills: each held call creates a marker file in this `DIR` as its hold starts"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -43,6 +51,14 @@ func builtinCSIHostpathCommand() *cli.Command {
 			topology, err := hostpath.ParseTopology(c.StringSlice("topology"))
 			if err != nil {
 				return fmt.Errorf("--topology: %w", err)
+			}
+			delayBefore, err := hostpath.ParseDelays(c.StringSlice("delay"))
+			if err != nil {
+				return fmt.Errorf("--delay: %w", err)
+			}
+			delayAfter, err := hostpath.ParseDelays(c.StringSlice("delay-after"))
+			if err != nil {
+				return fmt.Errorf("--delay-after: %w", err)
 			}
 			level := hclog.LevelFromString(c.String("log-level"))
 			if level == hclog.NoLevel {
@@ -65,6 +81,10 @@ func builtinCSIHostpathCommand() *cli.Command {
 				MaxVolumes: c.Int64("max-volumes"),
 				Topology:   topology,
 				Logger:     logger,
+
+				DelayBefore:    delayBefore,
+				DelayAfter:     delayAfter,
+				DelayMarkerDir: c.String("delay-marker-dir"),
 			})
 		},
 	}

@@ -52,6 +52,17 @@ type Config struct {
 	// ShutdownGrace bounds how long a stop waits for in-flight calls before
 	// they are cancelled; 0 means 30s.
 	ShutdownGrace time.Duration
+
+	// Fault injection, for tests and fault drills (see delays.go): calls of
+	// the CSI methods in DelayBefore are held that long before they run,
+	// those in DelayAfter hold their reply that long after they ran (the
+	// work is done, the caller does not know yet). Keys are bare method
+	// names ("NodeStageVolume"). When DelayMarkerDir is set, each held call
+	// creates a file there as its hold starts, so a test can wait for the
+	// call to be in flight instead of sleeping.
+	DelayBefore    map[string]time.Duration
+	DelayAfter     map[string]time.Duration
+	DelayMarkerDir string
 }
 
 // ConfigError is returned by Run and Start when a Config field is invalid.
@@ -125,6 +136,13 @@ func (c Config) validateServices() (runtimeConfig, error) {
 		return rc, &ConfigError{Field: "StateDir", Value: c.StateDir, Err: err}
 	}
 	rc.StateDir = abs
+	if c.DelayMarkerDir != "" {
+		// A relative marker directory is the launching process's: a task's
+		// own directory for a plugin run as a task.
+		if rc.DelayMarkerDir, err = filepath.Abs(c.DelayMarkerDir); err != nil {
+			return rc, &ConfigError{Field: "DelayMarkerDir", Value: c.DelayMarkerDir, Err: err}
+		}
+	}
 	if rc.node {
 		if c.NodeID == "" {
 			return rc, &ConfigError{Field: "NodeID", Err: fmt.Errorf("is required in %s mode", rc.Mode)}
@@ -138,6 +156,9 @@ func (c Config) validateServices() (runtimeConfig, error) {
 	}
 	if c.MaxVolumes < 0 {
 		return rc, &ConfigError{Field: "MaxVolumes", Value: fmt.Sprint(c.MaxVolumes), Err: errors.New("must not be negative")}
+	}
+	if err := c.validateDelays(); err != nil {
+		return rc, err
 	}
 	keys := make([]string, 0, len(c.Topology))
 	for k := range c.Topology {

@@ -66,4 +66,19 @@
 //
 // Errors are gRPC status codes as the CSI spec prescribes for each condition,
 // with messages that name the volume, snapshot, node or path concerned.
+//
+// # Fault injection
+//
+// For tests and fault drills only, Config.DelayBefore holds every call of
+// the named CSI methods that long before it runs, and Config.DelayAfter holds
+// the reply after the call ran (the work is done, the caller does not know
+// yet): `--delay NodeStageVolume=3s` and `--delay-after` on the command line,
+// parsed by ParseDelays. With DelayMarkerDir (--delay-marker-dir) each held
+// call creates a file named
+// <method>.<before|after>.<volume ID or "none">.<node ID or "controller">.<pid>.<n>
+// there as its hold starts, so a test waits for the call to be in flight and
+// then kills whatever it means to kill, instead of sleeping and hoping. A
+// caller that gives up ends the hold with its own Canceled or
+// DeadlineExceeded. The acceptance test of volume faults
+// (acceptance/volumes_faults_test.go) is built on it.
 package hostpath

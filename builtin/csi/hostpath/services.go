@@ -4,6 +4,7 @@ package hostpath
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,8 @@ type Services struct {
 	id   *identity
 	ctrl *controller
 	node *node
+
+	delaySeq atomic.Uint64 // numbers the fault-injection markers
 }
 
 // NewServices opens the state directory and builds the servers for cfg's
@@ -104,8 +107,12 @@ func (s *Services) Register(g *grpc.Server) {
 
 // ServerOptions are the options a grpc.Server serving s should have: the
 // interceptor that logs each call (secrets removed) and turns a panic into
-// an Internal error instead of a dead plugin.
+// an Internal error instead of a dead plugin, and, when the config asks for
+// fault injection, the one that delays calls.
 func (s *Services) ServerOptions() []grpc.ServerOption {
+	if len(s.cfg.DelayBefore)+len(s.cfg.DelayAfter) > 0 {
+		return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.intercept, s.delay)}
+	}
 	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.intercept)}
 }
 
