@@ -1,16 +1,16 @@
 package acceptance
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"berth.dev/berth/sdk/executor"
 )
 
 // startDevAgent starts `berth run -dev` (one process, server and client,
@@ -57,46 +57,18 @@ func startDevAgent(t *testing.T) *agent {
 // mountsUnder lists the mount points of this mount namespace at or under
 // dir, deepest first.
 func mountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	points, err := executor.MountPoints()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// Field 5 is the mount point, with space, tab, newline and
-		// backslash escaped as octal.
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescapeMountPath(fields[4])
+	for _, p := range points {
 		if p == dir || strings.HasPrefix(p, dir+"/") {
 			out = append(out, p)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out, nil
-}
-
-func unescapeMountPath(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder detaches every mount left under dir, so that neither the

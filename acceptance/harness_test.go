@@ -65,6 +65,8 @@ type agent struct {
 	logPath  string
 	// flags are added to `berth run -config <file>` (-dev for a dev agent).
 	flags []string
+	// stopRegistered: start has registered stop as a cleanup.
+	stopRegistered bool
 }
 
 type ports struct{ http, rpc, raft int }
@@ -155,7 +157,14 @@ func (a *agent) start() {
 		logf.Close()
 		close(exited)
 	}()
-	a.t.Cleanup(a.stop)
+	// One cleanup for the agent's life, registered at its first start:
+	// it stops whichever process is current. One per restart would stop a
+	// restarted agent before cleanups registered after its first start
+	// (stopping its jobs) could use it.
+	if !a.stopRegistered {
+		a.stopRegistered = true
+		a.t.Cleanup(a.stop)
+	}
 }
 
 // kill sends SIGKILL to this agent's process (started by the test).

@@ -444,7 +444,7 @@ func (r *faultRig) cleanup() {
 	}
 	stopAllJobs(t, s, r.plugin+"-node", r.plugin+"-ctrl")
 	for _, cl := range r.c.clients {
-		for _, m := range mountsUnder(t, filepath.Join(cl.dir, "data", "csi", "volumes", r.plugin)) {
+		for _, m := range mountsStrictlyUnder(t, filepath.Join(cl.dir, "data", "csi", "volumes", r.plugin)) {
 			if !t.Failed() {
 				t.Errorf("%s still mounted after every job stopped", m)
 			}
@@ -455,17 +455,17 @@ func (r *faultRig) cleanup() {
 	}
 }
 
-// mountsUnder lists the mount points under dir, deepest first.
-func mountsUnder(t *testing.T, dir string) []string {
+// mountsStrictlyUnder lists the mount points under dir (not dir itself), deepest first.
+func mountsStrictlyUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := mountsUnder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
+	for _, p := range all {
+		if p != dir {
+			out = append(out, p)
 		}
 	}
 	slices.Sort(out)
