@@ -109,7 +109,7 @@ func noMountsUnder(t *testing.T, what, dir string) {
 // file-system volume id of plugin, and waits until the agent asked lists
 // it schedulable (a follower may apply the write a moment after the
 // leader answered).
-func createVolume(t *testing.T, s *agent, id, plugin string) {
+func createVolume(t *testing.T, s *agent, id, plugin string) (externalID string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), id+".hcl")
 	if err := os.WriteFile(file, []byte(fmt.Sprintf(`
@@ -133,6 +133,28 @@ capability {
 		}
 		if v.Volume.ExternalID == "" || !v.Volume.Schedulable {
 			return fmt.Errorf("volume %s: external ID %q, schedulable %v", id, v.Volume.ExternalID, v.Volume.Schedulable)
+		}
+		externalID = v.Volume.ExternalID
+		return nil
+	})
+	return externalID
+}
+
+// waitPluginSchedulable waits until plugin has ctrls healthy of ctrls
+// expected controllers and nodes of nodes node instances, and is
+// schedulable.
+func waitPluginSchedulable(t *testing.T, s *agent, plugin string, ctrls, nodes int) {
+	t.Helper()
+	eventually(t, 60*time.Second, fmt.Sprintf("plugin %s schedulable with %d/%d controllers and %d/%d nodes", plugin, ctrls, ctrls, nodes, nodes), func() error {
+		p, err := s.plugin(plugin)
+		if err != nil {
+			return err
+		}
+		if err := wantCounts(p, ctrls, ctrls, nodes, nodes); err != nil {
+			return err
+		}
+		if !p.Schedulable {
+			return fmt.Errorf("plugin %s not schedulable: %+v", plugin, p)
 		}
 		return nil
 	})

@@ -89,19 +89,7 @@ func startFaultRig(t *testing.T, c *csiCluster, plugin, when string) *faultRig {
 		flag, faultDelay, flag, faultDelay, markDelay, flag, faultDelay)
 	runJob(t, r.server(), plugin+"-ctrl", faultPluginJob(plugin+"-ctrl", "service", r.c1.name, faultPluginTask(plugin, "controller", r.state, ctrl)))
 	runJob(t, r.server(), plugin+"-node", faultPluginJob(plugin+"-node", "system", "", faultPluginTask(plugin, "node", r.state, node)))
-	eventually(t, 60*time.Second, "plugin "+plugin+" schedulable with 1/1 controllers and 2/2 nodes", func() error {
-		p, err := r.server().plugin(plugin)
-		if err != nil {
-			return err
-		}
-		if err := wantCounts(p, 1, 1, 2, 2); err != nil {
-			return err
-		}
-		if !p.Schedulable {
-			return fmt.Errorf("plugin %s not schedulable", plugin)
-		}
-		return nil
-	})
+	waitPluginSchedulable(t, r.server(), plugin, 1, 2)
 	return r
 }
 
@@ -209,34 +197,7 @@ job %q {
 // returns the plugin's ID of it.
 func (r *faultRig) createVolume(t *testing.T, id string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), id+".hcl")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(`
-id           = %q
-plugin_id    = %q
-capacity_min = "1MiB"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}
-`, id, r.plugin)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := r.server().cli("volume", "create", path); err != nil {
-		t.Fatalf("volume create %s: %v\n%s", id, err, out)
-	}
-	var ext string
-	eventually(t, 10*time.Second, id+" registered and schedulable", func() error {
-		v, err := r.server().volume(id)
-		if err != nil {
-			return err
-		}
-		if v.Volume.ExternalID == "" || !v.Volume.Schedulable {
-			return fmt.Errorf("external ID %q, schedulable %v", v.Volume.ExternalID, v.Volume.Schedulable)
-		}
-		ext = v.Volume.ExternalID
-		return nil
-	})
-	return ext
+	return createVolume(t, r.server(), id, r.plugin)
 }
 
 // waitMarker waits until a call of method to volume ext on node ("controller"

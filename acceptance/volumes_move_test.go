@@ -192,19 +192,7 @@ func devVolume(t *testing.T, vol string, jobs ...string) *agent {
 	// still runs, users before the plugin.
 	t.Cleanup(func() { stopAllJobs(t, a, append(jobs, "hp-dev")...) })
 	runJob(t, a, "hp-dev", csiJob("hp-dev", "system", 0, hostpathTask("hpd", "monolith", "monolith", t.TempDir())))
-	eventually(t, 60*time.Second, "plugin hpd healthy and schedulable", func() error {
-		p, err := a.plugin("hpd")
-		if err != nil {
-			return err
-		}
-		if err := wantCounts(p, 1, 1, 1, 1); err != nil {
-			return err
-		}
-		if !p.Schedulable {
-			return fmt.Errorf("plugin hpd not schedulable: %+v", p)
-		}
-		return nil
-	})
+	waitPluginSchedulable(t, a, "hpd", 1, 1)
 	createVolume(t, a, vol, "hpd")
 	return a
 }
