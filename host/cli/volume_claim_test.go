@@ -268,8 +268,8 @@ func TestVolumeClaimFailures(t *testing.T) {
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RELEASING, nil))
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "is releasing: it was released before the command saw it published")
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "nope"}, 1, `volume "nope": volume not found`)
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, 1, `-mode="exclusive": want read or write`)
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, 1, "exactly one volume ID", "Usage: berth volume claim VOLUME")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, exitUsage, `-mode="exclusive": want read or write`)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, exitUsage, "exactly one volume ID", "Usage: berth volume claim VOLUME")
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-node", "ffff", "data"}, 1, `no node with ID or prefix "ffff"`)
 }
 
@@ -283,7 +283,7 @@ func TestVolumeRelease(t *testing.T) {
 		t.Errorf("requests %q", reqs)
 	}
 	wantOutErr(t, []string{"volume", "release", "-address", f.url, "c0ffee"}, 1, `no claim "c0ffee" (never reserved, or freed already`)
-	wantOutErr(t, []string{"volume", "release", "-address", f.url}, 1, "exactly one claim ID")
+	wantOutErr(t, []string{"volume", "release", "-address", f.url}, exitUsage, "exactly one claim ID")
 }
 
 // With -timeout the wait ends after it, the claim kept: the error names the
@@ -345,5 +345,5 @@ func TestVolumeClaimTimeout(t *testing.T) {
 	if len(w) != 1 || w[0] != "" {
 		t.Errorf("-timeout 0 sent waits %q, want none", w)
 	}
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "-1s", "data"}, 1, "-timeout=-1s: want a duration of 0")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "-1s", "data"}, exitUsage, "-timeout=-1s: want a duration of 0")
 }
