@@ -32,10 +32,11 @@ const (
 	// exitUsage: the command line is wrong (an unknown command or flag, a
 	// flag's value, the number of arguments); nothing was sent.
 	exitUsage = 2
-	// exitPlacementFailed: `job run`, `job revert` and `alloc stop` wrote
-	// what they were asked to, but allocs could not be placed or failed;
-	// the output says why. Told apart from exitError because the write
-	// happened: running the command again submits it again.
+	// exitPlacementFailed: a command that follows its write's evaluation
+	// (job run, revert and stop, alloc stop) wrote what it was asked to,
+	// but the evaluation failed or could not place every alloc, or an
+	// alloc failed; the output says why. Told apart from exitError because
+	// the write happened: running the command again submits it again.
 	exitPlacementFailed = 3
 )
 

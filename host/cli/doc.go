@@ -7,9 +7,10 @@
 // Each command lives in its own file; Main assembles them. Exit codes are
 // one scheme for every command (app.go, README "Exit codes"): 0 success, 1
 // error (on stderr), 2 usage error (usageError, and urfave/cli's flag and
-// unknown-command errors, turned into the same), 3 when `job run`, `job
-// revert` or `alloc stop` wrote but a placement or an alloc failed (after
-// printing why). `job plan` exits as Nomad's does: 0 when no alloc would be
+// unknown-command errors, turned into the same), 3 when a command that
+// follows its write's evaluation (job run, revert and stop, alloc stop)
+// wrote, but the evaluation failed or could not place every alloc, or an
+// alloc failed (after printing why). `job plan` exits as Nomad's does: 0 when no alloc would be
 // created or destroyed, 1 when some would, 255 on errors.
 //
 // Flags may follow a command's arguments: urfave/cli stops reading flags
