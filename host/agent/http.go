@@ -71,6 +71,7 @@ func (a *Agent) routes() http.Handler {
 	handle("/v1/plugin/csi/{id}", map[string]handlerFunc{"GET": a.pluginGet})
 	handle("/v1/plugin/{id}", map[string]handlerFunc{"GET": a.pluginGet})
 	handle("/v1/volumes", map[string]handlerFunc{"GET": a.volumeList})
+	handle("/v1/volumes/claims", map[string]handlerFunc{"GET": a.claimList})
 	handle("/v1/volumes/snapshot", map[string]handlerFunc{"GET": a.snapshotList, "PUT": a.snapshotCreate, "POST": a.snapshotCreate, "DELETE": a.snapshotDelete})
 	handle("/v1/volume/csi/{id}", map[string]handlerFunc{"GET": a.volumeGet, "PUT": a.volumeRegister, "POST": a.volumeRegister, "DELETE": a.volumeDeregister})
 	handle("/v1/volume/csi/{id}/create", writeMethods(a.volumeCreate))

@@ -12,8 +12,9 @@ import (
 )
 
 // Operator claims over HTTP. The list of a volume's claims is
-// GET /v1/volume/csi/{id}/claims (http_volumes.go); these are the writes and
-// the read of one claim, which `berth volume claim` waits on.
+// GET /v1/volume/csi/{id}/claims (http_volumes.go); these are the writes,
+// the read of one claim, which `berth volume claim` waits on, and the list
+// of every volume's claims.
 
 // volumeClaimCreate is POST (or PUT) /v1/volume/csi/{id}/claims: an
 // operator's claim of the volume; the body is a ClaimCreateRequest
@@ -91,4 +92,24 @@ func (a *Agent) volumeClaimRelease(w http.ResponseWriter, r *http.Request) error
 	}
 	setWriteHeaders(w, resp.GetMeta())
 	return writeProto(w, resp)
+}
+
+// claimList is GET /v1/volumes/claims: every volume's claims, one page in
+// claim ID order from ?next_token= on (a claim ID, or a prefix of one), so
+// `berth volume release` takes a unique prefix of a claim ID as other
+// commands take one of an alloc's or a node's. Blocking.
+func (a *Agent) claimList(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	var resp *pb.VolumeClaimsResponse
+	if err := a.volumes(r.Context(), func(ctx context.Context, c pb.VolumesClient) (err error) {
+		resp, err = c.Claims(ctx, &pb.VolumeClaimsRequest{Query: q})
+		return err
+	}); err != nil {
+		return err
+	}
+	setQueryHeaders(w, resp.GetMeta())
+	return writeProtoList(w, resp.GetClaims())
 }

@@ -133,6 +133,21 @@ func (f *fakeVolumes) Claims(ctx context.Context, req *pb.VolumeClaimsRequest) (
 	if err := f.s.record("Volumes.Claims", req); err != nil {
 		return nil, err
 	}
+	if req.GetVolumeId() == "" {
+		// Every volume's claims from next_token on, in claim ID order.
+		var all []*pb.Claim
+		idx := f.s.read(ctx, req.GetQuery(), func() {
+			for _, v := range f.vols {
+				for _, c := range v.GetClaims() {
+					if c.GetId() >= req.GetQuery().GetNextToken() {
+						all = append(all, c)
+					}
+				}
+			}
+		})
+		slices.SortFunc(all, func(a, b *pb.Claim) int { return strings.Compare(a.GetId(), b.GetId()) })
+		return &pb.VolumeClaimsResponse{Claims: all, Meta: &pb.QueryMeta{Index: idx}}, nil
+	}
 	var v *pb.VolumeView
 	idx := f.s.read(ctx, req.GetQuery(), func() { v = f.vols[req.GetVolumeId()] })
 	if v == nil {

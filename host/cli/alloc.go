@@ -28,10 +28,10 @@ func allocCommand() *cli.Command {
 			},
 			{
 				Name:      "logs",
-				Usage:     "print a task's stdout (or stderr); -f follows it",
+				Usage:     "print a task's stdout (or stderr); -f follows it until the task ends",
 				ArgsUsage: "ALLOC [TASK]",
 				Flags: []cli.Flag{addressFlag(),
-					&cli.BoolFlag{Name: "f", Usage: "follow: keep printing what the task writes"},
+					&cli.BoolFlag{Name: "f", Usage: "follow: keep printing what the task writes; exits once the task is dead and its log printed"},
 					&cli.BoolFlag{Name: "stderr", Usage: "print stderr instead of stdout"},
 					&cli.BoolFlag{Name: "tail", Usage: "start from the end of the log (with -c: that many bytes before it)"},
 					&cli.Int64Flag{Name: "c", Usage: "byte offset: from the start, or with -tail from the end"},

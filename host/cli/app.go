@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,23 +21,50 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runWithInput(args, os.Stdin, stdout, stderr)
 }
 
+// Exit codes: one scheme for every command (README "Exit codes"). `job
+// plan` answers with its own codes (job_plan.go), as Nomad's does.
+const (
+	// exitOK: the command did what it was asked.
+	exitOK = 0
+	// exitError: it could not (the agent refused or could not be reached,
+	// a file is invalid, ...); the error is on stderr.
+	exitError = 1
+	// exitUsage: the command line is wrong (an unknown command or flag, a
+	// flag's value, the number of arguments); nothing was sent.
+	exitUsage = 2
+	// exitPlacementFailed: a command that follows its write's evaluation
+	// (job run, revert and stop, alloc stop) wrote what it was asked to,
+	// but the evaluation failed or could not place every alloc, or an
+	// alloc failed; the output says why. Told apart from exitError because
+	// the write happened: running the command again submits it again.
+	exitPlacementFailed = 3
+)
+
 // runWithInput runs the command line with stdin for the commands that ask
 // (node drain's confirmation).
 func runWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	app.Reader = stdin
-	if err := app.Run(args); err != nil {
-		var se silentExit
-		if !errors.As(err, &se) {
-			fmt.Fprintf(stderr, "Error: %v\n", err)
-		}
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) && ec.ExitCode() != 0 {
-			return ec.ExitCode()
-		}
-		return 1
+	// urfave/cli reports an unknown command through this hook (from its
+	// help command) and then returns no error: the error is kept here.
+	var unknown error
+	app.CommandNotFound = func(c *cli.Context, name string) { unknown = unknownCommand(c, name) }
+	err := app.Run(flagsFirst(app, args))
+	if err == nil {
+		err = unknown
 	}
-	return 0
+	if err == nil {
+		return exitOK
+	}
+	var se silentExit
+	if !errors.As(err, &se) {
+		fmt.Fprintf(stderr, "Error: %v\n", err)
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) && ec.ExitCode() != 0 {
+		return ec.ExitCode()
+	}
+	return exitError
 }
 
 // silentExit ends a command with an exit code and no "Error:" line: the
@@ -57,11 +85,47 @@ func exitWith(code int, err error) error {
 	return cli.Exit(err, code)
 }
 
+// cmdLineError is a command line the command cannot run (usageError); it
+// exits with exitUsage.
+type cmdLineError struct{ msg string }
+
+func (e *cmdLineError) Error() string { return e.msg }
+
+// ExitCode makes cmdLineError a cli.ExitCoder.
+func (e *cmdLineError) ExitCode() int { return exitUsage }
+
+// unknownCommand is the usage error for a command name c's command does
+// not have, naming the ones it has.
+func unknownCommand(c *cli.Context, name string) error {
+	var names []string
+	for _, cmd := range c.Command.Subcommands {
+		if !cmd.Hidden && cmd.Name != "help" {
+			names = append(names, cmd.Name)
+		}
+	}
+	return &cmdLineError{fmt.Sprintf("%s has no command %q; its commands: %s", commandPath(c), name, strings.Join(names, ", "))}
+}
+
+// flagUsageError turns urfave/cli's refusal of a flag (unknown, missing
+// its value, a value that does not parse) into a usage error, printed
+// once by runWithInput instead of with the whole help text.
+func flagUsageError(c *cli.Context, err error, _ bool) error {
+	return usageError(c, "%v", err)
+}
+
+// onUsageErrors sets flagUsageError on every command of the tree.
+func onUsageErrors(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		cmd.OnUsageError = flagUsageError
+		onUsageErrors(cmd.Subcommands)
+	}
+}
+
 // newApp builds the command tree. Global flags (Flags here) are inherited
 // by every command that declares a flag of the same name; flagString
 // resolves which one the user meant.
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "berth",
 		Usage:                "a cluster runtime where storage simply works",
 		Version:              version.Version,
@@ -86,7 +150,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   flagUsageError,
 	}
+	onUsageErrors(app.Commands)
+	return app
 }
 
 func versionCommand() *cli.Command {

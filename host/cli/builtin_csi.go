@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,9 +26,9 @@ func builtinCSIHostpathCommand() *cli.Command {
 			"each held call creates a file <method>.<before|after>.<volume>.<node>.<pid>.<n> there as its\n" +
 			"hold starts: wait for it, then inject the fault.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "endpoint", Usage: "CSI endpoint: unix:///path/csi.sock or a socket path", EnvVars: []string{"CSI_ENDPOINT"}, Required: true},
+			&cli.StringFlag{Name: "endpoint", Usage: "CSI endpoint: unix:///path/csi.sock or a socket path", EnvVars: []string{"CSI_ENDPOINT"}},
 			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (required in monolith and node mode)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "directory holding volumes, snapshots and plugin state", Required: true},
+			&cli.StringFlag{Name: "state-dir", Usage: "directory holding volumes, snapshots and plugin state"},
 			&cli.StringFlag{Name: "capacity", Usage: "capacity to hand out over all volumes and snapshots, e.g. 10GiB, 500MiB, 1G; 0 = no such limit (each volume must still fit the filesystem's free space)", Value: "0"},
 			&cli.StringFlag{Name: "max-volume-size", Usage: "largest volume to create or expand to, e.g. 100GiB", Value: "1TiB"},
 			&cli.StringFlag{Name: "mode", Usage: "services to serve: monolith, controller or node", Value: hostpath.ModeMonolith},
@@ -43,34 +42,41 @@ func builtinCSIHostpathCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("csi-hostpath takes no arguments, got %q", c.Args().Slice())
+				return usageError(c, "csi-hostpath takes no arguments, got %q", c.Args().Slice())
+			}
+			// Checked here rather than with urfave's Required, whose error
+			// is not a usage error.
+			for _, name := range []string{"endpoint", "state-dir"} {
+				if c.String(name) == "" {
+					return usageError(c, "--%s is required", name)
+				}
 			}
 			capacity, err := hostpath.ParseCapacity(c.String("capacity"))
 			if err != nil {
-				return fmt.Errorf("--capacity: %w", err)
+				return usageError(c, "--capacity: %v", err)
 			}
 			maxVolumeSize, err := hostpath.ParseCapacity(c.String("max-volume-size"))
 			if err != nil {
-				return fmt.Errorf("--max-volume-size: %w", err)
+				return usageError(c, "--max-volume-size: %v", err)
 			}
 			if maxVolumeSize == 0 {
-				return fmt.Errorf("--max-volume-size: must be more than 0 bytes")
+				return usageError(c, "--max-volume-size: must be more than 0 bytes")
 			}
 			topology, err := hostpath.ParseTopology(c.StringSlice("topology"))
 			if err != nil {
-				return fmt.Errorf("--topology: %w", err)
+				return usageError(c, "--topology: %v", err)
 			}
 			delayBefore, err := hostpath.ParseDelays(c.StringSlice("delay"))
 			if err != nil {
-				return fmt.Errorf("--delay: %w", err)
+				return usageError(c, "--delay: %v", err)
 			}
 			delayAfter, err := hostpath.ParseDelays(c.StringSlice("delay-after"))
 			if err != nil {
-				return fmt.Errorf("--delay-after: %w", err)
+				return usageError(c, "--delay-after: %v", err)
 			}
 			level := hclog.LevelFromString(c.String("log-level"))
 			if level == hclog.NoLevel {
-				return fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+				return usageError(c, "--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
 			}
 			logger := hclog.New(&hclog.LoggerOptions{
 				Name:       "berth",

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -21,7 +20,7 @@ func builtinCSIAdapterCommand() *cli.Command {
 		ArgsUsage: "NAME",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("builtin csi-adapter: want one adapter name (%s), got %d arguments", names, c.NArg())
+				return usageError(c, "builtin csi-adapter: want one adapter name (%s), got %d arguments", names, c.NArg())
 			}
 			return adapters.Serve(c.Args().First())
 		},

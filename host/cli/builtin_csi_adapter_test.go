@@ -16,16 +16,17 @@ func TestBuiltinCSIAdapterRefusals(t *testing.T) {
 	cases := []struct {
 		args []string
 		want string
+		code int
 	}{
-		{nil, "want one adapter name (hostpath), got 0"},
-		{[]string{"ceph"}, `unknown built-in storage adapter "ceph" (built in: hostpath)`},
-		{[]string{"hostpath"}, "run by the berth agent"},
+		{nil, "want one adapter name (hostpath), got 0", exitUsage},
+		{[]string{"ceph"}, `unknown built-in storage adapter "ceph" (built in: hostpath)`, exitError},
+		{[]string{"hostpath"}, "run by the berth agent", exitError},
 	}
 	for _, tc := range cases {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"berth", "builtin", "csi-adapter"}, tc.args...), &out, &errOut)
-		if code != 1 || !strings.Contains(errOut.String(), tc.want) {
-			t.Errorf("builtin csi-adapter %v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
+		if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("builtin csi-adapter %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut.String(), tc.code, tc.want)
 		}
 	}
 }

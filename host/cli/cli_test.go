@@ -32,7 +32,7 @@ func TestVersion(t *testing.T) {
 
 func TestRunArgumentErrors(t *testing.T) {
 	code, _, errOut := berth(t, "run")
-	if code != 1 || !strings.Contains(errOut, "needs -dev or at least one -config") {
+	if code != exitUsage || !strings.Contains(errOut, "needs -dev or at least one -config") {
 		t.Fatalf("run without config: exit %d, stderr %q", code, errOut)
 	}
 	dir := t.TempDir()
@@ -108,7 +108,7 @@ func TestReadCommandsAgainstAnAgent(t *testing.T) {
 		t.Fatalf("list-peers: exit %d\n%s", code, out)
 	}
 	code, _, errOut = berth(t, "server", "force-leave")
-	if code != 1 || !strings.Contains(errOut, "exactly one") {
+	if code != exitUsage || !strings.Contains(errOut, "exactly one") {
 		t.Fatalf("force-leave without argument: exit %d, %q", code, errOut)
 	}
 

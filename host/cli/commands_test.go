@@ -231,7 +231,7 @@ func TestJobPlanExitCodes(t *testing.T) {
 
 	f.planResp = nil
 	wantOut(t, []string{"job", "plan", "-address", f.url, file}, planError, "planning job web: the planner broke")
-	wantOut(t, []string{"job", "plan", "-address", f.url}, planError, "Usage: berth job plan FILE")
+	wantOut(t, []string{"job", "plan", "-address", f.url}, exitUsage, "Usage: berth job plan FILE")
 }
 
 // TestJobHistoryRevertInspectValidate covers the remaining job commands.
@@ -248,7 +248,7 @@ func TestJobHistoryRevertInspectValidate(t *testing.T) {
 	if out != evalID1+"\n" || !bytes.Contains(f.body("PUT /v1/job/web/revert"), []byte(`"version": 1`)) {
 		t.Fatalf("revert: %q, body %s", out, f.body("PUT /v1/job/web/revert"))
 	}
-	wantOut(t, []string{"job", "revert", "-address", f.url, "web", "one"}, 1, `version "one" is not a version number`)
+	wantOut(t, []string{"job", "revert", "-address", f.url, "web", "one"}, exitUsage, `version "one" is not a version number`)
 
 	out = wantOut(t, []string{"job", "inspect", "-address", f.url, "web"}, 0)
 	got := &pb.Job{}
@@ -316,8 +316,8 @@ func TestNodeDrainEligibilityAndGC(t *testing.T) {
 	if got := drainBody(); !proto.Equal(got, &pb.NodeDrainRequest{MarkEligible: true}) {
 		t.Fatalf("-disable sent %v", got)
 	}
-	wantOut(t, []string{"node", "drain", "-address", f.url, "n1"}, 1, "give exactly one of -enable and -disable")
-	wantOut(t, []string{"node", "drain", "-address", f.url, "-disable", "-deadline", "1m", "n1"}, 1, "they go with -enable")
+	wantOut(t, []string{"node", "drain", "-address", f.url, "n1"}, exitUsage, "give exactly one of -enable and -disable")
+	wantOut(t, []string{"node", "drain", "-address", f.url, "-disable", "-deadline", "1m", "n1"}, exitUsage, "they go with -enable")
 
 	// Without -yes the command asks; anything but y leaves the node alone.
 	for answer, wantCode := range map[string]int{"n\n": 1, "": 1, "y\n": 0} {
@@ -363,7 +363,7 @@ func TestNodeFence(t *testing.T) {
 	if got := fenceBody(); !proto.Equal(got, &pb.NodeFenceRequest{Fenced: proto.Bool(false)}) {
 		t.Fatalf("-unfence sent %v", got)
 	}
-	wantOut(t, []string{"node", "fence", "-address", f.url}, 1, "exactly one node ID")
+	wantOut(t, []string{"node", "fence", "-address", f.url}, exitUsage, "exactly one node ID")
 
 	for answer, wantCode := range map[string]int{"n\n": 1, "": 1, "yes\n": 0} {
 		f.mu.Lock()

@@ -97,9 +97,12 @@ func printJSONList[M proto.Message](w io.Writer, ms []M) error {
 	return err
 }
 
-// usageError is returned for wrong arguments; it prints with the usage hint.
+// usageError is returned for a command line the command cannot run
+// (arguments, flags); it prints with the usage hint and exits with
+// exitUsage.
 func usageError(c *cli.Context, format string, args ...any) error {
-	return fmt.Errorf("%s\nUsage: %s %s", fmt.Sprintf(format, args...), commandPath(c), c.Command.ArgsUsage)
+	usage := strings.TrimSpace(commandPath(c) + " " + c.Command.ArgsUsage)
+	return &cmdLineError{fmt.Sprintf("%s\nUsage: %s", fmt.Sprintf(format, args...), usage)}
 }
 
 // commandPath is the command as typed ("berth job run", the root

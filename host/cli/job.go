@@ -25,7 +25,7 @@ func jobCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "run",
-				Usage:     "register a job and follow its evaluation and allocations until they run (exit 2 when placement or an allocation fails)",
+				Usage:     "register a job and follow its evaluation and allocations until they run (exit 3 when placement or an allocation fails)",
 				ArgsUsage: "FILE",
 				Flags: []cli.Flag{addressFlag(), detach,
 					&cli.Uint64Flag{Name: "check-index", Usage: "register only if the job's modify index is `N` (0: only if the job does not exist), as job plan printed it"}},
@@ -47,7 +47,7 @@ func jobCommand() *cli.Command {
 			},
 			{
 				Name:      "plan",
-				Usage:     "show what running a job file would change (exit 0: no allocation created or destroyed, 1: some would be, 255: error)",
+				Usage:     "show what running a job file would change (exit 0: no allocation created or destroyed, 1: some would be, 255: error, 2: usage error)",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{addressFlag(), jsonFlag},
 				Action:    jobPlan,

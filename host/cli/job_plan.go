@@ -10,7 +10,9 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Exit codes of job plan, as Nomad's: scripts branch on them.
+// Exit codes of job plan, as Nomad's: scripts branch on them, and 1
+// means changes, so errors are 255. A usage error exits with exitUsage,
+// as every command's does.
 const (
 	planNoChange = 0
 	planChanges  = 1
@@ -19,7 +21,7 @@ const (
 
 func jobPlan(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return exitWith(planError, usageError(c, "job plan takes exactly one job file"))
+		return usageError(c, "job plan takes exactly one job file")
 	}
 	file := c.Args().First()
 	job, err := readJobFile(file, c.App.Reader)

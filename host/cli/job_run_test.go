@@ -85,7 +85,7 @@ func TestJobRunFollowsEvaluationAndAllocsToRunning(t *testing.T) {
 }
 
 // TestJobRunReportsPlacementFailure: an evaluation that could not place
-// the group ends the command with exit 2 and the scheduler's reasons.
+// the group ends the command with exit 3 (exitPlacementFailed) and the scheduler's reasons.
 func TestJobRunReportsPlacementFailure(t *testing.T) {
 	f := newFakeCluster(t)
 	file := writeJobFile(t, testJob("web"))
@@ -112,7 +112,7 @@ func TestJobRunReportsPlacementFailure(t *testing.T) {
 
 // TestJobRunReportsAFailedAlloc: a task that cannot start shows its event
 // while the alloc is pending, and the alloc's failure ends the command
-// with exit 2 and the reason.
+// with exit 3 (exitPlacementFailed) and the reason.
 func TestJobRunReportsAFailedAlloc(t *testing.T) {
 	f := newFakeCluster(t)
 	file := writeJobFile(t, testJob("web"))

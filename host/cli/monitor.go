@@ -13,10 +13,6 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// exitPlacementFailed is the exit code of a command whose job could not be
-// placed or whose allocs failed (1 is kept for errors talking to berth).
-const exitPlacementFailed = 2
-
 // monitor follows an evaluation to its end and, for commands that start
 // allocs, the allocs it placed until they run, printing what happens as
 // Nomad's monitor does. Every wait is a blocking query on the index of the

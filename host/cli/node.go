@@ -85,14 +85,14 @@ func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tName\tStatus\tDrivers\tAddress\tVersion")
+	fmt.Fprintln(tw, "ID\tName\tStatus\tEligibility\tDrain\tDrivers\tAddress\tVersion")
 	for _, n := range nodes {
 		id := n.GetId()
 		if !verbose {
 			id = shortID(id)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
-			healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
+			enumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
 	}
 	return tw.Flush()
 }
@@ -122,6 +122,8 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"Status", nodeStatusName(n.GetStatus())},
 		{"Status Description", n.GetStatusDescription()},
 		{"Status Updated", formatNanos(n.GetStatusUpdatedAt())},
+		{"Eligibility", enumWord(n.GetEligibility())},
+		{"Drain", drainText(n.GetDrain())},
 		{"Registered", formatNanos(n.GetRegisteredAt())},
 		{"Address", n.GetHttpAddr()},
 		{"Host", fmt.Sprintf("%s (%s/%s)", fp.GetHostname(), fp.GetOs(), fp.GetArch())},
@@ -176,6 +178,28 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		}
 	}
 	return nil
+}
+
+// drainText says whether the node drains and, when it does, since when
+// and until when its allocs may take to move off.
+func drainText(d *pb.DrainStrategy) string {
+	if d == nil {
+		return "false"
+	}
+	var deadline string
+	switch ms := d.GetDeadlineMs(); {
+	case ms < 0:
+		deadline = "forced: allocs stop at once"
+	case ms == 0:
+		deadline = "no deadline"
+	default:
+		deadline = "deadline " + formatNanos(d.GetForceDeadlineAt())
+	}
+	text := fmt.Sprintf("true; since %s, %s", formatNanos(d.GetStartedAt()), deadline)
+	if d.GetIgnoreSystemJobs() {
+		text += ", system allocs stay"
+	}
+	return text
 }
 
 func printAttributes(w io.Writer, title string, attrs map[string]string) {

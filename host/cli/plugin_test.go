@@ -52,7 +52,7 @@ func TestPluginStatusListDetailAndPrefix(t *testing.T) {
 		pluginNode+"  node        task    "+allocA+"  false    -                -        probe timed out")
 	wantOut(t, []string{"plugin", "status", "-address", f.url, "aws"}, 1, `prefix "aws" matches 2 CSI plugins: aws-ebs0, aws-ebs1`)
 	wantOut(t, []string{"plugin", "status", "-address", f.url, "zfs"}, 1, `no CSI plugin with ID or prefix "zfs"`)
-	wantOut(t, []string{"plugin", "status", "-address", f.url, "-type", "host"}, 1, `-type="host": the only plugin type is csi`)
+	wantOut(t, []string{"plugin", "status", "-address", f.url, "-type", "host"}, exitUsage, `-type="host": the only plugin type is csi`)
 
 	out = wantOut(t, []string{"plugin", "status", "-address", f.url, "-json", "aws-ebs0"}, 0)
 	var p struct {

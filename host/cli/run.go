@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -68,7 +67,7 @@ func runAgent(c *cli.Context) error {
 func loadAgentConfig(c *cli.Context) (*agent.Config, error) {
 	paths := c.StringSlice("config")
 	if !c.Bool("dev") && len(paths) == 0 {
-		return nil, errors.New("berth run needs -dev or at least one -config file")
+		return nil, usageError(c, "berth run needs -dev or at least one -config file")
 	}
 	cfg := agent.DefaultConfig()
 	if c.Bool("dev") {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -38,8 +39,10 @@ func volumeClaimCommands() []*cli.Command {
 			Name:      "release",
 			Usage:     "release an operator's claim: its node unpublishes the volume, then the claim is freed",
 			ArgsUsage: "CLAIM",
-			Flags:     []cli.Flag{addressFlag()},
-			Action:    volumeRelease,
+			Description: "CLAIM is a claim's ID or a unique prefix of one; a prefix several claims share is refused,\n" +
+				"naming them.",
+			Flags:  []cli.Flag{addressFlag()},
+			Action: volumeRelease,
 		},
 	}
 }
@@ -239,10 +242,17 @@ func volumeRelease(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	claimID := c.Args().First()
+	claimID, err := findID(c.Context, "claim", c.Args().First(), client.VolumeClaims().List, (*pb.Claim).GetId)
+	var none *noMatchError
+	if errors.As(err, &none) {
+		return fmt.Errorf("%w (never reserved, or freed already; `berth volume claim` prints the claim ID)", err)
+	}
+	if err != nil {
+		return err
+	}
 	got, _, err := client.VolumeClaims().ByID(c.Context, claimID, nil)
 	if api.IsNotFound(err) {
-		return fmt.Errorf("no claim %q (never reserved, or freed already; `berth volume claim` prints the full claim ID)", claimID)
+		return fmt.Errorf("no claim %q (freed meanwhile)", claimID)
 	}
 	if err != nil {
 		return err

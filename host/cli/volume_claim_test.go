@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,9 @@ type fakeClaimAPI struct {
 	waits      []string // each blocking read's wait parameter
 	reqs       []string
 	bodies     []string
+	// others are claims listed beside the one the create makes (of other
+	// volumes, in the claim list only).
+	others []*pb.Claim
 }
 
 func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI {
@@ -127,6 +131,19 @@ func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI
 			return
 		}
 		reply(w, 20, &pb.ClaimGetResponse{Claim: reserved, PublishPath: path})
+	})
+	handle("GET /v1/volumes/claims", func(w http.ResponseWriter, r *http.Request) {
+		all := append([]*pb.Claim{reserved}, f.others...)
+		slices.SortFunc(all, func(a, b *pb.Claim) int { return strings.Compare(a.GetId(), b.GetId()) })
+		var page []*pb.Claim
+		for _, c := range all {
+			if c.GetId() >= r.URL.Query().Get("next_token") {
+				page = append(page, c)
+			}
+		}
+		b, _ := apijson.MarshalList(page)
+		w.Header().Set("X-Berth-Index", "20")
+		_, _ = w.Write(b)
 	})
 	handle("DELETE /v1/volume/csi/{id}/claims/{claim}", func(w http.ResponseWriter, r *http.Request) {
 		c := proto.CloneOf(reserved)
@@ -268,8 +285,8 @@ func TestVolumeClaimFailures(t *testing.T) {
 	f = newFakeClaimAPI(t, claimState(pb.ClaimState_CLAIM_STATE_RELEASING, nil))
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "data"}, 1, "is releasing: it was released before the command saw it published")
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "nope"}, 1, `volume "nope": volume not found`)
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, 1, `-mode="exclusive": want read or write`)
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, 1, "exactly one volume ID", "Usage: berth volume claim VOLUME")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-mode", "exclusive", "data"}, exitUsage, `-mode="exclusive": want read or write`)
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url}, exitUsage, "exactly one volume ID", "Usage: berth volume claim VOLUME")
 	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-node", "ffff", "data"}, 1, `no node with ID or prefix "ffff"`)
 }
 
@@ -279,11 +296,34 @@ func TestVolumeRelease(t *testing.T) {
 	f := newFakeClaimAPI(t)
 	wantOut(t, []string{"volume", "release", "-address", f.url, claimID}, 0,
 		"==> Claim "+claimID+` of volume "data" on node 7e1a2b3c is releasing: it is freed once the node's client has unpublished`)
-	if reqs := f.requests(); len(reqs) != 2 || reqs[1] != "DELETE /v1/volume/csi/data/claims/"+claimID {
+	if reqs := f.requests(); len(reqs) != 3 || reqs[0] != "GET /v1/volumes/claims?next_token="+claimID+"&per_page=100" ||
+		reqs[2] != "DELETE /v1/volume/csi/data/claims/"+claimID {
 		t.Errorf("requests %q", reqs)
 	}
-	wantOutErr(t, []string{"volume", "release", "-address", f.url, "c0ffee"}, 1, `no claim "c0ffee" (never reserved, or freed already`)
-	wantOutErr(t, []string{"volume", "release", "-address", f.url}, 1, "exactly one claim ID")
+	wantOutErr(t, []string{"volume", "release", "-address", f.url, "deadbeef"}, 1, `no claim with ID or prefix "deadbeef" (never reserved, or freed already`)
+	wantOutErr(t, []string{"volume", "release", "-address", f.url}, exitUsage, "exactly one claim ID")
+}
+
+// `volume release` takes a unique prefix of a claim's ID, as the other
+// commands take one of an alloc's or a node's, and refuses a prefix two
+// claims share, naming both. Before, only the full ID was found.
+func TestVolumeReleaseByPrefix(t *testing.T) {
+	f := newFakeClaimAPI(t)
+	other := claimID[:4] + "0000-0000-4000-8000-000000000000"
+	f.others = []*pb.Claim{{Id: other, VolumeId: "logs", Operator: true, NodeId: claimNode, State: pb.ClaimState_CLAIM_STATE_READY}}
+	wantOut(t, []string{"volume", "release", "-address", f.url, claimID[:8]}, 0,
+		"==> Claim "+claimID+` of volume "data" on node 7e1a2b3c is releasing`)
+	if reqs := f.requests(); reqs[len(reqs)-1] != "DELETE /v1/volume/csi/data/claims/"+claimID {
+		t.Errorf("requests %q", reqs)
+	}
+	n := len(f.requests())
+	wantOutErr(t, []string{"volume", "release", "-address", f.url, claimID[:4]}, 1,
+		fmt.Sprintf("prefix %q matches 2 claims: %s, %s", claimID[:4], other, claimID))
+	for _, r := range f.requests()[n:] {
+		if strings.HasPrefix(r, "DELETE ") {
+			t.Fatalf("an ambiguous prefix released a claim: %s", r)
+		}
+	}
 }
 
 // With -timeout the wait ends after it, the claim kept: the error names the
@@ -345,5 +385,5 @@ func TestVolumeClaimTimeout(t *testing.T) {
 	if len(w) != 1 || w[0] != "" {
 		t.Errorf("-timeout 0 sent waits %q, want none", w)
 	}
-	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "-1s", "data"}, 1, "-timeout=-1s: want a duration of 0")
+	wantOutErr(t, []string{"volume", "claim", "-address", f.url, "-timeout", "-1s", "data"}, exitUsage, "-timeout=-1s: want a duration of 0")
 }

@@ -184,7 +184,7 @@ func TestVolumeRegisterAndCreateFromFiles(t *testing.T) {
 	wantOut(t, []string{"volume", "register", "-address", f.url, bad}, 1, "bad.hcl:6", "capability[0].access_mode", `"single-node-writer"`)
 	// A register file lacks what a create needs and the other way round.
 	wantOut(t, []string{"volume", "create", "-address", f.url, writeVolumeFile(t, "d.hcl", registerHCL)}, 1, "external_id")
-	wantOut(t, []string{"volume", "register", "-address", f.url}, 1, "volume register takes exactly one volume file")
+	wantOut(t, []string{"volume", "register", "-address", f.url}, exitUsage, "volume register takes exactly one volume file")
 	if got := len(f.reqs()); got != n {
 		t.Fatalf("refused files still sent %d requests: %v", got-n, f.reqs()[n:])
 	}
@@ -253,7 +253,7 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 	}
 	// A node no longer registered is taken by its exact ID.
 	wantOut(t, []string{"volume", "status", "-address", f.url, "-node", nodeB}, 0, "data  database")
-	wantOut(t, []string{"volume", "status", "-address", f.url, "-node", "7e1a", "data"}, 1, "-node and -plugin filter the list")
+	wantOut(t, []string{"volume", "status", "-address", f.url, "-node", "7e1a", "data"}, exitUsage, "-node and -plugin filter the list")
 
 	out = wantOut(t, []string{"volume", "status", "-address", f.url, "da"}, 0,
 		"ID                   = data\n", "Provider             = ebs.csi.aws.com\n", "Capacity             = 10.0 GiB\n",
@@ -305,7 +305,7 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 		t.Fatalf("volume status -json list: %v\n%s", err, out)
 	}
 	wantOut(t, []string{"volume", "status", "-address", f.url, "zzz"}, 1, `no volume with ID or prefix "zzz"`)
-	wantOut(t, []string{"volume", "status", "-address", f.url, "-type", "host"}, 1, `-type="host": the only volume type is csi`)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "-type", "host"}, exitUsage, `-type="host": the only volume type is csi`)
 }
 
 // TestVolumeDeregisterDeleteAndExpand: deregister shows the servers'
@@ -329,7 +329,7 @@ func TestVolumeDeregisterDeleteAndExpand(t *testing.T) {
 		del.GetSecrets()["token"] != "a,b" || del.GetSecrets()["region"] != "eu" {
 		t.Fatalf("delete sent %s (%v)", f.body("DELETE /v1/volume/csi/old/delete"), err)
 	}
-	_, errOut := wantOutErr(t, []string{"volume", "delete", "-address", f.url, "-secret", "a=1", "-secret", "hunter2", "old"}, 1, "-secret number 2 is not key=value")
+	_, errOut := wantOutErr(t, []string{"volume", "delete", "-address", f.url, "-secret", "a=1", "-secret", "hunter2", "old"}, exitUsage, "-secret number 2 is not key=value")
 	if strings.Contains(errOut, "hunter2") {
 		t.Fatalf("a malformed -secret is echoed: %s", errOut)
 	}
@@ -342,9 +342,9 @@ func TestVolumeDeregisterDeleteAndExpand(t *testing.T) {
 		t.Fatalf("expand sent %s (%v)", f.body("PUT /v1/volume/csi/data/expand"), err)
 	}
 	n := len(f.reqs())
-	wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "2GB", "-capacity-max", "1GB", "data"}, 1, "-capacity-max 1GB is less than -capacity-min 2GB")
-	wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "lots", "data"}, 1, "-capacity-min")
-	wantOut(t, []string{"volume", "expand", "-address", f.url, "data"}, 1, "needs -capacity-min")
+	wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "2GB", "-capacity-max", "1GB", "data"}, exitUsage, "-capacity-max 1GB is less than -capacity-min 2GB")
+	wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "lots", "data"}, exitUsage, "-capacity-min")
+	wantOut(t, []string{"volume", "expand", "-address", f.url, "data"}, exitUsage, "needs -capacity-min")
 	if got := len(f.reqs()); got != n {
 		t.Fatalf("refused expands sent %v", f.reqs()[n:])
 	}
@@ -375,7 +375,7 @@ func TestVolumeSnapshotCommands(t *testing.T) {
 		got[1] != "GET /v1/volumes/snapshot?next_token=z&plugin_id=ebs&volume_id=data" || got[2] != "GET /v1/volumes/snapshot?next_token=a&plugin_id=ebs&volume_id=data" {
 		t.Fatalf("snapshot list sent %q", got)
 	}
-	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url}, 1, "snapshot list needs -plugin or -volume")
+	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url}, exitUsage, "snapshot list needs -plugin or -volume")
 	wantOut(t, []string{"volume", "snapshot", "list", "-address", f.url, "-volume", "data"}, 0, "snap-monthly")
 	if reqs := f.reqs(); reqs[len(reqs)-1] != "GET /v1/volumes/snapshot?next_token=a&volume_id=data" {
 		t.Fatalf("snapshot list -volume sent %q", reqs[len(reqs)-1])

@@ -563,6 +563,24 @@ func (c *Client) LogFiles(allocID, task string, stderr bool) ([]string, error) {
 	return logs.Files(stderr)
 }
 
+// TaskDead reports whether a task of the alloc is dead, for a followed
+// log to end. An empty task names the alloc's only task, or its leader.
+func (c *Client) TaskDead(allocID, task string) (bool, error) {
+	r, err := c.runner(allocID)
+	if err != nil {
+		return false, err
+	}
+	if task == "" {
+		if task, err = r.DefaultTask(); err != nil {
+			return false, err
+		}
+	}
+	if !r.HasTask(task) {
+		return false, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
+	}
+	return r.TaskStates()[task].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, nil
+}
+
 // AllocStates returns the client's view of an alloc: its status and task
 // states.
 func (c *Client) AllocStates(allocID string) (pb.AllocClientStatus, map[string]*pb.TaskState, error) {

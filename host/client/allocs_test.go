@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
 )
 
 // An alloc placed on the node runs and is reported running; stopped by
@@ -202,6 +203,42 @@ func TestLogPaths(t *testing.T) {
 		return nil
 	})
 	if _, err := n.c.LogPaths("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
+		t.Fatalf("unknown task: %v", err)
+	}
+}
+
+// TaskDead, which ends a followed log, is false while a task runs and true
+// once it has exited for good (its log complete), for the named task and
+// for the alloc's only task when none is named.
+func TestTaskDead(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	killAtEnd(t, taskPid(t, n, "a1", "web"))
+	for _, task := range []string{"web", ""} {
+		if dead, err := n.c.TaskDead("a1", task); dead || err != nil {
+			t.Fatalf("running task %q: dead %t, %v", task, dead, err)
+		}
+	}
+
+	done := &pb.Task{Name: "once", Driver: "raw_exec", KillTimeoutMs: 2000, Config: sdk.ConfigMap{
+		"command": sdk.StringValue("/bin/sh"), "args": sdk.ListValue("-c", "echo done")}}
+	b := mockJob(pb.JobType_JOB_TYPE_BATCH, done)
+	b.Id, b.Name = "batch", "batch"
+	f.place(allocOf("b1", b), b)
+	waitReported(t, f, "b1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE))
+	for _, task := range []string{"once", ""} {
+		if dead, err := n.c.TaskDead("b1", task); !dead || err != nil {
+			t.Fatalf("finished task %q: dead %t, %v", task, dead, err)
+		}
+	}
+
+	if _, err := n.c.TaskDead("nope", ""); !errors.Is(err, ErrUnknownAlloc) {
+		t.Fatalf("unknown alloc: %v", err)
+	}
+	if _, err := n.c.TaskDead("a1", "nope"); !errors.Is(err, allocrunner.ErrUnknownTask) {
 		t.Fatalf("unknown task: %v", err)
 	}
 }

@@ -21,6 +21,10 @@ type allocAccess interface {
 	// RestartAlloc restarts one task of an alloc, or every running task
 	// for task "".
 	RestartAlloc(allocID, task string) error
+	// TaskDead reports whether a task of an alloc ("": its only or leader
+	// task) is dead: it will not run again, and its executor has written
+	// all its output to its log files.
+	TaskDead(allocID, task string) (bool, error)
 }
 
 var (
@@ -77,7 +81,14 @@ func (r *clientRPC) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
-	err = rd.run(stream.Context(), req.GetFollow(), stream.Send)
+	// A followed log ends once the task is dead and its log sent. An alloc
+	// this client no longer runs (destroyed meanwhile) has no task left
+	// to write either.
+	dead := func() bool {
+		d, err := r.allocs.TaskDead(req.GetAllocId(), req.GetTask())
+		return d || err != nil
+	}
+	err = rd.run(stream.Context(), req.GetFollow(), dead, stream.Send)
 	if err != nil {
 		return errcode.Status(fmt.Errorf("logs of alloc %s task %q on node %s: %w", req.GetAllocId(), req.GetTask(), r.nodeID, err))
 	}

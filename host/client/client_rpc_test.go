@@ -27,6 +27,7 @@ type fakeAllocs struct {
 
 	mu       sync.Mutex
 	restarts []string
+	dead     bool
 }
 
 var errFakeUnknownAlloc = errcode.New(codes.NotFound, "no such alloc on this client")
@@ -51,6 +52,17 @@ func (f *fakeAllocs) RestartAlloc(allocID, task string) error {
 	f.restarts = append(f.restarts, allocID+"/"+task)
 	return nil
 }
+
+func (f *fakeAllocs) TaskDead(allocID, task string) (bool, error) {
+	if allocID != f.allocID || task != f.task {
+		return false, fmt.Errorf("alloc %s task %q: %w", allocID, task, errFakeUnknownAlloc)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dead, nil
+}
+
+var _ allocAccess = (*fakeAllocs)(nil)
 
 func proxyClient(t *testing.T, addr string) pb.ClientProxyClient {
 	t.Helper()
@@ -144,6 +156,25 @@ func TestAllocLogsAndRestartThroughTheServer(t *testing.T) {
 	fcancel()
 	if _, err := follow.Recv(); status.Code(err) != codes.Canceled {
 		t.Fatalf("follow after cancel: %v", err)
+	}
+
+	// A follow of a task that dies ends after its last words: the stream
+	// ends (io.EOF through the server), so `alloc logs -f` exits.
+	follow, err = px.Logs(ctx, &pb.LogsRequest{AllocId: "a1", Task: "web", NodeId: c.NodeID(), Follow: true, Origin: "end"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follow.Header(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Write([]byte("bye\n")); err != nil {
+		t.Fatal(err)
+	}
+	allocs.mu.Lock()
+	allocs.dead = true
+	allocs.mu.Unlock()
+	if got, err := recvAll(follow); err != nil || got != "bye\n" {
+		t.Fatalf("follow of a dead task: %q, %v; want its last line, then the end", got, err)
 	}
 
 	if _, err := px.RestartAlloc(ctx, &pb.RestartAllocRequest{AllocId: "a1", Task: "web", NodeId: c.NodeID()}); err != nil {

@@ -173,10 +173,17 @@ func (r *logReader) next(list []string) (bool, error) {
 
 // run sends the stream from the reader's position. Without follow it ends
 // at the end of the newest file; with follow it waits for more (polling)
-// until ctx ends, moving to each new file as the writer rotates.
-func (r *logReader) run(ctx context.Context, follow bool, send func(*pb.LogsFrame) error) error {
+// until ctx ends, moving to each new file as the writer rotates, or until
+// dead (nil: never) reports that the task will write no more and what it
+// wrote has been sent. dead is asked before each pass over the files: a
+// task's executor has copied all its output to them before the task is
+// reported dead (sdk/executor), so the pass after the first true answer
+// sends the rest and the stream ends, as Nomad's `alloc logs -f` does once
+// the task is dead.
+func (r *logReader) run(ctx context.Context, follow bool, dead func() bool, send func(*pb.LogsFrame) error) error {
 	var tick *time.Ticker
 	for {
+		finished := follow && dead != nil && dead()
 		if err := r.drain(send); err != nil {
 			return err
 		}
@@ -199,7 +206,7 @@ func (r *logReader) run(ctx context.Context, follow bool, send func(*pb.LogsFram
 				continue
 			}
 		}
-		if !follow {
+		if !follow || finished {
 			return nil
 		}
 		if tick == nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func read(t *testing.T, files func() ([]string, error), origin string, offset in
 	}
 	defer r.close()
 	var c collected
-	if err := r.run(context.Background(), false, c.send); err != nil {
+	if err := r.run(context.Background(), false, nil, c.send); err != nil {
 		t.Fatal(err)
 	}
 	return &c
@@ -172,7 +173,7 @@ func follow(t *testing.T, files func() ([]string, error), origin string, offset 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var c collected
-	go func() { done <- r.run(ctx, true, c.send) }()
+	go func() { done <- r.run(ctx, true, nil, c.send) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -230,5 +231,57 @@ func TestLogsFollowWaitsForTheFirstFile(t *testing.T) {
 	waitData(t, c, "boot failed: 0123456789")
 	if got := filepath.Ext(c.frames[0].GetFile()); got != ".0" {
 		t.Fatalf("first frame from %s, want file .0", c.frames[0].GetFile())
+	}
+}
+
+// TestLogsFollowEndsOnceTheTaskIsDead: a followed log ends, without an
+// error, once the task is dead, after sending everything the task wrote,
+// the files it rotated to after the reader last looked included. Before,
+// a follow ended only when the caller hung up, so `alloc logs -f` of a
+// finished task never exited.
+func TestLogsFollowEndsOnceTheTaskIsDead(t *testing.T) {
+	dir := t.TempDir()
+	w := writeLog(t, dir, "job.stdout", "0123")
+	r, err := newLogReader(logFiles(dir, "job.stdout"), "start", 0, logOptions{poll: 5 * time.Millisecond, chunk: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	var dead atomic.Bool
+	var asked atomic.Int64
+	var c collected
+	done := make(chan error, 1)
+	go func() {
+		done <- r.run(context.Background(), true, func() bool { asked.Add(1); return dead.Load() }, c.send)
+	}()
+	waitData(t, &c, "0123")
+	// Still alive: the follow goes on past the end of what is written.
+	n := asked.Load()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if asked.Load() < n+2 {
+			return errors.New("the reader has not looked again")
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the follow of a live task ended: %v", err)
+	default:
+	}
+	// The task's last words, across two rotations, then it is dead.
+	if _, err := w.Write([]byte("456789abcdefghij-last")); err != nil {
+		t.Fatal(err)
+	}
+	dead.Store(true)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the follow ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow of a dead task did not end")
+	}
+	if got, want := c.data(), "0123456789abcdefghij-last"; got != want {
+		t.Fatalf("followed %q, want %q", got, want)
 	}
 }

@@ -106,10 +106,12 @@ func (e *volumesEndpoint) List(ctx context.Context, req *pb.VolumeListRequest) (
 	return resp, nil
 }
 
-// Claims lists a volume's claims, paged by claim ID.
+// Claims lists a volume's claims, paged by claim ID; without a volume_id,
+// every volume's claims, in claim ID order, so a claim is found by a
+// prefix of its ID (`berth volume release PREFIX`).
 func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsRequest) (*pb.VolumeClaimsResponse, error) {
 	if req.GetVolumeId() == "" {
-		return nil, fmt.Errorf("volume claims: %w: volume_id is required", volumespec.ErrInvalidVolume)
+		return e.allClaims(ctx, req.GetQuery())
 	}
 	n, err := perPage(req.GetQuery())
 	if err != nil {
@@ -137,6 +139,31 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 	}
 	if !found {
 		return nil, fmt.Errorf("volume %q: %w", req.GetVolumeId(), fsm.ErrVolumeNotFound)
+	}
+	meta.NextToken = next
+	resp.Meta = meta
+	return resp, nil
+}
+
+// allClaims is one page of every volume's claims, from the query's
+// next_token (a claim ID, or a prefix of one) on.
+func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions) (*pb.VolumeClaimsResponse, error) {
+	n, err := perPage(q)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.VolumeClaimsResponse{}
+	var next string
+	meta, err := e.s.blockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+		claims, nextID, err := st.ClaimsPage(ws, q.GetNextToken(), n, nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Claims, next = claims, nextID
+		return st.Index(fsm.TableClaims)
+	})
+	if err != nil {
+		return nil, err
 	}
 	meta.NextToken = next
 	resp.Meta = meta

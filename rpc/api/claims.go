@@ -46,6 +46,12 @@ func (v *VolumeClaims) ByID(ctx context.Context, claimID string, q *QueryOptions
 	return out, meta, nil
 }
 
+// List returns one page of every volume's claims in claim ID order, from
+// q's NextToken on (a claim ID or a prefix of one: findID-style lookups).
+func (v *VolumeClaims) List(ctx context.Context, q *QueryOptions) ([]*pb.Claim, *QueryMeta, error) {
+	return getList(ctx, v.c, "/v1/volumes/claims", q, func() *pb.Claim { return &pb.Claim{} })
+}
+
 // Release starts taking an operator's claim of the volume down: it is
 // releasing until its node has unpublished it, then freed.
 func (v *VolumeClaims) Release(ctx context.Context, volumeID, claimID string) (*pb.ClaimReleaseResponse, error) {
