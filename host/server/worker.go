@@ -34,11 +34,11 @@ const maxPlanAttempts = 5
 // planApplyTimeout bounds one plan's trip through raft.
 const planApplyTimeout = 30 * time.Second
 
-// runWorkers starts n scheduler workers that run until ctx (the
-// leadership) ends.
-func (s *Server) runWorkers(ctx context.Context, n int) {
+// runWorkers starts, through spawn, n scheduler workers that run until
+// ctx (the leadership) ends.
+func (s *Server) runWorkers(ctx context.Context, n int, spawn func(func())) {
 	for i := range n {
-		s.goRun(func() { s.worker(ctx, i) })
+		spawn(func() { s.worker(ctx, i) })
 	}
 }
 
