@@ -61,6 +61,10 @@ func (s *Server) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, er
 	if in == nil {
 		return nil, nil, nil, status.Error(codes.InvalidArgument, "job: missing")
 	}
+	// First, before a copy is made or a count is acted on.
+	if err := jobspec.CheckLimits(in, s.cfg.JobLimits); err != nil {
+		return nil, nil, nil, err
+	}
 	job := proto.Clone(in).(*pb.Job)
 	jobspec.Canonicalize(job)
 	if err := jobspec.ValidateJob(job); err != nil {
