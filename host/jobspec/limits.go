@@ -136,3 +136,16 @@ func (v *validator) limits(job *pb.Job, l Limits) {
 		v.addKind(root, ErrJobLimit, "job %q asks for %d allocations in all, over the limit of %d (%s)", job.GetId(), allocs, l.MaxAllocs, KeyMaxAllocs)
 	}
 }
+
+// Proto returns l (unset fields at their defaults) as the API shows it.
+func (l Limits) Proto() *pb.JobLimits {
+	l = l.WithDefaults()
+	return &pb.JobLimits{JobMaxCount: l.MaxGroupCount, JobMaxGroups: int64(l.MaxGroups), JobMaxTasks: int64(l.MaxTasks),
+		JobMaxAllocs: l.MaxAllocs, JobMaxSize: int64(l.MaxBytes)}
+}
+
+// LimitsOf reads limits as the API shows them (nil: the defaults).
+func LimitsOf(p *pb.JobLimits) Limits {
+	return Limits{MaxGroupCount: p.GetJobMaxCount(), MaxGroups: int(p.GetJobMaxGroups()), MaxTasks: int(p.GetJobMaxTasks()),
+		MaxAllocs: p.GetJobMaxAllocs(), MaxBytes: int(p.GetJobMaxSize())}.WithDefaults()
+}
