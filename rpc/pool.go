@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // ForwardedHeader is the gRPC metadata key a server sets when it forwards a
@@ -20,8 +21,9 @@ const ForwardedHeader = "berth-forwarded-by"
 // both ends of every connection: servers take it from ServerOptions, the
 // pool's connections from their default call options. One number for both
 // ends means a server never sends what its callers refuse (gRPC's defaults
-// differ: a client accepts 4 MiB, a server sends up to 2 GiB).
-const MaxMessageSize = 64 << 20
+// differ: a client accepts 4 MiB, a server sends up to 2 GiB). It is the
+// driver protocol's limit, so the hops to plugins carry what these do.
+const MaxMessageSize = driverpb.MaxMessageSize
 
 // ServerOptions are the message limits every berth gRPC server uses.
 func ServerOptions() []grpc.ServerOption {

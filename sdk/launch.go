@@ -151,6 +151,7 @@ func startPlugin(ctx context.Context, kind string, cfg LaunchConfig, hs plugin.H
 		Plugins:          set,
 		Cmd:              cfg.Cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		GRPCDialOptions:  dialOptions(),
 		Logger:           logger.Named(cfg.Name),
 		StartTimeout:     timeout,
 		Stderr:           cfg.Stderr,

@@ -137,7 +137,7 @@ func ServeDriverWith(d Driver, opts ServeOptions) error {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		Plugins:         plugin.PluginSet{PluginTypeDriver: &grpcPlugin{impl: d, name: info.GetName()}},
-		GRPCServer:      plugin.DefaultGRPCServer,
+		GRPCServer:      GRPCServer,
 		Logger:          logger,
 		Test:            opts.Test,
 	})

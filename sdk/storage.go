@@ -183,7 +183,7 @@ func ServeStorageAdapterWith(a StorageAdapter, opts ServeOptions) error {
 		HandshakeConfig: StorageHandshake,
 		Plugins:         StoragePluginSet(a),
 		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
-			return plugin.DefaultGRPCServer(append(o, a.ServerOptions...))
+			return GRPCServer(append(o, a.ServerOptions...))
 		},
 		Logger: logger,
 		Test:   opts.Test,

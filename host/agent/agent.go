@@ -140,6 +140,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			RaftTrailingLogs:        cfg.Server.RaftTrailingLogs,
 			ForceDetachAfter:        cfg.Server.ForceDetachAfter,
 			VolumeReconcileInterval: cfg.Server.VolumeReconcileInterval,
+			JobLimits:               cfg.Server.JobLimits,
 			Logger:                  logger.Named("server"),
 			Version:                 version.Version,
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/server"
 )
 
@@ -108,6 +109,11 @@ type ServerConfig struct {
 	// client role; it overrides GOGC. A client-only agent keeps Go's
 	// default (or GOGC). Default server.DefaultGCPercent.
 	GCPercent int
+	// JobLimits bound what one job may ask for (job_max_count,
+	// job_max_groups, job_max_tasks, job_max_allocs, job_max_size); the
+	// servers refuse a job over one before doing anything with it.
+	// Defaults: jobspec's Default* constants.
+	JobLimits jobspec.Limits
 }
 
 // ClientConfig configures the client role: a node that runs allocations.
@@ -167,6 +173,7 @@ func DefaultConfig() *Config {
 			ForceDetachAfter:        6 * time.Minute,
 			VolumeReconcileInterval: 5 * time.Minute,
 			GCPercent:               server.DefaultGCPercent,
+			JobLimits:               jobspec.Limits{}.WithDefaults(),
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",

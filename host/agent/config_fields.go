@@ -65,6 +65,11 @@ var configBlocks = []blockDef{
 		scalar("force_detach_after", func(c *Config) *time.Duration { return &c.Server.ForceDetachAfter }, toDuration, checkPositive),
 		scalar("volume_reconcile_interval", func(c *Config) *time.Duration { return &c.Server.VolumeReconcileInterval }, toDuration, checkPositive),
 		scalar("gc_percent", func(c *Config) *int { return &c.Server.GCPercent }, toInt, checkGCPercent),
+		scalar("job_max_count", func(c *Config) *int64 { return &c.Server.JobLimits.MaxGroupCount }, toInt64, checkJobLimit[int64]),
+		scalar("job_max_groups", func(c *Config) *int { return &c.Server.JobLimits.MaxGroups }, toInt, checkJobLimit[int]),
+		scalar("job_max_tasks", func(c *Config) *int { return &c.Server.JobLimits.MaxTasks }, toInt, checkJobLimit[int]),
+		scalar("job_max_allocs", func(c *Config) *int64 { return &c.Server.JobLimits.MaxAllocs }, toInt64, checkJobLimit[int64]),
+		scalar("job_max_size", func(c *Config) *int { return &c.Server.JobLimits.MaxBytes }, toByteSize, checkJobMaxSize),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

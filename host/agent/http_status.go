@@ -61,6 +61,7 @@ func (a *Agent) agentSelf(w http.ResponseWriter, _ *http.Request) error {
 			AppliedIndex:    r.AppliedIndex(),
 			BootstrapExpect: uint32(a.cfg.Server.BootstrapExpect),
 			RetryJoin:       a.cfg.Server.RetryJoin,
+			JobLimits:       a.cfg.Server.JobLimits.Proto(),
 		}
 	}
 	if c := a.client; c != nil {

@@ -55,13 +55,17 @@ type fakeCluster struct {
 	// by request.
 	requests []string
 	bodies   map[string][]byte
+	// jobLimits are the limits the agent's server says it has (nil: the
+	// agent runs no server).
+	jobLimits *pb.JobLimits
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
 	t.Helper()
 	f := &fakeCluster{t: t, index: 100,
 		jobs: map[string]*pb.Job{}, allocs: map[string]*pb.Allocation{}, evals: map[string]*pb.Evaluation{}, nodes: map[string]*pb.Node{},
-		plugins: map[string]*pb.CSIPlugin{}, volumes: map[string]*pb.VolumeView{}, bodies: map[string][]byte{}}
+		plugins: map[string]*pb.CSIPlugin{}, volumes: map[string]*pb.VolumeView{}, bodies: map[string][]byte{},
+		jobLimits: jobspec.Limits{}.Proto()}
 	mux := http.NewServeMux()
 	route := func(pattern string, h func(r *http.Request) (any, error)) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -182,6 +186,13 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	})
 	route("GET /v1/evaluation/{id}", func(r *http.Request) (any, error) {
 		return f.readOne(r, "eval", func() proto.Message { return f.evals[r.PathValue("id")] })
+	})
+	route("GET /v1/agent/self", func(r *http.Request) (any, error) {
+		self := &pb.AgentSelf{Name: "a1"}
+		if f.jobLimits != nil {
+			self.Server = &pb.AgentServerInfo{Id: "s1", JobLimits: f.jobLimits}
+		}
+		return self, nil
 	})
 	route("GET /v1/nodes", func(r *http.Request) (any, error) {
 		return f.read(r, func() any { return filterMap(f.nodes, func(*pb.Node) bool { return true }) })

@@ -251,12 +251,26 @@ func jobValidate(c *cli.Context) error {
 			}
 		}
 	}
-	job, err := parseJob(name, src, jobspec.WithDrivers(schemas))
+	job, err := parseJob(name, src, jobspec.WithDrivers(schemas), jobspec.WithLimits(serverLimits(c, client)))
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Job %q is valid\n", job.GetId())
 	return err
+}
+
+// serverLimits returns the job limits of the server the agent runs, or the
+// defaults, saying so, when it runs none or does not answer (the servers
+// check their own limits again at register).
+func serverLimits(c *cli.Context, client *api.Client) jobspec.Limits {
+	self, err := client.AgentSelf(c.Context)
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.App.ErrWriter, "Job limits checked are the defaults: the agent at %s did not say its own (%v)\n", client.Address(), err)
+	case self.GetServer().GetJobLimits() == nil:
+		fmt.Fprintf(c.App.ErrWriter, "Job limits checked are the defaults: the agent at %s runs no server\n", client.Address())
+	}
+	return jobspec.LimitsOf(self.GetServer().GetJobLimits())
 }
 
 // jobDrivers is the drivers job's tasks name, sorted, each once.

@@ -21,6 +21,7 @@ type Option func(*options)
 
 type options struct {
 	drivers map[string]*driverpb.Schema
+	limits  *Limits
 }
 
 // WithDrivers makes Parse check each task's driver and config block against
@@ -88,6 +89,9 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 	v.job(job)
 	if o.drivers != nil {
 		v.drivers(job, o.drivers)
+	}
+	if o.limits != nil {
+		v.limits(job, *o.limits)
 	}
 	if err := d.errs.err(); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrWrongType:     codes.InvalidArgument,
 		ErrInvalidJob:    codes.InvalidArgument,
 		ErrUnknownDriver: codes.InvalidArgument,
+		ErrJobLimit:      codes.InvalidArgument,
 	})
 }
 

@@ -14,7 +14,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
 )
+
+// ErrCommandTooLarge is returned by raftApply for a command whose encoding
+// is over rpc.MaxMessageSize, the limit of every hop (a snapshot install
+// or a forwarded write would carry it). Jobs are bounded well below it at
+// submit (server.job_max_size); this is the last guard, before the log.
+var ErrCommandTooLarge = errcode.New(codes.InvalidArgument, "raft command over the message size limit")
 
 // enqueueTimeout bounds how long a proposal may wait to enter raft's queue.
 const enqueueTimeout = 30 * time.Second
@@ -72,6 +80,9 @@ func (s *Server) raftApplyResult(ctx context.Context, t fsm.MessageType, msg pro
 	buf, err := fsm.Encode(t, msg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", t, err)
+	}
+	if len(buf) > rpc.MaxMessageSize {
+		return nil, fmt.Errorf("%s of %d bytes, over %d: %w", t, len(buf), rpc.MaxMessageSize, ErrCommandTooLarge)
 	}
 	timeout, err := raftTimeout(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/version"
 )
@@ -44,6 +45,10 @@ type Config struct {
 	// NumSchedulers is how many scheduler workers the leader runs; zero
 	// means one per CPU core.
 	NumSchedulers int
+	// JobLimits bounds what one job may ask for; register and plan check
+	// a job against them before anything else. Unset fields take
+	// jobspec's defaults.
+	JobLimits jobspec.Limits
 
 	// ForceDetachAfter is how long a node may stay down before the leader
 	// forces its releasing volume claims to node-detached (the controller

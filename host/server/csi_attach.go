@@ -57,6 +57,12 @@ import (
 // attachments (and to what a failed one waits for), on a worker's end and
 // on the earliest next_retry_at.
 func (v *volumeLoops) runAttacher(ctx context.Context) {
+	// run made this leadership's wake channel before starting this loop;
+	// a watcher goroutine below may outlive the loop, and must not read
+	// the field the next leadership's run writes.
+	v.mu.Lock()
+	wake := v.wake
+	v.mu.Unlock()
 	var retry Timer
 	defer func() {
 		if retry != nil {
@@ -78,7 +84,7 @@ func (v *volumeLoops) runAttacher(ctx context.Context) {
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {
 			select {
-			case <-v.wake:
+			case <-wake:
 				cancel()
 			case <-wctx.Done():
 			}

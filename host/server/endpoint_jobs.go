@@ -61,6 +61,10 @@ func (s *Server) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, er
 	if in == nil {
 		return nil, nil, nil, status.Error(codes.InvalidArgument, "job: missing")
 	}
+	// First, before a copy is made or a count is acted on.
+	if err := jobspec.CheckLimits(in, s.cfg.JobLimits); err != nil {
+		return nil, nil, nil, err
+	}
 	job := proto.Clone(in).(*pb.Job)
 	jobspec.Canonicalize(job)
 	if err := jobspec.ValidateJob(job); err != nil {
@@ -312,6 +316,13 @@ func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*p
 	}
 	if req.GetVersion() == job.GetVersion() {
 		return nil, status.Errorf(codes.InvalidArgument, "job %s: version %d is the current version; nothing to revert", job.GetId(), job.GetVersion())
+	}
+	// A version taken under other limits (raised since, or another
+	// leader's) is held to today's, as a register of it would be.
+	if old, err := s.fsm.State().JobVersion(nil, job.GetId(), req.GetVersion()); err == nil && old != nil {
+		if err := jobspec.CheckLimits(old, s.cfg.JobLimits); err != nil {
+			return nil, fmt.Errorf("reverting job %s to version %d: %w", job.GetId(), req.GetVersion(), err)
+		}
 	}
 	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	idx, err := s.raftApply(ctx, fsm.JobRevert, &pb.JobRevertCommand{

@@ -410,10 +410,12 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if err := s.restoreMemberRecords(stream.Context(), members); err != nil {
 		return status.Errorf(codes.Internal, "snapshot restored at index %d, but re-recording today's servers failed (they re-record themselves within a retry interval): %v", s.raft.AppliedIndex(), err)
 	}
-	// The restored state may hold other nodes than before: start heartbeat
-	// timers afresh if they run here (otherwise whichever leader loop
-	// starts them next reads the restored state).
-	s.heartbeats.rearm()
+	// The leader loop sees the store replaced and starts its duties over
+	// on it (leadOnce), heartbeat timers included; answer once they run,
+	// so what the caller does next is seen by them.
+	if err := s.awaitDutiesOn(stream.Context(), s.fsm.State()); err != nil {
+		return status.Errorf(status.FromContextError(err).Code(), "snapshot restored at index %d; gave up waiting for the leader's duties to restart on it: %v", s.raft.AppliedIndex(), err)
+	}
 	s.logger.Info("snapshot restored", "snapshot_index", meta.Index, "bytes", meta.Size)
 	return stream.SendAndClose(&pb.SnapshotRestoreResponse{Meta: &pb.WriteMeta{Index: s.raft.AppliedIndex()}})
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/fsm"
 )
 
 // monitorLeadership runs the leader loops while this server leads and stops
@@ -93,16 +95,110 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	// Ready now, before recording this server in state: requests must not
 	// wait for a second commit.
 	s.ready.set(term)
+	for {
+		if !s.leadOnce(ctx) {
+			return
+		}
+		// The state was replaced while this server leads (operator
+		// snapshot restore): the duties start over from the restored
+		// store, as a new leader's would.
+		s.logger.Info("state restored from a snapshot: restarting the leader's duties")
+		s.heartbeats.rearm()
+	}
+}
+
+// leadOnce runs the leader's duties over the current state store until ctx
+// ends (it returns false) or a snapshot restore replaces the store (it
+// returns true once every duty has stopped). Every duty keeps something
+// from the store it started on that a restore makes wrong: watches on the
+// replaced tables (which never fire again), the broker's record of which
+// evaluations it finished and at which index (a restored evaluation that
+// is pending again would be ignored as done), the GC's index-to-time
+// table, the volume loops' retry holds. Starting them over is simpler and
+// surer than teaching each to notice.
+func (s *Server) leadOnce(ctx context.Context) (restored bool) {
+	store := s.fsm.State()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var duties sync.WaitGroup
+	spawn := func(f func()) {
+		duties.Add(1)
+		s.goRun(func() {
+			defer duties.Done()
+			f()
+		})
+	}
 	s.broker.setEnabled(true)
-	s.runWorkers(ctx, s.cfg.NumSchedulers)
-	s.goRun(func() { s.feedBroker(ctx) })
-	s.goRun(func() { s.drainer.run(ctx) })
-	s.goRun(func() { s.runGC(ctx) })
-	s.goRun(func() { s.volumes.run(ctx) })
-	if err := s.discovery.ensureRegistered(ctx); err != nil {
+	s.runWorkers(dctx, s.cfg.NumSchedulers, spawn)
+	spawn(func() { s.feedBroker(dctx) })
+	spawn(func() { s.drainer.run(dctx) })
+	spawn(func() { s.runGC(dctx) })
+	spawn(func() { s.volumes.run(dctx) })
+	s.duties.set(store)
+	defer s.duties.set(nil)
+	if err := s.discovery.ensureRegistered(dctx); err != nil {
 		s.logger.Warn("recording leader in state", "error", err)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+		// Leadership ended: the duties stop on their own, as they always
+		// did; the next leadership does not wait for them here.
+		return false
+	case <-store.AbandonCh():
+	}
+	cancel()
+	// The old duties must be gone before the new start, or a feed still
+	// reading the replaced store could hand the fresh broker evaluations
+	// the restored state does not have.
+	duties.Wait()
+	s.broker.setEnabled(false)
+	return ctx.Err() == nil
+}
+
+// dutiesStore records which state store the leader's duties run on (nil
+// while they run on none). Every change closes the current channel and
+// makes a new one, as readiness does.
+type dutiesStore struct {
+	mu      sync.Mutex
+	store   *fsm.StateStore
+	changed chan struct{}
+}
+
+func newDutiesStore() *dutiesStore {
+	return &dutiesStore{changed: make(chan struct{})}
+}
+
+func (d *dutiesStore) set(st *fsm.StateStore) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.store = st
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.store, d.changed
+}
+
+// awaitDutiesOn returns once this server's leader duties run on st, or
+// once it no longer leads (whoever leads next starts on the current
+// state), or with ctx's error.
+func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
+	for {
+		cur, changed := s.duties.state()
+		if cur == st || !s.IsLeader() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.shutdownCtx.Done():
+			return nil
+		}
+	}
 }
 
 // readiness says whether this server's leadership is ready to serve: set

@@ -65,6 +65,9 @@ type Server struct {
 	// earlier leaders committed (its barrier passed); leader-only requests
 	// wait for it so they never see state older than an acknowledged write.
 	ready *readiness
+	// duties records the state store the leader's duties run on (leadOnce),
+	// so a snapshot restore answers once they run on the restored one.
+	duties *dutiesStore
 	// leaving is set when a graceful leave starts; discovery then stops, so
 	// it does not join the server back while it leaves.
 	leaving atomic.Bool
@@ -96,6 +99,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		pool:         rpc.NewPool(),
 		leaderNotify: make(chan bool, 16),
 		ready:        newReadiness(),
+		duties:       newDutiesStore(),
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}

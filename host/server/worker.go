@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/pb"
@@ -34,11 +35,11 @@ const maxPlanAttempts = 5
 // planApplyTimeout bounds one plan's trip through raft.
 const planApplyTimeout = 30 * time.Second
 
-// runWorkers starts n scheduler workers that run until ctx (the
-// leadership) ends.
-func (s *Server) runWorkers(ctx context.Context, n int) {
+// runWorkers starts, through spawn, n scheduler workers that run until
+// ctx (the leadership) ends.
+func (s *Server) runWorkers(ctx context.Context, n int, spawn func(func())) {
 	for i := range n {
-		s.goRun(func() { s.worker(ctx, i) })
+		spawn(func() { s.worker(ctx, i) })
 	}
 }
 
@@ -77,6 +78,9 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 	for attempt := 1; ; attempt++ {
 		snap := s.fsm.State().Snapshot()
 		now := s.cfg.Clock.Now().UnixNano()
+		if idx, refused, err := s.refuseOverLimits(ctx, snap, eval); refused {
+			return idx, err
+		}
 		res, err := s.schedule(snap, eval, now)
 		if err != nil {
 			return 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
@@ -193,6 +197,38 @@ func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error)
 		return 0
 	}
 	return idx
+}
+
+// refuseOverLimits fails eval, for good, when its job is stored over this
+// server's job limits and is not stopped: one taken by a leader with
+// higher limits, or before they existed. Planning it could cost what the
+// limits exist to prevent (a count of two billion took an agent to 22.9
+// GB), on every leader in turn. No follow-up is made: a new register or a
+// stop of the job evaluates it again. A stopped job is planned as usual,
+// so an operator can always stop one.
+func (s *Server) refuseOverLimits(ctx context.Context, snap *fsm.StateSnapshot, eval *pb.Evaluation) (index uint64, refused bool, err error) {
+	job, err := snap.JobByID(nil, eval.GetJobId())
+	if err != nil || job == nil || job.GetStop() {
+		return 0, false, nil
+	}
+	lerr := jobspec.CheckLimits(job, s.cfg.JobLimits)
+	if lerr == nil {
+		return 0, false, nil
+	}
+	s.logger.Warn("not planning a job over the job limits", "eval", eval.GetId(), "job", job.GetId(), "error", lerr)
+	failed := proto.Clone(eval).(*pb.Evaluation)
+	failed.Status = pb.EvalStatus_EVAL_STATUS_FAILED
+	failed.StatusDescription = fmt.Sprintf("job %s version %d: %v", job.GetId(), job.GetVersion(), lerr)
+	failed.ModifiedAt = s.cfg.Clock.Now().UnixNano()
+	actx, cancel := context.WithTimeout(ctx, planApplyTimeout)
+	defer cancel()
+	idx, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed}})
+	if err != nil {
+		// Not recorded: the worker hands it back, and it is refused
+		// again, never planned.
+		return 0, true, fmt.Errorf("recording evaluation %s refused over the job limits: %w", eval.GetId(), err)
+	}
+	return idx, true, nil
 }
 
 // SchedulerState is the scheduler's view of a state snapshot (the

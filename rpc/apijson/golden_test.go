@@ -201,7 +201,8 @@ var goldens = []struct {
 		return apijson.Marshal(&pb.AgentSelf{
 			Name: "dev", Version: "0.1.0", DataDir: "/tmp/berth-dev-1", HttpAddr: "127.0.0.1:7646", DevMode: true,
 			Server: &pb.AgentServerInfo{Id: "0b7c6f5e-1111-4000-8000-000000000001", RpcAddr: "127.0.0.1:7647", RaftAddr: "127.0.0.1:7648",
-				RaftState: "Leader", LeaderId: "0b7c6f5e-1111-4000-8000-000000000001", LastIndex: 9, AppliedIndex: 9, BootstrapExpect: 1},
+				RaftState: "Leader", LeaderId: "0b7c6f5e-1111-4000-8000-000000000001", LastIndex: 9, AppliedIndex: 9, BootstrapExpect: 1,
+				JobLimits: &pb.JobLimits{JobMaxCount: 1000, JobMaxGroups: 100, JobMaxTasks: 500, JobMaxAllocs: 5000, JobMaxSize: 1048576}},
 			Client: &pb.AgentClientInfo{NodeId: "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80", Registered: true, Servers: []string{"127.0.0.1:7647"}},
 		})
 	}},

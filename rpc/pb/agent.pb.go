@@ -126,8 +126,11 @@ type AgentServerInfo struct {
 	AppliedIndex    uint64   `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	BootstrapExpect uint32   `protobuf:"varint,8,opt,name=bootstrap_expect,json=bootstrapExpect,proto3" json:"bootstrap_expect,omitempty"`
 	RetryJoin       []string `protobuf:"bytes,9,rep,name=retry_join,json=retryJoin,proto3" json:"retry_join,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// job_limits are the limits this server refuses a job over (register,
+	// plan); `berth job validate` checks a file against them.
+	JobLimits     *JobLimits `protobuf:"bytes,10,opt,name=job_limits,json=jobLimits,proto3" json:"job_limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentServerInfo) Reset() {
@@ -223,6 +226,90 @@ func (x *AgentServerInfo) GetRetryJoin() []string {
 	return nil
 }
 
+func (x *AgentServerInfo) GetJobLimits() *JobLimits {
+	if x != nil {
+		return x.JobLimits
+	}
+	return nil
+}
+
+// JobLimits are a server's job limits, each named as in its config.
+type JobLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobMaxCount   int64                  `protobuf:"varint,1,opt,name=job_max_count,json=jobMaxCount,proto3" json:"job_max_count,omitempty"`
+	JobMaxGroups  int64                  `protobuf:"varint,2,opt,name=job_max_groups,json=jobMaxGroups,proto3" json:"job_max_groups,omitempty"`
+	JobMaxTasks   int64                  `protobuf:"varint,3,opt,name=job_max_tasks,json=jobMaxTasks,proto3" json:"job_max_tasks,omitempty"`
+	JobMaxAllocs  int64                  `protobuf:"varint,4,opt,name=job_max_allocs,json=jobMaxAllocs,proto3" json:"job_max_allocs,omitempty"`
+	JobMaxSize    int64                  `protobuf:"varint,5,opt,name=job_max_size,json=jobMaxSize,proto3" json:"job_max_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobLimits) Reset() {
+	*x = JobLimits{}
+	mi := &file_berth_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobLimits) ProtoMessage() {}
+
+func (x *JobLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobLimits.ProtoReflect.Descriptor instead.
+func (*JobLimits) Descriptor() ([]byte, []int) {
+	return file_berth_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobLimits) GetJobMaxCount() int64 {
+	if x != nil {
+		return x.JobMaxCount
+	}
+	return 0
+}
+
+func (x *JobLimits) GetJobMaxGroups() int64 {
+	if x != nil {
+		return x.JobMaxGroups
+	}
+	return 0
+}
+
+func (x *JobLimits) GetJobMaxTasks() int64 {
+	if x != nil {
+		return x.JobMaxTasks
+	}
+	return 0
+}
+
+func (x *JobLimits) GetJobMaxAllocs() int64 {
+	if x != nil {
+		return x.JobMaxAllocs
+	}
+	return 0
+}
+
+func (x *JobLimits) GetJobMaxSize() int64 {
+	if x != nil {
+		return x.JobMaxSize
+	}
+	return 0
+}
+
 type AgentClientInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -234,7 +321,7 @@ type AgentClientInfo struct {
 
 func (x *AgentClientInfo) Reset() {
 	*x = AgentClientInfo{}
-	mi := &file_berth_v1_agent_proto_msgTypes[2]
+	mi := &file_berth_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +333,7 @@ func (x *AgentClientInfo) String() string {
 func (*AgentClientInfo) ProtoMessage() {}
 
 func (x *AgentClientInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_agent_proto_msgTypes[2]
+	mi := &file_berth_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +346,7 @@ func (x *AgentClientInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentClientInfo.ProtoReflect.Descriptor instead.
 func (*AgentClientInfo) Descriptor() ([]byte, []int) {
-	return file_berth_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_berth_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentClientInfo) GetNodeId() string {
@@ -295,7 +382,7 @@ const file_berth_v1_agent_proto_rawDesc = "" +
 	"\thttp_addr\x18\x04 \x01(\tR\bhttpAddr\x12\x19\n" +
 	"\bdev_mode\x18\x05 \x01(\bR\adevMode\x121\n" +
 	"\x06server\x18\x06 \x01(\v2\x19.berth.v1.AgentServerInfoR\x06server\x121\n" +
-	"\x06client\x18\a \x01(\v2\x19.berth.v1.AgentClientInfoR\x06client\"\xa3\x02\n" +
+	"\x06client\x18\a \x01(\v2\x19.berth.v1.AgentClientInfoR\x06client\"\xd7\x02\n" +
 	"\x0fAgentServerInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\brpc_addr\x18\x02 \x01(\tR\arpcAddr\x12\x1b\n" +
@@ -308,7 +395,17 @@ const file_berth_v1_agent_proto_rawDesc = "" +
 	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12)\n" +
 	"\x10bootstrap_expect\x18\b \x01(\rR\x0fbootstrapExpect\x12\x1d\n" +
 	"\n" +
-	"retry_join\x18\t \x03(\tR\tretryJoin\"d\n" +
+	"retry_join\x18\t \x03(\tR\tretryJoin\x122\n" +
+	"\n" +
+	"job_limits\x18\n" +
+	" \x01(\v2\x13.berth.v1.JobLimitsR\tjobLimits\"\xc1\x01\n" +
+	"\tJobLimits\x12\"\n" +
+	"\rjob_max_count\x18\x01 \x01(\x03R\vjobMaxCount\x12$\n" +
+	"\x0ejob_max_groups\x18\x02 \x01(\x03R\fjobMaxGroups\x12\"\n" +
+	"\rjob_max_tasks\x18\x03 \x01(\x03R\vjobMaxTasks\x12$\n" +
+	"\x0ejob_max_allocs\x18\x04 \x01(\x03R\fjobMaxAllocs\x12 \n" +
+	"\fjob_max_size\x18\x05 \x01(\x03R\n" +
+	"jobMaxSize\"d\n" +
 	"\x0fAgentClientInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1e\n" +
 	"\n" +
@@ -328,20 +425,22 @@ func file_berth_v1_agent_proto_rawDescGZIP() []byte {
 	return file_berth_v1_agent_proto_rawDescData
 }
 
-var file_berth_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_berth_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_berth_v1_agent_proto_goTypes = []any{
 	(*AgentSelf)(nil),       // 0: berth.v1.AgentSelf
 	(*AgentServerInfo)(nil), // 1: berth.v1.AgentServerInfo
-	(*AgentClientInfo)(nil), // 2: berth.v1.AgentClientInfo
+	(*JobLimits)(nil),       // 2: berth.v1.JobLimits
+	(*AgentClientInfo)(nil), // 3: berth.v1.AgentClientInfo
 }
 var file_berth_v1_agent_proto_depIdxs = []int32{
 	1, // 0: berth.v1.AgentSelf.server:type_name -> berth.v1.AgentServerInfo
-	2, // 1: berth.v1.AgentSelf.client:type_name -> berth.v1.AgentClientInfo
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3, // 1: berth.v1.AgentSelf.client:type_name -> berth.v1.AgentClientInfo
+	2, // 2: berth.v1.AgentServerInfo.job_limits:type_name -> berth.v1.JobLimits
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_agent_proto_init() }
@@ -355,7 +454,7 @@ func file_berth_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_agent_proto_rawDesc), len(file_berth_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

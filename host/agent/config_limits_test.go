@@ -1,0 +1,61 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"berth.dev/berth/host/jobspec"
+)
+
+// The job limits are read from the server block, in HCL and JSON, sizes
+// with or without a unit; what a file leaves out keeps its default.
+func TestParseConfigJobLimits(t *testing.T) {
+	for _, tc := range []struct{ file, src string }{
+		{"agent.hcl", "server {\n  job_max_count = 50\n  job_max_groups = 7\n  job_max_tasks = 9\n  job_max_allocs = 300\n  job_max_size = \"2MiB\"\n}\n"},
+		{"agent.json", `{"server": {"job_max_count": 50, "job_max_groups": 7, "job_max_tasks": 9, "job_max_allocs": 300, "job_max_size": 2097152}}`},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			c, err := ParseConfig(tc.file, []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := jobspec.Limits{MaxGroupCount: 50, MaxGroups: 7, MaxTasks: 9, MaxAllocs: 300, MaxBytes: 2 << 20}
+			if got := DefaultConfig().Merge(c).Server.JobLimits; got != want {
+				t.Fatalf("limits %+v, want %+v", got, want)
+			}
+		})
+	}
+	c, err := ParseConfig("agent.hcl", []byte("server {\n  job_max_count = 50\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := jobspec.Limits{}.WithDefaults()
+	want.MaxGroupCount = 50
+	if got := DefaultConfig().Merge(c).Server.JobLimits; got != want {
+		t.Fatalf("limits %+v, want the defaults but for the count: %+v", got, want)
+	}
+	if got := DefaultConfig().Server.JobLimits; got != (jobspec.Limits{}).WithDefaults() {
+		t.Fatalf("default limits %+v", got)
+	}
+}
+
+func TestParseConfigJobLimitErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+		kind            error
+	}{
+		{"zero count", "server {\n  job_max_count = 0\n}\n", `agent.hcl:2,19: server.job_max_count: must be at least 1, got 0`, ErrInvalidValue},
+		{"negative groups", "server {\n  job_max_groups = -1\n}\n", `agent.hcl:2,20: server.job_max_groups: must be at least 1, got -1`, ErrInvalidValue},
+		{"size over every hop", "server {\n  job_max_size = \"64MiB\"\n}\n", `agent.hcl:2,18: server.job_max_size: 67108864 bytes is out of range 1-33554432 (half the 67108864-byte message limit of the API, raft and plugin hops)`, ErrInvalidValue},
+		{"size without a number", "server {\n  job_max_size = \"big\"\n}\n", `agent.hcl:2,18: server.job_max_size: size "big": write a number with an optional unit`, ErrInvalidValue},
+		{"size of the wrong type", "server {\n  job_max_size = true\n}\n", `agent.hcl:2,18: server.job_max_size: size (like "4MiB", or a number of bytes) required, got bool`, ErrWrongType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("agent.hcl", []byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.kind) {
+				t.Fatalf("ParseConfig = %v, want %v saying %q", err, tc.kind, tc.want)
+			}
+		})
+	}
+}

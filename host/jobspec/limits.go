@@ -1,0 +1,151 @@
+package jobspec
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// ErrJobLimit is returned by CheckLimits, and by Parse with WithLimits,
+// when a job is larger than a limit of the servers' configuration: too
+// high a count, too many groups, tasks or allocations, too many bytes.
+// Its message names the limit, the job's value and the config key.
+var ErrJobLimit = errcode.New(codes.InvalidArgument, "over a limit")
+
+// Limits bounds what one job may ask for. The servers check a job against
+// them before anything else is done with it (register, plan), so a job
+// that asks for two billion allocations costs a few comparisons, not the
+// memory of planning them; `berth job validate` checks them too. Every
+// field is set from the agent's server block; the zero value of a field
+// means its default.
+type Limits struct {
+	// MaxGroupCount bounds one group's count (server.job_max_count).
+	MaxGroupCount int64
+	// MaxGroups bounds the groups of a job (server.job_max_groups).
+	MaxGroups int
+	// MaxTasks bounds the tasks of a job, all groups together
+	// (server.job_max_tasks).
+	MaxTasks int
+	// MaxAllocs bounds the allocations a job's groups ask for together,
+	// and so what one plan for it places (server.job_max_allocs).
+	MaxAllocs int64
+	// MaxBytes bounds the job's encoded size (server.job_max_size).
+	MaxBytes int
+}
+
+// The agent config keys of the limits, as errors name them.
+const (
+	KeyMaxGroupCount = "server.job_max_count"
+	KeyMaxGroups     = "server.job_max_groups"
+	KeyMaxTasks      = "server.job_max_tasks"
+	KeyMaxAllocs     = "server.job_max_allocs"
+	KeyMaxBytes      = "server.job_max_size"
+)
+
+// Default limits. A group of a thousand is more than any service we know
+// of runs per job (Nomad's own guides scale groups to hundreds); the per
+// job bound of 5000 allocations keeps one plan, a single raft command of
+// about a kilobyte per allocation, to a few MiB, and one scheduler pass to
+// well under a second. A hundred groups and 500 tasks are far beyond what
+// a person writes by hand while bounding what a generated job can cost.
+// One MiB of encoded job is what Nomad keeps of a job's source and less
+// than etcd takes per object; it is checked against MaxJobBytesCeiling.
+const (
+	DefaultMaxGroupCount = 1000
+	DefaultMaxGroups     = 100
+	DefaultMaxTasks      = 500
+	DefaultMaxAllocs     = 5000
+	DefaultMaxBytes      = 1 << 20
+)
+
+// MaxJobBytesCeiling is the most server.job_max_size may be: half the
+// largest message any hop carries (driverpb.MaxMessageSize: API body, raft
+// command, server to client, client to driver), leaving the other half to
+// what travels with a job (its evaluation, an alloc, a task's
+// environment), so a job the servers accept can reach its driver.
+const MaxJobBytesCeiling = driverpb.MaxMessageSize / 2
+
+// WithDefaults returns l with every unset (zero) field at its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxGroupCount == 0 {
+		l.MaxGroupCount = DefaultMaxGroupCount
+	}
+	if l.MaxGroups == 0 {
+		l.MaxGroups = DefaultMaxGroups
+	}
+	if l.MaxTasks == 0 {
+		l.MaxTasks = DefaultMaxTasks
+	}
+	if l.MaxAllocs == 0 {
+		l.MaxAllocs = DefaultMaxAllocs
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
+}
+
+// WithLimits makes Parse check the job against l (see CheckLimits), with
+// positions.
+func WithLimits(l Limits) Option {
+	return func(o *options) { o.limits = &l }
+}
+
+// CheckLimits checks job against l (unset fields at their defaults) and
+// returns *Errors whose entries wrap ErrJobLimit, or nil. It reads only the
+// job's counts and lengths, and its encoded size: nothing it does grows
+// with a count.
+func CheckLimits(job *pb.Job, l Limits) error {
+	v := &validator{errs: &Errors{}}
+	v.limits(job, l)
+	return v.errs.err()
+}
+
+func (v *validator) limits(job *pb.Job, l Limits) {
+	l = l.WithDefaults()
+	root := path{}
+	if n := proto.Size(job); n > l.MaxBytes {
+		v.addKind(root, ErrJobLimit, "job %q is %d bytes encoded, over the limit of %d bytes (%s)", job.GetId(), n, l.MaxBytes, KeyMaxBytes)
+	}
+	groups := job.GetGroups()
+	if len(groups) > l.MaxGroups {
+		v.addKind(root, ErrJobLimit, "job %q has %d groups, over the limit of %d (%s)", job.GetId(), len(groups), l.MaxGroups, KeyMaxGroups)
+	}
+	var tasks int
+	var allocs int64
+	countOver := false
+	for _, g := range groups {
+		p := root.in("group", g.GetName())
+		tasks += len(g.GetTasks())
+		c := int64(g.GetCount())
+		if c > l.MaxGroupCount {
+			v.addKind(p.f("count"), ErrJobLimit, "%d is over the limit of %d per group (%s)", c, l.MaxGroupCount, KeyMaxGroupCount)
+			countOver = true
+		}
+		allocs += max(c, 0)
+	}
+	if tasks > l.MaxTasks {
+		v.addKind(root, ErrJobLimit, "job %q has %d tasks, over the limit of %d (%s)", job.GetId(), tasks, l.MaxTasks, KeyMaxTasks)
+	}
+	// A group over its own limit is the thing to fix; the total it makes
+	// would only repeat it.
+	if allocs > l.MaxAllocs && !countOver {
+		v.addKind(root, ErrJobLimit, "job %q asks for %d allocations in all, over the limit of %d (%s)", job.GetId(), allocs, l.MaxAllocs, KeyMaxAllocs)
+	}
+}
+
+// Proto returns l (unset fields at their defaults) as the API shows it.
+func (l Limits) Proto() *pb.JobLimits {
+	l = l.WithDefaults()
+	return &pb.JobLimits{JobMaxCount: l.MaxGroupCount, JobMaxGroups: int64(l.MaxGroups), JobMaxTasks: int64(l.MaxTasks),
+		JobMaxAllocs: l.MaxAllocs, JobMaxSize: int64(l.MaxBytes)}
+}
+
+// LimitsOf reads limits as the API shows them (nil: the defaults).
+func LimitsOf(p *pb.JobLimits) Limits {
+	return Limits{MaxGroupCount: p.GetJobMaxCount(), MaxGroups: int(p.GetJobMaxGroups()), MaxTasks: int(p.GetJobMaxTasks()),
+		MaxAllocs: p.GetJobMaxAllocs(), MaxBytes: int(p.GetJobMaxSize())}.WithDefaults()
+}
