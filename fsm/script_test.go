@@ -269,6 +269,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
+		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
 		{"ErrMaxVolumes", fsm.ErrMaxVolumes},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},
