@@ -29,7 +29,9 @@ import (
 // A volume its plugin is deleting (VolumeDeleting) is refused
 // (ErrVolumeDeleting): the update would be lost with it. With
 // if_modify_index the update applies only to the volume as its proposer
-// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone).
+// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone); with
+// if_absent only when no volume is registered under the ID
+// (ErrVolumeRegistered).
 //
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
@@ -46,6 +48,9 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 	existing, err := volumesTable.first(tx, nil, v.GetId())
 	if err != nil {
 		return err
+	}
+	if existing != nil && cmd.GetIfAbsent() {
+		return fmt.Errorf("volume %q: %w (external ID %q, plugin %q)", v.GetId(), ErrVolumeRegistered, existing.GetExternalId(), existing.GetPluginId())
 	}
 	if want := cmd.GetIfModifyIndex(); want != 0 {
 		switch {

@@ -35,6 +35,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrVolumeDeleting:       codes.FailedPrecondition,
 		fsm.ErrVolumeChanged:        codes.Aborted,
 		fsm.ErrExternalVolumeTaken:  codes.AlreadyExists,
+		fsm.ErrVolumeRegistered:     codes.AlreadyExists,
 		fsm.ErrNoFreeClaim:          codes.ResourceExhausted,
 		fsm.ErrMaxVolumes:           codes.ResourceExhausted,
 		fsm.ErrClaimCapability:      codes.InvalidArgument,

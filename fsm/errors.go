@@ -119,6 +119,12 @@ var (
 	// names both volume IDs, the plugin and the external ID.
 	ErrExternalVolumeTaken = errcode.New(codes.AlreadyExists, "the plugin's volume is registered under another volume ID")
 
+	// ErrVolumeRegistered is returned in an ApplyResult when a
+	// VolumeRegister with if_absent (a create) finds a volume registered
+	// under its ID; nothing is written. The message names the volume and
+	// the external ID it is registered with.
+	ErrVolumeRegistered = errcode.New(codes.AlreadyExists, "a volume is registered under the ID")
+
 	// ErrVolumeChanged is returned in an ApplyResult when a conditional
 	// VolumeRegister (if_modify_index) finds the volume changed since its
 	// proposer read it; nothing is written. Aborted, as ErrNodeChanged:

@@ -270,6 +270,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},
+		{"ErrVolumeRegistered", fsm.ErrVolumeRegistered},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
 		{"ErrMaxVolumes", fsm.ErrMaxVolumes},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},

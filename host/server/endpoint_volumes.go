@@ -167,7 +167,15 @@ func (e *volumesEndpoint) register(ctx context.Context, v *pb.Volume, warnings [
 // registerIf is register, applied only to the volume stored with
 // modify_index ifIndex when that is not 0 (fsm.ErrVolumeChanged).
 func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex uint64, warnings []string) (*pb.VolumeRegisterResponse, error) {
-	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano(), IfModifyIndex: ifIndex})
+	return e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfModifyIndex: ifIndex}, warnings)
+}
+
+// registerCommand proposes cmd (stamped now) and answers its volume as
+// stored, redacted.
+func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeRegisterCommand, warnings []string) (*pb.VolumeRegisterResponse, error) {
+	v := cmd.GetVolume()
+	cmd.RegisteredAt = e.s.cfg.Clock.Now().UnixNano()
+	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
 	}
@@ -186,7 +194,9 @@ func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex 
 // topology). A volume registered under the ID already is not created
 // again: answered as it is, unchanged, when it is what the create asks
 // for (CreateVolume is idempotent by name, and so is this), refused with
-// ErrVolumeExists naming each field that differs otherwise. A plugin
+// ErrVolumeExists naming each field that differs otherwise. The register
+// is a create (if_absent): a create of the ID that registered during the
+// plugin's call is answered the same way, never overwritten. A plugin
 // answering with a volume registered under another ID (a create by the
 // same name) is refused by the state machine (fsm.ErrExternalVolumeTaken).
 func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateRequest) (*pb.VolumeRegisterResponse, error) {
@@ -206,12 +216,9 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 		return nil, err
 	}
 	if old != nil {
-		if diffs := createDiff(old, v); len(diffs) > 0 {
-			return nil, fmt.Errorf("volume %q: %w (external ID %q): %s; nothing was created (delete or deregister it first, or create under another ID)",
-				v.GetId(), ErrVolumeExists, old.GetExternalId(), strings.Join(diffs, "; "))
-		}
-		return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()}, Unchanged: true}, nil
+		return existingVolume(old, v, "")
 	}
+	spec := proto.CloneOf(v)
 	if err := keepRedactedSecrets(v, nil); err != nil {
 		return nil, err
 	}
@@ -252,12 +259,38 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	for _, t := range cv.GetAccessibleTopology() {
 		v.AccessibleTopology = append(v.AccessibleTopology, &pb.Topology{Segments: t.GetSegments()})
 	}
-	out, err := e.register(ctx, v, nil)
+	out, err := e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
+	if errors.Is(err, fsm.ErrVolumeRegistered) {
+		// Another create of the ID registered during the plugin's call.
+		old, rerr := e.s.fsm.State().VolumeByID(nil, v.GetId())
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case old != nil:
+			return existingVolume(old, spec, v.GetExternalId())
+		}
+	}
 	if errors.Is(err, fsm.ErrExternalVolumeTaken) {
 		return nil, fmt.Errorf("creating volume %q: plugin %q answered CreateVolume (name %q) on node %s with a volume registered under another ID "+
 			"(CreateVolume is idempotent by name); nothing was registered and the plugin's volume is left as it is: %w", v.GetId(), v.GetPluginId(), v.GetName(), nodeID, err)
 	}
 	return out, err
+}
+
+// existingVolume is a create's answer when old is registered under the ID
+// already: unchanged when it is what spec asks for (and, when the plugin
+// was asked, its answer ext is old's volume), ErrVolumeExists naming each
+// difference otherwise.
+func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterResponse, error) {
+	diffs := createDiff(old, spec)
+	if ext != "" && ext != old.GetExternalId() {
+		diffs = append(diffs, fmt.Sprintf("external_id: registered %q, the plugin answered %q (a volume it created that nothing registers)", old.GetExternalId(), ext))
+	}
+	if len(diffs) > 0 {
+		return nil, fmt.Errorf("volume %q: %w (external ID %q): %s; nothing was created (delete or deregister it first, or create under another ID)",
+			spec.GetId(), ErrVolumeExists, old.GetExternalId(), strings.Join(diffs, "; "))
+	}
+	return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()}, Unchanged: true}, nil
 }
 
 // createDiff lists how the volume registered under an ID differs from

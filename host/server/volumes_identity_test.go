@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -105,5 +107,64 @@ func TestVolumeCreateOfAnExistingID(t *testing.T) {
 	}
 	if now, _ := s.fsm.State().VolumeByID(nil, "db"); !proto.Equal(now, stored) {
 		t.Errorf("the volume changed:\n%v\nwas\n%v", now, stored)
+	}
+}
+
+// Two creates of one ID race through their plugin calls: the one that
+// registers second does not overwrite the first. Here the first create is
+// held in CreateVolume while the ID is registered with other capabilities;
+// released, it is refused naming what differs, and the registered volume
+// stays as it is. The same spec would be answered unchanged.
+func TestVolumeCreateNeverOverwritesACreateThatWonTheRace(t *testing.T) {
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	spec := func() *pb.Volume {
+		v := fsVolume("db")
+		v.ExternalId = ""
+		return v
+	}
+	type answer struct {
+		resp *pb.VolumeRegisterResponse
+		err  error
+	}
+	race := func(winner *pb.Volume) answer {
+		t.Helper()
+		p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
+		release := p.CreateVolume.Block()
+		defer release()
+		calls := p.CreateVolume.Count()
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec()})
+			done <- answer{resp, err}
+		}()
+		for end := time.Now().Add(10 * time.Second); p.CreateVolume.Count() == calls; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the plugin never got CreateVolume")
+			}
+		}
+		if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: winner}); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		return <-done
+	}
+
+	winner := spec()
+	winner.ExternalId = "ext-db"
+	winner.Capabilities[0].AccessMode = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER
+	wantRefusal(t, "the create that lost the race", race(winner).err, codes.AlreadyExists, `volume "db"`,
+		"capabilities: registered [multi-node-multi-writer/file-system], asked [single-node-writer/file-system]")
+	if v, _ := s.fsm.State().VolumeByID(nil, "db"); v.GetCapabilities()[0].GetAccessMode() != pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER {
+		t.Fatalf("the winner was overwritten: %v", v)
+	}
+
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "db"}); err != nil {
+		t.Fatal(err)
+	}
+	same := spec()
+	same.Name, same.ExternalId = "db", "ext-db"
+	if got := race(same); got.err != nil || !got.resp.GetUnchanged() {
+		t.Fatalf("a create that lost the race to the same spec: %v, %v; want it answered unchanged", got.resp, got.err)
 	}
 }
