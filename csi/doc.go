@@ -48,9 +48,11 @@
 // ErrInvalidResponse, and a request missing a required field is refused
 // before it is sent with ErrInvalidRequest.
 //
-// ValidateVolumeCapabilities distinguishes the plugin saying no (a
-// Validation that is not Confirmed, with the plugin's message) from a plugin
-// confirming something other than was asked, which is an ErrInvalidResponse.
+// ValidateVolumeCapabilities distinguishes a plugin that confirms nothing
+// (a Validation that is not Confirmed, with the plugin's message, which
+// callers accept as a warning: plugins answer valid that way) from one
+// confirming something other than was asked: a field berth sent dropped or
+// changed is an ErrConfirmationMismatch (FailedPrecondition) naming it.
 //
 // # Retries
 //

@@ -18,10 +18,10 @@ import (
 var ErrPluginShutdown = errcode.New(codes.Unavailable, "csi plugin shut down")
 
 // ErrInvalidResponse is returned, wrapped in an *Error, when a plugin answers
-// OK with a response that breaks the CSI spec (a required field missing) or
-// that does not match the request (ValidateVolumeCapabilities confirming other
-// capabilities than were asked). The Error's code is codes.Internal, which is
-// final: retrying will not change the plugin's answer.
+// OK with a response that breaks the CSI spec (a required field missing).
+// The Error's code is codes.Internal, which is final: retrying will not
+// change the plugin's answer. (A ValidateVolumeCapabilities confirmation
+// that differs from the request is ErrConfirmationMismatch.)
 var ErrInvalidResponse = errcode.New(codes.Internal, "invalid response from csi plugin")
 
 // ErrInvalidRequest is returned, wrapped in an *Error, before anything is sent

@@ -8,33 +8,54 @@ import (
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
+
+// ErrConfirmationMismatch is returned, wrapped in an *Error whose code is
+// FailedPrecondition, by ValidateVolumeCapabilities when the plugin
+// confirms (sets `confirmed`) but its confirmation drops or changes a field
+// berth sent: a plugin built against an older spec confirms a request it
+// never understood. The message names each such field. Final: the same
+// plugin answers the same.
+var ErrConfirmationMismatch = errcode.New(codes.FailedPrecondition, "the csi plugin's confirmation differs from the request")
 
 // Validation is the outcome of ValidateVolumeCapabilities.
 type Validation struct {
-	// Confirmed is true when the plugin confirmed the request and what it
-	// confirmed matches what was asked.
+	// Confirmed is true when the plugin set `confirmed` and it holds every
+	// field berth sent, as sent. False when the plugin answered without
+	// `confirmed`: it validated nothing it is sure of.
 	Confirmed bool
-	// Message is the plugin's explanation when it did not confirm.
+	// Message is the plugin's message, secrets removed; unconfirmed, it is
+	// all the plugin said, and the caller shows it as a warning.
 	Message string
 }
 
 // ValidateVolumeCapabilities asks the plugin whether a volume supports the
 // requested capabilities, context and parameters.
 //
-// A response without `confirmed` is the plugin's answer "no", not a failure:
-// the result is Confirmed false with the plugin's message. A response with
-// `confirmed` is compared with the request, because a plugin built against an
-// older spec drops fields it does not know (a capability's newer mount
-// option, mutable_parameters) and confirms a request it never understood.
-// Such a mismatch fails with ErrInvalidResponse naming what differs:
-//   - volume_capabilities must be echoed exactly: every requested capability
-//     confirmed, none that was not requested;
-//   - mutable_parameters, when requested, must be echoed equal, since they
-//     came after most plugins were written;
-//   - volume_context and parameters, when echoed, must equal the request;
-//     the spec makes echoing them optional and many plugins omit them.
+// A response without `confirmed` is no failure: plugins answer "valid"
+// that way (Azure's and Linode's do, with a message or none), and the spec
+// lets `message` say why it is not. The result is Confirmed false with the
+// plugin's message, for the caller to accept and show as a warning.
+//
+// A response with `confirmed` is compared with the request, field by field,
+// for the fields berth sent only, because a plugin built against an older
+// spec drops fields it does not know (a mount's volume_mount_group,
+// mutable_parameters) and confirms a request it never understood. A field
+// sent and dropped or changed fails with ErrConfirmationMismatch
+// (FailedPrecondition) naming it:
+//   - every requested capability must be confirmed by one that has its
+//     access mode and access type and, of a mount, the fs_type, mount_flags
+//     (in any order) and volume_mount_group that were sent; what the
+//     plugin adds (a default fs_type, a capability not asked for) is not
+//     berth's to judge;
+//   - mutable_parameters, when sent, must be echoed, since they came after
+//     most plugins were written;
+//   - volume_context and parameters, when echoed, must hold every key sent
+//     with its value; echoing them is optional in the spec and many
+//     plugins omit them.
 func (c *ControllerClient) ValidateVolumeCapabilities(ctx context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*Validation, error) {
 	id := req.GetVolumeId()
 	if err := required(CallValidateVolumeCapabilities, id,
@@ -46,70 +67,139 @@ func (c *ControllerClient) ValidateVolumeCapabilities(ctx context.Context, req *
 	if err != nil {
 		return nil, err
 	}
+	msg := scrubSecrets(resp.GetMessage(), req)
 	conf := resp.GetConfirmed()
 	if conf == nil {
-		return &Validation{Message: scrubSecrets(resp.GetMessage(), req)}, nil
+		return &Validation{Message: msg}, nil
 	}
 	if diffs := confirmationDiff(req, conf); len(diffs) > 0 {
-		return nil, invalidResponse(CallValidateVolumeCapabilities, id,
-			"plugin confirmed something other than was asked: %s", strings.Join(diffs, "; "))
+		return nil, &Error{Call: CallValidateVolumeCapabilities, VolumeID: id, Code: codes.FailedPrecondition,
+			Err: fmt.Errorf("%w: %s", ErrConfirmationMismatch, scrubSecrets(strings.Join(diffs, "; "), req))}
 	}
-	return &Validation{Confirmed: true}, nil
+	return &Validation{Confirmed: true, Message: msg}, nil
 }
 
-// confirmationDiff describes each way conf differs from what req asked.
+// confirmationDiff describes each field berth sent that conf drops or
+// changes.
 func confirmationDiff(req *csipb.ValidateVolumeCapabilitiesRequest, conf *csipb.ValidateVolumeCapabilitiesResponse_Confirmed) []string {
 	var diffs []string
-	unmatched := slices.Clone(conf.GetVolumeCapabilities())
-	for _, want := range req.GetVolumeCapabilities() {
-		i := slices.IndexFunc(unmatched, func(got *csipb.VolumeCapability) bool { return proto.Equal(want, got) })
-		if i < 0 {
-			diffs = append(diffs, "volume capability "+describeCapability(want)+" not confirmed")
-			continue
+	for i, want := range req.GetVolumeCapabilities() {
+		if d := capabilityDiff(fmt.Sprintf("volume_capabilities[%d]", i), want, conf.GetVolumeCapabilities()); d != "" {
+			diffs = append(diffs, d)
 		}
-		unmatched = slices.Delete(unmatched, i, i+1)
 	}
-	for _, extra := range unmatched {
-		diffs = append(diffs, "volume capability "+describeCapability(extra)+" confirmed but not requested")
-	}
-	if d := mapDiff("mutable_parameters", req.GetMutableParameters(), conf.GetMutableParameters(), true); d != "" {
-		diffs = append(diffs, d)
-	}
-	if d := mapDiff("volume_context", req.GetVolumeContext(), conf.GetVolumeContext(), false); d != "" {
-		diffs = append(diffs, d)
-	}
-	if d := mapDiff("parameters", req.GetParameters(), conf.GetParameters(), false); d != "" {
-		diffs = append(diffs, d)
-	}
+	diffs = append(diffs, mapDiff("mutable_parameters", req.GetMutableParameters(), conf.GetMutableParameters(), true)...)
+	diffs = append(diffs, mapDiff("volume_context", req.GetVolumeContext(), conf.GetVolumeContext(), false)...)
+	diffs = append(diffs, mapDiff("parameters", req.GetParameters(), conf.GetParameters(), false)...)
 	return diffs
 }
 
-// mapDiff compares a requested map with its echo. An empty echo is accepted
-// unless mustEcho is set and something was requested.
-func mapDiff(name string, want, got map[string]string, mustEcho bool) string {
+// capabilityDiff is "" when one of got confirms want (every field sent, as
+// sent), else what the closest of them drops or changes, the fields named
+// from path.
+func capabilityDiff(path string, want *csipb.VolumeCapability, got []*csipb.VolumeCapability) string {
+	var best []string
+	for _, g := range got {
+		d := capabilityFields(path, want, g)
+		if len(d) == 0 {
+			return ""
+		}
+		if best == nil || len(d) < len(best) {
+			best = d
+		}
+	}
+	if best == nil {
+		return fmt.Sprintf("%s (%s): not confirmed (the plugin confirmed no capability)", path, describeCapability(want))
+	}
+	return fmt.Sprintf("%s (%s): %s", path, describeCapability(want), strings.Join(best, ", "))
+}
+
+// capabilityFields lists each field sent in want that got does not hold
+// as sent.
+func capabilityFields(path string, want, got *csipb.VolumeCapability) []string {
+	var d []string
+	if w, g := want.GetAccessMode().GetMode(), got.GetAccessMode().GetMode(); w != g {
+		d = append(d, fieldDiff(path+".access_mode.mode", w.String(), g.String(), g == csipb.VolumeCapability_AccessMode_UNKNOWN))
+	}
 	switch {
-	case len(got) == 0 && len(want) == 0:
-		return ""
+	case want.GetBlock() != nil:
+		if got.GetBlock() == nil {
+			d = append(d, fieldDiff(path+".block", "block", accessType(got), got.GetAccessType() == nil))
+		}
+	case want.GetMount() != nil:
+		w, g := want.GetMount(), got.GetMount()
+		if g == nil {
+			return append(d, fieldDiff(path+".mount", "mount", accessType(got), got.GetAccessType() == nil))
+		}
+		if w.GetFsType() != "" && w.GetFsType() != g.GetFsType() {
+			d = append(d, fieldDiff(path+".mount.fs_type", w.GetFsType(), g.GetFsType(), g.GetFsType() == ""))
+		}
+		if len(w.GetMountFlags()) > 0 && !sameFlags(w.GetMountFlags(), g.GetMountFlags()) {
+			d = append(d, fieldDiff(path+".mount.mount_flags", strings.Join(w.GetMountFlags(), ","), strings.Join(g.GetMountFlags(), ","),
+				len(g.GetMountFlags()) == 0))
+		}
+		if w.GetVolumeMountGroup() != "" && w.GetVolumeMountGroup() != g.GetVolumeMountGroup() {
+			d = append(d, fieldDiff(path+".mount.volume_mount_group", w.GetVolumeMountGroup(), g.GetVolumeMountGroup(), g.GetVolumeMountGroup() == ""))
+		}
+	}
+	return d
+}
+
+// fieldDiff words one field sent that the confirmation dropped or changed.
+func fieldDiff(field, sent, got string, dropped bool) string {
+	if dropped {
+		return fmt.Sprintf("field %s sent as %q, dropped from the confirmation (a plugin older than the field?)", field, sent)
+	}
+	return fmt.Sprintf("field %s sent as %q, confirmed as %q", field, sent, got)
+}
+
+// accessType names a capability's access type.
+func accessType(c *csipb.VolumeCapability) string {
+	switch {
+	case c.GetBlock() != nil:
+		return "block"
+	case c.GetMount() != nil:
+		return "mount"
+	}
+	return ""
+}
+
+// sameFlags reports whether two mount flag lists hold the same flags, in
+// any order.
+func sameFlags(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// mapDiff lists each key of a sent map that its echo drops or changes. An
+// empty echo is accepted unless mustEcho is set and something was sent;
+// keys the echo adds are not compared.
+func mapDiff(name string, want, got map[string]string, mustEcho bool) []string {
+	switch {
+	case len(want) == 0:
+		return nil
 	case len(got) == 0 && !mustEcho:
-		return ""
+		return nil
 	case len(got) == 0:
-		return name + " requested but not confirmed (plugin may predate them)"
-	case maps.Equal(want, got):
-		return ""
+		return []string{fmt.Sprintf("field %s sent (%s), dropped from the confirmation (a plugin older than the field?)",
+			name, strings.Join(slices.Sorted(maps.Keys(want)), ", "))}
 	}
-	var keys []string
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			keys = append(keys, k)
+	var d []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			d = append(d, fmt.Sprintf("field %s[%q] sent, dropped from the confirmation", name, k))
+		case g != want[k]:
+			d = append(d, fmt.Sprintf("field %s[%q] sent as %q, confirmed as %q", name, k, want[k], g))
 		}
 	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return fmt.Sprintf("%s confirmed differ from the request in %s", name, strings.Join(keys, ", "))
+	return d
 }
 
 // describeCapability renders a capability for an error message, field by

@@ -5,10 +5,20 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/rpc/errcode"
 )
 
+// TestValidateVolumeCapabilities runs the fake plugin through every way a
+// plugin answers: without `confirmed` (Azure's and Linode's plugins answer
+// valid so, with a message or none) the answer is unconfirmed, carrying
+// the message; with `confirmed`, only the fields berth sent are compared,
+// and one an older plugin dropped or changed is a FailedPrecondition naming
+// the field.
 func TestValidateVolumeCapabilities(t *testing.T) {
 	p, _, c := startFake(t)
 	ctx := testCtx(t)
@@ -17,12 +27,22 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 	ro := mountCap("ext4", csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY)
 	grouped := mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 	grouped.GetMount().VolumeMountGroup = "1000"
+	flagged := mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+	flagged.GetMount().MountFlags = []string{"noatime", "nodev"}
+	bare := mountCap("", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+	block := &csipb.VolumeCapability{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 	request := func() *csipb.ValidateVolumeCapabilitiesRequest {
 		return &csipb.ValidateVolumeCapabilitiesRequest{
 			VolumeId:           "v1",
 			VolumeCapabilities: []*csipb.VolumeCapability{rw, ro},
 			VolumeContext:      map[string]string{"path": "/srv/v1"},
 			Parameters:         map[string]string{"tier": "fast"},
+		}
+	}
+	asking := func(caps ...*csipb.VolumeCapability) func() *csipb.ValidateVolumeCapabilitiesRequest {
+		return func() *csipb.ValidateVolumeCapabilitiesRequest {
+			return &csipb.ValidateVolumeCapabilitiesRequest{VolumeId: "v1", VolumeCapabilities: caps}
 		}
 	}
 	confirmed := func(caps ...*csipb.VolumeCapability) *csipb.ValidateVolumeCapabilitiesResponse_Confirmed {
@@ -34,7 +54,7 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 		req     func() *csipb.ValidateVolumeCapabilitiesRequest
 		resp    *csipb.ValidateVolumeCapabilitiesResponse
 		want    csi.Validation
-		wantErr []string // substrings of an ErrInvalidResponse; nil means no error
+		wantErr []string // substrings of an ErrConfirmationMismatch; nil means no error
 	}{
 		{
 			name: "full echo confirms",
@@ -43,7 +63,13 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 				VolumeCapabilities: []*csipb.VolumeCapability{rw, ro},
 				VolumeContext:      map[string]string{"path": "/srv/v1"},
 				Parameters:         map[string]string{"tier": "fast"},
-			}},
+			}, Message: "all good"},
+			want: csi.Validation{Confirmed: true, Message: "all good"},
+		},
+		{
+			name: "confirmed with no message",
+			req:  request,
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw, ro)},
 			want: csi.Validation{Confirmed: true},
 		},
 		{
@@ -53,27 +79,62 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 			want: csi.Validation{Confirmed: true},
 		},
 		{
-			name: "absent confirmed is a no with the plugin's message",
+			name: "valid without confirmed, with a message (Azure style)",
 			req:  request,
-			resp: &csipb.ValidateVolumeCapabilitiesResponse{Message: "MULTI_NODE_READER_ONLY is not supported"},
-			want: csi.Validation{Message: "MULTI_NODE_READER_ONLY is not supported"},
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Message: "volume capabilities are supported"},
+			want: csi.Validation{Message: "volume capabilities are supported"},
+		},
+		{
+			name: "valid without confirmed or message (Linode style)",
+			req:  request,
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{},
+			want: csi.Validation{},
+		},
+		{
+			name: "what berth did not send is not compared: a default fs_type, an extra capability, extra keys",
+			req:  asking(bare),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+				VolumeCapabilities: []*csipb.VolumeCapability{ro, rw},
+				VolumeContext:      map[string]string{"added": "by the plugin"},
+			}},
+			want: csi.Validation{Confirmed: true},
+		},
+		{
+			name: "mount flags in another order",
+			req:  asking(flagged),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(func() *csipb.VolumeCapability {
+				c := mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+				c.GetMount().MountFlags = []string{"nodev", "noatime"}
+				return c
+			}())},
+			want: csi.Validation{Confirmed: true},
 		},
 		{
 			name:    "fewer capabilities echoed",
 			req:     request,
 			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw)},
-			wantErr: []string{"mount(fs_type=ext4) MULTI_NODE_READER_ONLY not confirmed"},
+			wantErr: []string{`field volume_capabilities[1].access_mode.mode sent as "MULTI_NODE_READER_ONLY", confirmed as "SINGLE_NODE_WRITER"`},
 		},
 		{
 			name: "older plugin drops volume_mount_group",
-			req: func() *csipb.ValidateVolumeCapabilitiesRequest {
-				return &csipb.ValidateVolumeCapabilitiesRequest{VolumeId: "v1", VolumeCapabilities: []*csipb.VolumeCapability{grouped}}
-			},
+			req:  asking(grouped),
 			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw)},
 			wantErr: []string{
-				"mount(fs_type=ext4 volume_mount_group=1000) SINGLE_NODE_WRITER not confirmed",
-				"mount(fs_type=ext4) SINGLE_NODE_WRITER confirmed but not requested",
+				`volume_capabilities[0] (mount(fs_type=ext4 volume_mount_group=1000) SINGLE_NODE_WRITER)`,
+				`field volume_capabilities[0].mount.volume_mount_group sent as "1000", dropped from the confirmation`,
 			},
+		},
+		{
+			name:    "older plugin drops mount_flags",
+			req:     asking(flagged),
+			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw)},
+			wantErr: []string{`field volume_capabilities[0].mount.mount_flags sent as "noatime,nodev", dropped from the confirmation`},
+		},
+		{
+			name:    "block confirmed as mount",
+			req:     asking(block),
+			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw)},
+			wantErr: []string{`field volume_capabilities[0].block sent as "block", confirmed as "mount"`},
 		},
 		{
 			name: "older plugin drops mutable_parameters",
@@ -83,7 +144,7 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 				return r
 			},
 			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw, ro)},
-			wantErr: []string{"mutable_parameters requested but not confirmed"},
+			wantErr: []string{"field mutable_parameters sent (iops), dropped from the confirmation"},
 		},
 		{
 			name: "different parameters echoed",
@@ -91,14 +152,15 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
 				VolumeCapabilities: []*csipb.VolumeCapability{rw, ro},
 				Parameters:         map[string]string{"tier": "slow", "zone": "a"},
+				VolumeContext:      map[string]string{"other": "x"},
 			}},
-			wantErr: []string{"parameters confirmed differ from the request in tier, zone"},
+			wantErr: []string{`field parameters["tier"] sent as "fast", confirmed as "slow"`, `field volume_context["path"] sent, dropped`},
 		},
 		{
 			name:    "confirmed without capabilities",
 			req:     request,
 			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed()},
-			wantErr: []string{"SINGLE_NODE_WRITER not confirmed", "MULTI_NODE_READER_ONLY not confirmed"},
+			wantErr: []string{"volume_capabilities[0] (mount(fs_type=ext4) SINGLE_NODE_WRITER): not confirmed", "volume_capabilities[1]"},
 		},
 	}
 	for _, tc := range cases {
@@ -115,8 +177,12 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 				return
 			}
 			var e *csi.Error
-			if !errors.Is(err, csi.ErrInvalidResponse) || !errors.As(err, &e) || e.VolumeID != "v1" || !csi.IsFinal(err) {
-				t.Fatalf("got %v, %v; want a final ErrInvalidResponse about v1", got, err)
+			if !errors.Is(err, csi.ErrConfirmationMismatch) || !errors.As(err, &e) || e.VolumeID != "v1" || !csi.IsFinal(err) {
+				t.Fatalf("got %v, %v; want a final ErrConfirmationMismatch about v1", got, err)
+			}
+			// A refusal of the volume, not berth's fault: 409 at the API.
+			if errcode.Code(err) != codes.FailedPrecondition || status.Code(err) != codes.FailedPrecondition {
+				t.Errorf("code %s / %s, want FailedPrecondition", errcode.Code(err), status.Code(err))
 			}
 			for _, s := range tc.wantErr {
 				if !strings.Contains(err.Error(), s) {

@@ -17,6 +17,11 @@ import (
 // does not know is stored as it came (version skew: the proposer
 // validates; CheckClaim refuses claims through it).
 //
+// A plugin's volume is registered under one ID: a volume whose plugin and
+// external ID another volume ID holds is refused (ErrExternalVolumeTaken,
+// naming both), whether it is new or an update, so claims counted per
+// volume ID always count every claim of the plugin's volume.
+//
 // An update of a volume that holds claims keeps what they depend on: its
 // plugin_id and external_id, and the capability of every claim
 // (ErrVolumeInUse, naming the volume, the field and the claims).
@@ -24,7 +29,9 @@ import (
 // A volume its plugin is deleting (VolumeDeleting) is refused
 // (ErrVolumeDeleting): the update would be lost with it. With
 // if_modify_index the update applies only to the volume as its proposer
-// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone).
+// read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone); with
+// if_absent only when no volume is registered under the ID
+// (ErrVolumeRegistered).
 //
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
@@ -42,6 +49,9 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 	if err != nil {
 		return err
 	}
+	if existing != nil && cmd.GetIfAbsent() {
+		return fmt.Errorf("volume %q: %w (external ID %q, plugin %q)", v.GetId(), ErrVolumeRegistered, existing.GetExternalId(), existing.GetPluginId())
+	}
 	if want := cmd.GetIfModifyIndex(); want != 0 {
 		switch {
 		case existing == nil:
@@ -49,6 +59,9 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 		case existing.GetModifyIndex() != want:
 			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
 		}
+	}
+	if err := checkExternalFree(tx, v); err != nil {
+		return err
 	}
 	// Only VolumeDeleting sets the mark.
 	v.Deleting = false
@@ -102,6 +115,26 @@ func checkVolume(v *pb.Volume) error {
 			c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_UNSPECIFIED {
 			return fmt.Errorf("%w: volume %q: capability %d of %d has no access mode or no attachment mode",
 				ErrInvalidCommand, v.GetId(), i+1, len(v.GetCapabilities()))
+		}
+	}
+	return nil
+}
+
+// checkExternalFree refuses v when another volume ID holds its plugin's
+// volume (same plugin and external ID). A volume without an external ID
+// (none is stored) is in no such pair.
+func checkExternalFree(tx *writeTxn, v *pb.Volume) error {
+	if v.GetExternalId() == "" {
+		return nil
+	}
+	held, err := volumesByExternal.list(tx, nil, v.GetPluginId(), v.GetExternalId())
+	if err != nil {
+		return err
+	}
+	for _, o := range held {
+		if o.GetId() != v.GetId() {
+			return fmt.Errorf("volume %q: plugin %q's volume with external ID %q is registered already as volume %q: %w",
+				v.GetId(), v.GetPluginId(), v.GetExternalId(), o.GetId(), ErrExternalVolumeTaken)
 		}
 	}
 	return nil

@@ -166,7 +166,8 @@
 //
 // # Volumes, claims and attachments
 //
-// Tables (state_schema.go): volumes by ID, indexed by plugin; claims by
+// Tables (state_schema.go): volumes by ID, indexed by plugin and by
+// external (plugin, external ID: one provider volume, one volume ID); claims by
 // claim ID (set by the proposer: an operator claim has no alloc), indexed
 // by volume, by node (node, volume), by alloc (alloc, volume; unique: an
 // alloc holds one claim per volume) and by state, so the reaper lists the
@@ -185,7 +186,9 @@
 // attempts number is above the stored one, so a command proposed twice
 // changes nothing the second time. Who moves what:
 //
-//   - PlanApply reserves the claims of its placements (plan.claims), and
+//   - PlanApply reserves the claims of its placements (plan.claims, each
+//     carrying its group volume request, so nothing of the claim's life
+//     reads the job a purge may remove), and
 //     OperatorClaim an operator's, checking each with CheckClaim against
 //     every claim the volume holds, those written earlier in the raft batch
 //     included (index reads through the batch's transaction), and, in a
@@ -226,7 +229,9 @@
 //     fence outlives re-registration); its releasing claims move to
 //     node-detached at once (freed where no attachment is left), and its
 //     other claims may be moved there.
-//   - VolumeRegister creates or updates a volume (a volume with claims
+//   - VolumeRegister creates or updates a volume (a plugin's volume that
+//     another volume ID holds is refused, ErrExternalVolumeTaken, so no
+//     two IDs count the claims of one provider volume apart; a volume with claims
 //     keeps its plugin, external ID and claimed capabilities; with
 //     if_modify_index only the volume as its proposer read it,
 //     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with

@@ -34,6 +34,8 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrVolumeInUse:          codes.FailedPrecondition,
 		fsm.ErrVolumeDeleting:       codes.FailedPrecondition,
 		fsm.ErrVolumeChanged:        codes.Aborted,
+		fsm.ErrExternalVolumeTaken:  codes.AlreadyExists,
+		fsm.ErrVolumeRegistered:     codes.AlreadyExists,
 		fsm.ErrNoFreeClaim:          codes.ResourceExhausted,
 		fsm.ErrMaxVolumes:           codes.ResourceExhausted,
 		fsm.ErrClaimCapability:      codes.InvalidArgument,

@@ -112,6 +112,19 @@ var (
 	// it may already be gone. The message names the volume.
 	ErrVolumeDeleting = errcode.New(codes.FailedPrecondition, "volume is being deleted")
 
+	// ErrExternalVolumeTaken is returned in an ApplyResult when a
+	// VolumeRegister names a plugin's volume (plugin and external ID) that
+	// is registered already under another volume ID: two IDs for one
+	// volume would let two single-writer claims reach it. The message
+	// names both volume IDs, the plugin and the external ID.
+	ErrExternalVolumeTaken = errcode.New(codes.AlreadyExists, "the plugin's volume is registered under another volume ID")
+
+	// ErrVolumeRegistered is returned in an ApplyResult when a
+	// VolumeRegister with if_absent (a create) finds a volume registered
+	// under its ID; nothing is written. The message names the volume and
+	// the external ID it is registered with.
+	ErrVolumeRegistered = errcode.New(codes.AlreadyExists, "a volume is registered under the ID")
+
 	// ErrVolumeChanged is returned in an ApplyResult when a conditional
 	// VolumeRegister (if_modify_index) finds the volume changed since its
 	// proposer read it; nothing is written. Aborted, as ErrNodeChanged:

@@ -269,6 +269,8 @@ func sentinelName(err error) string {
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
+		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},
+		{"ErrVolumeRegistered", fsm.ErrVolumeRegistered},
 		{"ErrNoFreeClaim", fsm.ErrNoFreeClaim},
 		{"ErrMaxVolumes", fsm.ErrMaxVolumes},
 		{"ErrClaimCapability", fsm.ErrClaimCapability},

@@ -13,7 +13,7 @@ import (
 
 // The script commands of volumes, claims, attachments and fences:
 //
-//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= secrets=(k:v,...) if-index= at=]
+//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= secrets=(k:v,...) if-index= if-absent=true at=]
 //	deregister-volume id= [force=true]
 //	volume-deleting id= [off=true at=]
 //	operator-claim id= volume= node= [mode=read|write access= attach= at=]
@@ -62,7 +62,7 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			}
 		}
 		return mustEncode(t, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: at,
-			IfModifyIndex: uint64(argInt(t, td, "if-index", 0))}), true
+			IfModifyIndex: uint64(argInt(t, td, "if-index", 0)), IfAbsent: argBool(t, td, "if-absent")}), true
 	case "volume-deleting":
 		return mustEncode(t, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
 			VolumeId: argString(t, td, "id", ""), Deleting: !argBool(t, td, "off"), UpdatedAt: at,

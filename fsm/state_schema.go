@@ -83,6 +83,11 @@ var (
 
 	volumesTable    = newTable(TableVolumes, (*pb.Volume).GetId)
 	volumesByPlugin = volumesTable.index("plugin", (*pb.Volume).GetPluginId, (*pb.Volume).GetId)
+	// volumesByExternal finds the volume registered for a plugin's volume.
+	// VolumeRegister refuses a second ID for one (ErrExternalVolumeTaken);
+	// the index is not memdb-unique, so a state that holds such a pair
+	// from before the rule still restores, and both can be named.
+	volumesByExternal = volumesTable.index("external", (*pb.Volume).GetPluginId, (*pb.Volume).GetExternalId, (*pb.Volume).GetId)
 
 	// A claim's key is its own ID, set by its proposer: an operator claim
 	// has no alloc, and `berth volume release CLAIM` names it. An alloc

@@ -98,9 +98,13 @@ func volumeWrite(c *cli.Context, mode volumespec.Mode) error {
 		return err
 	}
 	w := c.App.Writer
-	if mode == volumespec.ForCreate {
+	switch {
+	case resp.GetUnchanged():
+		fmt.Fprintf(w, "Volume %q exists already as asked (external ID %s): unchanged, nothing created\n",
+			resp.GetVolume().GetId(), resp.GetVolume().GetExternalId())
+	case mode == volumespec.ForCreate:
 		fmt.Fprintf(w, "Created external volume %s with ID %s\n", resp.GetVolume().GetExternalId(), resp.GetVolume().GetId())
-	} else {
+	default:
 		fmt.Fprintf(w, "Volume %q registered\n", resp.GetVolume().GetId())
 	}
 	if len(resp.GetWarnings()) > 0 {

@@ -51,10 +51,10 @@ secrets { token = "hunter2" }
 		t.Fatalf("volume create:\n%s", out)
 	}
 	ext := strings.Fields(out)[3]
-	out = check("volume", "status")
-	if !strings.Contains(out, "db  db    hostpath   true") {
-		t.Fatalf("volume status:\n%s", out)
-	}
+
+	// The same file again creates nothing and says so; with other
+	// capabilities it is an error naming the volume and what differs, and
+	// nothing changes.
 	want := func(out string, parts ...string) {
 		t.Helper()
 		for _, p := range parts {
@@ -62,6 +62,28 @@ secrets { token = "hunter2" }
 				t.Fatalf("output lacks %q:\n%s", p, out)
 			}
 		}
+	}
+	want(check("volume", "create", file), `Volume "db" exists already as asked (external ID `+ext+`): unchanged, nothing created`)
+	refused := func(src string, parts ...string) {
+		t.Helper()
+		args := []string{"volume", "create", writeVolumeFile(t, "other.hcl", src)}
+		code, out, errOut := berth(t, args...)
+		if code != 1 || strings.Contains(out, "Created") {
+			t.Fatalf("berth %s: exit %d, want 1\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		want(errOut, parts...)
+	}
+	refused(strings.Replace(string(mustRead(t, file)), `"single-node-writer"`, `"multi-node-multi-writer"`, 1), `volume "db"`,
+		"a different volume is registered under the ID", "capabilities: registered [single-node-writer/file-system], asked [multi-node-multi-writer/file-system]")
+	// Another ID by the same name: the plugin (CreateVolume is idempotent
+	// by name) answers with db's volume, which is not registered twice.
+	refused(strings.Replace(string(mustRead(t, file)), `id           = "db"`, "id = \"db2\"\nname = \"db\"", 1),
+		`volume "db2"`, `volume "db"`, ext, "registered under another volume ID")
+	want(check("volume", "status", "-verbose", "db"), "single-node-writer  file-system\n")
+
+	out = check("volume", "status")
+	if !strings.Contains(out, "db  db    hostpath   true") {
+		t.Fatalf("volume status:\n%s", out)
 	}
 	want(check("volume", "status", "-verbose", "db"), "External ID          = "+ext+"\n", "Provider             = hostpath.csi.berth.dev\n",
 		"Capacity             = 1.0 MiB\n", "Controller Required  = true\n", "single-node-writer  file-system\n", "No claims\n")
@@ -93,7 +115,11 @@ capability {
 }
 `)
 	want(check("volume", "register", again), `Volume "db" registered`)
-	code, out, errOut := berth(t, "volume", "register", writeVolumeFile(t, "gone.hcl", strings.Replace(string(mustRead(t, again)), ext, "vol-nope", 1)))
+	code, out, errOut := berth(t, "volume", "register", writeVolumeFile(t, "twin.hcl", strings.Replace(string(mustRead(t, again)), `"db"`, `"twin"`, 1)))
+	if code != 1 || !strings.Contains(errOut, `volume "twin"`) || !strings.Contains(errOut, `volume "db"`) || !strings.Contains(errOut, ext) {
+		t.Fatalf("register of db's volume as twin: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = berth(t, "volume", "register", writeVolumeFile(t, "gone.hcl", strings.Replace(string(mustRead(t, again)), ext, "vol-nope", 1)))
 	if code != 1 || !strings.Contains(errOut, "vol-nope") {
 		t.Fatalf("register of a volume the provider lacks: exit %d\n%s%s", code, out, errOut)
 	}

@@ -173,7 +173,7 @@ func TestVolumeRegisterAndCreateFromFiles(t *testing.T) {
 	}
 
 	wantOut(t, []string{"volume", "create", "-address", f.url, writeVolumeFile(t, "new.hcl", createHCL)}, 0,
-		"Created external volume ext-new with ID new\n")
+		"Created external volume ext-new with ID new\n", "Warnings:\n  * plugin has no controller: capabilities not validated\n")
 	created := &pb.VolumeCreateRequest{}
 	if err := apijson.Unmarshal(f.body("PUT /v1/volume/csi/new/create"), created); err != nil || created.GetVolume().GetRequestedCapacityMinBytes() != 10<<30 {
 		t.Fatalf("create sent %s (%v)", f.body("PUT /v1/volume/csi/new/create"), err)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
@@ -90,6 +92,9 @@ type volumeAsk struct {
 	// conflict says why one claim cannot serve every name (they ask for
 	// different access or attachment modes); no node takes the ask.
 	conflict string
+	// req is the request the claim carries (the first name's, writable
+	// when any name writes), so its publish and release need no job.
+	req *pb.VolumeRequest
 }
 
 // label names the volume in reasons: its ID, and the group's names for it
@@ -135,12 +140,14 @@ func groupAsks(tg *pb.TaskGroup, index int32) []volumeAsk {
 		if !ok {
 			at[id] = len(asks)
 			asks = append(asks, volumeAsk{names: []string{name}, id: id, mode: mode,
-				accessMode: req.GetAccessMode(), attachmentMode: req.GetAttachmentMode()})
+				accessMode: req.GetAccessMode(), attachmentMode: req.GetAttachmentMode(), req: req})
 			continue
 		}
 		a := &asks[i]
-		if mode == pb.ClaimMode_CLAIM_MODE_WRITE {
+		if mode == pb.ClaimMode_CLAIM_MODE_WRITE && a.mode != mode {
 			a.mode = mode
+			a.req = proto.CloneOf(a.req)
+			a.req.ReadOnly = false
 		}
 		for _, f := range []struct {
 			what string
@@ -389,6 +396,7 @@ func (b *volumeBook) reserve(s *sched, a *pb.Allocation, asks []volumeAsk) {
 			Mode:           ask.mode,
 			AccessMode:     capability.GetAccessMode(),
 			AttachmentMode: capability.GetAttachmentMode(),
+			Request:        ask.req,
 			// What the plan command stores it as until it decides ready;
 			// a later placement's refusal names it by this state.
 			State:     pb.ClaimState_CLAIM_STATE_RESERVED,

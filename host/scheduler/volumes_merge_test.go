@@ -24,6 +24,13 @@ func TestVolumeNamedTwiceMakesOneClaim(t *testing.T) {
 		st.AddJob(job)
 		res := run(t, st, schedtest.Eval("e1", job))
 		equal(t, "claims", claims(t, res), []string{"v:j.web[0]@n1:write"})
+		// The request the claim carries to the client is the first name's,
+		// writable: "a"'s read_only would publish "b" read-only too.
+		req := res.Plan.GetClaims()[0].GetRequest()
+		equal(t, "claim's request", [2]any{req.GetName(), req.GetReadOnly()}, [2]any{"a", false})
+		if !job.Groups[0].Volumes["a"].GetReadOnly() {
+			t.Error("the job's own request was changed")
+		}
 	})
 	t.Run("both read_only", func(t *testing.T) {
 		st := schedtest.NewState()

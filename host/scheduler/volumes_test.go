@@ -81,6 +81,8 @@ func TestVolumeClaimTravelsWithItsPlacement(t *testing.T) {
 		Id: "e1-2", VolumeId: "vol1", AllocId: a.GetId(), NodeId: a.GetNodeId(),
 		Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: snw, AttachmentMode: fs,
 		State: pb.ClaimState_CLAIM_STATE_RESERVED, CreatedAt: now,
+		// What the client publishes with, so the claim needs no job.
+		Request: &pb.VolumeRequest{Name: "data", Type: "csi", Source: "vol1"},
 	}
 	if !proto.Equal(c, want) {
 		t.Errorf("claim:\n got %v\nwant %v", c, want)

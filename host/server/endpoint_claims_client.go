@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
@@ -16,11 +19,19 @@ import (
 
 // The client's side of claims. A client names a claim of its node by
 // (alloc, volume) or, for an operator's claim, by claim ID, and nothing
-// else: which node the alloc is on, which volumes its group asks for and
-// which claim it holds are read from this server's state. The answer to
-// ClientClaim is the only one that carries a volume's secrets (its node
-// plugin needs them), so a node gets them only for a claim of its own, of a
-// volume its alloc's group asks for.
+// else: which node the alloc is on and which claim it holds are read from
+// this server's state. The answer to ClientClaim is the only one that
+// carries a volume's secrets (its node plugin needs them), so a node gets
+// them only for a claim of its own: the scheduler placed the alloc with
+// that claim because its group asks for the volume.
+//
+// Nothing here reads the alloc's job once the claim is found: `job stop
+// -purge` removes the job and its versions while the alloc still holds
+// its claim, and the claim must still be published from, reported on and
+// released. What the client needs of the group's request (read_only,
+// mount options) travels on the claim (pb.Claim.request, set at
+// placement). The job is read only for a claim an older server placed
+// without it, and to tell why an alloc holds no claim of a volume.
 
 var (
 	// ErrClaimNotYours is returned by ClientClaim and ClientClaimUpdate when
@@ -32,19 +43,17 @@ var (
 )
 
 // clientClaim is a claim of the calling node as this server's state has
-// it: the claim, and for an alloc's claim the alloc (nil once collected)
-// and its group's request for the volume.
+// it: the claim, and for an alloc's claim the alloc (nil once collected).
 type clientClaim struct {
-	claim   *pb.Claim
-	alloc   *pb.Allocation
-	request *pb.VolumeRequest
+	claim *pb.Claim
+	alloc *pb.Allocation
 }
 
 // clientClaimOf resolves what a client names (nodeID, allocID, volumeID,
 // claimID) to a claim of its node, refusing whatever does not check out.
 // The claim is read with ws, so a blocking query wakes when it changes; the
-// alloc and its job version are not (the alloc's own updates would wake it
-// for nothing; when it becomes terminal its claims change in that apply).
+// alloc is not (its own updates would wake it for nothing; when it becomes
+// terminal its claims change in that apply).
 // With goneAlloc an alloc's claim whose alloc was collected is answered
 // (its node may still report the unpublish); otherwise it is NotFound.
 func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, volumeID, claimID string, goneAlloc bool) (*clientClaim, error) {
@@ -88,11 +97,6 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 		case a != nil && a.GetNodeId() != nodeID:
 			return nil, fmt.Errorf("alloc %q runs on node %s, not on node %s asking for volume %q: %w", allocID, a.GetNodeId(), nodeID, volumeID, ErrClaimNotYours)
 		}
-		if a != nil {
-			if out.request, err = groupVolumeRequest(st, a, volumeID); err != nil {
-				return nil, err
-			}
-		}
 		out.alloc = a
 		if c == nil {
 			claims, err := st.ClaimsByAlloc(ws, allocID)
@@ -105,6 +109,14 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 				}
 			}
 			if c == nil {
+				if a != nil {
+					// A group that does not ask for the volume is refused
+					// at once rather than waited on. A job purged since
+					// tells nothing: the claim may be on its way.
+					if _, err := groupVolumeRequest(st, a, volumeID); errors.Is(err, ErrVolumeNotRequested) {
+						return nil, err
+					}
+				}
 				return nil, fmt.Errorf("alloc %q on node %s holds no claim of volume %q (not yet placed with it, or freed): %w", allocID, nodeID, volumeID, fsm.ErrClaimNotFound)
 			}
 			out.claim = c
@@ -116,19 +128,37 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 	return out, nil
 }
 
+// claimRequest is the group volume request an alloc's claim was placed
+// for: the claim's own; for a claim an older server placed without it,
+// the request of the alloc's group in the job version it runs while that
+// version is stored, else none (the job was purged: the claim is being
+// released, and its teardown needs no request).
+func claimRequest(st *fsm.StateSnapshot, cc *clientClaim) (*pb.VolumeRequest, error) {
+	if r := cc.claim.GetRequest(); r != nil || cc.alloc == nil {
+		return r, nil
+	}
+	return groupVolumeRequest(st, cc.alloc, cc.claim.GetVolumeId())
+}
+
 // groupVolumeRequest returns the request of a's group, in the job version
 // a runs, for volume volumeID (a per_alloc request's source with a's
-// index), or ErrVolumeNotRequested.
+// index; the first such name), ErrVolumeNotRequested when the group asks
+// for no such volume, and nothing when that version is no longer stored
+// (purged, or past the versions kept).
 func groupVolumeRequest(st *fsm.StateSnapshot, a *pb.Allocation, volumeID string) (*pb.VolumeRequest, error) {
 	job, err := st.JobVersion(nil, a.GetJobId(), a.GetJobVersion())
 	if err != nil {
 		return nil, err
 	}
+	if job == nil {
+		return nil, nil
+	}
 	for _, g := range job.GetGroups() {
 		if g.GetName() != a.GetTaskGroup() {
 			continue
 		}
-		for _, req := range g.GetVolumes() {
+		for _, name := range slices.Sorted(maps.Keys(g.GetVolumes())) {
+			req := g.GetVolumes()[name]
 			if (req.GetType() == "" || req.GetType() == "csi") && scheduler.VolumeID(req, a.GetIndex()) == volumeID {
 				return req, nil
 			}
@@ -172,7 +202,10 @@ func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimReq
 		if err != nil {
 			return 0, err
 		}
-		resp.Volume, resp.Claim, resp.Request = v, c, cc.request
+		if resp.Request, err = claimRequest(st, cc); err != nil {
+			return 0, err
+		}
+		resp.Volume, resp.Claim = v, c
 		resp.AttachmentState, resp.PublishContext = a.GetState(), a.GetPublishContext()
 		return max(c.GetModifyIndex(), v.GetModifyIndex(), a.GetModifyIndex()), nil
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,10 +30,6 @@ var volumesSince = mustConstraint(">= " + volumesSinceVersion)
 const volumesSinceVersion = "0.1.0-dev"
 
 var (
-	// ErrCapabilitiesNotConfirmed is returned by Volumes.Register when the
-	// plugin answers ValidateVolumeCapabilities without confirming them;
-	// the message carries the plugin's.
-	ErrCapabilitiesNotConfirmed = errcode.New(codes.FailedPrecondition, "the csi plugin did not confirm the volume's capabilities")
 	// ErrNoHealthyController is returned by the Volumes calls that need a
 	// controller when the plugin has none healthy (or none at all).
 	ErrNoHealthyController = errcode.New(codes.FailedPrecondition, "no healthy controller of the csi plugin")
@@ -40,7 +37,9 @@ var (
 	// reports.
 	ErrPluginUnknown = errcode.New(codes.FailedPrecondition, "no node reports the csi plugin")
 	// ErrVolumeExists is returned by Volumes.Create for an ID registered
-	// with another name or plugin.
+	// as another volume than the create asks for (name, plugin,
+	// capabilities, ...): the message names the volume and each field that
+	// differs.
 	ErrVolumeExists = errcode.New(codes.AlreadyExists, "a different volume is registered under the ID")
 	// ErrPluginCannot is returned when the plugin's controller lacks the
 	// capability a call needs (create/delete, snapshots, expand).
@@ -98,8 +97,13 @@ func (e *volumesEndpoint) requireVersion() error {
 }
 
 // Register checks the volume, validates its capabilities with a healthy
-// controller of its plugin (a plugin without a controller service is
-// registered with a warning that nothing was validated) and registers it.
+// controller of its plugin and registers it. Registered with a warning
+// (in the answer and the server's log) that nothing was validated: a
+// plugin without a controller service, and one that answers without
+// `confirmed` (it validated nothing it is sure of; Azure's and Linode's
+// plugins answer valid so), whose message the warning carries. A
+// confirmation that drops or changes a field berth sent is refused
+// (csi.ErrConfirmationMismatch, FailedPrecondition, naming the field).
 func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRequest) (*pb.VolumeRegisterResponse, error) {
 	v := proto.CloneOf(req.GetVolume())
 	if v == nil {
@@ -135,16 +139,24 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 			return nil, fmt.Errorf("volume %q: validating its capabilities with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 		}
 		if !res.Confirmed {
-			msg := res.Message
-			if msg == "" {
-				msg = "the plugin gave no reason"
+			said := "it gave no message"
+			if res.Message != "" {
+				said = fmt.Sprintf("its message: %q", res.Message)
 			}
-			return nil, fmt.Errorf("volume %q: %w: plugin %q on node %s says: %s", v.GetId(), ErrCapabilitiesNotConfirmed, v.GetPluginId(), nodeID, msg)
+			warnings = append(warnings, fmt.Sprintf("csi plugin %q (controller on node %s) answered ValidateVolumeCapabilities for volume %q without confirming it, "+
+				"so the capabilities were not validated; %s", v.GetPluginId(), nodeID, v.GetId(), said))
 		}
 	} else {
 		warnings = append(warnings, fmt.Sprintf("csi plugin %q has no controller service: the capabilities of volume %q were not validated", v.GetPluginId(), v.GetId()))
 	}
-	return e.register(ctx, v, warnings)
+	resp, err := e.register(ctx, v, warnings)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		e.s.logger.Warn("volume registered unvalidated", "volume_id", v.GetId(), "plugin_id", v.GetPluginId(), "warning", w)
+	}
+	return resp, nil
 }
 
 // register proposes the volume and answers it as stored, redacted.
@@ -155,7 +167,15 @@ func (e *volumesEndpoint) register(ctx context.Context, v *pb.Volume, warnings [
 // registerIf is register, applied only to the volume stored with
 // modify_index ifIndex when that is not 0 (fsm.ErrVolumeChanged).
 func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex uint64, warnings []string) (*pb.VolumeRegisterResponse, error) {
-	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: e.s.cfg.Clock.Now().UnixNano(), IfModifyIndex: ifIndex})
+	return e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfModifyIndex: ifIndex}, warnings)
+}
+
+// registerCommand proposes cmd (stamped now) and answers its volume as
+// stored, redacted.
+func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeRegisterCommand, warnings []string) (*pb.VolumeRegisterResponse, error) {
+	v := cmd.GetVolume()
+	cmd.RegisteredAt = e.s.cfg.Clock.Now().UnixNano()
+	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
 	}
@@ -171,9 +191,14 @@ func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex 
 
 // Create creates the volume with a healthy controller of its plugin and
 // registers what the plugin answers (external ID, capacity, context,
-// topology). A volume registered under the ID with the same name and
-// plugin is answered as it is: CreateVolume is idempotent by name, and so
-// is this.
+// topology). A volume registered under the ID already is not created
+// again: answered as it is, unchanged, when it is what the create asks
+// for (CreateVolume is idempotent by name, and so is this), refused with
+// ErrVolumeExists naming each field that differs otherwise. The register
+// is a create (if_absent): a create of the ID that registered during the
+// plugin's call is answered the same way, never overwritten. A plugin
+// answering with a volume registered under another ID (a create by the
+// same name) is refused by the state machine (fsm.ErrExternalVolumeTaken).
 func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateRequest) (*pb.VolumeRegisterResponse, error) {
 	v := proto.CloneOf(req.GetVolume())
 	if v == nil {
@@ -191,12 +216,9 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 		return nil, err
 	}
 	if old != nil {
-		if old.GetName() == v.GetName() && old.GetPluginId() == v.GetPluginId() {
-			return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()},
-				Warnings: []string{fmt.Sprintf("volume %q exists already (external ID %q); nothing created", v.GetId(), old.GetExternalId())}}, nil
-		}
-		return nil, fmt.Errorf("volume %q: %w: it has name %q and plugin %q", v.GetId(), ErrVolumeExists, old.GetName(), old.GetPluginId())
+		return existingVolume(old, v, "")
 	}
+	spec := proto.CloneOf(v)
 	if err := keepRedactedSecrets(v, nil); err != nil {
 		return nil, err
 	}
@@ -237,7 +259,109 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	for _, t := range cv.GetAccessibleTopology() {
 		v.AccessibleTopology = append(v.AccessibleTopology, &pb.Topology{Segments: t.GetSegments()})
 	}
-	return e.register(ctx, v, nil)
+	out, err := e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
+	if errors.Is(err, fsm.ErrVolumeRegistered) {
+		// Another create of the ID registered during the plugin's call.
+		old, rerr := e.s.fsm.State().VolumeByID(nil, v.GetId())
+		switch {
+		case rerr != nil:
+			return nil, rerr
+		case old != nil:
+			return existingVolume(old, spec, v.GetExternalId())
+		}
+	}
+	if errors.Is(err, fsm.ErrExternalVolumeTaken) {
+		return nil, fmt.Errorf("creating volume %q: plugin %q answered CreateVolume (name %q) on node %s with a volume registered under another ID "+
+			"(CreateVolume is idempotent by name); nothing was registered and the plugin's volume is left as it is: %w", v.GetId(), v.GetPluginId(), v.GetName(), nodeID, err)
+	}
+	return out, err
+}
+
+// existingVolume is a create's answer when old is registered under the ID
+// already: unchanged when it is what spec asks for (and, when the plugin
+// was asked, its answer ext is old's volume), ErrVolumeExists naming each
+// difference otherwise.
+func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterResponse, error) {
+	diffs := createDiff(old, spec)
+	if ext != "" && ext != old.GetExternalId() {
+		diffs = append(diffs, fmt.Sprintf("external_id: registered %q, the plugin answered %q (a volume it created that nothing registers)", old.GetExternalId(), ext))
+	}
+	if len(diffs) > 0 {
+		return nil, fmt.Errorf("volume %q: %w (external ID %q): %s; nothing was created (delete or deregister it first, or create under another ID)",
+			spec.GetId(), ErrVolumeExists, old.GetExternalId(), strings.Join(diffs, "; "))
+	}
+	return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()}, Unchanged: true}, nil
+}
+
+// createDiff lists how the volume registered under an ID differs from
+// what a create of that ID asks for: each field the create sets that the
+// stored volume does not hold as asked. Secrets are not compared (they are
+// how the volume is reached, not what it is), and of the context only the
+// keys the create sets (the plugin adds its own).
+func createDiff(old, v *pb.Volume) []string {
+	var d []string
+	differ := func(field string, registered, asked any) {
+		d = append(d, fmt.Sprintf("%s: registered %v, asked %v", field, registered, asked))
+	}
+	if old.GetName() != v.GetName() {
+		differ("name", strconv.Quote(old.GetName()), strconv.Quote(v.GetName()))
+	}
+	if old.GetPluginId() != v.GetPluginId() {
+		differ("plugin_id", strconv.Quote(old.GetPluginId()), strconv.Quote(v.GetPluginId()))
+	}
+	if a, b := capabilityList(old.GetCapabilities()), capabilityList(v.GetCapabilities()); a != b {
+		differ("capabilities", a, b)
+	}
+	if !proto.Equal(old.GetMountOptions(), v.GetMountOptions()) {
+		differ("mount_options", mountOptionsText(old.GetMountOptions()), mountOptionsText(v.GetMountOptions()))
+	}
+	if old.GetRequestedCapacityMinBytes() != v.GetRequestedCapacityMinBytes() {
+		differ("capacity_min", old.GetRequestedCapacityMinBytes(), v.GetRequestedCapacityMinBytes())
+	}
+	if old.GetRequestedCapacityMaxBytes() != v.GetRequestedCapacityMaxBytes() {
+		differ("capacity_max", old.GetRequestedCapacityMaxBytes(), v.GetRequestedCapacityMaxBytes())
+	}
+	if old.GetSnapshotId() != v.GetSnapshotId() {
+		differ("snapshot_id", strconv.Quote(old.GetSnapshotId()), strconv.Quote(v.GetSnapshotId()))
+	}
+	if old.GetCloneId() != v.GetCloneId() {
+		differ("clone_id", strconv.Quote(old.GetCloneId()), strconv.Quote(v.GetCloneId()))
+	}
+	if !proto.Equal(old.GetTopologyRequest(), v.GetTopologyRequest()) {
+		differ("topology_request", old.GetTopologyRequest(), v.GetTopologyRequest())
+	}
+	if !maps.Equal(old.GetParameters(), v.GetParameters()) {
+		differ("parameters", old.GetParameters(), v.GetParameters())
+	}
+	for _, k := range slices.Sorted(maps.Keys(v.GetContext())) {
+		if got, ok := old.GetContext()[k]; !ok || got != v.GetContext()[k] {
+			differ(fmt.Sprintf("context[%q]", k), strconv.Quote(got), strconv.Quote(v.GetContext()[k]))
+		}
+	}
+	return d
+}
+
+// capabilityList renders capabilities as the volume spec words them
+// ("single-node-writer/file-system, ..."), in order: the first is the one
+// a claim naming no mode takes.
+func capabilityList(caps []*pb.VolumeCapability) string {
+	words := make([]string, 0, len(caps))
+	for _, c := range caps {
+		attach := "file-system"
+		if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
+			attach = "block-device"
+		}
+		words = append(words, fsm.AccessModeWord(c.GetAccessMode())+"/"+attach)
+	}
+	return "[" + strings.Join(words, ", ") + "]"
+}
+
+// mountOptionsText renders mount options for createDiff's messages.
+func mountOptionsText(m *pb.MountOptions) string {
+	if m == nil {
+		return "none"
+	}
+	return fmt.Sprintf("fs_type %q, mount_flags %q", m.GetFsType(), m.GetMountFlags())
 }
 
 // Delete deletes the volume with its plugin, then deregisters it. A volume

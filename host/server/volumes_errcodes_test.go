@@ -10,12 +10,11 @@ import (
 
 func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrCapabilitiesNotConfirmed: codes.FailedPrecondition,
-		ErrNoHealthyController:      codes.FailedPrecondition,
-		ErrPluginUnknown:            codes.FailedPrecondition,
-		ErrVolumeExists:             codes.AlreadyExists,
-		ErrPluginCannot:             codes.FailedPrecondition,
-		errForwardEncode:            codes.Internal,
-		errForwardDecode:            codes.Internal,
+		ErrNoHealthyController: codes.FailedPrecondition,
+		ErrPluginUnknown:       codes.FailedPrecondition,
+		ErrVolumeExists:        codes.AlreadyExists,
+		ErrPluginCannot:        codes.FailedPrecondition,
+		errForwardEncode:       codes.Internal,
+		errForwardDecode:       codes.Internal,
 	})
 }

@@ -151,7 +151,8 @@ func goldenClaim() *pb.Claim {
 		Mode: pb.ClaimMode_CLAIM_MODE_WRITE, AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
 		AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM, State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED,
 		LastError: &pb.VolumeError{Message: "NodeUnstageVolume: context deadline exceeded", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN, Code: pb.GrpcCode_GRPC_CODE_DEADLINE_EXCEEDED, FailedAt: at},
-		Attempts:  2, NextRetryAt: at + int64(4*time.Second), CreatedAt: at, ModifiedAt: at, CreateIndex: 62, ModifyIndex: 70}
+		Attempts:  2, NextRetryAt: at + int64(4*time.Second), CreatedAt: at, ModifiedAt: at, CreateIndex: 62, ModifyIndex: 70,
+		Request: &pb.VolumeRequest{Name: "data", Type: "csi", Source: "pg-data", MountOptions: &pb.MountOptions{FsType: "ext4", MountFlags: []string{"noatime"}}}}
 }
 
 // goldenAttachment is a volume published to a node by another node's

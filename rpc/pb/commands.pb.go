@@ -1075,6 +1075,11 @@ type VolumeRegisterCommand struct {
 	// nothing is written). An expand records the plugin's answer on the copy
 	// it read before the call, and must not undo a register made meanwhile.
 	IfModifyIndex uint64 `protobuf:"varint,3,opt,name=if_modify_index,json=ifModifyIndex,proto3" json:"if_modify_index,omitempty"`
+	// if_absent makes it a create: refused (ErrVolumeRegistered, nothing
+	// written) when a volume is registered under the ID, so of two creates
+	// of one ID racing through their plugin calls the second does not
+	// overwrite the first.
+	IfAbsent      bool `protobuf:"varint,4,opt,name=if_absent,json=ifAbsent,proto3" json:"if_absent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1133,13 @@ func (x *VolumeRegisterCommand) GetIfModifyIndex() uint64 {
 		return x.IfModifyIndex
 	}
 	return 0
+}
+
+func (x *VolumeRegisterCommand) GetIfAbsent() bool {
+	if x != nil {
+		return x.IfAbsent
+	}
+	return false
 }
 
 // VolumeDeregisterCommand removes a volume that has no claims; with force,
@@ -1789,11 +1801,12 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
 	"NodesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\xab\x01\n" +
 	"\x15VolumeRegisterCommand\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\x12#\n" +
 	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\x12&\n" +
-	"\x0fif_modify_index\x18\x03 \x01(\x04R\rifModifyIndex\"L\n" +
+	"\x0fif_modify_index\x18\x03 \x01(\x04R\rifModifyIndex\x12\x1b\n" +
+	"\tif_absent\x18\x04 \x01(\bR\bifAbsent\"L\n" +
 	"\x17VolumeDeregisterCommand\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\xf4\x01\n" +

@@ -994,11 +994,17 @@ type Claim struct {
 	// attempts counts the failed tries of the claim's current step.
 	Attempts int32 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// next_retry_at is unix nanoseconds of the next try, 0 for none planned.
-	NextRetryAt   int64  `protobuf:"varint,12,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
-	CreatedAt     int64  `protobuf:"varint,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ModifiedAt    int64  `protobuf:"varint,14,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	NextRetryAt int64 `protobuf:"varint,12,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	CreatedAt   int64 `protobuf:"varint,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ModifiedAt  int64 `protobuf:"varint,14,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
+	// request is the group volume request an alloc's claim was placed for
+	// (read_only, mount options), copied by the scheduler: publishing and
+	// releasing the claim never read the job, which a purge removes while
+	// the claim lives. Absent for an operator's claim, and for a claim an
+	// older server placed.
+	Request       *VolumeRequest `protobuf:"bytes,15,opt,name=request,proto3" json:"request,omitempty"`
+	CreateIndex   uint64         `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex   uint64         `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1129,6 +1135,13 @@ func (x *Claim) GetModifiedAt() int64 {
 		return x.ModifiedAt
 	}
 	return 0
+}
+
+func (x *Claim) GetRequest() *VolumeRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
 }
 
 func (x *Claim) GetCreateIndex() uint64 {
@@ -1365,7 +1378,7 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05class\x18\x02 \x01(\x0e2\x1a.berth.v1.VolumeErrorClassR\x05class\x12&\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x12.berth.v1.GrpcCodeR\x04code\x12\x1b\n" +
 	"\tfailed_at\x18\x04 \x01(\x03R\bfailedAt\x12#\n" +
-	"\rdecided_index\x18\x05 \x01(\x04R\fdecidedIndex\"\xdb\x04\n" +
+	"\rdecided_index\x18\x05 \x01(\x04R\fdecidedIndex\"\x8e\x05\n" +
 	"\x05Claim\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\x12\x19\n" +
@@ -1385,7 +1398,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vmodified_at\x18\x0e \x01(\x03R\n" +
-	"modifiedAt\x12!\n" +
+	"modifiedAt\x121\n" +
+	"\arequest\x18\x0f \x01(\v2\x17.berth.v1.VolumeRequestR\arequest\x12!\n" +
 	"\fcreate_index\x18\x1e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\"\xf0\x04\n" +
 	"\n" +
@@ -1502,6 +1516,7 @@ var file_berth_v1_volume_proto_goTypes = []any{
 	nil,                       // 17: berth.v1.Volume.ContextEntry
 	nil,                       // 18: berth.v1.Attachment.PublishContextEntry
 	(*MountOptions)(nil),      // 19: berth.v1.MountOptions
+	(*VolumeRequest)(nil),     // 20: berth.v1.VolumeRequest
 }
 var file_berth_v1_volume_proto_depIdxs = []int32{
 	0,  // 0: berth.v1.VolumeCapability.access_mode:type_name -> berth.v1.VolumeAccessMode
@@ -1523,14 +1538,15 @@ var file_berth_v1_volume_proto_depIdxs = []int32{
 	1,  // 16: berth.v1.Claim.attachment_mode:type_name -> berth.v1.VolumeAttachmentMode
 	3,  // 17: berth.v1.Claim.state:type_name -> berth.v1.ClaimState
 	11, // 18: berth.v1.Claim.last_error:type_name -> berth.v1.VolumeError
-	6,  // 19: berth.v1.Attachment.state:type_name -> berth.v1.AttachmentState
-	18, // 20: berth.v1.Attachment.publish_context:type_name -> berth.v1.Attachment.PublishContextEntry
-	11, // 21: berth.v1.Attachment.last_error:type_name -> berth.v1.VolumeError
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	20, // 19: berth.v1.Claim.request:type_name -> berth.v1.VolumeRequest
+	6,  // 20: berth.v1.Attachment.state:type_name -> berth.v1.AttachmentState
+	18, // 21: berth.v1.Attachment.publish_context:type_name -> berth.v1.Attachment.PublishContextEntry
+	11, // 22: berth.v1.Attachment.last_error:type_name -> berth.v1.VolumeError
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volume_proto_init() }

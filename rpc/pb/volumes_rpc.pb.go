@@ -69,10 +69,14 @@ type VolumeRegisterResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// volume as stored, secrets redacted.
 	Volume *Volume `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	// warnings say what was not checked (a plugin without a controller:
-	// capabilities not validated).
-	Warnings      []string   `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	Meta          *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	// warnings say what was not checked (a plugin without a controller, or
+	// one that answered ValidateVolumeCapabilities without confirming:
+	// capabilities not validated, with the plugin's message).
+	Warnings []string   `protobuf:"bytes,2,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Meta     *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	// unchanged: a create of a volume registered already as asked; nothing
+	// was created or changed.
+	Unchanged     bool `protobuf:"varint,4,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -126,6 +130,13 @@ func (x *VolumeRegisterResponse) GetMeta() *WriteMeta {
 		return x.Meta
 	}
 	return nil
+}
+
+func (x *VolumeRegisterResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 type VolumeCreateRequest struct {
@@ -1280,11 +1291,12 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\n" +
 	"\x1aberth/v1/volumes_rpc.proto\x12\bberth.v1\x1a\x12berth/v1/rpc.proto\x1a\x15berth/v1/volume.proto\"A\n" +
 	"\x15VolumeRegisterRequest\x12(\n" +
-	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\"\x87\x01\n" +
+	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\"\xa5\x01\n" +
 	"\x16VolumeRegisterResponse\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"?\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x12\x1c\n" +
+	"\tunchanged\x18\x04 \x01(\bR\tunchanged\"?\n" +
 	"\x13VolumeCreateRequest\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\"\xb4\x01\n" +
 	"\x13VolumeDeleteRequest\x12\x1b\n" +
