@@ -7,7 +7,10 @@
 //
 // Each start is an attempt with a driver task ID of its own,
 // "<alloc>.<task>.<random>", persisted (with the task's state) through
-// Config.OnState, so a restarted client knows which attempt to recover.
+// Config.OnState before the driver starts it, so a restarted client knows
+// which attempt to recover. An attempt whose record cannot be written (a
+// full disk) is not started: a failed "Setup Failure" event (reason
+// state-not-persisted) names the error and the restart policy decides.
 // The attempt's TaskConfig carries the environment and mounts the prestart
 // hooks built, the driver config interpolated with them (package taskenv)
 // after every prestart hook ran, cpu_shares (cpu_mhz × 1024 / MHz per
