@@ -96,6 +96,7 @@
 // Config.Restore carries the state and the handle of the attempt that ran
 // when the client stopped (gracefully or not). The runner gives the handle
 // to the driver's RecoverTask and supervises the same process; if the
-// driver cannot take it back, the attempt counts as failed and the restart
-// policy decides. Shutdown stops supervising without touching the task.
+// driver cannot take it back, or the state names a running attempt whose
+// handle the DB does not hold (its end was not written), the attempt
+// counts as failed ("Failed Restoring") and the restart policy decides. Shutdown stops supervising without touching the task.
 package taskrunner

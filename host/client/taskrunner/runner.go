@@ -57,6 +57,8 @@ type Restore struct {
 	// Handle is the persisted handle of the attempt that was running,
 	// nil if none was.
 	Handle *driverpb.TaskHandle
+	// TaskID is the attempt the state names ("" when none).
+	TaskID string
 }
 
 // Config configures one task runner.
@@ -338,6 +340,22 @@ func (tr *TaskRunner) Run() {
 	}
 	if r := tr.cfg.Restore; r != nil && r.Handle != nil {
 		if tr.recover(r.Handle) {
+			return
+		}
+	} else if r != nil && r.TaskID != "" && r.State.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+		// Recorded running, and no handle left to recover it by: the
+		// attempt ended while the client was away with its end not written
+		// (a full disk). It is a failed attempt, said so, not a silent
+		// start of another.
+		tr.logger.Warn("task recorded running has no handle to recover it by; treating it as exited", "task_id", r.TaskID)
+		ev := tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: attempt %s is recorded running but the state db holds no handle for it", tr.Name(), r.TaskID),
+			map[string]string{"task_id": r.TaskID})
+		tr.update(func(st *pb.TaskState) {
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+			appendEvent(st, ev)
+		})
+		if !tr.restartAfter() {
 			return
 		}
 	}

@@ -556,3 +556,25 @@ func TestAttemptIsRecordedBeforeItStarts(t *testing.T) {
 		t.Fatalf("the attempt that could not be recorded (%s) was started", id)
 	}
 }
+
+// A task recorded running whose handle the state DB does not hold (its
+// end, or its record, was not written: a full disk) is not started again
+// silently: it is a failed attempt, a Failed Restoring event names it,
+// and the restart policy decides.
+func TestRecordedRunningWithoutAHandleIsAFailedAttempt(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, TaskID: "a1.web.old"}
+	})
+	go tr.Run()
+	waitRunDone(t, tr)
+	st := tr.State()
+	evs := eventsOf(st, "Failed Restoring")
+	if st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || !st.GetFailed() || len(evs) != 1 ||
+		!strings.Contains(evs[0].GetMessage(), "a1.web.old") || len(eventsOf(st, "Not Restarting")) != 1 {
+		t.Fatalf("task state %v, want dead and failed (no restarts allowed), a Failed Restoring naming a1.web.old", st)
+	}
+	if n := len(d.started()); n != 0 {
+		t.Fatalf("%d starts, want 0", n)
+	}
+}
