@@ -155,9 +155,7 @@ func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) 
 		report = claimReport(v.cfg.NodeID, "", user, volumeID)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
-	if err := v.cfg.Reports.Queue(report); err != nil {
-		v.logger.Error("queueing the in-use report of a published volume again", "volume_id", volumeID, "user", user, "error", err)
-	}
+	v.cfg.Reports.Queue(report)
 }
 
 // runTeardown unpublishes until done. The manager retries uncertain
@@ -206,9 +204,7 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 		wait = min(wait*2, v.cfg.TeardownRetryMax)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
-	if err := v.cfg.Reports.Queue(report); err != nil {
-		v.logger.Error("queueing the node-detached report", "volume_id", volumeID, "user", user, "error", err)
-	}
+	v.cfg.Reports.Queue(report)
 }
 
 func proto2(r *pb.ClientClaimUpdateRequest) *pb.ClientClaimUpdateRequest {
