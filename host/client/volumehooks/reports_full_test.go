@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,4 +99,59 @@ func TestAReportNotPersistedIsDelivered(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A teardown that keeps failing (its node plugin gone, or unable to write
+// its state on a full disk) is retried on a capped, jittered exponential
+// backoff, each failure shown on the claim with the time of the next try,
+// until it succeeds.
+func TestTeardownRetriesOnAJitteredCappedBackoffShowingTheNextTry(t *testing.T) {
+	e := newVolEnv(t, func(c *VolumeConfig) {
+		c.TeardownAttempt = 10 * time.Millisecond
+		c.TeardownWait = time.Millisecond
+		c.TeardownRetry, c.TeardownRetryMax = 100*time.Millisecond, 400*time.Millisecond
+		c.Jitter = func() float64 { return 0 } // 0.8 of each wait
+	})
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	if err := e.prerun(false); err != nil {
+		t.Fatal(err)
+	}
+	e.plugins.close()
+	_ = e.postrun()
+	// 80ms, 160ms, then 320ms (400ms capped, jittered) for good.
+	want := []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond}
+	testutil.WaitFor(t, volWait, func() error {
+		var got []time.Duration
+		for _, u := range e.claims.delivered() {
+			if u.GetAllocId() != hookAlloc || u.GetError() == nil {
+				continue
+			}
+			got = append(got, time.Duration(u.GetNextRetryAt()-u.GetError().GetFailedAt()))
+		}
+		seen := map[time.Duration]bool{}
+		for _, d := range got {
+			ok := false
+			for _, w := range want {
+				if d <= w && d > w-20*time.Millisecond {
+					ok, seen[w] = true, true
+				}
+			}
+			if !ok {
+				return fmt.Errorf("a failure's next try %s after it, want one of %v", d, want)
+			}
+		}
+		if !seen[320*time.Millisecond] {
+			return fmt.Errorf("next tries %v: the capped one not seen yet", got)
+		}
+		return nil
+	})
+	e.plugins.reopen()
+	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+}
+
+// delivered returns the updates the fake took.
+func (f *fakeClaims) delivered() []*pb.ClientClaimUpdateRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.updates)
 }
