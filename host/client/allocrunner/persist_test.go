@@ -174,3 +174,27 @@ func TestATaskStateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 		return nil
 	})
 }
+
+// An in-place update whose alloc record could not be written is written
+// once the disk has room again.
+func TestAnAllocUpdateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
+	e := newEnv(t)
+	store := &fullStore{DB: e.db}
+	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
+	go ar.Run()
+	waitTask(t, ar, "web", isRunning)
+	store.full.Store(true)
+	updated := proto_clone(ar.Alloc())
+	updated.AllocModifyIndex = 99
+	ar.Update(updated, nil)
+	if rec, _, _ := e.db.Alloc(ar.ID()); rec.GetAlloc().GetAllocModifyIndex() == 99 {
+		t.Fatal("the update was written on a full disk")
+	}
+	store.full.Store(false)
+	waitFor(t, func() error {
+		if rec, _, _ := e.db.Alloc(ar.ID()); rec.GetAlloc().GetAllocModifyIndex() != 99 {
+			return fmt.Errorf("alloc record %v, want alloc_modify_index 99", rec.GetAlloc())
+		}
+		return nil
+	})
+}

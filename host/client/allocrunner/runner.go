@@ -194,10 +194,12 @@ func New(cfg Config) (*AllocRunner, error) {
 		persisted: map[string]*pb.TaskStateRecord{},
 		unsaved:   map[string]*pb.TaskStateRecord{},
 	}
-	if cfg.Restore == nil {
+	if cfg.Restore == nil && cfg.Store != nil {
 		// Before any task state: no task state is ever persisted for an
 		// alloc the DB does not know, and no task of it starts (Run).
-		if err := ar.persistAlloc(); err != nil {
+		rec := &pb.AllocRecord{Alloc: cfg.Alloc, Job: cfg.Job, UpdatedAt: cfg.Now().UnixNano()}
+		if err := cfg.Store.PutAlloc(rec); err != nil {
+			ar.logger.Error("recording the alloc; it does not run", "error", err)
 			ar.recordErr = fmt.Errorf("recording the alloc in the client state db: %w", err)
 		}
 	}
@@ -437,31 +439,30 @@ func clientStatus(states map[string]*pb.TaskState) (pb.AllocClientStatus, string
 	return pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING, "No tasks have started"
 }
 
-// persistAlloc writes the alloc record. A write that fails is retried by
-// saveLoop, except for an alloc that was never recorded (recordErr).
-func (ar *AllocRunner) persistAlloc() error {
+// persistAlloc writes the alloc record of an update. A write that fails
+// is retried by saveLoop, except for an alloc that was never recorded
+// (recordErr).
+func (ar *AllocRunner) persistAlloc() {
 	if ar.cfg.Store == nil {
-		return nil
+		return
 	}
 	ar.writeMu.Lock()
+	defer ar.writeMu.Unlock()
 	ar.mu.Lock()
 	rec := &pb.AllocRecord{Alloc: ar.alloc, Job: ar.job, UpdatedAt: ar.cfg.Now().UnixNano()}
 	skip := ar.destroyed || ar.recordErr != nil
 	ar.mu.Unlock()
 	if skip {
-		ar.writeMu.Unlock()
-		return nil
+		return
 	}
 	err := ar.cfg.Store.PutAlloc(rec)
 	ar.mu.Lock()
 	ar.allocUnsaved = err != nil
 	ar.mu.Unlock()
-	ar.writeMu.Unlock()
 	if err != nil {
-		ar.logger.Error("persisting alloc", "error", err)
+		ar.logger.Error("persisting alloc; retrying", "error", err)
 		ar.startSaving()
 	}
-	return err
 }
 
 // Backoff of saveLoop's writes.
