@@ -17,11 +17,11 @@ import (
 // client whose data dir is a small tmpfs the test mounts (as root; under
 // CI=true a test that cannot fails), with raw_exec and the built-in
 // hostpath storage adapter, its state in the client's data dir too. A
-// task runs ("keep"), and another ("vol") holds a claim on a hostpath
+// few tasks run ("keep1".."keep4"), and another ("vol") holds a claim on a hostpath
 // volume. The tmpfs is filled to the last byte, "vol" is stopped, and the
 // client restarted on the full disk:
 //
-//   - "keep" is recovered, the same process, running on the servers (the
+//   - the kept tasks are recovered, the same processes, running on the servers (the
 //     client used to write again the handle it had just read, fail, and
 //     kill the task while the servers showed it running);
 //   - then the space is freed, and without a restart everything
@@ -71,10 +71,19 @@ plugin "hostpath" {
 	c.start()
 	waitPluginSchedulable(t, s, "hostpath", 1, 1)
 	createVolume(t, s, "fvol", "hostpath")
-	runJob(t, s, "keep", fullDiskJob("keep", ""))
+	// Several tasks to recover: each recovery is a state DB transaction,
+	// and the DB's free pages (which a full disk leaves writable) run out
+	// after a few.
+	keepJobs := []string{"keep1", "keep2", "keep3", "keep4"}
+	for _, job := range keepJobs {
+		runJob(t, s, job, fullDiskJob(job, ""))
+	}
 	runJob(t, s, "vol", fullDiskJob("vol", "fvol"))
-	keep := runningPID(t, s, c, "keep")
-	keepAlloc := onlyAlloc(t, s, "keep")
+	keep := map[string]int{} // alloc → PID
+	for _, job := range keepJobs {
+		pid := runningPID(t, s, c, job)
+		keep[onlyAlloc(t, s, job)] = pid
+	}
 	vol := runningPID(t, s, c, "vol")
 	waitClaim(t, s, "fvol", "in-use")
 
@@ -92,37 +101,33 @@ plugin "hostpath" {
 	c.start()
 	waitNodeStatus(t, s, "ready", 30*time.Second)
 
-	// The full disk: keep's task is recovered, not killed.
-	var outcome string
-	eventually(t, 30*time.Second, "the restarted client's word on keep's task", func() error {
+	// The full disk: the tasks are recovered, not killed.
+	outcomes := map[string]string{}
+	eventually(t, 30*time.Second, "the restarted client's word on each kept task", func() error {
 		b, err := os.ReadFile(c.logPath)
 		if err != nil {
 			return err
 		}
 		for _, line := range strings.Split(string(b[logged:]), "\n") {
-			if strings.Contains(line, "alloc_id="+keepAlloc) &&
-				(strings.Contains(line, "task recovered") || strings.Contains(line, "could not recover task")) {
-				outcome = line
-				return nil
+			for alloc := range keep {
+				if strings.Contains(line, "alloc_id="+alloc) &&
+					(strings.Contains(line, "task recovered") || strings.Contains(line, "could not recover task")) {
+					outcomes[alloc] = line
+				}
 			}
 		}
-		return fmt.Errorf("no recovery of alloc %s logged yet", keepAlloc)
-	})
-	if !strings.Contains(outcome, "task recovered") {
-		t.Fatalf("keep's task after the restart on the full disk: %s", outcome)
-	}
-	eventually(t, 30*time.Second, "keep running with the same process after the restart on the full disk", func() error {
-		allocs, err := s.jobAllocs("keep")
-		if err != nil {
-			return err
-		}
-		if len(allocs) != 1 || allocs[0].ClientStatus != "running" {
-			return fmt.Errorf("keep's allocs %+v, want one running", allocs)
-		}
-		if !alive(keep) {
-			return fmt.Errorf("keep's process %d is gone", keep)
+		if len(outcomes) != len(keep) {
+			return fmt.Errorf("the recovery of %d of %d allocs logged", len(outcomes), len(keep))
 		}
 		return nil
+	})
+	for alloc, line := range outcomes {
+		if !strings.Contains(line, "task recovered") {
+			t.Errorf("alloc %s after the restart on the full disk: %s", alloc, line)
+		}
+	}
+	eventually(t, 30*time.Second, "the kept tasks running with the same processes after the restart on the full disk", func() error {
+		return keptRunning(s, keepJobs, keep)
 	})
 	if long() {
 		time.Sleep(30 * time.Second)
@@ -149,10 +154,28 @@ plugin "hostpath" {
 	eventually(t, 30*time.Second, "processes and records agree", func() error {
 		return processesAgree(s, c)
 	})
-	if !alive(keep) {
-		t.Fatalf("keep's process %d is gone", keep)
+	if err := keptRunning(s, keepJobs, keep); err != nil {
+		t.Fatal(err)
 	}
-	stopAllJobs(t, s, "keep")
+	stopAllJobs(t, s, keepJobs...)
+}
+
+// keptRunning checks that each of jobs has one alloc, running, whose
+// process is the one in pids.
+func keptRunning(s *agent, jobs []string, pids map[string]int) error {
+	for _, job := range jobs {
+		allocs, err := s.jobAllocs(job)
+		if err != nil {
+			return err
+		}
+		if len(allocs) != 1 || allocs[0].ClientStatus != "running" {
+			return fmt.Errorf("%s's allocs %+v, want one running", job, allocs)
+		}
+		if pid, ok := pids[allocs[0].ID]; !ok || !alive(pid) {
+			return fmt.Errorf("%s's alloc %s: its process %d is gone", job, allocs[0].ID, pid)
+		}
+	}
+	return nil
 }
 
 // mountTmpfs mounts a tmpfs of size at dir (made), or ends the test as
@@ -307,7 +330,7 @@ func fillDisk(t *testing.T, path string) {
 // c's data dir belongs to an alloc the servers show running.
 func processesAgree(s, c *agent) error {
 	running := map[string]bool{}
-	for _, job := range []string{"keep", "vol"} {
+	for _, job := range []string{"keep1", "keep2", "keep3", "keep4", "vol"} {
 		allocs, err := s.jobAllocs(job)
 		if err != nil {
 			return err
