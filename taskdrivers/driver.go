@@ -7,6 +7,8 @@ import (
 	"iter"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -197,7 +199,11 @@ func (d *Driver) InspectTask(ctx context.Context, taskID string) (*driverpb.Task
 
 // RecoverTask re-attaches the driver to a task from its handle and
 // persists the handle, so that later plugin restarts recover it too. A
-// handle issued by another driver is sdk.ErrInvalidHandle.
+// handle the store already holds as it is (a client restart recovering
+// what it read) is not written again: a write that cannot be made then (a
+// full disk) must not turn a task that is recorded and running into a
+// failed recovery, whose clean-up kills it. A handle issued by another
+// driver is sdk.ErrInvalidHandle.
 func (d *Driver) RecoverTask(ctx context.Context, handle *driverpb.TaskHandle) error {
 	id := handle.GetConfig().GetId()
 	if handle.GetDriver() != d.in.p.Name {
@@ -206,6 +212,10 @@ func (d *Driver) RecoverTask(ctx context.Context, handle *driverpb.TaskHandle) e
 	err := d.call(ctx, "", func(c *sdk.DriverClient) error { return c.RecoverTask(ctx, handle) })
 	if err != nil {
 		return err
+	}
+	if stored, ok, err := d.in.m.cfg.Store.TaskHandle(id); err == nil && ok &&
+		stored.GetDriver() == d.in.p.Name && proto.Equal(stored.GetHandle(), handle) {
+		return nil
 	}
 	rec := &pb.TaskHandleRecord{Driver: d.in.p.Name, Handle: handle, UpdatedAt: time.Now().UnixNano()}
 	if err := d.in.m.cfg.Store.PutTaskHandle(rec); err != nil {

@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/host/client/state"
@@ -442,4 +445,54 @@ func TestCleanupOfAStartWithoutAHandleHasADeadline(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// switchableHandles is the state DB whose task handle writes fail while
+// full is set.
+type switchableHandles struct {
+	*state.DB
+	full *atomic.Bool
+	err  error
+}
+
+func (s switchableHandles) PutTaskHandle(rec *pb.TaskHandleRecord) error {
+	if s.full.Load() {
+		return s.err
+	}
+	return s.DB.PutTaskHandle(rec)
+}
+
+// Issue 19 item 5: a client restarted on a full disk recovered its
+// running tasks, failed to write again the handles it had just read, and
+// took that for a failed recovery, whose clean-up killed the tasks. A
+// handle the store holds as it is needs no write; one it does not hold
+// still must be written, and its recovery fails naming the error.
+func TestRecoverTaskOfAStoredHandleNeedsNoWrite(t *testing.T) {
+	e := newEnv(t)
+	full := &atomic.Bool{}
+	errFull := errors.New("no space left on device")
+	m := e.newManager(e.catalog(), func(c *Config) { c.Store = switchableHandles{DB: e.db, full: full, err: errFull} })
+	e.start(m)
+	d := driver(t, m, "mock")
+	h, err := d.StartTask(ctxT(t), &driverpb.TaskConfig{Id: "r1", Name: "web", AllocId: "a1", DriverConfig: sdk.ConfigMap{"run_for": sdk.StringValue("1h")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	if err := d.RecoverTask(ctxT(t), h); err != nil {
+		t.Fatalf("RecoverTask of the stored handle with the disk full: %v, want nil (nothing to write)", err)
+	}
+	if st, err := d.InspectTask(ctxT(t), "r1"); err != nil || st.GetState() != driverpb.TaskState_TASK_STATE_RUNNING {
+		t.Fatalf("task r1 after the recovery: %v, %v; want running", st, err)
+	}
+
+	// A handle the store does not hold (another start of it, say) must be
+	// written for a plugin restart to recover it.
+	other := proto.Clone(h).(*driverpb.TaskHandle)
+	other.StartedAt++
+	err = d.RecoverTask(ctxT(t), other)
+	wantErr(t, err, errFull)
+	if !strings.Contains(err.Error(), `"r1"`) {
+		t.Fatalf("error does not name the task: %v", err)
+	}
 }

@@ -28,6 +28,15 @@ type memStore struct {
 	mu   sync.Mutex
 	recs map[string]*pb.VolumeUsageRecord
 	puts int
+	// full, when set, is what every write fails with (a full disk).
+	full error
+}
+
+// setFull makes the writes fail with err (nil: they succeed again).
+func (s *memStore) setFull(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.full = err
 }
 
 var _ Store = (*memStore)(nil)
@@ -37,6 +46,9 @@ func newMemStore() *memStore { return &memStore{recs: map[string]*pb.VolumeUsage
 func (s *memStore) PutVolumeUsage(rec *pb.VolumeUsageRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.full != nil {
+		return s.full
+	}
 	s.recs[rec.GetVolumeId()] = proto.CloneOf(rec)
 	s.puts++
 	return nil
@@ -45,6 +57,9 @@ func (s *memStore) PutVolumeUsage(rec *pb.VolumeUsageRecord) error {
 func (s *memStore) DeleteVolumeUsage(id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.full != nil {
+		return s.full
+	}
 	delete(s.recs, id)
 	return nil
 }

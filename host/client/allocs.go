@@ -202,7 +202,7 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 		}
 		restore := map[string]*taskrunner.Restore{}
 		for _, ts := range states {
-			r := &taskrunner.Restore{State: ts.GetState()}
+			r := &taskrunner.Restore{State: ts.GetState(), TaskID: ts.GetTaskId()}
 			key := id + "/" + ts.GetTask()
 			switch {
 			case ts.GetTaskId() != "":

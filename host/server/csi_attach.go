@@ -40,9 +40,11 @@ import (
 //     from down or unfenced), or once the reconcile pass unpublished an
 //     orphan publish of the volume that may have been why a publish was
 //     refused (it records that on the attachment: csi_reconcile.go). A
-//     detaching attachment whose node is gone has no node row left to
-//     change: its final failure is retried on the uncertain backoff, so an
-//     unpublish never waits for good on a row that cannot come back.
+//     detaching attachment's final failure is also retried on the
+//     uncertain backoff (next_retry_at is recorded): a teardown has no
+//     way out but success, and the plugin that answered Internal once
+//     (say, with its disk full) may answer ok the next time, with nothing
+//     in the state changed to wake it.
 //
 // Calls to one plugin are serialized: one worker per plugin takes the due
 // attachments in order, detaching ones first (an unpublish frees what a
@@ -151,9 +153,9 @@ func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *f
 // plugin row does not carry: an unfenced controller node changes only its
 // node row). Those rows are added to ws so the change wakes the loop; the
 // condition is read from the rows alone, so a new leader decides the
-// same. A detaching attachment whose node is gone (nothing of it can
-// change any more) is retried on the uncertain backoff instead: at its
-// recorded next_retry_at, or its failure time plus the backoff.
+// same. A detaching attachment is also retried on the uncertain backoff,
+// whichever comes first: at its recorded next_retry_at, or its failure
+// time plus the backoff.
 func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
 	e := a.GetLastError()
 	if e == nil {
@@ -180,14 +182,14 @@ func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, 
 		if seen > base {
 			return true, time.Time{}
 		}
-		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_DETACHING || node != nil {
+		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
 			return false, time.Time{}
 		}
 		at := time.Unix(0, a.GetNextRetryAt())
 		if a.GetNextRetryAt() == 0 {
-			// Failed before its node was collected: no retry time was
-			// recorded. The nominal backoff (no jitter) keeps this the
-			// same on every pass and every leader.
+			// Failed by a server that recorded no retry time for a final
+			// detach failure. The nominal backoff (no jitter) keeps this
+			// the same on every pass and every leader.
 			at = time.Unix(0, e.GetFailedAt()).Add(v.nominalBackoff(a.GetAttempts()))
 		}
 		if at.After(now) {
@@ -296,7 +298,8 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 // died between the call and the write leaves a publish unrecorded. The
 // reconcile pass, which reads the controller's published nodes, is the
 // second chance there. A ready node without the plugin's node instance
-// is waited for (a final error, made again when the node reports one): a
+// is waited for (a final error, made again when the node reports one or
+// on the backoff): a
 // plugin restarting on a live node reports its ID within moments, and
 // the error on the attachment names what is missing.
 func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
@@ -390,9 +393,10 @@ func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot
 	if csi.UncertainCode(code) {
 		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
 		next = now.Add(v.backoff(attempts)).UnixNano()
-	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING && v.nodeGone(a.GetNodeId()) {
-		// Final, but nothing can change for its node any more: retried on
-		// the backoff (attachmentDue), and the operator sees when.
+	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
+		// A teardown has no way out but success (or an operator's fence):
+		// a final failure is retried on the backoff too (attachmentDue),
+		// and the operator sees when.
 		next = now.Add(v.backoff(attempts)).UnixNano()
 	}
 	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}
@@ -443,14 +447,6 @@ func (v *volumeLoops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd
 		t := v.clock.AfterFunc(v.cfg.writeRetry, v.kick)
 		context.AfterFunc(ctx, func() { t.Stop() })
 	}
-}
-
-// nodeGone reports whether the servers no longer know nodeID (collected
-// or deregistered). A read error counts as not gone: the failure then
-// waits for a change, as any final one.
-func (v *volumeLoops) nodeGone(nodeID string) bool {
-	n, err := v.state().Snapshot().NodeByID(nil, nodeID)
-	return err == nil && n == nil
 }
 
 // nodeOff reports whether the node is down or fenced (a read error, or a

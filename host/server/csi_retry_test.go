@@ -71,13 +71,12 @@ func TestAttachRetryAfterTheOrphanIsUnpublishedSurvivesALeaderChange(t *testing.
 	})
 }
 
-// A detaching attachment whose unpublish failed final waits for a change
-// of its volume, plugin or node; once its node is collected nothing of
-// the node can change, and a plugin row that no longer lists the node does
-// not change either. It is retried on the backoff then (its unpublish
-// names the CSI node ID its publish recorded), first from its failure
-// time (recorded while the node was there), then at the next_retry_at
-// recorded with a failure of the gone node, until the unpublish succeeds.
+// A detaching attachment whose unpublish failed final is tried again at
+// a change of its volume, plugin or node, and on the backoff; once its
+// node is collected nothing of the node can change, and a plugin row that
+// no longer lists the node does not change either: the backoff goes on
+// (its unpublish names the CSI node ID its publish recorded) until the
+// unpublish succeeds.
 func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
@@ -98,20 +97,21 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 			t.Fatalf("%d unpublishes, want 2 (the first, and the retry on n2's change)", n)
 		}
 		a := e.attachment("v1", "n2")
-		if a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL || a.GetNextRetryAt() != 0 {
-			t.Fatalf("after the second unpublish: %v, want a final error without a retry time (n2 is still known)", a)
-		}
 		failedAt := time.Unix(0, a.GetLastError().GetFailedAt())
+		if a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL ||
+			time.Unix(0, a.GetNextRetryAt()).Sub(failedAt) != 1600*time.Millisecond {
+			t.Fatalf("after the second unpublish: %v, want a final error retried 1.6 s after it", a)
+		}
 
 		// n2 is collected: no row of it is left, and the plugin row does
-		// not list it any more. Retried at the failure plus the nominal
-		// backoff after 2 attempts (2 s), not before.
+		// not list it any more. Retried at the recorded next_retry_at, not
+		// before.
 		e.apply(fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n2"})
 		synctest.Wait()
 		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes right after n2 was collected, want 2 (its retry comes on the backoff)", n)
 		}
-		time.Sleep(time.Until(failedAt.Add(2*time.Second)) - time.Millisecond)
+		time.Sleep(time.Until(failedAt.Add(1600*time.Millisecond)) - time.Millisecond)
 		synctest.Wait()
 		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes before the backoff ended, want 2", n)
@@ -145,6 +145,96 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 		fake.mu.Unlock()
 		if left {
 			t.Fatal("ext-v1 is still published to csi-n2")
+		}
+	})
+}
+
+// Issue 19 item 5: ControllerUnpublishVolume answered Internal once (the
+// plugin's disk was full) and nothing retried it, so the claim stayed
+// node-detached and its attachment detaching for good, with the node, the
+// volume and the plugin all there and unchanged. A detach is a teardown:
+// its final failures are retried on the capped, jittered backoff, with the
+// error, the attempts and the next try on the attachment, until the
+// unpublish succeeds and the claim is freed.
+func TestDetachRetriesAFinalUnpublishUntilItSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		v := e.loops(fake)
+		v.cfg.retryMax = 4 * time.Second
+		stop := start(v)
+		defer stop()
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+
+		fails := []codes.Code{codes.Internal, codes.Internal, codes.Internal, codes.Internal, codes.Internal}
+		fake.failNext(unpublishMethod, fails...)
+		e.release("c1", "n2")
+		synctest.Wait()
+		// Backoff with zero jitter (0.8 of it): 1 s, 2 s, 4 s, then capped
+		// at retryMax (4 s: 3.2 s jittered).
+		for i, want := range []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 3200 * time.Millisecond, 3200 * time.Millisecond} {
+			a := e.attachment("v1", "n2")
+			wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
+			le := a.GetLastError()
+			failedAt := time.Unix(0, le.GetFailedAt())
+			if le.GetCode() != pb.GrpcCode(codes.Internal) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL ||
+				a.GetAttempts() != int32(i+1) || time.Unix(0, a.GetNextRetryAt()).Sub(failedAt) != want {
+				t.Fatalf("after unpublish %d: %v, want a final Internal error, attempts %d, retried %s after it", i+1, a, i+1, want)
+			}
+			if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+				t.Fatalf("claim c1 while its detach fails: %v, want node-detached", c)
+			}
+			time.Sleep(time.Until(failedAt.Add(want)) - time.Millisecond)
+			synctest.Wait()
+			if n := len(fake.callsOf(unpublishMethod)); n != i+1 {
+				t.Fatalf("%d unpublishes before retry %d was due, want %d", n, i+1, i+1)
+			}
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if n := len(fake.callsOf(unpublishMethod)); n != i+2 {
+				t.Fatalf("%d unpublishes once retry %d was due, want %d", n, i+1, i+2)
+			}
+		}
+		if a := e.attachment("v1", "n2"); a != nil {
+			t.Fatalf("attachment v1/n2 after its unpublish succeeded: %v, want it removed", a)
+		}
+		if c := e.claim("c1"); c != nil {
+			t.Fatalf("claim c1 after the detach: %v, want freed", c)
+		}
+	})
+}
+
+// A final detach failure recorded without a retry time (by a server
+// before detach failures were retried) is retried at its failure time plus
+// the nominal backoff, the same on every leader.
+func TestDetachFailureWithoutARetryTimeIsRetriedOnTheNominalBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		e.apply(fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n2", State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHED,
+			ControllerNodeId: "n1", CsiNodeId: "csi-n2"})
+		e.release("c1", "n2")
+		failedAt := time.Now()
+		e.apply(fsm.AttachmentUpdate, &pb.AttachmentUpdateCommand{VolumeId: "v1", NodeId: "n2", State: pb.AttachmentState_ATTACHMENT_STATE_DETACHING,
+			ControllerNodeId: "n1", CsiNodeId: "csi-n2", Attempts: 2, UpdatedAt: failedAt.UnixNano(),
+			Error: &pb.VolumeError{Message: "volume v1: internal", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL,
+				Code: pb.GrpcCode(codes.Internal), FailedAt: failedAt.UnixNano(), DecidedIndex: 1 << 40}})
+		fake := newFakeController()
+		stop := start(e.loops(fake))
+		defer stop()
+		synctest.Wait()
+		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+			t.Fatalf("%d unpublishes before the nominal backoff (2 s after 2 attempts), want 0", n)
+		}
+		time.Sleep(2*time.Second - time.Millisecond)
+		synctest.Wait()
+		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+			t.Fatalf("%d unpublishes a millisecond before the nominal backoff ended, want 0", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := len(fake.callsOf(unpublishMethod)); n != 1 || e.attachment("v1", "n2") != nil {
+			t.Fatalf("%d unpublishes, attachment %v once the nominal backoff ended; want 1 and the attachment removed", n, e.attachment("v1", "n2"))
 		}
 	})
 }

@@ -6,7 +6,8 @@
 //
 //  1. Prerun hooks (below). If one fails, no task starts: every task is
 //     marked dead and failed with a "Setup Failure" event, and the alloc
-//     fails.
+//     fails. So does a new alloc whose record the state DB could not
+//     write (a full disk): a restarted client would not know it.
 //  2. Prestart tasks (lifecycle hook "prestart") start together; the alloc
 //     waits until every non-sidecar one has completed. One that fails for
 //     good (after its restarts) fails the alloc: main tasks never start.
@@ -29,7 +30,10 @@
 // driver task ID of the running attempt) before it is reported when what
 // recovery needs changed — the state, its times, the restarts, the
 // attempt; events alone ride along with the next such write; the alloc and its job are
-// persisted (AllocRecord) before anything starts and on every update.
+// persisted (AllocRecord) before anything starts and on every update. A
+// write that fails after the alloc started (a full disk) is made again,
+// with capped backoff, until it succeeds, so the DB converges on what
+// runs once the disk has room, without a restart.
 //
 // # Hooks
 //

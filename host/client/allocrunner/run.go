@@ -18,7 +18,14 @@ func (ar *AllocRunner) Run() {
 	if fsm.AllocServerTerminal(ar.Alloc()) {
 		ar.signalKill("alloc stopped by the servers")
 	}
-	if err := ar.prerun(recovered); err != nil {
+	// A new alloc the state DB could not record does not run: a client
+	// restarted would not know it, and would leave its tasks unsupervised
+	// or kill them while the servers see them run.
+	err := ar.recordErr
+	if err == nil {
+		err = ar.prerun(recovered)
+	}
+	if err != nil {
 		if ar.ctx.Err() != nil {
 			return
 		}

@@ -138,6 +138,20 @@ type AllocRunner struct {
 	status    pb.AllocClientStatus
 	desc      string
 	destroyed bool
+	// recordErr is why a new alloc's record could not be written: the
+	// alloc does not run (Run fails it) and none of its task states is
+	// written.
+	recordErr error
+	// unsaved holds, per task, the newest task state record whose write
+	// failed, and allocUnsaved tells that the alloc record's did: saveLoop
+	// writes them again until they are written.
+	unsaved      map[string]*pb.TaskStateRecord
+	allocUnsaved bool
+	saving       bool
+
+	// writeMu orders the state DB writes of the runner (taskChanged,
+	// persistAlloc, saveLoop), so an older record never replaces a newer.
+	writeMu sync.Mutex
 }
 
 // New builds an alloc runner and its task runners; Run starts it.
@@ -178,11 +192,16 @@ func New(cfg Config) (*AllocRunner, error) {
 		status:   pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
 		// Empty: each task's first change is written.
 		persisted: map[string]*pb.TaskStateRecord{},
+		unsaved:   map[string]*pb.TaskStateRecord{},
 	}
-	if cfg.Restore == nil {
+	if cfg.Restore == nil && cfg.Store != nil {
 		// Before any task state: no task state is ever persisted for an
-		// alloc the DB does not know.
-		ar.persistAlloc()
+		// alloc the DB does not know, and no task of it starts (Run).
+		rec := &pb.AllocRecord{Alloc: cfg.Alloc, Job: cfg.Job, UpdatedAt: cfg.Now().UnixNano()}
+		if err := cfg.Store.PutAlloc(rec); err != nil {
+			ar.logger.Error("recording the alloc; it does not run", "error", err)
+			ar.recordErr = fmt.Errorf("recording the alloc in the client state db: %w", err)
+		}
 	}
 	info := ar.info()
 	ar.hooks = []Hook{allocDirHook{}}
@@ -240,7 +259,7 @@ func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) 
 			(info.Job.GetType() == pb.JobType_JOB_TYPE_BATCH && (r == roleMain)),
 		Restart: group.GetRestart(), JobType: info.Job.GetType(), MHzPerCore: ar.cfg.MHzPerCore,
 		HookTimeout: ar.cfg.HookTimeout, Logger: ar.logger, Restore: restore, Now: ar.cfg.Now,
-		OnState: func(st *pb.TaskState, taskID string) { ar.taskChanged(name, t.GetDriver(), st, taskID) },
+		OnState: func(st *pb.TaskState, taskID string) error { return ar.taskChanged(name, t.GetDriver(), st, taskID) },
 	})
 	ar.tasks[name] = &task{tr: tr, role: r, leader: t.GetLeader()}
 	ar.order = append(ar.order, name)
@@ -320,37 +339,61 @@ func (ar *AllocRunner) ClientStatus() (pb.AllocClientStatus, string) {
 	return ar.status, ar.desc
 }
 
-// taskChanged persists a task's state and reports the alloc's status.
+// taskChanged persists a task's state and reports the alloc's status. It
+// returns the error of a write that failed.
 //
 // A change of events alone is not written: what recovery needs (the
-// state, its times, the restarts, the running attempt) is written at once
-// — a task that completed must never be found running — and the events
-// ride along with the next such write. That spares the fsyncs of
-// "Received", "Task Setup" and "Terminated" on the way to running.
-func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID string) {
+// state, its times, the restarts, the attempt) is written at once — a
+// task that completed must never be found running — and the events ride
+// along with the next such write. That spares the fsyncs of "Received",
+// "Task Setup" and "Terminated" on the way to running.
+//
+// A write that fails is the task runner's to act on where it is
+// write-ahead (an attempt is not started unrecorded); otherwise the record
+// is written again by saveLoop, with backoff, until it is (a full disk
+// that has room again): a state the DB does not hold would have a
+// restarted client recover an attempt that ended, or start again a task
+// that completed. A change whose record equals what the DB holds drops
+// the pending rewrite: the DB is up to date again.
+func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID string) error {
 	rec := &pb.TaskStateRecord{AllocId: ar.ID(), Task: name, State: st, TaskId: taskID, Driver: driver,
 		UpdatedAt: ar.cfg.Now().UnixNano()}
 	key := proto.Clone(rec).(*pb.TaskStateRecord)
 	key.State.Events, key.UpdatedAt = nil, 0
+	ar.writeMu.Lock()
 	ar.mu.Lock()
-	destroyed := ar.destroyed
+	skip := ar.destroyed || ar.recordErr != nil || ar.cfg.Store == nil
 	ar.states[name] = st
 	ar.status, ar.desc = clientStatus(ar.states)
-	write := !proto.Equal(ar.persisted[name], key)
-	if write {
-		ar.persisted[name] = key
+	write := !skip && (!proto.Equal(ar.persisted[name], key) || ar.unsaved[name] != nil)
+	if !write {
+		delete(ar.unsaved, name)
 	}
 	ar.mu.Unlock()
-	if write && !destroyed && ar.cfg.Store != nil {
-		if err := ar.cfg.Store.PutTaskState(rec); err != nil {
-			ar.logger.Error("persisting task state", "task", name, "error", err)
+	var err error
+	if write {
+		err = ar.cfg.Store.PutTaskState(rec)
+		ar.mu.Lock()
+		if err == nil {
+			ar.persisted[name] = key
+			delete(ar.unsaved, name)
+		} else {
+			ar.unsaved[name] = rec
 		}
+		ar.mu.Unlock()
+	}
+	ar.writeMu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("alloc %s, task %q: persisting its state: %w", ar.ID(), name, err)
+		ar.logger.Error("persisting task state; retrying", "task", name, "error", err)
+		ar.startSaving()
 	}
 	select {
 	case ar.changed <- struct{}{}:
 	default:
 	}
 	ar.report()
+	return err
 }
 
 // Report sends the alloc's current status to OnUpdate again (the client
@@ -396,21 +439,125 @@ func clientStatus(states map[string]*pb.TaskState) (pb.AllocClientStatus, string
 	return pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING, "No tasks have started"
 }
 
-// persistAlloc writes the alloc record.
+// persistAlloc writes the alloc record of an update. A write that fails
+// is retried by saveLoop, except for an alloc that was never recorded
+// (recordErr).
 func (ar *AllocRunner) persistAlloc() {
 	if ar.cfg.Store == nil {
 		return
 	}
+	ar.writeMu.Lock()
+	defer ar.writeMu.Unlock()
 	ar.mu.Lock()
 	rec := &pb.AllocRecord{Alloc: ar.alloc, Job: ar.job, UpdatedAt: ar.cfg.Now().UnixNano()}
-	destroyed := ar.destroyed
+	skip := ar.destroyed || ar.recordErr != nil
 	ar.mu.Unlock()
-	if destroyed {
+	if skip {
 		return
 	}
-	if err := ar.cfg.Store.PutAlloc(rec); err != nil {
-		ar.logger.Error("persisting alloc", "error", err)
+	err := ar.cfg.Store.PutAlloc(rec)
+	ar.mu.Lock()
+	ar.allocUnsaved = err != nil
+	ar.mu.Unlock()
+	if err != nil {
+		ar.logger.Error("persisting alloc; retrying", "error", err)
+		ar.startSaving()
 	}
+}
+
+// Backoff of saveLoop's writes.
+const (
+	saveRetryStart = 100 * time.Millisecond
+	saveRetryMax   = 10 * time.Second
+)
+
+// startSaving starts saveLoop unless it runs.
+func (ar *AllocRunner) startSaving() {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.saving || ar.destroyed || ar.ctx.Err() != nil {
+		return
+	}
+	ar.saving = true
+	go ar.saveLoop()
+}
+
+// saveLoop writes again, with capped backoff, the alloc record and the
+// task state records whose writes failed, until none is left, the runner
+// is shut down (the next client recovers from what the DB holds) or the
+// alloc is destroyed.
+func (ar *AllocRunner) saveLoop() {
+	wait := saveRetryStart
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ar.ctx.Done():
+			t.Stop()
+			ar.mu.Lock()
+			ar.saving = false
+			ar.mu.Unlock()
+			return
+		}
+		if ar.saveUnsaved() {
+			return
+		}
+		wait = min(wait*2, saveRetryMax)
+	}
+}
+
+// saveUnsaved makes one round of saveLoop's writes and reports whether
+// the loop is over (it then marks it not running).
+func (ar *AllocRunner) saveUnsaved() bool {
+	ar.writeMu.Lock()
+	defer ar.writeMu.Unlock()
+	ar.mu.Lock()
+	if ar.destroyed || ar.recordErr != nil {
+		ar.saving = false
+		ar.mu.Unlock()
+		return true
+	}
+	allocRec := &pb.AllocRecord{Alloc: ar.alloc, Job: ar.job, UpdatedAt: ar.cfg.Now().UnixNano()}
+	writeAlloc := ar.allocUnsaved
+	recs := make(map[string]*pb.TaskStateRecord, len(ar.unsaved))
+	for name, rec := range ar.unsaved {
+		recs[name] = rec
+	}
+	ar.mu.Unlock()
+	var errs []error
+	if writeAlloc {
+		if err := ar.cfg.Store.PutAlloc(allocRec); err != nil {
+			errs = append(errs, err)
+		} else {
+			ar.mu.Lock()
+			ar.allocUnsaved = false
+			ar.mu.Unlock()
+		}
+	}
+	for name, rec := range recs {
+		if err := ar.cfg.Store.PutTaskState(rec); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		key := proto.Clone(rec).(*pb.TaskStateRecord)
+		key.State.Events, key.UpdatedAt = nil, 0
+		ar.mu.Lock()
+		ar.persisted[name] = key
+		delete(ar.unsaved, name)
+		ar.mu.Unlock()
+	}
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if len(errs) > 0 {
+		ar.logger.Warn("state db writes still failing; retrying", "error", errors.Join(errs...))
+		return false
+	}
+	if !ar.allocUnsaved && len(ar.unsaved) == 0 {
+		ar.logger.Info("state db writes that had failed are written")
+		ar.saving = false
+		return true
+	}
+	return false
 }
 
 // Update takes a new version of the alloc from the servers: a stop kills
@@ -564,9 +711,13 @@ func (ar *AllocRunner) Destroy(ctx context.Context) error {
 		// recovers the alloc and destroys it then.
 		return fmt.Errorf("destroying alloc %s: %w", ar.ID(), ErrShutDown)
 	}
+	// Under writeMu: a write under way ends before the records are
+	// deleted, and none starts after.
+	ar.writeMu.Lock()
 	ar.mu.Lock()
 	ar.destroyed = true
 	ar.mu.Unlock()
+	ar.writeMu.Unlock()
 	for i := len(ar.order) - 1; i >= 0; i-- {
 		ar.tasks[ar.order[i]].tr.Destroy(ctx)
 	}

@@ -7,7 +7,10 @@
 //
 // Each start is an attempt with a driver task ID of its own,
 // "<alloc>.<task>.<random>", persisted (with the task's state) through
-// Config.OnState, so a restarted client knows which attempt to recover.
+// Config.OnState before the driver starts it, so a restarted client knows
+// which attempt to recover. An attempt whose record cannot be written (a
+// full disk) is not started: a failed "Setup Failure" event (reason
+// state-not-persisted) names the error and the restart policy decides.
 // The attempt's TaskConfig carries the environment and mounts the prestart
 // hooks built, the driver config interpolated with them (package taskenv)
 // after every prestart hook ran, cpu_shares (cpu_mhz × 1024 / MHz per
@@ -93,6 +96,7 @@
 // Config.Restore carries the state and the handle of the attempt that ran
 // when the client stopped (gracefully or not). The runner gives the handle
 // to the driver's RecoverTask and supervises the same process; if the
-// driver cannot take it back, the attempt counts as failed and the restart
-// policy decides. Shutdown stops supervising without touching the task.
+// driver cannot take it back, or the state names a running attempt whose
+// handle the DB does not hold (its end was not written), the attempt
+// counts as failed ("Failed Restoring") and the restart policy decides. Shutdown stops supervising without touching the task.
 package taskrunner

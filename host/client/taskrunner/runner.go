@@ -57,6 +57,8 @@ type Restore struct {
 	// Handle is the persisted handle of the attempt that was running,
 	// nil if none was.
 	Handle *driverpb.TaskHandle
+	// TaskID is the attempt the state names ("" when none).
+	TaskID string
 }
 
 // Config configures one task runner.
@@ -80,9 +82,11 @@ type Config struct {
 	HookTimeout time.Duration
 	Logger      hclog.Logger
 	// OnState is called with a copy of the task's state after every change,
-	// with the driver task ID of the running attempt ("" when none), in
-	// order. It must not call back into the runner.
-	OnState func(st *pb.TaskState, taskID string)
+	// with the driver task ID of the attempt starting or running ("" when
+	// none), in order. It persists them and returns the error of a write
+	// that failed (nil when none was needed). It must not call back into
+	// the runner.
+	OnState func(st *pb.TaskState, taskID string) error
 	// Restore recovers a task after a client restart.
 	Restore *Restore
 	// Now is the clock (default time.Now).
@@ -209,22 +213,24 @@ func (tr *TaskRunner) event(typ, msg string, details map[string]string) *pb.Task
 	return &pb.TaskEvent{Type: typ, OccurredAt: tr.cfg.Now().UnixNano(), Message: msg, Details: details}
 }
 
-// update changes the state under mu and tells OnState, in order.
-func (tr *TaskRunner) update(fn func(st *pb.TaskState)) {
+// update changes the state under mu and tells OnState, in order. It
+// returns OnState's error (nil when a newer state was told first).
+func (tr *TaskRunner) update(fn func(st *pb.TaskState)) error {
 	tr.mu.Lock()
 	fn(tr.state)
 	tr.seq++
 	seq, st, id := tr.seq, proto.Clone(tr.state).(*pb.TaskState), tr.taskID
 	tr.mu.Unlock()
 	if tr.cfg.OnState == nil {
-		return
+		return nil
 	}
 	tr.notifyMu.Lock()
 	defer tr.notifyMu.Unlock()
 	if seq > tr.notified {
 		tr.notified = seq
-		tr.cfg.OnState(st, id)
+		return tr.cfg.OnState(st, id)
 	}
+	return nil
 }
 
 // UpdateAlloc gives the runner the alloc and job of an in-place update:
@@ -334,6 +340,22 @@ func (tr *TaskRunner) Run() {
 	}
 	if r := tr.cfg.Restore; r != nil && r.Handle != nil {
 		if tr.recover(r.Handle) {
+			return
+		}
+	} else if r != nil && r.TaskID != "" && r.State.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+		// Recorded running, and no handle left to recover it by: the
+		// attempt ended while the client was away with its end not written
+		// (a full disk). It is a failed attempt, said so, not a silent
+		// start of another.
+		tr.logger.Warn("task recorded running has no handle to recover it by; treating it as exited", "task_id", r.TaskID)
+		ev := tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: attempt %s is recorded running but the state db holds no handle for it", tr.Name(), r.TaskID),
+			map[string]string{"task_id": r.TaskID})
+		tr.update(func(st *pb.TaskState) {
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+			appendEvent(st, ev)
+		})
+		if !tr.restartAfter() {
 			return
 		}
 	}
@@ -577,6 +599,23 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 	}
 	env := taskenv.FromMaps(resp.Env, resp.Vars)
 	id := newTaskID(info.Alloc.GetId(), task.GetName())
+	// Write-ahead: the attempt is recorded before the driver starts it, so
+	// a restarted client looks for this attempt's handle and recovers it
+	// (or starts again when the start never got as far). An attempt that
+	// cannot be recorded is not started.
+	tr.mu.Lock()
+	tr.taskID = id
+	tr.mu.Unlock()
+	if err := tr.update(func(*pb.TaskState) {}); err != nil {
+		tr.mu.Lock()
+		tr.taskID = ""
+		tr.mu.Unlock()
+		err = fmt.Errorf("task %q: recording attempt %s in the client state db before starting it: %w", task.GetName(), id, err)
+		ev := tr.event("Setup Failure", err.Error(), map[string]string{"reason": "state-not-persisted", "task_id": id})
+		ev.Failed = true
+		tr.EmitEvent(ev)
+		return "", err
+	}
 	cfg := &driverpb.TaskConfig{
 		Id: id, Name: task.GetName(), AllocId: info.Alloc.GetId(), JobId: info.Job.GetId(), Group: info.Group.GetName(),
 		Env: env.Map(), TaskDir: info.Dir.Dir, LogDir: info.Dir.LogDir, Logs: logConfig(task),
@@ -591,11 +630,14 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 	stop()
 	cancel()
 	if err != nil {
+		tr.mu.Lock()
+		tr.taskID = ""
+		tr.mu.Unlock()
 		tr.EmitEvent(driverFailure(tr.event, task.GetName(), err))
 		return "", err
 	}
 	tr.mu.Lock()
-	tr.taskID, tr.running = id, true
+	tr.running = true
 	tr.mu.Unlock()
 	tr.update(func(st *pb.TaskState) {
 		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING

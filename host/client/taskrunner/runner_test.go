@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,10 +299,11 @@ func TestRecoveredTask(t *testing.T) {
 	var mu sync.Mutex
 	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, func(c *Config) {
 		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, Handle: h}
-		c.OnState = func(_ *pb.TaskState, id string) {
+		c.OnState = func(_ *pb.TaskState, id string) error {
 			mu.Lock()
 			persisted = append(persisted, id)
 			mu.Unlock()
+			return nil
 		}
 		c.Ephemeral = true
 	})
@@ -496,5 +498,83 @@ func TestKillUsesTheTasksSignalAndTimeout(t *testing.T) {
 	d.mu.Unlock()
 	if want := []string{id + " SIGINT 2.5s"}; !slices.Equal(stops, want) {
 		t.Fatalf("StopTask calls %q, want %q", stops, want)
+	}
+}
+
+// The attempt is recorded (its task ID, the task not running yet) before
+// the driver starts it; a record that cannot be written fails the start
+// with a Setup Failure naming the error, and no StartTask is made.
+func TestAttemptIsRecordedBeforeItStarts(t *testing.T) {
+	d := newFakeDriver()
+	errFull := errors.New("no space left on device")
+	var mu sync.Mutex
+	failed := false
+	var recorded []string // "state taskID" of each write naming an attempt
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: time.Hour.Milliseconds(), DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
+		c.OnState = func(st *pb.TaskState, id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if id == "" {
+				return nil
+			}
+			if !failed {
+				// The disk is full for the first attempt's record only.
+				failed = true
+				return errFull
+			}
+			recorded = append(recorded, fmt.Sprintf("%s %s", st.GetState(), id))
+			return nil
+		}
+	})
+	go tr.Run()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if len(eventsOf(tr.State(), "Setup Failure")) == 0 {
+			return fmt.Errorf("no Setup Failure yet: %v", tr.State())
+		}
+		return nil
+	})
+	ev := eventsOf(tr.State(), "Setup Failure")[0]
+	if !ev.GetFailed() || ev.GetDetails()["reason"] != "state-not-persisted" || !strings.Contains(ev.GetMessage(), errFull.Error()) ||
+		!strings.Contains(ev.GetMessage(), ev.GetDetails()["task_id"]) {
+		t.Fatalf("Setup Failure %v, want failed, reason state-not-persisted, naming the attempt and the error", ev)
+	}
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
+	starts := d.started()
+	if len(starts) != 1 {
+		t.Fatalf("%d starts, want 1 (the attempt recorded after the disk had room)", len(starts))
+	}
+	id := starts[0].GetId()
+	mu.Lock()
+	got := slices.Clone(recorded)
+	mu.Unlock()
+	want := []string{"TASK_LIFECYCLE_STATE_PENDING " + id, "TASK_LIFECYCLE_STATE_RUNNING " + id}
+	if len(got) < 2 || !slices.Equal(got[:2], want) {
+		t.Fatalf("records naming an attempt: %q, want %q first", got, want)
+	}
+	if id == ev.GetDetails()["task_id"] {
+		t.Fatalf("the attempt that could not be recorded (%s) was started", id)
+	}
+}
+
+// A task recorded running whose handle the state DB does not hold (its
+// end, or its record, was not written: a full disk) is not started again
+// silently: it is a failed attempt, a Failed Restoring event names it,
+// and the restart policy decides.
+func TestRecordedRunningWithoutAHandleIsAFailedAttempt(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, TaskID: "a1.web.old"}
+	})
+	go tr.Run()
+	waitRunDone(t, tr)
+	st := tr.State()
+	evs := eventsOf(st, "Failed Restoring")
+	if st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || !st.GetFailed() || len(evs) != 1 ||
+		!strings.Contains(evs[0].GetMessage(), "a1.web.old") || len(eventsOf(st, "Not Restarting")) != 1 {
+		t.Fatalf("task state %v, want dead and failed (no restarts allowed), a Failed Restoring naming a1.web.old", st)
+	}
+	if n := len(d.started()); n != 0 {
+		t.Fatalf("%d starts, want 0", n)
 	}
 }

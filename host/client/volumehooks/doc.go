@@ -47,7 +47,9 @@
 // waits for it at most TeardownWait. Reports go through
 // the Reporter: persisted when queued (one per claim, the newest), sent at
 // once and retried with capped backoff, so a teardown never waits for a
-// reachable server and a restart loses none. Sweep, after a client
+// reachable server and a restart loses none; one that cannot be persisted
+// (a full disk) is sent all the same and persisted again before each try.
+// Sweep, after a client
 // restart, tears down the uses of allocs no runner holds and unstages
 // volumes left without users.
 //

@@ -274,5 +274,6 @@ func (v *VolumeHooks) publishOperatorClaim(ctx context.Context, c *pb.Claim) err
 		return err
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
-	return v.cfg.Reports.Queue(report)
+	v.cfg.Reports.Queue(report)
+	return nil
 }

@@ -47,7 +47,11 @@ type ReporterConfig struct {
 // queued and removed once delivered, so neither a teardown nor a client
 // restart waits for a reachable server; one report per claim is kept, the
 // newest. Reports are sent at once, and those that fail again with
-// capped backoff; a queued report wakes the sender at once.
+// capped backoff; a queued report wakes the sender at once. A report that
+// cannot be persisted (a full disk) is sent all the same — the teardown
+// that queued it is done, and nothing else would report it — and its
+// write is made again before each try until it is written or the report
+// delivered.
 type Reporter struct {
 	cfg    ReporterConfig
 	logger hclog.Logger
@@ -55,6 +59,8 @@ type Reporter struct {
 
 	mu      sync.Mutex
 	pending map[string]*pb.VolumeReportRecord
+	// unsaved holds the keys of pending reports not persisted.
+	unsaved map[string]bool
 }
 
 // NewReporter returns a reporter holding the reports the store kept. It
@@ -79,7 +85,7 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 		cfg.Now = time.Now
 	}
 	r := &Reporter{cfg: cfg, logger: cfg.Logger.Named("volume_reports"), wake: make(chan struct{}, 1),
-		pending: map[string]*pb.VolumeReportRecord{}}
+		pending: map[string]*pb.VolumeReportRecord{}, unsaved: map[string]bool{}}
 	recs, err := cfg.Store.VolumeReports()
 	if err != nil {
 		r.logger.Error("some queued volume reports are unreadable", "error", err)
@@ -99,20 +105,30 @@ func reportKey(req *pb.ClientClaimUpdateRequest) string {
 }
 
 // Queue persists req and has it sent, replacing a report on the same
-// claim not yet delivered.
-func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) error {
+// claim not yet delivered. A report it cannot persist is sent all the
+// same (see Reporter), and the error logged.
+func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
 	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
-	if err := r.cfg.Store.PutVolumeReport(rec); err != nil {
-		return fmt.Errorf("queueing the report on volume %q for %s: %w", req.GetVolumeId(), reportKey(req), err)
-	}
+	key := reportKey(req)
 	r.mu.Lock()
-	r.pending[reportKey(req)] = rec
+	// Under mu: a delivery of the report this one replaces deletes its
+	// record before this one is written, or finds this one pending.
+	err := r.cfg.Store.PutVolumeReport(rec)
+	r.pending[key] = rec
+	if err != nil {
+		r.unsaved[key] = true
+	} else {
+		delete(r.unsaved, key)
+	}
 	r.mu.Unlock()
+	if err != nil {
+		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
+			"volume_id", req.GetVolumeId(), "user", key, "state", req.GetState(), "error", err)
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // Pending returns the reports not delivered yet.
@@ -169,6 +185,7 @@ func (r *Reporter) sendAll(ctx context.Context) (failed bool) {
 			return true
 		}
 		req := rec.GetRequest()
+		r.saveAgain(rec)
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		_, err := r.cfg.Claims.ClientClaimUpdate(cctx, req)
 		cancel()
@@ -189,10 +206,24 @@ func (r *Reporter) sendAll(ctx context.Context) (failed bool) {
 				r.logger.Error("removing a delivered report", "volume_id", req.GetVolumeId(), "error", derr)
 			}
 			delete(r.pending, reportKey(req))
+			delete(r.unsaved, reportKey(req))
 		}
 		r.mu.Unlock()
 	}
 	return failed
+}
+
+// saveAgain persists rec if it is pending and was not persisted.
+func (r *Reporter) saveAgain(rec *pb.VolumeReportRecord) {
+	key := reportKey(rec.GetRequest())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending[key] != rec || !r.unsaved[key] {
+		return
+	}
+	if err := r.cfg.Store.PutVolumeReport(rec); err == nil {
+		delete(r.unsaved, key)
+	}
 }
 
 // dropReport says whether the servers' refusal of req is their last

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -78,10 +79,14 @@ type VolumeConfig struct {
 	// servers did not answer (defaults 100ms, 10s).
 	RetryStart, RetryMax time.Duration
 	// TeardownRetry and TeardownRetryMax space the tries of a teardown
-	// that failed (defaults 1s, 1m): a plugin's final answer may change
-	// once an operator fixes what it complained of, and a claim is never
-	// left releasing for good.
+	// that failed (defaults 1s, 1m; doubled per try, jittered by ±20%): a
+	// plugin's final answer may change once an operator fixes what it
+	// complained of, or its disk has room again, and a claim is never left
+	// releasing for good.
 	TeardownRetry, TeardownRetryMax time.Duration
+	// Jitter returns a number in [0, 1) for the teardown backoff's jitter
+	// (default rand.Float64).
+	Jitter func() float64
 	// TeardownAttempt bounds one try of a teardown (default 2m), its
 	// uncertain errors retried within it: a node plugin that is gone, or
 	// hangs, is shown on the claim and in task events when it runs out,
@@ -126,6 +131,9 @@ func (c VolumeConfig) withDefaults() VolumeConfig {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Jitter == nil {
+		c.Jitter = rand.Float64
 	}
 	return c
 }

@@ -121,11 +121,7 @@ func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest
 	h.logger.Debug("volume published", "volume_id", cv.volumeID, "path", path)
 	report := claimReport(cfg.NodeID, h.allocID, "", cv.volumeID)
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
-	if err := cfg.Reports.Queue(report); err != nil {
-		// The volume is published: the tasks may start. The claim stays
-		// ready on the servers, which changes nothing for this alloc.
-		h.logger.Error("queueing the in-use report", "volume_id", cv.volumeID, "error", err)
-	}
+	cfg.Reports.Queue(report)
 	return nil
 }
 
@@ -273,7 +269,5 @@ func (v *VolumeHooks) failed(events eventEmitter, report *pb.ClientClaimUpdateRe
 	}
 	report.State = state
 	report.Error = &pb.VolumeError{Message: err.Error(), Class: class, Code: pb.GrpcCode(code), FailedAt: v.cfg.Now().UnixNano()}
-	if qerr := v.cfg.Reports.Queue(report); qerr != nil {
-		v.logger.Error("queueing a failed try's report", "volume_id", report.GetVolumeId(), "error", qerr)
-	}
+	v.cfg.Reports.Queue(report)
 }

@@ -155,16 +155,16 @@ func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) 
 		report = claimReport(v.cfg.NodeID, "", user, volumeID)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
-	if err := v.cfg.Reports.Queue(report); err != nil {
-		v.logger.Error("queueing the in-use report of a published volume again", "volume_id", volumeID, "user", user, "error", err)
-	}
+	v.cfg.Reports.Queue(report)
 }
 
 // runTeardown unpublishes until done. The manager retries uncertain
 // errors within each try (TeardownAttempt); a try that fails — a final
-// error, or uncertain ones until it ran out (a node plugin gone) — is
-// shown on the claim and in task events, and tried again after a backoff,
-// for as long as the client runs.
+// error, or uncertain ones until it ran out (a node plugin gone, a plugin
+// that cannot write its state on a full disk) — is shown on the claim
+// (with the time of the next try) and in task events, and tried again
+// after a capped, jittered exponential backoff, for as long as the client
+// runs: a teardown has no way out but success.
 func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, events eventEmitter) {
 	ctx := v.cfg.Context
 	report := claimReport(v.cfg.NodeID, user, "", volumeID)
@@ -194,9 +194,12 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 				"volume_id", volumeID, "user", user, "error", err)
 			return
 		}
-		v.logger.Error("volume teardown failed, will retry", "volume_id", volumeID, "user", user, "retry_in", wait, "error", err)
-		v.failed(events, proto2(report), pb.ClaimState_CLAIM_STATE_RELEASING, err)
-		t := time.NewTimer(wait)
+		d := min(time.Duration(float64(wait)*(0.8+0.4*v.cfg.Jitter())), v.cfg.TeardownRetryMax)
+		v.logger.Error("volume teardown failed, will retry", "volume_id", volumeID, "user", user, "retry_in", d, "error", err)
+		failure := proto2(report)
+		failure.NextRetryAt = v.cfg.Now().Add(d).UnixNano()
+		v.failed(events, failure, pb.ClaimState_CLAIM_STATE_RELEASING, err)
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -206,9 +209,7 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 		wait = min(wait*2, v.cfg.TeardownRetryMax)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
-	if err := v.cfg.Reports.Queue(report); err != nil {
-		v.logger.Error("queueing the node-detached report", "volume_id", volumeID, "user", user, "error", err)
-	}
+	v.cfg.Reports.Queue(report)
 }
 
 func proto2(r *pb.ClientClaimUpdateRequest) *pb.ClientClaimUpdateRequest {

@@ -1,0 +1,157 @@
+package volumehooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+)
+
+// fullReports is memReports on a disk that is full while full is set.
+type fullReports struct {
+	*memReports
+	full atomic.Bool
+}
+
+func (s *fullReports) PutVolumeReport(rec *pb.VolumeReportRecord) error {
+	if s.full.Load() {
+		return errors.New("write state.db: no space left on device")
+	}
+	return s.memReports.PutVolumeReport(rec)
+}
+
+// Issue 19 item 5: a teardown that finished with the state DB full lost
+// its node-detached report (Queue failed to persist it and dropped it),
+// and the claim stayed releasing. The report is sent all the same, and
+// persisted once the disk has room, while it is still not delivered.
+func TestAReportThatCannotBePersistedIsSentAllTheSame(t *testing.T) {
+	claims := newFakeClaims()
+	claims.fail(nil, status.Error(codes.Unavailable, "no server"))
+	store := &fullReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}}}
+	store.full.Store(true)
+	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t),
+		RetryStart: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	detached := claimReport(volNodeID, "a1", "", "v1")
+	detached.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
+	rep.Queue(detached)
+	if p := rep.Pending(); len(p) != 1 || p[0].GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		t.Fatalf("pending %v, want a1's node-detached report", p)
+	}
+	if n := store.len(); n != 0 {
+		t.Fatalf("%d reports persisted on a full disk", n)
+	}
+
+	store.full.Store(false)
+	testutil.WaitFor(t, volWait, func() error {
+		if n := store.len(); n != 1 {
+			return fmt.Errorf("%d reports persisted once the disk has room, want 1 (not delivered yet)", n)
+		}
+		return nil
+	})
+	claims.fail(nil, nil)
+	claims.waitUpdate(t, "a1", "v1", pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	testutil.WaitFor(t, volWait, func() error {
+		if n := store.len(); n != 0 || len(rep.Pending()) != 0 {
+			return fmt.Errorf("%d reports persisted, %d pending after delivery, want none", n, len(rep.Pending()))
+		}
+		return nil
+	})
+}
+
+// Delivered without ever being persisted: nothing is left behind.
+func TestAReportNotPersistedIsDelivered(t *testing.T) {
+	claims := newFakeClaims()
+	store := &fullReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}}}
+	store.full.Store(true)
+	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t),
+		RetryStart: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rep.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	detached := claimReport(volNodeID, "a1", "", "v1")
+	detached.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
+	rep.Queue(detached)
+	claims.waitUpdate(t, "a1", "v1", pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+	testutil.WaitFor(t, volWait, func() error {
+		if len(rep.Pending()) != 0 {
+			return fmt.Errorf("pending %v after delivery", rep.Pending())
+		}
+		return nil
+	})
+}
+
+// A teardown that keeps failing (its node plugin gone, or unable to write
+// its state on a full disk) is retried on a capped, jittered exponential
+// backoff, each failure shown on the claim with the time of the next try,
+// until it succeeds.
+func TestTeardownRetriesOnAJitteredCappedBackoffShowingTheNextTry(t *testing.T) {
+	e := newVolEnv(t, func(c *VolumeConfig) {
+		c.TeardownAttempt = 10 * time.Millisecond
+		c.TeardownWait = time.Millisecond
+		c.TeardownRetry, c.TeardownRetryMax = 100*time.Millisecond, 400*time.Millisecond
+		c.Jitter = func() float64 { return 0 } // 0.8 of each wait
+	})
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	if err := e.prerun(false); err != nil {
+		t.Fatal(err)
+	}
+	e.plugins.close()
+	_ = e.postrun()
+	// 80ms, 160ms, then 320ms (400ms capped, jittered) for good.
+	want := []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond}
+	testutil.WaitFor(t, volWait, func() error {
+		var got []time.Duration
+		for _, u := range e.claims.delivered() {
+			if u.GetAllocId() != hookAlloc || u.GetError() == nil {
+				continue
+			}
+			got = append(got, time.Duration(u.GetNextRetryAt()-u.GetError().GetFailedAt()))
+		}
+		seen := map[time.Duration]bool{}
+		for _, d := range got {
+			ok := false
+			for _, w := range want {
+				if d <= w && d > w-20*time.Millisecond {
+					ok, seen[w] = true, true
+				}
+			}
+			if !ok {
+				return fmt.Errorf("a failure's next try %s after it, want one of %v", d, want)
+			}
+		}
+		if !seen[320*time.Millisecond] {
+			return fmt.Errorf("next tries %v: the capped one not seen yet", got)
+		}
+		return nil
+	})
+	e.plugins.reopen()
+	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
+}
+
+// delivered returns the updates the fake took.
+func (f *fakeClaims) delivered() []*pb.ClientClaimUpdateRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.updates)
+}
