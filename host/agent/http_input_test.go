@@ -43,7 +43,9 @@ func TestServerErrorsAreLogged(t *testing.T) {
 	var buf syncBuffer
 	rt := newRouter(hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info}))
 	rt.handle("/v1/job/{id}", map[string]handlerFunc{
-		"GET":    func(http.ResponseWriter, *http.Request) error { return status.Error(codes.Internal, "state store on fire") },
+		"GET": func(http.ResponseWriter, *http.Request) error {
+			return status.Error(codes.Internal, "state store on fire")
+		},
 		"DELETE": func(http.ResponseWriter, *http.Request) error { return badRequest("no") },
 	})
 	srv := httptest.NewServer(rt.mux)
