@@ -356,14 +356,55 @@ func newPlanID() func() string {
 	}
 }
 
+// Allocations lists a job's allocs. An unknown job is NotFound, not an
+// empty list: a job is known while it is registered or any alloc of it is
+// left (a purged job's allocs until they are collected).
 func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRequest) (*pb.AllocListResponse, error) {
-	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
-		return st.AllocsByJob(ws, req.GetJobId())
+	var known bool
+	resp, err := allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
+		allocs, err := st.AllocsByJob(ws, req.GetJobId())
+		if err != nil {
+			return nil, err
+		}
+		known, err = jobKnown(ws, st, req.GetJobId(), len(allocs))
+		return allocs, err
 	})
+	if err == nil && !known {
+		err = fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
+// Evaluations lists a job's evaluations; an unknown job (none registered,
+// no evaluation of it left) is NotFound.
 func (e *jobsEndpoint) Evaluations(ctx context.Context, req *pb.JobEvaluationsRequest) (*pb.EvalListResponse, error) {
-	return evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
-		return st.EvalsByJob(ws, req.GetJobId())
+	var known bool
+	resp, err := evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
+		evals, err := st.EvalsByJob(ws, req.GetJobId())
+		if err != nil {
+			return nil, err
+		}
+		known, err = jobKnown(ws, st, req.GetJobId(), len(evals))
+		return evals, err
 	})
+	if err == nil && !known {
+		err = fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// jobKnown reports whether a job is registered, or has left n objects
+// behind that a list of its still shows.
+func jobKnown(ws memdb.WatchSet, st *fsm.StateSnapshot, id string, n int) (bool, error) {
+	if n > 0 {
+		return true, nil
+	}
+	job, err := st.JobByID(ws, id)
+	return job != nil, err
 }
