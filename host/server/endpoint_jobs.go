@@ -356,9 +356,8 @@ func newPlanID() func() string {
 	}
 }
 
-// Allocations lists a job's allocs. An unknown job is NotFound, not an
-// empty list: a job is known while it is registered or any alloc of it is
-// left (a purged job's allocs until they are collected).
+// Allocations lists a job's allocs. An unknown job (jobKnown) is
+// NotFound, not an empty list.
 func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRequest) (*pb.AllocListResponse, error) {
 	var known bool
 	resp, err := allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
@@ -378,8 +377,8 @@ func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRe
 	return resp, nil
 }
 
-// Evaluations lists a job's evaluations; an unknown job (none registered,
-// no evaluation of it left) is NotFound.
+// Evaluations lists a job's evaluations; an unknown job (jobKnown) is
+// NotFound.
 func (e *jobsEndpoint) Evaluations(ctx context.Context, req *pb.JobEvaluationsRequest) (*pb.EvalListResponse, error) {
 	var known bool
 	resp, err := evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
@@ -399,12 +398,20 @@ func (e *jobsEndpoint) Evaluations(ctx context.Context, req *pb.JobEvaluationsRe
 	return resp, nil
 }
 
-// jobKnown reports whether a job is registered, or has left n objects
-// behind that a list of its still shows.
+// jobKnown reports whether a job is registered, or has left something
+// behind: n objects of the list being read, or any alloc or evaluation (a
+// purged job's, until they are collected: the evaluation of its purge is
+// read by the CLI's monitor).
 func jobKnown(ws memdb.WatchSet, st *fsm.StateSnapshot, id string, n int) (bool, error) {
 	if n > 0 {
 		return true, nil
 	}
-	job, err := st.JobByID(ws, id)
-	return job != nil, err
+	if job, err := st.JobByID(ws, id); err != nil || job != nil {
+		return job != nil, err
+	}
+	if allocs, err := st.AllocsByJob(ws, id); err != nil || len(allocs) > 0 {
+		return len(allocs) > 0, err
+	}
+	evals, err := st.EvalsByJob(ws, id)
+	return len(evals) > 0, err
 }
