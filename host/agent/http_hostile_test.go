@@ -90,6 +90,8 @@ func TestHostileInputIsNeverA5xx(t *testing.T) {
 		`{"version": 18446744073709551616}`, `{"capacity_min_bytes": 99999999999999999999}`,
 		`{"volume": {"id": "v", "capacity_min_bytes": -1}}`, `{"drain": {"deadline_ms": -9223372036854775808}}`,
 		`null`, `[]`, `{"no_such_field": 1}`, `{"job": {"id": "x", "groups": [{"count": 1.5}]}}`,
+		`{"job": {"id": "x", "groups": [{"count": 2147483648}]}}`, `{"job": {"id": "x", "groups": [{"name": "g", "count": -1}]}}`,
+		`{"job": {"id": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": ["a", 1], "n": 1e30}}]}]}}`,
 		strings.Repeat("[", 100000), strings.Repeat(`{"a":`, 50000),
 	}
 
