@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +22,6 @@ import (
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/apijson"
-	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -38,8 +38,11 @@ const (
 // handlerFunc is an API handler; a returned error becomes a JSON error reply.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (a *Agent) routes() http.Handler {
-	rt := newRouter()
+func (a *Agent) routes() http.Handler { return a.apiRouter().mux }
+
+// apiRouter builds the API's routes; the hostile-input test walks them.
+func (a *Agent) apiRouter() *router {
+	rt := newRouter(a.logger)
 	mux, handle := rt.mux, rt.handle
 	handle("/v1/status/leader", map[string]handlerFunc{"GET": a.statusLeader})
 	handle("/v1/status/peers", map[string]handlerFunc{"GET": a.statusPeers})
@@ -88,20 +91,23 @@ func (a *Agent) routes() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return rt
 }
 
 // router routes by path, then by method. A path may be given in several
 // handle calls, each with its own methods (the volume claim reads and
 // writes live in two files): the methods are merged into one route. One
 // method twice for a path is a bug and panics at startup.
+// Every path parameter and query parameter is checked (checkRequestText)
+// before a handler runs, and every 5xx answered is logged.
 type router struct {
 	mux    *http.ServeMux
 	routes map[string]map[string]handlerFunc
+	logger hclog.Logger
 }
 
-func newRouter() *router {
-	return &router{mux: http.NewServeMux(), routes: map[string]map[string]handlerFunc{}}
+func newRouter(logger hclog.Logger) *router {
+	return &router{mux: http.NewServeMux(), routes: map[string]map[string]handlerFunc{}, logger: logger}
 }
 
 func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
@@ -116,7 +122,12 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 					msg: fmt.Sprintf("%s does not support %s", r.URL.Path, r.Method)})
 				return
 			}
-			if err := h(w, r); err != nil {
+			err := checkRequestText(r)
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
+				rt.logServerError(r, err)
 				writeError(w, err)
 			}
 		})
@@ -154,11 +165,7 @@ func badRequest(format string, args ...any) error {
 // the error's gRPC code (rpc/errcode's one table), whether it came back from
 // a server or is a sentinel of the agent's own.
 func writeError(w http.ResponseWriter, err error) {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		st := status.Convert(errcode.Status(err))
-		ae = &apiError{status: errcode.HTTPStatus(st.Code()), code: errcode.Name(st.Code()), msg: st.Message()}
-	}
+	ae := apiErrorOf(err)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ae.status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": ae.code, "message": ae.msg})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
@@ -73,7 +74,7 @@ func newFakeClaimsAgent(t *testing.T) (*fakeClaims, string) {
 	pb.RegisterClaimsServer(gs, f)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
-	a := &Agent{pool: rpc.NewPool(), rpcAddrs: []string{lis.Addr().String()}}
+	a := &Agent{pool: rpc.NewPool(), rpcAddrs: []string{lis.Addr().String()}, logger: testutil.Logger(t)}
 	t.Cleanup(a.pool.Close)
 	srv := httptest.NewServer(a.routes())
 	t.Cleanup(srv.Close)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -63,5 +65,30 @@ func TestUnknownNodeIs404NotFound(t *testing.T) {
 	want := map[string]string{"code": "not_found", "message": "node " + ghost + ": node not found"}
 	if r.status != http.StatusNotFound || !reflect.DeepEqual(body, want) {
 		t.Fatalf("GET /v1/node/%s = %d %v, want 404 %v", ghost, r.status, body, want)
+	}
+}
+
+// TestEveryReadOfAnUnknownObjectIs404 asks a real agent, on every GET route
+// with an ID in its path (read from the router), for an object nobody
+// made: the answer is 404 naming it, never 200 with an empty list.
+func TestEveryReadOfAnUnknownObjectIs404(t *testing.T) {
+	a := testAgent(t)
+	const ghost = "00000000-0000-4000-8000-00000000dead"
+	checked := 0
+	for pattern, methods := range a.apiRouter().routes {
+		if methods["GET"] == nil || !strings.Contains(pattern, "{") {
+			continue
+		}
+		checked++
+		path := regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(pattern, ghost)
+		r := do(t, a, "GET", path, nil)
+		var body map[string]string
+		_ = json.Unmarshal(r.body, &body) // a list, if the bug is back
+		if r.status != http.StatusNotFound || body["code"] != "not_found" || !strings.Contains(body["message"], ghost) {
+			t.Errorf("GET %s = %d %s, want 404 not_found naming %s", path, r.status, r.body, ghost)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d read routes with an ID found", checked)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 
@@ -26,6 +27,9 @@ func csiSecrets(r *http.Request) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || strings.TrimSpace(k) == "" {
 			return nil, badRequest("header %s: entry %d is not key=value", HeaderCSISecrets, i+1)
+		}
+		if !utf8.ValidString(kv) {
+			return nil, badRequest("header %s: entry %d is not valid UTF-8", HeaderCSISecrets, i+1)
 		}
 		out[strings.TrimSpace(k)] = v
 	}

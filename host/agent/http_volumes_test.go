@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -475,7 +476,7 @@ func TestSnapshotEndpoints(t *testing.T) {
 // claim list here, the claim writes in another file) answers both sets of
 // methods and 405 for the rest; one method twice panics at startup.
 func TestRoutesMergeMethodsOfOnePath(t *testing.T) {
-	rt := newRouter()
+	rt := newRouter(hclog.NewNullLogger())
 	answer := func(word string) handlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) error { return writeJSON(w, word) }
 	}

@@ -426,6 +426,58 @@ web.hcl:30:9: group "api" task "root": csi_plugin.mount_dir: must not be "/": a 
 			kind: ErrInvalidJob,
 		},
 		{
+			name: "volume_mount destinations",
+			src: `job "web" {
+  group "api" {
+    volume "data" {
+      type      = "csi"
+      source    = "v1"
+      access_mode     = "single-node-writer"
+      attachment_mode = "file-system"
+    }
+    task "app" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      volume_mount {
+        volume      = "data"
+        destination = "../../../../etc"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/srv/../../etc"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/srv/data"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/srv/data"
+      }
+      volume_mount {
+        volume      = "data"
+        destination = "/csi"
+      }
+      csi_plugin {
+        id   = "p1"
+        type = "monolith"
+      }
+    }
+  }
+}
+`,
+			want: `web.hcl:14:9: group "api" task "app": volume_mount[0].destination: must be an absolute path in the task, got "../../../../etc"
+web.hcl:18:9: group "api" task "app": volume_mount[1].destination: must be a clean path (no ., .., // or trailing /): "/srv/../../etc" is "/etc"
+web.hcl:22:9: group "api" task "app": volume_mount[2].destination: must not be "/": a mount there would hide the task's whole filesystem
+web.hcl:30:9: group "api" task "app": volume_mount[4].destination: "/srv/data" is also the task path of volume_mount[3]: each mount needs its own
+web.hcl:34:9: group "api" task "app": volume_mount[5].destination: "/csi" is also the task path of csi_plugin.mount_dir: each mount needs its own`,
+			kind: ErrInvalidJob,
+		},
+		{
 			name: "csi plugin sides",
 			src: `job "web" {
   group "api" {

@@ -421,6 +421,12 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 	for i, c := range t.GetConstraints() {
 		v.constraint(p.at("constraint", i), c, true)
 	}
+	// taskPaths: the mounts' task paths so far, with what mounts there.
+	taskPaths := map[string]string{}
+	if cp := t.GetCsiPlugin(); cp != nil {
+		taskPaths[cp.GetStagePublishBaseDir()] = "csi_plugin.stage_publish_base_dir"
+		taskPaths[cp.GetMountDir()] = "csi_plugin.mount_dir"
+	}
 	for i, m := range t.GetVolumeMounts() {
 		mp := p.at("volume_mount", i)
 		switch {
@@ -429,8 +435,18 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		case g.GetVolumes()[m.GetVolume()] == nil:
 			v.add(mp.f("volume"), "the group declares no volume %q%s", m.GetVolume(), volumesHint(m.GetVolume(), g))
 		}
-		if m.GetDestination() == "" {
+		// A driver mounts the volume there, and refuses (at start, after the
+		// claim, on every restart) a destination that is not an absolute,
+		// clean task path or that another mount of the task has.
+		d := m.GetDestination()
+		switch {
+		case d == "":
 			v.add(mp.f("destination"), "required: where the volume appears in the task")
+		case !v.taskDir(mp.f("destination"), d):
+		case taskPaths[d] != "":
+			v.add(mp.f("destination"), "%q is also the task path of %s: each mount needs its own", d, taskPaths[d])
+		default:
+			taskPaths[d] = fmt.Sprintf("volume_mount[%d]", i)
 		}
 	}
 	if cp := t.GetCsiPlugin(); cp != nil {
@@ -475,14 +491,17 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 }
 
 // taskDir checks a directory as a task sees it (csi_plugin mount_dir,
-// stage_publish_base_dir): absolute and clean, since a driver mounts it
-// there, and not the task's root.
+// stage_publish_base_dir, volume_mount destination): absolute and clean (so
+// no ".." can lead out of the task's root), without NUL, since a driver
+// mounts it there, and not the task's root.
 func (v *validator) taskDir(p path, dir string) bool {
 	switch {
 	case dir == "":
 		v.add(p, "required: an absolute path in the task")
 	case !pathpkg.IsAbs(dir):
 		v.add(p, "must be an absolute path in the task, got %q", dir)
+	case strings.ContainsRune(dir, 0):
+		v.add(p, "must not contain a NUL byte: %q", dir)
 	case pathpkg.Clean(dir) != dir:
 		v.add(p, "must be a clean path (no ., .., // or trailing /): %q is %q", dir, pathpkg.Clean(dir))
 	case dir == "/":

@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -317,4 +318,19 @@ func TestCSIPluginDefaults(t *testing.T) {
 	api.Groups[0].Tasks[0].CsiPlugin = proto.Clone(set).(*pb.CSIPluginConfig)
 	Canonicalize(api)
 	requireEqual(t, "csi_plugin with every field set", api.GetGroups()[0].GetTasks()[0].GetCsiPlugin(), set)
+}
+
+// A job sent as JSON through the API meets the same volume_mount rule as a
+// file: here a destination with a NUL byte, which no driver can mount.
+func TestVolumeMountDestinationWithNULIsRefused(t *testing.T) {
+	job := minimalAPIJob()
+	g := job.GetGroups()[0]
+	g.Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "v1",
+		AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
+	g.Tasks[0].VolumeMounts = []*pb.VolumeMount{{Volume: "data", Destination: "/srv\x00/data"}}
+	Canonicalize(job)
+	err := ValidateJob(job)
+	if err == nil || !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), `volume_mount[0].destination: must not contain a NUL byte`) {
+		t.Fatalf("ValidateJob = %v, want the NUL byte in volume_mount[0].destination refused", err)
+	}
 }

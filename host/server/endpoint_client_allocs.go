@@ -207,10 +207,28 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 	return &pb.NodeOpResponse{EvalIds: evalIDs(cmd.GetEvals()), Meta: &pb.WriteMeta{Index: idx}}, nil
 }
 
+// Allocations lists a node's allocs. An unknown node is NotFound, not an
+// empty list: a node is known while it is registered or any alloc placed
+// on it is left.
 func (e *nodeOpsEndpoint) Allocations(ctx context.Context, req *pb.NodeAllocationsRequest) (*pb.AllocListResponse, error) {
-	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
-		return st.AllocsByNode(ws, req.GetNodeId())
+	var known bool
+	resp, err := allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
+		allocs, err := st.AllocsByNode(ws, req.GetNodeId())
+		if err != nil || len(allocs) > 0 {
+			known = true
+			return allocs, err
+		}
+		n, err := st.NodeByID(ws, req.GetNodeId())
+		known = n != nil
+		return allocs, err
 	})
+	if err == nil && !known {
+		err = fmt.Errorf("node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 func evalIDs(evals []*pb.Evaluation) []string {

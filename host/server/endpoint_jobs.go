@@ -367,14 +367,62 @@ func newPlanID() func() string {
 	}
 }
 
+// Allocations lists a job's allocs. An unknown job (jobKnown) is
+// NotFound, not an empty list.
 func (e *jobsEndpoint) Allocations(ctx context.Context, req *pb.JobAllocationsRequest) (*pb.AllocListResponse, error) {
-	return allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
-		return st.AllocsByJob(ws, req.GetJobId())
+	var known bool
+	resp, err := allocList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Allocation, error) {
+		allocs, err := st.AllocsByJob(ws, req.GetJobId())
+		if err != nil {
+			return nil, err
+		}
+		known, err = jobKnown(ws, st, req.GetJobId(), len(allocs))
+		return allocs, err
 	})
+	if err == nil && !known {
+		err = fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
+// Evaluations lists a job's evaluations; an unknown job (jobKnown) is
+// NotFound.
 func (e *jobsEndpoint) Evaluations(ctx context.Context, req *pb.JobEvaluationsRequest) (*pb.EvalListResponse, error) {
-	return evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
-		return st.EvalsByJob(ws, req.GetJobId())
+	var known bool
+	resp, err := evalList(ctx, e.s, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) ([]*pb.Evaluation, error) {
+		evals, err := st.EvalsByJob(ws, req.GetJobId())
+		if err != nil {
+			return nil, err
+		}
+		known, err = jobKnown(ws, st, req.GetJobId(), len(evals))
+		return evals, err
 	})
+	if err == nil && !known {
+		err = fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// jobKnown reports whether a job is registered, or has left something
+// behind: n objects of the list being read, or any alloc or evaluation (a
+// purged job's, until they are collected: the evaluation of its purge is
+// read by the CLI's monitor).
+func jobKnown(ws memdb.WatchSet, st *fsm.StateSnapshot, id string, n int) (bool, error) {
+	if n > 0 {
+		return true, nil
+	}
+	if job, err := st.JobByID(ws, id); err != nil || job != nil {
+		return job != nil, err
+	}
+	if allocs, err := st.AllocsByJob(ws, id); err != nil || len(allocs) > 0 {
+		return len(allocs) > 0, err
+	}
+	evals, err := st.EvalsByJob(ws, id)
+	return len(evals) > 0, err
 }

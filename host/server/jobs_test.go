@@ -638,3 +638,52 @@ func TestNodeDownEvaluatesAJobPlacedWhileItWentDown(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSubListsOfUnknownJobsAndNodesAreNotFound: a job's allocations and
+// evaluations and a node's allocations are NotFound naming the job or
+// node when nothing of it exists, never an empty list; a purged job stays
+// listable while its allocs and evaluations are left.
+func TestSubListsOfUnknownJobsAndNodesAreNotFound(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1 := workNode("n1")
+	if _, err := tc.register(s, n1); err != nil {
+		t.Fatal(err)
+	}
+	jobs := pb.NewJobsClient(tc.conn(s))
+	nodes := pb.NewNodeOpsClient(tc.conn(s))
+	notFound := func(what string, err error, name string) {
+		t.Helper()
+		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s = %v, want NotFound naming %s", what, err, name)
+		}
+	}
+	_, err := jobs.Allocations(ctx10s(t), &pb.JobAllocationsRequest{JobId: "ghost"})
+	notFound("allocations of job ghost", err, "job ghost")
+	_, err = jobs.Evaluations(ctx10s(t), &pb.JobEvaluationsRequest{JobId: "ghost"})
+	notFound("evaluations of job ghost", err, "job ghost")
+	_, err = nodes.Allocations(ctx10s(t), &pb.NodeAllocationsRequest{NodeId: "ghost-node"})
+	notFound("allocations of node ghost-node", err, "node ghost-node")
+
+	// A registered node with nothing on it, and a job with no alloc yet
+	// placed, list empty.
+	if resp, err := nodes.Allocations(ctx10s(t), &pb.NodeAllocationsRequest{NodeId: n1.GetId()}); err != nil || len(resp.GetAllocs()) != 0 {
+		t.Fatalf("allocations of an empty node = %v, %v", resp, err)
+	}
+	if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob("web", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	waitAllocs(t, tc, s, "web", 1, nil)
+	if _, err := jobs.Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: "web", Purge: true}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.State().JobByID(nil, "web"); j != nil {
+		t.Fatal("the purge left the job")
+	}
+	if resp, err := jobs.Allocations(ctx10s(t), &pb.JobAllocationsRequest{JobId: "web"}); err != nil || len(resp.GetAllocs()) != 1 {
+		t.Fatalf("allocations of the purged job = %v, %v; want its one alloc", resp, err)
+	}
+	if resp, err := jobs.Evaluations(ctx10s(t), &pb.JobEvaluationsRequest{JobId: "web"}); err != nil || len(resp.GetEvals()) == 0 {
+		t.Fatalf("evaluations of the purged job = %v, %v; want its register and purge evaluations", resp, err)
+	}
+}

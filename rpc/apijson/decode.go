@@ -161,6 +161,9 @@ func (d *decoder) array(p *path, fn func(ip *path, val token) error) error {
 }
 
 func (d *decoder) message(m protoreflect.Message, tok token, p *path) error {
+	if cv, ok := configValue(m); ok {
+		return d.configValue(cv, tok, p)
+	}
 	if tok.kind != tokBeginObject {
 		return &Error{Path: p.String(), Msg: "expected an object, got " + describe(tok)}
 	}
@@ -250,7 +253,8 @@ func (d *decoder) mapValue(m protoreflect.Message, fd protoreflect.FieldDescript
 		if mp.Has(key) {
 			return &Error{Path: kp.String(), Msg: "key given twice"}
 		}
-		if vtok.kind == tokNull {
+		// An empty driver config value is written as null, and read back.
+		if vtok.kind == tokNull && !(isMessage(vd) && vd.Message().FullName() == configValueName) {
 			return &Error{Path: kp.String(), Msg: "null is not a valid map value"}
 		}
 		var v protoreflect.Value

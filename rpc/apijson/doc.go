@@ -43,6 +43,14 @@
 //     never through float64, and refuses fractions, exponents and quoted
 //     numbers. Floating point fields are numbers, or "NaN", "Infinity" and
 //     "-Infinity".
+//   - A driver's task config (driver.v1.ConfigValue, in Task.config and
+//     a driver schema's defaults) is the plain JSON value a user writes in
+//     a job file, as Nomad's API takes it: "command": "sleep",
+//     "args": ["-c", "x"], a whole number, true or false, an object of
+//     strings; never the oneof that carries it over the wire. A duration is
+//     written as Go writes one ("1m30s") and reads back as that string,
+//     which the driver's schema turns into a duration again when the job
+//     is checked; an empty value is null, also as a map value.
 //   - Maps are objects with keys in sorted order (numeric order for integer
 //     keys); bytes are standard base64 with padding, in its one canonical
 //     spelling (Unmarshal refuses line breaks and non-zero padding bits);

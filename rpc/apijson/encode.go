@@ -74,6 +74,9 @@ func (e *encoder) newline(depth int) {
 }
 
 func (e *encoder) message(m protoreflect.Message, depth int, p *path) error {
+	if cv, ok := configValue(m); ok {
+		return e.configValue(cv, depth, p)
+	}
 	fields := m.Descriptor().Fields()
 	if fields.Len() == 0 {
 		e.buf = append(e.buf, "{}"...)

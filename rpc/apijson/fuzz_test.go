@@ -22,6 +22,7 @@ var fuzzTypes = []func() proto.Message{
 	func() proto.Message { return &pb.SnapshotRecord{} },
 	func() proto.Message { return &pb.SnapshotChunk{} },
 	func() proto.Message { return &pb.TaskHandleRecord{} },
+	func() proto.Message { return &pb.Task{} },
 }
 
 // FuzzUnmarshal checks that Unmarshal never panics and that whatever it
@@ -41,6 +42,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(uint8(5), []byte(`{"data": "AP8K"}`))
 	f.Add(uint8(0), []byte(`{"registered_at": "1970-01-01T00:00:00Z", "status": 9}`))
 	f.Add(uint8(0), []byte(`{"name": "a\u00e9\ud83d\ude00\n\"\/", "fingerprint": {"cpu_cores": -0, "memory_bytes": 0}}`))
+	f.Add(uint8(7), []byte(`{"config": {"command": "sh", "args": ["-c", "x"], "n": -1, "b": true, "m": {"k": "v"}, "e": null, "l": []}}`))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		newMsg := fuzzTypes[int(which)%len(fuzzTypes)]
 		m := newMsg()

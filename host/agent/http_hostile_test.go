@@ -1,0 +1,261 @@
+package agent
+
+import (
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestHostileInputIsNeverA5xx sends every route the agent serves (read from
+// its router, so a new route is covered the day it is added) hostile path
+// parameters, query parameters (every name a handler reads, found in this
+// package's source) and bodies: bytes that are not UTF-8, bad escapes,
+// out-of-range and wrongly typed numbers, malformed and mistyped JSON, deep
+// nesting, a body over the limit. Bad input is the caller's fault: any 5xx
+// fails, as does a request that hangs, and the agent's heap must come back
+// to where it was.
+func TestHostileInputIsNeverA5xx(t *testing.T) {
+	a := testAgent(t)
+	base := "http://" + a.HTTPAddr()
+	client := &http.Client{Timeout: 20 * time.Second}
+	heapBefore, sysBefore := liveHeap()
+	rssBefore := resetPeakRSS(t)
+
+	// One method per handler of a path: PUT and POST share theirs.
+	type route struct{ pattern, method string }
+	var routes []route
+	for pattern, methods := range a.apiRouter().routes {
+		seen := map[uintptr]bool{}
+		for _, m := range slices.Sorted(maps.Keys(methods)) {
+			if h := reflect.ValueOf(methods[m]).Pointer(); !seen[h] {
+				seen[h] = true
+				routes = append(routes, route{pattern, m})
+			}
+		}
+	}
+	sort.Slice(routes, func(i, j int) bool {
+		return routes[i].pattern+routes[i].method < routes[j].pattern+routes[j].method
+	})
+	params := queryParamNames(t)
+	if len(routes) < 40 || !slices.Contains(params, "next_token") || !slices.Contains(params, "plugin_id") {
+		t.Fatalf("found %d routes and query parameters %v: the walk would miss most of the API", len(routes), params)
+	}
+
+	var requests atomic.Int64
+	send := func(method, path string, body io.Reader, header http.Header) {
+		t.Helper()
+		requests.Add(1)
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Errorf("%s %.200s: %v", method, path, err)
+			return
+		}
+		for k, vs := range header {
+			req.Header[k] = vs
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("%s %.200s: %v", method, path, err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode >= 500 {
+			t.Errorf("%s %.200s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+	// fill puts v in every {wildcard} of a pattern.
+	fill := func(pattern, v string) string {
+		return regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(pattern, v)
+	}
+
+	pathValues := []string{"%FF", "%C0%AF", "a%00b", "%ED%A0%80", "..", "%2E%2E%2F%2E%2E", "-1", strings.Repeat("x", 64<<10)}
+	queryValues := []string{"%FF", "-1", "1e30", "abc", "18446744073709551616", "999999h", "%00"}
+	oddQueries := []string{"per_page=-1", "per_page=1e30", "index=abc", "wait=999999h", "next_token=%FF", "plugin_id=%FF", "%FF=1", "a=%zz", "a;b=1", "index=1&index=%FF", strings.Repeat("p=1&", 20000)}
+	bodies := []string{
+		"{", "[1,", "\xff", `{"\xff": 1}`, "{\"job\": {\"id\": \"\xff\"}}", `"\ud800"`,
+		`{"job": 5}`, `{"job": {"id": "x", "groups": 7}}`, `{"version": 1e30}`, `{"version": -1}`,
+		`{"version": 18446744073709551616}`, `{"capacity_min_bytes": 99999999999999999999}`,
+		`{"volume": {"id": "v", "capacity_min_bytes": -1}}`, `{"drain": {"deadline_ms": -9223372036854775808}}`,
+		`null`, `[]`, `{"no_such_field": 1}`, `{"job": {"id": "x", "groups": [{"count": 1.5}]}}`,
+		`{"job": {"id": "x", "groups": [{"count": 2147483648}]}}`, `{"job": {"id": "x", "groups": [{"name": "g", "count": -1}]}}`,
+		`{"job": {"id": "x", "groups": [{"name": "g", "tasks": [{"name": "t", "driver": "raw_exec", "config": {"command": ["a", 1], "n": 1e30}}]}]}}`,
+		strings.Repeat("[", 100000), strings.Repeat(`{"a":`, 50000),
+	}
+
+	hostile := func(i int, rt route) {
+		for _, v := range pathValues {
+			if strings.Contains(rt.pattern, "{") {
+				send(rt.method, fill(rt.pattern, v), nil, nil)
+			}
+		}
+		path := fill(rt.pattern, "no-such-thing")
+		// Every value in every parameter at once, then each parameter
+		// alone (a refusal of one must not hide another's 5xx), with the
+		// values taking turns across routes to keep the pass short.
+		for _, v := range queryValues {
+			all := make([]string, len(params))
+			for j, p := range params {
+				all[j] = p + "=" + v
+			}
+			send(rt.method, path+"?"+strings.Join(all, "&"), nil, nil)
+		}
+		for j, p := range params {
+			send(rt.method, path+"?"+p+"="+queryValues[(i+j)%len(queryValues)], nil, nil)
+		}
+		for _, q := range oddQueries {
+			send(rt.method, path+"?"+q, nil, nil)
+		}
+		send(rt.method, path, nil, http.Header{HeaderCSISecrets: {"k=\xff"}})
+		if rt.method == "GET" {
+			return
+		}
+		for _, b := range bodies {
+			send(rt.method, path, strings.NewReader(b), nil)
+		}
+	}
+	// A few routes at a time: most requests wait on a round trip to the
+	// server, and the pass must stay short.
+	start := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				hostile(i, routes[i])
+			}
+		})
+	}
+	for i := range routes {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	mainPass := time.Since(start)
+	// A body over the limit, one route at a time: each may cost several
+	// times the limit until it is refused.
+	for _, rt := range routes {
+		if rt.method != "GET" {
+			send(rt.method, fill(rt.pattern, "no-such-thing"), io.MultiReader(strings.NewReader(`{"job": "`), &endlessX{n: maxBodyBytes + 1}), nil)
+		}
+	}
+
+	t.Logf("main pass %v, oversized bodies %v", mainPass, time.Since(start)-mainPass)
+	heapAfter, sysAfter := liveHeap()
+	peak := procStatusKiB(t, "VmHWM") << 10
+	t.Logf("%d requests over %d routes and %d query parameters; live heap %d MiB before, %d MiB after; heap from the OS %d MiB before, %d MiB after; resident %d MiB before, peak %d MiB",
+		requests.Load(), len(routes), len(params), heapBefore>>20, heapAfter>>20, sysBefore>>20, sysAfter>>20, rssBefore>>20, peak>>20)
+	if grew := int64(heapAfter) - int64(heapBefore); grew > 64<<20 {
+		t.Errorf("live heap grew by %d MiB over the hostile pass", grew>>20)
+	}
+	// The bound scales with the largest body a request may send: read into
+	// memory, then parsed, it costs several times its size (measured with
+	// the 64 MiB limit: the heap took ~600 MiB from the OS, ~850 MiB under
+	// the race detector, mostly in /v1/jobs/parse and /v1/jobs). The heap's
+	// high-water mark is what is held to it: resident size is logged, but
+	// under the race detector it carries several times the heap in shadow
+	// memory.
+	if limit := uint64(128<<20 + 16*maxBodyBytes); sysAfter-sysBefore > limit {
+		t.Errorf("the heap took %d MiB more from the OS over the hostile pass (limit %d MiB)", (sysAfter-sysBefore)>>20, limit>>20)
+	}
+}
+
+// queryParamNames lists every query parameter a handler of this package
+// reads: the names passed to Query().Get/Has, v.Get/Has, queryBool and
+// queryEnum in its source.
+func queryParamNames(t *testing.T) []string {
+	t.Helper()
+	files, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?:\b(?:v|Query\(\))\.(?:Get|Has)\(|query(?:Bool|Enum)\(r, )"([a-z_]+)"`)
+	seen := map[string]bool{}
+	for _, f := range files {
+		name := f.Name()
+		if !strings.HasPrefix(name, "http") || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			seen[m[1]] = true
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// endlessX reads as n bytes of 'x' without holding them.
+type endlessX struct{ n int64 }
+
+func (e *endlessX) Read(p []byte) (int, error) {
+	if e.n <= 0 {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), e.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	e.n -= k
+	return int(k), nil
+}
+
+// liveHeap is the heap in use after a full collection, and the heap's
+// high-water mark: the memory it has taken from the OS (HeapSys counts
+// what it later released too).
+func liveHeap() (live, sys uint64) {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc, ms.HeapSys
+}
+
+// resetPeakRSS resets the process's resident high-water mark (VmHWM) to
+// its resident size now, which it returns in bytes.
+func resetPeakRSS(t *testing.T) uint64 {
+	t.Helper()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the peak resident size: %v", err)
+	}
+	return procStatusKiB(t, "VmRSS") << 10
+}
+
+// procStatusKiB reads a "kB" line of /proc/self/status.
+func procStatusKiB(t *testing.T, key string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s in /proc/self/status: %q", key, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", key)
+	return 0
+}
