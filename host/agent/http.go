@@ -43,6 +43,7 @@ func (a *Agent) routes() http.Handler { return a.apiRouter().mux }
 // apiRouter builds the API's routes; the hostile-input test walks them.
 func (a *Agent) apiRouter() *router {
 	rt := newRouter(a.logger)
+	rt.maxBody = a.maxBodyBytes()
 	mux, handle := rt.mux, rt.handle
 	handle("/v1/status/leader", map[string]handlerFunc{"GET": a.statusLeader})
 	handle("/v1/status/peers", map[string]handlerFunc{"GET": a.statusPeers})
@@ -104,6 +105,9 @@ type router struct {
 	mux    *http.ServeMux
 	routes map[string]map[string]handlerFunc
 	logger hclog.Logger
+	// maxBody bounds every body read with readBody (maxBodyBytes when
+	// zero); a streamed body (a snapshot restore) is not read with it.
+	maxBody int64
 }
 
 func newRouter(logger hclog.Logger) *router {
@@ -121,6 +125,9 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 				writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
 					msg: fmt.Sprintf("%s does not support %s", r.URL.Path, r.Method)})
 				return
+			}
+			if rt.maxBody > 0 {
+				r = r.WithContext(context.WithValue(r.Context(), bodyLimitKey{}, rt.maxBody))
 			}
 			err := checkRequestText(r)
 			if err == nil {
@@ -253,20 +260,49 @@ func setWriteHeaders(w http.ResponseWriter, m *pb.WriteMeta) {
 }
 
 // maxBodyBytes bounds a request body: nothing larger could be sent on to a
-// server in one gRPC message.
+// server in one gRPC message. The router holds bodies to a lower bound
+// (Agent.maxBodyBytes).
 const maxBodyBytes = rpc.MaxMessageSize
+
+// maxBodyBytes is the largest request body the API reads: room for the
+// largest job server.job_max_size lets through, written as JSON (at most
+// six bytes for each encoded one: a control character is escaped as
+// \u0001), plus 1 MiB. A body
+// is read whole and then parsed, costing several times its size, so the
+// 64 MiB a gRPC message may carry would let each unauthenticated request
+// take hundreds of MiB.
+func (a *Agent) maxBodyBytes() int64 {
+	n := 6*int64(a.cfg.Server.JobLimits.WithDefaults().MaxBytes) + 1<<20
+	return min(n, int64(maxBodyBytes))
+}
+
+// bodyLimitKey carries the router's body limit in a request's context.
+type bodyLimitKey struct{}
+
+// readBody reads a request body whole, up to the router's limit.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit, ok := r.Context().Value(bodyLimitKey{}).(int64)
+	if !ok {
+		limit = maxBodyBytes
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, badRequest("request body: larger than %d bytes", tooBig.Limit)
+		}
+		return nil, badRequest("reading request body: %v", err)
+	}
+	return b, nil
+}
 
 // decodeBody reads the request body into m with rpc/apijson, which refuses
 // unknown fields, wrong types and unknown words naming the field's JSON path.
 // An empty body leaves m as it is when optional, else it is refused.
 func decodeBody(w http.ResponseWriter, r *http.Request, m proto.Message, optional bool) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	b, err := readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return badRequest("request body: larger than %d bytes", tooBig.Limit)
-		}
-		return badRequest("reading request body: %v", err)
+		return err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		if optional {

@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"errors"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -34,13 +32,9 @@ func (a *Agent) jobParse(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest("query parameter format=%q: must be hcl or json", f)
 	}
-	src, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	src, err := readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return badRequest("request body: larger than %d bytes", tooBig.Limit)
-		}
-		return badRequest("reading request body: %v", err)
+		return err
 	}
 	job, err := jobspec.Parse(name, src)
 	if err != nil {

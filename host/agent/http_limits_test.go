@@ -3,6 +3,7 @@ package agent
 import (
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,49 @@ func TestJobsOverALimitAre400BeforeAnyWork(t *testing.T) {
 	r.wantError(t, 400, "invalid_argument", "over the limit of 65536 bytes (server.job_max_size)")
 	if r := do(t, a, "GET", "/v1/job/over", nil); r.status != 404 {
 		t.Fatalf("GET the refused job: %d %s", r.status, r.body)
+	}
+}
+
+// A request body is bounded by what the largest job server.job_max_size
+// lets through needs as JSON, not by the 64 MiB of a gRPC message: a body
+// is read whole and parsed, so each request may cost several times its
+// size. The largest job, written with JSON's worst escaping, still fits.
+func TestRequestBodiesAreBoundedByTheJobSizeLimit(t *testing.T) {
+	if got, want := startAgent(t, DevConfig()).maxBodyBytes(), int64(7<<20); got != want {
+		t.Fatalf("body limit with server.job_max_size at its default: %d, want %d", got, want)
+	}
+	cfg := DevConfig()
+	cfg.Server.JobLimits.MaxBytes = 64 << 10
+	a := startAgent(t, cfg)
+	limit := a.maxBodyBytes()
+	if limit != 6*(64<<10)+1<<20 {
+		t.Fatalf("body limit with server.job_max_size 64KiB: %d", limit)
+	}
+	over := `{"job": {"id": "x", "meta": {"m": "` + strings.Repeat("x", int(limit)) + `"}}}`
+	r := do(t, a, "PUT", "/v1/jobs", strings.NewReader(over))
+	r.wantError(t, 400, "invalid_argument", "request body: larger than "+strconv.FormatInt(limit, 10)+" bytes")
+
+	// Control characters: one encoded byte each, six in JSON.
+	j := testJob("escaped")
+	j.Groups[0].Tasks[0].Driver = "mock"
+	j.Meta = map[string]string{"blob": strings.Repeat("\x01", 63<<10)}
+	body := registerBody(t, &pb.JobRegisterRequest{Job: j})
+	if len(body) < 5*(63<<10) {
+		t.Fatalf("the escaped job's body is %d bytes: the test no longer escapes", len(body))
+	}
+	do(t, a, "PUT", "/v1/jobs", strings.NewReader(body)).wantOK(t, nil)
+}
+
+// A snapshot restore streams its body to the leader: the body limit of the
+// bodies read whole does not apply (a state larger than seven job limits is
+// ordinary), so a large archive reaches the server's checks.
+func TestSnapshotRestoreBodyIsNotHeldToTheBodyLimit(t *testing.T) {
+	cfg := DevConfig()
+	cfg.Server.JobLimits.MaxBytes = 64 << 10
+	a := startAgent(t, cfg)
+	archive := "BERTHSNP" + strings.Repeat("\x00", int(a.maxBodyBytes())+1)
+	r := do(t, a, "PUT", "/v1/operator/snapshot", strings.NewReader(archive))
+	if r.status != 400 || strings.Contains(string(r.body), "request body: larger than") || !strings.Contains(string(r.body), "snapshot") {
+		t.Fatalf("restore of a large garbage archive: %d %s; want 400 from the archive's checks", r.status, r.body)
 	}
 }
