@@ -64,7 +64,7 @@ func newController(cfg runtimeConfig, lay layout, pool string, locks *keyedLocks
 	c := &controller{
 		cfg: cfg, lay: lay, pool: pool, log: cfg.Logger.Named("controller"),
 		locks: locks, now: time.Now, flock: flock,
-		disk:  func() (fsStats, error) { return statFS(lay.root) },
+		disk:    func() (fsStats, error) { return statFS(lay.root) },
 		volumes: map[string]*volumeRecord{}, volByName: map[string]string{},
 		snapshots: map[string]*snapshotRecord{}, snapByName: map[string]string{},
 		groups: map[string]*groupRecord{}, groupByName: map[string]string{},
