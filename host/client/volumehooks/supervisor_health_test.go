@@ -41,17 +41,21 @@ type healthRun struct {
 // manual clock with a 30s health interval, and waits until it is
 // registered and its supervisor waits for the next probe, 30s on.
 func startWatched(t *testing.T, healthTimeout time.Duration) *healthRun {
-	return startWatchedWith(t, healthTimeout, nil)
+	return startWatchedWith(t, healthTimeout, nil, nil)
 }
 
-// startWatchedWith is startWatched with the task's info changed by tweak.
-func startWatchedWith(t *testing.T, healthTimeout time.Duration, tweak func(*taskrunner.TaskInfo)) *healthRun {
+// startWatchedWith is startWatched with the supervisor's config changed by
+// cfg and the task's info by info.
+func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*SupervisorConfig), info func(*taskrunner.TaskInfo)) *healthRun {
 	clock := manualClock{testutil.NewManualClock()}
 	e := newEnv(t, pluginTask("node", healthTimeout), func(c *SupervisorConfig) {
 		c.Clock, c.HealthInterval = clock, 30*time.Second
+		if cfg != nil {
+			cfg(c)
+		}
 	})
-	if tweak != nil {
-		tweak(&e.info)
+	if info != nil {
+		info(&e.info)
 	}
 	r := &healthRun{env: e, t: t, clock: clock, p: csifake.New()}
 	// Served between prestart (which removes a stale socket) and
@@ -253,7 +257,7 @@ func TestRunnerRestartsAPluginThatStaysUnhealthy(t *testing.T) {
 // unhealthy for its health_timeout is reported once, and still watched, so
 // when it recovers it is healthy again in the registry.
 func TestPluginWithoutLifecycleIsStillWatched(t *testing.T) {
-	r := startWatchedWith(t, time.Minute, func(info *taskrunner.TaskInfo) { info.Lifecycle = nil })
+	r := startWatchedWith(t, time.Minute, nil, func(info *taskrunner.TaskInfo) { info.Lifecycle = nil })
 	r.p.Probe.Always(notReady(), nil)
 	r.advance(30*time.Second, 30*time.Second) // unhealthy since 0:30
 	r.advance(30*time.Second, 30*time.Second) // for 30s
@@ -277,4 +281,25 @@ func TestPluginWithoutLifecycleIsStillWatched(t *testing.T) {
 	if n := len(r.events.ofType(EventPluginHealthTimeout)); n != 2 {
 		t.Errorf("%d health timeout events, want 2", n)
 	}
+}
+
+// A registered plugin that hangs on Probe is cut at CallTimeout on the
+// supervisor's clock (the CSI client's own wall-clock deadline, an hour
+// here, is only a backstop) and found unhealthy.
+func TestHungProbeAfterRegistrationIsCutOnTheClock(t *testing.T) {
+	r := startWatchedWith(t, 2*time.Minute, func(c *SupervisorConfig) { c.CallTimeout = time.Hour }, nil)
+	release := r.p.Probe.Block()
+	defer release()
+	n := r.p.Probe.Count()
+	r.clock.Advance(30 * time.Second)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		at := r.clock.Deadlines()
+		if want := r.clock.Now().Add(time.Hour); r.p.Probe.Count() <= n || len(at) != 1 || !at[0].Equal(want) {
+			return fmt.Errorf("%d probes, timers at %v: want the hung probe's deadline at %v", r.p.Probe.Count(), at, want)
+		}
+		return nil
+	})
+	r.clock.Advance(time.Hour)
+	r.events.waitEvents(t, EventPluginUnhealthy, 1)
+	r.waitIdle(n+1, 30*time.Second)
 }
