@@ -132,7 +132,8 @@
 // CallTimeout, so a plugin that hangs while unhealthy is restarted at most
 // CallTimeout after its health_timeout. A task whose runner gave no
 // Lifecycle cannot be restarted: the event is emitted once and the plugin
-// is still watched, so one that recovers is healthy again.
+// is still probed (a starting one with no health deadline, registered
+// when ready), so one that recovers is healthy again.
 //
 // SupervisorConfig.Clock times every wait and every deadline the
 // supervisor sets, so tests drive them by hand; the CSI client also

@@ -72,16 +72,22 @@ func (s *supervisor) run() {
 
 // start probes the plugin at the start cadence until it is ready and
 // registered, and reports whether it is. Past the health timeout it asks
-// for a restart of the attempt (counted by the restart policy) instead.
+// for a restart of the attempt (counted by the restart policy) instead; a
+// task that cannot be restarted (no lifecycle) is still probed, with no
+// health deadline, and registered if it becomes ready.
 func (s *supervisor) start() bool {
-	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout)
+	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout) // zero: none
 	interval := s.cfg.StartProbeInterval
 	// last is why the plugin is not healthy, for the timeout's event.
 	var last error
 	for {
 		// A check never runs past the health deadline, so a plugin that
 		// hangs on Probe is restarted on time.
-		ctx, cancel := s.until(deadline)
+		callDeadline := deadline
+		if deadline.IsZero() {
+			callDeadline = s.cfg.Clock.Now().Add(s.cfg.CallTimeout)
+		}
+		ctx, cancel := s.until(callDeadline)
 		info, err := s.check(ctx)
 		cutShort := ctx.Err() != nil
 		// The deadline's timer is stopped before anything is registered
@@ -102,10 +108,14 @@ func (s *supervisor) start() bool {
 		if last == nil || !cutShort {
 			last = err
 		}
-		left := deadline.Sub(s.cfg.Clock.Now())
-		if left <= 0 {
-			s.giveUp(last)
-			return false
+		left := s.cfg.MaxStartProbeInterval
+		if !deadline.IsZero() {
+			if left = deadline.Sub(s.cfg.Clock.Now()); left <= 0 {
+				if s.giveUp(last) {
+					return false
+				}
+				deadline, left = time.Time{}, s.cfg.MaxStartProbeInterval
+			}
 		}
 		s.logger.Trace("csi plugin not ready yet", "error", err)
 		// Looking for the socket costs a stat, so it is looked for at the
@@ -221,14 +231,15 @@ func (s *supervisor) register(info csi.PluginInfo) error {
 }
 
 // giveUp reports a plugin that was not healthy within its health timeout
-// and restarts its attempt as a failure.
-func (s *supervisor) giveUp(last error) {
+// and restarts its attempt as a failure; it reports whether it asked for
+// the restart.
+func (s *supervisor) giveUp(last error) bool {
 	reason := fmt.Sprintf("CSI plugin %q did not become healthy within %s: %v", s.pluginID(), s.p.healthTimeout, last)
 	s.logger.Warn("csi plugin not healthy in time; restarting its task", "health_timeout", s.p.healthTimeout, "error", last)
 	s.emit(EventPluginHealthTimeout, reason, map[string]string{
 		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()), "reason": last.Error(),
 	})
-	s.restart(reason)
+	return s.restart(reason)
 }
 
 // restart restarts the task's attempt as a failure, so the group's restart
