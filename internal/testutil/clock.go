@@ -69,6 +69,21 @@ func (c *ManualClock) Pending() int {
 	return n
 }
 
+// Deadlines returns when each armed timer fires, earliest first: a test
+// can tell the timer it waits for from others armed meanwhile.
+func (c *ManualClock) Deadlines() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var at []time.Time
+	for _, t := range c.timers {
+		if !t.stopped && !t.fired {
+			at = append(at, t.at)
+		}
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	return at
+}
+
 // Advance moves the clock forward by d, running every timer that comes due,
 // earliest first. Timer functions run without the clock's lock held, so
 // they may arm new timers.

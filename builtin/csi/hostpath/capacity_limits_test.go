@@ -120,7 +120,7 @@ func TestVolumeLargerThanTheDiskIsResourceExhausted(t *testing.T) {
 		}
 		defer svc.Close()
 		c := svc.ctrl
-		c.diskFree = func() (int64, error) { return 10 * mib, nil }
+		c.disk = func() (fsStats, error) { return fsStats{totalBytes: tib, availBytes: 10 * mib}, nil }
 		ctx := testCtx(t)
 		_, err = c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "big", VolumeCapabilities: []*csi.VolumeCapability{mountCap(snw)},
 			CapacityRange: &csi.CapacityRange{RequiredBytes: 20 * mib}})

@@ -35,9 +35,10 @@ type controller struct {
 	locks *keyedLocks
 	now   func() time.Time
 	flock *fileLock
-	// diskFree is what the state directory's filesystem has free for
-	// the plugin (statfs f_bavail); tests replace it.
-	diskFree func() (int64, error)
+	// disk measures the state directory's filesystem: its size and what
+	// it has free for the plugin (statfs f_blocks, f_bavail); tests
+	// replace it.
+	disk func() (fsStats, error)
 
 	mu          sync.RWMutex
 	volumes     map[string]*volumeRecord
@@ -47,6 +48,10 @@ type controller struct {
 	groups      map[string]*groupRecord
 	groupByName map[string]string
 	reserved    int64 // bytes promised to creates and expansions in flight
+	// diskReserved is the part of reserved not yet written to the disk:
+	// a copy's bytes leave it as soon as they are written, since statfs
+	// then counts them.
+	diskReserved int64
 }
 
 var _ csi.ControllerServer = (*controller)(nil)
@@ -59,10 +64,7 @@ func newController(cfg runtimeConfig, lay layout, pool string, locks *keyedLocks
 	c := &controller{
 		cfg: cfg, lay: lay, pool: pool, log: cfg.Logger.Named("controller"),
 		locks: locks, now: time.Now, flock: flock,
-		diskFree: func() (int64, error) {
-			st, err := statFS(lay.root)
-			return st.availBytes, err
-		},
+		disk:    func() (fsStats, error) { return statFS(lay.root) },
 		volumes: map[string]*volumeRecord{}, volByName: map[string]string{},
 		snapshots: map[string]*snapshotRecord{}, snapByName: map[string]string{},
 		groups: map[string]*groupRecord{}, groupByName: map[string]string{},
@@ -193,26 +195,40 @@ func (c *controller) usedLocked() int64 {
 // have reserved, and, with a configured capacity, no more than what is
 // left of it.
 func (c *controller) available() (int64, error) {
-	disk, err := c.diskFree()
+	disk, err := c.disk()
 	if err != nil {
 		return 0, err
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	free := disk - c.reserved
+	free := disk.availBytes - c.diskReserved
 	if c.cfg.Capacity > 0 {
 		free = min(free, c.cfg.Capacity-c.usedLocked())
 	}
 	return max(0, free), nil
 }
 
-// checkMaxSize refuses a volume size above the plugin's MaxVolumeSize
-// (OutOfRange: the CSI spec's answer to a capacity the plugin does not
-// support). what names the volume, for the error text.
-func (c *controller) checkMaxSize(what string, size int64) error {
-	if limit := c.cfg.MaxVolumeSize; size > limit {
-		return errRange("%s: %d bytes (%s) is more than the largest volume this plugin makes, %d bytes (%s, its max_volume_size)",
-			what, size, humanBytes(size), limit, humanBytes(limit))
+// maxSize is the largest volume of kind the plugin makes: MaxVolumeSize,
+// for a block volume rounded down to whole 512-byte sectors (an image is
+// whole sectors, so a size between would be rounded up past the limit).
+func (c *controller) maxSize(kind string) int64 {
+	if kind == kindBlock {
+		return c.cfg.MaxVolumeSize - c.cfg.MaxVolumeSize%512
+	}
+	return c.cfg.MaxVolumeSize
+}
+
+// checkMaxSize refuses a volume size above the plugin's largest volume of
+// kind (OutOfRange: the CSI spec's answer to a capacity the plugin does
+// not support). what names the volume, for the error text.
+func (c *controller) checkMaxSize(what, kind string, size int64) error {
+	if limit := c.maxSize(kind); size > limit {
+		sectors := ""
+		if limit != c.cfg.MaxVolumeSize {
+			sectors = fmt.Sprintf(" rounded down to whole 512-byte sectors for a block volume from %d", c.cfg.MaxVolumeSize)
+		}
+		return errRange("%s: %d bytes (%s) is more than the largest volume this plugin makes, %d bytes (%s, its max_volume_size%s)",
+			what, size, humanBytes(size), limit, humanBytes(limit), sectors)
 	}
 	return nil
 }
@@ -223,7 +239,9 @@ func (c *controller) checkMaxSize(what string, size int64) error {
 // free now. Earlier volumes are not charged against the filesystem: a
 // mount volume is a directory and a block volume a sparse file, so they
 // take space only as they are written (thin provisioning); a configured
-// capacity is the hard account.
+// capacity is the hard account. More than the plugin's whole capacity or
+// the whole filesystem is OutOfRange (it never fits); more than is free
+// now, ResourceExhausted.
 func (c *controller) reserve(n int64, what string) (*reservation, error) {
 	if n <= 0 {
 		return &reservation{c: c}, nil
@@ -231,9 +249,13 @@ func (c *controller) reserve(n int64, what string) (*reservation, error) {
 	if c.cfg.Capacity > 0 && n > c.cfg.Capacity {
 		return nil, errRange("%s needs %d bytes; the plugin's whole capacity is %d bytes", what, n, c.cfg.Capacity)
 	}
-	disk, err := c.diskFree()
+	st, err := c.disk()
 	if err != nil {
 		return nil, errInternal(err, "%s: measure free space in %s", what, c.lay.root)
+	}
+	if st.totalBytes > 0 && n > st.totalBytes {
+		return nil, errRange("%s needs %d bytes (%s), more than the whole filesystem of the plugin's state directory %s, %d bytes (%s)",
+			what, n, humanBytes(n), c.lay.root, st.totalBytes, humanBytes(st.totalBytes))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -242,12 +264,13 @@ func (c *controller) reserve(n int64, what string) (*reservation, error) {
 			return nil, errExhausted("%s needs %d bytes but only %d of the plugin's %d bytes are free", what, n, free, c.cfg.Capacity)
 		}
 	}
-	if free := disk - c.reserved; n > free {
+	if free := st.availBytes - c.diskReserved; n > free {
 		return nil, errExhausted("%s needs %d bytes (%s) but the filesystem of the plugin's state directory %s has only %d bytes (%s) free",
 			what, n, humanBytes(n), c.lay.root, max(0, free), humanBytes(max(0, free)))
 	}
 	c.reserved += n
-	return &reservation{c: c, n: n}, nil
+	c.diskReserved += n
+	return &reservation{c: c, n: n, disk: n}, nil
 }
 
 // reservation is capacity set aside for an operation in flight. It ends
@@ -255,10 +278,24 @@ func (c *controller) reserve(n int64, what string) (*reservation, error) {
 // operation made, inside the critical section that makes that object count
 // in usedLocked: so its bytes are never counted twice, which would refuse a
 // concurrent create that fits, nor not at all.
+//
+// Its bytes count against the filesystem's free space only until they are
+// written (written): from then on statfs counts them, and a group
+// snapshot's first members would otherwise count twice against the next.
 type reservation struct {
 	c    *controller
 	n    int64
-	done bool // guarded by c.mu
+	disk int64 // of n, not yet written; guarded by c.mu
+	done bool  // guarded by c.mu
+}
+
+// written says n of the reserved bytes are now on the disk.
+func (r *reservation) written(n int64) {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	n = min(n, r.disk)
+	r.disk -= n
+	r.c.diskReserved -= n
 }
 
 // release gives the bytes back unless they were handed over; safe to defer.
@@ -273,13 +310,9 @@ func (r *reservation) release() {
 func (r *reservation) handOverLocked() {
 	if !r.done {
 		r.c.reserved -= r.n
+		r.c.diskReserved -= r.disk
+		r.disk = 0
 		r.done = true
-	}
-}
-
-func releaseAll(rs []*reservation) {
-	for _, r := range rs {
-		r.release()
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // defaultVolumeSize is the capacity of an empty volume created without a
-// capacity range, unless the plugin's whole capacity is smaller.
+// capacity range, unless the plugin has less room (see defaultSize).
 const defaultVolumeSize = 1 << 30
 
 // CreateVolume makes an empty volume, or one with the content of a snapshot
@@ -101,11 +101,15 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 		srcPath, minSize = dataPath(c.lay.volumeDir(v.ID), v.Kind), v.CapacityBytes
 	}
 
-	size, err := chooseSize(required, limit, minSize, c.defaultSize(minSize), kind)
+	def, err := c.defaultSize(minSize, kind)
+	if err != nil {
+		return nil, errInternal(err, "volume %q: measure free space in %s", name, c.lay.root)
+	}
+	size, err := chooseSize(required, limit, minSize, def, kind)
 	if err != nil {
 		return nil, errRange("volume %q: %v", name, err)
 	}
-	if err := c.checkMaxSize(fmt.Sprintf("volume %q", name), size); err != nil {
+	if err := c.checkMaxSize(fmt.Sprintf("volume %q", name), kind, size); err != nil {
 		return nil, err
 	}
 	nodes, err := c.lay.loadNodes()
@@ -248,16 +252,32 @@ func parseContentSource(src *csi.VolumeContentSource) (*contentSource, error) {
 	return nil, errors.New("volume_content_source has neither a snapshot nor a volume")
 }
 
-// defaultSize is the capacity of a volume created without a required size:
-// its source's, or 1GiB (at most the plugin's capacity) for an empty volume.
-func (c *controller) defaultSize(sourceSize int64) int64 {
+// defaultSize is the capacity of a volume created without a required size
+// (the CSI spec leaves it to the plugin): its source's, or for an empty
+// volume 1GiB, but no more than the largest volume of kind, the plugin's
+// capacity and what is available now, so that a create without a size
+// succeeds whenever there is room for some volume. With nothing available
+// it stays 1GiB (or the largest volume), which the reservation then
+// refuses as ResourceExhausted, naming what is free.
+func (c *controller) defaultSize(sourceSize int64, kind string) (int64, error) {
 	if sourceSize > 0 {
-		return sourceSize
+		return sourceSize, nil
 	}
-	if c.cfg.Capacity > 0 && c.cfg.Capacity < defaultVolumeSize {
-		return c.cfg.Capacity
+	size := min(defaultVolumeSize, c.maxSize(kind))
+	if c.cfg.Capacity > 0 {
+		size = min(size, c.cfg.Capacity)
 	}
-	return defaultVolumeSize
+	avail, err := c.available()
+	if err != nil {
+		return 0, err
+	}
+	if avail > 0 {
+		size = min(size, avail)
+	}
+	if kind == kindBlock && size > 512 {
+		size -= size % 512 // rounded up, it would no longer fit
+	}
+	return size, nil
 }
 
 // chooseSize picks a volume's capacity within [required, limit], no smaller

@@ -123,7 +123,7 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	if err != nil {
 		return nil, errInternal(err, "measure free space in %s", c.lay.root)
 	}
-	return &csi.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(min(avail, c.cfg.MaxVolumeSize))}, nil
+	return &csi.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(min(avail, c.maxSize(kind)))}, nil
 }
 
 // ControllerExpandVolume grows a volume. Mount volumes only change their
@@ -176,7 +176,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if size <= v.CapacityBytes {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: nodeExpand}, nil
 	}
-	if err := c.checkMaxSize("volume "+id, size); err != nil {
+	if err := c.checkMaxSize("volume "+id, v.Kind, size); err != nil {
 		return nil, err
 	}
 	if c.cfg.Capacity > 0 && size > c.cfg.Capacity {

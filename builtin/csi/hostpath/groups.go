@@ -4,6 +4,7 @@ package hostpath
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -112,12 +113,27 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		SourceVolumeIDs: append([]string(nil), sources...), CreatedAt: c.now().UTC(),
 	}
 	tmp := filepath.Join(c.lay.groupsDir(), tmpPrefix+gr.ID)
-	snaps, reserved, err := g.cutGroup(ctx, tmp, gr, vols)
+	// The whole group is reserved before anything is copied: a group that
+	// cannot fit is refused at once, and each member's copy, once
+	// written, leaves the reservation's disk part (statfs counts it).
+	used := make([]int64, len(vols))
+	var total int64
+	for i, v := range vols {
+		if used[i], err = c.measure(ctx, v, fmt.Sprintf("group snapshot %q", name)); err != nil {
+			return nil, err
+		}
+		total += used[i]
+	}
+	res, err := c.reserve(total, fmt.Sprintf("group snapshot %q of volumes %s", name, strings.Join(sources, ", ")))
+	if err != nil {
+		return nil, err
+	}
+	defer res.release()
+	snaps, err := g.cutGroup(ctx, tmp, gr, vols, used, res)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
 	}
-	defer releaseAll(reserved)
 	final := c.lay.groupDir(gr.ID)
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)
@@ -131,9 +147,7 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 		s.dir = filepath.Join(final, "snapshots", s.ID)
 		c.snapshots[s.ID] = s
 	}
-	for _, r := range reserved {
-		r.handOverLocked()
-	}
+	res.handOverLocked()
 	c.groups[gr.ID] = gr
 	c.groupByName[name] = gr.ID
 	c.mu.Unlock()
@@ -141,37 +155,31 @@ func (g *groupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: g.groupProto(gr)}, nil
 }
 
-// cutGroup copies each volume into dir/snapshots and writes the group record
-// last, so the group exists only once all its snapshots do.
-func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRecord, vols []*volumeRecord) (snaps []*snapshotRecord, reserved []*reservation, err error) {
+// cutGroup copies each volume (vols[i] measured as used[i] bytes, held by
+// res) into dir/snapshots and writes the group record last, so the group
+// exists only once all its snapshots do.
+func (g *groupController) cutGroup(ctx context.Context, dir string, gr *groupRecord, vols []*volumeRecord, used []int64, res *reservation) ([]*snapshotRecord, error) {
 	c := g.c
-	// Error returns zero the named results; release what was reserved.
-	var held []*reservation
-	defer func() {
-		if err != nil {
-			releaseAll(held)
-		}
-	}()
 	snapDir := filepath.Join(dir, "snapshots")
 	if err := os.MkdirAll(snapDir, 0o700); err != nil {
-		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
+		return nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
-	for _, v := range vols {
-		s, res, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID)
+	var snaps []*snapshotRecord
+	for i, v := range vols {
+		s, err := c.cutSnapshot(ctx, snapDir, v, gr.Name+"/"+v.ID, gr.ID, used[i], res)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		held = append(held, res)
 		snaps = append(snaps, s)
 		gr.SnapshotIDs = append(gr.SnapshotIDs, s.ID)
 	}
 	if err := writeRecord(filepath.Join(dir, "group.json"), gr); err != nil {
-		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
+		return nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
 	if err := syncDir(dir); err != nil {
-		return nil, nil, errInternal(err, "group snapshot %q", gr.Name)
+		return nil, errInternal(err, "group snapshot %q", gr.Name)
 	}
-	return snaps, held, nil
+	return snaps, nil
 }
 
 // checkQuiet verifies nothing can be writing to v: no attachment, and no

@@ -86,11 +86,19 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	if err := checkSnapshotTopology(req.GetAccessibilityRequirements(), v.Topology); err != nil {
 		return nil, errExhausted("snapshot %q: %v", name, err)
 	}
-	s, res, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "")
+	used, err := c.measure(ctx, v, fmt.Sprintf("snapshot %q", name))
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.reserve(used, fmt.Sprintf("snapshot %q of volume %s", name, v.ID))
 	if err != nil {
 		return nil, err
 	}
 	defer res.release()
+	s, err := c.cutSnapshot(ctx, c.lay.snapshotsDir(), v, name, "", used, res)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	c.snapshots[s.ID] = s
 	c.snapByName[name] = s.ID
@@ -100,46 +108,43 @@ func (c *controller) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshot
 	return &csi.CreateSnapshotResponse{Snapshot: c.snapshotProto(s)}, nil
 }
 
-// cutSnapshot copies volume v into parent/<new id>, under a temporary name
-// renamed into place when complete. The caller holds v's lock, and hands the
-// returned reservation over when it puts the snapshot in c.snapshots (which
-// then accounts for its space), or releases it.
-func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string) (s *snapshotRecord, res *reservation, err error) {
+// measure is the space volume v's content takes, which a snapshot of it
+// takes too. what names the snapshot, for the error text.
+func (c *controller) measure(ctx context.Context, v *volumeRecord, what string) (int64, error) {
+	u, err := diskUsage(ctx, dataPath(c.lay.volumeDir(v.ID), v.Kind))
+	if err != nil {
+		return 0, errInternal(err, "%s: measure volume %s", what, v.ID)
+	}
+	return u.bytes, nil
+}
+
+// cutSnapshot copies volume v, measured as used bytes, into parent/<new
+// id>, under a temporary name renamed into place when complete, and tells
+// res (which holds at least used bytes) that the copy is written. The
+// caller holds v's lock, and hands res over when it puts the snapshot in
+// c.snapshots (which then accounts for its space), or releases it.
+func (c *controller) cutSnapshot(ctx context.Context, parent string, v *volumeRecord, name, groupID string, used int64, res *reservation) (*snapshotRecord, error) {
 	src := dataPath(c.lay.volumeDir(v.ID), v.Kind)
-	u, err := diskUsage(ctx, src)
-	if err != nil {
-		return nil, nil, errInternal(err, "snapshot %q: measure volume %s", name, v.ID)
-	}
-	res, err = c.reserve(u.bytes, fmt.Sprintf("snapshot %q of volume %s", name, v.ID))
-	if err != nil {
-		return nil, nil, err
-	}
-	// Error returns zero the named results; release what was reserved.
-	held := res
-	defer func() {
-		if err != nil {
-			held.release()
-		}
-	}()
-	s = &snapshotRecord{
+	s := &snapshotRecord{
 		Version: recordVersion, ID: newID(snapshotPrefix, c.now()), Name: name,
 		SourceVolumeID: v.ID, GroupID: groupID, Kind: v.Kind,
-		SizeBytes: v.CapacityBytes, UsedBytes: u.bytes, CreatedAt: c.now().UTC(),
+		SizeBytes: v.CapacityBytes, UsedBytes: used, CreatedAt: c.now().UTC(),
 	}
 	tmp := filepath.Join(parent, tmpPrefix+s.ID)
 	if err := c.writeSnapshot(ctx, tmp, src, s); err != nil {
 		os.RemoveAll(tmp)
-		return nil, nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
+		return nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
 	}
+	res.written(used)
 	s.dir = filepath.Join(parent, s.ID)
 	if err := os.Rename(tmp, s.dir); err != nil {
 		os.RemoveAll(tmp)
-		return nil, nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
+		return nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
 	}
 	if err := syncDir(parent); err != nil {
-		return nil, nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
+		return nil, errInternal(err, "snapshot %q of volume %s", name, v.ID)
 	}
-	return s, res, nil
+	return s, nil
 }
 
 func (c *controller) writeSnapshot(ctx context.Context, dir, src string, s *snapshotRecord) error {

@@ -108,10 +108,10 @@
 // next probe rather than after gRPC's reconnect backoff. It then calls GetPluginInfo and registers the plugin,
 // healthy, with its type, ID, alloc, the alloc's create index, the host
 // endpoint, provider name and version and stage_publish_dir: a "Plugin
-// became healthy" event. Every call has a deadline (CallTimeout, and never
-// past the health deadline), and stopping the supervisor cancels the call
-// in flight, so a plugin that hangs neither hangs a hook nor delays a
-// restart.
+// became healthy" event. Every call has a deadline (CallTimeout, and while
+// starting never past the health deadline), and stopping the supervisor
+// cancels the call in flight, so a plugin that hangs neither hangs a hook
+// nor delays a restart by more than CallTimeout.
 //
 // A plugin not healthy within csi_plugin.health_timeout gets a "Plugin
 // health timeout" event (with the last reason) and its attempt is
@@ -130,8 +130,17 @@
 // while unhealthy it is probed again at the latest when that runs out)
 // gets a "Plugin health timeout" event naming it and how long it was
 // unhealthy, and its attempt is restarted as a failure, like one never
-// healthy; the restart's Stop deregisters it. SupervisorConfig.Clock times
-// every wait and deadline, so tests drive them by hand.
+// healthy; the restart's Stop deregisters it. A probe then gets its full
+// CallTimeout, so a plugin that hangs while unhealthy is restarted at most
+// CallTimeout after its health_timeout. A task whose runner gave no
+// Lifecycle cannot be restarted: the event is emitted once and the plugin
+// is still probed (a starting one with no health deadline, registered
+// when ready), so one that recovers is healthy again.
+//
+// SupervisorConfig.Clock times every wait and every deadline the
+// supervisor sets, so tests drive them by hand; the CSI client also
+// bounds each call by CallTimeout on the wall clock (its own deadline,
+// csi.WithTimeouts), a backstop a manual clock does not move.
 //
 // # Teardown
 //

@@ -72,22 +72,31 @@ func (s *supervisor) run() {
 
 // start probes the plugin at the start cadence until it is ready and
 // registered, and reports whether it is. Past the health timeout it asks
-// for a restart of the attempt (counted by the restart policy) instead.
+// for a restart of the attempt (counted by the restart policy) instead; a
+// task that cannot be restarted (no lifecycle) is still probed, with no
+// health deadline, and registered if it becomes ready.
 func (s *supervisor) start() bool {
-	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout)
+	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout) // zero: none
 	interval := s.cfg.StartProbeInterval
 	// last is why the plugin is not healthy, for the timeout's event.
 	var last error
 	for {
 		// A check never runs past the health deadline, so a plugin that
 		// hangs on Probe is restarted on time.
-		ctx, cancel := s.until(deadline)
+		callDeadline := deadline
+		if deadline.IsZero() {
+			callDeadline = s.cfg.Clock.Now().Add(s.cfg.CallTimeout)
+		}
+		ctx, cancel := s.until(callDeadline)
 		info, err := s.check(ctx)
+		cutShort := ctx.Err() != nil
+		// The deadline's timer is stopped before anything is registered
+		// or reported: once the plugin is registered, the only wait left
+		// on the clock is watch's.
+		cancel()
 		if err == nil && s.ctx.Err() == nil { // a stopped supervisor registers nothing
 			err = s.register(info)
 		}
-		cutShort := ctx.Err() != nil
-		cancel()
 		if s.ctx.Err() != nil {
 			return false
 		}
@@ -99,10 +108,14 @@ func (s *supervisor) start() bool {
 		if last == nil || !cutShort {
 			last = err
 		}
-		left := deadline.Sub(s.cfg.Clock.Now())
-		if left <= 0 {
-			s.giveUp(last)
-			return false
+		left := s.cfg.MaxStartProbeInterval
+		if !deadline.IsZero() {
+			if left = deadline.Sub(s.cfg.Clock.Now()); left <= 0 {
+				if s.giveUp(last) {
+					return false
+				}
+				deadline, left = time.Time{}, s.cfg.MaxStartProbeInterval
+			}
 		}
 		s.logger.Trace("csi plugin not ready yet", "error", err)
 		// Looking for the socket costs a stat, so it is looked for at the
@@ -218,27 +231,30 @@ func (s *supervisor) register(info csi.PluginInfo) error {
 }
 
 // giveUp reports a plugin that was not healthy within its health timeout
-// and restarts its attempt as a failure.
-func (s *supervisor) giveUp(last error) {
+// and restarts its attempt as a failure; it reports whether it asked for
+// the restart.
+func (s *supervisor) giveUp(last error) bool {
 	reason := fmt.Sprintf("CSI plugin %q did not become healthy within %s: %v", s.pluginID(), s.p.healthTimeout, last)
 	s.logger.Warn("csi plugin not healthy in time; restarting its task", "health_timeout", s.p.healthTimeout, "error", last)
 	s.emit(EventPluginHealthTimeout, reason, map[string]string{
 		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()), "reason": last.Error(),
 	})
-	s.restart(reason)
+	return s.restart(reason)
 }
 
 // restart restarts the task's attempt as a failure, so the group's restart
-// policy counts it as it counts a crash.
-func (s *supervisor) restart(reason string) {
+// policy counts it as it counts a crash, and reports whether it asked for
+// one: a runner without a lifecycle cannot restart the task.
+func (s *supervisor) restart(reason string) bool {
 	if s.info.Lifecycle == nil {
 		s.logger.Error("cannot restart the plugin task: its runner gave no lifecycle")
-		return
+		return false
 	}
 	if err := s.info.Lifecycle.Restart(s.taskID, reason, true); err != nil {
 		// The attempt ended meanwhile: its exit is the restart policy's.
 		s.logger.Debug("restart of the unhealthy plugin's task not needed", "error", err)
 	}
+	return true
 }
 
 // watch probes the registered plugin every HealthInterval until stopped;
@@ -254,17 +270,26 @@ func (s *supervisor) restart(reason string) {
 // instance of the plugin ID, a storage adapter of the same ID included),
 // and the servers show it unhealthy, and why, instead of missing, as Nomad
 // keeps an unhealthy plugin in its dynamic registry. The restart's Stop
-// hook deregisters it.
+// hook deregisters it. When the task cannot be restarted (its runner gave
+// no lifecycle) the plugin is still watched, so one that recovers is
+// healthy again.
+//
+// Each probe has CallTimeout on the clock, in full even at the end of the
+// health_timeout: a plugin that hangs while unhealthy is restarted at most
+// CallTimeout late.
 func (s *supervisor) watch() {
 	healthy, reported := true, true
 	var reason string
 	var unhealthySince time.Time
+	// timedOut: the plugin was unhealthy for its health_timeout and could
+	// not be restarted; that is not reported again until it recovers.
+	var timedOut bool
 	wait := s.cfg.HealthInterval
 	for {
 		if !s.sleep(wait) {
 			return
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CallTimeout)
+		ctx, cancel := s.until(s.cfg.Clock.Now().Add(s.cfg.CallTimeout))
 		ready, err := s.probe(ctx)
 		cancel()
 		if s.ctx.Err() != nil {
@@ -283,7 +308,7 @@ func (s *supervisor) watch() {
 		}
 		if healthy != was {
 			s.transition(healthy, reason)
-			unhealthySince = now
+			unhealthySince, timedOut = now, false
 		}
 		if healthy != reported {
 			// Retried at the next probe when the registry refuses it.
@@ -294,11 +319,14 @@ func (s *supervisor) watch() {
 			}
 		}
 		wait = s.cfg.HealthInterval
-		if !healthy {
+		if !healthy && !timedOut {
 			unhealthyFor := now.Sub(unhealthySince)
 			if unhealthyFor >= s.p.healthTimeout {
-				s.restartUnhealthy(unhealthyFor, reason)
-				return
+				if s.restartUnhealthy(unhealthyFor, reason) {
+					return
+				}
+				timedOut = true
+				continue
 			}
 			wait = min(wait, s.p.healthTimeout-unhealthyFor)
 		}
@@ -306,8 +334,9 @@ func (s *supervisor) watch() {
 }
 
 // restartUnhealthy reports a plugin that stayed unhealthy for its health
-// timeout after having been healthy, and restarts its attempt as a failure.
-func (s *supervisor) restartUnhealthy(unhealthyFor time.Duration, last string) {
+// timeout after having been healthy, and restarts its attempt as a failure;
+// it reports whether it asked for the restart.
+func (s *supervisor) restartUnhealthy(unhealthyFor time.Duration, last string) bool {
 	reason := fmt.Sprintf("CSI plugin %q was unhealthy for %s (health_timeout %s): %s", s.pluginID(), unhealthyFor, s.p.healthTimeout, last)
 	s.logger.Warn("csi plugin unhealthy for its health timeout; restarting its task", "unhealthy_for", unhealthyFor,
 		"health_timeout", s.p.healthTimeout, "reason", last)
@@ -315,7 +344,7 @@ func (s *supervisor) restartUnhealthy(unhealthyFor time.Duration, last string) {
 		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()),
 		"unhealthy_for_ms": fmt.Sprint(unhealthyFor.Milliseconds()), "reason": last,
 	})
-	s.restart(reason)
+	return s.restart(reason)
 }
 
 func (s *supervisor) transition(healthy bool, reason string) {

@@ -84,12 +84,14 @@ type SupervisorConfig struct {
 	// starting plugin (default 25ms); it doubles after each failure up to
 	// MaxStartProbeInterval (default 1s).
 	StartProbeInterval, MaxStartProbeInterval time.Duration
-	// CallTimeout bounds each Probe and GetPluginInfo (default 5s).
+	// CallTimeout bounds each Probe and GetPluginInfo (default 5s): on
+	// Clock, and on the wall clock in the CSI client as a backstop.
 	CallTimeout time.Duration
 	// Now stamps task events (default: Clock's Now).
 	Now func() time.Time
-	// Clock times the supervisor's waits and health deadlines (default:
-	// the wall clock), so tests drive them without sleeping.
+	// Clock times the supervisor's waits, health deadlines and call
+	// deadlines (default: the wall clock), so tests drive them without
+	// sleeping.
 	Clock Clock
 	// Context ends every supervisor when it is done (the client shutting
 	// down), without deregistering anything: the plugins keep running for

@@ -2,7 +2,6 @@ package volumehooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -40,12 +39,24 @@ type healthRun struct {
 
 // startWatched starts a plugin task whose plugin is healthy at once, on a
 // manual clock with a 30s health interval, and waits until it is
-// registered and its supervisor waits for the next probe.
+// registered and its supervisor waits for the next probe, 30s on.
 func startWatched(t *testing.T, healthTimeout time.Duration) *healthRun {
+	return startWatchedWith(t, healthTimeout, nil, nil)
+}
+
+// startWatchedWith is startWatched with the supervisor's config changed by
+// cfg and the task's info by info.
+func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*SupervisorConfig), info func(*taskrunner.TaskInfo)) *healthRun {
 	clock := manualClock{testutil.NewManualClock()}
 	e := newEnv(t, pluginTask("node", healthTimeout), func(c *SupervisorConfig) {
 		c.Clock, c.HealthInterval = clock, 30*time.Second
+		if cfg != nil {
+			cfg(c)
+		}
 	})
+	if info != nil {
+		info(&e.info)
+	}
 	r := &healthRun{env: e, t: t, clock: clock, p: csifake.New()}
 	// Served between prestart (which removes a stale socket) and
 	// poststart, so the first probe finds it without the clock moving.
@@ -58,32 +69,46 @@ func startWatched(t *testing.T, healthTimeout time.Duration) *healthRun {
 	}
 	t.Cleanup(func() { _ = e.hook.stopSupervisor(context.Background()) })
 	e.waitEntries("CSI_PLUGIN_TYPE_NODE hostpath " + allocID + " healthy=true needs_probe=false")
-	r.waitIdle(r.p.Probe.Count())
+	r.waitIdle(r.p.Probe.Count(), 30*time.Second)
 	return r
 }
 
-// waitIdle waits until the plugin has had more than probes probes and the
-// supervisor has decided on the last one: it waits again for the clock,
-// or it asked for a restart and stopped.
-func (r *healthRun) waitIdle(probes int) {
+// restarted, as the next wait of waitIdle and advance: the supervisor asked
+// for a restart and stopped.
+const restarted = time.Duration(0)
+
+// waitIdle waits until the plugin has had at least probes probes and the
+// supervisor has decided on the last one: its only timer is the wait of
+// next for the next probe, or, next being restarted, it asked for a
+// restart and armed nothing. Timers are told apart by their deadlines, so
+// one armed meanwhile (a call's deadline) is not taken for the wait.
+func (r *healthRun) waitIdle(probes int, next time.Duration) {
 	r.t.Helper()
 	testutil.WaitFor(r.t, 10*time.Second, func() error {
 		if n := r.p.Probe.Count(); n < probes {
 			return fmt.Errorf("%d probes, want %d", n, probes)
 		}
-		if r.clock.Pending() != 1 && len(r.life.restarts()) == 0 {
-			return errors.New("the supervisor has not decided on the probe yet")
+		at := r.clock.Deadlines()
+		if next == restarted {
+			if len(r.life.restarts()) == 0 || len(at) != 0 {
+				return fmt.Errorf("no restart asked yet (timers at %v)", at)
+			}
+			return nil
+		}
+		if want := r.clock.Now().Add(next); len(at) != 1 || !at[0].Equal(want) {
+			return fmt.Errorf("timers at %v, want only the next probe's at %v", at, want)
 		}
 		return nil
 	})
 }
 
-// advance moves the clock by d and waits for the probe that comes due.
-func (r *healthRun) advance(d time.Duration) {
+// advance moves the clock by d, waits for the probe that comes due and
+// for the supervisor to wait next for the following one (or restarted).
+func (r *healthRun) advance(d, next time.Duration) {
 	r.t.Helper()
 	n := r.p.Probe.Count()
 	r.clock.Advance(d)
-	r.waitIdle(n + 1)
+	r.waitIdle(n+1, next)
 }
 
 func notReady() *csipb.ProbeResponse { return &csipb.ProbeResponse{Ready: wrapperspb.Bool(false)} }
@@ -107,14 +132,18 @@ func TestPluginUnhealthyForItsHealthTimeoutIsRestarted(t *testing.T) {
 		t.Run(tc.healthTimeout.String(), func(t *testing.T) {
 			r := startWatched(t, tc.healthTimeout)
 			r.p.Probe.Always(notReady(), nil)
-			r.advance(30 * time.Second)
+			r.advance(30*time.Second, tc.steps[0])
 			r.events.waitEvents(t, EventPluginUnhealthy, 1)
 			r.waitEntries("CSI_PLUGIN_TYPE_NODE hostpath " + allocID + " healthy=false needs_probe=false")
 			for i, d := range tc.steps {
 				if n := len(r.life.restarts()); n != 0 {
 					t.Fatalf("restarted before step %d, %s of unhealthiness short of health_timeout %s", i, tc.healthTimeout, tc.healthTimeout)
 				}
-				r.advance(d)
+				next := restarted
+				if i+1 < len(tc.steps) {
+					next = tc.steps[i+1]
+				}
+				r.advance(d, next)
 			}
 			got := r.life.restarts()
 			want := fmt.Sprintf(`CSI plugin "hostpath" was unhealthy for %s (health_timeout %s): %s`, tc.unhealthyFor, tc.healthTimeout, errNotReady)
@@ -138,17 +167,17 @@ func TestPluginUnhealthyForItsHealthTimeoutIsRestarted(t *testing.T) {
 func TestPluginHealthyAgainStartsItsHealthTimeoutAfresh(t *testing.T) {
 	r := startWatched(t, time.Minute)
 	r.p.Probe.Always(notReady(), nil)
-	r.advance(30 * time.Second) // unhealthy since 0:30
+	r.advance(30*time.Second, 30*time.Second) // unhealthy since 0:30
 	r.p.Probe.Always(ready(), nil)
-	r.advance(30 * time.Second) // healthy at 1:00
+	r.advance(30*time.Second, 30*time.Second) // healthy at 1:00
 	r.events.waitEvents(t, EventPluginHealthy, 2)
 	r.p.Probe.Always(notReady(), nil)
-	r.advance(30 * time.Second) // unhealthy since 1:30
-	r.advance(30 * time.Second) // for 30s
+	r.advance(30*time.Second, 30*time.Second) // unhealthy since 1:30
+	r.advance(30*time.Second, 30*time.Second) // for 30s
 	if n := len(r.life.restarts()); n != 0 {
 		t.Fatalf("%d restarts: the minute of unhealthiness was not continuous", n)
 	}
-	r.advance(30 * time.Second) // for 1m
+	r.advance(30*time.Second, restarted) // for 1m
 	if got := r.life.restarts(); len(got) != 1 || !strings.Contains(got[0].reason, "unhealthy for 1m0s") {
 		t.Fatalf("restarts %+v, want one after a continuous minute", got)
 	}
@@ -222,4 +251,55 @@ func TestRunnerRestartsAPluginThatStaysUnhealthy(t *testing.T) {
 	if !signaled || !strings.Contains(got, EventPluginUnhealthy+", "+EventPluginHealthTimeout+", Restart Signaled") {
 		t.Errorf("events %q: want the plugin unhealthy, its health timeout, then the restart", got)
 	}
+}
+
+// A task whose runner gave no lifecycle cannot be restarted: a plugin
+// unhealthy for its health_timeout is reported once, and still watched, so
+// when it recovers it is healthy again in the registry.
+func TestPluginWithoutLifecycleIsStillWatched(t *testing.T) {
+	r := startWatchedWith(t, time.Minute, nil, func(info *taskrunner.TaskInfo) { info.Lifecycle = nil })
+	r.p.Probe.Always(notReady(), nil)
+	r.advance(30*time.Second, 30*time.Second) // unhealthy since 0:30
+	r.advance(30*time.Second, 30*time.Second) // for 30s
+	r.advance(30*time.Second, 30*time.Second) // for 1m: cannot be restarted
+	if n := len(r.events.ofType(EventPluginHealthTimeout)); n != 1 {
+		t.Fatalf("%d health timeout events, want 1", n)
+	}
+	r.advance(30*time.Second, 30*time.Second) // still unhealthy, not reported again
+	if n := len(r.events.ofType(EventPluginHealthTimeout)); n != 1 {
+		t.Errorf("%d health timeout events after another unhealthy probe, want still 1", n)
+	}
+	r.p.Probe.Always(ready(), nil)
+	r.advance(30*time.Second, 30*time.Second)
+	r.events.waitEvents(t, EventPluginHealthy, 2)
+	r.waitEntries("CSI_PLUGIN_TYPE_NODE hostpath " + allocID + " healthy=true needs_probe=false")
+	// Unhealthy for a health_timeout again is reported again.
+	r.p.Probe.Always(notReady(), nil)
+	r.advance(30*time.Second, 30*time.Second)
+	r.advance(30*time.Second, 30*time.Second)
+	r.advance(30*time.Second, 30*time.Second)
+	if n := len(r.events.ofType(EventPluginHealthTimeout)); n != 2 {
+		t.Errorf("%d health timeout events, want 2", n)
+	}
+}
+
+// A registered plugin that hangs on Probe is cut at CallTimeout on the
+// supervisor's clock (the CSI client's own wall-clock deadline, an hour
+// here, is only a backstop) and found unhealthy.
+func TestHungProbeAfterRegistrationIsCutOnTheClock(t *testing.T) {
+	r := startWatchedWith(t, 2*time.Minute, func(c *SupervisorConfig) { c.CallTimeout = time.Hour }, nil)
+	release := r.p.Probe.Block()
+	defer release()
+	n := r.p.Probe.Count()
+	r.clock.Advance(30 * time.Second)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		at := r.clock.Deadlines()
+		if want := r.clock.Now().Add(time.Hour); r.p.Probe.Count() <= n || len(at) != 1 || !at[0].Equal(want) {
+			return fmt.Errorf("%d probes, timers at %v: want the hung probe's deadline at %v", r.p.Probe.Count(), at, want)
+		}
+		return nil
+	})
+	r.clock.Advance(time.Hour)
+	r.events.waitEvents(t, EventPluginUnhealthy, 1)
+	r.waitIdle(n+1, 30*time.Second)
 }

@@ -439,3 +439,21 @@ func TestPrestartRemovesAStaleSocket(t *testing.T) {
 		t.Fatalf("stale socket still there: %v", err)
 	}
 }
+
+// A task whose runner gave no lifecycle cannot be restarted: a plugin not
+// healthy within its health_timeout is reported once and still probed, and
+// registered as soon as it becomes ready.
+func TestPluginWithoutLifecycleNotHealthyInTimeIsStillRegistered(t *testing.T) {
+	e := newEnv(t, pluginTask("node", 100*time.Millisecond), nil)
+	e.info.Lifecycle = nil
+	p := csifake.New()
+	p.Probe.Always(&csipb.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil)
+	e.start("attempt-1", false)
+	e.serve(p)
+	e.events.waitEvents(t, EventPluginHealthTimeout, 1)
+	p.Probe.Always(&csipb.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil)
+	e.waitEntries("CSI_PLUGIN_TYPE_NODE hostpath " + allocID + " healthy=true needs_probe=false")
+	if n := len(e.events.ofType(EventPluginHealthTimeout)); n != 1 {
+		t.Errorf("%d health timeout events, want 1", n)
+	}
+}
