@@ -80,3 +80,34 @@ func TestClientClaimsListsTheNodesOperatorClaims(t *testing.T) {
 	_, err = cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: "n1"})
 	wantCode(t, "bad node id", err, codes.InvalidArgument, `"n1"`)
 }
+
+// With alloc_id, ClientClaims answers the claims that alloc holds on the
+// calling node (what a client that never ran a stopped alloc takes down),
+// in every state, and nothing to another node or of another alloc.
+func TestClientClaimsListsAnAllocsClaims(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	cc.volume(t, "data", snw)
+	cc.volume(t, "other", snw)
+	a := cc.placeWithClaim(t, "web", cc.n1.GetId(), "data", false)
+	cc.placeWithClaim(t, "api", cc.n1.GetId(), "other", false)
+	if _, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "other", NodeId: cc.n1.GetId(),
+		Mode: pb.ClaimMode_CLAIM_MODE_READ}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GetClaims()) != 1 || got.GetClaims()[0].GetAllocId() != a || got.GetClaims()[0].GetVolumeId() != "data" {
+		t.Fatalf("claims of alloc %s on n1: %v; want its claim of data alone", a, got.GetClaims())
+	}
+	other, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n2.GetId(), AllocId: a})
+	if err != nil || len(other.GetClaims()) != 0 {
+		t.Fatalf("claims of alloc %s asked by n2: %v, %v; want none", a, other.GetClaims(), err)
+	}
+	none, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: "a-unknown"})
+	if err != nil || len(none.GetClaims()) != 0 {
+		t.Fatalf("claims of an unknown alloc: %v, %v; want none", none.GetClaims(), err)
+	}
+}
