@@ -19,8 +19,10 @@ import (
 //
 // A plugin's volume is registered under one ID: a volume whose plugin and
 // external ID another volume ID holds is refused (ErrExternalVolumeTaken,
-// naming both), whether it is new or an update, so claims counted per
-// volume ID always count every claim of the plugin's volume.
+// naming both), whether it is new or an update moving to that pair, so
+// claims counted per volume ID always count every claim of the plugin's
+// volume. An update keeping the pair it is stored with is not refused:
+// a duplicate from before the rule stays usable until one is deregistered.
 //
 // An update of a volume that holds claims keeps what they depend on: its
 // plugin_id and external_id, and the capability of every claim
@@ -60,7 +62,7 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
 		}
 	}
-	if err := checkExternalFree(tx, v); err != nil {
+	if err := checkExternalFree(tx, existing, v); err != nil {
 		return err
 	}
 	// Only VolumeDeleting sets the mark.
@@ -122,9 +124,16 @@ func checkVolume(v *pb.Volume) error {
 
 // checkExternalFree refuses v when another volume ID holds its plugin's
 // volume (same plugin and external ID). A volume without an external ID
-// (none is stored) is in no such pair.
-func checkExternalFree(tx *writeTxn, v *pb.Volume) error {
+// (none is stored) is in no such pair. Only a new registration or a move
+// to another pair is refused: an update of a volume stored with the same
+// pair already (existing) is not, so two IDs of one plugin's volume left
+// by a server from before the rule are not frozen — each can still be
+// registered again, expanded and deregistered.
+func checkExternalFree(tx *writeTxn, existing, v *pb.Volume) error {
 	if v.GetExternalId() == "" {
+		return nil
+	}
+	if existing.GetPluginId() == v.GetPluginId() && existing.GetExternalId() == v.GetExternalId() {
 		return nil
 	}
 	held, err := volumesByExternal.list(tx, nil, v.GetPluginId(), v.GetExternalId())
