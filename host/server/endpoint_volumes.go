@@ -101,7 +101,8 @@ func (e *volumesEndpoint) requireVersion() error {
 // (in the answer and the server's log) that nothing was validated: a
 // plugin without a controller service, and one that answers without
 // `confirmed` (it validated nothing it is sure of; Azure's and Linode's
-// plugins answer valid so), whose message the warning carries. A
+// plugins answer valid so), whose message the warning carries; and one
+// whose confirmation leaves out an access type (csi.Validation.Notes). A
 // confirmation that drops or changes a field berth sent is refused
 // (csi.ErrConfirmationMismatch, FailedPrecondition, naming the field).
 func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRequest) (*pb.VolumeRegisterResponse, error) {
@@ -145,6 +146,9 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 			}
 			warnings = append(warnings, fmt.Sprintf("csi plugin %q (controller on node %s) answered ValidateVolumeCapabilities for volume %q without confirming it, "+
 				"so the capabilities were not validated; %s", v.GetPluginId(), nodeID, v.GetId(), said))
+		}
+		for _, note := range res.Notes {
+			warnings = append(warnings, fmt.Sprintf("csi plugin %q (controller on node %s) confirmed volume %q in part: %s", v.GetPluginId(), nodeID, v.GetId(), note))
 		}
 	} else {
 		warnings = append(warnings, fmt.Sprintf("csi plugin %q has no controller service: the capabilities of volume %q were not validated", v.GetPluginId(), v.GetId()))
