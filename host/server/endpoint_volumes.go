@@ -297,6 +297,15 @@ func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterRespons
 	return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()}, Unchanged: true}, nil
 }
 
+// sameValue reports whether two messages hold the same value, an empty
+// one and none alike (proto.Equal tells a nil message from an empty one).
+func sameValue[M proto.Message](a, b M) bool {
+	if proto.Size(a) == 0 && proto.Size(b) == 0 {
+		return true
+	}
+	return proto.Equal(a, b)
+}
+
 // createDiff lists how the volume registered under an ID differs from
 // what a create of that ID asks for: each field the create sets that the
 // stored volume does not hold as asked. Secrets are not compared (they are
@@ -316,7 +325,7 @@ func createDiff(old, v *pb.Volume) []string {
 	if a, b := capabilityList(old.GetCapabilities()), capabilityList(v.GetCapabilities()); a != b {
 		differ("capabilities", a, b)
 	}
-	if !proto.Equal(old.GetMountOptions(), v.GetMountOptions()) {
+	if !sameValue(old.GetMountOptions(), v.GetMountOptions()) {
 		differ("mount_options", mountOptionsText(old.GetMountOptions()), mountOptionsText(v.GetMountOptions()))
 	}
 	if old.GetRequestedCapacityMinBytes() != v.GetRequestedCapacityMinBytes() {
@@ -331,7 +340,7 @@ func createDiff(old, v *pb.Volume) []string {
 	if old.GetCloneId() != v.GetCloneId() {
 		differ("clone_id", strconv.Quote(old.GetCloneId()), strconv.Quote(v.GetCloneId()))
 	}
-	if !proto.Equal(old.GetTopologyRequest(), v.GetTopologyRequest()) {
+	if !sameValue(old.GetTopologyRequest(), v.GetTopologyRequest()) {
 		differ("topology_request", old.GetTopologyRequest(), v.GetTopologyRequest())
 	}
 	if !maps.Equal(old.GetParameters(), v.GetParameters()) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,32 @@ func TestVolumeCreateNeverOverwritesACreateThatWonTheRace(t *testing.T) {
 	same.Name, same.ExternalId = "db", "ext-db"
 	if got := race(same); got.err != nil || !got.resp.GetUnchanged() {
 		t.Fatalf("a create that lost the race to the same spec: %v, %v; want it answered unchanged", got.resp, got.err)
+	}
+}
+
+// A create compares messages by value: an empty mount_options or
+// topology_request is the same as none, either way round, so the same
+// create again is answered unchanged.
+func TestVolumeCreateComparesEmptyAndAbsentAlike(t *testing.T) {
+	p := csifake.New()
+	_, _, vols, _, _ := volumeCluster(t, p)
+	for i, empty := range []bool{true, false} {
+		id := fmt.Sprintf("v%d", i)
+		spec := func(withEmpty bool) *pb.Volume {
+			v := fsVolume(id)
+			v.ExternalId, v.MountOptions, v.TopologyRequest = "", nil, nil
+			if withEmpty {
+				v.MountOptions, v.TopologyRequest = &pb.MountOptions{}, &pb.TopologyRequest{}
+			}
+			return v
+		}
+		p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-" + id}}, nil)
+		if _, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec(empty)}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec(!empty)})
+		if err != nil || !again.GetUnchanged() {
+			t.Errorf("created with empty messages %v, again with %v: %v, %v; want unchanged", empty, !empty, again, err)
+		}
 	}
 }
