@@ -198,7 +198,8 @@ func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeReg
 // topology). A volume registered under the ID already is not created
 // again: answered as it is, unchanged, when it is what the create asks
 // for (CreateVolume is idempotent by name, and so is this), refused with
-// ErrVolumeExists naming each field that differs otherwise. The register
+// ErrVolumeExists naming each field that differs otherwise, and with
+// fsm.ErrVolumeDeleting while its plugin deletes it. The register
 // is a create (if_absent): a create of the ID that registered during the
 // plugin's call is answered the same way, never overwritten. A plugin
 // answering with a volume registered under another ID (a create by the
@@ -282,10 +283,17 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 }
 
 // existingVolume is a create's answer when old is registered under the ID
-// already: unchanged when it is what spec asks for (and, when the plugin
-// was asked, its answer ext is old's volume), ErrVolumeExists naming each
-// difference otherwise.
+// already: fsm.ErrVolumeDeleting while its plugin deletes it; unchanged
+// when it is what spec asks for (and, when the plugin was asked, its
+// answer ext is old's volume), ErrVolumeExists naming each difference
+// otherwise.
 func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterResponse, error) {
+	if old.GetDeleting() {
+		// Answered unchanged, the volume would then disappear with the
+		// delete under way.
+		return nil, fmt.Errorf("volume %q (external ID %q): %w by its plugin; nothing was created (create it again once the delete is done)",
+			spec.GetId(), old.GetExternalId(), fsm.ErrVolumeDeleting)
+	}
 	diffs := createDiff(old, spec)
 	if ext != "" && ext != old.GetExternalId() {
 		diffs = append(diffs, fmt.Sprintf("external_id: registered %q, the plugin answered %q (a volume it created that nothing registers)", old.GetExternalId(), ext))

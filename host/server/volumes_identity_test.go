@@ -196,3 +196,27 @@ func TestVolumeCreateComparesEmptyAndAbsentAlike(t *testing.T) {
 		}
 	}
 }
+
+// A create of an ID its plugin is deleting is refused, ErrVolumeDeleting
+// (FailedPrecondition), not answered unchanged: the volume is about to go.
+func TestVolumeCreateOfAVolumeBeingDeletedIsRefused(t *testing.T) {
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	spec := func() *pb.Volume {
+		v := fsVolume("db")
+		v.ExternalId = ""
+		return v
+	}
+	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
+	if _, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeleting, &pb.VolumeDeletingCommand{VolumeId: "db", Deleting: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec()})
+	wantRefusal(t, "create of a volume being deleted", err, codes.FailedPrecondition, `volume "db"`, "being deleted")
+	if p.CreateVolume.Count() != 1 {
+		t.Errorf("%d CreateVolume calls, want the first create's only", p.CreateVolume.Count())
+	}
+}
