@@ -51,6 +51,10 @@ type volumesEndpoint struct {
 	pb.UnimplementedVolumesServer
 	s     *Server
 	calls controllerCaller
+	// lostRace, when set (tests), is called after a create's register
+	// was refused for a volume registered under the ID during the plugin's
+	// call, before that volume is read.
+	lostRace func(volumeID string)
 }
 
 // controllerFor picks the node whose controller instance of the plugin
@@ -201,7 +205,11 @@ func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeReg
 // ErrVolumeExists naming each field that differs otherwise, and with
 // fsm.ErrVolumeDeleting while its plugin deletes it. The register
 // is a create (if_absent): a create of the ID that registered during the
-// plugin's call is answered the same way, never overwritten. A plugin
+// plugin's call is answered the same way, never overwritten; one
+// deregistered again before it is read leaves the ID free, and the
+// register is tried once more (twice lost so, the answer is
+// fsm.ErrVolumeChanged, Aborted, naming the plugin's volume left
+// unregistered). A plugin
 // answering with a volume registered under another ID (a create by the
 // same name) is refused by the state machine (fsm.ErrExternalVolumeTaken).
 func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateRequest) (*pb.VolumeRegisterResponse, error) {
@@ -264,16 +272,30 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	for _, t := range cv.GetAccessibleTopology() {
 		v.AccessibleTopology = append(v.AccessibleTopology, &pb.Topology{Segments: t.GetSegments()})
 	}
-	out, err := e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
-	if errors.Is(err, fsm.ErrVolumeRegistered) {
-		// Another create of the ID registered during the plugin's call.
+	var out *pb.VolumeRegisterResponse
+	for try := 1; ; try++ {
+		out, err = e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
+		if !errors.Is(err, fsm.ErrVolumeRegistered) {
+			break
+		}
+		// Another create (or a register) of the ID won during the plugin's
+		// call.
+		if e.lostRace != nil {
+			e.lostRace(v.GetId())
+		}
 		old, rerr := e.s.fsm.State().VolumeByID(nil, v.GetId())
 		switch {
 		case rerr != nil:
 			return nil, rerr
 		case old != nil:
 			return existingVolume(old, spec, v.GetExternalId())
+		case try == 2:
+			return nil, fmt.Errorf("creating volume %q: plugin %q created volume %q (CreateVolume name %q) on node %s, but volume ID %q was registered "+
+				"and deregistered again while it was being registered, twice; the plugin's volume is left unregistered (register it, or create again): %w (%v)",
+				v.GetId(), v.GetPluginId(), v.GetExternalId(), v.GetName(), nodeID, v.GetId(), fsm.ErrVolumeChanged, err)
 		}
+		// Deregistered since it refused this register: the ID is free
+		// again, and the plugin's new volume is registered under it.
 	}
 	if errors.Is(err, fsm.ErrExternalVolumeTaken) {
 		return nil, fmt.Errorf("creating volume %q: plugin %q answered CreateVolume (name %q) on node %s with a volume registered under another ID "+

@@ -220,3 +220,49 @@ func TestVolumeCreateOfAVolumeBeingDeletedIsRefused(t *testing.T) {
 		t.Errorf("%d CreateVolume calls, want the first create's only", p.CreateVolume.Count())
 	}
 }
+
+// A create whose register loses to a volume registered under the ID
+// during the plugin's call, that volume deregistered again before it is
+// read, registers the plugin's new volume (the ID is free again) rather
+// than answer that a volume is registered when none is, leaving the new
+// volume unregistered.
+func TestVolumeCreateRegistersWhenTheRaceWinnerIsGone(t *testing.T) {
+	p := csifake.New()
+	_, s, _, _, _ := volumeCluster(t, p)
+	e := &volumesEndpoint{s: s, calls: s.csi}
+	raced := 0
+	e.lostRace = func(id string) {
+		raced++
+		if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: id}); err != nil {
+			t.Error(err)
+		}
+	}
+	spec := fsVolume("db")
+	spec.ExternalId = ""
+	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
+	release := p.CreateVolume.Block()
+	done := make(chan error, 1)
+	var resp *pb.VolumeRegisterResponse
+	go func() {
+		var err error
+		resp, err = e.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec})
+		done <- err
+	}()
+	for end := time.Now().Add(10 * time.Second); p.CreateVolume.Count() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the plugin never got CreateVolume")
+		}
+	}
+	winner := fsVolume("db")
+	winner.ExternalId = "ext-other"
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: winner}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("create after the winner was deregistered: %v", err)
+	}
+	if v, _ := s.fsm.State().VolumeByID(nil, "db"); v.GetExternalId() != "ext-db" || resp.GetUnchanged() || raced != 1 {
+		t.Fatalf("volume db: %v (answer %v, races %d); want the plugin's new volume ext-db registered after one lost race", v, resp, raced)
+	}
+}
