@@ -140,23 +140,28 @@
 //     job's allocs when the new or previous version runs a plugin; a purge
 //     removes the job's allocs from every row. With no row in the table
 //     this costs PlanApply one read.
-//   - Derived on every change: healthy counts; expected counts, the
-//     allocations by type (monolith counts for both) plus the instances no
-//     alloc runs (storage adapters); provider and version of the first
-//     healthy instance (kept when none is); controller_required when any
-//     instance says so, and from then on while the row lives (in a split
-//     deployment only the controller instances say so: while they are
-//     gone, claims must still wait for a publish); each allocation's
-//     health (its instance on its node is healthy); schedulable, a
-//     healthy node instance and, when required, a healthy controller. A
-//     row with no instances and no allocations is deleted; a row that did
-//     not change is not written. Its volumes keep their
-//     controller_required mirror, and a row created again starts with
-//     controller_required when one of the plugin's volumes has it, so a
-//     node instance reporting before any controller cannot make claims
-//     skip the publish (testdata/controller_required.txt). A plugin that
-//     really stopped requiring a controller is seen so once its volumes
-//     are deregistered and its row is gone.
+//   - Derived on every change, from the instances serving now and from
+//     nothing earlier: healthy counts; expected counts, the allocations
+//     by type (monolith counts for both) plus the instances no alloc runs
+//     (storage adapters); provider and version of the first healthy
+//     instance, else of the first instance; controller_required when a
+//     controller instance says so (only a controller service can say
+//     whether it publishes); each allocation's health (its instance on
+//     its node is healthy); schedulable, a healthy node instance and,
+//     when required, a healthy controller. With no controller instance
+//     at all the row keeps what its last controllers said: in a split
+//     deployment whose controllers are gone for a moment, claims must
+//     still wait for a publish. A row with no instances and no
+//     allocations is deleted; a row that did not change is not written.
+//     Its volumes keep their controller_required mirror, and a row
+//     created again starts with controller_required when one of the
+//     plugin's volumes has it, so a node instance reporting before any
+//     controller cannot make claims skip the publish
+//     (testdata/controller_required.txt). When the controllers serving
+//     now stop requiring the publish (a task-launched plugin replaced a
+//     storage adapter of the same ID), the plugin's attaching attachments
+//     are removed and their reserved claims made ready in the same apply
+//     (skipControllerPublish, testdata/plugin_switch.txt).
 //
 // Under the table rule only NodeCSIUpdate creates rows; the other commands
 // update rows that exist, so an older server, which has none, applies them
