@@ -23,7 +23,7 @@ func (e *volumesEndpoint) CreateSnapshot(ctx context.Context, req *pb.SnapshotCr
 	if req.GetName() == "" {
 		return nil, fmt.Errorf("snapshot of volume %q: %w: name is required", v.GetId(), volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
+	c, nodeID, info, err := e.controller(v.GetPluginId(), capSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of volume %q: %w", v.GetId(), err)
 	}
@@ -48,7 +48,7 @@ func (e *volumesEndpoint) DeleteSnapshot(ctx context.Context, req *pb.SnapshotDe
 	if req.GetPluginId() == "" || req.GetSnapshotId() == "" {
 		return nil, fmt.Errorf("snapshot delete: %w: plugin_id and snapshot_id are required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(req.GetPluginId())
+	c, nodeID, info, err := e.controller(req.GetPluginId(), capSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("deleting snapshot %q: %w", req.GetSnapshotId(), err)
 	}
@@ -89,7 +89,7 @@ func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotLis
 	if pluginID == "" {
 		return nil, fmt.Errorf("snapshot list: %w: plugin_id or volume_id is required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(pluginID)
+	c, nodeID, info, err := e.controller(pluginID, capListSnapshots)
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
 	}
@@ -144,7 +144,7 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
+	c, nodeID, info, err := e.controller(v.GetPluginId(), capExpand)
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
 	}
