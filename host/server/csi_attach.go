@@ -57,6 +57,11 @@ import (
 // attachments (and to what a failed one waits for), on a worker's end and
 // on the earliest next_retry_at.
 func (v *volumeLoops) runAttacher(ctx context.Context) {
+	// Read once under the lock: a waiter of this leadership may outlive
+	// it, and the next run replaces the field.
+	v.mu.Lock()
+	wake := v.wake
+	v.mu.Unlock()
 	var retry Timer
 	defer func() {
 		if retry != nil {
@@ -78,7 +83,7 @@ func (v *volumeLoops) runAttacher(ctx context.Context) {
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {
 			select {
-			case <-v.wake:
+			case <-wake:
 				cancel()
 			case <-wctx.Done():
 			}
