@@ -30,7 +30,8 @@ func builtinCSIHostpathCommand() *cli.Command {
 			&cli.StringFlag{Name: "endpoint", Usage: "CSI endpoint: unix:///path/csi.sock or a socket path", EnvVars: []string{"CSI_ENDPOINT"}, Required: true},
 			&cli.StringFlag{Name: "node-id", Usage: "this node's ID (required in monolith and node mode)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "directory holding volumes, snapshots and plugin state", Required: true},
-			&cli.StringFlag{Name: "capacity", Usage: "capacity to hand out, e.g. 10GiB, 500MiB, 1G; 0 = the filesystem's free space", Value: "0"},
+			&cli.StringFlag{Name: "capacity", Usage: "capacity to hand out over all volumes and snapshots, e.g. 10GiB, 500MiB, 1G; 0 = no such limit (each volume must still fit the filesystem's free space)", Value: "0"},
+			&cli.StringFlag{Name: "max-volume-size", Usage: "largest volume to create or expand to, e.g. 100GiB", Value: "1TiB"},
 			&cli.StringFlag{Name: "mode", Usage: "services to serve: monolith, controller or node", Value: hostpath.ModeMonolith},
 			&cli.Int64Flag{Name: "max-volumes", Usage: "volumes that may be attached to this node; 0 = unlimited"},
 			&cli.StringSliceFlag{Name: "topology", Usage: "topology segment key=value of this node (repeatable, or comma-separated)"},
@@ -48,6 +49,13 @@ func builtinCSIHostpathCommand() *cli.Command {
 			capacity, err := hostpath.ParseCapacity(c.String("capacity"))
 			if err != nil {
 				return fmt.Errorf("--capacity: %w", err)
+			}
+			maxVolumeSize, err := hostpath.ParseCapacity(c.String("max-volume-size"))
+			if err != nil {
+				return fmt.Errorf("--max-volume-size: %w", err)
+			}
+			if maxVolumeSize == 0 {
+				return fmt.Errorf("--max-volume-size: must be more than 0 bytes")
 			}
 			topology, err := hostpath.ParseTopology(c.StringSlice("topology"))
 			if err != nil {
@@ -83,6 +91,8 @@ func builtinCSIHostpathCommand() *cli.Command {
 				Topology:   topology,
 				Logger:     logger,
 				NoPublish:  c.Bool("no-publish"),
+
+				MaxVolumeSize: maxVolumeSize,
 
 				DelayBefore:    delayBefore,
 				DelayAfter:     delayAfter,

@@ -14,7 +14,7 @@ import (
 
 func TestHostpathConfig(t *testing.T) {
 	env := sdk.StorageEnv{
-		Config:  json.RawMessage(`{"capacity": "1GiB", "max_volumes": 4, "topology": {"zone": "z1"}, "mode": "node"}`),
+		Config:  json.RawMessage(`{"capacity": "1GiB", "max_volume_size": "100GiB", "max_volumes": 4, "topology": {"zone": "z1"}, "mode": "node"}`),
 		NodeID:  "7cdfacfd-234b-46f9-867d-b7c770f60f16",
 		DataDir: "/data/csi/adapters/hostpath",
 	}
@@ -22,7 +22,7 @@ func TestHostpathConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Capacity != 1<<30 || cfg.MaxVolumes != 4 || cfg.Mode != "node" || cfg.NodeID != env.NodeID ||
+	if cfg.Capacity != 1<<30 || cfg.MaxVolumeSize != 100<<30 || cfg.MaxVolumes != 4 || cfg.Mode != "node" || cfg.NodeID != env.NodeID ||
 		cfg.StateDir != filepath.Join(env.DataDir, "state") || !reflect.DeepEqual(cfg.Topology, map[string]string{"zone": "z1"}) {
 		t.Errorf("config %+v", cfg)
 	}
@@ -39,10 +39,12 @@ func TestHostpathConfig(t *testing.T) {
 
 func TestCheckConfigNamesTheKey(t *testing.T) {
 	for cfg, want := range map[string]string{
-		`{"capacityy": "1G"}`:  `unknown field "capacityy"`,
-		`{"capacity": "lots"}`: "capacity",
-		`{"capacity": -1}`:     "capacity: must not be negative",
-		`{"max_volumes": "x"}`: "max_volumes",
+		`{"capacityy": "1G"}`:         `unknown field "capacityy"`,
+		`{"capacity": "lots"}`:        "capacity",
+		`{"capacity": -1}`:            "capacity: must not be negative",
+		`{"max_volumes": "x"}`:        "max_volumes",
+		`{"max_volume_size": 0}`:      "max_volume_size: must be more than 0 bytes",
+		`{"max_volume_size": "8EiB"}`: "max_volume_size",
 	} {
 		err := CheckConfig(HostpathName, []byte(cfg))
 		if err == nil || !strings.Contains(err.Error(), want) {

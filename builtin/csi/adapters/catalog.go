@@ -65,6 +65,8 @@ type hostpathConfig struct {
 	MaxVolumes int64             `json:"max_volumes"`
 	Topology   map[string]string `json:"topology"`
 	Mode       string            `json:"mode"`
+
+	MaxVolumeSize json.RawMessage `json:"max_volume_size"`
 }
 
 // parseHostpathConfig decodes config, refusing unknown keys: a misspelt
@@ -77,30 +79,47 @@ func parseHostpathConfig(config []byte) (hostpathConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(config))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("hostpath adapter config: %w (keys: state_dir, capacity, max_volumes, topology, mode)", err)
+		return c, fmt.Errorf("hostpath adapter config: %w (keys: state_dir, capacity, max_volume_size, max_volumes, topology, mode)", err)
 	}
 	if _, err := c.capacity(); err != nil {
 		return c, fmt.Errorf("hostpath adapter config: capacity: %w", err)
+	}
+	if _, err := c.maxVolumeSize(); err != nil {
+		return c, fmt.Errorf("hostpath adapter config: max_volume_size: %w", err)
 	}
 	return c, nil
 }
 
 // capacity is the configured capacity in bytes: a number, or a size
 // string as hostpath.ParseCapacity reads it ("10GiB"); absent is 0.
-func (c hostpathConfig) capacity() (int64, error) {
-	if len(c.Capacity) == 0 {
+func (c hostpathConfig) capacity() (int64, error) { return size(c.Capacity) }
+
+// maxVolumeSize is the configured largest volume in bytes, as capacity;
+// absent is 0 (hostpath.DefaultMaxVolumeSize), and 0 itself is refused.
+func (c hostpathConfig) maxVolumeSize() (int64, error) {
+	n, err := size(c.MaxVolumeSize)
+	if err == nil && n == 0 && len(c.MaxVolumeSize) > 0 {
+		return 0, errors.New("must be more than 0 bytes (leave it out for the default, 1TiB)")
+	}
+	return n, err
+}
+
+// size reads a size in bytes: a number, or a string as
+// hostpath.ParseCapacity reads it ("10GiB"); absent is 0.
+func size(raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 {
 		return 0, nil
 	}
 	var n int64
-	if err := json.Unmarshal(c.Capacity, &n); err == nil {
+	if err := json.Unmarshal(raw, &n); err == nil {
 		if n < 0 {
 			return 0, errors.New("must not be negative")
 		}
 		return n, nil
 	}
 	var s string
-	if err := json.Unmarshal(c.Capacity, &s); err != nil {
-		return 0, fmt.Errorf("want a number of bytes or a size such as \"10GiB\", got %s", c.Capacity)
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, fmt.Errorf("want a number of bytes or a size such as \"10GiB\", got %s", raw)
 	}
 	return hostpath.ParseCapacity(s)
 }

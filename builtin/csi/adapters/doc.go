@@ -14,11 +14,12 @@
 //	plugin "hostpath" {
 //	  type = "csi"
 //	  config {
-//	    capacity    = "10GiB"          # default: the filesystem's free space
-//	    max_volumes = 16               # default: unlimited
-//	    topology    = { zone = "z1" }
-//	    state_dir   = "/srv/hostpath"  # default: <data_dir>/csi/adapters/hostpath
-//	    mode        = "monolith"       # or controller, node
+//	    capacity        = "10GiB"      # default: none, each volume must fit the disk's free space
+//	    max_volume_size = "100GiB"     # default: 1TiB
+//	    max_volumes     = 16           # default: unlimited
+//	    topology        = { zone = "z1" }
+//	    state_dir       = "/srv/hostpath"  # default: <data_dir>/csi/adapters/hostpath
+//	    mode            = "monolith"   # or controller, node
 //	  }
 //	}
 //

@@ -17,7 +17,8 @@ func hostpathServicesConfig(env sdk.StorageEnv) (hostpath.Config, error) {
 	if err != nil {
 		return hostpath.Config{}, err
 	}
-	capacity, _ := c.capacity() // checked by parseHostpathConfig
+	capacity, _ := c.capacity()           // checked by parseHostpathConfig
+	maxVolumeSize, _ := c.maxVolumeSize() // likewise
 	stateDir := c.StateDir
 	if stateDir == "" {
 		if env.DataDir == "" {
@@ -37,6 +38,8 @@ func hostpathServicesConfig(env sdk.StorageEnv) (hostpath.Config, error) {
 		MaxVolumes: c.MaxVolumes,
 		Topology:   c.Topology,
 		Logger:     sdk.NewPluginLogger(HostpathName),
+
+		MaxVolumeSize: maxVolumeSize,
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ const (
 // pool are reachable from exactly the nodes that share its state directory.
 const PoolTopologyKey = "hostpath.csi.berth.dev/pool"
 
+// DefaultMaxVolumeSize is the largest volume a plugin makes when
+// Config.MaxVolumeSize is 0: 1TiB, as the kubernetes-csi hostpath driver's
+// --maxvolumesize.
+const DefaultMaxVolumeSize int64 = 1 << 40
+
 // defaultShutdownGrace bounds how long a stopping plugin waits for in-flight
 // calls before cancelling them.
 const defaultShutdownGrace = 30 * time.Second
@@ -43,11 +49,15 @@ type Config struct {
 	Endpoint   string            // "unix:///path/csi.sock" or a plain path
 	NodeID     string            // required in monolith and node mode
 	StateDir   string            // where volumes, snapshots and the plugin's state live
-	Capacity   int64             // bytes; 0 = unlimited
+	Capacity   int64             // bytes; 0 = what the state directory's filesystem has free
 	Mode       string            // "monolith" (default), "controller", "node"
 	MaxVolumes int64             // 0 = unlimited
 	Topology   map[string]string // e.g. {"zone":"z1"}
 	Logger     hclog.Logger      // nil = discard
+
+	// MaxVolumeSize is the largest volume CreateVolume and
+	// ControllerExpandVolume make, in bytes; 0 = DefaultMaxVolumeSize.
+	MaxVolumeSize int64
 
 	// ShutdownGrace bounds how long a stop waits for in-flight calls before
 	// they are cancelled; 0 means 30s.
@@ -163,6 +173,12 @@ func (c Config) validateServices() (runtimeConfig, error) {
 	}
 	if c.MaxVolumes < 0 {
 		return rc, &ConfigError{Field: "MaxVolumes", Value: fmt.Sprint(c.MaxVolumes), Err: errors.New("must not be negative")}
+	}
+	switch {
+	case c.MaxVolumeSize < 0:
+		return rc, &ConfigError{Field: "MaxVolumeSize", Value: fmt.Sprint(c.MaxVolumeSize), Err: errors.New("must not be negative")}
+	case c.MaxVolumeSize == 0:
+		rc.MaxVolumeSize = DefaultMaxVolumeSize
 	}
 	if err := c.validateDelays(); err != nil {
 		return rc, err
@@ -313,4 +329,19 @@ func ParseCapacity(s string) (int64, error) {
 		return 0, fmt.Errorf("%w %q: too large", ErrBadCapacity, s)
 	}
 	return n.Int64(), nil
+}
+
+// humanBytes renders n in the largest binary unit it fills ("100TiB",
+// "1.5GiB", "512B"), for error messages that also give the exact bytes.
+func humanBytes(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	if n < 1<<10 && n > -(1<<10) {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n)/(1<<10), 0
+	for i < len(units)-1 && (v >= 1<<10 || v <= -(1<<10)) {
+		v /= 1 << 10
+		i++
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + units[i]
 }

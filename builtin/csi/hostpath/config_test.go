@@ -122,6 +122,7 @@ func TestConfigValidate(t *testing.T) {
 		{"node id with slash", func(c *Config) { c.NodeID = "../etc" }, "NodeID"},
 		{"negative capacity", func(c *Config) { c.Capacity = -1 }, "Capacity"},
 		{"negative max volumes", func(c *Config) { c.MaxVolumes = -1 }, "MaxVolumes"},
+		{"negative max volume size", func(c *Config) { c.MaxVolumeSize = -1 }, "MaxVolumeSize"},
 		{"bad topology", func(c *Config) { c.Topology = map[string]string{"zone": "a b"} }, "Topology"},
 	}
 	for _, tc := range cases {
@@ -138,8 +139,8 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc.Mode != ModeMonolith || !rc.controller || !rc.node || rc.socketPath != "/tmp/x.sock" {
-		t.Errorf("defaults: mode %q controller %t node %t socket %q", rc.Mode, rc.controller, rc.node, rc.socketPath)
+	if rc.Mode != ModeMonolith || !rc.controller || !rc.node || rc.socketPath != "/tmp/x.sock" || rc.MaxVolumeSize != DefaultMaxVolumeSize {
+		t.Errorf("defaults: mode %q controller %t node %t socket %q max volume size %d", rc.Mode, rc.controller, rc.node, rc.socketPath, rc.MaxVolumeSize)
 	}
 	ctrl := base
 	ctrl.Mode, ctrl.NodeID = ModeController, ""

@@ -36,6 +36,9 @@ type controller struct {
 	locks *keyedLocks
 	now   func() time.Time
 	flock *fileLock
+	// diskFree is what the state directory's filesystem has free for
+	// the plugin (statfs f_bavail); tests replace it.
+	diskFree func() (int64, error)
 
 	mu          sync.RWMutex
 	volumes     map[string]*volumeRecord
@@ -57,6 +60,10 @@ func newController(cfg runtimeConfig, lay layout, pool string, locks *keyedLocks
 	c := &controller{
 		cfg: cfg, lay: lay, pool: pool, log: cfg.Logger.Named("controller"),
 		locks: locks, now: time.Now, flock: flock,
+		diskFree: func() (int64, error) {
+			st, err := statFS(lay.root)
+			return st.availBytes, err
+		},
 		volumes: map[string]*volumeRecord{}, volByName: map[string]string{},
 		snapshots: map[string]*snapshotRecord{}, snapByName: map[string]string{},
 		groups: map[string]*groupRecord{}, groupByName: map[string]string{},
@@ -182,35 +189,63 @@ func (c *controller) usedLocked() int64 {
 	return n
 }
 
-// available is the capacity left for new volumes and snapshots: the
-// configured capacity minus what is taken, or, with no configured capacity,
-// what the state directory's filesystem has free.
+// available is the capacity left for new volumes and snapshots: what the
+// state directory's filesystem has free, less what operations in flight
+// have reserved, and, with a configured capacity, no more than what is
+// left of it.
 func (c *controller) available() (int64, error) {
-	if c.cfg.Capacity == 0 {
-		st, err := statFS(c.lay.root)
-		if err != nil {
-			return 0, err
-		}
-		return st.availBytes, nil
+	disk, err := c.diskFree()
+	if err != nil {
+		return 0, err
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return max(0, c.cfg.Capacity-c.usedLocked()), nil
+	free := disk - c.reserved
+	if c.cfg.Capacity > 0 {
+		free = min(free, c.cfg.Capacity-c.usedLocked())
+	}
+	return max(0, free), nil
+}
+
+// checkMaxSize refuses a volume size above the plugin's MaxVolumeSize
+// (OutOfRange: the CSI spec's answer to a capacity the plugin does not
+// support). what names the volume, for the error text.
+func (c *controller) checkMaxSize(what string, size int64) error {
+	if limit := c.cfg.MaxVolumeSize; size > limit {
+		return errRange("%s: %d bytes (%s) is more than the largest volume this plugin makes, %d bytes (%s, its max_volume_size)",
+			what, size, humanBytes(size), limit, humanBytes(limit))
+	}
+	return nil
 }
 
 // reserve sets aside n bytes of capacity for an operation in flight. what
-// names the object, for the error text.
+// names the object, for the error text. The bytes must fit in the
+// configured capacity (when there is one) and in what the filesystem has
+// free now. Earlier volumes are not charged against the filesystem: a
+// mount volume is a directory and a block volume a sparse file, so they
+// take space only as they are written (thin provisioning); a configured
+// capacity is the hard account.
 func (c *controller) reserve(n int64, what string) (*reservation, error) {
-	if c.cfg.Capacity == 0 || n <= 0 {
+	if n <= 0 {
 		return &reservation{c: c}, nil
 	}
-	if n > c.cfg.Capacity {
+	if c.cfg.Capacity > 0 && n > c.cfg.Capacity {
 		return nil, errRange("%s needs %d bytes; the plugin's whole capacity is %d bytes", what, n, c.cfg.Capacity)
+	}
+	disk, err := c.diskFree()
+	if err != nil {
+		return nil, errInternal(err, "%s: measure free space in %s", what, c.lay.root)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if free := c.cfg.Capacity - c.usedLocked(); n > free {
-		return nil, errExhausted("%s needs %d bytes but only %d of the plugin's %d bytes are free", what, n, free, c.cfg.Capacity)
+	if c.cfg.Capacity > 0 {
+		if free := c.cfg.Capacity - c.usedLocked(); n > free {
+			return nil, errExhausted("%s needs %d bytes but only %d of the plugin's %d bytes are free", what, n, free, c.cfg.Capacity)
+		}
+	}
+	if free := disk - c.reserved; n > free {
+		return nil, errExhausted("%s needs %d bytes (%s) but the filesystem of the plugin's state directory %s has only %d bytes (%s) free",
+			what, n, humanBytes(n), c.lay.root, max(0, free), humanBytes(max(0, free)))
 	}
 	c.reserved += n
 	return &reservation{c: c, n: n}, nil

@@ -105,6 +105,9 @@ func (c *controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequ
 	if err != nil {
 		return nil, errRange("volume %q: %v", name, err)
 	}
+	if err := c.checkMaxSize(fmt.Sprintf("volume %q", name), size); err != nil {
+		return nil, err
+	}
 	nodes, err := c.lay.loadNodes()
 	if err != nil {
 		return nil, errInternal(err, "volume %q: read node registrations", name)

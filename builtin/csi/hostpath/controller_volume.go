@@ -94,8 +94,9 @@ func (c *controller) ControllerGetVolume(ctx context.Context, req *csi.Controlle
 }
 
 // GetCapacity reports the capacity left for volumes with the given
-// capabilities, parameters and topology: zero for ones this plugin cannot
-// make.
+// capabilities, parameters and topology (zero for ones this plugin cannot
+// make), and the largest volume CreateVolume would make now: no more than
+// what is left nor than MaxVolumeSize.
 func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	zero := &csi.GetCapacityResponse{AvailableCapacity: 0, MaximumVolumeSize: wrapperspb.Int64(0)}
 	kind := kindMount
@@ -122,7 +123,7 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	if err != nil {
 		return nil, errInternal(err, "measure free space in %s", c.lay.root)
 	}
-	return &csi.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(avail)}, nil
+	return &csi.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(min(avail, c.cfg.MaxVolumeSize))}, nil
 }
 
 // ControllerExpandVolume grows a volume. Mount volumes only change their
@@ -174,6 +175,9 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	nodeExpand := v.Kind == kindBlock
 	if size <= v.CapacityBytes {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: nodeExpand}, nil
+	}
+	if err := c.checkMaxSize("volume "+id, size); err != nil {
+		return nil, err
 	}
 	if c.cfg.Capacity > 0 && size > c.cfg.Capacity {
 		return nil, errRange("volume %s: %d bytes exceeds the plugin's whole capacity of %d bytes", id, size, c.cfg.Capacity)

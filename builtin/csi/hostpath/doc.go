@@ -48,10 +48,19 @@
 // for SINGLE_NODE_SINGLE_WRITER, one writable target for the other
 // single-writer modes, the same capability everywhere).
 //
-// Capacity (--capacity) is an accounting limit: volumes count with their
-// capacity, snapshots with the space their copy takes. A mount volume is a
-// plain directory and cannot be stopped from growing past its capacity; the
-// health RPCs report it (CapacityExceeded). Block volumes are hard limits.
+// No volume is made or expanded past MaxVolumeSize (--max-volume-size,
+// default 1TiB, as the kubernetes-csi hostpath driver's --maxvolumesize):
+// OutOfRange, naming the volume and the limit. Every new volume, expansion
+// and snapshot copy must also fit in what the state directory's filesystem
+// has free at that moment (ResourceExhausted otherwise); earlier volumes are
+// not charged against it, since they take space only as they are written
+// (thin provisioning). Capacity (--capacity), when set, is the hard account:
+// volumes count with their capacity, snapshots with the space their copy
+// takes, and what is not left of it is ResourceExhausted. GetCapacity
+// reports the smaller of the two as available, and the largest volume
+// CreateVolume would make now. A mount volume is a plain directory and
+// cannot be stopped from growing past its capacity; the health RPCs report
+// it (CapacityExceeded). Block volumes are hard limits.
 //
 // # State and failure
 //

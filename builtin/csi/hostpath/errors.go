@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
@@ -70,6 +71,12 @@ func errInternal(err error, format string, args ...any) error {
 	}
 	if errors.Is(err, errPathInUse) || errors.Is(err, errNoLoopDevices) {
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", what, err)
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
+	}
+	if errors.Is(err, syscall.EFBIG) {
+		return status.Errorf(codes.OutOfRange, "%s: %v; the filesystem of the state directory holds no file that large", what, err)
 	}
 	if errors.Is(err, errBusy) {
 		return status.Errorf(codes.Aborted, "%s: %v; retry once the workload has let go of it", what, err)

@@ -119,7 +119,7 @@ func (s *Services) ServerOptions() []grpc.ServerOption {
 // Describe returns key/value pairs describing the plugin, for a log line.
 func (s *Services) Describe() []any {
 	return []any{"mode", s.cfg.Mode, "node", s.cfg.NodeID, "state_dir", s.cfg.StateDir,
-		"pool", s.pool, "capacity", s.cfg.Capacity, "max_volumes", s.cfg.MaxVolumes}
+		"pool", s.pool, "capacity", s.cfg.Capacity, "max_volume_size", s.cfg.MaxVolumeSize, "max_volumes", s.cfg.MaxVolumes}
 }
 
 // Close releases the state directory's locks. Call it after the server

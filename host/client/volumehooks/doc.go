@@ -121,7 +121,15 @@
 // change healthy ↔ unhealthy is one task event ("Plugin became
 // unhealthy" with the reason, "Plugin became healthy") and a
 // registry.SetHealth; a registry write that fails is tried again at the
-// next probe.
+// next probe. An unhealthy plugin keeps its entry, marked unhealthy: the
+// plugin manager serves nothing through it and the servers show why (as
+// Nomad keeps it in its dynamic registry). A plugin unhealthy at every
+// probe for its health_timeout (from the first probe that found it so;
+// while unhealthy it is probed again at the latest when that runs out)
+// gets a "Plugin health timeout" event naming it and how long it was
+// unhealthy, and its attempt is restarted as a failure, like one never
+// healthy; the restart's Stop deregisters it. SupervisorConfig.Clock times
+// every wait and deadline, so tests drive them by hand.
 //
 // # Teardown
 //

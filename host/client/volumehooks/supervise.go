@@ -21,7 +21,8 @@ const (
 	EventPluginHealthy   = "Plugin became healthy"
 	EventPluginUnhealthy = "Plugin became unhealthy"
 	// EventPluginHealthTimeout: the plugin was not healthy within its
-	// health_timeout; the task is restarted per its restart policy.
+	// health_timeout of starting, or stayed unhealthy that long after it
+	// had been healthy; the task is restarted per its restart policy.
 	EventPluginHealthTimeout = "Plugin health timeout"
 )
 
@@ -73,14 +74,14 @@ func (s *supervisor) run() {
 // registered, and reports whether it is. Past the health timeout it asks
 // for a restart of the attempt (counted by the restart policy) instead.
 func (s *supervisor) start() bool {
-	deadline := time.Now().Add(s.p.healthTimeout)
+	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout)
 	interval := s.cfg.StartProbeInterval
 	// last is why the plugin is not healthy, for the timeout's event.
 	var last error
 	for {
 		// A check never runs past the health deadline, so a plugin that
 		// hangs on Probe is restarted on time.
-		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		ctx, cancel := s.until(deadline)
 		info, err := s.check(ctx)
 		if err == nil && s.ctx.Err() == nil { // a stopped supervisor registers nothing
 			err = s.register(info)
@@ -98,7 +99,7 @@ func (s *supervisor) start() bool {
 		if last == nil || !cutShort {
 			last = err
 		}
-		left := time.Until(deadline)
+		left := deadline.Sub(s.cfg.Clock.Now())
 		if left <= 0 {
 			s.giveUp(last)
 			return false
@@ -113,13 +114,33 @@ func (s *supervisor) start() bool {
 			wait = interval
 			interval = min(interval*2, s.cfg.MaxStartProbeInterval)
 		}
-		t := time.NewTimer(min(wait, left))
-		select {
-		case <-s.ctx.Done():
-			t.Stop()
+		if !s.sleep(min(wait, left)) {
 			return false
-		case <-t.C:
 		}
+	}
+}
+
+// sleep waits d on the clock, and reports false when the supervisor is
+// stopped first.
+func (s *supervisor) sleep(d time.Duration) bool {
+	fired := make(chan struct{})
+	t := s.cfg.Clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-s.ctx.Done():
+		t.Stop()
+		return false
+	case <-fired:
+		return true
+	}
+}
+
+// until is the supervisor's context, cut at deadline on the clock.
+func (s *supervisor) until(deadline time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	t := s.cfg.Clock.AfterFunc(deadline.Sub(s.cfg.Clock.Now()), cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }
 
@@ -204,6 +225,12 @@ func (s *supervisor) giveUp(last error) {
 	s.emit(EventPluginHealthTimeout, reason, map[string]string{
 		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()), "reason": last.Error(),
 	})
+	s.restart(reason)
+}
+
+// restart restarts the task's attempt as a failure, so the group's restart
+// policy counts it as it counts a crash.
+func (s *supervisor) restart(reason string) {
 	if s.info.Lifecycle == nil {
 		s.logger.Error("cannot restart the plugin task: its runner gave no lifecycle")
 		return
@@ -215,17 +242,27 @@ func (s *supervisor) giveUp(last error) {
 }
 
 // watch probes the registered plugin every HealthInterval until stopped;
-// each change of health is a task event and a registry update.
+// each change of health is a task event and a registry update. A plugin
+// unhealthy at every probe for its health_timeout, counted from the first
+// probe that found it so, is restarted; while unhealthy it is probed again
+// at the latest when that time runs out, so a health_timeout shorter than
+// HealthInterval is kept.
+//
+// An unhealthy plugin keeps its registry entry, marked unhealthy with the
+// reason: that already takes it out of service (the plugin manager neither
+// serves nor fingerprints through it, the registry prefers any healthy
+// instance of the plugin ID, a storage adapter of the same ID included),
+// and the servers show it unhealthy, and why, instead of missing, as Nomad
+// keeps an unhealthy plugin in its dynamic registry. The restart's Stop
+// hook deregisters it.
 func (s *supervisor) watch() {
 	healthy, reported := true, true
 	var reason string
-	t := time.NewTimer(s.cfg.HealthInterval)
-	defer t.Stop()
+	var unhealthySince time.Time
+	wait := s.cfg.HealthInterval
 	for {
-		select {
-		case <-s.ctx.Done():
+		if !s.sleep(wait) {
 			return
-		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CallTimeout)
 		ready, err := s.probe(ctx)
@@ -233,6 +270,7 @@ func (s *supervisor) watch() {
 		if s.ctx.Err() != nil {
 			return // stopping, not a health change
 		}
+		now := s.cfg.Clock.Now()
 		was := healthy
 		healthy = err == nil && ready
 		switch {
@@ -245,6 +283,7 @@ func (s *supervisor) watch() {
 		}
 		if healthy != was {
 			s.transition(healthy, reason)
+			unhealthySince = now
 		}
 		if healthy != reported {
 			// Retried at the next probe when the registry refuses it.
@@ -254,8 +293,29 @@ func (s *supervisor) watch() {
 				reported = healthy
 			}
 		}
-		t.Reset(s.cfg.HealthInterval)
+		wait = s.cfg.HealthInterval
+		if !healthy {
+			unhealthyFor := now.Sub(unhealthySince)
+			if unhealthyFor >= s.p.healthTimeout {
+				s.restartUnhealthy(unhealthyFor, reason)
+				return
+			}
+			wait = min(wait, s.p.healthTimeout-unhealthyFor)
+		}
 	}
+}
+
+// restartUnhealthy reports a plugin that stayed unhealthy for its health
+// timeout after having been healthy, and restarts its attempt as a failure.
+func (s *supervisor) restartUnhealthy(unhealthyFor time.Duration, last string) {
+	reason := fmt.Sprintf("CSI plugin %q was unhealthy for %s (health_timeout %s): %s", s.pluginID(), unhealthyFor, s.p.healthTimeout, last)
+	s.logger.Warn("csi plugin unhealthy for its health timeout; restarting its task", "unhealthy_for", unhealthyFor,
+		"health_timeout", s.p.healthTimeout, "reason", last)
+	s.emit(EventPluginHealthTimeout, reason, map[string]string{
+		"plugin_id": s.pluginID(), "health_timeout_ms": fmt.Sprint(s.p.healthTimeout.Milliseconds()),
+		"unhealthy_for_ms": fmt.Sprint(unhealthyFor.Milliseconds()), "reason": last,
+	})
+	s.restart(reason)
 }
 
 func (s *supervisor) transition(healthy bool, reason string) {

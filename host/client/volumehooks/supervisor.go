@@ -28,6 +28,26 @@ type Registry interface {
 	Deregister(allocID, pluginID string) error
 }
 
+// Clock is the supervisor's source of time.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine after d.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a pending call made by Clock.AfterFunc.
+type Timer interface {
+	// Stop prevents the call; it reports false if the call already ran or
+	// was stopped.
+	Stop() bool
+}
+
+// wallClock is the real clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                            { return time.Now() }
+func (wallClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
 // Defaults of SupervisorConfig.
 const (
 	DefaultHealthInterval        = 30 * time.Second
@@ -66,8 +86,11 @@ type SupervisorConfig struct {
 	StartProbeInterval, MaxStartProbeInterval time.Duration
 	// CallTimeout bounds each Probe and GetPluginInfo (default 5s).
 	CallTimeout time.Duration
-	// Now stamps task events (default time.Now).
+	// Now stamps task events (default: Clock's Now).
 	Now func() time.Time
+	// Clock times the supervisor's waits and health deadlines (default:
+	// the wall clock), so tests drive them without sleeping.
+	Clock Clock
 	// Context ends every supervisor when it is done (the client shutting
 	// down), without deregistering anything: the plugins keep running for
 	// the next client to find. Default: never done.
@@ -90,8 +113,11 @@ func (c SupervisorConfig) withDefaults() SupervisorConfig {
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = c.Clock.Now
 	}
 	if c.Context == nil {
 		c.Context = context.Background()
