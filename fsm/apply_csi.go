@@ -554,9 +554,10 @@ func skipControllerPublish(tx *writeTxn, pluginID string, at int64) error {
 // controller_required is the controllers' word: only a controller
 // service can say whether it publishes (a node-only deployment of a
 // driver advertises the controller service and answers no capabilities).
-// With no controller instance at all nothing serving can say, and the
-// row keeps what its last controllers said (a new row: what its volumes
-// were registered with, volumesRequireController): in a split deployment
+// With no controller instance that has a word (none, or none
+// fingerprinted yet) nothing serving can say, and the row keeps what its
+// last controllers said (a new row: what its volumes were registered
+// with, volumesRequireController): in a split deployment
 // whose controllers are gone for a moment (a job update, a deregistered
 // node) the node instances alone must not make claims skip the publish.
 func deriveCSIPlugin(r *pb.CSIPlugin) {
@@ -570,9 +571,11 @@ func deriveCSIPlugin(r *pb.CSIPlugin) {
 		return 0
 	})
 	r.ControllersHealthy, r.NodesHealthy, r.ControllersExpected, r.NodesExpected = 0, 0, 0, 0
-	if len(r.GetControllers()) > 0 {
-		r.ControllerRequired = false
-	}
+	// controller_required is the word of the controllers that have one: a
+	// controller instance never fingerprinted (its plugin failed its first
+	// Probe, or it answers ControllerGetCapabilities Unimplemented) reports
+	// no controller_info and does not know whether it publishes.
+	spoke, required := false, false
 	var first, healthy *pb.CSIPluginInfo
 	for _, set := range []struct {
 		instances  map[string]*pb.CSIPluginInfo
@@ -596,10 +599,14 @@ func deriveCSIPlugin(r *pb.CSIPlugin) {
 			if info.GetAllocId() == "" {
 				*set.expected++
 			}
-			if set.controller && info.GetControllerRequired() {
-				r.ControllerRequired = true
+			if set.controller && (info.GetControllerInfo() != nil || info.GetControllerRequired()) {
+				spoke = true
+				required = required || info.GetControllerRequired()
 			}
 		}
+	}
+	if spoke {
+		r.ControllerRequired = required
 	}
 	if healthy != nil {
 		first = healthy

@@ -146,10 +146,13 @@
 //     (storage adapters); provider and version of the first healthy
 //     instance, else of the first instance; controller_required when a
 //     controller instance says so (only a controller service can say
-//     whether it publishes); each allocation's health (its instance on
-//     its node is healthy); schedulable, a healthy node instance and,
-//     when required, a healthy controller. With no controller instance
-//     at all the row keeps what its last controllers said: in a split
+//     whether it publishes, and only once fingerprinted: an instance
+//     reporting no controller_info has no word,
+//     testdata/controller_unfingerprinted.txt); each allocation's health
+//     (its instance on its node is healthy); schedulable, a healthy node
+//     instance and, when required, a healthy controller. With no
+//     controller instance that has a word the row keeps what its last
+//     controllers said: in a split
 //     deployment whose controllers are gone for a moment, claims must
 //     still wait for a publish. A row with no instances and no
 //     allocations is deleted; a row that did not change is not written.

@@ -163,6 +163,11 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			switch line.Cmd {
 			case "controller":
 				info.Type = pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER
+				// A controller fingerprinted reports its capabilities;
+				// one never fingerprinted (fingerprinted=false) none.
+				if argString(t, line, "fingerprinted", "true") == "true" {
+					info.ControllerInfo = &pb.CSIControllerInfo{SupportsAttachDetach: info.GetControllerRequired()}
+				}
 				if cmd.Controllers == nil {
 					cmd.Controllers = map[string]*pb.CSIPluginInfo{}
 				}

@@ -70,6 +70,14 @@ func (c controllerCap) of(inst *pb.CSIPluginInfo) bool {
 	return true
 }
 
+// fingerprinted reports whether the controller instance's capabilities
+// are known: a client reports controller_info once a fingerprint of the
+// instance succeeded (an instance whose first Probe failed, or whose
+// ControllerGetCapabilities answers Unimplemented, has none).
+func fingerprinted(inst *pb.CSIPluginInfo) bool {
+	return inst.GetControllerInfo() != nil || inst.GetControllerRequired()
+}
+
 // describeInstance names a controller instance for an operator: its node,
 // and the alloc that runs it or that it is a storage adapter.
 func describeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
@@ -113,6 +121,12 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability contr
 	var usable, why, lacking []string
 	for _, id := range slices.Sorted(maps.Keys(plugin.GetControllers())) {
 		inst := plugin.GetControllers()[id]
+		if capability != capAnyController && !fingerprinted(inst) {
+			// What it can do is not known yet: wait for its fingerprint
+			// rather than call the call impossible.
+			why = append(why, fmt.Sprintf("instance on node %s is not fingerprinted yet (%s)", id, inst.GetHealthDescription()))
+			continue
+		}
 		if !capability.of(inst) {
 			lacking = append(lacking, describeInstance(id, inst))
 			continue

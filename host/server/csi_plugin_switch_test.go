@@ -78,6 +78,23 @@ func TestPickControllerNamesTheCapabilityNoInstanceHas(t *testing.T) {
 	}
 }
 
+// A controller instance never fingerprinted (its first Probe failed: no
+// controller_info) may yet publish: a publish waits for it (ErrNoController,
+// naming why) rather than failing for good with ErrNoCapableController.
+func TestPickControllerWaitsForAnInstanceNotFingerprinted(t *testing.T) {
+	e := newVolEnv(t)
+	e.registerNode("n1")
+	e.reportPlugins("n1", &pb.CSIPluginInfo{Provider: "ebs.csi.aws.com", AllocId: "a1", Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK,
+		HealthDescription: "fingerprint: probe: Unavailable"}, nil)
+	_, err := pickController(e.snap(), "ebs", capPublish, "")
+	if !errors.Is(err, ErrNoController) || errors.Is(err, ErrNoCapableController) {
+		t.Fatalf("publish through a controller not fingerprinted: %v, want ErrNoController (wait)", err)
+	}
+	if !strings.Contains(err.Error(), "instance on node n1 is not fingerprinted yet") {
+		t.Errorf("error %q does not say the instance is not fingerprinted yet", err)
+	}
+}
+
 // A task-launched plugin replaces a storage adapter of the same ID on n1
 // and does not publish. The claim waiting for a publish becomes ready with
 // no call; a new claim needs none; the attachment the adapter published is
