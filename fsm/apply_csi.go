@@ -473,6 +473,10 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 func (c *csiChanges) flush(tx *writeTxn) error {
 	for _, id := range slices.Sorted(maps.Keys(c.rows)) {
 		r, stored := c.rows[id], c.stored[id]
+		// What the row required before this apply: the stored row's, or a
+		// new row's seed from its volumes (row) — a row created again and
+		// turned false at once turns too.
+		required := r.GetControllerRequired()
 		deriveCSIPlugin(r)
 		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
 			if stored != nil {
@@ -499,7 +503,7 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		if err := volumesPluginChanged(tx, id, r); err != nil {
 			return err
 		}
-		if stored.GetControllerRequired() && !r.GetControllerRequired() {
+		if required && !r.GetControllerRequired() {
 			if err := skipControllerPublish(tx, id, c.at); err != nil {
 				return err
 			}
