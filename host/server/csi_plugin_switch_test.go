@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -247,4 +248,43 @@ func TestVolumeCreateWithNoControllerThatCreates(t *testing.T) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
+}
+
+// The switch is applied while the adapter's ControllerPublishVolume is in
+// flight; the call then fails (the node routes it to the task plugin now:
+// Unimplemented). Its failure record must not create the attachment again,
+// and a later claim on the volume and node is ready with no publish.
+func TestPluginSwitchDuringAnInFlightPublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newVolEnv(t)
+		e.registerNode("n1")
+		adapter := ebsController(true)
+		adapter.Source = pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER
+		e.reportPlugins("n1", adapter, ebsNode("n1"))
+		e.registerVolume("v1", pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
+		fake := newFakeController()
+		fake.onCall = func(ctx context.Context, c fakeCall) error {
+			if c.method == publishMethod {
+				e.reportPlugins("n1", taskController("a1"), ebsNode("n1"))
+				return status.Error(codes.Unimplemented, "task plugin does not publish")
+			}
+			return nil
+		}
+		stop := start(e.loops(fake))
+		defer stop()
+		e.operatorClaim("c1", "v1", "n1", pb.ClaimMode_CLAIM_MODE_READ)
+		synctest.Wait()
+		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+			t.Errorf("claim c1 %s, want ready (the switch skipped its publish)", fsm.ClaimStateWord(c.GetState()))
+		}
+		if a := e.attachment("v1", "n1"); a != nil {
+			t.Errorf("attachment %v after the failed publish, want none", a)
+		}
+		fake.onCall = nil
+		e.operatorClaim("c2", "v1", "n1", pb.ClaimMode_CLAIM_MODE_READ)
+		synctest.Wait()
+		if c := e.claim("c2"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+			t.Errorf("claim c2 %s with attachment %v, want ready (the plugin no longer requires a publish)", fsm.ClaimStateWord(c.GetState()), e.attachment("v1", "n1"))
+		}
+	})
 }
