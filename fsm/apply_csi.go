@@ -86,6 +86,7 @@ func applyNodeCSIUpdate(tx *writeTxn, cmd *pb.NodeCSIUpdateCommand) error {
 	}
 	c := newCSIChanges()
 	c.at = cmd.GetUpdatedAt()
+	c.fromServing = cmd.GetDeriveFromServing()
 	if err := c.node(tx, existing, n, true); err != nil {
 		return err
 	}
@@ -105,6 +106,9 @@ type csiChanges struct {
 	// at stamps the claims and attachments flush changes when a row stops
 	// requiring a controller publish (skipControllerPublish).
 	at int64
+	// fromServing marks every row flushed derived_from_serving (a
+	// NodeCSIUpdate with derive_from_serving).
+	fromServing bool
 }
 
 type jobVersion struct {
@@ -477,6 +481,9 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		// new row's seed from its volumes (row) — a row created again and
 		// turned false at once turns too.
 		required := r.GetControllerRequired()
+		if c.fromServing {
+			r.DerivedFromServing = true
+		}
 		deriveCSIPlugin(r)
 		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
 			if stored != nil {
@@ -548,6 +555,24 @@ func skipControllerPublish(tx *writeTxn, pluginID string, at int64) error {
 	return nil
 }
 
+// deriveLegacy is the rule of a row not derived_from_serving, as servers
+// before that rule apply it (a rolling upgrade, an old log replayed):
+// controller_required once any instance, of either side, said so and from
+// then on while the row lives; provider and version of the first healthy
+// instance, kept when none is healthy.
+func deriveLegacy(r *pb.CSIPlugin, healthy *pb.CSIPluginInfo) {
+	for _, set := range []map[string]*pb.CSIPluginInfo{r.GetControllers(), r.GetNodes()} {
+		for _, info := range set {
+			if info.GetControllerRequired() {
+				r.ControllerRequired = true
+			}
+		}
+	}
+	if healthy != nil {
+		r.Provider, r.Version = healthy.GetProvider(), healthy.GetProviderVersion()
+	}
+}
+
 // deriveCSIPlugin sets what a row derives from its instances and
 // allocations, from what serves now and nothing earlier: counts; provider
 // and version of the first healthy instance (controllers first, by node
@@ -609,13 +634,18 @@ func deriveCSIPlugin(r *pb.CSIPlugin) {
 			}
 		}
 	}
-	if spoke {
-		r.ControllerRequired = required
+	switch {
+	case !r.GetDerivedFromServing():
+		deriveLegacy(r, healthy)
+	default:
+		if spoke {
+			r.ControllerRequired = required
+		}
+		if healthy != nil {
+			first = healthy
+		}
+		r.Provider, r.Version = first.GetProvider(), first.GetProviderVersion()
 	}
-	if healthy != nil {
-		first = healthy
-	}
-	r.Provider, r.Version = first.GetProvider(), first.GetProviderVersion()
 	for _, a := range r.GetAllocations() {
 		ctl := a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE
 		node := a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER

@@ -140,8 +140,14 @@
 //     job's allocs when the new or previous version runs a plugin; a purge
 //     removes the job's allocs from every row. With no row in the table
 //     this costs PlanApply one read.
-//   - Derived on every change, from the instances serving now and from
-//     nothing earlier: healthy counts; expected counts, the allocations
+//   - Derived on every change. A row marked derived_from_serving (by a
+//     NodeCSIUpdate the leader proposed with derive_from_serving, once
+//     every server knows the rule; never unmarked) is derived from the
+//     instances serving now and from nothing earlier, as below; an
+//     unmarked row keeps the older servers' rule (controller_required
+//     kept once any instance said so, the provider of the last healthy
+//     instance kept), so servers of two versions never diverge
+//     (testdata/plugin_facts_rolling_upgrade.txt): healthy counts; expected counts, the allocations
 //     by type (monolith counts for both) plus the instances no alloc runs
 //     (storage adapters); provider and version of the first healthy
 //     instance, else of the first instance; controller_required when a

@@ -147,7 +147,10 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 		}
 		return mustEncode(t, fsm.NodeDrain, cmd), true
 	case "csi-update":
-		cmd := &pb.NodeCSIUpdateCommand{NodeId: argString(t, td, "node", ""), UpdatedAt: at}
+		// rule=legacy: proposed by a leader while a server in the
+		// configuration is older than the derive_from_serving rule.
+		cmd := &pb.NodeCSIUpdateCommand{NodeId: argString(t, td, "node", ""), UpdatedAt: at,
+			DeriveFromServing: argString(t, td, "rule", "serving") == "serving"}
 		for _, line := range inputLines(t, td) {
 			plugin := argString(t, line, "plugin", "")
 			info := &pb.CSIPluginInfo{

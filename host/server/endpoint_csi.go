@@ -26,6 +26,14 @@ var csiPluginsSince = mustConstraint(">= " + csiPluginsSinceVersion)
 
 const csiPluginsSinceVersion = "0.1.0-dev"
 
+// pluginFactsSince is the first berth version whose servers derive a
+// plugin row from the instances serving now (CSIPlugin.derived_from_serving,
+// fsm/doc.go). Until every server records it, NodeCSIUpdate is proposed
+// without derive_from_serving and every server keeps the older rule.
+var pluginFactsSince = mustConstraint(">= " + pluginFactsSinceVersion)
+
+const pluginFactsSinceVersion = "0.1.0-dev.1"
+
 func mustConstraint(s string) versions.Constraint {
 	c, err := versions.ParseConstraint(s)
 	if err != nil {
@@ -85,6 +93,9 @@ func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpda
 	if err := s.requireServersAt(csiPluginsSince, csiPluginsSinceVersion, "CSI plugin updates"); err != nil {
 		return nil, err
 	}
+	// Refused only while some server is older: the update then applies
+	// under the rule every server knows.
+	cmd.DeriveFromServing = s.requireServersAt(pluginFactsSince, pluginFactsSinceVersion, "plugin facts derived from the serving instances") == nil
 	idx, err := s.raftApply(ctx, fsm.NodeCSIUpdate, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("updating the CSI plugins of node %s: %w", req.GetNodeId(), err)
