@@ -10,29 +10,27 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
+	"berth.dev/berth/rpc/pb"
 )
 
-// A task plugin whose first fingerprint fails (Probe answers Unavailable
-// while it starts) is reported as a controller without controller_info:
+// A task plugin whose first fingerprint failed (Probe answered Unavailable
+// while it started) is reported as a controller without controller_info:
 // the servers read that as "not known yet", not as a controller that
-// stopped publishing. Once fingerprinted it reports what it can do.
+// stopped publishing (fsm testdata/controller_unfingerprinted.txt).
 func TestControllerNotFingerprintedReportsNoControllerInfo(t *testing.T) {
-	task := csifake.New()
-	task.Probe.Next(nil, status.Error(codes.Unavailable, "starting"))
-	srv := servePlugin(t, task)
-	reg := registry.New(newMemStore())
-	_, f := startManager(t, reg, nil, func(c *Config) { c.RetryStart = time.Hour })
-	mustRegister(t, reg, registration(monolith, "ebs", "a1", srv.Endpoint, 10))
-	f.waitDelivered(t, "task plugin healthy", func(s Set) error { return has(s.Controllers, "ebs", "a1", true) })
-	sets := f.delivered()
-	first := sets[0].Controllers["ebs"]
-	if first.GetHealthy() || first.GetControllerInfo() != nil || first.GetControllerRequired() {
-		t.Errorf("before a good fingerprint: healthy=%v controller_info=%v required=%v, want an unhealthy instance with no controller_info",
-			first.GetHealthy(), first.GetControllerInfo(), first.GetControllerRequired())
+	reg := &pb.CSIPluginRegistration{PluginId: "ebs", AllocId: "a1", Healthy: true, Provider: "ebs.csi.aws.com"}
+	in := &instance{pluginID: "ebs", source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, allocID: "a1",
+		entries: map[pb.CSIPluginType]registry.Entry{
+			pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER: {Registration: reg},
+			pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE:       {Registration: reg},
+		},
+		attempted: true, fpErr: status.Error(codes.Unavailable, "starting"),
+		health:    map[pb.CSIPluginType]healthMark{},
 	}
-	last := sets[len(sets)-1].Controllers["ebs"]
-	if !last.GetControllerInfo().GetSupportsAttachDetach() || !last.GetControllerRequired() {
-		t.Errorf("fingerprinted: controller_info=%v required=%v, want a controller that publishes", last.GetControllerInfo(), last.GetControllerRequired())
+	c := in.info(pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, time.Unix(10, 0))
+	if c.GetHealthy() || c.GetControllerInfo() != nil || c.GetControllerRequired() || c.GetProvider() != "ebs.csi.aws.com" {
+		t.Errorf("before a good fingerprint: healthy=%v controller_info=%v required=%v provider=%q, want an unhealthy instance with no controller_info, named by its registration",
+			c.GetHealthy(), c.GetControllerInfo(), c.GetControllerRequired(), c.GetProvider())
 	}
 }
 
