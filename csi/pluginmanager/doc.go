@@ -50,8 +50,9 @@
 // node never mixes them nor falls back from one to the other. Until a new
 // instance's first fingerprint the set keeps what it reported, and the
 // instance that served it keeps answering Controller and Node, so a call
-// the servers picked on that report is not refused meanwhile. The set is rebuilt after every input (inputs already
-// waiting are applied first, so a burst is one set) and offered to the
+// the servers picked on that report is not refused meanwhile. The set is
+// rebuilt after every input (inputs already waiting are applied first, so
+// a burst is one set) and offered to the
 // sender when it differs from the last one. The sender sends at once, one
 // send at a time; a newer set replaces one not yet sent, so an older set
 // never follows a newer one, and a failed send is retried with capped

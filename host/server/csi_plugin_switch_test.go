@@ -169,10 +169,9 @@ func TestPluginSwitchFromAdapterToTaskPlugin(t *testing.T) {
 // CREATE_DELETE_VOLUME (not the first healthy one by node ID, which does
 // not), and an uncertain failure of the call (Unavailable: the instance
 // the node served it from went away while the plugin ID switched
-// instances, the 503 of issue 19) is retried: CreateVolume is idempotent
-// by name. With no controller that can create, the refusal is final,
-// naming the plugin, the capability and the instance.
-func TestVolumeCreatePicksAControllerThatCreatesAndRetriesUncertainFailures(t *testing.T) {
+// instances, the 503 of issue 19) is retried through the same instance:
+// CreateVolume is idempotent by name. A final failure is not retried.
+func TestVolumeCreatePicksAControllerThatCreatesAndRetriesUncertainFailuresThroughIt(t *testing.T) {
 	p := csifake.New()
 	tc, s, vols, _, _ := volumeCluster(t, p)
 	first := testNode("n0")
@@ -234,6 +233,9 @@ func TestVolumeCreatePicksAControllerThatCreatesAndRetriesUncertainFailures(t *t
 func TestVolumeCreateWithNoControllerThatCreates(t *testing.T) {
 	p := csifake.New()
 	tc, s, vols, n, _ := volumeCluster(t, p)
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: fsVolume("old")}); err != nil {
+		t.Fatal(err)
+	}
 	updateCSI(t, pb.NewCSIPluginsClient(tc.conn(s)), &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
 		Controllers: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, AllocId: "a1", ControllerInfo: &pb.CSIControllerInfo{SupportsListVolumes: true}}},
 		Nodes:       map[string]*pb.CSIPluginInfo{"hp": {Healthy: true}}})
@@ -246,6 +248,16 @@ func TestVolumeCreateWithNoControllerThatCreates(t *testing.T) {
 	for _, want := range []string{`volume "db"`, `"hp"`, "CREATE_DELETE_VOLUME", "node " + n.GetId() + " (task plugin of alloc a1)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	// A delete says what the operator can do instead.
+	_, err = vols.Delete(ctx10s(t), &pb.VolumeDeleteRequest{VolumeId: "old"})
+	if status.Code(err) != codes.FailedPrecondition || p.DeleteVolume.Count() != 0 {
+		t.Fatalf("delete with no controller that deletes: %v after %d calls, want FailedPrecondition and no call", err, p.DeleteVolume.Count())
+	}
+	for _, want := range []string{`volume "old"`, "CREATE_DELETE_VOLUME", "deregister it instead"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("delete error %q does not name %q", err, want)
 		}
 	}
 }
@@ -287,4 +299,93 @@ func TestPluginSwitchDuringAnInFlightPublish(t *testing.T) {
 			t.Errorf("claim c2 %s with attachment %v, want ready (the plugin no longer requires a publish)", fsm.ClaimStateWord(c.GetState()), e.attachment("v1", "n1"))
 		}
 	})
+}
+
+// An uncertain CreateVolume is not retried through another instance of the
+// plugin ID: here a task plugin (alloc a9) replaces the instance on n1
+// during the backoff. The create fails with ErrCreateControllerChanged
+// naming the instance the first call went to (it may have made the volume
+// on its backend), and no second CreateVolume is sent.
+func TestVolumeCreateIsNotRetriedThroughAnotherInstance(t *testing.T) {
+	p := csifake.New()
+	tc, s, vols, n, _ := volumeCluster(t, p)
+	v := fsVolume("db")
+	v.ExternalId = ""
+	p.CreateVolume.Next(nil, status.Error(codes.DeadlineExceeded, "timed out"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: v})
+		done <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if p.CreateVolume.Count() != 1 {
+			return errors.New("no CreateVolume yet")
+		}
+		return nil
+	})
+	updateCSI(t, pb.NewCSIPluginsClient(tc.conn(s)), &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Controllers: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.csi.k8s.io", AllocId: "a9",
+			Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, ControllerInfo: &pb.CSIControllerInfo{SupportsCreateDelete: true}}},
+		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.csi.k8s.io", AllocId: "a9", Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK}},
+	})
+	var err error
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		select {
+		case err = <-done:
+			return nil
+		default:
+			tc.clock.Advance(100 * time.Millisecond)
+			return errors.New("the create has not answered")
+		}
+	})
+	if !strings.Contains(status.Convert(err).Message(), ErrCreateControllerChanged.Error()) {
+		t.Fatalf("create after the instance changed: %v, want ErrCreateControllerChanged", err)
+	}
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("code %s, want FailedPrecondition", status.Code(err))
+	}
+	for _, want := range []string{"node " + n.GetId(), "task plugin of alloc a9", `volume "db"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if got := p.CreateVolume.Count(); got != 1 {
+		t.Errorf("%d CreateVolume calls, want 1: the retry must not go to another instance", got)
+	}
+}
+
+// When an update turns a plugin to not requiring the controller publish,
+// the publishes it skips are logged for the operator: the plugin, and each
+// attachment removed with its volume and node.
+func TestSkippedPublishesAreLogged(t *testing.T) {
+	p := csifake.New()
+	release := p.ControllerPublishVolume.Block()
+	defer release()
+	tc, s, _, n, logs := volumeCluster(t, p)
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: fsVolume("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.raftApply(ctx10s(t), fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
+		Id: "c1", VolumeId: "v1", NodeId: n.GetId(), Mode: pb.ClaimMode_CLAIM_MODE_READ, Operator: true,
+		AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.fsm.State().Attachment(nil, "v1", n.GetId()); a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHING {
+		t.Fatalf("attachment %v, want attaching", a)
+	}
+	updateCSI(t, pb.NewCSIPluginsClient(tc.conn(s)), &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Controllers: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.csi.k8s.io", AllocId: "a9",
+			Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, ControllerInfo: &pb.CSIControllerInfo{SupportsCreateDelete: true}}},
+		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.csi.k8s.io", AllocId: "a9", Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK}},
+	})
+	if a, _ := s.fsm.State().Attachment(nil, "v1", n.GetId()); a != nil {
+		t.Fatalf("attachment %v after the switch, want none", a)
+	}
+	got := logs.String()
+	for _, want := range []string{"csi plugin no longer requires a controller publish", "plugin_id=hp", "controller publish skipped", "volume=v1", "node=" + n.GetId()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log does not say %q:\n%s", want, got)
+		}
+	}
 }

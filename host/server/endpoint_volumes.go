@@ -260,12 +260,12 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId(), capCreateDelete)
+	c, nodeID, _, err := e.controller(v.GetPluginId(), capCreateDelete)
+	if errors.Is(err, ErrPluginCannot) {
+		return nil, fmt.Errorf("deleting volume %q: %w; deregister it instead", v.GetId(), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("deleting volume %q: %w", v.GetId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsCreateDelete() {
-		return nil, fmt.Errorf("deleting volume %q: csi plugin %q: %w (CREATE_DELETE_VOLUME); deregister it instead", v.GetId(), v.GetPluginId(), ErrPluginCannot)
 	}
 	secrets := req.GetSecrets()
 	if len(secrets) == 0 {

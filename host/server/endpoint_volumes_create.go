@@ -6,8 +6,11 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -15,38 +18,75 @@ import (
 // while they fail uncertain (csi.DefaultRetry's backoff between them).
 const createAttempts = 5
 
+// ErrCreateControllerChanged is returned by a volume create whose
+// CreateVolume failed uncertain when the controller that would take the
+// next try is not the instance the uncertain one went to: the volume may
+// exist on that instance's backend, and another would make a second one.
+var ErrCreateControllerChanged = errcode.New(codes.FailedPrecondition, "the controller instance serving the plugin changed during the create")
+
 // createVolume sends CreateVolume through a controller of the volume's
 // plugin that advertises CREATE_DELETE_VOLUME. A failure whose outcome is
-// uncertain (Unavailable: the instance the node served it from went away,
-// as when a plugin ID switches instances; a timeout) is tried again with
-// backoff, through the controller picked again then: CreateVolume is
-// idempotent by name, so a volume the first call made is returned, not
-// made twice. A final failure, or no controller that can, is returned at
-// once, naming the volume, the plugin and the node.
+// uncertain (Unavailable, a timeout: the call may have made the volume) is
+// tried again with backoff, but only through the same instance (node,
+// alloc, source): CreateVolume is idempotent by name within one backend,
+// and another instance of the plugin ID (a task plugin that replaced a
+// storage adapter, a controller on another node in front of another
+// backend) would make a second volume and leave the first one, made by the
+// uncertain call, unknown to berth. When the instance changed the create
+// fails, naming the instance that may hold a volume. A final failure
+// (ResourceExhausted included: for CreateVolume it is "no room", CSI
+// spec), or no controller that can, is returned at once, naming the
+// volume, the plugin and the node.
 func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
-	r := csi.DefaultRetry()
-	r.MaxAttempts = createAttempts
-	r.Clock = sleepClock{e.s.cfg.Clock}
-	r.Logger = e.s.logger.Named("csi")
-	var resp *csipb.CreateVolumeResponse
-	err := r.Do(ctx, csi.CallCreateVolume, req.GetName(), func(ctx context.Context) error {
-		// Picked again each time, on the state as it is now. The picker's
-		// refusals (no healthy controller, none that can create) are
-		// FailedPrecondition: final, not retried.
-		c, nodeID, _, err := e.controller(v.GetPluginId(), capCreateDelete)
-		if err != nil {
-			return fmt.Errorf("creating volume %q: %w", v.GetId(), err)
-		}
-		resp, err = c.Controller.CreateVolume(ctx, req)
-		if err != nil {
-			return fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
-		}
-		return nil
-	})
+	c, nodeID, first, err := e.controller(v.GetPluginId(), capCreateDelete)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating volume %q: %w", v.GetId(), err)
 	}
-	return resp, nil
+	clock := sleepClock{e.s.cfg.Clock}
+	log := e.s.logger.Named("csi")
+	wait := csi.DefaultRetry().Initial
+	for attempt := 1; ; attempt++ {
+		resp, err := c.Controller.CreateVolume(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+		err = fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		// ResourceExhausted is uncertain to csi.IsUncertain (a rate limit
+		// elsewhere); from CreateVolume it is the plugin's answer that it
+		// has no room (CSI spec): final.
+		if !csi.IsUncertain(err) || status.Code(err) == codes.ResourceExhausted {
+			return nil, err
+		}
+		if attempt >= createAttempts {
+			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
+		}
+		log.Warn("volume create: CreateVolume failed uncertain, retrying through the same instance",
+			"volume", v.GetId(), "plugin", v.GetPluginId(), "node", nodeID, "attempt", attempt, "backoff", wait, "error", err)
+		if serr := clock.Sleep(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, serr)
+		}
+		wait = min(2*wait, csi.DefaultRetry().Max)
+		if serr := e.sameCreateController(v.GetPluginId(), nodeID, first); serr != nil {
+			return nil, fmt.Errorf("creating volume %q: %w (last try: %v)", v.GetId(), serr, err)
+		}
+	}
+}
+
+// sameCreateController checks, before a create is tried again, that the
+// controller the picker would choose now is the instance the uncertain
+// try went to; otherwise it is a FailedPrecondition naming that instance,
+// which may hold the volume.
+func (e *volumesEndpoint) sameCreateController(pluginID, nodeID string, first *pb.CSIPluginInfo) error {
+	nowNode, now, _, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capCreateDelete)
+	if err == nil && nowNode == nodeID && now.GetAllocId() == first.GetAllocId() && now.GetSource() == first.GetSource() {
+		return nil
+	}
+	why := "it is not usable now"
+	if err == nil {
+		why = "the picker would send the retry to " + describeInstance(nowNode, now)
+	}
+	return fmt.Errorf("%w after an uncertain CreateVolume through %s (%s): not retried through another instance, which may be another backend; the first call may have made the volume there: run create again once it serves, or check that backend",
+		ErrCreateControllerChanged, describeInstance(nodeID, first), why)
 }
 
 // sleepClock is a csi.Clock on the server's Clock, so tests that drive
