@@ -49,11 +49,21 @@ func TestTaskPluginReplacesAdapterOfTheSameID(t *testing.T) {
 		}
 		return has(s.Nodes, "hostpath", "a1", false)
 	})
-	// Never a mix: every set names one source on both sides.
+	// The task restarts: its supervisor keeps the entry, unhealthy, until
+	// the next attempt registers it again.
+	mustRegister(t, reg, registration(monolith, "hostpath", "a1", srv.Endpoint, 10))
+	f.waitDelivered(t, "task plugin healthy again", func(s Set) error { return has(s.Controllers, "hostpath", "a1", true) })
+	// Never a mix: every set names one source on both sides; and from the
+	// task plugin's first set on, across its restart, never the adapter.
+	seenTask := false
 	for _, s := range f.delivered() {
 		c, n := s.Controllers["hostpath"], s.Nodes["hostpath"]
 		if c != nil && n != nil && c.GetAllocId() != n.GetAllocId() {
 			t.Fatalf("a set mixes the adapter and the task plugin: %v", render(s))
+		}
+		seenTask = seenTask || c.GetAllocId() == "a1"
+		if seenTask && (c.GetAllocId() != "a1" || n.GetAllocId() != "a1") {
+			t.Fatalf("the adapter reported while the task plugin's alloc is registered: %v", render(s))
 		}
 	}
 

@@ -25,7 +25,7 @@ func TestControllerNotFingerprintedReportsNoControllerInfo(t *testing.T) {
 			pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE:       {Registration: reg},
 		},
 		attempted: true, fpErr: status.Error(codes.Unavailable, "starting"),
-		health:    map[pb.CSIPluginType]healthMark{},
+		health: map[pb.CSIPluginType]healthMark{},
 	}
 	c := in.info(pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER, time.Unix(10, 0))
 	if c.GetHealthy() || c.GetControllerInfo() != nil || c.GetControllerRequired() || c.GetProvider() != "ebs.csi.aws.com" {
