@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"berth.dev/berth/host/server"
 	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
