@@ -17,7 +17,9 @@ import (
 // does not know is stored as it came (version skew: the proposer
 // validates; CheckClaim refuses claims through it).
 //
-// A plugin's volume is registered under one ID: a volume whose plugin and
+// A plugin's volume is registered under one ID: with unique_external (set
+// by the leader once every server knows the rule; an older server ignores
+// it), a volume whose plugin and
 // external ID another volume ID holds is refused (ErrExternalVolumeTaken,
 // naming both), whether it is new or an update moving to that pair, so
 // claims counted per volume ID always count every claim of the plugin's
@@ -33,7 +35,8 @@ import (
 // if_modify_index the update applies only to the volume as its proposer
 // read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone); with
 // if_absent only when no volume is registered under the ID
-// (ErrVolumeRegistered).
+// (ErrVolumeRegistered; the leader sets it, too, only once every server
+// knows it).
 //
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
@@ -62,8 +65,10 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
 		}
 	}
-	if err := checkExternalFree(tx, existing, v); err != nil {
-		return err
+	if cmd.GetUniqueExternal() {
+		if err := checkExternalFree(tx, existing, v); err != nil {
+			return err
+		}
 	}
 	// Only VolumeDeleting sets the mark.
 	v.Deleting = false

@@ -29,6 +29,16 @@ var volumesSince = mustConstraint(">= " + volumesSinceVersion)
 
 const volumesSinceVersion = "0.1.0-dev"
 
+// volumeIdentitySince is the first berth version whose servers refuse, in
+// VolumeRegister's apply, a second volume ID for one plugin's volume
+// (unique_external) and a create of a registered ID (if_absent). Until
+// every server records it, the command is proposed without either flag
+// and every server applies it as an older one does (no refusal), so
+// servers of two versions never diverge.
+var volumeIdentitySince = mustConstraint(">= " + volumeIdentitySinceVersion)
+
+const volumeIdentitySinceVersion = "0.1.0-dev.1"
+
 var (
 	// ErrNoHealthyController is returned by the Volumes calls that need a
 	// controller when the plugin has none healthy (or none at all).
@@ -183,11 +193,20 @@ func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex 
 	return e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfModifyIndex: ifIndex}, warnings)
 }
 
-// registerCommand proposes cmd (stamped now) and answers its volume as
-// stored, redacted.
+// registerCommand proposes cmd (stamped now, with unique_external, or
+// without if_absent while a server is older than volumeIdentitySince)
+// and answers its volume as stored, redacted.
 func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeRegisterCommand, warnings []string) (*pb.VolumeRegisterResponse, error) {
 	v := cmd.GetVolume()
 	cmd.RegisteredAt = e.s.cfg.Clock.Now().UnixNano()
+	// Refused only while some server is older: the register then applies
+	// under the rule every server knows (a create overwrites a volume
+	// registered during its plugin call, as before).
+	if e.s.requireServersAt(volumeIdentitySince, volumeIdentitySinceVersion, "one volume ID per plugin volume") == nil {
+		cmd.UniqueExternal = true
+	} else {
+		cmd.IfAbsent = false
+	}
 	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)

@@ -266,3 +266,31 @@ func TestVolumeCreateRegistersWhenTheRaceWinnerIsGone(t *testing.T) {
 		t.Fatalf("volume db: %v (answer %v, races %d); want the plugin's new volume ext-db registered after one lost race", v, resp, raced)
 	}
 }
+
+// While a server records a version older than volumeIdentitySince, a
+// register is proposed without unique_external (and a create without
+// if_absent), so it applies as an older server applies it: a second ID for
+// one plugin's volume is registered, not refused by some servers and
+// stored by others. Once every server is at the version, it is refused.
+func TestVolumeRegisterRefusesASecondIDOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		refused bool
+	}{{volumesSinceVersion, false}, {volumeIdentitySinceVersion, true}} {
+		p := csifake.New()
+		_, s, vols, _, _ := volumeClusterAt(t, p, tc.version)
+		registerFS(t, p, vols, "a")
+		twin := fsVolume("b")
+		twin.ExternalId = "ext-a"
+		p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+			VolumeCapabilities: csiCapabilities(twin)}}, nil)
+		_, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: twin})
+		stored, _ := s.fsm.State().VolumeByID(nil, "b")
+		switch {
+		case tc.refused && (status.Code(err) != codes.AlreadyExists || stored != nil):
+			t.Errorf("servers at %s: register of a's volume as b: %v (stored %v); want AlreadyExists, nothing stored", tc.version, err, stored)
+		case !tc.refused && (err != nil || stored.GetExternalId() != "ext-a"):
+			t.Errorf("servers at %s: register of a's volume as b: %v (stored %v); want it registered, as an older server does", tc.version, err, stored)
+		}
+	}
+}
