@@ -18,7 +18,9 @@ import (
 // client that never ran a stopped alloc has no job to learn its volumes
 // from, and takes down and reports what the alloc holds. With
 // query.min_index it waits until one of the node's claims changes,
-// appears or goes. Nothing but the claims is answered: the volume and its
+// appears or goes (with alloc_id: one of the alloc's claims or the alloc
+// itself, the answer's index the later of the claims' and the allocs'
+// tables). Nothing but the claims is answered: the volume and its
 // secrets come with ClientClaim, for the claim being published.
 func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsRequest) (*pb.ClientClaimsResponse, error) {
 	nodeID, allocID := req.GetNodeId(), req.GetAllocId()
@@ -30,7 +32,12 @@ func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsR
 		var claims []*pb.Claim
 		var err error
 		if allocID != "" {
-			claims, err = st.ClaimsByAlloc(ws, allocID)
+			// The alloc is watched too: its caller waits for this server
+			// to have applied the alloc as the caller saw it (min_index
+			// from its modify index), which may change no claim.
+			if _, err = st.AllocByID(ws, allocID); err == nil {
+				claims, err = st.ClaimsByAlloc(ws, allocID)
+			}
 		} else {
 			claims, err = st.ClaimsByNode(ws, nodeID)
 		}
@@ -47,6 +54,9 @@ func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsR
 		}
 		// The table's index moves when one of the node's claims goes,
 		// which no remaining claim's modify index would show.
+		if allocID != "" {
+			return tablesIndex(st, fsm.TableClaims, fsm.TableAllocs)
+		}
 		return tablesIndex(st, fsm.TableClaims)
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -109,5 +110,23 @@ func TestClientClaimsListsAnAllocsClaims(t *testing.T) {
 	none, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: "a-unknown"})
 	if err != nil || len(none.GetClaims()) != 0 {
 		t.Fatalf("claims of an unknown alloc: %v, %v; want none", none.GetClaims(), err)
+	}
+
+	// The alloc changes and none of its claims does: a client asking from
+	// the alloc's modify index (what it saw) is answered by a server that
+	// applied it at once, not after the query's wait (here longer than the
+	// call's 10 s deadline).
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: cc.n1.GetId(), Updates: []*pb.AllocClientUpdate{
+		{AllocId: a, ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}}}); err != nil {
+		t.Fatal(err)
+	}
+	alloc, _ := cc.s.fsm.State().AllocByID(nil, a)
+	if c, _ := cc.s.fsm.State().ClaimsByAlloc(nil, a); len(c) != 1 || c[0].GetModifyIndex() >= alloc.GetModifyIndex() {
+		t.Fatalf("claims %v changed with alloc %v", c, alloc)
+	}
+	got, err = cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: a,
+		Query: &pb.QueryOptions{MinIndex: alloc.GetModifyIndex() - 1, MaxWaitMs: 60_000}})
+	if err != nil || len(got.GetClaims()) != 1 || got.GetMeta().GetIndex() < alloc.GetModifyIndex() {
+		t.Fatalf("claims of alloc %s from its modify index %d: %v, %v", a, alloc.GetModifyIndex(), got, err)
 	}
 }
