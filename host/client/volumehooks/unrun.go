@@ -2,6 +2,7 @@ package volumehooks
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"berth.dev/berth/rpc/pb"
@@ -12,8 +13,9 @@ import (
 // client first saw it, or whose job was purged before it was fetched.
 // Such an alloc has no runner, so no volume hook tears its claims down,
 // and without its job the client cannot tell its volumes; the servers
-// answer them (ClientClaims with alloc_id). Each claim not yet
-// node-detached goes through the teardown an alloc's volume hook starts
+// answer them (ClientClaims with alloc_id). Each releasing claim (a
+// terminal alloc's claims are, from the apply that made it terminal)
+// goes through the teardown an alloc's volume hook starts
 // (joined if one is under way): the alloc's use of the volume unpublished
 // if the node holds one (a use left by a client that died mid-publish),
 // the volume unstaged if no other user is left, and only then the
@@ -22,7 +24,8 @@ import (
 //
 // modifyIndex is the alloc's modify index as the servers sent it: a
 // server that has not applied the alloc's stop (which moves its claims to
-// releasing in the same write) is waited on. A list that fails is tried
+// releasing in the same write) is waited on, and asked again if its wait
+// runs out first. A list that fails is tried
 // again with capped backoff until ctx or the client's context ends.
 func (v *VolumeHooks) TearDownUnrun(ctx context.Context, lister ClaimLister, allocID string, modifyIndex uint64) {
 	v.wg.Add(1)
@@ -38,11 +41,23 @@ func (v *VolumeHooks) TearDownUnrun(ctx context.Context, lister ClaimLister, all
 		for {
 			resp, err := lister.ClientClaims(ctx, &pb.ClientClaimsRequest{NodeId: v.cfg.NodeID, AllocId: allocID,
 				Query: &pb.QueryOptions{MinIndex: minIndex}})
+			if idx := resp.GetMeta().GetIndex(); err == nil && idx < modifyIndex {
+				// The wait ran out on a server that has not applied the
+				// alloc as this client saw it: ask again (after a pause:
+				// a server whose blocking query does not block).
+				err = fmt.Errorf("the servers answered at index %d, before the alloc's modify index %d", idx, modifyIndex)
+			}
 			if err == nil {
 				for _, c := range resp.GetClaims() {
 					// An older server ignores alloc_id and lists the
 					// operators' claims: those are not this alloc's.
-					if c.GetAllocId() != allocID || c.GetNodeId() != v.cfg.NodeID || c.GetState() >= pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+					if c.GetAllocId() != allocID || c.GetNodeId() != v.cfg.NodeID {
+						continue
+					}
+					// A terminal alloc's claims are releasing from the
+					// apply that made it terminal on; node-detached or
+					// further, nothing is left for the node to do.
+					if c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
 						continue
 					}
 					v.logger.Info("taking down the claim of an alloc this client never ran", "alloc_id", allocID,
