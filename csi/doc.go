@@ -49,10 +49,13 @@
 // before it is sent with ErrInvalidRequest.
 //
 // ValidateVolumeCapabilities distinguishes a plugin that confirms nothing
-// (a Validation that is not Confirmed, with the plugin's message, which
-// callers accept as a warning: plugins answer valid that way) from one
-// confirming something other than was asked: a field berth sent dropped or
-// changed is an ErrConfirmationMismatch (FailedPrecondition) naming it.
+// (no or an empty `confirmed`: a Validation that is not Confirmed, with
+// the plugin's message, which callers accept as a warning: plugins answer
+// valid that way) from one confirming something other than was asked: a
+// field berth sent dropped or changed is an ErrConfirmationMismatch
+// (FailedPrecondition) naming it, with the plugin's message. A capability
+// confirmed by its access mode alone is confirmed with a note
+// (Validation.Notes).
 //
 // # Retries
 //

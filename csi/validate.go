@@ -9,6 +9,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/errcode"
 )
@@ -30,27 +31,39 @@ type Validation struct {
 	// Message is the plugin's message, secrets removed; unconfirmed, it is
 	// all the plugin said, and the caller shows it as a warning.
 	Message string
+	// Notes name what a confirmation left out that berth accepts, for
+	// the caller to show as warnings: a capability confirmed by its access
+	// mode alone, without an access type (Nomad accepts these too), whose
+	// mount's fs_type and mount_flags were then not checked.
+	Notes []string
 }
 
 // ValidateVolumeCapabilities asks the plugin whether a volume supports the
 // requested capabilities, context and parameters.
 //
-// A response without `confirmed` is no failure: plugins answer "valid"
-// that way (Azure's and Linode's do, with a message or none), and the spec
-// lets `message` say why it is not. The result is Confirmed false with the
-// plugin's message, for the caller to accept and show as a warning.
+// A response without `confirmed`, or with an empty one, is no failure:
+// plugins answer "valid" that way (Azure's and Linode's do, with a message
+// or none), and the spec lets `message` say why it is not (`confirmed`
+// SHALL only be non-empty when the validation succeeded). The result is
+// Confirmed false with the plugin's message, for the caller to accept and
+// show as a warning.
 //
 // A response with `confirmed` is compared with the request, field by field,
 // for the fields berth sent only, because a plugin built against an older
 // spec drops fields it does not know (a mount's volume_mount_group,
 // mutable_parameters) and confirms a request it never understood. A field
 // sent and dropped or changed fails with ErrConfirmationMismatch
-// (FailedPrecondition) naming it:
+// (FailedPrecondition) naming it and carrying the plugin's message:
 //   - every requested capability must be confirmed by one that has its
-//     access mode and access type and, of a mount, the fs_type, mount_flags
-//     (in any order) and volume_mount_group that were sent; what the
-//     plugin adds (a default fs_type, a capability not asked for) is not
-//     berth's to judge;
+//     access mode, no other access type (block for mount, or the reverse)
+//     and, of a mount, the fs_type, each mount flag (in any order) and
+//     the volume_mount_group that were sent; what the plugin adds (a
+//     default fs_type, a mount flag, a capability not asked for) is not
+//     berth's to judge. A capability confirmed without an access type is
+//     accepted with a note (Validation.Notes): access types are in CSI
+//     since 1.0, and plugins confirm by access mode alone (Nomad took
+//     these too, hashicorp/nomad#9021); but not when a volume_mount_group
+//     was sent, which came after 1.0 and so may have been dropped;
 //   - mutable_parameters, when sent, must be echoed, since they came after
 //     most plugins were written;
 //   - volume_context and parameters, when echoed, must hold every key sent
@@ -69,74 +82,99 @@ func (c *ControllerClient) ValidateVolumeCapabilities(ctx context.Context, req *
 	}
 	msg := scrubSecrets(resp.GetMessage(), req)
 	conf := resp.GetConfirmed()
-	if conf == nil {
+	if conf == nil || proto.Size(conf) == 0 {
 		return &Validation{Message: msg}, nil
 	}
-	if diffs := confirmationDiff(req, conf); len(diffs) > 0 {
+	diffs, notes := confirmationDiff(req, conf)
+	if len(diffs) > 0 {
+		said := "it gave no message"
+		if msg != "" {
+			said = fmt.Sprintf("its message: %q", msg)
+		}
 		return nil, &Error{Call: CallValidateVolumeCapabilities, VolumeID: id, Code: codes.FailedPrecondition,
-			Err: fmt.Errorf("%w: %s", ErrConfirmationMismatch, scrubSecrets(strings.Join(diffs, "; "), req))}
+			Err: fmt.Errorf("%w: %s (%s)", ErrConfirmationMismatch, scrubSecrets(strings.Join(diffs, "; "), req), said)}
 	}
-	return &Validation{Confirmed: true, Message: msg}, nil
+	return &Validation{Confirmed: true, Message: msg, Notes: notes}, nil
 }
 
 // confirmationDiff describes each field berth sent that conf drops or
-// changes.
-func confirmationDiff(req *csipb.ValidateVolumeCapabilitiesRequest, conf *csipb.ValidateVolumeCapabilitiesResponse_Confirmed) []string {
-	var diffs []string
+// changes, and notes what it left out that is accepted.
+func confirmationDiff(req *csipb.ValidateVolumeCapabilitiesRequest, conf *csipb.ValidateVolumeCapabilitiesResponse_Confirmed) (diffs, notes []string) {
 	for i, want := range req.GetVolumeCapabilities() {
-		if d := capabilityDiff(fmt.Sprintf("volume_capabilities[%d]", i), want, conf.GetVolumeCapabilities()); d != "" {
+		d, note := capabilityDiff(fmt.Sprintf("volume_capabilities[%d]", i), want, conf.GetVolumeCapabilities())
+		if d != "" {
 			diffs = append(diffs, d)
+		}
+		if note != "" {
+			notes = append(notes, note)
 		}
 	}
 	diffs = append(diffs, mapDiff("mutable_parameters", req.GetMutableParameters(), conf.GetMutableParameters(), true)...)
 	diffs = append(diffs, mapDiff("volume_context", req.GetVolumeContext(), conf.GetVolumeContext(), false)...)
 	diffs = append(diffs, mapDiff("parameters", req.GetParameters(), conf.GetParameters(), false)...)
-	return diffs
+	return diffs, notes
 }
 
 // capabilityDiff is "" when one of got confirms want (every field sent, as
 // sent), else what the closest of them drops or changes, the fields named
-// from path.
-func capabilityDiff(path string, want *csipb.VolumeCapability, got []*csipb.VolumeCapability) string {
+// from path. One that confirms want without an access type does, with a
+// note, when no other confirms it fully.
+func capabilityDiff(path string, want *csipb.VolumeCapability, got []*csipb.VolumeCapability) (diff, note string) {
 	var best []string
 	for _, g := range got {
 		d := capabilityFields(path, want, g)
-		if len(d) == 0 {
-			return ""
-		}
-		if best == nil || len(d) < len(best) {
-			best = d
+		switch {
+		case len(d) > 0:
+			if best == nil || len(d) < len(best) {
+				best = d
+			}
+		case g.GetAccessType() == nil && want.GetAccessType() != nil:
+			note = fmt.Sprintf("%s (%s): confirmed by its access mode alone, without an access type, so its %s was not checked",
+				path, describeCapability(want), accessType(want))
+		default:
+			return "", ""
 		}
 	}
-	if best == nil {
-		return fmt.Sprintf("%s (%s): not confirmed (the plugin confirmed no capability)", path, describeCapability(want))
+	switch {
+	case note != "":
+		return "", note
+	case best == nil:
+		return fmt.Sprintf("%s (%s): not confirmed (the plugin confirmed no capability)", path, describeCapability(want)), ""
 	}
-	return fmt.Sprintf("%s (%s): %s", path, describeCapability(want), strings.Join(best, ", "))
+	return fmt.Sprintf("%s (%s): %s", path, describeCapability(want), strings.Join(best, ", ")), ""
 }
 
 // capabilityFields lists each field sent in want that got does not hold
-// as sent.
+// as sent. An access type got leaves out is no difference (capabilityDiff
+// notes it), unless want's mount has a volume_mount_group: newer than
+// CSI 1.0, it may be what an older plugin dropped.
 func capabilityFields(path string, want, got *csipb.VolumeCapability) []string {
 	var d []string
 	if w, g := want.GetAccessMode().GetMode(), got.GetAccessMode().GetMode(); w != g {
 		d = append(d, fieldDiff(path+".access_mode.mode", w.String(), g.String(), g == csipb.VolumeCapability_AccessMode_UNKNOWN))
 	}
+	if got.GetAccessType() == nil {
+		if vmg := want.GetMount().GetVolumeMountGroup(); vmg != "" {
+			d = append(d, fieldDiff(path+".mount.volume_mount_group", vmg, "", true))
+		}
+		return d
+	}
 	switch {
 	case want.GetBlock() != nil:
 		if got.GetBlock() == nil {
-			d = append(d, fieldDiff(path+".block", "block", accessType(got), got.GetAccessType() == nil))
+			d = append(d, fieldDiff(path+".block", "block", accessType(got), false))
 		}
 	case want.GetMount() != nil:
 		w, g := want.GetMount(), got.GetMount()
 		if g == nil {
-			return append(d, fieldDiff(path+".mount", "mount", accessType(got), got.GetAccessType() == nil))
+			return append(d, fieldDiff(path+".mount", "mount", accessType(got), false))
 		}
 		if w.GetFsType() != "" && w.GetFsType() != g.GetFsType() {
 			d = append(d, fieldDiff(path+".mount.fs_type", w.GetFsType(), g.GetFsType(), g.GetFsType() == ""))
 		}
-		if len(w.GetMountFlags()) > 0 && !sameFlags(w.GetMountFlags(), g.GetMountFlags()) {
-			d = append(d, fieldDiff(path+".mount.mount_flags", strings.Join(w.GetMountFlags(), ","), strings.Join(g.GetMountFlags(), ","),
-				len(g.GetMountFlags()) == 0))
+		if missing := missingFlags(w.GetMountFlags(), g.GetMountFlags()); len(missing) > 0 {
+			d = append(d, fmt.Sprintf("field %s sent as %q, confirmed as %q: %s dropped", path+".mount.mount_flags",
+				strings.Join(w.GetMountFlags(), ","), strings.Join(g.GetMountFlags(), ","), strings.Join(missing, ",")))
 		}
 		if w.GetVolumeMountGroup() != "" && w.GetVolumeMountGroup() != g.GetVolumeMountGroup() {
 			d = append(d, fieldDiff(path+".mount.volume_mount_group", w.GetVolumeMountGroup(), g.GetVolumeMountGroup(), g.GetVolumeMountGroup() == ""))
@@ -164,16 +202,16 @@ func accessType(c *csipb.VolumeCapability) string {
 	return ""
 }
 
-// sameFlags reports whether two mount flag lists hold the same flags, in
-// any order.
-func sameFlags(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+// missingFlags returns the mount flags sent that got does not hold (in
+// any order); flags the plugin adds are not berth's to judge.
+func missingFlags(sent, got []string) []string {
+	var out []string
+	for _, f := range sent {
+		if !slices.Contains(got, f) {
+			out = append(out, f)
+		}
 	}
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
+	return out
 }
 
 // mapDiff lists each key of a sent map that its echo drops or changes. An

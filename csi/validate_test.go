@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -128,7 +129,63 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 			name:    "older plugin drops mount_flags",
 			req:     asking(flagged),
 			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw)},
-			wantErr: []string{`field volume_capabilities[0].mount.mount_flags sent as "noatime,nodev", dropped from the confirmation`},
+			wantErr: []string{`field volume_capabilities[0].mount.mount_flags sent as "noatime,nodev", confirmed as "": noatime,nodev dropped`},
+		},
+		{
+			name: "a mount flag the plugin adds is not judged, one it drops is",
+			req:  asking(flagged),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(func() *csipb.VolumeCapability {
+				c := mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+				c.GetMount().MountFlags = []string{"nodev", "noatime", "nosuid"}
+				return c
+			}())},
+			want: csi.Validation{Confirmed: true},
+		},
+		{
+			name: "a mount flag dropped among others kept",
+			req:  asking(flagged),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(func() *csipb.VolumeCapability {
+				c := mountCap("ext4", csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+				c.GetMount().MountFlags = []string{"nodev", "nosuid"}
+				return c
+			}())},
+			wantErr: []string{`mount_flags sent as "noatime,nodev", confirmed as "nodev,nosuid": noatime dropped`},
+		},
+		{
+			name: "confirmed by the access mode alone, no access type: accepted with a note",
+			req:  asking(flagged, block),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(
+				&csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}})},
+			want: csi.Validation{Confirmed: true, Notes: []string{
+				"volume_capabilities[0] (mount(fs_type=ext4 mount_flags=noatime,nodev) SINGLE_NODE_WRITER): confirmed by its access mode alone, without an access type, so its mount was not checked",
+				"volume_capabilities[1] (block SINGLE_NODE_WRITER): confirmed by its access mode alone, without an access type, so its block was not checked",
+			}},
+		},
+		{
+			name: "a full confirmation is preferred to one without access type (no note)",
+			req:  asking(rw),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(
+				&csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}, rw)},
+			want: csi.Validation{Confirmed: true},
+		},
+		{
+			name: "no access type, with a volume_mount_group sent: newer than CSI 1.0, so maybe dropped",
+			req:  asking(grouped),
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(
+				&csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}})},
+			wantErr: []string{`field volume_capabilities[0].mount.volume_mount_group sent as "1000", dropped from the confirmation`},
+		},
+		{
+			name: "an empty confirmed is no confirmation (the spec: confirmed SHALL be non-empty only on success)",
+			req:  request,
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(), Message: "fs_type xfs is not supported"},
+			want: csi.Validation{Message: "fs_type xfs is not supported"},
+		},
+		{
+			name:    "a mismatch carries the plugin's message",
+			req:     request,
+			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed(rw), Message: "reader mode needs nfs"},
+			wantErr: []string{`confirmed as "SINGLE_NODE_WRITER"`, `its message: "reader mode needs nfs"`},
 		},
 		{
 			name:    "block confirmed as mount",
@@ -157,10 +214,12 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 			wantErr: []string{`field parameters["tier"] sent as "fast", confirmed as "slow"`, `field volume_context["path"] sent, dropped`},
 		},
 		{
-			name:    "confirmed without capabilities",
-			req:     request,
-			resp:    &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed()},
-			wantErr: []string{"volume_capabilities[0] (mount(fs_type=ext4) SINGLE_NODE_WRITER): not confirmed", "volume_capabilities[1]"},
+			name: "confirmed without capabilities",
+			req:  request,
+			resp: &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+				Parameters: map[string]string{"tier": "fast"}}},
+			wantErr: []string{"volume_capabilities[0] (mount(fs_type=ext4) SINGLE_NODE_WRITER): not confirmed", "volume_capabilities[1]",
+				"it gave no message"},
 		},
 	}
 	for _, tc := range cases {
@@ -171,8 +230,8 @@ func TestValidateVolumeCapabilities(t *testing.T) {
 				if err != nil {
 					t.Fatalf("unexpected error %v", err)
 				}
-				if *got != tc.want {
-					t.Fatalf("got %+v, want %+v", *got, tc.want)
+				if d := cmp.Diff(tc.want, *got); d != "" {
+					t.Fatalf("validation (-want +got):\n%s", d)
 				}
 				return
 			}

@@ -17,10 +17,14 @@ import (
 // does not know is stored as it came (version skew: the proposer
 // validates; CheckClaim refuses claims through it).
 //
-// A plugin's volume is registered under one ID: a volume whose plugin and
+// A plugin's volume is registered under one ID: with unique_external (set
+// by the leader once every server knows the rule; an older server ignores
+// it), a volume whose plugin and
 // external ID another volume ID holds is refused (ErrExternalVolumeTaken,
-// naming both), whether it is new or an update, so claims counted per
-// volume ID always count every claim of the plugin's volume.
+// naming both), whether it is new or an update moving to that pair, so
+// claims counted per volume ID always count every claim of the plugin's
+// volume. An update keeping the pair it is stored with is not refused:
+// a duplicate from before the rule stays usable until one is deregistered.
 //
 // An update of a volume that holds claims keeps what they depend on: its
 // plugin_id and external_id, and the capability of every claim
@@ -31,7 +35,8 @@ import (
 // if_modify_index the update applies only to the volume as its proposer
 // read it (ErrVolumeChanged, or ErrVolumeNotFound when it is gone); with
 // if_absent only when no volume is registered under the ID
-// (ErrVolumeRegistered).
+// (ErrVolumeRegistered; the leader sets it, too, only once every server
+// knows it).
 //
 // The create index and time are kept across updates. Provider, provider
 // version, schedulable and controller_required are copied from the
@@ -60,8 +65,10 @@ func applyVolumeRegister(tx *writeTxn, cmd *pb.VolumeRegisterCommand) error {
 			return fmt.Errorf("volume %q: %w: read at index %d, changed at %d", v.GetId(), ErrVolumeChanged, want, existing.GetModifyIndex())
 		}
 	}
-	if err := checkExternalFree(tx, v); err != nil {
-		return err
+	if cmd.GetUniqueExternal() {
+		if err := checkExternalFree(tx, existing, v); err != nil {
+			return err
+		}
 	}
 	// Only VolumeDeleting sets the mark.
 	v.Deleting = false
@@ -122,9 +129,16 @@ func checkVolume(v *pb.Volume) error {
 
 // checkExternalFree refuses v when another volume ID holds its plugin's
 // volume (same plugin and external ID). A volume without an external ID
-// (none is stored) is in no such pair.
-func checkExternalFree(tx *writeTxn, v *pb.Volume) error {
+// (none is stored) is in no such pair. Only a new registration or a move
+// to another pair is refused: an update of a volume stored with the same
+// pair already (existing) is not, so two IDs of one plugin's volume left
+// by a server from before the rule are not frozen — each can still be
+// registered again, expanded and deregistered.
+func checkExternalFree(tx *writeTxn, existing, v *pb.Volume) error {
 	if v.GetExternalId() == "" {
+		return nil
+	}
+	if existing.GetPluginId() == v.GetPluginId() && existing.GetExternalId() == v.GetExternalId() {
 		return nil
 	}
 	held, err := volumesByExternal.list(tx, nil, v.GetPluginId(), v.GetExternalId())

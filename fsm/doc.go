@@ -244,8 +244,11 @@
 //     node-detached at once (freed where no attachment is left), and its
 //     other claims may be moved there.
 //   - VolumeRegister creates or updates a volume (a plugin's volume that
-//     another volume ID holds is refused, ErrExternalVolumeTaken, so no
-//     two IDs count the claims of one provider volume apart; a volume with claims
+//     another volume ID holds is refused with unique_external (set once
+//     every server knows the rule), ErrExternalVolumeTaken, so no
+//     two IDs count the claims of one provider volume apart — unless the
+//     update keeps the pair the volume is stored with (a pair from before
+//     the rule stays usable); a volume with claims
 //     keeps its plugin, external ID and claimed capabilities; with
 //     if_modify_index only the volume as its proposer read it,
 //     ErrVolumeChanged otherwise); VolumeDeregister refuses a volume with

@@ -35,3 +35,17 @@ func (r reader) NodeAllocIndexRows() ([]*pb.TableIndex, error) {
 func (r reader) AttachmentsPage() ([]*pb.Attachment, error) {
 	return attachmentsTable.list(r, nil)
 }
+
+// PutVolumeUnchecked stores v as it is at index, without the apply's
+// checks: state a server of an older version left (a second volume ID of
+// one plugin's volume, registered before the rule refused it).
+func (s *StateStore) PutVolumeUnchecked(index uint64, v *pb.Volume) error {
+	tx := s.beginWrite()
+	defer tx.abort()
+	tx.index = index
+	v.CreateIndex, v.ModifyIndex = index, index
+	if err := volumesTable.insert(tx, v); err != nil {
+		return err
+	}
+	return tx.commit()
+}

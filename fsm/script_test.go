@@ -103,6 +103,17 @@ func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
 			}
 			fmt.Fprintf(&out, "candidates: allocs=%v evals=%v jobs=%v\n", cmd.GetAllocIds(), cmd.GetEvalIds(), cmd.GetJobIds())
 			return out.String()
+		case "put-volume-unchecked":
+			// A volume row as an older server stored it, past the
+			// apply's checks (no raft entry: the state is as if restored).
+			id := argString(t, td, "id", "")
+			v := &pb.Volume{Id: id, Name: id, PluginId: argString(t, td, "plugin", ""), ExternalId: argString(t, td, "external", "ext-"+id),
+				Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
+					AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}
+			if err := h.fsm.State().PutVolumeUnchecked(h.next, v); err != nil {
+				td.Fatalf(t, "put-volume-unchecked: %v", err)
+			}
+			h.next++
 		case "state":
 		default:
 			td.Fatalf(t, "unknown command %q", td.Cmd)

@@ -62,7 +62,10 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			}
 		}
 		return mustEncode(t, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: at,
-			IfModifyIndex: uint64(argInt(t, td, "if-index", 0)), IfAbsent: argBool(t, td, "if-absent")}), true
+			IfModifyIndex: uint64(argInt(t, td, "if-index", 0)), IfAbsent: argBool(t, td, "if-absent"),
+			// As the leader proposes it once every server knows the rule;
+			// unique-external=false as while one is older.
+			UniqueExternal: !td.HasArg("unique-external") || argBool(t, td, "unique-external")}), true
 	case "volume-deleting":
 		return mustEncode(t, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
 			VolumeId: argString(t, td, "id", ""), Deleting: !argBool(t, td, "off"), UpdatedAt: at,

@@ -69,7 +69,11 @@ type allocRuntime struct {
 	// destroying holds runners being destroyed (no longer sent by the
 	// servers), so a late answer does not start them again.
 	destroying map[string]bool
-	updater    *updater
+	// unrun holds the terminal allocs the servers send that this client
+	// never ran, once their claims' teardown and their status are under
+	// way (each answer sends them again until they are collected).
+	unrun   map[string]bool
+	updater *updater
 	// wg is the watcher; destroys are the destroys under way.
 	wg, destroys sync.WaitGroup
 }
@@ -83,7 +87,7 @@ func (c *Client) allocsEnabled() bool { return c.cfg.TaskDrivers != nil && c.cfg
 // then do the runners run, so a plugin task's supervisor hook finds the
 // registry as the previous run left it.
 func (c *Client) startAllocs() {
-	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}}
+	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}, unrun: map[string]bool{}}
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
 	runners := c.restoreAllocs()
 	c.restoreCSIRegistry()
@@ -404,12 +408,14 @@ func (c *Client) knownAllocs() map[string]uint64 {
 func isStub(a *pb.Allocation) bool { return a.GetJobId() == "" }
 
 // applyAllocs reconciles the runners with the servers' view: a new alloc
-// gets a runner (unless it is already terminal), a changed one an update,
-// and a runner whose alloc the servers no longer send is destroyed.
+// gets a runner (unless it is already terminal: see releaseUnrun), a
+// changed one an update, and a runner whose alloc the servers no longer
+// send is destroyed.
 func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	rt := c.allocs
 	seen := map[string]bool{}
 	var start []*allocrunner.AllocRunner
+	var unrun []*pb.Allocation
 	type update struct {
 		r     *allocrunner.AllocRunner
 		alloc *pb.Allocation
@@ -427,7 +433,12 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 		job := resp.GetJobs()[fmt.Sprintf("%s@%d", a.GetJobId(), a.GetJobVersion())]
 		if r == nil {
 			if fsm.AllocTerminal(a) {
-				continue // stopped or ended before this client ran it
+				// Stopped or ended before this client ran it.
+				if !rt.unrun[id] {
+					rt.unrun[id] = true
+					unrun = append(unrun, a)
+				}
+				continue
 			}
 			if job == nil {
 				c.logger.Error("the servers sent an alloc without its job; waiting for the next answer",
@@ -454,7 +465,16 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 			destroy = append(destroy, r)
 		}
 	}
+	for id := range rt.unrun {
+		if !seen[id] {
+			delete(rt.unrun, id)
+		}
+	}
 	rt.mu.Unlock()
+
+	for _, a := range unrun {
+		c.releaseUnrun(a)
+	}
 
 	for _, r := range start {
 		c.logger.Info("running alloc", "alloc_id", r.ID())
@@ -476,6 +496,28 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 			delete(rt.destroying, r.ID())
 			rt.mu.Unlock()
 		}()
+	}
+}
+
+// releaseUnrun lets go of an alloc the servers stopped (or that ended)
+// before this client ran it: `job run` then `job stop` (or `job stop
+// -purge`, which removes the job the client would read its volumes from)
+// before the client fetched the alloc. Its claims were reserved on this
+// node at placement and moved to releasing when it stopped; no runner, so
+// no volume hook, would ever report them off the node, and the alloc
+// would stay pending, never collected. Its claims are taken down through
+// the volume hooks' teardown (which reports node-detached only once
+// nothing of the alloc is published or, if it was the last user, staged
+// on the node), and a stopped alloc still pending is reported complete.
+func (c *Client) releaseUnrun(a *pb.Allocation) {
+	c.logger.Info("releasing an alloc stopped before this client ran it", "alloc_id", a.GetId(),
+		"desired_status", a.GetDesiredStatus(), "client_status", a.GetClientStatus())
+	if v := c.volumes; v != nil {
+		v.hooks.TearDownUnrun(c.ctx, claimsClient{c}, a.GetId(), a.GetModifyIndex())
+	}
+	if fsm.AllocServerTerminal(a) && !fsm.AllocClientTerminal(a) {
+		c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
+			ClientDescription: "stopped before the client ran it", UpdatedAt: time.Now().UnixNano()})
 	}
 }
 

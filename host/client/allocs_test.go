@@ -94,7 +94,10 @@ func TestWatcherBlocksAndSendsKnownAllocs(t *testing.T) {
 	}
 }
 
-// An alloc the servers send as already terminal is not run.
+// An alloc the servers send as already terminal is not run. One stopped
+// while still pending is reported complete (it never ran; GC collects
+// only allocs terminal on their client); one terminal on its client
+// already is not reported again.
 func TestWatcherDoesNotRunTerminalAllocs(t *testing.T) {
 	f := newFakeServer(t)
 	n := newNode(t, t.TempDir(), f.addr, true)
@@ -107,13 +110,17 @@ func TestWatcherDoesNotRunTerminalAllocs(t *testing.T) {
 	f.place(done, j)
 	f.place(allocOf("live", j), j)
 	waitReported(t, f, "live", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	waitReported(t, f, "gone", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE))
 	for _, id := range []string{"gone", "done"} {
 		if _, err := n.c.runner(id); !errors.Is(err, ErrUnknownAlloc) {
 			t.Errorf("terminal alloc %s got a runner", id)
 		}
-		if f.lastUpdate(id) != nil {
-			t.Errorf("terminal alloc %s was reported", id)
-		}
+	}
+	if u := f.lastUpdate("gone"); u.GetClientDescription() != "stopped before the client ran it" || len(u.GetTaskStates()) != 0 {
+		t.Errorf("stopped alloc gone reported %v; want complete, never run, no task state", u)
+	}
+	if f.lastUpdate("done") != nil {
+		t.Error("alloc done, complete already, was reported again")
 	}
 }
 

@@ -174,6 +174,9 @@ func (cc claimsClient) ClientClaims(ctx context.Context, req *pb.ClientClaimsReq
 		return err
 	})
 	if err != nil {
+		if a := req.GetAllocId(); a != "" {
+			return nil, fmt.Errorf("claims of alloc %s on node %s: %w", a, c.nodeID, err)
+		}
 		return nil, fmt.Errorf("operators' claims of node %s: %w", c.nodeID, err)
 	}
 	return resp, nil

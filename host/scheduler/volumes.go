@@ -113,6 +113,19 @@ func (a volumeAsk) label() string {
 	return fmt.Sprintf("volume %q (group volumes %s)", a.id, strings.Join(quoted, ", "))
 }
 
+// ClaimRequest returns the request a claim of volumeID by an alloc of tg
+// at index carries, as placement sets it (the group's first name for the
+// volume, writable when any of its names writes), and nil when the group
+// asks for no such volume.
+func ClaimRequest(tg *pb.TaskGroup, index int32, volumeID string) *pb.VolumeRequest {
+	for _, a := range groupAsks(tg, index) {
+		if a.id == volumeID {
+			return a.req
+		}
+	}
+	return nil
+}
+
 // groupAsks returns the claims an alloc of tg at index needs, one per
 // volume, in the order of the group's names for them. The state machine
 // holds one claim per (alloc, volume) and refuses a plan claiming one

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -76,5 +77,81 @@ func TestPurgedJobsClaimIsFreed(t *testing.T) {
 	b := waitAllocs(t, tc, s, "b", 1, nil)[0]
 	if cs, _ := s.State().ClaimsByAlloc(nil, b.GetId()); len(cs) != 1 || cs[0].GetVolumeId() != "vol1" {
 		t.Fatalf("b's alloc holds claims %v, want one on vol1", cs)
+	}
+}
+
+// placeOldClaim places an alloc of job on n1 with a claim of volume as a
+// server from before claims carried their request placed it (no
+// request): the client's answers fall back on the alloc's job version.
+func placeOldClaim(t *testing.T, cc *claimCluster, job, volume string, vols map[string]*pb.VolumeRequest) string {
+	t.Helper()
+	j := serviceJob(job, 1)
+	j.Groups[0].Volumes = vols
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: j}); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := cc.s.fsm.State().JobByID(nil, job)
+	alloc := "a-" + job
+	c := &pb.Claim{Id: "claim-" + alloc, VolumeId: volume, AllocId: alloc, NodeId: cc.n1.GetId(), Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
+		AccessMode: snw, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}
+	if _, err := cc.s.raftApplyResult(ctx10s(t), fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e-" + job, JobId: job,
+		JobVersion: stored.GetVersion(),
+		Allocs: []*pb.Allocation{{Id: alloc, Name: job + ".g[0]", NodeId: cc.n1.GetId(), JobId: job, JobVersion: stored.GetVersion(), TaskGroup: "g",
+			DesiredStatus: pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN, ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
+			Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}},
+		Claims: []*pb.Claim{c}}}); err != nil {
+		t.Fatal(err)
+	}
+	if cs, _ := cc.s.fsm.State().ClaimsByAlloc(nil, alloc); len(cs) != 1 || cs[0].GetRequest() != nil {
+		t.Fatalf("alloc %s's claims %v, want one without a request", alloc, cs)
+	}
+	return alloc
+}
+
+// A claim placed without its request (an older server) is answered the
+// request of the alloc's group in the job version it runs, merged as the
+// scheduler merges it: a group naming the volume twice, once read-only,
+// writes (read_only false). And only that job's version: after a purge
+// and a registration of another job under the same ID (its versions start
+// at 0 again), its version 0 is not the alloc's, and no request is
+// answered rather than the other job's.
+func TestOldClaimFallbackReadsTheAllocsOwnJobVersionMerged(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	cc.volume(t, "data", snw)
+	n1 := cc.n1.GetId()
+
+	twice := placeOldClaim(t, cc, "twice", "data", map[string]*pb.VolumeRequest{
+		"a": {Name: "a", Type: "csi", Source: "data", ReadOnly: true},
+		"b": {Name: "b", Type: "csi", Source: "data"},
+	})
+	resp, err := cc.claims.ClientClaim(ctx10s(t), &pb.ClientClaimRequest{NodeId: n1, AllocId: twice, VolumeId: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetRequest(); r == nil || r.GetReadOnly() {
+		t.Fatalf("request of a group naming data read-only and writable: %v; want writable", r)
+	}
+
+	cc.volume(t, "logs", snw)
+	alloc := placeOldClaim(t, cc, "web", "logs", map[string]*pb.VolumeRequest{
+		"logs": {Name: "logs", Type: "csi", Source: "logs", MountOptions: &pb.MountOptions{FsType: "ext4"}}})
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.JobDeregister, &pb.JobDeregisterCommand{JobId: "web", Purge: true}); err != nil {
+		t.Fatal(err)
+	}
+	other := serviceJob("web", 1)
+	other.Groups[0].Volumes = map[string]*pb.VolumeRequest{"logs": {Name: "logs", Type: "csi", Source: "logs",
+		MountOptions: &pb.MountOptions{FsType: "xfs"}}}
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: other}); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := cc.s.fsm.State().JobByID(nil, "web"); j.GetVersion() != 0 {
+		t.Fatalf("the new job web is at version %d, want 0 (the alloc's version number)", j.GetVersion())
+	}
+	resp, err = cc.claims.ClientClaim(ctx10s(t), &pb.ClientClaimRequest{NodeId: n1, AllocId: alloc, VolumeId: "logs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetRequest(); r != nil {
+		t.Fatalf("request answered from another job's version 0: %v; want none", r)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
@@ -141,27 +139,28 @@ func claimRequest(st *fsm.StateSnapshot, cc *clientClaim) (*pb.VolumeRequest, er
 }
 
 // groupVolumeRequest returns the request of a's group, in the job version
-// a runs, for volume volumeID (a per_alloc request's source with a's
-// index; the first such name), ErrVolumeNotRequested when the group asks
-// for no such volume, and nothing when that version is no longer stored
-// (purged, or past the versions kept).
+// a runs, for volume volumeID, as placement sets it on a claim
+// (scheduler.ClaimRequest: a per_alloc request's source with a's index;
+// the first such name, writable when any writes), ErrVolumeNotRequested
+// when the group asks for no such volume, and nothing when that version
+// is no longer stored (purged, or past the versions kept). A version of
+// a job created after a (`job stop -purge`, then another job registered
+// under the ID: its versions start at 0 again) is not a's job, and
+// counts as gone.
 func groupVolumeRequest(st *fsm.StateSnapshot, a *pb.Allocation, volumeID string) (*pb.VolumeRequest, error) {
 	job, err := st.JobVersion(nil, a.GetJobId(), a.GetJobVersion())
 	if err != nil {
 		return nil, err
 	}
-	if job == nil {
+	if job == nil || job.GetCreateIndex() > a.GetCreateIndex() {
 		return nil, nil
 	}
 	for _, g := range job.GetGroups() {
 		if g.GetName() != a.GetTaskGroup() {
 			continue
 		}
-		for _, name := range slices.Sorted(maps.Keys(g.GetVolumes())) {
-			req := g.GetVolumes()[name]
-			if (req.GetType() == "" || req.GetType() == "csi") && scheduler.VolumeID(req, a.GetIndex()) == volumeID {
-				return req, nil
-			}
+		if req := scheduler.ClaimRequest(g, a.GetIndex(), volumeID); req != nil {
+			return req, nil
 		}
 	}
 	return nil, fmt.Errorf("alloc %q (job %q version %d, group %q) asks for no volume %q: %w", a.GetId(), a.GetJobId(), a.GetJobVersion(),

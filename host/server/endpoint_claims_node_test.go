@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -79,4 +80,53 @@ func TestClientClaimsListsTheNodesOperatorClaims(t *testing.T) {
 
 	_, err = cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: "n1"})
 	wantCode(t, "bad node id", err, codes.InvalidArgument, `"n1"`)
+}
+
+// With alloc_id, ClientClaims answers the claims that alloc holds on the
+// calling node (what a client that never ran a stopped alloc takes down),
+// in every state, and nothing to another node or of another alloc.
+func TestClientClaimsListsAnAllocsClaims(t *testing.T) {
+	cc := newClaimCluster(t, 1, false)
+	cc.volume(t, "data", snw)
+	cc.volume(t, "other", snw)
+	a := cc.placeWithClaim(t, "web", cc.n1.GetId(), "data", false)
+	cc.placeWithClaim(t, "api", cc.n1.GetId(), "other", false)
+	if _, err := cc.claims.Claim(ctx10s(t), &pb.ClaimCreateRequest{VolumeId: "other", NodeId: cc.n1.GetId(),
+		Mode: pb.ClaimMode_CLAIM_MODE_READ}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.GetClaims()) != 1 || got.GetClaims()[0].GetAllocId() != a || got.GetClaims()[0].GetVolumeId() != "data" {
+		t.Fatalf("claims of alloc %s on n1: %v; want its claim of data alone", a, got.GetClaims())
+	}
+	other, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n2.GetId(), AllocId: a})
+	if err != nil || len(other.GetClaims()) != 0 {
+		t.Fatalf("claims of alloc %s asked by n2: %v, %v; want none", a, other.GetClaims(), err)
+	}
+	none, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: "a-unknown"})
+	if err != nil || len(none.GetClaims()) != 0 {
+		t.Fatalf("claims of an unknown alloc: %v, %v; want none", none.GetClaims(), err)
+	}
+
+	// The alloc changes and none of its claims does: a client asking from
+	// the alloc's modify index (what it saw) is answered by a server that
+	// applied it at once, not after the query's wait (here longer than the
+	// call's 10 s deadline).
+	if _, err := cc.s.raftApply(ctx10s(t), fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: cc.n1.GetId(), Updates: []*pb.AllocClientUpdate{
+		{AllocId: a, ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}}}); err != nil {
+		t.Fatal(err)
+	}
+	alloc, _ := cc.s.fsm.State().AllocByID(nil, a)
+	if c, _ := cc.s.fsm.State().ClaimsByAlloc(nil, a); len(c) != 1 || c[0].GetModifyIndex() >= alloc.GetModifyIndex() {
+		t.Fatalf("claims %v changed with alloc %v", c, alloc)
+	}
+	got, err = cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n1.GetId(), AllocId: a,
+		Query: &pb.QueryOptions{MinIndex: alloc.GetModifyIndex() - 1, MaxWaitMs: 60_000}})
+	if err != nil || len(got.GetClaims()) != 1 || got.GetMeta().GetIndex() < alloc.GetModifyIndex() {
+		t.Fatalf("claims of alloc %s from its modify index %d: %v, %v", a, alloc.GetModifyIndex(), got, err)
+	}
 }

@@ -29,6 +29,16 @@ var volumesSince = mustConstraint(">= " + volumesSinceVersion)
 
 const volumesSinceVersion = "0.1.0-dev"
 
+// volumeIdentitySince is the first berth version whose servers refuse, in
+// VolumeRegister's apply, a second volume ID for one plugin's volume
+// (unique_external) and a create of a registered ID (if_absent). Until
+// every server records it, the command is proposed without either flag
+// and every server applies it as an older one does (no refusal), so
+// servers of two versions never diverge.
+var volumeIdentitySince = mustConstraint(">= " + volumeIdentitySinceVersion)
+
+const volumeIdentitySinceVersion = "0.1.0-dev.1"
+
 var (
 	// ErrNoHealthyController is returned by the Volumes calls that need a
 	// controller when the plugin has none healthy (or none at all).
@@ -51,6 +61,10 @@ type volumesEndpoint struct {
 	pb.UnimplementedVolumesServer
 	s     *Server
 	calls controllerCaller
+	// lostRace, when set (tests), is called after a create's register
+	// was refused for a volume registered under the ID during the plugin's
+	// call, before that volume is read.
+	lostRace func(volumeID string)
 }
 
 // controllerFor picks the node whose controller instance of the plugin
@@ -106,7 +120,8 @@ func (e *volumesEndpoint) requireVersion() error {
 // (in the answer and the server's log) that nothing was validated: a
 // plugin without a controller service, and one that answers without
 // `confirmed` (it validated nothing it is sure of; Azure's and Linode's
-// plugins answer valid so), whose message the warning carries. A
+// plugins answer valid so), whose message the warning carries; and one
+// whose confirmation leaves out an access type (csi.Validation.Notes). A
 // confirmation that drops or changes a field berth sent is refused
 // (csi.ErrConfirmationMismatch, FailedPrecondition, naming the field).
 func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRequest) (*pb.VolumeRegisterResponse, error) {
@@ -151,6 +166,9 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 			warnings = append(warnings, fmt.Sprintf("csi plugin %q (controller on node %s) answered ValidateVolumeCapabilities for volume %q without confirming it, "+
 				"so the capabilities were not validated; %s", v.GetPluginId(), nodeID, v.GetId(), said))
 		}
+		for _, note := range res.Notes {
+			warnings = append(warnings, fmt.Sprintf("csi plugin %q (controller on node %s) confirmed volume %q in part: %s", v.GetPluginId(), nodeID, v.GetId(), note))
+		}
 	} else {
 		warnings = append(warnings, fmt.Sprintf("csi plugin %q has no controller service: the capabilities of volume %q were not validated", v.GetPluginId(), v.GetId()))
 	}
@@ -175,11 +193,20 @@ func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex 
 	return e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfModifyIndex: ifIndex}, warnings)
 }
 
-// registerCommand proposes cmd (stamped now) and answers its volume as
-// stored, redacted.
+// registerCommand proposes cmd (stamped now, with unique_external, or
+// without if_absent while a server is older than volumeIdentitySince)
+// and answers its volume as stored, redacted.
 func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeRegisterCommand, warnings []string) (*pb.VolumeRegisterResponse, error) {
 	v := cmd.GetVolume()
 	cmd.RegisteredAt = e.s.cfg.Clock.Now().UnixNano()
+	// Refused only while some server is older: the register then applies
+	// under the rule every server knows (a create overwrites a volume
+	// registered during its plugin call, as before).
+	if e.s.requireServersAt(volumeIdentitySince, volumeIdentitySinceVersion, "one volume ID per plugin volume") == nil {
+		cmd.UniqueExternal = true
+	} else {
+		cmd.IfAbsent = false
+	}
 	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
@@ -199,9 +226,14 @@ func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeReg
 // topology). A volume registered under the ID already is not created
 // again: answered as it is, unchanged, when it is what the create asks
 // for (CreateVolume is idempotent by name, and so is this), refused with
-// ErrVolumeExists naming each field that differs otherwise. The register
+// ErrVolumeExists naming each field that differs otherwise, and with
+// fsm.ErrVolumeDeleting while its plugin deletes it. The register
 // is a create (if_absent): a create of the ID that registered during the
-// plugin's call is answered the same way, never overwritten. A plugin
+// plugin's call is answered the same way, never overwritten; one
+// deregistered again before it is read leaves the ID free, and the
+// register is tried once more (twice lost so, the answer is
+// fsm.ErrVolumeChanged, Aborted, naming the plugin's volume left
+// unregistered). A plugin
 // answering with a volume registered under another ID (a create by the
 // same name) is refused by the state machine (fsm.ErrExternalVolumeTaken).
 func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateRequest) (*pb.VolumeRegisterResponse, error) {
@@ -257,16 +289,30 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	for _, t := range cv.GetAccessibleTopology() {
 		v.AccessibleTopology = append(v.AccessibleTopology, &pb.Topology{Segments: t.GetSegments()})
 	}
-	out, err := e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
-	if errors.Is(err, fsm.ErrVolumeRegistered) {
-		// Another create of the ID registered during the plugin's call.
+	var out *pb.VolumeRegisterResponse
+	for try := 1; ; try++ {
+		out, err = e.registerCommand(ctx, &pb.VolumeRegisterCommand{Volume: v, IfAbsent: true}, nil)
+		if !errors.Is(err, fsm.ErrVolumeRegistered) {
+			break
+		}
+		// Another create (or a register) of the ID won during the plugin's
+		// call.
+		if e.lostRace != nil {
+			e.lostRace(v.GetId())
+		}
 		old, rerr := e.s.fsm.State().VolumeByID(nil, v.GetId())
 		switch {
 		case rerr != nil:
 			return nil, rerr
 		case old != nil:
 			return existingVolume(old, spec, v.GetExternalId())
+		case try == 2:
+			return nil, fmt.Errorf("creating volume %q: plugin %q created volume %q (CreateVolume name %q) on node %s, but volume ID %q was registered "+
+				"and deregistered again while it was being registered, twice; the plugin's volume is left unregistered (register it, or create again): %w (%v)",
+				v.GetId(), v.GetPluginId(), v.GetExternalId(), v.GetName(), nodeID, v.GetId(), fsm.ErrVolumeChanged, err)
 		}
+		// Deregistered since it refused this register: the ID is free
+		// again, and the plugin's new volume is registered under it.
 	}
 	if errors.Is(err, fsm.ErrExternalVolumeTaken) {
 		return nil, fmt.Errorf("creating volume %q: plugin %q answered CreateVolume (name %q) on node %s with a volume registered under another ID "+
@@ -276,10 +322,17 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 }
 
 // existingVolume is a create's answer when old is registered under the ID
-// already: unchanged when it is what spec asks for (and, when the plugin
-// was asked, its answer ext is old's volume), ErrVolumeExists naming each
-// difference otherwise.
+// already: fsm.ErrVolumeDeleting while its plugin deletes it; unchanged
+// when it is what spec asks for (and, when the plugin was asked, its
+// answer ext is old's volume), ErrVolumeExists naming each difference
+// otherwise.
 func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterResponse, error) {
+	if old.GetDeleting() {
+		// Answered unchanged, the volume would then disappear with the
+		// delete under way.
+		return nil, fmt.Errorf("volume %q (external ID %q): %w by its plugin; nothing was created (create it again once the delete is done)",
+			spec.GetId(), old.GetExternalId(), fsm.ErrVolumeDeleting)
+	}
 	diffs := createDiff(old, spec)
 	if ext != "" && ext != old.GetExternalId() {
 		diffs = append(diffs, fmt.Sprintf("external_id: registered %q, the plugin answered %q (a volume it created that nothing registers)", old.GetExternalId(), ext))
@@ -289,6 +342,15 @@ func existingVolume(old, spec *pb.Volume, ext string) (*pb.VolumeRegisterRespons
 			spec.GetId(), ErrVolumeExists, old.GetExternalId(), strings.Join(diffs, "; "))
 	}
 	return &pb.VolumeRegisterResponse{Volume: redactVolume(old), Meta: &pb.WriteMeta{Index: old.GetModifyIndex()}, Unchanged: true}, nil
+}
+
+// sameValue reports whether two messages hold the same value, an empty
+// one and none alike (proto.Equal tells a nil message from an empty one).
+func sameValue[M proto.Message](a, b M) bool {
+	if proto.Size(a) == 0 && proto.Size(b) == 0 {
+		return true
+	}
+	return proto.Equal(a, b)
 }
 
 // createDiff lists how the volume registered under an ID differs from
@@ -310,7 +372,7 @@ func createDiff(old, v *pb.Volume) []string {
 	if a, b := capabilityList(old.GetCapabilities()), capabilityList(v.GetCapabilities()); a != b {
 		differ("capabilities", a, b)
 	}
-	if !proto.Equal(old.GetMountOptions(), v.GetMountOptions()) {
+	if !sameValue(old.GetMountOptions(), v.GetMountOptions()) {
 		differ("mount_options", mountOptionsText(old.GetMountOptions()), mountOptionsText(v.GetMountOptions()))
 	}
 	if old.GetRequestedCapacityMinBytes() != v.GetRequestedCapacityMinBytes() {
@@ -325,7 +387,7 @@ func createDiff(old, v *pb.Volume) []string {
 	if old.GetCloneId() != v.GetCloneId() {
 		differ("clone_id", strconv.Quote(old.GetCloneId()), strconv.Quote(v.GetCloneId()))
 	}
-	if !proto.Equal(old.GetTopologyRequest(), v.GetTopologyRequest()) {
+	if !sameValue(old.GetTopologyRequest(), v.GetTopologyRequest()) {
 		differ("topology_request", old.GetTopologyRequest(), v.GetTopologyRequest())
 	}
 	if !maps.Equal(old.GetParameters(), v.GetParameters()) {

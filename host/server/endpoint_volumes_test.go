@@ -46,8 +46,14 @@ func (l *lockedBuffer) String() string {
 // plugin "hp", reported healthy with every controller capability.
 func volumeCluster(t *testing.T, p *csifake.Plugin) (*testCluster, *Server, pb.VolumesClient, *pb.Node, *lockedBuffer) {
 	t.Helper()
+	return volumeClusterAt(t, p, version.Version)
+}
+
+// volumeClusterAt is volumeCluster with its server recording version ver.
+func volumeClusterAt(t *testing.T, p *csifake.Plugin, ver string) (*testCluster, *Server, pb.VolumesClient, *pb.Node, *lockedBuffer) {
+	t.Helper()
 	logs := &lockedBuffer{}
-	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) {
+	tc := newTestCluster(t, 1, withVersion(ver), func(c *Config) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})
 	})
 	s := tc.servers[0]

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,130 @@ func TestVolumeCreateNeverOverwritesACreateThatWonTheRace(t *testing.T) {
 	same.Name, same.ExternalId = "db", "ext-db"
 	if got := race(same); got.err != nil || !got.resp.GetUnchanged() {
 		t.Fatalf("a create that lost the race to the same spec: %v, %v; want it answered unchanged", got.resp, got.err)
+	}
+}
+
+// A create compares messages by value: an empty mount_options or
+// topology_request is the same as none, either way round, so the same
+// create again is answered unchanged.
+func TestVolumeCreateComparesEmptyAndAbsentAlike(t *testing.T) {
+	p := csifake.New()
+	_, _, vols, _, _ := volumeCluster(t, p)
+	for i, empty := range []bool{true, false} {
+		id := fmt.Sprintf("v%d", i)
+		spec := func(withEmpty bool) *pb.Volume {
+			v := fsVolume(id)
+			v.ExternalId, v.MountOptions, v.TopologyRequest = "", nil, nil
+			if withEmpty {
+				v.MountOptions, v.TopologyRequest = &pb.MountOptions{}, &pb.TopologyRequest{}
+			}
+			return v
+		}
+		p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-" + id}}, nil)
+		if _, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec(empty)}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec(!empty)})
+		if err != nil || !again.GetUnchanged() {
+			t.Errorf("created with empty messages %v, again with %v: %v, %v; want unchanged", empty, !empty, again, err)
+		}
+	}
+}
+
+// A create of an ID its plugin is deleting is refused, ErrVolumeDeleting
+// (FailedPrecondition), not answered unchanged: the volume is about to go.
+func TestVolumeCreateOfAVolumeBeingDeletedIsRefused(t *testing.T) {
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	spec := func() *pb.Volume {
+		v := fsVolume("db")
+		v.ExternalId = ""
+		return v
+	}
+	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
+	if _, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeleting, &pb.VolumeDeletingCommand{VolumeId: "db", Deleting: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := vols.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec()})
+	wantRefusal(t, "create of a volume being deleted", err, codes.FailedPrecondition, `volume "db"`, "being deleted")
+	if p.CreateVolume.Count() != 1 {
+		t.Errorf("%d CreateVolume calls, want the first create's only", p.CreateVolume.Count())
+	}
+}
+
+// A create whose register loses to a volume registered under the ID
+// during the plugin's call, that volume deregistered again before it is
+// read, registers the plugin's new volume (the ID is free again) rather
+// than answer that a volume is registered when none is, leaving the new
+// volume unregistered.
+func TestVolumeCreateRegistersWhenTheRaceWinnerIsGone(t *testing.T) {
+	p := csifake.New()
+	_, s, _, _, _ := volumeCluster(t, p)
+	e := &volumesEndpoint{s: s, calls: s.csi}
+	raced := 0
+	e.lostRace = func(id string) {
+		raced++
+		if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: id}); err != nil {
+			t.Error(err)
+		}
+	}
+	spec := fsVolume("db")
+	spec.ExternalId = ""
+	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
+	release := p.CreateVolume.Block()
+	done := make(chan error, 1)
+	var resp *pb.VolumeRegisterResponse
+	go func() {
+		var err error
+		resp, err = e.Create(ctx10s(t), &pb.VolumeCreateRequest{Volume: spec})
+		done <- err
+	}()
+	for end := time.Now().Add(10 * time.Second); p.CreateVolume.Count() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the plugin never got CreateVolume")
+		}
+	}
+	winner := fsVolume("db")
+	winner.ExternalId = "ext-other"
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: winner}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatalf("create after the winner was deregistered: %v", err)
+	}
+	if v, _ := s.fsm.State().VolumeByID(nil, "db"); v.GetExternalId() != "ext-db" || resp.GetUnchanged() || raced != 1 {
+		t.Fatalf("volume db: %v (answer %v, races %d); want the plugin's new volume ext-db registered after one lost race", v, resp, raced)
+	}
+}
+
+// While a server records a version older than volumeIdentitySince, a
+// register is proposed without unique_external (and a create without
+// if_absent), so it applies as an older server applies it: a second ID for
+// one plugin's volume is registered, not refused by some servers and
+// stored by others. Once every server is at the version, it is refused.
+func TestVolumeRegisterRefusesASecondIDOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		refused bool
+	}{{volumesSinceVersion, false}, {volumeIdentitySinceVersion, true}} {
+		p := csifake.New()
+		_, s, vols, _, _ := volumeClusterAt(t, p, tc.version)
+		registerFS(t, p, vols, "a")
+		twin := fsVolume("b")
+		twin.ExternalId = "ext-a"
+		p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+			VolumeCapabilities: csiCapabilities(twin)}}, nil)
+		_, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: twin})
+		stored, _ := s.fsm.State().VolumeByID(nil, "b")
+		switch {
+		case tc.refused && (status.Code(err) != codes.AlreadyExists || stored != nil):
+			t.Errorf("servers at %s: register of a's volume as b: %v (stored %v); want AlreadyExists, nothing stored", tc.version, err, stored)
+		case !tc.refused && (err != nil || stored.GetExternalId() != "ext-a"):
+			t.Errorf("servers at %s: register of a's volume as b: %v (stored %v); want it registered, as an older server does", tc.version, err, stored)
+		}
 	}
 }

@@ -72,6 +72,31 @@ func TestVolumeRegisterTakesAnUnconfirmedAnswerAsAWarning(t *testing.T) {
 			t.Error("volume old was registered")
 		}
 	})
+	t.Run("confirmed by the access mode alone", func(t *testing.T) {
+		v := flagged("modeonly")
+		caps := csiCapabilities(v)
+		for _, c := range caps {
+			c.AccessType = nil
+		}
+		resp, err := register(v, &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: caps}})
+		if err != nil || !registered("modeonly") {
+			t.Fatalf("register: %v (registered %v)", err, registered("modeonly"))
+		}
+		if w := resp.GetWarnings(); len(w) != 1 || !strings.Contains(w[0], `volume "modeonly"`) || !strings.Contains(w[0], "without an access type") ||
+			!strings.Contains(w[0], "volume_capabilities[0]") {
+			t.Errorf("warnings %q: want one naming the volume and the capability confirmed without an access type", w)
+		}
+	})
+	t.Run("an empty confirmed is unconfirmed, its message a warning", func(t *testing.T) {
+		resp, err := register(flagged("empty"), &csipb.ValidateVolumeCapabilitiesResponse{
+			Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{}, Message: "cannot tell"})
+		if err != nil || !registered("empty") {
+			t.Fatalf("register: %v (registered %v)", err, registered("empty"))
+		}
+		if w := resp.GetWarnings(); len(w) != 1 || !strings.Contains(w[0], `"cannot tell"`) || !strings.Contains(w[0], "without confirming") {
+			t.Errorf("warnings %q", w)
+		}
+	})
 	t.Run("confirmed fully, with or without a message", func(t *testing.T) {
 		for _, msg := range []string{"", "ok"} {
 			id := "full" + msg

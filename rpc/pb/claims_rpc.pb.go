@@ -722,8 +722,14 @@ func (x *ClientClaimUpdateResponse) GetMeta() *WriteMeta {
 type ClientClaimsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the calling client's node.
-	NodeId        string        `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Query         *QueryOptions `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	NodeId string        `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Query  *QueryOptions `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// alloc_id, when set, lists that alloc's claims held on the node instead
+	// of the operators' claims: a client that never ran a stopped alloc (it
+	// has no job to read its volumes from) takes down and reports what the
+	// alloc holds. An older server ignores it and answers the operators'
+	// claims, which the client tells apart by their empty alloc_id.
+	AllocId       string `protobuf:"bytes,3,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +776,13 @@ func (x *ClientClaimsRequest) GetQuery() *QueryOptions {
 		return x.Query
 	}
 	return nil
+}
+
+func (x *ClientClaimsRequest) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
 }
 
 type ClientClaimsResponse struct {
@@ -887,10 +900,11 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\"k\n" +
 	"\x19ClientClaimUpdateResponse\x12%\n" +
 	"\x05claim\x18\x01 \x01(\v2\x0f.berth.v1.ClaimR\x05claim\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"\\\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"w\n" +
 	"\x13ClientClaimsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
-	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"h\n" +
+	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12\x19\n" +
+	"\balloc_id\x18\x03 \x01(\tR\aallocId\"h\n" +
 	"\x14ClientClaimsResponse\x12'\n" +
 	"\x06claims\x18\x01 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta2\xcf\x03\n" +

@@ -1091,10 +1091,19 @@ type VolumeRegisterCommand struct {
 	// if_absent makes it a create: refused (ErrVolumeRegistered, nothing
 	// written) when a volume is registered under the ID, so of two creates
 	// of one ID racing through their plugin calls the second does not
-	// overwrite the first.
-	IfAbsent      bool `protobuf:"varint,4,opt,name=if_absent,json=ifAbsent,proto3" json:"if_absent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// overwrite the first. An older server ignores it: the leader sets it
+	// only once every server records a version that knows it (as
+	// unique_external).
+	IfAbsent bool `protobuf:"varint,4,opt,name=if_absent,json=ifAbsent,proto3" json:"if_absent,omitempty"`
+	// unique_external refuses a plugin's volume (plugin and external ID)
+	// that another volume ID holds (ErrExternalVolumeTaken). The leader sets
+	// it only once every server records a version that knows the rule (an
+	// older server ignores the field and would register the second ID), so
+	// servers of two versions never diverge; unset, the apply does not
+	// check, as an older server.
+	UniqueExternal bool `protobuf:"varint,5,opt,name=unique_external,json=uniqueExternal,proto3" json:"unique_external,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *VolumeRegisterCommand) Reset() {
@@ -1151,6 +1160,13 @@ func (x *VolumeRegisterCommand) GetIfModifyIndex() uint64 {
 func (x *VolumeRegisterCommand) GetIfAbsent() bool {
 	if x != nil {
 		return x.IfAbsent
+	}
+	return false
+}
+
+func (x *VolumeRegisterCommand) GetUniqueExternal() bool {
+	if x != nil {
+		return x.UniqueExternal
 	}
 	return false
 }
@@ -1815,12 +1831,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
 	"NodesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\xab\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\xd4\x01\n" +
 	"\x15VolumeRegisterCommand\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\x12#\n" +
 	"\rregistered_at\x18\x02 \x01(\x03R\fregisteredAt\x12&\n" +
 	"\x0fif_modify_index\x18\x03 \x01(\x04R\rifModifyIndex\x12\x1b\n" +
-	"\tif_absent\x18\x04 \x01(\bR\bifAbsent\"L\n" +
+	"\tif_absent\x18\x04 \x01(\bR\bifAbsent\x12'\n" +
+	"\x0funique_external\x18\x05 \x01(\bR\x0euniqueExternal\"L\n" +
 	"\x17VolumeDeregisterCommand\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\xf4\x01\n" +
