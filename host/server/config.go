@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/version"
@@ -114,8 +115,9 @@ const defaultLeaderWait = 5 * time.Second
 // testHooks hold the server at points where a test would otherwise depend
 // on timing. Production servers have none.
 type testHooks struct {
-	// beforeBarrier runs in the leader loop before a new leader's barrier;
-	// it must return when ctx (the leadership) ends.
+	// beforeBarrier runs in the leader loop before a new leader's barrier
+	// and before the barrier after a snapshot restore; it must return when
+	// ctx (the leadership) ends.
 	beforeBarrier func(ctx context.Context)
 	// beforeApply runs on raft's FSM goroutine before each batch of log
 	// entries is applied, with the batch, so a test can keep its own
@@ -132,6 +134,12 @@ type testHooks struct {
 	// after scheduling and before the plan is proposed; it must return
 	// when ctx (the leadership) ends.
 	beforePlan func(ctx context.Context, eval *pb.Evaluation)
+	// proposing runs in raftApply once a command will be handed to raft
+	// (it is encoded and its deadline has not passed), just before it is.
+	proposing func(t fsm.MessageType)
+	// beforeRestore runs on raft's FSM goroutine when a snapshot restore
+	// reaches the state machine, before the store is replaced.
+	beforeRestore func()
 }
 
 func (c *Config) withDefaults() *Config {
