@@ -112,3 +112,52 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		t.Fatalf("web has %d live allocs after the restore, want its count 2 (%d plans made)", len(as), plans.Load())
 	}
 }
+
+// Plans carry refuse_unseen_history only once every server records a
+// version that knows the rule; a cluster with an older server applies
+// them under the older rule.
+func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
+	for _, tt := range []struct {
+		version string
+		want    bool
+	}{
+		{planHistorySinceVersion, true},
+		{"0.1.0-dev", false},
+	} {
+		t.Run(tt.version, func(t *testing.T) {
+			flags := make(chan bool, 1)
+			tc := newTestCluster(t, 1, withVersion(tt.version), func(c *Config) {
+				c.hooks = &testHooks{beforeApply: func(logs []*raft.Log) {
+					for _, l := range logs {
+						if l.Type != raft.LogCommand || fsm.PeekType(l.Data) != fsm.PlanApply {
+							continue
+						}
+						_, msg, err := fsm.Decode(l.Data)
+						if err != nil {
+							t.Error(err)
+							continue
+						}
+						select {
+						case flags <- msg.(*pb.PlanApplyCommand).GetRefuseUnseenHistory():
+						default:
+						}
+					}
+				}}
+			})
+			s := tc.servers[0]
+			// The server's version is recorded before the plan is made.
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				m, err := s.State().ServerByID(nil, s.ID())
+				if err != nil || m.GetVersion() != tt.version {
+					return fmt.Errorf("server %s has recorded version %q (%v)", s.ID(), m.GetVersion(), err)
+				}
+				return nil
+			})
+			registerNodes(t, tc, s, workNode("n1"))
+			registerJob(t, tc, s, serviceJob("web", 1))
+			if got := <-flags; got != tt.want {
+				t.Fatalf("a plan proposed with every server at %s has refuse_unseen_history %v, want %v", tt.version, got, tt.want)
+			}
+		})
+	}
+}

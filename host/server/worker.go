@@ -152,7 +152,19 @@ func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int6
 }
 
 // applyPlan proposes a plan and returns what the state machine applied.
+// planHistorySince is the first berth version whose servers refuse a plan
+// made from a state above the store's latest index
+// (PlanApplyCommand.refuse_unseen_history). Until every server records it,
+// plans are proposed without the flag and every server applies them as
+// before.
+var planHistorySince = mustConstraint(">= " + planHistorySinceVersion)
+
+const planHistorySinceVersion = "0.1.0-dev.1"
+
 func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
+	// Refused only while some server is older: the plan then applies
+	// under the rule every server knows.
+	cmd.RefuseUnseenHistory = s.requireServersAt(planHistorySince, planHistorySinceVersion, "plans refused from an unseen history") == nil
 	res, err := s.raftApplyResult(ctx, fsm.PlanApply, cmd)
 	if err != nil {
 		return nil, 0, err
