@@ -96,8 +96,8 @@ func WithLimits(l Limits) Option {
 
 // CheckLimits checks job against l (unset fields at their defaults) and
 // returns *Errors whose entries wrap ErrJobLimit, or nil. It reads only the
-// job's counts and lengths, and its encoded size: nothing it does grows
-// with a count.
+// job's counts and lengths, and its SpecSize: nothing it does grows with a
+// count.
 func CheckLimits(job *pb.Job, l Limits) error {
 	v := &validator{errs: &Errors{}}
 	v.limits(job, l)
@@ -107,7 +107,7 @@ func CheckLimits(job *pb.Job, l Limits) error {
 func (v *validator) limits(job *pb.Job, l Limits) {
 	l = l.WithDefaults()
 	root := path{}
-	if n := proto.Size(job); n > l.MaxBytes {
+	if n := SpecSize(job); n > l.MaxBytes {
 		v.addKind(root, ErrJobLimit, "job %q is %d bytes encoded, over the limit of %d bytes (%s)", job.GetId(), n, l.MaxBytes, KeyMaxBytes)
 	}
 	groups := job.GetGroups()
@@ -135,6 +135,20 @@ func (v *validator) limits(job *pb.Job, l Limits) {
 	if allocs > l.MaxAllocs && !countOver {
 		v.addKind(root, ErrJobLimit, "job %q asks for %d allocations in all, over the limit of %d (%s)", job.GetId(), allocs, l.MaxAllocs, KeyMaxAllocs)
 	}
+}
+
+// SpecSize is the encoded size of job without the fields the servers set
+// when they store it (status, version, submit time, raft indexes, stop):
+// what job_max_size bounds. A job is measured the same as submitted and as
+// stored, so one accepted at register is never over the limit at planning
+// or revert. Fields encode apart, so the size is the whole less theirs,
+// with no copy of the job.
+func SpecSize(job *pb.Job) int {
+	return proto.Size(job) - proto.Size(&pb.Job{
+		Stop: job.GetStop(), Status: job.GetStatus(), StatusDescription: job.GetStatusDescription(),
+		Version: job.GetVersion(), SubmittedAt: job.GetSubmittedAt(),
+		CreateIndex: job.GetCreateIndex(), ModifyIndex: job.GetModifyIndex(), JobModifyIndex: job.GetJobModifyIndex(),
+	})
 }
 
 // Proto returns l (unset fields at their defaults) as the API shows it.
