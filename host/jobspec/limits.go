@@ -61,12 +61,20 @@ const (
 	DefaultMaxBytes      = 1 << 20
 )
 
-// MaxJobBytesCeiling is the most server.job_max_size may be: half the
-// largest message any hop carries (driverpb.MaxMessageSize: API body, raft
-// command, server to client, client to driver), leaving the other half to
-// what travels with a job (its evaluation, an alloc, a task's
-// environment), so a job the servers accept can reach its driver.
-const MaxJobBytesCeiling = driverpb.MaxMessageSize / 2
+// MaxJobBytesCeiling is the most server.job_max_size may be: 10 MiB, so
+// the largest job fits whatever carries several copies of it within the
+// 64 MiB message limit every hop has (driverpb.MaxMessageSize: API body,
+// raft command, server to client, client to driver): an API body holding
+// the job as JSON (6 x size + 1 MiB, the agent's body limit), a page of
+// `job versions` (fsm.JobVersionsKept = 6 copies), a plan with its diff
+// (about 2), a client's alloc watch answer (one job over its byte budget
+// of half the limit), and a task's start request to its driver with the
+// job's environment.
+const MaxJobBytesCeiling = 10 << 20
+
+// The largest API body of a job fits the message limit: this constant
+// does not compile (overflows uint) otherwise.
+const _ = uint(driverpb.MaxMessageSize - (6*MaxJobBytesCeiling + 1<<20))
 
 // WithDefaults returns l with every unset (zero) field at its default.
 func (l Limits) WithDefaults() Limits {

@@ -84,6 +84,10 @@ type Config struct {
 	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
 	// Only this package's tests change it.
 	leaderWait time.Duration
+	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+	// answer's allocs and jobs; zero means defaultClientWatchBytes. Only
+	// this package's tests change it.
+	clientWatchBytes int
 	// hooks is set only by this package's tests (see testHooks).
 	hooks *testHooks
 	// controllerCaller replaces the server's CSI controller forwarder;
@@ -170,6 +174,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.leaderWait <= 0 {
 		out.leaderWait = defaultLeaderWait
+	}
+	if out.clientWatchBytes <= 0 {
+		out.clientWatchBytes = defaultClientWatchBytes
 	}
 	if out.Version == "" {
 		// The version every server records in state, which the table

@@ -296,6 +296,13 @@ func (ar *AllocRunner) Alloc() *pb.Allocation {
 	return ar.alloc
 }
 
+// Job returns the job version the alloc runs, as last received.
+func (ar *AllocRunner) Job() *pb.Job {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.job
+}
+
 // Dir is the alloc's directory tree.
 func (ar *AllocRunner) Dir() *allocdir.AllocDir { return ar.dir }
 
