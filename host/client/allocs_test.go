@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
