@@ -205,7 +205,8 @@ func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
 
 // awaitDutiesOn returns once this server's leader duties run on st, or
 // once it no longer leads (whoever leads next starts on the current
-// state), or with ctx's error.
+// state), or once another restore replaced st (the duties start on the
+// newer store, never on st), or with ctx's error.
 func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
 	for {
 		cur, changed := s.duties.state()
@@ -213,6 +214,8 @@ func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
 			return nil
 		}
 		select {
+		case <-st.AbandonCh():
+			return nil
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()

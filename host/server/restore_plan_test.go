@@ -161,3 +161,50 @@ func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
 		})
 	}
 }
+
+// A restore answers once the leader's duties run on its state, or once a
+// second restore replaced that state before they did: the duties never
+// start on it, and the first restore waited for ever.
+func TestRestoreReplacedByAnotherBeforeTheDutiesStartAnswers(t *testing.T) {
+	var barriers atomic.Int32
+	held := make(chan struct{})
+	release := make(chan struct{})
+	tc := newTestCluster(t, 1, func(c *Config) {
+		c.hooks = &testHooks{beforeBarrier: func(ctx context.Context) {
+			if barriers.Add(1) == 2 { // the first restore's restart
+				close(held)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+		}}
+	})
+	s := tc.servers[0]
+	registerNodes(t, tc, s, workNode("n1"))
+	snap := saveSnapshot(t, tc, s)
+	first := make(chan error, 1)
+	go func() { first <- restoreSnapshot(tc, s, snap) }()
+	<-held
+	restored := s.fsm.State()
+	second := make(chan error, 1)
+	go func() { second <- restoreSnapshot(tc, s, snap) }()
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatalf("first restore: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the first restore still waits for the leader's duties on a state a second restore replaced")
+	}
+	if s.fsm.State() == restored {
+		t.Fatal("the first restore answered before the second replaced its state")
+	}
+	close(release)
+	if err := <-second; err != nil {
+		t.Fatalf("second restore: %v", err)
+	}
+	if st, _ := s.duties.state(); st != s.fsm.State() {
+		t.Fatal("the second restore answered before the duties ran on its state")
+	}
+}
