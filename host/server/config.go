@@ -144,6 +144,9 @@ type testHooks struct {
 	// beforeRestore runs on raft's FSM goroutine when a snapshot restore
 	// reaches the state machine, before the store is replaced.
 	beforeRestore func()
+	// awaitingDuties runs when a restore starts waiting for the leader's
+	// duties to run on st.
+	awaitingDuties func(st *fsm.StateStore)
 }
 
 func (c *Config) withDefaults() *Config {

@@ -208,6 +208,9 @@ func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
 // state), or once another restore replaced st (the duties start on the
 // newer store, never on st), or with ctx's error.
 func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
+	if h := s.cfg.hooks; h != nil && h.awaitingDuties != nil {
+		h.awaitingDuties(st)
+	}
 	for {
 		cur, changed := s.duties.state()
 		if cur == st || !s.IsLeader() {

@@ -169,8 +169,9 @@ func TestRestoreReplacedByAnotherBeforeTheDutiesStartAnswers(t *testing.T) {
 	var barriers atomic.Int32
 	held := make(chan struct{})
 	release := make(chan struct{})
+	awaiting := make(chan *fsm.StateStore, 2)
 	tc := newTestCluster(t, 1, func(c *Config) {
-		c.hooks = &testHooks{beforeBarrier: func(ctx context.Context) {
+		c.hooks = &testHooks{awaitingDuties: func(st *fsm.StateStore) { awaiting <- st }, beforeBarrier: func(ctx context.Context) {
 			if barriers.Add(1) == 2 { // the first restore's restart
 				close(held)
 				select {
@@ -186,7 +187,10 @@ func TestRestoreReplacedByAnotherBeforeTheDutiesStartAnswers(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- restoreSnapshot(tc, s, snap) }()
 	<-held
-	restored := s.fsm.State()
+	restored := <-awaiting // the first restore waits for duties on its state
+	if restored != s.fsm.State() {
+		t.Fatal("the first restore waits on another state than the one it restored")
+	}
 	second := make(chan error, 1)
 	go func() { second <- restoreSnapshot(tc, s, snap) }()
 	select {
