@@ -88,6 +88,10 @@ type Config struct {
 	// answer's allocs and jobs; zero means defaultClientWatchBytes. Only
 	// this package's tests change it.
 	clientWatchBytes int
+	// planPartBytes bounds the placements, stops and claims of one plan
+	// command (planParts); zero means defaultPlanPartBytes. Only this
+	// package's tests change it.
+	planPartBytes int
 	// hooks is set only by this package's tests (see testHooks).
 	hooks *testHooks
 	// controllerCaller replaces the server's CSI controller forwarder;
@@ -180,6 +184,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.clientWatchBytes <= 0 {
 		out.clientWatchBytes = defaultClientWatchBytes
+	}
+	if out.planPartBytes <= 0 {
+		out.planPartBytes = defaultPlanPartBytes
 	}
 	if out.Version == "" {
 		// The version every server records in state, which the table
