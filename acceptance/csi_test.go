@@ -91,13 +91,14 @@ func pluginGone(t *testing.T, s *agent, id string) {
 // they may); a monolith is a controller, and one directory serves one
 // controller, so each node's monolith has its own.
 // The shell writes its PID where killLeftoverTasks and the test find it.
-func hostpathTask(pluginID, typ, mode, stateDir string) string {
+// extra are more flags of the plugin.
+func hostpathTask(pluginID, typ, mode, stateDir string, extra ...string) string {
 	return fmt.Sprintf(`
     task "plugin" {
       driver = "raw_exec"
       config {
         command = "/bin/sh"
-        args    = ["-c", "echo $$ > local/pid; exec %s builtin csi-hostpath --endpoint ${CSI_ENDPOINT} --node-id ${node.unique.name} --mode %s --state-dir %s"]
+        args    = ["-c", "echo $$ > local/pid; exec %s builtin csi-hostpath --endpoint ${CSI_ENDPOINT} --node-id ${node.unique.name} --mode %s --state-dir %s%s"]
       }
       csi_plugin {
         id             = %q
@@ -109,7 +110,7 @@ func hostpathTask(pluginID, typ, mode, stateDir string) string {
         memory = 64
       }
       kill_timeout = "5s"
-    }`, berthBin, mode, stateDir, pluginID, typ)
+    }`, berthBin, mode, stateDir, strings.Join(append([]string{""}, extra...), " "), pluginID, typ)
 }
 
 func csiJob(id, typ string, count int, task string) string {

@@ -32,9 +32,13 @@ func (f *Fingerprint) NeedsStaging() bool {
 	return f.Node.Has(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 }
 
-// HasController reports whether the plugin serves the controller service.
+// HasController reports whether the plugin serves the controller service:
+// it advertises the service and ControllerGetCapabilities answered. A
+// driver deployed in node mode that advertises the service in every mode
+// and answers Unimplemented (Controller nil) serves no controller: what it
+// would say about publishing is unknown, not "no".
 func (f *Fingerprint) HasController() bool {
-	return f.Plugin.HasService(csipb.PluginCapability_Service_CONTROLLER_SERVICE)
+	return f.Plugin.HasService(csipb.PluginCapability_Service_CONTROLLER_SERVICE) && f.Controller != nil
 }
 
 // HasNode reports whether the plugin serves the node service.

@@ -36,7 +36,8 @@ import (
 //     node-detached claims of the volume on the node. An attachment that
 //     is gone is detached already.
 //   - attaching, of an attachment that is gone, while live claims on the
-//     node need one: created again (a repair; the reconcile pass).
+//     node need one and the plugin requires the publish: created again (a
+//     repair; the reconcile pass).
 //
 // An attachment that is not stored is ErrAttachmentNotFound otherwise.
 func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error {
@@ -145,6 +146,17 @@ func recreateAttachment(tx *writeTxn, volume, node string, at int64) error {
 	}
 	if len(live) == 0 || v == nil {
 		return fmt.Errorf("attachment of volume %q to node %q to attaching: no live claim needs one: %w", volume, node, ErrAttachmentNotFound)
+	}
+	// The attachment may be gone because the plugin stopped requiring the
+	// publish (skipControllerPublish): a failure recorded by a publish
+	// that was in flight then must not bring it back, or the next claim
+	// on the node would wait for a publish nothing serving makes.
+	needs, err := needsController(tx, v)
+	if err != nil {
+		return err
+	}
+	if !needs {
+		return fmt.Errorf("attachment of volume %q to node %q to attaching: plugin %q no longer requires a controller publish: %w", volume, node, v.GetPluginId(), ErrAttachmentNotFound)
 	}
 	return attachmentsTable.insert(tx, &pb.Attachment{
 		VolumeId: volume, NodeId: node, PluginId: v.GetPluginId(), State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING,

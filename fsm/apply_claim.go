@@ -190,10 +190,10 @@ func heldClaims(tx *writeTxn, c *pb.Claim) ([]*pb.Claim, error) {
 	return held, nil
 }
 
-// store writes a checked reservation: the claim ready when its volume
-// needs no controller publish or the node's attachment is attached,
-// otherwise reserved, creating the attachment (attaching) if there is
-// none.
+// store writes a checked reservation: the claim ready when the node's
+// attachment is attached, or when its volume needs no controller publish
+// and the attachment is not detaching; otherwise reserved, creating the
+// attachment (attaching) if there is none.
 func (r *reservation) store(tx *writeTxn, at int64) error {
 	c := r.claim
 	c.State = pb.ClaimState_CLAIM_STATE_READY
@@ -212,6 +212,9 @@ func (r *reservation) store(tx *writeTxn, at int64) error {
 	}
 	switch {
 	case att.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+	case att.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHING && !needs:
+		// A publish the plugin no longer requires (its controllers
+		// stopped publishing): the claim does not wait for it.
 	case att != nil:
 		c.State = pb.ClaimState_CLAIM_STATE_RESERVED
 	case needs:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"google.golang.org/protobuf/proto"
 
@@ -84,6 +85,8 @@ func applyNodeCSIUpdate(tx *writeTxn, cmd *pb.NodeCSIUpdateCommand) error {
 		}
 	}
 	c := newCSIChanges()
+	c.at = cmd.GetUpdatedAt()
+	c.fromServing = cmd.GetDeriveFromServing()
 	if err := c.node(tx, existing, n, true); err != nil {
 		return err
 	}
@@ -100,6 +103,12 @@ type csiChanges struct {
 	// on allocs asks, and with no plugins it is the only read.
 	anyRows *bool
 	tasks   map[jobVersion][]csiTask
+	// at stamps the claims and attachments flush changes when a row stops
+	// requiring a controller publish (skipControllerPublish).
+	at int64
+	// fromServing marks every row flushed derived_from_serving (a
+	// NodeCSIUpdate with derive_from_serving).
+	fromServing bool
 }
 
 type jobVersion struct {
@@ -272,6 +281,7 @@ func nodeChanged(tx *writeTxn, old, n *pb.Node) error {
 		return nil
 	}
 	c := newCSIChanges()
+	c.at = max(old.GetStatusUpdatedAt(), n.GetStatusUpdatedAt())
 	if err := c.node(tx, old, n, false); err != nil {
 		return err
 	}
@@ -467,6 +477,13 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 func (c *csiChanges) flush(tx *writeTxn) error {
 	for _, id := range slices.Sorted(maps.Keys(c.rows)) {
 		r, stored := c.rows[id], c.stored[id]
+		// What the row required before this apply: the stored row's, or a
+		// new row's seed from its volumes (row) — a row created again and
+		// turned false at once turns too.
+		required := r.GetControllerRequired()
+		if c.fromServing {
+			r.DerivedFromServing = true
+		}
 		deriveCSIPlugin(r)
 		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
 			if stored != nil {
@@ -493,16 +510,85 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		if err := volumesPluginChanged(tx, id, r); err != nil {
 			return err
 		}
+		if required && !r.GetControllerRequired() {
+			if err := skipControllerPublish(tx, id, c.at); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
+// skipControllerPublish is what a plugin whose controllers no longer
+// publish (controller_required turned false: the instances serving now
+// say so, as when a task-launched plugin replaced a storage adapter of
+// the same ID) does to the publishes still waiting: each attaching
+// attachment of the plugin is removed and the reserved claims it held
+// back become ready, in this apply, so no claim waits for a
+// ControllerPublishVolume nothing serving can make. Attached and
+// detaching attachments stay: their publish happened, and the attach
+// reconciler unpublishes it through a controller that can, or, when none
+// of the plugin's controllers can, removes the attachment without a call
+// (csi_attach.go). The reverse turn needs nothing here: claims made ready
+// without a publish keep their node, and the next claim on a node
+// without an attachment creates one.
+func skipControllerPublish(tx *writeTxn, pluginID string, at int64) error {
+	atts, err := attachmentsByState.list(tx, nil, strconv.Itoa(int(pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)))
+	if err != nil {
+		return err
+	}
+	for _, a := range atts {
+		if a.GetPluginId() != pluginID {
+			continue
+		}
+		when := at
+		if when == 0 {
+			when = a.GetModifiedAt()
+		}
+		if err := attachmentsTable.delete(tx, a); err != nil {
+			return err
+		}
+		if err := readyReservedClaims(tx, a.GetVolumeId(), a.GetNodeId(), when); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deriveLegacy is the rule of a row not derived_from_serving, as servers
+// before that rule apply it (a rolling upgrade, an old log replayed):
+// controller_required once any instance, of either side, said so and from
+// then on while the row lives; provider and version of the first healthy
+// instance, kept when none is healthy.
+func deriveLegacy(r *pb.CSIPlugin, healthy *pb.CSIPluginInfo) {
+	for _, set := range []map[string]*pb.CSIPluginInfo{r.GetControllers(), r.GetNodes()} {
+		for _, info := range set {
+			if info.GetControllerRequired() {
+				r.ControllerRequired = true
+			}
+		}
+	}
+	if healthy != nil {
+		r.Provider, r.Version = healthy.GetProvider(), healthy.GetProviderVersion()
+	}
+}
+
 // deriveCSIPlugin sets what a row derives from its instances and
-// allocations: counts, provider and version (of the first healthy
-// instance, controllers first, by node ID; kept when none is healthy),
-// controller_required (any instance says so, or the row said so before:
-// it is never cleared while the row lives), each allocation's health
-// (its instance on its node is healthy) and schedulable.
+// allocations, from what serves now and nothing earlier: counts; provider
+// and version of the first healthy instance (controllers first, by node
+// ID), else of the first instance, else none; controller_required when a
+// controller instance says so; each allocation's health (its instance on
+// its node is healthy) and schedulable.
+//
+// controller_required is the controllers' word: only a controller
+// service can say whether it publishes (a node-only deployment of a
+// driver advertises the controller service and answers no capabilities).
+// With no controller instance that has a word (none, or none
+// fingerprinted yet) nothing serving can say, and the row keeps what its
+// last controllers said (a new row: what its volumes were registered
+// with, volumesRequireController): in a split deployment
+// whose controllers are gone for a moment (a job update, a deregistered
+// node) the node instances alone must not make claims skip the publish.
 func deriveCSIPlugin(r *pb.CSIPlugin) {
 	slices.SortFunc(r.Allocations, func(a, b *pb.CSIPluginAlloc) int {
 		switch {
@@ -514,32 +600,51 @@ func deriveCSIPlugin(r *pb.CSIPlugin) {
 		return 0
 	})
 	r.ControllersHealthy, r.NodesHealthy, r.ControllersExpected, r.NodesExpected = 0, 0, 0, 0
-	// controller_required is not reset: once the plugin has required a
-	// controller publish it keeps requiring it while its row lives. In a
-	// split deployment only the controller instances say so, and while
-	// they are gone (a job update, a deregistered node) a row recomputed
-	// from the node instances alone would let claims skip the publish.
-	providerSet := false
+	// controller_required is the word of the controllers that have one: a
+	// controller instance never fingerprinted (its plugin failed its first
+	// Probe, or it answers ControllerGetCapabilities Unimplemented) reports
+	// no controller_info and does not know whether it publishes.
+	spoke, required := false, false
+	var first, healthy *pb.CSIPluginInfo
 	for _, set := range []struct {
-		instances map[string]*pb.CSIPluginInfo
-		healthy   *int32
-		expected  *int32
-	}{{r.GetControllers(), &r.ControllersHealthy, &r.ControllersExpected}, {r.GetNodes(), &r.NodesHealthy, &r.NodesExpected}} {
+		instances  map[string]*pb.CSIPluginInfo
+		healthy    *int32
+		expected   *int32
+		controller bool
+	}{{r.GetControllers(), &r.ControllersHealthy, &r.ControllersExpected, true}, {r.GetNodes(), &r.NodesHealthy, &r.NodesExpected, false}} {
 		for _, nodeID := range slices.Sorted(maps.Keys(set.instances)) {
 			info := set.instances[nodeID]
+			if info.GetProvider() != "" {
+				if first == nil {
+					first = info
+				}
+				if healthy == nil && info.GetHealthy() {
+					healthy = info
+				}
+			}
 			if info.GetHealthy() {
 				*set.healthy++
-				if !providerSet && info.GetProvider() != "" {
-					r.Provider, r.Version, providerSet = info.GetProvider(), info.GetProviderVersion(), true
-				}
 			}
 			if info.GetAllocId() == "" {
 				*set.expected++
 			}
-			if info.GetControllerRequired() {
-				r.ControllerRequired = true
+			if set.controller && (info.GetControllerInfo() != nil || info.GetControllerRequired()) {
+				spoke = true
+				required = required || info.GetControllerRequired()
 			}
 		}
+	}
+	switch {
+	case !r.GetDerivedFromServing():
+		deriveLegacy(r, healthy)
+	default:
+		if spoke {
+			r.ControllerRequired = required
+		}
+		if healthy != nil {
+			first = healthy
+		}
+		r.Provider, r.Version = first.GetProvider(), first.GetProviderVersion()
 	}
 	for _, a := range r.GetAllocations() {
 		ctl := a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE

@@ -140,23 +140,37 @@
 //     job's allocs when the new or previous version runs a plugin; a purge
 //     removes the job's allocs from every row. With no row in the table
 //     this costs PlanApply one read.
-//   - Derived on every change: healthy counts; expected counts, the
-//     allocations by type (monolith counts for both) plus the instances no
-//     alloc runs (storage adapters); provider and version of the first
-//     healthy instance (kept when none is); controller_required when any
-//     instance says so, and from then on while the row lives (in a split
-//     deployment only the controller instances say so: while they are
-//     gone, claims must still wait for a publish); each allocation's
-//     health (its instance on its node is healthy); schedulable, a
-//     healthy node instance and, when required, a healthy controller. A
-//     row with no instances and no allocations is deleted; a row that did
-//     not change is not written. Its volumes keep their
-//     controller_required mirror, and a row created again starts with
-//     controller_required when one of the plugin's volumes has it, so a
-//     node instance reporting before any controller cannot make claims
-//     skip the publish (testdata/controller_required.txt). A plugin that
-//     really stopped requiring a controller is seen so once its volumes
-//     are deregistered and its row is gone.
+//   - Derived on every change. A row marked derived_from_serving (by a
+//     NodeCSIUpdate the leader proposed with derive_from_serving, once
+//     every server knows the rule; never unmarked) is derived from the
+//     instances serving now and from nothing earlier, as below; an
+//     unmarked row keeps the older servers' rule (controller_required
+//     kept once any instance said so, the provider of the last healthy
+//     instance kept), so servers of two versions never diverge
+//     (testdata/plugin_facts_rolling_upgrade.txt): healthy counts; expected counts, the allocations
+//     by type (monolith counts for both) plus the instances no alloc runs
+//     (storage adapters); provider and version of the first healthy
+//     instance, else of the first instance; controller_required when a
+//     controller instance says so (only a controller service can say
+//     whether it publishes, and only once fingerprinted: an instance
+//     reporting no controller_info has no word,
+//     testdata/controller_unfingerprinted.txt); each allocation's health
+//     (its instance on its node is healthy); schedulable, a healthy node
+//     instance and, when required, a healthy controller. With no
+//     controller instance that has a word the row keeps what its last
+//     controllers said: in a split
+//     deployment whose controllers are gone for a moment, claims must
+//     still wait for a publish. A row with no instances and no
+//     allocations is deleted; a row that did not change is not written.
+//     Its volumes keep their controller_required mirror, and a row
+//     created again starts with controller_required when one of the
+//     plugin's volumes has it, so a node instance reporting before any
+//     controller cannot make claims skip the publish
+//     (testdata/controller_required.txt). When the controllers serving
+//     now stop requiring the publish (a task-launched plugin replaced a
+//     storage adapter of the same ID), the plugin's attaching attachments
+//     are removed and their reserved claims made ready in the same apply
+//     (skipControllerPublish, testdata/plugin_switch.txt).
 //
 // Under the table rule only NodeCSIUpdate creates rows; the other commands
 // update rows that exist, so an older server, which has none, applies them

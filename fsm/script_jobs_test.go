@@ -147,7 +147,10 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 		}
 		return mustEncode(t, fsm.NodeDrain, cmd), true
 	case "csi-update":
-		cmd := &pb.NodeCSIUpdateCommand{NodeId: argString(t, td, "node", ""), UpdatedAt: at}
+		// rule=legacy: proposed by a leader while a server in the
+		// configuration is older than the derive_from_serving rule.
+		cmd := &pb.NodeCSIUpdateCommand{NodeId: argString(t, td, "node", ""), UpdatedAt: at,
+			DeriveFromServing: argString(t, td, "rule", "serving") == "serving"}
 		for _, line := range inputLines(t, td) {
 			plugin := argString(t, line, "plugin", "")
 			info := &pb.CSIPluginInfo{
@@ -163,6 +166,11 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			switch line.Cmd {
 			case "controller":
 				info.Type = pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER
+				// A controller fingerprinted reports its capabilities;
+				// one never fingerprinted (fingerprinted=false) none.
+				if argString(t, line, "fingerprinted", "true") == "true" {
+					info.ControllerInfo = &pb.CSIControllerInfo{SupportsAttachDetach: info.GetControllerRequired()}
+				}
 				if cmd.Controllers == nil {
 					cmd.Controllers = map[string]*pb.CSIPluginInfo{}
 				}

@@ -42,10 +42,17 @@
 // # The node's set
 //
 // Per plugin ID and side the set holds one instance: of two allocs of one
-// plugin (an update) the one registry.Serving names (the newest healthy);
-// a task plugin wins over an adapter of the same ID unless only the
-// adapter is healthy. The set is rebuilt after every input (inputs already
-// waiting are applied first, so a burst is one set) and offered to the
+// plugin (an update) the one registry.Serving names (the newest healthy).
+// A task-launched plugin of a storage adapter's ID replaces the adapter on
+// the node, on both sides, healthy or not, while an alloc of it is
+// registered; the adapter is reported again when none is. The two are
+// different backends (a volume of one is unknown to the other), so the
+// node never mixes them nor falls back from one to the other. Until a new
+// instance's first fingerprint the set keeps what it reported, and the
+// instance that served it keeps answering Controller and Node, so a call
+// the servers picked on that report is not refused meanwhile. The set is
+// rebuilt after every input (inputs already waiting are applied first, so
+// a burst is one set) and offered to the
 // sender when it differs from the last one. The sender sends at once, one
 // send at a time; a newer set replaces one not yet sent, so an older set
 // never follows a newer one, and a failed send is retried with capped

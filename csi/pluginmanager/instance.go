@@ -54,6 +54,9 @@ type instance struct {
 	// last reported it.
 	srcHealthy bool
 	srcReason  string
+	// replaced is set while a task-launched plugin of an adapter's ID
+	// serves it on the node (build).
+	replaced bool
 
 	// attempted is set once a fingerprint finished, well or not; fp is the
 	// last good one and fpErr the last attempt's failure (nil when it

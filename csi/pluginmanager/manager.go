@@ -445,9 +445,18 @@ func (m *Manager) build() (Set, map[string]controllerRef, map[string]nodeRef, bo
 			}
 			if !serving.attempted {
 				// A new alloc of the plugin not fingerprinted yet: what was
-				// reported stays for the few milliseconds that takes.
+				// reported stays for the few milliseconds that takes, and
+				// so does the instance that serves it (a storage adapter
+				// being replaced, an older alloc): the servers' calls,
+				// picked on what was reported, must still find it.
 				if prev := m.last.side(side)[in.pluginID]; prev != nil {
 					set.side(side)[in.pluginID] = prev
+					if ref, ok := m.controllers[in.pluginID]; ok && side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
+						ctrl[in.pluginID] = ref
+					}
+					if ref, ok := m.nodes[in.pluginID]; ok && side == pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE {
+						nodes[in.pluginID] = ref
+					}
 				}
 				continue
 			}
@@ -464,13 +473,27 @@ func (m *Manager) build() (Set, map[string]controllerRef, map[string]nodeRef, bo
 		if in.source != pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER {
 			continue
 		}
+		// A task-launched plugin of the adapter's ID replaces the adapter
+		// on this node, on both sides, healthy or not, for as long as an
+		// alloc of it is registered: the two are different backends, a
+		// volume of one is unknown to the other, so the node never mixes
+		// them (one's controller, the other's node) nor falls back from
+		// one to the other.
+		replaced := slices.ContainsFunc(keys, func(t instKey) bool { return t.adapter == "" && t.pluginID == in.pluginID })
+		if replaced != in.replaced {
+			in.replaced = replaced
+			if replaced {
+				m.logger.Warn("a task-launched csi plugin of the storage adapter's ID serves it on this node; the adapter is not reported until no alloc of the plugin is registered",
+					"plugin_id", in.pluginID)
+			} else {
+				m.logger.Info("the storage adapter serves its plugin ID on this node again", "plugin_id", in.pluginID)
+			}
+		}
+		if replaced {
+			continue
+		}
 		for _, side := range in.adapterSides() {
 			info := in.info(side, now)
-			// A task plugin of the same ID wins unless only the adapter
-			// is healthy.
-			if task := set.side(side)[in.pluginID]; task != nil && (task.GetHealthy() || !info.GetHealthy()) {
-				continue
-			}
 			set.side(side)[in.pluginID] = info
 			if side == pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
 				ctrl[in.pluginID] = controllerRef{w: in.w, info: info}

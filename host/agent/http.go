@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/apijson"
@@ -272,7 +273,11 @@ const maxBodyBytes = rpc.MaxMessageSize
 // 64 MiB a gRPC message may carry would let each unauthenticated request
 // take hundreds of MiB.
 func (a *Agent) maxBodyBytes() int64 {
-	n := 6*int64(a.cfg.Server.JobLimits.WithDefaults().MaxBytes) + 1<<20
+	var limits jobspec.Limits
+	if a.cfg != nil {
+		limits = a.cfg.Server.JobLimits
+	}
+	n := 6*int64(limits.WithDefaults().MaxBytes) + 1<<20
 	return min(n, int64(maxBodyBytes))
 }
 

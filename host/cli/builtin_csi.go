@@ -34,6 +34,7 @@ func builtinCSIHostpathCommand() *cli.Command {
 			&cli.StringFlag{Name: "mode", Usage: "services to serve: monolith, controller or node", Value: hostpath.ModeMonolith},
 			&cli.Int64Flag{Name: "max-volumes", Usage: "volumes that may be attached to this node; 0 = unlimited"},
 			&cli.StringSliceFlag{Name: "topology", Usage: "topology segment key=value of this node (repeatable, or comma-separated)"},
+			&cli.BoolFlag{Name: "no-publish", Usage: "serve no ControllerPublishVolume/ControllerUnpublishVolume and do not advertise PUBLISH_UNPUBLISH_VOLUME (as kubernetes-csi hostpath without --enable-attach)"},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON"},
 			&cli.StringSliceFlag{Name: "delay", Usage: "for tests and fault drills: hold each call of a CSI method before it runs, `Method=duration` (e.g. NodeStageVolume=3s; repeatable)"},
@@ -95,6 +96,7 @@ func builtinCSIHostpathCommand() *cli.Command {
 				MaxVolumes: c.Int64("max-volumes"),
 				Topology:   topology,
 				Logger:     logger,
+				NoPublish:  c.Bool("no-publish"),
 
 				MaxVolumeSize: maxVolumeSize,
 

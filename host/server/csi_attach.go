@@ -330,6 +330,14 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	controller, err := v.pick(snap, a)
+	if errors.Is(err, ErrNoCapableController) && !pluginRequiresPublish(snap, a.GetPluginId()) {
+		v.logger.Warn("detaching without a controller call: the plugin no longer requires a controller publish and none of its controllers serving now unpublishes",
+			"volume", a.GetVolumeId(), "node", a.GetNodeId(), "plugin", a.GetPluginId(), "reason", err)
+		v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
+			VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED, UpdatedAt: v.clock.Now().UnixNano(),
+		})
+		return
+	}
 	if err != nil {
 		v.recordFailure(ctx, snap, a, "", "", err)
 		return
@@ -360,7 +368,7 @@ func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, e
 	v.mu.Lock()
 	avoid := v.avoid[attachmentKey{a.GetVolumeId(), a.GetNodeId()}]
 	v.mu.Unlock()
-	id, err := pickControllerFrom(snap, a.GetPluginId(), a.GetControllerNodeId(), avoid, load)
+	id, err := pickControllerFrom(snap, a.GetPluginId(), capPublish, a.GetControllerNodeId(), avoid, load)
 	if err != nil {
 		return "", fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
 	}

@@ -252,7 +252,7 @@ func ebsNode(node string) *pb.CSIPluginInfo {
 
 // reportPlugins records what a node runs of plugin ebs.
 func (e *volEnv) reportPlugins(node string, controller, nodePlugin *pb.CSIPluginInfo) {
-	cmd := &pb.NodeCSIUpdateCommand{NodeId: node, Controllers: map[string]*pb.CSIPluginInfo{}, Nodes: map[string]*pb.CSIPluginInfo{}}
+	cmd := &pb.NodeCSIUpdateCommand{NodeId: node, Controllers: map[string]*pb.CSIPluginInfo{}, Nodes: map[string]*pb.CSIPluginInfo{}, DeriveFromServing: true}
 	if controller != nil {
 		cmd.Controllers["ebs"] = controller
 	}

@@ -18,24 +18,99 @@ import (
 // controller call can be made until one comes back.
 var ErrNoController = errcode.New(codes.FailedPrecondition, "no healthy controller instance of the plugin")
 
+// ErrNoCapableController is returned by pickController when the plugin
+// has controller instances and none of them advertises the capability the
+// call needs: a final answer (FailedPrecondition) naming the plugin, the
+// capability and each instance, until a controller that can reports.
+var ErrNoCapableController = errcode.New(codes.FailedPrecondition, "no controller instance of the plugin advertises the capability the call needs")
+
+// controllerCap is the controller capability a call needs, the CSI word
+// operators look up in the plugin's documentation.
+type controllerCap string
+
+const (
+	// capAnyController is any controller (ValidateVolumeCapabilities,
+	// which every controller serves).
+	capAnyController controllerCap = ""
+	// capPublish is PUBLISH_UNPUBLISH_VOLUME: ControllerPublishVolume and
+	// ControllerUnpublishVolume.
+	capPublish controllerCap = "PUBLISH_UNPUBLISH_VOLUME"
+	// capCreateDelete is CREATE_DELETE_VOLUME: CreateVolume, DeleteVolume.
+	capCreateDelete controllerCap = "CREATE_DELETE_VOLUME"
+	// capSnapshot is CREATE_DELETE_SNAPSHOT.
+	capSnapshot controllerCap = "CREATE_DELETE_SNAPSHOT"
+	// capListSnapshots is LIST_SNAPSHOTS.
+	capListSnapshots controllerCap = "LIST_SNAPSHOTS"
+	// capExpand is EXPAND_VOLUME.
+	capExpand controllerCap = "EXPAND_VOLUME"
+	// capListPublished is LIST_VOLUMES with LIST_VOLUMES_PUBLISHED_NODES:
+	// what the reconcile pass reads.
+	capListPublished controllerCap = "LIST_VOLUMES_PUBLISHED_NODES"
+)
+
+// of reports whether the instance advertises c. A controller that says it
+// requires the publish (controller_required) publishes, whatever an older
+// report's controller_info lacks.
+func (c controllerCap) of(inst *pb.CSIPluginInfo) bool {
+	ci := inst.GetControllerInfo()
+	switch c {
+	case capPublish:
+		return inst.GetControllerRequired() || ci.GetSupportsAttachDetach()
+	case capCreateDelete:
+		return ci.GetSupportsCreateDelete()
+	case capSnapshot:
+		return ci.GetSupportsCreateDeleteSnapshot()
+	case capListSnapshots:
+		return ci.GetSupportsListSnapshots()
+	case capExpand:
+		return ci.GetSupportsExpand()
+	case capListPublished:
+		return ci.GetSupportsListVolumes() && ci.GetSupportsListPublishedNodes()
+	}
+	return true
+}
+
+// fingerprinted reports whether the controller instance's capabilities
+// are known: a client reports controller_info once a fingerprint of the
+// instance succeeded (an instance whose first Probe failed, or whose
+// ControllerGetCapabilities answers Unimplemented, has none).
+func fingerprinted(inst *pb.CSIPluginInfo) bool {
+	return inst.GetControllerInfo() != nil || inst.GetControllerRequired()
+}
+
+// describeInstance names a controller instance for an operator: its node,
+// and the alloc that runs it or that it is a storage adapter.
+func describeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
+	if a := inst.GetAllocId(); a != "" {
+		return fmt.Sprintf("node %s (task plugin of alloc %s)", nodeID, a)
+	}
+	if inst.GetSource() == pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER {
+		return fmt.Sprintf("node %s (storage adapter)", nodeID)
+	}
+	return "node " + nodeID
+}
+
 // pickController chooses the node whose controller instance of pluginID
-// makes the next controller call: prefer (the node that made the last
-// call for the same volume) when it is still usable, otherwise the usable
-// one with the fewest attachments in flight (attaching or detaching)
-// recorded against it, ties broken by node ID so the choice is stable.
-// Usable: the instance is healthy and its node is ready and not fenced.
-func pickController(st *fsm.StateSnapshot, pluginID, prefer string) (string, error) {
+// makes the next controller call, among the instances that advertise
+// capability: prefer (the node that made the last call for the same
+// volume) when it is still usable, otherwise the usable one with the
+// fewest attachments in flight (attaching or detaching) recorded against
+// it, ties broken by node ID so the choice is stable. Usable: the
+// instance is healthy and its node is ready and not fenced. With
+// instances and none advertising capability it is ErrNoCapableController;
+// with capable ones and none usable, ErrNoController.
+func pickController(st *fsm.StateSnapshot, pluginID string, capability controllerCap, prefer string) (string, error) {
 	load, err := controllerLoad(st)
 	if err != nil {
 		return "", err
 	}
-	return pickControllerFrom(st, pluginID, prefer, "", load)
+	return pickControllerFrom(st, pluginID, capability, prefer, "", load)
 }
 
 // pickControllerFrom is pickController with the load already counted (a
 // reconciler pass counts it once) and a node to avoid when another is
 // usable: the one whose last call could not reach it.
-func pickControllerFrom(st *fsm.StateSnapshot, pluginID, prefer, avoid string, load map[string]int) (string, error) {
+func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability controllerCap, prefer, avoid string, load map[string]int) (string, error) {
 	plugin, err := st.CSIPluginByID(nil, pluginID)
 	if err != nil {
 		return "", fmt.Errorf("reading plugin %q: %w", pluginID, err)
@@ -43,10 +118,19 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID, prefer, avoid string, l
 	if plugin == nil {
 		return "", fmt.Errorf("plugin %q is not reported by any node: %w", pluginID, ErrNoController)
 	}
-	var usable []string
-	var why []string
+	var usable, why, lacking []string
 	for _, id := range slices.Sorted(maps.Keys(plugin.GetControllers())) {
 		inst := plugin.GetControllers()[id]
+		if capability != capAnyController && !fingerprinted(inst) {
+			// What it can do is not known yet: wait for its fingerprint
+			// rather than call the call impossible.
+			why = append(why, fmt.Sprintf("instance on node %s is not fingerprinted yet (%s)", id, inst.GetHealthDescription()))
+			continue
+		}
+		if !capability.of(inst) {
+			lacking = append(lacking, describeInstance(id, inst))
+			continue
+		}
 		node, err := st.NodeByID(nil, id)
 		if err != nil {
 			return "", fmt.Errorf("reading node %q: %w", id, err)
@@ -65,8 +149,13 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID, prefer, avoid string, l
 		}
 	}
 	if len(usable) == 0 {
-		if len(why) == 0 {
+		switch {
+		case len(why) == 0 && len(lacking) > 0:
+			return "", fmt.Errorf("plugin %q: %w: none advertises %s (controller instances: %s)", pluginID, ErrNoCapableController, capability, strings.Join(lacking, "; "))
+		case len(why) == 0:
 			return "", fmt.Errorf("plugin %q has no controller instance: %w", pluginID, ErrNoController)
+		case len(lacking) > 0:
+			why = append(why, fmt.Sprintf("%s does not advertise %s", strings.Join(lacking, ", "), capability))
 		}
 		return "", fmt.Errorf("plugin %q: %s: %w", pluginID, strings.Join(why, "; "), ErrNoController)
 	}
@@ -83,6 +172,14 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID, prefer, avoid string, l
 		}
 	}
 	return best, nil
+}
+
+// pluginRequiresPublish reports whether the plugin's row says its
+// controllers serving now require a controller publish (true when it
+// cannot be read: the caller then keeps to the safe side).
+func pluginRequiresPublish(st *fsm.StateSnapshot, pluginID string) bool {
+	p, err := st.CSIPluginByID(nil, pluginID)
+	return err != nil || p == nil || p.GetControllerRequired()
 }
 
 // controllerLoad counts, per controller node, the attachments in flight

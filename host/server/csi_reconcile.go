@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -198,20 +199,11 @@ func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int
 // listingController picks a usable controller of the plugin that lists
 // published nodes; "" (no error) when the plugin's controllers cannot.
 func (v *volumeLoops) listingController(pluginID string) (string, error) {
-	snap := v.state().Snapshot()
-	controller, err := pickController(snap, pluginID, "")
-	if err != nil {
-		return "", err
-	}
-	plugin, err := snap.CSIPluginByID(nil, pluginID)
-	if err != nil {
-		return "", err
-	}
-	info := plugin.GetControllers()[controller].GetControllerInfo()
-	if !info.GetSupportsListVolumes() || !info.GetSupportsListPublishedNodes() {
+	controller, err := pickController(v.state().Snapshot(), pluginID, capListPublished, "")
+	if errors.Is(err, ErrNoCapableController) {
 		return "", nil
 	}
-	return controller, nil
+	return controller, err
 }
 
 // republish publishes an attached attachment the controller does not list

@@ -187,7 +187,7 @@ func TestPickController(t *testing.T) {
 		{"the preferred one is down", "n5", "", nil, "n1"},
 		{"the preferred one could not be reached", "n1", "n1", nil, "n2"},
 	} {
-		got, err := pickControllerFrom(snap, "ebs", tt.prefer, tt.avoid, tt.load)
+		got, err := pickControllerFrom(snap, "ebs", capPublish, tt.prefer, tt.avoid, tt.load)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: picked %q (%v), want %s", tt.name, got, err, tt.want)
 		}
@@ -198,7 +198,7 @@ func TestPickController(t *testing.T) {
 	e2 := newVolEnv(t)
 	e2.registerNode("n1")
 	e2.reportPlugins("n1", ebsController(true), nil)
-	if got, err := pickControllerFrom(e2.snap(), "ebs", "", "n1", nil); err != nil || got != "n1" {
+	if got, err := pickControllerFrom(e2.snap(), "ebs", capPublish, "", "n1", nil); err != nil || got != "n1" {
 		t.Errorf("sole controller to avoid: %q (%v), want n1", got, err)
 	}
 
@@ -209,12 +209,12 @@ func TestPickController(t *testing.T) {
 	e3.reportPlugins("n1", ebsController(false), nil)
 	e3.reportPlugins("n2", ebsController(true), nil)
 	e3.apply(fsmNodeDown("n2"))
-	_, err := pickController(e3.snap(), "ebs", "")
+	_, err := pickController(e3.snap(), "ebs", capPublish, "")
 	if !errors.Is(err, ErrNoController) || errcode.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), "instance on node n1 is unhealthy") || !strings.Contains(err.Error(), "node n2 is NODE_STATUS_DOWN") {
 		t.Errorf("no usable controller: %v, want ErrNoController (FailedPrecondition) naming n1 unhealthy and n2 down", err)
 	}
-	if _, err := pickController(e3.snap(), "nfs", ""); !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), `plugin "nfs" is not reported by any node`) {
+	if _, err := pickController(e3.snap(), "nfs", capPublish, ""); !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), `plugin "nfs" is not reported by any node`) {
 		t.Errorf("unknown plugin: %v, want ErrNoController naming it", err)
 	}
 }

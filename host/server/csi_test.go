@@ -240,3 +240,32 @@ func TestCSIPluginExpectedCountsFollowThePluginJobsAllocs(t *testing.T) {
 		return nil
 	})
 }
+
+// While a server records a version older than pluginFactsSince, a plugin
+// update is proposed without derive_from_serving and its row keeps the
+// older rule; once every server is at it, the update marks the row.
+func TestCSIPluginUpdateDerivesFromServingOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{{csiPluginsSinceVersion, false}, {pluginFactsSinceVersion, true}} {
+		n := testNode("n1")
+		c := newTestCluster(t, 1, withVersion(tc.version))
+		s := c.servers[0]
+		if _, err := c.register(s, n); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			_, err := pb.NewCSIPluginsClient(c.conn(s)).UpdateNode(ctx10s(t), &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+				Nodes: map[string]*pb.CSIPluginInfo{"nfs": {Healthy: true, Provider: "nfs.csi.k8s.io"}}})
+			return err
+		})
+		p, err := s.fsm.State().CSIPluginByID(nil, "nfs")
+		if err != nil || p == nil {
+			t.Fatalf("servers at %s: plugin row %v (%v)", tc.version, p, err)
+		}
+		if p.GetDerivedFromServing() != tc.want {
+			t.Errorf("servers at %s: derived_from_serving=%v, want %v", tc.version, p.GetDerivedFromServing(), tc.want)
+		}
+	}
+}

@@ -26,6 +26,14 @@ var csiPluginsSince = mustConstraint(">= " + csiPluginsSinceVersion)
 
 const csiPluginsSinceVersion = "0.1.0-dev"
 
+// pluginFactsSince is the first berth version whose servers derive a
+// plugin row from the instances serving now (CSIPlugin.derived_from_serving,
+// fsm/doc.go). Until every server records it, NodeCSIUpdate is proposed
+// without derive_from_serving and every server keeps the older rule.
+var pluginFactsSince = mustConstraint(">= " + pluginFactsSinceVersion)
+
+const pluginFactsSinceVersion = "0.1.0-dev.1"
+
 func mustConstraint(s string) versions.Constraint {
 	c, err := versions.ParseConstraint(s)
 	if err != nil {
@@ -85,11 +93,72 @@ func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpda
 	if err := s.requireServersAt(csiPluginsSince, csiPluginsSinceVersion, "CSI plugin updates"); err != nil {
 		return nil, err
 	}
+	// Refused only while some server is older: the update then applies
+	// under the rule every server knows.
+	cmd.DeriveFromServing = s.requireServersAt(pluginFactsSince, pluginFactsSinceVersion, "plugin facts derived from the serving instances") == nil
+	waiting := s.publishesWaiting(cmd)
 	idx, err := s.raftApply(ctx, fsm.NodeCSIUpdate, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("updating the CSI plugins of node %s: %w", req.GetNodeId(), err)
 	}
+	s.logSkippedPublishes(req.GetNodeId(), waiting)
 	return &pb.NodeCSIUpdateResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
+}
+
+// publishesWaiting lists, by plugin, the attaching attachments of the
+// plugins an update touches whose rows require the controller publish:
+// the ones the update removes if it turns a row to not requiring it.
+func (s *Server) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb.Attachment {
+	st := s.fsm.State().Snapshot()
+	ids := map[string]bool{}
+	for id := range cmd.GetControllers() {
+		ids[id] = true
+	}
+	if n, err := st.NodeByID(nil, cmd.GetNodeId()); err == nil {
+		for id := range n.GetCsiControllerPlugins() {
+			ids[id] = true
+		}
+	}
+	out := map[string][]*pb.Attachment{}
+	for id := range ids {
+		if p, err := st.CSIPluginByID(nil, id); err != nil || !p.GetControllerRequired() {
+			continue
+		}
+		out[id] = nil
+	}
+	if len(out) == 0 {
+		return out
+	}
+	atts, err := st.AttachmentsByState(nil, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
+	if err != nil {
+		return out
+	}
+	for _, a := range atts {
+		if _, ok := out[a.GetPluginId()]; ok {
+			out[a.GetPluginId()] = append(out[a.GetPluginId()], a)
+		}
+	}
+	return out
+}
+
+// logSkippedPublishes tells the operator what an applied update did to the
+// publishes waiting when it turned a plugin's row to not requiring the
+// controller publish (fsm skipControllerPublish): each attachment removed
+// and its claims made ready without a ControllerPublishVolume.
+func (s *Server) logSkippedPublishes(nodeID string, waiting map[string][]*pb.Attachment) {
+	st := s.fsm.State().Snapshot()
+	for _, id := range slices.Sorted(maps.Keys(waiting)) {
+		p, err := st.CSIPluginByID(nil, id)
+		if err != nil || p == nil || p.GetControllerRequired() {
+			continue
+		}
+		s.logger.Warn("csi plugin no longer requires a controller publish: its controllers serving now do not advertise PUBLISH_UNPUBLISH_VOLUME; the publishes waiting are skipped",
+			"plugin_id", id, "reported_by_node", nodeID, "provider", p.GetProvider(), "attachments_removed", len(waiting[id]))
+		for _, a := range waiting[id] {
+			s.logger.Warn("controller publish skipped: attachment removed, its reserved claims made ready without ControllerPublishVolume",
+				"plugin_id", id, "volume", a.GetVolumeId(), "node", a.GetNodeId())
+		}
+	}
 }
 
 // requireServersAt refuses, with FailedPrecondition, while a server in

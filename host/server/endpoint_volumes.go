@@ -54,11 +54,13 @@ type volumesEndpoint struct {
 }
 
 // controllerFor picks the node whose controller instance of the plugin
-// serves a volume API call, with the leader's picker (healthy instance on a
-// ready, unfenced node; the least loaded, ties by node ID). hasController is
-// false when the plugin has no controller service at all (a node-only
-// plugin), so the caller can ask a node instance instead.
-func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
+// serves a volume API call, with the leader's picker (an instance that
+// advertises capability, healthy, on a ready, unfenced node; the least
+// loaded, ties by node ID). hasController is false when the plugin has no
+// controller service at all (a node-only plugin), so the caller can ask a
+// node instance instead. Controllers none of which advertises capability
+// are ErrPluginCannot, naming them.
+func controllerFor(st *fsm.StateSnapshot, pluginID string, capability controllerCap) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
 	p, err := st.CSIPluginByID(nil, pluginID)
 	if err != nil {
 		return "", nil, false, err
@@ -69,9 +71,12 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info 
 	if len(p.GetControllers()) == 0 {
 		return "", nil, false, nil
 	}
-	id, err := pickController(st, pluginID, "")
+	id, err := pickController(st, pluginID, capability, "")
 	if errors.Is(err, ErrNoController) {
 		return "", nil, true, fmt.Errorf("%w: %s", ErrNoHealthyController, err.Error())
+	}
+	if errors.Is(err, ErrNoCapableController) {
+		return "", nil, true, fmt.Errorf("%w: %s", ErrPluginCannot, err.Error())
 	}
 	if err != nil {
 		return "", nil, true, err
@@ -81,8 +86,8 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string) (nodeID string, info 
 
 // controller is a CSI client of a healthy controller of the plugin, and
 // the node it runs on.
-func (e *volumesEndpoint) controller(pluginID string) (*csi.Client, string, *pb.CSIPluginInfo, error) {
-	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID)
+func (e *volumesEndpoint) controller(pluginID string, capability controllerCap) (*csi.Client, string, *pb.CSIPluginInfo, error) {
+	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capability)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -124,7 +129,7 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := keepRedactedSecrets(v, stored); err != nil {
 		return nil, err
 	}
-	nodeID, _, has, err := controllerFor(st, v.GetPluginId())
+	nodeID, _, has, err := controllerFor(st, v.GetPluginId(), capAnyController)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
 	}
@@ -222,13 +227,6 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	if err := keepRedactedSecrets(v, nil); err != nil {
 		return nil, err
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
-	if err != nil {
-		return nil, fmt.Errorf("creating volume %q: %w", v.GetId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsCreateDelete() {
-		return nil, fmt.Errorf("creating volume %q: csi plugin %q: %w (CREATE_DELETE_VOLUME)", v.GetId(), v.GetPluginId(), ErrPluginCannot)
-	}
 	creq := &csipb.CreateVolumeRequest{
 		Name: v.GetName(), VolumeCapabilities: csiCapabilities(v), Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
 		AccessibilityRequirements: csiTopologyRequirement(v.GetTopologyRequest()),
@@ -242,9 +240,9 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	case v.GetCloneId() != "":
 		creq.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: v.GetCloneId()}}}
 	}
-	resp, err := c.Controller.CreateVolume(ctx, creq)
+	resp, nodeID, err := e.createVolume(ctx, v, creq)
 	if err != nil {
-		return nil, fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
+		return nil, err
 	}
 	cv := resp.GetVolume()
 	v.ExternalId, v.CapacityBytes = cv.GetVolumeId(), cv.GetCapacityBytes()
@@ -386,12 +384,12 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
+	c, nodeID, _, err := e.controller(v.GetPluginId(), capCreateDelete)
+	if errors.Is(err, ErrPluginCannot) {
+		return nil, fmt.Errorf("deleting volume %q: %w; deregister it instead", v.GetId(), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("deleting volume %q: %w", v.GetId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsCreateDelete() {
-		return nil, fmt.Errorf("deleting volume %q: csi plugin %q: %w (CREATE_DELETE_VOLUME); deregister it instead", v.GetId(), v.GetPluginId(), ErrPluginCannot)
 	}
 	secrets := req.GetSecrets()
 	if len(secrets) == 0 {

@@ -23,12 +23,9 @@ func (e *volumesEndpoint) CreateSnapshot(ctx context.Context, req *pb.SnapshotCr
 	if req.GetName() == "" {
 		return nil, fmt.Errorf("snapshot of volume %q: %w: name is required", v.GetId(), volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
+	c, nodeID, _, err := e.controller(v.GetPluginId(), capSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of volume %q: %w", v.GetId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsCreateDeleteSnapshot() {
-		return nil, fmt.Errorf("snapshot of volume %q: csi plugin %q: %w (CREATE_DELETE_SNAPSHOT)", v.GetId(), v.GetPluginId(), ErrPluginCannot)
 	}
 	secrets := req.GetSecrets()
 	if len(secrets) == 0 {
@@ -48,12 +45,9 @@ func (e *volumesEndpoint) DeleteSnapshot(ctx context.Context, req *pb.SnapshotDe
 	if req.GetPluginId() == "" || req.GetSnapshotId() == "" {
 		return nil, fmt.Errorf("snapshot delete: %w: plugin_id and snapshot_id are required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(req.GetPluginId())
+	c, nodeID, _, err := e.controller(req.GetPluginId(), capSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("deleting snapshot %q: %w", req.GetSnapshotId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsCreateDeleteSnapshot() {
-		return nil, fmt.Errorf("deleting snapshot %q: csi plugin %q: %w (CREATE_DELETE_SNAPSHOT)", req.GetSnapshotId(), req.GetPluginId(), ErrPluginCannot)
 	}
 	if _, err := c.Controller.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: req.GetSnapshotId(), Secrets: req.GetSecrets()}); err != nil {
 		return nil, fmt.Errorf("deleting snapshot %q with plugin %q on node %s: %w", req.GetSnapshotId(), req.GetPluginId(), nodeID, err)
@@ -89,12 +83,9 @@ func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotLis
 	if pluginID == "" {
 		return nil, fmt.Errorf("snapshot list: %w: plugin_id or volume_id is required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, info, err := e.controller(pluginID)
+	c, nodeID, _, err := e.controller(pluginID, capListSnapshots)
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
-	}
-	if !info.GetControllerInfo().GetSupportsListSnapshots() {
-		return nil, fmt.Errorf("listing snapshots: csi plugin %q: %w (LIST_SNAPSHOTS)", pluginID, ErrPluginCannot)
 	}
 	resp, err := c.Controller.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{
 		MaxEntries: int32(n), StartingToken: req.GetQuery().GetNextToken(), SourceVolumeId: source, Secrets: secrets})
@@ -144,12 +135,9 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, info, err := e.controller(v.GetPluginId())
+	c, nodeID, _, err := e.controller(v.GetPluginId(), capExpand)
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
-	}
-	if !info.GetControllerInfo().GetSupportsExpand() {
-		return nil, fmt.Errorf("expanding volume %q: csi plugin %q: %w (EXPAND_VOLUME)", v.GetId(), v.GetPluginId(), ErrPluginCannot)
 	}
 	secrets := req.GetSecrets()
 	if len(secrets) == 0 {

@@ -21,13 +21,15 @@ import (
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrBadArchive:      codes.InvalidArgument,
-		ErrBrokerDisabled:  codes.Unavailable,
-		ErrCommandTooLarge: codes.InvalidArgument,
-		ErrEvalToken:       codes.FailedPrecondition,
-		ErrNoController:    codes.FailedPrecondition,
-		errNodeGone:        codes.NotFound,
-		errNoCSINode:       codes.FailedPrecondition,
+		ErrBadArchive:              codes.InvalidArgument,
+		ErrBrokerDisabled:          codes.Unavailable,
+		ErrCommandTooLarge:         codes.InvalidArgument,
+		ErrEvalToken:               codes.FailedPrecondition,
+		ErrNoController:            codes.FailedPrecondition,
+		ErrNoCapableController:     codes.FailedPrecondition,
+		ErrCreateControllerChanged: codes.FailedPrecondition,
+		errNodeGone:                codes.NotFound,
+		errNoCSINode:               codes.FailedPrecondition,
 	})
 }
 

@@ -1010,13 +1010,19 @@ func (x *GCCommand) GetJobIds() []string {
 // the servers' plugin table from it. Sent as soon as the set changes, so a
 // plugin's health reaches the scheduler without a whole-node registration.
 type NodeCSIUpdateCommand struct {
-	state         protoimpl.MessageState    `protogen:"open.v1"`
-	NodeId        string                    `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Controllers   map[string]*CSIPluginInfo `protobuf:"bytes,2,rep,name=controllers,proto3" json:"controllers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Nodes         map[string]*CSIPluginInfo `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	UpdatedAt     int64                     `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState    `protogen:"open.v1"`
+	NodeId      string                    `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Controllers map[string]*CSIPluginInfo `protobuf:"bytes,2,rep,name=controllers,proto3" json:"controllers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Nodes       map[string]*CSIPluginInfo `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	UpdatedAt   int64                     `protobuf:"varint,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// derive_from_serving marks the rows of the plugins this update touches
+	// CSIPlugin.derived_from_serving. The leader sets it only once every
+	// server records a version that knows the rule (an older server ignores
+	// the field and the rows it would mark), so servers of two versions
+	// never derive a row two ways.
+	DeriveFromServing bool `protobuf:"varint,5,opt,name=derive_from_serving,json=deriveFromServing,proto3" json:"derive_from_serving,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeCSIUpdateCommand) Reset() {
@@ -1075,6 +1081,13 @@ func (x *NodeCSIUpdateCommand) GetUpdatedAt() int64 {
 		return x.UpdatedAt
 	}
 	return 0
+}
+
+func (x *NodeCSIUpdateCommand) GetDeriveFromServing() bool {
+	if x != nil {
+		return x.DeriveFromServing
+	}
+	return false
 }
 
 // VolumeRegisterCommand creates or updates a volume. An update keeps the
@@ -1803,13 +1816,14 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\tGCCommand\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
-	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\"\x8e\x03\n" +
+	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\"\xbe\x03\n" +
 	"\x14NodeCSIUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12Q\n" +
 	"\vcontrollers\x18\x02 \x03(\v2/.berth.v1.NodeCSIUpdateCommand.ControllersEntryR\vcontrollers\x12?\n" +
 	"\x05nodes\x18\x03 \x03(\v2).berth.v1.NodeCSIUpdateCommand.NodesEntryR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x1aW\n" +
+	"updated_at\x18\x04 \x01(\x03R\tupdatedAt\x12.\n" +
+	"\x13derive_from_serving\x18\x05 \x01(\bR\x11deriveFromServing\x1aW\n" +
 	"\x10ControllersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aQ\n" +

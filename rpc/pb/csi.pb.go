@@ -609,11 +609,19 @@ type CSIPlugin struct {
 	Allocations []*CSIPluginAlloc         `protobuf:"bytes,11,rep,name=allocations,proto3" json:"allocations,omitempty"`
 	// schedulable: volumes of this plugin can be placed (a healthy node
 	// instance, and a healthy controller when one is required).
-	Schedulable   bool   `protobuf:"varint,12,opt,name=schedulable,proto3" json:"schedulable,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,20,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,21,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Schedulable bool `protobuf:"varint,12,opt,name=schedulable,proto3" json:"schedulable,omitempty"`
+	// derived_from_serving: the row's facts are derived from the instances
+	// serving now (controller_required from the fingerprinted controllers,
+	// turning false when they stop publishing; provider of the first
+	// healthy, else first, instance). Without it, the rule of the servers
+	// before: controller_required, once set, is kept while the row lives,
+	// and the provider of the first healthy instance is kept when none is.
+	// Set by a NodeCSIUpdate with derive_from_serving, never cleared.
+	DerivedFromServing bool   `protobuf:"varint,13,opt,name=derived_from_serving,json=derivedFromServing,proto3" json:"derived_from_serving,omitempty"`
+	CreateIndex        uint64 `protobuf:"varint,20,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex        uint64 `protobuf:"varint,21,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CSIPlugin) Reset() {
@@ -730,6 +738,13 @@ func (x *CSIPlugin) GetSchedulable() bool {
 	return false
 }
 
+func (x *CSIPlugin) GetDerivedFromServing() bool {
+	if x != nil {
+		return x.DerivedFromServing
+	}
+	return false
+}
+
 func (x *CSIPlugin) GetCreateIndex() uint64 {
 	if x != nil {
 		return x.CreateIndex
@@ -797,7 +812,7 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x15\n" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12+\n" +
 	"\x04type\x18\x04 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x18\n" +
-	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"\x80\x06\n" +
+	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"\xb2\x06\n" +
 	"\tCSIPlugin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -811,7 +826,8 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	"\x05nodes\x18\n" +
 	" \x03(\v2\x1e.berth.v1.CSIPlugin.NodesEntryR\x05nodes\x12:\n" +
 	"\vallocations\x18\v \x03(\v2\x18.berth.v1.CSIPluginAllocR\vallocations\x12 \n" +
-	"\vschedulable\x18\f \x01(\bR\vschedulable\x12!\n" +
+	"\vschedulable\x18\f \x01(\bR\vschedulable\x120\n" +
+	"\x14derived_from_serving\x18\r \x01(\bR\x12derivedFromServing\x12!\n" +
 	"\fcreate_index\x18\x14 \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x15 \x01(\x04R\vmodifyIndex\x1aW\n" +
 	"\x10ControllersEntry\x12\x10\n" +

@@ -63,6 +63,13 @@ type Config struct {
 	// they are cancelled; 0 means 30s.
 	ShutdownGrace time.Duration
 
+	// NoPublish makes the controller serve no ControllerPublishVolume or
+	// ControllerUnpublishVolume (Unimplemented) and not advertise
+	// PUBLISH_UNPUBLISH_VOLUME, as kubernetes-csi's hostpath plugin without
+	// --enable-attach: a plugin whose volumes need no attach step. The node
+	// service stages and publishes without a publish context.
+	NoPublish bool
+
 	// Fault injection, for tests and fault drills (see delays.go): calls of
 	// the CSI methods in DelayBefore are held that long before they run,
 	// those in DelayAfter hold their reply that long after they ran (the

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -438,6 +439,12 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csi.ControllerG
 		csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 		csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
 		csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
+	}
+	if c.cfg.NoPublish {
+		types = slices.DeleteFunc(types, func(t csi.ControllerServiceCapability_RPC_Type) bool {
+			return t == csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME || t == csi.ControllerServiceCapability_RPC_PUBLISH_READONLY ||
+				t == csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES
+		})
 	}
 	resp := &csi.ControllerGetCapabilitiesResponse{}
 	for _, t := range types {

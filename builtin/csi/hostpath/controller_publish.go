@@ -40,6 +40,9 @@ func (c *controller) publishContext(v *volumeRecord, nodeID string, a *attachmen
 // the node's volume limit and the volume's topology.
 func (c *controller) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	volID, nodeID := req.GetVolumeId(), req.GetNodeId()
+	if c.cfg.NoPublish {
+		return nil, errNoPublish("ControllerPublishVolume")
+	}
 	if volID == "" {
 		return nil, errInvalid("volume_id is missing")
 	}
@@ -152,6 +155,9 @@ func (c *controller) attachedCount(nodeID string) int64 {
 // unpublished: a node that is gone must never keep a volume stuck.
 func (c *controller) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	volID, nodeID := req.GetVolumeId(), req.GetNodeId()
+	if c.cfg.NoPublish {
+		return nil, errNoPublish("ControllerUnpublishVolume")
+	}
 	if volID == "" {
 		return nil, errInvalid("volume_id is missing")
 	}

@@ -40,6 +40,12 @@ func errPrecondition(format string, args ...any) error {
 	return status.Errorf(codes.FailedPrecondition, format, args...)
 }
 
+// errNoPublish is what a controller run with NoPublish answers to the
+// publish calls it does not advertise.
+func errNoPublish(method string) error {
+	return status.Errorf(codes.Unimplemented, "%s: this hostpath plugin runs with --no-publish and does not advertise PUBLISH_UNPUBLISH_VOLUME", method)
+}
+
 func errExists(format string, args ...any) error {
 	return status.Errorf(codes.AlreadyExists, format, args...)
 }

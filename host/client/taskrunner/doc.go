@@ -64,14 +64,18 @@
 //     after a recovery (Recovered set). An error is a "Hook Failed" event;
 //     the task keeps running.
 //   - Stop, in reverse order, before the runner stops a running attempt
-//     (a kill or a requested restart), before the kill signal is sent.
+//     (a kill, or a requested restart: StopRequest.Restart), before the
+//     kill signal is sent.
 //   - Exited, in reverse order, after every exit of a started attempt,
 //     before the restart decision.
+//   - Finished, in reverse order, once, when the task is dead for good
+//     (killed, finished, or ended by the restart policy); not between
+//     attempts and not on client shutdown.
 //   - Destroy, in reverse order, once, from Destroy, when the alloc is
 //     destroyed — whether or not the task ever started or a prestart hook
 //     failed. Not on client shutdown (the task lives on).
 //
-// Teardown failures (stop, exited, destroy) are "Hook Failed" events and
+// Teardown failures (stop, exited, finished, destroy) are "Hook Failed" events and
 // log lines; the other hooks still run. A hook records task events with
 // TaskInfo.Events. Hooks must not call back into the runner, except through
 // what TaskInfo hands them, which never blocks:

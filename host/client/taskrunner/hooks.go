@@ -128,6 +128,9 @@ type StopRequest struct {
 	// Reason is why the task is stopped ("alloc stopped by the servers",
 	// "restart requested", "leader task exited").
 	Reason string
+	// Restart is set when the attempt is stopped to start again (a
+	// restart asked for through Lifecycle.Restart), not killed.
+	Restart bool
 }
 
 // StopHook runs before the runner stops a running task (a kill or a
@@ -151,6 +154,20 @@ type ExitedRequest struct {
 type ExitedHook interface {
 	Hook
 	Exited(ctx context.Context, req *ExitedRequest) error
+}
+
+// FinishedRequest is given to FinishedHook.Finished.
+type FinishedRequest struct {
+	TaskInfo
+}
+
+// FinishedHook runs once when the task is dead for good: killed, finished
+// (an ephemeral task's success) or ended by its restart policy — after the
+// last attempt's exited hooks, never between attempts, and not when the
+// client shuts down (the task lives on for the next client).
+type FinishedHook interface {
+	Hook
+	Finished(ctx context.Context, req *FinishedRequest) error
 }
 
 // DestroyRequest is given to DestroyHook.Destroy.

@@ -263,3 +263,67 @@ func TestHookFailureRestartOfARecoveredAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// endHook records the stop and finished hooks a task's end runs.
+type endHook struct {
+	attemptHook
+	log hookLog
+}
+
+func (h *endHook) Stop(_ context.Context, req *StopRequest) error {
+	h.log.add(fmt.Sprintf("stop restart=%t", req.Restart))
+	return nil
+}
+
+func (h *endHook) Finished(context.Context, *FinishedRequest) error {
+	h.log.add("finished")
+	return nil
+}
+
+// A requested restart stops the attempt with StopRequest.Restart set and
+// runs no finished hook; a kill stops it without, and the finished hooks
+// run once, when the task is dead. A task ended by its restart policy
+// also finishes once.
+func TestFinishedHooksRunOnceWhenTheTaskIsDead(t *testing.T) {
+	d := newFakeDriver()
+	h := &endHook{}
+	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 5, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
+	})
+	go tr.Run()
+	info, first := h.waitAttempts(t, 1)
+	if err := info.Lifecycle.Restart(first, "unhealthy", true); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAttempts(t, 2)
+	d.exitLast(t, 1) // a crash: restarted, not finished
+	h.waitAttempts(t, 3)
+	if got := h.log.get(); !slices.Equal(got, []string{"stop restart=true"}) {
+		t.Fatalf("hooks across restarts %v, want only the restart's stop", got)
+	}
+	go func() { _ = tr.Kill(context.Background(), "alloc stopped by the servers") }()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if got := h.log.get(); len(got) < 2 {
+			return fmt.Errorf("hooks %v: the kill's stop has not run", got)
+		}
+		return nil
+	})
+	d.exitLast(t, 0)
+	waitRunDone(t, tr)
+	if got := h.log.get(); !slices.Equal(got, []string{"stop restart=true", "stop restart=false", "finished"}) {
+		t.Fatalf("hooks %v, want the kill's stop, then finished once", got)
+	}
+
+	d2 := newFakeDriver()
+	h2 := &endHook{}
+	tr2 := newRunner(t, d2, []Hook{h2}, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 0, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
+	})
+	go tr2.Run()
+	h2.waitAttempts(t, 1)
+	d2.exitLast(t, 1)
+	waitRunDone(t, tr2)
+	if got := h2.log.get(); !slices.Equal(got, []string{"finished"}) {
+		t.Fatalf("hooks of a task its restart policy ended %v, want finished once", got)
+	}
+}

@@ -338,6 +338,11 @@ func (tr *TaskRunner) Run() {
 	if isDead(tr.State()) {
 		return
 	}
+	defer func() {
+		if isDead(tr.State()) && !tr.shuttingDown() {
+			tr.runFinished()
+		}
+	}()
 	if r := tr.cfg.Restore; r != nil && r.Handle != nil {
 		if tr.recover(r.Handle) {
 			return
@@ -584,7 +589,8 @@ func (tr *TaskRunner) reverse(fn func(Hook)) {
 	}
 }
 
-// teardownErr logs a failed stop, exited or destroy hook; teardown goes on.
+// teardownErr logs a failed stop, exited, finished or destroy hook;
+// teardown goes on.
 func (tr *TaskRunner) teardownErr(phase string, h Hook, err error) {
 	if err != nil {
 		tr.logger.Error(phase+" hook failed", "hook", h.Name(), "error", err)

@@ -50,7 +50,7 @@ wait:
 			tr.mu.Lock()
 			reason := tr.killReason
 			tr.mu.Unlock()
-			tr.stop(id, reason)
+			tr.stop(id, reason, false)
 			if !stopped() {
 				return nil, nil
 			}
@@ -65,7 +65,7 @@ wait:
 				details["failure"] = "true"
 			}
 			tr.EmitEvent(tr.event("Restart Signaled", rq.reason, details))
-			tr.stop(id, rq.reason)
+			tr.stop(id, rq.reason, true)
 			if !stopped() {
 				return nil, nil
 			}
@@ -112,6 +112,19 @@ wait:
 	return res, req
 }
 
+// runFinished runs the finished hooks (reverse order) once the task is
+// dead for good.
+func (tr *TaskRunner) runFinished() {
+	info := tr.currentInfo()
+	tr.reverse(func(h Hook) {
+		if fh, ok := h.(FinishedHook); ok {
+			ctx, cancel := tr.hookCtx(h)
+			tr.teardownErr("finished", h, fh.Finished(ctx, &FinishedRequest{TaskInfo: info}))
+			cancel()
+		}
+	})
+}
+
 // runExited runs the exited hooks (reverse order) for attempt id.
 func (tr *TaskRunner) runExited(id string, res *driverpb.ExitResult) {
 	info := tr.currentInfo()
@@ -133,12 +146,12 @@ func finishedAt(res *driverpb.ExitResult, now time.Time) int64 {
 
 // stop runs the stop hooks (reverse order) and stops attempt id with the
 // task's kill_signal and kill_timeout.
-func (tr *TaskRunner) stop(id, reason string) {
+func (tr *TaskRunner) stop(id, reason string, restart bool) {
 	info := tr.currentInfo()
 	tr.reverse(func(h Hook) {
 		if sh, ok := h.(StopHook); ok {
 			ctx, cancel := tr.hookCtx(h)
-			tr.teardownErr("stop", h, sh.Stop(ctx, &StopRequest{TaskInfo: info, TaskID: id, Reason: reason}))
+			tr.teardownErr("stop", h, sh.Stop(ctx, &StopRequest{TaskInfo: info, TaskID: id, Reason: reason, Restart: restart}))
 			cancel()
 		}
 	})

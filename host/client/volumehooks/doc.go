@@ -130,7 +130,8 @@
 // while unhealthy it is probed again at the latest when that runs out)
 // gets a "Plugin health timeout" event naming it and how long it was
 // unhealthy, and its attempt is restarted as a failure, like one never
-// healthy; the restart's Stop deregisters it. A probe then gets its full
+// healthy; the restart's Stop keeps its entries, unhealthy, until the next
+// attempt registers it again. A probe then gets its full
 // CallTimeout, so a plugin that hangs while unhealthy is restarted at most
 // CallTimeout after its health_timeout. A task whose runner gave no
 // Lifecycle cannot be restarted: the event is emitted once and the plugin
@@ -144,10 +145,15 @@
 //
 // # Teardown
 //
-// Stop (before the task is stopped, for good or to restart), Exited
-// (after every exit) and Destroy stop the supervisor, wait for it, and
-// deregister the alloc's entries of the plugin, so the plugin manager and
-// the servers see the plugin gone rather than unhealthy forever.
+// Every teardown hook stops the supervisor and waits for it. Stop before
+// a restart and Exited (after every exit, before the restart policy
+// decides) keep the alloc's entries of the plugin, marked unhealthy with
+// why: while the alloc lives the plugin ID is the task plugin's on the
+// node, and a storage adapter of the same ID (another backend) must not
+// be reported in its place between two attempts. Stop before a kill,
+// Finished (the task dead for good: killed, or ended by its restart
+// policy) and Destroy deregister them, so the plugin manager and the
+// servers see the plugin gone rather than unhealthy forever.
 // Deregistering twice is harmless. A client restart runs no teardown: the
 // registry keeps the entries (restored with NeedsProbe), and the recovered
 // task's supervisor probes the plugin and registers it again.

@@ -14,6 +14,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/rpc/pb"
@@ -167,6 +168,7 @@ var (
 	_ taskrunner.PoststartHook = (*supervisorHook)(nil)
 	_ taskrunner.StopHook      = (*supervisorHook)(nil)
 	_ taskrunner.ExitedHook    = (*supervisorHook)(nil)
+	_ taskrunner.FinishedHook  = (*supervisorHook)(nil)
 	_ taskrunner.DestroyHook   = (*supervisorHook)(nil)
 )
 
@@ -312,20 +314,36 @@ func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.Poststar
 	return nil
 }
 
-// Stop deregisters the plugin before its task is stopped (for good or to
-// restart): volumes must not be sent to a plugin on its way out.
-func (h *supervisorHook) Stop(ctx context.Context, _ *taskrunner.StopRequest) error {
+// Stop runs before the task is stopped. Killed (for good), the plugin is
+// deregistered: volumes must not be sent to a plugin on its way out.
+// Stopped to restart, its entry stays, unhealthy, until the next attempt
+// registers it again (park): while the alloc lives its plugin ID is the
+// task plugin's on this node, and a storage adapter of the same ID must
+// not be reported in its place for the restart's few seconds (a
+// different backend: README, "never falls back").
+func (h *supervisorHook) Stop(ctx context.Context, req *taskrunner.StopRequest) error {
+	if req != nil && req.Restart {
+		return h.park(ctx, "restarting: "+req.Reason)
+	}
 	return h.teardown(ctx, h.blockID)
 }
 
-// Exited deregisters the plugin after its task exited, whether or not it
-// is restarted.
+// Exited marks the plugin unhealthy after its task exited: the restart
+// policy decides next, and the entry stays until the next attempt
+// registers it or the task is dead for good (Finished).
 func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest) error {
-	err := h.teardown(ctx, h.blockID)
+	err := h.park(ctx, "the plugin task exited")
 	// Nothing serves the socket any more: a socket on the host means a
 	// plugin is there. (The next attempt's prestart would remove it too.)
 	h.removeIfThere(PluginSocket(h.cfg.DataDir, h.allocID, h.task))
 	return err
+}
+
+// Finished deregisters the plugin once its task is dead for good (killed,
+// or ended by its restart policy): a storage adapter of the same ID serves
+// it on the node again.
+func (h *supervisorHook) Finished(ctx context.Context, _ *taskrunner.FinishedRequest) error {
+	return h.teardown(ctx, h.blockID)
 }
 
 // Destroy deregisters whatever is left when the alloc is destroyed.
@@ -350,6 +368,31 @@ func (h *supervisorHook) removeIfThere(p string) {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		h.logger.Warn("leaving the csi plugin's file in place", "path", p, "error", err)
 	}
+}
+
+// park stops the supervisor and marks the plugin's registry entries
+// unhealthy, saying why, without removing them. An entry that is not
+// there (the plugin never became ready) is left so.
+func (h *supervisorHook) park(ctx context.Context, why string) error {
+	if err := h.stopSupervisor(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	ids := []string{h.pluginID, h.blockID}
+	h.mu.Unlock()
+	var errs []error
+	seen := map[string]bool{"": true}
+	for _, id := range ids {
+		if seen[id] || h.cfg.Registry == nil {
+			continue
+		}
+		seen[id] = true
+		err := h.cfg.Registry.SetHealth(h.allocID, id, false, why)
+		if err != nil && !errors.Is(err, registry.ErrNotRegistered) {
+			errs = append(errs, fmt.Errorf("csi plugin %q of alloc %s: %w", id, h.allocID, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // teardown stops the supervisor and removes the plugin's registry entries

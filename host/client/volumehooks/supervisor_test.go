@@ -340,10 +340,10 @@ func TestHungProbeNeverHangsStop(t *testing.T) {
 	}
 }
 
-// Stopping the task (for good or to restart) deregisters the plugin, and
-// so does its exit; deregistering twice is fine.
+// Killing the task, its end for good (finished) and the alloc's destroy
+// deregister the plugin; deregistering twice is fine.
 func TestStopAndExitDeregister(t *testing.T) {
-	for _, phase := range []string{"stop", "exited", "destroy"} {
+	for _, phase := range []string{"stop", "finished", "destroy"} {
 		t.Run(phase, func(t *testing.T) {
 			e := newEnv(t, pluginTask("monolith", time.Minute), nil)
 			e.start("attempt-1", false)
@@ -355,9 +355,11 @@ func TestStopAndExitDeregister(t *testing.T) {
 			var err error
 			switch phase {
 			case "stop":
-				err = e.hook.Stop(ctx, nil)
-			case "exited":
-				err = e.hook.Exited(ctx, nil)
+				err = e.hook.Stop(ctx, &taskrunner.StopRequest{TaskInfo: e.info, Reason: "alloc stopped by the servers"})
+			case "finished":
+				if err = e.hook.Exited(ctx, nil); err == nil {
+					err = e.hook.Finished(ctx, &taskrunner.FinishedRequest{TaskInfo: e.info})
+				}
 			case "destroy":
 				err = e.hook.Destroy(ctx, &taskrunner.DestroyRequest{TaskInfo: e.info})
 			}
@@ -383,8 +385,56 @@ func TestStopAndExitDeregister(t *testing.T) {
 				t.Errorf("plugin dir after %s: %v", phase, dirErr)
 			}
 			if err := e.hook.Exited(ctx, nil); err != nil {
+				t.Fatalf("exited after the teardown: %v", err)
+			}
+			if err := e.hook.Finished(ctx, &taskrunner.FinishedRequest{TaskInfo: e.info}); err != nil {
 				t.Fatalf("second teardown: %v", err)
 			}
+		})
+	}
+}
+
+// A restart (asked for, or after an exit the restart policy decides on)
+// keeps the plugin's entries, unhealthy and saying why, until the next
+// attempt registers it again: the plugin ID stays the task plugin's on the
+// node, so a storage adapter of the same ID is never reported in its
+// place (csi/pluginmanager TestTaskPluginReplacesAdapterOfTheSameID).
+func TestRestartKeepsThePluginRegisteredUnhealthy(t *testing.T) {
+	for _, phase := range []string{"restart", "exited"} {
+		t.Run(phase, func(t *testing.T) {
+			e := newEnv(t, pluginTask("monolith", time.Minute), nil)
+			e.start("attempt-1", false)
+			e.serve(csifake.New())
+			e.waitEntries(
+				"CSI_PLUGIN_TYPE_CONTROLLER hostpath "+allocID+" healthy=true needs_probe=false",
+				"CSI_PLUGIN_TYPE_NODE hostpath "+allocID+" healthy=true needs_probe=false")
+			ctx := context.Background()
+			var err error
+			want := "the plugin task exited"
+			switch phase {
+			case "restart":
+				err = e.hook.Stop(ctx, &taskrunner.StopRequest{TaskInfo: e.info, Reason: "unhealthy for 1m", Restart: true})
+				want = "restarting: unhealthy for 1m"
+			case "exited":
+				err = e.hook.Exited(ctx, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.waitEntries(
+				"CSI_PLUGIN_TYPE_CONTROLLER hostpath "+allocID+" healthy=false needs_probe=false",
+				"CSI_PLUGIN_TYPE_NODE hostpath "+allocID+" healthy=false needs_probe=false")
+			for _, en := range e.reg.List(pb.CSIPluginType_CSI_PLUGIN_TYPE_UNSPECIFIED) {
+				if d := en.Registration.GetHealthDescription(); d != want {
+					t.Errorf("entry %s: description %q, want %q", en.Registration.GetType(), d, want)
+				}
+			}
+			// The next attempt registers it healthy again.
+			e.start("attempt-2", false)
+			e.serve(csifake.New())
+			e.waitEntries(
+				"CSI_PLUGIN_TYPE_CONTROLLER hostpath "+allocID+" healthy=true needs_probe=false",
+				"CSI_PLUGIN_TYPE_NODE hostpath "+allocID+" healthy=true needs_probe=false")
 		})
 	}
 }
