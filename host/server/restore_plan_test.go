@@ -123,6 +123,7 @@ func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
 	}{
 		{planHistorySinceVersion, true},
 		{"0.1.0-dev", false},
+		{"0.1.0-dev.1", false}, // the plugin-facts rule, not this one
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			flags := make(chan bool, 1)

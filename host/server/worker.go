@@ -273,7 +273,7 @@ func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int6
 // before.
 var planHistorySince = mustConstraint(">= " + planHistorySinceVersion)
 
-const planHistorySinceVersion = "0.1.0-dev.1"
+const planHistorySinceVersion = "0.1.0-dev.2"
 
 // applyPlan proposes a plan and returns what the state machine applied.
 func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
