@@ -618,7 +618,7 @@ func (c *Client) TaskDead(allocID, task string) (bool, error) {
 	if !r.HasTask(task) {
 		return false, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
 	}
-	return r.TaskStates()[task].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, nil
+	return r.TaskLifecycle(task) == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, nil
 }
 
 // AllocStates returns the client's view of an alloc: its status and task

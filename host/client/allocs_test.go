@@ -223,6 +223,12 @@ func TestTaskDead(t *testing.T) {
 			t.Fatalf("running task %q: dead %t, %v", task, dead, err)
 		}
 	}
+	// Every follower asks four times a second: it reads the one task's
+	// state, and copies none (every task's state, events included, was
+	// copied on each ask).
+	if allocs := testing.AllocsPerRun(50, func() { _, _ = n.c.TaskDead("a1", "web") }); allocs != 0 {
+		t.Fatalf("TaskDead of a named task makes %.0f allocations, want none", allocs)
+	}
 
 	done := &pb.Task{Name: "once", Driver: "raw_exec", KillTimeoutMs: 2000, Config: sdk.ConfigMap{
 		"command": sdk.StringValue("/bin/sh"), "args": sdk.ListValue("-c", "echo done")}}

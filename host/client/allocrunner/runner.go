@@ -328,6 +328,14 @@ func (ar *AllocRunner) HasTask(name string) bool { return ar.tasks[name] != nil 
 // the runner was shut down.
 func (ar *AllocRunner) Done() <-chan struct{} { return ar.done }
 
+// TaskLifecycle returns the named task's lifecycle state, copying nothing:
+// followers of a task's log ask it several times a second.
+func (ar *AllocRunner) TaskLifecycle(name string) pb.TaskLifecycleState {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.states[name].GetState()
+}
+
 // TaskStates returns a copy of every task's state.
 func (ar *AllocRunner) TaskStates() map[string]*pb.TaskState {
 	ar.mu.Lock()
