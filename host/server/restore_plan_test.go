@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		secondPlanned = make(chan struct{})
 		restartsBar   = make(chan struct{})
 		barriers      atomic.Int32
+		proposedOnce  sync.Once
 	)
 	tc := newTestCluster(t, 1, func(c *Config) {
 		c.hooks = &testHooks{
@@ -51,7 +53,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 			},
 			proposing: func(mt fsm.MessageType) {
 				if mt == fsm.PlanApply && armed.Load() {
-					close(proposed)
+					proposedOnce.Do(func() { close(proposed) })
 				}
 			},
 			beforeRestore: func() {
