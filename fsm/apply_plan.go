@@ -21,7 +21,10 @@ import (
 // (ErrInvalidCommand); a plan placing or updating allocs of a job that is
 // not stored, purged since the scheduler read it (ErrJobNotFound: a purged
 // job's plan may only stop its allocs); an alloc running a version of the
-// job that job_versions does not hold (ErrJobVersionNotFound).
+// job that job_versions does not hold (ErrJobVersionNotFound); with
+// refuse_unseen_history, a plan whose snapshot_index is above the store's
+// latest index (ErrPlanUnseenHistory: made before a snapshot restore
+// replaced the state, from a history the restored state never had).
 //
 // Otherwise the plan is applied node by node, as Nomad applies it. A node
 // with placements or in-place updates (plan.allocs) refuses them, and then
@@ -60,6 +63,19 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 	}
 	if err := checkEvals(cmd.GetEvals()); err != nil {
 		return fmt.Errorf("plan of eval %q: %w", plan.GetEvalId(), err)
+	}
+	if cmd.GetRefuseUnseenHistory() {
+		// Every store's latest index only grows, and a plan is made from
+		// the proposer's store, so a plan above this one's latest index
+		// saw a state it never held: one a snapshot restore replaced.
+		latest, err := tx.latestIndex()
+		if err != nil {
+			return err
+		}
+		if plan.GetSnapshotIndex() > latest {
+			return fmt.Errorf("plan of eval %q was made from the state at index %d, above this state's latest index %d (a snapshot restore replaced it): %w",
+				plan.GetEvalId(), plan.GetSnapshotIndex(), latest, ErrPlanUnseenHistory)
+		}
 	}
 	// A purged job's plan may still stop its allocs (that is how `job stop
 	// -purge` stops them), but may place nothing.

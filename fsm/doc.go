@@ -108,7 +108,11 @@
 // ApplyResult.Response, lists the refused nodes with reasons naming the
 // node and the exhausted dimension; PlanResultOf reads it. A plan placing
 // allocs of a job that is gone (ErrJobNotFound) or of a version
-// job_versions does not hold (ErrJobVersionNotFound) is refused whole.
+// job_versions does not hold (ErrJobVersionNotFound) is refused whole,
+// and so is one proposed with refuse_unseen_history whose snapshot_index
+// is above the store's latest index (ErrPlanUnseenHistory: made before an
+// operator's snapshot restore replaced the state it was made from). The
+// leader sets that flag only once every server knows the rule.
 //
 // Client updates are trusted only for their own node (ErrAllocNodeMismatch),
 // skip allocs already collected, and never move a terminal client status

@@ -26,6 +26,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrJobNotFound:          codes.NotFound,
 		fsm.ErrJobVersionNotFound:   codes.NotFound,
 		fsm.ErrJobChanged:           codes.Aborted,
+		fsm.ErrPlanUnseenHistory:    codes.Aborted,
 		fsm.ErrEvalNotFound:         codes.NotFound,
 		fsm.ErrAllocNotFound:        codes.NotFound,
 		fsm.ErrAllocNodeMismatch:    codes.InvalidArgument,

@@ -196,6 +196,12 @@ var (
 	// current state is left unchanged.
 	ErrSnapshotCorrupt = errcode.New(codes.DataLoss, "corrupt snapshot")
 
+	// ErrPlanUnseenHistory is returned by PlanApply, for a plan proposed
+	// with refuse_unseen_history, when the plan was made from a state this
+	// store never held: its snapshot index is above the store's latest
+	// index (a snapshot restore replaced the state the plan was made from).
+	ErrPlanUnseenHistory = errcode.New(codes.Aborted, "plan was made from a state this store never held")
+
 	// ErrUnexpectedResponse is returned by ResultOf when a raft future resolved
 	// with a response that did not come from this package's FSM.
 	ErrUnexpectedResponse = errcode.New(codes.Internal, "unexpected raft apply response")

@@ -108,7 +108,11 @@ func (r reader) Index(table string) (uint64, error) {
 // LatestIndex returns the highest raft index that changed any table, 0 for an
 // empty store.
 func (r reader) LatestIndex() (uint64, error) {
-	it, err := r.db.Txn(false).Get(tableIndex, indexID)
+	return r.latestIn(r.db.Txn(false))
+}
+
+func (reader) latestIn(txn *memdb.Txn) (uint64, error) {
+	it, err := txn.Get(tableIndex, indexID)
 	if err != nil {
 		return 0, fmt.Errorf("listing table indexes: %w", err)
 	}
@@ -235,6 +239,20 @@ func (tx *writeTxn) touch(table string) {
 		}
 	}
 	tx.touched = append(tx.touched, tableTouch{table: table, index: tx.index})
+}
+
+// latestIndex is LatestIndex as the transaction sees it: the last commit's
+// table indexes and the writes of the commands applied in it so far, so a
+// command reads the same in a batch as alone.
+func (tx *writeTxn) latestIndex() (uint64, error) {
+	latest, err := reader{}.latestIn(tx.base)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range tx.touched {
+		latest = max(latest, t.index)
+	}
+	return latest, nil
 }
 
 // commit writes the index of every touched table and commits, waking the

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -126,12 +127,21 @@ func (c *DriverClient) Fingerprint(ctx context.Context) iter.Seq2[*driverpb.Driv
 // plugin that negotiated an API older than APIVersionMounts: such a plugin
 // would run the task and drop its mounts. Whether the driver honours mounts
 // at all is its capabilities' say (see MountsSupported), which callers
-// check for the clearer message.
+// check for the clearer message. A request over LegacyMaxMessageSize is
+// refused (ErrRequestTooLarge) before it is sent to a plugin that
+// negotiated an API older than APIVersionLargeMessages.
 func (c *DriverClient) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
 	if n := len(cfg.GetMounts()); n > 0 {
 		if v := c.APIVersion(); v < APIVersionMounts {
 			return nil, &RPCError{Plugin: c.Name(), Method: "StartTask", Code: codes.Unimplemented, Err: ErrNotSupported,
 				Message: fmt.Sprintf("task %s has %d mount(s), but the plugin speaks driver API %d and mounts need %d", cfg.GetId(), n, v, APIVersionMounts)}
+		}
+	}
+	if v := c.APIVersion(); v < APIVersionLargeMessages {
+		if n := proto.Size(cfg); n > LegacyMaxMessageSize {
+			return nil, &RPCError{Plugin: c.Name(), Method: "StartTask", Code: codes.ResourceExhausted, Err: ErrRequestTooLarge,
+				Message: fmt.Sprintf("task %s's start request is %d bytes, over the %d bytes a plugin speaking driver API %d may take; requests up to %d bytes need a plugin built with a berth sdk speaking API %d or later",
+					cfg.GetId(), n, LegacyMaxMessageSize, v, driverpb.MaxMessageSize, APIVersionLargeMessages)}
 		}
 	}
 	h, err := c.rpc.StartTask(ctx, cfg)

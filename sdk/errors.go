@@ -54,6 +54,13 @@ var (
 	// not have (see DriverCapabilities), e.g. ExecTask without exec.
 	ErrNotSupported = sdkerr.New(codes.Unimplemented, "NOT_SUPPORTED", "not supported by driver")
 
+	// ErrRequestTooLarge is returned by DriverClient.StartTask, before
+	// sending, when the task's request is over LegacyMaxMessageSize and the
+	// plugin negotiated an API older than APIVersionLargeMessages: it may
+	// refuse it, and would on every attempt. Retrying does not help: the
+	// plugin must be rebuilt with a newer sdk, or the task made smaller.
+	ErrRequestTooLarge = sdkerr.New(codes.ResourceExhausted, "REQUEST_TOO_LARGE", "request over the plugin's message limit")
+
 	// ErrDriverUnhealthy is returned by StartTask when the driver cannot run
 	// tasks right now (disabled by its plugin config, or unhealthy); its
 	// fingerprint says why.

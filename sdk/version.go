@@ -30,15 +30,30 @@ import plugin "github.com/hashicorp/go-plugin"
 //	   failures travel as ErrTaskStartFailed (reason TASK_START_FAILED,
 //	   with start_reason, start_path and start_detail metadata); a peer
 //	   that does not know the reason keeps the FailedPrecondition code.
+//	3  large messages: the plugin serves with GRPCServer, so it takes
+//	   requests up to driverpb.MaxMessageSize (64 MiB), as berth sends.
+//	   A plugin that negotiated 1 or 2 may have been built with gRPC's
+//	   default of 4 MiB: DriverClient.StartTask refuses a task whose
+//	   request is larger before sending it (ErrRequestTooLarge, naming the
+//	   limit), rather than have the plugin refuse it on every restart.
 const (
 	// APIVersion is the newest driver API version this sdk speaks.
-	APIVersion uint32 = 2
+	APIVersion uint32 = 3
 	// MinAPIVersion is the oldest driver API version this sdk still speaks.
 	MinAPIVersion uint32 = 1
 
 	// APIVersionMounts is the first API version in which a driver's
 	// mount_volumes capability can be trusted.
 	APIVersionMounts uint32 = 2
+
+	// APIVersionLargeMessages is the first API version whose plugins take
+	// requests up to driverpb.MaxMessageSize; older ones may take no more
+	// than LegacyMaxMessageSize.
+	APIVersionLargeMessages uint32 = 3
+
+	// LegacyMaxMessageSize is gRPC's default message limit, which a
+	// plugin built before APIVersionLargeMessages may still have.
+	LegacyMaxMessageSize = 4 << 20
 )
 
 // PluginTypeDriver is the go-plugin plugin name under which drivers are served.

@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/volumespec"
+	"berth.dev/berth/rpc"
 )
 
 // checkJobLimit checks a server.job_max_* count: a limit of zero would
@@ -23,8 +24,8 @@ func checkJobLimit[T int | int64](n T) error {
 // accepted and then refused on its way to its driver.
 func checkJobMaxSize(n int) error {
 	if n < 1 || n > jobspec.MaxJobBytesCeiling {
-		return invalidf("%d bytes is out of range 1-%d (half the %d-byte message limit of the API, raft and plugin hops)",
-			n, jobspec.MaxJobBytesCeiling, 2*jobspec.MaxJobBytesCeiling)
+		return invalidf("%d bytes is out of range 1-%d (the largest job whose copies - as a JSON request body, the kept versions, a plan - fit the %d-byte message limit of the API, raft and plugin hops)",
+			n, jobspec.MaxJobBytesCeiling, rpc.MaxMessageSize)
 	}
 	return nil
 }

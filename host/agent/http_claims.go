@@ -97,15 +97,26 @@ func (a *Agent) volumeClaimRelease(w http.ResponseWriter, r *http.Request) error
 // claimList is GET /v1/volumes/claims: every volume's claims, one page in
 // claim ID order from ?next_token= on (a claim ID, or a prefix of one), so
 // `berth volume release` takes a unique prefix of a claim ID as other
-// commands take one of an alloc's or a node's. Blocking.
+// commands take one of an alloc's or a node's; filtered by ?operator=true
+// (operators' claims only), ?volume_id=, ?node_id= and ?state=. Blocking.
 func (a *Agent) claimList(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r)
 	if err != nil {
 		return err
 	}
+	op, err := queryBool(r, "operator")
+	if err != nil {
+		return err
+	}
+	st, err := queryEnum(r, "state", pb.ClaimState(0).Descriptor())
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query()
+	req := &pb.VolumeClaimsRequest{Query: q, Operator: op, VolumeId: v.Get("volume_id"), NodeId: v.Get("node_id"), State: pb.ClaimState(st)}
 	var resp *pb.VolumeClaimsResponse
 	if err := a.volumes(r.Context(), func(ctx context.Context, c pb.VolumesClient) (err error) {
-		resp, err = c.Claims(ctx, &pb.VolumeClaimsRequest{Query: q})
+		resp, err = c.Claims(ctx, req)
 		return err
 	}); err != nil {
 		return err

@@ -44,13 +44,15 @@ func TestAllocLogsFollowExitsWhenTheTaskEnds(t *testing.T) {
 	a := startAgent(t)
 	addr := "http://" + a.HTTPAddr()
 	t.Setenv("BERTH_ADDR", addr)
-	gate := filepath.Join(t.TempDir(), "gate")
+	dir := t.TempDir()
+	middle, gate := filepath.Join(dir, "middle"), filepath.Join(dir, "gate")
 	job := &pb.Job{Id: "once", Name: "once", Type: pb.JobType_JOB_TYPE_BATCH, Priority: 50,
 		Groups: []*pb.TaskGroup{{Name: "g", Count: 1, Tasks: []*pb.Task{{Name: "t", Driver: "raw_exec", KillTimeoutMs: 2000,
 			Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/sh"), "args": sdk.ListValue("-c",
-				// Waits for the test before its last line, so the follow
-				// starts while the task runs.
-				fmt.Sprintf(`echo first; while [ ! -e %q ]; do sleep 0.02; done; echo last`, gate))}}}}}}
+				// Waits for the test before each later line, so the
+				// follow starts, and goes on, while the task runs.
+				fmt.Sprintf(`echo first; while [ ! -e %q ]; do sleep 0.02; done; echo middle; while [ ! -e %q ]; do sleep 0.02; done; echo last`,
+					middle, gate))}}}}}}
 	if code, out, errOut := berth(t, "job", "run", writeJobFile(t, job)); code != 0 {
 		t.Fatalf("job run: exit %d\n%s%s", code, out, errOut)
 	}
@@ -72,17 +74,39 @@ func TestAllocLogsFollowExitsWhenTheTaskEnds(t *testing.T) {
 		}
 		return nil
 	})
-	select {
-	case code := <-done:
-		t.Fatalf("alloc logs -f ended (exit %d) while the task runs: %q %q", code, out.String(), errOut.String())
-	default:
+	// The task is alive (the client reports it running) and the follow
+	// has been going since "first": it must still be there for a line
+	// written now. A follow that ended early misses it and ends first.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		a, _, err := client.Allocations().Info(context.Background(), allocs[0].GetId(), nil)
+		if err != nil {
+			return err
+		}
+		if st := a.GetTaskStates()["t"].GetState(); st != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+			return fmt.Errorf("task t is %s", st)
+		}
+		return nil
+	})
+	if err := os.WriteFile(middle, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		select {
+		case code := <-done:
+			t.Fatalf("alloc logs -f ended (exit %d) while the task runs: %q %q", code, out.String(), errOut.String())
+		default:
+		}
+		if !strings.Contains(out.String(), "middle\n") {
+			return fmt.Errorf("followed %q so far", out.String())
+		}
+		return nil
+	})
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case code := <-done:
-		if code != 0 || out.String() != "first\nlast\n" {
+		if code != 0 || out.String() != "first\nmiddle\nlast\n" {
 			t.Fatalf("alloc logs -f: exit %d, stdout %q, stderr %q; want 0 and both lines", code, out.String(), errOut.String())
 		}
 	case <-time.After(30 * time.Second):

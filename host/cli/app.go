@@ -109,7 +109,16 @@ func unknownCommand(c *cli.Context, name string) error {
 // flagUsageError turns urfave/cli's refusal of a flag (unknown, missing
 // its value, a value that does not parse) into a usage error, printed
 // once by runWithInput instead of with the whole help text.
+//
+// A token after an argument that names no flag of the command may have
+// been meant as an argument (a task or job name may start with '-'):
+// since flags may follow the arguments, such an argument must come after
+// "--", and the error says so.
 func flagUsageError(c *cli.Context, err error, _ bool) error {
+	if unknown, _ := c.App.Metadata[unknownFlagsKey].([]string); len(unknown) > 0 {
+		return usageError(c, "%v (an argument starting with '-', such as a task or job name, goes after \"--\": %s ARGS -- %s)",
+			err, commandPath(c), unknown[0])
+	}
 	return usageError(c, "%v", err)
 }
 

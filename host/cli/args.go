@@ -53,13 +53,27 @@ func flagsFirst(app *cli.App, args []string) []string {
 			continue
 		}
 		out := append([]string(nil), args[:i]...)
-		return append(out, reorder(cmd.Flags, args[i:])...)
+		rest, unknown := reorder(cmd.Flags, args[i:])
+		if len(unknown) > 0 {
+			if app.Metadata == nil {
+				app.Metadata = map[string]any{}
+			}
+			app.Metadata[unknownFlagsKey] = unknown
+		}
+		return append(out, rest...)
 	}
 	return args
 }
 
-// reorder puts a leaf command's flags before its positional arguments.
-func reorder(flags []cli.Flag, args []string) []string {
+// unknownFlagsKey is the cli.App.Metadata key under which flagsFirst
+// records the tokens after an argument that looked like flags of the
+// command but name none, for flagUsageError's hint.
+const unknownFlagsKey = "unknownFlags"
+
+// reorder puts a leaf command's flags before its positional arguments. It
+// also returns the tokens after an argument that name no flag of the
+// command: arguments starting with '-', perhaps, that belong after "--".
+func reorder(flags []cli.Flag, args []string) (_ []string, unknown []string) {
 	var lead, positional []string
 	help := false
 	for i := 0; i < len(args); {
@@ -79,7 +93,10 @@ func reorder(flags []cli.Flag, args []string) []string {
 			// last, the parser refuses it ("flag needs an argument")
 			// rather than taking the positional arguments or a "--" for
 			// its value.
-			return append(lead, a)
+			return append(lead, a), unknown
+		}
+		if len(positional) > 0 && !isHelp(a) && !hasFlag(flags, flagName(a)) {
+			unknown = append(unknown, a)
 		}
 		help = help || isHelp(a)
 		lead = append(lead, args[i:i+n]...)
@@ -88,9 +105,19 @@ func reorder(flags []cli.Flag, args []string) []string {
 	if len(positional) == 0 || help {
 		// urfave/cli's help takes an argument for a subcommand to show:
 		// `alloc logs ALLOC -h` asks for the command's help.
-		return lead
+		return lead, unknown
 	}
-	return append(append(lead, "--"), positional...)
+	return append(append(lead, "--"), positional...), unknown
+}
+
+// hasFlag reports whether one of flags is named name.
+func hasFlag(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // isHelp reports whether the flag token a is the help flag (-h, --help).

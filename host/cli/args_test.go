@@ -50,7 +50,10 @@ func TestFlagsAfterTheAllocIDAreFlags(t *testing.T) {
 
 	n := len(f.reqs())
 	wantOut(t, []string{"alloc", "logs", "-address", f.url, "a1a1", "--", "-f"}, exitError, `alloc `+allocA+` has no task "-f"`)
-	wantOut(t, []string{"alloc", "logs", "-address", f.url, "a1a1", "-nope"}, exitUsage, "flag provided but not defined: -nope")
+	// A name that starts with '-' after an argument may be an argument:
+	// the error says to put it after "--".
+	wantOut(t, []string{"alloc", "logs", "-address", f.url, "a1a1", "-nope"}, exitUsage,
+		`flag provided but not defined: -nope (an argument starting with '-', such as a task or job name, goes after "--": berth alloc logs ARGS -- -nope)`)
 	wantOut(t, []string{"alloc", "logs", "-address", f.url, "a1a1", "-c"}, exitUsage, "flag needs an argument: -c")
 	for _, r := range f.reqs()[n:] {
 		if strings.Contains(r, "/logs/") {

@@ -242,7 +242,13 @@ func volumeRelease(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	claimID, err := findID(c.Context, "claim", c.Args().First(), client.VolumeClaims().List, (*pb.Claim).GetId)
+	// Only operators' claims can be released: an allocation's claim
+	// sharing the prefix must not make it ambiguous.
+	operatorClaims := func(ctx context.Context, q *api.QueryOptions) ([]*pb.Claim, *api.QueryMeta, error) {
+		q.Params = map[string]string{"operator": "true"}
+		return client.VolumeClaims().List(ctx, q)
+	}
+	claimID, err := findID(c.Context, "claim", c.Args().First(), operatorClaims, (*pb.Claim).GetId)
 	var none *noMatchError
 	if errors.As(err, &none) {
 		return fmt.Errorf("%w (never reserved, or freed already; `berth volume claim` prints the claim ID)", err)

@@ -137,6 +137,9 @@ func newFakeClaimAPI(t *testing.T, states ...*pb.ClaimGetResponse) *fakeClaimAPI
 		slices.SortFunc(all, func(a, b *pb.Claim) int { return strings.Compare(a.GetId(), b.GetId()) })
 		var page []*pb.Claim
 		for _, c := range all {
+			if r.URL.Query().Get("operator") == "true" && !c.GetOperator() {
+				continue
+			}
 			if c.GetId() >= r.URL.Query().Get("next_token") {
 				page = append(page, c)
 			}
@@ -296,7 +299,7 @@ func TestVolumeRelease(t *testing.T) {
 	f := newFakeClaimAPI(t)
 	wantOut(t, []string{"volume", "release", "-address", f.url, claimID}, 0,
 		"==> Claim "+claimID+` of volume "data" on node 7e1a2b3c is releasing: it is freed once the node's client has unpublished`)
-	if reqs := f.requests(); len(reqs) != 3 || reqs[0] != "GET /v1/volumes/claims?next_token="+claimID+"&per_page=100" ||
+	if reqs := f.requests(); len(reqs) != 3 || reqs[0] != "GET /v1/volumes/claims?next_token="+claimID+"&operator=true&per_page=100" ||
 		reqs[2] != "DELETE /v1/volume/csi/data/claims/"+claimID {
 		t.Errorf("requests %q", reqs)
 	}
@@ -310,7 +313,11 @@ func TestVolumeRelease(t *testing.T) {
 func TestVolumeReleaseByPrefix(t *testing.T) {
 	f := newFakeClaimAPI(t)
 	other := claimID[:4] + "0000-0000-4000-8000-000000000000"
-	f.others = []*pb.Claim{{Id: other, VolumeId: "logs", Operator: true, NodeId: claimNode, State: pb.ClaimState_CLAIM_STATE_READY}}
+	// An allocation's claim sharing the prefix is not one to release: it
+	// does not make the prefix ambiguous.
+	allocs := claimID[:8] + "-0000-4000-8000-000000000000"
+	f.others = []*pb.Claim{{Id: other, VolumeId: "logs", Operator: true, NodeId: claimNode, State: pb.ClaimState_CLAIM_STATE_READY},
+		{Id: allocs, VolumeId: "logs", AllocId: "a1", NodeId: claimNode, State: pb.ClaimState_CLAIM_STATE_IN_USE}}
 	wantOut(t, []string{"volume", "release", "-address", f.url, claimID[:8]}, 0,
 		"==> Claim "+claimID+` of volume "data" on node 7e1a2b3c is releasing`)
 	if reqs := f.requests(); reqs[len(reqs)-1] != "DELETE /v1/volume/csi/data/claims/"+claimID {

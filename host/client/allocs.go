@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -326,9 +327,16 @@ func (c *Client) watchAllocs() {
 	}
 	retry := minRetry
 	staleRounds := 0
+	// more: the last answer reached the servers' byte budget, so the next
+	// asks at once (min index 0) for the allocs it sent as stubs.
+	more := false
 	for c.ctx.Err() == nil {
-		req := &pb.ClientAllocsRequest{NodeId: c.nodeID, Known: c.knownAllocs(),
-			Query: &pb.QueryOptions{MinIndex: index, MaxWaitMs: c.watchMaxWait().Milliseconds()}}
+		minIndex := index
+		if more {
+			minIndex = 0
+		}
+		req := &pb.ClientAllocsRequest{NodeId: c.nodeID, Known: c.knownAllocs(), KnownJobs: slices.Sorted(maps.Keys(c.heldJobs())),
+			Paged: true, Query: &pb.QueryOptions{MinIndex: minIndex, MaxWaitMs: c.watchMaxWait().Milliseconds()}}
 		began := time.Now()
 		var resp, stale *pb.ClientAllocsResponse
 		err := c.callConnOn(func(int) time.Duration { return c.watchMaxWait() + watchSlack }, true,
@@ -356,10 +364,16 @@ func (c *Client) watchAllocs() {
 				resp, err, index, staleRounds = stale, nil, 0, 0
 			}
 		}
+		more = false
 		if err == nil {
 			got := resp.GetMeta().GetIndex()
 			c.applyAllocs(resp)
-			if got > index || time.Since(began) >= time.Second {
+			paging := minIndex < index // this round asked at once for the rest
+			// The rest is asked for only when this page was taken in:
+			// one holding only allocs this client cannot run would come
+			// back the same, at once, for ever.
+			more = resp.GetMore() && !maps.Equal(c.knownAllocs(), req.GetKnown())
+			if more || paging || got > index || time.Since(began) >= time.Second {
 				index, retry = got, minRetry
 				continue
 			}
@@ -403,6 +417,27 @@ func (c *Client) knownAllocs() map[string]uint64 {
 	return out
 }
 
+// heldJobs maps the job versions the client's runners hold
+// ("<job id>@<version>", as the servers key them) to the job: the servers
+// do not send them again.
+func (c *Client) heldJobs() map[string]*pb.Job {
+	c.allocs.mu.Lock()
+	defer c.allocs.mu.Unlock()
+	return c.heldJobsLocked()
+}
+
+func (c *Client) heldJobsLocked() map[string]*pb.Job {
+	out := map[string]*pb.Job{}
+	for _, r := range c.allocs.runners {
+		if j := r.Job(); j != nil {
+			out[jobKey(j.GetId(), j.GetVersion())] = j
+		}
+	}
+	return out
+}
+
+func jobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", jobID, version) }
+
 // isStub reports whether a Watch answer sent the alloc as a stub (ID and
 // index only).
 func isStub(a *pb.Allocation) bool { return a.GetJobId() == "" }
@@ -423,6 +458,7 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	}
 	var updates []update
 	rt.mu.Lock()
+	held := c.heldJobsLocked()
 	for _, a := range resp.GetAllocs() {
 		id := a.GetId()
 		seen[id] = true
@@ -430,7 +466,11 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 		if isStub(a) || rt.destroying[id] {
 			continue
 		}
-		job := resp.GetJobs()[fmt.Sprintf("%s@%d", a.GetJobId(), a.GetJobVersion())]
+		key := jobKey(a.GetJobId(), a.GetJobVersion())
+		job := resp.GetJobs()[key]
+		if job == nil {
+			job = held[key] // sent as known: another runner holds it
+		}
 		if r == nil {
 			if fsm.AllocTerminal(a) {
 				// Stopped or ended before this client ran it.
@@ -620,7 +660,7 @@ func (c *Client) TaskDead(allocID, task string) (bool, error) {
 	if !r.HasTask(task) {
 		return false, fmt.Errorf("alloc %s: task %q: %w", allocID, task, allocrunner.ErrUnknownTask)
 	}
-	return r.TaskStates()[task].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, nil
+	return r.TaskLifecycle(task) == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, nil
 }
 
 // AllocStates returns the client's view of an alloc: its status and task

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,6 +230,12 @@ func TestTaskDead(t *testing.T) {
 			t.Fatalf("running task %q: dead %t, %v", task, dead, err)
 		}
 	}
+	// Every follower asks four times a second: it reads the one task's
+	// state, and copies none (every task's state, events included, was
+	// copied on each ask).
+	if allocs := testing.AllocsPerRun(50, func() { _, _ = n.c.TaskDead("a1", "web") }); allocs != 0 {
+		t.Fatalf("TaskDead of a named task makes %.0f allocations, want none", allocs)
+	}
 
 	done := &pb.Task{Name: "once", Driver: "raw_exec", KillTimeoutMs: 2000, Config: sdk.ConfigMap{
 		"command": sdk.StringValue("/bin/sh"), "args": sdk.ListValue("-c", "echo done")}}
@@ -374,4 +381,31 @@ func TestWatchIgnoresAServerBehindTheClient(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A watch answer the servers held to their byte budget (more set, the rest
+// as stubs) is followed at once by another for the rest, not by a blocking
+// wait for the next change; and a job version the client holds is sent as
+// known and not sent again, the alloc that runs it still started.
+func TestWatcherAsksAgainAtOnceForAPagedAnswer(t *testing.T) {
+	f := newFakeServer(t)
+	f.pageAllocs = 1
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock", KillTimeoutMs: 1000})
+	for _, id := range []string{"a1", "a2", "a3"} {
+		f.place(allocOf(id, j), j)
+	}
+	newNode(t, t.TempDir(), f.addr, true) // watches block for WatchMaxWait, 5 minutes
+	for _, id := range []string{"a1", "a2", "a3"} {
+		waitReported(t, f, id, status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	}
+	f.mu.Lock()
+	sent := f.jobsSent["web@1"]
+	f.mu.Unlock()
+	if sent != 1 {
+		t.Fatalf("job web@1 was sent %d times for three allocs, want once (then known)", sent)
+	}
+	reqs := f.watchRequests()
+	if !slices.Contains(reqs[len(reqs)-1].GetKnownJobs(), "web@1") || !reqs[len(reqs)-1].GetPaged() {
+		t.Fatalf("last watch %v: want paged, with web@1 known", reqs[len(reqs)-1])
+	}
 }

@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,6 +39,12 @@ type fakeServer struct {
 	// failUpdates makes that many Update calls fail (Unavailable),
 	// refuseUpdates that many be refused (NotFound).
 	failUpdates, refuseUpdates int
+	// pageAllocs, when set, answers a paged watch with at most that many
+	// allocs in full (by ID), the rest as stubs with more set, as the
+	// servers do past their byte budget.
+	pageAllocs int
+	// jobsSent counts the jobs sent with watch answers, by key.
+	jobsSent map[string]int
 }
 
 type timedUpdate struct {
@@ -99,14 +107,28 @@ func (f *fakeServer) Watch(ctx context.Context, req *pb.ClientAllocsRequest) (*p
 // answer builds a Watch answer; f.mu is held.
 func (f *fakeServer) answer(req *pb.ClientAllocsRequest) *pb.ClientAllocsResponse {
 	resp := &pb.ClientAllocsResponse{Jobs: map[string]*pb.Job{}, Meta: &pb.QueryMeta{Index: f.index}}
-	for id, a := range f.allocs {
+	full := 0
+	for _, id := range slices.Sorted(maps.Keys(f.allocs)) {
+		a := f.allocs[id]
 		if idx, ok := req.GetKnown()[id]; ok && idx == a.GetAllocModifyIndex() {
 			resp.Allocs = append(resp.Allocs, &pb.Allocation{Id: id, AllocModifyIndex: idx})
 			continue
 		}
+		if req.GetPaged() && f.pageAllocs > 0 && full == f.pageAllocs {
+			resp.Allocs = append(resp.Allocs, &pb.Allocation{Id: id, AllocModifyIndex: a.GetAllocModifyIndex()})
+			resp.More = true
+			continue
+		}
+		full++
 		resp.Allocs = append(resp.Allocs, proto.Clone(a).(*pb.Allocation))
 		key := fmt.Sprintf("%s@%d", a.GetJobId(), a.GetJobVersion())
-		resp.Jobs[key] = f.jobs[key]
+		if !slices.Contains(req.GetKnownJobs(), key) {
+			resp.Jobs[key] = f.jobs[key]
+			if f.jobsSent == nil {
+				f.jobsSent = map[string]int{}
+			}
+			f.jobsSent[key]++
+		}
 		if _, ok := f.answeredAt[id]; !ok {
 			f.answeredAt[id] = time.Now()
 		}

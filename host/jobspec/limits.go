@@ -61,12 +61,20 @@ const (
 	DefaultMaxBytes      = 1 << 20
 )
 
-// MaxJobBytesCeiling is the most server.job_max_size may be: half the
-// largest message any hop carries (driverpb.MaxMessageSize: API body, raft
-// command, server to client, client to driver), leaving the other half to
-// what travels with a job (its evaluation, an alloc, a task's
-// environment), so a job the servers accept can reach its driver.
-const MaxJobBytesCeiling = driverpb.MaxMessageSize / 2
+// MaxJobBytesCeiling is the most server.job_max_size may be: 10 MiB, so
+// the largest job fits whatever carries several copies of it within the
+// 64 MiB message limit every hop has (driverpb.MaxMessageSize: API body,
+// raft command, server to client, client to driver): an API body holding
+// the job as JSON (6 x size + 1 MiB, the agent's body limit), a page of
+// `job versions` (fsm.JobVersionsKept = 6 copies), a plan with its diff
+// (about 2), a client's alloc watch answer (one job over its byte budget
+// of half the limit), and a task's start request to its driver with the
+// job's environment.
+const MaxJobBytesCeiling = 10 << 20
+
+// The largest API body of a job fits the message limit: this constant
+// does not compile (overflows uint) otherwise.
+const _ = uint(driverpb.MaxMessageSize - (6*MaxJobBytesCeiling + 1<<20))
 
 // WithDefaults returns l with every unset (zero) field at its default.
 func (l Limits) WithDefaults() Limits {
@@ -96,8 +104,8 @@ func WithLimits(l Limits) Option {
 
 // CheckLimits checks job against l (unset fields at their defaults) and
 // returns *Errors whose entries wrap ErrJobLimit, or nil. It reads only the
-// job's counts and lengths, and its encoded size: nothing it does grows
-// with a count.
+// job's counts and lengths, and its SpecSize: nothing it does grows with a
+// count.
 func CheckLimits(job *pb.Job, l Limits) error {
 	v := &validator{errs: &Errors{}}
 	v.limits(job, l)
@@ -107,7 +115,7 @@ func CheckLimits(job *pb.Job, l Limits) error {
 func (v *validator) limits(job *pb.Job, l Limits) {
 	l = l.WithDefaults()
 	root := path{}
-	if n := proto.Size(job); n > l.MaxBytes {
+	if n := SpecSize(job); n > l.MaxBytes {
 		v.addKind(root, ErrJobLimit, "job %q is %d bytes encoded, over the limit of %d bytes (%s)", job.GetId(), n, l.MaxBytes, KeyMaxBytes)
 	}
 	groups := job.GetGroups()
@@ -135,6 +143,20 @@ func (v *validator) limits(job *pb.Job, l Limits) {
 	if allocs > l.MaxAllocs && !countOver {
 		v.addKind(root, ErrJobLimit, "job %q asks for %d allocations in all, over the limit of %d (%s)", job.GetId(), allocs, l.MaxAllocs, KeyMaxAllocs)
 	}
+}
+
+// SpecSize is the encoded size of job without the fields the servers set
+// when they store it (status, version, submit time, raft indexes, stop):
+// what job_max_size bounds. A job is measured the same as submitted and as
+// stored, so one accepted at register is never over the limit at planning
+// or revert. Fields encode apart, so the size is the whole less theirs,
+// with no copy of the job.
+func SpecSize(job *pb.Job) int {
+	return proto.Size(job) - proto.Size(&pb.Job{
+		Stop: job.GetStop(), Status: job.GetStatus(), StatusDescription: job.GetStatusDescription(),
+		Version: job.GetVersion(), SubmittedAt: job.GetSubmittedAt(),
+		CreateIndex: job.GetCreateIndex(), ModifyIndex: job.GetModifyIndex(), JobModifyIndex: job.GetJobModifyIndex(),
+	})
 }
 
 // Proto returns l (unset fields at their defaults) as the API shows it.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -97,5 +99,19 @@ func TestParseWithLimitsGivesThePosition(t *testing.T) {
 	want := `web.hcl:3:5: group "g": count: 2147483647 is over the limit of 1000 per group (server.job_max_count)`
 	if !errors.Is(err, ErrJobLimit) || err.Error() != want {
 		t.Fatalf("Parse = %v, want %q", err, want)
+	}
+}
+
+// SpecSize measures a job the same as submitted and as the servers store
+// it, with its status, version, submit time and indexes set.
+func TestSpecSizeLeavesOutServerSetFields(t *testing.T) {
+	j := &pb.Job{Id: "web", Meta: map[string]string{"k": "v"}, Groups: []*pb.TaskGroup{{Name: "g", Count: 2}}}
+	want := proto.Size(j)
+	stored := proto.Clone(j).(*pb.Job)
+	stored.Stop, stored.Status, stored.StatusDescription = true, pb.JobStatus_JOB_STATUS_RUNNING, "running for a while now"
+	stored.Version, stored.SubmittedAt = 12, 1_795_283_669_933_240_309
+	stored.CreateIndex, stored.ModifyIndex, stored.JobModifyIndex = 1<<40, 1<<41, 1<<42
+	if got := SpecSize(stored); got != want {
+		t.Fatalf("SpecSize of the stored job = %d, want %d (its size as submitted)", got, want)
 	}
 }

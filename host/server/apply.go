@@ -92,6 +92,9 @@ func (s *Server) raftApplyResult(ctx context.Context, t fsm.MessageType, msg pro
 	defer cancel()
 	stop := context.AfterFunc(s.shutdownCtx, cancel)
 	defer stop()
+	if h := s.cfg.hooks; h != nil && h.proposing != nil {
+		h.proposing(t)
+	}
 	start := time.Now()
 	res, err := fsm.FullResultOf(wctx, s.raft.Apply(buf, timeout))
 	switch {
@@ -135,6 +138,8 @@ type timedFSM struct {
 	fsm *fsm.FSM
 	// beforeApply is testHooks.beforeApply; nil outside tests.
 	beforeApply func(logs []*raft.Log)
+	// beforeRestore is testHooks.beforeRestore; nil outside tests.
+	beforeRestore func()
 }
 
 var (
@@ -183,4 +188,9 @@ func (t *timedFSM) ApplyBatch(logs []*raft.Log) []any {
 
 func (t *timedFSM) Snapshot() (raft.FSMSnapshot, error) { return t.fsm.Snapshot() }
 
-func (t *timedFSM) Restore(r io.ReadCloser) error { return t.fsm.Restore(r) }
+func (t *timedFSM) Restore(r io.ReadCloser) error {
+	if t.beforeRestore != nil {
+		t.beforeRestore()
+	}
+	return t.fsm.Restore(r)
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/version"
@@ -83,6 +84,14 @@ type Config struct {
 	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
 	// Only this package's tests change it.
 	leaderWait time.Duration
+	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+	// answer's allocs and jobs; zero means defaultClientWatchBytes. Only
+	// this package's tests change it.
+	clientWatchBytes int
+	// planPartBytes bounds the placements, stops and claims of one plan
+	// command (planParts); zero means defaultPlanPartBytes. Only this
+	// package's tests change it.
+	planPartBytes int
 	// hooks is set only by this package's tests (see testHooks).
 	hooks *testHooks
 	// controllerCaller replaces the server's CSI controller forwarder;
@@ -114,8 +123,9 @@ const defaultLeaderWait = 5 * time.Second
 // testHooks hold the server at points where a test would otherwise depend
 // on timing. Production servers have none.
 type testHooks struct {
-	// beforeBarrier runs in the leader loop before a new leader's barrier;
-	// it must return when ctx (the leadership) ends.
+	// beforeBarrier runs in the leader loop before a new leader's barrier
+	// and before the barrier after a snapshot restore; it must return when
+	// ctx (the leadership) ends.
 	beforeBarrier func(ctx context.Context)
 	// beforeApply runs on raft's FSM goroutine before each batch of log
 	// entries is applied, with the batch, so a test can keep its own
@@ -132,6 +142,15 @@ type testHooks struct {
 	// after scheduling and before the plan is proposed; it must return
 	// when ctx (the leadership) ends.
 	beforePlan func(ctx context.Context, eval *pb.Evaluation)
+	// proposing runs in raftApply once a command will be handed to raft
+	// (it is encoded and its deadline has not passed), just before it is.
+	proposing func(t fsm.MessageType)
+	// beforeRestore runs on raft's FSM goroutine when a snapshot restore
+	// reaches the state machine, before the store is replaced.
+	beforeRestore func()
+	// awaitingDuties runs when a restore starts waiting for the leader's
+	// duties to run on st.
+	awaitingDuties func(st *fsm.StateStore)
 }
 
 func (c *Config) withDefaults() *Config {
@@ -162,6 +181,12 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.leaderWait <= 0 {
 		out.leaderWait = defaultLeaderWait
+	}
+	if out.clientWatchBytes <= 0 {
+		out.clientWatchBytes = defaultClientWatchBytes
+	}
+	if out.planPartBytes <= 0 {
+		out.planPartBytes = defaultPlanPartBytes
 	}
 	if out.Version == "" {
 		// The version every server records in state, which the table

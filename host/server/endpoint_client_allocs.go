@@ -8,8 +8,10 @@ import (
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -20,6 +22,12 @@ type clientAllocsEndpoint struct {
 	s *Server
 }
 
+// defaultClientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+// answer: half the message limit, so the stubs, the rest of the answer and
+// one alloc with the largest job admitted (jobspec.MaxJobBytesCeiling)
+// always fit.
+const defaultClientWatchBytes = rpc.MaxMessageSize / 2
+
 // JobKey is the key of a job version in ClientAllocsResponse.jobs.
 func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", jobID, version) }
 
@@ -27,12 +35,24 @@ func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", j
 // of the node placed, stopped, updated or removed by the servers (the
 // node's allocs index passed min_index). Client status updates do not
 // move that index and do not wake the query.
+//
+// An answer must fit the message limit however many jobs the node runs:
+// an alloc the client holds unchanged, or has not run and that is
+// terminal, is a stub; a job version the client holds (known_jobs) is not
+// sent; and for a paged client the allocs in full and their jobs are held
+// to a byte budget, the rest sent as stubs with more set, at least one
+// alloc in full each time so every round moves on.
 func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRequest) (*pb.ClientAllocsResponse, error) {
 	nodeID := req.GetNodeId()
 	if nodeID == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id: required")
 	}
 	known := req.GetKnown()
+	knownJobs := make(map[string]bool, len(req.GetKnownJobs()))
+	for _, k := range req.GetKnownJobs() {
+		knownJobs[k] = true
+	}
+	budget := e.s.cfg.clientWatchBytes
 	resp := &pb.ClientAllocsResponse{}
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		// The node's row of node_alloc_index moves with every change the
@@ -49,26 +69,35 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 		if err != nil {
 			return 0, err
 		}
-		resp.Allocs, resp.Jobs = resp.Allocs[:0], map[string]*pb.Job{}
+		sort.Slice(allocs, func(i, j int) bool { return allocs[i].GetId() < allocs[j].GetId() })
+		resp.Allocs, resp.Jobs, resp.More = resp.Allocs[:0], map[string]*pb.Job{}, false
+		var size, full int
 		for _, a := range allocs {
-			if v, ok := known[a.GetId()]; ok && v == a.GetAllocModifyIndex() {
-				resp.Allocs = append(resp.Allocs, &pb.Allocation{Id: a.GetId(), AllocModifyIndex: a.GetAllocModifyIndex()})
+			v, held := known[a.GetId()]
+			if (held && v == a.GetAllocModifyIndex()) || (!held && fsm.AllocTerminal(a)) {
+				resp.Allocs = append(resp.Allocs, allocStub(a))
 				continue
 			}
-			resp.Allocs = append(resp.Allocs, a)
 			key := JobKey(a.GetJobId(), a.GetJobVersion())
-			if _, ok := resp.Jobs[key]; ok {
+			var job *pb.Job
+			if _, sent := resp.Jobs[key]; !sent && !knownJobs[key] {
+				if job, err = st.JobVersion(nil, a.GetJobId(), a.GetJobVersion()); err != nil {
+					return 0, err
+				}
+			}
+			cost := proto.Size(a) + proto.Size(job)
+			if req.GetPaged() && full > 0 && size+cost > budget {
+				resp.Allocs = append(resp.Allocs, allocStub(a))
+				resp.More = true
 				continue
 			}
-			job, err := st.JobVersion(nil, a.GetJobId(), a.GetJobVersion())
-			if err != nil {
-				return 0, err
-			}
+			size += cost
+			full++
+			resp.Allocs = append(resp.Allocs, a)
 			if job != nil {
 				resp.Jobs[key] = job
 			}
 		}
-		sort.Slice(resp.Allocs, func(i, j int) bool { return resp.Allocs[i].GetId() < resp.Allocs[j].GetId() })
 		return index, nil
 	})
 	if err != nil {
@@ -76,6 +105,12 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 	}
 	resp.Meta = meta
 	return resp, nil
+}
+
+// allocStub is how Watch sends an alloc the client is not to act on now:
+// its ID and index.
+func allocStub(a *pb.Allocation) *pb.Allocation {
+	return &pb.Allocation{Id: a.GetId(), AllocModifyIndex: a.GetAllocModifyIndex()}
 }
 
 // Update records a batch of alloc statuses from one client, with an

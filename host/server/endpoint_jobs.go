@@ -67,6 +67,11 @@ func (s *Server) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, er
 	}
 	job := proto.Clone(in).(*pb.Job)
 	jobspec.Canonicalize(job)
+	// Again as it will be stored, with its defaults filled in: the job
+	// the scheduler and a revert measure.
+	if err := jobspec.CheckLimits(job, s.cfg.JobLimits); err != nil {
+		return nil, nil, nil, err
+	}
 	if err := jobspec.ValidateJob(job); err != nil {
 		return nil, nil, nil, err
 	}

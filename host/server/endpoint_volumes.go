@@ -37,7 +37,7 @@ const volumesSinceVersion = "0.1.0-dev"
 // servers of two versions never diverge.
 var volumeIdentitySince = mustConstraint(">= " + volumeIdentitySinceVersion)
 
-const volumeIdentitySinceVersion = "0.1.0-dev.1"
+const volumeIdentitySinceVersion = "0.1.0-dev.2"
 
 var (
 	// ErrNoHealthyController is returned by the Volumes calls that need a

@@ -109,9 +109,12 @@ func (e *volumesEndpoint) List(ctx context.Context, req *pb.VolumeListRequest) (
 // Claims lists a volume's claims, paged by claim ID; without a volume_id,
 // every volume's claims, in claim ID order, so a claim is found by a
 // prefix of its ID (`berth volume release PREFIX`).
+//
+// operator, node_id and state keep only the claims that match each given.
 func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsRequest) (*pb.VolumeClaimsResponse, error) {
+	keep := claimFilter(req)
 	if req.GetVolumeId() == "" {
-		return e.allClaims(ctx, req.GetQuery())
+		return e.allClaims(ctx, req.GetQuery(), keep)
 	}
 	n, err := perPage(req.GetQuery())
 	if err != nil {
@@ -131,7 +134,7 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 			return 0, err
 		}
 		sortClaims(claims)
-		resp.Claims, next = pageOf(claims, (*pb.Claim).GetId, req.GetQuery().GetNextToken(), n, nil)
+		resp.Claims, next = pageOf(claims, (*pb.Claim).GetId, req.GetQuery().GetNextToken(), n, keep)
 		return volumesIndex(st)
 	})
 	if err != nil {
@@ -147,7 +150,7 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 
 // allClaims is one page of every volume's claims, from the query's
 // next_token (a claim ID, or a prefix of one) on.
-func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions) (*pb.VolumeClaimsResponse, error) {
+func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions, keep func(*pb.Claim) bool) (*pb.VolumeClaimsResponse, error) {
 	n, err := perPage(q)
 	if err != nil {
 		return nil, err
@@ -155,7 +158,7 @@ func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions) (*p
 	resp := &pb.VolumeClaimsResponse{}
 	var next string
 	meta, err := e.s.blockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
-		claims, nextID, err := st.ClaimsPage(ws, q.GetNextToken(), n, nil)
+		claims, nextID, err := st.ClaimsPage(ws, q.GetNextToken(), n, keep)
 		if err != nil {
 			return 0, err
 		}
@@ -168,6 +171,18 @@ func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions) (*p
 	meta.NextToken = next
 	resp.Meta = meta
 	return resp, nil
+}
+
+// claimFilter is the request's filters as one test; nil keeps every claim.
+func claimFilter(req *pb.VolumeClaimsRequest) func(*pb.Claim) bool {
+	op, node, state := req.GetOperator(), req.GetNodeId(), req.GetState()
+	if !op && node == "" && state == pb.ClaimState_CLAIM_STATE_UNSPECIFIED {
+		return nil
+	}
+	return func(c *pb.Claim) bool {
+		return (!op || c.GetOperator()) && (node == "" || c.GetNodeId() == node) &&
+			(state == pb.ClaimState_CLAIM_STATE_UNSPECIFIED || c.GetState() == state)
+	}
 }
 
 func sortClaims(cs []*pb.Claim) {

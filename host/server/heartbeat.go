@@ -31,7 +31,7 @@ type heartbeatNodes interface {
 //
 // Its state changes only under mu, each change whole: the leader loop
 // starts and stops it, a snapshot restore re-arms it (a no-op unless it
-// runs), and Shutdown closes it, so no interleaving of those can leave
+// runs; its down-markings in flight cancelled), and Shutdown closes it, so no interleaving of those can leave
 // timers running on a server that does not lead.
 type heartbeater struct {
 	nodes  heartbeatNodes
@@ -86,17 +86,29 @@ func (h *heartbeater) start() {
 }
 
 // rearm restarts every timer from the nodes in state now, after a snapshot
-// restore replaced them. It does nothing unless the timers run: a leader
-// whose barrier has not passed yet arms them from the restored state when
-// it starts, and a server that no longer leads must not arm any.
+// restore replaced them. The down-markings in flight were decided on the
+// replaced state: their context is cancelled, as stop's are, and rearm
+// returns once they ended, with the timers armed from the restored nodes.
+// It does nothing unless the timers run: a leader whose barrier has not
+// passed yet arms them from the restored state when it starts, and a
+// server that no longer leads must not arm any.
 func (h *heartbeater) rearm() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if !h.active {
+		h.mu.Unlock()
 		return
 	}
+	h.cancel()
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.stopTimersLocked()
-	h.armAllLocked()
+	inFlight := h.inFlightLocked()
+	h.mu.Unlock()
+	waitAll(inFlight)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active { // not stopped meanwhile
+		h.armAllLocked()
+	}
 }
 
 // stop stops every timer; the leader loop calls it when leadership ends.
@@ -191,6 +203,12 @@ func (h *heartbeater) stopLocked() []chan struct{} {
 	}
 	h.active = false
 	h.stopTimersLocked()
+	return h.inFlightLocked()
+}
+
+// inFlightLocked returns the channels that close when the down-markings
+// in flight end.
+func (h *heartbeater) inFlightLocked() []chan struct{} {
 	inFlight := make([]chan struct{}, 0, len(h.expiring))
 	for _, done := range h.expiring {
 		inFlight = append(inFlight, done)

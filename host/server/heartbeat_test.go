@@ -383,12 +383,18 @@ func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the callback reads the node, held
-		h.rearm()
+		rearmed := make(chan struct{})
+		go func() {
+			h.rearm() // returns once the callback ended
+			close(rearmed)
+		}()
+		synctest.Wait()
 		restoredAt := time.Now()
 		nodes.mu.Lock()
 		nodes.holdRead = nil
 		nodes.mu.Unlock()
 		close(read)
+		<-rearmed
 		synctest.Wait()
 		if downs := nodes.downTimes(); len(downs) != 0 {
 			t.Fatalf("node marked down at %v by a timer the restore replaced", downs)
@@ -460,6 +466,39 @@ func TestOverlappingExpiriesKeepEachOthersRecord(t *testing.T) {
 		}
 		if got := nodes.status("n1"); got != pb.NodeStatus_NODE_STATUS_READY {
 			t.Fatalf("node after its heartbeat: %s, want ready", got)
+		}
+	})
+}
+
+// A down-marking already proposing when a snapshot restore re-arms the
+// timers was decided on the replaced state: rearm cancels it and returns
+// once it ended, so it never marks a node of the restored state down.
+func TestRestoreCancelsADownMarkingInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := newFakeNodes("n1")
+		nodes.holdDown = make(chan struct{})
+		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h.start()
+		defer h.stop()
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait() // the down-marking is proposing, held
+		rearmed := make(chan struct{})
+		go func() {
+			h.rearm()
+			close(rearmed)
+		}()
+		synctest.Wait()
+		restoredAt := time.Now()
+		close(nodes.holdDown) // a marking still proposing goes through now
+		<-rearmed
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 0 {
+			t.Fatalf("node marked down at %v by a marking decided before the restore", downs)
+		}
+		time.Sleep(testTTL + testGrace)
+		synctest.Wait()
+		if downs := nodes.downTimes(); len(downs) != 1 || !downs[0].Equal(restoredAt.Add(testTTL+testGrace)) {
+			t.Fatalf("down-markings %v, want one at %v (the re-armed timer)", downs, restoredAt.Add(testTTL+testGrace))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
@@ -138,4 +139,69 @@ func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A job just under job_max_size as submitted is planned: the scheduler
+// measures the stored job as register did, without the fields the servers
+// add (version, indexes, status, submit time). It was accepted, then its
+// evaluation failed for good as over the limit.
+func TestJobJustUnderTheSizeLimitIsPlanned(t *testing.T) {
+	const limit = 64 << 10
+	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	s := tc.servers[0]
+	registerNodes(t, tc, s, workNode("n1"))
+	j := serviceJob("web", 1)
+	jobspec.Canonicalize(j) // as it will be stored: defaults are not what this pins
+	j.Meta = map[string]string{"blob": ""}
+	j.Meta["blob"] = strings.Repeat("x", limit-proto.Size(j)-8)
+	for proto.Size(j) < limit {
+		j.Meta["blob"] += "x"
+	}
+	reg := registerJob(t, tc, s, j)
+	if stored, _ := s.State().JobByID(nil, "web"); proto.Size(stored) <= limit {
+		t.Fatalf("the stored job is %d bytes, not over %d: this pins nothing", proto.Size(stored), limit)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		e, _ := s.State().EvalByID(nil, reg.GetEvalId())
+		if e.GetStatus() == pb.EvalStatus_EVAL_STATUS_PENDING {
+			return fmt.Errorf("evaluation %s is pending", e.GetId())
+		}
+		if e.GetStatus() != pb.EvalStatus_EVAL_STATUS_COMPLETE {
+			t.Fatalf("the accepted job's evaluation is %s: %s", e.GetStatus(), e.GetStatusDescription())
+		}
+		return nil
+	})
+	waitAllocs(t, tc, s, "web", 1, nil)
+
+	// Reverting to it is held to the same measure.
+	j2 := proto.Clone(j).(*pb.Job)
+	j2.Meta["blob"] = "short"
+	registerJob(t, tc, s, j2)
+	if _, err := pb.NewJobsClient(tc.conn(s)).Revert(ctx10s(t), &pb.JobRevertRequest{JobId: "web", Version: 0}); err != nil {
+		t.Fatalf("reverting to the version accepted at register: %v", err)
+	}
+}
+
+// A job under job_max_size as sent but over it once its defaults are
+// filled in is refused at register, naming the limit, not accepted to fail
+// at planning.
+func TestJobOverTheSizeLimitWithItsDefaultsIsRefusedAtRegister(t *testing.T) {
+	const limit = 64 << 10
+	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	s := tc.servers[0]
+	j := serviceJob("web", 1)
+	j.Meta = map[string]string{"blob": ""}
+	c := proto.Clone(j).(*pb.Job)
+	jobspec.Canonicalize(c)
+	if proto.Size(c) == proto.Size(j) {
+		t.Skip("Canonicalize adds nothing to this job")
+	}
+	j.Meta["blob"] = strings.Repeat("x", limit-proto.Size(j)-8)
+	for proto.Size(j) < limit {
+		j.Meta["blob"] += "x"
+	}
+	_, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: j})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), jobspec.KeyMaxBytes) {
+		t.Fatalf("register of a job over the limit with its defaults: %v, want InvalidArgument naming %s", err, jobspec.KeyMaxBytes)
+	}
 }

@@ -76,20 +76,8 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	// committed in this term or a later one, so readiness recorded with
 	// this term is true exactly while raft's term has not moved on.
 	term := s.raft.CurrentTerm()
-	for {
-		if ctx.Err() != nil {
-			return
-		}
-		err := s.raft.Barrier(time.Minute).Error()
-		if err == nil {
-			break
-		}
-		s.logger.Error("barrier before leadership failed", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+	if !s.barrier(ctx) {
+		return
 	}
 	s.heartbeats.start()
 	// Ready now, before recording this server in state: requests must not
@@ -103,7 +91,40 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		// snapshot restore): the duties start over from the restored
 		// store, as a new leader's would.
 		s.logger.Info("state restored from a snapshot: restarting the leader's duties")
+		// A command the old duties proposed while raft was restoring (a
+		// plan, an attachment update, a drain write) waited in raft's
+		// queue and is applied to the restored store after the restore;
+		// the old duties returned without waiting for it. The barrier,
+		// queued behind it, makes the new duties start from a store that
+		// holds it, so they do not plan an evaluation again that it
+		// already placed.
+		if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
+			h.beforeBarrier(ctx)
+		}
+		if !s.barrier(ctx) {
+			return
+		}
 		s.heartbeats.rearm()
+	}
+}
+
+// barrier waits until every command raft has queued so far is applied,
+// retrying until it passes (true) or ctx ends (false).
+func (s *Server) barrier(ctx context.Context) bool {
+	for {
+		if ctx.Err() != nil {
+			return false
+		}
+		err := s.raft.Barrier(time.Minute).Error()
+		if err == nil {
+			return true
+		}
+		s.logger.Error("leader barrier failed", "error", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -184,14 +205,20 @@ func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
 
 // awaitDutiesOn returns once this server's leader duties run on st, or
 // once it no longer leads (whoever leads next starts on the current
-// state), or with ctx's error.
+// state), or once another restore replaced st (the duties start on the
+// newer store, never on st), or with ctx's error.
 func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
+	if h := s.cfg.hooks; h != nil && h.awaitingDuties != nil {
+		h.awaitingDuties(st)
+	}
 	for {
 		cur, changed := s.duties.state()
 		if cur == st || !s.IsLeader() {
 			return nil
 		}
 		select {
+		case <-st.AbandonCh():
+			return nil
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()

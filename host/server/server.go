@@ -251,6 +251,7 @@ func (s *Server) setupRaft() error {
 	tf := &timedFSM{fsm: s.fsm}
 	if s.cfg.hooks != nil {
 		tf.beforeApply = s.cfg.hooks.beforeApply
+		tf.beforeRestore = s.cfg.hooks.beforeRestore
 	}
 	r, err := raft.NewRaft(rc, tf, logs, stable, snaps, s.transport)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -102,12 +103,7 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		if s.cfg.hooks != nil && s.cfg.hooks.beforePlan != nil {
 			s.cfg.hooks.beforePlan(ctx, eval)
 		}
-		// The rows the plan writes are stamped when it is proposed, not
-		// when scheduling began: a claim's created_at is when it was
-		// reserved.
-		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
-		result, idx, err := s.applyPlan(pctx, &pb.PlanApplyCommand{Plan: res.Plan, Evals: evals, AppliedAt: s.cfg.Clock.Now().UnixNano()})
-		cancel()
+		result, idx, err := s.applyPlanParts(ctx, planParts(snap, res.Plan, s.cfg.planPartBytes), evals)
 		if err != nil {
 			return 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
@@ -121,6 +117,125 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 				eval.GetId(), eval.GetJobId(), attempt, result.GetRefusals())
 		}
 	}
+}
+
+// applyPlanParts applies the parts of one plan in order, the evaluations
+// with the last, and stops at the first part a node refused (the result
+// then names it; the parts applied stay, and planning again sees them). A
+// plan's evaluation is therefore recorded only once every part applied.
+func (s *Server) applyPlanParts(ctx context.Context, parts []*pb.Plan, evals []*pb.Evaluation) (*pb.PlanResult, uint64, error) {
+	var (
+		result *pb.PlanResult
+		idx    uint64
+		err    error
+	)
+	for i, part := range parts {
+		cmd := &pb.PlanApplyCommand{Plan: part}
+		if i == len(parts)-1 {
+			cmd.Evals = evals
+		}
+		// The rows the plan writes are stamped when it is proposed, not
+		// when scheduling began: a claim's created_at is when it was
+		// reserved.
+		cmd.AppliedAt = s.cfg.Clock.Now().UnixNano()
+		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
+		result, idx, err = s.applyPlan(pctx, cmd)
+		cancel()
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("part %d of %d: %w", i+1, len(parts), err)
+			}
+			return nil, 0, err
+		}
+		if len(result.GetRefusedNodes()) > 0 {
+			break
+		}
+	}
+	return result, idx, nil
+}
+
+// defaultPlanPartBytes bounds the placements, stops and claims of one plan
+// command: a quarter of the message limit, so a part with its evaluations
+// and header is always proposable. A plan scales with nodes (a system job
+// places groups x eligible nodes, not bounded by job_max_allocs): one
+// over the limit was refused as ErrCommandTooLarge on every attempt, for
+// ever, and the job ran nowhere.
+const defaultPlanPartBytes = rpc.MaxMessageSize / 4
+
+// planParts splits plan, when its placements, stops and claims are over
+// budget bytes, into plans of whole nodes under it (a node's stops,
+// placements and claims stay in one part, so each node still takes or
+// refuses its share as one), in the order the nodes first appear. An
+// all_at_once plan is never split: it must apply whole or not at all.
+func planParts(snap *fsm.StateSnapshot, plan *pb.Plan, budget int) []*pb.Plan {
+	if plan.GetAllAtOnce() || proto.Size(plan) <= budget {
+		return []*pb.Plan{plan}
+	}
+	type nodePart struct {
+		stops  []*pb.AllocStop
+		allocs []*pb.Allocation
+		claims []*pb.Claim
+		size   int
+	}
+	byNode := map[string]*nodePart{}
+	var order []string
+	part := func(node string) *nodePart {
+		p := byNode[node]
+		if p == nil {
+			p = &nodePart{}
+			byNode[node] = p
+			order = append(order, node)
+		}
+		return p
+	}
+	allocNode := make(map[string]string, len(plan.GetAllocs()))
+	for _, a := range plan.GetAllocs() {
+		p := part(a.GetNodeId())
+		p.allocs = append(p.allocs, a)
+		p.size += proto.Size(a)
+		allocNode[a.GetId()] = a.GetNodeId()
+	}
+	for _, st := range plan.GetStops() {
+		node, ok := allocNode[st.GetAllocId()]
+		if !ok {
+			if a, err := snap.AllocByID(nil, st.GetAllocId()); err == nil && a != nil {
+				node = a.GetNodeId()
+			}
+		}
+		p := part(node)
+		p.stops = append(p.stops, st)
+		p.size += proto.Size(st)
+	}
+	for _, c := range plan.GetClaims() {
+		node, ok := allocNode[c.GetAllocId()]
+		if !ok {
+			node = c.GetNodeId()
+		}
+		p := part(node)
+		p.claims = append(p.claims, c)
+		p.size += proto.Size(c)
+	}
+	header := func() *pb.Plan {
+		return &pb.Plan{EvalId: plan.GetEvalId(), Priority: plan.GetPriority(), JobId: plan.GetJobId(),
+			JobVersion: plan.GetJobVersion(), SnapshotIndex: plan.GetSnapshotIndex()}
+	}
+	out := []*pb.Plan{header()}
+	size := 0
+	for _, node := range order {
+		np := byNode[node]
+		cur := out[len(out)-1]
+		if size > 0 && size+np.size > budget {
+			cur = header()
+			out = append(out, cur)
+			size = 0
+		}
+		cur.Stops = append(cur.Stops, np.stops...)
+		cur.Allocs = append(cur.Allocs, np.allocs...)
+		cur.Claims = append(cur.Claims, np.claims...)
+		size += np.size
+	}
+	out[len(out)-1].Annotations = plan.GetAnnotations()
+	return out
 }
 
 // olderBlocked returns the job's other blocked evaluations, cancelled.
@@ -151,8 +266,20 @@ func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int6
 	return scheduler.Schedule(schedState{snap}, eval, scheduler.Options{Now: now, NewID: uuid.Generate})
 }
 
+// planHistorySince is the first berth version whose servers refuse a plan
+// made from a state above the store's latest index
+// (PlanApplyCommand.refuse_unseen_history). Until every server records it,
+// plans are proposed without the flag and every server applies them as
+// before.
+var planHistorySince = mustConstraint(">= " + planHistorySinceVersion)
+
+const planHistorySinceVersion = "0.1.0-dev.2"
+
 // applyPlan proposes a plan and returns what the state machine applied.
 func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
+	// Refused only while some server is older: the plan then applies
+	// under the rule every server knows.
+	cmd.RefuseUnseenHistory = s.requireServersAt(planHistorySince, planHistorySinceVersion, "plans refused from an unseen history") == nil
 	res, err := s.raftApplyResult(ctx, fsm.PlanApply, cmd)
 	if err != nil {
 		return nil, 0, err

@@ -41,6 +41,7 @@ func TestCodeOfSDKErrors(t *testing.T) {
 		"sdk.ErrInvalidSignal":     {sdk.ErrInvalidSignal, codes.InvalidArgument},
 		"sdk.ErrNotSupported":      {sdk.ErrNotSupported, codes.Unimplemented},
 		"sdk.ErrDriverUnhealthy":   {sdk.ErrDriverUnhealthy, codes.FailedPrecondition},
+		"sdk.ErrRequestTooLarge":   {sdk.ErrRequestTooLarge, codes.ResourceExhausted},
 		"sdk.ErrIncompatibleAPI":   {sdk.ErrIncompatibleAPI, codes.FailedPrecondition},
 		"sdk.ErrNotPluginProcess":  {sdk.ErrNotPluginProcess, codes.FailedPrecondition},
 		"sdk.ErrNotAdapterProcess": {sdk.ErrNotAdapterProcess, codes.FailedPrecondition},

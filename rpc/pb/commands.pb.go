@@ -600,9 +600,16 @@ type PlanApplyCommand struct {
 	Plan  *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
 	Evals []*Evaluation          `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
 	// applied_at is unix nanoseconds, for created_at/modified_at.
-	AppliedAt     int64 `protobuf:"varint,3,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AppliedAt int64 `protobuf:"varint,3,opt,name=applied_at,json=appliedAt,proto3" json:"applied_at,omitempty"`
+	// refuse_unseen_history refuses the plan when its snapshot_index is above
+	// the store's latest index: it was planned from a history this store
+	// never had (proposed before an operator snapshot restore replaced the
+	// state, applied after it). The leader sets it only once every server
+	// records a version that knows the rule, so servers of two versions
+	// never apply one plan two ways.
+	RefuseUnseenHistory bool `protobuf:"varint,4,opt,name=refuse_unseen_history,json=refuseUnseenHistory,proto3" json:"refuse_unseen_history,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PlanApplyCommand) Reset() {
@@ -654,6 +661,13 @@ func (x *PlanApplyCommand) GetAppliedAt() int64 {
 		return x.AppliedAt
 	}
 	return 0
+}
+
+func (x *PlanApplyCommand) GetRefuseUnseenHistory() bool {
+	if x != nil {
+		return x.RefuseUnseenHistory
+	}
+	return false
 }
 
 // AllocClientUpdateCommand records allocs' client statuses, batched from a
@@ -1783,12 +1797,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x04eval\x18\x05 \x01(\v2\x14.berth.v1.EvaluationR\x04eval\x12!\n" +
 	"\fsubmitted_at\x18\x06 \x01(\x03R\vsubmittedAt\"?\n" +
 	"\x11EvalUpsertCommand\x12*\n" +
-	"\x05evals\x18\x01 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\x81\x01\n" +
+	"\x05evals\x18\x01 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\xb5\x01\n" +
 	"\x10PlanApplyCommand\x12\"\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.berth.v1.PlanR\x04plan\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"applied_at\x18\x03 \x01(\x03R\tappliedAt\"\x96\x01\n" +
+	"applied_at\x18\x03 \x01(\x03R\tappliedAt\x122\n" +
+	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\x96\x01\n" +
 	"\x18AllocClientUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\aupdates\x18\x02 \x03(\v2\x1b.berth.v1.AllocClientUpdateR\aupdates\x12*\n" +

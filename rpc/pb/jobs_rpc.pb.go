@@ -2066,7 +2066,15 @@ type ClientAllocsRequest struct {
 	// known maps alloc IDs the client holds to the alloc_modify_index it
 	// holds them at: allocs unchanged since are sent as stubs (id and index
 	// only) to keep the answer small.
-	Known         map[string]uint64 `protobuf:"bytes,3,rep,name=known,proto3" json:"known,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Known map[string]uint64 `protobuf:"bytes,3,rep,name=known,proto3" json:"known,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// known_jobs are the job versions ("<job id>@<version>") the client
+	// holds: they are not sent again with an alloc that runs one.
+	KnownJobs []string `protobuf:"bytes,4,rep,name=known_jobs,json=knownJobs,proto3" json:"known_jobs,omitempty"`
+	// paged says the client reads ClientAllocsResponse.more: the servers
+	// then hold an answer to a byte budget, sending the allocs left over as
+	// stubs, and the client asks again at once. An older client does not
+	// set it and gets every alloc in full.
+	Paged         bool `protobuf:"varint,5,opt,name=paged,proto3" json:"paged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2122,14 +2130,32 @@ func (x *ClientAllocsRequest) GetKnown() map[string]uint64 {
 	return nil
 }
 
+func (x *ClientAllocsRequest) GetKnownJobs() []string {
+	if x != nil {
+		return x.KnownJobs
+	}
+	return nil
+}
+
+func (x *ClientAllocsRequest) GetPaged() bool {
+	if x != nil {
+		return x.Paged
+	}
+	return false
+}
+
 type ClientAllocsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// allocs are every alloc of the node the servers still keep.
 	Allocs []*Allocation `protobuf:"bytes,1,rep,name=allocs,proto3" json:"allocs,omitempty"`
 	// jobs maps "<job id>@<version>" to that version of the job, for every
-	// alloc sent in full.
-	Jobs          map[string]*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Meta          *QueryMeta      `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	// alloc sent in full whose job version is not in known_jobs.
+	Jobs map[string]*Job `protobuf:"bytes,2,rep,name=jobs,proto3" json:"jobs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Meta *QueryMeta      `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	// more says the answer reached its byte budget: some changed or new
+	// allocs were sent as stubs, and the client should ask again at once
+	// (with what it now holds as known) for the rest.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2183,6 +2209,13 @@ func (x *ClientAllocsResponse) GetMeta() *QueryMeta {
 		return x.Meta
 	}
 	return nil
+}
+
+func (x *ClientAllocsResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 type ClientAllocUpdateRequest struct {
@@ -2532,19 +2565,23 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"_\n" +
 	"\x16NodeAllocationsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
-	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"\xd6\x01\n" +
+	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"\x8b\x02\n" +
 	"\x13ClientAllocsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12>\n" +
-	"\x05known\x18\x03 \x03(\v2(.berth.v1.ClientAllocsRequest.KnownEntryR\x05known\x1a8\n" +
+	"\x05known\x18\x03 \x03(\v2(.berth.v1.ClientAllocsRequest.KnownEntryR\x05known\x12\x1d\n" +
+	"\n" +
+	"known_jobs\x18\x04 \x03(\tR\tknownJobs\x12\x14\n" +
+	"\x05paged\x18\x05 \x01(\bR\x05paged\x1a8\n" +
 	"\n" +
 	"KnownEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xf3\x01\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x87\x02\n" +
 	"\x14ClientAllocsResponse\x12,\n" +
 	"\x06allocs\x18\x01 \x03(\v2\x14.berth.v1.AllocationR\x06allocs\x12<\n" +
 	"\x04jobs\x18\x02 \x03(\v2(.berth.v1.ClientAllocsResponse.JobsEntryR\x04jobs\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x1aF\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\x1aF\n" +
 	"\tJobsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12#\n" +
 	"\x05value\x18\x02 \x01(\v2\r.berth.v1.JobR\x05value:\x028\x01\"j\n" +

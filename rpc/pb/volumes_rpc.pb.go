@@ -624,9 +624,16 @@ func (x *VolumeListResponse) GetMeta() *QueryMeta {
 }
 
 type VolumeClaimsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	VolumeId      string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
-	Query         *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Query    *QueryOptions          `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// operator keeps only operators' claims (`berth volume claim`), not
+	// allocations'.
+	Operator bool `protobuf:"varint,3,opt,name=operator,proto3" json:"operator,omitempty"`
+	// node_id keeps only the claims of that node.
+	NodeId string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// state keeps only the claims in that state (unspecified: every state).
+	State         ClaimState `protobuf:"varint,5,opt,name=state,proto3,enum=berth.v1.ClaimState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -673,6 +680,27 @@ func (x *VolumeClaimsRequest) GetQuery() *QueryOptions {
 		return x.Query
 	}
 	return nil
+}
+
+func (x *VolumeClaimsRequest) GetOperator() bool {
+	if x != nil {
+		return x.Operator
+	}
+	return false
+}
+
+func (x *VolumeClaimsRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *VolumeClaimsRequest) GetState() ClaimState {
+	if x != nil {
+		return x.State
+	}
+	return ClaimState_CLAIM_STATE_UNSPECIFIED
 }
 
 type VolumeClaimsResponse struct {
@@ -1328,10 +1356,13 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\x06prefix\x18\x04 \x01(\tR\x06prefix\"m\n" +
 	"\x12VolumeListResponse\x12.\n" +
 	"\avolumes\x18\x01 \x03(\v2\x14.berth.v1.VolumeViewR\avolumes\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"`\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\xc1\x01\n" +
 	"\x13VolumeClaimsRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12,\n" +
-	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"h\n" +
+	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\bR\boperator\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12*\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.berth.v1.ClaimStateR\x05state\"h\n" +
 	"\x14VolumeClaimsResponse\x12'\n" +
 	"\x06claims\x18\x01 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\xef\x01\n" +
@@ -1455,6 +1486,7 @@ var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*Attachment)(nil),              // 31: berth.v1.Attachment
 	(*QueryOptions)(nil),            // 32: berth.v1.QueryOptions
 	(*QueryMeta)(nil),               // 33: berth.v1.QueryMeta
+	(ClaimState)(0),                 // 34: berth.v1.ClaimState
 }
 var file_berth_v1_volumes_rpc_proto_depIdxs = []int32{
 	28, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
@@ -1473,45 +1505,46 @@ var file_berth_v1_volumes_rpc_proto_depIdxs = []int32{
 	6,  // 13: berth.v1.VolumeListResponse.volumes:type_name -> berth.v1.VolumeView
 	33, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
 	32, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
-	30, // 16: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
-	33, // 17: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
-	23, // 18: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
-	24, // 19: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
-	13, // 20: berth.v1.SnapshotCreateResponse.snapshot:type_name -> berth.v1.Snapshot
-	25, // 21: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
-	26, // 22: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
-	32, // 23: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
-	13, // 24: berth.v1.SnapshotListResponse.snapshots:type_name -> berth.v1.Snapshot
-	33, // 25: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
-	27, // 26: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
-	29, // 27: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
-	0,  // 28: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
-	2,  // 29: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
-	3,  // 30: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
-	5,  // 31: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
-	7,  // 32: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
-	9,  // 33: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
-	11, // 34: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
-	14, // 35: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
-	16, // 36: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
-	18, // 37: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
-	20, // 38: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
-	1,  // 39: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
-	1,  // 40: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
-	4,  // 41: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
-	4,  // 42: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
-	8,  // 43: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
-	10, // 44: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
-	12, // 45: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
-	15, // 46: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
-	17, // 47: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
-	19, // 48: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
-	21, // 49: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
-	39, // [39:50] is the sub-list for method output_type
-	28, // [28:39] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	34, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
+	30, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
+	33, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
+	23, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
+	24, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
+	13, // 21: berth.v1.SnapshotCreateResponse.snapshot:type_name -> berth.v1.Snapshot
+	25, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
+	26, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
+	32, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
+	13, // 25: berth.v1.SnapshotListResponse.snapshots:type_name -> berth.v1.Snapshot
+	33, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
+	27, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
+	29, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
+	0,  // 29: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
+	2,  // 30: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
+	3,  // 31: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
+	5,  // 32: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
+	7,  // 33: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
+	9,  // 34: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
+	11, // 35: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
+	14, // 36: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
+	16, // 37: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
+	18, // 38: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
+	20, // 39: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
+	1,  // 40: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
+	1,  // 41: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
+	4,  // 42: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
+	4,  // 43: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
+	8,  // 44: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
+	10, // 45: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
+	12, // 46: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
+	15, // 47: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
+	17, // 48: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
+	19, // 49: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
+	21, // 50: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
+	40, // [40:51] is the sub-list for method output_type
+	29, // [29:40] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volumes_rpc_proto_init() }

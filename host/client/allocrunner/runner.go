@@ -296,6 +296,13 @@ func (ar *AllocRunner) Alloc() *pb.Allocation {
 	return ar.alloc
 }
 
+// Job returns the job version the alloc runs, as last received.
+func (ar *AllocRunner) Job() *pb.Job {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.job
+}
+
 // Dir is the alloc's directory tree.
 func (ar *AllocRunner) Dir() *allocdir.AllocDir { return ar.dir }
 
@@ -320,6 +327,14 @@ func (ar *AllocRunner) HasTask(name string) bool { return ar.tasks[name] != nil 
 // Done is closed when the alloc's tasks are all dead and Postrun ran, or
 // the runner was shut down.
 func (ar *AllocRunner) Done() <-chan struct{} { return ar.done }
+
+// TaskLifecycle returns the named task's lifecycle state, copying nothing:
+// followers of a task's log ask it several times a second.
+func (ar *AllocRunner) TaskLifecycle(name string) pb.TaskLifecycleState {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.states[name].GetState()
+}
 
 // TaskStates returns a copy of every task's state.
 func (ar *AllocRunner) TaskStates() map[string]*pb.TaskState {

@@ -376,6 +376,12 @@ func (tr *TaskRunner) Run() {
 		if tr.shuttingDown() {
 			return
 		}
+		if errors.Is(err, sdk.ErrRequestTooLarge) {
+			// The plugin cannot take the task at all: restarting would
+			// fail the same way, for ever.
+			tr.failForGood("request-too-large", err)
+			return
+		}
 		var res *driverpb.ExitResult
 		var req *restartRequest
 		if err == nil {
@@ -406,6 +412,19 @@ func (tr *TaskRunner) Run() {
 }
 
 func (tr *TaskRunner) shuttingDown() bool { return tr.ctx.Err() != nil }
+
+// failForGood marks the task dead and failed, whatever its restart
+// policy, with a final event saying why.
+func (tr *TaskRunner) failForGood(reason string, err error) {
+	tr.update(func(st *pb.TaskState) {
+		st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD
+		st.Failed = true
+		st.FinishedAt = tr.cfg.Now().UnixNano()
+		ev := tr.event("Not Restarting", "Task will not restart: "+err.Error(), map[string]string{"reason": reason})
+		ev.Failed = true
+		appendEvent(st, ev)
+	})
+}
 
 func (tr *TaskRunner) killedNow() bool {
 	tr.mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
@@ -576,5 +578,29 @@ func TestRecordedRunningWithoutAHandleIsAFailedAttempt(t *testing.T) {
 	}
 	if n := len(d.started()); n != 0 {
 		t.Fatalf("%d starts, want 0", n)
+	}
+}
+
+// A start the plugin cannot take at all (ErrRequestTooLarge: over the
+// message limit of a plugin built with an older sdk) fails the task for
+// good with a final event naming why, whatever the restart policy: the
+// same request would be refused on every restart.
+func TestStartOverThePluginsMessageLimitIsFinal(t *testing.T) {
+	d := newFakeDriver()
+	d.startErr = &sdk.RPCError{Plugin: "old", Method: "StartTask", Code: codes.ResourceExhausted, Err: sdk.ErrRequestTooLarge,
+		Message: "task a1.web's start request is 5000000 bytes, over the 4194304 bytes a plugin speaking driver API 2 may take"}
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 1000, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_DELAY}
+	})
+	go tr.Run()
+	waitRunDone(t, tr)
+	st := tr.State()
+	if !st.GetFailed() || st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || len(d.started()) != 1 {
+		t.Fatalf("state %v after %d starts, want dead and failed after one", st, len(d.started()))
+	}
+	last := st.GetEvents()[len(st.GetEvents())-1]
+	if last.GetType() != "Not Restarting" || !last.GetFailed() || last.GetDetails()["reason"] != "request-too-large" ||
+		!strings.Contains(last.GetMessage(), "4194304 bytes") {
+		t.Fatalf("last event %v, want a final Not Restarting naming the limit", last)
 	}
 }

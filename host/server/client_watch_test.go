@@ -1,0 +1,88 @@
+package server
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// A client's alloc watch answer fits its byte budget however many jobs the
+// node runs: a paged client gets allocs in full with their jobs up to the
+// budget, the rest as stubs with more set, and asks again for them; a job
+// version the client holds is not sent again. Every alloc was sent in
+// full with a copy of its job, so a node running enough large jobs got an
+// answer over the message limit and never learnt of a placement again.
+func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
+	const budget = 256 << 10
+	tc := newTestCluster(t, 1, func(c *Config) { c.clientWatchBytes = budget })
+	s := tc.servers[0]
+	n1 := workNode("n1")
+	registerNodes(t, tc, s, n1)
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		j := serviceJob(id, 1)
+		j.Meta = map[string]string{"blob": strings.Repeat("x", 100<<10)}
+		registerJob(t, tc, s, j)
+		waitAllocs(t, tc, s, id, 1, nil)
+	}
+	watch := pb.NewClientAllocsClient(tc.conn(s))
+
+	// An older client, not paged, still gets everything in full.
+	resp, err := watch.Watch(ctx10s(t), &pb.ClientAllocsRequest{NodeId: n1.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetMore() || len(resp.GetJobs()) != len(ids) {
+		t.Fatalf("unpaged answer: more %v, %d jobs; want every alloc in full with its job", resp.GetMore(), len(resp.GetJobs()))
+	}
+
+	known := map[string]uint64{}
+	var knownJobs []string
+	full := map[string]int{}
+	for round := 0; ; round++ {
+		if round == len(ids) {
+			t.Fatalf("still more after %d rounds", round)
+		}
+		resp, err := watch.Watch(ctx10s(t), &pb.ClientAllocsRequest{NodeId: n1.GetId(), Known: known, KnownJobs: knownJobs, Paged: true})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if len(resp.GetAllocs()) != len(ids) {
+			t.Fatalf("round %d: %d allocs, want all %d (stubs or in full)", round, len(resp.GetAllocs()), len(ids))
+		}
+		size := 0
+		for key, j := range resp.GetJobs() {
+			if slices.Contains(knownJobs, key) {
+				t.Fatalf("round %d: job %s sent again though the client holds it", round, key)
+			}
+			size += proto.Size(j)
+		}
+		var sentFull []string
+		for _, a := range resp.GetAllocs() {
+			if a.GetJobId() == "" {
+				continue
+			}
+			size += proto.Size(a)
+			sentFull = append(sentFull, a.GetId())
+			full[a.GetId()]++
+			known[a.GetId()] = a.GetAllocModifyIndex()
+			knownJobs = append(knownJobs, JobKey(a.GetJobId(), a.GetJobVersion()))
+		}
+		if len(sentFull) == 0 {
+			t.Fatalf("round %d sent no alloc in full", round)
+		}
+		if size > budget && len(sentFull) > 1 {
+			t.Fatalf("round %d: %d bytes of allocs and jobs in full, over the budget of %d", round, size, budget)
+		}
+		if !resp.GetMore() {
+			break
+		}
+	}
+	if len(full) != len(ids) {
+		t.Fatalf("allocs sent in full over the rounds: %v, want one of each of %d jobs", full, len(ids))
+	}
+}
