@@ -1,12 +1,15 @@
 package server
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -84,5 +87,60 @@ func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
 	}
 	if len(full) != len(ids) {
 		t.Fatalf("allocs sent in full over the rounds: %v, want one of each of %d jobs", full, len(ids))
+	}
+}
+
+// An alloc stopped before its client ran it is sent in full until the
+// client has reported it ended: the client takes the alloc's claims off
+// the node and reports it complete from that answer. Sent as a stub, the
+// claims stayed releasing and the alloc pending for good.
+func TestClientWatchSendsAStoppedAllocTheClientHasNotRunUntilItEnded(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1 := workNode("n1")
+	registerNodes(t, tc, s, n1)
+	registerJob(t, tc, s, serviceJob("web", 1))
+	alloc := waitAllocs(t, tc, s, "web", 1, nil)[0]
+	if _, err := pb.NewJobsClient(tc.conn(s)).Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	watch := pb.NewClientAllocsClient(tc.conn(s))
+	// sent is the alloc as the node's answer carries it, nil when it is not
+	// in it (collected).
+	sent := func() *pb.Allocation {
+		t.Helper()
+	ask:
+		for {
+			resp, err := watch.Watch(ctx10s(t), &pb.ClientAllocsRequest{NodeId: n1.GetId(), Paged: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range resp.GetAllocs() {
+				if a.GetId() == alloc.GetId() {
+					if a.GetJobId() != "" && a.GetDesiredStatus() != pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP {
+						continue ask // the stop is not applied yet
+					}
+					return a
+				}
+			}
+			return nil
+		}
+	}
+	if a := sent(); a == nil || a.GetJobId() == "" {
+		t.Fatalf("stopped alloc %s the client never ran was sent as %v; want it in full", alloc.GetId(), a)
+	}
+	if _, err := pb.NewClientAllocsClient(tc.conn(s)).Update(ctx10s(t), &pb.ClientAllocUpdateRequest{NodeId: n1.GetId(), Updates: []*pb.AllocClientUpdate{{
+		AllocId: alloc.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		a, err := s.fsm.State().AllocByID(nil, alloc.GetId())
+		if err != nil || a.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+			return fmt.Errorf("alloc %s: %v (%v), want complete", alloc.GetId(), a.GetClientStatus(), err)
+		}
+		return nil
+	})
+	if a := sent(); a != nil && a.GetJobId() != "" {
+		t.Fatalf("alloc %s ended and not held by the client was sent in full; want a stub", alloc.GetId())
 	}
 }

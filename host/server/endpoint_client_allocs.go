@@ -37,8 +37,8 @@ func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", j
 // move that index and do not wake the query.
 //
 // An answer must fit the message limit however many jobs the node runs:
-// an alloc the client holds unchanged, or has not run and that is
-// terminal, is a stub; a job version the client holds (known_jobs) is not
+// an alloc the client holds unchanged, or has not run and that ended
+// (client-terminal), is a stub; a job version the client holds (known_jobs) is not
 // sent; and for a paged client the allocs in full and their jobs are held
 // to a byte budget, the rest sent as stubs with more set, at least one
 // alloc in full each time so every round moves on.
@@ -74,7 +74,10 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 		var size, full int
 		for _, a := range allocs {
 			v, held := known[a.GetId()]
-			if (held && v == a.GetAllocModifyIndex()) || (!held && fsm.AllocTerminal(a)) {
+			// An alloc the client has not run and that stopped is still
+			// sent in full until the client has reported it ended: the
+			// client takes its claims off the node and reports it.
+			if (held && v == a.GetAllocModifyIndex()) || (!held && fsm.AllocClientTerminal(a)) {
 				resp.Allocs = append(resp.Allocs, allocStub(a))
 				continue
 			}
