@@ -120,6 +120,8 @@ type TaskRunner struct {
 
 	notifyMu sync.Mutex
 	notified uint64
+	// notifyErr is the error of the last OnState call (state notified).
+	notifyErr error
 }
 
 // New returns a task runner; Run starts it.
@@ -219,7 +221,9 @@ func (tr *TaskRunner) event(typ, msg string, details map[string]string) *pb.Task
 }
 
 // update changes the state under mu and tells OnState, in order. It
-// returns OnState's error (nil when a newer state was told first).
+// returns OnState's error; when a newer state (which holds this change)
+// was told first, the error of that newer write, so a failed write-ahead
+// record is never taken for a written one.
 func (tr *TaskRunner) update(fn func(st *pb.TaskState)) error {
 	tr.mu.Lock()
 	fn(tr.state)
@@ -233,9 +237,9 @@ func (tr *TaskRunner) update(fn func(st *pb.TaskState)) error {
 	defer tr.notifyMu.Unlock()
 	if seq > tr.notified {
 		tr.notified = seq
-		return tr.cfg.OnState(st, id)
+		tr.notifyErr = tr.cfg.OnState(st, id)
 	}
-	return nil
+	return tr.notifyErr
 }
 
 // UpdateAlloc gives the runner the alloc and job of an in-place update:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -634,5 +635,55 @@ func TestRecordedRunningWithoutAHandleRunsExitedHooksAndIsDestroyed(t *testing.T
 	defer d.mu.Unlock()
 	if !slices.Equal(d.calls, []string{"destroy a1.web.old"}) {
 		t.Fatalf("driver calls %q, want a1.web.old destroyed and nothing started", d.calls)
+	}
+}
+
+// The write-ahead record's failure reaches start() even when a concurrent
+// event took its state after start() named the attempt and was told to
+// OnState first (that newer write, failing, is the record's failure too):
+// no attempt starts whose record was never written. OnState fails every
+// write naming an attempt (a full disk) while two goroutines emit events
+// in a loop; the race is hit within a few hundred attempts.
+func TestWriteAheadFailureIsNotSwallowedByAConcurrentEvent(t *testing.T) {
+	d := newFakeDriver()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 2000, IntervalMs: time.Hour.Milliseconds(), Mode: pb.RestartMode_RESTART_MODE_FAIL}
+		c.OnState = func(_ *pb.TaskState, id string) error {
+			if id != "" {
+				return errors.New("no space left on device")
+			}
+			return nil
+		}
+	})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				tr.EmitEvent(&pb.TaskEvent{Type: "Noise", Message: "x"})
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	go tr.Run()
+	// Done after 2001 refused attempts, or an attempt started.
+	testutil.WaitFor(t, 2*time.Minute, func() error {
+		select {
+		case <-tr.Done():
+			return nil
+		default:
+		}
+		if len(d.started()) > 0 {
+			return nil
+		}
+		return fmt.Errorf("runner not done, nothing started: %v", tr.State())
+	})
+	if s := d.started(); len(s) > 0 {
+		t.Fatalf("attempt %s started although every record naming an attempt failed to write (%d starts)", s[0].GetId(), len(s))
+	}
+	if st := tr.State(); !st.GetFailed() || st.GetRestarts() != 2000 {
+		t.Fatalf("state %v, want failed after 2000 restarts", st)
 	}
 }
