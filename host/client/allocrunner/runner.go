@@ -353,8 +353,11 @@ func (ar *AllocRunner) ClientStatus() (pb.AllocClientStatus, string) {
 // is written again by saveLoop, with backoff, until it is (a full disk
 // that has room again): a state the DB does not hold would have a
 // restarted client recover an attempt that ended, or start again a task
-// that completed. A change whose record equals what the DB holds drops
-// the pending rewrite: the DB is up to date again.
+// that completed. While a rewrite is pending (unsaved) every change is
+// written again, even one whose record equals what the DB holds; with
+// none pending, a change equal to what the DB holds writes nothing. An
+// alloc destroyed or never recorded writes nothing and drops the pending
+// rewrite.
 func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID string) error {
 	rec := &pb.TaskStateRecord{AllocId: ar.ID(), Task: name, State: st, TaskId: taskID, Driver: driver,
 		UpdatedAt: ar.cfg.Now().UnixNano()}
