@@ -77,8 +77,9 @@ func TestAnAllocTheStateDBCannotRecordDoesNotRun(t *testing.T) {
 	st := ar.TaskStates()["web"]
 	ev := event(st, "Setup Failure")
 	if st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || !st.GetFailed() || ev == nil || !ev.GetFailed() ||
-		!strings.Contains(ev.GetMessage(), "no space left on device") || !strings.Contains(ev.GetMessage(), ar.ID()) {
-		t.Fatalf("task state %v, want dead and failed with a Setup Failure naming the alloc and the write error", st)
+		!strings.Contains(ev.GetMessage(), "no space left on device") || !strings.Contains(ev.GetMessage(), ar.ID()) ||
+		ev.GetDetails()["reason"] != "state-not-persisted" {
+		t.Fatalf("task state %v, want dead and failed with a Setup Failure naming the alloc and the write error, reason state-not-persisted", st)
 	}
 	if event(st, "Started") != nil {
 		t.Fatalf("the task started: %v", st)
