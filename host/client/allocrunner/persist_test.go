@@ -199,3 +199,43 @@ func TestAnAllocUpdateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 		return nil
 	})
 }
+
+// An alloc whose tasks ended while the disk was full is not reported
+// ended (complete, failed) before their states are written: the servers
+// never move an alloc back from it, and a client restarted before the
+// write finds the DB's older state and starts the task again, running
+// while the servers show it ended (seen by the full disk acceptance test).
+// Once the disk has room the end is written and told.
+func TestATerminalStatusWaitsForTheTaskStatesToBeWritten(t *testing.T) {
+	e := newEnv(t)
+	store := &fullStore{DB: e.db}
+	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
+	go ar.Run()
+	waitTask(t, ar, "web", isRunning)
+	waitFor(t, func() error {
+		if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+			return fmt.Errorf("alloc status %v, want running", s)
+		}
+		return nil
+	})
+
+	store.full.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := ar.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := ar.TaskStates()["web"]; st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		t.Fatalf("task state %v after the kill, want dead", st)
+	}
+	if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+		t.Fatalf("alloc status %v while the dead task's state is not written, want running still", s)
+	}
+	store.full.Store(false)
+	waitFor(t, func() error {
+		if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+			return fmt.Errorf("alloc status %v once the disk has room, want complete", s)
+		}
+		return nil
+	})
+}

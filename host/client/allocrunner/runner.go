@@ -367,10 +367,10 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	ar.mu.Lock()
 	skip := ar.destroyed || ar.recordErr != nil || ar.cfg.Store == nil
 	ar.states[name] = st
-	ar.status, ar.desc = clientStatus(ar.states)
 	write := !skip && (!proto.Equal(ar.persisted[name], key) || ar.unsaved[name] != nil)
 	if !write {
 		delete(ar.unsaved, name)
+		ar.setStatus()
 	}
 	ar.mu.Unlock()
 	var err error
@@ -383,6 +383,7 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 		} else {
 			ar.unsaved[name] = rec
 		}
+		ar.setStatus()
 		ar.mu.Unlock()
 	}
 	ar.writeMu.Unlock()
@@ -416,6 +417,19 @@ func (ar *AllocRunner) report() {
 	}
 	ar.mu.Unlock()
 	ar.cfg.OnUpdate(u)
+}
+
+// setStatus sets the status reported to the servers from the task states
+// (call with mu held). A terminal one (complete, failed) waits until every
+// task state is written: the servers never move an alloc back from it,
+// and a client restarted before the write would find the DB's older state
+// and start the task again, running while the servers show it ended.
+func (ar *AllocRunner) setStatus() {
+	st, desc := clientStatus(ar.states)
+	if len(ar.unsaved) > 0 && (st == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE || st == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED) {
+		return
+	}
+	ar.status, ar.desc = st, desc
 }
 
 // clientStatus derives the alloc's status from its tasks' states: failed
@@ -503,6 +517,7 @@ func (ar *AllocRunner) saveLoop() {
 			return
 		}
 		if ar.saveUnsaved() {
+			ar.report()
 			return
 		}
 		wait = min(wait*2, saveRetryMax)
@@ -558,6 +573,7 @@ func (ar *AllocRunner) saveUnsaved() bool {
 	if !ar.allocUnsaved && len(ar.unsaved) == 0 {
 		ar.logger.Info("state db writes that had failed are written")
 		ar.saving = false
+		ar.setStatus() // a terminal status held back is told now
 		return true
 	}
 	return false
