@@ -18,8 +18,12 @@ import (
 // CI=true a test that cannot fails), with raw_exec and the built-in
 // hostpath storage adapter, its state in the client's data dir too. A
 // few tasks run ("keep1".."keep4"), and another ("vol") holds a claim on a hostpath
-// volume. The tmpfs is filled to the last byte, "vol" is stopped, and the
-// client restarted on the full disk:
+// volume. The tmpfs is filled to the last byte; then new jobs
+// ("press1", ...) are run until a state DB write of the client has failed
+// (a task event with reason state-not-persisted, or ENOSPC on state.db in
+// its log) — the test fails if none does, as a run whose writes all got
+// through checks nothing. "vol" is stopped, and the client restarted on
+// the full disk:
 //
 //   - the kept tasks are recovered, the same processes, running on the servers (the
 //     client used to write again the handle it had just read, fail, and
@@ -30,8 +34,12 @@ import (
 //     process of the test's tasks on the node belongs to an alloc the
 //     servers show running.
 //
-// Which writes fail on the full disk varies from run to run (the state DB
-// reuses its free pages; the task's teardown frees a few): the teardown
+// Against the build before the item's fixes (eb7418d) it fails each run:
+// the restarted client kills the kept tasks (it wrote again the handle it
+// had read), or a press job's process runs while the servers show its
+// alloc failed. Which other writes fail on the full disk varies from run
+// to run (the state DB reuses its free pages; the task's teardown frees a
+// few): the teardown
 // may wait on NodeUnpublishVolume (the plugin cannot record it) or get
 // through and leave ControllerUnpublishVolume answering Internal, which
 // used to stay unretried for good. The unit tests pin each of those
@@ -89,6 +97,11 @@ plugin "hostpath" {
 
 	fill := filepath.Join(data, "fill")
 	fillDisk(t, fill)
+	// Make it bite: new jobs are state DB writes (the alloc's record,
+	// its tasks' states), which use up the free pages of the DB a full
+	// disk leaves writable, until one fails. The test goes no further
+	// before it has: a run whose writes all got through checks nothing.
+	press := biteStateDB(t, s, c, fileSize(t, c.logPath))
 	stopJob(t, s, "vol")
 	eventually(t, 30*time.Second, "vol's task killed", func() error {
 		if alive(vol) {
@@ -152,12 +165,95 @@ plugin "hostpath" {
 	})
 	t.Logf("fvol freed %s after the disk had room", time.Since(freed).Round(100*time.Millisecond))
 	eventually(t, 30*time.Second, "processes and records agree", func() error {
-		return processesAgree(s, c)
+		return processesAgree(s, c, append(append([]string{"vol"}, keepJobs...), press...))
 	})
 	if err := keptRunning(s, keepJobs, keep); err != nil {
 		t.Fatal(err)
 	}
-	stopAllJobs(t, s, keepJobs...)
+	stopAllJobs(t, s, append(keepJobs, press...)...)
+}
+
+// biteStateDB runs jobs ("press1", ...) on the full disk until a state DB
+// write of the client fails: a task event says reason
+// state-not-persisted, or the client logs ENOSPC writing its state.db
+// after offset logged (other writes, a driver's, do not count). It fails
+// the test if none has after maxPress jobs, and returns the jobs it ran.
+func biteStateDB(t *testing.T, s, c *agent, logged int64) []string {
+	t.Helper()
+	const maxPress = 15
+	var jobs []string
+	for i := 1; i <= maxPress; i++ {
+		job := fmt.Sprintf("press%d", i)
+		jobs = append(jobs, job)
+		runJob(t, s, job, fullDiskJob(job, ""))
+		var bit string
+		// An alloc whose end could not be written stays pending on the
+		// servers: the wait is for a failed write or the alloc past pending.
+		eventually(t, 60*time.Second, job+" past pending, or a state DB write failed", func() error {
+			var err error
+			if bit, err = writeFailed(s, c, jobs, logged); err != nil || bit != "" {
+				return err
+			}
+			allocs, err := s.jobAllocs(job)
+			if err != nil {
+				return err
+			}
+			if len(allocs) != 1 || allocs[0].ClientStatus == "pending" {
+				return fmt.Errorf("%s's allocs %+v, want one past pending", job, allocs)
+			}
+			return nil
+		})
+		if bit != "" {
+			t.Logf("a state DB write failed on the full disk after %d jobs: %s", i, bit)
+			return jobs
+		}
+	}
+	t.Fatalf("no state DB write of the client failed after %d new jobs on the full disk (no task event with reason %s, no %q in its log): the test checks nothing",
+		maxPress, "state-not-persisted", syscall.ENOSPC.Error())
+	return nil
+}
+
+// writeFailed returns what shows that a client state DB write failed (a
+// task event of jobs' allocs, or a line of c's log after offset logged),
+// "" when nothing does yet.
+func writeFailed(s, c *agent, jobs []string, logged int64) (string, error) {
+	for _, job := range jobs {
+		allocs, err := s.jobAllocs(job)
+		if err != nil {
+			return "", err
+		}
+		for _, a := range allocs {
+			var full struct {
+				TaskStates map[string]struct {
+					Events []struct {
+						Type    string            `json:"type"`
+						Message string            `json:"message"`
+						Details map[string]string `json:"details"`
+					} `json:"events"`
+				} `json:"task_states"`
+			}
+			if err := s.getJSON("/v1/allocation/"+a.ID, &full); err != nil {
+				return "", err
+			}
+			for _, ts := range full.TaskStates {
+				for _, e := range ts.Events {
+					if e.Details["reason"] == "state-not-persisted" {
+						return fmt.Sprintf("alloc %s of %s: event %s: %s", a.ID, job, e.Type, e.Message), nil
+					}
+				}
+			}
+		}
+	}
+	b, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b[logged:]), "\n") {
+		if strings.Contains(line, syscall.ENOSPC.Error()) && strings.Contains(line, "state.db") {
+			return "client log: " + line, nil
+		}
+	}
+	return "", nil
 }
 
 // keptRunning checks that each of jobs has one alloc, running, whose
@@ -325,12 +421,12 @@ func fillDisk(t *testing.T, path string) {
 	}
 }
 
-// processesAgree checks that every alloc the servers show running on c
-// has its task's process alive, and every live process of a task under
-// c's data dir belongs to an alloc the servers show running.
-func processesAgree(s, c *agent) error {
+// processesAgree checks that every alloc of jobs the servers show running
+// on c has its task's process alive, and every live process of a task
+// under c's data dir belongs to an alloc the servers show running.
+func processesAgree(s, c *agent, jobs []string) error {
 	running := map[string]bool{}
-	for _, job := range []string{"keep1", "keep2", "keep3", "keep4", "vol"} {
+	for _, job := range jobs {
 		allocs, err := s.jobAllocs(job)
 		if err != nil {
 			return err

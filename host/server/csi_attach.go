@@ -402,9 +402,13 @@ func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot
 		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
 		next = now.Add(v.backoff(attempts)).UnixNano()
 	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
-		// A teardown has no way out but success (or an operator's fence):
-		// a final failure is retried on the backoff too (attachmentDue),
-		// and the operator sees when.
+		// A teardown with a CSI node ID (recorded, or reported by its
+		// node) has no way out but success: a fence does not skip its
+		// ControllerUnpublishVolume (only one without an ID is dropped
+		// when its node is off, see unpublish), and berth has no operator
+		// command to drop it yet (`volume detach`, issue 22). So a final
+		// failure is retried on the backoff too (attachmentDue), and the
+		// operator sees when.
 		next = now.Add(v.backoff(attempts)).UnixNano()
 	}
 	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}

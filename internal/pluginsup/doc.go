@@ -2,7 +2,9 @@
 // implementation of what the task driver manager (taskdrivers) and the
 // storage adapter manager (csiadapters) both do with each plugin of their
 // catalog. An Instance launches its plugin (or reattaches to the process a
-// previous client left running, from a persisted Record), makes it ready,
+// previous client left running, from a persisted Record; a Record whose
+// write fails is written again, with backoff, while the process runs),
+// makes it ready,
 // watches it, and restarts it with capped exponential backoff when it dies
 // or a caller reports it gone; a failure that no restart fixes (an invalid
 // config) keeps it down for good. Callers get the running process from

@@ -196,11 +196,19 @@ type fakeRecords struct {
 	mu      sync.Mutex
 	recs    map[string]Record
 	deletes int
+	// failPuts is how many of the next writes fail (a full disk).
+	failPuts int
+	puts     int
 }
 
 func (r *fakeRecords) PutRecord(name string, rec Record) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.puts++
+	if r.failPuts > 0 {
+		r.failPuts--
+		return errors.New("write state.db: no space left on device")
+	}
 	r.recs[name] = rec
 	return nil
 }

@@ -46,6 +46,9 @@ type Running[P Proc, T any] struct {
 	startedAt time.Time
 	gone      chan struct{}
 	goneOnce  sync.Once
+	// unsaved is the reattach record whose write failed at launch; watch
+	// writes it again while the process runs.
+	unsaved *Record
 }
 
 // stop kills r's process and removes its socket directory.
@@ -219,6 +222,19 @@ func (in *Instance[P, T]) watch(ctx context.Context, r *Running[P, T]) error {
 		case <-wctx.Done():
 		}
 	}()
+	if r.unsaved != nil {
+		// Ended, and no write left in flight, before watch returns: the
+		// caller deletes the record of a process that stopped.
+		saved := make(chan struct{})
+		go func() {
+			defer close(saved)
+			in.retryRecord(wctx, *r.unsaved)
+		}()
+		defer func() {
+			cancel()
+			<-saved
+		}()
+	}
 	cause := in.spec.Plugin.Watch(wctx, r)
 	if ctx.Err() == nil && r.isGone() {
 		return fmt.Errorf("%s (pid %d) stopped answering calls", in.s.cfg.Noun, r.Pid)

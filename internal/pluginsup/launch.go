@@ -46,7 +46,7 @@ func (in *Instance[P, T]) launch(ctx context.Context, rec *Record) (r *Running[P
 		return nil, false, err
 	}
 	r = &Running[P, T]{Proc: proc, Val: val, Pid: proc.Pid(), sockDir: sockDir, startedAt: time.Now(), gone: make(chan struct{})}
-	in.saveRecord(proc, launchedAt)
+	r.unsaved = in.saveRecord(proc, launchedAt)
 	return r, reattached, nil
 }
 
@@ -140,11 +140,13 @@ func (in *Instance[P, T]) reattach(ctx context.Context, rec *Record) (P, bool) {
 	return proc, true
 }
 
-// saveRecord persists how to reattach to proc after a client restart.
-func (in *Instance[P, T]) saveRecord(proc P, launchedAt time.Time) {
+// saveRecord persists how to reattach to proc after a client restart. It
+// returns the record when the write failed (a full disk): watch writes it
+// again until it is written (retryRecord).
+func (in *Instance[P, T]) saveRecord(proc P, launchedAt time.Time) *Record {
 	ra, ok := proc.Reattach()
 	if !ok {
-		return
+		return nil
 	}
 	cfg := in.s.cfg
 	rec := Record{
@@ -152,7 +154,34 @@ func (in *Instance[P, T]) saveRecord(proc P, launchedAt time.Time) {
 		Reattach: ra, LaunchedAt: launchedAt, BerthVersion: cfg.BerthVersion,
 	}
 	if err := cfg.Records.PutRecord(in.spec.Name, rec); err != nil {
-		in.logger.Warn("persisting "+cfg.Noun+" reattach record; a client restart will start a new process", "error", err)
+		in.logger.Warn("persisting "+cfg.Noun+" reattach record; retrying until it is written", "pid", ra.Pid, "error", err)
+		return &rec
+	}
+	return nil
+}
+
+// Backoff of retryRecord's writes.
+const (
+	recordRetryStart = 100 * time.Millisecond
+	recordRetryMax   = 10 * time.Second
+)
+
+// retryRecord writes rec again, backing off from recordRetryStart to
+// recordRetryMax, until it is written or ctx ends (the process stopped,
+// or the supervisor did). Without it a restarted client would start a
+// second process while this one, and the tasks it runs, keep running
+// unknown.
+func (in *Instance[P, T]) retryRecord(ctx context.Context, rec Record) {
+	for wait := recordRetryStart; ; wait = min(wait*2, recordRetryMax) {
+		if !pluginproc.Sleep(ctx.Done(), wait) {
+			return
+		}
+		err := in.s.cfg.Records.PutRecord(in.spec.Name, rec)
+		if err == nil {
+			in.logger.Info(in.s.cfg.Noun+" reattach record written", "pid", rec.Reattach.Pid)
+			return
+		}
+		in.logger.Debug("persisting "+in.s.cfg.Noun+" reattach record still fails; retrying", "retry_in", min(wait*2, recordRetryMax), "error", err)
 	}
 }
 

@@ -378,3 +378,49 @@ func TestAddRefusesANamelessOrRepeatedPlugin(t *testing.T) {
 		t.Errorf("names %v after refused Adds, want only fake", names)
 	}
 }
+
+// A reattach record that cannot be written when the process is launched
+// (a full disk) is written again, backing off from 100ms, until it is:
+// without it a restarted client would start a second process while this
+// one, and the tasks it runs, keep running unknown.
+func TestAReattachRecordNotWrittenIsWrittenAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, nil)
+		h.recs.failPuts = 3
+		begin := time.Now()
+		h.start(nil)
+		synctest.Wait()
+		if p := h.current(); p != 101 {
+			t.Fatalf("running pid %d, want 101 (a record that cannot be written does not stop the process)", p)
+		}
+		if _, ok := h.recs.get("fake"); ok {
+			t.Fatal("record written while the writes fail")
+		}
+		// Launch, then tries after 100ms and 200ms fail; the one 400ms later is written.
+		for {
+			if rec, ok := h.recs.get("fake"); ok {
+				if rec.Reattach.Pid != 101 {
+					t.Fatalf("record %+v, want pid 101", rec)
+				}
+				break
+			}
+			if time.Since(begin) > time.Hour {
+				t.Fatal("the reattach record is not written an hour after the launch whose write failed")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if got := time.Since(begin); got < 700*time.Millisecond || got > 701*time.Millisecond {
+			t.Errorf("record written after %s, want 700ms of backoff", got)
+		}
+		h.recs.mu.Lock()
+		puts := h.recs.puts
+		h.recs.mu.Unlock()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		h.recs.mu.Lock()
+		defer h.recs.mu.Unlock()
+		if h.recs.puts != puts || puts != 4 {
+			t.Fatalf("%d writes then %d a minute later, want 4 and no more once written", puts, h.recs.puts)
+		}
+	})
+}

@@ -77,8 +77,9 @@ func TestAnAllocTheStateDBCannotRecordDoesNotRun(t *testing.T) {
 	st := ar.TaskStates()["web"]
 	ev := event(st, "Setup Failure")
 	if st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD || !st.GetFailed() || ev == nil || !ev.GetFailed() ||
-		!strings.Contains(ev.GetMessage(), "no space left on device") || !strings.Contains(ev.GetMessage(), ar.ID()) {
-		t.Fatalf("task state %v, want dead and failed with a Setup Failure naming the alloc and the write error", st)
+		!strings.Contains(ev.GetMessage(), "no space left on device") || !strings.Contains(ev.GetMessage(), ar.ID()) ||
+		ev.GetDetails()["reason"] != "state-not-persisted" {
+		t.Fatalf("task state %v, want dead and failed with a Setup Failure naming the alloc and the write error, reason state-not-persisted", st)
 	}
 	if event(st, "Started") != nil {
 		t.Fatalf("the task started: %v", st)
@@ -194,6 +195,46 @@ func TestAnAllocUpdateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 	waitFor(t, func() error {
 		if rec, _, _ := e.db.Alloc(ar.ID()); rec.GetAlloc().GetAllocModifyIndex() != 99 {
 			return fmt.Errorf("alloc record %v, want alloc_modify_index 99", rec.GetAlloc())
+		}
+		return nil
+	})
+}
+
+// An alloc whose tasks ended while the disk was full is not reported
+// ended (complete, failed) before their states are written: the servers
+// never move an alloc back from it, and a client restarted before the
+// write finds the DB's older state and starts the task again, running
+// while the servers show it ended (seen by the full disk acceptance test).
+// Once the disk has room the end is written and told.
+func TestATerminalStatusWaitsForTheTaskStatesToBeWritten(t *testing.T) {
+	e := newEnv(t)
+	store := &fullStore{DB: e.db}
+	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
+	go ar.Run()
+	waitTask(t, ar, "web", isRunning)
+	waitFor(t, func() error {
+		if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+			return fmt.Errorf("alloc status %v, want running", s)
+		}
+		return nil
+	})
+
+	store.full.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := ar.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := ar.TaskStates()["web"]; st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		t.Fatalf("task state %v after the kill, want dead", st)
+	}
+	if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
+		t.Fatalf("alloc status %v while the dead task's state is not written, want running still", s)
+	}
+	store.full.Store(false)
+	waitFor(t, func() error {
+		if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+			return fmt.Errorf("alloc status %v once the disk has room, want complete", s)
 		}
 		return nil
 	})

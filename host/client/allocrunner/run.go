@@ -3,6 +3,7 @@ package allocrunner
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
@@ -30,10 +31,15 @@ func (ar *AllocRunner) Run() {
 			return
 		}
 		ar.logger.Error("alloc setup failed; no task starts", "error", err)
+		var details map[string]string
+		if ar.recordErr != nil {
+			// As the task runner's own write-ahead failure says it.
+			details = map[string]string{"reason": "state-not-persisted"}
+		}
 		for _, name := range ar.order {
 			if st := ar.tasks[name].tr.State(); st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
 				ar.tasks[name].tr.MarkFailed(&pb.TaskEvent{Type: "Setup Failure", OccurredAt: ar.cfg.Now().UnixNano(),
-					Message: fmt.Sprintf("alloc %s: %v", ar.ID(), err)})
+					Message: fmt.Sprintf("alloc %s: %v", ar.ID(), err), Details: maps.Clone(details)})
 			}
 		}
 		ar.postrun()

@@ -368,8 +368,11 @@ func (ar *AllocRunner) ClientStatus() (pb.AllocClientStatus, string) {
 // is written again by saveLoop, with backoff, until it is (a full disk
 // that has room again): a state the DB does not hold would have a
 // restarted client recover an attempt that ended, or start again a task
-// that completed. A change whose record equals what the DB holds drops
-// the pending rewrite: the DB is up to date again.
+// that completed. While a rewrite is pending (unsaved) every change is
+// written again, even one whose record equals what the DB holds; with
+// none pending, a change equal to what the DB holds writes nothing. An
+// alloc destroyed or never recorded writes nothing and drops the pending
+// rewrite.
 func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID string) error {
 	rec := &pb.TaskStateRecord{AllocId: ar.ID(), Task: name, State: st, TaskId: taskID, Driver: driver,
 		UpdatedAt: ar.cfg.Now().UnixNano()}
@@ -379,10 +382,10 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	ar.mu.Lock()
 	skip := ar.destroyed || ar.recordErr != nil || ar.cfg.Store == nil
 	ar.states[name] = st
-	ar.status, ar.desc = clientStatus(ar.states)
 	write := !skip && (!proto.Equal(ar.persisted[name], key) || ar.unsaved[name] != nil)
 	if !write {
 		delete(ar.unsaved, name)
+		ar.setStatus()
 	}
 	ar.mu.Unlock()
 	var err error
@@ -395,6 +398,7 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 		} else {
 			ar.unsaved[name] = rec
 		}
+		ar.setStatus()
 		ar.mu.Unlock()
 	}
 	ar.writeMu.Unlock()
@@ -428,6 +432,19 @@ func (ar *AllocRunner) report() {
 	}
 	ar.mu.Unlock()
 	ar.cfg.OnUpdate(u)
+}
+
+// setStatus sets the status reported to the servers from the task states
+// (call with mu held). A terminal one (complete, failed) waits until every
+// task state is written: the servers never move an alloc back from it,
+// and a client restarted before the write would find the DB's older state
+// and start the task again, running while the servers show it ended.
+func (ar *AllocRunner) setStatus() {
+	st, desc := clientStatus(ar.states)
+	if len(ar.unsaved) > 0 && (st == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE || st == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED) {
+		return
+	}
+	ar.status, ar.desc = st, desc
 }
 
 // clientStatus derives the alloc's status from its tasks' states: failed
@@ -515,6 +532,7 @@ func (ar *AllocRunner) saveLoop() {
 			return
 		}
 		if ar.saveUnsaved() {
+			ar.report()
 			return
 		}
 		wait = min(wait*2, saveRetryMax)
@@ -570,6 +588,7 @@ func (ar *AllocRunner) saveUnsaved() bool {
 	if !ar.allocUnsaved && len(ar.unsaved) == 0 {
 		ar.logger.Info("state db writes that had failed are written")
 		ar.saving = false
+		ar.setStatus() // a terminal status held back is told now
 		return true
 	}
 	return false

@@ -102,5 +102,10 @@
 // to the driver's RecoverTask and supervises the same process; if the
 // driver cannot take it back, or the state names a running attempt whose
 // handle the DB does not hold (its end was not written), the attempt
-// counts as failed ("Failed Restoring") and the restart policy decides. Shutdown stops supervising without touching the task.
+// counts as failed ("Failed Restoring", its exited hooks run) and the
+// restart policy decides. Any attempt the state names without a handle
+// (pending: the client stopped before the driver's handle was written, and
+// the plugin may have started it) is destroyed (DestroyTask, not-found is
+// fine) before another starts. Shutdown stops supervising without touching
+// the task.
 package taskrunner

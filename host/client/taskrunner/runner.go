@@ -120,6 +120,8 @@ type TaskRunner struct {
 
 	notifyMu sync.Mutex
 	notified uint64
+	// notifyErr is the error of the last OnState call (state notified).
+	notifyErr error
 }
 
 // New returns a task runner; Run starts it.
@@ -149,6 +151,11 @@ func New(cfg Config) *TaskRunner {
 	}
 	if r := cfg.Restore; r != nil && r.State != nil {
 		tr.state = proto.Clone(r.State).(*pb.TaskState)
+	}
+	if r := cfg.Restore; r != nil && r.Handle == nil {
+		// Until Run has the driver drop it, every record names the
+		// attempt, so a client that stops meanwhile drops it next time.
+		tr.taskID = r.TaskID
 	}
 	tr.info.Events = tr
 	tr.info.Lifecycle = lifecycle{tr}
@@ -214,7 +221,9 @@ func (tr *TaskRunner) event(typ, msg string, details map[string]string) *pb.Task
 }
 
 // update changes the state under mu and tells OnState, in order. It
-// returns OnState's error (nil when a newer state was told first).
+// returns OnState's error; when a newer state (which holds this change)
+// was told first, the error of that newer write, so a failed write-ahead
+// record is never taken for a written one.
 func (tr *TaskRunner) update(fn func(st *pb.TaskState)) error {
 	tr.mu.Lock()
 	fn(tr.state)
@@ -228,9 +237,9 @@ func (tr *TaskRunner) update(fn func(st *pb.TaskState)) error {
 	defer tr.notifyMu.Unlock()
 	if seq > tr.notified {
 		tr.notified = seq
-		return tr.cfg.OnState(st, id)
+		tr.notifyErr = tr.cfg.OnState(st, id)
 	}
-	return nil
+	return tr.notifyErr
 }
 
 // UpdateAlloc gives the runner the alloc and job of an in-place update:
@@ -347,20 +356,8 @@ func (tr *TaskRunner) Run() {
 		if tr.recover(r.Handle) {
 			return
 		}
-	} else if r != nil && r.TaskID != "" && r.State.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
-		// Recorded running, and no handle left to recover it by: the
-		// attempt ended while the client was away with its end not written
-		// (a full disk). It is a failed attempt, said so, not a silent
-		// start of another.
-		tr.logger.Warn("task recorded running has no handle to recover it by; treating it as exited", "task_id", r.TaskID)
-		ev := tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: attempt %s is recorded running but the state db holds no handle for it", tr.Name(), r.TaskID),
-			map[string]string{"task_id": r.TaskID})
-		tr.update(func(st *pb.TaskState) {
-			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
-			st.FinishedAt = tr.cfg.Now().UnixNano()
-			appendEvent(st, ev)
-		})
-		if !tr.restartAfter() {
+	} else if r != nil && r.TaskID != "" {
+		if tr.settleUnhandled(r) {
 			return
 		}
 	}
@@ -625,8 +622,9 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 	env := taskenv.FromMaps(resp.Env, resp.Vars)
 	id := newTaskID(info.Alloc.GetId(), task.GetName())
 	// Write-ahead: the attempt is recorded before the driver starts it, so
-	// a restarted client looks for this attempt's handle and recovers it
-	// (or starts again when the start never got as far). An attempt that
+	// a restarted client looks for this attempt's handle and recovers it,
+	// or, finding no handle, has the driver destroy the attempt (the
+	// plugin may have started it) before starting another. An attempt that
 	// cannot be recorded is not started.
 	tr.mu.Lock()
 	tr.taskID = id
@@ -704,6 +702,38 @@ func (tr *TaskRunner) resources(t *pb.Task) *driverpb.Resources {
 		shares = mhz * 1024 / tr.cfg.MHzPerCore
 	}
 	return &driverpb.Resources{CpuShares: shares, MemoryBytes: t.GetResources().GetMemoryMb() << 20}
+}
+
+// settleUnhandled ends attempt r.TaskID, which the restored record names
+// but which has no handle in the state db: the client stopped after the
+// write-ahead record and before the driver's handle was written (the driver
+// plugin outlives the client and may have started it), or the attempt's end
+// was never written (a full disk). The driver is told to drop the attempt
+// before any new start, so it never runs unsupervised next to the next one;
+// one recorded running is a failed attempt, its exited hooks run as for any
+// exit. It reports whether Run is over.
+func (tr *TaskRunner) settleUnhandled(r *Restore) bool {
+	id := r.TaskID
+	running := r.State.GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING
+	if running {
+		tr.logger.Warn("task recorded running has no handle to recover it by; treating it as exited", "task_id", id)
+		ev := tr.event("Failed Restoring", fmt.Sprintf("recovering task %q: attempt %s is recorded running but the state db holds no handle for it", tr.Name(), id),
+			map[string]string{"task_id": id})
+		tr.update(func(st *pb.TaskState) {
+			st.State = pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING
+			st.FinishedAt = tr.cfg.Now().UnixNano()
+			appendEvent(st, ev)
+		})
+		tr.runExited(id, &driverpb.ExitResult{ExitCode: -1, Err: "not recovered after a client restart: the state db holds no handle for it"})
+	}
+	if tr.cfg.Driver == nil {
+		// The record keeps naming the attempt (tr.taskID) until a driver
+		// can drop it; no attempt starts without a driver either.
+		tr.logger.Error("cannot destroy a recorded attempt without a handle: its driver is unknown", "task_id", id, "error", tr.cfg.DriverErr)
+	} else {
+		tr.destroyAttempt(id)
+	}
+	return running && !tr.restartAfter()
 }
 
 // recover re-attaches to the attempt that ran before the client restarted

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type fakeDriver struct {
 	recovers   []string
 	destroys   []string
 	stops      []string // "taskID signal timeout"
+	calls      []string // "start taskID" and "destroy taskID", in order
 	startErr   error
 	recoverErr error
 	exits      map[string]chan *driverpb.ExitResult
@@ -47,6 +49,7 @@ func (f *fakeDriver) ch(id string) chan *driverpb.ExitResult {
 func (f *fakeDriver) StartTask(_ context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
 	f.mu.Lock()
 	f.starts = append(f.starts, cfg)
+	f.calls = append(f.calls, "start "+cfg.GetId())
 	err := f.startErr
 	f.mu.Unlock()
 	if err != nil {
@@ -80,6 +83,7 @@ func (f *fakeDriver) DestroyTask(_ context.Context, id string, _ bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.destroys = append(f.destroys, id)
+	f.calls = append(f.calls, "destroy "+id)
 	return nil
 }
 
@@ -602,5 +606,110 @@ func TestStartOverThePluginsMessageLimitIsFinal(t *testing.T) {
 	if last.GetType() != "Not Restarting" || !last.GetFailed() || last.GetDetails()["reason"] != "request-too-large" ||
 		!strings.Contains(last.GetMessage(), "4194304 bytes") {
 		t.Fatalf("last event %v, want a final Not Restarting naming the limit", last)
+	}
+}
+
+// A record naming attempt X with no handle for it, pending: the client
+// stopped after the write-ahead record and before the driver's handle was
+// written, and the driver plugin (which outlives the client) may have
+// started X. The driver is told to destroy X before any new attempt
+// starts, and the records written until then still name X.
+func TestPendingAttemptWithoutAHandleIsDestroyedBeforeANewStart(t *testing.T) {
+	d := newFakeDriver()
+	var mu sync.Mutex
+	var ids []string
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING}, TaskID: "a1.web.old"}
+		c.OnState = func(_ *pb.TaskState, id string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ids = append(ids, id)
+			return nil
+		}
+	})
+	go tr.Run()
+	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
+	d.mu.Lock()
+	calls := slices.Clone(d.calls)
+	d.mu.Unlock()
+	if len(calls) != 2 || calls[0] != "destroy a1.web.old" || !strings.HasPrefix(calls[1], "start ") {
+		t.Fatalf("driver calls %q, want the recorded attempt a1.web.old destroyed, then one new start", calls)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if i := slices.Index(ids, ""); i < 0 || slices.ContainsFunc(ids[:i], func(id string) bool { return id != "a1.web.old" }) {
+		t.Fatalf("records named %q: until a1.web.old is destroyed every record names it", ids)
+	}
+}
+
+// A record naming attempt X running with no handle for it is a failed
+// attempt, as one whose RecoverTask fails: its exited hooks run (a
+// csi_plugin task's restored registry entry is torn down there) and the
+// driver is told to destroy it.
+func TestRecordedRunningWithoutAHandleRunsExitedHooksAndIsDestroyed(t *testing.T) {
+	d := newFakeDriver()
+	log := &hookLog{}
+	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, TaskID: "a1.web.old"}
+	})
+	go tr.Run()
+	waitRunDone(t, tr) // restart attempts 0: dead
+	if got := log.get(); !slices.Contains(got, "exited") {
+		t.Fatalf("hooks %v: the exited hooks of attempt a1.web.old never ran", got)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !slices.Equal(d.calls, []string{"destroy a1.web.old"}) {
+		t.Fatalf("driver calls %q, want a1.web.old destroyed and nothing started", d.calls)
+	}
+}
+
+// The write-ahead record's failure reaches start() even when a concurrent
+// event took its state after start() named the attempt and was told to
+// OnState first (that newer write, failing, is the record's failure too):
+// no attempt starts whose record was never written. OnState fails every
+// write naming an attempt (a full disk) while two goroutines emit events
+// in a loop; the race is hit within a few hundred attempts.
+func TestWriteAheadFailureIsNotSwallowedByAConcurrentEvent(t *testing.T) {
+	d := newFakeDriver()
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 2000, IntervalMs: time.Hour.Milliseconds(), Mode: pb.RestartMode_RESTART_MODE_FAIL}
+		c.OnState = func(_ *pb.TaskState, id string) error {
+			if id != "" {
+				return errors.New("no space left on device")
+			}
+			return nil
+		}
+	})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				tr.EmitEvent(&pb.TaskEvent{Type: "Noise", Message: "x"})
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	go tr.Run()
+	// Done after 2001 refused attempts, or an attempt started.
+	testutil.WaitFor(t, 2*time.Minute, func() error {
+		select {
+		case <-tr.Done():
+			return nil
+		default:
+		}
+		if len(d.started()) > 0 {
+			return nil
+		}
+		return fmt.Errorf("runner not done, nothing started: %v", tr.State())
+	})
+	if s := d.started(); len(s) > 0 {
+		t.Fatalf("attempt %s started although every record naming an attempt failed to write (%d starts)", s[0].GetId(), len(s))
+	}
+	if st := tr.State(); !st.GetFailed() || st.GetRestarts() != 2000 {
+		t.Fatalf("state %v, want failed after 2000 restarts", st)
 	}
 }

@@ -106,11 +106,28 @@ func TestAReportNotPersistedIsDelivered(t *testing.T) {
 // backoff, each failure shown on the claim with the time of the next try,
 // until it succeeds.
 func TestTeardownRetriesOnAJitteredCappedBackoffShowingTheNextTry(t *testing.T) {
+	// 0.8 of each wait: 80ms, 160ms, then 320ms (400ms capped, jittered)
+	// for good.
+	testTeardownBackoff(t, 0, []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond})
+}
+
+// The jitter is applied to the capped wait, so the tries at the cap are
+// spread ±20% around it too, not only below it.
+func TestTeardownBackoffJittersTheCappedWaitBothWays(t *testing.T) {
+	// 1.1 of each wait: 110ms, 220ms, then 440ms (400ms capped, jittered).
+	testTeardownBackoff(t, 0.75, []time.Duration{110 * time.Millisecond, 220 * time.Millisecond, 440 * time.Millisecond})
+}
+
+// testTeardownBackoff fails a teardown (retry 100ms doubling to 400ms)
+// with the given jitter until the last of want (the capped wait) has been
+// shown as a failure's next try, every one of them among want.
+func testTeardownBackoff(t *testing.T, jitter float64, want []time.Duration) {
+	t.Helper()
 	e := newVolEnv(t, func(c *VolumeConfig) {
 		c.TeardownAttempt = 10 * time.Millisecond
 		c.TeardownWait = time.Millisecond
 		c.TeardownRetry, c.TeardownRetryMax = 100*time.Millisecond, 400*time.Millisecond
-		c.Jitter = func() float64 { return 0 } // 0.8 of each wait
+		c.Jitter = func() float64 { return jitter }
 	})
 	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
 	if err := e.prerun(false); err != nil {
@@ -118,8 +135,7 @@ func TestTeardownRetriesOnAJitteredCappedBackoffShowingTheNextTry(t *testing.T) 
 	}
 	e.plugins.close()
 	_ = e.postrun()
-	// 80ms, 160ms, then 320ms (400ms capped, jittered) for good.
-	want := []time.Duration{80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond}
+	capped := want[len(want)-1]
 	testutil.WaitFor(t, volWait, func() error {
 		var got []time.Duration
 		for _, u := range e.claims.delivered() {
@@ -140,8 +156,8 @@ func TestTeardownRetriesOnAJitteredCappedBackoffShowingTheNextTry(t *testing.T) 
 				return fmt.Errorf("a failure's next try %s after it, want one of %v", d, want)
 			}
 		}
-		if !seen[320*time.Millisecond] {
-			return fmt.Errorf("next tries %v: the capped one not seen yet", got)
+		if !seen[capped] {
+			return fmt.Errorf("next tries %v: the capped one (%s) not seen yet", got, capped)
 		}
 		return nil
 	})

@@ -194,7 +194,8 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 				"volume_id", volumeID, "user", user, "error", err)
 			return
 		}
-		d := min(time.Duration(float64(wait)*(0.8+0.4*v.cfg.Jitter())), v.cfg.TeardownRetryMax)
+		// Jittered ±20% after the cap, so the tries at the cap spread too.
+		d := time.Duration(float64(min(wait, v.cfg.TeardownRetryMax)) * (0.8 + 0.4*v.cfg.Jitter()))
 		v.logger.Error("volume teardown failed, will retry", "volume_id", volumeID, "user", user, "retry_in", d, "error", err)
 		failure := proto2(report)
 		failure.NextRetryAt = v.cfg.Now().Add(d).UnixNano()
