@@ -51,7 +51,7 @@ func newFakeController() *fakeController {
 	return &fakeController{errs: map[string][]error{}, published: map[string]map[string]bool{}, context: map[string]string{"lun": "3"}}
 }
 
-func (f *fakeController) ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error {
+func (f *fakeController) ControllerCall(ctx context.Context, nodeID, pluginID string, _ *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
 	c := fakeCall{nodeID, pluginID, method, proto.Clone(req)}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
