@@ -212,6 +212,11 @@ func (c *caller) fail(call Call, volumeID string, req proto.Message, err error) 
 			e.Err = fmt.Errorf("%w: %w", ErrPluginShutdown, why)
 		}
 	}
+	if e.Code == codes.FailedPrecondition && InstanceChanged(err) {
+		// A node refused a call addressed to another instance than the
+		// one serving there now (forwarded calls): no plugin was called.
+		e.Err = fmt.Errorf("%w: %s", ErrControllerInstanceChanged, e.Message)
+	}
 	c.logger.Debug("csi call failed", "call", call, "volume", volumeID, "code", e.Code, "error", e.Error())
 	return e
 }

@@ -46,8 +46,9 @@ type Error struct {
 	// Message is the plugin's status message with every secret of the
 	// request removed.
 	Message string
-	// Err is ErrPluginShutdown, ErrInvalidResponse or ErrInvalidRequest
-	// (wrapped with detail) when one of those applies, nil otherwise.
+	// Err is ErrPluginShutdown, ErrInvalidResponse, ErrInvalidRequest or
+	// ErrControllerInstanceChanged (wrapped with detail) when one of those
+	// applies, nil otherwise.
 	Err error
 }
 

@@ -38,6 +38,9 @@ import (
 //   - attaching, of an attachment that is gone, while live claims on the
 //     node need one and the plugin requires the publish: created again (a
 //     repair; the reconcile pass).
+//   - attached, of an attachment that is gone, when its plugin's row is
+//     derived_from_serving and no longer requires the publish: stored
+//     detaching, so the reconciler undoes the publish (storeOrphanedPublish).
 //
 // An attachment that is not stored is ErrAttachmentNotFound otherwise.
 func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error {
@@ -60,6 +63,8 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 			return nil
 		case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
 			return recreateAttachment(tx, volume, node, at)
+		case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
+			return storeOrphanedPublish(tx, cmd, who)
 		}
 		return fmt.Errorf("%s to %s: %w", who, AttachmentStateWord(target), ErrAttachmentNotFound)
 	}
@@ -160,6 +165,48 @@ func recreateAttachment(tx *writeTxn, volume, node string, at int64) error {
 	}
 	return attachmentsTable.insert(tx, &pb.Attachment{
 		VolumeId: volume, NodeId: node, PluginId: v.GetPluginId(), State: pb.AttachmentState_ATTACHMENT_STATE_ATTACHING,
+		CreatedAt: at, ModifiedAt: at, CreateIndex: tx.index, ModifyIndex: tx.index,
+	})
+}
+
+// storeOrphanedPublish is the outcome of a publish that succeeded after
+// its attachment was removed because the plugin stopped requiring the
+// publish (skipControllerPublish: a task plugin replaced the storage
+// adapter of its ID while the adapter's ControllerPublishVolume was in
+// flight). The publish happened on the old backend, and nothing would
+// undo it: the attachment is stored detaching, with the controller node
+// and CSI node ID the publish used, and the attach reconciler unpublishes
+// it through a controller that can, or removes it without a call when
+// none of the plugin's controllers can (csi_attach.go). The node's claims
+// are not touched: they are ready without a publish.
+//
+// Only a row derived_from_serving can stop requiring the publish, and
+// the servers that mark rows so apply this rule too; for any other row,
+// or a plugin that requires the publish (the attachment went another way,
+// detached and removed), it is ErrAttachmentNotFound as before, so
+// servers of two versions apply the command alike.
+func storeOrphanedPublish(tx *writeTxn, cmd *pb.AttachmentUpdateCommand, who string) error {
+	notFound := func(why string) error {
+		return fmt.Errorf("%s to attached: %w: %s", who, ErrAttachmentNotFound, why)
+	}
+	v, err := volumesTable.first(tx, nil, cmd.GetVolumeId())
+	if err != nil {
+		return err
+	}
+	if v == nil {
+		return notFound("the volume is gone")
+	}
+	p, err := csiPluginsTable.first(tx, nil, v.GetPluginId())
+	if err != nil {
+		return err
+	}
+	if p == nil || !p.GetDerivedFromServing() || p.GetControllerRequired() {
+		return notFound("no attachment waits for this publish")
+	}
+	at := cmd.GetUpdatedAt()
+	return attachmentsTable.insert(tx, &pb.Attachment{
+		VolumeId: cmd.GetVolumeId(), NodeId: cmd.GetNodeId(), PluginId: v.GetPluginId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHING,
+		ControllerNodeId: cmd.GetControllerNodeId(), CsiNodeId: cmd.GetCsiNodeId(), PublishContext: cmd.GetPublishContext(),
 		CreatedAt: at, ModifiedAt: at, CreateIndex: tx.index, ModifyIndex: tx.index,
 	})
 }

@@ -174,7 +174,11 @@
 //     now stop requiring the publish (a task-launched plugin replaced a
 //     storage adapter of the same ID), the plugin's attaching attachments
 //     are removed and their reserved claims made ready in the same apply
-//     (skipControllerPublish, testdata/plugin_switch.txt).
+//     (skipControllerPublish, testdata/plugin_switch.txt). A publish in
+//     flight then that succeeds is stored as a detaching attachment, so
+//     the reconciler undoes it on the old backend (storeOrphanedPublish,
+//     derived rows only; testdata/plugin_switch_publish_succeeds.txt); a
+//     new claim on that volume and node waits for it to go.
 //
 // Under the table rule only NodeCSIUpdate creates rows; the other commands
 // update rows that exist, so an older server, which has none, applies them

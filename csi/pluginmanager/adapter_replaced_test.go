@@ -2,14 +2,20 @@ package pluginmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
 )
 
 // A task-launched plugin of a storage adapter's ID replaces the adapter on
@@ -129,5 +135,50 @@ func TestControllerServesThroughTheSwitch(t *testing.T) {
 	f.waitDelivered(t, "task plugin", func(s Set) error { return has(s.Controllers, "hostpath", "a1", true) })
 	if _, err := m.Controller("hostpath"); err != nil {
 		t.Fatalf("after the switch: %v", err)
+	}
+}
+
+// A call addressed to the adapter instance (the servers' state before the
+// node's report of the switch is applied) is refused once a task plugin
+// of its ID serves in its place, with csi.ErrControllerInstanceChanged
+// naming both; addressed to the task plugin, or to no instance, it is
+// served by the task plugin.
+func TestControllerOfRefusesACallForTheReplacedAdapter(t *testing.T) {
+	hp := csifake.New()
+	ad := newFakeAdapters(t, map[string]*csifake.Plugin{"hostpath": hp})
+	task := csifake.New()
+	task.ControllerGetCapabilities.Always(csifake.ControllerCapabilities(csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME), nil)
+	srv := servePlugin(t, task)
+	reg := registry.New(newMemStore())
+	m, f := startManager(t, reg, ad, nil)
+	got := f.waitDelivered(t, "adapter", func(s Set) error { return has(s.Controllers, "hostpath", "", true) })
+	adapter := csi.InstanceOf(got.Controllers["hostpath"])
+	if _, err := m.ControllerOf("hostpath", adapter); err != nil {
+		t.Fatalf("a call for the adapter while it serves: %v", err)
+	}
+
+	mustRegister(t, reg, registration(monolith, "hostpath", "a1", srv.Endpoint, 10))
+	got = f.waitDelivered(t, "task plugin", func(s Set) error { return has(s.Controllers, "hostpath", "a1", true) })
+	_, err := m.ControllerOf("hostpath", adapter)
+	if !errors.Is(err, csi.ErrControllerInstanceChanged) || errcode.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a call for the adapter after the task plugin replaced it: %v (code %s), want ErrControllerInstanceChanged", err, errcode.Code(err))
+	}
+	for _, want := range []string{`"hostpath"`, "storage adapter", "task plugin of alloc a1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	for _, expect := range []*pb.CSIControllerInstance{csi.InstanceOf(got.Controllers["hostpath"]), nil} {
+		cl, err := m.ControllerOf("hostpath", expect)
+		if err != nil {
+			t.Fatalf("a call for %v: %v", expect, err)
+		}
+		task.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext"}}, nil)
+		if err := cl.Invoke(context.Background(), csipb.Controller_CreateVolume_FullMethodName, &csipb.CreateVolumeRequest{Name: "v"}, &csipb.CreateVolumeResponse{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hp.CreateVolume.Count() != 0 || task.CreateVolume.Count() != 2 {
+		t.Errorf("CreateVolume on the adapter %d, on the task plugin %d, want 0 and 2", hp.CreateVolume.Count(), task.CreateVolume.Count())
 	}
 }

@@ -24,11 +24,23 @@ type controllerRef struct {
 // the manager: callers must not close it, and a call on it fails
 // (Canceled or Unavailable) if the instance goes away meanwhile.
 func (m *Manager) Controller(pluginID string) (*csi.Client, error) {
+	return m.ControllerOf(pluginID, nil)
+}
+
+// ControllerOf is Controller for a call addressed to one instance of the
+// plugin ID (CSIControllerCallRequest.expect): when the instance the node
+// reports is another one it fails with csi.ErrControllerInstanceChanged,
+// naming both, so a call the servers meant for one backend never reaches
+// another. A nil expect takes whichever instance serves.
+func (m *Manager) ControllerOf(pluginID string, expect *pb.CSIControllerInstance) (*csi.Client, error) {
 	m.mu.Lock()
 	ref, ok := m.controllers[pluginID]
 	m.mu.Unlock()
 	if !ok || ref.w == nil {
 		return nil, fmt.Errorf("csi plugin %q: %w", pluginID, ErrNoController)
+	}
+	if err := csi.CheckInstance(expect, ref.info); err != nil {
+		return nil, fmt.Errorf("csi plugin %q: %w", pluginID, err)
 	}
 	if !ref.info.GetHealthy() {
 		why := ref.info.GetHealthDescription()

@@ -18,7 +18,7 @@ import (
 // controllers finds the node's controller instance of a CSI plugin
 // (*pluginmanager.Manager).
 type controllers interface {
-	Controller(pluginID string) (*csi.Client, error)
+	ControllerOf(pluginID string, expect *pb.CSIControllerInstance) (*csi.Client, error)
 }
 
 // ErrNoCSIPlugins is returned by ClientCSI calls on a client that manages
@@ -73,9 +73,14 @@ func (r *clientCSI) ControllerCall(ctx context.Context, req *pb.CSIControllerCal
 	if pm == nil {
 		return nil, fail(ErrNoCSIPlugins)
 	}
-	c, err := pm.Controller(plugin)
+	c, err := pm.ControllerOf(plugin, req.GetExpect())
 	if errors.Is(err, pluginmanager.ErrNoController) {
 		return nil, fail(ErrNoControllerHere)
+	}
+	if errors.Is(err, csi.ErrControllerInstanceChanged) {
+		// Marked on the wire, so the servers tell it from a plugin's own
+		// FailedPrecondition: the call went to no plugin.
+		return nil, csi.InstanceChangedStatus(fmt.Errorf("csi plugin %q on node %s: %w", plugin, r.nodeID, err))
 	}
 	if err != nil {
 		return nil, fail(err)

@@ -28,7 +28,7 @@ func TestCSISentinelsCarryTheirCodes(t *testing.T) {
 // noControllers is a plugin manager with no controller instance.
 type noControllers struct{}
 
-func (noControllers) Controller(pluginID string) (*csi.Client, error) {
+func (noControllers) ControllerOf(pluginID string, _ *pb.CSIControllerInstance) (*csi.Client, error) {
 	return nil, fmt.Errorf("csi plugin %q: %w", pluginID, pluginmanager.ErrNoController)
 }
 
@@ -50,5 +50,44 @@ func TestControllerCallWithoutTheControllerIsUnavailable(t *testing.T) {
 	st := status.Convert(err)
 	if st.Code() != codes.Unavailable || !strings.Contains(st.Message(), `csi plugin "ebs"`) || !strings.Contains(st.Message(), "n1") {
 		t.Fatalf("ControllerCall without the controller: %v, want Unavailable naming plugin ebs and node n1", err)
+	}
+}
+
+// switchedControllers is a plugin manager whose instance of every plugin
+// is the task plugin of alloc a9.
+type switchedControllers struct{}
+
+func (switchedControllers) ControllerOf(pluginID string, expect *pb.CSIControllerInstance) (*csi.Client, error) {
+	err := csi.CheckInstance(expect, &pb.CSIPluginInfo{Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_TASK, AllocId: "a9"})
+	if err == nil {
+		err = fmt.Errorf("csi plugin %q: %w", pluginID, pluginmanager.ErrNoController)
+	}
+	return nil, err
+}
+
+// A call addressed to another instance than the node's is refused with
+// FailedPrecondition marked as csi.ErrControllerInstanceChanged on the
+// wire, so the servers tell it from a plugin's own FailedPrecondition.
+func TestControllerCallForAnotherInstanceIsRefusedMarked(t *testing.T) {
+	r := &clientCSI{nodeID: "n1", plugins: func() controllers { return switchedControllers{} }}
+	b, err := proto.Marshal(&csipb.CreateVolumeRequest{Name: "db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ControllerCall(context.Background(), &pb.CSIControllerCallRequest{
+		NodeId: "n1", PluginId: "hp", Method: csipb.Controller_CreateVolume_FullMethodName, Request: b,
+		Expect: &pb.CSIControllerInstance{Source: pb.CSIPluginSource_CSI_PLUGIN_SOURCE_ADAPTER},
+	})
+	st := status.Convert(err)
+	if st.Code() != codes.FailedPrecondition || !csi.InstanceChanged(st.Err()) {
+		t.Fatalf("ControllerCall for the adapter on a node serving a task plugin: %v, want FailedPrecondition marked ErrControllerInstanceChanged", err)
+	}
+	for _, want := range []string{`csi plugin "hp"`, "node n1", "storage adapter", "task plugin of alloc a9"} {
+		if !strings.Contains(st.Message(), want) {
+			t.Errorf("message %q does not name %q", st.Message(), want)
+		}
+	}
+	if csi.InstanceChanged(status.Error(codes.FailedPrecondition, "volume published to another node")) {
+		t.Error("a plugin's own FailedPrecondition reads as an instance change")
 	}
 }

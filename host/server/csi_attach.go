@@ -267,7 +267,7 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		return
 	}
 	resp := &csipb.ControllerPublishVolumeResponse{}
-	err = v.call(ctx, controller, a.GetPluginId(), csipb.Controller_ControllerPublishVolume_FullMethodName, req, resp)
+	err = v.call(ctx, controller, a.GetPluginId(), instanceOn(snap, a.GetPluginId(), controller), csipb.Controller_ControllerPublishVolume_FullMethodName, req, resp)
 	if ctx.Err() != nil {
 		return // the leadership ended: the next leader makes the call again
 	}
@@ -343,7 +343,7 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 		return
 	}
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
-	err = v.call(ctx, controller, a.GetPluginId(), csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
+	err = v.call(ctx, controller, a.GetPluginId(), instanceOn(snap, a.GetPluginId(), controller), csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
 	if ctx.Err() != nil {
 		return
 	}
@@ -375,11 +375,22 @@ func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, e
 	return id, nil
 }
 
-// call makes one controller call with the call timeout.
-func (v *volumeLoops) call(ctx context.Context, controller, pluginID, method string, req, resp proto.Message) error {
+// call makes one controller call with the call timeout, for the
+// controller instance expect names when it is set (see controllerCaller).
+func (v *volumeLoops) call(ctx context.Context, controller, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
 	cctx, cancel := context.WithTimeout(ctx, v.cfg.callTimeout)
 	defer cancel()
-	return v.caller.ControllerCall(cctx, controller, pluginID, method, req, resp)
+	return v.caller.ControllerCall(cctx, controller, pluginID, expect, method, req, resp)
+}
+
+// instanceOn is the controller instance of pluginID on nodeID in snap
+// (nil when snap has none: the call then goes to whatever serves).
+func instanceOn(snap *fsm.StateSnapshot, pluginID, nodeID string) *pb.CSIControllerInstance {
+	p, err := snap.CSIPluginByID(nil, pluginID)
+	if err != nil || p == nil || p.GetControllers()[nodeID] == nil {
+		return nil
+	}
+	return csi.InstanceOf(p.GetControllers()[nodeID])
 }
 
 // recordFailure writes a failed step of a, decided on snap: the error
@@ -398,7 +409,11 @@ func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot
 	now := v.clock.Now()
 	attempts := a.GetAttempts() + 1
 	var next int64
-	if csi.UncertainCode(code) {
+	// A node that refused the call because another instance of the
+	// plugin ID serves there now (the servers have not applied its report
+	// yet) made no call: the step is tried again on the backoff, through
+	// the controller the picker chooses once the servers see the change.
+	if csi.UncertainCode(code) || csi.InstanceChanged(err) {
 		class = pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN
 		next = now.Add(v.backoff(attempts)).UnixNano()
 	} else if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_DETACHING {

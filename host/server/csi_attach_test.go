@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/csi"
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
@@ -603,6 +604,48 @@ func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 		if calls := fake.callsOf(publishMethod); len(calls) != 1 {
 			t.Fatalf("publish calls = %s, want 1", describeCalls(calls))
+		}
+	})
+}
+
+// A publish is addressed to the controller instance the servers' state
+// shows on the picked node. A node that serves the plugin ID with another
+// instance by then (its report not applied yet) refuses it, marked
+// csi.ErrControllerInstanceChanged: no call was made, and the step is
+// not a final failure but uncertain, tried again on the backoff through
+// the controller picked then.
+func TestAttachRefusedForAnotherInstanceIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEBSEnv(t)
+		fake := newFakeController()
+		fake.mu.Lock()
+		fake.errs[publishMethod] = []error{csi.InstanceChangedStatus(fmt.Errorf("csi plugin %q on node n1: %w: addressed to the storage adapter, served by the task plugin of alloc a9",
+			"ebs", csi.ErrControllerInstanceChanged))}
+		fake.mu.Unlock()
+		stop := start(e.loops(fake))
+		defer stop()
+		synctest.Wait()
+
+		calls := fake.callsOf(publishMethod)
+		p, err := e.snap().CSIPluginByID(nil, "ebs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := csi.InstanceOf(p.GetControllers()["n1"])
+		if len(calls) != 1 || !proto.Equal(calls[0].expect, want) {
+			t.Fatalf("publish calls %s, want one addressed to %v", describeCalls(calls), want)
+		}
+		a := e.attachment("v1", "n2")
+		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
+		le := a.GetLastError()
+		if le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN || a.GetNextRetryAt() == 0 || !strings.Contains(le.GetMessage(), "alloc a9") {
+			t.Fatalf("after the refusal: %v, want an uncertain error naming the instance serving, with a retry time", a)
+		}
+		time.Sleep(time.Until(time.Unix(0, a.GetNextRetryAt())))
+		synctest.Wait()
+		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
+		if n := len(fake.callsOf(publishMethod)); n != 2 {
+			t.Fatalf("%d publishes, want 2", n)
 		}
 	})
 }

@@ -4,14 +4,19 @@ import (
 	"context"
 
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // controllerCaller sends one CSI controller call to the controller
 // instance of pluginID on node nodeID and fills resp. method is the CSI
-// full method name ("/csi.v1.Controller/ControllerPublishVolume"). The
+// full method name ("/csi.v1.Controller/ControllerPublishVolume"). expect,
+// when set, is the instance the call is for: a node whose instance of the
+// plugin ID is another one now refuses it (csi.InstanceChanged) without
+// calling a plugin. The
 // error carries the plugin's gRPC code (errcode.Code finds it); a node that
 // cannot be reached is Unavailable, so the call is classed uncertain and
 // retried. The server's csiForwarder implements it.
 type controllerCaller interface {
-	ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error
+	ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error
 }

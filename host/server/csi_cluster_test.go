@@ -29,8 +29,8 @@ type serverCaller struct {
 	f      *fakeController
 }
 
-func (c serverCaller) ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error {
-	return c.f.ControllerCall(context.WithValue(ctx, callerServerKey{}, c.server), nodeID, pluginID, method, req, resp)
+func (c serverCaller) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
+	return c.f.ControllerCall(context.WithValue(ctx, callerServerKey{}, c.server), nodeID, pluginID, expect, method, req, resp)
 }
 
 // withController makes every server's controller calls go to f.

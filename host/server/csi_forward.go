@@ -32,13 +32,14 @@ const csiForwardSlack = 2 * time.Second
 
 // ControllerCall sends one CSI controller call (method: the CSI full
 // method name, one of csi.ForwardedMethods) to pluginID's controller
-// instance on node nodeID and fills resp. The error keeps the plugin's
+// instance on node nodeID (expect: the instance it is for, see
+// controllerCaller) and fills resp. The error keeps the plugin's
 // gRPC code (errcode.Code, status.Code); a node that cannot be reached is
 // Unavailable, so callers class it uncertain. The call is retried only
 // while no server holds the node's tunnel (nothing was sent); any other
 // failure is the caller's to retry, by its class. req may hold secrets:
 // it is never logged here.
-func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error {
+func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
 	// The call is this server's own, whatever request it serves: a volume
 	// endpoint forwarded here from a follower carries the forwarded mark
 	// in its incoming metadata, and the one-hop rule would then keep the
@@ -57,7 +58,7 @@ func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID, met
 		ctx, cancel = context.WithTimeout(ctx, csi.DefaultTimeouts()[m.Call]+csiForwardSlack)
 		defer cancel()
 	}
-	creq := &pb.CSIControllerCallRequest{NodeId: nodeID, PluginId: pluginID, Method: method, Request: b}
+	creq := &pb.CSIControllerCallRequest{NodeId: nodeID, PluginId: pluginID, Method: method, Request: b, Expect: expect}
 	p := f.s.proxy
 	var cresp *pb.CSIControllerCallResponse
 	for attempt := range p.attempts(ctx) {
@@ -145,8 +146,9 @@ func (r *csiRelay) ControllerCall(ctx context.Context, req *pb.CSIControllerCall
 // deletes, the ValidateVolumeCapabilities checks) runs on the servers
 // over the forwarder.
 type forwardConn struct {
-	call             func(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error
+	call             func(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error
 	nodeID, pluginID string
+	expect           *pb.CSIControllerInstance
 }
 
 var _ grpc.ClientConnInterface = forwardConn{}
@@ -159,7 +161,7 @@ func (c forwardConn) Invoke(ctx context.Context, method string, args, reply any,
 	}
 	// A status error, so the csi client classes it by its code (a
 	// NotConnectedError is Unavailable: uncertain, not Unknown).
-	if err := c.call(ctx, c.nodeID, c.pluginID, method, req, resp); err != nil {
+	if err := c.call(ctx, c.nodeID, c.pluginID, c.expect, method, req, resp); err != nil {
 		return errcode.Status(err)
 	}
 	return nil
@@ -170,8 +172,9 @@ func (c forwardConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 }
 
 // csiClientVia is a CSI client of pluginID's controller instance on
-// nodeID, through calls.
-func (s *Server) csiClientVia(calls controllerCaller, nodeID, pluginID string) *csi.Client {
-	return csi.New(forwardConn{call: calls.ControllerCall, nodeID: nodeID, pluginID: pluginID},
+// nodeID, through calls; with expect set, only of that instance (a node
+// serving the ID with another one refuses: csi.InstanceChanged).
+func (s *Server) csiClientVia(calls controllerCaller, nodeID, pluginID string, expect *pb.CSIControllerInstance) *csi.Client {
+	return csi.New(forwardConn{call: calls.ControllerCall, nodeID: nodeID, pluginID: pluginID, expect: expect},
 		csi.WithLogger(s.logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)))
 }

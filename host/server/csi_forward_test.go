@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,11 +33,21 @@ type csiNode struct {
 	nodeID string
 	plugin string
 	c      *csi.Client
+	// instance, when set, is what the node serves the plugin with: a
+	// call addressed to another (CSIControllerCallRequest.expect) is
+	// refused as the client refuses it. Unset, the node is one older
+	// than the field, which ignores it.
+	instance *pb.CSIPluginInfo
 }
 
 func (n *csiNode) ControllerCall(ctx context.Context, req *pb.CSIControllerCallRequest) (*pb.CSIControllerCallResponse, error) {
 	if req.GetPluginId() != n.plugin {
 		return nil, status.Errorf(codes.NotFound, "csi plugin %q on node %s: no controller instance", req.GetPluginId(), n.nodeID)
+	}
+	if n.instance != nil {
+		if err := csi.CheckInstance(req.GetExpect(), n.instance); err != nil {
+			return nil, csi.InstanceChangedStatus(fmt.Errorf("csi plugin %q on node %s: %w", n.plugin, n.nodeID, err))
+		}
 	}
 	m, ok := csi.ForwardedMethodOf(req.GetMethod())
 	if !ok {
@@ -125,7 +136,7 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 		f := newCSIForwarder(s)
 		p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "vol-1", CapacityBytes: 42}}, nil)
 		resp := &csipb.CreateVolumeResponse{}
-		err := f.ControllerCall(ctx10s(t), "node-a", "ebs", csipb.Controller_CreateVolume_FullMethodName, &csipb.CreateVolumeRequest{Name: "data"}, resp)
+		err := f.ControllerCall(ctx10s(t), "node-a", "ebs", nil, csipb.Controller_CreateVolume_FullMethodName, &csipb.CreateVolumeRequest{Name: "data"}, resp)
 		if err != nil || resp.GetVolume().GetVolumeId() != "vol-1" || resp.GetVolume().GetCapacityBytes() != 42 {
 			t.Fatalf("create through %s: %v, %v", s.cfg.Name, resp, err)
 		}
@@ -134,7 +145,7 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 		}
 		for _, code := range []codes.Code{codes.NotFound, codes.ResourceExhausted, codes.Aborted, codes.FailedPrecondition, codes.Internal} {
 			p.ControllerPublishVolume.Next(nil, status.Errorf(code, "publish refused: %s", code))
-			err := f.ControllerCall(ctx10s(t), "node-a", "ebs", csipb.Controller_ControllerPublishVolume_FullMethodName,
+			err := f.ControllerCall(ctx10s(t), "node-a", "ebs", nil, csipb.Controller_ControllerPublishVolume_FullMethodName,
 				&csipb.ControllerPublishVolumeRequest{VolumeId: "vol-1", NodeId: "node-a"}, &csipb.ControllerPublishVolumeResponse{})
 			if errcode.Code(err) != code || status.Code(err) != code {
 				t.Fatalf("through %s: %v (errcode %s, status %s), want %s", s.cfg.Name, err, errcode.Code(err), status.Code(err), code)
@@ -148,7 +159,7 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 				t.Errorf("through b: %q does not name the server it went through", err)
 			}
 		}
-		err = f.ControllerCall(ctx10s(t), "node-a", "ebs", csipb.Node_NodeStageVolume_FullMethodName, &csipb.NodeStageVolumeRequest{}, &csipb.NodeStageVolumeResponse{})
+		err = f.ControllerCall(ctx10s(t), "node-a", "ebs", nil, csipb.Node_NodeStageVolume_FullMethodName, &csipb.NodeStageVolumeRequest{}, &csipb.NodeStageVolumeResponse{})
 		if errcode.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "node-a") {
 			t.Errorf("node call through %s: %v, want PermissionDenied naming the node", s.cfg.Name, err)
 		}
@@ -156,18 +167,18 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 	if n := p.NodeStageVolume.Count(); n != 0 {
 		t.Errorf("the plugin saw %d node stage calls", n)
 	}
-	err := newCSIForwarder(b).ControllerCall(ctx10s(t), "nowhere", "ebs", csipb.Controller_DeleteVolume_FullMethodName,
+	err := newCSIForwarder(b).ControllerCall(ctx10s(t), "nowhere", "ebs", nil, csipb.Controller_DeleteVolume_FullMethodName,
 		&csipb.DeleteVolumeRequest{VolumeId: "v"}, &csipb.DeleteVolumeResponse{})
 	if errcode.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("node connected nowhere: %v, want Unavailable naming it", err)
 	}
 	// The typed CSI client over the forwarder classes by the plugin's code.
 	p.DeleteVolume.Next(nil, status.Error(codes.NotFound, "gone"))
-	if _, err := b.csiClientVia(newCSIForwarder(b), "node-a", "ebs").Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
+	if _, err := b.csiClientVia(newCSIForwarder(b), "node-a", "ebs", nil).Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
 		t.Errorf("NotFound on delete through the forwarder is success: %v", err)
 	}
 	p.ControllerPublishVolume.Next(nil, status.Error(codes.Unavailable, "backend down"))
-	_, err = b.csiClientVia(newCSIForwarder(b), "node-a", "ebs").Controller.ControllerPublishVolume(ctx10s(t),
+	_, err = b.csiClientVia(newCSIForwarder(b), "node-a", "ebs", nil).Controller.ControllerPublishVolume(ctx10s(t),
 		&csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n", VolumeCapability: &csipb.VolumeCapability{}})
 	if !csi.IsUncertain(err) {
 		t.Errorf("Unavailable from the plugin through the forwarder: %v, want uncertain", err)

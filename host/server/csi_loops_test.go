@@ -45,14 +45,15 @@ var _ controllerCaller = (*fakeController)(nil)
 type fakeCall struct {
 	node, plugin, method string
 	req                  proto.Message
+	expect               *pb.CSIControllerInstance
 }
 
 func newFakeController() *fakeController {
 	return &fakeController{errs: map[string][]error{}, published: map[string]map[string]bool{}, context: map[string]string{"lun": "3"}}
 }
 
-func (f *fakeController) ControllerCall(ctx context.Context, nodeID, pluginID, method string, req, resp proto.Message) error {
-	c := fakeCall{nodeID, pluginID, method, proto.Clone(req)}
+func (f *fakeController) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
+	c := fakeCall{nodeID, pluginID, method, proto.Clone(req), expect}
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	hook := f.onCall

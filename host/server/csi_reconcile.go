@@ -114,7 +114,7 @@ func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int
 			return 0, fmt.Errorf("ListVolumes through the controller on node %s: more than %d pages; the pass compares only complete lists", controller, reconcileMaxPages)
 		}
 		resp := &csipb.ListVolumesResponse{}
-		if err := v.call(ctx, controller, pluginID, csipb.Controller_ListVolumes_FullMethodName, &csipb.ListVolumesRequest{StartingToken: token}, resp); err != nil {
+		if err := v.call(ctx, controller, pluginID, nil, csipb.Controller_ListVolumes_FullMethodName, &csipb.ListVolumesRequest{StartingToken: token}, resp); err != nil {
 			return 0, fmt.Errorf("ListVolumes through the controller on node %s: %w", controller, err)
 		}
 		for _, e := range resp.GetEntries() {
@@ -211,7 +211,7 @@ func (v *volumeLoops) listingController(pluginID string) (string, error) {
 func (v *volumeLoops) republish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller string) {
 	req, err := publishRequest(snap, a)
 	if err == nil {
-		err = v.call(ctx, controller, a.GetPluginId(), csipb.Controller_ControllerPublishVolume_FullMethodName, req, &csipb.ControllerPublishVolumeResponse{})
+		err = v.call(ctx, controller, a.GetPluginId(), nil, csipb.Controller_ControllerPublishVolume_FullMethodName, req, &csipb.ControllerPublishVolumeResponse{})
 	}
 	if ctx.Err() != nil {
 		return
@@ -242,7 +242,7 @@ func (v *volumeLoops) republish(ctx context.Context, snap *fsm.StateSnapshot, a 
 // has no attachment of it.
 func (v *volumeLoops) unpublishOrphan(ctx context.Context, vol *pb.Volume, csiNode, node, controller string) {
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
-	err := v.call(ctx, controller, vol.GetPluginId(), csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
+	err := v.call(ctx, controller, vol.GetPluginId(), nil, csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
 	if ctx.Err() != nil {
 		return
 	}

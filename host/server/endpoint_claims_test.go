@@ -61,7 +61,7 @@ func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 // attach reconciler must not write one first.
 type heldCaller struct{}
 
-func (heldCaller) ControllerCall(ctx context.Context, _, _, _ string, _, _ proto.Message) error {
+func (heldCaller) ControllerCall(ctx context.Context, _, _ string, _ *pb.CSIControllerInstance, _ string, _, _ proto.Message) error {
 	<-ctx.Done()
 	return ctx.Err()
 }

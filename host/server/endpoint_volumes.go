@@ -99,7 +99,9 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string, capability controller
 }
 
 // controller is a CSI client of a healthy controller of the plugin, and
-// the node it runs on.
+// the node it runs on and what the servers know of it. The client's calls
+// are for that instance only: a node serving the plugin ID with another
+// one by then refuses them (csi.InstanceChanged).
 func (e *volumesEndpoint) controller(pluginID string, capability controllerCap) (*csi.Client, string, *pb.CSIPluginInfo, error) {
 	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capability)
 	if err != nil {
@@ -108,7 +110,7 @@ func (e *volumesEndpoint) controller(pluginID string, capability controllerCap) 
 	if !has {
 		return nil, "", nil, fmt.Errorf("csi plugin %q has no controller service: %w", pluginID, ErrPluginCannot)
 	}
-	return e.s.csiClientVia(e.calls, nodeID, pluginID), nodeID, info, nil
+	return e.s.csiClientVia(e.calls, nodeID, pluginID, csi.InstanceOf(info)), nodeID, info, nil
 }
 
 func (e *volumesEndpoint) requireVersion() error {
@@ -144,13 +146,13 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := keepRedactedSecrets(v, stored); err != nil {
 		return nil, err
 	}
-	nodeID, _, has, err := controllerFor(st, v.GetPluginId(), capAnyController)
+	nodeID, info, has, err := controllerFor(st, v.GetPluginId(), capAnyController)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
 	}
 	var warnings []string
 	if has {
-		c := e.s.csiClientVia(e.calls, nodeID, v.GetPluginId())
+		c := e.s.csiClientVia(e.calls, nodeID, v.GetPluginId(), csi.InstanceOf(info))
 		res, err := c.Controller.ValidateVolumeCapabilities(ctx, &csipb.ValidateVolumeCapabilitiesRequest{
 			VolumeId: v.GetExternalId(), VolumeContext: v.GetContext(), VolumeCapabilities: csiCapabilities(v),
 			Parameters: v.GetParameters(), Secrets: v.GetSecrets(),

@@ -32,8 +32,13 @@ var ErrCreateControllerChanged = errcode.New(codes.FailedPrecondition, "the cont
 // and another instance of the plugin ID (a task plugin that replaced a
 // storage adapter, a controller on another node in front of another
 // backend) would make a second volume and leave the first one, made by the
-// uncertain call, unknown to berth. When the instance changed the create
-// fails, naming the instance that may hold a volume. A final failure
+// uncertain call, unknown to berth. The servers' state may lag the node,
+// so the calls are addressed to the instance (CSIControllerCallRequest.
+// expect) and the node refuses them when another serves the ID there. When
+// the instance changed, by the servers' state or the node's refusal, the
+// create fails, naming the instance that may hold a volume. (A client
+// older than the expect field ignores it and sends the retry to whatever
+// serves the ID: only the servers' check holds there.) A final failure
 // (ResourceExhausted included: for CreateVolume it is "no room", CSI
 // spec), or no controller that can, is returned at once, naming the
 // volume, the plugin and the node.
@@ -49,6 +54,19 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 		resp, err := c.Controller.CreateVolume(ctx, req)
 		if err == nil {
 			return resp, nodeID, nil
+		}
+		if csi.InstanceChanged(err) {
+			// The node serves the plugin ID with another instance than
+			// the servers' state shows (its report has not been applied
+			// yet) and refused the call: c's calls are for the first
+			// instance only (controller). No call was made this time,
+			// but an earlier uncertain one may have made the volume.
+			if attempt == 1 {
+				return nil, nodeID, fmt.Errorf("creating volume %q with plugin %q on node %s: %w: %w (nothing was created: run create again once the servers see the node's instance)",
+					v.GetId(), v.GetPluginId(), nodeID, ErrCreateControllerChanged, err)
+			}
+			return nil, nodeID, fmt.Errorf("creating volume %q: %w after an uncertain CreateVolume through %s: the node refused the retry (%v): not retried through another instance, which may be another backend; the first call may have made the volume there: run create again once it serves, or check that backend",
+				v.GetId(), ErrCreateControllerChanged, describeInstance(nodeID, first), err)
 		}
 		err = fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 		// ResourceExhausted is uncertain to csi.IsUncertain (a rate limit

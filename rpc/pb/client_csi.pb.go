@@ -33,7 +33,17 @@ type CSIControllerCallRequest struct {
 	Method string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
 	// request is the proto-encoded CSI request. It may carry secrets: never
 	// logged, never stored.
-	Request       []byte `protobuf:"bytes,4,opt,name=request,proto3" json:"request,omitempty"`
+	Request []byte `protobuf:"bytes,4,opt,name=request,proto3" json:"request,omitempty"`
+	// expect names the controller instance the servers address the call to
+	// (the one their plugin row shows on the node). A client whose instance
+	// of plugin_id is another one now (a task plugin replaced the storage
+	// adapter, or the other way round, and the servers have not seen the
+	// node's report yet) refuses the call with FailedPrecondition and the
+	// csi.ErrControllerInstanceChanged reason, without calling any plugin:
+	// another instance may be another backend. Unset: any instance serving
+	// the plugin ID takes it. A client older than the field ignores it and
+	// calls whatever serves the ID now.
+	Expect        *CSIControllerInstance `protobuf:"bytes,5,opt,name=expect,proto3" json:"expect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -96,6 +106,67 @@ func (x *CSIControllerCallRequest) GetRequest() []byte {
 	return nil
 }
 
+func (x *CSIControllerCallRequest) GetExpect() *CSIControllerInstance {
+	if x != nil {
+		return x.Expect
+	}
+	return nil
+}
+
+// CSIControllerInstance names one instance of a plugin ID on a node, as
+// CSIPluginInfo does: its source and, for a task plugin, its alloc.
+type CSIControllerInstance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        CSIPluginSource        `protobuf:"varint,1,opt,name=source,proto3,enum=berth.v1.CSIPluginSource" json:"source,omitempty"`
+	AllocId       string                 `protobuf:"bytes,2,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSIControllerInstance) Reset() {
+	*x = CSIControllerInstance{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIControllerInstance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIControllerInstance) ProtoMessage() {}
+
+func (x *CSIControllerInstance) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIControllerInstance.ProtoReflect.Descriptor instead.
+func (*CSIControllerInstance) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CSIControllerInstance) GetSource() CSIPluginSource {
+	if x != nil {
+		return x.Source
+	}
+	return CSIPluginSource_CSI_PLUGIN_SOURCE_UNSPECIFIED
+}
+
+func (x *CSIControllerInstance) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
+}
+
 type CSIControllerCallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// response is the proto-encoded CSI response.
@@ -106,7 +177,7 @@ type CSIControllerCallResponse struct {
 
 func (x *CSIControllerCallResponse) Reset() {
 	*x = CSIControllerCallResponse{}
-	mi := &file_berth_v1_client_csi_proto_msgTypes[1]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -118,7 +189,7 @@ func (x *CSIControllerCallResponse) String() string {
 func (*CSIControllerCallResponse) ProtoMessage() {}
 
 func (x *CSIControllerCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_client_csi_proto_msgTypes[1]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -131,7 +202,7 @@ func (x *CSIControllerCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIControllerCallResponse.ProtoReflect.Descriptor instead.
 func (*CSIControllerCallResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{1}
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CSIControllerCallResponse) GetResponse() []byte {
@@ -145,12 +216,16 @@ var File_berth_v1_client_csi_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\n" +
-	"\x19berth/v1/client_csi.proto\x12\bberth.v1\"\x82\x01\n" +
+	"\x19berth/v1/client_csi.proto\x12\bberth.v1\x1a\x12berth/v1/csi.proto\"\xbb\x01\n" +
 	"\x18CSIControllerCallRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x16\n" +
 	"\x06method\x18\x03 \x01(\tR\x06method\x12\x18\n" +
-	"\arequest\x18\x04 \x01(\fR\arequest\"7\n" +
+	"\arequest\x18\x04 \x01(\fR\arequest\x127\n" +
+	"\x06expect\x18\x05 \x01(\v2\x1f.berth.v1.CSIControllerInstanceR\x06expect\"e\n" +
+	"\x15CSIControllerInstance\x121\n" +
+	"\x06source\x18\x01 \x01(\x0e2\x19.berth.v1.CSIPluginSourceR\x06source\x12\x19\n" +
+	"\balloc_id\x18\x02 \x01(\tR\aallocId\"7\n" +
 	"\x19CSIControllerCallResponse\x12\x1a\n" +
 	"\bresponse\x18\x01 \x01(\fR\bresponse2f\n" +
 	"\tClientCSI\x12Y\n" +
@@ -170,21 +245,25 @@ func file_berth_v1_client_csi_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_csi_proto_rawDescData
 }
 
-var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_berth_v1_client_csi_proto_goTypes = []any{
 	(*CSIControllerCallRequest)(nil),  // 0: berth.v1.CSIControllerCallRequest
-	(*CSIControllerCallResponse)(nil), // 1: berth.v1.CSIControllerCallResponse
+	(*CSIControllerInstance)(nil),     // 1: berth.v1.CSIControllerInstance
+	(*CSIControllerCallResponse)(nil), // 2: berth.v1.CSIControllerCallResponse
+	(CSIPluginSource)(0),              // 3: berth.v1.CSIPluginSource
 }
 var file_berth_v1_client_csi_proto_depIdxs = []int32{
-	0, // 0: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	0, // 1: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	1, // 2: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	1, // 3: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	2, // [2:4] is the sub-list for method output_type
-	0, // [0:2] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
+	3, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
+	0, // 2: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	0, // 3: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	2, // 4: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	2, // 5: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_csi_proto_init() }
@@ -192,13 +271,14 @@ func file_berth_v1_client_csi_proto_init() {
 	if File_berth_v1_client_csi_proto != nil {
 		return
 	}
+	file_berth_v1_csi_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_csi_proto_rawDesc), len(file_berth_v1_client_csi_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -70,7 +70,9 @@
 //     before the restart decision.
 //   - Finished, in reverse order, once, when the task is dead for good
 //     (killed, finished, or ended by the restart policy); not between
-//     attempts and not on client shutdown.
+//     attempts and not on client shutdown. Run on a task restored dead
+//     runs them again (the client may have shut down as the task died),
+//     so they must be idempotent.
 //   - Destroy, in reverse order, once, from Destroy, when the alloc is
 //     destroyed — whether or not the task ever started or a prestart hook
 //     failed. Not on client shutdown (the task lives on).

@@ -164,7 +164,9 @@ type FinishedRequest struct {
 // FinishedHook runs once when the task is dead for good: killed, finished
 // (an ephemeral task's success) or ended by its restart policy — after the
 // last attempt's exited hooks, never between attempts, and not when the
-// client shuts down (the task lives on for the next client).
+// client shuts down (the task lives on for the next client). A runner
+// restored with the task already dead runs it again (the client may have
+// shut down as the task died): it must be idempotent.
 type FinishedHook interface {
 	Hook
 	Finished(ctx context.Context, req *FinishedRequest) error

@@ -327,3 +327,26 @@ func TestFinishedHooksRunOnceWhenTheTaskIsDead(t *testing.T) {
 		t.Fatalf("hooks of a task its restart policy ended %v, want finished once", got)
 	}
 }
+
+// A task restored dead (the client shut down as it died, so the run that
+// saw it die skipped its finished hooks) runs the finished hooks when
+// the next client's Run starts: a csi_plugin task's parked registry
+// entry is removed then, not only at Destroy.
+func TestFinishedHooksRunWhenTheTaskIsRestoredDead(t *testing.T) {
+	d := newFakeDriver()
+	h := &endHook{}
+	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, Failed: true, StartedAt: 5, FinishedAt: 6}}
+	})
+	go tr.Run()
+	waitRunDone(t, tr)
+	if got := h.log.get(); !slices.Equal(got, []string{"finished"}) {
+		t.Fatalf("hooks of a task restored dead %v, want finished once", got)
+	}
+	d.mu.Lock()
+	calls := slices.Clone(d.calls)
+	d.mu.Unlock()
+	if len(calls) != 0 {
+		t.Fatalf("driver calls %v for a task restored dead, want none", calls)
+	}
+}

@@ -345,6 +345,12 @@ func isDead(st *pb.TaskState) bool {
 func (tr *TaskRunner) Run() {
 	defer close(tr.done)
 	if isDead(tr.State()) {
+		// Dead before this Run: the finished hooks of the run that saw it
+		// die may not have run (the client shut down at the moment the
+		// task died), so they run again here; they are idempotent.
+		if !tr.shuttingDown() {
+			tr.runFinished()
+		}
 		return
 	}
 	defer func() {
