@@ -178,9 +178,9 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 		key := cfg.GetAllocId() + "/" + cfg.GetName()
 		unnamed[key] = append(unnamed[key], h)
 	}
-	// take removes from unnamed and returns the handle of key with task
+	// pull removes from unnamed and returns the handle of key with task
 	// ID id, or with id "" the newest.
-	take := func(key, id string) *pb.TaskHandleRecord {
+	pull := func(key, id string) *pb.TaskHandleRecord {
 		hs := unnamed[key]
 		best := -1
 		for i, h := range hs {
@@ -208,6 +208,17 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 			c.logger.Error("some task states are unreadable", "alloc_id", id, "error", err)
 		}
 		restore := map[string]*taskrunner.Restore{}
+		// took holds the handles taken for this alloc: put back (and so
+		// destroyed as orphans) if it cannot be recovered, so no task of
+		// it runs unsupervised.
+		var took []*pb.TaskHandleRecord
+		take := func(key, id string) *pb.TaskHandleRecord {
+			h := pull(key, id)
+			if h != nil {
+				took = append(took, h)
+			}
+			return h
+		}
 		for _, ts := range states {
 			r := &taskrunner.Restore{State: ts.GetState(), TaskID: ts.GetTaskId()}
 			key := id + "/" + ts.GetTask()
@@ -237,7 +248,11 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 		}
 		r, err := c.newRunner(rec.GetAlloc(), rec.GetJob(), restore)
 		if err != nil {
-			c.logger.Error("cannot recover alloc", "alloc_id", id, "error", err)
+			c.logger.Error("cannot recover alloc; destroying its tasks", "alloc_id", id, "error", err)
+			for _, h := range took {
+				key := id + "/" + h.GetHandle().GetConfig().GetName()
+				unnamed[key] = append(unnamed[key], h)
+			}
 			continue
 		}
 		c.allocs.runners[id] = r
