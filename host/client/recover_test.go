@@ -326,6 +326,9 @@ func TestAnAllocThatCannotBeRecoveredHasItsTasksDestroyedAndIsNotReportedNeverRu
 	// answer that sent the stopped a1 queued.
 	f.place(allocOf("a2", j), j)
 	waitReported(t, f, "a2", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if _, err := n.c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
+		t.Errorf("unrecoverable alloc a1 has a runner (%v)", err)
+	}
 	if u := f.lastUpdate("a1"); u.GetClientDescription() == "stopped before the client ran it" {
 		t.Errorf("alloc a1, which ran here, reported %v", u)
 	}
