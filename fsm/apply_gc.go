@@ -28,6 +28,10 @@ import (
 //     count as gone). Its versions go with it. A job ID that names no job
 //     removes the versions a purge left, if any.
 //
+//   - With keep_releasing_claims (set once every server knows the rule),
+//     an alloc holding a releasing claim on a node neither down, fenced
+//     nor gone is kept until its client reports the claim off the node.
+//
 // Allocs are removed first, then evals, then jobs, so one command can take
 // a job with its evals and allocs.
 
@@ -57,6 +61,15 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 				return err
 			}
 			continue
+		}
+		if cmd.GetKeepReleasingClaims() {
+			held, err := holdsReleasingClaim(tx, a)
+			if err != nil {
+				return err
+			}
+			if held {
+				continue
+			}
 		}
 		if err := allocsTable.delete(tx, a); err != nil {
 			return err
@@ -177,6 +190,29 @@ func allocCollectable(src txnSource, a *pb.Allocation) (bool, error) {
 		return false, err
 	}
 	return job == nil || job.GetStop(), nil
+}
+
+// holdsReleasingClaim reports whether the alloc holds a releasing claim on
+// a node neither down, nor fenced, nor gone: only its client reports such
+// a claim off the node, and only while the servers send it the alloc.
+func holdsReleasingClaim(src txnSource, a *pb.Allocation) (bool, error) {
+	claims, err := claimsByAlloc.list(src, nil, a.GetId())
+	if err != nil {
+		return false, err
+	}
+	for _, c := range claims {
+		if c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+			continue
+		}
+		n, err := nodesTable.first(src, nil, c.GetNodeId())
+		if err != nil {
+			return false, err
+		}
+		if n != nil && n.GetStatus() != pb.NodeStatus_NODE_STATUS_DOWN && !n.GetFenced() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // evalCollectable reports whether the eval may be removed: terminal, and

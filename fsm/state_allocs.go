@@ -57,7 +57,8 @@ func (r reader) NodeAllocsIndex(ws memdb.WatchSet, nodeID string) (uint64, error
 }
 
 // GCCandidates returns, as a GC command to propose, what garbage collection
-// may remove (the rules are in apply_gc.go): collectable allocs and
+// may remove (the rules are in apply_gc.go): collectable allocs (but those
+// holding a releasing claim on a live node) and
 // terminal evals last modified before the raft index before, and stopped
 // jobs last modified before it, an eval or job counted collectable when
 // what keeps it is collected with it. At most limit of each (no limit when
@@ -74,7 +75,15 @@ func (r reader) GCCandidates(before uint64, limit int) (*pb.GCCommand, error) {
 			return nil
 		}
 		ok, err := allocCollectable(r, a)
-		if ok {
+		if ok && err == nil {
+			// Not proposed whatever the servers' versions (the apply
+			// checks it only with keep_releasing_claims): proposing less
+			// never makes servers diverge.
+			var held bool
+			held, err = holdsReleasingClaim(r, a)
+			ok = !held
+		}
+		if ok && err == nil {
 			cmd.AllocIds = append(cmd.AllocIds, a.GetId())
 			goingAllocs[a.GetId()] = true
 		}

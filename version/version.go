@@ -4,4 +4,4 @@ package version
 
 // Version is berth's release version; overridden at link time for releases
 // with -ldflags "-X berth.dev/berth/version.Version=...".
-var Version = "0.1.0-dev.2"
+var Version = "0.1.0-dev.3"

@@ -72,8 +72,10 @@ type allocRuntime struct {
 	destroying map[string]bool
 	// unrun holds the terminal allocs the servers send that this client
 	// never ran, once their claims' teardown and their status are under
-	// way (each answer sends them again until they are collected).
-	unrun   map[string]bool
+	// way (each answer sends them again until they are collected), each
+	// with the cancel of its teardown's context: an alloc no longer sent
+	// needs none.
+	unrun   map[string]context.CancelFunc
 	updater *updater
 	// wg is the watcher; destroys are the destroys under way.
 	wg, destroys sync.WaitGroup
@@ -88,7 +90,7 @@ func (c *Client) allocsEnabled() bool { return c.cfg.TaskDrivers != nil && c.cfg
 // then do the runners run, so a plugin task's supervisor hook finds the
 // registry as the previous run left it.
 func (c *Client) startAllocs() {
-	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}, unrun: map[string]bool{}}
+	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}, unrun: map[string]context.CancelFunc{}}
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
 	runners := c.restoreAllocs()
 	c.restoreCSIRegistry()
@@ -176,9 +178,9 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 		key := cfg.GetAllocId() + "/" + cfg.GetName()
 		unnamed[key] = append(unnamed[key], h)
 	}
-	// take removes from unnamed and returns the handle of key with task
+	// pull removes from unnamed and returns the handle of key with task
 	// ID id, or with id "" the newest.
-	take := func(key, id string) *pb.TaskHandleRecord {
+	pull := func(key, id string) *pb.TaskHandleRecord {
 		hs := unnamed[key]
 		best := -1
 		for i, h := range hs {
@@ -206,6 +208,17 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 			c.logger.Error("some task states are unreadable", "alloc_id", id, "error", err)
 		}
 		restore := map[string]*taskrunner.Restore{}
+		// took holds the handles taken for this alloc: put back (and so
+		// destroyed as orphans) if it cannot be recovered, so no task of
+		// it runs unsupervised.
+		var took []*pb.TaskHandleRecord
+		take := func(key, id string) *pb.TaskHandleRecord {
+			h := pull(key, id)
+			if h != nil {
+				took = append(took, h)
+			}
+			return h
+		}
 		for _, ts := range states {
 			r := &taskrunner.Restore{State: ts.GetState(), TaskID: ts.GetTaskId()}
 			key := id + "/" + ts.GetTask()
@@ -235,7 +248,11 @@ func (c *Client) restoreAllocs() []*allocrunner.AllocRunner {
 		}
 		r, err := c.newRunner(rec.GetAlloc(), rec.GetJob(), restore)
 		if err != nil {
-			c.logger.Error("cannot recover alloc", "alloc_id", id, "error", err)
+			c.logger.Error("cannot recover alloc; destroying its tasks", "alloc_id", id, "error", err)
+			for _, h := range took {
+				key := id + "/" + h.GetHandle().GetConfig().GetName()
+				unnamed[key] = append(unnamed[key], h)
+			}
 			continue
 		}
 		c.allocs.runners[id] = r
@@ -450,7 +467,11 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 	rt := c.allocs
 	seen := map[string]bool{}
 	var start []*allocrunner.AllocRunner
-	var unrun []*pb.Allocation
+	type unrunAlloc struct {
+		alloc *pb.Allocation
+		ctx   context.Context
+	}
+	var unrun []unrunAlloc
 	type update struct {
 		r     *allocrunner.AllocRunner
 		alloc *pb.Allocation
@@ -474,9 +495,10 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 		if r == nil {
 			if fsm.AllocTerminal(a) {
 				// Stopped or ended before this client ran it.
-				if !rt.unrun[id] {
-					rt.unrun[id] = true
-					unrun = append(unrun, a)
+				if _, ok := rt.unrun[id]; !ok {
+					ctx, cancel := context.WithCancel(c.ctx)
+					rt.unrun[id] = cancel
+					unrun = append(unrun, unrunAlloc{a, ctx})
 				}
 				continue
 			}
@@ -505,15 +527,16 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 			destroy = append(destroy, r)
 		}
 	}
-	for id := range rt.unrun {
+	for id, cancel := range rt.unrun {
 		if !seen[id] {
+			cancel()
 			delete(rt.unrun, id)
 		}
 	}
 	rt.mu.Unlock()
 
-	for _, a := range unrun {
-		c.releaseUnrun(a)
+	for _, u := range unrun {
+		c.releaseUnrun(u.ctx, u.alloc)
 	}
 
 	for _, r := range start {
@@ -548,17 +571,40 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 // would stay pending, never collected. Its claims are taken down through
 // the volume hooks' teardown (which reports node-detached only once
 // nothing of the alloc is published or, if it was the last user, staged
-// on the node), and a stopped alloc still pending is reported complete.
-func (c *Client) releaseUnrun(a *pb.Allocation) {
+// on the node), and only then is a stopped alloc still pending reported
+// complete: a complete alloc may be collected, and a claim still
+// releasing would then be sent to no client again. ctx ends when the
+// servers no longer send the alloc.
+//
+// An alloc whose client status is not pending did run here: a runner
+// that could not be restored after a restart (its tasks' handles are
+// destroyed by restoreAllocs). It is not reported complete: that would
+// tell the servers it ended when this client never saw it end.
+func (c *Client) releaseUnrun(ctx context.Context, a *pb.Allocation) {
 	c.logger.Info("releasing an alloc stopped before this client ran it", "alloc_id", a.GetId(),
 		"desired_status", a.GetDesiredStatus(), "client_status", a.GetClientStatus())
+	complete := func() {}
+	if fsm.AllocServerTerminal(a) && neverReported(a) {
+		complete = func() {
+			c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
+				ClientDescription: "stopped before the client ran it", UpdatedAt: time.Now().UnixNano()})
+		}
+	}
 	if v := c.volumes; v != nil {
-		v.hooks.TearDownUnrun(c.ctx, claimsClient{c}, a.GetId(), a.GetModifyIndex())
+		v.hooks.TearDownUnrun(ctx, claimsClient{c}, a.GetId(), a.GetModifyIndex(), complete)
+		return
 	}
-	if fsm.AllocServerTerminal(a) && !fsm.AllocClientTerminal(a) {
-		c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
-			ClientDescription: "stopped before the client ran it", UpdatedAt: time.Now().UnixNano()})
+	complete()
+}
+
+// neverReported reports whether no client status was ever reported for
+// a: pending, as placed (or unset, as a server that did not set it sent).
+func neverReported(a *pb.Allocation) bool {
+	switch a.GetClientStatus() {
+	case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED:
+		return true
 	}
+	return false
 }
 
 // reportAllocs queues the status of every alloc the client runs. It runs

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
@@ -277,4 +278,58 @@ func TestRecoveryAdoptsUnnamedHandlesAndReapsOrphans(t *testing.T) {
 		return nil
 	})
 	checkRecovered(t, f, n, pid)
+}
+
+// An alloc whose record cannot be recovered after a restart (here its
+// group is not in its job) has its tasks destroyed, not left running
+// unsupervised; stopped by the servers meanwhile, it ran here (client
+// status running), so it is not reported "complete, stopped before the
+// client ran it".
+func TestAnAllocThatCannotBeRecoveredHasItsTasksDestroyedAndIsNotReportedNeverRun(t *testing.T) {
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
+	f.place(allocOf("a1", j), j)
+	n := newNode(t, dir, f.addr, false)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	pid := taskPid(t, n, "a1", "web")
+	killAtEnd(t, pid)
+	n.c.Shutdown()
+	recs, err := n.db.Allocs()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("alloc records %v, %v", recs, err)
+	}
+	recs[0].Alloc.TaskGroup = "not-in-the-job"
+	if err := n.db.PutAlloc(recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	n.c = nil
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	n.m.Shutdown(ctx)
+	n.db.Close()
+	f.mu.Lock()
+	stopped := proto.CloneOf(f.allocs["a1"])
+	f.mu.Unlock()
+	stopped.DesiredStatus = pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
+	stopped.ClientStatus = pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING
+	f.place(stopped, j)
+
+	n = newNode(t, dir, f.addr, true)
+	testutil.WaitFor(t, generous, func() error {
+		if alive(pid) {
+			return fmt.Errorf("task pid %d of the unrecoverable alloc still alive", pid)
+		}
+		return nil
+	})
+	// An alloc placed after: its running report follows anything the
+	// answer that sent the stopped a1 queued.
+	f.place(allocOf("a2", j), j)
+	waitReported(t, f, "a2", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	if _, err := n.c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
+		t.Errorf("unrecoverable alloc a1 has a runner (%v)", err)
+	}
+	if u := f.lastUpdate("a1"); u.GetClientDescription() == "stopped before the client ran it" {
+		t.Errorf("alloc a1, which ran here, reported %v", u)
+	}
 }

@@ -27,7 +27,9 @@ func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsR
 	if !uuid.Valid(nodeID) {
 		return nil, fmt.Errorf("%w: node_id %q is not a node ID", ErrInvalidClaimRequest, nodeID)
 	}
-	resp := &pb.ClientClaimsResponse{}
+	// alloc_id echoed tells the client this server listed the alloc's
+	// claims (an older server ignores the field).
+	resp := &pb.ClientClaimsResponse{AllocId: allocID}
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		var claims []*pb.Claim
 		var err error

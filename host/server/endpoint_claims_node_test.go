@@ -84,7 +84,8 @@ func TestClientClaimsListsTheNodesOperatorClaims(t *testing.T) {
 
 // With alloc_id, ClientClaims answers the claims that alloc holds on the
 // calling node (what a client that never ran a stopped alloc takes down),
-// in every state, and nothing to another node or of another alloc.
+// in every state, and nothing to another node or of another alloc; the
+// answer echoes alloc_id.
 func TestClientClaimsListsAnAllocsClaims(t *testing.T) {
 	cc := newClaimCluster(t, 1, false)
 	cc.volume(t, "data", snw)
@@ -102,6 +103,11 @@ func TestClientClaimsListsAnAllocsClaims(t *testing.T) {
 	}
 	if len(got.GetClaims()) != 1 || got.GetClaims()[0].GetAllocId() != a || got.GetClaims()[0].GetVolumeId() != "data" {
 		t.Fatalf("claims of alloc %s on n1: %v; want its claim of data alone", a, got.GetClaims())
+	}
+	// The answer echoes alloc_id: the client tells it from an older
+	// server's, which ignores the field and lists the operators' claims.
+	if got.GetAllocId() != a {
+		t.Fatalf("answer for alloc %s echoes alloc_id %q; want it", a, got.GetAllocId())
 	}
 	other, err := cc.claims.ClientClaims(ctx10s(t), &pb.ClientClaimsRequest{NodeId: cc.n2.GetId(), AllocId: a})
 	if err != nil || len(other.GetClaims()) != 0 {

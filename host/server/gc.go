@@ -100,6 +100,13 @@ func (s *Server) runGC(ctx context.Context) {
 	}
 }
 
+// gcKeepsReleasingSince is the first berth version whose servers keep,
+// in GC, an alloc holding a releasing claim on a live node (GCCommand
+// keep_releasing_claims).
+var gcKeepsReleasingSince = mustConstraint(">= " + gcKeepsReleasingSinceVersion)
+
+const gcKeepsReleasingSinceVersion = "0.1.0-dev.3"
+
 // collectGarbage proposes one GCCommand with what is collectable and older
 // than the threshold (forced: everything collectable) and reports how much
 // it named; the apply may keep some that came back to life meanwhile.
@@ -127,6 +134,8 @@ func (s *Server) collectGarbage(ctx context.Context, force bool) (*pb.GCResponse
 	if resp.Evals+resp.Allocs+resp.Jobs == 0 {
 		return resp, nil
 	}
+	cmd.KeepReleasingClaims = s.requireServersAt(gcKeepsReleasingSince, gcKeepsReleasingSinceVersion,
+		"allocs holding a releasing claim kept from GC") == nil
 	idx, err := s.raftApply(ctx, fsm.GC, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("garbage collection of %d evaluations, %d allocs, %d jobs: %w", resp.Evals, resp.Allocs, resp.Jobs, err)

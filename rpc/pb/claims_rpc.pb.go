@@ -791,8 +791,13 @@ type ClientClaimsResponse struct {
 	// (a releasing one is to be taken down); a claim freed is absent.
 	// Volumes and secrets are not included: ClientClaim answers them for
 	// the claim being published.
-	Claims        []*Claim   `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
-	Meta          *QueryMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	Claims []*Claim   `protobuf:"bytes,1,rep,name=claims,proto3" json:"claims,omitempty"`
+	Meta   *QueryMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	// alloc_id echoes the request's alloc_id: a server that understood it
+	// (lists that alloc's claims) sets it. An older server leaves it empty,
+	// and its answer says nothing about the alloc: the client does not take
+	// it as the alloc's claims being gone.
+	AllocId       string `protobuf:"bytes,3,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -839,6 +844,13 @@ func (x *ClientClaimsResponse) GetMeta() *QueryMeta {
 		return x.Meta
 	}
 	return nil
+}
+
+func (x *ClientClaimsResponse) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
 }
 
 var File_berth_v1_claims_rpc_proto protoreflect.FileDescriptor
@@ -904,10 +916,11 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\x13ClientClaimsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12\x19\n" +
-	"\balloc_id\x18\x03 \x01(\tR\aallocId\"h\n" +
+	"\balloc_id\x18\x03 \x01(\tR\aallocId\"\x83\x01\n" +
 	"\x14ClientClaimsResponse\x12'\n" +
 	"\x06claims\x18\x01 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta2\xcf\x03\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x12\x19\n" +
+	"\balloc_id\x18\x03 \x01(\tR\aallocId2\xcf\x03\n" +
 	"\x06Claims\x12D\n" +
 	"\x05Claim\x12\x1c.berth.v1.ClaimCreateRequest\x1a\x1d.berth.v1.ClaimCreateResponse\x12H\n" +
 	"\aRelease\x12\x1d.berth.v1.ClaimReleaseRequest\x1a\x1e.berth.v1.ClaimReleaseResponse\x12<\n" +

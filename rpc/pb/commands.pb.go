@@ -949,9 +949,17 @@ type GCCommand struct {
 	EvalIds  []string               `protobuf:"bytes,1,rep,name=eval_ids,json=evalIds,proto3" json:"eval_ids,omitempty"`
 	AllocIds []string               `protobuf:"bytes,2,rep,name=alloc_ids,json=allocIds,proto3" json:"alloc_ids,omitempty"`
 	// job_ids are purged jobs' leftovers or stopped jobs whose allocs are all gone.
-	JobIds        []string `protobuf:"bytes,3,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JobIds []string `protobuf:"bytes,3,rep,name=job_ids,json=jobIds,proto3" json:"job_ids,omitempty"`
+	// keep_releasing_claims keeps an alloc that still holds a releasing
+	// claim on a node neither down nor fenced nor gone: its client has yet
+	// to report the claim off the node, and a collected alloc is sent to no
+	// client again, which would leave the claim releasing for good (the
+	// reaper forces only a down or fenced node's). The leader sets it only
+	// once every server records a version that knows the rule, so servers
+	// of two versions never diverge; unset, the apply does not check.
+	KeepReleasingClaims bool `protobuf:"varint,4,opt,name=keep_releasing_claims,json=keepReleasingClaims,proto3" json:"keep_releasing_claims,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *GCCommand) Reset() {
@@ -1003,6 +1011,13 @@ func (x *GCCommand) GetJobIds() []string {
 		return x.JobIds
 	}
 	return nil
+}
+
+func (x *GCCommand) GetKeepReleasingClaims() bool {
+	if x != nil {
+		return x.KeepReleasingClaims
+	}
+	return false
 }
 
 // NodeCSIUpdateCommand replaces a node's CSI plugin set (controllers and
@@ -1828,11 +1843,12 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\x12*\n" +
 	"\x05evals\x18\x04 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\\\n" +
+	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\x90\x01\n" +
 	"\tGCCommand\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
-	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\"\xbe\x03\n" +
+	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\x122\n" +
+	"\x15keep_releasing_claims\x18\x04 \x01(\bR\x13keepReleasingClaims\"\xbe\x03\n" +
 	"\x14NodeCSIUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12Q\n" +
 	"\vcontrollers\x18\x02 \x03(\v2/.berth.v1.NodeCSIUpdateCommand.ControllersEntryR\vcontrollers\x12?\n" +

@@ -52,6 +52,7 @@ const (
 	DefaultTeardownRetry   = time.Second
 	DefaultTeardownRetryMx = time.Minute
 	DefaultTeardownAttempt = 2 * time.Minute
+	DefaultOlderServerWait = 10 * time.Minute
 )
 
 // VolumeConfig configures the volume hooks of a client.
@@ -84,6 +85,10 @@ type VolumeConfig struct {
 	// complained of, or its disk has room again, and a claim is never left
 	// releasing for good.
 	TeardownRetry, TeardownRetryMax time.Duration
+	// OlderServerWait spaces the asks of TearDownUnrun answered by a
+	// server that does not list an alloc's claims (default 10m): until
+	// the servers are upgraded, asking sooner learns nothing.
+	OlderServerWait time.Duration
 	// Jitter returns a number in [0, 1) for the teardown backoff's jitter
 	// (default rand.Float64).
 	Jitter func() float64
@@ -122,6 +127,9 @@ func (c VolumeConfig) withDefaults() VolumeConfig {
 	}
 	if c.TeardownRetryMax < c.TeardownRetry {
 		c.TeardownRetryMax = max(DefaultTeardownRetryMx, c.TeardownRetry)
+	}
+	if c.OlderServerWait <= 0 {
+		c.OlderServerWait = DefaultOlderServerWait
 	}
 	if c.TeardownAttempt <= 0 {
 		c.TeardownAttempt = DefaultTeardownAttempt
