@@ -194,8 +194,15 @@ func writeProto(w http.ResponseWriter, m proto.Message) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(append(b, '\n'))
-	return err
+	writeBody(w, b)
+	return nil
+}
+
+// writeBody writes an answer's JSON. Once the headers are sent an error
+// can no longer be answered: a failed write is a client gone away, not a
+// server error, so it is not returned.
+func writeBody(w http.ResponseWriter, b []byte) {
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeProtoList writes messages as one JSON array.
@@ -205,8 +212,8 @@ func writeProtoList[M proto.Message](w http.ResponseWriter, ms []M) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(append(b, '\n'))
-	return err
+	writeBody(w, b)
+	return nil
 }
 
 // parseQuery reads ?index=, ?wait=, ?consistent, ?stale=, ?per_page= and

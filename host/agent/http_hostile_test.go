@@ -237,7 +237,8 @@ func liveHeap() (live, sys uint64) {
 func resetPeakRSS(t *testing.T) uint64 {
 	t.Helper()
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("resetting the peak resident size: %v", err)
+		// The peak is only logged: without it the pass still runs.
+		t.Logf("resetting the peak resident size: %v (the peak logged is the process's)", err)
 	}
 	return procStatusKiB(t, "VmRSS") << 10
 }
