@@ -88,7 +88,7 @@ func TestDriverConfigDecodesAsUsersWriteIt(t *testing.T) {
 		`{"config": {"args": [`:                     `config["args"][0]: unexpected end of JSON`,
 		// The old rendering, the oneof with its unset members as null.
 		`{"config": {"command": {"string_value": "sleep", "int_value": null}}}`: `config["command"]["int_value"]: expected a string (a driver config map holds strings; a number or boolean stands for its text), got null`,
-		`{"config": {"a": null, "a": 1}}`: `config["a"]: key given twice`,
+		`{"config": {"a": null, "a": 1}}`:                                       `config["a"]: key given twice`,
 	} {
 		err := apijson.Unmarshal([]byte(in), &pb.Task{})
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
