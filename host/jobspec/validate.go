@@ -424,8 +424,8 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 	// taskPaths: the mounts' task paths so far, with what mounts there.
 	taskPaths := map[string]string{}
 	if cp := t.GetCsiPlugin(); cp != nil {
-		taskPaths[cp.GetStagePublishBaseDir()] = "csi_plugin.stage_publish_base_dir"
-		taskPaths[cp.GetMountDir()] = "csi_plugin.mount_dir"
+		taskPaths[pathpkg.Clean(cp.GetStagePublishBaseDir())] = "csi_plugin.stage_publish_base_dir"
+		taskPaths[pathpkg.Clean(cp.GetMountDir())] = "csi_plugin.mount_dir"
 	}
 	for i, m := range t.GetVolumeMounts() {
 		mp := p.at("volume_mount", i)
@@ -438,11 +438,11 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		// A driver mounts the volume there, and refuses (at start, after the
 		// claim, on every restart) a destination that is not an absolute,
 		// clean task path or that another mount of the task has.
-		d := m.GetDestination()
+		d := pathpkg.Clean(m.GetDestination())
 		switch {
-		case d == "":
+		case m.GetDestination() == "":
 			v.add(mp.f("destination"), "required: where the volume appears in the task")
-		case !v.taskDir(mp.f("destination"), d):
+		case !v.taskDir(mp.f("destination"), m.GetDestination()):
 		case taskPaths[d] != "":
 			v.add(mp.f("destination"), "%q is also the task path of %s: each mount needs its own", d, taskPaths[d])
 		default:
@@ -471,7 +471,7 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		mountOK := v.taskDir(pp.f("mount_dir"), cp.GetMountDir())
 		stageOK := v.taskDir(pp.f("stage_publish_base_dir"), cp.GetStagePublishBaseDir())
 		if mountOK && stageOK {
-			if m, s := cp.GetMountDir(), cp.GetStagePublishBaseDir(); m == s || within(m, s) || within(s, m) {
+			if m, s := pathpkg.Clean(cp.GetMountDir()), pathpkg.Clean(cp.GetStagePublishBaseDir()); m == s || within(m, s) || within(s, m) {
 				// Two mounts, one inside the other, would hide one or
 				// propagate the plugin's volume mounts into its socket dir.
 				v.add(pp.f("stage_publish_base_dir"), "%q and mount_dir %q overlap: the task gets each as a mount of its own", s, m)
@@ -491,9 +491,12 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 }
 
 // taskDir checks a directory as a task sees it (csi_plugin mount_dir,
-// stage_publish_base_dir, volume_mount destination): absolute and clean (so
-// no ".." can lead out of the task's root), without NUL, since a driver
-// mounts it there, and not the task's root.
+// stage_publish_base_dir, volume_mount destination) as the drivers do
+// (sdk's validateMounts): absolute, with no ".." element (which could lead
+// out of the task's root) and no NUL, since a driver mounts it there, and
+// not the task's root. "/data/" and "/data/./x" are the paths they clean
+// to: Canonicalize cleans them, and rules comparing paths compare clean
+// ones.
 func (v *validator) taskDir(p path, dir string) bool {
 	switch {
 	case dir == "":
@@ -502,9 +505,9 @@ func (v *validator) taskDir(p path, dir string) bool {
 		v.add(p, "must be an absolute path in the task, got %q", dir)
 	case strings.ContainsRune(dir, 0):
 		v.add(p, "must not contain a NUL byte: %q", dir)
-	case pathpkg.Clean(dir) != dir:
-		v.add(p, "must be a clean path (no ., .., // or trailing /): %q is %q", dir, pathpkg.Clean(dir))
-	case dir == "/":
+	case slices.Contains(strings.Split(dir, "/"), ".."):
+		v.add(p, "must not contain a \"..\" element: %q", dir)
+	case pathpkg.Clean(dir) == "/":
 		v.add(p, `must not be "/": a mount there would hide the task's whole filesystem`)
 	default:
 		return true

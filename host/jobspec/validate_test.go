@@ -334,3 +334,33 @@ func TestVolumeMountDestinationWithNULIsRefused(t *testing.T) {
 		t.Fatalf("ValidateJob = %v, want the NUL byte in volume_mount[0].destination refused", err)
 	}
 }
+
+// A destination the drivers mount ("/data/" common in Nomad jobs) is
+// accepted and given to them clean; two that clean to the same path are
+// one mount twice, refused.
+func TestVolumeMountDestinationsDriversMount(t *testing.T) {
+	for d, clean := range map[string]string{"/data/": "/data", "/data/./x": "/data/x", "//data": "/data", "/data//x": "/data/x"} {
+		job := minimalAPIJob()
+		g := job.GetGroups()[0]
+		g.Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "v1",
+			AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
+		g.Tasks[0].VolumeMounts = []*pb.VolumeMount{{Volume: "data", Destination: d}}
+		Canonicalize(job)
+		if err := ValidateJob(job); err != nil {
+			t.Errorf("destination %q, which the drivers mount, is refused: %v", d, err)
+		}
+		if got := g.Tasks[0].VolumeMounts[0].GetDestination(); got != clean {
+			t.Errorf("destination %q canonicalized to %q, want %q", d, got, clean)
+		}
+	}
+
+	job := minimalAPIJob()
+	g := job.GetGroups()[0]
+	g.Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "v1",
+		AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
+	g.Tasks[0].VolumeMounts = []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data"}, {Volume: "data", Destination: "/srv//data/"}}
+	err := ValidateJob(job) // not canonicalized: the rule compares clean paths itself
+	if err == nil || !strings.Contains(err.Error(), `volume_mount[1].destination: "/srv/data" is also the task path of volume_mount[0]`) {
+		t.Fatalf("ValidateJob = %v, want /srv//data/ refused as the path of volume_mount[0]", err)
+	}
+}
