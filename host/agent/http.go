@@ -267,25 +267,29 @@ func setWriteHeaders(w http.ResponseWriter, m *pb.WriteMeta) {
 	w.Header().Set(HeaderIndex, strconv.FormatUint(m.GetIndex(), 10))
 }
 
-// maxBodyBytes bounds a request body: nothing larger could be sent on to a
-// server in one gRPC message. The router holds bodies to a lower bound
-// (Agent.maxBodyBytes).
+// maxBodyBytes bounds a request body read without the router's limit (a
+// handler called directly): nothing larger could be sent on to a server in
+// one gRPC message. The router holds bodies to Agent.maxBodyBytes.
 const maxBodyBytes = rpc.MaxMessageSize
 
+// registerExpansion bounds a JobRegisterRequest's compact JSON (what the Go
+// API client sends) by its encoded size: factor bytes per encoded byte,
+// plus slack (apijson.MaxExpansion).
+var registerExpansion, registerSlack = apijson.MaxExpansion((&pb.JobRegisterRequest{}).ProtoReflect().Descriptor())
+
 // maxBodyBytes is the largest request body the API reads: room for the
-// largest job server.job_max_size lets through, written as JSON (at most
-// six bytes for each encoded one: a control character is escaped as
-// \u0001), plus 1 MiB. A body
-// is read whole and then parsed, costing several times its size, so the
-// 64 MiB a gRPC message may carry would let each unauthenticated request
-// take hundreds of MiB.
+// largest job server.job_max_size lets through (a bound on its encoded
+// size) in the compact JSON the Go API client sends, whatever its shape
+// (apijson.MaxExpansion: 12 bytes per encoded byte), plus 1 MiB for the
+// request around it; 13 MiB by default. A body is read whole and then
+// parsed, costing several times its size, so the body limit is no larger
+// than that, and bodies in flight together are bounded (bodyBudget).
 func (a *Agent) maxBodyBytes() int64 {
 	var limits jobspec.Limits
 	if a.cfg != nil {
 		limits = a.cfg.Server.JobLimits
 	}
-	n := 6*int64(limits.WithDefaults().MaxBytes) + 1<<20
-	return min(n, int64(maxBodyBytes))
+	return int64(registerExpansion)*int64(limits.WithDefaults().MaxBytes) + int64(registerSlack) + 1<<20
 }
 
 // bodyLimitKey carries the router's body limit in a request's context.

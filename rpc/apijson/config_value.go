@@ -83,7 +83,7 @@ func (e *encoder) configValue(cv *driverpb.ConfigValue, depth int, p *path) erro
 				return err
 			}
 			e.string(key)
-			e.buf = append(e.buf, ": "...)
+			e.colon()
 			if err := e.checkUTF8(vs[key], kp); err != nil {
 				return err
 			}
