@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/internal/versions"
 	"fmt"
 	pathpkg "path"
@@ -192,8 +193,8 @@ func (v *validator) restart(p path, r *pb.RestartPolicy) {
 	if r.GetAttempts() < 0 {
 		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
 	}
-	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
-	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
+	v.durationMs(p.f("interval"), r.GetIntervalMs())
+	v.durationMs(p.f("delay"), r.GetDelayMs())
 	if _, ok := pb.RestartMode_name[int32(r.GetMode())]; !ok || r.GetMode() == pb.RestartMode_RESTART_MODE_UNSPECIFIED {
 		v.add(p.f("mode"), `must be "fail" or "delay"`)
 	}
@@ -217,9 +218,9 @@ func (v *validator) reschedule(p path, t pb.JobType, r *pb.ReschedulePolicy) {
 	if r.GetAttempts() < 0 {
 		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
 	}
-	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
-	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
-	v.nonNegativeMs(p.f("max_delay"), r.GetMaxDelayMs())
+	v.durationMs(p.f("interval"), r.GetIntervalMs())
+	v.durationMs(p.f("delay"), r.GetDelayMs())
+	v.durationMs(p.f("max_delay"), r.GetMaxDelayMs())
 	if !r.GetUnlimited() && r.GetAttempts() > 0 && r.GetIntervalMs() == 0 {
 		v.add(p.f("interval"), "required when attempts is bounded (unlimited = false)")
 	}
@@ -235,7 +236,7 @@ func (v *validator) update(p path, u *pb.UpdateStrategy) {
 	if u.GetMaxParallel() < 0 {
 		v.add(p.f("max_parallel"), "must be >= 0, got %d", u.GetMaxParallel())
 	}
-	v.nonNegativeMs(p.f("min_healthy_time"), u.GetMinHealthyMs())
+	v.durationMs(p.f("min_healthy_time"), u.GetMinHealthyMs())
 }
 
 func (v *validator) constraint(p path, c *pb.Constraint, inTask bool) {
@@ -397,7 +398,7 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 			v.add(p.f("resources").f("memory"), "must be positive (MB), got %d", r.GetMemoryMb())
 		}
 	}
-	v.nonNegativeMs(p.f("kill_timeout"), t.GetKillTimeoutMs())
+	v.durationMs(p.f("kill_timeout"), t.GetKillTimeoutMs())
 	if _, err := sdk.ParseSignal(t.GetKillSignal()); err != nil {
 		v.add(p.f("kill_signal"), "unknown signal %q (a name such as \"SIGINT\", or a number)", t.GetKillSignal())
 	}
@@ -467,6 +468,8 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		}
 		if n := cp.GetHealthTimeoutMs(); n <= 0 {
 			v.add(pp.f("health_timeout"), "must be positive, got %s", fmtMs(n))
+		} else {
+			v.durationMs(pp.f("health_timeout"), n)
 		}
 		mountOK := v.taskDir(pp.f("mount_dir"), cp.GetMountDir())
 		stageOK := v.taskDir(pp.f("stage_publish_base_dir"), cp.GetStagePublishBaseDir())
@@ -555,13 +558,22 @@ func (v *validator) meta(p path, m map[string]string) {
 	}
 }
 
-func (v *validator) nonNegativeMs(p path, n int64) {
-	if n < 0 {
+// durationMs checks a duration in milliseconds: not negative, and at most
+// durations.MaxMs (a larger one would overflow into a negative duration
+// where it is added to a time).
+func (v *validator) durationMs(p path, n int64) {
+	switch {
+	case n < 0:
 		v.add(p, "must not be negative, got %s", fmtMs(n))
+	case n > durations.MaxMs:
+		v.add(p, "must be at most %s, got %s", durations.Max, fmtMs(n))
 	}
 }
 
 // fmtMs formats milliseconds the way a job file writes durations.
 func fmtMs(n int64) string {
+	if n > durations.MaxMs || n < -durations.MaxMs {
+		return fmt.Sprintf("%dms", n) // as a duration it could overflow
+	}
 	return fmt.Sprint(msDuration(n))
 }
