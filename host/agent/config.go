@@ -92,6 +92,9 @@ type ServerConfig struct {
 	LeaveOnTerminate bool
 	// RaftSnapshotThreshold is the number of raft log entries between snapshots.
 	RaftSnapshotThreshold uint64
+	// SnapshotRestoreMaxBytes bounds a snapshot restore's upload
+	// (snapshot_restore_max_size); 0 is server.DefaultSnapshotRestoreMaxBytes.
+	SnapshotRestoreMaxBytes int64
 	// RaftSnapshotInterval is how often raft checks whether to snapshot.
 	RaftSnapshotInterval time.Duration
 	// RaftTrailingLogs is the number of log entries kept after a snapshot,

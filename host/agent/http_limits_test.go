@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"io"
 	"math"
 	"runtime"
 	"strconv"
@@ -144,4 +145,20 @@ func TestSnapshotRestoreBodyIsNotHeldToTheBodyLimit(t *testing.T) {
 	if r.status != 400 || strings.Contains(string(r.body), "request body: larger than") || !strings.Contains(string(r.body), "snapshot") {
 		t.Fatalf("restore of a large garbage archive: %d %s; want 400 from the archive's checks", r.status, r.body)
 	}
+}
+
+// A snapshot restore's upload is unauthenticated: it is refused on its
+// first bytes when they are not a berth snapshot, and once it passes
+// server.snapshot_restore_max_size, without being buffered whole (an
+// endless upload filled the leader's disk).
+func TestSnapshotRestoreUploadIsBounded(t *testing.T) {
+	cfg := DevConfig()
+	cfg.Server.SnapshotRestoreMaxBytes = 1 << 20
+	a := startAgent(t, cfg)
+	// Endless: answered only if the server stops reading.
+	r := do(t, a, "PUT", "/v1/operator/snapshot", io.MultiReader(strings.NewReader("NOTASNAP"), &endlessX{n: math.MaxInt64}))
+	r.wantError(t, 400, "invalid_argument", `does not start with "BERTHSNP": not a berth snapshot`)
+
+	r = do(t, a, "PUT", "/v1/operator/snapshot", io.MultiReader(strings.NewReader("BERTHSNP"), &endlessX{n: math.MaxInt64}))
+	r.wantError(t, 400, "invalid_argument", "over 1048576 bytes (server.snapshot_restore_max_size)")
 }
