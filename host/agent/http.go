@@ -194,8 +194,12 @@ func (rt *router) admitBody(w http.ResponseWriter, r *http.Request, path string)
 		return noop, nil
 	}
 	use, declared := rt.bodies[r.Method+" "+path]
-	if !declared && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	switch {
+	case declared:
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
 		use = bodyNone // a read never reads a body
+	default:
+		use = bodyRead
 	}
 	if use == bodyStreamed {
 		return noop, nil
