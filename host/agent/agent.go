@@ -136,6 +136,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			HeartbeatGrace:          cfg.Server.HeartbeatGrace,
 			LeaveOnTerminate:        cfg.Server.LeaveOnTerminate,
 			RaftSnapshotThreshold:   cfg.Server.RaftSnapshotThreshold,
+			SnapshotRestoreMaxBytes: cfg.Server.SnapshotRestoreMaxBytes,
 			RaftSnapshotInterval:    cfg.Server.RaftSnapshotInterval,
 			RaftTrailingLogs:        cfg.Server.RaftTrailingLogs,
 			ForceDetachAfter:        cfg.Server.ForceDetachAfter,

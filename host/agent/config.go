@@ -92,6 +92,9 @@ type ServerConfig struct {
 	LeaveOnTerminate bool
 	// RaftSnapshotThreshold is the number of raft log entries between snapshots.
 	RaftSnapshotThreshold uint64
+	// SnapshotRestoreMaxBytes bounds a snapshot restore's upload
+	// (snapshot_restore_max_size); 0 is server.DefaultSnapshotRestoreMaxBytes.
+	SnapshotRestoreMaxBytes int64
 	// RaftSnapshotInterval is how often raft checks whether to snapshot.
 	RaftSnapshotInterval time.Duration
 	// RaftTrailingLogs is the number of log entries kept after a snapshot,
@@ -163,12 +166,13 @@ func DefaultConfig() *Config {
 		BindAddr: "127.0.0.1",
 		Ports:    Ports{HTTP: DefaultHTTPPort, RPC: DefaultRPCPort, Raft: DefaultRaftPort},
 		Server: ServerConfig{
-			RetryInterval:         5 * time.Second,
-			HeartbeatTTL:          10 * time.Second,
-			HeartbeatGrace:        10 * time.Second,
-			RaftSnapshotThreshold: 8192,
-			RaftSnapshotInterval:  120 * time.Second,
-			RaftTrailingLogs:      10240,
+			RetryInterval:           5 * time.Second,
+			HeartbeatTTL:            10 * time.Second,
+			HeartbeatGrace:          10 * time.Second,
+			RaftSnapshotThreshold:   8192,
+			RaftSnapshotInterval:    120 * time.Second,
+			RaftTrailingLogs:        10240,
+			SnapshotRestoreMaxBytes: server.DefaultSnapshotRestoreMaxBytes,
 			// As Kubernetes' attach-detach controller waits.
 			ForceDetachAfter:        6 * time.Minute,
 			VolumeReconcileInterval: 5 * time.Minute,

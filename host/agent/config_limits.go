@@ -48,3 +48,19 @@ func toByteSize(v cty.Value) (int, error) {
 	}
 	return 0, wrongTypeOrNull(`size (like "4MiB", or a number of bytes)`, v)
 }
+
+// toByteSize64 reads a size that may pass 2 GiB: a number of bytes, or a
+// string such as "8GiB" (volumespec.ParseBytes).
+func toByteSize64(v cty.Value) (int64, error) {
+	if !v.IsNull() && v.Type() == cty.String {
+		n, err := volumespec.ParseBytes(v.AsString())
+		if err != nil {
+			return 0, invalidf("%v", err)
+		}
+		return n, nil
+	}
+	if !v.IsNull() && v.Type() == cty.Number {
+		return toInt64(v)
+	}
+	return 0, wrongTypeOrNull(`size (like "4GiB", or a number of bytes)`, v)
+}

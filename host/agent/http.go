@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,6 +47,7 @@ func (a *Agent) routes() http.Handler { return a.apiRouter().mux }
 func (a *Agent) apiRouter() *router {
 	rt := newRouter(a.logger)
 	rt.maxBody = a.maxBodyBytes()
+	rt.inFlight = semaphore.NewWeighted(bodiesInFlight * rt.maxBody)
 	mux, handle := rt.mux, rt.handle
 	handle("/v1/status/leader", map[string]handlerFunc{"GET": a.statusLeader})
 	handle("/v1/status/peers", map[string]handlerFunc{"GET": a.statusPeers})
@@ -90,6 +93,14 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/operator/raft/peer", map[string]handlerFunc{"DELETE": a.raftRemovePeer})
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
 	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
+	rt.bodyUse(bodyStreamed, "/v1/operator/snapshot", "PUT")
+	rt.bodyUse(bodyNone, "/v1/job/{id}", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/allocation/{id}/stop", "PUT", "POST")
+	rt.bodyUse(bodyNone, "/v1/volumes/snapshot", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/volume/csi/{id}", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/volume/csi/{id}/claims/{claim}", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/system/gc", "PUT", "POST")
+	rt.bodyUse(bodyNone, "/v1/operator/raft/peer", "DELETE")
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -107,12 +118,127 @@ type router struct {
 	routes map[string]map[string]handlerFunc
 	logger hclog.Logger
 	// maxBody bounds every body read with readBody (maxBodyBytes when
-	// zero); a streamed body (a snapshot restore) is not read with it.
+	// zero), and the body of a route that takes none; a streamed body (a
+	// snapshot restore) is not read with it.
 	maxBody int64
+	// bodies says, by "METHOD path", how a route's handler uses a request
+	// body; the default is bodyRead, and bodyNone for GET and HEAD.
+	bodies map[string]bodyUse
+	// inFlight holds the body bytes being read or parsed at once: each
+	// body read whole takes its Content-Length (maxBody when not given)
+	// until its handler returns. A body waits for room at most bodyWait,
+	// then is answered 503.
+	inFlight *semaphore.Weighted
+	bodyWait time.Duration
+	// bodyReadTimeout bounds reading one body, so a caller trickling it
+	// cannot hold its share of inFlight (and a connection) forever.
+	bodyReadTimeout time.Duration
 }
 
+// bodyUse is how a route's handler uses a request body (a GET's, none).
+type bodyUse int
+
+const (
+	// bodyRead: read whole by the handler (readBody), up to maxBody.
+	bodyRead bodyUse = iota
+	// bodyNone: no body is read; one over maxBody is still refused, as on
+	// every other route, and a smaller one discarded.
+	bodyNone
+	// bodyStreamed: streamed on by the handler (a snapshot restore), with
+	// checks of its own.
+	bodyStreamed
+)
+
+// Defaults of the router's body admission.
+const (
+	// bodiesInFlight is how many bodies of the largest size may be held at
+	// once (each costs several times its size while parsed).
+	bodiesInFlight = 4
+	// defaultBodyWait is how long a body waits for room among those in
+	// flight before it is answered 503.
+	defaultBodyWait = 30 * time.Second
+	// defaultBodyReadTimeout bounds reading one body: the largest at
+	// 1 Mbit/s.
+	defaultBodyReadTimeout = 2 * time.Minute
+)
+
 func newRouter(logger hclog.Logger) *router {
-	return &router{mux: http.NewServeMux(), routes: map[string]map[string]handlerFunc{}, logger: logger}
+	return &router{mux: http.NewServeMux(), routes: map[string]map[string]handlerFunc{}, logger: logger,
+		bodies: map[string]bodyUse{}, bodyWait: defaultBodyWait, bodyReadTimeout: defaultBodyReadTimeout}
+}
+
+// bodyUse declares how the handlers of path for methods use a body.
+func (rt *router) bodyUse(use bodyUse, path string, methods ...string) {
+	for _, m := range methods {
+		if _, ok := rt.routes[path][m]; !ok {
+			panic(fmt.Sprintf("agent routes: body use of %s %s, which is not routed", m, path))
+		}
+		rt.bodies[m+" "+path] = use
+	}
+}
+
+// bodyLimit is the router's body limit.
+func (rt *router) bodyLimit() int64 {
+	if rt.maxBody > 0 {
+		return rt.maxBody
+	}
+	return maxBodyBytes
+}
+
+// admitBody readies r's body for its handler as its route uses it (see
+// bodyUse). It returns the release of the body's share of the bytes in
+// flight, to call when the handler has returned.
+func (rt *router) admitBody(w http.ResponseWriter, r *http.Request, path string) (release func(), err error) {
+	noop := func() {}
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return noop, nil
+	}
+	use, declared := rt.bodies[r.Method+" "+path]
+	switch {
+	case declared:
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		use = bodyNone // a read never reads a body
+	default:
+		use = bodyRead
+	}
+	if use == bodyStreamed {
+		return noop, nil
+	}
+	limit := rt.bodyLimit()
+	if r.ContentLength > limit {
+		return noop, badRequest("request body: larger than %d bytes", limit)
+	}
+	switch use {
+	case bodyNone:
+		// Read and dropped as it comes: it costs no memory.
+		// The read deadline is cleared only after a whole body (see
+		// readBody).
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(rt.bodyReadTimeout))
+		if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, limit)); err != nil {
+			return noop, bodyError(err)
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		return noop, nil
+	}
+	if rt.inFlight == nil {
+		return noop, nil
+	}
+	n := r.ContentLength
+	if n < 0 {
+		n = limit // chunked: it may be as large as the limit
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), rt.bodyWait)
+	defer cancel()
+	if err := rt.inFlight.Acquire(ctx, n); err != nil {
+		if r.Context().Err() != nil {
+			return noop, r.Context().Err() // the caller went away
+		}
+		w.Header().Set("Retry-After", "1")
+		return noop, &apiError{status: http.StatusServiceUnavailable, code: "unavailable",
+			msg: fmt.Sprintf("request body: the agent is reading or parsing %d bytes of request bodies, its most at once, and had no room for this one's %d within %s: try again", bodiesInFlight*limit, n, rt.bodyWait)}
+	}
+	return func() { rt.inFlight.Release(n) }, nil
 }
 
 func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
@@ -130,9 +256,16 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 			if rt.maxBody > 0 {
 				r = r.WithContext(context.WithValue(r.Context(), bodyLimitKey{}, rt.maxBody))
 			}
+			if rt.bodyReadTimeout > 0 {
+				r = r.WithContext(context.WithValue(r.Context(), bodyReadTimeoutKey{}, rt.bodyReadTimeout))
+			}
 			err := checkRequestText(r)
 			if err == nil {
-				err = h(w, r)
+				var release func()
+				if release, err = rt.admitBody(w, r, path); err == nil {
+					err = h(w, r)
+					release()
+				}
 			}
 			if err != nil {
 				rt.logServerError(r, err)
@@ -194,8 +327,15 @@ func writeProto(w http.ResponseWriter, m proto.Message) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(append(b, '\n'))
-	return err
+	writeBody(w, b)
+	return nil
+}
+
+// writeBody writes an answer's JSON. Once the headers are sent an error
+// can no longer be answered: a failed write is a client gone away, not a
+// server error, so it is not returned.
+func writeBody(w http.ResponseWriter, b []byte) {
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // writeProtoList writes messages as one JSON array.
@@ -205,8 +345,8 @@ func writeProtoList[M proto.Message](w http.ResponseWriter, ms []M) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, err = w.Write(append(b, '\n'))
-	return err
+	writeBody(w, b)
+	return nil
 }
 
 // parseQuery reads ?index=, ?wait=, ?consistent, ?stale=, ?per_page= and
@@ -260,25 +400,29 @@ func setWriteHeaders(w http.ResponseWriter, m *pb.WriteMeta) {
 	w.Header().Set(HeaderIndex, strconv.FormatUint(m.GetIndex(), 10))
 }
 
-// maxBodyBytes bounds a request body: nothing larger could be sent on to a
-// server in one gRPC message. The router holds bodies to a lower bound
-// (Agent.maxBodyBytes).
+// maxBodyBytes bounds a request body read without the router's limit (a
+// handler called directly): nothing larger could be sent on to a server in
+// one gRPC message. The router holds bodies to Agent.maxBodyBytes.
 const maxBodyBytes = rpc.MaxMessageSize
 
+// registerExpansion bounds a JobRegisterRequest's compact JSON (what the Go
+// API client sends) by its encoded size: factor bytes per encoded byte,
+// plus slack (apijson.MaxExpansion).
+var registerExpansion, registerSlack = apijson.MaxExpansion((&pb.JobRegisterRequest{}).ProtoReflect().Descriptor())
+
 // maxBodyBytes is the largest request body the API reads: room for the
-// largest job server.job_max_size lets through, written as JSON (at most
-// six bytes for each encoded one: a control character is escaped as
-// \u0001), plus 1 MiB. A body
-// is read whole and then parsed, costing several times its size, so the
-// 64 MiB a gRPC message may carry would let each unauthenticated request
-// take hundreds of MiB.
+// largest job server.job_max_size lets through (a bound on its encoded
+// size) in the compact JSON the Go API client sends, whatever its shape
+// (apijson.MaxExpansion: 12 bytes per encoded byte), plus 1 MiB for the
+// request around it; 13 MiB by default. A body is read whole and then
+// parsed, costing several times its size, so the body limit is no larger
+// than that, and bodies in flight together are bounded (bodyBudget).
 func (a *Agent) maxBodyBytes() int64 {
 	var limits jobspec.Limits
 	if a.cfg != nil {
 		limits = a.cfg.Server.JobLimits
 	}
-	n := 6*int64(limits.WithDefaults().MaxBytes) + 1<<20
-	return min(n, int64(maxBodyBytes))
+	return int64(registerExpansion)*int64(limits.WithDefaults().MaxBytes) + int64(registerSlack) + 1<<20
 }
 
 // bodyLimitKey carries the router's body limit in a request's context.
@@ -290,16 +434,41 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if !ok {
 		limit = maxBodyBytes
 	}
+	// A read deadline for the body alone, cleared once it is read: the
+	// server's own would also cut a long answer (a blocking query, a
+	// followed log).
+	// A failed read keeps it: the server, discarding what is left of the
+	// body before it answers, must not wait for a caller that stalled.
+	rc := http.NewResponseController(w)
+	t, timed := r.Context().Value(bodyReadTimeoutKey{}).(time.Duration)
+	if timed {
+		_ = rc.SetReadDeadline(time.Now().Add(t))
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, badRequest("request body: larger than %d bytes", tooBig.Limit)
-		}
-		return nil, badRequest("reading request body: %v", err)
+		return nil, bodyError(err)
+	}
+	if timed {
+		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return b, nil
 }
+
+// bodyError is the answer to a failed read of a request body.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return badRequest("request body: larger than %d bytes", tooBig.Limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return badRequest("reading request body: not received in time")
+	}
+	return badRequest("reading request body: %v", err)
+}
+
+// bodyReadTimeoutKey carries the router's body read timeout in a request's
+// context.
+type bodyReadTimeoutKey struct{}
 
 // decodeBody reads the request body into m with rpc/apijson, which refuses
 // unknown fields, wrong types and unknown words naming the field's JSON path.

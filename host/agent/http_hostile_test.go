@@ -144,11 +144,32 @@ func TestHostileInputIsNeverA5xx(t *testing.T) {
 	close(next)
 	wg.Wait()
 	mainPass := time.Since(start)
-	// A body over the limit, one route at a time: each may cost several
-	// times the limit until it is refused.
+	// A body of 8 times the limit, without a Content-Length (so only
+	// reading it can find its size), one route at a time: every route that
+	// takes a write refuses it as too large, whether its handler reads the
+	// body or the router drops it (all but a snapshot restore, which is
+	// streamed); a route that answered otherwise would have read, or
+	// waited for, the whole body.
+	router := a.apiRouter()
 	for _, rt := range routes {
-		if rt.method != "GET" {
-			send(rt.method, fill(rt.pattern, "no-such-thing"), io.MultiReader(strings.NewReader(`{"job": "`), &endlessX{n: a.maxBodyBytes() + 1}), nil)
+		if rt.method == "GET" || router.bodies[rt.method+" "+rt.pattern] == bodyStreamed {
+			continue
+		}
+		body := io.MultiReader(strings.NewReader(`{"job": "`), &endlessX{n: 8 * a.maxBodyBytes()})
+		req, err := http.NewRequest(rt.method, base+fill(rt.pattern, "no-such-thing"), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requests.Add(1)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("%s %s with a body of 8 times the limit: %v", rt.method, rt.pattern, err)
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if want := "request body: larger than " + strconv.FormatInt(a.maxBodyBytes(), 10) + " bytes"; resp.StatusCode != 400 || !strings.Contains(string(b), want) {
+			t.Errorf("%s %s with a body of 8 times the limit: %d %s; want 400 %q", rt.method, rt.pattern, resp.StatusCode, b, want)
 		}
 	}
 
@@ -237,7 +258,8 @@ func liveHeap() (live, sys uint64) {
 func resetPeakRSS(t *testing.T) uint64 {
 	t.Helper()
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		t.Fatalf("resetting the peak resident size: %v", err)
+		// The peak is only logged: without it the pass still runs.
+		t.Logf("resetting the peak resident size: %v (the peak logged is the process's)", err)
 	}
 	return procStatusKiB(t, "VmRSS") << 10
 }

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"io"
 	"math"
 	"runtime"
 	"strconv"
@@ -8,8 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 func planBody(t *testing.T, j *pb.Job) string {
@@ -70,18 +78,19 @@ func TestJobsOverALimitAre400BeforeAnyWork(t *testing.T) {
 }
 
 // A request body is bounded by what the largest job server.job_max_size
-// lets through needs as JSON, not by the 64 MiB of a gRPC message: a body
-// is read whole and parsed, so each request may cost several times its
-// size. The largest job, written with JSON's worst escaping, still fits.
+// lets through needs as the Go API client sends it, not by the 64 MiB of a
+// gRPC message: a body is read whole and parsed, so each request may cost
+// several times its size. The largest job, written with JSON's worst
+// escaping, still fits.
 func TestRequestBodiesAreBoundedByTheJobSizeLimit(t *testing.T) {
-	if got, want := startAgent(t, DevConfig()).maxBodyBytes(), int64(7<<20); got != want {
-		t.Fatalf("body limit with server.job_max_size at its default: %d, want %d", got, want)
+	if got, want := startAgent(t, DevConfig()).maxBodyBytes(), int64(registerExpansion)<<20+int64(registerSlack)+1<<20; got != want || registerExpansion > 16 {
+		t.Fatalf("body limit with server.job_max_size at its default: %d, want %d (%d per encoded byte)", got, want, registerExpansion)
 	}
 	cfg := DevConfig()
 	cfg.Server.JobLimits.MaxBytes = 64 << 10
 	a := startAgent(t, cfg)
 	limit := a.maxBodyBytes()
-	if limit != 6*(64<<10)+1<<20 {
+	if limit != int64(registerExpansion)*(64<<10)+int64(registerSlack)+1<<20 {
 		t.Fatalf("body limit with server.job_max_size 64KiB: %d", limit)
 	}
 	over := `{"job": {"id": "x", "meta": {"m": "` + strings.Repeat("x", int(limit)) + `"}}}`
@@ -99,6 +108,31 @@ func TestRequestBodiesAreBoundedByTheJobSizeLimit(t *testing.T) {
 	do(t, a, "PUT", "/v1/jobs", strings.NewReader(body)).wantOK(t, nil)
 }
 
+// A job within server.job_max_size fits the body limit as the Go API client
+// sends it: a list of empty strings is 2 encoded bytes an element, 20 in
+// the indented rendering with every field (which the client once sent: an
+// 800 KB job became an 8 MB body, refused), 3 in the compact one it sends.
+func TestAJobWithinJobMaxSizeFitsTheBodyLimitAsTheClientSendsIt(t *testing.T) {
+	a := testAgent(t)
+	j := testJob("wide")
+	j.Groups[0].Count = 1
+	j.Groups[0].Tasks[0].Config = map[string]*driverpb.ConfigValue{
+		"command": sdk.StringValue("true"),
+		"args":    sdk.ListValue(make([]string, 400000)...),
+	}
+	limits := jobspec.Limits{}.WithDefaults()
+	if err := jobspec.CheckLimits(j, limits); err != nil {
+		t.Fatalf("the job is over a limit: %v", err)
+	}
+	c, err := api.NewClient("http://" + a.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Jobs().Register(context.Background(), j, nil); err != nil {
+		t.Errorf("a job of %d bytes encoded (job_max_size %d), sent by the Go API client: %v", proto.Size(j), limits.MaxBytes, err)
+	}
+}
+
 // A snapshot restore streams its body to the leader: the body limit of the
 // bodies read whole does not apply (a state larger than seven job limits is
 // ordinary), so a large archive reaches the server's checks.
@@ -111,4 +145,20 @@ func TestSnapshotRestoreBodyIsNotHeldToTheBodyLimit(t *testing.T) {
 	if r.status != 400 || strings.Contains(string(r.body), "request body: larger than") || !strings.Contains(string(r.body), "snapshot") {
 		t.Fatalf("restore of a large garbage archive: %d %s; want 400 from the archive's checks", r.status, r.body)
 	}
+}
+
+// A snapshot restore's upload is unauthenticated: it is refused on its
+// first bytes when they are not a berth snapshot, and once it passes
+// server.snapshot_restore_max_size, without being buffered whole (an
+// endless upload filled the leader's disk).
+func TestSnapshotRestoreUploadIsBounded(t *testing.T) {
+	cfg := DevConfig()
+	cfg.Server.SnapshotRestoreMaxBytes = 1 << 20
+	a := startAgent(t, cfg)
+	// Endless: answered only if the server stops reading.
+	r := do(t, a, "PUT", "/v1/operator/snapshot", io.MultiReader(strings.NewReader("NOTASNAP"), &endlessX{n: math.MaxInt64}))
+	r.wantError(t, 400, "invalid_argument", `does not start with "BERTHSNP": not a berth snapshot`)
+
+	r = do(t, a, "PUT", "/v1/operator/snapshot", io.MultiReader(strings.NewReader("BERTHSNP"), &endlessX{n: math.MaxInt64}))
+	r.wantError(t, 400, "invalid_argument", "over 1048576 bytes (server.snapshot_restore_max_size)")
 }

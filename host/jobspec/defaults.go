@@ -2,7 +2,9 @@ package jobspec
 
 import (
 	"maps"
+	pathpkg "path"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -158,6 +160,14 @@ func canonicalizeTask(t *pb.Task) {
 	if t.Logs.MaxFileSizeBytes == 0 {
 		t.Logs.MaxFileSizeBytes = DefaultLogMaxFileSizeMB << 20
 	}
+	// A task path is mounted where it cleans to ("/data/" is "/data"):
+	// drivers and the rules comparing paths are given the clean one. An
+	// empty or relative one is left for Validate to refuse.
+	for _, m := range t.VolumeMounts {
+		if m != nil {
+			m.Destination = cleanTaskPath(m.Destination)
+		}
+	}
 	if cp := t.CsiPlugin; cp != nil {
 		if cp.MountDir == "" {
 			cp.MountDir = DefaultCSIMountDir
@@ -165,6 +175,8 @@ func canonicalizeTask(t *pb.Task) {
 		if cp.StagePublishBaseDir == "" {
 			cp.StagePublishBaseDir = DefaultCSIStagePublishBaseDir
 		}
+		cp.MountDir = cleanTaskPath(cp.MountDir)
+		cp.StagePublishBaseDir = cleanTaskPath(cp.StagePublishBaseDir)
 		// A zero health_timeout would restart the plugin before its first
 		// probe: it has no meaning of its own, so it is the default.
 		if cp.HealthTimeoutMs == 0 {
@@ -180,4 +192,13 @@ func msDuration(n int64) time.Duration { return time.Duration(n) * time.Millisec
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// cleanTaskPath is an absolute task path with no ".." element made clean;
+// any other is left as given, for Validate to refuse as written.
+func cleanTaskPath(dir string) string {
+	if !pathpkg.IsAbs(dir) || slices.Contains(strings.Split(dir, "/"), "..") {
+		return dir
+	}
+	return pathpkg.Clean(dir)
 }

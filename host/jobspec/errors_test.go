@@ -419,7 +419,7 @@ web.hcl:22:7: group "api" volume "shard1": source: "s[1]" is the volume the allo
 }
 `,
 			want: `web.hcl:9:9: group "api" task "relative": csi_plugin.mount_dir: must be an absolute path in the task, got "csi"
-web.hcl:10:9: group "api" task "relative": csi_plugin.stage_publish_base_dir: must be a clean path (no ., .., // or trailing /): "/local/csi/../x/" is "/local/x"
+web.hcl:10:9: group "api" task "relative": csi_plugin.stage_publish_base_dir: must not contain a ".." element: "/local/csi/../x/"
 web.hcl:11:9: group "api" task "relative": csi_plugin.health_timeout: must be positive, got 0s
 web.hcl:21:9: group "api" task "overlap": csi_plugin.stage_publish_base_dir: "/csi/staging" and mount_dir "/csi" overlap: the task gets each as a mount of its own
 web.hcl:30:9: group "api" task "root": csi_plugin.mount_dir: must not be "/": a mount there would hide the task's whole filesystem`,
@@ -471,7 +471,7 @@ web.hcl:30:9: group "api" task "root": csi_plugin.mount_dir: must not be "/": a 
 }
 `,
 			want: `web.hcl:14:9: group "api" task "app": volume_mount[0].destination: must be an absolute path in the task, got "../../../../etc"
-web.hcl:18:9: group "api" task "app": volume_mount[1].destination: must be a clean path (no ., .., // or trailing /): "/srv/../../etc" is "/etc"
+web.hcl:18:9: group "api" task "app": volume_mount[1].destination: must not contain a ".." element: "/srv/../../etc"
 web.hcl:22:9: group "api" task "app": volume_mount[2].destination: must not be "/": a mount there would hide the task's whole filesystem
 web.hcl:30:9: group "api" task "app": volume_mount[4].destination: "/srv/data" is also the task path of volume_mount[3]: each mount needs its own
 web.hcl:34:9: group "api" task "app": volume_mount[5].destination: "/csi" is also the task path of csi_plugin.mount_dir: each mount needs its own`,

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/internal/versions"
 	"fmt"
 	pathpkg "path"
@@ -192,8 +193,8 @@ func (v *validator) restart(p path, r *pb.RestartPolicy) {
 	if r.GetAttempts() < 0 {
 		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
 	}
-	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
-	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
+	v.durationMs(p.f("interval"), r.GetIntervalMs())
+	v.durationMs(p.f("delay"), r.GetDelayMs())
 	if _, ok := pb.RestartMode_name[int32(r.GetMode())]; !ok || r.GetMode() == pb.RestartMode_RESTART_MODE_UNSPECIFIED {
 		v.add(p.f("mode"), `must be "fail" or "delay"`)
 	}
@@ -217,9 +218,9 @@ func (v *validator) reschedule(p path, t pb.JobType, r *pb.ReschedulePolicy) {
 	if r.GetAttempts() < 0 {
 		v.add(p.f("attempts"), "must be >= 0, got %d", r.GetAttempts())
 	}
-	v.nonNegativeMs(p.f("interval"), r.GetIntervalMs())
-	v.nonNegativeMs(p.f("delay"), r.GetDelayMs())
-	v.nonNegativeMs(p.f("max_delay"), r.GetMaxDelayMs())
+	v.durationMs(p.f("interval"), r.GetIntervalMs())
+	v.durationMs(p.f("delay"), r.GetDelayMs())
+	v.durationMs(p.f("max_delay"), r.GetMaxDelayMs())
 	if !r.GetUnlimited() && r.GetAttempts() > 0 && r.GetIntervalMs() == 0 {
 		v.add(p.f("interval"), "required when attempts is bounded (unlimited = false)")
 	}
@@ -235,7 +236,7 @@ func (v *validator) update(p path, u *pb.UpdateStrategy) {
 	if u.GetMaxParallel() < 0 {
 		v.add(p.f("max_parallel"), "must be >= 0, got %d", u.GetMaxParallel())
 	}
-	v.nonNegativeMs(p.f("min_healthy_time"), u.GetMinHealthyMs())
+	v.durationMs(p.f("min_healthy_time"), u.GetMinHealthyMs())
 }
 
 func (v *validator) constraint(p path, c *pb.Constraint, inTask bool) {
@@ -397,7 +398,7 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 			v.add(p.f("resources").f("memory"), "must be positive (MB), got %d", r.GetMemoryMb())
 		}
 	}
-	v.nonNegativeMs(p.f("kill_timeout"), t.GetKillTimeoutMs())
+	v.durationMs(p.f("kill_timeout"), t.GetKillTimeoutMs())
 	if _, err := sdk.ParseSignal(t.GetKillSignal()); err != nil {
 		v.add(p.f("kill_signal"), "unknown signal %q (a name such as \"SIGINT\", or a number)", t.GetKillSignal())
 	}
@@ -424,8 +425,8 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 	// taskPaths: the mounts' task paths so far, with what mounts there.
 	taskPaths := map[string]string{}
 	if cp := t.GetCsiPlugin(); cp != nil {
-		taskPaths[cp.GetStagePublishBaseDir()] = "csi_plugin.stage_publish_base_dir"
-		taskPaths[cp.GetMountDir()] = "csi_plugin.mount_dir"
+		taskPaths[pathpkg.Clean(cp.GetStagePublishBaseDir())] = "csi_plugin.stage_publish_base_dir"
+		taskPaths[pathpkg.Clean(cp.GetMountDir())] = "csi_plugin.mount_dir"
 	}
 	for i, m := range t.GetVolumeMounts() {
 		mp := p.at("volume_mount", i)
@@ -438,11 +439,11 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		// A driver mounts the volume there, and refuses (at start, after the
 		// claim, on every restart) a destination that is not an absolute,
 		// clean task path or that another mount of the task has.
-		d := m.GetDestination()
+		d := pathpkg.Clean(m.GetDestination())
 		switch {
-		case d == "":
+		case m.GetDestination() == "":
 			v.add(mp.f("destination"), "required: where the volume appears in the task")
-		case !v.taskDir(mp.f("destination"), d):
+		case !v.taskDir(mp.f("destination"), m.GetDestination()):
 		case taskPaths[d] != "":
 			v.add(mp.f("destination"), "%q is also the task path of %s: each mount needs its own", d, taskPaths[d])
 		default:
@@ -467,11 +468,13 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		}
 		if n := cp.GetHealthTimeoutMs(); n <= 0 {
 			v.add(pp.f("health_timeout"), "must be positive, got %s", fmtMs(n))
+		} else {
+			v.durationMs(pp.f("health_timeout"), n)
 		}
 		mountOK := v.taskDir(pp.f("mount_dir"), cp.GetMountDir())
 		stageOK := v.taskDir(pp.f("stage_publish_base_dir"), cp.GetStagePublishBaseDir())
 		if mountOK && stageOK {
-			if m, s := cp.GetMountDir(), cp.GetStagePublishBaseDir(); m == s || within(m, s) || within(s, m) {
+			if m, s := pathpkg.Clean(cp.GetMountDir()), pathpkg.Clean(cp.GetStagePublishBaseDir()); m == s || within(m, s) || within(s, m) {
 				// Two mounts, one inside the other, would hide one or
 				// propagate the plugin's volume mounts into its socket dir.
 				v.add(pp.f("stage_publish_base_dir"), "%q and mount_dir %q overlap: the task gets each as a mount of its own", s, m)
@@ -491,9 +494,12 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 }
 
 // taskDir checks a directory as a task sees it (csi_plugin mount_dir,
-// stage_publish_base_dir, volume_mount destination): absolute and clean (so
-// no ".." can lead out of the task's root), without NUL, since a driver
-// mounts it there, and not the task's root.
+// stage_publish_base_dir, volume_mount destination) as the drivers do
+// (sdk's validateMounts): absolute, with no ".." element (which could lead
+// out of the task's root) and no NUL, since a driver mounts it there, and
+// not the task's root. "/data/" and "/data/./x" are the paths they clean
+// to: Canonicalize cleans them, and rules comparing paths compare clean
+// ones.
 func (v *validator) taskDir(p path, dir string) bool {
 	switch {
 	case dir == "":
@@ -502,9 +508,9 @@ func (v *validator) taskDir(p path, dir string) bool {
 		v.add(p, "must be an absolute path in the task, got %q", dir)
 	case strings.ContainsRune(dir, 0):
 		v.add(p, "must not contain a NUL byte: %q", dir)
-	case pathpkg.Clean(dir) != dir:
-		v.add(p, "must be a clean path (no ., .., // or trailing /): %q is %q", dir, pathpkg.Clean(dir))
-	case dir == "/":
+	case slices.Contains(strings.Split(dir, "/"), ".."):
+		v.add(p, "must not contain a \"..\" element: %q", dir)
+	case pathpkg.Clean(dir) == "/":
 		v.add(p, `must not be "/": a mount there would hide the task's whole filesystem`)
 	default:
 		return true
@@ -552,13 +558,22 @@ func (v *validator) meta(p path, m map[string]string) {
 	}
 }
 
-func (v *validator) nonNegativeMs(p path, n int64) {
-	if n < 0 {
+// durationMs checks a duration in milliseconds: not negative, and at most
+// durations.MaxMs (a larger one would overflow into a negative duration
+// where it is added to a time).
+func (v *validator) durationMs(p path, n int64) {
+	switch {
+	case n < 0:
 		v.add(p, "must not be negative, got %s", fmtMs(n))
+	case n > durations.MaxMs:
+		v.add(p, "must be at most %s, got %s", durations.Max, fmtMs(n))
 	}
 }
 
 // fmtMs formats milliseconds the way a job file writes durations.
 func fmtMs(n int64) string {
+	if n > durations.MaxMs || n < -durations.MaxMs {
+		return fmt.Sprintf("%dms", n) // as a duration it could overflow
+	}
 	return fmt.Sprint(msDuration(n))
 }

@@ -2,12 +2,14 @@ package jobspec
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
@@ -332,5 +334,71 @@ func TestVolumeMountDestinationWithNULIsRefused(t *testing.T) {
 	err := ValidateJob(job)
 	if err == nil || !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), `volume_mount[0].destination: must not contain a NUL byte`) {
 		t.Fatalf("ValidateJob = %v, want the NUL byte in volume_mount[0].destination refused", err)
+	}
+}
+
+// A destination the drivers mount ("/data/" common in Nomad jobs) is
+// accepted and given to them clean; two that clean to the same path are
+// one mount twice, refused.
+func TestVolumeMountDestinationsDriversMount(t *testing.T) {
+	for d, clean := range map[string]string{"/data/": "/data", "/data/./x": "/data/x", "//data": "/data", "/data//x": "/data/x"} {
+		job := minimalAPIJob()
+		g := job.GetGroups()[0]
+		g.Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "v1",
+			AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
+		g.Tasks[0].VolumeMounts = []*pb.VolumeMount{{Volume: "data", Destination: d}}
+		Canonicalize(job)
+		if err := ValidateJob(job); err != nil {
+			t.Errorf("destination %q, which the drivers mount, is refused: %v", d, err)
+		}
+		if got := g.Tasks[0].VolumeMounts[0].GetDestination(); got != clean {
+			t.Errorf("destination %q canonicalized to %q, want %q", d, got, clean)
+		}
+	}
+
+	job := minimalAPIJob()
+	g := job.GetGroups()[0]
+	g.Volumes = map[string]*pb.VolumeRequest{"data": {Name: "data", Type: "csi", Source: "v1",
+		AccessMode: "single-node-writer", AttachmentMode: "file-system"}}
+	g.Tasks[0].VolumeMounts = []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data"}, {Volume: "data", Destination: "/srv//data/"}}
+	err := ValidateJob(job) // not canonicalized: the rule compares clean paths itself
+	if err == nil || !strings.Contains(err.Error(), `volume_mount[1].destination: "/srv/data" is also the task path of volume_mount[0]`) {
+		t.Fatalf("ValidateJob = %v, want /srv//data/ refused as the path of volume_mount[0]", err)
+	}
+}
+
+// Every duration of a job is held to durations.MaxMs: a larger one would
+// overflow into a negative duration where it is added to a time (a restart
+// delay of 2^63-1 ms restarted at once). The refusal names the field and
+// the maximum.
+func TestDurationsAreBounded(t *testing.T) {
+	const huge = math.MaxInt64
+	for field, set := range map[string]func(j *pb.Job){
+		"restart.interval":        func(j *pb.Job) { j.Groups[0].Restart.IntervalMs = huge },
+		"restart.delay":           func(j *pb.Job) { j.Groups[0].Restart.DelayMs = huge },
+		"reschedule.interval":     func(j *pb.Job) { j.Groups[0].Reschedule.IntervalMs = huge },
+		"reschedule.delay":        func(j *pb.Job) { j.Groups[0].Reschedule.DelayMs = huge },
+		"reschedule.max_delay":    func(j *pb.Job) { j.Groups[0].Reschedule.MaxDelayMs = huge },
+		"update.min_healthy_time": func(j *pb.Job) { j.Update.MinHealthyMs = huge },
+		"kill_timeout":            func(j *pb.Job) { j.Groups[0].Tasks[0].KillTimeoutMs = huge },
+		"csi_plugin.health_timeout": func(j *pb.Job) {
+			j.Groups[0].Tasks[0].CsiPlugin = &pb.CSIPluginConfig{Id: "p", Type: "controller", HealthTimeoutMs: huge}
+		},
+	} {
+		job := minimalAPIJob()
+		Canonicalize(job)
+		set(job)
+		Canonicalize(job)
+		err := ValidateJob(job)
+		want := field + ": must be at most " + durations.Max.String() + ", got 9223372036854775807ms"
+		if err == nil || !errors.Is(err, ErrInvalidJob) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s at 2^63-1 ms: %v\nwant an error containing %q", field, err, want)
+		}
+	}
+	job := minimalAPIJob()
+	Canonicalize(job)
+	job.Groups[0].Tasks[0].KillTimeoutMs = durations.MaxMs
+	if err := ValidateJob(job); err != nil {
+		t.Errorf("kill_timeout at the maximum: %v", err)
 	}
 }

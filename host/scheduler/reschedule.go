@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sort"
 
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 	"google.golang.org/protobuf/proto"
 )
@@ -71,7 +72,7 @@ func Reschedule(p *pb.ReschedulePolicy, a *pb.Allocation, now int64) RescheduleD
 		if p.GetAttempts() <= 0 {
 			return RescheduleDecision{}
 		}
-		from := now - p.GetIntervalMs()*1e6
+		from := durations.AddMs(now, -p.GetIntervalMs())
 		n := int32(0)
 		for _, e := range events {
 			if p.GetIntervalMs() <= 0 || e.GetRescheduledAt() > from {
@@ -96,7 +97,7 @@ func Reschedule(p *pb.ReschedulePolicy, a *pb.Allocation, now int64) RescheduleD
 	if p.GetMaxDelayMs() > 0 {
 		delay = min(delay, p.GetMaxDelayMs())
 	}
-	return RescheduleDecision{Eligible: true, At: failedAt(a, now) + delay*1e6, DelayMS: delay}
+	return RescheduleDecision{Eligible: true, At: durations.AddMs(failedAt(a, now), delay), DelayMS: delay}
 }
 
 // rescheduleEvents is prev's history plus this reschedule.

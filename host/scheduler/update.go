@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sort"
 
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 	"google.golang.org/protobuf/proto"
 )
@@ -137,7 +138,7 @@ func healthy(a *pb.Allocation, minHealthyMS, now int64) bool {
 	if a.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
 		return false
 	}
-	since := now - minHealthyMS*1e6
+	since := durations.AddMs(now, -minHealthyMS)
 	if len(a.GetTaskStates()) == 0 {
 		return a.GetModifiedAt() <= since
 	}

@@ -66,8 +66,12 @@ type Config struct {
 
 	// Raft tunables; zero keeps raft's defaults.
 	RaftSnapshotThreshold uint64
-	RaftSnapshotInterval  time.Duration
-	RaftTrailingLogs      uint64
+	// SnapshotRestoreMaxBytes bounds a snapshot restore's upload
+	// (server.snapshot_restore_max_size); 0 is
+	// DefaultSnapshotRestoreMaxBytes.
+	SnapshotRestoreMaxBytes int64
+	RaftSnapshotInterval    time.Duration
+	RaftTrailingLogs        uint64
 	// RaftTimeoutScale multiplies raft's timeouts; tests use a fraction.
 	RaftTimeoutScale float64
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
@@ -218,8 +219,8 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 	now := s.cfg.Clock.Now()
 	cmd := &pb.NodeDrainCommand{NodeId: n.GetId(), MarkEligible: req.GetMarkEligible(), UpdatedAt: now.UnixNano()}
 	if d := req.GetDrain(); d != nil {
-		if d.GetDeadlineMs() < -1 {
-			return nil, status.Errorf(codes.InvalidArgument, "node %s: drain deadline_ms must be -1 (force), 0 (none) or positive, got %d", n.GetId(), d.GetDeadlineMs())
+		if ms := d.GetDeadlineMs(); ms < -1 || ms > durations.MaxMs {
+			return nil, status.Errorf(codes.InvalidArgument, "node %s: drain deadline_ms must be -1 (force), 0 (none) or positive up to %d (%s), got %d", n.GetId(), durations.MaxMs, durations.Max, ms)
 		}
 		strategy := &pb.DrainStrategy{DeadlineMs: d.GetDeadlineMs(), IgnoreSystemJobs: d.GetIgnoreSystemJobs(), StartedAt: now.UnixNano()}
 		if old := n.GetDrain(); old != nil {
@@ -229,7 +230,7 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 		case d.GetDeadlineMs() < 0:
 			strategy.ForceDeadlineAt = now.UnixNano()
 		case d.GetDeadlineMs() > 0:
-			strategy.ForceDeadlineAt = now.UnixNano() + d.GetDeadlineMs()*1e6
+			strategy.ForceDeadlineAt = durations.AddMs(now.UnixNano(), d.GetDeadlineMs())
 		}
 		cmd.Drain = strategy
 	} else if req.GetMarkEligible() {

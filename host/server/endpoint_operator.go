@@ -375,23 +375,23 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if !s.IsLeader() {
 		return e.proxySnapshotRestore(stream)
 	}
-	tmp, err := os.CreateTemp("", "berth-restore-*.snap")
+	// Buffered beside raft's own files, whose disk it must not fill.
+	dir := s.cfg.DataDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	tmp, err := os.CreateTemp(dir, "berth-restore-*.snap")
 	if err != nil {
 		return toStatus(err)
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	for {
-		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tmp.Write(chunk.GetData()); err != nil {
-			return toStatus(fmt.Errorf("buffering snapshot: %w", err))
-		}
+	maxBytes := s.cfg.SnapshotRestoreMaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultSnapshotRestoreMaxBytes
+	}
+	if err := bufferRestore(stream, tmp, dir, maxBytes); err != nil {
+		return toStatus(err)
 	}
 	meta, state, err := readArchive(tmp)
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
 		ErrBadArchive:              codes.InvalidArgument,
+		ErrRestoreTooLarge:         codes.InvalidArgument,
+		ErrRestoreNoSpace:          codes.ResourceExhausted,
 		ErrBrokerDisabled:          codes.Unavailable,
 		ErrCommandTooLarge:         codes.InvalidArgument,
 		ErrEvalToken:               codes.FailedPrecondition,

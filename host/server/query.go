@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -28,7 +29,7 @@ func (s *Server) blockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.Qu
 			return nil, fmt.Errorf("server %s verifying its leadership for a consistent read: %w", s.cfg.Name, err)
 		}
 	}
-	wait := time.Duration(q.GetMaxWaitMs()) * time.Millisecond
+	wait := durations.FromMs(q.GetMaxWaitMs())
 	if wait <= 0 {
 		wait = defaultQueryWait
 	}

@@ -246,7 +246,10 @@ func decode(r io.Reader, out any) error {
 func (c *Client) write(ctx context.Context, method, path string, q url.Values, in, out proto.Message) error {
 	var body io.Reader
 	if in != nil {
-		b, err := apijson.Marshal(in)
+		// Compact: a job within server.job_max_size must fit the agent's
+		// body limit, which the indented rendering with every field can
+		// be ten times over.
+		b, err := apijson.MarshalCompact(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: encoding request: %w", method, path, err)
 		}

@@ -2,6 +2,7 @@ package apijson
 
 import (
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"time"
@@ -78,11 +79,11 @@ func (e *encoder) configValue(cv *driverpb.ConfigValue, depth int, p *path) erro
 			}
 			e.newline(depth + 1)
 			kp := &path{parent: p, name: key, kind: pathKey}
-			if err := e.checkUTF8(key, p); err != nil {
+			if err := e.checkUTF8(key, kp); err != nil {
 				return err
 			}
 			e.string(key)
-			e.buf = append(e.buf, ": "...)
+			e.colon()
 			if err := e.checkUTF8(vs[key], kp); err != nil {
 				return err
 			}
@@ -96,18 +97,20 @@ func (e *encoder) configValue(cv *driverpb.ConfigValue, depth int, p *path) erro
 	return nil
 }
 
-// configValue reads a plain JSON value into cv: a string, an integer, a
-// boolean, an array of strings or an object of strings; null leaves it
-// empty.
+// configValue reads a plain JSON value into cv as a job file's config
+// reads (host/jobspec): a string, a whole number (1.0 and 1e3 are whole), a
+// boolean, or a list or map of strings in which a number or boolean stands
+// for its text (["-p", 8080] is ["-p", "8080"]). A null leaves cv empty; a
+// null config key is dropped by mapValue, as HCL drops it.
 func (d *decoder) configValue(cv *driverpb.ConfigValue, tok token, p *path) error {
 	switch tok.kind {
 	case tokNull:
 	case tokString:
 		cv.Kind = &driverpb.ConfigValue_StringValue{StringValue: tok.text}
 	case tokNumber:
-		n, err := strconv.ParseInt(tok.text, 10, 64)
+		n, err := wholeNumber(tok.text)
 		if err != nil {
-			return &Error{Path: p.String(), Msg: fmt.Sprintf("%s is not a 64-bit integer (a driver config number is a whole number)", tok.text)}
+			return &Error{Path: p.String(), Msg: err.Error()}
 		}
 		cv.Kind = &driverpb.ConfigValue_IntValue{IntValue: n}
 	case tokTrue, tokFalse:
@@ -115,10 +118,11 @@ func (d *decoder) configValue(cv *driverpb.ConfigValue, tok token, p *path) erro
 	case tokBeginArray:
 		l := &driverpb.StringList{Values: []string{}}
 		err := d.array(p, func(ip *path, tok token) error {
-			if tok.kind != tokString {
-				return &Error{Path: ip.String(), Msg: "expected a string (a driver config list holds strings), got " + describe(tok)}
+			s, err := primitiveText(tok, "list")
+			if err != nil {
+				return &Error{Path: ip.String(), Msg: err.Error()}
 			}
-			l.Values = append(l.Values, tok.text)
+			l.Values = append(l.Values, s)
 			return nil
 		})
 		if err != nil {
@@ -132,10 +136,11 @@ func (d *decoder) configValue(cv *driverpb.ConfigValue, tok token, p *path) erro
 			if _, dup := mp.Values[key]; dup {
 				return &Error{Path: kp.String(), Msg: "key given twice"}
 			}
-			if tok.kind != tokString {
-				return &Error{Path: kp.String(), Msg: "expected a string (a driver config map holds strings), got " + describe(tok)}
+			s, err := primitiveText(tok, "map")
+			if err != nil {
+				return &Error{Path: kp.String(), Msg: err.Error()}
 			}
-			mp.Values[key] = tok.text
+			mp.Values[key] = s
 			return nil
 		})
 		if err != nil {
@@ -146,4 +151,60 @@ func (d *decoder) configValue(cv *driverpb.ConfigValue, tok token, p *path) erro
 		return &Error{Path: p.String(), Msg: "expected a driver config value (a string, an integer, true or false, a list or a map of strings), got " + describe(tok)}
 	}
 	return nil
+}
+
+// maxNumberExp bounds a config number's binary exponent, as host/jobspec
+// does: spelling out 1e9999999 would take seconds and megabytes, and no
+// sensible value is that large or that small.
+const maxNumberExp = 1024
+
+// parseNumber reads a JSON number as HCL does (cty: 512 bits of precision).
+func parseNumber(text string) (*big.Float, error) {
+	bf, _, err := big.ParseFloat(text, 10, 512, big.ToNearestEven)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a number", text)
+	}
+	if exp := bf.MantExp(nil); exp > maxNumberExp || exp < -maxNumberExp {
+		return nil, fmt.Errorf("number %s is out of range", text)
+	}
+	return bf, nil
+}
+
+// wholeNumber reads a config number that must be a 64-bit whole number,
+// however it is written (8080, 8080.0, 8.08e3), as host/jobspec's
+// wholeNumber64 does.
+func wholeNumber(text string) (int64, error) {
+	bf, err := parseNumber(text)
+	if err != nil {
+		return 0, err
+	}
+	if !bf.IsInt() {
+		return 0, fmt.Errorf("%s is not a 64-bit integer (a driver config number is a whole number)", text)
+	}
+	n, acc := bf.Int64()
+	if acc != big.Exact {
+		return 0, fmt.Errorf("%s is not a 64-bit integer", text)
+	}
+	return n, nil
+}
+
+// primitiveText is a string, number or boolean inside a config list or map
+// as text, as host/jobspec's primitiveText makes it (cty's conversion of a
+// number to a string). in names the list or map it is in, for the error.
+func primitiveText(tok token, in string) (string, error) {
+	switch tok.kind {
+	case tokString:
+		return tok.text, nil
+	case tokTrue:
+		return "true", nil
+	case tokFalse:
+		return "false", nil
+	case tokNumber:
+		bf, err := parseNumber(tok.text)
+		if err != nil {
+			return "", err
+		}
+		return bf.Text('f', -1), nil
+	}
+	return "", fmt.Errorf("expected a string (a driver config %s holds strings; a number or boolean stands for its text), got %s", in, describe(tok))
 }

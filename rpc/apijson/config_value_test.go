@@ -55,6 +55,9 @@ func TestDriverConfigIsPlainJSON(t *testing.T) {
 	if err := apijson.Unmarshal(b, got); err != nil {
 		t.Fatal(err)
 	}
+	// An empty value is written as null, and a null key reads back absent:
+	// its default applies, as when a job file gives null.
+	delete(task.Config, "none")
 	task.Config["timeout"] = &driverpb.ConfigValue{Kind: &driverpb.ConfigValue_StringValue{StringValue: "1m30s"}}
 	if !proto.Equal(got, task) {
 		t.Fatalf("read back\n%v\nwant\n%v", got, task)
@@ -76,14 +79,16 @@ func TestDriverConfigDecodesAsUsersWriteIt(t *testing.T) {
 		t.Fatalf("config decoded as %v", cfg)
 	}
 	for in, want := range map[string]string{
-		`{"config": {"args": ["-c", 5]}}`:           `config["args"][1]: expected a string (a driver config list holds strings), got the number 5`,
-		`{"config": {"env": {"A": ["b"]}}}`:         `config["env"]["A"]: expected a string (a driver config map holds strings), got an array`,
+		`{"config": {"args": ["-c", {}]}}`:          `config["args"][1]: expected a string (a driver config list holds strings; a number or boolean stands for its text), got an object`,
+		`{"config": {"env": {"A": ["b"]}}}`:         `config["env"]["A"]: expected a string (a driver config map holds strings; a number or boolean stands for its text), got an array`,
+		`{"config": {"args": [1e99999]}}`:           `config["args"][0]: number 1e99999 is out of range`,
 		`{"config": {"env": {"A": "b", "A": "c"}}}`: `config["env"]["A"]: key given twice`,
 		`{"config": {"cpu": 1.5}}`:                  `config["cpu"]: 1.5 is not a 64-bit integer (a driver config number is a whole number)`,
 		`{"config": {"big": 1e30}}`:                 `config["big"]: 1e30 is not a 64-bit integer`,
 		`{"config": {"args": [`:                     `config["args"][0]: unexpected end of JSON`,
 		// The old rendering, the oneof with its unset members as null.
-		`{"config": {"command": {"string_value": "sleep", "int_value": null}}}`: `config["command"]["int_value"]: expected a string (a driver config map holds strings), got null`,
+		`{"config": {"command": {"string_value": "sleep", "int_value": null}}}`: `config["command"]["int_value"]: expected a string (a driver config map holds strings; a number or boolean stands for its text), got null`,
+		`{"config": {"a": null, "a": 1}}`:                                       `config["a"]: key given twice`,
 	} {
 		err := apijson.Unmarshal([]byte(in), &pb.Task{})
 		if err == nil || !strings.HasPrefix(err.Error(), want) {

@@ -244,6 +244,7 @@ func (d *decoder) mapValue(m protoreflect.Message, fd protoreflect.FieldDescript
 	}
 	mp := m.Mutable(fd).Map()
 	kd, vd := fd.MapKey(), fd.MapValue()
+	nulls := map[string]bool{}
 	return d.object(p, pathKey, func(ks string, vtok token) error {
 		kp := &path{parent: p, name: ks, kind: pathKey}
 		key, err := parseKey(kd.Kind(), ks)
@@ -253,9 +254,20 @@ func (d *decoder) mapValue(m protoreflect.Message, fd protoreflect.FieldDescript
 		if mp.Has(key) {
 			return &Error{Path: kp.String(), Msg: "key given twice"}
 		}
-		// An empty driver config value is written as null, and read back.
-		if vtok.kind == tokNull && !(isMessage(vd) && vd.Message().FullName() == configValueName) {
+		if vtok.kind == tokNull {
+			// A null driver config key is absent, so its default applies,
+			// as in a job file (HCL drops it).
+			if isMessage(vd) && vd.Message().FullName() == configValueName {
+				if nulls[ks] {
+					return &Error{Path: kp.String(), Msg: "key given twice"}
+				}
+				nulls[ks] = true
+				return nil
+			}
 			return &Error{Path: kp.String(), Msg: "null is not a valid map value"}
+		}
+		if nulls[ks] {
+			return &Error{Path: kp.String(), Msg: "key given twice"}
 		}
 		var v protoreflect.Value
 		if isMessage(vd) {

@@ -29,6 +29,19 @@ func Marshal(m proto.Message) ([]byte, error) {
 	return e.buf, nil
 }
 
+// MarshalCompact renders m as Marshal does, without the indentation and
+// without the fields at their defaults (an unset optional field, a zero
+// scalar, an empty list or map), which Unmarshal reads back the same: the
+// form a request body is sent in, so that a job within server.job_max_size
+// fits the agent's body limit (MaxExpansion).
+func MarshalCompact(m proto.Message) ([]byte, error) {
+	e := &encoder{compact: true}
+	if err := e.root(m); err != nil {
+		return nil, err
+	}
+	return e.buf, nil
+}
+
 // MarshalList renders ms as a JSON array of objects, "[]" when empty. A nil
 // element is an error naming its index, as UnmarshalList refuses a null
 // element.
@@ -54,6 +67,8 @@ func MarshalList[M proto.Message](ms []M) ([]byte, error) {
 
 type encoder struct {
 	buf []byte
+	// compact leaves out the indentation and the fields at their defaults.
+	compact bool
 }
 
 func (e *encoder) root(m proto.Message) error { return e.rootAt(m, 0, nil) }
@@ -67,6 +82,9 @@ func (e *encoder) rootAt(m proto.Message, depth int, p *path) error {
 }
 
 func (e *encoder) newline(depth int) {
+	if e.compact {
+		return
+	}
 	e.buf = append(e.buf, '\n')
 	for range depth {
 		e.buf = append(e.buf, indentUnit...)
@@ -83,19 +101,26 @@ func (e *encoder) message(m protoreflect.Message, depth int, p *path) error {
 		return nil
 	}
 	e.buf = append(e.buf, '{')
+	written := 0
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if i > 0 {
+		if e.compact && !m.Has(fd) {
+			continue // Has is false for a default: zero, empty or unset
+		}
+		if written > 0 {
 			e.buf = append(e.buf, ',')
 		}
+		written++
 		e.newline(depth + 1)
 		e.string(string(fd.Name()))
-		e.buf = append(e.buf, ": "...)
+		e.colon()
 		if err := e.field(m, fd, depth+1, &path{parent: p, name: string(fd.Name())}); err != nil {
 			return err
 		}
 	}
-	e.newline(depth)
+	if written > 0 {
+		e.newline(depth)
+	}
 	e.buf = append(e.buf, '}')
 	return nil
 }
@@ -154,7 +179,7 @@ func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map,
 			return err
 		}
 		e.string(ks)
-		e.buf = append(e.buf, ": "...)
+		e.colon()
 		if err := e.value(fd.MapValue(), mp.Get(k), t, false, depth+1, &path{parent: p, name: ks, kind: pathKey}); err != nil {
 			return err
 		}
@@ -162,6 +187,15 @@ func (e *encoder) mapValue(fd protoreflect.FieldDescriptor, mp protoreflect.Map,
 	e.newline(depth)
 	e.buf = append(e.buf, '}')
 	return nil
+}
+
+// colon separates an object's key from its value.
+func (e *encoder) colon() {
+	if e.compact {
+		e.buf = append(e.buf, ':')
+		return
+	}
+	e.buf = append(e.buf, ": "...)
 }
 
 // value writes one singular value. zeroTimeNull says a 0 time is written as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -49,8 +50,8 @@ type decision struct {
 // next decides after a failure (or the exit of a task that must keep
 // running) at now.
 func (r *restartTracker) next(now time.Time) decision {
-	interval := time.Duration(r.policy.GetIntervalMs()) * time.Millisecond
-	delay := time.Duration(r.policy.GetDelayMs()) * time.Millisecond
+	interval := durations.FromMs(r.policy.GetIntervalMs())
+	delay := durations.FromMs(r.policy.GetDelayMs())
 	if r.start.IsZero() || now.Sub(r.start) >= interval {
 		r.start, r.count = now, 0
 	}

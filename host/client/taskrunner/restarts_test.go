@@ -1,6 +1,7 @@
 package taskrunner
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -48,5 +49,19 @@ func TestDefaultRestartPolicies(t *testing.T) {
 	}
 	if p := newRestartTracker(nil, pb.JobType_JOB_TYPE_SERVICE).policy; p != DefaultServiceRestart {
 		t.Fatalf("service default %v", p)
+	}
+}
+
+// A delay stored before validation bounded it (2^63-1 ms) saturates: the
+// restart waits as long as a duration can, not a wrapped negative delay
+// that restarted the task at once.
+func TestRestartDelayOutOfRangeSaturates(t *testing.T) {
+	p := &pb.RestartPolicy{Attempts: 1, IntervalMs: math.MaxInt64, DelayMs: math.MaxInt64, Mode: pb.RestartMode_RESTART_MODE_DELAY}
+	r := newRestartTracker(p, pb.JobType_JOB_TYPE_SERVICE)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		if d := r.next(now); !d.restart || d.delay < 24*time.Hour {
+			t.Fatalf("exit %d: %+v, want a restart after the longest delay", i, d)
+		}
 	}
 }

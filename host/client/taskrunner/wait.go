@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -155,7 +156,7 @@ func (tr *TaskRunner) stop(id, reason string, restart bool) {
 			cancel()
 		}
 	})
-	timeout := time.Duration(info.Task.GetKillTimeoutMs()) * time.Millisecond
+	timeout := durations.FromMs(info.Task.GetKillTimeoutMs())
 	if timeout <= 0 {
 		timeout = DefaultKillTimeout
 	}

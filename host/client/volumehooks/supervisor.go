@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -270,7 +271,7 @@ func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartR
 		}
 	}
 	p := &prepared{plugin: plugin, typ: typ, socket: socket, stageDir: hostStage,
-		healthTimeout: time.Duration(plugin.GetHealthTimeoutMs()) * time.Millisecond}
+		healthTimeout: durations.FromMs(plugin.GetHealthTimeoutMs())}
 	if p.healthTimeout <= 0 {
 		p.healthTimeout = DefaultHealthTimeout
 	}
