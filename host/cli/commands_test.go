@@ -148,7 +148,7 @@ func TestAllocLogsRestartAndStop(t *testing.T) {
 	}
 
 	wantOut(t, []string{"alloc", "restart", "-address", f.url, "a1a1", "server"}, 0, `Restarted task "server" of allocation "a1a1a1a1"`)
-	if b := f.body("PUT /v1/allocation/" + allocA + "/restart"); !bytes.Contains(b, []byte(`"task": "server"`)) {
+	if b := f.body("PUT /v1/allocation/" + allocA + "/restart"); !bytes.Contains(b, []byte(`"task":"server"`)) {
 		t.Fatalf("restart body %s", b)
 	}
 	out = wantOut(t, []string{"alloc", "stop", "-address", f.url, "-detach", "-no-replace", "a1a1"}, 0)
@@ -245,7 +245,7 @@ func TestJobHistoryRevertInspectValidate(t *testing.T) {
 		t.Fatalf("history:\n%s", out)
 	}
 	out = wantOut(t, []string{"job", "revert", "-address", f.url, "-detach", "web", "1"}, 0)
-	if out != evalID1+"\n" || !bytes.Contains(f.body("PUT /v1/job/web/revert"), []byte(`"version": 1`)) {
+	if out != evalID1+"\n" || !bytes.Contains(f.body("PUT /v1/job/web/revert"), []byte(`"version":1`)) {
 		t.Fatalf("revert: %q, body %s", out, f.body("PUT /v1/job/web/revert"))
 	}
 	wantOut(t, []string{"job", "revert", "-address", f.url, "web", "one"}, exitUsage, `version "one" is not a version number`)
@@ -335,7 +335,7 @@ func TestNodeDrainEligibilityAndGC(t *testing.T) {
 	}
 
 	wantOut(t, []string{"node", "eligibility", "-address", f.url, "-disable", "n1"}, 0, `Node "n1n1n1n1" scheduling eligibility set: ineligible for scheduling`)
-	if b := f.body("PUT /v1/node/" + nodeA + "/eligibility"); !bytes.Contains(b, []byte(`"eligibility": "ineligible"`)) {
+	if b := f.body("PUT /v1/node/" + nodeA + "/eligibility"); !bytes.Contains(b, []byte(`"eligibility":"ineligible"`)) {
 		t.Fatalf("eligibility body %s", b)
 	}
 	wantOut(t, []string{"system", "gc", "-address", f.url}, 0, "Garbage collected 4 evaluations, 1 allocation and 0 jobs\n")
