@@ -263,8 +263,7 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 			if err == nil {
 				var release func()
 				if release, err = rt.admitBody(w, r, path); err == nil {
-					err = h(w, r)
-					release()
+					err = serveAdmitted(w, r, h, release)
 				}
 			}
 			if err != nil {
@@ -279,6 +278,14 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 		}
 		methods[m] = h
 	}
+}
+
+// serveAdmitted runs h and then gives back its body's admission, also
+// when h panics (net/http recovers a handler's panic per connection): a
+// permit kept would shrink the room of every later body for good.
+func serveAdmitted(w http.ResponseWriter, r *http.Request, h handlerFunc, release func()) error {
+	defer release()
+	return h(w, r)
 }
 
 // writeMethods answers PUT and POST alike, as Nomad's API does for its

@@ -121,3 +121,17 @@ func TestRequestBodyReadHasADeadline(t *testing.T) {
 		t.Fatalf("a stalled body: %d %s %v; want 400 not received in time", code, b, err)
 	}
 }
+
+// A handler that panics (net/http recovers it per connection) still gives
+// back its body's admission: a permit kept would shrink the room of every
+// later body until the agent restarts.
+func TestAPanickingHandlerGivesBackItsBodysAdmission(t *testing.T) {
+	released := false
+	func() {
+		defer func() { _ = recover() }()
+		_ = serveAdmitted(nil, nil, func(http.ResponseWriter, *http.Request) error { panic("handler bug") }, func() { released = true })
+	}()
+	if !released {
+		t.Fatal("the admission of a panicking handler's body was not given back")
+	}
+}

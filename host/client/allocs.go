@@ -576,18 +576,30 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 // releasing would then be sent to no client again. ctx ends when the
 // servers no longer send the alloc.
 //
-// An alloc whose client status is not pending did run here: a runner
-// that could not be restored after a restart (its tasks' handles are
-// destroyed by restoreAllocs). It is not reported complete: that would
-// tell the servers it ended when this client never saw it end.
+// An alloc whose client status is running did run here: a runner that
+// could not be restored after a restart (its tasks' handles are destroyed
+// by restoreAllocs). It is reported failed, not complete, once its claims
+// are down. One already client-terminal (lost while its node was away) is
+// only released.
 func (c *Client) releaseUnrun(ctx context.Context, a *pb.Allocation) {
 	c.logger.Info("releasing an alloc stopped before this client ran it", "alloc_id", a.GetId(),
 		"desired_status", a.GetDesiredStatus(), "client_status", a.GetClientStatus())
 	complete := func() {}
-	if fsm.AllocServerTerminal(a) && neverReported(a) {
+	switch {
+	case fsm.AllocClientTerminal(a):
+	case fsm.AllocServerTerminal(a) && neverReported(a):
 		complete = func() {
 			c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
 				ClientDescription: "stopped before the client ran it", UpdatedAt: time.Now().UnixNano()})
+		}
+	default:
+		// Reported running, its runner not restored (its tasks were
+		// destroyed): it ended here, failed, and must say so, or the
+		// servers keep it running for good (never collected, a drain
+		// never done).
+		complete = func() {
+			c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED,
+				ClientDescription: "its runner could not be restored after the client restarted; its tasks were destroyed", UpdatedAt: time.Now().UnixNano()})
 		}
 	}
 	if v := c.volumes; v != nil {

@@ -285,7 +285,7 @@ func TestRecoveryAdoptsUnnamedHandlesAndReapsOrphans(t *testing.T) {
 // unsupervised; stopped by the servers meanwhile, it ran here (client
 // status running), so it is not reported "complete, stopped before the
 // client ran it".
-func TestAnAllocThatCannotBeRecoveredHasItsTasksDestroyedAndIsNotReportedNeverRun(t *testing.T) {
+func TestAnAllocThatCannotBeRecoveredHasItsTasksDestroyedAndIsReportedFailed(t *testing.T) {
 	f := newFakeServer(t)
 	dir := t.TempDir()
 	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, sleeper("web"))
@@ -329,7 +329,11 @@ func TestAnAllocThatCannotBeRecoveredHasItsTasksDestroyedAndIsNotReportedNeverRu
 	if _, err := n.c.runner("a1"); !errors.Is(err, ErrUnknownAlloc) {
 		t.Errorf("unrecoverable alloc a1 has a runner (%v)", err)
 	}
-	if u := f.lastUpdate("a1"); u.GetClientDescription() == "stopped before the client ran it" {
+	// Stopped by the servers, it is reported failed (it ended here, its
+	// tasks destroyed), not "stopped before the client ran it" and not
+	// left running on the servers for good.
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED))
+	if u := f.lastUpdate("a1"); !strings.Contains(u.GetClientDescription(), "could not be restored") {
 		t.Errorf("alloc a1, which ran here, reported %v", u)
 	}
 }

@@ -155,3 +155,63 @@ func TestOldClaimFallbackReadsTheAllocsOwnJobVersionMerged(t *testing.T) {
 		t.Fatalf("request answered from another job's version 0: %v; want none", r)
 	}
 }
+
+// An alloc the client does not hold and that ended (here reported failed;
+// in the field lost while its node was away, the node back before
+// force_detach_after) is sent to its node in full while a claim of it is
+// still releasing there: only that client takes the claim off the node.
+// Sent as a stub, as every ended alloc the client does not hold is, the
+// claim stayed releasing for good.
+func TestClientWatchSendsAnEndedAllocWhileItsClaimIsReleasing(t *testing.T) {
+	tc, s := schedVolumeCluster(t, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
+	jobs, claims := pb.NewJobsClient(tc.conn(s)), pb.NewClaimsClient(tc.conn(s))
+	if _, err := jobs.Register(ctx10s(t), &pb.JobRegisterRequest{Job: volumeJob("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	holder := waitAllocs(t, tc, s, "a", 1, nil)[0]
+	node := holder.GetNodeId()
+	if _, err := jobs.Deregister(ctx10s(t), &pb.JobDeregisterRequest{JobId: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pb.NewClientAllocsClient(tc.conn(s)).Update(ctx10s(t), &pb.ClientAllocUpdateRequest{NodeId: node, Updates: []*pb.AllocClientUpdate{{
+		AllocId: holder.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED}}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		a, err := s.State().AllocByID(nil, holder.GetId())
+		if err != nil || !fsm.AllocClientTerminal(a) || !fsm.AllocServerTerminal(a) {
+			return fmt.Errorf("alloc %v (%v), want stopped and failed", a, err)
+		}
+		cs, err := s.State().ClaimsByAlloc(nil, holder.GetId())
+		if err != nil || len(cs) != 1 || cs[0].GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+			return fmt.Errorf("claims %v (%v), want one releasing", cs, err)
+		}
+		return nil
+	})
+	sent := func() *pb.Allocation {
+		t.Helper()
+		resp, err := pb.NewClientAllocsClient(tc.conn(s)).Watch(ctx10s(t), &pb.ClientAllocsRequest{NodeId: node, Paged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetAllocs() {
+			if a.GetId() == holder.GetId() {
+				return a
+			}
+		}
+		return nil
+	}
+	if a := sent(); a.GetJobId() == "" {
+		t.Fatalf("ended alloc %s with a releasing claim sent as %v; want it in full", holder.GetId(), a)
+	}
+	if _, err := claims.ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: node, AllocId: holder.GetId(), VolumeId: "vol1",
+		State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if a := sent(); a != nil && a.GetJobId() != "" {
+			return fmt.Errorf("alloc %s sent in full after its claim was freed", holder.GetId())
+		}
+		return nil
+	})
+}

@@ -78,7 +78,18 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 			// An alloc the client has not run and that stopped is still
 			// sent in full until the client has reported it ended: the
 			// client takes its claims off the node and reports it.
-			if (held && v == a.GetAllocModifyIndex()) || (!held && fsm.AllocClientTerminal(a)) {
+			stub := held && v == a.GetAllocModifyIndex()
+			if !held && fsm.AllocClientTerminal(a) {
+				// Sent in full while a claim of it is still releasing on
+				// the node (an alloc lost before its client ran it, its
+				// node back in time): only the client takes it off.
+				releasing, err := releasingClaimOn(st, a)
+				if err != nil {
+					return 0, err
+				}
+				stub = !releasing
+			}
+			if stub {
 				resp.Allocs = append(resp.Allocs, allocStub(a))
 				continue
 			}
@@ -109,6 +120,20 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 	}
 	resp.Meta = meta
 	return resp, nil
+}
+
+// releasingClaimOn reports whether a claim of a is releasing on a's node.
+func releasingClaimOn(st *fsm.StateSnapshot, a *pb.Allocation) (bool, error) {
+	claims, err := st.ClaimsByAlloc(nil, a.GetId())
+	if err != nil {
+		return false, err
+	}
+	for _, c := range claims {
+		if c.GetState() == pb.ClaimState_CLAIM_STATE_RELEASING && c.GetNodeId() == a.GetNodeId() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // allocStub is how Watch sends an alloc the client is not to act on now:
