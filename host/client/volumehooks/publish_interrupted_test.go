@@ -10,14 +10,14 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Review 12b: an operator's claim released while its publish waits (here
+// An operator's claim released while its publish waits (here
 // for the node plugin, which RunOperatorClaims and Publish each wait for
 // up to PluginWait) is torn down at once — nothing is recorded yet, so the
 // teardown reports node-detached and the servers free the claim — and the
 // publish then goes on for a claim that no longer exists. The follower
 // sweeps unlisted uses only when a newer list arrives, so the volume stays
 // published on the node while the servers hand it to someone else.
-func TestReview12bOperatorClaimReleasedDuringItsPublishIsNotLeftPublished(t *testing.T) {
+func TestOperatorClaimReleasedDuringItsPublishIsNotLeftPublished(t *testing.T) {
 	e := newVolEnv(t, nil)
 	e.plugins.close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,13 +62,13 @@ func TestReview12bOperatorClaimReleasedDuringItsPublishIsNotLeftPublished(t *tes
 	})
 }
 
-// Review 12b: the in-use report is queued after Publish has saved the use
+// The in-use report is queued after Publish has saved the use
 // PUBLISHED. A client that dies between the two restarts with the use
 // published and no report queued; RunOperatorClaims then skips the claim
 // (published already), so the servers never hear in-use and `berth volume
 // claim` waits until its -timeout. (Allocs: the recovered prerun skips the
 // volume the same way.)
-func TestReview12bPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) {
+func TestPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) {
 	e := newVolEnv(t, nil)
 	// What the dead client left: the use published, its report not queued.
 	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",

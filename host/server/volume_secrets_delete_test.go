@@ -12,13 +12,13 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Review of issue 12. Reads answer a volume's secrets as "[REDACTED]";
+// Reads answer a volume's secrets as "[REDACTED]";
 // an operator who registers again what `volume status -json` printed
 // (Nomad's edit-and-reregister habit; the server-set fields removed) stores "[REDACTED]" as the secret's
 // value, and every later plugin call (publish, node stage through
 // ClientClaim, delete) sends it as the credential. Register should keep
 // the stored value for a redacted one, or refuse it.
-func TestReviewReregisteringARedactedVolumeKeepsItsSecret(t *testing.T) {
+func TestReregisteringARedactedVolumeKeepsItsSecret(t *testing.T) {
 	const secret = "pl4nted-s3cret-value"
 	p := csifake.New()
 	_, s, vols, _, _ := volumeCluster(t, p)
@@ -58,7 +58,7 @@ func TestReviewReregisteringARedactedVolumeKeepsItsSecret(t *testing.T) {
 // state says the volume is being deleted) is granted, the plugin deletes
 // the data under it, and the deregister is refused (the volume has a
 // claim): the claimant runs on a deleted volume.
-func TestReviewVolumeDeleteRacesANewClaim(t *testing.T) {
+func TestVolumeDeleteRacesANewClaim(t *testing.T) {
 	p := csifake.New()
 	tc, s, vols, _, _ := volumeCluster(t, p)
 	v := fsVolume("doomed")

@@ -7,13 +7,13 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Review of issue 12. A group may name one volume under two group volume
+// A group may name one volume under two group volume
 // names (the jobspec accepts it: no check on duplicate sources). The
 // claims table is unique on (alloc, volume) and PlanApply refuses a plan
 // in which an alloc claims a volume twice as a whole (ErrInvalidCommand),
 // so the worker can never get such a plan applied: the evaluation fails
 // again every minute and the job's other groups are never placed either.
-func TestReviewGroupNamingOneVolumeTwiceClaimsItOnce(t *testing.T) {
+func TestGroupNamingOneVolumeTwiceClaimsItOnce(t *testing.T) {
 	st := schedtest.NewState()
 	pluginNodes(st, "hostpath", "n1")
 	st.AddVolume(schedtest.Volume("vol1", "hostpath", snw))
@@ -36,7 +36,7 @@ func TestReviewGroupNamingOneVolumeTwiceClaimsItOnce(t *testing.T) {
 // before the alloc, not against the alloc's own earlier asks: an alloc
 // claiming two volumes of one plugin is placed on a node whose plugin
 // takes one volume (and PlanApply does not check max_volumes).
-func TestReviewMaxVolumesCountsTheAllocsOwnAsks(t *testing.T) {
+func TestMaxVolumesCountsTheAllocsOwnAsks(t *testing.T) {
 	st := schedtest.NewState()
 	n := schedtest.WithNodePlugin(schedtest.Node("n1"), "p")
 	n.CsiNodePlugins["p"].NodeInfo.MaxVolumes = 1

@@ -14,13 +14,13 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Review 12b: a publish that failed for want of a usable controller
+// A publish that failed for want of a usable controller
 // because the controller's node was fenced is recorded final and waits for
 // a change of the volume, the plugin's row or the attachment's node. An
 // unfence changes only the controller's node row (the plugin row does not
 // carry the fence), so nothing wakes the attach reconciler: the claim
 // stays reserved until something unrelated changes.
-func TestReview12bAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
+func TestAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		e.apply(fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: true, UpdatedAt: 1})
@@ -42,7 +42,7 @@ func TestReview12bAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 	})
 }
 
-// Review 12b: a publish the controller refuses with FailedPrecondition
+// A publish the controller refuses with FailedPrecondition
 // because the volume is still published to another node (CSI's answer
 // for a single-node volume published elsewhere) is final and waits for a
 // change of the volume, its plugin's row or the node. The reconcile pass
@@ -50,7 +50,7 @@ func TestReview12bAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 // a detach whose node was gone, or a deregister -force) writes no row, so
 // the refused attachment is never tried again and its claim stays
 // reserved for good, though nothing stands in its way any more.
-func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testing.T) {
+func TestAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		fake := newFakeController()
@@ -79,7 +79,7 @@ func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay
 	})
 }
 
-// Review 12b: deregister -force accepted a volume whose claims are
+// deregister -force accepted a volume whose claims are
 // node-detached while their attachment is still detaching (its controller
 // unpublish not done yet: here the controller is unreachable for a
 // while), and deleted the attachment with the volume. Nothing unpublished
@@ -89,7 +89,7 @@ func TestReview12bAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay
 // attachment is left (FailedPrecondition, naming its node and state), the
 // leader's unpublish runs to its end, and the deregister goes through
 // after it.
-func TestReview12bForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
+func TestForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		fake := newFakeController()

@@ -8,7 +8,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Review of issue 12. csi_plugins' controller_required is recomputed from
+// csi_plugins' controller_required is recomputed from
 // the instances present ("when any instance says so"). In a split
 // deployment the node instances do not report it (no controller service
 // there), so while the controller instance is gone (its task stopped for
@@ -17,7 +17,7 @@ import (
 // follows, and a new claim of an ebs volume is reserved straight to ready
 // with no attachment: the node stages a disk that was never
 // ControllerPublished, and its release skips the unpublish.
-func TestReviewClaimSkipsControllerPublishWhileTheControllerIsGone(t *testing.T) {
+func TestClaimSkipsControllerPublishWhileTheControllerIsGone(t *testing.T) {
 	var logs bytes.Buffer
 	f := claimsSeeded(t, &logs)
 	// n1's controller task stops; its node instance stays.

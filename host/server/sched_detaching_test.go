@@ -12,7 +12,7 @@ import (
 	"berth.dev/berth/version"
 )
 
-// Review of issue 12. PlanApply refuses a claim on a node whose attachment
+// PlanApply refuses a claim on a node whose attachment
 // of the volume is detaching (checkReservation: ErrAttachmentTransition),
 // but the scheduler reads no attachments (scheduler.State has none), so it
 // keeps choosing that node: the plan is refused maxPlanAttempts times per
@@ -20,7 +20,7 @@ import (
 // the job waits for the failed evaluation's follow-up a minute later
 // instead of blocking (or going to another node). With a single node the
 // right outcome is a blocked evaluation woken when the attachment goes.
-func TestReviewSchedulerDoesNotSeeADetachingAttachment(t *testing.T) {
+func TestSchedulerDoesNotSeeADetachingAttachment(t *testing.T) {
 	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) { c.NumSchedulers = 1; c.noControllerCalls = true })
 	s := tc.servers[0]
 	n := workNode("n1")
