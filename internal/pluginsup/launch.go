@@ -172,8 +172,9 @@ const (
 // second process while this one, and the tasks it runs, keep running
 // unknown.
 func (in *Instance[P, T]) retryRecord(ctx context.Context, rec Record) {
-	for wait := recordRetryStart; ; wait = min(wait*2, recordRetryMax) {
-		if !pluginproc.Sleep(ctx.Done(), wait) {
+	backoff := pluginproc.Backoff{Initial: recordRetryStart, Max: recordRetryMax}
+	for attempt := 1; ; attempt++ {
+		if !pluginproc.Sleep(ctx.Done(), backoff.Delay(attempt)) {
 			return
 		}
 		err := in.s.cfg.Records.PutRecord(in.spec.Name, rec)
@@ -181,7 +182,7 @@ func (in *Instance[P, T]) retryRecord(ctx context.Context, rec Record) {
 			in.logger.Info(in.s.cfg.Noun+" reattach record written", "pid", rec.Reattach.Pid)
 			return
 		}
-		in.logger.Debug("persisting "+in.s.cfg.Noun+" reattach record still fails; retrying", "retry_in", min(wait*2, recordRetryMax), "error", err)
+		in.logger.Debug("persisting "+in.s.cfg.Noun+" reattach record still fails; retrying", "retry_in", backoff.Delay(attempt+1), "error", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -497,11 +498,8 @@ func (ar *AllocRunner) persistAlloc() {
 	}
 }
 
-// Backoff of saveLoop's writes.
-const (
-	saveRetryStart = 100 * time.Millisecond
-	saveRetryMax   = 10 * time.Second
-)
+// saveRetry is the backoff of saveLoop's writes.
+var saveRetry = pluginproc.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}
 
 // startSaving starts saveLoop unless it runs.
 func (ar *AllocRunner) startSaving() {
@@ -519,13 +517,8 @@ func (ar *AllocRunner) startSaving() {
 // is shut down (the next client recovers from what the DB holds) or the
 // alloc is destroyed.
 func (ar *AllocRunner) saveLoop() {
-	wait := saveRetryStart
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ar.ctx.Done():
-			t.Stop()
+	for attempt := 1; ; attempt++ {
+		if !pluginproc.Sleep(ar.ctx.Done(), saveRetry.Delay(attempt)) {
 			ar.mu.Lock()
 			ar.saving = false
 			ar.mu.Unlock()
@@ -535,7 +528,6 @@ func (ar *AllocRunner) saveLoop() {
 			ar.report()
 			return
 		}
-		wait = min(wait*2, saveRetryMax)
 	}
 }
 
