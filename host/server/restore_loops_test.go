@@ -119,17 +119,7 @@ func TestAfterRestoreARestoredPendingEvalIsPlanned(t *testing.T) {
 // The heartbeat timers follow the restored nodes, and a restored node
 // that stops heartbeating is marked down and its allocs replaced.
 func TestAfterRestoreADownNodesAllocsAreReplaced(t *testing.T) {
-	tc := newTestCluster(t, 1)
-	s := tc.servers[0]
-	n1, n2 := workNode("n1"), workNode("n2")
-	registerNodes(t, tc, s, n1, n2)
-	registerJob(t, tc, s, serviceJob("web", 2))
-	waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
-		if m := perNode(as); len(m) != 2 {
-			return fmt.Errorf("per node %v", m)
-		}
-		return nil
-	})
+	tc, s, n1, n2 := webOnTwoNodes(t)
 	snap := saveSnapshot(t, tc, s)
 	// A node registered after the snapshot is not in the restored state:
 	// no timer may stay armed for it.
@@ -152,17 +142,7 @@ func TestAfterRestoreADownNodesAllocsAreReplaced(t *testing.T) {
 
 // The drainer acts on a drain set after the restore.
 func TestAfterRestoreADrainMovesAllocs(t *testing.T) {
-	tc := newTestCluster(t, 1)
-	s := tc.servers[0]
-	n1, n2 := workNode("n1"), workNode("n2")
-	registerNodes(t, tc, s, n1, n2)
-	registerJob(t, tc, s, serviceJob("web", 2))
-	waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
-		if m := perNode(as); len(m) != 2 {
-			return fmt.Errorf("per node %v", m)
-		}
-		return nil
-	})
+	tc, s, n1, _ := webOnTwoNodes(t)
 	restoreOn(t, tc, s, saveSnapshot(t, tc, s))
 
 	if _, err := pb.NewNodeOpsClient(tc.conn(s)).UpdateDrain(ctx10s(t), &pb.NodeDrainRequest{
@@ -245,4 +225,22 @@ func TestAfterRestoreAttachAndReapWork(t *testing.T) {
 	if n := len(fake.callsOf(unpublishMethod)); n != 1 {
 		t.Fatalf("%d unpublishes, want 1", n)
 	}
+}
+
+// webOnTwoNodes starts one server with nodes n1 and n2 and job web placed
+// on both, one alloc each.
+func webOnTwoNodes(t *testing.T) (*testCluster, *Server, *pb.Node, *pb.Node) {
+	t.Helper()
+	tc := newTestCluster(t, 1)
+	s := tc.servers[0]
+	n1, n2 := workNode("n1"), workNode("n2")
+	registerNodes(t, tc, s, n1, n2)
+	registerJob(t, tc, s, serviceJob("web", 2))
+	waitAllocs(t, tc, s, "web", 2, func(as []*pb.Allocation) error {
+		if m := perNode(as); len(m) != 2 {
+			return fmt.Errorf("per node %v", m)
+		}
+		return nil
+	})
+	return tc, s, n1, n2
 }
