@@ -413,8 +413,10 @@ func TestTeardownWithoutItsPluginIsShownThenFinishes(t *testing.T) {
 	}
 	e.plugins.reopen()
 	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
-	if up, us := e.plugin.NodeUnpublishVolume.Count(), e.plugin.NodeUnstageVolume.Count(); up != 1 || us != 1 {
-		t.Errorf("unpublish %d, unstage %d; want 1, 1", up, us)
+	// A try whose 20 ms run out while a call is on the wire repeats that
+	// call (node calls are idempotent), so each is asked for at least once.
+	if up, us := e.plugin.NodeUnpublishVolume.Count(), e.plugin.NodeUnstageVolume.Count(); up < 1 || us < 1 {
+		t.Errorf("unpublish %d, unstage %d; want each called", up, us)
 	}
 }
 
