@@ -66,7 +66,7 @@ plugins:
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
 
 bench: build
-	$(GO) run ./internal/bench
+	$(GO) run ./bench
 
 acceptance: build
 	BERTH_ACCEPTANCE_LONG=1 $(GO) test -race -count=1 -timeout 60m ./acceptance/...

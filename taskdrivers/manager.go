@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/internal/pluginsup"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
-	"berth.dev/berth/version"
 )
 
 // Config configures a Manager.

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
-	"berth.dev/berth/version"
 )
 
 func TestBuiltinDriversRunAsPluginSubprocesses(t *testing.T) {

@@ -6,7 +6,7 @@
 //
 //	m, err := pluginmanager.New(pluginmanager.Config{
 //		Registry: reg,                             // *registry.Registry, restored
-//		Adapters: pluginmanager.Adapters(adapters), // *csiadapters.Manager
+//		Adapters: pluginmanager.Adapters(adapters), // *adapters.Manager
 //		Send:     client.sendCSIPlugins,           // CSIPlugins.UpdateNode
 //	})
 //	m.Start()

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -147,7 +147,7 @@ func (m *Manager) Start() {
 				m.registered(e)
 			}
 		}
-		var adEvents <-chan csiadapters.Event
+		var adEvents <-chan adapters.Event
 		if m.cfg.Adapters != nil {
 			var cancel func()
 			adEvents, cancel = m.cfg.Adapters.Subscribe()
@@ -191,7 +191,7 @@ func (m *Manager) Plugins() Set {
 // hands it to the sender when it changed. Inputs that are already waiting
 // are applied before building, so a burst (a monolith's two entries) is
 // one set.
-func (m *Manager) loop(regEvents <-chan registry.Event, adEvents <-chan csiadapters.Event) {
+func (m *Manager) loop(regEvents <-chan registry.Event, adEvents <-chan adapters.Event) {
 	defer func() {
 		for _, in := range m.instances {
 			m.stopWorker(in)
@@ -332,21 +332,21 @@ func (m *Manager) addAdapter(name string) {
 }
 
 // adapterEvent follows an adapter's health as its manager reports it.
-func (m *Manager) adapterEvent(ev csiadapters.Event) {
+func (m *Manager) adapterEvent(ev adapters.Event) {
 	in := m.instances[instKey{adapter: ev.Adapter}]
 	if in == nil {
 		return
 	}
 	switch ev.Kind {
-	case csiadapters.EventHealthy:
+	case adapters.EventHealthy:
 		in.srcHealthy, in.srcReason = true, ""
 		in.w.poke()
-	case csiadapters.EventUnhealthy, csiadapters.EventExited, csiadapters.EventStartFailed:
+	case adapters.EventUnhealthy, adapters.EventExited, adapters.EventStartFailed:
 		in.srcHealthy, in.srcReason = false, ev.Kind.String()+": "+ev.Reason
 		if ev.Reason == "" {
 			in.srcReason = ev.Kind.String()
 		}
-	case csiadapters.EventStarted, csiadapters.EventReattached:
+	case adapters.EventStarted, adapters.EventReattached:
 		// A new process: it may serve something else.
 		in.w.poke()
 	}

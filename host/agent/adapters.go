@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"berth.dev/berth/csiadapters"
+	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/host/client/state"
 )
 
-var _ csiadapters.Store = (*state.DB)(nil)
+var _ adapters.Store = (*state.DB)(nil)
 
 // adapterStartWait bounds how long agent start waits for the storage
 // adapters' first probes; slower ones report later through their events
@@ -34,9 +34,9 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	if err != nil {
 		return fmt.Errorf("finding the berth binary to run built-in storage adapters: %w", err)
 	}
-	var configs []csiadapters.PluginConfig
+	var configs []adapters.PluginConfig
 	if err := a.eachPlugin(true, func(p *PluginConfig, js []byte) {
-		configs = append(configs, csiadapters.PluginConfig{Name: p.Name, JSON: js, Source: p.Source})
+		configs = append(configs, adapters.PluginConfig{Name: p.Name, JSON: js, Source: p.Source})
 	}); err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	if pluginDir == "" {
 		pluginDir = filepath.Join(a.dataDir, "plugins")
 	}
-	catalog, err := csiadapters.Catalog(csiadapters.CatalogConfig{
+	catalog, err := adapters.Catalog(adapters.CatalogConfig{
 		Executable: exe,
 		Dev:        a.cfg.DevMode,
 		PluginDir:  pluginDir,
@@ -56,7 +56,7 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	if len(catalog) == 0 {
 		return nil
 	}
-	m, err := csiadapters.New(csiadapters.Config{
+	m, err := adapters.New(adapters.Config{
 		Adapters: catalog,
 		Store:    a.state,
 		Logger:   a.logger.Named("csi-adapters"),
@@ -83,7 +83,7 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 
 // Adapters returns the storage adapter manager of the client role, nil
 // when the client is disabled or no adapter is configured.
-func (a *Agent) Adapters() *csiadapters.Manager { return a.adapters }
+func (a *Agent) Adapters() *adapters.Manager { return a.adapters }
 
 // stopAdapters stops the storage adapter processes. It runs before the
 // state DB, which holds their reattach records, is closed.

@@ -12,7 +12,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
-	"berth.dev/berth/csiadapters"
+	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -55,7 +55,7 @@ func TestDevAgentRunsHostpathAdapter(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.HasPrefix(csiadapters.DataDir(a.DataDir(), "hostpath"), filepath.Join(a.DataDir(), "csi")) {
+	if !strings.HasPrefix(adapters.DataDir(a.DataDir(), "hostpath"), filepath.Join(a.DataDir(), "csi")) {
 		t.Errorf("adapter data dir outside the agent's csi dir")
 	}
 	pid := h.State().Pid
@@ -75,7 +75,7 @@ func TestAgentRefusesInvalidAdapterConfig(t *testing.T) {
 	cfg.Ports = Ports{}
 	cfg.Plugins["hostpath"] = &PluginConfig{Name: "hostpath", Type: PluginTypeCSI, Config: map[string]any{"capacity": "lots"}, Source: "agent.hcl:4"}
 	_, err := New(cfg, testutil.Logger(t))
-	if !errors.Is(err, csiadapters.ErrInvalidConfig) || !strings.Contains(err.Error(), "agent.hcl:4") || !strings.Contains(err.Error(), "capacity") {
+	if !errors.Is(err, adapters.ErrInvalidConfig) || !strings.Contains(err.Error(), "agent.hcl:4") || !strings.Contains(err.Error(), "capacity") {
 		t.Fatalf("New = %v, want the invalid capacity at agent.hcl:4", err)
 	}
 }

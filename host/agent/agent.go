@@ -15,19 +15,19 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/pluginmanager"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/csiadapters"
 	"berth.dev/berth/host/client"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/host/client/taskrunner"
-	"berth.dev/berth/host/client/volumehooks"
 	"berth.dev/berth/host/server"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/taskdrivers"
-	"berth.dev/berth/version"
+	"berth.dev/berth/volumehooks"
 )
 
 // Agent is a running berth agent.
@@ -46,7 +46,7 @@ type Agent struct {
 	state   *state.DB
 	drivers *taskdrivers.Manager
 	// adapters runs the CSI storage adapters; nil when there are none.
-	adapters *csiadapters.Manager
+	adapters *adapters.Manager
 	// stopSupervisors ends the csi_plugin supervisors at shutdown (their
 	// plugins keep running, and stay registered, for the next start).
 	stopSupervisors context.CancelFunc

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
-	"berth.dev/berth/version"
 )
 
 // startAgent starts an agent from cfg on free loopback ports and waits

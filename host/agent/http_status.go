@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 func (a *Agent) statusLeader(w http.ResponseWriter, r *http.Request) error {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/version"
+	"berth.dev/berth/internal/version"
 )
 
 // Main runs the berth command line with args (os.Args) and returns the exit code.

@@ -12,7 +12,7 @@ import (
 
 	"berth.dev/berth/host/agent"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/version"
+	"berth.dev/berth/internal/version"
 )
 
 // berth runs the CLI in-process and returns exit code, stdout and stderr.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/sdk"
-	"berth.dev/berth/version"
 )
 
 func TestNodeStatusListsDrivers(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/uuid"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 func TestNodeIDPersistsAcrossRestarts(t *testing.T) {

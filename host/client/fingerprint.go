@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // fingerprint describes this host. Errors reading optional facts (memory)

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/volumehooks"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/volumehooks"
 )
 
 // volumeStore is what the volume hooks keep in the state DB

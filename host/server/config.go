@@ -12,8 +12,8 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // Config configures a server. The agent builds it from its HCL config; tests

@@ -12,8 +12,8 @@ import (
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // The leader's attach reconciler with the server's real forwarder: publish and

@@ -17,10 +17,10 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
-	"berth.dev/berth/version"
 )
 
 // switchingNode is a client whose plugin manager serves a controller call

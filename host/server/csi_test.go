@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 func withVersion(v string) clusterOpt { return func(c *Config) { c.Version = v } }

@@ -7,8 +7,8 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // volumeDrain is one server and a node n1 running a healthy node instance

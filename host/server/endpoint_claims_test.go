@@ -13,9 +13,9 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // claimCluster is one server (or three: servers > 1) with nodes n1 and n2

@@ -18,9 +18,9 @@ import (
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // lockedBuffer collects a server's log lines.

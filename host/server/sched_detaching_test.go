@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // PlanApply refuses a claim on a node whose attachment

@@ -10,8 +10,8 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
-	"berth.dev/berth/version"
 )
 
 // schedVolumeCluster is one server with two work nodes running a healthy node

@@ -8,7 +8,7 @@
 //   - sdk/ imports nothing of berth outside sdk/, in its tests too, so it
 //     can become a module of its own.
 //   - packages outside host/ do not import host/, except the programs that
-//     drive the whole product: the root main package and internal/bench.
+//     drive the whole product: the root main package and bench.
 //
 // Test files of fsm/ and host/scheduler/ may use the clock and the
 // filesystem. The rules name directories, so the check refuses a root that

@@ -3,24 +3,7 @@ package pluginproc
 import (
 	"strings"
 	"testing"
-	"time"
 )
-
-func TestBackoffDoublesUpToItsCap(t *testing.T) {
-	b := Backoff{Initial: time.Second, Max: 10 * time.Second}
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
-	for i, w := range want {
-		if got := b.Delay(i + 1); got != w {
-			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w)
-		}
-	}
-	if got := b.Delay(1000); got != b.Max {
-		t.Errorf("Delay(1000) = %s, want the cap %s", got, b.Max)
-	}
-	if got := b.Delay(0); got != b.Initial {
-		t.Errorf("Delay(0) = %s, want %s", got, b.Initial)
-	}
-}
 
 func TestTailWriterKeepsLastLinesAndShortensJSONLogs(t *testing.T) {
 	var w TailWriter

@@ -1,6 +1,7 @@
 package pluginsup
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"fmt"
 	"strings"
@@ -180,7 +181,7 @@ func (in *Instance[P, T]) run(ctx context.Context, rec *Record) {
 				in.logger.Debug(cfg.Noun+" still unavailable", "error", err, "retry_in", delay, "attempt", attempt)
 			}
 			in.Settled()
-			if !pluginproc.Sleep(ctx.Done(), delay) {
+			if !backoff.Sleep(ctx.Done(), delay) {
 				return
 			}
 			continue
@@ -204,7 +205,7 @@ func (in *Instance[P, T]) run(ctx context.Context, rec *Record) {
 		in.down(Down{Err: err, Reason: fmt.Sprintf("%s; restarting in %s (restart %d)", OneLine(err), delay, attempt),
 			Pid: r.Pid, Cause: cause, Delay: delay})
 		in.logger.Warn(cfg.Noun+" exited; restarting it", "cause", cause, "restart_in", delay, "restart", attempt)
-		if !pluginproc.Sleep(ctx.Done(), delay) {
+		if !backoff.Sleep(ctx.Done(), delay) {
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package pluginsup
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -172,9 +173,9 @@ const (
 // second process while this one, and the tasks it runs, keep running
 // unknown.
 func (in *Instance[P, T]) retryRecord(ctx context.Context, rec Record) {
-	backoff := pluginproc.Backoff{Initial: recordRetryStart, Max: recordRetryMax}
+	wait := backoff.Backoff{Initial: recordRetryStart, Max: recordRetryMax}
 	for attempt := 1; ; attempt++ {
-		if !pluginproc.Sleep(ctx.Done(), backoff.Delay(attempt)) {
+		if !backoff.Sleep(ctx.Done(), wait.Delay(attempt)) {
 			return
 		}
 		err := in.s.cfg.Records.PutRecord(in.spec.Name, rec)
@@ -182,7 +183,7 @@ func (in *Instance[P, T]) retryRecord(ctx context.Context, rec Record) {
 			in.logger.Info(in.s.cfg.Noun+" reattach record written", "pid", rec.Reattach.Pid)
 			return
 		}
-		in.logger.Debug("persisting "+in.s.cfg.Noun+" reattach record still fails; retrying", "retry_in", backoff.Delay(attempt+1), "error", err)
+		in.logger.Debug("persisting "+in.s.cfg.Noun+" reattach record still fails; retrying", "retry_in", wait.Delay(attempt+1), "error", err)
 	}
 }
 

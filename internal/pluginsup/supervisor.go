@@ -1,6 +1,7 @@
 package pluginsup
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 
-	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
 )
@@ -29,6 +29,10 @@ var (
 
 // Proc is one plugin process as the sdk's launchers return it
 // (*sdk.DriverPlugin, *sdk.StoragePlugin).
+// DefaultRestart is the restart backoff of a supervisor configured with
+// none: a second, doubling to a minute.
+var DefaultRestart = backoff.Backoff{Initial: time.Second, Max: time.Minute}
+
 type Proc interface {
 	Pid() int
 	Exited() bool
@@ -148,7 +152,7 @@ type Config struct {
 	Logger hclog.Logger
 	// StartTimeout bounds each launch, Setup included.
 	StartTimeout time.Duration
-	Backoff      pluginproc.Backoff
+	Backoff      backoff.Backoff
 	// ResetAfter is how long a process must run before its next failure
 	// counts as the first again.
 	ResetAfter time.Duration

@@ -8,7 +8,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"berth.dev/berth/version"
+	"berth.dev/berth/internal/version"
 )
 
 // identity serves the CSI identity service.

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"berth.dev/berth/version"
+	"berth.dev/berth/internal/version"
 )
 
 func TestRestartKeepsState(t *testing.T) {

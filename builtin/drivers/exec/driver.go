@@ -12,10 +12,10 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/builtin/drivers/internal/taskexec"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/executor"
-	"berth.dev/berth/version"
 )
 
 // disabledDescription is the fingerprint's explanation while disabled.

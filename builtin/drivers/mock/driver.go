@@ -10,9 +10,9 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
-	"berth.dev/berth/version"
 )
 
 // Driver is the mock driver. Create it with New.

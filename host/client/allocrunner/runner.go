@@ -1,6 +1,7 @@
 package allocrunner
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
-	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -499,7 +499,7 @@ func (ar *AllocRunner) persistAlloc() {
 }
 
 // saveRetry is the backoff of saveLoop's writes.
-var saveRetry = pluginproc.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}
+var saveRetry = backoff.Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second}
 
 // startSaving starts saveLoop unless it runs.
 func (ar *AllocRunner) startSaving() {
@@ -518,7 +518,7 @@ func (ar *AllocRunner) startSaving() {
 // alloc is destroyed.
 func (ar *AllocRunner) saveLoop() {
 	for attempt := 1; ; attempt++ {
-		if !pluginproc.Sleep(ar.ctx.Done(), saveRetry.Delay(attempt)) {
+		if !backoff.Sleep(ar.ctx.Done(), saveRetry.Delay(attempt)) {
 			ar.mu.Lock()
 			ar.saving = false
 			ar.mu.Unlock()

@@ -18,7 +18,7 @@
 //
 // # Manager
 //
-//	m, err := csiadapters.New(csiadapters.Config{Adapters: cat, Store: db, DataDir: dir, NodeID: id})
+//	m, err := adapters.New(adapters.Config{Adapters: cat, Store: db, DataDir: dir, NodeID: id})
 //	err = m.Start(ctx)              // launches (or reattaches) every adapter
 //	h, err := m.Adapter("hostpath")
 //	client := csi.New(h.Conn())     // follows restarts of the adapter
@@ -54,4 +54,4 @@
 // The plugin manager (which fingerprints plugins for the servers) consumes
 // Names, Adapter, State and Subscribe; from it on, an adapter and a
 // task-launched plugin look the same.
-package csiadapters
+package adapters

@@ -1,6 +1,7 @@
-package csiadapters
+package adapters
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,10 +17,9 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"berth.dev/berth/builtin/csi/adapters"
+	builtinadapters "berth.dev/berth/builtin/csi/adapters"
 	"berth.dev/berth/builtin/csi/hostpath"
 	"berth.dev/berth/host/client/state"
-	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/sdk"
 )
@@ -29,7 +29,7 @@ import (
 // With `fake-adapter NAME` it serves fakeAdapter under NAME, as a
 // third-party adapter written against sdk/ alone.
 func TestMain(m *testing.M) {
-	adapters.MainIfRequested(os.Args)
+	builtinadapters.MainIfRequested(os.Args)
 	if len(os.Args) == 3 && os.Args[1] == "fake-adapter" {
 		env, err := sdk.StorageAdapterEnv()
 		if err != nil {
@@ -122,7 +122,7 @@ func (e *env) newManager(catalog []Adapter, tweak func(*Config)) *Manager {
 	e.t.Helper()
 	cfg := Config{
 		Adapters: catalog, Store: e.db, Logger: e.logger, NodeID: "node-1", NodeName: "n1", DataDir: e.dataDir,
-		StartTimeout: generous, Backoff: pluginproc.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		StartTimeout: generous, Backoff: backoff.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		HealthInterval: time.Second, ProbeStart: 10 * time.Millisecond,
 	}
 	if tweak != nil {

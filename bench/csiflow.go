@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/host/client/volumehooks"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/volumehooks"
 )
 
 // The csiflow section: a job with a CSI volume, from `job run` to its task

@@ -1,6 +1,7 @@
-package csiadapters
+package adapters
 
 import (
+	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -10,10 +11,9 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
-	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/internal/pluginsup"
+	"berth.dev/berth/internal/version"
 	"berth.dev/berth/sdk"
-	"berth.dev/berth/version"
 )
 
 // Config configures a Manager.
@@ -34,8 +34,8 @@ type Config struct {
 	// Default 30s.
 	StartTimeout time.Duration
 	// Backoff spaces restarts of an adapter that keeps failing; zero means
-	// pluginproc.DefaultBackoff.
-	Backoff pluginproc.Backoff
+	// pluginsup.DefaultRestart.
+	Backoff backoff.Backoff
 	// ResetAfter is how long an adapter must run before its next failure
 	// counts as the first again. Default 5m.
 	ResetAfter time.Duration
@@ -62,7 +62,7 @@ func (c *Config) setDefaults() {
 		c.StartTimeout = 30 * time.Second
 	}
 	if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
-		c.Backoff = pluginproc.DefaultBackoff
+		c.Backoff = pluginsup.DefaultRestart
 	}
 	if c.ResetAfter <= 0 {
 		c.ResetAfter = 5 * time.Minute

@@ -1,4 +1,4 @@
-package csiadapters
+package adapters
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/builtin/csi/adapters"
+	builtinadapters "berth.dev/berth/builtin/csi/adapters"
 	"berth.dev/berth/internal/pluginproc"
 )
 
@@ -28,8 +28,8 @@ type PluginConfig struct {
 // CatalogConfig says where the storage adapters of a node come from.
 type CatalogConfig struct {
 	// Executable is the berth binary; a built-in adapter runs as
-	// Executable with adapters.Args(name). Tests point it at a test binary
-	// that calls adapters.MainIfRequested in TestMain.
+	// Executable with builtinadapters.Args(name). Tests point it at a test binary
+	// that calls builtinadapters.MainIfRequested in TestMain.
 	Executable string
 	// Dev offers the built-in hostpath adapter without a plugin block.
 	Dev bool
@@ -80,9 +80,9 @@ func Catalog(cfg CatalogConfig) ([]Adapter, error) {
 		configs[pc.Name] = pc
 	}
 	byName := map[string]*Adapter{}
-	for _, name := range adapters.Names() {
+	for _, name := range builtinadapters.Names() {
 		if _, configured := configs[name]; cfg.Dev || configured {
-			byName[name] = &Adapter{Name: name, Builtin: true, Path: cfg.Executable, Args: adapters.Args(name)}
+			byName[name] = &Adapter{Name: name, Builtin: true, Path: cfg.Executable, Args: builtinadapters.Args(name)}
 		}
 	}
 	var dir string
@@ -101,7 +101,7 @@ func Catalog(cfg CatalogConfig) ([]Adapter, error) {
 				a.Path = filepath.Join(dir, name)
 			}
 			a.Err = fmt.Errorf("%w: not a built-in adapter (%s) and no executable %q in %s",
-				ErrAdapterMissing, strings.Join(adapters.Names(), ", "), name, orNone(dir))
+				ErrAdapterMissing, strings.Join(builtinadapters.Names(), ", "), name, orNone(dir))
 			byName[name] = a
 		}
 		a.Source = pc.Source
@@ -109,7 +109,7 @@ func Catalog(cfg CatalogConfig) ([]Adapter, error) {
 		if a.Builtin && len(pc.JSON) > 0 {
 			// A built-in adapter's config is known here: a mistake in it
 			// stops the agent rather than crash-looping the adapter.
-			if err := adapters.CheckConfig(name, pc.JSON); err != nil {
+			if err := builtinadapters.CheckConfig(name, pc.JSON); err != nil {
 				a.Err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
 		}

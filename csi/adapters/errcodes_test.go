@@ -1,4 +1,4 @@
-package csiadapters
+package adapters
 
 import (
 	"testing"
