@@ -1,7 +1,6 @@
 // Package pluginproc holds what the supervisors of go-plugin subprocesses
-// share: task drivers (taskdrivers) and storage adapters (csiadapters) are
-// launched, restarted and reattached the same way. It has the restart
-// Backoff, the TailWriter that keeps a plugin's last stderr lines for the
+// share: task drivers (taskdrivers) and storage adapters (csi/adapters) are
+// launched, restarted and reattached the same way. It has the TailWriter that keeps a plugin's last stderr lines for the
 // error that says why it failed to start, and the per-process socket
 // directories (go-plugin's PLUGIN_UNIX_SOCKET_DIR) that a supervisor creates
 // and removes because a killed plugin cannot remove its own socket.
