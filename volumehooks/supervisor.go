@@ -1,6 +1,7 @@
 package volumehooks
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -29,26 +30,6 @@ type Registry interface {
 	SetHealth(allocID, pluginID string, healthy bool, description string) error
 	Deregister(allocID, pluginID string) error
 }
-
-// Clock is the supervisor's source of time.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine after d.
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is a pending call made by Clock.AfterFunc.
-type Timer interface {
-	// Stop prevents the call; it reports false if the call already ran or
-	// was stopped.
-	Stop() bool
-}
-
-// wallClock is the real clock.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                            { return time.Now() }
-func (wallClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // Defaults of SupervisorConfig.
 const (
@@ -94,7 +75,7 @@ type SupervisorConfig struct {
 	// Clock times the supervisor's waits, health deadlines and call
 	// deadlines (default: the wall clock), so tests drive them without
 	// sleeping.
-	Clock Clock
+	Clock clock.Clock
 	// Context ends every supervisor when it is done (the client shutting
 	// down), without deregistering anything: the plugins keep running for
 	// the next client to find. Default: never done.
@@ -118,7 +99,7 @@ func (c SupervisorConfig) withDefaults() SupervisorConfig {
 		c.CallTimeout = DefaultCallTimeout
 	}
 	if c.Clock == nil {
-		c.Clock = wallClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Now == nil {
 		c.Now = c.Clock.Now

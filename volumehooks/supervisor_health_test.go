@@ -22,18 +22,11 @@ import (
 
 const csiNode = pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE
 
-// manualClock adapts testutil.ManualClock to Clock.
-type manualClock struct{ *testutil.ManualClock }
-
-func (c manualClock) AfterFunc(d time.Duration, f func()) Timer { return c.ManualClock.AfterFunc(d, f) }
-
-var _ Clock = manualClock{}
-
 // healthRun is a registered plugin watched on a manual clock.
 type healthRun struct {
 	*env
 	t     *testing.T
-	clock manualClock
+	clock *testutil.ManualClock
 	p     *csifake.Plugin
 }
 
@@ -47,7 +40,7 @@ func startWatched(t *testing.T, healthTimeout time.Duration) *healthRun {
 // startWatchedWith is startWatched with the supervisor's config changed by
 // cfg and the task's info by info.
 func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*SupervisorConfig), info func(*taskrunner.TaskInfo)) *healthRun {
-	clock := manualClock{testutil.NewManualClock()}
+	clock := testutil.NewManualClock()
 	e := newEnv(t, pluginTask("node", healthTimeout), func(c *SupervisorConfig) {
 		c.Clock, c.HealthInterval = clock, 30*time.Second
 		if cfg != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"container/heap"
 	"context"
 	"errors"
@@ -57,7 +58,7 @@ func (c brokerConfig) withDefaults() brokerConfig {
 // rebuilds it from the pending evaluations in the replicated state.
 type evalBroker struct {
 	cfg   brokerConfig
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	enabled bool
@@ -75,7 +76,7 @@ type evalBroker struct {
 	// finished it: a sighting from an older snapshot is not new work, while
 	// the same evaluation made pending again (unblocked) is.
 	done    map[string]uint64
-	delayed map[string]Timer
+	delayed map[string]clock.Timer
 	// again holds an evaluation seen pending again (a newer modify index)
 	// while the broker still held it: it is handed out once the held one
 	// is acked.
@@ -92,8 +93,8 @@ type unacked struct {
 	token string
 }
 
-func newEvalBroker(clock Clock, cfg brokerConfig) *evalBroker {
-	b := &evalBroker{cfg: cfg.withDefaults(), clock: clock, changed: make(chan struct{})}
+func newEvalBroker(clk clock.Clock, cfg brokerConfig) *evalBroker {
+	b := &evalBroker{cfg: cfg.withDefaults(), clock: clk, changed: make(chan struct{})}
 	b.resetLocked()
 	return b
 }
@@ -108,7 +109,7 @@ func (b *evalBroker) resetLocked() {
 	b.unacked = map[string]*unacked{}
 	b.held = map[string]bool{}
 	b.done = map[string]uint64{}
-	b.delayed = map[string]Timer{}
+	b.delayed = map[string]clock.Timer{}
 	b.again = map[string]*pb.Evaluation{}
 	b.nacks = map[string]int{}
 }

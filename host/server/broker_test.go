@@ -16,9 +16,9 @@ func brokerEval(id, job string, prio int32, createIndex uint64) *pb.Evaluation {
 		Status: pb.EvalStatus_EVAL_STATUS_PENDING}
 }
 
-func newTestBroker(t *testing.T) (*evalBroker, manualClock) {
+func newTestBroker(t *testing.T) (*evalBroker, *testutil.ManualClock) {
 	t.Helper()
-	clock := manualClock{testutil.NewManualClock()}
+	clock := testutil.NewManualClock()
 	b := newEvalBroker(clock, brokerConfig{deliveryLimit: 3, nackDelay: time.Second, maxNackDelay: 4 * time.Second})
 	b.setEnabled(true)
 	return b, clock

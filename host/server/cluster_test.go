@@ -16,18 +16,13 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// manualClock adapts testutil.ManualClock to Clock.
-type manualClock struct{ *testutil.ManualClock }
-
-func (c manualClock) AfterFunc(d time.Duration, f func()) Timer { return c.ManualClock.AfterFunc(d, f) }
-
 // testCluster is n servers in one process: raft over in-memory transports
 // (so tests can partition them), gRPC over loopback.
 type testCluster struct {
 	t       *testing.T
 	servers []*Server
 	trans   []*raft.InmemTransport
-	clock   manualClock
+	clock   *testutil.ManualClock
 	pool    *rpc.Pool
 }
 
@@ -35,7 +30,7 @@ type clusterOpt func(*Config)
 
 func newTestCluster(t *testing.T, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, clock: manualClock{testutil.NewManualClock()}, pool: rpc.NewPool()}
+	tc := &testCluster{t: t, clock: testutil.NewManualClock(), pool: rpc.NewPool()}
 	t.Cleanup(tc.pool.Close)
 	var rpcAddrs []string
 	var listeners []net.Listener

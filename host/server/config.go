@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ type Config struct {
 	RaftTransport raft.Transport
 
 	Logger hclog.Logger
-	Clock  Clock
+	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
 
@@ -163,7 +164,7 @@ func (c *Config) withDefaults() *Config {
 		out.Logger = hclog.NewNullLogger()
 	}
 	if out.Clock == nil {
-		out.Clock = RealClock{}
+		out.Clock = clock.Real{}
 	}
 	if out.RetryInterval == 0 {
 		out.RetryInterval = 5 * time.Second

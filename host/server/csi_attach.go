@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (v *volumeLoops) runAttacher(ctx context.Context) {
 	v.mu.Lock()
 	wake := v.wake
 	v.mu.Unlock()
-	var retry Timer
+	var retry clock.Timer
 	defer func() {
 		if retry != nil {
 			retry.Stop()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -76,7 +77,7 @@ type volumeLoops struct {
 	// caller is nil while no forwarder is wired: the reaper runs, the
 	// calls wait.
 	caller controllerCaller
-	clock  Clock
+	clock  clock.Clock
 	logger hclog.Logger
 	// jitter returns a number in [0, 1) for the backoff's jitter.
 	jitter func() float64
@@ -199,6 +200,6 @@ func (v *volumeLoops) write(ctx context.Context, t fsm.MessageType, msg proto.Me
 }
 
 // timerAt arms a timer calling f at when (at once if it has passed).
-func (v *volumeLoops) timerAt(when time.Time, f func()) Timer {
+func (v *volumeLoops) timerAt(when time.Time, f func()) clock.Timer {
 	return v.clock.AfterFunc(max(when.Sub(v.clock.Now()), 0), f)
 }

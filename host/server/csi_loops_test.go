@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"fmt"
 	"maps"
@@ -206,7 +207,7 @@ func (e *volEnv) loops(caller controllerCaller) *volumeLoops {
 	cfg.reconcileInterval = 0
 	return &volumeLoops{
 		cfg: cfg, state: e.fsm.State, propose: e.propose, caller: caller,
-		clock: RealClock{}, logger: testutil.Logger(e.t).Named("volumes"), jitter: func() float64 { return 0 },
+		clock: clock.Real{}, logger: testutil.Logger(e.t).Named("volumes"), jitter: func() float64 { return 0 },
 	}
 }
 

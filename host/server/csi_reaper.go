@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"slices"
@@ -38,7 +39,7 @@ func (v *volumeLoops) runReaper(ctx context.Context) {
 		default:
 		}
 	}
-	var timer Timer
+	var timer clock.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()

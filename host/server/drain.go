@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"sort"
 	"strings"
@@ -51,7 +52,7 @@ func (d *drainer) kick() {
 }
 
 func (d *drainer) run(ctx context.Context) {
-	var deadline Timer
+	var deadline clock.Timer
 	defer func() {
 		if deadline != nil {
 			deadline.Stop()

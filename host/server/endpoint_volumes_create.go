@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"fmt"
 	"time"
@@ -109,7 +110,7 @@ func (e *volumesEndpoint) sameCreateController(pluginID, nodeID string, first *p
 
 // sleepClock is a csi.Clock on the server's Clock, so tests that drive
 // time drive the create's backoff too.
-type sleepClock struct{ c Clock }
+type sleepClock struct{ c clock.Clock }
 
 var _ csi.Clock = sleepClock{}
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,7 @@ type heartbeatNodes interface {
 // timers running on a server that does not lead.
 type heartbeater struct {
 	nodes  heartbeatNodes
-	clock  Clock
+	clock  clock.Clock
 	ttl    time.Duration
 	grace  time.Duration
 	logger hclog.Logger
@@ -60,13 +61,13 @@ type heartbeater struct {
 }
 
 type nodeTimer struct {
-	timer Timer
+	timer clock.Timer
 	gen   uint64
 }
 
-func newHeartbeater(nodes heartbeatNodes, clock Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
+func newHeartbeater(nodes heartbeatNodes, clk clock.Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
 	return &heartbeater{
-		nodes: nodes, clock: clock, ttl: ttl, grace: grace, logger: logger,
+		nodes: nodes, clock: clk, ttl: ttl, grace: grace, logger: logger,
 		timers: make(map[string]*nodeTimer), expiring: make(map[string]chan struct{}),
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -144,12 +145,12 @@ func (f *fakeNodes) downTimes() []time.Time {
 // before running: a timer that fired but whose callback has not yet run,
 // as a loaded machine produces.
 type stallingClock struct {
-	RealClock
+	clock.Real
 	mu    sync.Mutex
 	stall chan struct{}
 }
 
-func (c *stallingClock) AfterFunc(d time.Duration, f func()) Timer {
+func (c *stallingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	stall := c.stall
 	c.mu.Unlock()
@@ -258,7 +259,7 @@ func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nodes := newFakeNodes("n1", "n2")
-				h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+				h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 				h.start()
 				tt.run(h)
 				if h.tracked("n1") || h.tracked("n2") {
@@ -284,7 +285,7 @@ func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
 func TestRestoreRearmsTimersFromTheRestoredNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("old")
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		time.Sleep(testTTL)
 		nodes.mu.Lock()
@@ -317,7 +318,7 @@ func TestHeartbeatDuringADownMarkingBringsTheNodeBack(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		release := make(chan struct{})
 		nodes.holdDown = release
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)
@@ -346,7 +347,7 @@ func TestHeartbeatWaitingForADownMarkingHonoursItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		nodes.holdDown = make(chan struct{})
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait()
@@ -378,7 +379,7 @@ func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		read := make(chan struct{})
 		nodes.holdRead = read
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)
@@ -415,7 +416,7 @@ func TestRegistrationOvertakesAnInFlightDownMarking(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		release := make(chan struct{})
 		nodes.holdDown = release
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)
@@ -445,7 +446,7 @@ func TestOverlappingExpiriesKeepEachOthersRecord(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		first, second := make(chan struct{}), make(chan struct{})
 		nodes.holdQueue = []chan struct{}{first, second}
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)
@@ -477,7 +478,7 @@ func TestRestoreCancelsADownMarkingInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		nodes.holdDown = make(chan struct{})
-		h := newHeartbeater(nodes, RealClock{}, testTTL, testGrace, testutil.Logger(t))
+		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
 		h.start()
 		defer h.stop()
 		time.Sleep(testTTL + testGrace)

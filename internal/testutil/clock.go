@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"berth.dev/berth/internal/clock"
 	"sort"
 	"sync"
 	"time"
@@ -26,9 +27,6 @@ func (c *ManualClock) Now() time.Time {
 	return c.now
 }
 
-// ManualTimer is what ManualClock.AfterFunc returns.
-type ManualTimer interface{ Stop() bool }
-
 type manualTimer struct {
 	c       *ManualClock
 	at      time.Time
@@ -38,7 +36,7 @@ type manualTimer struct {
 }
 
 // AfterFunc schedules f to run (synchronously, inside Advance) after d.
-func (c *ManualClock) AfterFunc(d time.Duration, f func()) ManualTimer {
+func (c *ManualClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &manualTimer{c: c, at: c.now.Add(d), f: f}
