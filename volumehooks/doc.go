@@ -75,7 +75,7 @@
 // The hook creates both directories and, unless the task was recovered
 // after a client restart, removes a socket the previous attempt left. It
 // asks the task's driver whether it honours mounts
-// (taskrunner.TaskInfo.Driver):
+// (runhooks.TaskInfo.Driver):
 //
 //   - An isolating driver (exec) gets two mounts, both with bidirectional
 //     propagation: the plugin dir at csi_plugin.mount_dir and the staging

@@ -11,7 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -38,7 +38,7 @@ var (
 type supervisor struct {
 	cfg       SupervisorConfig
 	logger    hclog.Logger
-	info      taskrunner.TaskInfo
+	info      runhooks.TaskInfo
 	taskID    string
 	recovered bool
 	p         *prepared
@@ -53,7 +53,7 @@ type supervisor struct {
 	client *csi.Client
 }
 
-func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info taskrunner.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
+func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info runhooks.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
 	ctx, cancel := context.WithCancel(cfg.Context)
 	return &supervisor{cfg: cfg, logger: logger, info: info, taskID: taskID, recovered: recovered, p: p,
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}

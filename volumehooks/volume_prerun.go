@@ -10,7 +10,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -63,7 +63,7 @@ func progressEvents(events eventEmitter, volumeID, name string) volumemanager.Pr
 // again (requeueInUse): the client may have died after saving the use
 // published and before queueing it, and the servers ignore it on a claim
 // in use already and refuse it on one that moved on.
-func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest) error {
+func (h *volumeHook) Prerun(ctx context.Context, req *runhooks.PrerunRequest) error {
 	published := map[string]bool{}
 	if req.Recovered {
 		for _, u := range h.v.cfg.Volumes.Uses() {
@@ -86,7 +86,7 @@ func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest)
 }
 
 // prepare claims, waits, stages and publishes one volume.
-func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest, cv csiVolume) error {
+func (h *volumeHook) prepare(ctx context.Context, req *runhooks.PrerunRequest, cv csiVolume) error {
 	cfg := h.v.cfg
 	where := fmt.Sprintf("volume %q (group volume %q) of alloc %s on node %s", cv.volumeID, cv.name, h.allocID, cfg.NodeID)
 	resp, err := h.v.waitReady(ctx, req.Events, &pb.ClientClaimRequest{NodeId: cfg.NodeID, AllocId: h.allocID, VolumeId: cv.volumeID},
@@ -242,7 +242,7 @@ func claimStateWord(s pb.ClaimState) string {
 	return s.String()
 }
 
-// eventEmitter records task events (taskrunner.Emitter).
+// eventEmitter records task events (runhooks.Emitter).
 type eventEmitter interface{ EmitEvent(*pb.TaskEvent) }
 
 func emit(e eventEmitter, now time.Time, typ, msg string, failed bool) {

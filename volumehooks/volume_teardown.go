@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -17,13 +17,13 @@ import (
 // go on in the background, retried, and survive a client restart in the
 // state DB. It is idempotent: a Postrun run again (a recovered alloc that
 // had finished) finds nothing left to do.
-func (h *volumeHook) Postrun(ctx context.Context, req *allocrunner.PostrunRequest) error {
+func (h *volumeHook) Postrun(ctx context.Context, req *runhooks.PostrunRequest) error {
 	return h.tearDown(ctx, req.Events)
 }
 
 // Destroy does what Postrun does, for an alloc destroyed before its
 // Postrun finished the job.
-func (h *volumeHook) Destroy(ctx context.Context, req *allocrunner.DestroyRequest) error {
+func (h *volumeHook) Destroy(ctx context.Context, req *runhooks.AllocDestroyRequest) error {
 	return h.tearDown(ctx, req.Events)
 }
 

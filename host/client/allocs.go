@@ -14,10 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/taskdrivers"

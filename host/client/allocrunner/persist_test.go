@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/host/client/state"
-	"berth.dev/berth/host/client/taskenv"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
