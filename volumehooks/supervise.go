@@ -11,6 +11,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
@@ -77,7 +78,9 @@ func (s *supervisor) run() {
 // health deadline, and registered if it becomes ready.
 func (s *supervisor) start() bool {
 	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout) // zero: none
-	interval := s.cfg.StartProbeInterval
+	probes := backoff.Backoff{Initial: s.cfg.StartProbeInterval, Max: s.cfg.MaxStartProbeInterval}
+	// answered counts the failed checks of a plugin that answered.
+	answered := 0
 	// last is why the plugin is not healthy, for the timeout's event.
 	var last error
 	for {
@@ -124,8 +127,8 @@ func (s *supervisor) start() bool {
 		// is probed less and less often.
 		wait := s.cfg.StartProbeInterval
 		if !errors.Is(err, errNoSocket) {
-			wait = interval
-			interval = min(interval*2, s.cfg.MaxStartProbeInterval)
+			answered++
+			wait = probes.Delay(answered)
 		}
 		if !s.sleep(min(wait, left)) {
 			return false

@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -143,6 +144,12 @@ func (c VolumeConfig) withDefaults() VolumeConfig {
 		c.Jitter = rand.Float64
 	}
 	return c
+}
+
+// retry spaces the asks the servers did not answer (RetryStart, doubled
+// per failure up to RetryMax).
+func (c VolumeConfig) retry() backoff.Backoff {
+	return backoff.Backoff{Initial: c.RetryStart, Max: c.RetryMax}
 }
 
 // VolumeHooks are a client's volume hooks: the alloc hook that claims,

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -139,7 +140,7 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 	if createIndex > 0 {
 		minIndex = createIndex - 1
 	}
-	wait := v.cfg.RetryStart
+	failures := 0 // consecutive unanswered asks
 	told := false
 	// last is the servers' last answer, for what the claim was waiting on
 	// when the wait ends.
@@ -153,19 +154,16 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 		case err != nil && claimRefusal(err):
 			return nil, fmt.Errorf("%s: asking the servers for its claim: %w", where, err)
 		case err != nil:
+			failures++
+			wait := v.cfg.retry().Delay(failures)
 			v.logger.Warn("asking the servers for a claim", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
 				"claim_id", req.GetClaimId(), "retry_in", wait, "error", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx.Done(), wait) {
 				return nil, fmt.Errorf("%s: waiting for its claim to be ready: %w (last error: %w)", where, ctx.Err(), err)
-			case <-t.C:
 			}
-			wait = min(wait*2, v.cfg.RetryMax)
 			continue
 		}
-		wait = v.cfg.RetryStart
+		failures = 0
 		last = resp
 		switch st := resp.GetClaim().GetState(); st {
 		case pb.ClaimState_CLAIM_STATE_READY, pb.ClaimState_CLAIM_STATE_IN_USE:
