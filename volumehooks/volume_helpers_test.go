@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,13 +213,18 @@ func (f *fakeClaims) waitUpdate(t *testing.T, user, volume string, state pb.Clai
 	return got
 }
 
-// memReports is a ReportStore in memory.
+// memReports is a ReportStore in memory, on a disk that is full while
+// full is set.
 type memReports struct {
 	mu   sync.Mutex
 	recs map[string]*pb.VolumeReportRecord
+	full atomic.Bool
 }
 
 func (s *memReports) PutVolumeReport(rec *pb.VolumeReportRecord) error {
+	if s.full.Load() {
+		return errors.New("write state.db: no space left on device")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs[reportKey(rec.GetRequest())] = proto.CloneOf(rec)
