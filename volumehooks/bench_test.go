@@ -10,7 +10,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -33,7 +33,7 @@ func BenchmarkListenToRegistered(b *testing.B) {
 		if _, err := e.prestart(false); err != nil {
 			b.Fatal(err)
 		}
-		if err := e.hook.Poststart(ctx, &taskrunner.PoststartRequest{TaskInfo: e.info, TaskID: "attempt"}); err != nil {
+		if err := e.hook.Poststart(ctx, &runhooks.PoststartRequest{TaskInfo: e.info, TaskID: "attempt"}); err != nil {
 			b.Fatal(err)
 		}
 		// The plugin takes a while to come up, as a real one does.

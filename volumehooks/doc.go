@@ -53,6 +53,14 @@
 // restart, tears down the uses of allocs no runner holds and unstages
 // volumes left without users.
 //
+// RunOperatorClaims does the same for the claims an operator makes from
+// the CLI (`berth volume claim`): it follows the node's claims with a
+// blocking query and publishes, reports and tears them down through the
+// same publish and teardown bookkeeping as the alloc hooks, keyed by claim
+// instead of alloc. It is not a runner hook, but it lives here because it
+// shares that bookkeeping (a use has one publish or one teardown under
+// way at a time, whoever asked for it) and the claim reports.
+//
 // The client adds it to every alloc runner:
 //
 //	hooks.Task = append(hooks.Task, volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
@@ -75,7 +83,7 @@
 // The hook creates both directories and, unless the task was recovered
 // after a client restart, removes a socket the previous attempt left. It
 // asks the task's driver whether it honours mounts
-// (taskrunner.TaskInfo.Driver):
+// (runhooks.TaskInfo.Driver):
 //
 //   - An isolating driver (exec) gets two mounts, both with bidirectional
 //     propagation: the plugin dir at csi_plugin.mount_dir and the staging

@@ -11,8 +11,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -59,7 +58,7 @@ func (s *memStore) DeleteCSIPluginRegistrations(regs ...*pb.CSIPluginRegistratio
 	return nil
 }
 
-// eventLog is a taskrunner.Emitter that keeps every event.
+// eventLog is a runhooks.Emitter that keeps every event.
 type eventLog struct {
 	mu     sync.Mutex
 	events []*pb.TaskEvent
@@ -124,7 +123,7 @@ func (f *fakeLifecycle) restarts() []restartCall {
 	return slices.Clone(f.calls)
 }
 
-// mounts is a taskrunner.MountsHonourer with a fixed answer.
+// mounts is a runhooks.MountsHonourer with a fixed answer.
 type mounts bool
 
 func (m mounts) HonoursMounts(context.Context) (bool, error) { return bool(m), nil }
@@ -157,7 +156,7 @@ type env struct {
 	events  *eventLog
 	life    *fakeLifecycle
 	hook    *supervisorHook
-	info    taskrunner.TaskInfo
+	info    runhooks.TaskInfo
 }
 
 const allocID = "0b5c1e7a-4a39-4f3e-9d6b-2f0c1a8e9d11"
@@ -181,18 +180,18 @@ func (e *env) build(task *pb.Task, tweak func(*SupervisorConfig)) {
 		tweak(&cfg)
 	}
 	alloc := &pb.Allocation{Id: allocID, CreateIndex: 42}
-	h := NewCSIPluginSupervisor(cfg)(allocrunner.AllocInfo{Alloc: alloc}, task)
+	h := NewCSIPluginSupervisor(cfg)(runhooks.AllocInfo{Alloc: alloc}, task)
 	if h == nil {
 		e.t.Fatal("no hook for a task with a csi_plugin block")
 	}
 	e.hook = h.(*supervisorHook)
-	e.info = taskrunner.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task,
+	e.info = runhooks.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task,
 		Events: e.events, Lifecycle: e.life, Driver: mounts(false)}
 }
 
-func (e *env) prestart(recovered bool) (*taskrunner.PrestartResponse, error) {
-	var resp taskrunner.PrestartResponse
-	err := e.hook.Prestart(context.Background(), &taskrunner.PrestartRequest{TaskInfo: e.info, Recovered: recovered, Attempt: 1}, &resp)
+func (e *env) prestart(recovered bool) (*runhooks.PrestartResponse, error) {
+	var resp runhooks.PrestartResponse
+	err := e.hook.Prestart(context.Background(), &runhooks.PrestartRequest{TaskInfo: e.info, Recovered: recovered, Attempt: 1}, &resp)
 	return &resp, err
 }
 
@@ -202,7 +201,7 @@ func (e *env) start(taskID string, recovered bool) {
 	if _, err := e.prestart(recovered); err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.hook.Poststart(context.Background(), &taskrunner.PoststartRequest{TaskInfo: e.info, TaskID: taskID, Recovered: recovered}); err != nil {
+	if err := e.hook.Poststart(context.Background(), &runhooks.PoststartRequest{TaskInfo: e.info, TaskID: taskID, Recovered: recovered}); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = e.hook.stopSupervisor(context.Background()) })

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -34,8 +34,9 @@ type ClaimLister interface {
 func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister) {
 	var (
 		index uint64
-		wait  = v.cfg.RetryStart
-		mu    sync.Mutex
+		// failures counts the consecutive lists that failed.
+		failures int
+		mu       sync.Mutex
 		// failed are the claims whose publish failed. A failed claim is
 		// not tried again while listed: its failure report changes it,
 		// and trying on every change would loop; the operator releases
@@ -58,18 +59,15 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 			if ctx.Err() != nil {
 				return
 			}
+			failures++
+			wait := v.cfg.retry().Delay(failures)
 			v.logger.Warn("listing the node's operator claims", "retry_in", wait, "error", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx.Done(), wait) {
 				return
-			case <-t.C:
 			}
-			wait = min(wait*2, v.cfg.RetryMax)
 			continue
 		}
-		wait = v.cfg.RetryStart
+		failures = 0
 		listed := map[string]bool{}
 		for _, c := range resp.GetClaims() {
 			listed[c.GetId()] = true

@@ -9,9 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"berth.dev/berth/host/client/allocdir"
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -72,9 +71,9 @@ func TestPrerunPublishesReadOnlyWhenEveryMountIs(t *testing.T) {
 		if mixed {
 			g.Tasks = append(g.Tasks, &pb.Task{Name: "writer", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/d"}}})
 		}
-		info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
+		info := runhooks.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
 		h := e.hooks.AllocHook()(info).(*volumeHook)
-		if err := h.Prerun(context.Background(), &allocrunner.PrerunRequest{AllocInfo: info}); err != nil {
+		if err := h.Prerun(context.Background(), &runhooks.PrerunRequest{AllocInfo: info}); err != nil {
 			t.Fatal(err)
 		}
 		if got := e.plugin.NodePublishVolume.Last().GetReadonly(); got == mixed {
@@ -98,9 +97,9 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 	writer := &pb.Task{Name: "writer", Driver: "raw_exec", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/d"}}}
 	g := volumeGroup()
 	g.Tasks = []*pb.Task{reader, writer}
-	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
+	info := runhooks.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
 	vh := e.hooks.AllocHook()(info).(*volumeHook)
-	if err := vh.Prerun(context.Background(), &allocrunner.PrerunRequest{AllocInfo: info}); err != nil {
+	if err := vh.Prerun(context.Background(), &runhooks.PrerunRequest{AllocInfo: info}); err != nil {
 		t.Fatal(err)
 	}
 	// The fake plugin makes no mount: the publish target is a directory
@@ -114,7 +113,7 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prestart := func(task *pb.Task, recovered bool) (taskrunner.Hook, allocdir.TaskDir, string) {
+	prestart := func(task *pb.Task, recovered bool) (runhooks.Hook, allocdir.TaskDir, string) {
 		t.Helper()
 		td, err := ad.TaskDir(task.GetName())
 		if err != nil {
@@ -124,10 +123,10 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := e.hooks.TaskHook()(info, task)
-		resp := &taskrunner.PrestartResponse{}
-		req := &taskrunner.PrestartRequest{TaskInfo: taskrunner.TaskInfo{Alloc: volumeAlloc(), Group: g, Task: task, Dir: td, Driver: mounts(false)},
+		resp := &runhooks.PrestartResponse{}
+		req := &runhooks.PrestartRequest{TaskInfo: runhooks.TaskInfo{Alloc: volumeAlloc(), Group: g, Task: task, Dir: td, Driver: mounts(false)},
 			Recovered: recovered}
-		if err := h.(taskrunner.PrestartHook).Prestart(context.Background(), req, resp); err != nil {
+		if err := h.(runhooks.PrestartHook).Prestart(context.Background(), req, resp); err != nil {
 			t.Fatalf("prestart of %s: %v", task.GetName(), err)
 		}
 		if resp.Env["BERTH_VOLUME_DATA"] != resp.Vars["volume.data"] || len(resp.Mounts) != 0 {
@@ -159,7 +158,7 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 	}
 
 	// The attempt exits: the bind goes; the next start makes it again.
-	if err := rh.(taskrunner.ExitedHook).Exited(context.Background(), &taskrunner.ExitedRequest{TaskInfo: taskrunner.TaskInfo{Dir: rtd}}); err != nil {
+	if err := rh.(runhooks.ExitedHook).Exited(context.Background(), &runhooks.ExitedRequest{TaskInfo: runhooks.TaskInfo{Dir: rtd}}); err != nil {
 		t.Fatal(err)
 	}
 	if roBindMounted(t, rpath) {
@@ -171,7 +170,7 @@ func TestReadOnlyMountOfAWritablePublishUnderRawExec(t *testing.T) {
 	}
 
 	// The alloc's teardown removes the bind before it unpublishes.
-	if err := vh.Postrun(context.Background(), &allocrunner.PostrunRequest{AllocInfo: info}); err != nil {
+	if err := vh.Postrun(context.Background(), &runhooks.PostrunRequest{AllocInfo: info}); err != nil {
 		t.Fatal(err)
 	}
 	if roBindMounted(t, rpath) {
@@ -237,9 +236,9 @@ func TestReadOnlyBindRefusesAPlantedSymlink(t *testing.T) {
 	writer := &pb.Task{Name: "writer", Driver: "raw_exec", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/d"}}}
 	g := volumeGroup()
 	g.Tasks = []*pb.Task{reader, writer}
-	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
+	info := runhooks.AllocInfo{Alloc: volumeAlloc(), Group: g, Events: e.events}
 	vh := e.hooks.AllocHook()(info).(*volumeHook)
-	if err := vh.Prerun(context.Background(), &allocrunner.PrerunRequest{AllocInfo: info}); err != nil {
+	if err := vh.Prerun(context.Background(), &runhooks.PrerunRequest{AllocInfo: info}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.MkdirAll(e.plugin.NodePublishVolume.Last().GetTargetPath(), 0o755); err != nil {
@@ -272,8 +271,8 @@ func TestReadOnlyBindRefusesAPlantedSymlink(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := e.hooks.TaskHook()(info, reader)
-		req := &taskrunner.PrestartRequest{TaskInfo: taskrunner.TaskInfo{Alloc: volumeAlloc(), Group: g, Task: reader, Dir: td, Driver: mounts(false)}}
-		err := h.(taskrunner.PrestartHook).Prestart(context.Background(), req, &taskrunner.PrestartResponse{})
+		req := &runhooks.PrestartRequest{TaskInfo: runhooks.TaskInfo{Alloc: volumeAlloc(), Group: g, Task: reader, Dir: td, Driver: mounts(false)}}
+		err := h.(runhooks.PrestartHook).Prestart(context.Background(), req, &runhooks.PrestartResponse{})
 		if !errors.Is(err, ErrReadOnlyMount) {
 			t.Fatalf("symlink at %s: prestart %v, want ErrReadOnlyMount", planted.link, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -144,25 +145,26 @@ func (r *Reporter) Pending() []*pb.ClientClaimUpdateRequest {
 
 // Run sends the reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	wait := r.cfg.RetryStart
+	retry := backoff.Backoff{Initial: r.cfg.RetryStart, Max: r.cfg.RetryMax}
+	// failures counts the consecutive rounds that left a report to try
+	// again; a queued report waking a round early does not reset it.
+	failures := 0
 	for {
 		failed := r.sendAll(ctx)
-		var timer <-chan time.Time
 		if failed {
-			t := time.NewTimer(wait)
-			timer = t.C
-			wait = min(wait*2, r.cfg.RetryMax)
+			failures++
+			t := time.NewTimer(retry.Delay(failures))
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return
 			case <-r.wake:
 				t.Stop()
-			case <-timer:
+			case <-t.C:
 			}
 			continue
 		}
-		wait = r.cfg.RetryStart
+		failures = 0
 		select {
 		case <-ctx.Done():
 			return

@@ -1,11 +1,8 @@
 package volumehooks
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,37 +13,15 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// fullReports is memReports on a disk that is full while full is set.
-type fullReports struct {
-	*memReports
-	full atomic.Bool
-}
-
-func (s *fullReports) PutVolumeReport(rec *pb.VolumeReportRecord) error {
-	if s.full.Load() {
-		return errors.New("write state.db: no space left on device")
-	}
-	return s.memReports.PutVolumeReport(rec)
-}
-
 // Issue 19 item 5: a teardown that finished with the state DB full lost
 // its node-detached report (Queue failed to persist it and dropped it),
 // and the claim stayed releasing. The report is sent all the same, and
 // persisted once the disk has room, while it is still not delivered.
 func TestAReportThatCannotBePersistedIsSentAllTheSame(t *testing.T) {
-	claims := newFakeClaims()
+	e := newVolEnv(t, nil)
+	claims, store, rep := e.claims, e.reports, e.rep
 	claims.fail(nil, status.Error(codes.Unavailable, "no server"))
-	store := &fullReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}}}
 	store.full.Store(true)
-	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t),
-		RetryStart: time.Millisecond, RetryMax: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(ctx) }()
-	defer func() { cancel(); <-done }()
 
 	detached := claimReport(volNodeID, "a1", "", "v1")
 	detached.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
@@ -77,18 +52,9 @@ func TestAReportThatCannotBePersistedIsSentAllTheSame(t *testing.T) {
 
 // Delivered without ever being persisted: nothing is left behind.
 func TestAReportNotPersistedIsDelivered(t *testing.T) {
-	claims := newFakeClaims()
-	store := &fullReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}}}
-	store.full.Store(true)
-	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t),
-		RetryStart: time.Millisecond, RetryMax: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rep.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	e := newVolEnv(t, nil)
+	claims, rep := e.claims, e.rep
+	e.reports.full.Store(true)
 	detached := claimReport(volNodeID, "a1", "", "v1")
 	detached.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
 	rep.Queue(detached)

@@ -12,9 +12,9 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/allocdir"
-	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -100,8 +100,8 @@ func runPluginTask(t *testing.T, task *pb.Task, d *pluginDriver, reg *registry.R
 	f := NewCSIPluginSupervisor(SupervisorConfig{DataDir: dataDir, Registry: reg, Logger: testutil.Logger(t),
 		HealthInterval: 10 * time.Millisecond, StartProbeInterval: 5 * time.Millisecond, MaxStartProbeInterval: 20 * time.Millisecond})
 	tr := taskrunner.New(taskrunner.Config{
-		Info:   taskrunner.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task, Dir: td},
-		Driver: d, Hooks: []taskrunner.Hook{f(allocrunner.AllocInfo{Alloc: alloc}, task)},
+		Info:   runhooks.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task, Dir: td},
+		Driver: d, Hooks: []runhooks.Hook{f(runhooks.AllocInfo{Alloc: alloc}, task)},
 		// Two failures allowed in a minute, then the task fails.
 		Restart: &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL},
 		JobType: pb.JobType_JOB_TYPE_SERVICE, Logger: testutil.Logger(t),

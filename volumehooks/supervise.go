@@ -11,7 +11,8 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -38,7 +39,7 @@ var (
 type supervisor struct {
 	cfg       SupervisorConfig
 	logger    hclog.Logger
-	info      taskrunner.TaskInfo
+	info      runhooks.TaskInfo
 	taskID    string
 	recovered bool
 	p         *prepared
@@ -53,7 +54,7 @@ type supervisor struct {
 	client *csi.Client
 }
 
-func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info taskrunner.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
+func newSupervisor(cfg SupervisorConfig, logger hclog.Logger, info runhooks.TaskInfo, taskID string, recovered bool, p *prepared) *supervisor {
 	ctx, cancel := context.WithCancel(cfg.Context)
 	return &supervisor{cfg: cfg, logger: logger, info: info, taskID: taskID, recovered: recovered, p: p,
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
@@ -77,7 +78,9 @@ func (s *supervisor) run() {
 // health deadline, and registered if it becomes ready.
 func (s *supervisor) start() bool {
 	deadline := s.cfg.Clock.Now().Add(s.p.healthTimeout) // zero: none
-	interval := s.cfg.StartProbeInterval
+	probes := backoff.Backoff{Initial: s.cfg.StartProbeInterval, Max: s.cfg.MaxStartProbeInterval}
+	// answered counts the failed checks of a plugin that answered.
+	answered := 0
 	// last is why the plugin is not healthy, for the timeout's event.
 	var last error
 	for {
@@ -124,8 +127,8 @@ func (s *supervisor) start() bool {
 		// is probed less and less often.
 		wait := s.cfg.StartProbeInterval
 		if !errors.Is(err, errNoSocket) {
-			wait = interval
-			interval = min(interval*2, s.cfg.MaxStartProbeInterval)
+			answered++
+			wait = probes.Delay(answered)
 		}
 		if !s.sleep(min(wait, left)) {
 			return false

@@ -2,6 +2,7 @@ package volumehooks
 
 import (
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/runhooks"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +17,6 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -114,9 +113,9 @@ func (c SupervisorConfig) withDefaults() SupervisorConfig {
 // hooks, for allocrunner.Hooks.Task: a hook for each task with a
 // csi_plugin block, nil for the others. See the package doc for what the
 // hook does.
-func NewCSIPluginSupervisor(cfg SupervisorConfig) func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook {
+func NewCSIPluginSupervisor(cfg SupervisorConfig) func(runhooks.AllocInfo, *pb.Task) runhooks.Hook {
 	cfg = cfg.withDefaults()
-	return func(a allocrunner.AllocInfo, t *pb.Task) taskrunner.Hook {
+	return func(a runhooks.AllocInfo, t *pb.Task) runhooks.Hook {
 		if t.GetCsiPlugin() == nil {
 			return nil
 		}
@@ -146,12 +145,12 @@ type supervisorHook struct {
 }
 
 var (
-	_ taskrunner.PrestartHook  = (*supervisorHook)(nil)
-	_ taskrunner.PoststartHook = (*supervisorHook)(nil)
-	_ taskrunner.StopHook      = (*supervisorHook)(nil)
-	_ taskrunner.ExitedHook    = (*supervisorHook)(nil)
-	_ taskrunner.FinishedHook  = (*supervisorHook)(nil)
-	_ taskrunner.DestroyHook   = (*supervisorHook)(nil)
+	_ runhooks.PrestartHook    = (*supervisorHook)(nil)
+	_ runhooks.PoststartHook   = (*supervisorHook)(nil)
+	_ runhooks.StopHook        = (*supervisorHook)(nil)
+	_ runhooks.ExitedHook      = (*supervisorHook)(nil)
+	_ runhooks.FinishedHook    = (*supervisorHook)(nil)
+	_ runhooks.TaskDestroyHook = (*supervisorHook)(nil)
 )
 
 // prepared is a plugin task's layout, as its prestart built it.
@@ -207,7 +206,7 @@ func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
 // Prestart lays out the plugin's directories and tells the task where its
 // socket and staging base are: mounts and task paths for an isolating
 // driver, host paths for an unisolated one.
-func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
+func (h *supervisorHook) Prestart(ctx context.Context, req *runhooks.PrestartRequest, resp *runhooks.PrestartResponse) error {
 	if !filepath.IsAbs(h.cfg.DataDir) || h.cfg.Registry == nil {
 		return fmt.Errorf("%w: data dir %q (must be absolute), registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
 	}
@@ -278,7 +277,7 @@ func (h *supervisorHook) Prestart(ctx context.Context, req *taskrunner.PrestartR
 
 // Poststart starts the supervisor of the attempt that started (or was
 // recovered after a client restart).
-func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.PoststartRequest) error {
+func (h *supervisorHook) Poststart(ctx context.Context, req *runhooks.PoststartRequest) error {
 	h.mu.Lock()
 	p := h.prep
 	h.mu.Unlock()
@@ -303,7 +302,7 @@ func (h *supervisorHook) Poststart(ctx context.Context, req *taskrunner.Poststar
 // task plugin's on this node, and a storage adapter of the same ID must
 // not be reported in its place for the restart's few seconds (a
 // different backend: README, "never falls back").
-func (h *supervisorHook) Stop(ctx context.Context, req *taskrunner.StopRequest) error {
+func (h *supervisorHook) Stop(ctx context.Context, req *runhooks.StopRequest) error {
 	if req != nil && req.Restart {
 		return h.park(ctx, "restarting: "+req.Reason)
 	}
@@ -313,7 +312,7 @@ func (h *supervisorHook) Stop(ctx context.Context, req *taskrunner.StopRequest) 
 // Exited marks the plugin unhealthy after its task exited: the restart
 // policy decides next, and the entry stays until the next attempt
 // registers it or the task is dead for good (Finished).
-func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest) error {
+func (h *supervisorHook) Exited(ctx context.Context, _ *runhooks.ExitedRequest) error {
 	err := h.park(ctx, "the plugin task exited")
 	// Nothing serves the socket any more: a socket on the host means a
 	// plugin is there. (The next attempt's prestart would remove it too.)
@@ -324,12 +323,12 @@ func (h *supervisorHook) Exited(ctx context.Context, _ *taskrunner.ExitedRequest
 // Finished deregisters the plugin once its task is dead for good (killed,
 // or ended by its restart policy): a storage adapter of the same ID serves
 // it on the node again.
-func (h *supervisorHook) Finished(ctx context.Context, _ *taskrunner.FinishedRequest) error {
+func (h *supervisorHook) Finished(ctx context.Context, _ *runhooks.FinishedRequest) error {
 	return h.teardown(ctx, h.blockID)
 }
 
 // Destroy deregisters whatever is left when the alloc is destroyed.
-func (h *supervisorHook) Destroy(ctx context.Context, req *taskrunner.DestroyRequest) error {
+func (h *supervisorHook) Destroy(ctx context.Context, req *runhooks.TaskDestroyRequest) error {
 	// A task that ran no supervisor in this client (it died before the
 	// client restarted) may still have an entry from an earlier run.
 	err := h.teardown(ctx, h.blockID)

@@ -14,7 +14,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -39,7 +39,7 @@ func startWatched(t *testing.T, healthTimeout time.Duration) *healthRun {
 
 // startWatchedWith is startWatched with the supervisor's config changed by
 // cfg and the task's info by info.
-func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*SupervisorConfig), info func(*taskrunner.TaskInfo)) *healthRun {
+func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*SupervisorConfig), info func(*runhooks.TaskInfo)) *healthRun {
 	clock := testutil.NewManualClock()
 	e := newEnv(t, pluginTask("node", healthTimeout), func(c *SupervisorConfig) {
 		c.Clock, c.HealthInterval = clock, 30*time.Second
@@ -57,7 +57,7 @@ func startWatchedWith(t *testing.T, healthTimeout time.Duration, cfg func(*Super
 		t.Fatal(err)
 	}
 	e.serve(r.p)
-	if err := e.hook.Poststart(context.Background(), &taskrunner.PoststartRequest{TaskInfo: e.info, TaskID: "attempt-1"}); err != nil {
+	if err := e.hook.Poststart(context.Background(), &runhooks.PoststartRequest{TaskInfo: e.info, TaskID: "attempt-1"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.hook.stopSupervisor(context.Background()) })
@@ -250,7 +250,7 @@ func TestRunnerRestartsAPluginThatStaysUnhealthy(t *testing.T) {
 // unhealthy for its health_timeout is reported once, and still watched, so
 // when it recovers it is healthy again in the registry.
 func TestPluginWithoutLifecycleIsStillWatched(t *testing.T) {
-	r := startWatchedWith(t, time.Minute, nil, func(info *taskrunner.TaskInfo) { info.Lifecycle = nil })
+	r := startWatchedWith(t, time.Minute, nil, func(info *runhooks.TaskInfo) { info.Lifecycle = nil })
 	r.p.Probe.Always(notReady(), nil)
 	r.advance(30*time.Second, 30*time.Second) // unhealthy since 0:30
 	r.advance(30*time.Second, 30*time.Second) // for 30s

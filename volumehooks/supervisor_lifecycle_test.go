@@ -8,8 +8,8 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -29,10 +29,10 @@ func TestTwoPluginTasksOfOneAllocGetDistinctSockets(t *testing.T) {
 		Id: "hp", Type: "node", MountDir: "/csi", StagePublishBaseDir: "/local/csi", HealthTimeoutMs: 1000}}
 	endpoints := map[string]string{}
 	for _, task := range []*pb.Task{ctrl, node} {
-		h := f(allocrunner.AllocInfo{Alloc: alloc}, task).(taskrunner.PrestartHook)
-		var resp taskrunner.PrestartResponse
-		info := taskrunner.TaskInfo{Alloc: alloc, Task: task, Driver: mounts(false)}
-		if err := h.Prestart(context.Background(), &taskrunner.PrestartRequest{TaskInfo: info, Attempt: 1}, &resp); err != nil {
+		h := f(runhooks.AllocInfo{Alloc: alloc}, task).(runhooks.PrestartHook)
+		var resp runhooks.PrestartResponse
+		info := runhooks.TaskInfo{Alloc: alloc, Task: task, Driver: mounts(false)}
+		if err := h.Prestart(context.Background(), &runhooks.PrestartRequest{TaskInfo: info, Attempt: 1}, &resp); err != nil {
 			t.Fatal(err)
 		}
 		endpoints[task.GetName()] = resp.Env[EnvEndpoint]
@@ -84,8 +84,8 @@ func TestDeadRecoveredPluginTaskDeregisters(t *testing.T) {
 	f := NewCSIPluginSupervisor(SupervisorConfig{DataDir: dataDir, Registry: reg, Logger: testutil.Logger(t)})
 	d := &pluginDriver{} // RecoverTask fails: the task died while the client was down
 	tr := taskrunner.New(taskrunner.Config{
-		Info:   taskrunner.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task},
-		Driver: d, Hooks: []taskrunner.Hook{f(allocrunner.AllocInfo{Alloc: alloc}, task)},
+		Info:   runhooks.TaskInfo{Alloc: alloc, Job: &pb.Job{Id: "plugins"}, Group: &pb.TaskGroup{Name: "g"}, Task: task},
+		Driver: d, Hooks: []runhooks.Hook{f(runhooks.AllocInfo{Alloc: alloc}, task)},
 		Restart: &pb.RestartPolicy{Attempts: 0, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL},
 		JobType: pb.JobType_JOB_TYPE_SERVICE, Logger: testutil.Logger(t),
 		Restore: &taskrunner.Restore{

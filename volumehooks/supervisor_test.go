@@ -20,9 +20,8 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskenv"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -40,10 +39,10 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 // Only tasks with a csi_plugin block get a supervisor.
 func TestFactorySkipsTasksWithoutAPlugin(t *testing.T) {
 	f := NewCSIPluginSupervisor(SupervisorConfig{DataDir: "/d", Registry: registry.New(newMemStore())})
-	if h := f(allocrunner.AllocInfo{Alloc: &pb.Allocation{Id: "a"}}, &pb.Task{Name: "web"}); h != nil {
+	if h := f(runhooks.AllocInfo{Alloc: &pb.Allocation{Id: "a"}}, &pb.Task{Name: "web"}); h != nil {
 		t.Fatalf("hook %v for a task without csi_plugin", h)
 	}
-	if h := f(allocrunner.AllocInfo{Alloc: &pb.Allocation{Id: "a"}}, pluginTask("node", time.Second)); h == nil || h.Name() != "csi_plugin_supervisor" {
+	if h := f(runhooks.AllocInfo{Alloc: &pb.Allocation{Id: "a"}}, pluginTask("node", time.Second)); h == nil || h.Name() != "csi_plugin_supervisor" {
 		t.Fatalf("hook %v for a plugin task", h)
 	}
 }
@@ -355,13 +354,13 @@ func TestStopAndExitDeregister(t *testing.T) {
 			var err error
 			switch phase {
 			case "stop":
-				err = e.hook.Stop(ctx, &taskrunner.StopRequest{TaskInfo: e.info, Reason: "alloc stopped by the servers"})
+				err = e.hook.Stop(ctx, &runhooks.StopRequest{TaskInfo: e.info, Reason: "alloc stopped by the servers"})
 			case "finished":
 				if err = e.hook.Exited(ctx, nil); err == nil {
-					err = e.hook.Finished(ctx, &taskrunner.FinishedRequest{TaskInfo: e.info})
+					err = e.hook.Finished(ctx, &runhooks.FinishedRequest{TaskInfo: e.info})
 				}
 			case "destroy":
-				err = e.hook.Destroy(ctx, &taskrunner.DestroyRequest{TaskInfo: e.info})
+				err = e.hook.Destroy(ctx, &runhooks.TaskDestroyRequest{TaskInfo: e.info})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -387,7 +386,7 @@ func TestStopAndExitDeregister(t *testing.T) {
 			if err := e.hook.Exited(ctx, nil); err != nil {
 				t.Fatalf("exited after the teardown: %v", err)
 			}
-			if err := e.hook.Finished(ctx, &taskrunner.FinishedRequest{TaskInfo: e.info}); err != nil {
+			if err := e.hook.Finished(ctx, &runhooks.FinishedRequest{TaskInfo: e.info}); err != nil {
 				t.Fatalf("second teardown: %v", err)
 			}
 		})
@@ -413,7 +412,7 @@ func TestRestartKeepsThePluginRegisteredUnhealthy(t *testing.T) {
 			want := "the plugin task exited"
 			switch phase {
 			case "restart":
-				err = e.hook.Stop(ctx, &taskrunner.StopRequest{TaskInfo: e.info, Reason: "unhealthy for 1m", Restart: true})
+				err = e.hook.Stop(ctx, &runhooks.StopRequest{TaskInfo: e.info, Reason: "unhealthy for 1m", Restart: true})
 				want = "restarting: unhealthy for 1m"
 			case "exited":
 				err = e.hook.Exited(ctx, nil)

@@ -3,8 +3,8 @@ package volumehooks
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -76,11 +76,12 @@ func (v *VolumeHooks) listUnrun(ctx context.Context, lister ClaimLister, allocID
 	if modifyIndex > 0 {
 		minIndex = modifyIndex - 1
 	}
-	wait := v.cfg.RetryStart
-	for {
+	// Each ask that does not return spaces the next one further, an older
+	// server's too (whose own pause is OlderServerWait).
+	for tries := 1; ; tries++ {
 		resp, err := lister.ClientClaims(ctx, &pb.ClientClaimsRequest{NodeId: v.cfg.NodeID, AllocId: allocID,
 			Query: &pb.QueryOptions{MinIndex: minIndex}})
-		pause := wait
+		pause := v.cfg.retry().Delay(tries)
 		switch {
 		case err != nil:
 		case resp.GetAllocId() != allocID:
@@ -110,14 +111,9 @@ func (v *VolumeHooks) listUnrun(ctx context.Context, lister ClaimLister, allocID
 			return nil, false
 		}
 		v.logger.Warn("listing the claims of an alloc this client never ran", "alloc_id", allocID, "retry_in", pause, "error", err)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx.Done(), pause) {
 			return nil, false
-		case <-t.C:
 		}
-		wait = min(wait*2, v.cfg.RetryMax)
 	}
 }
 

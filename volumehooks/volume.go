@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -146,6 +146,12 @@ func (c VolumeConfig) withDefaults() VolumeConfig {
 	return c
 }
 
+// retry spaces the asks the servers did not answer (RetryStart, doubled
+// per failure up to RetryMax).
+func (c VolumeConfig) retry() backoff.Backoff {
+	return backoff.Backoff{Initial: c.RetryStart, Max: c.RetryMax}
+}
+
 // VolumeHooks are a client's volume hooks: the alloc hook that claims,
 // stages and publishes a group's CSI volumes and tears them down, and the
 // task hook that gives them to tasks. It also runs the teardowns of uses
@@ -258,8 +264,8 @@ func publishReadOnly(g *pb.TaskGroup, vols []csiVolume, volumeID string) bool {
 // AllocHook is the factory of volume alloc hooks, for
 // allocrunner.Hooks.Alloc: a hook for each alloc whose group asks for CSI
 // volumes, nil for the others.
-func (v *VolumeHooks) AllocHook() func(allocrunner.AllocInfo) allocrunner.Hook {
-	return func(a allocrunner.AllocInfo) allocrunner.Hook {
+func (v *VolumeHooks) AllocHook() func(runhooks.AllocInfo) runhooks.Hook {
+	return func(a runhooks.AllocInfo) runhooks.Hook {
 		vols := groupVolumes(a.Group, a.Alloc)
 		if len(vols) == 0 {
 			return nil
@@ -272,8 +278,8 @@ func (v *VolumeHooks) AllocHook() func(allocrunner.AllocInfo) allocrunner.Hook {
 // TaskHook is the factory of volume task hooks, for
 // allocrunner.Hooks.Task: a hook for each task with volume_mount blocks
 // naming a CSI volume of its group, nil for the others.
-func (v *VolumeHooks) TaskHook() func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook {
-	return func(a allocrunner.AllocInfo, t *pb.Task) taskrunner.Hook {
+func (v *VolumeHooks) TaskHook() func(runhooks.AllocInfo, *pb.Task) runhooks.Hook {
+	return func(a runhooks.AllocInfo, t *pb.Task) runhooks.Hook {
 		vols := groupVolumes(a.Group, a.Alloc)
 		var mounts []taskMount
 		for _, m := range t.GetVolumeMounts() {
@@ -300,10 +306,10 @@ type volumeHook struct {
 }
 
 var (
-	_ allocrunner.PrerunHook  = (*volumeHook)(nil)
-	_ allocrunner.PostrunHook = (*volumeHook)(nil)
-	_ allocrunner.DestroyHook = (*volumeHook)(nil)
-	_ taskrunner.Timeouter    = (*volumeHook)(nil)
+	_ runhooks.PrerunHook       = (*volumeHook)(nil)
+	_ runhooks.PostrunHook      = (*volumeHook)(nil)
+	_ runhooks.AllocDestroyHook = (*volumeHook)(nil)
+	_ runhooks.Timeouter        = (*volumeHook)(nil)
 )
 
 func (h *volumeHook) Name() string { return "csi_volumes" }

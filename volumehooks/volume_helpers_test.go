@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -212,13 +213,18 @@ func (f *fakeClaims) waitUpdate(t *testing.T, user, volume string, state pb.Clai
 	return got
 }
 
-// memReports is a ReportStore in memory.
+// memReports is a ReportStore in memory, on a disk that is full while
+// full is set.
 type memReports struct {
 	mu   sync.Mutex
 	recs map[string]*pb.VolumeReportRecord
+	full atomic.Bool
 }
 
 func (s *memReports) PutVolumeReport(rec *pb.VolumeReportRecord) error {
+	if s.full.Load() {
+		return errors.New("write state.db: no space left on device")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs[reportKey(rec.GetRequest())] = proto.CloneOf(rec)
@@ -424,7 +430,7 @@ func claimResp(st pb.ClaimState) *pb.ClientClaimResponse {
 
 func (e *volEnv) hook() *volumeHook {
 	e.t.Helper()
-	h := e.hooks.AllocHook()(allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup()})
+	h := e.hooks.AllocHook()(runhooks.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup()})
 	if h == nil {
 		e.t.Fatal("no volume hook for a group with a csi volume")
 	}
@@ -432,11 +438,11 @@ func (e *volEnv) hook() *volumeHook {
 }
 
 func (e *volEnv) prerun(recovered bool) error {
-	return e.hook().Prerun(context.Background(), &allocrunner.PrerunRequest{
-		AllocInfo: allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}, Recovered: recovered})
+	return e.hook().Prerun(context.Background(), &runhooks.PrerunRequest{
+		AllocInfo: runhooks.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}, Recovered: recovered})
 }
 
 func (e *volEnv) postrun() error {
-	return e.hook().Postrun(context.Background(), &allocrunner.PostrunRequest{
-		AllocInfo: allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}})
+	return e.hook().Postrun(context.Background(), &runhooks.PostrunRequest{
+		AllocInfo: runhooks.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}})
 }

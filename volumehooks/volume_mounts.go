@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -37,9 +37,9 @@ type mountHook struct {
 }
 
 var (
-	_ taskrunner.PrestartHook = (*mountHook)(nil)
-	_ taskrunner.ExitedHook   = (*mountHook)(nil)
-	_ taskrunner.DestroyHook  = (*mountHook)(nil)
+	_ runhooks.PrestartHook    = (*mountHook)(nil)
+	_ runhooks.ExitedHook      = (*mountHook)(nil)
+	_ runhooks.TaskDestroyHook = (*mountHook)(nil)
 )
 
 func (h *mountHook) Name() string { return "csi_volume_mounts" }
@@ -71,7 +71,7 @@ func EnvName(volume string) string {
 // the task gets a read-only bind mount of its own instead
 // (taskReadOnlyPath), made here as root, or the task does not start
 // (ErrReadOnlyMount).
-func (h *mountHook) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
+func (h *mountHook) Prestart(ctx context.Context, req *runhooks.PrestartRequest, resp *runhooks.PrestartResponse) error {
 	isolated := false
 	if req.Driver != nil {
 		var err error
@@ -104,7 +104,7 @@ func (h *mountHook) Prestart(ctx context.Context, req *taskrunner.PrestartReques
 // readOnlyBind makes the task's read-only bind mount of m's publish
 // target and returns its path. A recovered task (running since before the
 // client restarted) keeps the one it has: it may be using it.
-func readOnlyBind(req *taskrunner.PrestartRequest, m taskMount) (string, error) {
+func readOnlyBind(req *runhooks.PrestartRequest, m taskMount) (string, error) {
 	target := taskReadOnlyPath(req.Dir.Dir, m.vol.volumeID)
 	where := fmt.Sprintf("volume mounts of task %q in alloc %s: read-only mount of volume %q (group volume %q) at %s",
 		req.Task.GetName(), req.Alloc.GetId(), m.vol.volumeID, m.vol.name, target)
@@ -143,13 +143,13 @@ func readOnlyBind(req *taskrunner.PrestartRequest, m taskMount) (string, error) 
 
 // Exited removes the task's read-only bind mounts: the attempt is over,
 // and the next one's Prestart makes them again.
-func (h *mountHook) Exited(_ context.Context, req *taskrunner.ExitedRequest) error {
+func (h *mountHook) Exited(_ context.Context, req *runhooks.ExitedRequest) error {
 	return h.unmountReadOnly(req.Dir.Dir)
 }
 
 // Destroy removes the task's read-only bind mounts, before the alloc dir
 // that holds them is removed.
-func (h *mountHook) Destroy(_ context.Context, req *taskrunner.DestroyRequest) error {
+func (h *mountHook) Destroy(_ context.Context, req *runhooks.TaskDestroyRequest) error {
 	return h.unmountReadOnly(req.Dir.Dir)
 }
 

@@ -10,7 +10,8 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -63,7 +64,7 @@ func progressEvents(events eventEmitter, volumeID, name string) volumemanager.Pr
 // again (requeueInUse): the client may have died after saving the use
 // published and before queueing it, and the servers ignore it on a claim
 // in use already and refuse it on one that moved on.
-func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest) error {
+func (h *volumeHook) Prerun(ctx context.Context, req *runhooks.PrerunRequest) error {
 	published := map[string]bool{}
 	if req.Recovered {
 		for _, u := range h.v.cfg.Volumes.Uses() {
@@ -86,7 +87,7 @@ func (h *volumeHook) Prerun(ctx context.Context, req *allocrunner.PrerunRequest)
 }
 
 // prepare claims, waits, stages and publishes one volume.
-func (h *volumeHook) prepare(ctx context.Context, req *allocrunner.PrerunRequest, cv csiVolume) error {
+func (h *volumeHook) prepare(ctx context.Context, req *runhooks.PrerunRequest, cv csiVolume) error {
 	cfg := h.v.cfg
 	where := fmt.Sprintf("volume %q (group volume %q) of alloc %s on node %s", cv.volumeID, cv.name, h.allocID, cfg.NodeID)
 	resp, err := h.v.waitReady(ctx, req.Events, &pb.ClientClaimRequest{NodeId: cfg.NodeID, AllocId: h.allocID, VolumeId: cv.volumeID},
@@ -139,7 +140,7 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 	if createIndex > 0 {
 		minIndex = createIndex - 1
 	}
-	wait := v.cfg.RetryStart
+	failures := 0 // consecutive unanswered asks
 	told := false
 	// last is the servers' last answer, for what the claim was waiting on
 	// when the wait ends.
@@ -153,19 +154,16 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 		case err != nil && claimRefusal(err):
 			return nil, fmt.Errorf("%s: asking the servers for its claim: %w", where, err)
 		case err != nil:
+			failures++
+			wait := v.cfg.retry().Delay(failures)
 			v.logger.Warn("asking the servers for a claim", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
 				"claim_id", req.GetClaimId(), "retry_in", wait, "error", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx.Done(), wait) {
 				return nil, fmt.Errorf("%s: waiting for its claim to be ready: %w (last error: %w)", where, ctx.Err(), err)
-			case <-t.C:
 			}
-			wait = min(wait*2, v.cfg.RetryMax)
 			continue
 		}
-		wait = v.cfg.RetryStart
+		failures = 0
 		last = resp
 		switch st := resp.GetClaim().GetState(); st {
 		case pb.ClaimState_CLAIM_STATE_READY, pb.ClaimState_CLAIM_STATE_IN_USE:
@@ -242,7 +240,7 @@ func claimStateWord(s pb.ClaimState) string {
 	return s.String()
 }
 
-// eventEmitter records task events (taskrunner.Emitter).
+// eventEmitter records task events (runhooks.Emitter).
 type eventEmitter interface{ EmitEvent(*pb.TaskEvent) }
 
 func emit(e eventEmitter, now time.Time, typ, msg string, failed bool) {

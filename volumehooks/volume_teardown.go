@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -17,13 +18,13 @@ import (
 // go on in the background, retried, and survive a client restart in the
 // state DB. It is idempotent: a Postrun run again (a recovered alloc that
 // had finished) finds nothing left to do.
-func (h *volumeHook) Postrun(ctx context.Context, req *allocrunner.PostrunRequest) error {
+func (h *volumeHook) Postrun(ctx context.Context, req *runhooks.PostrunRequest) error {
 	return h.tearDown(ctx, req.Events)
 }
 
 // Destroy does what Postrun does, for an alloc destroyed before its
 // Postrun finished the job.
-func (h *volumeHook) Destroy(ctx context.Context, req *allocrunner.DestroyRequest) error {
+func (h *volumeHook) Destroy(ctx context.Context, req *runhooks.AllocDestroyRequest) error {
 	return h.tearDown(ctx, req.Events)
 }
 
@@ -171,8 +172,8 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 	if operator {
 		report = claimReport(v.cfg.NodeID, "", user, volumeID)
 	}
-	wait := v.cfg.TeardownRetry
-	for {
+	retry := backoff.Backoff{Initial: v.cfg.TeardownRetry, Max: v.cfg.TeardownRetryMax}
+	for tries := 1; ; tries++ {
 		var err error
 		if !operator {
 			// A task's read-only bind of the publish target would keep the
@@ -194,20 +195,16 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 				"volume_id", volumeID, "user", user, "error", err)
 			return
 		}
-		// Jittered ±20% after the cap, so the tries at the cap spread too.
-		d := time.Duration(float64(min(wait, v.cfg.TeardownRetryMax)) * (0.8 + 0.4*v.cfg.Jitter()))
+		// Jittered ±20% after the cap, so the tries at the cap spread too
+		// (by cfg.Jitter, which tests fix, rather than Backoff.Jitter).
+		d := time.Duration(float64(retry.Delay(tries)) * (0.8 + 0.4*v.cfg.Jitter()))
 		v.logger.Error("volume teardown failed, will retry", "volume_id", volumeID, "user", user, "retry_in", d, "error", err)
 		failure := proto2(report)
 		failure.NextRetryAt = v.cfg.Now().Add(d).UnixNano()
 		v.failed(events, failure, pb.ClaimState_CLAIM_STATE_RELEASING, err)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx.Done(), d) {
 			return
-		case <-t.C:
 		}
-		wait = min(wait*2, v.cfg.TeardownRetryMax)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
 	v.cfg.Reports.Queue(report)

@@ -14,8 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -294,18 +293,18 @@ func TestMountHook(t *testing.T) {
 	// read-only, and a raw_exec task gets the publish path itself.
 	group := volumeGroup()
 	group.Tasks = []*pb.Task{task}
-	info := allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: group}
+	info := runhooks.AllocInfo{Alloc: volumeAlloc(), Group: group}
 	if h := e.hooks.TaskHook()(info, &pb.Task{Name: "plain"}); h != nil {
 		t.Errorf("a hook for a task without volume mounts")
 	}
-	if h := e.hooks.AllocHook()(allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: &pb.TaskGroup{Name: "g"}}); h != nil {
+	if h := e.hooks.AllocHook()(runhooks.AllocInfo{Alloc: volumeAlloc(), Group: &pb.TaskGroup{Name: "g"}}); h != nil {
 		t.Errorf("an alloc hook for a group without csi volumes")
 	}
-	h := e.hooks.TaskHook()(info, task).(taskrunner.PrestartHook)
+	h := e.hooks.TaskHook()(info, task).(runhooks.PrestartHook)
 	host := filepath.Join(e.dir, "csi", "publish", hookAlloc, volID)
 	for _, isolated := range []bool{false, true} {
-		resp := &taskrunner.PrestartResponse{}
-		req := &taskrunner.PrestartRequest{TaskInfo: taskrunner.TaskInfo{Alloc: volumeAlloc(), Task: task, Driver: mounts(isolated)}}
+		resp := &runhooks.PrestartResponse{}
+		req := &runhooks.PrestartRequest{TaskInfo: runhooks.TaskInfo{Alloc: volumeAlloc(), Task: task, Driver: mounts(isolated)}}
 		if err := h.Prestart(context.Background(), req, resp); err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +373,7 @@ func TestPrerunClaimWaitSaysWhatItWaitedOn(t *testing.T) {
 	e.claims.set(hookAlloc, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := e.hook().Prerun(ctx, &allocrunner.PrerunRequest{AllocInfo: allocrunner.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}})
+	err := e.hook().Prerun(ctx, &runhooks.PrerunRequest{AllocInfo: runhooks.AllocInfo{Alloc: volumeAlloc(), Group: volumeGroup(), Events: e.events}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("prerun: %v, want the deadline", err)
 	}

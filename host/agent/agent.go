@@ -21,8 +21,8 @@ import (
 	"berth.dev/berth/host/client"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/state"
-	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/host/server"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -208,7 +208,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			TaskDrivers:      client.ManagerDrivers(a.drivers),
 			State:            a.state,
 			CSIRegistry:      csiRegistry,
-			Hooks:            allocrunner.Hooks{Task: []func(allocrunner.AllocInfo, *pb.Task) taskrunner.Hook{supervisor}},
+			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
 		})
 		if err != nil {

@@ -14,10 +14,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/host/client/allocdir"
 	"berth.dev/berth/host/client/allocrunner"
-	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/taskdrivers"
@@ -342,7 +343,7 @@ func (c *Client) watchAllocs() {
 	for _, v := range c.knownAllocs() {
 		index = max(index, v)
 	}
-	retry := minRetry
+	failures := 0 // consecutive rounds without a newer answer
 	staleRounds := 0
 	// more: the last answer reached the servers' byte budget, so the next
 	// asks at once (min index 0) for the allocs it sent as stubs.
@@ -391,7 +392,7 @@ func (c *Client) watchAllocs() {
 			// back the same, at once, for ever.
 			more = resp.GetMore() && !maps.Equal(c.knownAllocs(), req.GetKnown())
 			if more || paging || got > index || time.Since(began) >= time.Second {
-				index, retry = got, minRetry
+				index, failures = got, 0
 				continue
 			}
 			// An answer at once that is not newer: a server whose
@@ -402,15 +403,12 @@ func (c *Client) watchAllocs() {
 		if c.ctx.Err() != nil {
 			return
 		}
+		failures++
+		retry := serverRetry.Delay(failures)
 		c.logger.Warn("watching allocs", "error", err, "retry_in", retry)
-		t := time.NewTimer(retry)
-		select {
-		case <-t.C:
-		case <-c.ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(c.ctx.Done(), retry) {
 			return
 		}
-		retry = min(retry*2, maxRetry)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/csi/pluginmanager"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -252,17 +253,21 @@ const (
 	maxRetry = 15 * time.Second
 )
 
+// serverRetry spaces the client's tries of a call the servers did not
+// answer (registration and heartbeats, the alloc watch, status updates).
+var serverRetry = backoff.Backoff{Initial: minRetry, Max: maxRetry}
+
 func (c *Client) run() {
 	defer close(c.done)
-	retry := minRetry
+	failures := 0 // consecutive failed steps
 	for {
 		wait, err := c.step()
 		if err != nil {
-			c.logger.Warn("contacting servers", "error", err, "retry_in", retry)
-			wait = retry
-			retry = min(retry*2, maxRetry)
+			failures++
+			wait = serverRetry.Delay(failures)
+			c.logger.Warn("contacting servers", "error", err, "retry_in", wait)
 		} else {
-			retry = minRetry
+			failures = 0
 		}
 		select {
 		case <-c.ctx.Done():

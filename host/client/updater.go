@@ -8,6 +8,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -33,18 +34,9 @@ type updater struct {
 }
 
 func newUpdater(ctx context.Context, logger hclog.Logger, send func(context.Context, []*pb.AllocClientUpdate) error, refused func(error) bool) *updater {
-	return &updater{send: send, logger: logger, ctx: ctx, refused: refused, sleep: sleepCtx,
+	return &updater{send: send, logger: logger, ctx: ctx, refused: refused,
+		sleep:   func(ctx context.Context, d time.Duration) { backoff.Sleep(ctx.Done(), d) },
 		pending: map[string]*pb.AllocClientUpdate{}}
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // add queues an alloc's latest status.
@@ -60,7 +52,7 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 
 // flush sends batches until nothing is pending.
 func (u *updater) flush() {
-	backoff := minRetry
+	failures := 0 // consecutive batches that failed
 	for {
 		u.mu.Lock()
 		if len(u.pending) == 0 || u.ctx.Err() != nil {
@@ -79,13 +71,15 @@ func (u *updater) flush() {
 		err := u.send(u.ctx, batch)
 		switch {
 		case err == nil:
-			backoff = minRetry
+			failures = 0
 			continue
 		case u.refused(err):
 			u.logger.Error("servers refused alloc status updates; dropping them", "allocs", len(batch), "error", err)
 			continue
 		}
-		u.logger.Warn("sending alloc status updates", "allocs", len(batch), "error", err, "retry_in", backoff)
+		failures++
+		wait := serverRetry.Delay(failures)
+		u.logger.Warn("sending alloc status updates", "allocs", len(batch), "error", err, "retry_in", wait)
 		u.mu.Lock()
 		for _, up := range batch {
 			if _, newer := u.pending[up.GetAllocId()]; !newer {
@@ -93,7 +87,6 @@ func (u *updater) flush() {
 			}
 		}
 		u.mu.Unlock()
-		u.sleep(u.ctx, backoff)
-		backoff = min(backoff*2, maxRetry)
+		u.sleep(u.ctx, wait)
 	}
 }

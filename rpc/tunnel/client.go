@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -114,7 +115,9 @@ func (c *Client) setServer(s string) {
 
 func (c *Client) run() {
 	defer close(c.done)
-	backoff := c.cfg.MinBackoff
+	retry := backoff.Backoff{Initial: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff}
+	// failures counts the consecutive attempts that established no session;
+	// it picks the server to try and the wait before it.
 	failures := 0
 	for {
 		servers := c.cfg.Servers()
@@ -138,19 +141,18 @@ func (c *Client) run() {
 		if established {
 			// The session worked: the next attempt starts from the head
 			// of the list again, with the shortest wait.
-			failures, backoff = 0, c.cfg.MinBackoff
+			failures = 0
 		} else {
 			failures++
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		// The wait is drawn from the upper half of the backoff, so nodes
+		// that lost the same server spread their reconnects, and none
+		// comes back sooner than half of it.
+		d := retry.Delay(failures)
+		wait := d/2 + rand.N(d/2+1)
 		c.logger.Warn("tunnel closed; reconnecting", "error", err, "retry_in", wait)
-		select {
-		case <-c.ctx.Done():
+		if !backoff.Sleep(c.ctx.Done(), wait) {
 			return
-		case <-time.After(wait):
-		}
-		if !established {
-			backoff = min(backoff*2, c.cfg.MaxBackoff)
 		}
 	}
 }

@@ -38,12 +38,13 @@
 // # Hooks
 //
 // Alloc hooks implement any of PrerunHook, UpdateHook, PostrunHook and
-// DestroyHook, found by type assertion. The built-in alloc_dir hook comes
+// AllocDestroyHook of package runhooks (internal/runhooks, the hook
+// contract), found by type assertion. The built-in alloc_dir hook comes
 // first (it builds <data_dir>/alloc/<alloc>/ and its shared dir at prerun
 // and removes the whole tree at destroy, so it builds first and removes
 // last), then the hooks Config.Hooks.Alloc builds, in order. Each call has
 // a deadline: Config.HookTimeout (default 1m) or the hook's own Timeout
-// (taskrunner.Timeouter).
+// (runhooks.Timeouter).
 //
 //   - Prerun, in registration order, before any task starts — and again,
 //     with Recovered set, for an alloc recovered after a client restart. A

@@ -14,7 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -277,7 +277,7 @@ func (l *callLog) get() []string {
 }
 
 func (r *recorder) Name() string { return r.name }
-func (r *recorder) Prerun(ctx context.Context, req *PrerunRequest) error {
+func (r *recorder) Prerun(ctx context.Context, req *runhooks.PrerunRequest) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return errors.New("no deadline")
 	}
@@ -285,18 +285,18 @@ func (r *recorder) Prerun(ctx context.Context, req *PrerunRequest) error {
 	req.Events.EmitEvent(&pb.TaskEvent{Type: "Alloc Hook Said", Message: r.name})
 	return nil
 }
-func (r *recorder) Postrun(context.Context, *PostrunRequest) error {
+func (r *recorder) Postrun(context.Context, *runhooks.PostrunRequest) error {
 	r.log.add(r.name + ".postrun")
 	return nil
 }
-func (r *recorder) Destroy(context.Context, *DestroyRequest) error {
+func (r *recorder) Destroy(context.Context, *runhooks.AllocDestroyRequest) error {
 	r.log.add(r.name + ".destroy")
 	return nil
 }
 
 type taskRecorder struct{ recorder }
 
-func (r *taskRecorder) Prestart(ctx context.Context, req *taskrunner.PrestartRequest, resp *taskrunner.PrestartResponse) error {
+func (r *taskRecorder) Prestart(ctx context.Context, req *runhooks.PrestartRequest, resp *runhooks.PrestartResponse) error {
 	if _, ok := ctx.Deadline(); !ok {
 		return errors.New("no deadline")
 	}
@@ -311,19 +311,19 @@ func (r *taskRecorder) Prestart(ctx context.Context, req *taskrunner.PrestartReq
 	req.Events.EmitEvent(&pb.TaskEvent{Type: "Hook Said", Message: r.name})
 	return nil
 }
-func (r *taskRecorder) Poststart(context.Context, *taskrunner.PoststartRequest) error {
+func (r *taskRecorder) Poststart(context.Context, *runhooks.PoststartRequest) error {
 	r.log.add(r.name + ".poststart")
 	return nil
 }
-func (r *taskRecorder) Stop(context.Context, *taskrunner.StopRequest) error {
+func (r *taskRecorder) Stop(context.Context, *runhooks.StopRequest) error {
 	r.log.add(r.name + ".stop")
 	return nil
 }
-func (r *taskRecorder) Exited(context.Context, *taskrunner.ExitedRequest) error {
+func (r *taskRecorder) Exited(context.Context, *runhooks.ExitedRequest) error {
 	r.log.add(r.name + ".exited")
 	return nil
 }
-func (r *taskRecorder) Destroy(context.Context, *taskrunner.DestroyRequest) error {
+func (r *taskRecorder) Destroy(context.Context, *runhooks.TaskDestroyRequest) error {
 	r.log.add(r.name + ".tdestroy")
 	return nil
 }
@@ -334,16 +334,16 @@ func TestHooksOrderAndTaskConfigMutation(t *testing.T) {
 	e := newEnv(t)
 	log := &callLog{}
 	hooks := Hooks{
-		Alloc: []func(AllocInfo) Hook{
-			func(AllocInfo) Hook { return &recorder{name: "A1", log: log} },
-			func(AllocInfo) Hook { return nil },
-			func(AllocInfo) Hook { return &recorder{name: "A2", log: log} },
+		Alloc: []func(runhooks.AllocInfo) runhooks.Hook{
+			func(runhooks.AllocInfo) runhooks.Hook { return &recorder{name: "A1", log: log} },
+			func(runhooks.AllocInfo) runhooks.Hook { return nil },
+			func(runhooks.AllocInfo) runhooks.Hook { return &recorder{name: "A2", log: log} },
 		},
-		Task: []func(AllocInfo, *pb.Task) taskrunner.Hook{
-			func(AllocInfo, *pb.Task) taskrunner.Hook {
+		Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{
+			func(runhooks.AllocInfo, *pb.Task) runhooks.Hook {
 				return &taskRecorder{recorder{name: "T1", log: log, env: map[string]string{"FROM_T1": "1", "SHARED": "t1"}}}
 			},
-			func(AllocInfo, *pb.Task) taskrunner.Hook {
+			func(runhooks.AllocInfo, *pb.Task) runhooks.Hook {
 				return &taskRecorder{recorder{name: "T2", log: log, env: map[string]string{"SHARED": "t2"},
 					mount: &driverpb.Mount{HostPath: "/tmp", TaskPath: "/data"}}}
 			},
@@ -378,7 +378,7 @@ func TestHooksOrderAndTaskConfigMutation(t *testing.T) {
 	}
 }
 
-func (r *recorder) Update(_ context.Context, req *UpdateRequest) error {
+func (r *recorder) Update(_ context.Context, req *runhooks.UpdateRequest) error {
 	r.log.add(fmt.Sprintf("%s.update v%d", r.name, req.Job.GetVersion()))
 	return nil
 }
@@ -393,7 +393,7 @@ func TestInPlaceUpdate(t *testing.T) {
 		"args":    sdk.ListValue("-c", `echo "$FOO" >> "$BERTH_TASK_DIR/foo"; while true; do sleep 0.05; done`)}}
 	a, j := job(pb.JobType_JOB_TYPE_SERVICE, nil, task)
 	ar, _ := e.runner(a, j, func(c *Config) {
-		c.Hooks.Alloc = []func(AllocInfo) Hook{func(AllocInfo) Hook { return &recorder{name: "A", log: log} }}
+		c.Hooks.Alloc = []func(runhooks.AllocInfo) runhooks.Hook{func(runhooks.AllocInfo) runhooks.Hook { return &recorder{name: "A", log: log} }}
 	})
 	waitTask(t, ar, "web", isRunning)
 	j2 := proto.Clone(j).(*pb.Job)

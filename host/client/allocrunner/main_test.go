@@ -13,8 +13,8 @@ import (
 	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/host/client/state"
-	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -117,6 +117,15 @@ func job(typ pb.JobType, restart *pb.RestartPolicy, tasks ...*pb.Task) (*pb.Allo
 // runner builds and runs an alloc runner.
 func (e *env) runner(a *pb.Allocation, j *pb.Job, tweak func(*Config)) (*AllocRunner, *updates) {
 	e.t.Helper()
+	ar, u := e.newRunner(a, j, tweak)
+	go ar.Run()
+	return ar, u
+}
+
+// newRunner builds an alloc runner without running it; the test's
+// cleanup kills it.
+func (e *env) newRunner(a *pb.Allocation, j *pb.Job, tweak func(*Config)) (*AllocRunner, *updates) {
+	e.t.Helper()
 	u := &updates{}
 	cfg := Config{Alloc: a, Job: j, DataDir: e.dataDir, Node: taskenv.Node{ID: "n1", Name: "node-one"},
 		Drivers: drivers_{e.m}, Store: e.db, OnUpdate: u.add, Logger: testutil.Logger(e.t)}
@@ -127,7 +136,6 @@ func (e *env) runner(a *pb.Allocation, j *pb.Job, tweak func(*Config)) (*AllocRu
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	go ar.Run()
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), generous)
 		defer cancel()

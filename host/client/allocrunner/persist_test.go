@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"berth.dev/berth/host/client/state"
-	"berth.dev/berth/host/client/taskenv"
-	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 )
@@ -48,17 +46,31 @@ func (s *fullStore) PutTaskState(rec *pb.TaskStateRecord) error {
 func (e *env) newFullRunner(store *fullStore, restart *pb.RestartPolicy) *AllocRunner {
 	e.t.Helper()
 	a, j := job(pb.JobType_JOB_TYPE_SERVICE, restart, mockTask("web", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Hour)}))
-	ar, err := New(Config{Alloc: a, Job: j, DataDir: e.dataDir, Node: taskenv.Node{ID: "n1", Name: "node-one"},
-		Drivers: drivers_{e.m}, Store: store, Logger: testutil.Logger(e.t)})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), generous)
-		defer cancel()
-		ar.Kill(ctx)
-	})
+	ar, _ := e.newRunner(a, j, func(c *Config) { c.Store = store })
 	return ar
+}
+
+// runOnFullStore runs newFullRunner's alloc (not restarted) on a
+// fullStore with room, until its task runs.
+func runOnFullStore(t *testing.T) (*env, *fullStore, *AllocRunner) {
+	t.Helper()
+	e := newEnv(t)
+	store := &fullStore{DB: e.db}
+	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
+	go ar.Run()
+	waitTask(t, ar, "web", isRunning)
+	return e, store, ar
+}
+
+// killOnAFullDisk fills the disk, then kills the alloc.
+func killOnAFullDisk(t *testing.T, store *fullStore, ar *AllocRunner) {
+	t.Helper()
+	store.full.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	if err := ar.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Issue 19 item 5: an alloc whose record the state DB could not write
@@ -145,11 +157,7 @@ func TestAnAttemptTheStateDBCannotRecordIsNotStarted(t *testing.T) {
 // was full) is written once the disk has room again, without a restart:
 // a restarted client must not find running a task that is dead.
 func TestATaskStateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
-	e := newEnv(t)
-	store := &fullStore{DB: e.db}
-	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
-	go ar.Run()
-	waitTask(t, ar, "web", isRunning)
+	e, store, ar := runOnFullStore(t)
 	waitFor(t, func() error {
 		if recs, _ := e.db.TaskStates(ar.ID()); len(recs) != 1 || recs[0].GetState().GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 			return fmt.Errorf("task states %v, want web running", recs)
@@ -157,12 +165,7 @@ func TestATaskStateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 		return nil
 	})
 
-	store.full.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
-	if err := ar.Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
+	killOnAFullDisk(t, store, ar)
 	if recs, _ := e.db.TaskStates(ar.ID()); len(recs) != 1 || recs[0].GetState().GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 		t.Fatalf("task states %v while the disk is full, want the running one still", recs)
 	}
@@ -179,11 +182,7 @@ func TestATaskStateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 // An in-place update whose alloc record could not be written is written
 // once the disk has room again.
 func TestAnAllocUpdateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
-	e := newEnv(t)
-	store := &fullStore{DB: e.db}
-	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
-	go ar.Run()
-	waitTask(t, ar, "web", isRunning)
+	e, store, ar := runOnFullStore(t)
 	store.full.Store(true)
 	updated := proto_clone(ar.Alloc())
 	updated.AllocModifyIndex = 99
@@ -207,11 +206,7 @@ func TestAnAllocUpdateNotWrittenIsWrittenWhenTheDiskHasRoom(t *testing.T) {
 // while the servers show it ended (seen by the full disk acceptance test).
 // Once the disk has room the end is written and told.
 func TestATerminalStatusWaitsForTheTaskStatesToBeWritten(t *testing.T) {
-	e := newEnv(t)
-	store := &fullStore{DB: e.db}
-	ar := e.newFullRunner(store, &pb.RestartPolicy{Attempts: 0, Mode: pb.RestartMode_RESTART_MODE_FAIL})
-	go ar.Run()
-	waitTask(t, ar, "web", isRunning)
+	_, store, ar := runOnFullStore(t)
 	waitFor(t, func() error {
 		if s, _ := ar.ClientStatus(); s != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING {
 			return fmt.Errorf("alloc status %v, want running", s)
@@ -219,12 +214,7 @@ func TestATerminalStatusWaitsForTheTaskStatesToBeWritten(t *testing.T) {
 		return nil
 	})
 
-	store.full.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), generous)
-	defer cancel()
-	if err := ar.Kill(ctx); err != nil {
-		t.Fatal(err)
-	}
+	killOnAFullDisk(t, store, ar)
 	if st := ar.TaskStates()["web"]; st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
 		t.Fatalf("task state %v after the kill, want dead", st)
 	}

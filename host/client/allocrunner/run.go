@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -261,7 +262,7 @@ func anyFailed(st map[string]*pb.TaskState, names []string) bool {
 func (ar *AllocRunner) prerun(recovered bool) error {
 	info := ar.info()
 	for _, h := range ar.hooks {
-		ph, ok := h.(PrerunHook)
+		ph, ok := h.(runhooks.PrerunHook)
 		if !ok {
 			continue
 		}
@@ -274,7 +275,7 @@ func (ar *AllocRunner) prerun(recovered bool) error {
 			case <-ctx.Done():
 			}
 		}()
-		err := ph.Prerun(ctx, &PrerunRequest{AllocInfo: info, Recovered: recovered})
+		err := ph.Prerun(ctx, &runhooks.PrerunRequest{AllocInfo: info, Recovered: recovered})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("prerun hook %s: %w", h.Name(), err)
@@ -290,9 +291,9 @@ func (ar *AllocRunner) postrun() {
 	status, _ := ar.ClientStatus()
 	for i := len(ar.hooks) - 1; i >= 0; i-- {
 		h := ar.hooks[i]
-		if ph, ok := h.(PostrunHook); ok {
+		if ph, ok := h.(runhooks.PostrunHook); ok {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ar.ctx), hookTimeout(h, ar.cfg.HookTimeout))
-			if err := ph.Postrun(ctx, &PostrunRequest{AllocInfo: info, ClientStatus: status}); err != nil {
+			if err := ph.Postrun(ctx, &runhooks.PostrunRequest{AllocInfo: info, ClientStatus: status}); err != nil {
 				ar.logger.Error("postrun hook failed", "hook", h.Name(), "error", err)
 			}
 			cancel()

@@ -2,6 +2,7 @@ package allocrunner
 
 import (
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/host/client/allocdir"
-	"berth.dev/berth/host/client/taskenv"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -114,7 +115,7 @@ type AllocRunner struct {
 	cfg    Config
 	logger hclog.Logger
 	dir    *allocdir.AllocDir
-	hooks  []Hook
+	hooks  []runhooks.Hook
 	tasks  map[string]*task
 	order  []string // task names in job order
 
@@ -205,7 +206,7 @@ func New(cfg Config) (*AllocRunner, error) {
 		}
 	}
 	info := ar.info()
-	ar.hooks = []Hook{allocDirHook{}}
+	ar.hooks = []runhooks.Hook{allocDirHook{}}
 	for _, f := range cfg.Hooks.Alloc {
 		if h := f(info); h != nil {
 			ar.hooks = append(ar.hooks, h)
@@ -229,13 +230,13 @@ func findGroup(job *pb.Job, name string) *pb.TaskGroup {
 	return nil
 }
 
-func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) error {
+func (ar *AllocRunner) addTask(info runhooks.AllocInfo, group *pb.TaskGroup, t *pb.Task) error {
 	name := t.GetName()
 	td, err := ar.dir.TaskDir(name)
 	if err != nil {
 		return fmt.Errorf("alloc %s: %w", ar.cfg.Alloc.GetId(), err)
 	}
-	var hooks []taskrunner.Hook
+	var hooks []runhooks.Hook
 	for _, f := range ar.cfg.Hooks.Task {
 		if h := f(info, t); h != nil {
 			hooks = append(hooks, h)
@@ -254,7 +255,7 @@ func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) 
 	r := roleOf(t)
 	restore := ar.cfg.Restore[name]
 	tr := taskrunner.New(taskrunner.Config{
-		Info:   taskrunner.TaskInfo{Alloc: info.Alloc, Job: info.Job, Group: group, Task: t, Node: ar.cfg.Node, Dir: td},
+		Info:   runhooks.TaskInfo{Alloc: info.Alloc, Job: info.Job, Group: group, Task: t, Node: ar.cfg.Node, Dir: td},
 		Driver: drv, DriverErr: drvErr, Hooks: hooks,
 		Ephemeral: r == rolePrestart || r == rolePoststart || r == rolePoststop ||
 			(info.Job.GetType() == pb.JobType_JOB_TYPE_BATCH && (r == roleMain)),
@@ -271,10 +272,10 @@ func (ar *AllocRunner) addTask(info AllocInfo, group *pb.TaskGroup, t *pb.Task) 
 	return nil
 }
 
-func (ar *AllocRunner) info() AllocInfo {
+func (ar *AllocRunner) info() runhooks.AllocInfo {
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
-	return AllocInfo{Alloc: ar.alloc, Job: ar.job, Group: findGroup(ar.job, ar.alloc.GetTaskGroup()), Node: ar.cfg.Node, Dir: ar.dir,
+	return runhooks.AllocInfo{Alloc: ar.alloc, Job: ar.job, Group: findGroup(ar.job, ar.alloc.GetTaskGroup()), Node: ar.cfg.Node, Dir: ar.dir,
 		Events: allocEvents{ar}}
 }
 
@@ -633,9 +634,9 @@ func (ar *AllocRunner) updateLoop() {
 			continue
 		}
 		for _, h := range ar.hooks {
-			if uh, ok := h.(UpdateHook); ok {
+			if uh, ok := h.(runhooks.UpdateHook); ok {
 				ctx, cancel := context.WithTimeout(ar.ctx, hookTimeout(h, ar.cfg.HookTimeout))
-				if err := uh.Update(ctx, &UpdateRequest{AllocInfo: info}); err != nil {
+				if err := uh.Update(ctx, &runhooks.UpdateRequest{AllocInfo: info}); err != nil {
 					ar.logger.Error("update hook failed", "hook", h.Name(), "error", err)
 				}
 				cancel()
@@ -751,9 +752,9 @@ func (ar *AllocRunner) Destroy(ctx context.Context) error {
 	var errs []error
 	for i := len(ar.hooks) - 1; i >= 0; i-- {
 		h := ar.hooks[i]
-		if dh, ok := h.(DestroyHook); ok {
+		if dh, ok := h.(runhooks.AllocDestroyHook); ok {
 			hctx, cancel := context.WithTimeout(ctx, hookTimeout(h, ar.cfg.HookTimeout))
-			if err := dh.Destroy(hctx, &DestroyRequest{AllocInfo: info}); err != nil {
+			if err := dh.Destroy(hctx, &runhooks.AllocDestroyRequest{AllocInfo: info}); err != nil {
 				errs = append(errs, fmt.Errorf("destroy hook %s: %w", h.Name(), err))
 			}
 			cancel()

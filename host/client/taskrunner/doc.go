@@ -42,7 +42,8 @@
 // # Hooks
 //
 // A hook is a value with a Name that implements any of PrestartHook,
-// PoststartHook, StopHook, ExitedHook and DestroyHook; the runner finds the
+// PoststartHook, StopHook, ExitedHook, FinishedHook and TaskDestroyHook of
+// package runhooks (internal/runhooks, the hook contract); the runner finds the
 // phases by type assertion. Every call gets a context with a deadline
 // (Config.HookTimeout, default 1m, or the hook's own Timeout if it
 // implements Timeouter) that also ends when the runner is shut down. The

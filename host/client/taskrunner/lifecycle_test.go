@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -16,19 +17,19 @@ import (
 )
 
 // The client's drivers tell hooks whether they honour mounts.
-var _ MountsHonourer = (*taskdrivers.Driver)(nil)
+var _ runhooks.MountsHonourer = (*taskdrivers.Driver)(nil)
 
 // attemptHook remembers the TaskInfo and the running attempt each
 // poststart saw, as a supervisor hook does.
 type attemptHook struct {
 	mu   sync.Mutex
-	info TaskInfo
+	info runhooks.TaskInfo
 	ids  []string
 }
 
 func (h *attemptHook) Name() string { return "attempts" }
 
-func (h *attemptHook) Poststart(_ context.Context, req *PoststartRequest) error {
+func (h *attemptHook) Poststart(_ context.Context, req *runhooks.PoststartRequest) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.info = req.TaskInfo
@@ -36,17 +37,17 @@ func (h *attemptHook) Poststart(_ context.Context, req *PoststartRequest) error 
 	return nil
 }
 
-func (h *attemptHook) last() (TaskInfo, string, int) {
+func (h *attemptHook) last() (runhooks.TaskInfo, string, int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.ids) == 0 {
-		return TaskInfo{}, "", 0
+		return runhooks.TaskInfo{}, "", 0
 	}
 	return h.info, h.ids[len(h.ids)-1], len(h.ids)
 }
 
 // waitAttempts waits until the hook saw n starts and returns the last.
-func (h *attemptHook) waitAttempts(t *testing.T, n int) (TaskInfo, string) {
+func (h *attemptHook) waitAttempts(t *testing.T, n int) (runhooks.TaskInfo, string) {
 	t.Helper()
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if _, _, got := h.last(); got != n {
@@ -75,7 +76,7 @@ func eventsOf(st *pb.TaskState, typ string) []*pb.TaskEvent {
 func TestHookFailureRestartCountsAgainstThePolicy(t *testing.T) {
 	d := newFakeDriver()
 	h := &attemptHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: 7, Mode: pb.RestartMode_RESTART_MODE_FAIL}
 	})
 	go tr.Run()
@@ -124,7 +125,7 @@ func TestHookFailureRestartCountsAgainstThePolicy(t *testing.T) {
 func TestHookFailureRestartInDelayMode(t *testing.T) {
 	d := newFakeDriver()
 	h := &attemptHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 0, IntervalMs: 20, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_DELAY}
 	})
 	go tr.Run()
@@ -147,7 +148,7 @@ func TestHookFailureRestartInDelayMode(t *testing.T) {
 func TestHookRestartWithoutFailureIsNotCounted(t *testing.T) {
 	d := newFakeDriver()
 	h := &attemptHook{}
-	tr := newRunner(t, d, []Hook{h}, nil) // attempts 0, mode fail
+	tr := newRunner(t, d, []runhooks.Hook{h}, nil) // attempts 0, mode fail
 	go tr.Run()
 	info, first := h.waitAttempts(t, 1)
 	if err := info.Lifecycle.Restart(first, "config changed", false); err != nil {
@@ -172,7 +173,7 @@ func TestHookRestartWithoutFailureIsNotCounted(t *testing.T) {
 func TestHookRestartOfAnEndedAttempt(t *testing.T) {
 	d := newFakeDriver()
 	h := &attemptHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 5, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
 	})
 	go tr.Run()
@@ -239,7 +240,7 @@ func TestTaskInfoDriverHonoursMounts(t *testing.T) {
 func TestHookFailureRestartOfARecoveredAttempt(t *testing.T) {
 	d := newFakeDriver()
 	h := &attemptHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING},
 			Handle: &driverpb.TaskHandle{Driver: "fake", Config: &driverpb.TaskConfig{Id: "a1.web.old"}}}
 		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: 3, Mode: pb.RestartMode_RESTART_MODE_FAIL}
@@ -270,12 +271,12 @@ type endHook struct {
 	log hookLog
 }
 
-func (h *endHook) Stop(_ context.Context, req *StopRequest) error {
+func (h *endHook) Stop(_ context.Context, req *runhooks.StopRequest) error {
 	h.log.add(fmt.Sprintf("stop restart=%t", req.Restart))
 	return nil
 }
 
-func (h *endHook) Finished(context.Context, *FinishedRequest) error {
+func (h *endHook) Finished(context.Context, *runhooks.FinishedRequest) error {
 	h.log.add("finished")
 	return nil
 }
@@ -287,7 +288,7 @@ func (h *endHook) Finished(context.Context, *FinishedRequest) error {
 func TestFinishedHooksRunOnceWhenTheTaskIsDead(t *testing.T) {
 	d := newFakeDriver()
 	h := &endHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 5, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
 	})
 	go tr.Run()
@@ -316,7 +317,7 @@ func TestFinishedHooksRunOnceWhenTheTaskIsDead(t *testing.T) {
 
 	d2 := newFakeDriver()
 	h2 := &endHook{}
-	tr2 := newRunner(t, d2, []Hook{h2}, func(c *Config) {
+	tr2 := newRunner(t, d2, []runhooks.Hook{h2}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 0, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
 	})
 	go tr2.Run()
@@ -335,7 +336,7 @@ func TestFinishedHooksRunOnceWhenTheTaskIsDead(t *testing.T) {
 func TestFinishedHooksRunWhenTheTaskIsRestoredDead(t *testing.T) {
 	d := newFakeDriver()
 	h := &endHook{}
-	tr := newRunner(t, d, []Hook{h}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{h}, func(c *Config) {
 		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD, Failed: true, StartedAt: 5, FinishedAt: 6}}
 	})
 	go tr.Run()

@@ -15,7 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/host/client/taskenv"
+	"berth.dev/berth/internal/runhooks"
+	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -63,15 +64,17 @@ type Restore struct {
 
 // Config configures one task runner.
 type Config struct {
-	Info TaskInfo
+	Info runhooks.TaskInfo
 	// Driver runs the task; nil with DriverErr when the driver is unknown.
 	Driver    Driver
 	DriverErr error
 	// Hooks run after BuiltinHooks, in order.
-	Hooks []Hook
-	// Ephemeral tasks (batch tasks, non-sidecar prestart and poststart
-	// tasks, poststop tasks) are done when they exit 0; the others are
-	// restarted whatever their exit, per the restart policy.
+	Hooks []runhooks.
+		// Ephemeral tasks (batch tasks, non-sidecar prestart and poststart
+		// tasks, poststop tasks) are done when they exit 0; the others are
+		// restarted whatever their exit, per the restart policy.
+		Hook
+
 	Ephemeral bool
 	Restart   *pb.RestartPolicy
 	JobType   pb.JobType
@@ -99,8 +102,10 @@ type Config struct {
 type TaskRunner struct {
 	cfg    Config
 	logger hclog.Logger
-	hooks  []Hook
-	// ctx ends with Shutdown: supervision stops, the task keeps running.
+	hooks  []runhooks.
+		// ctx ends with Shutdown: supervision stops, the task keeps running.
+		Hook
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	killCh chan struct{}
@@ -110,7 +115,7 @@ type TaskRunner struct {
 	restarts  *restartTracker
 
 	mu         sync.Mutex
-	info       TaskInfo
+	info       runhooks.TaskInfo
 	state      *pb.TaskState
 	taskID     string
 	running    bool
@@ -184,7 +189,7 @@ type driverMounts struct{ tr *TaskRunner }
 // false: its start fails with a "Driver Failure" right after the prestart
 // hooks, which is the error the operator must see.
 func (d driverMounts) HonoursMounts(ctx context.Context) (bool, error) {
-	if m, ok := d.tr.cfg.Driver.(MountsHonourer); ok {
+	if m, ok := d.tr.cfg.Driver.(runhooks.MountsHonourer); ok {
 		return m.HonoursMounts(ctx)
 	}
 	return false, nil
@@ -250,7 +255,7 @@ func (tr *TaskRunner) UpdateAlloc(alloc *pb.Allocation, job *pb.Job, group *pb.T
 	tr.info.Alloc, tr.info.Job, tr.info.Group, tr.info.Task = alloc, job, group, task
 }
 
-func (tr *TaskRunner) currentInfo() TaskInfo {
+func (tr *TaskRunner) currentInfo() runhooks.TaskInfo {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.info
@@ -516,9 +521,9 @@ func newTaskID(allocID, task string) string {
 }
 
 // hookCtx bounds one hook call.
-func (tr *TaskRunner) hookCtx(h Hook) (context.Context, context.CancelFunc) {
+func (tr *TaskRunner) hookCtx(h runhooks.Hook) (context.Context, context.CancelFunc) {
 	d := tr.cfg.HookTimeout
-	if t, ok := h.(Timeouter); ok && t.Timeout() > 0 {
+	if t, ok := h.(runhooks.Timeouter); ok && t.Timeout() > 0 {
 		d = t.Timeout()
 	}
 	return context.WithTimeout(tr.ctx, d)
@@ -526,16 +531,16 @@ func (tr *TaskRunner) hookCtx(h Hook) (context.Context, context.CancelFunc) {
 
 // prestart runs the prestart hooks in order and returns the merged
 // response; the first error stops them.
-func (tr *TaskRunner) prestart(info TaskInfo, attempt int, recovered bool) (*PrestartResponse, error) {
-	merged := &PrestartResponse{Env: map[string]string{}, Vars: map[string]string{}}
+func (tr *TaskRunner) prestart(info runhooks.TaskInfo, attempt int, recovered bool) (*runhooks.PrestartResponse, error) {
+	merged := &runhooks.PrestartResponse{Env: map[string]string{}, Vars: map[string]string{}}
 	for _, h := range tr.hooks {
-		ph, ok := h.(PrestartHook)
+		ph, ok := h.(runhooks.PrestartHook)
 		if !ok {
 			continue
 		}
-		req := &PrestartRequest{TaskInfo: info, Env: maps.Clone(merged.Env), Vars: maps.Clone(merged.Vars),
+		req := &runhooks.PrestartRequest{TaskInfo: info, Env: maps.Clone(merged.Env), Vars: maps.Clone(merged.Vars),
 			Recovered: recovered, Attempt: attempt}
-		var resp PrestartResponse
+		var resp runhooks.PrestartResponse
 		ctx, cancel := tr.hookCtx(h)
 		// A kill ends a prestart hook that waits (for a volume, say).
 		stop := tr.cancelOnKill(ctx, cancel)
@@ -569,14 +574,14 @@ func (tr *TaskRunner) cancelOnKill(ctx context.Context, cancel context.CancelFun
 
 // poststart runs the poststart hooks in order; a failure is an event and
 // a log line, the task keeps running.
-func (tr *TaskRunner) poststart(info TaskInfo, id string, recovered bool) {
+func (tr *TaskRunner) poststart(info runhooks.TaskInfo, id string, recovered bool) {
 	for _, h := range tr.hooks {
-		ph, ok := h.(PoststartHook)
+		ph, ok := h.(runhooks.PoststartHook)
 		if !ok {
 			continue
 		}
 		ctx, cancel := tr.hookCtx(h)
-		err := ph.Poststart(ctx, &PoststartRequest{TaskInfo: info, TaskID: id, Recovered: recovered})
+		err := ph.Poststart(ctx, &runhooks.PoststartRequest{TaskInfo: info, TaskID: id, Recovered: recovered})
 		cancel()
 		if err != nil {
 			tr.logger.Error("poststart hook failed", "hook", h.Name(), "error", err)
@@ -586,7 +591,7 @@ func (tr *TaskRunner) poststart(info TaskInfo, id string, recovered bool) {
 }
 
 // reverse runs fn on the hooks in reverse registration order.
-func (tr *TaskRunner) reverse(fn func(Hook)) {
+func (tr *TaskRunner) reverse(fn func(runhooks.Hook)) {
 	for i := len(tr.hooks) - 1; i >= 0; i-- {
 		fn(tr.hooks[i])
 	}
@@ -594,7 +599,7 @@ func (tr *TaskRunner) reverse(fn func(Hook)) {
 
 // teardownErr logs a failed stop, exited, finished or destroy hook;
 // teardown goes on.
-func (tr *TaskRunner) teardownErr(phase string, h Hook, err error) {
+func (tr *TaskRunner) teardownErr(phase string, h runhooks.Hook, err error) {
 	if err != nil {
 		tr.logger.Error(phase+" hook failed", "hook", h.Name(), "error", err)
 		tr.EmitEvent(tr.event("Hook Failed", fmt.Sprintf("%s hook %s: %v", phase, h.Name(), err), map[string]string{"hook": h.Name()}))

@@ -13,7 +13,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"berth.dev/berth/host/client/allocdir"
+	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -141,7 +142,7 @@ type allHooks struct {
 
 func (h *allHooks) Name() string           { return "rec" }
 func (h *allHooks) Timeout() time.Duration { return h.timeout }
-func (h *allHooks) Prestart(ctx context.Context, req *PrestartRequest, resp *PrestartResponse) error {
+func (h *allHooks) Prestart(ctx context.Context, req *runhooks.PrestartRequest, resp *runhooks.PrestartResponse) error {
 	h.log.add(fmt.Sprintf("prestart recovered=%t attempt=%d", req.Recovered, req.Attempt))
 	if h.block {
 		<-ctx.Done()
@@ -150,15 +151,21 @@ func (h *allHooks) Prestart(ctx context.Context, req *PrestartRequest, resp *Pre
 	resp.Env = map[string]string{"HOOK": "yes", "BERTH_TASK_NAME": "overridden"}
 	return h.prestartErr
 }
-func (h *allHooks) Poststart(_ context.Context, req *PoststartRequest) error {
+func (h *allHooks) Poststart(_ context.Context, req *runhooks.PoststartRequest) error {
 	h.log.add(fmt.Sprintf("poststart recovered=%t", req.Recovered))
 	return nil
 }
-func (h *allHooks) Stop(context.Context, *StopRequest) error       { h.log.add("stop"); return nil }
-func (h *allHooks) Exited(context.Context, *ExitedRequest) error   { h.log.add("exited"); return nil }
-func (h *allHooks) Destroy(context.Context, *DestroyRequest) error { h.log.add("destroy"); return nil }
+func (h *allHooks) Stop(context.Context, *runhooks.StopRequest) error { h.log.add("stop"); return nil }
+func (h *allHooks) Exited(context.Context, *runhooks.ExitedRequest) error {
+	h.log.add("exited")
+	return nil
+}
+func (h *allHooks) Destroy(context.Context, *runhooks.TaskDestroyRequest) error {
+	h.log.add("destroy")
+	return nil
+}
 
-func newRunner(t *testing.T, d Driver, hooks []Hook, tweak func(*Config)) *TaskRunner {
+func newRunner(t *testing.T, d Driver, hooks []runhooks.Hook, tweak func(*Config)) *TaskRunner {
 	t.Helper()
 	ad, err := allocdir.New(t.TempDir(), "a1")
 	if err != nil {
@@ -166,7 +173,7 @@ func newRunner(t *testing.T, d Driver, hooks []Hook, tweak func(*Config)) *TaskR
 	}
 	td, _ := ad.TaskDir("web")
 	cfg := Config{
-		Info: TaskInfo{Alloc: &pb.Allocation{Id: "a1"}, Job: &pb.Job{Id: "j"}, Group: &pb.TaskGroup{Name: "g"},
+		Info: runhooks.TaskInfo{Alloc: &pb.Allocation{Id: "a1"}, Job: &pb.Job{Id: "j"}, Group: &pb.TaskGroup{Name: "g"},
 			Task: &pb.Task{Name: "web", Driver: "fake", Resources: &pb.TaskResources{CpuMhz: 500, MemoryMb: 10},
 				Config: sdk.ConfigMap{"arg": sdk.StringValue("${BERTH_ALLOC_ID}-${HOOK}")}}, Dir: td},
 		Driver: d, Hooks: hooks, JobType: pb.JobType_JOB_TYPE_SERVICE, MHzPerCore: 2000,
@@ -213,7 +220,7 @@ func types(st *pb.TaskState) []string {
 func TestTaskConfigReachingTheDriver(t *testing.T) {
 	d := newFakeDriver()
 	log := &hookLog{}
-	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log}}, func(c *Config) {
 		c.Restart = &pb.RestartPolicy{Attempts: 1, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
 	})
 	go tr.Run()
@@ -262,7 +269,7 @@ func TestTaskConfigReachingTheDriver(t *testing.T) {
 func TestFailedPrestartHook(t *testing.T) {
 	d := newFakeDriver()
 	log := &hookLog{}
-	tr := newRunner(t, d, []Hook{&allHooks{log: log, prestartErr: errors.New("volume not ready")}}, nil)
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log, prestartErr: errors.New("volume not ready")}}, nil)
 	go tr.Run()
 	waitRunDone(t, tr)
 	st := tr.State()
@@ -282,7 +289,7 @@ func TestFailedPrestartHook(t *testing.T) {
 // Timeout, named in the event.
 func TestHookDeadline(t *testing.T) {
 	d := newFakeDriver()
-	tr := newRunner(t, d, []Hook{&allHooks{log: &hookLog{}, block: true, timeout: 50 * time.Millisecond}}, nil)
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: &hookLog{}, block: true, timeout: 50 * time.Millisecond}}, nil)
 	began := time.Now()
 	go tr.Run()
 	waitRunDone(t, tr)
@@ -303,7 +310,7 @@ func TestRecoveredTask(t *testing.T) {
 	h := &driverpb.TaskHandle{Driver: "fake", Config: &driverpb.TaskConfig{Id: "a1.web.old"}}
 	var persisted []string
 	var mu sync.Mutex
-	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log}}, func(c *Config) {
 		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, Handle: h}
 		c.OnState = func(_ *pb.TaskState, id string) error {
 			mu.Lock()
@@ -368,7 +375,7 @@ func TestUnrecoverableTaskRestarts(t *testing.T) {
 func TestKillStopsHooksThenTask(t *testing.T) {
 	d := newFakeDriver()
 	log := &hookLog{}
-	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, nil)
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log}}, nil)
 	go tr.Run()
 	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
 	if err := tr.Restart("again"); err != nil {
@@ -404,7 +411,7 @@ func TestKillStopsHooksThenTask(t *testing.T) {
 func TestShutdownLeavesTheTaskRunning(t *testing.T) {
 	d := newFakeDriver()
 	log := &hookLog{}
-	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, nil)
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log}}, nil)
 	go tr.Run()
 	waitState(t, tr, pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING)
 	tr.Shutdown()
@@ -441,7 +448,7 @@ func TestShutdownDuringRestartDelayKeepsTheTaskAlive(t *testing.T) {
 // A kill ends a prestart hook that waits, well before its deadline.
 func TestKillEndsAWaitingPrestartHook(t *testing.T) {
 	d := newFakeDriver()
-	tr := newRunner(t, d, []Hook{&allHooks{log: &hookLog{}, block: true, timeout: time.Hour}}, nil)
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: &hookLog{}, block: true, timeout: time.Hour}}, nil)
 	go tr.Run()
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if len(tr.State().GetEvents()) == 0 {
@@ -649,7 +656,7 @@ func TestPendingAttemptWithoutAHandleIsDestroyedBeforeANewStart(t *testing.T) {
 func TestRecordedRunningWithoutAHandleRunsExitedHooksAndIsDestroyed(t *testing.T) {
 	d := newFakeDriver()
 	log := &hookLog{}
-	tr := newRunner(t, d, []Hook{&allHooks{log: log}}, func(c *Config) {
+	tr := newRunner(t, d, []runhooks.Hook{&allHooks{log: log}}, func(c *Config) {
 		c.Restore = &Restore{State: &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 5}, TaskID: "a1.web.old"}
 	})
 	go tr.Run()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/durations"
+	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -117,10 +118,10 @@ wait:
 // dead for good.
 func (tr *TaskRunner) runFinished() {
 	info := tr.currentInfo()
-	tr.reverse(func(h Hook) {
-		if fh, ok := h.(FinishedHook); ok {
+	tr.reverse(func(h runhooks.Hook) {
+		if fh, ok := h.(runhooks.FinishedHook); ok {
 			ctx, cancel := tr.hookCtx(h)
-			tr.teardownErr("finished", h, fh.Finished(ctx, &FinishedRequest{TaskInfo: info}))
+			tr.teardownErr("finished", h, fh.Finished(ctx, &runhooks.FinishedRequest{TaskInfo: info}))
 			cancel()
 		}
 	})
@@ -129,10 +130,10 @@ func (tr *TaskRunner) runFinished() {
 // runExited runs the exited hooks (reverse order) for attempt id.
 func (tr *TaskRunner) runExited(id string, res *driverpb.ExitResult) {
 	info := tr.currentInfo()
-	tr.reverse(func(h Hook) {
-		if eh, ok := h.(ExitedHook); ok {
+	tr.reverse(func(h runhooks.Hook) {
+		if eh, ok := h.(runhooks.ExitedHook); ok {
 			ctx, cancel := tr.hookCtx(h)
-			tr.teardownErr("exited", h, eh.Exited(ctx, &ExitedRequest{TaskInfo: info, TaskID: id, Result: res}))
+			tr.teardownErr("exited", h, eh.Exited(ctx, &runhooks.ExitedRequest{TaskInfo: info, TaskID: id, Result: res}))
 			cancel()
 		}
 	})
@@ -149,10 +150,10 @@ func finishedAt(res *driverpb.ExitResult, now time.Time) int64 {
 // task's kill_signal and kill_timeout.
 func (tr *TaskRunner) stop(id, reason string, restart bool) {
 	info := tr.currentInfo()
-	tr.reverse(func(h Hook) {
-		if sh, ok := h.(StopHook); ok {
+	tr.reverse(func(h runhooks.Hook) {
+		if sh, ok := h.(runhooks.StopHook); ok {
 			ctx, cancel := tr.hookCtx(h)
-			tr.teardownErr("stop", h, sh.Stop(ctx, &StopRequest{TaskInfo: info, TaskID: id, Reason: reason, Restart: restart}))
+			tr.teardownErr("stop", h, sh.Stop(ctx, &runhooks.StopRequest{TaskInfo: info, TaskID: id, Reason: reason, Restart: restart}))
 			cancel()
 		}
 	})
@@ -187,11 +188,11 @@ func (tr *TaskRunner) destroyAttempt(id string) {
 // has returned, when the alloc is destroyed.
 func (tr *TaskRunner) Destroy(ctx context.Context) {
 	info := tr.currentInfo()
-	tr.reverse(func(h Hook) {
-		if dh, ok := h.(DestroyHook); ok {
+	tr.reverse(func(h runhooks.Hook) {
+		if dh, ok := h.(runhooks.TaskDestroyHook); ok {
 			hctx, cancel := tr.hookCtx(h)
 			stop := context.AfterFunc(ctx, cancel)
-			tr.teardownErr("destroy", h, dh.Destroy(hctx, &DestroyRequest{TaskInfo: info}))
+			tr.teardownErr("destroy", h, dh.Destroy(hctx, &runhooks.TaskDestroyRequest{TaskInfo: info}))
 			stop()
 			cancel()
 		}
