@@ -42,6 +42,14 @@ fuzz-short:
 # The gate's static half; make test runs it first. The sdk and the example
 # plugins are modules of their own, checked the same way (staticcheck is the
 # binary pinned in the root go.mod, run in theirs).
+#
+# buf breaking compares the protos with the newest v* tag reachable from
+# HEAD, else with the commit HEAD branched from main (origin/main in a fresh
+# clone, else main). The old protos come out of git (git archive), so it
+# needs no network and works in a clone or a worktree alike. On main itself
+# with no tag, HEAD is its own base and the check is trivially true.
+# The import rules run last, so a violation leaves every other step's
+# result shown.
 check:
 	@echo "==> gofmt"; out=$$(gofmt -l $$(git ls-files '*.go')) || exit 1; \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -55,6 +63,18 @@ check:
 		(cd $$m && $(GO) vet ./... && $$sc ./... && \
 		 { $(GO) mod tidy -diff || { echo "$$m: go.mod/go.sum not tidy"; exit 1; }; }) || exit 1; \
 	done
+	@echo "==> buf lint"; $(GO) tool buf lint
+	@set -o pipefail; main=; \
+	 if ref=$$(git describe --tags --abbrev=0 --match 'v*' HEAD 2>/dev/null); then why="newest v* tag reachable from HEAD"; \
+	 else for b in origin/main main; do git rev-parse -q --verify "$$b^{commit}" >/dev/null && main=$$b && break; done; \
+	      [ -n "$$main" ] && ref=$$(git merge-base HEAD "$$main") || \
+	      { echo "buf breaking: no v* tag, and no origin/main or main to find the merge base with"; exit 1; }; \
+	      why="merge base of HEAD and $$main, no v* tag"; fi; \
+	 if [ "$$(git rev-parse "$$ref^{commit}")" = "$$(git rev-parse HEAD)" ]; then why="$$why; it is HEAD itself, so trivially true"; fi; \
+	 echo "==> buf breaking against $$(git rev-parse --short "$$ref^{commit}")$$([ "$$ref" != "$$(git rev-parse "$$ref^{commit}")" ] && echo " $$ref") ($$why)"; \
+	 old=$$(mktemp -d) && trap 'rm -rf "$$old"' EXIT && \
+	 git archive "$$ref" -- buf.yaml rpc/proto sdk/proto | tar -x -C "$$old" && \
+	 $(GO) tool buf breaking --against "$$old"
 	@echo "==> generated code"; sums() { git ls-files -co --exclude-standard '*.pb.go' | sort | xargs sha256sum; }; \
 		before=$$(sums) && $(MAKE) -s proto && after=$$(sums) || exit 1; \
 		if [ "$$before" != "$$after" ]; then diff <(echo "$$before") <(echo "$$after"); \
