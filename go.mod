@@ -3,6 +3,7 @@ module berth.dev/berth
 go 1.26.0
 
 require (
+	berth.dev/berth/sdk v0.0.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/container-storage-interface/spec v1.13.0
@@ -160,3 +161,5 @@ tool (
 	google.golang.org/protobuf/cmd/protoc-gen-go
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+replace berth.dev/berth/sdk => ./sdk

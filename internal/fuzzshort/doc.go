@@ -15,5 +15,11 @@
 // names the input written to testdata/fuzz) and the exit code is 1. Finding
 // no target at all is an error too, since it means discovery broke.
 //
-// Usage: go run ./internal/fuzzshort [-fuzztime 3s] [-minimizetime 1s] [packages]
+// berth is two Go modules: the root and sdk/, a module of its own that
+// `./...` in the root does not descend into. Each -C names a module root in
+// which the package patterns are matched (the default is the current
+// directory); make fuzz-short passes -C . -C sdk, and each module named
+// must have targets.
+//
+// Usage: go run ./internal/fuzzshort [-fuzztime 3s] [-minimizetime 1s] [-C dir]... [packages]
 package main

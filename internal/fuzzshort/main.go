@@ -23,8 +23,14 @@ func main() {
 	// this long, with no other input run meanwhile: at 10s a 3s pass over
 	// the job parser ran 24 inputs, at 1s 4,639.
 	flag.DurationVar(&o.minimizeTime, "minimizetime", time.Second, "go test -fuzzminimizetime: how long to shrink a failing or newly interesting input")
-	flag.StringVar(&o.dir, "C", ".", "run in this directory (the module's root)")
+	flag.Func("C", "a module's root to fuzz (repeatable; default the current directory): berth is two modules, . and sdk", func(dir string) error {
+		o.dirs = append(o.dirs, dir)
+		return nil
+	})
 	flag.Parse()
+	if len(o.dirs) == 0 {
+		o.dirs = []string{"."}
+	}
 	o.patterns = flag.Args()
 	if len(o.patterns) == 0 {
 		o.patterns = []string{"./..."}
@@ -41,14 +47,14 @@ func main() {
 
 type options struct {
 	goCmd        string
-	dir          string
+	dirs         []string // module roots; the patterns are matched in each
 	fuzzTime     string
 	minimizeTime time.Duration
 	patterns     []string
 }
 
-// target is one fuzz function of one package.
-type target struct{ pkg, name string }
+// target is one fuzz function of one package, in the module rooted at dir.
+type target struct{ dir, pkg, name string }
 
 func (t target) String() string { return t.pkg + " " + t.name }
 
@@ -65,19 +71,23 @@ func (e *FailedError) Error() string {
 
 func run(ctx context.Context, o options, out io.Writer) error {
 	start := time.Now()
-	targets, err := discover(ctx, o)
-	if err != nil {
-		return err
-	}
-	if len(targets) == 0 {
-		return fmt.Errorf("no fuzz targets found in %s: the module has some, so discovery is broken", strings.Join(o.patterns, " "))
+	var targets []target
+	for _, dir := range o.dirs {
+		found, err := discover(ctx, o, dir)
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			return fmt.Errorf("no fuzz targets found in %s of the module at %s: it has some, so discovery is broken", strings.Join(o.patterns, " "), dir)
+		}
+		targets = append(targets, found...)
 	}
 	fmt.Fprintf(out, "fuzzshort: %d targets, -fuzztime %s each (found in %s)\n", len(targets), o.fuzzTime, time.Since(start).Round(100*time.Millisecond))
 	var failed []target
 	for _, t := range targets {
 		began := time.Now()
 		fuzz := func() ([]byte, error) {
-			return goCmd(ctx, o, "test", "-run", "^$", "-fuzz", "^"+t.name+"$", "-fuzztime", o.fuzzTime,
+			return goCmd(ctx, o, t.dir, "test", "-run", "^$", "-fuzz", "^"+t.name+"$", "-fuzztime", o.fuzzTime,
 				"-fuzzminimizetime", o.minimizeTime.String(), t.pkg)
 		}
 		res, err := fuzz()
@@ -128,9 +138,11 @@ func coordinatorRace(out []byte, name string) bool {
 // cannot have one.
 var fuzzDecl = regexp.MustCompile(`(?m)^func Fuzz`)
 
-func discover(ctx context.Context, o options) ([]target, error) {
+// discover lists the fuzz targets of the packages o.patterns match in the
+// module rooted at dir.
+func discover(ctx context.Context, o options, dir string) ([]target, error) {
 	args := append([]string{"list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .TestGoFiles \",\"}},{{join .XTestGoFiles \",\"}}"}, o.patterns...)
-	listed, err := goCmd(ctx, o, args...)
+	listed, err := goCmd(ctx, o, dir, args...)
 	if err != nil {
 		return nil, fmt.Errorf("go list: %w\n%s", err, listed)
 	}
@@ -141,21 +153,21 @@ func discover(ctx context.Context, o options) ([]target, error) {
 		if len(fields) != 3 {
 			return nil, fmt.Errorf("go list printed %q, want import path, dir and files", sc.Text())
 		}
-		pkg, dir := fields[0], fields[1]
-		has, err := declaresFuzz(dir, strings.Split(fields[2], ","))
+		pkg, pkgDir := fields[0], fields[1]
+		has, err := declaresFuzz(pkgDir, strings.Split(fields[2], ","))
 		if err != nil {
 			return nil, err
 		}
 		if !has {
 			continue
 		}
-		names, err := goCmd(ctx, o, "test", "-run", "^$", "-fuzz", "^$", "-list", "^Fuzz", pkg)
+		names, err := goCmd(ctx, o, dir, "test", "-run", "^$", "-fuzz", "^$", "-list", "^Fuzz", pkg)
 		if err != nil {
 			return nil, fmt.Errorf("go test -list in %s: %w\n%s", pkg, err, names)
 		}
 		for _, line := range strings.Split(string(names), "\n") {
 			if strings.HasPrefix(line, "Fuzz") && !strings.ContainsAny(line, " \t") {
-				targets = append(targets, target{pkg: pkg, name: line})
+				targets = append(targets, target{dir: dir, pkg: pkg, name: line})
 			}
 		}
 	}
@@ -178,13 +190,13 @@ func declaresFuzz(dir string, files []string) (bool, error) {
 	return false, nil
 }
 
-// goCmd runs the go command in o.dir and returns its combined output. A
-// run is bounded, so a hung target fails the pass instead of hanging CI.
-func goCmd(ctx context.Context, o options, args ...string) ([]byte, error) {
+// goCmd runs the go command in dir and returns its combined output. A run
+// is bounded, so a hung target fails the pass instead of hanging CI.
+func goCmd(ctx context.Context, o options, dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, o.goCmd, args...)
-	cmd.Dir = o.dir
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%s %s: timed out: %w", o.goCmd, strings.Join(args, " "), ctx.Err())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -64,19 +65,19 @@ func FuzzBoom(f *testing.F) {
 
 func testOptions(dir string) options {
 	// A fixed number of inputs keeps the test short and its result stable.
-	return options{goCmd: "go", dir: dir, fuzzTime: "20x", minimizeTime: time.Second, patterns: []string{"./..."}}
+	return options{goCmd: "go", dirs: []string{dir}, fuzzTime: "20x", minimizeTime: time.Second, patterns: []string{"./..."}}
 }
 
 func TestDiscoverFindsEveryTargetAndOnlyTargets(t *testing.T) {
 	dir := testutil.WriteFiles(t, t.TempDir(), fixture)
-	got, err := discover(context.Background(), testOptions(dir))
+	got, err := discover(context.Background(), testOptions(dir), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []target{
-		{"example.com/fz/broken", "FuzzBoom"},
-		{"example.com/fz/ok", "FuzzFine"},
-		{"example.com/fz/ok", "FuzzExternal"},
+		{dir, "example.com/fz/broken", "FuzzBoom"},
+		{dir, "example.com/fz/ok", "FuzzFine"},
+		{dir, "example.com/fz/ok", "FuzzExternal"},
 	}
 	slices.SortFunc(got, func(a, b target) int { return strings.Compare(a.String(), b.String()) })
 	slices.SortFunc(want, func(a, b target) int { return strings.Compare(a.String(), b.String()) })
@@ -95,7 +96,7 @@ func TestRunFailsAndNamesTheFailingTarget(t *testing.T) {
 	if !errors.As(err, &fe) {
 		t.Fatalf("run = %v, want a *FailedError\n%s", err, out.String())
 	}
-	if len(fe.Targets) != 1 || fe.Targets[0] != (target{"example.com/fz/broken", "FuzzBoom"}) {
+	if len(fe.Targets) != 1 || fe.Targets[0] != (target{dir, "example.com/fz/broken", "FuzzBoom"}) {
 		t.Errorf("failed targets %v, want only example.com/fz/broken FuzzBoom", fe.Targets)
 	}
 	if !strings.Contains(err.Error(), "example.com/fz/broken FuzzBoom") {
@@ -126,6 +127,58 @@ func TestRunPassesWhenEveryTargetPasses(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "2 targets") || !strings.Contains(out.String(), "0 failed") {
 		t.Errorf("summary does not count 2 targets and 0 failures:\n%s", out.String())
+	}
+}
+
+// TestRunCoversEveryModule: berth is two modules (the root and sdk/, a
+// module of its own inside it). ./... in the root does not descend into
+// the inner one, so each module is named with -C, and a pass covers the
+// targets of both; an inner module without targets is refused like the root.
+func TestRunCoversEveryModule(t *testing.T) {
+	files := map[string]string{
+		"inner/go.mod": "module example.com/fz/inner\n\ngo 1.26.0\n",
+		"inner/in/in_test.go": `package in
+
+import "testing"
+
+func FuzzInner(f *testing.F) { f.Fuzz(func(t *testing.T, b []byte) {}) }
+`,
+	}
+	for k, v := range fixture {
+		if !strings.HasPrefix(k, "broken/") {
+			files[k] = v
+		}
+	}
+	root := testutil.WriteFiles(t, t.TempDir(), files)
+	inner := filepath.Join(root, "inner")
+
+	o := testOptions(root)
+	rootOnly, err := discover(context.Background(), o, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range rootOnly {
+		if strings.HasPrefix(tg.pkg, "example.com/fz/inner") {
+			t.Fatalf("./... in the outer module found %v: the inner module is not its own, or the fixture is wrong", tg)
+		}
+	}
+
+	o.dirs = []string{root, inner}
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run = %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"3 targets", "0 failed", "example.com/fz/ok FuzzFine", "example.com/fz/inner/in FuzzInner"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	empty := testutil.WriteFiles(t, t.TempDir(), map[string]string{"go.mod": "module example.com/empty\n\ngo 1.26.0\n", "e/e.go": "package e\n"})
+	o.dirs = []string{root, empty}
+	out.Reset()
+	if err := run(context.Background(), o, &out); err == nil || !strings.Contains(err.Error(), "no fuzz targets") || !strings.Contains(err.Error(), empty) {
+		t.Fatalf("run over a module without targets = %v, want a no-targets error naming %s\n%s", err, empty, out.String())
 	}
 }
 

@@ -33,6 +33,61 @@ var pureBanned = []string{
 	"net", "os", "syscall", "math/rand", "crypto/rand", "golang.org/x/sys", "io/ioutil", "plugin",
 }
 
+// A depRule bans some imports from some packages: a file in a directory
+// under one of from (and under none of except) must not import any of
+// banned or their subpackages. Test files are exempt unless tests is set:
+// a test links nothing into the product.
+type depRule struct {
+	from, except []string
+	banned       []string
+	tests        bool
+	why          string
+}
+
+// depRules are the dependency rules of DESIGN.md § Layout beyond the sdk,
+// purity and host/ leaf rules above. Each violation is reported on its own
+// line with the rule's reason, which names the packages it is about.
+var depRules = []depRule{
+	{
+		from:   []string{"host/client"},
+		banned: []string{module + "/fsm", module + "/host/scheduler"},
+		why:    "host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)",
+	},
+	{
+		from:   []string{"csi"},
+		banned: []string{module + "/builtin"},
+		why:    "the CSI library (csi/...) does not link the built-in plugins (builtin/...)",
+	},
+	{
+		from:   []string{"rpc", "csi", "internal", "volumehooks", "taskdrivers", "sdk"},
+		except: []string{"internal/testutil", "internal/fuzzshort"},
+		banned: []string{"github.com/hashicorp/raft"},
+		why:    "leaf packages (rpc/, csi/, internal/, volumehooks/, taskdrivers/, sdk/) do not link raft: only the server core and fsm do",
+	},
+	{
+		from:   []string{"."},
+		banned: []string{module + "/bench"},
+		tests:  true,
+		why:    "bench is a program: nothing imports it",
+	},
+}
+
+// matches reports whether a file in dir, a test file or not, is under r.
+func (r depRule) matches(dir string, test bool) bool {
+	if test && !r.tests {
+		return false
+	}
+	if underAny(dir, r.except) {
+		return false
+	}
+	for _, f := range r.from {
+		if f == "." || under(dir, f) {
+			return true
+		}
+	}
+	return false
+}
+
 // clockCalls are the time package functions that read the clock or start timers.
 var clockCalls = map[string]bool{
 	"Now": true, "Since": true, "Until": true, "Sleep": true, "After": true,
@@ -190,6 +245,11 @@ func checkFile(fset *token.FileSet, f *ast.File, dir string, pure, test bool) []
 			report(imp.Pos(), "sdk/ must not import %q: third-party drivers link sdk/ alone", path)
 		case !test && !under(dir, "host") && !programs[dir] && under(path, module+"/host"):
 			report(imp.Pos(), "%s must not import %q: leaf packages do not depend on host/", dir, path)
+		}
+		for _, r := range depRules {
+			if r.matches(dir, test) && underAny(path, r.banned) {
+				report(imp.Pos(), "%s must not import %q: %s", dir, path, r.why)
+			}
 		}
 		if pure && path == "time" {
 			timeName = "time"

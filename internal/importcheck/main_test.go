@@ -198,6 +198,143 @@ func TestRealTreeViolationsAreFound(t *testing.T) {
 	}
 }
 
+// TestCheckFindsDependencyRuleViolations: each of depRules is found where
+// it applies, and not where it does not (test files, the exempt packages,
+// the packages the rule is not about).
+func TestCheckFindsDependencyRuleViolations(t *testing.T) {
+	const raft = "import \"github.com/hashicorp/raft\"\nvar _ = raft.X\n"
+	root := testutil.WriteFiles(t, t.TempDir(), tree(map[string]string{
+		// host/client/... imports neither fsm nor host/scheduler.
+		"host/client/a.go":             "package client\nimport \"berth.dev/berth/fsm\"\nvar _ = fsm.X\n",
+		"host/client/allocrunner/b.go": "package allocrunner\nimport \"berth.dev/berth/host/scheduler/feasible\"\nvar _ = feasible.X\n",
+		"host/client/a_test.go":        "package client\nimport \"berth.dev/berth/fsm\"\nvar _ = fsm.X\n",
+		"host/agent/a.go":              "package agent\nimport \"berth.dev/berth/fsm\"\nvar _ = fsm.X\n",
+		// csi/... imports nothing under builtin/.
+		"csi/adapters/c.go": "package adapters\nimport \"berth.dev/berth/builtin/csi/adapters\"\nvar _ = adapters.X\n",
+		"csi/c_test.go":     "package csi\nimport \"berth.dev/berth/builtin/csi/hostpath\"\nvar _ = hostpath.X\n",
+		"host/cli/b.go":     "package cli\nimport \"berth.dev/berth/builtin/csi/hostpath\"\nvar _ = hostpath.X\n",
+		// Leaf packages do not link raft; the server core, fsm, testutil
+		// and the fuzz tool may, and so may tests.
+		"rpc/errcode/e.go":            "package errcode\n" + raft,
+		"csi/r.go":                    "package csi\n" + raft,
+		"internal/backoff/b.go":       "package backoff\n" + raft,
+		"volumehooks/r.go":            "package volumehooks\n" + raft,
+		"taskdrivers/r.go":            "package taskdrivers\n" + raft,
+		"sdk/r.go":                    "package sdk\n" + raft,
+		"rpc/errcode/e_test.go":       "package errcode\n" + raft,
+		"internal/testutil/fill/f.go": "package fill\n" + raft,
+		"internal/fuzzshort/f.go":     "package main\n" + raft,
+		"fsm/r.go":                    "package fsm\n" + raft,
+		"host/server/r.go":            "package server\n" + raft,
+		"internal/raftlike/r.go":      "package raftlike\nimport \"github.com/hashicorp/raftlike\"\nvar _ = raftlike.X\n",
+		// volumehooks imports nothing of host/ (the leaf rule).
+		"volumehooks/h.go": "package volumehooks\nimport \"berth.dev/berth/host/client/allocrunner\"\nvar _ = allocrunner.X\n",
+		// Nothing imports bench, tests included.
+		"host/cli/c.go":        "package cli\nimport \"berth.dev/berth/bench\"\nvar _ = bench.X\n",
+		"host/agent/b_test.go": "package agent\nimport \"berth.dev/berth/bench\"\nvar _ = bench.X\n",
+		"main.go":              "package main\nimport \"berth.dev/berth/benchmarks\"\nvar _ = benchmarks.X\n",
+	}))
+	got, err := check(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const raftWhy = `: leaf packages (rpc/, csi/, internal/, volumehooks/, taskdrivers/, sdk/) do not link raft: only the server core and fsm do`
+	want := []string{
+		`csi/adapters/c.go:2:8: csi/adapters must not import "berth.dev/berth/builtin/csi/adapters": the CSI library (csi/...) does not link the built-in plugins (builtin/...)`,
+		`csi/r.go:2:8: csi must not import "github.com/hashicorp/raft"` + raftWhy,
+		`host/agent/b_test.go:2:8: host/agent must not import "berth.dev/berth/bench": bench is a program: nothing imports it`,
+		`host/cli/c.go:2:8: host/cli must not import "berth.dev/berth/bench": bench is a program: nothing imports it`,
+		`host/client/a.go:2:8: host/client must not import "berth.dev/berth/fsm": host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)`,
+		`host/client/allocrunner/b.go:2:8: host/client/allocrunner must not import "berth.dev/berth/host/scheduler/feasible": host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)`,
+		`internal/backoff/b.go:2:8: internal/backoff must not import "github.com/hashicorp/raft"` + raftWhy,
+		`rpc/errcode/e.go:2:8: rpc/errcode must not import "github.com/hashicorp/raft"` + raftWhy,
+		`sdk/r.go:2:8: sdk must not import "github.com/hashicorp/raft"` + raftWhy,
+		`taskdrivers/r.go:2:8: taskdrivers must not import "github.com/hashicorp/raft"` + raftWhy,
+		`volumehooks/h.go:2:8: volumehooks must not import "berth.dev/berth/host/client/allocrunner": leaf packages do not depend on host/`,
+		`volumehooks/r.go:2:8: volumehooks must not import "github.com/hashicorp/raft"` + raftWhy,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRealTreeDependencyRulesAreFound plants one violation of each
+// dependency rule as a new file in a real package of the real tree (an
+// overlay, nothing is written) and checks that exactly those are found on
+// top of what the tree already violates. New files leave the real files'
+// line numbers alone, so the tree's own violations, if any, compare equal.
+// Removing a rule fails this test; so does renaming a package it is about.
+func TestRealTreeDependencyRulesAreFound(t *testing.T) {
+	baseline, err := check(repoRoot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := map[string][]byte{}
+	var want []string
+	for _, p := range []struct {
+		dir, file, imp, msg string
+	}{
+		{"host/client", "zz_planted.go", "berth.dev/berth/fsm", "links neither the state machine nor the scheduler"},
+		{"host/client/allocrunner", "zz_planted.go", "berth.dev/berth/host/scheduler", "links neither the state machine nor the scheduler"},
+		{"csi", "zz_planted.go", "berth.dev/berth/builtin/csi/hostpath", "does not link the built-in plugins"},
+		{"csi/adapters", "zz_planted.go", "berth.dev/berth/builtin/csi/adapters", "does not link the built-in plugins"},
+		{"rpc/errcode", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"internal/backoff", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"volumehooks", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"taskdrivers", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"sdk", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"volumehooks", "zz_planted_host.go", "berth.dev/berth/host/agent", "leaf packages do not depend on host/"},
+		{"host/cli", "zz_planted.go", "berth.dev/berth/bench", "nothing imports it"},
+		{"host/agent", "zz_planted_test.go", "berth.dev/berth/bench", "nothing imports it"},
+	} {
+		if fi, err := os.Stat(filepath.Join(repoRoot, p.dir)); err != nil || !fi.IsDir() {
+			t.Fatalf("%s/ is not a directory of the tree (%v): a rule names it, so a move must move the rule", p.dir, err)
+		}
+		rel := p.dir + "/" + p.file
+		overlay[rel] = []byte(fmt.Sprintf("package planted\n\nimport %q\n", p.imp))
+		want = append(want, fmt.Sprintf("%s:3:8: %s must not import %q: ", rel, p.dir, p.imp)+"\x00"+p.msg)
+	}
+	// Allowed: the server core and fsm link raft, testutil's helpers may,
+	// and the client's tests may build fsm state.
+	for rel, imp := range map[string]string{
+		"host/server/zz_planted.go":           "github.com/hashicorp/raft",
+		"fsm/zz_planted.go":                   "github.com/hashicorp/raft",
+		"internal/testutil/zz_planted.go":     "github.com/hashicorp/raft",
+		"host/client/zz_planted_fsm_test.go":  "berth.dev/berth/fsm",
+		"csi/zz_planted_builtin_test.go":      "berth.dev/berth/builtin/csi/hostpath",
+		"rpc/errcode/zz_planted_raft_test.go": "github.com/hashicorp/raft",
+	} {
+		overlay[rel] = []byte(fmt.Sprintf("package planted\n\nimport %q\n", imp))
+	}
+
+	got, err := check(repoRoot, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []string
+	for _, v := range got {
+		if !slices.Contains(baseline, v) {
+			added = append(added, v)
+		}
+	}
+	if len(added) != len(want) {
+		t.Errorf("planting found %d new violations, want %d:\n%s", len(added), len(want), strings.Join(added, "\n"))
+	}
+	joined := strings.Join(added, "\n")
+	for _, w := range want {
+		head, msg, _ := strings.Cut(w, "\x00")
+		found := false
+		for _, a := range added {
+			if strings.HasPrefix(a, head) && strings.Contains(a, msg) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("missing %q ... %q in:\n%s", head, msg, joined)
+		}
+	}
+}
+
 // runMainEnv makes the test binary run main with its arguments instead of
 // the tests, so TestMainExitCodes sees the real command's exit codes and
 // output without a build.

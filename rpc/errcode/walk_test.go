@@ -88,8 +88,8 @@ func (w *walkResult) codeOf(key string) (codes.Code, string) {
 }
 
 // walkSentinels walks the module rooted at root (the directory of its
-// go.mod). Nested modules (examples/), testdata and hidden directories are
-// skipped.
+// go.mod) and sdk/, berth's plugin SDK module inside it. Other nested
+// modules (examples/), testdata and hidden directories are skipped.
 func walkSentinels(root string) (*walkResult, error) {
 	module, err := modulePath(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -112,7 +112,9 @@ func walkSentinels(root string) (*walkResult, error) {
 			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" {
 				return filepath.SkipDir
 			}
-			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+			// sdk/ is a module of its own (berth.dev/berth/sdk) but berth's
+			// own code, its packages at the same import paths: walked.
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && rel != sdkDir {
 				return filepath.SkipDir // another module
 			}
 			return nil
