@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -58,7 +59,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		return nil, err
 	}
 	if v == nil {
-		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
+		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
 	}
 	held, err := heldClaims(tx, c)
 	if err != nil {
@@ -69,7 +70,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 			held = append(held, p)
 		}
 	}
-	if err := CheckClaim(v, held, c); err != nil {
+	if err := rules.CheckClaim(v, held, c); err != nil {
 		return nil, err
 	}
 	a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
@@ -80,7 +81,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		// A new claim cannot share an attachment that is being unpublished,
 		// and there is one attachment per (volume, node): wait for it to go.
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w: the volume is detaching from the node",
-			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
+			c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
 	}
 	if err := checkMaxVolumes(tx, v, c, pending); err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func checkMaxVolumes(tx *writeTxn, v *pb.Volume, c *pb.Claim, pending []*pb.Clai
 	}
 	slices.Sort(held)
 	return fmt.Errorf("volume %q, %s on node %q: %w: node plugin %q takes at most %d volumes and the node holds claims on %s",
-		c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrMaxVolumes, v.GetPluginId(), limit, quotedList(held))
+		c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrMaxVolumes, v.GetPluginId(), limit, quotedList(held))
 }
 
 // quotedList is ids quoted and comma separated, the first five and a
@@ -171,7 +172,7 @@ func quotedList(ids []string) string {
 // one claim, not a thousand. Any other mode reads them all (a handful at
 // most: such modes allow one node or one writer).
 func heldClaims(tx *writeTxn, c *pb.Claim) ([]*pb.Claim, error) {
-	limits, ok := AccessModeLimitsOf(c.GetAccessMode())
+	limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 	write := c.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE
 	if !ok || !limits.MultiNode || limits.MaxClaims > 0 || (write && limits.MaxWriters > 0) {
 		return claimsByVolume.list(tx, nil, c.GetVolumeId())
@@ -264,7 +265,7 @@ func checkNewClaim(tx *writeTxn, c *pb.Claim) (existing *pb.Claim, err error) {
 		return nil, err
 	}
 	if existing != nil && (existing.GetVolumeId() != c.GetVolumeId() || existing.GetAllocId() != c.GetAllocId() || existing.GetNodeId() != c.GetNodeId()) {
-		return nil, fmt.Errorf("%w: claim %q is already %s", ErrInvalidCommand, c.GetId(), describeClaim(existing))
+		return nil, fmt.Errorf("%w: claim %q is already %s", ErrInvalidCommand, c.GetId(), rules.DescribeClaim(existing))
 	}
 	if existing == nil && c.GetAllocId() != "" {
 		other, err := claimsByAlloc.first(tx, nil, c.GetAllocId(), c.GetVolumeId())
@@ -374,7 +375,7 @@ func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
 		if err != nil {
 			return err
 		}
-		if a != nil && !AllocTerminal(a) {
+		if a != nil && !rules.AllocTerminal(a) {
 			continue
 		}
 		for _, c := range claims {

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -299,7 +300,7 @@ func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
 	if err != nil || len(tasks) == 0 {
 		return err
 	}
-	counts := !gone && !AllocTerminal(a)
+	counts := !gone && !rules.AllocTerminal(a)
 	if counts {
 		job, err := jobsTable.first(tx, nil, a.GetJobId())
 		if err != nil {

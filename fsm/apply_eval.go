@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -157,7 +158,7 @@ func jobStatus(tx *writeTxn, job *pb.Job, hasLiveAlloc bool) (pb.JobStatus, erro
 	live := false
 	err := allocsByJob.each(tx.readTxn(), nil, []string{job.GetId()}, func(a *pb.Allocation) error {
 		seen = true
-		if !AllocTerminal(a) {
+		if !rules.AllocTerminal(a) {
 			live = true
 			return errStopScan
 		}

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -173,7 +174,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			if err := applyPlacement(tx, a, pn.existing[i], appliedAt); err != nil {
 				return err
 			}
-			if !AllocTerminal(a) {
+			if !rules.AllocTerminal(a) {
 				live = plan.GetJobId()
 			}
 			result.AppliedAllocs++
@@ -330,7 +331,7 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 		return fmt.Sprintf("node %q is draining", pn.id), nil
 	case pn.placements > 0 && node.GetFenced():
 		return fmt.Sprintf("node %q is fenced", pn.id), nil
-	case pn.placements > 0 && !NodeSchedulable(node):
+	case pn.placements > 0 && !rules.NodeSchedulable(node):
 		return fmt.Sprintf("node %q is ineligible for placements", pn.id), nil
 	case node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:
 		return fmt.Sprintf("node %q is down: its allocs cannot be updated in place", pn.id), nil
@@ -342,38 +343,34 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	used := allocUsage{cpu: usage.GetCpuMhz(), mem: usage.GetMemoryMb()}
+	used := rules.Usage{CPU: usage.GetCpuMhz(), Mem: usage.GetMemoryMb()}
 	for _, s := range pn.stops {
-		used.remove(s.alloc)
+		used.Remove(s.alloc)
 	}
 	for _, e := range pn.existing {
 		if e != nil {
-			used.remove(e)
+			used.Remove(e)
 		}
 	}
 	for _, a := range pn.allocs {
-		used.add(a)
+		used.Add(a)
 	}
-	ok, dim, cpu, mem := used.fits(node)
+	ok, dim, cpu, mem := used.Fits(node)
 	if ok {
 		return "", nil
 	}
-	capCPU, capMem := NodeCapacity(node)
-	if dim == DimensionCPU {
+	capCPU, capMem := rules.NodeCapacity(node)
+	if dim == rules.DimensionCPU {
 		return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MHz of %d", pn.id, dim, cpu, capCPU), nil
 	}
 	return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MB of %d", pn.id, dim, mem, capMem), nil
 }
 
-// nodeStatusWord is a node status as the API writes it.
+// nodeStatusWord is a node status as the API writes it; one this version
+// does not know reads "in status 7".
 func nodeStatusWord(s pb.NodeStatus) string {
-	switch s {
-	case pb.NodeStatus_NODE_STATUS_READY:
-		return "ready"
-	case pb.NodeStatus_NODE_STATUS_DOWN:
-		return "down"
-	case pb.NodeStatus_NODE_STATUS_UNSPECIFIED:
-		return "unspecified"
+	if w, ok := rules.EnumValueWord(s.Descriptor(), s.Number()); ok {
+		return w
 	}
 	return fmt.Sprintf("in status %d", int32(s))
 }
@@ -389,7 +386,7 @@ func applyAllocStop(tx *writeTxn, s *pb.AllocStop, stored *pb.Allocation, applie
 		a.DesiredStatus = pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
 	}
 	a.DesiredDescription = s.GetDesiredDescription()
-	if cs := s.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !AllocClientTerminal(stored) {
+	if cs := s.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !rules.AllocClientTerminal(stored) {
 		a.ClientStatus = cs
 		if cs == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST {
 			a.ClientDescription = fmt.Sprintf("alloc is lost: node %q is down", a.GetNodeId())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -38,7 +39,7 @@ func (allocNodeUsage) schema() *memdb.TableSchema { return nodeUsageTable.memdbS
 // usageOf is what a counts against its node: nothing when it is absent,
 // terminal or on no node.
 func usageOf(a *pb.Allocation) (node string, u nodeUsageDelta) {
-	if a == nil || a.GetNodeId() == "" || AllocTerminal(a) {
+	if a == nil || a.GetNodeId() == "" || rules.AllocTerminal(a) {
 		return "", nodeUsageDelta{}
 	}
 	return a.GetNodeId(), nodeUsageDelta{cpu: a.GetResources().GetCpuMhz(), mem: a.GetResources().GetMemoryMb(), allocs: 1}

@@ -16,7 +16,7 @@ import (
 	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
-	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -214,7 +214,7 @@ func groupVolumes(g *pb.TaskGroup, a *pb.Allocation) []csiVolume {
 		if req.GetType() != "" && req.GetType() != "csi" {
 			continue
 		}
-		out = append(out, csiVolume{name: name, req: req, volumeID: scheduler.VolumeID(req, a.GetIndex())})
+		out = append(out, csiVolume{name: name, req: req, volumeID: rules.VolumeID(req, a.GetIndex())})
 	}
 	for i := range out {
 		out[i].readOnly = publishReadOnly(g, out, out[i].volumeID)
