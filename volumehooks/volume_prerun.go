@@ -212,13 +212,10 @@ func attachmentWord(a pb.AttachmentState) string {
 }
 
 // claimRefusal says whether the servers' error is their answer rather
-// than a failure to answer.
+// than a failure to answer: errcode.ClaimRefusal, which keeps retrying the
+// AlreadyExists and OutOfRange that errcode.Refusal would give up on.
 func claimRefusal(err error) bool {
-	switch errcode.Code(err) {
-	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated:
-		return true
-	}
-	return false
+	return errcode.ClaimRefusal.Has(errcode.Code(err))
 }
 
 // eventEmitter records task events (taskrunner.Emitter).
