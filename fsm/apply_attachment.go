@@ -241,7 +241,7 @@ func readyReservedClaims(tx *writeTxn, volume, node string, at int64) error {
 }
 
 // applyNodeFence records an operator's word that a node is off (fenced)
-// or back. A fenced node takes no placements (NodeSchedulable) and no
+// or back. A fenced node takes no placements (rules.NodeSchedulable) and no
 // operator claims; its releasing claims move to node-detached in the same
 // apply (nothing can be published on a node that is off; freed at once
 // where no attachment is left to remove), and its other

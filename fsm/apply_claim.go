@@ -21,7 +21,7 @@ import (
 //	node-detached ──(no attachment left)──> freed (removed)
 //
 // A claim is reserved by PlanApply (an alloc's) or OperatorClaim, in the
-// same apply that checks it fits (CheckClaim) against every claim the
+// same apply that checks it fits (rules.CheckClaim) against every claim the
 // volume holds, those written earlier in the raft batch included. Where
 // the apply can decide a step itself it takes it at once, so no leader
 // loop has to notice: a claim that needs no controller publish, or whose
@@ -162,9 +162,9 @@ func quotedList(ids []string) string {
 	return b.String()
 }
 
-// heldClaims returns the claims c's volume holds that CheckClaim must see
+// heldClaims returns the claims c's volume holds that rules.CheckClaim must see
 // to judge c. Every claim a volume holds has the same access mode:
-// CheckClaim refuses a claim whose mode differs from a held one, and no
+// rules.CheckClaim refuses a claim whose mode differs from a held one, and no
 // transition changes a claim's mode. So when c's mode limits neither the
 // nodes, nor the claims, nor (for a write claim) the writers, as
 // multi-node-multi-writer does, the first held claim other than c answers
@@ -283,7 +283,7 @@ func checkNewClaim(tx *writeTxn, c *pb.Claim) (existing *pb.Claim, err error) {
 
 // applyOperatorClaim reserves an operator's claim (`berth volume claim`).
 // The node must be registered (ErrNodeNotFound), ready and not fenced
-// (ErrNodeUnavailable); the claim must fit (CheckClaim). A claim whose ID
+// (ErrNodeUnavailable); the claim must fit (rules.CheckClaim). A claim whose ID
 // is stored already is no error: the command was applied before.
 func applyOperatorClaim(tx *writeTxn, cmd *pb.OperatorClaimCommand) error {
 	c := cmd.GetClaim()

@@ -135,7 +135,7 @@ var errStopScan = errors.New("stop scan")
 // computes it:
 //
 //   - a system job is running until it is stopped, then dead;
-//   - any alloc that is not terminal (AllocTerminal) makes it running;
+//   - any alloc that is not terminal (rules.AllocTerminal) makes it running;
 //   - else any eval not terminal (pending, blocked) makes it pending;
 //   - else a stopped job, or one with terminal allocs or evals, is dead;
 //   - else nothing is known of it (new, or its history collected): it

@@ -32,12 +32,12 @@ import (
 // its stops too, when:
 //
 //   - it is not registered;
-//   - a new placement is on it and it is not NodeSchedulable (ready,
+//   - a new placement is on it and it is not rules.NodeSchedulable (ready,
 //     eligible, not draining, not fenced);
 //   - only in-place updates are on it and it is down (an update of a
 //     running alloc needs its node up, not eligible: a draining node's
 //     allocs are still updated in place until the drain moves them);
-//   - the allocs it would hold do not fit (AllocsFit over its allocs that
+//   - the allocs it would hold do not fit (rules.AllocsFit over its allocs that
 //     are not terminal, less those the plan stops or updates there, plus
 //     the plan's allocs there), naming the dimension that ran out.
 //
@@ -336,7 +336,7 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 	case node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:
 		return fmt.Sprintf("node %q is down: its allocs cannot be updated in place", pn.id), nil
 	}
-	// AllocsFit over the node's allocs less those the plan replaces, plus
+	// rules.AllocsFit over the node's allocs less those the plan replaces, plus
 	// the plan's: the node's row in node_usage is the sum over its allocs,
 	// so the ones the plan stops or updates there are counted out of it.
 	usage, err := nodeUsageTable.first(tx, nil, pn.id)

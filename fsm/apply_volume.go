@@ -16,7 +16,7 @@ import (
 // a capability with an unspecified access or attachment mode, a requested
 // capacity whose minimum is over its maximum. A mode number this version
 // does not know is stored as it came (version skew: the proposer
-// validates; CheckClaim refuses claims through it).
+// validates; rules.CheckClaim refuses claims through it).
 //
 // A plugin's volume is registered under one ID: with unique_external (set
 // by the leader once every server knows the rule; an older server ignores
@@ -342,7 +342,7 @@ func describeClaims(claims []*pb.Claim) string {
 // applyVolumeDeleting marks a volume as being deleted by its plugin, or
 // clears the mark. Marking checks, in the apply that sets it, that the
 // volume holds no claim (ErrVolumeInUse, naming them): from then on
-// CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
+// rules.CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
 // granted between the check and the plugin's DeleteVolume, which the
 // endpoint makes only after this applied. Marking a volume that is not
 // stored is refused (ErrVolumeNotFound); marking a marked volume, or

@@ -12,7 +12,7 @@ import (
 )
 
 // node_usage holds one pb.NodeUsage per node that has allocs not terminal
-// (AllocTerminal): the sums of their cpu and memory and their count. It is
+// (rules.AllocTerminal): the sums of their cpu and memory and their count. It is
 // what PlanApply's fit check reads: one row, where summing the node's
 // allocs read each of them (a hundred and more on a busy node, and the
 // read through the batch's transaction cost the alloc index its copied

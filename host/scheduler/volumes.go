@@ -367,7 +367,7 @@ func (b *volumeBook) detaching(volumeID, nodeID string) (bool, error) {
 	return d, nil
 }
 
-// claimRefusal words CheckClaim's refusal without the candidate node, so
+// claimRefusal words rules.CheckClaim's refusal without the candidate node, so
 // every node refused for the same claim counts under one reason: the
 // access mode and the claim in the way.
 func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string {
