@@ -75,16 +75,9 @@ func (e *Error) Uncertain() bool { return UncertainCode(e.Code) }
 func (e *Error) GRPCStatus() *status.Status { return status.New(e.Code, e.Error()) }
 
 // UncertainCode reports whether a gRPC code leaves the outcome of a call
-// unknown: Canceled, DeadlineExceeded, Unavailable, ResourceExhausted and
-// Aborted. Every other code is final.
-func UncertainCode(c codes.Code) bool {
-	switch c {
-	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable,
-		codes.ResourceExhausted, codes.Aborted:
-		return true
-	}
-	return false
-}
+// unknown (errcode.Uncertain): Canceled, DeadlineExceeded, Unavailable,
+// ResourceExhausted and Aborted. Every other code is final.
+func UncertainCode(c codes.Code) bool { return errcode.Uncertain.Has(c) }
 
 // IsUncertain reports whether err leaves the outcome of the call unknown, so
 // that the call must be retried. It looks for an *Error first; for other

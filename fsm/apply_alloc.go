@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -75,7 +76,7 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 			return err
 		}
 		a := proto.Clone(cur).(*pb.Allocation)
-		if cs := u.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !AllocClientTerminal(cur) {
+		if cs := u.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !rules.AllocClientTerminal(cur) {
 			a.ClientStatus = cs
 			a.ClientDescription = u.GetClientDescription()
 		}

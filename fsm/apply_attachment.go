@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -49,7 +50,7 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		return fmt.Errorf("%w: attachment update names no volume or no node (volume %q, node %q)", ErrInvalidCommand, volume, node)
 	}
 	if target == pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED || target > pb.AttachmentState_ATTACHMENT_STATE_DETACHED {
-		return fmt.Errorf("%w: attachment of volume %q to node %q: target state %s", ErrInvalidCommand, volume, node, AttachmentStateWord(target))
+		return fmt.Errorf("%w: attachment of volume %q to node %q: target state %s", ErrInvalidCommand, volume, node, rules.EnumWord(target))
 	}
 	who := fmt.Sprintf("attachment of volume %q to node %q", volume, node)
 	a, err := attachmentsTable.first(tx, nil, volume, node)
@@ -66,11 +67,11 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
 			return storeOrphanedPublish(tx, cmd, who)
 		}
-		return fmt.Errorf("%s to %s: %w", who, AttachmentStateWord(target), ErrAttachmentNotFound)
+		return fmt.Errorf("%s to %s: %w", who, rules.EnumWord(target), ErrAttachmentNotFound)
 	}
 	cur := a.GetState()
 	refuse := func(why string) error {
-		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrAttachmentTransition, AttachmentStateWord(cur), AttachmentStateWord(target), why)
+		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrAttachmentTransition, rules.EnumWord(cur), rules.EnumWord(target), why)
 	}
 	switch {
 	case target == cur:
@@ -240,7 +241,7 @@ func readyReservedClaims(tx *writeTxn, volume, node string, at int64) error {
 }
 
 // applyNodeFence records an operator's word that a node is off (fenced)
-// or back. A fenced node takes no placements (NodeSchedulable) and no
+// or back. A fenced node takes no placements (rules.NodeSchedulable) and no
 // operator claims; its releasing claims move to node-detached in the same
 // apply (nothing can be published on a node that is off; freed at once
 // where no attachment is left to remove), and its other

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -20,7 +21,7 @@ import (
 //	node-detached ──(no attachment left)──> freed (removed)
 //
 // A claim is reserved by PlanApply (an alloc's) or OperatorClaim, in the
-// same apply that checks it fits (CheckClaim) against every claim the
+// same apply that checks it fits (rules.CheckClaim) against every claim the
 // volume holds, those written earlier in the raft batch included. Where
 // the apply can decide a step itself it takes it at once, so no leader
 // loop has to notice: a claim that needs no controller publish, or whose
@@ -58,7 +59,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		return nil, err
 	}
 	if v == nil {
-		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
+		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
 	}
 	held, err := heldClaims(tx, c)
 	if err != nil {
@@ -69,7 +70,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 			held = append(held, p)
 		}
 	}
-	if err := CheckClaim(v, held, c); err != nil {
+	if err := rules.CheckClaim(v, held, c); err != nil {
 		return nil, err
 	}
 	a, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
@@ -80,7 +81,7 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 		// A new claim cannot share an attachment that is being unpublished,
 		// and there is one attachment per (volume, node): wait for it to go.
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w: the volume is detaching from the node",
-			c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
+			c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrAttachmentTransition)
 	}
 	if err := checkMaxVolumes(tx, v, c, pending); err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func checkMaxVolumes(tx *writeTxn, v *pb.Volume, c *pb.Claim, pending []*pb.Clai
 	}
 	slices.Sort(held)
 	return fmt.Errorf("volume %q, %s on node %q: %w: node plugin %q takes at most %d volumes and the node holds claims on %s",
-		c.GetVolumeId(), Claimant(c), c.GetNodeId(), ErrMaxVolumes, v.GetPluginId(), limit, quotedList(held))
+		c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrMaxVolumes, v.GetPluginId(), limit, quotedList(held))
 }
 
 // quotedList is ids quoted and comma separated, the first five and a
@@ -161,9 +162,9 @@ func quotedList(ids []string) string {
 	return b.String()
 }
 
-// heldClaims returns the claims c's volume holds that CheckClaim must see
+// heldClaims returns the claims c's volume holds that rules.CheckClaim must see
 // to judge c. Every claim a volume holds has the same access mode:
-// CheckClaim refuses a claim whose mode differs from a held one, and no
+// rules.CheckClaim refuses a claim whose mode differs from a held one, and no
 // transition changes a claim's mode. So when c's mode limits neither the
 // nodes, nor the claims, nor (for a write claim) the writers, as
 // multi-node-multi-writer does, the first held claim other than c answers
@@ -171,7 +172,7 @@ func quotedList(ids []string) string {
 // one claim, not a thousand. Any other mode reads them all (a handful at
 // most: such modes allow one node or one writer).
 func heldClaims(tx *writeTxn, c *pb.Claim) ([]*pb.Claim, error) {
-	limits, ok := AccessModeLimitsOf(c.GetAccessMode())
+	limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 	write := c.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE
 	if !ok || !limits.MultiNode || limits.MaxClaims > 0 || (write && limits.MaxWriters > 0) {
 		return claimsByVolume.list(tx, nil, c.GetVolumeId())
@@ -264,7 +265,7 @@ func checkNewClaim(tx *writeTxn, c *pb.Claim) (existing *pb.Claim, err error) {
 		return nil, err
 	}
 	if existing != nil && (existing.GetVolumeId() != c.GetVolumeId() || existing.GetAllocId() != c.GetAllocId() || existing.GetNodeId() != c.GetNodeId()) {
-		return nil, fmt.Errorf("%w: claim %q is already %s", ErrInvalidCommand, c.GetId(), describeClaim(existing))
+		return nil, fmt.Errorf("%w: claim %q is already %s", ErrInvalidCommand, c.GetId(), rules.DescribeClaim(existing))
 	}
 	if existing == nil && c.GetAllocId() != "" {
 		other, err := claimsByAlloc.first(tx, nil, c.GetAllocId(), c.GetVolumeId())
@@ -282,7 +283,7 @@ func checkNewClaim(tx *writeTxn, c *pb.Claim) (existing *pb.Claim, err error) {
 
 // applyOperatorClaim reserves an operator's claim (`berth volume claim`).
 // The node must be registered (ErrNodeNotFound), ready and not fenced
-// (ErrNodeUnavailable); the claim must fit (CheckClaim). A claim whose ID
+// (ErrNodeUnavailable); the claim must fit (rules.CheckClaim). A claim whose ID
 // is stored already is no error: the command was applied before.
 func applyOperatorClaim(tx *writeTxn, cmd *pb.OperatorClaimCommand) error {
 	c := cmd.GetClaim()
@@ -374,7 +375,7 @@ func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
 		if err != nil {
 			return err
 		}
-		if a != nil && !AllocTerminal(a) {
+		if a != nil && !rules.AllocTerminal(a) {
 			continue
 		}
 		for _, c := range claims {

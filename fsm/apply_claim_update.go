@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -105,15 +106,15 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 		if target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED || target == pb.ClaimState_CLAIM_STATE_FREED {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), ClaimStateWord(target), ErrClaimNotFound)
+		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), rules.EnumWord(target), ErrClaimNotFound)
 	}
-	who := fmt.Sprintf("claim %q of %s on volume %q, node %q", c.GetId(), Claimant(c), c.GetVolumeId(), c.GetNodeId())
+	who := fmt.Sprintf("claim %q of %s on volume %q, node %q", c.GetId(), rules.Claimant(c), c.GetVolumeId(), c.GetNodeId())
 	if n := t.GetNodeId(); n != "" && n != c.GetNodeId() {
 		return nil, fmt.Errorf("%s: node %q reported it: %w", who, n, ErrClaimNodeMismatch)
 	}
 	cur := c.GetState()
 	refuse := func(why string) error {
-		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrClaimTransition, ClaimStateWord(cur), ClaimStateWord(target), why)
+		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrClaimTransition, rules.EnumWord(cur), rules.EnumWord(target), why)
 	}
 	switch {
 	case target == pb.ClaimState_CLAIM_STATE_UNSPECIFIED:
@@ -179,11 +180,11 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 		}
 		if a != nil {
 			return nil, refuse(fmt.Sprintf("the volume's attachment to the node is %s: it is freed when the attachment is removed",
-				AttachmentStateWord(a.GetState())))
+				rules.EnumWord(a.GetState())))
 		}
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("%w: %s: target state %s", ErrInvalidCommand, who, ClaimStateWord(target))
+		return nil, fmt.Errorf("%w: %s: target state %s", ErrInvalidCommand, who, rules.EnumWord(target))
 	}
 	n := proto.Clone(c).(*pb.Claim)
 	n.State = target
@@ -204,7 +205,7 @@ func claimMayBeReady(tx *writeTxn, c *pb.Claim) (bool, string, error) {
 		if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED {
 			return true, "", nil
 		}
-		return false, fmt.Sprintf("the volume's attachment to the node is %s", AttachmentStateWord(a.GetState())), nil
+		return false, fmt.Sprintf("the volume's attachment to the node is %s", rules.EnumWord(a.GetState())), nil
 	}
 	v, err := volumesTable.first(tx, nil, c.GetVolumeId())
 	if err != nil {
@@ -272,7 +273,7 @@ func freeBesideLive(tx *writeTxn, next map[string]*pb.Claim, order []string) err
 			continue
 		}
 		if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ {
-			limits, ok := AccessModeLimitsOf(c.GetAccessMode())
+			limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 			if !ok || (limits.MultiNode && limits.MaxWriters > 0) {
 				continue
 			}
@@ -288,7 +289,7 @@ func freeBesideLive(tx *writeTxn, next map[string]*pb.Claim, order []string) err
 			if moved, ok := next[o.GetId()]; ok {
 				o = moved
 			}
-			if o != nil && ClaimLive(o) {
+			if o != nil && rules.ClaimLive(o) {
 				next[id] = nil
 				break
 			}
@@ -305,7 +306,7 @@ func liveClaimsOn(tx *writeTxn, volume, node string) ([]*pb.Claim, error) {
 	}
 	live := claims[:0:0]
 	for _, c := range claims {
-		if ClaimLive(c) {
+		if rules.ClaimLive(c) {
 			live = append(live, c)
 		}
 	}

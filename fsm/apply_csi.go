@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -23,7 +24,7 @@ import (
 //     NodeRegister to ready restores them from the node's last report).
 //     A deregistered node's instances are removed.
 //   - the allocs that run the plugin: an alloc whose group has a task with
-//     a csi_plugin block, that is not terminal (AllocTerminal) and whose
+//     a csi_plugin block, that is not terminal (rules.AllocTerminal) and whose
 //     job is stored and not stopped, is one of the row's allocations. The
 //     expected counts are those allocs by type (monolith counts for both)
 //     plus the instances that no alloc runs (storage adapters), so an
@@ -299,7 +300,7 @@ func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
 	if err != nil || len(tasks) == 0 {
 		return err
 	}
-	counts := !gone && !AllocTerminal(a)
+	counts := !gone && !rules.AllocTerminal(a)
 	if counts {
 		job, err := jobsTable.first(tx, nil, a.GetJobId())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -134,7 +135,7 @@ var errStopScan = errors.New("stop scan")
 // computes it:
 //
 //   - a system job is running until it is stopped, then dead;
-//   - any alloc that is not terminal (AllocTerminal) makes it running;
+//   - any alloc that is not terminal (rules.AllocTerminal) makes it running;
 //   - else any eval not terminal (pending, blocked) makes it pending;
 //   - else a stopped job, or one with terminal allocs or evals, is dead;
 //   - else nothing is known of it (new, or its history collected): it
@@ -157,7 +158,7 @@ func jobStatus(tx *writeTxn, job *pb.Job, hasLiveAlloc bool) (pb.JobStatus, erro
 	live := false
 	err := allocsByJob.each(tx.readTxn(), nil, []string{job.GetId()}, func(a *pb.Allocation) error {
 		seen = true
-		if !AllocTerminal(a) {
+		if !rules.AllocTerminal(a) {
 			live = true
 			return errStopScan
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -170,7 +171,7 @@ func gcNodeAllocIndex(tx *writeTxn, nodeID string) error {
 // allocCollectable reports whether the alloc may be removed (see the
 // rules above).
 func allocCollectable(src txnSource, a *pb.Allocation) (bool, error) {
-	if !AllocClientTerminal(a) {
+	if !rules.AllocClientTerminal(a) {
 		return false, nil
 	}
 	if f := a.GetFollowupEvalId(); f != "" {
@@ -182,7 +183,7 @@ func allocCollectable(src txnSource, a *pb.Allocation) (bool, error) {
 			return false, nil
 		}
 	}
-	if AllocServerTerminal(a) || a.GetNextAllocation() != "" {
+	if rules.AllocServerTerminal(a) || a.GetNextAllocation() != "" {
 		return true, nil
 	}
 	job, err := jobsTable.first(src, nil, a.GetJobId())

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -31,12 +32,12 @@ import (
 // its stops too, when:
 //
 //   - it is not registered;
-//   - a new placement is on it and it is not NodeSchedulable (ready,
+//   - a new placement is on it and it is not rules.NodeSchedulable (ready,
 //     eligible, not draining, not fenced);
 //   - only in-place updates are on it and it is down (an update of a
 //     running alloc needs its node up, not eligible: a draining node's
 //     allocs are still updated in place until the drain moves them);
-//   - the allocs it would hold do not fit (AllocsFit over its allocs that
+//   - the allocs it would hold do not fit (rules.AllocsFit over its allocs that
 //     are not terminal, less those the plan stops or updates there, plus
 //     the plan's allocs there), naming the dimension that ran out.
 //
@@ -173,7 +174,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			if err := applyPlacement(tx, a, pn.existing[i], appliedAt); err != nil {
 				return err
 			}
-			if !AllocTerminal(a) {
+			if !rules.AllocTerminal(a) {
 				live = plan.GetJobId()
 			}
 			result.AppliedAllocs++
@@ -330,50 +331,46 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 		return fmt.Sprintf("node %q is draining", pn.id), nil
 	case pn.placements > 0 && node.GetFenced():
 		return fmt.Sprintf("node %q is fenced", pn.id), nil
-	case pn.placements > 0 && !NodeSchedulable(node):
+	case pn.placements > 0 && !rules.NodeSchedulable(node):
 		return fmt.Sprintf("node %q is ineligible for placements", pn.id), nil
 	case node.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN:
 		return fmt.Sprintf("node %q is down: its allocs cannot be updated in place", pn.id), nil
 	}
-	// AllocsFit over the node's allocs less those the plan replaces, plus
+	// rules.AllocsFit over the node's allocs less those the plan replaces, plus
 	// the plan's: the node's row in node_usage is the sum over its allocs,
 	// so the ones the plan stops or updates there are counted out of it.
 	usage, err := nodeUsageTable.first(tx, nil, pn.id)
 	if err != nil {
 		return "", err
 	}
-	used := allocUsage{cpu: usage.GetCpuMhz(), mem: usage.GetMemoryMb()}
+	used := rules.Usage{CPU: usage.GetCpuMhz(), Mem: usage.GetMemoryMb()}
 	for _, s := range pn.stops {
-		used.remove(s.alloc)
+		used.Remove(s.alloc)
 	}
 	for _, e := range pn.existing {
 		if e != nil {
-			used.remove(e)
+			used.Remove(e)
 		}
 	}
 	for _, a := range pn.allocs {
-		used.add(a)
+		used.Add(a)
 	}
-	ok, dim, cpu, mem := used.fits(node)
+	ok, dim, cpu, mem := used.Fits(node)
 	if ok {
 		return "", nil
 	}
-	capCPU, capMem := NodeCapacity(node)
-	if dim == DimensionCPU {
+	capCPU, capMem := rules.NodeCapacity(node)
+	if dim == rules.DimensionCPU {
 		return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MHz of %d", pn.id, dim, cpu, capCPU), nil
 	}
 	return fmt.Sprintf("node %q: %s exhausted: its allocs would need %d MB of %d", pn.id, dim, mem, capMem), nil
 }
 
-// nodeStatusWord is a node status as the API writes it.
+// nodeStatusWord is a node status as the API writes it; one this version
+// does not know reads "in status 7".
 func nodeStatusWord(s pb.NodeStatus) string {
-	switch s {
-	case pb.NodeStatus_NODE_STATUS_READY:
-		return "ready"
-	case pb.NodeStatus_NODE_STATUS_DOWN:
-		return "down"
-	case pb.NodeStatus_NODE_STATUS_UNSPECIFIED:
-		return "unspecified"
+	if w, ok := rules.EnumValueWord(s.Descriptor(), s.Number()); ok {
+		return w
 	}
 	return fmt.Sprintf("in status %d", int32(s))
 }
@@ -389,7 +386,7 @@ func applyAllocStop(tx *writeTxn, s *pb.AllocStop, stored *pb.Allocation, applie
 		a.DesiredStatus = pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_STOP
 	}
 	a.DesiredDescription = s.GetDesiredDescription()
-	if cs := s.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !AllocClientTerminal(stored) {
+	if cs := s.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !rules.AllocClientTerminal(stored) {
 		a.ClientStatus = cs
 		if cs == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST {
 			a.ClientDescription = fmt.Sprintf("alloc is lost: node %q is down", a.GetNodeId())

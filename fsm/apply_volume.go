@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -15,7 +16,7 @@ import (
 // a capability with an unspecified access or attachment mode, a requested
 // capacity whose minimum is over its maximum. A mode number this version
 // does not know is stored as it came (version skew: the proposer
-// validates; CheckClaim refuses claims through it).
+// validates; rules.CheckClaim refuses claims through it).
 //
 // A plugin's volume is registered under one ID: with unique_external (set
 // by the leader once every server knows the rule; an older server ignores
@@ -169,9 +170,9 @@ func checkVolumeUpdate(old, v *pb.Volume, claims []*pb.Claim) error {
 			v.GetId(), ErrVolumeInUse, old.GetExternalId(), v.GetExternalId(), describeClaims(claims))
 	}
 	for _, c := range claims {
-		if !hasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
+		if !rules.HasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
 			return fmt.Errorf("volume %q: %w: capability %s/%s is used by %s", v.GetId(), ErrVolumeInUse,
-				AccessModeWord(c.GetAccessMode()), attachmentModeWord(c.GetAttachmentMode()), describeClaim(c))
+				rules.EnumWord(c.GetAccessMode()), rules.EnumWord(c.GetAttachmentMode()), rules.DescribeClaim(c))
 		}
 	}
 	return nil
@@ -286,7 +287,7 @@ func describeAttachments(atts []*pb.Attachment) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(atts)-most))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("node %q (attachment %s)", a.GetNodeId(), AttachmentStateWord(a.GetState())))
+		parts = append(parts, fmt.Sprintf("node %q (attachment %s)", a.GetNodeId(), rules.EnumWord(a.GetState())))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -321,7 +322,7 @@ func claimantTerminal(tx *writeTxn, c *pb.Claim) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return a == nil || AllocClientTerminal(a), nil
+	return a == nil || rules.AllocClientTerminal(a), nil
 }
 
 // describeClaims names up to five claims, then how many more there are.
@@ -333,7 +334,7 @@ func describeClaims(claims []*pb.Claim) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(claims)-most))
 			break
 		}
-		parts = append(parts, describeClaim(c))
+		parts = append(parts, rules.DescribeClaim(c))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -341,7 +342,7 @@ func describeClaims(claims []*pb.Claim) string {
 // applyVolumeDeleting marks a volume as being deleted by its plugin, or
 // clears the mark. Marking checks, in the apply that sets it, that the
 // volume holds no claim (ErrVolumeInUse, naming them): from then on
-// CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
+// rules.CheckClaim refuses every claim (ErrVolumeDeleting), so none can be
 // granted between the check and the plugin's DeleteVolume, which the
 // endpoint makes only after this applied. Marking a volume that is not
 // stored is refused (ErrVolumeNotFound); marking a marked volume, or

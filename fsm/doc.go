@@ -95,10 +95,10 @@
 // PlanApply is the last word on placements. It re-checks each node the
 // plan touches against the state of the apply itself, which includes the
 // commands applied earlier in its raft batch: new placements need the
-// node ready, eligible and not draining (NodeSchedulable), in-place
+// node ready, eligible and not draining (rules.NodeSchedulable), in-place
 // updates need it registered and not down, and the node's allocs that are
 // not terminal, less those the plan stops or updates there, plus the
-// plan's, must fit (AllocsFit's rule, the scheduler's own; the node's
+// plan's, must fit (rules.AllocsFit's rule, the scheduler's own; the node's
 // node_usage row is the sum, so the check reads one row however many
 // allocs the node holds). Stops never
 // refuse: marking the allocs of a down node lost is what they are for. A
@@ -211,14 +211,14 @@
 //   - PlanApply reserves the claims of its placements (plan.claims, each
 //     carrying its group volume request, so nothing of the claim's life
 //     reads the job a purge may remove), and
-//     OperatorClaim an operator's, checking each with CheckClaim against
+//     OperatorClaim an operator's, checking each with rules.CheckClaim against
 //     every claim the volume holds, those written earlier in the raft batch
 //     included (index reads through the batch's transaction), and, in a
 //     plan, those of the nodes that took their part before. A plan's node
 //     whose claims do not fit refuses its part, naming volume, alloc and
 //     node. A claim holds its volume until it is freed, so releasing and
 //     node-detached claims count. All of a volume's claims share one access
-//     mode (CheckClaim refuses another, no move changes it), so a claim
+//     mode (rules.CheckClaim refuses another, no move changes it), so a claim
 //     whose mode limits nothing else (multi-node multi-writer or reader
 //     only, a read under multi-node single-writer) is checked against the
 //     first held claim: a placement on a volume many allocs share costs one
@@ -268,7 +268,7 @@
 //     it at the provider; dropped with the volume, nothing would).
 //   - VolumeDeleting marks a volume its plugin is about to delete, in the
 //     apply that checks it holds no claim (ErrVolumeInUse otherwise):
-//     from then on CheckClaim, so plans, operator claims and the
+//     from then on rules.CheckClaim, so plans, operator claims and the
 //     scheduler, refuse it (ErrVolumeDeleting), and so does
 //     VolumeRegister. Volumes.Delete marks, calls the plugin, then
 //     deregisters; a definite failure of the plugin clears the mark, an

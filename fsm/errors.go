@@ -3,6 +3,7 @@ package fsm
 import (
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/errcode"
 )
 
@@ -38,7 +39,8 @@ var (
 	// ErrInvalidCommand is returned in an ApplyResult when a command decodes
 	// but its content cannot be applied: a missing ID or an unusable status.
 	// The state is left unchanged.
-	ErrInvalidCommand = errcode.New(codes.InvalidArgument, "invalid command")
+	// It is rules.ErrInvalidCommand, which rules.CheckClaim wraps.
+	ErrInvalidCommand = rules.ErrInvalidCommand
 
 	// ErrNodeNotFound is returned in an ApplyResult when a command names a
 	// node that is not registered.
@@ -110,7 +112,8 @@ var (
 	// plan's, an operator's) or a VolumeRegister names a volume its plugin
 	// is deleting (Volume.deleting, set by VolumeDeleting): the data under
 	// it may already be gone. The message names the volume.
-	ErrVolumeDeleting = errcode.New(codes.FailedPrecondition, "volume is being deleted")
+	// It is rules.ErrVolumeDeleting, which rules.CheckClaim wraps.
+	ErrVolumeDeleting = rules.ErrVolumeDeleting
 
 	// ErrExternalVolumeTaken is returned in an ApplyResult when a
 	// VolumeRegister names a plugin's volume (plugin and external ID) that
@@ -135,12 +138,14 @@ var (
 	// does not fit the volume's access mode beside the claims it holds (a
 	// second writer, another node, another access mode); a plan's node
 	// refuses for the same reasons, naming volume, alloc and node.
-	ErrNoFreeClaim = errcode.New(codes.ResourceExhausted, "no free claim on the volume")
+	// It is rules.ErrNoFreeClaim, which rules.CheckClaim wraps.
+	ErrNoFreeClaim = rules.ErrNoFreeClaim
 
 	// ErrClaimCapability is returned in an ApplyResult when a claim asks for
 	// a capability the volume does not have, or to write through a
 	// reader-only access mode.
-	ErrClaimCapability = errcode.New(codes.InvalidArgument, "volume does not offer the claimed capability")
+	// It is rules.ErrClaimCapability, which rules.CheckClaim wraps.
+	ErrClaimCapability = rules.ErrClaimCapability
 
 	// ErrMaxVolumes is returned in an ApplyResult when a claim would add a
 	// volume to a node whose instance of the volume's plugin reports

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -153,7 +154,7 @@ func dumpState(st stateReader) (string, error) {
 		return "", err
 	}
 	for _, n := range nodes {
-		fmt.Fprintf(&b, "node %s: name=%s status=%s", n.GetId(), n.GetName(), statusName(n.GetStatus()))
+		fmt.Fprintf(&b, "node %s: name=%s status=%s", n.GetId(), n.GetName(), rules.EnumWord(n.GetStatus()))
 		if d := n.GetStatusDescription(); d != "" {
 			fmt.Fprintf(&b, " desc=%q", d)
 		}
@@ -166,7 +167,7 @@ func dumpState(st stateReader) (string, error) {
 			fmt.Fprintf(&b, " drivers=%s", strings.Join(sortedKeys(n.GetDrivers()), ","))
 		}
 		if e := n.GetEligibility(); e != pb.NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED {
-			fmt.Fprintf(&b, " eligibility=%s", enumWord(e.String(), "NODE_ELIGIBILITY_"))
+			fmt.Fprintf(&b, " eligibility=%s", rules.EnumWord(e))
 		}
 		if d := n.GetDrain(); d != nil {
 			fmt.Fprintf(&b, " drain=(deadline=%dms started=%d)", d.GetDeadlineMs(), d.GetStartedAt())
@@ -206,7 +207,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	}
 	for _, j := range jobs {
 		fmt.Fprintf(b, "job %s: v%d type=%s status=%s", j.GetId(), j.GetVersion(),
-			enumWord(j.GetType().String(), "JOB_TYPE_"), enumWord(j.GetStatus().String(), "JOB_STATUS_"))
+			rules.EnumWord(j.GetType()), rules.EnumWord(j.GetStatus()))
 		if j.GetStop() {
 			b.WriteString(" stop")
 		}
@@ -230,7 +231,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	}
 	for _, e := range evals {
 		fmt.Fprintf(b, "eval %s: job=%s status=%s trigger=%s", e.GetId(), e.GetJobId(),
-			enumWord(e.GetStatus().String(), "EVAL_STATUS_"), enumWord(e.GetTriggeredBy().String(), "EVAL_TRIGGER_"))
+			rules.EnumWord(e.GetStatus()), rules.EnumWord(e.GetTriggeredBy()))
 		if n := e.GetNodeId(); n != "" {
 			fmt.Fprintf(b, " node=%s", n)
 		}
@@ -243,8 +244,8 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	for _, a := range allocs {
 		fmt.Fprintf(b, "alloc %s: node=%s job=%s@%d eval=%s desired=%s client=%s cpu=%d mem=%d",
 			a.GetId(), a.GetNodeId(), a.GetJobId(), a.GetJobVersion(), a.GetEvalId(),
-			enumWord(a.GetDesiredStatus().String(), "ALLOC_DESIRED_STATUS_"),
-			enumWord(a.GetClientStatus().String(), "ALLOC_CLIENT_STATUS_"),
+			rules.EnumWord(a.GetDesiredStatus()),
+			rules.EnumWord(a.GetClientStatus()),
 			a.GetResources().GetCpuMhz(), a.GetResources().GetMemoryMb())
 		for _, f := range []struct{ name, v string }{
 			{"desc", a.GetDesiredDescription()}, {"client-desc", a.GetClientDescription()},
@@ -260,7 +261,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 		if ts := a.GetTaskStates(); len(ts) > 0 {
 			var parts []string
 			for _, name := range sortedKeys(ts) {
-				parts = append(parts, name+":"+enumWord(ts[name].GetState().String(), "TASK_LIFECYCLE_STATE_"))
+				parts = append(parts, name+":"+rules.EnumWord(ts[name].GetState()))
 			}
 			fmt.Fprintf(b, " tasks=%s", strings.Join(parts, ","))
 		}
@@ -309,28 +310,10 @@ func dumpCSIPlugins(b *strings.Builder, st stateReader) error {
 		}
 		for _, a := range p.GetAllocations() {
 			fmt.Fprintf(b, "  alloc %s: node=%s job=%s type=%s healthy=%t\n", a.GetAllocId(), a.GetNodeId(), a.GetJobId(),
-				enumWord(a.GetType().String(), "CSI_PLUGIN_TYPE_"), a.GetHealthy())
+				rules.EnumWord(a.GetType()), a.GetHealthy())
 		}
 	}
 	return nil
-}
-
-// enumWord is an enum value's name as the API writes it: without its
-// prefix, lowercased, "_" as "-".
-func enumWord(name, prefix string) string {
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, prefix)), "_", "-")
-}
-
-func statusName(s pb.NodeStatus) string {
-	switch s {
-	case pb.NodeStatus_NODE_STATUS_READY:
-		return "ready"
-	case pb.NodeStatus_NODE_STATUS_DOWN:
-		return "down"
-	case pb.NodeStatus_NODE_STATUS_UNSPECIFIED:
-		return "unspecified"
-	}
-	return fmt.Sprintf("%d", int32(s))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

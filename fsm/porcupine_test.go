@@ -26,7 +26,7 @@ import (
 // transport, the FSM's batched apply), every command's call and return
 // recorded, and porcupine searches for a sequential order of the history
 // that a model of claims per access mode, written here independently of
-// fsm.CheckClaim, accepts. A violation is a history no order explains: two
+// rules.CheckClaim, accepts. A violation is a history no order explains: two
 // writers on a single-writer volume both told yes, a claim refused though
 // the volume was free at every moment of its call, a release of a held
 // claim refused.

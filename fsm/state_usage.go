@@ -7,11 +7,12 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
 // node_usage holds one pb.NodeUsage per node that has allocs not terminal
-// (AllocTerminal): the sums of their cpu and memory and their count. It is
+// (rules.AllocTerminal): the sums of their cpu and memory and their count. It is
 // what PlanApply's fit check reads: one row, where summing the node's
 // allocs read each of them (a hundred and more on a busy node, and the
 // read through the batch's transaction cost the alloc index its copied
@@ -38,7 +39,7 @@ func (allocNodeUsage) schema() *memdb.TableSchema { return nodeUsageTable.memdbS
 // usageOf is what a counts against its node: nothing when it is absent,
 // terminal or on no node.
 func usageOf(a *pb.Allocation) (node string, u nodeUsageDelta) {
-	if a == nil || a.GetNodeId() == "" || AllocTerminal(a) {
+	if a == nil || a.GetNodeId() == "" || rules.AllocTerminal(a) {
 		return "", nodeUsageDelta{}
 	}
 	return a.GetNodeId(), nodeUsageDelta{cpu: a.GetResources().GetCpuMhz(), mem: a.GetResources().GetMemoryMb(), allocs: 1}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -23,7 +24,7 @@ func usageFromAllocs(t *testing.T, st stateReader) map[string]*pb.NodeUsage {
 	}
 	want := map[string]*pb.NodeUsage{}
 	for _, a := range allocs {
-		if fsm.AllocTerminal(a) {
+		if rules.AllocTerminal(a) {
 			continue
 		}
 		u := want[a.GetNodeId()]

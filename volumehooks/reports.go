@@ -233,11 +233,12 @@ func (r *Reporter) saveAgain(rec *pb.VolumeReportRecord) {
 // not change. FailedPrecondition will, for node-detached (the servers
 // have not yet moved the claim to releasing: the alloc's stop is on its
 // way to them); for in-use and failed tries it means the claim moved on.
+// The unconditional codes are errcode.ReportRefusal.
 func dropReport(req *pb.ClientClaimUpdateRequest, err error) bool {
-	switch errcode.Code(err) {
-	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.AlreadyExists:
+	switch code := errcode.Code(err); {
+	case errcode.ReportRefusal.Has(code):
 		return true
-	case codes.FailedPrecondition:
+	case code == codes.FailedPrecondition:
 		return req.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED || req.GetError() != nil
 	}
 	return false

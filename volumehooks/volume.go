@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/csi/volumemanager"
-	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -220,7 +220,7 @@ func groupVolumes(g *pb.TaskGroup, a *pb.Allocation) []csiVolume {
 		if req.GetType() != "" && req.GetType() != "csi" {
 			continue
 		}
-		out = append(out, csiVolume{name: name, req: req, volumeID: scheduler.VolumeID(req, a.GetIndex())})
+		out = append(out, csiVolume{name: name, req: req, volumeID: rules.VolumeID(req, a.GetIndex())})
 	}
 	for i := range out {
 		out[i].readOnly = publishReadOnly(g, out, out[i].volumeID)

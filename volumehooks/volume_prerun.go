@@ -11,6 +11,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -179,7 +180,7 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 			}
 			minIndex = max(minIndex, resp.GetMeta().GetIndex())
 		default:
-			return nil, fmt.Errorf("%s: claim %q is %s: %w", where, resp.GetClaim().GetId(), claimStateWord(st), ErrClaimReleased)
+			return nil, fmt.Errorf("%s: claim %q is %s: %w", where, resp.GetClaim().GetId(), rules.EnumWord(st), ErrClaimReleased)
 		}
 	}
 }
@@ -190,7 +191,7 @@ func waitingOn(last *pb.ClientClaimResponse) string {
 	if last == nil {
 		return ""
 	}
-	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), claimStateWord(last.GetClaim().GetState()))
+	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), rules.EnumWord(last.GetClaim().GetState()))
 	if a := last.GetAttachmentState(); a != pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED {
 		s += ", the volume's attachment to the node " + attachmentWord(a)
 	}
@@ -204,40 +205,15 @@ func attachmentWord(a pb.AttachmentState) string {
 	switch a {
 	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
 		return "attaching (controller publish not done)"
-	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
-		return "attached"
-	case pb.AttachmentState_ATTACHMENT_STATE_DETACHING:
-		return "detaching"
 	}
-	return a.String()
+	return rules.EnumWord(a)
 }
 
 // claimRefusal says whether the servers' error is their answer rather
-// than a failure to answer.
+// than a failure to answer: errcode.ClaimRefusal, which keeps retrying the
+// AlreadyExists and OutOfRange that errcode.Refusal would give up on.
 func claimRefusal(err error) bool {
-	switch errcode.Code(err) {
-	case codes.NotFound, codes.PermissionDenied, codes.InvalidArgument, codes.FailedPrecondition, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
-
-func claimStateWord(s pb.ClaimState) string {
-	switch s {
-	case pb.ClaimState_CLAIM_STATE_RESERVED:
-		return "reserved"
-	case pb.ClaimState_CLAIM_STATE_READY:
-		return "ready"
-	case pb.ClaimState_CLAIM_STATE_IN_USE:
-		return "in-use"
-	case pb.ClaimState_CLAIM_STATE_RELEASING:
-		return "releasing"
-	case pb.ClaimState_CLAIM_STATE_NODE_DETACHED:
-		return "node-detached"
-	case pb.ClaimState_CLAIM_STATE_FREED:
-		return "freed"
-	}
-	return s.String()
+	return errcode.ClaimRefusal.Has(errcode.Code(err))
 }
 
 // eventEmitter records task events (runhooks.Emitter).

@@ -12,6 +12,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -80,24 +81,19 @@ func (p Progress) tell(step Step, at time.Time, path string) {
 	}
 }
 
-// capability is the CSI volume capability of the request.
+// capability is the CSI volume capability of the request: the volume's
+// mount options, each field overridden by the claim's when it sets one.
 func (r *PublishRequest) capability() *csipb.VolumeCapability {
-	vc := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(r.AccessMode)}}
-	if r.AttachmentMode == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
-		vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
-		return vc
-	}
-	fsType, flags := r.Volume.GetMountOptions().GetFsType(), r.Volume.GetMountOptions().GetMountFlags()
+	mount := &pb.MountOptions{FsType: r.Volume.GetMountOptions().GetFsType(), MountFlags: r.Volume.GetMountOptions().GetMountFlags()}
 	if o := r.MountOptions; o != nil {
 		if o.GetFsType() != "" {
-			fsType = o.GetFsType()
+			mount.FsType = o.GetFsType()
 		}
 		if len(o.GetMountFlags()) > 0 {
-			flags = o.GetMountFlags()
+			mount.MountFlags = o.GetMountFlags()
 		}
 	}
-	vc.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType, MountFlags: flags}}
-	return vc
+	return rules.CSICapability(r.AccessMode, r.AttachmentMode, mount)
 }
 
 // Publish stages the volume on the node if the plugin stages and it is not

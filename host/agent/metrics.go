@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 
 	metrics "github.com/hashicorp/go-metrics/compat"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -57,7 +57,7 @@ func (a *Agent) metrics(w http.ResponseWriter, r *http.Request) error {
 		counts, err := a.server.State().NodeCountsByStatus()
 		if err == nil {
 			for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {
-				label := strings.ToLower(strings.TrimPrefix(st.String(), "NODE_STATUS_"))
+				label := rules.EnumWord(st)
 				metrics.SetGaugeWithLabels([]string{"berth", "nodes"}, float32(counts[st]), []metrics.Label{{Name: "status", Value: label}})
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -95,9 +96,9 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 		{"Node Name", a.GetNodeName()},
 		{"Job ID", a.GetJobId()},
 		{"Job Version", fmt.Sprint(a.GetJobVersion())},
-		{"Client Status", enumWord(a.GetClientStatus())},
+		{"Client Status", rules.EnumWord(a.GetClientStatus())},
 		{"Client Description", orNone(a.GetClientDescription())},
-		{"Desired Status", enumWord(a.GetDesiredStatus())},
+		{"Desired Status", rules.EnumWord(a.GetDesiredStatus())},
 		{"Desired Description", orNone(a.GetDesiredDescription())},
 		{"Created", formatNanos(a.GetCreatedAt())},
 		{"Modified", formatNanos(a.GetModifiedAt())},
@@ -115,7 +116,7 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 
 	for _, name := range sortedKeys(a.GetTaskStates()) {
 		ts := a.GetTaskStates()[name]
-		fmt.Fprintf(w, "\nTask %q is %q\n", name, enumWord(ts.GetState()))
+		fmt.Fprintf(w, "\nTask %q is %q\n", name, rules.EnumWord(ts.GetState()))
 		if r := a.GetResources().GetTasks()[name]; r != nil {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "Task Resources:")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/apijson"
@@ -117,13 +116,4 @@ func commandPath(c *cli.Context) string {
 	}
 	slices.Reverse(names)
 	return strings.Join(names, " ")
-}
-
-// enumWord is an enum value as the API's JSON spells it ("ready"), or its
-// number when this version does not know it.
-func enumWord(e protoreflect.Enum) string {
-	if w, ok := apijson.EnumWord(e.Descriptor(), e.Number()); ok {
-		return w
-	}
-	return fmt.Sprint(int32(e.Number()))
 }

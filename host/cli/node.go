@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -77,7 +78,7 @@ func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, erro
 }
 
 // nodeStatusName is the status as the API's JSON spells it.
-func nodeStatusName(s pb.NodeStatus) string { return enumWord(s) }
+func nodeStatusName(s pb.NodeStatus) string { return rules.EnumWord(s) }
 
 func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 	if len(nodes) == 0 {
@@ -92,7 +93,7 @@ func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 			id = shortID(id)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
-			enumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
+			rules.EnumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
 	}
 	return tw.Flush()
 }
@@ -122,7 +123,7 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"Status", nodeStatusName(n.GetStatus())},
 		{"Status Description", n.GetStatusDescription()},
 		{"Status Updated", formatNanos(n.GetStatusUpdatedAt())},
-		{"Eligibility", enumWord(n.GetEligibility())},
+		{"Eligibility", rules.EnumWord(n.GetEligibility())},
 		{"Drain", drainText(n.GetDrain())},
 		{"Registered", formatNanos(n.GetRegisteredAt())},
 		{"Address", n.GetHttpAddr()},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -58,7 +59,7 @@ func serverMembers(c *cli.Context) error {
 	return tw.Flush()
 }
 
-func memberStatus(s pb.MemberStatus) string { return enumWord(s) }
+func memberStatus(s pb.MemberStatus) string { return rules.EnumWord(s) }
 
 func serverForceLeave(c *cli.Context) error {
 	if c.NArg() != 1 {

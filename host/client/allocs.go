@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/internal/allocdir"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -491,7 +491,7 @@ func (c *Client) applyAllocs(resp *pb.ClientAllocsResponse) {
 			job = held[key] // sent as known: another runner holds it
 		}
 		if r == nil {
-			if fsm.AllocTerminal(a) {
+			if rules.AllocTerminal(a) {
 				// Stopped or ended before this client ran it.
 				if _, ok := rt.unrun[id]; !ok {
 					ctx, cancel := context.WithCancel(c.ctx)
@@ -584,8 +584,8 @@ func (c *Client) releaseUnrun(ctx context.Context, a *pb.Allocation) {
 		"desired_status", a.GetDesiredStatus(), "client_status", a.GetClientStatus())
 	complete := func() {}
 	switch {
-	case fsm.AllocClientTerminal(a):
-	case fsm.AllocServerTerminal(a) && neverReported(a):
+	case rules.AllocClientTerminal(a):
+	case rules.AllocServerTerminal(a) && neverReported(a):
 		complete = func() {
 			c.allocs.updater.add(&pb.AllocClientUpdate{AllocId: a.GetId(), ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
 				ClientDescription: "stopped before the client ran it", UpdatedAt: time.Now().UnixNano()})

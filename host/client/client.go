@@ -420,14 +420,7 @@ func (c *Client) learn(servers []string, ttlMs int64) {
 // no answer in time, a server that cannot serve now, or one that failed
 // in a way it did not explain (Internal, Unknown) — says something about
 // that server, so the call tries the next one.
-func refusal(code codes.Code) bool {
-	switch code {
-	case codes.NotFound, codes.InvalidArgument, codes.AlreadyExists, codes.PermissionDenied,
-		codes.FailedPrecondition, codes.OutOfRange, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
+func refusal(code codes.Code) bool { return errcode.Refusal.Has(code) }
 
 // call runs fn against the servers in turn, starting with the one that
 // answered last, until one answers or refuses the request (see refusal);

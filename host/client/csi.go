@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/csi/pluginmanager"
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -48,7 +48,7 @@ func (c *Client) allocLive(allocID string) bool {
 	if st, _ := r.ClientStatus(); st != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED {
 		a.ClientStatus = st
 	}
-	return !fsm.AllocTerminal(a)
+	return !rules.AllocTerminal(a)
 }
 
 // newCSIPlugins builds the plugin manager, not started yet (the volume

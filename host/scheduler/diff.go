@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -206,12 +207,10 @@ func formatValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 	case protoreflect.StringKind:
 		return strconv.Quote(v.String())
 	case protoreflect.EnumKind:
-		ev := fd.Enum().Values().ByNumber(v.Enum())
-		if ev == nil {
-			return strconv.Itoa(int(v.Enum()))
+		if w, ok := rules.EnumValueWord(fd.Enum(), v.Enum()); ok {
+			return w
 		}
-		prefix := strings.ToUpper(toSnake(string(fd.Enum().Name()))) + "_"
-		return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(ev.Name()), prefix)), "_", "-")
+		return strconv.Itoa(int(v.Enum()))
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		if cv, ok := v.Message().Interface().(*driverpb.ConfigValue); ok {
 			return formatConfigValue(cv)
@@ -291,17 +290,4 @@ func formatList(fd protoreflect.FieldDescriptor, l protoreflect.List) string {
 		parts[i] = formatValue(fd, l.Get(i))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// toSnake turns an enum's CamelCase name into its value prefix
-// (AllocClientStatus → ALLOC_CLIENT_STATUS).
-func toSnake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

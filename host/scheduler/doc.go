@@ -43,11 +43,11 @@
 // node until the job changes.
 //
 // Placement: nodes must be ready, eligible and not draining
-// (fsm.NodeSchedulable), have every task's driver detected and healthy, and
+// (rules.NodeSchedulable), have every task's driver detected and healthy, and
 // pass the job's, group's and tasks' constraints (NodeAttribute lists the
 // attributes; operators =, ==, !=, regexp, version, is_set, is_not_set,
-// distinct_hosts). Resources are counted with fsm.AllocsFit and
-// fsm.NodeCapacity, including what this plan already placed or stopped.
+// distinct_hosts). Resources are counted with rules.AllocsFit and
+// rules.NodeCapacity, including what this plan already placed or stopped.
 // Feasible nodes are scored by bin packing (BestFit-v3 on cpu and memory)
 // averaged with an anti-affinity penalty per alloc of the group already on
 // the node, relative to the group's even share of the nodes; ties go to

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/versions"
 	"regexp"
 	"strconv"
@@ -43,7 +44,7 @@ func NodeAttribute(n *pb.Node, target string) (value string, ok bool) {
 	case "node.unique.name":
 		return n.GetName(), n.GetName() != ""
 	case "node.status":
-		return strings.ToLower(strings.TrimPrefix(n.GetStatus().String(), "NODE_STATUS_")), true
+		return rules.EnumWord(n.GetStatus()), true
 	}
 	switch {
 	case strings.HasPrefix(key, "attr."):

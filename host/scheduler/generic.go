@@ -3,7 +3,7 @@ package scheduler
 import (
 	"sort"
 
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -49,7 +49,7 @@ func (s *sched) generic(batch bool) error {
 	s.pl.track(allocs)
 	if s.job == nil || s.job.GetStop() {
 		for _, a := range allocs {
-			if !fsm.AllocServerTerminal(a) {
+			if !rules.AllocServerTerminal(a) {
 				s.stop(a, DescJobStopped, false)
 				s.annotation(a.GetTaskGroup()).Stop++
 			}
@@ -74,7 +74,7 @@ func (s *sched) generic(batch bool) error {
 			replaced[a.GetId()] = true
 		}
 		if groups[a.GetTaskGroup()] == nil {
-			if !fsm.AllocServerTerminal(a) {
+			if !rules.AllocServerTerminal(a) {
 				s.stop(a, DescGroupRemoved, false)
 				s.annotation(a.GetTaskGroup()).Stop++
 			}
@@ -169,7 +169,7 @@ func (s *sched) reconcileGroup(batch bool, tg *pb.TaskGroup, allocs []*pb.Alloca
 func (s *sched) classify(batch bool, tg *pb.TaskGroup, a *pb.Allocation, replaced map[string]bool, ann *pb.PlanAnnotation, waiting *[]delayed) *occupant {
 	tr := a.GetDesiredTransition()
 	idx := a.GetIndex()
-	if fsm.AllocServerTerminal(a) {
+	if rules.AllocServerTerminal(a) {
 		switch {
 		case replaced[a.GetId()]:
 			return nil

@@ -6,7 +6,7 @@ import (
 	"math/bits"
 	"sort"
 
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -84,7 +84,7 @@ func newPlacer(s *sched, nodes []*pb.Node) *placer {
 	}
 	var ks []keyed
 	for _, n := range nodes {
-		if !fsm.NodeSchedulable(n) {
+		if !rules.NodeSchedulable(n) {
 			continue
 		}
 		// The order is a pure function of the eval and node IDs: different
@@ -116,7 +116,7 @@ func newPlacer(s *sched, nodes []*pb.Node) *placer {
 // distinct_hosts. Called once with the job's allocs.
 func (p *placer) track(allocs []*pb.Allocation) {
 	for _, a := range allocs {
-		if !fsm.AllocTerminal(a) {
+		if !rules.AllocTerminal(a) {
 			p.count(a.GetNodeId(), a.GetTaskGroup(), 1)
 		}
 	}
@@ -134,7 +134,7 @@ func (p *placer) count(node, group string, d int) {
 
 // release frees a live alloc's resources when the plan stops it.
 func (p *placer) release(a *pb.Allocation) {
-	if p.stopped[a.GetId()] || fsm.AllocTerminal(a) {
+	if p.stopped[a.GetId()] || rules.AllocTerminal(a) {
 		return
 	}
 	p.stopped[a.GetId()] = true
@@ -168,7 +168,7 @@ func (p *placer) claim(a *pb.Allocation) {
 }
 
 // nodeUsage loads a node's usage on first use: its live allocs less those
-// this plan stops, summed by fsm.AllocsFit so the plan re-check and the
+// this plan stops, summed by rules.AllocsFit so the plan re-check and the
 // scheduler count alike.
 func (p *placer) nodeUsage(n *pb.Node) (*nodeUsage, error) {
 	if u := p.usage[n.GetId()]; u != nil {
@@ -184,8 +184,8 @@ func (p *placer) nodeUsage(n *pb.Node) (*nodeUsage, error) {
 			live = append(live, a)
 		}
 	}
-	_, _, cpu, mem := fsm.AllocsFit(n, live)
-	capCPU, capMem := fsm.NodeCapacity(n)
+	_, _, cpu, mem := rules.AllocsFit(n, live)
+	capCPU, capMem := rules.NodeCapacity(n)
 	u := &nodeUsage{cpu: cpu, mem: mem, capCPU: capCPU, capMem: capMem}
 	p.usage[n.GetId()] = u
 	return u, nil
@@ -282,9 +282,9 @@ func (p *placer) distinctBlocked(g *groupCtx, node string) bool {
 func (g *groupCtx) fits(u *nodeUsage) (bool, string) {
 	switch {
 	case u.cpu+g.cpu > u.capCPU:
-		return false, fsm.DimensionCPU
+		return false, rules.DimensionCPU
 	case u.mem+g.mem > u.capMem:
-		return false, fsm.DimensionMemory
+		return false, rules.DimensionMemory
 	}
 	return true, ""
 }
@@ -408,7 +408,7 @@ func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*p
 // fitsOn checks one node for g, for system jobs: feasibility, the volume
 // claims asks, and resources.
 func (p *placer) fitsOn(g *groupCtx, n *pb.Node, asks []volumeAsk) (ok bool, reason string, exhausted bool, err error) {
-	if !fsm.NodeSchedulable(n) {
+	if !rules.NodeSchedulable(n) {
 		return false, "node not schedulable", false, nil
 	}
 	if ok, why := p.feasible(g, n); !ok {

@@ -1,7 +1,7 @@
 package scheduler
 
 import (
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -18,7 +18,7 @@ func (s *sched) system() error {
 	s.pl.track(allocs)
 	if s.job == nil || s.job.GetStop() {
 		for _, a := range allocs {
-			if !fsm.AllocServerTerminal(a) {
+			if !rules.AllocServerTerminal(a) {
 				s.stop(a, DescJobStopped, false)
 				s.annotation(a.GetTaskGroup()).Stop++
 			}
@@ -32,7 +32,7 @@ func (s *sched) system() error {
 	byGroupNode := map[string]map[string][]*pb.Allocation{}
 	for _, a := range allocs {
 		if !groups[a.GetTaskGroup()] {
-			if !fsm.AllocServerTerminal(a) {
+			if !rules.AllocServerTerminal(a) {
 				s.stop(a, DescGroupRemoved, false)
 				s.annotation(a.GetTaskGroup()).Stop++
 			}
@@ -52,7 +52,7 @@ func (s *sched) system() error {
 				continue
 			}
 			for _, a := range byGroupNode[g.GetName()][node] {
-				if !fsm.AllocTerminal(a) {
+				if !rules.AllocTerminal(a) {
 					s.stop(a, DescNodeLost, true)
 					s.annotation(g.GetName()).Lost++
 				}
@@ -86,11 +86,11 @@ func (s *sched) systemGroup(tg *pb.TaskGroup, byNode map[string][]*pb.Allocation
 		for _, a := range as {
 			tr := a.GetDesiredTransition()
 			switch {
-			case fsm.AllocServerTerminal(a):
+			case rules.AllocServerTerminal(a):
 				// Stopped with no_replace: the node stays without one
 				// until the job changes.
 				holds = holds || (tr.GetNoReplace() && a.GetJobVersion() == s.job.GetVersion())
-			case fsm.AllocClientTerminal(a):
+			case rules.AllocClientTerminal(a):
 				// A failed or completed system alloc is not replaced on its
 				// node until the job changes (its restart policy already
 				// ran); a lost one is.
@@ -165,7 +165,7 @@ func (s *sched) systemGroup(tg *pb.TaskGroup, byNode map[string][]*pb.Allocation
 			destructive = append(destructive, systemUpdate{node: n, alloc: a})
 		case holds:
 			ann.Ignore++
-		case fsm.NodeSchedulable(n):
+		case rules.NodeSchedulable(n):
 			places = append(places, n)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -18,7 +18,7 @@ import (
 // the alloc. The scheduler checks, per candidate node, what the state
 // machine's re-check does not: that the volume's plugin has a healthy node
 // instance there, and the volume's topology; and, as the re-check does,
-// the node plugin's max volumes, that a claim is free (fsm.CheckClaim
+// the node plugin's max volumes, that a claim is free (rules.CheckClaim
 // over the volume's claims plus the claims this plan already reserves),
 // and that the volume's attachment to the node is not detaching.
 // A node refused for a volume is counted in the AllocMetric's
@@ -27,7 +27,7 @@ import (
 // claimed by alloc "…" on node "…", ready)`.
 //
 // A claim holds its volume until it is freed (releasing and node-detached
-// claims count, fsm/volume_claim.go), so an alloc that replaces a
+// claims count, internal/rules/claim.go), so an alloc that replaces a
 // single-writer alloc (lost, migrated, rescheduled, updated) cannot be
 // placed in the plan that stops the old one: it fails with that reason and
 // its evaluation blocks, to be woken when the claim is freed
@@ -35,15 +35,6 @@ import (
 // need). A destructive update whose new alloc could never share the volume
 // with the old one stops the old alloc anyway (volumeBlocksReplacement),
 // since otherwise the update could never proceed.
-
-// VolumeID is the volume a group volume request claims for the alloc at
-// index: its source, with "[<index>]" appended when per_alloc is set.
-func VolumeID(req *pb.VolumeRequest, index int32) string {
-	if req.GetPerAlloc() {
-		return fmt.Sprintf("%s[%d]", req.GetSource(), index)
-	}
-	return req.GetSource()
-}
 
 // GroupVolumeIDs returns the IDs of every volume the group's allocs claim
 // (per_alloc ones for indexes 0 to count-1), sorted and each once; the
@@ -66,7 +57,7 @@ func GroupVolumeIDs(tg *pb.TaskGroup) []string {
 			continue
 		}
 		for i := int32(0); i < max(tg.GetCount(), 1); i++ {
-			add(VolumeID(req, i))
+			add(rules.VolumeID(req, i))
 		}
 	}
 	sort.Strings(ids)
@@ -148,7 +139,7 @@ func groupAsks(tg *pb.TaskGroup, index int32) []volumeAsk {
 		if req.GetReadOnly() {
 			mode = pb.ClaimMode_CLAIM_MODE_READ
 		}
-		id := VolumeID(req, index)
+		id := rules.VolumeID(req, index)
 		i, ok := at[id]
 		if !ok {
 			at[id] = len(asks)
@@ -353,7 +344,7 @@ func (b *volumeBook) checkOne(n *pb.Node, ask volumeAsk, own map[string]map[stri
 	}
 	c := &pb.Claim{VolumeId: v.GetId(), NodeId: n.GetId(), Mode: ask.mode,
 		AccessMode: capability.GetAccessMode(), AttachmentMode: capability.GetAttachmentMode()}
-	if err := fsm.CheckClaim(v, e.held, c); err != nil {
+	if err := rules.CheckClaim(v, e.held, c); err != nil {
 		return ask.label() + ": " + claimRefusal(v, e.held, c, err), nil
 	}
 	return "", nil
@@ -376,21 +367,21 @@ func (b *volumeBook) detaching(volumeID, nodeID string) (bool, error) {
 	return d, nil
 }
 
-// claimRefusal words CheckClaim's refusal without the candidate node, so
+// claimRefusal words rules.CheckClaim's refusal without the candidate node, so
 // every node refused for the same claim counts under one reason: the
 // access mode and the claim in the way.
 func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string {
-	mode := fsm.AccessModeWord(c.GetAccessMode())
-	if errors.Is(err, fsm.ErrVolumeDeleting) {
+	mode := rules.EnumWord(c.GetAccessMode())
+	if errors.Is(err, rules.ErrVolumeDeleting) {
 		return "the volume is being deleted"
 	}
-	if !errors.Is(err, fsm.ErrNoFreeClaim) {
+	if !errors.Is(err, rules.ErrNoFreeClaim) {
 		return fmt.Sprintf("cannot claim it as %s", mode)
 	}
 	for _, h := range held {
-		if fsm.CheckClaim(v, []*pb.Claim{h}, c) != nil {
+		if rules.CheckClaim(v, []*pb.Claim{h}, c) != nil {
 			return fmt.Sprintf("no free claim (%s, claimed by %s on node %q, %s)",
-				mode, fsm.Claimant(h), h.GetNodeId(), fsm.ClaimStateWord(h.GetState()))
+				mode, rules.Claimant(h), h.GetNodeId(), rules.EnumWord(h.GetState()))
 		}
 	}
 	return fmt.Sprintf("no free claim (%s, %d claims held)", mode, len(held))
@@ -449,7 +440,7 @@ func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (b
 			}
 			c := &pb.Claim{VolumeId: ask.id, NodeId: prev.GetNodeId(), Mode: ask.mode,
 				AccessMode: capability.GetAccessMode(), AttachmentMode: capability.GetAttachmentMode()}
-			if fsm.CheckClaim(e.vol, []*pb.Claim{h}, c) != nil {
+			if rules.CheckClaim(e.vol, []*pb.Claim{h}, c) != nil {
 				return true, nil
 			}
 		}
@@ -465,13 +456,13 @@ func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (b
 func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCapability, string) {
 	var fits []*pb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
-		if ask.accessMode != "" && fsm.AccessModeWord(c.GetAccessMode()) != ask.accessMode {
+		if ask.accessMode != "" && rules.EnumWord(c.GetAccessMode()) != ask.accessMode {
 			continue
 		}
 		if ask.attachmentMode != "" && attachmentWord(c.GetAttachmentMode()) != ask.attachmentMode {
 			continue
 		}
-		limits, ok := fsm.AccessModeLimitsOf(c.GetAccessMode())
+		limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 		if !ok || (ask.mode == pb.ClaimMode_CLAIM_MODE_WRITE && !limits.Write) {
 			continue
 		}
@@ -506,7 +497,7 @@ func capabilitiesText(v *pb.Volume) string {
 		if i > 0 {
 			out += ", "
 		}
-		out += fsm.AccessModeWord(c.GetAccessMode()) + "/" + attachmentWord(c.GetAttachmentMode())
+		out += rules.EnumWord(c.GetAccessMode()) + "/" + attachmentWord(c.GetAttachmentMode())
 	}
 	if out == "" {
 		return "none"

@@ -1,13 +1,15 @@
 package apijson
 
 import (
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"berth.dev/berth/internal/rules"
 )
 
-// enumTable is the word of each value of one enum type, both ways.
+// enumTable is the word of each value of one enum type, both ways, as
+// rules.EnumValueWord spells it; the table makes decoding a word fast.
 type enumTable struct {
 	words    map[protoreflect.EnumNumber]string
 	numbers  map[string]protoreflect.EnumNumber
@@ -22,14 +24,13 @@ func tableOf(ed protoreflect.EnumDescriptor) *enumTable {
 		return t.(*enumTable)
 	}
 	values := ed.Values()
-	prefix := enumPrefix(values)
 	t := &enumTable{words: map[protoreflect.EnumNumber]string{}, numbers: map[string]protoreflect.EnumNumber{}}
 	for i := range values.Len() {
 		v := values.Get(i)
-		w := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(v.Name()), prefix)), "_", "-")
 		if _, dup := t.words[v.Number()]; dup {
 			continue // an alias: the first name of a number is its word
 		}
+		w, _ := rules.EnumValueWord(ed, v.Number())
 		t.words[v.Number()] = w
 		t.numbers[w] = v.Number()
 		t.ordered = append(t.ordered, w)
@@ -39,47 +40,6 @@ func tableOf(ed protoreflect.EnumDescriptor) *enumTable {
 	}
 	enumTables.Store(ed.FullName(), t)
 	return t
-}
-
-// enumPrefix is what every value name starts with. By the buf convention the
-// zero value is TYPE_UNSPECIFIED, so its name minus UNSPECIFIED is the prefix,
-// and a value added later cannot change it; other enums use the longest
-// common prefix ending in '_', as long as it leaves every name non-empty.
-func enumPrefix(values protoreflect.EnumValueDescriptors) string {
-	if values.Len() == 0 {
-		return ""
-	}
-	if zero := values.ByNumber(0); zero != nil {
-		if p, ok := strings.CutSuffix(string(zero.Name()), "UNSPECIFIED"); ok && p != "" && allHavePrefix(values, p) {
-			return p
-		}
-	}
-	if values.Len() < 2 {
-		return ""
-	}
-	prefix := string(values.Get(0).Name())
-	for i := 1; i < values.Len(); i++ {
-		name := string(values.Get(i).Name())
-		for !strings.HasPrefix(name, prefix) {
-			prefix = prefix[:len(prefix)-1]
-		}
-	}
-	prefix = prefix[:strings.LastIndexByte(prefix, '_')+1]
-	if !allHavePrefix(values, prefix) {
-		return ""
-	}
-	return prefix
-}
-
-// allHavePrefix reports whether every value name starts with p and is longer.
-func allHavePrefix(values protoreflect.EnumValueDescriptors, p string) bool {
-	for i := range values.Len() {
-		n := string(values.Get(i).Name())
-		if !strings.HasPrefix(n, p) || len(n) == len(p) {
-			return false
-		}
-	}
-	return true
 }
 
 // EnumWord returns the JSON word of value n of enum ed ("ready" for

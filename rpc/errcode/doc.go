@@ -39,6 +39,14 @@
 //     unclassified error gets: an error with no code in its chain is
 //     Unknown, so "nobody classified it" and "we have a bug" stay apart.
 //
+// What a caller does with a failed call's code is read from one table too
+// (classes.go): a Class is a set of codes callers treat alike, and
+// Class.Has asks it. Refusal is the cluster's final answer (a client stops
+// failing over), Uncertain a call that may have taken effect and must be
+// retried (CSI), Unreachable a call that reached no one; ClaimRefusal and
+// ReportRefusal are the volume hook's narrower finals. A caller with a new
+// need adds a class beside them instead of a switch of its own.
+//
 // Which code wins when an error carries several: the nearest. Code takes
 // the first coded error met walking the chain as errors.As does: from the
 // outermost wrapper inwards, and for an error wrapping several (fmt.Errorf

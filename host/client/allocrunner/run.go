@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 )
@@ -17,7 +17,7 @@ func (ar *AllocRunner) Run() {
 	go ar.updateLoop()
 	recovered := ar.cfg.Restore != nil
 	ar.report()
-	if fsm.AllocServerTerminal(ar.Alloc()) {
+	if rules.AllocServerTerminal(ar.Alloc()) {
 		ar.signalKill("alloc stopped by the servers")
 	}
 	// A new alloc the state DB could not record does not run: a client

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/internal/allocdir"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -601,7 +601,7 @@ func (ar *AllocRunner) Update(alloc *pb.Allocation, job *pb.Job) {
 	ar.alloc, ar.job = alloc, job
 	ar.mu.Unlock()
 	ar.persistAlloc()
-	if fsm.AllocServerTerminal(alloc) {
+	if rules.AllocServerTerminal(alloc) {
 		ar.logger.Info("alloc stopped by the servers", "desired", alloc.GetDesiredStatus(), "description", alloc.GetDesiredDescription())
 		reason := "alloc stopped by the servers"
 		if d := alloc.GetDesiredDescription(); d != "" {
@@ -630,7 +630,7 @@ func (ar *AllocRunner) updateLoop() {
 			return
 		}
 		info := ar.info()
-		if fsm.AllocServerTerminal(info.Alloc) {
+		if rules.AllocServerTerminal(info.Alloc) {
 			continue
 		}
 		for _, h := range ar.hooks {

@@ -1,4 +1,4 @@
-package fsm
+package rules
 
 import (
 	"fmt"
@@ -8,25 +8,14 @@ import (
 )
 
 // Functions over volumes and claims that the state machine, the scheduler
-// and the servers must agree on. They live here because the claim
-// reservation in PlanApply and OperatorClaim is the last word on them.
+// and the servers must agree on. The claim reservation in the state
+// machine's PlanApply and OperatorClaim is the last word on them.
 //
 // A claim holds its volume from its reservation until it is freed (its row
 // removed): a releasing or node-detached claim still counts, because until
 // then the volume may still be published on, or attached to, its node. So
 // a replacement of a single-writer alloc is placed once the old claim is
 // freed, never while both could write.
-
-// Access mode words, as the API writes them.
-const (
-	accessSingleNodeReaderOnly   = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY
-	accessSingleNodeWriter       = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER
-	accessSingleNodeSingleWriter = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER
-	accessSingleNodeMultiWriter  = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER
-	accessMultiNodeReaderOnly    = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY
-	accessMultiNodeSingleWriter  = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER
-	accessMultiNodeMultiWriter   = pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER
-)
 
 // AccessModeLimits is what an access mode allows of the claims a volume
 // holds at once (DESIGN "Claim and attachment states"): whether they may be
@@ -44,19 +33,19 @@ type AccessModeLimits struct {
 // use.
 func AccessModeLimitsOf(m pb.VolumeAccessMode) (AccessModeLimits, bool) {
 	switch m {
-	case accessSingleNodeReaderOnly:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_READER_ONLY:
 		return AccessModeLimits{}, true
-	case accessSingleNodeWriter:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER:
 		return AccessModeLimits{Write: true, MaxWriters: 1}, true
-	case accessSingleNodeSingleWriter:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER:
 		return AccessModeLimits{Write: true, MaxWriters: 1, MaxClaims: 1}, true
-	case accessSingleNodeMultiWriter:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_MULTI_WRITER:
 		return AccessModeLimits{Write: true}, true
-	case accessMultiNodeReaderOnly:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_READER_ONLY:
 		return AccessModeLimits{MultiNode: true}, true
-	case accessMultiNodeSingleWriter:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_SINGLE_WRITER:
 		return AccessModeLimits{MultiNode: true, Write: true, MaxWriters: 1}, true
-	case accessMultiNodeMultiWriter:
+	case pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER:
 		return AccessModeLimits{MultiNode: true, Write: true}, true
 	}
 	return AccessModeLimits{}, false
@@ -78,17 +67,17 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 	if c.GetMode() != pb.ClaimMode_CLAIM_MODE_READ && c.GetMode() != pb.ClaimMode_CLAIM_MODE_WRITE {
 		return fmt.Errorf("%w: %s: claim mode %s", ErrInvalidCommand, who, c.GetMode())
 	}
-	if !hasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
+	if !HasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
 		return fmt.Errorf("%s: %w: %s/%s (it offers %s)", who, ErrClaimCapability,
-			AccessModeWord(c.GetAccessMode()), attachmentModeWord(c.GetAttachmentMode()), capabilityWords(v))
+			EnumWord(c.GetAccessMode()), EnumWord(c.GetAttachmentMode()), capabilityWords(v))
 	}
 	limits, ok := AccessModeLimitsOf(c.GetAccessMode())
 	if !ok {
-		return fmt.Errorf("%s: %w: access mode %s", who, ErrClaimCapability, AccessModeWord(c.GetAccessMode()))
+		return fmt.Errorf("%s: %w: access mode %s", who, ErrClaimCapability, EnumWord(c.GetAccessMode()))
 	}
 	write := c.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE
 	if write && !limits.Write {
-		return fmt.Errorf("%s: %w: a write claim through %s", who, ErrClaimCapability, AccessModeWord(c.GetAccessMode()))
+		return fmt.Errorf("%s: %w: a write claim through %s", who, ErrClaimCapability, EnumWord(c.GetAccessMode()))
 	}
 	claims, writers := 1, 0
 	if write {
@@ -101,10 +90,10 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 		switch {
 		case h.GetAccessMode() != c.GetAccessMode():
 			return fmt.Errorf("%s: %w: %s holds it as %s, not %s", who, ErrNoFreeClaim,
-				describeClaim(h), AccessModeWord(h.GetAccessMode()), AccessModeWord(c.GetAccessMode()))
+				DescribeClaim(h), EnumWord(h.GetAccessMode()), EnumWord(c.GetAccessMode()))
 		case !limits.MultiNode && h.GetNodeId() != c.GetNodeId():
 			return fmt.Errorf("%s: %w: %s holds it on node %q and %s allows one node", who, ErrNoFreeClaim,
-				describeClaim(h), h.GetNodeId(), AccessModeWord(c.GetAccessMode()))
+				DescribeClaim(h), h.GetNodeId(), EnumWord(c.GetAccessMode()))
 		}
 		claims++
 		if h.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE {
@@ -112,18 +101,18 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 		}
 		if limits.MaxClaims > 0 && claims > limits.MaxClaims {
 			return fmt.Errorf("%s: %w: %s holds it and %s allows %d claim", who, ErrNoFreeClaim,
-				describeClaim(h), AccessModeWord(c.GetAccessMode()), limits.MaxClaims)
+				DescribeClaim(h), EnumWord(c.GetAccessMode()), limits.MaxClaims)
 		}
 		if write && limits.MaxWriters > 0 && writers > limits.MaxWriters {
 			return fmt.Errorf("%s: %w: %s writes and %s allows %d writer", who, ErrNoFreeClaim,
-				describeClaim(h), AccessModeWord(c.GetAccessMode()), limits.MaxWriters)
+				DescribeClaim(h), EnumWord(c.GetAccessMode()), limits.MaxWriters)
 		}
 	}
 	return nil
 }
 
-// hasCapability reports whether v offers the access and attachment mode.
-func hasCapability(v *pb.Volume, access pb.VolumeAccessMode, attach pb.VolumeAttachmentMode) bool {
+// HasCapability reports whether v offers the access and attachment mode.
+func HasCapability(v *pb.Volume, access pb.VolumeAccessMode, attach pb.VolumeAttachmentMode) bool {
 	for _, c := range v.GetCapabilities() {
 		if c.GetAccessMode() == access && c.GetAttachmentMode() == attach {
 			return true
@@ -135,7 +124,7 @@ func hasCapability(v *pb.Volume, access pb.VolumeAccessMode, attach pb.VolumeAtt
 func capabilityWords(v *pb.Volume) string {
 	var words []string
 	for _, c := range v.GetCapabilities() {
-		words = append(words, AccessModeWord(c.GetAccessMode())+"/"+attachmentModeWord(c.GetAttachmentMode()))
+		words = append(words, EnumWord(c.GetAccessMode())+"/"+EnumWord(c.GetAttachmentMode()))
 	}
 	if len(words) == 0 {
 		return "none"
@@ -151,42 +140,13 @@ func Claimant(c *pb.Claim) string {
 	return fmt.Sprintf("alloc %q", c.GetAllocId())
 }
 
-// describeClaim names a claim by ID, claimant, node and state, for
+// DescribeClaim names a claim by ID, claimant, node and state, for
 // refusals that point at the claim in the way.
-func describeClaim(c *pb.Claim) string {
+func DescribeClaim(c *pb.Claim) string {
 	if c.GetOperator() || c.GetAllocId() == "" {
-		return fmt.Sprintf("operator claim %q (%s, %s, node %q)", c.GetId(), claimModeWord(c.GetMode()), ClaimStateWord(c.GetState()), c.GetNodeId())
+		return fmt.Sprintf("operator claim %q (%s, %s, node %q)", c.GetId(), EnumWord(c.GetMode()), EnumWord(c.GetState()), c.GetNodeId())
 	}
-	return fmt.Sprintf("claim %q of alloc %q (%s, %s, node %q)", c.GetId(), c.GetAllocId(), claimModeWord(c.GetMode()), ClaimStateWord(c.GetState()), c.GetNodeId())
-}
-
-// AccessModeWord is an access mode as the API writes it
-// ("single-node-writer").
-func AccessModeWord(m pb.VolumeAccessMode) string {
-	return enumWord(m.String(), "VOLUME_ACCESS_MODE_", int32(m))
-}
-
-func attachmentModeWord(m pb.VolumeAttachmentMode) string {
-	return enumWord(m.String(), "VOLUME_ATTACHMENT_MODE_", int32(m))
-}
-
-func claimModeWord(m pb.ClaimMode) string { return enumWord(m.String(), "CLAIM_MODE_", int32(m)) }
-
-// ClaimStateWord is a claim state as the API writes it ("node-detached").
-func ClaimStateWord(s pb.ClaimState) string { return enumWord(s.String(), "CLAIM_STATE_", int32(s)) }
-
-// AttachmentStateWord is an attachment state as the API writes it.
-func AttachmentStateWord(s pb.AttachmentState) string {
-	return enumWord(s.String(), "ATTACHMENT_STATE_", int32(s))
-}
-
-// enumWord is an enum value's name without its prefix, lowercased, "_" as
-// "-"; a number this version does not know stays a number.
-func enumWord(name, prefix string, n int32) string {
-	if !strings.HasPrefix(name, prefix) {
-		return fmt.Sprintf("%d", n)
-	}
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(name, prefix)), "_", "-")
+	return fmt.Sprintf("claim %q of alloc %q (%s, %s, node %q)", c.GetId(), c.GetAllocId(), EnumWord(c.GetMode()), EnumWord(c.GetState()), c.GetNodeId())
 }
 
 // ClaimLive reports whether a claim still needs its node's attachment:

@@ -1,10 +1,9 @@
-package fsm
+package rules
 
 import "berth.dev/berth/rpc/pb"
 
-// Functions over allocations and nodes that the state machine, the
-// scheduler, the servers and the clients must agree on. They live here
-// because the plan command's re-check is the last word on them.
+// The state machine's plan re-check is the last word on these; the
+// scheduler proposes by them and the clients run and stop allocs by them.
 
 // AllocServerTerminal reports whether the servers want the alloc gone
 // (stop or evict).
@@ -62,43 +61,43 @@ const (
 // are skipped, so callers pass a node's current allocs plus the proposed
 // ones without filtering.
 func AllocsFit(n *pb.Node, allocs []*pb.Allocation) (ok bool, dimension string, usedCPU, usedMem int64) {
-	var u allocUsage
+	var u Usage
 	for _, a := range allocs {
-		u.add(a)
+		u.Add(a)
 	}
-	return u.fits(n)
+	return u.Fits(n)
 }
 
-// allocUsage sums what allocs use, for AllocsFit and for PlanApply, which
-// starts from the node's row in node_usage.
-type allocUsage struct{ cpu, mem int64 }
+// Usage sums what allocs use, for AllocsFit and for the state machine's
+// PlanApply, which starts from the node's row in node_usage.
+type Usage struct{ CPU, Mem int64 }
 
-// add counts a unless it is terminal.
-func (u *allocUsage) add(a *pb.Allocation) {
+// Add counts a unless it is terminal.
+func (u *Usage) Add(a *pb.Allocation) {
 	if AllocTerminal(a) {
 		return
 	}
-	u.cpu += a.GetResources().GetCpuMhz()
-	u.mem += a.GetResources().GetMemoryMb()
+	u.CPU += a.GetResources().GetCpuMhz()
+	u.Mem += a.GetResources().GetMemoryMb()
 }
 
-// remove counts a out unless it is terminal: a was counted in.
-func (u *allocUsage) remove(a *pb.Allocation) {
+// Remove counts a out unless it is terminal: a was counted in.
+func (u *Usage) Remove(a *pb.Allocation) {
 	if AllocTerminal(a) {
 		return
 	}
-	u.cpu -= a.GetResources().GetCpuMhz()
-	u.mem -= a.GetResources().GetMemoryMb()
+	u.CPU -= a.GetResources().GetCpuMhz()
+	u.Mem -= a.GetResources().GetMemoryMb()
 }
 
-// fits is AllocsFit's answer for what u counted.
-func (u allocUsage) fits(n *pb.Node) (ok bool, dimension string, usedCPU, usedMem int64) {
+// Fits is AllocsFit's answer for what u counted.
+func (u Usage) Fits(n *pb.Node) (ok bool, dimension string, usedCPU, usedMem int64) {
 	cpu, mem := NodeCapacity(n)
 	switch {
-	case u.cpu > cpu:
-		return false, DimensionCPU, u.cpu, u.mem
-	case u.mem > mem:
-		return false, DimensionMemory, u.cpu, u.mem
+	case u.CPU > cpu:
+		return false, DimensionCPU, u.CPU, u.Mem
+	case u.Mem > mem:
+		return false, DimensionMemory, u.CPU, u.Mem
 	}
-	return true, "", u.cpu, u.mem
+	return true, "", u.CPU, u.Mem
 }
