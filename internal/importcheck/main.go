@@ -19,7 +19,7 @@ import (
 const module = "berth.dev/berth"
 
 // purePackages are the directories under the pure rules.
-var purePackages = []string{"fsm", "host/scheduler"}
+var purePackages = []string{"fsm", "host/scheduler", "internal/rules"}
 
 // programs are main packages that drive the whole product, and so may
 // import host/: the berth binary and the benchmark runner.

@@ -50,6 +50,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		"csi/c.go":            "package csi\nimport \"berth.dev/berth/host/server\"\nvar _ = server.X\n",
 		"host/client/c.go":    "package client\nimport \"berth.dev/berth/host/server\"\nvar _ = server.X\n",
 		"host/scheduler/s.go": "package scheduler\nimport \"os\"\nvar _ = os.Args\n",
+		"internal/rules/r.go": "package rules\nimport \"time\"\nfunc f() { _ = time.Now() }\n",
 	}))
 	got, err := check(root, nil)
 	if err != nil {
@@ -65,6 +66,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		`fsm/unix.go:2:8: fsm must not import "golang.org/x/sys/unix" (the state machine and scheduler do no I/O)`,
 		`fsm/user.go:2:8: fsm must not import "os/user" (the state machine and scheduler do no I/O)`,
 		`host/scheduler/s.go:2:8: host/scheduler must not import "os" (the state machine and scheduler do no I/O)`,
+		`internal/rules/r.go:3:16: internal/rules must not call time.Now: time travels inside the command`,
 		`sdk/x.go:2:8: sdk/ must not import "berth.dev/berth/fsm": third-party drivers link sdk/ alone`,
 		`sdk/x_test.go:2:8: sdk/ must not import "berth.dev/berth/internal/testutil": third-party drivers link sdk/ alone`,
 	}

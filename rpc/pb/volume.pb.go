@@ -24,7 +24,7 @@ const (
 // VolumeAccessMode is how a volume may be used across nodes: CSI's access
 // modes, numbered as CSI numbers them (csi.proto's
 // VolumeCapability.AccessMode.Mode), the CSI 1.5 single-node modes included.
-// The state machine's claim limits per mode are in fsm/volume_claim.go.
+// The claim limits per mode are in internal/rules/claim.go.
 type VolumeAccessMode int32
 
 const (
