@@ -53,19 +53,19 @@
 // restart, tears down the uses of allocs no runner holds and unstages
 // volumes left without users.
 //
-// RunOperatorClaims does the same for the claims an operator makes from
+// The client adds the csi_plugin supervisor to every task runner's hooks:
+//
+//	hooks.Task = append(hooks.Task, volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
+//		DataDir: dataDir, Registry: reg, Logger: logger,
+//	}))
+//
+// RunOperatorClaims does what the volume hook does, for the claims an operator makes from
 // the CLI (`berth volume claim`): it follows the node's claims with a
 // blocking query and publishes, reports and tears them down through the
 // same publish and teardown bookkeeping as the alloc hooks, keyed by claim
 // instead of alloc. It is not a runner hook, but it lives here because it
 // shares that bookkeeping (a use has one publish or one teardown under
 // way at a time, whoever asked for it) and the claim reports.
-//
-// The client adds it to every alloc runner:
-//
-//	hooks.Task = append(hooks.Task, volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{
-//		DataDir: dataDir, Registry: reg, Logger: logger,
-//	}))
 //
 // # Layout on the host
 //

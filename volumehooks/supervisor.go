@@ -1,8 +1,6 @@
 package volumehooks
 
 import (
-	"berth.dev/berth/internal/clock"
-	"berth.dev/berth/internal/runhooks"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/runhooks"
 
 	hclog "github.com/hashicorp/go-hclog"
 

@@ -1,11 +1,12 @@
 package scheduler
 
 import (
-	"berth.dev/berth/internal/rules"
-	"berth.dev/berth/internal/versions"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"berth.dev/berth/internal/rules"
+	"berth.dev/berth/internal/versions"
 
 	"berth.dev/berth/rpc/pb"
 )

@@ -1,10 +1,11 @@
 package testutil
 
 import (
-	"berth.dev/berth/internal/clock"
 	"sort"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/clock"
 )
 
 // ManualClock is a clock that moves only when told to. Timers made with

@@ -1,13 +1,14 @@
 package allocrunner
 
 import (
-	"berth.dev/berth/internal/backoff"
-	"berth.dev/berth/internal/runhooks"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/runhooks"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"

@@ -46,13 +46,13 @@
 // package runhooks (internal/runhooks, the hook contract); the runner finds the
 // phases by type assertion. Every call gets a context with a deadline
 // (Config.HookTimeout, default 1m, or the hook's own Timeout if it
-// implements Timeouter) that also ends when the runner is shut down. The
+// implements runhooks.Timeouter) that also ends when the runner is shut down. The
 // built-in hooks come first (BuiltinHooks: task_dir, task_env), then
 // Config.Hooks in order. Order and guarantees:
 //
 //   - Prestart, in registration order, before every attempt. Each hook
 //     sees the Env and Vars the hooks before it built and answers with a
-//     PrestartResponse — env vars to add (a later hook's value wins), vars
+//     runhooks.PrestartResponse — env vars to add (a later hook's value wins), vars
 //     for interpolation (${volume.<name>}), mounts — the "TaskConfig
 //     mutation". The first error stops the chain: no attempt is started,
 //     no poststart, stop or exited hook runs for it, a failed "Setup
@@ -80,10 +80,10 @@
 //
 // Teardown failures (stop, exited, finished, destroy) are "Hook Failed" events and
 // log lines; the other hooks still run. A hook records task events with
-// TaskInfo.Events. Hooks must not call back into the runner, except through
-// what TaskInfo hands them, which never blocks:
+// runhooks.TaskInfo.Events. Hooks must not call back into the runner, except through
+// what runhooks.TaskInfo hands them, which never blocks:
 //
-//   - TaskInfo.Lifecycle.Restart(taskID, reason, failure) restarts the
+//   - runhooks.TaskInfo.Lifecycle.Restart(taskID, reason, failure) restarts the
 //     running attempt taskID from any goroutine (a supervisor the hook
 //     started, say the csi_plugin supervisor whose plugin never became
 //     healthy). With failure it counts against the restart policy exactly
@@ -92,9 +92,9 @@
 //     failure it is an uncounted restart at once, as Restart. A request
 //     for an attempt that has ended is refused (ErrTaskNotRunning) or, if
 //     it raced the exit, dropped: it never restarts the next attempt.
-//   - TaskInfo.Driver.HonoursMounts tells whether the task's driver gives
+//   - runhooks.TaskInfo.Driver.HonoursMounts tells whether the task's driver gives
 //     it the TaskConfig's mounts (an isolating driver; the Driver's
-//     optional MountsHonourer, which taskdrivers.Driver implements) or runs
+//     optional runhooks.MountsHonourer, which taskdrivers.Driver implements) or runs
 //     it on the host's filesystem, so a hook picks task paths and mounts or
 //     host paths.
 //

@@ -69,12 +69,11 @@ type Config struct {
 	Driver    Driver
 	DriverErr error
 	// Hooks run after BuiltinHooks, in order.
-	Hooks []runhooks.
-		// Ephemeral tasks (batch tasks, non-sidecar prestart and poststart
-		// tasks, poststop tasks) are done when they exit 0; the others are
-		// restarted whatever their exit, per the restart policy.
-		Hook
+	Hooks []runhooks.Hook
 
+	// Ephemeral tasks (batch tasks, non-sidecar prestart and poststart
+	// tasks, poststop tasks) are done when they exit 0; the others are
+	// restarted whatever their exit, per the restart policy.
 	Ephemeral bool
 	Restart   *pb.RestartPolicy
 	JobType   pb.JobType
@@ -102,10 +101,9 @@ type Config struct {
 type TaskRunner struct {
 	cfg    Config
 	logger hclog.Logger
-	hooks  []runhooks.
-		// ctx ends with Shutdown: supervision stops, the task keeps running.
-		Hook
+	hooks  []runhooks.Hook
 
+	// ctx ends with Shutdown: supervision stops, the task keeps running.
 	ctx    context.Context
 	cancel context.CancelFunc
 	killCh chan struct{}
