@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
 )
@@ -252,8 +252,9 @@ func newHarness(t *testing.T, tweak func(*Config, *Spec[*fakeProc, string])) *ha
 	h := &harness{t: t, p: &fakePlugin{procs: map[int]*fakeProc{}, nextPid: 100}, recs: &fakeRecords{recs: map[string]Record{}}}
 	cfg := Config{
 		Kind: "fake", Noun: "fake plugin", LogKey: "fake",
-		StartTimeout: time.Minute, Backoff: backoff.Backoff{Initial: time.Second, Max: 4 * time.Second},
-		ResetAfter: time.Minute, BerthVersion: testVersion, Records: h.recs, Errors: fakeErrors,
+		Options: Options{StartTimeout: time.Minute, Backoff: backoff.Backoff{Initial: time.Second, Max: 4 * time.Second},
+			ResetAfter: time.Minute, BerthVersion: testVersion},
+		Records: h.recs, Errors: fakeErrors,
 	}
 	spec := Spec[*fakeProc, string]{
 		Name: "fake", Path: testPath, Args: []string{"serve"}, ConfigDigest: "digest-1",

@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginproc"
 )
 

@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"

@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/rpc/errcode"
@@ -29,10 +27,6 @@ var (
 
 // Proc is one plugin process as the sdk's launchers return it
 // (*sdk.DriverPlugin, *sdk.StoragePlugin).
-// DefaultRestart is the restart backoff of a supervisor configured with
-// none: a second, doubling to a minute.
-var DefaultRestart = backoff.Backoff{Initial: time.Second, Max: time.Minute}
-
 type Proc interface {
 	Pid() int
 	Exited() bool
@@ -149,17 +143,10 @@ type Config struct {
 	Noun string
 	// LogKey is the log field of an instance's name: "driver".
 	LogKey string
-	Logger hclog.Logger
-	// StartTimeout bounds each launch, Setup included.
-	StartTimeout time.Duration
-	Backoff      backoff.Backoff
-	// ResetAfter is how long a process must run before its next failure
-	// counts as the first again.
-	ResetAfter time.Duration
-	// BerthVersion is recorded with each Record.
-	BerthVersion string
-	Records      Records
-	Errors       Errors
+	// Options are the manager's: timeouts, backoff, logger, version.
+	Options
+	Records Records
+	Errors  Errors
 }
 
 // Supervisor holds a manager's instances: it starts them together, and
@@ -178,11 +165,10 @@ type Supervisor[P Proc, T any] struct {
 	stopping bool
 }
 
-// New returns a supervisor with no instances.
+// New returns a supervisor with no instances; cfg.Options' zero fields
+// take their defaults.
 func New[P Proc, T any](cfg Config) *Supervisor[P, T] {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
+	cfg.Options.SetDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Supervisor[P, T]{cfg: cfg, instances: map[string]*Instance[P, T]{}, ctx: ctx, cancel: cancel}
 }
