@@ -46,7 +46,7 @@ type CatalogConfig struct {
 // it could not read; the plugins returned are still usable.
 func Catalog(cfg CatalogConfig) ([]Plugin, error) {
 	return pluginsup.Catalog(pluginsup.CatalogConfig[sdk.ConfigMap]{
-		Errors:     errs,
+		Noun:       noun,
 		Executable: cfg.Executable,
 		Builtins:   cfg.Builtins,
 		Dev:        cfg.Dev,

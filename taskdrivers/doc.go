@@ -48,8 +48,8 @@
 // capped exponential backoff (Config.Backoff); the other drivers and the agent carry on. An
 // invalid plugin config is not retried: Start returns it. This supervision
 // (launch or reattach, restart, shutdown), the catalog, the config
-// defaults (pluginsup.Options) and the sentinel errors (pluginsup.Family,
-// worded "driver") are internal/pluginsup, shared with the storage
+// defaults (pluginsup.Options) and the sentinel errors (named "driver" in
+// a *PluginError) are internal/pluginsup, shared with the storage
 // adapters of csi/adapters; this package adds the driver's setup, its
 // fingerprint and its tasks.
 //

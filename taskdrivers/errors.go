@@ -10,22 +10,22 @@ import (
 	"berth.dev/berth/sdk"
 )
 
-// errs are the drivers' sentinels, the plugin managers' one family
-// (pluginsup.Family) worded for drivers.
-var errs = pluginsup.NewFamily(pluginsup.Nouns{One: "driver", Process: "driver plugin", Service: "task driver"})
+// noun names drivers in their errors (*PluginError): the sentinels are the
+// plugin managers' one set (pluginsup), shared with the storage adapters.
+const noun pluginsup.Noun = "driver"
 
 var (
 	// ErrUnknownDriver is returned by Manager.Driver for a name that is not
 	// in the catalog.
-	ErrUnknownDriver = errs.Unknown
+	ErrUnknownDriver = pluginsup.ErrUnknown
 
 	// ErrPluginMissing is reported (in a *PluginError) for a plugin that is
 	// neither built in nor an executable in plugin_dir.
-	ErrPluginMissing = errs.Missing
+	ErrPluginMissing = pluginsup.ErrMissing
 
 	// ErrPluginNotExecutable is reported for a plugin_dir file that is not
 	// an executable regular file.
-	ErrPluginNotExecutable = errs.NotExecutable
+	ErrPluginNotExecutable = pluginsup.ErrNotExecutable
 
 	// ErrPluginStart is reported when a plugin process could not be brought
 	// up: it crashed or exited before the handshake, speaks another
@@ -34,15 +34,15 @@ var (
 	// cause's when the cause has one (no common API version:
 	// FailedPrecondition, which retrying does not fix) and Unavailable
 	// otherwise.
-	ErrPluginStart = errs.Start
+	ErrPluginStart = pluginsup.ErrStart
 
 	// ErrPluginName is reported when a plugin calls itself by another name
 	// than the one berth knows it by (its file name in plugin_dir).
-	ErrPluginName = errs.Name
+	ErrPluginName = pluginsup.ErrName
 
 	// ErrPluginExited is reported when a running plugin process exits or
 	// stops answering; the manager restarts it.
-	ErrPluginExited = errs.Exited
+	ErrPluginExited = pluginsup.ErrExited
 
 	// ErrDriverUnavailable is returned by Driver calls that do not wait
 	// (StartTask) when the driver's plugin is not running now: still
@@ -50,14 +50,14 @@ var (
 	// trying. It is joined to why with errcode.Fallback: the code is the
 	// last failure's when that has one (a missing plugin is NotFound, an
 	// incompatible one FailedPrecondition), Unavailable otherwise.
-	ErrDriverUnavailable = errs.Unavailable
+	ErrDriverUnavailable = pluginsup.ErrUnavailable
 
 	// ErrDriverFailed is returned by every Driver call, waiting or not, when
 	// the driver failed for good: its plugin config is invalid, so the
 	// manager does not restart it until the agent config is fixed. It is
 	// FailedPrecondition, not the config error's InvalidArgument: the
 	// caller's request is fine, the node's config refuses it.
-	ErrDriverFailed = errs.Failed
+	ErrDriverFailed = pluginsup.ErrFailed
 
 	// ErrMountsNotSupported is returned by StartTask for a task with mounts
 	// on a driver that does not honour them (no mount_volumes capability,
@@ -68,11 +68,11 @@ var (
 
 	// ErrShutdown is returned by Driver calls once the manager is shutting
 	// down, and by Manager.Start after Shutdown.
-	ErrShutdown = errs.Shutdown
+	ErrShutdown = pluginsup.ErrShutdown
 
 	// ErrNestedPlugin is returned by Manager.Start in a process that is
 	// itself a driver plugin: launching plugins from there would recurse.
-	ErrNestedPlugin = errs.Nested
+	ErrNestedPlugin = pluginsup.ErrNested
 )
 
 // PluginError is why a driver plugin cannot run, naming the driver (Name),

@@ -50,7 +50,7 @@ func newInstance(m *Manager, p Plugin) (*instance, error) {
 	in.info.HealthDescription = "starting"
 	sup, err := m.sup.Add(pluginsup.Spec[*sdk.DriverPlugin, *live]{
 		Name: p.Name, Path: p.Path, Args: p.Args, Builtin: p.Builtin, Err: p.Err,
-		Wrap:   func(err error) error { return errs.Wrap(in.p, err) },
+		Wrap:   func(err error) error { return noun.Wrap(in.p, err) },
 		Plugin: in, Observer: in,
 	})
 	if err != nil {
@@ -62,11 +62,7 @@ func newInstance(m *Manager, p Plugin) (*instance, error) {
 
 // supervisorErrors are the manager's answers to pluginsup.
 var supervisorErrors = pluginsup.Errors{
-	Start:       ErrPluginStart,
-	Exited:      ErrPluginExited,
-	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      ErrDriverFailed,
 	Unavailable: unavailable,
 }
 

@@ -84,7 +84,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:    cfg,
 		logger: cfg.Logger,
 		sup: pluginsup.New[*sdk.DriverPlugin, *live](pluginsup.Config{
-			Kind: "driver", Noun: errs.Nouns().Process, LogKey: "driver", Options: cfg.Options,
+			Kind: "driver", Noun: "driver plugin", LogKey: "driver", Options: cfg.Options,
 			Records: pluginRecords{cfg.Store}, Errors: supervisorErrors,
 		}),
 		instances: map[string]*instance{},
@@ -211,7 +211,7 @@ func (m *Manager) notify() {
 func (m *Manager) Driver(name string) (*Driver, error) {
 	in, ok := m.instances[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownDriver, name)
+		return nil, noun.Unknown(name)
 	}
 	return &Driver{in: in}, nil
 }

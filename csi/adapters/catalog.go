@@ -58,7 +58,7 @@ func Catalog(cfg CatalogConfig) ([]Adapter, error) {
 		dir = CSIDir(cfg.PluginDir)
 	}
 	return pluginsup.Catalog(pluginsup.CatalogConfig[[]byte]{
-		Errors:     errs,
+		Noun:       noun,
 		Executable: cfg.Executable,
 		Builtins:   cfg.Builtins,
 		Dev:        cfg.Dev,

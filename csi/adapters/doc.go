@@ -3,8 +3,8 @@
 // (sdk.ServeStorageAdapter on the plugin side) rather than as tasks. It is
 // the sibling of taskdrivers: both supervise their plugins with
 // internal/pluginsup (launch, reattach, restart with backoff, shutdown; the
-// catalog, the config defaults and the sentinel errors, worded "storage
-// adapter") and sdk's go-plugin start; this package adds CSI Probe as the
+// catalog, the config defaults and the sentinel errors, named "storage
+// adapter" in an *AdapterError) and sdk's go-plugin start; this package adds CSI Probe as the
 // health check, the Handle's connection and the events. It imports nothing
 // of builtin/.
 //

@@ -64,7 +64,7 @@ func newInstance(m *Manager, a Adapter) (*instance, error) {
 	sup, err := m.sup.Add(pluginsup.Spec[*sdk.StoragePlugin, *grpc.ClientConn]{
 		Name: a.Name, Path: a.Path, Args: a.Args, Builtin: a.Builtin, Err: a.Err,
 		Env: in.env(), ConfigDigest: in.configDigest(),
-		Wrap:   func(err error) error { return errs.Wrap(in.a, err) },
+		Wrap:   func(err error) error { return noun.Wrap(in.a, err) },
 		Plugin: in, Observer: in,
 	})
 	if err != nil {
@@ -76,11 +76,7 @@ func newInstance(m *Manager, a Adapter) (*instance, error) {
 
 // supervisorErrors are the manager's answers to pluginsup.
 var supervisorErrors = pluginsup.Errors{
-	Start:       ErrAdapterStart,
-	Exited:      ErrAdapterExited,
-	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      ErrAdapterFailed,
 	Unavailable: unavailable,
 }
 

@@ -80,7 +80,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:    cfg,
 		logger: cfg.Logger,
 		sup: pluginsup.New[*sdk.StoragePlugin, *grpc.ClientConn](pluginsup.Config{
-			Kind: socketKind, Noun: errs.Nouns().Process, LogKey: "adapter", Options: cfg.Options,
+			Kind: socketKind, Noun: "storage adapter", LogKey: "adapter", Options: cfg.Options,
 			Records: adapterRecords{cfg.Store}, Errors: supervisorErrors,
 		}),
 		instances: map[string]*instance{},
@@ -135,7 +135,7 @@ func (m *Manager) Names() []string { return m.sup.Names() }
 func (m *Manager) Adapter(name string) (*Handle, error) {
 	in, ok := m.instances[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownAdapter, name)
+		return nil, noun.Unknown(name)
 	}
 	return in.handle, nil
 }

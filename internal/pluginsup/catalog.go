@@ -69,9 +69,8 @@ func (e Entry[C]) Identity() (name, path, source string) { return e.Name, e.Path
 
 // CatalogConfig says where the plugins of one kind come from.
 type CatalogConfig[C any] struct {
-	// Errors is the kind's family: its Missing, NotExecutable and
-	// InvalidConfig, and its noun.
-	Errors *Family
+	// Noun names the kind in errors: "driver".
+	Noun Noun
 	// Executable is the berth binary; a built-in plugin runs as
 	// Executable with its Args.
 	Executable string
@@ -96,7 +95,7 @@ type CatalogConfig[C any] struct {
 // it could list, sorted by name; the error, if any, is about a Dir it
 // could not read, and the plugins returned are still usable.
 func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
-	fam := cfg.Errors
+	noun := cfg.Noun
 	configs := map[string]PluginConfig{}
 	for _, pc := range cfg.Plugins {
 		configs[pc.Name] = pc
@@ -112,7 +111,7 @@ func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
 		}
 		byName[b.Name] = &Entry[C]{Name: b.Name, Builtin: true, Path: cfg.Executable, Args: b.Args}
 	}
-	found, dirErr := scanDir[C](fam, cfg.Dir)
+	found, dirErr := scanDir[C](noun, cfg.Dir)
 	for _, e := range found {
 		byName[e.Name] = e
 	}
@@ -126,7 +125,7 @@ func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
 				where = cfg.Dir
 			}
 			e.Err = fmt.Errorf("%w: not a built-in %s (%s) and no executable %q in %s",
-				fam.Missing, fam.nouns.One, strings.Join(slices.Sorted(maps.Keys(builtins)), ", "), name, where)
+				ErrMissing, noun, strings.Join(slices.Sorted(maps.Keys(builtins)), ", "), name, where)
 			byName[name] = e
 		}
 		e.Source = pc.Source
@@ -140,7 +139,7 @@ func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
 			e.Config = c
 			if check := builtins[name].CheckConfig; err == nil && e.Builtin && check != nil {
 				if err = check(pc.JSON); err != nil {
-					err = fmt.Errorf("%w: %w", fam.InvalidConfig, err)
+					err = fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 				}
 			}
 			if err != nil {
@@ -154,7 +153,7 @@ func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
 			}
 		}
 		if cause != nil {
-			e.Err = fam.Wrap(*e, cause)
+			e.Err = noun.Wrap(*e, cause)
 		}
 	}
 	out := make([]Entry[C], 0, len(byName))
@@ -166,8 +165,8 @@ func Catalog[C any](cfg CatalogConfig[C]) ([]Entry[C], error) {
 
 // scanDir returns an entry for every regular file (or symlink to one) in
 // dir, hidden files excepted. A file that is not executable is listed
-// with the family's NotExecutable, so that the operator sees it.
-func scanDir[C any](fam *Family, dir string) ([]*Entry[C], error) {
+// with ErrNotExecutable, so that the operator sees it.
+func scanDir[C any](noun Noun, dir string) ([]*Entry[C], error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -176,7 +175,7 @@ func scanDir[C any](fam *Family, dir string) ([]*Entry[C], error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%ss: %w", fam.nouns.One, err)
+		return nil, fmt.Errorf("%ss: %w", noun, err)
 	}
 	var out []*Entry[C]
 	for _, de := range entries {
@@ -189,7 +188,7 @@ func scanDir[C any](fam *Family, dir string) ([]*Entry[C], error) {
 			continue
 		}
 		e := &Entry[C]{Name: de.Name(), Path: path}
-		e.Err = fam.CheckExecutable(*e)
+		e.Err = noun.CheckExecutable(*e)
 		out = append(out, e)
 	}
 	return out, nil
@@ -197,11 +196,11 @@ func scanDir[C any](fam *Family, dir string) ([]*Entry[C], error) {
 
 // CheckExecutable checks, before each launch, that e's executable is
 // there and executable, so that the error says so rather than
-// go-plugin's: nil, or a *PluginError of Missing or NotExecutable.
-func (f *Family) CheckExecutable(e Named) error {
+// go-plugin's: nil, or a *PluginError of ErrMissing or ErrNotExecutable.
+func (n Noun) CheckExecutable(e Named) error {
 	_, path, _ := e.Identity()
-	if err := pluginproc.CheckExecutable(path, f.Missing, f.NotExecutable); err != nil {
-		return f.Wrap(e, err)
+	if err := pluginproc.CheckExecutable(path, ErrMissing, ErrNotExecutable); err != nil {
+		return n.Wrap(e, err)
 	}
 	return nil
 }

@@ -25,11 +25,13 @@
 // timeout, restart backoff, reset time, berth version) with their
 // defaults; each manager's Config embeds them.
 //
-// The errors. NewFamily makes a kind's sentinels (Missing, Start, Exited,
-// Unavailable, Failed, Shutdown, ...), each with its gRPC code, worded
-// with the kind's Nouns ("driver plugin not found", "storage adapter not
-// found"); a PluginError names the plugin, its executable and its config
-// block. Each manager exports its family's sentinels under its own names.
+// The errors. One set of sentinels (ErrMissing, ErrStart, ErrExited,
+// ErrUnavailable, ErrFailed, ErrShutdown, ...), each with its gRPC code,
+// serves both kinds; each manager exports them under its own names
+// (taskdrivers.ErrPluginMissing, adapters.ErrAdapterMissing). A kind's
+// Noun ("driver", "storage adapter") names its plugins in a PluginError,
+// which also says the executable and the config block: `driver "gpu"
+// (/opt/berth/plugins/gpu), configured at agent.hcl:3: plugin not found`.
 //
 // What differs between kinds of plugin is passed in, typed: P is the
 // process as the sdk's launcher returns it (*sdk.DriverPlugin,

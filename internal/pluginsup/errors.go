@@ -9,95 +9,79 @@ import (
 	"berth.dev/berth/rpc/errcode"
 )
 
-// Nouns name one kind of plugin in its errors.
-type Nouns struct {
-	// One names a plugin of the kind: "driver", "storage adapter".
-	One string
-	// Process names its process: "driver plugin", "storage adapter".
-	Process string
-	// Service names what calls reach: "task driver", "storage adapter".
-	Service string
-}
+// The plugin managers' one set of sentinels. Each manager exports them
+// under its own names (taskdrivers.ErrPluginMissing is ErrMissing,
+// adapters.ErrAdapterMissing too); its errors name the kind of plugin by
+// wrapping them in a *PluginError of its Noun.
+var (
+	// ErrUnknown is returned for a name not in the catalog.
+	ErrUnknown = errcode.New(codes.NotFound, "unknown plugin")
 
-// Family is the one set of sentinel errors of a plugin manager, made by
-// NewFamily for its kind of plugin: every kind has the same sentinels
-// with the same codes, worded with its own nouns, so that a driver's
-// errors say "driver" and an adapter's "storage adapter". Each manager
-// exports its family's sentinels under its own names (taskdrivers
-// ErrPluginMissing is its Family's Missing).
-type Family struct {
-	nouns Nouns
+	// ErrMissing is reported for a configured plugin that is neither
+	// built in nor an executable in its plugin directory.
+	ErrMissing = errcode.New(codes.NotFound, "plugin not found")
 
-	// Unknown (NotFound) is returned for a name not in the catalog.
-	Unknown error
-	// Missing (NotFound) is reported for a configured plugin that is
-	// neither built in nor an executable in its plugin directory.
-	Missing error
-	// NotExecutable (FailedPrecondition) is reported for a file of the
-	// plugin directory that is not an executable regular file.
-	NotExecutable error
-	// InvalidConfig (InvalidArgument) is reported for a plugin config a
-	// built-in plugin's checker refuses; no restart fixes it.
-	InvalidConfig error
-	// Start (Unavailable) is reported when a process could not be brought
-	// up: it crashed or exited before the handshake, speaks another
-	// protocol or API version, or timed out. It is joined to its cause
-	// with errcode.Fallback, so the error's code is the cause's when the
-	// cause has one.
-	Start error
-	// Name (FailedPrecondition) is reported when a plugin calls itself by
-	// another name than its catalog name (its file name).
-	Name error
-	// Exited (Unavailable) is reported when a running process exits or
-	// stops answering; the manager restarts it.
-	Exited error
-	// Unavailable (Unavailable) is what a call fails with when no process
-	// of the plugin runs now.
-	Unavailable error
-	// Failed (FailedPrecondition) is what every call fails with once the
-	// plugin failed for good (an invalid config): the request is fine,
-	// the node's config refuses it.
-	Failed error
-	// Shutdown (Unavailable) is returned by calls once the manager is
-	// shutting down, and by its Start after Shutdown.
-	Shutdown error
-	// Nested (FailedPrecondition) is returned by a manager's Start in a
-	// process that is itself a plugin: launching plugins from there would
-	// recurse.
-	Nested error
-}
+	// ErrNotExecutable is reported for a file of the plugin directory
+	// that is not an executable regular file.
+	ErrNotExecutable = errcode.New(codes.FailedPrecondition, "plugin is not executable")
 
-// NewFamily returns the sentinels of the kind of plugin nouns names.
-func NewFamily(n Nouns) *Family {
-	return &Family{
-		nouns:         n,
-		Unknown:       errcode.New(codes.NotFound, "unknown "+n.Service),
-		Missing:       errcode.New(codes.NotFound, n.Process+" not found"),
-		NotExecutable: errcode.New(codes.FailedPrecondition, n.Process+" is not executable"),
-		InvalidConfig: errcode.New(codes.InvalidArgument, "invalid "+n.One+" config"),
-		Start:         errcode.New(codes.Unavailable, n.Process+" failed to start"),
-		Name:          errcode.New(codes.FailedPrecondition, n.Process+" reports another name"),
-		Exited:        errcode.New(codes.Unavailable, n.Process+" exited"),
-		Unavailable:   errcode.New(codes.Unavailable, n.Service+" is not available"),
-		Failed:        errcode.New(codes.FailedPrecondition, n.Service+" failed for good"),
-		Shutdown:      errcode.New(codes.Unavailable, n.One+" manager is shut down"),
-		Nested:        errcode.New(codes.FailedPrecondition, "refusing to launch "+n.Process+"s from inside a plugin process"),
-	}
-}
+	// ErrInvalidConfig is reported for a plugin config a built-in
+	// plugin's checker (Builtin.CheckConfig) refuses; no restart fixes it.
+	ErrInvalidConfig = errcode.New(codes.InvalidArgument, "invalid plugin config")
 
-// Nouns returns the nouns the family was made with.
-func (f *Family) Nouns() Nouns { return f.nouns }
+	// ErrStart is reported when a process could not be brought up: it
+	// crashed or exited before the handshake, speaks another protocol or
+	// API version, or timed out. It is joined to its cause with
+	// errcode.Fallback, so the error's code is the cause's when the cause
+	// has one (no common API version: FailedPrecondition, which retrying
+	// does not fix) and Unavailable otherwise.
+	ErrStart = errcode.New(codes.Unavailable, "plugin failed to start")
 
-// Wrap names the plugin of e in err: why that plugin cannot run.
-func (f *Family) Wrap(e Named, err error) *PluginError {
-	name, path, source := e.Identity()
-	return &PluginError{Noun: f.nouns.One, Name: name, Path: path, Source: source, Err: err}
-}
+	// ErrName is reported when a plugin calls itself by another name than
+	// its catalog name (its file name in the plugin directory).
+	ErrName = errcode.New(codes.FailedPrecondition, "plugin reports another name")
+
+	// ErrExited is reported when a running process exits or stops
+	// answering; the manager restarts it.
+	ErrExited = errcode.New(codes.Unavailable, "plugin exited")
+
+	// ErrUnavailable is what a call fails with when no process of the
+	// plugin runs now: starting, restarting, or failing to start while
+	// the manager keeps trying.
+	ErrUnavailable = errcode.New(codes.Unavailable, "plugin is not available")
+
+	// ErrFailed is what every call fails with once the plugin failed for
+	// good (an invalid config), until the agent config is fixed. It is
+	// FailedPrecondition, not the config error's InvalidArgument: the
+	// caller's request is fine, the node's config refuses it.
+	ErrFailed = errcode.New(codes.FailedPrecondition, "plugin failed for good")
+
+	// ErrShutdown is returned by calls once the manager is shutting down,
+	// and by its Start after Shutdown.
+	ErrShutdown = errcode.New(codes.Unavailable, "plugin manager is shut down")
+
+	// ErrNested is returned by a manager's Start in a process that is
+	// itself a plugin: launching plugins from there would recurse.
+	ErrNested = errcode.New(codes.FailedPrecondition, "refusing to launch plugins from inside a plugin process")
+)
+
+// Noun names a kind of plugin in its errors: "driver", "storage adapter".
+// It is the one thing the kinds' errors differ in.
+type Noun string
 
 // Named is a plugin as a PluginError names it: a catalog Entry.
 type Named interface {
 	Identity() (name, path, source string)
 }
+
+// Wrap names the plugin e in err: why that plugin cannot run.
+func (n Noun) Wrap(e Named, err error) *PluginError {
+	name, path, source := e.Identity()
+	return &PluginError{Noun: string(n), Name: name, Path: path, Source: source, Err: err}
+}
+
+// Unknown is ErrUnknown for the plugin name.
+func (n Noun) Unknown(name string) error { return fmt.Errorf("%s %q: %w", n, name, ErrUnknown) }
 
 // PluginError is why a plugin cannot run, naming the plugin, its
 // executable and the config block that configured it.
@@ -110,7 +94,7 @@ type PluginError struct {
 	Path string
 	// Source is "file:line" of the plugin's config block, if any.
 	Source string
-	// Err is one of the Family's sentinels, a configuration error, or
+	// Err is one of this package's sentinels, a configuration error, or
 	// what the plugin said.
 	Err error
 }

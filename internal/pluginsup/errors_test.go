@@ -2,7 +2,6 @@ package pluginsup
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -10,39 +9,35 @@ import (
 	"berth.dev/berth/internal/testutil"
 )
 
-// TestFamilyCarriesCodesAndNouns: every kind's family has the same codes,
-// worded with its own nouns, and its sentinels are its own.
-func TestFamilyCarriesCodesAndNouns(t *testing.T) {
-	f := NewFamily(Nouns{One: "widget", Process: "widget plugin", Service: "widget service"})
+// TestSentinelsCarryTheirCodes pins the code each of the plugin managers'
+// sentinels reaches a gRPC or HTTP caller with.
+func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		f.Unknown:       codes.NotFound,
-		f.Missing:       codes.NotFound,
-		f.NotExecutable: codes.FailedPrecondition,
-		f.InvalidConfig: codes.InvalidArgument,
-		f.Start:         codes.Unavailable,
-		f.Name:          codes.FailedPrecondition,
-		f.Exited:        codes.Unavailable,
-		f.Unavailable:   codes.Unavailable,
-		f.Failed:        codes.FailedPrecondition,
-		f.Shutdown:      codes.Unavailable,
-		f.Nested:        codes.FailedPrecondition,
+		ErrStarted:       codes.FailedPrecondition,
+		ErrCatalog:       codes.InvalidArgument,
+		ErrUnknown:       codes.NotFound,
+		ErrMissing:       codes.NotFound,
+		ErrNotExecutable: codes.FailedPrecondition,
+		ErrInvalidConfig: codes.InvalidArgument,
+		ErrStart:         codes.Unavailable,
+		ErrName:          codes.FailedPrecondition,
+		ErrExited:        codes.Unavailable,
+		ErrUnavailable:   codes.Unavailable,
+		ErrFailed:        codes.FailedPrecondition,
+		ErrShutdown:      codes.Unavailable,
+		ErrNested:        codes.FailedPrecondition,
 	})
-	for err, want := range map[error]string{
-		f.Unknown:     "unknown widget service",
-		f.Missing:     "widget plugin not found",
-		f.Unavailable: "widget service is not available",
-		f.Shutdown:    "widget manager is shut down",
-	} {
-		if err.Error() != want {
-			t.Errorf("%q, want %q", err, want)
-		}
+}
+
+// TestNounNamesThePlugin: a kind's errors name its plugin with its noun
+// and still are the shared sentinels.
+func TestNounNamesThePlugin(t *testing.T) {
+	const n Noun = "widget"
+	pe := n.Wrap(Entry[[]byte]{Name: "w1", Path: "/p/w1", Source: "agent.hcl:3"}, ErrMissing)
+	if got, want := pe.Error(), `widget "w1" (/p/w1), configured at agent.hcl:3: plugin not found`; got != want || !errors.Is(pe, ErrMissing) {
+		t.Errorf("PluginError %q, want %q wrapping ErrMissing", got, want)
 	}
-	other := NewFamily(Nouns{One: "gadget", Process: "gadget plugin", Service: "gadget service"})
-	if errors.Is(fmt.Errorf("x: %w", f.Missing), other.Missing) {
-		t.Error("one kind's Missing is another kind's")
-	}
-	pe := f.Wrap(Entry[[]byte]{Name: "w1", Path: "/p/w1", Source: "agent.hcl:3"}, f.Missing)
-	if got, want := pe.Error(), `widget "w1" (/p/w1), configured at agent.hcl:3: widget plugin not found`; got != want || !errors.Is(pe, f.Missing) {
-		t.Errorf("PluginError %q, want %q wrapping Missing", got, want)
+	if err := n.Unknown("w2"); err.Error() != `widget "w2": unknown plugin` || !errors.Is(err, ErrUnknown) {
+		t.Errorf("Unknown: %v", err)
 	}
 }

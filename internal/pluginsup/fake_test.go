@@ -18,20 +18,16 @@ import (
 
 // The sentinels of the fake package the tests supervise for.
 var (
-	errStart       = errcode.New(codes.Unavailable, "fake plugin failed to start")
-	errExited      = errcode.New(codes.Unavailable, "fake plugin exited")
-	errShutdown    = errcode.New(codes.Unavailable, "fake manager is shut down")
-	errFailed      = errcode.New(codes.FailedPrecondition, "fake plugin failed for good")
+	errStart       = ErrStart
+	errExited      = ErrExited
+	errShutdown    = ErrShutdown
+	errFailed      = ErrFailed
 	errUnavailable = errcode.New(codes.Unavailable, "fake plugin is not available")
 	errBadConfig   = errcode.New(codes.InvalidArgument, "fake plugin config is invalid")
 )
 
 var fakeErrors = Errors{
-	Start:    errStart,
-	Exited:   errExited,
-	Shutdown: errShutdown,
-	Fatal:    func(err error) bool { return errors.Is(err, errBadConfig) },
-	Failed:   errFailed,
+	Fatal: func(err error) bool { return errors.Is(err, errBadConfig) },
 	Unavailable: func(o Outage) error {
 		err := fmt.Errorf("%w: %s (%s)", errUnavailable, o.Name, o.Reason)
 		if o.Waited != nil {

@@ -64,7 +64,7 @@ type Observer[P Proc, T any] interface {
 
 // Down is why an instance has no process.
 type Down struct {
-	// Err is the package's error: a failed launch, Errors.Exited wrapping
+	// Err is the package's error: a failed launch, ErrExited wrapping
 	// Cause, or a failure for good.
 	Err error
 	// Reason is Err on one line, saying when the next attempt comes.
@@ -92,22 +92,11 @@ type Outage struct {
 	Waited error
 }
 
-// Errors are a package's answers, carrying its own gRPC codes.
+// Errors are the kind-specific part of a package's answers; the sentinels
+// (ErrStart, ErrExited, ErrFailed, ErrShutdown) are this package's.
 type Errors struct {
-	// Start is the sentinel of a process that could not be brought up,
-	// joined to its cause with errcode.Fallback.
-	Start error
-	// Exited is the sentinel of a running process that exited or
-	// stopped answering.
-	Exited error
-	// Shutdown is what Acquire returns, and Start, once the supervisor
-	// stops.
-	Shutdown error
 	// Fatal reports a failure no restart fixes (an invalid config).
 	Fatal func(error) bool
-	// Failed is the sentinel of an instance down for good; Acquire joins
-	// it to the failure.
-	Failed error
 	// Unavailable is what Acquire returns when no process runs.
 	Unavailable func(Outage) error
 }
@@ -212,7 +201,7 @@ func (s *Supervisor[P, T]) Start(ctx context.Context, load func() map[string]*Re
 	switch {
 	case s.stopping:
 		s.mu.Unlock()
-		return s.cfg.Errors.Shutdown
+		return ErrShutdown
 	case s.started:
 		s.mu.Unlock()
 		return ErrStarted
