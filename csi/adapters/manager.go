@@ -70,10 +70,10 @@ type Manager struct {
 // New returns a manager for cfg.Adapters. It starts nothing.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil {
-		return nil, errors.New("csiadapters: Config.Store is required")
+		return nil, errors.New("adapters: Config.Store is required")
 	}
 	if cfg.DataDir == "" {
-		return nil, errors.New("csiadapters: Config.DataDir is required")
+		return nil, errors.New("adapters: Config.DataDir is required")
 	}
 	cfg.setDefaults()
 	m := &Manager{
@@ -88,7 +88,7 @@ func New(cfg Config) (*Manager, error) {
 	for _, a := range cfg.Adapters {
 		in, err := newInstance(m, a)
 		if err != nil {
-			return nil, fmt.Errorf("csiadapters: %w", err)
+			return nil, fmt.Errorf("adapters: %w", err)
 		}
 		m.instances[a.Name] = in
 	}
