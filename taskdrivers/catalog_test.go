@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/sdk"
 )
 
@@ -35,9 +36,9 @@ func TestCatalogOffersMockOnlyInDevModeOrWhenConfigured(t *testing.T) {
 		cfg     CatalogConfig
 		drivers []string
 	}{
-		{"production", CatalogConfig{Executable: "/usr/bin/berth"}, []string{"exec", "raw_exec"}},
-		{"dev", CatalogConfig{Executable: "/usr/bin/berth", Dev: true}, []string{"exec", "mock", "raw_exec"}},
-		{"configured", CatalogConfig{Executable: "/usr/bin/berth", Plugins: []PluginConfig{{Name: "mock"}}}, []string{"exec", "mock", "raw_exec"}},
+		{"production", CatalogConfig{Executable: "/usr/bin/berth", Builtins: drivers.Plugins()}, []string{"exec", "raw_exec"}},
+		{"dev", CatalogConfig{Executable: "/usr/bin/berth", Builtins: drivers.Plugins(), Dev: true}, []string{"exec", "mock", "raw_exec"}},
+		{"configured", CatalogConfig{Executable: "/usr/bin/berth", Builtins: drivers.Plugins(), Plugins: []PluginConfig{{Name: "mock"}}}, []string{"exec", "mock", "raw_exec"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plugins, err := Catalog(tc.cfg)
@@ -72,6 +73,7 @@ func TestCatalogReadsPluginDirAndConfigs(t *testing.T) {
 	}
 	plugins, err := Catalog(CatalogConfig{
 		Executable: "/usr/bin/berth",
+		Builtins:   drivers.Plugins(),
 		PluginDir:  dir,
 		Plugins: []PluginConfig{
 			{Name: "thirdparty", JSON: []byte(`{"socket": "/run/x.sock", "retries": 3}`), Source: "agent.hcl:4"},
@@ -107,7 +109,7 @@ func TestCatalogReadsPluginDirAndConfigs(t *testing.T) {
 		t.Fatalf("ghost: %+v", gh)
 	}
 	mk := find(t, plugins, "mock")
-	if !errors.Is(mk.Err, sdk.ErrConfigJSON) || !errors.As(mk.Err, &pe) || pe.Driver != "mock" || pe.Source != "agent.hcl:12" {
+	if !errors.Is(mk.Err, sdk.ErrConfigJSON) || !errors.As(mk.Err, &pe) || pe.Name != "mock" || pe.Source != "agent.hcl:12" {
 		t.Fatalf("mock config with a non-string map value: %v", mk.Err)
 	}
 }
@@ -117,7 +119,7 @@ func TestCatalogKeepsBuiltinsWhenPluginDirIsUnreadable(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plugins, err := Catalog(CatalogConfig{Executable: "/usr/bin/berth", PluginDir: notADir})
+	plugins, err := Catalog(CatalogConfig{Executable: "/usr/bin/berth", Builtins: drivers.Plugins(), PluginDir: notADir})
 	if err == nil {
 		t.Fatal("no error for a plugin_dir that is a file")
 	}
@@ -125,7 +127,7 @@ func TestCatalogKeepsBuiltinsWhenPluginDirIsUnreadable(t *testing.T) {
 		t.Fatalf("drivers %v, want the built-in ones", got)
 	}
 	// A plugin_dir that does not exist yet is simply empty.
-	plugins, err = Catalog(CatalogConfig{Executable: "/usr/bin/berth", PluginDir: filepath.Join(t.TempDir(), "none")})
+	plugins, err = Catalog(CatalogConfig{Executable: "/usr/bin/berth", Builtins: drivers.Plugins(), PluginDir: filepath.Join(t.TempDir(), "none")})
 	if err != nil || len(plugins) != 2 {
 		t.Fatalf("missing plugin_dir: %v, %v", names(plugins), err)
 	}
@@ -141,6 +143,7 @@ func TestCatalogKeepsConfigErrorOfMissingPlugin(t *testing.T) {
 	bad := []byte(`{"attributes": {"a": 1}}`)
 	plugins, err := Catalog(CatalogConfig{
 		Executable: "/usr/bin/berth",
+		Builtins:   drivers.Plugins(),
 		PluginDir:  dir,
 		Plugins: []PluginConfig{
 			{Name: "ghost", JSON: bad, Source: "agent.hcl:3"},
@@ -153,7 +156,7 @@ func TestCatalogKeepsConfigErrorOfMissingPlugin(t *testing.T) {
 	for name, absent := range map[string]error{"ghost": ErrPluginMissing, "noexec": ErrPluginNotExecutable} {
 		p := find(t, plugins, name)
 		var pe *PluginError
-		if !errors.Is(p.Err, sdk.ErrConfigJSON) || !isConfigError(p.Err) || !errors.As(p.Err, &pe) || pe.Driver != name || pe.Source != p.Source {
+		if !errors.Is(p.Err, sdk.ErrConfigJSON) || !isConfigError(p.Err) || !errors.As(p.Err, &pe) || pe.Name != name || pe.Source != p.Source {
 			t.Errorf("%s: %v, want a config error naming the driver and its block", name, p.Err)
 		}
 		if !errors.Is(p.Err, absent) {

@@ -15,7 +15,9 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/pluginsup"
 )
 
 // clientEnv makes this test binary a client: with the data dir it names,
@@ -46,11 +48,11 @@ func runClient(dir string) error {
 	if err != nil {
 		return err
 	}
-	plugins, err := Catalog(CatalogConfig{Executable: exe, Plugins: []PluginConfig{rawExecEnabled}})
+	plugins, err := Catalog(CatalogConfig{Executable: exe, Builtins: drivers.Plugins(), Plugins: []PluginConfig{rawExecEnabled}})
 	if err != nil {
 		return err
 	}
-	m, err := New(Config{Plugins: plugins, Store: db, Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})})
+	m, err := New(Config{Plugins: plugins, Store: db, Options: pluginsup.Options{Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Debug})}})
 	if err != nil {
 		return err
 	}

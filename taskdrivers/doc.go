@@ -5,19 +5,21 @@
 //
 // # Catalog
 //
-// Catalog lists the drivers built into berth (builtin/drivers; mock only
-// in dev mode or when a plugin block names it),
-// every executable in the agent's plugin_dir (named for the driver it
+// Catalog lists the drivers built into berth (handed in by the agent as
+// CatalogConfig.Builtins, builtin/drivers.Plugins; mock only in dev mode
+// or when a plugin block names it), every executable in the agent's plugin_dir (named for the driver it
 // serves; it replaces a built-in driver of the same name), and an entry
 // for every plugin block that names neither, which the manager reports as
 // missing. Built-in drivers run as go-plugin subprocesses like third-party
 // ones: CatalogConfig.Executable (the berth binary, or a test binary that
-// calls drivers.MainIfRequested) is started with drivers.Args, `builtin
-// driver NAME`.
+// calls drivers.MainIfRequested) is started with the built-in's Args,
+// `builtin driver NAME`. The catalog is pluginsup.Catalog, the one shared
+// with the storage adapters; this package imports nothing of builtin/.
 //
 // # Manager
 //
-//	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Logger: logger})
+//	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db,
+//		Options: pluginsup.Options{Logger: logger}})
 //	err = m.Start(ctx)          // launches every plugin; config errors are returned
 //	infos := m.DriverInfos()    // for node registration; m.Changed() signals updates
 //	d, err := m.Driver("raw_exec")
@@ -43,11 +45,13 @@
 // A plugin that is missing, not executable, crashes at start (its last
 // stderr lines are quoted), speaks another protocol version or dies later
 // is reported as the driver's health and log error, and retried with
-// capped exponential Backoff; the other drivers and the agent carry on. An
+// capped exponential backoff (Config.Backoff); the other drivers and the agent carry on. An
 // invalid plugin config is not retried: Start returns it. This supervision
-// (launch or reattach, restart, shutdown) is internal/pluginsup, shared
-// with the storage adapters of csiadapters; this package adds the
-// driver's setup, its fingerprint and its tasks.
+// (launch or reattach, restart, shutdown), the catalog, the config
+// defaults (pluginsup.Options) and the sentinel errors (named "driver" in
+// a *PluginError) are internal/pluginsup, shared with the storage
+// adapters of csi/adapters; this package adds the driver's setup, its
+// fingerprint and its tasks.
 //
 // # What survives what
 //

@@ -8,6 +8,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -49,7 +50,7 @@ func newInstance(m *Manager, p Plugin) (*instance, error) {
 	in.info.HealthDescription = "starting"
 	sup, err := m.sup.Add(pluginsup.Spec[*sdk.DriverPlugin, *live]{
 		Name: p.Name, Path: p.Path, Args: p.Args, Builtin: p.Builtin, Err: p.Err,
-		Wrap:   func(err error) error { return in.p.errorf(err) },
+		Wrap:   func(err error) error { return noun.Wrap(in.p, err) },
 		Plugin: in, Observer: in,
 	})
 	if err != nil {
@@ -61,11 +62,7 @@ func newInstance(m *Manager, p Plugin) (*instance, error) {
 
 // supervisorErrors are the manager's answers to pluginsup.
 var supervisorErrors = pluginsup.Errors{
-	Start:       ErrPluginStart,
-	Exited:      ErrPluginExited,
-	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      ErrDriverFailed,
 	Unavailable: unavailable,
 }
 
@@ -130,7 +127,7 @@ func (in *instance) Watch(ctx context.Context, r *running) error {
 		in.setUnhealthy(desc)
 		in.sup.Settled()
 		in.logger.Warn("driver fingerprint stream ended; reopening it", "error", streamErr)
-		if !sleep(ctx.Done(), in.m.cfg.Backoff.Initial) {
+		if !backoff.Sleep(ctx.Done(), in.m.cfg.Backoff.Initial) {
 			return ctx.Err()
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // named as such, and a plugin the operator installs or fixes later is
 // picked up by the next attempt.
 func (in *instance) Prepare() error {
-	err := checkExecutable(&in.p)
+	err := noun.CheckExecutable(in.p)
 	if err != nil && in.p.Err != nil {
 		return in.p.Err // the catalog's description says more
 	}
@@ -35,33 +35,33 @@ func (in *instance) Launch(ctx context.Context, cfg sdk.LaunchConfig) (*sdk.Driv
 func (in *instance) Setup(ctx context.Context, proc *sdk.DriverPlugin) (*live, error) {
 	c := proc.Driver()
 	if c.Name() != in.p.Name {
-		return nil, in.p.errorf(fmt.Errorf("%w: it calls itself %q; a plugin_dir executable must be named for the driver it serves",
+		return nil, noun.Wrap(in.p, fmt.Errorf("%w: it calls itself %q; a plugin_dir executable must be named for the driver it serves",
 			ErrPluginName, c.Name()))
 	}
 	schemas, err := c.ConfigSchema(ctx)
 	if err != nil {
-		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
+		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}
 	vals, err := sdk.ConfigSpec{Plugin: in.p.Name, Scope: sdk.ScopePlugin, Schema: schemas.GetPlugin()}.Validate(in.p.Config)
 	if err != nil {
-		return nil, in.p.errorf(err)
+		return nil, noun.Wrap(in.p, err)
 	}
 	if err := c.SetConfig(ctx, &driverpb.PluginConfig{Values: vals.ConfigMap()}); err != nil {
 		if !isConfigError(err) {
 			err = errcode.Fallback(ErrPluginStart, err)
 		}
-		return nil, in.p.errorf(err)
+		return nil, noun.Wrap(in.p, err)
 	}
 	caps, err := c.Capabilities(ctx)
 	if err != nil {
-		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
+		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}
 	info, err := c.PluginInfo(ctx)
 	if err != nil {
-		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
+		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}
 	if err := in.recoverTasks(ctx, c); err != nil {
-		return nil, in.p.errorf(errcode.Fallback(ErrPluginStart, err))
+		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}
 	return &live{client: c, version: info.GetVersion(), schemas: schemas, caps: caps}, nil
 }

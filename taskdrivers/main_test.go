@@ -19,6 +19,8 @@ import (
 	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -275,7 +277,7 @@ func testExecutable(t *testing.T) string {
 // catalog lists the built-in drivers (mock in dev mode), the plugin_dir and configs.
 func (e *env) catalog(configs ...PluginConfig) []Plugin {
 	e.t.Helper()
-	plugins, err := Catalog(CatalogConfig{Executable: testExecutable(e.t), Dev: true, PluginDir: e.pluginDir, Plugins: configs})
+	plugins, err := Catalog(CatalogConfig{Executable: testExecutable(e.t), Builtins: drivers.Plugins(), Dev: true, PluginDir: e.pluginDir, Plugins: configs})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -290,8 +292,9 @@ var rawExecEnabled = PluginConfig{Name: "raw_exec", JSON: []byte(`{"enabled": tr
 func (e *env) newManager(plugins []Plugin, tweak func(*Config)) *Manager {
 	e.t.Helper()
 	cfg := Config{
-		Plugins: plugins, Store: e.db, Logger: e.logger,
-		StartTimeout: generous, Backoff: Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		Plugins: plugins, Store: e.db,
+		Options: pluginsup.Options{Logger: e.logger,
+			StartTimeout: generous, Backoff: backoff.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
 	}
 	if tweak != nil {
 		tweak(&cfg)

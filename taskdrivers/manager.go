@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/internal/pluginsup"
-	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 )
@@ -22,17 +21,12 @@ type Config struct {
 	// Plugins is the catalog (see Catalog).
 	Plugins []Plugin
 	// Store persists reattach configs and task handles. Required.
-	Store  Store
-	Logger hclog.Logger
-	// StartTimeout bounds each launch of a plugin: handshake, API
-	// negotiation, configuration and task recovery. Default 30s.
-	StartTimeout time.Duration
-	// Backoff spaces restarts of a plugin that keeps failing; zero means
-	// DefaultBackoff.
-	Backoff Backoff
-	// ResetAfter is how long a plugin must run before its next failure
-	// counts as the first again. Default 5m.
-	ResetAfter time.Duration
+	Store Store
+	// Options are the settings every plugin manager has: Logger,
+	// StartTimeout (each launch of a plugin: handshake, API negotiation,
+	// configuration and task recovery), restart Backoff, ResetAfter and
+	// BerthVersion, with their defaults.
+	pluginsup.Options
 	// StopTasksOnShutdown makes Shutdown stop and destroy every task with
 	// a persisted handle before it stops the plugins. A dev agent, whose
 	// data dir (and with it the handles) is deleted at exit, sets it; a
@@ -46,33 +40,15 @@ type Config struct {
 	// caller gave up, or its handle could not be persisted), so a plugin
 	// that hangs cannot hang StartTask. Default 30s.
 	CleanupTimeout time.Duration
-	// BerthVersion is recorded with the reattach config of built-in
-	// plugins; a plugin launched by another version is replaced rather
-	// than reattached. Default version.Version.
-	BerthVersion string
 }
 
 func (c *Config) setDefaults() {
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = 30 * time.Second
-	}
-	if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
-		c.Backoff = DefaultBackoff
-	}
-	if c.ResetAfter <= 0 {
-		c.ResetAfter = 5 * time.Minute
-	}
+	c.Options.SetDefaults()
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = 10 * time.Second
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = 30 * time.Second
-	}
-	if c.BerthVersion == "" {
-		c.BerthVersion = version.Version
 	}
 }
 
@@ -108,9 +84,8 @@ func New(cfg Config) (*Manager, error) {
 		cfg:    cfg,
 		logger: cfg.Logger,
 		sup: pluginsup.New[*sdk.DriverPlugin, *live](pluginsup.Config{
-			Kind: "driver", Noun: "driver plugin", LogKey: "driver", Logger: cfg.Logger,
-			StartTimeout: cfg.StartTimeout, Backoff: cfg.Backoff, ResetAfter: cfg.ResetAfter,
-			BerthVersion: cfg.BerthVersion, Records: pluginRecords{cfg.Store}, Errors: supervisorErrors,
+			Kind: "driver", Noun: "driver plugin", LogKey: "driver", Options: cfg.Options,
+			Records: pluginRecords{cfg.Store}, Errors: supervisorErrors,
 		}),
 		instances: map[string]*instance{},
 		changed:   make(chan struct{}, 1),
@@ -236,7 +211,7 @@ func (m *Manager) notify() {
 func (m *Manager) Driver(name string) (*Driver, error) {
 	in, ok := m.instances[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownDriver, name)
+		return nil, noun.Unknown(name)
 	}
 	return &Driver{in: in}, nil
 }

@@ -119,7 +119,7 @@ func TestPluginConfigErrorsNameDriverKeyAndSource(t *testing.T) {
 		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 			var pe *PluginError
 			var ce *sdk.ConfigError
-			if errors.As(e, &pe) && pe.Driver == want.driver {
+			if errors.As(e, &pe) && pe.Name == want.driver {
 				found = true
 				if pe.Source != want.source || !errors.As(e, &ce) || ce.Key != want.key || ce.Plugin != want.driver {
 					t.Fatalf("%s: %v", want.driver, e)
@@ -215,7 +215,7 @@ func TestBrokenPluginsAreReportedAndOthersRun(t *testing.T) {
 				t.Errorf("StartTask error %v does not say the plugin failed to start", err)
 			}
 			var pe *PluginError
-			if !errors.As(err, &pe) || pe.Driver != tc.name {
+			if !errors.As(err, &pe) || pe.Name != tc.name {
 				t.Fatalf("StartTask error %v names no driver", err)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	execdriver "berth.dev/berth/builtin/drivers/exec"
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/builtin/drivers/rawexec"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -57,6 +58,17 @@ func Names() []string {
 	var out []string
 	for _, b := range All() {
 		out = append(out, b.Name)
+	}
+	return out
+}
+
+// Plugins is the built-in drivers as the driver catalog takes them
+// (taskdrivers.CatalogConfig.Builtins): the agent hands them in, so that
+// the plugin machinery links none of them.
+func Plugins() []pluginsup.Builtin {
+	var out []pluginsup.Builtin
+	for _, b := range All() {
+		out = append(out, pluginsup.Builtin{Name: b.Name, Args: Args(b.Name), DevOnly: b.DevOnly})
 	}
 	return out
 }

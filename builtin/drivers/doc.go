@@ -5,6 +5,7 @@
 // ones: the agent re-executes its own binary as `berth builtin driver NAME`,
 // which looks the name up in Builtins and serves the driver with
 // sdk.ServeDriver. So the plugin boundary, with its restarts and task
-// recovery, is exercised by every built-in driver too. The client-side
-// plugin manager uses Names to know which drivers need no plugin_dir binary.
+// recovery, is exercised by every built-in driver too. The agent hands
+// Plugins (names, arguments, which are dev-only) to the client-side driver
+// catalog (taskdrivers.Catalog), which imports nothing of builtin/.
 package drivers

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	builtinadapters "berth.dev/berth/builtin/csi/adapters"
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
@@ -50,7 +52,7 @@ func TestCatalog(t *testing.T) {
 	}
 
 	// Not dev and no plugin block: hostpath is not offered.
-	got, err := Catalog(CatalogConfig{Executable: "/bin/berth", PluginDir: pluginDir})
+	got, err := Catalog(CatalogConfig{Executable: "/bin/berth", Builtins: builtinadapters.Plugins(), PluginDir: pluginDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +71,14 @@ func TestCatalog(t *testing.T) {
 	}
 
 	// Dev mode offers hostpath as a built-in, with its arguments.
-	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", Dev: true})
+	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", Builtins: builtinadapters.Plugins(), Dev: true})
 	if len(got) != 1 || got[0].Name != "hostpath" || !got[0].Builtin || got[0].Path != "/bin/berth" ||
 		strings.Join(got[0].Args, " ") != "builtin csi-adapter hostpath" {
 		t.Errorf("dev catalog: %+v", got)
 	}
 
 	// Plugin blocks: a config for hostpath, a bad one, a missing adapter.
-	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", PluginDir: pluginDir, Plugins: []PluginConfig{
+	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", Builtins: builtinadapters.Plugins(), PluginDir: pluginDir, Plugins: []PluginConfig{
 		{Name: "hostpath", JSON: []byte(`{"capacity": "1GiB", "topology": {"zone": "z1"}}`), Source: "a.hcl:1"},
 		{Name: "nfs", Source: "a.hcl:5"},
 		{Name: "tmpdir", JSON: []byte(`{"size": 3}`), Source: "a.hcl:9"},
@@ -98,7 +100,7 @@ func TestCatalog(t *testing.T) {
 		t.Errorf("tmpdir: %+v", a)
 	}
 
-	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", Plugins: []PluginConfig{
+	got, _ = Catalog(CatalogConfig{Executable: "/bin/berth", Builtins: builtinadapters.Plugins(), Plugins: []PluginConfig{
 		{Name: "hostpath", JSON: []byte(`{"capacity": "lots"}`), Source: "a.hcl:2"},
 	}})
 	if len(got) != 1 || !errors.Is(got[0].Err, ErrInvalidConfig) || !contains(got[0].Err.Error(), "capacity") || !contains(got[0].Err.Error(), "a.hcl:2") {

@@ -1,20 +1,23 @@
-// Package csiadapters is the client side of storage adapters: CSI plugins
+// Package adapters is the client side of storage adapters: CSI plugins
 // in berth's static catalog, run by the agent as go-plugin subprocesses
 // (sdk.ServeStorageAdapter on the plugin side) rather than as tasks. It is
 // the sibling of taskdrivers: both supervise their plugins with
-// internal/pluginsup (launch, reattach, restart with backoff, shutdown) and
-// sdk's go-plugin start; this package adds CSI Probe as the health check,
-// the Handle's connection and the events.
+// internal/pluginsup (launch, reattach, restart with backoff, shutdown; the
+// catalog, the config defaults and the sentinel errors, named "storage
+// adapter" in an *AdapterError) and sdk's go-plugin start; this package adds CSI Probe as the
+// health check, the Handle's connection and the events. It imports nothing
+// of builtin/.
 //
 // # Catalog
 //
-// Catalog lists the adapters built into berth (builtin/csi/adapters:
-// hostpath, offered in dev mode or when a plugin block names it), every
+// Catalog lists the adapters built into berth (handed in by the agent as
+// CatalogConfig.Builtins, builtin/csi/adapters.Plugins: hostpath, offered
+// in dev mode or when a plugin block names it), every
 // executable in <plugin_dir>/csi/ (named for the adapter it serves; it
 // replaces a built-in one of the same name), and a missing entry for each
 // `plugin "NAME" { type = "csi" }` block that names neither. A built-in
-// adapter's config is checked here (ErrInvalidConfig, naming the block's
-// file:line); a third-party adapter's config is handed to it as is.
+// adapter's config is checked here by its Builtin.CheckConfig
+// (ErrInvalidConfig, naming the block's file:line); a third-party adapter's config is handed to it as is.
 //
 // # Manager
 //
@@ -51,7 +54,8 @@
 // with another executable, arguments, config or (built-in) berth version,
 // in which case it is stopped and replaced.
 //
-// The plugin manager (which fingerprints plugins for the servers) consumes
-// Names, Adapter, State and Subscribe; from it on, an adapter and a
-// task-launched plugin look the same.
+// The plugin manager (csi/pluginmanager, which fingerprints plugins for the
+// servers) consumes Names, Adapter, State and Subscribe through its own
+// AdapterSource interface, which the agent adapts this Manager to; from it
+// on, an adapter and a task-launched plugin look the same.
 package adapters

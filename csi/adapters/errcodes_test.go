@@ -22,5 +22,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrAdapterUnavailable:   codes.Unavailable,
 		ErrAdapterFailed:        codes.FailedPrecondition,
 		ErrShutdown:             codes.Unavailable,
+		ErrNestedPlugin:         codes.FailedPrecondition,
 	})
 }

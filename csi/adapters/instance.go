@@ -10,6 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 )
@@ -63,7 +64,7 @@ func newInstance(m *Manager, a Adapter) (*instance, error) {
 	sup, err := m.sup.Add(pluginsup.Spec[*sdk.StoragePlugin, *grpc.ClientConn]{
 		Name: a.Name, Path: a.Path, Args: a.Args, Builtin: a.Builtin, Err: a.Err,
 		Env: in.env(), ConfigDigest: in.configDigest(),
-		Wrap:   func(err error) error { return in.a.errorf(err) },
+		Wrap:   func(err error) error { return noun.Wrap(in.a, err) },
 		Plugin: in, Observer: in,
 	})
 	if err != nil {
@@ -75,11 +76,7 @@ func newInstance(m *Manager, a Adapter) (*instance, error) {
 
 // supervisorErrors are the manager's answers to pluginsup.
 var supervisorErrors = pluginsup.Errors{
-	Start:       ErrAdapterStart,
-	Exited:      ErrAdapterExited,
-	Shutdown:    ErrShutdown,
 	Fatal:       isConfigError,
-	Failed:      ErrAdapterFailed,
 	Unavailable: unavailable,
 }
 
@@ -102,7 +99,8 @@ func unavailable(o pluginsup.Outage) error {
 func (in *instance) Watch(ctx context.Context, r *running) error {
 	cfg := in.m.cfg
 	identity := csipb.NewIdentityClient(r.Val)
-	fast := cfg.ProbeStart
+	fast := backoff.Backoff{Initial: cfg.ProbeStart, Max: cfg.HealthInterval}
+	unhealthy := 0
 	for {
 		pctx, cancel := context.WithTimeout(ctx, cfg.ProbeTimeout)
 		resp, err := identity.Probe(pctx, &csipb.ProbeRequest{})
@@ -123,10 +121,10 @@ func (in *instance) Watch(ctx context.Context, r *running) error {
 			in.setHealth(r, true, "")
 		}
 		if healthy := in.currentState().Healthy; !healthy {
-			next = fast
-			fast = min(2*fast, cfg.HealthInterval)
+			unhealthy++
+			next = fast.Delay(unhealthy)
 		} else {
-			fast = cfg.ProbeStart
+			unhealthy = 0
 		}
 		in.sup.Settled()
 		t := time.NewTimer(next)

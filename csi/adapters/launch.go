@@ -62,14 +62,14 @@ func (in *instance) configDigest() string {
 // each launch attempt, so that an adapter the operator installs or fixes
 // later is picked up, and creates the adapter's data dir.
 func (in *instance) Prepare() error {
-	if err := checkExecutable(&in.a); err != nil {
+	if err := noun.CheckExecutable(in.a); err != nil {
 		if in.a.Err != nil {
 			return in.a.Err // the catalog's description says more
 		}
 		return err
 	}
 	if err := os.MkdirAll(DataDir(in.m.cfg.DataDir, in.a.Name), 0o700); err != nil {
-		return in.a.errorf(errcode.Fallback(ErrAdapterStart, fmt.Errorf("adapter data dir: %w", err)))
+		return noun.Wrap(in.a, errcode.Fallback(ErrAdapterStart, fmt.Errorf("adapter data dir: %w", err)))
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func (in *instance) Launch(ctx context.Context, cfg sdk.LaunchConfig) (*sdk.Stor
 // Setup implements pluginsup.Plugin: it checks the adapter's name.
 func (in *instance) Setup(_ context.Context, proc *sdk.StoragePlugin) (*grpc.ClientConn, error) {
 	if name := proc.Adapter().Name(); name != in.a.Name {
-		return nil, in.a.errorf(fmt.Errorf("%w: it calls itself %q; a plugin_dir/csi executable must be named for the adapter it serves",
+		return nil, noun.Wrap(in.a, fmt.Errorf("%w: it calls itself %q; a plugin_dir/csi executable must be named for the adapter it serves",
 			ErrAdapterName, name))
 	}
 	return proc.Adapter().Conn(), nil

@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,8 @@ import (
 	builtinadapters "berth.dev/berth/builtin/csi/adapters"
 	"berth.dev/berth/builtin/csi/hostpath"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/sdk"
 )
@@ -109,7 +110,7 @@ func (e *env) catalog(pluginDir string, plugins ...PluginConfig) []Adapter {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	out, err := Catalog(CatalogConfig{Executable: exe, Dev: true, PluginDir: pluginDir, Plugins: plugins})
+	out, err := Catalog(CatalogConfig{Executable: exe, Builtins: builtinadapters.Plugins(), Dev: true, PluginDir: pluginDir, Plugins: plugins})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -121,8 +122,9 @@ func (e *env) catalog(pluginDir string, plugins ...PluginConfig) []Adapter {
 func (e *env) newManager(catalog []Adapter, tweak func(*Config)) *Manager {
 	e.t.Helper()
 	cfg := Config{
-		Adapters: catalog, Store: e.db, Logger: e.logger, NodeID: "node-1", NodeName: "n1", DataDir: e.dataDir,
-		StartTimeout: generous, Backoff: backoff.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		Adapters: catalog, Store: e.db, NodeID: "node-1", NodeName: "n1", DataDir: e.dataDir,
+		Options: pluginsup.Options{Logger: e.logger,
+			StartTimeout: generous, Backoff: backoff.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
 		HealthInterval: time.Second, ProbeStart: 10 * time.Millisecond,
 	}
 	if tweak != nil {

@@ -1,7 +1,6 @@
 package adapters
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/internal/pluginsup"
-	"berth.dev/berth/internal/version"
 	"berth.dev/berth/sdk"
 )
 
@@ -21,8 +19,11 @@ type Config struct {
 	// Adapters is the catalog (see Catalog).
 	Adapters []Adapter
 	// Store persists reattach records. Required.
-	Store  Store
-	Logger hclog.Logger
+	Store Store
+	// Options are the settings every plugin manager has: Logger,
+	// StartTimeout (each launch: handshake and API negotiation), restart
+	// Backoff, ResetAfter and BerthVersion, with their defaults.
+	pluginsup.Options
 	// NodeID and NodeName are handed to every adapter
 	// (sdk.StorageEnv); a CSI node plugin reports one as its node ID.
 	NodeID   string
@@ -30,15 +31,6 @@ type Config struct {
 	// DataDir is the client's data dir; each adapter gets
 	// <DataDir>/csi/adapters/<name> as its own directory. Required.
 	DataDir string
-	// StartTimeout bounds each launch: handshake and API negotiation.
-	// Default 30s.
-	StartTimeout time.Duration
-	// Backoff spaces restarts of an adapter that keeps failing; zero means
-	// pluginsup.DefaultRestart.
-	Backoff backoff.Backoff
-	// ResetAfter is how long an adapter must run before its next failure
-	// counts as the first again. Default 5m.
-	ResetAfter time.Duration
 	// HealthInterval spaces the Probe calls of a healthy adapter. Default
 	// 30s. An unhealthy one is probed at a fast cadence (ProbeStart,
 	// doubling up to HealthInterval).
@@ -48,25 +40,10 @@ type Config struct {
 	ProbeStart time.Duration
 	// ProbeTimeout is each Probe's deadline. Default 5s.
 	ProbeTimeout time.Duration
-	// BerthVersion is recorded with the reattach record of built-in
-	// adapters; one launched by another version is replaced. Default
-	// version.Version.
-	BerthVersion string
 }
 
 func (c *Config) setDefaults() {
-	if c.Logger == nil {
-		c.Logger = hclog.NewNullLogger()
-	}
-	if c.StartTimeout <= 0 {
-		c.StartTimeout = 30 * time.Second
-	}
-	if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
-		c.Backoff = pluginsup.DefaultRestart
-	}
-	if c.ResetAfter <= 0 {
-		c.ResetAfter = 5 * time.Minute
-	}
+	c.Options.SetDefaults()
 	if c.HealthInterval <= 0 {
 		c.HealthInterval = 30 * time.Second
 	}
@@ -75,9 +52,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = 5 * time.Second
-	}
-	if c.BerthVersion == "" {
-		c.BerthVersion = version.Version
 	}
 }
 
@@ -96,26 +70,25 @@ type Manager struct {
 // New returns a manager for cfg.Adapters. It starts nothing.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil {
-		return nil, errors.New("csiadapters: Config.Store is required")
+		return nil, errors.New("adapters: Config.Store is required")
 	}
 	if cfg.DataDir == "" {
-		return nil, errors.New("csiadapters: Config.DataDir is required")
+		return nil, errors.New("adapters: Config.DataDir is required")
 	}
 	cfg.setDefaults()
 	m := &Manager{
 		cfg:    cfg,
 		logger: cfg.Logger,
 		sup: pluginsup.New[*sdk.StoragePlugin, *grpc.ClientConn](pluginsup.Config{
-			Kind: socketKind, Noun: "storage adapter", LogKey: "adapter", Logger: cfg.Logger,
-			StartTimeout: cfg.StartTimeout, Backoff: cfg.Backoff, ResetAfter: cfg.ResetAfter,
-			BerthVersion: cfg.BerthVersion, Records: adapterRecords{cfg.Store}, Errors: supervisorErrors,
+			Kind: socketKind, Noun: "storage adapter", LogKey: "adapter", Options: cfg.Options,
+			Records: adapterRecords{cfg.Store}, Errors: supervisorErrors,
 		}),
 		instances: map[string]*instance{},
 	}
 	for _, a := range cfg.Adapters {
 		in, err := newInstance(m, a)
 		if err != nil {
-			return nil, fmt.Errorf("csiadapters: %w", err)
+			return nil, fmt.Errorf("adapters: %w", err)
 		}
 		m.instances[a.Name] = in
 	}
@@ -130,7 +103,7 @@ func New(cfg Config) (*Manager, error) {
 // were still starting when it ended.
 func (m *Manager) Start(ctx context.Context) error {
 	if os.Getenv(sdk.StorageHandshake.MagicCookieKey) != "" || os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
-		return errors.New("csiadapters: refusing to launch storage adapters from inside a plugin process")
+		return ErrNestedPlugin
 	}
 	return m.sup.Start(ctx, m.loadRecords)
 }
@@ -162,7 +135,7 @@ func (m *Manager) Names() []string { return m.sup.Names() }
 func (m *Manager) Adapter(name string) (*Handle, error) {
 	in, ok := m.instances[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownAdapter, name)
+		return nil, noun.Unknown(name)
 	}
 	return in.handle, nil
 }

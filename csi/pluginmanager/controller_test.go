@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/internal/testutil"
@@ -94,7 +93,7 @@ func TestControllerOfAnAdapter(t *testing.T) {
 	if hp.NodeStageVolume.Count() != 0 {
 		t.Errorf("the plugin saw %d node stage calls", hp.NodeStageVolume.Count())
 	}
-	ad.event("hostpath", adapters.EventExited, "exit status 1")
+	ad.event("hostpath", AdapterExited, "exit status 1")
 	f.waitDelivered(t, "exited", func(s Set) error { return has(s.Controllers, "hostpath", "", false) })
 	if _, err := m.Controller("hostpath"); !errors.Is(err, ErrControllerUnhealthy) {
 		t.Errorf("exited adapter: %v, want ErrControllerUnhealthy", err)

@@ -1,12 +1,12 @@
 // Package pluginmanager is a client's one CSI plugin manager: it
 // fingerprints every CSI plugin on the node, whether a storage adapter of
-// the static catalog (csiadapters) or a task-launched plugin of the dynamic
+// the static catalog (csi/adapters) or a task-launched plugin of the dynamic
 // registry (csi/registry), and keeps the servers' copy of the node's plugin
 // set (CSIPlugins.UpdateNode) up to date.
 //
 //	m, err := pluginmanager.New(pluginmanager.Config{
 //		Registry: reg,                             // *registry.Registry, restored
-//		Adapters: pluginmanager.Adapters(adapters), // *adapters.Manager
+//		Adapters: adapters,                        // an AdapterSource
 //		Send:     client.sendCSIPlugins,           // CSIPlugins.UpdateNode
 //	})
 //	m.Start()
@@ -22,7 +22,7 @@
 // while the plugin is healthy, and sooner, backing off from RetryStart,
 // while a fingerprint fails or Probe says not ready. Health transitions
 // need no polling: the supervisor's checks arrive as registry events, an
-// adapter's as csiadapters events, and a plugin that turns healthy again
+// adapter's as its source's events, and a plugin that turns healthy again
 // is fingerprinted again at once.
 //
 // A registry entry is a controller or a node; the two entries of a

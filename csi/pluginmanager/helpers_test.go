@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/internal/testutil"
@@ -230,13 +229,13 @@ var _ AdapterSource = (*fakeAdapters)(nil)
 type fakeAdapters struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
-	states map[string]adapters.State
-	subs   []chan adapters.Event
+	states map[string]AdapterState
+	subs   []chan AdapterEvent
 }
 
 func newFakeAdapters(t testing.TB, plugins map[string]*csifake.Plugin) *fakeAdapters {
 	t.Helper()
-	a := &fakeAdapters{conns: map[string]*grpc.ClientConn{}, states: map[string]adapters.State{}}
+	a := &fakeAdapters{conns: map[string]*grpc.ClientConn{}, states: map[string]AdapterState{}}
 	for name, p := range plugins {
 		srv := servePlugin(t, p)
 		cc, err := grpc.NewClient("unix://"+srv.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -245,7 +244,7 @@ func newFakeAdapters(t testing.TB, plugins map[string]*csifake.Plugin) *fakeAdap
 		}
 		t.Cleanup(func() { cc.Close() })
 		a.conns[name] = cc
-		a.states[name] = adapters.State{Running: true, Healthy: true}
+		a.states[name] = AdapterState{Running: true, Healthy: true}
 	}
 	return a
 }
@@ -269,14 +268,14 @@ func (a *fakeAdapters) Conn(name string) (grpc.ClientConnInterface, error) {
 	return nil, errors.New("no adapter " + name)
 }
 
-func (a *fakeAdapters) State(name string) (adapters.State, error) {
+func (a *fakeAdapters) State(name string) (AdapterState, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.states[name], nil
 }
 
-func (a *fakeAdapters) Subscribe() (<-chan adapters.Event, func()) {
-	ch := make(chan adapters.Event, 16)
+func (a *fakeAdapters) Subscribe() (<-chan AdapterEvent, func()) {
+	ch := make(chan AdapterEvent, 16)
 	a.mu.Lock()
 	a.subs = append(a.subs, ch)
 	a.mu.Unlock()
@@ -284,15 +283,15 @@ func (a *fakeAdapters) Subscribe() (<-chan adapters.Event, func()) {
 }
 
 // event sets the adapter's state as the event implies and sends it.
-func (a *fakeAdapters) event(name string, kind adapters.EventKind, reason string) {
+func (a *fakeAdapters) event(name string, kind AdapterEventKind, reason string) {
 	a.mu.Lock()
 	st := a.states[name]
-	st.Healthy, st.Reason = kind == adapters.EventHealthy, reason
+	st.Healthy, st.Reason = kind == AdapterHealthy, reason
 	a.states[name] = st
-	subs := append([]chan adapters.Event(nil), a.subs...)
+	subs := append([]chan AdapterEvent(nil), a.subs...)
 	a.mu.Unlock()
 	for _, ch := range subs {
-		ch <- adapters.Event{Adapter: name, Kind: kind, Reason: reason}
+		ch <- AdapterEvent{Adapter: name, Kind: kind, Reason: reason}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/registry"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -236,7 +237,8 @@ func (m *Manager) work(ctx context.Context, key instKey, w *worker, connect func
 	defer c.Close()
 	w.client.Store(c)
 	defer w.client.Store(nil)
-	retry := m.cfg.RetryStart
+	wait := backoff.Backoff{Initial: m.cfg.RetryStart, Max: m.cfg.RefreshInterval}
+	failures := 0
 	for {
 		fctx, cancel := context.WithTimeout(ctx, m.cfg.FingerprintTimeout)
 		fp, err := fingerprint(fctx, c)
@@ -251,9 +253,10 @@ func (m *Manager) work(ctx context.Context, key instKey, w *worker, connect func
 		if err != nil || !fp.Ready {
 			// Nobody else will say when a plugin its source calls
 			// healthy answers again: look sooner than the refresh.
-			next, retry = retry, min(retry*2, m.cfg.RefreshInterval)
+			failures++
+			next = wait.Delay(failures)
 		} else {
-			retry = m.cfg.RetryStart
+			failures = 0
 		}
 		t := time.NewTimer(next)
 		select {

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/csi"
-	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/rpc/pb"
 )
@@ -147,7 +146,7 @@ func (m *Manager) Start() {
 				m.registered(e)
 			}
 		}
-		var adEvents <-chan adapters.Event
+		var adEvents <-chan AdapterEvent
 		if m.cfg.Adapters != nil {
 			var cancel func()
 			adEvents, cancel = m.cfg.Adapters.Subscribe()
@@ -191,7 +190,7 @@ func (m *Manager) Plugins() Set {
 // hands it to the sender when it changed. Inputs that are already waiting
 // are applied before building, so a burst (a monolith's two entries) is
 // one set.
-func (m *Manager) loop(regEvents <-chan registry.Event, adEvents <-chan adapters.Event) {
+func (m *Manager) loop(regEvents <-chan registry.Event, adEvents <-chan AdapterEvent) {
 	defer func() {
 		for _, in := range m.instances {
 			m.stopWorker(in)
@@ -332,21 +331,21 @@ func (m *Manager) addAdapter(name string) {
 }
 
 // adapterEvent follows an adapter's health as its manager reports it.
-func (m *Manager) adapterEvent(ev adapters.Event) {
+func (m *Manager) adapterEvent(ev AdapterEvent) {
 	in := m.instances[instKey{adapter: ev.Adapter}]
 	if in == nil {
 		return
 	}
 	switch ev.Kind {
-	case adapters.EventHealthy:
+	case AdapterHealthy:
 		in.srcHealthy, in.srcReason = true, ""
 		in.w.poke()
-	case adapters.EventUnhealthy, adapters.EventExited, adapters.EventStartFailed:
+	case AdapterUnhealthy, AdapterExited, AdapterStartFailed:
 		in.srcHealthy, in.srcReason = false, ev.Kind.String()+": "+ev.Reason
 		if ev.Reason == "" {
 			in.srcReason = ev.Kind.String()
 		}
-	case adapters.EventStarted, adapters.EventReattached:
+	case AdapterStarted, AdapterReattached:
 		// A new process: it may serve something else.
 		in.w.poke()
 	}

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/internal/testutil"
@@ -180,7 +179,7 @@ func TestAdapterHealthEventsAreSent(t *testing.T) {
 		t.Errorf("ctl adapter type %s, want controller", c.GetType())
 	}
 
-	ad.event("hostpath", adapters.EventExited, "exit status 2")
+	ad.event("hostpath", AdapterExited, "exit status 2")
 	got = f.waitDelivered(t, "exited", func(s Set) error { return has(s.Nodes, "hostpath", "", false) })
 	if d := got.Nodes["hostpath"].GetHealthDescription(); d != "storage adapter: exited: exit status 2" {
 		t.Errorf("health description %q", d)
@@ -188,7 +187,7 @@ func TestAdapterHealthEventsAreSent(t *testing.T) {
 	if err := has(got.Controllers, "ctl", "", true); err != nil {
 		t.Errorf("the other adapter: %v", err)
 	}
-	ad.event("hostpath", adapters.EventHealthy, "")
+	ad.event("hostpath", AdapterHealthy, "")
 	f.waitDelivered(t, "healthy again", func(s Set) error { return has(s.Nodes, "hostpath", "", true) })
 }
 
@@ -379,7 +378,7 @@ func TestAdapterNotRunningAtStartDoesNotHoldTheFirstSet(t *testing.T) {
 	late := csifake.New()
 	release := late.GetPluginInfo.Block()
 	ad := newFakeAdapters(t, map[string]*csifake.Plugin{"up": csifake.New(), "late": late})
-	ad.states["late"] = adapters.State{Reason: "start failed: no such file"}
+	ad.states["late"] = AdapterState{Reason: "start failed: no such file"}
 	_, f := startManager(t, nil, ad, nil)
 	// The blocked GetPluginInfo ends at its own deadline (10s), which
 	// would let a manager that waits for it send too: the first set must
@@ -397,6 +396,6 @@ func TestAdapterNotRunningAtStartDoesNotHoldTheFirstSet(t *testing.T) {
 		t.Fatalf("an adapter never fingerprinted was reported: %v", render(first))
 	}
 	release()
-	ad.event("late", adapters.EventHealthy, "")
+	ad.event("late", AdapterHealthy, "")
 	f.waitDelivered(t, "late adapter up", func(s Set) error { return has(s.Nodes, "late", "", true) })
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/internal/backoff"
 )
 
 // outbox holds the newest set for the sender: a new set replaces one not
@@ -60,7 +62,8 @@ func (o *outbox) take(sent uint64) (Set, uint64, bool) {
 // Resend during the backoff ends it (the node may just have registered).
 func (m *Manager) sendLoop() {
 	var sent uint64
-	retry := m.cfg.SendRetryStart
+	wait := backoff.Backoff{Initial: m.cfg.SendRetryStart, Max: m.cfg.SendRetryMax}
+	failures := 0
 	var lastErr string
 	for {
 		set, v, ok := m.out.take(sent)
@@ -78,7 +81,7 @@ func (m *Manager) sendLoop() {
 			return
 		}
 		if err == nil {
-			sent, retry, lastErr = v, m.cfg.SendRetryStart, ""
+			sent, failures, lastErr = v, 0, ""
 			m.logger.Debug("csi plugin set sent", "controllers", len(set.Controllers), "nodes", len(set.Nodes), "took", time.Since(start))
 			continue
 		}
@@ -86,6 +89,8 @@ func (m *Manager) sendLoop() {
 		m.out.mu.Lock()
 		m.out.again = true
 		m.out.mu.Unlock()
+		failures++
+		retry := wait.Delay(failures)
 		if msg := status.Code(err).String() + err.Error(); msg != lastErr {
 			m.logger.Warn("sending the node's csi plugins to the servers failed; retrying", "error", err, "retry_in", retry)
 			lastErr = msg
@@ -101,6 +106,5 @@ func (m *Manager) sendLoop() {
 			t.Stop()
 			return
 		}
-		retry = min(retry*2, m.cfg.SendRetryMax)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	builtinadapters "berth.dev/berth/builtin/csi/adapters"
 	"berth.dev/berth/csi/adapters"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/pluginsup"
 )
 
 var _ adapters.Store = (*state.DB)(nil)
@@ -46,6 +48,7 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	}
 	catalog, err := adapters.Catalog(adapters.CatalogConfig{
 		Executable: exe,
+		Builtins:   builtinadapters.Plugins(),
 		Dev:        a.cfg.DevMode,
 		PluginDir:  pluginDir,
 		Plugins:    configs,
@@ -59,7 +62,7 @@ func (a *Agent) startAdapters(nodeID, nodeName string) error {
 	m, err := adapters.New(adapters.Config{
 		Adapters: catalog,
 		Store:    a.state,
-		Logger:   a.logger.Named("csi-adapters"),
+		Options:  pluginsup.Options{Logger: a.logger.Named("csi-adapters")},
 		NodeID:   nodeID,
 		NodeName: nodeName,
 		DataDir:  a.dataDir,

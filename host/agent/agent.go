@@ -182,7 +182,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		}
 		var adapters pluginmanager.AdapterSource
 		if a.adapters != nil {
-			adapters = pluginmanager.Adapters(a.adapters)
+			adapters = adapterSource{a.adapters}
 		}
 		// One registry: the csi_plugin supervisor registers task plugins in
 		// it, the client restores it and its plugin manager follows it.

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"time"
 
+	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/taskdrivers"
 )
 
@@ -55,6 +57,7 @@ func (a *Agent) startDrivers() error {
 	}
 	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{
 		Executable: exe,
+		Builtins:   drivers.Plugins(),
 		Dev:        a.cfg.DevMode,
 		PluginDir:  pluginDir,
 		Plugins:    configs,
@@ -65,7 +68,7 @@ func (a *Agent) startDrivers() error {
 	m, err := taskdrivers.New(taskdrivers.Config{
 		Plugins: plugins,
 		Store:   db,
-		Logger:  a.logger.Named("drivers"),
+		Options: pluginsup.Options{Logger: a.logger.Named("drivers")},
 		// A dev agent deletes its data dir, and with it the task handles
 		// that would let the next start recover its tasks: stop them.
 		StopTasksOnShutdown: a.ownsDataDir,

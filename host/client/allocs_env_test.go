@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/builtin/drivers"
 	"berth.dev/berth/host/client/state"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
@@ -90,12 +91,12 @@ func startDrivers(dataDir string, logger hclog.Logger, stopTasks bool) (*state.D
 	if err != nil {
 		return fail(err)
 	}
-	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Dev: true,
+	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Builtins: drivers.Plugins(), Dev: true,
 		Plugins: []taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}})
 	if err != nil {
 		return fail(err)
 	}
-	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Logger: logger.Named("drivers"), StopTasksOnShutdown: stopTasks})
+	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Options: pluginsup.Options{Logger: logger.Named("drivers")}, StopTasksOnShutdown: stopTasks})
 	if err != nil {
 		return fail(err)
 	}

@@ -63,7 +63,7 @@ type Config struct {
 	// running them.
 	CSIRegistry *registry.Registry
 	// CSIAdapters are the node's storage adapters
-	// (pluginmanager.Adapters of the agent's adapters.Manager).
+	// (the agent adapts its adapters.Manager to it).
 	CSIAdapters pluginmanager.AdapterSource
 	// CSIRefreshInterval spaces the plugin manager's fingerprints of a
 	// healthy plugin; zero means its default (30s).

@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -12,26 +11,23 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
 )
 
 // The sentinels of the fake package the tests supervise for.
 var (
-	errStart       = errcode.New(codes.Unavailable, "fake plugin failed to start")
-	errExited      = errcode.New(codes.Unavailable, "fake plugin exited")
-	errShutdown    = errcode.New(codes.Unavailable, "fake manager is shut down")
-	errFailed      = errcode.New(codes.FailedPrecondition, "fake plugin failed for good")
+	errStart       = ErrStart
+	errExited      = ErrExited
+	errShutdown    = ErrShutdown
+	errFailed      = ErrFailed
 	errUnavailable = errcode.New(codes.Unavailable, "fake plugin is not available")
 	errBadConfig   = errcode.New(codes.InvalidArgument, "fake plugin config is invalid")
 )
 
 var fakeErrors = Errors{
-	Start:    errStart,
-	Exited:   errExited,
-	Shutdown: errShutdown,
-	Fatal:    func(err error) bool { return errors.Is(err, errBadConfig) },
-	Failed:   errFailed,
+	Fatal: func(err error) bool { return errors.Is(err, errBadConfig) },
 	Unavailable: func(o Outage) error {
 		err := fmt.Errorf("%w: %s (%s)", errUnavailable, o.Name, o.Reason)
 		if o.Waited != nil {
@@ -252,8 +248,9 @@ func newHarness(t *testing.T, tweak func(*Config, *Spec[*fakeProc, string])) *ha
 	h := &harness{t: t, p: &fakePlugin{procs: map[int]*fakeProc{}, nextPid: 100}, recs: &fakeRecords{recs: map[string]Record{}}}
 	cfg := Config{
 		Kind: "fake", Noun: "fake plugin", LogKey: "fake",
-		StartTimeout: time.Minute, Backoff: backoff.Backoff{Initial: time.Second, Max: 4 * time.Second},
-		ResetAfter: time.Minute, BerthVersion: testVersion, Records: h.recs, Errors: fakeErrors,
+		Options: Options{StartTimeout: time.Minute, Backoff: backoff.Backoff{Initial: time.Second, Max: 4 * time.Second},
+			ResetAfter: time.Minute, BerthVersion: testVersion},
+		Records: h.recs, Errors: fakeErrors,
 	}
 	spec := Spec[*fakeProc, string]{
 		Name: "fake", Path: testPath, Args: []string{"serve"}, ConfigDigest: "digest-1",

@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginproc"
 )
 
@@ -106,8 +106,7 @@ func (in *Instance[P, T]) Current() *Running[P, T] {
 // Acquire returns the running process. Without wait it fails at once with
 // Errors.Unavailable when there is none; with wait it waits for the
 // supervisor to (re)start one until ctx ends. Either way an instance down
-// for good fails with Errors.Failed, and a stopping one with
-// Errors.Shutdown.
+// for good fails with ErrFailed, and a stopping one with ErrShutdown.
 func (in *Instance[P, T]) Acquire(ctx context.Context, wait bool) (*Running[P, T], error) {
 	errs := in.s.cfg.Errors
 	for {
@@ -117,9 +116,9 @@ func (in *Instance[P, T]) Acquire(ctx context.Context, wait bool) (*Running[P, T
 		in.mu.Unlock()
 		switch {
 		case fatal != nil:
-			return nil, fmt.Errorf("%w: %w", errs.Failed, fatal)
+			return nil, fmt.Errorf("%w: %w", ErrFailed, fatal)
 		case in.s.ctx.Err() != nil:
-			return nil, errs.Shutdown
+			return nil, ErrShutdown
 		case cur != nil:
 			return cur, nil
 		case !wait:
@@ -131,7 +130,7 @@ func (in *Instance[P, T]) Acquire(ctx context.Context, wait bool) (*Running[P, T
 			out.Waited = ctx.Err()
 			return nil, errs.Unavailable(out)
 		case <-in.s.ctx.Done():
-			return nil, errs.Shutdown
+			return nil, ErrShutdown
 		}
 	}
 }
@@ -201,7 +200,7 @@ func (in *Instance[P, T]) run(ctx context.Context, rec *Record) {
 		}
 		attempt++
 		delay := cfg.Backoff.Delay(attempt)
-		err = in.spec.Wrap(fmt.Errorf("%w: %v", cfg.Errors.Exited, cause))
+		err = in.spec.Wrap(fmt.Errorf("%w: %v", ErrExited, cause))
 		in.down(Down{Err: err, Reason: fmt.Sprintf("%s; restarting in %s (restart %d)", OneLine(err), delay, attempt),
 			Pid: r.Pid, Cause: cause, Delay: delay})
 		in.logger.Warn(cfg.Noun+" exited; restarting it", "cause", cause, "restart_in", delay, "restart", attempt)

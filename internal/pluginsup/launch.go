@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	plugin "github.com/hashicorp/go-plugin"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/pluginproc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/sdk"
@@ -59,7 +59,7 @@ func (in *Instance[P, T]) start(ctx context.Context) (proc P, sockDir string, er
 	}
 	sockDir, err = pluginproc.NewSocketDir(cfg.Kind, in.spec.Name)
 	if err != nil {
-		return proc, "", in.spec.Wrap(errcode.Fallback(cfg.Errors.Start, fmt.Errorf("socket directory: %w", err)))
+		return proc, "", in.spec.Wrap(errcode.Fallback(ErrStart, fmt.Errorf("socket directory: %w", err)))
 	}
 	// One per attempt: the process of an attempt abandoned when ctx
 	// ended may still be writing while the next attempt starts.
@@ -92,7 +92,7 @@ func (in *Instance[P, T]) start(ctx context.Context) (proc P, sockDir string, er
 // process to be stopped in the background, where go-plugin's cmd.Wait
 // still writes cmd.ProcessState.
 func (in *Instance[P, T]) startError(ctx context.Context, cmd *exec.Cmd, stderr *pluginproc.TailWriter, err error) error {
-	start := in.s.cfg.Errors.Start
+	start := ErrStart
 	tail := stderr.Summary()
 	if ctx.Err() != nil {
 		return errcode.Fallback(start, fmt.Errorf("%w%s", err, tail))

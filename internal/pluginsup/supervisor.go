@@ -1,7 +1,6 @@
 package pluginsup
 
 import (
-	"berth.dev/berth/internal/backoff"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/rpc/errcode"
@@ -29,10 +27,6 @@ var (
 
 // Proc is one plugin process as the sdk's launchers return it
 // (*sdk.DriverPlugin, *sdk.StoragePlugin).
-// DefaultRestart is the restart backoff of a supervisor configured with
-// none: a second, doubling to a minute.
-var DefaultRestart = backoff.Backoff{Initial: time.Second, Max: time.Minute}
-
 type Proc interface {
 	Pid() int
 	Exited() bool
@@ -70,7 +64,7 @@ type Observer[P Proc, T any] interface {
 
 // Down is why an instance has no process.
 type Down struct {
-	// Err is the package's error: a failed launch, Errors.Exited wrapping
+	// Err is the package's error: a failed launch, ErrExited wrapping
 	// Cause, or a failure for good.
 	Err error
 	// Reason is Err on one line, saying when the next attempt comes.
@@ -98,22 +92,11 @@ type Outage struct {
 	Waited error
 }
 
-// Errors are a package's answers, carrying its own gRPC codes.
+// Errors are the kind-specific part of a package's answers; the sentinels
+// (ErrStart, ErrExited, ErrFailed, ErrShutdown) are this package's.
 type Errors struct {
-	// Start is the sentinel of a process that could not be brought up,
-	// joined to its cause with errcode.Fallback.
-	Start error
-	// Exited is the sentinel of a running process that exited or
-	// stopped answering.
-	Exited error
-	// Shutdown is what Acquire returns, and Start, once the supervisor
-	// stops.
-	Shutdown error
 	// Fatal reports a failure no restart fixes (an invalid config).
 	Fatal func(error) bool
-	// Failed is the sentinel of an instance down for good; Acquire joins
-	// it to the failure.
-	Failed error
 	// Unavailable is what Acquire returns when no process runs.
 	Unavailable func(Outage) error
 }
@@ -149,17 +132,10 @@ type Config struct {
 	Noun string
 	// LogKey is the log field of an instance's name: "driver".
 	LogKey string
-	Logger hclog.Logger
-	// StartTimeout bounds each launch, Setup included.
-	StartTimeout time.Duration
-	Backoff      backoff.Backoff
-	// ResetAfter is how long a process must run before its next failure
-	// counts as the first again.
-	ResetAfter time.Duration
-	// BerthVersion is recorded with each Record.
-	BerthVersion string
-	Records      Records
-	Errors       Errors
+	// Options are the manager's: timeouts, backoff, logger, version.
+	Options
+	Records Records
+	Errors  Errors
 }
 
 // Supervisor holds a manager's instances: it starts them together, and
@@ -178,11 +154,10 @@ type Supervisor[P Proc, T any] struct {
 	stopping bool
 }
 
-// New returns a supervisor with no instances.
+// New returns a supervisor with no instances; cfg.Options' zero fields
+// take their defaults.
 func New[P Proc, T any](cfg Config) *Supervisor[P, T] {
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
+	cfg.Options.SetDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Supervisor[P, T]{cfg: cfg, instances: map[string]*Instance[P, T]{}, ctx: ctx, cancel: cancel}
 }
@@ -226,7 +201,7 @@ func (s *Supervisor[P, T]) Start(ctx context.Context, load func() map[string]*Re
 	switch {
 	case s.stopping:
 		s.mu.Unlock()
-		return s.cfg.Errors.Shutdown
+		return ErrShutdown
 	case s.started:
 		s.mu.Unlock()
 		return ErrStarted

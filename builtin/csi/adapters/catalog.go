@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/builtin/csi/hostpath"
+	"berth.dev/berth/internal/pluginsup"
 )
 
 // HostpathName is the catalog name of the built-in hostpath adapter.
@@ -20,6 +21,22 @@ func Names() []string { return []string{HostpathName} }
 // Args returns the arguments with which the berth binary serves the
 // built-in adapter name.
 func Args(name string) []string { return []string{"builtin", "csi-adapter", name} }
+
+// Plugins is the built-in adapters as the storage adapter catalog takes
+// them (csi/adapters.CatalogConfig.Builtins): each is offered in dev mode
+// or when a plugin block names it, and its config is checked by
+// CheckConfig. The agent hands them in, so that the CSI library links none
+// of them.
+func Plugins() []pluginsup.Builtin {
+	var out []pluginsup.Builtin
+	for _, name := range Names() {
+		out = append(out, pluginsup.Builtin{
+			Name: name, Args: Args(name), DevOnly: true,
+			CheckConfig: func(config []byte) error { return CheckConfig(name, config) },
+		})
+	}
+	return out
+}
 
 // CheckConfig checks the plugin block config (a JSON object) of the
 // built-in adapter name, as the adapter will read it. The error names the

@@ -23,6 +23,9 @@
 //	  }
 //	}
 //
+// Plugins is the table the agent hands to the storage adapter catalog
+// (csi/adapters.CatalogConfig.Builtins): names, arguments and CheckConfig.
+//
 // Tests that stand in for berth call MainIfRequested first thing in
 // TestMain, so a supervisor can re-execute the test binary as it would
 // re-execute berth.

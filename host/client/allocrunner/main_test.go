@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/builtin/drivers/mock"
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/internal/taskenv"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
@@ -60,12 +61,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Dev: true,
+	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Builtins: drivers.Plugins(), Dev: true,
 		Plugins: []taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Logger: testutil.Logger(t), StopTasksOnShutdown: true})
+	m, err := taskdrivers.New(taskdrivers.Config{Plugins: plugins, Store: db, Options: pluginsup.Options{Logger: testutil.Logger(t)}, StopTasksOnShutdown: true})
 	if err != nil {
 		t.Fatal(err)
 	}
