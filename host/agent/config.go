@@ -139,7 +139,7 @@ type ClientConfig struct {
 const (
 	// PluginTypeDriver is a task driver plugin (the default).
 	PluginTypeDriver = "driver"
-	// PluginTypeCSI is a CSI storage adapter (csiadapters).
+	// PluginTypeCSI is a CSI storage adapter (csi/adapters).
 	PluginTypeCSI = "csi"
 )
 

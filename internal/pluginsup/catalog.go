@@ -175,7 +175,7 @@ func scanDir[C any](noun Noun, dir string) ([]*Entry[C], error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%ss: %w", noun, err)
+		return nil, fmt.Errorf("%ss: plugin_dir: %w", noun, err)
 	}
 	var out []*Entry[C]
 	for _, de := range entries {

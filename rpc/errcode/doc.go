@@ -60,7 +60,7 @@
 //     FailedPrecondition, though the config error is InvalidArgument,
 //     because the caller's request is fine and the node's config is not.
 //   - A wrapper whose sentinel names only the step that failed, not whether
-//     retrying helps ("driver plugin failed to start", Unavailable), must
+//     retrying helps ("plugin failed to start", Unavailable), must
 //     not hide the cause's code (an incompatible plugin API is
 //     FailedPrecondition): it joins them with Fallback(sentinel, cause),
 //     which reads "sentinel: cause", errors.Is both, and has the cause's

@@ -153,7 +153,7 @@ func find(err error) (codes.Code, *status.Status) {
 // Fallback returns an error that reads "sentinel: cause" and that errors.Is
 // both, whose code is cause's when cause has one and sentinel's otherwise.
 // It is for a sentinel that names the step that failed but not whether
-// retrying helps ("driver plugin failed to start"): under the nearest-code
+// retrying helps ("plugin failed to start"): under the nearest-code
 // rule, fmt.Errorf("%w: %w", sentinel, cause) would hide the cause's code
 // (an incompatible plugin API, FailedPrecondition, answered as the
 // sentinel's Unavailable). A wrapper that means to reclassify its cause
