@@ -459,7 +459,7 @@ func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCa
 		if ask.accessMode != "" && rules.EnumWord(c.GetAccessMode()) != ask.accessMode {
 			continue
 		}
-		if ask.attachmentMode != "" && attachmentWord(c.GetAttachmentMode()) != ask.attachmentMode {
+		if ask.attachmentMode != "" && rules.EnumWord(c.GetAttachmentMode()) != ask.attachmentMode {
 			continue
 		}
 		limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
@@ -497,23 +497,12 @@ func capabilitiesText(v *pb.Volume) string {
 		if i > 0 {
 			out += ", "
 		}
-		out += rules.EnumWord(c.GetAccessMode()) + "/" + attachmentWord(c.GetAttachmentMode())
+		out += rules.EnumWord(c.GetAccessMode()) + "/" + rules.EnumWord(c.GetAttachmentMode())
 	}
 	if out == "" {
 		return "none"
 	}
 	return out
-}
-
-// attachmentWord is an attachment mode as the jobspec spells it.
-func attachmentWord(m pb.VolumeAttachmentMode) string {
-	switch m {
-	case pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM:
-		return "file-system"
-	case pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE:
-		return "block-device"
-	}
-	return fmt.Sprintf("%d", int32(m))
 }
 
 // TopologyReaches reports whether the volume is reachable from the node
