@@ -183,9 +183,7 @@ func stringList(key string, get func(*Config) *[]string, norm func(string) (stri
 	}
 }
 
-// The conversions are strict on purpose: a port written as "7646" or a flag
-// written as "true" is more likely a mistake than a convenience, and JSON
-// and HCL agree on these types.
+// The conversions are hclsrc's, in the configuration's words.
 var (
 	toString   = configStyle.String
 	toBool     = configStyle.Bool

@@ -36,9 +36,8 @@ func newDecoder() *decoder {
 	return d
 }
 
-// The conversions are strict on purpose, as in the agent config: a count
-// written as "3" or a flag written as "true" is more likely a mistake than a
-// convenience, and JSON and HCL agree on these types.
+// The typed values are hclsrc's, strict on purpose: a count written as "3"
+// or a flag written as "true" is more likely a mistake than a convenience.
 
 func (d *decoder) str(a *hcl.Attribute, p path) (string, bool) {
 	return hclsrc.Read(&d.Decoder, a, p, d.Style.String)
