@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"fmt"
+
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/internal/hclsrc"
@@ -77,4 +79,8 @@ func errsOrNil(es ConfigErrors) error {
 	return es
 }
 
-var invalidf = hclsrc.Invalidf
+// invalidf is a value's problem of kind ErrInvalidValue, which it wraps:
+// NormalizeServerAddr returns it.
+func invalidf(format string, args ...any) error {
+	return &hclsrc.ValueError{Class: hclsrc.Invalid, Kind: ErrInvalidValue, Msg: fmt.Sprintf(format, args...)}
+}

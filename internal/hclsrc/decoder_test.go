@@ -62,6 +62,9 @@ func TestKindsOf(t *testing.T) {
 	if got := testKinds.Of(Invalidf("x")); got != errInvalid {
 		t.Errorf("Of(Invalidf) = %v", got)
 	}
+	if err := invalidKind("x"); testKinds.Of(err) != errDup || !errors.Is(err, errDup) {
+		t.Errorf("a ValueError with a Kind is not of that kind")
+	}
 	if got := testKinds.Of(errors.New("plain")); got != errInvalid {
 		t.Errorf("Of(plain error) = %v", got)
 	}
@@ -169,6 +172,7 @@ func TestConversions(t *testing.T) {
 		{"range", second(s.IntIn(cty.NumberIntVal(1<<40), -1<<31, 1<<31-1)), "1099511627776 is too large", Invalid},
 		{"negative", second(s.Uint64(cty.NumberIntVal(-1))), "must not be negative, got -1", Invalid},
 		{"list", second(s.List(cty.StringVal("a"))), "list of strings required, got string", WrongType},
+		{"own kind", invalidKind("x"), "x", Invalid},
 		{"text of an object", second(s.Text(cty.EmptyObjectVal)), "string required, got object", WrongType},
 		{"huge number", second(s.Text(cty.MustParseNumberVal("1e9999999"))), "number 1e+9999999 or so is out of range", Invalid},
 	} {
@@ -180,9 +184,14 @@ func TestConversions(t *testing.T) {
 	if got, err := s.Text(cty.NumberIntVal(8080)); err != nil || got != "8080" {
 		t.Errorf("Text(8080) = %q, %v", got, err)
 	}
-	if _, err := s.Duration(cty.StringVal("5x")); errors.Unwrap(err) == nil {
+	_, err := s.Duration(cty.StringVal("5x"))
+	if ve, ok := errors.AsType[*ValueError](err); !ok || ve.Cause == nil || !errors.Is(err, ve.Cause) {
 		t.Errorf("an invalid duration does not carry time.ParseDuration's error")
 	}
+}
+
+func invalidKind(msg string) error {
+	return &ValueError{Class: Invalid, Kind: errDup, Msg: msg}
 }
 
 func second[T any](_ T, err error) error { return err }

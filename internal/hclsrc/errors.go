@@ -152,10 +152,14 @@ type Kinds struct {
 	Duplicate error
 }
 
-// Of is the sentinel for err: WrongType or Invalid as a *ValueError in its
-// chain says, Invalid for any other error.
+// Of is the sentinel for err: the Kind of a *ValueError in its chain, or
+// WrongType or Invalid as its Class says; Invalid for any other error.
 func (k Kinds) Of(err error) error {
-	if ve, ok := errors.AsType[*ValueError](err); ok && ve.Class == WrongType {
+	ve, ok := errors.AsType[*ValueError](err)
+	switch {
+	case ok && ve.Kind != nil:
+		return ve.Kind
+	case ok && ve.Class == WrongType:
 		return k.WrongType
 	}
 	return k.Invalid
@@ -176,7 +180,11 @@ const (
 // Style.Duration...) and a reader's own checks return it.
 type ValueError struct {
 	Class Class
-	Msg   string
+	// Kind, when set, is the reader's sentinel itself, for the errors of a
+	// reader's exported checks, which must wrap it (agent.NormalizeServerAddr
+	// and agent.ErrInvalidValue); Kinds.Of returns it.
+	Kind error
+	Msg  string
 	// Cause is the underlying error, if any.
 	Cause error
 }
@@ -184,8 +192,16 @@ type ValueError struct {
 // Error returns the message.
 func (e *ValueError) Error() string { return e.Msg }
 
-// Unwrap returns the cause.
-func (e *ValueError) Unwrap() error { return e.Cause }
+// Unwrap returns the kind and the cause, those that are set.
+func (e *ValueError) Unwrap() []error {
+	var out []error
+	for _, err := range []error{e.Kind, e.Cause} {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
 
 // Invalidf returns a ValueError of class Invalid.
 func Invalidf(format string, args ...any) error {
