@@ -217,14 +217,23 @@ func (s *Style) Bool(v cty.Value) (bool, error) {
 	return v.True(), nil
 }
 
-// Int64 reads a whole number that fits in an int64.
-func (s *Style) Int64(v cty.Value) (int64, error) {
+// whole reads a whole number, not yet fitted to a Go type.
+func (s *Style) whole(v cty.Value) (*big.Float, error) {
 	if v.IsNull() || v.Type() != cty.Number {
-		return 0, s.WrongType("whole number", v)
+		return nil, s.WrongType("whole number", v)
 	}
 	bf := v.AsBigFloat()
 	if !bf.IsInt() {
-		return 0, &ValueError{Class: WrongType, Msg: "whole number required, got " + NumberText(bf)}
+		return nil, &ValueError{Class: WrongType, Msg: "whole number required, got " + NumberText(bf)}
+	}
+	return bf, nil
+}
+
+// Int64 reads a whole number that fits in an int64.
+func (s *Style) Int64(v cty.Value) (int64, error) {
+	bf, err := s.whole(v)
+	if err != nil {
+		return 0, err
 	}
 	n, acc := bf.Int64()
 	if acc != big.Exact {
@@ -245,12 +254,9 @@ func (s *Style) IntIn(v cty.Value, lo, hi int64) (int64, error) {
 
 // Uint64 reads a whole number that is not negative and fits in a uint64.
 func (s *Style) Uint64(v cty.Value) (uint64, error) {
-	if v.IsNull() || v.Type() != cty.Number {
-		return 0, s.WrongType("whole number", v)
-	}
-	bf := v.AsBigFloat()
-	if !bf.IsInt() {
-		return 0, &ValueError{Class: WrongType, Msg: "whole number required, got " + NumberText(bf)}
+	bf, err := s.whole(v)
+	if err != nil {
+		return 0, err
 	}
 	if bf.Sign() < 0 {
 		return 0, Invalidf("must not be negative, got %s", NumberText(bf))
