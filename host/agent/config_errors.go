@@ -2,10 +2,10 @@ package agent
 
 import (
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/internal/hclsrc"
 	"berth.dev/berth/rpc/errcode"
 )
 
@@ -34,98 +34,53 @@ var (
 	ErrDuplicateBlock = errcode.New(codes.InvalidArgument, "duplicate block")
 )
 
-// SourcePos is a position in a configuration file.
-type SourcePos struct {
-	File         string
-	Line, Column int
-}
+// SourcePos is a position in a configuration file, formatted
+// "file:line:col" like a job or volume spec's.
+type SourcePos = hclsrc.Pos
 
-// IsValid reports whether p names a file position.
-func (p SourcePos) IsValid() bool { return p.File != "" && p.Line > 0 }
-
-// String formats p as "file:line,column", the form HCL tools use.
-func (p SourcePos) String() string {
-	if !p.IsValid() {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d,%d", p.File, p.Line, p.Column)
-}
-
-// ConfigError is one problem with an agent configuration: where it is, which
-// field it is about and what is wrong.
-type ConfigError struct {
-	// Pos is where the problem is; zero for values that came from no file.
-	Pos SourcePos
-	// Path is the field path, like "server.bootstrap_expect" or
-	// "server.retry_join[1]"; empty for problems not about one field,
-	// such as syntax errors.
-	Path string
-	// Msg describes the problem, naming the field; it is Error without
-	// the position.
-	Msg string
-	// Err is one of the Err* kinds, possibly joined with an underlying
-	// cause such as a time.ParseDuration error.
-	Err error
-}
-
-// Error formats e as "file:line,col: msg".
-func (e *ConfigError) Error() string {
-	if e.Pos.IsValid() {
-		return e.Pos.String() + ": " + e.Msg
-	}
-	return e.Msg
-}
-
-// Unwrap returns the error's kind and cause.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError is one problem with an agent configuration: where it is
+// (Pos; zero for values that came from no file), which field it is about
+// (Path, like "server.bootstrap_expect" or "server.retry_join[1]"; empty
+// for problems not about one field, such as syntax errors) and what is
+// wrong. Its Kind is one of the Err* kinds, and its Cause an underlying
+// error such as time.ParseDuration's. It is the one error type of the HCL
+// readers (hclsrc.Error), formatted "file:line:col: path: msg".
+type ConfigError = hclsrc.Error
 
 // ConfigErrors is every problem found in a configuration, in file order.
 // ParseConfig, LoadConfigFiles and Validate return it (as error) when they
-// find at least one problem.
-type ConfigErrors []*ConfigError
+// find at least one problem; it reads one problem a line.
+type ConfigErrors = hclsrc.Errors
 
-// Error lists the problems one per line.
-func (es ConfigErrors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
+// configKinds are the configuration's sentinels for the problems hclsrc
+// finds.
+var configKinds = hclsrc.Kinds{
+	Syntax:     ErrSyntax,
+	UnknownKey: ErrUnknownKey,
+	WrongType:  ErrWrongType,
+	Invalid:    ErrInvalidValue,
+	Duplicate:  ErrDuplicateBlock,
 }
 
-// Unwrap returns the individual errors, for errors.Is and errors.As.
-func (es ConfigErrors) Unwrap() []error {
-	out := make([]error, len(es))
-	for i, e := range es {
-		out[i] = e
-	}
-	return out
+// configStyle is how the configuration words its problems (see
+// hclsrc.Style): a message about a key names it and the block it is in.
+var configStyle = hclsrc.Style{
+	NameKeys:    true,
+	BlockAtType: true,
+	Durations:   [4]string{"500ms", "5s", "2m", "1h"},
 }
 
-// err returns es as an error, or nil when it is empty: a nil ConfigErrors
-// stored in an error interface would not compare equal to nil.
-func (es ConfigErrors) err() error {
+// errsOrNil returns es as an error, or nil when it is empty: a nil
+// ConfigErrors stored in an error interface would not compare equal to nil.
+func errsOrNil(es ConfigErrors) error {
 	if len(es) == 0 {
 		return nil
 	}
 	return es
 }
 
-func (es *ConfigErrors) add(pos SourcePos, path string, kind error, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	if path != "" {
-		msg = path + ": " + msg
-	}
-	*es = append(*es, &ConfigError{Pos: pos, Path: path, Msg: msg, Err: kind})
-}
-
-// addUnprefixed records a problem whose message names its subject itself.
-func (es *ConfigErrors) addUnprefixed(pos SourcePos, path string, kind error, format string, args ...any) {
-	*es = append(*es, &ConfigError{Pos: pos, Path: path, Msg: fmt.Sprintf(format, args...), Err: kind})
-}
-
-// addValue records a problem with one value; err is a *valueError, which
-// carries the kind.
-func (es *ConfigErrors) addValue(pos SourcePos, path string, err error) {
-	*es = append(*es, &ConfigError{Pos: pos, Path: path, Msg: path + ": " + err.Error(), Err: err})
+// invalidf is a value's problem of kind ErrInvalidValue, which it wraps:
+// NormalizeServerAddr returns it.
+func invalidf(format string, args ...any) error {
+	return &hclsrc.ValueError{Class: hclsrc.Invalid, Kind: ErrInvalidValue, Msg: fmt.Sprintf(format, args...)}
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -99,27 +98,25 @@ func scalar[T comparable](key string, get func(*Config) *T, conv func(cty.Value)
 	return attrDef{
 		key: key,
 		decode: func(d *decoder, path string, a *hcl.Attribute, c *Config) bool {
-			v, ok := d.value(path, a)
-			if !ok || v.IsNull() { // null leaves the key unset
-				return false
+			// null leaves the key unset
+			t, ok := hclsrc.Read(&d.Decoder, a, hclsrc.FieldPath(path), func(v cty.Value) (T, error) {
+				t, err := conv(v)
+				if err == nil && check != nil {
+					err = check(t)
+				}
+				return t, err
+			})
+			if ok {
+				*get(c) = t
 			}
-			t, err := conv(v)
-			if err == nil && check != nil {
-				err = check(t)
-			}
-			if err != nil {
-				d.errs.addValue(d.posOf(a.Expr.Range()), path, err)
-				return false
-			}
-			*get(c) = t
-			return true
+			return ok
 		},
 		validate: func(c *Config, path string, pos SourcePos, errs *ConfigErrors) {
 			if check == nil {
 				return
 			}
 			if err := check(*get(c)); err != nil {
-				errs.addValue(pos, path, err)
+				errs.AddValue(pos, path, configKinds, err)
 			}
 		},
 		copy: func(dst, src *Config) { *get(dst) = *get(src) },
@@ -136,33 +133,29 @@ func stringList(key string, get func(*Config) *[]string, norm func(string) (stri
 	return attrDef{
 		key: key,
 		decode: func(d *decoder, path string, a *hcl.Attribute, c *Config) bool {
-			v, ok := d.value(path, a)
-			if !ok || v.IsNull() { // null leaves the key unset
-				return false
-			}
-			t := v.Type()
-			if !t.IsListType() && !t.IsTupleType() && !t.IsSetType() {
-				d.errs.addValue(d.posOf(a.Expr.Range()), path, wrongType("list of strings", v))
+			p := hclsrc.FieldPath(path)
+			vals, ok := hclsrc.Read(&d.Decoder, a, p, configStyle.List) // null leaves the key unset
+			if !ok {
 				return false
 			}
 			// Point at the entry itself when the syntax lets us.
 			exprs, diags := hcl.ExprList(a.Expr)
-			if diags.HasErrors() || len(exprs) != v.LengthInt() {
+			if diags.HasErrors() || len(exprs) != len(vals) {
 				exprs = nil
 			}
-			list := make([]string, 0, v.LengthInt())
+			list := make([]string, 0, len(vals))
 			failed := false
-			for i, ev := range v.AsValueSlice() {
-				pos := d.posOf(a.Expr.Range())
+			for i, ev := range vals {
+				r := a.Expr.Range()
 				if exprs != nil {
-					pos = d.posOf(exprs[i].Range())
+					r = exprs[i].Range()
 				}
-				s, err := toString(ev)
+				s, err := configStyle.String(ev)
 				if err == nil {
 					s, err = norm(s)
 				}
 				if err != nil {
-					d.errs.addValue(pos, fmt.Sprintf("%s[%d]", path, i), err)
+					d.Fail(r, p.Index(i), err)
 					failed = true
 					continue
 				}
@@ -179,7 +172,7 @@ func stringList(key string, get func(*Config) *[]string, norm func(string) (stri
 			for i, s := range list {
 				n, err := norm(s)
 				if err != nil {
-					errs.addValue(pos, fmt.Sprintf("%s[%d]", path, i), err)
+					errs.AddValue(pos, fmt.Sprintf("%s[%d]", path, i), configKinds, err)
 					continue
 				}
 				list[i] = n
@@ -190,130 +183,16 @@ func stringList(key string, get func(*Config) *[]string, norm func(string) (stri
 	}
 }
 
-// valueError is a problem with one value; its kind is ErrWrongType or
-// ErrInvalidValue, and cause, when set, is the underlying error.
-type valueError struct {
-	kind  error
-	msg   string
-	cause error
-}
-
-func (e *valueError) Error() string { return e.msg }
-
-func (e *valueError) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.kind}
-	}
-	return []error{e.kind, e.cause}
-}
-
-func invalidf(format string, args ...any) error {
-	return &valueError{kind: ErrInvalidValue, msg: fmt.Sprintf(format, args...)}
-}
-
-func wrongType(want string, got cty.Value) error {
-	return &valueError{kind: ErrWrongType, msg: fmt.Sprintf("%s required, got %s", want, typeName(got.Type()))}
-}
-
-// typeName names a cty type the way a user writing HCL or JSON thinks of it.
-func typeName(t cty.Type) string {
-	switch {
-	case t == cty.String:
-		return "string"
-	case t == cty.Number:
-		return "number"
-	case t == cty.Bool:
-		return "bool"
-	case t.IsListType(), t.IsTupleType(), t.IsSetType():
-		return "list"
-	case t.IsMapType(), t.IsObjectType():
-		return "object"
-	default:
-		return t.FriendlyName()
-	}
-}
-
-// The conversions are strict on purpose: a port written as "7646" or a flag
-// written as "true" is more likely a mistake than a convenience, and JSON
-// and HCL agree on these types.
-
-func toString(v cty.Value) (string, error) {
-	if v.IsNull() || v.Type() != cty.String {
-		return "", wrongTypeOrNull("string", v)
-	}
-	return v.AsString(), nil
-}
-
-func toBool(v cty.Value) (bool, error) {
-	if v.IsNull() || v.Type() != cty.Bool {
-		return false, wrongTypeOrNull("bool", v)
-	}
-	return v.True(), nil
-}
+// The conversions are hclsrc's, in the configuration's words.
+var (
+	toString   = configStyle.String
+	toBool     = configStyle.Bool
+	toInt64    = configStyle.Int64
+	toUint64   = configStyle.Uint64
+	toDuration = configStyle.Duration
+)
 
 func toInt(v cty.Value) (int, error) {
-	n, err := toInt64(v)
-	if err != nil {
-		return 0, err
-	}
-	if n < math.MinInt || n > math.MaxInt {
-		return 0, invalidf("%d is too large", n)
-	}
-	return int(n), nil
-}
-
-func toUint64(v cty.Value) (uint64, error) {
-	if v.IsNull() || v.Type() != cty.Number {
-		return 0, wrongTypeOrNull("whole number", v)
-	}
-	bf := v.AsBigFloat()
-	if !bf.IsInt() {
-		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + hclsrc.NumberText(bf)}
-	}
-	if bf.Sign() < 0 {
-		return 0, invalidf("must not be negative, got %s", hclsrc.NumberText(bf))
-	}
-	n, acc := bf.Uint64()
-	if acc != big.Exact {
-		return 0, invalidf("%s is too large", hclsrc.NumberText(bf))
-	}
-	return n, nil
-}
-
-func toInt64(v cty.Value) (int64, error) {
-	if v.IsNull() || v.Type() != cty.Number {
-		return 0, wrongTypeOrNull("whole number", v)
-	}
-	bf := v.AsBigFloat()
-	if !bf.IsInt() {
-		return 0, &valueError{kind: ErrWrongType, msg: "whole number required, got " + hclsrc.NumberText(bf)}
-	}
-	n, acc := bf.Int64()
-	if acc != big.Exact {
-		return 0, invalidf("%s is too large", hclsrc.NumberText(bf))
-	}
-	return n, nil
-}
-
-func toDuration(v cty.Value) (time.Duration, error) {
-	if v.IsNull() || v.Type() != cty.String {
-		return 0, wrongTypeOrNull(`duration string (like "5s")`, v)
-	}
-	s := v.AsString()
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, &valueError{
-			kind:  ErrInvalidValue,
-			msg:   fmt.Sprintf(`invalid duration %q (want a number and a unit, like "500ms", "5s", "2m" or "1h")`, s),
-			cause: err,
-		}
-	}
-	return d, nil
-}
-
-func wrongTypeOrNull(want string, v cty.Value) error {
-	if v.IsNull() {
-		return &valueError{kind: ErrWrongType, msg: want + " required, got null"}
-	}
-	return wrongType(want, v)
+	n, err := configStyle.IntIn(v, math.MinInt, math.MaxInt)
+	return int(n), err
 }

@@ -29,7 +29,7 @@ func (d *decoder) freeform(body hcl.Body, path string) map[string]any {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok {
 		attrs, diags := body.JustAttributes()
-		d.diags(diags, path, ErrWrongType)
+		d.Diags(diags, hclsrc.FieldPath(path), ErrWrongType)
 		for name, a := range attrs {
 			d.freeformAttr(out, path, name, a)
 		}
@@ -53,12 +53,12 @@ func (d *decoder) freeform(body hcl.Body, path string) map[string]any {
 		blocks := byType[typ]
 		bpath := path + "." + typ
 		if a, clash := sb.Attributes[typ]; clash {
-			d.errs.add(d.posOf(blocks[0].TypeRange), bpath, ErrDuplicateBlock,
-				"set both as an argument (at %s) and as a block", d.posOf(a.NameRange))
+			d.Errs.Add(d.Pos(blocks[0].TypeRange), bpath, ErrDuplicateBlock,
+				"set both as an argument (at %s) and as a block", d.Pos(a.NameRange))
 			continue
 		}
 		if n := len(blocks[0].Labels); slices.ContainsFunc(blocks, func(b *hclsyntax.Block) bool { return len(b.Labels) != n }) {
-			d.errs.add(d.posOf(blocks[0].TypeRange), bpath, ErrWrongType,
+			d.Errs.Add(d.Pos(blocks[0].TypeRange), bpath, ErrWrongType,
 				"%s blocks must all have the same number of labels", typ)
 			continue
 		}
@@ -95,13 +95,13 @@ func (d *decoder) freeform(body hcl.Body, path string) map[string]any {
 
 func (d *decoder) freeformAttr(out map[string]any, path, name string, a *hcl.Attribute) {
 	apath := path + "." + name
-	v, ok := d.value(apath, a)
+	v, ok := d.Eval(a, hclsrc.FieldPath(apath))
 	if !ok {
 		return
 	}
 	g, err := ctyToGo(v)
 	if err != nil {
-		d.errs.addValue(d.posOf(a.Expr.Range()), apath, err)
+		d.Fail(a.Expr.Range(), hclsrc.FieldPath(apath), err)
 		return
 	}
 	out[name] = g
@@ -152,6 +152,6 @@ func ctyToGo(v cty.Value) (any, error) {
 		}
 		return out, nil
 	default:
-		return nil, &valueError{kind: ErrWrongType, msg: "unsupported value of type " + t.FriendlyName()}
+		return nil, &hclsrc.ValueError{Class: hclsrc.WrongType, Msg: "unsupported value of type " + t.FriendlyName()}
 	}
 }

@@ -46,7 +46,7 @@ func toByteSize(v cty.Value) (int, error) {
 	if !v.IsNull() && v.Type() == cty.Number {
 		return toInt(v)
 	}
-	return 0, wrongTypeOrNull(`size (like "4MiB", or a number of bytes)`, v)
+	return 0, configStyle.WrongType(`size (like "4MiB", or a number of bytes)`, v)
 }
 
 // toByteSize64 reads a size that may pass 2 GiB: a number of bytes, or a
@@ -62,5 +62,5 @@ func toByteSize64(v cty.Value) (int64, error) {
 	if !v.IsNull() && v.Type() == cty.Number {
 		return toInt64(v)
 	}
-	return 0, wrongTypeOrNull(`size (like "4GiB", or a number of bytes)`, v)
+	return 0, configStyle.WrongType(`size (like "4GiB", or a number of bytes)`, v)
 }

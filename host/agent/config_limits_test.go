@@ -45,12 +45,12 @@ func TestParseConfigJobLimitErrors(t *testing.T) {
 		name, src, want string
 		kind            error
 	}{
-		{"zero count", "server {\n  job_max_count = 0\n}\n", `agent.hcl:2,19: server.job_max_count: must be at least 1, got 0`, ErrInvalidValue},
-		{"negative groups", "server {\n  job_max_groups = -1\n}\n", `agent.hcl:2,20: server.job_max_groups: must be at least 1, got -1`, ErrInvalidValue},
-		{"size over every hop", "server {\n  job_max_size = \"64MiB\"\n}\n", `agent.hcl:2,18: server.job_max_size: 67108864 bytes is out of range 1-10485760 (the largest job whose copies - as a JSON request body, the kept versions, a plan - fit the 67108864-byte message limit of the API, raft and plugin hops)`, ErrInvalidValue},
-		{"size whose JSON body is over the limit", "server {\n  job_max_size = \"11MiB\"\n}\n", `agent.hcl:2,18: server.job_max_size: 11534336 bytes is out of range 1-10485760 (the largest job whose copies - as a JSON request body, the kept versions, a plan - fit the 67108864-byte message limit of the API, raft and plugin hops)`, ErrInvalidValue},
-		{"size without a number", "server {\n  job_max_size = \"big\"\n}\n", `agent.hcl:2,18: server.job_max_size: size "big": write a number with an optional unit`, ErrInvalidValue},
-		{"size of the wrong type", "server {\n  job_max_size = true\n}\n", `agent.hcl:2,18: server.job_max_size: size (like "4MiB", or a number of bytes) required, got bool`, ErrWrongType},
+		{"zero count", "server {\n  job_max_count = 0\n}\n", `agent.hcl:2:19: server.job_max_count: must be at least 1, got 0`, ErrInvalidValue},
+		{"negative groups", "server {\n  job_max_groups = -1\n}\n", `agent.hcl:2:20: server.job_max_groups: must be at least 1, got -1`, ErrInvalidValue},
+		{"size over every hop", "server {\n  job_max_size = \"64MiB\"\n}\n", `agent.hcl:2:18: server.job_max_size: 67108864 bytes is out of range 1-10485760 (the largest job whose copies - as a JSON request body, the kept versions, a plan - fit the 67108864-byte message limit of the API, raft and plugin hops)`, ErrInvalidValue},
+		{"size whose JSON body is over the limit", "server {\n  job_max_size = \"11MiB\"\n}\n", `agent.hcl:2:18: server.job_max_size: 11534336 bytes is out of range 1-10485760 (the largest job whose copies - as a JSON request body, the kept versions, a plan - fit the 67108864-byte message limit of the API, raft and plugin hops)`, ErrInvalidValue},
+		{"size without a number", "server {\n  job_max_size = \"big\"\n}\n", `agent.hcl:2:18: server.job_max_size: size "big": write a number with an optional unit`, ErrInvalidValue},
+		{"size of the wrong type", "server {\n  job_max_size = true\n}\n", `agent.hcl:2:18: server.job_max_size: size (like "4MiB", or a number of bytes) required, got bool`, ErrWrongType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig("agent.hcl", []byte(tc.src))

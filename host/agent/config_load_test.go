@@ -142,8 +142,8 @@ func TestLoadConfigFilesReportsEveryFile(t *testing.T) {
 		"c.hcl":  "name = \"fine\"\n",
 	})
 	_, err := LoadConfigFiles([]string{dir})
-	want := filepath.Join(dir, "a.hcl") + ":2,13: server.enabled: bool required, got string\n" +
-		filepath.Join(dir, "b.json") + ":1,20: ports.http: 0 is out of range 1-65535"
+	want := filepath.Join(dir, "a.hcl") + ":2:13: server.enabled: bool required, got string\n" +
+		filepath.Join(dir, "b.json") + ":1:20: ports.http: 0 is out of range 1-65535"
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}

@@ -27,10 +27,10 @@ func TestMergeFileSetsZeroValues(t *testing.T) {
 		t.Errorf("leave_on_terminate=%v raft_trailing_logs=%d log_json=%v, want b.hcl's false, 0, false",
 			c.Server.LeaveOnTerminate, c.Server.RaftTrailingLogs, c.LogJSON)
 	}
-	if got, want := c.set["server.leave_on_terminate"], (SourcePos{"b.hcl", 2, 24}); got != want {
+	if got, want := c.set["server.leave_on_terminate"], (SourcePos{File: "b.hcl", Line: 2, Column: 24}); got != want {
 		t.Errorf("leave_on_terminate set at %v, want %v", got, want)
 	}
-	if got, want := c.set["server.enabled"], (SourcePos{"a.hcl", 2, 13}); got != want {
+	if got, want := c.set["server.enabled"], (SourcePos{File: "a.hcl", Line: 2, Column: 13}); got != want {
 		t.Errorf("server.enabled set at %v, want %v", got, want)
 	}
 }

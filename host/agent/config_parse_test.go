@@ -219,8 +219,8 @@ func BenchmarkParseConfig(b *testing.B) {
 func TestCompactPositionsMapBack(t *testing.T) {
 	src := "ports { http = 7646  rpc = 7647 }\nserver { enabled = true  bootstrap_expect = \"3\" }\n\nlog_level = \"info\"  log_jsn = true\n"
 	_, err := ParseConfig("a.hcl", []byte(src))
-	want := "a.hcl:2,45: server.bootstrap_expect: whole number required, got string\n" +
-		"a.hcl:4,21: unknown key \"log_jsn\" (did you mean \"log_json\"?)"
+	want := "a.hcl:2:45: server.bootstrap_expect: whole number required, got string\n" +
+		"a.hcl:4:21: unknown key \"log_jsn\" (did you mean \"log_json\"?)"
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}

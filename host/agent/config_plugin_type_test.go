@@ -54,9 +54,9 @@ func TestParseConfigPluginTypeErrors(t *testing.T) {
 		want     string
 	}{
 		{"plugin \"hostpath\" {\n  type = \"volume\"\n}\n", ErrInvalidValue,
-			`a.hcl:2,10: plugin.hostpath.type: plugin type "volume": want "driver" (a task driver, the default) or "csi" (a CSI storage adapter)`},
-		{"plugin \"hostpath\" {\n  type = 3\n}\n", ErrWrongType, "a.hcl:2,10: plugin.hostpath.type: string required, got number"},
-		{"plugin \"hostpath\" {\n  tpye = \"csi\"\n}\n", ErrUnknownKey, `a.hcl:2,3: unknown key "tpye" in plugin "hostpath" block (did you mean "type"?)`},
+			`a.hcl:2:10: plugin.hostpath.type: plugin type "volume": want "driver" (a task driver, the default) or "csi" (a CSI storage adapter)`},
+		{"plugin \"hostpath\" {\n  type = 3\n}\n", ErrWrongType, "a.hcl:2:10: plugin.hostpath.type: string required, got number"},
+		{"plugin \"hostpath\" {\n  tpye = \"csi\"\n}\n", ErrUnknownKey, `a.hcl:2:3: unknown key "tpye" in plugin "hostpath" block (did you mean "type"?)`},
 	}
 	for _, tc := range cases {
 		_, err := ParseConfig("a.hcl", []byte(tc.src))

@@ -22,34 +22,34 @@ func (c *Config) Validate() error {
 	})
 
 	if !c.Server.Enabled && !c.Client.Enabled {
-		errs.addUnprefixed(c.pos("server.enabled", "client.enabled"), "server.enabled", ErrInvalidValue,
+		errs.AddNamed(c.pos("server.enabled", "client.enabled"), "server.enabled", ErrInvalidValue,
 			"at least one of server.enabled and client.enabled must be true")
 	}
 	if c.Server.Enabled {
 		pos := c.pos("server.bootstrap_expect", "server.enabled")
 		switch {
 		case c.Server.BootstrapExpect < 1:
-			errs.add(pos, "server.bootstrap_expect", ErrInvalidValue,
+			errs.Add(pos, "server.bootstrap_expect", ErrInvalidValue,
 				"must be at least 1 when the server is enabled: the number of servers to wait for before electing a leader")
 		case c.DevMode && c.Server.BootstrapExpect != 1:
-			errs.add(pos, "server.bootstrap_expect", ErrInvalidValue,
+			errs.Add(pos, "server.bootstrap_expect", ErrInvalidValue,
 				"dev mode runs a single server, so it must be 1, got %d", c.Server.BootstrapExpect)
 		}
 		if ip, err := netip.ParseAddr(c.BindAddr); err == nil && ip.IsUnspecified() {
-			errs.add(c.pos("bind_addr"), "bind_addr", ErrInvalidValue,
+			errs.Add(c.pos("bind_addr"), "bind_addr", ErrInvalidValue,
 				"%s cannot be advertised to raft peers; a server needs the address other servers reach it at", c.BindAddr)
 		}
 	}
 	if c.Client.Enabled && !c.Server.Enabled && len(c.Client.Servers) == 0 {
-		errs.add(c.pos("client.servers", "client.enabled"), "client.servers", ErrInvalidValue,
+		errs.Add(c.pos("client.servers", "client.enabled"), "client.servers", ErrInvalidValue,
 			"required when this agent runs no server")
 	}
 	if c.DataDir == "" && !c.DevMode {
-		errs.add(c.pos("data_dir"), "data_dir", ErrInvalidValue, "required (only dev mode runs without a data dir)")
+		errs.Add(c.pos("data_dir"), "data_dir", ErrInvalidValue, "required (only dev mode runs without a data dir)")
 	}
 	c.validatePortsDistinct(&errs)
 	c.validatePlugins(&errs)
-	return errs.err()
+	return errsOrNil(errs)
 }
 
 func (c *Config) validatePortsDistinct(errs *ConfigErrors) {
@@ -61,7 +61,7 @@ func (c *Config) validatePortsDistinct(errs *ConfigErrors) {
 		for _, q := range ports[:i] {
 			if p.port == q.port && checkPort(p.port) == nil {
 				path := "ports." + p.name
-				errs.add(c.pos(path), path, ErrInvalidValue, "%d is already the %s port", p.port, q.name)
+				errs.Add(c.pos(path), path, ErrInvalidValue, "%d is already the %s port", p.port, q.name)
 				break
 			}
 		}
@@ -74,11 +74,11 @@ func (c *Config) validatePlugins(errs *ConfigErrors) {
 		path := "plugin." + name
 		switch {
 		case name == "":
-			errs.add(c.pos(path), "plugin", ErrInvalidValue, "a plugin block needs a name")
+			errs.Add(c.pos(path), "plugin", ErrInvalidValue, "a plugin block needs a name")
 		case p == nil:
-			errs.add(SourcePos{}, path, ErrInvalidValue, "no configuration")
+			errs.Add(SourcePos{}, path, ErrInvalidValue, "no configuration")
 		case p.Name != name:
-			errs.add(c.pos(path), path, ErrInvalidValue, "configured under the name %q", p.Name)
+			errs.Add(c.pos(path), path, ErrInvalidValue, "configured under the name %q", p.Name)
 		}
 	}
 }

@@ -99,8 +99,8 @@ func TestValidateNamesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := filepath.Join(dir, "b.hcl")
-	want := b + ":5,22: server.bootstrap_expect: must be at least 1 when the server is enabled: the number of servers to wait for before electing a leader\n" +
-		b + ":2,9: ports.rpc: 7646 is already the http port"
+	want := b + ":5:22: server.bootstrap_expect: must be at least 1 when the server is enabled: the number of servers to wait for before electing a leader\n" +
+		b + ":2:9: ports.rpc: 7646 is already the http port"
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}
@@ -114,8 +114,8 @@ func TestValidateNamesTheFile(t *testing.T) {
 	}
 	err = c.Validate()
 	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Path != "server.bootstrap_expect" || ce.Pos != (SourcePos{filepath.Join(dir, "a.hcl"), 3, 13}) {
-		t.Errorf("first error = %+v, want server.bootstrap_expect at a.hcl:3,13", ce)
+	if !errors.As(err, &ce) || ce.Path != "server.bootstrap_expect" || ce.Pos != (SourcePos{File: filepath.Join(dir, "a.hcl"), Line: 3, Column: 13}) {
+		t.Errorf("first error = %+v, want server.bootstrap_expect at a.hcl:3:13", ce)
 	}
 }
 

@@ -9,7 +9,7 @@
 // lexical order. Files merge in order: a later file overrides the fields it
 // sets, lists replace, plugin blocks merge by name. Unknown keys, wrong types
 // and invalid values are errors naming the file, line and key; every error in
-// a file is reported, not just the first, as ConfigErrors (file:line, field
+// a file is reported, not just the first, as ConfigErrors (file:line:col, field
 // path and a sentinel kind such as ErrUnknownKey). ParseConfig returns only
 // what one file sets; LoadConfigFiles is the defaults plus the files in order.
 // Merge overrides with the keys a file contains (so a file can set something

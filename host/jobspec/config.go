@@ -5,6 +5,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"berth.dev/berth/internal/hclsrc"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -20,7 +21,7 @@ func (d *decoder) driverConfig(body hcl.Body, p path) map[string]*driverpb.Confi
 	sb, native := body.(*hclsyntax.Body)
 	if !native {
 		attrs, diags := body.JustAttributes()
-		d.diags(diags, p, ErrWrongType)
+		d.Diags(diags, p, ErrWrongType)
 		for name, a := range attrs {
 			if v := d.configValue(a, p.f(name)); v != nil {
 				out[name] = v
@@ -36,23 +37,23 @@ func (d *decoder) driverConfig(body hcl.Body, p path) map[string]*driverpb.Confi
 	seen := map[string]*hclsyntax.Block{}
 	for _, b := range sb.Blocks {
 		bp := p.f(b.Type)
-		d.pos[bp.String()] = d.posOf(b.TypeRange)
+		d.pos[bp.String()] = d.Pos(b.TypeRange)
 		switch {
 		case len(b.Labels) > 0:
-			d.errAt(b.LabelRanges[0], bp, ErrWrongType, "a config block holds no labelled blocks (write %s { key = \"value\" })", b.Type)
+			d.ErrAt(b.LabelRanges[0], bp, ErrWrongType, "a config block holds no labelled blocks (write %s { key = \"value\" })", b.Type)
 			continue
 		case sb.Attributes[b.Type] != nil:
-			d.errAt(b.TypeRange, bp, ErrInvalidJob, "set both as an argument (at %s) and as a block", d.posOf(sb.Attributes[b.Type].NameRange))
+			d.ErrAt(b.TypeRange, bp, ErrInvalidJob, "set both as an argument (at %s) and as a block", d.Pos(sb.Attributes[b.Type].NameRange))
 			continue
 		case seen[b.Type] != nil:
-			d.errAt(b.TypeRange, bp, ErrInvalidJob, "duplicate %s block (first defined at %s)", b.Type, d.posOf(seen[b.Type].TypeRange))
+			d.ErrAt(b.TypeRange, bp, ErrInvalidJob, "duplicate %s block (first defined at %s)", b.Type, d.Pos(seen[b.Type].TypeRange))
 			continue
 		}
 		seen[b.Type] = b
-		m := d.stringMap(b.Body, bp)
+		m := d.StringMap(b.Body, bp)
 		// stringMap recorded the keys' own positions; the block's is wanted
 		// for errors about the whole value.
-		d.pos[bp.String()] = d.posOf(b.TypeRange)
+		d.pos[bp.String()] = d.Pos(b.TypeRange)
 		out[b.Type] = sdk.MapValue(m)
 	}
 	return out
@@ -61,7 +62,7 @@ func (d *decoder) driverConfig(body hcl.Body, p path) map[string]*driverpb.Confi
 // configValue converts one config argument; nil when it is null (unset) or
 // was reported.
 func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
-	v, ok := d.value(a, p)
+	v, ok := d.Value(a, p)
 	if !ok {
 		return nil
 	}
@@ -72,18 +73,18 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 	case t == cty.Bool:
 		return sdk.BoolValue(v.True())
 	case t == cty.Number:
-		n, err := wholeNumber64(v)
+		n, err := d.Style.Int64(v)
 		if err != nil {
-			d.errAt(a.Expr.Range(), p, err.kind, "%s", err.msg)
+			d.Fail(a.Expr.Range(), p, err)
 			return nil
 		}
 		return sdk.IntValue(n)
 	case t.IsListType(), t.IsTupleType(), t.IsSetType():
 		list := make([]string, 0, v.LengthInt())
 		for i, ev := range v.AsValueSlice() {
-			s, err := primitiveText(ev)
+			s, err := d.Style.Text(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.index(i), err.kind, "%s (a config list holds strings)", err.msg)
+				d.ErrAt(a.Expr.Range(), p.index(i), kinds.Of(err), "%s (a config list holds strings)", err)
 				return nil
 			}
 			list = append(list, s)
@@ -92,15 +93,15 @@ func (d *decoder) configValue(a *hcl.Attribute, p path) *driverpb.ConfigValue {
 	case t.IsMapType(), t.IsObjectType():
 		m := make(map[string]string, v.LengthInt())
 		for k, ev := range v.AsValueMap() {
-			s, err := primitiveText(ev)
+			s, err := d.Style.Text(ev)
 			if err != nil {
-				d.errAt(a.Expr.Range(), p.f(k), err.kind, "%s (a config map holds strings)", err.msg)
+				d.ErrAt(a.Expr.Range(), p.f(k), kinds.Of(err), "%s (a config map holds strings)", err)
 				return nil
 			}
 			m[k] = s
 		}
 		return sdk.MapValue(m)
 	}
-	d.errAt(a.Expr.Range(), p, ErrWrongType, "unsupported value of type %s", typeName(t))
+	d.ErrAt(a.Expr.Range(), p, ErrWrongType, "unsupported value of type %s", hclsrc.TypeName(t))
 	return nil
 }

@@ -1,8 +1,6 @@
 package jobspec
 
 import (
-	"strings"
-
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/internal/hclsrc"
@@ -47,22 +45,37 @@ type Error = hclsrc.Error
 // position last, in the order the job's fields are checked). Parse,
 // ValidateJob and the driver checks return it when they find at least one.
 type Errors struct {
-	hclsrc.ErrorList
+	Errs hclsrc.Errors
 }
 
 // Error lists the problems one per line.
-func (es *Errors) Error() string { return strings.Join(es.Lines(), "\n") }
+func (es *Errors) Error() string { return es.Errs.Error() }
+
+// Unwrap returns the individual errors, for errors.Is and errors.As.
+func (es *Errors) Unwrap() []error { return es.Errs.Unwrap() }
 
 // err returns es as an error, or nil when it holds nothing (a nil *Errors
 // in an error interface would not compare equal to nil).
 func (es *Errors) err() error {
-	if es.Empty() {
+	if len(es.Errs) == 0 {
 		return nil
 	}
-	es.Sort()
+	es.Errs.Sort()
 	return es
 }
 
+// errorsOf returns es as an error (see err).
+func errorsOf(es hclsrc.Errors) error { return (&Errors{Errs: es}).err() }
+
 func (es *Errors) add(pos Pos, path string, kind error, format string, args ...any) {
-	es.Add(pos, path, kind, format, args...)
+	es.Errs.Add(pos, path, kind, format, args...)
+}
+
+// kinds are the job spec's sentinels for the problems hclsrc finds.
+var kinds = hclsrc.Kinds{
+	Syntax:     ErrSyntax,
+	UnknownKey: ErrUnknownKey,
+	WrongType:  ErrWrongType,
+	Invalid:    ErrInvalidJob,
+	Duplicate:  ErrInvalidJob,
 }

@@ -3,13 +3,10 @@ package jobspec
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	hcljson "github.com/hashicorp/hcl/v2/json"
 
 	"berth.dev/berth/internal/hclsrc"
 	"berth.dev/berth/rpc/pb"
@@ -53,39 +50,26 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	d := &decoder{pos: positions{}, reported: map[string]bool{}, src: src}
+	d := newDecoder()
 	// Every string of a job is a protobuf string, which must be UTF-8; HCL
 	// would pass invalid bytes through into names and values.
 	if !utf8.Valid(src) {
-		d.errs.add(invalidUTF8(filename, src), "", ErrSyntax, "syntax error: the file is not valid UTF-8")
-		return nil, d.errs.err()
+		d.Errs.Add(invalidUTF8(filename, src), "", ErrSyntax, "syntax error: the file is not valid UTF-8")
+		return nil, errorsOf(d.Errs)
 	}
-	var file *hcl.File
-	var diags hcl.Diagnostics
-	if strings.EqualFold(filepath.Ext(filename), ".json") {
-		if p, ok := hclsrc.JSONRootArray(src); ok {
-			d.errs.add(Pos{File: filename, Line: p.Line, Column: p.Column}, "", ErrWrongType,
-				"the root of a JSON job file must be an object, not an array")
-			return nil, d.errs.err()
-		}
-		file, diags = hcljson.Parse(src, filename)
-		diags = hclsrc.DropRootEcho(src, diags)
-	} else {
-		d.src, d.split = hclsrc.SplitCompact(src, filename)
-		file, diags = hclsyntax.ParseConfig(d.src, filename, hcl.InitialPos)
-	}
-	if diags.HasErrors() {
-		d.diags(diags, path{}, ErrSyntax)
-		return nil, d.errs.err()
+	body := d.Parse(filename, src, "job file")
+	if body == nil {
+		return nil, errorsOf(d.Errs)
 	}
 	d.pos[""] = Pos{File: filename, Line: 1, Column: 1}
 
-	job := d.file(file.Body)
+	job := d.file(body)
 	if job == nil {
-		return nil, d.errs.err()
+		return nil, errorsOf(d.Errs)
 	}
 	job.SourceFile = filename
-	v := &validator{errs: &d.errs, pos: d.pos, skip: d.reported}
+	errs := &Errors{Errs: d.Errs}
+	v := &validator{errs: errs, pos: d.pos, skip: d.Reported}
 	v.job(job)
 	if o.drivers != nil {
 		v.drivers(job, o.drivers)
@@ -93,7 +77,7 @@ func Parse(filename string, src []byte, opts ...Option) (*pb.Job, error) {
 	if o.limits != nil {
 		v.limits(job, *o.limits)
 	}
-	if err := d.errs.err(); err != nil {
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
 	return job, nil
@@ -124,28 +108,22 @@ var (
 	volumeBlock = hcl.BlockHeaderSchema{Type: "volume", LabelNames: []string{"name"}}
 )
 
-func blocks(types ...string) []hcl.BlockHeaderSchema {
-	out := make([]hcl.BlockHeaderSchema, len(types))
-	for i, t := range types {
-		out[i] = hcl.BlockHeaderSchema{Type: t}
-	}
-	return out
-}
+var blocks = hclsrc.Blocks
 
 // file decodes the one job block of a file; nil when there is none.
 func (d *decoder) file(body hcl.Body) *pb.Job {
-	content := d.content(body, path{}, schema{blocks: []hcl.BlockHeaderSchema{jobBlock}})
+	content := d.Content(body, path{}, hclsrc.Schema{Blocks: []hcl.BlockHeaderSchema{jobBlock}})
 	jobs := content.Blocks.OfType("job")
 	switch {
 	case len(jobs) == 0:
-		if len(d.errs.Errs) == 0 {
-			d.errs.add(d.pos[""], "", ErrInvalidJob, `no job block: a job file holds one job "ID" { ... }`)
+		if len(d.Errs) == 0 {
+			d.Errs.Add(d.pos[""], "", ErrInvalidJob, `no job block: a job file holds one job "ID" { ... }`)
 		}
 		return nil
 	case len(jobs) > 1:
 		for _, b := range jobs[1:] {
-			d.errs.add(d.posOf(b.DefRange), "", ErrInvalidJob, "a job file holds one job; job %q is another (the first is at %s)",
-				b.Labels[0], d.posOf(jobs[0].DefRange))
+			d.Errs.Add(d.Pos(b.DefRange), "", ErrInvalidJob, "a job file holds one job; job %q is another (the first is at %s)",
+				b.Labels[0], d.Pos(jobs[0].DefRange))
 		}
 	}
 	return d.job(jobs[0])
@@ -153,12 +131,12 @@ func (d *decoder) file(body hcl.Body) *pb.Job {
 
 func (d *decoder) job(b *hcl.Block) *pb.Job {
 	job := &pb.Job{Id: b.Labels[0]}
-	d.pos[""] = d.posOf(b.DefRange)
-	d.pos["id"] = d.posOf(b.LabelRanges[0])
+	d.pos[""] = d.Pos(b.DefRange)
+	d.pos["id"] = d.Pos(b.LabelRanges[0])
 	p := path{}
-	c := d.content(b.Body, p, schema{
-		attrs:  []string{"name", "type", "priority"},
-		blocks: append(blocks("meta", "constraint", "update"), groupBlock),
+	c := d.Content(b.Body, p, hclsrc.Schema{
+		Attrs:  []string{"name", "type", "priority"},
+		Blocks: append(blocks("meta", "constraint", "update"), groupBlock),
 	})
 	job.Name = job.Id
 	if a := c.Attributes["name"]; a != nil {
@@ -171,7 +149,7 @@ func (d *decoder) job(b *hcl.Block) *pb.Job {
 		if s, ok := d.str(a, p.f("type")); ok {
 			job.Type = jobTypes[s]
 			if job.Type == pb.JobType_JOB_TYPE_UNSPECIFIED {
-				d.errAt(a.Expr.Range(), p.f("type"), ErrInvalidJob, "unknown job type %q%s", s, didYouMean(s, jobTypeWords))
+				d.ErrAt(a.Expr.Range(), p.f("type"), ErrInvalidJob, "unknown job type %q%s", s, didYouMean(s, jobTypeWords))
 			}
 		}
 	}
@@ -181,12 +159,12 @@ func (d *decoder) job(b *hcl.Block) *pb.Job {
 			job.Priority = int32(n)
 		}
 	}
-	if mb := d.single(c.Blocks, "meta", p); mb != nil {
-		job.Meta = d.stringMap(mb.Body, p.f("meta"))
+	if mb := d.Single(c.Blocks, "meta", p); mb != nil {
+		job.Meta = d.StringMap(mb.Body, p.f("meta"))
 	}
 	job.Constraints = d.constraints(c.Blocks, p)
 	job.Update = DefaultUpdate()
-	if ub := d.single(c.Blocks, "update", p); ub != nil {
+	if ub := d.Single(c.Blocks, "update", p); ub != nil {
 		d.update(ub, p.f("update"), job.Update)
 	}
 
@@ -194,7 +172,7 @@ func (d *decoder) job(b *hcl.Block) *pb.Job {
 	for _, gb := range c.Blocks.OfType("group") {
 		name := gb.Labels[0]
 		if f := first[name]; f != nil {
-			d.duplicate(f, gb, p.in("group", name), fmt.Sprintf("group %q", name))
+			d.Duplicate(f, gb, p.in("group", name), fmt.Sprintf("group %q", name))
 			continue
 		}
 		first[name] = gb
@@ -230,7 +208,7 @@ func quoteAll(ss []string) []string {
 }
 
 func (d *decoder) update(b *hcl.Block, p path, u *pb.UpdateStrategy) {
-	c := d.content(b.Body, p, schema{attrs: []string{"max_parallel", "min_healthy_time"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"max_parallel", "min_healthy_time"}})
 	if a := c.Attributes["max_parallel"]; a != nil {
 		if n, ok := d.integer(a, p.f("max_parallel")); ok {
 			u.MaxParallel = int32(n)
@@ -248,8 +226,8 @@ func (d *decoder) constraints(bs hcl.Blocks, p path) []*pb.Constraint {
 	var out []*pb.Constraint
 	for _, b := range bs.OfType("constraint") {
 		cp := p.at("constraint", len(out))
-		d.pos[cp.String()] = d.posOf(b.DefRange)
-		c := d.content(b.Body, cp, schema{attrs: []string{"attribute", "operator", "value", "distinct_hosts"}})
+		d.pos[cp.String()] = d.Pos(b.DefRange)
+		c := d.Content(b.Body, cp, hclsrc.Schema{Attrs: []string{"attribute", "operator", "value", "distinct_hosts"}})
 		con := &pb.Constraint{Operator: "="}
 		if a := c.Attributes["attribute"]; a != nil {
 			con.Attribute, _ = d.str(a, cp.f("attribute"))
@@ -258,11 +236,11 @@ func (d *decoder) constraints(bs hcl.Blocks, p path) []*pb.Constraint {
 			con.Operator, _ = d.str(a, cp.f("operator"))
 		}
 		if a := c.Attributes["value"]; a != nil {
-			if v, ok := d.value(a, cp.f("value")); ok {
+			if v, ok := d.Value(a, cp.f("value")); ok {
 				// Versions and numbers are often written unquoted.
-				s, err := primitiveText(v)
+				s, err := d.Style.Text(v)
 				if err != nil {
-					d.errAt(a.Expr.Range(), cp.f("value"), err.kind, "%s", err.msg)
+					d.Fail(a.Expr.Range(), cp.f("value"), err)
 				}
 				con.Value = s
 			}
@@ -273,11 +251,11 @@ func (d *decoder) constraints(bs hcl.Blocks, p path) []*pb.Constraint {
 				continue // distinct_hosts = false asks for nothing
 			}
 			if c.Attributes["operator"] != nil || c.Attributes["attribute"] != nil || c.Attributes["value"] != nil {
-				d.errAt(a.NameRange, cp.f("distinct_hosts"), ErrInvalidJob,
+				d.ErrAt(a.NameRange, cp.f("distinct_hosts"), ErrInvalidJob,
 					"distinct_hosts is a constraint of its own; write it in a constraint block without attribute, operator or value")
 			}
 			con = &pb.Constraint{Operator: OpDistinctHosts, Value: "true"}
-			d.pos[cp.f("operator").String()] = d.posOf(a.NameRange)
+			d.pos[cp.f("operator").String()] = d.Pos(a.NameRange)
 		}
 		if con.Operator == "==" {
 			con.Operator = OpEqual

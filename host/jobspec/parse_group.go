@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"berth.dev/berth/internal/hclsrc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -12,10 +13,10 @@ import (
 func (d *decoder) group(b *hcl.Block, job *pb.Job) *pb.TaskGroup {
 	g := &pb.TaskGroup{Name: b.Labels[0], Count: DefaultCount}
 	p := path{}.in("group", g.Name)
-	d.pos[p.String()] = d.posOf(b.DefRange)
-	c := d.content(b.Body, p, schema{
-		attrs:  []string{"count"},
-		blocks: append(blocks("restart", "reschedule", "constraint", "update", "meta"), volumeBlock, taskBlock),
+	d.pos[p.String()] = d.Pos(b.DefRange)
+	c := d.Content(b.Body, p, hclsrc.Schema{
+		Attrs:  []string{"count"},
+		Blocks: append(blocks("restart", "reschedule", "constraint", "update", "meta"), volumeBlock, taskBlock),
 	})
 	if a := c.Attributes["count"]; a != nil {
 		if n, ok := d.integer(a, p.f("count")); ok {
@@ -23,31 +24,31 @@ func (d *decoder) group(b *hcl.Block, job *pb.Job) *pb.TaskGroup {
 		}
 	}
 	g.Restart = DefaultRestart(job.Type)
-	if rb := d.single(c.Blocks, "restart", p); rb != nil {
+	if rb := d.Single(c.Blocks, "restart", p); rb != nil {
 		d.restart(rb, p.f("restart"), g.Restart)
 	}
 	g.Reschedule = DefaultReschedule(job.Type)
-	if rb := d.single(c.Blocks, "reschedule", p); rb != nil {
+	if rb := d.Single(c.Blocks, "reschedule", p); rb != nil {
 		if g.Reschedule == nil {
-			d.errAt(rb.DefRange, p.f("reschedule"), ErrInvalidJob,
+			d.ErrAt(rb.DefRange, p.f("reschedule"), ErrInvalidJob,
 				"system jobs are not rescheduled: their allocs belong to their nodes")
 		} else {
 			d.reschedule(rb, p.f("reschedule"), g.Reschedule)
 		}
 	}
 	g.Constraints = d.constraints(c.Blocks, p)
-	if ub := d.single(c.Blocks, "update", p); ub != nil {
+	if ub := d.Single(c.Blocks, "update", p); ub != nil {
 		g.Update = clone(job.Update)
 		d.update(ub, p.f("update"), g.Update)
 	}
-	if mb := d.single(c.Blocks, "meta", p); mb != nil {
-		g.Meta = d.stringMap(mb.Body, p.f("meta"))
+	if mb := d.Single(c.Blocks, "meta", p); mb != nil {
+		g.Meta = d.StringMap(mb.Body, p.f("meta"))
 	}
 	first := map[string]*hcl.Block{}
 	for _, vb := range c.Blocks.OfType("volume") {
 		name := vb.Labels[0]
 		if f := first[name]; f != nil {
-			d.duplicate(f, vb, p.in("volume", name), fmt.Sprintf("volume %q", name))
+			d.Duplicate(f, vb, p.in("volume", name), fmt.Sprintf("volume %q", name))
 			continue
 		}
 		first[name] = vb
@@ -60,7 +61,7 @@ func (d *decoder) group(b *hcl.Block, job *pb.Job) *pb.TaskGroup {
 	for _, tb := range c.Blocks.OfType("task") {
 		name := tb.Labels[0]
 		if f := first[name]; f != nil {
-			d.duplicate(f, tb, p.in("task", name), fmt.Sprintf("task %q", name))
+			d.Duplicate(f, tb, p.in("task", name), fmt.Sprintf("task %q", name))
 			continue
 		}
 		first[name] = tb
@@ -76,7 +77,7 @@ var restartModes = map[string]pb.RestartMode{
 
 // restart decodes a restart block onto r, which holds the defaults.
 func (d *decoder) restart(b *hcl.Block, p path, r *pb.RestartPolicy) {
-	c := d.content(b.Body, p, schema{attrs: []string{"attempts", "interval", "delay", "mode"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"attempts", "interval", "delay", "mode"}})
 	if a := c.Attributes["attempts"]; a != nil {
 		if n, ok := d.integer(a, p.f("attempts")); ok {
 			r.Attempts = int32(n)
@@ -97,7 +98,7 @@ func (d *decoder) restart(b *hcl.Block, p path, r *pb.RestartPolicy) {
 			if m, known := restartModes[s]; known {
 				r.Mode = m
 			} else {
-				d.errAt(a.Expr.Range(), p.f("mode"), ErrInvalidJob, "unknown restart mode %q%s", s, didYouMean(s, []string{"fail", "delay"}))
+				d.ErrAt(a.Expr.Range(), p.f("mode"), ErrInvalidJob, "unknown restart mode %q%s", s, didYouMean(s, []string{"fail", "delay"}))
 			}
 		}
 	}
@@ -105,7 +106,7 @@ func (d *decoder) restart(b *hcl.Block, p path, r *pb.RestartPolicy) {
 
 // reschedule decodes a reschedule block onto r, which holds the defaults.
 func (d *decoder) reschedule(b *hcl.Block, p path, r *pb.ReschedulePolicy) {
-	c := d.content(b.Body, p, schema{attrs: []string{"attempts", "interval", "delay", "max_delay", "unlimited"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"attempts", "interval", "delay", "max_delay", "unlimited"}})
 	if a := c.Attributes["attempts"]; a != nil {
 		if n, ok := d.integer(a, p.f("attempts")); ok {
 			r.Attempts = int32(n)
@@ -143,10 +144,10 @@ func (d *decoder) reschedule(b *hcl.Block, p path, r *pb.ReschedulePolicy) {
 
 func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	v := &pb.VolumeRequest{Name: b.Labels[0], Type: "csi"}
-	d.pos[p.String()] = d.posOf(b.DefRange)
-	c := d.content(b.Body, p, schema{
-		attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc"},
-		blocks: blocks("mount_options"),
+	d.pos[p.String()] = d.Pos(b.DefRange)
+	c := d.Content(b.Body, p, hclsrc.Schema{
+		Attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc"},
+		Blocks: blocks("mount_options"),
 	})
 	for key, dst := range map[string]*string{"type": &v.Type, "source": &v.Source, "access_mode": &v.AccessMode, "attachment_mode": &v.AttachmentMode} {
 		if a := c.Attributes[key]; a != nil {
@@ -161,15 +162,15 @@ func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	if a := c.Attributes["per_alloc"]; a != nil {
 		v.PerAlloc, _ = d.boolean(a, p.f("per_alloc"))
 	}
-	if mb := d.single(c.Blocks, "mount_options", p); mb != nil {
+	if mb := d.Single(c.Blocks, "mount_options", p); mb != nil {
 		mp := p.f("mount_options")
-		mc := d.content(mb.Body, mp, schema{attrs: []string{"fs_type", "mount_flags"}})
+		mc := d.Content(mb.Body, mp, hclsrc.Schema{Attrs: []string{"fs_type", "mount_flags"}})
 		v.MountOptions = &pb.MountOptions{}
 		if a := mc.Attributes["fs_type"]; a != nil {
 			v.MountOptions.FsType, _ = d.str(a, mp.f("fs_type"))
 		}
 		if a := mc.Attributes["mount_flags"]; a != nil {
-			v.MountOptions.MountFlags, _ = d.stringList(a, mp.f("mount_flags"))
+			v.MountOptions.MountFlags, _ = d.StringList(a, mp.f("mount_flags"))
 		}
 	}
 	return v
@@ -189,10 +190,10 @@ func (d *decoder) task(b *hcl.Block, p path) *pb.Task {
 		KillSignal:    DefaultKillSignal,
 		Logs:          DefaultLogs(),
 	}
-	d.pos[p.String()] = d.posOf(b.DefRange)
-	c := d.content(b.Body, p, schema{
-		attrs: []string{"driver", "kill_timeout", "kill_signal", "leader", "user"},
-		blocks: blocks("config", "env", "resources", "meta", "lifecycle", "constraint",
+	d.pos[p.String()] = d.Pos(b.DefRange)
+	c := d.Content(b.Body, p, hclsrc.Schema{
+		Attrs: []string{"driver", "kill_timeout", "kill_signal", "leader", "user"},
+		Blocks: blocks("config", "env", "resources", "meta", "lifecycle", "constraint",
 			"volume_mount", "csi_plugin", "logs"),
 	})
 	if a := c.Attributes["driver"]; a != nil {
@@ -214,18 +215,18 @@ func (d *decoder) task(b *hcl.Block, p path) *pb.Task {
 	if a := c.Attributes["user"]; a != nil {
 		t.User, _ = d.str(a, p.f("user"))
 	}
-	if cb := d.single(c.Blocks, "config", p); cb != nil {
+	if cb := d.Single(c.Blocks, "config", p); cb != nil {
 		t.Config = d.driverConfig(cb.Body, p.f("config"))
 	}
-	if eb := d.single(c.Blocks, "env", p); eb != nil {
-		t.Env = d.stringMap(eb.Body, p.f("env"))
+	if eb := d.Single(c.Blocks, "env", p); eb != nil {
+		t.Env = d.StringMap(eb.Body, p.f("env"))
 	}
-	if mb := d.single(c.Blocks, "meta", p); mb != nil {
-		t.Meta = d.stringMap(mb.Body, p.f("meta"))
+	if mb := d.Single(c.Blocks, "meta", p); mb != nil {
+		t.Meta = d.StringMap(mb.Body, p.f("meta"))
 	}
-	if rb := d.single(c.Blocks, "resources", p); rb != nil {
+	if rb := d.Single(c.Blocks, "resources", p); rb != nil {
 		rp := p.f("resources")
-		rc := d.content(rb.Body, rp, schema{attrs: []string{"cpu", "memory"}})
+		rc := d.Content(rb.Body, rp, hclsrc.Schema{Attrs: []string{"cpu", "memory"}})
 		if a := rc.Attributes["cpu"]; a != nil {
 			if n, ok := d.integer(a, rp.f("cpu")); ok {
 				t.Resources.CpuMhz = n
@@ -237,31 +238,31 @@ func (d *decoder) task(b *hcl.Block, p path) *pb.Task {
 			}
 		}
 	}
-	if lb := d.single(c.Blocks, "lifecycle", p); lb != nil {
+	if lb := d.Single(c.Blocks, "lifecycle", p); lb != nil {
 		t.Lifecycle = d.lifecycle(lb, p.f("lifecycle"))
 	}
 	t.Constraints = d.constraints(c.Blocks, p)
 	for i, vb := range c.Blocks.OfType("volume_mount") {
 		t.VolumeMounts = append(t.VolumeMounts, d.volumeMount(vb, p.at("volume_mount", i)))
 	}
-	if cb := d.single(c.Blocks, "csi_plugin", p); cb != nil {
+	if cb := d.Single(c.Blocks, "csi_plugin", p); cb != nil {
 		t.CsiPlugin = d.csiPlugin(cb, p.f("csi_plugin"))
 	}
-	if lb := d.single(c.Blocks, "logs", p); lb != nil {
+	if lb := d.Single(c.Blocks, "logs", p); lb != nil {
 		d.logs(lb, p.f("logs"), t.Logs)
 	}
 	return t
 }
 
 func (d *decoder) lifecycle(b *hcl.Block, p path) *pb.Lifecycle {
-	c := d.content(b.Body, p, schema{attrs: []string{"hook", "sidecar"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"hook", "sidecar"}})
 	l := &pb.Lifecycle{}
 	if a := c.Attributes["hook"]; a != nil {
 		if s, ok := d.str(a, p.f("hook")); ok {
 			if h, known := taskHooks[s]; known {
 				l.Hook = h
 			} else {
-				d.errAt(a.Expr.Range(), p.f("hook"), ErrInvalidJob, "unknown lifecycle hook %q%s",
+				d.ErrAt(a.Expr.Range(), p.f("hook"), ErrInvalidJob, "unknown lifecycle hook %q%s",
 					s, didYouMean(s, []string{"prestart", "poststart", "poststop"}))
 			}
 		}
@@ -273,8 +274,8 @@ func (d *decoder) lifecycle(b *hcl.Block, p path) *pb.Lifecycle {
 }
 
 func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
-	d.pos[p.String()] = d.posOf(b.DefRange)
-	c := d.content(b.Body, p, schema{attrs: []string{"volume", "destination", "read_only"}})
+	d.pos[p.String()] = d.Pos(b.DefRange)
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"volume", "destination", "read_only"}})
 	m := &pb.VolumeMount{}
 	if a := c.Attributes["volume"]; a != nil {
 		m.Volume, _ = d.str(a, p.f("volume"))
@@ -289,7 +290,7 @@ func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 }
 
 func (d *decoder) csiPlugin(b *hcl.Block, p path) *pb.CSIPluginConfig {
-	c := d.content(b.Body, p, schema{attrs: []string{"id", "type", "mount_dir", "stage_publish_base_dir", "health_timeout"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"id", "type", "mount_dir", "stage_publish_base_dir", "health_timeout"}})
 	cp := &pb.CSIPluginConfig{MountDir: DefaultCSIMountDir, StagePublishBaseDir: DefaultCSIStagePublishBaseDir,
 		HealthTimeoutMs: ms(DefaultCSIHealthTimeout)}
 	for key, dst := range map[string]*string{"id": &cp.Id, "type": &cp.Type, "mount_dir": &cp.MountDir, "stage_publish_base_dir": &cp.StagePublishBaseDir} {
@@ -308,11 +309,11 @@ func (d *decoder) csiPlugin(b *hcl.Block, p path) *pb.CSIPluginConfig {
 // logs decodes a logs block onto l, which holds the defaults;
 // max_file_size is in MB, as in Nomad.
 func (d *decoder) logs(b *hcl.Block, p path, l *driverpb.LogConfig) {
-	c := d.content(b.Body, p, schema{attrs: []string{"max_files", "max_file_size"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"max_files", "max_file_size"}})
 	if a := c.Attributes["max_files"]; a != nil {
 		if n, ok := d.integer(a, p.f("max_files")); ok {
 			if n < 1 {
-				d.errAt(a.Expr.Range(), p.f("max_files"), ErrInvalidJob, "must be at least 1, got %d", n)
+				d.ErrAt(a.Expr.Range(), p.f("max_files"), ErrInvalidJob, "must be at least 1, got %d", n)
 			} else {
 				l.MaxFiles = uint32(n)
 			}
@@ -321,7 +322,7 @@ func (d *decoder) logs(b *hcl.Block, p path, l *driverpb.LogConfig) {
 	if a := c.Attributes["max_file_size"]; a != nil {
 		if n, ok := d.integer(a, p.f("max_file_size")); ok {
 			if n < 1 {
-				d.errAt(a.Expr.Range(), p.f("max_file_size"), ErrInvalidJob, "must be at least 1 (MB), got %d", n)
+				d.ErrAt(a.Expr.Range(), p.f("max_file_size"), ErrInvalidJob, "must be at least 1 (MB), got %d", n)
 			} else {
 				l.MaxFileSizeBytes = uint64(n) << 20
 			}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"berth.dev/berth/internal/hclsrc"
 )
 
 // path names a field the way messages show it: the object (`group "api"
@@ -80,3 +82,9 @@ func (ps positions) of(p path) Pos {
 		}
 	}
 }
+
+// Field is f, for hclsrc.
+func (p path) Field(name string) hclsrc.Path { return p.f(name) }
+
+// Index is index, for hclsrc.
+func (p path) Index(i int) hclsrc.Path { return p.index(i) }

@@ -40,12 +40,12 @@ type Error = hclsrc.Error
 type Errors struct {
 	// Volume is the volume's ID when it was read, for the message.
 	Volume string
-	hclsrc.ErrorList
+	Errs   hclsrc.Errors
 }
 
 // Error names the volume, then lists the problems one per line.
 func (es *Errors) Error() string {
-	lines := es.Lines()
+	lines := es.Errs.Lines()
 	head := "volume"
 	if es.Volume != "" {
 		head = fmt.Sprintf("volume %q", es.Volume)
@@ -56,15 +56,14 @@ func (es *Errors) Error() string {
 	return head + ":\n  " + strings.Join(lines, "\n  ")
 }
 
-func (es *Errors) add(pos Pos, path string, kind error, format string, args ...any) {
-	es.Add(pos, path, kind, format, args...)
-}
+// Unwrap returns the individual errors, for errors.Is and errors.As.
+func (es *Errors) Unwrap() []error { return es.Errs.Unwrap() }
 
 // err returns es as an error, sorted by position, or nil when empty.
 func (es *Errors) err() error {
-	if es.Empty() {
+	if len(es.Errs) == 0 {
 		return nil
 	}
-	es.Sort()
+	es.Errs.Sort()
 	return es
 }

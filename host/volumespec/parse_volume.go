@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"berth.dev/berth/internal/hclsrc"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -72,7 +73,7 @@ func (d *decoder) volume(body hcl.Body) *pb.Volume {
 }
 
 func (d *decoder) capability(b *hcl.Block, path string) *pb.VolumeCapability {
-	d.pos[path] = d.rangePos(b.DefRange)
+	d.pos[path] = d.Pos(b.DefRange)
 	c := d.content(b.Body, path, []string{"access_mode", "attachment_mode"}, nil)
 	out := &pb.VolumeCapability{}
 	if a := c.Attributes["access_mode"]; a != nil {
@@ -98,7 +99,7 @@ func (d *decoder) topologies(b *hcl.Block, path string) []*pb.Topology {
 	var out []*pb.Topology
 	for i, tb := range c.Blocks.OfType("topology") {
 		p := fmt.Sprintf("%s.topology[%d]", path, i)
-		d.pos[p] = d.rangePos(tb.DefRange)
+		d.pos[p] = d.Pos(tb.DefRange)
 		tc := d.content(tb.Body, p, nil, []string{"segments"})
 		t := &pb.Topology{}
 		if sb := d.single(tc.Blocks, "segments", p); sb != nil {
@@ -119,7 +120,7 @@ var byteUnits = map[string]int64{
 
 // bytes reads a capacity: a number of bytes, or a string with a unit.
 func (d *decoder) bytes(a *hcl.Attribute, path string) (int64, bool) {
-	v, ok := d.value(a, path)
+	v, ok := d.Value(a, hclsrc.FieldPath(path))
 	if !ok {
 		return 0, false
 	}

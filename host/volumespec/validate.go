@@ -85,7 +85,7 @@ const (
 func Validate(v *pb.Volume, mode Mode) error {
 	es := &Errors{Volume: v.GetId()}
 	validate(v, mode, func(path, format string, args ...any) {
-		es.add(Pos{}, path, ErrInvalidVolume, format, args...)
+		es.Errs.Add(Pos{}, path, ErrInvalidVolume, format, args...)
 	})
 	return es.err()
 }
