@@ -84,7 +84,7 @@ func (d *Driver) TaskConfigSpec(ctx context.Context) (sdk.ConfigSpec, error) {
 // a task berth could not recover after a restart is not started.
 func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error) {
 	if d.in.m.isStopping() {
-		return nil, ErrShutdown
+		return nil, fmt.Errorf("driver manager: %w", ErrShutdown)
 	}
 	store := d.in.m.cfg.Store
 	id := cfg.GetId()

@@ -84,5 +84,5 @@ type PluginError = pluginsup.PluginError
 // isConfigError reports whether err is a mistake in the plugin's config:
 // retrying cannot fix it, only editing the agent config can.
 func isConfigError(err error) bool {
-	return errors.Is(err, sdk.ErrInvalidConfig) || errors.Is(err, sdk.ErrConfigJSON)
+	return errors.Is(err, sdk.ErrInvalidConfig) || errors.Is(err, sdk.ErrConfigJSON) || errors.Is(err, pluginsup.ErrInvalidConfig)
 }

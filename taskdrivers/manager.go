@@ -108,7 +108,7 @@ func New(cfg Config) (*Manager, error) {
 // ctx's error means some plugins were still starting when it ended.
 func (m *Manager) Start(ctx context.Context) error {
 	if os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
-		return ErrNestedPlugin
+		return fmt.Errorf("drivers: %w", ErrNestedPlugin)
 	}
 	return m.sup.Start(ctx, m.loadRecords)
 }
@@ -142,7 +142,7 @@ func (m *Manager) reserve(id string) (func(), error) {
 	// Checked under mu, so no start begins once Shutdown has looked for
 	// starts under way.
 	if m.sup.Stopping() {
-		return nil, ErrShutdown
+		return nil, fmt.Errorf("driver manager: %w", ErrShutdown)
 	}
 	if m.starting[id] {
 		return nil, fmt.Errorf("%w: another start of it is under way", sdk.ErrTaskExists)

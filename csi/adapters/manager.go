@@ -103,7 +103,7 @@ func New(cfg Config) (*Manager, error) {
 // were still starting when it ended.
 func (m *Manager) Start(ctx context.Context) error {
 	if os.Getenv(sdk.StorageHandshake.MagicCookieKey) != "" || os.Getenv(sdk.Handshake.MagicCookieKey) != "" {
-		return ErrNestedPlugin
+		return fmt.Errorf("storage adapters: %w", ErrNestedPlugin)
 	}
 	return m.sup.Start(ctx, m.loadRecords)
 }
