@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -183,14 +184,13 @@ func retryable(ctx context.Context, err error) bool {
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return backoff.Sleep(ctx.Done(), d)
+}
+
+// retryWait is the wait before try attempt+1 (attempt ≥ 1): the backoff
+// doubled per earlier retry.
+func (p *clientProxy) retryWait(attempt int) time.Duration {
+	return backoff.Backoff{Initial: p.backoff, Max: p.backoff << (proxyAttempts - 1)}.Delay(attempt)
 }
 
 // RestartAlloc restarts an alloc's tasks on its node. Each attempt has a
@@ -205,7 +205,7 @@ func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequ
 	req.NodeId = nodeID
 	var lastErr error
 	for attempt := range p.attempts(ctx) {
-		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
+		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
 			break
 		}
 		var resp *pb.RestartAllocResponse
@@ -312,7 +312,7 @@ func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[p
 		opened  bool
 	)
 	for attempt := range p.attempts(ctx) {
-		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
+		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
 			break
 		}
 		relayed, err := p.logsOnce(ctx, nodeID, req, out, &opened, attempt > 0)

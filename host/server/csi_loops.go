@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/backoff"
 )
 
 // The leader's volume loops (DESIGN "How data flows", steps 3, 5 and 6):
@@ -181,14 +182,11 @@ func (v *volumeLoops) nominalBackoff(attempts int32) time.Duration {
 	return min(v.doubled(attempts), v.cfg.retryMax)
 }
 
-// doubled is retryInitial doubled per failure before the last, until it
-// reaches retryMax.
+// doubled is retryInitial doubled per failure before the last, capped at
+// retryMax (internal/backoff without its jitter: the loops draw their own,
+// so tests can fix it).
 func (v *volumeLoops) doubled(attempts int32) time.Duration {
-	d := v.cfg.retryInitial
-	for i := int32(1); i < attempts && d < v.cfg.retryMax; i++ {
-		d *= 2
-	}
-	return d
+	return backoff.Backoff{Initial: v.cfg.retryInitial, Max: v.cfg.retryMax}.Delay(int(attempts))
 }
 
 // write proposes one command with the write timeout.

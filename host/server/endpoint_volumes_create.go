@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -50,7 +51,8 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 	}
 	clock := sleepClock{e.s.cfg.Clock}
 	log := e.s.logger.Named("csi")
-	wait := csi.DefaultRetry().Initial
+	retry := csi.DefaultRetry()
+	wait := backoff.Backoff{Initial: retry.Initial, Max: retry.Max}
 	for attempt := 1; ; attempt++ {
 		resp, err := c.Controller.CreateVolume(ctx, req)
 		if err == nil {
@@ -80,11 +82,10 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 			return nil, nodeID, fmt.Errorf("%w (gave up after %d attempts)", err, attempt)
 		}
 		log.Warn("volume create: CreateVolume failed uncertain, retrying through the same instance",
-			"volume", v.GetId(), "plugin", v.GetPluginId(), "node", nodeID, "attempt", attempt, "backoff", wait, "error", err)
-		if serr := clock.Sleep(ctx, wait); serr != nil {
+			"volume", v.GetId(), "plugin", v.GetPluginId(), "node", nodeID, "attempt", attempt, "backoff", wait.Delay(attempt), "error", err)
+		if serr := clock.Sleep(ctx, wait.Delay(attempt)); serr != nil {
 			return nil, nodeID, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, serr)
 		}
-		wait = min(2*wait, csi.DefaultRetry().Max)
 		if serr := e.sameCreateController(v.GetPluginId(), nodeID, first); serr != nil {
 			return nil, nodeID, fmt.Errorf("creating volume %q: %w (last try: %v)", v.GetId(), serr, err)
 		}
