@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
@@ -94,7 +95,7 @@ type Config struct {
 	// this package's tests change it.
 	clientWatchBytes int
 	// planPartBytes bounds the placements, stops and claims of one plan
-	// command (planParts); zero means defaultPlanPartBytes. Only this
+	// command (planParts); zero means evals.DefaultPlanPartBytes. Only this
 	// package's tests change it.
 	planPartBytes int
 	// hooks is set only by this package's tests (see testHooks).
@@ -191,7 +192,7 @@ func (c *Config) withDefaults() *Config {
 		out.clientWatchBytes = defaultClientWatchBytes
 	}
 	if out.planPartBytes <= 0 {
-		out.planPartBytes = defaultPlanPartBytes
+		out.planPartBytes = evals.DefaultPlanPartBytes
 	}
 	if out.Version == "" {
 		// The version every server records in state, which the table

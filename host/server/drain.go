@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"sort"
@@ -189,7 +190,7 @@ func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocati
 		if job == nil {
 			job = &pb.Job{Id: a.GetJobId(), Priority: 50}
 		}
-		e := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)
+		e := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)
 		e.NodeId = n.GetId()
 		cmd.Evals = append(cmd.Evals, e)
 	}

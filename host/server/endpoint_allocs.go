@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -149,7 +150,7 @@ func (e *allocsEndpoint) Stop(ctx context.Context, req *pb.AllocStopRequest) (*p
 	if job == nil {
 		job = &pb.Job{Id: a.GetJobId(), Priority: 50}
 	}
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP)
 	idx, err := s.raftApply(ctx, fsm.AllocDesiredTransition, &pb.AllocDesiredTransitionCommand{
 		Allocs:    map[string]*pb.DesiredTransition{a.GetId(): {Migrate: true, NoReplace: req.GetNoReplace()}},
 		Evals:     []*pb.Evaluation{eval},

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -155,7 +156,7 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 		return &pb.ClientAllocUpdateResponse{Meta: &pb.WriteMeta{}}, nil
 	}
 	snap := s.fsm.State().Snapshot()
-	var evals []*pb.Evaluation
+	var nodeEvals []*pb.Evaluation
 	seen := map[string]bool{}
 	for _, u := range req.GetUpdates() {
 		if u.GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED {
@@ -176,12 +177,12 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 			continue
 		}
 		seen[a.GetJobId()] = true
-		ev := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE)
+		ev := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE)
 		ev.NodeId = nodeID
-		evals = append(evals, ev)
+		nodeEvals = append(nodeEvals, ev)
 	}
 	idx, err := s.raftApply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
-		NodeId: nodeID, Updates: req.GetUpdates(), Evals: evals,
+		NodeId: nodeID, Updates: req.GetUpdates(), Evals: nodeEvals,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recording %d alloc updates from node %s: %w", len(req.GetUpdates()), nodeID, err)
@@ -220,19 +221,19 @@ func (e *nodeOpsEndpoint) UpdateEligibility(ctx context.Context, req *pb.NodeEli
 	if n.GetDrain() != nil && want == pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is draining; end the drain (node drain -disable) to make it eligible", n.GetId())
 	}
-	var evals []*pb.Evaluation
+	var nodeEvals []*pb.Evaluation
 	if want == pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
-		if evals, err = s.nodeEvals(snap, n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+		if nodeEvals, err = evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
 			return nil, err
 		}
 	}
 	idx, err := s.raftApply(ctx, fsm.NodeEligibility, &pb.NodeEligibilityCommand{
-		NodeId: n.GetId(), Eligibility: want, Evals: evals, UpdatedAt: s.cfg.Clock.Now().UnixNano(),
+		NodeId: n.GetId(), Eligibility: want, Evals: nodeEvals, UpdatedAt: s.cfg.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting node %s %s: %w", n.GetId(), want, err)
 	}
-	return &pb.NodeOpResponse{EvalIds: evalIDs(evals), Meta: &pb.WriteMeta{Index: idx}}, nil
+	return &pb.NodeOpResponse{EvalIds: evalIDs(nodeEvals), Meta: &pb.WriteMeta{Index: idx}}, nil
 }
 
 func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequest) (*pb.NodeOpResponse, error) {
@@ -259,7 +260,7 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 		}
 		cmd.Drain = strategy
 	} else if req.GetMarkEligible() {
-		if cmd.Evals, err = s.nodeEvals(snap, n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+		if cmd.Evals, err = evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
 			return nil, err
 		}
 	}

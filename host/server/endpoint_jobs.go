@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -34,7 +35,7 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 		return nil, err
 	}
 	now := s.cfg.Clock.Now().UnixNano()
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	cmd := &pb.JobRegisterCommand{
 		Job:              job,
 		Eval:             eval,
@@ -130,7 +131,7 @@ func (e *jobsEndpoint) Deregister(ctx context.Context, req *pb.JobDeregisterRequ
 	if job == nil {
 		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
 	}
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
 	idx, err := s.raftApply(ctx, fsm.JobDeregister, &pb.JobDeregisterCommand{
 		JobId: job.GetId(), Purge: req.GetPurge(), Eval: eval, SubmittedAt: s.cfg.Clock.Now().UnixNano(),
 	})
@@ -329,7 +330,7 @@ func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*p
 			return nil, fmt.Errorf("reverting job %s to version %d: %w", job.GetId(), req.GetVersion(), err)
 		}
 	}
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	idx, err := s.raftApply(ctx, fsm.JobRevert, &pb.JobRevertCommand{
 		JobId: job.GetId(), Version: req.GetVersion(),
 		EnforcePriorVersion: req.GetEnforcePriorVersion(), PriorVersion: req.GetPriorVersion(),
@@ -353,12 +354,12 @@ func (e *jobsEndpoint) Plan(ctx context.Context, req *pb.JobPlanRequest) (*pb.Jo
 	if err != nil {
 		return nil, err
 	}
-	resp, _, err := scheduler.PlanJob(schedState{snap}, job, scheduler.Options{Now: s.cfg.Clock.Now().UnixNano(), NewID: newPlanID()})
+	resp, _, err := scheduler.PlanJob(evals.SchedulerState(snap), job, scheduler.Options{Now: s.cfg.Clock.Now().UnixNano(), NewID: newPlanID()})
 	if err != nil {
 		return nil, fmt.Errorf("planning job %s: %w", job.GetId(), err)
 	}
 	resp.Warnings = warnings
-	resp.Meta = s.queryMeta(schedState{snap}.Index())
+	resp.Meta = s.queryMeta(evals.SchedulerState(snap).Index())
 	return resp, nil
 }
 

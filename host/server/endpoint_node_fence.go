@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -54,7 +55,7 @@ func (e *nodeOpsEndpoint) UpdateFence(ctx context.Context, req *pb.NodeFenceRequ
 	if fenced || !n.GetFenced() || n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
 		return resp, nil
 	}
-	evals, err := s.nodeEvals(snap, n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true)
+	evals, err := evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true)
 	if err != nil {
 		return nil, err
 	}

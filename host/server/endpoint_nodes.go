@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/pb"
 )
@@ -32,7 +33,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
-	evals, err := s.nodeEvals(s.fsm.State().Snapshot(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
+	evals, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
@@ -332,7 +333,7 @@ func (n serverNodes) MarkReady(ctx context.Context, id string) error {
 // node down: its allocs are lost and replaced; back up: it learns what to
 // stop), and of every system job when the node comes back.
 func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string, ifModifyIndex uint64) (uint64, error) {
-	evals, err := s.nodeEvals(s.fsm.State().Snapshot(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE,
+	nodeEvals, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE,
 		status == pb.NodeStatus_NODE_STATUS_READY)
 	if err != nil {
 		return 0, err
@@ -346,7 +347,7 @@ func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.Nod
 		Description:   desc,
 		UpdatedAt:     s.cfg.Clock.Now().UnixNano(),
 		IfModifyIndex: ifModifyIndex,
-		Evals:         evals,
+		Evals:         nodeEvals,
 	})
 	if err != nil {
 		return idx, err
@@ -354,20 +355,20 @@ func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.Nod
 	// A plan may have placed on the node between the read above and the
 	// apply (the node was still ready): its job needs an evaluation too, or
 	// an alloc of a down node would never be marked lost.
-	if err := s.evalNewcomers(ctx, nodeID, evals); err != nil {
+	if err := s.evalNewcomers(ctx, nodeID, nodeEvals); err != nil {
 		s.logger.Warn("evaluating jobs placed on a node while its status changed", "node", nodeID, "error", err)
 	}
 	return idx, nil
 }
 
 // evalNewcomers proposes an evaluation for each job with a live alloc on
-// the node that none of evals covers.
-func (s *Server) evalNewcomers(ctx context.Context, nodeID string, evals []*pb.Evaluation) error {
+// the node that none of have covers.
+func (s *Server) evalNewcomers(ctx context.Context, nodeID string, have []*pb.Evaluation) error {
 	covered := map[string]bool{}
-	for _, e := range evals {
+	for _, e := range have {
 		covered[e.GetJobId()] = true
 	}
-	now, err := s.nodeEvals(s.fsm.State().Snapshot(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, false)
+	now, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, false)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -77,7 +78,7 @@ func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
 	old := serviceJob("web", 6)
 	jobspec.Canonicalize(old)
 	if _, err := s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: old,
-		Eval: s.newEval(old, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 1}); err != nil {
+		Eval: evals.New(s.cfg.Clock.Now(), old, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	jobs := pb.NewJobsClient(tc.conn(s))
@@ -105,7 +106,7 @@ func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
 	}
 	job := serviceJob("web", 6)
 	jobspec.Canonicalize(job)
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	if _, err := s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: job, Eval: eval, SubmittedAt: 1}); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	defer s.logger.Info("cluster leadership lost")
 	defer s.heartbeats.stop()
 	defer s.ready.clear()
-	defer s.broker.setEnabled(false)
+	defer s.evals.Broker().SetEnabled(false)
 
 	if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
 		h.beforeBarrier(ctx)
@@ -149,9 +149,8 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 			f()
 		})
 	}
-	s.broker.setEnabled(true)
-	s.runWorkers(dctx, s.cfg.NumSchedulers, spawn)
-	spawn(func() { s.feedBroker(dctx) })
+	s.evals.Broker().SetEnabled(true)
+	s.evals.Run(dctx, spawn)
 	spawn(func() { s.drainer.run(dctx) })
 	spawn(func() { s.runGC(dctx) })
 	spawn(func() { s.volumes.run(dctx) })
@@ -172,7 +171,7 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 	// reading the replaced store could hand the fresh broker evaluations
 	// the restored state does not have.
 	duties.Wait()
-	s.broker.setEnabled(false)
+	s.evals.Broker().SetEnabled(false)
 	return ctx.Err() == nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -105,7 +106,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		if err != nil || e.GetStatus() != pb.EvalStatus_EVAL_STATUS_COMPLETE {
 			return fmt.Errorf("evaluation %s is %s (%v)", reg.GetEvalId(), e.GetStatus(), err)
 		}
-		if ready, outstanding, waiting, delayed := s.broker.stats(); ready+outstanding+waiting+delayed != 0 {
+		if ready, outstanding, waiting, delayed := s.evals.Broker().Stats(); ready+outstanding+waiting+delayed != 0 {
 			return fmt.Errorf("broker holds %d ready, %d outstanding, %d waiting, %d delayed", ready, outstanding, waiting, delayed)
 		}
 		return nil
@@ -123,7 +124,7 @@ func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
 		version string
 		want    bool
 	}{
-		{planHistorySinceVersion, true},
+		{evals.PlanHistorySinceVersion, true},
 		{"0.1.0-dev", false},
 		{"0.1.0-dev.1", false}, // the plugin-facts rule, not this one
 	} {

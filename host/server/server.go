@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -44,10 +45,10 @@ type Server struct {
 
 	heartbeats *heartbeater
 	discovery  *discovery
-	// broker hands evaluations to the scheduler workers while this server
+	// evals hands evaluations to the scheduler workers while this server
 	// leads; drainer moves allocs off draining nodes; gc holds the
 	// collector's thresholds.
-	broker  *evalBroker
+	evals   *evals.Runner
 	drainer *drainer
 	gc      gcConfig
 	gcTimes timeTable
@@ -105,7 +106,17 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	}
 	s.heartbeats = newHeartbeater(serverNodes{s}, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
-	s.broker = newEvalBroker(cfg.Clock, brokerConfig{})
+	var evalHooks evals.Hooks
+	if cfg.hooks != nil {
+		evalHooks.BeforePlan = cfg.hooks.beforePlan
+	}
+	s.evals = evals.NewRunner(core{s}, evals.Config{
+		Workers:       cfg.NumSchedulers,
+		JobLimits:     cfg.JobLimits,
+		PlanPartBytes: cfg.planPartBytes,
+		Clock:         cfg.Clock,
+		Logger:        cfg.Logger,
+	}, evalHooks)
 	s.drainer = newDrainer(s)
 	s.gc = defaultGCConfig()
 	caller := cfg.controllerCaller

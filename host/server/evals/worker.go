@@ -1,4 +1,4 @@
-package server
+package evals
 
 import (
 	"context"
@@ -12,8 +12,7 @@ import (
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
-	"berth.dev/berth/rpc"
-	"berth.dev/berth/rpc/pb"
+		"berth.dev/berth/rpc/pb"
 )
 
 // Scheduler workers run on the leader only. Each takes an evaluation from
@@ -38,25 +37,25 @@ const planApplyTimeout = 30 * time.Second
 
 // runWorkers starts, through spawn, n scheduler workers that run until
 // ctx (the leadership) ends.
-func (s *Server) runWorkers(ctx context.Context, n int, spawn func(func())) {
+func (r *Runner) runWorkers(ctx context.Context, n int, spawn func(func())) {
 	for i := range n {
-		spawn(func() { s.worker(ctx, i) })
+		spawn(func() { r.worker(ctx, i) })
 	}
 }
 
-func (s *Server) worker(ctx context.Context, id int) {
-	logger := s.logger.Named("worker").With("worker", id)
+func (r *Runner) worker(ctx context.Context, id int) {
+	logger := r.logger.Named("worker").With("worker", id)
 	for {
-		eval, token, err := s.broker.dequeue(ctx)
+		eval, token, err := r.broker.dequeue(ctx)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, ErrBrokerDisabled) {
 				logger.Error("dequeue", "error", err)
 			}
 			return
 		}
-		done, err := s.processEval(ctx, eval)
+		done, err := r.processEval(ctx, eval)
 		if err == nil {
-			if aerr := s.broker.ack(eval.GetId(), token, done); aerr != nil {
+			if aerr := r.broker.ack(eval.GetId(), token, done); aerr != nil {
 				logger.Warn("ack", "eval", eval.GetId(), "error", aerr)
 			}
 			continue
@@ -65,8 +64,8 @@ func (s *Server) worker(ctx context.Context, id int) {
 			return
 		}
 		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
-		if nerr := s.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
-			s.broker.forget(eval.GetId(), s.failEval(ctx, eval, err))
+		if nerr := r.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
+			r.broker.forget(eval.GetId(), r.failEval(ctx, eval, err))
 		} else if nerr != nil {
 			logger.Warn("nack", "eval", eval.GetId(), "error", nerr)
 		}
@@ -75,14 +74,14 @@ func (s *Server) worker(ctx context.Context, id int) {
 
 // processEval plans eval until its plan is applied whole, and returns the
 // raft index that recorded the evaluation's outcome.
-func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, error) {
+func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, error) {
 	for attempt := 1; ; attempt++ {
-		snap := s.fsm.State().Snapshot()
-		now := s.cfg.Clock.Now().UnixNano()
-		if idx, refused, err := s.refuseOverLimits(ctx, snap, eval); refused {
+		snap := r.core.State().Snapshot()
+		now := r.cfg.Clock.Now().UnixNano()
+		if idx, refused, err := r.refuseOverLimits(ctx, snap, eval); refused {
 			return idx, err
 		}
-		res, err := s.schedule(snap, eval, now)
+		res, err := r.schedule(snap, eval, now)
 		if err != nil {
 			return 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
@@ -92,7 +91,7 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		// it is (or made) the job's one blocked evaluation. Cancelling them
 		// keeps one blocked evaluation per job, and lets a stopped job's
 		// status reach dead.
-		older, err := s.olderBlocked(snap, eval, res)
+		older, err := r.olderBlocked(snap, eval, res)
 		if err != nil {
 			return 0, err
 		}
@@ -100,17 +99,17 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		for _, e := range evals {
 			e.ModifiedAt = now
 		}
-		if s.cfg.hooks != nil && s.cfg.hooks.beforePlan != nil {
-			s.cfg.hooks.beforePlan(ctx, eval)
+		if r.hooks.BeforePlan != nil {
+			r.hooks.BeforePlan(ctx, eval)
 		}
-		result, idx, err := s.applyPlanParts(ctx, planParts(snap, res.Plan, s.cfg.planPartBytes), evals)
+		result, idx, err := r.applyPlanParts(ctx, planParts(snap, res.Plan, r.cfg.PlanPartBytes), evals)
 		if err != nil {
 			return 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
 		if len(result.GetRefusedNodes()) == 0 {
 			return idx, nil
 		}
-		s.logger.Debug("plan partly refused; planning again", "eval", eval.GetId(), "job", eval.GetJobId(),
+		r.logger.Debug("plan partly refused; planning again", "eval", eval.GetId(), "job", eval.GetJobId(),
 			"refused", result.GetRefusals(), "attempt", attempt)
 		if attempt == maxPlanAttempts {
 			return 0, fmt.Errorf("evaluation %s of job %s: the state refused its plan %d times (last: %v)",
@@ -123,7 +122,7 @@ func (s *Server) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 // with the last, and stops at the first part a node refused (the result
 // then names it; the parts applied stay, and planning again sees them). A
 // plan's evaluation is therefore recorded only once every part applied.
-func (s *Server) applyPlanParts(ctx context.Context, parts []*pb.Plan, evals []*pb.Evaluation) (*pb.PlanResult, uint64, error) {
+func (r *Runner) applyPlanParts(ctx context.Context, parts []*pb.Plan, evals []*pb.Evaluation) (*pb.PlanResult, uint64, error) {
 	var (
 		result *pb.PlanResult
 		idx    uint64
@@ -137,9 +136,9 @@ func (s *Server) applyPlanParts(ctx context.Context, parts []*pb.Plan, evals []*
 		// The rows the plan writes are stamped when it is proposed, not
 		// when scheduling began: a claim's created_at is when it was
 		// reserved.
-		cmd.AppliedAt = s.cfg.Clock.Now().UnixNano()
+		cmd.AppliedAt = r.cfg.Clock.Now().UnixNano()
 		pctx, cancel := context.WithTimeout(ctx, planApplyTimeout)
-		result, idx, err = s.applyPlan(pctx, cmd)
+		result, idx, err = r.applyPlan(pctx, cmd)
 		cancel()
 		if err != nil {
 			if len(parts) > 1 {
@@ -153,14 +152,6 @@ func (s *Server) applyPlanParts(ctx context.Context, parts []*pb.Plan, evals []*
 	}
 	return result, idx, nil
 }
-
-// defaultPlanPartBytes bounds the placements, stops and claims of one plan
-// command: a quarter of the message limit, so a part with its evaluations
-// and header is always proposable. A plan scales with nodes (a system job
-// places groups x eligible nodes, not bounded by job_max_allocs): one
-// over the limit was refused as ErrCommandTooLarge on every attempt, for
-// ever, and the job ran nowhere.
-const defaultPlanPartBytes = rpc.MaxMessageSize / 4
 
 // planParts splits plan, when its placements, stops and claims are over
 // budget bytes, into plans of whole nodes under it (a node's stops,
@@ -239,7 +230,7 @@ func planParts(snap *fsm.StateSnapshot, plan *pb.Plan, budget int) []*pb.Plan {
 }
 
 // olderBlocked returns the job's other blocked evaluations, cancelled.
-func (s *Server) olderBlocked(snap *fsm.StateSnapshot, eval *pb.Evaluation, res *scheduler.Result) ([]*pb.Evaluation, error) {
+func (r *Runner) olderBlocked(snap *fsm.StateSnapshot, eval *pb.Evaluation, res *scheduler.Result) ([]*pb.Evaluation, error) {
 	evals, err := snap.EvalsByJob(nil, eval.GetJobId())
 	if err != nil {
 		return nil, err
@@ -262,7 +253,7 @@ func (s *Server) olderBlocked(snap *fsm.StateSnapshot, eval *pb.Evaluation, res 
 }
 
 // schedule runs the pure scheduler on snap.
-func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int64) (*scheduler.Result, error) {
+func (r *Runner) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int64) (*scheduler.Result, error) {
 	return scheduler.Schedule(schedState{snap}, eval, scheduler.Options{Now: now, NewID: uuid.Generate})
 }
 
@@ -271,16 +262,17 @@ func (s *Server) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int6
 // (PlanApplyCommand.refuse_unseen_history). Until every server records it,
 // plans are proposed without the flag and every server applies them as
 // before.
-var planHistorySince = mustConstraint(">= " + planHistorySinceVersion)
+var planHistorySince = mustConstraint(">= " + PlanHistorySinceVersion)
 
-const planHistorySinceVersion = "0.1.0-dev.2"
+// PlanHistorySinceVersion is the version planHistorySince names.
+const PlanHistorySinceVersion = "0.1.0-dev.2"
 
 // applyPlan proposes a plan and returns what the state machine applied.
-func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
+func (r *Runner) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.PlanResult, uint64, error) {
 	// Refused only while some server is older: the plan then applies
 	// under the rule every server knows.
-	cmd.RefuseUnseenHistory = s.requireServersAt(planHistorySince, planHistorySinceVersion, "plans refused from an unseen history") == nil
-	res, err := s.raftApplyResult(ctx, fsm.PlanApply, cmd)
+	cmd.RefuseUnseenHistory = r.core.RequireServersAt(planHistorySince, PlanHistorySinceVersion, "plans refused from an unseen history") == nil
+	res, err := r.core.ApplyResult(ctx, fsm.PlanApply, cmd)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -296,8 +288,8 @@ func (s *Server) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.P
 // scheduler bug, a plan the state keeps refusing) is retried without a
 // tight loop and the failure is visible in `eval status`.
 // It returns the index of the write, 0 when it failed.
-func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error) uint64 {
-	now := s.cfg.Clock.Now()
+func (r *Runner) failEval(ctx context.Context, eval *pb.Evaluation, cause error) uint64 {
+	now := r.cfg.Clock.Now()
 	failed := proto.Clone(eval).(*pb.Evaluation)
 	followUp := &pb.Evaluation{
 		Id:             uuid.Generate(),
@@ -318,9 +310,9 @@ func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error)
 	failed.ModifiedAt = now.UnixNano()
 	actx, cancel := context.WithTimeout(ctx, planApplyTimeout)
 	defer cancel()
-	idx, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed, followUp}})
+	idx, err := r.core.Apply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed, followUp}})
 	if err != nil {
-		s.logger.Error("recording a failed evaluation", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
+		r.logger.Error("recording a failed evaluation", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
 		return 0
 	}
 	return idx
@@ -333,23 +325,23 @@ func (s *Server) failEval(ctx context.Context, eval *pb.Evaluation, cause error)
 // GB), on every leader in turn. No follow-up is made: a new register or a
 // stop of the job evaluates it again. A stopped job is planned as usual,
 // so an operator can always stop one.
-func (s *Server) refuseOverLimits(ctx context.Context, snap *fsm.StateSnapshot, eval *pb.Evaluation) (index uint64, refused bool, err error) {
+func (r *Runner) refuseOverLimits(ctx context.Context, snap *fsm.StateSnapshot, eval *pb.Evaluation) (index uint64, refused bool, err error) {
 	job, err := snap.JobByID(nil, eval.GetJobId())
 	if err != nil || job == nil || job.GetStop() {
 		return 0, false, nil
 	}
-	lerr := jobspec.CheckLimits(job, s.cfg.JobLimits)
+	lerr := jobspec.CheckLimits(job, r.cfg.JobLimits)
 	if lerr == nil {
 		return 0, false, nil
 	}
-	s.logger.Warn("not planning a job over the job limits", "eval", eval.GetId(), "job", job.GetId(), "error", lerr)
+	r.logger.Warn("not planning a job over the job limits", "eval", eval.GetId(), "job", job.GetId(), "error", lerr)
 	failed := proto.Clone(eval).(*pb.Evaluation)
 	failed.Status = pb.EvalStatus_EVAL_STATUS_FAILED
 	failed.StatusDescription = fmt.Sprintf("job %s version %d: %v", job.GetId(), job.GetVersion(), lerr)
-	failed.ModifiedAt = s.cfg.Clock.Now().UnixNano()
+	failed.ModifiedAt = r.cfg.Clock.Now().UnixNano()
 	actx, cancel := context.WithTimeout(ctx, planApplyTimeout)
 	defer cancel()
-	idx, err := s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed}})
+	idx, err := r.core.Apply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{failed}})
 	if err != nil {
 		// Not recorded: the worker hands it back, and it is refused
 		// again, never planned.
@@ -358,38 +350,3 @@ func (s *Server) refuseOverLimits(ctx context.Context, snap *fsm.StateSnapshot, 
 	return idx, true, nil
 }
 
-// SchedulerState is the scheduler's view of a state snapshot (the
-// workers', and the benchmarks' in internal/bench).
-func SchedulerState(snap *fsm.StateSnapshot) scheduler.State { return schedState{snap} }
-
-// schedState adapts a state snapshot to what the scheduler reads.
-type schedState struct{ snap *fsm.StateSnapshot }
-
-var _ scheduler.State = schedState{}
-
-func (s schedState) Index() uint64 {
-	idx, _ := s.snap.LatestIndex()
-	return idx
-}
-func (s schedState) Nodes() ([]*pb.Node, error)       { return s.snap.Nodes(nil) }
-func (s schedState) Node(id string) (*pb.Node, error) { return s.snap.NodeByID(nil, id) }
-func (s schedState) Job(id string) (*pb.Job, error)   { return s.snap.JobByID(nil, id) }
-func (s schedState) JobVersion(id string, v uint64) (*pb.Job, error) {
-	return s.snap.JobVersion(nil, id, v)
-}
-func (s schedState) AllocsByJob(id string) ([]*pb.Allocation, error) {
-	return s.snap.AllocsByJob(nil, id)
-}
-func (s schedState) AllocsByNode(id string) ([]*pb.Allocation, error) {
-	return s.snap.AllocsByNode(nil, id)
-}
-func (s schedState) Volume(id string) (*pb.Volume, error) { return s.snap.VolumeByID(nil, id) }
-func (s schedState) ClaimsByVolume(id string) ([]*pb.Claim, error) {
-	return s.snap.ClaimsByVolume(nil, id)
-}
-func (s schedState) ClaimsByNode(id string) ([]*pb.Claim, error) {
-	return s.snap.ClaimsByNode(nil, id)
-}
-func (s schedState) Attachment(volumeID, nodeID string) (*pb.Attachment, error) {
-	return s.snap.Attachment(nil, volumeID, nodeID)
-}

@@ -1,4 +1,4 @@
-package server
+package evals
 
 import (
 	"context"
@@ -16,16 +16,16 @@ func brokerEval(id, job string, prio int32, createIndex uint64) *pb.Evaluation {
 		Status: pb.EvalStatus_EVAL_STATUS_PENDING}
 }
 
-func newTestBroker(t *testing.T) (*evalBroker, *testutil.ManualClock) {
+func newTestBroker(t *testing.T) (*Broker, *testutil.ManualClock) {
 	t.Helper()
 	clock := testutil.NewManualClock()
-	b := newEvalBroker(clock, brokerConfig{deliveryLimit: 3, nackDelay: time.Second, maxNackDelay: 4 * time.Second})
-	b.setEnabled(true)
+	b := newBroker(clock, brokerConfig{deliveryLimit: 3, nackDelay: time.Second, maxNackDelay: 4 * time.Second})
+	b.SetEnabled(true)
 	return b, clock
 }
 
 // mustDequeue takes the next ready evaluation, failing if none is ready.
-func mustDequeue(t *testing.T, b *evalBroker) (*pb.Evaluation, string) {
+func mustDequeue(t *testing.T, b *Broker) (*pb.Evaluation, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -36,9 +36,9 @@ func mustDequeue(t *testing.T, b *evalBroker) (*pb.Evaluation, string) {
 	return e, token
 }
 
-func requireNothingReady(t *testing.T, b *evalBroker) {
+func requireNothingReady(t *testing.T, b *Broker) {
 	t.Helper()
-	if ready, _, _, _ := b.stats(); ready != 0 {
+	if ready, _, _, _ := b.Stats(); ready != 0 {
 		t.Fatalf("%d evaluations ready, want none", ready)
 	}
 }
@@ -167,7 +167,7 @@ func TestBrokerTokensAndDisable(t *testing.T) {
 		_, _, err := b.dequeue(context.Background())
 		waiting <- err
 	}()
-	b.setEnabled(false)
+	b.SetEnabled(false)
 	select {
 	case err := <-waiting:
 		if !errors.Is(err, ErrBrokerDisabled) {
@@ -180,7 +180,7 @@ func TestBrokerTokensAndDisable(t *testing.T) {
 		t.Fatalf("ack after a leadership change = %v, want ErrEvalToken", err)
 	}
 	b.enqueue(brokerEval("e2", "j", 50, 2))
-	b.setEnabled(true)
+	b.SetEnabled(true)
 	requireNothingReady(t, b) // enqueued while disabled: dropped, the new leader reads state
 }
 

@@ -1,4 +1,4 @@
-package server
+package evals
 
 import (
 	"github.com/hashicorp/go-memdb"

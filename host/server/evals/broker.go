@@ -1,7 +1,6 @@
-package server
+package evals
 
 import (
-	"berth.dev/berth/internal/clock"
 	"container/heap"
 	"context"
 	"errors"
@@ -11,6 +10,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -49,14 +50,14 @@ func (c brokerConfig) withDefaults() brokerConfig {
 	return c
 }
 
-// evalBroker hands pending evaluations to scheduler workers on the leader:
+// Broker hands pending evaluations to scheduler workers on the leader:
 // highest priority first, then oldest; at most one evaluation per job
 // outstanding at a time (a job's later evaluations wait for the first to be
 // acked, so two workers never plan one job from two snapshots); delayed
 // evaluations (wait_until) only once their time comes; nacked ones again
 // after a backoff. It holds no state of its own that matters: a new leader
 // rebuilds it from the pending evaluations in the replicated state.
-type evalBroker struct {
+type Broker struct {
 	cfg   brokerConfig
 	clock clock.Clock
 
@@ -93,13 +94,13 @@ type unacked struct {
 	token string
 }
 
-func newEvalBroker(clk clock.Clock, cfg brokerConfig) *evalBroker {
-	b := &evalBroker{cfg: cfg.withDefaults(), clock: clk, changed: make(chan struct{})}
+func newBroker(clk clock.Clock, cfg brokerConfig) *Broker {
+	b := &Broker{cfg: cfg.withDefaults(), clock: clk, changed: make(chan struct{})}
 	b.resetLocked()
 	return b
 }
 
-func (b *evalBroker) resetLocked() {
+func (b *Broker) resetLocked() {
 	for _, t := range b.delayed {
 		t.Stop()
 	}
@@ -114,10 +115,10 @@ func (b *evalBroker) resetLocked() {
 	b.nacks = map[string]int{}
 }
 
-// setEnabled turns the broker on when this server's leadership is ready and
+// SetEnabled turns the broker on when this server's leadership is ready and
 // off when it ends; turning it off drops everything and wakes every waiting
 // worker with ErrBrokerDisabled.
-func (b *evalBroker) setEnabled(on bool) {
+func (b *Broker) SetEnabled(on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.enabled = on
@@ -127,7 +128,7 @@ func (b *evalBroker) setEnabled(on bool) {
 	b.notifyLocked()
 }
 
-func (b *evalBroker) notifyLocked() {
+func (b *Broker) notifyLocked() {
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
@@ -135,7 +136,7 @@ func (b *evalBroker) notifyLocked() {
 // enqueue adds a pending evaluation. Evaluations already held, or finished
 // by a write at or after the index the caller read, are ignored; so is
 // everything while the broker is disabled.
-func (b *evalBroker) enqueue(e *pb.Evaluation) {
+func (b *Broker) enqueue(e *pb.Evaluation) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.enabled {
@@ -170,7 +171,7 @@ func (b *evalBroker) enqueue(e *pb.Evaluation) {
 
 // readyLocked makes e available, or parks it behind its job's outstanding
 // evaluation.
-func (b *evalBroker) readyLocked(e *pb.Evaluation) {
+func (b *Broker) readyLocked(e *pb.Evaluation) {
 	if _, busy := b.inFlight[e.GetJobId()]; busy {
 		b.waiting[e.GetJobId()] = append(b.waiting[e.GetJobId()], e)
 		return
@@ -188,7 +189,7 @@ func (b *evalBroker) readyLocked(e *pb.Evaluation) {
 // dequeue waits for an evaluation and returns it with the token its ack or
 // nack must carry. It returns ErrBrokerDisabled when the broker is off and
 // ctx's error when ctx ends.
-func (b *evalBroker) dequeue(ctx context.Context) (*pb.Evaluation, string, error) {
+func (b *Broker) dequeue(ctx context.Context) (*pb.Evaluation, string, error) {
 	for {
 		b.mu.Lock()
 		if !b.enabled {
@@ -215,7 +216,7 @@ func (b *evalBroker) dequeue(ctx context.Context) (*pb.Evaluation, string, error
 }
 
 // outstanding checks token against an outstanding evaluation.
-func (b *evalBroker) outstandingLocked(evalID, token string) (*unacked, error) {
+func (b *Broker) outstandingLocked(evalID, token string) (*unacked, error) {
 	u, ok := b.unacked[evalID]
 	if !ok || u.token != token {
 		return nil, fmt.Errorf("evaluation %s: %w", evalID, ErrEvalToken)
@@ -225,7 +226,7 @@ func (b *evalBroker) outstandingLocked(evalID, token string) (*unacked, error) {
 
 // ack records that evalID was handled, its outcome written to the state at
 // index doneIndex; the job's next evaluation becomes available.
-func (b *evalBroker) ack(evalID, token string, doneIndex uint64) error {
+func (b *Broker) ack(evalID, token string, doneIndex uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u, err := b.outstandingLocked(evalID, token)
@@ -247,7 +248,7 @@ func (b *evalBroker) ack(evalID, token string, doneIndex uint64) error {
 // forget releases an evaluation nack gave up on, once the caller has
 // recorded its failure at index doneIndex (0 if that failed: the
 // evaluation is then handed out again when next seen pending).
-func (b *evalBroker) forget(evalID string, doneIndex uint64) {
+func (b *Broker) forget(evalID string, doneIndex uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.held, evalID)
@@ -259,7 +260,7 @@ func (b *evalBroker) forget(evalID string, doneIndex uint64) {
 // prune forgets finished evaluations whose outcome is at or below index,
 // the evals table index of a snapshot the feed has read: no sighting of
 // them as pending can come from an older snapshot any more.
-func (b *evalBroker) prune(index uint64) {
+func (b *Broker) prune(index uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for id, done := range b.done {
@@ -270,7 +271,7 @@ func (b *evalBroker) prune(index uint64) {
 }
 
 // finishLocked forgets an outstanding evaluation and releases its job.
-func (b *evalBroker) finishLocked(e *pb.Evaluation) {
+func (b *Broker) finishLocked(e *pb.Evaluation) {
 	delete(b.unacked, e.GetId())
 	delete(b.held, e.GetId())
 	delete(b.nacks, e.GetId())
@@ -297,7 +298,7 @@ var errDeliveryLimit = errors.New("evaluation reached its delivery limit")
 // nack returns evalID to the broker, to be handed out again after a
 // backoff, or errDeliveryLimit when it has been delivered too often (it is
 // then forgotten; the caller fails it in the state).
-func (b *evalBroker) nack(evalID, token string) error {
+func (b *Broker) nack(evalID, token string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u, err := b.outstandingLocked(evalID, token)
@@ -318,10 +319,7 @@ func (b *evalBroker) nack(evalID, token string) error {
 	// The job stays in flight during the backoff, so its later evaluations
 	// do not overtake this one.
 	delete(b.unacked, evalID)
-	delay := b.cfg.nackDelay << (n - 1)
-	if delay > b.cfg.maxNackDelay || delay <= 0 {
-		delay = b.cfg.maxNackDelay
-	}
+	delay := backoff.Backoff{Initial: b.cfg.nackDelay, Max: b.cfg.maxNackDelay}.Delay(n)
 	e := u.eval
 	b.delayed[evalID] = b.clock.AfterFunc(delay, func() {
 		b.mu.Lock()
@@ -336,9 +334,9 @@ func (b *evalBroker) nack(evalID, token string) error {
 	return nil
 }
 
-// stats reports how many evaluations are ready, outstanding, waiting
+// Stats reports how many evaluations are ready, outstanding, waiting
 // behind their job and delayed.
-func (b *evalBroker) stats() (ready, outstanding, waiting, delayed int) {
+func (b *Broker) Stats() (ready, outstanding, waiting, delayed int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, w := range b.waiting {

@@ -1,4 +1,4 @@
-package server
+package evals
 
 import (
 	"context"
@@ -19,22 +19,22 @@ import (
 // whatever earlier leaders left pending, and wakes every blocked
 // evaluation once (what freed capacity while no leader watched is
 // unknown).
-func (s *Server) feedBroker(ctx context.Context) {
-	logger := s.logger.Named("evals")
+func (r *Runner) feedBroker(ctx context.Context) {
+	logger := r.logger.Named("evals")
 	first := true
 	var retry <-chan time.Time
 	for {
 		ws := memdb.NewWatchSet()
-		snap := s.fsm.State().Snapshot()
+		snap := r.core.State().Snapshot()
 		pending, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_PENDING)
 		if err != nil {
 			logger.Error("reading pending evaluations", "error", err)
 		}
 		for _, e := range pending {
-			s.broker.enqueue(e)
+			r.broker.enqueue(e)
 		}
 		if idx, err := snap.Index(fsm.TableEvals); err == nil {
-			s.broker.prune(idx)
+			r.broker.prune(idx)
 		}
 		blocked, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_BLOCKED)
 		if err != nil {
@@ -42,7 +42,7 @@ func (s *Server) feedBroker(ctx context.Context) {
 		}
 		retry = nil
 		if len(blocked) > 0 {
-			if err := s.unblock(ctx, ws, snap, blocked, first); err != nil && ctx.Err() == nil {
+			if err := r.unblock(ctx, ws, snap, blocked, first); err != nil && ctx.Err() == nil {
 				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
 				retry = time.After(time.Second)
 			}
@@ -77,7 +77,7 @@ func (s *Server) feedBroker(ctx context.Context) {
 // snapshot (volumesChanged). With all, every blocked evaluation is woken.
 // It adds the nodes and allocs tables, and the volumes blocked jobs claim,
 // to ws, so their changes wake the feed.
-func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
+func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
 	nodesIdx, err := snap.Index(fsm.TableNodes)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 		}
 	}
 	var wake []*pb.Evaluation
-	now := s.cfg.Clock.Now().UnixNano()
+	now := r.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
 		since := e.GetSnapshotIndex()
 		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
@@ -125,6 +125,6 @@ func (s *Server) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = s.raftApply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake})
+	_, err = r.core.Apply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake})
 	return err
 }

@@ -1,7 +1,8 @@
-package server
+package evals
 
 import (
 	"sort"
+	"time"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/uuid"
@@ -13,9 +14,9 @@ import (
 // the evaluation that acts on it (a leader that dies between two commands
 // would otherwise leave a registered job nobody schedules).
 
-// newEval makes a pending evaluation of job for trigger.
-func (s *Server) newEval(job *pb.Job, trigger pb.EvalTrigger) *pb.Evaluation {
-	now := s.cfg.Clock.Now().UnixNano()
+// New makes a pending evaluation of job for trigger, created at now.
+func New(now time.Time, job *pb.Job, trigger pb.EvalTrigger) *pb.Evaluation {
+	at := now.UnixNano()
 	return &pb.Evaluation{
 		Id:             uuid.Generate(),
 		Priority:       job.GetPriority(),
@@ -24,16 +25,16 @@ func (s *Server) newEval(job *pb.Job, trigger pb.EvalTrigger) *pb.Evaluation {
 		JobId:          job.GetId(),
 		JobModifyIndex: job.GetJobModifyIndex(),
 		Status:         pb.EvalStatus_EVAL_STATUS_PENDING,
-		CreatedAt:      now,
-		ModifiedAt:     now,
+		CreatedAt:      at,
+		ModifiedAt:     at,
 	}
 }
 
-// nodeEvals makes one evaluation per job that must look at node nodeID
+// ForNode makes, at now, one evaluation per job that must look at node nodeID
 // after its status, eligibility or drain changed: every job with a
 // non-terminal alloc there and, when the node can take work (systemToo),
 // every system job, which places on a node that joins.
-func (s *Server) nodeEvals(st *fsm.StateSnapshot, nodeID string, trigger pb.EvalTrigger, systemToo bool) ([]*pb.Evaluation, error) {
+func ForNode(st *fsm.StateSnapshot, now time.Time, nodeID string, trigger pb.EvalTrigger, systemToo bool) ([]*pb.Evaluation, error) {
 	jobs := map[string]*pb.Job{}
 	allocs, err := st.AllocsByNode(nil, nodeID)
 	if err != nil {
@@ -76,7 +77,7 @@ func (s *Server) nodeEvals(st *fsm.StateSnapshot, nodeID string, trigger pb.Eval
 	sort.Strings(ids)
 	evals := make([]*pb.Evaluation, 0, len(ids))
 	for _, id := range ids {
-		e := s.newEval(jobs[id], trigger)
+		e := New(now, jobs[id], trigger)
 		e.NodeId = nodeID
 		evals = append(evals, e)
 	}
