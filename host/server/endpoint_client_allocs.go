@@ -268,7 +268,7 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 	if err != nil {
 		return nil, fmt.Errorf("updating the drain of node %s: %w", n.GetId(), err)
 	}
-	s.drainer.kick()
+	s.drainer.Kick()
 	return &pb.NodeOpResponse{EvalIds: evalIDs(cmd.GetEvals()), Meta: &pb.WriteMeta{Index: idx}}, nil
 }
 

@@ -41,7 +41,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
-	s.heartbeats.reset(n.GetId(), s.cfg.HeartbeatTTL)
+	s.heartbeats.Reset(n.GetId(), s.cfg.HeartbeatTTL)
 	return &pb.NodeRegisterResponse{
 		Meta:           &pb.WriteMeta{Index: idx},
 		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
@@ -70,7 +70,7 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	if node == nil {
 		return nil, fmt.Errorf("heartbeat from node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
-	if err := s.heartbeats.heartbeat(ctx, node.GetId(), s.cfg.HeartbeatTTL); err != nil {
+	if err := s.heartbeats.Heartbeat(ctx, node.GetId(), s.cfg.HeartbeatTTL); err != nil {
 		return nil, err
 	}
 	return &pb.NodeHeartbeatResponse{

@@ -623,7 +623,7 @@ func TestNodeDownEvaluatesAJobPlacedWhileItWentDown(t *testing.T) {
 		waitAllocs(t, tc, s, "web", 1, nil)
 	}
 	node, _ := s.State().NodeByID(nil, n1.GetId())
-	if _, err := s.setNodeStatus(ctx10s(t), n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "missed heartbeats", node.GetModifyIndex()); err != nil {
+	if _, err := s.statuses.Set(ctx10s(t), n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "missed heartbeats", node.GetModifyIndex()); err != nil {
 		t.Fatal(err)
 	}
 	s.cfg.hooks.beforeNodeStatus = nil

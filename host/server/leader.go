@@ -64,7 +64,7 @@ func (s *Server) monitorLeadership() {
 func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer s.logger.Info("cluster leadership lost")
-	defer s.heartbeats.stop()
+	defer s.heartbeats.Stop()
 	defer s.ready.clear()
 	defer s.evals.Broker().SetEnabled(false)
 
@@ -79,7 +79,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	if !s.barrier(ctx) {
 		return
 	}
-	s.heartbeats.start()
+	s.heartbeats.Start()
 	// Ready now, before recording this server in state: requests must not
 	// wait for a second commit.
 	s.ready.set(term)
@@ -104,7 +104,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		if !s.barrier(ctx) {
 			return
 		}
-		s.heartbeats.rearm()
+		s.heartbeats.Rearm()
 	}
 }
 
@@ -151,7 +151,7 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 	}
 	s.evals.Broker().SetEnabled(true)
 	s.evals.Run(dctx, spawn)
-	spawn(func() { s.drainer.run(dctx) })
+	spawn(func() { s.drainer.Run(dctx) })
 	spawn(func() { s.runGC(dctx) })
 	spawn(func() { s.volumes.run(dctx) })
 	s.duties.set(store)

@@ -311,7 +311,7 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 			return err
 		}},
 		{"Heartbeat of a down node", down.GetId(), func() {
-			if _, err := s.setNodeStatus(context.Background(), down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "test", 0); err != nil {
+			if _, err := s.statuses.Set(context.Background(), down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "test", 0); err != nil {
 				t.Fatal(err)
 			}
 		}, func(ctx context.Context) error {

@@ -126,9 +126,9 @@ func TestAfterRestoreADownNodesAllocsAreReplaced(t *testing.T) {
 	gone := workNode("gone")
 	registerNodes(t, tc, s, gone)
 	restoreOn(t, tc, s, snap)
-	if s.heartbeats.tracked(gone.GetId()) || !s.heartbeats.tracked(n1.GetId()) {
+	if s.heartbeats.Tracked(gone.GetId()) || !s.heartbeats.Tracked(n1.GetId()) {
 		t.Fatalf("after restore: node not in the snapshot tracked %t, restored node tracked %t",
-			s.heartbeats.tracked(gone.GetId()), s.heartbeats.tracked(n1.GetId()))
+			s.heartbeats.Tracked(gone.GetId()), s.heartbeats.Tracked(n1.GetId()))
 	}
 
 	letNodeGoDown(t, tc, s, n1, n2)

@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -43,13 +44,16 @@ type Server struct {
 	grpc *grpc.Server
 	pool *rpc.Pool
 
-	heartbeats *heartbeater
+	heartbeats *nodes.Heartbeater
+	// statuses proposes node status changes (the heartbeats' down and
+	// ready markings).
+	statuses *nodes.Statuses
 	discovery  *discovery
 	// evals hands evaluations to the scheduler workers while this server
 	// leads; drainer moves allocs off draining nodes; gc holds the
 	// collector's thresholds.
 	evals   *evals.Runner
-	drainer *drainer
+	drainer *nodes.Drainer
 	gc      gcConfig
 	gcTimes timeTable
 	// volumes runs the attach reconciler, the reaper and the reconcile
@@ -104,7 +108,17 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}
-	s.heartbeats = newHeartbeater(serverNodes{s}, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
+	var statusHooks nodes.StatusHooks
+	if h := cfg.hooks; h != nil {
+		// Read at each change: a test sets it once the server runs.
+		statusHooks.BeforeNodeStatus = func(nodeID string) {
+			if h.beforeNodeStatus != nil {
+				h.beforeNodeStatus(nodeID)
+			}
+		}
+	}
+	s.statuses = nodes.NewStatuses(core{s}, cfg.Clock, cfg.Logger, statusHooks)
+	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
 	var evalHooks evals.Hooks
 	if cfg.hooks != nil {
@@ -117,7 +131,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		Clock:         cfg.Clock,
 		Logger:        cfg.Logger,
 	}, evalHooks)
-	s.drainer = newDrainer(s)
+	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
 	caller := cfg.controllerCaller
 	switch {
@@ -334,7 +348,7 @@ func (s *Server) Shutdown() error {
 			cancel()
 		}
 		s.cancel()
-		s.heartbeats.close()
+		s.heartbeats.Close()
 		// Tunnels never end by themselves: close them so the graceful
 		// stop below does not wait for them.
 		s.tunnels.Close()

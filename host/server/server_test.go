@@ -394,7 +394,7 @@ func TestNewLeaderGivesNodesAGracePeriod(t *testing.T) {
 	}
 	leader := tc.waitLeader(old)
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		if !leader.heartbeats.tracked(n.GetId()) {
+		if !leader.heartbeats.Tracked(n.GetId()) {
 			return fmt.Errorf("new leader has no timer for the node yet")
 		}
 		return nil

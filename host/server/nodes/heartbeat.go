@@ -1,8 +1,6 @@
-package server
+package nodes
 
 import (
-	"berth.dev/berth/host/server/evals"
-	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +10,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/pb"
 )
 
-// heartbeatNodes is what heartbeat timers need of the server: the nodes in
-// local state, and a way to mark one down.
-type heartbeatNodes interface {
+// HeartbeatNodes is what heartbeat timers need of the server: the nodes in
+// local state, and a way to mark one down or ready (Statuses).
+type HeartbeatNodes interface {
 	Nodes() ([]*pb.Node, error)
 	NodeByID(id string) (*pb.Node, error)
 	// MarkDown proposes the node's ready → down change, conditional on the
@@ -27,16 +26,16 @@ type heartbeatNodes interface {
 	MarkReady(ctx context.Context, id string) error
 }
 
-// heartbeater keeps, on the leader only, one timer per ready node. Heartbeats
-// reset timers in memory; raft sees only status changes: a timer firing marks
+// Heartbeater keeps, on the leader only, one timer per ready node. Heartbeats
+// Reset timers in memory; raft sees only status changes: a timer firing marks
 // its node down, and a heartbeat from a down node marks it ready.
 //
 // Its state changes only under mu, each change whole: the leader loop
 // starts and stops it, a snapshot restore re-arms it (a no-op unless it
 // runs; its down-markings in flight cancelled), and Shutdown closes it, so no interleaving of those can leave
 // timers running on a server that does not lead.
-type heartbeater struct {
-	nodes  heartbeatNodes
+type Heartbeater struct {
+	nodes  HeartbeatNodes
 	clock  clock.Clock
 	ttl    time.Duration
 	grace  time.Duration
@@ -66,17 +65,17 @@ type nodeTimer struct {
 	gen   uint64
 }
 
-func newHeartbeater(nodes heartbeatNodes, clk clock.Clock, ttl, grace time.Duration, logger hclog.Logger) *heartbeater {
-	return &heartbeater{
+func NewHeartbeater(nodes HeartbeatNodes, clk clock.Clock, ttl, grace time.Duration, logger hclog.Logger) *Heartbeater {
+	return &Heartbeater{
 		nodes: nodes, clock: clk, ttl: ttl, grace: grace, logger: logger,
 		timers: make(map[string]*nodeTimer), expiring: make(map[string]chan struct{}),
 	}
 }
 
-// start arms a timer of TTL plus grace for every ready node, so a new
+// Start arms a timer of TTL plus grace for every ready node, so a new
 // leader does not mark down nodes that were heartbeating to the old one.
 // The leader loop calls it once its barrier passed.
-func (h *heartbeater) start() {
+func (h *Heartbeater) Start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed || h.active {
@@ -87,14 +86,14 @@ func (h *heartbeater) start() {
 	h.armAllLocked()
 }
 
-// rearm restarts every timer from the nodes in state now, after a snapshot
+// Rearm restarts every timer from the nodes in state now, after a snapshot
 // restore replaced them. The down-markings in flight were decided on the
 // replaced state: their context is cancelled, as stop's are, and rearm
 // returns once they ended, with the timers armed from the restored nodes.
 // It does nothing unless the timers run: a leader whose barrier has not
 // passed yet arms them from the restored state when it starts, and a
 // server that no longer leads must not arm any.
-func (h *heartbeater) rearm() {
+func (h *Heartbeater) Rearm() {
 	h.mu.Lock()
 	if !h.active {
 		h.mu.Unlock()
@@ -113,22 +112,22 @@ func (h *heartbeater) rearm() {
 	}
 }
 
-// stop stops every timer; the leader loop calls it when leadership ends.
+// Stop stops every timer; the leader loop calls it when leadership ends.
 // It returns once no down-marking of this leadership is in flight (their
 // context is cancelled, so they end at once): a proposal it already handed
 // to raft is then in the log before the next leadership's barrier, which
 // applies it before that leadership arms its timers.
-func (h *heartbeater) stop() {
+func (h *Heartbeater) Stop() {
 	h.mu.Lock()
 	inFlight := h.stopLocked()
 	h.mu.Unlock()
 	waitAll(inFlight)
 }
 
-// close stops the timers for good (the server is shutting down). Unlike
-// stop it does not wait for down-markings in flight: raft shuts down next,
+// Close stops the timers for good (the server is shutting down). Unlike
+// Stop it does not wait for down-markings in flight: raft shuts down next,
 // which ends them, and no later leadership will follow.
-func (h *heartbeater) close() {
+func (h *Heartbeater) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
@@ -141,8 +140,8 @@ func waitAll(chs []chan struct{}) {
 	}
 }
 
-// reset (re)arms the node's timer; it does nothing unless the timers run.
-func (h *heartbeater) reset(nodeID string, d time.Duration) {
+// Reset (re)arms the node's timer; it does nothing unless the timers run.
+func (h *Heartbeater) Reset(nodeID string, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.active {
@@ -150,12 +149,12 @@ func (h *heartbeater) reset(nodeID string, d time.Duration) {
 	}
 }
 
-// heartbeat handles a heartbeat from a known node: it re-arms the node's
+// Heartbeat handles a heartbeat from a known node: it re-arms the node's
 // timer for d, waiting first (bounded by ctx) for a down-marking of the
 // node already in flight, and then marks the node ready if it is not. A
-// heartbeat that landed while a down-marking was in flight therefore never
+// Heartbeat that landed while a down-marking was in flight therefore never
 // answers OK for a node about to go down; it brings the node back.
-func (h *heartbeater) heartbeat(ctx context.Context, nodeID string, d time.Duration) error {
+func (h *Heartbeater) Heartbeat(ctx context.Context, nodeID string, d time.Duration) error {
 	for {
 		h.mu.Lock()
 		done, busy := h.expiring[nodeID]
@@ -189,8 +188,8 @@ func (h *heartbeater) heartbeat(ctx context.Context, nodeID string, d time.Durat
 	return nil
 }
 
-// tracked reports whether a timer is armed for the node.
-func (h *heartbeater) tracked(nodeID string) bool {
+// Tracked reports whether a timer is armed for the node.
+func (h *Heartbeater) Tracked(nodeID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.timers[nodeID]
@@ -199,7 +198,7 @@ func (h *heartbeater) tracked(nodeID string) bool {
 
 // stopLocked stops the timers and cancels the down-markings in flight,
 // returning the channels that close when those end.
-func (h *heartbeater) stopLocked() []chan struct{} {
+func (h *Heartbeater) stopLocked() []chan struct{} {
 	if h.cancel != nil {
 		h.cancel()
 	}
@@ -210,7 +209,7 @@ func (h *heartbeater) stopLocked() []chan struct{} {
 
 // inFlightLocked returns the channels that close when the down-markings
 // in flight end.
-func (h *heartbeater) inFlightLocked() []chan struct{} {
+func (h *Heartbeater) inFlightLocked() []chan struct{} {
 	inFlight := make([]chan struct{}, 0, len(h.expiring))
 	for _, done := range h.expiring {
 		inFlight = append(inFlight, done)
@@ -218,7 +217,7 @@ func (h *heartbeater) inFlightLocked() []chan struct{} {
 	return inFlight
 }
 
-func (h *heartbeater) stopTimersLocked() {
+func (h *Heartbeater) stopTimersLocked() {
 	for id, nt := range h.timers {
 		nt.timer.Stop()
 		delete(h.timers, id)
@@ -227,7 +226,7 @@ func (h *heartbeater) stopTimersLocked() {
 
 // armAllLocked arms a TTL-plus-grace timer for every ready node without one.
 // Listing under mu keeps a concurrent stop from interleaving with it.
-func (h *heartbeater) armAllLocked() {
+func (h *Heartbeater) armAllLocked() {
 	nodes, err := h.nodes.Nodes()
 	if err != nil {
 		h.logger.Error("listing nodes for heartbeat timers", "error", err)
@@ -243,7 +242,7 @@ func (h *heartbeater) armAllLocked() {
 	h.logger.Debug("heartbeat timers started", "nodes", n, "ttl", h.ttl+h.grace)
 }
 
-func (h *heartbeater) armLocked(nodeID string, d time.Duration) {
+func (h *Heartbeater) armLocked(nodeID string, d time.Duration) {
 	if nt := h.timers[nodeID]; nt != nil {
 		nt.timer.Stop()
 	}
@@ -252,7 +251,7 @@ func (h *heartbeater) armLocked(nodeID string, d time.Duration) {
 	h.timers[nodeID] = &nodeTimer{gen: gen, timer: h.clock.AfterFunc(d, func() { h.expire(nodeID, gen) })}
 }
 
-func (h *heartbeater) expire(nodeID string, gen uint64) {
+func (h *Heartbeater) expire(nodeID string, gen uint64) {
 	h.mu.Lock()
 	nt := h.timers[nodeID]
 	if !h.active || nt == nil || nt.gen != gen {
@@ -301,86 +300,4 @@ func (h *heartbeater) expire(nodeID string, gen uint64) {
 		return
 	}
 	h.logger.Warn("node marked down", "node_id", nodeID, "name", node.GetName(), "reason", desc)
-}
-
-// markDownTimeout bounds one down-marking proposal of a heartbeat timer.
-const markDownTimeout = 30 * time.Second
-
-// serverNodes gives heartbeat timers the server's state and raft.
-type serverNodes struct{ s *Server }
-
-var _ heartbeatNodes = serverNodes{}
-
-func (n serverNodes) Nodes() ([]*pb.Node, error) { return n.s.fsm.State().Nodes(nil) }
-
-func (n serverNodes) NodeByID(id string) (*pb.Node, error) { return n.s.fsm.State().NodeByID(nil, id) }
-
-func (n serverNodes) MarkDown(ctx context.Context, id, reason string, modifyIndex uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, markDownTimeout)
-	defer cancel()
-	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_DOWN, reason, modifyIndex)
-	return err
-}
-
-func (n serverNodes) MarkReady(ctx context.Context, id string) error {
-	_, err := n.s.setNodeStatus(ctx, id, pb.NodeStatus_NODE_STATUS_READY, "heartbeat resumed", 0)
-	return err
-}
-
-// setNodeStatus proposes a node status change stamped with the server clock,
-// conditional on the node's modify index when ifModifyIndex is not 0.
-// The evaluations of the jobs with allocs on the node travel with it (a
-// node down: its allocs are lost and replaced; back up: it learns what to
-// stop), and of every system job when the node comes back.
-func (s *Server) setNodeStatus(ctx context.Context, nodeID string, status pb.NodeStatus, desc string, ifModifyIndex uint64) (uint64, error) {
-	nodeEvals, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE,
-		status == pb.NodeStatus_NODE_STATUS_READY)
-	if err != nil {
-		return 0, err
-	}
-	if h := s.cfg.hooks; h != nil && h.beforeNodeStatus != nil {
-		h.beforeNodeStatus(nodeID)
-	}
-	idx, err := s.raftApply(ctx, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
-		NodeId:        nodeID,
-		Status:        status,
-		Description:   desc,
-		UpdatedAt:     s.cfg.Clock.Now().UnixNano(),
-		IfModifyIndex: ifModifyIndex,
-		Evals:         nodeEvals,
-	})
-	if err != nil {
-		return idx, err
-	}
-	// A plan may have placed on the node between the read above and the
-	// apply (the node was still ready): its job needs an evaluation too, or
-	// an alloc of a down node would never be marked lost.
-	if err := s.evalNewcomers(ctx, nodeID, nodeEvals); err != nil {
-		s.logger.Warn("evaluating jobs placed on a node while its status changed", "node", nodeID, "error", err)
-	}
-	return idx, nil
-}
-
-// evalNewcomers proposes an evaluation for each job with a live alloc on
-// the node that none of have covers.
-func (s *Server) evalNewcomers(ctx context.Context, nodeID string, have []*pb.Evaluation) error {
-	covered := map[string]bool{}
-	for _, e := range have {
-		covered[e.GetJobId()] = true
-	}
-	now, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), nodeID, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, false)
-	if err != nil {
-		return err
-	}
-	var missing []*pb.Evaluation
-	for _, e := range now {
-		if !covered[e.GetJobId()] {
-			missing = append(missing, e)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	_, err = s.raftApply(ctx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: missing})
-	return err
 }

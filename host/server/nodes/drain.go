@@ -1,21 +1,22 @@
-package server
+package nodes
 
 import (
-	"berth.dev/berth/host/server/evals"
-	"berth.dev/berth/internal/clock"
 	"context"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-memdb"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/pb"
 )
 
-// drainer moves allocs off draining nodes on the leader. Non-system allocs
+// Drainer moves allocs off draining nodes on the leader. Non-system allocs
 // go first: each is marked to migrate (stop, and replace elsewhere) with an
 // evaluation of its job. An alloc running a CSI plugin is held until what
 // uses the plugin's volumes on the node is gone and its volumes are
@@ -29,8 +30,10 @@ import (
 //
 // It wakes on changes to nodes and allocs (a state watch), on a drain
 // being set through the API (kick) and on the earliest deadline (a timer).
-type drainer struct {
-	s      *Server
+type Drainer struct {
+	core   Core
+	clock  clock.Clock
+	logger hclog.Logger
 	kicked chan struct{}
 	// held are the plugin allocs the last step held back (logged once
 	// each); only the run goroutine uses it.
@@ -40,19 +43,24 @@ type drainer struct {
 	stepped atomic.Uint64
 }
 
-func newDrainer(s *Server) *drainer {
-	return &drainer{s: s, kicked: make(chan struct{}, 1)}
+// Stepped returns the state index the drainer's last step acted on.
+func (d *Drainer) Stepped() uint64 { return d.stepped.Load() }
+
+// NewDrainer returns the drainer over core; Run runs it for one leadership.
+func NewDrainer(core Core, clk clock.Clock, logger hclog.Logger) *Drainer {
+	return &Drainer{core: core, clock: clk, logger: logger, kicked: make(chan struct{}, 1)}
 }
 
-// kick wakes the drainer (a drain was set); a no-op while it does not run.
-func (d *drainer) kick() {
+// Kick wakes the drainer (a drain was set); a no-op while it does not run.
+func (d *Drainer) Kick() {
 	select {
 	case d.kicked <- struct{}{}:
 	default:
 	}
 }
 
-func (d *drainer) run(ctx context.Context) {
+// Run moves allocs off draining nodes until ctx (the leadership) ends.
+func (d *Drainer) Run(ctx context.Context) {
 	var deadline clock.Timer
 	defer func() {
 		if deadline != nil {
@@ -65,7 +73,7 @@ func (d *drainer) run(ctx context.Context) {
 		if failed {
 			// A write that did not commit is tried again soon, not at the
 			// next unrelated change.
-			if retry := d.s.cfg.Clock.Now().Add(time.Second); next.IsZero() || retry.Before(next) {
+			if retry := d.clock.Now().Add(time.Second); next.IsZero() || retry.Before(next) {
 				next = retry
 			}
 		}
@@ -74,7 +82,7 @@ func (d *drainer) run(ctx context.Context) {
 			deadline = nil
 		}
 		if !next.IsZero() {
-			deadline = d.s.cfg.Clock.AfterFunc(max(next.Sub(d.s.cfg.Clock.Now()), 0), d.kick)
+			deadline = d.clock.AfterFunc(max(next.Sub(d.clock.Now()), 0), d.Kick)
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		go func() {
@@ -94,15 +102,14 @@ func (d *drainer) run(ctx context.Context) {
 
 // step acts on every draining node and returns the earliest deadline still
 // ahead (zero if none), and whether a write failed.
-func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, failed bool) {
-	s := d.s
-	snap := s.fsm.State().Snapshot()
+func (d *Drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, failed bool) {
+	snap := d.core.State().Snapshot()
 	nodes, err := snap.Nodes(ws)
 	if err != nil {
-		s.logger.Error("drainer: reading nodes", "error", err)
+		d.logger.Error("drainer: reading nodes", "error", err)
 		return time.Time{}, true
 	}
-	now := s.cfg.Clock.Now()
+	now := d.clock.Now()
 	held := map[string]bool{}
 	jobs := map[string]*pb.Job{}
 	jobOf := func(id string) *pb.Job {
@@ -127,7 +134,7 @@ func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, 
 		}
 		dn, err := readDrainNode(snap, ws, n, jobOf)
 		if err != nil {
-			s.logger.Error("drainer: reading the node's allocs and claims", "node", n.GetId(), "error", err)
+			d.logger.Error("drainer: reading the node's allocs and claims", "node", n.GetId(), "error", err)
 			continue
 		}
 		plan := dn.plan(forced)
@@ -155,7 +162,7 @@ func (d *drainer) step(ctx context.Context, ws memdb.WatchSet) (next time.Time, 
 // logHeld logs, once per alloc, the plugin allocs plan holds back and the
 // ones it releases from a cycle of holds, and records the held ones in
 // held.
-func (d *drainer) logHeld(n *pb.Node, plan drainPlan, held map[string]bool) {
+func (d *Drainer) logHeld(n *pb.Node, plan drainPlan, held map[string]bool) {
 	for id, by := range plan.held {
 		held[id] = true
 		if d.held[id] {
@@ -163,19 +170,18 @@ func (d *drainer) logHeld(n *pb.Node, plan drainPlan, held map[string]bool) {
 		}
 		const most = 5
 		shown := by[:min(len(by), most)]
-		d.s.logger.Info("drainer: plugin alloc waits for the users of its volumes on the node",
+		d.logger.Info("drainer: plugin alloc waits for the users of its volumes on the node",
 			"node", n.GetId(), "alloc", id, "users", strings.Join(shown, ","), "more", len(by)-len(shown))
 	}
 	if len(plan.cycle) > 0 {
-		d.s.logger.Warn("drainer: plugin allocs use each other's volumes; stopping them together",
+		d.logger.Warn("drainer: plugin allocs use each other's volumes; stopping them together",
 			"node", n.GetId(), "allocs", strings.Join(plan.cycle, ","))
 	}
 }
 
 // migrate marks allocs of node n to move off it, with one evaluation per job.
-func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocation, jobOf func(string) *pb.Job) bool {
-	s := d.s
-	cmd := &pb.AllocDesiredTransitionCommand{Allocs: map[string]*pb.DesiredTransition{}, UpdatedAt: s.cfg.Clock.Now().UnixNano()}
+func (d *Drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocation, jobOf func(string) *pb.Job) bool {
+	cmd := &pb.AllocDesiredTransitionCommand{Allocs: map[string]*pb.DesiredTransition{}, UpdatedAt: d.clock.Now().UnixNano()}
 	seen := map[string]bool{}
 	for _, a := range allocs {
 		job := jobOf(a.GetJobId())
@@ -190,34 +196,33 @@ func (d *drainer) migrate(ctx context.Context, n *pb.Node, allocs []*pb.Allocati
 		if job == nil {
 			job = &pb.Job{Id: a.GetJobId(), Priority: 50}
 		}
-		e := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)
+		e := evals.New(d.clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_NODE_DRAIN)
 		e.NodeId = n.GetId()
 		cmd.Evals = append(cmd.Evals, e)
 	}
 	sort.Slice(cmd.Evals, func(i, j int) bool { return cmd.Evals[i].GetJobId() < cmd.Evals[j].GetJobId() })
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := s.raftApply(actx, fsm.AllocDesiredTransition, cmd); err != nil {
+	if _, err := d.core.Apply(actx, fsm.AllocDesiredTransition, cmd); err != nil {
 		if ctx.Err() == nil {
-			s.logger.Warn("drainer: marking allocs to migrate", "node", n.GetId(), "allocs", len(allocs), "error", err)
+			d.logger.Warn("drainer: marking allocs to migrate", "node", n.GetId(), "allocs", len(allocs), "error", err)
 		}
 		return false
 	}
-	s.logger.Info("drainer: migrating allocs", "node", n.GetId(), "allocs", len(allocs))
+	d.logger.Info("drainer: migrating allocs", "node", n.GetId(), "allocs", len(allocs))
 	return true
 }
 
 // finish ends a drain whose node has nothing left to move.
-func (d *drainer) finish(ctx context.Context, n *pb.Node) bool {
-	s := d.s
+func (d *Drainer) finish(ctx context.Context, n *pb.Node) bool {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := s.raftApply(actx, fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: n.GetId(), UpdatedAt: s.cfg.Clock.Now().UnixNano()}); err != nil {
+	if _, err := d.core.Apply(actx, fsm.NodeDrain, &pb.NodeDrainCommand{NodeId: n.GetId(), UpdatedAt: d.clock.Now().UnixNano()}); err != nil {
 		if ctx.Err() == nil {
-			s.logger.Warn("drainer: ending drain", "node", n.GetId(), "error", err)
+			d.logger.Warn("drainer: ending drain", "node", n.GetId(), "error", err)
 		}
 		return false
 	}
-	s.logger.Info("drain complete", "node", n.GetId())
+	d.logger.Info("drain complete", "node", n.GetId())
 	return true
 }

@@ -1,7 +1,6 @@
-package server
+package nodes
 
 import (
-	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -32,7 +32,7 @@ type fakeNodes struct {
 	holdQueue []chan struct{}
 }
 
-var _ heartbeatNodes = (*fakeNodes)(nil)
+var _ HeartbeatNodes = (*fakeNodes)(nil)
 
 func newFakeNodes(ids ...string) *fakeNodes {
 	f := &fakeNodes{nodes: map[string]*pb.Node{}}
@@ -115,10 +115,10 @@ func (f *fakeNodes) setLocked(id string, status pb.NodeStatus) {
 // waitingHeartbeat sends a heartbeat from id in the background and fails
 // the test unless it is still waiting once the bubble is idle (why says
 // what it waits for); its answer arrives on the returned channel.
-func waitingHeartbeat(t *testing.T, h *heartbeater, id, why string) <-chan error {
+func waitingHeartbeat(t *testing.T, h *Heartbeater, id, why string) <-chan error {
 	t.Helper()
 	beat := make(chan error, 1)
-	go func() { beat <- h.heartbeat(context.Background(), id, testTTL) }()
+	go func() { beat <- h.Heartbeat(context.Background(), id, testTTL) }()
 	synctest.Wait()
 	select {
 	case err := <-beat:
@@ -179,17 +179,17 @@ func TestHeartbeatTimerOfAnEarlierLeadershipIsIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		clock := &stallingClock{}
-		h := newHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
+		h := NewHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
 
 		stalled := make(chan struct{})
 		clock.setStall(stalled)
-		h.start() // first leadership: n1 expires at TTL + grace
+		h.Start() // first leadership: n1 expires at TTL + grace
 		clock.setStall(nil)
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // its timer fired; the callback is stalled
 
-		h.stop()  // leadership lost, too late to stop that timer
-		h.start() // leadership regained: n1 has until now + TTL + grace
+		h.Stop()  // leadership lost, too late to stop that timer
+		h.Start() // leadership regained: n1 has until now + TTL + grace
 		second := time.Now()
 		close(stalled)
 		synctest.Wait()
@@ -217,15 +217,15 @@ func TestHeartbeatResetOutrunsALateCallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		clock := &stallingClock{}
-		h := newHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
-		h.start()
+		h := NewHeartbeater(nodes, clock, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
 		stalled := make(chan struct{})
 		clock.setStall(stalled)
-		h.reset("n1", testTTL)
+		h.Reset("n1", testTTL)
 		clock.setStall(nil)
 		time.Sleep(testTTL)
 		synctest.Wait() // fired, callback stalled
-		h.reset("n1", testTTL)
+		h.Reset("n1", testTTL)
 		close(stalled)
 		synctest.Wait()
 		if downs := nodes.downTimes(); len(downs) != 0 {
@@ -245,24 +245,24 @@ func TestHeartbeatResetOutrunsALateCallback(t *testing.T) {
 func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		run  func(h *heartbeater)
+		run  func(h *Heartbeater)
 	}{
-		{"loss then restore", func(h *heartbeater) { h.stop(); h.rearm() }},
-		{"restore then loss", func(h *heartbeater) { h.rearm(); h.stop() }},
-		{"concurrently", func(h *heartbeater) {
+		{"loss then restore", func(h *Heartbeater) { h.Stop(); h.Rearm() }},
+		{"restore then loss", func(h *Heartbeater) { h.Rearm(); h.Stop() }},
+		{"concurrently", func(h *Heartbeater) {
 			var wg sync.WaitGroup
-			wg.Go(h.stop)
-			wg.Go(h.rearm)
+			wg.Go(h.Stop)
+			wg.Go(h.Rearm)
 			wg.Wait()
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nodes := newFakeNodes("n1", "n2")
-				h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-				h.start()
+				h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+				h.Start()
 				tt.run(h)
-				if h.tracked("n1") || h.tracked("n2") {
+				if h.Tracked("n1") || h.Tracked("n2") {
 					t.Fatal("timers armed on a server whose leadership ended")
 				}
 				time.Sleep(10 * (testTTL + testGrace))
@@ -271,8 +271,8 @@ func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
 					t.Fatalf("a server that no longer leads marked nodes down at %v", downs)
 				}
 				// Heartbeats reaching it do not arm timers either.
-				h.reset("n1", testTTL)
-				if h.tracked("n1") {
+				h.Reset("n1", testTTL)
+				if h.Tracked("n1") {
 					t.Fatal("a heartbeat armed a timer on a server that does not lead")
 				}
 			})
@@ -285,16 +285,16 @@ func TestRestoreAndLeadershipLossLeaveNoTimers(t *testing.T) {
 func TestRestoreRearmsTimersFromTheRestoredNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("old")
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
 		time.Sleep(testTTL)
 		nodes.mu.Lock()
 		nodes.nodes = newFakeNodes("restored").nodes
 		nodes.mu.Unlock()
 		restoredAt := time.Now()
-		h.rearm()
-		if h.tracked("old") || !h.tracked("restored") {
-			t.Fatalf("after rearm: old tracked %t, restored tracked %t", h.tracked("old"), h.tracked("restored"))
+		h.Rearm()
+		if h.Tracked("old") || !h.Tracked("restored") {
+			t.Fatalf("after rearm: old tracked %t, restored tracked %t", h.Tracked("old"), h.Tracked("restored"))
 		}
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait()
@@ -302,9 +302,9 @@ func TestRestoreRearmsTimersFromTheRestoredNodes(t *testing.T) {
 			t.Fatalf("down-markings %v, want the restored node's at %v", downs, restoredAt.Add(testTTL+testGrace))
 		}
 		// A closed heartbeater (server shut down) never starts again.
-		h.close()
-		h.start()
-		if h.tracked("restored") {
+		h.Close()
+		h.Start()
+		if h.Tracked("restored") {
 			t.Fatal("timers armed after close")
 		}
 	})
@@ -318,9 +318,9 @@ func TestHeartbeatDuringADownMarkingBringsTheNodeBack(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		release := make(chan struct{})
 		nodes.holdDown = release
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
-		defer h.stop()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
+		defer h.Stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the timer fired; its down-marking is in flight
 
@@ -336,7 +336,7 @@ func TestHeartbeatDuringADownMarkingBringsTheNodeBack(t *testing.T) {
 		if len(nodes.downTimes()) != 1 || len(nodes.readys) != 1 {
 			t.Fatalf("down-markings %v, ready-markings %v; want one of each", nodes.downTimes(), nodes.readys)
 		}
-		if !h.tracked("n1") {
+		if !h.Tracked("n1") {
 			t.Fatal("the heartbeat left no timer for the node")
 		}
 	})
@@ -347,18 +347,18 @@ func TestHeartbeatWaitingForADownMarkingHonoursItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		nodes.holdDown = make(chan struct{})
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := h.heartbeat(ctx, "n1", testTTL); !errors.Is(err, context.DeadlineExceeded) {
+		if err := h.Heartbeat(ctx, "n1", testTTL); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("heartbeat past its deadline: %v, want context.DeadlineExceeded", err)
 		}
 		// Leadership ends: stop cancels the down-marking and returns once
 		// it has ended, having marked nothing.
-		h.stop()
+		h.Stop()
 		if len(nodes.downTimes()) != 0 {
 			t.Fatalf("a cancelled down-marking marked the node down at %v", nodes.downTimes())
 		}
@@ -379,14 +379,14 @@ func TestRestoreDuringAnExpiryCancelsItsDownMarking(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		read := make(chan struct{})
 		nodes.holdRead = read
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
-		defer h.stop()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
+		defer h.Stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the callback reads the node, held
 		rearmed := make(chan struct{})
 		go func() {
-			h.rearm() // returns once the callback ended
+			h.Rearm() // returns once the callback ended
 			close(rearmed)
 		}()
 		synctest.Wait()
@@ -416,14 +416,14 @@ func TestRegistrationOvertakesAnInFlightDownMarking(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		release := make(chan struct{})
 		nodes.holdDown = release
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
-		defer h.stop()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
+		defer h.Stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the timer fired; its marking passed its checks and waits in raft
 
 		nodes.register("n1") // what Register does: commit, then re-arm
-		h.reset("n1", testTTL)
+		h.Reset("n1", testTTL)
 		close(release)
 		synctest.Wait()
 		if got := nodes.status("n1"); got != pb.NodeStatus_NODE_STATUS_READY {
@@ -432,7 +432,7 @@ func TestRegistrationOvertakesAnInFlightDownMarking(t *testing.T) {
 		if len(nodes.downTimes()) != 0 {
 			t.Fatalf("stale down-marking applied at %v", nodes.downTimes())
 		}
-		if !h.tracked("n1") {
+		if !h.Tracked("n1") {
 			t.Fatal("the registration's timer is gone")
 		}
 	})
@@ -446,14 +446,14 @@ func TestOverlappingExpiriesKeepEachOthersRecord(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		first, second := make(chan struct{}), make(chan struct{})
 		nodes.holdQueue = []chan struct{}{first, second}
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
-		defer h.stop()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
+		defer h.Stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // expiry 1 in flight
 
 		nodes.register("n1")
-		h.reset("n1", testTTL)
+		h.Reset("n1", testTTL)
 		time.Sleep(testTTL)
 		synctest.Wait() // expiry 2 in flight
 
@@ -478,14 +478,14 @@ func TestRestoreCancelsADownMarkingInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := newFakeNodes("n1")
 		nodes.holdDown = make(chan struct{})
-		h := newHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
-		h.start()
-		defer h.stop()
+		h := NewHeartbeater(nodes, clock.Real{}, testTTL, testGrace, testutil.Logger(t))
+		h.Start()
+		defer h.Stop()
 		time.Sleep(testTTL + testGrace)
 		synctest.Wait() // the down-marking is proposing, held
 		rearmed := make(chan struct{})
 		go func() {
-			h.rearm()
+			h.Rearm()
 			close(rearmed)
 		}()
 		synctest.Wait()
