@@ -47,8 +47,8 @@ type Server struct {
 	heartbeats *nodes.Heartbeater
 	// statuses proposes node status changes (the heartbeats' down and
 	// ready markings).
-	statuses *nodes.Statuses
-	discovery  *discovery
+	statuses  *nodes.Statuses
+	discovery *discovery
 	// evals hands evaluations to the scheduler workers while this server
 	// leads; drainer moves allocs off draining nodes; gc holds the
 	// collector's thresholds.

@@ -12,7 +12,7 @@ import (
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/internal/uuid"
-		"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/pb"
 )
 
 // Scheduler workers run on the leader only. Each takes an evaluation from
@@ -349,4 +349,3 @@ func (r *Runner) refuseOverLimits(ctx context.Context, snap *fsm.StateSnapshot, 
 	}
 	return idx, true, nil
 }
-
