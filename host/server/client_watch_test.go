@@ -21,7 +21,7 @@ import (
 // answer over the message limit and never learnt of a placement again.
 func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
 	const budget = 256 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.clientWatchBytes = budget })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.clientWatchBytes = budget })
 	s := tc.servers[0]
 	n1 := workNode("n1")
 	registerNodes(t, tc, s, n1)

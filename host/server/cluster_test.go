@@ -26,7 +26,14 @@ type testCluster struct {
 	pool    *rpc.Pool
 }
 
-type clusterOpt func(*Config)
+// testConfig is what a clusterOpt changes: a server's Config and the
+// options only this package's tests set.
+type testConfig struct {
+	*Config
+	options
+}
+
+type clusterOpt func(*testConfig)
 
 func newTestCluster(t *testing.T, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
@@ -72,10 +79,11 @@ func (tc *testCluster) startServer(lis net.Listener, join []string, expect int, 
 		Logger:           testutil.Logger(tc.t).Named(fmt.Sprintf("s%d", i+1)),
 		Clock:            tc.clock,
 	}
+	tcfg := &testConfig{Config: cfg}
 	for _, o := range opts {
-		o(cfg)
+		o(tcfg)
 	}
-	s, err := New(cfg, lis)
+	s, err := newServer(tcfg.Config, lis, tcfg.options)
 	if err != nil {
 		tc.t.Fatalf("starting server %d: %v", i+1, err)
 	}
@@ -231,7 +239,7 @@ func (tc *testCluster) restart(s *Server, change func(*Config)) *Server {
 		lis, err = net.Listen("tcp", cfg.RPCAddr)
 		return err
 	})
-	ns, err := New(&cfg, lis)
+	ns, err := newServer(&cfg, lis, s.opts)
 	if err != nil {
 		tc.t.Fatalf("restarting %s: %v", cfg.Name, err)
 	}

@@ -85,28 +85,6 @@ type Config struct {
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
-
-	// leaderWait bounds how long a request waits for a leader to be known,
-	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
-	// Only this package's tests change it.
-	leaderWait time.Duration
-	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
-	// answer's allocs and jobs; zero means defaultClientWatchBytes. Only
-	// this package's tests change it.
-	clientWatchBytes int
-	// planPartBytes bounds the placements, stops and claims of one plan
-	// command (planParts); zero means evals.DefaultPlanPartBytes. Only this
-	// package's tests change it.
-	planPartBytes int
-	// hooks is set only by this package's tests (see testHooks).
-	hooks *testHooks
-	// controllerCaller replaces the server's CSI controller forwarder;
-	// only this package's tests set it.
-	controllerCaller controllerCaller
-	// noControllerCalls keeps the leader's attach reconciler and reconcile
-	// pass from running (the reaper still runs): only this package's tests
-	// that move attachments by hand set it.
-	noControllerCalls bool
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an
@@ -126,6 +104,44 @@ const DefaultGCPercent = 200
 // within its heartbeat TTL.
 const defaultLeaderWait = 5 * time.Second
 
+// options are the server's settings that only this package's tests set:
+// bounds made small, parts replaced, and the hooks that hold the server
+// where a test would otherwise depend on timing. New passes none; they are
+// not part of the Config an agent builds.
+type options struct {
+	// leaderWait bounds how long a request waits for a leader to be known,
+	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
+	leaderWait time.Duration
+	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+	// answer's allocs and jobs; zero means defaultClientWatchBytes.
+	clientWatchBytes int
+	// planPartBytes bounds the placements, stops and claims of one plan
+	// command (evals' planParts); zero means evals.DefaultPlanPartBytes.
+	planPartBytes int
+	// hooks hold the server where a test would otherwise depend on
+	// timing (see testHooks).
+	hooks *testHooks
+	// controllerCaller replaces the server's CSI controller forwarder.
+	controllerCaller controllerCaller
+	// noControllerCalls keeps the leader's attach reconciler and reconcile
+	// pass from running (the reaper still runs): for tests that move
+	// attachments by hand.
+	noControllerCalls bool
+}
+
+func (o options) withDefaults() options {
+	if o.leaderWait <= 0 {
+		o.leaderWait = defaultLeaderWait
+	}
+	if o.clientWatchBytes <= 0 {
+		o.clientWatchBytes = defaultClientWatchBytes
+	}
+	if o.planPartBytes <= 0 {
+		o.planPartBytes = evals.DefaultPlanPartBytes
+	}
+	return o
+}
+
 // testHooks hold the server at points where a test would otherwise depend
 // on timing. Production servers have none.
 type testHooks struct {
@@ -141,7 +157,7 @@ type testHooks struct {
 	// new leader's barrier and with -1 when it stops, so a test knows a
 	// request is parked there.
 	waitingForBarrier func(method string, delta int)
-	// beforeNodeStatus runs in setNodeStatus between reading the node's
+	// beforeNodeStatus runs in nodes.Statuses.Set between reading the node's
 	// evaluations and proposing its status change.
 	beforeNodeStatus func(nodeID string)
 	// beforePlan runs in a scheduler worker with the evaluation in hand,
@@ -184,15 +200,6 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.Name == "" {
 		out.Name = out.ID
-	}
-	if out.leaderWait <= 0 {
-		out.leaderWait = defaultLeaderWait
-	}
-	if out.clientWatchBytes <= 0 {
-		out.clientWatchBytes = defaultClientWatchBytes
-	}
-	if out.planPartBytes <= 0 {
-		out.planPartBytes = evals.DefaultPlanPartBytes
 	}
 	if out.Version == "" {
 		// The version every server records in state, which the table

@@ -35,7 +35,7 @@ func (c serverCaller) ControllerCall(ctx context.Context, nodeID, pluginID strin
 
 // withController makes every server's controller calls go to f.
 func withController(f *fakeController) clusterOpt {
-	return func(c *Config) { c.controllerCaller = serverCaller{server: c.Name, f: f} }
+	return func(c *testConfig) { c.controllerCaller = serverCaller{server: c.Name, f: f} }
 }
 
 func (tc *testCluster) byName(name string) *Server {

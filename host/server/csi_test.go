@@ -15,7 +15,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-func withVersion(v string) clusterOpt { return func(c *Config) { c.Version = v } }
+func withVersion(v string) clusterOpt { return func(c *testConfig) { c.Version = v } }
 
 // updateCSI sends a node's plugin set, retrying while the servers have not
 // yet recorded their versions (the table rule's FailedPrecondition).

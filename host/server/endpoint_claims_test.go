@@ -31,7 +31,7 @@ type claimCluster struct {
 
 func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 	t.Helper()
-	tc := newTestCluster(t, servers, withVersion(version.Version), func(c *Config) { c.controllerCaller = heldCaller{} })
+	tc := newTestCluster(t, servers, withVersion(version.Version), func(c *testConfig) { c.controllerCaller = heldCaller{} })
 	s := tc.waitLeader()
 	cc := &claimCluster{tc: tc, s: s, n1: testNode("n1"), n2: testNode("n2")}
 	// Fixed IDs, n1's sorting first: the node choice's tie-break is the

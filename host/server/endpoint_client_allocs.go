@@ -54,7 +54,7 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 	for _, k := range req.GetKnownJobs() {
 		knownJobs[k] = true
 	}
-	budget := e.s.cfg.clientWatchBytes
+	budget := e.s.opts.clientWatchBytes
 	resp := &pb.ClientAllocsResponse{}
 	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		// The node's row of node_alloc_index moves with every change the

@@ -53,7 +53,7 @@ func volumeCluster(t *testing.T, p *csifake.Plugin) (*testCluster, *Server, pb.V
 func volumeClusterAt(t *testing.T, p *csifake.Plugin, ver string) (*testCluster, *Server, pb.VolumesClient, *pb.Node, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	tc := newTestCluster(t, 1, withVersion(ver), func(c *Config) {
+	tc := newTestCluster(t, 1, withVersion(ver), func(c *testConfig) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})
 	})
 	s := tc.servers[0]

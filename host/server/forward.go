@@ -195,13 +195,13 @@ func (s *Server) leaderRPCAddr() (addr, id string) {
 // leaderConn waits (up to the leader wait or ctx) for a leader whose
 // address is known and returns a connection to it.
 func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	deadline := time.Now().Add(s.cfg.leaderWait)
+	deadline := time.Now().Add(s.opts.leaderWait)
 	for {
 		if addr, _ := s.leaderRPCAddr(); addr != "" {
 			return s.pool.Conn(addr)
 		}
 		if time.Now().After(deadline) {
-			return nil, status.Errorf(codes.Unavailable, "server %s knows no cluster leader after waiting %s; retry", s.cfg.Name, s.cfg.leaderWait)
+			return nil, status.Errorf(codes.Unavailable, "server %s knows no cluster leader after waiting %s; retry", s.cfg.Name, s.opts.leaderWait)
 		}
 		select {
 		case <-ctx.Done():

@@ -23,7 +23,7 @@ import (
 // limit, the value and the config key, before anything is written or
 // planned.
 func TestRegisterAndPlanRefuseAJobOverTheLimits(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestRaftApplyRefusesACommandOverTheMessageLimit(t *testing.T) {
 
 // A revert to a version stored under other limits is held to today's.
 func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
 // ones) is not planned: its evaluation fails for good, naming the limit,
 // with no follow-up; stopping it still works.
 func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
 // evaluation failed for good as over the limit.
 func TestJobJustUnderTheSizeLimitIsPlanned(t *testing.T) {
 	const limit = 64 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits.MaxBytes = limit })
 	s := tc.servers[0]
 	registerNodes(t, tc, s, workNode("n1"))
 	j := serviceJob("web", 1)
@@ -188,7 +188,7 @@ func TestJobJustUnderTheSizeLimitIsPlanned(t *testing.T) {
 // at planning.
 func TestJobOverTheSizeLimitWithItsDefaultsIsRefusedAtRegister(t *testing.T) {
 	const limit = 64 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits.MaxBytes = limit })
 	s := tc.servers[0]
 	j := serviceJob("web", 1)
 	j.Meta = map[string]string{"blob": ""}

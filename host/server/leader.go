@@ -68,7 +68,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	defer s.ready.clear()
 	defer s.evals.Broker().SetEnabled(false)
 
-	if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
+	if h := s.opts.hooks; h != nil && h.beforeBarrier != nil {
 		h.beforeBarrier(ctx)
 	}
 	// Apply everything committed by earlier leaders before acting on state.
@@ -98,7 +98,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		// queued behind it, makes the new duties start from a store that
 		// holds it, so they do not plan an evaluation again that it
 		// already placed.
-		if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
+		if h := s.opts.hooks; h != nil && h.beforeBarrier != nil {
 			h.beforeBarrier(ctx)
 		}
 		if !s.barrier(ctx) {
@@ -207,7 +207,7 @@ func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
 // state), or once another restore replaced st (the duties start on the
 // newer store, never on st), or with ctx's error.
 func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
-	if h := s.cfg.hooks; h != nil && h.awaitingDuties != nil {
+	if h := s.opts.hooks; h != nil && h.awaitingDuties != nil {
 		h.awaitingDuties(st)
 	}
 	for {
@@ -291,11 +291,11 @@ func (s *Server) awaitLeaderReady(ctx context.Context, method string) error {
 	if s.leaderReady() {
 		return nil
 	}
-	if h := s.cfg.hooks; h != nil && h.waitingForBarrier != nil {
+	if h := s.opts.hooks; h != nil && h.waitingForBarrier != nil {
 		h.waitingForBarrier(method, 1)
 		defer h.waitingForBarrier(method, -1)
 	}
-	bound := time.NewTimer(s.cfg.leaderWait)
+	bound := time.NewTimer(s.opts.leaderWait)
 	defer bound.Stop()
 	for waited := false; ; waited = true {
 		// Leadership is checked first, and the term with readiness: a
@@ -318,7 +318,7 @@ func (s *Server) awaitLeaderReady(ctx context.Context, method string) error {
 			return status.Errorf(status.FromContextError(ctx.Err()).Code(),
 				"waiting for server %s to finish applying the previous leader's log: %v", s.cfg.Name, ctx.Err())
 		case <-bound.C:
-			return status.Errorf(codes.Unavailable, "server %s was elected leader but is still applying the previous leader's log after %s; retry", s.cfg.Name, s.cfg.leaderWait)
+			return status.Errorf(codes.Unavailable, "server %s was elected leader but is still applying the previous leader's log after %s; retry", s.cfg.Name, s.opts.leaderWait)
 		case <-s.shutdownCtx.Done():
 			return status.Errorf(codes.Unavailable, "server %s is shutting down", s.cfg.Name)
 		}

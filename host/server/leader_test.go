@@ -55,7 +55,7 @@ func (g *barrierGate) open() { g.once.Do(func() { close(g.release) }) }
 
 // option installs the gate (and a leader wait) on every server.
 func (g *barrierGate) option(wait time.Duration) clusterOpt {
-	return func(c *Config) {
+	return func(c *testConfig) {
 		name := c.Name
 		c.hooks = &testHooks{
 			beforeBarrier: g.hold,
@@ -285,7 +285,7 @@ func (c *endableCtx) end() { close(c.done) }
 // the proposal is still in flight; they do not wait for raft's own timeout.
 func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 	gate := &applyGate{}
-	tc := newTestCluster(t, 1, func(c *Config) { c.hooks = &testHooks{beforeApply: gate.hold} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.hooks = &testHooks{beforeApply: gate.hold} })
 	t.Cleanup(gate.open) // before the servers shut down
 	s := tc.servers[0]
 	down := testNode("down")

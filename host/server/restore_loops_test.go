@@ -77,7 +77,7 @@ func TestAfterRestoreARestoredPendingEvalIsPlanned(t *testing.T) {
 	hold.Store(true)
 	inHand := make(chan string, 8)
 	release := make(chan struct{})
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{beforePlan: func(ctx context.Context, e *pb.Evaluation) {
 			if !hold.Load() {
 				return

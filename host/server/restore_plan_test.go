@@ -35,7 +35,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		barriers      atomic.Int32
 		proposedOnce  sync.Once
 	)
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{
 			beforeBarrier: func(context.Context) {
 				// The first is the new leader's; the second follows the restore.
@@ -130,7 +130,7 @@ func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			flags := make(chan bool, 1)
-			tc := newTestCluster(t, 1, withVersion(tt.version), func(c *Config) {
+			tc := newTestCluster(t, 1, withVersion(tt.version), func(c *testConfig) {
 				c.hooks = &testHooks{beforeApply: func(logs []*raft.Log) {
 					for _, l := range logs {
 						if l.Type != raft.LogCommand || fsm.PeekType(l.Data) != fsm.PlanApply {
@@ -174,7 +174,7 @@ func TestRestoreReplacedByAnotherBeforeTheDutiesStartAnswers(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	awaiting := make(chan *fsm.StateStore, 2)
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{awaitingDuties: func(st *fsm.StateStore) { awaiting <- st }, beforeBarrier: func(ctx context.Context) {
 			if barriers.Add(1) == 2 { // the first restore's restart
 				close(held)

@@ -29,6 +29,7 @@ import (
 // Server is one raft voter with its RPC endpoints and leader loops.
 type Server struct {
 	cfg    *Config
+	opts   options
 	id     string
 	logger hclog.Logger
 
@@ -87,7 +88,13 @@ type Server struct {
 // and there is no prior state), the gRPC services on lis, discovery and the
 // leadership monitor. Shutdown stops it.
 func New(cfg *Config, lis net.Listener) (*Server, error) {
+	return newServer(cfg, lis, options{})
+}
+
+// newServer is New with the options only this package's tests set.
+func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	cfg = cfg.withDefaults()
+	opts = opts.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -98,6 +105,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:          cfg,
+		opts:         opts,
 		id:           id,
 		logger:       cfg.Logger,
 		fsm:          fsm.New(cfg.Logger.Named("fsm")),
@@ -109,7 +117,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		cancel:       cancel,
 	}
 	var statusHooks nodes.StatusHooks
-	if h := cfg.hooks; h != nil {
+	if h := opts.hooks; h != nil {
 		// Read at each change: a test sets it once the server runs.
 		statusHooks.BeforeNodeStatus = func(nodeID string) {
 			if h.beforeNodeStatus != nil {
@@ -121,21 +129,21 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
 	var evalHooks evals.Hooks
-	if cfg.hooks != nil {
-		evalHooks.BeforePlan = cfg.hooks.beforePlan
+	if opts.hooks != nil {
+		evalHooks.BeforePlan = opts.hooks.beforePlan
 	}
 	s.evals = evals.NewRunner(core{s}, evals.Config{
 		Workers:       cfg.NumSchedulers,
 		JobLimits:     cfg.JobLimits,
-		PlanPartBytes: cfg.planPartBytes,
+		PlanPartBytes: opts.planPartBytes,
 		Clock:         cfg.Clock,
 		Logger:        cfg.Logger,
 	}, evalHooks)
 	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
-	caller := cfg.controllerCaller
+	caller := opts.controllerCaller
 	switch {
-	case cfg.noControllerCalls:
+	case opts.noControllerCalls:
 		caller = nil
 	case caller == nil:
 		caller = newCSIForwarder(s)
@@ -274,9 +282,9 @@ func (s *Server) setupRaft() error {
 	}
 
 	tf := &timedFSM{fsm: s.fsm}
-	if s.cfg.hooks != nil {
-		tf.beforeApply = s.cfg.hooks.beforeApply
-		tf.beforeRestore = s.cfg.hooks.beforeRestore
+	if s.opts.hooks != nil {
+		tf.beforeApply = s.opts.hooks.beforeApply
+		tf.beforeRestore = s.opts.hooks.beforeRestore
 	}
 	r, err := raft.NewRaft(rc, tf, logs, stable, snaps, s.transport)
 	if err != nil {
