@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/clock"
 	"context"
@@ -127,6 +128,8 @@ type options struct {
 	// pass from running (the reaper still runs): for tests that move
 	// attachments by hand.
 	noControllerCalls bool
+	// proxy sets the client proxy's deadlines and retries.
+	proxy clientproxy.Tunables
 }
 
 func (o options) withDefaults() options {

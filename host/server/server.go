@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/internal/uuid"
@@ -62,9 +63,9 @@ type Server struct {
 	volumes *volumeLoops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
-	proxy   *clientProxy
+	proxy   *clientproxy.Proxy
 	// csi makes the servers' CSI controller calls through the clients.
-	csi *csiForwarder
+	csi *clientproxy.CSIForwarder
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -141,12 +142,21 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	}, evalHooks)
 	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
+	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
+		OnOpen: func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) }})
+	s.proxy = clientproxy.New(clientproxy.Config{
+		ID: s.id, Name: cfg.Name, Pool: s.pool, Tunnels: s.tunnels,
+		Servers: func() ([]*pb.ServerMember, error) { return s.fsm.State().Servers(nil) },
+		Allocs:  clientproxy.StateAllocs(s.fsm.State),
+		Logger:  cfg.Logger, Done: s.shutdownCtx, Go: s.goRun,
+	}, opts.proxy)
+	s.csi = clientproxy.NewCSIForwarder(s.proxy)
 	caller := opts.controllerCaller
 	switch {
 	case opts.noControllerCalls:
 		caller = nil
 	case caller == nil:
-		caller = newCSIForwarder(s)
+		caller = s.csi
 	}
 	s.volumes = newVolumeLoops(s, caller)
 
@@ -169,15 +179,10 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
 	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
 	pb.RegisterCSIPluginsServer(s.grpc, &csiPluginsEndpoint{s: s})
-	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
-		OnOpen: func(sess *tunnel.Session) { s.proxy.releaseElsewhere(sess) }})
-	s.proxy = newClientProxy(s, s.tunnels)
-	s.proxy.allocs = stateAllocNodes{s}
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)
-	pb.RegisterTunnelPeersServer(s.grpc, &tunnelPeers{p: s.proxy})
-	s.csi = newCSIForwarder(s)
-	pb.RegisterCSIRelayServer(s.grpc, &csiRelay{f: s.csi})
+	pb.RegisterTunnelPeersServer(s.grpc, clientproxy.NewPeers(s.proxy))
+	pb.RegisterCSIRelayServer(s.grpc, clientproxy.NewCSIRelay(s.csi))
 	pb.RegisterVolumesServer(s.grpc, &volumesEndpoint{s: s, calls: s.csi})
 	pb.RegisterClaimsServer(s.grpc, &claimsEndpoint{s: s})
 	s.goRun(func() {

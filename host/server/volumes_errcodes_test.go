@@ -14,7 +14,5 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrPluginUnknown:       codes.FailedPrecondition,
 		ErrVolumeExists:        codes.AlreadyExists,
 		ErrPluginCannot:        codes.FailedPrecondition,
-		errForwardEncode:       codes.Internal,
-		errForwardDecode:       codes.Internal,
 	})
 }

@@ -1,4 +1,4 @@
-package server
+package clientproxy
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -52,9 +53,9 @@ var ErrNoAllocID = errcode.New(codes.InvalidArgument, "request names no alloc (a
 // server has no way to look up the alloc's node.
 var ErrAllocNodeUnknown = errcode.New(codes.InvalidArgument, "request names no node (node_id) and this server cannot look up the alloc's node")
 
-// allocNodes finds the node an allocation was placed on; the state store's
-// allocation table provides it.
-type allocNodes interface {
+// AllocNodes finds the node an allocation was placed on; the state store's
+// allocation table provides it (StateAllocs).
+type AllocNodes interface {
 	AllocNode(allocID string) (nodeID string, err error)
 }
 
@@ -67,48 +68,86 @@ const (
 	proxyLogsTimeout = time.Minute
 	// proxyLocateTimeout bounds asking the other servers for a node.
 	proxyLocateTimeout = 2 * time.Second
-	// proxyAttempts is how many times a call is tried when it fails with
-	// a retryable code (see retryable).
-	proxyAttempts = 3
-	proxyBackoff  = 200 * time.Millisecond
+	// Attempts is how many times a call is tried when it fails with a
+	// retryable code (see retryable).
+	Attempts     = 3
+	proxyBackoff = 200 * time.Millisecond
 )
 
-// clientProxy is the ClientProxy service: API handlers call it on any
-// server and it reaches the alloc's node over the node's tunnel, here or
-// on the server that holds it.
-type clientProxy struct {
-	pb.UnimplementedClientProxyServer
-	s       *Server
-	tunnels *tunnel.Registry
-	// allocs is nil until the state store can answer it; then a request
-	// needs no node_id.
-	allocs allocNodes
-
-	attemptTimeout, logsTimeout, locateTimeout, backoff time.Duration
-	// lostReleases makes this server's releases never arrive (tests of
-	// lookups that must do without them).
-	lostReleases bool
+// Config is what a Proxy needs of its server.
+type Config struct {
+	// ID and Name are the server's; ID marks the calls it forwards.
+	ID, Name string
+	Pool     *rpc.Pool
+	// Tunnels holds the nodes' tunnels to this server.
+	Tunnels *tunnel.Registry
+	// Servers lists the servers in the local state, to ask for a node's
+	// tunnel.
+	Servers func() ([]*pb.ServerMember, error)
+	// Allocs looks an alloc's node up; nil: requests must name the node.
+	Allocs AllocNodes
+	Logger hclog.Logger
+	// Done ends when the server shuts down.
+	Done context.Context
+	// Go runs f in the background, counted for the server's shutdown.
+	Go func(f func())
 }
 
-func newClientProxy(s *Server, tunnels *tunnel.Registry) *clientProxy {
-	return &clientProxy{
-		s: s, tunnels: tunnels,
-		attemptTimeout: proxyAttemptTimeout, logsTimeout: proxyLogsTimeout,
-		locateTimeout: proxyLocateTimeout, backoff: proxyBackoff,
+// Tunables are the proxy's deadlines and retries; zero fields take the
+// defaults. Only tests change them.
+type Tunables struct {
+	AttemptTimeout, LogsTimeout, LocateTimeout, Backoff time.Duration
+	// LostReleases makes this server's releases never arrive (tests of
+	// lookups that must do without them).
+	LostReleases bool
+}
+
+// Proxy is the ClientProxy service: API handlers call it on any server
+// and it reaches the alloc's node over the node's tunnel, here or on the
+// server that holds it.
+type Proxy struct {
+	pb.UnimplementedClientProxyServer
+	cfg     Config
+	tunnels *tunnel.Registry
+	logger  hclog.Logger
+	// allocs is nil until the state store can answer it; then a request
+	// needs no node_id.
+	allocs AllocNodes
+
+	attemptTimeout, logsTimeout, locateTimeout, backoff time.Duration
+	lostReleases                                        bool
+}
+
+// New returns the proxy of one server.
+func New(cfg Config, t Tunables) *Proxy {
+	def := func(d, or time.Duration) time.Duration {
+		if d > 0 {
+			return d
+		}
+		return or
+	}
+	return &Proxy{
+		cfg: cfg, tunnels: cfg.Tunnels, logger: cfg.Logger, allocs: cfg.Allocs,
+		attemptTimeout: def(t.AttemptTimeout, proxyAttemptTimeout), logsTimeout: def(t.LogsTimeout, proxyLogsTimeout),
+		locateTimeout: def(t.LocateTimeout, proxyLocateTimeout), backoff: def(t.Backoff, proxyBackoff),
+		lostReleases: t.LostReleases,
 	}
 }
 
-// nodeRoute is where a call to a node goes: its session on this server, or the
-// server holding it.
-type nodeRoute struct {
-	session *tunnel.Session
-	server  *pb.ServerMember
+// SetAllocs replaces the alloc lookup (nil: requests must name the node).
+func (p *Proxy) SetAllocs(a AllocNodes) { p.allocs = a }
+
+// Route is where a call to a node goes: its Session on this server, or the
+// Server holding it.
+type Route struct {
+	Session *tunnel.Session
+	Server  *pb.ServerMember
 }
 
-// nodeOf returns the node a request is for: the alloc's node when this
+// NodeOf returns the node a request is for: the alloc's node when this
 // server can look it up (a node_id that disagrees is refused), else the
 // request's node_id.
-func (p *clientProxy) nodeOf(allocID, nodeID string) (string, error) {
+func (p *Proxy) NodeOf(allocID, nodeID string) (string, error) {
 	if allocID == "" {
 		return "", ErrNoAllocID
 	}
@@ -138,34 +177,34 @@ func (p *clientProxy) nodeOf(allocID, nodeID string) (string, error) {
 // alloc's node.
 var errInvalidNode = errcode.New(codes.InvalidArgument, "wrong node for the alloc")
 
-// find returns where nodeID's tunnel is. A first attempt takes this
+// Find returns where nodeID's tunnel is. A first attempt takes this
 // server's own session when it has one; otherwise, and on a retry (the
 // local session may be one the node has left for another server, not yet
 // closed by its keepalive), it asks every server and the newest session
 // wins. A request another server forwarded is answered from this server's
 // tunnels only: that server already asked everyone.
-func (p *clientProxy) find(ctx context.Context, nodeID string, retry bool) (nodeRoute, error) {
+func (p *Proxy) Find(ctx context.Context, nodeID string, retry bool) (Route, error) {
 	local, ok := p.tunnels.Session(nodeID)
 	if ok && !retry {
-		return nodeRoute{session: local}, nil
+		return Route{Session: local}, nil
 	}
 	if forwarded(ctx) {
 		if ok {
-			return nodeRoute{session: local}, nil
+			return Route{Session: local}, nil
 		}
-		return nodeRoute{}, &NotConnectedError{NodeID: nodeID, Server: p.s.cfg.Name}
+		return Route{}, &NotConnectedError{NodeID: nodeID, Server: p.cfg.Name}
 	}
 	m, at, err := p.locate(ctx, nodeID)
 	if err != nil {
-		return nodeRoute{}, err
+		return Route{}, err
 	}
 	switch {
 	case ok && (m == nil || !at.After(local.OpenedAt())):
-		return nodeRoute{session: local}, nil
+		return Route{Session: local}, nil
 	case m != nil:
-		return nodeRoute{server: m}, nil
+		return Route{Server: m}, nil
 	}
-	return nodeRoute{}, &NotConnectedError{NodeID: nodeID}
+	return Route{}, &NotConnectedError{NodeID: nodeID}
 }
 
 // retryable reports whether a failed attempt is worth another: the node or
@@ -189,15 +228,15 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // retryWait is the wait before try attempt+1 (attempt ≥ 1): the backoff
 // doubled per earlier retry.
-func (p *clientProxy) retryWait(attempt int) time.Duration {
-	return backoff.Backoff{Initial: p.backoff, Max: p.backoff << (proxyAttempts - 1)}.Delay(attempt)
+func (p *Proxy) retryWait(attempt int) time.Duration {
+	return backoff.Backoff{Initial: p.backoff, Max: p.backoff << (Attempts - 1)}.Delay(attempt)
 }
 
 // RestartAlloc restarts an alloc's tasks on its node. Each attempt has a
 // deadline; one that fails Unavailable or DeadlineExceeded is tried again
 // (after finding the node again: it may have moved to another server).
-func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequest) (*pb.RestartAllocResponse, error) {
-	nodeID, err := p.nodeOf(req.GetAllocId(), req.GetNodeId())
+func (p *Proxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequest) (*pb.RestartAllocResponse, error) {
+	nodeID, err := p.NodeOf(req.GetAllocId(), req.GetNodeId())
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +255,7 @@ func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequ
 		if !retryable(ctx, lastErr) {
 			return nil, lastErr
 		}
-		p.s.logger.Debug("restart of an alloc failed; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", lastErr)
+		p.logger.Debug("restart of an alloc failed; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", lastErr)
 	}
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("restarting alloc %s on node %s: %w (last attempt: %v)", req.GetAllocId(), nodeID, ctx.Err(), lastErr)
@@ -226,48 +265,48 @@ func (p *clientProxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequ
 
 // attempts is how many times a call is tried: once when another server
 // forwarded it (that server retries, after finding the node again), else
-// proxyAttempts.
-func (p *clientProxy) attempts(ctx context.Context) int {
+// Attempts.
+func (p *Proxy) attempts(ctx context.Context) int {
 	if forwarded(ctx) {
 		return 1
 	}
-	return proxyAttempts
+	return Attempts
 }
 
 // forwardTimeout bounds an attempt forwarded to another server: longer than
 // that server's own attempt, so its answer — which names the node — comes
 // back before this server gives up.
-func (p *clientProxy) forwardTimeout() time.Duration {
+func (p *Proxy) forwardTimeout() time.Duration {
 	return p.attemptTimeout + max(p.attemptTimeout/4, 100*time.Millisecond)
 }
 
-func (p *clientProxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartAllocRequest, retry bool) (*pb.RestartAllocResponse, error) {
-	r, err := p.find(ctx, nodeID, retry)
+func (p *Proxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartAllocRequest, retry bool) (*pb.RestartAllocResponse, error) {
+	r, err := p.Find(ctx, nodeID, retry)
 	if err != nil {
 		return nil, err
 	}
-	if r.session != nil {
+	if r.Session != nil {
 		ctx, cancel := context.WithTimeout(ctx, p.attemptTimeout)
 		defer cancel()
-		return pb.NewClientRPCClient(r.session.Conn()).RestartAlloc(ctx, req)
+		return pb.NewClientRPCClient(r.Session.Conn()).RestartAlloc(ctx, req)
 	}
-	conn, err := p.s.pool.Conn(r.server.GetRpcAddr())
+	conn, err := p.cfg.Pool.Conn(r.Server.GetRpcAddr())
 	if err != nil {
-		return nil, viaServer(r.server, nodeID, err)
+		return nil, viaServer(r.Server, nodeID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.forwardTimeout())
 	defer cancel()
 	resp, err := pb.NewClientProxyClient(conn).RestartAlloc(p.forwardContext(ctx), req)
 	if err != nil {
-		return nil, viaServer(r.server, nodeID, err)
+		return nil, viaServer(r.Server, nodeID, err)
 	}
 	return resp, nil
 }
 
 // forwardContext marks a call to another server as forwarded: that server
 // answers from its own tunnels only.
-func (p *clientProxy) forwardContext(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, p.s.id)
+func (p *Proxy) forwardContext(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, p.cfg.ID)
 }
 
 // viaServer says which node and server a forwarded call was for, keeping
@@ -283,7 +322,7 @@ func viaServer(m *pb.ServerMember, nodeID string, err error) error {
 // sends nothing twice. A read that does not follow has a deadline for the
 // whole stream; a following one lives as long as its caller, the node's
 // tunnel (whose keepalive ends a dead one) and this server.
-func (p *clientProxy) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[pb.LogsFrame]) error {
+func (p *Proxy) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServer[pb.LogsFrame]) error {
 	err := p.logs(req, stream)
 	if err != nil && err != io.EOF {
 		return errcode.Status(err)
@@ -291,8 +330,8 @@ func (p *clientProxy) Logs(req *pb.LogsRequest, stream grpc.ServerStreamingServe
 	return nil
 }
 
-func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame]) error {
-	nodeID, err := p.nodeOf(req.GetAllocId(), req.GetNodeId())
+func (p *Proxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame]) error {
+	nodeID, err := p.NodeOf(req.GetAllocId(), req.GetNodeId())
 	if err != nil {
 		return err
 	}
@@ -300,7 +339,7 @@ func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[p
 	req.NodeId = nodeID
 	ctx, cancel := context.WithCancel(out.Context())
 	defer cancel()
-	stop := context.AfterFunc(p.s.shutdownCtx, cancel)
+	stop := context.AfterFunc(p.cfg.Done, cancel)
 	defer stop()
 	if !req.GetFollow() {
 		ctx, cancel = context.WithTimeout(ctx, p.logsTimeout)
@@ -316,14 +355,14 @@ func (p *clientProxy) logs(req *pb.LogsRequest, out grpc.ServerStreamingServer[p
 			break
 		}
 		relayed, err := p.logsOnce(ctx, nodeID, req, out, &opened, attempt > 0)
-		if p.s.shutdownCtx.Err() != nil && out.Context().Err() == nil {
-			return fmt.Errorf("logs of alloc %s on node %s: server %s is shutting down: %w", req.GetAllocId(), nodeID, p.s.cfg.Name, errServerShutdown)
+		if p.cfg.Done.Err() != nil && out.Context().Err() == nil {
+			return fmt.Errorf("logs of alloc %s on node %s: server %s is shutting down: %w", req.GetAllocId(), nodeID, p.cfg.Name, errServerShutdown)
 		}
 		if err == nil || relayed > 0 || !retryable(ctx, err) {
 			return err
 		}
 		lastErr = err
-		p.s.logger.Debug("log stream failed before any data; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", err)
+		p.logger.Debug("log stream failed before any data; retrying", "alloc_id", req.GetAllocId(), "node_id", nodeID, "attempt", attempt+1, "error", err)
 	}
 	if ctx.Err() != nil && out.Context().Err() == nil {
 		return fmt.Errorf("logs of alloc %s on node %s: %w (last attempt: %v)", req.GetAllocId(), nodeID, ctx.Err(), lastErr)
@@ -335,25 +374,25 @@ var errServerShutdown = errcode.New(codes.Unavailable, "server shutting down")
 
 // logsOnce opens one stream to the node (or its server) and relays it,
 // returning how many frames it relayed.
-func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], opened *bool, retry bool) (int, error) {
-	r, err := p.find(ctx, nodeID, retry)
+func (p *Proxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsRequest, out grpc.ServerStreamingServer[pb.LogsFrame], opened *bool, retry bool) (int, error) {
+	r, err := p.Find(ctx, nodeID, retry)
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var in grpc.ServerStreamingClient[pb.LogsFrame]
-	if r.session != nil {
-		in, err = pb.NewClientRPCClient(r.session.Conn()).Logs(ctx, req)
+	if r.Session != nil {
+		in, err = pb.NewClientRPCClient(r.Session.Conn()).Logs(ctx, req)
 	} else {
 		var conn *grpc.ClientConn
-		if conn, err = p.s.pool.Conn(r.server.GetRpcAddr()); err == nil {
+		if conn, err = p.cfg.Pool.Conn(r.Server.GetRpcAddr()); err == nil {
 			in, err = pb.NewClientProxyClient(conn).Logs(p.forwardContext(ctx), req)
 		}
 	}
 	via := func(err error) error {
-		if r.server != nil && err != nil && err != io.EOF {
-			return viaServer(r.server, nodeID, err)
+		if r.Server != nil && err != nil && err != io.EOF {
+			return viaServer(r.Server, nodeID, err)
 		}
 		return err
 	}
@@ -363,7 +402,7 @@ func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsR
 	// Opening has a deadline: the node (and a forwarding server) send the
 	// stream's header as soon as the request is accepted.
 	openTimeout := p.attemptTimeout
-	if r.server != nil {
+	if r.Server != nil {
 		openTimeout = p.forwardTimeout()
 	}
 	openTimer := time.AfterFunc(openTimeout, cancel)
@@ -405,11 +444,13 @@ func (p *clientProxy) logsOnce(ctx context.Context, nodeID string, req *pb.LogsR
 	}
 }
 
-// stateAllocNodes looks allocs up in this server's state.
-type stateAllocNodes struct{ s *Server }
+// StateAllocs looks allocs up in a server's state store (the production
+// lookup).
+type StateAllocs func() *fsm.StateStore
 
-func (n stateAllocNodes) AllocNode(allocID string) (string, error) {
-	a, err := n.s.fsm.State().AllocByID(nil, allocID)
+// AllocNode returns the node alloc allocID was placed on.
+func (st StateAllocs) AllocNode(allocID string) (string, error) {
+	a, err := st().AllocByID(nil, allocID)
 	if err != nil {
 		return "", err
 	}
@@ -417,4 +458,10 @@ func (n stateAllocNodes) AllocNode(allocID string) (string, error) {
 		return "", fsm.ErrAllocNotFound
 	}
 	return a.GetNodeId(), nil
+}
+
+// forwarded reports whether another server forwarded the call in ctx.
+func forwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(rpc.ForwardedHeader)) > 0
 }

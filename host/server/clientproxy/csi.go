@@ -1,4 +1,4 @@
-package server
+package clientproxy
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -17,13 +16,14 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// csiForwarder makes the servers' CSI controller calls: each goes to the
+// CSIForwarder makes the servers' CSI controller calls: each goes to the
 // plugin's controller instance on a client, over that client's tunnel
 // (ClientCSI), from this server or from the server holding the tunnel
 // (CSIRelay). The leader's reconcilers and the volume endpoints use it.
-type csiForwarder struct{ s *Server }
+type CSIForwarder struct{ p *Proxy }
 
-func newCSIForwarder(s *Server) *csiForwarder { return &csiForwarder{s: s} }
+// NewCSIForwarder returns the CSI controller calls through p's tunnels.
+func NewCSIForwarder(p *Proxy) *CSIForwarder { return &CSIForwarder{p: p} }
 
 // csiForwardSlack is what a call through the tunnel may take beyond the
 // CSI call's own deadline, so the node's answer (which names the plugin
@@ -32,14 +32,15 @@ const csiForwardSlack = 2 * time.Second
 
 // ControllerCall sends one CSI controller call (method: the CSI full
 // method name, one of csi.ForwardedMethods) to pluginID's controller
-// instance on node nodeID (expect: the instance it is for, see
-// controllerCaller) and fills resp. The error keeps the plugin's
-// gRPC code (errcode.Code, status.Code); a node that cannot be reached is
+// instance on node nodeID (expect: the instance it is for: a node whose
+// instance of the plugin ID is another one refuses the call) and fills
+// resp. The error keeps the plugin's gRPC code (errcode.Code,
+// status.Code); a node that cannot be reached is
 // Unavailable, so callers class it uncertain. The call is retried only
 // while no server holds the node's tunnel (nothing was sent); any other
 // failure is the caller's to retry, by its class. req may hold secrets:
 // it is never logged here.
-func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
+func (f *CSIForwarder) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
 	// The call is this server's own, whatever request it serves: a volume
 	// endpoint forwarded here from a follower carries the forwarded mark
 	// in its incoming metadata, and the one-hop rule would then keep the
@@ -59,10 +60,10 @@ func (f *csiForwarder) ControllerCall(ctx context.Context, nodeID, pluginID stri
 		defer cancel()
 	}
 	creq := &pb.CSIControllerCallRequest{NodeId: nodeID, PluginId: pluginID, Method: method, Request: b, Expect: expect}
-	p := f.s.proxy
+	p := f.p
 	var cresp *pb.CSIControllerCallResponse
 	for attempt := range p.attempts(ctx) {
-		if attempt > 0 && !sleep(ctx, p.backoff<<(attempt-1)) {
+		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
 			break
 		}
 		cresp, err = f.once(ctx, creq, attempt > 0)
@@ -93,38 +94,43 @@ var (
 
 // once makes one attempt: over this server's tunnel of the node, or
 // through the server holding it (which answers from its own tunnels only).
-func (f *csiForwarder) once(ctx context.Context, req *pb.CSIControllerCallRequest, retry bool) (*pb.CSIControllerCallResponse, error) {
-	p := f.s.proxy
-	r, err := p.find(ctx, req.GetNodeId(), retry)
+func (f *CSIForwarder) once(ctx context.Context, req *pb.CSIControllerCallRequest, retry bool) (*pb.CSIControllerCallResponse, error) {
+	p := f.p
+	r, err := p.Find(ctx, req.GetNodeId(), retry)
 	if err != nil {
 		return nil, err
 	}
-	if r.session != nil {
-		resp, err := pb.NewClientCSIClient(r.session.Conn()).ControllerCall(ctx, req)
+	if r.Session != nil {
+		resp, err := pb.NewClientCSIClient(r.Session.Conn()).ControllerCall(ctx, req)
 		if err != nil {
 			return nil, errcode.Status(err)
 		}
 		return resp, nil
 	}
-	conn, err := f.s.pool.Conn(r.server.GetRpcAddr())
+	conn, err := f.p.cfg.Pool.Conn(r.Server.GetRpcAddr())
 	if err != nil {
-		return nil, viaServer(r.server, req.GetNodeId(), err)
+		return nil, viaServer(r.Server, req.GetNodeId(), err)
 	}
 	resp, err := pb.NewCSIRelayClient(conn).ControllerCall(p.forwardContext(ctx), req)
 	if err != nil {
-		return nil, viaServer(r.server, req.GetNodeId(), err)
+		return nil, viaServer(r.Server, req.GetNodeId(), err)
 	}
 	return resp, nil
 }
 
-// csiRelay is the CSIRelay service: another server's forwarded call,
+// CSIRelay is the CSIRelay service: another server's forwarded call,
 // made over this server's own tunnel of the node.
-type csiRelay struct {
+type CSIRelay struct {
 	pb.UnimplementedCSIRelayServer
-	f *csiForwarder
+	f *CSIForwarder
 }
 
-func (r *csiRelay) ControllerCall(ctx context.Context, req *pb.CSIControllerCallRequest) (*pb.CSIControllerCallResponse, error) {
+// NewCSIRelay returns the CSIRelay service over f.
+func NewCSIRelay(f *CSIForwarder) *CSIRelay { return &CSIRelay{f: f} }
+
+// ControllerCall makes another server's forwarded call over this server's
+// tunnel of the node.
+func (r *CSIRelay) ControllerCall(ctx context.Context, req *pb.CSIControllerCallRequest) (*pb.CSIControllerCallResponse, error) {
 	if !forwarded(ctx) {
 		// Only servers call it, always marked; an unmarked call would be
 		// forwarded on, which the one-hop rule forbids.
@@ -138,43 +144,4 @@ func (r *csiRelay) ControllerCall(ctx context.Context, req *pb.CSIControllerCall
 		return nil, errcode.Status(err)
 	}
 	return resp, nil
-}
-
-// forwardConn is a grpc.ClientConnInterface whose unary calls are CSI
-// controller calls on one plugin's controller instance on one node, so
-// csi's typed client (deadlines, error classes, NotFound-is-done on
-// deletes, the ValidateVolumeCapabilities checks) runs on the servers
-// over the forwarder.
-type forwardConn struct {
-	call             func(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error
-	nodeID, pluginID string
-	expect           *pb.CSIControllerInstance
-}
-
-var _ grpc.ClientConnInterface = forwardConn{}
-
-func (c forwardConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
-	req, ok1 := args.(proto.Message)
-	resp, ok2 := reply.(proto.Message)
-	if !ok1 || !ok2 {
-		return status.Errorf(codes.Internal, "csi %s: request or response is not a proto message", method)
-	}
-	// A status error, so the csi client classes it by its code (a
-	// NotConnectedError is Unavailable: uncertain, not Unknown).
-	if err := c.call(ctx, c.nodeID, c.pluginID, c.expect, method, req, resp); err != nil {
-		return errcode.Status(err)
-	}
-	return nil
-}
-
-func (c forwardConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
-	return nil, status.Error(codes.Unimplemented, "csi calls through a node are unary")
-}
-
-// csiClientVia is a CSI client of pluginID's controller instance on
-// nodeID, through calls; with expect set, only of that instance (a node
-// serving the ID with another one refuses: csi.InstanceChanged).
-func (s *Server) csiClientVia(calls controllerCaller, nodeID, pluginID string, expect *pb.CSIControllerInstance) *csi.Client {
-	return csi.New(forwardConn{call: calls.ControllerCall, nodeID: nodeID, pluginID: pluginID, expect: expect},
-		csi.WithLogger(s.logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)))
 }
