@@ -3,6 +3,7 @@ package server
 import (
 	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
@@ -123,7 +124,7 @@ type options struct {
 	// timing (see testHooks).
 	hooks *testHooks
 	// controllerCaller replaces the server's CSI controller forwarder.
-	controllerCaller controllerCaller
+	controllerCaller volumeloops.ControllerCaller
 	// noControllerCalls keeps the leader's attach reconciler and reconcile
 	// pass from running (the reaper still runs): for tests that move
 	// attachments by hand.
@@ -211,10 +212,10 @@ func (c *Config) withDefaults() *Config {
 		out.Version = version.Version
 	}
 	if out.ForceDetachAfter <= 0 {
-		out.ForceDetachAfter = defaultForceDetachAfter
+		out.ForceDetachAfter = volumeloops.DefaultForceDetachAfter
 	}
 	if out.VolumeReconcileInterval == 0 {
-		out.VolumeReconcileInterval = defaultReconcileInterval
+		out.VolumeReconcileInterval = volumeloops.DefaultReconcileInterval
 	}
 	if out.NumSchedulers <= 0 {
 		out.NumSchedulers = max(runtime.NumCPU(), 2)

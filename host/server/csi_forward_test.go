@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -174,11 +175,11 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 	}
 	// The typed CSI client over the forwarder classes by the plugin's code.
 	p.DeleteVolume.Next(nil, status.Error(codes.NotFound, "gone"))
-	if _, err := b.csiClientVia(b.csi, "node-a", "ebs", nil).Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
+	if _, err := volumeloops.ClientVia(b.csi, b.logger, "node-a", "ebs", nil).Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
 		t.Errorf("NotFound on delete through the forwarder is success: %v", err)
 	}
 	p.ControllerPublishVolume.Next(nil, status.Error(codes.Unavailable, "backend down"))
-	_, err = b.csiClientVia(b.csi, "node-a", "ebs", nil).Controller.ControllerPublishVolume(ctx10s(t),
+	_, err = volumeloops.ClientVia(b.csi, b.logger, "node-a", "ebs", nil).Controller.ControllerPublishVolume(ctx10s(t),
 		&csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n", VolumeCapability: &csipb.VolumeCapability{}})
 	if !csi.IsUncertain(err) {
 		t.Errorf("Unavailable from the plugin through the forwarder: %v, want uncertain", err)

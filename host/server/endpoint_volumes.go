@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -60,7 +61,7 @@ var (
 type volumesEndpoint struct {
 	pb.UnimplementedVolumesServer
 	s     *Server
-	calls controllerCaller
+	calls volumeloops.ControllerCaller
 	// lostRace, when set (tests), is called after a create's register
 	// was refused for a volume registered under the ID during the plugin's
 	// call, before that volume is read.
@@ -74,7 +75,7 @@ type volumesEndpoint struct {
 // controller service at all (a node-only plugin), so the caller can ask a
 // node instance instead. Controllers none of which advertises capability
 // are ErrPluginCannot, naming them.
-func controllerFor(st *fsm.StateSnapshot, pluginID string, capability controllerCap) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
+func controllerFor(st *fsm.StateSnapshot, pluginID string, capability volumeloops.Cap) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
 	p, err := st.CSIPluginByID(nil, pluginID)
 	if err != nil {
 		return "", nil, false, err
@@ -85,11 +86,11 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string, capability controller
 	if len(p.GetControllers()) == 0 {
 		return "", nil, false, nil
 	}
-	id, err := pickController(st, pluginID, capability, "")
-	if errors.Is(err, ErrNoController) {
+	id, err := volumeloops.PickController(st, pluginID, capability, "")
+	if errors.Is(err, volumeloops.ErrNoController) {
 		return "", nil, true, fmt.Errorf("%w: %s", ErrNoHealthyController, err.Error())
 	}
-	if errors.Is(err, ErrNoCapableController) {
+	if errors.Is(err, volumeloops.ErrNoCapableController) {
 		return "", nil, true, fmt.Errorf("%w: %s", ErrPluginCannot, err.Error())
 	}
 	if err != nil {
@@ -102,7 +103,7 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string, capability controller
 // the node it runs on and what the servers know of it. The client's calls
 // are for that instance only: a node serving the plugin ID with another
 // one by then refuses them (csi.InstanceChanged).
-func (e *volumesEndpoint) controller(pluginID string, capability controllerCap) (*csi.Client, string, *pb.CSIPluginInfo, error) {
+func (e *volumesEndpoint) controller(pluginID string, capability volumeloops.Cap) (*csi.Client, string, *pb.CSIPluginInfo, error) {
 	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capability)
 	if err != nil {
 		return nil, "", nil, err
@@ -110,7 +111,7 @@ func (e *volumesEndpoint) controller(pluginID string, capability controllerCap) 
 	if !has {
 		return nil, "", nil, fmt.Errorf("csi plugin %q has no controller service: %w", pluginID, ErrPluginCannot)
 	}
-	return e.s.csiClientVia(e.calls, nodeID, pluginID, csi.InstanceOf(info)), nodeID, info, nil
+	return volumeloops.ClientVia(e.calls, e.s.logger, nodeID, pluginID, csi.InstanceOf(info)), nodeID, info, nil
 }
 
 func (e *volumesEndpoint) requireVersion() error {
@@ -146,13 +147,13 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := keepRedactedSecrets(v, stored); err != nil {
 		return nil, err
 	}
-	nodeID, info, has, err := controllerFor(st, v.GetPluginId(), capAnyController)
+	nodeID, info, has, err := controllerFor(st, v.GetPluginId(), volumeloops.CapAnyController)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q: %w", v.GetId(), err)
 	}
 	var warnings []string
 	if has {
-		c := e.s.csiClientVia(e.calls, nodeID, v.GetPluginId(), csi.InstanceOf(info))
+		c := volumeloops.ClientVia(e.calls, e.s.logger, nodeID, v.GetPluginId(), csi.InstanceOf(info))
 		res, err := c.Controller.ValidateVolumeCapabilities(ctx, &csipb.ValidateVolumeCapabilitiesRequest{
 			VolumeId: v.GetExternalId(), VolumeContext: v.GetContext(), VolumeCapabilities: csiCapabilities(v),
 			Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
@@ -448,7 +449,7 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, _, err := e.controller(v.GetPluginId(), capCreateDelete)
+	c, nodeID, _, err := e.controller(v.GetPluginId(), volumeloops.CapCreateDelete)
 	if errors.Is(err, ErrPluginCannot) {
 		return nil, fmt.Errorf("deleting volume %q: %w; deregister it instead", v.GetId(), err)
 	}

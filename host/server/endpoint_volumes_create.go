@@ -1,6 +1,7 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"fmt"
@@ -45,7 +46,7 @@ var ErrCreateControllerChanged = errcode.New(codes.FailedPrecondition, "the cont
 // spec), or no controller that can, is returned at once, naming the
 // volume, the plugin and the node.
 func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *csipb.CreateVolumeRequest) (resp *csipb.CreateVolumeResponse, nodeID string, err error) {
-	c, nodeID, first, err := e.controller(v.GetPluginId(), capCreateDelete)
+	c, nodeID, first, err := e.controller(v.GetPluginId(), volumeloops.CapCreateDelete)
 	if err != nil {
 		return nil, "", fmt.Errorf("creating volume %q: %w", v.GetId(), err)
 	}
@@ -69,7 +70,7 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 					v.GetId(), v.GetPluginId(), nodeID, ErrCreateControllerChanged, err)
 			}
 			return nil, nodeID, fmt.Errorf("creating volume %q: %w after an uncertain CreateVolume through %s: the node refused the retry (%v): not retried through another instance, which may be another backend; the first call may have made the volume there: run create again once it serves, or check that backend",
-				v.GetId(), ErrCreateControllerChanged, describeInstance(nodeID, first), err)
+				v.GetId(), ErrCreateControllerChanged, volumeloops.DescribeInstance(nodeID, first), err)
 		}
 		err = fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 		// ResourceExhausted is uncertain to csi.IsUncertain (a rate limit
@@ -97,16 +98,16 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 // try went to; otherwise it is a FailedPrecondition naming that instance,
 // which may hold the volume.
 func (e *volumesEndpoint) sameCreateController(pluginID, nodeID string, first *pb.CSIPluginInfo) error {
-	nowNode, now, _, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capCreateDelete)
+	nowNode, now, _, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, volumeloops.CapCreateDelete)
 	if err == nil && nowNode == nodeID && now.GetAllocId() == first.GetAllocId() && now.GetSource() == first.GetSource() {
 		return nil
 	}
 	why := "it is not usable now"
 	if err == nil {
-		why = "the picker would send the retry to " + describeInstance(nowNode, now)
+		why = "the picker would send the retry to " + volumeloops.DescribeInstance(nowNode, now)
 	}
 	return fmt.Errorf("%w after an uncertain CreateVolume through %s (%s): not retried through another instance, which may be another backend; the first call may have made the volume there: run create again once it serves, or check that backend",
-		ErrCreateControllerChanged, describeInstance(nodeID, first), why)
+		ErrCreateControllerChanged, volumeloops.DescribeInstance(nodeID, first), why)
 }
 
 // sleepClock is a csi.Clock on the server's Clock, so tests that drive

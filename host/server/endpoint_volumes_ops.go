@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/pb"
 )
@@ -23,7 +24,7 @@ func (e *volumesEndpoint) CreateSnapshot(ctx context.Context, req *pb.SnapshotCr
 	if req.GetName() == "" {
 		return nil, fmt.Errorf("snapshot of volume %q: %w: name is required", v.GetId(), volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, _, err := e.controller(v.GetPluginId(), capSnapshot)
+	c, nodeID, _, err := e.controller(v.GetPluginId(), volumeloops.CapSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of volume %q: %w", v.GetId(), err)
 	}
@@ -45,7 +46,7 @@ func (e *volumesEndpoint) DeleteSnapshot(ctx context.Context, req *pb.SnapshotDe
 	if req.GetPluginId() == "" || req.GetSnapshotId() == "" {
 		return nil, fmt.Errorf("snapshot delete: %w: plugin_id and snapshot_id are required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, _, err := e.controller(req.GetPluginId(), capSnapshot)
+	c, nodeID, _, err := e.controller(req.GetPluginId(), volumeloops.CapSnapshot)
 	if err != nil {
 		return nil, fmt.Errorf("deleting snapshot %q: %w", req.GetSnapshotId(), err)
 	}
@@ -83,7 +84,7 @@ func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotLis
 	if pluginID == "" {
 		return nil, fmt.Errorf("snapshot list: %w: plugin_id or volume_id is required", volumespec.ErrInvalidVolume)
 	}
-	c, nodeID, _, err := e.controller(pluginID, capListSnapshots)
+	c, nodeID, _, err := e.controller(pluginID, volumeloops.CapListSnapshots)
 	if err != nil {
 		return nil, fmt.Errorf("listing snapshots: %w", err)
 	}
@@ -135,7 +136,7 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, _, err := e.controller(v.GetPluginId(), capExpand)
+	c, nodeID, _, err := e.controller(v.GetPluginId(), volumeloops.CapExpand)
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
 	}

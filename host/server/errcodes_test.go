@@ -26,11 +26,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrRestoreTooLarge:         codes.InvalidArgument,
 		ErrRestoreNoSpace:          codes.ResourceExhausted,
 		ErrCommandTooLarge:         codes.InvalidArgument,
-		ErrNoController:            codes.FailedPrecondition,
-		ErrNoCapableController:     codes.FailedPrecondition,
 		ErrCreateControllerChanged: codes.FailedPrecondition,
-		errNodeGone:                codes.NotFound,
-		errNoCSINode:               codes.FailedPrecondition,
 	})
 }
 

@@ -153,7 +153,7 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 	s.evals.Run(dctx, spawn)
 	spawn(func() { s.drainer.Run(dctx) })
 	spawn(func() { s.runGC(dctx) })
-	spawn(func() { s.volumes.run(dctx) })
+	spawn(func() { s.volumes.Run(dctx) })
 	s.duties.set(store)
 	defer s.duties.set(nil)
 	if err := s.discovery.ensureRegistered(dctx); err != nil {

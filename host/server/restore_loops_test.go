@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -204,7 +205,7 @@ func TestAfterRestoreGCDoesNotAgeRestoredRowsByTheOldTable(t *testing.T) {
 // The attach reconciler publishes a claim made after the restore, and the
 // reaper frees it once released.
 func TestAfterRestoreAttachAndReapWork(t *testing.T) {
-	fake := newFakeController()
+	fake := volumetest.NewController()
 	vc := newVolCluster(t, 1, fake)
 	s := vc.servers[0]
 	restoreOn(t, vc.testCluster, s, saveSnapshot(t, vc.testCluster, s))
@@ -222,7 +223,7 @@ func TestAfterRestoreAttachAndReapWork(t *testing.T) {
 	if c, _ := s.State().ClaimByID(nil, "c1"); c != nil {
 		t.Fatalf("claim after the detach: %v, want freed", c)
 	}
-	if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+	if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 		t.Fatalf("%d unpublishes, want 1", n)
 	}
 }

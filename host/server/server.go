@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -60,7 +61,7 @@ type Server struct {
 	gcTimes timeTable
 	// volumes runs the attach reconciler, the reaper and the reconcile
 	// pass while this server leads (csi_loops.go).
-	volumes *volumeLoops
+	volumes *volumeloops.Loops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
 	proxy   *clientproxy.Proxy
@@ -158,7 +159,12 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	case caller == nil:
 		caller = s.csi
 	}
-	s.volumes = newVolumeLoops(s, caller)
+	s.volumes = volumeloops.New(core{s}, caller, volumeloops.Config{
+		ForceDetachAfter:  cfg.ForceDetachAfter,
+		ReconcileInterval: cfg.VolumeReconcileInterval,
+		Clock:             cfg.Clock,
+		Logger:            cfg.Logger,
+	})
 
 	if err := s.setupRaft(); err != nil {
 		s.closeStores()

@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -24,7 +25,7 @@ func TestAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		e.apply(fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: true, UpdatedAt: 1})
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -35,7 +36,7 @@ func TestAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 		e.apply(fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: false, UpdatedAt: 2})
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.callsOf(publishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 1 {
 			t.Errorf("%d publishes an hour after the controller's node was unfenced, want 1", n)
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -53,9 +54,9 @@ func TestAttachResumesWhenTheControllersNodeIsUnfenced(t *testing.T) {
 func TestAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.published["ext-v1"] = map[string]bool{"csi-n1": true} // left over: no attachment v1/n1
-		fake.failNext(publishMethod, codes.FailedPrecondition)
+		fake := volumetest.NewController()
+		fake.Published["ext-v1"] = map[string]bool{"csi-n1": true} // left over: no attachment v1/n1
+		fake.FailNext(volumetest.PublishMethod, codes.FailedPrecondition)
 		v := e.loops(fake)
 		v.cfg.reconcileInterval = 5 * time.Minute
 		stop := start(v)
@@ -67,7 +68,7 @@ func TestAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testi
 		}
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes after the reconcile pass, want 1 (the orphan on csi-n1)", n)
 		}
 		time.Sleep(time.Hour)
@@ -92,7 +93,7 @@ func TestAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testi
 func TestForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		v := e.loops(fake)
 		v.cfg.reconcileInterval = 5 * time.Minute
 		stop := start(v)
@@ -100,7 +101,7 @@ func TestForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 
-		fake.failNext(unpublishMethod, codes.Unavailable, codes.Unavailable, codes.Unavailable)
+		fake.FailNext(volumetest.UnpublishMethod, codes.Unavailable, codes.Unavailable, codes.Unavailable)
 		e.release("c1", "n2")
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
@@ -111,12 +112,12 @@ func TestForcedDeregisterOfADetachingVolumeStillUnpublishes(t *testing.T) {
 
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		fake.mu.Lock()
-		left := fake.published["ext-v1"]["csi-n2"]
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		left := fake.Published["ext-v1"]["csi-n2"]
+		fake.Mu.Unlock()
 		if left {
 			t.Fatalf("an hour after the forced deregister, ext-v1 is still published to csi-n2 (unpublish calls: %d, all failed)",
-				len(fake.callsOf(unpublishMethod)))
+				len(fake.CallsOf(volumetest.UnpublishMethod)))
 		}
 		if a := e.attachment("v1", "n2"); a != nil {
 			t.Fatalf("attachment v1/n2 is left after its unpublish: %v", a)

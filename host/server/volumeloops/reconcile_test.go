@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
 // reconcileEnv is newEBSEnv with v1 attached to n2 and the loops running
 // with a reconcile pass every interval.
-func reconcileEnv(t *testing.T, fake *fakeController, interval time.Duration) (*volEnv, func()) {
+func reconcileEnv(t *testing.T, fake *volumetest.Controller, interval time.Duration) (*volEnv, func()) {
 	t.Helper()
 	e := newEBSEnv(t)
 	v := e.loops(fake)
@@ -32,26 +33,26 @@ func reconcileEnv(t *testing.T, fake *fakeController, interval time.Duration) (*
 
 func TestReconcileRepublishesWhatTheControllerLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		e, stop := reconcileEnv(t, fake, 5*time.Minute)
 		defer stop()
 		// The storage system forgets the publish (restored from backup, a
 		// detach made behind berth's back).
-		fake.mu.Lock()
-		delete(fake.published, "ext-v1")
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		delete(fake.Published, "ext-v1")
+		fake.Mu.Unlock()
 
 		time.Sleep(5*time.Minute - time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(listMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.ListMethod)); n != 0 {
 			t.Fatalf("%d ListVolumes before the first interval, want 0 (never on the fast path)", n)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(listMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.ListMethod)); n != 1 {
 			t.Fatalf("%d ListVolumes after one interval, want 1", n)
 		}
-		if n := len(fake.callsOf(publishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 			t.Fatalf("%d publishes, want 2 (the first and the repair)", n)
 		}
 		a := e.attachment("v1", "n2")
@@ -63,7 +64,7 @@ func TestReconcileRepublishesWhatTheControllerLost(t *testing.T) {
 		// The next pass finds nothing to repair.
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		if l, p := len(fake.callsOf(listMethod)), len(fake.callsOf(publishMethod)); l != 2 || p != 2 {
+		if l, p := len(fake.CallsOf(volumetest.ListMethod)), len(fake.CallsOf(volumetest.PublishMethod)); l != 2 || p != 2 {
 			t.Fatalf("second pass: %d lists, %d publishes; want 2 lists, no new publish", l, p)
 		}
 	})
@@ -71,13 +72,13 @@ func TestReconcileRepublishesWhatTheControllerLost(t *testing.T) {
 
 func TestReconcileRecordsAFailedRepair(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		e, stop := reconcileEnv(t, fake, time.Minute)
 		defer stop()
-		fake.mu.Lock()
-		delete(fake.published, "ext-v1")
-		fake.mu.Unlock()
-		fake.failNext(publishMethod, codes.PermissionDenied)
+		fake.Mu.Lock()
+		delete(fake.Published, "ext-v1")
+		fake.Mu.Unlock()
+		fake.FailNext(volumetest.PublishMethod, codes.PermissionDenied)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
@@ -91,26 +92,26 @@ func TestReconcileRecordsAFailedRepair(t *testing.T) {
 
 func TestReconcileUnpublishesWhatNoAttachmentHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		_, stop := reconcileEnv(t, fake, time.Minute)
 		defer stop()
 		// The controller also lists v1 on n1 (an unpublish berth gave up
 		// on) and a volume that is not berth's.
-		fake.mu.Lock()
-		fake.published["ext-v1"]["csi-n1"] = true
-		fake.published["ext-someone-elses"] = map[string]bool{"csi-n1": true}
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		fake.Published["ext-v1"]["csi-n1"] = true
+		fake.Published["ext-someone-elses"] = map[string]bool{"csi-n1": true}
+		fake.Mu.Unlock()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		calls := fake.callsOf(unpublishMethod)
+		calls := fake.CallsOf(volumetest.UnpublishMethod)
 		want := &csipb.ControllerUnpublishVolumeRequest{VolumeId: "ext-v1", NodeId: "csi-n1", Secrets: map[string]string{"token": "s3cret"}}
-		if len(calls) != 1 || !proto.Equal(calls[0].req, want) {
+		if len(calls) != 1 || !proto.Equal(calls[0].Req, want) {
 			t.Fatalf("unpublishes = %v, want only ext-v1 from csi-n1", calls)
 		}
-		fake.mu.Lock()
-		defer fake.mu.Unlock()
-		if !fake.published["ext-v1"]["csi-n2"] || fake.published["ext-v1"]["csi-n1"] || !fake.published["ext-someone-elses"]["csi-n1"] {
-			t.Fatalf("published after the pass: %v, want v1 on csi-n2 only and the other volume left alone", fake.published)
+		fake.Mu.Lock()
+		defer fake.Mu.Unlock()
+		if !fake.Published["ext-v1"]["csi-n2"] || fake.Published["ext-v1"]["csi-n1"] || !fake.Published["ext-someone-elses"]["csi-n1"] {
+			t.Fatalf("published after the pass: %v, want v1 on csi-n2 only and the other volume left alone", fake.Published)
 		}
 	})
 }
@@ -118,17 +119,17 @@ func TestReconcileUnpublishesWhatNoAttachmentHolds(t *testing.T) {
 func TestReconcileSkipsControllersThatCannotListPublishedNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		ctl := ebsController(true)
+		ctl := volumetest.EBSController(true)
 		ctl.ControllerInfo.SupportsListPublishedNodes = false
-		e.reportPlugins("n1", ctl, ebsNode("n1"))
-		fake := newFakeController()
+		e.reportPlugins("n1", ctl, volumetest.EBSNode("n1"))
+		fake := volumetest.NewController()
 		v := e.loops(fake)
 		v.cfg.reconcileInterval = time.Minute
 		stop := start(v)
 		defer stop()
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.callsOf(listMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.ListMethod)); n != 0 {
 			t.Fatalf("%d ListVolumes to a controller without LIST_VOLUMES_PUBLISHED_NODES, want 0", n)
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -143,16 +144,16 @@ func TestCallsToOnePluginAreSerialized(t *testing.T) {
 		e := newEBSEnv(t)
 		e.registerVolume("v2", pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
 		e.operatorClaim("c2", "v2", "n1", pb.ClaimMode_CLAIM_MODE_WRITE)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		release := make(chan struct{})
-		fake.onCall = func(context.Context, fakeCall) error {
+		fake.OnCall = func(context.Context, volumetest.Call) error {
 			<-release
 			return nil
 		}
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
-		if n := len(fake.calls); n != 1 {
+		if n := len(fake.Calls); n != 1 {
 			t.Fatalf("%d calls in flight to plugin ebs, want 1", n)
 		}
 		close(release)
@@ -167,11 +168,11 @@ func TestPickController(t *testing.T) {
 	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
 		e.registerNode(n)
 	}
-	e.reportPlugins("n1", ebsController(true), nil)
-	e.reportPlugins("n2", ebsController(true), nil)
-	e.reportPlugins("n3", ebsController(true), nil)
-	e.reportPlugins("n4", ebsController(false), nil)
-	e.reportPlugins("n5", ebsController(true), nil)
+	e.reportPlugins("n1", volumetest.EBSController(true), nil)
+	e.reportPlugins("n2", volumetest.EBSController(true), nil)
+	e.reportPlugins("n3", volumetest.EBSController(true), nil)
+	e.reportPlugins("n4", volumetest.EBSController(false), nil)
+	e.reportPlugins("n5", volumetest.EBSController(true), nil)
 	e.apply(fsmNodeDown("n5"))
 	snap := e.snap()
 
@@ -187,7 +188,7 @@ func TestPickController(t *testing.T) {
 		{"the preferred one is down", "n5", "", nil, "n1"},
 		{"the preferred one could not be reached", "n1", "n1", nil, "n2"},
 	} {
-		got, err := pickControllerFrom(snap, "ebs", capPublish, tt.prefer, tt.avoid, tt.load)
+		got, err := pickControllerFrom(snap, "ebs", CapPublish, tt.prefer, tt.avoid, tt.load)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: picked %q (%v), want %s", tt.name, got, err, tt.want)
 		}
@@ -197,8 +198,8 @@ func TestPickController(t *testing.T) {
 	// the only way to make the call.
 	e2 := newVolEnv(t)
 	e2.registerNode("n1")
-	e2.reportPlugins("n1", ebsController(true), nil)
-	if got, err := pickControllerFrom(e2.snap(), "ebs", capPublish, "", "n1", nil); err != nil || got != "n1" {
+	e2.reportPlugins("n1", volumetest.EBSController(true), nil)
+	if got, err := pickControllerFrom(e2.snap(), "ebs", CapPublish, "", "n1", nil); err != nil || got != "n1" {
 		t.Errorf("sole controller to avoid: %q (%v), want n1", got, err)
 	}
 
@@ -206,15 +207,15 @@ func TestPickController(t *testing.T) {
 	e3 := newVolEnv(t)
 	e3.registerNode("n1")
 	e3.registerNode("n2")
-	e3.reportPlugins("n1", ebsController(false), nil)
-	e3.reportPlugins("n2", ebsController(true), nil)
+	e3.reportPlugins("n1", volumetest.EBSController(false), nil)
+	e3.reportPlugins("n2", volumetest.EBSController(true), nil)
 	e3.apply(fsmNodeDown("n2"))
-	_, err := pickController(e3.snap(), "ebs", capPublish, "")
+	_, err := PickController(e3.snap(), "ebs", CapPublish, "")
 	if !errors.Is(err, ErrNoController) || errcode.Code(err) != codes.FailedPrecondition ||
 		!strings.Contains(err.Error(), "instance on node n1 is unhealthy") || !strings.Contains(err.Error(), "node n2 is NODE_STATUS_DOWN") {
 		t.Errorf("no usable controller: %v, want ErrNoController (FailedPrecondition) naming n1 unhealthy and n2 down", err)
 	}
-	if _, err := pickController(e3.snap(), "nfs", capPublish, ""); !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), `plugin "nfs" is not reported by any node`) {
+	if _, err := PickController(e3.snap(), "nfs", CapPublish, ""); !errors.Is(err, ErrNoController) || !strings.Contains(err.Error(), `plugin "nfs" is not reported by any node`) {
 		t.Errorf("unknown plugin: %v, want ErrNoController naming it", err)
 	}
 }
@@ -233,40 +234,40 @@ func TestReconcileReadsEveryPage(t *testing.T) {
 			e.registerVolume(id, pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER)
 			e.operatorClaim("c-"+id, id, "n2", pb.ClaimMode_CLAIM_MODE_WRITE)
 		}
-		fake := newFakeController()
-		fake.pageSize = 1
+		fake := volumetest.NewController()
+		fake.PageSize = 1
 		v := e.loops(fake)
 		v.cfg.reconcileInterval = time.Minute
 		stop := start(v)
 		defer stop()
 		synctest.Wait()
-		if n := len(fake.callsOf(publishMethod)); n != 3 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 3 {
 			t.Fatalf("%d publishes, want 3", n)
 		}
-		fake.mu.Lock()
-		delete(fake.published, "ext-v3")
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		delete(fake.Published, "ext-v3")
+		fake.Mu.Unlock()
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		// ext-v1 and ext-v2, one page each (ext-v3 is listed nowhere).
-		if n := len(fake.callsOf(listMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.ListMethod)); n != 2 {
 			t.Fatalf("%d ListVolumes, want 2 (a page per listed volume)", n)
 		}
-		pubs := fake.callsOf(publishMethod)
-		if len(pubs) != 4 || pubs[3].req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v3" {
+		pubs := fake.CallsOf(volumetest.PublishMethod)
+		if len(pubs) != 4 || pubs[3].Req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v3" {
 			t.Fatalf("publishes = %v, want the three and ext-v3's repair", pubs)
 		}
 		if e.attachment("v3", "n2").GetAttempts() != 1 || e.attachment("v1", "n2").GetAttempts() != 0 || e.attachment("v2", "n2").GetAttempts() != 0 {
 			t.Fatal("the repair is recorded on v3's attachment only")
 		}
 		// The drift on a later page: v1 listed first, v2 dropped.
-		fake.mu.Lock()
-		fake.published["ext-v3"] = map[string]bool{"csi-n2": true}
-		delete(fake.published, "ext-v2")
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		fake.Published["ext-v3"] = map[string]bool{"csi-n2": true}
+		delete(fake.Published, "ext-v2")
+		fake.Mu.Unlock()
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if pubs := fake.callsOf(publishMethod); len(pubs) != 5 || pubs[4].req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v2" {
+		if pubs := fake.CallsOf(volumetest.PublishMethod); len(pubs) != 5 || pubs[4].Req.(*csipb.ControllerPublishVolumeRequest).GetVolumeId() != "ext-v2" {
 			t.Fatalf("publishes = %v, want ext-v2's repair last", pubs)
 		}
 	})
@@ -278,16 +279,16 @@ func TestReconcileReadsEveryPage(t *testing.T) {
 // attachment's, not an orphan to unpublish.
 func TestReconcileKeepsAnAttachmentWhoseNodeInstanceLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		e, stop := reconcileEnv(t, fake, time.Minute)
 		defer stop()
 		e.reportPlugins("n2", nil, nil)
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		if n := len(fake.callsOf(listMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.ListMethod)); n != 1 {
 			t.Fatalf("%d ListVolumes, want 1", n)
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes of an attached volume, want 0", n)
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)

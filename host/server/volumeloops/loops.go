@@ -1,7 +1,6 @@
-package server
+package volumeloops
 
 import (
-	"berth.dev/berth/internal/clock"
 	"context"
 	"math/rand/v2"
 	"sync"
@@ -12,17 +11,18 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/clock"
 )
 
 // The leader's volume loops (DESIGN "How data flows", steps 3, 5 and 6):
 //
-//   - the attach reconciler (csi_attach.go) makes the controller calls an
+//   - the attach reconciler (attach.go) makes the controller calls an
 //     attachment waits for — ControllerPublishVolume for an attaching one,
 //     ControllerUnpublishVolume for a detaching one — and writes each
 //     outcome back as an AttachmentUpdate;
-//   - the reaper (csi_reaper.go) forces releasing claims on a node that is
+//   - the reaper (reaper.go) forces releasing claims on a node that is
 //     down past force_detach_after, fenced or gone to node-detached;
-//   - the reconcile pass (csi_reconcile.go), every reconcile interval,
+//   - the reconcile pass (reconcile.go), every reconcile interval,
 //     compares what a controller with LIST_VOLUMES_PUBLISHED_NODES says is
 //     published with the attachments and repairs the drift.
 //
@@ -51,14 +51,14 @@ type volumeLoopConfig struct {
 // Defaults: force_detach_after as Kubernetes' (6 minutes); a reconcile
 // pass every 5 minutes (a second chance, never on the fast path).
 const (
-	defaultForceDetachAfter  = 6 * time.Minute
-	defaultReconcileInterval = 5 * time.Minute
+	DefaultForceDetachAfter  = 6 * time.Minute
+	DefaultReconcileInterval = 5 * time.Minute
 )
 
 func defaultVolumeLoopConfig() volumeLoopConfig {
 	return volumeLoopConfig{
-		forceDetachAfter:  defaultForceDetachAfter,
-		reconcileInterval: defaultReconcileInterval,
+		forceDetachAfter:  DefaultForceDetachAfter,
+		reconcileInterval: DefaultReconcileInterval,
 		retryInitial:      time.Second,
 		retryMax:          2 * time.Minute,
 		callTimeout:       2 * time.Minute,
@@ -67,17 +67,17 @@ func defaultVolumeLoopConfig() volumeLoopConfig {
 	}
 }
 
-// volumeLoops runs the volume loops while this server leads. One lives as
-// long as the server; run holds it for one leadership, and the next run
+// Loops runs the volume loops while this server leads. One lives as
+// long as the server; Run holds it for one leadership, and the next run
 // waits until every call of the previous one has ended, so one server
 // never has two calls in flight for one attachment.
-type volumeLoops struct {
+type Loops struct {
 	cfg     volumeLoopConfig
 	state   func() *fsm.StateStore
 	propose func(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error)
 	// caller is nil while no forwarder is wired: the reaper runs, the
 	// calls wait.
-	caller controllerCaller
+	caller ControllerCaller
 	clock  clock.Clock
 	logger hclog.Logger
 	// jitter returns a number in [0, 1) for the backoff's jitter.
@@ -105,24 +105,50 @@ type volumeLoops struct {
 
 type attachmentKey struct{ volume, node string }
 
-func newVolumeLoops(s *Server, caller controllerCaller) *volumeLoops {
+// Core is what the volume loops need of the server core: the local state
+// store and the leader's proposals.
+type Core interface {
+	State() *fsm.StateStore
+	Apply(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error)
+}
+
+// Config holds the settings of the volume loops the server's Config sets.
+type Config struct {
+	// ForceDetachAfter is how long a node stays down before its releasing
+	// claims are forced to node-detached; zero or less means
+	// DefaultForceDetachAfter.
+	ForceDetachAfter time.Duration
+	// ReconcileInterval is the period of the reconcile pass; zero means
+	// DefaultReconcileInterval, negative turns the pass off.
+	ReconcileInterval time.Duration
+	Clock             clock.Clock
+	Logger            hclog.Logger
+}
+
+// New returns the volume loops over core, making their controller calls
+// through caller (nil: the reaper runs, the calls wait).
+func New(core Core, caller ControllerCaller, c Config) *Loops {
 	cfg := defaultVolumeLoopConfig()
-	cfg.forceDetachAfter = s.cfg.ForceDetachAfter
-	cfg.reconcileInterval = s.cfg.VolumeReconcileInterval
-	return &volumeLoops{
+	if c.ForceDetachAfter > 0 {
+		cfg.forceDetachAfter = c.ForceDetachAfter
+	}
+	if c.ReconcileInterval != 0 {
+		cfg.reconcileInterval = c.ReconcileInterval
+	}
+	return &Loops{
 		cfg:     cfg,
-		state:   s.fsm.State,
-		propose: s.raftApply,
+		state:   core.State,
+		propose: core.Apply,
 		caller:  caller,
-		clock:   s.cfg.Clock,
-		logger:  s.logger.Named("volumes"),
+		clock:   c.Clock,
+		logger:  c.Logger.Named("volumes"),
 		jitter:  rand.Float64,
 	}
 }
 
-// run runs the loops until ctx (the leadership) ends, and returns once
+// Run runs the loops until ctx (the leadership) ends, and returns once
 // every call and write it started has ended.
-func (v *volumeLoops) run(ctx context.Context) {
+func (v *Loops) Run(ctx context.Context) {
 	v.runMu.Lock()
 	defer v.runMu.Unlock()
 	v.mu.Lock()
@@ -146,7 +172,7 @@ func (v *volumeLoops) run(ctx context.Context) {
 
 // kick wakes the attach reconciler. The channel is read under the lock:
 // a retry timer of the last leadership may fire while run makes the next.
-func (v *volumeLoops) kick() {
+func (v *Loops) kick() {
 	v.mu.Lock()
 	wake := v.wake
 	v.mu.Unlock()
@@ -157,7 +183,7 @@ func (v *volumeLoops) kick() {
 }
 
 // pluginLock returns the lock that serializes calls to pluginID.
-func (v *volumeLoops) pluginLock(pluginID string) *sync.Mutex {
+func (v *Loops) pluginLock(pluginID string) *sync.Mutex {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	l, ok := v.pluginLocks[pluginID]
@@ -171,26 +197,26 @@ func (v *volumeLoops) pluginLock(pluginID string) *sync.Mutex {
 // backoff is the wait before try attempts+1 after attempts uncertain
 // failures: retryInitial doubled per earlier failure, jittered by ±20%,
 // capped at retryMax.
-func (v *volumeLoops) backoff(attempts int32) time.Duration {
+func (v *Loops) backoff(attempts int32) time.Duration {
 	d := time.Duration(float64(v.doubled(attempts)) * (0.8 + 0.4*v.jitter()))
 	return min(d, v.cfg.retryMax)
 }
 
 // nominalBackoff is backoff without its jitter, for a wait every pass
 // and every leader must compute alike.
-func (v *volumeLoops) nominalBackoff(attempts int32) time.Duration {
+func (v *Loops) nominalBackoff(attempts int32) time.Duration {
 	return min(v.doubled(attempts), v.cfg.retryMax)
 }
 
 // doubled is retryInitial doubled per failure before the last, capped at
 // retryMax (internal/backoff without its jitter: the loops draw their own,
 // so tests can fix it).
-func (v *volumeLoops) doubled(attempts int32) time.Duration {
+func (v *Loops) doubled(attempts int32) time.Duration {
 	return backoff.Backoff{Initial: v.cfg.retryInitial, Max: v.cfg.retryMax}.Delay(int(attempts))
 }
 
 // write proposes one command with the write timeout.
-func (v *volumeLoops) write(ctx context.Context, t fsm.MessageType, msg proto.Message) error {
+func (v *Loops) write(ctx context.Context, t fsm.MessageType, msg proto.Message) error {
 	wctx, cancel := context.WithTimeout(ctx, v.cfg.writeTimeout)
 	defer cancel()
 	_, err := v.propose(wctx, t, msg)
@@ -198,6 +224,6 @@ func (v *volumeLoops) write(ctx context.Context, t fsm.MessageType, msg proto.Me
 }
 
 // timerAt arms a timer calling f at when (at once if it has passed).
-func (v *volumeLoops) timerAt(when time.Time, f func()) clock.Timer {
+func (v *Loops) timerAt(when time.Time, f func()) clock.Timer {
 	return v.clock.AfterFunc(max(when.Sub(v.clock.Now()), 0), f)
 }

@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -15,20 +15,21 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/rpc/pb"
 )
 
 func TestAttachPublishesThroughTheControllerAndReadiesTheClaim(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 
-		calls := fake.callsOf(publishMethod)
+		calls := fake.CallsOf(volumetest.PublishMethod)
 		if len(calls) != 1 {
-			t.Fatalf("publish calls = %s, want 1", describeCalls(calls))
+			t.Fatalf("publish calls = %s, want 1", volumetest.DescribeCalls(calls))
 		}
 		want := &csipb.ControllerPublishVolumeRequest{
 			VolumeId: "ext-v1", NodeId: "csi-n2",
@@ -38,8 +39,8 @@ func TestAttachPublishesThroughTheControllerAndReadiesTheClaim(t *testing.T) {
 			},
 			Secrets: map[string]string{"token": "s3cret"}, VolumeContext: map[string]string{"zone": "a"},
 		}
-		if calls[0].node != "n1" || calls[0].plugin != "ebs" || !proto.Equal(calls[0].req, want) {
-			t.Fatalf("publish = %s on %s/%s, want %v through n1/ebs", calls[0].req, calls[0].node, calls[0].plugin, want)
+		if calls[0].Node != "n1" || calls[0].Plugin != "ebs" || !proto.Equal(calls[0].Req, want) {
+			t.Fatalf("publish = %s on %s/%s, want %v through n1/ebs", calls[0].Req, calls[0].Node, calls[0].Plugin, want)
 		}
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -52,8 +53,8 @@ func TestAttachPublishesThroughTheControllerAndReadiesTheClaim(t *testing.T) {
 		// Nothing more to do: an hour later, still one call.
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.calls); n != 1 {
-			t.Fatalf("%d calls after the publish, want 1: %v", n, fake.methods())
+		if n := len(fake.Calls); n != 1 {
+			t.Fatalf("%d calls after the publish, want 1: %v", n, fake.Methods())
 		}
 	})
 }
@@ -61,8 +62,8 @@ func TestAttachPublishesThroughTheControllerAndReadiesTheClaim(t *testing.T) {
 func TestAttachRetriesUncertainErrorsWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.failNext(publishMethod, codes.Unavailable, codes.DeadlineExceeded)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.PublishMethod, codes.Unavailable, codes.DeadlineExceeded)
 		v := e.loops(fake)
 		stop := start(v)
 		defer stop()
@@ -86,13 +87,13 @@ func TestAttachRetriesUncertainErrorsWithBackoff(t *testing.T) {
 		}
 		time.Sleep(799 * time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(publishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 1 {
 			t.Fatalf("%d publishes before the retry is due, want 1", n)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		a = e.attachment("v1", "n2")
-		if n := len(fake.callsOf(publishMethod)); n != 2 || a.GetAttempts() != 2 || a.GetLastError().GetCode() != pb.GrpcCode(codes.DeadlineExceeded) {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 || a.GetAttempts() != 2 || a.GetLastError().GetCode() != pb.GrpcCode(codes.DeadlineExceeded) {
 			t.Fatalf("after the retry: %d publishes, attachment %v; want 2, attempts 2, DeadlineExceeded", n, a)
 		}
 		if got := time.Until(time.Unix(0, a.GetNextRetryAt())); got != 1600*time.Millisecond {
@@ -102,14 +103,14 @@ func TestAttachRetriesUncertainErrorsWithBackoff(t *testing.T) {
 		synctest.Wait()
 		a = e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-		if n := len(fake.callsOf(publishMethod)); n != 3 || a.GetAttempts() != 0 || a.GetLastError() != nil {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 3 || a.GetAttempts() != 0 || a.GetLastError() != nil {
 			t.Fatalf("after success: %d publishes, attachment %v; want 3, the error cleared", n, a)
 		}
 	})
 }
 
 func TestBackoffIsCappedAndJittered(t *testing.T) {
-	v := &volumeLoops{cfg: defaultVolumeLoopConfig(), jitter: func() float64 { return 0.999999 }}
+	v := &Loops{cfg: defaultVolumeLoopConfig(), jitter: func() float64 { return 0.999999 }}
 	if got := v.backoff(1); got < 1190*time.Millisecond || got > 1200*time.Millisecond {
 		t.Errorf("backoff(1) with the highest jitter = %s, want just under 1.2s", got)
 	}
@@ -125,8 +126,8 @@ func TestBackoffIsCappedAndJittered(t *testing.T) {
 func TestAttachFinalErrorSurfacesAndWaitsForAChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.failNext(publishMethod, codes.InvalidArgument)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.PublishMethod, codes.InvalidArgument)
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -139,15 +140,15 @@ func TestAttachFinalErrorSurfacesAndWaitsForAChange(t *testing.T) {
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.callsOf(publishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 1 {
 			t.Fatalf("%d publishes an hour after a final error, want 1 (not retried until something changes)", n)
 		}
 		// Something changes: a second controller instance appears (the
 		// plugin's row changes). The call is made again.
 		e.registerNode("n3")
-		e.reportPlugins("n3", ebsController(true), nil)
+		e.reportPlugins("n3", volumetest.EBSController(true), nil)
 		synctest.Wait()
-		if n := len(fake.callsOf(publishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 			t.Fatalf("%d publishes after the plugin changed, want 2", n)
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -157,17 +158,17 @@ func TestAttachFinalErrorSurfacesAndWaitsForAChange(t *testing.T) {
 func TestAttachNoControllerIsRecordedAndRetriedWhenOneAppears(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		e.reportPlugins("n1", ebsController(false), ebsNode("n1"))
-		fake := newFakeController()
+		e.reportPlugins("n1", volumetest.EBSController(false), volumetest.EBSNode("n1"))
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
-		if len(fake.calls) != 0 || a.GetLastError().GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(a.GetLastError().GetMessage(), `plugin "ebs"`) ||
+		if len(fake.Calls) != 0 || a.GetLastError().GetCode() != pb.GrpcCode(codes.FailedPrecondition) || !strings.Contains(a.GetLastError().GetMessage(), `plugin "ebs"`) ||
 			!strings.Contains(a.GetLastError().GetMessage(), "unhealthy") {
-			t.Fatalf("with no healthy controller: calls %v, attachment %v; want no call, FailedPrecondition naming the plugin", fake.methods(), a)
+			t.Fatalf("with no healthy controller: calls %v, attachment %v; want no call, FailedPrecondition naming the plugin", fake.Methods(), a)
 		}
-		e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+		e.reportPlugins("n1", volumetest.EBSController(true), volumetest.EBSNode("n1"))
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 	})
@@ -177,9 +178,9 @@ func TestAttachMovesToAnotherControllerWhenItsNodeIsUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		e.registerNode("n3")
-		e.reportPlugins("n3", ebsController(true), nil)
-		fake := newFakeController()
-		fake.failNext(publishMethod, codes.Unavailable)
+		e.reportPlugins("n3", volumetest.EBSController(true), nil)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.PublishMethod, codes.Unavailable)
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -188,9 +189,9 @@ func TestAttachMovesToAnotherControllerWhenItsNodeIsUnreachable(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		calls := fake.callsOf(publishMethod)
-		if len(calls) != 2 || calls[0].node != "n1" || calls[1].node != "n3" {
-			t.Fatalf("publishes = %s, want n1 (unreachable) then n3", describeCalls(calls))
+		calls := fake.CallsOf(volumetest.PublishMethod)
+		if len(calls) != 2 || calls[0].Node != "n1" || calls[1].Node != "n3" {
+			t.Fatalf("publishes = %s, want n1 (unreachable) then n3", volumetest.DescribeCalls(calls))
 		}
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -203,20 +204,20 @@ func TestAttachMovesToAnotherControllerWhenItsNodeIsUnreachable(t *testing.T) {
 func TestAttachFollowsTheControllerToItsNewNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.failNext(publishMethod, codes.Aborted)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.PublishMethod, codes.Aborted)
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 		// The controller moves: n1's instance goes, n3 runs one.
-		e.reportPlugins("n1", nil, ebsNode("n1"))
+		e.reportPlugins("n1", nil, volumetest.EBSNode("n1"))
 		e.registerNode("n3")
-		e.reportPlugins("n3", ebsController(true), nil)
+		e.reportPlugins("n3", volumetest.EBSController(true), nil)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		calls := fake.callsOf(publishMethod)
-		if len(calls) != 2 || calls[1].node != "n3" {
-			t.Fatalf("publishes = %s, want the retry through n3", describeCalls(calls))
+		calls := fake.CallsOf(volumetest.PublishMethod)
+		if len(calls) != 2 || calls[1].Node != "n3" {
+			t.Fatalf("publishes = %s, want the retry through n3", volumetest.DescribeCalls(calls))
 		}
 		if a := e.attachment("v1", "n2"); a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHED || a.GetControllerNodeId() != "n3" {
 			t.Fatalf("attachment = %v, want attached through n3", a)
@@ -235,8 +236,8 @@ func TestDetachUnpublishesOnceAndFreesTheClaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEBSEnv(t)
-				fake := newFakeController()
-				fake.failNext(unpublishMethod, tc.fail...)
+				fake := volumetest.NewController()
+				fake.FailNext(volumetest.UnpublishMethod, tc.fail...)
 				stop := start(e.loops(fake))
 				defer stop()
 				synctest.Wait()
@@ -245,15 +246,15 @@ func TestDetachUnpublishesOnceAndFreesTheClaim(t *testing.T) {
 				// Released but not yet detached by its client: nothing to do.
 				e.apply(fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "c1"})
 				synctest.Wait()
-				if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+				if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 					t.Fatalf("%d unpublishes while the claim is releasing, want 0", n)
 				}
 				e.apply(fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{{ClaimId: "c1", State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED, NodeId: "n2"}}})
 				synctest.Wait()
-				calls := fake.callsOf(unpublishMethod)
+				calls := fake.CallsOf(volumetest.UnpublishMethod)
 				want := &csipb.ControllerUnpublishVolumeRequest{VolumeId: "ext-v1", NodeId: "csi-n2", Secrets: map[string]string{"token": "s3cret"}}
-				if len(calls) != 1 || calls[0].node != "n1" || !proto.Equal(calls[0].req, want) {
-					t.Fatalf("unpublishes = %s, want one %v through n1", describeCalls(calls), want)
+				if len(calls) != 1 || calls[0].Node != "n1" || !proto.Equal(calls[0].Req, want) {
+					t.Fatalf("unpublishes = %s, want one %v through n1", volumetest.DescribeCalls(calls), want)
 				}
 				if a := e.attachment("v1", "n2"); a != nil {
 					t.Fatalf("attachment after the unpublish: %v, want removed", a)
@@ -263,7 +264,7 @@ func TestDetachUnpublishesOnceAndFreesTheClaim(t *testing.T) {
 				}
 				time.Sleep(time.Hour)
 				synctest.Wait()
-				if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+				if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 					t.Fatalf("%d unpublishes for one detach, want 1", n)
 				}
 			})
@@ -281,11 +282,11 @@ func TestDetachGoesBeforeAttachInOnePlugin(t *testing.T) {
 		e.release("c1", "n2")
 		e.operatorClaim("c2", "v2", "n2", pb.ClaimMode_CLAIM_MODE_WRITE)
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
-		if got := fake.methods(); len(got) != 2 || got[0] != "ControllerUnpublishVolume" || got[1] != "ControllerPublishVolume" {
+		if got := fake.Methods(); len(got) != 2 || got[0] != "ControllerUnpublishVolume" || got[1] != "ControllerPublishVolume" {
 			t.Fatalf("calls = %v, want the unpublish of v1, then the publish of v2", got)
 		}
 		if e.attachment("v1", "n2") != nil {
@@ -306,14 +307,14 @@ func TestDetachOfAGoneNodeDoesNotBlock(t *testing.T) {
 		// n2 is deregistered (garbage-collected) with the claim releasing:
 		// its client will never report, and its CSI node ID is gone.
 		e.apply(fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n2"})
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 		if e.claim("c1") != nil || e.attachment("v1", "n2") != nil {
 			t.Fatalf("claim %v, attachment %v: want both gone (forced, detached without a call)", e.claim("c1"), e.attachment("v1", "n2"))
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes for a node nobody knows, want 0 (left to the reconcile pass)", n)
 		}
 	})
@@ -327,11 +328,11 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 	t.Run("write lost", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEBSEnv(t)
-			fake := newFakeController()
+			fake := volumetest.NewController()
 			e.setFailWrite(lostLeadership)
 			stop1 := start(e.loops(fake))
 			synctest.Wait()
-			if n := len(fake.callsOf(publishMethod)); n != 1 {
+			if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 1 {
 				t.Fatalf("first leader made %d publishes, want 1", n)
 			}
 			stop1()
@@ -343,7 +344,7 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 			synctest.Wait()
 			time.Sleep(time.Hour)
 			synctest.Wait()
-			if n := len(fake.callsOf(publishMethod)); n != 2 {
+			if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 				t.Fatalf("%d publishes in all, want 2 (one per leader)", n)
 			}
 			wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
@@ -352,7 +353,7 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 	t.Run("write committed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEBSEnv(t)
-			fake := newFakeController()
+			fake := volumetest.NewController()
 			// The write commits, then the leadership ends: every later
 			// write of the first leader fails.
 			e.setFailWrite(func(mt fsm.MessageType, msg proto.Message) error {
@@ -369,7 +370,7 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 			synctest.Wait()
 			time.Sleep(time.Hour)
 			synctest.Wait()
-			if n := len(fake.callsOf(publishMethod)); n != 1 {
+			if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 1 {
 				t.Fatalf("%d publishes in all, want 1: the new leader found it attached", n)
 			}
 		})
@@ -377,8 +378,8 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 	t.Run("call in flight when leadership ends", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEBSEnv(t)
-			fake := newFakeController()
-			fake.onCall = func(ctx context.Context, c fakeCall) error {
+			fake := volumetest.NewController()
+			fake.OnCall = func(ctx context.Context, c volumetest.Call) error {
 				<-ctx.Done() // the plugin hangs until the caller leaves
 				return ctx.Err()
 			}
@@ -389,14 +390,14 @@ func TestNewLeaderResumesAPublishWithoutDoubling(t *testing.T) {
 			if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_ATTACHING || a.GetAttempts() != 0 {
 				t.Fatalf("after the leadership ended mid-call: %v, want attaching with nothing recorded", a)
 			}
-			fake.mu.Lock()
-			fake.onCall = nil
-			fake.mu.Unlock()
+			fake.Mu.Lock()
+			fake.OnCall = nil
+			fake.Mu.Unlock()
 			stop2 := start(e.loops(fake))
 			defer stop2()
 			synctest.Wait()
 			wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-			if n := len(fake.callsOf(publishMethod)); n != 2 {
+			if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 				t.Fatalf("%d publishes, want 2 (the abandoned one and the new leader's)", n)
 			}
 		})
@@ -410,24 +411,24 @@ func TestAttachWaitsForTheNodesCSINodeID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
 		e.reportPlugins("n2", nil, nil)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
 		le := a.GetLastError()
-		if len(fake.calls) != 0 || le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
-			t.Fatalf("without n2's node instance: calls %v, attachment %v; want no call, a final FailedPrecondition", fake.methods(), a)
+		if len(fake.Calls) != 0 || le.GetCode() != pb.GrpcCode(codes.FailedPrecondition) || le.GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
+			t.Fatalf("without n2's node instance: calls %v, attachment %v; want no call, a final FailedPrecondition", fake.Methods(), a)
 		}
 		for _, s := range []string{"volume v1", "node n2", `plugin "ebs"`, "CSI node ID is unknown"} {
 			if !strings.Contains(le.GetMessage(), s) {
 				t.Fatalf("error %q does not say %q", le.GetMessage(), s)
 			}
 		}
-		e.reportPlugins("n2", nil, ebsNode("n2"))
+		e.reportPlugins("n2", nil, volumetest.EBSNode("n2"))
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-		if calls := fake.callsOf(publishMethod); len(calls) != 1 || calls[0].req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() != "csi-n2" {
+		if calls := fake.CallsOf(volumetest.PublishMethod); len(calls) != 1 || calls[0].Req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() != "csi-n2" {
 			t.Fatalf("publishes = %v, want one to csi-n2", calls)
 		}
 	})
@@ -438,7 +439,7 @@ func TestAttachWaitsForTheNodesCSINodeID(t *testing.T) {
 func TestDetachOfAGoneNodeUnpublishesWithTheRecordedCSINodeID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -452,7 +453,7 @@ func TestDetachOfAGoneNodeUnpublishesWithTheRecordedCSINodeID(t *testing.T) {
 			t.Fatalf("claim %v, attachment %v: want both gone", e.claim("c1"), e.attachment("v1", "n2"))
 		}
 		want := &csipb.ControllerUnpublishVolumeRequest{VolumeId: "ext-v1", NodeId: "csi-n2", Secrets: map[string]string{"token": "s3cret"}}
-		if calls := fake.callsOf(unpublishMethod); len(calls) != 1 || !proto.Equal(calls[0].req, want) {
+		if calls := fake.CallsOf(volumetest.UnpublishMethod); len(calls) != 1 || !proto.Equal(calls[0].Req, want) {
 			t.Fatalf("unpublishes = %v, want one %v", calls, want)
 		}
 	})
@@ -464,8 +465,8 @@ func TestDetachOfAGoneNodeUnpublishesWithTheRecordedCSINodeID(t *testing.T) {
 func TestDetachAfterAnUncertainPublishUnpublishes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.failNext(publishMethod, codes.DeadlineExceeded)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.PublishMethod, codes.DeadlineExceeded)
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -477,7 +478,7 @@ func TestDetachAfterAnUncertainPublishUnpublishes(t *testing.T) {
 		if e.attachment("v1", "n2") != nil || e.claim("c1") != nil {
 			t.Fatal("attachment or claim left after the detach")
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes, want 1", n)
 		}
 	})
@@ -495,7 +496,7 @@ func TestDetachWithoutACSINodeIDOfANodeThatIsDown(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEBSEnv(t)
 				e.reportPlugins("n2", nil, nil)
-				fake := newFakeController()
+				fake := volumetest.NewController()
 				stop := start(e.loops(fake))
 				defer stop()
 				synctest.Wait()
@@ -523,8 +524,8 @@ func TestDetachWithoutACSINodeIDOfANodeThatIsDown(t *testing.T) {
 				if e.attachment("v1", "n2") != nil || e.claim("c1") != nil {
 					t.Fatalf("node %s: attachment %v, claim %v; want both gone", off, e.attachment("v1", "n2"), e.claim("c1"))
 				}
-				if n := len(fake.calls); n != 0 {
-					t.Fatalf("%d controller calls (%s), want none: no publish was ever made", n, describeCalls(fake.calls))
+				if n := len(fake.Calls); n != 0 {
+					t.Fatalf("%d controller calls (%s), want none: no publish was ever made", n, volumetest.DescribeCalls(fake.Calls))
 				}
 				e.apply(fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1"})
 			})
@@ -556,7 +557,7 @@ func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
 	} {
 		e := newVolEnv(t)
 		e.registerNode("n1")
-		e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+		e.reportPlugins("n1", volumetest.EBSController(true), volumetest.EBSNode("n1"))
 		e.registerVolume("v1", tc.access)
 		for i, mode := range tc.claims {
 			e.apply(fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
@@ -584,14 +585,14 @@ func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
 func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		e.reportPlugins("n1", ebsController(false), ebsNode("n1"))
-		fake := newFakeController()
+		e.reportPlugins("n1", volumetest.EBSController(false), volumetest.EBSNode("n1"))
+		fake := volumetest.NewController()
 		l := e.loops(fake)
 		propose, healed := l.propose, false
 		l.propose = func(ctx context.Context, typ fsm.MessageType, msg proto.Message) (uint64, error) {
 			if cmd, ok := msg.(*pb.AttachmentUpdateCommand); ok && cmd.GetError() != nil && !healed {
 				healed = true
-				e.reportPlugins("n1", ebsController(true), ebsNode("n1"))
+				e.reportPlugins("n1", volumetest.EBSController(true), volumetest.EBSNode("n1"))
 			}
 			return propose(ctx, typ, msg)
 		}
@@ -602,8 +603,8 @@ func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
 			t.Fatal("no failure was written: the step did not fail for want of a healthy controller")
 		}
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-		if calls := fake.callsOf(publishMethod); len(calls) != 1 {
-			t.Fatalf("publish calls = %s, want 1", describeCalls(calls))
+		if calls := fake.CallsOf(volumetest.PublishMethod); len(calls) != 1 {
+			t.Fatalf("publish calls = %s, want 1", volumetest.DescribeCalls(calls))
 		}
 	})
 }
@@ -617,23 +618,23 @@ func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
 func TestAttachRefusedForAnotherInstanceIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.mu.Lock()
-		fake.errs[publishMethod] = []error{csi.InstanceChangedStatus(fmt.Errorf("csi plugin %q on node n1: %w: addressed to the storage adapter, served by the task plugin of alloc a9",
+		fake := volumetest.NewController()
+		fake.Mu.Lock()
+		fake.Errs[volumetest.PublishMethod] = []error{csi.InstanceChangedStatus(fmt.Errorf("csi plugin %q on node n1: %w: addressed to the storage adapter, served by the task plugin of alloc a9",
 			"ebs", csi.ErrControllerInstanceChanged))}
-		fake.mu.Unlock()
+		fake.Mu.Unlock()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 
-		calls := fake.callsOf(publishMethod)
+		calls := fake.CallsOf(volumetest.PublishMethod)
 		p, err := e.snap().CSIPluginByID(nil, "ebs")
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := csi.InstanceOf(p.GetControllers()["n1"])
-		if len(calls) != 1 || !proto.Equal(calls[0].expect, want) {
-			t.Fatalf("publish calls %s, want one addressed to %v", describeCalls(calls), want)
+		if len(calls) != 1 || !proto.Equal(calls[0].Expect, want) {
+			t.Fatalf("publish calls %s, want one addressed to %v", volumetest.DescribeCalls(calls), want)
 		}
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING)
@@ -644,7 +645,7 @@ func TestAttachRefusedForAnotherInstanceIsRetried(t *testing.T) {
 		time.Sleep(time.Until(time.Unix(0, a.GetNextRetryAt())))
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
-		if n := len(fake.callsOf(publishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 			t.Fatalf("%d publishes, want 2", n)
 		}
 	})

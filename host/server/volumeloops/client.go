@@ -1,8 +1,9 @@
-package server
+package volumeloops
 
 import (
 	"context"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -44,10 +45,11 @@ func (c forwardConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 	return nil, status.Error(codes.Unimplemented, "csi calls through a node are unary")
 }
 
-// csiClientVia is a CSI client of pluginID's controller instance on
-// nodeID, through calls; with expect set, only of that instance (a node
-// serving the ID with another one refuses: csi.InstanceChanged).
-func (s *Server) csiClientVia(calls controllerCaller, nodeID, pluginID string, expect *pb.CSIControllerInstance) *csi.Client {
+// ClientVia is a CSI client of pluginID's controller instance on nodeID,
+// through calls; with expect set, only of that instance (a node serving
+// the ID with another one refuses: csi.InstanceChanged). logger is the
+// server's.
+func ClientVia(calls ControllerCaller, logger hclog.Logger, nodeID, pluginID string, expect *pb.CSIControllerInstance) *csi.Client {
 	return csi.New(forwardConn{call: calls.ControllerCall, nodeID: nodeID, pluginID: pluginID, expect: expect},
-		csi.WithLogger(s.logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)))
+		csi.WithLogger(logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)))
 }

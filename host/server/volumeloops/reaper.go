@@ -1,7 +1,6 @@
-package server
+package volumeloops
 
 import (
-	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -31,7 +31,7 @@ import (
 // nodes they are on, with one timer for the earliest down node's deadline.
 
 // runReaper is the reaper's loop.
-func (v *volumeLoops) runReaper(ctx context.Context) {
+func (v *Loops) runReaper(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -80,7 +80,7 @@ func (v *volumeLoops) runReaper(ctx context.Context) {
 
 // reapPass proposes what is due and returns the earliest deadline still
 // ahead (zero if none), and whether a write failed.
-func (v *volumeLoops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot) (next time.Time, failed bool) {
+func (v *Loops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot) (next time.Time, failed bool) {
 	now := v.clock.Now()
 	releasing, err := snap.ClaimsByState(ws, pb.ClaimState_CLAIM_STATE_RELEASING)
 	if err != nil {

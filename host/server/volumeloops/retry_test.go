@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -21,35 +22,35 @@ import (
 func TestAttachRetryAfterTheOrphanIsUnpublishedSurvivesALeaderChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.published["ext-v1"] = map[string]bool{"csi-n1": true} // no attachment v1/n1 holds it
-		fake.failNext(publishMethod, codes.FailedPrecondition)
+		fake := volumetest.NewController()
+		fake.Published["ext-v1"] = map[string]bool{"csi-n1": true} // no attachment v1/n1 holds it
+		fake.FailNext(volumetest.PublishMethod, codes.FailedPrecondition)
 		first := e.loops(fake)
 		first.cfg.reconcileInterval = 5 * time.Minute
 		ctx, lose := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); first.run(ctx) }()
+		go func() { defer close(done); first.Run(ctx) }()
 		synctest.Wait()
 		if a := e.attachment("v1", "n2"); a.GetLastError().GetClass() != pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
 			t.Fatalf("after the refused publish: %v, want a final error", a)
 		}
 
 		// The first leader's retried publish ends with its leadership.
-		fake.mu.Lock()
-		fake.onCall = func(ctx context.Context, c fakeCall) error {
-			if c.method != publishMethod {
+		fake.Mu.Lock()
+		fake.OnCall = func(ctx context.Context, c volumetest.Call) error {
+			if c.Method != volumetest.PublishMethod {
 				return nil
 			}
 			lose()
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		fake.mu.Unlock()
+		fake.Mu.Unlock()
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
 		lose() // already lost when the retried publish came
 		<-done
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes by the first leader, want 1 (the orphan on csi-n1)", n)
 		}
 		a := e.attachment("v1", "n2")
@@ -58,9 +59,9 @@ func TestAttachRetryAfterTheOrphanIsUnpublishedSurvivesALeaderChange(t *testing.
 			t.Fatalf("the attachment after the orphan was unpublished: %v, want the repair recorded (naming csi-n1), not the final error", a)
 		}
 
-		fake.mu.Lock()
-		fake.onCall = nil
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		fake.OnCall = nil
+		fake.Mu.Unlock()
 		stop := start(e.loops(fake)) // the next leader, reconcile pass off
 		defer stop()
 		synctest.Wait()
@@ -80,20 +81,20 @@ func TestAttachRetryAfterTheOrphanIsUnpublishedSurvivesALeaderChange(t *testing.
 func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 
-		fake.failNext(unpublishMethod, codes.FailedPrecondition, codes.FailedPrecondition, codes.FailedPrecondition)
+		fake.FailNext(volumetest.UnpublishMethod, codes.FailedPrecondition, codes.FailedPrecondition, codes.FailedPrecondition)
 		e.release("c1", "n2")
 		synctest.Wait()
 		// n2's node plugin leaves: the plugin row and n2's row change, so
 		// the final failure is tried again at once, and fails again.
 		e.reportPlugins("n2", nil, nil)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes, want 2 (the first, and the retry on n2's change)", n)
 		}
 		a := e.attachment("v1", "n2")
@@ -108,21 +109,21 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 		// before.
 		e.apply(fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: "n2"})
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes right after n2 was collected, want 2 (its retry comes on the backoff)", n)
 		}
 		time.Sleep(time.Until(failedAt.Add(1600*time.Millisecond)) - time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes before the backoff ended, want 2", n)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		calls := fake.callsOf(unpublishMethod)
+		calls := fake.CallsOf(volumetest.UnpublishMethod)
 		if len(calls) != 3 {
 			t.Fatalf("%d unpublishes once the backoff ended, want 3", len(calls))
 		}
-		if got := calls[2].req.(interface{ GetNodeId() string }).GetNodeId(); got != "csi-n2" {
+		if got := calls[2].Req.(interface{ GetNodeId() string }).GetNodeId(); got != "csi-n2" {
 			t.Fatalf("the gone node's unpublish names CSI node %q, want csi-n2 (recorded at publish)", got)
 		}
 		// Failed final with n2 gone: the retry time is recorded (4 s of
@@ -134,15 +135,15 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 		}
 		time.Sleep(4 * time.Second)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 4 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 4 {
 			t.Fatalf("%d unpublishes, want 4", n)
 		}
 		if a := e.attachment("v1", "n2"); a != nil {
 			t.Fatalf("attachment v1/n2 after its unpublish succeeded: %v, want it removed", a)
 		}
-		fake.mu.Lock()
-		left := fake.published["ext-v1"]["csi-n2"]
-		fake.mu.Unlock()
+		fake.Mu.Lock()
+		left := fake.Published["ext-v1"]["csi-n2"]
+		fake.Mu.Unlock()
 		if left {
 			t.Fatal("ext-v1 is still published to csi-n2")
 		}
@@ -159,7 +160,7 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 func TestDetachRetriesAFinalUnpublishUntilItSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		v := e.loops(fake)
 		v.cfg.retryMax = 4 * time.Second
 		stop := start(v)
@@ -168,7 +169,7 @@ func TestDetachRetriesAFinalUnpublishUntilItSucceeds(t *testing.T) {
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 
 		fails := []codes.Code{codes.Internal, codes.Internal, codes.Internal, codes.Internal, codes.Internal}
-		fake.failNext(unpublishMethod, fails...)
+		fake.FailNext(volumetest.UnpublishMethod, fails...)
 		e.release("c1", "n2")
 		synctest.Wait()
 		// Backoff with zero jitter (0.8 of it): 1 s, 2 s, 4 s, then capped
@@ -187,12 +188,12 @@ func TestDetachRetriesAFinalUnpublishUntilItSucceeds(t *testing.T) {
 			}
 			time.Sleep(time.Until(failedAt.Add(want)) - time.Millisecond)
 			synctest.Wait()
-			if n := len(fake.callsOf(unpublishMethod)); n != i+1 {
+			if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != i+1 {
 				t.Fatalf("%d unpublishes before retry %d was due, want %d", n, i+1, i+1)
 			}
 			time.Sleep(time.Millisecond)
 			synctest.Wait()
-			if n := len(fake.callsOf(unpublishMethod)); n != i+2 {
+			if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != i+2 {
 				t.Fatalf("%d unpublishes once retry %d was due, want %d", n, i+1, i+2)
 			}
 		}
@@ -219,21 +220,21 @@ func TestDetachFailureWithoutARetryTimeIsRetriedOnTheNominalBackoff(t *testing.T
 			ControllerNodeId: "n1", CsiNodeId: "csi-n2", Attempts: 2, UpdatedAt: failedAt.UnixNano(),
 			Error: &pb.VolumeError{Message: "volume v1: internal", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL,
 				Code: pb.GrpcCode(codes.Internal), FailedAt: failedAt.UnixNano(), DecidedIndex: 1 << 40}})
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes before the nominal backoff (2 s after 2 attempts), want 0", n)
 		}
 		time.Sleep(2*time.Second - time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes a millisecond before the nominal backoff ended, want 0", n)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 || e.attachment("v1", "n2") != nil {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 || e.attachment("v1", "n2") != nil {
 			t.Fatalf("%d unpublishes, attachment %v once the nominal backoff ended; want 1 and the attachment removed", n, e.attachment("v1", "n2"))
 		}
 	})

@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"fmt"
@@ -13,58 +13,58 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// ErrNoController is returned by pickController when the plugin has no
+// ErrNoController is returned by PickController when the plugin has no
 // controller instance that is healthy on a ready, unfenced node: no
 // controller call can be made until one comes back.
 var ErrNoController = errcode.New(codes.FailedPrecondition, "no healthy controller instance of the plugin")
 
-// ErrNoCapableController is returned by pickController when the plugin
+// ErrNoCapableController is returned by PickController when the plugin
 // has controller instances and none of them advertises the capability the
 // call needs: a final answer (FailedPrecondition) naming the plugin, the
 // capability and each instance, until a controller that can reports.
 var ErrNoCapableController = errcode.New(codes.FailedPrecondition, "no controller instance of the plugin advertises the capability the call needs")
 
-// controllerCap is the controller capability a call needs, the CSI word
+// Cap is the controller capability a call needs, the CSI word
 // operators look up in the plugin's documentation.
-type controllerCap string
+type Cap string
 
 const (
-	// capAnyController is any controller (ValidateVolumeCapabilities,
+	// CapAnyController is any controller (ValidateVolumeCapabilities,
 	// which every controller serves).
-	capAnyController controllerCap = ""
-	// capPublish is PUBLISH_UNPUBLISH_VOLUME: ControllerPublishVolume and
+	CapAnyController Cap = ""
+	// CapPublish is PUBLISH_UNPUBLISH_VOLUME: ControllerPublishVolume and
 	// ControllerUnpublishVolume.
-	capPublish controllerCap = "PUBLISH_UNPUBLISH_VOLUME"
-	// capCreateDelete is CREATE_DELETE_VOLUME: CreateVolume, DeleteVolume.
-	capCreateDelete controllerCap = "CREATE_DELETE_VOLUME"
-	// capSnapshot is CREATE_DELETE_SNAPSHOT.
-	capSnapshot controllerCap = "CREATE_DELETE_SNAPSHOT"
-	// capListSnapshots is LIST_SNAPSHOTS.
-	capListSnapshots controllerCap = "LIST_SNAPSHOTS"
-	// capExpand is EXPAND_VOLUME.
-	capExpand controllerCap = "EXPAND_VOLUME"
-	// capListPublished is LIST_VOLUMES with LIST_VOLUMES_PUBLISHED_NODES:
+	CapPublish Cap = "PUBLISH_UNPUBLISH_VOLUME"
+	// CapCreateDelete is CREATE_DELETE_VOLUME: CreateVolume, DeleteVolume.
+	CapCreateDelete Cap = "CREATE_DELETE_VOLUME"
+	// CapSnapshot is CREATE_DELETE_SNAPSHOT.
+	CapSnapshot Cap = "CREATE_DELETE_SNAPSHOT"
+	// CapListSnapshots is LIST_SNAPSHOTS.
+	CapListSnapshots Cap = "LIST_SNAPSHOTS"
+	// CapExpand is EXPAND_VOLUME.
+	CapExpand Cap = "EXPAND_VOLUME"
+	// CapListPublished is LIST_VOLUMES with LIST_VOLUMES_PUBLISHED_NODES:
 	// what the reconcile pass reads.
-	capListPublished controllerCap = "LIST_VOLUMES_PUBLISHED_NODES"
+	CapListPublished Cap = "LIST_VOLUMES_PUBLISHED_NODES"
 )
 
 // of reports whether the instance advertises c. A controller that says it
 // requires the publish (controller_required) publishes, whatever an older
 // report's controller_info lacks.
-func (c controllerCap) of(inst *pb.CSIPluginInfo) bool {
+func (c Cap) of(inst *pb.CSIPluginInfo) bool {
 	ci := inst.GetControllerInfo()
 	switch c {
-	case capPublish:
+	case CapPublish:
 		return inst.GetControllerRequired() || ci.GetSupportsAttachDetach()
-	case capCreateDelete:
+	case CapCreateDelete:
 		return ci.GetSupportsCreateDelete()
-	case capSnapshot:
+	case CapSnapshot:
 		return ci.GetSupportsCreateDeleteSnapshot()
-	case capListSnapshots:
+	case CapListSnapshots:
 		return ci.GetSupportsListSnapshots()
-	case capExpand:
+	case CapExpand:
 		return ci.GetSupportsExpand()
-	case capListPublished:
+	case CapListPublished:
 		return ci.GetSupportsListVolumes() && ci.GetSupportsListPublishedNodes()
 	}
 	return true
@@ -78,9 +78,9 @@ func fingerprinted(inst *pb.CSIPluginInfo) bool {
 	return inst.GetControllerInfo() != nil || inst.GetControllerRequired()
 }
 
-// describeInstance names a controller instance for an operator: its node,
+// DescribeInstance names a controller instance for an operator: its node,
 // and the alloc that runs it or that it is a storage adapter.
-func describeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
+func DescribeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
 	if a := inst.GetAllocId(); a != "" {
 		return fmt.Sprintf("node %s (task plugin of alloc %s)", nodeID, a)
 	}
@@ -90,7 +90,7 @@ func describeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
 	return "node " + nodeID
 }
 
-// pickController chooses the node whose controller instance of pluginID
+// PickController chooses the node whose controller instance of pluginID
 // makes the next controller call, among the instances that advertise
 // capability: prefer (the node that made the last call for the same
 // volume) when it is still usable, otherwise the usable one with the
@@ -99,7 +99,7 @@ func describeInstance(nodeID string, inst *pb.CSIPluginInfo) string {
 // instance is healthy and its node is ready and not fenced. With
 // instances and none advertising capability it is ErrNoCapableController;
 // with capable ones and none usable, ErrNoController.
-func pickController(st *fsm.StateSnapshot, pluginID string, capability controllerCap, prefer string) (string, error) {
+func PickController(st *fsm.StateSnapshot, pluginID string, capability Cap, prefer string) (string, error) {
 	load, err := controllerLoad(st)
 	if err != nil {
 		return "", err
@@ -107,10 +107,10 @@ func pickController(st *fsm.StateSnapshot, pluginID string, capability controlle
 	return pickControllerFrom(st, pluginID, capability, prefer, "", load)
 }
 
-// pickControllerFrom is pickController with the load already counted (a
+// pickControllerFrom is PickController with the load already counted (a
 // reconciler pass counts it once) and a node to avoid when another is
 // usable: the one whose last call could not reach it.
-func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability controllerCap, prefer, avoid string, load map[string]int) (string, error) {
+func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability Cap, prefer, avoid string, load map[string]int) (string, error) {
 	plugin, err := st.CSIPluginByID(nil, pluginID)
 	if err != nil {
 		return "", fmt.Errorf("reading plugin %q: %w", pluginID, err)
@@ -121,14 +121,14 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability contr
 	var usable, why, lacking []string
 	for _, id := range slices.Sorted(maps.Keys(plugin.GetControllers())) {
 		inst := plugin.GetControllers()[id]
-		if capability != capAnyController && !fingerprinted(inst) {
+		if capability != CapAnyController && !fingerprinted(inst) {
 			// What it can do is not known yet: wait for its fingerprint
 			// rather than call the call impossible.
 			why = append(why, fmt.Sprintf("instance on node %s is not fingerprinted yet (%s)", id, inst.GetHealthDescription()))
 			continue
 		}
 		if !capability.of(inst) {
-			lacking = append(lacking, describeInstance(id, inst))
+			lacking = append(lacking, DescribeInstance(id, inst))
 			continue
 		}
 		node, err := st.NodeByID(nil, id)

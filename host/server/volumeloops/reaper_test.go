@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"testing"
@@ -8,13 +8,14 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/rpc/pb"
 )
 
 // attachedAndReleasing starts e's loops with fake, waits for v1/n2 to be
 // attached, then marks n2 down and releases c1 (its claimant stopped; the
 // down node's client will never report the unpublish).
-func attachedAndReleasing(t *testing.T, e *volEnv, fake *fakeController) (stop func()) {
+func attachedAndReleasing(t *testing.T, e *volEnv, fake *volumetest.Controller) (stop func()) {
 	t.Helper()
 	stop = start(e.loops(fake))
 	synctest.Wait()
@@ -28,16 +29,16 @@ func attachedAndReleasing(t *testing.T, e *volEnv, fake *fakeController) (stop f
 func TestReaperForcesDetachOfADownNodeAfterForceDetachAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := attachedAndReleasing(t, e, fake)
 		defer stop()
 
-		time.Sleep(defaultForceDetachAfter - time.Millisecond)
+		time.Sleep(DefaultForceDetachAfter - time.Millisecond)
 		synctest.Wait()
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
 			t.Fatalf("claim just before force_detach_after: %s, want releasing", fsm.ClaimStateWord(c.GetState()))
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes before force_detach_after, want 0", n)
 		}
 		time.Sleep(time.Millisecond)
@@ -50,12 +51,12 @@ func TestReaperForcesDetachOfADownNodeAfterForceDetachAfter(t *testing.T) {
 		if a := e.attachment("v1", "n2"); a != nil {
 			t.Fatalf("attachment after force_detach_after: %v, want removed", a)
 		}
-		if calls := fake.callsOf(unpublishMethod); len(calls) != 1 || calls[0].node != "n1" {
-			t.Fatalf("unpublishes = %s, want one through n1", describeCalls(calls))
+		if calls := fake.CallsOf(volumetest.UnpublishMethod); len(calls) != 1 || calls[0].Node != "n1" {
+			t.Fatalf("unpublishes = %s, want one through n1", volumetest.DescribeCalls(calls))
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes an hour later, want 1", n)
 		}
 	})
@@ -64,7 +65,7 @@ func TestReaperForcesDetachOfADownNodeAfterForceDetachAfter(t *testing.T) {
 func TestReaperHonoursTheConfiguredForceDetachAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		v := e.loops(fake)
 		v.cfg.forceDetachAfter = time.Minute
 		stop := start(v)
@@ -83,7 +84,7 @@ func TestReaperHonoursTheConfiguredForceDetachAfter(t *testing.T) {
 func TestReaperLeavesANodeThatCameBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := attachedAndReleasing(t, e, fake)
 		defer stop()
 		time.Sleep(time.Minute)
@@ -93,14 +94,14 @@ func TestReaperLeavesANodeThatCameBack(t *testing.T) {
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
 			t.Fatalf("claim of a node that came back: %v, want releasing (its client detaches it)", c)
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes for a node that came back, want 0", n)
 		}
 		// Its client reports the unpublish: the detach runs as usual.
 		e.apply(fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{{ClaimId: "c1", State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED, NodeId: "n2"}}})
 		synctest.Wait()
-		if e.claim("c1") != nil || len(fake.callsOf(unpublishMethod)) != 1 {
-			t.Fatalf("after the client's report: claim %v, %d unpublishes; want freed, 1", e.claim("c1"), len(fake.callsOf(unpublishMethod)))
+		if e.claim("c1") != nil || len(fake.CallsOf(volumetest.UnpublishMethod)) != 1 {
+			t.Fatalf("after the client's report: claim %v, %d unpublishes; want freed, 1", e.claim("c1"), len(fake.CallsOf(volumetest.UnpublishMethod)))
 		}
 	})
 }
@@ -110,7 +111,7 @@ func TestReaperLeavesANodeThatCameBack(t *testing.T) {
 func TestReaperForcesAtOnceOnAFencedNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
+		fake := volumetest.NewController()
 		stop := start(e.loops(fake))
 		defer stop()
 		synctest.Wait()
@@ -125,7 +126,7 @@ func TestReaperForcesAtOnceOnAFencedNode(t *testing.T) {
 		if c := e.claim("c1"); c != nil {
 			t.Fatalf("claim released on a fenced node: %v, want freed at once", c)
 		}
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes, want 1 (the controller unpublish still runs)", n)
 		}
 	})
@@ -139,15 +140,15 @@ func TestReaperForcesAtOnceOnAFencedNode(t *testing.T) {
 func TestReaperNeverDoublesAnUnpublish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEBSEnv(t)
-		fake := newFakeController()
-		fake.failNext(unpublishMethod, codes.Unavailable)
+		fake := volumetest.NewController()
+		fake.FailNext(volumetest.UnpublishMethod, codes.Unavailable)
 		stop1 := attachedAndReleasing(t, e, fake)
-		time.Sleep(defaultForceDetachAfter)
+		time.Sleep(DefaultForceDetachAfter)
 		synctest.Wait()
 		a := e.attachment("v1", "n2")
 		wantState(t, a, pb.AttachmentState_ATTACHMENT_STATE_DETACHING)
-		if a.GetAttempts() != 1 || len(fake.callsOf(unpublishMethod)) != 1 {
-			t.Fatalf("after the first unpublish failed: %v, %d calls; want attempt 1 recorded, 1 call", a, len(fake.callsOf(unpublishMethod)))
+		if a.GetAttempts() != 1 || len(fake.CallsOf(volumetest.UnpublishMethod)) != 1 {
+			t.Fatalf("after the first unpublish failed: %v, %d calls; want attempt 1 recorded, 1 call", a, len(fake.CallsOf(volumetest.UnpublishMethod)))
 		}
 		// The down node's client reports the detach late: refused or a
 		// no-op, never a second detach.
@@ -158,7 +159,7 @@ func TestReaperNeverDoublesAnUnpublish(t *testing.T) {
 		stop2 := start(e.loops(fake))
 		defer stop2()
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 			t.Fatalf("%d unpublishes once the new leader started, want 1: the retry is not due yet", n)
 		}
 		time.Sleep(time.Second)
@@ -168,7 +169,7 @@ func TestReaperNeverDoublesAnUnpublish(t *testing.T) {
 		}
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if n := len(fake.callsOf(unpublishMethod)); n != 2 {
+		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 2 {
 			t.Fatalf("%d unpublishes in all, want 2 (the failed try and its one retry)", n)
 		}
 	})

@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -51,7 +51,7 @@ import (
 const reconcileMaxPages = 1000
 
 // runReconcile runs a pass every reconcile interval until ctx ends.
-func (v *volumeLoops) runReconcile(ctx context.Context) {
+func (v *Loops) runReconcile(ctx context.Context) {
 	if v.cfg.reconcileInterval <= 0 {
 		return
 	}
@@ -75,7 +75,7 @@ func (v *volumeLoops) runReconcile(ctx context.Context) {
 
 // reconcilePass reconciles every plugin that can be and returns how many
 // repairs it made.
-func (v *volumeLoops) reconcilePass(ctx context.Context) int {
+func (v *Loops) reconcilePass(ctx context.Context) int {
 	snap := v.state().Snapshot()
 	plugins, _, err := snap.CSIPluginsPage(nil, "", 0, func(p *pb.CSIPlugin) bool { return p.GetControllerRequired() })
 	if err != nil {
@@ -98,7 +98,7 @@ func (v *volumeLoops) reconcilePass(ctx context.Context) int {
 
 // reconcilePlugin compares one plugin's published volumes with the
 // attachments and repairs the drift; it returns the repairs made.
-func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int, error) {
+func (v *Loops) reconcilePlugin(ctx context.Context, pluginID string) (int, error) {
 	lock := v.pluginLock(pluginID)
 	lock.Lock()
 	defer lock.Unlock()
@@ -198,8 +198,8 @@ func (v *volumeLoops) reconcilePlugin(ctx context.Context, pluginID string) (int
 
 // listingController picks a usable controller of the plugin that lists
 // published nodes; "" (no error) when the plugin's controllers cannot.
-func (v *volumeLoops) listingController(pluginID string) (string, error) {
-	controller, err := pickController(v.state().Snapshot(), pluginID, capListPublished, "")
+func (v *Loops) listingController(pluginID string) (string, error) {
+	controller, err := PickController(v.state().Snapshot(), pluginID, CapListPublished, "")
 	if errors.Is(err, ErrNoCapableController) {
 		return "", nil
 	}
@@ -208,7 +208,7 @@ func (v *volumeLoops) listingController(pluginID string) (string, error) {
 
 // republish publishes an attached attachment the controller does not list
 // again and records the repair on it.
-func (v *volumeLoops) republish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller string) {
+func (v *Loops) republish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller string) {
 	req, err := publishRequest(snap, a)
 	if err == nil {
 		err = v.call(ctx, controller, a.GetPluginId(), nil, csipb.Controller_ControllerPublishVolume_FullMethodName, req, &csipb.ControllerPublishVolumeResponse{})
@@ -240,7 +240,7 @@ func (v *volumeLoops) republish(ctx context.Context, snap *fsm.StateSnapshot, a 
 
 // unpublishOrphan unpublishes a volume the controller lists on a node that
 // has no attachment of it.
-func (v *volumeLoops) unpublishOrphan(ctx context.Context, vol *pb.Volume, csiNode, node, controller string) {
+func (v *Loops) unpublishOrphan(ctx context.Context, vol *pb.Volume, csiNode, node, controller string) {
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
 	err := v.call(ctx, controller, vol.GetPluginId(), nil, csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
 	if ctx.Err() != nil {
@@ -264,7 +264,7 @@ func (v *volumeLoops) unpublishOrphan(ctx context.Context, vol *pb.Volume, csiNo
 // kept in this leader's memory: a leader that loses its leadership between
 // this write and the publish leaves the mark to the next, which would
 // otherwise find neither the orphan (unpublished) nor a row to wake it.
-func (v *volumeLoops) retryRefusedPublishes(ctx context.Context, vol *pb.Volume, csiNode, controller string) {
+func (v *Loops) retryRefusedPublishes(ctx context.Context, vol *pb.Volume, csiNode, controller string) {
 	atts, err := v.state().Snapshot().AttachmentsByVolume(nil, vol.GetId())
 	if err != nil {
 		v.logger.Error("reconcile: reading attachments", "volume", vol.GetId(), "error", err)

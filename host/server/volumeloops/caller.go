@@ -1,4 +1,4 @@
-package server
+package volumeloops
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// controllerCaller sends one CSI controller call to the controller
+// ControllerCaller sends one CSI controller call to the controller
 // instance of pluginID on node nodeID and fills resp. method is the CSI
 // full method name ("/csi.v1.Controller/ControllerPublishVolume"). expect,
 // when set, is the instance the call is for: a node whose instance of the
@@ -16,7 +16,7 @@ import (
 // calling a plugin. The
 // error carries the plugin's gRPC code (errcode.Code finds it); a node that
 // cannot be reached is Unavailable, so the call is classed uncertain and
-// retried. The server's csiForwarder implements it.
-type controllerCaller interface {
+// retried. clientproxy.CSIForwarder implements it.
+type ControllerCaller interface {
 	ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error
 }

@@ -1,7 +1,6 @@
-package server
+package volumeloops
 
 import (
-	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
@@ -16,13 +15,14 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
 // The attach reconciler. Each attaching attachment gets a
 // ControllerPublishVolume, each detaching one a ControllerUnpublishVolume,
-// through a controller instance of the volume's plugin (pickController),
+// through a controller instance of the volume's plugin (PickController),
 // and the outcome is one AttachmentUpdate:
 //
 //   - success: attached with the publish context (the node's reserved
@@ -40,7 +40,7 @@ import (
 //     reports its CSI node ID, a fixed volume, a controller's node back
 //     from down or unfenced), or once the reconcile pass unpublished an
 //     orphan publish of the volume that may have been why a publish was
-//     refused (it records that on the attachment: csi_reconcile.go). A
+//     refused (it records that on the attachment: reconcile.go). A
 //     detaching attachment's final failure is also retried on the
 //     uncertain backoff (next_retry_at is recorded): a teardown has no
 //     way out but success, and the plugin that answered Internal once
@@ -59,7 +59,7 @@ import (
 // runAttacher is the attach reconciler's loop: it wakes on changes to the
 // attachments (and to what a failed one waits for), on a worker's end and
 // on the earliest next_retry_at.
-func (v *volumeLoops) runAttacher(ctx context.Context) {
+func (v *Loops) runAttacher(ctx context.Context) {
 	// run made this leadership's wake channel before starting this loop;
 	// a watcher goroutine below may outlive the loop, and must not read
 	// the field the next leadership's run writes.
@@ -102,7 +102,7 @@ func (v *volumeLoops) runAttacher(ctx context.Context) {
 
 // attachPass hands the due attachments to the plugins' workers and
 // returns the earliest retry still ahead (zero if none).
-func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot) (next time.Time) {
+func (v *Loops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot) (next time.Time) {
 	now := v.clock.Now()
 	due := map[string][]attachmentKey{}
 	var plugins []string
@@ -150,14 +150,14 @@ func (v *volumeLoops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *f
 // change, after the state its step was decided on, of what the call's
 // outcome depends on:
 // the volume, its plugin's row, the node, and the nodes of the plugin's
-// controllers (pickController reads their status and fence, which their
+// controllers (PickController reads their status and fence, which their
 // plugin row does not carry: an unfenced controller node changes only its
 // node row). Those rows are added to ws so the change wakes the loop; the
 // condition is read from the rows alone, so a new leader decides the
 // same. A detaching attachment is also retried on the uncertain backoff,
 // whichever comes first: at its recorded next_retry_at, or its failure
 // time plus the backoff.
-func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
+func (v *Loops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment, now time.Time) (bool, time.Time) {
 	e := a.GetLastError()
 	if e == nil {
 		return true, time.Time{}
@@ -205,7 +205,7 @@ func (v *volumeLoops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, 
 }
 
 // work makes the calls of one plugin's due attachments, one at a time.
-func (v *volumeLoops) work(ctx context.Context, pluginID string, keys []attachmentKey) {
+func (v *Loops) work(ctx context.Context, pluginID string, keys []attachmentKey) {
 	defer v.workers.Done()
 	defer func() {
 		v.mu.Lock()
@@ -226,7 +226,7 @@ func (v *volumeLoops) work(ctx context.Context, pluginID string, keys []attachme
 
 // reconcileAttachment reads the attachment as it is now and, when a call
 // is still due, makes it and writes the outcome.
-func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) {
+func (v *Loops) reconcileAttachment(ctx context.Context, k attachmentKey) {
 	snap := v.state().Snapshot()
 	a, err := snap.Attachment(nil, k.volume, k.node)
 	if err != nil {
@@ -256,7 +256,7 @@ func (v *volumeLoops) reconcileAttachment(ctx context.Context, k attachmentKey) 
 
 // publish sends ControllerPublishVolume for an attaching attachment and
 // records the outcome.
-func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
+func (v *Loops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	req, err := publishRequest(snap, a)
 	if err != nil {
 		v.recordFailure(ctx, snap, a, "", "", err)
@@ -303,7 +303,7 @@ func (v *volumeLoops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *p
 // on the backoff): a
 // plugin restarting on a live node reports its ID within moments, and
 // the error on the attachment names what is missing.
-func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
+func (v *Loops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment) {
 	vol, err := snap.VolumeByID(nil, a.GetVolumeId())
 	if err != nil {
 		v.logger.Error("attach reconciler: reading volume", "volume", a.GetVolumeId(), "error", err)
@@ -361,7 +361,7 @@ func (v *volumeLoops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a 
 }
 
 // pick chooses the controller for a's next call.
-func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, error) {
+func (v *Loops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, error) {
 	load, err := controllerLoad(snap)
 	if err != nil {
 		return "", err
@@ -369,7 +369,7 @@ func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, e
 	v.mu.Lock()
 	avoid := v.avoid[attachmentKey{a.GetVolumeId(), a.GetNodeId()}]
 	v.mu.Unlock()
-	id, err := pickControllerFrom(snap, a.GetPluginId(), capPublish, a.GetControllerNodeId(), avoid, load)
+	id, err := pickControllerFrom(snap, a.GetPluginId(), CapPublish, a.GetControllerNodeId(), avoid, load)
 	if err != nil {
 		return "", fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
 	}
@@ -377,8 +377,8 @@ func (v *volumeLoops) pick(snap *fsm.StateSnapshot, a *pb.Attachment) (string, e
 }
 
 // call makes one controller call with the call timeout, for the
-// controller instance expect names when it is set (see controllerCaller).
-func (v *volumeLoops) call(ctx context.Context, controller, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
+// controller instance expect names when it is set (see ControllerCaller).
+func (v *Loops) call(ctx context.Context, controller, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
 	cctx, cancel := context.WithTimeout(ctx, v.cfg.callTimeout)
 	defer cancel()
 	return v.caller.ControllerCall(cctx, controller, pluginID, expect, method, req, resp)
@@ -400,7 +400,7 @@ func instanceOn(snap *fsm.StateSnapshot, pluginID, nodeID string) *pb.CSIControl
 // controller is the node whose instance answered ("" when no call was
 // made); csiNode the CSI node ID a failed publish named (it may have
 // happened, so the unpublish names it too).
-func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller, csiNode string, err error) {
+func (v *Loops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Attachment, controller, csiNode string, err error) {
 	if !strings.Contains(err.Error(), a.GetVolumeId()) {
 		// Every recorded error names its volume, whatever step failed.
 		err = fmt.Errorf("volume %s on node %s: %w", a.GetVolumeId(), a.GetNodeId(), err)
@@ -451,7 +451,7 @@ func (v *volumeLoops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot
 // then); one the state machine refuses (the
 // attachment moved on meanwhile) is left to the next pass, which sees
 // where it is now.
-func (v *volumeLoops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd *pb.AttachmentUpdateCommand) {
+func (v *Loops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd *pb.AttachmentUpdateCommand) {
 	k := attachmentKey{a.GetVolumeId(), a.GetNodeId()}
 	err := v.write(ctx, fsm.AttachmentUpdate, cmd)
 	switch {
@@ -486,7 +486,7 @@ func nodeOff(snap *fsm.StateSnapshot, nodeID string) bool {
 
 // heldUntil is when a's outcome write failed plus the write retry (zero
 // when none failed): no call is made for a before then.
-func (v *volumeLoops) heldUntil(a *pb.Attachment) time.Time {
+func (v *Loops) heldUntil(a *pb.Attachment) time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.hold[attachmentKey{a.GetVolumeId(), a.GetNodeId()}]
