@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -73,7 +74,7 @@ func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
 			sentFull = append(sentFull, a.GetId())
 			full[a.GetId()]++
 			known[a.GetId()] = a.GetAllocModifyIndex()
-			knownJobs = append(knownJobs, JobKey(a.GetJobId(), a.GetJobVersion()))
+			knownJobs = append(knownJobs, endpoints.JobKey(a.GetJobId(), a.GetJobVersion()))
 		}
 		if len(sentFull) == 0 {
 			t.Fatalf("round %d sent no alloc in full", round)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
@@ -115,7 +116,7 @@ type options struct {
 	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
 	leaderWait time.Duration
 	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
-	// answer's allocs and jobs; zero means defaultClientWatchBytes.
+	// answer's allocs and jobs; zero means endpoints.DefaultClientWatchBytes.
 	clientWatchBytes int
 	// planPartBytes bounds the placements, stops and claims of one plan
 	// command (evals' planParts); zero means evals.DefaultPlanPartBytes.
@@ -138,7 +139,7 @@ func (o options) withDefaults() options {
 		o.leaderWait = defaultLeaderWait
 	}
 	if o.clientWatchBytes <= 0 {
-		o.clientWatchBytes = defaultClientWatchBytes
+		o.clientWatchBytes = endpoints.DefaultClientWatchBytes
 	}
 	if o.planPartBytes <= 0 {
 		o.planPartBytes = evals.DefaultPlanPartBytes

@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/versions"
+	"berth.dev/berth/rpc/pb"
 )
 
 // core is the server as its parts see it (evals.Core and the like): the
@@ -25,6 +26,23 @@ func (c core) Apply(ctx context.Context, t fsm.MessageType, msg proto.Message) (
 // ApplyResult is Apply for commands whose apply returns a value.
 func (c core) ApplyResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
 	return c.s.raftApplyResult(ctx, t, msg)
+}
+
+// BlockingRead runs a (blocking, or consistent) query on the local state
+// (blockingRead).
+func (c core) BlockingRead(ctx context.Context, q *pb.QueryOptions, fn fsm.QueryFunc) (*pb.QueryMeta, error) {
+	return c.s.blockingRead(ctx, q, fn)
+}
+
+// QueryMeta is the metadata of an answer read at index (queryMeta).
+func (c core) QueryMeta(index uint64) *pb.QueryMeta { return c.s.queryMeta(index) }
+
+// RaftServers lists the servers in raft's configuration (raftServers).
+func (c core) RaftServers() ([]*pb.RaftServer, error) { return c.s.raftServers() }
+
+// CollectGarbage runs the state's garbage collection (collectGarbage).
+func (c core) CollectGarbage(ctx context.Context, force bool) (*pb.GCResponse, error) {
+	return c.s.collectGarbage(ctx, force)
 }
 
 // RequireServersAt refuses while a server has not recorded a version

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -137,7 +138,7 @@ func TestVolumeCreateIsNotRetriedThroughAnotherInstance(t *testing.T) {
 			return errors.New("the create has not answered")
 		}
 	})
-	if !strings.Contains(status.Convert(err).Message(), ErrCreateControllerChanged.Error()) {
+	if !strings.Contains(status.Convert(err).Message(), endpoints.ErrCreateControllerChanged.Error()) {
 		t.Fatalf("create after the instance changed: %v, want ErrCreateControllerChanged", err)
 	}
 	if status.Code(err) != codes.FailedPrecondition {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
@@ -248,7 +249,7 @@ func TestCSIPluginUpdateDerivesFromServingOnlyWhenEveryServerKnowsTheRule(t *tes
 	for _, tc := range []struct {
 		version string
 		want    bool
-	}{{csiPluginsSinceVersion, false}, {pluginFactsSinceVersion, true}} {
+	}{{endpoints.CSIPluginsSinceVersion, false}, {endpoints.PluginFactsSinceVersion, true}} {
 		n := testNode("n1")
 		c := newTestCluster(t, 1, withVersion(tc.version))
 		s := c.servers[0]

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
@@ -255,12 +256,12 @@ func TestClaimsMethodsHaveRoutes(t *testing.T) {
 
 func TestClaimSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrClaimNodeUnfit:      codes.FailedPrecondition,
-		ErrNoClaimNode:         codes.FailedPrecondition,
-		ErrVolumeNotClaimable:  codes.FailedPrecondition,
-		ErrInvalidClaimRequest: codes.InvalidArgument,
-		ErrClaimNotYours:       codes.PermissionDenied,
-		ErrVolumeNotRequested:  codes.PermissionDenied,
+		endpoints.ErrClaimNodeUnfit:      codes.FailedPrecondition,
+		endpoints.ErrNoClaimNode:         codes.FailedPrecondition,
+		endpoints.ErrVolumeNotClaimable:  codes.FailedPrecondition,
+		endpoints.ErrInvalidClaimRequest: codes.InvalidArgument,
+		endpoints.ErrClaimNotYours:       codes.PermissionDenied,
+		endpoints.ErrVolumeNotRequested:  codes.PermissionDenied,
 	})
 }
 

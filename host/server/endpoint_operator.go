@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
@@ -204,16 +205,16 @@ func (e *operatorEndpoint) RaftConfiguration(ctx context.Context, req *pb.RaftCo
 // server lists block: raft has no watch on its configuration, and a list
 // that accepted an index but never woke would mislead.
 func serversPage(servers []*pb.RaftServer, q *pb.QueryOptions, what string) ([]*pb.RaftServer, string, error) {
-	if err := refuseBlocking(q, what, "it is read from raft at request time"); err != nil {
+	if err := endpoints.RefuseBlocking(q, what, "it is read from raft at request time"); err != nil {
 		return nil, "", err
 	}
-	n, err := perPage(q)
+	n, err := endpoints.PerPage(q)
 	if err != nil {
 		return nil, "", err
 	}
 	servers = slices.Clone(servers)
 	slices.SortFunc(servers, func(a, b *pb.RaftServer) int { return strings.Compare(a.GetId(), b.GetId()) })
-	page, next := pageOf(servers, (*pb.RaftServer).GetId, q.GetNextToken(), n, nil)
+	page, next := endpoints.PageOf(servers, (*pb.RaftServer).GetId, q.GetNextToken(), n, nil)
 	return page, next, nil
 }
 
@@ -255,10 +256,10 @@ func (s *Server) describeServers(conf raft.Configuration) []*pb.RaftServer {
 func (e *operatorEndpoint) Members(ctx context.Context, req *pb.MembersRequest) (*pb.MembersResponse, error) {
 	s := e.s
 	q := req.GetQuery()
-	if err := refuseBlocking(q, "members", "liveness is a ping at request time, not replicated state"); err != nil {
+	if err := endpoints.RefuseBlocking(q, "members", "liveness is a ping at request time, not replicated state"); err != nil {
 		return nil, err
 	}
-	n, err := perPage(q)
+	n, err := endpoints.PerPage(q)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +290,7 @@ func (e *operatorEndpoint) Members(ctx context.Context, req *pb.MembersRequest) 
 		all = append(all, m)
 	}
 	slices.SortFunc(all, func(a, b *pb.Member) int { return strings.Compare(a.GetServer().GetId(), b.GetServer().GetId()) })
-	page, next := pageOf(all, func(m *pb.Member) string { return m.GetServer().GetId() }, q.GetNextToken(), n, nil)
+	page, next := endpoints.PageOf(all, func(m *pb.Member) string { return m.GetServer().GetId() }, q.GetNextToken(), n, nil)
 	var wg sync.WaitGroup
 	for _, mem := range page {
 		id := mem.GetServer().GetId()

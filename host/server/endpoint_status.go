@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -35,10 +36,10 @@ func (e *statusEndpoint) Leader(context.Context, *pb.LeaderRequest) (*pb.LeaderR
 
 func (e *statusEndpoint) Peers(_ context.Context, req *pb.PeersRequest) (*pb.PeersResponse, error) {
 	q := req.GetQuery()
-	if err := refuseBlocking(q, "peers", "the list is the raft configuration, read at request time"); err != nil {
+	if err := endpoints.RefuseBlocking(q, "peers", "the list is the raft configuration, read at request time"); err != nil {
 		return nil, err
 	}
-	n, err := perPage(q)
+	n, err := endpoints.PerPage(q)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +55,6 @@ func (e *statusEndpoint) Peers(_ context.Context, req *pb.PeersRequest) (*pb.Pee
 	}
 	sort.Strings(addrs)
 	resp := &pb.PeersResponse{Meta: e.s.queryMeta(e.s.raft.AppliedIndex())}
-	resp.RpcAddrs, resp.Meta.NextToken = pageOf(addrs, func(a string) string { return a }, q.GetNextToken(), n, nil)
+	resp.RpcAddrs, resp.Meta.NextToken = endpoints.PageOf(addrs, func(a string) string { return a }, q.GetNextToken(), n, nil)
 	return resp, nil
 }

@@ -22,11 +22,10 @@ import (
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrBadArchive:              codes.InvalidArgument,
-		ErrRestoreTooLarge:         codes.InvalidArgument,
-		ErrRestoreNoSpace:          codes.ResourceExhausted,
-		ErrCommandTooLarge:         codes.InvalidArgument,
-		ErrCreateControllerChanged: codes.FailedPrecondition,
+		ErrBadArchive:      codes.InvalidArgument,
+		ErrRestoreTooLarge: codes.InvalidArgument,
+		ErrRestoreNoSpace:  codes.ResourceExhausted,
+		ErrCommandTooLarge: codes.InvalidArgument,
 	})
 }
 
@@ -63,11 +62,11 @@ func TestUnregisteredNodeIsNodeNotFound(t *testing.T) {
 	follower := tc.followers(leader)[0]
 	ghost := testNode("ghost").GetId()
 
-	_, err := (&nodesEndpoint{s: leader}).Heartbeat(context.Background(), &pb.NodeHeartbeatRequest{NodeId: ghost})
+	_, err := leader.api.Nodes.Heartbeat(context.Background(), &pb.NodeHeartbeatRequest{NodeId: ghost})
 	if !errors.Is(err, fsm.ErrNodeNotFound) || !strings.Contains(err.Error(), ghost) {
 		t.Fatalf("Heartbeat handler: %v, want fsm.ErrNodeNotFound naming %s", err, ghost)
 	}
-	_, err = (&nodesEndpoint{s: follower}).Get(context.Background(), &pb.NodeGetRequest{NodeId: ghost})
+	_, err = follower.api.Nodes.Get(context.Background(), &pb.NodeGetRequest{NodeId: ghost})
 	if !errors.Is(err, fsm.ErrNodeNotFound) || !strings.Contains(err.Error(), ghost) {
 		t.Fatalf("Get handler: %v, want fsm.ErrNodeNotFound naming %s", err, ghost)
 	}

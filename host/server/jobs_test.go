@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -174,7 +175,7 @@ func TestJobRegisterPlacesAllocsAClientSeesAndStopStopsThem(t *testing.T) {
 	known := map[string]uint64{}
 	var updates []*pb.AllocClientUpdate
 	for _, a := range w.GetAllocs() {
-		if w.GetJobs()[JobKey("web", a.GetJobVersion())] == nil {
+		if w.GetJobs()[endpoints.JobKey("web", a.GetJobVersion())] == nil {
 			t.Fatalf("watch response lacks job web@%d: %v", a.GetJobVersion(), w.GetJobs())
 		}
 		known[a.GetId()] = a.GetAllocModifyIndex()

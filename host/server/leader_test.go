@@ -292,7 +292,7 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 	if _, err := tc.register(s, down); err != nil {
 		t.Fatal(err)
 	}
-	nodes := &nodesEndpoint{s: s}
+	nodes := s.api.Nodes
 
 	a, b := testNode("a"), testNode("b")
 	for _, tt := range []struct {
@@ -383,7 +383,7 @@ func TestLeadershipChecksHonourTheCallersContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "server "+s.cfg.Name) {
 		t.Fatalf("RaftConfiguration with a cancelled context: %v, want context.Canceled naming server %s", err, s.cfg.Name)
 	}
-	_, err = (&nodesEndpoint{s: s}).List(ctx, &pb.NodeListRequest{Query: consistent})
+	_, err = s.api.Nodes.List(ctx, &pb.NodeListRequest{Query: consistent})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("consistent List with a cancelled context: %v, want context.Canceled", err)
 	}

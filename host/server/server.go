@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/host/server/volumeloops"
@@ -45,6 +46,9 @@ type Server struct {
 	hadState bool
 
 	grpc *grpc.Server
+	// api is the RPC endpoints of the replicated state (jobs, nodes,
+	// allocs, volumes, claims, ...); operator and status are the core's.
+	api  *endpoints.Set
 	pool *rpc.Pool
 
 	heartbeats *nodes.Heartbeater
@@ -177,20 +181,12 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	)...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
-	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
-	pb.RegisterJobsServer(s.grpc, &jobsEndpoint{s: s})
-	pb.RegisterAllocsServer(s.grpc, &allocsEndpoint{s: s})
-	pb.RegisterEvalsServer(s.grpc, &evalsEndpoint{s: s})
-	pb.RegisterNodeOpsServer(s.grpc, &nodeOpsEndpoint{s: s})
-	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
-	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
-	pb.RegisterCSIPluginsServer(s.grpc, &csiPluginsEndpoint{s: s})
+	s.api = endpoints.New(s.endpointDeps(), endpoints.Hooks{})
+	s.api.Register(s.grpc)
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)
 	pb.RegisterTunnelPeersServer(s.grpc, clientproxy.NewPeers(s.proxy))
 	pb.RegisterCSIRelayServer(s.grpc, clientproxy.NewCSIRelay(s.csi))
-	pb.RegisterVolumesServer(s.grpc, &volumesEndpoint{s: s, calls: s.csi})
-	pb.RegisterClaimsServer(s.grpc, &claimsEndpoint{s: s})
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)
@@ -201,6 +197,16 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	s.goRun(s.discovery.run)
 	s.logger.Info("server started", "id", s.id, "name", cfg.Name, "rpc", cfg.RPCAddr, "raft", s.raftAddr(), "bootstrap_expect", cfg.BootstrapExpect)
 	return s, nil
+}
+
+// endpointDeps is what the RPC endpoints get of this server.
+func (s *Server) endpointDeps() endpoints.Deps {
+	return endpoints.Deps{
+		Reader: core{s}, Proposer: core{s}, Cluster: core{s},
+		Heartbeats: s.heartbeats, Drainer: s.drainer, GC: core{s}, Calls: s.csi,
+		Clock: s.cfg.Clock, Logger: s.cfg.Logger, JobLimits: s.cfg.JobLimits, HeartbeatTTL: s.cfg.HeartbeatTTL,
+		ClientWatchBytes: s.opts.clientWatchBytes,
+	}
 }
 
 // serverID returns the configured ID or the one persisted in the data dir,

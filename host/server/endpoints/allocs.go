@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 // allocsEndpoint reads and stops allocations.
 type allocsEndpoint struct {
 	pb.UnimplementedAllocsServer
-	s *Server
+	s *api
 }
 
 func (e *allocsEndpoint) Get(ctx context.Context, req *pb.AllocGetRequest) (*pb.AllocGetResponse, error) {
 	resp := &pb.AllocGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		a, err := st.AllocByID(ws, req.GetAllocId())
 		if err != nil {
 			return 0, err
@@ -76,7 +76,7 @@ func (e *allocsEndpoint) List(ctx context.Context, req *pb.AllocListRequest) (*p
 // so a page costs its own size (plus what the prefix skips), not the
 // table's.
 func (e *allocsEndpoint) page(ctx context.Context, req *pb.AllocListRequest) (*pb.AllocListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (e *allocsEndpoint) page(ctx context.Context, req *pb.AllocListRequest) (*p
 	from := max(req.GetQuery().GetNextToken(), prefix)
 	resp := &pb.AllocListResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		allocs, nextID, err := st.AllocsPage(ws, from, n, func(a *pb.Allocation) bool { return strings.HasPrefix(a.GetId(), prefix) })
 		if err != nil {
 			return 0, err
@@ -102,20 +102,20 @@ func (e *allocsEndpoint) page(ctx context.Context, req *pb.AllocListRequest) (*p
 
 // allocList pages the allocs read returns, sorted by ID, and blocks on
 // the allocs table.
-func allocList(ctx context.Context, s *Server, q *pb.QueryOptions, read func(memdb.WatchSet, *fsm.StateSnapshot) ([]*pb.Allocation, error)) (*pb.AllocListResponse, error) {
-	n, err := perPage(q)
+func allocList(ctx context.Context, s *api, q *pb.QueryOptions, read func(memdb.WatchSet, *fsm.StateSnapshot) ([]*pb.Allocation, error)) (*pb.AllocListResponse, error) {
+	n, err := PerPage(q)
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.AllocListResponse{}
 	var next string
-	meta, err := s.blockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := s.BlockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		allocs, err := read(ws, st)
 		if err != nil {
 			return 0, err
 		}
 		sort.Slice(allocs, func(i, j int) bool { return allocs[i].GetId() < allocs[j].GetId() })
-		resp.Allocs, next = pageOf(allocs, (*pb.Allocation).GetId, q.GetNextToken(), n, nil)
+		resp.Allocs, next = PageOf(allocs, (*pb.Allocation).GetId, q.GetNextToken(), n, nil)
 		return st.Index(fsm.TableAllocs)
 	})
 	if err != nil {
@@ -131,7 +131,7 @@ func allocList(ctx context.Context, s *Server, q *pb.QueryOptions, read func(mem
 // replacement is placed by the same evaluation that stops it.
 func (e *allocsEndpoint) Stop(ctx context.Context, req *pb.AllocStopRequest) (*pb.AllocStopResponse, error) {
 	s := e.s
-	snap := s.fsm.State().Snapshot()
+	snap := s.State().Snapshot()
 	a, err := snap.AllocByID(nil, req.GetAllocId())
 	if err != nil {
 		return nil, err
@@ -150,11 +150,11 @@ func (e *allocsEndpoint) Stop(ctx context.Context, req *pb.AllocStopRequest) (*p
 	if job == nil {
 		job = &pb.Job{Id: a.GetJobId(), Priority: 50}
 	}
-	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP)
-	idx, err := s.raftApply(ctx, fsm.AllocDesiredTransition, &pb.AllocDesiredTransitionCommand{
+	eval := evals.New(s.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_STOP)
+	idx, err := s.Apply(ctx, fsm.AllocDesiredTransition, &pb.AllocDesiredTransitionCommand{
 		Allocs:    map[string]*pb.DesiredTransition{a.GetId(): {Migrate: true, NoReplace: req.GetNoReplace()}},
 		Evals:     []*pb.Evaluation{eval},
-		UpdatedAt: s.cfg.Clock.Now().UnixNano(),
+		UpdatedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stopping allocation %s: %w", a.GetId(), err)
@@ -165,12 +165,12 @@ func (e *allocsEndpoint) Stop(ctx context.Context, req *pb.AllocStopRequest) (*p
 // evalsEndpoint reads evaluations.
 type evalsEndpoint struct {
 	pb.UnimplementedEvalsServer
-	s *Server
+	s *api
 }
 
 func (e *evalsEndpoint) Get(ctx context.Context, req *pb.EvalGetRequest) (*pb.EvalGetResponse, error) {
 	resp := &pb.EvalGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		ev, err := st.EvalByID(ws, req.GetEvalId())
 		if err != nil {
 			return 0, err
@@ -222,20 +222,20 @@ func (e *evalsEndpoint) List(ctx context.Context, req *pb.EvalListRequest) (*pb.
 }
 
 // evalList pages the evaluations read returns, sorted by ID.
-func evalList(ctx context.Context, s *Server, q *pb.QueryOptions, read func(memdb.WatchSet, *fsm.StateSnapshot) ([]*pb.Evaluation, error)) (*pb.EvalListResponse, error) {
-	n, err := perPage(q)
+func evalList(ctx context.Context, s *api, q *pb.QueryOptions, read func(memdb.WatchSet, *fsm.StateSnapshot) ([]*pb.Evaluation, error)) (*pb.EvalListResponse, error) {
+	n, err := PerPage(q)
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.EvalListResponse{}
 	var next string
-	meta, err := s.blockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := s.BlockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		evals, err := read(ws, st)
 		if err != nil {
 			return 0, err
 		}
 		sort.Slice(evals, func(i, j int) bool { return evals[i].GetId() < evals[j].GetId() })
-		resp.Evals, next = pageOf(evals, (*pb.Evaluation).GetId, q.GetNextToken(), n, nil)
+		resp.Evals, next = PageOf(evals, (*pb.Evaluation).GetId, q.GetNextToken(), n, nil)
 		return st.Index(fsm.TableEvals)
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsR
 	// alloc_id echoed tells the client this server listed the alloc's
 	// claims (an older server ignores the field).
 	resp := &pb.ClientClaimsResponse{AllocId: allocID}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		var claims []*pb.Claim
 		var err error
 		if allocID != "" {

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // nodesEndpoint serves client registration, heartbeats and node reads.
 type nodesEndpoint struct {
 	pb.UnimplementedNodesServer
-	s *Server
+	s *api
 }
 
 func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterRequest) (*pb.NodeRegisterResponse, error) {
@@ -28,23 +28,23 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 		return nil, err
 	}
 	n = proto.Clone(n).(*pb.Node)
-	now := s.cfg.Clock.Now().UnixNano()
+	now := s.Clock.Now().UnixNano()
 	n.Status = pb.NodeStatus_NODE_STATUS_READY
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
-	evals, err := evals.ForNode(s.fsm.State().Snapshot(), s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
+	evals, err := evals.ForNode(s.State().Snapshot(), s.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
 	if err != nil {
 		return nil, err
 	}
-	idx, err := s.raftApply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: evals})
+	idx, err := s.Apply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: evals})
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
-	s.heartbeats.Reset(n.GetId(), s.cfg.HeartbeatTTL)
+	s.Heartbeats.Reset(n.GetId(), s.HeartbeatTTL)
 	return &pb.NodeRegisterResponse{
 		Meta:           &pb.WriteMeta{Index: idx},
-		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
+		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
 	}, nil
 }
@@ -63,24 +63,24 @@ func validateNode(n *pb.Node) error {
 
 func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequest) (*pb.NodeHeartbeatResponse, error) {
 	s := e.s
-	node, err := s.fsm.State().NodeByID(nil, req.GetNodeId())
+	node, err := s.State().NodeByID(nil, req.GetNodeId())
 	if err != nil {
 		return nil, err
 	}
 	if node == nil {
 		return nil, fmt.Errorf("heartbeat from node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
-	if err := s.heartbeats.Heartbeat(ctx, node.GetId(), s.cfg.HeartbeatTTL); err != nil {
+	if err := s.Heartbeats.Heartbeat(ctx, node.GetId(), s.HeartbeatTTL); err != nil {
 		return nil, err
 	}
 	return &pb.NodeHeartbeatResponse{
-		HeartbeatTtlMs: s.cfg.HeartbeatTTL.Milliseconds(),
+		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
 	}, nil
 }
 
 func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.NodeListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.
 	}
 	resp := &pb.NodeListResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		nodes, nextID, err := st.NodesPage(ws, req.GetQuery().GetNextToken(), n, keep)
 		if err != nil {
 			return 0, err
@@ -111,7 +111,7 @@ func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.
 
 func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.NodeGetResponse, error) {
 	resp := &pb.NodeGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		node, err := st.NodeByID(ws, req.GetNodeId())
 		if err != nil {
 			return 0, err
@@ -133,8 +133,8 @@ func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.No
 }
 
 // serverRPCAddrs lists the known servers' RPC addresses, for client failover.
-func (s *Server) serverRPCAddrs() []string {
-	servers, err := s.raftServers()
+func (s *api) serverRPCAddrs() []string {
+	servers, err := s.RaftServers()
 	if err != nil {
 		return nil
 	}

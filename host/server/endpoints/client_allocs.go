@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -21,14 +21,14 @@ import (
 // it goes.
 type clientAllocsEndpoint struct {
 	pb.UnimplementedClientAllocsServer
-	s *Server
+	s *api
 }
 
-// defaultClientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+// DefaultClientWatchBytes is the byte budget of a paged ClientAllocs.Watch
 // answer: half the message limit, so the stubs, the rest of the answer and
 // one alloc with the largest job admitted (jobspec.MaxJobBytesCeiling)
 // always fit.
-const defaultClientWatchBytes = rpc.MaxMessageSize / 2
+const DefaultClientWatchBytes = rpc.MaxMessageSize / 2
 
 // JobKey is the key of a job version in ClientAllocsResponse.jobs.
 func JobKey(jobID string, version uint64) string { return fmt.Sprintf("%s@%d", jobID, version) }
@@ -54,9 +54,9 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 	for _, k := range req.GetKnownJobs() {
 		knownJobs[k] = true
 	}
-	budget := e.s.opts.clientWatchBytes
+	budget := e.s.ClientWatchBytes
 	resp := &pb.ClientAllocsResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		// The node's row of node_alloc_index moves with every change the
 		// servers make to its allocs (placement, stop, transition,
 		// removal) and never goes back, so it is both what the query
@@ -155,7 +155,7 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 	if len(req.GetUpdates()) == 0 {
 		return &pb.ClientAllocUpdateResponse{Meta: &pb.WriteMeta{}}, nil
 	}
-	snap := s.fsm.State().Snapshot()
+	snap := s.State().Snapshot()
 	var nodeEvals []*pb.Evaluation
 	seen := map[string]bool{}
 	for _, u := range req.GetUpdates() {
@@ -177,11 +177,11 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 			continue
 		}
 		seen[a.GetJobId()] = true
-		ev := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE)
+		ev := evals.New(s.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_ALLOC_FAILURE)
 		ev.NodeId = nodeID
 		nodeEvals = append(nodeEvals, ev)
 	}
-	idx, err := s.raftApply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
+	idx, err := s.Apply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
 		NodeId: nodeID, Updates: req.GetUpdates(), Evals: nodeEvals,
 	})
 	if err != nil {
@@ -193,11 +193,11 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 // nodeOpsEndpoint changes nodes' scheduling.
 type nodeOpsEndpoint struct {
 	pb.UnimplementedNodeOpsServer
-	s *Server
+	s *api
 }
 
 func (e *nodeOpsEndpoint) node(id string) (*fsm.StateSnapshot, *pb.Node, error) {
-	snap := e.s.fsm.State().Snapshot()
+	snap := e.s.State().Snapshot()
 	n, err := snap.NodeByID(nil, id)
 	if err != nil {
 		return nil, nil, err
@@ -223,12 +223,12 @@ func (e *nodeOpsEndpoint) UpdateEligibility(ctx context.Context, req *pb.NodeEli
 	}
 	var nodeEvals []*pb.Evaluation
 	if want == pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE {
-		if nodeEvals, err = evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+		if nodeEvals, err = evals.ForNode(snap, s.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
 			return nil, err
 		}
 	}
-	idx, err := s.raftApply(ctx, fsm.NodeEligibility, &pb.NodeEligibilityCommand{
-		NodeId: n.GetId(), Eligibility: want, Evals: nodeEvals, UpdatedAt: s.cfg.Clock.Now().UnixNano(),
+	idx, err := s.Apply(ctx, fsm.NodeEligibility, &pb.NodeEligibilityCommand{
+		NodeId: n.GetId(), Eligibility: want, Evals: nodeEvals, UpdatedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting node %s %s: %w", n.GetId(), want, err)
@@ -242,7 +242,7 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Clock.Now()
+	now := s.Clock.Now()
 	cmd := &pb.NodeDrainCommand{NodeId: n.GetId(), MarkEligible: req.GetMarkEligible(), UpdatedAt: now.UnixNano()}
 	if d := req.GetDrain(); d != nil {
 		if ms := d.GetDeadlineMs(); ms < -1 || ms > durations.MaxMs {
@@ -260,15 +260,15 @@ func (e *nodeOpsEndpoint) UpdateDrain(ctx context.Context, req *pb.NodeDrainRequ
 		}
 		cmd.Drain = strategy
 	} else if req.GetMarkEligible() {
-		if cmd.Evals, err = evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
+		if cmd.Evals, err = evals.ForNode(snap, s.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true); err != nil {
 			return nil, err
 		}
 	}
-	idx, err := s.raftApply(ctx, fsm.NodeDrain, cmd)
+	idx, err := s.Apply(ctx, fsm.NodeDrain, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("updating the drain of node %s: %w", n.GetId(), err)
 	}
-	s.drainer.Kick()
+	s.Drainer.Kick()
 	return &pb.NodeOpResponse{EvalIds: evalIDs(cmd.GetEvals()), Meta: &pb.WriteMeta{Index: idx}}, nil
 }
 
@@ -307,9 +307,9 @@ func evalIDs(evals []*pb.Evaluation) []string {
 // systemEndpoint runs cluster maintenance.
 type systemEndpoint struct {
 	pb.UnimplementedSystemServer
-	s *Server
+	s *api
 }
 
 func (e *systemEndpoint) GarbageCollect(ctx context.Context, _ *pb.GCRequest) (*pb.GCResponse, error) {
-	return e.s.collectGarbage(ctx, true)
+	return e.s.GC.CollectGarbage(ctx, true)
 }

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -59,11 +59,11 @@ func (e *volumesEndpoint) DeleteSnapshot(ctx context.Context, req *pb.SnapshotDe
 // ListSnapshots pages the plugin's snapshots (of one volume when
 // volume_id is given) with the plugin's own tokens.
 func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotListRequest) (*pb.SnapshotListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseBlocking(req.GetQuery(), "the snapshot list", "snapshots are the plugin's, not the servers' state"); err != nil {
+	if err := RefuseBlocking(req.GetQuery(), "the snapshot list", "snapshots are the plugin's, not the servers' state"); err != nil {
 		return nil, err
 	}
 	pluginID, source := req.GetPluginId(), ""
@@ -93,7 +93,7 @@ func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotLis
 	if err != nil {
 		return nil, fmt.Errorf("listing the snapshots of plugin %q on node %s: %w", pluginID, nodeID, err)
 	}
-	vols, err := e.s.fsm.State().VolumesByPlugin(nil, pluginID)
+	vols, err := e.s.State().VolumesByPlugin(nil, pluginID)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (e *volumesEndpoint) ListSnapshots(ctx context.Context, req *pb.SnapshotLis
 	for _, v := range vols {
 		byExternal[v.GetExternalId()] = v.GetId()
 	}
-	out := &pb.SnapshotListResponse{Meta: e.s.queryMeta(0)}
+	out := &pb.SnapshotListResponse{Meta: e.s.QueryMeta(0)}
 	for _, en := range resp.GetEntries() {
 		out.Snapshots = append(out.Snapshots, snapshotOf(en.GetSnapshot(), pluginID, byExternal))
 	}
@@ -145,7 +145,7 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 		secrets = v.GetSecrets()
 	}
 	ereq := &csipb.ControllerExpandVolumeRequest{VolumeId: v.GetExternalId(), CapacityRange: &csipb.CapacityRange{RequiredBytes: lo, LimitBytes: hi}, Secrets: secrets}
-	if caps := csiCapabilities(v); len(caps) > 0 {
+	if caps := CSICapabilities(v); len(caps) > 0 {
 		ereq.VolumeCapability = caps[0]
 	}
 	resp, err := c.Controller.ControllerExpandVolume(ctx, ereq)

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -38,11 +38,11 @@ func (e *nodeOpsEndpoint) UpdateFence(ctx context.Context, req *pb.NodeFenceRequ
 	}
 	// The volume tables and their commands (17 to 23) came in one version,
 	// the plugin table's.
-	if err := s.requireServersAt(csiPluginsSince, csiPluginsSinceVersion, "node fences"); err != nil {
+	if err := s.RequireServersAt(csiPluginsSince, CSIPluginsSinceVersion, "node fences"); err != nil {
 		return nil, err
 	}
-	idx, err := s.raftApply(ctx, fsm.NodeFence, &pb.NodeFenceCommand{
-		NodeId: n.GetId(), Fenced: fenced, UpdatedAt: s.cfg.Clock.Now().UnixNano(),
+	idx, err := s.Apply(ctx, fsm.NodeFence, &pb.NodeFenceCommand{
+		NodeId: n.GetId(), Fenced: fenced, UpdatedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		what := "fencing"
@@ -55,14 +55,14 @@ func (e *nodeOpsEndpoint) UpdateFence(ctx context.Context, req *pb.NodeFenceRequ
 	if fenced || !n.GetFenced() || n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY {
 		return resp, nil
 	}
-	evals, err := evals.ForNode(snap, s.cfg.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true)
+	evals, err := evals.ForNode(snap, s.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_ELIGIBILITY, true)
 	if err != nil {
 		return nil, err
 	}
 	if len(evals) == 0 {
 		return resp, nil
 	}
-	if idx, err = s.raftApply(ctx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: evals}); err != nil {
+	if idx, err = s.Apply(ctx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: evals}); err != nil {
 		return nil, fmt.Errorf("node %s is unfenced; evaluating its %d jobs: %w", n.GetId(), len(evals), err)
 	}
 	resp.EvalIds, resp.Meta = evalIDs(evals), &pb.WriteMeta{Index: idx}

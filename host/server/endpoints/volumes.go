@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -26,9 +26,10 @@ import (
 // volumesSince is the first berth version whose servers know the volume
 // tables and commands (17-23). Under the table rule (fsm/doc.go) they are
 // proposed only once every server has recorded a version at least this.
-var volumesSince = mustConstraint(">= " + volumesSinceVersion)
+var volumesSince = mustConstraint(">= " + VolumesSinceVersion)
 
-const volumesSinceVersion = "0.1.0-dev"
+// VolumesSinceVersion is the version volumesSince names.
+const VolumesSinceVersion = "0.1.0-dev"
 
 // volumeIdentitySince is the first berth version whose servers refuse, in
 // VolumeRegister's apply, a second volume ID for one plugin's volume
@@ -36,9 +37,10 @@ const volumesSinceVersion = "0.1.0-dev"
 // every server records it, the command is proposed without either flag
 // and every server applies it as an older one does (no refusal), so
 // servers of two versions never diverge.
-var volumeIdentitySince = mustConstraint(">= " + volumeIdentitySinceVersion)
+var volumeIdentitySince = mustConstraint(">= " + VolumeIdentitySinceVersion)
 
-const volumeIdentitySinceVersion = "0.1.0-dev.2"
+// VolumeIdentitySinceVersion is the version volumeIdentitySince names.
+const VolumeIdentitySinceVersion = "0.1.0-dev.2"
 
 var (
 	// ErrNoHealthyController is returned by the Volumes calls that need a
@@ -60,7 +62,7 @@ var (
 // volumesEndpoint is the Volumes service (volumes_rpc.proto).
 type volumesEndpoint struct {
 	pb.UnimplementedVolumesServer
-	s     *Server
+	s     *api
 	calls volumeloops.ControllerCaller
 	// lostRace, when set (tests), is called after a create's register
 	// was refused for a volume registered under the ID during the plugin's
@@ -104,18 +106,18 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string, capability volumeloop
 // are for that instance only: a node serving the plugin ID with another
 // one by then refuses them (csi.InstanceChanged).
 func (e *volumesEndpoint) controller(pluginID string, capability volumeloops.Cap) (*csi.Client, string, *pb.CSIPluginInfo, error) {
-	nodeID, info, has, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, capability)
+	nodeID, info, has, err := controllerFor(e.s.State().Snapshot(), pluginID, capability)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	if !has {
 		return nil, "", nil, fmt.Errorf("csi plugin %q has no controller service: %w", pluginID, ErrPluginCannot)
 	}
-	return volumeloops.ClientVia(e.calls, e.s.logger, nodeID, pluginID, csi.InstanceOf(info)), nodeID, info, nil
+	return volumeloops.ClientVia(e.calls, e.s.Logger, nodeID, pluginID, csi.InstanceOf(info)), nodeID, info, nil
 }
 
 func (e *volumesEndpoint) requireVersion() error {
-	return e.s.requireServersAt(volumesSince, volumesSinceVersion, "CSI volume commands")
+	return e.s.RequireServersAt(volumesSince, VolumesSinceVersion, "CSI volume commands")
 }
 
 // Register checks the volume, validates its capabilities with a healthy
@@ -139,7 +141,7 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	st := e.s.fsm.State().Snapshot()
+	st := e.s.State().Snapshot()
 	stored, err := st.VolumeByID(nil, v.GetId())
 	if err != nil {
 		return nil, err
@@ -153,9 +155,9 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 	}
 	var warnings []string
 	if has {
-		c := volumeloops.ClientVia(e.calls, e.s.logger, nodeID, v.GetPluginId(), csi.InstanceOf(info))
+		c := volumeloops.ClientVia(e.calls, e.s.Logger, nodeID, v.GetPluginId(), csi.InstanceOf(info))
 		res, err := c.Controller.ValidateVolumeCapabilities(ctx, &csipb.ValidateVolumeCapabilitiesRequest{
-			VolumeId: v.GetExternalId(), VolumeContext: v.GetContext(), VolumeCapabilities: csiCapabilities(v),
+			VolumeId: v.GetExternalId(), VolumeContext: v.GetContext(), VolumeCapabilities: CSICapabilities(v),
 			Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
 		})
 		if err != nil {
@@ -180,7 +182,7 @@ func (e *volumesEndpoint) Register(ctx context.Context, req *pb.VolumeRegisterRe
 		return nil, err
 	}
 	for _, w := range warnings {
-		e.s.logger.Warn("volume registered unvalidated", "volume_id", v.GetId(), "plugin_id", v.GetPluginId(), "warning", w)
+		e.s.Logger.Warn("volume registered unvalidated", "volume_id", v.GetId(), "plugin_id", v.GetPluginId(), "warning", w)
 	}
 	return resp, nil
 }
@@ -201,20 +203,20 @@ func (e *volumesEndpoint) registerIf(ctx context.Context, v *pb.Volume, ifIndex 
 // and answers its volume as stored, redacted.
 func (e *volumesEndpoint) registerCommand(ctx context.Context, cmd *pb.VolumeRegisterCommand, warnings []string) (*pb.VolumeRegisterResponse, error) {
 	v := cmd.GetVolume()
-	cmd.RegisteredAt = e.s.cfg.Clock.Now().UnixNano()
+	cmd.RegisteredAt = e.s.Clock.Now().UnixNano()
 	// Refused only while some server is older: the register then applies
 	// under the rule every server knows (a create overwrites a volume
 	// registered during its plugin call, as before).
-	if e.s.requireServersAt(volumeIdentitySince, volumeIdentitySinceVersion, "one volume ID per plugin volume") == nil {
+	if e.s.RequireServersAt(volumeIdentitySince, VolumeIdentitySinceVersion, "one volume ID per plugin volume") == nil {
 		cmd.UniqueExternal = true
 	} else {
 		cmd.IfAbsent = false
 	}
-	idx, err := e.s.raftApply(ctx, fsm.VolumeRegister, cmd)
+	idx, err := e.s.Apply(ctx, fsm.VolumeRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering volume %q: %w", v.GetId(), err)
 	}
-	stored, err := e.s.fsm.State().VolumeByID(nil, v.GetId())
+	stored, err := e.s.State().VolumeByID(nil, v.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +253,7 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	old, err := e.s.fsm.State().VolumeByID(nil, v.GetId())
+	old, err := e.s.State().VolumeByID(nil, v.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +265,7 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 		return nil, err
 	}
 	creq := &csipb.CreateVolumeRequest{
-		Name: v.GetName(), VolumeCapabilities: csiCapabilities(v), Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
+		Name: v.GetName(), VolumeCapabilities: CSICapabilities(v), Parameters: v.GetParameters(), Secrets: v.GetSecrets(),
 		AccessibilityRequirements: csiTopologyRequirement(v.GetTopologyRequest()),
 	}
 	if lo, hi := v.GetRequestedCapacityMinBytes(), v.GetRequestedCapacityMaxBytes(); lo > 0 || hi > 0 {
@@ -303,7 +305,7 @@ func (e *volumesEndpoint) Create(ctx context.Context, req *pb.VolumeCreateReques
 		if e.lostRace != nil {
 			e.lostRace(v.GetId())
 		}
-		old, rerr := e.s.fsm.State().VolumeByID(nil, v.GetId())
+		old, rerr := e.s.State().VolumeByID(nil, v.GetId())
 		switch {
 		case rerr != nil:
 			return nil, rerr
@@ -476,7 +478,7 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 		}
 		return nil, err
 	}
-	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId()})
+	idx, err := e.s.Apply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId()})
 	if err != nil {
 		return nil, fmt.Errorf("volume %q was deleted by its plugin but deregistering it failed: %w; it stays marked deleting and takes no claim: run delete again to finish (the plugin answers it is gone)", v.GetId(), err)
 	}
@@ -485,8 +487,8 @@ func (e *volumesEndpoint) Delete(ctx context.Context, req *pb.VolumeDeleteReques
 
 // markDeleting sets or clears the volume's deleting mark through raft.
 func (e *volumesEndpoint) markDeleting(ctx context.Context, id string, deleting bool) error {
-	_, err := e.s.raftApply(ctx, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
-		VolumeId: id, Deleting: deleting, UpdatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	_, err := e.s.Apply(ctx, fsm.VolumeDeleting, &pb.VolumeDeletingCommand{
+		VolumeId: id, Deleting: deleting, UpdatedAt: e.s.Clock.Now().UnixNano()})
 	return err
 }
 
@@ -501,7 +503,7 @@ func (e *volumesEndpoint) Deregister(ctx context.Context, req *pb.VolumeDeregist
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	idx, err := e.s.raftApply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId(), Force: req.GetForce()})
+	idx, err := e.s.Apply(ctx, fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: v.GetId(), Force: req.GetForce()})
 	if err != nil {
 		return nil, fmt.Errorf("deregistering volume %q: %w", v.GetId(), err)
 	}
@@ -513,7 +515,7 @@ func (e *volumesEndpoint) volume(id string) (*pb.Volume, error) {
 	if id == "" {
 		return nil, fmt.Errorf("%w: volume_id is required", volumespec.ErrInvalidVolume)
 	}
-	v, err := e.s.fsm.State().VolumeByID(nil, id)
+	v, err := e.s.State().VolumeByID(nil, id)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +527,7 @@ func (e *volumesEndpoint) volume(id string) (*pb.Volume, error) {
 
 // refuseClaimed refuses an operation on a volume that has claims.
 func (e *volumesEndpoint) refuseClaimed(id string) error {
-	claims, err := e.s.fsm.State().ClaimsByVolume(nil, id)
+	claims, err := e.s.State().ClaimsByVolume(nil, id)
 	if err != nil || len(claims) == 0 {
 		return err
 	}
@@ -578,9 +580,9 @@ func redactVolume(v *pb.Volume) *pb.Volume {
 	return v
 }
 
-// csiCapabilities are the volume's capabilities as CSI's, each with the
+// CSICapabilities are the volume's capabilities as CSI's, each with the
 // volume's mount options when it is a file system.
-func csiCapabilities(v *pb.Volume) []*csipb.VolumeCapability {
+func CSICapabilities(v *pb.Volume) []*csipb.VolumeCapability {
 	var out []*csipb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
 		vc := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.GetAccessMode())}}

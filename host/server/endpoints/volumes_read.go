@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func (e *volumesEndpoint) Get(ctx context.Context, req *pb.VolumeGetRequest) (*p
 		return nil, fmt.Errorf("volume get: %w: volume_id is required", volumespec.ErrInvalidVolume)
 	}
 	resp := &pb.VolumeGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		resp.Volume = nil
 		v, err := st.VolumeByID(ws, req.GetVolumeId())
 		if err != nil || v == nil {
@@ -48,7 +48,7 @@ func (e *volumesEndpoint) Get(ctx context.Context, req *pb.VolumeGetRequest) (*p
 // plugin_id keeps one plugin's, node_id those with a claim or an
 // attachment on the node, prefix those whose ID starts with it.
 func (e *volumesEndpoint) List(ctx context.Context, req *pb.VolumeListRequest) (*pb.VolumeListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (e *volumesEndpoint) List(ctx context.Context, req *pb.VolumeListRequest) (
 	from := max(req.GetQuery().GetNextToken(), prefix)
 	resp := &pb.VolumeListResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		var onNode map[string]bool
 		if id := req.GetNodeId(); id != "" {
 			onNode = map[string]bool{}
@@ -116,14 +116,14 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 	if req.GetVolumeId() == "" {
 		return e.allClaims(ctx, req.GetQuery(), keep)
 	}
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.VolumeClaimsResponse{}
 	var next string
 	found := false
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		v, err := st.VolumeByID(ws, req.GetVolumeId())
 		if err != nil {
 			return 0, err
@@ -134,7 +134,7 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 			return 0, err
 		}
 		sortClaims(claims)
-		resp.Claims, next = pageOf(claims, (*pb.Claim).GetId, req.GetQuery().GetNextToken(), n, keep)
+		resp.Claims, next = PageOf(claims, (*pb.Claim).GetId, req.GetQuery().GetNextToken(), n, keep)
 		return volumesIndex(st)
 	})
 	if err != nil {
@@ -151,13 +151,13 @@ func (e *volumesEndpoint) Claims(ctx context.Context, req *pb.VolumeClaimsReques
 // allClaims is one page of every volume's claims, from the query's
 // next_token (a claim ID, or a prefix of one) on.
 func (e *volumesEndpoint) allClaims(ctx context.Context, q *pb.QueryOptions, keep func(*pb.Claim) bool) (*pb.VolumeClaimsResponse, error) {
-	n, err := perPage(q)
+	n, err := PerPage(q)
 	if err != nil {
 		return nil, err
 	}
 	resp := &pb.VolumeClaimsResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, q, func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		claims, nextID, err := st.ClaimsPage(ws, q.GetNextToken(), n, keep)
 		if err != nil {
 			return 0, err

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // jobsEndpoint registers, stops, reads and plans jobs.
 type jobsEndpoint struct {
 	pb.UnimplementedJobsServer
-	s *Server
+	s *api
 }
 
 func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest) (*pb.JobRegisterResponse, error) {
@@ -34,8 +34,8 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 	if err != nil {
 		return nil, err
 	}
-	now := s.cfg.Clock.Now().UnixNano()
-	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	now := s.Clock.Now().UnixNano()
+	eval := evals.New(s.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	cmd := &pb.JobRegisterCommand{
 		Job:              job,
 		Eval:             eval,
@@ -43,12 +43,12 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 		IfJobModifyIndex: req.GetJobModifyIndex(),
 		SubmittedAt:      now,
 	}
-	idx, err := s.raftApply(ctx, fsm.JobRegister, cmd)
+	idx, err := s.Apply(ctx, fsm.JobRegister, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("registering job %s: %w", job.GetId(), err)
 	}
 	resp := &pb.JobRegisterResponse{EvalId: eval.GetId(), Warnings: warnings, Meta: &pb.WriteMeta{Index: idx}}
-	if stored, err := s.fsm.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
+	if stored, err := s.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
 		resp.Version, resp.JobModifyIndex = stored.GetVersion(), stored.GetJobModifyIndex()
 	}
 	return resp, nil
@@ -58,25 +58,25 @@ func (e *jobsEndpoint) Register(ctx context.Context, req *pb.JobRegisterRequest)
 // using it: a copy with the defaults filled in, validated, and its tasks'
 // configs checked against the drivers' schemas, with the state it was
 // checked against and the warnings.
-func (s *Server) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, error) {
+func (s *api) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, error) {
 	if in == nil {
 		return nil, nil, nil, status.Error(codes.InvalidArgument, "job: missing")
 	}
 	// First, before a copy is made or a count is acted on.
-	if err := jobspec.CheckLimits(in, s.cfg.JobLimits); err != nil {
+	if err := jobspec.CheckLimits(in, s.JobLimits); err != nil {
 		return nil, nil, nil, err
 	}
 	job := proto.Clone(in).(*pb.Job)
 	jobspec.Canonicalize(job)
 	// Again as it will be stored, with its defaults filled in: the job
 	// the scheduler and a revert measure.
-	if err := jobspec.CheckLimits(job, s.cfg.JobLimits); err != nil {
+	if err := jobspec.CheckLimits(job, s.JobLimits); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := jobspec.ValidateJob(job); err != nil {
 		return nil, nil, nil, err
 	}
-	snap := s.fsm.State().Snapshot()
+	snap := s.State().Snapshot()
 	warnings, err := checkDrivers(snap, job)
 	if err != nil {
 		return nil, nil, nil, err
@@ -124,16 +124,16 @@ func checkDrivers(snap *fsm.StateSnapshot, job *pb.Job) (warnings []string, err 
 
 func (e *jobsEndpoint) Deregister(ctx context.Context, req *pb.JobDeregisterRequest) (*pb.JobDeregisterResponse, error) {
 	s := e.s
-	job, err := s.fsm.State().JobByID(nil, req.GetJobId())
+	job, err := s.State().JobByID(nil, req.GetJobId())
 	if err != nil {
 		return nil, err
 	}
 	if job == nil {
 		return nil, fmt.Errorf("job %s: %w", req.GetJobId(), fsm.ErrJobNotFound)
 	}
-	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
-	idx, err := s.raftApply(ctx, fsm.JobDeregister, &pb.JobDeregisterCommand{
-		JobId: job.GetId(), Purge: req.GetPurge(), Eval: eval, SubmittedAt: s.cfg.Clock.Now().UnixNano(),
+	eval := evals.New(s.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_DEREGISTER)
+	idx, err := s.Apply(ctx, fsm.JobDeregister, &pb.JobDeregisterCommand{
+		JobId: job.GetId(), Purge: req.GetPurge(), Eval: eval, SubmittedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stopping job %s: %w", job.GetId(), err)
@@ -143,7 +143,7 @@ func (e *jobsEndpoint) Deregister(ctx context.Context, req *pb.JobDeregisterRequ
 
 func (e *jobsEndpoint) Get(ctx context.Context, req *pb.JobGetRequest) (*pb.JobGetResponse, error) {
 	resp := &pb.JobGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		job, err := st.JobByID(ws, req.GetJobId())
 		if err != nil || job == nil {
 			resp.Job = nil
@@ -203,7 +203,7 @@ func summarize(job *pb.Job, allocs []*pb.Allocation) *pb.JobSummary {
 }
 
 func (e *jobsEndpoint) List(ctx context.Context, req *pb.JobListRequest) (*pb.JobListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (e *jobsEndpoint) List(ctx context.Context, req *pb.JobListRequest) (*pb.Jo
 	from := max(req.GetQuery().GetNextToken(), prefix)
 	resp := &pb.JobListResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		jobs, nextID, err := st.JobsPage(ws, from, n, func(j *pb.Job) bool { return strings.HasPrefix(j.GetId(), prefix) })
 		if err != nil {
 			return 0, err
@@ -251,7 +251,7 @@ func jobStub(j *pb.Job, sum *pb.JobSummary) *pb.JobListStub {
 // version number, zero-padded, so tokens grow as pages go on, as every
 // list's do (api.Pages relies on it).
 func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest) (*pb.JobVersionsResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (e *jobsEndpoint) Versions(ctx context.Context, req *pb.JobVersionsRequest)
 	resp := &pb.JobVersionsResponse{}
 	var next string
 	var found bool
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		versions, err := st.JobVersions(ws, req.GetJobId())
 		if err != nil {
 			return 0, err
@@ -313,7 +313,7 @@ func versionsPage(versions []*pb.Job, from uint64, n int) (page []*pb.Job, next 
 
 func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*pb.JobRegisterResponse, error) {
 	s := e.s
-	job, err := s.fsm.State().JobByID(nil, req.GetJobId())
+	job, err := s.State().JobByID(nil, req.GetJobId())
 	if err != nil {
 		return nil, err
 	}
@@ -325,22 +325,22 @@ func (e *jobsEndpoint) Revert(ctx context.Context, req *pb.JobRevertRequest) (*p
 	}
 	// A version taken under other limits (raised since, or another
 	// leader's) is held to today's, as a register of it would be.
-	if old, err := s.fsm.State().JobVersion(nil, job.GetId(), req.GetVersion()); err == nil && old != nil {
-		if err := jobspec.CheckLimits(old, s.cfg.JobLimits); err != nil {
+	if old, err := s.State().JobVersion(nil, job.GetId(), req.GetVersion()); err == nil && old != nil {
+		if err := jobspec.CheckLimits(old, s.JobLimits); err != nil {
 			return nil, fmt.Errorf("reverting job %s to version %d: %w", job.GetId(), req.GetVersion(), err)
 		}
 	}
-	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
-	idx, err := s.raftApply(ctx, fsm.JobRevert, &pb.JobRevertCommand{
+	eval := evals.New(s.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	idx, err := s.Apply(ctx, fsm.JobRevert, &pb.JobRevertCommand{
 		JobId: job.GetId(), Version: req.GetVersion(),
 		EnforcePriorVersion: req.GetEnforcePriorVersion(), PriorVersion: req.GetPriorVersion(),
-		Eval: eval, SubmittedAt: s.cfg.Clock.Now().UnixNano(),
+		Eval: eval, SubmittedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reverting job %s to version %d: %w", job.GetId(), req.GetVersion(), err)
 	}
 	resp := &pb.JobRegisterResponse{EvalId: eval.GetId(), Meta: &pb.WriteMeta{Index: idx}}
-	if stored, err := s.fsm.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
+	if stored, err := s.State().JobByID(nil, job.GetId()); err == nil && stored != nil {
 		resp.Version, resp.JobModifyIndex = stored.GetVersion(), stored.GetJobModifyIndex()
 	}
 	return resp, nil
@@ -354,12 +354,12 @@ func (e *jobsEndpoint) Plan(ctx context.Context, req *pb.JobPlanRequest) (*pb.Jo
 	if err != nil {
 		return nil, err
 	}
-	resp, _, err := scheduler.PlanJob(evals.SchedulerState(snap), job, scheduler.Options{Now: s.cfg.Clock.Now().UnixNano(), NewID: newPlanID()})
+	resp, _, err := scheduler.PlanJob(evals.SchedulerState(snap), job, scheduler.Options{Now: s.Clock.Now().UnixNano(), NewID: newPlanID()})
 	if err != nil {
 		return nil, fmt.Errorf("planning job %s: %w", job.GetId(), err)
 	}
 	resp.Warnings = warnings
-	resp.Meta = s.queryMeta(evals.SchedulerState(snap).Index())
+	resp.Meta = s.QueryMeta(evals.SchedulerState(snap).Index())
 	return resp, nil
 }
 

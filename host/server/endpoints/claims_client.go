@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -179,7 +179,7 @@ func groupVolumeRequest(st *fsm.StateSnapshot, a *pb.Allocation, volumeID string
 func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimRequest) (*pb.ClientClaimResponse, error) {
 	resp := &pb.ClientClaimResponse{}
 	var unknown error
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		resp.Claim, unknown = nil, nil
 		cc, err := clientClaimOf(ws, st, req.GetNodeId(), req.GetAllocId(), req.GetVolumeId(), req.GetClaimId(), false)
 		if errcode.Code(err) == codes.NotFound {
@@ -226,7 +226,7 @@ func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimReq
 // report of a claim already freed is done, and a report of the state the
 // claim is in already is answered without a raft write.
 func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientClaimUpdateRequest) (*pb.ClientClaimUpdateResponse, error) {
-	st := e.s.fsm.State().Snapshot()
+	st := e.s.State().Snapshot()
 	target := req.GetState()
 	cc, err := clientClaimOf(nil, st, req.GetNodeId(), req.GetAllocId(), req.GetVolumeId(), req.GetClaimId(), true)
 	if err != nil {
@@ -272,11 +272,11 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	idx, err := e.s.raftApply(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{t}, UpdatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	idx, err := e.s.Apply(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{t}, UpdatedAt: e.s.Clock.Now().UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("recording node %s's report on %s: %w", req.GetNodeId(), who, err)
 	}
-	after, err := e.s.fsm.State().ClaimByID(nil, c.GetId())
+	after, err := e.s.State().ClaimByID(nil, c.GetId())
 	if err != nil {
 		return nil, err
 	}

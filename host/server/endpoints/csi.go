@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/uuid"
-	"berth.dev/berth/internal/versions"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -22,31 +21,25 @@ import (
 // csi_plugins table and NodeCSIUpdate. Under the table rule (fsm/doc.go)
 // the command is proposed only once every server in raft's configuration
 // has recorded a version at least this.
-var csiPluginsSince = mustConstraint(">= " + csiPluginsSinceVersion)
+var csiPluginsSince = mustConstraint(">= " + CSIPluginsSinceVersion)
 
-const csiPluginsSinceVersion = "0.1.0-dev"
+// CSIPluginsSinceVersion is the version csiPluginsSince names.
+const CSIPluginsSinceVersion = "0.1.0-dev"
 
 // pluginFactsSince is the first berth version whose servers derive a
 // plugin row from the instances serving now (CSIPlugin.derived_from_serving,
 // fsm/doc.go). Until every server records it, NodeCSIUpdate is proposed
 // without derive_from_serving and every server keeps the older rule.
-var pluginFactsSince = mustConstraint(">= " + pluginFactsSinceVersion)
+var pluginFactsSince = mustConstraint(">= " + PluginFactsSinceVersion)
 
-const pluginFactsSinceVersion = "0.1.0-dev.1"
-
-func mustConstraint(s string) versions.Constraint {
-	c, err := versions.ParseConstraint(s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
+// PluginFactsSinceVersion is the version pluginFactsSince names.
+const PluginFactsSinceVersion = "0.1.0-dev.1"
 
 // csiPluginsEndpoint serves the clients' plugin reports and the plugin
 // table's reads.
 type csiPluginsEndpoint struct {
 	pb.UnimplementedCSIPluginsServer
-	s *Server
+	s *api
 }
 
 // UpdateNode replaces a node's CSI plugin set. Each instance is filed
@@ -61,7 +54,7 @@ func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpda
 		NodeId:      req.GetNodeId(),
 		Controllers: map[string]*pb.CSIPluginInfo{},
 		Nodes:       map[string]*pb.CSIPluginInfo{},
-		UpdatedAt:   s.cfg.Clock.Now().UnixNano(),
+		UpdatedAt:   s.Clock.Now().UnixNano(),
 	}
 	for _, side := range []struct {
 		name string
@@ -90,14 +83,14 @@ func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpda
 			side.out[id] = info
 		}
 	}
-	if err := s.requireServersAt(csiPluginsSince, csiPluginsSinceVersion, "CSI plugin updates"); err != nil {
+	if err := s.RequireServersAt(csiPluginsSince, CSIPluginsSinceVersion, "CSI plugin updates"); err != nil {
 		return nil, err
 	}
 	// Refused only while some server is older: the update then applies
 	// under the rule every server knows.
-	cmd.DeriveFromServing = s.requireServersAt(pluginFactsSince, pluginFactsSinceVersion, "plugin facts derived from the serving instances") == nil
+	cmd.DeriveFromServing = s.RequireServersAt(pluginFactsSince, PluginFactsSinceVersion, "plugin facts derived from the serving instances") == nil
 	waiting := s.publishesWaiting(cmd)
-	idx, err := s.raftApply(ctx, fsm.NodeCSIUpdate, cmd)
+	idx, err := s.Apply(ctx, fsm.NodeCSIUpdate, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("updating the CSI plugins of node %s: %w", req.GetNodeId(), err)
 	}
@@ -108,8 +101,8 @@ func (e *csiPluginsEndpoint) UpdateNode(ctx context.Context, req *pb.NodeCSIUpda
 // publishesWaiting lists, by plugin, the attaching attachments of the
 // plugins an update touches whose rows require the controller publish:
 // the ones the update removes if it turns a row to not requiring it.
-func (s *Server) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb.Attachment {
-	st := s.fsm.State().Snapshot()
+func (s *api) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb.Attachment {
+	st := s.State().Snapshot()
 	ids := map[string]bool{}
 	for id := range cmd.GetControllers() {
 		ids[id] = true
@@ -145,50 +138,26 @@ func (s *Server) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb
 // publishes waiting when it turned a plugin's row to not requiring the
 // controller publish (fsm skipControllerPublish): each attachment removed
 // and its claims made ready without a ControllerPublishVolume.
-func (s *Server) logSkippedPublishes(nodeID string, waiting map[string][]*pb.Attachment) {
-	st := s.fsm.State().Snapshot()
+func (s *api) logSkippedPublishes(nodeID string, waiting map[string][]*pb.Attachment) {
+	st := s.State().Snapshot()
 	for _, id := range slices.Sorted(maps.Keys(waiting)) {
 		p, err := st.CSIPluginByID(nil, id)
 		if err != nil || p == nil || p.GetControllerRequired() {
 			continue
 		}
-		s.logger.Warn("csi plugin no longer requires a controller publish: its controllers serving now do not advertise PUBLISH_UNPUBLISH_VOLUME; the publishes waiting are skipped",
+		s.Logger.Warn("csi plugin no longer requires a controller publish: its controllers serving now do not advertise PUBLISH_UNPUBLISH_VOLUME; the publishes waiting are skipped",
 			"plugin_id", id, "reported_by_node", nodeID, "provider", p.GetProvider(), "attachments_removed", len(waiting[id]))
 		for _, a := range waiting[id] {
-			s.logger.Warn("controller publish skipped: attachment removed, its reserved claims made ready without ControllerPublishVolume",
+			s.Logger.Warn("controller publish skipped: attachment removed, its reserved claims made ready without ControllerPublishVolume",
 				"plugin_id", id, "volume", a.GetVolumeId(), "node", a.GetNodeId())
 		}
 	}
 }
 
-// requireServersAt refuses, with FailedPrecondition, while a server in
-// raft's configuration has not recorded a version satisfying c: the table
-// rule's check before proposing a command that writes a new table.
-func (s *Server) requireServersAt(c versions.Constraint, since, what string) error {
-	servers, err := s.raftServers()
-	if err != nil {
-		return err
-	}
-	st := s.fsm.State()
-	for _, rs := range servers {
-		m, err := st.ServerByID(nil, rs.GetId())
-		if err != nil {
-			return err
-		}
-		if m.GetVersion() == "" {
-			return status.Errorf(codes.FailedPrecondition, "%s wait for every server to record its version: server %s (%s) has not yet", what, rs.GetName(), rs.GetId())
-		}
-		if !c.Check(m.GetVersion()) {
-			return status.Errorf(codes.FailedPrecondition, "%s need every server at berth %s or later: server %s runs %s; upgrade it", what, since, rs.GetName(), m.GetVersion())
-		}
-	}
-	return nil
-}
-
 // List pages the plugin table by ID, as the other lists do, each plugin
 // without its instances and allocations.
 func (e *csiPluginsEndpoint) List(ctx context.Context, req *pb.CSIPluginListRequest) (*pb.CSIPluginListResponse, error) {
-	n, err := perPage(req.GetQuery())
+	n, err := PerPage(req.GetQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +165,7 @@ func (e *csiPluginsEndpoint) List(ctx context.Context, req *pb.CSIPluginListRequ
 	from := max(req.GetQuery().GetNextToken(), prefix)
 	resp := &pb.CSIPluginListResponse{}
 	var next string
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		plugins, nextID, err := st.CSIPluginsPage(ws, from, n, func(p *pb.CSIPlugin) bool { return strings.HasPrefix(p.GetId(), prefix) })
 		if err != nil {
 			return 0, err
@@ -237,7 +206,7 @@ func (e *csiPluginsEndpoint) Get(ctx context.Context, req *pb.CSIPluginGetReques
 		return nil, status.Error(codes.InvalidArgument, "CSI plugin get: plugin_id is required")
 	}
 	resp := &pb.CSIPluginGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		p, err := st.CSIPluginByID(ws, req.GetPluginId())
 		if err != nil {
 			return 0, err

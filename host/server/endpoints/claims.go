@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"context"
@@ -44,11 +44,11 @@ var (
 // claims here, the client's in endpoint_claims_client.go.
 type claimsEndpoint struct {
 	pb.UnimplementedClaimsServer
-	s *Server
+	s *api
 }
 
 func (e *claimsEndpoint) requireVersion() error {
-	return e.s.requireServersAt(volumesSince, volumesSinceVersion, "CSI volume claims")
+	return e.s.RequireServersAt(volumesSince, VolumesSinceVersion, "CSI volume claims")
 }
 
 // PublishPath is where a node's client publishes a claim's volume,
@@ -82,7 +82,7 @@ func (e *claimsEndpoint) Claim(ctx context.Context, req *pb.ClaimCreateRequest) 
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	st := e.s.fsm.State().Snapshot()
+	st := e.s.State().Snapshot()
 	v, err := st.VolumeByID(nil, req.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -110,11 +110,11 @@ func (e *claimsEndpoint) Claim(ctx context.Context, req *pb.ClaimCreateRequest) 
 	} else if err := checkClaimNode(st, v, held, c); err != nil {
 		return nil, err
 	}
-	idx, err := e.s.raftApply(ctx, fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: c, CreatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	idx, err := e.s.Apply(ctx, fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: c, CreatedAt: e.s.Clock.Now().UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("claiming volume %q on node %s: %w", v.GetId(), c.GetNodeId(), err)
 	}
-	st = e.s.fsm.State().Snapshot()
+	st = e.s.State().Snapshot()
 	stored, err := st.ClaimByID(nil, c.GetId())
 	if err != nil {
 		return nil, err
@@ -351,7 +351,7 @@ func (e *claimsEndpoint) Release(ctx context.Context, req *pb.ClaimReleaseReques
 	if id == "" {
 		return nil, fmt.Errorf("volume release: %w: claim_id is required", ErrInvalidClaimRequest)
 	}
-	c, err := e.s.fsm.State().ClaimByID(nil, id)
+	c, err := e.s.State().ClaimByID(nil, id)
 	if err != nil {
 		return nil, err
 	}
@@ -366,11 +366,11 @@ func (e *claimsEndpoint) Release(ctx context.Context, req *pb.ClaimReleaseReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	idx, err := e.s.raftApply(ctx, fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: id, UpdatedAt: e.s.cfg.Clock.Now().UnixNano()})
+	idx, err := e.s.Apply(ctx, fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: id, UpdatedAt: e.s.Clock.Now().UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("releasing claim %q on volume %q: %w", id, c.GetVolumeId(), err)
 	}
-	after, err := e.s.fsm.State().ClaimByID(nil, id)
+	after, err := e.s.State().ClaimByID(nil, id)
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +386,7 @@ func (e *claimsEndpoint) Get(ctx context.Context, req *pb.ClaimGetRequest) (*pb.
 		return nil, fmt.Errorf("claim get: %w: claim_id is required", ErrInvalidClaimRequest)
 	}
 	resp := &pb.ClaimGetResponse{}
-	meta, err := e.s.blockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
+	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		resp.Claim, resp.Attachment = nil, nil
 		c, err := st.ClaimByID(ws, id)
 		if err != nil {

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"berth.dev/berth/host/server/volumeloops"
@@ -50,8 +50,8 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 	if err != nil {
 		return nil, "", fmt.Errorf("creating volume %q: %w", v.GetId(), err)
 	}
-	clock := sleepClock{e.s.cfg.Clock}
-	log := e.s.logger.Named("csi")
+	clock := sleepClock{e.s.Clock}
+	log := e.s.Logger.Named("csi")
 	retry := csi.DefaultRetry()
 	wait := backoff.Backoff{Initial: retry.Initial, Max: retry.Max}
 	for attempt := 1; ; attempt++ {
@@ -98,7 +98,7 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 // try went to; otherwise it is a FailedPrecondition naming that instance,
 // which may hold the volume.
 func (e *volumesEndpoint) sameCreateController(pluginID, nodeID string, first *pb.CSIPluginInfo) error {
-	nowNode, now, _, err := controllerFor(e.s.fsm.State().Snapshot(), pluginID, volumeloops.CapCreateDelete)
+	nowNode, now, _, err := controllerFor(e.s.State().Snapshot(), pluginID, volumeloops.CapCreateDelete)
 	if err == nil && nowNode == nodeID && now.GetAllocId() == first.GetAllocId() && now.GetSource() == first.GetSource() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package server
+package endpoints
 
 import (
 	"sort"
@@ -20,8 +20,8 @@ const (
 	MaxPerPage = 1000
 )
 
-// perPage is the page size q asks for.
-func perPage(q *pb.QueryOptions) (int, error) {
+// PerPage is the page size q asks for.
+func PerPage(q *pb.QueryOptions) (int, error) {
 	n := q.GetPerPage()
 	switch {
 	case n == 0:
@@ -32,21 +32,21 @@ func perPage(q *pb.QueryOptions) (int, error) {
 	return int(n), nil
 }
 
-// refuseBlocking rejects a blocking query on a list that cannot block, so
+// RefuseBlocking rejects a blocking query on a list that cannot block, so
 // a caller never waits believing it watches for changes.
-func refuseBlocking(q *pb.QueryOptions, what, why string) error {
+func RefuseBlocking(q *pb.QueryOptions, what, why string) error {
 	if q.GetMinIndex() != 0 {
 		return status.Errorf(codes.InvalidArgument, "%s does not support blocking queries (index=%d): %s", what, q.GetMinIndex(), why)
 	}
 	return nil
 }
 
-// pageOf returns one page of items, which are sorted by key: up to n items
+// PageOf returns one page of items, which are sorted by key: up to n items
 // that keep accepts (nil keeps all), starting at the first whose key is at
 // or after from; next is the key of the first kept item after the page, ""
 // when the page is the last. A binary search finds the start, so a page
 // costs its own size plus the items keep skips.
-func pageOf[T any](items []T, key func(T) string, from string, n int, keep func(T) bool) (page []T, next string) {
+func PageOf[T any](items []T, key func(T) string, from string, n int, keep func(T) bool) (page []T, next string) {
 	i := sort.Search(len(items), func(i int) bool { return key(items[i]) >= from })
 	for ; i < len(items); i++ {
 		it := items[i]
