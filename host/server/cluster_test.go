@@ -69,7 +69,6 @@ func (tc *testCluster) startServer(lis net.Listener, join []string, expect int, 
 		ID:               uuid.Generate(),
 		Name:             fmt.Sprintf("s%d", i+1),
 		RPCAddr:          lis.Addr().String(),
-		RaftTransport:    trans,
 		BootstrapExpect:  expect,
 		RetryJoin:        join,
 		RetryInterval:    100 * time.Millisecond,
@@ -79,7 +78,7 @@ func (tc *testCluster) startServer(lis net.Listener, join []string, expect int, 
 		Logger:           testutil.Logger(tc.t).Named(fmt.Sprintf("s%d", i+1)),
 		Clock:            tc.clock,
 	}
-	tcfg := &testConfig{Config: cfg}
+	tcfg := &testConfig{Config: cfg, options: options{raftTransport: trans}}
 	for _, o := range opts {
 		o(tcfg)
 	}
@@ -233,13 +232,14 @@ func (tc *testCluster) restart(s *Server, change func(*Config)) *Server {
 			other.Connect(addr, trans)
 		}
 	}
-	cfg.RaftTransport = trans
+	opts := s.opts
+	opts.raftTransport = trans
 	var lis net.Listener
 	testutil.WaitFor(tc.t, 5*time.Second, func() (err error) {
 		lis, err = net.Listen("tcp", cfg.RPCAddr)
 		return err
 	})
-	ns, err := newServer(&cfg, lis, s.opts)
+	ns, err := newServer(&cfg, lis, opts)
 	if err != nil {
 		tc.t.Fatalf("restarting %s: %v", cfg.Name, err)
 	}

@@ -80,10 +80,6 @@ type Config struct {
 	// RaftTimeoutScale multiplies raft's timeouts; tests use a fraction.
 	RaftTimeoutScale float64
 
-	// RaftTransport, when set, replaces the TCP transport on RaftAddr
-	// (cluster tests use raft's in-memory transport).
-	RaftTransport raft.Transport
-
 	Logger hclog.Logger
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
@@ -130,6 +126,9 @@ type options struct {
 	// pass from running (the reaper still runs): for tests that move
 	// attachments by hand.
 	noControllerCalls bool
+	// raftTransport, when set, replaces the TCP transport on RaftAddr
+	// (cluster tests use raft's in-memory transport).
+	raftTransport raft.Transport
 	// proxy sets the client proxy's deadlines and retries.
 	proxy clientproxy.Tunables
 }
@@ -224,12 +223,12 @@ func (c *Config) withDefaults() *Config {
 	return &out
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate(opts options) error {
 	var errs []error
 	if c.RPCAddr == "" {
 		errs = append(errs, errors.New("server config: rpc address is required"))
 	}
-	if c.RaftAddr == "" && c.RaftTransport == nil {
+	if c.RaftAddr == "" && opts.raftTransport == nil {
 		errs = append(errs, errors.New("server config: raft address is required"))
 	}
 	if c.BootstrapExpect < 1 {

@@ -101,7 +101,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	cfg = cfg.withDefaults()
 	opts = opts.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(opts); err != nil {
 		return nil, err
 	}
 	id, err := serverID(cfg)
@@ -270,8 +270,8 @@ func (s *Server) setupRaft() error {
 		snaps = fileSnaps
 	}
 
-	if s.cfg.RaftTransport != nil {
-		s.transport = s.cfg.RaftTransport
+	if s.opts.raftTransport != nil {
+		s.transport = s.opts.raftTransport
 	} else {
 		// No separate advertise address: raft advertises what it bound, so
 		// port 0 (tests) works and the advertised port is always real.
