@@ -6,6 +6,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/nodes"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/versions"
 	"berth.dev/berth/rpc/pb"
 )
@@ -14,6 +19,19 @@ import (
 // local state store, the leader's proposals and the table rule's version
 // check. Each part declares the few of these it uses.
 type core struct{ s *Server }
+
+var (
+	_ evals.Core                   = core{}
+	_ nodes.Core                   = core{}
+	_ volumeloops.Core             = core{}
+	_ endpoints.Reader             = core{}
+	_ endpoints.Proposer           = core{}
+	_ endpoints.Cluster            = core{}
+	_ endpoints.GarbageCollector   = core{}
+	_ endpoints.Heartbeats         = (*nodes.Heartbeater)(nil)
+	_ endpoints.Drainer            = (*nodes.Drainer)(nil)
+	_ volumeloops.ControllerCaller = (*clientproxy.CSIForwarder)(nil)
+)
 
 // State returns the local state store.
 func (c core) State() *fsm.StateStore { return c.s.fsm.State() }

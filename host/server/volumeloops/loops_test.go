@@ -16,6 +16,8 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
+var _ ControllerCaller = (*volumetest.Controller)(nil)
+
 // volEnv is a state machine without raft: proposals apply at once, in
 // order, like a one-server raft, so the loops can be run under
 // testing/synctest with the bubble's clock. failWrite, when set, decides
