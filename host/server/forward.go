@@ -69,7 +69,7 @@ var routes = map[string]route{
 	pb.ClientAllocs_Watch_FullMethodName:    routeRead,
 	pb.ClientAllocs_Update_FullMethodName:   routeLeader,
 	pb.System_GarbageCollect_FullMethodName: routeLeader,
-	// The proxy finds the node's server itself (client_proxy.go).
+	// The proxy finds the node's server itself (clientproxy).
 	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
 	pb.TunnelPeers_Locate_FullMethodName:       routeLocal,
 	pb.TunnelPeers_Release_FullMethodName:      routeLocal,
@@ -77,7 +77,7 @@ var routes = map[string]route{
 	pb.CSIPlugins_UpdateNode_FullMethodName: routeLeader,
 	pb.CSIPlugins_List_FullMethodName:       routeRead,
 	pb.CSIPlugins_Get_FullMethodName:        routeRead,
-	// The forwarder finds the node's server itself (csi_forward.go).
+	// The forwarder finds the node's server itself (clientproxy.CSIForwarder).
 	pb.CSIRelay_ControllerCall_FullMethodName: routeLocal,
 
 	pb.Volumes_Register_FullMethodName:       routeLeader,

@@ -64,7 +64,7 @@ type Server struct {
 	gc      gcConfig
 	gcTimes timeTable
 	// volumes runs the attach reconciler, the reaper and the reconcile
-	// pass while this server leads (csi_loops.go).
+	// pass while this server leads (volumeloops).
 	volumes *volumeloops.Loops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry

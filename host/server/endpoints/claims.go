@@ -41,7 +41,7 @@ var (
 )
 
 // claimsEndpoint is the Claims service (claims_rpc.proto): the operator's
-// claims here, the client's in endpoint_claims_client.go.
+// claims here, the client's in claims_client.go.
 type claimsEndpoint struct {
 	pb.UnimplementedClaimsServer
 	s *api
