@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/host/scheduler/schedtest"
-	"berth.dev/berth/host/server"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/pb"
 )
@@ -117,7 +117,7 @@ func measureServerPath(nodes, allocs int) (schedule, apply, applyOne time.Durati
 	}
 	plan := func(e *pb.Evaluation) (*scheduler.Result, time.Duration, error) {
 		start := time.Now()
-		res, err := scheduler.Schedule(server.SchedulerState(f.State().Snapshot()), e, scheduler.Options{Now: time.Now().UnixNano(), NewID: uuid.Generate})
+		res, err := scheduler.Schedule(evals.SchedulerState(f.State().Snapshot()), e, scheduler.Options{Now: time.Now().UnixNano(), NewID: uuid.Generate})
 		return res, time.Since(start), err
 	}
 	res, schedule, err := plan(eval)

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"berth.dev/berth/host/jobspec"
-	"berth.dev/berth/host/server"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
@@ -392,8 +392,8 @@ func parseQuery(r *http.Request) (*pb.QueryOptions, error) {
 	}
 	if s := v.Get("per_page"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || n == 0 || n > server.MaxPerPage {
-			return nil, badRequest("query parameter per_page=%q: must be an integer from 1 to %d (default %d)", s, server.MaxPerPage, server.DefaultPerPage)
+		if err != nil || n == 0 || n > endpoints.MaxPerPage {
+			return nil, badRequest("query parameter per_page=%q: must be an integer from 1 to %d (default %d)", s, endpoints.MaxPerPage, endpoints.DefaultPerPage)
 		}
 		q.PerPage = uint32(n)
 	}

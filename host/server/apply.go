@@ -92,7 +92,7 @@ func (s *Server) raftApplyResult(ctx context.Context, t fsm.MessageType, msg pro
 	defer cancel()
 	stop := context.AfterFunc(s.shutdownCtx, cancel)
 	defer stop()
-	if h := s.cfg.hooks; h != nil && h.proposing != nil {
+	if h := s.opts.hooks; h != nil && h.proposing != nil {
 		h.proposing(t)
 	}
 	start := time.Now()

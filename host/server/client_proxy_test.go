@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -300,13 +301,12 @@ func TestClientProxyRetriesWhileTheNodeConnects(t *testing.T) {
 }
 
 func TestClientProxyEveryAttemptHasADeadline(t *testing.T) {
-	tc := newTestCluster(t, 2)
+	tc := newTestCluster(t, 2, func(c *testConfig) {
+		c.proxy.AttemptTimeout = 500 * time.Millisecond
+		c.proxy.Backoff = 10 * time.Millisecond
+	})
 	a, b := tc.servers[0], tc.servers[1]
 	waitMembers(t, b, 2)
-	for _, s := range tc.servers {
-		s.proxy.attemptTimeout = 500 * time.Millisecond
-		s.proxy.backoff = 10 * time.Millisecond
-	}
 	node := &proxyNode{Block: true}
 	connectNode(t, "stuck", node, a)
 	waitTunnel(t, a, "stuck")
@@ -321,8 +321,8 @@ func TestClientProxyEveryAttemptHasADeadline(t *testing.T) {
 	}
 	// Each of b's attempts went to a, which tried once (b retries) and
 	// timed out first, so its answer named the node.
-	if r, _ := node.counts(); r != proxyAttempts {
-		t.Fatalf("node saw %d calls, want %d attempts", r, proxyAttempts)
+	if r, _ := node.counts(); r != clientproxy.Attempts {
+		t.Fatalf("node saw %d calls, want %d attempts", r, clientproxy.Attempts)
 	}
 }
 
@@ -373,16 +373,16 @@ func TestClientProxyFindsTheAllocsNode(t *testing.T) {
 	connectNode(t, "node-a", node, s)
 	waitTunnel(t, s, "node-a")
 
-	s.proxy.allocs = nil // a proxy with no lookup: the request must name the node
+	s.proxy.SetAllocs(nil) // a proxy with no lookup: the request must name the node
 	_, err := tc.proxy(s).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a1"})
-	if _, nerr := s.proxy.nodeOf("a1", ""); status.Code(err) != codes.InvalidArgument || !errors.Is(nerr, ErrAllocNodeUnknown) {
+	if _, nerr := s.proxy.NodeOf("a1", ""); status.Code(err) != codes.InvalidArgument || !errors.Is(nerr, clientproxy.ErrAllocNodeUnknown) {
 		t.Fatalf("no node and no lookup: %v; want InvalidArgument", err)
 	}
 	if _, err := tc.proxy(s).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("no alloc: %v; want InvalidArgument", err)
 	}
 
-	s.proxy.allocs = fakeAllocs{"a1": "node-a"}
+	s.proxy.SetAllocs(fakeAllocs{"a1": "node-a"})
 	if _, err := tc.proxy(s).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "a1"}); err != nil {
 		t.Fatalf("alloc a1 on node-a: %v", err)
 	}
@@ -399,7 +399,7 @@ func TestClientProxyFindsTheAllocsNode(t *testing.T) {
 
 	// The production lookup reads the state: an alloc it does not hold
 	// and no node named is NotFound.
-	s.proxy.allocs = stateAllocNodes{s}
+	s.proxy.SetAllocs(clientproxy.StateAllocs(s.fsm.State))
 	if _, err := tc.proxy(s).RestartAlloc(timeout(t, 10*time.Second), &pb.RestartAllocRequest{AllocId: "nope"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("unknown alloc through the state: %v; want NotFound", err)
 	}
@@ -416,20 +416,6 @@ func TestClientProxyMethodsHaveRoutes(t *testing.T) {
 				t.Errorf("newReply(%s): %v", full, err)
 			}
 		}
-	}
-}
-
-func TestClientProxySentinelCodes(t *testing.T) {
-	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrNodeNotConnected: codes.Unavailable,
-		ErrNoAllocID:        codes.InvalidArgument,
-		ErrAllocNodeUnknown: codes.InvalidArgument,
-		errInvalidNode:      codes.InvalidArgument,
-		errServerShutdown:   codes.Unavailable,
-	})
-	err := fmt.Errorf("x: %w", &NotConnectedError{NodeID: "n1"})
-	if !errors.Is(err, ErrNodeNotConnected) || status.Code(toStatus(err)) != codes.Unavailable {
-		t.Fatalf("NotConnectedError: errors.Is %v, code %v", errors.Is(err, ErrNodeNotConnected), status.Code(toStatus(err)))
 	}
 }
 
@@ -484,30 +470,27 @@ func TestClientProxyReleasesTheOlderTunnelElsewhere(t *testing.T) {
 }
 
 func TestClientProxyNewestTunnelWinsAcrossServers(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	// b holds the node's newer tunnel, a an older one, and the releases
+	// that would close a's are lost: lookups must still pick b's.
+	tc := newTestCluster(t, 3, func(c *testConfig) { c.proxy.LostReleases = true })
 	a, b, c := tc.servers[0], tc.servers[1], tc.servers[2]
 	for _, s := range tc.servers {
 		waitMembers(t, s, 3)
-	}
-	// b holds the node's newer tunnel, a an older one, and the releases
-	// that would close a's are lost: lookups must still pick b's.
-	for _, s := range tc.servers {
-		s.proxy.lostReleases = true
 	}
 	now := time.Now()
 	tc.openRaw(t, b, "twice", now)
 	tc.openRaw(t, a, "twice", now.Add(-time.Second))
 	for _, s := range []*Server{a, c} {
-		r, err := s.proxy.find(timeout(t, 10*time.Second), "twice", true)
-		if err != nil || r.server.GetId() != b.ID() {
-			t.Fatalf("%s finds %v (session %v), %v; want server %s", s.cfg.Name, r.server, r.session, err, b.cfg.Name)
+		r, err := s.proxy.Find(timeout(t, 10*time.Second), "twice", true)
+		if err != nil || r.Server.GetId() != b.ID() {
+			t.Fatalf("%s finds %v (session %v), %v; want server %s", s.cfg.Name, r.Server, r.Session, err, b.cfg.Name)
 		}
 	}
 	// A first attempt on a takes its own session; only a retry asks.
-	if r, err := a.proxy.find(timeout(t, 10*time.Second), "twice", false); err != nil || r.session == nil {
+	if r, err := a.proxy.Find(timeout(t, 10*time.Second), "twice", false); err != nil || r.Session == nil {
 		t.Fatalf("a's first attempt: %v, %v; want its own session", r, err)
 	}
-	if r, err := b.proxy.find(timeout(t, 10*time.Second), "twice", true); err != nil || r.session == nil {
+	if r, err := b.proxy.Find(timeout(t, 10*time.Second), "twice", true); err != nil || r.Session == nil {
 		t.Fatalf("b's retry: %v, %v; want its own (newest) session", r, err)
 	}
 }

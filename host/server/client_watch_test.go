@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -21,7 +22,7 @@ import (
 // answer over the message limit and never learnt of a placement again.
 func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
 	const budget = 256 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.clientWatchBytes = budget })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.clientWatchBytes = budget })
 	s := tc.servers[0]
 	n1 := workNode("n1")
 	registerNodes(t, tc, s, n1)
@@ -73,7 +74,7 @@ func TestClientWatchAnswerIsHeldToItsByteBudget(t *testing.T) {
 			sentFull = append(sentFull, a.GetId())
 			full[a.GetId()]++
 			known[a.GetId()] = a.GetAllocModifyIndex()
-			knownJobs = append(knownJobs, JobKey(a.GetJobId(), a.GetJobVersion()))
+			knownJobs = append(knownJobs, endpoints.JobKey(a.GetJobId(), a.GetJobVersion()))
 		}
 		if len(sentFull) == 0 {
 			t.Fatalf("round %d sent no alloc in full", round)

@@ -26,7 +26,14 @@ type testCluster struct {
 	pool    *rpc.Pool
 }
 
-type clusterOpt func(*Config)
+// testConfig is what a clusterOpt changes: a server's Config and the
+// options only this package's tests set.
+type testConfig struct {
+	*Config
+	options
+}
+
+type clusterOpt func(*testConfig)
 
 func newTestCluster(t *testing.T, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
@@ -62,7 +69,6 @@ func (tc *testCluster) startServer(lis net.Listener, join []string, expect int, 
 		ID:               uuid.Generate(),
 		Name:             fmt.Sprintf("s%d", i+1),
 		RPCAddr:          lis.Addr().String(),
-		RaftTransport:    trans,
 		BootstrapExpect:  expect,
 		RetryJoin:        join,
 		RetryInterval:    100 * time.Millisecond,
@@ -72,10 +78,11 @@ func (tc *testCluster) startServer(lis net.Listener, join []string, expect int, 
 		Logger:           testutil.Logger(tc.t).Named(fmt.Sprintf("s%d", i+1)),
 		Clock:            tc.clock,
 	}
+	tcfg := &testConfig{Config: cfg, options: options{raftTransport: trans}}
 	for _, o := range opts {
-		o(cfg)
+		o(tcfg)
 	}
-	s, err := New(cfg, lis)
+	s, err := newServer(tcfg.Config, lis, tcfg.options)
 	if err != nil {
 		tc.t.Fatalf("starting server %d: %v", i+1, err)
 	}
@@ -225,13 +232,14 @@ func (tc *testCluster) restart(s *Server, change func(*Config)) *Server {
 			other.Connect(addr, trans)
 		}
 	}
-	cfg.RaftTransport = trans
+	opts := s.opts
+	opts.raftTransport = trans
 	var lis net.Listener
 	testutil.WaitFor(tc.t, 5*time.Second, func() (err error) {
 		lis, err = net.Listen("tcp", cfg.RPCAddr)
 		return err
 	})
-	ns, err := New(&cfg, lis)
+	ns, err := newServer(&cfg, lis, opts)
 	if err != nil {
 		tc.t.Fatalf("restarting %s: %v", cfg.Name, err)
 	}

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
@@ -76,36 +80,10 @@ type Config struct {
 	// RaftTimeoutScale multiplies raft's timeouts; tests use a fraction.
 	RaftTimeoutScale float64
 
-	// RaftTransport, when set, replaces the TCP transport on RaftAddr
-	// (cluster tests use raft's in-memory transport).
-	RaftTransport raft.Transport
-
 	Logger hclog.Logger
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
-
-	// leaderWait bounds how long a request waits for a leader to be known,
-	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
-	// Only this package's tests change it.
-	leaderWait time.Duration
-	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
-	// answer's allocs and jobs; zero means defaultClientWatchBytes. Only
-	// this package's tests change it.
-	clientWatchBytes int
-	// planPartBytes bounds the placements, stops and claims of one plan
-	// command (planParts); zero means defaultPlanPartBytes. Only this
-	// package's tests change it.
-	planPartBytes int
-	// hooks is set only by this package's tests (see testHooks).
-	hooks *testHooks
-	// controllerCaller replaces the server's CSI controller forwarder;
-	// only this package's tests set it.
-	controllerCaller controllerCaller
-	// noControllerCalls keeps the leader's attach reconciler and reconcile
-	// pass from running (the reaper still runs): only this package's tests
-	// that move attachments by hand set it.
-	noControllerCalls bool
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an
@@ -125,6 +103,49 @@ const DefaultGCPercent = 200
 // within its heartbeat TTL.
 const defaultLeaderWait = 5 * time.Second
 
+// options are the server's settings that only this package's tests set:
+// bounds made small, parts replaced, and the hooks that hold the server
+// where a test would otherwise depend on timing. New passes none; they are
+// not part of the Config an agent builds.
+type options struct {
+	// leaderWait bounds how long a request waits for a leader to be known,
+	// or for a just-elected leader's barrier; zero means defaultLeaderWait.
+	leaderWait time.Duration
+	// clientWatchBytes is the byte budget of a paged ClientAllocs.Watch
+	// answer's allocs and jobs; zero means endpoints.DefaultClientWatchBytes.
+	clientWatchBytes int
+	// planPartBytes bounds the placements, stops and claims of one plan
+	// command (evals' planParts); zero means evals.DefaultPlanPartBytes.
+	planPartBytes int
+	// hooks hold the server where a test would otherwise depend on
+	// timing (see testHooks).
+	hooks *testHooks
+	// controllerCaller replaces the server's CSI controller forwarder.
+	controllerCaller volumeloops.ControllerCaller
+	// noControllerCalls keeps the leader's attach reconciler and reconcile
+	// pass from running (the reaper still runs): for tests that move
+	// attachments by hand.
+	noControllerCalls bool
+	// raftTransport, when set, replaces the TCP transport on RaftAddr
+	// (cluster tests use raft's in-memory transport).
+	raftTransport raft.Transport
+	// proxy sets the client proxy's deadlines and retries.
+	proxy clientproxy.Tunables
+}
+
+func (o options) withDefaults() options {
+	if o.leaderWait <= 0 {
+		o.leaderWait = defaultLeaderWait
+	}
+	if o.clientWatchBytes <= 0 {
+		o.clientWatchBytes = endpoints.DefaultClientWatchBytes
+	}
+	if o.planPartBytes <= 0 {
+		o.planPartBytes = evals.DefaultPlanPartBytes
+	}
+	return o
+}
+
 // testHooks hold the server at points where a test would otherwise depend
 // on timing. Production servers have none.
 type testHooks struct {
@@ -140,7 +161,7 @@ type testHooks struct {
 	// new leader's barrier and with -1 when it stops, so a test knows a
 	// request is parked there.
 	waitingForBarrier func(method string, delta int)
-	// beforeNodeStatus runs in setNodeStatus between reading the node's
+	// beforeNodeStatus runs in nodes.Statuses.Set between reading the node's
 	// evaluations and proposing its status change.
 	beforeNodeStatus func(nodeID string)
 	// beforePlan runs in a scheduler worker with the evaluation in hand,
@@ -184,15 +205,6 @@ func (c *Config) withDefaults() *Config {
 	if out.Name == "" {
 		out.Name = out.ID
 	}
-	if out.leaderWait <= 0 {
-		out.leaderWait = defaultLeaderWait
-	}
-	if out.clientWatchBytes <= 0 {
-		out.clientWatchBytes = defaultClientWatchBytes
-	}
-	if out.planPartBytes <= 0 {
-		out.planPartBytes = defaultPlanPartBytes
-	}
 	if out.Version == "" {
 		// The version every server records in state, which the table
 		// rule's proposer check reads: a server that says none would hold
@@ -200,10 +212,10 @@ func (c *Config) withDefaults() *Config {
 		out.Version = version.Version
 	}
 	if out.ForceDetachAfter <= 0 {
-		out.ForceDetachAfter = defaultForceDetachAfter
+		out.ForceDetachAfter = volumeloops.DefaultForceDetachAfter
 	}
 	if out.VolumeReconcileInterval == 0 {
-		out.VolumeReconcileInterval = defaultReconcileInterval
+		out.VolumeReconcileInterval = volumeloops.DefaultReconcileInterval
 	}
 	if out.NumSchedulers <= 0 {
 		out.NumSchedulers = max(runtime.NumCPU(), 2)
@@ -211,12 +223,12 @@ func (c *Config) withDefaults() *Config {
 	return &out
 }
 
-func (c *Config) validate() error {
+func (c *Config) validate(opts options) error {
 	var errs []error
 	if c.RPCAddr == "" {
 		errs = append(errs, errors.New("server config: rpc address is required"))
 	}
-	if c.RaftAddr == "" && c.RaftTransport == nil {
+	if c.RaftAddr == "" && opts.raftTransport == nil {
 		errs = append(errs, errors.New("server config: raft address is required"))
 	}
 	if c.BootstrapExpect < 1 {

@@ -50,7 +50,7 @@ func stallRaft(t *testing.T, s *Server, gate *applyGate) {
 // enqueue timeout (30 s).
 func TestRaftCallsEndAtTheCallersDeadlineWhileRaftTakesNoCommands(t *testing.T) {
 	gate := &applyGate{}
-	tc := newTestCluster(t, 1, func(c *Config) { c.hooks = &testHooks{beforeApply: gate.hold} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.hooks = &testHooks{beforeApply: gate.hold} })
 	t.Cleanup(gate.open) // before the servers shut down
 	s := tc.servers[0]
 	tc.waitLeader()
@@ -138,7 +138,7 @@ func TestRemovePeerWithAnEndedContextChangesNothing(t *testing.T) {
 // the loss; readiness recorded in the earlier term must not let a request
 // through without the new term's barrier.
 func TestReadinessOfAnEarlierTermLetsNoRequestThrough(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.leaderWait = 200 * time.Millisecond })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.leaderWait = 200 * time.Millisecond })
 	s := tc.waitLeader()
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if !s.leaderReady() {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -22,11 +23,11 @@ import (
 // the server that made it.
 type callerServerKey struct{}
 
-// serverCaller is one server's controllerCaller: the cluster's shared
+// serverCaller is one server's controller caller: the cluster's shared
 // fake, with the calling server's name in the context.
 type serverCaller struct {
 	server string
-	f      *fakeController
+	f      *volumetest.Controller
 }
 
 func (c serverCaller) ControllerCall(ctx context.Context, nodeID, pluginID string, expect *pb.CSIControllerInstance, method string, req, resp proto.Message) error {
@@ -34,8 +35,8 @@ func (c serverCaller) ControllerCall(ctx context.Context, nodeID, pluginID strin
 }
 
 // withController makes every server's controller calls go to f.
-func withController(f *fakeController) clusterOpt {
-	return func(c *Config) { c.controllerCaller = serverCaller{server: c.Name, f: f} }
+func withController(f *volumetest.Controller) clusterOpt {
+	return func(c *testConfig) { c.controllerCaller = serverCaller{server: c.Name, f: f} }
 }
 
 func (tc *testCluster) byName(name string) *Server {
@@ -56,7 +57,7 @@ type volCluster struct {
 	n1, n2 *pb.Node
 }
 
-func newVolCluster(t *testing.T, servers int, fake *fakeController) *volCluster {
+func newVolCluster(t *testing.T, servers int, fake *volumetest.Controller) *volCluster {
 	tc := newTestCluster(t, servers, withController(fake))
 	vc := &volCluster{testCluster: tc, n1: testNode("n1"), n2: testNode("n2")}
 	leader := tc.waitLeader()
@@ -66,8 +67,8 @@ func newVolCluster(t *testing.T, servers int, fake *fakeController) *volCluster 
 		}
 	}
 	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: vc.n1.GetId(),
-		Controllers: map[string]*pb.CSIPluginInfo{"ebs": ebsController(true)}, Nodes: map[string]*pb.CSIPluginInfo{"ebs": ebsNode("n1")}})
-	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: vc.n2.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"ebs": ebsNode("n2")}})
+		Controllers: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSController(true)}, Nodes: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSNode("n1")}})
+	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: vc.n2.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSNode("n2")}})
 	vc.apply(fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{
 		Id: "v1", Name: "v1", PluginId: "ebs", ExternalId: "ext-v1",
 		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,
@@ -129,11 +130,11 @@ func oneAttached(atts []*pb.Attachment) error {
 func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
 	for _, mode := range []string{"killed", "partitioned"} {
 		t.Run(mode, func(t *testing.T) {
-			fake := newFakeController()
+			fake := volumetest.NewController()
 			vc := newVolCluster(t, 3, fake)
 			var lost atomic.Pointer[Server]
-			fake.onCall = func(ctx context.Context, c fakeCall) error {
-				if c.method != publishMethod || lost.Load() != nil {
+			fake.OnCall = func(ctx context.Context, c volumetest.Call) error {
+				if c.Method != volumetest.PublishMethod || lost.Load() != nil {
 					return nil
 				}
 				s := vc.byName(ctx.Value(callerServerKey{}).(string))
@@ -163,7 +164,7 @@ func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
 				// The new leader's publish is in before the old leader
 				// comes back.
 				testutil.WaitFor(t, 15*time.Second, func() error {
-					if n := len(fake.callsOf(publishMethod)); n < 2 {
+					if n := len(fake.CallsOf(volumetest.PublishMethod)); n < 2 {
 						return fmt.Errorf("%d publishes, waiting for the new leader's", n)
 					}
 					return nil
@@ -172,16 +173,16 @@ func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
 			}
 			vc.waitAttachments(oneAttached)
 
-			calls := fake.callsOf(publishMethod)
-			if len(calls) != 2 || !proto.Equal(calls[0].req, calls[1].req) || calls[0].node != vc.n1.GetId() || calls[1].node != vc.n1.GetId() {
-				t.Fatalf("publishes = %s, want two equal ones through n1: the lost leader's and the new leader's", describeCalls(calls))
+			calls := fake.CallsOf(volumetest.PublishMethod)
+			if len(calls) != 2 || !proto.Equal(calls[0].Req, calls[1].Req) || calls[0].Node != vc.n1.GetId() || calls[1].Node != vc.n1.GetId() {
+				t.Fatalf("publishes = %s, want two equal ones through n1: the lost leader's and the new leader's", volumetest.DescribeCalls(calls))
 			}
-			if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+			if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 				t.Fatalf("%d unpublishes, want 0", n)
 			}
-			fake.mu.Lock()
-			published := fake.published["ext-v1"]
-			fake.mu.Unlock()
+			fake.Mu.Lock()
+			published := fake.Published["ext-v1"]
+			fake.Mu.Unlock()
 			if len(published) != 1 || !published["csi-n2"] {
 				t.Fatalf("the plugin has ext-v1 published to %v, want csi-n2 only", published)
 			}
@@ -229,7 +230,7 @@ func (vc *volCluster) fence(req *pb.NodeFenceRequest) (*pb.NodeOpResponse, error
 // controller, removes the attachment and frees the claim, without
 // waiting for force_detach_after. Lifting the fence records it.
 func TestNodeFenceReleasesClaimsAndUnpublishes(t *testing.T) {
-	fake := newFakeController()
+	fake := volumetest.NewController()
 	vc := newVolCluster(t, 1, fake)
 	vc.claimOnN2()
 	vc.waitAttachments(oneAttached)
@@ -240,7 +241,7 @@ func TestNodeFenceReleasesClaimsAndUnpublishes(t *testing.T) {
 	if c, _ := s.State().ClaimByID(nil, "c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
 		t.Fatalf("claim c1 before the fence: %v, want releasing", c)
 	}
-	if n := len(fake.callsOf(unpublishMethod)); n != 0 {
+	if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 		t.Fatalf("%d unpublishes before the fence, want 0 (force_detach_after is 6m on a clock that stands still)", n)
 	}
 
@@ -256,9 +257,9 @@ func TestNodeFenceReleasesClaimsAndUnpublishes(t *testing.T) {
 	if c, err := s.State().ClaimByID(nil, "c1"); err != nil || c != nil {
 		t.Fatalf("claim c1 after the fence: %v (%v), want freed", c, err)
 	}
-	calls := fake.callsOf(unpublishMethod)
-	if len(calls) != 1 || calls[0].node != vc.n1.GetId() {
-		t.Fatalf("unpublishes = %s, want one through n1", describeCalls(calls))
+	calls := fake.CallsOf(volumetest.UnpublishMethod)
+	if len(calls) != 1 || calls[0].Node != vc.n1.GetId() {
+		t.Fatalf("unpublishes = %s, want one through n1", volumetest.DescribeCalls(calls))
 	}
 	node, err := s.State().NodeByID(nil, n2)
 	if err != nil || !node.GetFenced() || node.GetFencedAt() == 0 {
@@ -279,7 +280,7 @@ func TestNodeFenceReleasesClaimsAndUnpublishes(t *testing.T) {
 
 // TestNodeFenceRefusals: the refusals name the node and carry their code.
 func TestNodeFenceRefusals(t *testing.T) {
-	vc := newVolCluster(t, 1, newFakeController())
+	vc := newVolCluster(t, 1, volumetest.NewController())
 	ready := vc.n1.GetId()
 	unknown := testNode("x").GetId()
 	for _, tt := range []struct {

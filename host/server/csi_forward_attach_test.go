@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
@@ -33,8 +34,8 @@ func TestAttachAndDetachThroughTheRealForwarder(t *testing.T) {
 	connectCSINode(t, n1.GetId(), "ebs", p, s)
 	vc := &volCluster{testCluster: tc, n1: n1, n2: n2}
 	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: n1.GetId(),
-		Controllers: map[string]*pb.CSIPluginInfo{"ebs": ebsController(true)}, Nodes: map[string]*pb.CSIPluginInfo{"ebs": ebsNode("n1")}})
-	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: n2.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"ebs": ebsNode("n2")}})
+		Controllers: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSController(true)}, Nodes: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSNode("n1")}})
+	vc.apply(fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: n2.GetId(), Nodes: map[string]*pb.CSIPluginInfo{"ebs": volumetest.EBSNode("n2")}})
 	vc.apply(fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{
 		Id: "v1", Name: "v1", PluginId: "ebs", ExternalId: "ext-v1",
 		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER,

@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -133,7 +134,7 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 		t.Fatal("the node is connected to b too; the test needs it on a only")
 	}
 	for _, s := range []*Server{a, b} {
-		f := newCSIForwarder(s)
+		f := s.csi
 		p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "vol-1", CapacityBytes: 42}}, nil)
 		resp := &csipb.CreateVolumeResponse{}
 		err := f.ControllerCall(ctx10s(t), "node-a", "ebs", nil, csipb.Controller_CreateVolume_FullMethodName, &csipb.CreateVolumeRequest{Name: "data"}, resp)
@@ -167,18 +168,18 @@ func TestCSIForwardKeepsThePluginsCode(t *testing.T) {
 	if n := p.NodeStageVolume.Count(); n != 0 {
 		t.Errorf("the plugin saw %d node stage calls", n)
 	}
-	err := newCSIForwarder(b).ControllerCall(ctx10s(t), "nowhere", "ebs", nil, csipb.Controller_DeleteVolume_FullMethodName,
+	err := b.csi.ControllerCall(ctx10s(t), "nowhere", "ebs", nil, csipb.Controller_DeleteVolume_FullMethodName,
 		&csipb.DeleteVolumeRequest{VolumeId: "v"}, &csipb.DeleteVolumeResponse{})
 	if errcode.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("node connected nowhere: %v, want Unavailable naming it", err)
 	}
 	// The typed CSI client over the forwarder classes by the plugin's code.
 	p.DeleteVolume.Next(nil, status.Error(codes.NotFound, "gone"))
-	if _, err := b.csiClientVia(newCSIForwarder(b), "node-a", "ebs", nil).Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
+	if _, err := volumeloops.ClientVia(b.csi, b.logger, "node-a", "ebs", nil).Controller.DeleteVolume(ctx10s(t), &csipb.DeleteVolumeRequest{VolumeId: "v"}); err != nil {
 		t.Errorf("NotFound on delete through the forwarder is success: %v", err)
 	}
 	p.ControllerPublishVolume.Next(nil, status.Error(codes.Unavailable, "backend down"))
-	_, err = b.csiClientVia(newCSIForwarder(b), "node-a", "ebs", nil).Controller.ControllerPublishVolume(ctx10s(t),
+	_, err = volumeloops.ClientVia(b.csi, b.logger, "node-a", "ebs", nil).Controller.ControllerPublishVolume(ctx10s(t),
 		&csipb.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n", VolumeCapability: &csipb.VolumeCapability{}})
 	if !csi.IsUncertain(err) {
 		t.Errorf("Unavailable from the plugin through the forwarder: %v, want uncertain", err)

@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
@@ -124,7 +125,7 @@ func TestVolumeCreateRetryIsRefusedByANodeThatSwitchedInstanceBeforeReporting(t 
 		t.Fatalf("create answered %v after an uncertain CreateVolume on the adapter and %d on the task plugin's backend: "+
 			"the retry went to another backend although it was addressed to the adapter", err, got)
 	}
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), ErrCreateControllerChanged.Error()) {
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), endpoints.ErrCreateControllerChanged.Error()) {
 		t.Fatalf("create after the node switched instance: %v, want ErrCreateControllerChanged (FailedPrecondition)", err)
 	}
 	for _, want := range []string{"node " + n.GetId(), "storage adapter", `volume "db"`} {

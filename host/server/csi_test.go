@@ -10,12 +10,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
 )
 
-func withVersion(v string) clusterOpt { return func(c *Config) { c.Version = v } }
+func withVersion(v string) clusterOpt { return func(c *testConfig) { c.Version = v } }
 
 // updateCSI sends a node's plugin set, retrying while the servers have not
 // yet recorded their versions (the table rule's FailedPrecondition).
@@ -248,7 +249,7 @@ func TestCSIPluginUpdateDerivesFromServingOnlyWhenEveryServerKnowsTheRule(t *tes
 	for _, tc := range []struct {
 		version string
 		want    bool
-	}{{csiPluginsSinceVersion, false}, {pluginFactsSinceVersion, true}} {
+	}{{endpoints.CSIPluginsSinceVersion, false}, {endpoints.PluginFactsSinceVersion, true}} {
 		n := testNode("n1")
 		c := newTestCluster(t, 1, withVersion(tc.version))
 		s := c.servers[0]

@@ -122,9 +122,9 @@ func (vd *volumeDrain) waitMoving(jobs ...string) {
 // writes it does not watch (evaluations) could keep its last index below.
 func (vd *volumeDrain) heldAfter(index uint64, why string, jobs ...string) {
 	vd.t.Helper()
-	vd.s.drainer.kick()
+	vd.s.drainer.Kick()
 	testutil.WaitFor(vd.t, 10*time.Second, func() error {
-		if got := vd.s.drainer.stepped.Load(); got < index {
+		if got := vd.s.drainer.Stepped(); got < index {
 			return fmt.Errorf("drainer acted on index %d, waiting for %d", got, index)
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
@@ -31,7 +32,7 @@ type claimCluster struct {
 
 func newClaimCluster(t *testing.T, servers int, controller bool) *claimCluster {
 	t.Helper()
-	tc := newTestCluster(t, servers, withVersion(version.Version), func(c *Config) { c.controllerCaller = heldCaller{} })
+	tc := newTestCluster(t, servers, withVersion(version.Version), func(c *testConfig) { c.controllerCaller = heldCaller{} })
 	s := tc.waitLeader()
 	cc := &claimCluster{tc: tc, s: s, n1: testNode("n1"), n2: testNode("n2")}
 	// Fixed IDs, n1's sorting first: the node choice's tie-break is the
@@ -255,12 +256,12 @@ func TestClaimsMethodsHaveRoutes(t *testing.T) {
 
 func TestClaimSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrClaimNodeUnfit:      codes.FailedPrecondition,
-		ErrNoClaimNode:         codes.FailedPrecondition,
-		ErrVolumeNotClaimable:  codes.FailedPrecondition,
-		ErrInvalidClaimRequest: codes.InvalidArgument,
-		ErrClaimNotYours:       codes.PermissionDenied,
-		ErrVolumeNotRequested:  codes.PermissionDenied,
+		endpoints.ErrClaimNodeUnfit:      codes.FailedPrecondition,
+		endpoints.ErrNoClaimNode:         codes.FailedPrecondition,
+		endpoints.ErrVolumeNotClaimable:  codes.FailedPrecondition,
+		endpoints.ErrInvalidClaimRequest: codes.InvalidArgument,
+		endpoints.ErrClaimNotYours:       codes.PermissionDenied,
+		endpoints.ErrVolumeNotRequested:  codes.PermissionDenied,
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/errcode"
@@ -53,7 +54,7 @@ func volumeCluster(t *testing.T, p *csifake.Plugin) (*testCluster, *Server, pb.V
 func volumeClusterAt(t *testing.T, p *csifake.Plugin, ver string) (*testCluster, *Server, pb.VolumesClient, *pb.Node, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	tc := newTestCluster(t, 1, withVersion(ver), func(c *Config) {
+	tc := newTestCluster(t, 1, withVersion(ver), func(c *testConfig) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})
 	})
 	s := tc.servers[0]
@@ -109,7 +110,7 @@ func TestVolumeRegisterValidatesWithTheController(t *testing.T) {
 
 	// Confirmed: the plugin saw what the spec says, and it is registered.
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	resp, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +338,7 @@ func TestVolumeSecretsNeverLeaveTowardsUsers(t *testing.T) {
 	}
 	record(nil, err)
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	reg, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v})
 	if err != nil {
 		t.Fatal(err)

@@ -16,22 +16,16 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrBadArchive:              codes.InvalidArgument,
-		ErrRestoreTooLarge:         codes.InvalidArgument,
-		ErrRestoreNoSpace:          codes.ResourceExhausted,
-		ErrBrokerDisabled:          codes.Unavailable,
-		ErrCommandTooLarge:         codes.InvalidArgument,
-		ErrEvalToken:               codes.FailedPrecondition,
-		ErrNoController:            codes.FailedPrecondition,
-		ErrNoCapableController:     codes.FailedPrecondition,
-		ErrCreateControllerChanged: codes.FailedPrecondition,
-		errNodeGone:                codes.NotFound,
-		errNoCSINode:               codes.FailedPrecondition,
+		ErrBadArchive:      codes.InvalidArgument,
+		ErrRestoreTooLarge: codes.InvalidArgument,
+		ErrRestoreNoSpace:  codes.ResourceExhausted,
+		ErrCommandTooLarge: codes.InvalidArgument,
 	})
 }
 
@@ -68,11 +62,11 @@ func TestUnregisteredNodeIsNodeNotFound(t *testing.T) {
 	follower := tc.followers(leader)[0]
 	ghost := testNode("ghost").GetId()
 
-	_, err := (&nodesEndpoint{s: leader}).Heartbeat(context.Background(), &pb.NodeHeartbeatRequest{NodeId: ghost})
+	_, err := leader.api.Nodes.Heartbeat(context.Background(), &pb.NodeHeartbeatRequest{NodeId: ghost})
 	if !errors.Is(err, fsm.ErrNodeNotFound) || !strings.Contains(err.Error(), ghost) {
 		t.Fatalf("Heartbeat handler: %v, want fsm.ErrNodeNotFound naming %s", err, ghost)
 	}
-	_, err = (&nodesEndpoint{s: follower}).Get(context.Background(), &pb.NodeGetRequest{NodeId: ghost})
+	_, err = follower.api.Nodes.Get(context.Background(), &pb.NodeGetRequest{NodeId: ghost})
 	if !errors.Is(err, fsm.ErrNodeNotFound) || !strings.Contains(err.Error(), ghost) {
 		t.Fatalf("Get handler: %v, want fsm.ErrNodeNotFound naming %s", err, ghost)
 	}
@@ -142,5 +136,56 @@ func TestRestoreRefusesAStateTheFSMCannotRead(t *testing.T) {
 	got, err := pb.NewNodesClient(tc.conn(s)).Get(context.Background(), &pb.NodeGetRequest{NodeId: n.GetId()})
 	if err != nil || got.GetNode().GetName() != "kept" {
 		t.Fatalf("after the refused restore: %v, %v", got, err)
+	}
+}
+
+// The raft rows of errcode's tests (moved here with the raft table): raft's
+// sentinels, registered by this package, are classified by errcode's Code,
+// Status and Fallback wherever they travel.
+func TestRaftSentinelsAreClassified(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"raft not leader", fmt.Errorf("apply: %w", raft.ErrNotLeader), codes.Unavailable},
+		{"raft leadership lost", raft.ErrLeadershipLost, codes.Unavailable},
+		{"raft shutdown", raft.ErrRaftShutdown, codes.Unavailable},
+		{"raft enqueue timeout", raft.ErrEnqueueTimeout, codes.Unavailable},
+		{"raft transfer", raft.ErrLeadershipTransferInProgress, codes.Unavailable},
+		{"raft restore", raft.ErrAbortedByRestore, codes.Aborted},
+	}
+	for _, tt := range tests {
+		if got := errcode.Code(tt.err); got != tt.want {
+			t.Errorf("%s: Code(%v) = %s, want %s", tt.name, tt.err, got, tt.want)
+		}
+	}
+	for _, r := range raftCodes {
+		if got := errcode.Code(fmt.Errorf("wrapped: %w", r.err)); got != r.code {
+			t.Errorf("Code(%v) = %s, want %s", r.err, got, r.code)
+		}
+	}
+	if got := errcode.Status(raft.ErrNotLeader); status.Code(got) != codes.Unavailable || status.Convert(got).Message() != raft.ErrNotLeader.Error() {
+		t.Fatalf("Status(raft.ErrNotLeader) = %v", got)
+	}
+	errStart := errcode.New(codes.Unavailable, "plugin failed to start")
+	err := errcode.Fallback(errStart, raft.ErrNotLeader)
+	if !errors.Is(err, errStart) || !errors.Is(err, raft.ErrNotLeader) {
+		t.Errorf("foreign cause: errors.Is lost the sentinel or the cause")
+	}
+	if want := "plugin failed to start: " + raft.ErrNotLeader.Error(); err.Error() != want {
+		t.Errorf("foreign cause: message %q, want %q", err, want)
+	}
+	for _, e := range []error{err, fmt.Errorf("driver d1: %w", err)} {
+		if got := errcode.Code(e); got != codes.Unavailable {
+			t.Errorf("foreign cause: Code(%v) = %s, want %s", e, got, codes.Unavailable)
+		}
+		st := status.Convert(errcode.Status(e))
+		if st.Code() != codes.Unavailable || st.Message() != e.Error() {
+			t.Errorf("foreign cause: Status(%v) = %s %q", e, st.Code(), st.Message())
+		}
+		if st, _ := status.FromError(e); st.Code() != codes.Unavailable {
+			t.Errorf("foreign cause: status.FromError(%v) = %s, want %s", e, st.Code(), codes.Unavailable)
+		}
 	}
 }

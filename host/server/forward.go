@@ -69,7 +69,7 @@ var routes = map[string]route{
 	pb.ClientAllocs_Watch_FullMethodName:    routeRead,
 	pb.ClientAllocs_Update_FullMethodName:   routeLeader,
 	pb.System_GarbageCollect_FullMethodName: routeLeader,
-	// The proxy finds the node's server itself (client_proxy.go).
+	// The proxy finds the node's server itself (clientproxy).
 	pb.ClientProxy_RestartAlloc_FullMethodName: routeLocal,
 	pb.TunnelPeers_Locate_FullMethodName:       routeLocal,
 	pb.TunnelPeers_Release_FullMethodName:      routeLocal,
@@ -77,7 +77,7 @@ var routes = map[string]route{
 	pb.CSIPlugins_UpdateNode_FullMethodName: routeLeader,
 	pb.CSIPlugins_List_FullMethodName:       routeRead,
 	pb.CSIPlugins_Get_FullMethodName:        routeRead,
-	// The forwarder finds the node's server itself (csi_forward.go).
+	// The forwarder finds the node's server itself (clientproxy.CSIForwarder).
 	pb.CSIRelay_ControllerCall_FullMethodName: routeLocal,
 
 	pb.Volumes_Register_FullMethodName:       routeLeader,
@@ -195,13 +195,13 @@ func (s *Server) leaderRPCAddr() (addr, id string) {
 // leaderConn waits (up to the leader wait or ctx) for a leader whose
 // address is known and returns a connection to it.
 func (s *Server) leaderConn(ctx context.Context) (*grpc.ClientConn, error) {
-	deadline := time.Now().Add(s.cfg.leaderWait)
+	deadline := time.Now().Add(s.opts.leaderWait)
 	for {
 		if addr, _ := s.leaderRPCAddr(); addr != "" {
 			return s.pool.Conn(addr)
 		}
 		if time.Now().After(deadline) {
-			return nil, status.Errorf(codes.Unavailable, "server %s knows no cluster leader after waiting %s; retry", s.cfg.Name, s.cfg.leaderWait)
+			return nil, status.Errorf(codes.Unavailable, "server %s knows no cluster leader after waiting %s; retry", s.cfg.Name, s.opts.leaderWait)
 		}
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -22,7 +23,7 @@ import (
 // limit, the value and the config key, before anything is written or
 // planned.
 func TestRegisterAndPlanRefuseAJobOverTheLimits(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestRaftApplyRefusesACommandOverTheMessageLimit(t *testing.T) {
 
 // A revert to a version stored under other limits is held to today's.
 func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
 	old := serviceJob("web", 6)
 	jobspec.Canonicalize(old)
 	if _, err := s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: old,
-		Eval: s.newEval(old, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 1}); err != nil {
+		Eval: evals.New(s.cfg.Clock.Now(), old, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER), SubmittedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	jobs := pb.NewJobsClient(tc.conn(s))
@@ -98,14 +99,14 @@ func TestRevertRefusesAVersionOverTheLimits(t *testing.T) {
 // ones) is not planned: its evaluation fails for good, naming the limit,
 // with no follow-up; stopping it still works.
 func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits = jobspec.Limits{MaxGroupCount: 5} })
 	s := tc.servers[0]
 	if _, err := tc.register(s, workNode("n1")); err != nil {
 		t.Fatal(err)
 	}
 	job := serviceJob("web", 6)
 	jobspec.Canonicalize(job)
-	eval := s.newEval(job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
+	eval := evals.New(s.cfg.Clock.Now(), job, pb.EvalTrigger_EVAL_TRIGGER_JOB_REGISTER)
 	if _, err := s.raftApply(ctx10s(t), fsm.JobRegister, &pb.JobRegisterCommand{Job: job, Eval: eval, SubmittedAt: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestAStoredJobOverTheLimitsIsNotPlanned(t *testing.T) {
 // evaluation failed for good as over the limit.
 func TestJobJustUnderTheSizeLimitIsPlanned(t *testing.T) {
 	const limit = 64 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits.MaxBytes = limit })
 	s := tc.servers[0]
 	registerNodes(t, tc, s, workNode("n1"))
 	j := serviceJob("web", 1)
@@ -187,7 +188,7 @@ func TestJobJustUnderTheSizeLimitIsPlanned(t *testing.T) {
 // at planning.
 func TestJobOverTheSizeLimitWithItsDefaultsIsRefusedAtRegister(t *testing.T) {
 	const limit = 64 << 10
-	tc := newTestCluster(t, 1, func(c *Config) { c.JobLimits.MaxBytes = limit })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.JobLimits.MaxBytes = limit })
 	s := tc.servers[0]
 	j := serviceJob("web", 1)
 	j.Meta = map[string]string{"blob": ""}

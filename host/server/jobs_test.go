@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -174,7 +175,7 @@ func TestJobRegisterPlacesAllocsAClientSeesAndStopStopsThem(t *testing.T) {
 	known := map[string]uint64{}
 	var updates []*pb.AllocClientUpdate
 	for _, a := range w.GetAllocs() {
-		if w.GetJobs()[JobKey("web", a.GetJobVersion())] == nil {
+		if w.GetJobs()[endpoints.JobKey("web", a.GetJobVersion())] == nil {
 			t.Fatalf("watch response lacks job web@%d: %v", a.GetJobVersion(), w.GetJobs())
 		}
 		known[a.GetId()] = a.GetAllocModifyIndex()
@@ -318,7 +319,7 @@ func TestLeaderFailoverMidSchedulingLosesNoEvaluation(t *testing.T) {
 	var holding atomic.Bool
 	inHand := make(chan string, 64)
 	release := make(chan struct{})
-	tc := newTestCluster(t, 3, func(c *Config) {
+	tc := newTestCluster(t, 3, func(c *testConfig) {
 		c.hooks = &testHooks{beforePlan: func(ctx context.Context, eval *pb.Evaluation) {
 			if !holding.Load() {
 				return
@@ -601,7 +602,7 @@ func TestNodeBackGetsItsSystemAllocAgain(t *testing.T) {
 func TestNodeDownEvaluatesAJobPlacedWhileItWentDown(t *testing.T) {
 	// No heartbeat timer fires (the clock is manual), so only this test's
 	// own setNodeStatus call reads the hook it sets below.
-	tc := newTestCluster(t, 1, func(c *Config) { c.hooks = &testHooks{} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.hooks = &testHooks{} })
 	s := tc.servers[0]
 	n1, n2 := workNode("n1"), workNode("n2")
 	for _, n := range []*pb.Node{n1, n2} {
@@ -616,17 +617,17 @@ func TestNodeDownEvaluatesAJobPlacedWhileItWentDown(t *testing.T) {
 	}
 	// The hook places the job on n1 between setNodeStatus's read and its
 	// apply.
-	s.cfg.hooks.beforeNodeStatus = func(string) {
+	s.opts.hooks.beforeNodeStatus = func(string) {
 		if _, err := pb.NewJobsClient(tc.conn(s)).Register(ctx10s(t), &pb.JobRegisterRequest{Job: serviceJob("web", 1)}); err != nil {
 			t.Error(err)
 		}
 		waitAllocs(t, tc, s, "web", 1, nil)
 	}
 	node, _ := s.State().NodeByID(nil, n1.GetId())
-	if _, err := s.setNodeStatus(ctx10s(t), n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "missed heartbeats", node.GetModifyIndex()); err != nil {
+	if _, err := s.statuses.Set(ctx10s(t), n1.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "missed heartbeats", node.GetModifyIndex()); err != nil {
 		t.Fatal(err)
 	}
-	s.cfg.hooks.beforeNodeStatus = nil
+	s.opts.hooks.beforeNodeStatus = nil
 	if _, err := ops.UpdateEligibility(ctx10s(t), &pb.NodeEligibilityRequest{
 		NodeId: n2.GetId(), Eligibility: pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE}); err != nil {
 		t.Fatal(err)

@@ -64,11 +64,11 @@ func (s *Server) monitorLeadership() {
 func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer s.logger.Info("cluster leadership lost")
-	defer s.heartbeats.stop()
+	defer s.heartbeats.Stop()
 	defer s.ready.clear()
-	defer s.broker.setEnabled(false)
+	defer s.evals.Broker().SetEnabled(false)
 
-	if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
+	if h := s.opts.hooks; h != nil && h.beforeBarrier != nil {
 		h.beforeBarrier(ctx)
 	}
 	// Apply everything committed by earlier leaders before acting on state.
@@ -79,7 +79,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	if !s.barrier(ctx) {
 		return
 	}
-	s.heartbeats.start()
+	s.heartbeats.Start()
 	// Ready now, before recording this server in state: requests must not
 	// wait for a second commit.
 	s.ready.set(term)
@@ -98,13 +98,13 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		// queued behind it, makes the new duties start from a store that
 		// holds it, so they do not plan an evaluation again that it
 		// already placed.
-		if h := s.cfg.hooks; h != nil && h.beforeBarrier != nil {
+		if h := s.opts.hooks; h != nil && h.beforeBarrier != nil {
 			h.beforeBarrier(ctx)
 		}
 		if !s.barrier(ctx) {
 			return
 		}
-		s.heartbeats.rearm()
+		s.heartbeats.Rearm()
 	}
 }
 
@@ -149,12 +149,11 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 			f()
 		})
 	}
-	s.broker.setEnabled(true)
-	s.runWorkers(dctx, s.cfg.NumSchedulers, spawn)
-	spawn(func() { s.feedBroker(dctx) })
-	spawn(func() { s.drainer.run(dctx) })
+	s.evals.Broker().SetEnabled(true)
+	s.evals.Run(dctx, spawn)
+	spawn(func() { s.drainer.Run(dctx) })
 	spawn(func() { s.runGC(dctx) })
-	spawn(func() { s.volumes.run(dctx) })
+	spawn(func() { s.volumes.Run(dctx) })
 	s.duties.set(store)
 	defer s.duties.set(nil)
 	if err := s.discovery.ensureRegistered(dctx); err != nil {
@@ -172,7 +171,7 @@ func (s *Server) leadOnce(ctx context.Context) (restored bool) {
 	// reading the replaced store could hand the fresh broker evaluations
 	// the restored state does not have.
 	duties.Wait()
-	s.broker.setEnabled(false)
+	s.evals.Broker().SetEnabled(false)
 	return ctx.Err() == nil
 }
 
@@ -208,7 +207,7 @@ func (d *dutiesStore) state() (*fsm.StateStore, <-chan struct{}) {
 // state), or once another restore replaced st (the duties start on the
 // newer store, never on st), or with ctx's error.
 func (s *Server) awaitDutiesOn(ctx context.Context, st *fsm.StateStore) error {
-	if h := s.cfg.hooks; h != nil && h.awaitingDuties != nil {
+	if h := s.opts.hooks; h != nil && h.awaitingDuties != nil {
 		h.awaitingDuties(st)
 	}
 	for {
@@ -292,11 +291,11 @@ func (s *Server) awaitLeaderReady(ctx context.Context, method string) error {
 	if s.leaderReady() {
 		return nil
 	}
-	if h := s.cfg.hooks; h != nil && h.waitingForBarrier != nil {
+	if h := s.opts.hooks; h != nil && h.waitingForBarrier != nil {
 		h.waitingForBarrier(method, 1)
 		defer h.waitingForBarrier(method, -1)
 	}
-	bound := time.NewTimer(s.cfg.leaderWait)
+	bound := time.NewTimer(s.opts.leaderWait)
 	defer bound.Stop()
 	for waited := false; ; waited = true {
 		// Leadership is checked first, and the term with readiness: a
@@ -319,7 +318,7 @@ func (s *Server) awaitLeaderReady(ctx context.Context, method string) error {
 			return status.Errorf(status.FromContextError(ctx.Err()).Code(),
 				"waiting for server %s to finish applying the previous leader's log: %v", s.cfg.Name, ctx.Err())
 		case <-bound.C:
-			return status.Errorf(codes.Unavailable, "server %s was elected leader but is still applying the previous leader's log after %s; retry", s.cfg.Name, s.cfg.leaderWait)
+			return status.Errorf(codes.Unavailable, "server %s was elected leader but is still applying the previous leader's log after %s; retry", s.cfg.Name, s.opts.leaderWait)
 		case <-s.shutdownCtx.Done():
 			return status.Errorf(codes.Unavailable, "server %s is shutting down", s.cfg.Name)
 		}

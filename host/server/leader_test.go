@@ -55,7 +55,7 @@ func (g *barrierGate) open() { g.once.Do(func() { close(g.release) }) }
 
 // option installs the gate (and a leader wait) on every server.
 func (g *barrierGate) option(wait time.Duration) clusterOpt {
-	return func(c *Config) {
+	return func(c *testConfig) {
 		name := c.Name
 		c.hooks = &testHooks{
 			beforeBarrier: g.hold,
@@ -285,14 +285,14 @@ func (c *endableCtx) end() { close(c.done) }
 // the proposal is still in flight; they do not wait for raft's own timeout.
 func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 	gate := &applyGate{}
-	tc := newTestCluster(t, 1, func(c *Config) { c.hooks = &testHooks{beforeApply: gate.hold} })
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.hooks = &testHooks{beforeApply: gate.hold} })
 	t.Cleanup(gate.open) // before the servers shut down
 	s := tc.servers[0]
 	down := testNode("down")
 	if _, err := tc.register(s, down); err != nil {
 		t.Fatal(err)
 	}
-	nodes := &nodesEndpoint{s: s}
+	nodes := s.api.Nodes
 
 	a, b := testNode("a"), testNode("b")
 	for _, tt := range []struct {
@@ -311,7 +311,7 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 			return err
 		}},
 		{"Heartbeat of a down node", down.GetId(), func() {
-			if _, err := s.setNodeStatus(context.Background(), down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "test", 0); err != nil {
+			if _, err := s.statuses.Set(context.Background(), down.GetId(), pb.NodeStatus_NODE_STATUS_DOWN, "test", 0); err != nil {
 				t.Fatal(err)
 			}
 		}, func(ctx context.Context) error {
@@ -383,7 +383,7 @@ func TestLeadershipChecksHonourTheCallersContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "server "+s.cfg.Name) {
 		t.Fatalf("RaftConfiguration with a cancelled context: %v, want context.Canceled naming server %s", err, s.cfg.Name)
 	}
-	_, err = (&nodesEndpoint{s: s}).List(ctx, &pb.NodeListRequest{Query: consistent})
+	_, err = s.api.Nodes.List(ctx, &pb.NodeListRequest{Query: consistent})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("consistent List with a cancelled context: %v, want context.Canceled", err)
 	}

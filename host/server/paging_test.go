@@ -13,36 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
-
-func TestPageOf(t *testing.T) {
-	items := []string{"a", "b", "c", "d", "e"}
-	id := func(s string) string { return s }
-	notC := func(s string) bool { return s != "c" }
-	for _, c := range []struct {
-		from     string
-		n        int
-		keep     func(string) bool
-		want     string
-		wantNext string
-	}{
-		{"", 2, nil, "a,b", "c"},
-		{"c", 2, nil, "c,d", "e"},
-		{"e", 2, nil, "e", ""},
-		{"", 5, nil, "a,b,c,d,e", ""},
-		{"bb", 1, nil, "c", "d"}, // a token between keys starts at the next key
-		{"z", 3, nil, "", ""},
-		{"b", 2, notC, "b,d", "e"}, // filtered items neither count nor start a page
-		{"a", 1, notC, "a", "b"},
-		{"b", 1, notC, "b", "d"},
-	} {
-		page, next := pageOf(items, id, c.from, c.n, c.keep)
-		if got := strings.Join(page, ","); got != c.want || next != c.wantNext {
-			t.Errorf("pageOf(from %q, %d) = %q next %q; want %q next %q", c.from, c.n, got, next, c.want, c.wantNext)
-		}
-	}
-}
 
 // applyNodes registers count nodes through raft, concurrently so raft
 // batches them; every third is down. It returns the IDs in order.
@@ -91,7 +64,7 @@ func listAll(t *testing.T, c pb.NodesClient, perPage uint32, st pb.NodeStatus) (
 		pages++
 		limit := perPage
 		if limit == 0 {
-			limit = DefaultPerPage
+			limit = endpoints.DefaultPerPage
 		}
 		if len(resp.GetNodes()) > int(limit) {
 			t.Fatalf("page of %d nodes with per_page %d", len(resp.GetNodes()), perPage)
@@ -122,9 +95,9 @@ func TestNodeListPagesAndFilters(t *testing.T) {
 	if !slices.Equal(got, ids) || pages != 25 {
 		t.Fatalf("default pages: %d nodes in %d pages (want %d in 25), in order: %v", len(got), pages, len(ids), slices.IsSorted(got))
 	}
-	got, pages = listAll(t, c, MaxPerPage, 0)
+	got, pages = listAll(t, c, endpoints.MaxPerPage, 0)
 	if !slices.Equal(got, ids) || pages != 3 {
-		t.Fatalf("per_page %d: %d nodes in %d pages", MaxPerPage, len(got), pages)
+		t.Fatalf("per_page %d: %d nodes in %d pages", endpoints.MaxPerPage, len(got), pages)
 	}
 	var wantDown, wantReady []string
 	for _, id := range ids {
@@ -146,7 +119,7 @@ func TestNodeListPagesAndFilters(t *testing.T) {
 	}
 
 	// Refusals carry InvalidArgument, not a silently clamped page.
-	_, err := c.List(context.Background(), &pb.NodeListRequest{Query: &pb.QueryOptions{PerPage: MaxPerPage + 1}})
+	_, err := c.List(context.Background(), &pb.NodeListRequest{Query: &pb.QueryOptions{PerPage: endpoints.MaxPerPage + 1}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "per_page 1001 is over the maximum of 1000") {
 		t.Fatalf("per_page over the max: %v", err)
 	}
@@ -306,7 +279,7 @@ func TestJobVersionsArePaged(t *testing.T) {
 	if len(tokens) != 3 || tokens[0] >= tokens[1] || tokens[2] != "" {
 		t.Fatalf("tokens %q do not grow", tokens)
 	}
-	for _, q := range []*pb.QueryOptions{{NextToken: "v3"}, {NextToken: "3"}, {PerPage: MaxPerPage + 1}} {
+	for _, q := range []*pb.QueryOptions{{NextToken: "v3"}, {NextToken: "3"}, {PerPage: endpoints.MaxPerPage + 1}} {
 		_, err := jobs.Versions(ctx10s(t), &pb.JobVersionsRequest{JobId: "web", Query: q})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("versions with %v: %v, want InvalidArgument", q, err)

@@ -25,7 +25,7 @@ func TestLargePlanIsAppliedInPartsOfWholeNodes(t *testing.T) {
 		mu    sync.Mutex
 		parts []*pb.PlanApplyCommand
 	)
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.planPartBytes = budget
 		c.hooks = &testHooks{beforeApply: func(logs []*raft.Log) {
 			for _, l := range logs {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/volumeloops/volumetest"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -77,7 +78,7 @@ func TestAfterRestoreARestoredPendingEvalIsPlanned(t *testing.T) {
 	hold.Store(true)
 	inHand := make(chan string, 8)
 	release := make(chan struct{})
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{beforePlan: func(ctx context.Context, e *pb.Evaluation) {
 			if !hold.Load() {
 				return
@@ -126,9 +127,9 @@ func TestAfterRestoreADownNodesAllocsAreReplaced(t *testing.T) {
 	gone := workNode("gone")
 	registerNodes(t, tc, s, gone)
 	restoreOn(t, tc, s, snap)
-	if s.heartbeats.tracked(gone.GetId()) || !s.heartbeats.tracked(n1.GetId()) {
+	if s.heartbeats.Tracked(gone.GetId()) || !s.heartbeats.Tracked(n1.GetId()) {
 		t.Fatalf("after restore: node not in the snapshot tracked %t, restored node tracked %t",
-			s.heartbeats.tracked(gone.GetId()), s.heartbeats.tracked(n1.GetId()))
+			s.heartbeats.Tracked(gone.GetId()), s.heartbeats.Tracked(n1.GetId()))
 	}
 
 	letNodeGoDown(t, tc, s, n1, n2)
@@ -204,7 +205,7 @@ func TestAfterRestoreGCDoesNotAgeRestoredRowsByTheOldTable(t *testing.T) {
 // The attach reconciler publishes a claim made after the restore, and the
 // reaper frees it once released.
 func TestAfterRestoreAttachAndReapWork(t *testing.T) {
-	fake := newFakeController()
+	fake := volumetest.NewController()
 	vc := newVolCluster(t, 1, fake)
 	s := vc.servers[0]
 	restoreOn(t, vc.testCluster, s, saveSnapshot(t, vc.testCluster, s))
@@ -222,7 +223,7 @@ func TestAfterRestoreAttachAndReapWork(t *testing.T) {
 	if c, _ := s.State().ClaimByID(nil, "c1"); c != nil {
 		t.Fatalf("claim after the detach: %v, want freed", c)
 	}
-	if n := len(fake.callsOf(unpublishMethod)); n != 1 {
+	if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 1 {
 		t.Fatalf("%d unpublishes, want 1", n)
 	}
 }

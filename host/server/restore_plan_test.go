@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 )
@@ -34,7 +35,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		barriers      atomic.Int32
 		proposedOnce  sync.Once
 	)
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{
 			beforeBarrier: func(context.Context) {
 				// The first is the new leader's; the second follows the restore.
@@ -105,7 +106,7 @@ func TestRestoreKeepsAPlanProposedDuringItFromPlacingTwice(t *testing.T) {
 		if err != nil || e.GetStatus() != pb.EvalStatus_EVAL_STATUS_COMPLETE {
 			return fmt.Errorf("evaluation %s is %s (%v)", reg.GetEvalId(), e.GetStatus(), err)
 		}
-		if ready, outstanding, waiting, delayed := s.broker.stats(); ready+outstanding+waiting+delayed != 0 {
+		if ready, outstanding, waiting, delayed := s.evals.Broker().Stats(); ready+outstanding+waiting+delayed != 0 {
 			return fmt.Errorf("broker holds %d ready, %d outstanding, %d waiting, %d delayed", ready, outstanding, waiting, delayed)
 		}
 		return nil
@@ -123,13 +124,13 @@ func TestPlansRefuseUnseenHistoryOnlyWhenEveryServerKnowsTheRule(t *testing.T) {
 		version string
 		want    bool
 	}{
-		{planHistorySinceVersion, true},
+		{evals.PlanHistorySinceVersion, true},
 		{"0.1.0-dev", false},
 		{"0.1.0-dev.1", false}, // the plugin-facts rule, not this one
 	} {
 		t.Run(tt.version, func(t *testing.T) {
 			flags := make(chan bool, 1)
-			tc := newTestCluster(t, 1, withVersion(tt.version), func(c *Config) {
+			tc := newTestCluster(t, 1, withVersion(tt.version), func(c *testConfig) {
 				c.hooks = &testHooks{beforeApply: func(logs []*raft.Log) {
 					for _, l := range logs {
 						if l.Type != raft.LogCommand || fsm.PeekType(l.Data) != fsm.PlanApply {
@@ -173,7 +174,7 @@ func TestRestoreReplacedByAnotherBeforeTheDutiesStartAnswers(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	awaiting := make(chan *fsm.StateStore, 2)
-	tc := newTestCluster(t, 1, func(c *Config) {
+	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{awaitingDuties: func(st *fsm.StateStore) { awaiting <- st }, beforeBarrier: func(ctx context.Context) {
 			if barriers.Add(1) == 2 { // the first restore's restart
 				close(held)

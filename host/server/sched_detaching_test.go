@@ -21,7 +21,7 @@ import (
 // instead of blocking (or going to another node). With a single node the
 // right outcome is a blocked evaluation woken when the attachment goes.
 func TestSchedulerDoesNotSeeADetachingAttachment(t *testing.T) {
-	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) { c.NumSchedulers = 1; c.noControllerCalls = true })
+	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *testConfig) { c.NumSchedulers = 1; c.noControllerCalls = true })
 	s := tc.servers[0]
 	n := workNode("n1")
 	if _, err := tc.register(s, n); err != nil {

@@ -18,6 +18,11 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/nodes"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -27,6 +32,7 @@ import (
 // Server is one raft voter with its RPC endpoints and leader loops.
 type Server struct {
 	cfg    *Config
+	opts   options
 	id     string
 	logger hclog.Logger
 
@@ -40,25 +46,31 @@ type Server struct {
 	hadState bool
 
 	grpc *grpc.Server
+	// api is the RPC endpoints of the replicated state (jobs, nodes,
+	// allocs, volumes, claims, ...); operator and status are the core's.
+	api  *endpoints.Set
 	pool *rpc.Pool
 
-	heartbeats *heartbeater
-	discovery  *discovery
-	// broker hands evaluations to the scheduler workers while this server
+	heartbeats *nodes.Heartbeater
+	// statuses proposes node status changes (the heartbeats' down and
+	// ready markings).
+	statuses  *nodes.Statuses
+	discovery *discovery
+	// evals hands evaluations to the scheduler workers while this server
 	// leads; drainer moves allocs off draining nodes; gc holds the
 	// collector's thresholds.
-	broker  *evalBroker
-	drainer *drainer
+	evals   *evals.Runner
+	drainer *nodes.Drainer
 	gc      gcConfig
 	gcTimes timeTable
 	// volumes runs the attach reconciler, the reaper and the reconcile
-	// pass while this server leads (csi_loops.go).
-	volumes *volumeLoops
+	// pass while this server leads (volumeloops).
+	volumes *volumeloops.Loops
 	// tunnels holds the nodes' tunnels; proxy reaches nodes over them.
 	tunnels *tunnel.Registry
-	proxy   *clientProxy
+	proxy   *clientproxy.Proxy
 	// csi makes the servers' CSI controller calls through the clients.
-	csi *csiForwarder
+	csi *clientproxy.CSIForwarder
 
 	leaderNotify chan bool
 	// ready is set while this server leads and has applied everything
@@ -82,8 +94,14 @@ type Server struct {
 // and there is no prior state), the gRPC services on lis, discovery and the
 // leadership monitor. Shutdown stops it.
 func New(cfg *Config, lis net.Listener) (*Server, error) {
+	return newServer(cfg, lis, options{})
+}
+
+// newServer is New with the options only this package's tests set.
+func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	opts = opts.withDefaults()
+	if err := cfg.validate(opts); err != nil {
 		return nil, err
 	}
 	id, err := serverID(cfg)
@@ -93,6 +111,7 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:          cfg,
+		opts:         opts,
 		id:           id,
 		logger:       cfg.Logger,
 		fsm:          fsm.New(cfg.Logger.Named("fsm")),
@@ -103,19 +122,53 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}
-	s.heartbeats = newHeartbeater(serverNodes{s}, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
+	var statusHooks nodes.StatusHooks
+	if h := opts.hooks; h != nil {
+		// Read at each change: a test sets it once the server runs.
+		statusHooks.BeforeNodeStatus = func(nodeID string) {
+			if h.beforeNodeStatus != nil {
+				h.beforeNodeStatus(nodeID)
+			}
+		}
+	}
+	s.statuses = nodes.NewStatuses(core{s}, cfg.Clock, cfg.Logger, statusHooks)
+	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
-	s.broker = newEvalBroker(cfg.Clock, brokerConfig{})
-	s.drainer = newDrainer(s)
+	var evalHooks evals.Hooks
+	if opts.hooks != nil {
+		evalHooks.BeforePlan = opts.hooks.beforePlan
+	}
+	s.evals = evals.NewRunner(core{s}, evals.Config{
+		Workers:       cfg.NumSchedulers,
+		JobLimits:     cfg.JobLimits,
+		PlanPartBytes: opts.planPartBytes,
+		Clock:         cfg.Clock,
+		Logger:        cfg.Logger,
+	}, evalHooks)
+	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
-	caller := cfg.controllerCaller
+	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
+		OnOpen: func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) }})
+	s.proxy = clientproxy.New(clientproxy.Config{
+		ID: s.id, Name: cfg.Name, Pool: s.pool, Tunnels: s.tunnels,
+		Servers: func() ([]*pb.ServerMember, error) { return s.fsm.State().Servers(nil) },
+		Allocs:  clientproxy.StateAllocs(s.fsm.State),
+		Logger:  cfg.Logger, Done: s.shutdownCtx, Go: s.goRun,
+	}, opts.proxy)
+	s.csi = clientproxy.NewCSIForwarder(s.proxy)
+	caller := opts.controllerCaller
 	switch {
-	case cfg.noControllerCalls:
+	case opts.noControllerCalls:
 		caller = nil
 	case caller == nil:
-		caller = newCSIForwarder(s)
+		caller = s.csi
 	}
-	s.volumes = newVolumeLoops(s, caller)
+	s.volumes = volumeloops.New(core{s}, caller, volumeloops.Config{
+		ForceDetachAfter:  cfg.ForceDetachAfter,
+		ReconcileInterval: cfg.VolumeReconcileInterval,
+		Clock:             cfg.Clock,
+		Logger:            cfg.Logger,
+	})
 
 	if err := s.setupRaft(); err != nil {
 		s.closeStores()
@@ -128,25 +181,12 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	)...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
-	pb.RegisterNodesServer(s.grpc, &nodesEndpoint{s: s})
-	pb.RegisterJobsServer(s.grpc, &jobsEndpoint{s: s})
-	pb.RegisterAllocsServer(s.grpc, &allocsEndpoint{s: s})
-	pb.RegisterEvalsServer(s.grpc, &evalsEndpoint{s: s})
-	pb.RegisterNodeOpsServer(s.grpc, &nodeOpsEndpoint{s: s})
-	pb.RegisterClientAllocsServer(s.grpc, &clientAllocsEndpoint{s: s})
-	pb.RegisterSystemServer(s.grpc, &systemEndpoint{s: s})
-	pb.RegisterCSIPluginsServer(s.grpc, &csiPluginsEndpoint{s: s})
-	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
-		OnOpen: func(sess *tunnel.Session) { s.proxy.releaseElsewhere(sess) }})
-	s.proxy = newClientProxy(s, s.tunnels)
-	s.proxy.allocs = stateAllocNodes{s}
+	s.api = endpoints.New(s.endpointDeps(), endpoints.Hooks{})
+	s.api.Register(s.grpc)
 	pb.RegisterTunnelServer(s.grpc, s.tunnels)
 	pb.RegisterClientProxyServer(s.grpc, s.proxy)
-	pb.RegisterTunnelPeersServer(s.grpc, &tunnelPeers{p: s.proxy})
-	s.csi = newCSIForwarder(s)
-	pb.RegisterCSIRelayServer(s.grpc, &csiRelay{f: s.csi})
-	pb.RegisterVolumesServer(s.grpc, &volumesEndpoint{s: s, calls: s.csi})
-	pb.RegisterClaimsServer(s.grpc, &claimsEndpoint{s: s})
+	pb.RegisterTunnelPeersServer(s.grpc, clientproxy.NewPeers(s.proxy))
+	pb.RegisterCSIRelayServer(s.grpc, clientproxy.NewCSIRelay(s.csi))
 	s.goRun(func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.logger.Error("rpc server stopped", "error", err)
@@ -157,6 +197,16 @@ func New(cfg *Config, lis net.Listener) (*Server, error) {
 	s.goRun(s.discovery.run)
 	s.logger.Info("server started", "id", s.id, "name", cfg.Name, "rpc", cfg.RPCAddr, "raft", s.raftAddr(), "bootstrap_expect", cfg.BootstrapExpect)
 	return s, nil
+}
+
+// endpointDeps is what the RPC endpoints get of this server.
+func (s *Server) endpointDeps() endpoints.Deps {
+	return endpoints.Deps{
+		Reader: core{s}, Proposer: core{s}, Cluster: core{s},
+		Heartbeats: s.heartbeats, Drainer: s.drainer, GC: core{s}, Calls: s.csi,
+		Clock: s.cfg.Clock, Logger: s.cfg.Logger, JobLimits: s.cfg.JobLimits, HeartbeatTTL: s.cfg.HeartbeatTTL,
+		ClientWatchBytes: s.opts.clientWatchBytes,
+	}
 }
 
 // serverID returns the configured ID or the one persisted in the data dir,
@@ -220,8 +270,8 @@ func (s *Server) setupRaft() error {
 		snaps = fileSnaps
 	}
 
-	if s.cfg.RaftTransport != nil {
-		s.transport = s.cfg.RaftTransport
+	if s.opts.raftTransport != nil {
+		s.transport = s.opts.raftTransport
 	} else {
 		// No separate advertise address: raft advertises what it bound, so
 		// port 0 (tests) works and the advertised port is always real.
@@ -249,9 +299,9 @@ func (s *Server) setupRaft() error {
 	}
 
 	tf := &timedFSM{fsm: s.fsm}
-	if s.cfg.hooks != nil {
-		tf.beforeApply = s.cfg.hooks.beforeApply
-		tf.beforeRestore = s.cfg.hooks.beforeRestore
+	if s.opts.hooks != nil {
+		tf.beforeApply = s.opts.hooks.beforeApply
+		tf.beforeRestore = s.opts.hooks.beforeRestore
 	}
 	r, err := raft.NewRaft(rc, tf, logs, stable, snaps, s.transport)
 	if err != nil {
@@ -323,7 +373,7 @@ func (s *Server) Shutdown() error {
 			cancel()
 		}
 		s.cancel()
-		s.heartbeats.close()
+		s.heartbeats.Close()
 		// Tunnels never end by themselves: close them so the graceful
 		// stop below does not wait for them.
 		s.tunnels.Close()

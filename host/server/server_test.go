@@ -229,7 +229,7 @@ func (tc *testCluster) waitLeaderAmong(servers []*Server) *Server {
 }
 
 func TestLaggingFollowerCatchesUpBySnapshotInstall(t *testing.T) {
-	tc := newTestCluster(t, 3, func(c *Config) {
+	tc := newTestCluster(t, 3, func(c *testConfig) {
 		c.RaftSnapshotThreshold = 16
 		c.RaftTrailingLogs = 8
 	})
@@ -394,7 +394,7 @@ func TestNewLeaderGivesNodesAGracePeriod(t *testing.T) {
 	}
 	leader := tc.waitLeader(old)
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		if !leader.heartbeats.tracked(n.GetId()) {
+		if !leader.heartbeats.Tracked(n.GetId()) {
 			return fmt.Errorf("new leader has no timer for the node yet")
 		}
 		return nil
@@ -461,7 +461,7 @@ func TestLeaveOnTerminateRemovesTheServer(t *testing.T) {
 }
 
 func TestServerThatLeftRejoinsWhenRestarted(t *testing.T) {
-	tc := newTestCluster(t, 3, func(c *Config) { c.DataDir = t.TempDir() })
+	tc := newTestCluster(t, 3, func(c *testConfig) { c.DataDir = t.TempDir() })
 	leader := tc.waitLeader()
 	leaving := tc.followers(leader)[0]
 	// Its own snapshot still holds its record and the old configuration.

@@ -91,7 +91,7 @@ func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
 	// then arms its timers from the restored state.)
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		for _, s := range tc.live() {
-			restored, dropped := s.heartbeats.tracked(foreign.GetId()), s.heartbeats.tracked(local.GetId())
+			restored, dropped := s.heartbeats.Tracked(foreign.GetId()), s.heartbeats.Tracked(local.GetId())
 			if dropped || restored != s.leaderReady() {
 				return fmt.Errorf("%s (leader %t): restored node tracked %t, dropped node tracked %t", s.cfg.Name, s.IsLeader(), restored, dropped)
 			}

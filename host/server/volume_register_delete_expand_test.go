@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -23,7 +24,7 @@ func TestVolumeRegisterRefusesARedactedSecretWithNothingToKeep(t *testing.T) {
 	v := fsVolume("vault")
 	v.Secrets = map[string]string{"password": "s3cret"}
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func registerFS(t *testing.T, p *csifake.Plugin, vols pb.VolumesClient, id strin
 	t.Helper()
 	v := fsVolume(id)
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	res, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +167,7 @@ func TestVolumeExpandKeepsARegisterMadeDuringIt(t *testing.T) {
 	v := fsVolume("grow")
 	v.Parameters = map[string]string{"tier": "gold"}
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -26,7 +27,7 @@ func TestReregisteringARedactedVolumeKeepsItsSecret(t *testing.T) {
 	v.Secrets = map[string]string{"password": secret}
 	confirm := func() {
 		p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-			VolumeCapabilities: csiCapabilities(v)}}, nil)
+			VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	}
 	confirm()
 	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
@@ -63,7 +64,7 @@ func TestVolumeDeleteRacesANewClaim(t *testing.T) {
 	tc, s, vols, _, _ := volumeCluster(t, p)
 	v := fsVolume("doomed")
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(v)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(v)}}, nil)
 	if _, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: v}); err != nil {
 		t.Fatal(err)
 	}

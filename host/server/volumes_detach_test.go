@@ -19,7 +19,7 @@ import (
 // n1's ID.
 func detachingCluster(t *testing.T) (*testCluster, *Server, string) {
 	t.Helper()
-	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) { c.NumSchedulers = 1; c.noControllerCalls = true })
+	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *testConfig) { c.NumSchedulers = 1; c.noControllerCalls = true })
 	s := tc.servers[0]
 	n := workNode("n1")
 	if _, err := tc.register(s, n); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -41,7 +42,7 @@ func TestVolumeRegisterRefusesASecondIDForOneExternalVolume(t *testing.T) {
 	twin := fsVolume("b")
 	twin.ExternalId = "ext-a"
 	p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeCapabilities: csiCapabilities(twin)}}, nil)
+		VolumeCapabilities: endpoints.CSICapabilities(twin)}}, nil)
 	_, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: twin})
 	wantRefusal(t, "register of a's external volume as b", err, codes.AlreadyExists, `volume "b"`, `volume "a"`, `plugin "hp"`, `"ext-a"`)
 
@@ -229,14 +230,13 @@ func TestVolumeCreateOfAVolumeBeingDeletedIsRefused(t *testing.T) {
 func TestVolumeCreateRegistersWhenTheRaceWinnerIsGone(t *testing.T) {
 	p := csifake.New()
 	_, s, _, _, _ := volumeCluster(t, p)
-	e := &volumesEndpoint{s: s, calls: s.csi}
 	raced := 0
-	e.lostRace = func(id string) {
+	e := endpoints.New(s.endpointDeps(), endpoints.Hooks{LostRace: func(id string) {
 		raced++
 		if _, err := s.raftApply(ctx10s(t), fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: id}); err != nil {
 			t.Error(err)
 		}
-	}
+	}}).Volumes
 	spec := fsVolume("db")
 	spec.ExternalId = ""
 	p.CreateVolume.Next(&csipb.CreateVolumeResponse{Volume: &csipb.Volume{VolumeId: "ext-db"}}, nil)
@@ -276,14 +276,14 @@ func TestVolumeRegisterRefusesASecondIDOnlyWhenEveryServerKnowsTheRule(t *testin
 	for _, tc := range []struct {
 		version string
 		refused bool
-	}{{volumesSinceVersion, false}, {volumeIdentitySinceVersion, true}} {
+	}{{endpoints.VolumesSinceVersion, false}, {endpoints.VolumeIdentitySinceVersion, true}} {
 		p := csifake.New()
 		_, s, vols, _, _ := volumeClusterAt(t, p, tc.version)
 		registerFS(t, p, vols, "a")
 		twin := fsVolume("b")
 		twin.ExternalId = "ext-a"
 		p.ValidateVolumeCapabilities.Next(&csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
-			VolumeCapabilities: csiCapabilities(twin)}}, nil)
+			VolumeCapabilities: endpoints.CSICapabilities(twin)}}, nil)
 		_, err := vols.Register(ctx10s(t), &pb.VolumeRegisterRequest{Volume: twin})
 		stored, _ := s.fsm.State().VolumeByID(nil, "b")
 		switch {

@@ -19,7 +19,7 @@ import (
 // volume "vol1" of mode.
 func schedVolumeCluster(t *testing.T, mode pb.VolumeAccessMode) (*testCluster, *Server) {
 	t.Helper()
-	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *Config) { c.NumSchedulers = 4; c.noControllerCalls = true })
+	tc := newTestCluster(t, 1, withVersion(version.Version), func(c *testConfig) { c.NumSchedulers = 4; c.noControllerCalls = true })
 	s := tc.servers[0]
 	csi := pb.NewCSIPluginsClient(tc.conn(s))
 	for _, name := range []string{"n1", "n2"} {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -61,7 +62,7 @@ func TestVolumeRegisterTakesAnUnconfirmedAnswerAsAWarning(t *testing.T) {
 	})
 	t.Run("confirmed, dropping a field berth sent", func(t *testing.T) {
 		v := flagged("old")
-		dropped := csiCapabilities(v)
+		dropped := endpoints.CSICapabilities(v)
 		dropped[0].GetMount().MountFlags = nil
 		_, err := register(v, &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: dropped}})
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume_capabilities[0].mount.mount_flags") ||
@@ -74,7 +75,7 @@ func TestVolumeRegisterTakesAnUnconfirmedAnswerAsAWarning(t *testing.T) {
 	})
 	t.Run("confirmed by the access mode alone", func(t *testing.T) {
 		v := flagged("modeonly")
-		caps := csiCapabilities(v)
+		caps := endpoints.CSICapabilities(v)
 		for _, c := range caps {
 			c.AccessType = nil
 		}
@@ -102,7 +103,7 @@ func TestVolumeRegisterTakesAnUnconfirmedAnswerAsAWarning(t *testing.T) {
 			id := "full" + msg
 			v := flagged(id)
 			resp, err := register(v, &csipb.ValidateVolumeCapabilitiesResponse{Message: msg,
-				Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: csiCapabilities(v)}})
+				Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: endpoints.CSICapabilities(v)}})
 			if err != nil || !registered(id) || len(resp.GetWarnings()) != 0 {
 				t.Fatalf("register %s: %v, %v (registered %v)", id, resp, err, registered(id))
 			}

@@ -72,9 +72,12 @@
 // wraps several of its sentinels.
 //
 // Errors of other libraries are classified by a short table of their
-// sentinels (context.Canceled and DeadlineExceeded; raft.ErrNotLeader,
-// ErrLeadershipLost and the other leadership and shutdown errors are
-// Unavailable), matched by identity, never by message text.
+// sentinels, matched by identity, never by message text: the context
+// errors (context.Canceled and DeadlineExceeded) are in it here, and the
+// package that wraps another library registers that library's sentinels
+// from its init with RegisterForeign (the server core registers raft's:
+// raft.ErrNotLeader, ErrLeadershipLost and the other leadership and
+// shutdown errors are Unavailable), so this package imports none of them.
 //
 // New refuses OK and Unknown, and a test in this package parses every Go
 // file of the module and fails, naming file and line, for an exported Err…

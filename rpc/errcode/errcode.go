@@ -3,7 +3,6 @@ package errcode
 import (
 	"context"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -47,36 +46,37 @@ type statuser interface{ GRPCStatus() *status.Status }
 
 // foreign lists the sentinels of other libraries that reach berth's API,
 // with the code each stands for. They are matched by identity (errors.Is on
-// the one error in the chain), never by message.
-var foreign = []struct {
-	err  error
-	code codes.Code
-}{
+// the one error in the chain), never by message. The context errors are
+// here; the package that wraps another library registers that library's
+// (the server core registers raft's) with RegisterForeign, so this package
+// imports none of them.
+var foreign = []foreignCode{
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
-	// Leadership moved or the server is going away: the request did nothing,
-	// or (ErrLeadershipLost) may commit under the next leader; either way the
-	// caller retries, which is what Unavailable tells it.
-	{raft.ErrNotLeader, codes.Unavailable},
-	{raft.ErrLeadershipLost, codes.Unavailable},
-	{raft.ErrRaftShutdown, codes.Unavailable},
-	{raft.ErrEnqueueTimeout, codes.Unavailable},
-	{raft.ErrLeadershipTransferInProgress, codes.Unavailable},
-	{raft.ErrTransportShutdown, codes.Unavailable},
-	// An operator's snapshot restore cancelled the in-flight command.
-	{raft.ErrAbortedByRestore, codes.Aborted},
-	{raft.ErrNotVoter, codes.FailedPrecondition},
-	{raft.ErrLeader, codes.FailedPrecondition},
-	{raft.ErrCantBootstrap, codes.FailedPrecondition},
-	{raft.ErrNothingNewToSnapshot, codes.FailedPrecondition},
-	{raft.ErrUnsupportedProtocol, codes.FailedPrecondition},
+}
+
+type foreignCode struct {
+	err  error
+	code codes.Code
+}
+
+// RegisterForeign records that err, a sentinel of another library that
+// reaches berth's API, stands for code: Code and Status then classify it
+// (matched by identity, as errors.Is, never by message). It is for a
+// package's init, the one time nothing reads the table; it panics when
+// code is OK or Unknown, as New does.
+func RegisterForeign(err error, code codes.Code) {
+	if err == nil || code == codes.OK || code == codes.Unknown || int(code) >= len(names) {
+		panic("errcode.RegisterForeign(" + code.String() + "): a foreign sentinel needs an error and a code other than OK and Unknown")
+	}
+	foreign = append(foreign, foreignCode{err, code})
 }
 
 // Code returns the gRPC code of err: OK for nil; otherwise the code of the
 // error nearest the top of err's chain (in errors.As order) that has one — a
 // gRPC status, a Sentinel or other error with a GRPCCode method (sdk's
 // sentinels, sdk.RPCError) that does not answer Unknown, a context error or
-// one of the foreign sentinels (raft.ErrNotLeader, ...). An error with none
+// one of the foreign sentinels (see RegisterForeign). An error with none
 // of these is Unknown: nobody classified it, which is not the same as a bug
 // of berth's (Internal). See the package doc for why the nearest wins, and
 // Fallback for a wrapper that must not hide its cause's code.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,7 +15,25 @@ import (
 var (
 	errMissing = New(codes.NotFound, "widget not found")
 	errFull    = New(codes.ResourceExhausted, "no free write claim")
+	// errForeign stands for another library's sentinel (raft's are
+	// registered by the server core, whose tests check them).
+	errForeign = errors.New("other library: not the leader")
 )
+
+func init() { RegisterForeign(errForeign, codes.Unavailable) }
+
+func TestRegisterForeignRefusesCodesThatClassifyNothing(t *testing.T) {
+	for _, c := range []codes.Code{codes.OK, codes.Unknown, codes.Code(99)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterForeign(%s) did not panic", c)
+				}
+			}()
+			RegisterForeign(errors.New("x"), c)
+		}()
+	}
+}
 
 func TestNewRefusesCodesThatClassifyNothing(t *testing.T) {
 	for _, c := range []codes.Code{codes.OK, codes.Unknown, codes.Code(99)} {
@@ -45,12 +62,7 @@ func TestCodeFindsTheNearestCode(t *testing.T) {
 		{"wrapped status", fmt.Errorf("forwarding: %w", status.Error(codes.Aborted, "retry")), codes.Aborted},
 		{"context canceled", fmt.Errorf("waiting: %w", context.Canceled), codes.Canceled},
 		{"deadline", fmt.Errorf("waiting: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
-		{"raft not leader", fmt.Errorf("apply: %w", raft.ErrNotLeader), codes.Unavailable},
-		{"raft leadership lost", raft.ErrLeadershipLost, codes.Unavailable},
-		{"raft shutdown", raft.ErrRaftShutdown, codes.Unavailable},
-		{"raft enqueue timeout", raft.ErrEnqueueTimeout, codes.Unavailable},
-		{"raft transfer", raft.ErrLeadershipTransferInProgress, codes.Unavailable},
-		{"raft restore", raft.ErrAbortedByRestore, codes.Aborted},
+		{"registered foreign", fmt.Errorf("apply: %w", errForeign), codes.Unavailable},
 		{"plain", errors.New("disk on fire"), codes.Unknown},
 		{"same text is not the sentinel", errors.New("widget not found"), codes.Unknown},
 		// The nearest code wins: a refusal that wraps the context error it
@@ -75,8 +87,8 @@ func TestStatusKeepsTheMessageAndDetails(t *testing.T) {
 	if !ok || st.Code() != codes.NotFound || st.Message() != "node n1: widget not found" {
 		t.Fatalf("Status = %v (ok %v)", st, ok)
 	}
-	if got := Status(raft.ErrNotLeader); status.Code(got) != codes.Unavailable || status.Convert(got).Message() != raft.ErrNotLeader.Error() {
-		t.Fatalf("Status(raft.ErrNotLeader) = %v", got)
+	if got := Status(errForeign); status.Code(got) != codes.Unavailable || status.Convert(got).Message() != errForeign.Error() {
+		t.Fatalf("Status(errForeign) = %v", got)
 	}
 	if got := Status(errors.New("disk on fire")); status.Code(got) != codes.Unknown {
 		t.Fatalf("Status(plain) = %v, want Unknown", got)
@@ -164,7 +176,7 @@ func TestFallbackPrefersTheCausesCode(t *testing.T) {
 	}{
 		{"coded cause", fmt.Errorf("negotiating: %w", errAPI), codes.FailedPrecondition},
 		{"status cause", withInfo.Err(), codes.FailedPrecondition},
-		{"foreign cause", raft.ErrNotLeader, codes.Unavailable},
+		{"foreign cause", errForeign, codes.Unavailable},
 		// A step that ran out of its own time is not the caller's deadline.
 		{"canceled cause", fmt.Errorf("handshake: %w", context.Canceled), codes.Unavailable},
 		{"deadline cause", fmt.Errorf("launch: %w", context.DeadlineExceeded), codes.Unavailable},

@@ -1,0 +1,130 @@
+package evals
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// feedBroker hands every pending evaluation in the state to the broker and
+// makes blocked evaluations pending again when capacity may have appeared.
+// It wakes on changes to the evaluations (a watch on the state, not a
+// poll), so a registered job's evaluation reaches a worker as soon as its
+// command is applied; at a new leader's start it restores the broker from
+// whatever earlier leaders left pending, and wakes every blocked
+// evaluation once (what freed capacity while no leader watched is
+// unknown).
+func (r *Runner) feedBroker(ctx context.Context) {
+	logger := r.logger.Named("evals")
+	first := true
+	var retry <-chan time.Time
+	for {
+		ws := memdb.NewWatchSet()
+		snap := r.core.State().Snapshot()
+		pending, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_PENDING)
+		if err != nil {
+			logger.Error("reading pending evaluations", "error", err)
+		}
+		for _, e := range pending {
+			r.broker.enqueue(e)
+		}
+		if idx, err := snap.Index(fsm.TableEvals); err == nil {
+			r.broker.prune(idx)
+		}
+		blocked, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_BLOCKED)
+		if err != nil {
+			logger.Error("reading blocked evaluations", "error", err)
+		}
+		retry = nil
+		if len(blocked) > 0 {
+			if err := r.unblock(ctx, ws, snap, blocked, first); err != nil && ctx.Err() == nil {
+				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
+				retry = time.After(time.Second)
+			}
+		}
+		first = false
+		wctx, cancel := context.WithCancel(ctx)
+		if retry != nil {
+			go func(r <-chan time.Time) {
+				select {
+				case <-r:
+					cancel()
+				case <-wctx.Done():
+				}
+			}(retry)
+		}
+		_ = ws.WatchCtx(wctx) // ends on a change, the retry timer or ctx
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// unblock makes blocked evaluations pending again when the cluster changed
+// in a way that may make room since they were planned: a node changed
+// (joined, came back, became eligible, was drained), or an alloc stopped
+// holding resources or was changed by the servers (stopped, moved,
+// updated in place — a job update that shrinks an alloc frees room
+// without changing how many allocs run). A client's status update that
+// leaves an alloc running changes nothing here. A job that claims volumes
+// is also woken by a change to the claims or volumes tables after its
+// snapshot (volumesChanged). With all, every blocked evaluation is woken.
+// It adds the nodes and allocs tables, and the volumes blocked jobs claim,
+// to ws, so their changes wake the feed.
+func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
+	nodesIdx, err := snap.Index(fsm.TableNodes)
+	if err != nil {
+		return err
+	}
+	volumesIdx, err := volumesChangedAt(snap)
+	if err != nil {
+		return err
+	}
+	if _, err := snap.Nodes(ws); err != nil {
+		return err
+	}
+	allocs, _, err := snap.AllocsPage(ws, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	// freedAt is the latest index at which an alloc freed or changed
+	// capacity.
+	var freedAt uint64
+	for _, a := range allocs {
+		if fsm.AllocTerminal(a) {
+			freedAt = max(freedAt, a.GetModifyIndex())
+		} else {
+			freedAt = max(freedAt, a.GetAllocModifyIndex())
+		}
+	}
+	var wake []*pb.Evaluation
+	now := r.cfg.Clock.Now().UnixNano()
+	for _, e := range blocked {
+		since := e.GetSnapshotIndex()
+		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
+		if err != nil {
+			return err
+		}
+		if all || nodesIdx > since || freedAt > since || (claimsVolumes && volumesIdx > since) {
+			u := proto.Clone(e).(*pb.Evaluation)
+			u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
+			u.StatusDescription = "unblocked: capacity may have changed"
+			u.TriggeredBy = pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS
+			u.ModifiedAt = now
+			wake = append(wake, u)
+		}
+	}
+	if len(wake) == 0 {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = r.core.Apply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake})
+	return err
+}

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/internal/versions"
+)
+
+// requireServersAt refuses, with FailedPrecondition, while a server in
+// raft's configuration has not recorded a version satisfying c: the table
+// rule's check before proposing a command that writes a new table.
+func (s *Server) requireServersAt(c versions.Constraint, since, what string) error {
+	servers, err := s.raftServers()
+	if err != nil {
+		return err
+	}
+	st := s.fsm.State()
+	for _, rs := range servers {
+		m, err := st.ServerByID(nil, rs.GetId())
+		if err != nil {
+			return err
+		}
+		if m.GetVersion() == "" {
+			return status.Errorf(codes.FailedPrecondition, "%s wait for every server to record its version: server %s (%s) has not yet", what, rs.GetName(), rs.GetId())
+		}
+		if !c.Check(m.GetVersion()) {
+			return status.Errorf(codes.FailedPrecondition, "%s need every server at berth %s or later: server %s runs %s; upgrade it", what, since, rs.GetName(), m.GetVersion())
+		}
+	}
+	return nil
+}
+
+func mustConstraint(s string) versions.Constraint {
+	c, err := versions.ParseConstraint(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
