@@ -12,11 +12,6 @@ import (
 	"berth.dev/berth/sdk/driverpb"
 )
 
-// ForwardedHeader is the gRPC metadata key a server sets when it forwards a
-// request to the leader; a forwarded request is never forwarded again, so a
-// leader change mid-request cannot make a loop.
-const ForwardedHeader = "berth-forwarded-by"
-
 // MaxMessageSize is the largest gRPC message berth sends or accepts, on
 // both ends of every connection: servers take it from ServerOptions, the
 // pool's connections from their default call options. One number for both

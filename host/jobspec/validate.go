@@ -1,14 +1,15 @@
 package jobspec
 
 import (
-	"berth.dev/berth/internal/durations"
-	"berth.dev/berth/internal/versions"
 	"fmt"
 	pathpkg "path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"berth.dev/berth/internal/durations"
+	"berth.dev/berth/internal/versions"
 
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"

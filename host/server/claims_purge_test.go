@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
@@ -179,7 +181,7 @@ func TestClientWatchSendsAnEndedAllocWhileItsClaimIsReleasing(t *testing.T) {
 	}
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		a, err := s.State().AllocByID(nil, holder.GetId())
-		if err != nil || !fsm.AllocClientTerminal(a) || !fsm.AllocServerTerminal(a) {
+		if err != nil || !rules.AllocClientTerminal(a) || !rules.AllocServerTerminal(a) {
 			return fmt.Errorf("alloc %v (%v), want stopped and failed", a, err)
 		}
 		cs, err := s.State().ClaimsByAlloc(nil, holder.GetId())

@@ -1,16 +1,17 @@
 package server
 
 import (
-	"berth.dev/berth/host/server/clientproxy"
-	"berth.dev/berth/host/server/endpoints"
-	"berth.dev/berth/host/server/evals"
-	"berth.dev/berth/host/server/volumeloops"
-	"berth.dev/berth/internal/clock"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"time"
+
+	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/internal/clock"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"

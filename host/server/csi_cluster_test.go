@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -200,7 +202,7 @@ func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
 						return err
 					}
 					if c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-						return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, fsm.ClaimStateWord(c.GetState()))
+						return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, rules.EnumWord(c.GetState()))
 					}
 					return nil
 				})

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
@@ -100,7 +102,7 @@ func (vd *volumeDrain) current(job string) *pb.Allocation {
 // moving: the drainer marked the alloc (or the scheduler already stopped
 // it).
 func moving(a *pb.Allocation) bool {
-	return a.GetDesiredTransition().GetMigrate() || fsm.AllocServerTerminal(a)
+	return a.GetDesiredTransition().GetMigrate() || rules.AllocServerTerminal(a)
 }
 
 // waitMoving waits until the drainer marked the allocs of the jobs given.

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -128,7 +127,7 @@ func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
 			}
 			return handler(ctx, req)
 		}
-		if forwarded(ctx) {
+		if rpc.Forwarded(ctx) {
 			return nil, status.Errorf(codes.Unavailable, "server %s received a forwarded request but is not the leader (leadership changed); retry", s.cfg.Name)
 		}
 		reply, err := newReply(info.FullMethod)
@@ -139,7 +138,7 @@ func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		ctx = metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, s.id)
+		ctx = rpc.MarkForwarded(ctx, s.id)
 		if err := conn.Invoke(ctx, info.FullMethod, req, reply); err != nil {
 			return nil, err
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/versions"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
 )
@@ -103,7 +105,7 @@ func (s *Server) runGC(ctx context.Context) {
 // gcKeepsReleasingSince is the first berth version whose servers keep,
 // in GC, an alloc holding a releasing claim on a live node (GCCommand
 // keep_releasing_claims).
-var gcKeepsReleasingSince = mustConstraint(">= " + gcKeepsReleasingSinceVersion)
+var gcKeepsReleasingSince = versions.MustConstraint(">= " + gcKeepsReleasingSinceVersion)
 
 const gcKeepsReleasingSinceVersion = "0.1.0-dev.3"
 

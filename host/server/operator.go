@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/fsm"
@@ -346,14 +345,14 @@ func (e *operatorEndpoint) SnapshotSave(req *pb.SnapshotSaveRequest, stream pb.O
 
 func (e *operatorEndpoint) proxySnapshotSave(req *pb.SnapshotSaveRequest, stream pb.Operator_SnapshotSaveServer) error {
 	ctx := stream.Context()
-	if forwarded(ctx) {
+	if rpc.Forwarded(ctx) {
 		return status.Error(codes.Unavailable, "forwarded snapshot request reached a non-leader; retry")
 	}
 	conn, err := e.s.leaderConn(ctx)
 	if err != nil {
 		return err
 	}
-	up, err := pb.NewOperatorClient(conn).SnapshotSave(metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, e.s.id), req)
+	up, err := pb.NewOperatorClient(conn).SnapshotSave(rpc.MarkForwarded(ctx, e.s.id), req)
 	if err != nil {
 		return err
 	}
@@ -452,14 +451,14 @@ func (s *Server) restoreMemberRecords(ctx context.Context, before []*pb.ServerMe
 
 func (e *operatorEndpoint) proxySnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {
 	ctx := stream.Context()
-	if forwarded(ctx) {
+	if rpc.Forwarded(ctx) {
 		return status.Error(codes.Unavailable, "forwarded snapshot restore reached a non-leader; retry")
 	}
 	conn, err := e.s.leaderConn(ctx)
 	if err != nil {
 		return err
 	}
-	up, err := pb.NewOperatorClient(conn).SnapshotRestore(metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, e.s.id))
+	up, err := pb.NewOperatorClient(conn).SnapshotRestore(rpc.MarkForwarded(ctx, e.s.id))
 	if err != nil {
 		return err
 	}
@@ -480,11 +479,6 @@ func (e *operatorEndpoint) proxySnapshotRestore(stream pb.Operator_SnapshotResto
 		return err
 	}
 	return stream.SendAndClose(resp)
-}
-
-func forwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(rpc.ForwardedHeader)) > 0
 }
 
 // chunkWriter batches writes into snapshotChunkSize messages.

@@ -30,11 +30,3 @@ func (s *Server) requireServersAt(c versions.Constraint, since, what string) err
 	}
 	return nil
 }
-
-func mustConstraint(s string) versions.Constraint {
-	c, err := versions.ParseConstraint(s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}

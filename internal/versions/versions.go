@@ -48,6 +48,16 @@ func ParseConstraint(s string) (Constraint, error) {
 	return c, nil
 }
 
+// MustConstraint is ParseConstraint for constraints written in the code
+// (the version gates): it panics on an error, which a test catches.
+func MustConstraint(s string) Constraint {
+	c, err := ParseConstraint(s)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
 // Check reports whether the version s satisfies every term; a string that is
 // not a version satisfies nothing.
 func (c Constraint) Check(s string) bool {

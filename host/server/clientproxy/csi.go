@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -131,7 +132,7 @@ func NewCSIRelay(f *CSIForwarder) *CSIRelay { return &CSIRelay{f: f} }
 // ControllerCall makes another server's forwarded call over this server's
 // tunnel of the node.
 func (r *CSIRelay) ControllerCall(ctx context.Context, req *pb.CSIControllerCallRequest) (*pb.CSIControllerCallResponse, error) {
-	if !forwarded(ctx) {
+	if !rpc.Forwarded(ctx) {
 		// Only servers call it, always marked; an unmarked call would be
 		// forwarded on, which the one-hop rule forbids.
 		return nil, status.Error(codes.PermissionDenied, "CSIRelay is called by servers forwarding a call, marked as forwarded")

@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -188,7 +187,7 @@ func (p *Proxy) Find(ctx context.Context, nodeID string, retry bool) (Route, err
 	if ok && !retry {
 		return Route{Session: local}, nil
 	}
-	if forwarded(ctx) {
+	if rpc.Forwarded(ctx) {
 		if ok {
 			return Route{Session: local}, nil
 		}
@@ -214,11 +213,7 @@ func retryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	switch errcode.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return true
-	}
-	return false
+	return errcode.Unreachable.Has(errcode.Code(err))
 }
 
 // sleep waits d or until ctx ends.
@@ -267,7 +262,7 @@ func (p *Proxy) RestartAlloc(ctx context.Context, req *pb.RestartAllocRequest) (
 // forwarded it (that server retries, after finding the node again), else
 // Attempts.
 func (p *Proxy) attempts(ctx context.Context) int {
-	if forwarded(ctx) {
+	if rpc.Forwarded(ctx) {
 		return 1
 	}
 	return Attempts
@@ -306,7 +301,7 @@ func (p *Proxy) restartOnce(ctx context.Context, nodeID string, req *pb.RestartA
 // forwardContext marks a call to another server as forwarded: that server
 // answers from its own tunnels only.
 func (p *Proxy) forwardContext(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, rpc.ForwardedHeader, p.cfg.ID)
+	return rpc.MarkForwarded(ctx, p.cfg.ID)
 }
 
 // viaServer says which node and server a forwarded call was for, keeping
@@ -458,10 +453,4 @@ func (st StateAllocs) AllocNode(allocID string) (string, error) {
 		return "", fsm.ErrAllocNotFound
 	}
 	return a.GetNodeId(), nil
-}
-
-// forwarded reports whether another server forwarded the call in ctx.
-func forwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(rpc.ForwardedHeader)) > 0
 }

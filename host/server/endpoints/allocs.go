@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,7 +141,7 @@ func (e *allocsEndpoint) Stop(ctx context.Context, req *pb.AllocStopRequest) (*p
 	if a == nil {
 		return nil, fmt.Errorf("allocation %s: %w", req.GetAllocId(), fsm.ErrAllocNotFound)
 	}
-	if fsm.AllocTerminal(a) {
+	if rules.AllocTerminal(a) {
 		return nil, status.Errorf(codes.FailedPrecondition, "allocation %s is already stopped (desired %s, client %s)",
 			a.GetId(), a.GetDesiredStatus(), a.GetClientStatus())
 	}

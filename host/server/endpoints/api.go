@@ -136,11 +136,3 @@ func (set *Set) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterVolumesServer(g, set.Volumes)
 	pb.RegisterClaimsServer(g, set.Claims)
 }
-
-func mustConstraint(s string) versions.Constraint {
-	c, err := versions.ParseConstraint(s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -166,15 +168,15 @@ func claimCapability(v *pb.Volume, held []*pb.Claim, mode pb.ClaimMode) (*pb.Vol
 	var fits []*pb.VolumeCapability
 	var offers []string
 	for _, c := range v.GetCapabilities() {
-		offers = append(offers, fsm.AccessModeWord(c.GetAccessMode()))
-		limits, ok := fsm.AccessModeLimitsOf(c.GetAccessMode())
+		offers = append(offers, rules.EnumWord(c.GetAccessMode()))
+		limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 		if ok && (mode != pb.ClaimMode_CLAIM_MODE_WRITE || limits.Write) {
 			fits = append(fits, c)
 		}
 	}
 	if len(fits) == 0 {
 		return nil, fmt.Errorf("volume %q: %w: no capability allows a %s claim (it offers %s)", v.GetId(), fsm.ErrClaimCapability,
-			claimModeWord(mode), strings.Join(offers, ", "))
+			rules.EnumWord(mode), strings.Join(offers, ", "))
 	}
 	fs := pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM
 	var best *pb.VolumeCapability
@@ -199,13 +201,6 @@ func claimCapability(v *pb.Volume, held []*pb.Claim, mode pb.ClaimMode) (*pb.Vol
 	return best, nil
 }
 
-func claimModeWord(m pb.ClaimMode) string {
-	if m == pb.ClaimMode_CLAIM_MODE_READ {
-		return "read"
-	}
-	return "write"
-}
-
 // checkClaimNode says why node c.NodeId cannot take claim c on v, or nil:
 // the state machine's refusals (unknown, down or fenced, no free claim)
 // with its sentinels, and what only the servers check (eligibility, the
@@ -228,7 +223,7 @@ func checkClaimNode(st *fsm.StateSnapshot, v *pb.Volume, held []*pb.Claim, c *pb
 	case why != "":
 		return fmt.Errorf("volume %q: %w: %s", v.GetId(), ErrClaimNodeUnfit, why)
 	}
-	return fsm.CheckClaim(v, held, c)
+	return rules.CheckClaim(v, held, c)
 }
 
 // claimNodeUnfit says why node n cannot take a claim of v ("" when it
@@ -239,7 +234,7 @@ func claimNodeUnfit(st *fsm.StateSnapshot, v *pb.Volume, n *pb.Node) (string, er
 	case n.GetFenced():
 		return who + " is fenced", nil
 	case n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY:
-		return fmt.Sprintf("%s is %s", who, strings.ToLower(strings.TrimPrefix(n.GetStatus().String(), "NODE_STATUS_"))), nil
+		return fmt.Sprintf("%s is %s", who, rules.EnumWord(n.GetStatus())), nil
 	case n.GetDrain() != nil:
 		return who + " is draining", nil
 	case n.GetEligibility() == pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE:

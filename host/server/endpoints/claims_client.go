@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 
@@ -72,7 +74,7 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 			return nil, fmt.Errorf("claim %q asked for by node %s (never reserved, or freed): %w", claimID, nodeID, fsm.ErrClaimNotFound)
 		case allocID != "" && allocID != c.GetAllocId(), volumeID != "" && volumeID != c.GetVolumeId():
 			return nil, fmt.Errorf("%w: claim %q is %s on volume %q, not alloc %q on volume %q", ErrInvalidClaimRequest, claimID,
-				fsm.Claimant(c), c.GetVolumeId(), allocID, volumeID)
+				rules.Claimant(c), c.GetVolumeId(), allocID, volumeID)
 		}
 		allocID, volumeID = c.GetAllocId(), c.GetVolumeId()
 	}
@@ -121,7 +123,7 @@ func clientClaimOf(ws memdb.WatchSet, st *fsm.StateSnapshot, nodeID, allocID, vo
 		}
 	}
 	if c.GetNodeId() != nodeID {
-		return nil, fmt.Errorf("%s on volume %q is held on node %s, not on node %s: %w", fsm.Claimant(c), c.GetVolumeId(), c.GetNodeId(), nodeID, ErrClaimNotYours)
+		return nil, fmt.Errorf("%s on volume %q is held on node %s, not on node %s: %w", rules.Claimant(c), c.GetVolumeId(), c.GetNodeId(), nodeID, ErrClaimNotYours)
 	}
 	return out, nil
 }
@@ -195,7 +197,7 @@ func (e *claimsEndpoint) ClientClaim(ctx context.Context, req *pb.ClientClaimReq
 			return 0, err
 		}
 		if v == nil {
-			return 0, fmt.Errorf("volume %q of %s on node %s: %w", c.GetVolumeId(), fsm.Claimant(c), c.GetNodeId(), fsm.ErrVolumeNotFound)
+			return 0, fmt.Errorf("volume %q of %s on node %s: %w", c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), fsm.ErrVolumeNotFound)
 		}
 		a, err := st.Attachment(ws, c.GetVolumeId(), c.GetNodeId())
 		if err != nil {
@@ -244,12 +246,12 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	c := cc.claim
 	t := &pb.ClaimTransition{ClaimId: c.GetId(), State: target, NodeId: req.GetNodeId(), Error: req.GetError(),
 		Attempts: req.GetAttempts(), NextRetryAt: req.GetNextRetryAt()}
-	who := fmt.Sprintf("%s on volume %q, node %s", fsm.Claimant(c), c.GetVolumeId(), c.GetNodeId())
+	who := fmt.Sprintf("%s on volume %q, node %s", rules.Claimant(c), c.GetVolumeId(), c.GetNodeId())
 	switch {
 	case req.GetError() != nil:
 		if target != c.GetState() {
 			return nil, fmt.Errorf("%w: %s is %s: a failed try is reported with the claim's current state, not %s", ErrInvalidClaimRequest,
-				who, fsm.ClaimStateWord(c.GetState()), fsm.ClaimStateWord(target))
+				who, rules.EnumWord(c.GetState()), rules.EnumWord(target))
 		}
 		if t.Attempts == 0 {
 			t.Attempts = c.GetAttempts() + 1
@@ -257,7 +259,7 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	case target == pb.ClaimState_CLAIM_STATE_IN_USE, target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED:
 	default:
 		return nil, fmt.Errorf("%w: %s: a client reports in-use or node-detached (or a failed try with error), not %s", ErrInvalidClaimRequest,
-			who, fsm.ClaimStateWord(target))
+			who, rules.EnumWord(target))
 	}
 	if req.GetError() == nil && target == c.GetState() {
 		// Already so (a restarted client reports in-use again for every

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,7 +82,7 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 			// sent in full until the client has reported it ended: the
 			// client takes its claims off the node and reports it.
 			stub := held && v == a.GetAllocModifyIndex()
-			if !held && fsm.AllocClientTerminal(a) {
+			if !held && rules.AllocClientTerminal(a) {
 				// Sent in full while a claim of it is still releasing on
 				// the node (an alloc lost before its client ran it, its
 				// node back in time): only the client takes it off.
@@ -166,7 +168,7 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 		if err != nil {
 			return nil, err
 		}
-		if a == nil || fsm.AllocServerTerminal(a) || a.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED || seen[a.GetJobId()] {
+		if a == nil || rules.AllocServerTerminal(a) || a.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED || seen[a.GetJobId()] {
 			continue
 		}
 		job, err := snap.JobByID(nil, a.GetJobId())

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/internal/versions"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +23,7 @@ import (
 // csi_plugins table and NodeCSIUpdate. Under the table rule (fsm/doc.go)
 // the command is proposed only once every server in raft's configuration
 // has recorded a version at least this.
-var csiPluginsSince = mustConstraint(">= " + CSIPluginsSinceVersion)
+var csiPluginsSince = versions.MustConstraint(">= " + CSIPluginsSinceVersion)
 
 // CSIPluginsSinceVersion is the version csiPluginsSince names.
 const CSIPluginsSinceVersion = "0.1.0-dev"
@@ -30,7 +32,7 @@ const CSIPluginsSinceVersion = "0.1.0-dev"
 // plugin row from the instances serving now (CSIPlugin.derived_from_serving,
 // fsm/doc.go). Until every server records it, NodeCSIUpdate is proposed
 // without derive_from_serving and every server keeps the older rule.
-var pluginFactsSince = mustConstraint(">= " + PluginFactsSinceVersion)
+var pluginFactsSince = versions.MustConstraint(">= " + PluginFactsSinceVersion)
 
 // PluginFactsSinceVersion is the version pluginFactsSince names.
 const PluginFactsSinceVersion = "0.1.0-dev.1"

@@ -10,6 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/versions"
+
+	"berth.dev/berth/internal/rules"
+
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
@@ -26,7 +30,7 @@ import (
 // volumesSince is the first berth version whose servers know the volume
 // tables and commands (17-23). Under the table rule (fsm/doc.go) they are
 // proposed only once every server has recorded a version at least this.
-var volumesSince = mustConstraint(">= " + VolumesSinceVersion)
+var volumesSince = versions.MustConstraint(">= " + VolumesSinceVersion)
 
 // VolumesSinceVersion is the version volumesSince names.
 const VolumesSinceVersion = "0.1.0-dev"
@@ -37,7 +41,7 @@ const VolumesSinceVersion = "0.1.0-dev"
 // every server records it, the command is proposed without either flag
 // and every server applies it as an older one does (no refusal), so
 // servers of two versions never diverge.
-var volumeIdentitySince = mustConstraint(">= " + VolumeIdentitySinceVersion)
+var volumeIdentitySince = versions.MustConstraint(">= " + VolumeIdentitySinceVersion)
 
 // VolumeIdentitySinceVersion is the version volumeIdentitySince names.
 const VolumeIdentitySinceVersion = "0.1.0-dev.2"
@@ -416,7 +420,7 @@ func capabilityList(caps []*pb.VolumeCapability) string {
 		if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
 			attach = "block-device"
 		}
-		words = append(words, fsm.AccessModeWord(c.GetAccessMode())+"/"+attach)
+		words = append(words, rules.EnumWord(c.GetAccessMode())+"/"+attach)
 	}
 	return "[" + strings.Join(words, ", ") + "]"
 }
@@ -537,7 +541,7 @@ func (e *volumesEndpoint) refuseClaimed(id string) error {
 			names = append(names, fmt.Sprintf("and %d more", len(claims)-5))
 			break
 		}
-		names = append(names, fmt.Sprintf("%s on node %s (%s)", fsm.Claimant(c), c.GetNodeId(), fsm.ClaimStateWord(c.GetState())))
+		names = append(names, fmt.Sprintf("%s on node %s (%s)", rules.Claimant(c), c.GetNodeId(), rules.EnumWord(c.GetState())))
 	}
 	return fmt.Errorf("volume %q: %w: claimed by %s", id, fsm.ErrVolumeInUse, strings.Join(names, ", "))
 }
@@ -585,14 +589,7 @@ func redactVolume(v *pb.Volume) *pb.Volume {
 func CSICapabilities(v *pb.Volume) []*csipb.VolumeCapability {
 	var out []*csipb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
-		vc := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.GetAccessMode())}}
-		if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
-			vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
-		} else {
-			vc.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{
-				FsType: v.GetMountOptions().GetFsType(), MountFlags: v.GetMountOptions().GetMountFlags()}}
-		}
-		out = append(out, vc)
+		out = append(out, rules.CSICapability(c.GetAccessMode(), c.GetAttachmentMode(), v.GetMountOptions()))
 	}
 	return out
 }

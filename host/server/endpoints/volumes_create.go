@@ -1,11 +1,12 @@
 package endpoints
 
 import (
-	"berth.dev/berth/host/server/volumeloops"
-	"berth.dev/berth/internal/clock"
 	"context"
 	"fmt"
 	"time"
+
+	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/internal/clock"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc/pb"
@@ -41,7 +43,7 @@ func ForNode(st *fsm.StateSnapshot, now time.Time, nodeID string, trigger pb.Eva
 		return nil, err
 	}
 	for _, a := range allocs {
-		if fsm.AllocTerminal(a) {
+		if rules.AllocTerminal(a) {
 			continue
 		}
 		if _, seen := jobs[a.GetJobId()]; seen {

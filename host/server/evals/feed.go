@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/protobuf/proto"
 
@@ -97,7 +99,7 @@ func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	// capacity.
 	var freedAt uint64
 	for _, a := range allocs {
-		if fsm.AllocTerminal(a) {
+		if rules.AllocTerminal(a) {
 			freedAt = max(freedAt, a.GetModifyIndex())
 		} else {
 			freedAt = max(freedAt, a.GetAllocModifyIndex())

@@ -96,11 +96,3 @@ func (r *Runner) Run(ctx context.Context, spawn func(func())) {
 // over the limit was refused as ErrCommandTooLarge on every attempt, for
 // ever, and the job ran nowhere.
 const DefaultPlanPartBytes = rpc.MaxMessageSize / 4
-
-func mustConstraint(s string) versions.Constraint {
-	c, err := versions.ParseConstraint(s)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}

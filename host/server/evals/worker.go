@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/versions"
+
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -262,7 +264,7 @@ func (r *Runner) schedule(snap *fsm.StateSnapshot, eval *pb.Evaluation, now int6
 // (PlanApplyCommand.refuse_unseen_history). Until every server records it,
 // plans are proposed without the flag and every server applies them as
 // before.
-var planHistorySince = mustConstraint(">= " + PlanHistorySinceVersion)
+var planHistorySince = versions.MustConstraint(">= " + PlanHistorySinceVersion)
 
 // PlanHistorySinceVersion is the version planHistorySince names.
 const PlanHistorySinceVersion = "0.1.0-dev.2"

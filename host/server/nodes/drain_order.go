@@ -5,10 +5,11 @@ import (
 	"slices"
 	"sort"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/go-memdb"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -101,7 +102,7 @@ func readDrainNode(snap *fsm.StateSnapshot, ws memdb.WatchSet, n *pb.Node, jobOf
 	}
 	ignored := map[string]bool{}
 	for _, a := range allocs {
-		if fsm.AllocClientTerminal(a) {
+		if rules.AllocClientTerminal(a) {
 			continue
 		}
 		system := jobOf(a.GetJobId()).GetType() == pb.JobType_JOB_TYPE_SYSTEM
@@ -110,7 +111,7 @@ func readDrainNode(snap *fsm.StateSnapshot, ws memdb.WatchSet, n *pb.Node, jobOf
 			continue
 		}
 		da := &drainAlloc{alloc: a, system: system,
-			marked: fsm.AllocServerTerminal(a) || a.GetDesiredTransition().GetMigrate()}
+			marked: rules.AllocServerTerminal(a) || a.GetDesiredTransition().GetMigrate()}
 		tg := allocGroup(snap, a, jobOf)
 		for _, t := range tg.GetTasks() {
 			if id := t.GetCsiPlugin().GetId(); id != "" && !slices.Contains(da.plugins, id) {
@@ -121,7 +122,7 @@ func readDrainNode(snap *fsm.StateSnapshot, ws memdb.WatchSet, n *pb.Node, jobOf
 			if req.GetType() != "" && req.GetType() != "csi" {
 				continue
 			}
-			dn.hold(pluginOf(scheduler.VolumeID(req, a.GetIndex())), a.GetId())
+			dn.hold(pluginOf(rules.VolumeID(req, a.GetIndex())), a.GetId())
 		}
 		dn.live = append(dn.live, da)
 	}

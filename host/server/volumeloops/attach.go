@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/rules"
+
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
@@ -109,7 +111,7 @@ func (v *Loops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.Sta
 	for _, state := range []pb.AttachmentState{pb.AttachmentState_ATTACHMENT_STATE_DETACHING, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING} {
 		atts, err := snap.AttachmentsByState(ws, state)
 		if err != nil {
-			v.logger.Error("attach reconciler: reading attachments", "state", fsm.AttachmentStateWord(state), "error", err)
+			v.logger.Error("attach reconciler: reading attachments", "state", rules.EnumWord(state), "error", err)
 			return now.Add(v.cfg.writeRetry)
 		}
 		for _, a := range atts {
@@ -435,8 +437,8 @@ func (v *Loops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		delete(v.avoid, k)
 	}
 	v.mu.Unlock()
-	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", fsm.AttachmentStateWord(a.GetState()),
-		"code", code, "class", errorClassWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
+	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", rules.EnumWord(a.GetState()),
+		"code", code, "class", rules.EnumWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
 	decided, _ := snap.LatestIndex()
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
@@ -465,10 +467,10 @@ func (v *Loops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd *pb.A
 	case ctx.Err() != nil:
 	case errors.Is(err, fsm.ErrAttachmentTransition), errors.Is(err, fsm.ErrAttachmentNotFound):
 		v.logger.Info("attachment moved on before its outcome was written", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
-			"to", fsm.AttachmentStateWord(cmd.GetState()), "error", err)
+			"to", rules.EnumWord(cmd.GetState()), "error", err)
 	default:
 		v.logger.Warn("writing attachment outcome; retrying", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
-			"to", fsm.AttachmentStateWord(cmd.GetState()), "error", err)
+			"to", rules.EnumWord(cmd.GetState()), "error", err)
 		v.mu.Lock()
 		v.hold[k] = v.clock.Now().Add(v.cfg.writeRetry)
 		v.mu.Unlock()
@@ -552,14 +554,14 @@ func publishRequest(snap *fsm.StateSnapshot, a *pb.Attachment) (*csipb.Controlle
 	if err != nil {
 		return nil, err
 	}
-	claims = slices.DeleteFunc(claims, func(c *pb.Claim) bool { return c.GetVolumeId() != a.GetVolumeId() || !fsm.ClaimLive(c) })
+	claims = slices.DeleteFunc(claims, func(c *pb.Claim) bool { return c.GetVolumeId() != a.GetVolumeId() || !rules.ClaimLive(c) })
 	if len(claims) == 0 {
 		return nil, fmt.Errorf("volume %s on node %s: no live claim to publish for: %w", a.GetVolumeId(), a.GetNodeId(), fsm.ErrClaimNotFound)
 	}
 	return &csipb.ControllerPublishVolumeRequest{
 		VolumeId:         vol.GetExternalId(),
 		NodeId:           csiNode,
-		VolumeCapability: csiCapability(claims[0], vol.GetMountOptions()),
+		VolumeCapability: rules.CSICapability(claims[0].GetAccessMode(), claims[0].GetAttachmentMode(), vol.GetMountOptions()),
 		Readonly:         attachmentReadOnly(claims),
 		Secrets:          vol.GetSecrets(),
 		VolumeContext:    vol.GetContext(),
@@ -585,22 +587,8 @@ func attachmentReadOnly(claims []*pb.Claim) bool {
 			return false
 		}
 	}
-	limits, ok := fsm.AccessModeLimitsOf(claims[0].GetAccessMode())
+	limits, ok := rules.AccessModeLimitsOf(claims[0].GetAccessMode())
 	return !ok || !limits.Write
-}
-
-// csiCapability is the CSI form of a claim's capability: berth's access
-// modes are numbered as CSI's.
-func csiCapability(c *pb.Claim, mount *pb.MountOptions) *csipb.VolumeCapability {
-	out := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.GetAccessMode())}}
-	if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
-		out.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
-	} else {
-		out.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{
-			FsType: mount.GetFsType(), MountFlags: mount.GetMountFlags(),
-		}}
-	}
-	return out
 }
 
 func retryTime(ns int64) string {
@@ -608,15 +596,4 @@ func retryTime(ns int64) string {
 		return "none"
 	}
 	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
-}
-
-// errorClassWord is a VolumeErrorClass as the API shows it.
-func errorClassWord(c pb.VolumeErrorClass) string {
-	switch c {
-	case pb.VolumeErrorClass_VOLUME_ERROR_CLASS_UNCERTAIN:
-		return "uncertain"
-	case pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL:
-		return "final"
-	}
-	return "unspecified"
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"berth.dev/berth/internal/rules"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
@@ -173,7 +175,7 @@ func newEBSEnv(t *testing.T) *volEnv {
 func wantState(t *testing.T, a *pb.Attachment, want pb.AttachmentState) {
 	t.Helper()
 	if a.GetState() != want {
-		t.Fatalf("attachment %s/%s is %s (%v), want %s", a.GetVolumeId(), a.GetNodeId(), fsm.AttachmentStateWord(a.GetState()), a, fsm.AttachmentStateWord(want))
+		t.Fatalf("attachment %s/%s is %s (%v), want %s", a.GetVolumeId(), a.GetNodeId(), rules.EnumWord(a.GetState()), a, rules.EnumWord(want))
 	}
 }
 
