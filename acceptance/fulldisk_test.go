@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/internal/testutil"
 )
 
-// The full disk acceptance test (issue 19 item 5): one server, and one
+// The full disk acceptance test: one server, and one
 // client whose data dir is a small tmpfs the test mounts (as root; under
 // CI=true a test that cannot fails), with raw_exec and the built-in
 // hostpath storage adapter, its state in the client's data dir too. A

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Issue 19, item 2: a plugin ID served by two kinds of instance. A dev
+// A plugin ID served by two kinds of instance. A dev
 // agent serves "hostpath" through its built-in storage adapter, whose
 // controller publishes; a system job runs the hostpath plugin as a task
 // with the same ID and without publish (kubernetes-csi hostpath's

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The volume lifecycle acceptance tests of issue 13, over real processes
+// The volume lifecycle acceptance tests, over real processes
 // and the built-in hostpath plugin (bind mounts, so they run as root):
 //
 //   - TestVolumeDevAgent: a dev agent runs the plugin as a monolith in a
@@ -232,8 +232,8 @@ func TestVolumeDevAgent(t *testing.T) {
 
 	// A purge removes the job and its versions while the alloc still holds
 	// its claim: the release reads nothing of the job, so the claim is
-	// freed as fast as after a plain stop (issue 19: the client's detach
-	// report was refused and the claim stuck until the alloc's GC).
+	// freed as fast as after a plain stop (a detach report that needed the job
+	// was refused, and the claim stuck until the alloc's GC).
 	if out, err := a.cli("job", "stop", "-purge", "reader"); err != nil {
 		t.Fatalf("job stop -purge reader: %v\n%s", err, out)
 	}

@@ -28,13 +28,13 @@ import (
 //	curl -s 127.0.0.1:7646/v1/nodes      # repeat until it lists the node; note its "id"
 //	curl -s 127.0.0.1:7646/v1/node/ID    # repeat until "drivers" appears: the client
 //	                                     # re-registers once its drivers are fingerprinted
-//	curl -s 127.0.0.1:7646/v1/node/ID > internal/bench/testdata/dev-node.json
+//	curl -s 127.0.0.1:7646/v1/node/ID > bench/testdata/dev-node.json
 //	kill -TERM $pid; rm -rf /tmp/berth-capture
 //
 // If ports 7646-7648 are taken, run `berth run -dev -config FILE` with an
 // agent file that sets other `ports { http = … rpc = … raft = … }` (plus
 // data_dir, server and client enabled) and curl that HTTP port. Then
-// `go test ./internal/bench/` checks that the file still decodes into a
+// `go test ./bench/` checks that the file still decodes into a
 // registration berth's FSM accepts.
 //
 //go:embed testdata/dev-node.json

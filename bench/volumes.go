@@ -24,7 +24,7 @@ import (
 )
 
 // The volumes section measures the plan command that places one alloc
-// with one volume claim (issue 12): its FSM apply latency, and a raft
+// with one volume claim: its FSM apply latency, and a raft
 // cluster's throughput at 1 and 64 proposers, in an empty state and in a
 // large one (10,000 volumes, 1,000 nodes, 100,000 allocations, about
 // 10,000 claims), both built by applying commands to the state machine;

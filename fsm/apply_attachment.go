@@ -178,7 +178,7 @@ func recreateAttachment(tx *writeTxn, volume, node string, at int64) error {
 // undo it: the attachment is stored detaching, with the controller node
 // and CSI node ID the publish used, and the attach reconciler unpublishes
 // it through a controller that can, or removes it without a call when
-// none of the plugin's controllers can (csi_attach.go). The node's claims
+// none of the plugin's controllers can (host/server/volumeloops/attach.go). The node's claims
 // are not touched: they are ready without a publish.
 //
 // Only a row derived_from_serving can stop requiring the publish, and

@@ -530,7 +530,7 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 // detaching attachments stay: their publish happened, and the attach
 // reconciler unpublishes it through a controller that can, or, when none
 // of the plugin's controllers can, removes the attachment without a call
-// (csi_attach.go). The reverse turn needs nothing here: claims made ready
+// (host/server/volumeloops/attach.go). The reverse turn needs nothing here: claims made ready
 // without a publish keep their node, and the next claim on a node
 // without an attachment creates one.
 func skipControllerPublish(tx *writeTxn, pluginID string, at int64) error {

@@ -462,7 +462,7 @@ func (s switchableHandles) PutTaskHandle(rec *pb.TaskHandleRecord) error {
 	return s.DB.PutTaskHandle(rec)
 }
 
-// Issue 19 item 5: a client restarted on a full disk recovered its
+// A client restarted on a full disk recovered its
 // running tasks, failed to write again the handles it had just read, and
 // took that for a failed recovery, whose clean-up killed the tasks. A
 // handle the store holds as it is needs no write; one it does not hold

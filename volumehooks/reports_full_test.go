@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Issue 19 item 5: a teardown that finished with the state DB full lost
+// A teardown that finished with the state DB full lost
 // its node-detached report (Queue failed to persist it and dropped it),
 // and the claim stayed releasing. The report is sent all the same, and
 // persisted once the disk has room, while it is still not delivered.

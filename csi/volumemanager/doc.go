@@ -21,7 +21,7 @@
 // plugin and by user. The targets themselves live under the plugin's one
 // base directory instead, because an isolated plugin task sees the host
 // only through the mount of that base (its csi_plugin
-// stage_publish_base_dir; see host/client/volumehooks): targets anywhere
+// stage_publish_base_dir; see volumehooks): targets anywhere
 // else would not exist for it. The path users see — the one tasks get
 // (BERTH_VOLUME_<NAME>, the bind mount's source) and `berth volume claim`
 // prints — is the design's <data_dir>/csi/publish/<user>/<volume>, a

@@ -9,7 +9,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// Issue 19 item 5: the usage record is write-ahead. A publish whose record
+// The usage record is write-ahead. A publish whose record
 // cannot be written (a full disk) fails before any call, naming the
 // volume and the error; a teardown whose UNPUBLISHING cannot be written
 // fails before NodeUnpublishVolume, the record as it was. Once the disk

@@ -90,7 +90,7 @@ type Config struct {
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an
 // agent running a server sets unless its config says otherwise
 // (server.gc_percent). Measured on the plan that places an alloc with a
-// volume claim at 64 proposers (internal/bench, volumes section): at Go's
+// volume claim at 64 proposers (bench, volumes section): at Go's
 // 100 the collector takes about a third of the server's CPU per command;
 // 200 cuts the whole CPU per command by ~30% (400 by a little more), at
 // the price of a heap that peaks near 3× the live state instead of 2×.

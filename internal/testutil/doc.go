@@ -5,7 +5,7 @@
 // tests the machine cannot run: RequireRoot and Unavailable skip with a
 // message, but fail under CI=true, where a skip would let the gate pass
 // untested code (sdk/ tests use sdk/internal/testenv, the same rule). Tests and
-// the benchmark tool (internal/bench) use it; nothing in the berth binary
+// the benchmark tool (bench) use it; nothing in the berth binary
 // imports it. (For ports, in-process agents and servers bind port 0 and
 // advertise what they got; there is no "free port" helper, because a port
 // found free can be taken before use.)

@@ -129,8 +129,8 @@ func goldenEval() *pb.Evaluation {
 }
 
 // goldenVolume is a volume as GET /v1/volume/csi/{id} will show it.
-// Secrets are left out: the volume endpoints redact them (issue 12's API
-// slice); this pins how modes and topology read.
+// Secrets are left out: the volume endpoints redact them;
+// this pins how modes and topology read.
 func goldenVolume() *pb.Volume {
 	return &pb.Volume{Id: "pg-data", Name: "pg-data", PluginId: "ebs", Provider: "ebs.csi.aws.com", ProviderVersion: "1.2.0",
 		ExternalId: "vol-0a1b2c3d", CapacityBytes: 10 << 30, RequestedCapacityMinBytes: 10 << 30, RequestedCapacityMaxBytes: 20 << 30,

@@ -73,7 +73,7 @@ func killOnAFullDisk(t *testing.T, store *fullStore, ar *AllocRunner) {
 	}
 }
 
-// Issue 19 item 5: an alloc whose record the state DB could not write
+// An alloc whose record the state DB could not write
 // ran anyway; a client restarted did not know it, killed its tasks as
 // orphans while the servers showed them running. Such an alloc does not
 // run: its tasks fail at once with an event naming the error, and nothing

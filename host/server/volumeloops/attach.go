@@ -424,7 +424,7 @@ func (v *Loops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		// node) has no way out but success: a fence does not skip its
 		// ControllerUnpublishVolume (only one without an ID is dropped
 		// when its node is off, see unpublish), and berth has no operator
-		// command to drop it yet (`volume detach`, issue 22). So a final
+		// command to drop it yet (`volume detach` is not built). So a final
 		// failure is retried on the backoff too (attachmentDue), and the
 		// operator sees when.
 		next = now.Add(v.backoff(attempts)).UnixNano()

@@ -167,7 +167,7 @@ func TestPluginSwitchFromAdapterToTaskPlugin(t *testing.T) {
 // CREATE_DELETE_VOLUME (not the first healthy one by node ID, which does
 // not), and an uncertain failure of the call (Unavailable: the instance
 // the node served it from went away while the plugin ID switched
-// instances, the 503 of issue 19) is retried through the same instance:
+// instances) is retried through the same instance:
 // CreateVolume is idempotent by name. A final failure is not retried.
 // No controller of the plugin creates volumes: refused at once, final
 // (FailedPrecondition), naming the plugin, the capability and the node.

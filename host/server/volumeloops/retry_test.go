@@ -152,7 +152,7 @@ func TestDetachOfAGoneNodeRetriesAFinalUnpublishOnTheBackoff(t *testing.T) {
 	})
 }
 
-// Issue 19 item 5: ControllerUnpublishVolume answered Internal once (the
+// ControllerUnpublishVolume answered Internal once (the
 // plugin's disk was full) and nothing retried it, so the claim stayed
 // node-detached and its attachment detaching for good, with the node, the
 // volume and the plugin all there and unchanged. A detach is a teardown:
