@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/host/server/servertest"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/internal/testutil/fill"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite testdata/api/*.golden")
 // through the agent's raft. It returns all node IDs in the cluster, sorted.
 func applyNodes(t *testing.T, a *Agent, count int) []string {
 	t.Helper()
-	fill.RegisterNodes(t, a.Server().Raft(), fill.SyntheticNodes(count, nil))
+	servertest.RegisterNodes(t, a.Server().Raft(), servertest.SyntheticNodes(count, nil))
 	nodes, err := a.Server().State().Nodes(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"berth.dev/berth/host/agent"
-	"berth.dev/berth/internal/testutil/fill"
+	"berth.dev/berth/host/server/servertest"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
@@ -23,7 +23,7 @@ import (
 // through the agent's raft. It returns every node in state, in ID order.
 func registerNodes(t *testing.T, a *agent.Agent, count int) []*pb.Node {
 	t.Helper()
-	fill.RegisterNodes(t, a.Server().Raft(), fill.SyntheticNodes(count, func(n *pb.Node) { n.HttpAddr = "10.1.0.1:7646" }))
+	servertest.RegisterNodes(t, a.Server().Raft(), servertest.SyntheticNodes(count, func(n *pb.Node) { n.HttpAddr = "10.1.0.1:7646" }))
 	nodes, err := a.Server().State().Nodes(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,6 @@ var depRules = []depRule{
 	},
 	{
 		from:   []string{"rpc", "csi", "internal", "volumehooks", "taskdrivers", "sdk"},
-		except: []string{"internal/testutil", "internal/fuzzshort"},
 		banned: []string{"github.com/hashicorp/raft"},
 		why:    "leaf packages (rpc/, csi/, internal/, volumehooks/, taskdrivers/, sdk/) do not link raft: only the server core and fsm do",
 	},

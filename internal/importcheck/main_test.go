@@ -215,8 +215,8 @@ func TestCheckFindsDependencyRuleViolations(t *testing.T) {
 		"csi/adapters/c.go": "package adapters\nimport \"berth.dev/berth/builtin/csi/adapters\"\nvar _ = adapters.X\n",
 		"csi/c_test.go":     "package csi\nimport \"berth.dev/berth/builtin/csi/hostpath\"\nvar _ = hostpath.X\n",
 		"host/cli/b.go":     "package cli\nimport \"berth.dev/berth/builtin/csi/hostpath\"\nvar _ = hostpath.X\n",
-		// Leaf packages do not link raft; the server core, fsm, testutil
-		// and the fuzz tool may, and so may tests.
+		// Leaf packages do not link raft, test helpers and tools under
+		// internal/ included; the server core and fsm may, and so may tests.
 		"rpc/errcode/e.go":            "package errcode\n" + raft,
 		"csi/r.go":                    "package csi\n" + raft,
 		"internal/backoff/b.go":       "package backoff\n" + raft,
@@ -249,6 +249,8 @@ func TestCheckFindsDependencyRuleViolations(t *testing.T) {
 		`host/client/a.go:2:8: host/client must not import "berth.dev/berth/fsm": host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)`,
 		`host/client/allocrunner/b.go:2:8: host/client/allocrunner must not import "berth.dev/berth/host/scheduler/feasible": host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)`,
 		`internal/backoff/b.go:2:8: internal/backoff must not import "github.com/hashicorp/raft"` + raftWhy,
+		`internal/fuzzshort/f.go:2:8: internal/fuzzshort must not import "github.com/hashicorp/raft"` + raftWhy,
+		`internal/testutil/fill/f.go:2:8: internal/testutil/fill must not import "github.com/hashicorp/raft"` + raftWhy,
 		`rpc/errcode/e.go:2:8: rpc/errcode must not import "github.com/hashicorp/raft"` + raftWhy,
 		`sdk/r.go:2:8: sdk must not import "github.com/hashicorp/raft"` + raftWhy,
 		`taskdrivers/r.go:2:8: taskdrivers must not import "github.com/hashicorp/raft"` + raftWhy,
@@ -282,6 +284,7 @@ func TestRealTreeDependencyRulesAreFound(t *testing.T) {
 		{"csi/adapters", "zz_planted.go", "berth.dev/berth/builtin/csi/adapters", "does not link the built-in plugins"},
 		{"rpc/errcode", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
 		{"internal/backoff", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
+		{"internal/testutil", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
 		{"volumehooks", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
 		{"taskdrivers", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
 		{"sdk", "zz_planted.go", "github.com/hashicorp/raft", "do not link raft"},
@@ -296,12 +299,11 @@ func TestRealTreeDependencyRulesAreFound(t *testing.T) {
 		overlay[rel] = []byte(fmt.Sprintf("package planted\n\nimport %q\n", p.imp))
 		want = append(want, fmt.Sprintf("%s:3:8: %s must not import %q: ", rel, p.dir, p.imp)+"\x00"+p.msg)
 	}
-	// Allowed: the server core and fsm link raft, testutil's helpers may,
-	// and the client's tests may build fsm state.
+	// Allowed: the server core and fsm link raft, and the client's tests
+	// may build fsm state.
 	for rel, imp := range map[string]string{
 		"host/server/zz_planted.go":           "github.com/hashicorp/raft",
 		"fsm/zz_planted.go":                   "github.com/hashicorp/raft",
-		"internal/testutil/zz_planted.go":     "github.com/hashicorp/raft",
 		"host/client/zz_planted_fsm_test.go":  "berth.dev/berth/fsm",
 		"csi/zz_planted_builtin_test.go":      "berth.dev/berth/builtin/csi/hostpath",
 		"rpc/errcode/zz_planted_raft_test.go": "github.com/hashicorp/raft",

@@ -1,8 +1,8 @@
-// Package fill puts many objects into a running server's state through its
+// Package servertest puts many objects into a running server's state through its
 // raft, for tests that need a large cluster's worth of state (10,000 nodes
-// listed page by page). It lives apart from internal/testutil because it
-// imports fsm, whose own tests use testutil.
-package fill
+// listed page by page). It is imported only by tests (the agent's and the
+// CLI's paging tests), as net/http/httptest is.
+package servertest
 
 import (
 	"fmt"
