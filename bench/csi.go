@@ -9,14 +9,15 @@ import (
 	"slices"
 	"time"
 
-	"berth.dev/berth/builtin/csi/hostpath"
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/builtin/csi/hostpath"
+	"berth.dev/berth/csi"
 )
 
 // csiPlan is how much the CSI section measures.

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"berth.dev/berth/rpc/apijson"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
 

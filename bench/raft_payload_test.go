@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/rpc/apijson"
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
 

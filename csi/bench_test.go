@@ -4,13 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/csi"
 )
 
 // quiet keeps logging out of the measurements.

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/csi"
-	"berth.dev/berth/csi/csifake"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
 )
 
 func TestCallTableCoversEveryCall(t *testing.T) {

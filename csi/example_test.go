@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/csi"
 )
 
 // stager is how a caller holds the client: a small interface, declared

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"testing"
 
-	"berth.dev/berth/csi"
-	"berth.dev/berth/csi/csifake"
-	"berth.dev/berth/rpc/pb"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
+	"berth.dev/berth/rpc/pb"
 )
 
 func TestFingerprint(t *testing.T) {

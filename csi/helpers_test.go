@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/csi"
-	"berth.dev/berth/csi/csifake"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
 )
 
 // testLogger routes a logger to t.Log, so logs show only for failed tests.

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/builtin/csi/hostpath"
-	"berth.dev/berth/csi"
-	"berth.dev/berth/internal/testutil"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/builtin/csi/hostpath"
+	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/testutil"
 )
 
 // hostpathPlugin runs the built-in hostpath plugin in this process on a real

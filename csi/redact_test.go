@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/csi"
 )
 
 const secret = "hunter2-topsecret"

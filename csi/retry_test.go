@@ -10,10 +10,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"berth.dev/berth/csi"
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/csi"
 )
 
 // instantClock never waits.

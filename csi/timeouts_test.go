@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/csi"
-	"berth.dev/berth/csi/csifake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/csifake"
 )
 
 // deadlineConn is a connection that answers nothing but records the time

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -50,7 +49,7 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		return fmt.Errorf("%w: attachment update names no volume or no node (volume %q, node %q)", ErrInvalidCommand, volume, node)
 	}
 	if target == pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED || target > pb.AttachmentState_ATTACHMENT_STATE_DETACHED {
-		return fmt.Errorf("%w: attachment of volume %q to node %q: target state %s", ErrInvalidCommand, volume, node, rules.EnumWord(target))
+		return fmt.Errorf("%w: attachment of volume %q to node %q: target state %s", ErrInvalidCommand, volume, node, pb.EnumWord(target))
 	}
 	who := fmt.Sprintf("attachment of volume %q to node %q", volume, node)
 	a, err := attachmentsTable.first(tx, nil, volume, node)
@@ -67,11 +66,11 @@ func applyAttachmentUpdate(tx *writeTxn, cmd *pb.AttachmentUpdateCommand) error 
 		case pb.AttachmentState_ATTACHMENT_STATE_ATTACHED:
 			return storeOrphanedPublish(tx, cmd, who)
 		}
-		return fmt.Errorf("%s to %s: %w", who, rules.EnumWord(target), ErrAttachmentNotFound)
+		return fmt.Errorf("%s to %s: %w", who, pb.EnumWord(target), ErrAttachmentNotFound)
 	}
 	cur := a.GetState()
 	refuse := func(why string) error {
-		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrAttachmentTransition, rules.EnumWord(cur), rules.EnumWord(target), why)
+		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrAttachmentTransition, pb.EnumWord(cur), pb.EnumWord(target), why)
 	}
 	switch {
 	case target == cur:

@@ -106,7 +106,7 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 		if target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED || target == pb.ClaimState_CLAIM_STATE_FREED {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), rules.EnumWord(target), ErrClaimNotFound)
+		return nil, fmt.Errorf("claim %q to %s: %w", t.GetClaimId(), pb.EnumWord(target), ErrClaimNotFound)
 	}
 	who := fmt.Sprintf("claim %q of %s on volume %q, node %q", c.GetId(), rules.Claimant(c), c.GetVolumeId(), c.GetNodeId())
 	if n := t.GetNodeId(); n != "" && n != c.GetNodeId() {
@@ -114,7 +114,7 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 	}
 	cur := c.GetState()
 	refuse := func(why string) error {
-		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrClaimTransition, rules.EnumWord(cur), rules.EnumWord(target), why)
+		return fmt.Errorf("%s: %w: %s to %s: %s", who, ErrClaimTransition, pb.EnumWord(cur), pb.EnumWord(target), why)
 	}
 	switch {
 	case target == pb.ClaimState_CLAIM_STATE_UNSPECIFIED:
@@ -180,11 +180,11 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 		}
 		if a != nil {
 			return nil, refuse(fmt.Sprintf("the volume's attachment to the node is %s: it is freed when the attachment is removed",
-				rules.EnumWord(a.GetState())))
+				pb.EnumWord(a.GetState())))
 		}
 		return nil, nil
 	default:
-		return nil, fmt.Errorf("%w: %s: target state %s", ErrInvalidCommand, who, rules.EnumWord(target))
+		return nil, fmt.Errorf("%w: %s: target state %s", ErrInvalidCommand, who, pb.EnumWord(target))
 	}
 	n := proto.Clone(c).(*pb.Claim)
 	n.State = target
@@ -205,7 +205,7 @@ func claimMayBeReady(tx *writeTxn, c *pb.Claim) (bool, string, error) {
 		if a.GetState() == pb.AttachmentState_ATTACHMENT_STATE_ATTACHED {
 			return true, "", nil
 		}
-		return false, fmt.Sprintf("the volume's attachment to the node is %s", rules.EnumWord(a.GetState())), nil
+		return false, fmt.Sprintf("the volume's attachment to the node is %s", pb.EnumWord(a.GetState())), nil
 	}
 	v, err := volumesTable.first(tx, nil, c.GetVolumeId())
 	if err != nil {

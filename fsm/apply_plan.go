@@ -369,7 +369,7 @@ func checkPlanNode(tx *writeTxn, pn *planNode) (string, error) {
 // nodeStatusWord is a node status as the API writes it; one this version
 // does not know reads "in status 7".
 func nodeStatusWord(s pb.NodeStatus) string {
-	if w, ok := rules.EnumValueWord(s.Descriptor(), s.Number()); ok {
+	if w, ok := pb.EnumValueWord(s.Descriptor(), s.Number()); ok {
 		return w
 	}
 	return fmt.Sprintf("in status %d", int32(s))

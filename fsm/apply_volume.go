@@ -172,7 +172,7 @@ func checkVolumeUpdate(old, v *pb.Volume, claims []*pb.Claim) error {
 	for _, c := range claims {
 		if !rules.HasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
 			return fmt.Errorf("volume %q: %w: capability %s/%s is used by %s", v.GetId(), ErrVolumeInUse,
-				rules.EnumWord(c.GetAccessMode()), rules.EnumWord(c.GetAttachmentMode()), rules.DescribeClaim(c))
+				pb.EnumWord(c.GetAccessMode()), pb.EnumWord(c.GetAttachmentMode()), rules.DescribeClaim(c))
 		}
 	}
 	return nil
@@ -287,7 +287,7 @@ func describeAttachments(atts []*pb.Attachment) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(atts)-most))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("node %q (attachment %s)", a.GetNodeId(), rules.EnumWord(a.GetState())))
+		parts = append(parts, fmt.Sprintf("node %q (attachment %s)", a.GetNodeId(), pb.EnumWord(a.GetState())))
 	}
 	return strings.Join(parts, ", ")
 }

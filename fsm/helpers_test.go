@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -154,7 +153,7 @@ func dumpState(st stateReader) (string, error) {
 		return "", err
 	}
 	for _, n := range nodes {
-		fmt.Fprintf(&b, "node %s: name=%s status=%s", n.GetId(), n.GetName(), rules.EnumWord(n.GetStatus()))
+		fmt.Fprintf(&b, "node %s: name=%s status=%s", n.GetId(), n.GetName(), pb.EnumWord(n.GetStatus()))
 		if d := n.GetStatusDescription(); d != "" {
 			fmt.Fprintf(&b, " desc=%q", d)
 		}
@@ -167,7 +166,7 @@ func dumpState(st stateReader) (string, error) {
 			fmt.Fprintf(&b, " drivers=%s", strings.Join(sortedKeys(n.GetDrivers()), ","))
 		}
 		if e := n.GetEligibility(); e != pb.NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED {
-			fmt.Fprintf(&b, " eligibility=%s", rules.EnumWord(e))
+			fmt.Fprintf(&b, " eligibility=%s", pb.EnumWord(e))
 		}
 		if d := n.GetDrain(); d != nil {
 			fmt.Fprintf(&b, " drain=(deadline=%dms started=%d)", d.GetDeadlineMs(), d.GetStartedAt())
@@ -207,7 +206,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	}
 	for _, j := range jobs {
 		fmt.Fprintf(b, "job %s: v%d type=%s status=%s", j.GetId(), j.GetVersion(),
-			rules.EnumWord(j.GetType()), rules.EnumWord(j.GetStatus()))
+			pb.EnumWord(j.GetType()), pb.EnumWord(j.GetStatus()))
 		if j.GetStop() {
 			b.WriteString(" stop")
 		}
@@ -231,7 +230,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	}
 	for _, e := range evals {
 		fmt.Fprintf(b, "eval %s: job=%s status=%s trigger=%s", e.GetId(), e.GetJobId(),
-			rules.EnumWord(e.GetStatus()), rules.EnumWord(e.GetTriggeredBy()))
+			pb.EnumWord(e.GetStatus()), pb.EnumWord(e.GetTriggeredBy()))
 		if n := e.GetNodeId(); n != "" {
 			fmt.Fprintf(b, " node=%s", n)
 		}
@@ -244,8 +243,8 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 	for _, a := range allocs {
 		fmt.Fprintf(b, "alloc %s: node=%s job=%s@%d eval=%s desired=%s client=%s cpu=%d mem=%d",
 			a.GetId(), a.GetNodeId(), a.GetJobId(), a.GetJobVersion(), a.GetEvalId(),
-			rules.EnumWord(a.GetDesiredStatus()),
-			rules.EnumWord(a.GetClientStatus()),
+			pb.EnumWord(a.GetDesiredStatus()),
+			pb.EnumWord(a.GetClientStatus()),
 			a.GetResources().GetCpuMhz(), a.GetResources().GetMemoryMb())
 		for _, f := range []struct{ name, v string }{
 			{"desc", a.GetDesiredDescription()}, {"client-desc", a.GetClientDescription()},
@@ -261,7 +260,7 @@ func dumpJobs(b *strings.Builder, st stateReader) error {
 		if ts := a.GetTaskStates(); len(ts) > 0 {
 			var parts []string
 			for _, name := range sortedKeys(ts) {
-				parts = append(parts, name+":"+rules.EnumWord(ts[name].GetState()))
+				parts = append(parts, name+":"+pb.EnumWord(ts[name].GetState()))
 			}
 			fmt.Fprintf(b, " tasks=%s", strings.Join(parts, ","))
 		}
@@ -310,7 +309,7 @@ func dumpCSIPlugins(b *strings.Builder, st stateReader) error {
 		}
 		for _, a := range p.GetAllocations() {
 			fmt.Fprintf(b, "  alloc %s: node=%s job=%s type=%s healthy=%t\n", a.GetAllocId(), a.GetNodeId(), a.GetJobId(),
-				rules.EnumWord(a.GetType()), a.GetHealthy())
+				pb.EnumWord(a.GetType()), a.GetHealthy())
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"berth.dev/berth/fsm"
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -170,7 +169,7 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 	for _, v := range vols {
 		var caps []string
 		for _, c := range v.GetCapabilities() {
-			caps = append(caps, rules.EnumWord(c.GetAccessMode())+":"+rules.EnumWord(c.GetAttachmentMode()))
+			caps = append(caps, pb.EnumWord(c.GetAccessMode())+":"+pb.EnumWord(c.GetAttachmentMode()))
 		}
 		fmt.Fprintf(b, "volume %s: plugin=%s external=%s caps=%s provider=%q schedulable=%t controller-required=%t",
 			v.GetId(), v.GetPluginId(), v.GetExternalId(), strings.Join(caps, ","), v.GetProvider(), v.GetSchedulable(), v.GetControllerRequired())
@@ -192,7 +191,7 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 			holder = "operator"
 		}
 		fmt.Fprintf(b, "claim %s: volume=%s %s node=%s mode=%s access=%s state=%s", c.GetId(), c.GetVolumeId(), holder, c.GetNodeId(),
-			rules.EnumWord(c.GetMode()), rules.EnumWord(c.GetAccessMode()), rules.EnumWord(c.GetState()))
+			pb.EnumWord(c.GetMode()), pb.EnumWord(c.GetAccessMode()), pb.EnumWord(c.GetState()))
 		dumpError(b, c.GetLastError(), c.GetAttempts(), c.GetNextRetryAt())
 		fmt.Fprintf(b, " modified=%d create=%d modify=%d\n", c.GetModifiedAt(), c.GetCreateIndex(), c.GetModifyIndex())
 	}
@@ -201,7 +200,7 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 		return err
 	}
 	for _, a := range atts {
-		fmt.Fprintf(b, "attachment %s/%s: plugin=%s state=%s", a.GetVolumeId(), a.GetNodeId(), a.GetPluginId(), rules.EnumWord(a.GetState()))
+		fmt.Fprintf(b, "attachment %s/%s: plugin=%s state=%s", a.GetVolumeId(), a.GetNodeId(), a.GetPluginId(), pb.EnumWord(a.GetState()))
 		if c := a.GetControllerNodeId(); c != "" {
 			fmt.Fprintf(b, " controller=%s", c)
 		}
@@ -225,5 +224,5 @@ func dumpError(b *strings.Builder, e *pb.VolumeError, attempts int32, retry int6
 	if e == nil && attempts == 0 && retry == 0 {
 		return
 	}
-	fmt.Fprintf(b, " error=%q class=%s attempts=%d retry=%d", e.GetMessage(), rules.EnumWord(e.GetClass()), attempts, retry)
+	fmt.Fprintf(b, " error=%q class=%s attempts=%d retry=%d", e.GetMessage(), pb.EnumWord(e.GetClass()), attempts, retry)
 }

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/sdk/driverpb"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // ConfigSpec is a schema together with what it configures, so that every

@@ -5,8 +5,9 @@ import (
 	"iter"
 	"sync"
 
-	"berth.dev/berth/sdk/driverpb"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // FingerprintHub holds a driver's current fingerprint and wakes watchers

@@ -11,7 +11,6 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/internal/backoff"
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -180,7 +179,7 @@ func (v *VolumeHooks) waitReady(ctx context.Context, events eventEmitter, req *p
 			}
 			minIndex = max(minIndex, resp.GetMeta().GetIndex())
 		default:
-			return nil, fmt.Errorf("%s: claim %q is %s: %w", where, resp.GetClaim().GetId(), rules.EnumWord(st), ErrClaimReleased)
+			return nil, fmt.Errorf("%s: claim %q is %s: %w", where, resp.GetClaim().GetId(), pb.EnumWord(st), ErrClaimReleased)
 		}
 	}
 }
@@ -191,7 +190,7 @@ func waitingOn(last *pb.ClientClaimResponse) string {
 	if last == nil {
 		return ""
 	}
-	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), rules.EnumWord(last.GetClaim().GetState()))
+	s := fmt.Sprintf(" (claim %q is %s", last.GetClaim().GetId(), pb.EnumWord(last.GetClaim().GetState()))
 	if a := last.GetAttachmentState(); a != pb.AttachmentState_ATTACHMENT_STATE_UNSPECIFIED {
 		s += ", the volume's attachment to the node " + attachmentWord(a)
 	}
@@ -206,7 +205,7 @@ func attachmentWord(a pb.AttachmentState) string {
 	case pb.AttachmentState_ATTACHMENT_STATE_ATTACHING:
 		return "attaching (controller publish not done)"
 	}
-	return rules.EnumWord(a)
+	return pb.EnumWord(a)
 }
 
 // claimRefusal says whether the servers' error is their answer rather

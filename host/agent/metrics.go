@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -57,7 +56,7 @@ func (a *Agent) metrics(w http.ResponseWriter, r *http.Request) error {
 		counts, err := a.server.State().NodeCountsByStatus()
 		if err == nil {
 			for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {
-				label := rules.EnumWord(st)
+				label := pb.EnumWord(st)
 				metrics.SetGaugeWithLabels([]string{"berth", "nodes"}, float32(counts[st]), []metrics.Label{{Name: "status", Value: label}})
 			}
 		}

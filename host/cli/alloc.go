@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -96,9 +95,9 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 		{"Node Name", a.GetNodeName()},
 		{"Job ID", a.GetJobId()},
 		{"Job Version", fmt.Sprint(a.GetJobVersion())},
-		{"Client Status", rules.EnumWord(a.GetClientStatus())},
+		{"Client Status", pb.EnumWord(a.GetClientStatus())},
 		{"Client Description", orNone(a.GetClientDescription())},
-		{"Desired Status", rules.EnumWord(a.GetDesiredStatus())},
+		{"Desired Status", pb.EnumWord(a.GetDesiredStatus())},
 		{"Desired Description", orNone(a.GetDesiredDescription())},
 		{"Created", formatNanos(a.GetCreatedAt())},
 		{"Modified", formatNanos(a.GetModifiedAt())},
@@ -116,7 +115,7 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 
 	for _, name := range sortedKeys(a.GetTaskStates()) {
 		ts := a.GetTaskStates()[name]
-		fmt.Fprintf(w, "\nTask %q is %q\n", name, rules.EnumWord(ts.GetState()))
+		fmt.Fprintf(w, "\nTask %q is %q\n", name, pb.EnumWord(ts.GetState()))
 		if r := a.GetResources().GetTasks()[name]; r != nil {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "Task Resources:")

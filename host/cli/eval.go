@@ -7,7 +7,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -63,10 +62,10 @@ func printEval(w io.Writer, e *pb.Evaluation) error {
 		{"ID", e.GetId()},
 		{"Create Time", formatNanos(e.GetCreatedAt())},
 		{"Modify Time", formatNanos(e.GetModifiedAt())},
-		{"Status", rules.EnumWord(e.GetStatus())},
+		{"Status", pb.EnumWord(e.GetStatus())},
 		{"Status Description", orNone(e.GetStatusDescription())},
-		{"Type", rules.EnumWord(e.GetType())},
-		{"Triggered By", rules.EnumWord(e.GetTriggeredBy())},
+		{"Type", pb.EnumWord(e.GetType())},
+		{"Triggered By", pb.EnumWord(e.GetTriggeredBy())},
 		{"Job ID", e.GetJobId()},
 		{"Priority", fmt.Sprint(e.GetPriority())},
 		{"Placement Failures", fmt.Sprint(len(e.GetFailedTgAllocs()) > 0)},
@@ -130,8 +129,8 @@ func evalList(c *cli.Context) error {
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPriority\tTriggered By\tJob ID\tNode ID\tStatus\tPlacement Failures")
 	for _, e := range evals {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), rules.EnumWord(e.GetTriggeredBy()),
-			e.GetJobId(), orDash(shortID(e.GetNodeId())), rules.EnumWord(e.GetStatus()), len(e.GetFailedTgAllocs()) > 0)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), pb.EnumWord(e.GetTriggeredBy()),
+			e.GetJobId(), orDash(shortID(e.GetNodeId())), pb.EnumWord(e.GetStatus()), len(e.GetFailedTgAllocs()) > 0)
 	}
 	return tw.Flush()
 }

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/host/jobspec"
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/pb"
 )
@@ -181,7 +180,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		return f.read(r, func() any {
 			return filterMap(f.evals, func(e *pb.Evaluation) bool {
 				q := r.URL.Query()
-				return (q.Get("job") == "" || e.GetJobId() == q.Get("job")) && (q.Get("status") == "" || rules.EnumWord(e.GetStatus()) == q.Get("status"))
+				return (q.Get("job") == "" || e.GetJobId() == q.Get("job")) && (q.Get("status") == "" || pb.EnumWord(e.GetStatus()) == q.Get("status"))
 			})
 		})
 	})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -73,7 +72,7 @@ func printJobTable(w io.Writer, jobs []*pb.JobListStub) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tType\tPriority\tStatus\tVersion\tSubmit Date")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", j.GetId(), rules.EnumWord(j.GetType()), j.GetPriority(), jobStatusWord(j.GetStatus(), j.GetStop()), j.GetVersion(), formatNanos(j.GetSubmittedAt()))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", j.GetId(), pb.EnumWord(j.GetType()), j.GetPriority(), jobStatusWord(j.GetStatus(), j.GetStop()), j.GetVersion(), formatNanos(j.GetSubmittedAt()))
 	}
 	return tw.Flush()
 }
@@ -82,9 +81,9 @@ func printJobTable(w io.Writer, jobs []*pb.JobListStub) error {
 // (stopping)", so it does not read as a job that runs on.
 func jobStatusWord(s pb.JobStatus, stop bool) string {
 	if stop && s != pb.JobStatus_JOB_STATUS_DEAD {
-		return rules.EnumWord(s) + " (stopping)"
+		return pb.EnumWord(s) + " (stopping)"
 	}
-	return rules.EnumWord(s)
+	return pb.EnumWord(s)
 }
 
 func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.Allocation, evals []*pb.Evaluation) error {
@@ -92,7 +91,7 @@ func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.All
 		{"ID", job.GetId()},
 		{"Name", job.GetName()},
 		{"Submit Date", formatNanos(job.GetSubmittedAt())},
-		{"Type", rules.EnumWord(job.GetType())},
+		{"Type", pb.EnumWord(job.GetType())},
 		{"Priority", fmt.Sprint(job.GetPriority())},
 		{"Status", jobStatusWord(job.GetStatus(), job.GetStop())},
 		{"Version", fmt.Sprint(job.GetVersion())},
@@ -121,7 +120,7 @@ func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.All
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tPriority\tTriggered By\tStatus\tPlacement Failures")
 		for _, e := range evals[:min(len(evals), latestEvals)] {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), rules.EnumWord(e.GetTriggeredBy()), rules.EnumWord(e.GetStatus()), len(e.GetFailedTgAllocs()) > 0)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), pb.EnumWord(e.GetTriggeredBy()), pb.EnumWord(e.GetStatus()), len(e.GetFailedTgAllocs()) > 0)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -143,7 +142,7 @@ func printAllocTable(w io.Writer, allocs []*pb.Allocation) error {
 	fmt.Fprintln(tw, "ID\tNode ID\tTask Group\tVersion\tDesired\tStatus\tCreated\tModified")
 	for _, a := range allocs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", shortID(a.GetId()), shortID(a.GetNodeId()), a.GetTaskGroup(), a.GetJobVersion(),
-			rules.EnumWord(a.GetDesiredStatus()), rules.EnumWord(a.GetClientStatus()), formatNanos(a.GetCreatedAt()), formatNanos(a.GetModifiedAt()))
+			pb.EnumWord(a.GetDesiredStatus()), pb.EnumWord(a.GetClientStatus()), formatNanos(a.GetCreatedAt()), formatNanos(a.GetModifiedAt()))
 	}
 	return tw.Flush()
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -50,7 +49,7 @@ func (m *monitor) followEval(evalID string, afterIndex uint64) (*pb.Evaluation, 
 		if last == nil {
 			fmt.Fprintf(m.w, "    Evaluation triggered by %s\n", evalTrigger(e))
 		} else if last.GetStatus() != e.GetStatus() {
-			fmt.Fprintf(m.w, "    Evaluation status changed: %q -> %q\n", rules.EnumWord(last.GetStatus()), rules.EnumWord(e.GetStatus()))
+			fmt.Fprintf(m.w, "    Evaluation status changed: %q -> %q\n", pb.EnumWord(last.GetStatus()), pb.EnumWord(e.GetStatus()))
 		}
 		last = e
 		if !evalDone(e) {
@@ -58,7 +57,7 @@ func (m *monitor) followEval(evalID string, afterIndex uint64) (*pb.Evaluation, 
 		}
 		if next := e.GetNextEval(); next != "" && e.GetStatus() != pb.EvalStatus_EVAL_STATUS_BLOCKED {
 			fmt.Fprintf(m.w, "==> Evaluation %q finished with status %q; monitoring the next evaluation %q\n",
-				shortID(evalID), rules.EnumWord(e.GetStatus()), shortID(next))
+				shortID(evalID), pb.EnumWord(e.GetStatus()), shortID(next))
 			evalID, last = next, nil
 			continue
 		}
@@ -69,11 +68,11 @@ func (m *monitor) followEval(evalID string, afterIndex uint64) (*pb.Evaluation, 
 func evalTrigger(e *pb.Evaluation) string {
 	switch {
 	case e.GetNodeId() != "":
-		return fmt.Sprintf("%s of node %q", rules.EnumWord(e.GetTriggeredBy()), shortID(e.GetNodeId()))
+		return fmt.Sprintf("%s of node %q", pb.EnumWord(e.GetTriggeredBy()), shortID(e.GetNodeId()))
 	case e.GetJobId() != "":
-		return fmt.Sprintf("%s of job %q", rules.EnumWord(e.GetTriggeredBy()), e.GetJobId())
+		return fmt.Sprintf("%s of job %q", pb.EnumWord(e.GetTriggeredBy()), e.GetJobId())
 	}
-	return rules.EnumWord(e.GetTriggeredBy())
+	return pb.EnumWord(e.GetTriggeredBy())
 }
 
 // reportEval prints the end of an evaluation: the allocs it placed and,
@@ -98,7 +97,7 @@ func (m *monitor) reportEval(e *pb.Evaluation) (placed []*pb.Allocation, index u
 			fmt.Fprintf(m.w, "    Allocation %q created: node %q, group %q\n", shortID(a.GetId()), shortID(a.GetNodeId()), a.GetTaskGroup())
 		}
 	}
-	status := rules.EnumWord(e.GetStatus())
+	status := pb.EnumWord(e.GetStatus())
 	switch {
 	case e.GetStatus() == pb.EvalStatus_EVAL_STATUS_FAILED || e.GetStatus() == pb.EvalStatus_EVAL_STATUS_CANCELED:
 		fmt.Fprintf(m.w, "==> Evaluation %q finished with status %q: %s\n", shortID(e.GetId()), status, orNone(e.GetStatusDescription()))
@@ -172,7 +171,7 @@ func (m *monitor) followAllocs(jobID string, placed []*pb.Allocation, index uint
 				continue
 			}
 			if prev.GetClientStatus() != a.GetClientStatus() {
-				fmt.Fprintf(m.w, "    Allocation %q status changed: %q -> %q\n", shortID(a.GetId()), rules.EnumWord(prev.GetClientStatus()), rules.EnumWord(a.GetClientStatus()))
+				fmt.Fprintf(m.w, "    Allocation %q status changed: %q -> %q\n", shortID(a.GetId()), pb.EnumWord(prev.GetClientStatus()), pb.EnumWord(a.GetClientStatus()))
 			}
 			m.printNewFailures(prev, a)
 			last[a.GetId()] = a
@@ -188,7 +187,7 @@ func (m *monitor) allocsSettled(placed []*pb.Allocation, last map[string]*pb.All
 		a := last[p.GetId()]
 		switch a.GetClientStatus() {
 		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:
-			fmt.Fprintf(m.w, "==> Allocation %q %s: %s\n", shortID(a.GetId()), rules.EnumWord(a.GetClientStatus()), allocReason(a))
+			fmt.Fprintf(m.w, "==> Allocation %q %s: %s\n", shortID(a.GetId()), pb.EnumWord(a.GetClientStatus()), allocReason(a))
 			return true, false
 		case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE:
 			settled++

@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -78,7 +77,7 @@ func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, erro
 }
 
 // nodeStatusName is the status as the API's JSON spells it.
-func nodeStatusName(s pb.NodeStatus) string { return rules.EnumWord(s) }
+func nodeStatusName(s pb.NodeStatus) string { return pb.EnumWord(s) }
 
 func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 	if len(nodes) == 0 {
@@ -93,7 +92,7 @@ func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 			id = shortID(id)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
-			rules.EnumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
+			pb.EnumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
 	}
 	return tw.Flush()
 }
@@ -123,7 +122,7 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"Status", nodeStatusName(n.GetStatus())},
 		{"Status Description", n.GetStatusDescription()},
 		{"Status Updated", formatNanos(n.GetStatusUpdatedAt())},
-		{"Eligibility", rules.EnumWord(n.GetEligibility())},
+		{"Eligibility", pb.EnumWord(n.GetEligibility())},
 		{"Drain", drainText(n.GetDrain())},
 		{"Registered", formatNanos(n.GetRegisteredAt())},
 		{"Address", n.GetHttpAddr()},

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -108,7 +107,7 @@ func printPlugin(w io.Writer, p *pb.CSIPlugin, verbose bool) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNode ID\tJob ID\tType\tHealthy")
 		for _, a := range p.GetAllocations() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", short(a.GetAllocId()), short(a.GetNodeId()), a.GetJobId(), rules.EnumWord(a.GetType()), a.GetHealthy())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", short(a.GetAllocId()), short(a.GetNodeId()), a.GetJobId(), pb.EnumWord(a.GetType()), a.GetHealthy())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -123,7 +122,7 @@ func printPlugin(w io.Writer, p *pb.CSIPlugin, verbose bool) error {
 	for _, side := range []map[string]*pb.CSIPluginInfo{p.GetControllers(), p.GetNodes()} {
 		for _, node := range sortedKeys(side) {
 			i := side[node]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", node, rules.EnumWord(i.GetType()), rules.EnumWord(i.GetSource()), orDash(i.GetAllocId()),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", node, pb.EnumWord(i.GetType()), pb.EnumWord(i.GetSource()), orDash(i.GetAllocId()),
 				i.GetHealthy(), orDash(i.GetProvider()), orDash(i.GetProviderVersion()), i.GetHealthDescription())
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -59,7 +58,7 @@ func serverMembers(c *cli.Context) error {
 	return tw.Flush()
 }
 
-func memberStatus(s pb.MemberStatus) string { return rules.EnumWord(s) }
+func memberStatus(s pb.MemberStatus) string { return pb.EnumWord(s) }
 
 func serverForceLeave(c *cli.Context) error {
 	if c.NArg() != 1 {

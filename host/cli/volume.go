@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/host/volumespec"
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -249,7 +248,7 @@ func volumeNodeID(c *cli.Context, client *api.Client, prefix string) (string, er
 // volume holds at once share one), "<none>" without claims.
 func accessModeInUse(v *pb.VolumeView) string {
 	for _, cl := range v.GetClaims() {
-		return rules.EnumWord(cl.GetAccessMode())
+		return pb.EnumWord(cl.GetAccessMode())
 	}
 	return "<none>"
 }
@@ -305,7 +304,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Access Mode\tAttachment Mode")
 	for _, cp := range vol.GetCapabilities() {
-		fmt.Fprintf(tw, "%s\t%s\n", rules.EnumWord(cp.GetAccessMode()), rules.EnumWord(cp.GetAttachmentMode()))
+		fmt.Fprintf(tw, "%s\t%s\n", pb.EnumWord(cp.GetAccessMode()), pb.EnumWord(cp.GetAttachmentMode()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -319,7 +318,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 		fmt.Fprintln(tw, "ID\tClaimant\tNode ID\tMode\tState\tAttempts")
 		for _, cl := range v.GetClaims() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", short(cl.GetId()), claimant(cl, short), short(cl.GetNodeId()),
-				rules.EnumWord(cl.GetMode()), rules.EnumWord(cl.GetState()), cl.GetAttempts())
+				pb.EnumWord(cl.GetMode()), pb.EnumWord(cl.GetState()), cl.GetAttempts())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -331,7 +330,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "Node ID\tState\tController Node\tAttempts")
 		for _, a := range v.GetAttachments() {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", short(a.GetNodeId()), rules.EnumWord(a.GetState()), short(orDash(a.GetControllerNodeId())), a.GetAttempts())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", short(a.GetNodeId()), pb.EnumWord(a.GetState()), short(orDash(a.GetControllerNodeId())), a.GetAttempts())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -357,7 +356,7 @@ func printVolumeErrors(w io.Writer, vols []*pb.VolumeView, verbose bool) error {
 		}
 		for _, a := range v.GetAttachments() {
 			if e := a.GetLastError(); e != nil {
-				lines = append(lines, fmt.Sprintf("volume %q, attachment to node %s (%s): %s; %s", id, a.GetNodeId(), rules.EnumWord(a.GetState()),
+				lines = append(lines, fmt.Sprintf("volume %q, attachment to node %s (%s): %s; %s", id, a.GetNodeId(), pb.EnumWord(a.GetState()),
 					volumeError(e), retries(a.GetAttempts(), a.GetNextRetryAt())))
 			}
 		}
@@ -383,7 +382,7 @@ func claimant(cl *pb.Claim, short func(string) string) string {
 
 // volumeError is the message with its class and gRPC code.
 func volumeError(e *pb.VolumeError) string {
-	return fmt.Sprintf("%s (%s, %s)", e.GetMessage(), rules.EnumWord(e.GetClass()), codes.Code(e.GetCode()))
+	return fmt.Sprintf("%s (%s, %s)", e.GetMessage(), pb.EnumWord(e.GetClass()), codes.Code(e.GetCode()))
 }
 
 func retries(attempts int32, next int64) string {
@@ -428,7 +427,7 @@ func printNodeVolumes(w io.Writer, nodeID string, vols []*pb.VolumeView) error {
 		}
 		att := "-"
 		if i := slices.IndexFunc(v.GetAttachments(), func(a *pb.Attachment) bool { return a.GetNodeId() == nodeID }); i >= 0 {
-			att = rules.EnumWord(v.GetAttachments()[i].GetState())
+			att = pb.EnumWord(v.GetAttachments()[i].GetState())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%d\t%s\n", vol.GetId(), vol.GetName(), vol.GetPluginId(), orDash(vol.GetProvider()),
 			vol.GetSchedulable(), here, att)

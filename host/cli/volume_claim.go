@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -84,7 +83,7 @@ func volumeClaim(c *cli.Context) error {
 	out := c.App.Writer
 	if !c.Bool("json") {
 		fmt.Fprintf(out, "==> Claim %s of volume %q (%s, %s) reserved on node %s\n", claim.GetId(), volumeID,
-			rules.EnumWord(claim.GetMode()), rules.EnumWord(claim.GetAccessMode()), shortID(claim.GetNodeId()))
+			pb.EnumWord(claim.GetMode()), pb.EnumWord(claim.GetAccessMode()), shortID(claim.GetNodeId()))
 	}
 	// The write's index (the claim's modify index, should an older agent
 	// not send it): the first read waits for a change after it.
@@ -136,7 +135,7 @@ func waitClaimPublished(c *cli.Context, client *api.Client, view *pb.ClaimGetRes
 			}
 			if !c.Bool("json") {
 				fmt.Fprintf(c.App.Writer, "    Publish on node %s failed (attempt %d, %s): %s\n",
-					shortID(cl.GetNodeId()), cl.GetAttempts(), rules.EnumWord(e.GetClass()), e.GetMessage())
+					shortID(cl.GetNodeId()), cl.GetAttempts(), pb.EnumWord(e.GetClass()), e.GetMessage())
 			}
 		}
 		if a := view.GetAttachment(); a.GetLastError() != nil && a.GetAttempts() > shown {
@@ -152,7 +151,7 @@ func waitClaimPublished(c *cli.Context, client *api.Client, view *pb.ClaimGetRes
 					next = fmt.Sprintf("; next try at %s", time.Unix(0, t).Format(time.RFC3339))
 				}
 				fmt.Fprintf(c.App.Writer, "    Controller publish to node %s failed (attempt %d, %s): %s%s\n",
-					shortID(a.GetNodeId()), a.GetAttempts(), rules.EnumWord(e.GetClass()), e.GetMessage(), next)
+					shortID(a.GetNodeId()), a.GetAttempts(), pb.EnumWord(e.GetClass()), e.GetMessage(), next)
 			}
 		}
 		q := &api.QueryOptions{WaitIndex: index}
@@ -178,7 +177,7 @@ func waitClaimPublished(c *cli.Context, client *api.Client, view *pb.ClaimGetRes
 		view, index = got, max(meta.LastIndex, index)
 	}
 	if s := view.GetClaim().GetState(); s >= pb.ClaimState_CLAIM_STATE_RELEASING {
-		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it published", claimID, volumeID, rules.EnumWord(s))
+		return nil, fmt.Errorf("claim %s of volume %q is %s: it was released before the command saw it published", claimID, volumeID, pb.EnumWord(s))
 	}
 	return view, nil
 }
@@ -207,11 +206,11 @@ func claimStuck(view *pb.ClaimGetResponse, timeout time.Duration) error {
 			waits += " (no try has failed: is a controller of the volume's plugin running?)"
 		}
 	default:
-		waits = fmt.Sprintf("the volume's attachment to node %s is %s", node, rules.EnumWord(a.GetState()))
+		waits = fmt.Sprintf("the volume's attachment to node %s is %s", node, pb.EnumWord(a.GetState()))
 	}
 	return fmt.Errorf("claim %s of volume %q is still %s after %s: %s\n"+
 		"the claim is kept: follow it with `berth volume status -verbose %s`, or release it with `berth volume release %s`",
-		id, volumeID, rules.EnumWord(claim.GetState()), timeout, waits, volumeID, id)
+		id, volumeID, pb.EnumWord(claim.GetState()), timeout, waits, volumeID, id)
 }
 
 // printClaimPublished says where the volume is: the publish path under
@@ -275,6 +274,6 @@ func volumeRelease(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "==> Claim %s of volume %q on node %s is %s: it is freed once the node's client has unpublished\n"+
 		"    the volume (or the node is fenced, or down past force_detach_after)\n",
-		claimID, claim.GetVolumeId(), shortID(claim.GetNodeId()), rules.EnumWord(resp.GetClaim().GetState()))
+		claimID, claim.GetVolumeId(), shortID(claim.GetNodeId()), pb.EnumWord(resp.GetClaim().GetState()))
 	return err
 }

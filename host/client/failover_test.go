@@ -12,10 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"berth.dev/berth/host/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"berth.dev/berth/host/server"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"

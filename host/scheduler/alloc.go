@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"sort"
 
-	"berth.dev/berth/rpc/pb"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // Task resource defaults, as job.proto documents them, for a task whose

@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -207,7 +206,7 @@ func formatValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
 	case protoreflect.StringKind:
 		return strconv.Quote(v.String())
 	case protoreflect.EnumKind:
-		if w, ok := rules.EnumValueWord(fd.Enum(), v.Enum()); ok {
+		if w, ok := pb.EnumValueWord(fd.Enum(), v.Enum()); ok {
 			return w
 		}
 		return strconv.Itoa(int(v.Enum()))

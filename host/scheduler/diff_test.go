@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/host/scheduler/schedtest"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestDiff: per group added/deleted/edited/none with one line per changed

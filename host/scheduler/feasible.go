@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/versions"
 
 	"berth.dev/berth/rpc/pb"
@@ -45,7 +44,7 @@ func NodeAttribute(n *pb.Node, target string) (value string, ok bool) {
 	case "node.unique.name":
 		return n.GetName(), n.GetName() != ""
 	case "node.status":
-		return rules.EnumWord(n.GetStatus()), true
+		return pb.EnumWord(n.GetStatus()), true
 	}
 	switch {
 	case strings.HasPrefix(key, "attr."):

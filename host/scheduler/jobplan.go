@@ -3,8 +3,9 @@ package scheduler
 import (
 	"fmt"
 
-	"berth.dev/berth/rpc/pb"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // PlanJob answers `job plan`: what registering job would change. It diffs

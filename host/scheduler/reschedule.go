@@ -3,9 +3,10 @@ package scheduler
 import (
 	"sort"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Reschedule policy defaults for a group without a reschedule block, as

@@ -3,10 +3,11 @@ package scheduler_test
 import (
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/host/scheduler/schedtest"
 	"berth.dev/berth/rpc/pb"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestDelayedEvalsBatched: failed allocs whose reschedule times are within

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"sort"
 
-	"berth.dev/berth/rpc/errcode"
-	"berth.dev/berth/rpc/pb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
 )
 
 // State is the snapshot the scheduler reads. The server adapts its fsm

@@ -3,9 +3,10 @@ package scheduler
 import (
 	"sort"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/internal/durations"
 	"berth.dev/berth/rpc/pb"
-	"google.golang.org/protobuf/proto"
 )
 
 // UpdateKind is what moving an alloc from one job version to another takes.

@@ -3,11 +3,12 @@ package scheduler_test
 import (
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/host/scheduler/schedtest"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestGroupUpdateKinds: which changes restart allocs, by Nomad's rule.

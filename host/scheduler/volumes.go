@@ -371,7 +371,7 @@ func (b *volumeBook) detaching(volumeID, nodeID string) (bool, error) {
 // every node refused for the same claim counts under one reason: the
 // access mode and the claim in the way.
 func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string {
-	mode := rules.EnumWord(c.GetAccessMode())
+	mode := pb.EnumWord(c.GetAccessMode())
 	if errors.Is(err, rules.ErrVolumeDeleting) {
 		return "the volume is being deleted"
 	}
@@ -381,7 +381,7 @@ func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string
 	for _, h := range held {
 		if rules.CheckClaim(v, []*pb.Claim{h}, c) != nil {
 			return fmt.Sprintf("no free claim (%s, claimed by %s on node %q, %s)",
-				mode, rules.Claimant(h), h.GetNodeId(), rules.EnumWord(h.GetState()))
+				mode, rules.Claimant(h), h.GetNodeId(), pb.EnumWord(h.GetState()))
 		}
 	}
 	return fmt.Sprintf("no free claim (%s, %d claims held)", mode, len(held))
@@ -456,10 +456,10 @@ func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (b
 func pickCapability(v *pb.Volume, held []*pb.Claim, ask volumeAsk) (*pb.VolumeCapability, string) {
 	var fits []*pb.VolumeCapability
 	for _, c := range v.GetCapabilities() {
-		if ask.accessMode != "" && rules.EnumWord(c.GetAccessMode()) != ask.accessMode {
+		if ask.accessMode != "" && pb.EnumWord(c.GetAccessMode()) != ask.accessMode {
 			continue
 		}
-		if ask.attachmentMode != "" && rules.EnumWord(c.GetAttachmentMode()) != ask.attachmentMode {
+		if ask.attachmentMode != "" && pb.EnumWord(c.GetAttachmentMode()) != ask.attachmentMode {
 			continue
 		}
 		limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
@@ -497,7 +497,7 @@ func capabilitiesText(v *pb.Volume) string {
 		if i > 0 {
 			out += ", "
 		}
-		out += rules.EnumWord(c.GetAccessMode()) + "/" + rules.EnumWord(c.GetAttachmentMode())
+		out += pb.EnumWord(c.GetAccessMode()) + "/" + pb.EnumWord(c.GetAttachmentMode())
 	}
 	if out == "" {
 		return "none"

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/rules"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -202,7 +200,7 @@ func TestClusterLeaderKilledBetweenPublishAndItsWrite(t *testing.T) {
 						return err
 					}
 					if c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-						return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, rules.EnumWord(c.GetState()))
+						return fmt.Errorf("%s: claim c1 is %s, want ready", s.cfg.Name, pb.EnumWord(c.GetState()))
 					}
 					return nil
 				})

@@ -69,15 +69,15 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 	}
 	if !HasCapability(v, c.GetAccessMode(), c.GetAttachmentMode()) {
 		return fmt.Errorf("%s: %w: %s/%s (it offers %s)", who, ErrClaimCapability,
-			EnumWord(c.GetAccessMode()), EnumWord(c.GetAttachmentMode()), capabilityWords(v))
+			pb.EnumWord(c.GetAccessMode()), pb.EnumWord(c.GetAttachmentMode()), capabilityWords(v))
 	}
 	limits, ok := AccessModeLimitsOf(c.GetAccessMode())
 	if !ok {
-		return fmt.Errorf("%s: %w: access mode %s", who, ErrClaimCapability, EnumWord(c.GetAccessMode()))
+		return fmt.Errorf("%s: %w: access mode %s", who, ErrClaimCapability, pb.EnumWord(c.GetAccessMode()))
 	}
 	write := c.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE
 	if write && !limits.Write {
-		return fmt.Errorf("%s: %w: a write claim through %s", who, ErrClaimCapability, EnumWord(c.GetAccessMode()))
+		return fmt.Errorf("%s: %w: a write claim through %s", who, ErrClaimCapability, pb.EnumWord(c.GetAccessMode()))
 	}
 	claims, writers := 1, 0
 	if write {
@@ -90,10 +90,10 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 		switch {
 		case h.GetAccessMode() != c.GetAccessMode():
 			return fmt.Errorf("%s: %w: %s holds it as %s, not %s", who, ErrNoFreeClaim,
-				DescribeClaim(h), EnumWord(h.GetAccessMode()), EnumWord(c.GetAccessMode()))
+				DescribeClaim(h), pb.EnumWord(h.GetAccessMode()), pb.EnumWord(c.GetAccessMode()))
 		case !limits.MultiNode && h.GetNodeId() != c.GetNodeId():
 			return fmt.Errorf("%s: %w: %s holds it on node %q and %s allows one node", who, ErrNoFreeClaim,
-				DescribeClaim(h), h.GetNodeId(), EnumWord(c.GetAccessMode()))
+				DescribeClaim(h), h.GetNodeId(), pb.EnumWord(c.GetAccessMode()))
 		}
 		claims++
 		if h.GetMode() == pb.ClaimMode_CLAIM_MODE_WRITE {
@@ -101,11 +101,11 @@ func CheckClaim(v *pb.Volume, held []*pb.Claim, c *pb.Claim) error {
 		}
 		if limits.MaxClaims > 0 && claims > limits.MaxClaims {
 			return fmt.Errorf("%s: %w: %s holds it and %s allows %d claim", who, ErrNoFreeClaim,
-				DescribeClaim(h), EnumWord(c.GetAccessMode()), limits.MaxClaims)
+				DescribeClaim(h), pb.EnumWord(c.GetAccessMode()), limits.MaxClaims)
 		}
 		if write && limits.MaxWriters > 0 && writers > limits.MaxWriters {
 			return fmt.Errorf("%s: %w: %s writes and %s allows %d writer", who, ErrNoFreeClaim,
-				DescribeClaim(h), EnumWord(c.GetAccessMode()), limits.MaxWriters)
+				DescribeClaim(h), pb.EnumWord(c.GetAccessMode()), limits.MaxWriters)
 		}
 	}
 	return nil
@@ -124,7 +124,7 @@ func HasCapability(v *pb.Volume, access pb.VolumeAccessMode, attach pb.VolumeAtt
 func capabilityWords(v *pb.Volume) string {
 	var words []string
 	for _, c := range v.GetCapabilities() {
-		words = append(words, EnumWord(c.GetAccessMode())+"/"+EnumWord(c.GetAttachmentMode()))
+		words = append(words, pb.EnumWord(c.GetAccessMode())+"/"+pb.EnumWord(c.GetAttachmentMode()))
 	}
 	if len(words) == 0 {
 		return "none"
@@ -144,9 +144,9 @@ func Claimant(c *pb.Claim) string {
 // refusals that point at the claim in the way.
 func DescribeClaim(c *pb.Claim) string {
 	if c.GetOperator() || c.GetAllocId() == "" {
-		return fmt.Sprintf("operator claim %q (%s, %s, node %q)", c.GetId(), EnumWord(c.GetMode()), EnumWord(c.GetState()), c.GetNodeId())
+		return fmt.Sprintf("operator claim %q (%s, %s, node %q)", c.GetId(), pb.EnumWord(c.GetMode()), pb.EnumWord(c.GetState()), c.GetNodeId())
 	}
-	return fmt.Sprintf("claim %q of alloc %q (%s, %s, node %q)", c.GetId(), c.GetAllocId(), EnumWord(c.GetMode()), EnumWord(c.GetState()), c.GetNodeId())
+	return fmt.Sprintf("claim %q of alloc %q (%s, %s, node %q)", c.GetId(), c.GetAllocId(), pb.EnumWord(c.GetMode()), pb.EnumWord(c.GetState()), c.GetNodeId())
 }
 
 // ClaimLive reports whether a claim still needs its node's attachment:

@@ -60,7 +60,7 @@ func TestCheckClaim(t *testing.T) {
 		c := &pb.Claim{Id: "new", AllocId: "a-new", NodeId: tc.node, Mode: tc.mode, AccessMode: tc.access, AttachmentMode: fs}
 		err := rules.CheckClaim(v, claims, c)
 		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
-			t.Errorf("%s, held %v, new %s on %s: %v, want %v", rules.EnumWord(tc.access), tc.held, tc.mode, tc.node, err, tc.wantErr)
+			t.Errorf("%s, held %v, new %s on %s: %v, want %v", pb.EnumWord(tc.access), tc.held, tc.mode, tc.node, err, tc.wantErr)
 			continue
 		}
 		if err != nil && (!strings.Contains(err.Error(), `volume "v"`) || !strings.Contains(err.Error(), `alloc "a-new"`) || !strings.Contains(err.Error(), `node "`+tc.node+`"`)) {

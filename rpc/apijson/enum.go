@@ -3,9 +3,9 @@ package apijson
 import (
 	"sync"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"berth.dev/berth/rpc/pb"
 
-	"berth.dev/berth/internal/rules"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // enumTable is the word of each value of one enum type, both ways, as
@@ -30,7 +30,7 @@ func tableOf(ed protoreflect.EnumDescriptor) *enumTable {
 		if _, dup := t.words[v.Number()]; dup {
 			continue // an alias: the first name of a number is its word
 		}
-		w, _ := rules.EnumValueWord(ed, v.Number())
+		w, _ := pb.EnumValueWord(ed, v.Number())
 		t.words[v.Number()] = w
 		t.numbers[w] = v.Number()
 		t.ordered = append(t.ordered, w)

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"sort"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/host/scheduler"
 	"berth.dev/berth/rpc/pb"
-	"google.golang.org/protobuf/proto"
 )
 
 // State is an in-memory snapshot for the scheduler. Build it with the Add

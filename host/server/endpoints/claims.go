@@ -168,7 +168,7 @@ func claimCapability(v *pb.Volume, held []*pb.Claim, mode pb.ClaimMode) (*pb.Vol
 	var fits []*pb.VolumeCapability
 	var offers []string
 	for _, c := range v.GetCapabilities() {
-		offers = append(offers, rules.EnumWord(c.GetAccessMode()))
+		offers = append(offers, pb.EnumWord(c.GetAccessMode()))
 		limits, ok := rules.AccessModeLimitsOf(c.GetAccessMode())
 		if ok && (mode != pb.ClaimMode_CLAIM_MODE_WRITE || limits.Write) {
 			fits = append(fits, c)
@@ -176,7 +176,7 @@ func claimCapability(v *pb.Volume, held []*pb.Claim, mode pb.ClaimMode) (*pb.Vol
 	}
 	if len(fits) == 0 {
 		return nil, fmt.Errorf("volume %q: %w: no capability allows a %s claim (it offers %s)", v.GetId(), fsm.ErrClaimCapability,
-			rules.EnumWord(mode), strings.Join(offers, ", "))
+			pb.EnumWord(mode), strings.Join(offers, ", "))
 	}
 	fs := pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM
 	var best *pb.VolumeCapability
@@ -234,7 +234,7 @@ func claimNodeUnfit(st *fsm.StateSnapshot, v *pb.Volume, n *pb.Node) (string, er
 	case n.GetFenced():
 		return who + " is fenced", nil
 	case n.GetStatus() != pb.NodeStatus_NODE_STATUS_READY:
-		return fmt.Sprintf("%s is %s", who, rules.EnumWord(n.GetStatus())), nil
+		return fmt.Sprintf("%s is %s", who, pb.EnumWord(n.GetStatus())), nil
 	case n.GetDrain() != nil:
 		return who + " is draining", nil
 	case n.GetEligibility() == pb.NodeEligibility_NODE_ELIGIBILITY_INELIGIBLE:

@@ -251,7 +251,7 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	case req.GetError() != nil:
 		if target != c.GetState() {
 			return nil, fmt.Errorf("%w: %s is %s: a failed try is reported with the claim's current state, not %s", ErrInvalidClaimRequest,
-				who, rules.EnumWord(c.GetState()), rules.EnumWord(target))
+				who, pb.EnumWord(c.GetState()), pb.EnumWord(target))
 		}
 		if t.Attempts == 0 {
 			t.Attempts = c.GetAttempts() + 1
@@ -259,7 +259,7 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	case target == pb.ClaimState_CLAIM_STATE_IN_USE, target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED:
 	default:
 		return nil, fmt.Errorf("%w: %s: a client reports in-use or node-detached (or a failed try with error), not %s", ErrInvalidClaimRequest,
-			who, rules.EnumWord(target))
+			who, pb.EnumWord(target))
 	}
 	if req.GetError() == nil && target == c.GetState() {
 		// Already so (a restarted client reports in-use again for every

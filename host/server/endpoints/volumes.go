@@ -420,7 +420,7 @@ func capabilityList(caps []*pb.VolumeCapability) string {
 		if c.GetAttachmentMode() == pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_BLOCK_DEVICE {
 			attach = "block-device"
 		}
-		words = append(words, rules.EnumWord(c.GetAccessMode())+"/"+attach)
+		words = append(words, pb.EnumWord(c.GetAccessMode())+"/"+attach)
 	}
 	return "[" + strings.Join(words, ", ") + "]"
 }
@@ -541,7 +541,7 @@ func (e *volumesEndpoint) refuseClaimed(id string) error {
 			names = append(names, fmt.Sprintf("and %d more", len(claims)-5))
 			break
 		}
-		names = append(names, fmt.Sprintf("%s on node %s (%s)", rules.Claimant(c), c.GetNodeId(), rules.EnumWord(c.GetState())))
+		names = append(names, fmt.Sprintf("%s on node %s (%s)", rules.Claimant(c), c.GetNodeId(), pb.EnumWord(c.GetState())))
 	}
 	return fmt.Errorf("volume %q: %w: claimed by %s", id, fsm.ErrVolumeInUse, strings.Join(names, ", "))
 }

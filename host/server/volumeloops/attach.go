@@ -111,7 +111,7 @@ func (v *Loops) attachPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.Sta
 	for _, state := range []pb.AttachmentState{pb.AttachmentState_ATTACHMENT_STATE_DETACHING, pb.AttachmentState_ATTACHMENT_STATE_ATTACHING} {
 		atts, err := snap.AttachmentsByState(ws, state)
 		if err != nil {
-			v.logger.Error("attach reconciler: reading attachments", "state", rules.EnumWord(state), "error", err)
+			v.logger.Error("attach reconciler: reading attachments", "state", pb.EnumWord(state), "error", err)
 			return now.Add(v.cfg.writeRetry)
 		}
 		for _, a := range atts {
@@ -437,8 +437,8 @@ func (v *Loops) recordFailure(ctx context.Context, snap *fsm.StateSnapshot, a *p
 		delete(v.avoid, k)
 	}
 	v.mu.Unlock()
-	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", rules.EnumWord(a.GetState()),
-		"code", code, "class", rules.EnumWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
+	v.logger.Warn("controller step failed", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "state", pb.EnumWord(a.GetState()),
+		"code", code, "class", pb.EnumWord(class), "attempts", attempts, "next_retry_at", retryTime(next), "error", err)
 	decided, _ := snap.LatestIndex()
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: a.GetState(), ControllerNodeId: controller,
@@ -467,10 +467,10 @@ func (v *Loops) writeAttachment(ctx context.Context, a *pb.Attachment, cmd *pb.A
 	case ctx.Err() != nil:
 	case errors.Is(err, fsm.ErrAttachmentTransition), errors.Is(err, fsm.ErrAttachmentNotFound):
 		v.logger.Info("attachment moved on before its outcome was written", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
-			"to", rules.EnumWord(cmd.GetState()), "error", err)
+			"to", pb.EnumWord(cmd.GetState()), "error", err)
 	default:
 		v.logger.Warn("writing attachment outcome; retrying", "volume", a.GetVolumeId(), "node", a.GetNodeId(),
-			"to", rules.EnumWord(cmd.GetState()), "error", err)
+			"to", pb.EnumWord(cmd.GetState()), "error", err)
 		v.mu.Lock()
 		v.hold[k] = v.clock.Now().Add(v.cfg.writeRetry)
 		v.mu.Unlock()

@@ -7,8 +7,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"berth.dev/berth/internal/rules"
-
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
@@ -77,7 +75,7 @@ func TestAttachRetriesAfterTheReconcilePassUnpublishesTheOrphanInItsWay(t *testi
 		synctest.Wait()
 		wantState(t, e.attachment("v1", "n2"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-			t.Fatalf("claim c1 is %s an hour after the orphan was unpublished, want ready", rules.EnumWord(c.GetState()))
+			t.Fatalf("claim c1 is %s an hour after the orphan was unpublished, want ready", pb.EnumWord(c.GetState()))
 		}
 	})
 }

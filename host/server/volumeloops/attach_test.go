@@ -9,8 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"berth.dev/berth/internal/rules"
-
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -50,7 +48,7 @@ func TestAttachPublishesThroughTheControllerAndReadiesTheClaim(t *testing.T) {
 			t.Fatalf("attachment = %v, want controller n1, publish context lun=3, no error", a)
 		}
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-			t.Fatalf("claim c1 is %s, want ready", rules.EnumWord(c.GetState()))
+			t.Fatalf("claim c1 is %s, want ready", pb.EnumWord(c.GetState()))
 		}
 		// Nothing more to do: an hour later, still one call.
 		time.Sleep(time.Hour)
@@ -569,10 +567,10 @@ func TestAttachIsReadOnlyOnlyWhereNoWriterCanJoin(t *testing.T) {
 		}
 		req, err := publishRequest(e.snap(), e.attachment("v1", "n1"))
 		if err != nil {
-			t.Fatalf("%s with claims %v: %v", rules.EnumWord(tc.access), tc.claims, err)
+			t.Fatalf("%s with claims %v: %v", pb.EnumWord(tc.access), tc.claims, err)
 		}
 		if req.GetReadonly() != tc.want {
-			t.Errorf("%s with claims %v: controller publish read-only %v, want %v", rules.EnumWord(tc.access), tc.claims, req.GetReadonly(), tc.want)
+			t.Errorf("%s with claims %v: controller publish read-only %v, want %v", pb.EnumWord(tc.access), tc.claims, req.GetReadonly(), tc.want)
 		}
 	}
 }

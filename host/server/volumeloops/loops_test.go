@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	"berth.dev/berth/internal/rules"
-
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
@@ -175,7 +173,7 @@ func newEBSEnv(t *testing.T) *volEnv {
 func wantState(t *testing.T, a *pb.Attachment, want pb.AttachmentState) {
 	t.Helper()
 	if a.GetState() != want {
-		t.Fatalf("attachment %s/%s is %s (%v), want %s", a.GetVolumeId(), a.GetNodeId(), rules.EnumWord(a.GetState()), a, rules.EnumWord(want))
+		t.Fatalf("attachment %s/%s is %s (%v), want %s", a.GetVolumeId(), a.GetNodeId(), pb.EnumWord(a.GetState()), a, pb.EnumWord(want))
 	}
 }
 

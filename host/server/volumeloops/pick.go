@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/rules"
-
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
@@ -191,7 +189,7 @@ func controllerLoad(st *fsm.StateSnapshot) (map[string]int, error) {
 	for _, state := range []pb.AttachmentState{pb.AttachmentState_ATTACHMENT_STATE_ATTACHING, pb.AttachmentState_ATTACHMENT_STATE_DETACHING} {
 		atts, err := st.AttachmentsByState(nil, state)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s attachments: %w", rules.EnumWord(state), err)
+			return nil, fmt.Errorf("reading %s attachments: %w", pb.EnumWord(state), err)
 		}
 		for _, a := range atts {
 			if c := a.GetControllerNodeId(); c != "" {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"berth.dev/berth/internal/rules"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -130,12 +128,12 @@ func TestPluginSwitchFromAdapterToTaskPlugin(t *testing.T) {
 			t.Fatalf("plugin row after the switch: controller_required %v provider %q, want false, the task plugin's", p.GetControllerRequired(), p.GetProvider())
 		}
 		if c := e.claim("c2"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY || e.attachment("v2", "n1") != nil {
-			t.Fatalf("claim c2 %s with attachment %v, want ready with none", rules.EnumWord(c.GetState()), e.attachment("v2", "n1"))
+			t.Fatalf("claim c2 %s with attachment %v, want ready with none", pb.EnumWord(c.GetState()), e.attachment("v2", "n1"))
 		}
 		e.operatorClaim("c3", "v3", "n1", pb.ClaimMode_CLAIM_MODE_WRITE)
 		synctest.Wait()
 		if c := e.claim("c3"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY || e.attachment("v3", "n1") != nil {
-			t.Fatalf("claim c3 %s with attachment %v, want ready with none", rules.EnumWord(c.GetState()), e.attachment("v3", "n1"))
+			t.Fatalf("claim c3 %s with attachment %v, want ready with none", pb.EnumWord(c.GetState()), e.attachment("v3", "n1"))
 		}
 		if n := len(fake.CallsOf(volumetest.PublishMethod)); n != 2 {
 			t.Fatalf("%d publishes, want the two made through the adapter: %v", n, fake.Methods())
@@ -158,7 +156,7 @@ func TestPluginSwitchFromAdapterToTaskPlugin(t *testing.T) {
 		synctest.Wait()
 		wantState(t, e.attachment("v4", "n1"), pb.AttachmentState_ATTACHMENT_STATE_ATTACHED)
 		if c := e.claim("c4"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-			t.Fatalf("claim c4 %s, want ready", rules.EnumWord(c.GetState()))
+			t.Fatalf("claim c4 %s, want ready", pb.EnumWord(c.GetState()))
 		}
 	})
 }
@@ -196,7 +194,7 @@ func TestPluginSwitchDuringAnInFlightPublish(t *testing.T) {
 		e.operatorClaim("c1", "v1", "n1", pb.ClaimMode_CLAIM_MODE_READ)
 		synctest.Wait()
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-			t.Errorf("claim c1 %s, want ready (the switch skipped its publish)", rules.EnumWord(c.GetState()))
+			t.Errorf("claim c1 %s, want ready (the switch skipped its publish)", pb.EnumWord(c.GetState()))
 		}
 		if a := e.attachment("v1", "n1"); a != nil {
 			t.Errorf("attachment %v after the failed publish, want none", a)
@@ -205,7 +203,7 @@ func TestPluginSwitchDuringAnInFlightPublish(t *testing.T) {
 		e.operatorClaim("c2", "v1", "n1", pb.ClaimMode_CLAIM_MODE_READ)
 		synctest.Wait()
 		if c := e.claim("c2"); c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
-			t.Errorf("claim c2 %s with attachment %v, want ready (the plugin no longer requires a publish)", rules.EnumWord(c.GetState()), e.attachment("v1", "n1"))
+			t.Errorf("claim c2 %s with attachment %v, want ready (the plugin no longer requires a publish)", pb.EnumWord(c.GetState()), e.attachment("v1", "n1"))
 		}
 	})
 }

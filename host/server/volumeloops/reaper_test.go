@@ -5,8 +5,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"berth.dev/berth/internal/rules"
-
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
@@ -38,7 +36,7 @@ func TestReaperForcesDetachOfADownNodeAfterForceDetachAfter(t *testing.T) {
 		time.Sleep(DefaultForceDetachAfter - time.Millisecond)
 		synctest.Wait()
 		if c := e.claim("c1"); c.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
-			t.Fatalf("claim just before force_detach_after: %s, want releasing", rules.EnumWord(c.GetState()))
+			t.Fatalf("claim just before force_detach_after: %s, want releasing", pb.EnumWord(c.GetState()))
 		}
 		if n := len(fake.CallsOf(volumetest.UnpublishMethod)); n != 0 {
 			t.Fatalf("%d unpublishes before force_detach_after, want 0", n)

@@ -1,4 +1,4 @@
-package rules
+package pb
 
 import (
 	"strconv"
@@ -8,7 +8,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// EnumWord is an enum value as the API writes it: its name without the
+// EnumWord is an enum value as the API writes it (the one spelling of
+// berth's enum values; it lives beside the enums so every layer, the JSON
+// codec included, can use it without importing anything above rpc/): its name without the
 // enum's prefix, lowercased, "_" as "-" ("single-node-writer" for
 // VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, "ready" for NODE_STATUS_READY).
 // A number the enum does not declare stays a number ("7"). The JSON API
