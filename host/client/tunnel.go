@@ -2,12 +2,18 @@ package client
 
 import (
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
 )
+
+// tunnelRetryStart is the tunnel's first reconnect wait; later waits
+// double up to maxRetry, as the client's other server retries do.
+const tunnelRetryStart = 100 * time.Millisecond
 
 // startTunnel keeps the node's tunnel open, so the servers reach its
 // ClientRPC (alloc logs, restart) without an inbound port on this host.
@@ -22,9 +28,9 @@ func (c *Client) startTunnel() error {
 			pb.RegisterClientRPCServer(r, rpcSvc)
 			pb.RegisterClientCSIServer(r, csiSvc)
 		},
-		Keepalive:  c.cfg.tunnelKeepalive,
-		MaxBackoff: maxRetry,
-		Logger:     c.logger.Named("tunnel"),
+		Keepalive: c.cfg.tunnelKeepalive,
+		Backoff:   backoff.Backoff{Initial: tunnelRetryStart, Max: maxRetry},
+		Logger:    c.logger.Named("tunnel"),
 	})
 	if err != nil {
 		return err

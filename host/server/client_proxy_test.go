@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/host/server/clientproxy"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -91,13 +92,12 @@ func connectNode(t *testing.T, nodeID string, node *proxyNode, servers ...*Serve
 		addrs = append(addrs, s.cfg.RPCAddr)
 	}
 	c, err := tunnel.Start(tunnel.ClientConfig{
-		NodeID:     nodeID,
-		Servers:    func() []string { return addrs },
-		Conn:       pool.Conn,
-		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, node) },
-		MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 50 * time.Millisecond,
-		Logger:     testutil.Logger(t).Named("node"),
+		NodeID:   nodeID,
+		Servers:  func() []string { return addrs },
+		Conn:     pool.Conn,
+		Register: func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, node) },
+		Backoff:  backoff.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		Logger:   testutil.Logger(t).Named("node"),
 	})
 	if err != nil {
 		t.Fatal(err)

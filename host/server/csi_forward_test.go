@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -91,13 +92,12 @@ func connectCSINode(t *testing.T, nodeID, pluginID string, p *csifake.Plugin, se
 		addrs = append(addrs, s.cfg.RPCAddr)
 	}
 	c, err := tunnel.Start(tunnel.ClientConfig{
-		NodeID:     nodeID,
-		Servers:    func() []string { return addrs },
-		Conn:       pool.Conn,
-		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientCSIServer(r, node) },
-		MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 50 * time.Millisecond,
-		Logger:     testutil.Logger(t).Named("node"),
+		NodeID:   nodeID,
+		Servers:  func() []string { return addrs },
+		Conn:     pool.Conn,
+		Register: func(r grpc.ServiceRegistrar) { pb.RegisterClientCSIServer(r, node) },
+		Backoff:  backoff.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		Logger:   testutil.Logger(t).Named("node"),
 	})
 	if err != nil {
 		t.Fatal(err)

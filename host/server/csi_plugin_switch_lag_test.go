@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
@@ -86,8 +87,8 @@ func TestVolumeCreateRetryIsRefusedByANodeThatSwitchedInstanceBeforeReporting(t 
 	t.Cleanup(pool.Close)
 	c, err := tunnel.Start(tunnel.ClientConfig{
 		NodeID: n.GetId(), Servers: func() []string { return []string{s.cfg.RPCAddr} }, Conn: pool.Conn,
-		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientCSIServer(r, sw) },
-		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: testutil.Logger(t).Named("node"),
+		Register: func(r grpc.ServiceRegistrar) { pb.RegisterClientCSIServer(r, sw) },
+		Backoff:  backoff.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}, Logger: testutil.Logger(t).Named("node"),
 	})
 	if err != nil {
 		t.Fatal(err)

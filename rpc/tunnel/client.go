@@ -15,21 +15,27 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 
-	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
-// Defaults of ClientConfig's backoff.
-const (
-	DefaultMinBackoff = 100 * time.Millisecond
-	DefaultMaxBackoff = 10 * time.Second
-)
-
 // ErrNoServers is returned by Start when the client has no way to find a
 // server.
 var ErrNoServers = errcode.New(codes.InvalidArgument, "tunnel: no server list")
+
+// ErrNoBackoff is returned by Start when the config has no reconnect
+// policy.
+var ErrNoBackoff = errcode.New(codes.InvalidArgument, "tunnel: no reconnect backoff")
+
+// Backoff is the reconnect policy: the wait before the next attempt after
+// failures consecutive attempts that established no session (0 after one
+// that did). The wait is drawn from the upper half of it. The client role
+// passes internal/backoff's Backoff; the tunnel declares only what it
+// calls.
+type Backoff interface {
+	Delay(failures int) time.Duration
+}
 
 // ClientConfig configures the client side.
 type ClientConfig struct {
@@ -46,11 +52,11 @@ type ClientConfig struct {
 	Register func(grpc.ServiceRegistrar)
 	// Keepalive of the session; the server side has its own.
 	Keepalive Keepalive
-	// MinBackoff and MaxBackoff bound the wait between attempts: it
-	// doubles after each failed attempt and starts again at MinBackoff
-	// once a session was established.
-	MinBackoff, MaxBackoff time.Duration
-	Logger                 hclog.Logger
+	// Backoff is the wait between attempts: it grows with each failed
+	// attempt and starts again from its least once a session was
+	// established. Required.
+	Backoff Backoff
+	Logger  hclog.Logger
 }
 
 // minSession is how long a session must have lived to count as
@@ -78,11 +84,8 @@ func Start(cfg ClientConfig) (*Client, error) {
 	if cfg.Servers == nil || cfg.Conn == nil {
 		return nil, ErrNoServers
 	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = DefaultMinBackoff
-	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
+	if cfg.Backoff == nil {
+		return nil, ErrNoBackoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -115,7 +118,6 @@ func (c *Client) setServer(s string) {
 
 func (c *Client) run() {
 	defer close(c.done)
-	retry := backoff.Backoff{Initial: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff}
 	// failures counts the consecutive attempts that established no session;
 	// it picks the server to try and the wait before it.
 	failures := 0
@@ -148,10 +150,14 @@ func (c *Client) run() {
 		// The wait is drawn from the upper half of the backoff, so nodes
 		// that lost the same server spread their reconnects, and none
 		// comes back sooner than half of it.
-		d := retry.Delay(failures)
+		d := c.cfg.Backoff.Delay(failures)
 		wait := d/2 + rand.N(d/2+1)
 		c.logger.Warn("tunnel closed; reconnecting", "error", err, "retry_in", wait)
-		if !backoff.Sleep(c.ctx.Done(), wait) {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
 			return
 		}
 	}

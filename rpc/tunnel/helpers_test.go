@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -131,14 +132,13 @@ func startClient(t testing.TB, nodeID string, node *fakeNode, ka Keepalive, serv
 		addrs = append(addrs, s.addr)
 	}
 	c, err := Start(ClientConfig{
-		NodeID:     nodeID,
-		Servers:    func() []string { return addrs },
-		Conn:       pool.Conn,
-		Register:   func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, node) },
-		Keepalive:  ka,
-		MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 100 * time.Millisecond,
-		Logger:     testutil.Logger(t).Named("client-" + node.name),
+		NodeID:    nodeID,
+		Servers:   func() []string { return addrs },
+		Conn:      pool.Conn,
+		Register:  func(r grpc.ServiceRegistrar) { pb.RegisterClientRPCServer(r, node) },
+		Keepalive: ka,
+		Backoff:   backoff.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		Logger:    testutil.Logger(t).Named("client-" + node.name),
 	})
 	if err != nil {
 		t.Fatal(err)

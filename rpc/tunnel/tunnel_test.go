@@ -478,3 +478,35 @@ func TestClientBacksOffFromAServerWithoutTunnels(t *testing.T) {
 		return nil
 	})
 }
+
+// Start refuses a config it cannot run with, each with its own coded
+// error: no node, no way to reach a server, no reconnect policy.
+func TestStartRefusesAnIncompleteConfig(t *testing.T) {
+	servers := func() []string { return []string{"127.0.0.1:1"} }
+	conn := func(string) (*grpc.ClientConn, error) { return nil, errors.New("unused") }
+	for _, tc := range []struct {
+		name string
+		cfg  ClientConfig
+		want error
+	}{
+		{"no node", ClientConfig{Servers: servers, Conn: conn, Backoff: fixedBackoff(time.Millisecond)}, ErrNoNodeID},
+		{"no servers", ClientConfig{NodeID: "n1", Conn: conn, Backoff: fixedBackoff(time.Millisecond)}, ErrNoServers},
+		{"no backoff", ClientConfig{NodeID: "n1", Servers: servers, Conn: conn}, ErrNoBackoff},
+	} {
+		c, err := Start(tc.cfg)
+		if c != nil {
+			c.Close()
+		}
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: Start = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	testutil.CheckSentinelCodes(t, map[error]codes.Code{
+		ErrNoNodeID: codes.InvalidArgument, ErrNoServers: codes.InvalidArgument, ErrNoBackoff: codes.InvalidArgument,
+	})
+}
+
+// fixedBackoff waits the same after every failure.
+type fixedBackoff time.Duration
+
+func (f fixedBackoff) Delay(int) time.Duration { return time.Duration(f) }
