@@ -97,6 +97,8 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "v.hcl", "id = \"v\n", ForRegister, "volume:\n  v.hcl:1:8: syntax error: Invalid multi-line string", ErrSyntax},
 		{"json misspelt", "v.json", `{"id": "v", "plugin_id": "p", "external_id": "e", "capabilty": []}`, ForRegister,
 			`volume "v": v.json:1:51: capabilty: unknown key; did you mean "capability"?`, ErrUnknownKey},
+		{"json list of a single block", "v.json", `{"id": "v", "plugin_id": "p", "external_id": "e", "capability": [{"access_mode": "single-node-writer", "attachment_mode": "file-system"}], "mount_options": [{}, {}]}`, ForRegister,
+			`volume "v": v.json:1:157: mount_options: duplicate mount_options block (a list of them is given; only one is allowed)`, ErrInvalidVolume},
 		{"json root array", "v.json", `[{"id": "v"}]`, ForRegister, `volume: v.json:1:1: the root of a JSON volume file must be an object, not an array`, ErrWrongType},
 		{"slash in id", "v.hcl", "id = \"a/b\"\nplugin_id = \"p\"\nexternal_id = \"e\"\ncapability {\n  access_mode = \"single-node-writer\"\n  attachment_mode = \"file-system\"\n}\n", ForRegister,
 			`volume "a/b": v.hcl:1:1: id: "a/b" holds '/': a volume ID is one path segment (letters, digits, - _ . [ ] and the like)`, ErrInvalidVolume},

@@ -60,7 +60,7 @@ var depRules = []depRule{
 	},
 	{
 		from:   []string{"rpc", "csi", "internal", "volumehooks", "taskdrivers", "sdk"},
-		banned: []string{"github.com/hashicorp/raft"},
+		banned: []string{"github.com/hashicorp/raft", "github.com/hashicorp/raft-boltdb"},
 		why:    "leaf packages (rpc/, csi/, internal/, volumehooks/, taskdrivers/, sdk/) do not link raft: only the server core and fsm do",
 	},
 	{

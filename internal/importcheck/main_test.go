@@ -219,6 +219,7 @@ func TestCheckFindsDependencyRuleViolations(t *testing.T) {
 		// internal/ included; the server core and fsm may, and so may tests.
 		"rpc/errcode/e.go":            "package errcode\n" + raft,
 		"csi/r.go":                    "package csi\n" + raft,
+		"csi/rb.go":                   "package csi\nimport \"github.com/hashicorp/raft-boltdb/v2\"\nvar _ = raftboltdb.X\n",
 		"internal/backoff/b.go":       "package backoff\n" + raft,
 		"volumehooks/r.go":            "package volumehooks\n" + raft,
 		"taskdrivers/r.go":            "package taskdrivers\n" + raft,
@@ -244,6 +245,7 @@ func TestCheckFindsDependencyRuleViolations(t *testing.T) {
 	want := []string{
 		`csi/adapters/c.go:2:8: csi/adapters must not import "berth.dev/berth/builtin/csi/adapters": the CSI library (csi/...) does not link the built-in plugins (builtin/...)`,
 		`csi/r.go:2:8: csi must not import "github.com/hashicorp/raft"` + raftWhy,
+		`csi/rb.go:2:8: csi must not import "github.com/hashicorp/raft-boltdb/v2"` + raftWhy,
 		`host/agent/b_test.go:2:8: host/agent must not import "berth.dev/berth/bench": bench is a program: nothing imports it`,
 		`host/cli/c.go:2:8: host/cli must not import "berth.dev/berth/bench": bench is a program: nothing imports it`,
 		`host/client/a.go:2:8: host/client must not import "berth.dev/berth/fsm": host/client/... links neither the state machine nor the scheduler (the rules they share are a leaf package)`,
