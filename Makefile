@@ -66,7 +66,7 @@ check:
 	done
 	@echo "==> buf lint"; $(GO) tool buf lint
 	@echo "==> buf breaking against $(PROTO_RELEASE) ($(PROTO_BASELINE))"; \
-	 cur=$$(mktemp) && trap 'rm -f "$$cur"' EXIT && $(GO) tool buf build -o "$$cur" && \
+	 cur=$$(mktemp --suffix=.binpb) && trap 'rm -f "$$cur"' EXIT && $(GO) tool buf build -o "$$cur" && \
 	 $(GO) tool buf breaking "$$cur" --against $(PROTO_BASELINE)
 	@set -o pipefail; base=; for b in origin/main main; do \
 	   git rev-parse -q --verify "$$b^{commit}" >/dev/null && base=$$(git merge-base HEAD "$$b" 2>/dev/null) && break; done; \
