@@ -111,7 +111,7 @@ const (
 // Who makes the calls again.
 const (
 	byFingerprint = "Polled: the plugin manager fingerprints every plugin each refresh, and sooner, backing off, after any failure."
-	byVolumeMgr   = "Yes: the client's volume manager repeats it with csi.Retry (capped exponential backoff with jitter) until it succeeds, fails for good or the alloc's context ends."
+	byVolumeMgr   = "Yes: the client's volume manager repeats it with csi.Retry (capped exponential backoff with jitter) until it succeeds, fails for good or the caller's context ends."
 )
 
 // callTable is the table, in the order CALLS.md shows it: by service as
@@ -119,7 +119,7 @@ const (
 var callTable = []CallSpec{
 	{
 		Call: CallGetPluginInfo, Service: ServiceIdentity, Deadline: deadlineInfo, RetryOn: errcode.Uncertain,
-		RetriedBy: byFingerprint + " A plugin task's supervisor asks until the plugin registers.",
+		RetriedBy: byFingerprint + " A plugin task's supervisor asks it after a ready Probe, until the plugin registers.",
 		Safe:      readOnly,
 	},
 	{
@@ -129,7 +129,7 @@ var callTable = []CallSpec{
 	},
 	{
 		Call: CallProbe, Service: ServiceIdentity, Deadline: deadlineProbe, RetryOn: errcode.Uncertain,
-		RetriedBy: byFingerprint + " A plugin task's supervisor and a storage adapter's health check probe on their own intervals.",
+		RetriedBy: byFingerprint + " A plugin task's supervisor and a storage adapter's health check (its own gRPC client, with this deadline) probe on their own intervals.",
 		Safe:      readOnly,
 	},
 	{
@@ -198,7 +198,7 @@ var callTable = []CallSpec{
 	{
 		Call: CallControllerExpandVolume, Service: ServiceController, Deadline: deadlineProvide, RetryOn: errcode.Uncertain,
 		RetriedBy: "No: `volume expand` fails with the error, to expand again.",
-		Safe: mustIdem + ` "If a volume corresponding to the specified volume ID is already larger than or equal to the target capacity of the expansion request, the plugin SHOULD reply 0 OK."`,
+		Safe:      mustIdem + ` "If a volume corresponding to the specified volume ID is already larger than or equal to the target capacity of the expansion request, the plugin SHOULD reply 0 OK."`,
 	},
 	{
 		Call: CallControllerGetVolume, Service: ServiceController, Deadline: deadlineLookup, RetryOn: errcode.Uncertain,
@@ -237,7 +237,7 @@ var callTable = []CallSpec{
 	{
 		Call: CallNodeExpandVolume, Service: ServiceNode, Deadline: deadlineProvide, RetryOn: errcode.Uncertain,
 		RetriedBy: "No caller in berth retries it.",
-		Safe: mustIdem + ` "If a volume corresponding to the specified volume ID is already larger than or equal to the target capacity of the expansion request, the plugin SHOULD reply 0 OK."`,
+		Safe:      mustIdem + ` "If a volume corresponding to the specified volume ID is already larger than or equal to the target capacity of the expansion request, the plugin SHOULD reply 0 OK."`,
 	},
 	{
 		Call: CallNodeGetCapabilities, Service: ServiceNode, Deadline: deadlineInfo, RetryOn: errcode.Uncertain,
