@@ -195,6 +195,12 @@ func invoke[Req, Resp proto.Message](ctx context.Context, c *caller, call Call, 
 	}
 	resp, err := rpc(ctx, req)
 	if err != nil {
+		if status.Code(err) == codes.NotFound && call.NotFoundIsSuccess() {
+			// The call is to undo something, and the plugin says it is
+			// not there: done (the call table's NotFoundIsSuccess).
+			c.logger.Debug("csi call found nothing to undo, treating as done", "call", call, "volume", volumeID)
+			return resp.ProtoReflect().Type().New().Interface().(Resp), nil
+		}
 		var zero Resp
 		return zero, c.fail(call, volumeID, req, err)
 	}
@@ -246,14 +252,4 @@ func required(call Call, volumeID string, fields ...field) error {
 type field struct {
 	name string
 	set  bool
-}
-
-// notFoundIsDone turns NotFound into success for calls whose goal is that
-// something no longer exists: the plugin saying it does not is the answer.
-func notFoundIsDone(c *caller, call Call, volumeID string, err error) error {
-	if IsNotFound(err) {
-		c.logger.Debug("csi call found nothing to undo, treating as done", "call", call, "volume", volumeID)
-		return nil
-	}
-	return err
 }

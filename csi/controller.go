@@ -57,20 +57,13 @@ func (c *ControllerClient) CreateVolume(ctx context.Context, req *csipb.CreateVo
 }
 
 // DeleteVolume deletes a volume. A volume the plugin does not know is
-// already deleted: NotFound is success.
+// already deleted: NotFound is success (CallSpec.NotFoundIsSuccess).
 func (c *ControllerClient) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(CallDeleteVolume, id, field{"volume_id", id != ""}); err != nil {
 		return nil, err
 	}
-	resp, err := invoke(ctx, c.c, CallDeleteVolume, id, req, c.rpc.DeleteVolume)
-	if err = notFoundIsDone(c.c, CallDeleteVolume, id, err); err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &csipb.DeleteVolumeResponse{}
-	}
-	return resp, nil
+	return invoke(ctx, c.c, CallDeleteVolume, id, req, c.rpc.DeleteVolume)
 }
 
 // ControllerPublishVolume attaches a volume to a node; the response's
@@ -87,20 +80,13 @@ func (c *ControllerClient) ControllerPublishVolume(ctx context.Context, req *csi
 }
 
 // ControllerUnpublishVolume detaches a volume from a node. A volume or node
-// the plugin does not know is not attached: NotFound is success.
+// the plugin does not know is not attached: NotFound is success (CallSpec.NotFoundIsSuccess).
 func (c *ControllerClient) ControllerUnpublishVolume(ctx context.Context, req *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(CallControllerUnpublishVolume, id, field{"volume_id", id != ""}); err != nil {
 		return nil, err
 	}
-	resp, err := invoke(ctx, c.c, CallControllerUnpublishVolume, id, req, c.rpc.ControllerUnpublishVolume)
-	if err = notFoundIsDone(c.c, CallControllerUnpublishVolume, id, err); err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &csipb.ControllerUnpublishVolumeResponse{}
-	}
-	return resp, nil
+	return invoke(ctx, c.c, CallControllerUnpublishVolume, id, req, c.rpc.ControllerUnpublishVolume)
 }
 
 // ListVolumes returns one page of the plugin's volumes.
@@ -166,19 +152,12 @@ func (c *ControllerClient) CreateSnapshot(ctx context.Context, req *csipb.Create
 }
 
 // DeleteSnapshot deletes a snapshot. A snapshot the plugin does not know is
-// already deleted: NotFound is success.
+// already deleted: NotFound is success (CallSpec.NotFoundIsSuccess).
 func (c *ControllerClient) DeleteSnapshot(ctx context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
 	if err := required(CallDeleteSnapshot, "", field{"snapshot_id", req.GetSnapshotId() != ""}); err != nil {
 		return nil, err
 	}
-	resp, err := invoke(ctx, c.c, CallDeleteSnapshot, "", req, c.rpc.DeleteSnapshot)
-	if err = notFoundIsDone(c.c, CallDeleteSnapshot, "", err); err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &csipb.DeleteSnapshotResponse{}
-	}
-	return resp, nil
+	return invoke(ctx, c.c, CallDeleteSnapshot, "", req, c.rpc.DeleteSnapshot)
 }
 
 // ListSnapshots returns one page of the plugin's snapshots.

@@ -24,12 +24,26 @@
 // and Fingerprint. The concrete clients are meant to be held through small
 // interfaces that the calling package declares for the calls it makes.
 //
+// # The call table
+//
+// One table (Calls; csi/calls.go) holds, for each CSI RPC the client makes,
+// what berth decides about it: the deadline of each attempt, the class of
+// gRPC codes on which the call is made again (RetryOn), whether the
+// plugin's NotFound is a success, who in berth retries it, and why
+// repeating it is safe in the CSI spec's words. The client reads it and
+// nothing else: every call runs under its row's Deadline, csi.Retry repeats
+// a call only on its row's codes (Call.Retryable), and the typed clients
+// answer NotFound with success where the row says so. csi/CALLS.md shows
+// the table; TestCallTableDoc writes it (-update) and fails when it is
+// stale, and TestCallTableCoversTheServices fails for an RPC of the CSI
+// services, from the generated descriptors, that the table does not have.
+//
 // # Deadlines
 //
-// Every call, Probe included, runs under a deadline taken from
-// DefaultTimeouts and overridable per call with WithTimeouts; a sooner
-// deadline on the caller's context wins. A hung plugin therefore ends the
-// call with codes.DeadlineExceeded instead of hanging berth.
+// Every call, Probe included, runs under its deadline from the table,
+// overridable per call with WithTimeouts (DefaultTimeouts lists them); a
+// sooner deadline on the caller's context wins. A hung plugin therefore
+// ends the call with codes.DeadlineExceeded instead of hanging berth.
 //
 // # Errors
 //
@@ -38,9 +52,10 @@
 // ResourceExhausted and Aborted are uncertain (IsUncertain) — the plugin may
 // have done the work, so the call must be repeated until a definite answer;
 // every other code is final (IsFinal). Error text from the plugin is never
-// inspected. NotFound from DeleteVolume, DeleteSnapshot,
-// ControllerUnpublishVolume, NodeUnstageVolume and NodeUnpublishVolume is
-// success: what the call was to undo is not there.
+// inspected. NotFound is success for the calls that undo something
+// (DeleteVolume, DeleteSnapshot, ControllerUnpublishVolume,
+// NodeUnstageVolume, NodeUnpublishVolume: the table's NotFoundIsSuccess):
+// what the call was to undo is not there.
 //
 // A plugin whose socket is gone or refuses connections fails calls with an
 // *Error wrapping ErrPluginShutdown (still uncertain: it may have acted
@@ -59,8 +74,10 @@
 //
 // # Retries
 //
-// Retry.Do repeats an operation while its error is uncertain, with capped
-// exponential backoff and jitter, and stops at a final error or when the
+// Retry.Do repeats an operation while its error is one the call's row
+// retries on (Call.Retryable: the uncertain codes, less ResourceExhausted
+// for CreateVolume and CreateSnapshot, where it means no room), with capped
+// exponential backoff and jitter, and stops at any other error or when the
 // context ends, logging one line per failed attempt with the call, volume
 // and attempt number. Its Clock is injectable so tests do not sleep.
 //

@@ -1,8 +1,6 @@
 package csi
 
 import (
-	"context"
-	"errors"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
@@ -82,21 +80,10 @@ func UncertainCode(c codes.Code) bool { return errcode.Uncertain.Has(c) }
 // IsUncertain reports whether err leaves the outcome of the call unknown, so
 // that the call must be retried. It looks for an *Error first; for other
 // errors it uses the gRPC code and treats context errors and
-// ErrPluginShutdown as uncertain. A nil error is not uncertain.
-func IsUncertain(err error) bool {
-	if err == nil {
-		return false
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Uncertain()
-	}
-	if errors.Is(err, ErrPluginShutdown) ||
-		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	return UncertainCode(status.Code(err))
-}
+// ErrPluginShutdown as uncertain. A nil error is not uncertain. Whether a
+// given call is retried on err is Call.Retryable, which reads the call
+// table.
+func IsUncertain(err error) bool { return err != nil && UncertainCode(errCode(err)) }
 
 // IsFinal reports whether err is a definite failure: retrying the call will
 // not change the answer. A nil error is not final.

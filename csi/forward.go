@@ -85,7 +85,8 @@ var ErrNotForwardable = errcode.New(codes.PermissionDenied, "not a csi controlle
 // relays requests it did not build (a node making a server's call). A
 // failure is a gRPC status with the plugin's code and its message, less
 // every secret of the request; the request is logged, redacted, only at
-// trace level.
+// trace level. The call table's deadline applies; its NotFound rule does
+// not: a NotFound is relayed as it is, for the caller to read by the table.
 func (c *Client) Invoke(ctx context.Context, method string, req, resp proto.Message) error {
 	m, ok := forwarded[method]
 	if !ok {

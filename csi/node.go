@@ -64,7 +64,7 @@ func (c *NodeClient) NodeStageVolume(ctx context.Context, req *csipb.NodeStageVo
 }
 
 // NodeUnstageVolume undoes NodeStageVolume. A volume the plugin does not
-// know is not staged: NotFound is success.
+// know is not staged: NotFound is success (CallSpec.NotFoundIsSuccess).
 func (c *NodeClient) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(CallNodeUnstageVolume, id,
@@ -72,14 +72,7 @@ func (c *NodeClient) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnsta
 		field{"staging_target_path", req.GetStagingTargetPath() != ""}); err != nil {
 		return nil, err
 	}
-	resp, err := invoke(ctx, c.c, CallNodeUnstageVolume, id, req, c.rpc.NodeUnstageVolume)
-	if err = notFoundIsDone(c.c, CallNodeUnstageVolume, id, err); err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &csipb.NodeUnstageVolumeResponse{}
-	}
-	return resp, nil
+	return invoke(ctx, c.c, CallNodeUnstageVolume, id, req, c.rpc.NodeUnstageVolume)
 }
 
 // NodePublishVolume makes a volume available at the target path, once per
@@ -96,7 +89,7 @@ func (c *NodeClient) NodePublishVolume(ctx context.Context, req *csipb.NodePubli
 }
 
 // NodeUnpublishVolume undoes NodePublishVolume. A volume the plugin does not
-// know is not published: NotFound is success.
+// know is not published: NotFound is success (CallSpec.NotFoundIsSuccess).
 func (c *NodeClient) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := required(CallNodeUnpublishVolume, id,
@@ -104,14 +97,7 @@ func (c *NodeClient) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnp
 		field{"target_path", req.GetTargetPath() != ""}); err != nil {
 		return nil, err
 	}
-	resp, err := invoke(ctx, c.c, CallNodeUnpublishVolume, id, req, c.rpc.NodeUnpublishVolume)
-	if err = notFoundIsDone(c.c, CallNodeUnpublishVolume, id, err); err != nil {
-		return nil, err
-	}
-	if resp == nil {
-		resp = &csipb.NodeUnpublishVolumeResponse{}
-	}
-	return resp, nil
+	return invoke(ctx, c.c, CallNodeUnpublishVolume, id, req, c.rpc.NodeUnpublishVolume)
 }
 
 // NodeGetVolumeStats returns usage and condition of a published or staged

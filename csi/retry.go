@@ -34,8 +34,8 @@ func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
 
 var _ Clock = RealClock{}
 
-// Retry repeats a CSI call while its error is uncertain (see IsUncertain),
-// waiting with exponential backoff and jitter between attempts. It stops at
+// Retry repeats a CSI call while its error is one the call table retries
+// the call on (Call.Retryable: CallSpec.RetryOn), waiting with exponential backoff and jitter between attempts. It stops at
 // the first success, the first final error, after MaxAttempts, or when the
 // context ends. The zero value is usable: zero Initial, Max and Multiplier
 // take the DefaultRetry values, a nil Clock is RealClock and a nil Logger
@@ -63,8 +63,8 @@ func DefaultRetry() Retry {
 }
 
 // Do runs op until it succeeds or must stop, and returns nil or the error
-// that stopped it. When the context ends (or MaxAttempts runs out) after an
-// uncertain failure, the returned error wraps both the last failure (so
+// that stopped it. When the context ends (or MaxAttempts runs out) after a
+// retryable failure, the returned error wraps both the last failure (so
 // errors.As finds its *Error, and IsUncertain is true: the operation may have
 // happened) and the context's error. call and volumeID name the operation in
 // the log line written after every failed attempt.
@@ -88,7 +88,7 @@ func (r Retry) Do(ctx context.Context, call Call, volumeID string, op func(conte
 		}
 		last = err
 		code := status.Code(err)
-		if !IsUncertain(err) {
+		if !call.Retryable(err) {
 			r.Logger.Warn("csi call failed, not retrying", "call", call, "volume", volumeID, "attempt", attempt, "code", code, "error", err)
 			return err
 		}

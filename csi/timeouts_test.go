@@ -76,4 +76,11 @@ func TestEachCallUsesItsOwnDeadline(t *testing.T) {
 		want[csi.CallNodeStageVolume] = 7 * time.Hour
 		check(t, csi.New(conn, csi.WithTimeouts(csi.Timeouts{csi.CallNodeStageVolume: 7 * time.Hour})), conn, want)
 	})
+	t.Run("zero override falls back to two minutes", func(t *testing.T) {
+		conn := &deadlineConn{left: map[string]time.Duration{}}
+		want := csi.DefaultTimeouts()
+		want[csi.CallProbe] = 2 * time.Minute
+		want[csi.CallCreateVolume] = 2 * time.Minute
+		check(t, csi.New(conn, csi.WithTimeouts(csi.Timeouts{csi.CallProbe: 0, csi.CallCreateVolume: -time.Second})), conn, want)
+	})
 }

@@ -10,6 +10,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
+	"berth.dev/berth/csi"
 	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 )
@@ -38,7 +39,8 @@ type Config struct {
 	// ProbeStart is the first delay between probes of an adapter that is
 	// not (yet) healthy. Default 25ms.
 	ProbeStart time.Duration
-	// ProbeTimeout is each Probe's deadline. Default 5s.
+	// ProbeTimeout is each Probe's deadline. Default: Probe's deadline in
+	// the CSI call table (csi.CallProbe.Deadline, 5s).
 	ProbeTimeout time.Duration
 }
 
@@ -51,7 +53,7 @@ func (c *Config) setDefaults() {
 		c.ProbeStart = 25 * time.Millisecond
 	}
 	if c.ProbeTimeout <= 0 {
-		c.ProbeTimeout = 5 * time.Second
+		c.ProbeTimeout = csi.CallProbe.Deadline()
 	}
 }
 

@@ -47,6 +47,14 @@ const (
 	// attempt on the same route; narrower than Uncertain, which also takes
 	// a peer's own answers (ResourceExhausted, Aborted, Canceled).
 	Unreachable
+
+	// CreateUncertain is Uncertain less ResourceExhausted, for the CSI
+	// calls that make something new (CreateVolume, CreateSnapshot): from
+	// them ResourceExhausted is the plugin's final answer that it has no
+	// room or cannot place the volume where asked (CSI spec, the calls'
+	// error tables), not a rate limit to wait out. The csi call table
+	// (csi.Calls) retries them on it.
+	CreateUncertain
 )
 
 // classes is the one table from gRPC code to the classes it is in,
@@ -54,20 +62,20 @@ const (
 // API's name and HTTP status. A code gRPC does not define is in no class.
 var classes = [...]Class{
 	codes.OK:                 0,
-	codes.Canceled:           Uncertain,
+	codes.Canceled:           Uncertain | CreateUncertain,
 	codes.Unknown:            0,
 	codes.InvalidArgument:    Refusal | ClaimRefusal | ReportRefusal,
-	codes.DeadlineExceeded:   Uncertain | Unreachable,
+	codes.DeadlineExceeded:   Uncertain | Unreachable | CreateUncertain,
 	codes.NotFound:           Refusal | ClaimRefusal | ReportRefusal,
 	codes.AlreadyExists:      Refusal | ReportRefusal,
 	codes.PermissionDenied:   Refusal | ClaimRefusal | ReportRefusal,
 	codes.ResourceExhausted:  Uncertain,
 	codes.FailedPrecondition: Refusal | ClaimRefusal,
-	codes.Aborted:            Uncertain,
+	codes.Aborted:            Uncertain | CreateUncertain,
 	codes.OutOfRange:         Refusal,
 	codes.Unimplemented:      0,
 	codes.Internal:           0,
-	codes.Unavailable:        Uncertain | Unreachable,
+	codes.Unavailable:        Uncertain | Unreachable | CreateUncertain,
 	codes.DataLoss:           0,
 	codes.Unauthenticated:    Refusal | ClaimRefusal,
 }

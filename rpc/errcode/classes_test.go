@@ -24,6 +24,8 @@ func TestClasses(t *testing.T) {
 		{"Uncertain", Uncertain, []codes.Code{codes.Canceled, codes.DeadlineExceeded,
 			codes.ResourceExhausted, codes.Aborted, codes.Unavailable}},
 		{"Unreachable", Unreachable, []codes.Code{codes.DeadlineExceeded, codes.Unavailable}},
+		{"CreateUncertain", CreateUncertain, []codes.Code{codes.Canceled, codes.DeadlineExceeded,
+			codes.Aborted, codes.Unavailable}},
 	} {
 		var got []codes.Code
 		for c := codes.OK; c <= codes.Unauthenticated+3; c++ {
@@ -37,7 +39,7 @@ func TestClasses(t *testing.T) {
 	}
 	// No code is both an answer and a reason to try again.
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		if (Refusal | ClaimRefusal | ReportRefusal).Has(c) && (Uncertain | Unreachable).Has(c) {
+		if (Refusal | ClaimRefusal | ReportRefusal).Has(c) && (Uncertain | Unreachable | CreateUncertain).Has(c) {
 			t.Errorf("%s is both final and worth a retry", c)
 		}
 	}
