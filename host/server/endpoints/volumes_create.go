@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"time"
 
-	"berth.dev/berth/host/server/volumeloops"
-	"berth.dev/berth/internal/clock"
-
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/csi"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -74,10 +72,9 @@ func (e *volumesEndpoint) createVolume(ctx context.Context, v *pb.Volume, req *c
 				v.GetId(), ErrCreateControllerChanged, volumeloops.DescribeInstance(nodeID, first), err)
 		}
 		err = fmt.Errorf("creating volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
-		// ResourceExhausted is uncertain to csi.IsUncertain (a rate limit
-		// elsewhere); from CreateVolume it is the plugin's answer that it
-		// has no room (CSI spec): final.
-		if !csi.IsUncertain(err) || status.Code(err) == codes.ResourceExhausted {
+		// The call table decides: ResourceExhausted from CreateVolume is
+		// the plugin's answer that it has no room (CSI spec), final.
+		if !csi.CallCreateVolume.Retryable(err) {
 			return nil, nodeID, err
 		}
 		if attempt >= createAttempts {
