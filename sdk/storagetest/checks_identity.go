@@ -3,6 +3,7 @@ package storagetest
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -158,6 +159,7 @@ func checkCapabilities(t *testing.T, s *suite) {
 		}
 		s.nodeID = info.GetNodeId()
 	}
+	t.Logf("plugin capabilities %v; controller %v; node %v (node ID %q)", keys(s.plugin), keys(s.controller), keys(s.nodeCaps), s.nodeID)
 	if s.controller == nil && s.nodeCaps == nil {
 		t.Error("the adapter serves neither a controller nor a node: berth has nothing to call")
 	}
@@ -219,4 +221,20 @@ func checkAdvertisedCalls(t *testing.T, s *suite) {
 	if ran == 0 {
 		t.Skip("the adapter advertises none of LIST_VOLUMES, GET_CAPACITY, LIST_SNAPSHOTS, CREATE_DELETE_SNAPSHOT")
 	}
+}
+
+// keys lists a capability set's members, sorted, for the log.
+func keys[K interface {
+	~int32
+	String() string
+}](m map[K]bool) []string {
+	if m == nil {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k.String())
+	}
+	slices.Sort(out)
+	return out
 }
