@@ -49,7 +49,11 @@ func checkRestart(t *testing.T, s *suite) {
 	case <-time.After(s.h.Timeout):
 		t.Fatalf("adapter %d still running %s after SIGKILL", old.p.Pid(), s.h.Timeout)
 	}
-	s.use(s.launch(t))
+	p, err := s.launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.use(p)
 	checkProbeReady(t, s)
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -107,6 +111,9 @@ func checkShutdown(t *testing.T, s *suite) {
 	p := s.proc
 	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
+	if _, err := s.id.Probe(ctx, &csipb.ProbeRequest{}); err != nil || p.p.Exited() {
+		t.Fatalf("the adapter is not serving before the shutdown (Probe: %v; exited: %v)", err, p.p.Exited())
+	}
 	done := make(chan struct{})
 	go func() {
 		p.p.Kill()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -88,12 +89,12 @@ func Run(t *testing.T, h Harness) {
 	if h.Volume.Capability == nil {
 		h.Volume.Capability = MountCapability(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 	}
-	s := &suite{h: h, dataDir: t.TempDir()}
-	s.proc = s.launch(t)
-	s.conn = s.proc.p.Adapter().Conn()
-	s.id = csipb.NewIdentityClient(s.conn)
-	s.ctl = csipb.NewControllerClient(s.conn)
-	s.node = csipb.NewNodeClient(s.conn)
+	s := &suite{h: h, top: t, dataDir: t.TempDir(), logger: Logger(t)}
+	p, err := s.launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.use(p)
 	for _, c := range checks {
 		if !t.Run(c.name, func(t *testing.T) { c.run(t, s) }) && c.essential {
 			t.Fatalf("storagetest: check %s failed; the checks after it rely on it", c.name)
@@ -134,7 +135,10 @@ var checks = []check{
 
 // suite is the state the checks share: one adapter process for most.
 type suite struct {
-	h       Harness
+	h Harness
+	// top is Run's test: adapter processes live until it ends.
+	top     *testing.T
+	logger  hclog.Logger
 	dataDir string
 	proc    *process
 	conn    *grpc.ClientConn

@@ -3,6 +3,7 @@ package storagetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
@@ -51,18 +52,18 @@ func Env(config []byte, dataDir string) []string {
 }
 
 // launch starts an adapter process over go-plugin, as berth does; it is
-// killed when the test ends.
-func (s *suite) launch(t testing.TB) *process {
-	t.Helper()
+// killed when Run's test ends. The caller fails its own test on error
+// (a subtest may not end its parent).
+func (s *suite) launch() (*process, error) {
 	cmd := s.command()
 	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
 	defer cancel()
-	p, err := sdk.LaunchStorageAdapter(ctx, sdk.LaunchConfig{Name: s.h.Name, Cmd: cmd, Logger: Logger(t)})
+	p, err := sdk.LaunchStorageAdapter(ctx, sdk.LaunchConfig{Name: s.h.Name, Cmd: cmd, Logger: s.logger})
 	if err != nil {
-		t.Fatalf("launch storage adapter %s (%s): %v (a test binary serving itself needs storagetest.ServeIfAdapter in TestMain)", s.h.Name, cmd.Path, err)
+		return nil, fmt.Errorf("launch storage adapter %s (%s): %w (a test binary serving itself needs storagetest.ServeIfAdapter in TestMain)", s.h.Name, cmd.Path, err)
 	}
-	t.Cleanup(p.Kill)
-	return &process{p: p, cmd: cmd}
+	s.top.Cleanup(p.Kill)
+	return &process{p: p, cmd: cmd}, nil
 }
 
 // Launch starts the adapter cmd (SelfCommand() when nil) over real
