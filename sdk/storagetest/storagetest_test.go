@@ -3,11 +3,14 @@ package storagetest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/internal/testenv"
 )
 
 // TestMain serves the fake adapter when the harness re-executes this test
@@ -31,10 +34,13 @@ func TestMain(m *testing.M) {
 // which may wait for something that never comes.
 const childTimeoutEnv = "STORAGETEST_CHILD_TIMEOUT"
 
+// nodeRootEnv, when set, is the fake's Harness.NodeNeedsRoot.
+const nodeRootEnv = "STORAGETEST_NODE_NEEDS_ROOT"
+
 // TestFakeConformance runs the harness against the fake: a correct
 // adapter passes every check, without root.
 func TestFakeConformance(t *testing.T) {
-	h := Harness{Name: "fake", Volume: Volume{CapacityBytes: 4 << 20}}
+	h := Harness{Name: "fake", Volume: Volume{CapacityBytes: 4 << 20}, NodeNeedsRoot: os.Getenv(nodeRootEnv)}
 	if d, err := time.ParseDuration(os.Getenv(childTimeoutEnv)); err == nil {
 		h.Timeout = d
 	}
@@ -71,5 +77,66 @@ func TestHarnessCatches(t *testing.T) {
 				t.Fatalf("the harness failed the adapter broken by %s without saying %q:\n%s", broken, want, out)
 			}
 		})
+	}
+}
+
+// TestNodeNeedsRoot runs the harness as an unprivileged user against an
+// adapter whose node needs root: the checks that stage and publish skip,
+// saying why, and fail under CI=true; the others pass.
+func TestNodeNeedsRoot(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" || os.Getenv(nodeRootEnv) != "" {
+		t.Skip("runs in the parent test process only")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "needs root: runs the harness as another user")
+	}
+	// The test binary's directory is root's alone: copy it where the
+	// unprivileged user can run it.
+	dir, err := os.MkdirTemp("", "storagetest-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "storagetest.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	for _, ci := range []string{"false", "true"} {
+		cmd := exec.Command(bin, "-test.run=^TestFakeConformance$", "-test.v", "-test.count=1")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), nodeRootEnv+"=it mounts", "CI="+ci, "TMPDIR="+dir, "HOME="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		text := string(out)
+		for _, check := range []string{"NodeLifecycle", "RestartKeepsVolumes"} {
+			want := "--- SKIP: TestFakeConformance/" + check
+			if ci == "true" {
+				want = "--- FAIL: TestFakeConformance/" + check
+			}
+			if !strings.Contains(text, want) {
+				t.Errorf("CI=%s: no %q in the output", ci, want)
+			}
+		}
+		if !strings.Contains(text, `needs root: adapter "fake": it mounts`) {
+			t.Errorf("CI=%s: the skip does not say why", ci)
+		}
+		for _, check := range []string{"ControllerLifecycle", "UnknownVolumeNotFound", "CleanShutdown"} {
+			if !strings.Contains(text, "--- PASS: TestFakeConformance/"+check) {
+				t.Errorf("CI=%s: %s did not pass as non-root", ci, check)
+			}
+		}
+		if (err == nil) != (ci == "false") {
+			t.Errorf("CI=%s: the run ended with %v", ci, err)
+		}
+		if t.Failed() {
+			t.Fatalf("output:\n%s", text)
+		}
 	}
 }
