@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/internal/testenv"
@@ -39,12 +42,37 @@ const nodeRootEnv = "STORAGETEST_NODE_NEEDS_ROOT"
 
 // TestFakeConformance runs the harness against the fake: a correct
 // adapter passes every check, without root.
+// With a multi-writer access mode the node lifecycle publishes the
+// volume at two targets at once.
 func TestFakeConformance(t *testing.T) {
-	h := Harness{Name: "fake", Volume: Volume{CapacityBytes: 4 << 20}, NodeNeedsRoot: os.Getenv(nodeRootEnv)}
-	if d, err := time.ParseDuration(os.Getenv(childTimeoutEnv)); err == nil {
-		h.Timeout = d
+	for name, mode := range map[string]csipb.VolumeCapability_AccessMode_Mode{
+		"SingleWriter": csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
+		"MultiWriter":  csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := Harness{Name: "fake", NodeNeedsRoot: os.Getenv(nodeRootEnv),
+				Volume: Volume{CapacityBytes: 4 << 20, Capability: MountCapability(mode)}}
+			if d, err := time.ParseDuration(os.Getenv(childTimeoutEnv)); err == nil {
+				h.Timeout = d
+			}
+			Run(t, h)
+		})
 	}
-	Run(t, h)
+}
+
+// TestLaunch: Launch gives an author the adapter over go-plugin, with
+// berth's environment.
+func TestLaunch(t *testing.T) {
+	p := Launch(t, "fake", nil, []byte(`{}`))
+	if p.Adapter().Name() != "fake" || p.Pid() <= 0 {
+		t.Fatalf("launched %q, pid %d", p.Adapter().Name(), p.Pid())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := csipb.NewNodeClient(p.Adapter().Conn()).NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+	if err != nil || info.GetNodeId() != "fake-"+NodeID {
+		t.Errorf("NodeGetInfo = %v, %v", info, err)
+	}
 }
 
 // TestHarnessCatches runs the harness against the fake broken in one way
@@ -62,7 +90,7 @@ func TestHarnessCatches(t *testing.T) {
 		"unknown-internal":        "ControllerPublishVolume of an unknown volume: got",
 		"missing-field-ok":        "NodeUnpublishVolume without target_path: got <nil>",
 		"unpublish-leaves-target": "is still there",
-		"forget-on-restart":       "--- FAIL: TestFakeConformance/RestartKeepsVolumes",
+		"forget-on-restart":       "--- FAIL: TestFakeConformance/SingleWriter/RestartKeepsVolumes",
 		"exit-1":                  "exited with status 1 when berth shut it down",
 	} {
 		t.Run(broken, func(t *testing.T) {
@@ -116,9 +144,9 @@ func TestNodeNeedsRoot(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		text := string(out)
 		for _, check := range []string{"NodeLifecycle", "RestartKeepsVolumes"} {
-			want := "--- SKIP: TestFakeConformance/" + check
+			want := "--- SKIP: TestFakeConformance/SingleWriter/" + check
 			if ci == "true" {
-				want = "--- FAIL: TestFakeConformance/" + check
+				want = "--- FAIL: TestFakeConformance/SingleWriter/" + check
 			}
 			if !strings.Contains(text, want) {
 				t.Errorf("CI=%s: no %q in the output", ci, want)
@@ -128,7 +156,7 @@ func TestNodeNeedsRoot(t *testing.T) {
 			t.Errorf("CI=%s: the skip does not say why", ci)
 		}
 		for _, check := range []string{"ControllerLifecycle", "UnknownVolumeNotFound", "CleanShutdown"} {
-			if !strings.Contains(text, "--- PASS: TestFakeConformance/"+check) {
+			if !strings.Contains(text, "--- PASS: TestFakeConformance/SingleWriter/"+check) {
 				t.Errorf("CI=%s: %s did not pass as non-root", ci, check)
 			}
 		}
