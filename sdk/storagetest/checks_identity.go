@@ -15,8 +15,6 @@ import (
 	"berth.dev/berth/sdk/storagepb"
 )
 
-const defaultTimeout = 60 * time.Second
-
 // checkNegotiation: the adapter answers the storage API negotiation with
 // its catalog name and a version this sdk speaks, and refuses versions it
 // does not speak with FailedPrecondition (what berth reports as an

@@ -66,6 +66,9 @@ type Volume struct {
 	ExistingContext map[string]string
 }
 
+// defaultTimeout is Harness.Timeout's default.
+const defaultTimeout = 60 * time.Second
+
 // NodeID and NodeName are what the harness tells the adapter about its
 // node (sdk.EnvStorageNodeID, sdk.EnvStorageNodeName).
 const (
@@ -81,7 +84,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("storagetest: Harness.Name is required")
 	}
 	if h.Timeout <= 0 {
-		h.Timeout = 60 * time.Second
+		h.Timeout = defaultTimeout
 	}
 	if len(h.Config) == 0 {
 		h.Config = json.RawMessage("{}")
