@@ -10,6 +10,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/storagetest"
 
 	"berth.dev/examples/csi-tmpdir/tmpdir"
 )
@@ -50,4 +51,25 @@ func TestServesOverGoPlugin(t *testing.T) {
 	if err != nil || ni.GetNodeId() != "node-9" || ni.GetMaxVolumesPerNode() != 2 {
 		t.Fatalf("NodeGetInfo = %v, %v", ni, err)
 	}
+}
+
+// serveCommand re-executes this test binary running main, as berth runs
+// the built adapter.
+func serveCommand() *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveEnv+"=1")
+	return cmd
+}
+
+// TestConformance runs berth's storage adapter conformance harness against
+// the adapter's main. tmpdir creates no volumes (it has no controller): any
+// valid ID is a volume, made on first publish.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, storagetest.Harness{
+		Name:          tmpdir.Name,
+		Command:       serveCommand,
+		Config:        []byte(`{"max_volumes": 2}`),
+		Volume:        storagetest.Volume{ExistingID: "storagetest-volume"},
+		NodeNeedsRoot: "it bind-mounts each volume's directory at the publish target",
+	})
 }
