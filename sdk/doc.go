@@ -27,7 +27,8 @@
 // answers them with those codes (an error that wraps none is Unknown, HTTP
 // 500 — say what is wrong with a sentinel when one fits). Drivers that
 // run processes use sdk/executor so tasks survive plugin restarts; test a
-// driver with sdk/drivertest, which runs it as a real subprocess plugin.
+// driver with sdk/drivertest and a storage adapter with sdk/storagetest,
+// which run it as a real subprocess plugin and check what berth relies on.
 //
 // # Using a driver (the client side)
 //
