@@ -133,6 +133,20 @@ func TestVolumeDetach(t *testing.T) {
 	}
 	refused("alloc " + alloc)
 
+	// A node with no tunnel to any server cannot be asked: Unavailable,
+	// naming it.
+	n2 := workNode("n2")
+	if _, err := tc.register(leader, n2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: n2.GetId()})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), n2.GetId()) {
+		t.Fatalf("detach from a node not connected: %v, want Unavailable naming it", err)
+	}
+	if _, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: "5e0c8f5e-0000-4000-8000-00000000ffff"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("detach from an unknown node: %v, want NotFound", err)
+	}
+
 	// An operator's claim (read, beside the writer) refuses it too, until
 	// released.
 	if _, err := leader.raftApply(ctx10s(t), fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: &pb.Claim{
