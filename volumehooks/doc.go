@@ -53,6 +53,15 @@
 // restart, tears down the uses of allocs no runner holds and unstages
 // volumes left without users.
 //
+// Detach (`berth volume detach`, the client's ClientCSI.NodeDetachVolume)
+// takes a volume off the node through the same teardowns: every use whose
+// user is not a live alloc, a teardown already under way joined and tried
+// again at once rather than after its backoff, the volume unstaged when
+// none is left; it waits for them within the call's deadline and answers
+// a failed try's error. It is refused (ErrDetachInUse) while a live alloc
+// uses the volume, and (ErrDetachPluginGone) when the node plugin is not
+// running.
+//
 // The client adds the csi_plugin supervisor to every task runner's hooks:
 //
 //	hooks.Task = append(hooks.Task, volumehooks.NewCSIPluginSupervisor(volumehooks.SupervisorConfig{

@@ -174,6 +174,28 @@ type VolumeHooks struct {
 
 type teardown struct {
 	done chan struct{}
+	// kick cuts the wait before the next try short (a detach asking for
+	// the teardown now).
+	kick chan struct{}
+
+	mu sync.Mutex
+	// tried is closed, and replaced, when a try ends; err is the last
+	// try's error.
+	tried chan struct{}
+	err   error
+}
+
+func newTeardown() *teardown {
+	return &teardown{done: make(chan struct{}), kick: make(chan struct{}, 1), tried: make(chan struct{})}
+}
+
+// endTry records a try's outcome and wakes those waiting for it.
+func (td *teardown) endTry(err error) {
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	td.err = err
+	close(td.tried)
+	td.tried = make(chan struct{})
 }
 
 // publish is an operator's claim's publish under way; done is closed when

@@ -58,13 +58,19 @@ func (h *volumeHook) tearDown(ctx context.Context, events eventEmitter) error {
 // and returns a channel closed when it ends: unpublished, unstaged if
 // last, node-detached queued — or the client shutting down.
 func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string, events eventEmitter) <-chan struct{} {
+	return v.teardownOf(user, operator, volumeID, events).done
+}
+
+// teardownOf starts (or joins) the teardown of user's use of volumeID, as
+// startTeardown, and returns it.
+func (v *VolumeHooks) teardownOf(user string, operator bool, volumeID string, events eventEmitter) *teardown {
 	key := user + "/" + volumeID
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if td, ok := v.teardowns[key]; ok {
-		return td.done
+		return td
 	}
-	td := &teardown{done: make(chan struct{})}
+	td := newTeardown()
 	v.teardowns[key] = td
 	// A publish of the same use still under way (an operator's claim
 	// released while it waited for its plugin) is stopped first: one that
@@ -93,9 +99,9 @@ func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string,
 				return
 			}
 		}
-		v.runTeardown(user, operator, volumeID, events)
+		v.runTeardown(td, user, operator, volumeID, events)
 	}()
-	return td.done
+	return td
 }
 
 // startPublish registers a publish of user's use of volumeID and returns
@@ -166,7 +172,7 @@ func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) 
 // (with the time of the next try) and in task events, and tried again
 // after a capped, jittered exponential backoff, for as long as the client
 // runs: a teardown has no way out but success.
-func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, events eventEmitter) {
+func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volumeID string, events eventEmitter) {
 	ctx := v.cfg.Context
 	report := claimReport(v.cfg.NodeID, user, "", volumeID)
 	if operator {
@@ -190,6 +196,7 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 		if err == nil {
 			break
 		}
+		td.endTry(err)
 		if ctx.Err() != nil {
 			v.logger.Info("client shutting down during a volume teardown; the next start finishes it",
 				"volume_id", volumeID, "user", user, "error", err)
@@ -202,12 +209,28 @@ func (v *VolumeHooks) runTeardown(user string, operator bool, volumeID string, e
 		failure := proto2(report)
 		failure.NextRetryAt = v.cfg.Now().Add(d).UnixNano()
 		v.failed(events, failure, pb.ClaimState_CLAIM_STATE_RELEASING, err)
-		if !backoff.Sleep(ctx.Done(), d) {
+		if !td.wait(ctx, d) {
 			return
 		}
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
 	v.cfg.Reports.Queue(report)
+	td.endTry(nil)
+}
+
+// wait waits d before the next try, less when kicked; false when ctx
+// ended.
+func (td *teardown) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-td.kick:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func proto2(r *pb.ClientClaimUpdateRequest) *pb.ClientClaimUpdateRequest {

@@ -331,6 +331,9 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrNodePluginUnavailable: codes.FailedPrecondition,
 		ErrClaimReleased:         codes.FailedPrecondition,
 		ErrReadOnlyMount:         codes.FailedPrecondition,
+		ErrDetachInUse:           codes.FailedPrecondition,
+		ErrDetachPluginGone:      codes.FailedPrecondition,
+		errDetachUnfinished:      codes.Unavailable,
 	})
 }
 

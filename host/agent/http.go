@@ -86,6 +86,7 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/volume/csi/{id}/delete", map[string]handlerFunc{"DELETE": a.volumeDelete, "PUT": a.volumeDelete, "POST": a.volumeDelete})
 	handle("/v1/volume/csi/{id}/claims", map[string]handlerFunc{"GET": a.volumeClaims, "PUT": a.volumeClaimCreate, "POST": a.volumeClaimCreate})
 	handle("/v1/volume/csi/{id}/expand", writeMethods(a.volumeExpand))
+	handle("/v1/volume/csi/{id}/detach", map[string]handlerFunc{"DELETE": a.volumeDetach})
 	handle("/v1/volume/csi/{id}/claims/{claim}", map[string]handlerFunc{"GET": a.volumeClaimGet, "DELETE": a.volumeClaimRelease})
 	handle("/v1/volume/claim/{claim}", map[string]handlerFunc{"GET": a.claimByID})
 	handle("/v1/system/gc", writeMethods(a.systemGC))
@@ -101,6 +102,7 @@ func (a *Agent) apiRouter() *router {
 	rt.bodyUse(bodyNone, "/v1/volume/csi/{id}/claims/{claim}", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/system/gc", "PUT", "POST")
 	rt.bodyUse(bodyNone, "/v1/operator/raft/peer", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/volume/csi/{id}/detach", "DELETE")
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -226,6 +226,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 		return f.readOne(r, "CSI plugin", func() proto.Message { return f.plugins[r.PathValue("id")] })
 	})
 	f.volumeRoutes(route)
+	f.volumeDetachRoutes(route)
 	route("PUT /v1/system/gc", func(*http.Request) (any, error) { return &pb.GCResponse{Evals: 4, Allocs: 1, Jobs: 0}, nil })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

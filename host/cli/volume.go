@@ -65,6 +65,7 @@ func volumeCommand() *cli.Command {
 			},
 			volumeSnapshotCommand(),
 			volumeExpandCommand(),
+			volumeDetachCommand(),
 		}, volumeClaimCommands()...),
 	}
 }

@@ -50,6 +50,9 @@ func (f *fakeCluster) volumeRoutes(route func(string, func(*http.Request) (any, 
 		return page[*pb.VolumeView]{items: keep}, nil
 	})
 	route("GET /v1/volume/csi/{id}", func(r *http.Request) (any, error) {
+		if err := f.wait(r); err != nil {
+			return nil, err
+		}
 		v := f.volumes[r.PathValue("id")]
 		if v == nil {
 			return nil, notFound("volume", r.PathValue("id"))

@@ -49,6 +49,9 @@ type clientCSI struct {
 	// plugins returns the node's plugin manager, nil while it has none
 	// (not started yet, or a client without CSI plugins).
 	plugins func() controllers
+	// detach takes a volume off the node (NodeDetachVolume), nil on a
+	// client without volume hooks.
+	detach volumeDetacher
 }
 
 var _ pb.ClientCSIServer = (*clientCSI)(nil)

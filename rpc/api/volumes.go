@@ -186,3 +186,13 @@ func secretsHeader(secrets map[string]string) (http.Header, error) {
 	}
 	return http.Header{HeaderCSISecrets: {strings.Join(pairs, ",")}}, nil
 }
+
+// Detach takes volume id off node nodeID (a full node ID), whose allocs no
+// longer use it: DELETE /v1/volume/csi/{id}/detach?node=.
+func (v *Volumes) Detach(ctx context.Context, id, nodeID string) (*pb.VolumeDetachResponse, error) {
+	if id == "" || nodeID == "" {
+		return nil, fmt.Errorf("api: Detach needs a volume ID and a node ID")
+	}
+	out := &pb.VolumeDetachResponse{}
+	return out, v.c.write(ctx, http.MethodDelete, volumePath(id, "/detach"), url.Values{"node": {nodeID}}, nil, out)
+}

@@ -212,6 +212,132 @@ func (x *CSIControllerCallResponse) GetResponse() []byte {
 	return nil
 }
 
+type CSINodeDetachRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node called; the client checks it is its own.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	VolumeId      string `protobuf:"bytes,2,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeDetachRequest) Reset() {
+	*x = CSINodeDetachRequest{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeDetachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeDetachRequest) ProtoMessage() {}
+
+func (x *CSINodeDetachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeDetachRequest.ProtoReflect.Descriptor instead.
+func (*CSINodeDetachRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CSINodeDetachRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *CSINodeDetachRequest) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+type CSINodeDetachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// plugin_id is the volume's node plugin on the node (empty when the
+	// node held nothing of the volume).
+	PluginId string `protobuf:"bytes,1,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	// alloc_ids and claim_ids are the users (allocs, operators' claims)
+	// whose use of the volume the node unpublished.
+	AllocIds []string `protobuf:"bytes,2,rep,name=alloc_ids,json=allocIds,proto3" json:"alloc_ids,omitempty"`
+	ClaimIds []string `protobuf:"bytes,3,rep,name=claim_ids,json=claimIds,proto3" json:"claim_ids,omitempty"`
+	// unstaged: the node unstaged the volume.
+	Unstaged      bool `protobuf:"varint,4,opt,name=unstaged,proto3" json:"unstaged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeDetachResponse) Reset() {
+	*x = CSINodeDetachResponse{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeDetachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeDetachResponse) ProtoMessage() {}
+
+func (x *CSINodeDetachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeDetachResponse.ProtoReflect.Descriptor instead.
+func (*CSINodeDetachResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CSINodeDetachResponse) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *CSINodeDetachResponse) GetAllocIds() []string {
+	if x != nil {
+		return x.AllocIds
+	}
+	return nil
+}
+
+func (x *CSINodeDetachResponse) GetClaimIds() []string {
+	if x != nil {
+		return x.ClaimIds
+	}
+	return nil
+}
+
+func (x *CSINodeDetachResponse) GetUnstaged() bool {
+	if x != nil {
+		return x.Unstaged
+	}
+	return false
+}
+
 var File_berth_v1_client_csi_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_csi_proto_rawDesc = "" +
@@ -227,11 +353,21 @@ const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\x06source\x18\x01 \x01(\x0e2\x19.berth.v1.CSIPluginSourceR\x06source\x12\x19\n" +
 	"\balloc_id\x18\x02 \x01(\tR\aallocId\"7\n" +
 	"\x19CSIControllerCallResponse\x12\x1a\n" +
-	"\bresponse\x18\x01 \x01(\fR\bresponse2f\n" +
+	"\bresponse\x18\x01 \x01(\fR\bresponse\"L\n" +
+	"\x14CSINodeDetachRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\"\x8a\x01\n" +
+	"\x15CSINodeDetachResponse\x12\x1b\n" +
+	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12\x1b\n" +
+	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x1b\n" +
+	"\tclaim_ids\x18\x03 \x03(\tR\bclaimIds\x12\x1a\n" +
+	"\bunstaged\x18\x04 \x01(\bR\bunstaged2\xbb\x01\n" +
 	"\tClientCSI\x12Y\n" +
-	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse2e\n" +
+	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
+	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse2\xba\x01\n" +
 	"\bCSIRelay\x12Y\n" +
-	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
+	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_csi_proto_rawDescOnce sync.Once
@@ -245,22 +381,28 @@ func file_berth_v1_client_csi_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_csi_proto_rawDescData
 }
 
-var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_berth_v1_client_csi_proto_goTypes = []any{
 	(*CSIControllerCallRequest)(nil),  // 0: berth.v1.CSIControllerCallRequest
 	(*CSIControllerInstance)(nil),     // 1: berth.v1.CSIControllerInstance
 	(*CSIControllerCallResponse)(nil), // 2: berth.v1.CSIControllerCallResponse
-	(CSIPluginSource)(0),              // 3: berth.v1.CSIPluginSource
+	(*CSINodeDetachRequest)(nil),      // 3: berth.v1.CSINodeDetachRequest
+	(*CSINodeDetachResponse)(nil),     // 4: berth.v1.CSINodeDetachResponse
+	(CSIPluginSource)(0),              // 5: berth.v1.CSIPluginSource
 }
 var file_berth_v1_client_csi_proto_depIdxs = []int32{
 	1, // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
-	3, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
+	5, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
 	0, // 2: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	0, // 3: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	2, // 4: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	2, // 5: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	4, // [4:6] is the sub-list for method output_type
-	2, // [2:4] is the sub-list for method input_type
+	3, // 3: berth.v1.ClientCSI.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	0, // 4: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	3, // 5: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	2, // 6: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	4, // 7: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	2, // 8: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	4, // 9: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -278,7 +420,7 @@ func file_berth_v1_client_csi_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_csi_proto_rawDesc), len(file_berth_v1_client_csi_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClientCSI_ControllerCall_FullMethodName = "/berth.v1.ClientCSI/ControllerCall"
+	ClientCSI_ControllerCall_FullMethodName   = "/berth.v1.ClientCSI/ControllerCall"
+	ClientCSI_NodeDetachVolume_FullMethodName = "/berth.v1.ClientCSI/NodeDetachVolume"
 )
 
 // ClientCSIClient is the client API for ClientCSI service.
@@ -34,6 +35,14 @@ const (
 // with its code.
 type ClientCSIClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
+	// NodeDetachVolume takes a volume off the node (`berth volume detach`):
+	// every use of it whose user is not a live alloc here is unpublished
+	// (NodeUnpublishVolume), and the volume unstaged (NodeUnstageVolume)
+	// when no use is left, through the volume hooks' teardown, whose
+	// node-detached reports go to the servers as an alloc's do. Refused
+	// (FailedPrecondition) while a live alloc here uses the volume, or when
+	// the volume's node plugin is not running here.
+	NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error)
 }
 
 type clientCSIClient struct {
@@ -54,6 +63,16 @@ func (c *clientCSIClient) ControllerCall(ctx context.Context, in *CSIControllerC
 	return out, nil
 }
 
+func (c *clientCSIClient) NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeDetachResponse)
+	err := c.cc.Invoke(ctx, ClientCSI_NodeDetachVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientCSIServer is the server API for ClientCSI service.
 // All implementations must embed UnimplementedClientCSIServer
 // for forward compatibility.
@@ -66,6 +85,14 @@ func (c *clientCSIClient) ControllerCall(ctx context.Context, in *CSIControllerC
 // with its code.
 type ClientCSIServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
+	// NodeDetachVolume takes a volume off the node (`berth volume detach`):
+	// every use of it whose user is not a live alloc here is unpublished
+	// (NodeUnpublishVolume), and the volume unstaged (NodeUnstageVolume)
+	// when no use is left, through the volume hooks' teardown, whose
+	// node-detached reports go to the servers as an alloc's do. Refused
+	// (FailedPrecondition) while a live alloc here uses the volume, or when
+	// the volume's node plugin is not running here.
+	NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error)
 	mustEmbedUnimplementedClientCSIServer()
 }
 
@@ -78,6 +105,9 @@ type UnimplementedClientCSIServer struct{}
 
 func (UnimplementedClientCSIServer) ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControllerCall not implemented")
+}
+func (UnimplementedClientCSIServer) NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeDetachVolume not implemented")
 }
 func (UnimplementedClientCSIServer) mustEmbedUnimplementedClientCSIServer() {}
 func (UnimplementedClientCSIServer) testEmbeddedByValue()                   {}
@@ -118,6 +148,24 @@ func _ClientCSI_ControllerCall_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientCSI_NodeDetachVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeDetachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientCSIServer).NodeDetachVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientCSI_NodeDetachVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientCSIServer).NodeDetachVolume(ctx, req.(*CSINodeDetachRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientCSI_ServiceDesc is the grpc.ServiceDesc for ClientCSI service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -129,13 +177,18 @@ var ClientCSI_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ControllerCall",
 			Handler:    _ClientCSI_ControllerCall_Handler,
 		},
+		{
+			MethodName: "NodeDetachVolume",
+			Handler:    _ClientCSI_NodeDetachVolume_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/client_csi.proto",
 }
 
 const (
-	CSIRelay_ControllerCall_FullMethodName = "/berth.v1.CSIRelay/ControllerCall"
+	CSIRelay_ControllerCall_FullMethodName   = "/berth.v1.CSIRelay/ControllerCall"
+	CSIRelay_NodeDetachVolume_FullMethodName = "/berth.v1.CSIRelay/NodeDetachVolume"
 )
 
 // CSIRelayClient is the client API for CSIRelay service.
@@ -147,6 +200,7 @@ const (
 // that does, which makes it over its own tunnel only.
 type CSIRelayClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
+	NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error)
 }
 
 type cSIRelayClient struct {
@@ -167,6 +221,16 @@ func (c *cSIRelayClient) ControllerCall(ctx context.Context, in *CSIControllerCa
 	return out, nil
 }
 
+func (c *cSIRelayClient) NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeDetachResponse)
+	err := c.cc.Invoke(ctx, CSIRelay_NodeDetachVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CSIRelayServer is the server API for CSIRelay service.
 // All implementations must embed UnimplementedCSIRelayServer
 // for forward compatibility.
@@ -176,6 +240,7 @@ func (c *cSIRelayClient) ControllerCall(ctx context.Context, in *CSIControllerCa
 // that does, which makes it over its own tunnel only.
 type CSIRelayServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
+	NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error)
 	mustEmbedUnimplementedCSIRelayServer()
 }
 
@@ -188,6 +253,9 @@ type UnimplementedCSIRelayServer struct{}
 
 func (UnimplementedCSIRelayServer) ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControllerCall not implemented")
+}
+func (UnimplementedCSIRelayServer) NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeDetachVolume not implemented")
 }
 func (UnimplementedCSIRelayServer) mustEmbedUnimplementedCSIRelayServer() {}
 func (UnimplementedCSIRelayServer) testEmbeddedByValue()                  {}
@@ -228,6 +296,24 @@ func _CSIRelay_ControllerCall_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CSIRelay_NodeDetachVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeDetachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIRelayServer).NodeDetachVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIRelay_NodeDetachVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIRelayServer).NodeDetachVolume(ctx, req.(*CSINodeDetachRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CSIRelay_ServiceDesc is the grpc.ServiceDesc for CSIRelay service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -238,6 +324,10 @@ var CSIRelay_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ControllerCall",
 			Handler:    _CSIRelay_ControllerCall_Handler,
+		},
+		{
+			MethodName: "NodeDetachVolume",
+			Handler:    _CSIRelay_NodeDetachVolume_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

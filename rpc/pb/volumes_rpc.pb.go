@@ -1313,11 +1313,128 @@ func (x *VolumeExpandResponse) GetMeta() *WriteMeta {
 	return nil
 }
 
+type VolumeDetachRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	// node_id is the node to take the volume off (a full node ID).
+	NodeId        string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDetachRequest) Reset() {
+	*x = VolumeDetachRequest{}
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDetachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDetachRequest) ProtoMessage() {}
+
+func (x *VolumeDetachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDetachRequest.ProtoReflect.Descriptor instead.
+func (*VolumeDetachRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VolumeDetachRequest) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *VolumeDetachRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type VolumeDetachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is what the node did.
+	Node *CSINodeDetachResponse `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// claims are the volume's claims on the node after the detach was
+	// recorded (node-detached until the controller unpublish frees them;
+	// freed ones are absent).
+	Claims        []*Claim   `protobuf:"bytes,2,rep,name=claims,proto3" json:"claims,omitempty"`
+	Meta          *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDetachResponse) Reset() {
+	*x = VolumeDetachResponse{}
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDetachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDetachResponse) ProtoMessage() {}
+
+func (x *VolumeDetachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDetachResponse.ProtoReflect.Descriptor instead.
+func (*VolumeDetachResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *VolumeDetachResponse) GetNode() *CSINodeDetachResponse {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *VolumeDetachResponse) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *VolumeDetachResponse) GetMeta() *WriteMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
 var File_berth_v1_volumes_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\n" +
-	"\x1aberth/v1/volumes_rpc.proto\x12\bberth.v1\x1a\x12berth/v1/rpc.proto\x1a\x15berth/v1/volume.proto\"A\n" +
+	"\x1aberth/v1/volumes_rpc.proto\x12\bberth.v1\x1a\x12berth/v1/rpc.proto\x1a\x19berth/v1/client_csi.proto\x1a\x15berth/v1/volume.proto\"A\n" +
 	"\x15VolumeRegisterRequest\x12(\n" +
 	"\x06volume\x18\x01 \x01(\v2\x10.berth.v1.VolumeR\x06volume\"\xa5\x01\n" +
 	"\x16VolumeRegisterResponse\x12(\n" +
@@ -1423,7 +1540,14 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\x14VolumeExpandResponse\x12%\n" +
 	"\x0ecapacity_bytes\x18\x01 \x01(\x03R\rcapacityBytes\x126\n" +
 	"\x17node_expansion_required\x18\x02 \x01(\bR\x15nodeExpansionRequired\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta2\xcc\x06\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"K\n" +
+	"\x13VolumeDetachRequest\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x9d\x01\n" +
+	"\x14VolumeDetachResponse\x123\n" +
+	"\x04node\x18\x01 \x01(\v2\x1f.berth.v1.CSINodeDetachResponseR\x04node\x12'\n" +
+	"\x06claims\x18\x02 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta2\x95\a\n" +
 	"\aVolumes\x12M\n" +
 	"\bRegister\x12\x1f.berth.v1.VolumeRegisterRequest\x1a .berth.v1.VolumeRegisterResponse\x12I\n" +
 	"\x06Create\x12\x1d.berth.v1.VolumeCreateRequest\x1a .berth.v1.VolumeRegisterResponse\x12G\n" +
@@ -1436,7 +1560,8 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\x0eCreateSnapshot\x12\x1f.berth.v1.SnapshotCreateRequest\x1a .berth.v1.SnapshotCreateResponse\x12S\n" +
 	"\x0eDeleteSnapshot\x12\x1f.berth.v1.SnapshotDeleteRequest\x1a .berth.v1.SnapshotDeleteResponse\x12N\n" +
 	"\rListSnapshots\x12\x1d.berth.v1.SnapshotListRequest\x1a\x1e.berth.v1.SnapshotListResponse\x12G\n" +
-	"\x06Expand\x12\x1d.berth.v1.VolumeExpandRequest\x1a\x1e.berth.v1.VolumeExpandResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x06Expand\x12\x1d.berth.v1.VolumeExpandRequest\x1a\x1e.berth.v1.VolumeExpandResponse\x12G\n" +
+	"\x06Detach\x12\x1d.berth.v1.VolumeDetachRequest\x1a\x1e.berth.v1.VolumeDetachResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_volumes_rpc_proto_rawDescOnce sync.Once
@@ -1450,7 +1575,7 @@ func file_berth_v1_volumes_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_volumes_rpc_proto_rawDescData
 }
 
-var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*VolumeRegisterRequest)(nil),   // 0: berth.v1.VolumeRegisterRequest
 	(*VolumeRegisterResponse)(nil),  // 1: berth.v1.VolumeRegisterResponse
@@ -1474,77 +1599,85 @@ var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*SnapshotListResponse)(nil),    // 19: berth.v1.SnapshotListResponse
 	(*VolumeExpandRequest)(nil),     // 20: berth.v1.VolumeExpandRequest
 	(*VolumeExpandResponse)(nil),    // 21: berth.v1.VolumeExpandResponse
-	nil,                             // 22: berth.v1.VolumeDeleteRequest.SecretsEntry
-	nil,                             // 23: berth.v1.SnapshotCreateRequest.ParametersEntry
-	nil,                             // 24: berth.v1.SnapshotCreateRequest.SecretsEntry
-	nil,                             // 25: berth.v1.SnapshotDeleteRequest.SecretsEntry
-	nil,                             // 26: berth.v1.SnapshotListRequest.SecretsEntry
-	nil,                             // 27: berth.v1.VolumeExpandRequest.SecretsEntry
-	(*Volume)(nil),                  // 28: berth.v1.Volume
-	(*WriteMeta)(nil),               // 29: berth.v1.WriteMeta
-	(*Claim)(nil),                   // 30: berth.v1.Claim
-	(*Attachment)(nil),              // 31: berth.v1.Attachment
-	(*QueryOptions)(nil),            // 32: berth.v1.QueryOptions
-	(*QueryMeta)(nil),               // 33: berth.v1.QueryMeta
-	(ClaimState)(0),                 // 34: berth.v1.ClaimState
+	(*VolumeDetachRequest)(nil),     // 22: berth.v1.VolumeDetachRequest
+	(*VolumeDetachResponse)(nil),    // 23: berth.v1.VolumeDetachResponse
+	nil,                             // 24: berth.v1.VolumeDeleteRequest.SecretsEntry
+	nil,                             // 25: berth.v1.SnapshotCreateRequest.ParametersEntry
+	nil,                             // 26: berth.v1.SnapshotCreateRequest.SecretsEntry
+	nil,                             // 27: berth.v1.SnapshotDeleteRequest.SecretsEntry
+	nil,                             // 28: berth.v1.SnapshotListRequest.SecretsEntry
+	nil,                             // 29: berth.v1.VolumeExpandRequest.SecretsEntry
+	(*Volume)(nil),                  // 30: berth.v1.Volume
+	(*WriteMeta)(nil),               // 31: berth.v1.WriteMeta
+	(*Claim)(nil),                   // 32: berth.v1.Claim
+	(*Attachment)(nil),              // 33: berth.v1.Attachment
+	(*QueryOptions)(nil),            // 34: berth.v1.QueryOptions
+	(*QueryMeta)(nil),               // 35: berth.v1.QueryMeta
+	(ClaimState)(0),                 // 36: berth.v1.ClaimState
+	(*CSINodeDetachResponse)(nil),   // 37: berth.v1.CSINodeDetachResponse
 }
 var file_berth_v1_volumes_rpc_proto_depIdxs = []int32{
-	28, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
-	28, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
-	29, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
-	28, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
-	22, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
-	29, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
-	28, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
-	30, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
-	31, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
-	32, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
+	30, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
+	30, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
+	31, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
+	30, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
+	24, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
+	31, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
+	30, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
+	32, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
+	33, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
+	34, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 10: berth.v1.VolumeGetResponse.volume:type_name -> berth.v1.VolumeView
-	33, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
-	32, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
+	35, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
+	34, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 13: berth.v1.VolumeListResponse.volumes:type_name -> berth.v1.VolumeView
-	33, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
-	32, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
-	34, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
-	30, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
-	33, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
-	23, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
-	24, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
+	35, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
+	34, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
+	36, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
+	32, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
+	35, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
+	25, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
+	26, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
 	13, // 21: berth.v1.SnapshotCreateResponse.snapshot:type_name -> berth.v1.Snapshot
-	25, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
-	26, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
-	32, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
+	27, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
+	28, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
+	34, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
 	13, // 25: berth.v1.SnapshotListResponse.snapshots:type_name -> berth.v1.Snapshot
-	33, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
-	27, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
-	29, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
-	0,  // 29: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
-	2,  // 30: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
-	3,  // 31: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
-	5,  // 32: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
-	7,  // 33: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
-	9,  // 34: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
-	11, // 35: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
-	14, // 36: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
-	16, // 37: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
-	18, // 38: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
-	20, // 39: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
-	1,  // 40: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
-	1,  // 41: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
-	4,  // 42: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
-	4,  // 43: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
-	8,  // 44: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
-	10, // 45: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
-	12, // 46: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
-	15, // 47: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
-	17, // 48: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
-	19, // 49: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
-	21, // 50: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	35, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
+	29, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
+	31, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
+	37, // 29: berth.v1.VolumeDetachResponse.node:type_name -> berth.v1.CSINodeDetachResponse
+	32, // 30: berth.v1.VolumeDetachResponse.claims:type_name -> berth.v1.Claim
+	31, // 31: berth.v1.VolumeDetachResponse.meta:type_name -> berth.v1.WriteMeta
+	0,  // 32: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
+	2,  // 33: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
+	3,  // 34: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
+	5,  // 35: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
+	7,  // 36: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
+	9,  // 37: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
+	11, // 38: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
+	14, // 39: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
+	16, // 40: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
+	18, // 41: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
+	20, // 42: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
+	22, // 43: berth.v1.Volumes.Detach:input_type -> berth.v1.VolumeDetachRequest
+	1,  // 44: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
+	1,  // 45: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
+	4,  // 46: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
+	4,  // 47: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
+	8,  // 48: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
+	10, // 49: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
+	12, // 50: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
+	15, // 51: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
+	17, // 52: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
+	19, // 53: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
+	21, // 54: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
+	23, // 55: berth.v1.Volumes.Detach:output_type -> berth.v1.VolumeDetachResponse
+	44, // [44:56] is the sub-list for method output_type
+	32, // [32:44] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volumes_rpc_proto_init() }
@@ -1553,6 +1686,7 @@ func file_berth_v1_volumes_rpc_proto_init() {
 		return
 	}
 	file_berth_v1_rpc_proto_init()
+	file_berth_v1_client_csi_proto_init()
 	file_berth_v1_volume_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1560,7 +1694,7 @@ func file_berth_v1_volumes_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_volumes_rpc_proto_rawDesc), len(file_berth_v1_volumes_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Volumes_DeleteSnapshot_FullMethodName = "/berth.v1.Volumes/DeleteSnapshot"
 	Volumes_ListSnapshots_FullMethodName  = "/berth.v1.Volumes/ListSnapshots"
 	Volumes_Expand_FullMethodName         = "/berth.v1.Volumes/Expand"
+	Volumes_Detach_FullMethodName         = "/berth.v1.Volumes/Detach"
 )
 
 // VolumesClient is the client API for Volumes service.
@@ -64,6 +65,14 @@ type VolumesClient interface {
 	// Expand grows the volume with its plugin (ControllerExpandVolume) and
 	// records the new capacity.
 	Expand(ctx context.Context, in *VolumeExpandRequest, opts ...grpc.CallOption) (*VolumeExpandResponse, error)
+	// Detach takes the volume off a node whose allocs no longer use it
+	// (`berth volume detach`): the node unpublishes and unstages what is
+	// left of it (ClientCSI.NodeDetachVolume), then the releasing claims of
+	// the volume on the node are reported node-detached through raft, and
+	// the attach reconciler's ControllerUnpublishVolume frees them. Refused
+	// (FailedPrecondition) while a claim of a non-terminal alloc, or an
+	// operator's claim not released, holds the volume on the node.
+	Detach(ctx context.Context, in *VolumeDetachRequest, opts ...grpc.CallOption) (*VolumeDetachResponse, error)
 }
 
 type volumesClient struct {
@@ -184,6 +193,16 @@ func (c *volumesClient) Expand(ctx context.Context, in *VolumeExpandRequest, opt
 	return out, nil
 }
 
+func (c *volumesClient) Detach(ctx context.Context, in *VolumeDetachRequest, opts ...grpc.CallOption) (*VolumeDetachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VolumeDetachResponse)
+	err := c.cc.Invoke(ctx, Volumes_Detach_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VolumesServer is the server API for Volumes service.
 // All implementations must embed UnimplementedVolumesServer
 // for forward compatibility.
@@ -216,6 +235,14 @@ type VolumesServer interface {
 	// Expand grows the volume with its plugin (ControllerExpandVolume) and
 	// records the new capacity.
 	Expand(context.Context, *VolumeExpandRequest) (*VolumeExpandResponse, error)
+	// Detach takes the volume off a node whose allocs no longer use it
+	// (`berth volume detach`): the node unpublishes and unstages what is
+	// left of it (ClientCSI.NodeDetachVolume), then the releasing claims of
+	// the volume on the node are reported node-detached through raft, and
+	// the attach reconciler's ControllerUnpublishVolume frees them. Refused
+	// (FailedPrecondition) while a claim of a non-terminal alloc, or an
+	// operator's claim not released, holds the volume on the node.
+	Detach(context.Context, *VolumeDetachRequest) (*VolumeDetachResponse, error)
 	mustEmbedUnimplementedVolumesServer()
 }
 
@@ -258,6 +285,9 @@ func (UnimplementedVolumesServer) ListSnapshots(context.Context, *SnapshotListRe
 }
 func (UnimplementedVolumesServer) Expand(context.Context, *VolumeExpandRequest) (*VolumeExpandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Expand not implemented")
+}
+func (UnimplementedVolumesServer) Detach(context.Context, *VolumeDetachRequest) (*VolumeDetachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Detach not implemented")
 }
 func (UnimplementedVolumesServer) mustEmbedUnimplementedVolumesServer() {}
 func (UnimplementedVolumesServer) testEmbeddedByValue()                 {}
@@ -478,6 +508,24 @@ func _Volumes_Expand_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Volumes_Detach_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VolumeDetachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VolumesServer).Detach(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Volumes_Detach_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VolumesServer).Detach(ctx, req.(*VolumeDetachRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Volumes_ServiceDesc is the grpc.ServiceDesc for Volumes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -528,6 +576,10 @@ var Volumes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Expand",
 			Handler:    _Volumes_Expand_Handler,
+		},
+		{
+			MethodName: "Detach",
+			Handler:    _Volumes_Detach_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

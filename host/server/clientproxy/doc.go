@@ -14,6 +14,9 @@
 // server or through the server holding the node's tunnel (CSIRelay, the
 // service that server answers it with). The volume loops and the volume
 // endpoints use it through their own small interface.
+// NodeDetachVolume (`berth volume detach`) travels the same way to the
+// node's ClientCSI: the node tears down what is left of a volume; tried
+// again on the unreachable class only (the teardown is idempotent).
 //
 // The server core builds one Proxy with New for its whole life, from a
 // Config of what the proxy needs of it (its ID and name, the connection

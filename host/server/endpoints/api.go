@@ -75,6 +75,8 @@ type Deps struct {
 	// ClientWatchBytes is the byte budget of a paged ClientAllocs.Watch
 	// answer's allocs and jobs; zero means DefaultClientWatchBytes.
 	ClientWatchBytes int
+	// Detacher makes Volumes.Detach's node calls (nil: refused).
+	Detacher NodeDetacher
 }
 
 // Hooks hold the endpoints where a test would otherwise depend on timing.
@@ -118,7 +120,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		ClientAllocs: &clientAllocsEndpoint{s: s},
 		System:       &systemEndpoint{s: s},
 		CSIPlugins:   &csiPluginsEndpoint{s: s},
-		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, lostRace: hooks.LostRace},
+		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, lostRace: hooks.LostRace, detacher: deps.Detacher},
 		Claims:       &claimsEndpoint{s: s},
 	}
 }

@@ -68,6 +68,8 @@ type volumesEndpoint struct {
 	pb.UnimplementedVolumesServer
 	s     *api
 	calls volumeloops.ControllerCaller
+	// detacher makes Detach's node calls.
+	detacher NodeDetacher
 	// lostRace, when set (tests), is called after a create's register
 	// was refused for a volume registered under the ID during the plugin's
 	// call, before that volume is read.

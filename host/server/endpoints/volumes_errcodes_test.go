@@ -15,5 +15,7 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrVolumeExists:            codes.AlreadyExists,
 		ErrPluginCannot:            codes.FailedPrecondition,
 		ErrCreateControllerChanged: codes.FailedPrecondition,
+		ErrVolumeInUseOnNode:       codes.FailedPrecondition,
+		ErrNoNodeDetacher:          codes.Unimplemented,
 	})
 }

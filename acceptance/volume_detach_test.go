@@ -1,0 +1,81 @@
+package acceptance
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The detach acceptance test, on a dev agent with the hostpath plugin as
+// a task: `volume detach` is refused while the writer runs, naming it; the
+// writer stopped, its teardown keeps failing (its publish directory made
+// immutable, so the plugin cannot remove the target) and backs off; once
+// the cause is gone, `volume detach` tries it again at once, the plugin
+// unpublishes and unstages, and the command returns when the claim and
+// the attachment are freed — long before the teardown's next try.
+func TestVolumeDetachDevAgent(t *testing.T) {
+	if _, err := exec.LookPath("chattr"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and chattr to make a teardown fail")
+	}
+	a := devVolume(t, "dt1", "writer")
+	node := waitNodeStatus(t, a, "ready", 10*time.Second)
+	runJob(t, a, "writer", volumeUserJob("writer", "dt1", "", "echo hello > $BERTH_VOLUME_DATA/hello"))
+	writer := waitVolumeUser(t, a, "writer", "dt1", node.ID, nil)
+
+	out, err := a.cli("volume", "detach", "dt1", node.ID[:8])
+	if err == nil || !strings.Contains(out, "alloc "+writer.ID) || !strings.Contains(out, "in use on the node") {
+		t.Fatalf("detach while the writer runs: %v\n%s\nwant it refused naming alloc %s", err, out, writer.ID)
+	}
+
+	// The plugin removes the publish target in NodeUnpublishVolume: an
+	// immutable parent makes that fail, even for root.
+	userDir := filepath.Join(a.dir, "data", "csi", "publish", writer.ID)
+	chattr := func(flag string) {
+		if out, err := exec.Command("chattr", flag, userDir).CombinedOutput(); err != nil {
+			t.Fatalf("chattr %s %s: %v %s", flag, userDir, err, out)
+		}
+	}
+	chattr("+i")
+	t.Cleanup(func() { _ = exec.Command("chattr", "-i", userDir).Run() })
+	stopJob(t, a, "writer")
+	// Tries 1s, 2s, 4s apart: after the fourth the next is ~8s away.
+	eventually(t, 60*time.Second, "the writer's teardown failed four times", func() error {
+		var v struct {
+			Claims []struct {
+				State     string          `json:"state"`
+				Attempts  int             `json:"attempts"`
+				LastError json.RawMessage `json:"last_error"`
+			} `json:"claims"`
+		}
+		if err := a.getJSON("/v1/volume/csi/dt1", &v); err != nil {
+			return err
+		}
+		if len(v.Claims) != 1 || v.Claims[0].State != "releasing" || v.Claims[0].Attempts < 4 {
+			return fmt.Errorf("claims %+v, want one releasing after 4 failed tries", v.Claims)
+		}
+		return nil
+	})
+	chattr("-i")
+
+	start := time.Now()
+	out, err = a.cli("volume", "detach", "dt1", node.ID[:8])
+	took := time.Since(start)
+	if err != nil || !strings.Contains(out, "unpublished for alloc "+writer.ID[:8]) || !strings.Contains(out, "unstaged") ||
+		!strings.Contains(out, `Claims of volume "dt1" on node `+node.ID[:8]+" freed") {
+		t.Fatalf("detach once the writer stopped: %v\n%s", err, out)
+	}
+	t.Logf("volume detach (CLI call → claim freed): %s", took.Round(time.Millisecond))
+	v, err := a.volume("dt1")
+	if err != nil || len(v.Claims) != 0 || len(v.Attachments) != 0 {
+		t.Fatalf("after the detach: %+v (%v), want no claim and no attachment", v, err)
+	}
+	noMountsUnder(t, a.name+"'s CSI directory", filepath.Join(a.dir, "data", "csi"))
+	if _, err := os.Lstat(filepath.Join(userDir, "dt1")); !os.IsNotExist(err) {
+		t.Fatalf("the writer's publish path is still there (%v)", err)
+	}
+}

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/pb"
+)
+
+// defaultDetachTimeout bounds `volume detach`'s wait for the claims to be
+// freed: a controller unpublish retried with backoff.
+const defaultDetachTimeout = 5 * time.Minute
+
+func volumeDetachCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "detach",
+		Usage:     "take a volume off a node whose allocs no longer use it, then wait until its claims there are freed",
+		ArgsUsage: "VOLUME NODE",
+		Description: "The node unpublishes and unstages what is left of the volume (a teardown that keeps failing is\n" +
+			"tried again at once, usage left after a client crash is taken down), the volume's claims there are\n" +
+			"recorded node-detached, then the servers' controller unpublish frees them. Refused while an alloc on\n" +
+			"the node that is not stopped, or an operator's claim not released, uses the volume. VOLUME and NODE\n" +
+			"are IDs or unique prefixes. After -timeout the command stops waiting for the claims and says where\n" +
+			"they are stuck; the servers go on.",
+		Flags: readFlags(
+			&cli.DurationFlag{Name: "timeout", Value: defaultDetachTimeout,
+				Usage: "how long to wait for the claims on the node to be freed (0: no limit)"},
+		),
+		Action: volumeDetach,
+	}
+}
+
+func volumeDetach(c *cli.Context) error {
+	if c.NArg() != 2 {
+		return usageError(c, "volume detach takes a volume ID and a node ID")
+	}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return usageError(c, "-timeout=%s: want a duration of 0 (no limit) or more", timeout)
+	}
+	client, err := apiClient(c)
+	if err != nil {
+		return err
+	}
+	volumeID, err := findVolume(c, client, c.Args().Get(0))
+	if err != nil {
+		return err
+	}
+	nodeID, err := findID(c.Context, "node", c.Args().Get(1), client.Nodes, (*pb.Node).GetId)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Volumes().Detach(c.Context, volumeID, nodeID)
+	if err != nil {
+		return err
+	}
+	out := c.App.Writer
+	if !c.Bool("json") {
+		fmt.Fprintf(out, "==> Volume %q detached on node %s%s\n", volumeID, shortID(nodeID), describeNodeDetach(resp.GetNode()))
+	}
+	claims, err := waitDetachFreed(c, client, volumeID, nodeID, resp.GetMeta().GetIndex(), timeout)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		resp.Claims, resp.Meta = claims, nil
+		return printJSON(out, resp)
+	}
+	_, err = fmt.Fprintf(out, "==> Claims of volume %q on node %s freed\n", volumeID, shortID(nodeID))
+	return err
+}
+
+// describeNodeDetach says what the node did: the uses it unpublished and
+// whether it unstaged.
+func describeNodeDetach(n *pb.CSINodeDetachResponse) string {
+	var did []string
+	var users []string
+	for _, a := range n.GetAllocIds() {
+		users = append(users, "alloc "+shortID(a))
+	}
+	for _, cl := range n.GetClaimIds() {
+		users = append(users, "operator claim "+shortID(cl))
+	}
+	if len(users) > 0 {
+		did = append(did, "unpublished for "+strings.Join(users, ", "))
+	}
+	if n.GetUnstaged() {
+		did = append(did, "unstaged")
+	}
+	if len(did) == 0 {
+		return " (nothing of it was left there)"
+	}
+	return ": " + strings.Join(did, "; ")
+}
+
+// waitDetachFreed follows the volume with blocking reads until it has no
+// claim and no attachment on the node. A failed controller unpublish is
+// printed as it is tried; after timeout (0: none) the wait ends with an
+// error saying where it is stuck.
+func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string, index uint64, timeout time.Duration) ([]*pb.Claim, error) {
+	ctx := c.Context
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(min(timeout/2, 2*time.Second)))
+		defer cancel()
+	}
+	var shown int32
+	var last []*pb.Claim
+	var lastAtt *pb.Attachment
+	stuck := func() error {
+		var where []string
+		for _, cl := range last {
+			where = append(where, fmt.Sprintf("claim %s of %s is %s", cl.GetId(), claimant(cl, func(s string) string { return s }), pb.EnumWord(cl.GetState())))
+		}
+		if lastAtt != nil {
+			w := fmt.Sprintf("attachment is %s", pb.EnumWord(lastAtt.GetState()))
+			if e := lastAtt.GetLastError(); e != nil {
+				w += fmt.Sprintf(" (attempt %d: %s)", lastAtt.GetAttempts(), e.GetMessage())
+			}
+			where = append(where, w)
+		}
+		return fmt.Errorf("volume %q on node %s: not freed after %s: %s; the servers go on (follow with `berth volume status %s`)",
+			volumeID, nodeID, timeout, strings.Join(where, "; "), volumeID)
+	}
+	for {
+		q := &api.QueryOptions{WaitIndex: index}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, stuck()
+			}
+			q.WaitTime = left
+		}
+		view, meta, err := client.Volumes().Info(ctx, volumeID, q)
+		if api.IsNotFound(err) {
+			return nil, nil // deregistered meanwhile: nothing of it is left
+		}
+		if err != nil && ctx.Err() != nil && c.Context.Err() == nil {
+			return nil, stuck()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("waiting for the claims of volume %q on node %s: %w", volumeID, nodeID, err)
+		}
+		index = max(meta.LastIndex, index)
+		last, lastAtt = nil, nil
+		for _, cl := range view.GetClaims() {
+			if cl.GetNodeId() == nodeID {
+				last = append(last, cl)
+			}
+		}
+		for _, a := range view.GetAttachments() {
+			if a.GetNodeId() == nodeID {
+				lastAtt = a
+			}
+		}
+		if len(last) == 0 && lastAtt == nil {
+			return nil, nil
+		}
+		if a := lastAtt; a.GetLastError() != nil && a.GetAttempts() > shown && !c.Bool("json") {
+			shown = a.GetAttempts()
+			fmt.Fprintf(c.App.Writer, "    Controller unpublish from node %s failed (attempt %d, %s): %s\n",
+				shortID(nodeID), a.GetAttempts(), pb.EnumWord(a.GetLastError().GetClass()), a.GetLastError().GetMessage())
+		}
+	}
+}
