@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/testutil"
 )
 
 // The detach acceptance test, on a dev agent with the hostpath plugin as
@@ -19,8 +21,9 @@ import (
 // unpublishes and unstages, and the command returns when the claim and
 // the attachment are freed — long before the teardown's next try.
 func TestVolumeDetachDevAgent(t *testing.T) {
-	if _, err := exec.LookPath("chattr"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and chattr to make a teardown fail")
+	testutil.RequireRoot(t, "chattr +i makes a teardown fail")
+	if _, err := exec.LookPath("chattr"); err != nil {
+		testutil.Unavailable(t, "chattr (e2fsprogs) makes a teardown fail: %v", err)
 	}
 	a := devVolume(t, "dt1", "writer")
 	node := waitNodeStatus(t, a, "ready", 10*time.Second)
