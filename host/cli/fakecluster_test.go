@@ -47,6 +47,8 @@ type fakeCluster struct {
 	volumes        map[string]*pb.VolumeView
 	snapshots      []*pb.Snapshot
 	snapshotTokens []string
+	// expandResp, when set, answers volume expands (volume_expand_test.go).
+	expandResp *pb.VolumeExpandResponse
 	script         []step
 	// planResp answers plans; logs is every task's log.
 	planResp *pb.JobPlanResponse

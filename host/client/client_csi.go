@@ -49,6 +49,9 @@ type clientCSI struct {
 	// plugins returns the node's plugin manager, nil while it has none
 	// (not started yet, or a client without CSI plugins).
 	plugins func() controllers
+	// expander returns the node's volume manager, nil while it has none
+	// (csi_expand.go).
+	expander func() nodeExpander
 }
 
 var _ pb.ClientCSIServer = (*clientCSI)(nil)

@@ -77,7 +77,8 @@ var routes = map[string]route{
 	pb.CSIPlugins_List_FullMethodName:       routeRead,
 	pb.CSIPlugins_Get_FullMethodName:        routeRead,
 	// The forwarder finds the node's server itself (clientproxy.CSIForwarder).
-	pb.CSIRelay_ControllerCall_FullMethodName: routeLocal,
+	pb.CSIRelay_ControllerCall_FullMethodName:   routeLocal,
+	pb.CSIRelay_NodeExpandVolume_FullMethodName: routeLocal,
 
 	pb.Volumes_Register_FullMethodName:       routeLeader,
 	pb.Volumes_Create_FullMethodName:         routeLeader,

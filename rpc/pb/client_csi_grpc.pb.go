@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ClientCSI_ControllerCall_FullMethodName = "/berth.v1.ClientCSI/ControllerCall"
+	ClientCSI_ControllerCall_FullMethodName   = "/berth.v1.ClientCSI/ControllerCall"
+	ClientCSI_NodeExpandVolume_FullMethodName = "/berth.v1.ClientCSI/NodeExpandVolume"
 )
 
 // ClientCSIClient is the client API for ClientCSI service.
@@ -34,6 +35,11 @@ const (
 // with its code.
 type ClientCSIClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
+	// NodeExpandVolume has the node plugin of the volume grow it on this
+	// node (CSI NodeExpandVolume) where the node holds it staged or
+	// published, after the servers' ControllerExpandVolume answered
+	// node_expansion_required.
+	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
 }
 
 type clientCSIClient struct {
@@ -54,6 +60,16 @@ func (c *clientCSIClient) ControllerCall(ctx context.Context, in *CSIControllerC
 	return out, nil
 }
 
+func (c *clientCSIClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeExpandResponse)
+	err := c.cc.Invoke(ctx, ClientCSI_NodeExpandVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientCSIServer is the server API for ClientCSI service.
 // All implementations must embed UnimplementedClientCSIServer
 // for forward compatibility.
@@ -66,6 +82,11 @@ func (c *clientCSIClient) ControllerCall(ctx context.Context, in *CSIControllerC
 // with its code.
 type ClientCSIServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
+	// NodeExpandVolume has the node plugin of the volume grow it on this
+	// node (CSI NodeExpandVolume) where the node holds it staged or
+	// published, after the servers' ControllerExpandVolume answered
+	// node_expansion_required.
+	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
 	mustEmbedUnimplementedClientCSIServer()
 }
 
@@ -78,6 +99,9 @@ type UnimplementedClientCSIServer struct{}
 
 func (UnimplementedClientCSIServer) ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControllerCall not implemented")
+}
+func (UnimplementedClientCSIServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
 }
 func (UnimplementedClientCSIServer) mustEmbedUnimplementedClientCSIServer() {}
 func (UnimplementedClientCSIServer) testEmbeddedByValue()                   {}
@@ -118,6 +142,24 @@ func _ClientCSI_ControllerCall_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientCSI_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeExpandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientCSIServer).NodeExpandVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientCSI_NodeExpandVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientCSIServer).NodeExpandVolume(ctx, req.(*CSINodeExpandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientCSI_ServiceDesc is the grpc.ServiceDesc for ClientCSI service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -129,13 +171,18 @@ var ClientCSI_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ControllerCall",
 			Handler:    _ClientCSI_ControllerCall_Handler,
 		},
+		{
+			MethodName: "NodeExpandVolume",
+			Handler:    _ClientCSI_NodeExpandVolume_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/client_csi.proto",
 }
 
 const (
-	CSIRelay_ControllerCall_FullMethodName = "/berth.v1.CSIRelay/ControllerCall"
+	CSIRelay_ControllerCall_FullMethodName   = "/berth.v1.CSIRelay/ControllerCall"
+	CSIRelay_NodeExpandVolume_FullMethodName = "/berth.v1.CSIRelay/NodeExpandVolume"
 )
 
 // CSIRelayClient is the client API for CSIRelay service.
@@ -147,6 +194,7 @@ const (
 // that does, which makes it over its own tunnel only.
 type CSIRelayClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
+	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
 }
 
 type cSIRelayClient struct {
@@ -167,6 +215,16 @@ func (c *cSIRelayClient) ControllerCall(ctx context.Context, in *CSIControllerCa
 	return out, nil
 }
 
+func (c *cSIRelayClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeExpandResponse)
+	err := c.cc.Invoke(ctx, CSIRelay_NodeExpandVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CSIRelayServer is the server API for CSIRelay service.
 // All implementations must embed UnimplementedCSIRelayServer
 // for forward compatibility.
@@ -176,6 +234,7 @@ func (c *cSIRelayClient) ControllerCall(ctx context.Context, in *CSIControllerCa
 // that does, which makes it over its own tunnel only.
 type CSIRelayServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
+	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
 	mustEmbedUnimplementedCSIRelayServer()
 }
 
@@ -188,6 +247,9 @@ type UnimplementedCSIRelayServer struct{}
 
 func (UnimplementedCSIRelayServer) ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControllerCall not implemented")
+}
+func (UnimplementedCSIRelayServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
 }
 func (UnimplementedCSIRelayServer) mustEmbedUnimplementedCSIRelayServer() {}
 func (UnimplementedCSIRelayServer) testEmbeddedByValue()                  {}
@@ -228,6 +290,24 @@ func _CSIRelay_ControllerCall_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CSIRelay_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeExpandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIRelayServer).NodeExpandVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIRelay_NodeExpandVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIRelayServer).NodeExpandVolume(ctx, req.(*CSINodeExpandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CSIRelay_ServiceDesc is the grpc.ServiceDesc for CSIRelay service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -238,6 +318,10 @@ var CSIRelay_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ControllerCall",
 			Handler:    _CSIRelay_ControllerCall_Handler,
+		},
+		{
+			MethodName: "NodeExpandVolume",
+			Handler:    _CSIRelay_NodeExpandVolume_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1258,6 +1258,13 @@ type VolumeExpandResponse struct {
 	// system too (the plugin's NodeExpandVolume, done by the client).
 	NodeExpansionRequired bool       `protobuf:"varint,2,opt,name=node_expansion_required,json=nodeExpansionRequired,proto3" json:"node_expansion_required,omitempty"`
 	Meta                  *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
+	// nodes are the node expansions made (node_expansion_required), one per
+	// node holding the volume staged or published, sorted by node ID.
+	Nodes []*VolumeNodeExpansion `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// recorded_capacity_bytes is the capacity the servers record for the
+	// volume after this expand: the plugin's new one when every node
+	// expansion succeeded (or none was needed), else the one it had.
+	RecordedCapacityBytes int64 `protobuf:"varint,5,opt,name=recorded_capacity_bytes,json=recordedCapacityBytes,proto3" json:"recorded_capacity_bytes,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -1311,6 +1318,83 @@ func (x *VolumeExpandResponse) GetMeta() *WriteMeta {
 		return x.Meta
 	}
 	return nil
+}
+
+func (x *VolumeExpandResponse) GetNodes() []*VolumeNodeExpansion {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *VolumeExpandResponse) GetRecordedCapacityBytes() int64 {
+	if x != nil {
+		return x.RecordedCapacityBytes
+	}
+	return 0
+}
+
+// VolumeNodeExpansion is one node's NodeExpandVolume answer.
+type VolumeNodeExpansion struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// capacity_bytes is what the node plugin answered (0: it did not say).
+	CapacityBytes int64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	// error is why the node could not expand it; empty on success.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeNodeExpansion) Reset() {
+	*x = VolumeNodeExpansion{}
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeNodeExpansion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeNodeExpansion) ProtoMessage() {}
+
+func (x *VolumeNodeExpansion) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeNodeExpansion.ProtoReflect.Descriptor instead.
+func (*VolumeNodeExpansion) Descriptor() ([]byte, []int) {
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VolumeNodeExpansion) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *VolumeNodeExpansion) GetCapacityBytes() int64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *VolumeNodeExpansion) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 var File_berth_v1_volumes_rpc_proto protoreflect.FileDescriptor
@@ -1419,11 +1503,17 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\asecrets\x18\x04 \x03(\v2*.berth.v1.VolumeExpandRequest.SecretsEntryR\asecrets\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x02\n" +
 	"\x14VolumeExpandResponse\x12%\n" +
 	"\x0ecapacity_bytes\x18\x01 \x01(\x03R\rcapacityBytes\x126\n" +
 	"\x17node_expansion_required\x18\x02 \x01(\bR\x15nodeExpansionRequired\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta2\xcc\x06\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x123\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x1d.berth.v1.VolumeNodeExpansionR\x05nodes\x126\n" +
+	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\"k\n" +
+	"\x13VolumeNodeExpansion\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error2\xcc\x06\n" +
 	"\aVolumes\x12M\n" +
 	"\bRegister\x12\x1f.berth.v1.VolumeRegisterRequest\x1a .berth.v1.VolumeRegisterResponse\x12I\n" +
 	"\x06Create\x12\x1d.berth.v1.VolumeCreateRequest\x1a .berth.v1.VolumeRegisterResponse\x12G\n" +
@@ -1450,7 +1540,7 @@ func file_berth_v1_volumes_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_volumes_rpc_proto_rawDescData
 }
 
-var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*VolumeRegisterRequest)(nil),   // 0: berth.v1.VolumeRegisterRequest
 	(*VolumeRegisterResponse)(nil),  // 1: berth.v1.VolumeRegisterResponse
@@ -1474,77 +1564,79 @@ var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*SnapshotListResponse)(nil),    // 19: berth.v1.SnapshotListResponse
 	(*VolumeExpandRequest)(nil),     // 20: berth.v1.VolumeExpandRequest
 	(*VolumeExpandResponse)(nil),    // 21: berth.v1.VolumeExpandResponse
-	nil,                             // 22: berth.v1.VolumeDeleteRequest.SecretsEntry
-	nil,                             // 23: berth.v1.SnapshotCreateRequest.ParametersEntry
-	nil,                             // 24: berth.v1.SnapshotCreateRequest.SecretsEntry
-	nil,                             // 25: berth.v1.SnapshotDeleteRequest.SecretsEntry
-	nil,                             // 26: berth.v1.SnapshotListRequest.SecretsEntry
-	nil,                             // 27: berth.v1.VolumeExpandRequest.SecretsEntry
-	(*Volume)(nil),                  // 28: berth.v1.Volume
-	(*WriteMeta)(nil),               // 29: berth.v1.WriteMeta
-	(*Claim)(nil),                   // 30: berth.v1.Claim
-	(*Attachment)(nil),              // 31: berth.v1.Attachment
-	(*QueryOptions)(nil),            // 32: berth.v1.QueryOptions
-	(*QueryMeta)(nil),               // 33: berth.v1.QueryMeta
-	(ClaimState)(0),                 // 34: berth.v1.ClaimState
+	(*VolumeNodeExpansion)(nil),     // 22: berth.v1.VolumeNodeExpansion
+	nil,                             // 23: berth.v1.VolumeDeleteRequest.SecretsEntry
+	nil,                             // 24: berth.v1.SnapshotCreateRequest.ParametersEntry
+	nil,                             // 25: berth.v1.SnapshotCreateRequest.SecretsEntry
+	nil,                             // 26: berth.v1.SnapshotDeleteRequest.SecretsEntry
+	nil,                             // 27: berth.v1.SnapshotListRequest.SecretsEntry
+	nil,                             // 28: berth.v1.VolumeExpandRequest.SecretsEntry
+	(*Volume)(nil),                  // 29: berth.v1.Volume
+	(*WriteMeta)(nil),               // 30: berth.v1.WriteMeta
+	(*Claim)(nil),                   // 31: berth.v1.Claim
+	(*Attachment)(nil),              // 32: berth.v1.Attachment
+	(*QueryOptions)(nil),            // 33: berth.v1.QueryOptions
+	(*QueryMeta)(nil),               // 34: berth.v1.QueryMeta
+	(ClaimState)(0),                 // 35: berth.v1.ClaimState
 }
 var file_berth_v1_volumes_rpc_proto_depIdxs = []int32{
-	28, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
-	28, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
-	29, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
-	28, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
-	22, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
-	29, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
-	28, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
-	30, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
-	31, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
-	32, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
+	29, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
+	29, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
+	30, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
+	29, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
+	23, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
+	30, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
+	29, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
+	31, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
+	32, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
+	33, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 10: berth.v1.VolumeGetResponse.volume:type_name -> berth.v1.VolumeView
-	33, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
-	32, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
+	34, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
+	33, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 13: berth.v1.VolumeListResponse.volumes:type_name -> berth.v1.VolumeView
-	33, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
-	32, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
-	34, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
-	30, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
-	33, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
-	23, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
-	24, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
+	34, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
+	33, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
+	35, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
+	31, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
+	34, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
+	24, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
+	25, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
 	13, // 21: berth.v1.SnapshotCreateResponse.snapshot:type_name -> berth.v1.Snapshot
-	25, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
-	26, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
-	32, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
+	26, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
+	27, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
+	33, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
 	13, // 25: berth.v1.SnapshotListResponse.snapshots:type_name -> berth.v1.Snapshot
-	33, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
-	27, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
-	29, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
-	0,  // 29: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
-	2,  // 30: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
-	3,  // 31: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
-	5,  // 32: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
-	7,  // 33: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
-	9,  // 34: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
-	11, // 35: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
-	14, // 36: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
-	16, // 37: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
-	18, // 38: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
-	20, // 39: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
-	1,  // 40: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
-	1,  // 41: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
-	4,  // 42: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
-	4,  // 43: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
-	8,  // 44: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
-	10, // 45: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
-	12, // 46: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
-	15, // 47: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
-	17, // 48: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
-	19, // 49: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
-	21, // 50: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
-	40, // [40:51] is the sub-list for method output_type
-	29, // [29:40] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
+	28, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
+	30, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
+	22, // 29: berth.v1.VolumeExpandResponse.nodes:type_name -> berth.v1.VolumeNodeExpansion
+	0,  // 30: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
+	2,  // 31: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
+	3,  // 32: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
+	5,  // 33: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
+	7,  // 34: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
+	9,  // 35: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
+	11, // 36: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
+	14, // 37: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
+	16, // 38: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
+	18, // 39: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
+	20, // 40: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
+	1,  // 41: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
+	1,  // 42: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
+	4,  // 43: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
+	4,  // 44: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
+	8,  // 45: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
+	10, // 46: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
+	12, // 47: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
+	15, // 48: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
+	17, // 49: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
+	19, // 50: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
+	21, // 51: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
+	41, // [41:52] is the sub-list for method output_type
+	30, // [30:41] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volumes_rpc_proto_init() }
@@ -1560,7 +1652,7 @@ func file_berth_v1_volumes_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_volumes_rpc_proto_rawDesc), len(file_berth_v1_volumes_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

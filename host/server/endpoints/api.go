@@ -65,6 +65,8 @@ type Deps struct {
 	GC         GarbageCollector
 	// Calls makes the volume endpoints' CSI controller calls.
 	Calls volumeloops.ControllerCaller
+	// NodeCalls makes the volume endpoints' node expansions.
+	NodeCalls NodeExpander
 
 	Clock  clock.Clock
 	Logger hclog.Logger
@@ -118,7 +120,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		ClientAllocs: &clientAllocsEndpoint{s: s},
 		System:       &systemEndpoint{s: s},
 		CSIPlugins:   &csiPluginsEndpoint{s: s},
-		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, lostRace: hooks.LostRace},
+		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, nodes: deps.NodeCalls, lostRace: hooks.LostRace},
 		Claims:       &claimsEndpoint{s: s},
 	}
 }

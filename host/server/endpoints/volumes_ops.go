@@ -117,8 +117,9 @@ func snapshotOf(s *csipb.Snapshot, pluginID string, byExternal map[string]string
 	}
 }
 
-// Expand grows a volume with a healthy controller of its plugin and
-// records the capacity it answers.
+// Expand grows a volume with a healthy controller of its plugin, then,
+// when the plugin asks for it, on every node holding the volume
+// (finishExpand, volumes_expand.go), and records the capacity it answers.
 func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandRequest) (*pb.VolumeExpandResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {
@@ -152,11 +153,7 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 	}
-	reg, err := e.recordExpansion(ctx, v, resp.GetCapacityBytes(), lo, hi)
-	if err != nil {
-		return nil, fmt.Errorf("volume %q was expanded to %d bytes by its plugin but recording it failed (expand again): %w", v.GetId(), resp.GetCapacityBytes(), err)
-	}
-	return &pb.VolumeExpandResponse{CapacityBytes: resp.GetCapacityBytes(), NodeExpansionRequired: resp.GetNodeExpansionRequired(), Meta: reg.GetMeta()}, nil
+	return e.finishExpand(ctx, v, resp, lo, hi, secrets)
 }
 
 // recordExpansion stores the plugin's new capacity on the volume as read
