@@ -49,7 +49,7 @@ type fakeCluster struct {
 	snapshotTokens []string
 	// expandResp, when set, answers volume expands (volume_expand_test.go).
 	expandResp *pb.VolumeExpandResponse
-	script         []step
+	script     []step
 	// planResp answers plans; logs is every task's log.
 	planResp *pb.JobPlanResponse
 	logs     string
