@@ -47,9 +47,7 @@ type fakeCluster struct {
 	volumes        map[string]*pb.VolumeView
 	snapshots      []*pb.Snapshot
 	snapshotTokens []string
-	// expandResp, when set, answers volume expands (volume_expand_test.go).
-	expandResp *pb.VolumeExpandResponse
-	script     []step
+	script         []step
 	// planResp answers plans; logs is every task's log.
 	planResp *pb.JobPlanResponse
 	logs     string
@@ -60,6 +58,9 @@ type fakeCluster struct {
 	// jobLimits are the limits the agent's server says it has (nil: the
 	// agent runs no server).
 	jobLimits *pb.JobLimits
+
+	// expandResp, when set, answers volume expands (volume_expand_test.go).
+	expandResp *pb.VolumeExpandResponse
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
