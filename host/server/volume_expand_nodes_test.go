@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/csi/csifake"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
@@ -215,8 +216,10 @@ func TestVolumeExpandOnTheNodesHoldingIt(t *testing.T) {
 		!strings.Contains(ns[ib].GetError(), `volume "grow"`) || resp.GetRecordedCapacityBytes() != 20<<30 || resp.GetCapacityBytes() != 30<<30 {
 		t.Fatalf("expand with node-b failing answered %v", resp)
 	}
-	if got, _ := s.fsm.State().VolumeByID(nil, "grow"); got.GetCapacityBytes() != 20<<30 {
-		t.Fatalf("capacity %d recorded though node-b failed, want 20 GiB kept", got.GetCapacityBytes())
+	if got, _ := s.fsm.State().VolumeByID(nil, "grow"); got.GetCapacityBytes() != 20<<30 || got.GetNodeExpansionPendingBytes() != 30<<30 ||
+		resp.GetNodeExpansionPendingBytes() != 30<<30 {
+		t.Fatalf("capacity %d, pending %d recorded though node-b failed, want 20 GiB kept and 30 GiB pending (answer %v)",
+			got.GetCapacityBytes(), got.GetNodeExpansionPendingBytes(), resp)
 	}
 
 	// Again, node-b well: recorded.
@@ -225,5 +228,78 @@ func TestVolumeExpandOnTheNodesHoldingIt(t *testing.T) {
 	failMu.Unlock()
 	if resp, err = vols.Expand(ctx10s(t), &pb.VolumeExpandRequest{VolumeId: "grow", CapacityMinBytes: 30 << 30}); err != nil || resp.GetRecordedCapacityBytes() != 30<<30 {
 		t.Fatalf("expand again: %v, %v", resp, err)
+	}
+	if got, _ := s.fsm.State().VolumeByID(nil, "grow"); got.GetCapacityBytes() != 30<<30 || got.GetNodeExpansionPendingBytes() != 0 {
+		t.Fatalf("after every node expanded: capacity %d, pending %d; want 30 GiB, none", got.GetCapacityBytes(), got.GetNodeExpansionPendingBytes())
+	}
+}
+
+// With node_expansion_required and no node holding the volume, nothing is
+// asked of a node: the capacity stays and the expansion is pending, for the
+// next node that stages the volume.
+func TestVolumeExpandWithNoNodeHoldingItLeavesItPending(t *testing.T) {
+	p := csifake.New()
+	_, s, vols, _, _ := volumeCluster(t, p)
+	v := fsVolume("idle")
+	v.CapacityBytes = 10 << 30
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p.ControllerExpandVolume.Always(&csipb.ControllerExpandVolumeResponse{CapacityBytes: 20 << 30, NodeExpansionRequired: true}, nil)
+	resp, err := vols.Expand(ctx10s(t), &pb.VolumeExpandRequest{VolumeId: "idle", CapacityMinBytes: 20 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetNodes()) != 0 || resp.GetRecordedCapacityBytes() != 10<<30 || resp.GetNodeExpansionPendingBytes() != 20<<30 {
+		t.Fatalf("expand answered %v", resp)
+	}
+	got, _ := s.fsm.State().VolumeByID(nil, "idle")
+	if got.GetCapacityBytes() != 10<<30 || got.GetNodeExpansionPendingBytes() != 20<<30 || got.GetRequestedCapacityMinBytes() != 20<<30 {
+		t.Fatalf("stored %v", got)
+	}
+}
+
+// A client's in-use report with node_expanded_bytes records the expansion
+// (capacity, pending cleared) once every server is at nodeExpansionSince;
+// before, it is left out of the command and the expansion stays pending.
+func TestNodeExpansionAtStageRecordedOnceEveryServerKnowsIt(t *testing.T) {
+	for _, tc := range []struct {
+		version          string
+		capacity, pending int64
+	}{
+		{"0.1.0-dev.3", 10 << 30, 20 << 30},
+		{endpoints.NodeExpansionSinceVersion, 20 << 30, 0},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			p := csifake.New()
+			c, s, _, n, _ := volumeClusterAt(t, p, tc.version)
+			v := fsVolume("grow")
+			// A plugin with no row: its claims need no controller publish.
+			v.PluginId = "nfs"
+			v.CapacityBytes, v.NodeExpansionPendingBytes = 10<<30, 20<<30
+			if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: 1}); err != nil {
+				t.Fatal(err)
+			}
+			claim := &pb.Claim{Id: "c1", VolumeId: "grow", Operator: true, NodeId: n.GetId(), Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
+				AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}
+			if _, err := s.raftApply(ctx10s(t), fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: claim, CreatedAt: 1}); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				c, err := s.fsm.State().ClaimByID(nil, "c1")
+				if err != nil || c.GetState() != pb.ClaimState_CLAIM_STATE_READY {
+					return fmt.Errorf("claim c1: %v (%v)", c.GetState(), err)
+				}
+				return nil
+			})
+			if _, err := pb.NewClaimsClient(c.conn(s)).ClientClaimUpdate(ctx10s(t), &pb.ClientClaimUpdateRequest{NodeId: n.GetId(), VolumeId: "grow", ClaimId: "c1",
+				State: pb.ClaimState_CLAIM_STATE_IN_USE, NodeExpandedBytes: 20 << 30}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := s.fsm.State().VolumeByID(nil, "grow")
+			if got.GetCapacityBytes() != tc.capacity || got.GetNodeExpansionPendingBytes() != tc.pending {
+				t.Fatalf("after the report: capacity %d, pending %d; want %d, %d", got.GetCapacityBytes(), got.GetNodeExpansionPendingBytes(), tc.capacity, tc.pending)
+			}
+		})
 	}
 }

@@ -1262,11 +1262,16 @@ type VolumeExpandResponse struct {
 	// node holding the volume staged or published, sorted by node ID.
 	Nodes []*VolumeNodeExpansion `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// recorded_capacity_bytes is the capacity the servers record for the
-	// volume after this expand: the plugin's new one when every node
-	// expansion succeeded (or none was needed), else the one it had.
+	// volume after this expand: the plugin's new one when no node expansion
+	// was needed or every node holding the volume made it, else the one it
+	// had.
 	RecordedCapacityBytes int64 `protobuf:"varint,5,opt,name=recorded_capacity_bytes,json=recordedCapacityBytes,proto3" json:"recorded_capacity_bytes,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// node_expansion_pending_bytes is the node expansion left to make after
+	// this expand (some node failed, or none held the volume): the next node
+	// to stage or publish the volume makes it. 0: none.
+	NodeExpansionPendingBytes int64 `protobuf:"varint,6,opt,name=node_expansion_pending_bytes,json=nodeExpansionPendingBytes,proto3" json:"node_expansion_pending_bytes,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *VolumeExpandResponse) Reset() {
@@ -1330,6 +1335,13 @@ func (x *VolumeExpandResponse) GetNodes() []*VolumeNodeExpansion {
 func (x *VolumeExpandResponse) GetRecordedCapacityBytes() int64 {
 	if x != nil {
 		return x.RecordedCapacityBytes
+	}
+	return 0
+}
+
+func (x *VolumeExpandResponse) GetNodeExpansionPendingBytes() int64 {
+	if x != nil {
+		return x.NodeExpansionPendingBytes
 	}
 	return 0
 }
@@ -1503,13 +1515,14 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\asecrets\x18\x04 \x03(\v2*.berth.v1.VolumeExpandRequest.SecretsEntryR\asecrets\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x02\n" +
 	"\x14VolumeExpandResponse\x12%\n" +
 	"\x0ecapacity_bytes\x18\x01 \x01(\x03R\rcapacityBytes\x126\n" +
 	"\x17node_expansion_required\x18\x02 \x01(\bR\x15nodeExpansionRequired\x12'\n" +
 	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x123\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x1d.berth.v1.VolumeNodeExpansionR\x05nodes\x126\n" +
-	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\"k\n" +
+	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\x12?\n" +
+	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"k\n" +
 	"\x13VolumeNodeExpansion\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
