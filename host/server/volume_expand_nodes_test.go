@@ -264,7 +264,7 @@ func TestVolumeExpandWithNoNodeHoldingItLeavesItPending(t *testing.T) {
 // before, it is left out of the command and the expansion stays pending.
 func TestNodeExpansionAtStageRecordedOnceEveryServerKnowsIt(t *testing.T) {
 	for _, tc := range []struct {
-		version          string
+		version           string
 		capacity, pending int64
 	}{
 		{"0.1.0-dev.3", 10 << 30, 20 << 30},
