@@ -74,13 +74,16 @@ func TestVolumeExpandReachesTheNodePlugin(t *testing.T) {
 		t.Fatalf("expand of a volume held nowhere answered %v", resp)
 	}
 	calls := e.fake.NodeExpandVolume.Count()
-	_, allocID, _ = e.runJob()
+	if _, err := pb.NewJobsClient(e.conn).Register(e.ctx, &pb.JobRegisterRequest{Job: job}); err != nil {
+		t.Fatal(err)
+	}
 	e.waitClaim(pb.ClaimState_CLAIM_STATE_IN_USE)
 	if n := e.fake.NodeExpandVolume.Count(); n != calls+1 {
 		t.Fatalf("%d NodeExpandVolume calls at the stage, want 1", n-calls)
 	}
 	got = e.fake.NodeExpandVolume.Last()
-	if got.GetVolumePath() != filepath.Join(e.dir, "csi", "volumes", "fake", "publish", allocID, "vol1") || got.GetCapacityRange().GetRequiredBytes() != 3<<30 {
+	if pub := e.fake.NodePublishVolume.Last(); got.GetVolumePath() != pub.GetTargetPath() || got.GetVolumePath() == target ||
+		got.GetCapacityRange().GetRequiredBytes() != 3<<30 {
 		t.Fatalf("the plugin got %v at the stage", got)
 	}
 }
