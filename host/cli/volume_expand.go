@@ -14,10 +14,12 @@ func volumeExpandCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "expand",
 		Usage: "grow a volume with its plugin, on the storage side and on every node using it",
-		Description: "Calls the plugin's ControllerExpandVolume; when the plugin asks for a node expansion too,\n" +
-			"the servers have every node holding the volume staged or published call NodeExpandVolume,\n" +
-			"and wait for them. The volume's capacity is recorded once every node succeeded; a node's\n" +
-			"failure is shown for that node and the command exits 1 (running it again retries).",
+		Description: "Calls the plugin's ControllerExpandVolume; when the plugin asks for a node expansion too\n" +
+			"(or has no controller service), the servers have every node holding the volume staged or\n" +
+			"published call NodeExpandVolume, and wait for them. The volume's capacity is recorded once\n" +
+			"every node succeeded; a node's failure is shown for that node and the command exits 1\n" +
+			"(running it again retries). When no node holds the volume, or one failed, the node\n" +
+			"expansion stays pending: the next node to stage or publish the volume makes it.",
 		ArgsUsage: "VOLUME",
 		Flags: []cli.Flag{addressFlag(), secretFlag(), jsonFlag,
 			&cli.StringFlag{Name: "capacity-min", Usage: `the least size wanted, such as "20GiB" (required)`},
@@ -89,7 +91,7 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 		return nil
 	}
 	if len(resp.GetNodes()) == 0 {
-		fmt.Fprintln(w, "Node expansion: no node holds the volume staged or published")
+		fmt.Fprintln(w, "Node expansion (NodeExpandVolume): no node holds the volume staged or published")
 	} else {
 		fmt.Fprintln(w, "Node expansion (NodeExpandVolume):")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -109,5 +111,8 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 		}
 	}
 	_, err := fmt.Fprintf(w, "Recorded capacity: %s\n", formatBytes(uint64(resp.GetRecordedCapacityBytes())))
+	if p := resp.GetNodeExpansionPendingBytes(); p > 0 && err == nil {
+		_, err = fmt.Fprintf(w, "Node expansion to %s pending: made by the next node that stages or publishes the volume\n", formatBytes(uint64(p)))
+	}
 	return err
 }

@@ -30,12 +30,12 @@ Recorded capacity: 20.0 GiB
 	}
 
 	f.expandResp = &pb.VolumeExpandResponse{CapacityBytes: 20 << 30, NodeExpansionRequired: true, RecordedCapacityBytes: 10 << 30,
-		Nodes: []*pb.VolumeNodeExpansion{{NodeId: "node-a", CapacityBytes: 20 << 30},
+		NodeExpansionPendingBytes: 20 << 30, Nodes: []*pb.VolumeNodeExpansion{{NodeId: "node-a", CapacityBytes: 20 << 30},
 			{NodeId: "node-b", Error: `node expansion of volume "data" (csi plugin "hp") on node node-b: resize2fs failed`}}}
 	out, errOut := wantOutErr(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "20GiB", "data"}, 1)
 	if !strings.Contains(out, "node-a   20.0 GiB  expanded\n") ||
 		!strings.Contains(out, `node-b   -         error: node expansion of volume "data" (csi plugin "hp") on node node-b: resize2fs failed`) ||
-		!strings.Contains(out, "Recorded capacity: 10.0 GiB\n") {
+		!strings.Contains(out, "Recorded capacity: 10.0 GiB\nNode expansion to 20.0 GiB pending: made by the next node that stages or publishes the volume\n") {
 		t.Fatalf("expand with a failed node printed:\n%s", out)
 	}
 	if !strings.Contains(errOut, `volume "data": node expansion failed on 1 of 2 nodes; its recorded capacity stays 10.0 GiB`) {
