@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
 )
@@ -301,5 +302,43 @@ func TestNodeExpansionAtStageRecordedOnceEveryServerKnowsIt(t *testing.T) {
 				t.Fatalf("after the report: capacity %d, pending %d; want %d, %d", got.GetCapacityBytes(), got.GetNodeExpansionPendingBytes(), tc.capacity, tc.pending)
 			}
 		})
+	}
+}
+
+// A plugin with no controller service expands with NodeExpandVolume alone
+// (CSI), and only when a node instance has EXPAND_VOLUME; otherwise the
+// expand is refused naming the volume and the plugin.
+func TestVolumeExpandWithANodeOnlyPlugin(t *testing.T) {
+	p := csifake.New()
+	tc, s, vols, _, _ := volumeCluster(t, p)
+	n := testNode("n2")
+	if _, err := tc.register(s, n); err != nil {
+		t.Fatal(err)
+	}
+	csiPlugins := pb.NewCSIPluginsClient(tc.conn(s))
+	updateCSI(t, csiPlugins, &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Nodes: map[string]*pb.CSIPluginInfo{"nfs": {Healthy: true, NodeInfo: &pb.CSINodeInfo{Id: "csi-n2"}}}})
+	v := fsVolume("shared")
+	v.PluginId, v.CapacityBytes = "nfs", 1<<30
+	if _, err := s.raftApply(ctx10s(t), fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: v, RegisteredAt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := vols.Expand(ctx10s(t), &pb.VolumeExpandRequest{VolumeId: "shared", CapacityMinBytes: 2 << 30})
+	if status.Code(err) != errcode.Code(endpoints.ErrPluginCannot) || !strings.Contains(err.Error(), `volume "shared"`) ||
+		!strings.Contains(err.Error(), `"nfs"`) || !strings.Contains(err.Error(), "EXPAND_VOLUME") {
+		t.Fatalf("expand with a node-only plugin that cannot expand: %v", err)
+	}
+	if n := p.ControllerExpandVolume.Count(); n != 0 {
+		t.Fatalf("%d ControllerExpandVolume calls for a plugin without a controller", n)
+	}
+
+	updateCSI(t, csiPlugins, &pb.NodeCSIUpdateRequest{NodeId: n.GetId(),
+		Nodes: map[string]*pb.CSIPluginInfo{"nfs": {Healthy: true, NodeInfo: &pb.CSINodeInfo{Id: "csi-n2", SupportsExpand: true}}}})
+	resp, err := vols.Expand(ctx10s(t), &pb.VolumeExpandRequest{VolumeId: "shared", CapacityMinBytes: 2 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetNodeExpansionRequired() || resp.GetCapacityBytes() != 2<<30 || resp.GetRecordedCapacityBytes() != 1<<30 || resp.GetNodeExpansionPendingBytes() != 2<<30 {
+		t.Fatalf("expand with a node-only plugin, volume held nowhere: %v", resp)
 	}
 }
