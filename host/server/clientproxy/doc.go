@@ -13,7 +13,9 @@
 // goes to a plugin's controller instance on a client (ClientCSI), from this
 // server or through the server holding the node's tunnel (CSIRelay, the
 // service that server answers it with). The volume loops and the volume
-// endpoints use it through their own small interface.
+// endpoints use it through their own small interface. NodeExpand takes
+// the same way to a node's volume manager (ClientCSI and CSIRelay
+// NodeExpandVolume), for volume expand's node expansions.
 //
 // The server core builds one Proxy with New for its whole life, from a
 // Config of what the proxy needs of it (its ID and name, the connection
