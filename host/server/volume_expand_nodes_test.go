@@ -78,6 +78,12 @@ func connectExpandNode(t *testing.T, tc *testCluster, s *Server, n *expandNode) 
 	updateCSI(t, pb.NewCSIPluginsClient(tc.conn(s)), &pb.NodeCSIUpdateRequest{NodeId: n.nodeID,
 		Nodes: map[string]*pb.CSIPluginInfo{"hp": {Healthy: true, Provider: "hostpath.berth.dev", ProviderVersion: "1.0",
 			NodeInfo: &pb.CSINodeInfo{Id: "csi-" + n.nodeID, SupportsExpand: true}}}})
+	openExpandTunnel(t, s, n)
+}
+
+// openExpandTunnel opens n's tunnel to s, serving n.
+func openExpandTunnel(t *testing.T, s *Server, n *expandNode) {
+	t.Helper()
 	pool := rpc.NewPool()
 	t.Cleanup(pool.Close)
 	c, err := tunnel.Start(tunnel.ClientConfig{
@@ -340,5 +346,54 @@ func TestVolumeExpandWithANodeOnlyPlugin(t *testing.T) {
 	}
 	if !resp.GetNodeExpansionRequired() || resp.GetCapacityBytes() != 2<<30 || resp.GetRecordedCapacityBytes() != 1<<30 || resp.GetNodeExpansionPendingBytes() != 2<<30 {
 		t.Fatalf("expand with a node-only plugin, volume held nowhere: %v", resp)
+	}
+}
+
+// A node expansion reaches the node from the server holding its tunnel and
+// through it from another server (CSIRelay), with the node's code and
+// message intact; a node connected nowhere is Unavailable naming it.
+func TestNodeExpandThroughEitherServer(t *testing.T) {
+	tc := newTestCluster(t, 2)
+	a, b := tc.servers[0], tc.servers[1]
+	waitMembers(t, b, 2)
+	var fail error
+	var mu sync.Mutex
+	n := &expandNode{nodeID: "node-a", calls: make(chan string, 10), answer: func(context.Context) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return 3 << 30, fail
+	}}
+	openExpandTunnel(t, a, n)
+	if _, ok := b.tunnels.Session("node-a"); ok {
+		t.Fatal("the node is connected to b too; the test needs it on a only")
+	}
+	req := &csipb.NodeExpandVolumeRequest{VolumeId: "ext-v1", CapacityRange: &csipb.CapacityRange{RequiredBytes: 3 << 30}}
+	for _, s := range []*Server{a, b} {
+		mu.Lock()
+		fail = nil
+		mu.Unlock()
+		resp, path, err := s.csi.NodeExpand(ctx10s(t), "node-a", "hp", "v1", req)
+		if err != nil || resp.GetCapacityBytes() != 3<<30 || path != "/publish/v1" {
+			t.Fatalf("through %s: %v, %q, %v", s.cfg.Name, resp, path, err)
+		}
+		if got := n.last(); got.GetVolumeId() != "ext-v1" || got.GetCapacityRange().GetRequiredBytes() != 3<<30 {
+			t.Fatalf("through %s the node got %v", s.cfg.Name, got)
+		}
+		<-n.calls
+		mu.Lock()
+		fail = status.Error(codes.OutOfRange, "no room")
+		mu.Unlock()
+		_, _, err = s.csi.NodeExpand(ctx10s(t), "node-a", "hp", "v1", req)
+		<-n.calls
+		if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), "no room") || !strings.Contains(err.Error(), "node-a") {
+			t.Fatalf("through %s: %v, want OutOfRange naming the node", s.cfg.Name, err)
+		}
+		if s == b && !strings.Contains(err.Error(), "via server "+a.cfg.Name) {
+			t.Errorf("through b: %q does not name the server it went through", err)
+		}
+	}
+	_, _, err := b.csi.NodeExpand(ctx10s(t), "nowhere", "hp", "v1", req)
+	if errcode.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "nowhere") {
+		t.Errorf("node connected nowhere: %v, want Unavailable naming it", err)
 	}
 }
