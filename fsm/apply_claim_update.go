@@ -34,6 +34,11 @@ import (
 //     detaches from a node where the volume keeps live claims is freed at
 //     once (freeBesideLive).
 //
+// A move to in-use with node_expanded_bytes (the node expanded the volume
+// after staging or publishing it) records that size as the volume's
+// capacity when it is larger, and clears node_expansion_pending_bytes
+// when it covers it (recordNodeExpansions).
+//
 // A transition naming a node (a client's report) must name the claim's
 // (ErrClaimNodeMismatch); an unknown claim is ErrClaimNotFound. After the
 // writes, every (volume, node) whose last live claim left moves its
@@ -92,6 +97,9 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 		if err := claimsTable.insert(tx, c); err != nil {
 			return err
 		}
+	}
+	if err := recordNodeExpansions(tx, cmd, next); err != nil {
+		return err
 	}
 	return detachIfUnclaimed(tx, touched, cmd.GetUpdatedAt())
 }
@@ -311,4 +319,48 @@ func liveClaimsOn(tx *writeTxn, volume, node string) ([]*pb.Claim, error) {
 		}
 	}
 	return live, nil
+}
+
+// recordNodeExpansions applies the node_expanded_bytes of cmd's moves to
+// in-use (next holds the claims as the command left them): the volume's
+// capacity_bytes takes the largest when larger, and its pending node
+// expansion is cleared when that covers it. A volume that changes nothing
+// is not written.
+func recordNodeExpansions(tx *writeTxn, cmd *pb.ClaimUpdateCommand, next map[string]*pb.Claim) error {
+	expanded := map[string]int64{}
+	var order []string
+	for _, t := range cmd.GetTransitions() {
+		c := next[t.GetClaimId()]
+		if t.GetNodeExpandedBytes() <= 0 || t.GetState() != pb.ClaimState_CLAIM_STATE_IN_USE || c.GetState() != pb.ClaimState_CLAIM_STATE_IN_USE {
+			continue
+		}
+		id := c.GetVolumeId()
+		if _, ok := expanded[id]; !ok {
+			order = append(order, id)
+		}
+		expanded[id] = max(expanded[id], t.GetNodeExpandedBytes())
+	}
+	for _, id := range order {
+		v, err := volumesTable.first(tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			continue
+		}
+		bytes := expanded[id]
+		n := proto.CloneOf(v)
+		n.CapacityBytes = max(v.GetCapacityBytes(), bytes)
+		if p := v.GetNodeExpansionPendingBytes(); p > 0 && bytes >= p {
+			n.NodeExpansionPendingBytes = 0
+		}
+		if proto.Equal(n, v) {
+			continue
+		}
+		n.ModifiedAt, n.ModifyIndex = cmd.GetUpdatedAt(), tx.index
+		if err := volumesTable.insert(tx, n); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -246,7 +246,13 @@
 //     claim that reaches node-detached with no attachment on its node (no
 //     controller publish was needed) is freed in that apply. The apply in
 //     which a node's last live claim (ClaimLive: before node-detached) of a
-//     volume leaves moves the attachment to detaching.
+//     volume leaves moves the attachment to detaching. A move to in-use
+//     with node_expanded_bytes (the node made a pending node expansion
+//     after staging or publishing) records that size as the volume's
+//     capacity and clears its node_expansion_pending_bytes when covered,
+//     in that apply; the leader sets it only once every server knows the
+//     rule (nodeExpansionSince, 0.1.0-dev.4), an older server ignores it
+//     (testdata/node_expansion.txt).
 //   - NodeFence marks a node fenced (no placements, no operator claims; the
 //     fence outlives re-registration); its releasing claims move to
 //     node-detached at once (freed where no attachment is left), and its

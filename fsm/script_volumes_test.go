@@ -13,13 +13,13 @@ import (
 
 // The script commands of volumes, claims, attachments and fences:
 //
-//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= secrets=(k:v,...) if-index= if-absent=true at=]
+//	register-volume id= plugin= [name= external= caps=(access:attach,...) min= max= capacity= expand-pending= secrets=(k:v,...) if-index= if-absent=true at=]
 //	deregister-volume id= [force=true]
 //	volume-deleting id= [off=true at=]
 //	operator-claim id= volume= node= [mode=read|write access= attach= at=]
 //	operator-release id= [at=]
 //	claim-update [at=]
-//	  claim id= state= [node= force=true error= class=uncertain|final attempts= retry=]
+//	  claim id= state= [node= force=true error= class=uncertain|final attempts= retry= expanded=]
 //	attachment-update volume= node= state= [controller= context=(k:v,...) error= class= attempts= retry= at=]
 //	fence node= [off=true at=]
 //
@@ -40,6 +40,7 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			Id: id, Name: argString(t, td, "name", id), PluginId: argString(t, td, "plugin", ""),
 			ExternalId:                argString(t, td, "external", "ext-"+id),
 			RequestedCapacityMinBytes: argInt(t, td, "min", 0), RequestedCapacityMaxBytes: argInt(t, td, "max", 0),
+			CapacityBytes: argInt(t, td, "capacity", 0), NodeExpansionPendingBytes: argInt(t, td, "expand-pending", 0),
 		}
 		caps := []string{"single-node-writer:file-system"}
 		if arg, ok := td.Arg("caps"); ok {
@@ -90,6 +91,7 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 				ClaimId: argString(t, line, "id", ""), State: claimState(t, line),
 				NodeId: argString(t, line, "node", ""), Force: argBool(t, line, "force"),
 				Error: scriptError(t, line), Attempts: int32(argInt(t, line, "attempts", 0)), NextRetryAt: argInt(t, line, "retry", 0),
+				NodeExpandedBytes: argInt(t, line, "expanded", 0),
 			})
 		}
 		return mustEncode(t, fsm.ClaimUpdate, cmd), true
@@ -178,6 +180,12 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 		}
 		if v.GetDeleting() {
 			b.WriteString(" deleting")
+		}
+		if v.GetCapacityBytes() != 0 || v.GetNodeExpansionPendingBytes() != 0 {
+			fmt.Fprintf(b, " capacity=%d", v.GetCapacityBytes())
+		}
+		if p := v.GetNodeExpansionPendingBytes(); p != 0 {
+			fmt.Fprintf(b, " expand-pending=%d", p)
 		}
 		fmt.Fprintf(b, " created=%d modified=%d create=%d modify=%d\n", v.GetCreatedAt(), v.GetModifiedAt(), v.GetCreateIndex(), v.GetModifyIndex())
 	}

@@ -19,7 +19,10 @@
 // plugin manager, at most PluginWait (ErrNodePluginUnavailable naming
 // volume, plugin, alloc and node); Volumes.Publish (stage once per node,
 // publish once per alloc, usage persisted); "Volume staged" and "Volume
-// published" events, each stamped when its call returned;
+// published" events, each stamped when its call returned; a node
+// expansion the volume has pending (Volume.node_expansion_pending_bytes)
+// made with Volumes.Expand ("Volume expanded", the size carried by the
+// in-use report; a node plugin without EXPAND_VOLUME leaves it pending);
 // the in-use report queued. A recovered alloc whose volume the state DB
 // says is published goes on without asking anyone; its in-use report is
 // queued again, for a client that died before queueing it. A failure is shown on

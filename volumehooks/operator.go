@@ -271,7 +271,15 @@ func (v *VolumeHooks) publishOperatorClaim(ctx context.Context, c *pb.Claim) err
 		}
 		return err
 	}
-	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	expanded, err := v.expandPending(ctx, vol, claim, nil, fmt.Sprintf("Volume %q", vol.GetId()))
+	if err != nil {
+		err = fmt.Errorf("%s: %w", where, err)
+		if ctx.Err() == nil {
+			v.failed(nil, report, claim.GetState(), err)
+		}
+		return err
+	}
+	report.State, report.NodeExpandedBytes = pb.ClaimState_CLAIM_STATE_IN_USE, expanded
 	v.cfg.Reports.Queue(report)
 	return nil
 }

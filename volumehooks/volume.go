@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	hclog "github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 
@@ -38,6 +39,9 @@ type Volumes interface {
 	Unpublish(ctx context.Context, user, volumeID string, progress volumemanager.Progress) error
 	Uses() []volumemanager.Use
 	Sweep(ctx context.Context, keep func(volumemanager.Use) bool) error
+	// Expand makes a node expansion of a volume the node holds
+	// (volume_expand.go).
+	Expand(ctx context.Context, volumeID, pluginID string, req *csipb.NodeExpandVolumeRequest) (volumemanager.ExpandResult, error)
 }
 
 var _ Volumes = (*volumemanager.Manager)(nil)

@@ -289,6 +289,8 @@ type gatedPlugins struct {
 	client *csi.Client
 	mu     sync.Mutex
 	open   chan struct{}
+	// expand is the node service's EXPAND_VOLUME (volume_expand_test.go).
+	expand bool
 }
 
 func (g *gatedPlugins) WaitNode(ctx context.Context, pluginID string) (volumemanager.Plugin, error) {
@@ -297,7 +299,7 @@ func (g *gatedPlugins) WaitNode(ctx context.Context, pluginID string) (volumeman
 	g.mu.Unlock()
 	select {
 	case <-open:
-		return volumemanager.Plugin{Node: g.client.Node, StageUnstage: true}, nil
+		return volumemanager.Plugin{Node: g.client.Node, StageUnstage: true, Expand: g.expand}, nil
 	case <-ctx.Done():
 		return volumemanager.Plugin{}, errors.Join(errors.New("no node instance of plugin "+pluginID), ctx.Err())
 	}

@@ -120,8 +120,17 @@ func (h *volumeHook) prepare(ctx context.Context, req *runhooks.PrerunRequest, c
 		return err
 	}
 	h.logger.Debug("volume published", "volume_id", cv.volumeID, "path", path)
+	what := fmt.Sprintf("Volume %q (%s)", cv.volumeID, cv.name)
+	expanded, err := h.v.expandPending(ctx, vol, claim, req.Events, what)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", where, err)
+		if ctx.Err() == nil {
+			h.v.failed(req.Events, claimReport(cfg.NodeID, h.allocID, "", cv.volumeID), claim.GetState(), err)
+		}
+		return err
+	}
 	report := claimReport(cfg.NodeID, h.allocID, "", cv.volumeID)
-	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	report.State, report.NodeExpandedBytes = pb.ClaimState_CLAIM_STATE_IN_USE, expanded
 	cfg.Reports.Queue(report)
 	return nil
 }

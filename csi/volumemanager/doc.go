@@ -61,4 +61,9 @@
 //
 // A Publish that fails leaves its use recorded: the caller tears it down
 // with Unpublish, which also unstages a volume staged for it.
+//
+// Expand makes a node expansion (NodeExpandVolume) of a volume the node
+// holds, under the volume's lock: at the first published use's target
+// (else the staging path), with the staging path; the servers' online
+// expansion (ClientCSI) and the volume hook's pending one call it.
 package volumemanager

@@ -21,4 +21,10 @@ var (
 	// ErrInvalidConfig is returned by New for a config without a data dir,
 	// a store or plugins.
 	ErrInvalidConfig = errcode.New(codes.InvalidArgument, "invalid volume manager config")
+	// ErrNotHeld is returned by Expand for a volume the node holds
+	// neither staged nor published (or holds through another plugin).
+	ErrNotHeld = errcode.New(codes.FailedPrecondition, "volume is neither staged nor published on this node")
+	// ErrNoNodeExpand is returned by Expand when the volume's node plugin
+	// lacks the EXPAND_VOLUME node capability.
+	ErrNoNodeExpand = errcode.New(codes.FailedPrecondition, "node plugin cannot expand volumes (no EXPAND_VOLUME node capability)")
 )

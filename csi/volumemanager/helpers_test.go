@@ -89,15 +89,17 @@ type fakePlugins struct {
 	client   *csi.Client
 	stage    bool
 	stageDir string
-	lookups  int
-	mu       sync.Mutex
+	// expand is the node service's EXPAND_VOLUME (expand_test.go).
+	expand  bool
+	lookups int
+	mu      sync.Mutex
 }
 
 func (f *fakePlugins) WaitNode(context.Context, string) (Plugin, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lookups++
-	return Plugin{Node: f.client.Node, StageUnstage: f.stage, StagePublishDir: f.stageDir}, nil
+	return Plugin{Node: f.client.Node, StageUnstage: f.stage, StagePublishDir: f.stageDir, Expand: f.expand}, nil
 }
 
 // instantClock records the backoff waits and returns at once.

@@ -33,6 +33,7 @@ type Node interface {
 	NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error)
 	NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error)
 	NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error)
+	NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error)
 }
 
 var _ Node = (*csi.NodeClient)(nil)
@@ -45,6 +46,8 @@ type Plugin struct {
 	// StagePublishDir is where the plugin sees PluginBase; empty when it
 	// sees host paths (a storage adapter, an unisolated task).
 	StagePublishDir string
+	// Expand is set when the node service has EXPAND_VOLUME.
+	Expand bool
 }
 
 // Plugins finds a plugin's node instance on this node, waiting while it

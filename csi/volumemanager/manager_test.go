@@ -304,5 +304,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrTearingDown:    codes.FailedPrecondition,
 		ErrPluginMismatch: codes.FailedPrecondition,
 		ErrInvalidConfig:  codes.InvalidArgument,
+		ErrNotHeld:        codes.FailedPrecondition,
+		ErrNoNodeExpand:   codes.FailedPrecondition,
 	})
 }

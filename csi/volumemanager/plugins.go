@@ -29,5 +29,5 @@ func (p managerPlugins) WaitNode(ctx context.Context, pluginID string) (Plugin, 
 		return Plugin{}, err
 	}
 	return Plugin{Node: np.Client.Node, StageUnstage: np.Capabilities.Has(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME),
-		StagePublishDir: np.StagePublishDir}, nil
+		StagePublishDir: np.StagePublishDir, Expand: np.Capabilities.Has(csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)}, nil
 }

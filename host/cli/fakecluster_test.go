@@ -58,6 +58,9 @@ type fakeCluster struct {
 	// jobLimits are the limits the agent's server says it has (nil: the
 	// agent runs no server).
 	jobLimits *pb.JobLimits
+
+	// expandResp, when set, answers volume expands (volume_expand_test.go).
+	expandResp *pb.VolumeExpandResponse
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {

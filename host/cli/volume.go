@@ -276,6 +276,9 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	if b := vol.GetCapacityBytes(); b > 0 {
 		capacity = formatBytes(uint64(b))
 	}
+	if p := vol.GetNodeExpansionPendingBytes(); p > 0 {
+		capacity += fmt.Sprintf(" (node expansion to %s pending)", formatBytes(uint64(p)))
+	}
 	mount := "<none>"
 	if mo := vol.GetMountOptions(); mo.GetFsType() != "" || len(mo.GetMountFlags()) > 0 {
 		mount = strings.TrimSpace(fmt.Sprintf("fs_type: %s flags: %s", orNone(mo.GetFsType()), orNone(strings.Join(mo.GetMountFlags(), ","))))

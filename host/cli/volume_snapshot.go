@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -93,18 +92,6 @@ func volumeSnapshotCommand() *cli.Command {
 				Action:    snapshotDelete,
 			},
 		},
-	}
-}
-
-func volumeExpandCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "expand",
-		Usage:     "grow a volume with its plugin (ControllerExpandVolume)",
-		ArgsUsage: "VOLUME",
-		Flags: []cli.Flag{addressFlag(), secretFlag(),
-			&cli.StringFlag{Name: "capacity-min", Usage: `the least size wanted, such as "20GiB" (required)`},
-			&cli.StringFlag{Name: "capacity-max", Usage: "the most size wanted"}},
-		Action: volumeExpand,
 	}
 }
 
@@ -223,45 +210,4 @@ func printSnapshots(w io.Writer, snaps []*pb.Snapshot) error {
 			size, formatNanos(s.GetCreatedAt()), s.GetReadyToUse())
 	}
 	return tw.Flush()
-}
-
-func volumeExpand(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return usageError(c, "volume expand takes exactly one volume ID")
-	}
-	if c.String("capacity-min") == "" {
-		return usageError(c, "volume expand needs -capacity-min")
-	}
-	secrets, err := kvFrom(c, "secret")
-	if err != nil {
-		return err
-	}
-	req := &pb.VolumeExpandRequest{Secrets: secrets}
-	if req.CapacityMinBytes, err = volumespec.ParseBytes(c.String("capacity-min")); err != nil {
-		return usageError(c, "-capacity-min: %v", err)
-	}
-	if s := c.String("capacity-max"); s != "" {
-		if req.CapacityMaxBytes, err = volumespec.ParseBytes(s); err != nil {
-			return usageError(c, "-capacity-max: %v", err)
-		}
-		if req.CapacityMaxBytes < req.CapacityMinBytes {
-			return usageError(c, "-capacity-max %s is less than -capacity-min %s", s, c.String("capacity-min"))
-		}
-	}
-	client, err := apiClient(c)
-	if err != nil {
-		return err
-	}
-	if req.VolumeId, err = findVolume(c, client, c.Args().First()); err != nil {
-		return err
-	}
-	resp, err := client.Volumes().Expand(c.Context, req)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.App.Writer, "Volume %q expanded to %s\n", req.VolumeId, formatBytes(uint64(resp.GetCapacityBytes())))
-	if resp.GetNodeExpansionRequired() {
-		fmt.Fprintln(c.App.Writer, "The plugin needs a node expansion too: NodeExpandVolume on each node using the volume")
-	}
-	return nil
 }

@@ -99,6 +99,9 @@ func (f *fakeCluster) volumeRoutes(route func(string, func(*http.Request) (any, 
 		if err := decodeReq(r, req); err != nil {
 			return nil, err
 		}
+		if f.expandResp != nil {
+			return f.expandResp, nil
+		}
 		return &pb.VolumeExpandResponse{CapacityBytes: req.GetCapacityMinBytes(), NodeExpansionRequired: true}, nil
 	})
 	route("PUT /v1/volumes/snapshot", func(r *http.Request) (any, error) {
@@ -339,7 +342,7 @@ func TestVolumeDeregisterDeleteAndExpand(t *testing.T) {
 
 	f.volumes["data"] = failingView()
 	wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "20GiB", "-secret", "k=v", "data"}, 0,
-		`Volume "data" expanded to 20.0 GiB`, "NodeExpandVolume")
+		`Volume "data" expanded to 20.0 GiB`, "no node holds the volume")
 	exp := &pb.VolumeExpandRequest{}
 	if err := apijson.Unmarshal(f.body("PUT /v1/volume/csi/data/expand"), exp); err != nil || exp.GetCapacityMinBytes() != 20<<30 || exp.GetSecrets()["k"] != "v" {
 		t.Fatalf("expand sent %s (%v)", f.body("PUT /v1/volume/csi/data/expand"), err)

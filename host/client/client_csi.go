@@ -52,6 +52,9 @@ type clientCSI struct {
 	// detach takes a volume off the node (NodeDetachVolume), nil on a
 	// client without volume hooks.
 	detach volumeDetacher
+	// expander returns the node's volume manager, nil while it has none
+	// (csi_expand.go).
+	expander func() nodeExpander
 }
 
 var _ pb.ClientCSIServer = (*clientCSI)(nil)

@@ -79,6 +79,7 @@ var routes = map[string]route{
 	// The forwarder finds the node's server itself (clientproxy.CSIForwarder).
 	pb.CSIRelay_ControllerCall_FullMethodName:   routeLocal,
 	pb.CSIRelay_NodeDetachVolume_FullMethodName: routeLocal,
+	pb.CSIRelay_NodeExpandVolume_FullMethodName: routeLocal,
 
 	pb.Volumes_Register_FullMethodName:       routeLeader,
 	pb.Volumes_Create_FullMethodName:         routeLeader,

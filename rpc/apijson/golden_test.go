@@ -242,6 +242,13 @@ var goldens = []struct {
 		// A oneof shows every member, the set one non-null.
 		return apijson.Marshal(&pb.SnapshotRecord{Record: &pb.SnapshotRecord_TableIndex{TableIndex: &pb.TableIndex{Table: "nodes", Index: 5}}})
 	}},
+	{"volume_expand", func() ([]byte, error) {
+		// One node expanded, one failed: the capacity stays, the rest pending.
+		return apijson.Marshal(&pb.VolumeExpandResponse{CapacityBytes: 21474836480, NodeExpansionRequired: true,
+			Nodes: []*pb.VolumeNodeExpansion{{NodeId: "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80", CapacityBytes: 21474836480},
+				{NodeId: "7e1a2b3c-4d5e-4f60-8a1b-2c3d4e5f6a7b", Error: `node expansion of volume "pg-data" (csi plugin "ebs") on node 7e1a2b3c-4d5e-4f60-8a1b-2c3d4e5f6a7b: resize2fs failed`}},
+			RecordedCapacityBytes: 10737418240, NodeExpansionPendingBytes: 21474836480, Meta: &pb.WriteMeta{Index: 71}})
+	}},
 }
 
 func TestGoldenFiles(t *testing.T) {

@@ -574,10 +574,14 @@ type ClientClaimUpdateRequest struct {
 	Error *VolumeError `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	// attempts numbers the failed try (0: the stored attempts + 1); a report
 	// sent twice with the same number is recorded once.
-	Attempts      int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	NextRetryAt   int64 `protobuf:"varint,8,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Attempts    int32 `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextRetryAt int64 `protobuf:"varint,8,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	// node_expanded_bytes, with in-use: the node expanded the volume to this
+	// size (NodeExpandVolume) after staging or publishing it, because the
+	// volume had a node expansion pending (Volume.node_expansion_pending_bytes).
+	NodeExpandedBytes int64 `protobuf:"varint,9,opt,name=node_expanded_bytes,json=nodeExpandedBytes,proto3" json:"node_expanded_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClientClaimUpdateRequest) Reset() {
@@ -662,6 +666,13 @@ func (x *ClientClaimUpdateRequest) GetAttempts() int32 {
 func (x *ClientClaimUpdateRequest) GetNextRetryAt() int64 {
 	if x != nil {
 		return x.NextRetryAt
+	}
+	return 0
+}
+
+func (x *ClientClaimUpdateRequest) GetNodeExpandedBytes() int64 {
+	if x != nil {
+		return x.NodeExpandedBytes
 	}
 	return 0
 }
@@ -900,7 +911,7 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\x04meta\x18\x06 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x1aA\n" +
 	"\x13PublishContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcf\x02\n" +
 	"\x18ClientClaimUpdateRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
 	"\balloc_id\x18\x02 \x01(\tR\aallocId\x12\x1b\n" +
@@ -909,7 +920,8 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x14.berth.v1.ClaimStateR\x05state\x12+\n" +
 	"\x05error\x18\x06 \x01(\v2\x15.berth.v1.VolumeErrorR\x05error\x12\x1a\n" +
 	"\battempts\x18\a \x01(\x05R\battempts\x12\"\n" +
-	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\"k\n" +
+	"\rnext_retry_at\x18\b \x01(\x03R\vnextRetryAt\x12.\n" +
+	"\x13node_expanded_bytes\x18\t \x01(\x03R\x11nodeExpandedBytes\"k\n" +
 	"\x19ClientClaimUpdateResponse\x12%\n" +
 	"\x05claim\x18\x01 \x01(\v2\x0f.berth.v1.ClaimR\x05claim\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"w\n" +

@@ -338,6 +338,135 @@ func (x *CSINodeDetachResponse) GetUnstaged() bool {
 	return false
 }
 
+// CSINodeExpandRequest asks a node to expand a volume it holds.
+type CSINodeExpandRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node_id is the node asked; the client checks it is its own.
+	NodeId   string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	PluginId string `protobuf:"bytes,2,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	// volume_id is berth's volume ID (the node's usage record is keyed by it).
+	VolumeId string `protobuf:"bytes,3,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	// request is the proto-encoded csi.v1.NodeExpandVolumeRequest: the
+	// provider's volume ID, the capacity range, the capability, secrets. The
+	// node fills in volume_path and staging_target_path from its record. It
+	// may carry secrets: never logged, never stored.
+	Request       []byte `protobuf:"bytes,4,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeExpandRequest) Reset() {
+	*x = CSINodeExpandRequest{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeExpandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeExpandRequest) ProtoMessage() {}
+
+func (x *CSINodeExpandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeExpandRequest.ProtoReflect.Descriptor instead.
+func (*CSINodeExpandRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CSINodeExpandRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *CSINodeExpandRequest) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *CSINodeExpandRequest) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *CSINodeExpandRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type CSINodeExpandResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// response is the proto-encoded csi.v1.NodeExpandVolumeResponse.
+	Response []byte `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// volume_path is the path the plugin was given (as the plugin sees it).
+	VolumePath    string `protobuf:"bytes,2,opt,name=volume_path,json=volumePath,proto3" json:"volume_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeExpandResponse) Reset() {
+	*x = CSINodeExpandResponse{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeExpandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeExpandResponse) ProtoMessage() {}
+
+func (x *CSINodeExpandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeExpandResponse.ProtoReflect.Descriptor instead.
+func (*CSINodeExpandResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CSINodeExpandResponse) GetResponse() []byte {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *CSINodeExpandResponse) GetVolumePath() string {
+	if x != nil {
+		return x.VolumePath
+	}
+	return ""
+}
+
 var File_berth_v1_client_csi_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_csi_proto_rawDesc = "" +
@@ -361,13 +490,24 @@ const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x1b\n" +
 	"\tclaim_ids\x18\x03 \x03(\tR\bclaimIds\x12\x1a\n" +
-	"\bunstaged\x18\x04 \x01(\bR\bunstaged2\xbb\x01\n" +
+	"\bunstaged\x18\x04 \x01(\bR\bunstaged\"\x83\x01\n" +
+	"\x14CSINodeExpandRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x1b\n" +
+	"\tvolume_id\x18\x03 \x01(\tR\bvolumeId\x12\x18\n" +
+	"\arequest\x18\x04 \x01(\fR\arequest\"T\n" +
+	"\x15CSINodeExpandResponse\x12\x1a\n" +
+	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x1f\n" +
+	"\vvolume_path\x18\x02 \x01(\tR\n" +
+	"volumePath2\x90\x02\n" +
 	"\tClientCSI\x12Y\n" +
 	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
-	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse2\xba\x01\n" +
+	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse\x12S\n" +
+	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponse2\x8f\x02\n" +
 	"\bCSIRelay\x12Y\n" +
 	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
-	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse\x12S\n" +
+	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_csi_proto_rawDescOnce sync.Once
@@ -381,28 +521,34 @@ func file_berth_v1_client_csi_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_csi_proto_rawDescData
 }
 
-var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_berth_v1_client_csi_proto_goTypes = []any{
 	(*CSIControllerCallRequest)(nil),  // 0: berth.v1.CSIControllerCallRequest
 	(*CSIControllerInstance)(nil),     // 1: berth.v1.CSIControllerInstance
 	(*CSIControllerCallResponse)(nil), // 2: berth.v1.CSIControllerCallResponse
 	(*CSINodeDetachRequest)(nil),      // 3: berth.v1.CSINodeDetachRequest
 	(*CSINodeDetachResponse)(nil),     // 4: berth.v1.CSINodeDetachResponse
-	(CSIPluginSource)(0),              // 5: berth.v1.CSIPluginSource
+	(*CSINodeExpandRequest)(nil),      // 5: berth.v1.CSINodeExpandRequest
+	(*CSINodeExpandResponse)(nil),     // 6: berth.v1.CSINodeExpandResponse
+	(CSIPluginSource)(0),              // 7: berth.v1.CSIPluginSource
 }
 var file_berth_v1_client_csi_proto_depIdxs = []int32{
 	1, // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
-	5, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
+	7, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
 	0, // 2: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
 	3, // 3: berth.v1.ClientCSI.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
-	0, // 4: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	3, // 5: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
-	2, // 6: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	4, // 7: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	2, // 8: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	4, // 9: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
+	5, // 4: berth.v1.ClientCSI.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
+	0, // 5: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	3, // 6: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	5, // 7: berth.v1.CSIRelay.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
+	2, // 8: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	4, // 9: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	6, // 10: berth.v1.ClientCSI.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	2, // 11: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	4, // 12: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	6, // 13: berth.v1.CSIRelay.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	8, // [8:14] is the sub-list for method output_type
+	2, // [2:8] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -420,7 +566,7 @@ func file_berth_v1_client_csi_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_csi_proto_rawDesc), len(file_berth_v1_client_csi_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

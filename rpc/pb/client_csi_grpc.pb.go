@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ClientCSI_ControllerCall_FullMethodName   = "/berth.v1.ClientCSI/ControllerCall"
 	ClientCSI_NodeDetachVolume_FullMethodName = "/berth.v1.ClientCSI/NodeDetachVolume"
+	ClientCSI_NodeExpandVolume_FullMethodName = "/berth.v1.ClientCSI/NodeExpandVolume"
 )
 
 // ClientCSIClient is the client API for ClientCSI service.
@@ -43,6 +44,11 @@ type ClientCSIClient interface {
 	// (FailedPrecondition) while a live alloc here uses the volume, or when
 	// the volume's node plugin is not running here.
 	NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error)
+	// NodeExpandVolume has the node plugin of the volume grow it on this
+	// node (CSI NodeExpandVolume) where the node holds it staged or
+	// published, after the servers' ControllerExpandVolume answered
+	// node_expansion_required.
+	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
 }
 
 type clientCSIClient struct {
@@ -73,6 +79,16 @@ func (c *clientCSIClient) NodeDetachVolume(ctx context.Context, in *CSINodeDetac
 	return out, nil
 }
 
+func (c *clientCSIClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeExpandResponse)
+	err := c.cc.Invoke(ctx, ClientCSI_NodeExpandVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientCSIServer is the server API for ClientCSI service.
 // All implementations must embed UnimplementedClientCSIServer
 // for forward compatibility.
@@ -93,6 +109,11 @@ type ClientCSIServer interface {
 	// (FailedPrecondition) while a live alloc here uses the volume, or when
 	// the volume's node plugin is not running here.
 	NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error)
+	// NodeExpandVolume has the node plugin of the volume grow it on this
+	// node (CSI NodeExpandVolume) where the node holds it staged or
+	// published, after the servers' ControllerExpandVolume answered
+	// node_expansion_required.
+	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
 	mustEmbedUnimplementedClientCSIServer()
 }
 
@@ -108,6 +129,9 @@ func (UnimplementedClientCSIServer) ControllerCall(context.Context, *CSIControll
 }
 func (UnimplementedClientCSIServer) NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeDetachVolume not implemented")
+}
+func (UnimplementedClientCSIServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
 }
 func (UnimplementedClientCSIServer) mustEmbedUnimplementedClientCSIServer() {}
 func (UnimplementedClientCSIServer) testEmbeddedByValue()                   {}
@@ -166,6 +190,24 @@ func _ClientCSI_NodeDetachVolume_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientCSI_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeExpandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientCSIServer).NodeExpandVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientCSI_NodeExpandVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientCSIServer).NodeExpandVolume(ctx, req.(*CSINodeExpandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientCSI_ServiceDesc is the grpc.ServiceDesc for ClientCSI service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -181,6 +223,10 @@ var ClientCSI_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "NodeDetachVolume",
 			Handler:    _ClientCSI_NodeDetachVolume_Handler,
 		},
+		{
+			MethodName: "NodeExpandVolume",
+			Handler:    _ClientCSI_NodeExpandVolume_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/client_csi.proto",
@@ -189,6 +235,7 @@ var ClientCSI_ServiceDesc = grpc.ServiceDesc{
 const (
 	CSIRelay_ControllerCall_FullMethodName   = "/berth.v1.CSIRelay/ControllerCall"
 	CSIRelay_NodeDetachVolume_FullMethodName = "/berth.v1.CSIRelay/NodeDetachVolume"
+	CSIRelay_NodeExpandVolume_FullMethodName = "/berth.v1.CSIRelay/NodeExpandVolume"
 )
 
 // CSIRelayClient is the client API for CSIRelay service.
@@ -201,6 +248,7 @@ const (
 type CSIRelayClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
 	NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error)
+	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
 }
 
 type cSIRelayClient struct {
@@ -231,6 +279,16 @@ func (c *cSIRelayClient) NodeDetachVolume(ctx context.Context, in *CSINodeDetach
 	return out, nil
 }
 
+func (c *cSIRelayClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CSINodeExpandResponse)
+	err := c.cc.Invoke(ctx, CSIRelay_NodeExpandVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CSIRelayServer is the server API for CSIRelay service.
 // All implementations must embed UnimplementedCSIRelayServer
 // for forward compatibility.
@@ -241,6 +299,7 @@ func (c *cSIRelayClient) NodeDetachVolume(ctx context.Context, in *CSINodeDetach
 type CSIRelayServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
 	NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error)
+	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
 	mustEmbedUnimplementedCSIRelayServer()
 }
 
@@ -256,6 +315,9 @@ func (UnimplementedCSIRelayServer) ControllerCall(context.Context, *CSIControlle
 }
 func (UnimplementedCSIRelayServer) NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeDetachVolume not implemented")
+}
+func (UnimplementedCSIRelayServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
 }
 func (UnimplementedCSIRelayServer) mustEmbedUnimplementedCSIRelayServer() {}
 func (UnimplementedCSIRelayServer) testEmbeddedByValue()                  {}
@@ -314,6 +376,24 @@ func _CSIRelay_NodeDetachVolume_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CSIRelay_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CSINodeExpandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIRelayServer).NodeExpandVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIRelay_NodeExpandVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIRelayServer).NodeExpandVolume(ctx, req.(*CSINodeExpandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CSIRelay_ServiceDesc is the grpc.ServiceDesc for CSIRelay service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -328,6 +408,10 @@ var CSIRelay_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeDetachVolume",
 			Handler:    _CSIRelay_NodeDetachVolume_Handler,
+		},
+		{
+			MethodName: "NodeExpandVolume",
+			Handler:    _CSIRelay_NodeExpandVolume_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

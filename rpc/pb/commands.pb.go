@@ -1273,10 +1273,18 @@ type ClaimTransition struct {
 	Error *VolumeError `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// attempts is the stored attempts + 1 the proposer read: a try already
 	// recorded is not counted twice.
-	Attempts      int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	NextRetryAt   int64 `protobuf:"varint,7,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Attempts    int32 `protobuf:"varint,6,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	NextRetryAt int64 `protobuf:"varint,7,opt,name=next_retry_at,json=nextRetryAt,proto3" json:"next_retry_at,omitempty"`
+	// node_expanded_bytes, on a client's move to in-use, is the size its
+	// node plugin expanded the volume to after staging or publishing it (the
+	// volume's node_expansion_pending_bytes when the client read it): the
+	// volume's capacity_bytes takes it and, when it covers the pending one,
+	// node_expansion_pending_bytes is cleared, in the same apply. Proposed
+	// only once every server is at nodeExpansionSince (0.1.0-dev.4); an
+	// older server ignores it.
+	NodeExpandedBytes int64 `protobuf:"varint,8,opt,name=node_expanded_bytes,json=nodeExpandedBytes,proto3" json:"node_expanded_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClaimTransition) Reset() {
@@ -1354,6 +1362,13 @@ func (x *ClaimTransition) GetAttempts() int32 {
 func (x *ClaimTransition) GetNextRetryAt() int64 {
 	if x != nil {
 		return x.NextRetryAt
+	}
+	return 0
+}
+
+func (x *ClaimTransition) GetNodeExpandedBytes() int64 {
+	if x != nil {
+		return x.NodeExpandedBytes
 	}
 	return 0
 }
@@ -1871,7 +1886,7 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x0funique_external\x18\x05 \x01(\bR\x0euniqueExternal\"L\n" +
 	"\x17VolumeDeregisterCommand\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
-	"\x05force\x18\x02 \x01(\bR\x05force\"\xf4\x01\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\xa4\x02\n" +
 	"\x0fClaimTransition\x12\x19\n" +
 	"\bclaim_id\x18\x01 \x01(\tR\aclaimId\x12*\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x14.berth.v1.ClaimStateR\x05state\x12\x17\n" +
@@ -1879,7 +1894,8 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x05force\x18\x04 \x01(\bR\x05force\x12+\n" +
 	"\x05error\x18\x05 \x01(\v2\x15.berth.v1.VolumeErrorR\x05error\x12\x1a\n" +
 	"\battempts\x18\x06 \x01(\x05R\battempts\x12\"\n" +
-	"\rnext_retry_at\x18\a \x01(\x03R\vnextRetryAt\"p\n" +
+	"\rnext_retry_at\x18\a \x01(\x03R\vnextRetryAt\x12.\n" +
+	"\x13node_expanded_bytes\x18\b \x01(\x03R\x11nodeExpandedBytes\"p\n" +
 	"\x12ClaimUpdateCommand\x12;\n" +
 	"\vtransitions\x18\x01 \x03(\v2\x19.berth.v1.ClaimTransitionR\vtransitions\x12\x1d\n" +
 	"\n" +

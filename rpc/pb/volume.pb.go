@@ -676,13 +676,21 @@ type Volume struct {
 	// deleting is set while Volumes.Delete has the plugin delete the volume
 	// (VolumeDeletingCommand): no claim is reserved on it, and a register
 	// is refused, until it is deregistered or the plugin's delete failed.
-	Deleting      bool   `protobuf:"varint,23,opt,name=deleting,proto3" json:"deleting,omitempty"`
-	CreatedAt     int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	ModifiedAt    int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deleting bool `protobuf:"varint,23,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	// node_expansion_pending_bytes is set by volume expand when the plugin
+	// asked for a node expansion (ControllerExpandVolume's
+	// node_expansion_required) that not every node holding the volume made,
+	// or no node held it: a node that stages or publishes the volume next
+	// calls NodeExpandVolume for this size after NodeStage/NodePublish and
+	// says so in its in-use report (ClaimTransition.node_expanded_bytes),
+	// which records it as capacity_bytes and clears this. 0: none pending.
+	NodeExpansionPendingBytes int64  `protobuf:"varint,24,opt,name=node_expansion_pending_bytes,json=nodeExpansionPendingBytes,proto3" json:"node_expansion_pending_bytes,omitempty"`
+	CreatedAt                 int64  `protobuf:"varint,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ModifiedAt                int64  `protobuf:"varint,22,opt,name=modified_at,json=modifiedAt,proto3" json:"modified_at,omitempty"`
+	CreateIndex               uint64 `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex               uint64 `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *Volume) Reset() {
@@ -860,6 +868,13 @@ func (x *Volume) GetDeleting() bool {
 		return x.Deleting
 	}
 	return false
+}
+
+func (x *Volume) GetNodeExpansionPendingBytes() int64 {
+	if x != nil {
+		return x.NodeExpansionPendingBytes
+	}
+	return 0
 }
 
 func (x *Volume) GetCreatedAt() int64 {
@@ -1330,7 +1345,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
 	"\x0fTopologyRequest\x12.\n" +
 	"\brequired\x18\x01 \x03(\v2\x12.berth.v1.TopologyR\brequired\x120\n" +
-	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xfe\t\n" +
+	"\tpreferred\x18\x02 \x03(\v2\x12.berth.v1.TopologyR\tpreferred\"\xbf\n" +
+	"\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -1357,7 +1373,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\acontext\x18\x12 \x03(\v2\x1d.berth.v1.Volume.ContextEntryR\acontext\x12 \n" +
 	"\vschedulable\x18\x13 \x01(\bR\vschedulable\x12/\n" +
 	"\x13controller_required\x18\x14 \x01(\bR\x12controllerRequired\x12\x1a\n" +
-	"\bdeleting\x18\x17 \x01(\bR\bdeleting\x12\x1d\n" +
+	"\bdeleting\x18\x17 \x01(\bR\bdeleting\x12?\n" +
+	"\x1cnode_expansion_pending_bytes\x18\x18 \x01(\x03R\x19nodeExpansionPendingBytes\x12\x1d\n" +
 	"\n" +
 	"created_at\x18\x15 \x01(\x03R\tcreatedAt\x12\x1f\n" +
 	"\vmodified_at\x18\x16 \x01(\x03R\n" +

@@ -1258,8 +1258,20 @@ type VolumeExpandResponse struct {
 	// system too (the plugin's NodeExpandVolume, done by the client).
 	NodeExpansionRequired bool       `protobuf:"varint,2,opt,name=node_expansion_required,json=nodeExpansionRequired,proto3" json:"node_expansion_required,omitempty"`
 	Meta                  *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// nodes are the node expansions made (node_expansion_required), one per
+	// node holding the volume staged or published, sorted by node ID.
+	Nodes []*VolumeNodeExpansion `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// recorded_capacity_bytes is the capacity the servers record for the
+	// volume after this expand: the plugin's new one when no node expansion
+	// was needed or every node holding the volume made it, else the one it
+	// had.
+	RecordedCapacityBytes int64 `protobuf:"varint,5,opt,name=recorded_capacity_bytes,json=recordedCapacityBytes,proto3" json:"recorded_capacity_bytes,omitempty"`
+	// node_expansion_pending_bytes is the node expansion left to make after
+	// this expand (some node failed, or none held the volume): the next node
+	// to stage or publish the volume makes it. 0: none.
+	NodeExpansionPendingBytes int64 `protobuf:"varint,6,opt,name=node_expansion_pending_bytes,json=nodeExpansionPendingBytes,proto3" json:"node_expansion_pending_bytes,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *VolumeExpandResponse) Reset() {
@@ -1313,6 +1325,90 @@ func (x *VolumeExpandResponse) GetMeta() *WriteMeta {
 	return nil
 }
 
+func (x *VolumeExpandResponse) GetNodes() []*VolumeNodeExpansion {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *VolumeExpandResponse) GetRecordedCapacityBytes() int64 {
+	if x != nil {
+		return x.RecordedCapacityBytes
+	}
+	return 0
+}
+
+func (x *VolumeExpandResponse) GetNodeExpansionPendingBytes() int64 {
+	if x != nil {
+		return x.NodeExpansionPendingBytes
+	}
+	return 0
+}
+
+// VolumeNodeExpansion is one node's NodeExpandVolume answer.
+type VolumeNodeExpansion struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// capacity_bytes is what the node plugin answered (0: it did not say).
+	CapacityBytes int64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	// error is why the node could not expand it; empty on success.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeNodeExpansion) Reset() {
+	*x = VolumeNodeExpansion{}
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeNodeExpansion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeNodeExpansion) ProtoMessage() {}
+
+func (x *VolumeNodeExpansion) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeNodeExpansion.ProtoReflect.Descriptor instead.
+func (*VolumeNodeExpansion) Descriptor() ([]byte, []int) {
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VolumeNodeExpansion) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *VolumeNodeExpansion) GetCapacityBytes() int64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *VolumeNodeExpansion) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type VolumeDetachRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
@@ -1324,7 +1420,7 @@ type VolumeDetachRequest struct {
 
 func (x *VolumeDetachRequest) Reset() {
 	*x = VolumeDetachRequest{}
-	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1432,7 @@ func (x *VolumeDetachRequest) String() string {
 func (*VolumeDetachRequest) ProtoMessage() {}
 
 func (x *VolumeDetachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[22]
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1445,7 @@ func (x *VolumeDetachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeDetachRequest.ProtoReflect.Descriptor instead.
 func (*VolumeDetachRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{22}
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VolumeDetachRequest) GetVolumeId() string {
@@ -1381,7 +1477,7 @@ type VolumeDetachResponse struct {
 
 func (x *VolumeDetachResponse) Reset() {
 	*x = VolumeDetachResponse{}
-	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1489,7 @@ func (x *VolumeDetachResponse) String() string {
 func (*VolumeDetachResponse) ProtoMessage() {}
 
 func (x *VolumeDetachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[23]
+	mi := &file_berth_v1_volumes_rpc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1502,7 @@ func (x *VolumeDetachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeDetachResponse.ProtoReflect.Descriptor instead.
 func (*VolumeDetachResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{23}
+	return file_berth_v1_volumes_rpc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeDetachResponse) GetNode() *CSINodeDetachResponse {
@@ -1536,11 +1632,18 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\asecrets\x18\x04 \x03(\v2*.berth.v1.VolumeExpandRequest.SecretsEntryR\asecrets\x1a:\n" +
 	"\fSecretsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\x02\n" +
 	"\x14VolumeExpandResponse\x12%\n" +
 	"\x0ecapacity_bytes\x18\x01 \x01(\x03R\rcapacityBytes\x126\n" +
 	"\x17node_expansion_required\x18\x02 \x01(\bR\x15nodeExpansionRequired\x12'\n" +
-	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"K\n" +
+	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x123\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x1d.berth.v1.VolumeNodeExpansionR\x05nodes\x126\n" +
+	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\x12?\n" +
+	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"k\n" +
+	"\x13VolumeNodeExpansion\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"K\n" +
 	"\x13VolumeDetachRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x9d\x01\n" +
@@ -1575,7 +1678,7 @@ func file_berth_v1_volumes_rpc_proto_rawDescGZIP() []byte {
 	return file_berth_v1_volumes_rpc_proto_rawDescData
 }
 
-var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_berth_v1_volumes_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*VolumeRegisterRequest)(nil),   // 0: berth.v1.VolumeRegisterRequest
 	(*VolumeRegisterResponse)(nil),  // 1: berth.v1.VolumeRegisterResponse
@@ -1599,85 +1702,87 @@ var file_berth_v1_volumes_rpc_proto_goTypes = []any{
 	(*SnapshotListResponse)(nil),    // 19: berth.v1.SnapshotListResponse
 	(*VolumeExpandRequest)(nil),     // 20: berth.v1.VolumeExpandRequest
 	(*VolumeExpandResponse)(nil),    // 21: berth.v1.VolumeExpandResponse
-	(*VolumeDetachRequest)(nil),     // 22: berth.v1.VolumeDetachRequest
-	(*VolumeDetachResponse)(nil),    // 23: berth.v1.VolumeDetachResponse
-	nil,                             // 24: berth.v1.VolumeDeleteRequest.SecretsEntry
-	nil,                             // 25: berth.v1.SnapshotCreateRequest.ParametersEntry
-	nil,                             // 26: berth.v1.SnapshotCreateRequest.SecretsEntry
-	nil,                             // 27: berth.v1.SnapshotDeleteRequest.SecretsEntry
-	nil,                             // 28: berth.v1.SnapshotListRequest.SecretsEntry
-	nil,                             // 29: berth.v1.VolumeExpandRequest.SecretsEntry
-	(*Volume)(nil),                  // 30: berth.v1.Volume
-	(*WriteMeta)(nil),               // 31: berth.v1.WriteMeta
-	(*Claim)(nil),                   // 32: berth.v1.Claim
-	(*Attachment)(nil),              // 33: berth.v1.Attachment
-	(*QueryOptions)(nil),            // 34: berth.v1.QueryOptions
-	(*QueryMeta)(nil),               // 35: berth.v1.QueryMeta
-	(ClaimState)(0),                 // 36: berth.v1.ClaimState
-	(*CSINodeDetachResponse)(nil),   // 37: berth.v1.CSINodeDetachResponse
+	(*VolumeNodeExpansion)(nil),     // 22: berth.v1.VolumeNodeExpansion
+	(*VolumeDetachRequest)(nil),     // 23: berth.v1.VolumeDetachRequest
+	(*VolumeDetachResponse)(nil),    // 24: berth.v1.VolumeDetachResponse
+	nil,                             // 25: berth.v1.VolumeDeleteRequest.SecretsEntry
+	nil,                             // 26: berth.v1.SnapshotCreateRequest.ParametersEntry
+	nil,                             // 27: berth.v1.SnapshotCreateRequest.SecretsEntry
+	nil,                             // 28: berth.v1.SnapshotDeleteRequest.SecretsEntry
+	nil,                             // 29: berth.v1.SnapshotListRequest.SecretsEntry
+	nil,                             // 30: berth.v1.VolumeExpandRequest.SecretsEntry
+	(*Volume)(nil),                  // 31: berth.v1.Volume
+	(*WriteMeta)(nil),               // 32: berth.v1.WriteMeta
+	(*Claim)(nil),                   // 33: berth.v1.Claim
+	(*Attachment)(nil),              // 34: berth.v1.Attachment
+	(*QueryOptions)(nil),            // 35: berth.v1.QueryOptions
+	(*QueryMeta)(nil),               // 36: berth.v1.QueryMeta
+	(ClaimState)(0),                 // 37: berth.v1.ClaimState
+	(*CSINodeDetachResponse)(nil),   // 38: berth.v1.CSINodeDetachResponse
 }
 var file_berth_v1_volumes_rpc_proto_depIdxs = []int32{
-	30, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
-	30, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
-	31, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
-	30, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
-	24, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
-	31, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
-	30, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
-	32, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
-	33, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
-	34, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
+	31, // 0: berth.v1.VolumeRegisterRequest.volume:type_name -> berth.v1.Volume
+	31, // 1: berth.v1.VolumeRegisterResponse.volume:type_name -> berth.v1.Volume
+	32, // 2: berth.v1.VolumeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
+	31, // 3: berth.v1.VolumeCreateRequest.volume:type_name -> berth.v1.Volume
+	25, // 4: berth.v1.VolumeDeleteRequest.secrets:type_name -> berth.v1.VolumeDeleteRequest.SecretsEntry
+	32, // 5: berth.v1.VolumeDeleteResponse.meta:type_name -> berth.v1.WriteMeta
+	31, // 6: berth.v1.VolumeView.volume:type_name -> berth.v1.Volume
+	33, // 7: berth.v1.VolumeView.claims:type_name -> berth.v1.Claim
+	34, // 8: berth.v1.VolumeView.attachments:type_name -> berth.v1.Attachment
+	35, // 9: berth.v1.VolumeGetRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 10: berth.v1.VolumeGetResponse.volume:type_name -> berth.v1.VolumeView
-	35, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
-	34, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
+	36, // 11: berth.v1.VolumeGetResponse.meta:type_name -> berth.v1.QueryMeta
+	35, // 12: berth.v1.VolumeListRequest.query:type_name -> berth.v1.QueryOptions
 	6,  // 13: berth.v1.VolumeListResponse.volumes:type_name -> berth.v1.VolumeView
-	35, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
-	34, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
-	36, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
-	32, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
-	35, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
-	25, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
-	26, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
+	36, // 14: berth.v1.VolumeListResponse.meta:type_name -> berth.v1.QueryMeta
+	35, // 15: berth.v1.VolumeClaimsRequest.query:type_name -> berth.v1.QueryOptions
+	37, // 16: berth.v1.VolumeClaimsRequest.state:type_name -> berth.v1.ClaimState
+	33, // 17: berth.v1.VolumeClaimsResponse.claims:type_name -> berth.v1.Claim
+	36, // 18: berth.v1.VolumeClaimsResponse.meta:type_name -> berth.v1.QueryMeta
+	26, // 19: berth.v1.SnapshotCreateRequest.parameters:type_name -> berth.v1.SnapshotCreateRequest.ParametersEntry
+	27, // 20: berth.v1.SnapshotCreateRequest.secrets:type_name -> berth.v1.SnapshotCreateRequest.SecretsEntry
 	13, // 21: berth.v1.SnapshotCreateResponse.snapshot:type_name -> berth.v1.Snapshot
-	27, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
-	28, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
-	34, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
+	28, // 22: berth.v1.SnapshotDeleteRequest.secrets:type_name -> berth.v1.SnapshotDeleteRequest.SecretsEntry
+	29, // 23: berth.v1.SnapshotListRequest.secrets:type_name -> berth.v1.SnapshotListRequest.SecretsEntry
+	35, // 24: berth.v1.SnapshotListRequest.query:type_name -> berth.v1.QueryOptions
 	13, // 25: berth.v1.SnapshotListResponse.snapshots:type_name -> berth.v1.Snapshot
-	35, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
-	29, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
-	31, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
-	37, // 29: berth.v1.VolumeDetachResponse.node:type_name -> berth.v1.CSINodeDetachResponse
-	32, // 30: berth.v1.VolumeDetachResponse.claims:type_name -> berth.v1.Claim
-	31, // 31: berth.v1.VolumeDetachResponse.meta:type_name -> berth.v1.WriteMeta
-	0,  // 32: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
-	2,  // 33: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
-	3,  // 34: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
-	5,  // 35: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
-	7,  // 36: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
-	9,  // 37: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
-	11, // 38: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
-	14, // 39: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
-	16, // 40: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
-	18, // 41: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
-	20, // 42: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
-	22, // 43: berth.v1.Volumes.Detach:input_type -> berth.v1.VolumeDetachRequest
-	1,  // 44: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
-	1,  // 45: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
-	4,  // 46: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
-	4,  // 47: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
-	8,  // 48: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
-	10, // 49: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
-	12, // 50: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
-	15, // 51: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
-	17, // 52: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
-	19, // 53: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
-	21, // 54: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
-	23, // 55: berth.v1.Volumes.Detach:output_type -> berth.v1.VolumeDetachResponse
-	44, // [44:56] is the sub-list for method output_type
-	32, // [32:44] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	36, // 26: berth.v1.SnapshotListResponse.meta:type_name -> berth.v1.QueryMeta
+	30, // 27: berth.v1.VolumeExpandRequest.secrets:type_name -> berth.v1.VolumeExpandRequest.SecretsEntry
+	32, // 28: berth.v1.VolumeExpandResponse.meta:type_name -> berth.v1.WriteMeta
+	22, // 29: berth.v1.VolumeExpandResponse.nodes:type_name -> berth.v1.VolumeNodeExpansion
+	38, // 30: berth.v1.VolumeDetachResponse.node:type_name -> berth.v1.CSINodeDetachResponse
+	33, // 31: berth.v1.VolumeDetachResponse.claims:type_name -> berth.v1.Claim
+	32, // 32: berth.v1.VolumeDetachResponse.meta:type_name -> berth.v1.WriteMeta
+	0,  // 33: berth.v1.Volumes.Register:input_type -> berth.v1.VolumeRegisterRequest
+	2,  // 34: berth.v1.Volumes.Create:input_type -> berth.v1.VolumeCreateRequest
+	3,  // 35: berth.v1.Volumes.Delete:input_type -> berth.v1.VolumeDeleteRequest
+	5,  // 36: berth.v1.Volumes.Deregister:input_type -> berth.v1.VolumeDeregisterRequest
+	7,  // 37: berth.v1.Volumes.Get:input_type -> berth.v1.VolumeGetRequest
+	9,  // 38: berth.v1.Volumes.List:input_type -> berth.v1.VolumeListRequest
+	11, // 39: berth.v1.Volumes.Claims:input_type -> berth.v1.VolumeClaimsRequest
+	14, // 40: berth.v1.Volumes.CreateSnapshot:input_type -> berth.v1.SnapshotCreateRequest
+	16, // 41: berth.v1.Volumes.DeleteSnapshot:input_type -> berth.v1.SnapshotDeleteRequest
+	18, // 42: berth.v1.Volumes.ListSnapshots:input_type -> berth.v1.SnapshotListRequest
+	20, // 43: berth.v1.Volumes.Expand:input_type -> berth.v1.VolumeExpandRequest
+	23, // 44: berth.v1.Volumes.Detach:input_type -> berth.v1.VolumeDetachRequest
+	1,  // 45: berth.v1.Volumes.Register:output_type -> berth.v1.VolumeRegisterResponse
+	1,  // 46: berth.v1.Volumes.Create:output_type -> berth.v1.VolumeRegisterResponse
+	4,  // 47: berth.v1.Volumes.Delete:output_type -> berth.v1.VolumeDeleteResponse
+	4,  // 48: berth.v1.Volumes.Deregister:output_type -> berth.v1.VolumeDeleteResponse
+	8,  // 49: berth.v1.Volumes.Get:output_type -> berth.v1.VolumeGetResponse
+	10, // 50: berth.v1.Volumes.List:output_type -> berth.v1.VolumeListResponse
+	12, // 51: berth.v1.Volumes.Claims:output_type -> berth.v1.VolumeClaimsResponse
+	15, // 52: berth.v1.Volumes.CreateSnapshot:output_type -> berth.v1.SnapshotCreateResponse
+	17, // 53: berth.v1.Volumes.DeleteSnapshot:output_type -> berth.v1.SnapshotDeleteResponse
+	19, // 54: berth.v1.Volumes.ListSnapshots:output_type -> berth.v1.SnapshotListResponse
+	21, // 55: berth.v1.Volumes.Expand:output_type -> berth.v1.VolumeExpandResponse
+	24, // 56: berth.v1.Volumes.Detach:output_type -> berth.v1.VolumeDetachResponse
+	45, // [45:57] is the sub-list for method output_type
+	33, // [33:45] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_volumes_rpc_proto_init() }
@@ -1694,7 +1799,7 @@ func file_berth_v1_volumes_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_volumes_rpc_proto_rawDesc), len(file_berth_v1_volumes_rpc_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -95,7 +95,7 @@ func TestCapacityAccounting(t *testing.T) {
 	_, err = p.ctrl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v1.VolumeId, CapacityRange: &csi.CapacityRange{RequiredBytes: 101 * mib}})
 	wantCode(t, err, codes.OutOfRange, "expansion beyond the whole capacity")
 	exp, err := p.ctrl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v1.VolumeId, CapacityRange: &csi.CapacityRange{RequiredBytes: 70 * mib}})
-	if err != nil || exp.CapacityBytes != 70*mib || exp.NodeExpansionRequired {
+	if err != nil || exp.CapacityBytes != 70*mib || !exp.NodeExpansionRequired {
 		t.Fatalf("expand to 70MiB: %v, %v", exp, err)
 	}
 	if got := p.available(t); got != 30*mib {

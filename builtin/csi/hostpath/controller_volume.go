@@ -126,9 +126,11 @@ func (c *controller) GetCapacity(ctx context.Context, req *csi.GetCapacityReques
 	return &csi.GetCapacityResponse{AvailableCapacity: avail, MaximumVolumeSize: wrapperspb.Int64(min(avail, c.maxSize(kind)))}, nil
 }
 
-// ControllerExpandVolume grows a volume. Mount volumes only change their
-// accounted capacity; block images grow at once and the node plugin then
-// makes the loop device see the new size (online expansion).
+// ControllerExpandVolume grows a volume: a block image grows at once, a
+// mount volume's accounted capacity at once. Both need a node expansion
+// (node_expansion_required): the node plugin then makes the loop devices
+// see the new size, or the node's view of the mount volume's size
+// (NodeGetVolumeStats) grow, online.
 func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
@@ -172,7 +174,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	if limit > 0 && size > limit {
 		return nil, errRange("volume %s: block volumes are whole 512-byte sectors; %d bytes exceeds limit_bytes %d", id, size, limit)
 	}
-	nodeExpand := v.Kind == kindBlock
+	const nodeExpand = true
 	if size <= v.CapacityBytes {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: nodeExpand}, nil
 	}

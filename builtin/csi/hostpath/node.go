@@ -217,6 +217,9 @@ func (n *node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequ
 			Version: recordVersion, VolumeID: volID, Kind: v.Kind, StagingPath: staging,
 			StageCapability: encodeCapability(req.GetVolumeCapability()), StageReadOnly: ro,
 		}
+		if v.Kind == kindMount {
+			rec.CapacityBytes = v.CapacityBytes
+		}
 	}
 	// Staging is checked and repaired on every call: a record may outlive
 	// its mount (reboot) and a mount its record (crash).

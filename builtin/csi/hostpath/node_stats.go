@@ -30,8 +30,8 @@ func (n *node) usedAt(volID, path string) (*nodeVolumeRecord, error) {
 
 // NodeGetVolumeStats reports a volume's capacity and what its content takes.
 // For a mount volume the bytes used are measured by walking it and the bytes
-// available are what is left of its capacity (never more than its filesystem
-// has free); inodes are those it uses and those its filesystem has free. For
+// available are what is left of its capacity as this node sees it (never
+// more than its filesystem has free); inodes are those it uses and those its filesystem has free. For
 // a block volume only the size is known.
 func (n *node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	volID, path := req.GetVolumeId(), req.GetVolumePath()
@@ -45,7 +45,8 @@ func (n *node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	if err != nil {
 		return nil, err
 	}
-	if _, err := n.usedAt(volID, path); err != nil {
+	rec, err := n.usedAt(volID, path)
+	if err != nil {
 		return nil, err
 	}
 	if v.Kind == kindBlock {
@@ -62,16 +63,22 @@ func (n *node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	if err != nil {
 		return nil, errInternal(err, "measure filesystem of volume %s", volID)
 	}
-	avail := min(max(0, v.CapacityBytes-u.bytes), fs.availBytes)
+	total := v.CapacityBytes
+	if rec.CapacityBytes > 0 {
+		total = rec.CapacityBytes
+	}
+	avail := min(max(0, total-u.bytes), fs.availBytes)
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: v.CapacityBytes, Used: u.bytes, Available: avail},
+		{Unit: csi.VolumeUsage_BYTES, Total: total, Used: u.bytes, Available: avail},
 		{Unit: csi.VolumeUsage_INODES, Total: u.inodes + fs.freeInodes, Used: u.inodes, Available: fs.freeInodes},
 	}}, nil
 }
 
 // NodeExpandVolume makes the node see a volume's new size after
 // ControllerExpandVolume: the loop devices of a block volume re-read their
-// image's size; a mount volume needs nothing.
+// image's size; a mount volume's size on this node (what
+// NodeGetVolumeStats reports) becomes the volume's. Asking for more than
+// the volume has is OutOfRange.
 func (n *node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	volID, path := req.GetVolumeId(), req.GetVolumePath()
 	if volID == "" {
@@ -107,6 +114,14 @@ func (n *node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 		return nil, errRange("volume %s has %d bytes, less than the %d asked; call ControllerExpandVolume first", volID, v.CapacityBytes, want)
 	}
 	if v.Kind == kindMount {
+		if rec.CapacityBytes != v.CapacityBytes {
+			nrec := *rec
+			nrec.CapacityBytes = v.CapacityBytes
+			if err := n.saveNodeVolume(&nrec); err != nil {
+				return nil, errInternal(err, "record the new size of volume %s on node %q", volID, n.id)
+			}
+			n.log.Info("volume expanded on node", "volume", volID, "from", rec.CapacityBytes, "bytes", v.CapacityBytes)
+		}
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: v.CapacityBytes}, nil
 	}
 	size := v.CapacityBytes

@@ -145,6 +145,12 @@ type nodeVolumeRecord struct {
 	StageReadOnly   bool                     `json:"stage_readonly"`
 	LoopDevice      string                   `json:"loop_device,omitempty"`
 	Targets         map[string]*targetRecord `json:"targets,omitempty"`
+	// CapacityBytes is a mount volume's size as this node's file system
+	// sees it: the volume's when staged, grown by NodeExpandVolume after
+	// ControllerExpandVolume (as a block device's file system grows only
+	// when the node resizes it). NodeGetVolumeStats reports it. 0 (a
+	// record of an older plugin): the volume's.
+	CapacityBytes int64 `json:"capacity_bytes,omitempty"`
 }
 
 type targetRecord struct {

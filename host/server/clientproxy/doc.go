@@ -17,6 +17,9 @@
 // NodeDetachVolume (`berth volume detach`) travels the same way to the
 // node's ClientCSI: the node tears down what is left of a volume; tried
 // again on the unreachable class only (the teardown is idempotent).
+// endpoints use it through their own small interface. NodeExpand takes
+// the same way to a node's volume manager (ClientCSI and CSIRelay
+// NodeExpandVolume), for volume expand's node expansions.
 //
 // The server core builds one Proxy with New for its whole life, from a
 // Config of what the proxy needs of it (its ID and name, the connection

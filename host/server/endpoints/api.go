@@ -65,6 +65,8 @@ type Deps struct {
 	GC         GarbageCollector
 	// Calls makes the volume endpoints' CSI controller calls.
 	Calls volumeloops.ControllerCaller
+	// NodeCalls makes the volume endpoints' node expansions.
+	NodeCalls NodeExpander
 
 	Clock  clock.Clock
 	Logger hclog.Logger
@@ -120,7 +122,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		ClientAllocs: &clientAllocsEndpoint{s: s},
 		System:       &systemEndpoint{s: s},
 		CSIPlugins:   &csiPluginsEndpoint{s: s},
-		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, lostRace: hooks.LostRace, detacher: deps.Detacher},
+		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, nodes: deps.NodeCalls, lostRace: hooks.LostRace, detacher: deps.Detacher},
 		Claims:       &claimsEndpoint{s: s},
 	}
 }

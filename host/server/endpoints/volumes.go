@@ -70,6 +70,8 @@ type volumesEndpoint struct {
 	calls volumeloops.ControllerCaller
 	// detacher makes Detach's node calls.
 	detacher NodeDetacher
+	// nodes makes node expansions (volumes_expand.go); nil: none.
+	nodes NodeExpander
 	// lostRace, when set (tests), is called after a create's register
 	// was refused for a volume registered under the ID during the plugin's
 	// call, before that volume is read.

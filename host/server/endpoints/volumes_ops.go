@@ -8,6 +8,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/csi"
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/host/volumespec"
@@ -117,8 +118,9 @@ func snapshotOf(s *csipb.Snapshot, pluginID string, byExternal map[string]string
 	}
 }
 
-// Expand grows a volume with a healthy controller of its plugin and
-// records the capacity it answers.
+// Expand grows a volume with a healthy controller of its plugin, then,
+// when the plugin asks for it, on every node holding the volume
+// (finishExpand, volumes_expand.go), and records the capacity it answers.
 func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandRequest) (*pb.VolumeExpandResponse, error) {
 	v, err := e.volume(req.GetVolumeId())
 	if err != nil {
@@ -136,14 +138,19 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	c, nodeID, _, err := e.controller(v.GetPluginId(), volumeloops.CapExpand)
-	if err != nil {
-		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
-	}
 	secrets := req.GetSecrets()
 	if len(secrets) == 0 {
 		secrets = v.GetSecrets()
 	}
+	nodeID, info, has, err := controllerFor(e.s.State().Snapshot(), v.GetPluginId(), volumeloops.CapExpand)
+	if err != nil {
+		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
+	}
+	if !has {
+		// A node-only plugin: CSI has the CO call NodeExpandVolume alone.
+		return e.expandNodeOnly(ctx, v, lo, hi, secrets)
+	}
+	c := volumeloops.ClientVia(e.calls, e.s.Logger, nodeID, v.GetPluginId(), csi.InstanceOf(info))
 	ereq := &csipb.ControllerExpandVolumeRequest{VolumeId: v.GetExternalId(), CapacityRange: &csipb.CapacityRange{RequiredBytes: lo, LimitBytes: hi}, Secrets: secrets}
 	if caps := CSICapabilities(v); len(caps) > 0 {
 		ereq.VolumeCapability = caps[0]
@@ -152,11 +159,7 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q with plugin %q on node %s: %w", v.GetId(), v.GetPluginId(), nodeID, err)
 	}
-	reg, err := e.recordExpansion(ctx, v, resp.GetCapacityBytes(), lo, hi)
-	if err != nil {
-		return nil, fmt.Errorf("volume %q was expanded to %d bytes by its plugin but recording it failed (expand again): %w", v.GetId(), resp.GetCapacityBytes(), err)
-	}
-	return &pb.VolumeExpandResponse{CapacityBytes: resp.GetCapacityBytes(), NodeExpansionRequired: resp.GetNodeExpansionRequired(), Meta: reg.GetMeta()}, nil
+	return e.finishExpand(ctx, v, resp, lo, hi, secrets)
 }
 
 // recordExpansion stores the plugin's new capacity on the volume as read
@@ -166,12 +169,14 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 // volume is no longer the one the plugin expanded (another plugin or
 // external ID: Aborted); a second change is answered Aborted
 // (fsm.ErrVolumeChanged). Capacity only grows: a larger one recorded
-// meanwhile (another expand) is kept.
-func (e *volumesEndpoint) recordExpansion(ctx context.Context, read *pb.Volume, capacity, lo, hi int64) (*pb.VolumeRegisterResponse, error) {
+// meanwhile (another expand) is kept. pending is the node expansion left
+// to make (0: none; see finishExpand).
+func (e *volumesEndpoint) recordExpansion(ctx context.Context, read *pb.Volume, capacity, pending, lo, hi int64) (*pb.VolumeRegisterResponse, error) {
 	v := read
 	for try := 0; ; try++ {
 		nv := proto.CloneOf(v)
 		nv.CapacityBytes = max(capacity, v.GetCapacityBytes())
+		nv.NodeExpansionPendingBytes = pending
 		nv.RequestedCapacityMinBytes, nv.RequestedCapacityMaxBytes = lo, hi
 		reg, err := e.registerIf(ctx, nv, v.GetModifyIndex(), nil)
 		if err == nil || !errors.Is(err, fsm.ErrVolumeChanged) || try == 1 {
