@@ -3,6 +3,7 @@ package acceptance
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -89,6 +90,19 @@ func TestVolumeExpandOnADevAgent(t *testing.T) {
 			}
 		}
 		return errors.New("no node expansion to 16MiB in the agent's log")
+	})
+	// Every server runs this version, so the claim's in-use report carries
+	// the expansion and its apply records the capacity and clears the
+	// pending size.
+	eventually(t, 10*time.Second, "the expansion made at the stage recorded", func() error {
+		v, err := a.volume("grow")
+		if err != nil {
+			return err
+		}
+		if v.Volume.CapacityBytes != 16<<20 || v.Volume.NodeExpansionPendingBytes != 0 {
+			return fmt.Errorf("capacity %d, pending %d; want %d, 0", v.Volume.CapacityBytes, v.Volume.NodeExpansionPendingBytes, 16<<20)
+		}
+		return nil
 	})
 	if out, err := a.cli("volume", "release", claimID); err != nil {
 		t.Fatalf("volume release %s: %v\n%s", claimID, err, out)

@@ -55,6 +55,10 @@ type apiVolumeView struct {
 		ExternalID  string            `json:"external_id"`
 		Schedulable bool              `json:"schedulable"`
 		Secrets     map[string]string `json:"secrets"`
+		// CapacityBytes is the recorded capacity; NodeExpansionPendingBytes
+		// a node expansion not yet made everywhere.
+		CapacityBytes             int64 `json:"capacity_bytes"`
+		NodeExpansionPendingBytes int64 `json:"node_expansion_pending_bytes"`
 	} `json:"volume"`
 	Claims      []apiClaim      `json:"claims"`
 	Attachments []apiAttachment `json:"attachments"`
