@@ -3,6 +3,7 @@ package volumehooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -295,4 +296,73 @@ func (e *volEnv) teardown(t *testing.T) *teardown {
 	}
 	t.Fatal("no teardown under way")
 	return nil
+}
+
+// A detach of two users whose teardowns back off for an hour kicks both
+// before waiting on either: both are kicked while the first's try hangs
+// (the volume manager runs one call on a volume at a time, so the
+// second's try waits for it).
+func TestDetachKicksEveryUseBeforeWaiting(t *testing.T) {
+	e := newVolEnv(t, func(c *VolumeConfig) {
+		c.TeardownRetry, c.TeardownRetryMax, c.TeardownWait = time.Hour, time.Hour, time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.hooks.RunOperatorClaims(ctx, e.claims)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
+	if err := e.prerun(false); err != nil {
+		t.Fatal(err)
+	}
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
+
+	busy := status.Error(codes.FailedPrecondition, "device busy")
+	e.plugin.NodeUnpublishVolume.Next(nil, busy)
+	e.plugin.NodeUnpublishVolume.Next(nil, busy)
+	_ = e.postrun()
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_RELEASING)
+	e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_RELEASING, true)
+	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_RELEASING, true)
+	before := e.plugin.NodeUnpublishVolume.Count()
+
+	release := e.plugin.NodeUnpublishVolume.Block()
+	defer release()
+	req := detachReq(false, nil)
+	req.Users = append(req.Users, DetachUser{ClaimID: "c1"})
+	answer := make(chan DetachResult, 1)
+	go func() {
+		res, _ := e.hooks.Detach(context.Background(), req)
+		answer <- res
+	}()
+	testutil.WaitFor(t, volWait, func() error {
+		if n := e.plugin.NodeUnpublishVolume.Count() - before; n != 1 {
+			return fmt.Errorf("%d tries at the plugin, want the first's hanging", n)
+		}
+		e.hooks.mu.Lock()
+		defer e.hooks.mu.Unlock()
+		kicked := 0
+		for _, td := range e.hooks.teardowns {
+			td.mu.Lock()
+			if td.want > 1 {
+				kicked++
+			}
+			td.mu.Unlock()
+		}
+		if kicked != 2 {
+			return fmt.Errorf("%d teardowns kicked while the first try hangs, want both", kicked)
+		}
+		return nil
+	})
+	release()
+	res := <-answer
+	if len(res.Users) != 2 || res.Users[0].Outcome != DetachDone || res.Users[1].Outcome != DetachDone {
+		t.Fatalf("detach answered %+v, want both done", res.Users)
+	}
 }
