@@ -172,8 +172,9 @@ func TestVolumeDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: n2.GetId()})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), n2.GetId()) {
-		t.Fatalf("detach from a node not connected: %v, want Unavailable naming it", err)
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.Unavailable || !strings.Contains(msg, n2.GetId()) ||
+		strings.Count(msg, "detaching volume") != 1 || strings.Contains(msg, "rpc error") {
+		t.Fatalf("detach from a node not connected: %v, want Unavailable naming it, said once, with no rpc error wrapper", err)
 	}
 	if _, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: "5e0c8f5e-0000-4000-8000-00000000ffff"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("detach from an unknown node: %v, want NotFound", err)

@@ -78,6 +78,16 @@ func (e *nodeAnswer) Error() string { return e.st.Message() }
 // GRPCStatus keeps the node's code (and details).
 func (e *nodeAnswer) GRPCStatus() *status.Status { return e.st }
 
+// statusError is a gRPC status error that reads as its message alone (no
+// "rpc error: code = … desc =" before it), its code kept: what users see
+// when it is wrapped.
+type statusError struct{ st *status.Status }
+
+func (e *statusError) Error() string { return e.st.Message() }
+
+// GRPCStatus keeps the code (and details).
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
 // answered tells the node's answer from a call that got none: a status
 // error that came back while ctx lasts and is not Unavailable (no answer
 // reached us) was answered, by the node or by the server relaying to it.
@@ -85,8 +95,11 @@ func (e *nodeAnswer) GRPCStatus() *status.Status { return e.st }
 // is dropped.
 func answered(ctx context.Context, nodeID string, err error) error {
 	st, ok := status.FromError(err)
-	if !ok || ctx.Err() != nil || st.Code() == codes.Unavailable || st.Code() == codes.Canceled {
+	if !ok {
 		return err
+	}
+	if ctx.Err() != nil || st.Code() == codes.Unavailable || st.Code() == codes.Canceled {
+		return &statusError{st: st}
 	}
 	if rest, ok := strings.CutPrefix(st.Message(), "node "+nodeID+": "); ok && strings.Contains(rest, nodeID) {
 		p := st.Proto()
@@ -114,10 +127,12 @@ func (f *CSIForwarder) detachOnce(ctx context.Context, req *pb.CSINodeDetachRequ
 	}
 	resp, err := pb.NewCSIRelayClient(conn).NodeDetachVolume(f.p.forwardContext(ctx), req)
 	if err != nil {
-		if a := answered(ctx, req.GetNodeId(), err); a != err {
+		a := answered(ctx, req.GetNodeId(), err)
+		var answer *nodeAnswer
+		if errors.As(a, &answer) {
 			return nil, a
 		}
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
+		return nil, viaServer(r.Server, req.GetNodeId(), a)
 	}
 	return resp, nil
 }
