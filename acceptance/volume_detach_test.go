@@ -16,10 +16,11 @@ import (
 // The detach acceptance test, on a dev agent with the hostpath plugin as
 // a task: `volume detach` is refused while the writer runs, naming it; the
 // writer stopped, its teardown keeps failing (its publish directory made
-// immutable, so the plugin cannot remove the target) and backs off; once
-// the cause is gone, `volume detach` tries it again at once, the plugin
-// unpublishes and unstages, and the command returns when the claim and
-// the attachment are freed — long before the teardown's next try.
+// immutable, so the volume manager's os.Remove of the alloc's publish link
+// fails) and backs off; once the cause is gone, `volume detach` tries it
+// again at once, the plugin unpublishes and unstages, and the command
+// returns when the claim and the attachment are freed — well before the
+// teardown's own next try, whose time the claim shows (next_retry_at).
 func TestVolumeDetachDevAgent(t *testing.T) {
 	testutil.RequireRoot(t, "chattr +i makes a teardown fail")
 	if _, err := exec.LookPath("chattr"); err != nil {
@@ -35,8 +36,9 @@ func TestVolumeDetachDevAgent(t *testing.T) {
 		t.Fatalf("detach while the writer runs: %v\n%s\nwant it refused naming alloc %s", err, out, writer.ID)
 	}
 
-	// The plugin removes the publish target in NodeUnpublishVolume: an
-	// immutable parent makes that fail, even for root.
+	// The volume manager removes the alloc's publish link (os.Remove)
+	// before NodeUnpublishVolume: an immutable parent directory makes that
+	// fail with EPERM, even for root.
 	userDir := filepath.Join(a.dir, "data", "csi", "publish", writer.ID)
 	chattr := func(flag string) {
 		if out, err := exec.Command("chattr", flag, userDir).CombinedOutput(); err != nil {
@@ -46,21 +48,25 @@ func TestVolumeDetachDevAgent(t *testing.T) {
 	chattr("+i")
 	t.Cleanup(func() { _ = exec.Command("chattr", "-i", userDir).Run() })
 	stopJob(t, a, "writer")
-	// Tries 1s, 2s, 4s apart: after the fourth the next is ~8s away.
+	// Tries 1s, 2s, 4s apart: after the fourth the next is ~8s away
+	// (jittered ±20%), as the claim's next_retry_at says.
+	var nextRetry time.Time
 	eventually(t, 60*time.Second, "the writer's teardown failed four times", func() error {
 		var v struct {
 			Claims []struct {
-				State     string          `json:"state"`
-				Attempts  int             `json:"attempts"`
-				LastError json.RawMessage `json:"last_error"`
+				State       string          `json:"state"`
+				Attempts    int             `json:"attempts"`
+				LastError   json.RawMessage `json:"last_error"`
+				NextRetryAt *time.Time      `json:"next_retry_at"`
 			} `json:"claims"`
 		}
 		if err := a.getJSON("/v1/volume/csi/dt1", &v); err != nil {
 			return err
 		}
-		if len(v.Claims) != 1 || v.Claims[0].State != "releasing" || v.Claims[0].Attempts < 4 {
-			return fmt.Errorf("claims %+v, want one releasing after 4 failed tries", v.Claims)
+		if len(v.Claims) != 1 || v.Claims[0].State != "releasing" || v.Claims[0].Attempts < 4 || v.Claims[0].NextRetryAt == nil {
+			return fmt.Errorf("claims %+v, want one releasing after 4 failed tries, with its next try's time", v.Claims)
 		}
+		nextRetry = *v.Claims[0].NextRetryAt
 		return nil
 	})
 	chattr("-i")
@@ -72,7 +78,15 @@ func TestVolumeDetachDevAgent(t *testing.T) {
 		!strings.Contains(out, `Claims of volume "dt1" on node `+node.ID[:8]+" freed") {
 		t.Fatalf("detach once the writer stopped: %v\n%s", err, out)
 	}
-	t.Logf("volume detach (CLI call → claim freed): %s", took.Round(time.Millisecond))
+	// Freed by the detach's kick, not by the teardown's own next try: the
+	// command returned (the claim freed) well before that try was due.
+	freed := time.Now()
+	if margin := nextRetry.Sub(freed); margin < time.Second {
+		t.Fatalf("claim freed at %s, only %s before the teardown's own next try (%s): want it freed by the detach's try, well before",
+			freed.Format(time.RFC3339Nano), margin, nextRetry.Format(time.RFC3339Nano))
+	}
+	t.Logf("volume detach (CLI call → claim freed): %s; %s before the teardown's own next try",
+		took.Round(time.Millisecond), nextRetry.Sub(freed).Round(time.Millisecond))
 	v, err := a.volume("dt1")
 	if err != nil || len(v.Claims) != 0 || len(v.Attachments) != 0 {
 		t.Fatalf("after the detach: %+v (%v), want no claim and no attachment", v, err)

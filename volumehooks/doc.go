@@ -57,13 +57,17 @@
 // volumes left without users.
 //
 // Detach (`berth volume detach`, the client's ClientCSI.NodeDetachVolume)
-// takes a volume off the node through the same teardowns: every use whose
-// user is not a live alloc, a teardown already under way joined and tried
-// again at once rather than after its backoff, the volume unstaged when
-// none is left; it waits for them within the call's deadline and answers
-// a failed try's error. It is refused (ErrDetachInUse) while a live alloc
-// uses the volume, and (ErrDetachPluginGone) when the node plugin is not
-// running.
+// takes a volume off the node through the same teardowns, for the users
+// the servers checked (their claims releasing) and for them only: each
+// listed user's use — or its publish under way — is torn down, a teardown
+// already under way joined and its next try run at once rather than after
+// its backoff (every use kicked before any is waited for), the volume
+// unstaged when no use is left; it waits for them within the call's
+// deadline and answers per user: done, not held here, or failed with the
+// next try's error. It is refused (ErrDetachInUse) while a listed alloc
+// is live here — its runner has not reached Postrun, so a stopped alloc
+// whose tasks are still being killed is live — and (ErrDetachPluginGone)
+// when the node plugin is not running.
 //
 // The client adds the csi_plugin supervisor to every task runner's hooks:
 //

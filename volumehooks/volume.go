@@ -178,8 +178,9 @@ type VolumeHooks struct {
 
 type teardown struct {
 	done chan struct{}
-	// kick cuts the wait before the next try short (a detach asking for
-	// the teardown now).
+	// kick wakes the wait before the next try (a detach asking for the
+	// teardown now); whether the wait is cut short is want's to say, so a
+	// kick left in the channel never skips a later backoff.
 	kick chan struct{}
 
 	mu sync.Mutex
@@ -187,19 +188,58 @@ type teardown struct {
 	// try's error.
 	tried chan struct{}
 	err   error
+	// started and ended count the tries begun and finished; want is the
+	// try a detach waits for (started+1 when it kicked): the wait before
+	// it is cut short.
+	started, ended, want int
+	// events are the alloc's task events (nil: a teardown no alloc
+	// runner's hook joined, such as Sweep's or a detach's).
+	events eventEmitter
 }
 
 func newTeardown() *teardown {
 	return &teardown{done: make(chan struct{}), kick: make(chan struct{}, 1), tried: make(chan struct{})}
 }
 
+// startTry counts a try begun and drops a kick left from before it.
+func (td *teardown) startTry() {
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	td.started++
+	select {
+	case <-td.kick:
+	default:
+	}
+}
+
 // endTry records a try's outcome and wakes those waiting for it.
 func (td *teardown) endTry(err error) {
 	td.mu.Lock()
 	defer td.mu.Unlock()
+	td.ended = td.started
 	td.err = err
 	close(td.tried)
 	td.tried = make(chan struct{})
+}
+
+// join sets the task events of an alloc whose hook joins the teardown
+// (a Postrun joining one a detach started).
+func (td *teardown) join(events eventEmitter) {
+	if events == nil {
+		return
+	}
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	if td.events == nil {
+		td.events = events
+	}
+}
+
+// emitter returns the task events to emit to, nil for none.
+func (td *teardown) emitter() eventEmitter {
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	return td.events
 }
 
 // publish is an operator's claim's publish under way; done is closed when

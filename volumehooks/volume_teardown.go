@@ -68,9 +68,11 @@ func (v *VolumeHooks) teardownOf(user string, operator bool, volumeID string, ev
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if td, ok := v.teardowns[key]; ok {
+		td.join(events)
 		return td
 	}
 	td := newTeardown()
+	td.events = events
 	v.teardowns[key] = td
 	// A publish of the same use still under way (an operator's claim
 	// released while it waited for its plugin) is stopped first: one that
@@ -99,7 +101,7 @@ func (v *VolumeHooks) teardownOf(user string, operator bool, volumeID string, ev
 				return
 			}
 		}
-		v.runTeardown(td, user, operator, volumeID, events)
+		v.runTeardown(td, user, operator, volumeID)
 	}()
 	return td
 }
@@ -172,7 +174,10 @@ func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) 
 // (with the time of the next try) and in task events, and tried again
 // after a capped, jittered exponential backoff, for as long as the client
 // runs: a teardown has no way out but success.
-func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volumeID string, events eventEmitter) {
+//
+// The task events go to the alloc whose hook started or joined the
+// teardown, as of each try (td.emitter).
+func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volumeID string) {
 	ctx := v.cfg.Context
 	report := claimReport(v.cfg.NodeID, user, "", volumeID)
 	if operator {
@@ -180,6 +185,8 @@ func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volu
 	}
 	retry := backoff.Backoff{Initial: v.cfg.TeardownRetry, Max: v.cfg.TeardownRetryMax}
 	for tries := 1; ; tries++ {
+		td.startTry()
+		events := td.emitter()
 		var err error
 		if !operator {
 			// A task's read-only bind of the publish target would keep the
@@ -196,6 +203,8 @@ func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volu
 		if err == nil {
 			break
 		}
+		// A Postrun that joined during the try gets its failure.
+		events = td.emitter()
 		td.endTry(err)
 		if ctx.Err() != nil {
 			v.logger.Info("client shutting down during a volume teardown; the next start finishes it",
@@ -218,18 +227,25 @@ func (v *VolumeHooks) runTeardown(td *teardown, user string, operator bool, volu
 	td.endTry(nil)
 }
 
-// wait waits d before the next try, less when kicked; false when ctx
-// ended.
+// wait waits d before the next try, not at all when a detach waits for
+// that try (kicked, before the wait or during it); false when ctx ended.
 func (td *teardown) wait(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-td.kick:
-		return true
-	case <-ctx.Done():
-		return false
+	for {
+		td.mu.Lock()
+		wanted := td.want > td.started
+		td.mu.Unlock()
+		if wanted {
+			return true
+		}
+		select {
+		case <-t.C:
+			return true
+		case <-td.kick:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 

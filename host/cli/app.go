@@ -37,6 +37,8 @@ const (
 	// but the evaluation failed or could not place every alloc, or an
 	// alloc failed; the output says why. Told apart from exitError because
 	// the write happened: running the command again submits it again.
+	// volume detach exits with it too when the node detached the volume
+	// but its claims were not freed within -timeout.
 	exitPlacementFailed = 3
 )
 

@@ -33,13 +33,17 @@ type fakeCluster struct {
 	t   *testing.T
 	url string
 
-	mu     sync.Mutex
-	index  uint64
-	evalN  int
-	jobs   map[string]*pb.Job
-	allocs map[string]*pb.Allocation
-	evals  map[string]*pb.Evaluation
-	nodes  map[string]*pb.Node
+	mu    sync.Mutex
+	index uint64
+	// waitTimesOut answers a blocking read with a wait time, once the
+	// script is exhausted, as a server whose wait ran out does (the
+	// current state) instead of failing it.
+	waitTimesOut bool
+	evalN        int
+	jobs         map[string]*pb.Job
+	allocs       map[string]*pb.Allocation
+	evals        map[string]*pb.Evaluation
+	nodes        map[string]*pb.Node
 	// plugins is the CSI plugin table (plugin_test.go).
 	plugins map[string]*pb.CSIPlugin
 	// volumes and snapshots are the volume tables (volume_test.go);
@@ -341,6 +345,9 @@ func (f *fakeCluster) wait(r *http.Request) error {
 		return &apiErr{400, "invalid_argument", "bad index"}
 	}
 	for f.index <= min {
+		if len(f.script) == 0 && f.waitTimesOut && r.URL.Query().Get("wait") != "" {
+			return nil
+		}
 		if len(f.script) == 0 {
 			return &apiErr{500, "internal", fmt.Sprintf("test script exhausted: %s would wait forever", r.URL.RequestURI())}
 		}

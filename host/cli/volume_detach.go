@@ -25,8 +25,13 @@ func volumeDetachCommand() *cli.Command {
 			"tried again at once, usage left after a client crash is taken down), the volume's claims there are\n" +
 			"recorded node-detached, then the servers' controller unpublish frees them. Refused while an alloc on\n" +
 			"the node that is not stopped, or an operator's claim not released, uses the volume. VOLUME and NODE\n" +
-			"are IDs or unique prefixes. After -timeout the command stops waiting for the claims and says where\n" +
-			"they are stuck; the servers go on.",
+			"are IDs or unique prefixes. A use the node could not take down is shown with its error; its claim\n" +
+			"stays releasing and the node's teardown goes on in the background, retried. After -timeout the\n" +
+			"command stops waiting for the claims and says where they are stuck; the servers go on.\n\n" +
+			"Exit codes: 0 the claims on the node are freed; 1 the detach was refused or failed (nothing was\n" +
+			"detached, or the agent could not be reached); 2 usage; 3 the node detached the volume but its\n" +
+			"claims there were not freed within -timeout (or the wait for them failed). With -json the node's\n" +
+			"answer and the claims as last seen are printed in every case but 1 and 2.",
 		Flags: readFlags(
 			&cli.DurationFlag{Name: "timeout", Value: defaultDetachTimeout,
 				Usage: "how long to wait for the claims on the node to be freed (0: no limit)"},
@@ -57,22 +62,40 @@ func volumeDetach(c *cli.Context) error {
 	}
 	resp, err := client.Volumes().Detach(c.Context, volumeID, nodeID)
 	if err != nil {
-		return err
+		return err // refused, or not detached: exit 1
 	}
 	out := c.App.Writer
 	if !c.Bool("json") {
 		fmt.Fprintf(out, "==> Volume %q detached on node %s%s\n", volumeID, shortID(nodeID), describeNodeDetach(resp.GetNode()))
+		for _, r := range resp.GetNode().GetResults() {
+			if r.GetOutcome() == pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_FAILED {
+				fmt.Fprintf(out, "    Teardown of %s failed (its claim stays releasing; the node retries): %s\n", detachUser(r.GetUser()), r.GetError())
+			}
+		}
 	}
-	claims, err := waitDetachFreed(c, client, volumeID, nodeID, resp.GetMeta().GetIndex(), timeout)
-	if err != nil {
-		return err
-	}
+	claims, waitErr := waitDetachFreed(c, client, volumeID, nodeID, resp.GetMeta().GetIndex(), timeout)
 	if c.Bool("json") {
 		resp.Claims, resp.Meta = claims, nil
-		return printJSON(out, resp)
+		if err := printJSON(out, resp); err != nil {
+			return err
+		}
+	}
+	if waitErr != nil {
+		// The node detached: the write happened, the wait did not end well.
+		return exitWith(exitPlacementFailed, waitErr)
+	}
+	if c.Bool("json") {
+		return nil
 	}
 	_, err = fmt.Fprintf(out, "==> Claims of volume %q on node %s freed\n", volumeID, shortID(nodeID))
 	return err
+}
+
+func detachUser(u *pb.CSINodeDetachUser) string {
+	if u.GetAllocId() == "" {
+		return "operator claim " + shortID(u.GetClaimId())
+	}
+	return "alloc " + shortID(u.GetAllocId())
 }
 
 // describeNodeDetach says what the node did: the uses it unpublished and
@@ -101,7 +124,7 @@ func describeNodeDetach(n *pb.CSINodeDetachResponse) string {
 // waitDetachFreed follows the volume with blocking reads until it has no
 // claim and no attachment on the node. A failed controller unpublish is
 // printed as it is tried; after timeout (0: none) the wait ends with an
-// error saying where it is stuck.
+// error saying where it is stuck, and the claims on the node as last seen.
 func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string, index uint64, timeout time.Duration) ([]*pb.Claim, error) {
 	ctx := c.Context
 	var deadline time.Time
@@ -134,7 +157,7 @@ func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
-				return nil, stuck()
+				return last, stuck()
 			}
 			q.WaitTime = left
 		}
@@ -143,10 +166,10 @@ func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string
 			return nil, nil // deregistered meanwhile: nothing of it is left
 		}
 		if err != nil && ctx.Err() != nil && c.Context.Err() == nil {
-			return nil, stuck()
+			return last, stuck()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("waiting for the claims of volume %q on node %s: %w", volumeID, nodeID, err)
+			return last, fmt.Errorf("waiting for the claims of volume %q on node %s: %w", volumeID, nodeID, err)
 		}
 		index = max(meta.LastIndex, index)
 		last, lastAtt = nil, nil

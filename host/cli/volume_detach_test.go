@@ -29,6 +29,15 @@ func (f *fakeCluster) volumeDetachRoutes(route func(string, func(*http.Request) 
 				return nil, &apiErr{409, "failed_precondition",
 					fmt.Sprintf("detaching volume %q from node %s: the volume is in use on the node: alloc %s (running, claim in-use); stop it first", id, node, c.GetAllocId())}
 			}
+			user := &pb.CSINodeDetachUser{ClaimId: c.GetId(), AllocId: c.GetAllocId()}
+			if c.GetId() == "c-fail" { // the node fails to take it down
+				resp.Node.Results = append(resp.Node.Results, &pb.CSINodeDetachResult{User: user,
+					Outcome: pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_FAILED,
+					Error:   fmt.Sprintf("detaching volume %q from node %s: teardown of alloc %s: device busy", id, node, c.GetAllocId())})
+				resp.Claims = append(resp.Claims, c)
+				continue
+			}
+			resp.Node.Results = append(resp.Node.Results, &pb.CSINodeDetachResult{User: user, Outcome: pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE})
 			c.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
 			resp.Node.AllocIds = append(resp.Node.AllocIds, c.GetAllocId())
 			resp.Claims = append(resp.Claims, c)
@@ -83,6 +92,22 @@ func TestVolumeDetach(t *testing.T) {
 	got := &pb.VolumeDetachResponse{}
 	if err := apijson.Unmarshal([]byte(out), got); err != nil || len(got.GetNode().GetAllocIds()) != 1 || len(got.GetClaims()) != 0 {
 		t.Fatalf("-json printed %s (%v), want the node's answer and no claim left", out, err)
+	}
+
+	// The node fails to take a use down: shown, its claim stays releasing,
+	// and after -timeout the command exits 3 (detached, not freed), not 1;
+	// -json still prints the node's answer and the claim as last seen.
+	f.volumes["data"] = detachView(pb.ClaimState_CLAIM_STATE_RELEASING)
+	f.volumes["data"].Claims[0].Id = "c-fail"
+	f.script, f.waitTimesOut = nil, true
+	wantOut(t, []string{"volume", "detach", "-address", f.url, "-timeout", "1ms", "data", nodeA}, exitPlacementFailed,
+		"Teardown of alloc a1a1a1a1 failed (its claim stays releasing; the node retries): ", "device busy",
+		"not freed after 1ms: claim c-fail of")
+	out = wantOut(t, []string{"volume", "detach", "-address", f.url, "-json", "-timeout", "1ms", "data", nodeA}, exitPlacementFailed)
+	got = &pb.VolumeDetachResponse{}
+	if err := apijson.Unmarshal([]byte(out), got); err != nil || len(got.GetNode().GetResults()) != 1 || len(got.GetClaims()) != 1 ||
+		got.GetClaims()[0].GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+		t.Fatalf("-json after the wait timed out printed %s (%v), want the node's answer and the releasing claim", out, err)
 	}
 
 	wantOut(t, []string{"volume", "detach", "-address", f.url, "data"}, exitUsage, "volume detach takes a volume ID and a node ID")

@@ -51,6 +51,30 @@ func (c *Client) allocLive(allocID string) bool {
 	return !rules.AllocTerminal(a)
 }
 
+// allocHoldsVolumes reports whether the client runs the alloc and its
+// tasks may still use its volumes: the runner exists and has not reached
+// Postrun (its tasks are not all dead for good). An alloc the servers
+// stopped is still held while its tasks are being killed (kill_timeout):
+// its volumes must not be unpublished under them. The volume teardowns of
+// `volume detach` and of the start's sweep ask it.
+func (c *Client) allocHoldsVolumes(allocID string) bool {
+	if c.allocs == nil {
+		return false
+	}
+	c.allocs.mu.Lock()
+	r := c.allocs.runners[allocID]
+	c.allocs.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	select {
+	case <-r.TasksDone():
+		return false
+	default:
+		return true
+	}
+}
+
 // newCSIPlugins builds the plugin manager, not started yet (the volume
 // hooks, built before the alloc runners, wait on it).
 func (c *Client) newCSIPlugins() error {

@@ -16,12 +16,15 @@ const detachAnswerSlack = time.Second
 
 // volumeDetacher takes a volume off the node (the client's volume hooks,
 // nil on a client without them).
-type volumeDetacher func(ctx context.Context, volumeID string) (volumehooks.DetachResult, error)
+type volumeDetacher func(ctx context.Context, volumeID string, users []volumehooks.DetachUser) (volumehooks.DetachResult, error)
 
 // NodeDetachVolume takes a volume off this node for `berth volume detach`:
-// the volume hooks tear down every use of it no live alloc holds and
-// unstage it, within the call's deadline. Their node-detached reports go
-// to the servers through the Reporter, as a Postrun's do.
+// the volume hooks tear down the uses of the users the servers listed
+// (their claims releasing) and unstage it when none is left, within the
+// call's deadline, and answer for each user: done, not held here, or
+// failed. A listed alloc the client still runs (its tasks not all dead)
+// refuses the call. The node-detached reports go to the servers through
+// the Reporter, as a Postrun's do.
 func (r *clientCSI) NodeDetachVolume(ctx context.Context, req *pb.CSINodeDetachRequest) (*pb.CSINodeDetachResponse, error) {
 	if req.GetNodeId() != "" && req.GetNodeId() != r.nodeID {
 		return nil, errcode.Status(fmt.Errorf("detaching volume %q: call for node %s reached node %s: %w", req.GetVolumeId(), req.GetNodeId(), r.nodeID, ErrWrongNode))
@@ -36,11 +39,29 @@ func (r *clientCSI) NodeDetachVolume(ctx context.Context, req *pb.CSINodeDetachR
 		ctx, cancel = context.WithDeadline(ctx, dl.Add(-detachAnswerSlack))
 		defer cancel()
 	}
-	res, err := r.detach(ctx, req.GetVolumeId())
+	users := make([]volumehooks.DetachUser, len(req.GetUsers()))
+	for i, u := range req.GetUsers() {
+		users[i] = volumehooks.DetachUser{ClaimID: u.GetClaimId(), AllocID: u.GetAllocId()}
+	}
+	res, err := r.detach(ctx, req.GetVolumeId(), users)
 	if err != nil {
 		return nil, errcode.Status(err)
 	}
-	return &pb.CSINodeDetachResponse{PluginId: res.PluginID, AllocIds: res.Allocs, ClaimIds: res.Claims, Unstaged: res.Unstaged}, nil
+	resp := &pb.CSINodeDetachResponse{PluginId: res.PluginID, AllocIds: res.Allocs, ClaimIds: res.Claims, Unstaged: res.Unstaged}
+	for _, u := range res.Users {
+		out := &pb.CSINodeDetachResult{User: &pb.CSINodeDetachUser{ClaimId: u.User.ClaimID, AllocId: u.User.AllocID}}
+		switch u.Outcome {
+		case volumehooks.DetachDone:
+			out.Outcome = pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE
+		case volumehooks.DetachNotHeld:
+			out.Outcome = pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_NOT_HELD
+		default:
+			out.Outcome = pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_FAILED
+			out.Error = u.Err.Error()
+		}
+		resp.Results = append(resp.Results, out)
+	}
+	return resp, nil
 }
 
 // csiDetacher is the detach NodeDetachVolume calls: the volume hooks',
@@ -50,8 +71,8 @@ func (c *Client) csiDetacher() volumeDetacher {
 		return nil
 	}
 	hooks := c.volumes.hooks
-	return func(ctx context.Context, volumeID string) (volumehooks.DetachResult, error) {
-		return hooks.Detach(ctx, volumehooks.DetachRequest{VolumeID: volumeID, Live: c.allocLive,
+	return func(ctx context.Context, volumeID string, users []volumehooks.DetachUser) (volumehooks.DetachResult, error) {
+		return hooks.Detach(ctx, volumehooks.DetachRequest{VolumeID: volumeID, Users: users, Live: c.allocHoldsVolumes,
 			NodePlugin: func(pluginID string) error {
 				_, err := c.plugins.Node(pluginID)
 				return err

@@ -76,7 +76,7 @@ func (c *Client) startVolumes() {
 	if v == nil {
 		return
 	}
-	v.hooks.Sweep(c.allocLive)
+	v.hooks.Sweep(c.allocHoldsVolumes)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() {

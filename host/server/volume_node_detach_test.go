@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,19 +25,50 @@ import (
 
 // detachNode is a hand-written ClientCSI answering NodeDetachVolume as a
 // client that took down what it held of the volume: it records the calls
-// and answers with the allocs it was told it held.
+// and answers per listed user — done for the allocs it was told it held,
+// failed for the claims in fail, not held for the others — or with answer
+// when set.
 type detachNode struct {
 	pb.UnimplementedClientCSIServer
 	mu     sync.Mutex
 	calls  []*pb.CSINodeDetachRequest
 	allocs []string
+	fail   map[string]string
+	answer error
 }
 
 func (n *detachNode) NodeDetachVolume(_ context.Context, req *pb.CSINodeDetachRequest) (*pb.CSINodeDetachResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls = append(n.calls, req)
-	return &pb.CSINodeDetachResponse{PluginId: "ebs", AllocIds: n.allocs, Unstaged: true}, nil
+	if n.answer != nil {
+		return nil, n.answer
+	}
+	resp := &pb.CSINodeDetachResponse{PluginId: "ebs", Unstaged: true}
+	for _, u := range req.GetUsers() {
+		r := &pb.CSINodeDetachResult{User: u, Outcome: pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_NOT_HELD}
+		switch {
+		case n.fail[u.GetClaimId()] != "":
+			r.Outcome, r.Error = pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_FAILED, n.fail[u.GetClaimId()]
+		case slices.Contains(n.allocs, u.GetAllocId()):
+			r.Outcome = pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE
+			resp.AllocIds = append(resp.AllocIds, u.GetAllocId())
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
+}
+
+func (n *detachNode) set(f func(n *detachNode)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f(n)
+}
+
+func (n *detachNode) lastCall() *pb.CSINodeDetachRequest {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.calls[len(n.calls)-1]
 }
 
 func (n *detachNode) callCount() int {
@@ -140,8 +172,9 @@ func TestVolumeDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: n2.GetId()})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), n2.GetId()) {
-		t.Fatalf("detach from a node not connected: %v, want Unavailable naming it", err)
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.Unavailable || !strings.Contains(msg, n2.GetId()) ||
+		strings.Count(msg, "detaching volume") != 1 || strings.Contains(msg, "rpc error") {
+		t.Fatalf("detach from a node not connected: %v, want Unavailable naming it, said once, with no rpc error wrapper", err)
 	}
 	if _, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: "5e0c8f5e-0000-4000-8000-00000000ffff"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("detach from an unknown node: %v, want NotFound", err)
@@ -169,21 +202,64 @@ func TestVolumeDetach(t *testing.T) {
 	if _, err := leader.raftApply(ctx10s(t), fsm.OperatorClaimRelease, &pb.OperatorClaimReleaseCommand{ClaimId: "op1"}); err != nil {
 		t.Fatal(err)
 	}
+	// Stopped by the servers but not reported ended by its client (its
+	// tasks may still run until their kill_timeout): refused as stopping.
+	refused("alloc "+alloc, "stopping")
+	if _, err := leader.raftApply(ctx10s(t), fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: nodeID,
+		Updates: []*pb.AllocClientUpdate{{AllocId: alloc, ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node's own DeadlineExceeded (its teardown outlasted the call)
+	// is its answer: not tried again, passed on with its code and its
+	// message, not wrapped again.
+	nodeMsg := fmt.Sprintf("detaching volume %q from node %s: teardown of alloc %s: still under way, going on in the background: context deadline exceeded", "vol1", nodeID, alloc)
+	node.set(func(n *detachNode) { n.answer = status.Error(codes.DeadlineExceeded, nodeMsg) })
+	_, err = volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: nodeID})
+	if status.Code(err) != codes.DeadlineExceeded || status.Convert(err).Message() != nodeMsg {
+		t.Fatalf("detach the node answered DeadlineExceeded: %v, want its code and exactly its message %q", err, nodeMsg)
+	}
+	if n := node.callCount(); n != 1 {
+		t.Fatalf("the node's DeadlineExceeded was tried %d times, want once", n)
+	}
+	// One user failing on the node leaves its claim releasing; the one the
+	// node took down is moved on.
+	node.set(func(n *detachNode) {
+		n.answer, n.calls = nil, nil
+		n.fail = map[string]string{"op1": `detaching volume "vol1": teardown of operator claim op1: device busy`}
+	})
+	resp, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: nodeID})
+	if err != nil {
+		t.Fatalf("detach with one user failing: %v", err)
+	}
+	if users := node.lastCall().GetUsers(); len(users) != 2 {
+		t.Fatalf("node was sent users %v, want the alloc's claim and op1 (both releasing)", users)
+	}
+	if op, _ := leader.State().ClaimByID(nil, "op1"); op.GetState() != pb.ClaimState_CLAIM_STATE_RELEASING {
+		t.Fatalf("claim op1 the node failed to take down is %v, want still releasing", op)
+	}
+	if c, _ := leader.State().ClaimsByAlloc(nil, alloc); len(c) == 1 && c[0].GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		t.Fatalf("claim of alloc %s the node took down: %v, want node-detached (or freed)", alloc, c)
+	}
+	if rs := resp.GetNode().GetResults(); len(rs) != 2 {
+		t.Fatalf("node results %v, want two", rs)
+	}
+	node.set(func(n *detachNode) { n.fail, n.calls = nil, nil })
 
 	// Releasing claims keep the controller publish until their node's
 	// word: nothing unpublished yet.
 	if un := fake.CallsOf(volumetest.UnpublishMethod); len(un) != 0 {
 		t.Fatalf("controller unpublishes %s before the detach, want none", volumetest.DescribeCalls(un))
 	}
-	resp, err := volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: nodeID})
+	resp, err = volumes.Detach(ctx10s(t), &pb.VolumeDetachRequest{VolumeId: "vol1", NodeId: nodeID})
 	if err != nil {
 		t.Fatalf("detach once the job stopped: %v", err)
 	}
 	if n := node.callCount(); n != 1 || node.calls[0].GetVolumeId() != "vol1" || node.calls[0].GetNodeId() != nodeID {
 		t.Fatalf("node calls %v, want one NodeDetachVolume of vol1 for n1", node.calls)
 	}
-	if got := resp.GetNode().GetAllocIds(); len(got) != 1 || got[0] != alloc || !resp.GetNode().GetUnstaged() {
-		t.Fatalf("detach answered the node's %v, want alloc %s unpublished and unstaged", resp.GetNode(), alloc)
+	if users := node.calls[0].GetUsers(); len(users) != 1 || users[0].GetClaimId() != "op1" || users[0].GetAllocId() != "" {
+		t.Fatalf("node was sent users %v, want op1 alone (the alloc's claim is node-detached)", users)
 	}
 	for _, c := range resp.GetClaims() {
 		if c.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {

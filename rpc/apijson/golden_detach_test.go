@@ -18,7 +18,12 @@ import (
 func goldenDetach() *pb.VolumeDetachResponse {
 	return &pb.VolumeDetachResponse{
 		Node: &pb.CSINodeDetachResponse{PluginId: "aws-ebs0", AllocIds: []string{"0b9f2a51-7d3c-4e8a-b6f1-2c3d4e5f6a70"},
-			ClaimIds: []string{"c0ffee00-1111-4222-8333-444455556666"}, Unstaged: true},
+			ClaimIds: []string{"c0ffee00-1111-4222-8333-444455556666"}, Unstaged: true,
+			Results: []*pb.CSINodeDetachResult{
+				{User: &pb.CSINodeDetachUser{ClaimId: "5d0f6a0e-0000-4f7a-9d2e-3b4c5d6e7f80", AllocId: "0b9f2a51-7d3c-4e8a-b6f1-2c3d4e5f6a70"},
+					Outcome: pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE},
+				{User: &pb.CSINodeDetachUser{ClaimId: "c0ffee00-1111-4222-8333-444455556666"}, Outcome: pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_NOT_HELD},
+			}},
 		Claims: []*pb.Claim{{Id: "5d0f6a0e-0000-4f7a-9d2e-3b4c5d6e7f80", VolumeId: "data", AllocId: "0b9f2a51-7d3c-4e8a-b6f1-2c3d4e5f6a70",
 			NodeId: "7e1a2b3c-4d5e-4f60-8a9b-0c1d2e3f4a5b", Mode: pb.ClaimMode_CLAIM_MODE_WRITE, State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED,
 			AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM,

@@ -21,6 +21,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CSINodeDetachOutcome is what the node did for one user.
+type CSINodeDetachOutcome int32
+
+const (
+	CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_UNSPECIFIED CSINodeDetachOutcome = 0
+	// DONE: the node unpublished the user's use (and unstaged the volume
+	// when it was the last).
+	CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE CSINodeDetachOutcome = 1
+	// NOT_HELD: the node holds no use of the user and no publish of it is
+	// under way.
+	CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_NOT_HELD CSINodeDetachOutcome = 2
+	// FAILED: the teardown failed (error says why) or is still under way;
+	// it goes on in the background, retried.
+	CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_FAILED CSINodeDetachOutcome = 3
+)
+
+// Enum value maps for CSINodeDetachOutcome.
+var (
+	CSINodeDetachOutcome_name = map[int32]string{
+		0: "CSI_NODE_DETACH_OUTCOME_UNSPECIFIED",
+		1: "CSI_NODE_DETACH_OUTCOME_DONE",
+		2: "CSI_NODE_DETACH_OUTCOME_NOT_HELD",
+		3: "CSI_NODE_DETACH_OUTCOME_FAILED",
+	}
+	CSINodeDetachOutcome_value = map[string]int32{
+		"CSI_NODE_DETACH_OUTCOME_UNSPECIFIED": 0,
+		"CSI_NODE_DETACH_OUTCOME_DONE":        1,
+		"CSI_NODE_DETACH_OUTCOME_NOT_HELD":    2,
+		"CSI_NODE_DETACH_OUTCOME_FAILED":      3,
+	}
+)
+
+func (x CSINodeDetachOutcome) Enum() *CSINodeDetachOutcome {
+	p := new(CSINodeDetachOutcome)
+	*p = x
+	return p
+}
+
+func (x CSINodeDetachOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CSINodeDetachOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_berth_v1_client_csi_proto_enumTypes[0].Descriptor()
+}
+
+func (CSINodeDetachOutcome) Type() protoreflect.EnumType {
+	return &file_berth_v1_client_csi_proto_enumTypes[0]
+}
+
+func (x CSINodeDetachOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CSINodeDetachOutcome.Descriptor instead.
+func (CSINodeDetachOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{0}
+}
+
 type CSIControllerCallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node whose controller instance is called; the client
@@ -215,8 +274,14 @@ func (x *CSIControllerCallResponse) GetResponse() []byte {
 type CSINodeDetachRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id is the node called; the client checks it is its own.
-	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	VolumeId      string `protobuf:"bytes,2,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	NodeId   string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	VolumeId string `protobuf:"bytes,2,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	// users are the users whose claims on the node the servers checked
+	// (releasing: no live alloc, no operator's claim in force). The node
+	// tears down exactly their uses of the volume — never another's, so an
+	// operator's claim made after the check, or an alloc the servers did not
+	// check, keeps its use — and answers for each in results.
+	Users         []*CSINodeDetachUser `protobuf:"bytes,3,rep,name=users,proto3" json:"users,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +330,132 @@ func (x *CSINodeDetachRequest) GetVolumeId() string {
 	return ""
 }
 
+func (x *CSINodeDetachRequest) GetUsers() []*CSINodeDetachUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// CSINodeDetachUser is one user of a volume on a node: an alloc, or an
+// operator's claim.
+type CSINodeDetachUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// claim_id is the servers' claim of the user.
+	ClaimId string `protobuf:"bytes,1,opt,name=claim_id,json=claimId,proto3" json:"claim_id,omitempty"`
+	// alloc_id is the alloc's ID; empty for an operator's claim, whose use
+	// on the node is keyed by claim_id.
+	AllocId       string `protobuf:"bytes,2,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeDetachUser) Reset() {
+	*x = CSINodeDetachUser{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeDetachUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeDetachUser) ProtoMessage() {}
+
+func (x *CSINodeDetachUser) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeDetachUser.ProtoReflect.Descriptor instead.
+func (*CSINodeDetachUser) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CSINodeDetachUser) GetClaimId() string {
+	if x != nil {
+		return x.ClaimId
+	}
+	return ""
+}
+
+func (x *CSINodeDetachUser) GetAllocId() string {
+	if x != nil {
+		return x.AllocId
+	}
+	return ""
+}
+
+// CSINodeDetachResult is the node's answer for one user of the request.
+type CSINodeDetachResult struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	User    *CSINodeDetachUser     `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Outcome CSINodeDetachOutcome   `protobuf:"varint,2,opt,name=outcome,proto3,enum=berth.v1.CSINodeDetachOutcome" json:"outcome,omitempty"`
+	// error is why it failed (FAILED only), naming the volume, user and node.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSINodeDetachResult) Reset() {
+	*x = CSINodeDetachResult{}
+	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINodeDetachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINodeDetachResult) ProtoMessage() {}
+
+func (x *CSINodeDetachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINodeDetachResult.ProtoReflect.Descriptor instead.
+func (*CSINodeDetachResult) Descriptor() ([]byte, []int) {
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CSINodeDetachResult) GetUser() *CSINodeDetachUser {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *CSINodeDetachResult) GetOutcome() CSINodeDetachOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_UNSPECIFIED
+}
+
+func (x *CSINodeDetachResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type CSINodeDetachResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// plugin_id is the volume's node plugin on the node (empty when the
@@ -275,14 +466,16 @@ type CSINodeDetachResponse struct {
 	AllocIds []string `protobuf:"bytes,2,rep,name=alloc_ids,json=allocIds,proto3" json:"alloc_ids,omitempty"`
 	ClaimIds []string `protobuf:"bytes,3,rep,name=claim_ids,json=claimIds,proto3" json:"claim_ids,omitempty"`
 	// unstaged: the node unstaged the volume.
-	Unstaged      bool `protobuf:"varint,4,opt,name=unstaged,proto3" json:"unstaged,omitempty"`
+	Unstaged bool `protobuf:"varint,4,opt,name=unstaged,proto3" json:"unstaged,omitempty"`
+	// results has one entry per user of the request.
+	Results       []*CSINodeDetachResult `protobuf:"bytes,5,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CSINodeDetachResponse) Reset() {
 	*x = CSINodeDetachResponse{}
-	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +487,7 @@ func (x *CSINodeDetachResponse) String() string {
 func (*CSINodeDetachResponse) ProtoMessage() {}
 
 func (x *CSINodeDetachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_client_csi_proto_msgTypes[4]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +500,7 @@ func (x *CSINodeDetachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeDetachResponse.ProtoReflect.Descriptor instead.
 func (*CSINodeDetachResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{4}
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CSINodeDetachResponse) GetPluginId() string {
@@ -338,6 +531,13 @@ func (x *CSINodeDetachResponse) GetUnstaged() bool {
 	return false
 }
 
+func (x *CSINodeDetachResponse) GetResults() []*CSINodeDetachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // CSINodeExpandRequest asks a node to expand a volume it holds.
 type CSINodeExpandRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -357,7 +557,7 @@ type CSINodeExpandRequest struct {
 
 func (x *CSINodeExpandRequest) Reset() {
 	*x = CSINodeExpandRequest{}
-	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +569,7 @@ func (x *CSINodeExpandRequest) String() string {
 func (*CSINodeExpandRequest) ProtoMessage() {}
 
 func (x *CSINodeExpandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_client_csi_proto_msgTypes[5]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +582,7 @@ func (x *CSINodeExpandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeExpandRequest.ProtoReflect.Descriptor instead.
 func (*CSINodeExpandRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{5}
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CSINodeExpandRequest) GetNodeId() string {
@@ -425,7 +625,7 @@ type CSINodeExpandResponse struct {
 
 func (x *CSINodeExpandResponse) Reset() {
 	*x = CSINodeExpandResponse{}
-	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +637,7 @@ func (x *CSINodeExpandResponse) String() string {
 func (*CSINodeExpandResponse) ProtoMessage() {}
 
 func (x *CSINodeExpandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_client_csi_proto_msgTypes[6]
+	mi := &file_berth_v1_client_csi_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +650,7 @@ func (x *CSINodeExpandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINodeExpandResponse.ProtoReflect.Descriptor instead.
 func (*CSINodeExpandResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{6}
+	return file_berth_v1_client_csi_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CSINodeExpandResponse) GetResponse() []byte {
@@ -482,15 +682,24 @@ const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\x06source\x18\x01 \x01(\x0e2\x19.berth.v1.CSIPluginSourceR\x06source\x12\x19\n" +
 	"\balloc_id\x18\x02 \x01(\tR\aallocId\"7\n" +
 	"\x19CSIControllerCallResponse\x12\x1a\n" +
-	"\bresponse\x18\x01 \x01(\fR\bresponse\"L\n" +
+	"\bresponse\x18\x01 \x01(\fR\bresponse\"\x7f\n" +
 	"\x14CSINodeDetachRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
-	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\"\x8a\x01\n" +
+	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\x121\n" +
+	"\x05users\x18\x03 \x03(\v2\x1b.berth.v1.CSINodeDetachUserR\x05users\"I\n" +
+	"\x11CSINodeDetachUser\x12\x19\n" +
+	"\bclaim_id\x18\x01 \x01(\tR\aclaimId\x12\x19\n" +
+	"\balloc_id\x18\x02 \x01(\tR\aallocId\"\x96\x01\n" +
+	"\x13CSINodeDetachResult\x12/\n" +
+	"\x04user\x18\x01 \x01(\v2\x1b.berth.v1.CSINodeDetachUserR\x04user\x128\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2\x1e.berth.v1.CSINodeDetachOutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xc3\x01\n" +
 	"\x15CSINodeDetachResponse\x12\x1b\n" +
 	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x1b\n" +
 	"\tclaim_ids\x18\x03 \x03(\tR\bclaimIds\x12\x1a\n" +
-	"\bunstaged\x18\x04 \x01(\bR\bunstaged\"\x83\x01\n" +
+	"\bunstaged\x18\x04 \x01(\bR\bunstaged\x127\n" +
+	"\aresults\x18\x05 \x03(\v2\x1d.berth.v1.CSINodeDetachResultR\aresults\"\x83\x01\n" +
 	"\x14CSINodeExpandRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x1b\n" +
@@ -499,7 +708,12 @@ const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\x15CSINodeExpandResponse\x12\x1a\n" +
 	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x1f\n" +
 	"\vvolume_path\x18\x02 \x01(\tR\n" +
-	"volumePath2\x90\x02\n" +
+	"volumePath*\xab\x01\n" +
+	"\x14CSINodeDetachOutcome\x12'\n" +
+	"#CSI_NODE_DETACH_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cCSI_NODE_DETACH_OUTCOME_DONE\x10\x01\x12$\n" +
+	" CSI_NODE_DETACH_OUTCOME_NOT_HELD\x10\x02\x12\"\n" +
+	"\x1eCSI_NODE_DETACH_OUTCOME_FAILED\x10\x032\x90\x02\n" +
 	"\tClientCSI\x12Y\n" +
 	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
 	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse\x12S\n" +
@@ -521,37 +735,45 @@ func file_berth_v1_client_csi_proto_rawDescGZIP() []byte {
 	return file_berth_v1_client_csi_proto_rawDescData
 }
 
-var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_berth_v1_client_csi_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_berth_v1_client_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_berth_v1_client_csi_proto_goTypes = []any{
-	(*CSIControllerCallRequest)(nil),  // 0: berth.v1.CSIControllerCallRequest
-	(*CSIControllerInstance)(nil),     // 1: berth.v1.CSIControllerInstance
-	(*CSIControllerCallResponse)(nil), // 2: berth.v1.CSIControllerCallResponse
-	(*CSINodeDetachRequest)(nil),      // 3: berth.v1.CSINodeDetachRequest
-	(*CSINodeDetachResponse)(nil),     // 4: berth.v1.CSINodeDetachResponse
-	(*CSINodeExpandRequest)(nil),      // 5: berth.v1.CSINodeExpandRequest
-	(*CSINodeExpandResponse)(nil),     // 6: berth.v1.CSINodeExpandResponse
-	(CSIPluginSource)(0),              // 7: berth.v1.CSIPluginSource
+	(CSINodeDetachOutcome)(0),         // 0: berth.v1.CSINodeDetachOutcome
+	(*CSIControllerCallRequest)(nil),  // 1: berth.v1.CSIControllerCallRequest
+	(*CSIControllerInstance)(nil),     // 2: berth.v1.CSIControllerInstance
+	(*CSIControllerCallResponse)(nil), // 3: berth.v1.CSIControllerCallResponse
+	(*CSINodeDetachRequest)(nil),      // 4: berth.v1.CSINodeDetachRequest
+	(*CSINodeDetachUser)(nil),         // 5: berth.v1.CSINodeDetachUser
+	(*CSINodeDetachResult)(nil),       // 6: berth.v1.CSINodeDetachResult
+	(*CSINodeDetachResponse)(nil),     // 7: berth.v1.CSINodeDetachResponse
+	(*CSINodeExpandRequest)(nil),      // 8: berth.v1.CSINodeExpandRequest
+	(*CSINodeExpandResponse)(nil),     // 9: berth.v1.CSINodeExpandResponse
+	(CSIPluginSource)(0),              // 10: berth.v1.CSIPluginSource
 }
 var file_berth_v1_client_csi_proto_depIdxs = []int32{
-	1, // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
-	7, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
-	0, // 2: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	3, // 3: berth.v1.ClientCSI.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
-	5, // 4: berth.v1.ClientCSI.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
-	0, // 5: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	3, // 6: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
-	5, // 7: berth.v1.CSIRelay.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
-	2, // 8: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	4, // 9: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	6, // 10: berth.v1.ClientCSI.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
-	2, // 11: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	4, // 12: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	6, // 13: berth.v1.CSIRelay.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
-	8, // [8:14] is the sub-list for method output_type
-	2, // [2:8] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2,  // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
+	10, // 1: berth.v1.CSIControllerInstance.source:type_name -> berth.v1.CSIPluginSource
+	5,  // 2: berth.v1.CSINodeDetachRequest.users:type_name -> berth.v1.CSINodeDetachUser
+	5,  // 3: berth.v1.CSINodeDetachResult.user:type_name -> berth.v1.CSINodeDetachUser
+	0,  // 4: berth.v1.CSINodeDetachResult.outcome:type_name -> berth.v1.CSINodeDetachOutcome
+	6,  // 5: berth.v1.CSINodeDetachResponse.results:type_name -> berth.v1.CSINodeDetachResult
+	1,  // 6: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	4,  // 7: berth.v1.ClientCSI.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	8,  // 8: berth.v1.ClientCSI.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
+	1,  // 9: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	4,  // 10: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	8,  // 11: berth.v1.CSIRelay.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
+	3,  // 12: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	7,  // 13: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	9,  // 14: berth.v1.ClientCSI.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	3,  // 15: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	7,  // 16: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	9,  // 17: berth.v1.CSIRelay.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_client_csi_proto_init() }
@@ -565,13 +787,14 @@ func file_berth_v1_client_csi_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_client_csi_proto_rawDesc), len(file_berth_v1_client_csi_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   7,
+			NumEnums:      1,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_berth_v1_client_csi_proto_goTypes,
 		DependencyIndexes: file_berth_v1_client_csi_proto_depIdxs,
+		EnumInfos:         file_berth_v1_client_csi_proto_enumTypes,
 		MessageInfos:      file_berth_v1_client_csi_proto_msgTypes,
 	}.Build()
 	File_berth_v1_client_csi_proto = out.File

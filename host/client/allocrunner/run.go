@@ -287,6 +287,7 @@ func (ar *AllocRunner) prerun(recovered bool) error {
 // postrun runs the postrun hooks in reverse registration order; failures
 // are logged, the others still run.
 func (ar *AllocRunner) postrun() {
+	close(ar.tasksDone)
 	info := ar.info()
 	status, _ := ar.ClientStatus()
 	for i := len(ar.hooks) - 1; i >= 0; i-- {

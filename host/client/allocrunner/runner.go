@@ -127,7 +127,10 @@ type AllocRunner struct {
 	// updateCh wakes updateLoop (capacity 1).
 	updateCh chan struct{}
 	done     chan struct{}
-	killOnce sync.Once
+	// tasksDone is closed when every task is dead for good and Postrun
+	// begins (before done, which waits for Postrun's hooks).
+	tasksDone chan struct{}
+	killOnce  sync.Once
 
 	mu    sync.Mutex
 	alloc *pb.Allocation
@@ -179,20 +182,21 @@ func New(cfg Config) (*AllocRunner, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ar := &AllocRunner{
-		cfg:      cfg,
-		logger:   cfg.Logger.With("alloc_id", cfg.Alloc.GetId()),
-		dir:      dir,
-		tasks:    map[string]*task{},
-		ctx:      ctx,
-		cancel:   cancel,
-		killCh:   make(chan struct{}),
-		changed:  make(chan struct{}, 1),
-		updateCh: make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		alloc:    cfg.Alloc,
-		job:      cfg.Job,
-		states:   map[string]*pb.TaskState{},
-		status:   pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
+		cfg:       cfg,
+		logger:    cfg.Logger.With("alloc_id", cfg.Alloc.GetId()),
+		dir:       dir,
+		tasks:     map[string]*task{},
+		ctx:       ctx,
+		cancel:    cancel,
+		killCh:    make(chan struct{}),
+		changed:   make(chan struct{}, 1),
+		updateCh:  make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		tasksDone: make(chan struct{}),
+		alloc:     cfg.Alloc,
+		job:       cfg.Job,
+		states:    map[string]*pb.TaskState{},
+		status:    pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING,
 		// Empty: each task's first change is written.
 		persisted: map[string]*pb.TaskStateRecord{},
 		unsaved:   map[string]*pb.TaskStateRecord{},
@@ -330,6 +334,12 @@ func (ar *AllocRunner) HasTask(name string) bool { return ar.tasks[name] != nil 
 // Done is closed when the alloc's tasks are all dead and Postrun ran, or
 // the runner was shut down.
 func (ar *AllocRunner) Done() <-chan struct{} { return ar.done }
+
+// TasksDone is closed once the alloc's tasks are all dead for good and
+// its Postrun begins: from then on nothing of the alloc uses its volumes
+// but the hooks tearing them down. Unlike Done it is not closed by a
+// Shutdown, which leaves the tasks running for the next client.
+func (ar *AllocRunner) TasksDone() <-chan struct{} { return ar.tasksDone }
 
 // TaskLifecycle returns the named task's lifecycle state, copying nothing:
 // followers of a task's log ask it several times a second.

@@ -2,7 +2,9 @@ package clientproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,13 +21,17 @@ import (
 // (volumehooks.DefaultTeardownAttempt), its answer needs a little more.
 const NodeDetachTimeout = 2*time.Minute + csiForwardSlack
 
-// NodeDetachVolume asks node nodeID to take volumeID off (ClientCSI), over
-// its tunnel from this server or through the server holding it. Tearing
-// down is idempotent on the node, so an attempt that did not reach it or
-// got no answer (the unreachable class: Unavailable, DeadlineExceeded) is
-// tried again while ctx lasts, after finding the node again; the node's
-// own refusals are returned as they are, with their codes.
-func (f *CSIForwarder) NodeDetachVolume(ctx context.Context, nodeID, volumeID string) (*pb.CSINodeDetachResponse, error) {
+// NodeDetachVolume asks node nodeID to take volumeID off for users
+// (ClientCSI), over its tunnel from this server or through the server
+// holding it. Tearing down is idempotent on the node, so an attempt that
+// did not reach it (Unavailable) or got no answer before this call's own
+// deadline is tried again while ctx lasts, after finding the node again.
+// An answer of the node's — a refusal, or DeadlineExceeded when its
+// teardown outlasted the call — is not tried again and is returned with
+// its code and the node's own message (which names the volume, the node
+// and the alloc), not wrapped; this server's own failures are wrapped
+// naming the volume and the node.
+func (f *CSIForwarder) NodeDetachVolume(ctx context.Context, nodeID, volumeID string, users []*pb.CSINodeDetachUser) (*pb.CSINodeDetachResponse, error) {
 	// As ControllerCall: the call is this server's own.
 	ctx = metadata.NewIncomingContext(ctx, metadata.MD{})
 	if _, ok := ctx.Deadline(); !ok {
@@ -34,7 +40,7 @@ func (f *CSIForwarder) NodeDetachVolume(ctx context.Context, nodeID, volumeID st
 		defer cancel()
 	}
 	p := f.p
-	req := &pb.CSINodeDetachRequest{NodeId: nodeID, VolumeId: volumeID}
+	req := &pb.CSINodeDetachRequest{NodeId: nodeID, VolumeId: volumeID, Users: users}
 	var (
 		resp *pb.CSINodeDetachResponse
 		err  error
@@ -44,18 +50,63 @@ func (f *CSIForwarder) NodeDetachVolume(ctx context.Context, nodeID, volumeID st
 			break
 		}
 		resp, err = f.detachOnce(ctx, req, attempt > 0)
-		if err == nil || !retryable(ctx, err) {
+		var answer *nodeAnswer
+		if err == nil || errors.As(err, &answer) || !retryable(ctx, err) || errcode.Code(err) != codes.Unavailable {
 			break
 		}
 		p.logger.Debug("node detach of a volume failed; retrying", "volume_id", volumeID, "node_id", nodeID, "attempt", attempt+1, "error", err)
 	}
-	if err != nil {
-		if ctx.Err() != nil && errcode.Code(err) != codes.DeadlineExceeded && errcode.Code(err) != codes.Canceled {
-			return nil, fmt.Errorf("detaching volume %q from node %s: %w (last attempt: %v)", volumeID, nodeID, ctx.Err(), err)
-		}
-		return nil, err
+	var answer *nodeAnswer
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.As(err, &answer):
+		return nil, answer
+	case ctx.Err() != nil && errcode.Code(err) != codes.DeadlineExceeded && errcode.Code(err) != codes.Canceled:
+		return nil, fmt.Errorf("detaching volume %q from node %s: %w (last attempt: %v)", volumeID, nodeID, ctx.Err(), err)
 	}
-	return resp, nil
+	return nil, fmt.Errorf("detaching volume %q from node %s: %w", volumeID, nodeID, err)
+}
+
+// nodeAnswer is a node's own answer to a call (its refusal, or its
+// DeadlineExceeded): the status with the node's message, which already
+// names what it is about. It is not tried again.
+type nodeAnswer struct{ st *status.Status }
+
+func (e *nodeAnswer) Error() string { return e.st.Message() }
+
+// GRPCStatus keeps the node's code (and details).
+func (e *nodeAnswer) GRPCStatus() *status.Status { return e.st }
+
+// statusError is a gRPC status error that reads as its message alone (no
+// "rpc error: code = … desc =" before it), its code kept: what users see
+// when it is wrapped.
+type statusError struct{ st *status.Status }
+
+func (e *statusError) Error() string { return e.st.Message() }
+
+// GRPCStatus keeps the code (and details).
+func (e *statusError) GRPCStatus() *status.Status { return e.st }
+
+// answered tells the node's answer from a call that got none: a status
+// error that came back while ctx lasts and is not Unavailable (no answer
+// reached us) was answered, by the node or by the server relaying to it.
+// The tunnel's "node <id>: " before a message that names the node already
+// is dropped.
+func answered(ctx context.Context, nodeID string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	if ctx.Err() != nil || st.Code() == codes.Unavailable || st.Code() == codes.Canceled {
+		return &statusError{st: st}
+	}
+	if rest, ok := strings.CutPrefix(st.Message(), "node "+nodeID+": "); ok && strings.Contains(rest, nodeID) {
+		p := st.Proto()
+		p.Message = rest
+		st = status.FromProto(p)
+	}
+	return &nodeAnswer{st: st}
 }
 
 func (f *CSIForwarder) detachOnce(ctx context.Context, req *pb.CSINodeDetachRequest, retry bool) (*pb.CSINodeDetachResponse, error) {
@@ -66,7 +117,7 @@ func (f *CSIForwarder) detachOnce(ctx context.Context, req *pb.CSINodeDetachRequ
 	if r.Session != nil {
 		resp, err := pb.NewClientCSIClient(r.Session.Conn()).NodeDetachVolume(ctx, req)
 		if err != nil {
-			return nil, errcode.Status(err)
+			return nil, answered(ctx, req.GetNodeId(), errcode.Status(err))
 		}
 		return resp, nil
 	}
@@ -76,7 +127,12 @@ func (f *CSIForwarder) detachOnce(ctx context.Context, req *pb.CSINodeDetachRequ
 	}
 	resp, err := pb.NewCSIRelayClient(conn).NodeDetachVolume(f.p.forwardContext(ctx), req)
 	if err != nil {
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
+		a := answered(ctx, req.GetNodeId(), err)
+		var answer *nodeAnswer
+		if errors.As(a, &answer) {
+			return nil, a
+		}
+		return nil, viaServer(r.Server, req.GetNodeId(), a)
 	}
 	return resp, nil
 }

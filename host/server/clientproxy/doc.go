@@ -15,8 +15,10 @@
 // service that server answers it with). The volume loops and the volume
 // endpoints use it through their own small interface.
 // NodeDetachVolume (`berth volume detach`) travels the same way to the
-// node's ClientCSI: the node tears down what is left of a volume; tried
-// again on the unreachable class only (the teardown is idempotent).
+// node's ClientCSI: the node tears down the listed users' uses of a
+// volume; tried again on Unavailable only (the teardown is idempotent) —
+// the node's own answers, its DeadlineExceeded included, are passed on
+// with its code and message.
 // endpoints use it through their own small interface. NodeExpand takes
 // the same way to a node's volume manager (ClientCSI and CSIRelay
 // NodeExpandVolume), for volume expand's node expansions.

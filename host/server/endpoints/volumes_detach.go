@@ -18,14 +18,16 @@ import (
 // NodeDetacher asks a node to take a volume off
 // (clientproxy.CSIForwarder).
 type NodeDetacher interface {
-	NodeDetachVolume(ctx context.Context, nodeID, volumeID string) (*pb.CSINodeDetachResponse, error)
+	NodeDetachVolume(ctx context.Context, nodeID, volumeID string, users []*pb.CSINodeDetachUser) (*pb.CSINodeDetachResponse, error)
 }
 
 var (
 	// ErrVolumeInUseOnNode is returned by Volumes.Detach while the volume
-	// is used on the node: a claim of an alloc that is not terminal, or an
-	// operator's claim not released. The message names the volume, the
-	// node and each claimant.
+	// is used on the node: a claim of an alloc its client has not reported
+	// ended (complete, failed or lost) — one the servers stopped whose
+	// tasks are still being killed is "stopping" — or an operator's claim
+	// not released. The message names the volume, the node and each
+	// claimant.
 	ErrVolumeInUseOnNode = errcode.New(codes.FailedPrecondition, "the volume is in use on the node")
 	// ErrNoNodeDetacher is returned by Volumes.Detach on a server built
 	// without node calls.
@@ -38,16 +40,20 @@ var (
 const detachUpdateTries = 3
 
 // Detach takes a volume off a node whose allocs are gone (`berth volume
-// detach`). Refused with ErrVolumeInUseOnNode while an alloc there that is
-// not terminal, or an operator's claim not released, claims it. Otherwise
-// the node unpublishes and unstages what is left of the volume
-// (NodeDetachVolume, through the client proxy), queueing the node-detached
-// reports of the uses it took down as an alloc's teardown does; then the
-// claims on the node that were releasing when the detach was checked are
-// moved to node-detached through raft (ClaimUpdate, as the node's own
-// report: the node said it holds nothing of them), and the attach
-// reconciler's ControllerUnpublishVolume frees them, or the apply does
-// when no controller publish is held.
+// detach`). Refused with ErrVolumeInUseOnNode while an alloc there that its
+// client has not reported ended (complete, failed or lost), or an
+// operator's claim not released, claims it: an alloc the servers stopped
+// may still have tasks running until its kill_timeout. Otherwise the node
+// is sent the claims checked — those releasing on the node, with their
+// users (allocs, operators' claims) — and tears down exactly those users'
+// uses (NodeDetachVolume, through the client proxy), queueing their
+// node-detached reports as an alloc's teardown does, and answers per user.
+// The claims whose user the node confirmed (torn down, or holding nothing
+// there and no publish under way) are moved to node-detached through raft
+// (ClaimUpdate, as the node's own report), and the attach reconciler's
+// ControllerUnpublishVolume frees them, or the apply does when no
+// controller publish is held. A claim the node failed to take down stays
+// releasing; the response's node results say why.
 func (e *volumesEndpoint) Detach(ctx context.Context, req *pb.VolumeDetachRequest) (*pb.VolumeDetachResponse, error) {
 	if err := e.requireVersion(); err != nil {
 		return nil, err
@@ -75,13 +81,33 @@ func (e *volumesEndpoint) Detach(ctx context.Context, req *pb.VolumeDetachReques
 	if e.detacher == nil {
 		return nil, fmt.Errorf("detaching volume %q from node %s: %w", volumeID, nodeID, ErrNoNodeDetacher)
 	}
-	done, err := e.detacher.NodeDetachVolume(ctx, nodeID, volumeID)
+	users := make([]*pb.CSINodeDetachUser, 0, len(releasing))
+	for _, c := range releasing {
+		u := &pb.CSINodeDetachUser{ClaimId: c.GetId()}
+		if !c.GetOperator() {
+			u.AllocId = c.GetAllocId()
+		}
+		users = append(users, u)
+	}
+	// The proxy's errors name the volume and the node; the node's own
+	// answers already do, and are passed on as they are.
+	done, err := e.detacher.NodeDetachVolume(ctx, nodeID, volumeID, users)
 	if err != nil {
-		return nil, fmt.Errorf("detaching volume %q from node %s: %w", volumeID, nodeID, err)
+		return nil, err
+	}
+	confirmed := map[string]bool{}
+	for _, r := range done.GetResults() {
+		switch r.GetOutcome() {
+		case pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_DONE, pb.CSINodeDetachOutcome_CSI_NODE_DETACH_OUTCOME_NOT_HELD:
+			confirmed[r.GetUser().GetClaimId()] = true
+		default:
+			e.s.Logger.Warn("volume detach: the node could not take a use down", "volume_id", volumeID, "node_id", nodeID,
+				"claim_id", r.GetUser().GetClaimId(), "alloc_id", r.GetUser().GetAllocId(), "error", r.GetError())
+		}
 	}
 	e.s.Logger.Info("volume detached on its node", "volume_id", volumeID, "node_id", nodeID, "plugin_id", done.GetPluginId(),
-		"allocs", done.GetAllocIds(), "claims", done.GetClaimIds(), "unstaged", done.GetUnstaged())
-	idx, err := e.detachClaims(ctx, volumeID, nodeID, releasing)
+		"allocs", done.GetAllocIds(), "claims", done.GetClaimIds(), "unstaged", done.GetUnstaged(), "confirmed", len(confirmed), "checked", len(users))
+	idx, err := e.detachClaims(ctx, volumeID, nodeID, confirmed)
 	if err != nil {
 		return nil, err
 	}
@@ -99,14 +125,14 @@ func (e *volumesEndpoint) Detach(ctx context.Context, req *pb.VolumeDetachReques
 }
 
 // detachable checks no claim holds the volume in use on the node and
-// returns the IDs of its claims there that are releasing.
-func (e *volumesEndpoint) detachable(volumeID, nodeID string) (map[string]bool, error) {
+// returns its claims there that are releasing.
+func (e *volumesEndpoint) detachable(volumeID, nodeID string) ([]*pb.Claim, error) {
 	st := e.s.State()
 	claims, err := st.ClaimsByVolume(nil, volumeID)
 	if err != nil {
 		return nil, err
 	}
-	releasing := map[string]bool{}
+	var releasing []*pb.Claim
 	var busy []string
 	for _, c := range claims {
 		if c.GetNodeId() != nodeID {
@@ -123,12 +149,18 @@ func (e *volumesEndpoint) detachable(volumeID, nodeID string) (map[string]bool, 
 			if err != nil {
 				return nil, err
 			}
-			if a != nil && !rules.AllocTerminal(a) {
+			// Terminal as its client reports it: one the servers stopped
+			// may still have tasks running (kill_timeout).
+			switch {
+			case a == nil || rules.AllocClientTerminal(a):
+			case rules.AllocServerTerminal(a):
+				busy = append(busy, fmt.Sprintf("alloc %s (stopping: %s on its client, claim %s)", a.GetId(), pb.EnumWord(a.GetClientStatus()), pb.EnumWord(state)))
+			default:
 				busy = append(busy, fmt.Sprintf("alloc %s (%s, claim %s)", a.GetId(), pb.EnumWord(a.GetClientStatus()), pb.EnumWord(state)))
 			}
 		}
 		if state == pb.ClaimState_CLAIM_STATE_RELEASING {
-			releasing[c.GetId()] = true
+			releasing = append(releasing, c)
 		}
 	}
 	if len(busy) > 0 {
@@ -137,9 +169,9 @@ func (e *volumesEndpoint) detachable(volumeID, nodeID string) (map[string]bool, 
 	return releasing, nil
 }
 
-// detachClaims moves the claims of ids still releasing on the node to
-// node-detached, as their node's report, and returns the index of the
-// claims table after.
+// detachClaims moves the claims of ids (those the node confirmed) still
+// releasing on the node to node-detached, as their node's report, and
+// returns the index of the claims table after.
 func (e *volumesEndpoint) detachClaims(ctx context.Context, volumeID, nodeID string, ids map[string]bool) (uint64, error) {
 	var lastErr error
 	for range detachUpdateTries {
