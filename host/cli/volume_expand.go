@@ -83,7 +83,8 @@ func volumeExpand(c *cli.Context) error {
 }
 
 // printExpand shows the plugin's answer and, after a node expansion, one
-// row per node: its answer or its error.
+// row per node: its answer, its error, or "not held" (the node no longer
+// holds the volume: nothing to expand there, not a failure).
 func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "Volume %q expanded to %s by its plugin\n", volumeID, formatBytes(uint64(resp.GetCapacityBytes())))
@@ -101,8 +102,12 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 			if n.GetCapacityBytes() > 0 {
 				capacity = formatBytes(uint64(n.GetCapacityBytes()))
 			}
-			if n.GetError() != "" {
+			switch {
+			case n.GetError() != "":
 				result = "error: " + n.GetError()
+			case n.GetNotHeld():
+				// Torn down there meanwhile: nothing to expand.
+				result = "not held"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.GetNodeId(), capacity, result)
 		}

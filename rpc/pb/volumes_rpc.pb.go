@@ -1353,7 +1353,11 @@ type VolumeNodeExpansion struct {
 	// capacity_bytes is what the node plugin answered (0: it did not say).
 	CapacityBytes int64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
 	// error is why the node could not expand it; empty on success.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// not_held: the node no longer holds the volume staged or published (its
+	// teardown finished meanwhile): nothing to expand there, not a failure;
+	// its next stage makes the pending expansion, if any.
+	NotHeld       bool `protobuf:"varint,4,opt,name=not_held,json=notHeld,proto3" json:"not_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,6 +1411,13 @@ func (x *VolumeNodeExpansion) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *VolumeNodeExpansion) GetNotHeld() bool {
+	if x != nil {
+		return x.NotHeld
+	}
+	return false
 }
 
 type VolumeDetachRequest struct {
@@ -1639,11 +1650,12 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x123\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x1d.berth.v1.VolumeNodeExpansionR\x05nodes\x126\n" +
 	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\x12?\n" +
-	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"k\n" +
+	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"\x86\x01\n" +
 	"\x13VolumeNodeExpansion\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"K\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x19\n" +
+	"\bnot_held\x18\x04 \x01(\bR\anotHeld\"K\n" +
 	"\x13VolumeDetachRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x9d\x01\n" +
