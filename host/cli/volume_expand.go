@@ -15,11 +15,13 @@ func volumeExpandCommand() *cli.Command {
 		Name:  "expand",
 		Usage: "grow a volume with its plugin, on the storage side and on every node using it",
 		Description: "Calls the plugin's ControllerExpandVolume; when the plugin asks for a node expansion too\n" +
-			"(or has no controller service), the servers have every node holding the volume staged or\n" +
-			"published call NodeExpandVolume, and wait for them. The volume's capacity is recorded once\n" +
-			"every node succeeded; a node's failure is shown for that node and the command exits 1\n" +
-			"(running it again retries). When no node holds the volume, or one failed, the node\n" +
-			"expansion stays pending: the next node to stage or publish the volume makes it.",
+			"(or expands on its nodes alone: no controller service, or one without EXPAND_VOLUME), the\n" +
+			"servers have every node holding the volume staged or published call NodeExpandVolume, and\n" +
+			"wait for them. The volume's capacity is recorded once every node succeeded; a node's failure\n" +
+			"is shown for that node and the command exits 1 (running it again retries); a node that no\n" +
+			"longer holds the volume is shown \"not held\". When no node made it, one failed, or a node is\n" +
+			"still staging the volume, the node expansion stays pending: the next node to stage or\n" +
+			"publish the volume makes it.",
 		ArgsUsage: "VOLUME",
 		Flags: []cli.Flag{addressFlag(), secretFlag(), jsonFlag,
 			&cli.StringFlag{Name: "capacity-min", Usage: `the least size wanted, such as "20GiB" (required)`},

@@ -1259,16 +1259,19 @@ type VolumeExpandResponse struct {
 	NodeExpansionRequired bool       `protobuf:"varint,2,opt,name=node_expansion_required,json=nodeExpansionRequired,proto3" json:"node_expansion_required,omitempty"`
 	Meta                  *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
 	// nodes are the node expansions made (node_expansion_required), one per
-	// node holding the volume staged or published, sorted by node ID.
+	// node holding the volume staged or published (a claim in use or
+	// releasing there), sorted by node ID.
 	Nodes []*VolumeNodeExpansion `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// recorded_capacity_bytes is the capacity the servers record for the
 	// volume after this expand: the plugin's new one when no node expansion
-	// was needed or every node holding the volume made it, else the one it
-	// had.
+	// was needed or every node holding the volume made it (and no node is
+	// still staging it), else the one it had.
 	RecordedCapacityBytes int64 `protobuf:"varint,5,opt,name=recorded_capacity_bytes,json=recordedCapacityBytes,proto3" json:"recorded_capacity_bytes,omitempty"`
 	// node_expansion_pending_bytes is the node expansion left to make after
-	// this expand (some node failed, or none held the volume): the next node
-	// to stage or publish the volume makes it. 0: none.
+	// this expand (some node failed, none made it, or a node with a claim
+	// reserved or ready is still staging the volume): the next node to stage
+	// or publish the volume makes it. 0: none. Expands at once keep each
+	// other's: a pending size is never lowered.
 	NodeExpansionPendingBytes int64 `protobuf:"varint,6,opt,name=node_expansion_pending_bytes,json=nodeExpansionPendingBytes,proto3" json:"node_expansion_pending_bytes,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
