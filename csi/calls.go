@@ -236,7 +236,7 @@ var callTable = []CallSpec{
 	},
 	{
 		Call: CallNodeExpandVolume, Service: ServiceNode, Deadline: deadlineProvide, RetryOn: errcode.Uncertain,
-		RetriedBy: "No caller in berth retries it.",
+		RetriedBy: byVolumeMgr + " The servers' CSI forwarder sends `volume expand`'s call to the node again while no server holds the node's tunnel; a node that failed is asked again by the next `volume expand`, and a pending expansion by the node's next stage.",
 		Safe:      mustIdem + ` "If a volume corresponding to the specified volume ID is already larger than or equal to the target capacity of the expansion request, the plugin SHOULD reply 0 OK."`,
 	},
 	{

@@ -132,6 +132,21 @@ func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
 	}
 }
 
+// QueueInUseAgain is Queue for an in-use report queued again (a restarted
+// client's, VolumeHooks.requeueInUse), which keeps an in-use report on the
+// same claim still pending instead: that one is sent already, and may
+// carry the node expansion made at stage (node_expanded_bytes), which the
+// one queued again does not know of.
+func (r *Reporter) QueueInUseAgain(req *pb.ClientClaimUpdateRequest) {
+	r.mu.Lock()
+	p := r.pending[reportKey(req)].GetRequest()
+	r.mu.Unlock()
+	if p.GetState() == pb.ClaimState_CLAIM_STATE_IN_USE && p.GetError() == nil {
+		return
+	}
+	r.Queue(req)
+}
+
 // Pending returns the reports not delivered yet.
 func (r *Reporter) Pending() []*pb.ClientClaimUpdateRequest {
 	r.mu.Lock()

@@ -96,3 +96,29 @@ func TestPrerunPendingExpansionFailureIsShown(t *testing.T) {
 		t.Fatalf("failure events %v", ev)
 	}
 }
+
+// A client restarting before its in-use report with node_expanded_bytes
+// was delivered queues the in-use report again for the recovered alloc:
+// the undelivered one, with the size, is kept and delivered.
+func TestRequeuedInUseKeepsTheNodeExpansion(t *testing.T) {
+	e := newVolEnv(t, nil)
+	e.plugins.expand = true
+	resp := claimResp(pb.ClaimState_CLAIM_STATE_READY)
+	resp.Volume.NodeExpansionPendingBytes = 20 << 20
+	e.claims.set(hookAlloc, resp)
+	e.claims.fail(nil, status.Error(codes.Unavailable, "no leader"))
+	if err := e.prerun(false); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if err := e.prerun(true); err != nil {
+		t.Fatal(err)
+	}
+	e.claims.fail(nil, nil)
+	if up := e.claims.waitUpdate(t, hookAlloc, volID, pb.ClaimState_CLAIM_STATE_IN_USE, false); up.GetNodeExpandedBytes() != 20<<20 {
+		t.Fatalf("in-use report delivered after the restart carries node_expanded_bytes %d, want %d", up.GetNodeExpandedBytes(), 20<<20)
+	}
+	if n := e.plugin.NodeExpandVolume.Count(); n != 1 {
+		t.Fatalf("%d NodeExpandVolume calls, want 1", n)
+	}
+}

@@ -164,7 +164,9 @@ func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) 
 		report = claimReport(v.cfg.NodeID, "", user, volumeID)
 	}
 	report.State = pb.ClaimState_CLAIM_STATE_IN_USE
-	v.cfg.Reports.Queue(report)
+	// An in-use report still undelivered is kept: it may carry the node
+	// expansion made at stage, which this one does not know of.
+	v.cfg.Reports.QueueInUseAgain(report)
 }
 
 // runTeardown unpublishes until done. The manager retries uncertain

@@ -15,11 +15,13 @@ func volumeExpandCommand() *cli.Command {
 		Name:  "expand",
 		Usage: "grow a volume with its plugin, on the storage side and on every node using it",
 		Description: "Calls the plugin's ControllerExpandVolume; when the plugin asks for a node expansion too\n" +
-			"(or has no controller service), the servers have every node holding the volume staged or\n" +
-			"published call NodeExpandVolume, and wait for them. The volume's capacity is recorded once\n" +
-			"every node succeeded; a node's failure is shown for that node and the command exits 1\n" +
-			"(running it again retries). When no node holds the volume, or one failed, the node\n" +
-			"expansion stays pending: the next node to stage or publish the volume makes it.",
+			"(or expands on its nodes alone: no controller service, or one without EXPAND_VOLUME), the\n" +
+			"servers have every node holding the volume staged or published call NodeExpandVolume, and\n" +
+			"wait for them. The volume's capacity is recorded once every node succeeded; a node's failure\n" +
+			"is shown for that node and the command exits 1 (running it again retries); a node that no\n" +
+			"longer holds the volume is shown \"not held\". When no node made it, one failed, or a node is\n" +
+			"still staging the volume, the node expansion stays pending: the next node to stage or\n" +
+			"publish the volume makes it.",
 		ArgsUsage: "VOLUME",
 		Flags: []cli.Flag{addressFlag(), secretFlag(), jsonFlag,
 			&cli.StringFlag{Name: "capacity-min", Usage: `the least size wanted, such as "20GiB" (required)`},
@@ -83,7 +85,8 @@ func volumeExpand(c *cli.Context) error {
 }
 
 // printExpand shows the plugin's answer and, after a node expansion, one
-// row per node: its answer or its error.
+// row per node: its answer, its error, or "not held" (the node no longer
+// holds the volume: nothing to expand there, not a failure).
 func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "Volume %q expanded to %s by its plugin\n", volumeID, formatBytes(uint64(resp.GetCapacityBytes())))
@@ -101,8 +104,12 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 			if n.GetCapacityBytes() > 0 {
 				capacity = formatBytes(uint64(n.GetCapacityBytes()))
 			}
-			if n.GetError() != "" {
+			switch {
+			case n.GetError() != "":
 				result = "error: " + n.GetError()
+			case n.GetNotHeld():
+				// Torn down there meanwhile: nothing to expand.
+				result = "not held"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", n.GetNodeId(), capacity, result)
 		}

@@ -42,6 +42,17 @@ Recorded capacity: 20.0 GiB
 		t.Fatalf("expand with a failed node: stderr %q", errOut)
 	}
 
+	// A node that no longer holds the volume: "not held", not a failure.
+	f.expandResp = &pb.VolumeExpandResponse{CapacityBytes: 20 << 30, NodeExpansionRequired: true, RecordedCapacityBytes: 20 << 30,
+		Nodes: []*pb.VolumeNodeExpansion{{NodeId: "node-a", CapacityBytes: 20 << 30}, {NodeId: "node-b", NotHeld: true}}}
+	out = wantOut(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "20GiB", "data"}, 0)
+	if !strings.Contains(out, "node-a   20.0 GiB  expanded\nnode-b   -         not held\n") {
+		t.Fatalf("expand with a node not holding the volume printed:\n%s", out)
+	}
+
+	f.expandResp = &pb.VolumeExpandResponse{CapacityBytes: 20 << 30, NodeExpansionRequired: true, RecordedCapacityBytes: 10 << 30,
+		NodeExpansionPendingBytes: 20 << 30, Nodes: []*pb.VolumeNodeExpansion{{NodeId: "node-a", CapacityBytes: 20 << 30},
+			{NodeId: "node-b", Error: "resize2fs failed"}}}
 	out, _ = wantOutErr(t, []string{"volume", "expand", "-address", f.url, "-capacity-min", "20GiB", "-json", "data"}, 1)
 	got := &pb.VolumeExpandResponse{}
 	if err := apijson.Unmarshal([]byte(out), got); err != nil || len(got.GetNodes()) != 2 || got.GetNodes()[1].GetError() == "" ||

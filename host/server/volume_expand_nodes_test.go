@@ -35,6 +35,8 @@ type expandNode struct {
 	// calls receives each call's volume ID as it arrives.
 	calls  chan string
 	answer func(ctx context.Context) (int64, error)
+	// answerReq, when set, answers instead of answer, seeing the request.
+	answerReq func(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (int64, error)
 }
 
 func (n *expandNode) NodeExpandVolume(ctx context.Context, req *pb.CSINodeExpandRequest) (*pb.CSINodeExpandResponse, error) {
@@ -49,7 +51,13 @@ func (n *expandNode) NodeExpandVolume(ctx context.Context, req *pb.CSINodeExpand
 	n.reqs = append(n.reqs, in)
 	n.mu.Unlock()
 	n.calls <- req.GetVolumeId()
-	bytes, err := n.answer(ctx)
+	var bytes int64
+	var err error
+	if n.answerReq != nil {
+		bytes, err = n.answerReq(ctx, in)
+	} else {
+		bytes, err = n.answer(ctx)
+	}
 	if err != nil {
 		return nil, status.Errorf(status.Code(err), "node expansion of volume %q (csi plugin %q) on node %s: %s", req.GetVolumeId(), req.GetPluginId(), n.nodeID, status.Convert(err).Message())
 	}
@@ -105,6 +113,17 @@ func openExpandTunnel(t *testing.T, s *Server, n *expandNode) {
 // in-use once the attach reconciler readied it, as the node's report does.
 func claimInUse(t *testing.T, s *Server, id, volumeID, nodeID string) {
 	t.Helper()
+	claimReady(t, s, id, volumeID, nodeID)
+	if _, err := s.raftApply(ctx10s(t), fsm.ClaimUpdate, &pb.ClaimUpdateCommand{UpdatedAt: 2, Transitions: []*pb.ClaimTransition{
+		{ClaimId: id, NodeId: nodeID, State: pb.ClaimState_CLAIM_STATE_IN_USE}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimReady places an operator claim of volumeID on nodeID and waits for
+// the attach reconciler to ready it: the node has yet to stage it.
+func claimReady(t *testing.T, s *Server, id, volumeID, nodeID string) {
+	t.Helper()
 	claim := &pb.Claim{Id: id, VolumeId: volumeID, Operator: true, NodeId: nodeID, Mode: pb.ClaimMode_CLAIM_MODE_WRITE,
 		AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_MULTI_NODE_MULTI_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}
 	if _, err := s.raftApply(ctx10s(t), fsm.OperatorClaim, &pb.OperatorClaimCommand{Claim: claim, CreatedAt: 1}); err != nil {
@@ -117,10 +136,6 @@ func claimInUse(t *testing.T, s *Server, id, volumeID, nodeID string) {
 		}
 		return nil
 	})
-	if _, err := s.raftApply(ctx10s(t), fsm.ClaimUpdate, &pb.ClaimUpdateCommand{UpdatedAt: 2, Transitions: []*pb.ClaimTransition{
-		{ClaimId: id, NodeId: nodeID, State: pb.ClaimState_CLAIM_STATE_IN_USE}}}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // With node_expansion_required, Expand asks every node where the volume is

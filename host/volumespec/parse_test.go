@@ -122,10 +122,12 @@ func TestParseErrors(t *testing.T) {
 // and paths, without positions; Validate does not change it.
 func TestValidateVolumeFromAPI(t *testing.T) {
 	v := fullVolume()
-	v.Provider, v.Schedulable = "x", true
+	v.Provider, v.Schedulable, v.NodeExpansionPendingBytes = "x", true, 1<<30
 	before := proto.Clone(v)
 	err := Validate(v, ForCreate)
-	want := "volume \"data[0]\":\n  provider: is set by the servers, not in a volume specification\n  schedulable: is set by the servers, not in a volume specification"
+	want := "volume \"data[0]\":\n  provider: is set by the servers, not in a volume specification\n" +
+		"  node_expansion_pending_bytes: is set by the servers, not in a volume specification\n" +
+		"  schedulable: is set by the servers, not in a volume specification"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want\n%s", err, want)
 	}

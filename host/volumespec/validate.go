@@ -196,6 +196,7 @@ func validate(v *pb.Volume, mode Mode, bad func(path, format string, args ...any
 		{"provider", v.GetProvider() != ""},
 		{"provider_version", v.GetProviderVersion() != ""},
 		{"capacity_bytes", v.GetCapacityBytes() != 0},
+		{"node_expansion_pending_bytes", v.GetNodeExpansionPendingBytes() != 0},
 		{"accessible_topology", len(v.GetAccessibleTopology()) > 0},
 		{"schedulable", v.GetSchedulable()},
 		{"controller_required", v.GetControllerRequired()},

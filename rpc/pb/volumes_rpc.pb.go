@@ -1259,16 +1259,19 @@ type VolumeExpandResponse struct {
 	NodeExpansionRequired bool       `protobuf:"varint,2,opt,name=node_expansion_required,json=nodeExpansionRequired,proto3" json:"node_expansion_required,omitempty"`
 	Meta                  *WriteMeta `protobuf:"bytes,3,opt,name=meta,proto3" json:"meta,omitempty"`
 	// nodes are the node expansions made (node_expansion_required), one per
-	// node holding the volume staged or published, sorted by node ID.
+	// node holding the volume staged or published (a claim in use or
+	// releasing there), sorted by node ID.
 	Nodes []*VolumeNodeExpansion `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// recorded_capacity_bytes is the capacity the servers record for the
 	// volume after this expand: the plugin's new one when no node expansion
-	// was needed or every node holding the volume made it, else the one it
-	// had.
+	// was needed or every node holding the volume made it (and no node is
+	// still staging it), else the one it had.
 	RecordedCapacityBytes int64 `protobuf:"varint,5,opt,name=recorded_capacity_bytes,json=recordedCapacityBytes,proto3" json:"recorded_capacity_bytes,omitempty"`
 	// node_expansion_pending_bytes is the node expansion left to make after
-	// this expand (some node failed, or none held the volume): the next node
-	// to stage or publish the volume makes it. 0: none.
+	// this expand (some node failed, none made it, or a node with a claim
+	// reserved or ready is still staging the volume): the next node to stage
+	// or publish the volume makes it. 0: none. Expands at once keep each
+	// other's: a pending size is never lowered.
 	NodeExpansionPendingBytes int64 `protobuf:"varint,6,opt,name=node_expansion_pending_bytes,json=nodeExpansionPendingBytes,proto3" json:"node_expansion_pending_bytes,omitempty"`
 	unknownFields             protoimpl.UnknownFields
 	sizeCache                 protoimpl.SizeCache
@@ -1353,7 +1356,11 @@ type VolumeNodeExpansion struct {
 	// capacity_bytes is what the node plugin answered (0: it did not say).
 	CapacityBytes int64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
 	// error is why the node could not expand it; empty on success.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// not_held: the node no longer holds the volume staged or published (its
+	// teardown finished meanwhile): nothing to expand there, not a failure;
+	// its next stage makes the pending expansion, if any.
+	NotHeld       bool `protobuf:"varint,4,opt,name=not_held,json=notHeld,proto3" json:"not_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1407,6 +1414,13 @@ func (x *VolumeNodeExpansion) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *VolumeNodeExpansion) GetNotHeld() bool {
+	if x != nil {
+		return x.NotHeld
+	}
+	return false
 }
 
 type VolumeDetachRequest struct {
@@ -1639,11 +1653,12 @@ const file_berth_v1_volumes_rpc_proto_rawDesc = "" +
 	"\x04meta\x18\x03 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x123\n" +
 	"\x05nodes\x18\x04 \x03(\v2\x1d.berth.v1.VolumeNodeExpansionR\x05nodes\x126\n" +
 	"\x17recorded_capacity_bytes\x18\x05 \x01(\x03R\x15recordedCapacityBytes\x12?\n" +
-	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"k\n" +
+	"\x1cnode_expansion_pending_bytes\x18\x06 \x01(\x03R\x19nodeExpansionPendingBytes\"\x86\x01\n" +
 	"\x13VolumeNodeExpansion\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
 	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"K\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x19\n" +
+	"\bnot_held\x18\x04 \x01(\bR\anotHeld\"K\n" +
 	"\x13VolumeDetachRequest\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"\x9d\x01\n" +

@@ -274,7 +274,13 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
-	t.NodeExpandedBytes = nodeExpandedBytes(e.s, req)
+	if req.GetNodeExpandedBytes() > 0 {
+		v, err := st.VolumeByID(nil, c.GetVolumeId())
+		if err != nil {
+			return nil, err
+		}
+		t.NodeExpandedBytes = nodeExpandedBytes(e.s, req, v)
+	}
 	idx, err := e.s.Apply(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: []*pb.ClaimTransition{t}, UpdatedAt: e.s.Clock.Now().UnixNano()})
 	if err != nil {
 		return nil, fmt.Errorf("recording node %s's report on %s: %w", req.GetNodeId(), who, err)

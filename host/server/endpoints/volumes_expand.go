@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/versions"
+	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -33,8 +36,18 @@ const NodeExpansionSinceVersion = "0.1.0-dev.4"
 // move, 0 while some server is older than nodeExpansionSince (it would
 // not record it: the pending expansion then stays, and volume expand
 // completes it).
-func nodeExpandedBytes(s *api, req *pb.ClientClaimUpdateRequest) int64 {
+//
+// It is 0 too when the volume has no node expansion pending, or a smaller
+// one than reported: a client reports the pending size it made at stage,
+// so more is not an expansion the servers asked for, and recording it
+// would raise the capacity beyond what the plugin made.
+func nodeExpandedBytes(s *api, req *pb.ClientClaimUpdateRequest, v *pb.Volume) int64 {
 	if req.GetNodeExpandedBytes() <= 0 || req.GetState() != pb.ClaimState_CLAIM_STATE_IN_USE || req.GetError() != nil {
+		return 0
+	}
+	if p := v.GetNodeExpansionPendingBytes(); p <= 0 || req.GetNodeExpandedBytes() > p {
+		s.Logger.Debug("dropping a node expansion reported with in-use: not the pending one", "volume_id", v.GetId(),
+			"node_id", req.GetNodeId(), "claim_id", req.GetClaimId(), "reported_bytes", req.GetNodeExpandedBytes(), "pending_bytes", p)
 		return 0
 	}
 	if s.RequireServersAt(nodeExpansionSince, NodeExpansionSinceVersion, "node expansions reported with in-use") != nil {
@@ -48,32 +61,37 @@ func nodeExpandedBytes(s *api, req *pb.ClientClaimUpdateRequest) int64 {
 // node holding the volume staged or published (a claim in use or
 // releasing there) is asked to expand it, all at once, and the capacity is
 // recorded only once every one of them answered success. A node's failure
-// is shown for that node; then, and when no node holds the volume, the
+// is shown for that node; a node that no longer holds the volume (its
+// teardown finished meanwhile) has nothing to expand and is shown so. The
 // capacity stays as it was and the expansion is recorded as pending
-// (node_expansion_pending_bytes): the next node to stage or publish the
-// volume makes it and reports it, and an expand run again retries the
-// nodes (both CSI calls are idempotent).
+// (node_expansion_pending_bytes) when a node failed, when no node made
+// it, and when a node is still staging the volume (a claim reserved or
+// ready there and none in use or releasing): such a node read the volume
+// before the pending size was set, so the expansion must stay pending for
+// its stage (or the next one) to make it and report it. An expand run
+// again retries the nodes (both CSI calls are idempotent).
 func (e *volumesEndpoint) finishExpand(ctx context.Context, v *pb.Volume, resp *csipb.ControllerExpandVolumeResponse, lo, hi int64, secrets map[string]string) (*pb.VolumeExpandResponse, error) {
 	capacity := resp.GetCapacityBytes()
 	out := &pb.VolumeExpandResponse{CapacityBytes: capacity, NodeExpansionRequired: resp.GetNodeExpansionRequired()}
-	record, pending := capacity, int64(0)
+	complete := true
 	if out.NodeExpansionRequired {
-		nodes, err := e.expandNodes(ctx, v, capacity, hi, secrets)
+		nodes, staging, err := e.expandNodes(ctx, v, capacity, hi, secrets)
 		if err != nil {
 			return nil, err
 		}
 		out.Nodes = nodes
-		complete := len(nodes) > 0
+		expanded := 0
 		for _, n := range nodes {
-			if n.GetError() != "" {
+			switch {
+			case n.GetError() != "":
 				complete = false
+			case !n.GetNotHeld():
+				expanded++
 			}
 		}
-		if !complete {
-			record, pending = v.GetCapacityBytes(), max(capacity, v.GetNodeExpansionPendingBytes())
-		}
+		complete = complete && expanded > 0 && !staging
 	}
-	reg, err := e.recordExpansion(ctx, v, record, pending, lo, hi)
+	reg, err := e.recordExpansion(ctx, v, capacity, complete, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("volume %q was expanded to %d bytes by its plugin but recording it failed (expand again): %w", v.GetId(), capacity, err)
 	}
@@ -81,17 +99,31 @@ func (e *volumesEndpoint) finishExpand(ctx context.Context, v *pb.Volume, resp *
 	return out, nil
 }
 
-// expandNodeOnly expands v with a plugin that has no controller service:
-// CSI has the CO call NodeExpandVolume alone, for the size asked. The
-// plugin's node instances must advertise EXPAND_VOLUME.
+// expansionOn is volume v (as read now) after an expand that made
+// capacity (complete) or left it to the nodes (not complete). Computed
+// on each read, so expands that ran meanwhile are kept: a pending size
+// is never lowered, and a complete expand clears only a pending size it
+// made (at most capacity); capacity only grows.
+func expansionOn(v *pb.Volume, capacity int64, complete bool) (recorded, pending int64) {
+	pending = v.GetNodeExpansionPendingBytes()
+	if !complete {
+		return v.GetCapacityBytes(), max(capacity, pending)
+	}
+	if pending <= capacity {
+		pending = 0
+	}
+	return max(capacity, v.GetCapacityBytes()), pending
+}
+
+// expandNodeOnly expands v with a plugin that has no controller service,
+// or whose controllers lack EXPAND_VOLUME (CSI: a plugin expands on the
+// controller, the node or both): the CO calls NodeExpandVolume alone, for
+// the size asked. The plugin's node instances must advertise
+// EXPAND_VOLUME.
 func (e *volumesEndpoint) expandNodeOnly(ctx context.Context, v *pb.Volume, lo, hi int64, secrets map[string]string) (*pb.VolumeExpandResponse, error) {
-	p, err := e.s.State().CSIPluginByID(nil, v.GetPluginId())
+	can, err := e.nodesCanExpand(v.GetPluginId())
 	if err != nil {
 		return nil, err
-	}
-	can := false
-	for _, n := range p.GetNodes() {
-		can = can || n.GetNodeInfo().GetSupportsExpand()
 	}
 	if !can {
 		return nil, fmt.Errorf("expanding volume %q: csi plugin %q: %w: it has no controller service and no node instance with EXPAND_VOLUME",
@@ -104,25 +136,49 @@ func (e *volumesEndpoint) expandNodeOnly(ctx context.Context, v *pb.Volume, lo, 
 	return e.finishExpand(ctx, v, &csipb.ControllerExpandVolumeResponse{CapacityBytes: max(size, v.GetCapacityBytes()), NodeExpansionRequired: true}, lo, hi, secrets)
 }
 
+// nodesCanExpand is whether a node instance of the plugin advertises
+// EXPAND_VOLUME.
+func (e *volumesEndpoint) nodesCanExpand(pluginID string) (bool, error) {
+	p, err := e.s.State().CSIPluginByID(nil, pluginID)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range p.GetNodes() {
+		if n.GetNodeInfo().GetSupportsExpand() {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // expandNodes asks every node holding v (a claim of it in use or
 // releasing there) to expand it to capacity, at once, and answers one
-// result per node, sorted by node ID.
-func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacity, limit int64, secrets map[string]string) ([]*pb.VolumeNodeExpansion, error) {
+// result per node, sorted by node ID. staging is whether a node where no
+// claim of v is in use or releasing has one reserved or ready: it is
+// still staging the volume, and not asked.
+func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacity, limit int64, secrets map[string]string) (_ []*pb.VolumeNodeExpansion, staging bool, _ error) {
 	claims, err := e.s.State().ClaimsByVolume(nil, v.GetId())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	held := map[string]*pb.Claim{}
+	held, stagingOn := map[string]*pb.Claim{}, map[string]bool{}
 	for _, c := range claims {
 		switch c.GetState() {
 		case pb.ClaimState_CLAIM_STATE_IN_USE, pb.ClaimState_CLAIM_STATE_RELEASING:
 			if _, ok := held[c.GetNodeId()]; !ok {
 				held[c.GetNodeId()] = c
 			}
+		case pb.ClaimState_CLAIM_STATE_RESERVED, pb.ClaimState_CLAIM_STATE_READY:
+			stagingOn[c.GetNodeId()] = true
+		}
+	}
+	for nodeID := range stagingOn {
+		if _, ok := held[nodeID]; !ok {
+			staging = true
 		}
 	}
 	if len(held) > 0 && e.nodes == nil {
-		return nil, fmt.Errorf("expanding volume %q: this server makes no node calls", v.GetId())
+		return nil, false, fmt.Errorf("expanding volume %q (csi plugin %q) on its nodes: this server makes no node calls", v.GetId(), v.GetPluginId())
 	}
 	out := make([]*pb.VolumeNodeExpansion, 0, len(held))
 	var mu sync.Mutex
@@ -139,10 +195,15 @@ func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacit
 		wg.Go(func() {
 			r := &pb.VolumeNodeExpansion{NodeId: nodeID}
 			resp, _, err := e.nodes.NodeExpand(ctx, nodeID, v.GetPluginId(), v.GetId(), req)
-			if err != nil {
+			switch {
+			case notHeld(err):
+				// Its teardown finished since the claims were read: nothing
+				// to expand there; its next stage makes a pending expansion.
+				r.NotHeld = true
+			case err != nil:
 				r.Error = err.Error()
-				e.s.Logger.Warn("node expansion failed", "volume_id", v.GetId(), "node_id", nodeID, "error", err)
-			} else {
+				e.s.Logger.Warn("node expansion failed", "volume_id", v.GetId(), "plugin_id", v.GetPluginId(), "node_id", nodeID, "error", err)
+			default:
 				r.CapacityBytes = resp.GetCapacityBytes()
 			}
 			mu.Lock()
@@ -160,5 +221,12 @@ func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacit
 		}
 		return 0
 	})
-	return out, nil
+	return out, staging, nil
+}
+
+// notHeld is whether err is the node's answer that it no longer holds the
+// volume staged or published (volumemanager.ErrNotHeld, whose code and
+// text the node's answer keeps).
+func notHeld(err error) bool {
+	return errcode.Code(err) == errcode.Code(volumemanager.ErrNotHeld) && strings.Contains(err.Error(), volumemanager.ErrNotHeld.Error())
 }

@@ -143,6 +143,18 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 		secrets = v.GetSecrets()
 	}
 	nodeID, info, has, err := controllerFor(e.s.State().Snapshot(), v.GetPluginId(), volumeloops.CapExpand)
+	if errors.Is(err, ErrPluginCannot) {
+		// A controller service without EXPAND_VOLUME: CSI lets a plugin
+		// expand on the controller, the node or both, so its node
+		// instances may still expand it alone.
+		can, nerr := e.nodesCanExpand(v.GetPluginId())
+		if nerr != nil {
+			return nil, nerr
+		}
+		if can {
+			return e.expandNodeOnly(ctx, v, lo, hi, secrets)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("expanding volume %q: %w", v.GetId(), err)
 	}
@@ -162,21 +174,21 @@ func (e *volumesEndpoint) Expand(ctx context.Context, req *pb.VolumeExpandReques
 	return e.finishExpand(ctx, v, resp, lo, hi, secrets)
 }
 
-// recordExpansion stores the plugin's new capacity on the volume as read
+// recordExpansion stores the expand's outcome on the volume as read
 // (read, before the plugin's call), only if it has not changed since: a
-// register or a mirror update made meanwhile is not undone. On a change it
-// reads the volume again and tries once more on that copy, unless the
-// volume is no longer the one the plugin expanded (another plugin or
-// external ID: Aborted); a second change is answered Aborted
-// (fsm.ErrVolumeChanged). Capacity only grows: a larger one recorded
-// meanwhile (another expand) is kept. pending is the node expansion left
-// to make (0: none; see finishExpand).
-func (e *volumesEndpoint) recordExpansion(ctx context.Context, read *pb.Volume, capacity, pending, lo, hi int64) (*pb.VolumeRegisterResponse, error) {
+// register or a mirror update made meanwhile is not undone. capacity is
+// what the plugin made; complete is whether it is made everywhere (else
+// it is left pending for the nodes; see finishExpand). On a change it
+// reads the volume again and computes the outcome again on that copy
+// (expansionOn: another expand's larger capacity or pending size is
+// kept), unless the volume is no longer the one the plugin expanded
+// (another plugin or external ID: Aborted); a second change is answered
+// Aborted (fsm.ErrVolumeChanged).
+func (e *volumesEndpoint) recordExpansion(ctx context.Context, read *pb.Volume, capacity int64, complete bool, lo, hi int64) (*pb.VolumeRegisterResponse, error) {
 	v := read
 	for try := 0; ; try++ {
 		nv := proto.CloneOf(v)
-		nv.CapacityBytes = max(capacity, v.GetCapacityBytes())
-		nv.NodeExpansionPendingBytes = pending
+		nv.CapacityBytes, nv.NodeExpansionPendingBytes = expansionOn(v, capacity, complete)
 		nv.RequestedCapacityMinBytes, nv.RequestedCapacityMaxBytes = lo, hi
 		reg, err := e.registerIf(ctx, nv, v.GetModifyIndex(), nil)
 		if err == nil || !errors.Is(err, fsm.ErrVolumeChanged) || try == 1 {
