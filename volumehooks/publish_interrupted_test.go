@@ -74,6 +74,10 @@ func TestPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) 
 	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",
 		Uses: []*pb.VolumeUse{{User: "c1", Operator: true, State: pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED}}})
 	e.restart()
+	// The claim is on the servers before the restarted client first lists
+	// its operator claims (as it was before it died): a follower that
+	// listed before the claim existed would rightly tear the use down.
+	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -84,6 +88,5 @@ func TestPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) 
 		cancel()
 		<-done
 	})
-	e.claims.setOperator("c1", pb.ClaimState_CLAIM_STATE_READY)
 	e.claims.waitUpdate(t, "c1", volID, pb.ClaimState_CLAIM_STATE_IN_USE, false)
 }
