@@ -61,17 +61,9 @@ func (f *CSIForwarder) ControllerCall(ctx context.Context, nodeID, pluginID stri
 		defer cancel()
 	}
 	creq := &pb.CSIControllerCallRequest{NodeId: nodeID, PluginId: pluginID, Method: method, Request: b, Expect: expect}
-	p := f.p
-	var cresp *pb.CSIControllerCallResponse
-	for attempt := range p.attempts(ctx) {
-		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
-			break
-		}
-		cresp, err = f.once(ctx, creq, attempt > 0)
-		if !errors.Is(err, ErrNodeNotConnected) {
-			break
-		}
-	}
+	cresp, err := untilConnected(ctx, f.p, func(retry bool) (*pb.CSIControllerCallResponse, error) {
+		return f.once(ctx, creq, retry)
+	})
 	if err != nil {
 		if ctx.Err() != nil && errcode.Code(err) != codes.DeadlineExceeded && errcode.Code(err) != codes.Canceled {
 			return fmt.Errorf("csi %s for plugin %q on node %s: %w (last attempt: %v)", m.Call, pluginID, nodeID, ctx.Err(), err)
@@ -93,30 +85,59 @@ var (
 	errForwardDecode = errcode.New(codes.Internal, "csi response from the node does not decode")
 )
 
-// once makes one attempt: over this server's tunnel of the node, or
-// through the server holding it (which answers from its own tunnels only).
+// once makes one attempt of a controller call (onNode).
 func (f *CSIForwarder) once(ctx context.Context, req *pb.CSIControllerCallRequest, retry bool) (*pb.CSIControllerCallResponse, error) {
-	p := f.p
-	r, err := p.Find(ctx, req.GetNodeId(), retry)
+	return onNode(ctx, f.p, req.GetNodeId(), retry,
+		func(c pb.ClientCSIClient) (*pb.CSIControllerCallResponse, error) { return c.ControllerCall(ctx, req) },
+		func(fctx context.Context, c pb.CSIRelayClient) (*pb.CSIControllerCallResponse, error) {
+			return c.ControllerCall(fctx, req)
+		})
+}
+
+// onNode makes one attempt of a ClientCSI call on node nodeID: direct over
+// this server's tunnel of the node, or relay through the server holding
+// it (whose CSIRelay answers from its own tunnels only). retry tells Find
+// to look for the node afresh.
+func onNode[Resp any](ctx context.Context, p *Proxy, nodeID string, retry bool,
+	direct func(pb.ClientCSIClient) (Resp, error), relay func(context.Context, pb.CSIRelayClient) (Resp, error)) (Resp, error) {
+	var none Resp
+	r, err := p.Find(ctx, nodeID, retry)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	if r.Session != nil {
-		resp, err := pb.NewClientCSIClient(r.Session.Conn()).ControllerCall(ctx, req)
+		resp, err := direct(pb.NewClientCSIClient(r.Session.Conn()))
 		if err != nil {
-			return nil, errcode.Status(err)
+			return none, errcode.Status(err)
 		}
 		return resp, nil
 	}
-	conn, err := f.p.cfg.Pool.Conn(r.Server.GetRpcAddr())
+	conn, err := p.cfg.Pool.Conn(r.Server.GetRpcAddr())
 	if err != nil {
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
+		return none, viaServer(r.Server, nodeID, err)
 	}
-	resp, err := pb.NewCSIRelayClient(conn).ControllerCall(p.forwardContext(ctx), req)
+	resp, err := relay(p.forwardContext(ctx), pb.NewCSIRelayClient(conn))
 	if err != nil {
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
+		return none, viaServer(r.Server, nodeID, err)
 	}
 	return resp, nil
+}
+
+// untilConnected makes attempts of once while no server holds the node's
+// tunnel (ErrNodeNotConnected) and ctx and the proxy's attempts last,
+// waiting the proxy's retry wait between them; it returns the last
+// attempt's answer.
+func untilConnected[Resp any](ctx context.Context, p *Proxy, once func(retry bool) (Resp, error)) (resp Resp, err error) {
+	for attempt := range p.attempts(ctx) {
+		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
+			break
+		}
+		resp, err = once(attempt > 0)
+		if !errors.Is(err, ErrNodeNotConnected) {
+			break
+		}
+	}
+	return resp, err
 }
 
 // CSIRelay is the CSIRelay service: another server's forwarded call,

@@ -2,7 +2,6 @@ package clientproxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -37,17 +36,9 @@ func (f *CSIForwarder) NodeExpand(ctx context.Context, nodeID, pluginID, volumeI
 		defer cancel()
 	}
 	nreq := &pb.CSINodeExpandRequest{NodeId: nodeID, PluginId: pluginID, VolumeId: volumeID, Request: b}
-	p := f.p
-	var nresp *pb.CSINodeExpandResponse
-	for attempt := range p.attempts(ctx) {
-		if attempt > 0 && !sleep(ctx, p.retryWait(attempt)) {
-			break
-		}
-		nresp, err = f.expandOnce(ctx, nreq, attempt > 0)
-		if !errors.Is(err, ErrNodeNotConnected) {
-			break
-		}
-	}
+	nresp, err := untilConnected(ctx, f.p, func(retry bool) (*pb.CSINodeExpandResponse, error) {
+		return f.expandOnce(ctx, nreq, retry)
+	})
 	if err != nil {
 		if ctx.Err() != nil && errcode.Code(err) != codes.DeadlineExceeded && errcode.Code(err) != codes.Canceled {
 			return nil, "", fmt.Errorf("node expansion of volume %q on node %s: %w (last attempt: %v)", volumeID, nodeID, ctx.Err(), err)
@@ -61,30 +52,13 @@ func (f *CSIForwarder) NodeExpand(ctx context.Context, nodeID, pluginID, volumeI
 	return resp, nresp.GetVolumePath(), nil
 }
 
-// expandOnce makes one attempt of NodeExpand, as once does for
-// controller calls.
+// expandOnce makes one attempt of NodeExpand (onNode).
 func (f *CSIForwarder) expandOnce(ctx context.Context, req *pb.CSINodeExpandRequest, retry bool) (*pb.CSINodeExpandResponse, error) {
-	p := f.p
-	r, err := p.Find(ctx, req.GetNodeId(), retry)
-	if err != nil {
-		return nil, err
-	}
-	if r.Session != nil {
-		resp, err := pb.NewClientCSIClient(r.Session.Conn()).NodeExpandVolume(ctx, req)
-		if err != nil {
-			return nil, errcode.Status(err)
-		}
-		return resp, nil
-	}
-	conn, err := p.cfg.Pool.Conn(r.Server.GetRpcAddr())
-	if err != nil {
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
-	}
-	resp, err := pb.NewCSIRelayClient(conn).NodeExpandVolume(p.forwardContext(ctx), req)
-	if err != nil {
-		return nil, viaServer(r.Server, req.GetNodeId(), err)
-	}
-	return resp, nil
+	return onNode(ctx, f.p, req.GetNodeId(), retry,
+		func(c pb.ClientCSIClient) (*pb.CSINodeExpandResponse, error) { return c.NodeExpandVolume(ctx, req) },
+		func(fctx context.Context, c pb.CSIRelayClient) (*pb.CSINodeExpandResponse, error) {
+			return c.NodeExpandVolume(fctx, req)
+		})
 }
 
 // NodeExpandVolume makes another server's forwarded node expansion over
