@@ -1,10 +1,8 @@
 package drivertest
 
 import (
-	"bytes"
 	"context"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/internal/testenv"
 )
 
 // Launch starts the plugin cmd (SelfCommand() when nil) over real
@@ -53,29 +52,4 @@ func InProcess(t testing.TB, d sdk.Driver) *sdk.DriverClient {
 
 // Logger returns a logger that writes to t.Log, and drops what is logged
 // after the test (a plugin's last words) instead of panicking.
-func Logger(t testing.TB) hclog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: w})
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+func Logger(t testing.TB) hclog.Logger { return testenv.Logger(t) }

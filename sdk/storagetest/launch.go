@@ -1,17 +1,16 @@
 package storagetest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/internal/testenv"
 )
 
 // process is one adapter process the harness launched.
@@ -91,29 +90,4 @@ func Launch(t testing.TB, name string, cmd *exec.Cmd, config []byte) *sdk.Storag
 
 // Logger returns a logger that writes to t.Log, and drops what is logged
 // after the test (an adapter's last words) instead of panicking.
-func Logger(t testing.TB) hclog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(w.close)
-	return hclog.New(&hclog.LoggerOptions{Name: "test", Level: hclog.Debug, Output: w})
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(bytes.TrimRight(p, "\n")))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
-}
+func Logger(t testing.TB) hclog.Logger { return testenv.Logger(t) }
