@@ -197,7 +197,7 @@ func TestVolumeExpandOnTheNodesHoldingIt(t *testing.T) {
 	for _, n := range []*expandNode{a, b} {
 		select {
 		case <-n.calls:
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("node %s never got NodeExpandVolume", n.nodeID)
 		}
 	}

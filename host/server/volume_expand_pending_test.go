@@ -158,7 +158,7 @@ func TestConcurrentVolumeExpandsKeepEachOthersPendingSize(t *testing.T) {
 		}()
 		select {
 		case <-a.calls:
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatalf("volume %s: node-a never got the first NodeExpandVolume", tt.volume)
 		}
 		p.ControllerExpandVolume.Next(&csipb.ControllerExpandVolumeResponse{CapacityBytes: 30 << 30, NodeExpansionRequired: true}, nil)

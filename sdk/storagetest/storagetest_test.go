@@ -34,7 +34,9 @@ func TestMain(m *testing.M) {
 }
 
 // childTimeout bounds the calls of a harness run against a broken fake,
-// which may wait for something that never comes.
+// which may wait for something that never comes (15 s: short enough for
+// the never-ready fake, long enough for nine children launching adapters
+// at once under -race on a 2-core machine).
 const childTimeoutEnv = "STORAGETEST_CHILD_TIMEOUT"
 
 // nodeRootEnv, when set, is the fake's Harness.NodeNeedsRoot.
@@ -96,7 +98,7 @@ func TestHarnessCatches(t *testing.T) {
 		t.Run(broken, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeConformance$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+broken, childTimeoutEnv+"=3s")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+broken, childTimeoutEnv+"=15s")
 			out, err := cmd.CombinedOutput()
 			if err == nil {
 				t.Fatalf("the harness passed an adapter broken by %s:\n%s", broken, out)
