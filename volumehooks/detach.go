@@ -234,7 +234,7 @@ func (v *VolumeHooks) holds(user string, operator bool, volumeID string) bool {
 // volumeID is under way: the use may not be recorded yet, or any more,
 // while the plugin holds it.
 func (v *VolumeHooks) underWay(user, volumeID string) bool {
-	key := user + "/" + volumeID
+	key := userVolumeKey(user, volumeID)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	_, p := v.publishes[key]

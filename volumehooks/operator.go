@@ -221,7 +221,7 @@ func (v *VolumeHooks) holdsNothing(user, volumeID string) bool {
 			return false
 		}
 	}
-	key := user + "/" + volumeID
+	key := userVolumeKey(user, volumeID)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	_, tearing := v.teardowns[key]

@@ -102,7 +102,7 @@ func reportKey(req *pb.ClientClaimUpdateRequest) string {
 	if user == "" {
 		user = req.GetClaimId()
 	}
-	return user + "/" + req.GetVolumeId()
+	return userVolumeKey(user, req.GetVolumeId())
 }
 
 // Queue persists req and has it sent, replacing a report on the same

@@ -64,7 +64,7 @@ func (v *VolumeHooks) startTeardown(user string, operator bool, volumeID string,
 // teardownOf starts (or joins) the teardown of user's use of volumeID, as
 // startTeardown, and returns it.
 func (v *VolumeHooks) teardownOf(user string, operator bool, volumeID string, events eventEmitter) *teardown {
-	key := user + "/" + volumeID
+	key := userVolumeKey(user, volumeID)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if td, ok := v.teardowns[key]; ok {
@@ -110,7 +110,7 @@ func (v *VolumeHooks) teardownOf(user string, operator bool, volumeID string, ev
 // its context (ctx with its own cancel) and the function that ends it; ok
 // is false when a teardown of the use is under way (no publish then).
 func (v *VolumeHooks) startPublish(ctx context.Context, user, volumeID string) (pctx context.Context, end func(), ok bool) {
-	key := user + "/" + volumeID
+	key := userVolumeKey(user, volumeID)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, busy := v.teardowns[key]; busy {
@@ -156,7 +156,7 @@ func (v *VolumeHooks) publishesUnderWay() [][2]string {
 func (v *VolumeHooks) requeueInUse(user string, operator bool, volumeID string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, busy := v.teardowns[user+"/"+volumeID]; busy || !v.published(user, volumeID) {
+	if _, busy := v.teardowns[userVolumeKey(user, volumeID)]; busy || !v.published(user, volumeID) {
 		return
 	}
 	report := claimReport(v.cfg.NodeID, user, "", volumeID)
@@ -283,3 +283,8 @@ func (v *VolumeHooks) Sweep(live func(allocID string) bool) {
 		}
 	}()
 }
+
+// userVolumeKey names one use of a volume (a user, alloc or operator claim, and
+// the volume) in the hook's bookkeeping: its publish or teardown under
+// way and its queued report.
+func userVolumeKey(user, volumeID string) string { return user + "/" + volumeID }

@@ -57,7 +57,7 @@ func (f *CSIForwarder) ControllerCall(ctx context.Context, nodeID, pluginID stri
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, csi.DefaultTimeouts()[m.Call]+csiForwardSlack)
+		ctx, cancel = context.WithTimeout(ctx, m.Call.Deadline()+csiForwardSlack)
 		defer cancel()
 	}
 	creq := &pb.CSIControllerCallRequest{NodeId: nodeID, PluginId: pluginID, Method: method, Request: b, Expect: expect}

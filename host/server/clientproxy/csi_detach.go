@@ -51,7 +51,7 @@ func (f *CSIForwarder) NodeDetachVolume(ctx context.Context, nodeID, volumeID st
 		}
 		resp, err = f.detachOnce(ctx, req, attempt > 0)
 		var answer *nodeAnswer
-		if err == nil || errors.As(err, &answer) || !retryable(ctx, err) || errcode.Code(err) != codes.Unavailable {
+		if err == nil || errors.As(err, &answer) || ctx.Err() != nil || errcode.Code(err) != codes.Unavailable {
 			break
 		}
 		p.logger.Debug("node detach of a volume failed; retrying", "volume_id", volumeID, "node_id", nodeID, "attempt", attempt+1, "error", err)

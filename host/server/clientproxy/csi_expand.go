@@ -32,7 +32,7 @@ func (f *CSIForwarder) NodeExpand(ctx context.Context, nodeID, pluginID, volumeI
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, csi.DefaultTimeouts()[csi.CallNodeExpandVolume]+csiForwardSlack)
+		ctx, cancel = context.WithTimeout(ctx, csi.CallNodeExpandVolume.Deadline()+csiForwardSlack)
 		defer cancel()
 	}
 	nreq := &pb.CSINodeExpandRequest{NodeId: nodeID, PluginId: pluginID, VolumeId: volumeID, Request: b}

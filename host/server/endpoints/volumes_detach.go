@@ -29,9 +29,9 @@ var (
 	// not released. The message names the volume, the node and each
 	// claimant.
 	ErrVolumeInUseOnNode = errcode.New(codes.FailedPrecondition, "the volume is in use on the node")
-	// ErrNoNodeDetacher is returned by Volumes.Detach on a server built
-	// without node calls.
-	ErrNoNodeDetacher = errcode.New(codes.Unimplemented, "this server makes no node calls")
+	// ErrNoNodeCalls is returned by Volumes.Detach and Volumes.Expand on a
+	// server built without a way to call nodes (a test's, or a tool's).
+	ErrNoNodeCalls = errcode.New(codes.Unimplemented, "this server makes no node calls")
 )
 
 // detachUpdateTries bounds the proposals of the node-detached transitions:
@@ -79,7 +79,7 @@ func (e *volumesEndpoint) Detach(ctx context.Context, req *pb.VolumeDetachReques
 		return nil, err
 	}
 	if e.detacher == nil {
-		return nil, fmt.Errorf("detaching volume %q from node %s: %w", volumeID, nodeID, ErrNoNodeDetacher)
+		return nil, fmt.Errorf("detaching volume %q from node %s: %w", volumeID, nodeID, ErrNoNodeCalls)
 	}
 	users := make([]*pb.CSINodeDetachUser, 0, len(releasing))
 	for _, c := range releasing {

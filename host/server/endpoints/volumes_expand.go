@@ -178,7 +178,7 @@ func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacit
 		}
 	}
 	if len(held) > 0 && e.nodes == nil {
-		return nil, false, fmt.Errorf("expanding volume %q (csi plugin %q) on its nodes: this server makes no node calls", v.GetId(), v.GetPluginId())
+		return nil, false, fmt.Errorf("expanding volume %q (csi plugin %q) on its nodes: %w", v.GetId(), v.GetPluginId(), ErrNoNodeCalls)
 	}
 	out := make([]*pb.VolumeNodeExpansion, 0, len(held))
 	var mu sync.Mutex
@@ -212,15 +212,7 @@ func (e *volumesEndpoint) expandNodes(ctx context.Context, v *pb.Volume, capacit
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(out, func(a, b *pb.VolumeNodeExpansion) int {
-		switch {
-		case a.GetNodeId() < b.GetNodeId():
-			return -1
-		case a.GetNodeId() > b.GetNodeId():
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *pb.VolumeNodeExpansion) int { return strings.Compare(a.GetNodeId(), b.GetNodeId()) })
 	return out, staging, nil
 }
 
