@@ -16,6 +16,6 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrPluginCannot:            codes.FailedPrecondition,
 		ErrCreateControllerChanged: codes.FailedPrecondition,
 		ErrVolumeInUseOnNode:       codes.FailedPrecondition,
-		ErrNoNodeCalls:          codes.Unimplemented,
+		ErrNoNodeCalls:             codes.Unimplemented,
 	})
 }
