@@ -93,8 +93,18 @@ func TestCSILifecycle(t *testing.T) {
 	}
 	binds := []chrootBind{{base, "/shared"}}
 	ext := os.Getenv(envExtPlugin)
+	// Where exec tasks see the external plugin's directory: chroot_env
+	// is a map by host path, so a plugin beside berth is under /opt/berth.
+	extTaskDir := "/opt/csi-plugin"
 	if ext != "" {
-		binds = append(binds, chrootBind{filepath.Dir(ext), "/opt/csi-plugin"})
+		if !filepath.IsAbs(ext) {
+			t.Fatalf("%s=%q: want an absolute path", envExtPlugin, ext)
+		}
+		if filepath.Dir(ext) == filepath.Dir(berthBin) {
+			extTaskDir = "/opt/berth"
+		} else {
+			binds = append(binds, chrootBind{filepath.Dir(ext), extTaskDir})
+		}
 	}
 	c := startCSICluster(t, binds...)
 
@@ -130,7 +140,7 @@ func TestCSILifecycle(t *testing.T) {
 	})
 	t.Run("external plugin under exec", func(t *testing.T) {
 		testutil.RequireRoot(t, "the exec driver isolates the plugin task with namespaces, mounts and cgroups")
-		runLifecycle(t, c, "/shared/fs", lcPlugin{id: "lc-ext-exec", driver: "exec", command: "/opt/csi-plugin/" + filepath.Base(ext),
+		runLifecycle(t, c, "/shared/fs", lcPlugin{id: "lc-ext-exec", driver: "exec", command: extTaskDir + "/" + filepath.Base(ext),
 			args: extArgs, shared: nodeArgs})
 	})
 }
