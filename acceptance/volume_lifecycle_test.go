@@ -29,14 +29,17 @@ import (
 //  6. `volume snapshot create`, `snapshot list` (by volume and by plugin);
 //  7. `volume expand` with the volume published on the reader's node: the
 //     controller expands it and, when the plugin asks for it, the node;
-//  8. the reader stopped, `volume snapshot delete` (the list no longer has
-//     it) and `volume delete` (the volume is gone).
+//  8. the reader stopped, a volume created from the snapshot
+//     (snapshot_id) holds the file, read by a job on the second client;
+//  9. `volume snapshot delete` (the list no longer has it) and `volume
+//     delete` of both volumes (gone).
 //
-// It runs with the built-in hostpath plugin under raw_exec and under exec
-// (isolated: the shared directory reaches the tasks through the exec
-// driver's chroot_env, where a separate mount under it stays writable), and
-// with an external plugin binary when BERTH_ACCEPTANCE_CSI_PLUGIN names one
-// (see doc.go): that subtest exists only then.
+// It needs root (testutil.RequireRoot: a failure under CI). It runs with
+// the built-in hostpath plugin under raw_exec and under exec (isolated:
+// the shared directory reaches the tasks through the exec driver's
+// chroot_env, where a separate mount under it stays writable), and with an
+// external plugin binary when BERTH_ACCEPTANCE_CSI_PLUGIN names one (see
+// doc.go): those subtests exist only then.
 
 // External plugin settings (doc.go documents them).
 const (
@@ -67,10 +70,11 @@ type lcPlugin struct {
 }
 
 func TestCSILifecycle(t *testing.T) {
+	testutil.RequireRoot(t, "the plugins mount volumes (the hostpath plugin bind-mounts them) and the exec driver isolates tasks with namespaces")
 	// The shared directory: the state of the plugin's instances on both
-	// clients. As root it is its own mount (a bind of itself, standing in
-	// for a network filesystem's mount), so that it stays writable inside
-	// exec tasks, which see its parent through a read-only chroot_env bind.
+	// clients. It is its own mount (a bind of itself, standing in for a
+	// network filesystem's mount), so that it stays writable inside exec
+	// tasks, which see its parent through a read-only chroot_env bind.
 	base, err := os.MkdirTemp("", "berth-acc-shared-")
 	if err != nil {
 		t.Fatal(err)
@@ -81,16 +85,14 @@ func TestCSILifecycle(t *testing.T) {
 	}
 	// Cleanups run last-registered first: these run after the agents stop.
 	t.Cleanup(func() { os.RemoveAll(base) })
-	if os.Geteuid() == 0 {
-		if err := syscall.Mount(shared, shared, "", syscall.MS_BIND, ""); err != nil {
-			t.Fatalf("bind-mounting the shared directory %s: %v", shared, err)
-		}
-		t.Cleanup(func() {
-			if err := syscall.Unmount(shared, syscall.MNT_DETACH); err != nil {
-				t.Errorf("unmounting the shared directory: %v", err)
-			}
-		})
+	if err := syscall.Mount(shared, shared, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mounting the shared directory %s: %v", shared, err)
 	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(shared, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the shared directory: %v", err)
+		}
+	})
 	binds := []chrootBind{{base, "/shared"}}
 	ext := os.Getenv(envExtPlugin)
 	// Where exec tasks see the external plugin's directory: chroot_env
@@ -116,7 +118,6 @@ func TestCSILifecycle(t *testing.T) {
 			shared: true, provider: hostpathProvider, nodeExpansion: true})
 	})
 	t.Run("hostpath under exec", func(t *testing.T) {
-		testutil.RequireRoot(t, "the exec driver isolates the plugin task with namespaces, mounts and cgroups")
 		runLifecycle(t, c, "/shared/fs", lcPlugin{id: "lc-exec", driver: "exec", command: "/opt/berth/" + filepath.Base(berthBin), args: builtin,
 			shared: true, provider: hostpathProvider, nodeExpansion: true})
 	})
@@ -139,7 +140,6 @@ func TestCSILifecycle(t *testing.T) {
 		runLifecycle(t, c, shared, lcPlugin{id: "lc-ext-raw", driver: "raw_exec", command: ext, args: extArgs, shared: nodeArgs})
 	})
 	t.Run("external plugin under exec", func(t *testing.T) {
-		testutil.RequireRoot(t, "the exec driver isolates the plugin task with namespaces, mounts and cgroups")
 		runLifecycle(t, c, "/shared/fs", lcPlugin{id: "lc-ext-exec", driver: "exec", command: extTaskDir + "/" + filepath.Base(ext),
 			args: extArgs, shared: nodeArgs})
 	})
@@ -369,6 +369,34 @@ func runLifecycle(t *testing.T, c *csiCluster, sharedDir string, p lcPlugin) {
 		waitVolumeFreed(t, s, vol, time.Now(), freeBound)
 	})
 
+	restored, restoredReader := vol+"-restored", p.id+"-restored"
+	t.Cleanup(func() { stopAllJobs(t, s, restoredReader) })
+	times.step("volume create from the snapshot", func() {
+		file := filepath.Join(t.TempDir(), "restored.hcl")
+		if err := os.WriteFile(file, []byte(fmt.Sprintf(`
+id           = %q
+plugin_id    = %q
+snapshot_id  = %q
+capacity_min = "8MiB"
+capability {
+  access_mode     = "single-node-writer"
+  attachment_mode = "file-system"
+}
+`, restored, p.id, snap.ID)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := s.cli("volume", "create", file); err != nil {
+			t.Fatalf("volume create %s from snapshot %s: %v\n%s", restored, snap.ID, err, out)
+		}
+	})
+	times.step("restored volume's reader job run on "+readNode.name+" → file read, stop", func() {
+		runJob(t, s, restoredReader, volumeUserJob(restoredReader, restored, readNode.name, "cat $BERTH_VOLUME_DATA/hello"))
+		a := waitClaimedBy(t, s, restoredReader, restored, readNodeID)
+		waitOutput(t, s, a.ID, "user", content)
+		stopJob(t, s, restoredReader)
+		waitVolumeFreed(t, s, restored, time.Now(), freeBound)
+	})
+
 	times.step("volume snapshot delete", func() {
 		if out, err := s.cli("volume", "snapshot", "delete", p.id, snap.ID); err != nil {
 			t.Fatalf("volume snapshot delete %s %s: %v\n%s", p.id, snap.ID, err, out)
@@ -378,20 +406,22 @@ func runLifecycle(t *testing.T, c *csiCluster, sharedDir string, p lcPlugin) {
 		}
 	})
 
-	times.step("volume delete", func() {
-		if out, err := s.cli("volume", "delete", vol); err != nil {
-			t.Fatalf("volume delete %s: %v\n%s", vol, err, out)
+	times.step("volume delete (both)", func() {
+		for _, id := range []string{restored, vol} {
+			if out, err := s.cli("volume", "delete", id); err != nil {
+				t.Fatalf("volume delete %s: %v\n%s", id, err, out)
+			}
+			eventually(t, 10*time.Second, id+" gone", func() error {
+				v, err := s.volume(id)
+				if err == nil {
+					return fmt.Errorf("still there: %+v", v.Volume)
+				}
+				if !strings.Contains(err.Error(), "HTTP 404") {
+					return err
+				}
+				return nil
+			})
 		}
-		eventually(t, 10*time.Second, vol+" gone", func() error {
-			v, err := s.volume(vol)
-			if err == nil {
-				return fmt.Errorf("still there: %+v", v.Volume)
-			}
-			if !strings.Contains(err.Error(), "HTTP 404") {
-				return err
-			}
-			return nil
-		})
 	})
 
 	times.step("plugin job stop → plugin gone", func() {
