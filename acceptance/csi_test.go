@@ -411,7 +411,13 @@ type csiCluster struct {
 	exec    bool
 }
 
-func startCSICluster(t *testing.T) *csiCluster {
+// chrootBind is one more chroot_env entry of the clients' exec driver: a
+// host directory and where tasks see it.
+type chrootBind struct{ host, task string }
+
+// startCSICluster starts the cluster; binds are added to the exec driver's
+// chroot_env (read-only in the tasks, as the driver binds them).
+func startCSICluster(t *testing.T, binds ...chrootBind) *csiCluster {
 	t.Helper()
 	servers, join := startServers(t)
 	// Without root the exec plugin is left out; the test of its part ends
@@ -419,13 +425,17 @@ func startCSICluster(t *testing.T) *csiCluster {
 	c := &csiCluster{servers: servers, exec: os.Geteuid() == 0}
 	execBlock := ""
 	if c.exec {
+		more := ""
+		for _, b := range binds {
+			more += fmt.Sprintf(", %q = %q", b.host, b.task)
+		}
 		execBlock = fmt.Sprintf(`
 plugin "exec" {
   config {
     enabled    = true
-    chroot_env = { "/bin" = "/bin", "/etc" = "/etc", "/lib" = "/lib", "/lib64" = "/lib64", "/usr" = "/usr", "/sbin" = "/sbin", %q = "/opt/berth" }
+    chroot_env = { "/bin" = "/bin", "/etc" = "/etc", "/lib" = "/lib", "/lib64" = "/lib64", "/usr" = "/usr", "/sbin" = "/sbin", %q = "/opt/berth"%s }
   }
-}`, filepath.Dir(berthBin))
+}`, filepath.Dir(berthBin), more)
 	}
 	for i := range 2 {
 		cl := newAgent(t, fmt.Sprintf("c%d", i+1), freePorts(t), fmt.Sprintf(`

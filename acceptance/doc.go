@@ -6,4 +6,42 @@
 // one. `make test` runs one round of each scenario; `make acceptance` sets
 // BERTH_ACCEPTANCE_LONG=1 for repeated failovers. Only processes the tests
 // started are ever signalled, by PID.
+//
+// # A volume's whole life with another CSI plugin
+//
+// TestCSILifecycle takes a volume through create, a write on one client,
+// stop, a read on the other client, snapshot create/list/delete, expand
+// and delete, with a CSI plugin run as tasks (a monolith on the first
+// client, a node instance on the second sharing its state directory) and
+// logs how long each step took. It runs the built-in hostpath plugin under
+// raw_exec and under exec. Pointed at another plugin binary it runs the
+// same lifecycle with that plugin too, as two more subtests (under
+// raw_exec and, as root, exec); unset, those subtests do not exist:
+//
+//	BERTH_ACCEPTANCE_CSI_PLUGIN    the plugin's executable (absolute path)
+//	BERTH_ACCEPTANCE_CSI_PLUGIN_ARGS
+//	    its arguments as the monolith, split on spaces, with {endpoint}
+//	    (the CSI endpoint berth gives the task), {node} (the client's
+//	    name, unique in the cluster), {state} (a directory the test owns)
+//	    and {mode} ("monolith") replaced; default:
+//	    "--endpoint={endpoint} --nodeid={node} --statedir={state}", the
+//	    kubernetes-csi hostpath plugin's flags
+//	BERTH_ACCEPTANCE_CSI_PLUGIN_NODE_ARGS
+//	    the arguments of a node-only instance on the second client ({mode}
+//	    is "node") that reaches the monolith's volumes through the same
+//	    {state}. Unset: the plugin's storage is local to its node, as the
+//	    kubernetes-csi hostpath plugin's is (its volumes' topology pins
+//	    them there), so it runs on the first client only and the reader
+//	    runs there too; the test logs that the data did not cross nodes.
+//
+// Under exec the plugin's directory is the task's /opt/csi-plugin (a
+// read-only bind), {state} is under /shared, and the plugin gets
+// CAP_SYS_ADMIN to mount; a dynamically linked plugin needs its libraries
+// under the usual /lib, /lib64 or /usr. For the kubernetes-csi hostpath
+// plugin (github.com/kubernetes-csi/csi-driver-host-path, built as its own
+// main module where its source is reachable: `make hostpath` in its
+// checkout gives bin/hostpathplugin):
+//
+//	BERTH_ACCEPTANCE_CSI_PLUGIN=$PWD/bin/hostpathplugin \
+//	  go test ./acceptance -run TestCSILifecycle -v
 package acceptance
