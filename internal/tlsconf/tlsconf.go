@@ -4,13 +4,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 
 	"berth.dev/berth/rpc/errcode"
 )
@@ -52,6 +55,27 @@ var (
 	// ErrNoPeerCertificate: the peer sent no certificate where one is required.
 	ErrNoPeerCertificate = errcode.New(codes.Unauthenticated, "tls: peer sent no certificate")
 )
+
+// FileError is a problem with one of the files a Store loads: Key is the
+// tls block's key naming it (ca_file, cert_file, key_file), Path the file.
+type FileError struct {
+	Key  string
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	if e.Path == "" {
+		return fmt.Sprintf("tls: %s: %v", e.Key, e.Err)
+	}
+	if errors.Is(e.Err, os.ErrNotExist) || errors.Is(e.Err, os.ErrPermission) {
+		// os's error already names the file.
+		return fmt.Sprintf("tls: %s: %v", e.Key, e.Err)
+	}
+	return fmt.Sprintf("tls: %s %s: %v", e.Key, e.Path, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
 
 // Options are an agent's tls block.
 type Options struct {
@@ -124,43 +148,43 @@ func (s *Store) load() (*material, error) {
 	o := s.opts
 	for _, f := range []struct{ key, path string }{{"ca_file", o.CAFile}, {"cert_file", o.CertFile}, {"key_file", o.KeyFile}} {
 		if f.path == "" {
-			return nil, fmt.Errorf("tls: %s is required", f.key)
+			return nil, &FileError{Key: f.key, Err: errors.New("required")}
 		}
 	}
 	caPEM, err := os.ReadFile(o.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("tls: ca_file: %w", err)
+		return nil, &FileError{Key: "ca_file", Path: o.CAFile, Err: err}
 	}
 	roots := x509.NewCertPool()
 	n, err := addPEMCerts(roots, caPEM)
 	if err != nil {
-		return nil, fmt.Errorf("tls: ca_file %s: %w", o.CAFile, err)
+		return nil, &FileError{Key: "ca_file", Path: o.CAFile, Err: err}
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("tls: ca_file %s: no PEM certificate in it", o.CAFile)
+		return nil, &FileError{Key: "ca_file", Path: o.CAFile, Err: errors.New("no PEM certificate in it")}
 	}
 	certPEM, err := os.ReadFile(o.CertFile)
 	if err != nil {
-		return nil, fmt.Errorf("tls: cert_file: %w", err)
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
 	}
 	keyPEM, err := os.ReadFile(o.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("tls: key_file: %w", err)
+		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: err}
 	}
 	if blk, _ := pem.Decode(certPEM); blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("tls: cert_file %s: no PEM certificate in it", o.CertFile)
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: errors.New("no PEM certificate in it")}
 	}
 	if blk, _ := pem.Decode(keyPEM); blk == nil || !isKeyBlock(blk.Type) {
-		return nil, fmt.Errorf("tls: key_file %s: no PEM private key in it", o.KeyFile)
+		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: errors.New("no PEM private key in it")}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("tls: cert_file %s with key_file %s: %w", o.CertFile, o.KeyFile, err)
+		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: fmt.Errorf("not the key of cert_file %s: %w", o.CertFile, err)}
 	}
 	leaf := cert.Leaf
 	if leaf == nil {
 		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("tls: cert_file %s: %w", o.CertFile, err)
+			return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
 		}
 	}
 	inter := x509.NewCertPool()
@@ -171,7 +195,7 @@ func (s *Store) load() (*material, error) {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: o.Now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return nil, fmt.Errorf("tls: cert_file %s does not verify against ca_file %s: %w", o.CertFile, o.CAFile, err)
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: fmt.Errorf("does not verify against ca_file %s: %w", o.CAFile, err)}
 	}
 	return &material{cert: &cert, leaf: leaf, roots: roots}, nil
 }
@@ -305,4 +329,13 @@ func (s *Store) HTTPConfig() *tls.Config {
 		return c
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.getCertificate, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// DialOptions are the gRPC options of connections to servers under s:
+// mutual TLS with ClientConfig. A nil Store gives none (plaintext).
+func DialOptions(s *Store) []grpc.DialOption {
+	if s == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(s.ClientConfig()))}
 }

@@ -265,9 +265,9 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 		{"garbage ca", Options{CAFile: garbage, CertFile: cert, KeyFile: key}, "ca_file " + garbage},
 		{"garbage cert", Options{CAFile: ca, CertFile: garbage, KeyFile: key}, "cert_file " + garbage},
 		{"garbage key", Options{CAFile: ca, CertFile: cert, KeyFile: garbage}, "key_file " + garbage},
-		{"key of another cert", Options{CAFile: ca, CertFile: cert, KeyFile: p.write("ca-key.pem", p.ca.Key)}, "c.pem"},
+		{"key of another cert", Options{CAFile: ca, CertFile: cert, KeyFile: p.write("ca-key.pem", p.ca.Key)}, "key_file " + filepath.Join(p.dir, "ca-key.pem") + ": not the key of cert_file " + cert},
 		{"other ca", Options{CAFile: p.write("other.pem", other.ca.Cert), CertFile: cert, KeyFile: key}, "does not verify"},
-		{"no key file", Options{CAFile: ca, CertFile: cert}, "key_file is required"},
+		{"no key file", Options{CAFile: ca, CertFile: cert}, "key_file: required"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.opts)
