@@ -435,3 +435,6 @@ func writeFileAtomic(path string, data []byte) error {
 
 // RaftAddr returns the address raft listens on.
 func (s *Server) RaftAddr() string { return s.raftAddr() }
+
+// RPCAddr returns the address the RPC server is advertised at.
+func (s *Server) RPCAddr() string { return s.cfg.RPCAddr }
