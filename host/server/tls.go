@@ -111,9 +111,11 @@ type tlsStreamLayer struct {
 	store *tlsconf.Store
 }
 
-// newTLSStreamLayer listens on bind; like raft's TCP transport it
-// advertises the address it bound, which must be one peers can reach.
-func newTLSStreamLayer(bind string, store *tlsconf.Store) (*tlsStreamLayer, error) {
+// NewTLSStreamLayer is raft's stream layer under TLS (what a server with
+// tls.rpc runs raft over; exported for bench). It listens on bind and, like
+// raft's TCP transport, advertises the address it bound, which must be one
+// peers can reach.
+func NewTLSStreamLayer(bind string, store *tlsconf.Store) (raft.StreamLayer, error) {
 	lis, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -143,7 +145,7 @@ func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration)
 
 // newTLSRaftTransport is raft's network transport over tlsStreamLayer.
 func (s *Server) newTLSRaftTransport() (raft.Transport, error) {
-	layer, err := newTLSStreamLayer(s.cfg.RaftAddr, s.cfg.TLS)
+	layer, err := NewTLSStreamLayer(s.cfg.RaftAddr, s.cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
