@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -106,10 +107,17 @@ func (s *Server) tlsServerOptions() []grpc.ServerOption {
 // server certificates, and a dialer presenting this server's certificate
 // and checking the peer's.
 type tlsStreamLayer struct {
-	net.Listener
+	tcp   net.Listener
 	addr  net.Addr
 	store *tlsconf.Store
+	// handshakeTimeout is raftHandshakeTimeout but in tests.
+	handshakeTimeout time.Duration
 }
+
+// raftHandshakeTimeout bounds a raft peer's TLS handshake: a connection
+// that does not complete one in time is closed, so an unauthenticated peer
+// cannot hold raft's connection handlers.
+const raftHandshakeTimeout = 10 * time.Second
 
 // NewTLSStreamLayer is raft's stream layer under TLS (what a server with
 // tls.rpc runs raft over; exported for bench). It listens on bind and, like
@@ -125,10 +133,55 @@ func NewTLSStreamLayer(bind string, store *tlsconf.Store) (raft.StreamLayer, err
 		lis.Close()
 		return nil, fmt.Errorf("raft address %s cannot be advertised to peers", addr)
 	}
-	return &tlsStreamLayer{Listener: tls.NewListener(lis, store.PeerConfig()), addr: addr, store: store}, nil
+	return &tlsStreamLayer{tcp: lis, addr: addr, store: store, handshakeTimeout: raftHandshakeTimeout}, nil
 }
 
+// Accept returns the next connection; its handshake runs at its first read
+// or write, within raftHandshakeTimeout.
+func (l *tlsStreamLayer) Accept() (net.Conn, error) {
+	c, err := l.tcp.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: tls.Server(c, l.store.PeerConfig()), timeout: l.handshakeTimeout}, nil
+}
+
+func (l *tlsStreamLayer) Close() error   { return l.tcp.Close() }
 func (l *tlsStreamLayer) Addr() net.Addr { return l.addr }
+
+// handshakeConn completes its TLS handshake under a deadline before the
+// first read or write; a failed one closes the connection.
+type handshakeConn struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *handshakeConn) handshake() error {
+	c.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		if c.err = c.Conn.HandshakeContext(ctx); c.err != nil {
+			_ = c.Conn.Close()
+		}
+	})
+	return c.err
+}
+
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *handshakeConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
 
 // Dial connects to a raft peer and completes the handshake within timeout,
 // so a peer that refuses this server's certificate fails the dial.
