@@ -48,7 +48,19 @@ type cluster struct {
 
 // startCluster starts n servers running kind's FSM, bootstrapped together,
 // and waits until one of them leads and has applied its first entries.
-func startCluster(ctx context.Context, dir string, n int, kind fsmKind, logger hclog.Logger) (_ *cluster, err error) {
+func startCluster(ctx context.Context, dir string, n int, kind fsmKind, logger hclog.Logger) (*cluster, error) {
+	return startClusterWith(ctx, dir, n, kind, logger, tcpTransport)
+}
+
+// newTransport makes one server's raft transport on a free loopback port.
+type newTransport func(logger hclog.Logger) (*raft.NetworkTransport, error)
+
+func tcpTransport(logger hclog.Logger) (*raft.NetworkTransport, error) {
+	return raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, transportPool, transportTimeout, logger.Named("raft-net"))
+}
+
+// startClusterWith is startCluster over the transports newT makes.
+func startClusterWith(ctx context.Context, dir string, n int, kind fsmKind, logger hclog.Logger, newT newTransport) (_ *cluster, err error) {
 	c := &cluster{dir: dir}
 	defer func() {
 		if err != nil {
@@ -63,7 +75,7 @@ func startCluster(ctx context.Context, dir string, n int, kind fsmKind, logger h
 	// transports (and their ports) exist before any server starts.
 	var conf raft.Configuration
 	for i := range n {
-		t, err := raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, transportPool, transportTimeout, logger.Named("raft-net"))
+		t, err := newT(logger)
 		if err != nil {
 			return nil, fmt.Errorf("server %d: raft transport on 127.0.0.1: %w", i, err)
 		}

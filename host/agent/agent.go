@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/host/client/state"
 	"berth.dev/berth/host/server"
 	"berth.dev/berth/internal/runhooks"
+	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -59,6 +60,8 @@ type Agent struct {
 	rpcAddrs []string
 
 	shutdownOnce sync.Once
+	// tls is the TLS material when the tls block turns TLS on (tls.go).
+	tls *tlsconf.Store
 }
 
 // NewLogger builds the agent's logger from its config.
@@ -75,7 +78,12 @@ func NewLogger(cfg *Config, out io.Writer) hclog.Logger {
 func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 	// Not the named result: `return nil, err` would nil it before the
 	// deferred cleanup runs.
-	a := &Agent{cfg: cfg, logger: logger, pool: rpc.NewPool()}
+	tlsStore, err := newTLSStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, logger: logger, tls: tlsStore}
+	a.pool = rpc.NewPool(tlsconf.DialOptions(a.rpcTLS())...)
 	defer func() {
 		if err != nil {
 			a.Shutdown()
@@ -97,6 +105,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr(), err)
 	}
+	a.httpLis = a.listenHTTP(a.httpLis)
 	httpAddr := a.httpLis.Addr().String()
 
 	if cfg.Server.Enabled {
@@ -144,6 +153,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			JobLimits:               cfg.Server.JobLimits,
 			Logger:                  logger.Named("server"),
 			Version:                 version.Version,
+			TLS:                     a.rpcTLS(),
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.
@@ -210,6 +220,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			CSIRegistry:      csiRegistry,
 			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
+			TLS:              a.rpcTLS(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

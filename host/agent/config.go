@@ -51,6 +51,11 @@ type Config struct {
 	LogJSON bool
 	// DevMode marks a `berth run -dev` agent. It is never read from files.
 	DevMode bool
+	// Region names this agent's region: the middle label of the role
+	// names in TLS certificates (server.<region>.berth). Empty is "global".
+	Region string
+	// TLS is the tls block (config_tls.go): mutual TLS and HTTPS.
+	TLS TLSConfig
 
 	// set records which fields a configuration file set, by field path
 	// ("server.enabled"), and where. Merge consults it to tell a value a file

@@ -41,6 +41,7 @@ var topAttrs = []attrDef{
 	scalar("plugin_dir", func(c *Config) *string { return &c.PluginDir }, toString, checkAbsPath),
 	scalar("log_level", func(c *Config) *string { return &c.LogLevel }, toString, checkLogLevel),
 	scalar("log_json", func(c *Config) *bool { return &c.LogJSON }, toBool, nil),
+	regionAttr,
 }
 
 // configBlocks are the unlabelled blocks at the top level of a file.
@@ -78,6 +79,7 @@ var configBlocks = []blockDef{
 		scalar("reserved_cpu_mhz", func(c *Config) *int { return &c.Client.ReservedCPUMHz }, toInt, checkNonNegative),
 		scalar("reserved_memory_mb", func(c *Config) *int { return &c.Client.ReservedMemoryMB }, toInt, checkNonNegative),
 	}},
+	tlsConfigBlock,
 }
 
 // eachAttr calls fn for every argument in the table with its field path.

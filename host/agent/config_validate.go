@@ -49,6 +49,7 @@ func (c *Config) Validate() error {
 	}
 	c.validatePortsDistinct(&errs)
 	c.validatePlugins(&errs)
+	c.validateTLS(&errs)
 	return errsOrNil(errs)
 }
 

@@ -266,7 +266,8 @@ func TestHelpShowsAddressSources(t *testing.T) {
 // global flag must be read through flagString and have a precedence test
 // here. A new global flag fails this test until it does.
 func TestGlobalFlagsAreResolved(t *testing.T) {
-	tested := map[string]bool{"address": true} // TestAddressPrecedence
+	tested := map[string]bool{"address": true, // TestAddressPrecedence
+		"ca-cert": true, "client-cert": true, "client-key": true} // TestTLSFlagPrecedence
 	for _, f := range newApp(nil, nil).Flags {
 		for _, n := range f.Names() {
 			if !tested[n] {

@@ -158,11 +158,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			systemCommand(),
 			operatorCommand(),
 			builtinCommand(),
+			tlsCommand(),
 		},
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   flagUsageError,
 	}
+	addTLSFlags(app.Commands)
 	onUsageErrors(app.Commands)
 	return app
 }

@@ -15,7 +15,7 @@ import (
 )
 
 func globalFlags() []cli.Flag {
-	return []cli.Flag{addressFlag()}
+	return append([]cli.Flag{addressFlag()}, tlsFlags()...)
 }
 
 // addressFlag is declared both globally (`berth -address X node status`) and
@@ -44,7 +44,7 @@ func apiClient(c *cli.Context) (*api.Client, error) {
 	if !ok {
 		addr = api.DefaultAddress()
 	}
-	return api.NewClient(addr)
+	return api.NewClientTLS(addr, apiTLS(c))
 }
 
 // flagString returns the value of the string flag name from the innermost

@@ -18,7 +18,8 @@ func runCommand() *cli.Command {
 		Usage: "run a berth agent (server, client, or both)",
 		Description: "Starts an agent from -config files (HCL or JSON; repeatable, merged in order) or,\n" +
 			"with -dev, a single-process server+client on 127.0.0.1 with data in a temporary directory.\n" +
-			"SIGINT/SIGTERM shut down gracefully; a second signal forces exit.",
+			"SIGINT/SIGTERM shut down gracefully; a second signal forces exit.\n" +
+			"SIGHUP reloads the TLS certificates and CA (tls block); open connections keep theirs.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dev", Usage: "run a dev agent: server and client on 127.0.0.1, temporary data"},
 			&cli.StringSliceFlag{Name: "config", Usage: "config file or directory (repeatable)"},
@@ -42,14 +43,18 @@ func runAgent(c *cli.Context) error {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(signals)
+	// SIGHUP reloads what can change under a running agent (run_reload.go).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	a, err := agent.New(cfg, logger)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "berth agent running: HTTP API at http://%s (data in %s)\n", a.HTTPAddr(), a.DataDir())
+	fmt.Fprintf(c.App.Writer, "berth agent running: HTTP API at %s (data in %s)\n", a.HTTPURL(), a.DataDir())
 
-	sig := <-signals
+	sig := waitSignal(a, signals, hup)
 	logger.Info("shutting down; signal again to force exit", "signal", sig.String())
 	done := make(chan struct{})
 	go func() {

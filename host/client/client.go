@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -70,6 +71,9 @@ type Config struct {
 	CSIRefreshInterval time.Duration
 	// WatchMaxWait overrides WatchMaxWait (tests).
 	WatchMaxWait time.Duration
+	// TLS, when set, makes the client's connections to the servers (and
+	// so its tunnel) mutual TLS with the client's certificate.
+	TLS *tlsconf.Store
 
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
@@ -157,7 +161,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:      cfg,
 		logger:   cfg.Logger,
 		nodeID:   id,
-		pool:     rpc.NewPool(),
+		pool:     rpc.NewPool(tlsconf.DialOptions(cfg.TLS)...),
 		servers:  shuffled(cfg.Servers),
 		updateCh: make(chan struct{}, 1),
 		ctx:      ctx,

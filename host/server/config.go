@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -85,6 +86,9 @@ type Config struct {
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
+	// TLS, when set, makes every connection mutual TLS: the RPC listener,
+	// the connections to other servers and raft's transport (tls.go).
+	TLS *tlsconf.Store
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

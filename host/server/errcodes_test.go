@@ -26,6 +26,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrRestoreTooLarge: codes.InvalidArgument,
 		ErrRestoreNoSpace:  codes.ResourceExhausted,
 		ErrCommandTooLarge: codes.InvalidArgument,
+		ErrServerOnly:      codes.PermissionDenied,
 	})
 }
 

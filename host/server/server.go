@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
@@ -115,7 +116,7 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		id:           id,
 		logger:       cfg.Logger,
 		fsm:          fsm.New(cfg.Logger.Named("fsm")),
-		pool:         rpc.NewPool(),
+		pool:         rpc.NewPool(tlsconf.DialOptions(cfg.TLS)...),
 		leaderNotify: make(chan bool, 16),
 		ready:        newReadiness(),
 		duties:       newDutiesStore(),
@@ -176,7 +177,7 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		return nil, err
 	}
 
-	s.grpc = grpc.NewServer(append(rpc.ServerOptions(),
+	s.grpc = grpc.NewServer(append(append(rpc.ServerOptions(), s.tlsServerOptions()...),
 		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor()),
 	)...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
@@ -272,6 +273,12 @@ func (s *Server) setupRaft() error {
 
 	if s.opts.raftTransport != nil {
 		s.transport = s.opts.raftTransport
+	} else if s.cfg.TLS != nil {
+		t, err := s.newTLSRaftTransport()
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w", s.cfg.RaftAddr, err)
+		}
+		s.transport = t
 	} else {
 		// No separate advertise address: raft advertises what it bound, so
 		// port 0 (tests) works and the advertised port is always real.
@@ -428,3 +435,6 @@ func writeFileAtomic(path string, data []byte) error {
 
 // RaftAddr returns the address raft listens on.
 func (s *Server) RaftAddr() string { return s.raftAddr() }
+
+// RPCAddr returns the address the RPC server is advertised at.
+func (s *Server) RPCAddr() string { return s.cfg.RPCAddr }

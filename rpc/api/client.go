@@ -43,8 +43,14 @@ type Client struct {
 }
 
 // NewClient returns a client for addr ("host:port" or an http(s) URL). The
-// token, if BERTH_TOKEN is set, is sent with every request.
+// token, if BERTH_TOKEN is set, is sent with every request; an https://
+// agent is reached with the TLS settings of BERTH_CACERT,
+// BERTH_CLIENT_CERT and BERTH_CLIENT_KEY (see NewClientTLS).
 func NewClient(addr string) (*Client, error) {
+	return NewClientTLS(addr, TLSConfigFromEnv())
+}
+
+func newClient(addr string) (*Client, error) {
 	if addr == "" {
 		return nil, errors.New("api: empty address")
 	}

@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	"berth.dev/berth/internal/tlsconf"
+	"berth.dev/berth/rpc"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// ErrServerOnly is returned, with verify_server_hostname, to a caller that
+// calls a server-only method (a server joining, the servers' tunnel and CSI
+// relays, any forwarded request) without a server certificate.
+var ErrServerOnly = errcode.New(codes.PermissionDenied, "rpc: a server-only method needs a server certificate")
+
+// serverOnlyServices are the services only servers call on each other.
+var serverOnlyServices = []string{
+	pb.TunnelPeers_ServiceDesc.ServiceName,
+	pb.CSIRelay_ServiceDesc.ServiceName,
+}
+
+// serverOnlyMethods are further methods only servers call.
+var serverOnlyMethods = map[string]bool{
+	// A server asking the leader to make it a voter.
+	pb.Operator_Join_FullMethodName: true,
+}
+
+// isServerOnly reports whether a call of fullMethod with ctx's metadata
+// is one only a server makes: a server-only method, or any request another
+// server forwarded (it is trusted to have been checked there).
+func isServerOnly(ctx context.Context, fullMethod string) bool {
+	if serverOnlyMethods[fullMethod] || rpc.Forwarded(ctx) {
+		return true
+	}
+	for _, svc := range serverOnlyServices {
+		if strings.HasPrefix(fullMethod, "/"+svc+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkServerRole refuses a server-only call whose peer did not present a
+// server certificate.
+func (s *Server) checkServerRole(ctx context.Context, fullMethod string) error {
+	if !isServerOnly(ctx, fullMethod) {
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && s.cfg.TLS.PeerIsServer(info.State) {
+			return nil
+		}
+	}
+	subject := "no certificate"
+	if ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+			subject = fmt.Sprintf("%q", info.State.PeerCertificates[0].Subject.CommonName)
+		}
+	}
+	s.logger.Warn("server-only call refused", "method", fullMethod, "peer", subject)
+	return fmt.Errorf("%w: %s called with %s", ErrServerOnly, fullMethod, subject)
+}
+
+// tlsServerOptions are the gRPC server's options under TLS: mutual TLS on
+// the RPC listener and, with verify_server_hostname, the role check of the
+// server-only methods ahead of every other interceptor.
+func (s *Server) tlsServerOptions() []grpc.ServerOption {
+	if s.cfg.TLS == nil {
+		return nil
+	}
+	opts := []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.cfg.TLS.ServerConfig()))}
+	if s.cfg.TLS.Options().VerifyServerHostname {
+		opts = append(opts,
+			grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				if err := s.checkServerRole(ctx, info.FullMethod); err != nil {
+					return nil, errcode.Status(err)
+				}
+				return h(ctx, req)
+			}),
+			grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+				if err := s.checkServerRole(ss.Context(), info.FullMethod); err != nil {
+					return errcode.Status(err)
+				}
+				return h(srv, ss)
+			}))
+	}
+	return opts
+}
+
+// tlsStreamLayer is raft's transport under TLS: a TLS listener on the raft
+// address that, with verify_server_hostname, completes handshakes only with
+// server certificates, and a dialer presenting this server's certificate
+// and checking the peer's.
+type tlsStreamLayer struct {
+	tcp   net.Listener
+	addr  net.Addr
+	store *tlsconf.Store
+	// handshakeTimeout is raftHandshakeTimeout but in tests.
+	handshakeTimeout time.Duration
+}
+
+// raftHandshakeTimeout bounds a raft peer's TLS handshake: a connection
+// that does not complete one in time is closed, so an unauthenticated peer
+// cannot hold raft's connection handlers.
+const raftHandshakeTimeout = 10 * time.Second
+
+// NewTLSStreamLayer is raft's stream layer under TLS (what a server with
+// tls.rpc runs raft over; exported for bench). It listens on bind and, like
+// raft's TCP transport, advertises the address it bound, which must be one
+// peers can reach.
+func NewTLSStreamLayer(bind string, store *tlsconf.Store) (raft.StreamLayer, error) {
+	lis, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	addr := lis.Addr().(*net.TCPAddr)
+	if ip, ok := netip.AddrFromSlice(addr.IP); !ok || ip.IsUnspecified() {
+		lis.Close()
+		return nil, fmt.Errorf("raft address %s cannot be advertised to peers", addr)
+	}
+	return &tlsStreamLayer{tcp: lis, addr: addr, store: store, handshakeTimeout: raftHandshakeTimeout}, nil
+}
+
+// Accept returns the next connection; its handshake runs at its first read
+// or write, within raftHandshakeTimeout.
+func (l *tlsStreamLayer) Accept() (net.Conn, error) {
+	c, err := l.tcp.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: tls.Server(c, l.store.PeerConfig()), timeout: l.handshakeTimeout}, nil
+}
+
+func (l *tlsStreamLayer) Close() error   { return l.tcp.Close() }
+func (l *tlsStreamLayer) Addr() net.Addr { return l.addr }
+
+// handshakeConn completes its TLS handshake under a deadline before the
+// first read or write; a failed one closes the connection.
+type handshakeConn struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *handshakeConn) handshake() error {
+	c.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		if c.err = c.Conn.HandshakeContext(ctx); c.err != nil {
+			_ = c.Conn.Close()
+		}
+	})
+	return c.err
+}
+
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *handshakeConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// Dial connects to a raft peer and completes the handshake within timeout,
+// so a peer that refuses this server's certificate fails the dial.
+func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	conn, err := (&tls.Dialer{NetDialer: d, Config: l.store.ClientConfig()}).DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		return nil, fmt.Errorf("raft: dialling %s over TLS: %w", address, err)
+	}
+	return conn, nil
+}
+
+// newTLSRaftTransport is raft's network transport over tlsStreamLayer.
+func (s *Server) newTLSRaftTransport() (raft.Transport, error) {
+	layer, err := NewTLSStreamLayer(s.cfg.RaftAddr, s.cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithLogger(layer, 3, 10*time.Second, s.logger.Named("raft-net")), nil
+}
