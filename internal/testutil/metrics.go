@@ -14,6 +14,21 @@ import (
 // the value before and after what they do.
 func MetricValue(t testing.TB, name string, labels map[string]string, cs ...prometheus.Collector) float64 {
 	t.Helper()
+	if m := findMetric(t, name, labels, cs); m != nil {
+		return sampleValue(m)
+	}
+	return 0
+}
+
+// HistogramSum is the sum of the observations of MetricValue's series, a
+// histogram; 0 when there is no such series.
+func HistogramSum(t testing.TB, name string, labels map[string]string, cs ...prometheus.Collector) float64 {
+	t.Helper()
+	return findMetric(t, name, labels, cs).GetHistogram().GetSampleSum()
+}
+
+func findMetric(t testing.TB, name string, labels map[string]string, cs []prometheus.Collector) *dto.Metric {
+	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -30,11 +45,11 @@ func MetricValue(t testing.TB, name string, labels map[string]string, cs ...prom
 		}
 		for _, m := range f.GetMetric() {
 			if hasLabels(m, labels) {
-				return sampleValue(m)
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {
