@@ -178,6 +178,8 @@ type caller struct {
 	logger   hclog.Logger
 	timeouts Timeouts
 	gone     func() error
+	// noMetrics: WithoutCallMetrics.
+	noMetrics bool
 }
 
 // invoke makes one call with its deadline and turns a failure into *Error.
@@ -196,7 +198,7 @@ func invoke[Req, Resp proto.Message](ctx context.Context, c *caller, call Call, 
 	start := time.Now()
 	resp, err := rpc(ctx, req)
 	code := status.Code(err)
-	observeCall(call, code, start, err != nil && (code != codes.NotFound || !call.NotFoundIsSuccess()))
+	c.observeCall(call, code, start, err != nil && (code != codes.NotFound || !call.NotFoundIsSuccess()))
 	if err != nil {
 		if code == codes.NotFound && call.NotFoundIsSuccess() {
 			// The call is to undo something, and the plugin says it is

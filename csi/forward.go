@@ -105,7 +105,7 @@ func (c *Client) Invoke(ctx context.Context, method string, req, resp proto.Mess
 	start := time.Now()
 	err := c.cc.Invoke(ctx, method, req, resp)
 	code := status.Code(err)
-	observeCall(m.Call, code, start, err != nil && (code != codes.NotFound || !m.Call.NotFoundIsSuccess()))
+	cl.observeCall(m.Call, code, start, err != nil && (code != codes.NotFound || !m.Call.NotFoundIsSuccess()))
 	if err == nil {
 		return nil
 	}

@@ -31,6 +31,14 @@ var (
 	}, []string{"method", "code"})
 )
 
+// WithoutCallMetrics leaves the client's calls out of the call metrics: for
+// a client whose calls reach the plugin through another agent (a server's
+// calls through a node), which observes them where they are made, so a
+// call is counted once even when both run in one process (a dev agent).
+func WithoutCallMetrics() Option {
+	return func(c *caller) { c.noMetrics = true }
+}
+
 // Metrics returns the collectors of the CSI client's metrics, for the
 // agent to register.
 func Metrics() []prometheus.Collector {
@@ -39,7 +47,10 @@ func Metrics() []prometheus.Collector {
 
 // observeCall records one call's outcome; failed says whether the caller
 // got an error.
-func observeCall(call Call, code codes.Code, start time.Time, failed bool) {
+func (c *caller) observeCall(call Call, code codes.Code, start time.Time, failed bool) {
+	if c.noMetrics {
+		return
+	}
 	callDuration.WithLabelValues(string(call), code.String()).Observe(time.Since(start).Seconds())
 	if failed {
 		callErrors.WithLabelValues(string(call), code.String()).Inc()

@@ -52,3 +52,17 @@ func TestCallMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A client made WithoutCallMetrics (a server's, through a node) adds no
+// samples: the node observes the call.
+func TestCallMetricsLeftOut(t *testing.T) {
+	_, _, c := startFake(t, csi.WithoutCallMetrics())
+	labels := map[string]string{"method": "Probe", "code": "OK"}
+	before := testutil.MetricValue(t, "berth_csi_call_duration_seconds", labels, csi.Metrics()...)
+	if _, err := c.Identity.Probe(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.MetricValue(t, "berth_csi_call_duration_seconds", labels, csi.Metrics()...) - before; got != 0 {
+		t.Errorf("probe samples grew by %v, want 0", got)
+	}
+}

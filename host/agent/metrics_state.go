@@ -1,11 +1,18 @@
 package agent
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/nodes"
+	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -31,8 +38,10 @@ var (
 
 // stateCollector reads the server's state at Collect.
 type stateCollector struct {
-	state *fsm.StateStore
-	now   func() time.Time
+	state interface {
+		StorageStats() (*fsm.StorageStats, error)
+	}
+	now func() time.Time
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -71,4 +80,23 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pluginHealthyDesc, prometheus.GaugeValue, float64(p.NodesHealthy), p.ID, "node")
 		ch <- prometheus.MustNewConstMetric(pluginExpectedDesc, prometheus.GaugeValue, float64(p.NodesExpected), p.ID, "node")
 	}
+}
+
+// storageMetrics are the process-wide collectors of the packages that time
+// storage, scheduling and heartbeats, registered once with the registry.
+func storageMetrics() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, m := range [][]prometheus.Collector{csi.Metrics(), volumemanager.Metrics(), volumeloops.Metrics(), evals.Metrics(), nodes.Metrics()} {
+		cs = append(cs, m...)
+	}
+	return cs
+}
+
+// withStateGauges serves the process-wide registry together with the
+// gauges read from this server's state: a registry of its own per scrape,
+// as several agents (tests) share the process's registry.
+func withStateGauges(state *fsm.StateStore) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(stateCollector{state: state, now: time.Now})
+	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, reg}, promhttp.HandlerOpts{})
 }
