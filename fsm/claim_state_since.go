@@ -6,10 +6,10 @@ import (
 )
 
 // ClaimStateSinceVersion is the first berth version whose servers set a
-// claim's state_since when its state changes.
+// claim's state_entered_at when its state changes.
 const ClaimStateSinceVersion = "0.1.0-dev.4"
 
-// claimStateSince is the version gate of the state_since rule. Unlike a
+// claimStateSince is the version gate of the state_entered_at rule. Unlike a
 // command's flag, the rule is decided from the replicated state: it holds
 // in an apply when every server in the servers table has recorded a
 // version at ClaimStateSinceVersion or later. Every server reads the same
@@ -17,7 +17,7 @@ const ClaimStateSinceVersion = "0.1.0-dev.4"
 // its own version, which keeps the rule off everywhere until it is
 // upgraded (it would not set the field). As with the proposers' gates, an
 // older server joining afterwards is not supported. While the rule is off
-// a moved claim's state_since is cleared (0), so readers fall back to
+// a moved claim's state_entered_at is cleared (0), so readers fall back to
 // modified_at rather than keep a stale start.
 var claimStateSince = versions.MustConstraint(">= " + ClaimStateSinceVersion)
 
@@ -45,7 +45,7 @@ func stateSinceOn(tx *writeTxn) (bool, error) {
 	return on, nil
 }
 
-// markStateSince sets n.state_since to at when the rule holds and n is
+// markStateSince sets n.state_entered_at to at when the rule holds and n is
 // entering a state other than prev's (prev nil: n is new); otherwise it
 // keeps n's value, cleared when the rule is off and the state changed.
 func markStateSince(tx *writeTxn, prev, n *pb.Claim, at int64) error {
@@ -56,19 +56,19 @@ func markStateSince(tx *writeTxn, prev, n *pb.Claim, at int64) error {
 	if err != nil {
 		return err
 	}
-	n.StateSince = 0
+	n.StateEnteredAt = 0
 	if on {
-		n.StateSince = at
+		n.StateEnteredAt = at
 	}
 	return nil
 }
 
 // ClaimStateStart returns when c entered its current state, in unix
-// nanoseconds: state_since, or, for a claim last moved while the rule was
+// nanoseconds: state_entered_at, or, for a claim last moved while the rule was
 // off, modified_at (a failed try moves it too, so the wait it gives is
 // never longer than the real one) or created_at.
 func ClaimStateStart(c *pb.Claim) int64 {
-	if s := c.GetStateSince(); s > 0 {
+	if s := c.GetStateEnteredAt(); s > 0 {
 		return s
 	}
 	if m := c.GetModifiedAt(); m > 0 {

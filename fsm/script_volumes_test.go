@@ -202,7 +202,7 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 			pb.EnumWord(c.GetMode()), pb.EnumWord(c.GetAccessMode()), pb.EnumWord(c.GetState()))
 		dumpError(b, c.GetLastError(), c.GetAttempts(), c.GetNextRetryAt())
 		fmt.Fprintf(b, " modified=%d", c.GetModifiedAt())
-		if s := c.GetStateSince(); s != 0 {
+		if s := c.GetStateEnteredAt(); s != 0 {
 			fmt.Fprintf(b, " since=%d", s)
 		}
 		fmt.Fprintf(b, " create=%d modify=%d\n", c.GetCreateIndex(), c.GetModifyIndex())

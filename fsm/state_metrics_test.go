@@ -21,7 +21,7 @@ func statsState(t testing.TB, n int) *fsm.StateStore {
 		c := &pb.Claim{Id: fmt.Sprintf("c%06d", i), VolumeId: fmt.Sprintf("v%d", i), AllocId: fmt.Sprintf("a%06d", i), NodeId: "n1",
 			State: st, CreatedAt: 1, ModifiedAt: 5000 + int64(i)}
 		if i%2 == 0 {
-			c.StateSince = 1000 + int64(i)
+			c.StateEnteredAt = 1000 + int64(i)
 		}
 		claims = append(claims, c)
 		if i%2 == 0 {
@@ -36,13 +36,13 @@ func statsState(t testing.TB, n int) *fsm.StateStore {
 }
 
 // The gauges' read counts every row by state, and the oldest start per
-// state is state_since, or modified_at for a claim without it.
+// state is state_entered_at, or modified_at for a claim without it.
 func TestStorageStats(t *testing.T) {
 	s, err := statsState(t, 10).StorageStats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Claims 0..9: state 1+i%5, so two per state; state_since on even i.
+	// Claims 0..9: state 1+i%5, so two per state; state_entered_at on even i.
 	wantClaims := []int{0, 2, 2, 2, 2, 2, 0}
 	// State 1: claims 0 (since 1000) and 5 (modified 5005) → 1000.
 	// State 2: claims 1 (modified 5001) and 6 (since 1006) → 1006.
@@ -59,13 +59,13 @@ func TestStorageStats(t *testing.T) {
 	}
 }
 
-// A claim without state_since falls back to modified_at, then created_at.
+// A claim without state_entered_at falls back to modified_at, then created_at.
 func TestClaimStateStart(t *testing.T) {
 	for _, tc := range []struct {
 		c    *pb.Claim
 		want int64
 	}{
-		{&pb.Claim{StateSince: 3, ModifiedAt: 9, CreatedAt: 1}, 3},
+		{&pb.Claim{StateEnteredAt: 3, ModifiedAt: 9, CreatedAt: 1}, 3},
 		{&pb.Claim{ModifiedAt: 9, CreatedAt: 1}, 9},
 		{&pb.Claim{CreatedAt: 1}, 1},
 	} {

@@ -28,7 +28,7 @@ var (
 	claimsDesc = prometheus.NewDesc("berth_volume_claims",
 		"Volume claims by state.", []string{"state"}, nil)
 	claimAgeDesc = prometheus.NewDesc("berth_volume_claim_state_max_age_seconds",
-		"The longest time a claim in the state has been in it (0 when none is); from state_since, or modified_at for claims last moved before every server ran 0.1.0-dev.4.",
+		"The longest time a claim in the state has been in it (0 when none is); from state_entered_at, or modified_at for claims last moved before every server ran 0.1.0-dev.4.",
 		[]string{"state"}, nil)
 	attachmentsDesc = prometheus.NewDesc("berth_volume_attachments",
 		"Volume attachments (controller publishes) by state.", []string{"state"}, nil)
