@@ -178,6 +178,8 @@ type caller struct {
 	logger   hclog.Logger
 	timeouts Timeouts
 	gone     func() error
+	// noMetrics: WithoutCallMetrics.
+	noMetrics bool
 }
 
 // invoke makes one call with its deadline and turns a failure into *Error.
@@ -193,9 +195,12 @@ func invoke[Req, Resp proto.Message](ctx context.Context, c *caller, call Call, 
 	if c.logger.IsTrace() {
 		c.logger.Trace("csi call", "call", call, "volume", volumeID, "request", RedactedString(req))
 	}
+	start := time.Now()
 	resp, err := rpc(ctx, req)
+	code := status.Code(err)
+	c.observeCall(call, code, start, err != nil && (code != codes.NotFound || !call.NotFoundIsSuccess()))
 	if err != nil {
-		if status.Code(err) == codes.NotFound && call.NotFoundIsSuccess() {
+		if code == codes.NotFound && call.NotFoundIsSuccess() {
 			// The call is to undo something, and the plugin says it is
 			// not there: done (the call table's NotFoundIsSuccess).
 			c.logger.Debug("csi call found nothing to undo, treating as done", "call", call, "volume", volumeID)

@@ -87,4 +87,13 @@
 // Requests are logged (at trace level) only through Redact, and a plugin
 // message that echoes a secret has it replaced before it reaches an *Error
 // or a log line. Redact is exported for API output and events.
+//
+// # Metrics
+//
+// Every call a Client makes, its own (invoke) or a server's relayed by a
+// node (Invoke), is observed once: berth_csi_call_duration_seconds and
+// berth_csi_call_errors_total by method and gRPC code (metrics.go; the
+// agent registers Metrics()). A client whose calls reach the plugin
+// through another agent (a server's, through a node) is made with
+// WithoutCallMetrics, so the node's observation is the only one.
 package csi

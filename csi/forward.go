@@ -102,7 +102,10 @@ func (c *Client) Invoke(ctx context.Context, method string, req, resp proto.Mess
 	if cl.logger.IsTrace() {
 		cl.logger.Trace("csi call (forwarded)", "call", m.Call, "volume", volumeID, "request", RedactedString(req))
 	}
+	start := time.Now()
 	err := c.cc.Invoke(ctx, method, req, resp)
+	code := status.Code(err)
+	cl.observeCall(m.Call, code, start, err != nil && (code != codes.NotFound || !m.Call.NotFoundIsSuccess()))
 	if err == nil {
 		return nil
 	}

@@ -205,6 +205,9 @@ func (r *reservation) store(tx *writeTxn, at int64) error {
 	if err != nil {
 		return err
 	}
+	if err := markStateSince(tx, nil, c, at); err != nil {
+		return err
+	}
 	// Read again: an earlier claim of the same command (two allocs of a
 	// plan on one node) may have created it since the check.
 	att, err := attachmentsTable.first(tx, nil, c.GetVolumeId(), c.GetNodeId())
@@ -349,6 +352,9 @@ func writeClaimState(tx *writeTxn, c *pb.Claim, state pb.ClaimState, at int64) e
 	n.State = state
 	n.LastError, n.Attempts, n.NextRetryAt = nil, 0, 0
 	n.ModifiedAt, n.ModifyIndex = at, tx.index
+	if err := markStateSince(tx, c, n, at); err != nil {
+		return err
+	}
 	return claimsTable.insert(tx, n)
 }
 

@@ -198,6 +198,9 @@ func claimTransition(tx *writeTxn, c *pb.Claim, t *pb.ClaimTransition, at int64)
 	n.State = target
 	n.LastError, n.Attempts, n.NextRetryAt = nil, 0, 0
 	n.ModifiedAt = at
+	if err := markStateSince(tx, c, n, at); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 

@@ -257,6 +257,14 @@
 //     fence outlives re-registration); its releasing claims move to
 //     node-detached at once (freed where no attachment is left), and its
 //     other claims may be moved there.
+//   - Every apply that moves a claim to another state, or creates it, sets
+//     its state_entered_at to the command's time (a failed try, which moves
+//     modified_at, does not), while every server in the servers table has
+//     recorded 0.1.0-dev.4 or later (claimStateSince, claim_state_entered_at.go:
+//     a gate read from the replicated state, so every server decides alike
+//     and an older one keeps the rule off until it is upgraded); otherwise
+//     the move clears it and readers (ClaimStateStart, the metrics) fall
+//     back to modified_at (testdata/claim_state_entered_at.txt).
 //   - VolumeRegister creates or updates a volume (a plugin's volume that
 //     another volume ID holds is refused with unique_external (set once
 //     every server knows the rule), ErrExternalVolumeTaken, so no

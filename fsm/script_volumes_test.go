@@ -201,7 +201,11 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 		fmt.Fprintf(b, "claim %s: volume=%s %s node=%s mode=%s access=%s state=%s", c.GetId(), c.GetVolumeId(), holder, c.GetNodeId(),
 			pb.EnumWord(c.GetMode()), pb.EnumWord(c.GetAccessMode()), pb.EnumWord(c.GetState()))
 		dumpError(b, c.GetLastError(), c.GetAttempts(), c.GetNextRetryAt())
-		fmt.Fprintf(b, " modified=%d create=%d modify=%d\n", c.GetModifiedAt(), c.GetCreateIndex(), c.GetModifyIndex())
+		fmt.Fprintf(b, " modified=%d", c.GetModifiedAt())
+		if s := c.GetStateEnteredAt(); s != 0 {
+			fmt.Fprintf(b, " since=%d", s)
+		}
+		fmt.Fprintf(b, " create=%d modify=%d\n", c.GetCreateIndex(), c.GetModifyIndex())
 	}
 	atts, err := st.AttachmentsPage()
 	if err != nil {

@@ -160,6 +160,9 @@ type writeTxn struct {
 	// of the command that last changed it. commit writes them to the index
 	// table, so a batch writes each table's index once, not once a command.
 	touched []tableTouch
+	// stateSince caches stateSinceOn for this transaction: 0 not yet
+	// read, 1 on, -1 off; a write to the servers table resets it.
+	stateSince int8
 }
 
 type tableTouch struct {
@@ -186,6 +189,9 @@ func (s *StateStore) beginWrite() *writeTxn {
 // write. table.insert and the derived state write through it.
 func (tx *writeTxn) insertRow(table, key string, row proto.Message) error {
 	tx.writes++
+	if table == TableServers {
+		tx.stateSince = 0
+	}
 	if err := tx.txn.Insert(table, row); err != nil {
 		return err
 	}
@@ -197,6 +203,9 @@ func (tx *writeTxn) insertRow(table, key string, row proto.Message) error {
 // write.
 func (tx *writeTxn) deleteRow(table, key string, row proto.Message) error {
 	tx.writes++
+	if table == TableServers {
+		tx.stateSince = 0
+	}
 	if err := tx.txn.Delete(table, row); err != nil {
 		return err
 	}

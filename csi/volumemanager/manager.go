@@ -239,7 +239,8 @@ func who(user string, operator bool) string {
 
 // call runs one node call with retries of uncertain errors, looking up the
 // plugin's node instance before each try.
-func (m *Manager) call(ctx context.Context, c csi.Call, pluginID, volumeID string, op func(context.Context, Plugin) error) error {
+func (m *Manager) call(ctx context.Context, c csi.Call, pluginID, volumeID string, op func(context.Context, Plugin) error) (err error) {
+	defer func(start time.Time) { observeOp(c, start, err) }(time.Now())
 	return m.cfg.Retry.Do(ctx, c, volumeID, func(ctx context.Context) error {
 		p, err := m.cfg.Plugins.WaitNode(ctx, pluginID)
 		if err != nil {

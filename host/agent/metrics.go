@@ -37,6 +37,12 @@ func metricsHandler() (http.Handler, error) {
 			metricsErr = fmt.Errorf("metrics: %w", err)
 			return
 		}
+		for _, c := range storageMetrics() {
+			if err := reg.Register(c); err != nil {
+				metricsErr = fmt.Errorf("metrics: %w", err)
+				return
+			}
+		}
 		metricsRegistry = reg
 	})
 	if metricsErr != nil {
@@ -45,14 +51,16 @@ func metricsHandler() (http.Handler, error) {
 	return promhttp.HandlerFor(metricsRegistry, promhttp.HandlerOpts{}), nil
 }
 
-// metrics serves Prometheus text. Gauges derived from state (nodes by status)
-// are set from this agent's local state at scrape time.
+// metrics serves Prometheus text. Gauges derived from state (nodes by
+// status; claims, attachments, allocs and plugins, metrics_state.go) are
+// read from this agent's local state at scrape time.
 func (a *Agent) metrics(w http.ResponseWriter, r *http.Request) error {
 	h, err := metricsHandler()
 	if err != nil {
 		return err
 	}
 	if a.server != nil {
+		h = withStateGauges(a.server.State())
 		counts, err := a.server.State().NodeCountsByStatus()
 		if err == nil {
 			for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {

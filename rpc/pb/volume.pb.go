@@ -1017,11 +1017,17 @@ type Claim struct {
 	// releasing the claim never read the job, which a purge removes while
 	// the claim lives. Absent for an operator's claim, and for a claim an
 	// older server placed.
-	Request       *VolumeRequest `protobuf:"bytes,15,opt,name=request,proto3" json:"request,omitempty"`
-	CreateIndex   uint64         `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64         `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Request     *VolumeRequest `protobuf:"bytes,15,opt,name=request,proto3" json:"request,omitempty"`
+	CreateIndex uint64         `protobuf:"varint,30,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex uint64         `protobuf:"varint,31,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	// state_entered_at is unix nanoseconds of the claim's move into its current
+	// state (its creation for the first). Unlike modified_at it does not
+	// move on a failed try. 0 for a claim last moved while some server was
+	// older than 0.1.0-dev.4 (fsm's claimStateSince rule); readers then
+	// fall back to modified_at.
+	StateEnteredAt int64 `protobuf:"varint,160,opt,name=state_entered_at,json=stateEnteredAt,proto3" json:"state_entered_at,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Claim) Reset() {
@@ -1169,6 +1175,13 @@ func (x *Claim) GetCreateIndex() uint64 {
 func (x *Claim) GetModifyIndex() uint64 {
 	if x != nil {
 		return x.ModifyIndex
+	}
+	return 0
+}
+
+func (x *Claim) GetStateEnteredAt() int64 {
+	if x != nil {
+		return x.StateEnteredAt
 	}
 	return 0
 }
@@ -1395,7 +1408,7 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"\x05class\x18\x02 \x01(\x0e2\x1a.berth.v1.VolumeErrorClassR\x05class\x12&\n" +
 	"\x04code\x18\x03 \x01(\x0e2\x12.berth.v1.GrpcCodeR\x04code\x12\x1b\n" +
 	"\tfailed_at\x18\x04 \x01(\x03R\bfailedAt\x12#\n" +
-	"\rdecided_index\x18\x05 \x01(\x04R\fdecidedIndex\"\x8e\x05\n" +
+	"\rdecided_index\x18\x05 \x01(\x04R\fdecidedIndex\"\xb9\x05\n" +
 	"\x05Claim\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tvolume_id\x18\x02 \x01(\tR\bvolumeId\x12\x19\n" +
@@ -1418,7 +1431,8 @@ const file_berth_v1_volume_proto_rawDesc = "" +
 	"modifiedAt\x121\n" +
 	"\arequest\x18\x0f \x01(\v2\x17.berth.v1.VolumeRequestR\arequest\x12!\n" +
 	"\fcreate_index\x18\x1e \x01(\x04R\vcreateIndex\x12!\n" +
-	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\"\xf0\x04\n" +
+	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\x12)\n" +
+	"\x10state_entered_at\x18\xa0\x01 \x01(\x03R\x0estateEnteredAt\"\xf0\x04\n" +
 	"\n" +
 	"Attachment\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x17\n" +

@@ -87,6 +87,9 @@ type Broker struct {
 	// changed is closed and replaced whenever ready gains an evaluation or
 	// the broker is disabled.
 	changed chan struct{}
+	// readySince is when each evaluation last became ready (or parked
+	// behind its job), for the latency to its ack or nack (metrics.go).
+	readySince map[string]time.Time
 }
 
 type unacked struct {
@@ -113,6 +116,7 @@ func (b *Broker) resetLocked() {
 	b.delayed = map[string]clock.Timer{}
 	b.again = map[string]*pb.Evaluation{}
 	b.nacks = map[string]int{}
+	b.readySince = map[string]time.Time{}
 }
 
 // SetEnabled turns the broker on when this server's leadership is ready and
@@ -172,6 +176,7 @@ func (b *Broker) enqueue(e *pb.Evaluation) {
 // readyLocked makes e available, or parks it behind its job's outstanding
 // evaluation.
 func (b *Broker) readyLocked(e *pb.Evaluation) {
+	b.markReadyLocked(e.GetId())
 	if _, busy := b.inFlight[e.GetJobId()]; busy {
 		b.waiting[e.GetJobId()] = append(b.waiting[e.GetJobId()], e)
 		return
@@ -233,6 +238,7 @@ func (b *Broker) ack(evalID, token string, doneIndex uint64) error {
 	if err != nil {
 		return err
 	}
+	b.observeLocked(evalID, "ack")
 	b.finishLocked(u.eval)
 	b.done[evalID] = doneIndex
 	if e := b.again[evalID]; e != nil {
@@ -305,6 +311,7 @@ func (b *Broker) nack(evalID, token string) error {
 	if err != nil {
 		return err
 	}
+	b.observeLocked(evalID, "nack")
 	n := b.nacks[evalID]
 	if n >= b.cfg.deliveryLimit {
 		// It stays held until the caller has recorded the failure

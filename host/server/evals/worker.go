@@ -274,7 +274,9 @@ func (r *Runner) applyPlan(ctx context.Context, cmd *pb.PlanApplyCommand) (*pb.P
 	// Refused only while some server is older: the plan then applies
 	// under the rule every server knows.
 	cmd.RefuseUnseenHistory = r.core.RequireServersAt(planHistorySince, PlanHistorySinceVersion, "plans refused from an unseen history") == nil
+	start := time.Now()
 	res, err := r.core.ApplyResult(ctx, fsm.PlanApply, cmd)
+	observePlanApply(start, err)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -155,6 +155,7 @@ func (h *Heartbeater) Reset(nodeID string, d time.Duration) {
 // Heartbeat that landed while a down-marking was in flight therefore never
 // answers OK for a node about to go down; it brings the node back.
 func (h *Heartbeater) Heartbeat(ctx context.Context, nodeID string, d time.Duration) error {
+	heartbeatsReceived.Inc()
 	for {
 		h.mu.Lock()
 		done, busy := h.expiring[nodeID]
@@ -299,5 +300,6 @@ func (h *Heartbeater) expire(nodeID string, gen uint64) {
 		h.logger.Error("marking node down", "node_id", nodeID, "error", err)
 		return
 	}
+	heartbeatsMissed.Inc()
 	h.logger.Warn("node marked down", "node_id", nodeID, "name", node.GetName(), "reason", desc)
 }

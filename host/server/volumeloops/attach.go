@@ -270,10 +270,12 @@ func (v *Loops) publish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.Atta
 		return
 	}
 	resp := &csipb.ControllerPublishVolumeResponse{}
+	start := time.Now()
 	err = v.call(ctx, controller, a.GetPluginId(), instanceOn(snap, a.GetPluginId(), controller), csipb.Controller_ControllerPublishVolume_FullMethodName, req, resp)
 	if ctx.Err() != nil {
 		return // the leadership ended: the next leader makes the call again
 	}
+	observeControllerOp("attach", start, err)
 	if err != nil {
 		v.recordFailure(ctx, snap, a, controller, req.GetNodeId(), fmt.Errorf("ControllerPublishVolume of volume %s (external %s) to node %s through the controller on node %s: %w",
 			a.GetVolumeId(), req.GetVolumeId(), a.GetNodeId(), controller, err))
@@ -346,15 +348,18 @@ func (v *Loops) unpublish(ctx context.Context, snap *fsm.StateSnapshot, a *pb.At
 		return
 	}
 	req := &csipb.ControllerUnpublishVolumeRequest{VolumeId: vol.GetExternalId(), NodeId: csiNode, Secrets: vol.GetSecrets()}
+	start := time.Now()
 	err = v.call(ctx, controller, a.GetPluginId(), instanceOn(snap, a.GetPluginId(), controller), csipb.Controller_ControllerUnpublishVolume_FullMethodName, req, &csipb.ControllerUnpublishVolumeResponse{})
 	if ctx.Err() != nil {
 		return
 	}
 	if err != nil && errcode.Code(err) != codes.NotFound {
+		observeControllerOp("detach", start, err)
 		v.recordFailure(ctx, snap, a, controller, "", fmt.Errorf("ControllerUnpublishVolume of volume %s (external %s) from node %s through the controller on node %s: %w",
 			a.GetVolumeId(), vol.GetExternalId(), a.GetNodeId(), controller, err))
 		return
 	}
+	observeControllerOp("detach", start, nil)
 	v.logger.Info("volume unpublished", "volume", a.GetVolumeId(), "node", a.GetNodeId(), "controller", controller, "not_found", err != nil)
 	v.writeAttachment(ctx, a, &pb.AttachmentUpdateCommand{
 		VolumeId: a.GetVolumeId(), NodeId: a.GetNodeId(), State: pb.AttachmentState_ATTACHMENT_STATE_DETACHED,

@@ -48,8 +48,9 @@ func (c forwardConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grp
 // ClientVia is a CSI client of pluginID's controller instance on nodeID,
 // through calls; with expect set, only of that instance (a node serving
 // the ID with another one refuses: csi.InstanceChanged). logger is the
-// server's.
+// server's. Its calls are left out of the CSI call metrics: the node that
+// makes them observes them.
 func ClientVia(calls ControllerCaller, logger hclog.Logger, nodeID, pluginID string, expect *pb.CSIControllerInstance) *csi.Client {
 	return csi.New(forwardConn{call: calls.ControllerCall, nodeID: nodeID, pluginID: pluginID, expect: expect},
-		csi.WithLogger(logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)))
+		csi.WithLogger(logger.Named("csi").With("plugin_id", pluginID, "node_id", nodeID)), csi.WithoutCallMetrics())
 }

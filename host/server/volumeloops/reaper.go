@@ -129,6 +129,7 @@ func (v *Loops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 			}
 			continue
 		}
+		forceDetached.Add(float64(len(ts)))
 		v.logger.Info("claims detached from a lost node", "node", id, "reason", reasons[id], "claims", claimIDs(ts), "volumes", volumesOf(ts, volumeOf))
 	}
 

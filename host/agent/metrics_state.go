@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/berth/csi"
+	"berth.dev/berth/csi/volumemanager"
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/evals"
+	"berth.dev/berth/host/server/nodes"
+	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/rpc/pb"
+)
+
+// The gauges computed from this server's state at each scrape (a client
+// agent has none). Label values are bounded: states and statuses are enum
+// words; plugin_id is a CSI plugin's ID, of which a cluster has a few, so
+// it is a label; no volume, claim, alloc or node ID is.
+var (
+	pluginHealthyDesc = prometheus.NewDesc("berth_csi_plugin_instances_healthy",
+		"Healthy instances of a CSI plugin, by plugin ID and type (controller or node).", []string{"plugin_id", "type"}, nil)
+	pluginExpectedDesc = prometheus.NewDesc("berth_csi_plugin_instances_expected",
+		"Expected instances of a CSI plugin, by plugin ID and type (controller or node).", []string{"plugin_id", "type"}, nil)
+	claimsDesc = prometheus.NewDesc("berth_volume_claims",
+		"Volume claims by state.", []string{"state"}, nil)
+	claimAgeDesc = prometheus.NewDesc("berth_volume_claim_state_max_age_seconds",
+		"The longest time a claim in the state has been in it (0 when none is); from state_entered_at, or modified_at for claims last moved before every server ran 0.1.0-dev.4.",
+		[]string{"state"}, nil)
+	attachmentsDesc = prometheus.NewDesc("berth_volume_attachments",
+		"Volume attachments (controller publishes) by state.", []string{"state"}, nil)
+	allocsDesc = prometheus.NewDesc("berth_allocs",
+		"Allocations by client status (terminal ones until they are collected).", []string{"client_status"}, nil)
+)
+
+// stateCollector reads the server's state at Collect.
+type stateCollector struct {
+	state interface {
+		StorageStats() (*fsm.StorageStats, error)
+	}
+	now func() time.Time
+}
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{pluginHealthyDesc, pluginExpectedDesc, claimsDesc, claimAgeDesc, attachmentsDesc, allocsDesc} {
+		ch <- d
+	}
+}
+
+// Collect emits every known state, zero included, so a series does not
+// vanish when its last claim leaves the state.
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s, err := c.state.StorageStats()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(claimsDesc, err)
+		return
+	}
+	now := c.now().UnixNano()
+	for st := pb.ClaimState_CLAIM_STATE_RESERVED; st < pb.ClaimState_CLAIM_STATE_FREED; st++ {
+		word := pb.EnumWord(st)
+		ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(s.Claims[st]), word)
+		age := 0.0
+		if oldest := s.OldestClaim[st]; oldest > 0 && now > oldest {
+			age = time.Duration(now - oldest).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(claimAgeDesc, prometheus.GaugeValue, age, word)
+	}
+	for st := pb.AttachmentState_ATTACHMENT_STATE_ATTACHING; st < pb.AttachmentState_ATTACHMENT_STATE_DETACHED; st++ {
+		ch <- prometheus.MustNewConstMetric(attachmentsDesc, prometheus.GaugeValue, float64(s.Attachments[st]), pb.EnumWord(st))
+	}
+	for st := pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING; int(st) < len(s.Allocs); st++ {
+		ch <- prometheus.MustNewConstMetric(allocsDesc, prometheus.GaugeValue, float64(s.Allocs[st]), pb.EnumWord(st))
+	}
+	for _, p := range s.Plugins {
+		ch <- prometheus.MustNewConstMetric(pluginHealthyDesc, prometheus.GaugeValue, float64(p.ControllersHealthy), p.ID, "controller")
+		ch <- prometheus.MustNewConstMetric(pluginExpectedDesc, prometheus.GaugeValue, float64(p.ControllersExpected), p.ID, "controller")
+		ch <- prometheus.MustNewConstMetric(pluginHealthyDesc, prometheus.GaugeValue, float64(p.NodesHealthy), p.ID, "node")
+		ch <- prometheus.MustNewConstMetric(pluginExpectedDesc, prometheus.GaugeValue, float64(p.NodesExpected), p.ID, "node")
+	}
+}
+
+// storageMetrics are the process-wide collectors of the packages that time
+// storage, scheduling and heartbeats, registered once with the registry.
+func storageMetrics() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, m := range [][]prometheus.Collector{csi.Metrics(), volumemanager.Metrics(), volumeloops.Metrics(), evals.Metrics(), nodes.Metrics()} {
+		cs = append(cs, m...)
+	}
+	return cs
+}
+
+// withStateGauges serves the process-wide registry together with the
+// gauges read from this server's state: a registry of its own per scrape,
+// as several agents (tests) share the process's registry.
+func withStateGauges(state *fsm.StateStore) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(stateCollector{state: state, now: time.Now})
+	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, reg}, promhttp.HandlerOpts{})
+}

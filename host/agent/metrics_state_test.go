@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/internal/testutil"
+)
+
+type fakeStats struct {
+	s   *fsm.StorageStats
+	err error
+}
+
+func (f fakeStats) StorageStats() (*fsm.StorageStats, error) { return f.s, f.err }
+
+// The state gauges: every state emitted, zero included; the oldest start
+// of a state becomes its age at the scrape; plugins by ID and side.
+func TestStateGauges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := &fsm.StorageStats{
+		Claims:      []int{0, 1, 0, 3, 0, 0, 0},
+		OldestClaim: []int64{0, now.Add(-90 * time.Second).UnixNano(), 0, now.Add(-2 * time.Second).UnixNano(), 0, 0, 0},
+		Attachments: []int{0, 1, 2, 0, 0},
+		Allocs:      []int{0, 0, 4, 1, 0, 2},
+		Plugins:     []fsm.PluginStats{{ID: "ebs", ControllersHealthy: 1, ControllersExpected: 2, NodesHealthy: 3, NodesExpected: 3}},
+	}
+	c := stateCollector{state: fakeStats{s: s}, now: func() time.Time { return now }}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"berth_volume_claims", map[string]string{"state": "reserved"}, 1},
+		{"berth_volume_claims", map[string]string{"state": "in-use"}, 3},
+		{"berth_volume_claims", map[string]string{"state": "node-detached"}, 0},
+		{"berth_volume_claim_state_max_age_seconds", map[string]string{"state": "reserved"}, 90},
+		{"berth_volume_claim_state_max_age_seconds", map[string]string{"state": "in-use"}, 2},
+		{"berth_volume_claim_state_max_age_seconds", map[string]string{"state": "ready"}, 0},
+		{"berth_volume_attachments", map[string]string{"state": "attaching"}, 1},
+		{"berth_volume_attachments", map[string]string{"state": "attached"}, 2},
+		{"berth_volume_attachments", map[string]string{"state": "detaching"}, 0},
+		{"berth_allocs", map[string]string{"client_status": "running"}, 4},
+		{"berth_allocs", map[string]string{"client_status": "complete"}, 1},
+		{"berth_allocs", map[string]string{"client_status": "lost"}, 2},
+		{"berth_csi_plugin_instances_healthy", map[string]string{"plugin_id": "ebs", "type": "controller"}, 1},
+		{"berth_csi_plugin_instances_expected", map[string]string{"plugin_id": "ebs", "type": "controller"}, 2},
+		{"berth_csi_plugin_instances_healthy", map[string]string{"plugin_id": "ebs", "type": "node"}, 3},
+	} {
+		if got := testutil.MetricValue(t, tc.name, tc.labels, c); got != tc.want {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+	// Every state is a series of its own: 6 claim states (reserved to
+	// node-detached) × 2 families, 3 attachment states, 5 alloc statuses,
+	// 4 plugin series.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range fams {
+		n += len(f.GetMetric())
+	}
+	if n != 5*2+3+5+4 {
+		t.Errorf("%d series, want %d", n, 5*2+3+5+4)
+	}
+}
+
+// A failed state read fails the scrape rather than serving stale gauges.
+func TestStateGaugesReadError(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(stateCollector{state: fakeStats{err: errors.New("boom")}, now: time.Now})
+	if _, err := reg.Gather(); err == nil {
+		t.Fatal("gather with a failed state read succeeded")
+	}
+}
+
+// A dev agent serves the state gauges and the registered histograms'
+// families beside the go-metrics ones.
+func TestMetricsServeStateGauges(t *testing.T) {
+	a := testAgent(t)
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		body := string(do(t, a, "GET", "/v1/metrics", nil).body)
+		for _, want := range []string{
+			`berth_volume_claims{state="in-use"} 0`,
+			`berth_volume_attachments{state="attached"} 0`,
+			`berth_csi_plugin_instances_healthy{plugin_id="hostpath",type="node"} 1`,
+			`berth_heartbeats_missed_total 0`,
+			`berth_nodes{status="ready"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				return errors.New("metrics lack " + want)
+			}
+		}
+		return nil
+	})
+}
