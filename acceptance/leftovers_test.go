@@ -18,7 +18,8 @@ import (
 // records its own identity and its task's (PID and start time) in
 // executor.json in the task's state directory, <data_dir>/alloc/<alloc>/
 // <task>/.<driver>/<id>/. Only a process that still has the recorded
-// start time is signalled, so a PID reused since is left alone. The
+// start time is signalled, so a PID reused since is left alone; each one
+// found is logged. The
 // task's process group goes first, then the executor; an exec task's
 // namespace init dies with its executor (parent-death signal), and with it
 // everything in the task's PID namespace. It waits (bounded) until those
@@ -34,6 +35,9 @@ func killExecutors(cl *agent) {
 		var st executor.State
 		if json.Unmarshal(b, &st) != nil || st.Executor.Pid <= 1 {
 			continue
+		}
+		if ok, err := st.Executor.Alive(); err == nil && ok {
+			cl.t.Logf("killing leftover executor %d and task %d of %s", st.Executor.Pid, st.Task.Pid, filepath.Dir(f))
 		}
 		if st.Task.Pid > 1 {
 			_ = st.Task.SignalGroup(syscall.SIGKILL)
