@@ -192,8 +192,8 @@ func TestCSIPlugins(t *testing.T) {
 	state := t.TempDir()
 	// Each part stops its jobs when it ends, passed or not, while the
 	// cluster is still up: a failed part does not leave plugins running into
-	// the next, and exec tasks leave no PID file on the host for
-	// killLeftoverTasks.
+	// the next (killLeftoverTasks ends what is left only once the agents
+	// stopped).
 
 	t.Run("monolith system job", func(t *testing.T) {
 		t.Cleanup(func() { stopAllJobs(t, s, "hp-mono") })
@@ -351,14 +351,15 @@ func TestCSIPlugins(t *testing.T) {
 	t.Run("exec task", func(t *testing.T) {
 		testutil.RequireRoot(t, "the exec driver isolates the plugin task with namespaces, mounts and cgroups")
 		t.Cleanup(func() { stopAllJobs(t, s, "hp-exec") })
-		runJob(t, s, "hp-exec", `
+		// BERTH_BIN's file may have any name: the task runs it by its own.
+		runJob(t, s, "hp-exec", fmt.Sprintf(`
 job "hp-exec" {
   type = "system"
   group "plugin" {
     task "plugin" {
       driver = "exec"
       config {
-        command = "/opt/berth/berth"
+        command = %q
         args    = ["builtin", "csi-hostpath", "--endpoint", "${CSI_ENDPOINT}", "--node-id", "${node.unique.name}", "--state-dir", "/local/state"]
         cap_add = ["SYS_ADMIN"]
       }
@@ -373,7 +374,7 @@ job "hp-exec" {
     }
   }
 }
-`)
+`, "/opt/berth/"+filepath.Base(berthBin)))
 		eventually(t, 60*time.Second, "hp-exec healthy on both clients", func() error {
 			p, err := s.plugin("hp-exec")
 			if err != nil {
@@ -404,7 +405,8 @@ job "hp-exec" {
 }
 
 // csiCluster is three servers and two clients with raw_exec and, as
-// root, exec (its tasks see the berth binary at /opt/berth/berth).
+// root, exec (its tasks see berth's binary in /opt/berth, under its own
+// file name).
 type csiCluster struct {
 	servers []*agent
 	clients []*agent
@@ -447,6 +449,10 @@ plugin "raw_exec" {
   config { enabled = true }
 }
 %s`, join, execBlock))
+		// After the agent stops (cleanups run last-registered first): its
+		// tasks are ended, then whatever a failed run left mounted under
+		// its directory is unmounted.
+		t.Cleanup(func() { unmountUnder(t, cl.dir) })
 		t.Cleanup(func() { killLeftoverTasks(cl) })
 		cl.start()
 		c.clients = append(c.clients, cl)

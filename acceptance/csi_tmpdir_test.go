@@ -49,6 +49,11 @@ plugin "tmpdir" {
     max_volumes = 4
   }
 }`, pluginDir))
+	// After the agent stops (cleanups run last-registered first): its
+	// tasks are ended, then the adapter if it outlived the agent, then
+	// whatever a failed run left mounted under its directory is unmounted.
+	t.Cleanup(func() { unmountUnder(t, a.dir) })
+	t.Cleanup(func() { killByExe(t, filepath.Join(pluginDir, "csi", "tmpdir")) })
 	t.Cleanup(func() { killLeftoverTasks(a) })
 	a.start()
 	t.Cleanup(func() { stopAllJobs(t, a, "tmp-read", "tmp-write") })

@@ -364,7 +364,12 @@ func ours(cmdline string) bool {
 	return strings.Contains(cmdline, "sleep\x003600") || strings.HasPrefix(cmdline, berthBin+"\x00builtin\x00csi-hostpath\x00")
 }
 
+// killLeftoverTasks ends what cl's tasks left running: every task through
+// its executor's record (killExecutors), and, for a task whose executor
+// had not recorded it yet, the PID a task of the tests writes to
+// local/pid when its command line is still one of theirs.
 func killLeftoverTasks(cl *agent) {
+	killExecutors(cl)
 	files, _ := filepath.Glob(filepath.Join(cl.dir, "data", "alloc", "*", "*", "local", "pid"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -244,8 +244,13 @@ type apiSnapshot struct {
 func runLifecycle(t *testing.T, c *csiCluster, sharedDir string, p lcPlugin) {
 	s := c.servers[0]
 	vol, writer, reader, pluginJob := p.id+"-vol", p.id+"-writer", p.id+"-reader", p.id+"-plugin"
-	// Consumers stop before the plugin, while the cluster still runs.
-	t.Cleanup(func() { stopAllJobs(t, s, reader, writer, pluginJob) })
+	restored, restoredReader := vol+"-restored", p.id+"-restored"
+	// While the cluster still runs: the consumers stop, and the plugin only
+	// once their claims are freed (its node instance unpublishes and
+	// unstages the volumes).
+	t.Cleanup(func() {
+		stopConsumersThenPlugin(t, s, []string{restoredReader, reader, writer}, []string{vol, restored}, pluginJob)
+	})
 	times := &lcTimes{}
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -369,8 +374,6 @@ func runLifecycle(t *testing.T, c *csiCluster, sharedDir string, p lcPlugin) {
 		waitVolumeFreed(t, s, vol, time.Now(), freeBound)
 	})
 
-	restored, restoredReader := vol+"-restored", p.id+"-restored"
-	t.Cleanup(func() { stopAllJobs(t, s, restoredReader) })
 	times.step("volume create from the snapshot", func() {
 		file := filepath.Join(t.TempDir(), "restored.hcl")
 		if err := os.WriteFile(file, []byte(fmt.Sprintf(`
