@@ -166,6 +166,10 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err != nil {
 			return nil, err
 		}
+		hostVolumes, err := cfg.HostVolumeInfos()
+		if err != nil {
+			return nil, err
+		}
 		if err := a.startDrivers(); err != nil {
 			return nil, err
 		}
@@ -210,6 +214,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			CSIRegistry:      csiRegistry,
 			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
+			HostVolumes:      hostVolumes,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

@@ -133,6 +133,8 @@ type ClientConfig struct {
 	// for the agent and the system.
 	ReservedCPUMHz   int
 	ReservedMemoryMB int
+	// HostVolumes are the host_volume blocks by name (config_host_volume.go).
+	HostVolumes map[string]*HostVolumeConfig
 }
 
 // Plugin types: what a plugin block configures.
@@ -260,6 +262,7 @@ func (c *Config) Copy() *Config {
 			n.Plugins[name] = p.Copy()
 		}
 	}
+	n.Client.HostVolumes = cloneHostVolumes(c.Client.HostVolumes)
 	n.set = maps.Clone(c.set)
 	return &n
 }

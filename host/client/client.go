@@ -71,6 +71,11 @@ type Config struct {
 	// WatchMaxWait overrides WatchMaxWait (tests).
 	WatchMaxWait time.Duration
 
+	// HostVolumes are the node's static host volumes by name (agent
+	// config host_volume blocks, checked to exist), fingerprinted to the
+	// servers and given to tasks that mount them (host_volumes.go).
+	HostVolumes map[string]*pb.HostVolumeInfo
+
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
 	allocAccess     allocAccess
@@ -178,6 +183,7 @@ func New(cfg Config) (*Client, error) {
 			cancel()
 			return nil, err
 		}
+		c.addHostVolumeHook()
 		c.startAllocs()
 	} else {
 		c.restoreCSIRegistry()
@@ -241,7 +247,8 @@ func (c *Client) node() *pb.Node {
 		name = fp.GetHostname()
 	}
 	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr,
-		Resources: nodeResources(fp, c.cfg.ReservedCPUMHz, c.cfg.ReservedMemoryMB), Meta: maps.Clone(c.cfg.Meta)}
+		Resources: nodeResources(fp, c.cfg.ReservedCPUMHz, c.cfg.ReservedMemoryMB), Meta: maps.Clone(c.cfg.Meta),
+		HostVolumes: c.hostVolumeInfos()}
 	if c.cfg.Drivers != nil {
 		n.Drivers = c.cfg.Drivers()
 	}

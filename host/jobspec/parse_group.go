@@ -275,7 +275,7 @@ func (d *decoder) lifecycle(b *hcl.Block, p path) *pb.Lifecycle {
 
 func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 	d.pos[p.String()] = d.Pos(b.DefRange)
-	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"volume", "destination", "read_only"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"volume", "destination", "read_only", "propagation_mode"}})
 	m := &pb.VolumeMount{}
 	if a := c.Attributes["volume"]; a != nil {
 		m.Volume, _ = d.str(a, p.f("volume"))
@@ -285,6 +285,9 @@ func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 	}
 	if a := c.Attributes["read_only"]; a != nil {
 		m.ReadOnly, _ = d.boolean(a, p.f("read_only"))
+	}
+	if a := c.Attributes["propagation_mode"]; a != nil {
+		m.PropagationMode, _ = d.str(a, p.f("propagation_mode"))
 	}
 	return m
 }

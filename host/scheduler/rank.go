@@ -50,6 +50,8 @@ type groupCtx struct {
 	// different volumes.
 	failed   *pb.AllocMetric
 	perAlloc bool
+	// hostVols are the group's host volume requests (host_volumes.go).
+	hostVols []hostAsk
 }
 
 // placer finds nodes for allocs and keeps the cluster's usage as the plan
@@ -203,6 +205,7 @@ func (p *placer) group(job *pb.Job, tg *pb.TaskGroup) *groupCtx {
 		reasons:      make([]string, len(p.ready)),
 		antiAffinity: job.GetType() != pb.JobType_JOB_TYPE_SYSTEM,
 		perAlloc:     groupPerAlloc(tg),
+		hostVols:     groupHostAsks(tg),
 	}
 	add := func(cs []*pb.Constraint, jobLevel bool) {
 		for _, c := range cs {
@@ -236,8 +239,8 @@ func (p *placer) group(job *pb.Job, tg *pb.TaskGroup) *groupCtx {
 	return g
 }
 
-// feasible checks what does not change within a run: the group's drivers
-// and constraints. reason names the first failure as AllocMetric counts it.
+// feasible checks what does not change within a run: the group's drivers,
+// constraints and static host volumes. reason names the first failure as AllocMetric counts it.
 func (p *placer) feasible(g *groupCtx, n *pb.Node) (ok bool, reason string) {
 	for _, d := range g.drivers {
 		info := n.GetDrivers()[d]
@@ -252,6 +255,9 @@ func (p *placer) feasible(g *groupCtx, n *pb.Node) (ok bool, reason string) {
 		if !p.m.check(c, n) {
 			return false, ConstraintString(c)
 		}
+	}
+	if why := hostVolumesMissing(g.hostVols, n); why != "" {
+		return false, why
 	}
 	return true, ""
 }

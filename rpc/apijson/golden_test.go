@@ -46,6 +46,10 @@ func goldenNode() *pb.Node {
 			// An undetected driver shows its false and empty fields too.
 			"sleep": {Name: "sleep", Path: "/opt/berth/plugins/sleep", Attributes: map[string]string{}},
 		},
+		HostVolumes: map[string]*pb.HostVolumeInfo{
+			"logs":    {Path: "/var/log/apps", ReadOnly: true},
+			"scratch": {Path: "/srv/scratch"},
+		},
 	}
 }
 

@@ -815,7 +815,8 @@ func (x *TaskGroup) GetVolumes() map[string]*VolumeRequest {
 type VolumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// type is "csi".
+	// type is "csi" (the default) or "host" (source names a host volume of
+	// the node: a static host_volume of the client's config).
 	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Source   string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	ReadOnly bool   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
@@ -1082,12 +1083,17 @@ func (x *TaskResources) GetMemoryMb() int64 {
 
 // VolumeMount mounts a group volume into a task.
 type VolumeMount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Destination   string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
-	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Volume      string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Destination string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	ReadOnly    bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// propagation_mode is how mounts under the destination travel between
+	// host and task under an isolating driver: "private" (the default),
+	// "host-to-task" or "bidirectional" (not with read_only). Empty is
+	// private.
+	PropagationMode string `protobuf:"bytes,100,opt,name=propagation_mode,json=propagationMode,proto3" json:"propagation_mode,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *VolumeMount) Reset() {
@@ -1139,6 +1145,13 @@ func (x *VolumeMount) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *VolumeMount) GetPropagationMode() string {
+	if x != nil {
+		return x.PropagationMode
+	}
+	return ""
 }
 
 // CSIPluginConfig makes a task a CSI plugin supervised by berth (filled in
@@ -1472,11 +1485,12 @@ const file_berth_v1_job_proto_rawDesc = "" +
 	"\asidecar\x18\x02 \x01(\bR\asidecar\"E\n" +
 	"\rTaskResources\x12\x17\n" +
 	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
-	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"d\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\x8f\x01\n" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12 \n" +
 	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xb3\x01\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12)\n" +
+	"\x10propagation_mode\x18d \x01(\tR\x0fpropagationMode\"\xb3\x01\n" +
 	"\x0fCSIPluginConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1b\n" +
