@@ -344,7 +344,10 @@ type HostVolumeInfo struct {
 	// path is the directory on the node.
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// read_only: allocs may only read it (a write request cannot place).
-	ReadOnly      bool `protobuf:"varint,2,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	ReadOnly bool `protobuf:"varint,2,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// id is a dynamic host volume's ID (berth volume create); empty for a
+	// static one.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,6 +394,13 @@ func (x *HostVolumeInfo) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *HostVolumeInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
 }
 
 // DrainStrategy moves a node's allocs off it.
@@ -811,10 +821,11 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aX\n" +
 	"\x10HostVolumesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
-	"\x05value\x18\x02 \x01(\v2\x18.berth.v1.HostVolumeInfoR\x05value:\x028\x01\"A\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.berth.v1.HostVolumeInfoR\x05value:\x028\x01\"Q\n" +
 	"\x0eHostVolumeInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x02 \x01(\bR\breadOnly\"\xa9\x01\n" +
+	"\tread_only\x18\x02 \x01(\bR\breadOnly\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\rDrainStrategy\x12\x1f\n" +
 	"\vdeadline_ms\x18\x01 \x01(\x03R\n" +
 	"deadlineMs\x12,\n" +
