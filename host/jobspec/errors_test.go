@@ -341,7 +341,7 @@ web.hcl:26:7: group "api" task "other": volume_mount[0].destination: required: w
     volume "data" {
       type        = "host"
       per_alloc   = true
-      access_mode = "single-node-writer"
+      access_mode = "single-node-writter"
     }
     volume "ro" {
       type      = "host"
@@ -367,7 +367,7 @@ web.hcl:26:7: group "api" task "other": volume_mount[0].destination: required: w
 `,
 			want: `web.hcl:3:5: group "api" volume "data": source: required: the name of a host volume of the node (a host_volume block of the client's config)
 web.hcl:5:7: group "api" volume "data": per_alloc: applies to CSI volumes only; a host volume is one directory of a node
-web.hcl:6:7: group "api" volume "data": access_mode: applies to CSI volumes only; a host volume is read-only or not (read_only)
+web.hcl:6:7: group "api" volume "data": access_mode: unknown access mode "single-node-writter"; did you mean "single-node-writer"?
 web.hcl:19:9: group "api" task "web": volume_mount[0].propagation_mode: bidirectional propagation lets the task's mounts reach the host; a read-only mount cannot have it (use host-to-task)
 web.hcl:24:9: group "api" task "web": volume_mount[1].propagation_mode: unknown propagation mode "host-to-tsak"; did you mean "host-to-task"?`,
 			kind: ErrInvalidJob,

@@ -8,8 +8,7 @@ import (
 
 // hostVolume checks a group volume of type "host": source names a host
 // volume of the node (a client's host_volume block); what only a CSI
-// claim has (per_alloc, mount options, access and attachment modes) is
-// refused rather than ignored.
+// claim has (per_alloc, mount options) is refused rather than ignored.
 func (v *validator) hostVolume(p path, vol *pb.VolumeRequest) {
 	if vol.GetSource() == "" {
 		v.add(p.f("source"), "required: the name of a host volume of the node (a host_volume block of the client's config)")
@@ -20,11 +19,13 @@ func (v *validator) hostVolume(p path, vol *pb.VolumeRequest) {
 	if vol.GetMountOptions() != nil {
 		v.add(p.f("mount_options"), "applies to CSI volumes only; a host volume is a directory, mounted as it is")
 	}
-	if vol.GetAccessMode() != "" {
-		v.add(p.f("access_mode"), "applies to CSI volumes only; a host volume is read-only or not (read_only)")
+	// access_mode and attachment_mode choose among a dynamic host
+	// volume's capabilities, as for a CSI volume.
+	if m := vol.GetAccessMode(); m != "" && !slices.Contains(accessModes, m) {
+		v.add(p.f("access_mode"), "unknown access mode %q%s", m, didYouMean(m, accessModes))
 	}
-	if vol.GetAttachmentMode() != "" {
-		v.add(p.f("attachment_mode"), "applies to CSI volumes only; a host volume is a directory")
+	if m := vol.GetAttachmentMode(); m != "" && !slices.Contains(attachmentModes, m) {
+		v.add(p.f("attachment_mode"), "unknown attachment mode %q%s", m, didYouMean(m, attachmentModes))
 	}
 }
 

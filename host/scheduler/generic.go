@@ -336,7 +336,7 @@ func (s *sched) placeOne(p placement) error {
 	}
 	if node == nil {
 		if p.update {
-			if err := s.keepOrStop(p.prev, asks); err != nil {
+			if err := s.keepOrStop(p.prev, s.prevAsks(g, p.prev, asks)); err != nil {
 				return err
 			}
 		}
@@ -354,7 +354,7 @@ func (s *sched) placeOne(p placement) error {
 		s.stop(p.prev, DescRescheduled, false)
 	}
 	s.pl.claim(a)
-	s.pl.vols.reserve(s, a, asks)
+	s.pl.vols.reserve(s, a, g.placedAsks(asks, node))
 	s.plan.Allocs = append(s.plan.Allocs, a)
 	return nil
 }

@@ -3,23 +3,30 @@ package scheduler
 import (
 	"fmt"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
 // Host volumes. A group volume of type "host" names a host volume a node
-// offers (a host_volume block of its client's config, fingerprinted on
-// pb.Node.host_volumes): a node property like a driver, so it is checked
-// with the static feasibility and cached per run. A request that writes
-// needs a host volume that is not read-only. A node without it is counted
-// in constraint_filtered under a reason naming the group volume and the
-// host volume, as CSI refusals are: `volume "data": no host volume
-// "fast-disk" on the node`.
+// offers by name (pb.Node.host_volumes, as its client fingerprints them):
+// a static one (a host_volume block of the client's config) or a dynamic
+// one (`volume create` of type "host", recorded in the host_volumes table,
+// its ID in the fingerprint). That the node has it is a node property like
+// a driver, so it is checked with the static feasibility and cached per
+// run; a static one must not be read-only for a group that writes. A
+// dynamic one is claimed like a CSI volume: the claim is checked per visit
+// (rules.CheckClaim over its claims plus the plan's) and travels with the
+// placement, so a single-node-single-writer volume is never given to two
+// allocs. A node refused is counted in constraint_filtered under a reason
+// naming the group volume and the host volume, as CSI refusals are:
+// `volume "data": no host volume "fast-disk" on the node`.
 
 // hostAsk is one host volume a group's allocs need.
 type hostAsk struct {
 	name   string // the group's name for it
 	source string // the node's host volume
 	write  bool
+	req    *pb.VolumeRequest
 }
 
 // groupHostAsks returns tg's host volume requests in name order.
@@ -30,7 +37,7 @@ func groupHostAsks(tg *pb.TaskGroup) []hostAsk {
 		if req.GetType() != "host" {
 			continue
 		}
-		out = append(out, hostAsk{name: name, source: req.GetSource(), write: !req.GetReadOnly()})
+		out = append(out, hostAsk{name: name, source: req.GetSource(), write: !req.GetReadOnly(), req: req})
 	}
 	return out
 }
@@ -42,9 +49,106 @@ func hostVolumesMissing(asks []hostAsk, n *pb.Node) string {
 		switch {
 		case hv == nil:
 			return fmt.Sprintf("volume %q: no host volume %q on the node", a.name, a.source)
-		case a.write && hv.GetReadOnly():
+		case hv.GetId() == "" && a.write && hv.GetReadOnly():
 			return fmt.Sprintf("volume %q: host volume %q is read-only and the group writes to it (read_only = false)", a.name, a.source)
 		}
 	}
 	return ""
+}
+
+// dynamicAsks are the claims an alloc of a group with host volume asks
+// needs on node n: one per dynamic host volume the node offers under a
+// name the group asks for. The static feasibility checked that n has them.
+func dynamicAsks(asks []hostAsk, n *pb.Node) []volumeAsk {
+	var out []volumeAsk
+	for _, a := range asks {
+		hv := n.GetHostVolumes()[a.source]
+		if hv.GetId() == "" {
+			continue
+		}
+		mode := pb.ClaimMode_CLAIM_MODE_READ
+		if a.write {
+			mode = pb.ClaimMode_CLAIM_MODE_WRITE
+		}
+		out = append(out, volumeAsk{names: []string{a.name}, id: hv.GetId(), mode: mode,
+			accessMode: a.req.GetAccessMode(), attachmentMode: a.req.GetAttachmentMode(), req: a.req, host: true})
+	}
+	return out
+}
+
+// hostEntry loads a dynamic host volume (as rules.HostVolumeClaimView)
+// and its claims on first use.
+func (b *volumeBook) hostEntry(id string) (*volEntry, *pb.HostVolume, error) {
+	hv, err := b.st.HostVolume(id)
+	if err != nil {
+		return nil, nil, &StateError{What: "host volume " + id, Err: err}
+	}
+	// An entry without a volume may be entry's, made while counting the
+	// node's claims (it reads only the CSI table).
+	if e := b.vols[id]; e != nil && (e.vol != nil || hv == nil) {
+		return e, hv, nil
+	}
+	e := &volEntry{}
+	if hv != nil {
+		e.vol = rules.HostVolumeClaimView(hv)
+		held, err := b.st.ClaimsByVolume(id)
+		if err != nil {
+			return nil, nil, &StateError{What: "claims of host volume " + id, Err: err}
+		}
+		e.held = append([]*pb.Claim(nil), held...)
+	}
+	b.vols[id] = e
+	return e, hv, nil
+}
+
+// checkHost returns why node n cannot take the dynamic host volume claims
+// asks, "" when it can.
+func (b *volumeBook) checkHost(n *pb.Node, asks []volumeAsk) (string, error) {
+	for _, ask := range asks {
+		e, hv, err := b.hostEntry(ask.id)
+		if err != nil {
+			return "", err
+		}
+		label := fmt.Sprintf("volume %q (host volume %q, %s)", ask.names[0], ask.req.GetSource(), ask.id)
+		switch {
+		case hv == nil:
+			return label + ": not recorded by the servers (deleted, or not yet created)", nil
+		case hv.GetNodeId() != n.GetId():
+			return fmt.Sprintf("%s: recorded on node %s, not this one", label, hv.GetNodeId()), nil
+		}
+		capability, why := pickCapability(e.vol, e.held, ask)
+		if why != "" {
+			return label + ": " + why, nil
+		}
+		c := &pb.Claim{VolumeId: ask.id, NodeId: n.GetId(), Mode: ask.mode,
+			AccessMode: capability.GetAccessMode(), AttachmentMode: capability.GetAttachmentMode()}
+		if err := rules.CheckClaim(e.vol, e.held, c); err != nil {
+			return label + ": " + claimRefusal(e.vol, e.held, c, err), nil
+		}
+	}
+	return "", nil
+}
+
+// placedAsks are the claims an alloc placed on n needs: asks (its CSI
+// volumes) and the dynamic host volumes of n it asks for.
+func (g *groupCtx) placedAsks(asks []volumeAsk, n *pb.Node) []volumeAsk {
+	dyn := dynamicAsks(g.hostVols, n)
+	if len(dyn) == 0 {
+		return asks
+	}
+	return append(append([]volumeAsk(nil), asks...), dyn...)
+}
+
+// prevAsks are the claims a destructive update's new alloc would need on
+// the node of the alloc it replaces (its dynamic host volumes are that
+// node's), for keepOrStop.
+func (s *sched) prevAsks(g *groupCtx, prev *pb.Allocation, asks []volumeAsk) []volumeAsk {
+	if len(g.hostVols) == 0 {
+		return asks
+	}
+	n, err := s.st.Node(prev.GetNodeId())
+	if err != nil || n == nil {
+		return asks
+	}
+	return g.placedAsks(asks, n)
 }

@@ -384,6 +384,17 @@ func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*p
 				continue
 			}
 		}
+		if dyn := dynamicAsks(g.hostVols, node); len(dyn) > 0 {
+			why, err := p.vols.checkHost(node, dyn)
+			if err != nil {
+				return nil, nil, err
+			}
+			if why != "" {
+				m.NodesFiltered++
+				addCount(&m.ConstraintFiltered, why)
+				continue
+			}
+		}
 		u, err := p.nodeUsage(node)
 		if err != nil {
 			return nil, nil, err
@@ -425,6 +436,12 @@ func (p *placer) fitsOn(g *groupCtx, n *pb.Node, asks []volumeAsk) (ok bool, rea
 	}
 	if len(asks) > 0 {
 		why, err := p.vols.check(n, asks)
+		if err != nil || why != "" {
+			return false, why, false, err
+		}
+	}
+	if dyn := dynamicAsks(g.hostVols, n); len(dyn) > 0 {
+		why, err := p.vols.checkHost(n, dyn)
 		if err != nil || why != "" {
 			return false, why, false, err
 		}
