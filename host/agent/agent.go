@@ -215,6 +215,13 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
 			HostVolumes:      hostVolumes,
+			HostVolumesDir:   cfg.Client.HostVolumesDir,
+			HostVolumePluginDir: func() string {
+				if d := cfg.Client.HostVolumePluginDir; d != "" {
+					return d
+				}
+				return filepath.Join(a.dataDir, "host_volume_plugins")
+			}(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

@@ -135,6 +135,12 @@ type ClientConfig struct {
 	ReservedMemoryMB int
 	// HostVolumes are the host_volume blocks by name (config_host_volume.go).
 	HostVolumes map[string]*HostVolumeConfig
+	// HostVolumesDir is where the built-in mkdir plugin makes dynamic
+	// host volumes; empty means <data_dir>/host_volumes.
+	HostVolumesDir string
+	// HostVolumePluginDir holds host volume plugin executables; empty
+	// means <data_dir>/host_volume_plugins.
+	HostVolumePluginDir string
 }
 
 // Plugin types: what a plugin block configures.

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/csi/pluginmanager"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/host/client/hostvolumes"
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -75,6 +76,11 @@ type Config struct {
 	// config host_volume blocks, checked to exist), fingerprinted to the
 	// servers and given to tasks that mount them (host_volumes.go).
 	HostVolumes map[string]*pb.HostVolumeInfo
+	// HostVolumesDir is where the built-in mkdir plugin makes dynamic
+	// host volumes (empty: <DataDir>/host_volumes); HostVolumePluginDir
+	// holds external host volume plugins (empty: none).
+	HostVolumesDir      string
+	HostVolumePluginDir string
 
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
@@ -124,6 +130,9 @@ type Client struct {
 	// NotFound: the registration that follows creates the node anew,
 	// without the CSI plugins it had, so they are sent again.
 	forgotten bool
+	// dynamicVolumes are the node's dynamic host volumes
+	// (host_volumes.go).
+	dynamicVolumes *hostvolumes.Manager
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -175,6 +184,10 @@ func New(cfg Config) (*Client, error) {
 	// runners are built (the runners get the hooks); the manager starts
 	// once the registry is restored.
 	if err := c.newCSIPlugins(); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := c.newDynamicVolumes(); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -152,3 +152,16 @@ func (s *sched) prevAsks(g *groupCtx, prev *pb.Allocation, asks []volumeAsk) []v
 	}
 	return g.placedAsks(asks, n)
 }
+
+// NodeSatisfies reports whether node n satisfies every constraint of cs
+// (distinct_hosts aside), and names the first it does not: what `volume
+// create` of a dynamic host volume chooses its node by.
+func NodeSatisfies(n *pb.Node, cs []*pb.Constraint) (bool, string) {
+	m := newMatcher()
+	for _, c := range cs {
+		if !m.check(c, n) {
+			return false, ConstraintString(c)
+		}
+	}
+	return true, ""
+}
