@@ -146,7 +146,7 @@ func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	v := &pb.VolumeRequest{Name: b.Labels[0], Type: "csi"}
 	d.pos[p.String()] = d.Pos(b.DefRange)
 	c := d.Content(b.Body, p, hclsrc.Schema{
-		Attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc"},
+		Attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc", "sticky"},
 		Blocks: blocks("mount_options"),
 	})
 	for key, dst := range map[string]*string{"type": &v.Type, "source": &v.Source, "access_mode": &v.AccessMode, "attachment_mode": &v.AttachmentMode} {
@@ -161,6 +161,9 @@ func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	}
 	if a := c.Attributes["per_alloc"]; a != nil {
 		v.PerAlloc, _ = d.boolean(a, p.f("per_alloc"))
+	}
+	if a := c.Attributes["sticky"]; a != nil {
+		v.Sticky, _ = d.boolean(a, p.f("sticky"))
 	}
 	if mb := d.Single(c.Blocks, "mount_options", p); mb != nil {
 		mp := p.f("mount_options")

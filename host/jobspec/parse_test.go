@@ -63,7 +63,7 @@ func fullJob(source string) *pb.Job {
 					Name: "data", Type: "csi", Source: "db-data", AccessMode: "single-node-writer",
 					AttachmentMode: "file-system", PerAlloc: true,
 					MountOptions: &pb.MountOptions{FsType: "ext4", MountFlags: []string{"noatime", "nodiratime"}},
-				}, "scratch": {Name: "scratch", Type: "host", Source: "fast-disk"}},
+				}, "scratch": {Name: "scratch", Type: "host", Source: "fast-disk", Sticky: true}},
 				Tasks: []*pb.Task{
 					{
 						Name: "init", Driver: "raw_exec",

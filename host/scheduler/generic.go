@@ -330,7 +330,7 @@ func (s *sched) placeOne(p placement) error {
 		}
 	}
 	asks := groupAsks(p.tg, p.index)
-	node, m, err := s.pl.place(g, asks, avoid)
+	node, m, err := s.pl.place(g, asks, avoid, stickyTarget(g, p.prev))
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,9 @@ func (s *sched) placeOne(p placement) error {
 		s.stop(p.prev, DescRescheduled, false)
 	}
 	s.pl.claim(a)
-	s.pl.vols.reserve(s, a, g.placedAsks(asks, node))
+	placed := g.placedAsks(asks, node)
+	s.pl.vols.reserve(s, a, placed)
+	recordHostVolumes(a, placed)
 	s.plan.Allocs = append(s.plan.Allocs, a)
 	return nil
 }

@@ -165,3 +165,68 @@ func NodeSatisfies(n *pb.Node, cs []*pb.Constraint) (bool, string) {
 	}
 	return true, ""
 }
+
+// stickTo is where a replacement of prev must go for its group's sticky
+// host volumes: prev's node, and there the dynamic volumes prev claimed
+// (by group volume name). Zero: anywhere.
+type stickTo struct {
+	node string
+	vols map[string]string
+}
+
+// stickyTarget is what g's sticky host volumes ask of a replacement of
+// prev (nil prev: a new alloc goes anywhere).
+func stickyTarget(g *groupCtx, prev *pb.Allocation) stickTo {
+	if prev == nil || prev.GetNodeId() == "" {
+		return stickTo{}
+	}
+	var st stickTo
+	for _, a := range g.hostVols {
+		if !a.req.GetSticky() {
+			continue
+		}
+		st.node = prev.GetNodeId()
+		if id := prev.GetHostVolumeIds()[a.name]; id != "" {
+			if st.vols == nil {
+				st.vols = map[string]string{}
+			}
+			st.vols[a.name] = id
+		}
+	}
+	return st
+}
+
+// refuses says why node n breaks the stickiness, "" when it keeps it.
+func (st stickTo) refuses(g *groupCtx, n *pb.Node) string {
+	if st.node == "" {
+		return ""
+	}
+	if n.GetId() != st.node {
+		for _, a := range g.hostVols {
+			if a.req.GetSticky() {
+				return fmt.Sprintf("volume %q: sticky to node %s, where the alloc it replaces ran", a.name, st.node)
+			}
+		}
+	}
+	for _, a := range g.hostVols {
+		want := st.vols[a.name]
+		if have := n.GetHostVolumes()[a.source].GetId(); want != "" && have != want {
+			return fmt.Sprintf("volume %q: sticky to host volume %s, which the node no longer offers as %q", a.name, want, a.source)
+		}
+	}
+	return ""
+}
+
+// recordHostVolumes notes on a the dynamic host volumes it claims, by
+// group volume name, for a sticky replacement.
+func recordHostVolumes(a *pb.Allocation, asks []volumeAsk) {
+	for _, ask := range asks {
+		if !ask.host {
+			continue
+		}
+		if a.HostVolumeIds == nil {
+			a.HostVolumeIds = map[string]string{}
+		}
+		a.HostVolumeIds[ask.names[0]] = ask.id
+	}
+}

@@ -347,8 +347,8 @@ func (p *placer) share(g *groupCtx) int {
 // first failure it returns nil, nil at once (the caller coalesces), since
 // nothing placed later in the run makes room — unless the group has
 // per_alloc volumes, whose next alloc needs another volume.
-func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*pb.Node, *pb.AllocMetric, error) {
-	if g.failed != nil && !g.perAlloc {
+func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool, stick stickTo) (*pb.Node, *pb.AllocMetric, error) {
+	if g.failed != nil && !g.perAlloc && stick.node == "" {
 		return nil, nil, nil
 	}
 	n := len(p.ready)
@@ -369,6 +369,11 @@ func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*p
 		if p.distinctBlocked(g, node.GetId()) {
 			m.NodesFiltered++
 			addCount(&m.ConstraintFiltered, OpDistinctHosts)
+			continue
+		}
+		if why := stick.refuses(g, node); why != "" {
+			m.NodesFiltered++
+			addCount(&m.ConstraintFiltered, why)
 			continue
 		}
 		// Volumes depend on this plan's claims, so they are checked on

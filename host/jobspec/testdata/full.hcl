@@ -83,6 +83,7 @@ job "full" {
       type      = "host"
       source    = "fast-disk"
       read_only = false
+      sticky    = true
     }
 
     task "init" {
