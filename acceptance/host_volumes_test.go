@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,11 +23,16 @@ import (
 //   - an exec task (its own mount namespace) gets the directory
 //     bind-mounted at its volume_mount's destination, writes a file the
 //     host sees, and a read-only mount of it refuses writes (EROFS);
+//   - an exec task mounting it with propagation_mode = "host-to-task" sees
+//     a mount the host makes under it after the task started;
 //   - a job asking for a host volume the node lacks is not placed, and
 //     `job status` says why.
 func TestHostVolumes(t *testing.T) {
 	testutil.RequireRoot(t, "the exec driver isolates tasks with namespaces and bind-mounts host volumes")
 	rw, ro := t.TempDir(), t.TempDir()
+	// Before the directories go: what the propagation check mounted, and
+	// the shared bind the exec driver may have left on a failed run.
+	t.Cleanup(func() { unmountUnder(t, rw) })
 	if err := os.WriteFile(filepath.Join(ro, "ro-file"), []byte("from-the-host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +59,7 @@ plugin "exec" {
 }`, rw, ro))
 	t.Cleanup(func() { killLeftoverTasks(s) })
 	s.start()
-	t.Cleanup(func() { stopAllJobs(t, s, "hv-raw", "hv-exec", "hv-missing") })
+	t.Cleanup(func() { stopAllJobs(t, s, "hv-raw", "hv-exec", "hv-missing", "hv-prop") })
 	var nodeID string
 	eventually(t, 60*time.Second, "the node ready with its host volumes", func() error {
 		ns, err := s.nodes()
@@ -121,6 +127,67 @@ plugin "exec" {
 	}
 	if _, err := os.Stat(filepath.Join(ro, "nope")); err == nil {
 		t.Fatal("a write through a read-only host volume reached the host")
+	}
+
+	// host-to-task: a mount the host makes under the volume after the
+	// task started reaches the task (rslave); with private propagation it
+	// would see the empty directory under it and never the marker.
+	if err := os.Mkdir(filepath.Join(rw, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runJob(t, s, "hv-prop", fmt.Sprintf(`
+job "hv-prop" {
+  type = "batch"
+  group "g" {
+    volume "data" {
+      type   = "host"
+      source = "scratch"
+    }
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "p" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", %q]
+      }
+      volume_mount {
+        volume           = "data"
+        destination      = "/data"
+        propagation_mode = "host-to-task"
+      }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+  }
+}
+`, "until [ -e /data/sub/marker ]; do sleep 0.1; done; cat /data/sub/marker"))
+	waitJobRunning(t, s, "hv-prop")
+	mountTmpfs(t, filepath.Join(rw, "sub"), "1m")
+	if err := os.WriteFile(filepath.Join(rw, "sub", "marker"), []byte("propagated\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var prop string
+	eventually(t, 30*time.Second, "hv-prop's task saw the host's mount", func() error {
+		allocs, err := s.jobAllocs("hv-prop")
+		if err != nil || len(allocs) != 1 {
+			return fmt.Errorf("allocs %v, %v", allocs, err)
+		}
+		if allocs[0].ClientStatus != "complete" {
+			return fmt.Errorf("alloc %s is %s", allocs[0].ID, allocs[0].ClientStatus)
+		}
+		prop = allocs[0].ID
+		return nil
+	})
+	if out := mountTaskLog(t, s, prop, "p", false); !strings.Contains(out, "propagated") {
+		t.Fatalf("the host-to-task task's output %q lacks the marker", out)
+	}
+	if err := syscall.Unmount(filepath.Join(rw, "sub"), 0); err != nil {
+		t.Fatalf("unmounting the propagation check's tmpfs: %v", err)
 	}
 
 	runJob(t, s, "hv-missing", fmt.Sprintf(`
