@@ -23,21 +23,37 @@ import (
 //     again from its record: its directory, removed while the agent was
 //     down, is back);
 //   - once the job stopped, `volume delete` removes the directory and the
-//     record.
+//     record;
+//   - an external plugin of host_volume_plugin_dir gets the contract's
+//     environment (DHV_PARAMETERS), its answer (path, bytes) is recorded,
+//     and delete runs it.
 func TestDynamicHostVolumes(t *testing.T) {
-	volDir := t.TempDir()
+	volDir, pluginDir := t.TempDir(), t.TempDir()
+	// An external plugin with the contract: it makes the directory and
+	// answers its path and a size.
+	if err := os.WriteFile(filepath.Join(pluginDir, "ext"), []byte(`#!/bin/sh
+case "$1" in
+fingerprint) echo '{"version": "0.1.0"}' ;;
+create) mkdir -p "$DHV_HOST_PATH" && echo "$DHV_PARAMETERS" > "$DHV_HOST_PATH/params" &&
+  echo "{\"path\": \"$DHV_HOST_PATH\", \"bytes\": $DHV_CAPACITY_MIN_BYTES}" ;;
+delete) rm -rf "$DHV_CREATED_PATH" ;;
+esac
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s := newAgent(t, "dhv1", freePorts(t), fmt.Sprintf(`
 server {
   enabled          = true
   bootstrap_expect = 1
 }
 client {
-  enabled          = true
-  host_volumes_dir = %q
+  enabled                = true
+  host_volumes_dir       = %q
+  host_volume_plugin_dir = %q
 }
 plugin "raw_exec" {
   config { enabled = true }
-}`, volDir))
+}`, volDir, pluginDir))
 	t.Cleanup(func() { killLeftoverTasks(s) })
 	s.start()
 	t.Cleanup(func() { stopAllJobs(t, s, "dhv-a", "dhv-b") })
@@ -151,6 +167,31 @@ parameters {
 	}
 	if out, err := s.cli("volume", "status", "-type", "host"); err != nil || !strings.Contains(out, "No dynamic host volumes") {
 		t.Fatalf("volume status after delete (%v):\n%s", err, out)
+	}
+
+	// The external plugin: its answer is recorded, its delete is run.
+	extSpec := filepath.Join(t.TempDir(), "ext.hcl")
+	if err := os.WriteFile(extSpec, []byte("type = \"host\"\nname = \"ext-vol\"\nplugin_id = \"ext\"\ncapacity_min = \"1MiB\"\nparameters {\n  fs = \"ext4\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = s.cli("volume", "create", extSpec)
+	if err != nil || !strings.Contains(out, "Plugin ID     = ext") || !strings.Contains(out, "Capacity      = 1.0 MiB") {
+		t.Fatalf("volume create with the external plugin (%v):\n%s", err, out)
+	}
+	var extID string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "ID" && f[1] == "=" {
+			extID = f[2]
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(volDir, extID, "params")); err != nil || strings.TrimSpace(string(b)) != `{"fs":"ext4"}` {
+		t.Fatalf("the plugin's DHV_PARAMETERS: %q, %v", b, err)
+	}
+	if out, err := s.cli("volume", "delete", extID); err != nil {
+		t.Fatalf("volume delete %s: %v\n%s", extID, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(volDir, extID)); !os.IsNotExist(err) {
+		t.Fatalf("the external plugin's delete left the volume: %v", err)
 	}
 }
 
