@@ -58,6 +58,11 @@ func checkReservation(tx *writeTxn, c *pb.Claim, pending []*pb.Claim) (*reservat
 	if err != nil {
 		return nil, err
 	}
+	if v == nil && rules.HostClaim(c) {
+		if v, err = hostClaimVolume(tx, c.GetVolumeId()); err != nil {
+			return nil, err
+		}
+	}
 	if v == nil {
 		return nil, fmt.Errorf("volume %q, %s on node %q: %w", c.GetVolumeId(), rules.Claimant(c), c.GetNodeId(), ErrVolumeNotFound)
 	}
@@ -385,6 +390,12 @@ func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
 			continue
 		}
 		for _, c := range claims {
+			if host, err := releaseHostClaim(tx, c, a, at); err != nil || host {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if c.GetState() >= pb.ClaimState_CLAIM_STATE_RELEASING {
 				continue
 			}

@@ -77,6 +77,13 @@ const (
 	// VolumeDeleting carries a *pb.VolumeDeletingCommand. It writes the
 	// volumes table: proposed only once every server knows it.
 	VolumeDeleting MessageType = 24
+
+	// HostVolumeRegister records a dynamic host volume its node made, or
+	// moves it to deleting (refused while claimed); HostVolumeDelete
+	// forgets it (apply_host_volume.go). Numbered in the host volume
+	// work's range, so other work's commands keep the numbers after 24.
+	HostVolumeRegister MessageType = 100
+	HostVolumeDelete   MessageType = 101
 )
 
 // command is one row of the dispatch table.
@@ -119,6 +126,9 @@ var commands = map[MessageType]command{
 	OperatorClaimRelease: newCommand("OperatorClaimRelease", applyOperatorClaimRelease),
 	NodeFence:            newCommand("NodeFence", applyNodeFence),
 	VolumeDeleting:       newCommand("VolumeDeleting", applyVolumeDeleting),
+
+	HostVolumeRegister: newCommand("HostVolumeRegister", applyHostVolumeRegister),
+	HostVolumeDelete:   newCommand("HostVolumeDelete", applyHostVolumeDelete),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

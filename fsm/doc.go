@@ -297,6 +297,26 @@
 // NodeCSIUpdate's mirrors), or carry claims only for volumes the scheduler
 // read (PlanApply), which exist only once VolumeRegister has been applied.
 //
+// Dynamic host volumes (table host_volumes, apply_host_volume.go):
+//   - HostVolumeRegister (100) records a volume its node made, one of a
+//     name per node (ErrHostVolumeNameTaken), or moves it to deleting,
+//     refused while a claim holds it (ErrVolumeInUse); deleting makes
+//     rules.CheckClaim refuse claims on it, as VolumeDeleting does.
+//   - HostVolumeDelete (101) forgets it once its node removed it; refused
+//     while claimed.
+//
+// Claims on them are rows of the claims table (request type "host"):
+// checkReservation reads the volume from host_volumes
+// (rules.HostVolumeClaimView), the same access-mode rules apply, and with
+// no plugin row or attachment they are ready at once. Nothing on the node
+// is to be undone, so the apply that makes the alloc stopped on its client
+// (AllocClientUpdate), or gone (GC), frees the claim; a server-side stop
+// alone moves it to releasing, where it holds the volume until then (or
+// until the reaper forces it for a down node). Both commands are proposed
+// only once every server is at hostVolumesSince (0.1.0-dev.4); the claims
+// exist only for volumes those commands stored, so no older server
+// applies the freeing rule. testdata/host_volumes.txt.
+//
 // # Snapshots
 //
 // A snapshot is a versioned header, one record per row naming its table, an

@@ -33,6 +33,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrNodeDraining:         codes.FailedPrecondition,
 		fsm.ErrVolumeNotFound:       codes.NotFound,
 		fsm.ErrVolumeInUse:          codes.FailedPrecondition,
+		fsm.ErrHostVolumeNameTaken:  codes.AlreadyExists,
 		fsm.ErrVolumeDeleting:       codes.FailedPrecondition,
 		fsm.ErrVolumeChanged:        codes.Aborted,
 		fsm.ErrExternalVolumeTaken:  codes.AlreadyExists,

@@ -108,6 +108,11 @@ var (
 	// attachments (node and state).
 	ErrVolumeInUse = errcode.New(codes.FailedPrecondition, "volume is in use")
 
+	// ErrHostVolumeNameTaken is returned in an ApplyResult when a
+	// HostVolumeRegister names a volume another dynamic host volume of the
+	// node has the name of: group volumes name host volumes by name.
+	ErrHostVolumeNameTaken = errcode.New(codes.AlreadyExists, "the node has a host volume of that name")
+
 	// ErrVolumeDeleting is returned in an ApplyResult when a claim (a
 	// plan's, an operator's) or a VolumeRegister names a volume its plugin
 	// is deleting (Volume.deleting, set by VolumeDeleting): the data under

@@ -111,6 +111,7 @@ type stateReader interface {
 	VolumesPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Volume) bool) ([]*pb.Volume, string, error)
 	ClaimsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Claim) bool) ([]*pb.Claim, string, error)
 	AttachmentsPage() ([]*pb.Attachment, error)
+	HostVolumesPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.HostVolume) bool) ([]*pb.HostVolume, string, error)
 }
 
 var (
@@ -138,7 +139,7 @@ func dumpState(st stateReader) (string, error) {
 	// The job tables' indexes only once written, so the scripts about
 	// nodes and servers read as they did before those tables existed.
 	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins,
-		fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments} {
+		fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments, fsm.TableHostVolumes} {
 		idx, err := st.Index(tbl)
 		if err != nil {
 			return "", err

@@ -30,6 +30,7 @@ func TestProductionTables(t *testing.T) {
 		TableVolumes:        "berth.v1.Volume",
 		TableClaims:         "berth.v1.Claim",
 		TableAttachments:    "berth.v1.Attachment",
+		TableHostVolumes:    "berth.v1.HostVolume",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

@@ -278,6 +278,7 @@ func sentinelName(err error) string {
 		{"ErrNodeDraining", fsm.ErrNodeDraining},
 		{"ErrVolumeNotFound", fsm.ErrVolumeNotFound},
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
+		{"ErrHostVolumeNameTaken", fsm.ErrHostVolumeNameTaken},
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},

@@ -22,10 +22,12 @@ import (
 //	  claim id= state= [node= force=true error= class=uncertain|final attempts= retry= expanded=]
 //	attachment-update volume= node= state= [controller= context=(k:v,...) error= class= attempts= retry= at=]
 //	fence node= [off=true at=]
+//	host-volume-register id= name= node= [path= capacity= caps=(access:attach,...) state=ready|deleting at=]
+//	host-volume-delete id=
 //
 // and the plan command's claim line (script_jobs_test.go):
 //
-//	claim id= alloc= volume= [mode=read|write access= attach= node=]
+//	claim id= alloc= volume= [mode=read|write access= attach= node= host=true]
 //
 // Access modes and attachment modes are the API's words; a claim's default
 // is single-node-writer, file-system, mode write.
@@ -111,6 +113,23 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			}
 		}
 		return mustEncode(t, fsm.AttachmentUpdate, cmd), true
+	case "host-volume-register":
+		v := &pb.HostVolume{Id: argString(t, td, "id", ""), Name: argString(t, td, "name", ""), NodeId: argString(t, td, "node", ""),
+			HostPath: argString(t, td, "path", ""), CapacityBytes: argInt(t, td, "capacity", 0), CreatedAt: at, ModifiedAt: at,
+			State: pb.HostVolumeState(argEnum(t, td, "state", "HOST_VOLUME_STATE_", pb.HostVolumeState_value, int32(pb.HostVolumeState_HOST_VOLUME_STATE_READY)))}
+		caps := []string{"single-node-writer:file-system"}
+		if arg, ok := td.Arg("caps"); ok {
+			caps = arg.Vals
+		}
+		for _, c := range caps {
+			access, attach, _ := strings.Cut(c, ":")
+			v.Capabilities = append(v.Capabilities, &pb.VolumeCapability{
+				AccessMode: accessMode(t, td, access), AttachmentMode: attachmentMode(t, td, attach),
+			})
+		}
+		return mustEncode(t, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}), true
+	case "host-volume-delete":
+		return mustEncode(t, fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: argString(t, td, "id", "")}), true
 	case "fence":
 		return mustEncode(t, fsm.NodeFence, &pb.NodeFenceCommand{
 			NodeId: argString(t, td, "node", ""), Fenced: !argBool(t, td, "off"), UpdatedAt: at,
@@ -128,6 +147,9 @@ func scriptClaim(t *testing.T, td *datadriven.TestData) *pb.Claim {
 		Mode:           pb.ClaimMode(argEnum(t, td, "mode", "CLAIM_MODE_", pb.ClaimMode_value, int32(pb.ClaimMode_CLAIM_MODE_WRITE))),
 		AccessMode:     accessMode(t, td, argString(t, td, "access", "single-node-writer")),
 		AttachmentMode: attachmentMode(t, td, argString(t, td, "attach", "file-system")),
+	}
+	if argBool(t, td, "host") {
+		c.Request = &pb.VolumeRequest{Type: "host", Source: c.GetVolumeId()}
 	}
 	return c
 }
@@ -206,6 +228,19 @@ func dumpVolumes(b *strings.Builder, st stateReader) error {
 			fmt.Fprintf(b, " since=%d", s)
 		}
 		fmt.Fprintf(b, " create=%d modify=%d\n", c.GetCreateIndex(), c.GetModifyIndex())
+	}
+	hvs, _, err := st.HostVolumesPage(nil, "", 0, nil)
+	if err != nil {
+		return err
+	}
+	for _, v := range hvs {
+		var caps []string
+		for _, c := range v.GetCapabilities() {
+			caps = append(caps, pb.EnumWord(c.GetAccessMode())+":"+pb.EnumWord(c.GetAttachmentMode()))
+		}
+		fmt.Fprintf(b, "host-volume %s: name=%s node=%s path=%s capacity=%d caps=%s state=%s created=%d create=%d modify=%d\n",
+			v.GetId(), v.GetName(), v.GetNodeId(), v.GetHostPath(), v.GetCapacityBytes(), strings.Join(caps, ","),
+			pb.EnumWord(v.GetState()), v.GetCreatedAt(), v.GetCreateIndex(), v.GetModifyIndex())
 	}
 	atts, err := st.AttachmentsPage()
 	if err != nil {

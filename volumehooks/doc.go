@@ -182,6 +182,18 @@
 // registry keeps the entries (restored with NeedsProbe), and the recovered
 // task's supervisor probes the plugin and registers it again.
 //
+// # Host volumes
+//
+// HostVolumeTaskHook gives a task the host volumes its volume_mounts name
+// (group volumes of type "host": a static host_volume of the client's
+// config or a dynamic one the client made): there is nothing to stage or
+// publish, and a dynamic volume's claim is ready when the alloc is placed,
+// so the hook only looks the directory up in the node's host volumes and
+// hands it on — a bind mount under an isolating driver (read-only when the
+// mount, the request or the host volume is; with the mount's
+// propagation_mode, which CSI mounts honour too), the host path in
+// ${volume.<name>} and BERTH_VOLUME_<NAME> under an unisolated one.
+//
 // The package lives under host/client, not at the module root as the
 // design's layout has it, because a task hook implements
 // host/client/taskrunner's interfaces, and packages outside host/ may not

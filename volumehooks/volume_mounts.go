@@ -88,7 +88,8 @@ func (h *mountHook) Prestart(ctx context.Context, req *runhooks.PrestartRequest,
 		switch {
 		case isolated:
 			where = m.mount.GetDestination()
-			resp.Mounts = append(resp.Mounts, &driverpb.Mount{HostPath: m.path, TaskPath: where, ReadOnly: readOnly})
+			resp.Mounts = append(resp.Mounts, &driverpb.Mount{HostPath: m.path, TaskPath: where, ReadOnly: readOnly,
+				Propagation: MountPropagation(m.mount.GetPropagationMode())})
 		case readOnly && !m.vol.readOnly:
 			var err error
 			if where, err = readOnlyBind(req, m); err != nil {

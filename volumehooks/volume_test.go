@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // The prerun blocks on the servers while the claim is reserved (one
@@ -288,7 +289,7 @@ func TestReleasedClaimFailsPrerun(t *testing.T) {
 // and ${volume.<name>}.
 func TestMountHook(t *testing.T) {
 	e := newVolEnv(t, nil)
-	task := &pb.Task{Name: "web", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data", ReadOnly: true}, {Volume: "scratch", Destination: "/s"}}}
+	task := &pb.Task{Name: "web", VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data", ReadOnly: true, PropagationMode: PropagationHostToTask}, {Volume: "scratch", Destination: "/s"}}}
 	// The group's one mount of data is read-only: the alloc publishes it
 	// read-only, and a raw_exec task gets the publish path itself.
 	group := volumeGroup()
@@ -311,7 +312,8 @@ func TestMountHook(t *testing.T) {
 		want := host
 		if isolated {
 			want = "/srv/data"
-			if len(resp.Mounts) != 1 || resp.Mounts[0].GetHostPath() != host || resp.Mounts[0].GetTaskPath() != "/srv/data" || !resp.Mounts[0].GetReadOnly() {
+			if len(resp.Mounts) != 1 || resp.Mounts[0].GetHostPath() != host || resp.Mounts[0].GetTaskPath() != "/srv/data" || !resp.Mounts[0].GetReadOnly() ||
+				resp.Mounts[0].GetPropagation() != driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK {
 				t.Errorf("isolated mounts %v", resp.Mounts)
 			}
 		} else if len(resp.Mounts) != 0 {
@@ -334,6 +336,7 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrDetachInUse:           codes.FailedPrecondition,
 		ErrDetachPluginGone:      codes.FailedPrecondition,
 		errDetachUnfinished:      codes.Unavailable,
+		ErrNoHostVolume:          codes.FailedPrecondition,
 	})
 }
 

@@ -176,6 +176,10 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		if err != nil {
 			return nil, err
 		}
+		hostVolumes, err := cfg.HostVolumeInfos()
+		if err != nil {
+			return nil, err
+		}
 		if err := a.startDrivers(); err != nil {
 			return nil, err
 		}
@@ -221,6 +225,14 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
 			TLS:              a.rpcTLS(),
+			HostVolumes:      hostVolumes,
+			HostVolumesDir:   cfg.Client.HostVolumesDir,
+			HostVolumePluginDir: func() string {
+				if d := cfg.Client.HostVolumePluginDir; d != "" {
+					return d
+				}
+				return filepath.Join(a.dataDir, "host_volume_plugins")
+			}(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

@@ -138,6 +138,14 @@ type ClientConfig struct {
 	// for the agent and the system.
 	ReservedCPUMHz   int
 	ReservedMemoryMB int
+	// HostVolumes are the host_volume blocks by name (config_host_volume.go).
+	HostVolumes map[string]*HostVolumeConfig
+	// HostVolumesDir is where the built-in mkdir plugin makes dynamic
+	// host volumes; empty means <data_dir>/host_volumes.
+	HostVolumesDir string
+	// HostVolumePluginDir holds host volume plugin executables; empty
+	// means <data_dir>/host_volume_plugins.
+	HostVolumePluginDir string
 }
 
 // Plugin types: what a plugin block configures.
@@ -265,6 +273,7 @@ func (c *Config) Copy() *Config {
 			n.Plugins[name] = p.Copy()
 		}
 	}
+	n.Client.HostVolumes = cloneHostVolumes(c.Client.HostVolumes)
 	n.set = maps.Clone(c.set)
 	return &n
 }

@@ -78,6 +78,8 @@ var configBlocks = []blockDef{
 		scalar("node_name", func(c *Config) *string { return &c.Client.NodeName }, toString, nil),
 		scalar("reserved_cpu_mhz", func(c *Config) *int { return &c.Client.ReservedCPUMHz }, toInt, checkNonNegative),
 		scalar("reserved_memory_mb", func(c *Config) *int { return &c.Client.ReservedMemoryMB }, toInt, checkNonNegative),
+		scalar("host_volumes_dir", func(c *Config) *string { return &c.Client.HostVolumesDir }, toString, checkAbsPath),
+		scalar("host_volume_plugin_dir", func(c *Config) *string { return &c.Client.HostVolumePluginDir }, toString, checkAbsPath),
 	}},
 	tlsConfigBlock,
 }

@@ -34,10 +34,11 @@ func FuzzParseConfig(f *testing.F) {
 		"a = { b = [ }",
 		"plugin {}",
 		"x = 1e999999\n",
+		"client { host_volume \"a\" { path = \"/a\" read_only = true } host_volume \"\" {} host_volume \"a\" { path = 1 } }",
 	} {
 		f.Add([]byte(s), false)
 	}
-	for _, s := range []string{overrideJSON, `{"plugin": {"a": [{"config": {}}, {"config": {}}]}}`, `[{"name": "a"}, {"name": "b"}]`, `{"name": `} {
+	for _, s := range []string{overrideJSON, `{"plugin": {"a": [{"config": {}}, {"config": {}}]}}`, `{"client": {"host_volume": {"a": [{"path": "/a"}, {"path": "b"}]}}}`, `[{"name": "a"}, {"name": "b"}]`, `{"name": `} {
 		f.Add([]byte(s), true)
 	}
 

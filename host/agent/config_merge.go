@@ -38,6 +38,7 @@ func (c *Config) Merge(other *Config) *Config {
 	if other.DevMode {
 		out.DevMode = true
 	}
+	mergeHostVolumes(out, other)
 	for _, name := range slices.Sorted(maps.Keys(other.Plugins)) {
 		p := other.Plugins[name]
 		if p == nil {

@@ -51,8 +51,15 @@ func (d *decoder) file(body hcl.Body, c *Config) {
 		if b == nil {
 			continue
 		}
-		inner := d.Content(b.Body, hclsrc.FieldPath(def.key), hclsrc.Schema{Attrs: keys(def.attrs), In: def.key + " block"})
+		schema := hclsrc.Schema{Attrs: keys(def.attrs), In: def.key + " block"}
+		if def.key == "client" {
+			schema.Blocks = []hcl.BlockHeaderSchema{hostVolumeBlockSchema}
+		}
+		inner := d.Content(b.Body, hclsrc.FieldPath(def.key), schema)
 		d.attrs(inner, def.key+".", def.attrs, c)
+		if def.key == "client" {
+			d.hostVolumes(inner.Blocks, c)
+		}
 	}
 	d.plugins(content.Blocks, c)
 }

@@ -50,6 +50,7 @@ func (c *Config) Validate() error {
 	c.validatePortsDistinct(&errs)
 	c.validatePlugins(&errs)
 	c.validateTLS(&errs)
+	c.validateHostVolumes(&errs)
 	return errsOrNil(errs)
 }
 

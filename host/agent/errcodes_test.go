@@ -17,5 +17,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrWrongType:      codes.InvalidArgument,
 		ErrInvalidValue:   codes.InvalidArgument,
 		ErrDuplicateBlock: codes.InvalidArgument,
+		ErrHostVolumePath: codes.FailedPrecondition,
 	})
 }

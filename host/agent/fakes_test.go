@@ -490,6 +490,7 @@ func newFakeServers(t *testing.T) *fakeServers {
 	pb.RegisterCSIPluginsServer(gs, f.plugins)
 	f.volumes = newFakeVolumes(st)
 	pb.RegisterVolumesServer(gs, f.volumes)
+	pb.RegisterHostVolumesServer(gs, &fakeHostVolumes{s: st})
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)
 	a := &Agent{pool: rpc.NewPool(), rpcAddrs: []string{lis.Addr().String()}, logger: testutil.Logger(t)}

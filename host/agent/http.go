@@ -103,6 +103,9 @@ func (a *Agent) apiRouter() *router {
 	rt.bodyUse(bodyNone, "/v1/system/gc", "PUT", "POST")
 	rt.bodyUse(bodyNone, "/v1/operator/raft/peer", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/volume/csi/{id}/detach", "DELETE")
+	handle("/v1/volumes/host", map[string]handlerFunc{"GET": a.hostVolumeList, "PUT": a.hostVolumeCreate, "POST": a.hostVolumeCreate})
+	handle("/v1/volume/host/{id}", map[string]handlerFunc{"GET": a.hostVolumeGet, "DELETE": a.hostVolumeDelete})
+	rt.bodyUse(bodyNone, "/v1/volume/host/{id}", "DELETE")
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

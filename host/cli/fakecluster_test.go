@@ -65,6 +65,8 @@ type fakeCluster struct {
 
 	// expandResp, when set, answers volume expands (volume_expand_test.go).
 	expandResp *pb.VolumeExpandResponse
+	// hostVolumes are the dynamic host volumes (volume_host_test.go).
+	hostVolumes map[string]*pb.HostVolume
 }
 
 func newFakeCluster(t *testing.T) *fakeCluster {
@@ -234,6 +236,7 @@ func newFakeCluster(t *testing.T) *fakeCluster {
 	})
 	f.volumeRoutes(route)
 	f.volumeDetachRoutes(route)
+	f.hostVolumeRoutes(route)
 	route("PUT /v1/system/gc", func(*http.Request) (any, error) { return &pb.GCResponse{Evals: 4, Allocs: 1, Jobs: 0}, nil })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)

@@ -168,6 +168,9 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 	if err := printNodePlugins(w, n); err != nil {
 		return err
 	}
+	if err := printHostVolumes(w, n); err != nil {
+		return err
+	}
 	if err := printNodeVolumes(w, n.GetId(), vols); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func volumeCommand() *cli.Command {
 			},
 			{
 				Name:      "create",
-				Usage:     "have the volume's plugin create it, then register it",
+				Usage:     "have the volume's plugin create it, then register it (type = \"host\": a dynamic host volume, made on a node by a host volume plugin)",
 				ArgsUsage: "FILE",
 				Flags:     []cli.Flag{addressFlag()},
 				Action:    func(c *cli.Context) error { return volumeWrite(c, volumespec.ForCreate) },
@@ -59,7 +59,7 @@ func volumeCommand() *cli.Command {
 					&cli.BoolFlag{Name: "verbose", Usage: "full IDs, and each claim's and attachment's last error, attempts and next retry"},
 					&cli.StringFlag{Name: "node", Usage: "list the volumes with a claim or an attachment on this node (ID or unique prefix)"},
 					&cli.StringFlag{Name: "plugin", Usage: "list this plugin's volumes"},
-					&cli.StringFlag{Name: "type", Value: "csi", Usage: `volume type: only "csi"`},
+					&cli.StringFlag{Name: "type", Usage: `volume type: "csi" or "host" (dynamic host volumes); without it, both`},
 				),
 				Action: volumeStatus,
 			},
@@ -79,6 +79,9 @@ func volumeWrite(c *cli.Context, mode volumespec.Mode) error {
 	name, src, err := readVolumeSource(c.Args().First(), c.App.Reader)
 	if err != nil {
 		return err
+	}
+	if mode == volumespec.ForCreate && volumespec.Type(name, src) == "host" {
+		return hostVolumeCreate(c, name, src)
 	}
 	vol, err := volumespec.Parse(name, src, mode)
 	if err != nil {
@@ -165,6 +168,12 @@ func volumeDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if hid, err := hostVolumeOf(c, client, c.Args().First()); err != nil || hid != "" {
+		if err != nil {
+			return err
+		}
+		return hostVolumeDelete(c, client, hid)
+	}
 	id, err := findVolume(c, client, c.Args().First())
 	if err != nil {
 		return err
@@ -185,8 +194,9 @@ func volumeStatus(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return usageError(c, "volume status takes at most one volume ID")
 	}
-	if t := c.String("type"); t != "csi" {
-		return usageError(c, "volume status -type=%q: the only volume type is csi", t)
+	typ := c.String("type")
+	if typ != "" && typ != "csi" && typ != "host" {
+		return usageError(c, `volume status -type=%q: "csi" or "host" (without -type, both)`, typ)
 	}
 	if c.NArg() == 1 && (c.String("node") != "" || c.String("plugin") != "") {
 		return usageError(c, "-node and -plugin filter the list; they do not go with a volume ID")
@@ -194,6 +204,35 @@ func volumeStatus(c *cli.Context) error {
 	client, err := apiClient(c)
 	if err != nil {
 		return err
+	}
+	if typ == "host" || (c.NArg() == 1 && typ == "") {
+		if c.NArg() == 1 {
+			hid, err := hostVolumeOf(c, client, c.Args().First())
+			if err != nil {
+				return err
+			}
+			if hid != "" {
+				v, _, err := client.HostVolumes().Info(c.Context, hid, nil)
+				if err != nil {
+					return err
+				}
+				if c.Bool("json") {
+					return printJSON(c.App.Writer, v)
+				}
+				return printHostVolume(c.App.Writer, v)
+			}
+			if typ == "host" {
+				return &noMatchError{"host volume", c.Args().First()}
+			}
+		} else {
+			node := ""
+			if n := c.String("node"); n != "" {
+				if node, err = volumeNodeID(c, client, n); err != nil {
+					return err
+				}
+			}
+			return listHostVolumes(c, client, node, true)
+		}
 	}
 	if c.NArg() == 0 {
 		params := map[string]string{}
@@ -217,7 +256,14 @@ func volumeStatus(c *cli.Context) error {
 		if err := printVolumeTable(c.App.Writer, vols); err != nil {
 			return err
 		}
-		return printVolumeErrors(c.App.Writer, vols, c.Bool("verbose"))
+		if err := printVolumeErrors(c.App.Writer, vols, c.Bool("verbose")); err != nil {
+			return err
+		}
+		if typ == "" && c.String("plugin") == "" {
+			fmt.Fprintln(c.App.Writer)
+			return listHostVolumes(c, client, params["node_id"], false)
+		}
+		return nil
 	}
 	id, err := findVolume(c, client, c.Args().First())
 	if err != nil {

@@ -254,8 +254,10 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 	if strings.Contains(out, "logs") {
 		t.Fatalf("-node listed a volume not on the node:\n%s", out)
 	}
-	if reqs := f.reqs(); reqs[len(reqs)-1] != "GET /v1/volumes?node_id="+pluginNode+"&per_page=1000" {
-		t.Fatalf("-node sent %q", reqs[len(reqs)-1])
+	// The CSI volumes on the node, then its dynamic host volumes.
+	if reqs := f.reqs(); reqs[len(reqs)-2] != "GET /v1/volumes?node_id="+pluginNode+"&per_page=1000" ||
+		reqs[len(reqs)-1] != "GET /v1/volumes/host?node_id="+pluginNode+"&per_page=1000" {
+		t.Fatalf("-node sent %q", reqs[len(reqs)-2:])
 	}
 	// A node no longer registered is taken by its exact ID.
 	wantOut(t, []string{"volume", "status", "-address", f.url, "-node", nodeB}, 0, "data  database")
@@ -311,7 +313,7 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 		t.Fatalf("volume status -json list: %v\n%s", err, out)
 	}
 	wantOut(t, []string{"volume", "status", "-address", f.url, "zzz"}, 1, `no volume with ID or prefix "zzz"`)
-	wantOut(t, []string{"volume", "status", "-address", f.url, "-type", "host"}, exitUsage, `-type="host": the only volume type is csi`)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "-type", "nfs"}, exitUsage, `-type="nfs": "csi" or "host" (without -type, both)`)
 }
 
 // TestVolumeDeregisterDeleteAndExpand: deregister shows the servers'

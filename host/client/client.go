@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/csi/pluginmanager"
 	"berth.dev/berth/csi/registry"
 	"berth.dev/berth/host/client/allocrunner"
+	"berth.dev/berth/host/client/hostvolumes"
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/rpc"
@@ -75,6 +76,16 @@ type Config struct {
 	// so its tunnel) mutual TLS with the client's certificate.
 	TLS *tlsconf.Store
 
+	// HostVolumes are the node's static host volumes by name (agent
+	// config host_volume blocks, checked to exist), fingerprinted to the
+	// servers and given to tasks that mount them (host_volumes.go).
+	HostVolumes map[string]*pb.HostVolumeInfo
+	// HostVolumesDir is where the built-in mkdir plugin makes dynamic
+	// host volumes (empty: <DataDir>/host_volumes); HostVolumePluginDir
+	// holds external host volume plugins (empty: none).
+	HostVolumesDir      string
+	HostVolumePluginDir string
+
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
 	allocAccess     allocAccess
@@ -123,6 +134,9 @@ type Client struct {
 	// NotFound: the registration that follows creates the node anew,
 	// without the CSI plugins it had, so they are sent again.
 	forgotten bool
+	// dynamicVolumes are the node's dynamic host volumes
+	// (host_volumes.go).
+	dynamicVolumes *hostvolumes.Manager
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,11 +191,16 @@ func New(cfg Config) (*Client, error) {
 		cancel()
 		return nil, err
 	}
+	if err := c.newDynamicVolumes(); err != nil {
+		cancel()
+		return nil, err
+	}
 	if c.allocsEnabled() {
 		if err := c.newVolumes(); err != nil {
 			cancel()
 			return nil, err
 		}
+		c.addHostVolumeHook()
 		c.startAllocs()
 	} else {
 		c.restoreCSIRegistry()
@@ -245,7 +264,8 @@ func (c *Client) node() *pb.Node {
 		name = fp.GetHostname()
 	}
 	n := &pb.Node{Id: c.nodeID, Name: name, Fingerprint: fp, HttpAddr: c.cfg.HTTPAddr,
-		Resources: nodeResources(fp, c.cfg.ReservedCPUMHz, c.cfg.ReservedMemoryMB), Meta: maps.Clone(c.cfg.Meta)}
+		Resources: nodeResources(fp, c.cfg.ReservedCPUMHz, c.cfg.ReservedMemoryMB), Meta: maps.Clone(c.cfg.Meta),
+		HostVolumes: c.hostVolumeInfos()}
 	if c.cfg.Drivers != nil {
 		n.Drivers = c.cfg.Drivers()
 	}

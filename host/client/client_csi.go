@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/pluginmanager"
+	"berth.dev/berth/host/client/hostvolumes"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -55,6 +56,9 @@ type clientCSI struct {
 	// expander returns the node's volume manager, nil while it has none
 	// (csi_expand.go).
 	expander func() nodeExpander
+	// hostVolumes makes and removes the node's dynamic host volumes
+	// (host_volumes.go), nil on a client without.
+	hostVolumes *hostvolumes.Manager
 }
 
 var _ pb.ClientCSIServer = (*clientCSI)(nil)

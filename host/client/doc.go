@@ -72,4 +72,14 @@
 // registry (an entry whose alloc no runner has, or whose alloc is
 // terminal, is dropped), run the runners, start the plugin manager. After
 // a registration that follows a NotFound heartbeat the set is sent again.
+//
+// # Host volumes
+//
+// The node's registration carries its host volumes (Node.host_volumes):
+// Config.HostVolumes, the static ones of the agent's config, and the
+// dynamic ones its hostvolumes.Manager made at the servers' request
+// (ClientCSI HostVolumeCreate and HostVolumeDelete over the tunnel),
+// recorded in <data_dir>/client/host_volumes.json and made again at start
+// before the first registration; a change re-registers the node. Tasks get
+// them through volumehooks.HostVolumeTaskHook (host_volumes.go).
 package client

@@ -15,5 +15,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrNoServers:      codes.FailedPrecondition,
 		ErrUnknownAlloc:   codes.NotFound,
 		ErrNoAllocRuntime: codes.FailedPrecondition,
+		ErrNoHostVolumes:  codes.FailedPrecondition,
 	})
 }

@@ -19,7 +19,8 @@ const tunnelRetryStart = 100 * time.Millisecond
 // ClientRPC (alloc logs, restart) without an inbound port on this host.
 func (c *Client) startTunnel() error {
 	rpcSvc := &clientRPC{nodeID: c.nodeID, allocs: c.rpcAllocs(), logs: c.cfg.logOptions}
-	csiSvc := &clientCSI{nodeID: c.nodeID, plugins: c.csiControllers, detach: c.csiDetacher(), expander: c.csiExpander}
+	csiSvc := &clientCSI{nodeID: c.nodeID, plugins: c.csiControllers, detach: c.csiDetacher(), expander: c.csiExpander,
+		hostVolumes: c.dynamicVolumes}
 	t, err := tunnel.Start(tunnel.ClientConfig{
 		NodeID:  c.nodeID,
 		Servers: c.tunnelServers,

@@ -295,7 +295,7 @@ web.hcl:55:16: group "api" task "sidecar": lifecycle.hook: unknown lifecycle hoo
   type = "batch"
   group "api" {
     volume "data" {
-      type      = "host"
+      type      = "nfs"
       per_alloc = true
       access_mode = "single-node-writter"
     }
@@ -323,7 +323,7 @@ web.hcl:55:16: group "api" task "sidecar": lifecycle.hook: unknown lifecycle hoo
   }
 }
 `,
-			want: `web.hcl:5:7: group "api" volume "data": type: must be "csi", got "host"
+			want: `web.hcl:5:7: group "api" volume "data": type: must be "csi" or "host", got "nfs"
 web.hcl:6:7: group "api" volume "data": per_alloc: per_alloc appends the alloc index to source, which is empty
 web.hcl:7:7: group "api" volume "data": access_mode: unknown access mode "single-node-writter"; did you mean "single-node-writer"?
 web.hcl:9:5: group "api" volume "logs": source: required: the ID of the volume to claim
@@ -332,6 +332,44 @@ web.hcl:15:7: group "api" task "plugin": csi_plugin.id: required: the plugin's I
 web.hcl:16:9: group "api" task "plugin": csi_plugin.type: a node plugin must keep running while volumes are mounted; it cannot be in a batch job
 web.hcl:24:9: group "api" task "other": csi_plugin.type: must be "controller", "node" or "monolith", got "nodes"
 web.hcl:26:7: group "api" task "other": volume_mount[0].destination: required: where the volume appears in the task`,
+			kind: ErrInvalidJob,
+		},
+		{
+			name: "host volumes and propagation",
+			src: `job "web" {
+  group "api" {
+    volume "data" {
+      type        = "host"
+      per_alloc   = true
+      access_mode = "single-node-writter"
+    }
+    volume "ro" {
+      type      = "host"
+      source    = "logs"
+      read_only = true
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      volume_mount {
+        volume           = "ro"
+        destination      = "/ro"
+        propagation_mode = "bidirectional"
+      }
+      volume_mount {
+        volume           = "data"
+        destination      = "/data"
+        propagation_mode = "host-to-tsak"
+      }
+    }
+  }
+}
+`,
+			want: `web.hcl:3:5: group "api" volume "data": source: required: the name of a host volume of the node (a host_volume block of the client's config)
+web.hcl:5:7: group "api" volume "data": per_alloc: applies to CSI volumes only; a host volume is one directory of a node
+web.hcl:6:7: group "api" volume "data": access_mode: unknown access mode "single-node-writter"; did you mean "single-node-writer"?
+web.hcl:19:9: group "api" task "web": volume_mount[0].propagation_mode: bidirectional propagation lets the task's mounts reach the host; a read-only mount cannot have it (use host-to-task)
+web.hcl:24:9: group "api" task "web": volume_mount[1].propagation_mode: unknown propagation mode "host-to-tsak"; did you mean "host-to-task"?`,
 			kind: ErrInvalidJob,
 		},
 		{

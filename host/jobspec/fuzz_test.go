@@ -39,6 +39,7 @@ func FuzzParse(f *testing.F) {
 		"job \"\" {}\njob \"\" {}",
 		"job \"a\" { group \"g\" { volume \"v\" { mount_options { mount_flags = [1, true] } } } }",
 		"job { group {",
+		"job \"a\" { group \"g\" { volume \"v\" { type = \"host\" source = 1 } task \"t\" { volume_mount { volume = \"v\" propagation_mode = [] } } } }",
 		"job \"a\" { priority = 1e99 }",
 		"job \"a\" { group \"g\" { task \"t\" { config { a = \"${\"b\"}\" c = <<EOT\n${d}\nEOT\n } } } }",
 	} {

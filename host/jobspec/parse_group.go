@@ -146,7 +146,7 @@ func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	v := &pb.VolumeRequest{Name: b.Labels[0], Type: "csi"}
 	d.pos[p.String()] = d.Pos(b.DefRange)
 	c := d.Content(b.Body, p, hclsrc.Schema{
-		Attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc"},
+		Attrs:  []string{"type", "source", "read_only", "access_mode", "attachment_mode", "per_alloc", "sticky"},
 		Blocks: blocks("mount_options"),
 	})
 	for key, dst := range map[string]*string{"type": &v.Type, "source": &v.Source, "access_mode": &v.AccessMode, "attachment_mode": &v.AttachmentMode} {
@@ -161,6 +161,9 @@ func (d *decoder) volume(b *hcl.Block, p path) *pb.VolumeRequest {
 	}
 	if a := c.Attributes["per_alloc"]; a != nil {
 		v.PerAlloc, _ = d.boolean(a, p.f("per_alloc"))
+	}
+	if a := c.Attributes["sticky"]; a != nil {
+		v.Sticky, _ = d.boolean(a, p.f("sticky"))
 	}
 	if mb := d.Single(c.Blocks, "mount_options", p); mb != nil {
 		mp := p.f("mount_options")
@@ -275,7 +278,7 @@ func (d *decoder) lifecycle(b *hcl.Block, p path) *pb.Lifecycle {
 
 func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 	d.pos[p.String()] = d.Pos(b.DefRange)
-	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"volume", "destination", "read_only"}})
+	c := d.Content(b.Body, p, hclsrc.Schema{Attrs: []string{"volume", "destination", "read_only", "propagation_mode"}})
 	m := &pb.VolumeMount{}
 	if a := c.Attributes["volume"]; a != nil {
 		m.Volume, _ = d.str(a, p.f("volume"))
@@ -285,6 +288,9 @@ func (d *decoder) volumeMount(b *hcl.Block, p path) *pb.VolumeMount {
 	}
 	if a := c.Attributes["read_only"]; a != nil {
 		m.ReadOnly, _ = d.boolean(a, p.f("read_only"))
+	}
+	if a := c.Attributes["propagation_mode"]; a != nil {
+		m.PropagationMode, _ = d.str(a, p.f("propagation_mode"))
 	}
 	return m
 }

@@ -63,7 +63,7 @@ func fullJob(source string) *pb.Job {
 					Name: "data", Type: "csi", Source: "db-data", AccessMode: "single-node-writer",
 					AttachmentMode: "file-system", PerAlloc: true,
 					MountOptions: &pb.MountOptions{FsType: "ext4", MountFlags: []string{"noatime", "nodiratime"}},
-				}},
+				}, "scratch": {Name: "scratch", Type: "host", Source: "fast-disk", Sticky: true}},
 				Tasks: []*pb.Task{
 					{
 						Name: "init", Driver: "raw_exec",
@@ -90,8 +90,9 @@ func fullJob(source string) *pb.Job {
 						Constraints: []*pb.Constraint{
 							{Attribute: "${attr.cpu.arch}", Operator: "!=", Value: "arm"},
 						},
-						VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data", ReadOnly: true}},
-						Logs:         &driverpb.LogConfig{MaxFiles: 3, MaxFileSizeBytes: 20 << 20},
+						VolumeMounts: []*pb.VolumeMount{{Volume: "data", Destination: "/srv/data", ReadOnly: true},
+							{Volume: "scratch", Destination: "/srv/scratch", PropagationMode: "host-to-task"}},
+						Logs: &driverpb.LogConfig{MaxFiles: 3, MaxFileSizeBytes: 20 << 20},
 					},
 				},
 			},

@@ -293,8 +293,13 @@ func (v *validator) volume(p path, key string, vol *pb.VolumeRequest) {
 	if vol.GetName() != key {
 		v.add(p.f("name"), "%q differs from the volume's key %q", vol.GetName(), key)
 	}
-	if vol.GetType() != "csi" {
-		v.add(p.f("type"), `must be "csi", got %q`, vol.GetType())
+	switch vol.GetType() {
+	case "csi":
+	case "host":
+		v.hostVolume(p, vol)
+		return
+	default:
+		v.add(p.f("type"), `must be "csi" or "host", got %q`, vol.GetType())
 	}
 	switch {
 	case vol.GetSource() == "" && vol.GetPerAlloc():
@@ -437,6 +442,7 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		case g.GetVolumes()[m.GetVolume()] == nil:
 			v.add(mp.f("volume"), "the group declares no volume %q%s", m.GetVolume(), volumesHint(m.GetVolume(), g))
 		}
+		v.propagation(mp, m, g.GetVolumes()[m.GetVolume()])
 		// A driver mounts the volume there, and refuses (at start, after the
 		// claim, on every restart) a destination that is not an absolute,
 		// clean task path or that another mount of the task has.

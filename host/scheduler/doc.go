@@ -60,6 +60,13 @@
 // missing driver, exhausted per dimension); the group's further failures
 // in the same evaluation are coalesced into it.
 //
+// Host volumes (host_volumes.go): a group volume of type "host" places
+// only on nodes offering a host volume of its source's name, writable for
+// a group that writes; a dynamic one is claimed like a CSI volume (the
+// same claim rules, reserved with the placement) and recorded on the
+// alloc (host_volume_ids), so a sticky volume keeps a replacement on it:
+// the same node, the same volume ID, or no placement.
+//
 // PlanJob answers `job plan`: Diff against the stored job plus the
 // annotations of a Schedule run with the new version, applied nowhere.
 //

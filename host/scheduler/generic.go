@@ -330,13 +330,13 @@ func (s *sched) placeOne(p placement) error {
 		}
 	}
 	asks := groupAsks(p.tg, p.index)
-	node, m, err := s.pl.place(g, asks, avoid)
+	node, m, err := s.pl.place(g, asks, avoid, stickyTarget(g, p.prev))
 	if err != nil {
 		return err
 	}
 	if node == nil {
 		if p.update {
-			if err := s.keepOrStop(p.prev, asks); err != nil {
+			if err := s.keepOrStop(p.prev, s.prevAsks(g, p.prev, asks)); err != nil {
 				return err
 			}
 		}
@@ -354,7 +354,9 @@ func (s *sched) placeOne(p placement) error {
 		s.stop(p.prev, DescRescheduled, false)
 	}
 	s.pl.claim(a)
-	s.pl.vols.reserve(s, a, asks)
+	placed := g.placedAsks(asks, node)
+	s.pl.vols.reserve(s, a, placed)
+	recordHostVolumes(a, placed)
 	s.plan.Allocs = append(s.plan.Allocs, a)
 	return nil
 }

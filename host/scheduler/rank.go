@@ -50,6 +50,8 @@ type groupCtx struct {
 	// different volumes.
 	failed   *pb.AllocMetric
 	perAlloc bool
+	// hostVols are the group's host volume requests (host_volumes.go).
+	hostVols []hostAsk
 }
 
 // placer finds nodes for allocs and keeps the cluster's usage as the plan
@@ -203,6 +205,7 @@ func (p *placer) group(job *pb.Job, tg *pb.TaskGroup) *groupCtx {
 		reasons:      make([]string, len(p.ready)),
 		antiAffinity: job.GetType() != pb.JobType_JOB_TYPE_SYSTEM,
 		perAlloc:     groupPerAlloc(tg),
+		hostVols:     groupHostAsks(tg),
 	}
 	add := func(cs []*pb.Constraint, jobLevel bool) {
 		for _, c := range cs {
@@ -236,8 +239,8 @@ func (p *placer) group(job *pb.Job, tg *pb.TaskGroup) *groupCtx {
 	return g
 }
 
-// feasible checks what does not change within a run: the group's drivers
-// and constraints. reason names the first failure as AllocMetric counts it.
+// feasible checks what does not change within a run: the group's drivers,
+// constraints and static host volumes. reason names the first failure as AllocMetric counts it.
 func (p *placer) feasible(g *groupCtx, n *pb.Node) (ok bool, reason string) {
 	for _, d := range g.drivers {
 		info := n.GetDrivers()[d]
@@ -252,6 +255,9 @@ func (p *placer) feasible(g *groupCtx, n *pb.Node) (ok bool, reason string) {
 		if !p.m.check(c, n) {
 			return false, ConstraintString(c)
 		}
+	}
+	if why := hostVolumesMissing(g.hostVols, n); why != "" {
+		return false, why
 	}
 	return true, ""
 }
@@ -341,8 +347,8 @@ func (p *placer) share(g *groupCtx) int {
 // first failure it returns nil, nil at once (the caller coalesces), since
 // nothing placed later in the run makes room — unless the group has
 // per_alloc volumes, whose next alloc needs another volume.
-func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*pb.Node, *pb.AllocMetric, error) {
-	if g.failed != nil && !g.perAlloc {
+func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool, stick stickTo) (*pb.Node, *pb.AllocMetric, error) {
+	if g.failed != nil && !g.perAlloc && stick.node == "" {
 		return nil, nil, nil
 	}
 	n := len(p.ready)
@@ -365,10 +371,26 @@ func (p *placer) place(g *groupCtx, asks []volumeAsk, avoid map[string]bool) (*p
 			addCount(&m.ConstraintFiltered, OpDistinctHosts)
 			continue
 		}
+		if why := stick.refuses(g, node); why != "" {
+			m.NodesFiltered++
+			addCount(&m.ConstraintFiltered, why)
+			continue
+		}
 		// Volumes depend on this plan's claims, so they are checked on
 		// every visit rather than cached with the static checks.
 		if len(asks) > 0 {
 			why, err := p.vols.check(node, asks)
+			if err != nil {
+				return nil, nil, err
+			}
+			if why != "" {
+				m.NodesFiltered++
+				addCount(&m.ConstraintFiltered, why)
+				continue
+			}
+		}
+		if dyn := dynamicAsks(g.hostVols, node); len(dyn) > 0 {
+			why, err := p.vols.checkHost(node, dyn)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -419,6 +441,12 @@ func (p *placer) fitsOn(g *groupCtx, n *pb.Node, asks []volumeAsk) (ok bool, rea
 	}
 	if len(asks) > 0 {
 		why, err := p.vols.check(n, asks)
+		if err != nil || why != "" {
+			return false, why, false, err
+		}
+	}
+	if dyn := dynamicAsks(g.hostVols, n); len(dyn) > 0 {
+		why, err := p.vols.checkHost(n, dyn)
 		if err != nil || why != "" {
 			return false, why, false, err
 		}

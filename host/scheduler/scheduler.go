@@ -43,6 +43,9 @@ type State interface {
 	// attachment of a volume is detaching takes no new claim on it until
 	// the attachment is gone (the state machine refuses one).
 	Attachment(volumeID, nodeID string) (*pb.Attachment, error)
+	// HostVolume returns the dynamic host volume, or nil, nil when none is
+	// recorded.
+	HostVolume(id string) (*pb.HostVolume, error)
 }
 
 // Options are what the scheduler would otherwise take from the world.

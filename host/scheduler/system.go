@@ -219,7 +219,7 @@ func (s *sched) systemPlace(g *groupCtx, tg *pb.TaskGroup, n *pb.Node, prev *pb.
 	}
 	if !ok {
 		if prev != nil {
-			if err := s.keepOrStop(prev, asks); err != nil {
+			if err := s.keepOrStop(prev, g.placedAsks(asks, n)); err != nil {
 				return err
 			}
 		}
@@ -249,7 +249,9 @@ func (s *sched) systemPlace(g *groupCtx, tg *pb.TaskGroup, n *pb.Node, prev *pb.
 		s.annotation(tg.GetName()).Place++
 	}
 	s.pl.claim(a)
-	s.pl.vols.reserve(s, a, asks)
+	placed := g.placedAsks(asks, n)
+	s.pl.vols.reserve(s, a, placed)
+	recordHostVolumes(a, placed)
 	s.plan.Allocs = append(s.plan.Allocs, a)
 	return nil
 }

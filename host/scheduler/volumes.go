@@ -86,6 +86,9 @@ type volumeAsk struct {
 	// req is the request the claim carries (the first name's, writable
 	// when any name writes), so its publish and release need no job.
 	req *pb.VolumeRequest
+	// host: a dynamic host volume (host_volumes.go), read from the
+	// host_volumes table.
+	host bool
 }
 
 // label names the volume in reasons: its ID, and the group's names for it
@@ -424,6 +427,9 @@ func (b *volumeBook) reserve(s *sched, a *pb.Allocation, asks []volumeAsk) {
 func (b *volumeBook) blocksReplacement(prev *pb.Allocation, asks []volumeAsk) (bool, error) {
 	for _, ask := range asks {
 		e, err := b.entry(ask.id)
+		if ask.host {
+			e, _, err = b.hostEntry(ask.id)
+		}
 		if err != nil {
 			return false, err
 		}

@@ -102,6 +102,13 @@ var routes = map[string]route{
 	pb.Claims_ClientClaim_FullMethodName:       routeRead,
 	pb.Claims_ClientClaimUpdate_FullMethodName: routeLeader,
 	pb.Claims_ClientClaims_FullMethodName:      routeRead,
+
+	pb.HostVolumes_Create_FullMethodName:        routeLeader,
+	pb.HostVolumes_Delete_FullMethodName:        routeLeader,
+	pb.HostVolumes_Get_FullMethodName:           routeRead,
+	pb.HostVolumes_List_FullMethodName:          routeRead,
+	pb.CSIRelay_HostVolumeCreate_FullMethodName: routeLocal,
+	pb.CSIRelay_HostVolumeDelete_FullMethodName: routeLocal,
 }
 
 // queryRequest is implemented by every read request.

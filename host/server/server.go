@@ -206,7 +206,7 @@ func (s *Server) endpointDeps() endpoints.Deps {
 		Reader: core{s}, Proposer: core{s}, Cluster: core{s},
 		Heartbeats: s.heartbeats, Drainer: s.drainer, GC: core{s}, Calls: s.csi, NodeCalls: s.csi,
 		Clock: s.cfg.Clock, Logger: s.cfg.Logger, JobLimits: s.cfg.JobLimits, HeartbeatTTL: s.cfg.HeartbeatTTL,
-		ClientWatchBytes: s.opts.clientWatchBytes, Detacher: s.csi,
+		ClientWatchBytes: s.opts.clientWatchBytes, Detacher: s.csi, HostVolumeCalls: s.csi,
 	}
 }
 

@@ -46,6 +46,11 @@ func goldenNode() *pb.Node {
 			// An undetected driver shows its false and empty fields too.
 			"sleep": {Name: "sleep", Path: "/opt/berth/plugins/sleep", Attributes: map[string]string{}},
 		},
+		HostVolumes: map[string]*pb.HostVolumeInfo{
+			"logs":    {Path: "/var/log/apps", ReadOnly: true},
+			"scratch": {Path: "/srv/scratch"},
+			"pg-data": {Path: "/var/lib/berth/host_volumes/4a0e0000-0000-4000-8000-000000000001", Id: "4a0e0000-0000-4000-8000-000000000001"},
+		},
 	}
 }
 
@@ -169,6 +174,19 @@ var goldens = []struct {
 	msg  func() ([]byte, error)
 }{
 	{"node", func() ([]byte, error) { return apijson.Marshal(goldenNode()) }},
+	{"host_volume", func() ([]byte, error) {
+		// A dynamic host volume as GET /v1/volume/host/{id} shows it.
+		return apijson.Marshal(&pb.HostVolume{
+			Id: "4a0e0000-0000-4000-8000-000000000001", Name: "pg-data", PluginId: "mkdir",
+			NodeId:      "5d0f6a0e-8c1b-4f7a-9d2e-3b4c5d6e7f80",
+			Constraints: []*pb.Constraint{{Attribute: "${meta.disk}", Operator: "=", Value: "ssd"}},
+			Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_SINGLE_WRITER,
+				AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
+			Parameters: map[string]string{"mode": "0750"}, RequestedCapacityMinBytes: 1 << 30,
+			HostPath: "/var/lib/berth/host_volumes/4a0e0000-0000-4000-8000-000000000001",
+			State:    pb.HostVolumeState_HOST_VOLUME_STATE_READY, CreatedAt: at, ModifiedAt: at, CreateIndex: 40, ModifyIndex: 40,
+		})
+	}},
 	{"nodes", func() ([]byte, error) {
 		down := goldenNode()
 		down.Id, down.Name = "9a8b7c6d-0000-4000-8000-000000000002", "client-2"

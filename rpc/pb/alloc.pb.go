@@ -558,8 +558,11 @@ type Allocation struct {
 	// (placement, desired status); client updates do not move it, so a
 	// client watching its allocs wakes only for what it must act on.
 	AllocModifyIndex uint64 `protobuf:"varint,32,opt,name=alloc_modify_index,json=allocModifyIndex,proto3" json:"alloc_modify_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// host_volume_ids are the dynamic host volumes the alloc claimed, by
+	// the group's volume name: what a sticky volume keeps its replacement on.
+	HostVolumeIds map[string]string `protobuf:"bytes,100,rep,name=host_volume_ids,json=hostVolumeIds,proto3" json:"host_volume_ids,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Allocation) Reset() {
@@ -765,6 +768,13 @@ func (x *Allocation) GetAllocModifyIndex() uint64 {
 		return x.AllocModifyIndex
 	}
 	return 0
+}
+
+func (x *Allocation) GetHostVolumeIds() map[string]string {
+	if x != nil {
+		return x.HostVolumeIds
+	}
+	return nil
 }
 
 // TaskState is a task's state and history within an alloc.
@@ -1847,7 +1857,8 @@ const file_berth_v1_alloc_proto_rawDesc = "" +
 	"\rprev_alloc_id\x18\x02 \x01(\tR\vprevAllocId\x12 \n" +
 	"\fprev_node_id\x18\x03 \x01(\tR\n" +
 	"prevNodeId\x12\x19\n" +
-	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\"\xf2\b\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\"\x85\n" +
+	"\n" +
 	"\n" +
 	"Allocation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1880,10 +1891,14 @@ const file_berth_v1_alloc_proto_rawDesc = "" +
 	"modifiedAt\x12!\n" +
 	"\fcreate_index\x18\x1e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x1f \x01(\x04R\vmodifyIndex\x12,\n" +
-	"\x12alloc_modify_index\x18  \x01(\x04R\x10allocModifyIndex\x1aR\n" +
+	"\x12alloc_modify_index\x18  \x01(\x04R\x10allocModifyIndex\x12O\n" +
+	"\x0fhost_volume_ids\x18d \x03(\v2'.berth.v1.Allocation.HostVolumeIdsEntryR\rhostVolumeIds\x1aR\n" +
 	"\x0fTaskStatesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12)\n" +
-	"\x05value\x18\x02 \x01(\v2\x13.berth.v1.TaskStateR\x05value:\x028\x01\"\x88\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x13.berth.v1.TaskStateR\x05value:\x028\x01\x1a@\n" +
+	"\x12HostVolumeIdsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x88\x02\n" +
 	"\tTaskState\x122\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1c.berth.v1.TaskLifecycleStateR\x05state\x12\x16\n" +
 	"\x06failed\x18\x02 \x01(\bR\x06failed\x12\x1a\n" +
@@ -2069,7 +2084,7 @@ func file_berth_v1_alloc_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_alloc_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_berth_v1_alloc_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_berth_v1_alloc_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_berth_v1_alloc_proto_goTypes = []any{
 	(AllocDesiredStatus)(0),   // 0: berth.v1.AllocDesiredStatus
 	(AllocClientStatus)(0),    // 1: berth.v1.AllocClientStatus
@@ -2092,18 +2107,19 @@ var file_berth_v1_alloc_proto_goTypes = []any{
 	(*NodeUsage)(nil),         // 18: berth.v1.NodeUsage
 	nil,                       // 19: berth.v1.AllocResources.TasksEntry
 	nil,                       // 20: berth.v1.Allocation.TaskStatesEntry
-	nil,                       // 21: berth.v1.TaskEvent.DetailsEntry
-	nil,                       // 22: berth.v1.Evaluation.FailedTgAllocsEntry
-	nil,                       // 23: berth.v1.Evaluation.QueuedAllocationsEntry
-	nil,                       // 24: berth.v1.Evaluation.PlanAnnotationsEntry
-	nil,                       // 25: berth.v1.AllocMetric.ConstraintFilteredEntry
-	nil,                       // 26: berth.v1.AllocMetric.DimensionExhaustedEntry
-	nil,                       // 27: berth.v1.Plan.AnnotationsEntry
-	nil,                       // 28: berth.v1.PlanResult.RefusalsEntry
-	nil,                       // 29: berth.v1.AllocClientUpdate.TaskStatesEntry
-	(JobType)(0),              // 30: berth.v1.JobType
-	(*Claim)(nil),             // 31: berth.v1.Claim
-	(*TaskResources)(nil),     // 32: berth.v1.TaskResources
+	nil,                       // 21: berth.v1.Allocation.HostVolumeIdsEntry
+	nil,                       // 22: berth.v1.TaskEvent.DetailsEntry
+	nil,                       // 23: berth.v1.Evaluation.FailedTgAllocsEntry
+	nil,                       // 24: berth.v1.Evaluation.QueuedAllocationsEntry
+	nil,                       // 25: berth.v1.Evaluation.PlanAnnotationsEntry
+	nil,                       // 26: berth.v1.AllocMetric.ConstraintFilteredEntry
+	nil,                       // 27: berth.v1.AllocMetric.DimensionExhaustedEntry
+	nil,                       // 28: berth.v1.Plan.AnnotationsEntry
+	nil,                       // 29: berth.v1.PlanResult.RefusalsEntry
+	nil,                       // 30: berth.v1.AllocClientUpdate.TaskStatesEntry
+	(JobType)(0),              // 31: berth.v1.JobType
+	(*Claim)(nil),             // 32: berth.v1.Claim
+	(*TaskResources)(nil),     // 33: berth.v1.TaskResources
 }
 var file_berth_v1_alloc_proto_depIdxs = []int32{
 	19, // 0: berth.v1.AllocResources.tasks:type_name -> berth.v1.AllocResources.TasksEntry
@@ -2113,37 +2129,38 @@ var file_berth_v1_alloc_proto_depIdxs = []int32{
 	1,  // 4: berth.v1.Allocation.client_status:type_name -> berth.v1.AllocClientStatus
 	20, // 5: berth.v1.Allocation.task_states:type_name -> berth.v1.Allocation.TaskStatesEntry
 	7,  // 6: berth.v1.Allocation.reschedule_events:type_name -> berth.v1.RescheduleEvent
-	2,  // 7: berth.v1.TaskState.state:type_name -> berth.v1.TaskLifecycleState
-	10, // 8: berth.v1.TaskState.events:type_name -> berth.v1.TaskEvent
-	21, // 9: berth.v1.TaskEvent.details:type_name -> berth.v1.TaskEvent.DetailsEntry
-	30, // 10: berth.v1.Evaluation.type:type_name -> berth.v1.JobType
-	4,  // 11: berth.v1.Evaluation.triggered_by:type_name -> berth.v1.EvalTrigger
-	3,  // 12: berth.v1.Evaluation.status:type_name -> berth.v1.EvalStatus
-	22, // 13: berth.v1.Evaluation.failed_tg_allocs:type_name -> berth.v1.Evaluation.FailedTgAllocsEntry
-	23, // 14: berth.v1.Evaluation.queued_allocations:type_name -> berth.v1.Evaluation.QueuedAllocationsEntry
-	24, // 15: berth.v1.Evaluation.plan_annotations:type_name -> berth.v1.Evaluation.PlanAnnotationsEntry
-	25, // 16: berth.v1.AllocMetric.constraint_filtered:type_name -> berth.v1.AllocMetric.ConstraintFilteredEntry
-	26, // 17: berth.v1.AllocMetric.dimension_exhausted:type_name -> berth.v1.AllocMetric.DimensionExhaustedEntry
-	0,  // 18: berth.v1.AllocStop.desired_status:type_name -> berth.v1.AllocDesiredStatus
-	1,  // 19: berth.v1.AllocStop.client_status:type_name -> berth.v1.AllocClientStatus
-	14, // 20: berth.v1.Plan.stops:type_name -> berth.v1.AllocStop
-	8,  // 21: berth.v1.Plan.allocs:type_name -> berth.v1.Allocation
-	27, // 22: berth.v1.Plan.annotations:type_name -> berth.v1.Plan.AnnotationsEntry
-	31, // 23: berth.v1.Plan.claims:type_name -> berth.v1.Claim
-	28, // 24: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
-	1,  // 25: berth.v1.AllocClientUpdate.client_status:type_name -> berth.v1.AllocClientStatus
-	29, // 26: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
-	32, // 27: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
-	9,  // 28: berth.v1.Allocation.TaskStatesEntry.value:type_name -> berth.v1.TaskState
-	12, // 29: berth.v1.Evaluation.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
-	13, // 30: berth.v1.Evaluation.PlanAnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
-	13, // 31: berth.v1.Plan.AnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
-	9,  // 32: berth.v1.AllocClientUpdate.TaskStatesEntry.value:type_name -> berth.v1.TaskState
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	21, // 7: berth.v1.Allocation.host_volume_ids:type_name -> berth.v1.Allocation.HostVolumeIdsEntry
+	2,  // 8: berth.v1.TaskState.state:type_name -> berth.v1.TaskLifecycleState
+	10, // 9: berth.v1.TaskState.events:type_name -> berth.v1.TaskEvent
+	22, // 10: berth.v1.TaskEvent.details:type_name -> berth.v1.TaskEvent.DetailsEntry
+	31, // 11: berth.v1.Evaluation.type:type_name -> berth.v1.JobType
+	4,  // 12: berth.v1.Evaluation.triggered_by:type_name -> berth.v1.EvalTrigger
+	3,  // 13: berth.v1.Evaluation.status:type_name -> berth.v1.EvalStatus
+	23, // 14: berth.v1.Evaluation.failed_tg_allocs:type_name -> berth.v1.Evaluation.FailedTgAllocsEntry
+	24, // 15: berth.v1.Evaluation.queued_allocations:type_name -> berth.v1.Evaluation.QueuedAllocationsEntry
+	25, // 16: berth.v1.Evaluation.plan_annotations:type_name -> berth.v1.Evaluation.PlanAnnotationsEntry
+	26, // 17: berth.v1.AllocMetric.constraint_filtered:type_name -> berth.v1.AllocMetric.ConstraintFilteredEntry
+	27, // 18: berth.v1.AllocMetric.dimension_exhausted:type_name -> berth.v1.AllocMetric.DimensionExhaustedEntry
+	0,  // 19: berth.v1.AllocStop.desired_status:type_name -> berth.v1.AllocDesiredStatus
+	1,  // 20: berth.v1.AllocStop.client_status:type_name -> berth.v1.AllocClientStatus
+	14, // 21: berth.v1.Plan.stops:type_name -> berth.v1.AllocStop
+	8,  // 22: berth.v1.Plan.allocs:type_name -> berth.v1.Allocation
+	28, // 23: berth.v1.Plan.annotations:type_name -> berth.v1.Plan.AnnotationsEntry
+	32, // 24: berth.v1.Plan.claims:type_name -> berth.v1.Claim
+	29, // 25: berth.v1.PlanResult.refusals:type_name -> berth.v1.PlanResult.RefusalsEntry
+	1,  // 26: berth.v1.AllocClientUpdate.client_status:type_name -> berth.v1.AllocClientStatus
+	30, // 27: berth.v1.AllocClientUpdate.task_states:type_name -> berth.v1.AllocClientUpdate.TaskStatesEntry
+	33, // 28: berth.v1.AllocResources.TasksEntry.value:type_name -> berth.v1.TaskResources
+	9,  // 29: berth.v1.Allocation.TaskStatesEntry.value:type_name -> berth.v1.TaskState
+	12, // 30: berth.v1.Evaluation.FailedTgAllocsEntry.value:type_name -> berth.v1.AllocMetric
+	13, // 31: berth.v1.Evaluation.PlanAnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
+	13, // 32: berth.v1.Plan.AnnotationsEntry.value:type_name -> berth.v1.PlanAnnotation
+	9,  // 33: berth.v1.AllocClientUpdate.TaskStatesEntry.value:type_name -> berth.v1.TaskState
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_alloc_proto_init() }
@@ -2159,7 +2176,7 @@ func file_berth_v1_alloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_alloc_proto_rawDesc), len(file_berth_v1_alloc_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -671,7 +671,7 @@ var File_berth_v1_client_csi_proto protoreflect.FileDescriptor
 
 const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"\n" +
-	"\x19berth/v1/client_csi.proto\x12\bberth.v1\x1a\x12berth/v1/csi.proto\"\xbb\x01\n" +
+	"\x19berth/v1/client_csi.proto\x12\bberth.v1\x1a\x12berth/v1/csi.proto\x1a\x1aberth/v1/host_volume.proto\"\xbb\x01\n" +
 	"\x18CSIControllerCallRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tplugin_id\x18\x02 \x01(\tR\bpluginId\x12\x16\n" +
@@ -713,15 +713,19 @@ const file_berth_v1_client_csi_proto_rawDesc = "" +
 	"#CSI_NODE_DETACH_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cCSI_NODE_DETACH_OUTCOME_DONE\x10\x01\x12$\n" +
 	" CSI_NODE_DETACH_OUTCOME_NOT_HELD\x10\x02\x12\"\n" +
-	"\x1eCSI_NODE_DETACH_OUTCOME_FAILED\x10\x032\x90\x02\n" +
+	"\x1eCSI_NODE_DETACH_OUTCOME_FAILED\x10\x032\xc6\x03\n" +
 	"\tClientCSI\x12Y\n" +
 	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
 	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse\x12S\n" +
-	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponse2\x8f\x02\n" +
+	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponse\x12Y\n" +
+	"\x10HostVolumeCreate\x12!.berth.v1.HostVolumeOnNodeRequest\x1a\".berth.v1.HostVolumeOnNodeResponse\x12Y\n" +
+	"\x10HostVolumeDelete\x12!.berth.v1.HostVolumeOnNodeRequest\x1a\".berth.v1.HostVolumeOnNodeResponse2\xc5\x03\n" +
 	"\bCSIRelay\x12Y\n" +
 	"\x0eControllerCall\x12\".berth.v1.CSIControllerCallRequest\x1a#.berth.v1.CSIControllerCallResponse\x12S\n" +
 	"\x10NodeDetachVolume\x12\x1e.berth.v1.CSINodeDetachRequest\x1a\x1f.berth.v1.CSINodeDetachResponse\x12S\n" +
-	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\x10NodeExpandVolume\x12\x1e.berth.v1.CSINodeExpandRequest\x1a\x1f.berth.v1.CSINodeExpandResponse\x12Y\n" +
+	"\x10HostVolumeCreate\x12!.berth.v1.HostVolumeOnNodeRequest\x1a\".berth.v1.HostVolumeOnNodeResponse\x12Y\n" +
+	"\x10HostVolumeDelete\x12!.berth.v1.HostVolumeOnNodeRequest\x1a\".berth.v1.HostVolumeOnNodeResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_client_csi_proto_rawDescOnce sync.Once
@@ -749,6 +753,8 @@ var file_berth_v1_client_csi_proto_goTypes = []any{
 	(*CSINodeExpandRequest)(nil),      // 8: berth.v1.CSINodeExpandRequest
 	(*CSINodeExpandResponse)(nil),     // 9: berth.v1.CSINodeExpandResponse
 	(CSIPluginSource)(0),              // 10: berth.v1.CSIPluginSource
+	(*HostVolumeOnNodeRequest)(nil),   // 11: berth.v1.HostVolumeOnNodeRequest
+	(*HostVolumeOnNodeResponse)(nil),  // 12: berth.v1.HostVolumeOnNodeResponse
 }
 var file_berth_v1_client_csi_proto_depIdxs = []int32{
 	2,  // 0: berth.v1.CSIControllerCallRequest.expect:type_name -> berth.v1.CSIControllerInstance
@@ -760,17 +766,25 @@ var file_berth_v1_client_csi_proto_depIdxs = []int32{
 	1,  // 6: berth.v1.ClientCSI.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
 	4,  // 7: berth.v1.ClientCSI.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
 	8,  // 8: berth.v1.ClientCSI.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
-	1,  // 9: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
-	4,  // 10: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
-	8,  // 11: berth.v1.CSIRelay.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
-	3,  // 12: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	7,  // 13: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	9,  // 14: berth.v1.ClientCSI.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
-	3,  // 15: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
-	7,  // 16: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
-	9,  // 17: berth.v1.CSIRelay.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
+	11, // 9: berth.v1.ClientCSI.HostVolumeCreate:input_type -> berth.v1.HostVolumeOnNodeRequest
+	11, // 10: berth.v1.ClientCSI.HostVolumeDelete:input_type -> berth.v1.HostVolumeOnNodeRequest
+	1,  // 11: berth.v1.CSIRelay.ControllerCall:input_type -> berth.v1.CSIControllerCallRequest
+	4,  // 12: berth.v1.CSIRelay.NodeDetachVolume:input_type -> berth.v1.CSINodeDetachRequest
+	8,  // 13: berth.v1.CSIRelay.NodeExpandVolume:input_type -> berth.v1.CSINodeExpandRequest
+	11, // 14: berth.v1.CSIRelay.HostVolumeCreate:input_type -> berth.v1.HostVolumeOnNodeRequest
+	11, // 15: berth.v1.CSIRelay.HostVolumeDelete:input_type -> berth.v1.HostVolumeOnNodeRequest
+	3,  // 16: berth.v1.ClientCSI.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	7,  // 17: berth.v1.ClientCSI.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	9,  // 18: berth.v1.ClientCSI.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	12, // 19: berth.v1.ClientCSI.HostVolumeCreate:output_type -> berth.v1.HostVolumeOnNodeResponse
+	12, // 20: berth.v1.ClientCSI.HostVolumeDelete:output_type -> berth.v1.HostVolumeOnNodeResponse
+	3,  // 21: berth.v1.CSIRelay.ControllerCall:output_type -> berth.v1.CSIControllerCallResponse
+	7,  // 22: berth.v1.CSIRelay.NodeDetachVolume:output_type -> berth.v1.CSINodeDetachResponse
+	9,  // 23: berth.v1.CSIRelay.NodeExpandVolume:output_type -> berth.v1.CSINodeExpandResponse
+	12, // 24: berth.v1.CSIRelay.HostVolumeCreate:output_type -> berth.v1.HostVolumeOnNodeResponse
+	12, // 25: berth.v1.CSIRelay.HostVolumeDelete:output_type -> berth.v1.HostVolumeOnNodeResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -782,6 +796,7 @@ func file_berth_v1_client_csi_proto_init() {
 		return
 	}
 	file_berth_v1_csi_proto_init()
+	file_berth_v1_host_volume_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -22,6 +22,8 @@ const (
 	ClientCSI_ControllerCall_FullMethodName   = "/berth.v1.ClientCSI/ControllerCall"
 	ClientCSI_NodeDetachVolume_FullMethodName = "/berth.v1.ClientCSI/NodeDetachVolume"
 	ClientCSI_NodeExpandVolume_FullMethodName = "/berth.v1.ClientCSI/NodeExpandVolume"
+	ClientCSI_HostVolumeCreate_FullMethodName = "/berth.v1.ClientCSI/HostVolumeCreate"
+	ClientCSI_HostVolumeDelete_FullMethodName = "/berth.v1.ClientCSI/HostVolumeDelete"
 )
 
 // ClientCSIClient is the client API for ClientCSI service.
@@ -49,6 +51,12 @@ type ClientCSIClient interface {
 	// published, after the servers' ControllerExpandVolume answered
 	// node_expansion_required.
 	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
+	// HostVolumeCreate runs the dynamic host volume's plugin on the node to
+	// make it (idempotent: a volume made already is answered as it is),
+	// records it in the client's state, and fingerprints it.
+	HostVolumeCreate(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error)
+	// HostVolumeDelete runs the plugin to remove it and forgets it.
+	HostVolumeDelete(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error)
 }
 
 type clientCSIClient struct {
@@ -89,6 +97,26 @@ func (c *clientCSIClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpan
 	return out, nil
 }
 
+func (c *clientCSIClient) HostVolumeCreate(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostVolumeOnNodeResponse)
+	err := c.cc.Invoke(ctx, ClientCSI_HostVolumeCreate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clientCSIClient) HostVolumeDelete(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostVolumeOnNodeResponse)
+	err := c.cc.Invoke(ctx, ClientCSI_HostVolumeDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClientCSIServer is the server API for ClientCSI service.
 // All implementations must embed UnimplementedClientCSIServer
 // for forward compatibility.
@@ -114,6 +142,12 @@ type ClientCSIServer interface {
 	// published, after the servers' ControllerExpandVolume answered
 	// node_expansion_required.
 	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
+	// HostVolumeCreate runs the dynamic host volume's plugin on the node to
+	// make it (idempotent: a volume made already is answered as it is),
+	// records it in the client's state, and fingerprints it.
+	HostVolumeCreate(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error)
+	// HostVolumeDelete runs the plugin to remove it and forgets it.
+	HostVolumeDelete(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error)
 	mustEmbedUnimplementedClientCSIServer()
 }
 
@@ -132,6 +166,12 @@ func (UnimplementedClientCSIServer) NodeDetachVolume(context.Context, *CSINodeDe
 }
 func (UnimplementedClientCSIServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
+}
+func (UnimplementedClientCSIServer) HostVolumeCreate(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostVolumeCreate not implemented")
+}
+func (UnimplementedClientCSIServer) HostVolumeDelete(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostVolumeDelete not implemented")
 }
 func (UnimplementedClientCSIServer) mustEmbedUnimplementedClientCSIServer() {}
 func (UnimplementedClientCSIServer) testEmbeddedByValue()                   {}
@@ -208,6 +248,42 @@ func _ClientCSI_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClientCSI_HostVolumeCreate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostVolumeOnNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientCSIServer).HostVolumeCreate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientCSI_HostVolumeCreate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientCSIServer).HostVolumeCreate(ctx, req.(*HostVolumeOnNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClientCSI_HostVolumeDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostVolumeOnNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClientCSIServer).HostVolumeDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClientCSI_HostVolumeDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClientCSIServer).HostVolumeDelete(ctx, req.(*HostVolumeOnNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClientCSI_ServiceDesc is the grpc.ServiceDesc for ClientCSI service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -227,6 +303,14 @@ var ClientCSI_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "NodeExpandVolume",
 			Handler:    _ClientCSI_NodeExpandVolume_Handler,
 		},
+		{
+			MethodName: "HostVolumeCreate",
+			Handler:    _ClientCSI_HostVolumeCreate_Handler,
+		},
+		{
+			MethodName: "HostVolumeDelete",
+			Handler:    _ClientCSI_HostVolumeDelete_Handler,
+		},
 	},
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "berth/v1/client_csi.proto",
@@ -236,6 +320,8 @@ const (
 	CSIRelay_ControllerCall_FullMethodName   = "/berth.v1.CSIRelay/ControllerCall"
 	CSIRelay_NodeDetachVolume_FullMethodName = "/berth.v1.CSIRelay/NodeDetachVolume"
 	CSIRelay_NodeExpandVolume_FullMethodName = "/berth.v1.CSIRelay/NodeExpandVolume"
+	CSIRelay_HostVolumeCreate_FullMethodName = "/berth.v1.CSIRelay/HostVolumeCreate"
+	CSIRelay_HostVolumeDelete_FullMethodName = "/berth.v1.CSIRelay/HostVolumeDelete"
 )
 
 // CSIRelayClient is the client API for CSIRelay service.
@@ -249,6 +335,8 @@ type CSIRelayClient interface {
 	ControllerCall(ctx context.Context, in *CSIControllerCallRequest, opts ...grpc.CallOption) (*CSIControllerCallResponse, error)
 	NodeDetachVolume(ctx context.Context, in *CSINodeDetachRequest, opts ...grpc.CallOption) (*CSINodeDetachResponse, error)
 	NodeExpandVolume(ctx context.Context, in *CSINodeExpandRequest, opts ...grpc.CallOption) (*CSINodeExpandResponse, error)
+	HostVolumeCreate(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error)
+	HostVolumeDelete(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error)
 }
 
 type cSIRelayClient struct {
@@ -289,6 +377,26 @@ func (c *cSIRelayClient) NodeExpandVolume(ctx context.Context, in *CSINodeExpand
 	return out, nil
 }
 
+func (c *cSIRelayClient) HostVolumeCreate(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostVolumeOnNodeResponse)
+	err := c.cc.Invoke(ctx, CSIRelay_HostVolumeCreate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cSIRelayClient) HostVolumeDelete(ctx context.Context, in *HostVolumeOnNodeRequest, opts ...grpc.CallOption) (*HostVolumeOnNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HostVolumeOnNodeResponse)
+	err := c.cc.Invoke(ctx, CSIRelay_HostVolumeDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CSIRelayServer is the server API for CSIRelay service.
 // All implementations must embed UnimplementedCSIRelayServer
 // for forward compatibility.
@@ -300,6 +408,8 @@ type CSIRelayServer interface {
 	ControllerCall(context.Context, *CSIControllerCallRequest) (*CSIControllerCallResponse, error)
 	NodeDetachVolume(context.Context, *CSINodeDetachRequest) (*CSINodeDetachResponse, error)
 	NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error)
+	HostVolumeCreate(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error)
+	HostVolumeDelete(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error)
 	mustEmbedUnimplementedCSIRelayServer()
 }
 
@@ -318,6 +428,12 @@ func (UnimplementedCSIRelayServer) NodeDetachVolume(context.Context, *CSINodeDet
 }
 func (UnimplementedCSIRelayServer) NodeExpandVolume(context.Context, *CSINodeExpandRequest) (*CSINodeExpandResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeExpandVolume not implemented")
+}
+func (UnimplementedCSIRelayServer) HostVolumeCreate(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostVolumeCreate not implemented")
+}
+func (UnimplementedCSIRelayServer) HostVolumeDelete(context.Context, *HostVolumeOnNodeRequest) (*HostVolumeOnNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HostVolumeDelete not implemented")
 }
 func (UnimplementedCSIRelayServer) mustEmbedUnimplementedCSIRelayServer() {}
 func (UnimplementedCSIRelayServer) testEmbeddedByValue()                  {}
@@ -394,6 +510,42 @@ func _CSIRelay_NodeExpandVolume_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CSIRelay_HostVolumeCreate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostVolumeOnNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIRelayServer).HostVolumeCreate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIRelay_HostVolumeCreate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIRelayServer).HostVolumeCreate(ctx, req.(*HostVolumeOnNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CSIRelay_HostVolumeDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HostVolumeOnNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CSIRelayServer).HostVolumeDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CSIRelay_HostVolumeDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CSIRelayServer).HostVolumeDelete(ctx, req.(*HostVolumeOnNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CSIRelay_ServiceDesc is the grpc.ServiceDesc for CSIRelay service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -412,6 +564,14 @@ var CSIRelay_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeExpandVolume",
 			Handler:    _CSIRelay_NodeExpandVolume_Handler,
+		},
+		{
+			MethodName: "HostVolumeCreate",
+			Handler:    _CSIRelay_HostVolumeCreate_Handler,
+		},
+		{
+			MethodName: "HostVolumeDelete",
+			Handler:    _CSIRelay_HostVolumeDelete_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -815,7 +815,8 @@ func (x *TaskGroup) GetVolumes() map[string]*VolumeRequest {
 type VolumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// type is "csi".
+	// type is "csi" (the default) or "host" (source names a host volume of
+	// the node: a static host_volume of the client's config).
 	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Source   string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	ReadOnly bool   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
@@ -824,8 +825,15 @@ type VolumeRequest struct {
 	AccessMode     string `protobuf:"bytes,5,opt,name=access_mode,json=accessMode,proto3" json:"access_mode,omitempty"`
 	AttachmentMode string `protobuf:"bytes,6,opt,name=attachment_mode,json=attachmentMode,proto3" json:"attachment_mode,omitempty"`
 	// per_alloc appends "[<alloc index>]" to source.
-	PerAlloc      bool          `protobuf:"varint,7,opt,name=per_alloc,json=perAlloc,proto3" json:"per_alloc,omitempty"`
-	MountOptions  *MountOptions `protobuf:"bytes,8,opt,name=mount_options,json=mountOptions,proto3" json:"mount_options,omitempty"`
+	PerAlloc     bool          `protobuf:"varint,7,opt,name=per_alloc,json=perAlloc,proto3" json:"per_alloc,omitempty"`
+	MountOptions *MountOptions `protobuf:"bytes,8,opt,name=mount_options,json=mountOptions,proto3" json:"mount_options,omitempty"`
+	// sticky keeps a replacement of an alloc (rescheduled, lost, updated)
+	// on the volume it had: for a host volume, the node it ran on, and for
+	// a dynamic one the volume ID it claimed (Allocation.host_volume_ids);
+	// a replacement that cannot have it is not placed elsewhere. A CSI
+	// volume is one volume already (per_alloc: its alloc index's, which a
+	// replacement keeps).
+	Sticky        bool `protobuf:"varint,100,opt,name=sticky,proto3" json:"sticky,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -914,6 +922,13 @@ func (x *VolumeRequest) GetMountOptions() *MountOptions {
 		return x.MountOptions
 	}
 	return nil
+}
+
+func (x *VolumeRequest) GetSticky() bool {
+	if x != nil {
+		return x.Sticky
+	}
+	return false
 }
 
 // MountOptions override a volume's file system and mount flags.
@@ -1082,12 +1097,17 @@ func (x *TaskResources) GetMemoryMb() int64 {
 
 // VolumeMount mounts a group volume into a task.
 type VolumeMount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Destination   string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
-	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Volume      string                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Destination string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	ReadOnly    bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// propagation_mode is how mounts under the destination travel between
+	// host and task under an isolating driver: "private" (the default),
+	// "host-to-task" or "bidirectional" (not with read_only). Empty is
+	// private.
+	PropagationMode string `protobuf:"bytes,100,opt,name=propagation_mode,json=propagationMode,proto3" json:"propagation_mode,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *VolumeMount) Reset() {
@@ -1139,6 +1159,13 @@ func (x *VolumeMount) GetReadOnly() bool {
 		return x.ReadOnly
 	}
 	return false
+}
+
+func (x *VolumeMount) GetPropagationMode() string {
+	if x != nil {
+		return x.PropagationMode
+	}
+	return ""
 }
 
 // CSIPluginConfig makes a task a CSI plugin supervised by berth (filled in
@@ -1452,7 +1479,7 @@ const file_berth_v1_job_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aS\n" +
 	"\fVolumesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.VolumeRequestR\x05value:\x028\x01\"\x90\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.VolumeRequestR\x05value:\x028\x01\"\xa8\x02\n" +
 	"\rVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
@@ -1462,7 +1489,8 @@ const file_berth_v1_job_proto_rawDesc = "" +
 	"accessMode\x12'\n" +
 	"\x0fattachment_mode\x18\x06 \x01(\tR\x0eattachmentMode\x12\x1b\n" +
 	"\tper_alloc\x18\a \x01(\bR\bperAlloc\x12;\n" +
-	"\rmount_options\x18\b \x01(\v2\x16.berth.v1.MountOptionsR\fmountOptions\"H\n" +
+	"\rmount_options\x18\b \x01(\v2\x16.berth.v1.MountOptionsR\fmountOptions\x12\x16\n" +
+	"\x06sticky\x18d \x01(\bR\x06sticky\"H\n" +
 	"\fMountOptions\x12\x17\n" +
 	"\afs_type\x18\x01 \x01(\tR\x06fsType\x12\x1f\n" +
 	"\vmount_flags\x18\x02 \x03(\tR\n" +
@@ -1472,11 +1500,12 @@ const file_berth_v1_job_proto_rawDesc = "" +
 	"\asidecar\x18\x02 \x01(\bR\asidecar\"E\n" +
 	"\rTaskResources\x12\x17\n" +
 	"\acpu_mhz\x18\x01 \x01(\x03R\x06cpuMhz\x12\x1b\n" +
-	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"d\n" +
+	"\tmemory_mb\x18\x02 \x01(\x03R\bmemoryMb\"\x8f\x01\n" +
 	"\vVolumeMount\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\tR\x06volume\x12 \n" +
 	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly\"\xb3\x01\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12)\n" +
+	"\x10propagation_mode\x18d \x01(\tR\x0fpropagationMode\"\xb3\x01\n" +
 	"\x0fCSIPluginConfig\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1b\n" +

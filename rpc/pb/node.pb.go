@@ -158,9 +158,12 @@ type Node struct {
 	// the client's word. Kept across re-registration until unfenced.
 	Fenced bool `protobuf:"varint,18,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// fenced_at is unix nanoseconds of the last fence or unfence.
-	FencedAt      int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	FencedAt    int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
+	CreateIndex uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	// host_volumes are the node's host volumes by name: the agent's static
+	// host_volume blocks, as the client fingerprinted them.
+	HostVolumes   map[string]*HostVolumeInfo `protobuf:"bytes,100,rep,name=host_volumes,json=hostVolumes,proto3" json:"host_volumes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +331,78 @@ func (x *Node) GetModifyIndex() uint64 {
 	return 0
 }
 
+func (x *Node) GetHostVolumes() map[string]*HostVolumeInfo {
+	if x != nil {
+		return x.HostVolumes
+	}
+	return nil
+}
+
+// HostVolumeInfo is one host volume of a node.
+type HostVolumeInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is the directory on the node.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// read_only: allocs may only read it (a write request cannot place).
+	ReadOnly bool `protobuf:"varint,2,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// id is a dynamic host volume's ID (berth volume create); empty for a
+	// static one.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostVolumeInfo) Reset() {
+	*x = HostVolumeInfo{}
+	mi := &file_berth_v1_node_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostVolumeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostVolumeInfo) ProtoMessage() {}
+
+func (x *HostVolumeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_node_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostVolumeInfo.ProtoReflect.Descriptor instead.
+func (*HostVolumeInfo) Descriptor() ([]byte, []int) {
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HostVolumeInfo) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HostVolumeInfo) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *HostVolumeInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // DrainStrategy moves a node's allocs off it.
 type DrainStrategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -345,7 +420,7 @@ type DrainStrategy struct {
 
 func (x *DrainStrategy) Reset() {
 	*x = DrainStrategy{}
-	mi := &file_berth_v1_node_proto_msgTypes[1]
+	mi := &file_berth_v1_node_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +432,7 @@ func (x *DrainStrategy) String() string {
 func (*DrainStrategy) ProtoMessage() {}
 
 func (x *DrainStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[1]
+	mi := &file_berth_v1_node_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +445,7 @@ func (x *DrainStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainStrategy.ProtoReflect.Descriptor instead.
 func (*DrainStrategy) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{1}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DrainStrategy) GetDeadlineMs() int64 {
@@ -415,7 +490,7 @@ type NodeResources struct {
 
 func (x *NodeResources) Reset() {
 	*x = NodeResources{}
-	mi := &file_berth_v1_node_proto_msgTypes[2]
+	mi := &file_berth_v1_node_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +502,7 @@ func (x *NodeResources) String() string {
 func (*NodeResources) ProtoMessage() {}
 
 func (x *NodeResources) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[2]
+	mi := &file_berth_v1_node_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +515,7 @@ func (x *NodeResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeResources.ProtoReflect.Descriptor instead.
 func (*NodeResources) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{2}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodeResources) GetCpuMhz() int64 {
@@ -489,7 +564,7 @@ type NodeFingerprint struct {
 
 func (x *NodeFingerprint) Reset() {
 	*x = NodeFingerprint{}
-	mi := &file_berth_v1_node_proto_msgTypes[3]
+	mi := &file_berth_v1_node_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +576,7 @@ func (x *NodeFingerprint) String() string {
 func (*NodeFingerprint) ProtoMessage() {}
 
 func (x *NodeFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[3]
+	mi := &file_berth_v1_node_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +589,7 @@ func (x *NodeFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFingerprint.ProtoReflect.Descriptor instead.
 func (*NodeFingerprint) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{3}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeFingerprint) GetHostname() string {
@@ -599,7 +674,7 @@ type DriverInfo struct {
 
 func (x *DriverInfo) Reset() {
 	*x = DriverInfo{}
-	mi := &file_berth_v1_node_proto_msgTypes[4]
+	mi := &file_berth_v1_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +686,7 @@ func (x *DriverInfo) String() string {
 func (*DriverInfo) ProtoMessage() {}
 
 func (x *DriverInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_node_proto_msgTypes[4]
+	mi := &file_berth_v1_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +699,7 @@ func (x *DriverInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriverInfo.ProtoReflect.Descriptor instead.
 func (*DriverInfo) Descriptor() ([]byte, []int) {
-	return file_berth_v1_node_proto_rawDescGZIP(), []int{4}
+	return file_berth_v1_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DriverInfo) GetName() string {
@@ -708,7 +783,8 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xac\t\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xca\n" +
+	"\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -729,7 +805,8 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\x06fenced\x18\x12 \x01(\bR\x06fenced\x12\x1b\n" +
 	"\tfenced_at\x18\x13 \x01(\x03R\bfencedAt\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
-	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x1aP\n" +
+	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x12B\n" +
+	"\fhost_volumes\x18d \x03(\v2\x1f.berth.v1.Node.HostVolumesEntryR\vhostVolumes\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +
@@ -741,7 +818,14 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aZ\n" +
 	"\x13CsiNodePluginsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\"\xa9\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x05value:\x028\x01\x1aX\n" +
+	"\x10HostVolumesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.berth.v1.HostVolumeInfoR\x05value:\x028\x01\"Q\n" +
+	"\x0eHostVolumeInfo\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
+	"\tread_only\x18\x02 \x01(\bR\breadOnly\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xa9\x01\n" +
 	"\rDrainStrategy\x12\x1f\n" +
 	"\vdeadline_ms\x18\x01 \x01(\x03R\n" +
 	"deadlineMs\x12,\n" +
@@ -812,45 +896,49 @@ func file_berth_v1_node_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_berth_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_berth_v1_node_proto_goTypes = []any{
 	(NodeStatus)(0),         // 0: berth.v1.NodeStatus
 	(NodeEligibility)(0),    // 1: berth.v1.NodeEligibility
 	(*Node)(nil),            // 2: berth.v1.Node
-	(*DrainStrategy)(nil),   // 3: berth.v1.DrainStrategy
-	(*NodeResources)(nil),   // 4: berth.v1.NodeResources
-	(*NodeFingerprint)(nil), // 5: berth.v1.NodeFingerprint
-	(*DriverInfo)(nil),      // 6: berth.v1.DriverInfo
-	nil,                     // 7: berth.v1.Node.DriversEntry
-	nil,                     // 8: berth.v1.Node.MetaEntry
-	nil,                     // 9: berth.v1.Node.CsiControllerPluginsEntry
-	nil,                     // 10: berth.v1.Node.CsiNodePluginsEntry
-	nil,                     // 11: berth.v1.NodeFingerprint.AttributesEntry
-	nil,                     // 12: berth.v1.DriverInfo.AttributesEntry
-	(*driverpb.Schema)(nil), // 13: berth.driver.v1.Schema
-	(*CSIPluginInfo)(nil),   // 14: berth.v1.CSIPluginInfo
+	(*HostVolumeInfo)(nil),  // 3: berth.v1.HostVolumeInfo
+	(*DrainStrategy)(nil),   // 4: berth.v1.DrainStrategy
+	(*NodeResources)(nil),   // 5: berth.v1.NodeResources
+	(*NodeFingerprint)(nil), // 6: berth.v1.NodeFingerprint
+	(*DriverInfo)(nil),      // 7: berth.v1.DriverInfo
+	nil,                     // 8: berth.v1.Node.DriversEntry
+	nil,                     // 9: berth.v1.Node.MetaEntry
+	nil,                     // 10: berth.v1.Node.CsiControllerPluginsEntry
+	nil,                     // 11: berth.v1.Node.CsiNodePluginsEntry
+	nil,                     // 12: berth.v1.Node.HostVolumesEntry
+	nil,                     // 13: berth.v1.NodeFingerprint.AttributesEntry
+	nil,                     // 14: berth.v1.DriverInfo.AttributesEntry
+	(*driverpb.Schema)(nil), // 15: berth.driver.v1.Schema
+	(*CSIPluginInfo)(nil),   // 16: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_node_proto_depIdxs = []int32{
 	0,  // 0: berth.v1.Node.status:type_name -> berth.v1.NodeStatus
-	5,  // 1: berth.v1.Node.fingerprint:type_name -> berth.v1.NodeFingerprint
-	7,  // 2: berth.v1.Node.drivers:type_name -> berth.v1.Node.DriversEntry
+	6,  // 1: berth.v1.Node.fingerprint:type_name -> berth.v1.NodeFingerprint
+	8,  // 2: berth.v1.Node.drivers:type_name -> berth.v1.Node.DriversEntry
 	1,  // 3: berth.v1.Node.eligibility:type_name -> berth.v1.NodeEligibility
-	3,  // 4: berth.v1.Node.drain:type_name -> berth.v1.DrainStrategy
-	4,  // 5: berth.v1.Node.resources:type_name -> berth.v1.NodeResources
-	8,  // 6: berth.v1.Node.meta:type_name -> berth.v1.Node.MetaEntry
-	9,  // 7: berth.v1.Node.csi_controller_plugins:type_name -> berth.v1.Node.CsiControllerPluginsEntry
-	10, // 8: berth.v1.Node.csi_node_plugins:type_name -> berth.v1.Node.CsiNodePluginsEntry
-	11, // 9: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
-	12, // 10: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
-	13, // 11: berth.v1.DriverInfo.task_schema:type_name -> berth.driver.v1.Schema
-	6,  // 12: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
-	14, // 13: berth.v1.Node.CsiControllerPluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
-	14, // 14: berth.v1.Node.CsiNodePluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	4,  // 4: berth.v1.Node.drain:type_name -> berth.v1.DrainStrategy
+	5,  // 5: berth.v1.Node.resources:type_name -> berth.v1.NodeResources
+	9,  // 6: berth.v1.Node.meta:type_name -> berth.v1.Node.MetaEntry
+	10, // 7: berth.v1.Node.csi_controller_plugins:type_name -> berth.v1.Node.CsiControllerPluginsEntry
+	11, // 8: berth.v1.Node.csi_node_plugins:type_name -> berth.v1.Node.CsiNodePluginsEntry
+	12, // 9: berth.v1.Node.host_volumes:type_name -> berth.v1.Node.HostVolumesEntry
+	13, // 10: berth.v1.NodeFingerprint.attributes:type_name -> berth.v1.NodeFingerprint.AttributesEntry
+	14, // 11: berth.v1.DriverInfo.attributes:type_name -> berth.v1.DriverInfo.AttributesEntry
+	15, // 12: berth.v1.DriverInfo.task_schema:type_name -> berth.driver.v1.Schema
+	7,  // 13: berth.v1.Node.DriversEntry.value:type_name -> berth.v1.DriverInfo
+	16, // 14: berth.v1.Node.CsiControllerPluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
+	16, // 15: berth.v1.Node.CsiNodePluginsEntry.value:type_name -> berth.v1.CSIPluginInfo
+	3,  // 16: berth.v1.Node.HostVolumesEntry.value:type_name -> berth.v1.HostVolumeInfo
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_node_proto_init() }
@@ -865,7 +953,7 @@ func file_berth_v1_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_node_proto_rawDesc), len(file_berth_v1_node_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -79,6 +79,13 @@ job "full" {
       }
     }
 
+    volume "scratch" {
+      type      = "host"
+      source    = "fast-disk"
+      read_only = false
+      sticky    = true
+    }
+
     task "init" {
       driver = "raw_exec"
 
@@ -134,6 +141,12 @@ job "full" {
         volume      = "data"
         destination = "/srv/data"
         read_only   = true
+      }
+
+      volume_mount {
+        volume           = "scratch"
+        destination      = "/srv/scratch"
+        propagation_mode = "host-to-task"
       }
 
       logs {

@@ -20,6 +20,7 @@ type State struct {
 	versions map[string]map[uint64]*pb.Job
 	allocs   map[string]*pb.Allocation
 	volumes  map[string]*pb.Volume
+	hostVols map[string]*pb.HostVolume
 	claims   map[string]*pb.Claim
 	// attachments by volume ID, then node ID.
 	attachments map[[2]string]*pb.Attachment
@@ -34,6 +35,7 @@ func NewState() *State {
 		versions: map[string]map[uint64]*pb.Job{},
 		allocs:   map[string]*pb.Allocation{},
 		volumes:  map[string]*pb.Volume{},
+		hostVols: map[string]*pb.HostVolume{},
 		claims:   map[string]*pb.Claim{},
 
 		attachments: map[[2]string]*pb.Attachment{},
@@ -189,6 +191,12 @@ func (s *State) AllocsByNode(nodeID string) ([]*pb.Allocation, error) {
 
 // Volume implements scheduler.State.
 func (s *State) Volume(id string) (*pb.Volume, error) { return s.volumes[id], nil }
+
+// AddHostVolume stores (or replaces) a dynamic host volume.
+func (s *State) AddHostVolume(v *pb.HostVolume) { s.hostVols[v.GetId()] = v }
+
+// HostVolume implements scheduler.State.
+func (s *State) HostVolume(id string) (*pb.HostVolume, error) { return s.hostVols[id], nil }
 
 // ClaimsByVolume implements scheduler.State, in ID order.
 func (s *State) ClaimsByVolume(volumeID string) ([]*pb.Claim, error) {

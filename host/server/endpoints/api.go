@@ -79,6 +79,8 @@ type Deps struct {
 	ClientWatchBytes int
 	// Detacher makes Volumes.Detach's node calls (nil: refused).
 	Detacher NodeDetacher
+	// HostVolumeCalls makes HostVolumes' node calls (nil: refused).
+	HostVolumeCalls HostVolumeNodeCaller
 }
 
 // Hooks hold the endpoints where a test would otherwise depend on timing.
@@ -105,6 +107,7 @@ type Set struct {
 	CSIPlugins   pb.CSIPluginsServer
 	Volumes      pb.VolumesServer
 	Claims       pb.ClaimsServer
+	HostVolumes  pb.HostVolumesServer
 }
 
 // New returns the endpoints over deps.
@@ -124,6 +127,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		CSIPlugins:   &csiPluginsEndpoint{s: s},
 		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, nodes: deps.NodeCalls, lostRace: hooks.LostRace, detacher: deps.Detacher},
 		Claims:       &claimsEndpoint{s: s},
+		HostVolumes:  &hostVolumesEndpoint{s: s, calls: deps.HostVolumeCalls},
 	}
 }
 
@@ -139,4 +143,5 @@ func (set *Set) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterCSIPluginsServer(g, set.CSIPlugins)
 	pb.RegisterVolumesServer(g, set.Volumes)
 	pb.RegisterClaimsServer(g, set.Claims)
+	pb.RegisterHostVolumesServer(g, set.HostVolumes)
 }

@@ -17,5 +17,7 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrCreateControllerChanged: codes.FailedPrecondition,
 		ErrVolumeInUseOnNode:       codes.FailedPrecondition,
 		ErrNoNodeCalls:             codes.Unimplemented,
+		ErrNoNodeForHostVolume:     codes.FailedPrecondition,
+		ErrNoHostVolumeCalls:       codes.Unimplemented,
 	})
 }

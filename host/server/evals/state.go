@@ -32,6 +32,10 @@ func (s schedState) AllocsByNode(id string) ([]*pb.Allocation, error) {
 	return s.snap.AllocsByNode(nil, id)
 }
 func (s schedState) Volume(id string) (*pb.Volume, error) { return s.snap.VolumeByID(nil, id) }
+
+func (s schedState) HostVolume(id string) (*pb.HostVolume, error) {
+	return s.snap.HostVolumeByID(nil, id)
+}
 func (s schedState) ClaimsByVolume(id string) ([]*pb.Claim, error) {
 	return s.snap.ClaimsByVolume(nil, id)
 }

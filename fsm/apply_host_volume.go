@@ -1,0 +1,121 @@
+package fsm
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/internal/rules"
+	"berth.dev/berth/rpc/pb"
+)
+
+// Dynamic host volumes (table host_volumes). HostVolumeRegister records a
+// volume its node made (state ready) or moves it to deleting; the move to
+// deleting is refused while a claim holds the volume (ErrVolumeInUse), and
+// from then on rules.CheckClaim refuses every claim on it, so none is
+// granted between the check and the node's delete. HostVolumeDelete
+// forgets it once the node removed it; refused while a claim holds it.
+//
+// Claims on dynamic host volumes are rows of the claims table like CSI
+// ones (checkReservation reads the volume from either table): the same
+// access-mode rules, no attachment, ready at once. As nothing on the node
+// is to be undone, such a claim is freed in the apply that makes its alloc
+// stopped on its client (or gone); an alloc only the servers stopped holds
+// it releasing until its client says its tasks stopped (or its node is
+// forced: the reaper), so a single-writer volume never has two live
+// writers. Claims of this kind exist only once every server knows the
+// commands above (the gate), so no older server applies them.
+
+// applyHostVolumeRegister stores a dynamic host volume, or updates one.
+func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) error {
+	v := cmd.GetVolume()
+	switch {
+	case v == nil:
+		return fmt.Errorf("%w: no host volume", ErrInvalidCommand)
+	case v.GetId() == "" || v.GetName() == "" || v.GetNodeId() == "":
+		return fmt.Errorf("%w: host volume %q (name %q) needs an ID, a name and a node", ErrInvalidCommand, v.GetId(), v.GetName())
+	case v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_READY && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
+		return fmt.Errorf("%w: host volume %q: state %s", ErrInvalidCommand, v.GetId(), v.GetState())
+	}
+	existing, err := hostVolumesTable.first(tx, nil, v.GetId())
+	if err != nil {
+		return err
+	}
+	if existing != nil && existing.GetNodeId() != v.GetNodeId() {
+		return fmt.Errorf("%w: host volume %q is on node %s, not %s", ErrInvalidCommand, v.GetId(), existing.GetNodeId(), v.GetNodeId())
+	}
+	same, err := hostVolumesByNode.list(tx, nil, v.GetNodeId(), v.GetName())
+	if err != nil {
+		return err
+	}
+	for _, o := range same {
+		if o.GetId() != v.GetId() {
+			return fmt.Errorf("host volume %q on node %s: %w: volume %s has the name", v.GetName(), v.GetNodeId(), ErrHostVolumeNameTaken, o.GetId())
+		}
+	}
+	if v.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
+		if existing == nil {
+			return fmt.Errorf("host volume %q: %w", v.GetId(), ErrVolumeNotFound)
+		}
+		claims, err := claimsByVolume.list(tx, nil, v.GetId())
+		if err != nil {
+			return err
+		}
+		if len(claims) > 0 {
+			return fmt.Errorf("host volume %q (%s) on node %s: %w: %s", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeInUse, describeClaims(claims))
+		}
+	}
+	n := proto.CloneOf(v)
+	n.CreateIndex, n.ModifyIndex = tx.index, tx.index
+	if existing != nil {
+		n.CreateIndex = existing.GetCreateIndex()
+		n.CreatedAt = existing.GetCreatedAt()
+	}
+	return hostVolumesTable.insert(tx, n)
+}
+
+// applyHostVolumeDelete forgets a dynamic host volume; one not stored is
+// gone already.
+func applyHostVolumeDelete(tx *writeTxn, cmd *pb.HostVolumeDeleteCommand) error {
+	if cmd.GetId() == "" {
+		return fmt.Errorf("%w: no host volume ID", ErrInvalidCommand)
+	}
+	v, err := hostVolumesTable.first(tx, nil, cmd.GetId())
+	if err != nil || v == nil {
+		return err
+	}
+	claims, err := claimsByVolume.list(tx, nil, v.GetId())
+	if err != nil {
+		return err
+	}
+	if len(claims) > 0 {
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: %s", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeInUse, describeClaims(claims))
+	}
+	return hostVolumesTable.delete(tx, v)
+}
+
+// hostClaimVolume returns the claim view of the dynamic host volume id
+// (rules.HostVolumeClaimView), or nil.
+func hostClaimVolume(tx *writeTxn, id string) (*pb.Volume, error) {
+	hv, err := hostVolumesTable.first(tx, nil, id)
+	if err != nil || hv == nil {
+		return nil, err
+	}
+	return rules.HostVolumeClaimView(hv), nil
+}
+
+// releaseHostClaim moves a host volume claim of alloc a (nil: gone) on:
+// freed when the alloc stopped on its client or is gone, releasing when
+// only the servers stopped it. It reports whether it handled c.
+func releaseHostClaim(tx *writeTxn, c *pb.Claim, a *pb.Allocation, at int64) (bool, error) {
+	if !rules.HostClaim(c) {
+		return false, nil
+	}
+	switch {
+	case a == nil || rules.AllocClientTerminal(a):
+		return true, claimsTable.delete(tx, c)
+	case c.GetState() < pb.ClaimState_CLAIM_STATE_RELEASING && rules.AllocTerminal(a):
+		return true, writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_RELEASING, at)
+	}
+	return true, nil
+}

@@ -1,0 +1,275 @@
+package hostvolumes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
+)
+
+// MkdirPluginID is the built-in plugin: a directory with owner and mode.
+const MkdirPluginID = "mkdir"
+
+// Operations of the plugin contract.
+const (
+	OpFingerprint = "fingerprint"
+	OpCreate      = "create"
+	OpDelete      = "delete"
+)
+
+var (
+	// ErrUnknownPlugin is returned when a volume names a plugin that is
+	// neither built in nor an executable of host_volume_plugin_dir.
+	ErrUnknownPlugin = errcode.New(codes.FailedPrecondition, "no such host volume plugin on the node")
+	// ErrPluginFailed is returned when a plugin exits non-zero or answers
+	// what the contract does not allow.
+	ErrPluginFailed = errcode.New(codes.Internal, "host volume plugin failed")
+	// ErrBadParameters is returned when a volume's parameters do not suit
+	// its plugin (mkdir's uid, gid, mode).
+	ErrBadParameters = errcode.New(codes.InvalidArgument, "invalid host volume parameters")
+)
+
+// Request is one operation on one volume.
+type Request struct {
+	ID, Name, NodeID         string
+	CapacityMin, CapacityMax int64
+	Parameters               map[string]string
+	// Path is where the volume is to be: <host_volumes_dir>/<id>.
+	Path string
+	// CreatedPath is what create answered (delete).
+	CreatedPath string
+}
+
+// Result is what create answers.
+type Result struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Plugin makes and removes volumes.
+type Plugin interface {
+	Create(ctx context.Context, req Request) (Result, error)
+	Delete(ctx context.Context, req Request) error
+}
+
+// Mkdir is the built-in plugin: Create makes req.Path, a directory, with
+// parameters uid, gid (numbers; default the agent's) and mode (octal;
+// default 0755), and answers 0 bytes (a directory has no size of its
+// own); Delete removes req.Path and all it holds.
+type Mkdir struct{}
+
+var _ Plugin = Mkdir{}
+
+// Create makes the directory, or sets the owner and mode of the one there.
+func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
+	mode, uid, gid, err := mkdirParams(req.Parameters)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := os.Mkdir(req.Path, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return Result{}, err
+	}
+	st, err := os.Lstat(req.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	if !st.IsDir() {
+		return Result{}, fmt.Errorf("%s exists and is not a directory", req.Path)
+	}
+	// Mkdir's mode is masked by the umask; the asked mode is set as asked.
+	if err := os.Chmod(req.Path, mode); err != nil {
+		return Result{}, err
+	}
+	if uid >= 0 || gid >= 0 {
+		if err := os.Lchown(req.Path, uid, gid); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{Path: req.Path}, nil
+}
+
+// Delete removes the directory; one already gone is deleted.
+func (Mkdir) Delete(_ context.Context, req Request) error {
+	p := req.CreatedPath
+	if p == "" {
+		p = req.Path
+	}
+	return os.RemoveAll(p)
+}
+
+// mkdirParams reads mode, uid and gid (-1: unchanged).
+func mkdirParams(p map[string]string) (mode fs.FileMode, uid, gid int, err error) {
+	mode, uid, gid = 0o755, -1, -1
+	for k, v := range p {
+		switch k {
+		case "mode":
+			m, perr := strconv.ParseUint(v, 8, 32)
+			if perr != nil || m > 0o7777 {
+				return 0, 0, 0, fmt.Errorf("%w: mode %q: an octal permission such as \"0750\"", ErrBadParameters, v)
+			}
+			mode = fs.FileMode(m&0o777) | unixBits(m)
+		case "uid", "gid":
+			n, perr := strconv.Atoi(v)
+			if perr != nil || n < 0 {
+				return 0, 0, 0, fmt.Errorf("%w: %s %q: a non-negative number", ErrBadParameters, k, v)
+			}
+			if k == "uid" {
+				uid = n
+			} else {
+				gid = n
+			}
+		default:
+			return 0, 0, 0, fmt.Errorf("%w: the mkdir plugin takes uid, gid and mode, not %q", ErrBadParameters, k)
+		}
+	}
+	return mode, uid, gid, nil
+}
+
+func unixBits(m uint64) fs.FileMode {
+	var out fs.FileMode
+	if m&0o4000 != 0 {
+		out |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		out |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		out |= fs.ModeSticky
+	}
+	return out
+}
+
+// External is a plugin executable run with the package's contract.
+type External struct {
+	ID         string
+	Path       string
+	PluginDir  string
+	VolumesDir string
+}
+
+var _ Plugin = (*External)(nil)
+
+// stderrKept bounds what of a failed plugin's stderr an error carries.
+const stderrKept = 1024
+
+// run runs one operation and returns its stdout.
+func (e *External) run(ctx context.Context, op string, req Request) ([]byte, error) {
+	params, err := json.Marshal(req.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	if req.Parameters == nil {
+		params = []byte("{}")
+	}
+	cmd := exec.CommandContext(ctx, e.Path, op)
+	cmd.Env = append(os.Environ(),
+		"DHV_OPERATION="+op,
+		"DHV_VOLUMES_DIR="+e.VolumesDir,
+		"DHV_PLUGIN_DIR="+e.PluginDir,
+		"DHV_HOST_PATH="+req.Path,
+		"DHV_NODE_ID="+req.NodeID,
+		"DHV_VOLUME_NAME="+req.Name,
+		"DHV_VOLUME_ID="+req.ID,
+		"DHV_CAPACITY_MIN_BYTES="+strconv.FormatInt(req.CapacityMin, 10),
+		"DHV_CAPACITY_MAX_BYTES="+strconv.FormatInt(req.CapacityMax, 10),
+		"DHV_PARAMETERS="+string(params),
+	)
+	if op == OpDelete {
+		cmd.Env = append(cmd.Env, "DHV_CREATED_PATH="+req.CreatedPath)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if len(msg) > stderrKept {
+			msg = "…" + msg[len(msg)-stderrKept:]
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("%w: %s %s: %v: %s", ErrPluginFailed, e.Path, op, err, msg)
+		}
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// Create runs `<plugin> create` and reads its answer.
+func (e *External) Create(ctx context.Context, req Request) (Result, error) {
+	out, err := e.run(ctx, OpCreate, req)
+	if err != nil {
+		return Result{}, err
+	}
+	var r Result
+	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
+		return Result{}, fmt.Errorf("%w: create answered %q, not {\"path\": ..., \"bytes\": ...}: %v", ErrPluginFailed, truncate(out), err)
+	}
+	if !filepath.IsAbs(r.Path) || r.Bytes < 0 {
+		return Result{}, fmt.Errorf("%w: create answered path %q and %d bytes: want an absolute path and bytes >= 0", ErrPluginFailed, r.Path, r.Bytes)
+	}
+	return r, nil
+}
+
+// Delete runs `<plugin> delete`.
+func (e *External) Delete(ctx context.Context, req Request) error {
+	_, err := e.run(ctx, OpDelete, req)
+	return err
+}
+
+// Fingerprint runs `<plugin> fingerprint` and answers its version.
+func (e *External) Fingerprint(ctx context.Context) (string, error) {
+	out, err := e.run(ctx, OpFingerprint, Request{})
+	if err != nil {
+		return "", err
+	}
+	var fp struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &fp); err != nil || fp.Version == "" {
+		return "", fmt.Errorf("%w: fingerprint answered %q, not {\"version\": \"...\"}", ErrPluginFailed, truncate(out))
+	}
+	return fp.Version, nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "…"
+	}
+	return string(b)
+}
+
+// lookupPlugin finds plugin id: the built-in mkdir, or an executable
+// regular file of pluginDir named id.
+func lookupPlugin(id, pluginDir, volumesDir string) (Plugin, error) {
+	if id == "" || id == MkdirPluginID {
+		return Mkdir{}, nil
+	}
+	if id == "." || id == ".." || strings.ContainsAny(id, `/\`) {
+		return nil, fmt.Errorf("%w: %q is not a plugin name (a file name of host_volume_plugin_dir)", ErrUnknownPlugin, id)
+	}
+	if pluginDir == "" {
+		return nil, fmt.Errorf("%w: %q: the client has no host_volume_plugin_dir", ErrUnknownPlugin, id)
+	}
+	p := filepath.Join(pluginDir, id)
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %q is neither built in (%q) nor in %s", ErrUnknownPlugin, id, MkdirPluginID, pluginDir)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %q: %v", ErrUnknownPlugin, id, err)
+	case !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0:
+		return nil, fmt.Errorf("%w: %s is not an executable file", ErrUnknownPlugin, p)
+	}
+	return &External{ID: id, Path: p, PluginDir: pluginDir, VolumesDir: volumesDir}, nil
+}
