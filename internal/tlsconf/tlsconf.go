@@ -171,8 +171,15 @@ func (s *Store) load() (*material, error) {
 	if err != nil {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: err}
 	}
-	if blk, _ := pem.Decode(certPEM); blk == nil || blk.Type != "CERTIFICATE" {
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil || blk.Type != "CERTIFICATE" {
 		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: errors.New("no PEM certificate in it")}
+	}
+	// The certificate is parsed before it is paired with the key, so a
+	// malformed one is blamed on cert_file, not on the key.
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
 	}
 	if blk, _ := pem.Decode(keyPEM); blk == nil || !isKeyBlock(blk.Type) {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: errors.New("no PEM private key in it")}
@@ -181,17 +188,13 @@ func (s *Store) load() (*material, error) {
 	if err != nil {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: fmt.Errorf("not the key of cert_file %s: %w", o.CertFile, err)}
 	}
-	leaf := cert.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
-		}
-	}
 	inter := x509.NewCertPool()
-	for _, der := range cert.Certificate[1:] {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
+	for i, der := range cert.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: fmt.Errorf("certificate %d of the chain: %w", i+2, err)}
 		}
+		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: o.Now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -255,6 +256,9 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	}
 	ca, cert, key := p.write("ca.pem", p.ca.Cert), p.write("c.pem", c.Cert), p.write("c-key.pem", c.Key)
 	garbage := p.write("garbage.pem", []byte("not pem"))
+	// A PEM CERTIFICATE block whose bytes are no certificate: blamed on
+	// cert_file, not on the key X509KeyPair cannot pair with it.
+	malformed := p.write("malformed.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
 	other := newPKI(t)
 	for _, tt := range []struct {
 		name string
@@ -265,6 +269,7 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 		{"garbage ca", Options{CAFile: garbage, CertFile: cert, KeyFile: key}, "ca_file " + garbage},
 		{"garbage cert", Options{CAFile: ca, CertFile: garbage, KeyFile: key}, "cert_file " + garbage},
 		{"garbage key", Options{CAFile: ca, CertFile: cert, KeyFile: garbage}, "key_file " + garbage},
+		{"malformed cert", Options{CAFile: ca, CertFile: malformed, KeyFile: key}, "tls: cert_file " + malformed + ": x509: malformed certificate"},
 		{"key of another cert", Options{CAFile: ca, CertFile: cert, KeyFile: p.write("ca-key.pem", p.ca.Key)}, "key_file " + filepath.Join(p.dir, "ca-key.pem") + ": not the key of cert_file " + cert},
 		{"other ca", Options{CAFile: p.write("other.pem", other.ca.Cert), CertFile: cert, KeyFile: key}, "does not verify"},
 		{"no key file", Options{CAFile: ca, CertFile: cert}, "key_file: required"},
