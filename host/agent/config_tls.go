@@ -80,13 +80,29 @@ func (c *Config) tlsOptions() tlsconf.Options {
 		Region:               c.EffectiveRegion(),
 		VerifyServerHostname: c.TLS.VerifyServerHostname,
 		VerifyHTTPSClient:    c.TLS.VerifyHTTPSClient,
+		Role:                 c.tlsRole(),
 	}
+}
+
+// tlsRole is the role the agent's own certificate must name under
+// verify_server_hostname: server for a server agent, also one that runs a
+// client (as Nomad, whose peers check server.<region> of a server), client
+// for a client-only agent.
+func (c *Config) tlsRole() tlsconf.Role {
+	switch {
+	case c.Server.Enabled:
+		return tlsconf.RoleServer
+	case c.Client.Enabled:
+		return tlsconf.RoleClient
+	}
+	return ""
 }
 
 // validateTLS checks the tls block: with rpc or http on, the three files
 // are named and load (a missing or unreadable file, a key that is not the
-// certificate's, a certificate the CA did not sign), each problem at the
-// file's key.
+// certificate's, a certificate the CA did not sign, and under
+// verify_server_hostname a certificate not naming the agent's role in its
+// region), each problem at the file's key.
 func (c *Config) validateTLS(errs *ConfigErrors) {
 	if !c.TLS.Enabled() {
 		return
