@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -138,5 +139,28 @@ func TestTLSCommands(t *testing.T) {
 	}
 	if _, err := os.Stat("global-client-berth.pem"); err == nil {
 		t.Error("a refused tls cert create wrote a certificate")
+	}
+}
+
+// TestCertFileNamesReturnsLstatErrors: a name that cannot be checked (here
+// a path through a regular file: ENOTDIR) is an error, not an endless
+// search for a free number.
+func TestCertFileNamesReturnsLstatErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := certFileNames(filepath.Join(file, "global-client-berth")); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("certFileNames under a file: %v, want an error naming it", err)
+	}
+	// Taken names are skipped.
+	prefix := filepath.Join(dir, "global-client-berth")
+	if err := os.WriteFile(prefix+"-key.pem", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := certFileNames(prefix)
+	if err != nil || cert != prefix+"-1.pem" || key != prefix+"-1-key.pem" {
+		t.Fatalf("certFileNames: %q %q %v, want the -1 pair", cert, key, err)
 	}
 }
