@@ -176,3 +176,31 @@ func TestValidateTLSOwnRole(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateTLSRefusedInDevMode: `berth run -dev` keeps TLS off; a tls
+// block turning it on is refused at its key, not silently ignored.
+func TestValidateTLSRefusedInDevMode(t *testing.T) {
+	ca, cert, key := writePKI(t, t.TempDir())
+	for _, tc := range []struct{ on, want string }{
+		{"rpc = true\n  http = true", "agent.hcl:5:9: tls.rpc: "},
+		{"http = true", "agent.hcl:5:10: tls.http: "},
+	} {
+		src := fmt.Sprintf("tls {\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n  %s\n}\n", ca, cert, key, tc.on)
+		files, err := ParseConfig("agent.hcl", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = DevConfig().Merge(files).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want+"berth run -dev keeps TLS off") || !errors.Is(err, ErrInvalidValue) {
+			t.Fatalf("Validate of a dev agent with %q: %v, want %q", tc.on, err, tc.want)
+		}
+	}
+	// Files without -dev, and -dev with the block's files but TLS off, load.
+	files, err := ParseConfig("agent.hcl", []byte(fmt.Sprintf("tls {\n  ca_file = %q\n  rpc = false\n}\n", ca)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DevConfig().Merge(files).Validate(); err != nil {
+		t.Fatalf("a dev agent with TLS off: %v", err)
+	}
+}

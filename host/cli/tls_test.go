@@ -164,3 +164,25 @@ func TestCertFileNamesReturnsLstatErrors(t *testing.T) {
 		t.Fatalf("certFileNames: %q %q %v, want the -1 pair", cert, key, err)
 	}
 }
+
+// TestRunDevRefusesTLS: `berth run -dev` keeps TLS off; a -config file
+// turning it on is refused before any agent starts, naming the key.
+func TestRunDevRefusesTLS(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, argv := range [][]string{{"tls", "ca", "create"}, {"tls", "cert", "create", "-server"}} {
+		if code, out, errOut := berth(t, argv...); code != 0 {
+			t.Fatalf("berth %s: exit %d\n%s%s", strings.Join(argv, " "), code, out, errOut)
+		}
+	}
+	hcl := filepath.Join(dir, "tls.hcl")
+	src := "tls {\n  ca_file = \"" + filepath.Join(dir, "berth-agent-ca.pem") + "\"\n  cert_file = \"" + filepath.Join(dir, "global-server-berth.pem") +
+		"\"\n  key_file = \"" + filepath.Join(dir, "global-server-berth-key.pem") + "\"\n  rpc = true\n}\n"
+	if err := os.WriteFile(hcl, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := berth(t, "run", "-dev", "-config", hcl)
+	if code == 0 || !strings.Contains(errOut, "tls.hcl:5:9: tls.rpc: berth run -dev keeps TLS off") {
+		t.Fatalf("run -dev with tls.rpc: exit %d\n%s", code, errOut)
+	}
+}
