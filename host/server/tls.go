@@ -209,8 +209,11 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// Dial connects to a raft peer and completes the handshake within timeout,
-// so a peer that refuses this server's certificate fails the dial.
+// Dial connects to a raft peer and completes this side's handshake within
+// timeout: a peer whose certificate this server does not trust fails the
+// dial. A peer that refuses this server's certificate does not, under TLS
+// 1.3: the client's handshake ends before the peer checks its certificate,
+// so the refusal (the peer's alert) surfaces at the connection's first read.
 func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
