@@ -80,18 +80,45 @@ func (c *Config) tlsOptions() tlsconf.Options {
 		Region:               c.EffectiveRegion(),
 		VerifyServerHostname: c.TLS.VerifyServerHostname,
 		VerifyHTTPSClient:    c.TLS.VerifyHTTPSClient,
+		Role:                 c.tlsRole(),
 	}
 }
 
-// validateTLS checks the tls block: with rpc or http on, the three files
+// tlsRole is the role the agent's own certificate must name under
+// verify_server_hostname: server for a server agent, also one that runs a
+// client (as Nomad, whose peers check server.<region> of a server), client
+// for a client-only agent.
+func (c *Config) tlsRole() tlsconf.Role {
+	switch {
+	case c.Server.Enabled:
+		return tlsconf.RoleServer
+	case c.Client.Enabled:
+		return tlsconf.RoleClient
+	}
+	return ""
+}
+
+// validateTLS checks the tls block: a dev agent keeps TLS off; with rpc or
+// http on, the three files
 // are named and load (a missing or unreadable file, a key that is not the
-// certificate's, a certificate the CA did not sign), each problem at the
-// file's key.
+// certificate's, a certificate the CA did not sign, and under
+// verify_server_hostname a certificate not naming the agent's role in its
+// region), each problem at the file's key.
 func (c *Config) validateTLS(errs *ConfigErrors) {
 	if !c.TLS.Enabled() {
 		return
 	}
 	on := c.pos("tls.rpc", "tls.http")
+	if c.DevMode {
+		// A dev agent is one process on 127.0.0.1 and keeps TLS off (as
+		// ACL); refused rather than ignored so no one believes it is on.
+		key := "tls.rpc"
+		if !c.TLS.RPC {
+			key = "tls.http"
+		}
+		errs.Add(on, key, ErrInvalidValue, "berth run -dev keeps TLS off: run the agent from -config files without -dev to use TLS, or set tls.rpc and tls.http to false")
+		return
+	}
 	missing := false
 	for _, f := range []struct{ key, val string }{{"ca_file", c.TLS.CAFile}, {"cert_file", c.TLS.CertFile}, {"key_file", c.TLS.KeyFile}} {
 		if f.val == "" {

@@ -11,24 +11,35 @@ import (
 	"berth.dev/berth/internal/tlsconf"
 )
 
-// writePKI writes a CA and a server certificate to dir.
+// writePKI writes a CA and a server certificate of region eu (the region
+// of tlsConfigSrc) to dir, and beside them, for the role checks, a client
+// certificate of eu (client.pem, client-key.pem) and a server certificate
+// of global (global.pem, global-key.pem).
 func writePKI(t *testing.T, dir string) (ca, cert, key string) {
 	t.Helper()
 	caPEM, err := tlsconf.NewCA(tlsconf.CAOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := tlsconf.NewCert(caPEM, tlsconf.CertOptions{Role: tlsconf.RoleServer})
-	if err != nil {
-		t.Fatal(err)
+	ca = filepath.Join(dir, "ca.pem")
+	files := map[string][]byte{ca: caPEM.Cert}
+	for name, opts := range map[string]tlsconf.CertOptions{
+		"server": {Role: tlsconf.RoleServer, Region: "eu"},
+		"client": {Role: tlsconf.RoleClient, Region: "eu"},
+		"global": {Role: tlsconf.RoleServer},
+	} {
+		c, err := tlsconf.NewCert(caPEM, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Join(dir, name+".pem")], files[filepath.Join(dir, name+"-key.pem")] = c.Cert, c.Key
 	}
-	ca, cert, key = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
-	for path, data := range map[string][]byte{ca: caPEM.Cert, cert: c.Cert, key: c.Key} {
+	for path, data := range files {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ca, cert, key
+	return ca, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
 }
 
 func tlsConfigSrc(ca, cert, key string) string {
@@ -115,5 +126,81 @@ func TestValidateTLSNamesTheFile(t *testing.T) {
 		if _, err := ParseConfig("agent.hcl", []byte(bad.src)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("ParseConfig(%q): %v, want %q", bad.src, err, bad.want)
 		}
+	}
+}
+
+// TestValidateTLSOwnRole: under verify_server_hostname the agent's own
+// certificate must name its role in its region (server.eu.berth for a
+// server, also one running a client; client.eu.berth for a client-only
+// agent), else Validate fails at tls.cert_file.
+func TestValidateTLSOwnRole(t *testing.T) {
+	dir := t.TempDir()
+	ca, _, _ := writePKI(t, dir)
+	pem := func(name string) (string, string) {
+		return filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	}
+	const clientOnly = "client {\n  enabled = true\n  servers = [\"127.0.0.1:4647\"]\n}\n"
+	const alsoClient = "client {\n  enabled = true\n}\n"
+	for _, tc := range []struct {
+		name, certName, extra, dropServer string
+		want                              string
+	}{
+		{"server with a server certificate", "server", "", "", ""},
+		{"server and client with a server certificate", "server", alsoClient, "", ""},
+		{"client with a client certificate", "client", clientOnly, "yes", ""},
+		{"server with a client certificate", "client", "", "", "agent.hcl:10:15: tls.cert_file: tls: cert_file " + filepath.Join(dir, "client.pem") + ": " + tlsconf.ErrOwnRole.Error()},
+		{"server and client with a client certificate", "client", alsoClient, "", "not server.eu.berth"},
+		{"client with a server certificate", "server", clientOnly, "yes", "not client.eu.berth"},
+		{"server with a certificate of another region", "global", "", "", "not server.eu.berth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cert, key := pem(tc.certName)
+			src := tlsConfigSrc(ca, cert, key) + tc.extra
+			if tc.dropServer != "" {
+				src = strings.Replace(src, "server {\n  enabled = true\n  bootstrap_expect = 1\n}\n", "", 1)
+			}
+			c, err := ParseConfig("agent.hcl", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = DefaultConfig().Merge(c).Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "tls.cert_file") {
+				t.Fatalf("Validate: %v\nwant %q at tls.cert_file", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValidateTLSRefusedInDevMode: `berth run -dev` keeps TLS off; a tls
+// block turning it on is refused at its key, not silently ignored.
+func TestValidateTLSRefusedInDevMode(t *testing.T) {
+	ca, cert, key := writePKI(t, t.TempDir())
+	for _, tc := range []struct{ on, want string }{
+		{"rpc = true\n  http = true", "agent.hcl:5:9: tls.rpc: "},
+		{"http = true", "agent.hcl:5:10: tls.http: "},
+	} {
+		src := fmt.Sprintf("tls {\n  ca_file = %q\n  cert_file = %q\n  key_file = %q\n  %s\n}\n", ca, cert, key, tc.on)
+		files, err := ParseConfig("agent.hcl", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = DevConfig().Merge(files).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want+"berth run -dev keeps TLS off") || !errors.Is(err, ErrInvalidValue) {
+			t.Fatalf("Validate of a dev agent with %q: %v, want %q", tc.on, err, tc.want)
+		}
+	}
+	// Files without -dev, and -dev with the block's files but TLS off, load.
+	files, err := ParseConfig("agent.hcl", []byte(fmt.Sprintf("tls {\n  ca_file = %q\n  rpc = false\n}\n", ca)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DevConfig().Merge(files).Validate(); err != nil {
+		t.Fatalf("a dev agent with TLS off: %v", err)
 	}
 }

@@ -139,7 +139,10 @@ func tlsCertCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	certPath, keyOut := certFileNames(fmt.Sprintf("%s-%s-%s", region, role, tlsconf.Domain))
+	certPath, keyOut, err := certFileNames(fmt.Sprintf("%s-%s-%s", region, role, tlsconf.Domain))
+	if err != nil {
+		return err
+	}
 	if role == tlsconf.RoleServer {
 		fmt.Fprintln(c.App.Writer, "==> WARNING: a server certificate grants the authority to become a server\n"+
 			"    and read all the cluster's state. Put it only on server hosts and keep it as safe as the CA key.")
@@ -157,23 +160,41 @@ func tlsCertCreate(c *cli.Context) error {
 }
 
 // certFileNames are prefix.pem and prefix-key.pem, or the first numbered
-// pair (prefix-1.pem, prefix-1-key.pem, ...) of which neither exists.
-func certFileNames(prefix string) (string, string) {
+// pair (prefix-1.pem, prefix-1-key.pem, ...) of which neither exists. An
+// error other than not-existing (a path through a file, no permission)
+// is returned, naming the file.
+func certFileNames(prefix string) (string, string, error) {
 	for i := 0; ; i++ {
 		p := prefix
 		if i > 0 {
 			p += "-" + strconv.Itoa(i)
 		}
 		cert, key := p+".pem", p+"-key.pem"
-		if !exists(cert) && !exists(key) {
-			return cert, key
+		certExists, err := exists(cert)
+		if err != nil {
+			return "", "", err
+		}
+		keyExists, err := exists(key)
+		if err != nil {
+			return "", "", err
+		}
+		if !certExists && !keyExists {
+			return cert, key, nil
 		}
 	}
 }
 
-func exists(path string) bool {
+// exists reports whether path exists; an error other than its not
+// existing is returned (os's error names the path).
+func exists(path string) (bool, error) {
 	_, err := os.Lstat(path)
-	return !errors.Is(err, fs.ErrNotExist)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("choosing the certificate's file name: %w", err)
 }
 
 // writeNew writes a file that must not exist yet, with mode perm (a key

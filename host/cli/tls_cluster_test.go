@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/host/agent"
 	"berth.dev/berth/internal/testutil"
@@ -140,7 +141,8 @@ func grpcConn(t *testing.T, addr string, s *tlsconf.Store) *grpc.ClientConn {
 
 // TestTLSCluster runs 3 servers and a client with mutual TLS everywhere
 // (certificates made by `berth tls`): the cluster forms over TLS raft and
-// runs a job; a certificate of another CA cannot register a node; a client
+// runs a job, also one sent through a follower (forwarded to the leader);
+// a certificate of another CA cannot register a node; a client
 // certificate cannot join raft or call a server-only method; the HTTPS API
 // refuses a request without a client certificate and serves the CLI with
 // one; a reload of rotated certificates keeps the old connections and
@@ -206,6 +208,36 @@ func TestTLSCluster(t *testing.T) {
 		}
 		if len(allocs) != 1 || allocs[0].GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
 			return fmt.Errorf("allocs %v", allocs)
+		}
+		return nil
+	})
+
+	// A job sent through a follower's HTTPS: the follower forwards it to
+	// the leader over RPC, where verify_server_hostname lets it in only
+	// because the follower presents its server certificate.
+	var follower *agent.Agent
+	for _, s := range servers {
+		if !s.Server().IsLeader() {
+			follower = s
+			break
+		}
+	}
+	if follower == nil {
+		t.Fatal("no follower")
+	}
+	fwdJob := proto.Clone(job).(*pb.Job)
+	fwdJob.Id, fwdJob.Name = "forwarded", "forwarded"
+	fwdArgs := []string{"-address", follower.HTTPURL(), "-ca-cert", ca, "-client-cert", cliCert, "-client-key", cliKey}
+	if code, out, errOut := berth(t, append(append([]string{"job", "run"}, fwdArgs...), writeJobFile(t, fwdJob))...); code != 0 {
+		t.Fatalf("job run through a follower's HTTPS: exit %d\n%s%s", code, out, errOut)
+	}
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		allocs, _, err := apiClient.Jobs().Allocations(context.Background(), "forwarded", nil)
+		if err != nil {
+			return err
+		}
+		if len(allocs) != 1 || allocs[0].GetClientStatus() != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+			return fmt.Errorf("allocs of the forwarded job %v", allocs)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -138,5 +139,50 @@ func TestTLSCommands(t *testing.T) {
 	}
 	if _, err := os.Stat("global-client-berth.pem"); err == nil {
 		t.Error("a refused tls cert create wrote a certificate")
+	}
+}
+
+// TestCertFileNamesReturnsLstatErrors: a name that cannot be checked (here
+// a path through a regular file: ENOTDIR) is an error, not an endless
+// search for a free number.
+func TestCertFileNamesReturnsLstatErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := certFileNames(filepath.Join(file, "global-client-berth")); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("certFileNames under a file: %v, want an error naming it", err)
+	}
+	// Taken names are skipped.
+	prefix := filepath.Join(dir, "global-client-berth")
+	if err := os.WriteFile(prefix+"-key.pem", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := certFileNames(prefix)
+	if err != nil || cert != prefix+"-1.pem" || key != prefix+"-1-key.pem" {
+		t.Fatalf("certFileNames: %q %q %v, want the -1 pair", cert, key, err)
+	}
+}
+
+// TestRunDevRefusesTLS: `berth run -dev` keeps TLS off; a -config file
+// turning it on is refused before any agent starts, naming the key.
+func TestRunDevRefusesTLS(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, argv := range [][]string{{"tls", "ca", "create"}, {"tls", "cert", "create", "-server"}} {
+		if code, out, errOut := berth(t, argv...); code != 0 {
+			t.Fatalf("berth %s: exit %d\n%s%s", strings.Join(argv, " "), code, out, errOut)
+		}
+	}
+	hcl := filepath.Join(dir, "tls.hcl")
+	src := "tls {\n  ca_file = \"" + filepath.Join(dir, "berth-agent-ca.pem") + "\"\n  cert_file = \"" + filepath.Join(dir, "global-server-berth.pem") +
+		"\"\n  key_file = \"" + filepath.Join(dir, "global-server-berth-key.pem") + "\"\n  rpc = true\n}\n"
+	if err := os.WriteFile(hcl, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := berth(t, "run", "-dev", "-config", hcl)
+	if code == 0 || !strings.Contains(errOut, "tls.hcl:5:9: tls.rpc: berth run -dev keeps TLS off") {
+		t.Fatalf("run -dev with tls.rpc: exit %d\n%s", code, errOut)
 	}
 }

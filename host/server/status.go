@@ -14,11 +14,9 @@ type statusEndpoint struct {
 	s *Server
 }
 
-func (e *statusEndpoint) Ping(_ context.Context, req *pb.PingRequest) (*pb.PingResponse, error) {
+func (e *statusEndpoint) Ping(ctx context.Context, req *pb.PingRequest) (*pb.PingResponse, error) {
 	s := e.s
-	if from := req.GetFrom(); from != nil && from.GetId() != s.id {
-		s.discovery.observe(from)
-	}
+	s.observePinger(ctx, req.GetFrom())
 	leader, _ := s.leaderRPCAddr()
 	return &pb.PingResponse{
 		Server:          s.self(),

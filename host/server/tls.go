@@ -54,26 +54,52 @@ func isServerOnly(ctx context.Context, fullMethod string) bool {
 	return false
 }
 
+// peerIsServer reports whether ctx's caller may act as a server: always
+// without verify_server_hostname, else only when it presented a server
+// certificate. subject names what it presented, for logs and errors.
+func (s *Server) peerIsServer(ctx context.Context) (ok bool, subject string) {
+	if s.cfg.TLS == nil || !s.cfg.TLS.Options().VerifyServerHostname {
+		return true, ""
+	}
+	p, found := peer.FromContext(ctx)
+	if !found {
+		return false, "no certificate"
+	}
+	info, isTLS := p.AuthInfo.(credentials.TLSInfo)
+	if !isTLS || len(info.State.PeerCertificates) == 0 {
+		return false, "no certificate"
+	}
+	return s.cfg.TLS.PeerIsServer(info.State), fmt.Sprintf("%q", info.State.PeerCertificates[0].Subject.CommonName)
+}
+
 // checkServerRole refuses a server-only call whose peer did not present a
 // server certificate.
 func (s *Server) checkServerRole(ctx context.Context, fullMethod string) error {
 	if !isServerOnly(ctx, fullMethod) {
 		return nil
 	}
-	p, ok := peer.FromContext(ctx)
+	ok, subject := s.peerIsServer(ctx)
 	if ok {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && s.cfg.TLS.PeerIsServer(info.State) {
-			return nil
-		}
-	}
-	subject := "no certificate"
-	if ok {
-		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
-			subject = fmt.Sprintf("%q", info.State.PeerCertificates[0].Subject.CommonName)
-		}
+		return nil
 	}
 	s.logger.Warn("server-only call refused", "method", fullMethod, "peer", subject)
 	return fmt.Errorf("%w: %s called with %s", ErrServerOnly, fullMethod, subject)
+}
+
+// observePinger records the server a Ping says it comes from. Ping is open
+// to every certificate (nodes and the CLI ask for status), so under
+// verify_server_hostname From counts only when the caller presented a
+// server certificate: any other could poison discovery with servers that
+// never expire, spread to peers, and hold up bootstrap_expect.
+func (s *Server) observePinger(ctx context.Context, from *pb.ServerMember) {
+	if from == nil || from.GetId() == s.id {
+		return
+	}
+	if ok, subject := s.peerIsServer(ctx); !ok {
+		s.logger.Warn("ping's from ignored: the caller has no server certificate", "peer", subject, "claimed_id", from.GetId(), "claimed_addr", from.GetRpcAddr())
+		return
+	}
+	s.discovery.observe(from)
 }
 
 // tlsServerOptions are the gRPC server's options under TLS: mutual TLS on
@@ -183,8 +209,11 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// Dial connects to a raft peer and completes the handshake within timeout,
-// so a peer that refuses this server's certificate fails the dial.
+// Dial connects to a raft peer and completes this side's handshake within
+// timeout: a peer whose certificate this server does not trust fails the
+// dial. A peer that refuses this server's certificate does not, under TLS
+// 1.3: the client's handshake ends before the peer checks its certificate,
+// so the refusal (the peer's alert) surfaces at the connection's first read.
 func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

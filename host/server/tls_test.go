@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"berth.dev/berth/internal/tlsconf"
@@ -158,5 +159,40 @@ func TestTLSStreamLayer(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("a silent peer's connection is still open")
+	}
+}
+
+// TestPingFromNeedsServerCertificate: under verify_server_hostname a
+// Ping's From is observed only from a caller with a server certificate; a
+// client certificate's claim leaves discovery as it was.
+func TestPingFromNeedsServerCertificate(t *testing.T) {
+	ca, err := tlsconf.NewCA(tlsconf.CAOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvStore := pkiStore(t, ca, tlsconf.RoleServer)
+	tc := newTestCluster(t, 1, func(c *testConfig) { c.TLS = srvStore })
+	s := tc.servers[0]
+	ping := func(as *tlsconf.Store, from *pb.ServerMember) {
+		t.Helper()
+		conn, err := grpc.NewClient(s.cfg.RPCAddr, tlsconf.DialOptions(as)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := pb.NewStatusClient(conn).Ping(context.Background(), &pb.PingRequest{From: from}); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+	}
+	before := s.discovery.knownIDs()
+	for _, role := range []tlsconf.Role{tlsconf.RoleClient, tlsconf.RoleCLI} {
+		ping(pkiStore(t, ca, role), &pb.ServerMember{Id: "forged-" + string(role), RpcAddr: "127.0.0.1:1"})
+		if got := s.discovery.knownIDs(); !slices.Equal(got, before) {
+			t.Fatalf("a %s certificate's Ping changed discovery: %v, was %v", role, got, before)
+		}
+	}
+	ping(pkiStore(t, ca, tlsconf.RoleServer), &pb.ServerMember{Id: "peer", RpcAddr: "127.0.0.1:2"})
+	if s.discovery.knownByID("peer") == nil {
+		t.Fatalf("a server certificate's Ping was not observed: %v", s.discovery.knownIDs())
 	}
 }

@@ -13,5 +13,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrUntrustedPeer:     codes.Unauthenticated,
 		ErrPeerRole:          codes.PermissionDenied,
 		ErrNoPeerCertificate: codes.Unauthenticated,
+		ErrOwnRole:           codes.FailedPrecondition,
 	})
 }

@@ -54,6 +54,10 @@ var (
 	ErrPeerRole = errcode.New(codes.PermissionDenied, "tls: peer certificate does not name the role required")
 	// ErrNoPeerCertificate: the peer sent no certificate where one is required.
 	ErrNoPeerCertificate = errcode.New(codes.Unauthenticated, "tls: peer sent no certificate")
+	// ErrOwnRole: with VerifyServerHostname, this agent's own certificate
+	// does not name the role it runs as (Options.Role), so its peers would
+	// refuse it.
+	ErrOwnRole = errcode.New(codes.FailedPrecondition, "tls: this agent's certificate does not name its role")
 )
 
 // FileError is a problem with one of the files a Store loads: Key is the
@@ -92,6 +96,11 @@ type Options struct {
 	// VerifyHTTPSClient makes the HTTPS API require a client certificate
 	// signed by the CA.
 	VerifyHTTPSClient bool
+	// Role is what this agent runs as; with VerifyServerHostname its own
+	// certificate must name it in Region (RoleName), at New and at every
+	// Reload. A server agent, also when it runs a client, is RoleServer
+	// (as Nomad: its peers check server.<region>); empty checks nothing.
+	Role Role
 	// Now is the clock certificates are checked against; nil is time.Now.
 	Now func() time.Time
 }
@@ -171,8 +180,15 @@ func (s *Store) load() (*material, error) {
 	if err != nil {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: err}
 	}
-	if blk, _ := pem.Decode(certPEM); blk == nil || blk.Type != "CERTIFICATE" {
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil || blk.Type != "CERTIFICATE" {
 		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: errors.New("no PEM certificate in it")}
+	}
+	// The certificate is parsed before it is paired with the key, so a
+	// malformed one is blamed on cert_file, not on the key.
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
 	}
 	if blk, _ := pem.Decode(keyPEM); blk == nil || !isKeyBlock(blk.Type) {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: errors.New("no PEM private key in it")}
@@ -181,21 +197,21 @@ func (s *Store) load() (*material, error) {
 	if err != nil {
 		return nil, &FileError{Key: "key_file", Path: o.KeyFile, Err: fmt.Errorf("not the key of cert_file %s: %w", o.CertFile, err)}
 	}
-	leaf := cert.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: err}
-		}
-	}
 	inter := x509.NewCertPool()
-	for _, der := range cert.Certificate[1:] {
-		if c, err := x509.ParseCertificate(der); err == nil {
-			inter.AddCert(c)
+	for i, der := range cert.Certificate[1:] {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: fmt.Errorf("certificate %d of the chain: %w", i+2, err)}
 		}
+		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: o.Now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: fmt.Errorf("does not verify against ca_file %s: %w", o.CAFile, err)}
+	}
+	if o.VerifyServerHostname && o.Role != "" && !HasRole(leaf, o.Role, o.Region) {
+		return nil, &FileError{Key: "cert_file", Path: o.CertFile, Err: fmt.Errorf("%w: %q names %v, not %s (this agent runs as a %s, and verify_server_hostname is on)",
+			ErrOwnRole, leaf.Subject.CommonName, leaf.DNSNames, RoleName(o.Role, o.Region), o.Role)}
 	}
 	return &material{cert: &cert, leaf: leaf, roots: roots}, nil
 }

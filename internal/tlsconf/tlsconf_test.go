@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -255,6 +256,9 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 	}
 	ca, cert, key := p.write("ca.pem", p.ca.Cert), p.write("c.pem", c.Cert), p.write("c-key.pem", c.Key)
 	garbage := p.write("garbage.pem", []byte("not pem"))
+	// A PEM CERTIFICATE block whose bytes are no certificate: blamed on
+	// cert_file, not on the key X509KeyPair cannot pair with it.
+	malformed := p.write("malformed.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
 	other := newPKI(t)
 	for _, tt := range []struct {
 		name string
@@ -265,6 +269,7 @@ func TestLoadErrorsNameTheFile(t *testing.T) {
 		{"garbage ca", Options{CAFile: garbage, CertFile: cert, KeyFile: key}, "ca_file " + garbage},
 		{"garbage cert", Options{CAFile: ca, CertFile: garbage, KeyFile: key}, "cert_file " + garbage},
 		{"garbage key", Options{CAFile: ca, CertFile: cert, KeyFile: garbage}, "key_file " + garbage},
+		{"malformed cert", Options{CAFile: ca, CertFile: malformed, KeyFile: key}, "tls: cert_file " + malformed + ": x509: malformed certificate"},
 		{"key of another cert", Options{CAFile: ca, CertFile: cert, KeyFile: p.write("ca-key.pem", p.ca.Key)}, "key_file " + filepath.Join(p.dir, "ca-key.pem") + ": not the key of cert_file " + cert},
 		{"other ca", Options{CAFile: p.write("other.pem", other.ca.Cert), CertFile: cert, KeyFile: key}, "does not verify"},
 		{"no key file", Options{CAFile: ca, CertFile: cert}, "key_file: required"},
@@ -361,4 +366,77 @@ func TestHTTPConfigClientCertificate(t *testing.T) {
 		t.Fatalf("HTTPS with the CLI's certificate: %v", err)
 	}
 	c.Close()
+}
+
+// TestOwnCertificateRole: with verify_server_hostname an agent's own
+// certificate must name the role it runs as in its region, at load and at
+// reload (which keeps the material it had).
+func TestOwnCertificateRole(t *testing.T) {
+	p := newPKI(t)
+	ca := p.write("ca.pem", p.ca.Cert)
+	pair := func(name string, opts CertOptions) (cert, key string) {
+		c, err := NewCert(p.ca, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.write(name+".pem", c.Cert), p.write(name+"-key.pem", c.Key)
+	}
+	srvCert, srvKey := pair("server", CertOptions{Role: RoleServer})
+	cliCert, cliKey := pair("client", CertOptions{Role: RoleClient})
+	euCert, euKey := pair("server-eu", CertOptions{Role: RoleServer, Region: "eu"})
+	for _, tt := range []struct {
+		name       string
+		role       Role
+		region     string
+		cert, key  string
+		verify     bool
+		wantRefuse bool
+	}{
+		{"server with a server certificate", RoleServer, "", srvCert, srvKey, true, false},
+		{"client with a client certificate", RoleClient, "", cliCert, cliKey, true, false},
+		{"server with a client certificate", RoleServer, "", cliCert, cliKey, true, true},
+		{"client with a server certificate", RoleClient, "", srvCert, srvKey, true, true},
+		{"server of another region", RoleServer, "", euCert, euKey, true, true},
+		{"server of its region", RoleServer, "eu", euCert, euKey, true, false},
+		{"no verify_server_hostname", RoleServer, "", cliCert, cliKey, false, false},
+		{"no role (the CLI)", "", "", cliCert, cliKey, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(Options{CAFile: ca, CertFile: tt.cert, KeyFile: tt.key, Region: tt.region, Role: tt.role, VerifyServerHostname: tt.verify})
+			if !tt.wantRefuse {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var fe *FileError
+			if !errors.Is(err, ErrOwnRole) || !errors.As(err, &fe) || fe.Key != "cert_file" || !strings.Contains(err.Error(), RoleName(tt.role, tt.region)) {
+				t.Fatalf("New: %v, want ErrOwnRole at cert_file naming %s", err, RoleName(tt.role, tt.region))
+			}
+		})
+	}
+
+	// Reload to a client certificate on a server: refused, the server
+	// certificate stays.
+	cert, key := pair("rotated", CertOptions{Role: RoleServer})
+	s, err := New(Options{CAFile: ca, CertFile: cert, KeyFile: key, Role: RoleServer, VerifyServerHostname: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := s.Leaf().SerialNumber
+	for from, to := range map[string]string{cliCert: cert, cliKey: key} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Reload(); !errors.Is(err, ErrOwnRole) {
+		t.Fatalf("Reload to a client certificate: %v, want ErrOwnRole", err)
+	}
+	if s.Leaf().SerialNumber.Cmp(serial) != 0 || !HasRole(s.Leaf(), RoleServer, "") {
+		t.Fatal("a refused reload replaced the server certificate")
+	}
 }

@@ -76,14 +76,15 @@ func (t TLSConfig) build() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// NewClientTLS is NewClient with TLS settings for an https:// agent (they
-// are not used for an http:// one).
+// NewClientTLS is NewClient with TLS settings for an https:// agent. For
+// an http:// one they are not used, nor their files read: a stale
+// BERTH_CLIENT_KEY does not break plain HTTP.
 func NewClientTLS(addr string, t TLSConfig) (*Client, error) {
 	c, err := newClient(addr)
 	if err != nil {
 		return nil, err
 	}
-	if t.empty() {
+	if t.empty() || c.base.Scheme != "https" {
 		return c, nil
 	}
 	cfg, err := t.build()

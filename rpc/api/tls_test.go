@@ -113,3 +113,20 @@ func TestNewClientTLSErrorsNameTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestNewClientTLSPlainHTTPIgnoresTLS: for an http:// address the TLS
+// settings are not loaded, so stale or broken files do not get in the way.
+func TestNewClientTLSPlainHTTPIgnoresTLS(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone.pem")
+	for _, cfg := range []TLSConfig{
+		{CACert: missing},
+		{ClientKey: missing},
+		{ClientCert: missing, ClientKey: missing},
+	} {
+		for _, addr := range []string{"http://127.0.0.1:1", "127.0.0.1:1"} {
+			if _, err := NewClientTLS(addr, cfg); err != nil {
+				t.Errorf("NewClientTLS(%q, %+v): %v", addr, cfg, err)
+			}
+		}
+	}
+}
