@@ -131,10 +131,13 @@ func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline.Add(min(timeout/2, 2*time.Second)))
+		// The connection is cut 2 s after the deadline: the agent answers
+		// a blocking read by then, so the report is of its last answer.
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(2*time.Second))
 		defer cancel()
 	}
 	var shown int32
+	read := false // the first read does not block, so a stuck report always has a view
 	var last []*pb.Claim
 	var lastAtt *pb.Attachment
 	stuck := func() error {
@@ -154,7 +157,9 @@ func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string
 	}
 	for {
 		q := &api.QueryOptions{WaitIndex: index}
-		if !deadline.IsZero() {
+		if !read {
+			q.WaitIndex = 0
+		} else if !deadline.IsZero() {
 			left := time.Until(deadline)
 			if left <= 0 {
 				return last, stuck()
@@ -162,6 +167,7 @@ func waitDetachFreed(c *cli.Context, client *api.Client, volumeID, nodeID string
 			q.WaitTime = left
 		}
 		view, meta, err := client.Volumes().Info(ctx, volumeID, q)
+		read = read || err == nil
 		if api.IsNotFound(err) {
 			return nil, nil // deregistered meanwhile: nothing of it is left
 		}
