@@ -673,10 +673,16 @@ func (x *PlanApplyCommand) GetRefuseUnseenHistory() bool {
 // AllocClientUpdateCommand records allocs' client statuses, batched from a
 // client; evals are made for failed allocs that must be rescheduled.
 type AllocClientUpdateCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Updates       []*AllocClientUpdate   `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
-	Evals         []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Updates []*AllocClientUpdate   `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
+	Evals   []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	// received_at is the server's clock (unix nanoseconds) when the endpoint
+	// took the batch: the time of the claims the apply moves to releasing,
+	// while every server records 0.1.0-dev.4 or later (the state_entered_at
+	// rule's gate). Unset (an older proposer) or with the rule off, the
+	// apply uses the latest of the updates' updated_at, the client's clock.
+	ReceivedAt    int64 `protobuf:"varint,160,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -730,6 +736,13 @@ func (x *AllocClientUpdateCommand) GetEvals() []*Evaluation {
 		return x.Evals
 	}
 	return nil
+}
+
+func (x *AllocClientUpdateCommand) GetReceivedAt() int64 {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return 0
 }
 
 // AllocDesiredTransitionCommand asks the scheduler to move allocs on
@@ -958,8 +971,13 @@ type GCCommand struct {
 	// once every server records a version that knows the rule, so servers
 	// of two versions never diverge; unset, the apply does not check.
 	KeepReleasingClaims bool `protobuf:"varint,4,opt,name=keep_releasing_claims,json=keepReleasingClaims,proto3" json:"keep_releasing_claims,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// collected_at is the proposer's clock (unix nanoseconds): the time of
+	// the claims the apply moves to releasing (its last guard), used while
+	// every server records 0.1.0-dev.4 or later. Unset (an older proposer),
+	// a moved claim keeps its previous start and modified_at.
+	CollectedAt   int64 `protobuf:"varint,160,opt,name=collected_at,json=collectedAt,proto3" json:"collected_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GCCommand) Reset() {
@@ -1018,6 +1036,13 @@ func (x *GCCommand) GetKeepReleasingClaims() bool {
 		return x.KeepReleasingClaims
 	}
 	return false
+}
+
+func (x *GCCommand) GetCollectedAt() int64 {
+	if x != nil {
+		return x.CollectedAt
+	}
+	return 0
 }
 
 // NodeCSIUpdateCommand replaces a node's CSI plugin set (controllers and
@@ -1833,11 +1858,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
 	"applied_at\x18\x03 \x01(\x03R\tappliedAt\x122\n" +
-	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\x96\x01\n" +
+	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\xb8\x01\n" +
 	"\x18AllocClientUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\aupdates\x18\x02 \x03(\v2\x1b.berth.v1.AllocClientUpdateR\aupdates\x12*\n" +
-	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\x8f\x02\n" +
+	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12 \n" +
+	"\vreceived_at\x18\xa0\x01 \x01(\x03R\n" +
+	"receivedAt\"\x8f\x02\n" +
 	"\x1dAllocDesiredTransitionCommand\x12K\n" +
 	"\x06allocs\x18\x01 \x03(\v23.berth.v1.AllocDesiredTransitionCommand.AllocsEntryR\x06allocs\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
@@ -1858,12 +1885,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\x12*\n" +
 	"\x05evals\x18\x04 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\x90\x01\n" +
+	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\xb4\x01\n" +
 	"\tGCCommand\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
 	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\x122\n" +
-	"\x15keep_releasing_claims\x18\x04 \x01(\bR\x13keepReleasingClaims\"\xbe\x03\n" +
+	"\x15keep_releasing_claims\x18\x04 \x01(\bR\x13keepReleasingClaims\x12\"\n" +
+	"\fcollected_at\x18\xa0\x01 \x01(\x03R\vcollectedAt\"\xbe\x03\n" +
 	"\x14NodeCSIUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12Q\n" +
 	"\vcontrollers\x18\x02 \x03(\v2/.berth.v1.NodeCSIUpdateCommand.ControllersEntryR\vcontrollers\x12?\n" +
