@@ -93,7 +93,11 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 	if err := csiAllocsChanged(tx, touched); err != nil {
 		return err
 	}
-	if err := claimsAllocsChanged(tx, allocIDs(touched), latestUpdate(cmd.GetUpdates())); err != nil {
+	at, err := claimMoveTime(tx, latestUpdate(cmd.GetUpdates()), cmd.GetReceivedAt())
+	if err != nil {
+		return err
+	}
+	if err := claimsAllocsChanged(tx, allocIDs(touched), at); err != nil {
 		return err
 	}
 	evalJobs, err := upsertEvals(tx, cmd.GetEvals())

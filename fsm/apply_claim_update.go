@@ -42,7 +42,8 @@ import (
 // A transition naming a node (a client's report) must name the claim's
 // (ErrClaimNodeMismatch); an unknown claim is ErrClaimNotFound. After the
 // writes, every (volume, node) whose last live claim left moves its
-// attachment to detaching.
+// attachment to detaching. The apply answers a *pb.ClaimUpdateResult: how
+// many transitions moved a claim (the reaper counts what it forced).
 func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 	if len(cmd.GetTransitions()) == 0 {
 		return fmt.Errorf("%w: no claim transitions", ErrInvalidCommand)
@@ -50,6 +51,7 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 	// next holds each claim as the transitions so far left it (nil: freed).
 	next := map[string]*pb.Claim{}
 	var order []string
+	res := &pb.ClaimUpdateResult{}
 	for i, t := range cmd.GetTransitions() {
 		id := t.GetClaimId()
 		if id == "" {
@@ -69,6 +71,9 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 		}
 		if moved == cur {
 			continue
+		}
+		if moved == nil || moved.GetState() != cur.GetState() {
+			res.Moved++
 		}
 		if !seen {
 			order = append(order, id)
@@ -101,7 +106,11 @@ func applyClaimUpdate(tx *writeTxn, cmd *pb.ClaimUpdateCommand) error {
 	if err := recordNodeExpansions(tx, cmd, next); err != nil {
 		return err
 	}
-	return detachIfUnclaimed(tx, touched, cmd.GetUpdatedAt())
+	if err := detachIfUnclaimed(tx, touched, cmd.GetUpdatedAt()); err != nil {
+		return err
+	}
+	tx.result = res
+	return nil
 }
 
 // claimTransition returns claim c after transition t: c itself when

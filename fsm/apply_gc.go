@@ -85,7 +85,11 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 	// GC removes only client-terminal allocs, whose claims the apply that
 	// made them terminal moved on already; a removed alloc's claim must
 	// never stay live, so this is the last guard.
-	if err := claimsAllocsChanged(tx, allocIDs(removed), 0); err != nil {
+	at, err := claimMoveTime(tx, 0, cmd.GetCollectedAt())
+	if err != nil {
+		return err
+	}
+	if err := claimsAllocsChanged(tx, allocIDs(removed), at); err != nil {
 		return err
 	}
 	for _, id := range cmd.GetEvalIds() {

@@ -48,6 +48,10 @@ func stateSinceOn(tx *writeTxn) (bool, error) {
 // markStateSince sets n.state_entered_at to at when the rule holds and n is
 // entering a state other than prev's (prev nil: n is new); otherwise it
 // keeps n's value, cleared when the rule is off and the state changed.
+// A move with no time (at 0: a command from an older proposer that
+// carried none) while the rule holds keeps prev's start (ClaimStateStart)
+// and modified_at, rather than a 0 that readers would take for "since
+// creation".
 func markStateSince(tx *writeTxn, prev, n *pb.Claim, at int64) error {
 	if prev != nil && prev.GetState() == n.GetState() {
 		return nil
@@ -57,10 +61,29 @@ func markStateSince(tx *writeTxn, prev, n *pb.Claim, at int64) error {
 		return err
 	}
 	n.StateEnteredAt = 0
-	if on {
+	switch {
+	case on && at == 0 && prev != nil:
+		n.StateEnteredAt, n.ModifiedAt = ClaimStateStart(prev), prev.GetModifiedAt()
+	case on:
 		n.StateEnteredAt = at
 	}
 	return nil
+}
+
+// claimMoveTime is the time of the claim moves of an apply whose command
+// carries the server's own clock (server, 0 when its proposer was older)
+// beside an older time (old: a client's clock, or 0): server while the
+// claimStateSince rule holds, as every server then knows the field; old
+// otherwise, as an older server, which ignores the field, would use it.
+func claimMoveTime(tx *writeTxn, old, server int64) (int64, error) {
+	if server == 0 {
+		return old, nil
+	}
+	on, err := stateSinceOn(tx)
+	if err != nil || !on {
+		return old, err
+	}
+	return server, nil
 }
 
 // ClaimStateStart returns when c entered its current state, in unix

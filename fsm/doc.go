@@ -252,7 +252,9 @@
 //     capacity and clears its node_expansion_pending_bytes when covered,
 //     in that apply; the leader sets it only once every server knows the
 //     rule (nodeExpansionSince, 0.1.0-dev.4), an older server ignores it
-//     (testdata/node_expansion.txt).
+//     (testdata/node_expansion.txt). Its answer, a *pb.ClaimUpdateResult
+//     (not stored), counts the transitions that moved a claim, which the
+//     reaper's metric counts.
 //   - NodeFence marks a node fenced (no placements, no operator claims; the
 //     fence outlives re-registration); its releasing claims move to
 //     node-detached at once (freed where no attachment is left), and its
@@ -260,11 +262,23 @@
 //   - Every apply that moves a claim to another state, or creates it, sets
 //     its state_entered_at to the command's time (a failed try, which moves
 //     modified_at, does not), while every server in the servers table has
-//     recorded 0.1.0-dev.4 or later (claimStateSince, claim_state_entered_at.go:
+//     recorded 0.1.0-dev.4 or later (claimStateSince, claim_state_since.go:
 //     a gate read from the replicated state, so every server decides alike
 //     and an older one keeps the rule off until it is upgraded); otherwise
 //     the move clears it and readers (ClaimStateStart, the metrics) fall
-//     back to modified_at (testdata/claim_state_entered_at.txt).
+//     back to modified_at (testdata/claim_state_since.txt). Unlike the
+//     proposers' gates (requireServersAt), which walk raft's configuration
+//     and look each member's row up, this one reads the servers table
+//     alone, as an apply must (raft's configuration is not part of the
+//     replicated state). A stale row (a server that left raft before its
+//     row was deleted, or one whose restart has not yet re-recorded its
+//     version) keeps the rule off until the row is deleted or re-recorded:
+//     a cost to liveness (claims fall back to modified_at meanwhile), never
+//     to safety, as every server still decides alike. While the rule
+//     holds, the moves to releasing of AllocClientUpdate and GC are timed
+//     by the server (received_at, collected_at), not by a client's
+//     updated_at; a move with no time (a command from an older proposer)
+//     keeps the claim's previous start and modified_at.
 //   - VolumeRegister creates or updates a volume (a plugin's volume that
 //     another volume ID holds is refused with unique_external (set once
 //     every server knows the rule), ErrExternalVolumeTaken, so no

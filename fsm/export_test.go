@@ -1,9 +1,11 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/rpc/pb"
 )
@@ -45,6 +47,25 @@ func (s *StateStore) PutVolumeUnchecked(index uint64, v *pb.Volume) error {
 	tx.index = index
 	v.CreateIndex, v.ModifyIndex = index, index
 	if err := volumesTable.insert(tx, v); err != nil {
+		return err
+	}
+	return tx.commit()
+}
+
+// SetClaimStateUnchecked rewrites a stored claim's state at index, without
+// the apply's checks: a claim left live beside its terminal alloc, which
+// only GC's last guard moves on.
+func (s *StateStore) SetClaimStateUnchecked(index uint64, id string, state pb.ClaimState) error {
+	tx := s.beginWrite()
+	defer tx.abort()
+	tx.index = index
+	c, err := claimsTable.first(tx, nil, id)
+	if err != nil || c == nil {
+		return fmt.Errorf("claim %q: %v", id, err)
+	}
+	n := proto.Clone(c).(*pb.Claim)
+	n.State, n.ModifyIndex = state, index
+	if err := claimsTable.insert(tx, n); err != nil {
 		return err
 	}
 	return tx.commit()

@@ -94,7 +94,7 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 	case "plan":
 		return mustEncode(t, fsm.PlanApply, planCommand(t, td)), true
 	case "client-update":
-		cmd := &pb.AllocClientUpdateCommand{NodeId: argString(t, td, "node", "")}
+		cmd := &pb.AllocClientUpdateCommand{NodeId: argString(t, td, "node", ""), ReceivedAt: argInt(t, td, "received", 0)}
 		for _, line := range inputLines(t, td) {
 			switch line.Cmd {
 			case "alloc":
@@ -187,7 +187,7 @@ func encodeJobCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 		}
 		return mustEncode(t, fsm.NodeCSIUpdate, cmd), true
 	case "gc":
-		cmd := &pb.GCCommand{}
+		cmd := &pb.GCCommand{CollectedAt: argInt(t, td, "at", 0)}
 		for _, f := range []struct {
 			key string
 			ids *[]string

@@ -114,6 +114,12 @@ func (h *scriptHarness) run(t *testing.T, td *datadriven.TestData) string {
 				td.Fatalf(t, "put-volume-unchecked: %v", err)
 			}
 			h.next++
+		case "set-claim-state-unchecked":
+			// A claim's state as if restored, past the apply's checks.
+			if err := h.fsm.State().SetClaimStateUnchecked(h.next, argString(t, td, "id", ""), claimState(t, td)); err != nil {
+				td.Fatalf(t, "set-claim-state-unchecked: %v", err)
+			}
+			h.next++
 		case "state":
 		default:
 			td.Fatalf(t, "unknown command %q", td.Cmd)

@@ -82,9 +82,11 @@
 // /v1/metrics is Prometheus text (metrics.go): one process-wide registry
 // holding go-metrics' sink (raft, fsm apply) and the collectors of the
 // packages that time storage, scheduling and heartbeats (storageMetrics),
-// served with gauges a server agent reads from its state at each scrape
-// (metrics_state.go: claims, attachments and allocs by state, plugin
-// instances, the oldest claim's time in its state). Labels are bounded:
+// served with gauges the leader reads from its state at each scrape
+// (metrics_state.go: claims, attachments and allocs by state, nodes by
+// status, plugin instances, the oldest claim's time in its state; a
+// follower serves none of them, so sum() across servers counts the
+// cluster once). Labels are bounded:
 // enum words, methods, codes and CSI plugin IDs, never a volume, claim,
 // alloc or node ID.
 package agent

@@ -9,8 +9,6 @@ import (
 	promsink "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"berth.dev/berth/rpc/pb"
 )
 
 // Metrics are process-wide (raft reports to go-metrics' global sink), so the
@@ -51,23 +49,17 @@ func metricsHandler() (http.Handler, error) {
 	return promhttp.HandlerFor(metricsRegistry, promhttp.HandlerOpts{}), nil
 }
 
-// metrics serves Prometheus text. Gauges derived from state (nodes by
-// status; claims, attachments, allocs and plugins, metrics_state.go) are
-// read from this agent's local state at scrape time.
+// metrics serves Prometheus text. Gauges derived from the cluster's state
+// (nodes by status; claims, attachments, allocs and plugins,
+// metrics_state.go) are read from this agent's local state at scrape
+// time, by the leader only.
 func (a *Agent) metrics(w http.ResponseWriter, r *http.Request) error {
 	h, err := metricsHandler()
 	if err != nil {
 		return err
 	}
 	if a.server != nil {
-		h = withStateGauges(a.server.State())
-		counts, err := a.server.State().NodeCountsByStatus()
-		if err == nil {
-			for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {
-				label := pb.EnumWord(st)
-				metrics.SetGaugeWithLabels([]string{"berth", "nodes"}, float32(counts[st]), []metrics.Label{{Name: "status", Value: label}})
-			}
-		}
+		h = withStateGauges(a.server.State(), a.server.IsLeader)
 	}
 	h.ServeHTTP(w, r)
 	return nil

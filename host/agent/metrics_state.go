@@ -16,10 +16,16 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// The gauges computed from this server's state at each scrape (a client
-// agent has none). Label values are bounded: states and statuses are enum
-// words; plugin_id is a CSI plugin's ID, of which a cluster has a few, so
-// it is a label; no volume, claim, alloc or node ID is.
+// The gauges computed from the cluster's state at each scrape: claims,
+// attachments, allocs, CSI plugins, time in claim state and nodes. Only
+// the leader emits them (a follower's scrape, and a client agent's, has
+// none of these series), as Nomad emits its job and eval summaries: every
+// server holds the same replicated state, so one series per cluster keeps
+// sum() across servers from counting it once per server, and the leader's
+// is the freshest (a follower may lag it). Scrape every server; the
+// series follow leadership. Label values are bounded: states and statuses
+// are enum words; plugin_id is a CSI plugin's ID, of which a cluster has a
+// few, so it is a label; no volume, claim, alloc or node ID is.
 var (
 	pluginHealthyDesc = prometheus.NewDesc("berth_csi_plugin_instances_healthy",
 		"Healthy instances of a CSI plugin, by plugin ID and type (controller or node).", []string{"plugin_id", "type"}, nil)
@@ -34,29 +40,48 @@ var (
 		"Volume attachments (controller publishes) by state.", []string{"state"}, nil)
 	allocsDesc = prometheus.NewDesc("berth_allocs",
 		"Allocations by client status (terminal ones until they are collected).", []string{"client_status"}, nil)
+	nodesDesc = prometheus.NewDesc("berth_nodes",
+		"Client nodes by status.", []string{"status"}, nil)
 )
 
-// stateCollector reads the server's state at Collect.
+// clusterState is what the state gauges read.
+type clusterState interface {
+	StorageStats() (*fsm.StorageStats, error)
+	NodeCountsByStatus() (map[pb.NodeStatus]int, error)
+}
+
+// stateCollector reads the server's state at Collect, while leader says
+// this server leads.
 type stateCollector struct {
-	state interface {
-		StorageStats() (*fsm.StorageStats, error)
-	}
-	now func() time.Time
+	state  clusterState
+	leader func() bool
+	now    func() time.Time
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pluginHealthyDesc, pluginExpectedDesc, claimsDesc, claimAgeDesc, attachmentsDesc, allocsDesc} {
+	for _, d := range []*prometheus.Desc{pluginHealthyDesc, pluginExpectedDesc, claimsDesc, claimAgeDesc, attachmentsDesc, allocsDesc, nodesDesc} {
 		ch <- d
 	}
 }
 
 // Collect emits every known state, zero included, so a series does not
-// vanish when its last claim leaves the state.
+// vanish when its last claim leaves the state; nothing on a follower.
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.leader() {
+		return
+	}
 	s, err := c.state.StorageStats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(claimsDesc, err)
 		return
+	}
+	nodes, err := c.state.NodeCountsByStatus()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(nodesDesc, err)
+		return
+	}
+	for _, st := range []pb.NodeStatus{pb.NodeStatus_NODE_STATUS_READY, pb.NodeStatus_NODE_STATUS_DOWN} {
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(nodes[st]), pb.EnumWord(st))
 	}
 	now := c.now().UnixNano()
 	for st := pb.ClaimState_CLAIM_STATE_RESERVED; st < pb.ClaimState_CLAIM_STATE_FREED; st++ {
@@ -93,10 +118,10 @@ func storageMetrics() []prometheus.Collector {
 }
 
 // withStateGauges serves the process-wide registry together with the
-// gauges read from this server's state: a registry of its own per scrape,
-// as several agents (tests) share the process's registry.
-func withStateGauges(state *fsm.StateStore) http.Handler {
+// gauges read from this server's state while it leads: a registry of its
+// own per scrape, as several agents (tests) share the process's registry.
+func withStateGauges(state *fsm.StateStore, leader func() bool) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(stateCollector{state: state, now: time.Now})
+	reg.MustRegister(stateCollector{state: state, leader: leader, now: time.Now})
 	return promhttp.HandlerFor(prometheus.Gatherers{metricsRegistry, reg}, promhttp.HandlerOpts{})
 }

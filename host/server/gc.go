@@ -138,6 +138,7 @@ func (s *Server) collectGarbage(ctx context.Context, force bool) (*pb.GCResponse
 	}
 	cmd.KeepReleasingClaims = s.requireServersAt(gcKeepsReleasingSince, gcKeepsReleasingSinceVersion,
 		"allocs holding a releasing claim kept from GC") == nil
+	cmd.CollectedAt = s.cfg.Clock.Now().UnixNano()
 	idx, err := s.raftApply(ctx, fsm.GC, cmd)
 	if err != nil {
 		return nil, fmt.Errorf("garbage collection of %d evaluations, %d allocs, %d jobs: %w", resp.Evals, resp.Allocs, resp.Jobs, err)

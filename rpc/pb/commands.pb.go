@@ -673,10 +673,16 @@ func (x *PlanApplyCommand) GetRefuseUnseenHistory() bool {
 // AllocClientUpdateCommand records allocs' client statuses, batched from a
 // client; evals are made for failed allocs that must be rescheduled.
 type AllocClientUpdateCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Updates       []*AllocClientUpdate   `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
-	Evals         []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Updates []*AllocClientUpdate   `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
+	Evals   []*Evaluation          `protobuf:"bytes,3,rep,name=evals,proto3" json:"evals,omitempty"`
+	// received_at is the server's clock (unix nanoseconds) when the endpoint
+	// took the batch: the time of the claims the apply moves to releasing,
+	// while every server records 0.1.0-dev.4 or later (the state_entered_at
+	// rule's gate). Unset (an older proposer) or with the rule off, the
+	// apply uses the latest of the updates' updated_at, the client's clock.
+	ReceivedAt    int64 `protobuf:"varint,160,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -730,6 +736,13 @@ func (x *AllocClientUpdateCommand) GetEvals() []*Evaluation {
 		return x.Evals
 	}
 	return nil
+}
+
+func (x *AllocClientUpdateCommand) GetReceivedAt() int64 {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return 0
 }
 
 // AllocDesiredTransitionCommand asks the scheduler to move allocs on
@@ -958,8 +971,13 @@ type GCCommand struct {
 	// once every server records a version that knows the rule, so servers
 	// of two versions never diverge; unset, the apply does not check.
 	KeepReleasingClaims bool `protobuf:"varint,4,opt,name=keep_releasing_claims,json=keepReleasingClaims,proto3" json:"keep_releasing_claims,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// collected_at is the proposer's clock (unix nanoseconds): the time of
+	// the claims the apply moves to releasing (its last guard), used while
+	// every server records 0.1.0-dev.4 or later. Unset (an older proposer),
+	// a moved claim keeps its previous start and modified_at.
+	CollectedAt   int64 `protobuf:"varint,160,opt,name=collected_at,json=collectedAt,proto3" json:"collected_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GCCommand) Reset() {
@@ -1018,6 +1036,13 @@ func (x *GCCommand) GetKeepReleasingClaims() bool {
 		return x.KeepReleasingClaims
 	}
 	return false
+}
+
+func (x *GCCommand) GetCollectedAt() int64 {
+	if x != nil {
+		return x.CollectedAt
+	}
+	return 0
 }
 
 // NodeCSIUpdateCommand replaces a node's CSI plugin set (controllers and
@@ -1786,6 +1811,54 @@ func (x *VolumeDeletingCommand) GetUpdatedAt() int64 {
 	return 0
 }
 
+// ClaimUpdateResult is what an applied ClaimUpdate answers its proposer
+// (not stored): moved counts its transitions that moved a claim to
+// another state (to freed included). A transition that found its claim
+// already in the state, or gone, and a failed try, are not counted.
+type ClaimUpdateResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moved         int32                  `protobuf:"varint,1,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimUpdateResult) Reset() {
+	*x = ClaimUpdateResult{}
+	mi := &file_berth_v1_commands_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimUpdateResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimUpdateResult) ProtoMessage() {}
+
+func (x *ClaimUpdateResult) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimUpdateResult.ProtoReflect.Descriptor instead.
+func (*ClaimUpdateResult) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClaimUpdateResult) GetMoved() int32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
 var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
@@ -1833,11 +1906,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
 	"applied_at\x18\x03 \x01(\x03R\tappliedAt\x122\n" +
-	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\x96\x01\n" +
+	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\xb8\x01\n" +
 	"\x18AllocClientUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\aupdates\x18\x02 \x03(\v2\x1b.berth.v1.AllocClientUpdateR\aupdates\x12*\n" +
-	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\x8f\x02\n" +
+	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12 \n" +
+	"\vreceived_at\x18\xa0\x01 \x01(\x03R\n" +
+	"receivedAt\"\x8f\x02\n" +
 	"\x1dAllocDesiredTransitionCommand\x12K\n" +
 	"\x06allocs\x18\x01 \x03(\v23.berth.v1.AllocDesiredTransitionCommand.AllocsEntryR\x06allocs\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
@@ -1858,12 +1933,13 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\rmark_eligible\x18\x03 \x01(\bR\fmarkEligible\x12*\n" +
 	"\x05evals\x18\x04 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\x90\x01\n" +
+	"updated_at\x18\x05 \x01(\x03R\tupdatedAt\"\xb4\x01\n" +
 	"\tGCCommand\x12\x19\n" +
 	"\beval_ids\x18\x01 \x03(\tR\aevalIds\x12\x1b\n" +
 	"\talloc_ids\x18\x02 \x03(\tR\ballocIds\x12\x17\n" +
 	"\ajob_ids\x18\x03 \x03(\tR\x06jobIds\x122\n" +
-	"\x15keep_releasing_claims\x18\x04 \x01(\bR\x13keepReleasingClaims\"\xbe\x03\n" +
+	"\x15keep_releasing_claims\x18\x04 \x01(\bR\x13keepReleasingClaims\x12\"\n" +
+	"\fcollected_at\x18\xa0\x01 \x01(\x03R\vcollectedAt\"\xbe\x03\n" +
 	"\x14NodeCSIUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12Q\n" +
 	"\vcontrollers\x18\x02 \x03(\v2/.berth.v1.NodeCSIUpdateCommand.ControllersEntryR\vcontrollers\x12?\n" +
@@ -1933,7 +2009,9 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1a\n" +
 	"\bdeleting\x18\x02 \x01(\bR\bdeleting\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\x03R\tupdatedAtB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"updated_at\x18\x03 \x01(\x03R\tupdatedAt\")\n" +
+	"\x11ClaimUpdateResult\x12\x14\n" +
+	"\x05moved\x18\x01 \x01(\x05R\x05movedB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_commands_proto_rawDescOnce sync.Once
@@ -1947,7 +2025,7 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
 	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
@@ -1974,61 +2052,62 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*OperatorClaimReleaseCommand)(nil),   // 22: berth.v1.OperatorClaimReleaseCommand
 	(*NodeFenceCommand)(nil),              // 23: berth.v1.NodeFenceCommand
 	(*VolumeDeletingCommand)(nil),         // 24: berth.v1.VolumeDeletingCommand
-	nil,                                   // 25: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	nil,                                   // 26: berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	nil,                                   // 27: berth.v1.NodeCSIUpdateCommand.NodesEntry
-	nil,                                   // 28: berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	(*Node)(nil),                          // 29: berth.v1.Node
-	(*Evaluation)(nil),                    // 30: berth.v1.Evaluation
-	(NodeStatus)(0),                       // 31: berth.v1.NodeStatus
-	(*ServerMember)(nil),                  // 32: berth.v1.ServerMember
-	(*Job)(nil),                           // 33: berth.v1.Job
-	(*Plan)(nil),                          // 34: berth.v1.Plan
-	(*AllocClientUpdate)(nil),             // 35: berth.v1.AllocClientUpdate
-	(NodeEligibility)(0),                  // 36: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),                 // 37: berth.v1.DrainStrategy
-	(*Volume)(nil),                        // 38: berth.v1.Volume
-	(ClaimState)(0),                       // 39: berth.v1.ClaimState
-	(*VolumeError)(nil),                   // 40: berth.v1.VolumeError
-	(AttachmentState)(0),                  // 41: berth.v1.AttachmentState
-	(*Claim)(nil),                         // 42: berth.v1.Claim
-	(*DesiredTransition)(nil),             // 43: berth.v1.DesiredTransition
-	(*CSIPluginInfo)(nil),                 // 44: berth.v1.CSIPluginInfo
+	(*ClaimUpdateResult)(nil),             // 25: berth.v1.ClaimUpdateResult
+	nil,                                   // 26: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	nil,                                   // 27: berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	nil,                                   // 28: berth.v1.NodeCSIUpdateCommand.NodesEntry
+	nil,                                   // 29: berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	(*Node)(nil),                          // 30: berth.v1.Node
+	(*Evaluation)(nil),                    // 31: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 32: berth.v1.NodeStatus
+	(*ServerMember)(nil),                  // 33: berth.v1.ServerMember
+	(*Job)(nil),                           // 34: berth.v1.Job
+	(*Plan)(nil),                          // 35: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 36: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 37: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 38: berth.v1.DrainStrategy
+	(*Volume)(nil),                        // 39: berth.v1.Volume
+	(ClaimState)(0),                       // 40: berth.v1.ClaimState
+	(*VolumeError)(nil),                   // 41: berth.v1.VolumeError
+	(AttachmentState)(0),                  // 42: berth.v1.AttachmentState
+	(*Claim)(nil),                         // 43: berth.v1.Claim
+	(*DesiredTransition)(nil),             // 44: berth.v1.DesiredTransition
+	(*CSIPluginInfo)(nil),                 // 45: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	29, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	30, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
-	31, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	30, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	32, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	33, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	30, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	30, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	30, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	30, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	34, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	30, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	35, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	30, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	25, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	30, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	36, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	30, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	37, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	30, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	26, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	27, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
-	38, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
-	39, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
-	40, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
+	30, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	31, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	32, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	31, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	33, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	34, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	31, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	31, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	31, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	31, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	35, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	31, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	36, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	31, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	26, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	31, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	37, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	31, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	38, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	31, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	27, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	28, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
+	39, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
+	40, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
+	41, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
 	18, // 25: berth.v1.ClaimUpdateCommand.transitions:type_name -> berth.v1.ClaimTransition
-	41, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
-	28, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	40, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
-	42, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
-	43, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	44, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
-	44, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	42, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
+	29, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	41, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
+	43, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
+	44, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	45, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	45, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
 	33, // [33:33] is the sub-list for method output_type
 	33, // [33:33] is the sub-list for method input_type
 	33, // [33:33] is the sub-list for extension type_name
@@ -2053,7 +2132,7 @@ func file_berth_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

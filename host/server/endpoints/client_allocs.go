@@ -185,6 +185,9 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 	}
 	idx, err := s.Apply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
 		NodeId: nodeID, Updates: req.GetUpdates(), Evals: nodeEvals,
+		// The claims' move to releasing is timed by this server's clock,
+		// not the client's.
+		ReceivedAt: s.Clock.Now().UnixNano(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recording %d alloc updates from node %s: %w", len(req.GetUpdates()), nodeID, err)

@@ -589,7 +589,7 @@ func TestAttachFinalFailureSeesAChangeMadeWhileItWasDecided(t *testing.T) {
 		fake := volumetest.NewController()
 		l := e.loops(fake)
 		propose, healed := l.propose, false
-		l.propose = func(ctx context.Context, typ fsm.MessageType, msg proto.Message) (uint64, error) {
+		l.propose = func(ctx context.Context, typ fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
 			if cmd, ok := msg.(*pb.AttachmentUpdateCommand); ok && cmd.GetError() != nil && !healed {
 				healed = true
 				e.reportPlugins("n1", volumetest.EBSController(true), volumetest.EBSNode("n1"))

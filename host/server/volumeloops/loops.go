@@ -74,7 +74,7 @@ func defaultVolumeLoopConfig() volumeLoopConfig {
 type Loops struct {
 	cfg     volumeLoopConfig
 	state   func() *fsm.StateStore
-	propose func(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error)
+	propose func(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error)
 	// caller is nil while no forwarder is wired: the reaper runs, the
 	// calls wait.
 	caller ControllerCaller
@@ -109,7 +109,7 @@ type attachmentKey struct{ volume, node string }
 // store and the leader's proposals.
 type Core interface {
 	State() *fsm.StateStore
-	Apply(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error)
+	ApplyResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error)
 }
 
 // Config holds the settings of the volume loops the server's Config sets.
@@ -138,7 +138,7 @@ func New(core Core, caller ControllerCaller, c Config) *Loops {
 	return &Loops{
 		cfg:     cfg,
 		state:   core.State,
-		propose: core.Apply,
+		propose: core.ApplyResult,
 		caller:  caller,
 		clock:   c.Clock,
 		logger:  c.Logger.Named("volumes"),
@@ -217,10 +217,15 @@ func (v *Loops) doubled(attempts int32) time.Duration {
 
 // write proposes one command with the write timeout.
 func (v *Loops) write(ctx context.Context, t fsm.MessageType, msg proto.Message) error {
+	_, err := v.writeResult(ctx, t, msg)
+	return err
+}
+
+// writeResult is write for commands whose apply answers a value.
+func (v *Loops) writeResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
 	wctx, cancel := context.WithTimeout(ctx, v.cfg.writeTimeout)
 	defer cancel()
-	_, err := v.propose(wctx, t, msg)
-	return err
+	return v.propose(wctx, t, msg)
 }
 
 // timerAt arms a timer calling f at when (at once if it has passed).

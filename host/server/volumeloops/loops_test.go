@@ -36,23 +36,39 @@ func newVolEnv(t *testing.T) *volEnv {
 }
 
 func (e *volEnv) propose(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	res, err := e.proposeResult(ctx, t, msg)
+	if res == nil {
 		return 0, err
+	}
+	return res.Index, err
+}
+
+// proposeResult is propose with the apply's whole result, as the loops
+// propose.
+func (e *volEnv) proposeResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.failWrite != nil {
 		if err := e.failWrite(t, msg); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
+	return e.applyLocked(t, msg)
+}
+
+// applyLocked applies msg as the next entry; e.mu is held (a failWrite
+// hook may apply a command that lands just before the proposal).
+func (e *volEnv) applyLocked(t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
 	buf, err := fsm.Encode(t, msg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	e.index++
 	res := e.fsm.ApplyLog(&raft.Log{Index: e.index, Term: 1, Type: raft.LogCommand, Data: buf})
-	return res.Index, res.Err
+	return res, res.Err
 }
 
 func (e *volEnv) setFailWrite(f func(t fsm.MessageType, msg proto.Message) error) {
@@ -78,7 +94,7 @@ func (e *volEnv) loops(caller ControllerCaller) *Loops {
 	// ListVolumes calls are not what the other tests count.
 	cfg.reconcileInterval = 0
 	return &Loops{
-		cfg: cfg, state: e.fsm.State, propose: e.propose, caller: caller,
+		cfg: cfg, state: e.fsm.State, propose: e.proposeResult, caller: caller,
 		clock: clock.Real{}, logger: testutil.Logger(e.t).Named("volumes"), jitter: func() float64 { return 0 },
 	}
 }

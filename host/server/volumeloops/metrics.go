@@ -19,7 +19,8 @@ var (
 	}, []string{"operation", "result"})
 	forceDetached = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "berth_volume_reaper_force_detached_claims_total",
-		Help: "Claims the reaper forced to node-detached because their node was down past force_detach_after, fenced or gone.",
+		Help: "Claims the reaper forced to node-detached because their node was down past force_detach_after, fenced or gone: " +
+			"those its writes moved, as their applies answer (a claim its node reported detached first is not counted).",
 	})
 )
 

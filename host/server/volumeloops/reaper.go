@@ -120,7 +120,7 @@ func (v *Loops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	}
 	for _, id := range nodes {
 		ts := byNode[id]
-		err := v.write(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: ts, UpdatedAt: now.UnixNano()})
+		res, err := v.writeResult(ctx, fsm.ClaimUpdate, &pb.ClaimUpdateCommand{Transitions: ts, UpdatedAt: now.UnixNano()})
 		if err != nil {
 			if ctx.Err() == nil {
 				v.logger.Warn("reaper: forcing claims to node-detached; retrying", "node", id, "reason", reasons[id],
@@ -129,8 +129,15 @@ func (v *Loops) reapPass(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 			}
 			continue
 		}
-		forceDetached.Add(float64(len(ts)))
-		v.logger.Info("claims detached from a lost node", "node", id, "reason", reasons[id], "claims", claimIDs(ts), "volumes", volumesOf(ts, volumeOf))
+		// What the apply moved: a claim its client reported detached, or
+		// that went, since this pass read it is not the reaper's doing.
+		moved := int32(0)
+		if r, ok := res.Response.(*pb.ClaimUpdateResult); ok {
+			moved = r.GetMoved()
+		}
+		forceDetached.Add(float64(moved))
+		v.logger.Info("claims detached from a lost node", "node", id, "reason", reasons[id], "forced", moved,
+			"claims", claimIDs(ts), "volumes", volumesOf(ts, volumeOf))
 	}
 
 	detached, err := snap.ClaimsByState(ws, pb.ClaimState_CLAIM_STATE_NODE_DETACHED)
