@@ -18,5 +18,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrInvalidValue:   codes.InvalidArgument,
 		ErrDuplicateBlock: codes.InvalidArgument,
 		ErrHostVolumePath: codes.FailedPrecondition,
+		ErrTLSOff:         codes.FailedPrecondition,
 	})
 }

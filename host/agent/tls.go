@@ -2,10 +2,12 @@ package agent
 
 import (
 	"crypto/tls"
-	"errors"
 	"net"
 
+	"google.golang.org/grpc/codes"
+
 	"berth.dev/berth/internal/tlsconf"
+	"berth.dev/berth/rpc/errcode"
 )
 
 // newTLSStore loads the tls block's files when it turns TLS on; nil when
@@ -42,7 +44,7 @@ func (a *Agent) HTTPURL() string {
 }
 
 // ErrTLSOff is returned by ReloadTLS on an agent that runs without TLS.
-var ErrTLSOff = errors.New("tls is not enabled in this agent's configuration")
+var ErrTLSOff = errcode.New(codes.FailedPrecondition, "tls is not enabled in this agent's configuration")
 
 // ReloadTLS reads the tls block's files again (on SIGHUP): new connections
 // get the new certificate and CA; connections made before keep theirs. On
