@@ -77,6 +77,22 @@ const (
 	// VolumeDeleting carries a *pb.VolumeDeletingCommand. It writes the
 	// volumes table: proposed only once every server knows it.
 	VolumeDeleting MessageType = 24
+
+	// The ACL commands (fsm/acl.go) write the acl_* tables: proposed only
+	// once every server knows them. Their numbers are from the range
+	// 140–159 given to ACL, so their high bit (IgnoreUnknownFlag) is set:
+	// an older server would skip them, which the gate makes moot.
+
+	// ACLPolicyUpsert carries a *pb.ACLPolicyUpsertCommand.
+	ACLPolicyUpsert MessageType = 140
+	// ACLPolicyDelete carries a *pb.ACLPolicyDeleteCommand.
+	ACLPolicyDelete MessageType = 141
+	// ACLTokenUpsert carries a *pb.ACLTokenUpsertCommand.
+	ACLTokenUpsert MessageType = 142
+	// ACLTokenDelete carries a *pb.ACLTokenDeleteCommand.
+	ACLTokenDelete MessageType = 143
+	// ACLBootstrap carries a *pb.ACLBootstrapCommand.
+	ACLBootstrap MessageType = 144
 )
 
 // command is one row of the dispatch table.
@@ -119,6 +135,12 @@ var commands = map[MessageType]command{
 	OperatorClaimRelease: newCommand("OperatorClaimRelease", applyOperatorClaimRelease),
 	NodeFence:            newCommand("NodeFence", applyNodeFence),
 	VolumeDeleting:       newCommand("VolumeDeleting", applyVolumeDeleting),
+
+	ACLPolicyUpsert: newCommand("ACLPolicyUpsert", applyACLPolicyUpsert),
+	ACLPolicyDelete: newCommand("ACLPolicyDelete", applyACLPolicyDelete),
+	ACLTokenUpsert:  newCommand("ACLTokenUpsert", applyACLTokenUpsert),
+	ACLTokenDelete:  newCommand("ACLTokenDelete", applyACLTokenDelete),
+	ACLBootstrap:    newCommand("ACLBootstrap", applyACLBootstrap),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

@@ -109,6 +109,14 @@ func TestMessageTypeNames(t *testing.T) {
 			t.Errorf("%s: Ignorable=%v Known=%v, want false true", typ, typ.Ignorable(), typ.Known())
 		}
 	}
+	// The ACL commands' numbers come from the range 140–159 given to ACL:
+	// pinned too, known, their high bit set (fsm/command.go says why).
+	for typ, n := range map[fsm.MessageType]uint8{fsm.ACLPolicyUpsert: 140, fsm.ACLPolicyDelete: 141,
+		fsm.ACLTokenUpsert: 142, fsm.ACLTokenDelete: 143, fsm.ACLBootstrap: 144} {
+		if uint8(typ) != n || !typ.Known() {
+			t.Errorf("%s = %d (known %v), released as %d", typ, uint8(typ), typ.Known(), n)
+		}
+	}
 	if !fsm.MessageType(0x85).Ignorable() || fsm.MessageType(0x85).Known() {
 		t.Errorf("0x85 should be ignorable and unknown")
 	}

@@ -282,6 +282,20 @@
 //     completes or a deregister. testdata/volume_delete.txt.
 //     Provider, schedulable and controller_required mirror the plugin's
 //     row, refreshed whenever the row changes.
+//   - ACLPolicyUpsert (140) and ACLPolicyDelete (141) store and delete
+//     ACL policies by name (rules as written; the servers parse them before
+//     proposing). ACLTokenUpsert (142) creates tokens — accessor ID, type
+//     client (with policies) or management (without), the SHA-256 of the
+//     secret, never the secret — or updates a token's name and policies,
+//     keeping its hash, type and times; ACLTokenDelete (143) deletes them.
+//     ACLBootstrap (144) stores the first management token and records its
+//     raft index; once done it is refused (ErrACLBootstrapped, naming the
+//     index) unless the command carries that index as its reset index (the
+//     reset procedure of host/server's ACL bootstrap), which works once.
+//     They alone write the acl_policies, acl_tokens and acl_bootstrap
+//     tables, and are proposed only once every server is at aclSince
+//     (0.1.0-dev.4). Their numbers come from the range given to ACL, so
+//     their high bit (IgnoreUnknownFlag) is set, which the gate makes moot.
 //
 // Under the table rule, VolumeRegister (17) to VolumeDeleting (24) are
 // proposed only once every server knows them. The older commands that

@@ -30,6 +30,9 @@ func TestProductionTables(t *testing.T) {
 		TableVolumes:        "berth.v1.Volume",
 		TableClaims:         "berth.v1.Claim",
 		TableAttachments:    "berth.v1.Attachment",
+		TableACLPolicies:    "berth.v1.ACLPolicy",
+		TableACLTokens:      "berth.v1.ACLToken",
+		TableACLBootstrap:   "berth.v1.TableIndex",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

@@ -154,6 +154,7 @@ func productionSchema() schema {
 		jobsTable, jobVersionsTable, evalsTable, allocsTable, nodeAllocIndexTable,
 		csiPluginsTable,
 		volumesTable, claimsTable, attachmentsTable,
+		aclPoliciesTable, aclTokensTable, aclBootstrapTable,
 	}, commands: commands}
 }
 
