@@ -85,6 +85,9 @@ type Config struct {
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
+	// ACLEnabled makes every RPC present a token its method's need
+	// (host/authz) allows; see acl.go.
+	ACLEnabled bool
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

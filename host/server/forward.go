@@ -102,6 +102,20 @@ var routes = map[string]route{
 	pb.Claims_ClientClaim_FullMethodName:       routeRead,
 	pb.Claims_ClientClaimUpdate_FullMethodName: routeLeader,
 	pb.Claims_ClientClaims_FullMethodName:      routeRead,
+
+	pb.ACL_Bootstrap_FullMethodName:    routeLeader,
+	pb.ACL_PolicyUpsert_FullMethodName: routeLeader,
+	pb.ACL_PolicyDelete_FullMethodName: routeLeader,
+	pb.ACL_PolicyGet_FullMethodName:    routeRead,
+	pb.ACL_PolicyList_FullMethodName:   routeRead,
+	pb.ACL_TokenCreate_FullMethodName:  routeLeader,
+	pb.ACL_TokenUpdate_FullMethodName:  routeLeader,
+	pb.ACL_TokenDelete_FullMethodName:  routeLeader,
+	pb.ACL_TokenGet_FullMethodName:     routeRead,
+	pb.ACL_TokenList_FullMethodName:    routeRead,
+	// A token is resolved from the answering server's state.
+	pb.ACL_TokenSelf_FullMethodName: routeLocal,
+	pb.ACL_Authorize_FullMethodName: routeLocal,
 }
 
 // queryRequest is implemented by every read request.

@@ -450,6 +450,112 @@ func (x *ACLBootstrapCommand) GetResetIndex() uint64 {
 	return 0
 }
 
+type ACLAuthorizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "token" (any valid token) or "capability".
+	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Resource      string `protobuf:"bytes,2,opt,name=resource,proto3" json:"resource,omitempty"`
+	Capability    string `protobuf:"bytes,3,opt,name=capability,proto3" json:"capability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLAuthorizeRequest) Reset() {
+	*x = ACLAuthorizeRequest{}
+	mi := &file_berth_v1_acl_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLAuthorizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLAuthorizeRequest) ProtoMessage() {}
+
+func (x *ACLAuthorizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_acl_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLAuthorizeRequest.ProtoReflect.Descriptor instead.
+func (*ACLAuthorizeRequest) Descriptor() ([]byte, []int) {
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ACLAuthorizeRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ACLAuthorizeRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ACLAuthorizeRequest) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+type ACLAuthorizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// accessor_id is the token's; empty for a request without one.
+	AccessorId    string `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ACLAuthorizeResponse) Reset() {
+	*x = ACLAuthorizeResponse{}
+	mi := &file_berth_v1_acl_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ACLAuthorizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ACLAuthorizeResponse) ProtoMessage() {}
+
+func (x *ACLAuthorizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_acl_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ACLAuthorizeResponse.ProtoReflect.Descriptor instead.
+func (*ACLAuthorizeResponse) Descriptor() ([]byte, []int) {
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ACLAuthorizeResponse) GetAccessorId() string {
+	if x != nil {
+		return x.AccessorId
+	}
+	return ""
+}
+
 type ACLBootstrapRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -458,7 +564,7 @@ type ACLBootstrapRequest struct {
 
 func (x *ACLBootstrapRequest) Reset() {
 	*x = ACLBootstrapRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[7]
+	mi := &file_berth_v1_acl_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +576,7 @@ func (x *ACLBootstrapRequest) String() string {
 func (*ACLBootstrapRequest) ProtoMessage() {}
 
 func (x *ACLBootstrapRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[7]
+	mi := &file_berth_v1_acl_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +589,7 @@ func (x *ACLBootstrapRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLBootstrapRequest.ProtoReflect.Descriptor instead.
 func (*ACLBootstrapRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{7}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{9}
 }
 
 // ACLTokenSecretResponse is a token just made, with its secret: the only
@@ -499,7 +605,7 @@ type ACLTokenSecretResponse struct {
 
 func (x *ACLTokenSecretResponse) Reset() {
 	*x = ACLTokenSecretResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[8]
+	mi := &file_berth_v1_acl_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +617,7 @@ func (x *ACLTokenSecretResponse) String() string {
 func (*ACLTokenSecretResponse) ProtoMessage() {}
 
 func (x *ACLTokenSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[8]
+	mi := &file_berth_v1_acl_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +630,7 @@ func (x *ACLTokenSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenSecretResponse.ProtoReflect.Descriptor instead.
 func (*ACLTokenSecretResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{8}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ACLTokenSecretResponse) GetToken() *ACLTokenView {
@@ -565,7 +671,7 @@ type ACLTokenView struct {
 
 func (x *ACLTokenView) Reset() {
 	*x = ACLTokenView{}
-	mi := &file_berth_v1_acl_proto_msgTypes[9]
+	mi := &file_berth_v1_acl_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +683,7 @@ func (x *ACLTokenView) String() string {
 func (*ACLTokenView) ProtoMessage() {}
 
 func (x *ACLTokenView) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[9]
+	mi := &file_berth_v1_acl_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +696,7 @@ func (x *ACLTokenView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenView.ProtoReflect.Descriptor instead.
 func (*ACLTokenView) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{9}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ACLTokenView) GetAccessorId() string {
@@ -658,7 +764,7 @@ type ACLWriteResponse struct {
 
 func (x *ACLWriteResponse) Reset() {
 	*x = ACLWriteResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[10]
+	mi := &file_berth_v1_acl_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +776,7 @@ func (x *ACLWriteResponse) String() string {
 func (*ACLWriteResponse) ProtoMessage() {}
 
 func (x *ACLWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[10]
+	mi := &file_berth_v1_acl_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +789,7 @@ func (x *ACLWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLWriteResponse.ProtoReflect.Descriptor instead.
 func (*ACLWriteResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{10}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ACLWriteResponse) GetMeta() *WriteMeta {
@@ -702,7 +808,7 @@ type ACLPolicyUpsertRequest struct {
 
 func (x *ACLPolicyUpsertRequest) Reset() {
 	*x = ACLPolicyUpsertRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[11]
+	mi := &file_berth_v1_acl_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +820,7 @@ func (x *ACLPolicyUpsertRequest) String() string {
 func (*ACLPolicyUpsertRequest) ProtoMessage() {}
 
 func (x *ACLPolicyUpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[11]
+	mi := &file_berth_v1_acl_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +833,7 @@ func (x *ACLPolicyUpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyUpsertRequest.ProtoReflect.Descriptor instead.
 func (*ACLPolicyUpsertRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{11}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ACLPolicyUpsertRequest) GetPolicy() *ACLPolicy {
@@ -746,7 +852,7 @@ type ACLPolicyDeleteRequest struct {
 
 func (x *ACLPolicyDeleteRequest) Reset() {
 	*x = ACLPolicyDeleteRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[12]
+	mi := &file_berth_v1_acl_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +864,7 @@ func (x *ACLPolicyDeleteRequest) String() string {
 func (*ACLPolicyDeleteRequest) ProtoMessage() {}
 
 func (x *ACLPolicyDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[12]
+	mi := &file_berth_v1_acl_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +877,7 @@ func (x *ACLPolicyDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyDeleteRequest.ProtoReflect.Descriptor instead.
 func (*ACLPolicyDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{12}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ACLPolicyDeleteRequest) GetName() string {
@@ -791,7 +897,7 @@ type ACLPolicyGetRequest struct {
 
 func (x *ACLPolicyGetRequest) Reset() {
 	*x = ACLPolicyGetRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[13]
+	mi := &file_berth_v1_acl_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +909,7 @@ func (x *ACLPolicyGetRequest) String() string {
 func (*ACLPolicyGetRequest) ProtoMessage() {}
 
 func (x *ACLPolicyGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[13]
+	mi := &file_berth_v1_acl_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +922,7 @@ func (x *ACLPolicyGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyGetRequest.ProtoReflect.Descriptor instead.
 func (*ACLPolicyGetRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{13}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ACLPolicyGetRequest) GetName() string {
@@ -843,7 +949,7 @@ type ACLPolicyGetResponse struct {
 
 func (x *ACLPolicyGetResponse) Reset() {
 	*x = ACLPolicyGetResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[14]
+	mi := &file_berth_v1_acl_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +961,7 @@ func (x *ACLPolicyGetResponse) String() string {
 func (*ACLPolicyGetResponse) ProtoMessage() {}
 
 func (x *ACLPolicyGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[14]
+	mi := &file_berth_v1_acl_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +974,7 @@ func (x *ACLPolicyGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyGetResponse.ProtoReflect.Descriptor instead.
 func (*ACLPolicyGetResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{14}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ACLPolicyGetResponse) GetPolicy() *ACLPolicy {
@@ -894,7 +1000,7 @@ type ACLPolicyListRequest struct {
 
 func (x *ACLPolicyListRequest) Reset() {
 	*x = ACLPolicyListRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[15]
+	mi := &file_berth_v1_acl_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1012,7 @@ func (x *ACLPolicyListRequest) String() string {
 func (*ACLPolicyListRequest) ProtoMessage() {}
 
 func (x *ACLPolicyListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[15]
+	mi := &file_berth_v1_acl_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1025,7 @@ func (x *ACLPolicyListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyListRequest.ProtoReflect.Descriptor instead.
 func (*ACLPolicyListRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{15}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ACLPolicyListRequest) GetQuery() *QueryOptions {
@@ -939,7 +1045,7 @@ type ACLPolicyListResponse struct {
 
 func (x *ACLPolicyListResponse) Reset() {
 	*x = ACLPolicyListResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[16]
+	mi := &file_berth_v1_acl_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1057,7 @@ func (x *ACLPolicyListResponse) String() string {
 func (*ACLPolicyListResponse) ProtoMessage() {}
 
 func (x *ACLPolicyListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[16]
+	mi := &file_berth_v1_acl_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1070,7 @@ func (x *ACLPolicyListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLPolicyListResponse.ProtoReflect.Descriptor instead.
 func (*ACLPolicyListResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{16}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ACLPolicyListResponse) GetPolicies() []*ACLPolicy {
@@ -994,7 +1100,7 @@ type ACLTokenCreateRequest struct {
 
 func (x *ACLTokenCreateRequest) Reset() {
 	*x = ACLTokenCreateRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[17]
+	mi := &file_berth_v1_acl_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1112,7 @@ func (x *ACLTokenCreateRequest) String() string {
 func (*ACLTokenCreateRequest) ProtoMessage() {}
 
 func (x *ACLTokenCreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[17]
+	mi := &file_berth_v1_acl_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1125,7 @@ func (x *ACLTokenCreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenCreateRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenCreateRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{17}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ACLTokenCreateRequest) GetName() string {
@@ -1061,7 +1167,7 @@ type ACLTokenUpdateRequest struct {
 
 func (x *ACLTokenUpdateRequest) Reset() {
 	*x = ACLTokenUpdateRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[18]
+	mi := &file_berth_v1_acl_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1179,7 @@ func (x *ACLTokenUpdateRequest) String() string {
 func (*ACLTokenUpdateRequest) ProtoMessage() {}
 
 func (x *ACLTokenUpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[18]
+	mi := &file_berth_v1_acl_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1192,7 @@ func (x *ACLTokenUpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenUpdateRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenUpdateRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{18}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ACLTokenUpdateRequest) GetAccessorId() string {
@@ -1119,7 +1225,7 @@ type ACLTokenDeleteRequest struct {
 
 func (x *ACLTokenDeleteRequest) Reset() {
 	*x = ACLTokenDeleteRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[19]
+	mi := &file_berth_v1_acl_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1237,7 @@ func (x *ACLTokenDeleteRequest) String() string {
 func (*ACLTokenDeleteRequest) ProtoMessage() {}
 
 func (x *ACLTokenDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[19]
+	mi := &file_berth_v1_acl_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1250,7 @@ func (x *ACLTokenDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenDeleteRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{19}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ACLTokenDeleteRequest) GetAccessorId() string {
@@ -1164,7 +1270,7 @@ type ACLTokenGetRequest struct {
 
 func (x *ACLTokenGetRequest) Reset() {
 	*x = ACLTokenGetRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[20]
+	mi := &file_berth_v1_acl_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1282,7 @@ func (x *ACLTokenGetRequest) String() string {
 func (*ACLTokenGetRequest) ProtoMessage() {}
 
 func (x *ACLTokenGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[20]
+	mi := &file_berth_v1_acl_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1295,7 @@ func (x *ACLTokenGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenGetRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenGetRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{20}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ACLTokenGetRequest) GetAccessorId() string {
@@ -1216,7 +1322,7 @@ type ACLTokenGetResponse struct {
 
 func (x *ACLTokenGetResponse) Reset() {
 	*x = ACLTokenGetResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[21]
+	mi := &file_berth_v1_acl_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1334,7 @@ func (x *ACLTokenGetResponse) String() string {
 func (*ACLTokenGetResponse) ProtoMessage() {}
 
 func (x *ACLTokenGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[21]
+	mi := &file_berth_v1_acl_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1347,7 @@ func (x *ACLTokenGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenGetResponse.ProtoReflect.Descriptor instead.
 func (*ACLTokenGetResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{21}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ACLTokenGetResponse) GetToken() *ACLTokenView {
@@ -1267,7 +1373,7 @@ type ACLTokenListRequest struct {
 
 func (x *ACLTokenListRequest) Reset() {
 	*x = ACLTokenListRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[22]
+	mi := &file_berth_v1_acl_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1385,7 @@ func (x *ACLTokenListRequest) String() string {
 func (*ACLTokenListRequest) ProtoMessage() {}
 
 func (x *ACLTokenListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[22]
+	mi := &file_berth_v1_acl_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1398,7 @@ func (x *ACLTokenListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenListRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenListRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{22}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ACLTokenListRequest) GetQuery() *QueryOptions {
@@ -1312,7 +1418,7 @@ type ACLTokenListResponse struct {
 
 func (x *ACLTokenListResponse) Reset() {
 	*x = ACLTokenListResponse{}
-	mi := &file_berth_v1_acl_proto_msgTypes[23]
+	mi := &file_berth_v1_acl_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1430,7 @@ func (x *ACLTokenListResponse) String() string {
 func (*ACLTokenListResponse) ProtoMessage() {}
 
 func (x *ACLTokenListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[23]
+	mi := &file_berth_v1_acl_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1443,7 @@ func (x *ACLTokenListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenListResponse.ProtoReflect.Descriptor instead.
 func (*ACLTokenListResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{23}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ACLTokenListResponse) GetTokens() []*ACLTokenView {
@@ -1362,7 +1468,7 @@ type ACLTokenSelfRequest struct {
 
 func (x *ACLTokenSelfRequest) Reset() {
 	*x = ACLTokenSelfRequest{}
-	mi := &file_berth_v1_acl_proto_msgTypes[24]
+	mi := &file_berth_v1_acl_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1480,7 @@ func (x *ACLTokenSelfRequest) String() string {
 func (*ACLTokenSelfRequest) ProtoMessage() {}
 
 func (x *ACLTokenSelfRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_acl_proto_msgTypes[24]
+	mi := &file_berth_v1_acl_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1493,7 @@ func (x *ACLTokenSelfRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ACLTokenSelfRequest.ProtoReflect.Descriptor instead.
 func (*ACLTokenSelfRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_acl_proto_rawDescGZIP(), []int{24}
+	return file_berth_v1_acl_proto_rawDescGZIP(), []int{26}
 }
 
 var File_berth_v1_acl_proto protoreflect.FileDescriptor
@@ -1425,7 +1531,16 @@ const file_berth_v1_acl_proto_rawDesc = "" +
 	"\x13ACLBootstrapCommand\x12(\n" +
 	"\x05token\x18\x01 \x01(\v2\x12.berth.v1.ACLTokenR\x05token\x12\x1f\n" +
 	"\vreset_index\x18\x02 \x01(\x04R\n" +
-	"resetIndex\"\x15\n" +
+	"resetIndex\"e\n" +
+	"\x13ACLAuthorizeRequest\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bresource\x18\x02 \x01(\tR\bresource\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x03 \x01(\tR\n" +
+	"capability\"7\n" +
+	"\x14ACLAuthorizeResponse\x12\x1f\n" +
+	"\vaccessor_id\x18\x01 \x01(\tR\n" +
+	"accessorId\"\x15\n" +
 	"\x13ACLBootstrapRequest\"\x8c\x01\n" +
 	"\x16ACLTokenSecretResponse\x12,\n" +
 	"\x05token\x18\x01 \x01(\v2\x16.berth.v1.ACLTokenViewR\x05token\x12\x1b\n" +
@@ -1484,7 +1599,7 @@ const file_berth_v1_acl_proto_rawDesc = "" +
 	"\x14ACLTokenListResponse\x12.\n" +
 	"\x06tokens\x18\x01 \x03(\v2\x16.berth.v1.ACLTokenViewR\x06tokens\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\x15\n" +
-	"\x13ACLTokenSelfRequest2\xd7\x06\n" +
+	"\x13ACLTokenSelfRequest2\xa3\a\n" +
 	"\x03ACL\x12L\n" +
 	"\tBootstrap\x12\x1d.berth.v1.ACLBootstrapRequest\x1a .berth.v1.ACLTokenSecretResponse\x12L\n" +
 	"\fPolicyUpsert\x12 .berth.v1.ACLPolicyUpsertRequest\x1a\x1a.berth.v1.ACLWriteResponse\x12L\n" +
@@ -1497,7 +1612,8 @@ const file_berth_v1_acl_proto_rawDesc = "" +
 	"\vTokenDelete\x12\x1f.berth.v1.ACLTokenDeleteRequest\x1a\x1a.berth.v1.ACLWriteResponse\x12G\n" +
 	"\bTokenGet\x12\x1c.berth.v1.ACLTokenGetRequest\x1a\x1d.berth.v1.ACLTokenGetResponse\x12J\n" +
 	"\tTokenList\x12\x1d.berth.v1.ACLTokenListRequest\x1a\x1e.berth.v1.ACLTokenListResponse\x12I\n" +
-	"\tTokenSelf\x12\x1d.berth.v1.ACLTokenSelfRequest\x1a\x1d.berth.v1.ACLTokenGetResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
+	"\tTokenSelf\x12\x1d.berth.v1.ACLTokenSelfRequest\x1a\x1d.berth.v1.ACLTokenGetResponse\x12J\n" +
+	"\tAuthorize\x12\x1d.berth.v1.ACLAuthorizeRequest\x1a\x1e.berth.v1.ACLAuthorizeResponseB\x18Z\x16berth.dev/berth/rpc/pbb\x06proto3"
 
 var (
 	file_berth_v1_acl_proto_rawDescOnce sync.Once
@@ -1511,7 +1627,7 @@ func file_berth_v1_acl_proto_rawDescGZIP() []byte {
 	return file_berth_v1_acl_proto_rawDescData
 }
 
-var file_berth_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_berth_v1_acl_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_berth_v1_acl_proto_goTypes = []any{
 	(*ACLPolicy)(nil),              // 0: berth.v1.ACLPolicy
 	(*ACLToken)(nil),               // 1: berth.v1.ACLToken
@@ -1520,72 +1636,76 @@ var file_berth_v1_acl_proto_goTypes = []any{
 	(*ACLTokenUpsertCommand)(nil),  // 4: berth.v1.ACLTokenUpsertCommand
 	(*ACLTokenDeleteCommand)(nil),  // 5: berth.v1.ACLTokenDeleteCommand
 	(*ACLBootstrapCommand)(nil),    // 6: berth.v1.ACLBootstrapCommand
-	(*ACLBootstrapRequest)(nil),    // 7: berth.v1.ACLBootstrapRequest
-	(*ACLTokenSecretResponse)(nil), // 8: berth.v1.ACLTokenSecretResponse
-	(*ACLTokenView)(nil),           // 9: berth.v1.ACLTokenView
-	(*ACLWriteResponse)(nil),       // 10: berth.v1.ACLWriteResponse
-	(*ACLPolicyUpsertRequest)(nil), // 11: berth.v1.ACLPolicyUpsertRequest
-	(*ACLPolicyDeleteRequest)(nil), // 12: berth.v1.ACLPolicyDeleteRequest
-	(*ACLPolicyGetRequest)(nil),    // 13: berth.v1.ACLPolicyGetRequest
-	(*ACLPolicyGetResponse)(nil),   // 14: berth.v1.ACLPolicyGetResponse
-	(*ACLPolicyListRequest)(nil),   // 15: berth.v1.ACLPolicyListRequest
-	(*ACLPolicyListResponse)(nil),  // 16: berth.v1.ACLPolicyListResponse
-	(*ACLTokenCreateRequest)(nil),  // 17: berth.v1.ACLTokenCreateRequest
-	(*ACLTokenUpdateRequest)(nil),  // 18: berth.v1.ACLTokenUpdateRequest
-	(*ACLTokenDeleteRequest)(nil),  // 19: berth.v1.ACLTokenDeleteRequest
-	(*ACLTokenGetRequest)(nil),     // 20: berth.v1.ACLTokenGetRequest
-	(*ACLTokenGetResponse)(nil),    // 21: berth.v1.ACLTokenGetResponse
-	(*ACLTokenListRequest)(nil),    // 22: berth.v1.ACLTokenListRequest
-	(*ACLTokenListResponse)(nil),   // 23: berth.v1.ACLTokenListResponse
-	(*ACLTokenSelfRequest)(nil),    // 24: berth.v1.ACLTokenSelfRequest
-	(*WriteMeta)(nil),              // 25: berth.v1.WriteMeta
-	(*QueryOptions)(nil),           // 26: berth.v1.QueryOptions
-	(*QueryMeta)(nil),              // 27: berth.v1.QueryMeta
+	(*ACLAuthorizeRequest)(nil),    // 7: berth.v1.ACLAuthorizeRequest
+	(*ACLAuthorizeResponse)(nil),   // 8: berth.v1.ACLAuthorizeResponse
+	(*ACLBootstrapRequest)(nil),    // 9: berth.v1.ACLBootstrapRequest
+	(*ACLTokenSecretResponse)(nil), // 10: berth.v1.ACLTokenSecretResponse
+	(*ACLTokenView)(nil),           // 11: berth.v1.ACLTokenView
+	(*ACLWriteResponse)(nil),       // 12: berth.v1.ACLWriteResponse
+	(*ACLPolicyUpsertRequest)(nil), // 13: berth.v1.ACLPolicyUpsertRequest
+	(*ACLPolicyDeleteRequest)(nil), // 14: berth.v1.ACLPolicyDeleteRequest
+	(*ACLPolicyGetRequest)(nil),    // 15: berth.v1.ACLPolicyGetRequest
+	(*ACLPolicyGetResponse)(nil),   // 16: berth.v1.ACLPolicyGetResponse
+	(*ACLPolicyListRequest)(nil),   // 17: berth.v1.ACLPolicyListRequest
+	(*ACLPolicyListResponse)(nil),  // 18: berth.v1.ACLPolicyListResponse
+	(*ACLTokenCreateRequest)(nil),  // 19: berth.v1.ACLTokenCreateRequest
+	(*ACLTokenUpdateRequest)(nil),  // 20: berth.v1.ACLTokenUpdateRequest
+	(*ACLTokenDeleteRequest)(nil),  // 21: berth.v1.ACLTokenDeleteRequest
+	(*ACLTokenGetRequest)(nil),     // 22: berth.v1.ACLTokenGetRequest
+	(*ACLTokenGetResponse)(nil),    // 23: berth.v1.ACLTokenGetResponse
+	(*ACLTokenListRequest)(nil),    // 24: berth.v1.ACLTokenListRequest
+	(*ACLTokenListResponse)(nil),   // 25: berth.v1.ACLTokenListResponse
+	(*ACLTokenSelfRequest)(nil),    // 26: berth.v1.ACLTokenSelfRequest
+	(*WriteMeta)(nil),              // 27: berth.v1.WriteMeta
+	(*QueryOptions)(nil),           // 28: berth.v1.QueryOptions
+	(*QueryMeta)(nil),              // 29: berth.v1.QueryMeta
 }
 var file_berth_v1_acl_proto_depIdxs = []int32{
 	0,  // 0: berth.v1.ACLPolicyUpsertCommand.policies:type_name -> berth.v1.ACLPolicy
 	1,  // 1: berth.v1.ACLTokenUpsertCommand.tokens:type_name -> berth.v1.ACLToken
 	1,  // 2: berth.v1.ACLBootstrapCommand.token:type_name -> berth.v1.ACLToken
-	9,  // 3: berth.v1.ACLTokenSecretResponse.token:type_name -> berth.v1.ACLTokenView
-	25, // 4: berth.v1.ACLTokenSecretResponse.meta:type_name -> berth.v1.WriteMeta
-	25, // 5: berth.v1.ACLWriteResponse.meta:type_name -> berth.v1.WriteMeta
+	11, // 3: berth.v1.ACLTokenSecretResponse.token:type_name -> berth.v1.ACLTokenView
+	27, // 4: berth.v1.ACLTokenSecretResponse.meta:type_name -> berth.v1.WriteMeta
+	27, // 5: berth.v1.ACLWriteResponse.meta:type_name -> berth.v1.WriteMeta
 	0,  // 6: berth.v1.ACLPolicyUpsertRequest.policy:type_name -> berth.v1.ACLPolicy
-	26, // 7: berth.v1.ACLPolicyGetRequest.query:type_name -> berth.v1.QueryOptions
+	28, // 7: berth.v1.ACLPolicyGetRequest.query:type_name -> berth.v1.QueryOptions
 	0,  // 8: berth.v1.ACLPolicyGetResponse.policy:type_name -> berth.v1.ACLPolicy
-	27, // 9: berth.v1.ACLPolicyGetResponse.meta:type_name -> berth.v1.QueryMeta
-	26, // 10: berth.v1.ACLPolicyListRequest.query:type_name -> berth.v1.QueryOptions
+	29, // 9: berth.v1.ACLPolicyGetResponse.meta:type_name -> berth.v1.QueryMeta
+	28, // 10: berth.v1.ACLPolicyListRequest.query:type_name -> berth.v1.QueryOptions
 	0,  // 11: berth.v1.ACLPolicyListResponse.policies:type_name -> berth.v1.ACLPolicy
-	27, // 12: berth.v1.ACLPolicyListResponse.meta:type_name -> berth.v1.QueryMeta
-	26, // 13: berth.v1.ACLTokenGetRequest.query:type_name -> berth.v1.QueryOptions
-	9,  // 14: berth.v1.ACLTokenGetResponse.token:type_name -> berth.v1.ACLTokenView
-	27, // 15: berth.v1.ACLTokenGetResponse.meta:type_name -> berth.v1.QueryMeta
-	26, // 16: berth.v1.ACLTokenListRequest.query:type_name -> berth.v1.QueryOptions
-	9,  // 17: berth.v1.ACLTokenListResponse.tokens:type_name -> berth.v1.ACLTokenView
-	27, // 18: berth.v1.ACLTokenListResponse.meta:type_name -> berth.v1.QueryMeta
-	7,  // 19: berth.v1.ACL.Bootstrap:input_type -> berth.v1.ACLBootstrapRequest
-	11, // 20: berth.v1.ACL.PolicyUpsert:input_type -> berth.v1.ACLPolicyUpsertRequest
-	12, // 21: berth.v1.ACL.PolicyDelete:input_type -> berth.v1.ACLPolicyDeleteRequest
-	13, // 22: berth.v1.ACL.PolicyGet:input_type -> berth.v1.ACLPolicyGetRequest
-	15, // 23: berth.v1.ACL.PolicyList:input_type -> berth.v1.ACLPolicyListRequest
-	17, // 24: berth.v1.ACL.TokenCreate:input_type -> berth.v1.ACLTokenCreateRequest
-	18, // 25: berth.v1.ACL.TokenUpdate:input_type -> berth.v1.ACLTokenUpdateRequest
-	19, // 26: berth.v1.ACL.TokenDelete:input_type -> berth.v1.ACLTokenDeleteRequest
-	20, // 27: berth.v1.ACL.TokenGet:input_type -> berth.v1.ACLTokenGetRequest
-	22, // 28: berth.v1.ACL.TokenList:input_type -> berth.v1.ACLTokenListRequest
-	24, // 29: berth.v1.ACL.TokenSelf:input_type -> berth.v1.ACLTokenSelfRequest
-	8,  // 30: berth.v1.ACL.Bootstrap:output_type -> berth.v1.ACLTokenSecretResponse
-	10, // 31: berth.v1.ACL.PolicyUpsert:output_type -> berth.v1.ACLWriteResponse
-	10, // 32: berth.v1.ACL.PolicyDelete:output_type -> berth.v1.ACLWriteResponse
-	14, // 33: berth.v1.ACL.PolicyGet:output_type -> berth.v1.ACLPolicyGetResponse
-	16, // 34: berth.v1.ACL.PolicyList:output_type -> berth.v1.ACLPolicyListResponse
-	8,  // 35: berth.v1.ACL.TokenCreate:output_type -> berth.v1.ACLTokenSecretResponse
-	21, // 36: berth.v1.ACL.TokenUpdate:output_type -> berth.v1.ACLTokenGetResponse
-	10, // 37: berth.v1.ACL.TokenDelete:output_type -> berth.v1.ACLWriteResponse
-	21, // 38: berth.v1.ACL.TokenGet:output_type -> berth.v1.ACLTokenGetResponse
-	23, // 39: berth.v1.ACL.TokenList:output_type -> berth.v1.ACLTokenListResponse
-	21, // 40: berth.v1.ACL.TokenSelf:output_type -> berth.v1.ACLTokenGetResponse
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
+	29, // 12: berth.v1.ACLPolicyListResponse.meta:type_name -> berth.v1.QueryMeta
+	28, // 13: berth.v1.ACLTokenGetRequest.query:type_name -> berth.v1.QueryOptions
+	11, // 14: berth.v1.ACLTokenGetResponse.token:type_name -> berth.v1.ACLTokenView
+	29, // 15: berth.v1.ACLTokenGetResponse.meta:type_name -> berth.v1.QueryMeta
+	28, // 16: berth.v1.ACLTokenListRequest.query:type_name -> berth.v1.QueryOptions
+	11, // 17: berth.v1.ACLTokenListResponse.tokens:type_name -> berth.v1.ACLTokenView
+	29, // 18: berth.v1.ACLTokenListResponse.meta:type_name -> berth.v1.QueryMeta
+	9,  // 19: berth.v1.ACL.Bootstrap:input_type -> berth.v1.ACLBootstrapRequest
+	13, // 20: berth.v1.ACL.PolicyUpsert:input_type -> berth.v1.ACLPolicyUpsertRequest
+	14, // 21: berth.v1.ACL.PolicyDelete:input_type -> berth.v1.ACLPolicyDeleteRequest
+	15, // 22: berth.v1.ACL.PolicyGet:input_type -> berth.v1.ACLPolicyGetRequest
+	17, // 23: berth.v1.ACL.PolicyList:input_type -> berth.v1.ACLPolicyListRequest
+	19, // 24: berth.v1.ACL.TokenCreate:input_type -> berth.v1.ACLTokenCreateRequest
+	20, // 25: berth.v1.ACL.TokenUpdate:input_type -> berth.v1.ACLTokenUpdateRequest
+	21, // 26: berth.v1.ACL.TokenDelete:input_type -> berth.v1.ACLTokenDeleteRequest
+	22, // 27: berth.v1.ACL.TokenGet:input_type -> berth.v1.ACLTokenGetRequest
+	24, // 28: berth.v1.ACL.TokenList:input_type -> berth.v1.ACLTokenListRequest
+	26, // 29: berth.v1.ACL.TokenSelf:input_type -> berth.v1.ACLTokenSelfRequest
+	7,  // 30: berth.v1.ACL.Authorize:input_type -> berth.v1.ACLAuthorizeRequest
+	10, // 31: berth.v1.ACL.Bootstrap:output_type -> berth.v1.ACLTokenSecretResponse
+	12, // 32: berth.v1.ACL.PolicyUpsert:output_type -> berth.v1.ACLWriteResponse
+	12, // 33: berth.v1.ACL.PolicyDelete:output_type -> berth.v1.ACLWriteResponse
+	16, // 34: berth.v1.ACL.PolicyGet:output_type -> berth.v1.ACLPolicyGetResponse
+	18, // 35: berth.v1.ACL.PolicyList:output_type -> berth.v1.ACLPolicyListResponse
+	10, // 36: berth.v1.ACL.TokenCreate:output_type -> berth.v1.ACLTokenSecretResponse
+	23, // 37: berth.v1.ACL.TokenUpdate:output_type -> berth.v1.ACLTokenGetResponse
+	12, // 38: berth.v1.ACL.TokenDelete:output_type -> berth.v1.ACLWriteResponse
+	23, // 39: berth.v1.ACL.TokenGet:output_type -> berth.v1.ACLTokenGetResponse
+	25, // 40: berth.v1.ACL.TokenList:output_type -> berth.v1.ACLTokenListResponse
+	23, // 41: berth.v1.ACL.TokenSelf:output_type -> berth.v1.ACLTokenGetResponse
+	8,  // 42: berth.v1.ACL.Authorize:output_type -> berth.v1.ACLAuthorizeResponse
+	31, // [31:43] is the sub-list for method output_type
+	19, // [19:31] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -1603,7 +1723,7 @@ func file_berth_v1_acl_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_acl_proto_rawDesc), len(file_berth_v1_acl_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

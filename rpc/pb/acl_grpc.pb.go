@@ -30,6 +30,7 @@ const (
 	ACL_TokenGet_FullMethodName     = "/berth.v1.ACL/TokenGet"
 	ACL_TokenList_FullMethodName    = "/berth.v1.ACL/TokenList"
 	ACL_TokenSelf_FullMethodName    = "/berth.v1.ACL/TokenSelf"
+	ACL_Authorize_FullMethodName    = "/berth.v1.ACL/Authorize"
 )
 
 // ACLClient is the client API for ACL service.
@@ -51,6 +52,11 @@ type ACLClient interface {
 	TokenList(ctx context.Context, in *ACLTokenListRequest, opts ...grpc.CallOption) (*ACLTokenListResponse, error)
 	// TokenSelf answers the token the call carries.
 	TokenSelf(ctx context.Context, in *ACLTokenSelfRequest, opts ...grpc.CallOption) (*ACLTokenGetResponse, error)
+	// Authorize resolves the token the call carries and checks it against a
+	// need of the authorization table (host/authz): the agent asks it before
+	// reading an HTTP request's body. Unauthenticated for an unknown or
+	// expired token, PermissionDenied naming what is missing.
+	Authorize(ctx context.Context, in *ACLAuthorizeRequest, opts ...grpc.CallOption) (*ACLAuthorizeResponse, error)
 }
 
 type aCLClient struct {
@@ -171,6 +177,16 @@ func (c *aCLClient) TokenSelf(ctx context.Context, in *ACLTokenSelfRequest, opts
 	return out, nil
 }
 
+func (c *aCLClient) Authorize(ctx context.Context, in *ACLAuthorizeRequest, opts ...grpc.CallOption) (*ACLAuthorizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ACLAuthorizeResponse)
+	err := c.cc.Invoke(ctx, ACL_Authorize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ACLServer is the server API for ACL service.
 // All implementations must embed UnimplementedACLServer
 // for forward compatibility.
@@ -190,6 +206,11 @@ type ACLServer interface {
 	TokenList(context.Context, *ACLTokenListRequest) (*ACLTokenListResponse, error)
 	// TokenSelf answers the token the call carries.
 	TokenSelf(context.Context, *ACLTokenSelfRequest) (*ACLTokenGetResponse, error)
+	// Authorize resolves the token the call carries and checks it against a
+	// need of the authorization table (host/authz): the agent asks it before
+	// reading an HTTP request's body. Unauthenticated for an unknown or
+	// expired token, PermissionDenied naming what is missing.
+	Authorize(context.Context, *ACLAuthorizeRequest) (*ACLAuthorizeResponse, error)
 	mustEmbedUnimplementedACLServer()
 }
 
@@ -232,6 +253,9 @@ func (UnimplementedACLServer) TokenList(context.Context, *ACLTokenListRequest) (
 }
 func (UnimplementedACLServer) TokenSelf(context.Context, *ACLTokenSelfRequest) (*ACLTokenGetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TokenSelf not implemented")
+}
+func (UnimplementedACLServer) Authorize(context.Context, *ACLAuthorizeRequest) (*ACLAuthorizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Authorize not implemented")
 }
 func (UnimplementedACLServer) mustEmbedUnimplementedACLServer() {}
 func (UnimplementedACLServer) testEmbeddedByValue()             {}
@@ -452,6 +476,24 @@ func _ACL_TokenSelf_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ACL_Authorize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ACLAuthorizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ACLServer).Authorize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ACL_Authorize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ACLServer).Authorize(ctx, req.(*ACLAuthorizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ACL_ServiceDesc is the grpc.ServiceDesc for ACL service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -502,6 +544,10 @@ var ACL_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TokenSelf",
 			Handler:    _ACL_TokenSelf_Handler,
+		},
+		{
+			MethodName: "Authorize",
+			Handler:    _ACL_Authorize_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/authz"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
@@ -79,6 +80,12 @@ type Deps struct {
 	ClientWatchBytes int
 	// Detacher makes Volumes.Detach's node calls (nil: refused).
 	Detacher NodeDetacher
+	// ACL resolves tokens (ACL.Authorize, TokenSelf); ACLEnabled says
+	// whether the servers enforce them; ACLResetFile is where the ACL
+	// bootstrap reads a reset index ("" for none).
+	ACL          *authz.Resolver
+	ACLEnabled   bool
+	ACLResetFile string
 }
 
 // Hooks hold the endpoints where a test would otherwise depend on timing.
@@ -105,6 +112,7 @@ type Set struct {
 	CSIPlugins   pb.CSIPluginsServer
 	Volumes      pb.VolumesServer
 	Claims       pb.ClaimsServer
+	ACL          pb.ACLServer
 }
 
 // New returns the endpoints over deps.
@@ -124,6 +132,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		CSIPlugins:   &csiPluginsEndpoint{s: s},
 		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, nodes: deps.NodeCalls, lostRace: hooks.LostRace, detacher: deps.Detacher},
 		Claims:       &claimsEndpoint{s: s},
+		ACL:          &aclEndpoint{s: s},
 	}
 }
 
@@ -139,4 +148,5 @@ func (set *Set) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterCSIPluginsServer(g, set.CSIPlugins)
 	pb.RegisterVolumesServer(g, set.Volumes)
 	pb.RegisterClaimsServer(g, set.Claims)
+	pb.RegisterACLServer(g, set.ACL)
 }

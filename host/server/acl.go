@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+
+	"google.golang.org/grpc"
+
+	"berth.dev/berth/host/authz"
+)
+
+// ACLResetFileName is the file in the data dir's server directory whose
+// content, the reset index an ACL bootstrap refusal names, lets the next
+// bootstrap succeed once more (Nomad's acl-bootstrap-reset): the way back
+// for an operator who lost the bootstrap token. Writing it needs access to
+// a server's data dir, so it proves the operator runs the servers.
+const ACLResetFileName = "acl-bootstrap-reset"
+
+// aclResetFile is where this server reads the reset index from; "" without
+// a data dir.
+func (s *Server) aclResetFile() string {
+	if s.cfg.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(s.cfg.DataDir, "server", ACLResetFileName)
+}
+
+// aclResolver is the server's one resolver of ACL tokens.
+func (s *Server) aclResolver() *authz.Resolver {
+	s.aclOnce.Do(func() {
+		s.acl = authz.NewResolver(s.fsm.State, s.cfg.Clock.Now)
+	})
+	return s.acl
+}
+
+// authorize decides a call with ACL enabled: its method must be in the
+// authorization table, its token known and unexpired (Unauthenticated
+// otherwise) and allowed what the method and request need
+// (PermissionDenied, naming the capability). A refusal is logged with the
+// caller's accessor ID, never the secret.
+func (s *Server) authorize(ctx context.Context, method string, req any) error {
+	if !s.cfg.ACLEnabled {
+		return nil
+	}
+	need, ok := authz.Method(method)
+	if !ok {
+		s.logger.Error("RPC method missing from the authorization table: refused", "method", method)
+		return authz.ErrUndeclared
+	}
+	var extra []authz.Need
+	if req != nil {
+		extra = authz.Extra(method, req)
+	}
+	caller, err := s.aclResolver().Authorize(ctx, need, extra)
+	if err != nil {
+		s.logger.Warn("RPC refused by ACL", "method", method, "accessor_id", caller.Accessor(), "error", err)
+		return err
+	}
+	return nil
+}
+
+// aclUnaryInterceptor authorizes every unary call, after its request is
+// decoded (a job's volumes add a need) and before it is forwarded: the
+// leader checks a forwarded call again, with the token it carries along.
+func (s *Server) aclUnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := s.authorize(ctx, info.FullMethod, req); err != nil {
+			return nil, toStatus(err)
+		}
+		return handler(ctx, req)
+	}
+}
+
+// aclStreamInterceptor authorizes every streaming call before its first
+// message is read.
+func (s *Server) aclStreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := s.authorize(ss.Context(), info.FullMethod, nil); err != nil {
+			return toStatus(err)
+		}
+		return handler(srv, ss)
+	}
+}
