@@ -144,6 +144,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			JobLimits:               cfg.Server.JobLimits,
 			Logger:                  logger.Named("server"),
 			Version:                 version.Version,
+			ACLEnabled:              cfg.ACL.Enabled,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.

@@ -51,6 +51,8 @@ type Config struct {
 	LogJSON bool
 	// DevMode marks a `berth run -dev` agent. It is never read from files.
 	DevMode bool
+	// ACL is the acl block (config_acl.go).
+	ACL ACLConfig
 
 	// set records which fields a configuration file set, by field path
 	// ("server.enabled"), and where. Merge consults it to tell a value a file
