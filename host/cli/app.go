@@ -158,12 +158,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			systemCommand(),
 			operatorCommand(),
 			builtinCommand(),
+			aclCommand(),
 		},
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   flagUsageError,
 	}
 	onUsageErrors(app.Commands)
+	withTokenFlag(app.Commands)
 	return app
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func globalFlags() []cli.Flag {
-	return []cli.Flag{addressFlag()}
+	return []cli.Flag{addressFlag(), tokenFlag()}
 }
 
 // addressFlag is declared both globally (`berth -address X node status`) and
@@ -44,7 +44,14 @@ func apiClient(c *cli.Context) (*api.Client, error) {
 	if !ok {
 		addr = api.DefaultAddress()
 	}
-	return api.NewClient(addr)
+	client, err := api.NewClient(addr)
+	if err != nil {
+		return nil, err
+	}
+	if tok, ok := flagString(c, "token"); ok {
+		client.SetToken(tok)
+	}
+	return client, nil
 }
 
 // flagString returns the value of the string flag name from the innermost
