@@ -67,12 +67,12 @@ func TestCheck(t *testing.T) {
 
 func TestExtra(t *testing.T) {
 	job := &pb.Job{Groups: []*pb.TaskGroup{{Name: "g", Tasks: []*pb.Task{{Name: "t"}}}}}
-	if got := Extra(pb.Jobs_Register_FullMethodName, &pb.JobRegisterRequest{Job: job}); len(got) != 0 {
+	if got := Extra(pb.Jobs_Register_FullMethodName, &pb.JobRegisterRequest{Job: job}, nil); len(got) != 0 {
 		t.Errorf("a plain job needs %v", got)
 	}
 	job.Groups[0].Volumes = map[string]*pb.VolumeRequest{"d": {Type: "csi", Source: "v"}}
 	job.Groups[0].Tasks[0].CsiPlugin = &pb.CSIPluginConfig{Id: "p"}
-	got := Extra(pb.Jobs_Register_FullMethodName, &pb.JobRegisterRequest{Job: job})
+	got := Extra(pb.Jobs_Register_FullMethodName, &pb.JobRegisterRequest{Job: job}, nil)
 	var names []string
 	for _, n := range got {
 		names = append(names, n.String())
@@ -80,10 +80,24 @@ func TestExtra(t *testing.T) {
 	if strings.Join(names, ",") != "volume:csi-mount-volume,plugin:csi-register-plugin" {
 		t.Errorf("a job mounting a volume and hosting a plugin needs %v", names)
 	}
-	if got := Extra(pb.Volumes_Deregister_FullMethodName, &pb.VolumeDeregisterRequest{Force: true}); len(got) != 1 || got[0] != Needs(acl.Operator, acl.CapWrite) {
+	// A revert to a version that mounts a volume needs what registering it
+	// would.
+	versions := func(id string, v uint64) *pb.Job {
+		if id == "db" && v == 3 {
+			return job
+		}
+		return nil
+	}
+	if got := Extra(pb.Jobs_Revert_FullMethodName, &pb.JobRevertRequest{JobId: "db", Version: 3}, versions); len(got) != 2 {
+		t.Errorf("revert to a mounting version needs %v", got)
+	}
+	if got := Extra(pb.Jobs_Revert_FullMethodName, &pb.JobRevertRequest{JobId: "db", Version: 2}, versions); len(got) != 0 {
+		t.Errorf("revert to an unknown version needs %v", got)
+	}
+	if got := Extra(pb.Volumes_Deregister_FullMethodName, &pb.VolumeDeregisterRequest{Force: true}, nil); len(got) != 1 || got[0] != Needs(acl.Operator, acl.CapWrite) {
 		t.Errorf("forced deregister needs %v", got)
 	}
-	if got := Extra(pb.Volumes_Deregister_FullMethodName, &pb.VolumeDeregisterRequest{}); len(got) != 0 {
+	if got := Extra(pb.Volumes_Deregister_FullMethodName, &pb.VolumeDeregisterRequest{}, nil); len(got) != 0 {
 		t.Errorf("plain deregister needs %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/host/authz"
+	"berth.dev/berth/rpc/pb"
 )
 
 // ACLResetFileName is the file in the data dir's server directory whose
@@ -49,7 +50,10 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 	}
 	var extra []authz.Need
 	if req != nil {
-		extra = authz.Extra(method, req)
+		extra = authz.Extra(method, req, func(id string, v uint64) *pb.Job {
+			j, _ := s.fsm.State().JobVersion(nil, id, v)
+			return j
+		})
 	}
 	caller, err := s.aclResolver().Authorize(ctx, need, extra)
 	if err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -268,6 +269,116 @@ func TestACLDisabledChecksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pb.NewJobsClient(tc.conn(s)).List(withToken(ctx10s(t), "garbage"), &pb.JobListRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACLStateSurvivesSnapshotRestore saves a snapshot with a management
+// token (the operator API needs one), deletes a token and its policy, and
+// restores: both are back, and the restored token works.
+func TestACLStateSurvivesSnapshotRestore(t *testing.T) {
+	tc := newTestCluster(t, 1, withACL)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "ro", Rules: `job { policy = "read" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "ro", Policies: []string{"ro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Saving needs operator write: refused without a token, before any
+	// chunk is sent.
+	stream, err := pb.NewOperatorClient(tc.conn(s)).SnapshotSave(ctx10s(t), &pb.SnapshotSaveRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
+	stream, err = pb.NewOperatorClient(tc.conn(s)).SnapshotSave(m, &pb.SnapshotSaveRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap []byte
+	for {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap = append(snap, chunk.GetData()...)
+	}
+
+	if _, err := c.TokenDelete(m, &pb.ACLTokenDeleteRequest{AccessorId: ro.GetToken().GetAccessorId()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PolicyDelete(m, &pb.ACLPolicyDeleteRequest{Name: "ro"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pb.NewJobsClient(tc.conn(s)).List(withToken(ctx10s(t), ro.GetSecretId()), &pb.JobListRequest{})
+	wantACLCode(t, err, codes.Unauthenticated, "not found")
+
+	up, err := pb.NewOperatorClient(tc.conn(s)).SnapshotRestore(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(snap) > 0 {
+		n := min(len(snap), 1<<16)
+		if err := up.Send(&pb.SnapshotChunk{Data: snap[:n]}); err != nil {
+			t.Fatal(err)
+		}
+		snap = snap[n:]
+	}
+	if _, err := up.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.State().ACLPolicy(nil, "ro"); p == nil {
+		t.Fatal("the restored state lacks the policy")
+	}
+	if _, err := pb.NewJobsClient(tc.conn(s)).List(withToken(ctx10s(t), ro.GetSecretId()), &pb.JobListRequest{}); err != nil {
+		t.Fatalf("the restored token: %v", err)
+	}
+	_, err = pb.NewJobsClient(tc.conn(s)).Register(withToken(ctx10s(t), ro.GetSecretId()), &pb.JobRegisterRequest{Job: serviceJob("web", 1)})
+	wantACLCode(t, err, codes.PermissionDenied, `"submit-job"`)
+}
+
+// TestACLRevertToAMountingVersionNeedsCSIMountVolume: reverting a job to a
+// version that mounts a volume needs what registering that version would.
+func TestACLRevertToAMountingVersionNeedsCSIMountVolume(t *testing.T) {
+	tc := newTestCluster(t, 1, withACL)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	jobs := pb.NewJobsClient(tc.conn(s))
+	if _, err := jobs.Register(m, &pb.JobRegisterRequest{Job: volumeJob("db", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobs.Register(m, &pb.JobRegisterRequest{Job: serviceJob("db", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "dep", Rules: `job { policy = "write" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "dep", Policies: []string{"dep"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = jobs.Revert(withToken(ctx10s(t), dep.GetSecretId()), &pb.JobRevertRequest{JobId: "db", Version: 0})
+	wantACLCode(t, err, codes.PermissionDenied, `capability "csi-mount-volume" on volume is required`)
+	if _, err := jobs.Revert(m, &pb.JobRevertRequest{JobId: "db", Version: 0}); err != nil {
 		t.Fatal(err)
 	}
 }
