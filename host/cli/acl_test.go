@@ -145,7 +145,7 @@ func TestACLCommandsAgainstAnAgent(t *testing.T) {
 		t.Fatalf("token self: %s", out)
 	}
 	job := writeJobFile(t, testJob("web"))
-	if out := run(1, "job", "run", "-detach", job); !strings.Contains(out, `capability "submit-job" on job is required`) {
+	if out := run(1, "job", "run", "-detach", job); !strings.Contains(out, `Error: permission denied: capability "submit-job" on job is required`) {
 		t.Fatalf("job run with a read-only token: %s", out)
 	}
 	if out := run(1, "acl", "token", "list"); !strings.Contains(out, "permission denied") {
