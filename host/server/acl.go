@@ -56,11 +56,16 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 		})
 	}
 	caller, err := s.aclResolver().Authorize(ctx, need, extra)
-	if err != nil {
+	switch {
+	case err == nil:
+	case caller != nil:
 		s.logger.Warn("RPC refused by ACL", "method", method, "accessor_id", caller.Accessor(), "error", err)
-		return err
+	default:
+		// No token was resolved: the error says why (unknown, expired,
+		// malformed); an expired one names its accessor.
+		s.logger.Warn("RPC refused by ACL: token not accepted", "method", method, "error", err)
 	}
-	return nil
+	return err
 }
 
 // aclUnaryInterceptor authorizes every unary call, after its request is

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -380,5 +381,40 @@ func TestACLRevertToAMountingVersionNeedsCSIMountVolume(t *testing.T) {
 	wantACLCode(t, err, codes.PermissionDenied, `capability "csi-mount-volume" on volume is required`)
 	if _, err := jobs.Revert(m, &pb.JobRevertRequest{JobId: "db", Version: 0}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestACLRefusalIsLoggedByAccessor: a refused call is logged with the
+// token's accessor ID; no log line ever holds a secret.
+func TestACLRefusalIsLoggedByAccessor(t *testing.T) {
+	var logs lockedBuffer
+	tc := newTestCluster(t, 1, withACL, func(c *testConfig) {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Trace})
+	})
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "ro", Rules: `job { policy = "read" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "ro", Policies: []string{"ro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pb.NewJobsClient(tc.conn(s)).Register(withToken(ctx10s(t), ro.GetSecretId()), &pb.JobRegisterRequest{Job: serviceJob("web", 1)})
+	wantACLCode(t, err, codes.PermissionDenied, `"submit-job"`)
+	out := logs.String()
+	if !strings.Contains(out, "RPC refused by ACL") || !strings.Contains(out, "accessor_id="+ro.GetToken().GetAccessorId()) {
+		t.Errorf("the refusal is not logged with the accessor ID:\n%s", out)
+	}
+	for _, secret := range []string{boot.GetSecretId(), ro.GetSecretId()} {
+		if strings.Contains(out, secret) {
+			t.Errorf("a secret is in the log:\n%s", out)
+		}
 	}
 }
