@@ -196,6 +196,40 @@ func TestACLRouteTokenMatrix(t *testing.T) {
 		return nil
 	})
 	check("anonymous", "", parsed("anonymous"))
+
+	// Hostile tokens on every route: 401 (or 403 for a route only
+	// management may call), never a 5xx, never served.
+	hostile := []http.Header{
+		{"X-Berth-Token": {"\xff\xfe"}},
+		{"X-Berth-Token": {strings.Repeat("a", 1<<16)}},
+		{"X-Berth-Token": {mgmt, readTok}},
+		{"Authorization": {"Basic " + mgmt}},
+		{"Authorization": {"Bearer"}},
+		{"Authorization": {"Bearer " + readTok}, "X-Berth-Token": {mgmt}},
+		{"X-Berth-Token": {strings.ToUpper(mgmt)}},
+	}
+	for _, rt := range routes {
+		need, _ := authz.Route(rt.method, rt.pattern)
+		if need.Kind == authz.None {
+			continue
+		}
+		for i, h := range hostile {
+			req, err := http.NewRequest(rt.method, "http://"+a.HTTPAddr()+fill.ReplaceAllString(rt.pattern, "no-such-thing"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(req.Header, h)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s with hostile header %d: %d %s, want 401", rt.method, rt.pattern, i, resp.StatusCode, b)
+			}
+		}
+	}
 	if len(routes) < 80 {
 		t.Fatalf("%d routes", len(routes))
 	}
