@@ -197,8 +197,8 @@ func TestACLRouteTokenMatrix(t *testing.T) {
 	})
 	check("anonymous", "", parsed("anonymous"))
 
-	// Hostile tokens on every route: 401 (or 403 for a route only
-	// management may call), never a 5xx, never served.
+	// Hostile tokens on every checked route: 401, never a 5xx, never
+	// served.
 	hostile := []http.Header{
 		{"X-Berth-Token": {"\xff\xfe"}},
 		{"X-Berth-Token": {strings.Repeat("a", 1<<16)}},
