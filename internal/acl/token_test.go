@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"berth.dev/berth/rpc"
 )
 
 func TestNewSecret(t *testing.T) {
@@ -75,5 +77,13 @@ func TestFromMetadata(t *testing.T) {
 	}
 	if _, err := FromMetadata([]string{sec, sec}); !errors.Is(err, ErrBadTokenHeader) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestMetadataKeyIsTheForwardedOne: the key FromMetadata reads is the one
+// forwarded calls carry the token under.
+func TestMetadataKeyIsTheForwardedOne(t *testing.T) {
+	if MetadataKey != rpc.TokenKey {
+		t.Fatalf("acl.MetadataKey %q, rpc.TokenKey %q", MetadataKey, rpc.TokenKey)
 	}
 }
