@@ -93,11 +93,15 @@ func (r *Resolver) Resolve(secret string) (*Caller, error) {
 // policy is the parsed policy called name; nil when there is none.
 func (r *Resolver) policy(st *fsm.StateStore, name string) (*acl.Policy, error) {
 	row, err := st.ACLPolicy(nil, name)
-	if err != nil || row == nil {
+	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if row == nil {
+		delete(r.parsed, name) // deleted: the cache holds only stored policies
+		return nil, nil
+	}
 	if c, ok := r.parsed[name]; ok && c.modify == row.GetModifyIndex() {
 		return c.policy, nil
 	}
