@@ -59,6 +59,9 @@ type Agent struct {
 	rpcAddrs []string
 
 	shutdownOnce sync.Once
+
+	// allowed remembers the HTTP routes' ACL decisions a while (http_acl.go).
+	allowed aclDecisions
 }
 
 // NewLogger builds the agent's logger from its config.

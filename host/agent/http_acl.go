@@ -46,10 +46,17 @@ func (a *Agent) authorizeHTTP(r *http.Request, pattern string) (*http.Request, e
 	default:
 		return r, nil
 	}
-	err = a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) error {
-		_, err := pb.NewACLClient(c).Authorize(ctx, req)
+	if a.allowed.allowed(secret, need) {
+		return r, nil
+	}
+	var resp *pb.ACLAuthorizeResponse
+	err = a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
+		resp, err = pb.NewACLClient(c).Authorize(ctx, req)
 		return err
 	})
+	if err == nil {
+		a.allowed.allow(secret, need, resp.GetExpirationTime())
+	}
 	return r, err
 }
 

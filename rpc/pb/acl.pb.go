@@ -514,9 +514,12 @@ func (x *ACLAuthorizeRequest) GetCapability() string {
 type ACLAuthorizeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// accessor_id is the token's; empty for a request without one.
-	AccessorId    string `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AccessorId string `protobuf:"bytes,1,opt,name=accessor_id,json=accessorId,proto3" json:"accessor_id,omitempty"`
+	// expiration_time is the token's (0: none), so the agent remembers an
+	// allowed decision no longer than the token lives.
+	ExpirationTime int64 `protobuf:"varint,2,opt,name=expiration_time,json=expirationTime,proto3" json:"expiration_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ACLAuthorizeResponse) Reset() {
@@ -554,6 +557,13 @@ func (x *ACLAuthorizeResponse) GetAccessorId() string {
 		return x.AccessorId
 	}
 	return ""
+}
+
+func (x *ACLAuthorizeResponse) GetExpirationTime() int64 {
+	if x != nil {
+		return x.ExpirationTime
+	}
+	return 0
 }
 
 type ACLBootstrapRequest struct {
@@ -1537,10 +1547,11 @@ const file_berth_v1_acl_proto_rawDesc = "" +
 	"\bresource\x18\x02 \x01(\tR\bresource\x12\x1e\n" +
 	"\n" +
 	"capability\x18\x03 \x01(\tR\n" +
-	"capability\"7\n" +
+	"capability\"`\n" +
 	"\x14ACLAuthorizeResponse\x12\x1f\n" +
 	"\vaccessor_id\x18\x01 \x01(\tR\n" +
-	"accessorId\"\x15\n" +
+	"accessorId\x12'\n" +
+	"\x0fexpiration_time\x18\x02 \x01(\x03R\x0eexpirationTime\"\x15\n" +
 	"\x13ACLBootstrapRequest\"\x8c\x01\n" +
 	"\x16ACLTokenSecretResponse\x12,\n" +
 	"\x05token\x18\x01 \x01(\v2\x16.berth.v1.ACLTokenViewR\x05token\x12\x1b\n" +

@@ -383,7 +383,7 @@ func (e *aclEndpoint) Authorize(ctx context.Context, req *pb.ACLAuthorizeRequest
 		}
 		return nil, err
 	}
-	return &pb.ACLAuthorizeResponse{AccessorId: caller.Token.GetAccessorId()}, nil
+	return &pb.ACLAuthorizeResponse{AccessorId: caller.Token.GetAccessorId(), ExpirationTime: caller.Token.GetExpirationTime()}, nil
 }
 
 // tokenView is a token as the API shows it: no secret, no hash.
