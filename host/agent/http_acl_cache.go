@@ -13,7 +13,7 @@ import (
 // resolved tokens for 30 s). Every RPC a handler makes is checked by the
 // servers at once, so a deleted token or a narrowed policy is refused
 // there immediately; only the routes the agent answers alone (agent self,
-// metrics) may serve a revoked token for up to this long.
+// metrics, job parse) may serve a revoked token for up to this long.
 const aclDecisionTTL = 10 * time.Second
 
 // aclDecisionsMax bounds the remembered decisions; past it they are all
