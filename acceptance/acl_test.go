@@ -50,6 +50,8 @@ client {
 plugin "raw_exec" {
   config { enabled = true }
 }`, strings.Join(join, ", "))+aclBlock)
+	// The task writes its PID where killLeftoverTasks finds it, should the
+	// job's stop not have ended it before the agents stop.
 	t.Cleanup(func() { killLeftoverTasks(client) })
 	client.start()
 	eventually(t, 30*time.Second, "a leader all servers agree on", func() error {
@@ -127,8 +129,8 @@ job "web" {
     task "server" {
       driver = "raw_exec"
       config {
-        command = "/bin/sleep"
-        args    = ["3600"]
+        command = "/bin/sh"
+        args    = ["-c", "echo $$ > local/pid; exec sleep 3600"]
       }
       resources {
         cpu    = 50

@@ -14,7 +14,7 @@ import (
 )
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
-	testutil.CheckSentinelCodes(t, map[error]codes.Code{ErrUndeclared: codes.PermissionDenied})
+	testutil.CheckSentinelCodes(t, map[error]codes.Code{ErrUndeclared: codes.PermissionDenied, ErrBadNeed: codes.InvalidArgument})
 }
 
 // TestTableDeclaresKnownCapabilities: every capability the table names is
@@ -99,5 +99,27 @@ func TestExtra(t *testing.T) {
 	}
 	if got := Extra(pb.Volumes_Deregister_FullMethodName, &pb.VolumeDeregisterRequest{}, nil); len(got) != 0 {
 		t.Errorf("plain deregister needs %v", got)
+	}
+}
+
+func TestNeedOf(t *testing.T) {
+	for _, tc := range []struct {
+		req  *pb.ACLAuthorizeRequest
+		want Need
+		ok   bool
+	}{
+		{&pb.ACLAuthorizeRequest{Kind: "token"}, Need{Kind: Token}, true},
+		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "job", Capability: "submit-job"}, Needs(acl.Job, acl.SubmitJob), true},
+		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "job", Capability: "csi-mount-volume"}, Need{}, false},
+		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "namespace", Capability: "read"}, Need{}, false},
+		{&pb.ACLAuthorizeRequest{Kind: "none"}, Need{}, false},
+	} {
+		got, err := NeedOf(tc.req)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%v: got %v, %v", tc.req, got, err)
+		}
+		if err != nil && !errors.Is(err, ErrBadNeed) {
+			t.Errorf("%v: %v is not ErrBadNeed", tc.req, err)
+		}
 	}
 }

@@ -2,11 +2,13 @@ package authz
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/internal/acl"
 	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
 )
 
 // Kind is what sort of caller a route or method needs.
@@ -87,3 +89,22 @@ func Check(n Need, a *acl.ACL, hasToken bool) error {
 // ErrUndeclared is returned for a route or method the table does not
 // declare: refused, whatever the token.
 var ErrUndeclared = errcode.New(codes.PermissionDenied, "permission denied: the call is missing from the authorization table")
+
+// NeedOf is the need an ACL.Authorize request asks about: "token" or a
+// known capability on a resource.
+func NeedOf(req *pb.ACLAuthorizeRequest) (Need, error) {
+	switch req.GetKind() {
+	case "token":
+		return Need{Kind: Token}, nil
+	case "capability":
+		r, c := acl.Resource(req.GetResource()), acl.Capability(req.GetCapability())
+		if !slices.Contains(acl.Resources, r) || !acl.Known(r, c) {
+			return Need{}, fmt.Errorf("%w: authorize: unknown capability %q on %q", ErrBadNeed, c, r)
+		}
+		return Needs(r, c), nil
+	}
+	return Need{}, fmt.Errorf("%w: authorize: unknown need kind %q", ErrBadNeed, req.GetKind())
+}
+
+// ErrBadNeed is returned by NeedOf for a need the table cannot hold.
+var ErrBadNeed = errcode.New(codes.InvalidArgument, "invalid authorization need")

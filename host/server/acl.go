@@ -2,11 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"berth.dev/berth/host/authz"
+	"berth.dev/berth/internal/acl"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -48,6 +53,15 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 		s.logger.Error("RPC method missing from the authorization table: refused", "method", method)
 		return authz.ErrUndeclared
 	}
+	if ar, ok := req.(*pb.ACLAuthorizeRequest); ok {
+		// The agent's question is decided here as well, so that a token
+		// this follower does not know yet goes to the leader (below).
+		n, err := authz.NeedOf(ar)
+		if err != nil {
+			return err
+		}
+		need = n
+	}
 	var extra []authz.Need
 	if req != nil {
 		extra = authz.Extra(method, req, func(id string, v uint64) *pb.Job {
@@ -71,13 +85,38 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 // aclUnaryInterceptor authorizes every unary call, after its request is
 // decoded (a job's volumes add a need) and before it is forwarded: the
 // leader checks a forwarded call again, with the token it carries along.
+//
+// A token a follower does not know may have just been made on the leader,
+// its apply not yet here (`berth acl bootstrap`, then at once a command on
+// another server): the call goes to the leader, whose state decides.
 func (s *Server) aclUnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := s.authorize(ctx, info.FullMethod, req); err != nil {
+		err := s.authorize(ctx, info.FullMethod, req)
+		if errors.Is(err, acl.ErrTokenNotFound) && !s.IsLeader() && !rpc.Forwarded(ctx) {
+			return s.forwardUnary(ctx, info.FullMethod, req)
+		}
+		if err != nil {
 			return nil, toStatus(err)
 		}
 		return handler(ctx, req)
 	}
+}
+
+// forwardUnary sends a call to the leader, marked forwarded (it carries the
+// caller's token), and relays the answer.
+func (s *Server) forwardUnary(ctx context.Context, method string, req any) (any, error) {
+	reply, err := newReply(method)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	conn, err := s.leaderConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Invoke(rpc.MarkForwarded(ctx, s.id), method, req, reply); err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // aclStreamInterceptor authorizes every streaming call before its first

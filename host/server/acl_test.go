@@ -418,3 +418,60 @@ func TestACLRefusalIsLoggedByAccessor(t *testing.T) {
 		}
 	}
 }
+
+// TestACLTokenNewToAFollowerGoesToTheLeader: a follower that has not yet
+// applied a token (here: cut off from raft) sends the call to the leader,
+// which knows it, rather than answering 401.
+func TestACLTokenNewToAFollowerGoesToTheLeader(t *testing.T) {
+	tc := newTestCluster(t, 3, withACL)
+	leader := tc.waitLeader()
+	waitVersions(tc, leader)
+	c := pb.NewACLClient(tc.conn(leader))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitToken(tc, boot.GetSecretId())
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "ro", Rules: `job { policy = "read" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	follower := tc.followers(leader)[0]
+	tc.partition(follower)
+	healed := false
+	defer func() {
+		if !healed {
+			tc.heal(follower)
+		}
+	}()
+	ro, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "ro", Policies: []string{"ro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follower.aclResolver().Resolve(ro.GetSecretId()); err == nil {
+		t.Fatal("the cut-off follower knows the new token")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pb.NewJobsClient(tc.conn(follower)).List(withToken(context.Background(), ro.GetSecretId()), &pb.JobListRequest{})
+		done <- err
+	}()
+	// The follower forwards at once while it knows the leader; once it
+	// lost it, the call waits for one, which healing gives it back.
+	var callErr error
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		select {
+		case callErr = <-done:
+			return nil
+		default:
+		}
+		if _, id := follower.raft.LeaderWithID(); id == "" && !healed {
+			tc.heal(follower)
+			healed = true
+		}
+		return fmt.Errorf("call not answered yet")
+	})
+	if callErr != nil {
+		t.Fatalf("a token new to the follower: %v", callErr)
+	}
+}

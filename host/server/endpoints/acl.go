@@ -363,18 +363,9 @@ func (e *aclEndpoint) Authorize(ctx context.Context, req *pb.ACLAuthorizeRequest
 	if !e.s.ACLEnabled {
 		return &pb.ACLAuthorizeResponse{}, nil
 	}
-	var need authz.Need
-	switch req.GetKind() {
-	case "token":
-		need = authz.Need{Kind: authz.Token}
-	case "capability":
-		r, c := acl.Resource(req.GetResource()), acl.Capability(req.GetCapability())
-		if !slices.Contains(acl.Resources, r) || !acl.Known(r, c) {
-			return nil, fmt.Errorf("%w: authorize: unknown capability %q on %q", ErrInvalidACLToken, c, r)
-		}
-		need = authz.Needs(r, c)
-	default:
-		return nil, fmt.Errorf("%w: authorize: unknown need kind %q", ErrInvalidACLToken, req.GetKind())
+	need, err := authz.NeedOf(req)
+	if err != nil {
+		return nil, err
 	}
 	caller, err := e.s.ACL.Authorize(ctx, need, nil)
 	if err != nil {
