@@ -80,10 +80,23 @@ const (
 
 	// HostVolumeRegister records a dynamic host volume its node made, or
 	// moves it to deleting (refused while claimed); HostVolumeDelete
-	// forgets it (apply_host_volume.go). Numbered in the host volume
-	// work's range, so other work's commands keep the numbers after 24.
-	HostVolumeRegister MessageType = 100
-	HostVolumeDelete   MessageType = 101
+	// forgets it (apply_host_volume.go).
+	HostVolumeRegister MessageType = 25
+	HostVolumeDelete   MessageType = 26
+	// The ACL commands (fsm/acl.go) write the acl_* tables, proposed only
+	// once every server knows them (aclSince). Not ignorable: an older
+	// server that skipped one would answer with the wrong permissions.
+
+	// ACLPolicyUpsert carries a *pb.ACLPolicyUpsertCommand.
+	ACLPolicyUpsert MessageType = 27
+	// ACLPolicyDelete carries a *pb.ACLPolicyDeleteCommand.
+	ACLPolicyDelete MessageType = 28
+	// ACLTokenUpsert carries a *pb.ACLTokenUpsertCommand.
+	ACLTokenUpsert MessageType = 29
+	// ACLTokenDelete carries a *pb.ACLTokenDeleteCommand.
+	ACLTokenDelete MessageType = 30
+	// ACLBootstrap carries a *pb.ACLBootstrapCommand.
+	ACLBootstrap MessageType = 31
 )
 
 // command is one row of the dispatch table.
@@ -129,6 +142,11 @@ var commands = map[MessageType]command{
 
 	HostVolumeRegister: newCommand("HostVolumeRegister", applyHostVolumeRegister),
 	HostVolumeDelete:   newCommand("HostVolumeDelete", applyHostVolumeDelete),
+	ACLPolicyUpsert:    newCommand("ACLPolicyUpsert", applyACLPolicyUpsert),
+	ACLPolicyDelete:    newCommand("ACLPolicyDelete", applyACLPolicyDelete),
+	ACLTokenUpsert:     newCommand("ACLTokenUpsert", applyACLTokenUpsert),
+	ACLTokenDelete:     newCommand("ACLTokenDelete", applyACLTokenDelete),
+	ACLBootstrap:       newCommand("ACLBootstrap", applyACLBootstrap),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

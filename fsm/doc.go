@@ -304,6 +304,20 @@
 //     completes or a deregister. testdata/volume_delete.txt.
 //     Provider, schedulable and controller_required mirror the plugin's
 //     row, refreshed whenever the row changes.
+//   - ACLPolicyUpsert (27) and ACLPolicyDelete (28) store and delete
+//     ACL policies by name (rules as written; the servers parse them before
+//     proposing). ACLTokenUpsert (29) creates tokens — accessor ID, type
+//     client (with policies) or management (without), the SHA-256 of the
+//     secret, never the secret — or updates a token's name and policies,
+//     keeping its hash, type and times; ACLTokenDelete (30) deletes them.
+//     ACLBootstrap (31) stores the first management token and records its
+//     raft index; once done it is refused (ErrACLBootstrapped, naming the
+//     index) unless the command carries that index as its reset index (the
+//     reset procedure of host/server's ACL bootstrap), which works once.
+//     They alone write the acl_policies, acl_tokens and acl_bootstrap
+//     tables, and are proposed only once every server is at aclSince
+//     (0.1.0-dev.4). None is ignorable: an older server stops at one
+//     rather than answer with the wrong permissions.
 //
 // Under the table rule, VolumeRegister (17) to VolumeDeleting (24) are
 // proposed only once every server knows them. The older commands that
@@ -312,11 +326,11 @@
 // read (PlanApply), which exist only once VolumeRegister has been applied.
 //
 // Dynamic host volumes (table host_volumes, apply_host_volume.go):
-//   - HostVolumeRegister (100) records a volume its node made, one of a
+//   - HostVolumeRegister (25) records a volume its node made, one of a
 //     name per node (ErrHostVolumeNameTaken), or moves it to deleting,
 //     refused while a claim holds it (ErrVolumeInUse); deleting makes
 //     rules.CheckClaim refuse claims on it, as VolumeDeleting does.
-//   - HostVolumeDelete (101) forgets it once its node removed it; refused
+//   - HostVolumeDelete (26) forgets it once its node removed it; refused
 //     while claimed.
 //
 // Claims on them are rows of the claims table (request type "host"):

@@ -52,5 +52,6 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrSnapshotVersion:      codes.FailedPrecondition,
 		fsm.ErrSnapshotCorrupt:      codes.DataLoss,
 		fsm.ErrUnexpectedResponse:   codes.Internal,
+		fsm.ErrACLBootstrapped:      codes.FailedPrecondition,
 	})
 }

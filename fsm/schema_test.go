@@ -31,6 +31,9 @@ func TestProductionTables(t *testing.T) {
 		TableClaims:         "berth.v1.Claim",
 		TableAttachments:    "berth.v1.Attachment",
 		TableHostVolumes:    "berth.v1.HostVolume",
+		TableACLPolicies:    "berth.v1.ACLPolicy",
+		TableACLTokens:      "berth.v1.ACLToken",
+		TableACLBootstrap:   "berth.v1.TableIndex",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

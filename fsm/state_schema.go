@@ -155,6 +155,7 @@ func productionSchema() schema {
 		csiPluginsTable,
 		volumesTable, claimsTable, attachmentsTable,
 		hostVolumesTable,
+		aclPoliciesTable, aclTokensTable, aclBootstrapTable,
 	}, commands: commands}
 }
 

@@ -12,9 +12,24 @@ import (
 const ForwardedHeader = "berth-forwarded-by"
 
 // MarkForwarded returns ctx for an outgoing call that server id forwards.
+//
+// The caller's ACL token, when the incoming call in ctx carries one, goes
+// along (TokenKey): the server it is forwarded to checks it again.
 func MarkForwarded(ctx context.Context, id string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, ForwardedHeader, id)
+	ctx = metadata.AppendToOutgoingContext(ctx, ForwardedHeader, id)
+	if in, ok := metadata.FromIncomingContext(ctx); ok {
+		if out, _ := metadata.FromOutgoingContext(ctx); len(out.Get(TokenKey)) == 0 {
+			for _, v := range in.Get(TokenKey) {
+				ctx = metadata.AppendToOutgoingContext(ctx, TokenKey, v)
+			}
+		}
+	}
+	return ctx
 }
+
+// TokenKey is the gRPC metadata key an ACL token's secret travels under
+// (internal/acl.MetadataKey).
+const TokenKey = "x-berth-token"
 
 // Forwarded reports whether another server forwarded the incoming call in
 // ctx.

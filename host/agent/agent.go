@@ -62,6 +62,9 @@ type Agent struct {
 	shutdownOnce sync.Once
 	// tls is the TLS material when the tls block turns TLS on (tls.go).
 	tls *tlsconf.Store
+
+	// allowed remembers the HTTP routes' ACL decisions a while (http_acl.go).
+	allowed aclDecisions
 }
 
 // NewLogger builds the agent's logger from its config.
@@ -154,6 +157,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			Logger:                  logger.Named("server"),
 			Version:                 version.Version,
 			TLS:                     a.rpcTLS(),
+			ACLEnabled:              cfg.ACL.Enabled,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.

@@ -56,6 +56,8 @@ type Config struct {
 	Region string
 	// TLS is the tls block (config_tls.go): mutual TLS and HTTPS.
 	TLS TLSConfig
+	// ACL is the acl block (config_acl.go).
+	ACL ACLConfig
 
 	// set records which fields a configuration file set, by field path
 	// ("server.enabled"), and where. Merge consults it to tell a value a file

@@ -82,6 +82,7 @@ var configBlocks = []blockDef{
 		scalar("host_volume_plugin_dir", func(c *Config) *string { return &c.Client.HostVolumePluginDir }, toString, checkAbsPath),
 	}},
 	tlsConfigBlock,
+	{key: "acl", attrs: aclAttrs},
 }
 
 // eachAttr calls fn for every argument in the table with its field path.

@@ -94,6 +94,7 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/operator/raft/peer", map[string]handlerFunc{"DELETE": a.raftRemovePeer})
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
 	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
+	a.handleACL(handle)
 	rt.bodyUse(bodyStreamed, "/v1/operator/snapshot", "PUT")
 	rt.bodyUse(bodyNone, "/v1/job/{id}", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/allocation/{id}/stop", "PUT", "POST")
@@ -106,6 +107,10 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/volumes/host", map[string]handlerFunc{"GET": a.hostVolumeList, "PUT": a.hostVolumeCreate, "POST": a.hostVolumeCreate})
 	handle("/v1/volume/host/{id}", map[string]handlerFunc{"GET": a.hostVolumeGet, "DELETE": a.hostVolumeDelete})
 	rt.bodyUse(bodyNone, "/v1/volume/host/{id}", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/acl/bootstrap", "PUT", "POST")
+	rt.bodyUse(bodyNone, "/v1/acl/policy/{name}", "DELETE")
+	rt.bodyUse(bodyNone, "/v1/acl/token/{accessor}", "DELETE")
+	rt.authorize = a.authorizeHTTP
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -138,6 +143,9 @@ type router struct {
 	// bodyReadTimeout bounds reading one body, so a caller trickling it
 	// cannot hold its share of inFlight (and a connection) forever.
 	bodyReadTimeout time.Duration
+	// authorize, when set, decides a request by its route before its body
+	// is read (http_acl.go), and returns it carrying its token on.
+	authorize func(r *http.Request, path string) (*http.Request, error)
 }
 
 // bodyUse is how a route's handler uses a request body (a GET's, none).
@@ -265,6 +273,9 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 				r = r.WithContext(context.WithValue(r.Context(), bodyReadTimeoutKey{}, rt.bodyReadTimeout))
 			}
 			err := checkRequestText(r)
+			if err == nil && rt.authorize != nil {
+				r, err = rt.authorize(r, path)
+			}
 			if err == nil {
 				var release func()
 				if release, err = rt.admitBody(w, r, path); err == nil {

@@ -120,6 +120,12 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"volume expand":             {"-capacity-min", "1GiB", "data"},
 		"node fence":                {"-yes", "n1"},
 		"volume detach":             {"data", "n1"},
+		"acl policy apply":          {"ro", aclPolicyFile(t)},
+		"acl policy info":           {"ro"},
+		"acl policy delete":         {"ro"},
+		"acl token info":            {"a1"},
+		"acl token update":          {"a1"},
+		"acl token delete":          {"a1"},
 	}
 	// Commands whose errors exit with another code than 1.
 	codes := map[string]int{"job plan": planError}
@@ -266,7 +272,7 @@ func TestHelpShowsAddressSources(t *testing.T) {
 // global flag must be read through flagString and have a precedence test
 // here. A new global flag fails this test until it does.
 func TestGlobalFlagsAreResolved(t *testing.T) {
-	tested := map[string]bool{"address": true, // TestAddressPrecedence
+	tested := map[string]bool{"address": true, "token": true, // TestAddressPrecedence, TestTokenPrecedence
 		"ca-cert": true, "client-cert": true, "client-key": true} // TestTLSFlagPrecedence
 	for _, f := range newApp(nil, nil).Flags {
 		for _, n := range f.Names() {

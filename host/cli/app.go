@@ -159,6 +159,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			operatorCommand(),
 			builtinCommand(),
 			tlsCommand(),
+			aclCommand(),
 		},
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -166,6 +167,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	addTLSFlags(app.Commands)
 	onUsageErrors(app.Commands)
+	withTokenFlag(app.Commands)
 	return app
 }
 

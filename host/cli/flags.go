@@ -15,7 +15,7 @@ import (
 )
 
 func globalFlags() []cli.Flag {
-	return append([]cli.Flag{addressFlag()}, tlsFlags()...)
+	return append([]cli.Flag{addressFlag(), tokenFlag()}, tlsFlags()...)
 }
 
 // addressFlag is declared both globally (`berth -address X node status`) and
@@ -44,7 +44,14 @@ func apiClient(c *cli.Context) (*api.Client, error) {
 	if !ok {
 		addr = api.DefaultAddress()
 	}
-	return api.NewClientTLS(addr, apiTLS(c))
+	client, err := api.NewClientTLS(addr, apiTLS(c))
+	if err != nil {
+		return nil, err
+	}
+	if tok, ok := flagString(c, "token"); ok {
+		client.SetToken(tok)
+	}
+	return client, nil
 }
 
 // flagString returns the value of the string flag name from the innermost

@@ -89,6 +89,9 @@ type Config struct {
 	// TLS, when set, makes every connection mutual TLS: the RPC listener,
 	// the connections to other servers and raft's transport (tls.go).
 	TLS *tlsconf.Store
+	// ACLEnabled makes every RPC present a token its method's need
+	// (host/authz) allows; see acl.go.
+	ACLEnabled bool
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

@@ -109,6 +109,19 @@ var routes = map[string]route{
 	pb.HostVolumes_List_FullMethodName:          routeRead,
 	pb.CSIRelay_HostVolumeCreate_FullMethodName: routeLocal,
 	pb.CSIRelay_HostVolumeDelete_FullMethodName: routeLocal,
+	pb.ACL_Bootstrap_FullMethodName:             routeLeader,
+	pb.ACL_PolicyUpsert_FullMethodName:          routeLeader,
+	pb.ACL_PolicyDelete_FullMethodName:          routeLeader,
+	pb.ACL_PolicyGet_FullMethodName:             routeRead,
+	pb.ACL_PolicyList_FullMethodName:            routeRead,
+	pb.ACL_TokenCreate_FullMethodName:           routeLeader,
+	pb.ACL_TokenUpdate_FullMethodName:           routeLeader,
+	pb.ACL_TokenDelete_FullMethodName:           routeLeader,
+	pb.ACL_TokenGet_FullMethodName:              routeRead,
+	pb.ACL_TokenList_FullMethodName:             routeRead,
+	// A token is resolved from the answering server's state.
+	pb.ACL_TokenSelf_FullMethodName: routeLocal,
+	pb.ACL_Authorize_FullMethodName: routeLocal,
 }
 
 // queryRequest is implemented by every read request.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/authz"
 	"berth.dev/berth/host/server/clientproxy"
 	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/host/server/evals"
@@ -89,6 +90,10 @@ type Server struct {
 	shutdownCtx  context.Context
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
+
+	// aclOnce makes acl, the resolver of ACL tokens (acl.go).
+	aclOnce sync.Once
+	acl     *authz.Resolver
 }
 
 // New starts a server: raft (bootstrapped at once when BootstrapExpect is 1
@@ -177,8 +182,11 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		return nil, err
 	}
 
+	// The TLS role check (tlsServerOptions) runs first, then ACL, then
+	// forwarding: gRPC chains interceptors in the order of the options.
 	s.grpc = grpc.NewServer(append(append(rpc.ServerOptions(), s.tlsServerOptions()...),
-		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor()),
+		grpc.ChainUnaryInterceptor(errorInterceptor(), s.aclUnaryInterceptor(), s.forwardInterceptor()),
+		grpc.ChainStreamInterceptor(s.aclStreamInterceptor()),
 	)...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
@@ -207,6 +215,7 @@ func (s *Server) endpointDeps() endpoints.Deps {
 		Heartbeats: s.heartbeats, Drainer: s.drainer, GC: core{s}, Calls: s.csi, NodeCalls: s.csi,
 		Clock: s.cfg.Clock, Logger: s.cfg.Logger, JobLimits: s.cfg.JobLimits, HeartbeatTTL: s.cfg.HeartbeatTTL,
 		ClientWatchBytes: s.opts.clientWatchBytes, Detacher: s.csi, HostVolumeCalls: s.csi,
+		ACL: s.aclResolver(), ACLEnabled: s.cfg.ACLEnabled, ACLResetFile: s.aclResetFile(),
 	}
 }
 

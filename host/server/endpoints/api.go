@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/authz"
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/clock"
@@ -81,6 +82,12 @@ type Deps struct {
 	Detacher NodeDetacher
 	// HostVolumeCalls makes HostVolumes' node calls (nil: refused).
 	HostVolumeCalls HostVolumeNodeCaller
+	// ACL resolves tokens (ACL.Authorize, TokenSelf); ACLEnabled says
+	// whether the servers enforce them; ACLResetFile is where the ACL
+	// bootstrap reads a reset index ("" for none).
+	ACL          *authz.Resolver
+	ACLEnabled   bool
+	ACLResetFile string
 }
 
 // Hooks hold the endpoints where a test would otherwise depend on timing.
@@ -108,6 +115,7 @@ type Set struct {
 	Volumes      pb.VolumesServer
 	Claims       pb.ClaimsServer
 	HostVolumes  pb.HostVolumesServer
+	ACL          pb.ACLServer
 }
 
 // New returns the endpoints over deps.
@@ -128,6 +136,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		Volumes:      &volumesEndpoint{s: s, calls: deps.Calls, nodes: deps.NodeCalls, lostRace: hooks.LostRace, detacher: deps.Detacher},
 		Claims:       &claimsEndpoint{s: s},
 		HostVolumes:  &hostVolumesEndpoint{s: s, calls: deps.HostVolumeCalls},
+		ACL:          &aclEndpoint{s: s},
 	}
 }
 
@@ -144,4 +153,5 @@ func (set *Set) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterVolumesServer(g, set.Volumes)
 	pb.RegisterClaimsServer(g, set.Claims)
 	pb.RegisterHostVolumesServer(g, set.HostVolumes)
+	pb.RegisterACLServer(g, set.ACL)
 }
