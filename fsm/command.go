@@ -119,6 +119,8 @@ var commands = map[MessageType]command{
 	OperatorClaimRelease: newCommand("OperatorClaimRelease", applyOperatorClaimRelease),
 	NodeFence:            newCommand("NodeFence", applyNodeFence),
 	VolumeDeleting:       newCommand("VolumeDeleting", applyVolumeDeleting),
+
+	NodeReadmit: newCommand("NodeReadmit", applyNodeReadmit),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

@@ -158,9 +158,14 @@ type Node struct {
 	// the client's word. Kept across re-registration until unfenced.
 	Fenced bool `protobuf:"varint,18,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// fenced_at is unix nanoseconds of the last fence or unfence.
-	FencedAt      int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
-	CreateIndex   uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex   uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	FencedAt    int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
+	CreateIndex uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	// secret_hash is the SHA-256 of the node's secret, which the servers
+	// issued at its first registration once every server knows node
+	// identities; empty before that, and after `berth node readmit`. Never
+	// in an API answer.
+	SecretHash    []byte `protobuf:"bytes,120,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +331,13 @@ func (x *Node) GetModifyIndex() uint64 {
 		return x.ModifyIndex
 	}
 	return 0
+}
+
+func (x *Node) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
 }
 
 // DrainStrategy moves a node's allocs off it.
@@ -708,7 +720,7 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xac\t\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xcd\t\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -729,7 +741,9 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\x06fenced\x18\x12 \x01(\bR\x06fenced\x12\x1b\n" +
 	"\tfenced_at\x18\x13 \x01(\x03R\bfencedAt\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
-	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x1aP\n" +
+	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x12\x1f\n" +
+	"\vsecret_hash\x18x \x01(\fR\n" +
+	"secretHash\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +

@@ -1332,7 +1332,11 @@ type NodeRegisterResponse struct {
 	Meta           *WriteMeta             `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
 	HeartbeatTtlMs int64                  `protobuf:"varint,2,opt,name=heartbeat_ttl_ms,json=heartbeatTtlMs,proto3" json:"heartbeat_ttl_ms,omitempty"`
 	// servers is the current server RPC address list, for client failover.
-	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	// node_secret is the node's secret, set only in the answer to the
+	// registration that issued it: the client keeps it (state DB) and sends
+	// it with every node call (gRPC metadata berth-node-secret).
+	NodeSecret    string `protobuf:"bytes,120,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1386,6 +1390,13 @@ func (x *NodeRegisterResponse) GetServers() []string {
 		return x.Servers
 	}
 	return nil
+}
+
+func (x *NodeRegisterResponse) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
 }
 
 type NodeHeartbeatRequest struct {
@@ -1776,11 +1787,13 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x17SnapshotRestoreResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"9\n" +
 	"\x13NodeRegisterRequest\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\x83\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xa4\x01\n" +
 	"\x14NodeRegisterResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x02 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
-	"\aservers\x18\x03 \x03(\tR\aservers\"/\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\x12\x1f\n" +
+	"\vnode_secret\x18x \x01(\tR\n" +
+	"nodeSecret\"/\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"[\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +
