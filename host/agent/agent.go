@@ -98,6 +98,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr(), err)
 	}
 	httpAddr := a.httpLis.Addr().String()
+	a.httpLis = a.limitHTTP(a.httpLis, cfg.Limits)
 
 	if cfg.Server.Enabled {
 		// Process-wide: the collector's share of a server's CPU is large
@@ -144,12 +145,13 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			JobLimits:               cfg.Server.JobLimits,
 			Logger:                  logger.Named("server"),
 			Version:                 version.Version,
+			MaxRequestBytes:         cfg.Limits.MaxRequestBytes,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.
 			scfg.RaftTimeoutScale = 0.5
 		}
-		a.server, err = server.New(scfg, rpcLis)
+		a.server, err = server.New(scfg, a.limitRPC(rpcLis, cfg.Limits))
 		if err != nil {
 			rpcLis.Close()
 			return nil, fmt.Errorf("starting server: %w", err)
@@ -210,6 +212,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			CSIRegistry:      csiRegistry,
 			Hooks:            allocrunner.Hooks{Task: []func(runhooks.AllocInfo, *pb.Task) runhooks.Hook{supervisor}},
 			CSIAdapters:      adapters,
+			Identity:         a.state,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

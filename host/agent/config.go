@@ -51,6 +51,9 @@ type Config struct {
 	LogJSON bool
 	// DevMode marks a `berth run -dev` agent. It is never read from files.
 	DevMode bool
+	// Limits are the per-client connection limits and the largest request
+	// (limits { … }, config_conn_limits.go).
+	Limits LimitsConfig
 
 	// set records which fields a configuration file set, by field path
 	// ("server.enabled"), and where. Merge consults it to tell a value a file
@@ -181,6 +184,7 @@ func DefaultConfig() *Config {
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",
+		Limits:   DefaultLimits(),
 	}
 }
 

@@ -78,6 +78,7 @@ var configBlocks = []blockDef{
 		scalar("reserved_cpu_mhz", func(c *Config) *int { return &c.Client.ReservedCPUMHz }, toInt, checkNonNegative),
 		scalar("reserved_memory_mb", func(c *Config) *int { return &c.Client.ReservedMemoryMB }, toInt, checkNonNegative),
 	}},
+	limitsBlock,
 }
 
 // eachAttr calls fn for every argument in the table with its field path.

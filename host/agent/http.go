@@ -94,6 +94,7 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/operator/raft/peer", map[string]handlerFunc{"DELETE": a.raftRemovePeer})
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
 	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
+	handle("/v1/node/{id}/readmit", writeMethods(a.nodeReadmit))
 	rt.bodyUse(bodyStreamed, "/v1/operator/snapshot", "PUT")
 	rt.bodyUse(bodyNone, "/v1/job/{id}", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/allocation/{id}/stop", "PUT", "POST")

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,6 +71,9 @@ type Config struct {
 	CSIRefreshInterval time.Duration
 	// WatchMaxWait overrides WatchMaxWait (tests).
 	WatchMaxWait time.Duration
+	// Identity keeps the node secret (the state DB); nil keeps it in
+	// memory only (node_identity.go).
+	Identity NodeSecretStore
 
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
@@ -119,6 +123,8 @@ type Client struct {
 	// NotFound: the registration that follows creates the node anew,
 	// without the CSI plugins it had, so they are sent again.
 	forgotten bool
+	// secret is the node secret the servers issued (node_identity.go).
+	secret atomic.Pointer[string]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -157,7 +163,6 @@ func New(cfg Config) (*Client, error) {
 		cfg:      cfg,
 		logger:   cfg.Logger,
 		nodeID:   id,
-		pool:     rpc.NewPool(),
 		servers:  shuffled(cfg.Servers),
 		updateCh: make(chan struct{}, 1),
 		ctx:      ctx,
@@ -165,6 +170,12 @@ func New(cfg Config) (*Client, error) {
 		done:     make(chan struct{}),
 
 		registeredCh: make(chan struct{}),
+	}
+	c.pool = rpc.NewPool(rpc.NodeSecretDialOptions(c.nodeSecret)...)
+	if err := c.loadNodeSecret(); err != nil {
+		cancel()
+		c.pool.Close()
+		return nil, err
 	}
 	// The plugin manager and the volume hooks exist before the alloc
 	// runners are built (the runners get the hooks); the manager starts
@@ -296,6 +307,7 @@ func (c *Client) step() (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
+		c.keepNodeSecret(resp.GetNodeSecret())
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
 		c.setRegistered(true)
 		c.mu.Lock()

@@ -85,6 +85,9 @@ type Config struct {
 	Clock  clock.Clock
 	// Version is reported in ServerMember and Ping.
 	Version string
+	// MaxRequestBytes is the largest gRPC message the server receives
+	// (agent limits.max_request_bytes); 0 is rpc.MaxMessageSize.
+	MaxRequestBytes int
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

@@ -176,9 +176,14 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		return nil, err
 	}
 
-	s.grpc = grpc.NewServer(append(rpc.ServerOptions(),
-		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor()),
-	)...)
+	grpcOpts := append(rpc.ServerOptions(),
+		grpc.ChainUnaryInterceptor(errorInterceptor(), s.forwardInterceptor(), s.nodeIdentityInterceptor()),
+		grpc.ChainStreamInterceptor(s.nodeIdentityStreamInterceptor()),
+	)
+	if n := cfg.MaxRequestBytes; n > 0 {
+		grpcOpts = append(grpcOpts, grpc.MaxRecvMsgSize(n))
+	}
+	s.grpc = grpc.NewServer(grpcOpts...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	s.api = endpoints.New(s.endpointDeps(), endpoints.Hooks{})

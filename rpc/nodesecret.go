@@ -1,0 +1,52 @@
+package rpc
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// NodeSecretHeader is the gRPC metadata key of the node secret a client
+// sends with every call it makes to the servers. Metadata, not a request
+// field: every node call carries it the same way (the Tunnel stream has no
+// request message to carry it), no request message changes, and a server
+// forwarding a call to the leader passes it on with ForwardNodeSecret.
+const NodeSecretHeader = "berth-node-secret"
+
+// NodeSecret returns the node secret of the incoming call in ctx, "" when
+// it carries none.
+func NodeSecret(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(NodeSecretHeader); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// WithNodeSecret returns ctx for an outgoing call carrying secret.
+func WithNodeSecret(ctx context.Context, secret string) context.Context {
+	if secret == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, NodeSecretHeader, secret)
+}
+
+// ForwardNodeSecret returns ctx for an outgoing call that forwards the
+// incoming call in ctx, carrying its node secret.
+func ForwardNodeSecret(ctx context.Context) context.Context {
+	return WithNodeSecret(ctx, NodeSecret(ctx))
+}
+
+// NodeSecretDialOptions makes every call on a connection carry the secret
+// secret returns at the time of the call ("" sends none).
+func NodeSecretDialOptions(secret func() string) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(WithNodeSecret(ctx, secret()), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(WithNodeSecret(ctx, secret()), desc, cc, method, opts...)
+		}),
+	}
+}
