@@ -34,6 +34,7 @@ func FuzzParseConfig(f *testing.F) {
 		"a = { b = [ }",
 		"plugin {}",
 		"x = 1e999999\n",
+		"limits {\n  http_max_conns_per_client = 7\n  rpc_max_conns_per_client = 0\n  rpc_handshake_timeout = \"2s\"\n  max_request_bytes = \"8MiB\"\n}\n",
 	} {
 		f.Add([]byte(s), false)
 	}

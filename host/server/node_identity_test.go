@@ -281,3 +281,36 @@ func TestVolumeSecretsOnlyToTheClaimHolder(t *testing.T) {
 		t.Fatal("the API's volume read shows the secret")
 	}
 }
+
+// While a server is older than the gate, nodes register as before: no
+// secret is issued, none is asked for, and readmit (a command the older
+// server does not know) is refused with FailedPrecondition.
+func TestNodeSecretsWaitForEveryServer(t *testing.T) {
+	tc := newTestCluster(t, 1, withVersion("0.1.0-dev.3"))
+	s := tc.waitLeader()
+	pool := rawNodeConn(t)
+	conn, err := pool.Conn(s.cfg.RPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if m, err := s.State().ServerByID(nil, s.ID()); err != nil || m == nil {
+			return fmt.Errorf("server not recorded yet")
+		}
+		return nil
+	})
+	nodes := pb.NewNodesClient(conn)
+	n := workNode("n1")
+	secret, err := registerRaw(t, nodes, n, "")
+	if err != nil || secret != "" {
+		t.Fatalf("registration below the gate: issued %q, %v", secret, err)
+	}
+	if stored, _ := s.State().NodeByID(nil, n.GetId()); len(stored.GetSecretHash()) != 0 {
+		t.Fatal("a hash is stored below the gate")
+	}
+	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n.GetId()}); err != nil {
+		t.Fatalf("heartbeat without a secret below the gate: %v", err)
+	}
+	_, err = pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()})
+	wantCode(t, "readmit below the gate", err, codes.FailedPrecondition, endpoints.NodeSecretsSinceVersion)
+}
