@@ -341,6 +341,13 @@ func (c *Client) step() (time.Duration, error) {
 		return 0, fmt.Errorf("heartbeat of node %s: %w", c.nodeID, err)
 	}
 	c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+	if resp.GetRegisterAgain() {
+		// The servers issue node secrets now and this node has none
+		// (node_identity.go): its next registration is issued one.
+		c.logger.Info("servers ask this node to register again to be issued a node secret", "node_id", c.nodeID)
+		c.setRegistered(false)
+		return 0, nil
+	}
 	return c.interval(), nil
 }
 

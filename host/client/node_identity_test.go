@@ -156,3 +156,50 @@ func (m *memSecrets) PutNodeSecret(s string) error {
 	m.secret = s
 	return nil
 }
+
+// A running node that is re-admitted (its hash cleared) is asked by its
+// next heartbeat to register again, and is issued and stores a new secret
+// without stopping: as a node that registered before every server knew
+// node identities is once they do.
+func TestRunningClientIsIssuedANewSecretAfterReadmit(t *testing.T) {
+	s := startServer(t)
+	addr := serverRPC(t, s)
+	dir := t.TempDir()
+	db := openStateDB(t, dir)
+	c, err := New(Config{DataDir: dir, NodeName: "worker-1", Servers: []string{addr}, Identity: db,
+		Logger: testutil.Logger(t).Named("client")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown()
+	n := waitStatus(t, s, c.NodeID(), pb.NodeStatus_NODE_STATUS_READY)
+	first, _ := db.NodeSecret()
+	pool := rpc.NewPool()
+	defer pool.Close()
+	conn, err := pool.Conn(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pb.NewNodeOpsClient(conn).Readmit(ctx, &pb.NodeReadmitRequest{NodeId: c.NodeID()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		now, err := s.State().NodeByID(nil, c.NodeID())
+		if err != nil {
+			return err
+		}
+		secret, err := db.NodeSecret()
+		if err != nil {
+			return err
+		}
+		if secret == first || !bytes.Equal(now.GetSecretHash(), endpoints.HashNodeSecret(secret)) {
+			return fmt.Errorf("no new secret issued and stored yet")
+		}
+		if now.GetStatus() != pb.NodeStatus_NODE_STATUS_READY || now.GetCreateIndex() != n.GetCreateIndex() {
+			return fmt.Errorf("node %v", now.GetStatus())
+		}
+		return nil
+	})
+}

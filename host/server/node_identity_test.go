@@ -169,6 +169,12 @@ func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	if _, err := pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()}); err != nil {
 		t.Fatal(err)
 	}
+	// A heartbeat of the re-admitted node (no secret to check) is asked
+	// to register again, to be issued a new one.
+	hb, err := nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	if err != nil || !hb.GetRegisterAgain() {
+		t.Fatalf("heartbeat after readmit: %v, %v; want register_again", hb, err)
+	}
 	_, err = pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: "no-such-node"})
 	wantCode(t, "readmit of an unknown node", err, codes.NotFound, "no-such-node")
 	fresh, err := registerRaw(t, nodes, n, "")
@@ -177,8 +183,8 @@ func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	}
 	_, err = nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
 	wantCode(t, "heartbeat with the old secret", err, codes.PermissionDenied, n.GetId())
-	if _, err := nodes.Heartbeat(withSecret(t, fresh), &pb.NodeHeartbeatRequest{NodeId: n.GetId()}); err != nil {
-		t.Fatalf("heartbeat with the new secret: %v", err)
+	if hb, err := nodes.Heartbeat(withSecret(t, fresh), &pb.NodeHeartbeatRequest{NodeId: n.GetId()}); err != nil || hb.GetRegisterAgain() {
+		t.Fatalf("heartbeat with the new secret: %v, %v", hb, err)
 	}
 	// Every server holds the new hash (replicated), and reads on any of
 	// them take the new secret.

@@ -1447,8 +1447,12 @@ type NodeHeartbeatResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatTtlMs int64                  `protobuf:"varint,1,opt,name=heartbeat_ttl_ms,json=heartbeatTtlMs,proto3" json:"heartbeat_ttl_ms,omitempty"`
 	Servers        []string               `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// register_again asks the node to register again: every server knows
+	// node identities and the node holds no secret yet (it registered
+	// before, or was re-admitted), so its registration is issued one.
+	RegisterAgain bool `protobuf:"varint,120,opt,name=register_again,json=registerAgain,proto3" json:"register_again,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatResponse) Reset() {
@@ -1493,6 +1497,13 @@ func (x *NodeHeartbeatResponse) GetServers() []string {
 		return x.Servers
 	}
 	return nil
+}
+
+func (x *NodeHeartbeatResponse) GetRegisterAgain() bool {
+	if x != nil {
+		return x.RegisterAgain
+	}
+	return false
 }
 
 type NodeListRequest struct {
@@ -1795,10 +1806,11 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\vnode_secret\x18x \x01(\tR\n" +
 	"nodeSecret\"/\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"[\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x82\x01\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x01 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
-	"\aservers\x18\x02 \x03(\tR\aservers\"m\n" +
+	"\aservers\x18\x02 \x03(\tR\aservers\x12%\n" +
+	"\x0eregister_again\x18x \x01(\bR\rregisterAgain\"m\n" +
 	"\x0fNodeListRequest\x12,\n" +
 	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\"a\n" +

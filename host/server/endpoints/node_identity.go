@@ -125,6 +125,13 @@ func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
 	return secret, nil
 }
 
+// wantsSecret reports whether a heartbeating node should register again to
+// be issued a secret: it has none (it registered before every server knew
+// node identities, or was re-admitted) and every server now knows them.
+func (s *api) wantsSecret(n *pb.Node) bool {
+	return len(n.GetSecretHash()) == 0 && s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") == nil
+}
+
 // redactNode returns n without its secret hash (a clone when it has
 // one): API answers never carry it.
 func redactNode(n *pb.Node) *pb.Node {

@@ -81,6 +81,7 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	return &pb.NodeHeartbeatResponse{
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
+		RegisterAgain:  s.wantsSecret(node),
 	}, nil
 }
 
