@@ -72,4 +72,15 @@
 // registry (an entry whose alloc no runner has, or whose alloc is
 // terminal, is dropped), run the runners, start the plugin manager. After
 // a registration that follows a NotFound heartbeat the set is sent again.
+//
+// # Node secret
+//
+// Once every server knows node identities, the registration that finds the
+// node without a secret is issued one (NodeRegisterResponse.node_secret);
+// the client stores it (Config.Identity, else the state DB of
+// Config.State) before using it, and every call it makes to the servers,
+// the tunnel included, carries it in gRPC metadata (rpc.NodeSecretHeader).
+// A heartbeat answered register_again (the node has none yet) makes it
+// register again. A client that lost its state DB is refused with the
+// `berth node readmit` command that lets it register again (node_identity.go).
 package client
