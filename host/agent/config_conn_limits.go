@@ -83,3 +83,18 @@ func (a *Agent) limitRPC(l net.Listener, lim LimitsConfig) net.Listener {
 	return connlimit.Wrap(l, connlimit.Config{Name: "rpc", MaxPerIP: lim.RPCMaxConnsPerClient,
 		HandshakeTimeout: lim.RPCHandshakeTimeout, Logger: a.logger.Named("limits")})
 }
+
+// requestSlack is what a job register request carries beside the job.
+const requestSlack = 64 << 10
+
+// validateRequestLimit refuses a server whose max_request_bytes cannot
+// carry a job of server.job_max_size: such a job would pass the HTTP body
+// limit and the job limits and then fail as a too-large gRPC message.
+func (c *Config) validateRequestLimit(errs *ConfigErrors) {
+	n, job := c.Limits.MaxRequestBytes, c.Server.JobLimits.MaxBytes
+	if !c.Server.Enabled || n == 0 || job == 0 || n >= job+requestSlack {
+		return
+	}
+	errs.Add(c.pos("limits.max_request_bytes", "server.job_max_size"), "limits.max_request_bytes", ErrInvalidValue,
+		"%d bytes cannot carry a job of server.job_max_size (%d bytes) and its request (%d bytes more)", n, job, requestSlack)
+}

@@ -98,3 +98,18 @@ func TestParseConfigConnLimits(t *testing.T) {
 		})
 	}
 }
+
+// A server's max_request_bytes must carry a job of its job_max_size.
+func TestValidateRequestLimitHoldsAJob(t *testing.T) {
+	c := DevConfig()
+	c.Server.JobLimits.MaxBytes = 2 << 20
+	c.Limits.MaxRequestBytes = 2 << 20
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "limits.max_request_bytes: 2097152 bytes cannot carry a job of server.job_max_size (2097152 bytes)") || !errors.Is(err, ErrInvalidValue) {
+		t.Fatalf("Validate = %v", err)
+	}
+	c.Limits.MaxRequestBytes = 3 << 20
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate with room for the job: %v", err)
+	}
+}

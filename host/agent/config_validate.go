@@ -49,6 +49,7 @@ func (c *Config) Validate() error {
 	}
 	c.validatePortsDistinct(&errs)
 	c.validatePlugins(&errs)
+	c.validateRequestLimit(&errs)
 	return errsOrNil(errs)
 }
 
