@@ -12,7 +12,7 @@ import (
 )
 
 // NodeReadmit carries a *pb.NodeReadmitCommand: it clears a node's secret
-// hash so the node's next registration is issued a new secret. Numbered in
+// hash so the node's next registration sets a new secret. Numbered in
 // the node-identity range (120–139) of the unreleased 0.1.0-dev.4; proposed
 // only once every server knows node identities (gate nodeSecretsSince in
 // host/server/endpoints).
@@ -20,14 +20,14 @@ const NodeReadmit MessageType = 120
 
 // ErrNodeSecretMismatch is returned in an ApplyResult when a registration
 // carries a secret hash other than the one the node already has: another
-// registration of the same node ID issued it a secret first, or the
+// registration of the same node ID set its secret first, or the
 // proposer's view was stale.
 var ErrNodeSecretMismatch = errcode.New(codes.PermissionDenied, "node secret does not match the stored one")
 
 // checkRegisterSecret is NodeRegister's identity rule. A command carrying a
 // secret hash (proposed only once every server knows node identities) is
 // refused when the node already has a different one, so two first
-// registrations of one node ID cannot both be issued a secret. A command
+// registrations of one node ID cannot both set a secret. A command
 // without one stores the node without one, as a server older than node
 // identities does (it stores the command's node as decoded), so servers of
 // both versions agree during an upgrade.

@@ -2,6 +2,9 @@ package rpc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -49,4 +52,31 @@ func NodeSecretDialOptions(secret func() string) []grpc.DialOption {
 			return streamer(WithNodeSecret(ctx, secret()), desc, cc, method, opts...)
 		}),
 	}
+}
+
+// NodeSecretBytes is a node secret's entropy: 256 bits.
+const NodeSecretBytes = 32
+
+// NewNodeSecret returns a fresh node secret: 256 bits from crypto/rand, as
+// 64 lowercase hex digits.
+func NewNodeSecret() (string, error) {
+	b := make([]byte, NodeSecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a node secret: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// WellFormedNodeSecret reports whether s has a node secret's form: 64
+// lowercase hex digits.
+func WellFormedNodeSecret(s string) bool {
+	if len(s) != 2*NodeSecretBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

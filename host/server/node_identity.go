@@ -16,7 +16,7 @@ import (
 // nodeMethods are the calls only a node makes, each naming the node it
 // acts as (node_id): the call must carry that node's secret
 // (endpoints.CheckNodeSecret). Nodes.Register checks it itself, since it
-// also issues secrets (endpoints.identify); Tunnel.Open, a stream, is
+// also admits secrets (endpoints.identify); Tunnel.Open, a stream, is
 // checked by nodeIdentityStreamInterceptor.
 var nodeMethods = map[string]bool{
 	pb.Nodes_Heartbeat_FullMethodName:          true,
@@ -34,7 +34,7 @@ type nodeRequest interface{ GetNodeId() string }
 // nodeIdentityInterceptor refuses a node call that does not carry the
 // secret of the node it names. It runs where the call is served (after
 // forwardInterceptor). A follower's state may be behind the registration
-// that issued the secret (or a readmit): there, a refusal is not final and
+// that admitted the secret (or a readmit): there, a refusal is not final and
 // the call goes to the leader, whose state holds every registration it
 // acknowledged.
 func (s *Server) nodeIdentityInterceptor() grpc.UnaryServerInterceptor {

@@ -320,3 +320,36 @@ func TestNodeSecretsWaitForEveryServer(t *testing.T) {
 	_, err = pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()})
 	wantCode(t, "readmit below the gate", err, codes.FailedPrecondition, endpoints.NodeSecretsSinceVersion)
 }
+
+// A client makes its secret before its first registration: the servers
+// adopt the one it presents for a node without one (answering none), so a
+// registration retried after its answer was lost (the proposal committed)
+// presents the same secret and is admitted. A malformed one is refused.
+func TestRegistrationAdoptsTheClientsSecret(t *testing.T) {
+	tc := newTestCluster(t, 1, withVersion(version.Version))
+	s := tc.waitLeader()
+	waitNodeSecrets(t, s)
+	pool := rawNodeConn(t)
+	conn, err := pool.Conn(s.cfg.RPCAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := pb.NewNodesClient(conn)
+	mine, err := rpc.NewNodeSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := workNode("n1")
+	for range 2 {
+		issued, err := registerRaw(t, nodes, n, mine)
+		if err != nil || issued != "" {
+			t.Fatalf("registration presenting the client's secret: issued %q, %v", issued, err)
+		}
+	}
+	stored, _ := s.State().NodeByID(nil, n.GetId())
+	if !bytes.Equal(stored.GetSecretHash(), endpoints.HashNodeSecret(mine)) {
+		t.Fatal("the stored hash is not the client's secret's")
+	}
+	_, err = registerRaw(t, nodes, workNode("n2"), "short")
+	wantCode(t, "a malformed secret", err, codes.InvalidArgument, "n2", "64 lowercase hex digits")
+}

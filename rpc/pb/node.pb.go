@@ -161,10 +161,9 @@ type Node struct {
 	FencedAt    int64  `protobuf:"varint,19,opt,name=fenced_at,json=fencedAt,proto3" json:"fenced_at,omitempty"`
 	CreateIndex uint64 `protobuf:"varint,14,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
 	ModifyIndex uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	// secret_hash is the SHA-256 of the node's secret, which the servers
-	// issued at its first registration once every server knows node
-	// identities; empty before that, and after `berth node readmit`. Never
-	// in an API answer.
+	// secret_hash is the SHA-256 of the node's secret, admitted at its
+	// first registration once every server knows node identities; empty
+	// before that, and after `berth node readmit`. Never in an API answer.
 	SecretHash    []byte `protobuf:"bytes,120,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -2,10 +2,8 @@ package endpoints
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -18,7 +16,7 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// nodeSecretsSince is the first berth version whose servers issue node
+// nodeSecretsSince is the first berth version whose servers admit node
 // secrets: NodeRegister carrying a secret hash (refused when the stored
 // one differs) and NodeReadmit. Until every server is at it, nodes
 // register as before, without a secret: an older server would store a
@@ -29,19 +27,19 @@ var nodeSecretsSince = versions.MustConstraint(">= " + NodeSecretsSinceVersion)
 // NodeSecretsSinceVersion is the version nodeSecretsSince names.
 const NodeSecretsSinceVersion = "0.1.0-dev.4"
 
-// secretBytes is a node secret's entropy: 256 bits.
-const secretBytes = 32
-
 var (
 	// ErrNodeSecret refuses a node call whose node secret (gRPC metadata
 	// rpc.NodeSecretHeader) is missing or is not the secret of the node
 	// the request names: a node acts only as itself.
 	ErrNodeSecret = errcode.New(codes.PermissionDenied, "node secret missing or not the named node's")
 	// ErrNodeSecretLost refuses the registration of a node the servers
-	// issued a secret to, by a client that presents none: its state was
+	// admitted a secret for, by a client that presents none: its state was
 	// lost (or it is another machine using the node's ID). An operator
 	// re-admits it with `berth node readmit`.
 	ErrNodeSecretLost = errcode.New(codes.PermissionDenied, "node registered with a secret the client did not present")
+	// ErrMalformedNodeSecret refuses a first registration presenting a
+	// secret that is not 64 lowercase hex digits (256 bits).
+	ErrMalformedNodeSecret = errcode.New(codes.InvalidArgument, "node secret is not 64 lowercase hex digits (256 bits)")
 )
 
 // HashNodeSecret is what the node table keeps of a node secret: its
@@ -55,15 +53,6 @@ func HashNodeSecret(secret string) []byte {
 // constant time.
 func secretMatches(presented string, hash []byte) bool {
 	return presented != "" && subtle.ConstantTimeCompare(HashNodeSecret(presented), hash) == 1
-}
-
-// newNodeSecret returns a fresh secret: 256 bits from crypto/rand, hex.
-func newNodeSecret() (string, error) {
-	b := make([]byte, secretBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating a node secret: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // CheckNodeSecret refuses (ErrNodeSecret) a call naming nodeID unless it
@@ -91,8 +80,9 @@ func CheckNodeSecret(st *fsm.StateStore, nodeID, presented string) error {
 }
 
 // identify decides the secret of a registering node n (a clone the
-// caller proposes): the stored hash when the client proves it, a new
-// secret (returned, its hash set on n) when the node has none, nothing
+// caller proposes): the stored hash when the client proves it; when the
+// node has none, the secret the client presents (it makes one before its
+// first registration), else a new one (returned, for the answer); nothing
 // while some server is older than nodeSecretsSince.
 func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
 	n.SecretHash = nil
@@ -105,10 +95,10 @@ func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
 	}
 	presented := rpc.NodeSecret(ctx)
 	if hash := existing.GetSecretHash(); len(hash) > 0 {
-		readmit := fmt.Sprintf("if the node lost its state, re-admit it with `berth node readmit %s` and it is issued a new secret at its next registration", n.GetId())
+		readmit := fmt.Sprintf("if the node lost its state, re-admit it with `berth node readmit %s` and its next registration sets a new secret", n.GetId())
 		switch {
 		case presented == "":
-			return "", fmt.Errorf("registration of node %s (%q) refused: it was issued a secret and this client presents none; %s: %w",
+			return "", fmt.Errorf("registration of node %s (%q) refused: the node has a secret and this client presents none; %s: %w",
 				n.GetId(), existing.GetName(), readmit, ErrNodeSecretLost)
 		case !secretMatches(presented, hash):
 			return "", fmt.Errorf("registration of node %s (%q) refused: the node secret presented is not the node's; %s: %w",
@@ -117,7 +107,18 @@ func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
 		n.SecretHash = hash
 		return "", nil
 	}
-	secret, err := newNodeSecret()
+	if presented != "" {
+		// The client made its secret before registering and stored it
+		// (host/client): adopting it means an answer lost on the way (a
+		// timed-out attempt whose proposal committed) costs nothing, as
+		// the retry presents the same secret.
+		if !rpc.WellFormedNodeSecret(presented) {
+			return "", fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrMalformedNodeSecret)
+		}
+		n.SecretHash = HashNodeSecret(presented)
+		return "", nil
+	}
+	secret, err := rpc.NewNodeSecret()
 	if err != nil {
 		return "", err
 	}
@@ -126,7 +127,7 @@ func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
 }
 
 // wantsSecret reports whether a heartbeating node should register again to
-// be issued a secret: it has none (it registered before every server knew
+// have its secret admitted: it has none (it registered before every server knew
 // node identities, or was re-admitted) and every server now knows them.
 func (s *api) wantsSecret(n *pb.Node) bool {
 	return len(n.GetSecretHash()) == 0 && s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") == nil
@@ -144,7 +145,7 @@ func redactNode(n *pb.Node) *pb.Node {
 }
 
 // Readmit clears a node's secret hash (NodeReadmit), so its next
-// registration is issued a new secret: for a node whose state DB was lost
+// registration sets a new secret: for a node whose state DB was lost
 // and whose registrations are refused with ErrNodeSecretLost.
 func (e *nodeOpsEndpoint) Readmit(ctx context.Context, req *pb.NodeReadmitRequest) (*pb.NodeOpResponse, error) {
 	s := e.s
@@ -159,6 +160,6 @@ func (e *nodeOpsEndpoint) Readmit(ctx context.Context, req *pb.NodeReadmitReques
 	if err != nil {
 		return nil, fmt.Errorf("readmitting node %s: %w", n.GetId(), err)
 	}
-	s.Logger.Warn("node readmitted: its secret is cleared, its next registration is issued a new one", "node_id", n.GetId(), "node_name", n.GetName())
+	s.Logger.Warn("node readmitted: its secret is cleared, its next registration sets a new one", "node_id", n.GetId(), "node_name", n.GetName())
 	return &pb.NodeOpResponse{Meta: &pb.WriteMeta{Index: idx}}, nil
 }

@@ -7,27 +7,29 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc"
 )
 
 func TestNodeIdentitySentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrNodeSecret:     codes.PermissionDenied,
-		ErrNodeSecretLost: codes.PermissionDenied,
+		ErrNodeSecret:          codes.PermissionDenied,
+		ErrNodeSecretLost:      codes.PermissionDenied,
+		ErrMalformedNodeSecret: codes.InvalidArgument,
 	})
 }
 
 // A secret is 256 random bits (64 hex digits), never the same twice, and
 // only its SHA-256 matches it.
 func TestNodeSecretsAreRandomAndMatchOnlyTheirHash(t *testing.T) {
-	a, err := newNodeSecret()
+	a, err := rpc.NewNodeSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newNodeSecret()
+	b, err := rpc.NewNodeSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != 2*secretBytes || a == b || strings.Trim(a, "0123456789abcdef") != "" {
+	if len(a) != 2*rpc.NodeSecretBytes || a == b || strings.Trim(a, "0123456789abcdef") != "" {
 		t.Fatalf("secrets %q, %q", a, b)
 	}
 	h := HashNodeSecret(a)
