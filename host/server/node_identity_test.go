@@ -253,6 +253,18 @@ func TestStaleFollowerForwardsANodeCallItWouldRefuse(t *testing.T) {
 // the API's volume read keeps them redacted.
 func TestVolumeSecretsOnlyToTheClaimHolder(t *testing.T) {
 	cc := newClaimCluster(t, 1, false)
+	// The nodes registered before the server knew its own version may
+	// hold no secret yet: registered again past the gate, they do.
+	waitNodeSecrets(t, cc.s)
+	for _, n := range []*pb.Node{cc.n1, cc.n2} {
+		if _, err := cc.tc.register(cc.s, n); err != nil {
+			t.Fatal(err)
+		}
+		stored, _ := cc.s.State().NodeByID(nil, n.GetId())
+		if secret := testNodeSecret(n.GetId()); secret == "" || !bytes.Equal(stored.GetSecretHash(), endpoints.HashNodeSecret(secret)) {
+			t.Fatalf("node %s holds no secret the test knows", n.GetId())
+		}
+	}
 	cc.volume(t, "data", snw)
 	a := cc.placeWithClaim(t, "web", cc.n1.GetId(), "data", false)
 	pool := rawNodeConn(t)
@@ -262,9 +274,6 @@ func TestVolumeSecretsOnlyToTheClaimHolder(t *testing.T) {
 	}
 	claims := pb.NewClaimsClient(conn)
 	s1, s2 := testNodeSecret(cc.n1.GetId()), testNodeSecret(cc.n2.GetId())
-	if s1 == "" || s2 == "" {
-		t.Fatal("the nodes were issued no secrets")
-	}
 	req := &pb.ClientClaimRequest{NodeId: cc.n1.GetId(), AllocId: a, VolumeId: "data"}
 	_, err = claims.ClientClaim(withSecret(t, s2), req)
 	wantCode(t, "n2 naming n1", err, codes.PermissionDenied, cc.n1.GetId())
