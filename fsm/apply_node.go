@@ -35,6 +35,9 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 	if err != nil {
 		return err
 	}
+	if err := checkRegisterSecret(existing, n); err != nil {
+		return err
+	}
 	n.CreateIndex = tx.index
 	if n.GetEligibility() == pb.NodeEligibility_NODE_ELIGIBILITY_UNSPECIFIED {
 		n.Eligibility = pb.NodeEligibility_NODE_ELIGIBILITY_ELIGIBLE

@@ -97,6 +97,11 @@ const (
 	ACLTokenDelete MessageType = 30
 	// ACLBootstrap carries a *pb.ACLBootstrapCommand.
 	ACLBootstrap MessageType = 31
+	// NodeReadmit carries a *pb.NodeReadmitCommand: it clears a node's
+	// secret hash so the node's next registration sets a new secret
+	// (apply_node_identity.go); proposed only once every server knows node
+	// identities (gate nodeSecretsSince in host/server/endpoints).
+	NodeReadmit MessageType = 32
 )
 
 // command is one row of the dispatch table.
@@ -147,6 +152,7 @@ var commands = map[MessageType]command{
 	ACLTokenUpsert:     newCommand("ACLTokenUpsert", applyACLTokenUpsert),
 	ACLTokenDelete:     newCommand("ACLTokenDelete", applyACLTokenDelete),
 	ACLBootstrap:       newCommand("ACLBootstrap", applyACLBootstrap),
+	NodeReadmit:        newCommand("NodeReadmit", applyNodeReadmit),
 }
 
 // newCommand builds a table row from a typed apply function, which receives

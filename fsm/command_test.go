@@ -101,7 +101,7 @@ func TestMessageTypeNames(t *testing.T) {
 		fsm.NodeCSIUpdate: 16, fsm.VolumeRegister: 17, fsm.VolumeDeregister: 18, fsm.ClaimUpdate: 19, fsm.AttachmentUpdate: 20,
 		fsm.OperatorClaim: 21, fsm.OperatorClaimRelease: 22, fsm.NodeFence: 23, fsm.VolumeDeleting: 24,
 		fsm.HostVolumeRegister: 25, fsm.HostVolumeDelete: 26, fsm.ACLPolicyUpsert: 27, fsm.ACLPolicyDelete: 28,
-		fsm.ACLTokenUpsert: 29, fsm.ACLTokenDelete: 30, fsm.ACLBootstrap: 31,
+		fsm.ACLTokenUpsert: 29, fsm.ACLTokenDelete: 30, fsm.ACLBootstrap: 31, fsm.NodeReadmit: 32,
 	}
 	for typ, n := range pinned {
 		if uint8(typ) != n {

@@ -344,6 +344,20 @@
 // only once every server is at hostVolumesSince (0.1.0-dev.4); the claims
 // exist only for volumes those commands stored, so no older server
 // applies the freeing rule. testdata/host_volumes.txt.
+// # Node identity
+//
+// A node's secret (256 random bits, made by its client, or by the servers
+// for a client that presents none) is admitted at the node's first
+// registration once every server knows node identities (gate
+// nodeSecretsSince, 0.1.0-dev.4, host/server/endpoints/node_identity.go);
+// the node table keeps only its SHA-256 (Node.secret_hash). NodeRegister carrying a hash is refused
+// (ErrNodeSecretMismatch) when the stored node has a different one, so two
+// first registrations of one node ID cannot both set a secret; one
+// without a hash stores the node without one, as an older server does.
+// Every other node command clones the stored node and keeps the hash.
+// NodeReadmit (32) clears it (`berth node readmit`), so the next
+// registration sets a new secret; proposed only past the same gate.
+// testdata/node_identity.txt.
 //
 // # Snapshots
 //

@@ -22,6 +22,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrInvalidCommand:       codes.InvalidArgument,
 		fsm.ErrNodeNotFound:         codes.NotFound,
 		fsm.ErrNodeChanged:          codes.Aborted,
+		fsm.ErrNodeSecretMismatch:   codes.PermissionDenied,
 		fsm.ErrDuplicateKey:         codes.AlreadyExists,
 		fsm.ErrJobNotFound:          codes.NotFound,
 		fsm.ErrJobVersionNotFound:   codes.NotFound,

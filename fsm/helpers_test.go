@@ -181,6 +181,9 @@ func dumpState(st stateReader) (string, error) {
 		if c := n.GetCsiNodePlugins(); len(c) > 0 {
 			fmt.Fprintf(&b, " csi-nodes=%s", strings.Join(sortedKeys(c), ","))
 		}
+		if h := n.GetSecretHash(); len(h) > 0 {
+			fmt.Fprintf(&b, " secret=%s", h)
+		}
 		b.WriteString("\n")
 	}
 	servers, err := st.Servers(nil)

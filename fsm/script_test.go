@@ -160,6 +160,7 @@ func (h *scriptHarness) encode(t *testing.T, td *datadriven.TestData) ([]byte, b
 		if td.HasArg("eligible") {
 			n.Eligibility = argEligibility(t, td)
 		}
+		n.SecretHash = []byte(argString(t, td, "secret", ""))
 		return mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)}), true
 	case "update-status":
 		return mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
@@ -170,6 +171,8 @@ func (h *scriptHarness) encode(t *testing.T, td *datadriven.TestData) ([]byte, b
 			IfModifyIndex: uint64(argInt(t, td, "if", 0)),
 			Evals:         argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE),
 		}), true
+	case "readmit-node":
+		return mustEncode(t, fsm.NodeReadmit, &pb.NodeReadmitCommand{NodeId: argString(t, td, "id", ""), UpdatedAt: argInt(t, td, "at", 0)}), true
 	case "deregister-node":
 		return mustEncode(t, fsm.NodeDeregister, &pb.NodeDeregisterCommand{
 			NodeId: argString(t, td, "id", ""),
@@ -277,6 +280,7 @@ func sentinelName(err error) string {
 		{"ErrInvalidCommand", fsm.ErrInvalidCommand},
 		{"ErrNodeNotFound", fsm.ErrNodeNotFound},
 		{"ErrNodeChanged", fsm.ErrNodeChanged},
+		{"ErrNodeSecretMismatch", fsm.ErrNodeSecretMismatch},
 		{"ErrJobNotFound", fsm.ErrJobNotFound},
 		{"ErrJobVersionNotFound", fsm.ErrJobVersionNotFound},
 		{"ErrJobChanged", fsm.ErrJobChanged},

@@ -110,6 +110,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 	}
 	a.httpLis = a.listenHTTP(a.httpLis)
 	httpAddr := a.httpLis.Addr().String()
+	a.httpLis = a.limitHTTP(a.httpLis, cfg.Limits)
 
 	if cfg.Server.Enabled {
 		// Process-wide: the collector's share of a server's CPU is large
@@ -158,12 +159,13 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			Version:                 version.Version,
 			TLS:                     a.rpcTLS(),
 			ACLEnabled:              cfg.ACL.Enabled,
+			MaxRequestBytes:         cfg.Limits.MaxRequestBytes,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.
 			scfg.RaftTimeoutScale = 0.5
 		}
-		a.server, err = server.New(scfg, rpcLis)
+		a.server, err = server.New(scfg, a.limitRPC(rpcLis, cfg.Limits))
 		if err != nil {
 			rpcLis.Close()
 			return nil, fmt.Errorf("starting server: %w", err)
@@ -237,6 +239,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 				}
 				return filepath.Join(a.dataDir, "host_volume_plugins")
 			}(),
+			Identity: a.state,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("starting client: %w", err)

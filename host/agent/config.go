@@ -58,6 +58,9 @@ type Config struct {
 	TLS TLSConfig
 	// ACL is the acl block (config_acl.go).
 	ACL ACLConfig
+	// Limits are the per-client connection limits and the largest request
+	// (limits { … }, config_conn_limits.go).
+	Limits LimitsConfig
 
 	// set records which fields a configuration file set, by field path
 	// ("server.enabled"), and where. Merge consults it to tell a value a file
@@ -196,6 +199,7 @@ func DefaultConfig() *Config {
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",
+		Limits:   DefaultLimits(),
 	}
 }
 

@@ -83,6 +83,7 @@ var configBlocks = []blockDef{
 	}},
 	tlsConfigBlock,
 	{key: "acl", attrs: aclAttrs},
+	limitsBlock,
 }
 
 // eachAttr calls fn for every argument in the table with its field path.

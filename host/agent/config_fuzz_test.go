@@ -35,6 +35,7 @@ func FuzzParseConfig(f *testing.F) {
 		"plugin {}",
 		"x = 1e999999\n",
 		"client { host_volume \"a\" { path = \"/a\" read_only = true } host_volume \"\" {} host_volume \"a\" { path = 1 } }",
+		"limits {\n  http_max_conns_per_client = 7\n  rpc_max_conns_per_client = 0\n  rpc_handshake_timeout = \"2s\"\n  max_request_bytes = \"8MiB\"\n}\n",
 	} {
 		f.Add([]byte(s), false)
 	}

@@ -51,6 +51,7 @@ func (c *Config) Validate() error {
 	c.validatePlugins(&errs)
 	c.validateTLS(&errs)
 	c.validateHostVolumes(&errs)
+	c.validateRequestLimit(&errs)
 	return errsOrNil(errs)
 }
 

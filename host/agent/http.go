@@ -95,6 +95,7 @@ func (a *Agent) apiRouter() *router {
 	handle("/v1/operator/snapshot", map[string]handlerFunc{"GET": a.snapshotSave, "PUT": a.snapshotRestore})
 	handle("/v1/metrics", map[string]handlerFunc{"GET": a.metrics})
 	a.handleACL(handle)
+	handle("/v1/node/{id}/readmit", writeMethods(a.nodeReadmit))
 	rt.bodyUse(bodyStreamed, "/v1/operator/snapshot", "PUT")
 	rt.bodyUse(bodyNone, "/v1/job/{id}", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/allocation/{id}/stop", "PUT", "POST")

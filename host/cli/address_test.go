@@ -119,6 +119,7 @@ func TestGlobalAddressReachesEveryCommand(t *testing.T) {
 		"volume snapshot delete":    {"ebs", "snap-1"},
 		"volume expand":             {"-capacity-min", "1GiB", "data"},
 		"node fence":                {"-yes", "n1"},
+		"node readmit":              {"n1"},
 		"volume detach":             {"data", "n1"},
 		"acl policy apply":          {"ro", aclPolicyFile(t)},
 		"acl policy info":           {"ro"},

@@ -29,6 +29,7 @@ func nodeCommand() *cli.Command {
 			nodeDrainCommand(),
 			nodeEligibilityCommand(),
 			nodeFenceCommand(),
+			nodeReadmitCommand(),
 		},
 	}
 }

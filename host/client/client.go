@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -85,6 +86,9 @@ type Config struct {
 	// holds external host volume plugins (empty: none).
 	HostVolumesDir      string
 	HostVolumePluginDir string
+	// Identity keeps the node secret (the state DB); nil keeps it in
+	// memory only (node_identity.go).
+	Identity NodeSecretStore
 
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
@@ -137,6 +141,8 @@ type Client struct {
 	// dynamicVolumes are the node's dynamic host volumes
 	// (host_volumes.go).
 	dynamicVolumes *hostvolumes.Manager
+	// secret is the node secret the servers issued (node_identity.go).
+	secret atomic.Pointer[string]
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -175,7 +181,6 @@ func New(cfg Config) (*Client, error) {
 		cfg:      cfg,
 		logger:   cfg.Logger,
 		nodeID:   id,
-		pool:     rpc.NewPool(tlsconf.DialOptions(cfg.TLS)...),
 		servers:  shuffled(cfg.Servers),
 		updateCh: make(chan struct{}, 1),
 		ctx:      ctx,
@@ -183,6 +188,12 @@ func New(cfg Config) (*Client, error) {
 		done:     make(chan struct{}),
 
 		registeredCh: make(chan struct{}),
+	}
+	c.pool = rpc.NewPool(append(tlsconf.DialOptions(cfg.TLS), rpc.NodeSecretDialOptions(c.nodeSecret)...)...)
+	if err := c.loadNodeSecret(); err != nil {
+		cancel()
+		c.pool.Close()
+		return nil, err
 	}
 	// The plugin manager and the volume hooks exist before the alloc
 	// runners are built (the runners get the hooks); the manager starts
@@ -320,6 +331,7 @@ func (c *Client) step() (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
+		c.keepNodeSecret(resp.GetNodeSecret())
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
 		c.setRegistered(true)
 		c.mu.Lock()
@@ -353,6 +365,13 @@ func (c *Client) step() (time.Duration, error) {
 		return 0, fmt.Errorf("heartbeat of node %s: %w", c.nodeID, err)
 	}
 	c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
+	if resp.GetRegisterAgain() {
+		// The servers issue node secrets now and this node has none
+		// (node_identity.go): its next registration is issued one.
+		c.logger.Info("servers ask this node to register again to be issued a node secret", "node_id", c.nodeID)
+		c.setRegistered(false)
+		return 0, nil
+	}
 	return c.interval(), nil
 }
 

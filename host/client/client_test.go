@@ -107,7 +107,9 @@ func TestClientRegistersFailsOverAndKeepsItsIdentity(t *testing.T) {
 	// The first server address is dead: the client must move on to the next.
 	// Nothing listens on port 1: connections are refused at once.
 	dead := "127.0.0.1:1"
+	secrets := &memSecrets{}
 	c, err := New(Config{
+		Identity: secrets,
 		DataDir:  dir,
 		NodeName: "worker-1",
 		Servers:  []string{dead, serverRPC(t, s)},
@@ -140,7 +142,7 @@ func TestClientRegistersFailsOverAndKeepsItsIdentity(t *testing.T) {
 	// node comes back ready.
 	c.Shutdown()
 	waitStatus(t, s, c.NodeID(), pb.NodeStatus_NODE_STATUS_DOWN)
-	c2, err := New(Config{DataDir: dir, NodeName: "worker-1", Servers: []string{serverRPC(t, s)}, Logger: testutil.Logger(t).Named("client2")})
+	c2, err := New(Config{DataDir: dir, NodeName: "worker-1", Servers: []string{serverRPC(t, s)}, Identity: secrets, Logger: testutil.Logger(t).Named("client2")})
 	if err != nil {
 		t.Fatal(err)
 	}

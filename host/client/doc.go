@@ -82,4 +82,15 @@
 // recorded in <data_dir>/client/host_volumes.json and made again at start
 // before the first registration; a change re-registers the node. Tasks get
 // them through volumehooks.HostVolumeTaskHook (host_volumes.go).
+// # Node secret
+//
+// The client makes its node secret (256 random bits) at its first start and
+// stores it (Config.Identity, else the state DB of Config.State) before any
+// call; every call it makes to the servers, the tunnel included, carries it
+// in gRPC metadata (rpc.NodeSecretHeader). Once every server knows node
+// identities, the registration that finds the node without a secret adopts
+// the one it presents (a retry after a lost answer presents the same one).
+// A heartbeat answered register_again (the node has none yet) makes it
+// register again. A client that lost its state DB is refused with the
+// `berth node readmit` command that lets it register again (node_identity.go).
 package client

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk"
 )
@@ -16,6 +17,12 @@ import (
 // claims as a down node's. It stops when the returned function is called.
 func (e *volumeEnv) heartbeatFor(nodeID string) func() {
 	ctx, cancel := context.WithCancel(e.ctx)
+	// As the node: with the secret its client keeps in the state DB.
+	secret, err := e.db.NodeSecret()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx = rpc.WithNodeSecret(ctx, secret)
 	done := make(chan struct{})
 	nodes := pb.NewNodesClient(e.conn)
 	go func() {

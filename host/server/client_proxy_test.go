@@ -85,7 +85,7 @@ func (n *proxyNode) counts() (restarts, logs int) {
 // connectNode keeps nodeID's tunnel open to servers (tried in order).
 func connectNode(t *testing.T, nodeID string, node *proxyNode, servers ...*Server) *tunnel.Client {
 	t.Helper()
-	pool := rpc.NewPool()
+	pool := testNodePool()
 	t.Cleanup(pool.Close)
 	var addrs []string
 	for _, s := range servers {

@@ -37,7 +37,7 @@ type clusterOpt func(*testConfig)
 
 func newTestCluster(t *testing.T, n int, opts ...clusterOpt) *testCluster {
 	t.Helper()
-	tc := &testCluster{t: t, clock: testutil.NewManualClock(), pool: rpc.NewPool()}
+	tc := &testCluster{t: t, clock: testutil.NewManualClock(), pool: testNodePool()}
 	t.Cleanup(tc.pool.Close)
 	var rpcAddrs []string
 	var listeners []net.Listener

@@ -92,6 +92,9 @@ type Config struct {
 	// ACLEnabled makes every RPC present a token its method's need
 	// (host/authz) allows; see acl.go.
 	ACLEnabled bool
+	// MaxRequestBytes is the largest gRPC message the server receives
+	// (agent limits.max_request_bytes); 0 is rpc.MaxMessageSize.
+	MaxRequestBytes int
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

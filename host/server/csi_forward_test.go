@@ -21,7 +21,6 @@ import (
 	"berth.dev/berth/host/server/volumeloops"
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
@@ -85,7 +84,7 @@ func connectCSINode(t *testing.T, nodeID, pluginID string, p *csifake.Plugin, se
 	}
 	t.Cleanup(func() { cc.Close() })
 	node := &csiNode{nodeID: nodeID, plugin: pluginID, c: csi.New(cc)}
-	pool := rpc.NewPool()
+	pool := testNodePool()
 	t.Cleanup(pool.Close)
 	var addrs []string
 	for _, s := range servers {

@@ -20,7 +20,6 @@ import (
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
-	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
 )
@@ -83,7 +82,7 @@ func TestVolumeCreateRetryIsRefusedByANodeThatSwitchedInstanceBeforeReporting(t 
 	sw := &switchingNode{}
 	sw.cur.Store(&csiNode{nodeID: n.GetId(), plugin: "hp", c: dialFake(t, adapter), instance: adapterInfo})
 	taskNode := &csiNode{nodeID: n.GetId(), plugin: "hp", c: dialFake(t, task), instance: taskInfo}
-	pool := rpc.NewPool()
+	pool := testNodePool()
 	t.Cleanup(pool.Close)
 	c, err := tunnel.Start(tunnel.ClientConfig{
 		NodeID: n.GetId(), Servers: func() []string { return []string{s.cfg.RPCAddr} }, Conn: pool.Conn,

@@ -26,4 +26,12 @@
 // and each part takes its own as a constructor parameter. Raft's sentinel
 // errors are mapped to gRPC codes here (raft_errors.go), registered with
 // rpc/errcode.
+//
+// Every unary call passes errorInterceptor (errors to codes), then
+// forwardInterceptor (writes and consistent reads to the leader), then
+// nodeIdentityInterceptor (node_identity.go): a call only nodes make must
+// carry the secret of the node it names (endpoints.CheckNodeSecret), and a
+// follower that would refuse one sends it to the leader, whose state holds
+// every registration it acknowledged. Tunnel.Open is checked the same way
+// by the stream interceptor.
 package server

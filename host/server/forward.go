@@ -63,6 +63,7 @@ var routes = map[string]route{
 	pb.NodeOps_UpdateDrain_FullMethodName:       routeLeader,
 	pb.NodeOps_UpdateFence_FullMethodName:       routeLeader,
 	pb.NodeOps_Allocations_FullMethodName:       routeRead,
+	pb.NodeOps_Readmit_FullMethodName:           routeLeader,
 	// A client's watch is a read any server answers from its own state:
 	// followers spread the clients' long polls.
 	pb.ClientAllocs_Watch_FullMethodName:    routeRead,
@@ -150,23 +151,30 @@ func (s *Server) forwardInterceptor() grpc.UnaryServerInterceptor {
 			}
 			return handler(ctx, req)
 		}
-		if rpc.Forwarded(ctx) {
-			return nil, status.Errorf(codes.Unavailable, "server %s received a forwarded request but is not the leader (leadership changed); retry", s.cfg.Name)
-		}
-		reply, err := newReply(info.FullMethod)
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
-		}
-		conn, err := s.leaderConn(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ctx = rpc.MarkForwarded(ctx, s.id)
-		if err := conn.Invoke(ctx, info.FullMethod, req, reply); err != nil {
-			return nil, err
-		}
-		return reply, nil
+		return s.forwardToLeader(ctx, info.FullMethod, req)
 	}
+}
+
+// forwardToLeader sends the request of method, which arrived at this
+// follower, to the leader (once: a forwarded request is never forwarded
+// again) and answers the leader's reply. The node secret goes with it.
+func (s *Server) forwardToLeader(ctx context.Context, method string, req any) (any, error) {
+	if rpc.Forwarded(ctx) {
+		return nil, status.Errorf(codes.Unavailable, "server %s received a forwarded request but is not the leader (leadership changed); retry", s.cfg.Name)
+	}
+	reply, err := newReply(method)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	conn, err := s.leaderConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx = rpc.ForwardNodeSecret(rpc.MarkForwarded(ctx, s.id))
+	if err := conn.Invoke(ctx, method, req, reply); err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
 
 // newReply allocates the response message of a full gRPC method name

@@ -306,7 +306,14 @@ func TestWritesReturnWhenTheirCallerGivesUp(t *testing.T) {
 			_, err := s.raftApply(ctx, typ, cmd)
 			return err
 		}},
-		{"Register", b.GetId(), nil, func(ctx context.Context) error {
+		// Each Register is b's first: the registration held by the gate
+		// issued b a secret the caller never saw, and registering again
+		// without it is refused before any proposal (node_identity.go).
+		{"Register", b.GetId(), func() {
+			if _, err := s.raftApply(ctx10s(t), fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: b.GetId()}); err != nil {
+				t.Fatal(err)
+			}
+		}, func(ctx context.Context) error {
 			_, err := nodes.Register(ctx, &pb.NodeRegisterRequest{Node: b})
 			return err
 		}},

@@ -183,11 +183,16 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	}
 
 	// The TLS role check (tlsServerOptions) runs first, then ACL, then
-	// forwarding: gRPC chains interceptors in the order of the options.
-	s.grpc = grpc.NewServer(append(append(rpc.ServerOptions(), s.tlsServerOptions()...),
-		grpc.ChainUnaryInterceptor(errorInterceptor(), s.aclUnaryInterceptor(), s.forwardInterceptor()),
-		grpc.ChainStreamInterceptor(s.aclStreamInterceptor()),
-	)...)
+	// forwarding, then the node identity check: gRPC chains interceptors
+	// in the order of the options.
+	grpcOpts := append(append(rpc.ServerOptions(), s.tlsServerOptions()...),
+		grpc.ChainUnaryInterceptor(errorInterceptor(), s.aclUnaryInterceptor(), s.forwardInterceptor(), s.nodeIdentityInterceptor()),
+		grpc.ChainStreamInterceptor(s.aclStreamInterceptor(), s.nodeIdentityStreamInterceptor()),
+	)
+	if n := cfg.MaxRequestBytes; n > 0 {
+		grpcOpts = append(grpcOpts, grpc.MaxRecvMsgSize(n))
+	}
+	s.grpc = grpc.NewServer(grpcOpts...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})
 	s.api = endpoints.New(s.endpointDeps(), endpoints.Hooks{})

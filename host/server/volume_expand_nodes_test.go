@@ -19,7 +19,6 @@ import (
 	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
-	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
@@ -92,7 +91,7 @@ func connectExpandNode(t *testing.T, tc *testCluster, s *Server, n *expandNode) 
 // openExpandTunnel opens n's tunnel to s, serving n.
 func openExpandTunnel(t *testing.T, s *Server, n *expandNode) {
 	t.Helper()
-	pool := rpc.NewPool()
+	pool := testNodePool()
 	t.Cleanup(pool.Close)
 	c, err := tunnel.Start(tunnel.ClientConfig{
 		NodeID:   n.nodeID,

@@ -18,7 +18,6 @@ import (
 	"berth.dev/berth/internal/backoff"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
-	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/rpc/tunnel"
 )
@@ -80,7 +79,7 @@ func (n *detachNode) callCount() int {
 // connectDetachNode opens nodeID's tunnel to s, serving node.
 func connectDetachNode(t *testing.T, s *Server, nodeID string, node pb.ClientCSIServer) {
 	t.Helper()
-	pool := rpc.NewPool()
+	pool := testNodePool()
 	t.Cleanup(pool.Close)
 	c, err := tunnel.Start(tunnel.ClientConfig{
 		NodeID:   nodeID,

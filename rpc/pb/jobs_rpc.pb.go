@@ -2422,7 +2422,7 @@ var File_berth_v1_jobs_rpc_proto protoreflect.FileDescriptor
 
 const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/jobs_rpc.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x19berth/v1/client_rpc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x12berth/v1/rpc.proto\"\x84\x01\n" +
+	"\x17berth/v1/jobs_rpc.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x19berth/v1/client_rpc.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x1cberth/v1/node_identity.proto\x1a\x12berth/v1/rpc.proto\"\x84\x01\n" +
 	"\x12JobRegisterRequest\x12\x1f\n" +
 	"\x03job\x18\x01 \x01(\v2\r.berth.v1.JobR\x03job\x12#\n" +
 	"\renforce_index\x18\x02 \x01(\bR\fenforceIndex\x12(\n" +
@@ -2614,12 +2614,13 @@ const file_berth_v1_jobs_rpc_proto_rawDesc = "" +
 	"\x04Stop\x12\x1a.berth.v1.AllocStopRequest\x1a\x1b.berth.v1.AllocStopResponse2\x82\x01\n" +
 	"\x05Evals\x12:\n" +
 	"\x03Get\x12\x18.berth.v1.EvalGetRequest\x1a\x19.berth.v1.EvalGetResponse\x12=\n" +
-	"\x04List\x12\x19.berth.v1.EvalListRequest\x1a\x1a.berth.v1.EvalListResponse2\xb2\x02\n" +
+	"\x04List\x12\x19.berth.v1.EvalListRequest\x1a\x1a.berth.v1.EvalListResponse2\xf5\x02\n" +
 	"\aNodeOps\x12O\n" +
 	"\x11UpdateEligibility\x12 .berth.v1.NodeEligibilityRequest\x1a\x18.berth.v1.NodeOpResponse\x12C\n" +
 	"\vUpdateDrain\x12\x1a.berth.v1.NodeDrainRequest\x1a\x18.berth.v1.NodeOpResponse\x12C\n" +
 	"\vUpdateFence\x12\x1a.berth.v1.NodeFenceRequest\x1a\x18.berth.v1.NodeOpResponse\x12L\n" +
-	"\vAllocations\x12 .berth.v1.NodeAllocationsRequest\x1a\x1b.berth.v1.AllocListResponse2\xa9\x01\n" +
+	"\vAllocations\x12 .berth.v1.NodeAllocationsRequest\x1a\x1b.berth.v1.AllocListResponse\x12A\n" +
+	"\aReadmit\x12\x1c.berth.v1.NodeReadmitRequest\x1a\x18.berth.v1.NodeOpResponse2\xa9\x01\n" +
 	"\fClientAllocs\x12F\n" +
 	"\x05Watch\x12\x1d.berth.v1.ClientAllocsRequest\x1a\x1e.berth.v1.ClientAllocsResponse\x12Q\n" +
 	"\x06Update\x12\".berth.v1.ClientAllocUpdateRequest\x1a#.berth.v1.ClientAllocUpdateResponse2E\n" +
@@ -2701,10 +2702,11 @@ var file_berth_v1_jobs_rpc_proto_goTypes = []any{
 	(*DrainStrategy)(nil),             // 55: berth.v1.DrainStrategy
 	(*AllocClientUpdate)(nil),         // 56: berth.v1.AllocClientUpdate
 	(*AllocMetric)(nil),               // 57: berth.v1.AllocMetric
-	(*LogsRequest)(nil),               // 58: berth.v1.LogsRequest
-	(*RestartAllocRequest)(nil),       // 59: berth.v1.RestartAllocRequest
-	(*LogsFrame)(nil),                 // 60: berth.v1.LogsFrame
-	(*RestartAllocResponse)(nil),      // 61: berth.v1.RestartAllocResponse
+	(*NodeReadmitRequest)(nil),        // 58: berth.v1.NodeReadmitRequest
+	(*LogsRequest)(nil),               // 59: berth.v1.LogsRequest
+	(*RestartAllocRequest)(nil),       // 60: berth.v1.RestartAllocRequest
+	(*LogsFrame)(nil),                 // 61: berth.v1.LogsFrame
+	(*RestartAllocResponse)(nil),      // 62: berth.v1.RestartAllocResponse
 }
 var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
 	44, // 0: berth.v1.JobRegisterRequest.job:type_name -> berth.v1.Job
@@ -2778,36 +2780,38 @@ var file_berth_v1_jobs_rpc_proto_depIdxs = []int32{
 	30, // 68: berth.v1.NodeOps.UpdateDrain:input_type -> berth.v1.NodeDrainRequest
 	31, // 69: berth.v1.NodeOps.UpdateFence:input_type -> berth.v1.NodeFenceRequest
 	33, // 70: berth.v1.NodeOps.Allocations:input_type -> berth.v1.NodeAllocationsRequest
-	34, // 71: berth.v1.ClientAllocs.Watch:input_type -> berth.v1.ClientAllocsRequest
-	36, // 72: berth.v1.ClientAllocs.Update:input_type -> berth.v1.ClientAllocUpdateRequest
-	38, // 73: berth.v1.System.GarbageCollect:input_type -> berth.v1.GCRequest
-	58, // 74: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
-	59, // 75: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
-	1,  // 76: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
-	3,  // 77: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
-	5,  // 78: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
-	10, // 79: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
-	12, // 80: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
-	1,  // 81: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
-	16, // 82: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
-	22, // 83: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
-	28, // 84: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
-	20, // 85: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
-	22, // 86: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
-	24, // 87: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
-	26, // 88: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
-	28, // 89: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
-	32, // 90: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
-	32, // 91: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
-	32, // 92: berth.v1.NodeOps.UpdateFence:output_type -> berth.v1.NodeOpResponse
-	22, // 93: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
-	35, // 94: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
-	37, // 95: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
-	39, // 96: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
-	60, // 97: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
-	61, // 98: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
-	76, // [76:99] is the sub-list for method output_type
-	53, // [53:76] is the sub-list for method input_type
+	58, // 71: berth.v1.NodeOps.Readmit:input_type -> berth.v1.NodeReadmitRequest
+	34, // 72: berth.v1.ClientAllocs.Watch:input_type -> berth.v1.ClientAllocsRequest
+	36, // 73: berth.v1.ClientAllocs.Update:input_type -> berth.v1.ClientAllocUpdateRequest
+	38, // 74: berth.v1.System.GarbageCollect:input_type -> berth.v1.GCRequest
+	59, // 75: berth.v1.ClientProxy.Logs:input_type -> berth.v1.LogsRequest
+	60, // 76: berth.v1.ClientProxy.RestartAlloc:input_type -> berth.v1.RestartAllocRequest
+	1,  // 77: berth.v1.Jobs.Register:output_type -> berth.v1.JobRegisterResponse
+	3,  // 78: berth.v1.Jobs.Deregister:output_type -> berth.v1.JobDeregisterResponse
+	5,  // 79: berth.v1.Jobs.Get:output_type -> berth.v1.JobGetResponse
+	10, // 80: berth.v1.Jobs.List:output_type -> berth.v1.JobListResponse
+	12, // 81: berth.v1.Jobs.Versions:output_type -> berth.v1.JobVersionsResponse
+	1,  // 82: berth.v1.Jobs.Revert:output_type -> berth.v1.JobRegisterResponse
+	16, // 83: berth.v1.Jobs.Plan:output_type -> berth.v1.JobPlanResponse
+	22, // 84: berth.v1.Jobs.Allocations:output_type -> berth.v1.AllocListResponse
+	28, // 85: berth.v1.Jobs.Evaluations:output_type -> berth.v1.EvalListResponse
+	20, // 86: berth.v1.Allocs.Get:output_type -> berth.v1.AllocGetResponse
+	22, // 87: berth.v1.Allocs.List:output_type -> berth.v1.AllocListResponse
+	24, // 88: berth.v1.Allocs.Stop:output_type -> berth.v1.AllocStopResponse
+	26, // 89: berth.v1.Evals.Get:output_type -> berth.v1.EvalGetResponse
+	28, // 90: berth.v1.Evals.List:output_type -> berth.v1.EvalListResponse
+	32, // 91: berth.v1.NodeOps.UpdateEligibility:output_type -> berth.v1.NodeOpResponse
+	32, // 92: berth.v1.NodeOps.UpdateDrain:output_type -> berth.v1.NodeOpResponse
+	32, // 93: berth.v1.NodeOps.UpdateFence:output_type -> berth.v1.NodeOpResponse
+	22, // 94: berth.v1.NodeOps.Allocations:output_type -> berth.v1.AllocListResponse
+	32, // 95: berth.v1.NodeOps.Readmit:output_type -> berth.v1.NodeOpResponse
+	35, // 96: berth.v1.ClientAllocs.Watch:output_type -> berth.v1.ClientAllocsResponse
+	37, // 97: berth.v1.ClientAllocs.Update:output_type -> berth.v1.ClientAllocUpdateResponse
+	39, // 98: berth.v1.System.GarbageCollect:output_type -> berth.v1.GCResponse
+	61, // 99: berth.v1.ClientProxy.Logs:output_type -> berth.v1.LogsFrame
+	62, // 100: berth.v1.ClientProxy.RestartAlloc:output_type -> berth.v1.RestartAllocResponse
+	77, // [77:101] is the sub-list for method output_type
+	53, // [53:77] is the sub-list for method input_type
 	53, // [53:53] is the sub-list for extension type_name
 	53, // [53:53] is the sub-list for extension extendee
 	0,  // [0:53] is the sub-list for field type_name
@@ -2822,6 +2826,7 @@ func file_berth_v1_jobs_rpc_proto_init() {
 	file_berth_v1_client_rpc_proto_init()
 	file_berth_v1_job_proto_init()
 	file_berth_v1_node_proto_init()
+	file_berth_v1_node_identity_proto_init()
 	file_berth_v1_rpc_proto_init()
 	file_berth_v1_jobs_rpc_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}

@@ -769,6 +769,7 @@ const (
 	NodeOps_UpdateDrain_FullMethodName       = "/berth.v1.NodeOps/UpdateDrain"
 	NodeOps_UpdateFence_FullMethodName       = "/berth.v1.NodeOps/UpdateFence"
 	NodeOps_Allocations_FullMethodName       = "/berth.v1.NodeOps/Allocations"
+	NodeOps_Readmit_FullMethodName           = "/berth.v1.NodeOps/Readmit"
 )
 
 // NodeOpsClient is the client API for NodeOps service.
@@ -784,6 +785,9 @@ type NodeOpsClient interface {
 	// force_detach_after, and it takes no placements until unfenced.
 	UpdateFence(ctx context.Context, in *NodeFenceRequest, opts ...grpc.CallOption) (*NodeOpResponse, error)
 	Allocations(ctx context.Context, in *NodeAllocationsRequest, opts ...grpc.CallOption) (*AllocListResponse, error)
+	// Readmit clears a node's stored secret, so its next registration is
+	// issued a new one (a node whose state DB was lost).
+	Readmit(ctx context.Context, in *NodeReadmitRequest, opts ...grpc.CallOption) (*NodeOpResponse, error)
 }
 
 type nodeOpsClient struct {
@@ -834,6 +838,16 @@ func (c *nodeOpsClient) Allocations(ctx context.Context, in *NodeAllocationsRequ
 	return out, nil
 }
 
+func (c *nodeOpsClient) Readmit(ctx context.Context, in *NodeReadmitRequest, opts ...grpc.CallOption) (*NodeOpResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeOpResponse)
+	err := c.cc.Invoke(ctx, NodeOps_Readmit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeOpsServer is the server API for NodeOps service.
 // All implementations must embed UnimplementedNodeOpsServer
 // for forward compatibility.
@@ -847,6 +861,9 @@ type NodeOpsServer interface {
 	// force_detach_after, and it takes no placements until unfenced.
 	UpdateFence(context.Context, *NodeFenceRequest) (*NodeOpResponse, error)
 	Allocations(context.Context, *NodeAllocationsRequest) (*AllocListResponse, error)
+	// Readmit clears a node's stored secret, so its next registration is
+	// issued a new one (a node whose state DB was lost).
+	Readmit(context.Context, *NodeReadmitRequest) (*NodeOpResponse, error)
 	mustEmbedUnimplementedNodeOpsServer()
 }
 
@@ -868,6 +885,9 @@ func (UnimplementedNodeOpsServer) UpdateFence(context.Context, *NodeFenceRequest
 }
 func (UnimplementedNodeOpsServer) Allocations(context.Context, *NodeAllocationsRequest) (*AllocListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Allocations not implemented")
+}
+func (UnimplementedNodeOpsServer) Readmit(context.Context, *NodeReadmitRequest) (*NodeOpResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Readmit not implemented")
 }
 func (UnimplementedNodeOpsServer) mustEmbedUnimplementedNodeOpsServer() {}
 func (UnimplementedNodeOpsServer) testEmbeddedByValue()                 {}
@@ -962,6 +982,24 @@ func _NodeOps_Allocations_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeOps_Readmit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeReadmitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeOpsServer).Readmit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeOps_Readmit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeOpsServer).Readmit(ctx, req.(*NodeReadmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeOps_ServiceDesc is the grpc.ServiceDesc for NodeOps service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -984,6 +1022,10 @@ var NodeOps_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Allocations",
 			Handler:    _NodeOps_Allocations_Handler,
+		},
+		{
+			MethodName: "Readmit",
+			Handler:    _NodeOps_Readmit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

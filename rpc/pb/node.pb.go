@@ -163,7 +163,11 @@ type Node struct {
 	ModifyIndex uint64 `protobuf:"varint,15,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
 	// host_volumes are the node's host volumes by name: the agent's static
 	// host_volume blocks, as the client fingerprinted them.
-	HostVolumes   map[string]*HostVolumeInfo `protobuf:"bytes,100,rep,name=host_volumes,json=hostVolumes,proto3" json:"host_volumes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	HostVolumes map[string]*HostVolumeInfo `protobuf:"bytes,100,rep,name=host_volumes,json=hostVolumes,proto3" json:"host_volumes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// secret_hash is the SHA-256 of the node's secret, admitted at its
+	// first registration once every server knows node identities; empty
+	// before that, and after `berth node readmit`. Never in an API answer.
+	SecretHash    []byte `protobuf:"bytes,120,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +338,13 @@ func (x *Node) GetModifyIndex() uint64 {
 func (x *Node) GetHostVolumes() map[string]*HostVolumeInfo {
 	if x != nil {
 		return x.HostVolumes
+	}
+	return nil
+}
+
+func (x *Node) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
 	}
 	return nil
 }
@@ -783,7 +794,7 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xca\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xeb\n" +
 	"\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -806,7 +817,9 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\tfenced_at\x18\x13 \x01(\x03R\bfencedAt\x12!\n" +
 	"\fcreate_index\x18\x0e \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x12B\n" +
-	"\fhost_volumes\x18d \x03(\v2\x1f.berth.v1.Node.HostVolumesEntryR\vhostVolumes\x1aP\n" +
+	"\fhost_volumes\x18d \x03(\v2\x1f.berth.v1.Node.HostVolumesEntryR\vhostVolumes\x12\x1f\n" +
+	"\vsecret_hash\x18x \x01(\fR\n" +
+	"secretHash\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +

@@ -1332,7 +1332,12 @@ type NodeRegisterResponse struct {
 	Meta           *WriteMeta             `protobuf:"bytes,1,opt,name=meta,proto3" json:"meta,omitempty"`
 	HeartbeatTtlMs int64                  `protobuf:"varint,2,opt,name=heartbeat_ttl_ms,json=heartbeatTtlMs,proto3" json:"heartbeat_ttl_ms,omitempty"`
 	// servers is the current server RPC address list, for client failover.
-	Servers       []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
+	// node_secret is set only when the servers made the node's secret: at
+	// its first registration by a client that presented none (a berth
+	// client makes its own and presents it). The client keeps it (state DB)
+	// and sends it with every node call (gRPC metadata berth-node-secret).
+	NodeSecret    string `protobuf:"bytes,120,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,6 +1393,13 @@ func (x *NodeRegisterResponse) GetServers() []string {
 	return nil
 }
 
+func (x *NodeRegisterResponse) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
+}
+
 type NodeHeartbeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1436,8 +1448,12 @@ type NodeHeartbeatResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatTtlMs int64                  `protobuf:"varint,1,opt,name=heartbeat_ttl_ms,json=heartbeatTtlMs,proto3" json:"heartbeat_ttl_ms,omitempty"`
 	Servers        []string               `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// register_again asks the node to register again: every server knows
+	// node identities and the node holds no secret yet (it registered
+	// before, or was re-admitted), so its registration is issued one.
+	RegisterAgain bool `protobuf:"varint,120,opt,name=register_again,json=registerAgain,proto3" json:"register_again,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeHeartbeatResponse) Reset() {
@@ -1482,6 +1498,13 @@ func (x *NodeHeartbeatResponse) GetServers() []string {
 		return x.Servers
 	}
 	return nil
+}
+
+func (x *NodeHeartbeatResponse) GetRegisterAgain() bool {
+	if x != nil {
+		return x.RegisterAgain
+	}
+	return false
 }
 
 type NodeListRequest struct {
@@ -1776,16 +1799,19 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x17SnapshotRestoreResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"9\n" +
 	"\x13NodeRegisterRequest\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\x83\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xa4\x01\n" +
 	"\x14NodeRegisterResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x02 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
-	"\aservers\x18\x03 \x03(\tR\aservers\"/\n" +
+	"\aservers\x18\x03 \x03(\tR\aservers\x12\x1f\n" +
+	"\vnode_secret\x18x \x01(\tR\n" +
+	"nodeSecret\"/\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"[\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x82\x01\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x01 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
-	"\aservers\x18\x02 \x03(\tR\aservers\"m\n" +
+	"\aservers\x18\x02 \x03(\tR\aservers\x12%\n" +
+	"\x0eregister_again\x18x \x01(\bR\rregisterAgain\"m\n" +
 	"\x0fNodeListRequest\x12,\n" +
 	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\"a\n" +

@@ -33,6 +33,10 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
+	secret, err := s.identify(ctx, n)
+	if err != nil {
+		return nil, err
+	}
 	evals, err := evals.ForNode(s.State().Snapshot(), s.Clock.Now(), n.GetId(), pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE, true)
 	if err != nil {
 		return nil, err
@@ -46,6 +50,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 		Meta:           &pb.WriteMeta{Index: idx},
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
+		NodeSecret:     secret,
 	}, nil
 }
 
@@ -76,6 +81,7 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	return &pb.NodeHeartbeatResponse{
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
+		RegisterAgain:  s.wantsSecret(node),
 	}, nil
 }
 
@@ -106,6 +112,9 @@ func (e *nodesEndpoint) List(ctx context.Context, req *pb.NodeListRequest) (*pb.
 	}
 	meta.NextToken = next
 	resp.Meta = meta
+	for i, n := range resp.Nodes {
+		resp.Nodes[i] = redactNode(n)
+	}
 	return resp, nil
 }
 
@@ -129,6 +138,7 @@ func (e *nodesEndpoint) Get(ctx context.Context, req *pb.NodeGetRequest) (*pb.No
 		return nil, fmt.Errorf("node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
 	resp.Meta = meta
+	resp.Node = redactNode(resp.Node)
 	return resp, nil
 }
 
