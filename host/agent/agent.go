@@ -108,9 +108,10 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr(), err)
 	}
-	a.httpLis = a.listenHTTP(a.httpLis)
+	// The connection limit counts TCP connections; TLS goes on top, so
+	// the HTTP server sees *tls.Conn and can speak HTTP/2.
+	a.httpLis = a.listenHTTP(a.limitHTTP(a.httpLis, cfg.Limits))
 	httpAddr := a.httpLis.Addr().String()
-	a.httpLis = a.limitHTTP(a.httpLis, cfg.Limits)
 
 	if cfg.Server.Enabled {
 		// Process-wide: the collector's share of a server's CPU is large
