@@ -274,6 +274,53 @@ func TestACLDisabledChecksNothing(t *testing.T) {
 	}
 }
 
+// TestACLMethodsRefusedWhileDisabled: without acl.enabled every ACL method
+// but Authorize answers FailedPrecondition "ACL support disabled", so no
+// one mints a management token before ACL is turned on.
+func TestACLMethodsRefusedWhileDisabled(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	ctx := ctx10s(t)
+	calls := map[string]func() error{
+		"Bootstrap": func() error { _, err := c.Bootstrap(ctx, &pb.ACLBootstrapRequest{}); return err },
+		"PolicyUpsert": func() error {
+			_, err := c.PolicyUpsert(ctx, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "p", Rules: "job { policy = \"read\" }"}})
+			return err
+		},
+		"PolicyDelete": func() error { _, err := c.PolicyDelete(ctx, &pb.ACLPolicyDeleteRequest{Name: "p"}); return err },
+		"PolicyGet":    func() error { _, err := c.PolicyGet(ctx, &pb.ACLPolicyGetRequest{Name: "p"}); return err },
+		"PolicyList":   func() error { _, err := c.PolicyList(ctx, &pb.ACLPolicyListRequest{}); return err },
+		"TokenCreate":  func() error { _, err := c.TokenCreate(ctx, &pb.ACLTokenCreateRequest{Type: "management"}); return err },
+		"TokenUpdate":  func() error { _, err := c.TokenUpdate(ctx, &pb.ACLTokenUpdateRequest{AccessorId: "x"}); return err },
+		"TokenDelete":  func() error { _, err := c.TokenDelete(ctx, &pb.ACLTokenDeleteRequest{AccessorId: "x"}); return err },
+		"TokenGet":     func() error { _, err := c.TokenGet(ctx, &pb.ACLTokenGetRequest{AccessorId: "x"}); return err },
+		"TokenList":    func() error { _, err := c.TokenList(ctx, &pb.ACLTokenListRequest{}); return err },
+		"TokenSelf": func() error {
+			_, err := c.TokenSelf(withToken(ctx, strings.Repeat("a", 64)), &pb.ACLTokenSelfRequest{})
+			return err
+		},
+	}
+	for _, m := range pb.ACL_ServiceDesc.Methods {
+		if m.MethodName == "Authorize" {
+			continue
+		}
+		call, ok := calls[m.MethodName]
+		if !ok {
+			t.Errorf("ACL.%s is not tried here", m.MethodName)
+			continue
+		}
+		err := call()
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "ACL support disabled") {
+			t.Errorf("ACL.%s with ACL off: %v, want FailedPrecondition \"ACL support disabled\"", m.MethodName, err)
+		}
+	}
+	if _, err := c.Authorize(ctx, &pb.ACLAuthorizeRequest{Kind: "token"}); err != nil {
+		t.Errorf("Authorize with ACL off: %v, want allowed", err)
+	}
+}
+
 // TestACLStateSurvivesSnapshotRestore saves a snapshot with a management
 // token (the operator API needs one), deletes a token and its policy, and
 // restores: both are back, and the restored token works.
