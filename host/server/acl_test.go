@@ -159,7 +159,7 @@ func TestACLEnforcedAcrossTheCluster(t *testing.T) {
 	wantACLCode(t, err, codes.PermissionDenied, `capability "submit-job" on job is required`)
 	// Neither may it manage ACLs, nor restore or remove anything.
 	_, err = aclc(follower).TokenList(r, &pb.ACLTokenListRequest{})
-	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
 	_, err = pb.NewOperatorClient(tc.conn(leader)).RemovePeer(r, &pb.RemovePeerRequest{Id: follower.id})
 	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
 
@@ -318,6 +318,44 @@ func TestACLMethodsRefusedWhileDisabled(t *testing.T) {
 	}
 	if _, err := c.Authorize(ctx, &pb.ACLAuthorizeRequest{Kind: "token"}); err != nil {
 		t.Errorf("Authorize with ACL off: %v, want allowed", err)
+	}
+}
+
+// TestACLTokenWritesNeedManagement: an operator-write token may not mint
+// a management token, nor write policies or tokens at all (Nomad's rule:
+// managing ACLs needs a management token).
+func TestACLTokenWritesNeedManagement(t *testing.T) {
+	tc := newTestCluster(t, 1, withACL)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "op", Rules: `operator { policy = "write" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	op, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "op", Policies: []string{"op"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := withToken(ctx10s(t), op.GetSecretId())
+	_, err = c.TokenCreate(o, &pb.ACLTokenCreateRequest{Name: "escalated", Type: "management"})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.TokenUpdate(o, &pb.ACLTokenUpdateRequest{AccessorId: op.GetToken().GetAccessorId(), Name: "op", Policies: []string{"op"}})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.PolicyUpsert(o, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "op", Rules: `job { policy = "write" }`}})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.TokenDelete(o, &pb.ACLTokenDeleteRequest{AccessorId: boot.GetToken().GetAccessorId()})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	// Operator write still does what it is for.
+	if _, err := pb.NewOperatorClient(tc.conn(s)).RaftConfiguration(o, &pb.RaftConfigurationRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "second", Type: "management"}); err != nil {
+		t.Fatal(err)
 	}
 }
 
