@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +23,34 @@ acl {
   enabled = true
 }`
 
+// aclTLS makes a CA and a server and a client certificate with `berth
+// tls`, and returns the tls block of each role ACL needs: rpc with
+// verify_server_hostname (the HTTP API stays plain for the CLI).
+func aclTLS(t *testing.T) (server, client string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, argv := range [][]string{{"tls", "ca", "create"}, {"tls", "cert", "create", "-server"}, {"tls", "cert", "create", "-client"}} {
+		cmd := exec.Command(berthBin, argv...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+	}
+	block := func(role string) string {
+		return fmt.Sprintf(`
+tls {
+  ca_file   = %q
+  cert_file = %q
+  key_file  = %q
+  rpc       = true
+  verify_server_hostname = true
+}`, filepath.Join(dir, "berth-agent-ca.pem"), filepath.Join(dir, "global-"+role+"-berth.pem"), filepath.Join(dir, "global-"+role+"-berth-key.pem"))
+	}
+	return block("server"), block("client")
+}
+
 func TestACLCluster(t *testing.T) {
+	serverTLS, clientTLS := aclTLS(t)
 	var ps []ports
 	var join []string
 	for range 3 {
@@ -38,7 +66,7 @@ server {
   bootstrap_expect = 3
   retry_join       = [%s]
   retry_interval   = "1s"
-}`, strings.Join(join, ", "))+aclBlock)
+}`, strings.Join(join, ", "))+aclBlock+serverTLS)
 		s.start()
 		servers = append(servers, s)
 	}
@@ -49,7 +77,7 @@ client {
 }
 plugin "raw_exec" {
   config { enabled = true }
-}`, strings.Join(join, ", "))+aclBlock)
+}`, strings.Join(join, ", "))+aclBlock+clientTLS)
 	// The task writes its PID where killLeftoverTasks finds it, should the
 	// job's stop not have ended it before the agents stop.
 	t.Cleanup(func() { killLeftoverTasks(client) })

@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 	c.validateTLS(&errs)
 	c.validateHostVolumes(&errs)
 	c.validateRequestLimit(&errs)
+	c.validateACL(&errs)
 	return errsOrNil(errs)
 }
 

@@ -41,6 +41,8 @@ func (a *Agent) authorizeHTTP(r *http.Request, pattern string) (*http.Request, e
 	switch need.Kind {
 	case authz.Token:
 		req.Kind = "token"
+	case authz.Management:
+		req.Kind = "management"
 	case authz.Capability:
 		req.Kind, req.Resource, req.Capability = "capability", string(need.Resource), string(need.Capability)
 	default:

@@ -22,7 +22,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 func TestTableDeclaresKnownCapabilities(t *testing.T) {
 	for key, n := range table {
 		switch n.Kind {
-		case None, Token, Node, Server:
+		case None, Token, Node, Server, Management:
 		case Capability:
 			if !acl.Known(n.Resource, n.Capability) {
 				t.Errorf("%s needs %s, which no rule of %s grants", key, n.Capability, n.Resource)
@@ -109,6 +109,7 @@ func TestNeedOf(t *testing.T) {
 		ok   bool
 	}{
 		{&pb.ACLAuthorizeRequest{Kind: "token"}, Need{Kind: Token}, true},
+		{&pb.ACLAuthorizeRequest{Kind: "management"}, Need{Kind: Management}, true},
 		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "job", Capability: "submit-job"}, Needs(acl.Job, acl.SubmitJob), true},
 		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "job", Capability: "csi-mount-volume"}, Need{}, false},
 		{&pb.ACLAuthorizeRequest{Kind: "capability", Resource: "namespace", Capability: "read"}, Need{}, false},
@@ -120,6 +121,43 @@ func TestNeedOf(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrBadNeed) {
 			t.Errorf("%v: %v is not ErrBadNeed", tc.req, err)
+		}
+	}
+}
+
+// TestACLManagementNeedsAManagementToken: the ACL methods (policy and token
+// reads and writes) need a management token, as Nomad's; operator write,
+// or every capability a policy can grant, is not enough.
+func TestACLManagementNeedsAManagementToken(t *testing.T) {
+	all := ""
+	for _, r := range acl.Resources {
+		all += string(r) + " { policy = \"write\" }\n"
+	}
+	p, err := acl.Parse("all.hcl", []byte(all))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range pb.ACL_ServiceDesc.Methods {
+		switch m.MethodName {
+		case "Bootstrap", "Authorize", "TokenSelf":
+			continue
+		}
+		n, ok := Method("/" + pb.ACL_ServiceDesc.ServiceName + "/" + m.MethodName)
+		if !ok || n.Kind != Management {
+			t.Errorf("ACL.%s needs %v, want management", m.MethodName, n)
+			continue
+		}
+		err := Check(n, acl.New(p), true)
+		if !errors.Is(err, acl.ErrPermissionDenied) || !strings.Contains(err.Error(), "management token") {
+			t.Errorf("ACL.%s with every policy write: %v, want a refusal naming the management token", m.MethodName, err)
+		}
+		if err := Check(n, acl.Management(), true); err != nil {
+			t.Errorf("ACL.%s with a management token: %v", m.MethodName, err)
+		}
+	}
+	for key, n := range table {
+		if strings.Contains(key, " /v1/acl/") && !strings.Contains(key, "/bootstrap") && !strings.Contains(key, "/token/self") && n.Kind != Management {
+			t.Errorf("%s needs %v, want management", key, n)
 		}
 	}
 }

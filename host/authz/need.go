@@ -21,6 +21,10 @@ const (
 	Node
 	Server
 	Capability
+	// Management needs a management token: managing ACL policies and
+	// tokens (Nomad's rule), which no policy can grant, so no token can
+	// mint one more powerful than itself.
+	Management
 )
 
 // Need is what a route or method needs of its caller.
@@ -49,6 +53,8 @@ func (n Need) String() string {
 		return "server"
 	case Capability:
 		return fmt.Sprintf("%s:%s", n.Resource, n.Capability)
+	case Management:
+		return "management"
 	}
 	return "undeclared"
 }
@@ -68,7 +74,7 @@ func Route(method, pattern string) (Need, bool) {
 }
 
 // Check decides n for a caller whose ACL is a (nil: no token and no
-// anonymous policy). Checked needs are Token and Capability; the others
+// anonymous policy). Checked needs are Token, Capability and Management; the others
 // pass (their callers are secured elsewhere). It returns nil or an error
 // wrapping acl.ErrPermissionDenied naming what is missing.
 func Check(n Need, a *acl.ACL, hasToken bool) error {
@@ -82,6 +88,11 @@ func Check(n Need, a *acl.ACL, hasToken bool) error {
 		return fmt.Errorf("%w: this call needs a token", acl.ErrPermissionDenied)
 	case Capability:
 		return a.Check(n.Resource, n.Capability)
+	case Management:
+		if a.IsManagement() {
+			return nil
+		}
+		return &acl.DeniedError{Management: true}
 	}
 	return fmt.Errorf("%w: the call declares no need", acl.ErrPermissionDenied)
 }
@@ -90,12 +101,14 @@ func Check(n Need, a *acl.ACL, hasToken bool) error {
 // declare: refused, whatever the token.
 var ErrUndeclared = errcode.New(codes.PermissionDenied, "permission denied: the call is missing from the authorization table")
 
-// NeedOf is the need an ACL.Authorize request asks about: "token" or a
-// known capability on a resource.
+// NeedOf is the need an ACL.Authorize request asks about: "token",
+// "management" or a known capability on a resource.
 func NeedOf(req *pb.ACLAuthorizeRequest) (Need, error) {
 	switch req.GetKind() {
 	case "token":
 		return Need{Kind: Token}, nil
+	case "management":
+		return Need{Kind: Management}, nil
 	case "capability":
 		r, c := acl.Resource(req.GetResource()), acl.Capability(req.GetCapability())
 		if !slices.Contains(acl.Resources, r) || !acl.Known(r, c) {

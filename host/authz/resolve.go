@@ -15,8 +15,10 @@ import (
 )
 
 // Resolver turns the secret a call carries into the ACL of its token, from
-// a server's replicated state. Parsed policies are kept by name and modify
-// index, so a policy is parsed once per change, not once per call.
+// a server's replicated state. Parsed policies are kept by name, modify
+// index and rules text, so a policy is parsed once per change, not once per
+// call, and a restored snapshot holding other rules at the same index is
+// parsed anew.
 type Resolver struct {
 	state func() *fsm.StateStore
 	now   func() time.Time
@@ -27,6 +29,7 @@ type Resolver struct {
 
 type parsedPolicy struct {
 	modify uint64
+	rules  string
 	policy *acl.Policy // nil: its rules do not parse (a newer server's)
 }
 
@@ -102,14 +105,14 @@ func (r *Resolver) policy(st *fsm.StateStore, name string) (*acl.Policy, error) 
 		delete(r.parsed, name) // deleted: the cache holds only stored policies
 		return nil, nil
 	}
-	if c, ok := r.parsed[name]; ok && c.modify == row.GetModifyIndex() {
+	if c, ok := r.parsed[name]; ok && c.modify == row.GetModifyIndex() && c.rules == row.GetRules() {
 		return c.policy, nil
 	}
 	p, err := acl.Parse(name+".hcl", []byte(row.GetRules()))
 	if err != nil {
 		p = nil // stored by a newer server with rules this one does not know: it grants nothing here
 	}
-	r.parsed[name] = parsedPolicy{modify: row.GetModifyIndex(), policy: p}
+	r.parsed[name] = parsedPolicy{modify: row.GetModifyIndex(), rules: row.GetRules(), policy: p}
 	return p, nil
 }
 

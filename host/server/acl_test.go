@@ -159,7 +159,7 @@ func TestACLEnforcedAcrossTheCluster(t *testing.T) {
 	wantACLCode(t, err, codes.PermissionDenied, `capability "submit-job" on job is required`)
 	// Neither may it manage ACLs, nor restore or remove anything.
 	_, err = aclc(follower).TokenList(r, &pb.ACLTokenListRequest{})
-	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
 	_, err = pb.NewOperatorClient(tc.conn(leader)).RemovePeer(r, &pb.RemovePeerRequest{Id: follower.id})
 	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
 
@@ -270,6 +270,91 @@ func TestACLDisabledChecksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pb.NewJobsClient(tc.conn(s)).List(withToken(ctx10s(t), "garbage"), &pb.JobListRequest{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACLMethodsRefusedWhileDisabled: without acl.enabled every ACL method
+// but Authorize answers FailedPrecondition "ACL support disabled", so no
+// one mints a management token before ACL is turned on.
+func TestACLMethodsRefusedWhileDisabled(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	ctx := ctx10s(t)
+	calls := map[string]func() error{
+		"Bootstrap": func() error { _, err := c.Bootstrap(ctx, &pb.ACLBootstrapRequest{}); return err },
+		"PolicyUpsert": func() error {
+			_, err := c.PolicyUpsert(ctx, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "p", Rules: "job { policy = \"read\" }"}})
+			return err
+		},
+		"PolicyDelete": func() error { _, err := c.PolicyDelete(ctx, &pb.ACLPolicyDeleteRequest{Name: "p"}); return err },
+		"PolicyGet":    func() error { _, err := c.PolicyGet(ctx, &pb.ACLPolicyGetRequest{Name: "p"}); return err },
+		"PolicyList":   func() error { _, err := c.PolicyList(ctx, &pb.ACLPolicyListRequest{}); return err },
+		"TokenCreate":  func() error { _, err := c.TokenCreate(ctx, &pb.ACLTokenCreateRequest{Type: "management"}); return err },
+		"TokenUpdate":  func() error { _, err := c.TokenUpdate(ctx, &pb.ACLTokenUpdateRequest{AccessorId: "x"}); return err },
+		"TokenDelete":  func() error { _, err := c.TokenDelete(ctx, &pb.ACLTokenDeleteRequest{AccessorId: "x"}); return err },
+		"TokenGet":     func() error { _, err := c.TokenGet(ctx, &pb.ACLTokenGetRequest{AccessorId: "x"}); return err },
+		"TokenList":    func() error { _, err := c.TokenList(ctx, &pb.ACLTokenListRequest{}); return err },
+		"TokenSelf": func() error {
+			_, err := c.TokenSelf(withToken(ctx, strings.Repeat("a", 64)), &pb.ACLTokenSelfRequest{})
+			return err
+		},
+	}
+	for _, m := range pb.ACL_ServiceDesc.Methods {
+		if m.MethodName == "Authorize" {
+			continue
+		}
+		call, ok := calls[m.MethodName]
+		if !ok {
+			t.Errorf("ACL.%s is not tried here", m.MethodName)
+			continue
+		}
+		err := call()
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "ACL support disabled") {
+			t.Errorf("ACL.%s with ACL off: %v, want FailedPrecondition \"ACL support disabled\"", m.MethodName, err)
+		}
+	}
+	if _, err := c.Authorize(ctx, &pb.ACLAuthorizeRequest{Kind: "token"}); err != nil {
+		t.Errorf("Authorize with ACL off: %v, want allowed", err)
+	}
+}
+
+// TestACLTokenWritesNeedManagement: an operator-write token may not mint
+// a management token, nor write policies or tokens at all (Nomad's rule:
+// managing ACLs needs a management token).
+func TestACLTokenWritesNeedManagement(t *testing.T) {
+	tc := newTestCluster(t, 1, withACL)
+	s := tc.waitLeader()
+	waitVersions(tc, s)
+	c := pb.NewACLClient(tc.conn(s))
+	boot, err := c.Bootstrap(ctx10s(t), &pb.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := withToken(ctx10s(t), boot.GetSecretId())
+	if _, err := c.PolicyUpsert(m, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "op", Rules: `operator { policy = "write" }`}}); err != nil {
+		t.Fatal(err)
+	}
+	op, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "op", Policies: []string{"op"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := withToken(ctx10s(t), op.GetSecretId())
+	_, err = c.TokenCreate(o, &pb.ACLTokenCreateRequest{Name: "escalated", Type: "management"})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.TokenUpdate(o, &pb.ACLTokenUpdateRequest{AccessorId: op.GetToken().GetAccessorId(), Name: "op", Policies: []string{"op"}})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.PolicyUpsert(o, &pb.ACLPolicyUpsertRequest{Policy: &pb.ACLPolicy{Name: "op", Rules: `job { policy = "write" }`}})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	_, err = c.TokenDelete(o, &pb.ACLTokenDeleteRequest{AccessorId: boot.GetToken().GetAccessorId()})
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
+	// Operator write still does what it is for.
+	if _, err := pb.NewOperatorClient(tc.conn(s)).RaftConfiguration(o, &pb.RaftConfigurationRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TokenCreate(m, &pb.ACLTokenCreateRequest{Name: "second", Type: "management"}); err != nil {
 		t.Fatal(err)
 	}
 }

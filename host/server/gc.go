@@ -92,6 +92,9 @@ func (s *Server) runGC(ctx context.Context) {
 		if _, err := s.collectGarbage(ctx, false); err != nil && ctx.Err() == nil {
 			s.logger.Warn("garbage collection", "error", err)
 		}
+		if _, err := s.collectExpiredTokens(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Warn("garbage collection of expired ACL tokens", "error", err)
+		}
 		t := time.NewTimer(s.gc.interval)
 		select {
 		case <-ctx.Done():

@@ -67,7 +67,7 @@ func newClient(addr string) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("api: address %q has no host", addr)
 	}
-	return &Client{base: u, token: os.Getenv(EnvToken), http: &http.Client{}}, nil
+	return &Client{base: u, token: os.Getenv(EnvToken), http: &http.Client{CheckRedirect: checkRedirect}}, nil
 }
 
 // Address returns the agent URL the client talks to.
@@ -200,7 +200,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values
 		req.Header[k] = vs
 	}
 	if c.token != "" {
-		req.Header.Set("X-Berth-Token", c.token)
+		req.Header.Set(tokenHeader, c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

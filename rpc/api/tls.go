@@ -94,6 +94,6 @@ func NewClientTLS(addr string, t TLSConfig) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg
 	tr.ForceAttemptHTTP2 = true
-	c.http = &http.Client{Transport: tr}
+	c.http = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 	return c, nil
 }

@@ -44,7 +44,19 @@ var (
 	// ErrACLResetFile is returned by Bootstrap when the reset file exists
 	// but does not hold a raft index.
 	ErrACLResetFile = errcode.New(codes.FailedPrecondition, "unreadable ACL bootstrap reset file")
+	// ErrACLDisabled is returned by every ACL method but Authorize on a
+	// server without acl.enabled: there no token is checked, so none may
+	// be made (a token minted before ACL is turned on would be a way in).
+	ErrACLDisabled = errcode.New(codes.FailedPrecondition, "ACL support disabled")
 )
+
+// enabled refuses an ACL method on a server without acl.enabled.
+func (e *aclEndpoint) enabled() error {
+	if !e.s.ACLEnabled {
+		return fmt.Errorf("%w: set acl { enabled = true } on every agent to manage ACLs", ErrACLDisabled)
+	}
+	return nil
+}
 
 type aclEndpoint struct {
 	pb.UnimplementedACLServer
@@ -59,6 +71,9 @@ func (e *aclEndpoint) requireVersion() error {
 // that only with the reset index, read from the reset file in the leader's
 // data dir (host/server ACLResetFileName), which the refusal names.
 func (e *aclEndpoint) Bootstrap(ctx context.Context, _ *pb.ACLBootstrapRequest) (*pb.ACLTokenSecretResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	if err := e.requireVersion(); err != nil {
 		return nil, err
 	}
@@ -112,6 +127,9 @@ func (e *aclEndpoint) resetIndex() (uint64, error) {
 // PolicyUpsert stores a policy whose rules parse (errors name the line and
 // column in the rules).
 func (e *aclEndpoint) PolicyUpsert(ctx context.Context, req *pb.ACLPolicyUpsertRequest) (*pb.ACLWriteResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	p := req.GetPolicy()
 	if err := acl.ValidName(p.GetName()); err != nil {
 		return nil, err
@@ -132,6 +150,9 @@ func (e *aclEndpoint) PolicyUpsert(ctx context.Context, req *pb.ACLPolicyUpsertR
 
 // PolicyDelete deletes a stored policy; NotFound for another name.
 func (e *aclEndpoint) PolicyDelete(ctx context.Context, req *pb.ACLPolicyDeleteRequest) (*pb.ACLWriteResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	if p, err := e.s.State().ACLPolicy(nil, req.GetName()); err != nil {
 		return nil, err
 	} else if p == nil {
@@ -149,6 +170,9 @@ func (e *aclEndpoint) PolicyDelete(ctx context.Context, req *pb.ACLPolicyDeleteR
 
 // PolicyGet reads one policy.
 func (e *aclEndpoint) PolicyGet(ctx context.Context, req *pb.ACLPolicyGetRequest) (*pb.ACLPolicyGetResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	resp := &pb.ACLPolicyGetResponse{}
 	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		p, err := st.ACLPolicy(ws, req.GetName())
@@ -170,6 +194,9 @@ func (e *aclEndpoint) PolicyGet(ctx context.Context, req *pb.ACLPolicyGetRequest
 
 // PolicyList lists every policy by name.
 func (e *aclEndpoint) PolicyList(ctx context.Context, req *pb.ACLPolicyListRequest) (*pb.ACLPolicyListResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	resp := &pb.ACLPolicyListResponse{}
 	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		ps, err := st.ACLPolicies(ws)
@@ -210,6 +237,9 @@ func (e *aclEndpoint) checkTokenPolicies(typ string, policies []string) error {
 
 // TokenCreate makes a token and answers its secret, once.
 func (e *aclEndpoint) TokenCreate(ctx context.Context, req *pb.ACLTokenCreateRequest) (*pb.ACLTokenSecretResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	typ := req.GetType()
 	if typ == "" {
 		typ = fsm.ACLTokenClient
@@ -245,6 +275,9 @@ func (e *aclEndpoint) TokenCreate(ctx context.Context, req *pb.ACLTokenCreateReq
 // TokenUpdate changes a token's name and policies; its secret, type and
 // expiry stay.
 func (e *aclEndpoint) TokenUpdate(ctx context.Context, req *pb.ACLTokenUpdateRequest) (*pb.ACLTokenGetResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	tok, err := e.token(req.GetAccessorId())
 	if err != nil {
 		return nil, err
@@ -270,6 +303,9 @@ func (e *aclEndpoint) TokenUpdate(ctx context.Context, req *pb.ACLTokenUpdateReq
 
 // TokenDelete deletes a token by accessor ID.
 func (e *aclEndpoint) TokenDelete(ctx context.Context, req *pb.ACLTokenDeleteRequest) (*pb.ACLWriteResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	tok, err := e.token(req.GetAccessorId())
 	if err != nil {
 		return nil, err
@@ -297,6 +333,9 @@ func (e *aclEndpoint) token(accessor string) (*pb.ACLToken, error) {
 
 // TokenGet reads one token (never its secret).
 func (e *aclEndpoint) TokenGet(ctx context.Context, req *pb.ACLTokenGetRequest) (*pb.ACLTokenGetResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	resp := &pb.ACLTokenGetResponse{}
 	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		t, err := st.ACLToken(ws, req.GetAccessorId())
@@ -321,6 +360,9 @@ func (e *aclEndpoint) TokenGet(ctx context.Context, req *pb.ACLTokenGetRequest) 
 
 // TokenList lists every token by accessor ID.
 func (e *aclEndpoint) TokenList(ctx context.Context, req *pb.ACLTokenListRequest) (*pb.ACLTokenListResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	resp := &pb.ACLTokenListResponse{}
 	meta, err := e.s.BlockingRead(ctx, req.GetQuery(), func(ws memdb.WatchSet, st *fsm.StateSnapshot) (uint64, error) {
 		ts, err := st.ACLTokens(ws)
@@ -343,6 +385,9 @@ func (e *aclEndpoint) TokenList(ctx context.Context, req *pb.ACLTokenListRequest
 // TokenSelf answers the token the call carries: Unauthenticated for none,
 // an unknown or an expired one.
 func (e *aclEndpoint) TokenSelf(ctx context.Context, _ *pb.ACLTokenSelfRequest) (*pb.ACLTokenGetResponse, error) {
+	if err := e.enabled(); err != nil {
+		return nil, err
+	}
 	secret, err := authz.SecretOf(ctx)
 	if err != nil {
 		return nil, err

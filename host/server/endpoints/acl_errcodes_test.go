@@ -14,5 +14,6 @@ func TestACLSentinelsCarryTheirCodes(t *testing.T) {
 		ErrACLTokenNotFound:  codes.NotFound,
 		ErrInvalidACLToken:   codes.InvalidArgument,
 		ErrACLResetFile:      codes.FailedPrecondition,
+		ErrACLDisabled:       codes.FailedPrecondition,
 	})
 }
