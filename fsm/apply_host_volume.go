@@ -19,11 +19,11 @@ import (
 // Claims on dynamic host volumes are rows of the claims table like CSI
 // ones (checkReservation reads the volume from either table): the same
 // access-mode rules, no attachment, ready at once. As nothing on the node
-// is to be undone, such a claim is freed in the apply that makes its alloc
-// stopped on its client (or gone); an alloc only the servers stopped holds
-// it releasing until its client says its tasks stopped (or its node is
-// forced: the reaper), so a single-writer volume never has two live
-// writers. Claims of this kind exist only once every server knows the
+// is to be undone, such a claim is freed in the apply of its client's
+// report that the alloc stopped (or the alloc's collection); an alloc only
+// the servers stopped or marked lost holds it releasing until its client
+// says its tasks stopped (or its node is forced: the reaper), so a
+// single-writer volume never has two live writers. Claims of this kind exist only once every server knows the
 // commands above (the gate), so no older server applies them.
 
 // applyHostVolumeRegister stores a dynamic host volume, or updates one.
@@ -105,14 +105,19 @@ func hostClaimVolume(tx *writeTxn, id string) (*pb.Volume, error) {
 }
 
 // releaseHostClaim moves a host volume claim of alloc a (nil: gone) on:
-// freed when the alloc stopped on its client or is gone, releasing when
-// only the servers stopped it. It reports whether it handled c.
-func releaseHostClaim(tx *writeTxn, c *pb.Claim, a *pb.Allocation, at int64) (bool, error) {
+// freed when the alloc's client reported it stopped in this apply
+// (clientStopped) or the alloc is gone (collected), releasing when the
+// servers stopped it or marked it lost (a client status the servers set:
+// a partitioned client may still run it, and a sticky replacement may be
+// placed on that node). A releasing claim is freed by its client's later
+// stop report, or by the reaper once the node is forced. It reports
+// whether it handled c.
+func releaseHostClaim(tx *writeTxn, c *pb.Claim, a *pb.Allocation, clientStopped bool, at int64) (bool, error) {
 	if !rules.HostClaim(c) {
 		return false, nil
 	}
 	switch {
-	case a == nil || rules.AllocClientTerminal(a):
+	case a == nil || clientStopped:
 		return true, claimsTable.delete(tx, c)
 	case c.GetState() < pb.ClaimState_CLAIM_STATE_RELEASING && rules.AllocTerminal(a):
 		return true, writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_RELEASING, at)
