@@ -72,13 +72,18 @@ type Mkdir struct{}
 
 var _ Plugin = Mkdir{}
 
-// Create makes the directory, or sets the owner and mode of the one there.
+// Create makes the directory with the asked owner and mode. One there
+// already (a restore, a create sent again) is left as it is: its owner
+// and mode may be what the task made them (a database's data directory),
+// so only a directory Create made gets them.
 func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	mode, uid, gid, err := mkdirParams(req.Parameters)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := os.Mkdir(req.Path, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+	err = os.Mkdir(req.Path, mode)
+	made := err == nil
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return Result{}, err
 	}
 	st, err := os.Lstat(req.Path)
@@ -87,6 +92,9 @@ func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	}
 	if !st.IsDir() {
 		return Result{}, fmt.Errorf("%s exists and is not a directory", req.Path)
+	}
+	if !made {
+		return Result{Path: req.Path}, nil
 	}
 	// Mkdir's mode is masked by the umask; the asked mode is set as asked.
 	if err := os.Chmod(req.Path, mode); err != nil {
@@ -100,16 +108,19 @@ func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	return Result{Path: req.Path}, nil
 }
 
-// Delete removes the directory; one already gone is deleted.
+// Delete removes the directory; one already gone is deleted. It removes
+// only <host_volumes_dir>/<id>: a created path that is anything else (a
+// server's record of a volume this node has no record of) is refused.
 func (Mkdir) Delete(_ context.Context, req Request) error {
-	p := req.CreatedPath
-	if p == "" {
-		p = req.Path
+	if p := req.CreatedPath; p != "" && filepath.Clean(p) != filepath.Clean(req.Path) {
+		return fmt.Errorf("%w: mkdir removes only %s, not %s", ErrBadVolume, req.Path, p)
 	}
-	return os.RemoveAll(p)
+	if req.Path == "" || filepath.Base(req.Path) != req.ID {
+		return fmt.Errorf("%w: mkdir: %q is not the volume's directory", ErrBadVolume, req.Path)
+	}
+	return os.RemoveAll(req.Path)
 }
 
-// mkdirParams reads mode, uid and gid (-1: unchanged).
 func mkdirParams(p map[string]string) (mode fs.FileMode, uid, gid int, err error) {
 	mode, uid, gid = 0o755, -1, -1
 	for k, v := range p {
