@@ -151,6 +151,8 @@ func (b *volumeBook) checkHost(n *pb.Node, asks []volumeAsk) (string, error) {
 			return label + ": not recorded by the servers (deleted, or not yet created)", nil
 		case hv.GetNodeId() != n.GetId():
 			return fmt.Sprintf("%s: recorded on node %s, not this one", label, hv.GetNodeId()), nil
+		case hv.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_PENDING:
+			return label + ": pending (its node has not made it yet)", nil
 		}
 		capability, why := pickCapability(e.vol, e.held, ask)
 		if why != "" {
