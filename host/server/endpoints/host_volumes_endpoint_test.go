@@ -249,7 +249,9 @@ func TestHostVolumeDeleteMarkAndPutBack(t *testing.T) {
 	if v := storedHostVolume(t, s, id); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
 		t.Fatalf("after an uncertain delete: %v, want deleting", v)
 	}
-	node.answer = func(bool, *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) { return &pb.HostVolumeOnNodeResponse{}, nil }
+	node.answer = func(bool, *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) {
+		return &pb.HostVolumeOnNodeResponse{}, nil
+	}
 	if _, err := e.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: id}); err != nil {
 		t.Fatal(err)
 	}
