@@ -3,6 +3,7 @@ package volumehooks
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -169,6 +170,63 @@ func (h *hostMountHook) Prestart(ctx context.Context, req *runhooks.PrestartRequ
 		}
 		resp.Env[EnvName(name)] = where
 		resp.Vars[VarVolumePrefix+name] = where
+	}
+	return nil
+}
+
+// HostReports is where the host volume alloc hook queues its reports
+// (the client's Reporter).
+type HostReports interface {
+	Queue(req *pb.ClientClaimUpdateRequest)
+}
+
+// HostVolumeAllocHook is the factory of host volume alloc hooks, for
+// allocrunner.Hooks.Alloc: a hook for each alloc whose group names a
+// dynamic host volume of the node, nil for the others. Once every task of
+// the alloc is dead for good (Postrun) it reports each such volume's
+// claim node-detached, as a CSI volume's teardown does: nothing on the
+// node is to be undone, and the state machine frees a releasing claim
+// with no attachment at once. A claim the servers have not moved to
+// releasing yet refuses the report, which the Reporter tries again until
+// the claim is releasing or freed (the alloc's stop report frees it).
+func HostVolumeAllocHook(nodeID string, volumes func() map[string]*pb.HostVolumeInfo, reports HostReports) func(runhooks.AllocInfo) runhooks.Hook {
+	return func(a runhooks.AllocInfo) runhooks.Hook {
+		var sources []string
+		for _, name := range slices.Sorted(maps.Keys(a.Group.GetVolumes())) {
+			if r := a.Group.GetVolumes()[name]; r.GetType() == "host" {
+				sources = append(sources, r.GetSource())
+			}
+		}
+		if len(sources) == 0 || reports == nil {
+			return nil
+		}
+		return &hostClaimHook{nodeID: nodeID, volumes: volumes, reports: reports, sources: sources}
+	}
+}
+
+type hostClaimHook struct {
+	nodeID  string
+	volumes func() map[string]*pb.HostVolumeInfo
+	reports HostReports
+	sources []string
+}
+
+var _ runhooks.PostrunHook = (*hostClaimHook)(nil)
+
+func (h *hostClaimHook) Name() string { return "host_volume_claims" }
+
+// Postrun reports the alloc's dynamic host volume claims node-detached.
+func (h *hostClaimHook) Postrun(_ context.Context, req *runhooks.PostrunRequest) error {
+	have := h.volumes()
+	seen := map[string]bool{}
+	for _, src := range h.sources {
+		id := have[src].GetId()
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		h.reports.Queue(&pb.ClientClaimUpdateRequest{NodeId: h.nodeID, AllocId: req.Alloc.GetId(), VolumeId: id,
+			State: pb.ClaimState_CLAIM_STATE_NODE_DETACHED})
 	}
 	return nil
 }

@@ -179,3 +179,30 @@ func TestHostVolumeReadOnlyUnderRawExec(t *testing.T) {
 		t.Fatal("the bind outlived the attempt")
 	}
 }
+
+type queuedReports struct{ reqs []*pb.ClientClaimUpdateRequest }
+
+func (q *queuedReports) Queue(req *pb.ClientClaimUpdateRequest) { q.reqs = append(q.reqs, req) }
+
+// At the alloc's end its dynamic host volume claims are reported
+// node-detached (once per volume); static host volumes have no claim.
+func TestHostVolumeAllocHookReportsDetached(t *testing.T) {
+	task := &pb.Task{Name: "web"}
+	group := hostVolumeGroup(task)
+	group.Volumes["again"] = &pb.VolumeRequest{Name: "again", Type: "host", Source: "fast", ReadOnly: true}
+	node := map[string]*pb.HostVolumeInfo{"fast": {Path: "/vols/hv-1", Id: "hv-1"}, "logs": {Path: "/var/log/apps"}}
+	q := &queuedReports{}
+	factory := HostVolumeAllocHook("node-1", func() map[string]*pb.HostVolumeInfo { return node }, q)
+	if h := factory(runhooks.AllocInfo{Alloc: &pb.Allocation{Id: "a0"}, Group: &pb.TaskGroup{Name: "plain"}}); h != nil {
+		t.Error("a hook for a group without host volumes")
+	}
+	alloc := &pb.Allocation{Id: "a1"}
+	h := factory(runhooks.AllocInfo{Alloc: alloc, Group: group}).(runhooks.PostrunHook)
+	if err := h.Postrun(context.Background(), &runhooks.PostrunRequest{AllocInfo: runhooks.AllocInfo{Alloc: alloc, Group: group}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.reqs) != 1 || q.reqs[0].GetVolumeId() != "hv-1" || q.reqs[0].GetAllocId() != "a1" || q.reqs[0].GetNodeId() != "node-1" ||
+		q.reqs[0].GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		t.Fatalf("reports %v", q.reqs)
+	}
+}

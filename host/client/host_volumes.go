@@ -79,6 +79,12 @@ func (c *Client) newDynamicVolumes() error {
 func (c *Client) addHostVolumeHook() {
 	h := c.cfg.Hooks
 	h.Task = append(slices.Clone(h.Task), volumehooks.HostVolumeTaskHook(c.nodeID, c.hostVolumeInfos))
+	// The claims of dynamic host volumes are reported node-detached at the
+	// alloc's end through the volume reports queue (a client without CSI
+	// plugins has none: its allocs' stop reports free the claims).
+	if c.volumes != nil {
+		h.Alloc = append(slices.Clone(h.Alloc), volumehooks.HostVolumeAllocHook(c.nodeID, c.hostVolumeInfos, c.volumes.reports))
+	}
 	c.cfg.Hooks = h
 }
 
