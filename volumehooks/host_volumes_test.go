@@ -180,7 +180,9 @@ func TestHostVolumeReadOnlyUnderRawExec(t *testing.T) {
 	}
 }
 
-type queuedReports struct{ reqs []*pb.ClientClaimUpdateRequest }
+type queuedReports struct {
+	reqs []*pb.ClientClaimUpdateRequest
+}
 
 func (q *queuedReports) Queue(req *pb.ClientClaimUpdateRequest) { q.reqs = append(q.reqs, req) }
 
