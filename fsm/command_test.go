@@ -58,7 +58,7 @@ var everyCommand = []struct {
 	{fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: &pb.HostVolume{Id: "hv1", Name: "data", NodeId: "n1", PluginId: "mkdir",
 		HostPath: "/vols/hv1", Parameters: map[string]string{"mode": "0750"}, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY,
 		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
-		CreatedAt: 19}, PutBack: true}},
+		CreatedAt:    19}, PutBack: true}},
 	{fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: "hv1"}},
 }
 
