@@ -64,11 +64,15 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 	}
 	var jobs []string
 	var touched []*pb.Allocation
+	clientStopped := map[string]bool{}
 	for i, u := range cmd.GetUpdates() {
 		if stored[i] == nil {
 			continue
 		}
 		touched = append(touched, stored[i])
+		if rules.ClientStatusTerminal(u.GetClientStatus()) {
+			clientStopped[u.GetAllocId()] = true
+		}
 		// Two updates of one alloc in a batch: the later builds on the
 		// earlier, as it would in separate commands.
 		cur, err := allocsTable.first(tx, nil, u.GetAllocId())
@@ -97,7 +101,7 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 	if err != nil {
 		return err
 	}
-	if err := claimsAllocsChanged(tx, allocIDs(touched), at); err != nil {
+	if err := claimsAllocsChanged(tx, allocIDs(touched), at, clientStopped); err != nil {
 		return err
 	}
 	evalJobs, err := upsertEvals(tx, cmd.GetEvals())

@@ -366,8 +366,10 @@ func writeClaimState(tx *writeTxn, c *pb.Claim, state pb.ClaimState, at int64) e
 // claimsAllocsChanged moves to releasing the claims of the allocs given
 // that are now terminal or gone, in the apply that made them so: the
 // reaper finds them by state, with no scan. With no claim stored it costs
-// one read.
-func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
+// one read. clientStopped holds the allocs whose client reported them
+// stopped in this apply (nil: none): only those, and allocs that are gone,
+// free their host volume claims.
+func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64, clientStopped map[string]bool) error {
 	if len(allocIDs) == 0 {
 		return nil
 	}
@@ -390,7 +392,7 @@ func claimsAllocsChanged(tx *writeTxn, allocIDs []string, at int64) error {
 			continue
 		}
 		for _, c := range claims {
-			if host, err := releaseHostClaim(tx, c, a, at); err != nil || host {
+			if host, err := releaseHostClaim(tx, c, a, clientStopped[id], at); err != nil || host {
 				if err != nil {
 					return err
 				}

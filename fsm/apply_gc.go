@@ -89,7 +89,7 @@ func applyGC(tx *writeTxn, cmd *pb.GCCommand) error {
 	if err != nil {
 		return err
 	}
-	if err := claimsAllocsChanged(tx, allocIDs(removed), at); err != nil {
+	if err := claimsAllocsChanged(tx, allocIDs(removed), at, nil); err != nil {
 		return err
 	}
 	for _, id := range cmd.GetEvalIds() {

@@ -10,7 +10,11 @@ import (
 )
 
 // Dynamic host volumes (table host_volumes). HostVolumeRegister records a
-// volume its node made (state ready) or moves it to deleting; the move to
+// volume before its node is asked to make it (pending: the name is taken,
+// no claim), once its node made it (ready), or moves it to deleting; a
+// move out of deleting is refused unless it is a failed delete's put_back
+// (ErrVolumeDeleting: a create does not revive a volume being deleted).
+// The move to
 // deleting is refused while a claim holds the volume (ErrVolumeInUse), and
 // from then on rules.CheckClaim refuses every claim on it, so none is
 // granted between the check and the node's delete. HostVolumeDelete
@@ -19,11 +23,11 @@ import (
 // Claims on dynamic host volumes are rows of the claims table like CSI
 // ones (checkReservation reads the volume from either table): the same
 // access-mode rules, no attachment, ready at once. As nothing on the node
-// is to be undone, such a claim is freed in the apply that makes its alloc
-// stopped on its client (or gone); an alloc only the servers stopped holds
-// it releasing until its client says its tasks stopped (or its node is
-// forced: the reaper), so a single-writer volume never has two live
-// writers. Claims of this kind exist only once every server knows the
+// is to be undone, such a claim is freed in the apply of its client's
+// report that the alloc stopped (or the alloc's collection); an alloc only
+// the servers stopped or marked lost holds it releasing until its client
+// says its tasks stopped (or its node is forced: the reaper), so a
+// single-writer volume never has two live writers. Claims of this kind exist only once every server knows the
 // commands above (the gate), so no older server applies them.
 
 // applyHostVolumeRegister stores a dynamic host volume, or updates one.
@@ -34,7 +38,8 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 		return fmt.Errorf("%w: no host volume", ErrInvalidCommand)
 	case v.GetId() == "" || v.GetName() == "" || v.GetNodeId() == "":
 		return fmt.Errorf("%w: host volume %q (name %q) needs an ID, a name and a node", ErrInvalidCommand, v.GetId(), v.GetName())
-	case v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_READY && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
+	case v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_READY && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING &&
+		v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_PENDING:
 		return fmt.Errorf("%w: host volume %q: state %s", ErrInvalidCommand, v.GetId(), v.GetState())
 	}
 	existing, err := hostVolumesTable.first(tx, nil, v.GetId())
@@ -43,6 +48,9 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 	}
 	if existing != nil && existing.GetNodeId() != v.GetNodeId() {
 		return fmt.Errorf("%w: host volume %q is on node %s, not %s", ErrInvalidCommand, v.GetId(), existing.GetNodeId(), v.GetNodeId())
+	}
+	if existing.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING && !cmd.GetPutBack() {
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: delete it again to finish, then create it anew", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeDeleting)
 	}
 	same, err := hostVolumesByNode.list(tx, nil, v.GetNodeId(), v.GetName())
 	if err != nil {
@@ -95,24 +103,33 @@ func applyHostVolumeDelete(tx *writeTxn, cmd *pb.HostVolumeDeleteCommand) error 
 }
 
 // hostClaimVolume returns the claim view of the dynamic host volume id
-// (rules.HostVolumeClaimView), or nil.
+// (rules.HostVolumeClaimView), or nil; a pending one (its node has not
+// made it) takes no claim (ErrVolumeNotFound).
 func hostClaimVolume(tx *writeTxn, id string) (*pb.Volume, error) {
 	hv, err := hostVolumesTable.first(tx, nil, id)
 	if err != nil || hv == nil {
 		return nil, err
 	}
+	if hv.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_PENDING {
+		return nil, fmt.Errorf("host volume %q (%s) on node %s: %w: pending, its node has not made it yet", hv.GetName(), hv.GetId(), hv.GetNodeId(), ErrVolumeNotFound)
+	}
 	return rules.HostVolumeClaimView(hv), nil
 }
 
 // releaseHostClaim moves a host volume claim of alloc a (nil: gone) on:
-// freed when the alloc stopped on its client or is gone, releasing when
-// only the servers stopped it. It reports whether it handled c.
-func releaseHostClaim(tx *writeTxn, c *pb.Claim, a *pb.Allocation, at int64) (bool, error) {
+// freed when the alloc's client reported it stopped in this apply
+// (clientStopped) or the alloc is gone (collected), releasing when the
+// servers stopped it or marked it lost (a client status the servers set:
+// a partitioned client may still run it, and a sticky replacement may be
+// placed on that node). A releasing claim is freed by its client's later
+// stop report, or by the reaper once the node is forced. It reports
+// whether it handled c.
+func releaseHostClaim(tx *writeTxn, c *pb.Claim, a *pb.Allocation, clientStopped bool, at int64) (bool, error) {
 	if !rules.HostClaim(c) {
 		return false, nil
 	}
 	switch {
-	case a == nil || rules.AllocClientTerminal(a):
+	case a == nil || clientStopped:
 		return true, claimsTable.delete(tx, c)
 	case c.GetState() < pb.ClaimState_CLAIM_STATE_RELEASING && rules.AllocTerminal(a):
 		return true, writeClaimState(tx, c, pb.ClaimState_CLAIM_STATE_RELEASING, at)

@@ -158,7 +158,7 @@ func applyPlanApply(tx *writeTxn, cmd *pb.PlanApplyCommand) error {
 			stopped = append(stopped, s.alloc.GetId())
 		}
 	}
-	if err := claimsAllocsChanged(tx, stopped, appliedAt); err != nil {
+	if err := claimsAllocsChanged(tx, stopped, appliedAt, nil); err != nil {
 		return err
 	}
 	for _, pn := range nodes {

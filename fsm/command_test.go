@@ -55,6 +55,11 @@ var everyCommand = []struct {
 	{fsm.NodeFence, &pb.NodeFenceCommand{NodeId: "n1", Fenced: true, UpdatedAt: 17}},
 	{fsm.VolumeDeregister, &pb.VolumeDeregisterCommand{VolumeId: "v1", Force: true}},
 	{fsm.VolumeDeleting, &pb.VolumeDeletingCommand{VolumeId: "v1", Deleting: true, UpdatedAt: 18}},
+	{fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: &pb.HostVolume{Id: "hv1", Name: "data", NodeId: "n1", PluginId: "mkdir",
+		HostPath: "/vols/hv1", Parameters: map[string]string{"mode": "0750"}, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY,
+		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
+		CreatedAt:    19}, PutBack: true}},
+	{fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: "hv1"}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {

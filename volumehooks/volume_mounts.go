@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/runhooks"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
@@ -17,7 +17,7 @@ import (
 // EnvVolumePrefix and VarVolumePrefix name what a task gets of a mounted
 // volume: BERTH_VOLUME_<NAME> and ${volume.<name>}.
 const (
-	EnvVolumePrefix = "BERTH_VOLUME_"
+	EnvVolumePrefix = rules.VolumeEnvPrefix
 	VarVolumePrefix = "volume."
 )
 
@@ -47,18 +47,7 @@ func (h *mountHook) Name() string { return "csi_volume_mounts" }
 // EnvName is the environment variable a volume_mount's volume is named
 // in: BERTH_VOLUME_ and the group volume's name, upper-cased, with every
 // character other than a letter, digit or underscore made an underscore.
-func EnvName(volume string) string {
-	var b strings.Builder
-	b.WriteString(EnvVolumePrefix)
-	for _, r := range strings.ToUpper(volume) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '_' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
+func EnvName(volume string) string { return rules.VolumeEnvName(volume) }
 
 // Prestart tells the task where its volumes are. Under an isolating
 // driver the publish path is bind-mounted at the volume_mount's

@@ -70,12 +70,17 @@ func (a *Agent) hostVolumeGet(w http.ResponseWriter, r *http.Request) error {
 	return writeProto(w, resp.GetVolume())
 }
 
-// hostVolumeDelete is DELETE /v1/volume/host/{id}: the node's plugin
-// removes the volume, then it is forgotten; refused while claimed.
+// hostVolumeDelete is DELETE /v1/volume/host/{id}[?force=true]: the
+// node's plugin removes the volume, then it is forgotten; refused while
+// claimed. force: forgotten without the node (gone, down or fenced).
 func (a *Agent) hostVolumeDelete(w http.ResponseWriter, r *http.Request) error {
+	force, err := queryBool(r, "force")
+	if err != nil {
+		return err
+	}
 	var resp *pb.HostVolumeDeleteResponse
 	if err := a.hostVolumes(r.Context(), func(ctx context.Context, c pb.HostVolumesClient) (err error) {
-		resp, err = c.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: r.PathValue("id")})
+		resp, err = c.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: r.PathValue("id"), Force: force})
 		return err
 	}); err != nil {
 		return err

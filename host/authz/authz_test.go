@@ -161,3 +161,31 @@ func TestACLManagementNeedsAManagementToken(t *testing.T) {
 		}
 	}
 }
+
+func TestExtraHostVolumeMounts(t *testing.T) {
+	job := &pb.Job{Groups: []*pb.TaskGroup{{Name: "g", Tasks: []*pb.Task{{Name: "t"}}}}}
+	needs := func() string {
+		var names []string
+		for _, n := range Extra(pb.Jobs_Register_FullMethodName, &pb.JobRegisterRequest{Job: job}, nil) {
+			names = append(names, n.String())
+		}
+		return strings.Join(names, ",")
+	}
+	job.Groups[0].Volumes = map[string]*pb.VolumeRequest{"d": {Type: "host", Source: "data", ReadOnly: true}}
+	if got := needs(); got != "volume:host-volume-read" {
+		t.Errorf("a read_only host volume mount needs %q", got)
+	}
+	job.Groups[0].Volumes["e"] = &pb.VolumeRequest{Type: "host", Source: "logs"}
+	if got := needs(); got != "volume:host-volume-write" {
+		t.Errorf("a read-write host volume mount needs %q", got)
+	}
+	// Volume read grants host-volume-read, not write; write grants both.
+	read, err := acl.Parse("p.hcl", []byte(`volume { policy = "read" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := acl.New(read)
+	if !a.Allows(acl.Volume, acl.HostVolumeRead) || a.Allows(acl.Volume, acl.HostVolumeWrite) || a.Allows(acl.Volume, acl.HostVolumeCreate) {
+		t.Error("volume read should grant host-volume-read only")
+	}
+}

@@ -11,7 +11,9 @@ type JobVersionFunc func(jobID string, version uint64) *pb.Job
 // Extra returns what a decoded request needs beyond its method's need:
 //   - a job registered, or reverted to a version, with a group that mounts
 //     a CSI volume needs csi-mount-volume, and one with a task that is a
-//     CSI plugin csi-register-plugin (Nomad's rules); a revert's version is
+//     CSI plugin csi-register-plugin (Nomad's rules); one that mounts a
+//     host volume needs host-volume-read when every such mount is
+//     read_only, host-volume-write otherwise; a revert's version is
 //     read with versions (nil: not checked);
 //   - a forced volume deregister needs operator write.
 func Extra(fullMethod string, req any, versions JobVersionFunc) []Need {
@@ -33,11 +35,18 @@ func Extra(fullMethod string, req any, versions JobVersionFunc) []Need {
 
 func jobNeeds(j *pb.Job) []Need {
 	var out []Need
-	mounts, plugins := false, false
+	mounts, plugins, hostRead, hostWrite := false, false, false, false
 	for _, g := range j.GetGroups() {
 		for _, v := range g.GetVolumes() {
-			if v.GetType() == "" || v.GetType() == "csi" {
+			switch v.GetType() {
+			case "", "csi":
 				mounts = true
+			case "host":
+				if v.GetReadOnly() {
+					hostRead = true
+				} else {
+					hostWrite = true
+				}
 			}
 		}
 		for _, t := range g.GetTasks() {
@@ -51,6 +60,11 @@ func jobNeeds(j *pb.Job) []Need {
 	}
 	if plugins {
 		out = append(out, need(acl.Plugin, acl.CSIRegisterPlugin))
+	}
+	if hostWrite {
+		out = append(out, need(acl.Volume, acl.HostVolumeWrite))
+	} else if hostRead {
+		out = append(out, need(acl.Volume, acl.HostVolumeRead))
 	}
 	return out
 }

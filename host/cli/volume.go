@@ -48,8 +48,9 @@ func volumeCommand() *cli.Command {
 				Name:      "delete",
 				Usage:     "have the volume's plugin delete it, then deregister it",
 				ArgsUsage: "ID",
-				Flags:     []cli.Flag{addressFlag(), secretFlag()},
-				Action:    volumeDelete,
+				Flags: []cli.Flag{addressFlag(), secretFlag(),
+					&cli.BoolFlag{Name: "force", Usage: "a dynamic host volume whose node is gone, down or fenced (and that no claim holds): forget it without asking the node; its data may remain there"}},
+				Action: volumeDelete,
 			},
 			{
 				Name:      "status",
@@ -168,15 +169,15 @@ func volumeDelete(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if hid, err := hostVolumeOf(c, client, c.Args().First()); err != nil || hid != "" {
-		if err != nil {
-			return err
-		}
-		return hostVolumeDelete(c, client, hid)
-	}
-	id, err := findVolume(c, client, c.Args().First())
+	kind, id, err := resolveVolume(c, client, c.Args().First(), "")
 	if err != nil {
 		return err
+	}
+	if kind == kindHost {
+		return hostVolumeDelete(c, client, id, c.Bool("force"))
+	}
+	if c.Bool("force") {
+		return usageError(c, "-force forgets a dynamic host volume of a node that is gone; %q is a CSI volume: volume deregister -force", id)
 	}
 	if _, err := client.Volumes().Delete(c.Context, id, secrets); err != nil {
 		return err
@@ -205,34 +206,32 @@ func volumeStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if typ == "host" || (c.NArg() == 1 && typ == "") {
-		if c.NArg() == 1 {
-			hid, err := hostVolumeOf(c, client, c.Args().First())
+	var csiID string
+	if c.NArg() == 1 {
+		kind, id, err := resolveVolume(c, client, c.Args().First(), typ)
+		if err != nil {
+			return err
+		}
+		if kind == kindHost {
+			v, _, err := client.HostVolumes().Info(c.Context, id, nil)
 			if err != nil {
 				return err
 			}
-			if hid != "" {
-				v, _, err := client.HostVolumes().Info(c.Context, hid, nil)
-				if err != nil {
-					return err
-				}
-				if c.Bool("json") {
-					return printJSON(c.App.Writer, v)
-				}
-				return printHostVolume(c.App.Writer, v)
+			if c.Bool("json") {
+				return printJSON(c.App.Writer, v)
 			}
-			if typ == "host" {
-				return &noMatchError{"host volume", c.Args().First()}
-			}
-		} else {
-			node := ""
-			if n := c.String("node"); n != "" {
-				if node, err = volumeNodeID(c, client, n); err != nil {
-					return err
-				}
-			}
-			return listHostVolumes(c, client, node, true)
+			return printHostVolume(c.App.Writer, v)
 		}
+		csiID = id
+	}
+	if typ == "host" {
+		node := ""
+		if n := c.String("node"); n != "" {
+			if node, err = volumeNodeID(c, client, n); err != nil {
+				return err
+			}
+		}
+		return listHostVolumes(c, client, node, true)
 	}
 	if c.NArg() == 0 {
 		params := map[string]string{}
@@ -251,6 +250,9 @@ func volumeStatus(c *cli.Context) error {
 			return err
 		}
 		if c.Bool("json") {
+			if typ == "" && c.String("plugin") == "" {
+				return printVolumesAndHostVolumesJSON(c, client, vols, params["node_id"])
+			}
 			return printJSONList(c.App.Writer, vols)
 		}
 		if err := printVolumeTable(c.App.Writer, vols); err != nil {
@@ -265,11 +267,7 @@ func volumeStatus(c *cli.Context) error {
 		}
 		return nil
 	}
-	id, err := findVolume(c, client, c.Args().First())
-	if err != nil {
-		return err
-	}
-	v, _, err := client.Volumes().Info(c.Context, id, nil)
+	v, _, err := client.Volumes().Info(c.Context, csiID, nil)
 	if err != nil {
 		return err
 	}

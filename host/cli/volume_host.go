@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -59,13 +61,45 @@ func hostVolumeOf(c *cli.Context, client *api.Client, prefix string) (string, er
 	return id, nil
 }
 
-// hostVolumeDelete deletes a dynamic host volume through its node's plugin.
-func hostVolumeDelete(c *cli.Context, client *api.Client, id string) error {
-	if _, err := client.HostVolumes().Delete(c.Context, id); err != nil {
+// hostVolumeDelete deletes a dynamic host volume through its node's
+// plugin; force forgets one whose node is gone, printing the servers'
+// warning that its data may remain.
+func hostVolumeDelete(c *cli.Context, client *api.Client, id string, force bool) error {
+	resp, err := client.HostVolumes().DeleteOpts(c.Context, id, force)
+	if err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(c.App.Writer, "Successfully deleted host volume %s\n", id)
+	if w := resp.GetWarning(); w != "" {
+		fmt.Fprintf(c.App.ErrWriter, "Warning: %s\n", w)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "Successfully deleted host volume %s\n", id)
 	return err
+}
+
+// printVolumesAndHostVolumesJSON prints volume status -json without
+// -type: {"volumes": [CSI volumes], "host_volumes": [dynamic host
+// volumes]} (host_volumes empty when the agent has no host volume API).
+func printVolumesAndHostVolumesJSON(c *cli.Context, client *api.Client, vols []*pb.VolumeView, nodeID string) error {
+	params := map[string]string{}
+	if nodeID != "" {
+		params["node_id"] = nodeID
+	}
+	hvs, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage, Params: params}, client.HostVolumes().List)
+	if err != nil && errcode.Code(err) != codes.NotFound {
+		return err
+	}
+	csiJSON, err := apijson.MarshalList(vols)
+	if err != nil {
+		return err
+	}
+	hostJSON, err := apijson.MarshalList(hvs)
+	if err != nil {
+		return err
+	}
+	return printJSON(c.App.Writer, struct {
+		Volumes     json.RawMessage `json:"volumes"`
+		HostVolumes json.RawMessage `json:"host_volumes"`
+	}{csiJSON, hostJSON})
 }
 
 // listHostVolumes prints the dynamic host volumes (none printed when

@@ -53,7 +53,11 @@ func (f *fakeCluster) hostVolumeRoutes(route func(string, func(*http.Request) (a
 		}
 		delete(f.hostVolumes, r.PathValue("id"))
 		f.index++
-		return &pb.HostVolumeDeleteResponse{Index: f.index}, nil
+		resp := &pb.HostVolumeDeleteResponse{Index: f.index}
+		if r.URL.Query().Get("force") == "true" {
+			resp.Warning = "host volume forgotten without asking its node: its data may remain there"
+		}
+		return resp, nil
 	})
 }
 
@@ -121,4 +125,27 @@ func TestHostVolumeFileErrors(t *testing.T) {
 	if len(f.requests) != 0 {
 		t.Errorf("requests sent: %v", f.requests)
 	}
+}
+
+// An ID names a CSI volume or a host volume: an exact CSI ID wins over a
+// host ID prefix; a prefix matching both kinds is refused naming both.
+// status -json without -type carries both kinds; delete -force prints the
+// servers' warning.
+func TestVolumeIDResolvesAcrossKinds(t *testing.T) {
+	f := newFakeCluster(t)
+	f.mu.Lock()
+	f.hostVolumes = map[string]*pb.HostVolume{hostVolID: {Id: hostVolID, Name: "pg", NodeId: nodeA, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY}}
+	if f.volumes == nil {
+		f.volumes = map[string]*pb.VolumeView{}
+	}
+	f.volumes["4a0e"] = &pb.VolumeView{Volume: &pb.Volume{Id: "4a0e", Name: "db", PluginId: "p"}}
+	f.volumes["4a0e0x"] = &pb.VolumeView{Volume: &pb.Volume{Id: "4a0e0x", Name: "db2", PluginId: "p"}}
+	f.mu.Unlock()
+	wantOut(t, []string{"volume", "status", "-address", f.url, "4a0e"}, 0, "db")
+	wantOut(t, []string{"volume", "status", "-address", f.url, "4a0e0"}, 1,
+		`"4a0e0" names CSI volume "4a0e0x" and dynamic host volume `+hostVolID)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "4a0e00"}, 0, "ID            = "+hostVolID)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "-json"}, 0, `"volumes"`, `"host_volumes"`, hostVolID, `"4a0e0x"`)
+	wantOut(t, []string{"volume", "delete", "-address", f.url, "-force", "4a0e00"}, 0,
+		"Warning: host volume forgotten without asking its node", "Successfully deleted host volume "+hostVolID)
 }

@@ -15,19 +15,28 @@ import (
 	"berth.dev/berth/volumehooks"
 )
 
-// hostVolumeInfos returns the node's host volumes for its registration:
-// the static ones of its config and the dynamic ones it made.
+// hostVolumeInfos returns the node's host volumes for its registration
+// and its tasks: the static ones of its config and the dynamic ones it
+// made (mergeHostVolumes).
 func (c *Client) hostVolumeInfos() map[string]*pb.HostVolumeInfo {
-	out := make(map[string]*pb.HostVolumeInfo, len(c.cfg.HostVolumes))
-	for name, hv := range c.cfg.HostVolumes {
+	var dynamic map[string]*pb.HostVolumeInfo
+	if c.dynamicVolumes != nil {
+		dynamic = c.dynamicVolumes.Volumes()
+	}
+	return mergeHostVolumes(c.cfg.HostVolumes, dynamic)
+}
+
+// mergeHostVolumes is the node's host volumes by name: a dynamic one wins
+// over a static one of its name (Nomad's rule: the servers recorded the
+// dynamic one, and claims name it; the agent's config gained the name
+// after it was made — newDynamicVolumes warns of it). Nil when none.
+func mergeHostVolumes(static, dynamic map[string]*pb.HostVolumeInfo) map[string]*pb.HostVolumeInfo {
+	out := make(map[string]*pb.HostVolumeInfo, len(static)+len(dynamic))
+	for name, hv := range static {
 		out[name] = proto.CloneOf(hv)
 	}
-	if c.dynamicVolumes != nil {
-		for name, hv := range c.dynamicVolumes.Volumes() {
-			if _, static := out[name]; !static {
-				out[name] = hv
-			}
-		}
+	for name, hv := range dynamic {
+		out[name] = hv
 	}
 	if len(out) == 0 {
 		return nil
@@ -51,9 +60,15 @@ func (c *Client) newDynamicVolumes() error {
 	if err != nil {
 		return err
 	}
-	// A failed restore is logged; the volume stays fingerprinted at its
-	// path, as the servers recorded it.
+	// A failed restore is logged; the volume is not advertised (a task
+	// must not get a directory its plugin did not make ready).
 	_ = m.Restore(c.ctx)
+	for name, hv := range m.Volumes() {
+		if _, ok := c.cfg.HostVolumes[name]; ok {
+			c.logger.Warn("a static host_volume of the config has the name of a dynamic host volume; the dynamic one is used",
+				"name", name, "volume_id", hv.GetId(), "path", hv.GetPath())
+		}
+	}
 	c.dynamicVolumes = m
 	return nil
 }
@@ -64,6 +79,12 @@ func (c *Client) newDynamicVolumes() error {
 func (c *Client) addHostVolumeHook() {
 	h := c.cfg.Hooks
 	h.Task = append(slices.Clone(h.Task), volumehooks.HostVolumeTaskHook(c.nodeID, c.hostVolumeInfos))
+	// The claims of dynamic host volumes are reported node-detached at the
+	// alloc's end through the volume reports queue (a client without CSI
+	// plugins has none: its allocs' stop reports free the claims).
+	if c.volumes != nil {
+		h.Alloc = append(slices.Clone(h.Alloc), volumehooks.HostVolumeAllocHook(c.nodeID, c.hostVolumeInfos, c.volumes.reports))
+	}
 	c.cfg.Hooks = h
 }
 

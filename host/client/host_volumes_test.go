@@ -33,3 +33,17 @@ func TestClientRegistersItsHostVolumes(t *testing.T) {
 		}
 	}
 }
+
+// A dynamic host volume wins over a static one of its name (Nomad's
+// rule); the others are kept.
+func TestDynamicHostVolumeWinsOverStatic(t *testing.T) {
+	got := mergeHostVolumes(
+		map[string]*pb.HostVolumeInfo{"data": {Path: "/srv/static"}, "logs": {Path: "/var/log"}},
+		map[string]*pb.HostVolumeInfo{"data": {Path: "/vols/hv1", Id: "hv1"}})
+	if got["data"].GetId() != "hv1" || got["data"].GetPath() != "/vols/hv1" || got["logs"].GetPath() != "/var/log" || len(got) != 2 {
+		t.Fatalf("merged %v", got)
+	}
+	if mergeHostVolumes(nil, nil) != nil {
+		t.Error("no volumes should be nil")
+	}
+}

@@ -373,6 +373,37 @@ web.hcl:24:9: group "api" task "web": volume_mount[1].propagation_mode: unknown 
 			kind: ErrInvalidJob,
 		},
 		{
+			// BERTH_VOLUME_DATA_1 would name both: one would hide the other.
+			name: "volumes sharing an environment name",
+			src: `job "web" {
+  group "api" {
+    volume "data-1" {
+      type   = "host"
+      source = "a"
+    }
+    volume "data.1" {
+      type   = "host"
+      source = "b"
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "sleep" }
+      volume_mount {
+        volume      = "data-1"
+        destination = "/a"
+      }
+      volume_mount {
+        volume      = "data.1"
+        destination = "/b"
+      }
+    }
+  }
+}
+`,
+			want: `web.hcl:19:9: group "api" task "web": volume_mount[1].volume: volumes "data-1" and "data.1" are both named BERTH_VOLUME_DATA_1 in the task's environment: rename one`,
+			kind: ErrInvalidJob,
+		},
+		{
 			// Two blocks claiming one volume for an alloc: the state machine
 			// holds one claim per (alloc, volume), so the plan would be refused.
 			name: "one volume named twice",

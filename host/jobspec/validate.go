@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/durations"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/internal/versions"
 
 	"berth.dev/berth/rpc/pb"
@@ -434,6 +435,8 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 		taskPaths[pathpkg.Clean(cp.GetStagePublishBaseDir())] = "csi_plugin.stage_publish_base_dir"
 		taskPaths[pathpkg.Clean(cp.GetMountDir())] = "csi_plugin.mount_dir"
 	}
+	// envNames: the BERTH_VOLUME_<NAME> of each volume mounted so far.
+	envNames := map[string]string{}
 	for i, m := range t.GetVolumeMounts() {
 		mp := p.at("volume_mount", i)
 		switch {
@@ -441,6 +444,13 @@ func (v *validator) task(p path, job *pb.Job, g *pb.TaskGroup, t *pb.Task) {
 			v.add(mp.f("volume"), "required: the name of one of the group's volumes")
 		case g.GetVolumes()[m.GetVolume()] == nil:
 			v.add(mp.f("volume"), "the group declares no volume %q%s", m.GetVolume(), volumesHint(m.GetVolume(), g))
+		default:
+			env := rules.VolumeEnvName(m.GetVolume())
+			if o, ok := envNames[env]; ok && o != m.GetVolume() {
+				v.add(mp.f("volume"), "volumes %q and %q are both named %s in the task's environment: rename one", o, m.GetVolume(), env)
+			} else {
+				envNames[env] = m.GetVolume()
+			}
 		}
 		v.propagation(mp, m, g.GetVolumes()[m.GetVolume()])
 		// A driver mounts the volume there, and refuses (at start, after the

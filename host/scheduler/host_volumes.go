@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
@@ -57,10 +59,13 @@ func hostVolumesMissing(asks []hostAsk, n *pb.Node) string {
 }
 
 // dynamicAsks are the claims an alloc of a group with host volume asks
-// needs on node n: one per dynamic host volume the node offers under a
-// name the group asks for. The static feasibility checked that n has them.
+// needs on node n: one per dynamic host volume of n the group names. Two
+// group volumes naming one volume make one claim (an alloc holds one claim
+// per volume, as groupAsks does for CSI): writing when either writes,
+// with a conflict when they ask for different access or attachment modes.
 func dynamicAsks(asks []hostAsk, n *pb.Node) []volumeAsk {
 	var out []volumeAsk
+	at := map[string]int{}
 	for _, a := range asks {
 		hv := n.GetHostVolumes()[a.source]
 		if hv.GetId() == "" {
@@ -70,8 +75,37 @@ func dynamicAsks(asks []hostAsk, n *pb.Node) []volumeAsk {
 		if a.write {
 			mode = pb.ClaimMode_CLAIM_MODE_WRITE
 		}
-		out = append(out, volumeAsk{names: []string{a.name}, id: hv.GetId(), mode: mode,
-			accessMode: a.req.GetAccessMode(), attachmentMode: a.req.GetAttachmentMode(), req: a.req, host: true})
+		i, ok := at[hv.GetId()]
+		if !ok {
+			at[hv.GetId()] = len(out)
+			out = append(out, volumeAsk{names: []string{a.name}, id: hv.GetId(), mode: mode,
+				accessMode: a.req.GetAccessMode(), attachmentMode: a.req.GetAttachmentMode(), req: a.req, host: true})
+			continue
+		}
+		m := &out[i]
+		if mode == pb.ClaimMode_CLAIM_MODE_WRITE && m.mode != mode {
+			m.mode = mode
+			m.req = proto.CloneOf(m.req)
+			m.req.ReadOnly = false
+		}
+		for _, f := range []struct {
+			what string
+			have *string
+			want string
+		}{
+			{"access modes", &m.accessMode, a.req.GetAccessMode()},
+			{"attachment modes", &m.attachmentMode, a.req.GetAttachmentMode()},
+		} {
+			switch {
+			case f.want == "" || *f.have == f.want:
+			case *f.have == "":
+				*f.have = f.want
+			case m.conflict == "":
+				m.conflict = fmt.Sprintf("group volumes %q and %q name it with %s %q and %q; one claim has one",
+					m.names[len(m.names)-1], a.name, f.what, *f.have, f.want)
+			}
+		}
+		m.names = append(m.names, a.name)
 	}
 	return out
 }
@@ -111,10 +145,14 @@ func (b *volumeBook) checkHost(n *pb.Node, asks []volumeAsk) (string, error) {
 		}
 		label := fmt.Sprintf("volume %q (host volume %q, %s)", ask.names[0], ask.req.GetSource(), ask.id)
 		switch {
+		case ask.conflict != "":
+			return label + ": " + ask.conflict, nil
 		case hv == nil:
 			return label + ": not recorded by the servers (deleted, or not yet created)", nil
 		case hv.GetNodeId() != n.GetId():
 			return fmt.Sprintf("%s: recorded on node %s, not this one", label, hv.GetNodeId()), nil
+		case hv.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_PENDING:
+			return label + ": pending (its node has not made it yet)", nil
 		}
 		capability, why := pickCapability(e.vol, e.held, ask)
 		if why != "" {

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"strings"
 	"testing"
 
 	"berth.dev/berth/host/scheduler/schedtest"
@@ -153,4 +154,35 @@ func mustClaims(t *testing.T, st *schedtest.State, vol string) []*pb.Claim {
 		t.Fatalf("claims of %s: %v, %v", vol, cs, err)
 	}
 	return cs
+}
+
+// Two group volumes naming one dynamic host volume make one claim (an
+// alloc holds one claim per volume), writing when either writes; the plan
+// applies. Different access modes for it are refused with both names.
+func TestDynamicHostVolumeTwoNamesOneClaim(t *testing.T) {
+	st := schedtest.NewState()
+	dynamicNode(st, "n1", "data", "hv-1", snsw)
+	job := hostVolumeJob(pb.JobType_JOB_TYPE_SERVICE, 1, "data", true)
+	job.Groups[0].Volumes["data2"] = &pb.VolumeRequest{Name: "data2", Type: "host", Source: "data"}
+	st.AddJob(job)
+	res := run(t, st, schedtest.Eval("e1", job))
+	equal(t, "placements", placed(res), []string{"j.web[0]@n1"})
+	equal(t, "claims", claims(t, res), []string{"hv-1:j.web[0]@n1:write"})
+	st.Apply(res.Plan)
+
+	job2 := hostVolumeJob(pb.JobType_JOB_TYPE_SERVICE, 1, "data", false)
+	job2.Id = "k"
+	job2.Groups[0].Volumes["data"].AccessMode = "single-node-single-writer"
+	job2.Groups[0].Volumes["data2"] = &pb.VolumeRequest{Name: "data2", Type: "host", Source: "data", AccessMode: "single-node-reader-only"}
+	st.AddJob(job2)
+	res = run(t, st, schedtest.Eval("e2", job2))
+	equal(t, "conflicting placements", placed(res), []string(nil))
+	if len(filtered(res, "web")) == 0 {
+		t.Error("no refusal recorded")
+	}
+	for why := range filtered(res, "web") {
+		if !strings.Contains(why, `group volumes "data" and "data2" name it with access modes`) {
+			t.Errorf("refusal %q", why)
+		}
+	}
 }

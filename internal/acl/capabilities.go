@@ -52,6 +52,18 @@ const (
 	CSIRegisterPlugin Capability = "csi-register-plugin"
 )
 
+// Host volume capabilities, Nomad 1.10's dynamic host volume namespace
+// capabilities: create and delete manage a volume through the node's
+// plugin, read lists and reads them and mounts one read_only, write
+// mounts one read-write. A volume rule's write grants all of them (as it
+// grants csi-write-volume); read grants host-volume-read.
+const (
+	HostVolumeCreate Capability = "host-volume-create"
+	HostVolumeRead   Capability = "host-volume-read"
+	HostVolumeWrite  Capability = "host-volume-write"
+	HostVolumeDelete Capability = "host-volume-delete"
+)
+
 // Plain capabilities of the resources that have no finer ones (node,
 // operator, agent) and of plugin: what their read and write dispositions
 // grant, also writable as capabilities.
@@ -82,10 +94,12 @@ var specs = map[Resource]resourceSpec{
 		},
 	},
 	Volume: {
-		caps: []Capability{CSIListVolume, CSIReadVolume, CSIWriteVolume, CSIMountVolume},
+		caps: []Capability{CSIListVolume, CSIReadVolume, CSIWriteVolume, CSIMountVolume,
+			HostVolumeCreate, HostVolumeRead, HostVolumeWrite, HostVolumeDelete},
 		expand: map[string][]Capability{
-			Read:  {CSIListVolume, CSIReadVolume},
-			Write: {CSIListVolume, CSIReadVolume, CSIWriteVolume, CSIMountVolume},
+			Read: {CSIListVolume, CSIReadVolume, HostVolumeRead},
+			Write: {CSIListVolume, CSIReadVolume, CSIWriteVolume, CSIMountVolume,
+				HostVolumeCreate, HostVolumeRead, HostVolumeWrite, HostVolumeDelete},
 		},
 	},
 	Plugin: {

@@ -18,7 +18,13 @@ func AllocServerTerminal(a *pb.Allocation) bool {
 // AllocClientTerminal reports whether the alloc has stopped running for
 // good: complete, failed or lost.
 func AllocClientTerminal(a *pb.Allocation) bool {
-	switch a.GetClientStatus() {
+	return ClientStatusTerminal(a.GetClientStatus())
+}
+
+// ClientStatusTerminal reports whether s is a client status of an alloc
+// that stopped running for good: complete, failed or lost.
+func ClientStatusTerminal(s pb.AllocClientStatus) bool {
+	switch s {
 	case pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE,
 		pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED,
 		pb.AllocClientStatus_ALLOC_CLIENT_STATUS_LOST:

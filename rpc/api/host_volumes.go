@@ -41,6 +41,17 @@ func (h *HostVolumes) Info(ctx context.Context, id string, q *QueryOptions) (*pb
 // Delete has the volume's node remove it, then forgets it; refused while
 // a claim holds it.
 func (h *HostVolumes) Delete(ctx context.Context, id string) (*pb.HostVolumeDeleteResponse, error) {
+	return h.DeleteOpts(ctx, id, false)
+}
+
+// DeleteOpts is Delete; force forgets a volume whose node is gone, down
+// or fenced without asking it (the answer's warning says its data may
+// remain).
+func (h *HostVolumes) DeleteOpts(ctx context.Context, id string, force bool) (*pb.HostVolumeDeleteResponse, error) {
 	out := &pb.HostVolumeDeleteResponse{}
-	return out, h.c.write(ctx, http.MethodDelete, "/v1/volume/host/"+url.PathEscape(id), nil, nil, out)
+	var q url.Values
+	if force {
+		q = url.Values{"force": {"true"}}
+	}
+	return out, h.c.write(ctx, http.MethodDelete, "/v1/volume/host/"+url.PathEscape(id), q, nil, out)
 }

@@ -31,6 +31,11 @@ const (
 	// deleting: `volume delete` is under way (the node's plugin is asked to
 	// remove it); no new claim.
 	HostVolumeState_HOST_VOLUME_STATE_DELETING HostVolumeState = 2
+	// pending: recorded before its node is asked to make it (the ID and
+	// node are known, the name taken); no claim. A create that did not hear
+	// the node's answer leaves it so: create again with its ID (the node's
+	// create is idempotent) or delete it.
+	HostVolumeState_HOST_VOLUME_STATE_PENDING HostVolumeState = 3
 )
 
 // Enum value maps for HostVolumeState.
@@ -39,11 +44,13 @@ var (
 		0: "HOST_VOLUME_STATE_UNSPECIFIED",
 		1: "HOST_VOLUME_STATE_READY",
 		2: "HOST_VOLUME_STATE_DELETING",
+		3: "HOST_VOLUME_STATE_PENDING",
 	}
 	HostVolumeState_value = map[string]int32{
 		"HOST_VOLUME_STATE_UNSPECIFIED": 0,
 		"HOST_VOLUME_STATE_READY":       1,
 		"HOST_VOLUME_STATE_DELETING":    2,
+		"HOST_VOLUME_STATE_PENDING":     3,
 	}
 )
 
@@ -252,8 +259,12 @@ func (x *HostVolume) GetModifyIndex() uint64 {
 // HostVolumeRegisterCommand records a volume its node made (or updates
 // one: state deleting).
 type HostVolumeRegisterCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        *HostVolume            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Volume *HostVolume            `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	// put_back: a delete whose node call failed for certain moves the
+	// volume out of deleting to the state it had; any other move out of
+	// deleting is refused (a create must not revive a volume being deleted).
+	PutBack       bool `protobuf:"varint,100,opt,name=put_back,json=putBack,proto3" json:"put_back,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +304,13 @@ func (x *HostVolumeRegisterCommand) GetVolume() *HostVolume {
 		return x.Volume
 	}
 	return nil
+}
+
+func (x *HostVolumeRegisterCommand) GetPutBack() bool {
+	if x != nil {
+		return x.PutBack
+	}
+	return false
 }
 
 // HostVolumeDeleteCommand forgets a volume its node removed; refused while
@@ -438,8 +456,11 @@ func (x *HostVolumeCreateResponse) GetIndex() uint64 {
 }
 
 type HostVolumeDeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// force forgets a volume whose node is gone, down or fenced (and that
+	// no claim holds) without asking the node: its data may remain there.
+	Force         bool `protobuf:"varint,100,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,9 +502,18 @@ func (x *HostVolumeDeleteRequest) GetId() string {
 	return ""
 }
 
+func (x *HostVolumeDeleteRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type HostVolumeDeleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// warning: what the caller should know (a forced delete left the data).
+	Warning       string `protobuf:"bytes,100,opt,name=warning,proto3" json:"warning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,6 +553,13 @@ func (x *HostVolumeDeleteResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *HostVolumeDeleteResponse) GetWarning() string {
+	if x != nil {
+		return x.Warning
+	}
+	return ""
 }
 
 type HostVolumeGetRequest struct {
@@ -872,20 +909,23 @@ const file_berth_v1_host_volume_proto_rawDesc = "" +
 	"\fmodify_index\x18\x10 \x01(\x04R\vmodifyIndex\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
 	"\x19HostVolumeRegisterCommand\x12,\n" +
-	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\")\n" +
+	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\x12\x19\n" +
+	"\bput_back\x18d \x01(\bR\aputBack\")\n" +
 	"\x17HostVolumeDeleteCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x17HostVolumeCreateRequest\x12,\n" +
 	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\"^\n" +
 	"\x18HostVolumeCreateResponse\x12,\n" +
 	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\")\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"?\n" +
 	"\x17HostVolumeDeleteRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"0\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05force\x18d \x01(\bR\x05force\"J\n" +
 	"\x18HostVolumeDeleteResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"T\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x18\n" +
+	"\awarning\x18d \x01(\tR\awarning\"T\n" +
 	"\x14HostVolumeGetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
 	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"n\n" +
@@ -903,11 +943,12 @@ const file_berth_v1_host_volume_proto_rawDesc = "" +
 	"\x06volume\x18\x02 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\"^\n" +
 	"\x18HostVolumeOnNodeResponse\x12\x1b\n" +
 	"\thost_path\x18\x01 \x01(\tR\bhostPath\x12%\n" +
-	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes*q\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes*\x90\x01\n" +
 	"\x0fHostVolumeState\x12!\n" +
 	"\x1dHOST_VOLUME_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HOST_VOLUME_STATE_READY\x10\x01\x12\x1e\n" +
-	"\x1aHOST_VOLUME_STATE_DELETING\x10\x022\xc2\x02\n" +
+	"\x1aHOST_VOLUME_STATE_DELETING\x10\x02\x12\x1d\n" +
+	"\x19HOST_VOLUME_STATE_PENDING\x10\x032\xc2\x02\n" +
 	"\vHostVolumes\x12O\n" +
 	"\x06Create\x12!.berth.v1.HostVolumeCreateRequest\x1a\".berth.v1.HostVolumeCreateResponse\x12O\n" +
 	"\x06Delete\x12!.berth.v1.HostVolumeDeleteRequest\x1a\".berth.v1.HostVolumeDeleteResponse\x12F\n" +

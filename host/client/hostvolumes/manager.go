@@ -57,18 +57,31 @@ type record struct {
 }
 
 // Manager makes and removes the node's dynamic host volumes and knows
-// which it has.
+// which it has. mu guards only the bookkeeping (vols, busy): a plugin runs
+// with it released, so Volumes (the heartbeat's re-registration, a task's
+// Prestart) never waits for a plugin. Operations on one volume ID or name
+// are serialised by busy.
 type Manager struct {
 	cfg Config
-	mu  sync.Mutex
+	// lookup finds a plugin (lookupPlugin; tests replace it).
+	lookup func(id string) (Plugin, error)
+	mu     sync.Mutex
 	// vols are the volumes made, by ID.
 	vols map[string]*made
+	// busy holds a channel per volume ID ("id:…") and name ("name:…")
+	// an operation runs on, closed when it ends.
+	busy map[string]chan struct{}
+	// saveMu orders the state file's writes.
+	saveMu sync.Mutex
 }
 
 type made struct {
 	vol   *pb.HostVolume
 	path  string
 	bytes int64
+	// restoreFailed: its plugin failed at Restore; not advertised until
+	// a create succeeds.
+	restoreFailed bool
 }
 
 // New loads the volumes a previous run made (Restore makes them again).
@@ -76,7 +89,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	m := &Manager{cfg: cfg, vols: map[string]*made{}}
+	m := &Manager{cfg: cfg, vols: map[string]*made{}, busy: map[string]chan struct{}{}}
+	m.lookup = func(id string) (Plugin, error) { return lookupPlugin(id, cfg.PluginDir, cfg.VolumesDir) }
 	data, err := os.ReadFile(cfg.StateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, nil
@@ -98,34 +112,95 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// acquire waits until no operation runs on v's ID or name, and marks both
+// busy; release ends that. ctx ends the wait.
+func (m *Manager) acquire(ctx context.Context, v *pb.HostVolume) (release func(), err error) {
+	keys := []string{"id:" + v.GetId(), "name:" + v.GetName()}
+	for {
+		m.mu.Lock()
+		var wait chan struct{}
+		for _, k := range keys {
+			if ch, ok := m.busy[k]; ok {
+				wait = ch
+				break
+			}
+		}
+		if wait == nil {
+			ch := make(chan struct{})
+			for _, k := range keys {
+				m.busy[k] = ch
+			}
+			m.mu.Unlock()
+			return func() {
+				m.mu.Lock()
+				for _, k := range keys {
+					delete(m.busy, k)
+				}
+				m.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		m.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: waiting for another operation on it: %w", m.describe(v), context.Cause(ctx))
+		}
+	}
+}
+
 // Restore runs create again for every volume recorded (plugins are
 // idempotent), so what a reboot undid (a mount) is made again; a volume
-// whose plugin fails stays recorded and fingerprinted at its path, and
-// the failure is logged and returned.
+// whose plugin fails stays recorded but is not advertised (a task must
+// not get a directory its plugin did not make ready), and the failure is
+// logged and returned. Each plugin run has its operation's deadline.
 func (m *Manager) Restore(ctx context.Context) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(m.vols))
+	m.mu.Unlock()
 	var errs []error
-	for _, id := range slices.Sorted(maps.Keys(m.vols)) {
+	for _, id := range ids {
+		m.mu.Lock()
 		v := m.vols[id]
-		res, err := m.run(ctx, v.vol, OpCreate, "")
+		m.mu.Unlock()
+		if v == nil {
+			continue
+		}
+		release, err := m.acquire(ctx, v.vol)
 		if err != nil {
-			m.cfg.Logger.Error("restoring a dynamic host volume", "volume_id", id, "name", v.vol.GetName(), "error", err)
 			errs = append(errs, err)
 			continue
 		}
-		v.path, v.bytes = res.Path, res.Bytes
+		res, err := m.run(ctx, v.vol, OpCreate, "")
+		m.mu.Lock()
+		if cur := m.vols[id]; cur != nil {
+			if err != nil {
+				cur.restoreFailed = true
+			} else {
+				cur.path, cur.bytes, cur.restoreFailed = res.Path, res.Bytes, false
+			}
+		}
+		m.mu.Unlock()
+		release()
+		if err != nil {
+			m.cfg.Logger.Error("restoring a dynamic host volume; not advertised", "volume_id", id, "name", v.vol.GetName(), "error", err)
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // Volumes are the node's dynamic host volumes by name, for its
-// fingerprint and the tasks that mount them.
+// fingerprint and the tasks that mount them; one whose restore failed is
+// left out.
 func (m *Manager) Volumes() map[string]*pb.HostVolumeInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]*pb.HostVolumeInfo, len(m.vols))
 	for id, v := range m.vols {
+		if v.restoreFailed {
+			continue
+		}
 		out[v.vol.GetName()] = &pb.HostVolumeInfo{Path: v.path, Id: id}
 	}
 	return out
@@ -137,25 +212,40 @@ func (m *Manager) Create(ctx context.Context, v *pb.HostVolume) (path string, by
 	if err := checkVolume(v); err != nil {
 		return "", 0, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.cfg.Static[v.GetName()]; ok {
-		return "", 0, fmt.Errorf("%s: %w: a static host_volume of the agent's config", m.describe(v), ErrNameTaken)
+	release, err := m.acquire(ctx, v)
+	if err != nil {
+		return "", 0, err
 	}
+	defer release()
+	m.mu.Lock()
 	for id, o := range m.vols {
 		if id != v.GetId() && o.vol.GetName() == v.GetName() {
+			m.mu.Unlock()
 			return "", 0, fmt.Errorf("%s: %w: dynamic host volume %s", m.describe(v), ErrNameTaken, id)
 		}
+	}
+	prev := m.vols[v.GetId()]
+	m.mu.Unlock()
+	if _, ok := m.cfg.Static[v.GetName()]; ok && prev == nil {
+		return "", 0, fmt.Errorf("%s: %w: a static host_volume of the agent's config", m.describe(v), ErrNameTaken)
 	}
 	res, err := m.run(ctx, v, OpCreate, "")
 	if err != nil {
 		return "", 0, err
 	}
+	m.mu.Lock()
 	m.vols[v.GetId()] = &made{vol: proto.CloneOf(v), path: res.Path, bytes: res.Bytes}
+	m.mu.Unlock()
 	if err := m.save(); err != nil {
 		// Not recorded: a restart would not restore it. The servers do
 		// not record it either, and ask again.
-		delete(m.vols, v.GetId())
+		m.mu.Lock()
+		if prev != nil {
+			m.vols[v.GetId()] = prev
+		} else {
+			delete(m.vols, v.GetId())
+		}
+		m.mu.Unlock()
 		return "", 0, fmt.Errorf("%s: recording it: %w", m.describe(v), err)
 	}
 	m.changed()
@@ -168,9 +258,14 @@ func (m *Manager) Delete(ctx context.Context, v *pb.HostVolume) error {
 	if err := checkVolume(v); err != nil {
 		return err
 	}
+	release, err := m.acquire(ctx, v)
+	if err != nil {
+		return err
+	}
+	defer release()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	have := m.vols[v.GetId()]
+	m.mu.Unlock()
 	created := v.GetHostPath()
 	if have != nil {
 		created = have.path
@@ -181,9 +276,13 @@ func (m *Manager) Delete(ctx context.Context, v *pb.HostVolume) error {
 	if have == nil {
 		return nil
 	}
+	m.mu.Lock()
 	delete(m.vols, v.GetId())
+	m.mu.Unlock()
 	if err := m.save(); err != nil {
+		m.mu.Lock()
 		m.vols[v.GetId()] = have
+		m.mu.Unlock()
 		return fmt.Errorf("%s: forgetting it: %w", m.describe(v), err)
 	}
 	m.changed()
@@ -207,7 +306,7 @@ func (m *Manager) describe(v *pb.HostVolume) string {
 
 // run runs one operation of v's plugin.
 func (m *Manager) run(ctx context.Context, v *pb.HostVolume, op, created string) (Result, error) {
-	p, err := lookupPlugin(v.GetPluginId(), m.cfg.PluginDir, m.cfg.VolumesDir)
+	p, err := m.lookup(v.GetPluginId())
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", m.describe(v), err)
 	}
@@ -230,17 +329,24 @@ func (m *Manager) run(ctx context.Context, v *pb.HostVolume, op, created string)
 	return Result{}, nil
 }
 
-// save writes the records: a temporary file renamed over the last.
+// save writes the records as they are now: a temporary file renamed over
+// the last. saveMu orders writers, so the last write holds the newest
+// records.
 func (m *Manager) save() error {
+	m.saveMu.Lock()
+	defer m.saveMu.Unlock()
+	m.mu.Lock()
 	recs := make([]record, 0, len(m.vols))
 	for _, id := range slices.Sorted(maps.Keys(m.vols)) {
 		v := m.vols[id]
 		b, err := protojson.Marshal(v.vol)
 		if err != nil {
+			m.mu.Unlock()
 			return err
 		}
 		recs = append(recs, record{Volume: b, Path: v.path, Bytes: v.bytes})
 	}
+	m.mu.Unlock()
 	data, err := json.Marshal(recs)
 	if err != nil {
 		return err

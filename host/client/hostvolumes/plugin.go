@@ -72,13 +72,18 @@ type Mkdir struct{}
 
 var _ Plugin = Mkdir{}
 
-// Create makes the directory, or sets the owner and mode of the one there.
+// Create makes the directory with the asked owner and mode. One there
+// already (a restore, a create sent again) is left as it is: its owner
+// and mode may be what the task made them (a database's data directory),
+// so only a directory Create made gets them.
 func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	mode, uid, gid, err := mkdirParams(req.Parameters)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := os.Mkdir(req.Path, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+	err = os.Mkdir(req.Path, mode)
+	made := err == nil
+	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return Result{}, err
 	}
 	st, err := os.Lstat(req.Path)
@@ -87,6 +92,9 @@ func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	}
 	if !st.IsDir() {
 		return Result{}, fmt.Errorf("%s exists and is not a directory", req.Path)
+	}
+	if !made {
+		return Result{Path: req.Path}, nil
 	}
 	// Mkdir's mode is masked by the umask; the asked mode is set as asked.
 	if err := os.Chmod(req.Path, mode); err != nil {
@@ -100,16 +108,19 @@ func (Mkdir) Create(_ context.Context, req Request) (Result, error) {
 	return Result{Path: req.Path}, nil
 }
 
-// Delete removes the directory; one already gone is deleted.
+// Delete removes the directory; one already gone is deleted. It removes
+// only <host_volumes_dir>/<id>: a created path that is anything else (a
+// server's record of a volume this node has no record of) is refused.
 func (Mkdir) Delete(_ context.Context, req Request) error {
-	p := req.CreatedPath
-	if p == "" {
-		p = req.Path
+	if p := req.CreatedPath; p != "" && filepath.Clean(p) != filepath.Clean(req.Path) {
+		return fmt.Errorf("%w: mkdir removes only %s, not %s", ErrBadVolume, req.Path, p)
 	}
-	return os.RemoveAll(p)
+	if req.Path == "" || filepath.Base(req.Path) != req.ID {
+		return fmt.Errorf("%w: mkdir: %q is not the volume's directory", ErrBadVolume, req.Path)
+	}
+	return os.RemoveAll(req.Path)
 }
 
-// mkdirParams reads mode, uid and gid (-1: unchanged).
 func mkdirParams(p map[string]string) (mode fs.FileMode, uid, gid int, err error) {
 	mode, uid, gid = 0o755, -1, -1
 	for k, v := range p {
@@ -161,10 +172,32 @@ type External struct {
 
 var _ Plugin = (*External)(nil)
 
-// stderrKept bounds what of a failed plugin's stderr an error carries.
-const stderrKept = 1024
+// Bounds of a plugin run: what of its stdout is read (more is an error),
+// what of a failed run's stderr an error carries (the end).
+const (
+	stdoutMax  = 64 << 10
+	stderrKept = 1024
+)
 
-// run runs one operation and returns its stdout.
+// Deadlines of one plugin run by operation (Nomad's): a plugin that takes
+// longer is killed with its process group.
+var opTimeouts = map[string]time.Duration{
+	OpFingerprint: 5 * time.Second,
+	OpCreate:      60 * time.Second,
+	OpDelete:      60 * time.Second,
+}
+
+// Contract values berth has one of: Nomad's plugins read them (and may
+// run under set -u).
+const (
+	contractNamespace = "default"
+	contractNodePool  = "default"
+)
+
+// run runs one operation and returns its stdout. The plugin gets PATH and
+// the contract's DHV_* variables only, runs in a process group of its own
+// that is killed whole when the operation's deadline passes or ctx ends,
+// and may answer {"error": "..."} to fail with that message.
 func (e *External) run(ctx context.Context, op string, req Request) ([]byte, error) {
 	params, err := json.Marshal(req.Parameters)
 	if err != nil {
@@ -173,36 +206,106 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	if req.Parameters == nil {
 		params = []byte("{}")
 	}
+	timeout := opTimeouts[op]
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
+		fmt.Errorf("%w: %s %s: no answer within %s", ErrPluginFailed, e.Path, op, timeout))
+	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Path, op)
-	cmd.Env = append(os.Environ(),
-		"DHV_OPERATION="+op,
-		"DHV_VOLUMES_DIR="+e.VolumesDir,
-		"DHV_PLUGIN_DIR="+e.PluginDir,
-		"DHV_HOST_PATH="+req.Path,
-		"DHV_NODE_ID="+req.NodeID,
-		"DHV_VOLUME_NAME="+req.Name,
-		"DHV_VOLUME_ID="+req.ID,
-		"DHV_CAPACITY_MIN_BYTES="+strconv.FormatInt(req.CapacityMin, 10),
-		"DHV_CAPACITY_MAX_BYTES="+strconv.FormatInt(req.CapacityMax, 10),
-		"DHV_PARAMETERS="+string(params),
-	)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"DHV_OPERATION=" + op,
+		"DHV_VOLUMES_DIR=" + e.VolumesDir,
+		"DHV_PLUGIN_DIR=" + e.PluginDir,
+		"DHV_HOST_PATH=" + req.Path,
+		"DHV_NODE_ID=" + req.NodeID,
+		"DHV_NODE_POOL=" + contractNodePool,
+		"DHV_NAMESPACE=" + contractNamespace,
+		"DHV_VOLUME_NAME=" + req.Name,
+		"DHV_VOLUME_ID=" + req.ID,
+		"DHV_CAPACITY_MIN_BYTES=" + strconv.FormatInt(req.CapacityMin, 10),
+		"DHV_CAPACITY_MAX_BYTES=" + strconv.FormatInt(req.CapacityMax, 10),
+		"DHV_PARAMETERS=" + string(params),
+	}
 	if op == OpDelete {
 		cmd.Env = append(cmd.Env, "DHV_CREATED_PATH="+req.CreatedPath)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	killGroupOnCancel(cmd)
+	stdout := &capBuffer{max: stdoutMax}
+	stderr := &tailBuffer{keep: stderrKept}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if len(msg) > stderrKept {
-			msg = "…" + msg[len(msg)-stderrKept:]
+	runErr := cmd.Run()
+	if ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), ErrPluginFailed) {
+		return nil, context.Cause(ctx)
+	}
+	if stdout.over {
+		return nil, fmt.Errorf("%w: %s %s: answered more than %d bytes", ErrPluginFailed, e.Path, op, stdoutMax)
+	}
+	if msg := answeredError(stdout.Bytes()); msg != "" {
+		return nil, fmt.Errorf("%w: %s %s: %s", ErrPluginFailed, e.Path, op, msg)
+	}
+	if runErr != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("%w: %s %s: %v: %s", ErrPluginFailed, e.Path, op, runErr, msg)
 		}
-		if msg != "" {
-			return nil, fmt.Errorf("%w: %s %s: %v: %s", ErrPluginFailed, e.Path, op, err, msg)
-		}
-		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, err)
+		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, runErr)
 	}
 	return stdout.Bytes(), nil
+}
+
+// answeredError returns the message of a {"error": "..."} answer, or "".
+func answeredError(out []byte) string {
+	var a struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(out), &a) != nil {
+		return ""
+	}
+	return strings.TrimSpace(a.Error)
+}
+
+// capBuffer keeps up to max bytes and notes that more came. (Not an
+// embedded bytes.Buffer: its ReadFrom would bypass Write.)
+type capBuffer struct {
+	b    []byte
+	max  int
+	over bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	n := len(p) // all taken: the plugin is not blocked on a full pipe
+	room := c.max - len(c.b)
+	if len(p) > room {
+		c.over = true
+		p = p[:max(room, 0)]
+	}
+	c.b = append(c.b, p...)
+	return n, nil
+}
+
+func (c *capBuffer) Bytes() []byte { return c.b }
+
+// tailBuffer keeps the last keep bytes written.
+type tailBuffer struct {
+	b    []byte
+	keep int
+	cut  bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.keep {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.keep:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t.cut {
+		return "…" + string(t.b)
+	}
+	return string(t.b)
 }
 
 // Create runs `<plugin> create` and reads its answer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/grpc/codes"
@@ -42,6 +43,9 @@ var (
 	// ErrNoHostVolumeCalls is returned by host volume create and delete on
 	// a server built without node calls.
 	ErrNoHostVolumeCalls = errcode.New(codes.Unimplemented, "this server makes no host volume node calls")
+	// ErrHostVolumeNodeUp is returned by a forced host volume delete whose
+	// node is ready: its plugin is asked instead.
+	ErrHostVolumeNodeUp = errcode.New(codes.FailedPrecondition, "the host volume's node is up")
 )
 
 type hostVolumesEndpoint struct {
@@ -57,9 +61,15 @@ func (e *hostVolumesEndpoint) ready() error {
 	return e.s.RequireServersAt(hostVolumesSince, HostVolumesSinceVersion, "dynamic host volumes")
 }
 
-// Create picks the volume's node, has its plugin make it there and
-// records it. A volume given with the ID of one recorded is made again on
-// its node (plugins are idempotent) and its record updated.
+// Create picks the volume's node, records the volume pending (its ID,
+// node and name: the name is taken in raft before the node makes
+// anything, so no node call is ever undone), has its plugin make it
+// there, and records it ready. A node answer that failed for certain
+// forgets the pending record; an uncertain one (timeout, cancel,
+// Unavailable) keeps it: create again with its ID (the node's create is
+// idempotent) or delete it. A volume given with the ID of one recorded
+// is made again on its node and its record updated; its name cannot
+// change, and one being deleted is refused.
 func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCreateRequest) (*pb.HostVolumeCreateResponse, error) {
 	v := proto.CloneOf(req.GetVolume())
 	if v == nil {
@@ -73,20 +83,28 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 		return nil, err
 	}
 	snap := e.s.State().Snapshot()
-	if v.GetId() != "" {
+	fresh := v.GetId() == ""
+	if !fresh {
 		old, err := snap.HostVolumeByID(nil, v.GetId())
 		if err != nil {
 			return nil, err
 		}
-		if old == nil {
+		switch {
+		case old == nil:
 			return nil, fmt.Errorf("host volume %q: %w: no volume has ID %s (leave id out to create one)", v.GetName(), fsm.ErrVolumeNotFound, v.GetId())
-		}
-		if v.GetNodeId() != "" && v.GetNodeId() != old.GetNodeId() {
+		case v.GetNodeId() != "" && v.GetNodeId() != old.GetNodeId():
 			return nil, fmt.Errorf("host volume %q (%s): %w: it is on node %s, not %s (a host volume does not move)",
 				v.GetName(), v.GetId(), volumespec.ErrInvalidVolume, old.GetNodeId(), v.GetNodeId())
+		case v.GetName() != old.GetName():
+			return nil, fmt.Errorf("host volume %q (%s): %w: it is named %q (a host volume's name does not change)",
+				v.GetName(), v.GetId(), volumespec.ErrInvalidVolume, old.GetName())
+		case old.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
+			return nil, fmt.Errorf("host volume %q (%s) on node %s: %w: delete it again to finish, then create it anew",
+				v.GetName(), v.GetId(), old.GetNodeId(), fsm.ErrVolumeDeleting)
 		}
 		v.NodeId = old.GetNodeId()
 		v.CreatedAt = old.GetCreatedAt()
+		v.State = old.GetState()
 	} else {
 		v.Id = uuid.Generate()
 		node, err := pickHostVolumeNode(snap, v)
@@ -95,9 +113,28 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 		}
 		v.NodeId = node
 		v.CreatedAt = e.s.Clock.Now().UnixNano()
+		v.State = pb.HostVolumeState_HOST_VOLUME_STATE_PENDING
+		v.ModifiedAt = v.GetCreatedAt()
+		if _, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}); err != nil {
+			return nil, fmt.Errorf("recording host volume %q on node %s: %w", v.GetName(), v.GetNodeId(), err)
+		}
 	}
 	resp, err := e.calls.HostVolumeOnNode(ctx, true, v.GetNodeId(), v)
 	if err != nil {
+		err = fmt.Errorf("creating host volume %q (%s) on node %s: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
+		if v.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_PENDING && (!fresh || hostCallUncertain(err)) {
+			return nil, fmt.Errorf("%w; the node may have made it: it stays recorded pending (takes no claim): create again with id %s, or delete it", err, v.GetId())
+		}
+		if !fresh {
+			return nil, err
+		}
+		// The node refused this call's create for certain: nothing was
+		// made.
+		forget, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, ferr := e.s.Apply(forget, fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: v.GetId()}); ferr != nil {
+			return nil, fmt.Errorf("%w; forgetting its pending record failed too (%v): delete %s", err, ferr, v.GetId())
+		}
 		return nil, err
 	}
 	v.HostPath, v.CapacityBytes = resp.GetHostPath(), resp.GetCapacityBytes()
@@ -105,21 +142,20 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 	v.ModifiedAt = e.s.Clock.Now().UnixNano()
 	index, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v})
 	if err != nil {
-		// Another create took the name on the node meanwhile: the node
-		// refuses a second name before this answer, so this is rare;
-		// undo what the plugin made rather than leave it unknown.
-		if errors.Is(err, fsm.ErrHostVolumeNameTaken) {
-			if _, derr := e.calls.HostVolumeOnNode(ctx, false, v.GetNodeId(), v); derr != nil {
-				e.s.Logger.Warn("host volume create: removing the volume made for a refused record", "volume_id", v.GetId(), "node_id", v.GetNodeId(), "error", derr)
-			}
-		}
-		return nil, fmt.Errorf("recording host volume %q (%s) on node %s: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
+		return nil, fmt.Errorf("recording host volume %q (%s) on node %s as made: %w (create again with id %s)", v.GetName(), v.GetId(), v.GetNodeId(), err, v.GetId())
 	}
 	stored, err := e.s.State().HostVolumeByID(nil, v.GetId())
 	if err != nil {
 		return nil, err
 	}
 	return &pb.HostVolumeCreateResponse{Volume: stored, Index: index}, nil
+}
+
+// hostCallUncertain reports whether a node call's failure leaves its
+// outcome unknown (the node may have acted): a timeout, a cancel, the node
+// unreachable (errcode.Uncertain's codes).
+func hostCallUncertain(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errcode.Uncertain.Has(errcode.Code(err))
 }
 
 // pickHostVolumeNode returns v's node: node_id when given (it must be
@@ -184,10 +220,14 @@ func pickHostVolumeNode(snap *fsm.StateSnapshot, v *pb.HostVolume) (string, erro
 	return "", fmt.Errorf("host volume %q: %w: of %d nodes: %v", v.GetName(), ErrNoNodeForHostVolume, len(nodes), reasons)
 }
 
-// Delete has the volume's node remove it and forgets it. It is first
-// marked deleting, in the apply that checks no claim holds it
-// (ErrVolumeInUse otherwise), so no claim is granted during the plugin's
-// delete; a failed delete puts it back to ready.
+// Delete has the volume's node remove it and forgets it (a pending one
+// too: its node may have made it). It is first marked deleting, in the
+// apply that checks no claim holds it (ErrVolumeInUse otherwise), so no
+// claim is granted during the plugin's delete. A delete the node refused
+// for certain puts it back to the state it had; an uncertain one (the
+// node may have removed it) keeps it deleting: delete again. force (the
+// node gone, down or fenced) forgets it without a node call, warning that
+// its data may remain.
 func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDeleteRequest) (*pb.HostVolumeDeleteResponse, error) {
 	if err := e.ready(); err != nil {
 		return nil, err
@@ -199,6 +239,9 @@ func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDele
 	if v == nil {
 		return nil, fmt.Errorf("host volume %s: %w", req.GetId(), fsm.ErrVolumeNotFound)
 	}
+	if req.GetForce() {
+		return e.forceDelete(ctx, v)
+	}
 	marked := proto.CloneOf(v)
 	marked.State = pb.HostVolumeState_HOST_VOLUME_STATE_DELETING
 	marked.ModifiedAt = e.s.Clock.Now().UnixNano()
@@ -206,11 +249,16 @@ func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDele
 		return nil, fmt.Errorf("deleting host volume %q (%s) on node %s: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
 	}
 	if _, err := e.calls.HostVolumeOnNode(ctx, false, v.GetNodeId(), v); err != nil {
+		err = fmt.Errorf("deleting host volume %q (%s) on node %s: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
+		if hostCallUncertain(err) || v.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
+			return nil, fmt.Errorf("%w; the node may have removed it, so it stays marked deleting and takes no claim: run delete again (-force if its node is gone)", err)
+		}
 		back := proto.CloneOf(v)
-		back.State = pb.HostVolumeState_HOST_VOLUME_STATE_READY
 		back.ModifiedAt = e.s.Clock.Now().UnixNano()
-		if _, rerr := e.s.Apply(context.WithoutCancel(ctx), fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: back}); rerr != nil {
-			e.s.Logger.Warn("host volume delete: putting the volume back to ready", "volume_id", v.GetId(), "error", rerr)
+		put, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, rerr := e.s.Apply(put, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: back, PutBack: true}); rerr != nil {
+			return nil, fmt.Errorf("%w; putting it back to %s failed too (%v): it takes no claim until a delete completes", err, pb.EnumWord(v.GetState()), rerr)
 		}
 		return nil, err
 	}
@@ -219,6 +267,33 @@ func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDele
 		return nil, fmt.Errorf("forgetting host volume %q (%s): %w", v.GetName(), v.GetId(), err)
 	}
 	return &pb.HostVolumeDeleteResponse{Index: index}, nil
+}
+
+// forceDelete forgets v without a node call; only when its node is gone,
+// down or fenced (a ready node is asked: delete without -force).
+func (e *hostVolumesEndpoint) forceDelete(ctx context.Context, v *pb.HostVolume) (*pb.HostVolumeDeleteResponse, error) {
+	n, err := e.s.State().NodeByID(nil, v.GetNodeId())
+	if err != nil {
+		return nil, err
+	}
+	if n != nil && n.GetStatus() == pb.NodeStatus_NODE_STATUS_READY && !n.GetFenced() {
+		return nil, fmt.Errorf("host volume %q (%s): %w: its node %s is ready; delete it without -force, so its plugin removes it",
+			v.GetName(), v.GetId(), ErrHostVolumeNodeUp, v.GetNodeId())
+	}
+	index, err := e.s.Apply(ctx, fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: v.GetId()})
+	if err != nil {
+		return nil, fmt.Errorf("forgetting host volume %q (%s): %w", v.GetName(), v.GetId(), err)
+	}
+	return &pb.HostVolumeDeleteResponse{Index: index, Warning: fmt.Sprintf(
+		"host volume %q (%s) forgotten without asking node %s: its data may remain there (%s)", v.GetName(), v.GetId(), v.GetNodeId(),
+		hostVolumePathOrUnknown(v))}, nil
+}
+
+func hostVolumePathOrUnknown(v *pb.HostVolume) string {
+	if v.GetHostPath() == "" {
+		return "path unknown"
+	}
+	return v.GetHostPath()
 }
 
 // Get answers one dynamic host volume (a blocking query).

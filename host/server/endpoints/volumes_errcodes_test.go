@@ -19,5 +19,6 @@ func TestVolumeSentinelsCarryTheirCodes(t *testing.T) {
 		ErrNoNodeCalls:             codes.Unimplemented,
 		ErrNoNodeForHostVolume:     codes.FailedPrecondition,
 		ErrNoHostVolumeCalls:       codes.Unimplemented,
+		ErrHostVolumeNodeUp:        codes.FailedPrecondition,
 	})
 }

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package hostvolumes
+
+import "os/exec"
+
+// killGroupOnCancel leaves cmd's cancellation as it is (the process only).
+func killGroupOnCancel(*exec.Cmd) {}
