@@ -60,6 +60,14 @@ var everyCommand = []struct {
 		Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
 		CreatedAt:    19}, PutBack: true}},
 	{fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: "hv1"}},
+	{fsm.ACLPolicyUpsert, &pb.ACLPolicyUpsertCommand{Policies: []*pb.ACLPolicy{{Name: "readonly", Rules: `job { policy = "read" }`}}}},
+	{fsm.ACLTokenUpsert, &pb.ACLTokenUpsertCommand{Tokens: []*pb.ACLToken{{AccessorId: "t1", Name: "ci", Type: fsm.ACLTokenClient,
+		Policies: []string{"readonly"}, SecretHash: make([]byte, 32), CreateTime: 20}}}},
+	{fsm.ACLTokenDelete, &pb.ACLTokenDeleteCommand{AccessorIds: []string{"t1"}}},
+	{fsm.ACLPolicyDelete, &pb.ACLPolicyDeleteCommand{Names: []string{"readonly"}}},
+	{fsm.ACLBootstrap, &pb.ACLBootstrapCommand{Token: &pb.ACLToken{AccessorId: "root", Name: "bootstrap", Type: fsm.ACLTokenManagement,
+		SecretHash: make([]byte, 32), CreateTime: 21}}},
+	{fsm.NodeReadmit, &pb.NodeReadmitCommand{NodeId: "n1", UpdatedAt: 22}},
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
