@@ -35,7 +35,7 @@ func applyNodeRegister(tx *writeTxn, cmd *pb.NodeRegisterCommand) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRegisterSecret(existing, n); err != nil {
+	if err := checkRegisterSecret(existing, cmd); err != nil {
 		return err
 	}
 	n.CreateIndex = tx.index

@@ -17,19 +17,40 @@ import (
 // proposer's view was stale.
 var ErrNodeSecretMismatch = errcode.New(codes.PermissionDenied, "node secret does not match the stored one")
 
-// checkRegisterSecret is NodeRegister's identity rule. A command carrying a
-// secret hash (proposed only once every server knows node identities) is
-// refused when the node already has a different one, so two first
-// registrations of one node ID cannot both set a secret. A command
-// without one stores the node without one, as a server older than node
-// identities does (it stores the command's node as decoded), so servers of
-// both versions agree during an upgrade.
-func checkRegisterSecret(existing, n *pb.Node) error {
+// checkRegisterSecret is NodeRegister's identity rule; it settles the
+// secret hash the registered node n keeps.
+//
+//   - A command carrying checked_secret_hash (every proposer that knows
+//     node identities sets it: the hash it found and checked the
+//     registration against, empty for none) is refused when the stored
+//     hash is no longer that one: a readmit, or another registration,
+//     committed between the check and this apply, and the registration
+//     must not put an old secret back.
+//   - A command carrying a hash is refused when the node already has a
+//     different one, so two first registrations of one node ID cannot
+//     both set a secret.
+//   - A command without a hash never clears a stored one: the node keeps
+//     it. A proposer that knows node identities puts the stored hash on
+//     every registration of a node that has one, so only an older
+//     proposer's command comes here without it. Hashes are stored only
+//     once every server knows node identities (nodeSecretsSince), and no
+//     older server joins after (the table rule), so no older server
+//     applies such a command; keeping the hash fails closed where an
+//     operator downgrades a server anyway. Only NodeReadmit clears it.
+func checkRegisterSecret(existing *pb.Node, cmd *pb.NodeRegisterCommand) error {
+	n := cmd.GetNode()
 	have, want := existing.GetSecretHash(), n.GetSecretHash()
-	if len(have) == 0 || len(want) == 0 || bytes.Equal(have, want) {
-		return nil
+	if cmd.CheckedSecretHash != nil && !bytes.Equal(have, cmd.GetCheckedSecretHash()) {
+		return fmt.Errorf("registration of node %s (%q) was checked against a secret the node no longer has (re-admitted or registered again since): %w",
+			n.GetId(), n.GetName(), ErrNodeSecretMismatch)
 	}
-	return fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrNodeSecretMismatch)
+	switch {
+	case len(want) == 0:
+		n.SecretHash = have
+	case len(have) > 0 && !bytes.Equal(have, want):
+		return fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrNodeSecretMismatch)
+	}
+	return nil
 }
 
 // applyNodeReadmit clears a node's secret hash. A node without one is left

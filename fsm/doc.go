@@ -346,14 +346,16 @@
 // applies the freeing rule. testdata/host_volumes.txt.
 // # Node identity
 //
-// A node's secret (256 random bits, made by its client, or by the servers
-// for a client that presents none) is admitted at the node's first
+// A node's secret (256 random bits, made by its client; a client that
+// presents none, an older one, gets none) is admitted at the node's first
 // registration once every server knows node identities (gate
 // nodeSecretsSince, 0.1.0-dev.4, host/server/endpoints/node_identity.go);
-// the node table keeps only its SHA-256 (Node.secret_hash). NodeRegister carrying a hash is refused
-// (ErrNodeSecretMismatch) when the stored node has a different one, so two
-// first registrations of one node ID cannot both set a secret; one
-// without a hash stores the node without one, as an older server does.
+// the node table keeps only its SHA-256 (Node.secret_hash). NodeRegister
+// carrying a hash is refused (ErrNodeSecretMismatch) when the stored node
+// has a different one, so two first registrations of one node ID cannot
+// both set a secret, and so is one whose checked_secret_hash (the hash
+// its proposer checked it against) is no longer the stored one; one
+// without a hash keeps the stored hash (never clears it).
 // Every other node command clones the stored node and keeps the hash.
 // NodeReadmit (32) clears it (`berth node readmit`), so the next
 // registration sets a new secret; proposed only past the same gate.

@@ -161,7 +161,15 @@ func (h *scriptHarness) encode(t *testing.T, td *datadriven.TestData) ([]byte, b
 			n.Eligibility = argEligibility(t, td)
 		}
 		n.SecretHash = []byte(argString(t, td, "secret", ""))
-		return mustEncode(t, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)}), true
+		cmd := &pb.NodeRegisterCommand{Node: n, Evals: argEvals(t, td, pb.EvalTrigger_EVAL_TRIGGER_NODE_UPDATE)}
+		if td.HasArg("checked") {
+			// checked=none: the proposer found no hash.
+			cmd.CheckedSecretHash = []byte{}
+			if v := argString(t, td, "checked", ""); v != "none" {
+				cmd.CheckedSecretHash = []byte(v)
+			}
+		}
+		return mustEncode(t, fsm.NodeRegister, cmd), true
 	case "update-status":
 		return mustEncode(t, fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{
 			NodeId:        argString(t, td, "id", ""),

@@ -161,6 +161,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			TLS:                     a.rpcTLS(),
 			ACLEnabled:              cfg.ACL.Enabled,
 			MaxRequestBytes:         cfg.Limits.MaxRequestBytes,
+			RPCHandshakeTimeout:     cfg.Limits.RPCHandshakeTimeout,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.

@@ -20,7 +20,9 @@ type LimitsConfig struct {
 	// (rpc_max_conns_per_client, default 100).
 	RPCMaxConnsPerClient int
 	// RPCHandshakeTimeout closes an RPC connection that sends nothing
-	// within it (rpc_handshake_timeout, default 5s).
+	// within it, or has not completed its TLS and HTTP/2 handshakes within
+	// it (server.Config.RPCHandshakeTimeout; rpc_handshake_timeout,
+	// default 5s).
 	RPCHandshakeTimeout time.Duration
 	// MaxRequestBytes is the largest gRPC request a server receives
 	// (max_request_bytes; default and ceiling rpc.MaxMessageSize, the

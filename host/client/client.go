@@ -366,9 +366,10 @@ func (c *Client) step() (time.Duration, error) {
 	}
 	c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
 	if resp.GetRegisterAgain() {
-		// The servers issue node secrets now and this node has none
-		// (node_identity.go): its next registration is issued one.
-		c.logger.Info("servers ask this node to register again to be issued a node secret", "node_id", c.nodeID)
+		// The servers admit node secrets now and this node has none
+		// (node_identity.go): its next registration has its secret
+		// admitted.
+		c.logger.Info("servers ask this node to register again to have its node secret admitted", "node_id", c.nodeID)
 		c.setRegistered(false)
 		return 0, nil
 	}

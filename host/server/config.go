@@ -95,6 +95,10 @@ type Config struct {
 	// MaxRequestBytes is the largest gRPC message the server receives
 	// (agent limits.max_request_bytes); 0 is rpc.MaxMessageSize.
 	MaxRequestBytes int
+	// RPCHandshakeTimeout bounds a new RPC connection's TLS and HTTP/2
+	// handshakes (agent limits.rpc_handshake_timeout): a connection that
+	// has not completed them within it is closed. 0 is gRPC's 120 s.
+	RPCHandshakeTimeout time.Duration
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

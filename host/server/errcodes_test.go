@@ -27,6 +27,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrRestoreNoSpace:  codes.ResourceExhausted,
 		ErrCommandTooLarge: codes.InvalidArgument,
 		ErrServerOnly:      codes.PermissionDenied,
+		ErrNodeRole:        codes.PermissionDenied,
 	})
 }
 

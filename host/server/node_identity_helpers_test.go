@@ -12,23 +12,27 @@ import (
 	"berth.dev/berth/rpc/tunnel"
 )
 
-// testNodeSecrets are the node secrets the servers of this package's tests
-// issued, by node ID, so the tests' pools (testNodePool) act as the nodes
-// they name, as a real client does with its stored secret. This package's
-// tests run one at a time; a new cluster's registration replaces an
-// earlier test's secret of the same node ID.
+// testNodeSecrets are the node secrets of this package's tests' nodes, by
+// node ID, made at a node's first call as a real client makes its own
+// before registering, so the tests' pools (testNodePool) act as the
+// nodes they name. Each test's cluster is new, so a node ID's secret is
+// admitted again by its first registration there.
 var testNodeSecrets sync.Map
 
 func testNodeSecret(nodeID string) string {
 	if v, ok := testNodeSecrets.Load(nodeID); ok {
 		return v.(string)
 	}
-	return ""
+	secret, err := rpc.NewNodeSecret()
+	if err != nil {
+		panic(err)
+	}
+	v, _ := testNodeSecrets.LoadOrStore(nodeID, secret)
+	return v.(string)
 }
 
 // testNodePool is rpc.NewPool whose calls carry the secret of the node
-// they name (a request's node_id, a tunnel's node ID header) and learn
-// the secrets registrations issue.
+// they name (a request's node_id, a tunnel's node ID header).
 func testNodePool() *rpc.Pool {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		var nodeID string
@@ -41,11 +45,7 @@ func testNodePool() *rpc.Pool {
 		if nodeID != "" && !hasSecret(ctx) {
 			ctx = rpc.WithNodeSecret(ctx, testNodeSecret(nodeID))
 		}
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if r, ok := reply.(*pb.NodeRegisterResponse); ok && err == nil && r.GetNodeSecret() != "" {
-			testNodeSecrets.Store(nodeID, r.GetNodeSecret())
-		}
-		return err
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		md, _ := metadata.FromOutgoingContext(ctx)

@@ -43,19 +43,33 @@ func withSecret(t *testing.T, secret string) context.Context {
 	return rpc.WithNodeSecret(ctx10s(t), secret)
 }
 
-// registerRaw registers n presenting secret ("" none) and returns the
-// secret the servers issued ("" when none).
-func registerRaw(t *testing.T, nodes pb.NodesClient, n *pb.Node, secret string) (string, error) {
+// registerRaw registers n presenting secret ("" none) and checks that the
+// servers issue no secret (they never do: a client makes its own).
+func registerRaw(t *testing.T, nodes pb.NodesClient, n *pb.Node, secret string) error {
 	t.Helper()
 	resp, err := nodes.Register(withSecret(t, secret), &pb.NodeRegisterRequest{Node: n})
-	return resp.GetNodeSecret(), err
+	if issued := resp.GetNodeSecret(); issued != "" {
+		t.Fatalf("registration of %s was issued a secret", n.GetId())
+	}
+	return err
 }
 
-// The first registration is issued a 256-bit secret whose SHA-256 alone
-// is stored; API reads never show it; a node's calls need its secret, and
-// a node presenting another node's ID with its own secret is refused with
-// PermissionDenied naming the node and not echoing the secret.
-func TestNodeSecretIssuedAndRequired(t *testing.T) {
+// newSecret is a client-made node secret.
+func newSecret(t *testing.T) string {
+	t.Helper()
+	secret, err := rpc.NewNodeSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// The first registration admits the 256-bit secret the client presents,
+// whose SHA-256 alone is stored; API reads never show it; a node's calls
+// need its secret, and a node presenting another node's ID with its own
+// secret is refused with PermissionDenied naming the node and not echoing
+// the secret.
+func TestNodeSecretAdmittedAndRequired(t *testing.T) {
 	tc := newTestCluster(t, 1, withVersion(version.Version))
 	s := tc.waitLeader()
 	waitNodeSecrets(t, s)
@@ -66,20 +80,16 @@ func TestNodeSecretIssuedAndRequired(t *testing.T) {
 	}
 	nodes := pb.NewNodesClient(conn)
 	n1, n2 := workNode("n1"), workNode("n2")
-	secret1, err := registerRaw(t, nodes, n1, "")
-	if err != nil {
+	secret1, secret2 := newSecret(t), newSecret(t)
+	if err := registerRaw(t, nodes, n1, secret1); err != nil {
 		t.Fatal(err)
-	}
-	if len(secret1) != 64 {
-		t.Fatalf("secret %q: want 64 hex digits (256 bits)", secret1)
 	}
 	stored, _ := s.State().NodeByID(nil, n1.GetId())
 	if !bytes.Equal(stored.GetSecretHash(), endpoints.HashNodeSecret(secret1)) || strings.Contains(string(stored.GetSecretHash()), secret1) {
 		t.Fatalf("stored hash %x is not the secret's SHA-256", stored.GetSecretHash())
 	}
-	secret2, err := registerRaw(t, nodes, n2, "")
-	if err != nil || secret2 == "" || secret2 == secret1 {
-		t.Fatalf("n2's secret %q, %v", secret2, err)
+	if err := registerRaw(t, nodes, n2, secret2); err != nil {
+		t.Fatalf("n2's registration: %v", err)
 	}
 
 	got, err := nodes.Get(ctx10s(t), &pb.NodeGetRequest{NodeId: n1.GetId()})
@@ -139,7 +149,7 @@ func TestNodeSecretIssuedAndRequired(t *testing.T) {
 
 // A node whose state was wiped (no secret, same ID) is refused with the
 // command that re-admits it; `node readmit` clears the stored hash by a
-// raft command, after which the node is issued a new secret and the old
+// raft command, after which the node's new secret is admitted and the old
 // one no longer works.
 func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	tc := newTestCluster(t, 3, withVersion(version.Version))
@@ -153,33 +163,32 @@ func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	}
 	nodes := pb.NewNodesClient(conn)
 	n := workNode("n1")
-	old, err := registerRaw(t, nodes, n, "")
-	if err != nil || old == "" {
-		t.Fatalf("first registration: %q, %v", old, err)
+	old := newSecret(t)
+	if err := registerRaw(t, nodes, n, old); err != nil {
+		t.Fatalf("first registration: %v", err)
 	}
-	again, err := registerRaw(t, nodes, n, old)
-	if err != nil || again != "" {
-		t.Fatalf("registration with the secret: issued %q, %v", again, err)
+	if err := registerRaw(t, nodes, n, old); err != nil {
+		t.Fatalf("registration with the secret: %v", err)
 	}
-	_, err = registerRaw(t, nodes, n, "")
+	err = registerRaw(t, nodes, n, "")
 	wantCode(t, "registration without the secret", err, codes.PermissionDenied, n.GetId(), "berth node readmit "+n.GetId())
-	_, err = registerRaw(t, nodes, n, strings.Repeat("0", 64))
+	err = registerRaw(t, nodes, n, strings.Repeat("0", 64))
 	wantCode(t, "registration with a wrong secret", err, codes.PermissionDenied, n.GetId(), "berth node readmit "+n.GetId())
 
 	if _, err := pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()}); err != nil {
 		t.Fatal(err)
 	}
 	// A heartbeat of the re-admitted node (no secret to check) is asked
-	// to register again, to be issued a new one.
+	// to register again, to have its secret admitted.
 	hb, err := nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
 	if err != nil || !hb.GetRegisterAgain() {
 		t.Fatalf("heartbeat after readmit: %v, %v; want register_again", hb, err)
 	}
 	_, err = pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: "no-such-node"})
 	wantCode(t, "readmit of an unknown node", err, codes.NotFound, "no-such-node")
-	fresh, err := registerRaw(t, nodes, n, "")
-	if err != nil || fresh == "" || fresh == old {
-		t.Fatalf("registration after readmit: %q (old %q), %v", fresh, old, err)
+	fresh := newSecret(t)
+	if err := registerRaw(t, nodes, n, fresh); err != nil {
+		t.Fatalf("registration after readmit: %v", err)
 	}
 	_, err = nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
 	wantCode(t, "heartbeat with the old secret", err, codes.PermissionDenied, n.GetId())
@@ -216,8 +225,7 @@ func TestStaleFollowerForwardsANodeCallItWouldRefuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := workNode("n1")
-	_, err = registerRaw(t, pb.NewNodesClient(leaderConn), n, "")
-	if err != nil {
+	if err := registerRaw(t, pb.NewNodesClient(leaderConn), n, newSecret(t)); err != nil {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, func() error {
@@ -231,9 +239,9 @@ func TestStaleFollowerForwardsANodeCallItWouldRefuse(t *testing.T) {
 	if _, err := pb.NewNodeOpsClient(leaderConn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()}); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := registerRaw(t, pb.NewNodesClient(leaderConn), n, "")
-	if err != nil || fresh == "" {
-		t.Fatalf("registration after readmit: %q, %v", fresh, err)
+	fresh := newSecret(t)
+	if err := registerRaw(t, pb.NewNodesClient(leaderConn), n, fresh); err != nil {
+		t.Fatalf("registration after readmit: %v", err)
 	}
 	if endpoints.CheckNodeSecret(lagging.State(), n.GetId(), fresh) == nil {
 		t.Fatal("the lagging follower already has the new hash: the test proves nothing")
@@ -298,7 +306,7 @@ func TestVolumeSecretsOnlyToTheClaimHolder(t *testing.T) {
 }
 
 // While a server is older than the gate, nodes register as before: no
-// secret is issued, none is asked for, and readmit (a command the older
+// secret is admitted, none is asked for, and readmit (a command the older
 // server does not know) is refused with FailedPrecondition.
 func TestNodeSecretsWaitForEveryServer(t *testing.T) {
 	tc := newTestCluster(t, 1, withVersion("0.1.0-dev.3"))
@@ -316,12 +324,13 @@ func TestNodeSecretsWaitForEveryServer(t *testing.T) {
 	})
 	nodes := pb.NewNodesClient(conn)
 	n := workNode("n1")
-	secret, err := registerRaw(t, nodes, n, "")
-	if err != nil || secret != "" {
-		t.Fatalf("registration below the gate: issued %q, %v", secret, err)
-	}
-	if stored, _ := s.State().NodeByID(nil, n.GetId()); len(stored.GetSecretHash()) != 0 {
-		t.Fatal("a hash is stored below the gate")
+	for _, secret := range []string{"", newSecret(t)} {
+		if err := registerRaw(t, nodes, n, secret); err != nil {
+			t.Fatalf("registration below the gate: %v", err)
+		}
+		if stored, _ := s.State().NodeByID(nil, n.GetId()); len(stored.GetSecretHash()) != 0 {
+			t.Fatal("a hash is stored below the gate")
+		}
 	}
 	if _, err := nodes.Heartbeat(ctx10s(t), &pb.NodeHeartbeatRequest{NodeId: n.GetId()}); err != nil {
 		t.Fatalf("heartbeat without a secret below the gate: %v", err)
@@ -331,7 +340,7 @@ func TestNodeSecretsWaitForEveryServer(t *testing.T) {
 }
 
 // A client makes its secret before its first registration: the servers
-// adopt the one it presents for a node without one (answering none), so a
+// adopt the one it presents for a node without one, so a
 // registration retried after its answer was lost (the proposal committed)
 // presents the same secret and is admitted. A malformed one is refused.
 func TestRegistrationAdoptsTheClientsSecret(t *testing.T) {
@@ -344,21 +353,17 @@ func TestRegistrationAdoptsTheClientsSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := pb.NewNodesClient(conn)
-	mine, err := rpc.NewNodeSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mine := newSecret(t)
 	n := workNode("n1")
 	for range 2 {
-		issued, err := registerRaw(t, nodes, n, mine)
-		if err != nil || issued != "" {
-			t.Fatalf("registration presenting the client's secret: issued %q, %v", issued, err)
+		if err := registerRaw(t, nodes, n, mine); err != nil {
+			t.Fatalf("registration presenting the client's secret: %v", err)
 		}
 	}
 	stored, _ := s.State().NodeByID(nil, n.GetId())
 	if !bytes.Equal(stored.GetSecretHash(), endpoints.HashNodeSecret(mine)) {
 		t.Fatal("the stored hash is not the client's secret's")
 	}
-	_, err = registerRaw(t, nodes, workNode("n2"), "short")
+	err = registerRaw(t, nodes, workNode("n2"), "short")
 	wantCode(t, "a malformed secret", err, codes.InvalidArgument, "n2", "64 lowercase hex digits")
 }

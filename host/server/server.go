@@ -192,6 +192,11 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	if n := cfg.MaxRequestBytes; n > 0 {
 		grpcOpts = append(grpcOpts, grpc.MaxRecvMsgSize(n))
 	}
+	if d := cfg.RPCHandshakeTimeout; d > 0 {
+		// The RPC listener's limit (internal/connlimit) sees only the
+		// first byte; this closes a handshake that stalls after it.
+		grpcOpts = append(grpcOpts, grpc.ConnectionTimeout(d))
+	}
 	s.grpc = grpc.NewServer(grpcOpts...)
 	pb.RegisterStatusServer(s.grpc, &statusEndpoint{s: s})
 	pb.RegisterOperatorServer(s.grpc, &operatorEndpoint{s: s})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
+	"berth.dev/berth/host/authz"
 	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
@@ -26,6 +28,11 @@ import (
 // calls a server-only method (a server joining, the servers' tunnel and CSI
 // relays, any forwarded request) without a server certificate.
 var ErrServerOnly = errcode.New(codes.PermissionDenied, "rpc: a server-only method needs a server certificate")
+
+// ErrNodeRole is returned, with verify_server_hostname, to a caller that
+// calls a node's method (register, heartbeat, watch, tunnel...) with a
+// certificate of neither a client nor a server (a cli one).
+var ErrNodeRole = errcode.New(codes.PermissionDenied, "rpc: a node's method needs a client or server certificate")
 
 // serverOnlyServices are the services only servers call on each other.
 var serverOnlyServices = []string{
@@ -54,10 +61,19 @@ func isServerOnly(ctx context.Context, fullMethod string) bool {
 	return false
 }
 
-// peerIsServer reports whether ctx's caller may act as a server: always
-// without verify_server_hostname, else only when it presented a server
-// certificate. subject names what it presented, for logs and errors.
-func (s *Server) peerIsServer(ctx context.Context) (ok bool, subject string) {
+// isNodeMethod reports whether fullMethod is one a node makes for itself
+// (authz.Node: register, heartbeat, alloc watch and updates, claims, CSI
+// updates, the tunnel).
+func isNodeMethod(fullMethod string) bool {
+	need, ok := authz.Method(fullMethod)
+	return ok && need.Kind == authz.Node
+}
+
+// peerHasRole reports whether ctx's caller may act in one of roles: always
+// without verify_server_hostname, else only when it presented a
+// certificate naming one of them in this server's region. subject names
+// what it presented, for logs and errors.
+func (s *Server) peerHasRole(ctx context.Context, roles ...tlsconf.Role) (ok bool, subject string) {
 	if s.cfg.TLS == nil || !s.cfg.TLS.Options().VerifyServerHostname {
 		return true, ""
 	}
@@ -69,21 +85,39 @@ func (s *Server) peerIsServer(ctx context.Context) (ok bool, subject string) {
 	if !isTLS || len(info.State.PeerCertificates) == 0 {
 		return false, "no certificate"
 	}
-	return s.cfg.TLS.PeerIsServer(info.State), fmt.Sprintf("%q", info.State.PeerCertificates[0].Subject.CommonName)
+	leaf := info.State.PeerCertificates[0]
+	region := s.cfg.TLS.Options().Region
+	return slices.ContainsFunc(roles, func(r tlsconf.Role) bool { return tlsconf.HasRole(leaf, r, region) }),
+		fmt.Sprintf("%q", leaf.Subject.CommonName)
+}
+
+// peerIsServer reports whether ctx's caller may act as a server: always
+// without verify_server_hostname, else only when it presented a server
+// certificate.
+func (s *Server) peerIsServer(ctx context.Context) (ok bool, subject string) {
+	return s.peerHasRole(ctx, tlsconf.RoleServer)
 }
 
 // checkServerRole refuses a server-only call whose peer did not present a
-// server certificate.
+// server certificate, and a node's call (isNodeMethod) whose peer
+// presented neither a client nor a server certificate: a cli certificate
+// is an operator's, not a node's.
 func (s *Server) checkServerRole(ctx context.Context, fullMethod string) error {
-	if !isServerOnly(ctx, fullMethod) {
-		return nil
+	if isServerOnly(ctx, fullMethod) {
+		ok, subject := s.peerIsServer(ctx)
+		if ok {
+			return nil
+		}
+		s.logger.Warn("server-only call refused", "method", fullMethod, "peer", subject)
+		return fmt.Errorf("%w: %s called with %s", ErrServerOnly, fullMethod, subject)
 	}
-	ok, subject := s.peerIsServer(ctx)
-	if ok {
-		return nil
+	if isNodeMethod(fullMethod) {
+		if ok, subject := s.peerHasRole(ctx, tlsconf.RoleClient, tlsconf.RoleServer); !ok {
+			s.logger.Warn("node call refused: the caller has no client or server certificate", "method", fullMethod, "peer", subject)
+			return fmt.Errorf("%w: %s called with %s", ErrNodeRole, fullMethod, subject)
+		}
 	}
-	s.logger.Warn("server-only call refused", "method", fullMethod, "peer", subject)
-	return fmt.Errorf("%w: %s called with %s", ErrServerOnly, fullMethod, subject)
+	return nil
 }
 
 // observePinger records the server a Ping says it comes from. Ping is open
@@ -104,7 +138,8 @@ func (s *Server) observePinger(ctx context.Context, from *pb.ServerMember) {
 
 // tlsServerOptions are the gRPC server's options under TLS: mutual TLS on
 // the RPC listener and, with verify_server_hostname, the role check of the
-// server-only methods ahead of every other interceptor.
+// server-only methods and the nodes' methods (checkServerRole) ahead of
+// every other interceptor.
 func (s *Server) tlsServerOptions() []grpc.ServerOption {
 	if s.cfg.TLS == nil {
 		return nil

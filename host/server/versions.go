@@ -1,9 +1,9 @@
 package server
 
 import (
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"fmt"
 
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/internal/versions"
 )
 
@@ -22,10 +22,10 @@ func (s *Server) requireServersAt(c versions.Constraint, since, what string) err
 			return err
 		}
 		if m.GetVersion() == "" {
-			return status.Errorf(codes.FailedPrecondition, "%s wait for every server to record its version: server %s (%s) has not yet", what, rs.GetName(), rs.GetId())
+			return &endpoints.GateRefusal{Msg: fmt.Sprintf("%s wait for every server to record its version: server %s (%s) has not yet", what, rs.GetName(), rs.GetId())}
 		}
 		if !c.Check(m.GetVersion()) {
-			return status.Errorf(codes.FailedPrecondition, "%s need every server at berth %s or later: server %s runs %s; upgrade it", what, since, rs.GetName(), m.GetVersion())
+			return &endpoints.GateRefusal{Msg: fmt.Sprintf("%s need every server at berth %s or later: server %s runs %s; upgrade it", what, since, rs.GetName(), m.GetVersion())}
 		}
 	}
 	return nil

@@ -29,9 +29,16 @@ type NodeRegisterCommand struct {
 	// evals are created with the registration: system jobs place on a node
 	// that joins, and the jobs with allocs on a node that re-registers are
 	// evaluated.
-	Evals         []*Evaluation `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Evals []*Evaluation `protobuf:"bytes,2,rep,name=evals,proto3" json:"evals,omitempty"`
+	// checked_secret_hash is the node's secret hash the proposer found and
+	// checked the registration against (empty: the node had none), set by
+	// every proposer that knows node identities. The apply refuses the
+	// command when the stored hash is no longer it (a readmit, or another
+	// registration, committed in between), so a registration checked
+	// against an old secret cannot put it back.
+	CheckedSecretHash []byte `protobuf:"bytes,121,opt,name=checked_secret_hash,json=checkedSecretHash,proto3,oneof" json:"checked_secret_hash,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeRegisterCommand) Reset() {
@@ -74,6 +81,13 @@ func (x *NodeRegisterCommand) GetNode() *Node {
 func (x *NodeRegisterCommand) GetEvals() []*Evaluation {
 	if x != nil {
 		return x.Evals
+	}
+	return nil
+}
+
+func (x *NodeRegisterCommand) GetCheckedSecretHash() []byte {
+	if x != nil {
+		return x.CheckedSecretHash
 	}
 	return nil
 }
@@ -1863,10 +1877,12 @@ var File_berth_v1_commands_proto protoreflect.FileDescriptor
 
 const file_berth_v1_commands_proto_rawDesc = "" +
 	"\n" +
-	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/csi.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\x1a\x15berth/v1/volume.proto\"e\n" +
+	"\x17berth/v1/commands.proto\x12\bberth.v1\x1a\x14berth/v1/alloc.proto\x1a\x12berth/v1/csi.proto\x1a\x12berth/v1/job.proto\x1a\x13berth/v1/node.proto\x1a\x15berth/v1/server.proto\x1a\x15berth/v1/volume.proto\"\xb2\x01\n" +
 	"\x13NodeRegisterCommand\x12\"\n" +
 	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\x12*\n" +
-	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\"\xf5\x01\n" +
+	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x123\n" +
+	"\x13checked_secret_hash\x18y \x01(\fH\x00R\x11checkedSecretHash\x88\x01\x01B\x16\n" +
+	"\x14_checked_secret_hash\"\xf5\x01\n" +
 	"\x17NodeStatusUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.berth.v1.NodeStatusR\x06status\x12 \n" +
@@ -2126,6 +2142,7 @@ func file_berth_v1_commands_proto_init() {
 	file_berth_v1_node_proto_init()
 	file_berth_v1_server_proto_init()
 	file_berth_v1_volume_proto_init()
+	file_berth_v1_commands_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

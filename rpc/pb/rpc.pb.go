@@ -1333,10 +1333,11 @@ type NodeRegisterResponse struct {
 	HeartbeatTtlMs int64                  `protobuf:"varint,2,opt,name=heartbeat_ttl_ms,json=heartbeatTtlMs,proto3" json:"heartbeat_ttl_ms,omitempty"`
 	// servers is the current server RPC address list, for client failover.
 	Servers []string `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"`
-	// node_secret is set only when the servers made the node's secret: at
-	// its first registration by a client that presented none (a berth
-	// client makes its own and presents it). The client keeps it (state DB)
-	// and sends it with every node call (gRPC metadata berth-node-secret).
+	// node_secret is never set by servers at 0.1.0-dev.4 or later: a berth
+	// client makes its own secret and presents it (gRPC metadata
+	// berth-node-secret); one presenting none (an older client) is issued
+	// none, since it would not keep it. A client that receives one keeps it
+	// (state DB) and sends it with every node call.
 	NodeSecret    string `protobuf:"bytes,120,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

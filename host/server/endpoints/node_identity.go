@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -79,58 +80,69 @@ func CheckNodeSecret(st *fsm.StateStore, nodeID, presented string) error {
 	return fmt.Errorf("request naming node %s (%q) carries %s: %w", nodeID, n.GetName(), what, ErrNodeSecret)
 }
 
-// identify decides the secret of a registering node n (a clone the
-// caller proposes): the stored hash when the client proves it; when the
-// node has none, the secret the client presents (it makes one before its
-// first registration), else a new one (returned, for the answer); nothing
-// while some server is older than nodeSecretsSince.
-func (s *api) identify(ctx context.Context, n *pb.Node) (string, error) {
+// identify decides the secret hash of a registering node n (a clone the
+// caller proposes) and returns the hash it checked the registration
+// against (empty, not nil, for a node without one), for the command's
+// checked_secret_hash.
+//
+// A node that has a hash is admitted only presenting its secret, whatever
+// the version gate says, and keeps its hash: no registration clears it.
+// The gate decides only the admission of a new secret: a node without one
+// presenting a (well-formed) secret has it admitted once every server
+// knows node identities; while some server is older, or has not recorded
+// its version, it registers without one, and a heartbeat's register_again
+// brings it back past the gate. A client presenting no secret (older than
+// node identities) is issued none: its node is stored without a hash and
+// its calls go unchecked until an upgraded client presents one.
+func (s *api) identify(ctx context.Context, n *pb.Node) ([]byte, error) {
 	n.SecretHash = nil
-	if s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") != nil {
-		return "", nil
-	}
 	existing, err := s.State().NodeByID(nil, n.GetId())
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	presented := rpc.NodeSecret(ctx)
 	if hash := existing.GetSecretHash(); len(hash) > 0 {
 		readmit := fmt.Sprintf("if the node lost its state, re-admit it with `berth node readmit %s` and its next registration sets a new secret", n.GetId())
 		switch {
 		case presented == "":
-			return "", fmt.Errorf("registration of node %s (%q) refused: the node has a secret and this client presents none; %s: %w",
+			return nil, fmt.Errorf("registration of node %s (%q) refused: the node has a secret and this client presents none; %s: %w",
 				n.GetId(), existing.GetName(), readmit, ErrNodeSecretLost)
 		case !secretMatches(presented, hash):
-			return "", fmt.Errorf("registration of node %s (%q) refused: the node secret presented is not the node's; %s: %w",
+			return nil, fmt.Errorf("registration of node %s (%q) refused: the node secret presented is not the node's; %s: %w",
 				n.GetId(), existing.GetName(), readmit, ErrNodeSecret)
 		}
 		n.SecretHash = hash
-		return "", nil
+		return hash, nil
 	}
-	if presented != "" {
-		// The client made its secret before registering and stored it
-		// (host/client): adopting it means an answer lost on the way (a
-		// timed-out attempt whose proposal committed) costs nothing, as
-		// the retry presents the same secret.
-		if !rpc.WellFormedNodeSecret(presented) {
-			return "", fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrMalformedNodeSecret)
-		}
-		n.SecretHash = HashNodeSecret(presented)
-		return "", nil
+	if presented == "" {
+		return []byte{}, nil
 	}
-	secret, err := rpc.NewNodeSecret()
-	if err != nil {
-		return "", err
+	// The client made its secret before registering and stored it
+	// (host/client): adopting it means an answer lost on the way (a
+	// timed-out attempt whose proposal committed) costs nothing, as the
+	// retry presents the same secret.
+	if !rpc.WellFormedNodeSecret(presented) {
+		return nil, fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrMalformedNodeSecret)
 	}
-	n.SecretHash = HashNodeSecret(secret)
-	return secret, nil
+	var below *GateRefusal
+	switch err := s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets"); {
+	case errors.As(err, &below):
+		return []byte{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("registration of node %s (%q): reading the servers' versions: %w", n.GetId(), n.GetName(), err)
+	}
+	n.SecretHash = HashNodeSecret(presented)
+	return []byte{}, nil
 }
 
 // wantsSecret reports whether a heartbeating node should register again to
-// have its secret admitted: it has none (it registered before every server knew
-// node identities, or was re-admitted) and every server now knows them.
-func (s *api) wantsSecret(n *pb.Node) bool {
-	return len(n.GetSecretHash()) == 0 && s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") == nil
+// have its secret admitted: it has none (it registered before every server
+// knew node identities, or was re-admitted), its client presents one (an
+// older client, presenting none, would only register again without one)
+// and every server now knows them.
+func (s *api) wantsSecret(ctx context.Context, n *pb.Node) bool {
+	return len(n.GetSecretHash()) == 0 && rpc.NodeSecret(ctx) != "" &&
+		s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") == nil
 }
 
 // redactNode returns n without its secret hash (a clone when it has

@@ -33,7 +33,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	n.StatusDescription = "registered"
 	n.StatusUpdatedAt = now
 	n.RegisteredAt = now
-	secret, err := s.identify(ctx, n)
+	checked, err := s.identify(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	if err != nil {
 		return nil, err
 	}
-	idx, err := s.Apply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: evals})
+	idx, err := s.Apply(ctx, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: n, Evals: evals, CheckedSecretHash: checked})
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
@@ -50,7 +50,6 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 		Meta:           &pb.WriteMeta{Index: idx},
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
-		NodeSecret:     secret,
 	}, nil
 }
 
@@ -81,7 +80,7 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	return &pb.NodeHeartbeatResponse{
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
-		RegisterAgain:  s.wantsSecret(node),
+		RegisterAgain:  s.wantsSecret(ctx, node),
 	}, nil
 }
 
