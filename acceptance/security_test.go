@@ -476,8 +476,8 @@ job "db" {
 	}
 	claims := pb.NewClaimsClient(conn)
 	_, err = claims.ClientClaim(rpc.WithNodeSecret(ctx, c2Secret), &pb.ClientClaimRequest{NodeId: nodeIDs["c2"], AllocId: claim.AllocID, VolumeId: "svol", ClaimId: claim.ID})
-	if code := status.Code(err); code != codes.PermissionDenied && code != codes.NotFound {
-		t.Fatalf("c2 reading the claim of c1's alloc: %v, want refused", err)
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "not on node "+nodeIDs["c2"]) {
+		t.Fatalf("c2 reading the claim of c1's alloc: %v, want PermissionDenied: not on c2", err)
 	}
 	_, err = claims.ClientClaim(rpc.WithNodeSecret(ctx, c2Secret), &pb.ClientClaimRequest{NodeId: nodeIDs["c1"], AllocId: claim.AllocID, VolumeId: "svol", ClaimId: claim.ID})
 	if status.Code(err) != codes.PermissionDenied {

@@ -341,13 +341,13 @@ func printSecure(w io.Writer, arms []*secureArm, plan jobRunPlan, raftM *raftTLS
 			return fmt.Errorf("secure: no %q measured", m.step)
 		}
 		r := float64(s) / float64(p)
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f× | ≤ %.2f× | %s |\n", m.name, fmtMS(p), fmtMS(s), r, secureLatencyTarget, verdict(r <= secureLatencyTarget))
+		fmt.Fprintf(&b, "| %s | %s | %s | %.3f× | ≤ %.2f× | %s |\n", m.name, fmtMS(p), fmtMS(s), r, secureLatencyTarget, verdict(r <= secureLatencyTarget))
 	}
 	for _, procs := range raftProposerCounts {
 		r := raftM.row(procs)
-		fmt.Fprintf(&b, "| raft throughput, %d proposers (ops/s) | %.0f | %.0f | %.2f× | ≥ %.2f× | %s |\n", procs, r.plainOps, r.tlsOps, r.thrRatio,
+		fmt.Fprintf(&b, "| raft throughput, %d proposers (ops/s) | %.0f | %.0f | %.3f× | ≥ %.2f× | %s |\n", procs, r.plainOps, r.tlsOps, r.thrRatio,
 			secureThroughputTarget, verdict(r.thrRatio >= secureThroughputTarget))
-		fmt.Fprintf(&b, "| raft apply p50, %d proposers | %s | %s | %.2f× | ≤ %.2f× | %s |\n", procs, r.plainP50.Round(time.Microsecond),
+		fmt.Fprintf(&b, "| raft apply p50, %d proposers | %s | %s | %.3f× | ≤ %.2f× | %s |\n", procs, r.plainP50.Round(time.Microsecond),
 			r.tlsP50.Round(time.Microsecond), r.latRatio, secureLatencyTarget, verdict(r.latRatio <= secureLatencyTarget))
 	}
 	mode := ""
