@@ -32,7 +32,54 @@ type tlsArm struct {
 	newT newTransport
 }
 
-func benchRaftTLS(opts options) (err error) {
+func benchRaftTLS(opts options) error {
+	m, err := measureRaftTLS(opts)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("3 servers, berth FSM, %s payload (%d B), %d rounds of %s, ABBA\n\n", m.spec.name, m.p.size(), m.plan.rounds, m.plan.window)
+	fmt.Printf("| proposers | plain ops/s | TLS ops/s | TLS/plain throughput | plain p50 | TLS p50 | TLS/plain p50 |\n|---|---|---|---|---|---|---|\n")
+	for _, procs := range raftProposerCounts {
+		r := m.row(procs)
+		fmt.Printf("| %d | %.0f | %.0f | %.2f× | %s | %s | %.2f× |\n", procs, r.plainOps, r.tlsOps, r.thrRatio,
+			r.plainP50.Round(time.Microsecond), r.tlsP50.Round(time.Microsecond), r.latRatio)
+	}
+	return nil
+}
+
+// raftTLSMeasure is what measureRaftTLS measured: per arm ("plain",
+// "tls") and proposer count, one result per round.
+type raftTLSMeasure struct {
+	plan raftPlan
+	spec payloadSpec
+	p    *payloads
+	runs map[string]map[int][]loadResult
+}
+
+// raftTLSRow is one proposer count's medians and the medians of the
+// per-round ratios TLS / plain.
+type raftTLSRow struct {
+	plainOps, tlsOps   float64
+	thrRatio, latRatio float64
+	plainP50, tlsP50   time.Duration
+}
+
+func (m *raftTLSMeasure) row(procs int) raftTLSRow {
+	plain, tls := m.runs["plain"][procs], m.runs["tls"][procs]
+	var thr, lat []float64
+	for i := range min(len(plain), len(tls)) {
+		thr = append(thr, tls[i].opsPerSec()/plain[i].opsPerSec())
+		lat = append(lat, float64(tls[i].percentile(0.5))/float64(plain[i].percentile(0.5)))
+	}
+	return raftTLSRow{
+		plainOps: medianOf(plain, loadResult.opsPerSec), tlsOps: medianOf(tls, loadResult.opsPerSec),
+		thrRatio: medianF(thr), latRatio: medianF(lat),
+		plainP50: time.Duration(medianOf(plain, p50)), tlsP50: time.Duration(medianOf(tls, p50)),
+	}
+}
+
+// measureRaftTLS runs the plain and the TLS clusters, ABBA round by round.
+func measureRaftTLS(opts options) (_ *raftTLSMeasure, err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	plan := fullRaftPlan
@@ -41,7 +88,7 @@ func benchRaftTLS(opts options) (err error) {
 	}
 	dir, err := os.MkdirTemp("", "berth-bench-raft-tls-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if rerr := os.RemoveAll(dir); rerr != nil {
@@ -50,15 +97,15 @@ func benchRaftTLS(opts options) (err error) {
 	}()
 	store, err := benchTLSStore(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	spec, err := realPayload()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := newPayloads(spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	arms := []tlsArm{
 		{"plain", tcpTransport},
@@ -81,27 +128,14 @@ func benchRaftTLS(opts options) (err error) {
 			fmt.Fprintf(os.Stderr, "raft-tls: round %d/%d, %s\n", round+1, plan.rounds, arm.name)
 			res, err := runTLSArm(ctx, filepath.Join(dir, fmt.Sprintf("round%d-%s", round+1, arm.name)), servers, arm, plan, p)
 			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", round+1, arm.name, err)
+				return nil, fmt.Errorf("round %d, %s: %w", round+1, arm.name, err)
 			}
 			for procs, r := range res {
 				runs[arm.name][procs] = append(runs[arm.name][procs], r)
 			}
 		}
 	}
-	fmt.Printf("3 servers, berth FSM, %s payload (%d B), %d rounds of %s, ABBA\n\n", spec.name, p.size(), plan.rounds, plan.window)
-	fmt.Printf("| proposers | plain ops/s | TLS ops/s | TLS/plain throughput | plain p50 | TLS p50 | TLS/plain p50 |\n|---|---|---|---|---|---|---|\n")
-	for _, procs := range raftProposerCounts {
-		plain, tls := runs["plain"][procs], runs["tls"][procs]
-		var thr, lat []float64
-		for i := range min(len(plain), len(tls)) {
-			thr = append(thr, tls[i].opsPerSec()/plain[i].opsPerSec())
-			lat = append(lat, float64(tls[i].percentile(0.5))/float64(plain[i].percentile(0.5)))
-		}
-		fmt.Printf("| %d | %.0f | %.0f | %.2f× | %s | %s | %.2f× |\n", procs,
-			medianOf(plain, loadResult.opsPerSec), medianOf(tls, loadResult.opsPerSec), medianF(thr),
-			time.Duration(medianOf(plain, p50)).Round(time.Microsecond), time.Duration(medianOf(tls, p50)).Round(time.Microsecond), medianF(lat))
-	}
-	return nil
+	return &raftTLSMeasure{plan: plan, spec: spec, p: p, runs: runs}, nil
 }
 
 func p50(r loadResult) float64 { return float64(r.percentile(0.5)) }
