@@ -251,7 +251,9 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		}
 	}
 
-	a.http = &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	// A connection idle between requests is closed after 2 minutes (a
+	// blocking query or a followed log is a request in flight, not idle).
+	a.http = &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := a.http.Serve(a.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.logger.Error("http server stopped", "error", err)

@@ -189,3 +189,28 @@ func TestExtraHostVolumeMounts(t *testing.T) {
 		t.Error("volume read should grant host-volume-read only")
 	}
 }
+
+// TestSnapshotsNeedAManagementToken: a snapshot carries the ACL tables and
+// volume secrets and a restore replaces them, so operator write (which
+// could otherwise restore a forged management token) is not enough.
+func TestSnapshotsNeedAManagementToken(t *testing.T) {
+	p, err := acl.Parse("op.hcl", []byte(`operator { policy = "write" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{
+		pb.Operator_SnapshotSave_FullMethodName, pb.Operator_SnapshotRestore_FullMethodName,
+		"GET /v1/operator/snapshot", "PUT /v1/operator/snapshot",
+	} {
+		n, ok := table[key]
+		if !ok {
+			t.Fatalf("%s is not in the table", key)
+		}
+		if err := Check(n, acl.New(p), true); !errors.Is(err, acl.ErrPermissionDenied) {
+			t.Errorf("%s with operator write: %v, want a refusal", key, err)
+		}
+		if err := Check(n, acl.Management(), true); err != nil {
+			t.Errorf("%s with a management token: %v", key, err)
+		}
+	}
+}

@@ -16,9 +16,12 @@ var table = map[string]Need{
 	pb.Operator_RemovePeer_FullMethodName:        need(acl.Operator, acl.CapWrite),
 	pb.Operator_RaftConfiguration_FullMethodName: need(acl.Operator, acl.CapRead),
 	pb.Operator_Members_FullMethodName:           need(acl.Agent, acl.CapRead),
-	pb.Operator_SnapshotSave_FullMethodName:      need(acl.Operator, acl.CapWrite),
-	pb.Operator_SnapshotRestore_FullMethodName:   need(acl.Operator, acl.CapWrite),
-	pb.System_GarbageCollect_FullMethodName:      need(acl.Operator, acl.CapWrite),
+	// A snapshot holds the ACL tables and volume secrets, and a restore
+	// replaces them: management only, as Nomad's (operator write would be
+	// a way to mint a management token).
+	pb.Operator_SnapshotSave_FullMethodName:    {Kind: Management},
+	pb.Operator_SnapshotRestore_FullMethodName: {Kind: Management},
+	pb.System_GarbageCollect_FullMethodName:    need(acl.Operator, acl.CapWrite),
 
 	// --- gRPC: nodes ---
 	pb.Nodes_Register_FullMethodName:            {Kind: Node},
@@ -185,8 +188,8 @@ var table = map[string]Need{
 	"POST /v1/system/gc":                        need(acl.Operator, acl.CapWrite),
 	"GET /v1/operator/raft/configuration":       need(acl.Operator, acl.CapRead),
 	"DELETE /v1/operator/raft/peer":             need(acl.Operator, acl.CapWrite),
-	"GET /v1/operator/snapshot":                 need(acl.Operator, acl.CapWrite),
-	"PUT /v1/operator/snapshot":                 need(acl.Operator, acl.CapWrite),
+	"GET /v1/operator/snapshot":                 {Kind: Management},
+	"PUT /v1/operator/snapshot":                 {Kind: Management},
 	"PUT /v1/acl/bootstrap":                     {Kind: None},
 	"POST /v1/acl/bootstrap":                    {Kind: None},
 	"GET /v1/acl/policies":                      {Kind: Management},
