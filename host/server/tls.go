@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,31 +33,17 @@ var ErrServerOnly = errcode.New(codes.PermissionDenied, "rpc: a server-only meth
 // certificate of neither a client nor a server (a cli one).
 var ErrNodeRole = errcode.New(codes.PermissionDenied, "rpc: a node's method needs a client or server certificate")
 
-// serverOnlyServices are the services only servers call on each other.
-var serverOnlyServices = []string{
-	pb.TunnelPeers_ServiceDesc.ServiceName,
-	pb.CSIRelay_ServiceDesc.ServiceName,
-}
-
-// serverOnlyMethods are further methods only servers call.
-var serverOnlyMethods = map[string]bool{
-	// A server asking the leader to make it a voter.
-	pb.Operator_Join_FullMethodName: true,
-}
-
 // isServerOnly reports whether a call of fullMethod with ctx's metadata
-// is one only a server makes: a server-only method, or any request another
-// server forwarded (it is trusted to have been checked there).
+// is one only a server makes: a method the authorization table gives the
+// Server kind (a server joining, the servers' tunnel and CSI relays), or
+// any request another server forwarded (it is trusted to have been checked
+// there). One table decides both ACL and this check.
 func isServerOnly(ctx context.Context, fullMethod string) bool {
-	if serverOnlyMethods[fullMethod] || rpc.Forwarded(ctx) {
+	if rpc.Forwarded(ctx) {
 		return true
 	}
-	for _, svc := range serverOnlyServices {
-		if strings.HasPrefix(fullMethod, "/"+svc+"/") {
-			return true
-		}
-	}
-	return false
+	need, ok := authz.Method(fullMethod)
+	return ok && need.Kind == authz.Server
 }
 
 // isNodeMethod reports whether fullMethod is one a node makes for itself
