@@ -50,11 +50,20 @@ func checkRegisterSecret(existing *pb.Node, cmd *pb.NodeRegisterCommand) error {
 	case len(have) > 0 && !bytes.Equal(have, want):
 		return fmt.Errorf("registration of node %s (%q): %w", n.GetId(), n.GetName(), ErrNodeSecretMismatch)
 	}
+	// readmitted is the servers' word, never the registering client's:
+	// kept while the node has no secret, cleared by the registration that
+	// stores one (the adoption a readmit allowed). has_secret is only
+	// ever computed for answers.
+	n.Readmitted = existing.GetReadmitted() && len(n.GetSecretHash()) == 0
+	n.HasSecret = false
 	return nil
 }
 
-// applyNodeReadmit clears a node's secret hash. A node without one is left
-// as it is (no write), so a retried readmit is not an error.
+// applyNodeReadmit clears a node's secret hash and marks it readmitted,
+// so a server enforcing node identity strictly admits the secret of its
+// next registration (and only that one: the registration storing a hash
+// clears the mark). A node already readmitted without a hash is left as
+// it is (no write), so a retried readmit is not an error.
 func applyNodeReadmit(tx *writeTxn, cmd *pb.NodeReadmitCommand) error {
 	id := cmd.GetNodeId()
 	if id == "" {
@@ -67,11 +76,12 @@ func applyNodeReadmit(tx *writeTxn, cmd *pb.NodeReadmitCommand) error {
 	if existing == nil {
 		return fmt.Errorf("readmit of node %q: %w", id, ErrNodeNotFound)
 	}
-	if len(existing.GetSecretHash()) == 0 {
+	if len(existing.GetSecretHash()) == 0 && existing.GetReadmitted() {
 		return nil
 	}
 	n := proto.Clone(existing).(*pb.Node)
 	n.SecretHash = nil
+	n.Readmitted = true
 	n.ModifyIndex = tx.index
 	return nodesTable.insert(tx, n)
 }

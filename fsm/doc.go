@@ -359,7 +359,31 @@
 // Every other node command clones the stored node and keeps the hash.
 // NodeReadmit (32) clears it (`berth node readmit`), so the next
 // registration sets a new secret; proposed only past the same gate.
-// testdata/node_identity.txt.
+// NodeReadmit also sets Node.readmitted (on a node with or without a
+// hash; a node already readmitted without one is not written), and
+// NodeRegister keeps readmitted from the stored node (never from the
+// command) while the node has no hash and clears it when the
+// registration stores one; has_secret is never stored (endpoints set it
+// in answers). testdata/node_identity.txt.
+//
+// Enforcement is each server's own setting (node_identity_enforcement,
+// host/server/endpoints/node_enforcement.go), applied where a call is
+// served, never in an apply. "warn" admits, logs and counts every call
+// for a node without a hash. "strict", once every server is at
+// nodeSecretsSince (before that no node can have a hash, so it acts as
+// warn), refuses (ErrNodeUnauthenticated) a node call or registration
+// for a node whose row exists without a hash, and a registration
+// presenting no secret, except:
+//   - a registration presenting a well-formed secret for a node ID with
+//     no row (a brand-new node) is admitted and adopts the secret;
+//   - for a node whose row has readmitted set, a registration presenting
+//     a secret adopts it (and clears readmitted, so exactly one
+//     registration adopts per readmit: the next with another secret is
+//     refused as any node's with a hash), and its heartbeat is admitted
+//     to answer register_again; its other node calls are refused.
+//
+// Two adopting registrations racing for one node are settled by the
+// apply (ErrNodeSecretMismatch for the second).
 //
 // # Snapshots
 //

@@ -184,6 +184,9 @@ func dumpState(st stateReader) (string, error) {
 		if h := n.GetSecretHash(); len(h) > 0 {
 			fmt.Fprintf(&b, " secret=%s", h)
 		}
+		if n.GetReadmitted() {
+			b.WriteString(" readmitted")
+		}
 		b.WriteString("\n")
 	}
 	servers, err := st.Servers(nil)

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/host/jobspec"
 	"berth.dev/berth/host/server"
+	"berth.dev/berth/host/server/endpoints"
 )
 
 // Default ports of an agent. The RPC port is also the port assumed for a
@@ -127,6 +128,11 @@ type ServerConfig struct {
 	// servers refuse a job over one before doing anything with it.
 	// Defaults: jobspec's Default* constants.
 	JobLimits jobspec.Limits
+	// NodeIdentityEnforcement (node_identity_enforcement) is what the
+	// server does with a registration or node call for a node without a
+	// secret: "warn" (default) admits it, logged and counted; "strict"
+	// refuses it (server.Config.NodeIdentityEnforcement).
+	NodeIdentityEnforcement string
 }
 
 // ClientConfig configures the client role: a node that runs allocations.
@@ -196,6 +202,7 @@ func DefaultConfig() *Config {
 			VolumeReconcileInterval: 5 * time.Minute,
 			GCPercent:               server.DefaultGCPercent,
 			JobLimits:               jobspec.Limits{}.WithDefaults(),
+			NodeIdentityEnforcement: endpoints.EnforceWarn,
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",

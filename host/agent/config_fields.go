@@ -71,6 +71,7 @@ var configBlocks = []blockDef{
 		scalar("job_max_allocs", func(c *Config) *int64 { return &c.Server.JobLimits.MaxAllocs }, toInt64, checkJobLimit[int64]),
 		scalar("job_max_size", func(c *Config) *int { return &c.Server.JobLimits.MaxBytes }, toByteSize, checkJobMaxSize),
 		scalar("snapshot_restore_max_size", func(c *Config) *int64 { return &c.Server.SnapshotRestoreMaxBytes }, toByteSize64, checkJobLimit[int64]),
+		scalar("node_identity_enforcement", func(c *Config) *string { return &c.Server.NodeIdentityEnforcement }, toString, checkNodeIdentityEnforcement),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

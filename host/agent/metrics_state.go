@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/csi"
 	"berth.dev/berth/csi/volumemanager"
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/host/server/volumeloops"
@@ -111,7 +112,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 // storage, scheduling and heartbeats, registered once with the registry.
 func storageMetrics() []prometheus.Collector {
 	var cs []prometheus.Collector
-	for _, m := range [][]prometheus.Collector{csi.Metrics(), volumemanager.Metrics(), volumeloops.Metrics(), evals.Metrics(), nodes.Metrics()} {
+	for _, m := range [][]prometheus.Collector{csi.Metrics(), volumemanager.Metrics(), volumeloops.Metrics(), evals.Metrics(), nodes.Metrics(), endpoints.NodeIdentityMetrics()} {
 		cs = append(cs, m...)
 	}
 	return cs

@@ -131,6 +131,7 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"CPU Cores", fmt.Sprint(fp.GetCpuCores())},
 		{"Memory", formatBytes(fp.GetMemoryBytes())},
 		{"Berth Version", fp.GetBerthVersion()},
+		{"Identity", identityText(n)},
 	}
 	if n.GetFenced() {
 		// Said only when it is: a fence is rare, and what it changes (no

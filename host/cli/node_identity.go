@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/urfave/cli/v2"
+
+	"berth.dev/berth/rpc/pb"
 )
 
 // nodeReadmitCommand is `berth node readmit NODE`: the servers refuse the
@@ -43,4 +45,17 @@ func nodeReadmit(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Node %q readmitted: its next registration sets a new secret\n", shortID(node.GetId()))
 	return err
+}
+
+// identityText is node status's Identity: whether the node's calls are
+// authenticated by a node secret (the servers' has_secret), and if not,
+// why and what to do.
+func identityText(n *pb.Node) string {
+	switch {
+	case n.GetHasSecret():
+		return "secret"
+	case n.GetReadmitted():
+		return "none (re-admitted: its next registration sets its secret)"
+	}
+	return "none (calls for it are not authenticated; run its client at 0.1.0-dev.4 or later; strict node_identity_enforcement refuses it)"
 }

@@ -99,6 +99,13 @@ type Config struct {
 	// handshakes (agent limits.rpc_handshake_timeout): a connection that
 	// has not completed them within it is closed. 0 is gRPC's 120 s.
 	RPCHandshakeTimeout time.Duration
+	// NodeIdentityEnforcement is what this server does with a registration
+	// or node call for a node without a secret (agent
+	// server.node_identity_enforcement): "warn" (or "") admits it, logged
+	// and counted; "strict" refuses it once every server knows node
+	// identities, but for a new or re-admitted node's adopting
+	// registration (endpoints.NodeIdentity).
+	NodeIdentityEnforcement string
 }
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an
@@ -242,6 +249,9 @@ func (c *Config) validate(opts options) error {
 	var errs []error
 	if c.RPCAddr == "" {
 		errs = append(errs, errors.New("server config: rpc address is required"))
+	}
+	if err := endpoints.CheckEnforcement(c.NodeIdentityEnforcement); err != nil {
+		errs = append(errs, fmt.Errorf("server config: %w", err))
 	}
 	if c.RaftAddr == "" && opts.raftTransport == nil {
 		errs = append(errs, errors.New("server config: raft address is required"))

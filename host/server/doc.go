@@ -30,7 +30,9 @@
 // Every unary call passes errorInterceptor (errors to codes), then
 // forwardInterceptor (writes and consistent reads to the leader), then
 // nodeIdentityInterceptor (node_identity.go): a call only nodes make must
-// carry the secret of the node it names (endpoints.CheckNodeSecret), and a
+// carry the secret of the node it names (endpoints.CheckNodeSecret; one
+// for a node without a secret is admitted or refused as the server's
+// node_identity_enforcement says, (*endpoints.NodeIdentity).Check), and a
 // follower that would refuse one sends it to the leader, whose state holds
 // every registration it acknowledged. Tunnel.Open is checked the same way
 // by the stream interceptor.

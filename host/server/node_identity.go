@@ -6,7 +6,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"berth.dev/berth/host/server/endpoints"
 	"berth.dev/berth/rpc"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -15,7 +14,8 @@ import (
 
 // nodeMethods are the calls only a node makes, each naming the node it
 // acts as (node_id): the call must carry that node's secret
-// (endpoints.CheckNodeSecret). Nodes.Register checks it itself, since it
+// (endpoints.CheckNodeSecret), and one for a node without a secret is
+// admitted or refused as the enforcement says ((*endpoints.NodeIdentity).Check). Nodes.Register checks it itself, since it
 // also admits secrets (endpoints.identify); Tunnel.Open, a stream, is
 // checked by nodeIdentityStreamInterceptor.
 var nodeMethods = map[string]bool{
@@ -46,7 +46,7 @@ func (s *Server) nodeIdentityInterceptor() grpc.UnaryServerInterceptor {
 		if !ok {
 			return handler(ctx, req)
 		}
-		err := endpoints.CheckNodeSecret(s.State(), nr.GetNodeId(), rpc.NodeSecret(ctx))
+		err := s.nodeIdentity.Check(s.State(), info.FullMethod, nr.GetNodeId(), rpc.NodeSecret(ctx))
 		switch {
 		case err == nil:
 			return handler(ctx, req)
@@ -71,7 +71,7 @@ func (s *Server) nodeIdentityStreamInterceptor() grpc.StreamServerInterceptor {
 		if v := md.Get(tunnel.NodeIDHeader); len(v) > 0 {
 			nodeID = v[0]
 		}
-		if err := endpoints.CheckNodeSecret(s.State(), nodeID, rpc.NodeSecret(ss.Context())); err != nil {
+		if err := s.nodeIdentity.Check(s.State(), info.FullMethod, nodeID, rpc.NodeSecret(ss.Context())); err != nil {
 			return errcode.Status(err)
 		}
 		return handler(srv, ss)

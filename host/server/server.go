@@ -54,6 +54,8 @@ type Server struct {
 	pool *rpc.Pool
 
 	heartbeats *nodes.Heartbeater
+	// nodeIdentity is the node identity enforcement (Config.NodeIdentityEnforcement).
+	nodeIdentity *endpoints.NodeIdentity
 	// statuses proposes node status changes (the heartbeats' down and
 	// ready markings).
 	statuses  *nodes.Statuses
@@ -138,6 +140,10 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		}
 	}
 	s.statuses = nodes.NewStatuses(core{s}, cfg.Clock, cfg.Logger, statusHooks)
+	if s.nodeIdentity, err = endpoints.NewNodeIdentity(cfg.NodeIdentityEnforcement, core{s}, cfg.Logger.Named("node_identity"), cfg.Clock); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
 	s.discovery = newDiscovery(s)
 	var evalHooks evals.Hooks
@@ -226,6 +232,7 @@ func (s *Server) endpointDeps() endpoints.Deps {
 		Clock: s.cfg.Clock, Logger: s.cfg.Logger, JobLimits: s.cfg.JobLimits, HeartbeatTTL: s.cfg.HeartbeatTTL,
 		ClientWatchBytes: s.opts.clientWatchBytes, Detacher: s.csi, HostVolumeCalls: s.csi,
 		ACL: s.aclResolver(), ACLEnabled: s.cfg.ACLEnabled, ACLResetFile: s.aclResetFile(),
+		NodeIdentity: s.nodeIdentity,
 	}
 }
 

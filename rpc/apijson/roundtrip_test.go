@@ -173,7 +173,7 @@ func TestZeroValuesArePresent(t *testing.T) {
 		"create_index": float64(0), "modify_index": float64(0),
 		"eligibility": "unspecified", "drain": nil, "resources": nil, "meta": map[string]any{},
 		"csi_controller_plugins": map[string]any{}, "csi_node_plugins": map[string]any{},
-		"fenced": false, "fenced_at": nil, "host_volumes": map[string]any{}, "secret_hash": "",
+		"fenced": false, "fenced_at": nil, "host_volumes": map[string]any{}, "secret_hash": "", "readmitted": false, "has_secret": false,
 	}
 	for k, v := range want {
 		gv, ok := got[k]

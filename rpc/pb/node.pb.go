@@ -167,7 +167,16 @@ type Node struct {
 	// secret_hash is the SHA-256 of the node's secret, admitted at its
 	// first registration once every server knows node identities; empty
 	// before that, and after `berth node readmit`. Never in an API answer.
-	SecretHash    []byte `protobuf:"bytes,120,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	SecretHash []byte `protobuf:"bytes,120,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// readmitted: an operator re-admitted the node (`berth node readmit`)
+	// and no registration has adopted a secret since. A server whose
+	// node_identity_enforcement is "strict" admits a secret for a node
+	// that has a row but no secret only while this is set.
+	Readmitted bool `protobuf:"varint,122,opt,name=readmitted,proto3" json:"readmitted,omitempty"`
+	// has_secret is set in API answers (never stored): whether the node
+	// has a secret, i.e. its calls are authenticated. The hash itself is
+	// never in an answer.
+	HasSecret     bool `protobuf:"varint,123,opt,name=has_secret,json=hasSecret,proto3" json:"has_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +356,20 @@ func (x *Node) GetSecretHash() []byte {
 		return x.SecretHash
 	}
 	return nil
+}
+
+func (x *Node) GetReadmitted() bool {
+	if x != nil {
+		return x.Readmitted
+	}
+	return false
+}
+
+func (x *Node) GetHasSecret() bool {
+	if x != nil {
+		return x.HasSecret
+	}
+	return false
 }
 
 // HostVolumeInfo is one host volume of a node.
@@ -794,8 +817,7 @@ var File_berth_v1_node_proto protoreflect.FileDescriptor
 
 const file_berth_v1_node_proto_rawDesc = "" +
 	"\n" +
-	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xeb\n" +
-	"\n" +
+	"\x13berth/v1/node.proto\x12\bberth.v1\x1a\x1cberth/driver/v1/driver.proto\x1a\x12berth/v1/csi.proto\"\xaa\v\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12,\n" +
@@ -819,7 +841,12 @@ const file_berth_v1_node_proto_rawDesc = "" +
 	"\fmodify_index\x18\x0f \x01(\x04R\vmodifyIndex\x12B\n" +
 	"\fhost_volumes\x18d \x03(\v2\x1f.berth.v1.Node.HostVolumesEntryR\vhostVolumes\x12\x1f\n" +
 	"\vsecret_hash\x18x \x01(\fR\n" +
-	"secretHash\x1aP\n" +
+	"secretHash\x12\x1e\n" +
+	"\n" +
+	"readmitted\x18z \x01(\bR\n" +
+	"readmitted\x12\x1d\n" +
+	"\n" +
+	"has_secret\x18{ \x01(\bR\thasSecret\x1aP\n" +
 	"\fDriversEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.berth.v1.DriverInfoR\x05value:\x028\x01\x1a7\n" +

@@ -88,6 +88,8 @@ type Deps struct {
 	ACL          *authz.Resolver
 	ACLEnabled   bool
 	ACLResetFile string
+	// NodeIdentity is the node identity enforcement (nil: warn, unlogged).
+	NodeIdentity *NodeIdentity
 }
 
 // Hooks hold the endpoints where a test would otherwise depend on timing.

@@ -114,7 +114,16 @@ func (s *api) identify(ctx context.Context, n *pb.Node) ([]byte, error) {
 		n.SecretHash = hash
 		return hash, nil
 	}
+	// Strict enforcement (past the gate) admits a secret for a node
+	// without one only where no one else can have been using the ID: a
+	// node the servers do not know yet, or one an operator re-admitted.
+	enforcing := s.NodeIdentity.enforcing()
 	if presented == "" {
+		if enforcing {
+			return nil, fmt.Errorf("registration of node %s (%q) refused: its client presents no node secret (it is older than %s) and node identity enforcement is strict; upgrade the client: %w",
+				n.GetId(), n.GetName(), NodeSecretsSinceVersion, ErrNodeUnauthenticated)
+		}
+		s.NodeIdentity.unauthenticated(n.GetId(), n.GetName(), "registration without a secret")
 		return []byte{}, nil
 	}
 	// The client made its secret before registering and stored it
@@ -127,9 +136,14 @@ func (s *api) identify(ctx context.Context, n *pb.Node) ([]byte, error) {
 	var below *GateRefusal
 	switch err := s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets"); {
 	case errors.As(err, &below):
+		s.NodeIdentity.unauthenticated(n.GetId(), n.GetName(), "registration before every server knows node identities")
 		return []byte{}, nil
 	case err != nil:
 		return nil, fmt.Errorf("registration of node %s (%q): reading the servers' versions: %w", n.GetId(), n.GetName(), err)
+	}
+	if enforcing && existing != nil && !existing.GetReadmitted() {
+		return nil, fmt.Errorf("registration of node %s (%q) refused: the node is registered without a secret, so this secret cannot be told from another machine's, and node identity enforcement is strict; if this is the node's machine, re-admit it with `berth node readmit %s` and its next registration sets its secret: %w",
+			n.GetId(), existing.GetName(), n.GetId(), ErrNodeUnauthenticated)
 	}
 	n.SecretHash = HashNodeSecret(presented)
 	return []byte{}, nil
@@ -145,14 +159,15 @@ func (s *api) wantsSecret(ctx context.Context, n *pb.Node) bool {
 		s.RequireServersAt(nodeSecretsSince, NodeSecretsSinceVersion, "node secrets") == nil
 }
 
-// redactNode returns n without its secret hash (a clone when it has
-// one): API answers never carry it.
+// redactNode returns n without its secret hash (a clone, has_secret set,
+// when it has one): API answers never carry it, only whether there is one.
 func redactNode(n *pb.Node) *pb.Node {
 	if len(n.GetSecretHash()) == 0 {
 		return n
 	}
 	c := proto.Clone(n).(*pb.Node)
 	c.SecretHash = nil
+	c.HasSecret = true
 	return c
 }
 

@@ -15,7 +15,19 @@ func TestNodeIdentitySentinelsCarryTheirCodes(t *testing.T) {
 		ErrNodeSecret:          codes.PermissionDenied,
 		ErrNodeSecretLost:      codes.PermissionDenied,
 		ErrMalformedNodeSecret: codes.InvalidArgument,
+		ErrNodeUnauthenticated: codes.PermissionDenied,
 	})
+}
+
+func TestNodeIdentityEnforcementValues(t *testing.T) {
+	for _, v := range []string{"", EnforceWarn, EnforceStrict} {
+		if err := CheckEnforcement(v); err != nil {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	if _, err := NewNodeIdentity("loose", nil, nil, nil); err == nil || !strings.Contains(err.Error(), `"loose"`) {
+		t.Errorf("NewNodeIdentity(loose) = %v, want an error naming the value", err)
+	}
 }
 
 // A secret is 256 random bits (64 hex digits), never the same twice, and
