@@ -162,6 +162,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			ACLEnabled:              cfg.ACL.Enabled,
 			MaxRequestBytes:         cfg.Limits.MaxRequestBytes,
 			RPCHandshakeTimeout:     cfg.Limits.RPCHandshakeTimeout,
+			NodeIdentityEnforcement: cfg.Server.NodeIdentityEnforcement,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.
