@@ -380,13 +380,13 @@ func TestACLStateSurvivesSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Saving needs operator write: refused without a token, before any
+	// Saving needs a management token: refused without one, before any
 	// chunk is sent.
 	stream, err := pb.NewOperatorClient(tc.conn(s)).SnapshotSave(ctx10s(t), &pb.SnapshotSaveRequest{})
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	wantACLCode(t, err, codes.PermissionDenied, `"write" on operator`)
+	wantACLCode(t, err, codes.PermissionDenied, "a management token is required")
 	stream, err = pb.NewOperatorClient(tc.conn(s)).SnapshotSave(m, &pb.SnapshotSaveRequest{})
 	if err != nil {
 		t.Fatal(err)
