@@ -29,6 +29,11 @@ var (
 	// ErrBadVolume is returned by Create and Delete for a request without
 	// an ID or name, or with an ID that cannot be a path segment.
 	ErrBadVolume = errcode.New(codes.InvalidArgument, "malformed host volume request")
+	// ErrNotRecorded is returned when the plugin acted but the node's
+	// host_volumes.json could not be written: the outcome is not what the
+	// node will restore, so it is uncertain (Aborted): the servers keep
+	// their record and the call is to be made again.
+	ErrNotRecorded = errcode.New(codes.Aborted, "the node could not record it; call again")
 )
 
 // Config configures a Manager.
@@ -246,7 +251,7 @@ func (m *Manager) Create(ctx context.Context, v *pb.HostVolume) (path string, by
 			delete(m.vols, v.GetId())
 		}
 		m.mu.Unlock()
-		return "", 0, fmt.Errorf("%s: recording it: %w", m.describe(v), err)
+		return "", 0, fmt.Errorf("%s: made, but %w: %w", m.describe(v), ErrNotRecorded, err)
 	}
 	m.changed()
 	return res.Path, res.Bytes, nil
@@ -283,7 +288,7 @@ func (m *Manager) Delete(ctx context.Context, v *pb.HostVolume) error {
 		m.mu.Lock()
 		m.vols[v.GetId()] = have
 		m.mu.Unlock()
-		return fmt.Errorf("%s: forgetting it: %w", m.describe(v), err)
+		return fmt.Errorf("%s: removed, but %w: %w", m.describe(v), ErrNotRecorded, err)
 	}
 	m.changed()
 	return nil

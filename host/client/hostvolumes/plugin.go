@@ -36,6 +36,14 @@ var (
 	// ErrPluginFailed is returned when a plugin exits non-zero or answers
 	// what the contract does not allow.
 	ErrPluginFailed = errcode.New(codes.Internal, "host volume plugin failed")
+	// ErrPluginTimeout is returned when a plugin does not answer within
+	// its operation's deadline (or the caller's): it was killed, but may
+	// have acted first, so the outcome is unknown (DeadlineExceeded, an
+	// uncertain code: the servers keep the volume's record).
+	ErrPluginTimeout = errcode.New(codes.DeadlineExceeded, "host volume plugin did not answer in time; it may have acted")
+	// ErrPluginCanceled is returned when the caller gave up on a plugin
+	// run: it was killed, but may have acted first.
+	ErrPluginCanceled = errcode.New(codes.Canceled, "host volume plugin run canceled; it may have acted")
 	// ErrBadParameters is returned when a volume's parameters do not suit
 	// its plugin (mkdir's uid, gid, mode).
 	ErrBadParameters = errcode.New(codes.InvalidArgument, "invalid host volume parameters")
@@ -208,7 +216,7 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	}
 	timeout := opTimeouts[op]
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
-		fmt.Errorf("%w: %s %s: no answer within %s", ErrPluginFailed, e.Path, op, timeout))
+		fmt.Errorf("%w: %s %s: no answer within %s", ErrPluginTimeout, e.Path, op, timeout))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Path, op)
 	cmd.Env = []string{
@@ -235,8 +243,8 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
-	if ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), ErrPluginFailed) {
-		return nil, context.Cause(ctx)
+	if runErr != nil && ctx.Err() != nil {
+		return nil, interrupted(ctx, e.Path, op)
 	}
 	if stdout.over {
 		return nil, fmt.Errorf("%w: %s %s: answered more than %d bytes", ErrPluginFailed, e.Path, op, stdoutMax)
@@ -251,6 +259,21 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, runErr)
 	}
 	return stdout.Bytes(), nil
+}
+
+// interrupted is the error of a run killed because ctx ended: its own
+// deadline (the cause), the caller's deadline, or the caller's cancel.
+// The plugin may have acted before it was killed.
+func interrupted(ctx context.Context, path, op string) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrPluginTimeout):
+		return cause
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s %s: the caller's deadline passed: %v", ErrPluginTimeout, path, op, cause)
+	default:
+		return fmt.Errorf("%w: %s %s: %v", ErrPluginCanceled, path, op, cause)
+	}
 }
 
 // answeredError returns the message of a {"error": "..."} answer, or "".

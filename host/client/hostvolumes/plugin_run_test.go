@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 func writePlugin(t *testing.T, dir, body string) *External {
@@ -31,7 +35,7 @@ func TestPluginDeadlineKillsItsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(dir, "child")
 	e := writePlugin(t, dir, "sleep 600 &\necho $! > "+pidFile+".tmp && mv "+pidFile+".tmp "+pidFile+"\nwait\n")
 	_, err := e.Create(context.Background(), Request{ID: "v1", Name: "n", Path: filepath.Join(dir, "vols", "v1")})
-	if !errors.Is(err, ErrPluginFailed) || !strings.Contains(err.Error(), "no answer within 300ms") {
+	if !errors.Is(err, ErrPluginTimeout) || errcode.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no answer within 300ms") {
 		t.Fatalf("a hung plugin: %v", err)
 	}
 	b, err := os.ReadFile(pidFile)

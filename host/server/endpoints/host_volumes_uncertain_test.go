@@ -1,0 +1,71 @@
+package endpoints
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/host/client/hostvolumes"
+	"berth.dev/berth/rpc/errcode"
+	"berth.dev/berth/rpc/pb"
+)
+
+// A plugin that hangs past its deadline is killed, and may have acted: a
+// create keeps the volume recorded pending (not forgotten: it may exist),
+// a delete keeps it deleting (not put back ready: it may be half gone).
+func TestHostVolumeHangingPluginIsUncertain(t *testing.T) {
+	e, s, node := hostVolumeEndpoint(t)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hang")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nsleep 600 &\nwait\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin := &hostvolumes.External{ID: "hang", Path: script, PluginDir: dir, VolumesDir: filepath.Join(dir, "vols")}
+	hang := false
+	node.answer = func(create bool, v *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) {
+		if !hang {
+			return &pb.HostVolumeOnNodeResponse{HostPath: "/vols/" + v.GetId()}, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req := hostvolumes.Request{ID: v.GetId(), Name: v.GetName(), Path: filepath.Join(dir, "vols", v.GetId())}
+		var err error
+		if create {
+			_, err = plugin.Create(ctx, req)
+		} else {
+			err = plugin.Delete(ctx, req)
+		}
+		return nil, errcode.Status(err) // as the client passes it on
+	}
+	ctx := context.Background()
+
+	hang = true
+	_, err := e.Create(ctx, newHostVolume("made-maybe"))
+	if err == nil || !strings.Contains(err.Error(), "stays recorded pending") {
+		t.Fatalf("a create whose plugin hung: %v", err)
+	}
+	vols, err := s.State().HostVolumesByNode(nil, hvNode1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vols) != 1 || vols[0].GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_PENDING {
+		t.Fatalf("after a create whose plugin hung: %v, want it pending", vols)
+	}
+
+	hang = false
+	resp, err := e.Create(ctx, newHostVolume("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetVolume().GetId()
+	hang = true
+	if _, err := e.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: id}); err == nil || !strings.Contains(err.Error(), "stays marked deleting") {
+		t.Fatalf("a delete whose plugin hung: %v", err)
+	}
+	if v := storedHostVolume(t, s, id); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
+		t.Fatalf("after a delete whose plugin hung: %v, want deleting", v)
+	}
+}
