@@ -2,12 +2,17 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/client/hostvolumes"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -67,5 +72,39 @@ func TestHostVolumeHangingPluginIsUncertain(t *testing.T) {
 	}
 	if v := storedHostVolume(t, s, id); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
 		t.Fatalf("after a delete whose plugin hung: %v, want deleting", v)
+	}
+}
+
+// A delete whose node call failed for certain puts the volume back only
+// while it is still under its own deleting mark: when a second delete
+// took the volume over meanwhile (delete again), the first one's put_back
+// is refused and the volume stays deleting for the second.
+func TestHostVolumePutBackOnlyUnderItsOwnMark(t *testing.T) {
+	e, s, node := hostVolumeEndpoint(t)
+	ctx := context.Background()
+	resp, err := e.Create(ctx, newHostVolume("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetVolume().GetId()
+	var second error
+	node.answer = func(bool, *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) {
+		node.answer = func(bool, *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) {
+			return nil, status.Error(codes.DeadlineExceeded, "the second delete's node call: no answer")
+		}
+		// While the first delete's node call runs, a second delete marks
+		// it again (and its node call is uncertain: it stays deleting).
+		_, second = e.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: id})
+		return nil, status.Error(codes.Internal, "the first delete's plugin failed")
+	}
+	_, err = e.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: id})
+	if err == nil || !errors.Is(err, fsm.ErrHostVolumeMarkChanged) {
+		t.Fatalf("the first delete: %v, want its put_back refused", err)
+	}
+	if second == nil || !strings.Contains(second.Error(), "stays marked deleting") {
+		t.Fatalf("the second delete: %v", second)
+	}
+	if v := storedHostVolume(t, s, id); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
+		t.Fatalf("after both: %v, want deleting", v)
 	}
 }
