@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -240,9 +242,7 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	killGroupOnCancel(cmd)
 	stdout := &capBuffer{max: stdoutMax}
 	stderr := &tailBuffer{keep: stderrKept}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	runErr := runDrained(cmd, stdout, stderr)
 	if runErr != nil && ctx.Err() != nil {
 		return nil, interrupted(ctx, e.Path, op)
 	}
@@ -259,6 +259,62 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, runErr)
 	}
 	return stdout.Bytes(), nil
+}
+
+// drainGrace bounds how long the output of an exited plugin is read on
+// after its process group was killed (a child that left the group may
+// hold the pipes).
+const drainGrace = 2 * time.Second
+
+// runDrained runs cmd with its stdout and stderr read through pipes it
+// drains itself into out and errOut (bounded writers), and kills cmd's
+// process group as soon as the plugin exits: a background child that
+// keeps the pipes open neither holds the answer back nor outlives the
+// run. (exec's own copying would wait for the child to close them.)
+func runDrained(cmd *exec.Cmd, out, errOut io.Writer) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return startErr
+	}
+	var wg sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, out}, {errR, errOut}} {
+		wg.Go(func() { _, _ = io.Copy(p.w, p.r) })
+	}
+	waitErr := cmd.Wait()
+	killGroup(cmd)
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	timer := time.NewTimer(drainGrace)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+	}
+	outR.Close() // ends a read still blocked
+	errR.Close()
+	<-drained
+	return waitErr
 }
 
 // interrupted is the error of a run killed because ctx ended: its own

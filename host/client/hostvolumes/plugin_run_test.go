@@ -90,3 +90,39 @@ esac
 		t.Errorf("a long stderr: %d bytes: %.200v", len(err.Error()), err)
 	}
 }
+
+// A plugin that answers and exits while a background child keeps its
+// stdout open answers at once (not at its deadline, as a failure), and
+// the child is killed with the plugin's process group.
+func TestPluginBackgroundChildHoldingStdout(t *testing.T) {
+	old := opTimeouts[OpCreate]
+	opTimeouts[OpCreate] = 20 * time.Second
+	t.Cleanup(func() { opTimeouts[OpCreate] = old })
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child")
+	e := writePlugin(t, dir, "sleep 1000 &\necho $! > "+pidFile+"\necho '{\"path\": \"/x\", \"bytes\": 7}'\n")
+	start := time.Now()
+	r, err := e.Create(context.Background(), Request{ID: "v1", Name: "n", Path: filepath.Join(dir, "vols", "v1")})
+	if err != nil || r.Path != "/x" || r.Bytes != 7 {
+		t.Fatalf("a plugin with a background child: %v, %v", r, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("answered after %s: it waited for the child", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the plugin's child %d outlived it", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
