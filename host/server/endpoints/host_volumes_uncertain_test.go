@@ -108,3 +108,35 @@ func TestHostVolumePutBackOnlyUnderItsOwnMark(t *testing.T) {
 		t.Fatalf("after both: %v, want deleting", v)
 	}
 }
+
+// A pending volume (a create whose answer was lost) that its node reports
+// under its name and ID is recorded ready at the node's registration,
+// with the path the node reports; one the node does not report, or
+// reports under another ID, stays pending.
+func TestHostVolumePendingPromotedAtRegistration(t *testing.T) {
+	e, s, _ := hostVolumeEndpoint(t)
+	ctx := context.Background()
+	for _, v := range []*pb.HostVolume{
+		{Id: "p1", Name: "made", NodeId: hvNode1, State: pb.HostVolumeState_HOST_VOLUME_STATE_PENDING},
+		{Id: "p2", Name: "not-made", NodeId: hvNode1, State: pb.HostVolumeState_HOST_VOLUME_STATE_PENDING},
+		{Id: "p3", Name: "other-id", NodeId: hvNode1, State: pb.HostVolumeState_HOST_VOLUME_STATE_PENDING},
+	} {
+		if _, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := &pb.Node{Id: hvNode1, Name: "1", HostVolumes: map[string]*pb.HostVolumeInfo{
+		"made": {Id: "p1", Path: "/vols/p1"}, "other-id": {Id: "zz", Path: "/vols/zz"},
+	}}
+	if err := promotePendingHostVolumes(ctx, e.s, n); err != nil {
+		t.Fatal(err)
+	}
+	if v := storedHostVolume(t, s, "p1"); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_READY || v.GetHostPath() != "/vols/p1" {
+		t.Fatalf("a pending volume its node reports: %v, want ready at /vols/p1", v)
+	}
+	for _, id := range []string{"p2", "p3"} {
+		if v := storedHostVolume(t, s, id); v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_PENDING {
+			t.Fatalf("%s: %v, want pending", id, v)
+		}
+	}
+}

@@ -46,6 +46,9 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
 	s.Heartbeats.Reset(n.GetId(), s.HeartbeatTTL)
+	if err := promotePendingHostVolumes(ctx, s, n); err != nil {
+		s.Logger.Warn("a pending host volume its node reports stays pending", "error", err)
+	}
 	return &pb.NodeRegisterResponse{
 		Meta:           &pb.WriteMeta{Index: idx},
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
