@@ -149,3 +149,25 @@ func TestVolumeIDResolvesAcrossKinds(t *testing.T) {
 	wantOut(t, []string{"volume", "delete", "-address", f.url, "-force", "4a0e00"}, 0,
 		"Warning: host volume forgotten without asking its node", "Successfully deleted host volume "+hostVolID)
 }
+
+// An exact ID of either kind wins even when the other kind has several
+// IDs starting with it: a CSI volume "db" beside host volumes whose UUIDs
+// start with "db" is shown; the prefix "db0" is ambiguous among the host
+// volumes alone.
+func TestVolumeExactIDWinsOverAnAmbiguousPrefix(t *testing.T) {
+	const host1, host2 = "db000000-0000-4000-8000-000000000001", "db000000-0000-4000-8000-000000000002"
+	f := newFakeCluster(t)
+	f.mu.Lock()
+	f.hostVolumes = map[string]*pb.HostVolume{
+		host1: {Id: host1, Name: "pg", NodeId: nodeA, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+		host2: {Id: host2, Name: "pg2", NodeId: nodeA, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+	}
+	if f.volumes == nil {
+		f.volumes = map[string]*pb.VolumeView{}
+	}
+	f.volumes["db"] = &pb.VolumeView{Volume: &pb.Volume{Id: "db", Name: "database", PluginId: "p"}}
+	f.mu.Unlock()
+	wantOut(t, []string{"volume", "status", "-address", f.url, "db"}, 0, "database")
+	wantOut(t, []string{"volume", "status", "-address", f.url, host1}, 0, "ID            = "+host1)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "db0"}, 1, `prefix "db0" matches 2 host volumes`)
+}
