@@ -116,7 +116,7 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 		v.State = pb.HostVolumeState_HOST_VOLUME_STATE_PENDING
 		v.ModifiedAt = v.GetCreatedAt()
 		if _, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}); err != nil {
-			return nil, fmt.Errorf("recording host volume %q on node %s: %w", v.GetName(), v.GetNodeId(), err)
+			return nil, fmt.Errorf("recording host volume %q (%s) on node %s pending: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
 		}
 	}
 	resp, err := e.calls.HostVolumeOnNode(ctx, true, v.GetNodeId(), v)

@@ -140,3 +140,17 @@ func TestHostVolumePendingPromotedAtRegistration(t *testing.T) {
 		}
 	}
 }
+
+// A create whose pending record cannot be written names the volume's ID
+// (the one it would have had), its name and node; the node is not asked.
+func TestHostVolumePendingRecordFailureNamesTheVolume(t *testing.T) {
+	e, s, node := hostVolumeEndpoint(t)
+	s.refuse = errors.New("no leader")
+	_, err := e.Create(context.Background(), newHostVolume("data"))
+	if err == nil || !strings.Contains(err.Error(), `recording host volume "data" (`) || !strings.Contains(err.Error(), ") on node "+hvNode1+" pending: no leader") {
+		t.Fatalf("a pending record refused: %v", err)
+	}
+	if len(node.calls) != 0 {
+		t.Fatalf("node calls %v", node.calls)
+	}
+}
