@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
@@ -52,6 +54,10 @@ type Config struct {
 	// registers again, so the servers see them).
 	Changed func()
 	Logger  hclog.Logger
+	// RestoreWait bounds how long Restore waits for the volumes; 0:
+	// defaultRestoreWait. RestoreRetry is how often one not restored is
+	// tried again; 0: defaultRestoreRetry.
+	RestoreWait, RestoreRetry time.Duration
 }
 
 // record is one volume the node made, as kept in the state file.
@@ -78,13 +84,17 @@ type Manager struct {
 	busy map[string]chan struct{}
 	// saveMu orders the state file's writes.
 	saveMu sync.Mutex
+	// restoreReturned: Restore returned; a volume restored later is
+	// announced (Changed).
+	restoreReturned atomic.Bool
 }
 
 type made struct {
 	vol   *pb.HostVolume
 	path  string
 	bytes int64
-	// restoreFailed: its plugin failed at Restore; not advertised until
+	// restoreFailed: not restored (yet) since the agent started: its
+	// plugin is running again, or failed; not advertised until
 	// a create succeeds.
 	restoreFailed bool
 }
@@ -154,45 +164,130 @@ func (m *Manager) acquire(ctx context.Context, v *pb.HostVolume) (release func()
 	}
 }
 
+// Restore bounds: volumes are made again restoreParallel at a time, and
+// Restore waits for them up to Config.RestoreWait (default
+// defaultRestoreWait); one not restored by then, or whose plugin failed,
+// is retried in the background every Config.RestoreRetry (default
+// defaultRestoreRetry) until it is, or it is deleted, or ctx ends.
+const (
+	restoreParallel     = 4
+	defaultRestoreWait  = 15 * time.Second
+	defaultRestoreRetry = 30 * time.Second
+)
+
 // Restore runs create again for every volume recorded (plugins are
-// idempotent), so what a reboot undid (a mount) is made again; a volume
-// whose plugin fails stays recorded but is not advertised (a task must
-// not get a directory its plugin did not make ready), and the failure is
-// logged and returned. Each plugin run has its operation's deadline.
+// idempotent), so what a reboot undid (a mount) is made again. Volumes
+// are restored in parallel (bounded), and Restore returns once all are
+// restored or RestoreWait passed, so a slow plugin does not hold the
+// client's start: a volume not restored (yet, or its plugin failed) stays
+// recorded but is not advertised (a task must not get a directory its
+// plugin did not make ready); it is retried in the background, and once
+// restored it is advertised (Changed). Failures and volumes still
+// restoring at the deadline are logged and returned. Each plugin run has
+// its operation's deadline.
 func (m *Manager) Restore(ctx context.Context) error {
 	m.mu.Lock()
 	ids := slices.Sorted(maps.Keys(m.vols))
-	m.mu.Unlock()
-	var errs []error
 	for _, id := range ids {
-		m.mu.Lock()
-		v := m.vols[id]
-		m.mu.Unlock()
-		if v == nil {
-			continue
-		}
-		release, err := m.acquire(ctx, v.vol)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res, err := m.run(ctx, v.vol, OpCreate, "")
-		m.mu.Lock()
-		if cur := m.vols[id]; cur != nil {
+		m.vols[id].restoreFailed = true // until restored
+	}
+	m.mu.Unlock()
+	wait, retry := m.cfg.RestoreWait, m.cfg.RestoreRetry
+	if wait <= 0 {
+		wait = defaultRestoreWait
+	}
+	if retry <= 0 {
+		retry = defaultRestoreRetry
+	}
+	sem := make(chan struct{}, restoreParallel)
+	first := make(chan error, len(ids))
+	for _, id := range ids {
+		go m.restoreLoop(ctx, id, sem, retry, first)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var errs []error
+	for left := len(ids); left > 0; left-- {
+		select {
+		case err := <-first:
 			if err != nil {
-				cur.restoreFailed = true
-			} else {
-				cur.path, cur.bytes, cur.restoreFailed = res.Path, res.Bytes, false
+				errs = append(errs, err)
 			}
-		}
-		m.mu.Unlock()
-		release()
-		if err != nil {
-			m.cfg.Logger.Error("restoring a dynamic host volume; not advertised", "volume_id", id, "name", v.vol.GetName(), "error", err)
-			errs = append(errs, err)
+		case <-timer.C:
+			m.cfg.Logger.Warn("dynamic host volumes still restoring; not advertised until restored", "count", left, "waited", wait)
+			errs = append(errs, fmt.Errorf("dynamic host volumes: %d not restored within %s: not advertised until they are", left, wait))
+			left = 1 // ends the loop
+		case <-ctx.Done():
+			errs = append(errs, context.Cause(ctx))
+			left = 1
 		}
 	}
+	m.restoreReturned.Store(true)
 	return errors.Join(errs...)
+}
+
+// restoreLoop restores volume id, sending its first attempt's outcome on
+// first; a failure is retried every retry until restored, the volume is
+// gone, or ctx ends.
+func (m *Manager) restoreLoop(ctx context.Context, id string, sem chan struct{}, retry time.Duration, first chan<- error) {
+	for attempt := 0; ; attempt++ {
+		done, err := m.restoreOnce(ctx, id, sem)
+		if attempt == 0 {
+			first <- err
+		}
+		if done || ctx.Err() != nil {
+			return
+		}
+		m.cfg.Logger.Error("restoring a dynamic host volume; not advertised, retrying", "volume_id", id, "in", retry, "error", err)
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// restoreOnce runs create again for volume id; done when it is restored
+// or no longer recorded (deleted, or made again by a create meanwhile).
+func (m *Manager) restoreOnce(ctx context.Context, id string, sem chan struct{}) (done bool, err error) {
+	m.mu.Lock()
+	v := m.vols[id]
+	m.mu.Unlock()
+	if v == nil || !v.restoreFailed {
+		return true, nil
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, context.Cause(ctx)
+	}
+	defer func() { <-sem }()
+	release, err := m.acquire(ctx, v.vol)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	m.mu.Lock()
+	cur := m.vols[id]
+	m.mu.Unlock()
+	if cur == nil || !cur.restoreFailed {
+		return true, nil
+	}
+	res, err := m.run(ctx, cur.vol, OpCreate, "")
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	if c := m.vols[id]; c != nil {
+		c.path, c.bytes, c.restoreFailed = res.Path, res.Bytes, false
+	}
+	m.mu.Unlock()
+	if m.restoreReturned.Load() {
+		m.changed() // advertised from now on
+	}
+	return true, nil
 }
 
 // Volumes are the node's dynamic host volumes by name, for its
