@@ -94,9 +94,11 @@ type made struct {
 	path  string
 	bytes int64
 	// restoreFailed: not restored (yet) since the agent started: its
-	// plugin is running again, or failed; not advertised until
-	// a create succeeds.
+	// plugin is running again, or failed; not advertised until the
+	// background retry or a create succeeds.
 	restoreFailed bool
+	// unknown: the servers do not hold it (Retain); not advertised.
+	unknown bool
 }
 
 // New loads the volumes a previous run made (Restore makes them again).
@@ -290,6 +292,34 @@ func (m *Manager) restoreOnce(ctx context.Context, id string, sem chan struct{})
 	return true, nil
 }
 
+// Retain stops advertising the volumes whose IDs are not in held (the
+// servers' registration answer: a volume forgotten by a delete -force
+// while the node was away), logging each once and keeping its data and
+// record (an operator removes it by hand); one held again is advertised
+// again. Changed is called when what is advertised changed.
+func (m *Manager) Retain(held []string) {
+	keep := make(map[string]bool, len(held))
+	for _, id := range held {
+		keep[id] = true
+	}
+	changed := false
+	m.mu.Lock()
+	for id, v := range m.vols {
+		switch {
+		case !keep[id] && !v.unknown:
+			v.unknown, changed = true, true
+			m.cfg.Logger.Warn("the servers do not hold this dynamic host volume (deleted with -force?): no longer advertised; its data is kept",
+				"volume_id", id, "name", v.vol.GetName(), "path", v.path)
+		case keep[id] && v.unknown:
+			v.unknown, changed = false, true
+		}
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
+}
+
 // Volumes are the node's dynamic host volumes by name, for its
 // fingerprint and the tasks that mount them; one whose restore failed is
 // left out.
@@ -298,7 +328,7 @@ func (m *Manager) Volumes() map[string]*pb.HostVolumeInfo {
 	defer m.mu.Unlock()
 	out := make(map[string]*pb.HostVolumeInfo, len(m.vols))
 	for id, v := range m.vols {
-		if v.restoreFailed {
+		if v.restoreFailed || v.unknown {
 			continue
 		}
 		out[v.vol.GetName()] = &pb.HostVolumeInfo{Path: v.path, Id: id}

@@ -3,6 +3,7 @@ package hostvolumes
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -94,4 +95,35 @@ func TestRestoreIsParallelBoundedAndRetried(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Retain stops advertising a volume the servers do not hold (forgotten by
+// a delete -force while the node was away), keeping its directory, and
+// announces the change; a volume held again is advertised again.
+func TestRetainHidesVolumesTheServersForgot(t *testing.T) {
+	dir := t.TempDir()
+	changes := 0
+	m := newManager(t, dir, &changes)
+	ctx := context.Background()
+	for _, v := range []*pb.HostVolume{{Id: "v1", Name: "kept"}, {Id: "v2", Name: "forced"}} {
+		if _, _, err := m.Create(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes = 0
+	m.Retain([]string{"v1"})
+	if got := m.Volumes(); got["kept"].GetId() != "v1" || got["forced"] != nil || changes != 1 {
+		t.Fatalf("after Retain(v1): %v, %d changes", got, changes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vols", "v2")); err != nil {
+		t.Fatalf("the forgotten volume's data: %v", err)
+	}
+	m.Retain([]string{"v1"})
+	if changes != 1 {
+		t.Fatalf("a Retain changing nothing announced a change")
+	}
+	m.Retain([]string{"v1", "v2"})
+	if got := m.Volumes(); got["forced"].GetId() != "v2" || changes != 2 {
+		t.Fatalf("after Retain(v1, v2): %v, %d changes", got, changes)
+	}
 }

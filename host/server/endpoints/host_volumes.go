@@ -295,7 +295,7 @@ func (e *hostVolumesEndpoint) forceDelete(ctx context.Context, v *pb.HostVolume)
 		return nil, fmt.Errorf("forgetting host volume %q (%s): %w", v.GetName(), v.GetId(), err)
 	}
 	return &pb.HostVolumeDeleteResponse{Index: index, Warning: fmt.Sprintf(
-		"host volume %q (%s) forgotten without asking node %s: its data may remain there (%s)", v.GetName(), v.GetId(), v.GetNodeId(),
+		"host volume %q (%s) forgotten without asking node %s: its data may remain there (%s); if the node comes back it stops advertising the volume (and keeps its data) when it registers", v.GetName(), v.GetId(), v.GetNodeId(),
 		hostVolumePathOrUnknown(v))}, nil
 }
 

@@ -38,3 +38,18 @@ func promotePendingHostVolumes(ctx context.Context, s *api, n *pb.Node) error {
 	}
 	return nil
 }
+
+// heldHostVolumeIDs are the IDs of node's dynamic host volumes the
+// servers hold, in any state (the registration's answer: the node stops
+// advertising the others).
+func heldHostVolumeIDs(s *api, nodeID string) ([]string, error) {
+	vols, err := s.State().HostVolumesByNode(nil, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(vols))
+	for _, v := range vols {
+		ids = append(ids, v.GetId())
+	}
+	return ids, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,30 @@ func TestHostVolumePendingRecordFailureNamesTheVolume(t *testing.T) {
 	}
 	if len(node.calls) != 0 {
 		t.Fatalf("node calls %v", node.calls)
+	}
+}
+
+// The registration answer lists the node's dynamic host volumes the
+// servers hold, in any state, and no other node's; a forced delete's
+// warning says the node stops advertising the volume when it comes back.
+func TestHostVolumeIDsHeldForTheRegistration(t *testing.T) {
+	e, s, _ := hostVolumeEndpoint(t)
+	ctx := context.Background()
+	for _, v := range []*pb.HostVolume{
+		{Id: "r", Name: "a", NodeId: hvNode1, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+		{Id: "p", Name: "b", NodeId: hvNode1, State: pb.HostVolumeState_HOST_VOLUME_STATE_PENDING},
+		{Id: "o", Name: "a", NodeId: hvNode3, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+	} {
+		if _, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := heldHostVolumeIDs(e.s, hvNode1)
+	if err != nil || len(ids) != 2 || !slices.Contains(ids, "r") || !slices.Contains(ids, "p") {
+		t.Fatalf("held for node 1: %v (%v)", ids, err)
+	}
+	resp, err := e.Delete(ctx, &pb.HostVolumeDeleteRequest{Id: "o", Force: true})
+	if err != nil || !strings.Contains(resp.GetWarning(), "stops advertising the volume (and keeps its data) when it registers") {
+		t.Fatalf("forced delete: %v, %v", resp, err)
 	}
 }
