@@ -13,7 +13,10 @@ import (
 // volume before its node is asked to make it (pending: the name is taken,
 // no claim), once its node made it (ready), or moves it to deleting; a
 // move out of deleting is refused unless it is a failed delete's put_back
-// (ErrVolumeDeleting: a create does not revive a volume being deleted).
+// (ErrVolumeDeleting: a create does not revive a volume being deleted),
+// and a put_back applies only while the volume is deleting under the mark
+// it undoes (mark_index, ErrHostVolumeMarkChanged); a deleting mark on a
+// volume deleting must name the mark it takes over (a delete again).
 // The move to
 // deleting is refused while a claim holds the volume (ErrVolumeInUse), and
 // from then on rules.CheckClaim refuses every claim on it, so none is
@@ -49,8 +52,20 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 	if existing != nil && existing.GetNodeId() != v.GetNodeId() {
 		return fmt.Errorf("%w: host volume %q is on node %s, not %s", ErrInvalidCommand, v.GetId(), existing.GetNodeId(), v.GetNodeId())
 	}
-	if existing.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING && !cmd.GetPutBack() {
+	deleting := existing.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING
+	switch {
+	case cmd.GetPutBack():
+		if err := checkPutBack(existing, v, cmd.GetMarkIndex()); err != nil {
+			return err
+		}
+	case deleting && v.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
 		return fmt.Errorf("host volume %q (%s) on node %s: %w: delete it again to finish, then create it anew", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeDeleting)
+	case deleting && cmd.GetMarkIndex() != existing.GetModifyIndex():
+		// A second delete's mark: only one that read the current mark
+		// (its index) takes over, so a concurrent delete's put_back of
+		// the older mark is refused.
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: another delete marked it at index %d (this one read index %d): run delete again",
+			v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeDeleting, existing.GetModifyIndex(), cmd.GetMarkIndex())
 	}
 	same, err := hostVolumesByNode.list(tx, nil, v.GetNodeId(), v.GetName())
 	if err != nil {
@@ -80,6 +95,24 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 		n.CreatedAt = existing.GetCreatedAt()
 	}
 	return hostVolumesTable.insert(tx, n)
+}
+
+// checkPutBack refuses a put_back unless the volume is still deleting
+// under the mark it undoes (markIndex): one forgotten is not re-inserted,
+// one another delete re-marked is not reopened under it.
+func checkPutBack(existing, v *pb.HostVolume, markIndex uint64) error {
+	switch {
+	case existing == nil:
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: it is forgotten already", v.GetName(), v.GetId(), v.GetNodeId(), ErrHostVolumeMarkChanged)
+	case existing.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: it is %s, not deleting", v.GetName(), v.GetId(), v.GetNodeId(), ErrHostVolumeMarkChanged, pb.EnumWord(existing.GetState()))
+	case existing.GetModifyIndex() != markIndex:
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: marked deleting at index %d, not %d (another delete holds it)",
+			v.GetName(), v.GetId(), v.GetNodeId(), ErrHostVolumeMarkChanged, existing.GetModifyIndex(), markIndex)
+	case v.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING:
+		return fmt.Errorf("%w: host volume %q: a put_back to deleting", ErrInvalidCommand, v.GetId())
+	}
+	return nil
 }
 
 // applyHostVolumeDelete forgets a dynamic host volume; one not stored is

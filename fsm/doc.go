@@ -329,7 +329,11 @@
 //   - HostVolumeRegister (25) records a volume its node made, one of a
 //     name per node (ErrHostVolumeNameTaken), or moves it to deleting,
 //     refused while a claim holds it (ErrVolumeInUse); deleting makes
-//     rules.CheckClaim refuse claims on it, as VolumeDeleting does.
+//     rules.CheckClaim refuse claims on it, as VolumeDeleting does. A
+//     failed delete's put_back applies only under the deleting mark it
+//     undoes (mark_index, ErrHostVolumeMarkChanged), and a deleting mark
+//     on a volume deleting must name the mark it takes over (these rules
+//     came before the host volume gate's version was released).
 //   - HostVolumeDelete (26) forgets it once its node removed it; refused
 //     while claimed.
 //

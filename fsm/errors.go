@@ -113,6 +113,11 @@ var (
 	// node has the name of: group volumes name host volumes by name.
 	ErrHostVolumeNameTaken = errcode.New(codes.AlreadyExists, "the node has a host volume of that name")
 
+	// ErrHostVolumeMarkChanged is returned in an ApplyResult when a failed
+	// delete's put_back finds the volume no longer under its deleting mark
+	// (forgotten, or re-marked by another delete): it is left as it is.
+	ErrHostVolumeMarkChanged = errcode.New(codes.Aborted, "the host volume's deleting mark changed")
+
 	// ErrVolumeDeleting is returned in an ApplyResult when a claim (a
 	// plan's, an operator's) or a VolumeRegister names a volume its plugin
 	// is deleting (Volume.deleting, set by VolumeDeleting): the data under

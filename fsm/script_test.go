@@ -297,6 +297,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeNotFound", fsm.ErrVolumeNotFound},
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
 		{"ErrHostVolumeNameTaken", fsm.ErrHostVolumeNameTaken},
+		{"ErrHostVolumeMarkChanged", fsm.ErrHostVolumeMarkChanged},
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},

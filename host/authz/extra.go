@@ -15,7 +15,8 @@ type JobVersionFunc func(jobID string, version uint64) *pb.Job
 //     host volume needs host-volume-read when every such mount is
 //     read_only, host-volume-write otherwise; a revert's version is
 //     read with versions (nil: not checked);
-//   - a forced volume deregister needs operator write.
+//   - a forced volume deregister, and a forced host volume delete (its
+//     node not asked: its data may remain), need operator write.
 func Extra(fullMethod string, req any, versions JobVersionFunc) []Need {
 	switch fullMethod {
 	case pb.Jobs_Register_FullMethodName:
@@ -27,6 +28,10 @@ func Extra(fullMethod string, req any, versions JobVersionFunc) []Need {
 		}
 	case pb.Volumes_Deregister_FullMethodName:
 		if r, _ := req.(*pb.VolumeDeregisterRequest); r.GetForce() {
+			return []Need{need(acl.Operator, acl.CapWrite)}
+		}
+	case pb.HostVolumes_Delete_FullMethodName:
+		if r, _ := req.(*pb.HostVolumeDeleteRequest); r.GetForce() {
 			return []Need{need(acl.Operator, acl.CapWrite)}
 		}
 	}

@@ -250,9 +250,8 @@ func volumeStatus(c *cli.Context) error {
 			return err
 		}
 		if c.Bool("json") {
-			if typ == "" && c.String("plugin") == "" {
-				return printVolumesAndHostVolumesJSON(c, client, vols, params["node_id"])
-			}
+			// The bare array of CSI volumes (its shape before host
+			// volumes); -type host -json prints the host volumes.
 			return printJSONList(c.App.Writer, vols)
 		}
 		if err := printVolumeTable(c.App.Writer, vols); err != nil {

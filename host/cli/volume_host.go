@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 
 	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/api"
-	"berth.dev/berth/rpc/apijson"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -74,32 +72,6 @@ func hostVolumeDelete(c *cli.Context, client *api.Client, id string, force bool)
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "Successfully deleted host volume %s\n", id)
 	return err
-}
-
-// printVolumesAndHostVolumesJSON prints volume status -json without
-// -type: {"volumes": [CSI volumes], "host_volumes": [dynamic host
-// volumes]} (host_volumes empty when the agent has no host volume API).
-func printVolumesAndHostVolumesJSON(c *cli.Context, client *api.Client, vols []*pb.VolumeView, nodeID string) error {
-	params := map[string]string{}
-	if nodeID != "" {
-		params["node_id"] = nodeID
-	}
-	hvs, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage, Params: params}, client.HostVolumes().List)
-	if err != nil && errcode.Code(err) != codes.NotFound {
-		return err
-	}
-	csiJSON, err := apijson.MarshalList(vols)
-	if err != nil {
-		return err
-	}
-	hostJSON, err := apijson.MarshalList(hvs)
-	if err != nil {
-		return err
-	}
-	return printJSON(c.App.Writer, struct {
-		Volumes     json.RawMessage `json:"volumes"`
-		HostVolumes json.RawMessage `json:"host_volumes"`
-	}{csiJSON, hostJSON})
 }
 
 // listHostVolumes prints the dynamic host volumes (none printed when

@@ -129,8 +129,9 @@ func TestHostVolumeFileErrors(t *testing.T) {
 
 // An ID names a CSI volume or a host volume: an exact CSI ID wins over a
 // host ID prefix; a prefix matching both kinds is refused naming both.
-// status -json without -type carries both kinds; delete -force prints the
-// servers' warning.
+// status -json without -type is the bare array of CSI volumes (as before
+// host volumes), -type host -json an array of host volumes; delete -force
+// prints the servers' warning.
 func TestVolumeIDResolvesAcrossKinds(t *testing.T) {
 	f := newFakeCluster(t)
 	f.mu.Lock()
@@ -145,7 +146,36 @@ func TestVolumeIDResolvesAcrossKinds(t *testing.T) {
 	wantOut(t, []string{"volume", "status", "-address", f.url, "4a0e0"}, 1,
 		`"4a0e0" names CSI volume "4a0e0x" and dynamic host volume `+hostVolID)
 	wantOut(t, []string{"volume", "status", "-address", f.url, "4a0e00"}, 0, "ID            = "+hostVolID)
-	wantOut(t, []string{"volume", "status", "-address", f.url, "-json"}, 0, `"volumes"`, `"host_volumes"`, hostVolID, `"4a0e0x"`)
+	out := wantOut(t, []string{"volume", "status", "-address", f.url, "-json"}, 0, `"4a0e0x"`)
+	if !strings.HasPrefix(strings.TrimSpace(out), "[") || strings.Contains(out, hostVolID) {
+		t.Fatalf("volume status -json without -type: want the bare array of CSI volumes:\n%s", out)
+	}
+	out = wantOut(t, []string{"volume", "status", "-address", f.url, "-json", "-type", "host"}, 0, hostVolID)
+	if !strings.HasPrefix(strings.TrimSpace(out), "[") || strings.Contains(out, `"4a0e0x"`) {
+		t.Fatalf("volume status -json -type host: want an array of host volumes:\n%s", out)
+	}
 	wantOut(t, []string{"volume", "delete", "-address", f.url, "-force", "4a0e00"}, 0,
 		"Warning: host volume forgotten without asking its node", "Successfully deleted host volume "+hostVolID)
+}
+
+// An exact ID of either kind wins even when the other kind has several
+// IDs starting with it: a CSI volume "db" beside host volumes whose UUIDs
+// start with "db" is shown; the prefix "db0" is ambiguous among the host
+// volumes alone.
+func TestVolumeExactIDWinsOverAnAmbiguousPrefix(t *testing.T) {
+	const host1, host2 = "db000000-0000-4000-8000-000000000001", "db000000-0000-4000-8000-000000000002"
+	f := newFakeCluster(t)
+	f.mu.Lock()
+	f.hostVolumes = map[string]*pb.HostVolume{
+		host1: {Id: host1, Name: "pg", NodeId: nodeA, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+		host2: {Id: host2, Name: "pg2", NodeId: nodeA, State: pb.HostVolumeState_HOST_VOLUME_STATE_READY},
+	}
+	if f.volumes == nil {
+		f.volumes = map[string]*pb.VolumeView{}
+	}
+	f.volumes["db"] = &pb.VolumeView{Volume: &pb.Volume{Id: "db", Name: "database", PluginId: "p"}}
+	f.mu.Unlock()
+	wantOut(t, []string{"volume", "status", "-address", f.url, "db"}, 0, "database")
+	wantOut(t, []string{"volume", "status", "-address", f.url, host1}, 0, "ID            = "+host1)
+	wantOut(t, []string{"volume", "status", "-address", f.url, "db0"}, 1, `prefix "db0" matches 2 host volumes`)
 }

@@ -18,31 +18,34 @@ const (
 )
 
 // resolveVolume finds what volume arg names among the CSI volumes and the
-// dynamic host volumes (typ "" for both): an exact ID wins over a prefix;
-// a prefix that matches volumes of both kinds is refused, naming both
-// (a CSI volume "db" is not shadowed by a host volume ID "db…").
+// dynamic host volumes (typ "" for both). Both lookups are made first: an
+// exact ID of either kind wins (over a prefix of the other kind, even one
+// matching several); a failed lookup counts only when neither is exact;
+// a prefix that matches volumes of both kinds is refused, naming both.
 func resolveVolume(c *cli.Context, client *api.Client, arg, typ string) (kind, id string, err error) {
 	var hostID, csiID string
+	var hostErr, csiErr error
 	if typ == "" || typ == kindHost {
-		if hostID, err = hostVolumeOf(c, client, arg); err != nil {
-			return "", "", err
-		}
+		hostID, hostErr = hostVolumeOf(c, client, arg)
 	}
 	if typ == "" || typ == kindCSI {
-		csiID, err = findVolume(c, client, arg)
+		csiID, csiErr = findVolume(c, client, arg)
 		var none *noMatchError
-		switch {
-		case errors.As(err, &none), typ == "" && errcode.Code(err) == codes.NotFound:
-			csiID = ""
-		case err != nil:
-			return "", "", err
+		if errors.As(csiErr, &none) || typ == "" && errcode.Code(csiErr) == codes.NotFound {
+			csiID, csiErr = "", nil
 		}
 	}
+	csiExact := csiErr == nil && csiID == arg
+	hostExact := hostErr == nil && hostID == arg
 	switch {
-	case csiID == arg && hostID != arg:
+	case csiExact && !hostExact:
 		return kindCSI, csiID, nil
-	case hostID == arg && csiID != arg:
+	case hostExact && !csiExact:
 		return kindHost, hostID, nil
+	case hostErr != nil:
+		return "", "", hostErr
+	case csiErr != nil:
+		return "", "", csiErr
 	case csiID != "" && hostID != "":
 		return "", "", fmt.Errorf("%q names CSI volume %q and dynamic host volume %s: give the whole ID, or -type", arg, csiID, hostID)
 	case hostID != "":

@@ -307,19 +307,10 @@ func TestVolumeStatusListDetailAndVerbose(t *testing.T) {
 		v.Volume.Secrets["token"] != "[REDACTED]" || strings.Contains(out, "hunter2") {
 		t.Fatalf("volume status -json: %v\n%s", err, out)
 	}
-	// Without -type: both kinds, each in its field; -type csi: the list.
 	out = wantOut(t, []string{"volume", "status", "-address", f.url, "-json"}, 0)
-	var both struct {
-		Volumes     []json.RawMessage `json:"volumes"`
-		HostVolumes []json.RawMessage `json:"host_volumes"`
-	}
-	if err := json.Unmarshal([]byte(out), &both); err != nil || len(both.Volumes) != 2 || both.HostVolumes == nil || strings.Contains(out, "hunter2") {
-		t.Fatalf("volume status -json list: %v\n%s", err, out)
-	}
-	out = wantOut(t, []string{"volume", "status", "-address", f.url, "-json", "-type", "csi"}, 0)
 	var list []json.RawMessage
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 || strings.Contains(out, "hunter2") {
-		t.Fatalf("volume status -json -type csi list: %v\n%s", err, out)
+		t.Fatalf("volume status -json list: %v\n%s", err, out)
 	}
 	wantOut(t, []string{"volume", "status", "-address", f.url, "zzz"}, 1, `no volume with ID or prefix "zzz"`)
 	wantOut(t, []string{"volume", "status", "-address", f.url, "-type", "nfs"}, exitUsage, `-type="nfs": "csi" or "host" (without -type, both)`)

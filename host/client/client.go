@@ -332,6 +332,9 @@ func (c *Client) step() (time.Duration, error) {
 			return 0, fmt.Errorf("registering node %s: %w", c.nodeID, err)
 		}
 		c.keepNodeSecret(resp.GetNodeSecret())
+		if resp.GetHostVolumesKnown() && c.dynamicVolumes != nil {
+			c.dynamicVolumes.Retain(resp.GetHostVolumeIds())
+		}
 		c.learn(resp.GetServers(), resp.GetHeartbeatTtlMs())
 		c.setRegistered(true)
 		c.mu.Lock()

@@ -45,8 +45,10 @@ func mergeHostVolumes(static, dynamic map[string]*pb.HostVolumeInfo) map[string]
 }
 
 // newDynamicVolumes builds the dynamic host volume manager and makes
-// again what it made before a restart (plugins are idempotent), before
-// the first registration reports them.
+// again what it made before a restart (plugins are idempotent), in
+// parallel and for a bounded time, before the first registration reports
+// them: one not restored by then is not advertised, and is retried in the
+// background (the node registers again once it is).
 func (c *Client) newDynamicVolumes() error {
 	dir := c.cfg.HostVolumesDir
 	if dir == "" {
@@ -60,8 +62,9 @@ func (c *Client) newDynamicVolumes() error {
 	if err != nil {
 		return err
 	}
-	// A failed restore is logged; the volume is not advertised (a task
-	// must not get a directory its plugin did not make ready).
+	// A failed or slow restore is logged; the volume is not advertised (a
+	// task must not get a directory its plugin did not make ready) until
+	// the background retry restores it.
 	_ = m.Restore(c.ctx)
 	for name, hv := range m.Volumes() {
 		if _, ok := c.cfg.HostVolumes[name]; ok {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -41,6 +42,21 @@ func groupHostAsks(tg *pb.TaskGroup) []hostAsk {
 		}
 		out = append(out, hostAsk{name: name, source: req.GetSource(), write: !req.GetReadOnly(), req: req})
 	}
+	return out
+}
+
+// GroupHostVolumeNames returns the host volumes (by the name nodes offer
+// them under) tg's group volumes of type "host" name, sorted, once each:
+// what a blocked evaluation of tg waits on besides CSI volumes
+// (GroupVolumeIDs), whose dynamic ones the host_volumes table holds.
+func GroupHostVolumeNames(tg *pb.TaskGroup) []string {
+	var out []string
+	for _, a := range groupHostAsks(tg) {
+		if !slices.Contains(out, a.source) {
+			out = append(out, a.source)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

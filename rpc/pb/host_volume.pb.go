@@ -264,7 +264,14 @@ type HostVolumeRegisterCommand struct {
 	// put_back: a delete whose node call failed for certain moves the
 	// volume out of deleting to the state it had; any other move out of
 	// deleting is refused (a create must not revive a volume being deleted).
-	PutBack       bool `protobuf:"varint,100,opt,name=put_back,json=putBack,proto3" json:"put_back,omitempty"`
+	PutBack bool `protobuf:"varint,100,opt,name=put_back,json=putBack,proto3" json:"put_back,omitempty"`
+	// mark_index: the modify index of the deleting mark this command
+	// undoes (put_back) or supersedes (a delete made again of a volume
+	// deleting). A put_back applies only while the volume is deleting with
+	// that index; a deleting mark on a volume deleting only with its
+	// index. So a delete's put_back never reopens a volume a later delete
+	// is removing, nor re-inserts one forgotten.
+	MarkIndex     uint64 `protobuf:"varint,101,opt,name=mark_index,json=markIndex,proto3" json:"mark_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +318,13 @@ func (x *HostVolumeRegisterCommand) GetPutBack() bool {
 		return x.PutBack
 	}
 	return false
+}
+
+func (x *HostVolumeRegisterCommand) GetMarkIndex() uint64 {
+	if x != nil {
+		return x.MarkIndex
+	}
+	return 0
 }
 
 // HostVolumeDeleteCommand forgets a volume its node removed; refused while
@@ -909,10 +923,12 @@ const file_berth_v1_host_volume_proto_rawDesc = "" +
 	"\fmodify_index\x18\x10 \x01(\x04R\vmodifyIndex\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
 	"\x19HostVolumeRegisterCommand\x12,\n" +
 	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\x12\x19\n" +
-	"\bput_back\x18d \x01(\bR\aputBack\")\n" +
+	"\bput_back\x18d \x01(\bR\aputBack\x12\x1d\n" +
+	"\n" +
+	"mark_index\x18e \x01(\x04R\tmarkIndex\")\n" +
 	"\x17HostVolumeDeleteCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x17HostVolumeCreateRequest\x12,\n" +

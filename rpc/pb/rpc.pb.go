@@ -1338,9 +1338,15 @@ type NodeRegisterResponse struct {
 	// berth-node-secret); one presenting none (an older client) is issued
 	// none, since it would not keep it. A client that receives one keeps it
 	// (state DB) and sends it with every node call.
-	NodeSecret    string `protobuf:"bytes,120,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeSecret string `protobuf:"bytes,120,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	// host_volume_ids are the IDs of the node's dynamic host volumes the
+	// servers hold (any state), when host_volumes_known: the node stops
+	// advertising the others (forgotten by a delete -force while it was
+	// away), keeping their data. An older server sets neither.
+	HostVolumeIds    []string `protobuf:"bytes,100,rep,name=host_volume_ids,json=hostVolumeIds,proto3" json:"host_volume_ids,omitempty"`
+	HostVolumesKnown bool     `protobuf:"varint,101,opt,name=host_volumes_known,json=hostVolumesKnown,proto3" json:"host_volumes_known,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeRegisterResponse) Reset() {
@@ -1399,6 +1405,20 @@ func (x *NodeRegisterResponse) GetNodeSecret() string {
 		return x.NodeSecret
 	}
 	return ""
+}
+
+func (x *NodeRegisterResponse) GetHostVolumeIds() []string {
+	if x != nil {
+		return x.HostVolumeIds
+	}
+	return nil
+}
+
+func (x *NodeRegisterResponse) GetHostVolumesKnown() bool {
+	if x != nil {
+		return x.HostVolumesKnown
+	}
+	return false
 }
 
 type NodeHeartbeatRequest struct {
@@ -1800,13 +1820,15 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x17SnapshotRestoreResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"9\n" +
 	"\x13NodeRegisterRequest\x12\"\n" +
-	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xa4\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x0e.berth.v1.NodeR\x04node\"\xfa\x01\n" +
 	"\x14NodeRegisterResponse\x12'\n" +
 	"\x04meta\x18\x01 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\x12(\n" +
 	"\x10heartbeat_ttl_ms\x18\x02 \x01(\x03R\x0eheartbeatTtlMs\x12\x18\n" +
 	"\aservers\x18\x03 \x03(\tR\aservers\x12\x1f\n" +
 	"\vnode_secret\x18x \x01(\tR\n" +
-	"nodeSecret\"/\n" +
+	"nodeSecret\x12&\n" +
+	"\x0fhost_volume_ids\x18d \x03(\tR\rhostVolumeIds\x12,\n" +
+	"\x12host_volumes_known\x18e \x01(\bR\x10hostVolumesKnown\"/\n" +
 	"\x14NodeHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x82\x01\n" +
 	"\x15NodeHeartbeatResponse\x12(\n" +

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
@@ -29,6 +31,11 @@ var (
 	// ErrBadVolume is returned by Create and Delete for a request without
 	// an ID or name, or with an ID that cannot be a path segment.
 	ErrBadVolume = errcode.New(codes.InvalidArgument, "malformed host volume request")
+	// ErrNotRecorded is returned when the plugin acted but the node's
+	// host_volumes.json could not be written: the outcome is not what the
+	// node will restore, so it is uncertain (Aborted): the servers keep
+	// their record and the call is to be made again.
+	ErrNotRecorded = errcode.New(codes.Aborted, "the node could not record it; call again")
 )
 
 // Config configures a Manager.
@@ -47,6 +54,10 @@ type Config struct {
 	// registers again, so the servers see them).
 	Changed func()
 	Logger  hclog.Logger
+	// RestoreWait bounds how long Restore waits for the volumes; 0:
+	// defaultRestoreWait. RestoreRetry is how often one not restored is
+	// tried again; 0: defaultRestoreRetry.
+	RestoreWait, RestoreRetry time.Duration
 }
 
 // record is one volume the node made, as kept in the state file.
@@ -73,15 +84,21 @@ type Manager struct {
 	busy map[string]chan struct{}
 	// saveMu orders the state file's writes.
 	saveMu sync.Mutex
+	// restoreReturned: Restore returned; a volume restored later is
+	// announced (Changed).
+	restoreReturned atomic.Bool
 }
 
 type made struct {
 	vol   *pb.HostVolume
 	path  string
 	bytes int64
-	// restoreFailed: its plugin failed at Restore; not advertised until
-	// a create succeeds.
+	// restoreFailed: not restored (yet) since the agent started: its
+	// plugin is running again, or failed; not advertised until the
+	// background retry or a create succeeds.
 	restoreFailed bool
+	// unknown: the servers do not hold it (Retain); not advertised.
+	unknown bool
 }
 
 // New loads the volumes a previous run made (Restore makes them again).
@@ -149,45 +166,158 @@ func (m *Manager) acquire(ctx context.Context, v *pb.HostVolume) (release func()
 	}
 }
 
+// Restore bounds: volumes are made again restoreParallel at a time, and
+// Restore waits for them up to Config.RestoreWait (default
+// defaultRestoreWait); one not restored by then, or whose plugin failed,
+// is retried in the background every Config.RestoreRetry (default
+// defaultRestoreRetry) until it is, or it is deleted, or ctx ends.
+const (
+	restoreParallel     = 4
+	defaultRestoreWait  = 15 * time.Second
+	defaultRestoreRetry = 30 * time.Second
+)
+
 // Restore runs create again for every volume recorded (plugins are
-// idempotent), so what a reboot undid (a mount) is made again; a volume
-// whose plugin fails stays recorded but is not advertised (a task must
-// not get a directory its plugin did not make ready), and the failure is
-// logged and returned. Each plugin run has its operation's deadline.
+// idempotent), so what a reboot undid (a mount) is made again. Volumes
+// are restored in parallel (bounded), and Restore returns once all are
+// restored or RestoreWait passed, so a slow plugin does not hold the
+// client's start: a volume not restored (yet, or its plugin failed) stays
+// recorded but is not advertised (a task must not get a directory its
+// plugin did not make ready); it is retried in the background, and once
+// restored it is advertised (Changed). Failures and volumes still
+// restoring at the deadline are logged and returned. Each plugin run has
+// its operation's deadline.
 func (m *Manager) Restore(ctx context.Context) error {
 	m.mu.Lock()
 	ids := slices.Sorted(maps.Keys(m.vols))
-	m.mu.Unlock()
-	var errs []error
 	for _, id := range ids {
-		m.mu.Lock()
-		v := m.vols[id]
-		m.mu.Unlock()
-		if v == nil {
-			continue
-		}
-		release, err := m.acquire(ctx, v.vol)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res, err := m.run(ctx, v.vol, OpCreate, "")
-		m.mu.Lock()
-		if cur := m.vols[id]; cur != nil {
+		m.vols[id].restoreFailed = true // until restored
+	}
+	m.mu.Unlock()
+	wait, retry := m.cfg.RestoreWait, m.cfg.RestoreRetry
+	if wait <= 0 {
+		wait = defaultRestoreWait
+	}
+	if retry <= 0 {
+		retry = defaultRestoreRetry
+	}
+	sem := make(chan struct{}, restoreParallel)
+	first := make(chan error, len(ids))
+	for _, id := range ids {
+		go m.restoreLoop(ctx, id, sem, retry, first)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var errs []error
+	for left := len(ids); left > 0; left-- {
+		select {
+		case err := <-first:
 			if err != nil {
-				cur.restoreFailed = true
-			} else {
-				cur.path, cur.bytes, cur.restoreFailed = res.Path, res.Bytes, false
+				errs = append(errs, err)
 			}
-		}
-		m.mu.Unlock()
-		release()
-		if err != nil {
-			m.cfg.Logger.Error("restoring a dynamic host volume; not advertised", "volume_id", id, "name", v.vol.GetName(), "error", err)
-			errs = append(errs, err)
+		case <-timer.C:
+			m.cfg.Logger.Warn("dynamic host volumes still restoring; not advertised until restored", "count", left, "waited", wait)
+			errs = append(errs, fmt.Errorf("dynamic host volumes: %d not restored within %s: not advertised until they are", left, wait))
+			left = 1 // ends the loop
+		case <-ctx.Done():
+			errs = append(errs, context.Cause(ctx))
+			left = 1
 		}
 	}
+	m.restoreReturned.Store(true)
 	return errors.Join(errs...)
+}
+
+// restoreLoop restores volume id, sending its first attempt's outcome on
+// first; a failure is retried every retry until restored, the volume is
+// gone, or ctx ends.
+func (m *Manager) restoreLoop(ctx context.Context, id string, sem chan struct{}, retry time.Duration, first chan<- error) {
+	for attempt := 0; ; attempt++ {
+		done, err := m.restoreOnce(ctx, id, sem)
+		if attempt == 0 {
+			first <- err
+		}
+		if done || ctx.Err() != nil {
+			return
+		}
+		m.cfg.Logger.Error("restoring a dynamic host volume; not advertised, retrying", "volume_id", id, "in", retry, "error", err)
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// restoreOnce runs create again for volume id; done when it is restored
+// or no longer recorded (deleted, or made again by a create meanwhile).
+func (m *Manager) restoreOnce(ctx context.Context, id string, sem chan struct{}) (done bool, err error) {
+	m.mu.Lock()
+	v := m.vols[id]
+	m.mu.Unlock()
+	if v == nil || !v.restoreFailed {
+		return true, nil
+	}
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, context.Cause(ctx)
+	}
+	defer func() { <-sem }()
+	release, err := m.acquire(ctx, v.vol)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	m.mu.Lock()
+	cur := m.vols[id]
+	m.mu.Unlock()
+	if cur == nil || !cur.restoreFailed {
+		return true, nil
+	}
+	res, err := m.run(ctx, cur.vol, OpCreate, "")
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	if c := m.vols[id]; c != nil {
+		c.path, c.bytes, c.restoreFailed = res.Path, res.Bytes, false
+	}
+	m.mu.Unlock()
+	if m.restoreReturned.Load() {
+		m.changed() // advertised from now on
+	}
+	return true, nil
+}
+
+// Retain stops advertising the volumes whose IDs are not in held (the
+// servers' registration answer: a volume forgotten by a delete -force
+// while the node was away), logging each once and keeping its data and
+// record (an operator removes it by hand); one held again is advertised
+// again. Changed is called when what is advertised changed.
+func (m *Manager) Retain(held []string) {
+	keep := make(map[string]bool, len(held))
+	for _, id := range held {
+		keep[id] = true
+	}
+	changed := false
+	m.mu.Lock()
+	for id, v := range m.vols {
+		switch {
+		case !keep[id] && !v.unknown:
+			v.unknown, changed = true, true
+			m.cfg.Logger.Warn("the servers do not hold this dynamic host volume (deleted with -force?): no longer advertised; its data is kept",
+				"volume_id", id, "name", v.vol.GetName(), "path", v.path)
+		case keep[id] && v.unknown:
+			v.unknown, changed = false, true
+		}
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changed()
+	}
 }
 
 // Volumes are the node's dynamic host volumes by name, for its
@@ -198,7 +328,7 @@ func (m *Manager) Volumes() map[string]*pb.HostVolumeInfo {
 	defer m.mu.Unlock()
 	out := make(map[string]*pb.HostVolumeInfo, len(m.vols))
 	for id, v := range m.vols {
-		if v.restoreFailed {
+		if v.restoreFailed || v.unknown {
 			continue
 		}
 		out[v.vol.GetName()] = &pb.HostVolumeInfo{Path: v.path, Id: id}
@@ -246,7 +376,7 @@ func (m *Manager) Create(ctx context.Context, v *pb.HostVolume) (path string, by
 			delete(m.vols, v.GetId())
 		}
 		m.mu.Unlock()
-		return "", 0, fmt.Errorf("%s: recording it: %w", m.describe(v), err)
+		return "", 0, fmt.Errorf("%s: made, but %w: %w", m.describe(v), ErrNotRecorded, err)
 	}
 	m.changed()
 	return res.Path, res.Bytes, nil
@@ -283,7 +413,7 @@ func (m *Manager) Delete(ctx context.Context, v *pb.HostVolume) error {
 		m.mu.Lock()
 		m.vols[v.GetId()] = have
 		m.mu.Unlock()
-		return fmt.Errorf("%s: forgetting it: %w", m.describe(v), err)
+		return fmt.Errorf("%s: removed, but %w: %w", m.describe(v), ErrNotRecorded, err)
 	}
 	m.changed()
 	return nil

@@ -16,11 +16,14 @@ import (
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrUnknownPlugin: codes.FailedPrecondition,
-		ErrPluginFailed:  codes.Internal,
-		ErrBadParameters: codes.InvalidArgument,
-		ErrNameTaken:     codes.AlreadyExists,
-		ErrBadVolume:     codes.InvalidArgument,
+		ErrUnknownPlugin:  codes.FailedPrecondition,
+		ErrPluginFailed:   codes.Internal,
+		ErrBadParameters:  codes.InvalidArgument,
+		ErrNameTaken:      codes.AlreadyExists,
+		ErrBadVolume:      codes.InvalidArgument,
+		ErrNotRecorded:    codes.Aborted,
+		ErrPluginTimeout:  codes.DeadlineExceeded,
+		ErrPluginCanceled: codes.Canceled,
 	})
 }
 

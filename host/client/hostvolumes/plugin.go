@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -36,6 +38,14 @@ var (
 	// ErrPluginFailed is returned when a plugin exits non-zero or answers
 	// what the contract does not allow.
 	ErrPluginFailed = errcode.New(codes.Internal, "host volume plugin failed")
+	// ErrPluginTimeout is returned when a plugin does not answer within
+	// its operation's deadline (or the caller's): it was killed, but may
+	// have acted first, so the outcome is unknown (DeadlineExceeded, an
+	// uncertain code: the servers keep the volume's record).
+	ErrPluginTimeout = errcode.New(codes.DeadlineExceeded, "host volume plugin did not answer in time; it may have acted")
+	// ErrPluginCanceled is returned when the caller gave up on a plugin
+	// run: it was killed, but may have acted first.
+	ErrPluginCanceled = errcode.New(codes.Canceled, "host volume plugin run canceled; it may have acted")
 	// ErrBadParameters is returned when a volume's parameters do not suit
 	// its plugin (mkdir's uid, gid, mode).
 	ErrBadParameters = errcode.New(codes.InvalidArgument, "invalid host volume parameters")
@@ -208,7 +218,7 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	}
 	timeout := opTimeouts[op]
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout,
-		fmt.Errorf("%w: %s %s: no answer within %s", ErrPluginFailed, e.Path, op, timeout))
+		fmt.Errorf("%w: %s %s: no answer within %s", ErrPluginTimeout, e.Path, op, timeout))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Path, op)
 	cmd.Env = []string{
@@ -232,11 +242,9 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 	killGroupOnCancel(cmd)
 	stdout := &capBuffer{max: stdoutMax}
 	stderr := &tailBuffer{keep: stderrKept}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
-	if ctx.Err() != nil && context.Cause(ctx) != nil && errors.Is(context.Cause(ctx), ErrPluginFailed) {
-		return nil, context.Cause(ctx)
+	runErr := runDrained(cmd, stdout, stderr)
+	if runErr != nil && ctx.Err() != nil {
+		return nil, interrupted(ctx, e.Path, op)
 	}
 	if stdout.over {
 		return nil, fmt.Errorf("%w: %s %s: answered more than %d bytes", ErrPluginFailed, e.Path, op, stdoutMax)
@@ -251,6 +259,77 @@ func (e *External) run(ctx context.Context, op string, req Request) ([]byte, err
 		return nil, fmt.Errorf("%w: %s %s: %v", ErrPluginFailed, e.Path, op, runErr)
 	}
 	return stdout.Bytes(), nil
+}
+
+// drainGrace bounds how long the output of an exited plugin is read on
+// after its process group was killed (a child that left the group may
+// hold the pipes).
+const drainGrace = 2 * time.Second
+
+// runDrained runs cmd with its stdout and stderr read through pipes it
+// drains itself into out and errOut (bounded writers), and kills cmd's
+// process group as soon as the plugin exits: a background child that
+// keeps the pipes open neither holds the answer back nor outlives the
+// run. (exec's own copying would wait for the child to close them.)
+func runDrained(cmd *exec.Cmd, out, errOut io.Writer) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return startErr
+	}
+	var wg sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, out}, {errR, errOut}} {
+		wg.Go(func() { _, _ = io.Copy(p.w, p.r) })
+	}
+	waitErr := cmd.Wait()
+	killGroup(cmd)
+	drained := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	timer := time.NewTimer(drainGrace)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+	}
+	outR.Close() // ends a read still blocked
+	errR.Close()
+	<-drained
+	return waitErr
+}
+
+// interrupted is the error of a run killed because ctx ended: its own
+// deadline (the cause), the caller's deadline, or the caller's cancel.
+// The plugin may have acted before it was killed.
+func interrupted(ctx context.Context, path, op string) error {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, ErrPluginTimeout):
+		return cause
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s %s: the caller's deadline passed: %v", ErrPluginTimeout, path, op, cause)
+	default:
+		return fmt.Errorf("%w: %s %s: %v", ErrPluginCanceled, path, op, cause)
+	}
 }
 
 // answeredError returns the message of a {"error": "..."} answer, or "".

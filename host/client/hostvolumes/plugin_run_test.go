@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/rpc/errcode"
 )
 
 func writePlugin(t *testing.T, dir, body string) *External {
@@ -31,7 +35,7 @@ func TestPluginDeadlineKillsItsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(dir, "child")
 	e := writePlugin(t, dir, "sleep 600 &\necho $! > "+pidFile+".tmp && mv "+pidFile+".tmp "+pidFile+"\nwait\n")
 	_, err := e.Create(context.Background(), Request{ID: "v1", Name: "n", Path: filepath.Join(dir, "vols", "v1")})
-	if !errors.Is(err, ErrPluginFailed) || !strings.Contains(err.Error(), "no answer within 300ms") {
+	if !errors.Is(err, ErrPluginTimeout) || errcode.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no answer within 300ms") {
 		t.Fatalf("a hung plugin: %v", err)
 	}
 	b, err := os.ReadFile(pidFile)
@@ -84,5 +88,41 @@ esac
 	_, err = e.Create(ctx, Request{ID: "v", Name: "noisy"})
 	if err == nil || !strings.HasSuffix(err.Error(), "e the end") || len(err.Error()) > 1400 {
 		t.Errorf("a long stderr: %d bytes: %.200v", len(err.Error()), err)
+	}
+}
+
+// A plugin that answers and exits while a background child keeps its
+// stdout open answers at once (not at its deadline, as a failure), and
+// the child is killed with the plugin's process group.
+func TestPluginBackgroundChildHoldingStdout(t *testing.T) {
+	old := opTimeouts[OpCreate]
+	opTimeouts[OpCreate] = 20 * time.Second
+	t.Cleanup(func() { opTimeouts[OpCreate] = old })
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child")
+	e := writePlugin(t, dir, "sleep 1000 &\necho $! > "+pidFile+"\necho '{\"path\": \"/x\", \"bytes\": 7}'\n")
+	start := time.Now()
+	r, err := e.Create(context.Background(), Request{ID: "v1", Name: "n", Path: filepath.Join(dir, "vols", "v1")})
+	if err != nil || r.Path != "/x" || r.Bytes != 7 {
+		t.Fatalf("a plugin with a background child: %v, %v", r, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("answered after %s: it waited for the child", took)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the plugin's child %d outlived it", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -116,7 +116,7 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 		v.State = pb.HostVolumeState_HOST_VOLUME_STATE_PENDING
 		v.ModifiedAt = v.GetCreatedAt()
 		if _, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v}); err != nil {
-			return nil, fmt.Errorf("recording host volume %q on node %s: %w", v.GetName(), v.GetNodeId(), err)
+			return nil, fmt.Errorf("recording host volume %q (%s) on node %s pending: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
 		}
 	}
 	resp, err := e.calls.HostVolumeOnNode(ctx, true, v.GetNodeId(), v)
@@ -245,7 +245,14 @@ func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDele
 	marked := proto.CloneOf(v)
 	marked.State = pb.HostVolumeState_HOST_VOLUME_STATE_DELETING
 	marked.ModifiedAt = e.s.Clock.Now().UnixNano()
-	if _, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: marked}); err != nil {
+	mark := &pb.HostVolumeRegisterCommand{Volume: marked}
+	if v.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING {
+		// Delete again: take over the mark read (another delete's put_back
+		// of it is then refused); refused if another delete re-marked it.
+		mark.MarkIndex = v.GetModifyIndex()
+	}
+	markIndex, err := e.s.Apply(ctx, fsm.HostVolumeRegister, mark)
+	if err != nil {
 		return nil, fmt.Errorf("deleting host volume %q (%s) on node %s: %w", v.GetName(), v.GetId(), v.GetNodeId(), err)
 	}
 	if _, err := e.calls.HostVolumeOnNode(ctx, false, v.GetNodeId(), v); err != nil {
@@ -257,7 +264,10 @@ func (e *hostVolumesEndpoint) Delete(ctx context.Context, req *pb.HostVolumeDele
 		back.ModifiedAt = e.s.Clock.Now().UnixNano()
 		put, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if _, rerr := e.s.Apply(put, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: back, PutBack: true}); rerr != nil {
+		if _, rerr := e.s.Apply(put, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: back, PutBack: true, MarkIndex: markIndex}); rerr != nil {
+			if errors.Is(rerr, fsm.ErrHostVolumeMarkChanged) {
+				return nil, fmt.Errorf("%w; not put back to %s: %w", err, pb.EnumWord(v.GetState()), rerr)
+			}
 			return nil, fmt.Errorf("%w; putting it back to %s failed too (%v): it takes no claim until a delete completes", err, pb.EnumWord(v.GetState()), rerr)
 		}
 		return nil, err
@@ -285,7 +295,7 @@ func (e *hostVolumesEndpoint) forceDelete(ctx context.Context, v *pb.HostVolume)
 		return nil, fmt.Errorf("forgetting host volume %q (%s): %w", v.GetName(), v.GetId(), err)
 	}
 	return &pb.HostVolumeDeleteResponse{Index: index, Warning: fmt.Sprintf(
-		"host volume %q (%s) forgotten without asking node %s: its data may remain there (%s)", v.GetName(), v.GetId(), v.GetNodeId(),
+		"host volume %q (%s) forgotten without asking node %s: its data may remain there (%s); if the node comes back it stops advertising the volume (and keeps its data) when it registers", v.GetName(), v.GetId(), v.GetNodeId(),
 		hostVolumePathOrUnknown(v))}, nil
 }
 

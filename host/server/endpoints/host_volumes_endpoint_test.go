@@ -28,6 +28,8 @@ type fsmServer struct {
 	mu         sync.Mutex
 	index      uint64
 	oldServers bool
+	// refuse, when set, fails every proposal (raft unavailable).
+	refuse error
 }
 
 func (s *fsmServer) State() *fsm.StateStore { return s.f.State() }
@@ -36,6 +38,9 @@ func (s *fsmServer) BlockingRead(context.Context, *pb.QueryOptions, fsm.QueryFun
 }
 func (s *fsmServer) QueryMeta(uint64) *pb.QueryMeta { return nil }
 func (s *fsmServer) ApplyResult(_ context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error) {
+	if s.refuse != nil {
+		return nil, s.refuse
+	}
 	buf, err := fsm.Encode(t, msg)
 	if err != nil {
 		return nil, err

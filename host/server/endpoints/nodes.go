@@ -46,10 +46,21 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
 	s.Heartbeats.Reset(n.GetId(), s.HeartbeatTTL)
+	if err := promotePendingHostVolumes(ctx, s, n); err != nil {
+		s.Logger.Warn("a pending host volume its node reports stays pending", "error", err)
+	}
+	held, err := heldHostVolumeIDs(s, n.GetId())
+	if err != nil {
+		return nil, err
+	}
 	return &pb.NodeRegisterResponse{
 		Meta:           &pb.WriteMeta{Index: idx},
 		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
+		// Read on the leader after the registration applied: every
+		// volume's record precedes the node's making it.
+		HostVolumeIds:    held,
+		HostVolumesKnown: true,
 	}, nil
 }
 

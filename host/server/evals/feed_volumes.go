@@ -5,6 +5,7 @@ import (
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/scheduler"
+	"berth.dev/berth/rpc/pb"
 )
 
 // Blocked evaluations and volume claims. An evaluation that could not
@@ -34,14 +35,15 @@ import (
 // run per volume-blocked job, and a job with no volumes never wakes on
 // claims.
 
-// volumesChangedAt is the latest index at which a claim, a volume or an
-// attachment changed, removals included. Attachments count because a
+// volumesChangedAt is the latest index at which a claim, a volume (CSI
+// or dynamic host: one made ready) or an attachment changed, removals
+// included. Attachments count because a
 // node whose attachment of a volume is detaching takes no claim on it (the
 // scheduler blocks on that), and the attachment's removal, the end of the
 // controller unpublish, need not free any claim.
 func volumesChangedAt(snap *fsm.StateSnapshot) (uint64, error) {
 	var latest uint64
-	for _, table := range []string{fsm.TableClaims, fsm.TableVolumes, fsm.TableAttachments} {
+	for _, table := range []string{fsm.TableClaims, fsm.TableVolumes, fsm.TableAttachments, fsm.TableHostVolumes} {
 		idx, err := snap.Index(table)
 		if err != nil {
 			return 0, err
@@ -72,6 +74,21 @@ func watchJobVolumes(ws memdb.WatchSet, snap *fsm.StateSnapshot, jobID string) (
 			}
 			if _, err := snap.AttachmentsByVolume(ws, id); err != nil {
 				return false, err
+			}
+		}
+		// Host volumes are named by name (a node's host volume): a
+		// dynamic one of the name made ready, or its claim freed, may
+		// make room. Static ones change only with their node.
+		for _, name := range scheduler.GroupHostVolumeNames(g) {
+			claims = true
+			vols, _, err := snap.HostVolumesPage(ws, "", 0, func(v *pb.HostVolume) bool { return v.GetName() == name })
+			if err != nil {
+				return false, err
+			}
+			for _, v := range vols {
+				if _, err := snap.ClaimsByVolume(ws, v.GetId()); err != nil {
+					return false, err
+				}
 			}
 		}
 	}
