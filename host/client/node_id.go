@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"berth.dev/berth/internal/atomicfile"
 	"berth.dev/berth/internal/uuid"
 )
 
@@ -32,14 +33,7 @@ func loadNodeID(dataDir string) (string, error) {
 		return "", fmt.Errorf("reading node id: %w", err)
 	}
 	id := uuid.Generate()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("creating client dir: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing node id: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("writing node id: %w", err)
 	}
 	return id, nil

@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/host/server/evals"
 	"berth.dev/berth/host/server/nodes"
 	"berth.dev/berth/host/server/volumeloops"
+	"berth.dev/berth/internal/atomicfile"
 	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/internal/uuid"
 	"berth.dev/berth/rpc"
@@ -256,7 +257,7 @@ func serverID(cfg *Config) (string, error) {
 		return "", fmt.Errorf("reading server id: %w", err)
 	}
 	id := uuid.Generate()
-	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+	if err := atomicfile.Write(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("persisting server id: %w", err)
 	}
 	return id, nil
@@ -434,29 +435,6 @@ func (s *Server) closeStores() {
 		_ = c.Close()
 	}
 	s.stores = nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // RaftAddr returns the address raft listens on.
