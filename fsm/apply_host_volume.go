@@ -54,6 +54,8 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 	}
 	deleting := existing.GetState() == pb.HostVolumeState_HOST_VOLUME_STATE_DELETING
 	switch {
+	case cmd.GetMustExist() && existing == nil:
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: forgotten meanwhile (deleted); create it anew", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeNotFound)
 	case cmd.GetPutBack():
 		if err := checkPutBack(existing, v, cmd.GetMarkIndex()); err != nil {
 			return err

@@ -332,8 +332,11 @@
 //     rules.CheckClaim refuse claims on it, as VolumeDeleting does. A
 //     failed delete's put_back applies only under the deleting mark it
 //     undoes (mark_index, ErrHostVolumeMarkChanged), and a deleting mark
-//     on a volume deleting must name the mark it takes over (these rules
-//     came before the host volume gate's version was released).
+//     on a volume deleting must name the mark it takes over; a move to
+//     ready with must_exist (a create's answer, a node's report at
+//     registration) is refused for a volume forgotten meanwhile
+//     (ErrVolumeNotFound), so a finished delete never comes back (these
+//     rules came before the host volume gate's version was released).
 //   - HostVolumeDelete (26) forgets it once its node removed it; refused
 //     while claimed.
 //

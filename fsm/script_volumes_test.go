@@ -22,7 +22,7 @@ import (
 //	  claim id= state= [node= force=true error= class=uncertain|final attempts= retry= expanded=]
 //	attachment-update volume= node= state= [controller= context=(k:v,...) error= class= attempts= retry= at=]
 //	fence node= [off=true at=]
-//	host-volume-register id= name= node= [path= capacity= caps=(access:attach,...) state=ready|deleting|pending put_back=true mark_index= at=]
+//	host-volume-register id= name= node= [path= capacity= caps=(access:attach,...) state=ready|deleting|pending put_back=true mark_index= must_exist=true at=]
 //	host-volume-delete id=
 //
 // and the plan command's claim line (script_jobs_test.go):
@@ -128,7 +128,7 @@ func encodeVolumeCommand(t *testing.T, td *datadriven.TestData) ([]byte, bool) {
 			})
 		}
 		return mustEncode(t, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v, PutBack: argBool(t, td, "put_back"),
-			MarkIndex: uint64(argInt(t, td, "mark_index", 0))}), true
+			MarkIndex: uint64(argInt(t, td, "mark_index", 0)), MustExist: argBool(t, td, "must_exist")}), true
 	case "host-volume-delete":
 		return mustEncode(t, fsm.HostVolumeDelete, &pb.HostVolumeDeleteCommand{Id: argString(t, td, "id", "")}), true
 	case "fence":

@@ -271,7 +271,13 @@ type HostVolumeRegisterCommand struct {
 	// that index; a deleting mark on a volume deleting only with its
 	// index. So a delete's put_back never reopens a volume a later delete
 	// is removing, nor re-inserts one forgotten.
-	MarkIndex     uint64 `protobuf:"varint,101,opt,name=mark_index,json=markIndex,proto3" json:"mark_index,omitempty"`
+	MarkIndex uint64 `protobuf:"varint,101,opt,name=mark_index,json=markIndex,proto3" json:"mark_index,omitempty"`
+	// must_exist: the volume is recorded already (pending, or ready) and this
+	// command moves it to ready — a create's answer from its node, or a
+	// pending volume its node reports at registration; refused when the
+	// volume was forgotten meanwhile (a delete that finished, a delete
+	// -force), so a volume is never revived.
+	MustExist     bool `protobuf:"varint,102,opt,name=must_exist,json=mustExist,proto3" json:"must_exist,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,6 +331,13 @@ func (x *HostVolumeRegisterCommand) GetMarkIndex() uint64 {
 		return x.MarkIndex
 	}
 	return 0
+}
+
+func (x *HostVolumeRegisterCommand) GetMustExist() bool {
+	if x != nil {
+		return x.MustExist
+	}
+	return false
 }
 
 // HostVolumeDeleteCommand forgets a volume its node removed; refused while
@@ -923,12 +936,14 @@ const file_berth_v1_host_volume_proto_rawDesc = "" +
 	"\fmodify_index\x18\x10 \x01(\x04R\vmodifyIndex\x1a=\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x83\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
 	"\x19HostVolumeRegisterCommand\x12,\n" +
 	"\x06volume\x18\x01 \x01(\v2\x14.berth.v1.HostVolumeR\x06volume\x12\x19\n" +
 	"\bput_back\x18d \x01(\bR\aputBack\x12\x1d\n" +
 	"\n" +
-	"mark_index\x18e \x01(\x04R\tmarkIndex\")\n" +
+	"mark_index\x18e \x01(\x04R\tmarkIndex\x12\x1d\n" +
+	"\n" +
+	"must_exist\x18f \x01(\bR\tmustExist\")\n" +
 	"\x17HostVolumeDeleteCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
 	"\x17HostVolumeCreateRequest\x12,\n" +

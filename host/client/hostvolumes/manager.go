@@ -349,14 +349,33 @@ func (m *Manager) Create(ctx context.Context, v *pb.HostVolume) (path string, by
 	}
 	defer release()
 	m.mu.Lock()
+	var forgotten []string
 	for id, o := range m.vols {
-		if id != v.GetId() && o.vol.GetName() == v.GetName() {
-			m.mu.Unlock()
-			return "", 0, fmt.Errorf("%s: %w: dynamic host volume %s", m.describe(v), ErrNameTaken, id)
+		if id == v.GetId() || o.vol.GetName() != v.GetName() {
+			continue
 		}
+		if o.unknown {
+			// The servers no longer hold it (deleted with -force while
+			// this node was away): its record gives way, its data stays
+			// at its own path.
+			forgotten = append(forgotten, id)
+			continue
+		}
+		m.mu.Unlock()
+		return "", 0, fmt.Errorf("%s: %w: dynamic host volume %s", m.describe(v), ErrNameTaken, id)
+	}
+	for _, id := range forgotten {
+		m.cfg.Logger.Warn("forgetting a dynamic host volume the servers no longer hold, for a new volume of its name; its data is kept",
+			"volume_id", id, "name", v.GetName(), "path", m.vols[id].path, "new_volume_id", v.GetId())
+		delete(m.vols, id)
 	}
 	prev := m.vols[v.GetId()]
 	m.mu.Unlock()
+	if len(forgotten) > 0 {
+		if err := m.save(); err != nil {
+			return "", 0, fmt.Errorf("%s: forgetting dynamic host volume %v: %w", m.describe(v), forgotten, err)
+		}
+	}
 	if _, ok := m.cfg.Static[v.GetName()]; ok && prev == nil {
 		return "", 0, fmt.Errorf("%s: %w: a static host_volume of the agent's config", m.describe(v), ErrNameTaken)
 	}

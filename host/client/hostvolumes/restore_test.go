@@ -127,3 +127,37 @@ func TestRetainHidesVolumesTheServersForgot(t *testing.T) {
 		t.Fatalf("after Retain(v1, v2): %v, %d changes", got, changes)
 	}
 }
+
+// A new volume may take the name of one the servers no longer hold: the
+// hidden one's record gives way (its data stays at its own path), so a
+// name forced away while the node was gone is usable again.
+func TestCreateTakesTheNameOfAForgottenVolume(t *testing.T) {
+	dir := t.TempDir()
+	changes := 0
+	m := newManager(t, dir, &changes)
+	ctx := context.Background()
+	if _, _, err := m.Create(ctx, &pb.HostVolume{Id: "v1", Name: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.Create(ctx, &pb.HostVolume{Id: "v2", Name: "data"}); !errors.Is(err, ErrNameTaken) {
+		t.Fatalf("a second volume of a held name: %v, want ErrNameTaken", err)
+	}
+	m.Retain(nil)
+	if _, _, err := m.Create(ctx, &pb.HostVolume{Id: "v2", Name: "data"}); err != nil {
+		t.Fatalf("the name of a volume the servers forgot: %v", err)
+	}
+	if got := m.Volumes(); got["data"].GetId() != "v2" {
+		t.Fatalf("volumes %v, want data = v2", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "vols", "v1")); err != nil {
+		t.Fatalf("the forgotten volume's data: %v", err)
+	}
+	// A restarted manager restores only v2.
+	m2 := newManager(t, dir, &changes)
+	if err := m2.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := m2.Volumes(); len(got) != 1 || got["data"].GetId() != "v2" {
+		t.Fatalf("after a restart: %v, want only data = v2", got)
+	}
+}

@@ -140,7 +140,7 @@ func (e *hostVolumesEndpoint) Create(ctx context.Context, req *pb.HostVolumeCrea
 	v.HostPath, v.CapacityBytes = resp.GetHostPath(), resp.GetCapacityBytes()
 	v.State = pb.HostVolumeState_HOST_VOLUME_STATE_READY
 	v.ModifiedAt = e.s.Clock.Now().UnixNano()
-	index, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v})
+	index, err := e.s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: v, MustExist: true})
 	if err != nil {
 		return nil, fmt.Errorf("recording host volume %q (%s) on node %s as made: %w (create again with id %s)", v.GetName(), v.GetId(), v.GetNodeId(), err, v.GetId())
 	}

@@ -32,7 +32,7 @@ func promotePendingHostVolumes(ctx context.Context, s *api, n *pb.Node) error {
 		ready.State = pb.HostVolumeState_HOST_VOLUME_STATE_READY
 		ready.HostPath = info.GetPath()
 		ready.ModifiedAt = s.Clock.Now().UnixNano()
-		if _, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: ready}); err != nil {
+		if _, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: ready, MustExist: true}); err != nil {
 			return fmt.Errorf("host volume %q (%s) on node %s: recording it ready as its node reports it: %w", v.GetName(), v.GetId(), n.GetId(), err)
 		}
 	}
