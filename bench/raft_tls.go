@@ -4,10 +4,15 @@ package main
 // 3-server cluster runs berth's FSM applying the real NodeRegister payload
 // over raft's plain TCP transport (the baseline) and over the TLS stream
 // layer a server with tls.rpc runs (host/server NewTLSStreamLayer, with
-// verify_server_hostname), interleaved ABBA round by round on fresh
-// clusters, at 1 and 64 proposers. Reported: each side's median
-// throughput and p50 latency and the median of the per-round ratios
-// TLS / plain. Target: throughput ≥ 0.85×, latency within 1.10× (issue 21).
+// verify_server_hostname), interleaved round by round on fresh clusters
+// (each round rotates the order), at 1 and 64 proposers. A third arm, a
+// second plain cluster, is the control: its ratio to the first is the
+// noise floor of this machine, against which TLS / plain is read (at one
+// proposer each commit waits on three fsyncs, and the per-round ratios of
+// two identical plain clusters spread as widely as TLS's). Reported: each
+// side's median throughput and p50 latency and the medians of the
+// per-round ratios TLS / plain and control / plain. Target: throughput ≥
+// 0.85×, latency within 1.10× (issue 21).
 
 import (
 	"context"
@@ -37,18 +42,18 @@ func benchRaftTLS(opts options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("3 servers, berth FSM, %s payload (%d B), %d rounds of %s, ABBA\n\n", m.spec.name, m.p.size(), m.plan.rounds, m.plan.window)
-	fmt.Printf("| proposers | plain ops/s | TLS ops/s | TLS/plain throughput | plain p50 | TLS p50 | TLS/plain p50 |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("3 servers, berth FSM, %s payload (%d B), %d rounds of %s, order rotated each round\n\n", m.spec.name, m.p.size(), m.plan.rounds, m.plan.window)
+	fmt.Printf("| proposers | plain ops/s | TLS ops/s | TLS/plain throughput | plain p50 | TLS p50 | TLS/plain p50 | control/plain throughput | control/plain p50 |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, procs := range raftProposerCounts {
 		r := m.row(procs)
-		fmt.Printf("| %d | %.0f | %.0f | %.2f× | %s | %s | %.2f× |\n", procs, r.plainOps, r.tlsOps, r.thrRatio,
-			r.plainP50.Round(time.Microsecond), r.tlsP50.Round(time.Microsecond), r.latRatio)
+		fmt.Printf("| %d | %.0f | %.0f | %.2f× | %s | %s | %.2f× | %.2f× | %.2f× |\n", procs, r.plainOps, r.tlsOps, r.thrRatio,
+			r.plainP50.Round(time.Microsecond), r.tlsP50.Round(time.Microsecond), r.latRatio, r.ctlThrRatio, r.ctlLatRatio)
 	}
 	return nil
 }
 
 // raftTLSMeasure is what measureRaftTLS measured: per arm ("plain",
-// "tls") and proposer count, one result per round.
+// "tls", "control") and proposer count, one result per round.
 type raftTLSMeasure struct {
 	plan raftPlan
 	spec payloadSpec
@@ -57,25 +62,33 @@ type raftTLSMeasure struct {
 }
 
 // raftTLSRow is one proposer count's medians and the medians of the
-// per-round ratios TLS / plain.
+// per-round ratios TLS / plain and control / plain.
 type raftTLSRow struct {
-	plainOps, tlsOps   float64
-	thrRatio, latRatio float64
-	plainP50, tlsP50   time.Duration
+	plainOps, tlsOps         float64
+	thrRatio, latRatio       float64
+	ctlThrRatio, ctlLatRatio float64
+	plainP50, tlsP50         time.Duration
 }
 
 func (m *raftTLSMeasure) row(procs int) raftTLSRow {
 	plain, tls := m.runs["plain"][procs], m.runs["tls"][procs]
-	var thr, lat []float64
-	for i := range min(len(plain), len(tls)) {
-		thr = append(thr, tls[i].opsPerSec()/plain[i].opsPerSec())
-		lat = append(lat, float64(tls[i].percentile(0.5))/float64(plain[i].percentile(0.5)))
-	}
+	thr, lat := perRoundRatios(tls, plain)
+	ctlThr, ctlLat := perRoundRatios(m.runs["control"][procs], plain)
 	return raftTLSRow{
 		plainOps: medianOf(plain, loadResult.opsPerSec), tlsOps: medianOf(tls, loadResult.opsPerSec),
 		thrRatio: medianF(thr), latRatio: medianF(lat),
+		ctlThrRatio: medianF(ctlThr), ctlLatRatio: medianF(ctlLat),
 		plainP50: time.Duration(medianOf(plain, p50)), tlsP50: time.Duration(medianOf(tls, p50)),
 	}
+}
+
+// perRoundRatios are, round by round, a's throughput and p50 over base's.
+func perRoundRatios(a, base []loadResult) (thr, lat []float64) {
+	for i := range min(len(a), len(base)) {
+		thr = append(thr, a[i].opsPerSec()/base[i].opsPerSec())
+		lat = append(lat, float64(a[i].percentile(0.5))/float64(base[i].percentile(0.5)))
+	}
+	return thr, lat
 }
 
 // measureRaftTLS runs the plain and the TLS clusters, ABBA round by round.
@@ -116,14 +129,14 @@ func measureRaftTLS(opts options) (_ *raftTLSMeasure, err error) {
 			}
 			return raft.NewNetworkTransportWithLogger(layer, transportPool, transportTimeout, logger.Named("raft-net")), nil
 		}},
+		{"control", tcpTransport},
 	}
 	const servers = 3
-	runs := map[string]map[int][]loadResult{"plain": {}, "tls": {}}
+	runs := map[string]map[int][]loadResult{"plain": {}, "tls": {}, "control": {}}
 	for round := range plan.rounds {
-		order := slices.Clone(arms)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
+		// Rotated: each arm runs first, second and last in turn.
+		k := round % len(arms)
+		order := slices.Concat(arms[k:], arms[:k])
 		for _, arm := range order {
 			fmt.Fprintf(os.Stderr, "raft-tls: round %d/%d, %s\n", round+1, plan.rounds, arm.name)
 			res, err := runTLSArm(ctx, filepath.Join(dir, fmt.Sprintf("round%d-%s", round+1, arm.name)), servers, arm, plan, p)

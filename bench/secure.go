@@ -349,6 +349,8 @@ func printSecure(w io.Writer, arms []*secureArm, plan jobRunPlan, raftM *raftTLS
 			secureThroughputTarget, verdict(r.thrRatio >= secureThroughputTarget))
 		fmt.Fprintf(&b, "| raft apply p50, %d proposers | %s | %s | %.3f× | ≤ %.2f× | %s |\n", procs, r.plainP50.Round(time.Microsecond),
 			r.tlsP50.Round(time.Microsecond), r.latRatio, secureLatencyTarget, verdict(r.latRatio <= secureLatencyTarget))
+		fmt.Fprintf(&b, "| raft noise floor, %d proposers: a second plain cluster / plain | throughput | p50 | %.3f×, %.3f× | — | control |\n",
+			procs, r.ctlThrRatio, r.ctlLatRatio)
 	}
 	mode := ""
 	if quick {
@@ -358,8 +360,9 @@ func printSecure(w io.Writer, arms []*secureArm, plan jobRunPlan, raftM *raftTLS
 		"in one process with raft and the state DB on disk; the TLS + ACL one verifies client certificates on RPC and HTTPS and "+
 		"the runs use a token of a policy with submit-job, read-job, list-jobs, csi-mount-volume and csi-read-volume. "+
 		"The ratios are of the medians.\n", plan.runs, plan.warmup, mode)
-	fmt.Fprintf(&b, "raft: 3 servers, berth FSM, %s payload (%d B), %d rounds of %s, ABBA, TLS stream layer with verify_server_hostname "+
-		"against plain TCP; ratios are the medians of the per-round ratios. ACL is not on raft's path.\n",
+	fmt.Fprintf(&b, "raft: 3 servers, berth FSM, %s payload (%d B), %d rounds of %s, order rotated each round, TLS stream layer with verify_server_hostname "+
+		"against plain TCP and a second plain cluster as the control (its ratios are this machine's noise); ratios are the medians "+
+		"of the per-round ratios. ACL is not on raft's path.\n",
 		raftM.spec.name, raftM.p.size(), raftM.plan.rounds, raftM.plan.window)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -58,7 +58,7 @@ func TestSecureSectionSmoke(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"| csiflow job run → running (median) |", "| csiflow job stop → claim freed (median) |",
-		"| raft throughput, 1 proposers (ops/s) |", "| raft throughput, 64 proposers (ops/s) |", "| raft apply p50, 64 proposers |", "(quick mode"} {
+		"| raft throughput, 1 proposers (ops/s) |", "| raft throughput, 64 proposers (ops/s) |", "| raft apply p50, 64 proposers |", "| raft noise floor, 1 proposers: a second plain cluster / plain |", "(quick mode"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}

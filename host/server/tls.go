@@ -158,6 +158,9 @@ type tlsStreamLayer struct {
 	store *tlsconf.Store
 	// handshakeTimeout is raftHandshakeTimeout but in tests.
 	handshakeTimeout time.Duration
+	// dialContext opens the connection Dial runs TLS over: TCP but in
+	// tests.
+	dialContext func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // raftHandshakeTimeout bounds a raft peer's TLS handshake: a connection
@@ -179,7 +182,8 @@ func NewTLSStreamLayer(bind string, store *tlsconf.Store) (raft.StreamLayer, err
 		lis.Close()
 		return nil, fmt.Errorf("raft address %s cannot be advertised to peers", addr)
 	}
-	return &tlsStreamLayer{tcp: lis, addr: addr, store: store, handshakeTimeout: raftHandshakeTimeout}, nil
+	return &tlsStreamLayer{tcp: lis, addr: addr, store: store, handshakeTimeout: raftHandshakeTimeout,
+		dialContext: (&net.Dialer{}).DialContext}, nil
 }
 
 // Accept returns the next connection; its handshake runs at its first read
@@ -196,7 +200,11 @@ func (l *tlsStreamLayer) Close() error   { return l.tcp.Close() }
 func (l *tlsStreamLayer) Addr() net.Addr { return l.addr }
 
 // handshakeConn completes its TLS handshake under a deadline before the
-// first read or write; a failed one closes the connection.
+// first read or write; a failed one closes the connection. The deadline is
+// the handshake's context, not one set on the connection: raft pools its
+// connections and pipelines AppendEntries on one for as long as it lives,
+// and a deadline left set would kill each one raftHandshakeTimeout after
+// it was accepted, to be redialled with a full handshake.
 type handshakeConn struct {
 	*tls.Conn
 	timeout time.Duration
@@ -234,12 +242,18 @@ func (c *handshakeConn) Write(b []byte) (int, error) {
 // dial. A peer that refuses this server's certificate does not, under TLS
 // 1.3: the client's handshake ends before the peer checks its certificate,
 // so the refusal (the peer's alert) surfaces at the connection's first read.
+// Like Accept's, the timeout is the handshake's context, not a deadline
+// left on the connection raft then pools.
 func (l *tlsStreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := &net.Dialer{Timeout: timeout}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := (&tls.Dialer{NetDialer: d, Config: l.store.ClientConfig()}).DialContext(ctx, "tcp", string(address))
+	raw, err := l.dialContext(ctx, "tcp", string(address))
 	if err != nil {
+		return nil, fmt.Errorf("raft: dialling %s over TLS: %w", address, err)
+	}
+	conn := tls.Client(raw, l.store.ClientConfig())
+	if err := conn.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
 		return nil, fmt.Errorf("raft: dialling %s over TLS: %w", address, err)
 	}
 	return conn, nil
