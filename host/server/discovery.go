@@ -123,9 +123,13 @@ func (d *discovery) run() {
 		}
 		wait := s.cfg.RetryInterval
 		if !s.inCluster() {
-			if err := d.formOrJoin(); err != nil {
-				s.logger.Warn("cluster formation", "error", err)
+			s.forming.Lock()
+			if !s.leaving.Load() {
+				if err := d.formOrJoin(); err != nil {
+					s.logger.Warn("cluster formation", "error", err)
+				}
 			}
+			s.forming.Unlock()
 			// Forming a cluster is latency-sensitive; retry sooner.
 			wait = min(wait, time.Second)
 		} else {

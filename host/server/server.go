@@ -88,6 +88,10 @@ type Server struct {
 	// leaving is set when a graceful leave starts; discovery then stops, so
 	// it does not join the server back while it leaves.
 	leaving atomic.Bool
+	// forming is held by a discovery round that may join the cluster
+	// (formOrJoin); Leave waits for it, so a join in flight cannot add
+	// the server back after its leave removed it.
+	forming sync.Mutex
 
 	shutdownOnce sync.Once
 	shutdownCtx  context.Context
@@ -382,6 +386,16 @@ func (s *Server) goRun(f func()) {
 // Leave removes this server from the raft configuration (a graceful leave).
 func (s *Server) Leave(ctx context.Context) error {
 	s.leaving.Store(true)
+	// Wait, within ctx, for a discovery round in flight (its join would
+	// add this server back); leaving stops new ones.
+	for !s.forming.TryLock() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("leaving: a join of this server is still in flight: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	s.forming.Unlock()
 	if s.IsLeader() {
 		// The leader may remove itself: it steps down once the change commits.
 		return s.removePeer(ctx, s.id)

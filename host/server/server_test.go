@@ -448,11 +448,13 @@ func TestLeaveOnTerminateRemovesTheServer(t *testing.T) {
 					return fmt.Errorf("%s still in the configuration", leaving.cfg.Name)
 				}
 			}
+			// The record goes in the command after the raft change
+			// (removePeer), so it is waited for too.
+			if m, _ := rest.State().ServerByID(nil, leaving.ID()); m != nil {
+				return fmt.Errorf("%s still recorded in state after leaving", leaving.cfg.Name)
+			}
 			return nil
 		})
-		if m, _ := rest.State().ServerByID(nil, leaving.ID()); m != nil {
-			t.Fatalf("%s still recorded in state after leaving", leaving.cfg.Name)
-		}
 	}
 	// One server left of three, and it still leads alone.
 	if live := tc.live(); len(live) != 1 || !live[0].IsLeader() {
