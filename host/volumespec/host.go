@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
@@ -79,23 +78,13 @@ func ParseHostFile(path string) (*pb.HostVolume, error) {
 // its position and field path.
 func ParseHost(filename string, src []byte) (*pb.HostVolume, error) {
 	d := newDecoder()
-	if !utf8.Valid(src) {
-		d.Errs.Add(Pos{File: filename, Line: 1, Column: 1}, "", ErrSyntax, "syntax error: the file is not valid UTF-8")
-		return nil, d.err("")
-	}
-	body := d.Parse(filename, src, "volume file")
+	body := d.source(filename, src)
 	if body == nil {
 		return nil, d.err("")
 	}
-	d.pos[""] = Pos{File: filename, Line: 1, Column: 1}
 	v := d.hostVolume(body)
 	CanonicalizeHost(v)
-	validateHost(v, func(path, format string, args ...any) {
-		if d.Reported[path] {
-			return
-		}
-		d.Errs.Add(d.posOf(path), path, ErrInvalidVolume, format, args...)
-	})
+	validateHost(v, d.invalid)
 	if err := d.err(v.GetName()); err != nil {
 		return nil, err
 	}

@@ -28,27 +28,41 @@ func ParseFile(path string, mode Mode) (*pb.Volume, error) {
 // position and field path.
 func Parse(filename string, src []byte, mode Mode) (*pb.Volume, error) {
 	d := newDecoder()
-	if !utf8.Valid(src) {
-		d.Errs.Add(Pos{File: filename, Line: 1, Column: 1}, "", ErrSyntax, "syntax error: the file is not valid UTF-8")
-		return nil, d.err("")
-	}
-	body := d.Parse(filename, src, "volume file")
+	body := d.source(filename, src)
 	if body == nil {
 		return nil, d.err("")
 	}
-	d.pos[""] = Pos{File: filename, Line: 1, Column: 1}
 	v := d.volume(body)
 	Canonicalize(v)
-	validate(v, mode, func(path, format string, args ...any) {
-		if d.Reported[path] {
-			return
-		}
-		d.Errs.Add(d.posOf(path), path, ErrInvalidVolume, format, args...)
-	})
+	validate(v, mode, d.invalid)
 	if err := d.err(v.GetId()); err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// source parses src as a volume file (HCL, or HCL's JSON syntax for a
+// ".json" filename) and records the root's position; nil, with the
+// problem recorded, when it is not UTF-8 or does not parse.
+func (d *decoder) source(filename string, src []byte) hcl.Body {
+	if !utf8.Valid(src) {
+		d.Errs.Add(Pos{File: filename, Line: 1, Column: 1}, "", ErrSyntax, "syntax error: the file is not valid UTF-8")
+		return nil
+	}
+	body := d.Parse(filename, src, "volume file")
+	if body != nil {
+		d.pos[""] = Pos{File: filename, Line: 1, Column: 1}
+	}
+	return body
+}
+
+// invalid records a validation problem at path, unless decoding reported
+// one there already.
+func (d *decoder) invalid(path, format string, args ...any) {
+	if d.Reported[path] {
+		return
+	}
+	d.Errs.Add(d.posOf(path), path, ErrInvalidVolume, format, args...)
 }
 
 // style is how the volume spec words its problems (see hclsrc.Style).
