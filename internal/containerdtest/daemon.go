@@ -71,7 +71,7 @@ func Start(ctx context.Context, dir string) (*Daemon, error) {
 	}
 	d := &Daemon{Dir: dir}
 	if dir == "" {
-		if d.Dir, err = os.MkdirTemp("", "berth-ctrd-"); err != nil {
+		if d.Dir, err = os.MkdirTemp("", "berth-containerd-"); err != nil {
 			return nil, err
 		}
 		d.ownDir = true

@@ -118,7 +118,7 @@ func TestStartFailsWithTheLog(t *testing.T) {
 	if _, err := exec.LookPath("containerd"); err != nil {
 		testutil.Unavailable(t, "no containerd binary in PATH")
 	}
-	dir, err := os.MkdirTemp("", "berth-ctrd-")
+	dir, err := os.MkdirTemp("", "berth-containerd-")
 	if err != nil {
 		t.Fatal(err)
 	}
