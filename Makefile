@@ -11,6 +11,7 @@ PKGS      := ./...
 # below runs in each module.
 MODULES   := . sdk
 EXAMPLES  := examples/driver-sleep examples/csi-tmpdir
+EXAMPLES  += examples/containerd
 
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
@@ -101,6 +102,7 @@ plugins:
 	mkdir -p build/plugins/csi
 	cd examples/driver-sleep && $(GO) build -o ../../build/plugins/sleep .
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
+	cd examples/containerd && $(GO) build -o ../../build/plugins/containerd .
 
 bench: build
 	$(GO) run ./bench
