@@ -30,6 +30,8 @@ type Driver struct {
 	events sdk.EventHub
 	fp     *sdk.FingerprintHub
 
+	archives archiveLoads
+
 	// sharedMu orders EnsureShared and ReleaseShared across tasks.
 	sharedMu sync.Mutex
 

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -71,7 +74,18 @@ func (d *Driver) ensureImage(ctx context.Context, c *client.Client, pc pluginCon
 // load imports an image archive (OCI layout or docker save). An archive
 // holding exactly one image that is not named ref is tagged ref, so a
 // job may name an archive's image as it likes.
+//
+// Loads of one archive are serialized, and an archive whose size, mtime
+// and inode are those of its last load is not imported again while ref
+// still names an image: containerd would ingest the same blobs again.
 func (d *Driver) load(ctx context.Context, c *client.Client, taskID, path, ref string) error {
+	unlock := d.archives.lock(path)
+	defer unlock()
+	if fi, err := os.Stat(path); err == nil && d.archives.loaded(path, fi, ref) {
+		if _, err := c.GetImage(ctx, ref); err == nil {
+			return nil
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		reason := sdk.StartOther
@@ -107,9 +121,67 @@ func (d *Driver) load(ctx context.Context, c *client.Client, taskID, path, ref s
 		}
 		names = append(names, ref)
 	}
+	if fi, err := f.Stat(); err == nil {
+		d.archives.record(path, fi, names)
+	}
 	d.events.Emit(taskID, fmt.Sprintf("Loaded image archive %s in %s: %s", path, time.Since(begin).Round(time.Millisecond), strings.Join(names, ", ")),
 		map[string]string{"image_archive": path})
 	return nil
+}
+
+// archiveLoads remembers which archives were imported, and serializes
+// the imports of each.
+type archiveLoads struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+	done  map[string]archiveLoad
+}
+
+type archiveLoad struct {
+	size    int64
+	modTime time.Time
+	ino     uint64
+	names   []string
+}
+
+func (a *archiveLoads) lock(path string) (unlock func()) {
+	a.mu.Lock()
+	if a.locks == nil {
+		a.locks = map[string]*sync.Mutex{}
+	}
+	l, ok := a.locks[path]
+	if !ok {
+		l = &sync.Mutex{}
+		a.locks[path] = l
+	}
+	a.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// loaded reports whether the archive at path, as fi describes it, was
+// imported and gave the image ref.
+func (a *archiveLoads) loaded(path string, fi os.FileInfo, ref string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.done[path]
+	return ok && l.size == fi.Size() && l.modTime.Equal(fi.ModTime()) && l.ino == inode(fi) && slices.Contains(l.names, ref)
+}
+
+func (a *archiveLoads) record(path string, fi os.FileInfo, names []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done == nil {
+		a.done = map[string]archiveLoad{}
+	}
+	a.done[path] = archiveLoad{size: fi.Size(), modTime: fi.ModTime(), ino: inode(fi), names: names}
 }
 
 // pull fetches ref from its registry and unpacks it, with a task event

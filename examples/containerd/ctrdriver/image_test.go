@@ -18,6 +18,10 @@ import (
 const testImage = "berth.test/taskprog:1"
 
 var (
+	// testLayer and testDiffID are the test image's layer, for tests
+	// writing archives of their own around it.
+	testLayer   []byte
+	testDiffID  string
 	archiveOnce sync.Once
 	archivePath string
 	archiveErr  error
@@ -61,6 +65,7 @@ func buildArchive() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	testLayer, testDiffID = layer, diffID
 	out := filepath.Join(dir, "taskprog.oci.tar")
 	return out, writeOCIArchive(out, testImage, layer, diffID, []string{"/taskprog"}, []string{"run"})
 }

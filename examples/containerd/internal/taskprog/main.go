@@ -3,7 +3,7 @@
 // first argument picks a behaviour:
 //
 //	exit N              exit with code N
-//	run                 exit 0 on SIGTERM; until then block
+//	run                 on SIGTERM print "got SIGTERM" and exit 0; until then block
 //	ignore              ignore SIGTERM; block
 //	sleep D N           sleep for duration D, then exit N
 //	echo OUT ERR        write OUT to stdout and ERR to stderr, exit 0
@@ -42,6 +42,7 @@ func main() {
 		signal.Notify(term, syscall.SIGTERM)
 		ready()
 		<-term
+		fmt.Println("got SIGTERM")
 		os.Exit(0)
 	case "ignore":
 		signal.Ignore(syscall.SIGTERM)
