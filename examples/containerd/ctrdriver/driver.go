@@ -2,8 +2,11 @@ package ctrdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,6 +126,18 @@ func (d *Driver) probe(ctx context.Context, c *client.Client, pc pluginConfig) b
 	unhealthy := func(why string) bool {
 		d.fp.Set(&driverpb.DriverFingerprint{Health: driverpb.Health_HEALTH_UNHEALTHY, HealthDescription: why})
 		return false
+	}
+	// A socket that is not there says so at once, in plain words; the
+	// client would wait out the probe's timeout for it.
+	if path, ok := strings.CutPrefix(pc.address, "unix://"); ok || !strings.Contains(pc.address, "://") {
+		if !ok {
+			path = pc.address
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, "unix", path)
+		if err != nil {
+			return unhealthy(fmt.Sprintf("containerd socket %s: %v", pc.address, errors.Unwrap(err)))
+		}
+		conn.Close()
 	}
 	v, err := c.Version(ctx)
 	if err != nil {

@@ -520,3 +520,39 @@ func TestStartAndStopTimes(t *testing.T) {
 		t.Errorf("stop of a task ignoring SIGTERM took %s, less than its kill_timeout", med(kills))
 	}
 }
+
+// The driver keeps probing: a containerd that appears at the configured
+// address turns it healthy, with containerd's version.
+func TestBecomesHealthyWhenContainerdAppears(t *testing.T) {
+	addr := containerdAddress(t)
+	d := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	ctx, cancel := testCtx()
+	defer cancel()
+	link := filepath.Join(t.TempDir(), "later.sock")
+	if err := d.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(link)}); err != nil {
+		t.Fatal(err)
+	}
+	first := true
+	for fp, err := range d.Fingerprint(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first {
+			if fp.GetHealth() != driverpb.Health_HEALTH_UNHEALTHY {
+				t.Fatalf("fingerprint before containerd is there: %v", fp)
+			}
+			if err := os.Symlink(addr, link); err != nil {
+				t.Fatal(err)
+			}
+			first = false
+			continue
+		}
+		if fp.GetHealth() == driverpb.Health_HEALTH_HEALTHY {
+			if fp.GetAttributes()["driver.containerd.version"] == "" {
+				t.Errorf("healthy fingerprint without containerd's version: %v", fp)
+			}
+			return
+		}
+	}
+	t.Fatalf("fingerprint did not turn healthy: %v", ctx.Err())
+}
