@@ -12,6 +12,8 @@ PKGS      := ./...
 MODULES   := . sdk
 EXAMPLES  := examples/driver-sleep examples/csi-tmpdir
 EXAMPLES  += examples/containerd
+# Example modules with fuzz targets of their own (decoders of job input).
+FUZZ_EXAMPLES := examples/containerd
 
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
@@ -36,9 +38,10 @@ test: check build
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
 	$(MAKE) fuzz-short
 
-# Every fuzz target of both modules (found at run time) for FUZZTIME each.
+# Every fuzz target of both modules and of FUZZ_EXAMPLES (found at run
+# time) for FUZZTIME each.
 fuzz-short:
-	$(GO) run ./internal/fuzzshort -fuzztime $(FUZZTIME) $(addprefix -C ,$(MODULES)) $(PKGS)
+	$(GO) run ./internal/fuzzshort -fuzztime $(FUZZTIME) $(addprefix -C ,$(MODULES) $(FUZZ_EXAMPLES)) $(PKGS)
 
 # The gate's static half; make test runs it first. The sdk and the example
 # plugins are modules of their own, checked the same way (staticcheck is the

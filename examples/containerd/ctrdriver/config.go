@@ -77,7 +77,11 @@ type pluginConfig struct {
 }
 
 func parsePluginConfig(cfg *driverpb.PluginConfig) (pluginConfig, error) {
-	vals, err := pluginSpec().Validate(cfg.GetValues())
+	return parsePluginConfigValues(cfg.GetValues())
+}
+
+func parsePluginConfigValues(values sdk.ConfigMap) (pluginConfig, error) {
+	vals, err := pluginSpec().Validate(values)
 	if err != nil {
 		return pluginConfig{}, err
 	}
