@@ -11,6 +11,9 @@ PKGS      := ./...
 # below runs in each module.
 MODULES   := . sdk
 EXAMPLES  := examples/driver-sleep examples/csi-tmpdir
+EXAMPLES  += examples/containerd
+# Example modules with fuzz targets of their own (decoders of job input).
+FUZZ_EXAMPLES := examples/containerd
 
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
@@ -45,9 +48,10 @@ test-modules:
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -timeout 20m $(PKGS)) || exit 1; done
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
 
-# Every fuzz target of both modules (found at run time) for FUZZTIME each.
+# Every fuzz target of both modules and of FUZZ_EXAMPLES (found at run
+# time) for FUZZTIME each.
 fuzz-short:
-	$(GO) run ./internal/fuzzshort -fuzztime $(FUZZTIME) $(addprefix -C ,$(MODULES)) $(PKGS)
+	$(GO) run ./internal/fuzzshort -fuzztime $(FUZZTIME) $(addprefix -C ,$(MODULES) $(FUZZ_EXAMPLES)) $(PKGS)
 
 # The gate's static half; make test runs it first. The sdk and the example
 # plugins are modules of their own, checked the same way (staticcheck is the
@@ -111,6 +115,7 @@ plugins:
 	mkdir -p build/plugins/csi
 	cd examples/driver-sleep && $(GO) build -o ../../build/plugins/sleep .
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
+	cd examples/containerd && $(GO) build -o ../../build/plugins/containerd .
 
 bench: build
 	$(GO) run ./bench

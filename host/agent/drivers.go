@@ -52,6 +52,9 @@ func (a *Agent) startDrivers() error {
 		return err
 	}
 	pluginDir := a.cfg.PluginDir
+	if pluginDir == "" && a.cfg.DevMode {
+		pluginDir = devPluginDir(exe)
+	}
 	if pluginDir == "" {
 		pluginDir = filepath.Join(a.dataDir, "plugins")
 	}

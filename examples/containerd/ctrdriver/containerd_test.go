@@ -1,0 +1,166 @@
+package ctrdriver_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// AddressEnv names a containerd socket the tests use instead of starting
+// their own (the test set-up of `make test` starts one and sets it).
+const AddressEnv = "BERTH_CONTAINERD_ADDRESS"
+
+// needContainerd skips the test (fails it under CI=true) when it cannot
+// run containerd: it needs root and the containerd binary.
+func needContainerd(t testing.TB) {
+	t.Helper()
+	why := ""
+	switch {
+	case os.Getenv(AddressEnv) != "":
+		return
+	case os.Geteuid() != 0:
+		why = "needs root to run containerd and containers"
+	default:
+		if _, err := exec.LookPath("containerd"); err != nil {
+			why = "needs the containerd binary (Debian package containerd)"
+		} else if _, err := exec.LookPath("runc"); err != nil {
+			why = "needs runc (Debian package runc)"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: %s (or set %s)", why, AddressEnv)
+	}
+	t.Skipf("%s (or set %s)", why, AddressEnv)
+}
+
+var (
+	privateOnce sync.Once
+	privateAddr string
+	privateErr  error
+	privateStop func()
+)
+
+// containerdAddress is the socket of the containerd the tests use:
+// AddressEnv's, or a private one this test binary starts once (own root,
+// state and socket under a temp dir, CRI off) and stops in TestMain.
+func containerdAddress(t testing.TB) string {
+	t.Helper()
+	needContainerd(t)
+	if a := os.Getenv(AddressEnv); a != "" {
+		return a
+	}
+	privateOnce.Do(func() { privateAddr, privateStop, privateErr = startContainerd() })
+	if privateErr != nil {
+		t.Fatalf("start a private containerd: %v", privateErr)
+	}
+	return privateAddr
+}
+
+// stopPrivateContainerd stops the containerd containerdAddress started.
+func stopPrivateContainerd() {
+	if privateStop != nil {
+		privateStop()
+	}
+}
+
+func startContainerd() (string, func(), error) {
+	// Unix socket paths are short: a short temp dir.
+	dir, err := os.MkdirTemp("", "berth-ctrd-")
+	if err != nil {
+		return "", nil, err
+	}
+	addr := filepath.Join(dir, "containerd.sock")
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), addr, addr+".ttrpc")
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
+		return "", nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: a test's interrupt does not reach it first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		logf.Close()
+		// The shims of containers still running are in their own groups;
+		// the tests destroy their tasks, so none should be left.
+		unmountUnder(filepath.Join(dir, "state"))
+		unmountUnder(filepath.Join(dir, "root"))
+		os.RemoveAll(dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if conn, err := net.Dial("unix", addr); err == nil {
+			conn.Close()
+			return addr, stop, nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			log, _ := os.ReadFile(logf.Name())
+			stop()
+			return "", nil, fmt.Errorf("containerd exited: %v\n%s", err, log)
+		case <-ctx.Done():
+			stop()
+			return "", nil, fmt.Errorf("containerd socket %s did not appear within 30s", addr)
+		case <-tick.C:
+		}
+	}
+}
+
+// unmountUnder detaches whatever containerd left mounted under dir (an
+// overlay of a killed container), so the temp dir can be removed.
+func unmountUnder(dir string) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(data), "\n") {
+		var f [5]string
+		n, _ := fmt.Sscan(line, &f[0], &f[1], &f[2], &f[3], &f[4])
+		if n == 5 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			points = append(points, f[4])
+		}
+	}
+	for i := len(points) - 1; i >= 0; i-- {
+		syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}

@@ -1,0 +1,265 @@
+package ctrdriver
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/executor"
+)
+
+// taskDirMounts are the berth directories a container sees, as Nomad's
+// docker driver shows them: the environment variable naming the host
+// directory, and where it appears in the container.
+var taskDirMounts = []struct{ env, target string }{
+	{"BERTH_ALLOC_DIR", "/alloc"},
+	{"BERTH_TASK_DIR", "/local"},
+	{"BERTH_SECRETS_DIR", "/secrets"},
+}
+
+// taskMounts are the container's bind mounts: berth's task directories,
+// the task's protocol mounts (volumes, CSI plugin directories) and the
+// config's mounts. The host side of every propagating mount is made a
+// shared mount point first; shared lists those berth created, for
+// releaseShared.
+func (d *Driver) taskMounts(cfg *driverpb.TaskConfig, tc *taskConfig) (mounts []bindMount, shared []string, err error) {
+	for _, m := range taskDirMounts {
+		if host := cfg.GetEnv()[m.env]; host != "" && filepath.IsAbs(host) {
+			if fi, err := os.Stat(host); err == nil && fi.IsDir() {
+				mounts = append(mounts, bindMount{source: host, target: m.target, propagation: "rprivate"})
+			}
+		}
+	}
+	for _, m := range cfg.GetMounts() {
+		mounts = append(mounts, bindMount{source: m.GetHostPath(), target: filepath.Clean(m.GetTaskPath()),
+			readOnly: m.GetReadOnly(), propagation: propagationOf(m.GetPropagation())})
+	}
+	mounts = append(mounts, tc.mounts...)
+	for i, m := range mounts {
+		if _, err := os.Stat(m.source); err != nil {
+			return nil, shared, &sdk.StartError{Reason: sdk.StartNotFound, Path: m.source,
+				Detail: fmt.Sprintf("host path of the mount at %s: %v", m.target, err)}
+		}
+		if m.propagation == "rprivate" {
+			continue
+		}
+		d.sharedMu.Lock()
+		resolved, made, err := executor.EnsureShared(m.source)
+		d.sharedMu.Unlock()
+		if err != nil {
+			return nil, shared, &sdk.StartError{Reason: sdk.StartOther, Path: m.source, Detail: err.Error()}
+		}
+		mounts[i].source = resolved
+		if made {
+			shared = append(shared, resolved)
+		}
+	}
+	return mounts, shared, nil
+}
+
+// releaseShared undoes the shared mount points berth made for a task,
+// except those another task still binds.
+func (d *Driver) releaseShared(taskID string, dirs []string) []error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
+	inUse := map[string]bool{}
+	for _, other := range d.tasks.IDs() {
+		if other == taskID {
+			continue
+		}
+		if t, err := d.tasks.Get(other); err == nil {
+			for _, s := range t.state.Shared {
+				inUse[s] = true
+			}
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
+		if inUse[dir] {
+			continue
+		}
+		if _, err := executor.ReleaseShared(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// specOptions builds the container's OCI spec from the image, the task
+// and its driver config.
+func specOptions(ctx context.Context, img client.Image, cfg *driverpb.TaskConfig, tc *taskConfig, mounts []bindMount) ([]oci.SpecOpts, error) {
+	ic, err := img.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: read its config: %w", img.Name(), err)
+	}
+	args := processArgs(ic.Config.Entrypoint, ic.Config.Cmd, tc)
+	if len(args) == 0 {
+		return nil, &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopeTaskConfig, Key: "command",
+			Problem: fmt.Sprintf("image %s has no ENTRYPOINT or CMD: set command", img.Name())}
+	}
+	opts := []oci.SpecOpts{
+		oci.WithImageConfig(img),
+		oci.WithProcessArgs(args...),
+		oci.WithEnv(containerEnv(cfg.GetEnv(), tc.env, imageHasPath(ic.Config.Env), mounts)),
+	}
+	if tc.workingDir != "" {
+		opts = append(opts, oci.WithProcessCwd(tc.workingDir))
+	}
+	if u := cmp(tc.user, cfg.GetUser()); u != "" {
+		opts = append(opts, oci.WithUser(u))
+	}
+	if h := hostname(cfg.GetName()); h != "" && !tc.hostNet {
+		opts = append(opts, oci.WithHostname(h))
+	}
+	if tc.hostNet {
+		opts = append(opts, oci.WithHostNamespace(specs.NetworkNamespace), oci.WithHostHostsFile, oci.WithHostResolvconf)
+	}
+	if tc.privileged {
+		opts = append(opts, oci.WithPrivileged, oci.WithAllDevicesAllowed, oci.WithHostDevices)
+	}
+	if slices.Contains(tc.capAdd, "ALL") {
+		opts = append(opts, oci.WithAllCurrentCapabilities)
+	} else if len(tc.capAdd) > 0 {
+		opts = append(opts, oci.WithAddedCapabilities(tc.capAdd))
+	}
+	if slices.Contains(tc.capDrop, "ALL") {
+		opts = append(opts, oci.WithCapabilities(nil))
+	} else if len(tc.capDrop) > 0 {
+		opts = append(opts, oci.WithDroppedCapabilities(tc.capDrop))
+	}
+	for _, dev := range tc.devices {
+		opts = append(opts, oci.WithDevices(dev.host, dev.container, dev.permissions))
+	}
+	if tc.readonlyRootfs {
+		opts = append(opts, oci.WithRootFSReadonly())
+	}
+	if r := cfg.GetResources(); r != nil {
+		if r.GetCpuShares() > 0 {
+			opts = append(opts, oci.WithCPUShares(uint64(r.GetCpuShares())))
+		}
+		if r.GetMemoryBytes() > 0 {
+			opts = append(opts, oci.WithMemoryLimit(uint64(r.GetMemoryBytes())))
+		}
+	}
+	opts = append(opts, oci.WithMounts(specMounts(mounts)), withRootfsPropagation(mounts))
+	return opts, nil
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// processArgs is the container's command line, with Docker's rules:
+// entrypoint replaces the image's ENTRYPOINT and drops its CMD; command
+// (with args) or args alone replace CMD.
+func processArgs(imgEntry, imgCmd []string, tc *taskConfig) []string {
+	entry, cmd := imgEntry, imgCmd
+	if tc.hasEntry {
+		entry, cmd = tc.entrypoint, nil
+	}
+	switch {
+	case tc.hasCommand:
+		cmd = append([]string{tc.command}, tc.args...)
+	case tc.hasArgs:
+		cmd = tc.args
+	}
+	return append(slices.Clone(entry), cmd...)
+}
+
+func imageHasPath(env []string) bool {
+	return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") })
+}
+
+// containerEnv is the environment added to the image's: the task's (with
+// berth's directory variables pointing at their mounts, and PATH only when
+// the image sets none, since berth's default PATH is the host's), then the
+// driver config's env.
+func containerEnv(taskEnv, cfgEnv map[string]string, imagePath bool, mounts []bindMount) []string {
+	env := maps.Clone(taskEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if imagePath {
+		delete(env, "PATH")
+	}
+	for _, m := range taskDirMounts {
+		if host, ok := env[m.env]; ok && slices.ContainsFunc(mounts, func(b bindMount) bool { return b.source == host && b.target == m.target }) {
+			env[m.env] = m.target
+		}
+	}
+	maps.Copy(env, cfgEnv)
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// hostname is the task's name when it is a valid host name.
+func hostname(name string) string {
+	if len(name) == 0 || len(name) > 63 {
+		return ""
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || (r == '-' && i > 0 && i < len(name)-1)
+		if !ok {
+			return ""
+		}
+	}
+	return name
+}
+
+func specMounts(mounts []bindMount) []specs.Mount {
+	out := make([]specs.Mount, 0, len(mounts))
+	for _, m := range mounts {
+		opts := []string{"rbind", m.propagation}
+		if m.readOnly {
+			opts = append(opts, "ro")
+		} else {
+			opts = append(opts, "rw")
+		}
+		out = append(out, specs.Mount{Type: "bind", Source: m.source, Destination: m.target, Options: opts})
+	}
+	return out
+}
+
+// withRootfsPropagation makes the container's root a shared mount when a
+// mount is bidirectional (else the mounts the container makes under it
+// cannot reach the host), a slave when one is host-to-task.
+func withRootfsPropagation(mounts []bindMount) oci.SpecOpts {
+	return func(_ context.Context, _ oci.Client, _ *containers.Container, s *oci.Spec) error {
+		prop := ""
+		for _, m := range mounts {
+			switch {
+			case m.propagation == "rshared":
+				prop = "rshared"
+			case m.propagation == "rslave" && prop == "":
+				prop = "rslave"
+			}
+		}
+		if prop != "" {
+			if s.Linux == nil {
+				s.Linux = &specs.Linux{}
+			}
+			s.Linux.RootfsPropagation = prop
+		}
+		return nil
+	}
+}
