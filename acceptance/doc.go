@@ -44,4 +44,22 @@
 //
 //	BERTH_ACCEPTANCE_CSI_PLUGIN=$PWD/bin/hostpathplugin \
 //	  go test ./acceptance -run TestCSILifecycle -v
+//
+// # Containers
+//
+// TestCSIPluginInAContainer runs the built-in hostpath plugin, packed by the
+// test into an OCI image archive with the berth binary under test, as a
+// privileged csi_plugin task of the containerd driver (examples/containerd,
+// built into the agent's plugin_dir), with containerised consumers, and
+// kills the plugin's container mid-stage. It uses the containerd at
+//
+//	BERTH_CONTAINERD_ADDRESS    a containerd socket; make test sets it to
+//	    the private daemon it runs the tests under (internal/withcontainerd);
+//	    unset, the test starts a private daemon of its own
+//	    (internal/containerdtest), which needs root, containerd and runc
+//
+// and keeps to a containerd namespace of its own (berth-acceptance), so
+// pointing it at the machine's containerd
+// (BERTH_CONTAINERD_ADDRESS=/run/containerd/containerd.sock) leaves the
+// rest of that containerd alone.
 package acceptance
