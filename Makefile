@@ -18,7 +18,7 @@ FUZZ_EXAMPLES := examples/containerd
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
 
-.PHONY: all build run test test-modules containerd-deps check fuzz-short proto proto-baseline bench acceptance plugins clean fmt
+.PHONY: all build run test check fuzz-short proto proto-baseline bench acceptance plugins clean fmt
 
 all: build
 
@@ -125,6 +125,8 @@ acceptance: build
 
 clean:
 	rm -rf build
+
+.PHONY: test-modules containerd-deps
 
 # containerd and runc for the containerd driver's tests: Debian's packages,
 # installed when a binary is missing (as root; without root the tests that
