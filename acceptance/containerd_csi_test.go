@@ -2,6 +2,7 @@ package acceptance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -255,6 +256,20 @@ func TestCSIPluginInAContainer(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			// Never two writers, two attachments or two publish targets
+			// on the way (as the exec variant's settle checks).
+			if len(v.Claims) > 1 || len(v.Attachments) > 1 {
+				t.Fatalf("cfault: %d claims and %d attachments at once: %+v", len(v.Claims), len(v.Attachments), v)
+			}
+			var rec hpNodeRecord
+			if b, err := os.ReadFile(filepath.Join(state, "nodes", a.name, "volumes", faultExt+".json")); err == nil {
+				if err := json.Unmarshal(b, &rec); err != nil {
+					t.Fatalf("the plugin's record of cfault: %v", err)
+				}
+			}
+			if len(rec.Targets) > 1 {
+				t.Fatalf("cfault published at %d targets at once: %v", len(rec.Targets), rec.Targets)
+			}
 			if len(v.Claims) != 1 || v.Claims[0].State != "in-use" || v.Claims[0].Mode != "write" {
 				return fmt.Errorf("claims %+v", v.Claims)
 			}
@@ -268,6 +283,9 @@ func TestCSIPluginInAContainer(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(state, "volumes", faultExt, "data", "hello"))
 			if err != nil || string(b) != "written-by-cf\n" {
 				return fmt.Errorf("the consumer's file: %q (%v)", b, err)
+			}
+			if len(rec.Targets) != 1 {
+				return fmt.Errorf("the plugin's record of cfault on %s: targets %v, want the consumer's", a.name, rec.Targets)
 			}
 			return nil
 		})
