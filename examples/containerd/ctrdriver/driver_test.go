@@ -556,3 +556,52 @@ func TestBecomesHealthyWhenContainerdAppears(t *testing.T) {
 	}
 	t.Fatalf("fingerprint did not turn healthy: %v", ctx.Err())
 }
+
+// containerd restarting under a running task (its shim keeps the
+// container) does not end the task: the driver waits again, and the task
+// still stops and reports its exit afterwards.
+func TestContainerdRestartDoesNotEndTasks(t *testing.T) {
+	needOwnContainerd(t)
+	dir, err := os.MkdirTemp("", "berth-ctrd-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unmountUnder(filepath.Join(dir, "state"))
+		unmountUnder(filepath.Join(dir, "root"))
+		os.RemoveAll(dir)
+	})
+	addr, stop, err := runContainerd(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	d := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := d.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(addr)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{d: d, addr: addr, archive: imageArchive(t)}
+	cfg := f.task(t, f.image("run"))
+	ready := readyEnv(cfg)
+	f.start(t, cfg)
+	waitFile(t, ready)
+
+	stop()
+	if _, stop, err = runContainerd(dir); err != nil {
+		t.Fatalf("restart containerd: %v", err)
+	}
+	if st, err := d.InspectTask(ctx, cfg.GetId()); err != nil || st.GetState() != driverpb.TaskState_TASK_STATE_RUNNING {
+		t.Fatalf("task after containerd restarted: %v, %v; want running", st, err)
+	}
+	if err := d.StopTask(ctx, cfg.GetId(), 10*time.Second, "SIGTERM"); err != nil {
+		t.Fatalf("StopTask after containerd restarted: %v", err)
+	}
+	if res := waitOn(t, d, cfg.GetId()); res.GetExitCode() != 0 || res.GetErr() != "" {
+		t.Errorf("task stopped after containerd restarted: %v, want exit 0", res)
+	}
+	if out := logs(t, cfg, "stdout"); out != "got SIGTERM\n" {
+		t.Errorf("stdout %q, want the task's output after the restart", out)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/sdk"
@@ -44,7 +45,9 @@ type task struct {
 	ctr    client.Container
 	proc   client.Task
 	logs   []io.Closer
-	// stopWait ends the goroutine waiting for the exit, at destroy.
+	// waitCtx lives as long as the task; stopWait ends it, and with it
+	// the wait for the exit, at destroy.
+	waitCtx  context.Context
 	stopWait context.CancelFunc
 
 	mu   sync.Mutex
@@ -75,18 +78,36 @@ func (t *task) exited() bool {
 }
 
 // watch waits for the container's exit, lets its output drain into the
-// log files, works out how it ended and publishes it.
+// log files, works out how it ended and publishes it. A wait that fails
+// (containerd restarting: the container lives on in its shim) is waited
+// again, backing off; a task containerd no longer has ends with an error.
 func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 	id := t.cfg.GetId()
+	backoff := 100 * time.Millisecond
 	var st client.ExitStatus
-	select {
-	case st = <-exitCh:
-	case <-t.done: // destroyed before it exited (cannot happen: destroy waits)
-		return
+	for {
+		st = <-exitCh
+		err := st.Error()
+		if err == nil || t.waitCtx.Err() != nil {
+			break
+		}
+		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+			break
+		}
+		d.logger.Warn("waiting for the container failed; waiting again", "task_id", id, "container_id", t.state.ContainerID, "error", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-t.waitCtx.Done():
+		}
+		backoff = min(2*backoff, 10*time.Second)
+		exitCh, _ = t.proc.Wait(t.waitCtx) // its errors come through the channel
+	}
+	if t.waitCtx.Err() != nil {
+		return // destroyed
 	}
 	res := &driverpb.ExitResult{FinishedAt: time.Now().UnixNano()}
 	if err := st.Error(); err != nil {
-		res.Err = err.Error()
+		res.Err = fmt.Sprintf("containerd lost the container's task: %v", errgrpc.ToNative(err))
 	} else {
 		code := st.ExitCode()
 		res.ExitCode = int32(code)
