@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -39,12 +40,11 @@ type handleState struct {
 
 // task is a container the driver runs.
 type task struct {
-	cfg    *driverpb.TaskConfig
-	state  handleState
-	client *client.Client
-	ctr    client.Container
-	proc   client.Task
-	logs   []io.Closer
+	cfg   *driverpb.TaskConfig
+	state handleState
+	ctr   client.Container
+	proc  client.Task
+	logs  []io.Closer
 	// waitCtx lives as long as the task; stopWait ends it, and with it
 	// the wait for the exit, at destroy.
 	waitCtx  context.Context
@@ -310,11 +310,19 @@ func (d *Driver) SignalTask(ctx context.Context, taskID, signal string) error {
 // logWriters opens the task's rotating stdout and stderr files.
 func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err error) {
 	dir := cfg.GetLogDir()
-	if dir == "" {
-		dir = cfg.GetTaskDir() + "/logs"
+	switch {
+	case dir != "":
+	case cfg.GetTaskDir() != "":
+		dir = filepath.Join(cfg.GetTaskDir(), "logs")
+	default:
+		dir = filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
+	}
+	name := cfg.GetName()
+	if name == "" {
+		name = cfg.GetId()
 	}
 	open := func(stream string) (io.WriteCloser, error) {
-		return openLog(dir, cfg.GetName()+"."+stream, cfg.GetLogs())
+		return openLog(dir, name+"."+stream, cfg.GetLogs())
 	}
 	if stdout, err = open("stdout"); err != nil {
 		return nil, nil, err
@@ -326,7 +334,7 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 	return stdout, stderr, nil
 }
 
-// attach wires a task's FIFOs to its log files: created for a new task,
+// attachIO wires a task's FIFOs to its log files: created for a new task,
 // reopened for a recovered one.
 func attachIO(cfg *driverpb.TaskConfig, fifoDir string, create bool) (cio.Creator, cio.Attach, []io.Closer, error) {
 	stdout, stderr, err := logWriters(cfg)
