@@ -18,6 +18,25 @@ import (
 // their own (the test set-up of `make test` starts one and sets it).
 const AddressEnv = "BERTH_CONTAINERD_ADDRESS"
 
+// needOwnContainerd is needContainerd for tests that run a containerd of
+// their own whatever AddressEnv says.
+func needOwnContainerd(t testing.TB) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "needs root to run containerd and containers"
+	} else if _, err := exec.LookPath("containerd"); err != nil {
+		why = "needs the containerd binary (Debian package containerd)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: %s", why)
+	}
+	t.Skip(why)
+}
+
 // needContainerd skips the test (fails it under CI=true) when it cannot
 // run containerd: it needs root and the containerd binary.
 func needContainerd(t testing.TB) {
@@ -80,6 +99,26 @@ func startContainerd() (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
+	addr, kill, err := runContainerd(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return addr, func() {
+		kill()
+		// The tests destroy their tasks, so no container should be left;
+		// whatever a failed test left mounted goes before the directory.
+		unmountUnder(filepath.Join(dir, "state"))
+		unmountUnder(filepath.Join(dir, "root"))
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// runContainerd runs containerd with root, state and socket in dir (its
+// config.toml written there), waits for its socket, and returns it with a
+// function stopping that containerd (SIGTERM, then SIGKILL after 10s; the
+// containers' shims live on, as they do when containerd restarts).
+func runContainerd(dir string) (string, func(), error) {
 	addr := filepath.Join(dir, "containerd.sock")
 	config := fmt.Sprintf(`version = 2
 root = %q
@@ -93,7 +132,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
 		return "", nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "containerd.log"))
+	logf, err := os.OpenFile(filepath.Join(dir, "containerd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return "", nil, err
 	}
@@ -107,7 +146,12 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	stopped := false
 	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -116,11 +160,6 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 			<-exited
 		}
 		logf.Close()
-		// The shims of containers still running are in their own groups;
-		// the tests destroy their tasks, so none should be left.
-		unmountUnder(filepath.Join(dir, "state"))
-		unmountUnder(filepath.Join(dir, "root"))
-		os.RemoveAll(dir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -556,3 +556,120 @@ func TestBecomesHealthyWhenContainerdAppears(t *testing.T) {
 	}
 	t.Fatalf("fingerprint did not turn healthy: %v", ctx.Err())
 }
+
+// containerd restarting under a running task (its shim keeps the
+// container) does not end the task: the driver waits again, and the task
+// still stops and reports its exit afterwards.
+func TestContainerdRestartDoesNotEndTasks(t *testing.T) {
+	needOwnContainerd(t)
+	dir, err := os.MkdirTemp("", "berth-ctrd-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unmountUnder(filepath.Join(dir, "state"))
+		unmountUnder(filepath.Join(dir, "root"))
+		os.RemoveAll(dir)
+	})
+	addr, stop, err := runContainerd(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop() })
+	d := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := d.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(addr)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{d: d, addr: addr, archive: imageArchive(t)}
+	cfg := f.task(t, f.image("run"))
+	ready := readyEnv(cfg)
+	f.start(t, cfg)
+	waitFile(t, ready)
+
+	stop()
+	if _, stop, err = runContainerd(dir); err != nil {
+		t.Fatalf("restart containerd: %v", err)
+	}
+	if st, err := d.InspectTask(ctx, cfg.GetId()); err != nil || st.GetState() != driverpb.TaskState_TASK_STATE_RUNNING {
+		t.Fatalf("task after containerd restarted: %v, %v; want running", st, err)
+	}
+	if err := d.StopTask(ctx, cfg.GetId(), 10*time.Second, "SIGTERM"); err != nil {
+		t.Fatalf("StopTask after containerd restarted: %v", err)
+	}
+	if res := waitOn(t, d, cfg.GetId()); res.GetExitCode() != 0 || res.GetErr() != "" {
+		t.Errorf("task stopped after containerd restarted: %v, want exit 0", res)
+	}
+	if out := logs(t, cfg, "stdout"); out != "got SIGTERM\n" {
+		t.Errorf("stdout %q, want the task's output after the restart", out)
+	}
+}
+
+// load takes `docker save` archives too.
+func TestLoadDockerArchive(t *testing.T) {
+	f := newFixture(t)
+	imageArchive(t) // builds testLayer
+	archive := filepath.Join(t.TempDir(), "docker.tar")
+	if err := writeDockerArchive(archive, "berth.test/docker-saved:2", testLayer, testDiffID, []string{"/taskprog"}, []string{"exit", "6"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.task(t, sdk.ConfigMap{"image": sdk.StringValue("berth.test/docker-saved:2"), "load": sdk.StringValue(archive)})
+	if res := f.run(t, cfg); res.GetExitCode() != 6 {
+		t.Errorf("task of the docker archive's image exited %v, want 6", res)
+	}
+}
+
+// The task's resources are the container's cgroup limits: memory limit
+// and CPU shares, read from the cgroup files of its process.
+func TestResourcesAreCgroupLimits(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.task(t, f.image("run"))
+	cfg.Resources = &driverpb.Resources{CpuShares: 321, MemoryBytes: 96 << 20}
+	ready := readyEnv(cfg)
+	f.start(t, cfg)
+	waitFile(t, ready)
+	ctx, cancel := testCtx()
+	defer cancel()
+	st, err := f.d.InspectTask(ctx, cfg.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroups, err := os.ReadFile(filepath.Join("/proc", st.GetAttributes()["pid"], "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(file string) string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	v1 := map[string]string{}
+	var v2 string
+	for _, line := range lines(string(cgroups)) {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			v1[ctrl] = parts[2]
+		}
+	}
+	if mem, ok := v1["memory"]; ok {
+		if got := read(filepath.Join("/sys/fs/cgroup/memory", mem, "memory.limit_in_bytes")); got != strconv.Itoa(96<<20) {
+			t.Errorf("memory.limit_in_bytes %s, want %d", got, 96<<20)
+		}
+		if got := read(filepath.Join("/sys/fs/cgroup/cpu", v1["cpu"], "cpu.shares")); got != "321" {
+			t.Errorf("cpu.shares %s, want 321", got)
+		}
+		return
+	}
+	if got := read(filepath.Join("/sys/fs/cgroup", v2, "memory.max")); got != strconv.Itoa(96<<20) {
+		t.Errorf("memory.max %s, want %d", got, 96<<20)
+	}
+}

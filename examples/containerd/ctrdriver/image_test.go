@@ -199,3 +199,51 @@ func writeOCIArchive(path, ref string, layer []byte, diffID string, entrypoint, 
 	}
 	return f.Close()
 }
+
+// writeDockerArchive writes a `docker save` archive (manifest.json,
+// repositories, the config and an uncompressed layer) holding ref.
+func writeDockerArchive(path, ref string, layerGz []byte, diffID string, entrypoint, cmd []string) error {
+	zr, err := gzip.NewReader(bytes.NewReader(layerGz))
+	if err != nil {
+		return err
+	}
+	var layer bytes.Buffer
+	if _, err := layer.ReadFrom(zr); err != nil {
+		return err
+	}
+	config, err := json.Marshal(map[string]any{
+		"architecture": "amd64", "os": "linux",
+		"config": map[string]any{"Entrypoint": entrypoint, "Cmd": cmd, "Env": []string{"PATH=/usr/bin:/bin"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}},
+	})
+	if err != nil {
+		return err
+	}
+	configName := digest(config)[len("sha256:"):] + ".json"
+	layerName := diffID[len("sha256:"):] + "/layer.tar"
+	manifest, err := json.Marshal([]map[string]any{{"Config": configName, "RepoTags": []string{ref}, "Layers": []string{layerName}}})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{"manifest.json", manifest}, {configName, config}, {layerName, layer.Bytes()}} {
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}

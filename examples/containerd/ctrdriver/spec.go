@@ -131,15 +131,17 @@ func specOptions(ctx context.Context, img client.Image, cfg *driverpb.TaskConfig
 	if tc.privileged {
 		opts = append(opts, oci.WithPrivileged, oci.WithAllDevicesAllowed, oci.WithHostDevices)
 	}
-	if slices.Contains(tc.capAdd, "ALL") {
-		opts = append(opts, oci.WithAllCurrentCapabilities)
-	} else if len(tc.capAdd) > 0 {
-		opts = append(opts, oci.WithAddedCapabilities(tc.capAdd))
-	}
+	// Drops first, then adds, as Docker: cap_drop = ["all"] with cap_add
+	// = ["NET_ADMIN"] leaves NET_ADMIN.
 	if slices.Contains(tc.capDrop, "ALL") {
 		opts = append(opts, oci.WithCapabilities(nil))
 	} else if len(tc.capDrop) > 0 {
 		opts = append(opts, oci.WithDroppedCapabilities(tc.capDrop))
+	}
+	if slices.Contains(tc.capAdd, "ALL") {
+		opts = append(opts, oci.WithAllCurrentCapabilities)
+	} else if len(tc.capAdd) > 0 {
+		opts = append(opts, oci.WithAddedCapabilities(tc.capAdd))
 	}
 	for _, dev := range tc.devices {
 		opts = append(opts, oci.WithDevices(dev.host, dev.container, dev.permissions))

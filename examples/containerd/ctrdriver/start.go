@@ -179,7 +179,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		return nil, startError(img.Name(), "start", err)
 	}
 	st.Pid = proc.Pid()
-	t := &task{cfg: cfg, state: st, client: c, ctr: ctr, proc: proc, logs: logs, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	go d.watch(t, exitCh)
 	d.events.Emit(id, fmt.Sprintf("Started container %s from image %s (pid %d)", st.ContainerID, st.Image, st.Pid),
 		map[string]string{"container_id": st.ContainerID, "image": st.Image})
@@ -269,7 +269,7 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 		}
 		return fmt.Errorf("task %q: wait for container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
-	t := &task{cfg: cfg, state: st, client: c, ctr: ctr, proc: proc, logs: logs, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	if _, added := d.tasks.AddIfAbsent(cfg.GetId(), t); !added {
 		stopWait()
 		for _, l := range logs {

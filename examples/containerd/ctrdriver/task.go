@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/sdk"
@@ -38,13 +40,14 @@ type handleState struct {
 
 // task is a container the driver runs.
 type task struct {
-	cfg    *driverpb.TaskConfig
-	state  handleState
-	client *client.Client
-	ctr    client.Container
-	proc   client.Task
-	logs   []io.Closer
-	// stopWait ends the goroutine waiting for the exit, at destroy.
+	cfg   *driverpb.TaskConfig
+	state handleState
+	ctr   client.Container
+	proc  client.Task
+	logs  []io.Closer
+	// waitCtx lives as long as the task; stopWait ends it, and with it
+	// the wait for the exit, at destroy.
+	waitCtx  context.Context
 	stopWait context.CancelFunc
 
 	mu   sync.Mutex
@@ -75,18 +78,36 @@ func (t *task) exited() bool {
 }
 
 // watch waits for the container's exit, lets its output drain into the
-// log files, works out how it ended and publishes it.
+// log files, works out how it ended and publishes it. A wait that fails
+// (containerd restarting: the container lives on in its shim) is waited
+// again, backing off; a task containerd no longer has ends with an error.
 func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 	id := t.cfg.GetId()
+	backoff := 100 * time.Millisecond
 	var st client.ExitStatus
-	select {
-	case st = <-exitCh:
-	case <-t.done: // destroyed before it exited (cannot happen: destroy waits)
-		return
+	for {
+		st = <-exitCh
+		err := st.Error()
+		if err == nil || t.waitCtx.Err() != nil {
+			break
+		}
+		if errdefs.IsNotFound(errgrpc.ToNative(err)) {
+			break
+		}
+		d.logger.Warn("waiting for the container failed; waiting again", "task_id", id, "container_id", t.state.ContainerID, "error", err, "retry_in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-t.waitCtx.Done():
+		}
+		backoff = min(2*backoff, 10*time.Second)
+		exitCh, _ = t.proc.Wait(t.waitCtx) // its errors come through the channel
+	}
+	if t.waitCtx.Err() != nil {
+		return // destroyed
 	}
 	res := &driverpb.ExitResult{FinishedAt: time.Now().UnixNano()}
 	if err := st.Error(); err != nil {
-		res.Err = err.Error()
+		res.Err = fmt.Sprintf("containerd lost the container's task: %v", errgrpc.ToNative(err))
 	} else {
 		code := st.ExitCode()
 		res.ExitCode = int32(code)
@@ -289,11 +310,19 @@ func (d *Driver) SignalTask(ctx context.Context, taskID, signal string) error {
 // logWriters opens the task's rotating stdout and stderr files.
 func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err error) {
 	dir := cfg.GetLogDir()
-	if dir == "" {
-		dir = cfg.GetTaskDir() + "/logs"
+	switch {
+	case dir != "":
+	case cfg.GetTaskDir() != "":
+		dir = filepath.Join(cfg.GetTaskDir(), "logs")
+	default:
+		dir = filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
+	}
+	name := cfg.GetName()
+	if name == "" {
+		name = cfg.GetId()
 	}
 	open := func(stream string) (io.WriteCloser, error) {
-		return openLog(dir, cfg.GetName()+"."+stream, cfg.GetLogs())
+		return openLog(dir, name+"."+stream, cfg.GetLogs())
 	}
 	if stdout, err = open("stdout"); err != nil {
 		return nil, nil, err
@@ -305,7 +334,7 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 	return stdout, stderr, nil
 }
 
-// attach wires a task's FIFOs to its log files: created for a new task,
+// attachIO wires a task's FIFOs to its log files: created for a new task,
 // reopened for a recovered one.
 func attachIO(cfg *driverpb.TaskConfig, fifoDir string, create bool) (cio.Creator, cio.Attach, []io.Closer, error) {
 	stdout, stderr, err := logWriters(cfg)
