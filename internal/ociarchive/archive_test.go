@@ -150,6 +150,34 @@ func TestWriteLayout(t *testing.T) {
 		}
 	}
 
+	// Compressed, the same layer.
+	img.Compress = true
+	var compressed bytes.Buffer
+	if err := Write(&compressed, img); err != nil {
+		t.Fatal(err)
+	}
+	cfiles, _ := readTar(t, bytes.NewReader(compressed.Bytes()))
+	var cidx index
+	var cman manifest
+	if err := json.Unmarshal(cfiles["index.json"], &cidx); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(blob(t, cfiles, cidx.Manifests[0]), &cman); err != nil {
+		t.Fatal(err)
+	}
+	czr, err := gzip.NewReader(bytes.NewReader(blob(t, cfiles, cman.Layers[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	craw, err := io.ReadAll(czr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(craw, raw) || cman.Layers[0].Size >= man.Layers[0].Size {
+		t.Fatalf("compressed layer: %d bytes (stored %d), its tar equal %v", cman.Layers[0].Size, man.Layers[0].Size, bytes.Equal(craw, raw))
+	}
+	img.Compress = false
+
 	// The same image again is the same archive.
 	var again bytes.Buffer
 	if err := Write(&again, img); err != nil {

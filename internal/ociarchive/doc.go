@@ -1,9 +1,10 @@
 // Package ociarchive writes OCI image archives for tests: a tar of an OCI
 // image layout (oci-layout, index.json, blobs/sha256/…) holding one linux
-// image of the machine's architecture, made of one gzip-compressed layer
-// built from files on disk. containerd imports such an archive (`ctr
-// images import`, the containerd driver's `load`), so tests run containers
-// of binaries they built without a registry.
+// image of the machine's architecture, made of one gzip layer (deflated
+// only when asked: see Image.Compress) built from files on disk.
+// containerd imports such an archive (`ctr images import`, the containerd
+// driver's `load`), so tests run containers of binaries they built without
+// a registry.
 //
 // The index names the image twice: io.containerd.image.name (containerd's
 // import reads it first) and org.opencontainers.image.ref.name, both the
