@@ -53,6 +53,8 @@ type Daemon struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	ownDir bool
+	// ready: it answered on its socket, so it may run containers.
+	ready bool
 }
 
 // Start starts a private containerd under dir (a new temporary directory
@@ -142,6 +144,7 @@ func (d *Daemon) waitReady(ctx context.Context) error {
 	for {
 		if c, err := net.Dial("unix", d.Address); err == nil {
 			c.Close()
+			d.ready = true
 			return nil
 		}
 		select {
@@ -186,7 +189,9 @@ func (d *Daemon) Stop() error {
 	select {
 	case <-d.exited:
 	default:
-		errs = append(errs, d.removeLeftovers())
+		if d.ready {
+			errs = append(errs, d.removeLeftovers())
+		}
 		_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-d.exited:

@@ -205,7 +205,8 @@ func blobPath(digest string) string {
 }
 
 // buildLayer is the tar of files, with every parent directory, in a gzip
-// stream of the given level, and the digest of the uncompressed tar (the config's diff ID).
+// stream of the given level, and the digest of the uncompressed tar (the
+// config's diff ID).
 func buildLayer(files []File, level int) (layer []byte, diffID string, err error) {
 	byPath := map[string]File{}
 	for _, f := range files {
