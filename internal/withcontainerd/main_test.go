@@ -4,9 +4,12 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/containerdtest"
 	"berth.dev/berth/internal/testutil"
@@ -105,5 +108,77 @@ func TestWithoutContainerd(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("under CI the command ran anyway (%v)", err)
+	}
+}
+
+// envHelper makes this test binary the tool's command in
+// TestSignalsReachTheCommand: it writes the address it got to the file
+// named by the variable and exits 7 at SIGTERM.
+const envHelper = "WITHCONTAINERD_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if out := os.Getenv(envHelper); out != "" {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		if err := os.WriteFile(out+".tmp", []byte(os.Getenv(containerdtest.EnvAddress)), 0o644); err != nil {
+			os.Exit(1)
+		}
+		if err := os.Rename(out+".tmp", out); err != nil {
+			os.Exit(1)
+		}
+		<-sig
+		os.Exit(7)
+	}
+	os.Exit(m.Run())
+}
+
+// TestSignalsReachTheCommand: SIGTERM to the tool reaches the command,
+// whose exit status is the tool's, and the daemon is stopped and its
+// directory removed.
+func TestSignalsReachTheCommand(t *testing.T) {
+	testutil.RequireRoot(t, "containerd runs as root")
+	for _, b := range []string{"containerd", "runc", "ctr"} {
+		if _, err := exec.LookPath(b); err != nil {
+			testutil.Unavailable(t, "no %s binary in PATH (make containerd-deps installs Debian's)", b)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "address")
+	cmd := exec.Command(tool(t), "--", os.Args[0], "-test.run=^$")
+	cmd.Env = env(envHelper + "=" + out)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var addr string
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		b, err := os.ReadFile(out)
+		if err != nil {
+			return err
+		}
+		addr = string(b)
+		return nil
+	})
+	if addr == "" {
+		t.Fatalf("the command got no address\n%s", logs.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("withcontainerd did not end after SIGTERM\n%s", logs.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("withcontainerd after SIGTERM: %v, want exit status 7 (the command's)\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(filepath.Dir(addr)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the daemon's directory %s is left (%v)\n%s", filepath.Dir(addr), err, logs.String())
 	}
 }
