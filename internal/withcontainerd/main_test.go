@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,14 +16,15 @@ import (
 	"berth.dev/berth/internal/testutil"
 )
 
-// tool builds this program once per test.
+// toolBin is this program, built once by TestMain.
+var toolBin string
+
 func tool(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "withcontainerd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building withcontainerd: %v\n%s", err, out)
+	if toolBin == "" {
+		t.Fatal("withcontainerd was not built")
 	}
-	return bin
+	return toolBin
 }
 
 // env is this process's environment without the variables the tool
@@ -129,7 +131,20 @@ func TestMain(m *testing.M) {
 		<-sig
 		os.Exit(7)
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "withcontainerd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	toolBin = filepath.Join(dir, "withcontainerd")
+	if out, err := exec.Command("go", "build", "-o", toolBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building withcontainerd: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // TestSignalsReachTheCommand: SIGTERM to the tool reaches the command,
