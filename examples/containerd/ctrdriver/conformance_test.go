@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	drivertest.ServeIfPlugin(func(l hclog.Logger) sdk.Driver { return ctrdriver.New(l) })
 	code := m.Run()
 	stopPrivateContainerd()
+	removeArchive()
 	os.Exit(code)
 }
 

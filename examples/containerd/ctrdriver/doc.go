@@ -73,6 +73,8 @@
 // meanwhile reports its real exit code. While no plugin reads the FIFOs
 // the container's output waits in them (a pipe's buffer, 64 KiB, then its
 // writes block). DestroyTask deletes the task, the container and its
-// snapshot. Containers a plugin created but never returned a handle for
-// (a plugin killed inside StartTask) are left in the namespace.
+// snapshot. A container a plugin created but never returned a handle for
+// (a plugin killed inside StartTask) is replaced by the next start of its
+// task ID, which berth's driver manager makes; a start whose caller gave
+// up removes its container.
 package ctrdriver

@@ -1,6 +1,7 @@
 package ctrdriver_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
 
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -671,5 +676,77 @@ func TestResourcesAreCgroupLimits(t *testing.T) {
 	}
 	if got := read(filepath.Join("/sys/fs/cgroup", v2, "memory.max")); got != strconv.Itoa(96<<20) {
 		t.Errorf("memory.max %s, want %d", got, 96<<20)
+	}
+}
+
+// A container with the task's ID that the plugin does not know (its plugin
+// died inside StartTask, before anyone got a handle) is replaced by the
+// next start of that ID, as berth's driver manager expects.
+func TestStartReplacesAnUnknownContainerOfTheSameID(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.task(t, f.image("run"))
+	ready := readyEnv(cfg)
+	f.start(t, cfg)
+	waitFile(t, ready)
+	ctx, cancel := testCtx()
+	defer cancel()
+	old, err := f.d.InspectTask(ctx, cfg.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(ready); err != nil {
+		t.Fatal(err)
+	}
+	other := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	if err := other.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(f.addr)}); err != nil {
+		t.Fatal(err)
+	}
+	startOn(t, other, cfg)
+	waitFile(t, ready)
+	st, err := other.InspectTask(ctx, cfg.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetAttributes()["pid"] == old.GetAttributes()["pid"] {
+		t.Errorf("the second start kept the first container's process %s", old.GetAttributes()["pid"])
+	}
+	if res := waitOn(t, f.d, cfg.GetId()); res.GetSignal() != int32(syscall.SIGKILL) {
+		t.Errorf("the replaced container ended %v, want killed", res)
+	}
+}
+
+// canceledCtx reports itself canceled without closing Done, so the calls
+// to containerd go through and only StartTask's own check sees it: a
+// caller that gave up by the time the container runs.
+type canceledCtx struct{ context.Context }
+
+func (canceledCtx) Err() error { return context.Canceled }
+
+// A start whose caller gave up leaves no container running: nobody would
+// get its handle.
+func TestAbandonedStartLeavesNoContainer(t *testing.T) {
+	f := newFixture(t)
+	d := ctrdriver.New(drivertest.Logger(t))
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := d.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(f.addr)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.task(t, f.image("run"))
+	t.Cleanup(func() { d.DestroyTask(context.Background(), cfg.GetId(), true) }) // should it have started
+	_, err := d.StartTask(canceledCtx{context.Background()}, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("StartTask for a caller that gave up: %v, want context.Canceled", err)
+	}
+	if _, err := d.InspectTask(ctx, cfg.GetId()); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Errorf("abandoned task is known: %v", err)
+	}
+	c, err := client.New(f.addr, client.WithDefaultNamespace(testNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.LoadContainer(namespaces.WithNamespace(ctx, testNamespace), cfg.GetId()); !errdefs.IsNotFound(err) {
+		t.Errorf("abandoned start left container %s: %v", cfg.GetId(), err)
 	}
 }

@@ -23,6 +23,7 @@ var (
 	testLayer   []byte
 	testDiffID  string
 	archiveOnce sync.Once
+	archiveDir  string
 	archivePath string
 	archiveErr  error
 )
@@ -40,11 +41,19 @@ func imageArchive(t testing.TB) string {
 	return archivePath
 }
 
+// removeArchive removes what imageArchive built; TestMain calls it.
+func removeArchive() {
+	if archiveDir != "" {
+		os.RemoveAll(archiveDir)
+	}
+}
+
 func buildArchive() (string, error) {
 	dir, err := os.MkdirTemp("", "berth-ctrd-image-")
 	if err != nil {
 		return "", err
 	}
+	archiveDir = dir
 	prog := filepath.Join(dir, "taskprog")
 	build := exec.Command("go", "build", "-trimpath", "-o", prog, "../internal/taskprog")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")

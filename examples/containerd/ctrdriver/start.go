@@ -103,8 +103,8 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		return nil, err
 	}
 	st := handleState{Namespace: pc.namespace, ContainerID: containerID(id), Image: img.Name()}
-	if _, err := c.LoadContainer(ctx, st.ContainerID); err == nil {
-		return nil, fmt.Errorf("task %q: container %s already exists in containerd namespace %q: %w", id, st.ContainerID, pc.namespace, sdk.ErrTaskExists)
+	if err := d.replaceLeftover(ctx, c, id, st.ContainerID); err != nil {
+		return nil, err
 	}
 	var cleanups []func()
 	defer func() {
@@ -179,11 +179,44 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		return nil, startError(img.Name(), "start", err)
 	}
 	st.Pid = proc.Pid()
+	if err := ctx.Err(); err != nil {
+		// The caller gave up while the container started: it will neither
+		// get nor persist the handle, so the container must not run on.
+		return nil, fmt.Errorf("start task %q: %w", id, err)
+	}
 	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	go d.watch(t, exitCh)
 	d.events.Emit(id, fmt.Sprintf("Started container %s from image %s (pid %d)", st.ContainerID, st.Image, st.Pid),
 		map[string]string{"container_id": st.ContainerID, "image": st.Image})
 	return t, nil
+}
+
+// replaceLeftover removes a container with the task's ID that this
+// plugin does not know (reserve made sure): one a plugin created in a
+// StartTask it did not live to answer, which nothing supervises and no
+// handle names. berth's driver manager starts the same ID again after
+// such a loss, and that start replaces it.
+func (d *Driver) replaceLeftover(ctx context.Context, c *client.Client, taskID, cid string) error {
+	ctr, err := c.LoadContainer(ctx, cid)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("task %q: look up container %s: %w", taskID, cid, err)
+	}
+	d.logger.Warn("replacing a container no handle names (its plugin died starting it)", "task_id", taskID, "container_id", cid)
+	d.events.Emit(taskID, fmt.Sprintf("Replacing container %s, left by a start that did not finish", cid), map[string]string{"container_id": cid})
+	if proc, err := ctr.Task(ctx, nil); err == nil {
+		if _, err := proc.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("task %q: delete the leftover task of container %s: %w", taskID, cid, err)
+		}
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("task %q: leftover container %s: %w", taskID, cid, err)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("task %q: delete leftover container %s: %w", taskID, cid, err)
+	}
+	return nil
 }
 
 // startError turns containerd's refusal to create or start the container
