@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"berth.dev/berth/rpc/api"
 )
@@ -15,10 +16,15 @@ import (
 // nothing else, however long the list. An exact ID wins over longer IDs it
 // is a prefix of (job "web" beside job "web-2"); it sorts first. api.Pages
 // refuses a token that does not advance, so a misbehaving agent cannot
-// keep it reading forever.
+// keep it reading forever. A prefix that is not UTF-8 is refused before
+// anything is sent (no ID is not UTF-8; sent, the agent's refusal would
+// name next_token, not the argument the user typed).
 func findID[T any](ctx context.Context, kind, prefix string, list api.ListFunc[T], id func(T) string) (string, error) {
 	if prefix == "" {
 		return "", fmt.Errorf("no %s ID given", kind)
+	}
+	if !utf8.ValidString(prefix) {
+		return "", fmt.Errorf("%s ID or prefix %q is not valid UTF-8 (no %s ID is)", kind, prefix, kind)
 	}
 	var matches []string
 	past := false
