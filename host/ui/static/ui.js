@@ -236,6 +236,22 @@
     }
   }
 
+  // Leaving the page ends its long poll and log streams at once: a
+  // request left waiting would hold one of the browser's few connections
+  // to the agent until the agent answered it. A page restored from the
+  // back/forward cache starts them again.
+  window.addEventListener('pagehide', function () {
+    generation++;
+    if (controller) controller.abort();
+    while (logControllers.length) logControllers.pop().abort();
+  });
+  window.addEventListener('pageshow', function (ev) {
+    if (ev.persisted) {
+      restart(true);
+      startLogs();
+    }
+  });
+
   // A token in this tab: the page was served without it (a navigation
   // sends no header), so read it again with the token first.
   restart(!!token());
