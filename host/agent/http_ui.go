@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"google.golang.org/grpc/metadata"
+
 	"berth.dev/berth/host/ui"
 )
 
@@ -19,7 +21,10 @@ func (a *Agent) handleUI(handle func(string, map[string]handlerFunc), api http.H
 	for _, r := range h.Routes() {
 		serve := r.Serve
 		handle(r.Pattern, map[string]handlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
-			serve(w, r)
+			// The router put the page request's token on its context for
+			// RPCs; the UI's reads are API requests of their own, which put
+			// it there again: two would be refused as two tokens.
+			serve(w, r.WithContext(metadata.NewOutgoingContext(r.Context(), metadata.MD{})))
 			return nil
 		}})
 	}

@@ -49,8 +49,8 @@ func fixtures() *fakeAPI {
 		Nodes: map[string]*pb.CSIPluginInfo{nodeID: {Healthy: true, HealthDescription: "serving"}}}}
 	f.volumes = []*pb.VolumeView{{
 		Volume: &pb.Volume{Id: "vol1", PluginId: "hostpath", CapacityBytes: 1 << 20, Schedulable: true,
-			Secrets:      map[string]string{"api_key": "hunter2"},
-			Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
+			Secrets:            map[string]string{"api_key": "hunter2"},
+			Capabilities:       []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}},
 			AccessibleTopology: []*pb.Topology{{Segments: map[string]string{"zone": "z1"}}}},
 		Claims: []*pb.Claim{
 			{Id: claimID, VolumeId: "vol1", AllocId: allocID, NodeId: nodeID, State: pb.ClaimState_CLAIM_STATE_RELEASING, Attempts: 3,
