@@ -15,7 +15,7 @@ EXAMPLES  := examples/driver-sleep examples/csi-tmpdir
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
 
-.PHONY: all build run test check fuzz-short proto proto-baseline bench acceptance plugins clean fmt
+.PHONY: all build run test check fuzz-short proto proto-baseline bench acceptance plugins clean fmt browser ui-screenshot
 
 all: build
 
@@ -30,7 +30,7 @@ run: build
 # conformance tests with the race detector plus a short real run of the
 # acceptance suite, then a short pass of every fuzz target. Under CI=true a
 # test that cannot run on this machine fails instead of skipping.
-test: check build
+test: check build browser
 	for m in $(MODULES); do (cd $$m && $(GO) test -race -timeout 20m $(PKGS)) || exit 1; done
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race ./...) || exit 1; done
 	$(MAKE) fuzz-short
@@ -110,3 +110,24 @@ acceptance: build
 
 clean:
 	rm -rf build
+
+# Headless Chromium for the web UI's browser tests (host/ui, acceptance's
+# TestWebUIInABrowser, which look for /usr/bin/chromium): Debian's
+# chromium, installed with apt when missing, as root only. Under CI=true a
+# machine where it cannot be installed fails; elsewhere the tests skip,
+# saying why.
+browser:
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	ci=false; case "$$CI" in true|TRUE|True|1|t|T) ci=true;; esac; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing chromium (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends chromium || \
+		{ apt-get update && apt-get install -y --no-install-recommends chromium; } || \
+		{ echo "chromium: apt-get install failed"; if $$ci; then exit 1; fi; }; \
+	elif $$ci; then echo "chromium is missing and cannot be installed here (needs root and apt-get); CI=true: failing"; exit 1; \
+	else echo "chromium is missing (installing needs root and apt-get): the browser tests will skip"; fi
+
+# The README's picture of the volume page, from a run of the browser test.
+ui-screenshot: browser
+	BERTH_UI_SCREENSHOT=$(CURDIR)/docs/ui-volume.png $(GO) test -count=1 -run TestWebUIInABrowser ./acceptance

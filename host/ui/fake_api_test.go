@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -83,6 +84,18 @@ func (f *fakeAPI) handler() http.Handler {
 			case proto.Message:
 				b, err = apijson.Marshal(v)
 			case []proto.Message:
+				// Paged as the API pages: per_page items (100 when not
+				// given), the next one's position as the token.
+				from, _ := strconv.Atoi(r.URL.Query().Get("next_token"))
+				n, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+				if n == 0 {
+					n = 100
+				}
+				v = v[min(from, len(v)):]
+				if len(v) > n {
+					v = v[:n]
+					w.Header().Set("X-Berth-NextToken", fmt.Sprintf("%09d", from+n))
+				}
 				b, err = apijson.MarshalList(v)
 			}
 			if err != nil {
