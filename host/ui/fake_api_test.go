@@ -29,8 +29,10 @@ type fakeAPI struct {
 	plugins []*pb.CSIPlugin
 	volumes []*pb.VolumeView
 	servers []*pb.RaftServer
-	// deny maps an API route pattern to the capability a 403 names.
-	deny map[string]string
+	// deny maps an API route pattern to the capability a 403 names;
+	// a request with token is not denied.
+	deny  map[string]string
+	token string
 	// calls counts requests by route pattern.
 	calls map[string]int
 }
@@ -58,6 +60,9 @@ func (f *fakeAPI) handler() http.Handler {
 			f.mu.Lock()
 			f.calls[pattern]++
 			capability, denied := f.deny[pattern]
+			if f.token != "" && r.Header.Get("X-Berth-Token") == f.token {
+				denied = false
+			}
 			f.mu.Unlock()
 			if denied {
 				apiError(w, http.StatusForbidden, "permission_denied", "Permission denied: the token's policies do not grant "+capability)

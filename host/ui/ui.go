@@ -240,7 +240,8 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error, 
 	if pe.Status >= 500 {
 		h.logger.Warn("UI page read failed", "path", r.URL.Path, "error", err)
 	}
-	h.render(w, h.errTpl, r, pe.Status, &frame{Title: http.StatusText(pe.Status), Err: pe, Now: h.now()})
+	// Live with no index: a token entered in the page reads it again.
+	h.render(w, h.errTpl, r, pe.Status, &frame{Title: http.StatusText(pe.Status), Err: pe, Live: true, Now: h.now()})
 }
 
 // parseIndex reads the opaque index ("12.40.7", one per watched read).
