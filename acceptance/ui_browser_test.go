@@ -232,6 +232,35 @@ func TestWebUIInABrowser(t *testing.T) {
 	b.screenshot(t, shots, "volume-after-stop")
 	jt.waitFor(t, "the job page showing the stop", "document.getElementById('job-status') && !document.querySelector('[data-action=stop-job]')", 30*time.Second)
 
+	// Actions by mouse: release an operator claim, drain the node.
+	confirm := func(b *browser, action string) {
+		t.Helper()
+		b.do(t, "click "+action, chromedp.Click(chromedp.CSS("[data-action="+action+"]")))
+		b.waitFor(t, "the confirmation of "+action, "document.getElementById('confirm').open", 10*time.Second)
+		b.do(t, "confirm "+action, chromedp.Click(chromedp.CSS("#confirm-ok")))
+		b.waitFor(t, "the result of "+action, "document.getElementById('toast')", 20*time.Second)
+		if got := text(b, "#toast"); strings.HasPrefix(got, "Failed") {
+			t.Fatalf("%s: %s", action, got)
+		}
+	}
+	createVolume(t, a, "uiop", "hostpath")
+	opClaim, _ := operatorClaim(t, a, "uiop", "write")
+	opRow := fmt.Sprintf("document.getElementById(%q)", "claim-"+opClaim)
+	open(b, "/ui/volumes/uiop", opRow+" && "+opRow+".querySelector('[data-action=release-claim]')")
+	confirm(b, "release-claim")
+	b.waitFor(t, "the released operator claim leaving", "!"+opRow, 60*time.Second)
+	waitVolumeFreed(t, a, "uiop", time.Now(), freeBound)
+
+	open(b, "/ui/nodes/"+node.ID, "document.querySelector('[data-action=drain-on]')")
+	confirm(b, "drain-on")
+	b.waitFor(t, "the node ineligible after the drain", "document.getElementById('node-eligibility').textContent === 'ineligible'", 30*time.Second)
+	var drained struct {
+		Eligibility string `json:"eligibility"`
+	}
+	if err := a.getJSON("/v1/node/"+node.ID, &drained); err != nil || drained.Eligibility != "ineligible" {
+		t.Errorf("after the drain from the page the API shows eligibility %q (%v), want ineligible", drained.Eligibility, err)
+	}
+
 	b.noProblems(t)
 	jt.noProblems(t)
 	if dst := os.Getenv("BERTH_UI_SCREENSHOT"); dst != "" {

@@ -107,3 +107,25 @@ func TestLiveCallerGoneEndsTheWait(t *testing.T) {
 		}
 	})
 }
+
+// FuzzParseIndex: the index a fragment request echoes is the caller's
+// input; any text is either refused (the page answers at once) or read
+// as one index per watched read that formats back to itself.
+func FuzzParseIndex(f *testing.F) {
+	for _, s := range []string{"", "1", "10.10.10.10", "1..2", "-1", "18446744073709551615.0", "1.2.3.4.5"} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n = n % 8
+		idx, ok := parseIndex(s, n)
+		if !ok {
+			return
+		}
+		if len(idx) != n {
+			t.Fatalf("parseIndex(%q, %d) = %v", s, n, idx)
+		}
+		if back, ok := parseIndex(formatIndex(idx), n); !ok || formatIndex(back) != formatIndex(idx) {
+			t.Fatalf("%q: %v does not round-trip", s, idx)
+		}
+	})
+}
