@@ -260,6 +260,11 @@ func TestWebUIInABrowser(t *testing.T) {
 	if err := a.getJSON("/v1/node/"+node.ID, &drained); err != nil || drained.Eligibility != "ineligible" {
 		t.Errorf("after the drain from the page the API shows eligibility %q (%v), want ineligible", drained.Eligibility, err)
 	}
+	// The drain of an empty node is over at once: mark it eligible again.
+	b.waitFor(t, "the drain over", "document.querySelector('[data-action=eligibility][data-eligibility=eligible]') && !document.querySelector('[data-action=drain-off]')", 30*time.Second)
+	b.do(t, "clear the toast", chromedp.Evaluate[chromedp.Void]("document.getElementById('toast').remove()"))
+	confirm(b, "eligibility")
+	b.waitFor(t, "the node eligible again", "document.getElementById('node-eligibility').textContent === 'eligible'", 30*time.Second)
 
 	b.noProblems(t)
 	jt.noProblems(t)

@@ -31,9 +31,10 @@
 //
 // # Actions
 //
-// Stop a job, drain a node (or end a drain), release an operator claim:
-// buttons that, after a confirmation, call the same JSON API the CLI uses
-// (DELETE /v1/job/{id}, PUT /v1/node/{id}/drain, DELETE
+// Stop a job, drain a node (or end a drain), mark a node eligible or
+// ineligible, release an operator claim: buttons that, after a
+// confirmation, call the same JSON API the CLI uses (DELETE /v1/job/{id},
+// PUT /v1/node/{id}/drain, PUT /v1/node/{id}/eligibility, DELETE
 // /v1/volume/csi/{id}/claims/{claim}) from the script with the token; the
 // page then updates from its blocking query like any other change.
 //

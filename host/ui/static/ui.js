@@ -161,6 +161,12 @@
         method: 'PUT', path: '/v1/node/' + encodeURIComponent(b.dataset.node) + '/drain',
         body: { mark_eligible: true }, done: 'Drain stopped.' };
     },
+    'eligibility': function (b) {
+      const e = b.dataset.eligibility;
+      return { text: 'Mark node ' + b.dataset.node + ' ' + e + (e === 'eligible' ? ' for new allocations?' : '? It keeps its allocations and takes no new ones.'),
+        method: 'PUT', path: '/v1/node/' + encodeURIComponent(b.dataset.node) + '/eligibility',
+        body: { eligibility: e }, done: 'Node marked ' + e + '.' };
+    },
     'release-claim': function (b) {
       return { text: 'Release operator claim ' + b.dataset.claim + ' on volume ' + b.dataset.volume + '?',
         method: 'DELETE', path: '/v1/volume/csi/' + encodeURIComponent(b.dataset.volume) + '/claims/' + encodeURIComponent(b.dataset.claim),
