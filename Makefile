@@ -18,7 +18,7 @@ FUZZ_EXAMPLES := examples/containerd
 FUZZTIME  ?= 3s
 export CGO_ENABLED ?= 1
 
-.PHONY: all build run test check fuzz-short proto proto-baseline bench acceptance plugins clean fmt
+.PHONY: all build run test check fuzz-short proto proto-baseline bench acceptance plugins clean fmt browser ui-screenshot
 
 all: build
 
@@ -38,7 +38,7 @@ run: build
 # its own socket, root and state in a temp dir, stopped by PID at the end),
 # its socket in BERTH_CONTAINERD_ADDRESS; set that variable to use another
 # containerd (the system's) instead.
-test: check build containerd-deps
+test: check build containerd-deps browser
 	$(GO) run ./internal/withcontainerd -- $(MAKE) --no-print-directory test-modules
 	$(MAKE) fuzz-short
 
@@ -142,3 +142,24 @@ containerd-deps:
 	else \
 		echo "containerd-deps: containerd or runc is missing and installing them needs root: the containerd tests will be skipped"; \
 	fi
+
+# Headless Chromium for the web UI's browser tests (host/ui, acceptance's
+# TestWebUIInABrowser, which look for /usr/bin/chromium): Debian's
+# chromium, installed with apt when missing, as root only. Under CI=true a
+# machine where it cannot be installed fails; elsewhere the tests skip,
+# saying why.
+browser:
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	ci=false; case "$$CI" in true|TRUE|True|1|t|T) ci=true;; esac; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing chromium (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends chromium || \
+		{ apt-get update && apt-get install -y --no-install-recommends chromium; } || \
+		{ echo "chromium: apt-get install failed"; if $$ci; then exit 1; fi; }; \
+	elif $$ci; then echo "chromium is missing and cannot be installed here (needs root and apt-get); CI=true: failing"; exit 1; \
+	else echo "chromium is missing (installing needs root and apt-get): the browser tests will skip"; fi
+
+# The README's picture of the volume page, from a run of the browser test.
+ui-screenshot: browser
+	BERTH_UI_SCREENSHOT=$(CURDIR)/docs/ui-volume.png $(GO) test -count=1 -run TestWebUIInABrowser ./acceptance

@@ -112,6 +112,7 @@ func (a *Agent) apiRouter() *router {
 	rt.bodyUse(bodyNone, "/v1/acl/policy/{name}", "DELETE")
 	rt.bodyUse(bodyNone, "/v1/acl/token/{accessor}", "DELETE")
 	rt.authorize = a.authorizeHTTP
+	a.handleUI(handle, mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status.Errorf(codes.NotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

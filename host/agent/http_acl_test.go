@@ -140,6 +140,12 @@ func TestACLRouteTokenMatrix(t *testing.T) {
 	type route struct{ pattern, method string }
 	var routes []route
 	for pattern, methods := range a.apiRouter().routes {
+		if isUIRoute(pattern) {
+			// The web UI's pages need nothing themselves and answer the
+			// status of the API reads behind them (a 403 naming the
+			// capability): TestUIReadsWithThePageToken checks them.
+			continue
+		}
 		for _, m := range slices.Sorted(maps.Keys(methods)) {
 			routes = append(routes, route{pattern, m})
 		}

@@ -76,8 +76,8 @@ func TestEveryReadOfAnUnknownObjectIs404(t *testing.T) {
 	const ghost = "00000000-0000-4000-8000-00000000dead"
 	checked := 0
 	for pattern, methods := range a.apiRouter().routes {
-		if methods["GET"] == nil || !strings.Contains(pattern, "{") {
-			continue
+		if methods["GET"] == nil || !strings.Contains(pattern, "{") || isUIRoute(pattern) {
+			continue // the UI's pages answer HTML: host/ui's TestUnknownIDsAre404
 		}
 		checked++
 		path := regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(pattern, ghost)

@@ -205,4 +205,21 @@ var table = map[string]Need{
 	"PUT /v1/acl/token/{accessor}":              {Kind: Management},
 	"POST /v1/acl/token/{accessor}":             {Kind: Management},
 	"DELETE /v1/acl/token/{accessor}":           {Kind: Management},
+
+	// --- HTTP: the web UI (host/ui). Its pages are shells: every value on
+	// them is read through the API above, in process, with the page
+	// request's token, so each read needs what its API route needs. ---
+	"GET /{$}":              {Kind: None},
+	"GET /ui/{$}":           {Kind: None},
+	"GET /ui/static/{file}": {Kind: None},
+	"GET /ui/":              {Kind: None},
+	"GET /ui/jobs":          {Kind: None},
+	"GET /ui/jobs/{id}":     {Kind: None},
+	"GET /ui/allocs/{id}":   {Kind: None},
+	"GET /ui/nodes":         {Kind: None},
+	"GET /ui/nodes/{id}":    {Kind: None},
+	"GET /ui/plugins":       {Kind: None},
+	"GET /ui/plugins/{id}":  {Kind: None},
+	"GET /ui/volumes":       {Kind: None},
+	"GET /ui/volumes/{id}":  {Kind: None},
 }

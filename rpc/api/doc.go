@@ -28,4 +28,8 @@
 // the error code ("not_found", "unavailable", ...), the name rpc/errcode gives
 // the server's gRPC code; branch on Code (or errcode.Code(err), which reads it
 // back as the gRPC code), never on the message.
+//
+// NewInProcessClient is a client served by an http.Handler in the same
+// process (the agent's web UI reads its own API through it, with the
+// token of the page's request).
 package api

@@ -1,0 +1,265 @@
+// berth web UI: keeps a page current from the agent's blocking queries,
+// runs the page's actions through the JSON API, and keeps the ACL token in
+// the tab's session storage. Hand-written, no dependencies, no build step.
+'use strict';
+(function () {
+  const TOKEN_KEY = 'berth-token';
+  const main = document.getElementById('main');
+  const live = document.getElementById('live');
+  const banner = document.getElementById('banner');
+
+  function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+  function headers(extra) {
+    const h = Object.assign({}, extra || {});
+    const t = token();
+    if (t) h['X-Berth-Token'] = t;
+    return h;
+  }
+  function sleep(ms) { return new Promise(function (r) { setTimeout(r, ms); }); }
+
+  function showBanner(text, bad) {
+    banner.textContent = text;
+    banner.classList.toggle('bad', !!bad);
+    banner.hidden = false;
+  }
+  function hideBanner() { banner.hidden = true; banner.textContent = ''; }
+
+  // --- live updates ---
+  let generation = 0; // bumped to restart the loop (a new token)
+  let controller = null;
+
+  // replaceLive swaps the live fragment, keeping the focused element
+  // (by id or by its action and target) focused across the swap.
+  function replaceLive(html) {
+    const active = document.activeElement;
+    let key = null;
+    if (active && live.contains(active)) {
+      if (active.id) key = '#' + CSS.escape(active.id);
+      else if (active.dataset.action) key = '[data-action="' + CSS.escape(active.dataset.action) + '"]';
+      else if (active.getAttribute('href')) key = '[href="' + CSS.escape(active.getAttribute('href')) + '"]';
+    }
+    live.innerHTML = html;
+    if (key) {
+      const again = live.querySelector(key);
+      if (again) again.focus();
+    }
+  }
+
+  function fragmentURL(index) {
+    const u = new URL(window.location.href);
+    u.searchParams.set('fragment', 'main');
+    if (index) u.searchParams.set('index', index); else u.searchParams.delete('index');
+    return u.toString();
+  }
+
+  async function loop(gen, index) {
+    let backoff = 500;
+    while (gen === generation) {
+      controller = new AbortController();
+      let resp, html;
+      try {
+        resp = await fetch(fragmentURL(index), { headers: headers(), signal: controller.signal, cache: 'no-store' });
+        html = await resp.text();
+      } catch (e) {
+        if (gen !== generation) return;
+        showBanner('Connection to the agent lost; retrying in ' + Math.round(backoff / 1000 * 10) / 10 + ' s.', true);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30000);
+        continue;
+      }
+      if (gen !== generation) return;
+      if (resp.status >= 500) {
+        replaceLive(html);
+        showBanner('The agent answered ' + resp.status + '; retrying in ' + Math.round(backoff / 100) / 10 + ' s.', true);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30000);
+        continue;
+      }
+      backoff = 500;
+      hideBanner();
+      replaceLive(html);
+      if (!resp.ok) return; // 4xx: nothing to wait for until the token changes
+      index = resp.headers.get('X-Berth-Index') || '';
+      main.dataset.index = index;
+      if (!index) return;
+    }
+  }
+
+  function restart(fromScratch) {
+    generation++;
+    if (controller) controller.abort();
+    if (main.dataset.live !== 'true') return;
+    loop(generation, fromScratch ? '' : main.dataset.index);
+  }
+
+  // --- token ---
+  const form = document.getElementById('token-form');
+  const input = document.getElementById('token-input');
+  form.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    const v = input.value.trim();
+    if (v) sessionStorage.setItem(TOKEN_KEY, v); else sessionStorage.removeItem(TOKEN_KEY);
+    input.value = '';
+    input.placeholder = v ? 'token set' : 'secret ID';
+    restart(true);
+    startLogs();
+  });
+  document.getElementById('token-clear').addEventListener('click', function () {
+    sessionStorage.removeItem(TOKEN_KEY);
+    input.placeholder = 'secret ID';
+    restart(true);
+    startLogs();
+  });
+  if (token()) input.placeholder = 'token set';
+
+  // --- actions ---
+  const dialog = document.getElementById('confirm');
+  function confirmAction(text) {
+    return new Promise(function (resolve) {
+      document.getElementById('confirm-text').textContent = text;
+      dialog.returnValue = '';
+      dialog.addEventListener('close', function () { resolve(dialog.returnValue === 'ok'); }, { once: true });
+      dialog.showModal();
+      document.getElementById('confirm-cancel').focus();
+    });
+  }
+
+  function toast(text, bad) {
+    let t = document.getElementById('toast');
+    if (!t) {
+      t = document.createElement('p');
+      t.id = 'toast';
+      t.setAttribute('role', 'status');
+      main.insertBefore(t, live);
+    }
+    t.className = bad ? 'toast bad' : 'toast';
+    t.textContent = text;
+  }
+
+  async function callAPI(method, path, body) {
+    const init = { method: method, headers: headers(body ? { 'Content-Type': 'application/json' } : {}) };
+    if (body) init.body = JSON.stringify(body);
+    const resp = await fetch(path, init);
+    if (resp.ok) return null;
+    let msg = 'HTTP ' + resp.status;
+    try { const e = await resp.json(); msg = e.message + ' (' + e.code + ', HTTP ' + resp.status + ')'; } catch (e) { /* not JSON */ }
+    return msg;
+  }
+
+  const actions = {
+    'stop-job': function (b) {
+      return { text: 'Stop job "' + b.dataset.job + '"? Its allocations are stopped and their volume claims released.',
+        method: 'DELETE', path: '/v1/job/' + encodeURIComponent(b.dataset.job), done: 'Job stopped.' };
+    },
+    'drain-on': function (b) {
+      return { text: 'Drain node ' + b.dataset.node + '? Its allocations are moved off within an hour and it takes no new ones.',
+        method: 'PUT', path: '/v1/node/' + encodeURIComponent(b.dataset.node) + '/drain',
+        body: { drain: { deadline_ms: 3600000 } }, done: 'Drain started.' };
+    },
+    'drain-off': function (b) {
+      return { text: 'Stop draining node ' + b.dataset.node + ' and mark it eligible again?',
+        method: 'PUT', path: '/v1/node/' + encodeURIComponent(b.dataset.node) + '/drain',
+        body: { mark_eligible: true }, done: 'Drain stopped.' };
+    },
+    'eligibility': function (b) {
+      const e = b.dataset.eligibility;
+      return { text: 'Mark node ' + b.dataset.node + ' ' + e + (e === 'eligible' ? ' for new allocations?' : '? It keeps its allocations and takes no new ones.'),
+        method: 'PUT', path: '/v1/node/' + encodeURIComponent(b.dataset.node) + '/eligibility',
+        body: { eligibility: e }, done: 'Node marked ' + e + '.' };
+    },
+    'release-claim': function (b) {
+      return { text: 'Release operator claim ' + b.dataset.claim + ' on volume ' + b.dataset.volume + '?',
+        method: 'DELETE', path: '/v1/volume/csi/' + encodeURIComponent(b.dataset.volume) + '/claims/' + encodeURIComponent(b.dataset.claim),
+        done: 'Claim released.' };
+    },
+  };
+
+  document.addEventListener('click', async function (ev) {
+    const b = ev.target.closest('button[data-action]');
+    if (!b || !actions[b.dataset.action]) return;
+    const a = actions[b.dataset.action](b);
+    if (!(await confirmAction(a.text))) return;
+    b.disabled = true;
+    const err = await callAPI(a.method, a.path, a.body);
+    b.disabled = false;
+    toast(err ? 'Failed: ' + err : a.done, !!err);
+  });
+
+  // --- logs: the tail of each task's log, followed ---
+  const logControllers = [];
+  function startLogs() {
+    while (logControllers.length) logControllers.pop().abort();
+    document.querySelectorAll('[data-log-alloc]').forEach(function (box) {
+      const sel = box.querySelector('[data-log-type]');
+      const run = function () {
+        const c = new AbortController();
+        logControllers.push(c);
+        followLog(box, sel.value, c.signal);
+        return c;
+      };
+      let c = run();
+      sel.onchange = function () { c.abort(); c = run(); };
+    });
+  }
+
+  async function followLog(box, type, signal) {
+    const pre = box.querySelector('pre');
+    const status = box.querySelector('.log-status');
+    const path = '/v1/client/fs/logs/' + encodeURIComponent(box.dataset.logAlloc) +
+      '?task=' + encodeURIComponent(box.dataset.logTask) + '&type=' + type + '&follow=true&origin=end&offset=16384';
+    pre.textContent = '';
+    let backoff = 500;
+    while (!signal.aborted) {
+      try {
+        const resp = await fetch(path, { headers: headers(), signal: signal });
+        if (!resp.ok) {
+          let msg = 'HTTP ' + resp.status;
+          try { const e = await resp.json(); msg = e.message + ' (' + e.code + ')'; } catch (e) { /* not JSON */ }
+          status.textContent = 'Log not available: ' + msg;
+          return;
+        }
+        status.textContent = 'Following.';
+        const reader = resp.body.getReader();
+        const dec = new TextDecoder();
+        pre.textContent = '';
+        for (;;) {
+          const r = await reader.read();
+          if (r.done) break;
+          const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          pre.textContent += dec.decode(r.value, { stream: true });
+          // Keep the last 64 KiB on the page.
+          if (pre.textContent.length > 65536) pre.textContent = pre.textContent.slice(-65536);
+          if (atEnd) pre.scrollTop = pre.scrollHeight;
+        }
+        status.textContent = 'The log ended (the task stopped).';
+        return;
+      } catch (e) {
+        if (signal.aborted) return;
+        status.textContent = 'Log stream lost; retrying.';
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30000);
+      }
+    }
+  }
+
+  // Leaving the page ends its long poll and log streams at once: a
+  // request left waiting would hold one of the browser's few connections
+  // to the agent until the agent answered it. A page restored from the
+  // back/forward cache starts them again.
+  window.addEventListener('pagehide', function () {
+    generation++;
+    if (controller) controller.abort();
+    while (logControllers.length) logControllers.pop().abort();
+  });
+  window.addEventListener('pageshow', function (ev) {
+    if (ev.persisted) {
+      restart(true);
+      startLogs();
+    }
+  });
+
+  // A token in this tab: the page was served without it (a navigation
+  // sends no header), so read it again with the token first.
+  restart(!!token());
+  startLogs();
+})();
