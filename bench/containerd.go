@@ -43,6 +43,7 @@ type ctrdReport struct {
 	plan jobRunPlan
 	// per run, in run order
 	ctr, ctrd, exec            []time.Duration
+	ctrUp                      []time.Duration // `ctr version`: ctr's own start-up and one round trip
 	ctrdStarting, execStarting []time.Duration // received → started
 }
 
@@ -78,37 +79,65 @@ func measureContainerd(bin string, plan jobRunPlan) (*ctrdReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctrdTask := &pb.Task{Name: "t", Driver: "containerd",
+		Config:    map[string]*driverpb.ConfigValue{"image": {Kind: &driverpb.ConfigValue_StringValue{StringValue: ctrdBenchImage}}},
+		Resources: &pb.TaskResources{CpuMhz: 20, MemoryMb: 32}}
+	execTask := &pb.Task{Name: "t", Driver: "exec",
+		Config: map[string]*driverpb.ConfigValue{
+			"command": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/bin/sleep"}},
+			"args":    {Kind: &driverpb.ConfigValue_ListValue{ListValue: &driverpb.StringList{Values: []string{"600"}}}},
+		},
+		Resources: &pb.TaskResources{CpuMhz: 20, MemoryMb: 32}}
 	rep := &ctrdReport{plan: plan}
 	for i := range plan.warmup + plan.runs {
-		ctrTook, err := env.ctrRun(fmt.Sprintf("bench-ctr-%03d", i))
-		if err != nil {
-			return nil, fmt.Errorf("run %d: %w", i, err)
-		}
-		ctrd, err := oneTaskRun(c, fmt.Sprintf("bench-ctrd-%03d", i), &pb.Task{Name: "t", Driver: "containerd",
-			Config:    map[string]*driverpb.ConfigValue{"image": {Kind: &driverpb.ConfigValue_StringValue{StringValue: ctrdBenchImage}}},
-			Resources: &pb.TaskResources{CpuMhz: 20, MemoryMb: 32}})
-		if err != nil {
-			return nil, fmt.Errorf("run %d, containerd: %w (agent log: %s)", i, err, agent.logPath)
-		}
-		ex, err := oneTaskRun(c, fmt.Sprintf("bench-exec-%03d", i), &pb.Task{Name: "t", Driver: "exec",
-			Config: map[string]*driverpb.ConfigValue{
-				"command": {Kind: &driverpb.ConfigValue_StringValue{StringValue: "/bin/sleep"}},
-				"args":    {Kind: &driverpb.ConfigValue_ListValue{ListValue: &driverpb.StringList{Values: []string{"600"}}}},
+		var ctrTook, ctrUp time.Duration
+		var ctrd, ex taskRun
+		// The order rotates run by run, so what one start leaves the
+		// machine doing (a shim exiting, a snapshot removed) slows each
+		// kind alike.
+		kinds := []func() error{
+			func() (err error) {
+				if ctrUp, err = env.ctrVersion(); err != nil {
+					return err
+				}
+				ctrTook, err = env.ctrRun(fmt.Sprintf("bench-ctr-%03d", i))
+				return err
 			},
-			Resources: &pb.TaskResources{CpuMhz: 20, MemoryMb: 32}})
-		if err != nil {
-			return nil, fmt.Errorf("run %d, exec: %w (agent log: %s)", i, err, agent.logPath)
+			func() (err error) {
+				ctrd, err = oneTaskRun(c, fmt.Sprintf("bench-ctrd-%03d", i), ctrdTask)
+				return err
+			},
+			func() (err error) {
+				ex, err = oneTaskRun(c, fmt.Sprintf("bench-exec-%03d", i), execTask)
+				return err
+			},
+		}
+		for k := range kinds {
+			if err := kinds[(i+k)%len(kinds)](); err != nil {
+				return nil, fmt.Errorf("run %d: %w (agent log: %s)", i, err, agent.logPath)
+			}
 		}
 		if i < plan.warmup {
 			continue
 		}
 		rep.ctr = append(rep.ctr, ctrTook)
+		rep.ctrUp = append(rep.ctrUp, ctrUp)
 		rep.ctrd = append(rep.ctrd, ctrd.running)
 		rep.exec = append(rep.exec, ex.running)
 		rep.ctrdStarting = append(rep.ctrdStarting, ctrd.started-ctrd.received)
 		rep.execStarting = append(rep.execStarting, ex.started-ex.received)
 	}
 	return rep, nil
+}
+
+// ctrVersion times `ctr version`: what of ctr run is ctr's own start-up
+// and one round trip to containerd.
+func (e *ctrdEnv) ctrVersion() (time.Duration, error) {
+	start := time.Now()
+	if out, err := exec.Command("ctr", "--address", e.addr, "version").CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("ctr version: %w\n%s", err, out)
+	}
+	return time.Since(start), nil
 }
 
 // ctrRun times `ctr run -d` of the bench image as container id, then
@@ -288,7 +317,8 @@ func (r *ctrdReport) print(w io.Writer, quick bool) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", row.name, fmtMS(med(row.s)), fmtMS(percentile(row.s, 0.9)),
 			ratio(med(row.s), med(ctr)), ratio(percentile(row.s, 0.9), percentile(ctr, 0.9)))
 	}
-	cs, es := sorted(r.ctrdStarting), sorted(r.execStarting)
+	cs, es, up := sorted(r.ctrdStarting), sorted(r.execStarting), sorted(r.ctrUp)
+	fmt.Fprintf(w, "| ctr version (ctr's own start-up, one round trip) | %s | %s | | |\n", fmtMS(med(up)), fmtMS(percentile(up, 0.9)))
 	fmt.Fprintf(w, "| berth containerd: received → started (StartTask) | %s | %s | | |\n", fmtMS(med(cs)), fmtMS(percentile(cs, 0.9)))
 	fmt.Fprintf(w, "| berth exec: received → started (StartTask) | %s | %s | | |\n", fmtMS(med(es)), fmtMS(percentile(es, 0.9)))
 	got := float64(med(ctrd)) / float64(med(ctr))
@@ -300,7 +330,7 @@ func (r *ctrdReport) print(w io.Writer, quick bool) error {
 	if quick {
 		note = " (quick mode: too few runs to judge)"
 	}
-	_, err := fmt.Fprintf(w, "\n%d runs after %d warm-up runs, interleaved (ctr run, containerd job, exec job), one container at a time; "+
+	_, err := fmt.Fprintf(w, "\n%d runs after %d warm-up runs, interleaved (ctr run, containerd job, exec job, the order rotated run by run), one container at a time; "+
 		"the containerd task runs the bench image's /ctrsleep, the exec task /bin/sleep. "+
 		"berth containerd / ctr run at the median %.2f×: %s the target of ≤ %.1f×%s.\n",
 		r.plan.runs, r.plan.warmup, got, verdict, ctrdTarget, note)

@@ -39,7 +39,7 @@ func TestContainerdSectionSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string][]time.Duration{"ctr": rep.ctr, "containerd": rep.ctrd, "exec": rep.exec,
-		"containerd starting": rep.ctrdStarting, "exec starting": rep.execStarting} {
+		"containerd starting": rep.ctrdStarting, "exec starting": rep.execStarting, "ctr version": rep.ctrUp} {
 		if len(s) != plan.runs {
 			t.Errorf("%s: %d runs measured, want %d", name, len(s), plan.runs)
 		}
@@ -61,7 +61,7 @@ func TestContainerdSectionSmoke(t *testing.T) {
 	}
 	text := out.String()
 	for _, want := range []string{"| ctr run -d |", "| berth containerd: job run → running |", "| berth exec: job run → running |",
-		"| berth containerd: received → started (StartTask) |", "(quick mode"} {
+		"| berth containerd: received → started (StartTask) |", "| ctr version (ctr's own start-up, one round trip) |", "(quick mode"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
 		}
@@ -82,7 +82,7 @@ func TestContainerdReport(t *testing.T) {
 			ctr:          []time.Duration{ctr, ctr, 10 * ctr},
 			ctrd:         []time.Duration{ctrd, ctrd, ms},
 			exec:         []time.Duration{50 * ms, 50 * ms, 50 * ms},
-			ctrdStarting: []time.Duration{ms, ms, ms}, execStarting: []time.Duration{ms, ms, ms}}
+			ctrdStarting: []time.Duration{ms, ms, ms}, execStarting: []time.Duration{ms, ms, ms}, ctrUp: []time.Duration{ms, ms, ms}}
 		var out strings.Builder
 		if err := r.print(&out, false); err != nil {
 			t.Fatal(err)
