@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -18,7 +19,8 @@ import (
 // Read), some fifteen per start. Content is addressed by digest, so a
 // blob read once is the same bytes forever: blobCache keeps the small
 // ones (manifests, indexes, configs) the driver reads, and serves them
-// without asking containerd again.
+// without asking containerd again (per namespace, as containerd keeps
+// content).
 const (
 	// blobCacheMaxSize is the largest blob kept: image configs and
 	// manifests are a few KiB; layers are never kept.
@@ -34,18 +36,27 @@ type blobCache struct {
 	content.Store
 
 	mu    sync.Mutex
-	blobs map[digest.Digest][]byte
+	blobs map[blobKey][]byte
 	bytes int
 }
 
+// blobKey names a blob in a containerd namespace: content is per
+// namespace, and a blob one namespace holds is not served to another.
+type blobKey struct {
+	namespace string
+	digest    digest.Digest
+}
+
 func newBlobCache(s content.Store) *blobCache {
-	return &blobCache{Store: s, blobs: map[digest.Digest][]byte{}}
+	return &blobCache{Store: s, blobs: map[blobKey][]byte{}}
 }
 
 // ReaderAt implements content.Provider.
 func (c *blobCache) ReaderAt(ctx context.Context, desc ocispec.Descriptor) (content.ReaderAt, error) {
+	ns, _ := namespaces.Namespace(ctx)
+	key := blobKey{ns, desc.Digest}
 	c.mu.Lock()
-	b, ok := c.blobs[desc.Digest]
+	b, ok := c.blobs[key]
 	c.mu.Unlock()
 	if ok {
 		return bytesReaderAt{bytes.NewReader(b)}, nil
@@ -65,10 +76,10 @@ func (c *blobCache) ReaderAt(ctx context.Context, desc ocispec.Descriptor) (cont
 	}
 	c.mu.Lock()
 	if c.bytes+len(b) > blobCacheMaxBytes {
-		c.blobs, c.bytes = map[digest.Digest][]byte{}, 0
+		c.blobs, c.bytes = map[blobKey][]byte{}, 0
 	}
-	if _, dup := c.blobs[desc.Digest]; !dup {
-		c.blobs[desc.Digest] = b
+	if _, dup := c.blobs[key]; !dup {
+		c.blobs[key] = b
 		c.bytes += len(b)
 	}
 	c.mu.Unlock()

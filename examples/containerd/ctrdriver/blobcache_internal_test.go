@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -17,12 +18,18 @@ import (
 type countingStore struct {
 	content.Store // nil: only ReaderAt is called
 	blobs         map[digest.Digest][]byte
-	opened        int
+	// namespace, if set, is the only namespace holding the blobs
+	namespace string
+	opened    int
 }
 
-func (s *countingStore) ReaderAt(_ context.Context, desc ocispec.Descriptor) (content.ReaderAt, error) {
+func (s *countingStore) ReaderAt(ctx context.Context, desc ocispec.Descriptor) (content.ReaderAt, error) {
 	s.opened++
+	ns, _ := namespaces.Namespace(ctx)
 	b, ok := s.blobs[desc.Digest]
+	if s.namespace != "" && ns != s.namespace {
+		ok = false
+	}
 	if !ok {
 		return nil, io.ErrUnexpectedEOF
 	}
@@ -31,7 +38,26 @@ func (s *countingStore) ReaderAt(_ context.Context, desc ocispec.Descriptor) (co
 
 func read(t *testing.T, p content.Provider, dg digest.Digest) ([]byte, error) {
 	t.Helper()
-	return content.ReadBlob(context.Background(), p, ocispec.Descriptor{Digest: dg})
+	return readIn(t, "berth", p, dg)
+}
+
+func readIn(t *testing.T, ns string, p content.Provider, dg digest.Digest) ([]byte, error) {
+	t.Helper()
+	return content.ReadBlob(namespaces.WithNamespace(context.Background(), ns), p, ocispec.Descriptor{Digest: dg})
+}
+
+// TestBlobCacheKeepsNamespacesApart: a blob read in one namespace is not
+// served in another that does not hold it.
+func TestBlobCacheKeepsNamespacesApart(t *testing.T) {
+	b := []byte(`{"schemaVersion":2}`)
+	store := &countingStore{blobs: map[digest.Digest][]byte{digest.FromBytes(b): b}, namespace: "berth"}
+	c := newBlobCache(store)
+	if _, err := readIn(t, "berth", c, digest.FromBytes(b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readIn(t, "other", c, digest.FromBytes(b)); err == nil {
+		t.Error("a blob of namespace berth was served in namespace other")
+	}
 }
 
 // TestBlobCacheServesSmallBlobsOnce: a small blob is read from the store
