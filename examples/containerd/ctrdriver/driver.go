@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	hclog "github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
@@ -89,7 +90,7 @@ func (d *Driver) SetConfig(ctx context.Context, cfg *driverpb.PluginConfig) erro
 	if err != nil {
 		return err
 	}
-	c, err := client.New(pc.address, client.WithDefaultNamespace(pc.namespace), client.WithDefaultRuntime(pc.runtime))
+	c, err := newClient(pc)
 	if err != nil {
 		return &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopePlugin, Key: "address", Problem: fmt.Sprintf("containerd client for %q: %v", pc.address, err)}
 	}
@@ -109,6 +110,24 @@ func (d *Driver) SetConfig(ctx context.Context, cfg *driverpb.PluginConfig) erro
 	healthy := d.probe(ctx, c, pc)
 	go d.probeLoop(probeCtx, c, pc, healthy)
 	return nil
+}
+
+// newClient connects to pc's containerd (lazily: a dial error shows on
+// the first call), its content reads of manifests and configs through a
+// blobCache.
+func newClient(pc pluginConfig) (*client.Client, error) {
+	opts := []client.Opt{client.WithDefaultNamespace(pc.namespace), client.WithDefaultRuntime(pc.runtime)}
+	base, err := client.New(pc.address, opts...)
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := base.Conn().(*grpc.ClientConn)
+	if !ok {
+		base.Close()
+		return nil, fmt.Errorf("containerd client has no gRPC connection (%T)", base.Conn())
+	}
+	// The same connection, the content store's small blobs cached.
+	return client.NewWithConn(conn, append(opts, client.WithServices(client.WithContentStore(newBlobCache(base.ContentStore()))))...)
 }
 
 // current returns the client and config in use.
