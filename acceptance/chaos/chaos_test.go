@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"berth.dev/berth/internal/testutil"
 )
 
@@ -211,6 +213,26 @@ func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
 		violate("panic in a log: %s", p)
 	}
 	ops := w.ops.records()
+	html := filepath.Join(os.TempDir(), fmt.Sprintf("berth-chaos-seed-%d-claims.html", seed))
+	switch res, err := checkLinearizable(ops, html); res {
+	case porcupine.Ok:
+		outcomes := map[string]int{}
+		for _, r := range ops {
+			o := r.code
+			switch {
+			case r.uncertain:
+				o = "uncertain"
+			case o == "":
+				o = "ok"
+			}
+			outcomes[r.kind+" "+o]++
+		}
+		t.Logf("claim history of %d operations is linearizable: %v", len(ops), outcomes)
+	case porcupine.Illegal:
+		violate("the operator claims' history is not linearizable against the claim model (porcupine's picture: %s; %v)", html, err)
+	default:
+		violate("porcupine could not decide the claim history in time (%s)", res)
+	}
 	fig.mu.Lock()
 	fig.claimOps += len(ops)
 	for k, n := range w.count {

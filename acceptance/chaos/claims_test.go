@@ -33,11 +33,12 @@ type history struct {
 	// seen: claims a consistent read listed, with when it was called.
 	seen    map[string]int64
 	gone    map[string]bool
+	matched map[string]bool // uncertain claims a read found, by ID
 	unknown int
 }
 
 func newHistory() *history {
-	return &history{start: time.Now(), seen: map[string]int64{}, gone: map[string]bool{}}
+	return &history{start: time.Now(), seen: map[string]int64{}, gone: map[string]bool{}, matched: map[string]bool{}}
 }
 
 func (h *history) now() int64 { return int64(time.Since(h.start)) }
@@ -210,6 +211,27 @@ func (w *workload) observeOnce(rng *rand.Rand) []apiClaim {
 	known := map[string]claimRecord{}
 	for _, r := range h.ops {
 		if r.kind == "claim" && r.code == "" && !r.uncertain && r.ret < call {
+			known[r.id] = r
+		}
+	}
+	// A listed claim nobody was told of is an uncertain claim that took
+	// effect: the earliest unmatched one of the same volume, node and mode
+	// called before this read returned takes its ID.
+	for _, c := range list {
+		if _, ok := known[c.ID]; ok || h.matched[c.ID] {
+			continue
+		}
+		for i := range h.ops {
+			r := &h.ops[i]
+			if r.kind == "claim" && r.uncertain && r.id[0] == '?' && r.volume == c.VolumeID && r.node == c.NodeID && r.write == (c.Mode == "write") && r.call < ret {
+				r.id = c.ID
+				h.matched[c.ID] = true
+				break
+			}
+		}
+	}
+	for _, r := range h.ops {
+		if r.kind == "claim" && r.uncertain && h.matched[r.id] {
 			known[r.id] = r
 		}
 	}

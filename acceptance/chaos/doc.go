@@ -23,7 +23,11 @@
 // The checks: the volumes' logs never show two writers; within 30s of the
 // last heal every job is in its wanted state with its claim in use and
 // every other claim freed; the three servers answer the same state; no
-// log holds a panic. A failed run prints its seed and
+// log holds a panic; the operator claims' history, as the operators saw
+// it through the API (a consistent read listing the claims tells when the
+// servers freed one), is linearizable against the state machine test's
+// claim model (porcupine, internal/testutil/claimmodel). A failed run
+// prints its seed and
 // schedule and keeps the agents' logs in $TMPDIR/berth-chaos-seed-N.
 //
 // It needs root (namespaces, nftables, a tmpfs): it skips without, and
