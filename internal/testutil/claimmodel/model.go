@@ -128,7 +128,6 @@ func fits(s state, op Op) bool {
 	return maxWriters == 0 || writers <= maxWriters
 }
 
-
 func (s state) find(id string) int {
 	return slices.IndexFunc(s, func(c claim) bool { return c.id == id })
 }

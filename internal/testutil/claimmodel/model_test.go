@@ -15,7 +15,9 @@ import (
 // cluster allow, and that they do not hide a second writer.
 func TestOutsideHistories(t *testing.T) {
 	snw := pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER
-	claim := func(id string) Op { return Op{Kind: KindClaim, Volume: "v", ID: id, Node: "n1", Write: true, Access: snw} }
+	claim := func(id string) Op {
+		return Op{Kind: KindClaim, Volume: "v", ID: id, Node: "n1", Write: true, Access: snw}
+	}
 	gone := func(id string) Op { return Op{Kind: KindGone, Volume: "v", ID: id} }
 	ok, exhausted := Result{Code: codes.OK}, Result{Code: codes.ResourceExhausted}
 	never := int64(math.MaxInt64)
