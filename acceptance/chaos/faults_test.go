@@ -90,7 +90,12 @@ func (in *injector) inject(f *fault) error {
 	var target *agent
 	switch f.kind {
 	case faultPartitionLeader, faultPartitionFollower, faultStopServer, faultKillServer:
-		l, err := c.leader()
+		// A heal just before may have left an election running.
+		var l *agent
+		err := waitFor(15*time.Second, func() (err error) {
+			l, err = c.leader()
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("no leader to aim %s at: %w", f.kind, err)
 		}
