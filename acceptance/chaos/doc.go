@@ -36,4 +36,13 @@
 // BERTH_CHAOS_FIGURES (a file for the figures), BERTH_BIN (the binary).
 // `go test ./acceptance/chaos` (so `make test`) runs one short run;
 // `make chaos SEED=… RUNS=…` replays or repeats.
+//
+// Figures (`make chaos RUNS=25 FAULTS=11 SEED=1000` on the 2-core dev
+// machine, loaded by other builds; this kernel has no sch_netem, so the
+// delay-and-loss fault was a token bucket and nftables loss): 25 runs,
+// 5,580 claim operations checked (165 of them uncertain), 1,072 job
+// actions, 271 faults (every kind 25 times but partition-leader 22 and
+// kill-server 24: four leader-aimed faults found no leader yet, which
+// they now wait for), 0 violations; time to converge after the last heal
+// min 0.16s, median 1.6s, p90 4.3s, max 9.3s.
 package chaos
