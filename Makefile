@@ -163,3 +163,14 @@ browser:
 # The README's picture of the volume page, from a run of the browser test.
 ui-screenshot: browser
 	BERTH_UI_SCREENSHOT=$(CURDIR)/docs/ui-volume.png $(GO) test -count=1 -run TestWebUIInABrowser ./acceptance
+
+# The randomized fault suite (acceptance/chaos, root): RUNS runs from seed
+# SEED (random when unset), FAULTS faults each; the figures go to
+# build/chaos-figures.txt. `make test` runs one short run of it.
+RUNS   ?= 1
+FAULTS ?= 6
+chaos: build
+	mkdir -p build
+	set -o pipefail; BERTH_BIN=$(abspath $(BIN)) BERTH_CHAOS_SEED=$(SEED) BERTH_CHAOS_RUNS=$(RUNS) BERTH_CHAOS_FAULTS=$(FAULTS) \
+	BERTH_CHAOS_FIGURES=$(abspath build/chaos-figures.txt) \
+		$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' -v ./acceptance/chaos/ | grep -v '^        20'

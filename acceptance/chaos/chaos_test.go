@@ -1,0 +1,381 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"berth.dev/berth/internal/testutil"
+)
+
+// Knobs of `make chaos` (all optional).
+const (
+	envSeed   = "BERTH_CHAOS_SEED"   // the first run's seed; run i has seed+i
+	envRuns   = "BERTH_CHAOS_RUNS"   // how many runs (default 1)
+	envFaults = "BERTH_CHAOS_FAULTS" // faults per run (default 6)
+)
+
+// convergeWithin is how long after the last heal every claim and job must
+// be where the test wants it.
+const convergeWithin = 30 * time.Second
+
+// workloadFor is the least time the workload runs.
+const workloadFor = 15 * time.Second
+
+func envInt(t *testing.T, name string, def int64) int64 {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: not an integer", name, s)
+	}
+	return n
+}
+
+func TestChaos(t *testing.T) {
+	testutil.RequireRoot(t, "makes network namespaces, nftables rules and a tmpfs")
+	for _, tool := range []string{"ip", "nft", "tc", "nsenter", "flock"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testutil.Unavailable(t, "needs %s (iproute2, nftables, util-linux): %v", tool, err)
+		}
+	}
+	seed := envInt(t, envSeed, time.Now().UnixNano()%1_000_000)
+	runs := envInt(t, envRuns, 1)
+	nFaults := int(envInt(t, envFaults, 6))
+	fig := &figures{faults: map[string]int{}}
+	for i := range runs {
+		s := seed + i
+		ok := t.Run("seed="+strconv.FormatInt(s, 10), func(t *testing.T) { runOnce(t, s, nFaults, fig) })
+		fig.runs++
+		if !ok {
+			fig.failedSeeds = append(fig.failedSeeds, s)
+		}
+	}
+	t.Log(fig)
+	if out := os.Getenv("BERTH_CHAOS_FIGURES"); out != "" {
+		_ = os.WriteFile(out, []byte(fig.String()), 0o644)
+	}
+}
+
+// figures are what `make chaos` reports over its runs.
+type figures struct {
+	mu          sync.Mutex
+	runs        int
+	claimOps    int
+	jobActions  int
+	faults      map[string]int
+	violations  int
+	converge    []time.Duration
+	failedSeeds []int64
+}
+
+func (f *figures) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos figures: %d runs, %d claim operations checked, %d job actions, %d violations", f.runs, f.claimOps, f.jobActions, f.violations)
+	if len(f.failedSeeds) > 0 {
+		fmt.Fprintf(&b, ", failed seeds %v", f.failedSeeds)
+	}
+	b.WriteString("\nfaults injected by kind:")
+	for _, k := range faultKinds {
+		fmt.Fprintf(&b, " %s=%d", k, f.faults[k])
+	}
+	if n := len(f.converge); n > 0 {
+		d := slices.Clone(f.converge)
+		slices.Sort(d)
+		q := func(p float64) time.Duration { return d[min(n-1, int(p*float64(n)))].Round(10 * time.Millisecond) }
+		fmt.Fprintf(&b, "\ntime to converge after the last heal (%d runs): min %s, median %s, p90 %s, max %s", n, q(0), q(0.5), q(0.9), d[n-1].Round(10*time.Millisecond))
+	}
+	return b.String()
+}
+
+// runOnce is one run: a cluster, the workload, the seed's faults, the heal,
+// the checks.
+func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	sched := schedule(rng, nFaults)
+	var schedLines []string
+	for _, f := range sched {
+		schedLines = append(schedLines, f.String())
+	}
+	t.Logf("seed %d, schedule:\n  %s", seed, strings.Join(schedLines, "\n  "))
+	var violations []string
+	violate := func(format string, args ...any) {
+		violations = append(violations, fmt.Sprintf(format, args...))
+	}
+	// A short directory: a CSI endpoint's unix socket path under a client's
+	// data dir must stay within the kernel's 108 bytes (t.TempDir's name
+	// carries the test's, and one more digit of seed passed the limit).
+	dir, err := os.MkdirTemp("", "bch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	lab := newNetLab(t)
+	c := startCluster(t, lab, dir)
+	ids := c.waitReady(t)
+	w := newWorkload(t, c, dir, ids)
+	defer func() {
+		if len(violations) > 0 || t.Failed() {
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("berth-chaos-seed-%d", seed))
+			_ = os.RemoveAll(keep)
+			for _, a := range c.all() {
+				_ = os.MkdirAll(filepath.Join(keep, a.name), 0o755)
+				if b, err := os.ReadFile(a.logPath); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, a.name, "agent.log"), b, 0o644)
+				}
+			}
+			t.Logf("agents' logs kept in %s", keep)
+			t.Logf("workload actions:\n%s", strings.Join(w.actions, "\n"))
+			t.Errorf("seed %d failed (replay: make chaos SEED=%d); schedule:\n  %s\nviolations:\n  %s", seed, seed, strings.Join(schedLines, "\n  "), strings.Join(violations, "\n  "))
+		}
+	}()
+
+	w.setup()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { w.drive(ctx, rand.New(rand.NewPCG(uint64(seed), 1))) })
+	for i := range 2 {
+		wg.Go(func() { w.claimer(ctx, i, rand.New(rand.NewPCG(uint64(seed), uint64(2+i)))) })
+	}
+	wg.Go(func() { w.observe(ctx, rand.New(rand.NewPCG(uint64(seed), 9))) })
+
+	in := &injector{c: c, w: w}
+	began := time.Now()
+	for i := range sched {
+		f := &sched[i]
+		time.Sleep(f.pause)
+		if err := in.inject(f); err != nil {
+			t.Logf("fault %s not injected: %v", f, err)
+			continue
+		}
+		fig.mu.Lock()
+		fig.faults[f.kind]++
+		fig.mu.Unlock()
+		t.Logf("%s fault %s", time.Now().Format("15:04:05.000"), f)
+		time.Sleep(f.hold)
+		if err := in.heal(); err != nil {
+			violate("healing %s: %v", f, err)
+		}
+		t.Logf("%s healed %s", time.Now().Format("15:04:05.000"), f.kind)
+	}
+	// The workload runs at least workloadFor, faults or not.
+	time.Sleep(time.Until(began.Add(workloadFor)))
+	healed := time.Now()
+	cancel()
+	wg.Wait()
+
+	converged, err := w.converge(healed.Add(convergeWithin))
+	if err != nil {
+		violate("not converged %s after the last heal: %v", convergeWithin, err)
+	} else {
+		t.Logf("converged %s after the last heal", converged.Sub(healed).Round(time.Millisecond))
+		fig.mu.Lock()
+		fig.converge = append(fig.converge, converged.Sub(healed))
+		fig.mu.Unlock()
+	}
+	if err := sameState(c); err != nil {
+		violate("servers' states differ: %v", err)
+	}
+	logs, err := volumeLogs(w.stateDir)
+	if err != nil {
+		violate("reading the volumes' logs: %v", err)
+	}
+	total := 0
+	for _, p := range logs {
+		n, writers, v := checkVolumeLog(p)
+		total += n
+		t.Logf("%s: %d records by %d writers", p, n, writers)
+		for _, x := range v {
+			violate("%s", x)
+		}
+	}
+	if total == 0 {
+		violate("no writer ever wrote a record: the run checked nothing")
+	}
+	for _, p := range panics(dir) {
+		violate("panic in a log: %s", p)
+	}
+	ops := w.ops.records()
+	html := filepath.Join(os.TempDir(), fmt.Sprintf("berth-chaos-seed-%d-claims.html", seed))
+	switch res, err := checkLinearizable(ops, html); res {
+	case porcupine.Ok:
+		outcomes := map[string]int{}
+		for _, r := range ops {
+			o := r.code
+			switch {
+			case r.uncertain:
+				o = "uncertain"
+			case o == "":
+				o = "ok"
+			}
+			outcomes[r.kind+" "+o]++
+		}
+		t.Logf("claim history of %d operations is linearizable: %v", len(ops), outcomes)
+	case porcupine.Illegal:
+		violate("the operator claims' history is not linearizable against the claim model (porcupine's picture: %s; %v)", html, err)
+	default:
+		violate("porcupine could not decide the claim history in time (%s)", res)
+	}
+	fig.mu.Lock()
+	fig.claimOps += len(ops)
+	for k, n := range w.count {
+		if k != "claim" && k != "release" && k != "request-failed" {
+			fig.jobActions += n
+		}
+	}
+	fig.violations += len(violations)
+	fig.mu.Unlock()
+	t.Logf("workload: %v; %d claim operations in the history", w.count, len(ops))
+}
+
+type apiAlloc struct {
+	ID            string `json:"id"`
+	NodeID        string `json:"node_id"`
+	JobID         string `json:"job_id"`
+	ClientStatus  string `json:"client_status"`
+	DesiredStatus string `json:"desired_status"`
+}
+
+// converge asks again for every consumer's wanted state, releases what
+// operator claims are left (answers lost to faults), and waits until
+// deadline for: every wanted consumer with one alloc running and its claim
+// in use, every stopped one with none running, no other claim on any
+// volume, and the plugin healthy everywhere. It returns when that held.
+func (w *workload) converge(deadline time.Time) (time.Time, error) {
+	c := w.c
+	_ = waitFor(time.Until(deadline), w.settle)
+	var last error
+	for time.Now().Before(deadline) {
+		last = w.converged()
+		if last == nil {
+			return time.Now(), nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var claims []apiClaim
+	_ = c.get(c.api(), "/v1/volumes/claims", &claims)
+	return time.Time{}, fmt.Errorf("%w (claims now: %+v)", last, claims)
+}
+
+func (w *workload) converged() error {
+	c := w.c
+	l, err := c.leader()
+	if err != nil {
+		return err
+	}
+	var claims []apiClaim
+	if err := c.get(l, "/v1/volumes/claims?consistent", &claims); err != nil {
+		return err
+	}
+	// Operator claims left by lost answers are released (recorded in the
+	// history as a sweep's releases).
+	var errs []string
+	for _, cl := range claims {
+		if cl.Operator && cl.State != "releasing" && cl.State != "node-detached" {
+			r := claimRecord{client: 99, kind: "release", volume: cl.VolumeID, id: cl.ID, call: w.ops.now()}
+			err := c.do(context.Background(), l, "DELETE", "/v1/volume/csi/"+cl.VolumeID+"/claims/"+cl.ID, nil, nil)
+			r.ret = w.ops.now()
+			r.code, r.uncertain = codeOf(err)
+			w.ops.add(r)
+		}
+		if cl.Operator {
+			errs = append(errs, fmt.Sprintf("operator claim %s on %s %s", cl.ID, cl.VolumeID, cl.State))
+		}
+	}
+	byAlloc := map[string]apiClaim{}
+	for _, cl := range claims {
+		if !cl.Operator {
+			byAlloc[cl.AllocID] = cl
+		}
+	}
+	used := map[string]bool{}
+	for _, k := range w.consumers {
+		var allocs []apiAlloc
+		if err := c.get(l, "/v1/job/"+k.id+"/allocations", &allocs); err != nil {
+			if k.running {
+				errs = append(errs, fmt.Sprintf("job %s: %v", k.id, err))
+			}
+			continue
+		}
+		var live []apiAlloc
+		for _, a := range allocs {
+			if a.ClientStatus == "running" || a.ClientStatus == "pending" {
+				live = append(live, a)
+			}
+		}
+		switch {
+		case !k.running && len(live) > 0:
+			errs = append(errs, fmt.Sprintf("stopped job %s has %d allocs live", k.id, len(live)))
+		case k.running && (len(live) != 1 || live[0].ClientStatus != "running" || live[0].DesiredStatus != "run"):
+			errs = append(errs, fmt.Sprintf("job %s: live allocs %+v, want one running", k.id, live))
+		case k.running:
+			cl, ok := byAlloc[live[0].ID]
+			if !ok || cl.State != "in-use" {
+				errs = append(errs, fmt.Sprintf("job %s alloc %s: claim %+v, want in-use", k.id, live[0].ID, cl))
+			}
+			used[live[0].ID] = true
+		}
+	}
+	for id, cl := range byAlloc {
+		if !used[id] {
+			errs = append(errs, fmt.Sprintf("claim %s of alloc %s on %s is %s, its alloc not a running consumer", cl.ID, id, cl.VolumeID, cl.State))
+		}
+	}
+	var p struct {
+		ControllersHealthy int `json:"controllers_healthy"`
+		NodesHealthy       int `json:"nodes_healthy"`
+	}
+	if err := c.get(l, "/v1/plugin/csi/"+plugin, &p); err != nil {
+		errs = append(errs, err.Error())
+	} else if p.ControllersHealthy != 1 || p.NodesHealthy != len(c.clients) {
+		errs = append(errs, fmt.Sprintf("plugin %s: %d controllers and %d nodes healthy", plugin, p.ControllersHealthy, p.NodesHealthy))
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// stateDumps are the reads whose answers make a server's state: each
+// server answers from its own copy (no ?consistent).
+var stateDumps = []string{"/v1/jobs", "/v1/allocations", "/v1/evaluations", "/v1/volumes", "/v1/volumes/claims", "/v1/nodes", "/v1/plugins"}
+
+// sameState waits (bounded) for the three servers to answer every dump
+// with the same bytes: a follower may be a few applies behind, never apart.
+func sameState(c *cluster) error {
+	return waitFor(20*time.Second, func() error {
+		for _, path := range stateDumps {
+			var first []byte
+			for i, s := range c.servers {
+				b, err := c.raw(s, path)
+				if err != nil {
+					return err
+				}
+				if i == 0 {
+					first = b
+				} else if !bytes.Equal(first, b) {
+					return fmt.Errorf("%s differs between %s and %s:\n%s\n%s", path, c.servers[0].name, s.name, first, b)
+				}
+			}
+		}
+		return nil
+	})
+}
