@@ -115,6 +115,9 @@ type TaskRunner struct {
 	info       runhooks.TaskInfo
 	state      *pb.TaskState
 	taskID     string
+	// lastTaskID is the newest attempt's ID, kept after it ends: its
+	// driver's last events about it still belong to the task.
+	lastTaskID string
 	running    bool
 	killed     bool
 	killReason string
@@ -124,6 +127,8 @@ type TaskRunner struct {
 	notified uint64
 	// notifyErr is the error of the last OnState call (state notified).
 	notifyErr error
+
+	devents driverEvents
 }
 
 // New returns a task runner; Run starts it.
@@ -153,6 +158,12 @@ func New(cfg Config) *TaskRunner {
 	}
 	if r := cfg.Restore; r != nil && r.State != nil {
 		tr.state = proto.Clone(r.State).(*pb.TaskState)
+	}
+	if r := cfg.Restore; r != nil {
+		tr.lastTaskID = r.TaskID
+		if id := r.Handle.GetConfig().GetId(); id != "" {
+			tr.lastTaskID = id
+		}
 	}
 	if r := cfg.Restore; r != nil && r.Handle == nil {
 		// Until Run has the driver drop it, every record names the
@@ -336,6 +347,7 @@ func (tr *TaskRunner) requestRestart(req restartRequest) error {
 func (tr *TaskRunner) Shutdown() {
 	tr.cancel()
 	<-tr.done
+	tr.stopDriverEvents()
 }
 
 // isDead reports whether the state says the task will not run again.
