@@ -111,10 +111,10 @@ type TaskRunner struct {
 	done      chan struct{}
 	restarts  *restartTracker
 
-	mu         sync.Mutex
-	info       runhooks.TaskInfo
-	state      *pb.TaskState
-	taskID     string
+	mu     sync.Mutex
+	info   runhooks.TaskInfo
+	state  *pb.TaskState
+	taskID string
 	// lastTaskID is the newest attempt's ID, kept after it ends: its
 	// driver's last events about it still belong to the task.
 	lastTaskID string
