@@ -24,7 +24,7 @@ import (
 // of the same kind (sameKind) in a row are coalesced into the newest, with
 // DetailCoalesced counting them; while the flusher waits, at most
 // driverEventQueue distinct events are queued and the oldest are dropped
-// beyond that, counted in DetailDropped of the next event recorded and in
+// beyond that, counted in DetailDropped of the newest event recorded next and in
 // DriverEventsDropped. The task's event list stays bounded as for every
 // event (maxEvents).
 const (
@@ -33,9 +33,11 @@ const (
 	// DetailCoalesced is the detail of a driver event that stands for
 	// several of the same kind in a row: how many.
 	DetailCoalesced = "coalesced"
-	// DetailDropped is the detail of a driver event that follows events
-	// dropped because the runner fell behind: how many.
-	DetailDropped = "dropped_before"
+	// DetailDropped is the detail of a driver event recorded after
+	// events were dropped because the runner fell behind: how many were
+	// dropped since the previous recording. It is on the newest event of
+	// the recording, which the task's bounded event list keeps.
+	DetailDropped = "dropped"
 	// DriverEventInterval is the least time between two recordings of a
 	// task's driver events.
 	DriverEventInterval = 250 * time.Millisecond
@@ -118,7 +120,8 @@ func (tr *TaskRunner) flushDriverEvents() {
 		q.mu.Unlock()
 		if dropped > 0 {
 			tr.logger.Warn("task runner fell behind its driver's events; dropped the oldest", "dropped", dropped)
-			batch[0].Details = withDetail(batch[0].Details, DetailDropped, strconv.Itoa(dropped))
+			last := batch[len(batch)-1]
+			last.Details = withDetail(last.Details, DetailDropped, strconv.Itoa(dropped))
 		}
 		q.applyMu.Lock()
 		if tr.ctx.Err() == nil {

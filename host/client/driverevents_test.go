@@ -1,0 +1,166 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	"berth.dev/berth/host/client/taskrunner"
+	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk/driverpb"
+)
+
+// runningTaskID waits for the state db to record the running attempt of
+// the task and returns its driver task ID.
+func runningTaskID(t *testing.T, n *node, allocID, task string) string {
+	t.Helper()
+	var id string
+	testutil.WaitFor(t, generous, func() error {
+		states, err := n.db.TaskStates(allocID)
+		if err != nil {
+			return err
+		}
+		for _, ts := range states {
+			if ts.GetTask() == task && ts.GetTaskId() != "" &&
+				ts.GetState().GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+				id = ts.GetTaskId()
+				return nil
+			}
+		}
+		return errors.New("no running attempt in the state db yet")
+	})
+	return id
+}
+
+// reportedDriverEvent returns the "Driver" event with message msg among
+// the task's events in the servers' last update of the alloc, nil if none.
+func reportedDriverEvent(f *fakeServer, allocID, task, msg string) *pb.TaskEvent {
+	for _, ev := range f.lastUpdate(allocID).GetTaskStates()[task].GetEvents() {
+		if ev.GetType() == taskrunner.DriverEventType && ev.GetMessage() == msg {
+			return ev
+		}
+	}
+	return nil
+}
+
+// signalUntilReported signals the task until the driver's event about the
+// signal ("received <sig>") reaches the servers: the client's subscription
+// may not be up yet when the first signal's event is emitted.
+func signalUntilReported(t *testing.T, f *fakeServer, n *node, allocID, task, id, sig string) *pb.TaskEvent {
+	t.Helper()
+	d, err := n.m.Driver("mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev *pb.TaskEvent
+	testutil.WaitFor(t, generous, func() error {
+		if ev = reportedDriverEvent(f, allocID, task, "received "+sig); ev != nil {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), generous)
+		defer cancel()
+		if err := d.SignalTask(ctx, id, sig); err != nil {
+			return fmt.Errorf("signal: %w", err)
+		}
+		return fmt.Errorf("no driver event %q reported yet: %v", "received "+sig, f.lastUpdate(allocID).GetTaskStates()[task].GetEvents())
+	})
+	return ev
+}
+
+// An event the driver emits about a running task (the mock driver's
+// "received SIGUSR1") is recorded as the task's "Driver" event, with the
+// driver's annotations as its details, and reaches the servers in the
+// alloc's update; events of tasks the client does not run (started on the
+// driver by someone else, or another attempt ID of a task of one of its
+// allocs) are dropped.
+func TestDriverEventsReachTheServers(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock", KillTimeoutMs: 1000})
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	id := runningTaskID(t, n, "a1", "web")
+
+	ev := signalUntilReported(t, f, n, "a1", "web", id, "SIGUSR1")
+	if got := ev.GetDetails()["signal"]; got != "SIGUSR1" || ev.GetFailed() || ev.GetOccurredAt() == 0 {
+		t.Fatalf("driver event %v: want the annotation signal=SIGUSR1 as a detail, a time, not failed", ev)
+	}
+
+	// Tasks this client does not run: one of no alloc of it, one with
+	// the ID of an attempt of a1's task that is not its attempt.
+	d, err := n.m.Driver("mock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	for _, stray := range []string{"stray.web.00000001", "a1.web.00000002"} {
+		if _, err := d.StartTask(ctx, &driverpb.TaskConfig{Id: stray, Name: "web", TaskDir: t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SignalTask(ctx, stray, "SIGUSR2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The strays' events were emitted, and so routed, before this one.
+	if err := d.SignalTask(ctx, id, "SIGWINCH"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, generous, func() error {
+		if reportedDriverEvent(f, "a1", "web", "received SIGWINCH") == nil {
+			return errors.New("SIGWINCH event not reported yet")
+		}
+		return nil
+	})
+	for task, st := range f.lastUpdate("a1").GetTaskStates() {
+		for _, ev := range st.GetEvents() {
+			if ev.GetMessage() == "received SIGUSR2" {
+				t.Fatalf("task %s got the event of a task the client does not run: %v", task, ev)
+			}
+		}
+	}
+}
+
+// A driver plugin that dies is restarted by the driver manager; the
+// client subscribes to the new plugin's events, so an event emitted after
+// the restart still reaches the task.
+func TestDriverEventsFollowAPluginRestart(t *testing.T) {
+	f := newFakeServer(t)
+	n := newNode(t, t.TempDir(), f.addr, true)
+	j := mockJob(pb.JobType_JOB_TYPE_SERVICE, &pb.Task{Name: "web", Driver: "mock", KillTimeoutMs: 1000})
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	id := runningTaskID(t, n, "a1", "web")
+	signalUntilReported(t, f, n, "a1", "web", id, "SIGUSR1")
+
+	pid, err := mockPluginPid(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, generous, func() error {
+		if p, err := mockPluginPid(n); err != nil || p == pid {
+			return fmt.Errorf("the mock plugin (pid %d) is not restarted yet: %v", pid, err)
+		}
+		return nil
+	})
+	signalUntilReported(t, f, n, "a1", "web", id, "SIGUSR2")
+	if st := f.lastUpdate("a1").GetTaskStates()["web"]; st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
+		t.Fatalf("task state after the plugin restart: %v", st)
+	}
+}
+
+// mockPluginPid is the pid of the running mock plugin, from its reattach
+// record.
+func mockPluginPid(n *node) (int, error) {
+	rec, ok, err := n.db.DriverPlugin("mock")
+	if err != nil || !ok || rec.GetReattach().GetPid() <= 0 {
+		return 0, fmt.Errorf("mock plugin record: %v, %t, %v", rec, ok, err)
+	}
+	return int(rec.GetReattach().GetPid()), nil
+}
