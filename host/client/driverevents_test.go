@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/taskdrivers"
 )
 
 // runningTaskID waits for the state db to record the running attempt of
@@ -163,4 +166,77 @@ func mockPluginPid(n *node) (int, error) {
 		return 0, fmt.Errorf("mock plugin record: %v, %t, %v", rec, ok, err)
 	}
 	return int(rec.GetReattach().GetPid()), nil
+}
+
+// The exec driver's "OOM killed" event about a task the kernel killed
+// for outgrowing its memory limit reaches the task's events.
+func TestExecDriverOOMEventReachesTheTask(t *testing.T) {
+	testutil.RequireRoot(t, "the exec driver isolates tasks with namespaces, mounts and cgroups")
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	db, m, err := startDrivers(dir, testutil.Logger(t), true,
+		taskdrivers.PluginConfig{Name: "exec", JSON: []byte(`{"enabled": true}`), Source: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{DataDir: dir, NodeName: "node-one", Servers: []string{f.addr}, Logger: testutil.Logger(t),
+		Drivers: m.DriverInfos, DriversChanged: m.Changed(), TaskDrivers: ManagerDrivers(m), State: db})
+	if err != nil {
+		m.Shutdown(context.Background())
+		db.Close()
+		t.Fatal(err)
+	}
+	n := &node{dataDir: dir, db: db, m: m, c: c}
+	t.Cleanup(n.stop)
+
+	// The task waits for SIGUSR1, then fills its memory: tail keeps a
+	// line that never ends, and /dev/zero has no newline.
+	task := &pb.Task{Name: "hog", Driver: "exec", KillTimeoutMs: 1000,
+		Resources: &pb.TaskResources{MemoryMb: 32},
+		Config: sdk.ConfigMap{"command": sdk.StringValue("/bin/sh"),
+			"args": sdk.ListValue("-c", `trap 'exec tail /dev/zero' USR1; while :; do sleep 0.05; done`)}}
+	j := mockJob(pb.JobType_JOB_TYPE_BATCH, task)
+	j.Groups[0].Restart.Attempts = 0
+	f.place(allocOf("a1", j), j)
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+	id := runningTaskID(t, n, "a1", "hog")
+	d, err := m.Driver("exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), generous)
+	defer cancel()
+	// Once the client's subscription is up (the driver's "sent SIGWINCH"
+	// shows), the task is set off.
+	testutil.WaitFor(t, generous, func() error {
+		if reportedDriverEvent(f, "a1", "hog", "sent SIGWINCH") != nil {
+			return nil
+		}
+		if err := d.SignalTask(ctx, id, "SIGWINCH"); err != nil {
+			return err
+		}
+		return errors.New("no driver event about SIGWINCH reported yet")
+	})
+	if err := d.SignalTask(ctx, id, "SIGUSR1"); err != nil {
+		t.Fatal(err)
+	}
+	waitReported(t, f, "a1", status_(pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED))
+	// The event may be recorded after the runner's own of the exit: it
+	// goes before them, in time order.
+	testutil.WaitFor(t, generous, func() error {
+		evs := f.lastUpdate("a1").GetTaskStates()["hog"].GetEvents()
+		var order []string
+		for _, ev := range evs {
+			switch {
+			case ev.GetMessage() == "OOM killed" && ev.GetDetails()["oom_killed"] == "true":
+				order = append(order, "oom")
+			case ev.GetType() == "Terminated":
+				order = append(order, "terminated")
+			}
+		}
+		if !slices.Equal(order, []string{"oom", "terminated"}) {
+			return fmt.Errorf("want an OOM driver event (oom_killed=true) before Terminated; events %v", evs)
+		}
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package taskrunner
 
 import (
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -148,14 +149,24 @@ func (tr *TaskRunner) stopDriverEvents() {
 	defer tr.devents.applyMu.Unlock()
 }
 
-// appendDriverEvent appends ev, coalescing it into the task's last event
-// when that is of the same kind.
+// appendDriverEvent puts ev among the task's events in time order (a
+// driver's event can be recorded after the runner's own later ones: an
+// "OOM killed" waiting out DriverEventInterval while the runner records
+// the exit), coalescing it into the event before it when that is of the
+// same kind. The oldest events beyond maxEvents go.
 func appendDriverEvent(st *pb.TaskState, ev *pb.TaskEvent) {
-	if n := len(st.Events); n > 0 && sameKind(st.Events[n-1], ev) {
-		st.Events[n-1] = coalesce(st.Events[n-1], ev)
+	i := len(st.Events)
+	for i > 0 && st.Events[i-1].GetOccurredAt() > ev.GetOccurredAt() {
+		i--
+	}
+	if i > 0 && sameKind(st.Events[i-1], ev) {
+		st.Events[i-1] = coalesce(st.Events[i-1], ev)
 		return
 	}
-	appendEvent(st, ev)
+	st.Events = slices.Insert(st.Events, i, ev)
+	if n := len(st.Events); n > maxEvents {
+		st.Events = append([]*pb.TaskEvent(nil), st.Events[n-maxEvents:]...)
+	}
 }
 
 // sameKind reports whether a and b are driver events of the same kind:

@@ -2,6 +2,7 @@ package taskrunner
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -197,5 +198,20 @@ func TestSameKind(t *testing.T) {
 		if got := sameKind(c.a, c.b); got != c.same {
 			t.Errorf("sameKind(%q %v, %q %v) = %t, want %t", c.a.GetMessage(), c.a.GetDetails(), c.b.GetMessage(), c.b.GetDetails(), got, c.same)
 		}
+	}
+}
+
+// A driver event recorded after the runner's later events goes among
+// them in time order.
+func TestDriverEventGoesInTimeOrder(t *testing.T) {
+	st := &pb.TaskState{Events: []*pb.TaskEvent{
+		{Type: "Started", OccurredAt: 10}, {Type: "Terminated", OccurredAt: 30}, {Type: "Not Restarting", OccurredAt: 40}}}
+	appendDriverEvent(st, &pb.TaskEvent{Type: DriverEventType, Message: "OOM killed", OccurredAt: 20})
+	appendDriverEvent(st, &pb.TaskEvent{Type: DriverEventType, Message: "late", OccurredAt: 50})
+	if got := types(st); !slices.Equal(got, []string{"Started", DriverEventType, "Terminated", "Not Restarting", DriverEventType}) {
+		t.Fatalf("events %v", got)
+	}
+	if st.Events[1].GetMessage() != "OOM killed" {
+		t.Fatalf("event after Started: %v", st.Events[1])
 	}
 }
