@@ -59,12 +59,20 @@ type driverEvents struct {
 }
 
 // HasAttempt reports whether taskID is the driver task ID of this task's
-// newest attempt (running, starting, or just ended): a driver's events
-// about it belong to this task.
+// newest attempt (starting, running or ended) or of the one before it: a
+// driver's events about them belong to this task.
 func (tr *TaskRunner) HasAttempt(taskID string) bool {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return taskID != "" && taskID == tr.lastTaskID
+	return taskID != "" && (taskID == tr.attempts[0] || taskID == tr.attempts[1])
+}
+
+// newAttempt makes id the newest attempt; tr.mu is held (or tr is not
+// shared yet).
+func (tr *TaskRunner) newAttempt(id string) {
+	if id != "" && id != tr.attempts[0] {
+		tr.attempts[1], tr.attempts[0] = tr.attempts[0], id
+	}
 }
 
 // DriverEvent queues ev, an event the driver emitted about this task, to

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
 	"berth.dev/berth/sdk/driverpb"
 )
@@ -213,5 +214,39 @@ func TestDriverEventGoesInTimeOrder(t *testing.T) {
 	}
 	if st.Events[1].GetMessage() != "OOM killed" {
 		t.Fatalf("event after Started: %v", st.Events[1])
+	}
+}
+
+// A driver's events about the task's newest attempt and the one before
+// (an exit event arriving after the restart) belong to the task; those of
+// older attempts and other IDs do not.
+func TestHasAttemptKnowsTheLastTwoAttempts(t *testing.T) {
+	d := newFakeDriver()
+	tr := newRunner(t, d, nil, func(c *Config) {
+		c.Restart = &pb.RestartPolicy{Attempts: 5, IntervalMs: 60_000, DelayMs: 1, Mode: pb.RestartMode_RESTART_MODE_FAIL}
+	})
+	go tr.Run()
+	defer func() { tr.SignalKill("test over"); waitRunDone(t, tr) }()
+	waitStarts := func(n int) []*driverpb.TaskConfig {
+		var s []*driverpb.TaskConfig
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if s = d.started(); len(s) < n {
+				return fmt.Errorf("%d attempts started, want %d", len(s), n)
+			}
+			return nil
+		})
+		return s
+	}
+	first := waitStarts(1)[0].GetId()
+	if !tr.HasAttempt(first) || tr.HasAttempt("a1.web.other") || tr.HasAttempt("") {
+		t.Fatal("HasAttempt of the running attempt false, or of another ID true")
+	}
+	d.exitLast(t, 1)
+	waitStarts(2)
+	d.exitLast(t, 1)
+	s := waitStarts(3)
+	if !tr.HasAttempt(s[2].GetId()) || !tr.HasAttempt(s[1].GetId()) || tr.HasAttempt(first) {
+		t.Fatalf("after two restarts: newest %t, previous %t, first %t; want true, true, false",
+			tr.HasAttempt(s[2].GetId()), tr.HasAttempt(s[1].GetId()), tr.HasAttempt(first))
 	}
 }

@@ -65,7 +65,8 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 		return !tr.restartAfter()
 	}
 	tr.mu.Lock()
-	tr.taskID, tr.lastTaskID, tr.running = id, id, true
+	tr.taskID, tr.running = id, true
+	tr.newAttempt(id)
 	tr.mu.Unlock()
 	tr.logger.Info("task recovered", "task_id", id)
 	// The state is persisted again naming this attempt: an adopted handle

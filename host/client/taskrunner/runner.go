@@ -115,9 +115,11 @@ type TaskRunner struct {
 	info   runhooks.TaskInfo
 	state  *pb.TaskState
 	taskID string
-	// lastTaskID is the newest attempt's ID, kept after it ends: its
-	// driver's last events about it still belong to the task.
-	lastTaskID string
+	// attempts are the IDs of the newest attempt and the one before,
+	// kept after they end: their driver's last events about them (an
+	// exit, an OOM kill) still belong to the task, and may come after the
+	// next attempt started.
+	attempts   [2]string
 	running    bool
 	killed     bool
 	killReason string
@@ -160,10 +162,8 @@ func New(cfg Config) *TaskRunner {
 		tr.state = proto.Clone(r.State).(*pb.TaskState)
 	}
 	if r := cfg.Restore; r != nil {
-		tr.lastTaskID = r.TaskID
-		if id := r.Handle.GetConfig().GetId(); id != "" {
-			tr.lastTaskID = id
-		}
+		tr.newAttempt(r.TaskID)
+		tr.newAttempt(r.Handle.GetConfig().GetId())
 	}
 	if r := cfg.Restore; r != nil && r.Handle == nil {
 		// Until Run has the driver drop it, every record names the

@@ -43,7 +43,8 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 	// plugin may have started it) before starting another. An attempt that
 	// cannot be recorded is not started.
 	tr.mu.Lock()
-	tr.taskID, tr.lastTaskID = id, id
+	tr.taskID = id
+	tr.newAttempt(id)
 	tr.mu.Unlock()
 	if err := tr.update(func(*pb.TaskState) {}); err != nil {
 		tr.mu.Lock()
