@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -69,10 +70,34 @@ func (c *Client) startDriverEvents() {
 	}
 }
 
+// driverEventBacklog bounds the events of one driver read from its
+// stream and not yet routed.
+const driverEventBacklog = 1024
+
 // followDriverEvents routes driver name's task events to the runners of
-// their tasks until the client stops.
+// their tasks until the client stops. The stream is read apart from the
+// routing, into a bounded backlog (eventRing): a routing that waits (for
+// the alloc map, held while new allocs' runners are built) never holds up
+// the driver's stream; past the bound the oldest events are dropped and
+// counted.
 func (c *Client) followDriverEvents(src DriverEventSource, name string) {
 	logger := c.logger.Named("driver_events").With("driver", name)
+	ring := newEventRing(driverEventBacklog)
+	routed := make(chan struct{})
+	go func() {
+		defer close(routed)
+		for {
+			ev, dropped, ok := ring.next(c.ctx.Done())
+			if !ok {
+				return
+			}
+			if dropped > 0 {
+				logger.Warn("the client fell behind the driver's task events; dropped the oldest", "dropped", dropped)
+			}
+			c.routeDriverEvent(logger, ev)
+		}
+	}()
+	defer func() { <-routed }()
 	failures := 0
 	for {
 		var streamErr error
@@ -82,7 +107,7 @@ func (c *Client) followDriverEvents(src DriverEventSource, name string) {
 				break
 			}
 			failures = 0
-			c.routeDriverEvent(logger, ev)
+			ring.push(ev)
 		}
 		switch {
 		case c.ctx.Err() != nil, errors.Is(streamErr, taskdrivers.ErrShutdown):
@@ -100,6 +125,67 @@ func (c *Client) followDriverEvents(src DriverEventSource, name string) {
 	}
 }
 
+// eventRing is a bounded FIFO of driver events that never blocks its
+// writer: past its bound the oldest event goes, counted.
+type eventRing struct {
+	mu      sync.Mutex
+	evs     []*driverpb.TaskEvent
+	max     int
+	dropped uint64 // since the last next
+	total   uint64
+	ready   chan struct{} // has a value while evs is not empty
+}
+
+func newEventRing(max int) *eventRing {
+	return &eventRing{max: max, ready: make(chan struct{}, 1)}
+}
+
+// push appends ev, dropping the oldest event when full.
+func (r *eventRing) push(ev *driverpb.TaskEvent) {
+	r.mu.Lock()
+	if len(r.evs) == r.max {
+		r.evs[0] = nil
+		r.evs = r.evs[1:]
+		r.dropped++
+		r.total++
+	}
+	r.evs = append(r.evs, ev)
+	r.mu.Unlock()
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the oldest event and returns it with the count of
+// events dropped since the previous next; ok is false once done is
+// closed.
+func (r *eventRing) next(done <-chan struct{}) (ev *driverpb.TaskEvent, dropped uint64, ok bool) {
+	for {
+		r.mu.Lock()
+		if len(r.evs) > 0 {
+			ev, dropped = r.evs[0], r.dropped
+			r.evs[0] = nil
+			r.evs, r.dropped = r.evs[1:], 0
+			r.mu.Unlock()
+			return ev, dropped, true
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.ready:
+		case <-done:
+			return nil, 0, false
+		}
+	}
+}
+
+// droppedTotal is how many events the ring dropped.
+func (r *eventRing) droppedTotal() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
 // routeDriverEvent hands ev to the runner of its task, without blocking;
 // an event of a task this client does not run (an attempt that is over,
 // a task of another client sharing the plugin) is dropped.
@@ -108,10 +194,7 @@ func (c *Client) routeDriverEvent(logger hclog.Logger, ev *driverpb.TaskEvent) {
 	// A driver task ID starts with its alloc's ID (taskrunner's
 	// "<alloc>.<task>.<random>").
 	allocID, _, _ := strings.Cut(id, ".")
-	c.allocs.mu.Lock()
-	ar := c.allocs.runners[allocID]
-	c.allocs.mu.Unlock()
-	if ar != nil {
+	if ar, err := c.runner(allocID); err == nil {
 		if tr := ar.TaskOfAttempt(id); tr != nil {
 			tr.DriverEvent(ev)
 			return

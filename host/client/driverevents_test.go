@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
+	"berth.dev/berth/host/client/allocrunner"
 	"berth.dev/berth/host/client/taskrunner"
 	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/rpc/pb"
@@ -239,4 +242,73 @@ func TestExecDriverOOMEventReachesTheTask(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The backlog between a driver's stream and the routing keeps the newest
+// driverEventBacklog events, dropping (and counting) the oldest.
+func TestEventRingDropsTheOldest(t *testing.T) {
+	r := newEventRing(4)
+	for i := range 6 {
+		r.push(&driverpb.TaskEvent{Message: fmt.Sprint(i)})
+	}
+	done := make(chan struct{})
+	ev, dropped, ok := r.next(done)
+	if !ok || ev.GetMessage() != "2" || dropped != 2 {
+		t.Fatalf("first: %v, dropped %d, %t; want event 2 after 2 dropped", ev, dropped, ok)
+	}
+	ev, dropped, _ = r.next(done)
+	if ev.GetMessage() != "3" || dropped != 0 || r.droppedTotal() != 2 {
+		t.Fatalf("second: %v, dropped %d (total %d)", ev, dropped, r.droppedTotal())
+	}
+	r.next(done)
+	r.next(done)
+	close(done)
+	if _, _, ok := r.next(done); ok {
+		t.Fatal("next on an empty ring after done returned an event")
+	}
+}
+
+// floodSource is a driver whose stream yields n events at once, counting
+// those taken, then waits for the end.
+type floodSource struct {
+	n     int
+	taken atomic.Int64
+}
+
+func (s *floodSource) EventDrivers() []string { return []string{"flood"} }
+
+func (s *floodSource) TaskEvents(ctx context.Context, _ string) iter.Seq2[*driverpb.TaskEvent, error] {
+	return func(yield func(*driverpb.TaskEvent, error) bool) {
+		for i := range s.n {
+			if !yield(&driverpb.TaskEvent{TaskId: fmt.Sprintf("a%d.web.0001", i%7), Message: "progress"}, nil) {
+				return
+			}
+			s.taken.Add(1)
+		}
+		<-ctx.Done()
+	}
+}
+
+// Routing that waits (the alloc map held, as while new allocs' runners
+// are built) does not hold up the driver's stream: it is read on into the
+// bounded backlog.
+func TestDriverStreamIsNotHeldUpByRouting(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{ctx: ctx, logger: testutil.Logger(t), allocs: &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}}}
+	src := &floodSource{n: 3 * driverEventBacklog}
+	c.allocs.mu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.followDriverEvents(src, "flood")
+	}()
+	testutil.WaitFor(t, generous, func() error {
+		if n := src.taken.Load(); n != int64(src.n) {
+			return fmt.Errorf("%d of %d events read from the stream", n, src.n)
+		}
+		return nil
+	})
+	c.allocs.mu.Unlock()
+	cancel()
+	<-done
 }
