@@ -62,9 +62,12 @@
 //     (ManagerDrivers is), the client holds one TaskEvents subscription per
 //     driver from its start to its shutdown, following plugin restarts
 //     (taskdrivers.Driver.TaskEvents) and subscribing again with backoff
-//     after a stream error; it ends when the driver fails for good. Each
-//     event goes, by its task ID ("<alloc>.<task>.<random>", so by the
-//     alloc's runner, then the task whose newest attempt has the ID), to
+//     after a stream error; it ends when the driver fails for good. The
+//     stream is read into a bounded backlog (1024 events, the oldest
+//     dropped and counted), so routing never holds it up. Each event
+//     goes, by its task ID ("<alloc>.<task>.<random>", so by the
+//     alloc's runner, then the task whose newest or previous attempt has
+//     the ID), to
 //     the task runner, which records it as a "Driver" event without ever
 //     blocking the stream (taskrunner.DriverEvent: a bounded queue, the
 //     oldest dropped and counted, same-kind events coalesced, one
