@@ -80,6 +80,8 @@ type allocRuntime struct {
 	updater *updater
 	// wg is the watcher; destroys are the destroys under way.
 	wg, destroys sync.WaitGroup
+	// driverEvents are the subscriptions to the drivers' task events.
+	driverEvents sync.WaitGroup
 }
 
 // allocsEnabled reports whether the client runs allocs.
@@ -94,6 +96,7 @@ func (c *Client) startAllocs() {
 	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}, unrun: map[string]context.CancelFunc{}}
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
 	runners := c.restoreAllocs()
+	c.startDriverEvents()
 	c.restoreCSIRegistry()
 	c.startVolumes()
 	for _, r := range runners {
@@ -112,6 +115,7 @@ func (c *Client) stopAllocs() {
 		return
 	}
 	c.allocs.wg.Wait()
+	c.allocs.driverEvents.Wait()
 	c.allocs.mu.Lock()
 	runners := make([]*allocrunner.AllocRunner, 0, len(c.allocs.runners))
 	for _, r := range c.allocs.runners {

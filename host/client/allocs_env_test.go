@@ -77,8 +77,8 @@ func driversFor(t *testing.T, dataDir string) (*state.DB, *taskdrivers.Manager) 
 }
 
 // startDrivers opens the state DB and starts a driver manager (mock and
-// raw_exec) on it.
-func startDrivers(dataDir string, logger hclog.Logger, stopTasks bool) (*state.DB, *taskdrivers.Manager, error) {
+// raw_exec, and the extra plugins configured) on it.
+func startDrivers(dataDir string, logger hclog.Logger, stopTasks bool, extra ...taskdrivers.PluginConfig) (*state.DB, *taskdrivers.Manager, error) {
 	db, err := state.Open(state.Path(dataDir))
 	if err != nil {
 		return nil, nil, err
@@ -92,7 +92,7 @@ func startDrivers(dataDir string, logger hclog.Logger, stopTasks bool) (*state.D
 		return fail(err)
 	}
 	plugins, err := taskdrivers.Catalog(taskdrivers.CatalogConfig{Executable: exe, Builtins: drivers.Plugins(), Dev: true,
-		Plugins: []taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}})
+		Plugins: append([]taskdrivers.PluginConfig{{Name: "raw_exec", JSON: []byte(`{"enabled": true}`), Source: "test"}}, extra...)})
 	if err != nil {
 		return fail(err)
 	}

@@ -58,6 +58,22 @@
 //     alloc claims are destroyed.
 //   - RestartAlloc restarts tasks in place (alloc restart); LogFiles finds
 //     a task's log files (alloc logs).
+//   - Driver events: when Config.TaskDrivers is a DriverEventSource
+//     (ManagerDrivers is), the client holds one TaskEvents subscription per
+//     driver from its start to its shutdown, following plugin restarts
+//     (taskdrivers.Driver.TaskEvents) and subscribing again with backoff
+//     after a stream error; it ends when the driver fails for good. The
+//     stream is read into a bounded backlog (1024 events, the oldest
+//     dropped and counted), so routing never holds it up. Each event
+//     goes, by its task ID ("<alloc>.<task>.<random>", so by the
+//     alloc's runner, then the task whose newest or previous attempt has
+//     the ID), to
+//     the task runner, which records it as a "Driver" event without ever
+//     blocking the stream (taskrunner.DriverEvent: a bounded queue, the
+//     oldest dropped and counted, same-kind events coalesced, one
+//     recording per 250ms); an event of a task the client does not run is
+//     dropped with a debug log. The events reach the servers with the
+//     alloc's next status update.
 //
 // Hooks (Config.Hooks) are added to every alloc runner; see packages
 // allocrunner and taskrunner for their contract.

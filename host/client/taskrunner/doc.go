@@ -36,8 +36,10 @@
 // details reason and path of a *sdk.StartError), "Started" (task_id),
 // "Terminated" (exit_code, signal, oom_killed), "Restart Signaled",
 // "Restarting", "Not Restarting", "Killing" (kill_timeout_ms, reason),
-// "Killed", "Failed Restoring", "Hook Failed". A task state keeps its last
-// 10 events.
+// "Killed", "Failed Restoring", "Hook Failed", and "Driver" for what the
+// task's driver said about it (DriverEvent: its message, its annotations
+// as details; coalesced, rate-limited and bounded, see driverevents.go).
+// A task state keeps its last 10 events.
 //
 // # Hooks
 //

@@ -66,6 +66,7 @@ func (tr *TaskRunner) recover(h *driverpb.TaskHandle) bool {
 	}
 	tr.mu.Lock()
 	tr.taskID, tr.running = id, true
+	tr.newAttempt(id)
 	tr.mu.Unlock()
 	tr.logger.Info("task recovered", "task_id", id)
 	// The state is persisted again naming this attempt: an adopted handle

@@ -111,10 +111,15 @@ type TaskRunner struct {
 	done      chan struct{}
 	restarts  *restartTracker
 
-	mu         sync.Mutex
-	info       runhooks.TaskInfo
-	state      *pb.TaskState
-	taskID     string
+	mu     sync.Mutex
+	info   runhooks.TaskInfo
+	state  *pb.TaskState
+	taskID string
+	// attempts are the IDs of the newest attempt and the one before,
+	// kept after they end: their driver's last events about them (an
+	// exit, an OOM kill) still belong to the task, and may come after the
+	// next attempt started.
+	attempts   [2]string
 	running    bool
 	killed     bool
 	killReason string
@@ -124,6 +129,8 @@ type TaskRunner struct {
 	notified uint64
 	// notifyErr is the error of the last OnState call (state notified).
 	notifyErr error
+
+	devents driverEvents
 }
 
 // New returns a task runner; Run starts it.
@@ -153,6 +160,10 @@ func New(cfg Config) *TaskRunner {
 	}
 	if r := cfg.Restore; r != nil && r.State != nil {
 		tr.state = proto.Clone(r.State).(*pb.TaskState)
+	}
+	if r := cfg.Restore; r != nil {
+		tr.newAttempt(r.TaskID)
+		tr.newAttempt(r.Handle.GetConfig().GetId())
 	}
 	if r := cfg.Restore; r != nil && r.Handle == nil {
 		// Until Run has the driver drop it, every record names the
@@ -336,6 +347,7 @@ func (tr *TaskRunner) requestRestart(req restartRequest) error {
 func (tr *TaskRunner) Shutdown() {
 	tr.cancel()
 	<-tr.done
+	tr.stopDriverEvents()
 }
 
 // isDead reports whether the state says the task will not run again.

@@ -44,6 +44,7 @@ func (tr *TaskRunner) start(attempt int) (string, error) {
 	// cannot be recorded is not started.
 	tr.mu.Lock()
 	tr.taskID = id
+	tr.newAttempt(id)
 	tr.mu.Unlock()
 	if err := tr.update(func(*pb.TaskState) {}); err != nil {
 		tr.mu.Lock()
