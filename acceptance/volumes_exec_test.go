@@ -330,6 +330,25 @@ job "raw-keep" {
 		}
 	}
 	readOnly("before the restart")
+	// Both tasks started (the alloc is running once one task is): a
+	// reader still inside StartTask when the agent stops is abandoned and
+	// started afresh, so its PID file would name a process that is gone.
+	eventually(t, 30*time.Second, "both tasks running", func() error {
+		var a struct {
+			TaskStates map[string]struct {
+				State string `json:"state"`
+			} `json:"task_states"`
+		}
+		if err := s.getJSON("/v1/allocation/"+alloc, &a); err != nil {
+			return err
+		}
+		for _, task := range []string{"w", "r"} {
+			if st := a.TaskStates[task].State; st != "running" {
+				return fmt.Errorf("task %s is %q", task, st)
+			}
+		}
+		return nil
+	})
 	var pid int
 	eventually(t, 10*time.Second, "the reader's PID", func() (err error) {
 		pid, err = taskPID(s, alloc, "r")
