@@ -192,6 +192,12 @@ type devAgent struct {
 // startDevAgent runs `berth run -dev` on free loopback ports and waits
 // for its node to be ready.
 func startDevAgent(bin string, durable bool) (*devAgent, error) {
+	return startDevAgentWith(bin, durable, "")
+}
+
+// startDevAgentWith is startDevAgent with extraHCL appended to its
+// configuration file.
+func startDevAgentWith(bin string, durable bool, extraHCL string) (*devAgent, error) {
 	dir, err := os.MkdirTemp("", "berth-bench-dev-")
 	if err != nil {
 		return nil, err
@@ -206,7 +212,7 @@ func startDevAgent(bin string, durable bool) (*devAgent, error) {
 		l.Close()
 	}
 	cfg := filepath.Join(dir, "ports.hcl")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, "ports {\n  http = %d\n  rpc = %d\n  raft = %d\n}\n", ports[0], ports[1], ports[2]), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, "ports {\n  http = %d\n  rpc = %d\n  raft = %d\n}\n%s", ports[0], ports[1], ports[2], extraHCL), 0o644); err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(dir, "agent.log")

@@ -49,5 +49,9 @@
 // (the API redacts them anyway) and the token lives only in the tab.
 //
 // Lists are paged as the API pages them (100 rows, a link to the next
-// page), so a page's weight does not grow with the cluster.
+// page), so a page's weight does not grow with the cluster. The overview
+// shows counts, not rows, but the API has no count: it reads every node
+// and every job to count them by status (its reads made at once), so its
+// time, not its weight, grows with the cluster. `make bench`'s section ui
+// measures every page's load on the bench's large state.
 package ui

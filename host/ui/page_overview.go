@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"sync"
 
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
@@ -82,44 +83,69 @@ type overview struct {
 	AttentionErr *pageError
 }
 
+// loadOverview makes the overview's reads at once, each section's on its
+// own: the page takes as long as its slowest read (counting every node),
+// not the sum of them.
 func loadOverview(ctx context.Context, c *api.Client, _ *http.Request) (string, any, error) {
 	o := &overview{}
-	if cfg, _, err := c.RaftConfiguration(ctx, nil); err != nil {
-		o.ServersErr = asPageError(err)
-	} else {
-		o.Servers = cfg.GetServers()
-	}
-	if nodes, _, err := api.AllPages(ctx, &api.QueryOptions{PerPage: 1000}, c.Nodes); err != nil {
-		o.NodesErr = asPageError(err)
-	} else {
-		by := map[string]int{}
-		for _, n := range nodes {
-			by[pb.EnumWord(n.GetStatus())]++
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if cfg, _, err := c.RaftConfiguration(ctx, nil); err != nil {
+			o.ServersErr = asPageError(err)
+		} else {
+			o.Servers = cfg.GetServers()
 		}
-		o.Nodes, o.NodesTotal = counts(by), len(nodes)
-	}
-	if jobs, _, err := api.AllPages(ctx, &api.QueryOptions{PerPage: 1000}, c.Jobs().List); err != nil {
-		o.JobsErr = asPageError(err)
-	} else {
-		by := map[string]int{}
-		for _, j := range jobs {
-			by[pb.EnumWord(j.GetStatus())]++
+	})
+	wg.Go(func() {
+		if nodes, _, err := api.AllPages(ctx, &api.QueryOptions{PerPage: 1000}, c.Nodes); err != nil {
+			o.NodesErr = asPageError(err)
+		} else {
+			by := map[string]int{}
+			for _, n := range nodes {
+				by[pb.EnumWord(n.GetStatus())]++
+			}
+			o.Nodes, o.NodesTotal = counts(by), len(nodes)
 		}
-		o.Jobs, o.JobsTotal = counts(by), len(jobs)
+	})
+	wg.Go(func() {
+		if jobs, _, err := api.AllPages(ctx, &api.QueryOptions{PerPage: 1000}, c.Jobs().List); err != nil {
+			o.JobsErr = asPageError(err)
+		} else {
+			by := map[string]int{}
+			for _, j := range jobs {
+				by[pb.EnumWord(j.GetStatus())]++
+			}
+			o.Jobs, o.JobsTotal = counts(by), len(jobs)
+		}
+	})
+	wg.Go(func() {
+		if ps, _, err := c.CSIPlugins().List(ctx, &api.QueryOptions{PerPage: 100}); err != nil {
+			o.PluginsErr = asPageError(err)
+		} else {
+			o.Plugins = ps
+		}
+	})
+	claims := make([][]*pb.Claim, len(attentionStates))
+	more := make([]bool, len(attentionStates))
+	errs := make([]error, len(attentionStates))
+	for i, st := range attentionStates {
+		wg.Go(func() {
+			cls, m, err := c.VolumeClaims().List(ctx, &api.QueryOptions{PerPage: attentionRows, Params: map[string]string{"state": pb.EnumWord(st)}})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			claims[i], more[i] = cls, m.NextToken != ""
+		})
 	}
-	if ps, _, err := c.CSIPlugins().List(ctx, &api.QueryOptions{PerPage: 100}); err != nil {
-		o.PluginsErr = asPageError(err)
-	} else {
-		o.Plugins = ps
-	}
-	for _, st := range attentionStates {
-		cls, m, err := c.VolumeClaims().List(ctx, &api.QueryOptions{PerPage: attentionRows, Params: map[string]string{"state": pb.EnumWord(st)}})
-		if err != nil {
-			o.AttentionErr = asPageError(err)
+	wg.Wait()
+	for i, st := range attentionStates {
+		if errs[i] != nil {
+			o.Attention, o.AttentionBy, o.AttentionErr = nil, nil, asPageError(errs[i])
 			break
 		}
-		o.Attention = append(o.Attention, cls...)
-		o.AttentionBy = append(o.AttentionBy, count{Word: pb.EnumWord(st), N: len(cls), More: m.NextToken != ""})
+		o.Attention = append(o.Attention, claims[i]...)
+		o.AttentionBy = append(o.AttentionBy, count{Word: pb.EnumWord(st), N: len(claims[i]), More: more[i]})
 	}
 	return "Overview", o, nil
 }
