@@ -23,7 +23,7 @@ var purePackages = []string{"fsm", "host/scheduler", "internal/rules"}
 
 // programs are main packages that drive the whole product, and so may
 // import host/: the berth binary and the benchmark runner.
-var programs = map[string]bool{".": true, "bench": true}
+var programs = map[string]bool{".": true, "bench": true, "bench/nodesim": true}
 
 // requiredPackages must hold non-test Go files for the check to mean anything.
 var requiredPackages = []string{"fsm", "sdk"}

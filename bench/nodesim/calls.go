@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// callCounter counts the calls every simulated node makes to the servers,
+// by method, through a client interceptor on the nodes' connections
+// (client.Config.DialOptions): heartbeats per second are what the leader
+// is asked to handle.
+type callCounter struct {
+	mu     sync.Mutex
+	counts map[string]*atomic.Int64
+}
+
+func newCallCounter() *callCounter { return &callCounter{counts: map[string]*atomic.Int64{}} }
+
+func (c *callCounter) counter(method string) *atomic.Int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.counts[method]
+	if n == nil {
+		n = new(atomic.Int64)
+		c.counts[method] = n
+	}
+	return n
+}
+
+// dialOptions count every unary call and every stream opened.
+func (c *callCounter) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			c.counter(method).Add(1)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			c.counter(method).Add(1)
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}
+
+// get returns the count of one method's calls so far.
+func (c *callCounter) get(method string) int64 { return c.counter(method).Load() }
+
+// heartbeats returns the heartbeats sent so far.
+func (c *callCounter) heartbeats() int64 { return c.get(pb.Nodes_Heartbeat_FullMethodName) }
