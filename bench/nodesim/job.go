@@ -102,4 +102,3 @@ func (s *sim) startedTasks() int64 {
 	}
 	return n
 }
-

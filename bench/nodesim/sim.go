@@ -68,8 +68,8 @@ type report struct {
 	ReadySeconds float64 `json:"ready_seconds"`
 	// SimBytesPerNode is the simulator's memory per node: Go heap and
 	// stacks in use (after a collection), and resident set growth.
-	SimHeapPerNode int64 `json:"sim_heap_per_node"`
-	SimRSSPerNode  int64 `json:"sim_rss_per_node"`
+	SimHeapPerNode int64   `json:"sim_heap_per_node"`
+	SimRSSPerNode  int64   `json:"sim_rss_per_node"`
 	Idle           *window `json:"idle,omitempty"`
 	Steady         *window `json:"steady,omitempty"`
 	Job            *jobRun `json:"job,omitempty"`
