@@ -73,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "the leader's baseline window, before any node starts (0: none)")
 	fs.DurationVar(&cfg.steady, "steady", 30*time.Second, "the steady-state window, once every node is ready")
 	fs.IntVar(&cfg.jobAllocs, "job-allocs", 0, "then run one job of this many allocs (0: none)")
+	fs.IntVar(&cfg.volumeJobs, "volume-jobs", 0, "then run this many jobs, each with a single-writer CSI volume of its own (0: none)")
+	fs.BoolVar(&cfg.failover, "kill-leader", false, "then kill the leader (SIGKILL) and measure the failover")
+	fs.DurationVar(&cfg.failoverWatch, "failover-watch", 30*time.Second, "after the new leader is elected, watch the nodes this long for any marked down")
+	fs.BoolVar(&cfg.snapshot, "snapshot", false, "last, save a snapshot of the state and restore it")
 	hold := fs.Bool("hold", false, "keep the nodes running after the scenarios until interrupted")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
@@ -157,6 +161,21 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 			return r, err
 		}
 	}
+	if cfg.volumeJobs > 0 {
+		if r.Volumes, err = s.runVolumeJobs(ctx, cfg.volumeJobs); err != nil {
+			return r, err
+		}
+	}
+	if cfg.failover {
+		if r.Failover, err = s.failover(ctx, cfg.failoverWatch); err != nil {
+			return r, err
+		}
+	}
+	if cfg.snapshot {
+		if r.Snapshot, err = s.snapshot(ctx); err != nil {
+			return r, err
+		}
+	}
 	printReport(out, r)
 	if hold {
 		fmt.Fprintln(out, "holding the nodes until interrupted")
@@ -182,6 +201,22 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "\n| job | placed | running | placements/s | leader CPU | tasks started |\n|---|--:|--:|--:|--:|--:|\n")
 		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
 			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.StartedTasks)
+	}
+	printScenarios(w, r)
+}
+
+func printScenarios(w io.Writer, r *report) {
+	if v := r.Volumes; v != nil {
+		fmt.Fprintf(w, "\n| volume jobs | all running, claims in use | placements with claims/s |\n|---|--:|--:|\n")
+		fmt.Fprintf(w, "| %d on %d nodes | %.2f s | %.0f |\n", v.Jobs, r.Nodes, v.RunningSeconds, float64(v.Jobs)/v.RunningSeconds)
+	}
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(w, "\n| leader killed | new leader | a new job running | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|\n", f.WatchSeconds)
+		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.EvalSeconds, f.NodesDown)
+	}
+	if sn := r.Snapshot; sn != nil {
+		fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, fmtBytes(sn.Bytes), sn.SaveSeconds, sn.RestoreSeconds)
 	}
 }
 

@@ -40,6 +40,13 @@ type simConfig struct {
 	idle, steady time.Duration
 	// jobAllocs, when positive, runs one job of that many allocs.
 	jobAllocs int
+	// volumeJobs, when positive, runs that many jobs with a CSI volume each.
+	volumeJobs int
+	// failover kills the leader and watches the nodes for failoverWatch.
+	failover      bool
+	failoverWatch time.Duration
+	// snapshot saves and restores the final state.
+	snapshot bool
 	// dir holds the servers' and the nodes' data dirs.
 	dir    string
 	logger hclog.Logger
@@ -68,11 +75,14 @@ type report struct {
 	ReadySeconds float64 `json:"ready_seconds"`
 	// SimBytesPerNode is the simulator's memory per node: Go heap and
 	// stacks in use (after a collection), and resident set growth.
-	SimHeapPerNode int64   `json:"sim_heap_per_node"`
-	SimRSSPerNode  int64   `json:"sim_rss_per_node"`
-	Idle           *window `json:"idle,omitempty"`
-	Steady         *window `json:"steady,omitempty"`
-	Job            *jobRun `json:"job,omitempty"`
+	SimHeapPerNode int64        `json:"sim_heap_per_node"`
+	SimRSSPerNode  int64        `json:"sim_rss_per_node"`
+	Idle           *window      `json:"idle,omitempty"`
+	Steady         *window      `json:"steady,omitempty"`
+	Job            *jobRun      `json:"job,omitempty"`
+	Volumes        *volumeRun   `json:"volumes,omitempty"`
+	Failover       *failoverRun `json:"failover,omitempty"`
+	Snapshot       *snapshotRun `json:"snapshot,omitempty"`
 }
 
 // window is the servers measured over a stretch of time.
