@@ -103,6 +103,7 @@ plugins:
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
 
 bench: build
+	$(GO) build -o build/nodesim ./bench/nodesim
 	$(GO) run ./bench
 
 acceptance: build
@@ -110,3 +111,11 @@ acceptance: build
 
 clean:
 	rm -rf build
+
+# The node simulator (bench/nodesim) against real servers it starts:
+# `make nodesim NODES=5000 SERVERS=3 NODESIM_FLAGS="-job-allocs 10000"`.
+NODES   ?= 1000
+SERVERS ?= 3
+.PHONY: nodesim
+nodesim: build
+	$(GO) run ./bench/nodesim -bin build/berth -nodes $(NODES) -servers $(SERVERS) $(NODESIM_FLAGS)
