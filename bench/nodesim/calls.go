@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -17,6 +18,9 @@ import (
 type callCounter struct {
 	mu     sync.Mutex
 	counts map[string]*atomic.Int64
+	// slowest is the longest heartbeat call (nanoseconds), failed the
+	// heartbeats that got no answer.
+	slowest, failed atomic.Int64
 }
 
 func newCallCounter() *callCounter { return &callCounter{counts: map[string]*atomic.Int64{}} }
@@ -37,7 +41,22 @@ func (c *callCounter) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			c.counter(method).Add(1)
-			return invoker(ctx, method, req, reply, cc, opts...)
+			if method != pb.Nodes_Heartbeat_FullMethodName {
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			start := time.Now()
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			d := int64(time.Since(start))
+			for {
+				cur := c.slowest.Load()
+				if d <= cur || c.slowest.CompareAndSwap(cur, d) {
+					break
+				}
+			}
+			if err != nil {
+				c.failed.Add(1)
+			}
+			return err
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 			c.counter(method).Add(1)

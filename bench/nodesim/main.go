@@ -43,9 +43,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 func main() {
@@ -79,6 +82,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.snapshot, "snapshot", false, "last, save a snapshot of the state and restore it")
 	hold := fs.Bool("hold", false, "keep the nodes running after the scenarios until interrupted")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
+	logLevel := fs.String("log-level", "off", "the simulated nodes' log level, to stderr (off, error, warn, info, debug)")
+	cpuProfile := fs.String("cpuprofile", "", "write the simulator's CPU profile to this file")
+	keep := fs.Bool("keep", false, "keep the temp dir (server data dirs and logs) after the run")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -102,7 +108,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nodesim:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	if *keep {
+		fmt.Fprintln(stderr, "nodesim: keeping", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	cfg.dir = dir
 	if cfg.addrs == nil {
 		if cfg.bin, err = filepath.Abs(cfg.bin); err != nil {
@@ -110,11 +120,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	if lvl := hclog.LevelFromString(*logLevel); lvl != hclog.NoLevel && lvl != hclog.Off {
+		cfg.logger = hclog.New(&hclog.LoggerOptions{Name: "nodesim", Level: lvl, Output: stderr})
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "nodesim:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "nodesim:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, *timeout)
 	defer cancelT()
 	rep, err := simulate(ctx, cfg, stdout, *hold)
+	if err != nil && rep != nil {
+		// What was measured before the failure.
+		printReport(stdout, rep)
+	}
 	if rep != nil && *jsonOut != "" {
 		b, jerr := json.MarshalIndent(rep, "", "  ")
 		if jerr == nil {
@@ -177,6 +207,8 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 		}
 	}
 	printReport(out, r)
+	fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", s.calls.heartbeats(), s.calls.failed.Load(),
+		time.Duration(s.calls.slowest.Load()).Round(time.Millisecond))
 	if hold {
 		fmt.Fprintln(out, "holding the nodes until interrupted")
 		<-ctx.Done()
