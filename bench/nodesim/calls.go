@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	"berth.dev/berth/rpc/pb"
@@ -21,9 +22,18 @@ type callCounter struct {
 	// slowest is the longest heartbeat call (nanoseconds), failed the
 	// heartbeats that got no answer.
 	slowest, failed atomic.Int64
+	// logger, when set, is told of every heartbeat slower than
+	// slowHeartbeat.
+	logger hclog.Logger
 }
 
-func newCallCounter() *callCounter { return &callCounter{counts: map[string]*atomic.Int64{}} }
+// slowHeartbeat is a heartbeat call worth logging: a fifth of the
+// shortest TTL.
+const slowHeartbeat = 2 * time.Second
+
+func newCallCounter(logger hclog.Logger) *callCounter {
+	return &callCounter{counts: map[string]*atomic.Int64{}, logger: logger}
+}
 
 func (c *callCounter) counter(method string) *atomic.Int64 {
 	c.mu.Lock()
@@ -55,6 +65,10 @@ func (c *callCounter) dialOptions() []grpc.DialOption {
 			}
 			if err != nil {
 				c.failed.Add(1)
+			}
+			if time.Duration(d) > slowHeartbeat && c.logger != nil {
+				c.logger.Warn("slow heartbeat", "node_id", req.(*pb.NodeHeartbeatRequest).GetNodeId(), "started", start.Format(time.RFC3339Nano),
+					"took", time.Duration(d), "error", err)
 			}
 			return err
 		}),

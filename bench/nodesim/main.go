@@ -71,6 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&files.clientKey, "key-file", "", "with -addrs: its key")
 	fs.StringVar(&files.cliCert, "cli-cert-file", "", "with -addrs: the API caller's certificate")
 	fs.StringVar(&files.cliKey, "cli-key-file", "", "with -addrs: its key")
+	fs.DurationVar(&cfg.heartbeatTTL, "heartbeat-ttl", 0, "the servers' heartbeat_ttl (0: their default, 10s)")
 	fs.BoolVar(&cfg.csi, "csi", true, "give every node the fake CSI node plugin (with topology)")
 	fs.IntVar(&cfg.zones, "zones", 3, "topology zones the nodes' CSI plugins spread over")
 	fs.DurationVar(&cfg.idle, "idle", 5*time.Second, "the leader's baseline window, before any node starts (0: none)")
@@ -169,6 +170,10 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 		return nil, err
 	}
 	defer s.stop()
+	defer func() {
+		fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", s.calls.heartbeats(), s.calls.failed.Load(),
+			time.Duration(s.calls.slowest.Load()).Round(time.Millisecond))
+	}()
 	r := s.report
 	if cfg.idle > 0 && s.servers != nil {
 		if r.Idle, err = s.measure(ctx, cfg.idle); err != nil {
@@ -207,8 +212,6 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 		}
 	}
 	printReport(out, r)
-	fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", s.calls.heartbeats(), s.calls.failed.Load(),
-		time.Duration(s.calls.slowest.Load()).Round(time.Millisecond))
 	if hold {
 		fmt.Fprintln(out, "holding the nodes until interrupted")
 		<-ctx.Done()

@@ -78,6 +78,9 @@ type serverOptions struct {
 	// hold the largest job a scenario runs.
 	maxAllocs int
 	pki       *pki
+	// heartbeatTTL, when set, is the servers' heartbeat_ttl (their
+	// default is 10 s).
+	heartbeatTTL time.Duration
 }
 
 // startServers starts n server processes on loopback, data dirs under
@@ -102,6 +105,10 @@ func startServers(root string, o serverOptions) ([]*server, error) {
 		if err := os.MkdirAll(s.dir, 0o755); err != nil {
 			return out, err
 		}
+		ttl := ""
+		if o.heartbeatTTL > 0 {
+			ttl = fmt.Sprintf("  heartbeat_ttl    = %q\n", o.heartbeatTTL.String())
+		}
 		cfg := fmt.Sprintf(`name      = %q
 data_dir  = %q
 bind_addr = "127.0.0.1"
@@ -122,8 +129,8 @@ server {
   retry_interval   = "1s"
   job_max_count    = %d
   job_max_allocs   = %d
-}
-`, s.name, filepath.Join(s.dir, "data"), p.http, p.rpc, p.raft, o.n, strings.Join(join, ", "), max(o.maxAllocs, 1000), max(o.maxAllocs, 5000))
+%s}
+`, s.name, filepath.Join(s.dir, "data"), p.http, p.rpc, p.raft, o.n, strings.Join(join, ", "), max(o.maxAllocs, 1000), max(o.maxAllocs, 5000), ttl)
 		if o.pki != nil {
 			cfg += fmt.Sprintf(`tls {
   ca_file                = %q

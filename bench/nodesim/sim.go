@@ -47,6 +47,8 @@ type simConfig struct {
 	failoverWatch time.Duration
 	// snapshot saves and restores the final state.
 	snapshot bool
+	// heartbeatTTL, when set, is the servers' shortest heartbeat TTL.
+	heartbeatTTL time.Duration
 	// dir holds the servers' and the nodes' data dirs.
 	dir    string
 	logger hclog.Logger
@@ -120,7 +122,7 @@ func startSim(ctx context.Context, cfg simConfig) (_ *sim, err error) {
 	if cfg.logger == nil {
 		cfg.logger = hclog.NewNullLogger()
 	}
-	s := &sim{cfg: cfg, calls: newCallCounter(), pki: cfg.tlsFiles,
+	s := &sim{cfg: cfg, calls: newCallCounter(cfg.logger), pki: cfg.tlsFiles,
 		report: &report{Nodes: cfg.nodes, TLS: cfg.tls || cfg.tlsFiles != nil, CSI: cfg.csi}}
 	defer func() {
 		if err != nil {
@@ -134,7 +136,8 @@ func startSim(ctx context.Context, cfg simConfig) (_ *sim, err error) {
 				return nil, err
 			}
 		}
-		s.servers, err = startServers(cfg.dir, serverOptions{bin: cfg.bin, n: cfg.servers, maxAllocs: cfg.jobAllocs, pki: s.pki})
+		s.servers, err = startServers(cfg.dir, serverOptions{bin: cfg.bin, n: cfg.servers, maxAllocs: cfg.jobAllocs, pki: s.pki,
+			heartbeatTTL: cfg.heartbeatTTL})
 		if err != nil {
 			return nil, err
 		}
