@@ -17,14 +17,15 @@ import (
 // bench into build/nodesim; BERTH_NODESIM overrides) — host/client's
 // Client run thousands of times in one process with fake drivers and a
 // fake CSI node plugin, against real `berth` server processes. One
-// simulator run per size (SCALE_NODES, comma-separated; default 1000, the
-// issue's sizes are 1000,5000,10000), each with every scenario:
+// simulator run per size (SCALE_NODES, comma-separated; default 1000; the
+// issue's sizes are SCALE_NODES=1000,5000,10000 SCALE_ALLOCS=10000), each
+// with every scenario:
 //
 //	steady     the leader's CPU and resident set with every node ready,
 //	           against the same leader idle before any node started (the
 //	           baseline); heartbeats per second and the leader's CPU per
 //	           heartbeat; the simulator's memory per node
-//	job        one job of SCALE_ALLOCS allocs (default 10,000) placed and
+//	job        one job of SCALE_ALLOCS allocs (default 3,000) placed and
 //	           running: seconds, placements/s, and placements/s per core
 //	           of this machine beside Nomad's published C2M run (2,000,000
 //	           containers on 6,100 nodes in 22 minutes: ~1,500/s on far
@@ -40,7 +41,13 @@ import (
 // Targets on this 2-core machine (issue 25): steady state at 10,000 nodes
 // under 25% of one core for the leader; the 10,000-alloc job running in
 // under 10 s; 1,000 volume jobs in under 15 s; failover to loops running
-// in ≤ 3 s with 0 nodes down; restore ≤ 2 s.
+// in ≤ 3 s with 0 nodes down; restore ≤ 2 s. The default job is smaller
+// than the issue's 10,000 allocs: the simulator shares the machine's cores
+// with the servers, and starting 10,000 alloc runners at once in one
+// process on a busy 2-core machine starves the nodes' heartbeats there
+// (the simulator's goroutine dump showed 1,500 runnable goroutines and
+// heartbeat answers unread for 15 s), which measures the simulator, not
+// the servers.
 
 // scaleReport is the simulator's -json report (bench/nodesim's report).
 type scaleReport struct {
@@ -93,7 +100,7 @@ type scalePlan struct {
 }
 
 func scalePlanFromEnv(quick bool) (scalePlan, error) {
-	p := scalePlan{sizes: []int{1000}, allocs: 10000, volumeJobs: 1000, steady: "30s"}
+	p := scalePlan{sizes: []int{1000}, allocs: 3000, volumeJobs: 1000, steady: "30s"}
 	if quick {
 		p = scalePlan{sizes: []int{200}, allocs: 500, volumeJobs: 50, steady: "5s"}
 	}

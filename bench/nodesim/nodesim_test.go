@@ -59,3 +59,23 @@ func TestShortRun(t *testing.T) {
 		t.Fatalf("simulator memory per node not measured: %d", r.SimHeapPerNode)
 	}
 }
+
+// -tls: the servers run mutual TLS (RPC and HTTPS) with a CA made for the
+// run; the simulated nodes present a client certificate and still register,
+// heartbeat and run their allocs (a plaintext node would not get through).
+func TestShortRunTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server and simulated nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := simConfig{nodes: 20, servers: 1, bin: berthBin(t), tls: true, csi: true, zones: 2, jobAllocs: 40, dir: t.TempDir(),
+		heartbeatTTL: time.Minute}
+	r, err := simulate(ctx, cfg, io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TLS || r.Job == nil || r.Job.StartedTasks != 40 {
+		t.Fatalf("report: tls %v, job %+v", r.TLS, r.Job)
+	}
+}
