@@ -203,12 +203,21 @@ func (s *sim) startNodes(ctx context.Context) error {
 		dialOptions: s.calls.dialOptions()}
 	start := time.Now()
 	nodesDir := s.cfg.dir + "/nodes"
-	for i := range s.cfg.nodes {
-		n, err := startNode(nodesDir, i, o)
-		if err != nil {
-			return err
+	// Started 32 at a time: each node's first start writes its ID with an
+	// fsync (host/client's node-id file), which on a busy disk would
+	// otherwise pace the start, one node at a time.
+	nodes := make([]*simNode, s.cfg.nodes)
+	err := parallel(ctx, s.cfg.nodes, 32, func(_ context.Context, i int) (err error) {
+		nodes[i], err = startNode(nodesDir, i, o)
+		return err
+	})
+	for _, n := range nodes {
+		if n != nil {
+			s.nodes = append(s.nodes, n)
 		}
-		s.nodes = append(s.nodes, n)
+	}
+	if err != nil {
+		return err
 	}
 	if err := s.waitNodesReady(ctx, s.cfg.nodes); err != nil {
 		return err
