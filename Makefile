@@ -117,7 +117,8 @@ plugins:
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
 	cd examples/containerd && $(GO) build -o ../../build/plugins/containerd .
 
-bench: build
+bench: build containerd-deps
+	$(GO) build -o build/nodesim ./bench/nodesim
 	$(GO) run ./bench
 
 acceptance: build
@@ -169,8 +170,17 @@ ui-screenshot: browser
 # build/chaos-figures.txt. `make test` runs one short run of it.
 RUNS   ?= 1
 FAULTS ?= 6
+.PHONY: chaos
 chaos: build
 	mkdir -p build
 	set -o pipefail; BERTH_BIN=$(abspath $(BIN)) BERTH_CHAOS_SEED=$(SEED) BERTH_CHAOS_RUNS=$(RUNS) BERTH_CHAOS_FAULTS=$(FAULTS) \
 	BERTH_CHAOS_FIGURES=$(abspath build/chaos-figures.txt) \
 		$(GO) test -count=1 -timeout 0 -run 'TestChaos$$' -v ./acceptance/chaos/ | grep -v '^        20'
+
+# The node simulator (bench/nodesim) against real servers it starts:
+# `make nodesim NODES=5000 SERVERS=3 NODESIM_FLAGS="-job-allocs 10000"`.
+NODES   ?= 1000
+SERVERS ?= 3
+.PHONY: nodesim
+nodesim: build
+	$(GO) run ./bench/nodesim -bin build/berth -nodes $(NODES) -servers $(SERVERS) $(NODESIM_FLAGS)

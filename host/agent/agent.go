@@ -163,6 +163,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			MaxRequestBytes:         cfg.Limits.MaxRequestBytes,
 			RPCHandshakeTimeout:     cfg.Limits.RPCHandshakeTimeout,
 			NodeIdentityEnforcement: cfg.Server.NodeIdentityEnforcement,
+			MaxHeartbeatsPerSecond:  cfg.Server.MaxHeartbeatsPerSecond,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.

@@ -133,6 +133,10 @@ type ServerConfig struct {
 	// secret: "warn" (default) admits it, logged and counted; "strict"
 	// refuses it (server.Config.NodeIdentityEnforcement).
 	NodeIdentityEnforcement string
+	// MaxHeartbeatsPerSecond (max_heartbeats_per_second, default 50)
+	// scales the heartbeat TTL with the nodes, heartbeat_ttl being the
+	// shortest (server.Config.MaxHeartbeatsPerSecond).
+	MaxHeartbeatsPerSecond int
 }
 
 // ClientConfig configures the client role: a node that runs allocations.

@@ -72,6 +72,7 @@ var configBlocks = []blockDef{
 		scalar("job_max_size", func(c *Config) *int { return &c.Server.JobLimits.MaxBytes }, toByteSize, checkJobMaxSize),
 		scalar("snapshot_restore_max_size", func(c *Config) *int64 { return &c.Server.SnapshotRestoreMaxBytes }, toByteSize64, checkJobLimit[int64]),
 		scalar("node_identity_enforcement", func(c *Config) *string { return &c.Server.NodeIdentityEnforcement }, toString, checkNodeIdentityEnforcement),
+		scalar("max_heartbeats_per_second", func(c *Config) *int { return &c.Server.MaxHeartbeatsPerSecond }, toInt, checkNonNegative),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

@@ -90,6 +90,11 @@ type Config struct {
 	// memory only (node_identity.go).
 	Identity NodeSecretStore
 
+	// DialOptions are added to the options of the client's connections to
+	// the servers (after TLS and the node secret): the node simulator
+	// (bench/nodesim) counts the calls with an interceptor.
+	DialOptions []grpc.DialOption
+
 	// Tests only (tunnel.go): the alloc side ClientRPC serves, the log
 	// reader's poll and the tunnel's keepalive.
 	allocAccess     allocAccess
@@ -189,7 +194,8 @@ func New(cfg Config) (*Client, error) {
 
 		registeredCh: make(chan struct{}),
 	}
-	c.pool = rpc.NewPool(append(tlsconf.DialOptions(cfg.TLS), rpc.NodeSecretDialOptions(c.nodeSecret)...)...)
+	opts := append(tlsconf.DialOptions(cfg.TLS), rpc.NodeSecretDialOptions(c.nodeSecret)...)
+	c.pool = rpc.NewPool(append(opts, cfg.DialOptions...)...)
 	if err := c.loadNodeSecret(); err != nil {
 		cancel()
 		c.pool.Close()

@@ -106,7 +106,17 @@ type Config struct {
 	// identities, but for a new or re-admitted node's adopting
 	// registration (endpoints.NodeIdentity).
 	NodeIdentityEnforcement string
+	// MaxHeartbeatsPerSecond scales the TTL nodes are told with their
+	// number, so the leader handles about this many heartbeats a second
+	// at most, however many nodes (nodes.ScaledTTL; HeartbeatTTL is the
+	// shortest). Zero means DefaultMaxHeartbeatsPerSecond.
+	MaxHeartbeatsPerSecond int
 }
+
+// DefaultMaxHeartbeatsPerSecond is Nomad's max_heartbeats_per_second: a
+// cluster's TTL stays at heartbeat_ttl (10 s) up to 500 nodes and grows
+// past them (200 s at 10,000 nodes).
+const DefaultMaxHeartbeatsPerSecond = 50
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an
 // agent running a server sets unless its config says otherwise
@@ -217,6 +227,9 @@ func (c *Config) withDefaults() *Config {
 	}
 	if out.HeartbeatGrace == 0 {
 		out.HeartbeatGrace = 10 * time.Second
+	}
+	if out.MaxHeartbeatsPerSecond == 0 {
+		out.MaxHeartbeatsPerSecond = DefaultMaxHeartbeatsPerSecond
 	}
 	if out.BootstrapExpect == 0 {
 		out.BootstrapExpect = 1

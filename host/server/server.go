@@ -149,7 +149,8 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat"))
+	s.heartbeats = nodes.NewHeartbeater(s.statuses, cfg.Clock, cfg.HeartbeatTTL, cfg.HeartbeatGrace, cfg.Logger.Named("heartbeat")).
+		WithMaxPerSecond(float64(cfg.MaxHeartbeatsPerSecond))
 	s.discovery = newDiscovery(s)
 	var evalHooks evals.Hooks
 	if opts.hooks != nil {

@@ -9,7 +9,7 @@
 //     module of its own (berth.dev/berth/sdk), walked here with the rest.
 //   - packages outside host/ do not import host/ (volumehooks among them),
 //     except the programs that drive the whole product: the root main
-//     package and bench.
+//     package, bench and the node simulator bench/nodesim.
 //   - host/client/... imports neither fsm nor host/scheduler.
 //   - the CSI library, csi/..., imports nothing under builtin/.
 //   - leaf packages (rpc/, csi/, internal/ but testutil and fuzzshort,

@@ -22,8 +22,9 @@ const module = "berth.dev/berth"
 var purePackages = []string{"fsm", "host/scheduler", "internal/rules"}
 
 // programs are main packages that drive the whole product, and so may
-// import host/: the berth binary and the benchmark runner.
-var programs = map[string]bool{".": true, "bench": true}
+// import host/: the berth binary, the benchmark runner and the node
+// simulator (which runs host/client's Client thousands of times).
+var programs = map[string]bool{".": true, "bench": true, "bench/nodesim": true}
 
 // requiredPackages must hold non-test Go files for the check to mean anything.
 var requiredPackages = []string{"fsm", "sdk"}

@@ -44,6 +44,8 @@ type Cluster interface {
 type Heartbeats interface {
 	Reset(nodeID string, d time.Duration)
 	Heartbeat(ctx context.Context, nodeID string, d time.Duration) error
+	// TTL is the TTL to tell a node now (it grows with the nodes).
+	TTL() time.Duration
 }
 
 // Drainer is the leader's drainer (nodes.Drainer), woken when a drain is
@@ -73,7 +75,8 @@ type Deps struct {
 	Logger hclog.Logger
 	// JobLimits bounds what one job may ask for.
 	JobLimits jobspec.Limits
-	// HeartbeatTTL is the TTL nodes are told to heartbeat within.
+	// HeartbeatTTL is the shortest TTL nodes are told to heartbeat
+	// within; Heartbeats.TTL scales it with the nodes.
 	HeartbeatTTL time.Duration
 	// ClientWatchBytes is the byte budget of a paged ClientAllocs.Watch
 	// answer's allocs and jobs; zero means DefaultClientWatchBytes.

@@ -45,7 +45,8 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	if err != nil {
 		return nil, fmt.Errorf("registering node %s: %w", n.GetId(), err)
 	}
-	s.Heartbeats.Reset(n.GetId(), s.HeartbeatTTL)
+	ttl := s.Heartbeats.TTL()
+	s.Heartbeats.Reset(n.GetId(), ttl)
 	if err := promotePendingHostVolumes(ctx, s, n); err != nil {
 		s.Logger.Warn("a pending host volume its node reports stays pending", "error", err)
 	}
@@ -55,7 +56,7 @@ func (e *nodesEndpoint) Register(ctx context.Context, req *pb.NodeRegisterReques
 	}
 	return &pb.NodeRegisterResponse{
 		Meta:           &pb.WriteMeta{Index: idx},
-		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
+		HeartbeatTtlMs: ttl.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
 		// Read on the leader after the registration applied: every
 		// volume's record precedes the node's making it.
@@ -85,11 +86,12 @@ func (e *nodesEndpoint) Heartbeat(ctx context.Context, req *pb.NodeHeartbeatRequ
 	if node == nil {
 		return nil, fmt.Errorf("heartbeat from node %s: %w", req.GetNodeId(), fsm.ErrNodeNotFound)
 	}
-	if err := s.Heartbeats.Heartbeat(ctx, node.GetId(), s.HeartbeatTTL); err != nil {
+	ttl := s.Heartbeats.TTL()
+	if err := s.Heartbeats.Heartbeat(ctx, node.GetId(), ttl); err != nil {
 		return nil, err
 	}
 	return &pb.NodeHeartbeatResponse{
-		HeartbeatTtlMs: s.HeartbeatTTL.Milliseconds(),
+		HeartbeatTtlMs: ttl.Milliseconds(),
 		Servers:        s.serverRPCAddrs(),
 		RegisterAgain:  s.wantsSecret(ctx, node),
 	}, nil

@@ -13,7 +13,12 @@
 //   - Heartbeater keeps one timer per ready node while the server leads:
 //     Start once the leader's barrier passed, Rearm after a snapshot
 //     restore, Stop when the leadership ends, Close at shutdown. The node
-//     endpoints call Reset on a registration and Heartbeat on a heartbeat.
+//     endpoints call Reset on a registration and Heartbeat on a heartbeat,
+//     each with TTL(): the configured TTL, or longer once the nodes are
+//     more than max_heartbeats_per_second (default 50) times it in seconds
+//     (ScaledTTL, as Nomad), so the leader's heartbeat load stops growing
+//     with the cluster; a new leader arms the nodes it finds ready with
+//     the TTL scaled to their number, plus the grace.
 //   - Drainer.Run runs for one leadership; Kick wakes it when a drain is
 //     set through the API.
 //

@@ -40,6 +40,9 @@ type Heartbeater struct {
 	ttl    time.Duration
 	grace  time.Duration
 	logger hclog.Logger
+	// perSecond, when positive, bounds the heartbeats the leader is asked
+	// for per second: the TTL grows with the nodes (ScaledTTL).
+	perSecond float64
 
 	mu     sync.Mutex
 	active bool
@@ -70,6 +73,34 @@ func NewHeartbeater(nodes HeartbeatNodes, clk clock.Clock, ttl, grace time.Durat
 		nodes: nodes, clock: clk, ttl: ttl, grace: grace, logger: logger,
 		timers: make(map[string]*nodeTimer), expiring: make(map[string]chan struct{}),
 	}
+}
+
+// WithMaxPerSecond makes the TTL nodes are told grow with their number, so
+// that they send at most about r heartbeats per second in all (ScaledTTL);
+// zero keeps the TTL fixed. It is set before Start.
+func (h *Heartbeater) WithMaxPerSecond(r float64) *Heartbeater {
+	h.perSecond = r
+	return h
+}
+
+// ScaledTTL is the TTL of a cluster of n nodes whose leader takes at most
+// perSecond heartbeats a second: min, or n/perSecond seconds when that is
+// longer (Nomad's min_heartbeat_ttl and max_heartbeats_per_second). A node
+// heartbeats about three times per TTL, so the leader is asked for about
+// 3·perSecond a second however many nodes there are.
+func ScaledTTL(min time.Duration, perSecond float64, n int) time.Duration {
+	if perSecond <= 0 || n <= 0 {
+		return min
+	}
+	return max(min, time.Duration(float64(n)/perSecond*float64(time.Second)))
+}
+
+// TTL is the TTL a node is told now and its timer armed with: ScaledTTL
+// over the nodes whose timers run.
+func (h *Heartbeater) TTL() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return ScaledTTL(h.ttl, h.perSecond, len(h.timers))
 }
 
 // Start arms a timer of TTL plus grace for every ready node, so a new
@@ -233,14 +264,23 @@ func (h *Heartbeater) armAllLocked() {
 		h.logger.Error("listing nodes for heartbeat timers", "error", err)
 		return
 	}
+	ready := 0
+	for _, node := range nodes {
+		if node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+			ready++
+		}
+	}
+	// The nodes were told a TTL scaled to about this many nodes: each
+	// gets that and the grace to reach this leader.
+	d := ScaledTTL(h.ttl, h.perSecond, max(ready, len(h.timers))) + h.grace
 	n := 0
 	for _, node := range nodes {
 		if _, ok := h.timers[node.GetId()]; !ok && node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
-			h.armLocked(node.GetId(), h.ttl+h.grace)
+			h.armLocked(node.GetId(), d)
 			n++
 		}
 	}
-	h.logger.Debug("heartbeat timers started", "nodes", n, "ttl", h.ttl+h.grace)
+	h.logger.Debug("heartbeat timers started", "nodes", n, "ttl", d)
 }
 
 func (h *Heartbeater) armLocked(nodeID string, d time.Duration) {

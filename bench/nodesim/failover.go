@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/rpc/api"
+	"berth.dev/berth/rpc/pb"
+)
+
+// failoverRun is the leader killed (SIGKILL) with every node ready.
+type failoverRun struct {
+	// ElectedSeconds is from the kill to a new leader answering;
+	// EvalSeconds to a job registered after the kill running (the new
+	// leader's broker, workers, plan applier and the nodes' alloc watch
+	// all working again).
+	ElectedSeconds float64 `json:"elected_seconds"`
+	EvalSeconds    float64 `json:"eval_seconds"`
+	// WatchSeconds is how long node statuses were watched after the new
+	// leader was elected (past the TTL and the grace it gives after a
+	// leader change); NodesDown how many nodes it marked down meanwhile.
+	WatchSeconds float64 `json:"watch_seconds"`
+	NodesDown    int     `json:"nodes_down"`
+}
+
+// failover kills the leader and measures the new one taking over. The
+// nodes' heartbeats fail over to the surviving servers by themselves
+// (host/client's server rotation).
+func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, error) {
+	old, err := s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil {
+		return nil, errors.New("the servers are not the simulator's: it cannot kill the leader")
+	}
+	var survivor *server
+	for _, sv := range s.servers {
+		if sv != old && sv.alive() {
+			survivor = sv
+			break
+		}
+	}
+	if survivor == nil {
+		return nil, errors.New("the leader is the only server: no failover to measure")
+	}
+	c, err := apiClient(survivor.http, s.pki)
+	if err != nil {
+		return nil, err
+	}
+	// The job is parsed before the kill, so the clock measures the cluster.
+	job, err := simJob("nodesim-failover", 1)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	old.kill()
+	r := &failoverRun{}
+	// The survivor names the dead leader until its election timeout: wait
+	// for another.
+	for {
+		l, err := waitLeader(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if l != old.rpc {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond): // the measurement's resolution
+		}
+	}
+	r.ElectedSeconds = time.Since(start).Seconds()
+	s.api = c
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Jobs().Register(cctx, job, nil)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, s.withLogs(fmt.Errorf("registering a job after the failover: %w", err))
+		}
+	}
+	if err := s.waitAllocsRunning(ctx, "nodesim-failover", 1); err != nil {
+		return nil, err
+	}
+	r.EvalSeconds = time.Since(start).Seconds()
+	down, err := s.watchNodesDown(ctx, c, start.Add(time.Duration(r.ElectedSeconds*float64(time.Second))).Add(watch))
+	if err != nil {
+		return nil, err
+	}
+	r.WatchSeconds = watch.Seconds()
+	r.NodesDown = down
+	return r, nil
+}
+
+// watchNodesDown follows the node list by blocking queries until the
+// deadline and returns how many distinct nodes were seen down.
+func (s *sim) watchNodesDown(ctx context.Context, c *api.Client, until time.Time) (int, error) {
+	down := map[string]bool{}
+	var index uint64
+	for time.Now().Before(until) {
+		q := &api.QueryOptions{PerPage: 1000, WaitIndex: index, WaitTime: min(time.Until(until), 5*time.Second) + time.Millisecond}
+		var last uint64
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			nodes, meta, err := c.Nodes(cctx, q)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return 0, err
+				}
+				last = 0
+				break
+			}
+			for _, n := range nodes {
+				if n.GetStatus() == pb.NodeStatus_NODE_STATUS_DOWN {
+					down[n.GetId()] = true
+				}
+			}
+			last = max(last, meta.LastIndex)
+			if meta.NextToken == "" {
+				break
+			}
+			q = &api.QueryOptions{PerPage: 1000, NextToken: meta.NextToken}
+		}
+		index = last
+	}
+	return len(down), nil
+}
+
+// snapshotRun is a snapshot of the state the run built, saved and
+// restored through the API.
+type snapshotRun struct {
+	Bytes          int64   `json:"bytes"`
+	SaveSeconds    float64 `json:"save_seconds"`
+	RestoreSeconds float64 `json:"restore_seconds"`
+}
+
+// snapshot saves the cluster's state and restores it into the same
+// cluster (the state is the same, so the nodes carry on).
+func (s *sim) snapshot(ctx context.Context) (*snapshotRun, error) {
+	var buf bytes.Buffer
+	start := time.Now()
+	n, err := s.api.SnapshotSave(ctx, &buf)
+	if err != nil {
+		return nil, s.withLogs(fmt.Errorf("snapshot save: %w", err))
+	}
+	r := &snapshotRun{Bytes: n, SaveSeconds: time.Since(start).Seconds()}
+	start = time.Now()
+	if _, err := s.api.SnapshotRestore(ctx, bytes.NewReader(buf.Bytes())); err != nil {
+		return nil, s.withLogs(fmt.Errorf("snapshot restore: %w", err))
+	}
+	r.RestoreSeconds = time.Since(start).Seconds()
+	return r, nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// berthBin is the berth binary the servers run: BERTH_BIN, else
+// build/berth when make built it, else one built for the test.
+func berthBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("BERTH_BIN"); b != "" {
+		return b
+	}
+	if b, err := filepath.Abs(filepath.Join("..", "..", "build", "berth")); err == nil {
+		if _, err := os.Stat(b); err == nil {
+			return b
+		}
+	}
+	b := filepath.Join(t.TempDir(), "berth")
+	cmd := exec.Command("go", "build", "-o", b, "../..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building berth: %v\n%s", err, out)
+	}
+	return b
+}
+
+// The short real run of make test: 200 simulated nodes against one real
+// server, every node ready with its CSI plugin healthy, then a job of 500
+// allocs placed and every alloc running (the servers' summary) with every
+// task started by the nodes' drivers.
+func TestShortRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server and 200 simulated nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// A TTL well above the default: the test asserts what the nodes run,
+	// not how fast a machine busy with the rest of make test answers
+	// heartbeats.
+	cfg := simConfig{nodes: 200, servers: 1, bin: berthBin(t), csi: true, zones: 3, jobAllocs: 500, dir: t.TempDir(),
+		heartbeatTTL: time.Minute}
+	r, err := simulate(ctx, cfg, io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Job == nil || r.Job.RunningSeconds <= 0 {
+		t.Fatalf("the job did not run: %+v", r.Job)
+	}
+	if r.Job.StartedTasks != 500 {
+		t.Fatalf("the simulated drivers started %d tasks, want 500", r.Job.StartedTasks)
+	}
+	if r.SimHeapPerNode <= 0 {
+		t.Fatalf("simulator memory per node not measured: %d", r.SimHeapPerNode)
+	}
+}
+
+// -tls: the servers run mutual TLS (RPC and HTTPS) with a CA made for the
+// run; the simulated nodes present a client certificate and still register,
+// heartbeat and run their allocs (a plaintext node would not get through).
+func TestShortRunTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real server and simulated nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := simConfig{nodes: 20, servers: 1, bin: berthBin(t), tls: true, csi: true, zones: 2, jobAllocs: 40, dir: t.TempDir(),
+		heartbeatTTL: time.Minute}
+	r, err := simulate(ctx, cfg, io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TLS || r.Job == nil || r.Job.StartedTasks != 40 {
+		t.Fatalf("report: tls %v, job %+v", r.TLS, r.Job)
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// The scale section's tables come from the simulator's JSON report: every
+// scenario gets its row, with the ratios and rates computed from it.
+func TestScaleTables(t *testing.T) {
+	var r scaleReport
+	const report = `{"nodes": 1000, "servers": 3, "ready_seconds": 4.5, "sim_heap_per_node": 204800, "sim_rss_per_node": 262144,
+	  "idle": {"leader_cpu_pct": 2, "leader_rss": 33554432},
+	  "steady": {"leader_cpu_pct": 10, "leader_rss": 138412032, "heartbeats_per_s": 340, "heartbeat_cpu_us": 290},
+	  "job": {"allocs": 10000, "placed_seconds": 1.5, "running_seconds": 5},
+	  "volumes": {"jobs": 1000, "running_seconds": 10},
+	  "failover": {"elected_seconds": 1.2, "eval_seconds": 2.5, "watch_seconds": 30, "nodes_down": 0},
+	  "snapshot": {"bytes": 10485760, "save_seconds": 0.2, "restore_seconds": 0.8}}`
+	if err := jsonUnmarshal(report, &r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printScale(&b, []*scaleReport{&r}, 2, false)
+	out := b.String()
+	for _, want := range []string{
+		"| 1000 nodes | 10.0 | 2.0 | 5.0× | 132.0 MiB | 102.4 KiB | 340 | 290 µs | 4.5 s | 200.0 KiB, 256.0 KiB |",
+		"| 1000 nodes | 10000 | 1.50 s | 5.00 s | 2000 | 1000 | ~1,500 |",
+		"| 1000 nodes | 1000 | 10.00 s | 100 |",
+		"| 1000 nodes | 1.20 s | 2.50 s | 0 | 30 s |",
+		"| 1000 nodes | 10.0 MiB | 0.20 s | 0.80 s |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no row %q in:\n%s", want, out)
+		}
+	}
+}
+
+func TestScalePlanFromEnv(t *testing.T) {
+	t.Setenv("SCALE_NODES", "1000, 5000,10000")
+	t.Setenv("SCALE_ALLOCS", "2000")
+	p, err := scalePlanFromEnv(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.sizes) != 3 || p.sizes[2] != 10000 || p.allocs != 2000 || p.volumeJobs != 1000 {
+		t.Fatalf("plan %+v", p)
+	}
+	t.Setenv("SCALE_NODES", "1000,many")
+	if _, err := scalePlanFromEnv(false); err == nil || !strings.Contains(err.Error(), `"many"`) {
+		t.Fatalf("SCALE_NODES with a word: %v", err)
+	}
+}
