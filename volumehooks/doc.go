@@ -116,9 +116,14 @@
 // A socket path longer than a unix socket address holds (MaxSocketPath,
 // 107 bytes) — on the host, from a long data_dir, or in an isolated task,
 // from a long mount_dir — fails the prestart with ErrSocketPathTooLong
-// naming the path: the plugin could not listen there, and the registry's
-// endpoint could not be dialled. There is no workaround to take, since the
-// plugin itself binds the path; a shorter data_dir fixes it.
+// naming the path, its length, the limit and the longest data_dir (or
+// mount_dir) that fits: the plugin could not listen there, and the
+// registry's endpoint could not be dialled. There is no workaround to
+// take, since the plugin itself binds the path; a shorter data_dir fixes
+// it. The error is runhooks.Unrecoverable, as are the refusals of an
+// invalid block (ErrInvalidPluginBlock) and of an unconfigured client
+// (ErrNotConfigured): the task fails at once, with no restart, and the
+// client logs it, rather than failing again after every restart delay.
 //
 // # Supervision
 //

@@ -68,3 +68,9 @@ func checkSocketPath(where, path string) error {
 	}
 	return nil
 }
+
+// maxDataDir is the longest data_dir whose socket path, socket (built
+// from dataDir), a unix socket address holds; 0 when none does.
+func maxDataDir(dataDir, socket string) int {
+	return max(0, MaxSocketPath-(len(socket)-len(dataDir)))
+}

@@ -209,19 +209,23 @@ func checkBlock(task string, pc *pb.CSIPluginConfig) (pb.CSIPluginType, error) {
 // driver, host paths for an unisolated one.
 func (h *supervisorHook) Prestart(ctx context.Context, req *runhooks.PrestartRequest, resp *runhooks.PrestartResponse) error {
 	if !filepath.IsAbs(h.cfg.DataDir) || h.cfg.Registry == nil {
-		return fmt.Errorf("%w: data dir %q (must be absolute), registry set: %t", ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil)
+		return runhooks.Unrecoverable(fmt.Errorf("%w: data dir %q (must be absolute), registry set: %t",
+			ErrNotConfigured, h.cfg.DataDir, h.cfg.Registry != nil))
 	}
 	plugin := req.Task.GetCsiPlugin()
 	typ, err := checkBlock(req.Task.GetName(), plugin)
 	if err != nil {
-		return err
+		return runhooks.Unrecoverable(err)
 	}
 	allocID := req.Alloc.GetId()
 	pluginDir := PluginDir(h.cfg.DataDir, allocID, req.Task.GetName())
 	socket := PluginSocket(h.cfg.DataDir, allocID, req.Task.GetName())
 	hostStage := StagePublishDir(h.cfg.DataDir, plugin.GetId())
 	if err := checkSocketPath("the host", socket); err != nil {
-		return fmt.Errorf("csi plugin %q of task %q: %w (the client's data_dir is %d bytes)", plugin.GetId(), req.Task.GetName(), err, len(h.cfg.DataDir))
+		// No retry helps: the task fails at once, naming the way out.
+		return runhooks.Unrecoverable(fmt.Errorf("csi plugin %q of task %q: %w; the client's data_dir %q is %d bytes: "+
+			"give the client a data_dir of at most %d bytes (or the task a shorter name)",
+			plugin.GetId(), req.Task.GetName(), err, h.cfg.DataDir, len(h.cfg.DataDir), maxDataDir(h.cfg.DataDir, socket)))
 	}
 	isolated := false
 	if req.Driver != nil {
@@ -233,7 +237,8 @@ func (h *supervisorHook) Prestart(ctx context.Context, req *runhooks.PrestartReq
 	taskSocket := path.Join(plugin.GetMountDir(), SocketName)
 	if isolated {
 		if err := checkSocketPath("the task's", taskSocket); err != nil {
-			return fmt.Errorf("csi plugin %q of task %q: %w (shorten csi_plugin.mount_dir)", plugin.GetId(), req.Task.GetName(), err)
+			return runhooks.Unrecoverable(fmt.Errorf("csi plugin %q of task %q: %w; give csi_plugin a mount_dir of at most %d bytes",
+				plugin.GetId(), req.Task.GetName(), err, MaxSocketPath-len("/"+SocketName)))
 		}
 	}
 	for _, dir := range []string{pluginDir, hostStage} {

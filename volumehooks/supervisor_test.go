@@ -3,6 +3,7 @@ package volumehooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -120,8 +121,10 @@ func TestPrestartGivesAnIsolatedTaskMounts(t *testing.T) {
 }
 
 // A socket path a unix socket cannot hold is refused before the task
-// starts, naming the path and the limit; on the host (a long data_dir)
-// and in an isolated task (a long mount_dir).
+// starts, naming the path, its length, the limit and the longest data_dir
+// (or mount_dir) that fits, as an unrecoverable error (the task fails at
+// once, not after its restart delays); on the host (a long data_dir) and
+// in an isolated task (a long mount_dir).
 func TestSocketPathTooLong(t *testing.T) {
 	e := newEnv(t, pluginTask("node", time.Second), nil)
 	long := "/" + strings.Repeat("d", 60)
@@ -129,8 +132,13 @@ func TestSocketPathTooLong(t *testing.T) {
 	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.DataDir = long })
 	_, err := e.prestart(false)
 	sock := PluginSocket(long, allocID, "plugin")
-	if !errors.Is(err, ErrSocketPathTooLong) || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "107") {
-		t.Fatalf("prestart with socket %s (%d bytes): %v; want ErrSocketPathTooLong naming it and the limit", sock, len(sock), err)
+	// 107 - (len(sock) - len(long)): the data_dir that would fit.
+	fits := fmt.Sprintf("a data_dir of at most %d bytes", 107-(len(sock)-len(long)))
+	if !errors.Is(err, ErrSocketPathTooLong) || !runhooks.IsUnrecoverable(err) || !strings.Contains(err.Error(), sock) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("is %d bytes", len(sock))) || !strings.Contains(err.Error(), "107") ||
+		!strings.Contains(err.Error(), fits) {
+		t.Fatalf("prestart with socket %s (%d bytes): %v; want an unrecoverable ErrSocketPathTooLong naming it, its length, the limit and %q",
+			sock, len(sock), err, fits)
 	}
 	if _, statErr := os.Stat(long); !errors.Is(statErr, os.ErrNotExist) {
 		t.Errorf("prestart created %s before refusing: %v", long, statErr)
@@ -141,7 +149,8 @@ func TestSocketPathTooLong(t *testing.T) {
 	e2 := newEnv(t, task, nil)
 	e2.info.Driver = mounts(true)
 	_, err = e2.prestart(false)
-	if !errors.Is(err, ErrSocketPathTooLong) || !strings.Contains(err.Error(), task.CsiPlugin.MountDir+"/csi.sock") {
+	if !errors.Is(err, ErrSocketPathTooLong) || !runhooks.IsUnrecoverable(err) || !strings.Contains(err.Error(), task.CsiPlugin.MountDir+"/csi.sock") ||
+		!strings.Contains(err.Error(), "a mount_dir of at most 98 bytes") {
 		t.Fatalf("prestart with a %d-byte mount_dir: %v", len(task.CsiPlugin.MountDir), err)
 	}
 	// Under raw_exec the task's mount_dir is not used: no error.
@@ -156,8 +165,8 @@ func TestSocketPathTooLong(t *testing.T) {
 func TestPrestartOfAnUnconfiguredSupervisor(t *testing.T) {
 	e := newEnv(t, pluginTask("node", time.Second), nil)
 	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.Registry = nil })
-	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) {
-		t.Fatalf("prestart without a registry: %v, want ErrNotConfigured", err)
+	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) || !runhooks.IsUnrecoverable(err) {
+		t.Fatalf("prestart without a registry: %v, want an unrecoverable ErrNotConfigured", err)
 	}
 	e.build(pluginTask("node", time.Second), func(c *SupervisorConfig) { c.DataDir = "data" })
 	if _, err := e.prestart(false); !errors.Is(err, ErrNotConfigured) || !strings.Contains(err.Error(), `"data"`) {
@@ -181,8 +190,8 @@ func TestPrestartRefusesAnInvalidBlock(t *testing.T) {
 			task := pluginTask("node", time.Second)
 			c.modify(task.CsiPlugin)
 			e := newEnv(t, task, nil)
-			if _, err := e.prestart(false); !errors.Is(err, ErrInvalidPluginBlock) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("prestart: %v, want ErrInvalidPluginBlock naming %s", err, c.want)
+			if _, err := e.prestart(false); !errors.Is(err, ErrInvalidPluginBlock) || !runhooks.IsUnrecoverable(err) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("prestart: %v, want an unrecoverable ErrInvalidPluginBlock naming %s", err, c.want)
 			}
 		})
 	}

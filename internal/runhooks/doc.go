@@ -45,6 +45,13 @@
 // TaskInfo, whose Lifecycle lets a hook restart its task and whose Driver
 // says whether the task sees the mounts it is given.
 //
+// # Errors
+//
+// A hook error is retried as the runner's rules say (a failed prestart
+// counts against the task's restart policy). A hook that knows no retry
+// can fix its error — the node cannot give the task what it asks for —
+// wraps it with Unrecoverable, and the task fails at once.
+//
 // The order and the guarantees of each phase (what an error does, what
 // runs again after a client restart) are the runners' and are written in
 // their package docs.

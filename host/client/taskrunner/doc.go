@@ -24,7 +24,13 @@
 // An exit of an ephemeral task (batch main tasks, non-sidecar prestart and
 // poststart tasks, poststop tasks) with code 0 ends the task. Any other
 // exit, a failed start and a failed prestart hook count against the
-// restart policy: at most attempts restarts per interval, each after delay
+// restart policy — except a prestart error a hook marked
+// runhooks.Unrecoverable (a csi_plugin socket path too long for the node)
+// and a start over the plugin's message limit, which no retry can fix:
+// those end the task at once, failed ("Not Restarting", reason
+// unrecoverable or request-too-large). Every failed start is logged at
+// ERROR with the alloc, the task, the attempt and the error. The policy
+// allows at most attempts restarts per interval, each after delay
 // ("Restarting" with restart_in_ms); past that, mode fail ends the task as
 // failed ("Not Restarting") and mode delay waits for the interval to end.
 // A group without a restart block gets Nomad's defaults (service 2 in
@@ -58,7 +64,9 @@
 //     for interpolation (${volume.<name>}), mounts — the "TaskConfig
 //     mutation". The first error stops the chain: no attempt is started,
 //     no poststart, stop or exited hook runs for it, a failed "Setup
-//     Failure" event is recorded and the restart policy decides. A kill
+//     Failure" event is recorded, the error is logged, and the restart
+//     policy decides — unless the error is runhooks.Unrecoverable: then
+//     the task is dead and failed at once. A kill
 //     cancels the context of a prestart hook that waits. After a
 //     client restart, a task found running is not started again, but the
 //     prestart hooks run with Recovered set (Attempt 0) so a hook rebuilds

@@ -393,10 +393,23 @@ func (tr *TaskRunner) Run() {
 		if tr.shuttingDown() {
 			return
 		}
+		if err != nil {
+			// The task event says it too; the log is where an operator
+			// of the node looks first.
+			tr.logger.Error("task failed to start", "attempt", attempt, "error", err,
+				"unrecoverable", runhooks.IsUnrecoverable(err) || errors.Is(err, sdk.ErrRequestTooLarge))
+		}
 		if errors.Is(err, sdk.ErrRequestTooLarge) {
 			// The plugin cannot take the task at all: restarting would
 			// fail the same way, for ever.
 			tr.failForGood("request-too-large", err)
+			return
+		}
+		if runhooks.IsUnrecoverable(err) {
+			// A hook says no retry can fix it (a plugin socket path too
+			// long for this node): the task fails now, not after its
+			// restart policy's delays.
+			tr.failForGood("unrecoverable", err)
 			return
 		}
 		var res *driverpb.ExitResult
