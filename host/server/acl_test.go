@@ -168,9 +168,18 @@ func TestACLEnforcedAcrossTheCluster(t *testing.T) {
 	d := withToken(ctx10s(t), dep.GetSecretId())
 	_, err = jobs(follower).Register(d, &pb.JobRegisterRequest{Job: volumeJob("db", 1)})
 	wantACLCode(t, err, codes.PermissionDenied, `capability "csi-mount-volume" on volume is required`)
-	if _, err := jobs(follower).Register(d, &pb.JobRegisterRequest{Job: serviceJob("web", 1)}); err != nil {
-		t.Fatal(err)
-	}
+	// Forwarded to the leader: a leadership change on a loaded machine
+	// answers Unavailable ("retry"), which every client retries.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		_, err := jobs(follower).Register(withToken(ctx10s(t), dep.GetSecretId()), &pb.JobRegisterRequest{Job: serviceJob("web", 1)})
+		if status.Code(err) == codes.Unavailable {
+			return err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 
 	// Unknown and malformed tokens: Unauthenticated.
 	_, err = jobs(leader).List(withToken(ctx10s(t), strings.Repeat("ab", 32)), &pb.JobListRequest{})
