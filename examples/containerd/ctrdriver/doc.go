@@ -69,10 +69,13 @@
 // Recovery: the handle carries the containerd namespace and container ID.
 // containerd keeps the container and its exit status while the plugin or
 // the client is gone; RecoverTask loads the container, reattaches its
-// FIFOs to the log files and waits for its exit, so a task that ended
-// meanwhile reports its real exit code. While no plugin reads the FIFOs
-// the container's output waits in them (a pipe's buffer, 64 KiB, then its
-// writes block). DestroyTask deletes the task, the container and its
+// FIFOs to the log files when it still runs and waits for its exit, so a
+// task that ended meanwhile reports its real exit code. While no plugin
+// reads the FIFOs the container's output waits in the pipes' buffers
+// (64 KiB each, then the task's writes block) only as long as the task
+// runs: output of a task that ends while no plugin runs is lost with its
+// pipes. After an exit the driver waits at most 2s for the output to
+// drain (a child holding stdout open does not hold up the exit). DestroyTask deletes the task, the container and its
 // snapshot. A container a plugin created but never returned a handle for
 // (a plugin killed inside StartTask) is replaced by the next start of its
 // task ID, which berth's driver manager makes; a start whose caller gave

@@ -279,38 +279,70 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 	} else if err != nil {
 		return fmt.Errorf("task %q: load container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
-	_, attach, logs, err := attachIO(cfg, st.FIFODir, false)
+	proc, logs, err := d.attachRecovered(nctx, ctr, cfg, st)
 	if err != nil {
 		return err
 	}
-	proc, err := ctr.Task(nctx, attach)
-	if err != nil {
+	closeAll := func() {
+		drainIO(proc.IO(), 0)
 		for _, l := range logs {
 			l.Close()
 		}
-		if errdefs.IsNotFound(err) {
-			return fmt.Errorf("task %q: container %s has no task in containerd: %w", cfg.GetId(), st.ContainerID, sdk.ErrTaskNotFound)
-		}
-		return fmt.Errorf("task %q: attach to container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
 	waitCtx, stopWait := context.WithCancel(namespaces.WithNamespace(context.Background(), st.Namespace))
 	exitCh, err := proc.Wait(waitCtx)
 	if err != nil {
 		stopWait()
-		for _, l := range logs {
-			l.Close()
-		}
+		closeAll()
 		return fmt.Errorf("task %q: wait for container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
 	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	if _, added := d.tasks.AddIfAbsent(cfg.GetId(), t); !added {
 		stopWait()
-		for _, l := range logs {
-			l.Close()
-		}
+		closeAll()
 		return nil
 	}
 	go d.watch(t, exitCh)
 	d.events.Emit(cfg.GetId(), fmt.Sprintf("Recovered container %s (pid %d)", st.ContainerID, st.Pid), map[string]string{"container_id": st.ContainerID})
 	return nil
+}
+
+// attachRecovered loads the container's task for RecoverTask. A task
+// still running gets its FIFOs reattached to the log files; one that
+// ended while no plugin ran is loaded without IO: the shim closed its
+// ends of the FIFOs at the exit, so an attach would wait for a writer
+// that never comes (and what the task wrote meanwhile is gone with the
+// pipes' buffers).
+func (d *Driver) attachRecovered(ctx context.Context, ctr client.Container, cfg *driverpb.TaskConfig, st handleState) (client.Task, []io.Closer, error) {
+	notFound := func(err error) error {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("task %q: container %s has no task in containerd: %w", cfg.GetId(), st.ContainerID, sdk.ErrTaskNotFound)
+		}
+		return fmt.Errorf("task %q: attach to container %s: %w", cfg.GetId(), st.ContainerID, err)
+	}
+	proc, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, nil, notFound(err)
+	}
+	status, err := proc.Status(ctx)
+	if err != nil {
+		return nil, nil, notFound(err)
+	}
+	if status.Status == client.Stopped {
+		return proc, nil, nil
+	}
+	_, attach, logs, err := attachIO(cfg, st.FIFODir, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The task may end between the status and the attach: watch's bounded
+	// drain covers that.
+	proc, err = ctr.Task(ctx, attach)
+	if err != nil {
+		for _, l := range logs {
+			l.Close()
+		}
+		return nil, nil, notFound(err)
+	}
+	return proc, logs, nil
 }

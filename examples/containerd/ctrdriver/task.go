@@ -122,7 +122,7 @@ func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 			res.OomKilled = d.oomKilled(t)
 		}
 	}
-	t.proc.IO().Wait()
+	drainIO(t.proc.IO(), drainTimeout)
 	for _, c := range t.logs {
 		c.Close()
 	}
@@ -143,6 +143,33 @@ func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 		msg += ": " + res.GetErr()
 	}
 	d.events.Emit(id, msg, ann)
+}
+
+// drainTimeout bounds the wait for a task's output after its exit. An
+// attach to FIFOs whose writer (the shim) closed them before the attach —
+// a task that ended while no plugin ran — would wait for a writer for
+// ever; a child that keeps the task's stdout open would too.
+const drainTimeout = 2 * time.Second
+
+// drainIO waits up to timeout for the copy of the task's output into its
+// log files to end, then cancels it and closes the FIFOs. A task loaded
+// without IO (it had ended before its recovery) has none.
+func drainIO(pio cio.IO, timeout time.Duration) {
+	if pio == nil {
+		return
+	}
+	drained := make(chan struct{})
+	go func() {
+		pio.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(timeout):
+		pio.Cancel()
+		<-drained
+	}
+	pio.Close()
 }
 
 // oomKilled reports whether the kernel's OOM killer acted in the
