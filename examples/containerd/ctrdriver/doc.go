@@ -75,11 +75,18 @@
 // (64 KiB each, then the task's writes block) only as long as the task
 // runs: output of a task that ends while no plugin runs is lost with its
 // pipes. After an exit the driver waits at most 2s for the output to
-// drain (a child holding stdout open does not hold up the exit). DestroyTask deletes the task, the container and its
-// snapshot. A container a plugin created but never returned a handle for
-// (a plugin killed inside StartTask) is replaced by the next start of its
-// task ID, which berth's driver manager makes; a start whose caller gave
-// up removes its container.
+// drain (a child holding stdout open does not hold up the exit).
+// DestroyTask deletes the task, the container and its snapshot, and
+// releases the shared mount points berth made for it (recorded in the
+// container's labels). DestroyTask of a task ID the plugin does not hold
+// looks the container up in containerd and deletes it all the same: a
+// container a plugin created but never returned a handle for (a plugin
+// killed inside StartTask, which berth's driver manager follows with a
+// DestroyTask on the next plugin), or one a RecoverTask could not take
+// back. RecoverTask of a container whose task is gone (a node reboot
+// loses containerd's tasks, not its containers) deletes the container and
+// reports ErrTaskNotFound. A start whose caller gave up removes its
+// container.
 //
 // Start cost: one client connection serves every call. A start of an
 // image already unpacked is a GetImage and a snapshot Stat, then

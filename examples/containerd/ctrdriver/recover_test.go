@@ -2,9 +2,11 @@ package ctrdriver_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
 	"berth.dev/berth/sdk/drivertest"
+
+	"berth.dev/examples/containerd/ctrdriver"
 )
 
 // launchPlugin starts the driver as a real plugin process, configured
@@ -117,3 +121,102 @@ func TestExitWhilePluginIsDownIsReported(t *testing.T) {
 // containerIDOf is the driver's container ID of a test task (the tests'
 // IDs are valid containerd IDs, so the same).
 func containerIDOf(taskID string) string { return taskID }
+
+// isMountPoint reports whether dir is a mount point in the test's mount
+// namespace.
+func isMountPoint(t *testing.T, dir string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// DestroyTask of an ID the plugin does not hold (a plugin died inside
+// StartTask; a client restarted with an attempt that has no handle)
+// deletes the container containerd has for it, with its snapshot, and
+// releases the shared mount point berth made for it.
+func TestDestroyOfAnUnknownIDRemovesItsContainer(t *testing.T) {
+	f := newFixture(t)
+	host, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.task(t, f.image("run"))
+	cfg.Mounts = []*driverpb.Mount{{HostPath: host, TaskPath: "/vol", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK}}
+	ready := readyEnv(cfg)
+	f.start(t, cfg)
+	waitFile(t, ready)
+	if !isMountPoint(t, host) {
+		t.Fatalf("%s is not a shared mount point while the task runs", host)
+	}
+	other := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := other.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(f.addr)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DestroyTask(ctx, cfg.GetId(), false); !errors.Is(err, sdk.ErrTaskRunning) {
+		t.Errorf("DestroyTask(force=false) of a running unknown container: %v, want ErrTaskRunning", err)
+	}
+	if err := other.DestroyTask(ctx, cfg.GetId(), true); err != nil {
+		t.Fatalf("DestroyTask of an unknown ID: %v", err)
+	}
+	c, cctx := containerdClient(t, f.addr)
+	if _, err := c.LoadContainer(cctx, containerIDOf(cfg.GetId())); !errdefs.IsNotFound(err) {
+		t.Errorf("container after DestroyTask on another plugin: %v, want not found", err)
+	}
+	if _, err := c.SnapshotService("overlayfs").Stat(cctx, containerIDOf(cfg.GetId())+"-rootfs"); !errdefs.IsNotFound(err) {
+		t.Errorf("snapshot after DestroyTask on another plugin: %v, want not found", err)
+	}
+	if isMountPoint(t, host) {
+		t.Errorf("%s is still a shared mount point after its only task was destroyed", host)
+	}
+	if res := waitOn(t, f.d, cfg.GetId()); res.GetSignal() != int32(syscall.SIGKILL) {
+		t.Errorf("the destroyed container ended %v, want killed", res)
+	}
+	if err := other.DestroyTask(ctx, "never-started", true); err != nil {
+		t.Errorf("DestroyTask of an ID containerd has no container for: %v, want nil", err)
+	}
+}
+
+// A container whose task containerd lost (a node reboot keeps containers
+// and snapshots in /var/lib, not tasks in /run) cannot be recovered:
+// RecoverTask deletes it and reports ErrTaskNotFound.
+func TestRecoverOfAContainerWithoutATaskRemovesIt(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.task(t, f.image("run"))
+	ready := readyEnv(cfg)
+	h := f.start(t, cfg)
+	waitFile(t, ready)
+	c, cctx := containerdClient(t, f.addr)
+	ctr, err := c.LoadContainer(cctx, containerIDOf(cfg.GetId()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := ctr.Task(cctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proc.Delete(cctx, client.WithProcessKill); err != nil {
+		t.Fatal(err)
+	}
+	other := drivertest.InProcess(t, ctrdriver.New(drivertest.Logger(t)))
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := other.SetConfig(ctx, &driverpb.PluginConfig{Values: pluginConfig(f.addr)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RecoverTask(ctx, h); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("RecoverTask of a container without a task: %v, want ErrTaskNotFound", err)
+	}
+	if _, err := c.LoadContainer(cctx, containerIDOf(cfg.GetId())); !errdefs.IsNotFound(err) {
+		t.Errorf("container after a failed RecoverTask: %v, want not found", err)
+	}
+}

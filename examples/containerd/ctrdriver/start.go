@@ -129,10 +129,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		client.WithSnapshotter(pc.snapshotter),
 		client.WithNewSnapshot(st.ContainerID+"-rootfs", img),
 		client.WithRuntime(pc.runtime, nil),
-		client.WithContainerLabels(map[string]string{
-			"berth.task_id": id, "berth.alloc_id": cfg.GetAllocId(), "berth.job_id": cfg.GetJobId(),
-			"berth.group": cfg.GetGroup(), "berth.task": cfg.GetName(),
-		}),
+		client.WithContainerLabels(containerLabels(cfg, shared)),
 		client.WithNewSpec(specOpts...),
 	)
 	if err != nil {
@@ -194,8 +191,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 // replaceLeftover removes a container with the task's ID that this
 // plugin does not know (reserve made sure): one a plugin created in a
 // StartTask it did not live to answer, which nothing supervises and no
-// handle names. berth's driver manager starts the same ID again after
-// such a loss, and that start replaces it.
+// handle names.
 func (d *Driver) replaceLeftover(ctx context.Context, c *client.Client, taskID, cid string) error {
 	ctr, err := c.LoadContainer(ctx, cid)
 	if errdefs.IsNotFound(err) {
@@ -206,17 +202,7 @@ func (d *Driver) replaceLeftover(ctx context.Context, c *client.Client, taskID, 
 	}
 	d.logger.Warn("replacing a container no handle names (its plugin died starting it)", "task_id", taskID, "container_id", cid)
 	d.events.Emit(taskID, fmt.Sprintf("Replacing container %s, left by a start that did not finish", cid), map[string]string{"container_id": cid})
-	if proc, err := ctr.Task(ctx, nil); err == nil {
-		if _, err := proc.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("task %q: delete the leftover task of container %s: %w", taskID, cid, err)
-		}
-	} else if !errdefs.IsNotFound(err) {
-		return fmt.Errorf("task %q: leftover container %s: %w", taskID, cid, err)
-	}
-	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("task %q: delete leftover container %s: %w", taskID, cid, err)
-	}
-	return nil
+	return d.removeContainer(ctx, ctr, taskID)
 }
 
 // startError turns containerd's refusal to create or start the container
@@ -280,6 +266,14 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 		return fmt.Errorf("task %q: load container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
 	proc, logs, err := d.attachRecovered(nctx, ctr, cfg, st)
+	if errors.Is(err, sdk.ErrTaskNotFound) {
+		// containerd kept the container but lost its task (a reboot):
+		// nothing will run it again, so it goes with its snapshot.
+		if rerr := d.removeContainer(nctx, ctr, cfg.GetId()); rerr != nil {
+			return fmt.Errorf("%w (and removing the container: %v)", err, rerr)
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}

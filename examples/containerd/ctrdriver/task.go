@@ -257,7 +257,7 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) error {
 	t, err := d.tasks.Get(taskID)
 	if errors.Is(err, sdk.ErrTaskNotFound) {
-		return nil
+		return d.destroyUnknown(ctx, taskID, force)
 	}
 	if !t.exited() {
 		if !force {
