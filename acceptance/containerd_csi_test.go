@@ -361,7 +361,8 @@ func packImage(t *testing.T, archive, ref string, executables map[string]string)
 // startContainerdAgent starts one agent (server and client, its state on
 // disk, so that it can be killed and restarted) whose
 // plugin_dir holds the containerd driver, configured for the containerd at
-// addr and the test's namespace, and waits until the node reports the
+// addr and the test's namespace (privileged containers and host mounts
+// allowed: the hostpath plugin needs both), and waits until the node reports the
 // driver healthy. Its data directory is short, as startDevAgent's is, for
 // the plugin's socket path.
 func startContainerdAgent(t *testing.T, pluginDir, addr string) *agent {
@@ -377,8 +378,10 @@ client {
 }
 plugin "containerd" {
   config {
-    address   = %q
-    namespace = %q
+    address           = %q
+    namespace         = %q
+    allow_privileged  = true
+    allow_host_mounts = true
   }
 }`, pluginDir, addr, ctrNamespace))
 	dir, err := os.MkdirTemp("", "berth-acc-ctr-")

@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 }
 
 func pluginConfig(addr string) sdk.ConfigMap {
-	return sdk.ConfigMap{"address": sdk.StringValue(addr), "namespace": sdk.StringValue(testNamespace)}
+	return sdk.ConfigMap{"address": sdk.StringValue(addr), "namespace": sdk.StringValue(testNamespace),
+		"allow_privileged": sdk.BoolValue(true), "allow_host_mounts": sdk.BoolValue(true),
+		"allow_devices": sdk.BoolValue(true), "allow_caps": sdk.ListValue("all")}
 }
 
 // prog is a task config running taskprog with args from the test image

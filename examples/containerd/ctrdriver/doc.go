@@ -10,6 +10,15 @@
 //	namespace    string  containerd namespace of berth's images and containers (default "berth")
 //	snapshotter  string  snapshotter of the containers' root filesystems (default "overlayfs")
 //	runtime      string  containerd runtime (default "io.containerd.runc.v2")
+//	allow_privileged   bool          tasks may set privileged (default false)
+//	allow_host_mounts  bool          tasks may bind host paths with mounts (default false)
+//	allow_devices      bool          tasks may add host devices (default false)
+//	allow_caps         list(string)  what cap_add may add, or all (default: Docker's default set)
+//
+// Host access is opt-in, as with Nomad's docker driver: a task config
+// needing more than the plugin config allows is a ConfigError naming the
+// task key and the plugin config key that would allow it. berth's own
+// mounts (task directories, volume_mount, csi_plugin) are always made.
 //
 // The fingerprint is healthy while the socket answers (with containerd's
 // version, namespace, snapshotter and runtime as attributes), and
@@ -29,13 +38,13 @@
 //	env              map(string)   added last, over the image's and the task's environment
 //	working_dir      string        absolute path in the container (default: the image's)
 //	user             string        user[:group], names from the image's /etc/passwd or numbers (default: the task's user, else the image's)
-//	privileged       bool          all capabilities, all host devices, no seccomp, no masked paths
+//	privileged       bool          all capabilities, all host devices, no seccomp, no masked paths (allow_privileged)
 //	host_network     bool          the host's network namespace, hosts and resolv.conf (else: loopback only)
-//	cap_add          list(string)  capabilities added to containerd's default set (NET_ADMIN, or all)
+//	cap_add          list(string)  capabilities added to containerd's default set (NET_ADMIN, or all; from allow_caps)
 //	cap_drop         list(string)  capabilities removed (names, or all)
-//	devices          list(string)  host_path[:container_path[:permissions]], permissions from r, w, m (default rwm)
+//	devices          list(string)  host_path[:container_path[:permissions]], permissions from r, w, m (default rwm; allow_devices)
 //	readonly_rootfs  bool          a read-only root filesystem
-//	mounts           list(string)  host_path:container_path[:options], options ro, rw, private (default), rslave, rshared
+//	mounts           list(string)  host_path:container_path[:options], options ro, rw, private (default), rslave, rshared (allow_host_mounts)
 //
 // A missing image is pulled from its registry (registry credentials are
 // not supported yet), with task events: the pull's start, each layer, its

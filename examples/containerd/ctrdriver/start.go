@@ -47,6 +47,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	if c == nil {
 		return nil, fmt.Errorf("%w: no plugin config set", sdk.ErrDriverUnhealthy)
 	}
+	if err := pc.gates.check(tc); err != nil {
+		return nil, err
+	}
 	if fp := d.fp.Current(); fp.GetHealth() != driverpb.Health_HEALTH_HEALTHY {
 		return nil, fmt.Errorf("%w: %s", sdk.ErrDriverUnhealthy, fp.GetHealthDescription())
 	}
