@@ -36,8 +36,12 @@ type Driver struct {
 
 	archives archiveLoads
 
-	// sharedMu orders EnsureShared and ReleaseShared across tasks.
-	sharedMu sync.Mutex
+	// sharedMu orders EnsureShared and ReleaseShared across tasks, and
+	// guards the counts of the shared mount points' users (tasks running
+	// or starting) and which of them berth made shared.
+	sharedMu    sync.Mutex
+	sharedUsers map[string]int
+	sharedMade  map[string]bool
 
 	mu          sync.Mutex
 	cfg         pluginConfig

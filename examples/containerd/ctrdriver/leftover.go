@@ -53,7 +53,7 @@ func (d *Driver) removeContainer(ctx context.Context, ctr client.Container, task
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("task %q: delete container %s: %w", taskID, cid, err)
 	}
-	return errors.Join(d.releaseShared(taskID, shared)...)
+	return errors.Join(d.releaseUnowned(shared)...)
 }
 
 // destroyUnknown is DestroyTask of a task ID this plugin does not hold:

@@ -117,9 +117,9 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 			}
 		}
 	}()
-	mounts, shared, err := d.taskMounts(cfg, tc)
-	st.Shared = shared
-	cleanups = append(cleanups, func() { d.releaseShared(id, shared) })
+	mounts, uses, shared, err := d.taskMounts(cfg, tc)
+	st.Shared, st.Propagating = shared, uses
+	cleanups = append(cleanups, func() { d.releaseShared(uses) })
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +299,7 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 		closeAll()
 		return nil
 	}
+	d.adoptShared(st.uses(), st.Shared)
 	go d.watch(t, exitCh)
 	d.events.Emit(cfg.GetId(), fmt.Sprintf("Recovered container %s (pid %d)", st.ContainerID, st.Pid), map[string]string{"container_id": st.ContainerID})
 	return nil

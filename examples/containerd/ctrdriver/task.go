@@ -36,6 +36,18 @@ type handleState struct {
 	StartedAt   int64    `json:"started_at"`
 	FIFODir     string   `json:"fifo_dir"`
 	Shared      []string `json:"shared,omitempty"` // host dirs berth made shared mount points
+	// Propagating are the host dirs of all the task's propagating
+	// mounts: the task is one of their users.
+	Propagating []string `json:"propagating,omitempty"`
+}
+
+// uses are the shared mount points the task uses; a handle from before
+// Propagating names only those berth made.
+func (st handleState) uses() []string {
+	if st.Propagating != nil {
+		return st.Propagating
+	}
+	return st.Shared
 }
 
 // task is a container the driver runs.
@@ -49,6 +61,10 @@ type task struct {
 	// the wait for the exit, at destroy.
 	waitCtx  context.Context
 	stopWait context.CancelFunc
+
+	// releaseOnce ends the task's uses of shared mount points once,
+	// however often DestroyTask is repeated.
+	releaseOnce sync.Once
 
 	mu   sync.Mutex
 	exit *driverpb.ExitResult
@@ -294,7 +310,7 @@ func (d *Driver) remove(ctx context.Context, t *task) error {
 	if t.state.FIFODir != "" {
 		os.RemoveAll(t.state.FIFODir)
 	}
-	errs = append(errs, d.releaseShared(t.cfg.GetId(), t.state.Shared)...)
+	t.releaseOnce.Do(func() { errs = append(errs, d.releaseShared(t.state.uses())...) })
 	return errors.Join(errs...)
 }
 
