@@ -51,6 +51,10 @@
 // end or its failure. A failed pull or load is an sdk.StartError naming
 // the image or archive.
 //
+// A container that is not privileged runs under Docker's default seccomp
+// filter (containerd's contrib/seccomp), as Docker and Nomad's docker
+// driver run theirs.
+//
 // The container gets the task's environment (berth's PATH only when the
 // image sets none: berth's default PATH is the host's), its resources as
 // cgroup limits (memory limit, CPU shares), berth's task directories

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -207,6 +208,12 @@ func specOptions(ctx context.Context, img client.Image, cfg *driverpb.TaskConfig
 		if r.GetMemoryBytes() > 0 {
 			opts = append(opts, oci.WithMemoryLimit(uint64(r.GetMemoryBytes())))
 		}
+	}
+	if !tc.privileged {
+		// Docker's default syscall filter, as Docker and Nomad's docker
+		// driver apply it; last, since what it allows follows the
+		// capabilities set above.
+		opts = append(opts, seccomp.WithDefaultProfile())
 	}
 	opts = append(opts, oci.WithMounts(specMounts(mounts)), withRootfsPropagation(mounts))
 	return opts, nil
