@@ -61,7 +61,8 @@ func (d *Driver) removeContainer(ctx context.Context, ctr client.Container, task
 // died before it returned a handle, or was not taken back by RecoverTask;
 // nothing else would ever stop or delete it.
 func (d *Driver) destroyUnknown(ctx context.Context, taskID string, force bool) error {
-	c, pc := d.current()
+	c, pc, release := d.hold()
+	defer release()
 	if c == nil {
 		return fmt.Errorf("destroy %q: %w: no plugin config set", taskID, sdk.ErrDriverUnhealthy)
 	}

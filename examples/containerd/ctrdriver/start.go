@@ -43,7 +43,8 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	if err != nil {
 		return nil, err
 	}
-	c, pc := d.current()
+	c, pc, release := d.hold()
+	defer release()
 	if c == nil {
 		return nil, fmt.Errorf("%w: no plugin config set", sdk.ErrDriverUnhealthy)
 	}
@@ -184,7 +185,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		// get nor persist the handle, so the container must not run on.
 		return nil, fmt.Errorf("start task %q: %w", id, err)
 	}
-	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, client: c, unhold: d.holdAgain(c), ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	go d.watch(t, exitCh)
 	d.events.Emit(id, fmt.Sprintf("Started container %s from image %s (pid %d)", st.ContainerID, st.Image, st.Pid),
 		map[string]string{"container_id": st.ContainerID, "image": st.Image})
@@ -257,7 +258,8 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 	if _, err := d.tasks.Get(cfg.GetId()); err == nil {
 		return nil
 	}
-	c, _ := d.current()
+	c, _, release := d.hold()
+	defer release()
 	if c == nil {
 		return fmt.Errorf("%w: no plugin config set", sdk.ErrDriverUnhealthy)
 	}
@@ -293,8 +295,9 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 		closeAll()
 		return fmt.Errorf("task %q: wait for container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
-	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, client: c, unhold: d.holdAgain(c), ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	if _, added := d.tasks.AddIfAbsent(cfg.GetId(), t); !added {
+		t.unhold()
 		stopWait()
 		closeAll()
 		return nil

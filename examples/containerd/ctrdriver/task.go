@@ -52,9 +52,12 @@ func (st handleState) uses() []string {
 
 // task is a container the driver runs.
 type task struct {
-	cfg   *driverpb.TaskConfig
-	state handleState
-	ctr   client.Container
+	cfg    *driverpb.TaskConfig
+	state  handleState
+	client *client.Client // the one it was started or recovered through
+	// unhold lets go of client (Driver.hold) when the task is destroyed.
+	unhold func()
+	ctr    client.Container
 	proc  client.Task
 	logs  []io.Closer
 	// waitCtx lives as long as the task; stopWait ends it, and with it
@@ -292,6 +295,7 @@ func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) err
 		return fmt.Errorf("destroy %q: %w", taskID, err)
 	}
 	d.tasks.Delete(taskID)
+	t.unhold()
 	return nil
 }
 
