@@ -58,8 +58,8 @@ type task struct {
 	// unhold lets go of client (Driver.hold) when the task is destroyed.
 	unhold func()
 	ctr    client.Container
-	proc  client.Task
-	logs  []io.Closer
+	proc   client.Task
+	logs   []io.Closer
 	// waitCtx lives as long as the task; stopWait ends it, and with it
 	// the wait for the exit, at destroy.
 	waitCtx  context.Context
