@@ -31,7 +31,8 @@
 //
 //	image            string        required; an image reference, normalized as Docker does (alpine → docker.io/library/alpine:latest)
 //	load             string        absolute path of an OCI or docker image archive imported first (no registry needed);
-//	                               an archive holding one image under another name is tagged image
+//	                               an archive holding one image under another name is tagged image,
+//	                               unless image already names another image in the namespace
 //	entrypoint       list(string)  replaces the image's ENTRYPOINT and drops its CMD
 //	command          string        replaces the image's CMD
 //	args             list(string)  arguments after command; without command, they replace CMD
