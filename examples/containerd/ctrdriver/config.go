@@ -136,6 +136,7 @@ func validNamespace(ns string) bool {
 
 // bindMount is a mount of the task config's mounts list.
 type bindMount struct {
+	index          int // in the config's mounts list
 	source, target string
 	readOnly       bool
 	propagation    string // rprivate, rslave or rshared
@@ -228,6 +229,7 @@ func parseTaskConfig(in sdk.ConfigMap) (*taskConfig, error) {
 			continue
 		}
 		seen[m.target] = i
+		m.index = i
 		tc.mounts = append(tc.mounts, m)
 	}
 	if len(errs) > 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/sdk"
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // By default a task cannot reach past its container: privileged, host
@@ -69,5 +70,26 @@ func TestHostAccessNeedsThePluginConfigsOptIn(t *testing.T) {
 	}
 	if _, err := parsePluginConfigValues(sdk.ConfigMap{"allow_caps": sdk.ListValue("no_such_cap")}); err == nil || !strings.Contains(err.Error(), "allow_caps") {
 		t.Errorf("allow_caps with an unknown capability: %v, want an error naming allow_caps", err)
+	}
+}
+
+// A config mount at the container path of one of berth's own mounts (a
+// task directory, a volume_mount, the CSI plugin directory) would shadow
+// it: refused, naming the entry.
+func TestConfigMountCannotShadowBerthsMounts(t *testing.T) {
+	d := New(nil)
+	dir := t.TempDir()
+	for _, target := range []string{"/alloc", "/vol"} {
+		tc, err := parseTaskConfig(sdk.ConfigMap{"image": sdk.StringValue("alpine"), "mounts": sdk.ListValue(dir+":/elsewhere", dir+":"+target)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &driverpb.TaskConfig{Id: "t", Env: map[string]string{"BERTH_ALLOC_DIR": dir},
+			Mounts: []*driverpb.Mount{{HostPath: dir, TaskPath: "/vol"}}}
+		_, _, _, err = d.taskMounts(cfg, tc)
+		var ce *sdk.ConfigError
+		if !errors.As(err, &ce) || ce.Key != "mounts" || !strings.Contains(ce.Problem, "mounts[1]") || !strings.Contains(ce.Problem, target) {
+			t.Errorf("config mount at %s: %v, want a config error on mounts[1] naming %s", target, err, target)
+		}
 	}
 }

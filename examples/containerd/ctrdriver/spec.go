@@ -47,6 +47,14 @@ func (d *Driver) taskMounts(cfg *driverpb.TaskConfig, tc *taskConfig) (mounts []
 		mounts = append(mounts, bindMount{source: m.GetHostPath(), target: filepath.Clean(m.GetTaskPath()),
 			readOnly: m.GetReadOnly(), propagation: propagationOf(m.GetPropagation())})
 	}
+	for _, m := range tc.mounts {
+		for _, own := range mounts {
+			if own.target == m.target {
+				return nil, uses, made, &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopeTaskConfig, Key: "mounts",
+					Problem: fmt.Sprintf("mounts[%d]: container path %s is where berth mounts %s (the task's directory, volume or CSI plugin directory); choose another", m.index, m.target, own.source)}
+			}
+		}
+	}
 	mounts = append(mounts, tc.mounts...)
 	for i, m := range mounts {
 		if _, err := os.Stat(m.source); err != nil {
