@@ -240,6 +240,7 @@ func TestOOMKill(t *testing.T) {
 			return
 		}
 	}
+	t.Fatalf(`TaskEvents ended without an "OOM killed" event for %s: %v`, cfg.GetId(), ctx.Err())
 }
 
 func TestStats(t *testing.T) {
@@ -363,7 +364,11 @@ func TestRecoverAfterPluginKillKeepsPIDAndLogs(t *testing.T) {
 	if err := second.RecoverTask(ctx, h); err != nil {
 		t.Fatalf("RecoverTask: %v", err)
 	}
-	t.Cleanup(func() { second.DestroyTask(ctx, cfg.GetId(), true) })
+	t.Cleanup(func() {
+		ctx, cancel := testCtx() // the test's own ctx is over by then
+		defer cancel()
+		second.DestroyTask(ctx, cfg.GetId(), true)
+	})
 	after, err := second.InspectTask(ctx, cfg.GetId())
 	if err != nil {
 		t.Fatal(err)
