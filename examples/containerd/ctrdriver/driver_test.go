@@ -318,14 +318,14 @@ func TestConfigMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := procMounts(st.GetAttributes()["pid"])
+	m, err := drivertest.ProcMounts(st.GetAttributes()["pid"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := m["/ro-slave"]; !ok || !e.readOnly || e.propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK {
+	if e, ok := m["/ro-slave"]; !ok || !e.ReadOnly || e.Propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK {
 		t.Errorf("/ro-slave: %+v (mounted %v), want read-only host-to-task", e, ok)
 	}
-	if e, ok := m["/rw"]; !ok || e.readOnly || e.propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_PRIVATE {
+	if e, ok := m["/rw"]; !ok || e.ReadOnly || e.Propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_PRIVATE {
 		t.Errorf("/rw: %+v (mounted %v), want read-write private", e, ok)
 	}
 }
