@@ -22,6 +22,7 @@ const testNamespace = "berth-test"
 func TestMain(m *testing.M) {
 	drivertest.ServeIfPlugin(func(l hclog.Logger) sdk.Driver { return ctrdriver.New(l) })
 	code := m.Run()
+	cleanAfterTests()
 	stopPrivateContainerd()
 	removeArchive()
 	os.Exit(code)
