@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"berth.dev/berth/sdk/driverpb"
 )
 
 // testImagePrefix starts the names of every image the tests import.
@@ -94,5 +97,32 @@ func TestCleanSharedContainerdRemovesTheTestImages(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d snapshots left in %s", n, testNamespace)
+	}
+}
+
+// A task given no task or log directory keeps its logs and FIFOs in
+// scratch directories under the temp dir, removed with the task.
+func TestScratchDirectoriesGoWithTheTask(t *testing.T) {
+	f := newFixture(t)
+	cfg := &driverpb.TaskConfig{Id: fmt.Sprintf("ctrd-test-%d-scratch", os.Getpid()), Name: "scratch",
+		DriverConfig: f.image("echo", "out", "err"), Resources: &driverpb.Resources{MemoryBytes: 64 << 20}}
+	res := f.run(t, cfg)
+	if res.GetExitCode() != 0 {
+		t.Fatalf("task exited %v", res)
+	}
+	logs := filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
+	fifos := filepath.Join(os.TempDir(), "berth-containerd-io", cfg.GetId())
+	if _, err := os.Stat(logs); err != nil {
+		t.Fatalf("scratch log dir while the task is there: %v", err)
+	}
+	ctx, cancel := testCtx()
+	defer cancel()
+	if err := f.d.DestroyTask(ctx, cfg.GetId(), true); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{logs, fifos} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s after DestroyTask: %v, want it gone", dir, err)
+		}
 	}
 }

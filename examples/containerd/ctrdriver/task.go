@@ -314,6 +314,11 @@ func (d *Driver) remove(ctx context.Context, t *task) error {
 	if t.state.FIFODir != "" {
 		os.RemoveAll(t.state.FIFODir)
 	}
+	if t.cfg.GetLogDir() == "" && t.cfg.GetTaskDir() == "" {
+		// Logs no task directory holds (a caller that gave none, as
+		// tests do) go with the task.
+		os.RemoveAll(scratchLogDir(t.cfg))
+	}
 	t.releaseOnce.Do(func() { errs = append(errs, d.releaseShared(t.state.uses())...) })
 	return errors.Join(errs...)
 }
@@ -362,7 +367,7 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 	case cfg.GetTaskDir() != "":
 		dir = filepath.Join(cfg.GetTaskDir(), "logs")
 	default:
-		dir = filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
+		dir = scratchLogDir(cfg)
 	}
 	name := cfg.GetName()
 	if name == "" {
@@ -379,6 +384,12 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 		return nil, nil, err
 	}
 	return stdout, stderr, nil
+}
+
+// scratchLogDir is where the logs of a task without a task or log
+// directory go; it is removed with the task.
+func scratchLogDir(cfg *driverpb.TaskConfig) string {
+	return filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
 }
 
 // attachIO wires a task's FIFOs to its log files: created for a new task,
