@@ -61,8 +61,9 @@ var (
 // address.
 func New(logger hclog.Logger) *Driver {
 	return &Driver{
-		logger:  logger,
-		holders: map[*client.Client]int{},
+		logger:      logger,
+		holders:     map[*client.Client]int{},
+		sharedUsers: map[string]int{}, sharedMade: map[string]bool{},
 		fp: sdk.NewFingerprintHub(&driverpb.DriverFingerprint{
 			Health:            driverpb.Health_HEALTH_UNHEALTHY,
 			HealthDescription: "not configured yet",

@@ -64,3 +64,50 @@ func TestSharedMountPointLastsUntilItsLastUserGoes(t *testing.T) {
 		t.Errorf("%s is still a shared mount point after its last user went", host)
 	}
 }
+
+// A shared mount point berth made that is busy when its last user goes (a
+// mount below it: a volume a CSI plugin staged under its volume dir)
+// stays berth's: the next task using the dir inherits it, and when that
+// task goes, with nothing mounted below any more, it is released.
+func TestBusySharedMountPointIsReleasedByItsNextLastUser(t *testing.T) {
+	f := newFixture(t)
+	host, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(host, "staged")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(sub, syscall.MNT_DETACH) })
+	start := func() *driverpb.TaskConfig {
+		cfg := f.task(t, f.image("run"))
+		cfg.Mounts = []*driverpb.Mount{{HostPath: host, TaskPath: "/csi", Propagation: driverpb.MountPropagation_MOUNT_PROPAGATION_BIDIRECTIONAL}}
+		ready := readyEnv(cfg)
+		f.start(t, cfg)
+		waitFile(t, ready)
+		return cfg
+	}
+	ctx, cancel := testCtx()
+	defer cancel()
+	a := start()
+	if err := syscall.Mount("tmpfs", sub, "tmpfs", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.DestroyTask(ctx, a.GetId(), true); err != nil {
+		t.Fatal(err)
+	}
+	if !isMountPoint(t, host) {
+		t.Fatalf("%s was released with a mount below it", host)
+	}
+	b := start()
+	if err := syscall.Unmount(sub, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.d.DestroyTask(ctx, b.GetId(), true); err != nil {
+		t.Fatal(err)
+	}
+	if isMountPoint(t, host) {
+		t.Errorf("%s is still a shared mount point after the last user of berth's bind went", host)
+	}
+}

@@ -132,12 +132,26 @@ func (d *Driver) releaseShared(dirs []string) []error {
 		if !d.sharedMade[dir] {
 			continue
 		}
-		delete(d.sharedMade, dir)
-		if _, err := executor.ReleaseShared(dir); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, d.unshare(dir)...)
 	}
 	return errs
+}
+
+// unshare undoes berth's bind at dir (sharedMu held). One still busy (a
+// mount below it, as a staged volume under a CSI plugin's volume dir)
+// stays berth's: the next task to use dir inherits it, and its last user
+// tries again.
+func (d *Driver) unshare(dir string) []error {
+	released, err := executor.ReleaseShared(dir)
+	if err != nil {
+		return []error{err}
+	}
+	if released {
+		delete(d.sharedMade, dir)
+	} else {
+		d.logger.Debug("shared mount point still in use; kept", "dir", dir)
+	}
+	return nil
 }
 
 // releaseUnowned releases the shared mount points berth made for a
@@ -151,10 +165,8 @@ func (d *Driver) releaseUnowned(made []string) []error {
 		if d.sharedUsers[dir] > 0 {
 			continue
 		}
-		delete(d.sharedMade, dir)
-		if _, err := executor.ReleaseShared(dir); err != nil {
-			errs = append(errs, err)
-		}
+		d.sharedMade[dir] = true
+		errs = append(errs, d.unshare(dir)...)
 	}
 	return errs
 }
