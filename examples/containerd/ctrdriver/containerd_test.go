@@ -75,6 +75,11 @@ var (
 	privateStop func()
 )
 
+// The private daemon below repeats what berth's internal/containerdtest
+// does (config, start, stop with leftovers and shims): this module may
+// import nothing of berth but the sdk, and a containerd runner is no part
+// of a plugin SDK, so the copy stays, small and test-only.
+
 // containerdAddress is the socket of the containerd the tests use:
 // AddressEnv's, or a private one this test binary starts once (own root,
 // state and socket under a temp dir, CRI off) and stops in TestMain.
