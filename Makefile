@@ -117,7 +117,7 @@ plugins:
 	cd examples/csi-tmpdir && $(GO) build -o ../../build/plugins/csi/tmpdir .
 	cd examples/containerd && $(GO) build -o ../../build/plugins/containerd .
 
-bench: build
+bench: build containerd-deps
 	$(GO) run ./bench
 
 acceptance: build
