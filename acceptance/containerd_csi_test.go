@@ -306,6 +306,9 @@ func TestCSIPluginInAContainer(t *testing.T) {
 			if tasks, err := ctrTasks(addr); err != nil || len(tasks) != 0 {
 				return fmt.Errorf("containerd tasks %v (%v)", tasks, err)
 			}
+			if left, err := ctrLeftovers(addr); err != nil || len(left) != 0 {
+				return fmt.Errorf("containerd still holds %q (%v)", left, err)
+			}
 			if m, err := mountsUnder(dataDir); err != nil || len(m) != 0 {
 				return fmt.Errorf("still mounted: %v (%v)", m, err)
 			}
@@ -361,7 +364,8 @@ func packImage(t *testing.T, archive, ref string, executables map[string]string)
 // startContainerdAgent starts one agent (server and client, its state on
 // disk, so that it can be killed and restarted) whose
 // plugin_dir holds the containerd driver, configured for the containerd at
-// addr and the test's namespace, and waits until the node reports the
+// addr and the test's namespace (privileged containers and host mounts
+// allowed: the hostpath plugin needs both), and waits until the node reports the
 // driver healthy. Its data directory is short, as startDevAgent's is, for
 // the plugin's socket path.
 func startContainerdAgent(t *testing.T, pluginDir, addr string) *agent {
@@ -377,8 +381,10 @@ client {
 }
 plugin "containerd" {
   config {
-    address   = %q
-    namespace = %q
+    address           = %q
+    namespace         = %q
+    allow_privileged  = true
+    allow_host_mounts = true
   }
 }`, pluginDir, addr, ctrNamespace))
 	dir, err := os.MkdirTemp("", "berth-acc-ctr-")
@@ -555,6 +561,50 @@ func ctrTasks(addr string) (map[string]int, error) {
 		}
 	}
 	return tasks, nil
+}
+
+// ctrLeftovers lists what the driver should have deleted in the test's
+// namespace: tasks in any state, containers, and the containers' active
+// rootfs snapshots (the images' committed layers stay).
+func ctrLeftovers(addr string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctr := func(args ...string) ([]string, error) {
+		out, err := exec.CommandContext(ctx, "ctr", append([]string{"--address", addr, "--namespace", ctrNamespace}, args...)...).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("ctr %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.Split(strings.TrimSpace(string(out)), "\n"), nil
+	}
+	var left []string
+	tasks, err := ctr("tasks", "list")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range tasks[1:] { // after the header
+		if f := strings.Fields(line); len(f) > 0 {
+			left = append(left, "task "+f[0])
+		}
+	}
+	containers, err := ctr("containers", "list", "--quiet")
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range containers {
+		if id != "" {
+			left = append(left, "container "+id)
+		}
+	}
+	snapshots, err := ctr("snapshots", "list")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range snapshots[1:] {
+		if f := strings.Fields(line); len(f) > 0 && f[len(f)-1] == "Active" {
+			left = append(left, "snapshot "+f[0])
+		}
+	}
+	return left, nil
 }
 
 // ctrPluginPIDOnce is the host PID of the running hostpath plugin's

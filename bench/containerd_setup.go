@@ -1,21 +1,16 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
+
+	"berth.dev/berth/internal/containerdtest"
+	"berth.dev/berth/internal/ociarchive"
 )
 
 // The containerd section's set-up: a containerd (BERTH_CONTAINERD_ADDRESS's,
@@ -25,7 +20,7 @@ import (
 
 // ctrdAddressEnv names a containerd socket used instead of a private one
 // (make test's set-up starts one and sets it).
-const ctrdAddressEnv = "BERTH_CONTAINERD_ADDRESS"
+const ctrdAddressEnv = containerdtest.EnvAddress
 
 const (
 	// ctrdBenchImage is the bench image's reference.
@@ -39,7 +34,7 @@ type ctrdEnv struct {
 	addr      string
 	dir       string // the bench's temp dir: archive, plugins, private containerd
 	pluginDir string
-	stopCtrd  func() // nil when the containerd is not ours
+	daemon    *containerdtest.Daemon // nil when the containerd is not ours
 }
 
 // ctrdUnavailable says why this machine cannot run the section, or "".
@@ -88,14 +83,16 @@ func setUpContainerd() (_ *ctrdEnv, err error) {
 		return nil, err
 	}
 	archive := filepath.Join(dir, "ctrsleep.oci.tar")
-	if err := writeSleeperArchive(archive, sleeper); err != nil {
+	if err := ociarchive.WriteFile(archive, sleeperImage(sleeper)); err != nil {
 		return nil, fmt.Errorf("writing the bench image: %w", err)
 	}
 	if e.addr = os.Getenv(ctrdAddressEnv); e.addr == "" {
-		e.addr, e.stopCtrd, err = startPrivateContainerd(filepath.Join(dir, "c"))
-		if err != nil {
-			return nil, err
+		// Its own directory under the bench's: Stop removes only what
+		// Start made, and the socket path stays short.
+		if e.daemon, err = containerdtest.Start(context.Background(), filepath.Join(dir, "c")); err != nil {
+			return nil, fmt.Errorf("a private containerd: %w", err)
 		}
+		e.addr = e.daemon.Address
 	}
 	if out, err := e.ctr("images", "import", archive); err != nil {
 		return nil, fmt.Errorf("ctr images import: %w\n%s", err, out)
@@ -111,8 +108,10 @@ func (e *ctrdEnv) ctr(args ...string) ([]byte, error) {
 // close removes the image from a containerd that is not ours, stops ours,
 // and removes the temp dir.
 func (e *ctrdEnv) close() {
-	if e.stopCtrd != nil {
-		e.stopCtrd()
+	if e.daemon != nil {
+		if err := e.daemon.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: stopping the private containerd: %v\n", err)
+		}
 	} else if e.addr != "" {
 		_, _ = e.ctr("images", "rm", ctrdBenchImage)
 	}
@@ -143,160 +142,13 @@ func goBuild(dir string, env []string, args ...string) error {
 	return nil
 }
 
-// startPrivateContainerd runs containerd with its root, state, config and
-// socket under dir, and returns its socket and a stop that ends it by PID
-// (SIGTERM, SIGKILL after 10s) and detaches what it left mounted.
-func startPrivateContainerd(dir string) (string, func(), error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", nil, err
+// sleeperImage is the bench image: the static binary at sleeper as
+// /ctrsleep, its entrypoint.
+func sleeperImage(sleeper string) ociarchive.Image {
+	return ociarchive.Image{
+		Name:       ctrdBenchImage,
+		Files:      []ociarchive.File{{Path: "/ctrsleep", Source: sleeper, Mode: 0o755}},
+		Entrypoint: []string{"/ctrsleep"},
+		WorkingDir: "/",
 	}
-	addr := filepath.Join(dir, "containerd.sock")
-	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), addr, addr+".ttrpc")
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o600); err != nil {
-		return "", nil, err
-	}
-	logPath := filepath.Join(dir, "containerd.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return "", nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // an interrupt of the bench does not reach it first
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		unmountUnder(dir)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		if conn, err := net.Dial("unix", addr); err == nil {
-			conn.Close()
-			return addr, stop, nil
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logPath)
-			unmountUnder(dir)
-			return "", nil, fmt.Errorf("containerd exited at start:\n%s", log)
-		case <-ctx.Done():
-			stop()
-			return "", nil, fmt.Errorf("containerd's socket %s did not appear in 30s (log %s)", addr, logPath)
-		case <-time.After(20 * time.Millisecond): // start-up only, not a measured path
-		}
-	}
-}
-
-// unmountUnder detaches whatever is mounted under dir (overlays of
-// containers a failed run left), deepest first.
-func unmountUnder(dir string) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			points = append(points, f[4])
-		}
-	}
-	for i := len(points) - 1; i >= 0; i-- {
-		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
-	}
-}
-
-// writeSleeperArchive writes an OCI image layout archive of
-// ctrdBenchImage: one uncompressed layer holding the static binary at
-// sleeper as /ctrsleep, its entrypoint.
-func writeSleeperArchive(path, sleeper string) error {
-	prog, err := os.ReadFile(sleeper)
-	if err != nil {
-		return err
-	}
-	var layer bytes.Buffer
-	if err := writeTar(&layer, []tarFile{{"ctrsleep", prog, 0o755}}); err != nil {
-		return err
-	}
-	config, err := json.Marshal(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{"/ctrsleep"}, "WorkingDir": "/"},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{sha256Digest(layer.Bytes())}},
-	})
-	if err != nil {
-		return err
-	}
-	manifest, err := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-		"config": ociDescriptor("application/vnd.oci.image.config.v1+json", config, nil),
-		"layers": []any{ociDescriptor("application/vnd.oci.image.layer.v1.tar", layer.Bytes(), nil)},
-	})
-	if err != nil {
-		return err
-	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-		"manifests": []any{ociDescriptor("application/vnd.oci.image.manifest.v1+json", manifest, map[string]string{
-			"io.containerd.image.name": ctrdBenchImage, "org.opencontainers.image.ref.name": ctrdBenchImage})},
-	})
-	if err != nil {
-		return err
-	}
-	blob := func(b []byte) string { return "blobs/sha256/" + strings.TrimPrefix(sha256Digest(b), "sha256:") }
-	var out bytes.Buffer
-	if err := writeTar(&out, []tarFile{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644},
-		{"index.json", index, 0o644},
-		{blob(manifest), manifest, 0o644},
-		{blob(config), config, 0o644},
-		{blob(layer.Bytes()), layer.Bytes(), 0o644},
-	}); err != nil {
-		return err
-	}
-	return os.WriteFile(path, out.Bytes(), 0o644)
-}
-
-type tarFile struct {
-	name string
-	data []byte
-	mode int64
-}
-
-func writeTar(w *bytes.Buffer, files []tarFile) error {
-	tw := tar.NewWriter(w)
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
-}
-
-func sha256Digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func ociDescriptor(mediaType string, b []byte, annotations map[string]string) map[string]any {
-	d := map[string]any{"mediaType": mediaType, "digest": sha256Digest(b), "size": len(b)}
-	if annotations != nil {
-		d["annotations"] = annotations
-	}
-	return d
 }

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"archive/tar"
-	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,97 +93,5 @@ func TestContainerdReport(t *testing.T) {
 	}
 	if bad := report(100*time.Millisecond, 121*time.Millisecond); !strings.Contains(bad, "median 1.21×: MISSES") {
 		t.Errorf("report does not miss at 1.21×:\n%s", bad)
-	}
-}
-
-// TestSleeperArchive: the bench image's archive is an OCI layout whose
-// index names the bench image, and every descriptor's digest and size are
-// its blob's, down to the layer holding the program as /ctrsleep.
-func TestSleeperArchive(t *testing.T) {
-	dir := t.TempDir()
-	prog := filepath.Join(dir, "prog")
-	if err := os.WriteFile(prog, []byte("#!/bin/true\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(dir, "a.tar")
-	if err := writeSleeperArchive(archive, prog); err != nil {
-		t.Fatal(err)
-	}
-	files := readTar(t, archive)
-	if !strings.Contains(string(files["oci-layout"]), `"imageLayoutVersion":"1.0.0"`) {
-		t.Errorf("oci-layout: %s", files["oci-layout"])
-	}
-	type desc struct {
-		MediaType   string            `json:"mediaType"`
-		Digest      string            `json:"digest"`
-		Size        int               `json:"size"`
-		Annotations map[string]string `json:"annotations"`
-	}
-	blob := func(d desc) []byte {
-		t.Helper()
-		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
-		if !ok || sha256Digest(b) != d.Digest || len(b) != d.Size {
-			t.Fatalf("blob of %+v: present %v, digest %s, size %d", d, ok, sha256Digest(b), len(b))
-		}
-		return b
-	}
-	var index struct{ Manifests []desc }
-	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
-		t.Fatalf("index.json %s: %v", files["index.json"], err)
-	}
-	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != ctrdBenchImage {
-		t.Errorf("index names %q, want %q", got, ctrdBenchImage)
-	}
-	var manifest struct {
-		Config desc
-		Layers []desc
-	}
-	if err := json.Unmarshal(blob(index.Manifests[0]), &manifest); err != nil || len(manifest.Layers) != 1 {
-		t.Fatalf("manifest: %v %+v", err, manifest)
-	}
-	var config struct {
-		Config struct{ Entrypoint []string }
-		Rootfs struct {
-			DiffIDs []string `json:"diff_ids"`
-		}
-	}
-	if err := json.Unmarshal(blob(manifest.Config), &config); err != nil {
-		t.Fatal(err)
-	}
-	layer := blob(manifest.Layers[0])
-	if len(config.Rootfs.DiffIDs) != 1 || config.Rootfs.DiffIDs[0] != sha256Digest(layer) || len(config.Config.Entrypoint) != 1 || config.Config.Entrypoint[0] != "/ctrsleep" {
-		t.Errorf("config %+v", config)
-	}
-	layerPath := filepath.Join(dir, "layer.tar")
-	if err := os.WriteFile(layerPath, layer, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got := readTar(t, layerPath)["ctrsleep"]; string(got) != "#!/bin/true\n" {
-		t.Errorf("layer's /ctrsleep is %q", got)
-	}
-}
-
-func readTar(t *testing.T, path string) map[string][]byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = b
 	}
 }

@@ -90,6 +90,11 @@ func serveFakeIfRequested() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case "startdie":
+		if err := sdk.ServeDriver(dyingStarter{d}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	case "wrongapi":
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig: sdk.Handshake,

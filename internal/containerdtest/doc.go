@@ -8,9 +8,9 @@
 // Address: the variable's socket when set (make test's daemon, or the
 // system's: BERTH_CONTAINERD_ADDRESS=/run/containerd/containerd.sock), else
 // a daemon of its own, stopped when the test ends. Where containerd cannot
-// run (not root, no containerd or runc binary, a daemon that does not come
-// up) the test ends through testutil.Unavailable: skipped with the reason,
-// failed under CI=true.
+// run (not root, no containerd or runc binary) the test ends through
+// testutil.Unavailable: skipped with the reason, failed under CI=true; a
+// daemon that could run but does not come up fails the test.
 //
 // Stop ends what the daemon ran: every task still running in any of its
 // namespaces is killed and deleted with its container (through ctr, which

@@ -34,6 +34,14 @@ var pluginSchema = &driverpb.Schema{Fields: []*driverpb.Field{
 		Description: "containerd snapshotter for containers' root filesystems"},
 	{Name: "runtime", Type: sdk.TypeString, Default: sdk.StringValue("io.containerd.runc.v2"),
 		Description: "containerd runtime (shim) running the containers"},
+	{Name: "allow_privileged", Type: sdk.TypeBool, Default: sdk.BoolValue(false),
+		Description: "let tasks set privileged = true (root on the host)"},
+	{Name: "allow_host_mounts", Type: sdk.TypeBool, Default: sdk.BoolValue(false),
+		Description: "let tasks bind host paths with mounts (berth's own task, alloc, volume and CSI mounts are always made)"},
+	{Name: "allow_devices", Type: sdk.TypeBool, Default: sdk.BoolValue(false),
+		Description: "let tasks add host devices with devices"},
+	{Name: "allow_caps", Type: sdk.TypeList, Default: sdk.ListValue(defaultAllowCaps...),
+		Description: "capabilities tasks may add with cap_add (all: any); default: Docker's default set"},
 }}
 
 var taskSchema = &driverpb.Schema{Fields: []*driverpb.Field{
@@ -74,6 +82,7 @@ func TaskSchema() *driverpb.Schema { return taskSchema }
 // pluginConfig is the validated plugin config.
 type pluginConfig struct {
 	address, namespace, snapshotter, runtime string
+	gates                                    gates
 }
 
 func parsePluginConfig(cfg *driverpb.PluginConfig) (pluginConfig, error) {
@@ -88,10 +97,17 @@ func parsePluginConfigValues(values sdk.ConfigMap) (pluginConfig, error) {
 	pc := pluginConfig{
 		address: vals.String("address"), namespace: vals.String("namespace"),
 		snapshotter: vals.String("snapshotter"), runtime: vals.String("runtime"),
+		gates: gates{privileged: vals.Bool("allow_privileged"), hostMounts: vals.Bool("allow_host_mounts"),
+			devices: vals.Bool("allow_devices")},
 	}
 	bad := func(key, problem string) error {
 		return &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopePlugin, Key: key, Problem: problem}
 	}
+	caps, err := parseCaps(vals.List("allow_caps"))
+	if err != nil {
+		return pluginConfig{}, bad("allow_caps", err.Error())
+	}
+	pc.gates.caps = caps
 	switch {
 	case pc.address == "":
 		return pluginConfig{}, bad("address", "must name containerd's socket")
@@ -120,6 +136,7 @@ func validNamespace(ns string) bool {
 
 // bindMount is a mount of the task config's mounts list.
 type bindMount struct {
+	index          int // in the config's mounts list
 	source, target string
 	readOnly       bool
 	propagation    string // rprivate, rslave or rshared
@@ -212,6 +229,7 @@ func parseTaskConfig(in sdk.ConfigMap) (*taskConfig, error) {
 			continue
 		}
 		seen[m.target] = i
+		m.index = i
 		tc.mounts = append(tc.mounts, m)
 	}
 	if len(errs) > 0 {

@@ -58,7 +58,7 @@ func TestParseTaskConfig(t *testing.T) {
 	if want := []device{{"/dev/fuse", "/dev/fuse", "rwm"}, {"/dev/null", "/dev/zero2", "r"}}; !slices.Equal(tc.devices, want) {
 		t.Errorf("devices %v, want %v", tc.devices, want)
 	}
-	want := []bindMount{{"/srv", "/data", true, "rshared"}, {"/x", "/y", false, "rslave"}, {"/p", "/q", false, "rprivate"}}
+	want := []bindMount{{0, "/srv", "/data", true, "rshared"}, {1, "/x", "/y", false, "rslave"}, {2, "/p", "/q", false, "rprivate"}}
 	if !slices.Equal(tc.mounts, want) {
 		t.Errorf("mounts %v, want %v", tc.mounts, want)
 	}

@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 )
 
 // AddressEnv names a containerd socket the tests use instead of starting
@@ -70,6 +75,11 @@ var (
 	privateStop func()
 )
 
+// The private daemon below repeats what berth's internal/containerdtest
+// does (config, start, stop with leftovers and shims): this module may
+// import nothing of berth but the sdk, and a containerd runner is no part
+// of a plugin SDK, so the copy stays, small and test-only.
+
 // containerdAddress is the socket of the containerd the tests use:
 // AddressEnv's, or a private one this test binary starts once (own root,
 // state and socket under a temp dir, CRI off) and stops in TestMain.
@@ -105,9 +115,12 @@ func startContainerd() (string, func(), error) {
 		return "", nil, err
 	}
 	return addr, func() {
-		kill()
 		// The tests destroy their tasks, so no container should be left;
-		// whatever a failed test left mounted goes before the directory.
+		// what a failed test left is killed and deleted, its shims killed,
+		// and what it left mounted goes before the directory.
+		removeLeftovers(addr)
+		kill()
+		killShims(addr)
 		unmountUnder(filepath.Join(dir, "state"))
 		unmountUnder(filepath.Join(dir, "root"))
 		os.RemoveAll(dir)
@@ -201,5 +214,58 @@ func unmountUnder(dir string) {
 	}
 	for i := len(points) - 1; i >= 0; i-- {
 		syscall.Unmount(points[i], syscall.MNT_DETACH)
+	}
+}
+
+// removeLeftovers kills and deletes every task and container left in any
+// namespace of the containerd at addr, so none outlives the daemon.
+func removeLeftovers(addr string) {
+	c, err := client.New(addr)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nss, err := c.NamespaceService().List(ctx)
+	if err != nil {
+		return
+	}
+	for _, ns := range nss {
+		nctx := namespaces.WithNamespace(ctx, ns)
+		ctrs, err := c.Containers(nctx)
+		if err != nil {
+			continue
+		}
+		for _, ctr := range ctrs {
+			if proc, err := ctr.Task(nctx, nil); err == nil {
+				proc.Delete(nctx, client.WithProcessKill)
+			}
+			ctr.Delete(nctx, client.WithSnapshotCleanup)
+		}
+	}
+}
+
+// killShims kills, by PID, the shims of the containerd at addr that
+// outlived it: their command line names its socket after -address.
+func killShims(addr string) {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == addr &&
+			strings.Contains(filepath.Base(args[0]), "containerd-shim") {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }

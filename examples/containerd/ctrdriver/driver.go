@@ -36,12 +36,18 @@ type Driver struct {
 
 	archives archiveLoads
 
-	// sharedMu orders EnsureShared and ReleaseShared across tasks.
-	sharedMu sync.Mutex
+	// sharedMu orders EnsureShared and ReleaseShared across tasks, and
+	// guards the counts of the shared mount points' users (tasks running
+	// or starting) and which of them berth made shared.
+	sharedMu    sync.Mutex
+	sharedUsers map[string]int
+	sharedMade  map[string]bool
 
 	mu          sync.Mutex
 	cfg         pluginConfig
 	client      *client.Client // nil until SetConfig
+	gen         uint64         // SetConfig's count: which config a probe's fingerprint is of
+	holders     map[*client.Client]int
 	stopProbing context.CancelFunc
 	starting    map[string]bool // task IDs whose StartTask is in progress
 }
@@ -55,7 +61,9 @@ var (
 // address.
 func New(logger hclog.Logger) *Driver {
 	return &Driver{
-		logger: logger,
+		logger:      logger,
+		holders:     map[*client.Client]int{},
+		sharedUsers: map[string]int{}, sharedMade: map[string]bool{},
 		fp: sdk.NewFingerprintHub(&driverpb.DriverFingerprint{
 			Health:            driverpb.Health_HEALTH_UNHEALTHY,
 			HealthDescription: "not configured yet",
@@ -98,18 +106,78 @@ func (d *Driver) SetConfig(ctx context.Context, cfg *driverpb.PluginConfig) erro
 	d.mu.Lock()
 	old, oldStop := d.client, d.stopProbing
 	d.cfg, d.client, d.stopProbing = pc, c, stop
+	d.gen++
+	gen := d.gen
 	d.mu.Unlock()
 	if oldStop != nil {
 		oldStop()
 	}
 	if old != nil {
-		// Tasks started through the old client keep using it; it is
-		// closed with the plugin.
 		d.logger.Debug("containerd config replaced", "address", pc.address)
+		d.mu.Lock()
+		unused := d.holders[old] == 0
+		d.mu.Unlock()
+		if unused {
+			old.Close()
+		}
 	}
-	healthy := d.probe(ctx, c, pc)
-	go d.probeLoop(probeCtx, c, pc, healthy)
+	healthy := d.probe(ctx, gen, c, pc)
+	go d.probeLoop(probeCtx, gen, c, pc, healthy)
 	return nil
+}
+
+// hold returns the client and config in use, counting one more holder
+// of the client until release: a start or recovery in progress, or a
+// task (which holds the client it was started or recovered through until
+// it is destroyed). A client a SetConfig replaced is closed when its
+// last holder lets go.
+func (d *Driver) hold() (*client.Client, pluginConfig, func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.client
+	if c == nil {
+		return nil, d.cfg, func() {}
+	}
+	d.holders[c]++
+	var once sync.Once
+	return c, d.cfg, func() { once.Do(func() { d.unhold(c) }) }
+}
+
+// holdAgain counts one more holder of c, which the caller holds already.
+func (d *Driver) holdAgain(c *client.Client) func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.holders[c]++
+	var once sync.Once
+	return func() { once.Do(func() { d.unhold(c) }) }
+}
+
+func (d *Driver) unhold(c *client.Client) {
+	d.mu.Lock()
+	d.holders[c]--
+	closeIt := d.holders[c] <= 0 && c != d.client
+	if d.holders[c] <= 0 {
+		delete(d.holders, c)
+	}
+	d.mu.Unlock()
+	if closeIt {
+		if err := c.Close(); err != nil {
+			d.logger.Debug("closing a replaced containerd client", "error", err)
+		}
+	}
+}
+
+// setFingerprint publishes fp when it comes from the probe of the
+// current config (generation gen): a probe of a replaced config that
+// ends late must not overwrite the new config's health.
+func (d *Driver) setFingerprint(gen uint64, fp *driverpb.DriverFingerprint) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen != d.gen {
+		return false
+	}
+	d.fp.Set(fp)
+	return true
 }
 
 // newClient connects to pc's containerd (lazily: a dial error shows on
@@ -130,20 +198,13 @@ func newClient(pc pluginConfig) (*client.Client, error) {
 	return client.NewWithConn(conn, append(opts, client.WithServices(client.WithContentStore(newBlobCache(base.ContentStore()))))...)
 }
 
-// current returns the client and config in use.
-func (d *Driver) current() (*client.Client, pluginConfig) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.client, d.cfg
-}
-
 // probe asks containerd for its version and the snapshotter's state and
 // sets the fingerprint; it reports whether containerd is healthy.
-func (d *Driver) probe(ctx context.Context, c *client.Client, pc pluginConfig) bool {
+func (d *Driver) probe(ctx context.Context, gen uint64, c *client.Client, pc pluginConfig) bool {
 	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, pc.namespace), probeTimeout)
 	defer cancel()
 	unhealthy := func(why string) bool {
-		d.fp.Set(&driverpb.DriverFingerprint{Health: driverpb.Health_HEALTH_UNHEALTHY, HealthDescription: why})
+		d.setFingerprint(gen, &driverpb.DriverFingerprint{Health: driverpb.Health_HEALTH_UNHEALTHY, HealthDescription: why})
 		return false
 	}
 	// A socket that is not there says so at once, in plain words; the
@@ -165,7 +226,7 @@ func (d *Driver) probe(ctx context.Context, c *client.Client, pc pluginConfig) b
 	if problem := snapshotterProblem(ctx, c, pc.snapshotter); problem != "" {
 		return unhealthy(problem)
 	}
-	d.fp.Set(&driverpb.DriverFingerprint{
+	d.setFingerprint(gen, &driverpb.DriverFingerprint{
 		Health:            driverpb.Health_HEALTH_HEALTHY,
 		HealthDescription: "healthy",
 		Attributes: map[string]string{
@@ -197,7 +258,7 @@ func snapshotterProblem(ctx context.Context, c *client.Client, name string) stri
 	return fmt.Sprintf("containerd has no snapshotter %q", name)
 }
 
-func (d *Driver) probeLoop(ctx context.Context, c *client.Client, pc pluginConfig, healthy bool) {
+func (d *Driver) probeLoop(ctx context.Context, gen uint64, c *client.Client, pc pluginConfig, healthy bool) {
 	for {
 		every := probeHealthy
 		if !healthy {
@@ -208,7 +269,7 @@ func (d *Driver) probeLoop(ctx context.Context, c *client.Client, pc pluginConfi
 			return
 		case <-time.After(every):
 		}
-		healthy = d.probe(ctx, c, pc)
+		healthy = d.probe(ctx, gen, c, pc)
 	}
 }
 

@@ -240,6 +240,7 @@ func TestOOMKill(t *testing.T) {
 			return
 		}
 	}
+	t.Fatalf(`TaskEvents ended without an "OOM killed" event for %s: %v`, cfg.GetId(), ctx.Err())
 }
 
 func TestStats(t *testing.T) {
@@ -317,14 +318,14 @@ func TestConfigMounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := procMounts(st.GetAttributes()["pid"])
+	m, err := drivertest.ProcMounts(st.GetAttributes()["pid"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := m["/ro-slave"]; !ok || !e.readOnly || e.propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK {
+	if e, ok := m["/ro-slave"]; !ok || !e.ReadOnly || e.Propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_HOST_TO_TASK {
 		t.Errorf("/ro-slave: %+v (mounted %v), want read-only host-to-task", e, ok)
 	}
-	if e, ok := m["/rw"]; !ok || e.readOnly || e.propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_PRIVATE {
+	if e, ok := m["/rw"]; !ok || e.ReadOnly || e.Propagation != driverpb.MountPropagation_MOUNT_PROPAGATION_PRIVATE {
 		t.Errorf("/rw: %+v (mounted %v), want read-write private", e, ok)
 	}
 }
@@ -363,7 +364,11 @@ func TestRecoverAfterPluginKillKeepsPIDAndLogs(t *testing.T) {
 	if err := second.RecoverTask(ctx, h); err != nil {
 		t.Fatalf("RecoverTask: %v", err)
 	}
-	t.Cleanup(func() { second.DestroyTask(ctx, cfg.GetId(), true) })
+	t.Cleanup(func() {
+		ctx, cancel := testCtx() // the test's own ctx is over by then
+		defer cancel()
+		second.DestroyTask(ctx, cfg.GetId(), true)
+	})
 	after, err := second.InspectTask(ctx, cfg.GetId())
 	if err != nil {
 		t.Fatal(err)

@@ -112,9 +112,17 @@ func (d *Driver) load(ctx context.Context, c *client.Client, taskID, path, ref s
 		is := c.ImageService()
 		tagged := images.Image{Name: ref, Target: imgs[0].Target}
 		if _, err := is.Create(ctx, tagged); errdefs.IsAlreadyExists(err) {
-			_, err = is.Update(ctx, tagged, "target")
-			if err != nil {
-				return fmt.Errorf("tag image %s as %s: %w", imgs[0].Name, ref, err)
+			// The name is taken, maybe by another job's image: an archive
+			// that does not itself name it must not replace it for every
+			// task of the namespace.
+			existing, gerr := is.Get(ctx, ref)
+			if gerr != nil {
+				return fmt.Errorf("tag image %s as %s: %w", imgs[0].Name, ref, gerr)
+			}
+			if existing.Target.Digest != imgs[0].Target.Digest {
+				return &sdk.StartError{Reason: sdk.StartOther, Path: path, Detail: fmt.Sprintf(
+					"the archive holds %s, not %s, and %s already names another image (%s) on this node: name the image %s in the archive, or use image = %q",
+					imgs[0].Name, ref, ref, existing.Target.Digest, ref, imgs[0].Name)}
 			}
 		} else if err != nil {
 			return fmt.Errorf("tag image %s as %s: %w", imgs[0].Name, ref, err)

@@ -144,6 +144,9 @@ type descriptor struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
+// The archive writers below repeat part of berth's internal/ociarchive:
+// this module imports nothing of berth but the sdk (see containerd_test.go).
+
 // writeOCIArchive writes an OCI image layout as a tar: oci-layout,
 // index.json naming ref, and the manifest, config and layer blobs.
 func writeOCIArchive(path, ref string, layer []byte, diffID string, entrypoint, cmd []string) error {

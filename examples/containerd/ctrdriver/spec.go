@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -31,9 +32,10 @@ var taskDirMounts = []struct{ env, target string }{
 // taskMounts are the container's bind mounts: berth's task directories,
 // the task's protocol mounts (volumes, CSI plugin directories) and the
 // config's mounts. The host side of every propagating mount is made a
-// shared mount point first; shared lists those berth created, for
-// releaseShared.
-func (d *Driver) taskMounts(cfg *driverpb.TaskConfig, tc *taskConfig) (mounts []bindMount, shared []string, err error) {
+// shared mount point first, and counted as used by the task (until
+// releaseShared): uses lists them all, made those berth made shared
+// (by this task or another), which go back when their last user goes.
+func (d *Driver) taskMounts(cfg *driverpb.TaskConfig, tc *taskConfig) (mounts []bindMount, uses, made []string, err error) {
 	for _, m := range taskDirMounts {
 		if host := cfg.GetEnv()[m.env]; host != "" && filepath.IsAbs(host) {
 			if fi, err := os.Stat(host); err == nil && fi.IsDir() {
@@ -45,56 +47,126 @@ func (d *Driver) taskMounts(cfg *driverpb.TaskConfig, tc *taskConfig) (mounts []
 		mounts = append(mounts, bindMount{source: m.GetHostPath(), target: filepath.Clean(m.GetTaskPath()),
 			readOnly: m.GetReadOnly(), propagation: propagationOf(m.GetPropagation())})
 	}
+	for _, m := range tc.mounts {
+		for _, own := range mounts {
+			if own.target == m.target {
+				return nil, uses, made, &sdk.ConfigError{Plugin: Name, Scope: sdk.ScopeTaskConfig, Key: "mounts",
+					Problem: fmt.Sprintf("mounts[%d]: container path %s is where berth mounts %s (the task's directory, volume or CSI plugin directory); choose another", m.index, m.target, own.source)}
+			}
+		}
+	}
 	mounts = append(mounts, tc.mounts...)
 	for i, m := range mounts {
 		if _, err := os.Stat(m.source); err != nil {
-			return nil, shared, &sdk.StartError{Reason: sdk.StartNotFound, Path: m.source,
+			return nil, uses, made, &sdk.StartError{Reason: sdk.StartNotFound, Path: m.source,
 				Detail: fmt.Sprintf("host path of the mount at %s: %v", m.target, err)}
 		}
 		if m.propagation == "rprivate" {
 			continue
 		}
-		d.sharedMu.Lock()
-		resolved, made, err := executor.EnsureShared(m.source)
-		d.sharedMu.Unlock()
+		resolved, isMade, err := d.useShared(m.source)
 		if err != nil {
-			return nil, shared, &sdk.StartError{Reason: sdk.StartOther, Path: m.source, Detail: err.Error()}
+			return nil, uses, made, &sdk.StartError{Reason: sdk.StartOther, Path: m.source, Detail: err.Error()}
 		}
 		mounts[i].source = resolved
-		if made {
-			shared = append(shared, resolved)
+		if slices.Contains(uses, resolved) {
+			d.releaseShared([]string{resolved}) // counted once per task
+			continue
+		}
+		uses = append(uses, resolved)
+		if isMade {
+			made = append(made, resolved)
 		}
 	}
-	return mounts, shared, nil
+	return mounts, uses, made, nil
 }
 
-// releaseShared undoes the shared mount points berth made for a task,
-// except those another task still binds.
-func (d *Driver) releaseShared(taskID string, dirs []string) []error {
-	if len(dirs) == 0 {
-		return nil
-	}
+// useShared makes dir a shared mount point (when it is not one) and
+// counts one more user of it; it reports the resolved dir and whether
+// berth made it shared.
+func (d *Driver) useShared(dir string) (string, bool, error) {
 	d.sharedMu.Lock()
 	defer d.sharedMu.Unlock()
-	inUse := map[string]bool{}
-	for _, other := range d.tasks.IDs() {
-		if other == taskID {
-			continue
-		}
-		if t, err := d.tasks.Get(other); err == nil {
-			for _, s := range t.state.Shared {
-				inUse[s] = true
-			}
-		}
+	resolved, made, err := executor.EnsureShared(dir)
+	if err != nil {
+		return "", false, err
 	}
+	if d.sharedUsers == nil {
+		d.sharedUsers, d.sharedMade = map[string]int{}, map[string]bool{}
+	}
+	d.sharedUsers[resolved]++
+	if made {
+		d.sharedMade[resolved] = true
+	}
+	return resolved, d.sharedMade[resolved], nil
+}
+
+// adoptShared counts a recovered task's uses of shared mount points, and
+// which of them berth made.
+func (d *Driver) adoptShared(uses, made []string) {
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
+	if d.sharedUsers == nil {
+		d.sharedUsers, d.sharedMade = map[string]int{}, map[string]bool{}
+	}
+	for _, dir := range uses {
+		d.sharedUsers[dir]++
+	}
+	for _, dir := range made {
+		d.sharedMade[dir] = true
+	}
+}
+
+// releaseShared ends one use of each dir; a dir berth made shared goes
+// back to private when its last user goes.
+func (d *Driver) releaseShared(dirs []string) []error {
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
 	var errs []error
 	for _, dir := range dirs {
-		if inUse[dir] {
+		if d.sharedUsers[dir] > 1 {
+			d.sharedUsers[dir]--
 			continue
 		}
-		if _, err := executor.ReleaseShared(dir); err != nil {
-			errs = append(errs, err)
+		delete(d.sharedUsers, dir)
+		if !d.sharedMade[dir] {
+			continue
 		}
+		errs = append(errs, d.unshare(dir)...)
+	}
+	return errs
+}
+
+// unshare undoes berth's bind at dir (sharedMu held). One still busy (a
+// mount below it, as a staged volume under a CSI plugin's volume dir)
+// stays berth's: the next task to use dir inherits it, and its last user
+// tries again.
+func (d *Driver) unshare(dir string) []error {
+	released, err := executor.ReleaseShared(dir)
+	if err != nil {
+		return []error{err}
+	}
+	if released {
+		delete(d.sharedMade, dir)
+	} else {
+		d.logger.Debug("shared mount point still in use; kept", "dir", dir)
+	}
+	return nil
+}
+
+// releaseUnowned releases the shared mount points berth made for a
+// container this plugin never counted (one a DestroyTask finds without a
+// handle), unless a task of this plugin uses them.
+func (d *Driver) releaseUnowned(made []string) []error {
+	d.sharedMu.Lock()
+	defer d.sharedMu.Unlock()
+	var errs []error
+	for _, dir := range made {
+		if d.sharedUsers[dir] > 0 {
+			continue
+		}
+		d.sharedMade[dir] = true
+		errs = append(errs, d.unshare(dir)...)
 	}
 	return errs
 }
@@ -156,6 +228,12 @@ func specOptions(ctx context.Context, img client.Image, cfg *driverpb.TaskConfig
 		if r.GetMemoryBytes() > 0 {
 			opts = append(opts, oci.WithMemoryLimit(uint64(r.GetMemoryBytes())))
 		}
+	}
+	if !tc.privileged {
+		// Docker's default syscall filter, as Docker and Nomad's docker
+		// driver apply it; last, since what it allows follows the
+		// capabilities set above.
+		opts = append(opts, seccomp.WithDefaultProfile())
 	}
 	opts = append(opts, oci.WithMounts(specMounts(mounts)), withRootfsPropagation(mounts))
 	return opts, nil

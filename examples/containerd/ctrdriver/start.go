@@ -43,9 +43,13 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 	if err != nil {
 		return nil, err
 	}
-	c, pc := d.current()
+	c, pc, release := d.hold()
+	defer release()
 	if c == nil {
 		return nil, fmt.Errorf("%w: no plugin config set", sdk.ErrDriverUnhealthy)
+	}
+	if err := pc.gates.check(tc); err != nil {
+		return nil, err
 	}
 	if fp := d.fp.Current(); fp.GetHealth() != driverpb.Health_HEALTH_HEALTHY {
 		return nil, fmt.Errorf("%w: %s", sdk.ErrDriverUnhealthy, fp.GetHealthDescription())
@@ -114,9 +118,9 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 			}
 		}
 	}()
-	mounts, shared, err := d.taskMounts(cfg, tc)
-	st.Shared = shared
-	cleanups = append(cleanups, func() { d.releaseShared(id, shared) })
+	mounts, uses, shared, err := d.taskMounts(cfg, tc)
+	st.Shared, st.Propagating = shared, uses
+	cleanups = append(cleanups, func() { d.releaseShared(uses) })
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +133,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		client.WithSnapshotter(pc.snapshotter),
 		client.WithNewSnapshot(st.ContainerID+"-rootfs", img),
 		client.WithRuntime(pc.runtime, nil),
-		client.WithContainerLabels(map[string]string{
-			"berth.task_id": id, "berth.alloc_id": cfg.GetAllocId(), "berth.job_id": cfg.GetJobId(),
-			"berth.group": cfg.GetGroup(), "berth.task": cfg.GetName(),
-		}),
+		client.WithContainerLabels(containerLabels(cfg, shared)),
 		client.WithNewSpec(specOpts...),
 	)
 	if err != nil {
@@ -184,7 +185,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 		// get nor persist the handle, so the container must not run on.
 		return nil, fmt.Errorf("start task %q: %w", id, err)
 	}
-	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, client: c, unhold: d.holdAgain(c), ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	go d.watch(t, exitCh)
 	d.events.Emit(id, fmt.Sprintf("Started container %s from image %s (pid %d)", st.ContainerID, st.Image, st.Pid),
 		map[string]string{"container_id": st.ContainerID, "image": st.Image})
@@ -194,8 +195,7 @@ func (d *Driver) start(ctx context.Context, c *client.Client, pc pluginConfig, c
 // replaceLeftover removes a container with the task's ID that this
 // plugin does not know (reserve made sure): one a plugin created in a
 // StartTask it did not live to answer, which nothing supervises and no
-// handle names. berth's driver manager starts the same ID again after
-// such a loss, and that start replaces it.
+// handle names.
 func (d *Driver) replaceLeftover(ctx context.Context, c *client.Client, taskID, cid string) error {
 	ctr, err := c.LoadContainer(ctx, cid)
 	if errdefs.IsNotFound(err) {
@@ -206,17 +206,7 @@ func (d *Driver) replaceLeftover(ctx context.Context, c *client.Client, taskID, 
 	}
 	d.logger.Warn("replacing a container no handle names (its plugin died starting it)", "task_id", taskID, "container_id", cid)
 	d.events.Emit(taskID, fmt.Sprintf("Replacing container %s, left by a start that did not finish", cid), map[string]string{"container_id": cid})
-	if proc, err := ctr.Task(ctx, nil); err == nil {
-		if _, err := proc.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("task %q: delete the leftover task of container %s: %w", taskID, cid, err)
-		}
-	} else if !errdefs.IsNotFound(err) {
-		return fmt.Errorf("task %q: leftover container %s: %w", taskID, cid, err)
-	}
-	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("task %q: delete leftover container %s: %w", taskID, cid, err)
-	}
-	return nil
+	return d.removeContainer(ctx, ctr, taskID)
 }
 
 // startError turns containerd's refusal to create or start the container
@@ -268,7 +258,8 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 	if _, err := d.tasks.Get(cfg.GetId()); err == nil {
 		return nil
 	}
-	c, _ := d.current()
+	c, _, release := d.hold()
+	defer release()
 	if c == nil {
 		return fmt.Errorf("%w: no plugin config set", sdk.ErrDriverUnhealthy)
 	}
@@ -279,38 +270,80 @@ func (d *Driver) RecoverTask(ctx context.Context, h *driverpb.TaskHandle) error 
 	} else if err != nil {
 		return fmt.Errorf("task %q: load container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
-	_, attach, logs, err := attachIO(cfg, st.FIFODir, false)
+	proc, logs, err := d.attachRecovered(nctx, ctr, cfg, st)
+	if errors.Is(err, sdk.ErrTaskNotFound) {
+		// containerd kept the container but lost its task (a reboot):
+		// nothing will run it again, so it goes with its snapshot.
+		if rerr := d.removeContainer(nctx, ctr, cfg.GetId()); rerr != nil {
+			return fmt.Errorf("%w (and removing the container: %v)", err, rerr)
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
-	proc, err := ctr.Task(nctx, attach)
-	if err != nil {
+	closeAll := func() {
+		drainIO(proc.IO(), 0)
 		for _, l := range logs {
 			l.Close()
 		}
-		if errdefs.IsNotFound(err) {
-			return fmt.Errorf("task %q: container %s has no task in containerd: %w", cfg.GetId(), st.ContainerID, sdk.ErrTaskNotFound)
-		}
-		return fmt.Errorf("task %q: attach to container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
 	waitCtx, stopWait := context.WithCancel(namespaces.WithNamespace(context.Background(), st.Namespace))
 	exitCh, err := proc.Wait(waitCtx)
 	if err != nil {
 		stopWait()
-		for _, l := range logs {
-			l.Close()
-		}
+		closeAll()
 		return fmt.Errorf("task %q: wait for container %s: %w", cfg.GetId(), st.ContainerID, err)
 	}
-	t := &task{cfg: cfg, state: st, ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
+	t := &task{cfg: cfg, state: st, client: c, unhold: d.holdAgain(c), ctr: ctr, proc: proc, logs: logs, waitCtx: waitCtx, stopWait: stopWait, done: make(chan struct{})}
 	if _, added := d.tasks.AddIfAbsent(cfg.GetId(), t); !added {
+		t.unhold()
 		stopWait()
-		for _, l := range logs {
-			l.Close()
-		}
+		closeAll()
 		return nil
 	}
+	d.adoptShared(st.uses(), st.Shared)
 	go d.watch(t, exitCh)
 	d.events.Emit(cfg.GetId(), fmt.Sprintf("Recovered container %s (pid %d)", st.ContainerID, st.Pid), map[string]string{"container_id": st.ContainerID})
 	return nil
+}
+
+// attachRecovered loads the container's task for RecoverTask. A task
+// still running gets its FIFOs reattached to the log files; one that
+// ended while no plugin ran is loaded without IO: the shim closed its
+// ends of the FIFOs at the exit, so an attach would wait for a writer
+// that never comes (and what the task wrote meanwhile is gone with the
+// pipes' buffers).
+func (d *Driver) attachRecovered(ctx context.Context, ctr client.Container, cfg *driverpb.TaskConfig, st handleState) (client.Task, []io.Closer, error) {
+	notFound := func(err error) error {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("task %q: container %s has no task in containerd: %w", cfg.GetId(), st.ContainerID, sdk.ErrTaskNotFound)
+		}
+		return fmt.Errorf("task %q: attach to container %s: %w", cfg.GetId(), st.ContainerID, err)
+	}
+	proc, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, nil, notFound(err)
+	}
+	status, err := proc.Status(ctx)
+	if err != nil {
+		return nil, nil, notFound(err)
+	}
+	if status.Status == client.Stopped {
+		return proc, nil, nil
+	}
+	_, attach, logs, err := attachIO(cfg, st.FIFODir, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The task may end between the status and the attach: watch's bounded
+	// drain covers that.
+	proc, err = ctr.Task(ctx, attach)
+	if err != nil {
+		for _, l := range logs {
+			l.Close()
+		}
+		return nil, nil, notFound(err)
+	}
+	return proc, logs, nil
 }

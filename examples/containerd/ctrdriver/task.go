@@ -36,19 +36,38 @@ type handleState struct {
 	StartedAt   int64    `json:"started_at"`
 	FIFODir     string   `json:"fifo_dir"`
 	Shared      []string `json:"shared,omitempty"` // host dirs berth made shared mount points
+	// Propagating are the host dirs of all the task's propagating
+	// mounts: the task is one of their users.
+	Propagating []string `json:"propagating,omitempty"`
+}
+
+// uses are the shared mount points the task uses; a handle from before
+// Propagating names only those berth made.
+func (st handleState) uses() []string {
+	if st.Propagating != nil {
+		return st.Propagating
+	}
+	return st.Shared
 }
 
 // task is a container the driver runs.
 type task struct {
-	cfg   *driverpb.TaskConfig
-	state handleState
-	ctr   client.Container
-	proc  client.Task
-	logs  []io.Closer
+	cfg    *driverpb.TaskConfig
+	state  handleState
+	client *client.Client // the one it was started or recovered through
+	// unhold lets go of client (Driver.hold) when the task is destroyed.
+	unhold func()
+	ctr    client.Container
+	proc   client.Task
+	logs   []io.Closer
 	// waitCtx lives as long as the task; stopWait ends it, and with it
 	// the wait for the exit, at destroy.
 	waitCtx  context.Context
 	stopWait context.CancelFunc
+
+	// releaseOnce ends the task's uses of shared mount points once,
+	// however often DestroyTask is repeated.
+	releaseOnce sync.Once
 
 	mu   sync.Mutex
 	exit *driverpb.ExitResult
@@ -122,7 +141,7 @@ func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 			res.OomKilled = d.oomKilled(t)
 		}
 	}
-	t.proc.IO().Wait()
+	drainIO(t.proc.IO(), drainTimeout)
 	for _, c := range t.logs {
 		c.Close()
 	}
@@ -143,6 +162,33 @@ func (d *Driver) watch(t *task, exitCh <-chan client.ExitStatus) {
 		msg += ": " + res.GetErr()
 	}
 	d.events.Emit(id, msg, ann)
+}
+
+// drainTimeout bounds the wait for a task's output after its exit. An
+// attach to FIFOs whose writer (the shim) closed them before the attach —
+// a task that ended while no plugin ran — would wait for a writer for
+// ever; a child that keeps the task's stdout open would too.
+const drainTimeout = 2 * time.Second
+
+// drainIO waits up to timeout for the copy of the task's output into its
+// log files to end, then cancels it and closes the FIFOs. A task loaded
+// without IO (it had ended before its recovery) has none.
+func drainIO(pio cio.IO, timeout time.Duration) {
+	if pio == nil {
+		return
+	}
+	drained := make(chan struct{})
+	go func() {
+		pio.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(timeout):
+		pio.Cancel()
+		<-drained
+	}
+	pio.Close()
 }
 
 // oomKilled reports whether the kernel's OOM killer acted in the
@@ -230,7 +276,7 @@ func (d *Driver) StopTask(ctx context.Context, taskID string, timeout time.Durat
 func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) error {
 	t, err := d.tasks.Get(taskID)
 	if errors.Is(err, sdk.ErrTaskNotFound) {
-		return nil
+		return d.destroyUnknown(ctx, taskID, force)
 	}
 	if !t.exited() {
 		if !force {
@@ -249,6 +295,7 @@ func (d *Driver) DestroyTask(ctx context.Context, taskID string, force bool) err
 		return fmt.Errorf("destroy %q: %w", taskID, err)
 	}
 	d.tasks.Delete(taskID)
+	t.unhold()
 	return nil
 }
 
@@ -267,7 +314,12 @@ func (d *Driver) remove(ctx context.Context, t *task) error {
 	if t.state.FIFODir != "" {
 		os.RemoveAll(t.state.FIFODir)
 	}
-	errs = append(errs, d.releaseShared(t.cfg.GetId(), t.state.Shared)...)
+	if t.cfg.GetLogDir() == "" && t.cfg.GetTaskDir() == "" {
+		// Logs no task directory holds (a caller that gave none, as
+		// tests do) go with the task.
+		os.RemoveAll(scratchLogDir(t.cfg))
+	}
+	t.releaseOnce.Do(func() { errs = append(errs, d.releaseShared(t.state.uses())...) })
 	return errors.Join(errs...)
 }
 
@@ -315,7 +367,7 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 	case cfg.GetTaskDir() != "":
 		dir = filepath.Join(cfg.GetTaskDir(), "logs")
 	default:
-		dir = filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
+		dir = scratchLogDir(cfg)
 	}
 	name := cfg.GetName()
 	if name == "" {
@@ -332,6 +384,12 @@ func logWriters(cfg *driverpb.TaskConfig) (stdout, stderr io.WriteCloser, err er
 		return nil, nil, err
 	}
 	return stdout, stderr, nil
+}
+
+// scratchLogDir is where the logs of a task without a task or log
+// directory go; it is removed with the task.
+func scratchLogDir(cfg *driverpb.TaskConfig) string {
+	return filepath.Join(os.TempDir(), "berth-containerd-logs", cfg.GetId())
 }
 
 // attachIO wires a task's FIFOs to its log files: created for a new task,
