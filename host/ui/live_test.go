@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"berth.dev/berth/rpc/pb"
 )
@@ -126,6 +127,52 @@ func FuzzParseIndex(f *testing.F) {
 		}
 		if back, ok := parseIndex(formatIndex(idx), n); !ok || formatIndex(back) != formatIndex(idx) {
 			t.Fatalf("%q: %v does not round-trip", s, idx)
+		}
+	})
+}
+
+// TestLiveOverviewWithARefusedPartWaits: a token that may not list jobs
+// sees the overview with the jobs part's error; a live request of it
+// waits for a change of the other parts instead of answering at once (a
+// refused read answers at once, and the script would ask again in a tight
+// loop). With every part refused it answers after the whole wait.
+func TestLiveOverviewWithARefusedPartWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fixtures()
+		f.deny["/v1/jobs"] = "list-jobs"
+		_, h := newTestHandler(t, f)
+		first := get(t, h, "/ui/?fragment=main")
+		index := first.header.Get("X-Berth-Index")
+		wantIn(t, "overview without list-jobs", first.body, "list-jobs")
+		done := make(chan answer, 1)
+		go func() { done <- get(t, h, "/ui/?fragment=main&index="+index) }()
+		synctest.Wait()
+		select {
+		case a := <-done:
+			t.Fatalf("answered before any change (index %q): HTTP %d", index, a.status)
+		default:
+		}
+		before := f.callsOf("/v1/nodes")
+		f.bump(func() { f.nodes[0].Status = pb.NodeStatus_NODE_STATUS_DOWN })
+		synctest.Wait()
+		a := <-done
+		wantIn(t, "overview after a node went down", a.body, `<span class="state bad">down</span> 1`)
+		if n := f.callsOf("/v1/nodes") - before; n > 3 {
+			t.Errorf("%d node reads for one change, want at most 3", n)
+		}
+
+		f.mu.Lock()
+		for _, p := range []string{"/v1/nodes", "/v1/plugins", "/v1/volumes/claims"} {
+			f.deny[p] = "some-capability"
+		}
+		f.mu.Unlock()
+		start := time.Now()
+		a = get(t, h, "/ui/?fragment=main&index="+a.header.Get("X-Berth-Index"))
+		if waited := time.Since(start); waited < DefaultWait {
+			t.Errorf("every part refused: answered after %s, want the whole wait (%s)", waited, DefaultWait)
+		}
+		if a.status != http.StatusOK {
+			t.Errorf("every part refused: HTTP %d", a.status)
 		}
 	})
 }

@@ -79,9 +79,13 @@
       hideBanner();
       replaceLive(html);
       if (!resp.ok) return; // 4xx: nothing to wait for until the token changes
-      index = resp.headers.get('X-Berth-Index') || '';
-      main.dataset.index = index;
-      if (!index) return;
+      const next = resp.headers.get('X-Berth-Index') || '';
+      main.dataset.index = next;
+      if (!next) return;
+      // The same index back: nothing changed (a wait that ran out, or
+      // reads that fail); never ask again in a tight loop.
+      if (next === index) await sleep(1000);
+      index = next;
     }
   }
 
