@@ -39,6 +39,7 @@
       else if (active.getAttribute('href')) key = '[href="' + CSS.escape(active.getAttribute('href')) + '"]';
     }
     live.innerHTML = html;
+    syncLogs();
     if (key) {
       const again = live.querySelector(key);
       if (again) again.focus();
@@ -190,20 +191,79 @@
   });
 
   // --- logs: the tail of each task's log, followed ---
-  const logControllers = [];
-  function startLogs() {
-    while (logControllers.length) logControllers.pop().abort();
-    document.querySelectorAll('[data-log-alloc]').forEach(function (box) {
-      const sel = box.querySelector('[data-log-type]');
-      const run = function () {
-        const c = new AbortController();
-        logControllers.push(c);
-        followLog(box, sel.value, c.signal);
-        return c;
-      };
-      let c = run();
-      sel.onchange = function () { c.abort(); c = run(); };
+  // The live fragment lists the allocation's tasks ([data-log-alloc]); the
+  // boxes live below it, outside the part that is swapped, so a stream
+  // keeps its text across re-renders. A box is added when its task first
+  // reports, also when the page was first served as an error (a
+  // navigation carries no token; the fragment read with it does).
+  const logBoxes = new Map(); // task name -> {box, sel, controller}
+  let logAlloc = '';
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text) e.textContent = text;
+    return e;
+  }
+
+  function followBox(entry) {
+    if (entry.controller) entry.controller.abort();
+    entry.controller = new AbortController();
+    followLog(entry.box, entry.sel.value, entry.controller.signal);
+  }
+
+  function logSection() {
+    let sec = document.getElementById('logs');
+    if (sec) return sec;
+    sec = el('section', { id: 'logs', class: 'logs', 'aria-labelledby': 'h-logs' });
+    sec.appendChild(el('h2', { id: 'h-logs' }, 'Logs'));
+    sec.appendChild(el('p', { class: 'hint' }, "The tail of each task's log, followed as it is written."));
+    main.appendChild(sec);
+    return sec;
+  }
+
+  // syncLogs adds a followed box for each task the live fragment lists.
+  function syncLogs() {
+    const list = live.querySelector('[data-log-alloc]');
+    if (!list) return;
+    const alloc = list.dataset.logAlloc;
+    if (alloc !== logAlloc) {
+      stopLogs();
+      logBoxes.forEach(function (e) { e.box.remove(); });
+      logBoxes.clear();
+      logAlloc = alloc;
+    }
+    list.querySelectorAll('[data-log-task]').forEach(function (li) {
+      const task = li.dataset.logTask;
+      if (logBoxes.has(task)) return;
+      const box = el('div', { class: 'log' });
+      box.dataset.logAlloc = alloc;
+      box.dataset.logTask = task;
+      box.appendChild(el('h3', {}, task));
+      const label = el('label', {}, 'Stream ');
+      const sel = el('select', { 'data-log-type': '' });
+      sel.appendChild(el('option', { value: 'stdout' }, 'stdout'));
+      sel.appendChild(el('option', { value: 'stderr' }, 'stderr'));
+      label.appendChild(sel);
+      box.appendChild(label);
+      box.appendChild(el('pre', { tabindex: '0', 'aria-label': 'log of task ' + task, 'aria-live': 'off' }));
+      box.appendChild(el('p', { class: 'log-status', role: 'status' }));
+      logSection().appendChild(box);
+      const entry = { box: box, sel: sel, controller: null };
+      sel.onchange = function () { followBox(entry); };
+      logBoxes.set(task, entry);
+      followBox(entry);
     });
+  }
+
+  function stopLogs() {
+    logBoxes.forEach(function (e) { if (e.controller) e.controller.abort(); e.controller = null; });
+  }
+
+  // startLogs follows every box again from the start (a new token).
+  function startLogs() {
+    logBoxes.forEach(followBox);
+    syncLogs();
   }
 
   async function followLog(box, type, signal) {
@@ -253,7 +313,7 @@
   window.addEventListener('pagehide', function () {
     generation++;
     if (controller) controller.abort();
-    while (logControllers.length) logControllers.pop().abort();
+    stopLogs();
   });
   window.addEventListener('pageshow', function (ev) {
     if (ev.persisted) {
