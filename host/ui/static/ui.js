@@ -66,6 +66,11 @@
         showBanner('Connection to the agent lost; retrying in ' + Math.round(backoff / 1000 * 10) / 10 + ' s.', true);
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 30000);
+        // Read the page as it is now, not a blocking wait from the old
+        // index: that would answer only on the next change (or after the
+        // whole wait, or never soon when a restarted agent's index is
+        // lower), and the banner would stay up meanwhile.
+        index = '';
         continue;
       }
       if (gen !== generation) return;
@@ -74,6 +79,7 @@
         showBanner('The agent answered ' + resp.status + '; retrying in ' + Math.round(backoff / 100) / 10 + ' s.', true);
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 30000);
+        index = ''; // as above
         continue;
       }
       backoff = 500;
