@@ -1,0 +1,34 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+
+	"berth.dev/berth/rpc/pb"
+)
+
+// TestOverviewListsReadyClaimsWithAnError: a claim stuck in ready with its
+// last error (an operator claim whose NodePublish fails, "left for the
+// operator to release") is on the overview with its reason; a ready claim
+// with no error is not, and with none failing the empty message does not
+// claim every ready claim is fine.
+func TestOverviewListsReadyClaimsWithAnError(t *testing.T) {
+	const stuck, fine = "c1a10000-0000-4000-8000-00000000000a", "c1a10000-0000-4000-8000-00000000000b"
+	f := fixtures()
+	f.volumes[0].Claims = []*pb.Claim{
+		{Id: stuck, VolumeId: "vol1", Operator: true, NodeId: nodeID, State: pb.ClaimState_CLAIM_STATE_READY, Attempts: 4,
+			LastError: &pb.VolumeError{Message: "NodePublishVolume: mount: permission denied", Class: pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL}},
+		{Id: fine, VolumeId: "vol1", AllocId: allocID, NodeId: nodeID, State: pb.ClaimState_CLAIM_STATE_READY},
+	}
+	_, h := newTestHandler(t, f)
+	a := get(t, h, "/ui/")
+	wantIn(t, "overview", a.body, `id="claim-`+stuck+`"`, "NodePublishVolume: mount: permission denied", "ready, failing</span> 1")
+	wantNotIn(t, "overview", a.body, `id="claim-`+fine+`"`, "None:")
+
+	f.volumes[0].Claims = f.volumes[0].Claims[1:]
+	a = get(t, h, "/ui/")
+	wantNotIn(t, "overview without a failing claim", a.body, `id="claim-`)
+	if !strings.Contains(a.body, "ready with no error") {
+		t.Errorf("overview without a stuck claim: empty message missing\n%s", a.body)
+	}
+}
