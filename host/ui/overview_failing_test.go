@@ -32,3 +32,18 @@ func TestOverviewListsReadyClaimsWithAnError(t *testing.T) {
 		t.Errorf("overview without a stuck claim: empty message missing\n%s", a.body)
 	}
 }
+
+// TestNodePageWithoutClaimsShowsTheNode: a token that may read the node
+// but not list volume claims sees the node, its drivers, allocations and
+// actions, with the claims section's 403 naming the capability.
+func TestNodePageWithoutClaimsShowsTheNode(t *testing.T) {
+	f := fixtures()
+	f.deny["/v1/volumes/claims"] = "csi-list-volume"
+	_, h := newTestHandler(t, f)
+	a := get(t, h, "/ui/nodes/"+nodeID)
+	if a.status != 200 {
+		t.Fatalf("HTTP %d, want 200\n%s", a.status, a.body)
+	}
+	wantIn(t, "node page without csi-list-volume", a.body, `id="node-id">`+nodeID, "raw_exec", `data-action="drain-on"`, allocID[:8], "csi-list-volume", "Permission denied")
+	wantNotIn(t, "node page without csi-list-volume", a.body, `id="node-claims"`)
+}
