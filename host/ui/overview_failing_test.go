@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -46,4 +47,36 @@ func TestNodePageWithoutClaimsShowsTheNode(t *testing.T) {
 	}
 	wantIn(t, "node page without csi-list-volume", a.body, `id="node-id">`+nodeID, "raw_exec", `data-action="drain-on"`, allocID[:8], "csi-list-volume", "Permission denied")
 	wantNotIn(t, "node page without csi-list-volume", a.body, `id="node-claims"`)
+}
+
+// TestBasicAuthorizationIgnored: a UI behind a reverse proxy asking for
+// HTTP Basic auth gets Authorization: Basic on every request; the page
+// ignores it (the token is X-Berth-Token or a Bearer Authorization). A
+// malformed Bearer is still refused.
+func TestBasicAuthorizationIgnored(t *testing.T) {
+	f := fixtures()
+	f.deny["/v1/nodes"] = "node:read"
+	f.token = secret1
+	_, h := newTestHandler(t, f)
+	for _, hdr := range []map[string]string{
+		{"Authorization": "Basic b3BlcmF0b3I6cHc="},
+		{"Authorization": "basic b3BlcmF0b3I6cHc=", "X-Berth-Token": secret1},
+		{"Authorization": "Digest username=\"x\""},
+	} {
+		var kv []string
+		for k, v := range hdr {
+			kv = append(kv, k, v)
+		}
+		a := get(t, h, "/ui/nodes?fragment=main", kv...)
+		want := http.StatusForbidden
+		if hdr["X-Berth-Token"] != "" {
+			want = http.StatusOK
+		}
+		if a.status != want {
+			t.Errorf("%v: HTTP %d, want %d\n%s", hdr, a.status, want, a.body)
+		}
+	}
+	if a := get(t, h, "/ui/nodes", "Authorization", "Bearer not-a-token"); a.status != http.StatusBadRequest {
+		t.Errorf("a malformed Bearer: HTTP %d, want 400", a.status)
+	}
 }

@@ -179,7 +179,8 @@ func (h *Handler) servePage(p *page) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		setSecurityHeaders(w.Header())
 		w.Header().Set("Cache-Control", "no-store")
-		secret, err := acl.FromHeader(r.Header)
+		// A Basic Authorization is a reverse proxy's, not a token.
+		secret, err := acl.FromPageHeader(r.Header)
 		if err != nil {
 			h.writeError(w, r, &api.Error{StatusCode: http.StatusBadRequest, Code: "invalid_argument", Message: err.Error()}, isFragment(r))
 			return
