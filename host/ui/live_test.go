@@ -176,3 +176,38 @@ func TestLiveOverviewWithARefusedPartWaits(t *testing.T) {
 		}
 	})
 }
+
+// TestLiveTabsShareOneLoad: two tabs on a page with one token wake on the
+// same change and read the page once between them (the overview reads
+// every node and job; the fake's one index for every table would wake its
+// four watches at once, so the nodes page stands in).
+func TestLiveTabsShareOneLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fixtures()
+		_, h := newTestHandler(t, f)
+		done := make(chan answer, 2)
+		for range 2 {
+			go func() { done <- get(t, h, "/ui/nodes?fragment=main&index=10") }()
+		}
+		synctest.Wait()
+		f.mu.Lock()
+		f.hold = make(chan struct{})
+		before := f.calls["/v1/nodes"]
+		f.mu.Unlock()
+		f.bump(func() { f.nodes[0].Status = pb.NodeStatus_NODE_STATUS_DOWN })
+		synctest.Wait() // both woke; one load is held reading the nodes
+		f.mu.Lock()
+		close(f.hold)
+		f.hold = nil
+		f.mu.Unlock()
+		for range 2 {
+			a := <-done
+			wantIn(t, "a tab after the change", a.body, `<span class="state bad">down</span>`)
+		}
+		// The tabs' watch reads were made before the change: what is
+		// read after it is the page's load, once.
+		if n := f.callsOf("/v1/nodes") - before; n != 1 {
+			t.Errorf("%d loads of the node list for two tabs and one change, want 1", n)
+		}
+	})
+}

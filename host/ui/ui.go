@@ -44,6 +44,8 @@ type Handler struct {
 	Wait time.Duration
 	// now is the clock relative times are written against.
 	now func() time.Time
+	// loads shares a page's load among its concurrent renders.
+	loads sharedLoads
 }
 
 // New returns the UI over apiHandler, the agent's HTTP API handler, which
@@ -198,7 +200,10 @@ func (h *Handler) servePage(p *page) http.HandlerFunc {
 		if ctx.Err() != nil {
 			return // the caller went away
 		}
-		title, data, err := p.load(ctx, c, r)
+		title, data, err := h.loads.load(ctx, idx, p, c, r, secret)
+		if ctx.Err() != nil {
+			return // the caller went away while the page was read
+		}
 		if err != nil {
 			h.writeError(w, r, err, isFragment(r))
 			return
