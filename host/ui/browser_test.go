@@ -116,6 +116,15 @@ func TestBrowserTokenEnteredInThePage(t *testing.T) {
 })`, chromedp.EvalAwaitPromise)); err != nil {
 		t.Fatalf("the page never showed the volume's claims after the token: %v\n%s", err, eval(`document.getElementById('live').textContent`))
 	}
+	// The page's title follows the data (first served as a 403, it was
+	// "Forbidden"); the relative times are the browser's, not frozen at
+	// the render's "in 30s".
+	if got := eval(`document.title`); got != "Volume vol1 · berth" {
+		t.Errorf("title after the token %q, want %q", got, "Volume vol1 · berth")
+	}
+	if got := eval(`document.querySelector('#claim-` + claimID + ` time[datetime="2026-11-28T12:01:00Z"]').textContent`); got == "in 30s" || got == "" {
+		t.Errorf("the next retry still reads %q: not refreshed from its datetime", got)
+	}
 	if eval(`window.__noReload`) != "yes" {
 		t.Error("the page was reloaded")
 	}

@@ -21,6 +21,7 @@ func (h *Handler) funcs() template.FuncMap {
 		"word":   func(e protoreflect.Enum) string { return pb.EnumWord(e) },
 		"when":   formatTime,
 		"ago":    func(ns int64) string { return relTime(ns, h.now()) },
+		"iso":    isoTime,
 		"short":  shortID,
 		"bytes":  formatBytes,
 		"code":   func(c pb.GrpcCode) string { return codes.Code(c).String() },
@@ -64,6 +65,15 @@ func formatTime(ns int64) string {
 		return "-"
 	}
 	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// isoTime is a Unix-nanoseconds time for a <time datetime>, which the
+// script reads to keep the relative text beside it current; "" when unset.
+func isoTime(ns int64) string {
+	if ns <= 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
 }
 
 // relTime is a Unix-nanoseconds time relative to now ("12s ago", "in

@@ -80,3 +80,14 @@ func TestBasicAuthorizationIgnored(t *testing.T) {
 		t.Errorf("a malformed Bearer: HTTP %d, want 400", a.status)
 	}
 }
+
+// TestFragmentCarriesTitleAndTimes: the live fragment carries the page's
+// title (a page first served as a 403 gets its real one) and every
+// relative time its absolute <time datetime>.
+func TestFragmentCarriesTitleAndTimes(t *testing.T) {
+	_, h := newTestHandler(t, fixtures())
+	a := get(t, h, "/ui/volumes/vol1?fragment=main")
+	wantIn(t, "volume fragment", a.body, `id="live-title" data-title="Volume vol1 · berth"`,
+		`<time datetime="2026-11-28T12:01:00Z" title="2026-11-28 12:01:00 UTC" data-rel>in 30s</time>`)
+	wantNotIn(t, "volume fragment", a.body, "<title>")
+}

@@ -220,7 +220,7 @@ func isFragment(r *http.Request) bool { return r.URL.Query().Get("fragment") == 
 func (h *Handler) render(w http.ResponseWriter, t *template.Template, r *http.Request, status int, f *frame) {
 	name := "layout"
 	if isFragment(r) {
-		name = "live"
+		name = "fragment"
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, f); err != nil {

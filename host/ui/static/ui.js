@@ -39,12 +39,33 @@
       else if (active.getAttribute('href')) key = '[href="' + CSS.escape(active.getAttribute('href')) + '"]';
     }
     live.innerHTML = html;
+    const title = document.getElementById('live-title');
+    if (title) document.title = title.dataset.title;
+    refreshTimes();
     syncLogs();
     if (key) {
       const again = live.querySelector(key);
       if (again) again.focus();
     }
   }
+
+  // Relative times ("in 30s", "12s ago") are rendered once per change;
+  // on a page that does not change (a claim stuck between retries) they
+  // are kept current here from their <time datetime>.
+  function goDuration(s) {
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+    return (h ? h + 'h' : '') + (h || m ? m + 'm' : '') + sec + 's';
+  }
+  function refreshTimes() {
+    const now = Date.now();
+    live.querySelectorAll('time[data-rel]').forEach(function (t) {
+      const at = Date.parse(t.getAttribute('datetime'));
+      if (isNaN(at)) return;
+      const d = Math.round((at - now) / 1000);
+      t.textContent = d < 0 ? goDuration(-d) + ' ago' : 'in ' + goDuration(d);
+    });
+  }
+  setInterval(refreshTimes, 5000);
 
   function fragmentURL(index) {
     const u = new URL(window.location.href);
