@@ -38,7 +38,14 @@
       else if (active.dataset.action) key = '[data-action="' + CSS.escape(active.dataset.action) + '"]';
       else if (active.getAttribute('href')) key = '[href="' + CSS.escape(active.getAttribute('href')) + '"]';
     }
+    // An error box is an alert when it first appears; the same error
+    // again in a re-render is not announced again.
+    const shown = new Set();
+    live.querySelectorAll('.error').forEach(function (e) { shown.add(e.textContent); });
     live.innerHTML = html;
+    live.querySelectorAll('.error[role="alert"]').forEach(function (e) {
+      if (shown.has(e.textContent)) e.removeAttribute('role');
+    });
     const title = document.getElementById('live-title');
     if (title) document.title = title.dataset.title;
     refreshTimes();
@@ -157,13 +164,9 @@
   }
 
   function toast(text, bad) {
-    let t = document.getElementById('toast');
-    if (!t) {
-      t = document.createElement('p');
-      t.id = 'toast';
-      t.setAttribute('role', 'status');
-      main.insertBefore(t, live);
-    }
+    // The live region is in the page from the start (one inserted with
+    // its first message is often not announced).
+    const t = document.getElementById('toast');
     t.className = bad ? 'toast bad' : 'toast';
     t.textContent = text;
   }
