@@ -40,6 +40,7 @@ func TestAccessibleMarkup(t *testing.T) {
 			}
 			seen[m[1]] = true
 		}
+		wantNotIn(t, name, body, `name="token"`)
 		wantIn(t, name, body, `aria-describedby="confirm-text"`, `<p id="toast" class="toast" role="status"></p>`)
 		if n, m := strings.Count(body, "<table"), strings.Count(body, `<div class="scroll" role="region" tabindex="0"`); n != m {
 			t.Errorf("%s: %d tables, %d in a focusable scrolling region", name, n, m)
