@@ -191,7 +191,7 @@ func TestWebUIInABrowser(t *testing.T) {
 
 	// Live: this tab shows the volume; another stops the job.
 	open(b, "/ui/volumes/uivol", claimRow)
-	evalJS[bool](t, b, `(window.__noReload = true, window.__states = [], new MutationObserver(() => {
+	evalJS[bool](t, b, `(window.__noReload = true, window.__states = [`+claimRow+`.dataset.state], new MutationObserver(() => {
   const r = document.getElementById(`+strconv.Quote("claim-"+claim)+`);
   const s = r ? r.dataset.state : 'gone';
   if (window.__states[window.__states.length - 1] !== s) window.__states.push(s);
