@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -96,17 +97,12 @@ func shortID(id string) string {
 	return id
 }
 
+// formatBytes is a size in binary units (the CLI's, internal/units).
 func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
+	if n < 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return units.Bytes(uint64(n))
 }
 
 // nextURL is the link to a list's next page.
