@@ -34,7 +34,7 @@ func guardHTTP(h http.Handler, loopback bool) http.Handler {
 			msg: fmt.Sprintf("%s %s: cross-origin request refused: a browser sent it from another site (Origin %q, Sec-Fetch-Site %q); the agent's writes are taken only from its own pages and from clients that are not browsers",
 				r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))})
 	}))
-	h = cop.Handler(h)
+	h = nosniff(cop.Handler(h))
 	if !loopback {
 		return h
 	}
@@ -44,6 +44,16 @@ func guardHTTP(h http.Handler, loopback bool) http.Handler {
 				msg: fmt.Sprintf("Host %q refused: this agent listens on loopback and answers only requests naming it (localhost, 127.0.0.1, [::1]); a reverse proxy in front of it must pass such a Host, or bind the agent to another address", r.Host)})
 			return
 		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// nosniff marks every answer as of its declared type: a browser never
+// runs a JSON answer as a script (the gadget a page's script-src 'self'
+// would otherwise allow).
+func nosniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -62,9 +62,16 @@ func TestCrossSiteWritesRefused(t *testing.T) {
 	if n := len(f.state.requests("NodeOps.UpdateEligibility")); n != 2 {
 		t.Fatalf("%d eligibility writes reached the servers, want 2", n)
 	}
-	// Reads from anywhere still answer (a GET is safe).
-	if r := callHeader(t, f.url, "GET", "/v1/jobs", "", map[string]string{"Sec-Fetch-Site": "cross-site"}); r.status != http.StatusOK {
+	// Reads from anywhere still answer (a GET is safe), and no answer
+	// may be sniffed as another type (a script).
+	r = callHeader(t, f.url, "GET", "/v1/jobs", "", map[string]string{"Sec-Fetch-Site": "cross-site"})
+	if r.status != http.StatusOK {
 		t.Fatalf("cross-site GET /v1/jobs: %d %s", r.status, r.body)
+	}
+	for _, r := range []reply{r, callHeader(t, f.url, "GET", "/v1/no-such", "", nil)} {
+		if r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("an API answer (%d) without X-Content-Type-Options: nosniff", r.status)
+		}
 	}
 }
 
