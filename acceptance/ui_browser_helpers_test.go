@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,12 +14,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/testutil/chromium"
 )
-
-// chromiumPath is where Debian's chromium package puts the browser; the
-// Makefile's browser target installs it when missing.
-const chromiumPath = "/usr/bin/chromium"
 
 // browser is a headless Chromium the test started, with what its pages
 // wrote to the console and the browser's log.
@@ -37,32 +32,7 @@ type browser struct {
 // (fails under CI=true).
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	if _, err := exec.LookPath(chromiumPath); err != nil {
-		testutil.Unavailable(t, "needs Debian's chromium at %s (make browser installs it): %v", chromiumPath, err)
-	}
-	profile := t.TempDir()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(profile),
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", chromiumPath, err)
-	}
+	ctx := chromium.Start(t, chromedp.WithLogf(t.Logf))
 	b := &browser{ctx: ctx}
 	b.watch(ctx)
 	return b

@@ -58,7 +58,7 @@ func TestAgentEnforcesItsLimits(t *testing.T) {
 	defer extra.Close()
 	serverClosed(t, extra)
 	// The held ones still serve: a request on one of them is answered.
-	if _, err := io.WriteString(held[0], "GET /v1/status/leader HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(held[0], "GET /v1/status/leader HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	_ = held[0].SetReadDeadline(time.Now().Add(10 * time.Second))

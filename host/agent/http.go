@@ -41,7 +41,9 @@ const (
 // handlerFunc is an API handler; a returned error becomes a JSON error reply.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (a *Agent) routes() http.Handler { return a.apiRouter().mux }
+func (a *Agent) routes() http.Handler {
+	return guardHTTP(a.apiRouter().mux, a.httpLis != nil && loopbackListener(a.httpLis.Addr()))
+}
 
 // apiRouter builds the API's routes; the hostile-input test walks them.
 func (a *Agent) apiRouter() *router {
@@ -200,6 +202,17 @@ func (rt *router) bodyLimit() int64 {
 	return maxBodyBytes
 }
 
+// bodyUseOf is how the handler of r's route uses its body.
+func (rt *router) bodyUseOf(r *http.Request, path string) bodyUse {
+	if use, declared := rt.bodies[r.Method+" "+path]; declared {
+		return use
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return bodyNone // a read never reads a body
+	}
+	return bodyRead
+}
+
 // admitBody readies r's body for its handler as its route uses it (see
 // bodyUse). It returns the release of the body's share of the bytes in
 // flight, to call when the handler has returned.
@@ -208,14 +221,7 @@ func (rt *router) admitBody(w http.ResponseWriter, r *http.Request, path string)
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return noop, nil
 	}
-	use, declared := rt.bodies[r.Method+" "+path]
-	switch {
-	case declared:
-	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		use = bodyNone // a read never reads a body
-	default:
-		use = bodyRead
-	}
+	use := rt.bodyUseOf(r, path)
 	if use == bodyStreamed {
 		return noop, nil
 	}
@@ -275,6 +281,9 @@ func (rt *router) handle(path string, byMethod map[string]handlerFunc) {
 				r = r.WithContext(context.WithValue(r.Context(), bodyReadTimeoutKey{}, rt.bodyReadTimeout))
 			}
 			err := checkRequestText(r)
+			if err == nil {
+				err = checkContentType(r, rt.bodyUseOf(r, path))
+			}
 			if err == nil && rt.authorize != nil {
 				r, err = rt.authorize(r, path)
 			}

@@ -20,6 +20,11 @@ import (
 // token is passed on only when well formed.
 func (a *Agent) authorizeHTTP(r *http.Request, pattern string) (*http.Request, error) {
 	secret, err := acl.FromHeader(r.Header)
+	if isUIPage(pattern) {
+		// A Basic Authorization (a reverse proxy's) is not refused on
+		// the UI's pages: the browser sends it with every request.
+		secret, err = acl.FromPageHeader(r.Header)
+	}
 	if a.cfg == nil || !a.cfg.ACL.Enabled {
 		if err == nil && secret != "" {
 			r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), rpc.TokenKey, secret))

@@ -140,7 +140,7 @@ func TestACLRouteTokenMatrix(t *testing.T) {
 	type route struct{ pattern, method string }
 	var routes []route
 	for pattern, methods := range a.apiRouter().routes {
-		if isUIRoute(pattern) {
+		if isUIPage(pattern) {
 			// The web UI's pages need nothing themselves and answer the
 			// status of the API reads behind them (a 403 naming the
 			// capability): TestUIReadsWithThePageToken checks them.

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc/metadata"
 
@@ -28,4 +29,10 @@ func (a *Agent) handleUI(handle func(string, map[string]handlerFunc), api http.H
 			return nil
 		}})
 	}
+}
+
+// isUIPage reports whether a route pattern is one of the web UI's
+// (host/ui): the agent's root redirect and everything under /ui/.
+func isUIPage(pattern string) bool {
+	return pattern == "/{$}" || strings.HasPrefix(pattern, "/ui/")
 }

@@ -1,17 +1,13 @@
 package agent
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"berth.dev/berth/host/ui"
 )
-
-// isUIRoute reports whether a route pattern is the web UI's (host/ui).
-func isUIRoute(pattern string) bool {
-	return pattern == "/{$}" || strings.HasPrefix(pattern, "/ui/")
-}
 
 // TestUIReadsWithThePageToken: with ACL on, a UI page needs nothing
 // itself, and shows what the API shows the page request's token: with
@@ -66,5 +62,36 @@ func TestUIReadsWithThePageToken(t *testing.T) {
 	r = doToken(t, a, "", "GET", "/", nil)
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `<main id="main"`) {
 		t.Errorf("GET / (redirected to /ui/): %d", r.status)
+	}
+
+	// Behind a reverse proxy with HTTP Basic auth the browser sends
+	// Authorization: Basic with every request: the UI's pages ignore it
+	// (the token is X-Berth-Token), the API's routes still refuse it.
+	basic := func(path, secret string) reply {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+a.HTTPAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("operator", "proxy-password")
+		if secret != "" {
+			req.Header.Set("X-Berth-Token", secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return reply{resp.StatusCode, resp.Header, b}
+	}
+	if r := basic("/ui/nodes?fragment=main", boot.SecretID); r.status != http.StatusOK || !strings.Contains(string(r.body), a.Client().NodeID()) {
+		t.Errorf("a UI page with Basic auth and a token: %d, want the node:\n%s", r.status, r.body)
+	}
+	if r := basic("/ui/nodes", ""); r.status != http.StatusForbidden || !strings.Contains(string(r.body), "Permission denied") {
+		t.Errorf("a UI page with Basic auth and no token: %d, want the page's 403:\n%s", r.status, r.body)
+	}
+	if r := basic("/v1/nodes", boot.SecretID); r.status != http.StatusBadRequest && r.status != http.StatusUnauthorized {
+		t.Errorf("an API read with Basic auth: %d, want it refused as before", r.status)
 	}
 }

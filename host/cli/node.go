@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -129,7 +130,7 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 		{"Address", n.GetHttpAddr()},
 		{"Host", fmt.Sprintf("%s (%s/%s)", fp.GetHostname(), fp.GetOs(), fp.GetArch())},
 		{"CPU Cores", fmt.Sprint(fp.GetCpuCores())},
-		{"Memory", formatBytes(fp.GetMemoryBytes())},
+		{"Memory", units.Bytes(fp.GetMemoryBytes())},
 		{"Berth Version", fp.GetBerthVersion()},
 		{"Identity", identityText(n)},
 	}
@@ -234,17 +235,4 @@ func formatNanos(ns int64) string {
 // formatNanosMillis is formatNanos with milliseconds.
 func formatNanosMillis(ns int64) string {
 	return time.Unix(0, ns).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-func formatBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

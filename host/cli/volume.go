@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/host/volumespec"
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -317,10 +318,10 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	vol := v.GetVolume()
 	capacity := "-"
 	if b := vol.GetCapacityBytes(); b > 0 {
-		capacity = formatBytes(uint64(b))
+		capacity = units.Bytes(uint64(b))
 	}
 	if p := vol.GetNodeExpansionPendingBytes(); p > 0 {
-		capacity += fmt.Sprintf(" (node expansion to %s pending)", formatBytes(uint64(p)))
+		capacity += fmt.Sprintf(" (node expansion to %s pending)", units.Bytes(uint64(p)))
 	}
 	mount := "<none>"
 	if mo := vol.GetMountOptions(); mo.GetFsType() != "" || len(mo.GetMountFlags()) > 0 {

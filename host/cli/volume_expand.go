@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"berth.dev/berth/host/volumespec"
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -79,7 +80,7 @@ func volumeExpand(c *cli.Context) error {
 	}
 	if failed > 0 {
 		return fmt.Errorf("volume %q: node expansion failed on %d of %d nodes; its recorded capacity stays %s (run volume expand again to retry)",
-			req.GetVolumeId(), failed, len(resp.GetNodes()), formatBytes(uint64(resp.GetRecordedCapacityBytes())))
+			req.GetVolumeId(), failed, len(resp.GetNodes()), units.Bytes(uint64(resp.GetRecordedCapacityBytes())))
 	}
 	return nil
 }
@@ -89,7 +90,7 @@ func volumeExpand(c *cli.Context) error {
 // holds the volume: nothing to expand there, not a failure).
 func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse) error {
 	w := c.App.Writer
-	fmt.Fprintf(w, "Volume %q expanded to %s by its plugin\n", volumeID, formatBytes(uint64(resp.GetCapacityBytes())))
+	fmt.Fprintf(w, "Volume %q expanded to %s by its plugin\n", volumeID, units.Bytes(uint64(resp.GetCapacityBytes())))
 	if !resp.GetNodeExpansionRequired() {
 		return nil
 	}
@@ -102,7 +103,7 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 		for _, n := range resp.GetNodes() {
 			capacity, result := "-", "expanded"
 			if n.GetCapacityBytes() > 0 {
-				capacity = formatBytes(uint64(n.GetCapacityBytes()))
+				capacity = units.Bytes(uint64(n.GetCapacityBytes()))
 			}
 			switch {
 			case n.GetError() != "":
@@ -117,9 +118,9 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "Recorded capacity: %s\n", formatBytes(uint64(resp.GetRecordedCapacityBytes())))
+	_, err := fmt.Fprintf(w, "Recorded capacity: %s\n", units.Bytes(uint64(resp.GetRecordedCapacityBytes())))
 	if p := resp.GetNodeExpansionPendingBytes(); p > 0 && err == nil {
-		_, err = fmt.Fprintf(w, "Node expansion to %s pending: made by the next node that stages or publishes the volume\n", formatBytes(uint64(p)))
+		_, err = fmt.Fprintf(w, "Node expansion to %s pending: made by the next node that stages or publishes the volume\n", units.Bytes(uint64(p)))
 	}
 	return err
 }

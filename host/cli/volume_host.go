@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/host/volumespec"
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
@@ -114,7 +115,7 @@ func printHostVolumeTable(w io.Writer, vols []*pb.HostVolume) error {
 func printHostVolume(w io.Writer, v *pb.HostVolume) error {
 	capacity := "-"
 	if b := v.GetCapacityBytes(); b > 0 {
-		capacity = formatBytes(uint64(b))
+		capacity = units.Bytes(uint64(b))
 	}
 	var caps []string
 	for _, c := range v.GetCapabilities() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -204,7 +205,7 @@ func printSnapshots(w io.Writer, snaps []*pb.Snapshot) error {
 	for _, s := range snaps {
 		size := "-"
 		if s.GetSizeBytes() > 0 {
-			size = formatBytes(uint64(s.GetSizeBytes()))
+			size = units.Bytes(uint64(s.GetSizeBytes()))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", s.GetId(), orDash(s.GetVolumeId()), orDash(s.GetExternalSourceVolumeId()),
 			size, formatNanos(s.GetCreatedAt()), s.GetReadyToUse())

@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/internal/testutil/chromium"
 )
 
 // TestBrowserLeavingAPageEndsItsLongPoll opens live pages one after
@@ -45,30 +44,9 @@ func TestBrowserLeavingAPageEndsItsLongPoll(t *testing.T) {
 	}
 }
 
-const chromium = "/usr/bin/chromium"
-
-// startChromium starts headless Chromium with an empty profile for the
-// test, or ends the test where it is missing (make browser installs it).
-func startChromium(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := exec.LookPath(chromium); err != nil {
-		testutil.Unavailable(t, "needs Debian's chromium at %s (make browser installs it): %v", chromium, err)
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromium),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()))
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", chromium, err)
-	}
-	return ctx
-}
+// startChromium starts headless Chromium for the test
+// (internal/testutil/chromium).
+func startChromium(t *testing.T) context.Context { return chromium.Start(t) }
 
 // TestBrowserTokenEnteredInThePage: with the API refusing the page's read,
 // the page shows the 403 naming the capability; a token typed in the
@@ -115,6 +93,15 @@ func TestBrowserTokenEnteredInThePage(t *testing.T) {
   mo.observe(document, {subtree: true, childList: true});
 })`, chromedp.EvalAwaitPromise)); err != nil {
 		t.Fatalf("the page never showed the volume's claims after the token: %v\n%s", err, eval(`document.getElementById('live').textContent`))
+	}
+	// The page's title follows the data (first served as a 403, it was
+	// "Forbidden"); the relative times are the browser's, not frozen at
+	// the render's "in 30s".
+	if got := eval(`document.title`); got != "Volume vol1 · berth" {
+		t.Errorf("title after the token %q, want %q", got, "Volume vol1 · berth")
+	}
+	if got := eval(`document.querySelector('#claim-` + claimID + ` time[datetime="2026-11-28T12:01:00Z"]').textContent`); got == "in 30s" || got == "" {
+		t.Errorf("the next retry still reads %q: not refreshed from its datetime", got)
 	}
 	if eval(`window.__noReload`) != "yes" {
 		t.Error("the page was reloaded")

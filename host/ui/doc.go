@@ -43,7 +43,8 @@
 // html/template escapes every value (no template.HTML is made from data);
 // every UI answer carries a Content-Security-Policy without inline scripts
 // or styles (default-src 'self'; script-src 'self'; style-src 'self';
-// frame-ancestors 'none'; object-src 'none'; base-uri 'none'),
+// frame-ancestors 'none'; object-src 'none'; base-uri 'none';
+// form-action 'self'),
 // X-Frame-Options DENY, X-Content-Type-Options nosniff and Referrer-Policy
 // no-referrer. Secrets are never read: a volume's secrets are not shown
 // (the API redacts them anyway) and the token lives only in the tab.

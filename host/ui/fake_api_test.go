@@ -35,6 +35,9 @@ type fakeAPI struct {
 	token string
 	// calls counts requests by route pattern.
 	calls map[string]int
+	// hold, when set, holds every page-sized read of the node list (a
+	// page's load, not a watch's one-item read) until it is closed.
+	hold chan struct{}
 }
 
 func newFakeAPI() *fakeAPI {
@@ -60,6 +63,7 @@ func (f *fakeAPI) handler() http.Handler {
 			f.mu.Lock()
 			f.calls[pattern]++
 			capability, denied := f.deny[pattern]
+			hold := f.hold
 			if f.token != "" && r.Header.Get("X-Berth-Token") == f.token {
 				denied = false
 			}
@@ -67,6 +71,9 @@ func (f *fakeAPI) handler() http.Handler {
 			if denied {
 				apiError(w, http.StatusForbidden, "permission_denied", "Permission denied: the token's policies do not grant "+capability)
 				return
+			}
+			if hold != nil && pattern == "/v1/nodes" && r.URL.Query().Get("per_page") != "1" {
+				<-hold
 			}
 			if s := r.URL.Query().Get("index"); s != "" {
 				min, _ := strconv.ParseUint(s, 10, 64)

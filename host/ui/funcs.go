@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"berth.dev/berth/internal/units"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -21,6 +22,7 @@ func (h *Handler) funcs() template.FuncMap {
 		"word":   func(e protoreflect.Enum) string { return pb.EnumWord(e) },
 		"when":   formatTime,
 		"ago":    func(ns int64) string { return relTime(ns, h.now()) },
+		"iso":    isoTime,
 		"short":  shortID,
 		"bytes":  formatBytes,
 		"code":   func(c pb.GrpcCode) string { return codes.Code(c).String() },
@@ -66,6 +68,15 @@ func formatTime(ns int64) string {
 	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
+// isoTime is a Unix-nanoseconds time for a <time datetime>, which the
+// script reads to keep the relative text beside it current; "" when unset.
+func isoTime(ns int64) string {
+	if ns <= 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339)
+}
+
 // relTime is a Unix-nanoseconds time relative to now ("12s ago", "in
 // 3m0s").
 func relTime(ns int64, now time.Time) string {
@@ -86,17 +97,12 @@ func shortID(id string) string {
 	return id
 }
 
+// formatBytes is a size in binary units (the CLI's, internal/units).
 func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
+	if n < 0 {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return units.Bytes(uint64(n))
 }
 
 // nextURL is the link to a list's next page.

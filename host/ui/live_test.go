@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"berth.dev/berth/rpc/pb"
 )
@@ -126,6 +127,87 @@ func FuzzParseIndex(f *testing.F) {
 		}
 		if back, ok := parseIndex(formatIndex(idx), n); !ok || formatIndex(back) != formatIndex(idx) {
 			t.Fatalf("%q: %v does not round-trip", s, idx)
+		}
+	})
+}
+
+// TestLiveOverviewWithARefusedPartWaits: a token that may not list jobs
+// sees the overview with the jobs part's error; a live request of it
+// waits for a change of the other parts instead of answering at once (a
+// refused read answers at once, and the script would ask again in a tight
+// loop). With every part refused it answers after the whole wait.
+func TestLiveOverviewWithARefusedPartWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fixtures()
+		f.deny["/v1/jobs"] = "list-jobs"
+		_, h := newTestHandler(t, f)
+		first := get(t, h, "/ui/?fragment=main")
+		index := first.header.Get("X-Berth-Index")
+		wantIn(t, "overview without list-jobs", first.body, "list-jobs")
+		done := make(chan answer, 1)
+		go func() { done <- get(t, h, "/ui/?fragment=main&index="+index) }()
+		synctest.Wait()
+		select {
+		case a := <-done:
+			t.Fatalf("answered before any change (index %q): HTTP %d", index, a.status)
+		default:
+		}
+		before := f.callsOf("/v1/nodes")
+		f.bump(func() { f.nodes[0].Status = pb.NodeStatus_NODE_STATUS_DOWN })
+		synctest.Wait()
+		a := <-done
+		wantIn(t, "overview after a node went down", a.body, `<span class="state bad">down</span> 1`)
+		if n := f.callsOf("/v1/nodes") - before; n > 3 {
+			t.Errorf("%d node reads for one change, want at most 3", n)
+		}
+
+		f.mu.Lock()
+		for _, p := range []string{"/v1/nodes", "/v1/plugins", "/v1/volumes/claims"} {
+			f.deny[p] = "some-capability"
+		}
+		f.mu.Unlock()
+		start := time.Now()
+		a = get(t, h, "/ui/?fragment=main&index="+a.header.Get("X-Berth-Index"))
+		if waited := time.Since(start); waited < DefaultWait {
+			t.Errorf("every part refused: answered after %s, want the whole wait (%s)", waited, DefaultWait)
+		}
+		if a.status != http.StatusOK {
+			t.Errorf("every part refused: HTTP %d", a.status)
+		}
+	})
+}
+
+// TestLiveTabsShareOneLoad: two tabs on a page with one token wake on the
+// same change and read the page once between them (the overview reads
+// every node and job; the fake's one index for every table would wake its
+// four watches at once, so the nodes page stands in).
+func TestLiveTabsShareOneLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fixtures()
+		_, h := newTestHandler(t, f)
+		done := make(chan answer, 2)
+		for range 2 {
+			go func() { done <- get(t, h, "/ui/nodes?fragment=main&index=10") }()
+		}
+		synctest.Wait()
+		f.mu.Lock()
+		f.hold = make(chan struct{})
+		before := f.calls["/v1/nodes"]
+		f.mu.Unlock()
+		f.bump(func() { f.nodes[0].Status = pb.NodeStatus_NODE_STATUS_DOWN })
+		synctest.Wait() // both woke; one load is held reading the nodes
+		f.mu.Lock()
+		close(f.hold)
+		f.hold = nil
+		f.mu.Unlock()
+		for range 2 {
+			a := <-done
+			wantIn(t, "a tab after the change", a.body, `<span class="state bad">down</span>`)
+		}
+		// The tabs' watch reads were made before the change: what is
+		// read after it is the page's load, once.
+		if n := f.callsOf("/v1/nodes") - before; n != 1 {
+			t.Errorf("%d loads of the node list for two tabs and one change, want 1", n)
 		}
 	})
 }

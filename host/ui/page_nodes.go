@@ -87,7 +87,9 @@ type nodeView struct {
 	Controllers []*pb.CSIPluginInfo
 	NodeInfos   []*pb.CSIPluginInfo
 	Claims      []*pb.Claim
+	ClaimsErr   *pageError
 	Allocs      []*pb.Allocation
+	AllocsErr   *pageError
 }
 
 func loadNode(ctx context.Context, c *api.Client, r *http.Request) (string, any, error) {
@@ -117,11 +119,14 @@ func loadNode(ctx context.Context, c *api.Client, r *http.Request) (string, any,
 		}
 		v.NodeInfos = append(v.NodeInfos, p)
 	}
+	// The claims and allocations are sections of their own: a token that
+	// may read (and drain) the node but not list volumes still sees the
+	// node, with the section's refusal in its place.
 	if v.Claims, _, err = c.VolumeClaims().List(ctx, &api.QueryOptions{PerPage: perPage, Params: map[string]string{"node_id": n.GetId()}}); err != nil {
-		return "", nil, err
+		v.ClaimsErr = asPageError(err)
 	}
 	if v.Allocs, _, err = c.NodeOps().Allocations(ctx, n.GetId(), &api.QueryOptions{PerPage: perPage}); err != nil {
-		return "", nil, err
+		v.AllocsErr = asPageError(err)
 	}
 	sort.Slice(v.Allocs, func(i, j int) bool { return v.Allocs[i].GetCreateIndex() > v.Allocs[j].GetCreateIndex() })
 	return "Node " + n.GetName(), v, nil

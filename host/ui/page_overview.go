@@ -77,7 +77,8 @@ type overview struct {
 	Plugins    []*pb.CSIPlugin
 	PluginsErr *pageError
 	// Attention are the claims in a state on the way (reserved,
-	// releasing, node-detached), with their reasons.
+	// releasing, node-detached) and the ready ones that carry an error,
+	// with their reasons.
 	Attention    []*pb.Claim
 	AttentionBy  []count
 	AttentionErr *pageError
@@ -146,6 +147,14 @@ func loadOverview(ctx context.Context, c *api.Client, _ *http.Request) (string, 
 		}
 		o.Attention = append(o.Attention, claims[i]...)
 		o.AttentionBy = append(o.AttentionBy, count{Word: pb.EnumWord(st), N: len(claims[i]), More: more[i]})
+	}
+	if o.AttentionErr == nil {
+		if cls, more, err := failingReady(ctx, c); err != nil {
+			o.AttentionErr = asPageError(err)
+		} else {
+			o.Attention = append(o.Attention, cls...)
+			o.AttentionBy = append(o.AttentionBy, count{Word: "ready, failing", N: len(cls), More: more})
+		}
 	}
 	return "Overview", o, nil
 }

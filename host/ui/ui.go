@@ -44,6 +44,8 @@ type Handler struct {
 	Wait time.Duration
 	// now is the clock relative times are written against.
 	now func() time.Time
+	// loads shares a page's load among its concurrent renders.
+	loads sharedLoads
 }
 
 // New returns the UI over apiHandler, the agent's HTTP API handler, which
@@ -179,7 +181,8 @@ func (h *Handler) servePage(p *page) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		setSecurityHeaders(w.Header())
 		w.Header().Set("Cache-Control", "no-store")
-		secret, err := acl.FromHeader(r.Header)
+		// A Basic Authorization is a reverse proxy's, not a token.
+		secret, err := acl.FromPageHeader(r.Header)
 		if err != nil {
 			h.writeError(w, r, &api.Error{StatusCode: http.StatusBadRequest, Code: "invalid_argument", Message: err.Error()}, isFragment(r))
 			return
@@ -197,7 +200,10 @@ func (h *Handler) servePage(p *page) http.HandlerFunc {
 		if ctx.Err() != nil {
 			return // the caller went away
 		}
-		title, data, err := p.load(ctx, c, r)
+		title, data, err := h.loads.load(ctx, idx, p, c, r, secret)
+		if ctx.Err() != nil {
+			return // the caller went away while the page was read
+		}
 		if err != nil {
 			h.writeError(w, r, err, isFragment(r))
 			return
@@ -214,7 +220,7 @@ func isFragment(r *http.Request) bool { return r.URL.Query().Get("fragment") == 
 func (h *Handler) render(w http.ResponseWriter, t *template.Template, r *http.Request, status int, f *frame) {
 	name := "layout"
 	if isFragment(r) {
-		name = "live"
+		name = "fragment"
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name, f); err != nil {
@@ -294,10 +300,15 @@ func readIndexes(ctx context.Context, c *api.Client, watches []watchRead) []uint
 }
 
 // waitChange blocks on every watched read at once, each from its own
-// index, until one answers with a newer one (or fails, or its wait ends),
-// and returns the indexes to wait from next: the answer's for that read,
-// the previous ones for the others (if they changed too, the next wait
-// answers at once).
+// index, until one answers with a newer one (or its wait ends), and
+// returns the indexes to wait from next: the answer's for that read, the
+// previous ones for the others (if they changed too, the next wait answers
+// at once). A read that fails is left out of the wait: a failure answers
+// at once, and a page that shows it as one part's error (the overview
+// under a token lacking one capability) would otherwise be read again in
+// a tight loop. When every read failed, the wait lasts its whole length
+// if they were refused (a 4xx: only a new token changes that, and the
+// script starts over with one), or retryFailed otherwise (an outage).
 func (h *Handler) waitChange(ctx context.Context, c *api.Client, watches []watchRead, prev []uint64) []uint64 {
 	wait := h.Wait
 	if wait <= 0 {
@@ -322,12 +333,37 @@ func (h *Handler) waitChange(ctx context.Context, c *api.Client, watches []watch
 		}()
 	}
 	out := append([]uint64(nil), prev...)
-	select {
-	case a := <-answers:
-		if a.err == nil {
-			out[a.i] = a.index
+	refusedOnly := true
+	for range watches {
+		select {
+		case a := <-answers:
+			if a.err == nil {
+				out[a.i] = a.index
+				return out
+			}
+			var ae *api.Error
+			if !errors.As(a.err, &ae) || ae.StatusCode/100 != 4 {
+				refusedOnly = false
+			}
+		case <-ctx.Done():
+			return out
 		}
+	}
+	// Every read failed: answer after a pause, not at once.
+	pause := wait
+	if !refusedOnly {
+		pause = min(wait, retryFailed)
+	}
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-t.C:
 	case <-ctx.Done():
 	}
 	return out
 }
+
+// retryFailed is how long a live request whose every watched read failed
+// for another reason than a refusal (no leader, a server down) waits
+// before it answers, so the page shows the outage end soon after it does.
+const retryFailed = 5 * time.Second

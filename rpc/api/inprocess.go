@@ -2,9 +2,13 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime/debug"
 )
 
 // NewInProcessClient returns a client whose requests are served by h, the
@@ -34,7 +38,9 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.RequestURI = r.URL.RequestURI()
 	r.RemoteAddr = "in-process"
 	w := &bufferedResponse{header: http.Header{}}
-	t.h.ServeHTTP(w, r)
+	if err := serveRecovered(t.h, w, r); err != nil {
+		return nil, err
+	}
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -49,6 +55,33 @@ func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ContentLength: int64(w.body.Len()),
 		Request:       req,
 	}, nil
+}
+
+// serveRecovered serves r with h, turning a panic into a 500, as net/http
+// does for a handler on a connection: the UI's reads run in goroutines of
+// their own, where a panic would end the process. The stack goes to
+// stderr, as net/http's does. A handler that aborts its answer
+// (http.ErrAbortHandler) is an error, as a broken connection would be.
+func serveRecovered(h http.Handler, w *bufferedResponse, r *http.Request) (err error) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		if p == http.ErrAbortHandler {
+			err = fmt.Errorf("%s %s: the handler aborted its answer", r.Method, r.URL.Path)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "berth: panic serving in-process %s %s: %v\n%s", r.Method, r.URL.Path, p, debug.Stack())
+		w.header = http.Header{"Content-Type": {"application/json"}}
+		w.status = http.StatusInternalServerError
+		w.body.Reset()
+		b, _ := json.Marshal(map[string]string{"code": "internal",
+			"message": fmt.Sprintf("internal error: the API handler panicked serving %s %s: %v (the stack is in the agent's log)", r.Method, r.URL.Path, p)})
+		w.body.Write(b)
+	}()
+	h.ServeHTTP(w, r)
+	return nil
 }
 
 // bufferedResponse is the http.ResponseWriter of an in-process request.

@@ -41,3 +41,29 @@ func TestInProcessClient(t *testing.T) {
 		t.Errorf("error reply: %v", err)
 	}
 }
+
+// TestInProcessHandlerPanic: a handler that panics answers 500 with the
+// API's error, and the caller (a goroutine of the UI's) lives on; one that
+// aborts its answer is an error.
+func TestInProcessHandlerPanic(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/nodes" {
+			panic("a bug in a read handler")
+		}
+		panic(http.ErrAbortHandler)
+	})
+	c := NewInProcessClient(h, "")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Nodes(context.Background(), nil)
+		done <- err
+	}()
+	err := <-done
+	var e *Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusInternalServerError || e.Code != "internal" || !strings.Contains(e.Message, "panicked serving GET /v1/nodes") {
+		t.Fatalf("a panicking handler: %v, want a 500 naming the request", err)
+	}
+	if _, _, err := c.Jobs().List(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "aborted its answer") {
+		t.Fatalf("an aborting handler: %v", err)
+	}
+}

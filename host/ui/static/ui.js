@@ -38,12 +38,41 @@
       else if (active.dataset.action) key = '[data-action="' + CSS.escape(active.dataset.action) + '"]';
       else if (active.getAttribute('href')) key = '[href="' + CSS.escape(active.getAttribute('href')) + '"]';
     }
+    // An error box is an alert when it first appears; the same error
+    // again in a re-render is not announced again.
+    const shown = new Set();
+    live.querySelectorAll('.error').forEach(function (e) { shown.add(e.textContent); });
     live.innerHTML = html;
+    live.querySelectorAll('.error[role="alert"]').forEach(function (e) {
+      if (shown.has(e.textContent)) e.removeAttribute('role');
+    });
+    const title = document.getElementById('live-title');
+    if (title) document.title = title.dataset.title;
+    refreshTimes();
+    syncLogs();
     if (key) {
       const again = live.querySelector(key);
       if (again) again.focus();
     }
   }
+
+  // Relative times ("in 30s", "12s ago") are rendered once per change;
+  // on a page that does not change (a claim stuck between retries) they
+  // are kept current here from their <time datetime>.
+  function goDuration(s) {
+    const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+    return (h ? h + 'h' : '') + (h || m ? m + 'm' : '') + sec + 's';
+  }
+  function refreshTimes() {
+    const now = Date.now();
+    live.querySelectorAll('time[data-rel]').forEach(function (t) {
+      const at = Date.parse(t.getAttribute('datetime'));
+      if (isNaN(at)) return;
+      const d = Math.round((at - now) / 1000);
+      t.textContent = d < 0 ? goDuration(-d) + ' ago' : 'in ' + goDuration(d);
+    });
+  }
+  setInterval(refreshTimes, 5000);
 
   function fragmentURL(index) {
     const u = new URL(window.location.href);
@@ -65,6 +94,11 @@
         showBanner('Connection to the agent lost; retrying in ' + Math.round(backoff / 1000 * 10) / 10 + ' s.', true);
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 30000);
+        // Read the page as it is now, not a blocking wait from the old
+        // index: that would answer only on the next change (or after the
+        // whole wait, or never soon when a restarted agent's index is
+        // lower), and the banner would stay up meanwhile.
+        index = '';
         continue;
       }
       if (gen !== generation) return;
@@ -73,15 +107,20 @@
         showBanner('The agent answered ' + resp.status + '; retrying in ' + Math.round(backoff / 100) / 10 + ' s.', true);
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 30000);
+        index = ''; // as above
         continue;
       }
       backoff = 500;
       hideBanner();
       replaceLive(html);
       if (!resp.ok) return; // 4xx: nothing to wait for until the token changes
-      index = resp.headers.get('X-Berth-Index') || '';
-      main.dataset.index = index;
-      if (!index) return;
+      const next = resp.headers.get('X-Berth-Index') || '';
+      main.dataset.index = next;
+      if (!next) return;
+      // The same index back: nothing changed (a wait that ran out, or
+      // reads that fail); never ask again in a tight loop.
+      if (next === index) await sleep(1000);
+      index = next;
     }
   }
 
@@ -125,13 +164,9 @@
   }
 
   function toast(text, bad) {
-    let t = document.getElementById('toast');
-    if (!t) {
-      t = document.createElement('p');
-      t.id = 'toast';
-      t.setAttribute('role', 'status');
-      main.insertBefore(t, live);
-    }
+    // The live region is in the page from the start (one inserted with
+    // its first message is often not announced).
+    const t = document.getElementById('toast');
     t.className = bad ? 'toast bad' : 'toast';
     t.textContent = text;
   }
@@ -186,20 +221,79 @@
   });
 
   // --- logs: the tail of each task's log, followed ---
-  const logControllers = [];
-  function startLogs() {
-    while (logControllers.length) logControllers.pop().abort();
-    document.querySelectorAll('[data-log-alloc]').forEach(function (box) {
-      const sel = box.querySelector('[data-log-type]');
-      const run = function () {
-        const c = new AbortController();
-        logControllers.push(c);
-        followLog(box, sel.value, c.signal);
-        return c;
-      };
-      let c = run();
-      sel.onchange = function () { c.abort(); c = run(); };
+  // The live fragment lists the allocation's tasks ([data-log-alloc]); the
+  // boxes live below it, outside the part that is swapped, so a stream
+  // keeps its text across re-renders. A box is added when its task first
+  // reports, also when the page was first served as an error (a
+  // navigation carries no token; the fragment read with it does).
+  const logBoxes = new Map(); // task name -> {box, sel, controller}
+  let logAlloc = '';
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text) e.textContent = text;
+    return e;
+  }
+
+  function followBox(entry) {
+    if (entry.controller) entry.controller.abort();
+    entry.controller = new AbortController();
+    followLog(entry.box, entry.sel.value, entry.controller.signal);
+  }
+
+  function logSection() {
+    let sec = document.getElementById('logs');
+    if (sec) return sec;
+    sec = el('section', { id: 'logs', class: 'logs', 'aria-labelledby': 'h-logs' });
+    sec.appendChild(el('h2', { id: 'h-logs' }, 'Logs'));
+    sec.appendChild(el('p', { class: 'hint' }, "The tail of each task's log, followed as it is written."));
+    main.appendChild(sec);
+    return sec;
+  }
+
+  // syncLogs adds a followed box for each task the live fragment lists.
+  function syncLogs() {
+    const list = live.querySelector('[data-log-alloc]');
+    if (!list) return;
+    const alloc = list.dataset.logAlloc;
+    if (alloc !== logAlloc) {
+      stopLogs();
+      logBoxes.forEach(function (e) { e.box.remove(); });
+      logBoxes.clear();
+      logAlloc = alloc;
+    }
+    list.querySelectorAll('[data-log-task]').forEach(function (li) {
+      const task = li.dataset.logTask;
+      if (logBoxes.has(task)) return;
+      const box = el('div', { class: 'log' });
+      box.dataset.logAlloc = alloc;
+      box.dataset.logTask = task;
+      box.appendChild(el('h3', {}, task));
+      const label = el('label', {}, 'Stream ');
+      const sel = el('select', { 'data-log-type': '' });
+      sel.appendChild(el('option', { value: 'stdout' }, 'stdout'));
+      sel.appendChild(el('option', { value: 'stderr' }, 'stderr'));
+      label.appendChild(sel);
+      box.appendChild(label);
+      box.appendChild(el('pre', { tabindex: '0', 'aria-label': 'log of task ' + task, 'aria-live': 'off' }));
+      box.appendChild(el('p', { class: 'log-status', role: 'status' }));
+      logSection().appendChild(box);
+      const entry = { box: box, sel: sel, controller: null };
+      sel.onchange = function () { followBox(entry); };
+      logBoxes.set(task, entry);
+      followBox(entry);
     });
+  }
+
+  function stopLogs() {
+    logBoxes.forEach(function (e) { if (e.controller) e.controller.abort(); e.controller = null; });
+  }
+
+  // startLogs follows every box again from the start (a new token).
+  function startLogs() {
+    logBoxes.forEach(followBox);
+    syncLogs();
   }
 
   async function followLog(box, type, signal) {
@@ -249,7 +343,7 @@
   window.addEventListener('pagehide', function () {
     generation++;
     if (controller) controller.abort();
-    while (logControllers.length) logControllers.pop().abort();
+    stopLogs();
   });
   window.addEventListener('pageshow', function (ev) {
     if (ev.persisted) {

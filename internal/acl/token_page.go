@@ -1,0 +1,21 @@
+package acl
+
+import (
+	"net/http"
+	"strings"
+)
+
+// FromPageHeader is FromHeader for a request of the web UI's pages: an
+// Authorization of another scheme than Bearer is not berth's (HTTP Basic,
+// sent by the browser on every request to a UI behind a reverse proxy
+// that asks for it) and is ignored, not refused.
+func FromPageHeader(h http.Header) (string, error) {
+	if v := h.Get(AuthHeader); v != "" {
+		scheme, _, _ := strings.Cut(strings.TrimSpace(v), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			h = h.Clone()
+			h.Del(AuthHeader)
+		}
+	}
+	return FromHeader(h)
+}
