@@ -18,8 +18,11 @@ import (
 //     refused, by net/http's CrossOriginProtection; a client that is not a
 //     browser sends neither header and passes (the CLI, curl, the Go
 //     client);
-//   - a write's body must be JSON or carry no Content-Type, so no HTML form
-//     (text/plain, urlencoded, multipart) can be one, whatever the browser;
+//   - a browser's write (one carrying Origin or Sec-Fetch-Site) must have a
+//     JSON body or no Content-Type, so no HTML form (text/plain, urlencoded,
+//     multipart) can be one, even a same-origin one; a client that is not a
+//     browser may label its JSON as it likes (`curl -d @job.json` sends
+//     application/x-www-form-urlencoded, as Nomad's docs use it);
 //   - on an agent bound to loopback, the Host must name loopback
 //     (localhost, *.localhost, a loopback IP): a page whose name was
 //     rebound to 127.0.0.1 is same-origin to the browser, and only its Host
@@ -82,11 +85,17 @@ func loopbackListener(addr net.Addr) bool {
 	return ok && ta.IP.IsLoopback()
 }
 
-// checkContentType refuses a write whose body a browser's HTML form could
-// have sent: any Content-Type but JSON. A body the handler streams (a
-// snapshot restore) is not JSON and has checks of its own.
+// checkContentType refuses a browser's write whose body an HTML form could
+// have sent: any Content-Type but JSON. A request with neither Origin nor
+// Sec-Fetch-Site is not a browser's (every browser sends one of them on a
+// POST, PUT or DELETE), and its body is read as JSON whatever its label. A
+// body the handler streams (a snapshot restore) is not JSON and has checks
+// of its own.
 func checkContentType(r *http.Request, use bodyUse) error {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead || use == bodyStreamed {
+		return nil
+	}
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") == "" {
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")

@@ -82,14 +82,23 @@ func TestFormBodiesRefused(t *testing.T) {
 	f := newFakeServers(t)
 	const path, body = "/v1/node/n1/eligibility", `{"eligibility":"ineligible"}`
 	for _, ct := range []string{"text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "bogus/"} {
-		r := callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": ct})
+		// A browser's form, even from the agent's own origin.
+		r := callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": ct, "Sec-Fetch-Site": "same-origin"})
+		r.wantError(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type: application/json")
+		r = callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": ct, "Origin": f.url})
 		r.wantError(t, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type: application/json")
 	}
 	if n := len(f.state.requests("NodeOps.UpdateEligibility")); n != 0 {
 		t.Fatalf("%d form writes reached the servers, want 0", n)
 	}
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "application/merge-patch+json"} {
-		callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": ct}).wantOK(t, nil)
+		callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": ct, "Sec-Fetch-Site": "same-origin"}).wantOK(t, nil)
+	}
+	// Not a browser (neither header): `curl -d @body.json` labels JSON as
+	// a form, and is served.
+	callHeader(t, f.url, "POST", path, body, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}).wantOK(t, nil)
+	if n := len(f.state.requests("NodeOps.UpdateEligibility")); n != 4 {
+		t.Fatalf("%d writes reached the servers, want the 4 JSON ones", n)
 	}
 	// A write that reads no body is not a form's either way when it has none.
 	callHeader(t, f.url, "PUT", "/v1/node/n1/fence", "", nil).wantOK(t, nil)
