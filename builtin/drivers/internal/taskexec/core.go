@@ -309,6 +309,9 @@ func (c *Core) StopTask(ctx context.Context, taskID string, timeout time.Duratio
 func (c *Core) DestroyTask(ctx context.Context, taskID string, force bool) error {
 	t, proc, err := c.Get(taskID)
 	if errors.Is(err, sdk.ErrTaskNotFound) {
+		if _, unknown := c.tasks.Get(taskID); unknown != nil && force {
+			return c.destroyOrphan(taskID)
+		}
 		return nil
 	}
 	if !Exited(proc) {
@@ -332,6 +335,30 @@ func (c *Core) DestroyTask(ctx context.Context, taskID string, force bool) error
 		return fmt.Errorf("destroy task %q: %w", taskID, err)
 	}
 	os.Remove(filepath.Dir(dir)) // only succeeds once no task state is left
+	return nil
+}
+
+// destroyOrphan kills the executor of a task this plugin does not know, as
+// when an earlier plugin process died inside its StartTask: the executor
+// runs in a session of its own and outlives that plugin. The executor is
+// found by its state directory's name, which ends in the task's ID. The
+// flavor's Release needs the task's config, which only a handle carries:
+// what it would undo (a cgroup, say) is left, and a warning says so.
+func (c *Core) destroyOrphan(taskID string) error {
+	dirs, err := executor.FindOrphans(filepath.Join(c.stateSubdir, taskID))
+	if err != nil {
+		return fmt.Errorf("destroy task %q: %w", taskID, err)
+	}
+	for _, dir := range dirs {
+		killed, err := executor.KillOrphan(dir, c.logger.With("task_id", taskID))
+		if err != nil {
+			return fmt.Errorf("destroy task %q: %w", taskID, err)
+		}
+		if killed {
+			c.logger.Warn("destroyed a task no handle names; what the driver set up for it beyond its processes is left, as only its config says what that is",
+				"task_id", taskID, "state_dir", dir)
+		}
+	}
 	return nil
 }
 
