@@ -88,17 +88,12 @@ func (h *Heartbeater) WithMaxPerSecond(r float64) *Heartbeater {
 	return h
 }
 
-// heartbeatsPerTTL is how many heartbeats a node sends per TTL: berth's
-// client heartbeats every third of the TTL less up to a quarter of that
-// (host/client's interval), 7/8 of TTL/3 apart on average, so 24/7 times
-// (about 3.4) per TTL. Nomad's clients heartbeat once per TTL.
-const heartbeatsPerTTL = 24.0 / 7
-
 // ScaledTTL is the TTL of a cluster of n nodes whose leader takes at most
 // perSecond heartbeats a second on average: min, or n·24/7/perSecond
 // seconds when that is longer (Nomad's min_heartbeat_ttl and
-// max_heartbeats_per_second, scaled by heartbeatsPerTTL since berth's
-// nodes heartbeat about 3.4 times per TTL where Nomad's do once).
+// max_heartbeats_per_second). Nomad's clients heartbeat once per TTL;
+// berth's every third of it less up to a quarter of that (host/client's
+// interval), 7/8 of TTL/3 apart on average: 24/7 (about 3.4) times per TTL.
 func ScaledTTL(min time.Duration, perSecond float64, n int) time.Duration {
 	if perSecond <= 0 || n <= 0 {
 		return min
