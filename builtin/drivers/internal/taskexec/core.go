@@ -105,26 +105,16 @@ func (c *Core) result(t *Task) *driverpb.ExitResult {
 	return proto.Clone(t.res).(*driverpb.ExitResult)
 }
 
-// watch publishes the task's exit as events.
+// watch publishes what only the driver knows of the task's end: an OOM
+// kill. The exit itself is the runner's to record (its Terminated event),
+// as the start and a recovery are (Started, and the client's log).
 func (c *Core) watch(t *Task) {
 	proc := t.proc.Load()
 	select {
 	case <-proc.Done():
-		res := c.result(t)
-		id := t.cfg.GetId()
-		if res.GetOomKilled() {
-			c.events.Emit(id, "OOM killed", map[string]string{"oom_killed": "true"})
+		if res := c.result(t); res.GetOomKilled() {
+			c.events.Emit(t.cfg.GetId(), "OOM killed", map[string]string{"oom_killed": "true"})
 		}
-		ann := map[string]string{"exit_code": strconv.Itoa(int(res.GetExitCode()))}
-		msg := fmt.Sprintf("task exited with code %d", res.GetExitCode())
-		if res.GetSignal() != 0 {
-			ann["signal"] = strconv.Itoa(int(res.GetSignal()))
-			msg = fmt.Sprintf("task killed by signal %d", res.GetSignal())
-		}
-		if res.GetErr() != "" {
-			msg += ": " + res.GetErr()
-		}
-		c.events.Emit(id, msg, ann)
 	case <-t.gone:
 	}
 }
@@ -194,7 +184,6 @@ func (c *Core) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driver
 	}
 	go c.watch(t)
 	c.logger.Info("task started", "task_id", cfg.GetId(), "pid", proc.Pid(), "command", spec.Path)
-	c.events.Emit(cfg.GetId(), fmt.Sprintf("task started (pid %d)", proc.Pid()), map[string]string{"pid": strconv.Itoa(proc.Pid())})
 	return h, nil
 }
 
