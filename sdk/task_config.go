@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"berth.dev/berth/sdk/driverpb"
 )
 
-var taskIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+// taskIDRE is compiled on first use: berth's one binary links the sdk into
+// every command, and the {1,128} repeat is dear to compile at each start.
+var taskIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`) })
 
 // ValidTaskID reports whether id is a valid task ID: 1 to 128 characters
 // from [A-Za-z0-9._-], and not "." or "..", so drivers may use it in paths.
 func ValidTaskID(id string) bool {
-	return taskIDRE.MatchString(id) && id != "." && id != ".."
+	return taskIDRE().MatchString(id) && id != "." && id != ".."
 }
 
 // ValidateTaskConfig checks the TaskConfig fields common to all drivers: a

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"regexp"
+	"sync"
 
 	"berth.dev/berth/internal/tlsconf"
 )
@@ -55,11 +56,13 @@ var tlsConfigBlock = blockDef{key: "tls", attrs: []attrDef{
 	scalar("verify_https_client", func(c *Config) *bool { return &c.TLS.VerifyHTTPSClient }, toBool, nil),
 }}
 
-var regionRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// regionRE is compiled on first use: every berth command links this
+// package, and a {0,61} repeat is dear to compile at each start-up.
+var regionRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // checkRegion allows one DNS label: the region is part of a DNS name.
 func checkRegion(s string) error {
-	if s != "" && !regionRE.MatchString(s) {
+	if s != "" && !regionRE().MatchString(s) {
 		return invalidf("%q is not a region name (a DNS label: lower-case letters, digits and '-')", s)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -441,8 +442,12 @@ const maxBodyBytes = rpc.MaxMessageSize
 
 // registerExpansion bounds a JobRegisterRequest's compact JSON (what the Go
 // API client sends) by its encoded size: factor bytes per encoded byte,
-// plus slack (apijson.MaxExpansion).
-var registerExpansion, registerSlack = apijson.MaxExpansion((&pb.JobRegisterRequest{}).ProtoReflect().Descriptor())
+// plus slack (apijson.MaxExpansion). Computed on first use: walking the
+// descriptors builds rpc/pb's full descriptors, which every other berth
+// command (the binary is one) would pay for at start-up.
+var registerBound = sync.OnceValues(func() (factor, slack int) {
+	return apijson.MaxExpansion((&pb.JobRegisterRequest{}).ProtoReflect().Descriptor())
+})
 
 // maxBodyBytes is the largest request body the API reads: room for the
 // largest job server.job_max_size lets through (a bound on its encoded
@@ -456,6 +461,7 @@ func (a *Agent) maxBodyBytes() int64 {
 	if a.cfg != nil {
 		limits = a.cfg.Server.JobLimits
 	}
+	registerExpansion, registerSlack := registerBound()
 	return int64(registerExpansion)*int64(limits.WithDefaults().MaxBytes) + int64(registerSlack) + 1<<20
 }
 

@@ -83,6 +83,7 @@ func TestJobsOverALimitAre400BeforeAnyWork(t *testing.T) {
 // several times its size. The largest job, written with JSON's worst
 // escaping, still fits.
 func TestRequestBodiesAreBoundedByTheJobSizeLimit(t *testing.T) {
+	registerExpansion, registerSlack := registerBound()
 	if got, want := startAgent(t, DevConfig()).maxBodyBytes(), int64(registerExpansion)<<20+int64(registerSlack)+1<<20; got != want || registerExpansion > 16 {
 		t.Fatalf("body limit with server.job_max_size at its default: %d, want %d (%d per encoded byte)", got, want, registerExpansion)
 	}

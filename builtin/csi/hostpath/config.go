@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/big"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -227,12 +226,15 @@ func socketPath(endpoint string) (string, error) {
 }
 
 var (
-	nodeIDPattern  = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
-	segNamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
-	dnsSubdomain   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
+	// Compiled on first use, not at start-up: every berth command links
+	// this package, and the counted repeats ({0,127}, {0,61}) made these
+	// the dearest initialisation of the CLI (issue 26).
+	nodeIDPattern  = lazyRegexp(`^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$`)
+	segNamePattern = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	dnsSubdomain   = lazyRegexp(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 )
 
-func validNodeID(id string) bool { return nodeIDPattern.MatchString(id) }
+func validNodeID(id string) bool { return nodeIDPattern().MatchString(id) }
 
 // validateSegment checks a topology key and value against the CSI rules: an
 // optional DNS-subdomain prefix and a '/', then a name of at most 63
@@ -243,15 +245,15 @@ func validateSegment(key, value string) error {
 	}
 	name := key
 	if prefix, rest, ok := strings.Cut(key, "/"); ok {
-		if len(prefix) > 253 || !dnsSubdomain.MatchString(prefix) {
+		if len(prefix) > 253 || !dnsSubdomain().MatchString(prefix) {
 			return fmt.Errorf("key prefix %q is not a DNS subdomain", prefix)
 		}
 		name = rest
 	}
-	if !segNamePattern.MatchString(name) {
+	if !segNamePattern().MatchString(name) {
 		return fmt.Errorf("key name %q must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", name)
 	}
-	if !segNamePattern.MatchString(value) {
+	if !segNamePattern().MatchString(value) {
 		return fmt.Errorf("value %q must be 1-63 letters, digits, '-', '_' or '.', starting and ending alphanumeric", value)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +21,8 @@ const (
 	groupPrefix    = "group-"
 )
 
-var idPattern = regexp.MustCompile(`^(vol|snap|group)-[0-9a-f]{24}$`)
+// idPattern is compiled on first use (lazyRegexp).
+var idPattern = lazyRegexp(`^(vol|snap|group)-[0-9a-f]{24}$`)
 
 func newID(prefix string, now time.Time) string {
 	var b [12]byte
@@ -38,7 +38,7 @@ func newID(prefix string, now time.Time) string {
 // Everything else is unknown by construction, which also keeps IDs safe to
 // use as file names.
 func validID(prefix, id string) bool {
-	return strings.HasPrefix(id, prefix) && idPattern.MatchString(id)
+	return strings.HasPrefix(id, prefix) && idPattern().MatchString(id)
 }
 
 // Page tokens are "after:<id>": the next page starts after that ID, so a

@@ -312,7 +312,7 @@ func (l layout) poolID() (string, error) {
 		data, err := os.ReadFile(path)
 		if err == nil {
 			id := strings.TrimSpace(string(data))
-			if !poolIDPattern.MatchString(id) {
+			if !poolIDPattern().MatchString(id) {
 				return "", &RecordError{Path: path, Err: fmt.Errorf("pool ID %q is malformed", id)}
 			}
 			return id, nil
