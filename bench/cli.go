@@ -148,6 +148,9 @@ func benchCLI(opts options) error {
 	if err := printCLIInits(bin, plan.traced); err != nil {
 		return err
 	}
+	if plan == quickCLIPlan {
+		fmt.Printf("\n(quick mode: %d rounds, too few for the verdicts to mean anything)\n", plan.rounds)
+	}
 	if failed {
 		fmt.Println("\nA target is not met: see the floor (clifloor) above for what linking only the client would cost.")
 	}

@@ -440,7 +440,7 @@ func setWriteHeaders(w http.ResponseWriter, m *pb.WriteMeta) {
 // one gRPC message. The router holds bodies to Agent.maxBodyBytes.
 const maxBodyBytes = rpc.MaxMessageSize
 
-// registerExpansion bounds a JobRegisterRequest's compact JSON (what the Go
+// registerBound bounds a JobRegisterRequest's compact JSON (what the Go
 // API client sends) by its encoded size: factor bytes per encoded byte,
 // plus slack (apijson.MaxExpansion). Computed on first use: walking the
 // descriptors builds rpc/pb's full descriptors, which every other berth
