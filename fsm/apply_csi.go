@@ -110,6 +110,21 @@ type csiChanges struct {
 	// fromServing marks every row flushed derived_from_serving (a
 	// NodeCSIUpdate with derive_from_serving).
 	fromServing bool
+	// instances holds, by plugin, the instances the apply sets (nil:
+	// removes); flush writes them into the row or csi_plugin_instances.
+	instances map[string]map[instanceKey]*pb.CSIPluginInfo
+	// allocs holds, by plugin, the allocations refiled (their health is
+	// derived again).
+	allocs map[string]map[string]bool
+}
+
+// instance records the instance of plugin id at k the apply leaves (nil:
+// none).
+func (c *csiChanges) instance(id string, k instanceKey, info *pb.CSIPluginInfo) {
+	if c.instances[id] == nil {
+		c.instances[id] = map[instanceKey]*pb.CSIPluginInfo{}
+	}
+	c.instances[id][k] = info
 }
 
 type jobVersion struct {
@@ -127,7 +142,10 @@ type csiTask struct {
 }
 
 func newCSIChanges() *csiChanges {
-	return &csiChanges{rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{}}
+	return &csiChanges{
+		rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{},
+		instances: map[string]map[instanceKey]*pb.CSIPluginInfo{}, allocs: map[string]map[string]bool{},
+	}
 }
 
 // row returns the plugin's row to change, nil when it is not stored and
@@ -252,23 +270,16 @@ func (c *csiChanges) node(tx *writeTxn, old, n *pb.Node, create bool) error {
 			continue
 		}
 		for _, set := range []struct {
-			instances *map[string]*pb.CSIPluginInfo
-			info      *pb.CSIPluginInfo
-		}{{&r.Controllers, n.GetCsiControllerPlugins()[id]}, {&r.Nodes, n.GetCsiNodePlugins()[id]}} {
-			delete(*set.instances, nodeID)
-			if set.info == nil {
-				continue
-			}
+			controller bool
+			info       *pb.CSIPluginInfo
+		}{{true, n.GetCsiControllerPlugins()[id]}, {false, n.GetCsiNodePlugins()[id]}} {
 			info := set.info
-			if down {
+			if info != nil && down {
 				info = proto.Clone(info).(*pb.CSIPluginInfo)
 				info.Healthy = false
 				info.HealthDescription = fmt.Sprintf("node %q is down", nodeID)
 			}
-			if *set.instances == nil {
-				*set.instances = map[string]*pb.CSIPluginInfo{}
-			}
-			(*set.instances)[nodeID] = info
+			c.instance(id, instanceKey{set.controller, nodeID}, info)
 		}
 	}
 	return nil
@@ -319,6 +330,10 @@ func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
 		r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetAllocId() == a.GetId() })
 		if counts {
 			r.Allocations = append(r.Allocations, &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ})
+			if c.allocs[t.plugin] == nil {
+				c.allocs[t.plugin] = map[string]bool{}
+			}
+			c.allocs[t.plugin][a.GetId()] = true
 		}
 	}
 	return nil
@@ -476,6 +491,10 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 // flush derives each changed row's counts and writes it, deletes it when
 // nothing is left, and leaves it alone when nothing changed.
 func (c *csiChanges) flush(tx *writeTxn) error {
+	split, err := pluginInstancesOn(tx)
+	if err != nil {
+		return err
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.rows)) {
 		r, stored := c.rows[id], c.stored[id]
 		// What the row required before this apply: the stored row's, or a
@@ -485,8 +504,25 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		if c.fromServing {
 			r.DerivedFromServing = true
 		}
-		deriveCSIPlugin(r)
-		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
+		changed, left := false, false
+		if split {
+			if changed, err = applySplit(tx, r, stored, c.instances[id], c.allocs[id]); err != nil {
+				return err
+			}
+			if left, err = hasInstances(tx, id); err != nil {
+				return err
+			}
+		} else {
+			if r.GetInstancesSplit() {
+				if err := joinInstances(tx, r); err != nil {
+					return err
+				}
+			}
+			applyInline(r, c.instances[id])
+			deriveCSIPlugin(r)
+			left = len(r.GetControllers())+len(r.GetNodes()) > 0
+		}
+		if !left && len(r.GetAllocations()) == 0 {
 			if stored != nil {
 				if err := csiPluginsTable.delete(tx, stored); err != nil {
 					return err
@@ -497,7 +533,7 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 			}
 			continue
 		}
-		if stored != nil && proto.Equal(r, stored) {
+		if stored != nil && !changed && proto.Equal(r, stored) {
 			continue
 		}
 		r.CreateIndex = tx.index

@@ -6,13 +6,45 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// CSIPluginByID returns the plugin's row of the servers' plugin table, or
-// nil.
+// CSIPluginByID returns the plugin's row of the servers' plugin table with
+// its instances (controllers and nodes by node ID, from
+// csi_plugin_instances for a split row), or nil.
 func (r reader) CSIPluginByID(ws memdb.WatchSet, id string) (*pb.CSIPlugin, error) {
+	p, err := csiPluginsTable.first(r, ws, id)
+	if err != nil || p == nil {
+		return p, err
+	}
+	return withInstances(r, ws, p)
+}
+
+// CSIPluginFacts returns the plugin's row without reading its instances:
+// its derived facts, counts and allocations are those of CSIPluginByID,
+// its controllers and nodes may be empty. For readers of the facts alone,
+// which it costs one lookup however many nodes run the plugin.
+func (r reader) CSIPluginFacts(ws memdb.WatchSet, id string) (*pb.CSIPlugin, error) {
 	return csiPluginsTable.first(r, ws, id)
 }
 
-// CSIPluginsPage returns one page of plugins sorted by ID (see JobsPage).
+// CSIPluginInstance returns the node's instance of the plugin, its
+// controller or node side, or nil: one lookup.
+func (r reader) CSIPluginInstance(ws memdb.WatchSet, pluginID, nodeID string, controller bool) (*pb.CSIPluginInfo, error) {
+	p, err := csiPluginsTable.first(r, ws, pluginID)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	if !p.GetInstancesSplit() {
+		if controller {
+			return p.GetControllers()[nodeID], nil
+		}
+		return p.GetNodes()[nodeID], nil
+	}
+	i, err := csiInstancesTable.first(r, ws, pluginID, sideOf(controller), nodeID)
+	return i.GetInfo(), err
+}
+
+// CSIPluginsPage returns one page of plugins sorted by ID (see JobsPage):
+// their facts, as CSIPluginFacts does (a list of many plugins over many
+// nodes leaves the instances to CSIPluginByID).
 func (r reader) CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) (plugins []*pb.CSIPlugin, next string, err error) {
 	return pageByID(r, csiPluginsTable, ws, from, limit, keep)
 }

@@ -1,0 +1,408 @@
+package fsm
+
+import (
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+	"google.golang.org/protobuf/proto"
+
+	"berth.dev/berth/internal/versions"
+	"berth.dev/berth/rpc/pb"
+)
+
+// A plugin's instances, one a node and side, are rows of their own
+// (csi_plugin_instances) once every server is at pluginInstancesSince:
+// the plugin's row (instances_split) keeps only what it derives from them
+// (counts, provider, version, controller_required, schedulable) and its
+// allocations, and a node's event rewrites its own instances and updates
+// those facts from the instances it changed, where the single row of
+// before was cloned, re-derived and compared whole (a cost linear in the
+// plugin's nodes, quadratic over a cluster's formation). Before the gate
+// the row keeps its instances (controllers and nodes), as an older server
+// writes it, so both compute the same state; a split row met while the
+// gate does not hold is joined back.
+
+// PluginInstancesSinceVersion is the first berth version whose servers
+// keep a plugin's instances in csi_plugin_instances.
+const PluginInstancesSinceVersion = "0.1.0-dev.4"
+
+// pluginInstancesSince is the gate of the split rows, decided from the
+// replicated servers table as claimStateSince is (claim_state_since.go).
+var pluginInstancesSince = versions.MustConstraint(">= " + PluginInstancesSinceVersion)
+
+// pluginInstancesOn reports whether the split rule holds in tx.
+func pluginInstancesOn(tx *writeTxn) (bool, error) {
+	if tx.instancesSplit != 0 {
+		return tx.instancesSplit > 0, nil
+	}
+	servers, err := serversTable.list(tx, nil)
+	if err != nil {
+		return false, err
+	}
+	on := len(servers) > 0
+	for _, s := range servers {
+		if s.GetVersion() == "" || !pluginInstancesSince.Check(s.GetVersion()) {
+			on = false
+			break
+		}
+	}
+	tx.instancesSplit = -1
+	if on {
+		tx.instancesSplit = 1
+	}
+	return on, nil
+}
+
+var (
+	csiInstancesTable = newTable(TableCSIPluginInstances, (*pb.CSIPluginInstance).GetPluginId, instanceSide, (*pb.CSIPluginInstance).GetNodeId)
+	// csiInstancesByHealthy holds the instances that name a provider,
+	// healthy ones first, by node: its first row of a plugin's side is the
+	// instance whose provider the row takes.
+	csiInstancesByHealthy = csiInstancesTable.index("healthy", (*pb.CSIPluginInstance).GetPluginId, instanceSide, instanceHealthKey, (*pb.CSIPluginInstance).GetNodeId)
+	// csiInstancesByProvider holds the instances that name a provider, by
+	// node: the first when none is healthy.
+	csiInstancesByProvider = csiInstancesTable.index("provider", (*pb.CSIPluginInstance).GetPluginId, instanceSide, instanceProviderKey, (*pb.CSIPluginInstance).GetNodeId)
+)
+
+// Sides as key parts: controllers sort first, as deriveCSIPlugin reads
+// them.
+const (
+	sideController = "c"
+	sideNode       = "n"
+)
+
+func sideOf(controller bool) string {
+	if controller {
+		return sideController
+	}
+	return sideNode
+}
+
+func instanceSide(i *pb.CSIPluginInstance) string { return sideOf(i.GetController()) }
+
+func instanceHealthKey(i *pb.CSIPluginInstance) string {
+	switch {
+	case i.GetInfo().GetProvider() == "":
+		return ""
+	case i.GetInfo().GetHealthy():
+		return "0"
+	}
+	return "1"
+}
+
+func instanceProviderKey(i *pb.CSIPluginInstance) string {
+	if i.GetInfo().GetProvider() == "" {
+		return ""
+	}
+	return "p"
+}
+
+// instanceKey names one instance of a plugin.
+type instanceKey struct {
+	controller bool
+	node       string
+}
+
+func compareInstanceKeys(a, b instanceKey) int {
+	switch {
+	case a.controller != b.controller:
+		if a.controller {
+			return -1
+		}
+		return 1
+	case a.node < b.node:
+		return -1
+	case a.node > b.node:
+		return 1
+	}
+	return 0
+}
+
+// firstInstance returns the first instance of the plugin's side in x's
+// order under the key parts given after the side, or nil.
+func firstInstance(src txnSource, x *index[*pb.CSIPluginInstance], parts ...string) (*pb.CSIPluginInstance, error) {
+	var out *pb.CSIPluginInstance
+	err := x.each(src.readTxn(), nil, parts, func(i *pb.CSIPluginInstance) error {
+		out = i
+		return errStopScan
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// withInstances returns p with its instances: p itself for a row that
+// keeps them, a copy filled from csi_plugin_instances for a split row
+// (adding a watch on them to ws).
+func withInstances(src txnSource, ws memdb.WatchSet, p *pb.CSIPlugin) (*pb.CSIPlugin, error) {
+	if !p.GetInstancesSplit() {
+		return p, nil
+	}
+	insts, err := csiInstancesTable.list(src, ws, p.GetId())
+	if err != nil {
+		return nil, err
+	}
+	out := proto.Clone(p).(*pb.CSIPlugin)
+	out.InstancesSplit = false
+	for _, i := range insts {
+		side := &out.Nodes
+		if i.GetController() {
+			side = &out.Controllers
+		}
+		if *side == nil {
+			*side = map[string]*pb.CSIPluginInfo{}
+		}
+		(*side)[i.GetNodeId()] = i.GetInfo()
+	}
+	return out, nil
+}
+
+// joinInstances puts a split row's instances back into r (a clone of the
+// stored row) and deletes their rows: the form an older server writes.
+func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
+	insts, err := csiInstancesTable.list(tx, nil, r.GetId())
+	if err != nil {
+		return err
+	}
+	for _, i := range insts {
+		side := &r.Nodes
+		if i.GetController() {
+			side = &r.Controllers
+		}
+		if *side == nil {
+			*side = map[string]*pb.CSIPluginInfo{}
+		}
+		(*side)[i.GetNodeId()] = i.GetInfo()
+		if err := csiInstancesTable.delete(tx, i); err != nil {
+			return err
+		}
+	}
+	r.InstancesSplit = false
+	return nil
+}
+
+// applyInline applies the apply's instance changes to a row that keeps
+// its instances.
+func applyInline(r *pb.CSIPlugin, changes map[instanceKey]*pb.CSIPluginInfo) {
+	for _, k := range slices.SortedFunc(maps.Keys(changes), compareInstanceKeys) {
+		side := &r.Nodes
+		if k.controller {
+			side = &r.Controllers
+		}
+		delete(*side, k.node)
+		info := changes[k]
+		if info == nil {
+			continue
+		}
+		if *side == nil {
+			*side = map[string]*pb.CSIPluginInfo{}
+		}
+		(*side)[k.node] = info
+	}
+}
+
+// splitCounts are what a split row derives from its instances alone.
+type splitCounts struct {
+	healthy  [2]int32 // controllers, nodes
+	expected [2]int32 // instances no alloc runs
+}
+
+func sideIndex(controller bool) int {
+	if controller {
+		return 0
+	}
+	return 1
+}
+
+func (s *splitCounts) add(controller bool, info *pb.CSIPluginInfo, by int32) {
+	if info == nil {
+		return
+	}
+	i := sideIndex(controller)
+	if info.GetHealthy() {
+		s.healthy[i] += by
+	}
+	if info.GetAllocId() == "" {
+		s.expected[i] += by
+	}
+}
+
+// allocExpected counts the allocations of r by the sides they run.
+func allocExpected(allocs []*pb.CSIPluginAlloc) (ctl, node int32) {
+	for _, a := range allocs {
+		if a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE {
+			ctl++
+		}
+		if a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
+			node++
+		}
+	}
+	return ctl, node
+}
+
+// applySplit writes the apply's instance changes of plugin r (a clone of
+// stored, or new) as rows of csi_plugin_instances and updates r's facts
+// from them: counts by the changed instances' differences, provider from
+// the first instances in csiInstancesByHealthy and csiInstancesByProvider,
+// controller_required from the plugin's controllers (few), each
+// allocation's health where its node's instances changed or it was
+// refiled (allocs). A row that kept its instances (one written before the
+// gate, or restored from a snapshot of then) is split first. It reports
+// whether an instance changed.
+func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*pb.CSIPluginInfo, allocs map[string]bool) (bool, error) {
+	var counts splitCounts
+	changed := false
+	all := false // every allocation's health is derived again
+	if r.GetInstancesSplit() {
+		counts.healthy = [2]int32{stored.GetControllersHealthy(), stored.GetNodesHealthy()}
+		ctl, node := allocExpected(stored.GetAllocations())
+		counts.expected = [2]int32{stored.GetControllersExpected() - ctl, stored.GetNodesExpected() - node}
+	} else {
+		all = true
+		for _, side := range []struct {
+			controller bool
+			instances  map[string]*pb.CSIPluginInfo
+		}{{true, r.GetControllers()}, {false, r.GetNodes()}} {
+			for _, node := range slices.Sorted(maps.Keys(side.instances)) {
+				info := side.instances[node]
+				if _, ok := changes[instanceKey{side.controller, node}]; ok {
+					continue // written below
+				}
+				counts.add(side.controller, info, 1)
+				if err := csiInstancesTable.insert(tx, &pb.CSIPluginInstance{PluginId: r.GetId(), NodeId: node, Controller: side.controller, Info: info}); err != nil {
+					return false, err
+				}
+			}
+		}
+		changed = len(r.GetControllers())+len(r.GetNodes()) > 0
+		r.Controllers, r.Nodes, r.InstancesSplit = nil, nil, true
+	}
+	nodes := map[string]bool{}
+	for _, k := range slices.SortedFunc(maps.Keys(changes), compareInstanceKeys) {
+		info := changes[k]
+		old, err := csiInstancesTable.first(tx, nil, r.GetId(), sideOf(k.controller), k.node)
+		if err != nil {
+			return false, err
+		}
+		if old == nil && info == nil || old != nil && info != nil && proto.Equal(old.GetInfo(), info) {
+			continue
+		}
+		changed = true
+		nodes[k.node] = true
+		if old != nil {
+			counts.add(k.controller, old.GetInfo(), -1)
+			if info == nil {
+				if err := csiInstancesTable.delete(tx, old); err != nil {
+					return false, err
+				}
+				continue
+			}
+		}
+		counts.add(k.controller, info, 1)
+		if !r.GetDerivedFromServing() && info.GetControllerRequired() {
+			r.ControllerRequired = true // the rule before derived_from_serving: kept once said
+		}
+		if err := csiInstancesTable.insert(tx, &pb.CSIPluginInstance{PluginId: r.GetId(), NodeId: k.node, Controller: k.controller, Info: info}); err != nil {
+			return false, err
+		}
+	}
+	if all && !r.GetDerivedFromServing() {
+		// A row split now: its earlier instances said what they said.
+		each := func(i *pb.CSIPluginInstance) error {
+			if i.GetInfo().GetControllerRequired() {
+				r.ControllerRequired = true
+			}
+			return nil
+		}
+		if err := csiInstancesTable.primary.each(tx.readTxn(), nil, []string{r.GetId()}, each); err != nil {
+			return false, err
+		}
+	}
+	if err := deriveSplit(tx, r, counts, nodes, allocs, all); err != nil {
+		return false, err
+	}
+	return changed, nil
+}
+
+// deriveSplit sets what a split row derives, as deriveCSIPlugin does for
+// a row that keeps its instances.
+func deriveSplit(tx *writeTxn, r *pb.CSIPlugin, counts splitCounts, nodes, allocs map[string]bool, all bool) error {
+	slices.SortFunc(r.Allocations, func(a, b *pb.CSIPluginAlloc) int {
+		switch {
+		case a.GetAllocId() < b.GetAllocId():
+			return -1
+		case a.GetAllocId() > b.GetAllocId():
+			return 1
+		}
+		return 0
+	})
+	ctl, node := allocExpected(r.GetAllocations())
+	r.ControllersHealthy, r.NodesHealthy = counts.healthy[0], counts.healthy[1]
+	r.ControllersExpected, r.NodesExpected = counts.expected[0]+ctl, counts.expected[1]+node
+	var healthy, first *pb.CSIPluginInstance
+	for _, side := range []string{sideController, sideNode} {
+		var err error
+		if healthy == nil {
+			if healthy, err = firstInstance(tx, csiInstancesByHealthy, r.GetId(), side, "0"); err != nil {
+				return err
+			}
+		}
+		if first == nil {
+			if first, err = firstInstance(tx, csiInstancesByProvider, r.GetId(), side, "p"); err != nil {
+				return err
+			}
+		}
+	}
+	if !r.GetDerivedFromServing() {
+		if healthy != nil {
+			r.Provider, r.Version = healthy.GetInfo().GetProvider(), healthy.GetInfo().GetProviderVersion()
+		}
+	} else {
+		spoke, required := false, false
+		err := csiInstancesTable.primary.each(tx.readTxn(), nil, []string{r.GetId(), sideController}, func(i *pb.CSIPluginInstance) error {
+			info := i.GetInfo()
+			if info.GetControllerInfo() != nil || info.GetControllerRequired() {
+				spoke = true
+				required = required || info.GetControllerRequired()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if spoke {
+			r.ControllerRequired = required
+		}
+		if healthy != nil {
+			first = healthy
+		}
+		r.Provider, r.Version = first.GetInfo().GetProvider(), first.GetInfo().GetProviderVersion()
+	}
+	for _, a := range r.GetAllocations() {
+		if !all && !nodes[a.GetNodeId()] && !allocs[a.GetAllocId()] {
+			continue
+		}
+		healthy := false
+		for _, side := range []string{sideController, sideNode} {
+			inst, err := csiInstancesTable.first(tx, nil, r.GetId(), side, a.GetNodeId())
+			if err != nil {
+				return err
+			}
+			if inst.GetInfo().GetAllocId() == a.GetAllocId() && inst.GetInfo().GetHealthy() {
+				healthy = true
+			}
+		}
+		a.Healthy = healthy
+	}
+	r.Schedulable = r.NodesHealthy > 0 && (!r.ControllerRequired || r.ControllersHealthy > 0)
+	return nil
+}
+
+// hasInstances reports whether the plugin has an instance row.
+func hasInstances(tx *writeTxn, pluginID string) (bool, error) {
+	i, err := firstInstance(tx, csiInstancesTable.primary, pluginID)
+	return i != nil, err
+}
