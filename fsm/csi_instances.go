@@ -32,8 +32,15 @@ const PluginInstancesSinceVersion = "0.1.0-dev.4"
 // replicated servers table as claimStateSince is (claim_state_since.go).
 var pluginInstancesSince = versions.MustConstraint(">= " + PluginInstancesSinceVersion)
 
+// forceInstancesSplit, set only by tests (export_test.go), decides the
+// gate instead of the servers table, so every script can run both ways.
+var forceInstancesSplit *bool
+
 // pluginInstancesOn reports whether the split rule holds in tx.
 func pluginInstancesOn(tx *writeTxn) (bool, error) {
+	if forceInstancesSplit != nil {
+		return *forceInstancesSplit, nil
+	}
 	if tx.instancesSplit != 0 {
 		return tx.instancesSplit > 0, nil
 	}

@@ -70,3 +70,23 @@ func (s *StateStore) SetClaimStateUnchecked(index uint64, id string, state pb.Cl
 	}
 	return tx.commit()
 }
+
+// ForceInstancesSplit decides the pluginInstancesSince gate for every FSM
+// until the returned func restores the servers table's word. Tests using
+// it must not run in parallel.
+func ForceInstancesSplit(on bool) (restore func()) {
+	forceInstancesSplit = &on
+	return func() { forceInstancesSplit = nil }
+}
+
+// CSIPluginRaw returns the plugin's stored row as it is (a split row
+// without its instances) and its rows of csi_plugin_instances.
+func (s *StateStore) CSIPluginRaw(id string) (*pb.CSIPlugin, []*pb.CSIPluginInstance, error) {
+	r := s.reader
+	p, err := csiPluginsTable.first(r, nil, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	insts, err := csiInstancesTable.list(r, nil, id)
+	return p, insts, err
+}
