@@ -1,13 +1,16 @@
 package fsm_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
 )
 
 // splitNoise matches what only the split form adds to a script's output:
@@ -67,4 +70,102 @@ func describeState(t *testing.T, h *scriptHarness) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// pluginCmd is a NodeCSIUpdate for node with a controller and a node
+// instance of plugin p (only a node instance when ctl is false).
+func pluginCmd(node, p string, ctl, healthy bool, at int64) *pb.NodeCSIUpdateCommand {
+	info := func(typ pb.CSIPluginType) *pb.CSIPluginInfo {
+		return &pb.CSIPluginInfo{PluginId: p, Type: typ, Healthy: healthy, Provider: "prov-" + node, ProviderVersion: "1",
+			ControllerRequired: ctl, UpdatedAt: at}
+	}
+	cmd := &pb.NodeCSIUpdateCommand{NodeId: node, UpdatedAt: at, DeriveFromServing: true,
+		Nodes: map[string]*pb.CSIPluginInfo{p: info(pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE)}}
+	if ctl {
+		cmd.Controllers = map[string]*pb.CSIPluginInfo{p: info(pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER)}
+	}
+	return cmd
+}
+
+// TestPluginInstancesGateFollowsServers applies one history to two FSMs
+// whose servers table differs only in a server's version: the one below
+// pluginInstancesSince keeps the instances in the plugin row (as an older
+// server writes it), the other splits them; every read of the plugin is
+// the same. Upgrading the old one splits its row at the next event, and a
+// server recorded older again joins the split row back.
+func TestPluginInstancesGateFollowsServers(t *testing.T) {
+	old, cur := fsm.New(nil), fsm.New(nil)
+	index := uint64(0)
+	both := func(typ fsm.MessageType, msg proto.Message) {
+		t.Helper()
+		index++
+		applyOK(t, old, index, typ, msg)
+		applyOK(t, cur, index, typ, msg)
+	}
+	server := func(f *fsm.FSM, version string) {
+		t.Helper()
+		index++
+		applyOK(t, f, index, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: version}})
+	}
+	server(old, "0.1.0-dev.3")
+	server(cur, fsm.PluginInstancesSinceVersion)
+	wantForm := func(f *fsm.FSM, split bool, instances int) {
+		t.Helper()
+		p, insts, err := f.State().CSIPluginRaw("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.GetInstancesSplit() != split || len(insts) != instances {
+			t.Fatalf("plugin row split=%t with %d instance rows, want split=%t with %d", p.GetInstancesSplit(), len(insts), split, instances)
+		}
+	}
+	same := func(step string) {
+		t.Helper()
+		a, err := old.State().CSIPluginByID(nil, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cur.State().CSIPluginByID(nil, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(a, b) {
+			t.Fatalf("%s: plugin read differs:\ninline %v\nsplit  %v", step, a, b)
+		}
+	}
+	for i := range 4 {
+		both(fsm.NodeRegister, registerCmd(fmt.Sprintf("n%d", i), "", pb.NodeStatus_NODE_STATUS_READY))
+	}
+	both(fsm.NodeCSIUpdate, pluginCmd("n2", "p", false, true, 1))
+	same("first node instance")
+	both(fsm.NodeCSIUpdate, pluginCmd("n1", "p", true, false, 2))
+	same("an unhealthy controller")
+	both(fsm.NodeCSIUpdate, pluginCmd("n3", "p", true, true, 3))
+	same("a healthy controller after it")
+	both(fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n3", Status: pb.NodeStatus_NODE_STATUS_DOWN, UpdatedAt: 4})
+	same("its node down")
+	both(fsm.NodeCSIUpdate, pluginCmd("n1", "p", false, true, 5))
+	same("the first controller gone")
+	wantForm(old, false, 0)
+	wantForm(cur, true, 4)
+
+	server(old, fsm.PluginInstancesSinceVersion)
+	both(fsm.NodeCSIUpdate, pluginCmd("n0", "p", false, true, 6))
+	same("upgraded: split at the next event")
+	wantForm(old, true, 5)
+
+	server(old, "0.1.0-dev.3")
+	server(cur, "0.1.0-dev.3")
+	both(fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n3", Status: pb.NodeStatus_NODE_STATUS_READY, UpdatedAt: 7})
+	same("an older server again: joined")
+	wantForm(old, false, 0)
+	wantForm(cur, false, 0)
+
+	server(cur, fsm.PluginInstancesSinceVersion)
+	for _, n := range []string{"n0", "n1", "n2", "n3"} {
+		both(fsm.NodeDeregister, &pb.NodeDeregisterCommand{NodeId: n})
+	}
+	if p, insts, err := cur.State().CSIPluginRaw("p"); err != nil || p != nil || len(insts) != 0 {
+		t.Fatalf("every node gone: plugin %v, %d instance rows (%v), want none", p, len(insts), err)
+	}
 }
