@@ -513,7 +513,7 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 				return err
 			}
 		} else {
-			if r.GetInstancesSplit() {
+			if !inline(r) {
 				if err := joinInstances(tx, r); err != nil {
 					return err
 				}

@@ -14,7 +14,8 @@ import (
 
 // A plugin's instances, one a node and side, are rows of their own
 // (csi_plugin_instances) once every server is at pluginInstancesSince:
-// the plugin's row (instances_split) keeps only what it derives from them
+// the plugin's row (its controllers and nodes left empty) keeps only what
+// it derives from them
 // (counts, provider, version, controller_required, schedulable) and its
 // allocations, and a node's event rewrites its own instances and updates
 // those facts from the instances it changed, where the single row of
@@ -22,7 +23,11 @@ import (
 // plugin's nodes, quadratic over a cluster's formation). Before the gate
 // the row keeps its instances (controllers and nodes), as an older server
 // writes it, so both compute the same state; a split row met while the
-// gate does not hold is joined back.
+// gate does not hold is joined back. A row is in one form or the other,
+// never both: one that holds an instance keeps them all (inline), one
+// that holds none has its instances, if any, in csi_plugin_instances
+// (split), so the form needs no mark on the row, and the row's message
+// and API answers are what they were.
 
 // PluginInstancesSinceVersion is the first berth version whose servers
 // keep a plugin's instances in csi_plugin_instances.
@@ -141,19 +146,21 @@ func firstInstance(src txnSource, x *index[*pb.CSIPluginInstance], parts ...stri
 	return out, nil
 }
 
+// inline reports whether p keeps its instances (holds one).
+func inline(p *pb.CSIPlugin) bool { return len(p.GetControllers())+len(p.GetNodes()) > 0 }
+
 // withInstances returns p with its instances: p itself for a row that
-// keeps them, a copy filled from csi_plugin_instances for a split row
-// (adding a watch on them to ws).
+// keeps them or has none, a copy filled from csi_plugin_instances for a
+// split row (adding a watch on them to ws).
 func withInstances(src txnSource, ws memdb.WatchSet, p *pb.CSIPlugin) (*pb.CSIPlugin, error) {
-	if !p.GetInstancesSplit() {
+	if inline(p) {
 		return p, nil
 	}
 	insts, err := csiInstancesTable.list(src, ws, p.GetId())
-	if err != nil {
-		return nil, err
+	if err != nil || len(insts) == 0 {
+		return p, err
 	}
 	out := proto.Clone(p).(*pb.CSIPlugin)
-	out.InstancesSplit = false
 	for _, i := range insts {
 		side := &out.Nodes
 		if i.GetController() {
@@ -167,8 +174,9 @@ func withInstances(src txnSource, ws memdb.WatchSet, p *pb.CSIPlugin) (*pb.CSIPl
 	return out, nil
 }
 
-// joinInstances puts a split row's instances back into r (a clone of the
-// stored row) and deletes their rows: the form an older server writes.
+// joinInstances puts a split row's instances, if any, back into r (a
+// clone of the stored row) and deletes their rows: the form an older
+// server writes.
 func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
 	insts, err := csiInstancesTable.list(tx, nil, r.GetId())
 	if err != nil {
@@ -187,7 +195,6 @@ func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
 			return err
 		}
 	}
-	r.InstancesSplit = false
 	return nil
 }
 
@@ -263,10 +270,13 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 	var counts splitCounts
 	changed := false
 	all := false // every allocation's health is derived again
-	if r.GetInstancesSplit() {
+	if !inline(r) {
+		// Split already, or without instances: the stored counts are those
+		// of its instance rows (none for a new row).
 		counts.healthy = [2]int32{stored.GetControllersHealthy(), stored.GetNodesHealthy()}
 		ctl, node := allocExpected(stored.GetAllocations())
 		counts.expected = [2]int32{stored.GetControllersExpected() - ctl, stored.GetNodesExpected() - node}
+		all = stored == nil
 	} else {
 		all = true
 		for _, side := range []struct {
@@ -284,8 +294,8 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 				}
 			}
 		}
-		changed = len(r.GetControllers())+len(r.GetNodes()) > 0
-		r.Controllers, r.Nodes, r.InstancesSplit = nil, nil, true
+		changed = true
+		r.Controllers, r.Nodes = nil, nil
 	}
 	nodes := map[string]bool{}
 	for _, k := range slices.SortedFunc(maps.Keys(changes), compareInstanceKeys) {

@@ -32,7 +32,7 @@ func (r reader) CSIPluginInstance(ws memdb.WatchSet, pluginID, nodeID string, co
 	if err != nil || p == nil {
 		return nil, err
 	}
-	if !p.GetInstancesSplit() {
+	if inline(p) {
 		if controller {
 			return p.GetControllers()[nodeID], nil
 		}
@@ -47,4 +47,27 @@ func (r reader) CSIPluginInstance(ws memdb.WatchSet, pluginID, nodeID string, co
 // nodes leaves the instances to CSIPluginByID).
 func (r reader) CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) (plugins []*pb.CSIPlugin, next string, err error) {
 	return pageByID(r, csiPluginsTable, ws, from, limit, keep)
+}
+
+// CSIPluginControllers returns the plugin's controller instances by node
+// ID (nil when it has none or no row), without reading its node
+// instances: a plugin's controllers are few, its node instances one a
+// node.
+func (r reader) CSIPluginControllers(ws memdb.WatchSet, id string) (map[string]*pb.CSIPluginInfo, error) {
+	p, err := csiPluginsTable.first(r, ws, id)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	if inline(p) {
+		return p.GetControllers(), nil
+	}
+	insts, err := csiInstancesTable.list(r, ws, id, sideController)
+	if err != nil || len(insts) == 0 {
+		return nil, err
+	}
+	out := make(map[string]*pb.CSIPluginInfo, len(insts))
+	for _, i := range insts {
+		out[i.GetNodeId()] = i.GetInfo()
+	}
+	return out, nil
 }

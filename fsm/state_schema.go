@@ -36,7 +36,7 @@ const (
 	TableCSIPlugins = "csi_plugins"
 	// TableCSIPluginInstances holds the nodes' instances of CSI plugins
 	// (pb.CSIPluginInstance) by plugin, side and node, for the rows of
-	// csi_plugins with instances_split (csi_instances.go).
+	// csi_plugins that hold none of their own (csi_instances.go).
 	TableCSIPluginInstances = "csi_plugin_instances"
 	// TableVolumes holds CSI volumes (pb.Volume) by ID: written by
 	// VolumeRegister and VolumeDeregister, its plugin mirrors refreshed by

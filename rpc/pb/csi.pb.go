@@ -688,16 +688,11 @@ type CSIPlugin struct {
 	// before: controller_required, once set, is kept while the row lives,
 	// and the provider of the first healthy instance is kept when none is.
 	// Set by a NodeCSIUpdate with derive_from_serving, never cleared.
-	DerivedFromServing bool `protobuf:"varint,13,opt,name=derived_from_serving,json=derivedFromServing,proto3" json:"derived_from_serving,omitempty"`
-	// instances_split: the row's instances are rows of csi_plugin_instances
-	// (CSIPluginInstance), not its controllers and nodes, which it leaves
-	// empty; readers (fsm's CSIPluginByID) put them back. Set once every
-	// server is at the pluginInstancesSince gate (0.1.0-dev.4).
-	InstancesSplit bool   `protobuf:"varint,290,opt,name=instances_split,json=instancesSplit,proto3" json:"instances_split,omitempty"`
-	CreateIndex    uint64 `protobuf:"varint,20,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
-	ModifyIndex    uint64 `protobuf:"varint,21,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	DerivedFromServing bool   `protobuf:"varint,13,opt,name=derived_from_serving,json=derivedFromServing,proto3" json:"derived_from_serving,omitempty"`
+	CreateIndex        uint64 `protobuf:"varint,20,opt,name=create_index,json=createIndex,proto3" json:"create_index,omitempty"`
+	ModifyIndex        uint64 `protobuf:"varint,21,opt,name=modify_index,json=modifyIndex,proto3" json:"modify_index,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CSIPlugin) Reset() {
@@ -821,13 +816,6 @@ func (x *CSIPlugin) GetDerivedFromServing() bool {
 	return false
 }
 
-func (x *CSIPlugin) GetInstancesSplit() bool {
-	if x != nil {
-		return x.InstancesSplit
-	}
-	return false
-}
-
 func (x *CSIPlugin) GetCreateIndex() uint64 {
 	if x != nil {
 		return x.CreateIndex
@@ -902,7 +890,7 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x15\n" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12+\n" +
 	"\x04type\x18\x04 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x18\n" +
-	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"\xdc\x06\n" +
+	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"\xb2\x06\n" +
 	"\tCSIPlugin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -917,8 +905,7 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	" \x03(\v2\x1e.berth.v1.CSIPlugin.NodesEntryR\x05nodes\x12:\n" +
 	"\vallocations\x18\v \x03(\v2\x18.berth.v1.CSIPluginAllocR\vallocations\x12 \n" +
 	"\vschedulable\x18\f \x01(\bR\vschedulable\x120\n" +
-	"\x14derived_from_serving\x18\r \x01(\bR\x12derivedFromServing\x12(\n" +
-	"\x0finstances_split\x18\xa2\x02 \x01(\bR\x0einstancesSplit\x12!\n" +
+	"\x14derived_from_serving\x18\r \x01(\bR\x12derivedFromServing\x12!\n" +
 	"\fcreate_index\x18\x14 \x01(\x04R\vcreateIndex\x12!\n" +
 	"\fmodify_index\x18\x15 \x01(\x04R\vmodifyIndex\x1aW\n" +
 	"\x10ControllersEntry\x12\x10\n" +
