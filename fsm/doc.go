@@ -186,6 +186,30 @@
 // whose current version runs the plugin, so allocs placed before any node
 // reported the plugin are counted.
 //
+// Where the instances are (csi_instances.go): while every server in the
+// servers table has recorded pluginInstancesSince (0.1.0-dev.4) or later
+// (decided in the apply, as claimStateSince is), a row's instances are
+// rows of csi_plugin_instances (pb.CSIPluginInstance, by plugin, side and
+// node; indexes by health and provider give the row's provider in one
+// lookup), the row holds none, and an apply updates its facts from the
+// instances it changed (counts by difference, controller_required from
+// the controllers alone, the health of the allocations on the nodes
+// changed): a node event costs the same at 5,000 nodes as at 100, where
+// re-deriving the whole row cost O(nodes) (issue 25). Otherwise the row
+// holds them (controllers and nodes), as an older server writes it. A row
+// holding an instance is inline, one holding none is split (or has none),
+// so the message needs no mark; the first apply touching a row of the
+// other form converts it (an inline row restored from an older snapshot is
+// split at its first event once the gate holds; a split row is joined back
+// if an older server is recorded). CSIPluginByID answers with the
+// instances in either form; CSIPluginFacts, CSIPluginInstance and
+// CSIPluginControllers read less, and CSIPluginsPage answers facts only.
+// Both forms give every script the same output (TestScriptsSplitPlugins,
+// TestPluginInstancesGateFollowsServers). The table rule's exception:
+// commands older servers apply write csi_plugin_instances, but only while
+// the gate holds, when no older server is in the servers table (an older
+// server joining afterwards is not supported, as for claimStateSince).
+//
 // # Volumes, claims and attachments
 //
 // Tables (state_schema.go): volumes by ID, indexed by plugin and by
