@@ -170,3 +170,48 @@ func TestPluginInstancesGateFollowsServers(t *testing.T) {
 		t.Fatalf("every node gone: plugin %v, %d instance rows (%v), want none", p, len(insts), err)
 	}
 }
+
+// TestPluginInstancesRestoredInlineRow restores a snapshot of servers
+// below the gate (the plugin row holding its instances) into a server
+// that is at it: the row is read as it is, split at its next event, and
+// every read matches a server that kept applying inline.
+func TestPluginInstancesRestoredInlineRow(t *testing.T) {
+	old := fsm.New(nil)
+	index := uint64(1)
+	applyOK(t, old, index, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: "0.1.0-dev.3"}})
+	for i := range 3 {
+		index++
+		applyOK(t, old, index, fsm.NodeRegister, registerCmd(fmt.Sprintf("n%d", i), "", pb.NodeStatus_NODE_STATUS_READY))
+		index++
+		applyOK(t, old, index, fsm.NodeCSIUpdate, pluginCmd(fmt.Sprintf("n%d", i), "p", i == 1, true, int64(i)))
+	}
+	restored := fsm.New(nil)
+	if err := restoreBytes(restored, snapshotBytes(t, old)); err != nil {
+		t.Fatal(err)
+	}
+	read := func(f *fsm.FSM) *pb.CSIPlugin {
+		t.Helper()
+		p, err := f.State().CSIPluginByID(nil, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if a, b := read(old), read(restored); !proto.Equal(a, b) {
+		t.Fatalf("restored inline row reads %v, want %v", b, a)
+	}
+	index++
+	applyOK(t, restored, index, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: fsm.PluginInstancesSinceVersion}})
+	applyOK(t, old, index, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: "0.1.0-dev.3"}})
+	index++
+	cmd := pluginCmd("n2", "p", false, false, 9)
+	applyOK(t, restored, index, fsm.NodeCSIUpdate, cmd)
+	applyOK(t, old, index, fsm.NodeCSIUpdate, cmd)
+	if a, b := read(old), read(restored); !proto.Equal(a, b) {
+		t.Fatalf("after an event: split row reads %v, want %v", b, a)
+	}
+	p, insts, err := restored.State().CSIPluginRaw("p")
+	if err != nil || len(p.GetControllers())+len(p.GetNodes()) != 0 || len(insts) != 4 {
+		t.Fatalf("restored row after an event: %v with %d instance rows (%v), want it split into 4", p, len(insts), err)
+	}
+}
