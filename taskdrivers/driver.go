@@ -107,10 +107,9 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 			// The plugin's tasks outlive it, but one started under this
 			// call has no handle for the next plugin to recover, and no
 			// start reuses its ID: the next plugin destroys it.
-			d.in.logger.Warn("driver plugin went away during StartTask; destroying the task it may have started on the next plugin",
+			d.in.logger.Warn("driver plugin went away during StartTask; the next plugin will destroy the task it may have started",
 				"task_id", id, "error", err)
-			d.in.gone(r)
-			d.destroyOnNext(ctx, r, id)
+			d.destroyOnNext(r, id)
 		case ctx.Err() != nil:
 			d.destroyUnrecorded(ctx, r, id, "StartTask abandoned by its caller")
 		}
@@ -152,36 +151,6 @@ func (d *Driver) destroyUnrecorded(ctx context.Context, r *running, id, why stri
 	if err := r.Val.client.DestroyTask(dctx, id, true); err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
 		d.in.logger.Error("the task of a failed start could not be destroyed; it may run unsupervised",
 			"task_id", id, "failure", why, "error", err, "cleanup_timeout", d.in.m.cfg.CleanupTimeout)
-	}
-}
-
-// destroyOnNext destroys id on the plugin that replaces dead, which died
-// inside StartTask(id): whatever that plugin started (a container, say)
-// outlives it with no handle naming it. It waits for the next plugin for
-// at most CleanupTimeout; a plugin that dies again is waited for again.
-func (d *Driver) destroyOnNext(ctx context.Context, dead *running, id string) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.in.m.cfg.CleanupTimeout)
-	defer cancel()
-	for {
-		r, err := d.in.acquire(dctx, true)
-		if err == nil && r == dead {
-			// Not yet seen as gone by the supervisor.
-			d.in.gone(r)
-			continue
-		}
-		if err == nil {
-			err = r.Val.client.DestroyTask(dctx, id, true)
-			if errors.Is(err, sdk.ErrPluginShutdown) && dctx.Err() == nil {
-				d.in.gone(r)
-				dead = r
-				continue
-			}
-		}
-		if err != nil && !errors.Is(err, sdk.ErrTaskNotFound) {
-			d.in.logger.Error("the task of a start its plugin died in could not be destroyed; it may run unsupervised",
-				"task_id", id, "error", err, "cleanup_timeout", d.in.m.cfg.CleanupTimeout)
-		}
-		return
 	}
 }
 

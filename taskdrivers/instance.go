@@ -79,9 +79,28 @@ func unavailable(o pluginsup.Outage) error {
 	}
 }
 
-// acquire returns the running plugin (pluginsup.Instance.Acquire).
+// acquire returns the running plugin (pluginsup.Instance.Acquire), once it
+// destroyed the tasks earlier plugins died starting. Setup destroys them;
+// this catches an ID recorded while the plugin was in Setup.
 func (in *instance) acquire(ctx context.Context, wait bool) (*running, error) {
-	return in.sup.Acquire(ctx, wait)
+	for {
+		r, err := in.sup.Acquire(ctx, wait)
+		if err != nil {
+			return nil, err
+		}
+		err = in.destroyPending(ctx, r.Val.client, r)
+		switch {
+		case err == nil:
+			return r, nil
+		case errors.Is(err, sdk.ErrPluginShutdown) && ctx.Err() == nil:
+			in.gone(r)
+			if !wait {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+	}
 }
 
 // gone is how a caller reports that r failed a call with ErrPluginShutdown.

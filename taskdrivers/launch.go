@@ -60,6 +60,9 @@ func (in *instance) Setup(ctx context.Context, proc *sdk.DriverPlugin) (*live, e
 	if err != nil {
 		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}
+	if err := in.destroyPending(ctx, c, nil); err != nil {
+		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
+	}
 	if err := in.recoverTasks(ctx, c); err != nil {
 		return nil, noun.Wrap(in.p, errcode.Fallback(ErrPluginStart, err))
 	}

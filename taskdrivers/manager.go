@@ -72,6 +72,9 @@ type Manager struct {
 	// startsDone is closed when starting empties; nil while it is empty.
 	// Shutdown waits on it so it sees every handle a start persists.
 	startsDone chan struct{}
+	// destroyNext holds the tasks whose plugin died inside StartTask, for
+	// the driver's next plugin to destroy (destroynext.go).
+	destroyNext map[string]destroyNext
 }
 
 // New returns a manager for cfg.Plugins. It starts nothing.
@@ -146,6 +149,9 @@ func (m *Manager) reserve(id string) (func(), error) {
 	}
 	if m.starting[id] {
 		return nil, fmt.Errorf("%w: another start of it is under way", sdk.ErrTaskExists)
+	}
+	if p, ok := m.destroyNext[id]; ok {
+		return nil, fmt.Errorf("%w: driver %q's plugin died starting it, and its next plugin has yet to destroy it", sdk.ErrTaskExists, p.in.p.Name)
 	}
 	rec, ok, err := m.cfg.Store.TaskHandle(id)
 	if err != nil {

@@ -27,6 +27,10 @@ const (
 	envFaults = "BERTH_CHAOS_FAULTS" // faults per run (default 6)
 )
 
+// shortRunSeed is the seed of make test's short run (it passed in the
+// long suite of session 8, 20 runs from seed 2000, 0 violations).
+const shortRunSeed = 2000
+
 // convergeWithin is how long after the last heal every claim and job must
 // be where the test wants it.
 const convergeWithin = 30 * time.Second
@@ -53,7 +57,15 @@ func TestChaos(t *testing.T) {
 			testutil.Unavailable(t, "needs %s (iproute2, nftables, util-linux): %v", tool, err)
 		}
 	}
-	seed := envInt(t, envSeed, time.Now().UnixNano()%1_000_000)
+	// make test's short run (no BERTH_CHAOS_SEED at all) replays one fixed
+	// schedule, so a failure there is a regression and not a new
+	// schedule's find; make chaos (the variable set, empty without SEED)
+	// explores from a random one.
+	def := int64(shortRunSeed)
+	if _, set := os.LookupEnv(envSeed); set {
+		def = time.Now().UnixNano() % 1_000_000
+	}
+	seed := envInt(t, envSeed, def)
 	runs := envInt(t, envRuns, 1)
 	nFaults := int(envInt(t, envFaults, 6))
 	fig := &figures{faults: map[string]int{}}

@@ -16,15 +16,13 @@ import (
 // authorizeHTTP decides a request from its route's need in the one table
 // (host/authz), before its body is read. The token (X-Berth-Token or
 // Authorization: Bearer) goes on to the servers with every RPC the handler
-// makes, which check it again. With ACL disabled nothing is checked, and a
-// token is passed on only when well formed.
+// makes, which check it again. An Authorization of another scheme (a
+// reverse proxy's Basic, which the browser sends with every request, the
+// UI's own API calls too) is ignored on every route, as Nomad does. With
+// ACL disabled nothing is checked, and a token is passed on only when
+// well formed.
 func (a *Agent) authorizeHTTP(r *http.Request, pattern string) (*http.Request, error) {
-	secret, err := acl.FromHeader(r.Header)
-	if isUIPage(pattern) {
-		// A Basic Authorization (a reverse proxy's) is not refused on
-		// the UI's pages: the browser sends it with every request.
-		secret, err = acl.FromPageHeader(r.Header)
-	}
+	secret, err := acl.FromPageHeader(r.Header)
 	if a.cfg == nil || !a.cfg.ACL.Enabled {
 		if err == nil && secret != "" {
 			r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), rpc.TokenKey, secret))

@@ -209,7 +209,6 @@ func TestACLRouteTokenMatrix(t *testing.T) {
 		{"X-Berth-Token": {"\xff\xfe"}},
 		{"X-Berth-Token": {strings.Repeat("a", 1<<16)}},
 		{"X-Berth-Token": {mgmt, readTok}},
-		{"Authorization": {"Basic " + mgmt}},
 		{"Authorization": {"Bearer"}},
 		{"Authorization": {"Bearer " + readTok}, "X-Berth-Token": {mgmt}},
 		{"X-Berth-Token": {strings.ToUpper(mgmt)}},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"berth.dev/berth/host/agent"
 	"berth.dev/berth/internal/testutil"
@@ -104,7 +106,21 @@ func TestACLCommandsAgainstAnAgent(t *testing.T) {
 	var boot struct {
 		SecretID string `json:"secret_id"`
 	}
-	if err := json.Unmarshal([]byte(run(0, "acl", "bootstrap", "-json")), &boot); err != nil || len(boot.SecretID) != 64 {
+	// A fresh server answers 409 until it has recorded its version in
+	// the state (ACL commands are gated on every server's version).
+	var bootOut string
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		code, out, errOut := berth(t, "acl", "bootstrap", "-json")
+		if code != 0 && strings.Contains(errOut, "wait for every server to record its version") {
+			return fmt.Errorf("berth acl bootstrap: %s", errOut)
+		}
+		if code != 0 {
+			t.Fatalf("berth acl bootstrap -json: exit %d, want 0\n%s%s", code, out, errOut)
+		}
+		bootOut = out
+		return nil
+	})
+	if err := json.Unmarshal([]byte(bootOut), &boot); err != nil || len(boot.SecretID) != 64 {
 		t.Fatalf("bootstrap -json: %v %+v", err, boot)
 	}
 	if out := run(1, "acl", "bootstrap"); !strings.Contains(out, "already done") {

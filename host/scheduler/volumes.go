@@ -383,11 +383,39 @@ func claimRefusal(v *pb.Volume, held []*pb.Claim, c *pb.Claim, err error) string
 	}
 	for _, h := range held {
 		if rules.CheckClaim(v, []*pb.Claim{h}, c) != nil {
-			return fmt.Sprintf("no free claim (%s, claimed by %s on node %q, %s)",
-				mode, rules.Claimant(h), h.GetNodeId(), pb.EnumWord(h.GetState()))
+			return fmt.Sprintf("no free claim (%s, claimed by %s on node %q, %s%s)",
+				mode, rules.Claimant(h), h.GetNodeId(), pb.EnumWord(h.GetState()), keptBy(held, h))
 		}
 	}
 	return fmt.Sprintf("no free claim (%s, %d claims held)", mode, len(held))
+}
+
+// keptBy says why a node-detached claim h still holds its volume when live
+// claims on its node keep the node's attachment: a write claim of a
+// multi-node mode stays until that attachment, published writable for it,
+// is unpublished (fsm's freeBesideLive), which waits for them all to go.
+// Without this the claim looks stuck; with it the operator sees whom to
+// stop (or to place the writer beside).
+func keptBy(held []*pb.Claim, h *pb.Claim) string {
+	if h.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED {
+		return ""
+	}
+	var users []string
+	for _, o := range held {
+		if o != h && o.GetNodeId() == h.GetNodeId() && rules.ClaimLive(o) {
+			users = append(users, rules.Claimant(o))
+		}
+	}
+	if len(users) == 0 {
+		return ""
+	}
+	const shown = 3
+	more := ""
+	if len(users) > shown {
+		more = fmt.Sprintf(" and %d more", len(users)-shown)
+		users = users[:shown]
+	}
+	return fmt.Sprintf("; kept until the node's attachment is unpublished, which %s%s there still use", strings.Join(users, ", "), more)
 }
 
 // reserve adds the claims alloc a needs to the plan and to the book.

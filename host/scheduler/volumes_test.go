@@ -372,6 +372,38 @@ func TestVolumeReadOnlyBesideAWriter(t *testing.T) {
 	})
 }
 
+// TestVolumeWriterKeptByReadersSaysWho: a multi-node-single-writer
+// volume's stopped writer is node-detached but kept while readers on its
+// node keep the node's writable attachment; a new writer's blocked
+// evaluation names them, so the wait is not a silent one.
+func TestVolumeWriterKeptByReadersSaysWho(t *testing.T) {
+	st := schedtest.NewState()
+	pluginNodes(st, "p", "n1", "n2")
+	st.AddVolume(schedtest.Volume("v", "p", mnsw))
+	old := schedtest.Job("old", pb.JobType_JOB_TYPE_SERVICE, 1)
+	wa := schedtest.Alloc("w1", old, 0, "n1")
+	st.AddAlloc(wa)
+	cw := schedtest.Claim("cw", "v", wa, mnsw)
+	cw.State = pb.ClaimState_CLAIM_STATE_NODE_DETACHED
+	st.AddClaim(cw)
+	readers := schedtest.Job("readers", pb.JobType_JOB_TYPE_SERVICE, 2)
+	for i, id := range []string{"r1", "r2"} {
+		ra := schedtest.Alloc(id, readers, int32(i), "n1")
+		st.AddAlloc(ra)
+		rc := schedtest.Claim("c"+id, "v", ra, mnsw)
+		rc.Mode = pb.ClaimMode_CLAIM_MODE_READ
+		st.AddClaim(rc)
+	}
+
+	writer := schedtest.WithVolume(schedtest.Job("writer", pb.JobType_JOB_TYPE_SERVICE, 1), "v", "v")
+	st.AddJob(writer)
+	res := run(t, st, schedtest.Eval("e1", writer))
+	equal(t, "writer placements", placed(res), []string(nil))
+	equal(t, "writer reasons", filtered(res, "web"), map[string]int32{
+		`volume "v": no free claim (multi-node-single-writer, claimed by alloc "w1" on node "n1", node-detached; kept until the node's attachment is unpublished, which alloc "r1", alloc "r2" there still use)`: 2,
+	})
+}
+
 // TestVolumePerAlloc: source "data" with per_alloc claims "data[<index>]";
 // an index whose volume is held fails alone, the others are placed.
 func TestVolumePerAlloc(t *testing.T) {

@@ -113,9 +113,10 @@ type Config struct {
 	MaxHeartbeatsPerSecond int
 }
 
-// DefaultMaxHeartbeatsPerSecond is Nomad's max_heartbeats_per_second: a
-// cluster's TTL stays at heartbeat_ttl (10 s) up to 500 nodes and grows
-// past them (200 s at 10,000 nodes).
+// DefaultMaxHeartbeatsPerSecond is Nomad's max_heartbeats_per_second. A
+// node heartbeats about 3.4 times per TTL (every TTL/3 less jitter), so a
+// cluster's TTL stays at heartbeat_ttl (10 s) up to about 145 nodes and
+// grows past them (24 s at 350 nodes, 480 s at 7,000).
 const DefaultMaxHeartbeatsPerSecond = 50
 
 // DefaultGCPercent is the Go collector's target (debug.SetGCPercent) an

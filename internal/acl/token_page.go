@@ -5,10 +5,11 @@ import (
 	"strings"
 )
 
-// FromPageHeader is FromHeader for a request of the web UI's pages: an
-// Authorization of another scheme than Bearer is not berth's (HTTP Basic,
-// sent by the browser on every request to a UI behind a reverse proxy
-// that asks for it) and is ignored, not refused.
+// FromPageHeader is FromHeader for an HTTP request to the agent (the web
+// UI's pages and the API alike): an Authorization of another scheme than
+// Bearer is not berth's (HTTP Basic, sent by the browser on every request,
+// the UI's own API calls too, to an agent behind a reverse proxy that asks
+// for it) and is ignored, not refused, as Nomad does.
 func FromPageHeader(h http.Header) (string, error) {
 	if v := h.Get(AuthHeader); v != "" {
 		scheme, _, _ := strings.Cut(strings.TrimSpace(v), " ")

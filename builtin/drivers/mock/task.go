@@ -143,7 +143,6 @@ func (d *Driver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driv
 		after := vals.Duration("crash_plugin_after")
 		t.after(after, func() { d.crash(fmt.Sprintf("task %s: crash_plugin_after %s elapsed", cfg.GetId(), after)) })
 	}
-	d.events.Emit(cfg.GetId(), "task started", nil)
 	return d.handle(t)
 }
 
@@ -163,8 +162,10 @@ func (d *Driver) schedule(t *task, recovered bool) {
 }
 
 func (d *Driver) finish(t *task, res *driverpb.ExitResult, why string) {
+	// The runner records the exit (its Terminated event); an event here
+	// would repeat it, so the reason goes to the log.
 	if t.finish(res) {
-		d.events.Emit(t.cfg.GetId(), "task exited: "+why, map[string]string{"exit_code": fmt.Sprint(res.GetExitCode())})
+		d.logger.Debug("task exited", "task_id", t.cfg.GetId(), "why", why, "exit_code", res.GetExitCode())
 	}
 }
 
@@ -285,7 +286,6 @@ func (d *Driver) RecoverTask(_ context.Context, h *driverpb.TaskHandle) error {
 		return nil
 	}
 	d.schedule(t, true)
-	d.events.Emit(cfg.GetId(), "task recovered", nil)
 	return nil
 }
 

@@ -14,11 +14,13 @@
 //     Start once the leader's barrier passed, Rearm after a snapshot
 //     restore, Stop when the leadership ends, Close at shutdown. The node
 //     endpoints call Reset on a registration and Heartbeat on a heartbeat,
-//     each with TTL(): the configured TTL, or longer once the nodes are
-//     more than max_heartbeats_per_second (default 50) times it in seconds
-//     (ScaledTTL, as Nomad), so the leader's heartbeat load stops growing
-//     with the cluster; a new leader arms the nodes it finds ready with
-//     the TTL scaled to their number, plus the grace.
+//     each with TTL(): the configured TTL, or longer once the nodes send
+//     more than max_heartbeats_per_second (default 50) heartbeats a second
+//     at it (ScaledTTL, as Nomad, scaled for berth's nodes heartbeating
+//     about 3.4 times per TTL), so the leader's heartbeat load stops
+//     growing with the cluster; a new leader tells nodes, until its timers
+//     start, the TTL scaled over the ready nodes in state, and arms them
+//     with it plus the grace.
 //   - Drainer.Run runs for one leadership; Kick wakes it when a drain is
 //     set through the API.
 //

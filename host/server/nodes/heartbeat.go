@@ -47,6 +47,11 @@ type Heartbeater struct {
 	mu     sync.Mutex
 	active bool
 	closed bool
+	// idleReady is the ready nodes in state at idleAt, which TTL counts
+	// while the timers do not run: recounted at most once a second, not
+	// on each heartbeat of the herd that reaches a new leader.
+	idleReady int
+	idleAt    time.Time
 	// gen numbers every arming and only grows, across leaderships too, so
 	// a callback of a timer armed earlier (stopped too late, or from a
 	// previous leadership) never passes for the current one.
@@ -76,7 +81,7 @@ func NewHeartbeater(nodes HeartbeatNodes, clk clock.Clock, ttl, grace time.Durat
 }
 
 // WithMaxPerSecond makes the TTL nodes are told grow with their number, so
-// that they send at most about r heartbeats per second in all (ScaledTTL);
+// that they send about r heartbeats per second in all at most (ScaledTTL);
 // zero keeps the TTL fixed. It is set before Start.
 func (h *Heartbeater) WithMaxPerSecond(r float64) *Heartbeater {
 	h.perSecond = r
@@ -84,23 +89,51 @@ func (h *Heartbeater) WithMaxPerSecond(r float64) *Heartbeater {
 }
 
 // ScaledTTL is the TTL of a cluster of n nodes whose leader takes at most
-// perSecond heartbeats a second: min, or n/perSecond seconds when that is
-// longer (Nomad's min_heartbeat_ttl and max_heartbeats_per_second). A node
-// heartbeats about three times per TTL, so the leader is asked for about
-// 3·perSecond a second however many nodes there are.
+// perSecond heartbeats a second on average: min, or n·24/7/perSecond
+// seconds when that is longer (Nomad's min_heartbeat_ttl and
+// max_heartbeats_per_second). Nomad's clients heartbeat once per TTL;
+// berth's every third of it less up to a quarter of that (host/client's
+// interval), 7/8 of TTL/3 apart on average: 24/7 (about 3.4) times per TTL.
 func ScaledTTL(min time.Duration, perSecond float64, n int) time.Duration {
 	if perSecond <= 0 || n <= 0 {
 		return min
 	}
-	return max(min, time.Duration(float64(n)/perSecond*float64(time.Second)))
+	// 24 and 7 apart, so a whole number of seconds comes out exact.
+	return max(min, time.Duration(float64(n)*24*float64(time.Second)/(7*perSecond)))
 }
 
 // TTL is the TTL a node is told now and its timer armed with: ScaledTTL
-// over the nodes whose timers run.
+// over the nodes whose timers run. Until the timers start (a new leader
+// before its barrier passed, which the re-homing nodes reach first) and
+// once they stopped, it counts the ready nodes in state, as Start will:
+// the nodes' number did not change with the leader.
 func (h *Heartbeater) TTL() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return ScaledTTL(h.ttl, h.perSecond, len(h.timers))
+	n := len(h.timers)
+	if !h.active && h.perSecond > 0 {
+		if now := h.clock.Now(); h.idleAt.IsZero() || now.Sub(h.idleAt) >= time.Second || now.Before(h.idleAt) {
+			h.idleReady, h.idleAt = h.readyLocked(), now
+		}
+		n = max(n, h.idleReady)
+	}
+	return ScaledTTL(h.ttl, h.perSecond, n)
+}
+
+// readyLocked counts the ready nodes in state.
+func (h *Heartbeater) readyLocked() int {
+	nodes, err := h.nodes.Nodes()
+	if err != nil {
+		h.logger.Error("listing nodes for the heartbeat TTL", "error", err)
+		return 0
+	}
+	ready := 0
+	for _, node := range nodes {
+		if node.GetStatus() == pb.NodeStatus_NODE_STATUS_READY {
+			ready++
+		}
+	}
+	return ready
 }
 
 // Start arms a timer of TTL plus grace for every ready node, so a new

@@ -105,26 +105,16 @@ func (c *Core) result(t *Task) *driverpb.ExitResult {
 	return proto.Clone(t.res).(*driverpb.ExitResult)
 }
 
-// watch publishes the task's exit as events.
+// watch publishes what only the driver knows of the task's end: an OOM
+// kill. The exit itself is the runner's to record (its Terminated event),
+// as the start and a recovery are (Started, and the client's log).
 func (c *Core) watch(t *Task) {
 	proc := t.proc.Load()
 	select {
 	case <-proc.Done():
-		res := c.result(t)
-		id := t.cfg.GetId()
-		if res.GetOomKilled() {
-			c.events.Emit(id, "OOM killed", map[string]string{"oom_killed": "true"})
+		if res := c.result(t); res.GetOomKilled() {
+			c.events.Emit(t.cfg.GetId(), "OOM killed", map[string]string{"oom_killed": "true"})
 		}
-		ann := map[string]string{"exit_code": strconv.Itoa(int(res.GetExitCode()))}
-		msg := fmt.Sprintf("task exited with code %d", res.GetExitCode())
-		if res.GetSignal() != 0 {
-			ann["signal"] = strconv.Itoa(int(res.GetSignal()))
-			msg = fmt.Sprintf("task killed by signal %d", res.GetSignal())
-		}
-		if res.GetErr() != "" {
-			msg += ": " + res.GetErr()
-		}
-		c.events.Emit(id, msg, ann)
 	case <-t.gone:
 	}
 }
@@ -194,7 +184,6 @@ func (c *Core) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driver
 	}
 	go c.watch(t)
 	c.logger.Info("task started", "task_id", cfg.GetId(), "pid", proc.Pid(), "command", spec.Path)
-	c.events.Emit(cfg.GetId(), fmt.Sprintf("task started (pid %d)", proc.Pid()), map[string]string{"pid": strconv.Itoa(proc.Pid())})
 	return h, nil
 }
 
@@ -309,6 +298,9 @@ func (c *Core) StopTask(ctx context.Context, taskID string, timeout time.Duratio
 func (c *Core) DestroyTask(ctx context.Context, taskID string, force bool) error {
 	t, proc, err := c.Get(taskID)
 	if errors.Is(err, sdk.ErrTaskNotFound) {
+		if _, unknown := c.tasks.Get(taskID); unknown != nil && force {
+			return c.destroyOrphan(taskID)
+		}
 		return nil
 	}
 	if !Exited(proc) {
@@ -332,6 +324,30 @@ func (c *Core) DestroyTask(ctx context.Context, taskID string, force bool) error
 		return fmt.Errorf("destroy task %q: %w", taskID, err)
 	}
 	os.Remove(filepath.Dir(dir)) // only succeeds once no task state is left
+	return nil
+}
+
+// destroyOrphan kills the executor of a task this plugin does not know, as
+// when an earlier plugin process died inside its StartTask: the executor
+// runs in a session of its own and outlives that plugin. The executor is
+// found by its state directory's name, which ends in the task's ID. The
+// flavor's Release needs the task's config, which only a handle carries:
+// what it would undo (a cgroup, say) is left, and a warning says so.
+func (c *Core) destroyOrphan(taskID string) error {
+	dirs, err := executor.FindOrphans(filepath.Join(c.stateSubdir, taskID))
+	if err != nil {
+		return fmt.Errorf("destroy task %q: %w", taskID, err)
+	}
+	for _, dir := range dirs {
+		killed, err := executor.KillOrphan(dir, c.logger.With("task_id", taskID))
+		if err != nil {
+			return fmt.Errorf("destroy task %q: %w", taskID, err)
+		}
+		if killed {
+			c.logger.Warn("destroyed a task no handle names; what the driver set up for it beyond its processes is left, as only its config says what that is",
+				"task_id", taskID, "state_dir", dir)
+		}
+	}
 	return nil
 }
 

@@ -86,6 +86,5 @@ func (c *Core) RecoverTask(_ context.Context, h *driverpb.TaskHandle) error {
 	}
 	go c.watch(t)
 	c.logger.Info("task recovered", "task_id", id, "pid", proc.Pid())
-	c.events.Emit(id, fmt.Sprintf("task recovered (pid %d)", proc.Pid()), nil)
 	return nil
 }
