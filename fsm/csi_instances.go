@@ -53,13 +53,7 @@ func pluginInstancesOn(tx *writeTxn) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	on := len(servers) > 0
-	for _, s := range servers {
-		if s.GetVersion() == "" || !pluginInstancesSince.Check(s.GetVersion()) {
-			on = false
-			break
-		}
-	}
+	on := serversAt(servers, pluginInstancesSince)
 	tx.instancesSplit = -1
 	if on {
 		tx.instancesSplit = 1
