@@ -118,9 +118,10 @@ type csiChanges struct {
 	// instances holds, by plugin, the instances the apply sets (nil:
 	// removes); flush writes them into the row or csi_plugin_instances.
 	instances map[string]map[instanceKey]*pb.CSIPluginInfo
-	// allocs holds, by plugin, the allocations refiled (their health is
-	// derived again).
-	allocs map[string]map[string]bool
+	// allocs holds, by plugin and alloc ID, the allocations the apply
+	// files (nil: removes); flush writes them into the row or
+	// csi_plugin_allocs.
+	allocs map[string]map[string]*pb.CSIPluginAlloc
 }
 
 // instance records the instance of plugin id at k the apply leaves (nil:
@@ -149,7 +150,7 @@ type csiTask struct {
 func newCSIChanges() *csiChanges {
 	return &csiChanges{
 		rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{},
-		instances: map[string]map[instanceKey]*pb.CSIPluginInfo{}, allocs: map[string]map[string]bool{},
+		instances: map[string]map[instanceKey]*pb.CSIPluginInfo{}, allocs: map[string]map[string]*pb.CSIPluginAlloc{},
 	}
 }
 
@@ -332,14 +333,11 @@ func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
 		if r == nil {
 			continue
 		}
-		r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetAllocId() == a.GetId() })
+		var pa *pb.CSIPluginAlloc
 		if counts {
-			r.Allocations = append(r.Allocations, &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ})
-			if c.allocs[t.plugin] == nil {
-				c.allocs[t.plugin] = map[string]bool{}
-			}
-			c.allocs[t.plugin][a.GetId()] = true
+			pa = &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ}
 		}
+		c.setAlloc(t.plugin, a.GetId(), pa)
 	}
 	return nil
 }
@@ -453,20 +451,27 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 	}
 	if j == nil {
 		// Purged: the allocs may run any of the versions just deleted, so
-		// every row is checked (the table is small: one row a plugin).
+		// every row is checked (the table is small: one row a plugin), and
+		// the split rows' allocations of the job (csiAllocsByJob).
+		split, err := jobPlugins(tx, prev.GetId())
+		if err != nil {
+			return err
+		}
 		rows, err := csiPluginsTable.list(tx, nil)
 		if err != nil {
 			return err
 		}
 		for _, stored := range rows {
-			if !slices.ContainsFunc(stored.GetAllocations(), func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() }) {
+			if !split[stored.GetId()] && !slices.ContainsFunc(stored.GetAllocations(), func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() }) {
 				continue
 			}
 			r, err := c.row(tx, stored.GetId(), false)
 			if err != nil {
 				return err
 			}
-			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() })
+			if err := c.dropJob(tx, r, prev.GetId()); err != nil {
+				return err
+			}
 		}
 		return c.flush(tx)
 	}
@@ -482,7 +487,9 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 			return err
 		}
 		if r != nil {
-			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == j.GetId() })
+			if err := c.dropJob(tx, r, j.GetId()); err != nil {
+				return err
+			}
 		}
 	}
 	for _, a := range allocs {
@@ -509,12 +516,21 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		if c.fromServing {
 			r.DerivedFromServing = true
 		}
+		// A row changing form is read first: if the apply changes nothing
+		// a read shows, it is rewritten without a new modify index
+		// (csiReform).
+		var before *pb.CSIPlugin
+		if stored != nil && split == inline(stored) {
+			if before, err = withInstances(tx, nil, stored); err != nil {
+				return err
+			}
+		}
 		changed, left := false, false
 		if split {
 			if changed, err = applySplit(tx, r, stored, c.instances[id], c.allocs[id]); err != nil {
 				return err
 			}
-			if left, err = hasInstances(tx, id); err != nil {
+			if left, err = splitLeft(tx, id); err != nil {
 				return err
 			}
 		} else {
@@ -524,10 +540,11 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 				}
 			}
 			applyInline(r, c.instances[id])
+			applyAllocsInline(r, c.allocs[id])
 			deriveCSIPlugin(r)
-			left = len(r.GetControllers())+len(r.GetNodes()) > 0
+			left = inline(r)
 		}
-		if !left && len(r.GetAllocations()) == 0 {
+		if !left {
 			if stored != nil {
 				if err := csiPluginsTable.delete(tx, stored); err != nil {
 					return err
@@ -540,6 +557,15 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		}
 		if stored != nil && !changed && proto.Equal(r, stored) {
 			continue
+		}
+		if before != nil && !changed {
+			quiet, err := csiReform(tx, r, before)
+			if err != nil {
+				return err
+			}
+			if quiet {
+				continue
+			}
 		}
 		r.CreateIndex = tx.index
 		if stored != nil {

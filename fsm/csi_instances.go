@@ -13,21 +13,22 @@ import (
 )
 
 // A plugin's instances, one a node and side, are rows of their own
-// (csi_plugin_instances) once every server is at pluginInstancesSince:
-// the plugin's row (its controllers and nodes left empty) keeps only what
-// it derives from them
-// (counts, provider, version, controller_required, schedulable) and its
-// allocations, and a node's event rewrites its own instances and updates
+// (csi_plugin_instances), and its allocations too (csi_plugin_allocs.go),
+// once every server is at pluginInstancesSince: the plugin's row (its
+// controllers, nodes and allocations left empty) keeps only what it
+// derives from them (counts, provider, version, controller_required,
+// schedulable), and a node's event rewrites its own instances and updates
 // those facts from the instances it changed, where the single row of
 // before was cloned, re-derived and compared whole (a cost linear in the
 // plugin's nodes, quadratic over a cluster's formation). Before the gate
-// the row keeps its instances (controllers and nodes), as an older server
-// writes it, so both compute the same state; a split row met while the
-// gate does not hold is joined back. A row is in one form or the other,
-// never both: one that holds an instance keeps them all (inline), one
-// that holds none has its instances, if any, in csi_plugin_instances
-// (split), so the form needs no mark on the row, and the row's message
-// and API answers are what they were.
+// the row keeps its instances and allocations, as an older server writes
+// it; a split row met while the gate does not hold (a new-code server
+// whose servers table records an older version) is joined back. A row is
+// in one form or the other, never both: one that holds an instance or an
+// allocation keeps them all (inline), one that holds none has its
+// instances and allocations, if any, in their tables (split), so the form
+// needs no mark on the row, and the row's message and API answers are
+// what they were.
 
 // PluginInstancesSinceVersion is the first berth version whose servers
 // keep a plugin's instances in csi_plugin_instances.
@@ -39,6 +40,8 @@ var pluginInstancesSince = versions.MustConstraint(">= " + PluginInstancesSinceV
 
 // forceInstancesSplit, set only by tests (export_test.go), decides the
 // gate instead of the servers table, so every script can run both ways.
+// Never set outside tests: it decides a replicated rule, and is not safe
+// with t.Parallel.
 var forceInstancesSplit *bool
 
 // pluginInstancesOn reports whether the split rule holds in tx.
@@ -126,56 +129,51 @@ func compareInstanceKeys(a, b instanceKey) int {
 	return 0
 }
 
-// firstInstance returns the first instance of the plugin's side in x's
-// order under the key parts given after the side, or nil.
-func firstInstance(src txnSource, x *index[*pb.CSIPluginInstance], parts ...string) (*pb.CSIPluginInstance, error) {
-	var out *pb.CSIPluginInstance
-	err := x.each(src.readTxn(), nil, parts, func(i *pb.CSIPluginInstance) error {
-		out = i
+// firstRow returns the first row of x's order under parts, or nil.
+func firstRow[M proto.Message](src txnSource, x *index[M], parts ...string) (M, error) {
+	var out M
+	err := x.each(src.readTxn(), nil, parts, func(m M) error {
+		out = m
 		return errStopScan
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
-		return nil, err
+		var zero M
+		return zero, err
 	}
 	return out, nil
 }
 
-// inline reports whether p keeps its instances (holds one).
-func inline(p *pb.CSIPlugin) bool { return len(p.GetControllers())+len(p.GetNodes()) > 0 }
+// inline reports whether p keeps its instances and allocations (holds
+// one).
+func inline(p *pb.CSIPlugin) bool {
+	return len(p.GetControllers())+len(p.GetNodes())+len(p.GetAllocations()) > 0
+}
 
-// withInstances returns p with its instances: p itself for a row that
-// keeps them or has none, a copy filled from csi_plugin_instances for a
-// split row (adding a watch on them to ws).
+// withInstances returns p with its instances and allocations: p itself
+// for a row that keeps them or has none, a copy filled from
+// csi_plugin_instances and csi_plugin_allocs for a split row (adding a
+// watch on them to ws), its allocations' health derived from the
+// instances.
 func withInstances(src txnSource, ws memdb.WatchSet, p *pb.CSIPlugin) (*pb.CSIPlugin, error) {
 	if inline(p) {
 		return p, nil
 	}
 	insts, err := csiInstancesTable.list(src, ws, p.GetId())
-	if err != nil || len(insts) == 0 {
+	if err != nil {
+		return nil, err
+	}
+	allocs, err := csiAllocsTable.list(src, ws, p.GetId())
+	if err != nil || len(insts)+len(allocs) == 0 {
 		return p, err
 	}
 	out := proto.Clone(p).(*pb.CSIPlugin)
-	for _, i := range insts {
-		side := &out.Nodes
-		if i.GetController() {
-			side = &out.Controllers
-		}
-		if *side == nil {
-			*side = map[string]*pb.CSIPluginInfo{}
-		}
-		(*side)[i.GetNodeId()] = i.GetInfo()
-	}
+	fillInstances(out, insts, allocs)
+	allocHealth(out)
 	return out, nil
 }
 
-// joinInstances puts a split row's instances, if any, back into r (a
-// clone of the stored row) and deletes their rows: the form an older
-// server writes.
-func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
-	insts, err := csiInstancesTable.list(tx, nil, r.GetId())
-	if err != nil {
-		return err
-	}
+// fillInstances puts instance and allocation rows into r.
+func fillInstances(r *pb.CSIPlugin, insts []*pb.CSIPluginInstance, allocs []*pb.CSIPluginAllocRow) {
 	for _, i := range insts {
 		side := &r.Nodes
 		if i.GetController() {
@@ -185,7 +183,32 @@ func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
 			*side = map[string]*pb.CSIPluginInfo{}
 		}
 		(*side)[i.GetNodeId()] = i.GetInfo()
+	}
+	for _, a := range allocs {
+		r.Allocations = append(r.Allocations, proto.Clone(a.GetAlloc()).(*pb.CSIPluginAlloc))
+	}
+}
+
+// joinInstances puts a split row's instances and allocations, if any,
+// back into r (a clone of the stored row) and deletes their rows: the
+// form an older server writes.
+func joinInstances(tx *writeTxn, r *pb.CSIPlugin) error {
+	insts, err := csiInstancesTable.list(tx, nil, r.GetId())
+	if err != nil {
+		return err
+	}
+	allocs, err := csiAllocsTable.list(tx, nil, r.GetId())
+	if err != nil {
+		return err
+	}
+	fillInstances(r, insts, allocs)
+	for _, i := range insts {
 		if err := csiInstancesTable.delete(tx, i); err != nil {
+			return err
+		}
+	}
+	for _, a := range allocs {
+		if err := csiAllocsTable.delete(tx, a); err != nil {
 			return err
 		}
 	}
@@ -238,60 +261,31 @@ func (s *splitCounts) add(controller bool, info *pb.CSIPluginInfo, by int32) {
 	}
 }
 
-// allocExpected counts the allocations of r by the sides they run.
-func allocExpected(allocs []*pb.CSIPluginAlloc) (ctl, node int32) {
-	for _, a := range allocs {
-		if a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_NODE {
-			ctl++
-		}
-		if a.GetType() != pb.CSIPluginType_CSI_PLUGIN_TYPE_CONTROLLER {
-			node++
-		}
-	}
-	return ctl, node
-}
-
-// applySplit writes the apply's instance changes of plugin r (a clone of
-// stored, or new) as rows of csi_plugin_instances and updates r's facts
-// from them: counts by the changed instances' differences, provider from
-// the first instances in csiInstancesByHealthy and csiInstancesByProvider,
-// controller_required from the plugin's controllers (few), each
-// allocation's health where its node's instances changed or it was
-// refiled (allocs). A row that kept its instances (one written before the
-// gate, or restored from a snapshot of then) is split first. It reports
-// whether an instance changed.
-func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*pb.CSIPluginInfo, allocs map[string]bool) (bool, error) {
+// applySplit writes the apply's instance and allocation changes of
+// plugin r (a clone of stored, or new) as rows of csi_plugin_instances and
+// csi_plugin_allocs and updates r's facts from them: counts by the
+// changed rows' differences, provider from the first instances in
+// csiInstancesByHealthy and csiInstancesByProvider, controller_required
+// from the plugin's controllers (few). A row that kept its instances (one
+// written before the gate, or restored from a snapshot of then) is split
+// first. It reports whether an instance or an allocation changed (not
+// the split itself).
+func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*pb.CSIPluginInfo, allocs map[string]*pb.CSIPluginAlloc) (bool, error) {
 	var counts splitCounts
 	changed := false
-	all := false // every allocation's health is derived again
+	all := false // controller_required is read from every instance
 	if !inline(r) {
 		// Split already, or without instances: the stored counts are those
-		// of its instance rows (none for a new row).
+		// of its rows (none for a new row).
 		counts.healthy = [2]int32{stored.GetControllersHealthy(), stored.GetNodesHealthy()}
-		ctl, node := allocExpected(stored.GetAllocations())
-		counts.expected = [2]int32{stored.GetControllersExpected() - ctl, stored.GetNodesExpected() - node}
+		counts.expected = [2]int32{stored.GetControllersExpected(), stored.GetNodesExpected()}
 		all = stored == nil
 	} else {
 		all = true
-		for _, side := range []struct {
-			controller bool
-			instances  map[string]*pb.CSIPluginInfo
-		}{{true, r.GetControllers()}, {false, r.GetNodes()}} {
-			for _, node := range slices.Sorted(maps.Keys(side.instances)) {
-				info := side.instances[node]
-				if _, ok := changes[instanceKey{side.controller, node}]; ok {
-					continue // written below
-				}
-				counts.add(side.controller, info, 1)
-				if err := csiInstancesTable.insert(tx, &pb.CSIPluginInstance{PluginId: r.GetId(), NodeId: node, Controller: side.controller, Info: info}); err != nil {
-					return false, err
-				}
-			}
+		if err := splitRow(tx, r, &counts, changes, allocs); err != nil {
+			return false, err
 		}
-		changed = true
-		r.Controllers, r.Nodes = nil, nil
 	}
-	nodes := map[string]bool{}
 	for _, k := range slices.SortedFunc(maps.Keys(changes), compareInstanceKeys) {
 		info := changes[k]
 		old, err := csiInstancesTable.first(tx, nil, r.GetId(), sideOf(k.controller), k.node)
@@ -302,7 +296,6 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 			continue
 		}
 		changed = true
-		nodes[k.node] = true
 		if old != nil {
 			counts.add(k.controller, old.GetInfo(), -1)
 			if info == nil {
@@ -320,6 +313,11 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 			return false, err
 		}
 	}
+	allocsChanged, err := applySplitAllocs(tx, r.GetId(), &counts, allocs)
+	if err != nil {
+		return false, err
+	}
+	changed = changed || allocsChanged
 	if all && !r.GetDerivedFromServing() {
 		// A row split now: its earlier instances said what they said.
 		each := func(i *pb.CSIPluginInstance) error {
@@ -332,37 +330,60 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 			return false, err
 		}
 	}
-	if err := deriveSplit(tx, r, counts, nodes, allocs, all); err != nil {
+	if err := deriveSplit(tx, r, counts); err != nil {
 		return false, err
 	}
 	return changed, nil
 }
 
-// deriveSplit sets what a split row derives, as deriveCSIPlugin does for
-// a row that keeps its instances.
-func deriveSplit(tx *writeTxn, r *pb.CSIPlugin, counts splitCounts, nodes, allocs map[string]bool, all bool) error {
-	slices.SortFunc(r.Allocations, func(a, b *pb.CSIPluginAlloc) int {
-		switch {
-		case a.GetAllocId() < b.GetAllocId():
-			return -1
-		case a.GetAllocId() > b.GetAllocId():
-			return 1
+// splitRow moves an inline row's instances and allocations, but those
+// the apply changes (written after it), into their tables, counting
+// them, and empties the row.
+func splitRow(tx *writeTxn, r *pb.CSIPlugin, counts *splitCounts, changes map[instanceKey]*pb.CSIPluginInfo, allocs map[string]*pb.CSIPluginAlloc) error {
+	for _, side := range []struct {
+		controller bool
+		instances  map[string]*pb.CSIPluginInfo
+	}{{true, r.GetControllers()}, {false, r.GetNodes()}} {
+		for _, node := range slices.Sorted(maps.Keys(side.instances)) {
+			info := side.instances[node]
+			if _, ok := changes[instanceKey{side.controller, node}]; ok {
+				continue // written by applySplit
+			}
+			counts.add(side.controller, info, 1)
+			if err := csiInstancesTable.insert(tx, &pb.CSIPluginInstance{PluginId: r.GetId(), NodeId: node, Controller: side.controller, Info: info}); err != nil {
+				return err
+			}
 		}
-		return 0
-	})
-	ctl, node := allocExpected(r.GetAllocations())
+	}
+	for _, a := range r.GetAllocations() {
+		if _, ok := allocs[a.GetAllocId()]; ok {
+			continue // written by applySplit
+		}
+		counts.addAlloc(a, 1)
+		if err := csiAllocsTable.insert(tx, storedAlloc(r.GetId(), a)); err != nil {
+			return err
+		}
+	}
+	r.Controllers, r.Nodes, r.Allocations = nil, nil, nil
+	return nil
+}
+
+// deriveSplit sets what a split row derives, as deriveCSIPlugin does for
+// a row that keeps its instances: a few lookups, however many instances
+// and allocations the plugin has.
+func deriveSplit(tx *writeTxn, r *pb.CSIPlugin, counts splitCounts) error {
 	r.ControllersHealthy, r.NodesHealthy = counts.healthy[0], counts.healthy[1]
-	r.ControllersExpected, r.NodesExpected = counts.expected[0]+ctl, counts.expected[1]+node
+	r.ControllersExpected, r.NodesExpected = counts.expected[0], counts.expected[1]
 	var healthy, first *pb.CSIPluginInstance
 	for _, side := range []string{sideController, sideNode} {
 		var err error
 		if healthy == nil {
-			if healthy, err = firstInstance(tx, csiInstancesByHealthy, r.GetId(), side, "0"); err != nil {
+			if healthy, err = firstRow(tx, csiInstancesByHealthy, r.GetId(), side, "0"); err != nil {
 				return err
 			}
 		}
 		if first == nil {
-			if first, err = firstInstance(tx, csiInstancesByProvider, r.GetId(), side, "p"); err != nil {
+			if first, err = firstRow(tx, csiInstancesByProvider, r.GetId(), side, "p"); err != nil {
 				return err
 			}
 		}
@@ -392,28 +413,12 @@ func deriveSplit(tx *writeTxn, r *pb.CSIPlugin, counts splitCounts, nodes, alloc
 		}
 		r.Provider, r.Version = first.GetInfo().GetProvider(), first.GetInfo().GetProviderVersion()
 	}
-	for _, a := range r.GetAllocations() {
-		if !all && !nodes[a.GetNodeId()] && !allocs[a.GetAllocId()] {
-			continue
-		}
-		healthy := false
-		for _, side := range []string{sideController, sideNode} {
-			inst, err := csiInstancesTable.first(tx, nil, r.GetId(), side, a.GetNodeId())
-			if err != nil {
-				return err
-			}
-			if inst.GetInfo().GetAllocId() == a.GetAllocId() && inst.GetInfo().GetHealthy() {
-				healthy = true
-			}
-		}
-		a.Healthy = healthy
-	}
 	r.Schedulable = r.NodesHealthy > 0 && (!r.ControllerRequired || r.ControllersHealthy > 0)
 	return nil
 }
 
 // hasInstances reports whether the plugin has an instance row.
 func hasInstances(tx *writeTxn, pluginID string) (bool, error) {
-	i, err := firstInstance(tx, csiInstancesTable.primary, pluginID)
+	i, err := firstRow(tx, csiInstancesTable.primary, pluginID)
 	return i != nil, err
 }

@@ -14,15 +14,39 @@ import (
 )
 
 // splitNoise matches what only the split form adds to a script's output:
-// csi_plugin_instances rows and index records in snapshot lines and its
-// table index in state dumps, and a snapshot's record counts, which those
-// records move.
-var splitNoise = regexp.MustCompile(`\s*(index:)?csi_plugin_instances[:=]\S+|\s*end:\d+|record \d+|after \d+ records`)
+// the rows of csi_plugin_instances and csi_plugin_allocs and their index
+// records in a snapshot's description line, with its end record's
+// position, which those records move; and those tables' indexes in a
+// state dump's index line.
+var (
+	splitNoise       = regexp.MustCompile(`\s*(index:)?csi_plugin_(instances|allocs)[:=]\S+|\s*end:\d+`)
+	splitNoiseInDump = regexp.MustCompile(`\s*csi_plugin_(instances|allocs)=\d+`)
+	snapshotLine     = regexp.MustCompile(`(?m)^snapshot \S+: .*$`)
+)
+
+// withoutSplitNoise returns out without splitNoise.
+func withoutSplitNoise(out string) string {
+	out = snapshotLine.ReplaceAllStringFunc(out, func(line string) string { return splitNoise.ReplaceAllString(line, "") })
+	return splitNoiseInDump.ReplaceAllString(out, "")
+}
+
+// sameAsInline is the split tests' check of a script step: it reports a
+// difference from the expected (inline) output as an error, with both,
+// and always answers td.Expected, so -rewrite (which also runs these
+// tests) neither writes the split output into testdata nor hides the
+// difference.
+func sameAsInline(t *testing.T, td *datadriven.TestData, out string) string {
+	t.Helper()
+	if got, want := withoutSplitNoise(out), withoutSplitNoise(td.Expected); got != want {
+		t.Errorf("%s: split form differs from the expected (inline) output:\n--- split\n%s--- inline\n%s", td.Pos, got, want)
+	}
+	return td.Expected
+}
 
 // TestScriptsSplitPlugins runs every script of testdata with the
 // pluginInstancesSince gate forced on, so the plugin rows keep their
 // instances in csi_plugin_instances, and holds it to the same expected
-// output (up to splitNoise): every behaviour the scripts pin for the
+// output (up to splitNoise, sameAsInline): every behaviour the scripts pin for the
 // plugin table (counts, provider, controller_required, plugin switches,
 // the volumes' mirrors, skipped publishes, modify indexes) is the same
 // in both forms. Not parallel: the gate is forced for the package.
@@ -31,11 +55,7 @@ func TestScriptsSplitPlugins(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := newScriptHarness(t)
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			out := h.run(t, td)
-			if splitNoise.ReplaceAllString(out, "") == splitNoise.ReplaceAllString(td.Expected, "") {
-				return td.Expected
-			}
-			return out
+			return sameAsInline(t, td, h.run(t, td))
 		})
 	})
 }
@@ -46,11 +66,7 @@ func TestScriptsSplitPluginsWritesInstances(t *testing.T) {
 	defer fsm.ForceInstancesSplit(true)()
 	h := newScriptHarness(t)
 	datadriven.RunTest(t, "testdata/plugin_switch.txt", func(t *testing.T, td *datadriven.TestData) string {
-		out := h.run(t, td)
-		if splitNoise.ReplaceAllString(out, "") == splitNoise.ReplaceAllString(td.Expected, "") {
-			return td.Expected
-		}
-		return out
+		return sameAsInline(t, td, h.run(t, td))
 	})
 	p, insts, err := h.fsm.State().CSIPluginRaw("hostpath")
 	if err != nil {

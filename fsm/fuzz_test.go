@@ -185,7 +185,7 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 	checkUsage(t, st, sortedKeys(usageNodes), "fuzzed state")
 	var tablesMax uint64
 	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs,
-		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments,
+		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances, fsm.TableCSIPluginAllocs, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments,
 		fsm.TableACLPolicies, fsm.TableACLTokens, fsm.TableACLBootstrap, fsm.TableHostVolumes} {
 		idx, _ := st.Index(tbl)
 		tablesMax = max(tablesMax, idx)

@@ -139,7 +139,7 @@ func dumpState(st stateReader) (string, error) {
 	fmt.Fprintf(&b, "index: nodes=%d servers=%d", nodesIdx, serversIdx)
 	// The job tables' indexes only once written, so the scripts about
 	// nodes and servers read as they did before those tables existed.
-	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances,
+	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances, fsm.TableCSIPluginAllocs,
 		fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments, fsm.TableHostVolumes} {
 		idx, err := st.Index(tbl)
 		if err != nil {

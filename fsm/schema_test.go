@@ -28,6 +28,7 @@ func TestProductionTables(t *testing.T) {
 		TableNodeAllocIndex:     "berth.v1.TableIndex",
 		TableCSIPlugins:         "berth.v1.CSIPlugin",
 		TableCSIPluginInstances: "berth.v1.CSIPluginInstance",
+		TableCSIPluginAllocs:    "berth.v1.CSIPluginAllocRow",
 		TableVolumes:            "berth.v1.Volume",
 		TableClaims:             "berth.v1.Claim",
 		TableAttachments:        "berth.v1.Attachment",

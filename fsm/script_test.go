@@ -443,6 +443,8 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		m = &pb.CSIPlugin{}
 	case fsm.TableCSIPluginInstances:
 		m = &pb.CSIPluginInstance{}
+	case fsm.TableCSIPluginAllocs:
+		m = &pb.CSIPluginAllocRow{}
 	case fsm.TableVolumes:
 		m = &pb.Volume{}
 	case fsm.TableClaims:
@@ -471,6 +473,8 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 			side = "controller"
 		}
 		return r.GetPluginId() + "/" + side + "/" + r.GetNodeId()
+	case *pb.CSIPluginAllocRow:
+		return r.GetPluginId() + "/" + r.GetAlloc().GetAllocId()
 	case interface{ GetId() string }:
 		return r.GetId()
 	}
