@@ -282,7 +282,7 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 		all = stored == nil
 	} else {
 		all = true
-		if err := splitRow(tx, r, &counts, changes, allocs); err != nil {
+		if err := splitRow(tx, r, &counts); err != nil {
 			return false, err
 		}
 	}
@@ -336,19 +336,17 @@ func applySplit(tx *writeTxn, r, stored *pb.CSIPlugin, changes map[instanceKey]*
 	return changed, nil
 }
 
-// splitRow moves an inline row's instances and allocations, but those
-// the apply changes (written after it), into their tables, counting
-// them, and empties the row.
-func splitRow(tx *writeTxn, r *pb.CSIPlugin, counts *splitCounts, changes map[instanceKey]*pb.CSIPluginInfo, allocs map[string]*pb.CSIPluginAlloc) error {
+// splitRow moves an inline row's instances and allocations into their
+// tables, counting them, and empties the row; applySplit then applies the
+// apply's changes to them as to any split row, so a change that changes
+// nothing is none.
+func splitRow(tx *writeTxn, r *pb.CSIPlugin, counts *splitCounts) error {
 	for _, side := range []struct {
 		controller bool
 		instances  map[string]*pb.CSIPluginInfo
 	}{{true, r.GetControllers()}, {false, r.GetNodes()}} {
 		for _, node := range slices.Sorted(maps.Keys(side.instances)) {
 			info := side.instances[node]
-			if _, ok := changes[instanceKey{side.controller, node}]; ok {
-				continue // written by applySplit
-			}
 			counts.add(side.controller, info, 1)
 			if err := csiInstancesTable.insert(tx, &pb.CSIPluginInstance{PluginId: r.GetId(), NodeId: node, Controller: side.controller, Info: info}); err != nil {
 				return err
@@ -356,9 +354,6 @@ func splitRow(tx *writeTxn, r *pb.CSIPlugin, counts *splitCounts, changes map[in
 		}
 	}
 	for _, a := range r.GetAllocations() {
-		if _, ok := allocs[a.GetAllocId()]; ok {
-			continue // written by applySplit
-		}
 		counts.addAlloc(a, 1)
 		if err := csiAllocsTable.insert(tx, storedAlloc(r.GetId(), a)); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -229,5 +230,101 @@ func TestPluginInstancesRestoredInlineRow(t *testing.T) {
 	p, insts, err := restored.State().CSIPluginRaw("p")
 	if err != nil || len(p.GetControllers())+len(p.GetNodes()) != 0 || len(insts) != 4 {
 		t.Fatalf("restored row after an event: %v with %d instance rows (%v), want it split into 4", p, len(insts), err)
+	}
+}
+
+// TestRestoreRefusesCorruptPluginRows: Restore refuses, with
+// ErrSnapshotCorrupt, a snapshot whose plugin rows break what the applies
+// keep (an instance row without its plugin row, an inline row with
+// instance rows beside it, a split row whose counts its instances do not
+// make), where before it accepted them and the split counts drifted; what
+// the applies wrote it accepts.
+func TestRestoreRefusesCorruptPluginRows(t *testing.T) {
+	build := func(t *testing.T, version string) (*fsm.FSM, uint64) {
+		t.Helper()
+		f := fsm.New(nil)
+		applyOK(t, f, 1, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: version}})
+		applyOK(t, f, 2, fsm.NodeRegister, registerCmd("n1", "", pb.NodeStatus_NODE_STATUS_READY))
+		applyOK(t, f, 3, fsm.NodeRegister, registerCmd("n2", "", pb.NodeStatus_NODE_STATUS_READY))
+		applyOK(t, f, 4, fsm.NodeCSIUpdate, pluginCmd("n2", "p", true, true, 1))
+		return f, 5
+	}
+	healthy := &pb.CSIPluginInfo{PluginId: "p", Healthy: true, Provider: "x"}
+	for _, tt := range []struct {
+		name, version string
+		put           *pb.CSIPluginInstance
+		want          string
+	}{
+		{"orphan instance", fsm.PluginInstancesSinceVersion, &pb.CSIPluginInstance{PluginId: "ghost", NodeId: "n1", Info: healthy}, "has no csi_plugins row"},
+		{"inline row with instance rows", "0.1.0-dev.3", &pb.CSIPluginInstance{PluginId: "p", NodeId: "n1", Info: healthy}, "has rows of csi_plugin_instances"},
+		{"split counts off", fsm.PluginInstancesSinceVersion, &pb.CSIPluginInstance{PluginId: "p", NodeId: "n1", Info: healthy}, "counts"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, index := build(t, tt.version)
+			if err := restoreBytes(fsm.New(nil), snapshotBytes(t, f)); err != nil {
+				t.Fatalf("the applies' rows: %v", err)
+			}
+			if err := f.State().PutCSIPluginInstanceUnchecked(index, tt.put); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.State().CheckPluginRows(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CheckPluginRows = %v, want it to say %q", err, tt.want)
+			}
+			err := restoreBytes(fsm.New(nil), snapshotBytes(t, f))
+			if !errors.Is(err, fsm.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Restore = %v, want ErrSnapshotCorrupt saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestPluginInstancesFormChangeQuiet: an apply that only moves a plugin's
+// row to the other form (the gate turned on, then off) writes it with its
+// modify index and leaves csi_plugins' index alone, so readers waiting on
+// either do not wake for it; the reads are the same.
+func TestPluginInstancesFormChangeQuiet(t *testing.T) {
+	f := fsm.New(nil)
+	index := uint64(1)
+	apply := func(typ fsm.MessageType, msg proto.Message) {
+		t.Helper()
+		index++
+		applyOK(t, f, index, typ, msg)
+	}
+	apply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: "0.1.0-dev.3"}})
+	for _, n := range []string{"n1", "n2"} {
+		apply(fsm.NodeRegister, registerCmd(n, "", pb.NodeStatus_NODE_STATUS_READY))
+		apply(fsm.NodeCSIUpdate, pluginCmd(n, "p", n == "n1", true, 1))
+	}
+	read := func() (*pb.CSIPlugin, uint64) {
+		t.Helper()
+		p, err := f.State().CSIPluginByID(nil, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := f.State().Index(fsm.TableCSIPlugins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, idx
+	}
+	p0, idx0 := read()
+	for _, step := range []struct {
+		version string
+		split   bool
+	}{{fsm.PluginInstancesSinceVersion, true}, {"0.1.0-dev.3", false}} {
+		apply(fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: step.version}})
+		// The same plugin set again: the row is touched, nothing changes.
+		apply(fsm.NodeCSIUpdate, pluginCmd("n2", "p", false, true, 1))
+		raw, insts, err := f.State().CSIPluginRaw("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (len(raw.GetNodes()) == 0) != step.split || (len(insts) > 0) != step.split {
+			t.Fatalf("at %s: row %v with %d instance rows, want split=%t", step.version, raw, len(insts), step.split)
+		}
+		p, idx := read()
+		if !proto.Equal(p, p0) || idx != idx0 {
+			t.Fatalf("at %s the form change showed: plugin %v at table index %d, was %v at %d", step.version, p, idx, p0, idx0)
+		}
 	}
 }

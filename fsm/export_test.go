@@ -90,3 +90,24 @@ func (s *StateStore) CSIPluginRaw(id string) (*pb.CSIPlugin, []*pb.CSIPluginInst
 	insts, err := csiInstancesTable.list(r, nil, id)
 	return p, insts, err
 }
+
+// CheckPluginRows holds the plugin tables to checkPluginRows: the
+// invariant Restore enforces and every apply keeps.
+func (s *StateStore) CheckPluginRows() error { return checkPluginRows(s.reader) }
+
+// PutCSIPluginInstanceUnchecked stores an instance row as it is, without
+// its plugin row's facts: a corrupt shape a restored upload could hold.
+func (s *StateStore) PutCSIPluginInstanceUnchecked(index uint64, i *pb.CSIPluginInstance) error {
+	tx := s.beginWrite()
+	defer tx.abort()
+	tx.index = index
+	if err := csiInstancesTable.insert(tx, i); err != nil {
+		return err
+	}
+	return tx.commit()
+}
+
+// CSIPluginAllocRows returns the plugin's rows of csi_plugin_allocs.
+func (s *StateStore) CSIPluginAllocRows(id string) ([]*pb.CSIPluginAllocRow, error) {
+	return csiAllocsTable.list(s.reader, nil, id)
+}
