@@ -42,10 +42,11 @@ import (
 // Rows are rewritten only when something in them changed, so heartbeats
 // of an unchanged plugin set do not wake the table's blocking queries.
 //
-// Where a row's instances are kept (in the row, or, once every server is
-// at pluginInstancesSince, in csi_plugin_instances) is csi_instances.go's:
-// the applies here record the instances they set (csiChanges.instance)
-// and flush writes them in the form the gate decides.
+// Where a row's instances and allocations are kept (in the row, or, once
+// every server is at pluginInstancesSince, in csi_plugin_instances and
+// csi_plugin_allocs) is csi_instances.go's: the applies here record the
+// instances and allocations they set (csiChanges.instance, setAlloc) and
+// flush writes them in the form the gate decides.
 
 // applyNodeCSIUpdate replaces a node's CSI plugin set and updates the
 // rows of every plugin it had or has. The node must be registered

@@ -109,7 +109,11 @@ func pluginCmd(node, p string, ctl, healthy bool, at int64) *pb.NodeCSIUpdateCom
 // pluginInstancesSince keeps the instances in the plugin row (as an older
 // server writes it), the other splits them; every read of the plugin is
 // the same. Upgrading the old one splits its row at the next event, and a
-// server recorded older again joins the split row back.
+// server recorded older again joins the split row back. Both FSMs run
+// this code: the join serves a server of this code reading an older
+// servers table (a restored operator snapshot), not an older binary,
+// which never had the rows and which the leader refuses to add once the
+// gate holds (host/server TestJoinBelowApplyGateRefused).
 func TestPluginInstancesGateFollowsServers(t *testing.T) {
 	old, cur := fsm.New(nil), fsm.New(nil)
 	index := uint64(0)
@@ -175,7 +179,7 @@ func TestPluginInstancesGateFollowsServers(t *testing.T) {
 	server(old, "0.1.0-dev.3")
 	server(cur, "0.1.0-dev.3")
 	both(fsm.NodeStatusUpdate, &pb.NodeStatusUpdateCommand{NodeId: "n3", Status: pb.NodeStatus_NODE_STATUS_READY, UpdatedAt: 7})
-	same("an older server again: joined")
+	same("an older server recorded again: joined")
 	wantForm(old, false, 0)
 	wantForm(cur, false, 0)
 

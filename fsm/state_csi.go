@@ -17,9 +17,10 @@ func (r reader) CSIPluginByID(ws memdb.WatchSet, id string) (*pb.CSIPlugin, erro
 	return withInstances(r, ws, p)
 }
 
-// CSIPluginFacts returns the plugin's row without reading its instances:
-// its derived facts, counts and allocations are those of CSIPluginByID,
-// its controllers and nodes may be empty. For readers of the facts alone,
+// CSIPluginFacts returns the plugin's row without reading its instances
+// and allocations: its derived facts and counts are those of
+// CSIPluginByID; its controllers, nodes and allocations are empty or
+// full by the row's form, so a caller must not rely on them. For readers of the facts alone,
 // which it costs one lookup however many nodes run the plugin.
 func (r reader) CSIPluginFacts(ws memdb.WatchSet, id string) (*pb.CSIPlugin, error) {
 	return csiPluginsTable.first(r, ws, id)
@@ -42,9 +43,10 @@ func (r reader) CSIPluginInstance(ws memdb.WatchSet, pluginID, nodeID string, co
 	return i.GetInfo(), err
 }
 
-// CSIPluginsPage returns one page of plugins sorted by ID (see JobsPage):
-// their facts, as CSIPluginFacts does (a list of many plugins over many
-// nodes leaves the instances to CSIPluginByID).
+// CSIPluginsPage returns one page of plugins sorted by ID (see JobsPage)
+// as stored: their facts, as CSIPluginFacts answers them, which may omit
+// the instances and allocations (a split row's are left to
+// CSIPluginByID; an inline row's are there).
 func (r reader) CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) (plugins []*pb.CSIPlugin, next string, err error) {
 	return pageByID(r, csiPluginsTable, ws, from, limit, keep)
 }
