@@ -329,9 +329,9 @@ func (d *discovery) ensureRegistered(ctx context.Context) error {
 	}
 	if s.IsLeader() {
 		// The gates are read from state: not before this leader applied
-		// what earlier leaders committed.
-		if err := s.awaitLeaderReady(ctx, "ensureRegistered"); err != nil {
-			return err
+		// what earlier leaders committed (the next round tries again).
+		if !s.leaderReady() {
+			return fmt.Errorf("leader %s has not passed its barrier yet", s.cfg.Name)
 		}
 		if err := s.refuseBelowGates(self); err != nil {
 			return err
