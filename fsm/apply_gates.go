@@ -24,7 +24,7 @@ type ApplyGate struct {
 // applyGates lists every in-apply gate.
 var applyGates = []ApplyGate{
 	{Name: "claimStateSince", Since: ClaimStateSinceVersion, Loses: "claims' state_entered_at", c: claimStateSince},
-	{Name: "pluginInstancesSince", Since: PluginInstancesSinceVersion, Loses: "every CSI plugin's instances (csi_plugin_instances), and the plugin facts derived from them", c: pluginInstancesSince},
+	{Name: "pluginInstancesSince", Since: PluginInstancesSinceVersion, Loses: "every CSI plugin's instances and allocations (csi_plugin_instances, csi_plugin_allocs) and what it derives from them", c: pluginInstancesSince},
 }
 
 // ApplyGatesRefusing returns the in-apply gates that hold in the servers

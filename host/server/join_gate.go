@@ -28,12 +28,10 @@ func (s *Server) refuseBelowGates(m *pb.ServerMember) error {
 	if v == "" {
 		v = "no version"
 	}
-	var names, since, loses []string
+	var gs []string
 	for _, g := range gates {
-		names = append(names, g.Name)
-		since = append(since, g.Since)
-		loses = append(loses, g.Loses)
+		gs = append(gs, fmt.Sprintf("%s (%s: it would lose %s)", g.Name, g.Since, g.Loses))
 	}
-	return fmt.Errorf("%w: server %s (%s) runs %s, but every recorded server is at %s or later, so the applies follow %s; a server below would lose %s: upgrade it (a downgrade needs a snapshot from before the upgrade)",
-		ErrServerBelowGate, m.GetName(), m.GetId(), v, strings.Join(since, ", "), strings.Join(names, ", "), strings.Join(loses, "; "))
+	return fmt.Errorf("%w: server %s (%s) runs %s, below what every recorded server is at, so the applies follow %s; upgrade it (a downgrade needs a snapshot from before the upgrade)",
+		ErrServerBelowGate, m.GetName(), m.GetId(), v, strings.Join(gs, ", "))
 }
