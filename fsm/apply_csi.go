@@ -41,6 +41,12 @@ import (
 //
 // Rows are rewritten only when something in them changed, so heartbeats
 // of an unchanged plugin set do not wake the table's blocking queries.
+//
+// Where a row's instances and allocations are kept (in the row, or, once
+// every server is at pluginInstancesSince, in csi_plugin_instances and
+// csi_plugin_allocs) is csi_instances.go's: the applies here record the
+// instances and allocations they set (csiChanges.instance, setAlloc) and
+// flush writes them in the form the gate decides.
 
 // applyNodeCSIUpdate replaces a node's CSI plugin set and updates the
 // rows of every plugin it had or has. The node must be registered
@@ -110,6 +116,22 @@ type csiChanges struct {
 	// fromServing marks every row flushed derived_from_serving (a
 	// NodeCSIUpdate with derive_from_serving).
 	fromServing bool
+	// instances holds, by plugin, the instances the apply sets (nil:
+	// removes); flush writes them into the row or csi_plugin_instances.
+	instances map[string]map[instanceKey]*pb.CSIPluginInfo
+	// allocs holds, by plugin and alloc ID, the allocations the apply
+	// files (nil: removes); flush writes them into the row or
+	// csi_plugin_allocs.
+	allocs map[string]map[string]*pb.CSIPluginAlloc
+}
+
+// instance records the instance of plugin id at k the apply leaves (nil:
+// none).
+func (c *csiChanges) instance(id string, k instanceKey, info *pb.CSIPluginInfo) {
+	if c.instances[id] == nil {
+		c.instances[id] = map[instanceKey]*pb.CSIPluginInfo{}
+	}
+	c.instances[id][k] = info
 }
 
 type jobVersion struct {
@@ -127,7 +149,10 @@ type csiTask struct {
 }
 
 func newCSIChanges() *csiChanges {
-	return &csiChanges{rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{}}
+	return &csiChanges{
+		rows: map[string]*pb.CSIPlugin{}, stored: map[string]*pb.CSIPlugin{}, tasks: map[jobVersion][]csiTask{},
+		instances: map[string]map[instanceKey]*pb.CSIPluginInfo{}, allocs: map[string]map[string]*pb.CSIPluginAlloc{},
+	}
 }
 
 // row returns the plugin's row to change, nil when it is not stored and
@@ -252,23 +277,16 @@ func (c *csiChanges) node(tx *writeTxn, old, n *pb.Node, create bool) error {
 			continue
 		}
 		for _, set := range []struct {
-			instances *map[string]*pb.CSIPluginInfo
-			info      *pb.CSIPluginInfo
-		}{{&r.Controllers, n.GetCsiControllerPlugins()[id]}, {&r.Nodes, n.GetCsiNodePlugins()[id]}} {
-			delete(*set.instances, nodeID)
-			if set.info == nil {
-				continue
-			}
+			controller bool
+			info       *pb.CSIPluginInfo
+		}{{true, n.GetCsiControllerPlugins()[id]}, {false, n.GetCsiNodePlugins()[id]}} {
 			info := set.info
-			if down {
+			if info != nil && down {
 				info = proto.Clone(info).(*pb.CSIPluginInfo)
 				info.Healthy = false
 				info.HealthDescription = fmt.Sprintf("node %q is down", nodeID)
 			}
-			if *set.instances == nil {
-				*set.instances = map[string]*pb.CSIPluginInfo{}
-			}
-			(*set.instances)[nodeID] = info
+			c.instance(id, instanceKey{set.controller, nodeID}, info)
 		}
 	}
 	return nil
@@ -316,10 +334,11 @@ func (c *csiChanges) alloc(tx *writeTxn, a *pb.Allocation, gone bool) error {
 		if r == nil {
 			continue
 		}
-		r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetAllocId() == a.GetId() })
+		var pa *pb.CSIPluginAlloc
 		if counts {
-			r.Allocations = append(r.Allocations, &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ})
+			pa = &pb.CSIPluginAlloc{AllocId: a.GetId(), NodeId: a.GetNodeId(), JobId: a.GetJobId(), Type: t.typ}
 		}
+		c.setAlloc(t.plugin, a.GetId(), pa)
 	}
 	return nil
 }
@@ -433,20 +452,27 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 	}
 	if j == nil {
 		// Purged: the allocs may run any of the versions just deleted, so
-		// every row is checked (the table is small: one row a plugin).
+		// every row is checked (the table is small: one row a plugin), and
+		// the split rows' allocations of the job (csiAllocsByJob).
+		split, err := jobPlugins(tx, prev.GetId())
+		if err != nil {
+			return err
+		}
 		rows, err := csiPluginsTable.list(tx, nil)
 		if err != nil {
 			return err
 		}
 		for _, stored := range rows {
-			if !slices.ContainsFunc(stored.GetAllocations(), func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() }) {
+			if !split[stored.GetId()] && !slices.ContainsFunc(stored.GetAllocations(), func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() }) {
 				continue
 			}
 			r, err := c.row(tx, stored.GetId(), false)
 			if err != nil {
 				return err
 			}
-			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == prev.GetId() })
+			if err := c.dropJob(tx, r, prev.GetId()); err != nil {
+				return err
+			}
 		}
 		return c.flush(tx)
 	}
@@ -462,7 +488,9 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 			return err
 		}
 		if r != nil {
-			r.Allocations = slices.DeleteFunc(r.Allocations, func(x *pb.CSIPluginAlloc) bool { return x.GetJobId() == j.GetId() })
+			if err := c.dropJob(tx, r, j.GetId()); err != nil {
+				return err
+			}
 		}
 	}
 	for _, a := range allocs {
@@ -476,6 +504,10 @@ func csiJobChanged(tx *writeTxn, prev, j *pb.Job) error {
 // flush derives each changed row's counts and writes it, deletes it when
 // nothing is left, and leaves it alone when nothing changed.
 func (c *csiChanges) flush(tx *writeTxn) error {
+	split, err := pluginInstancesOn(tx)
+	if err != nil {
+		return err
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.rows)) {
 		r, stored := c.rows[id], c.stored[id]
 		// What the row required before this apply: the stored row's, or a
@@ -485,8 +517,35 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 		if c.fromServing {
 			r.DerivedFromServing = true
 		}
-		deriveCSIPlugin(r)
-		if len(r.GetControllers()) == 0 && len(r.GetNodes()) == 0 && len(r.GetAllocations()) == 0 {
+		// A row changing form is read first: if the apply changes nothing
+		// a read shows, it is rewritten without a new modify index
+		// (csiReform).
+		var before *pb.CSIPlugin
+		if stored != nil && split == inline(stored) {
+			if before, err = withInstances(tx, nil, stored); err != nil {
+				return err
+			}
+		}
+		changed, left := false, false
+		if split {
+			if changed, err = applySplit(tx, r, stored, c.instances[id], c.allocs[id]); err != nil {
+				return err
+			}
+			if left, err = splitLeft(tx, id); err != nil {
+				return err
+			}
+		} else {
+			if !inline(r) {
+				if err := joinInstances(tx, r); err != nil {
+					return err
+				}
+			}
+			applyInline(r, c.instances[id])
+			applyAllocsInline(r, c.allocs[id])
+			deriveCSIPlugin(r)
+			left = inline(r)
+		}
+		if !left {
 			if stored != nil {
 				if err := csiPluginsTable.delete(tx, stored); err != nil {
 					return err
@@ -497,8 +556,17 @@ func (c *csiChanges) flush(tx *writeTxn) error {
 			}
 			continue
 		}
-		if stored != nil && proto.Equal(r, stored) {
+		if stored != nil && !changed && proto.Equal(r, stored) {
 			continue
+		}
+		if before != nil && !changed {
+			quiet, err := csiReform(tx, r, before)
+			if err != nil {
+				return err
+			}
+			if quiet {
+				continue
+			}
 		}
 		r.CreateIndex = tx.index
 		if stored != nil {

@@ -15,10 +15,10 @@ const ClaimStateSinceVersion = "0.1.0-dev.4"
 // version at ClaimStateSinceVersion or later. Every server reads the same
 // table at the same index, so all decide alike; an older server records
 // its own version, which keeps the rule off everywhere until it is
-// upgraded (it would not set the field). As with the proposers' gates, an
-// older server joining afterwards is not supported. While the rule is off
-// a moved claim's state_entered_at is cleared (0), so readers fall back to
-// modified_at rather than keep a stale start.
+// upgraded (it would not set the field). Once the rule holds, an older
+// server joining is refused by the leader (apply_gates.go). While the
+// rule is off a moved claim's state_entered_at is cleared (0), so readers
+// fall back to modified_at rather than keep a stale start.
 var claimStateSince = versions.MustConstraint(">= " + ClaimStateSinceVersion)
 
 // stateSinceOn reports whether the claimStateSince rule holds in tx. The

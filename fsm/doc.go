@@ -186,6 +186,57 @@
 // whose current version runs the plugin, so allocs placed before any node
 // reported the plugin are counted.
 //
+// Where the instances are (csi_instances.go, csi_plugin_allocs.go): while
+// every server in the servers table has recorded pluginInstancesSince
+// (0.1.0-dev.4) or later (decided in the apply, as claimStateSince is), a
+// row's instances are rows of csi_plugin_instances (pb.CSIPluginInstance,
+// by plugin, side and node; indexes by health and provider give the row's
+// provider in one lookup) and its allocations rows of csi_plugin_allocs
+// (pb.CSIPluginAllocRow, by plugin and alloc, indexed by job), the row
+// holds neither, and an apply updates its facts from the rows it changed
+// (counts by difference, controller_required from the controllers alone;
+// an allocation's health is derived by the read, not stored): a node
+// event costs the same at 5,000 nodes as at 100, for a storage adapter
+// and for a node plugin run by a system job (one allocation a node)
+// alike, where re-deriving the whole row cost O(nodes) (issue 25;
+// BenchmarkApplyNodeCSIUpdate). Otherwise the row holds them (controllers,
+// nodes, allocations), as an older server writes it. A row holding an
+// instance or an allocation is inline, one holding none is split (or has
+// none), so the message needs no mark; the first apply touching a row of
+// the other form converts it, with its indexes and without marking the
+// table changed when nothing a read shows changes (csiReform). An inline
+// row restored from an older snapshot is split at its first event once
+// the gate holds; a split row is joined back when the servers table
+// records an older version again: that serves servers running this code
+// that read an older servers table (a restored operator snapshot), not
+// older binaries, which never had the rows. CSIPluginByID answers with
+// the instances and allocations in either form; CSIPluginFacts,
+// CSIPluginInstance and CSIPluginControllers read less, and
+// CSIPluginsPage may omit them: a facts reader's controllers, nodes and
+// allocations are empty or full by the row's form, so no caller may rely
+// on them. Restore refuses plugin rows that break the invariant the
+// applies keep (checkPluginRows: one form a row, no instance or
+// allocation row without its plugin row, facts that the rows derive).
+// Both forms give every script the same output (TestScriptsSplitPlugins,
+// TestPluginInstancesGateFollowsServers, TestPluginInstancesDifferential).
+//
+// The table rule's exception: commands older servers apply
+// (NodeCSIUpdate, node status and registration, PlanApply,
+// AllocClientUpdate, GC, the job commands) write csi_plugin_instances and
+// csi_plugin_allocs, but only while the gate holds, when no older server
+// is in the servers table. A server below the gate joining afterwards
+// would not lose a timestamp, as below claimStateSince, but every plugin
+// instance and allocation (a snapshot's rows of tables it does not know
+// are skipped), and would then derive controller_required, schedulable
+// and the counts from what is left: different decisions, such as a claim
+// made ready without its ControllerPublish on it alone. So once any
+// in-apply gate holds (ApplyGatesRefusing, apply_gates.go) the leader
+// refuses such a server's Join before adding it to raft, and its record
+// (host/server ErrServerBelowGate). A server downgraded in place below
+// 0.1.0-dev.4 after the gate turned on is beyond that check (it is a
+// voter already and restores its own snapshot): a downgrade needs the
+// whole cluster restored from a snapshot taken before the upgrade.
+//
 // # Volumes, claims and attachments
 //
 // Tables (state_schema.go): volumes by ID, indexed by plugin and by

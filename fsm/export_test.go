@@ -70,3 +70,44 @@ func (s *StateStore) SetClaimStateUnchecked(index uint64, id string, state pb.Cl
 	}
 	return tx.commit()
 }
+
+// ForceInstancesSplit decides the pluginInstancesSince gate for every FSM
+// until the returned func restores the servers table's word. Tests using
+// it must not run in parallel.
+func ForceInstancesSplit(on bool) (restore func()) {
+	forceInstancesSplit = &on
+	return func() { forceInstancesSplit = nil }
+}
+
+// CSIPluginRaw returns the plugin's stored row as it is (a split row
+// without its instances) and its rows of csi_plugin_instances.
+func (s *StateStore) CSIPluginRaw(id string) (*pb.CSIPlugin, []*pb.CSIPluginInstance, error) {
+	r := s.reader
+	p, err := csiPluginsTable.first(r, nil, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	insts, err := csiInstancesTable.list(r, nil, id)
+	return p, insts, err
+}
+
+// CheckPluginRows holds the plugin tables to checkPluginRows: the
+// invariant Restore enforces and every apply keeps.
+func (s *StateStore) CheckPluginRows() error { return checkPluginRows(s.reader) }
+
+// PutCSIPluginInstanceUnchecked stores an instance row as it is, without
+// its plugin row's facts: a corrupt shape a restored upload could hold.
+func (s *StateStore) PutCSIPluginInstanceUnchecked(index uint64, i *pb.CSIPluginInstance) error {
+	tx := s.beginWrite()
+	defer tx.abort()
+	tx.index = index
+	if err := csiInstancesTable.insert(tx, i); err != nil {
+		return err
+	}
+	return tx.commit()
+}
+
+// CSIPluginAllocRows returns the plugin's rows of csi_plugin_allocs.
+func (s *StateStore) CSIPluginAllocRows(id string) ([]*pb.CSIPluginAllocRow, error) {
+	return csiAllocsTable.list(s.reader, nil, id)
+}

@@ -57,6 +57,8 @@ func FuzzDecode(f *testing.F) {
 				AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}),
 	}
 
+	bases := [][][]byte{base, pluginBase(f)}
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		typ, msg, decodeErr := fsm.Decode(data)
 		switch {
@@ -81,43 +83,81 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode error %v wraps no sentinel", decodeErr)
 		}
 
-		m := fsm.New(nil)
-		for i, entry := range base {
-			if res := applyAt(m, uint64(i+1), entry); res.Err != nil {
-				t.Fatal(res.Err)
-			}
-		}
-		before, err := dumpState(m.State())
-		if err != nil {
-			t.Fatal(err)
-		}
-		const index = 10
-		res := applyAt(m, index, data)
-		if res.Index != index || res.Type != fsm.PeekType(data) {
-			t.Fatalf("ApplyResult %+v does not describe entry %d of type %s", res, index, fsm.PeekType(data))
-		}
-		after, err := dumpState(m.State())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if decodeErr != nil {
-			skipped := errors.Is(decodeErr, fsm.ErrUnknownCommand) && typ.Ignorable()
-			if skipped != (res.Err == nil) {
-				t.Fatalf("Decode said %v but Apply said %v", decodeErr, res.Err)
-			}
-		}
-		if res.Err != nil || decodeErr != nil {
-			if after != before {
-				t.Fatalf("entry not applied (%v) but state changed:\n--- before\n%s--- after\n%s", res.Err, before, after)
-			}
-			return
-		}
-		checkConsistent(t, m.State(), index)
-		// What was applied must survive a snapshot round trip.
-		if got := roundtrip(t, m); got != "identical" {
-			t.Fatalf("snapshot round trip: %s", got)
+		for _, base := range bases {
+			fuzzApply(t, base, data, typ, decodeErr)
 		}
 	})
+}
+
+// fuzzApply applies data, which Decode answered typ and decodeErr, to the
+// state base builds, and checks what FuzzDecode promises.
+func fuzzApply(t *testing.T, base [][]byte, data []byte, typ fsm.MessageType, decodeErr error) {
+	t.Helper()
+	m := fsm.New(nil)
+	for i, entry := range base {
+		if res := applyAt(m, uint64(i+1), entry); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	before, err := dumpState(m.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const index = 10
+	res := applyAt(m, index, data)
+	if res.Index != index || res.Type != fsm.PeekType(data) {
+		t.Fatalf("ApplyResult %+v does not describe entry %d of type %s", res, index, fsm.PeekType(data))
+	}
+	after, err := dumpState(m.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decodeErr != nil {
+		skipped := errors.Is(decodeErr, fsm.ErrUnknownCommand) && typ.Ignorable()
+		if skipped != (res.Err == nil) {
+			t.Fatalf("Decode said %v but Apply said %v", decodeErr, res.Err)
+		}
+	}
+	if res.Err != nil || decodeErr != nil {
+		if after != before {
+			t.Fatalf("entry not applied (%v) but state changed:\n--- before\n%s--- after\n%s", res.Err, before, after)
+		}
+		return
+	}
+	checkConsistent(t, m.State(), index)
+	// What was applied must survive a snapshot round trip.
+	if got := roundtrip(t, m); got != "identical" {
+		t.Fatalf("snapshot round trip: %s", got)
+	}
+}
+
+// pluginBase is a state at pluginInstancesSince with a plugin split into
+// its rows, so the fuzzed entry runs the split code: a system job whose
+// task runs plugin p (monolith) with its alloc on n2, n2 reporting a
+// healthy controller (required) and node instance of it, n1 a node
+// instance of a storage adapter of p, and a volume of p.
+func pluginBase(f *testing.F) [][]byte {
+	f.Helper()
+	res := &pb.NodeResources{CpuMhz: 1000, MemoryMb: 1000}
+	info := func(alloc string, required bool) *pb.CSIPluginInfo {
+		return &pb.CSIPluginInfo{PluginId: "p", Healthy: true, Provider: "prov", ProviderVersion: "1", AllocId: alloc, ControllerRequired: required}
+	}
+	return [][]byte{
+		mustEncode(f, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: &pb.ServerMember{Id: "s1", Version: fsm.PluginInstancesSinceVersion}}),
+		mustEncode(f, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: &pb.Node{Id: "n1", Status: pb.NodeStatus_NODE_STATUS_READY, Resources: res}}),
+		mustEncode(f, fsm.NodeRegister, &pb.NodeRegisterCommand{Node: &pb.Node{Id: "n2", Status: pb.NodeStatus_NODE_STATUS_READY, Resources: res}}),
+		mustEncode(f, fsm.JobRegister, &pb.JobRegisterCommand{Job: &pb.Job{Id: "plug", Type: pb.JobType_JOB_TYPE_SYSTEM, Groups: []*pb.TaskGroup{{Name: "g", Count: 1,
+			Tasks: []*pb.Task{{Name: "t", Driver: "exec", CsiPlugin: &pb.CSIPluginConfig{Id: "p", Type: "monolith"}}}}}},
+			Eval: &pb.Evaluation{Id: "e0", JobId: "plug", Status: pb.EvalStatus_EVAL_STATUS_PENDING}}),
+		mustEncode(f, fsm.PlanApply, &pb.PlanApplyCommand{Plan: &pb.Plan{EvalId: "e0", JobId: "plug",
+			Allocs: []*pb.Allocation{{Id: "a0", NodeId: "n2", JobId: "plug", TaskGroup: "g", Resources: &pb.AllocResources{CpuMhz: 10, MemoryMb: 10}}}}}),
+		mustEncode(f, fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: "n2", UpdatedAt: 1, DeriveFromServing: true,
+			Controllers: map[string]*pb.CSIPluginInfo{"p": info("a0", true)}, Nodes: map[string]*pb.CSIPluginInfo{"p": info("a0", false)}}),
+		mustEncode(f, fsm.NodeCSIUpdate, &pb.NodeCSIUpdateCommand{NodeId: "n1", UpdatedAt: 2, DeriveFromServing: true,
+			Nodes: map[string]*pb.CSIPluginInfo{"p": info("", false)}}),
+		mustEncode(f, fsm.VolumeRegister, &pb.VolumeRegisterCommand{Volume: &pb.Volume{Id: "v0", PluginId: "p",
+			Capabilities: []*pb.VolumeCapability{{AccessMode: pb.VolumeAccessMode_VOLUME_ACCESS_MODE_SINGLE_NODE_WRITER, AttachmentMode: pb.VolumeAttachmentMode_VOLUME_ATTACHMENT_MODE_FILE_SYSTEM}}}}),
+	}
 }
 
 // checkConsistent asserts the store's invariants after applying entries up
@@ -185,13 +225,16 @@ func checkConsistent(t *testing.T, st *fsm.StateStore, maxIndex uint64) {
 	checkUsage(t, st, sortedKeys(usageNodes), "fuzzed state")
 	var tablesMax uint64
 	for _, tbl := range []string{fsm.TableNodes, fsm.TableServers, fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs,
-		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments,
+		fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances, fsm.TableCSIPluginAllocs, fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments,
 		fsm.TableACLPolicies, fsm.TableACLTokens, fsm.TableACLBootstrap, fsm.TableHostVolumes} {
 		idx, _ := st.Index(tbl)
 		tablesMax = max(tablesMax, idx)
 	}
 	if latest, _ := st.LatestIndex(); latest > maxIndex || latest != tablesMax {
 		t.Fatalf("latest index %d, highest table index %d, applied up to %d", latest, tablesMax, maxIndex)
+	}
+	if err := st.CheckPluginRows(); err != nil {
+		t.Fatalf("plugin rows: %v", err)
 	}
 }
 
@@ -231,6 +274,17 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add(v1.Bytes())
 	f.Add(v2.Bytes())
+	// A split plugin's rows (pluginBase).
+	split := fsm.New(nil)
+	for i, entry := range pluginBase(f) {
+		if res := applyAt(split, uint64(i+1), entry); res.Err != nil {
+			f.Fatal(res.Err)
+		}
+	}
+	if p, insts, err := split.State().CSIPluginRaw("p"); err != nil || p == nil || len(insts) != 3 {
+		f.Fatalf("plugin base: plugin %v with %d instance rows (%v), want it split into 3", p, len(insts), err)
+	}
+	f.Add(snapshotBytes(f, split))
 	f.Add([]byte{})
 	f.Add([]byte{0x02, 0x08, 0x02})
 
@@ -291,6 +345,9 @@ func checkRestored(t *testing.T, st *fsm.StateStore, latest uint64) {
 		if idx, _ := st.Index(table); idx > latest {
 			t.Fatalf("table %s index %d above the latest %d", table, idx, latest)
 		}
+	}
+	if err := st.CheckPluginRows(); err != nil {
+		t.Fatalf("restored plugin rows: %v", err)
 	}
 }
 

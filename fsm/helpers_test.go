@@ -108,6 +108,7 @@ type stateReader interface {
 	AllocsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Allocation) bool) ([]*pb.Allocation, string, error)
 	NodeAllocIndexRows() ([]*pb.TableIndex, error)
 	CSIPluginsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.CSIPlugin) bool) ([]*pb.CSIPlugin, string, error)
+	CSIPluginByID(ws memdb.WatchSet, id string) (*pb.CSIPlugin, error)
 	VolumesPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Volume) bool) ([]*pb.Volume, string, error)
 	ClaimsPage(ws memdb.WatchSet, from string, limit int, keep func(*pb.Claim) bool) ([]*pb.Claim, string, error)
 	AttachmentsPage() ([]*pb.Attachment, error)
@@ -138,7 +139,7 @@ func dumpState(st stateReader) (string, error) {
 	fmt.Fprintf(&b, "index: nodes=%d servers=%d", nodesIdx, serversIdx)
 	// The job tables' indexes only once written, so the scripts about
 	// nodes and servers read as they did before those tables existed.
-	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins,
+	for _, tbl := range []string{fsm.TableJobs, fsm.TableJobVersions, fsm.TableEvals, fsm.TableAllocs, fsm.TableNodeAllocIndex, fsm.TableCSIPlugins, fsm.TableCSIPluginInstances, fsm.TableCSIPluginAllocs,
 		fsm.TableVolumes, fsm.TableClaims, fsm.TableAttachments, fsm.TableHostVolumes} {
 		idx, err := st.Index(tbl)
 		if err != nil {
@@ -295,6 +296,9 @@ func dumpCSIPlugins(b *strings.Builder, st stateReader) error {
 		return err
 	}
 	for _, p := range plugins {
+		if p, err = st.CSIPluginByID(nil, p.GetId()); err != nil {
+			return err
+		}
 		fmt.Fprintf(b, "plugin %s: controllers=%d/%d nodes=%d/%d provider=%q version=%q controller-required=%t schedulable=%t create=%d modify=%d\n",
 			p.GetId(), p.GetControllersHealthy(), p.GetControllersExpected(), p.GetNodesHealthy(), p.GetNodesExpected(),
 			p.GetProvider(), p.GetVersion(), p.GetControllerRequired(), p.GetSchedulable(), p.GetCreateIndex(), p.GetModifyIndex())

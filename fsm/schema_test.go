@@ -19,21 +19,23 @@ import (
 // check, not be refused as a row of another type.
 func TestProductionTables(t *testing.T) {
 	want := map[string]protoreflect.FullName{
-		TableNodes:          "berth.v1.Node",
-		TableServers:        "berth.v1.ServerMember",
-		TableJobs:           "berth.v1.Job",
-		TableJobVersions:    "berth.v1.Job",
-		TableEvals:          "berth.v1.Evaluation",
-		TableAllocs:         "berth.v1.Allocation",
-		TableNodeAllocIndex: "berth.v1.TableIndex",
-		TableCSIPlugins:     "berth.v1.CSIPlugin",
-		TableVolumes:        "berth.v1.Volume",
-		TableClaims:         "berth.v1.Claim",
-		TableAttachments:    "berth.v1.Attachment",
-		TableHostVolumes:    "berth.v1.HostVolume",
-		TableACLPolicies:    "berth.v1.ACLPolicy",
-		TableACLTokens:      "berth.v1.ACLToken",
-		TableACLBootstrap:   "berth.v1.TableIndex",
+		TableNodes:              "berth.v1.Node",
+		TableServers:            "berth.v1.ServerMember",
+		TableJobs:               "berth.v1.Job",
+		TableJobVersions:        "berth.v1.Job",
+		TableEvals:              "berth.v1.Evaluation",
+		TableAllocs:             "berth.v1.Allocation",
+		TableNodeAllocIndex:     "berth.v1.TableIndex",
+		TableCSIPlugins:         "berth.v1.CSIPlugin",
+		TableCSIPluginInstances: "berth.v1.CSIPluginInstance",
+		TableCSIPluginAllocs:    "berth.v1.CSIPluginAllocRow",
+		TableVolumes:            "berth.v1.Volume",
+		TableClaims:             "berth.v1.Claim",
+		TableAttachments:        "berth.v1.Attachment",
+		TableHostVolumes:        "berth.v1.HostVolume",
+		TableACLPolicies:        "berth.v1.ACLPolicy",
+		TableACLTokens:          "berth.v1.ACLToken",
+		TableACLBootstrap:       "berth.v1.TableIndex",
 	}
 	seen := map[string]bool{tableIndex: true}
 	st := newStateStore(productionSchema())

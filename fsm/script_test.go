@@ -441,6 +441,10 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		m = &pb.TableIndex{}
 	case fsm.TableCSIPlugins:
 		m = &pb.CSIPlugin{}
+	case fsm.TableCSIPluginInstances:
+		m = &pb.CSIPluginInstance{}
+	case fsm.TableCSIPluginAllocs:
+		m = &pb.CSIPluginAllocRow{}
 	case fsm.TableVolumes:
 		m = &pb.Volume{}
 	case fsm.TableClaims:
@@ -463,6 +467,14 @@ func rowID(t *testing.T, row *pb.TableRow) string {
 		return r.GetTable()
 	case *pb.Attachment:
 		return r.GetVolumeId() + "/" + r.GetNodeId()
+	case *pb.CSIPluginInstance:
+		side := "node"
+		if r.GetController() {
+			side = "controller"
+		}
+		return r.GetPluginId() + "/" + side + "/" + r.GetNodeId()
+	case *pb.CSIPluginAllocRow:
+		return r.GetPluginId() + "/" + r.GetAlloc().GetAllocId()
 	case interface{ GetId() string }:
 		return r.GetId()
 	}

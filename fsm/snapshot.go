@@ -182,6 +182,11 @@ func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 			return nil, err
 		}
 	}
+	if hasPluginTables(f.schema) {
+		if err := checkPluginRows(txnOf{rs.txn}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
+		}
+	}
 	rs.txn.Commit()
 	return store, nil
 }

@@ -34,6 +34,14 @@ const (
 	// plugin ID: written only by NodeCSIUpdate and by the commands that
 	// keep rows it created right (apply_csi.go).
 	TableCSIPlugins = "csi_plugins"
+	// TableCSIPluginInstances holds the nodes' instances of CSI plugins
+	// (pb.CSIPluginInstance) by plugin, side and node, for the rows of
+	// csi_plugins that hold none of their own (csi_instances.go).
+	TableCSIPluginInstances = "csi_plugin_instances"
+	// TableCSIPluginAllocs holds the allocations of CSI plugins
+	// (pb.CSIPluginAllocRow) by plugin and alloc, for the rows of
+	// csi_plugins that hold none of their own (csi_plugin_allocs.go).
+	TableCSIPluginAllocs = "csi_plugin_allocs"
 	// TableVolumes holds CSI volumes (pb.Volume) by ID: written by
 	// VolumeRegister and VolumeDeregister, its plugin mirrors refreshed by
 	// the commands that change csi_plugins rows.
@@ -152,7 +160,7 @@ func productionSchema() schema {
 	return schema{tables: []tableDef{
 		nodesTable, serversTable,
 		jobsTable, jobVersionsTable, evalsTable, allocsTable, nodeAllocIndexTable,
-		csiPluginsTable,
+		csiPluginsTable, csiInstancesTable, csiAllocsTable,
 		volumesTable, claimsTable, attachmentsTable,
 		hostVolumesTable,
 		aclPoliciesTable, aclTokensTable, aclBootstrapTable,

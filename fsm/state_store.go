@@ -163,6 +163,8 @@ type writeTxn struct {
 	// stateSince caches stateSinceOn for this transaction: 0 not yet
 	// read, 1 on, -1 off; a write to the servers table resets it.
 	stateSince int8
+	// instancesSplit caches pluginInstancesOn likewise.
+	instancesSplit int8
 }
 
 type tableTouch struct {
@@ -190,7 +192,7 @@ func (s *StateStore) beginWrite() *writeTxn {
 func (tx *writeTxn) insertRow(table, key string, row proto.Message) error {
 	tx.writes++
 	if table == TableServers {
-		tx.stateSince = 0
+		tx.stateSince, tx.instancesSplit = 0, 0
 	}
 	if err := tx.txn.Insert(table, row); err != nil {
 		return err
@@ -204,7 +206,7 @@ func (tx *writeTxn) insertRow(table, key string, row proto.Message) error {
 func (tx *writeTxn) deleteRow(table, key string, row proto.Message) error {
 	tx.writes++
 	if table == TableServers {
-		tx.stateSince = 0
+		tx.stateSince, tx.instancesSplit = 0, 0
 	}
 	if err := tx.txn.Delete(table, row); err != nil {
 		return err

@@ -347,3 +347,17 @@ func (t *table[M]) delete(tx *writeTxn, m M) error {
 	}
 	return nil
 }
+
+// reform stores m, a row whose reads are unchanged (it moved to another
+// form: csiReform), without marking the table changed: its index, and
+// the blocking queries waiting on it, stay where they were.
+func (t *table[M]) reform(tx *writeTxn, m M) error {
+	if len(t.derived) > 0 {
+		return fmt.Errorf("fsm: table %s derives state: reform would skip it", t.name)
+	}
+	parts := t.keyParts(m)
+	if err := tx.insertRow(t.name, encodeKey(parts), m); err != nil {
+		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
+	}
+	return nil
+}

@@ -68,7 +68,7 @@ func TestRaftCallsEndAtTheCallersDeadlineWhileRaftTakesNoCommands(t *testing.T) 
 		}},
 		{"removePeer", func(ctx context.Context) error { return s.removePeer(ctx, uuid.Generate()) }},
 		{"Join", func(ctx context.Context) error {
-			_, err := (&operatorEndpoint{s: s}).Join(ctx, &pb.JoinRequest{Server: &pb.ServerMember{Id: uuid.Generate(), Name: "x", RaftAddr: "raft-x", RpcAddr: "127.0.0.1:1"}})
+			_, err := (&operatorEndpoint{s: s}).Join(ctx, &pb.JoinRequest{Server: &pb.ServerMember{Id: uuid.Generate(), Name: "x", RaftAddr: "raft-x", RpcAddr: "127.0.0.1:1", Version: s.cfg.Version}})
 			return err
 		}},
 		{"consistent RaftConfiguration", func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -137,7 +138,9 @@ func (d *discovery) run() {
 				s.logger.Warn("rejoining cluster", "error", err)
 				wait = min(wait, time.Second)
 			}
-			if err := d.ensureRegistered(s.shutdownCtx); err != nil {
+			if err := d.ensureRegistered(s.shutdownCtx); errors.Is(err, ErrServerBelowGate) {
+				s.logger.Error("this server is not recorded: its version is below a gate the cluster applies", "error", err)
+			} else if err != nil {
 				s.logger.Debug("recording server in state", "error", err)
 				wait = min(wait, time.Second)
 			}
@@ -325,6 +328,14 @@ func (d *discovery) ensureRegistered(ctx context.Context) error {
 		return nil
 	}
 	if s.IsLeader() {
+		// The gates are read from state: not before this leader applied
+		// what earlier leaders committed (the next round tries again).
+		if !s.leaderReady() {
+			return fmt.Errorf("leader %s has not passed its barrier yet", s.cfg.Name)
+		}
+		if err := s.refuseBelowGates(self); err != nil {
+			return err
+		}
 		_, err := s.raftApply(ctx, fsm.ServerUpsert, &pb.ServerUpsertCommand{Server: self})
 		return err
 	}

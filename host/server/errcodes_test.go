@@ -28,6 +28,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		ErrCommandTooLarge: codes.InvalidArgument,
 		ErrServerOnly:      codes.PermissionDenied,
 		ErrNodeRole:        codes.PermissionDenied,
+		ErrServerBelowGate: codes.FailedPrecondition,
 	})
 }
 

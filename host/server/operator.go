@@ -36,6 +36,9 @@ func (e *operatorEndpoint) Join(ctx context.Context, req *pb.JoinRequest) (*pb.J
 	if m.GetId() == "" || m.GetRaftAddr() == "" || m.GetRpcAddr() == "" {
 		return nil, status.Error(codes.InvalidArgument, "join: server id, raft_addr and rpc_addr are required")
 	}
+	if err := s.refuseBelowGates(m); err != nil {
+		return nil, fmt.Errorf("join of %s on server %s: %w", m.GetName(), s.cfg.Name, err)
+	}
 	f, err := awaitCall(ctx, s.raft.GetConfiguration)
 	if err != nil {
 		return nil, fmt.Errorf("join of %s: reading the raft configuration on server %s: %w", m.GetName(), s.cfg.Name, err)

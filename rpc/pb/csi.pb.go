@@ -514,6 +514,77 @@ func (x *CSIPluginInfo) GetUpdatedAt() int64 {
 	return 0
 }
 
+// CSIPluginInstance is one node's instance of a plugin, one side
+// (controller or node): a row of the servers' csi_plugin_instances table,
+// keyed by plugin, side and node.
+type CSIPluginInstance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PluginId      string                 `protobuf:"bytes,1,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Controller    bool                   `protobuf:"varint,3,opt,name=controller,proto3" json:"controller,omitempty"`
+	Info          *CSIPluginInfo         `protobuf:"bytes,4,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSIPluginInstance) Reset() {
+	*x = CSIPluginInstance{}
+	mi := &file_berth_v1_csi_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIPluginInstance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIPluginInstance) ProtoMessage() {}
+
+func (x *CSIPluginInstance) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_csi_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIPluginInstance.ProtoReflect.Descriptor instead.
+func (*CSIPluginInstance) Descriptor() ([]byte, []int) {
+	return file_berth_v1_csi_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CSIPluginInstance) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *CSIPluginInstance) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *CSIPluginInstance) GetController() bool {
+	if x != nil {
+		return x.Controller
+	}
+	return false
+}
+
+func (x *CSIPluginInstance) GetInfo() *CSIPluginInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
 // CSIPluginAlloc is an alloc that runs a plugin instance.
 type CSIPluginAlloc struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -528,7 +599,7 @@ type CSIPluginAlloc struct {
 
 func (x *CSIPluginAlloc) Reset() {
 	*x = CSIPluginAlloc{}
-	mi := &file_berth_v1_csi_proto_msgTypes[3]
+	mi := &file_berth_v1_csi_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +611,7 @@ func (x *CSIPluginAlloc) String() string {
 func (*CSIPluginAlloc) ProtoMessage() {}
 
 func (x *CSIPluginAlloc) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_csi_proto_msgTypes[3]
+	mi := &file_berth_v1_csi_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +624,7 @@ func (x *CSIPluginAlloc) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIPluginAlloc.ProtoReflect.Descriptor instead.
 func (*CSIPluginAlloc) Descriptor() ([]byte, []int) {
-	return file_berth_v1_csi_proto_rawDescGZIP(), []int{3}
+	return file_berth_v1_csi_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CSIPluginAlloc) GetAllocId() string {
@@ -591,6 +662,62 @@ func (x *CSIPluginAlloc) GetHealthy() bool {
 	return false
 }
 
+// CSIPluginAllocRow is one allocation of a plugin: a row of the servers'
+// csi_plugin_allocs table, keyed by plugin and alloc, for a plugin whose
+// instances are rows of csi_plugin_instances (its alloc's healthy is not
+// stored: a read derives it from the instance on its node).
+type CSIPluginAllocRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PluginId      string                 `protobuf:"bytes,1,opt,name=plugin_id,json=pluginId,proto3" json:"plugin_id,omitempty"`
+	Alloc         *CSIPluginAlloc        `protobuf:"bytes,2,opt,name=alloc,proto3" json:"alloc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CSIPluginAllocRow) Reset() {
+	*x = CSIPluginAllocRow{}
+	mi := &file_berth_v1_csi_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSIPluginAllocRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSIPluginAllocRow) ProtoMessage() {}
+
+func (x *CSIPluginAllocRow) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_csi_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSIPluginAllocRow.ProtoReflect.Descriptor instead.
+func (*CSIPluginAllocRow) Descriptor() ([]byte, []int) {
+	return file_berth_v1_csi_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CSIPluginAllocRow) GetPluginId() string {
+	if x != nil {
+		return x.PluginId
+	}
+	return ""
+}
+
+func (x *CSIPluginAllocRow) GetAlloc() *CSIPluginAlloc {
+	if x != nil {
+		return x.Alloc
+	}
+	return nil
+}
+
 // CSIPlugin is a plugin as the servers see it across the cluster: derived
 // from the nodes' fingerprints and the allocs that run it.
 type CSIPlugin struct {
@@ -626,7 +753,7 @@ type CSIPlugin struct {
 
 func (x *CSIPlugin) Reset() {
 	*x = CSIPlugin{}
-	mi := &file_berth_v1_csi_proto_msgTypes[4]
+	mi := &file_berth_v1_csi_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +765,7 @@ func (x *CSIPlugin) String() string {
 func (*CSIPlugin) ProtoMessage() {}
 
 func (x *CSIPlugin) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_csi_proto_msgTypes[4]
+	mi := &file_berth_v1_csi_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +778,7 @@ func (x *CSIPlugin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSIPlugin.ProtoReflect.Descriptor instead.
 func (*CSIPlugin) Descriptor() ([]byte, []int) {
-	return file_berth_v1_csi_proto_rawDescGZIP(), []int{4}
+	return file_berth_v1_csi_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CSIPlugin) GetId() string {
@@ -806,13 +933,23 @@ const file_berth_v1_csi_proto_rawDesc = "" +
 	"\x0fcontroller_info\x18\f \x01(\v2\x1b.berth.v1.CSIControllerInfoR\x0econtrollerInfo\x122\n" +
 	"\tnode_info\x18\r \x01(\v2\x15.berth.v1.CSINodeInfoR\bnodeInfo\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\x03R\tupdatedAt\"\xa2\x01\n" +
+	"updated_at\x18\x0e \x01(\x03R\tupdatedAt\"\x96\x01\n" +
+	"\x11CSIPluginInstance\x12\x1b\n" +
+	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x1e\n" +
+	"\n" +
+	"controller\x18\x03 \x01(\bR\n" +
+	"controller\x12+\n" +
+	"\x04info\x18\x04 \x01(\v2\x17.berth.v1.CSIPluginInfoR\x04info\"\xa2\x01\n" +
 	"\x0eCSIPluginAlloc\x12\x19\n" +
 	"\balloc_id\x18\x01 \x01(\tR\aallocId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x15\n" +
 	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12+\n" +
 	"\x04type\x18\x04 \x01(\x0e2\x17.berth.v1.CSIPluginTypeR\x04type\x12\x18\n" +
-	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"\xb2\x06\n" +
+	"\ahealthy\x18\x05 \x01(\bR\ahealthy\"`\n" +
+	"\x11CSIPluginAllocRow\x12\x1b\n" +
+	"\tplugin_id\x18\x01 \x01(\tR\bpluginId\x12.\n" +
+	"\x05alloc\x18\x02 \x01(\v2\x18.berth.v1.CSIPluginAllocR\x05alloc\"\xb2\x06\n" +
 	"\tCSIPlugin\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x18\n" +
@@ -860,36 +997,40 @@ func file_berth_v1_csi_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_csi_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_berth_v1_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_berth_v1_csi_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_berth_v1_csi_proto_goTypes = []any{
 	(CSIPluginType)(0),        // 0: berth.v1.CSIPluginType
 	(CSIPluginSource)(0),      // 1: berth.v1.CSIPluginSource
 	(*CSIControllerInfo)(nil), // 2: berth.v1.CSIControllerInfo
 	(*CSINodeInfo)(nil),       // 3: berth.v1.CSINodeInfo
 	(*CSIPluginInfo)(nil),     // 4: berth.v1.CSIPluginInfo
-	(*CSIPluginAlloc)(nil),    // 5: berth.v1.CSIPluginAlloc
-	(*CSIPlugin)(nil),         // 6: berth.v1.CSIPlugin
-	nil,                       // 7: berth.v1.CSINodeInfo.AccessibleTopologyEntry
-	nil,                       // 8: berth.v1.CSIPlugin.ControllersEntry
-	nil,                       // 9: berth.v1.CSIPlugin.NodesEntry
+	(*CSIPluginInstance)(nil), // 5: berth.v1.CSIPluginInstance
+	(*CSIPluginAlloc)(nil),    // 6: berth.v1.CSIPluginAlloc
+	(*CSIPluginAllocRow)(nil), // 7: berth.v1.CSIPluginAllocRow
+	(*CSIPlugin)(nil),         // 8: berth.v1.CSIPlugin
+	nil,                       // 9: berth.v1.CSINodeInfo.AccessibleTopologyEntry
+	nil,                       // 10: berth.v1.CSIPlugin.ControllersEntry
+	nil,                       // 11: berth.v1.CSIPlugin.NodesEntry
 }
 var file_berth_v1_csi_proto_depIdxs = []int32{
-	7,  // 0: berth.v1.CSINodeInfo.accessible_topology:type_name -> berth.v1.CSINodeInfo.AccessibleTopologyEntry
+	9,  // 0: berth.v1.CSINodeInfo.accessible_topology:type_name -> berth.v1.CSINodeInfo.AccessibleTopologyEntry
 	0,  // 1: berth.v1.CSIPluginInfo.type:type_name -> berth.v1.CSIPluginType
 	1,  // 2: berth.v1.CSIPluginInfo.source:type_name -> berth.v1.CSIPluginSource
 	2,  // 3: berth.v1.CSIPluginInfo.controller_info:type_name -> berth.v1.CSIControllerInfo
 	3,  // 4: berth.v1.CSIPluginInfo.node_info:type_name -> berth.v1.CSINodeInfo
-	0,  // 5: berth.v1.CSIPluginAlloc.type:type_name -> berth.v1.CSIPluginType
-	8,  // 6: berth.v1.CSIPlugin.controllers:type_name -> berth.v1.CSIPlugin.ControllersEntry
-	9,  // 7: berth.v1.CSIPlugin.nodes:type_name -> berth.v1.CSIPlugin.NodesEntry
-	5,  // 8: berth.v1.CSIPlugin.allocations:type_name -> berth.v1.CSIPluginAlloc
-	4,  // 9: berth.v1.CSIPlugin.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
-	4,  // 10: berth.v1.CSIPlugin.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	4,  // 5: berth.v1.CSIPluginInstance.info:type_name -> berth.v1.CSIPluginInfo
+	0,  // 6: berth.v1.CSIPluginAlloc.type:type_name -> berth.v1.CSIPluginType
+	6,  // 7: berth.v1.CSIPluginAllocRow.alloc:type_name -> berth.v1.CSIPluginAlloc
+	10, // 8: berth.v1.CSIPlugin.controllers:type_name -> berth.v1.CSIPlugin.ControllersEntry
+	11, // 9: berth.v1.CSIPlugin.nodes:type_name -> berth.v1.CSIPlugin.NodesEntry
+	6,  // 10: berth.v1.CSIPlugin.allocations:type_name -> berth.v1.CSIPluginAlloc
+	4,  // 11: berth.v1.CSIPlugin.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	4,  // 12: berth.v1.CSIPlugin.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_csi_proto_init() }
@@ -903,7 +1044,7 @@ func file_berth_v1_csi_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_csi_proto_rawDesc), len(file_berth_v1_csi_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

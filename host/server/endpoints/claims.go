@@ -142,7 +142,7 @@ func (e *claimsEndpoint) Claim(ctx context.Context, req *pb.ClaimCreateRequest) 
 // (the row is recomputed as controllers come and go; either saying so is
 // enough to need one).
 func checkClaimable(st *fsm.StateSnapshot, v *pb.Volume) error {
-	p, err := st.CSIPluginByID(nil, v.GetPluginId())
+	p, err := st.CSIPluginFacts(nil, v.GetPluginId())
 	if err != nil {
 		return err
 	}

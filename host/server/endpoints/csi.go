@@ -116,7 +116,7 @@ func (s *api) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb.At
 	}
 	out := map[string][]*pb.Attachment{}
 	for id := range ids {
-		if p, err := st.CSIPluginByID(nil, id); err != nil || !p.GetControllerRequired() {
+		if p, err := st.CSIPluginFacts(nil, id); err != nil || !p.GetControllerRequired() {
 			continue
 		}
 		out[id] = nil
@@ -143,7 +143,7 @@ func (s *api) publishesWaiting(cmd *pb.NodeCSIUpdateCommand) map[string][]*pb.At
 func (s *api) logSkippedPublishes(nodeID string, waiting map[string][]*pb.Attachment) {
 	st := s.State().Snapshot()
 	for _, id := range slices.Sorted(maps.Keys(waiting)) {
-		p, err := st.CSIPluginByID(nil, id)
+		p, err := st.CSIPluginFacts(nil, id)
 		if err != nil || p == nil || p.GetControllerRequired() {
 			continue
 		}

@@ -86,14 +86,18 @@ type volumesEndpoint struct {
 // node instance instead. Controllers none of which advertises capability
 // are ErrPluginCannot, naming them.
 func controllerFor(st *fsm.StateSnapshot, pluginID string, capability volumeloops.Cap) (nodeID string, info *pb.CSIPluginInfo, hasController bool, err error) {
-	p, err := st.CSIPluginByID(nil, pluginID)
+	p, err := st.CSIPluginFacts(nil, pluginID)
 	if err != nil {
 		return "", nil, false, err
 	}
 	if p == nil {
 		return "", nil, false, fmt.Errorf("csi plugin %q: %w", pluginID, ErrPluginUnknown)
 	}
-	if len(p.GetControllers()) == 0 {
+	controllers, err := st.CSIPluginControllers(nil, pluginID)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if len(controllers) == 0 {
 		return "", nil, false, nil
 	}
 	id, err := volumeloops.PickController(st, pluginID, capability, "")
@@ -106,7 +110,7 @@ func controllerFor(st *fsm.StateSnapshot, pluginID string, capability volumeloop
 	if err != nil {
 		return "", nil, true, err
 	}
-	return id, p.GetControllers()[id], true, nil
+	return id, controllers[id], true, nil
 }
 
 // controller is a CSI client of a healthy controller of the plugin, and

@@ -166,10 +166,11 @@ func (v *Loops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.
 	}
 	if e.GetClass() == pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
 		vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
-		plugin, _ := snap.CSIPluginByID(ws, a.GetPluginId())
+		plugin, _ := snap.CSIPluginFacts(ws, a.GetPluginId())
+		controllers, _ := snap.CSIPluginControllers(ws, a.GetPluginId())
 		node, _ := snap.NodeByID(ws, a.GetNodeId())
 		seen := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex())
-		for id := range plugin.GetControllers() {
+		for id := range controllers {
 			if c, _ := snap.NodeByID(ws, id); c != nil {
 				seen = max(seen, c.GetModifyIndex())
 			}
@@ -394,11 +395,11 @@ func (v *Loops) call(ctx context.Context, controller, pluginID string, expect *p
 // instanceOn is the controller instance of pluginID on nodeID in snap
 // (nil when snap has none: the call then goes to whatever serves).
 func instanceOn(snap *fsm.StateSnapshot, pluginID, nodeID string) *pb.CSIControllerInstance {
-	p, err := snap.CSIPluginByID(nil, pluginID)
-	if err != nil || p == nil || p.GetControllers()[nodeID] == nil {
+	inst, err := snap.CSIPluginInstance(nil, pluginID, nodeID, true)
+	if err != nil || inst == nil {
 		return nil
 	}
-	return csi.InstanceOf(p.GetControllers()[nodeID])
+	return csi.InstanceOf(inst)
 }
 
 // recordFailure writes a failed step of a, decided on snap: the error
@@ -506,11 +507,11 @@ var errNodeGone = errcode.New(codes.NotFound, "node is gone")
 // instance's NodeGetInfo), from the plugin's row or, for a node whose
 // instance left the row, the node's own last report.
 func csiNodeID(snap *fsm.StateSnapshot, pluginID, nodeID string) (string, error) {
-	plugin, err := snap.CSIPluginByID(nil, pluginID)
+	inst, err := snap.CSIPluginInstance(nil, pluginID, nodeID, false)
 	if err != nil {
 		return "", err
 	}
-	if id := plugin.GetNodes()[nodeID].GetNodeInfo().GetId(); id != "" {
+	if id := inst.GetNodeInfo().GetId(); id != "" {
 		return id, nil
 	}
 	node, err := snap.NodeByID(nil, nodeID)

@@ -111,16 +111,20 @@ func PickController(st *fsm.StateSnapshot, pluginID string, capability Cap, pref
 // reconciler pass counts it once) and a node to avoid when another is
 // usable: the one whose last call could not reach it.
 func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability Cap, prefer, avoid string, load map[string]int) (string, error) {
-	plugin, err := st.CSIPluginByID(nil, pluginID)
+	plugin, err := st.CSIPluginFacts(nil, pluginID)
 	if err != nil {
 		return "", fmt.Errorf("reading plugin %q: %w", pluginID, err)
 	}
 	if plugin == nil {
 		return "", fmt.Errorf("plugin %q is not reported by any node: %w", pluginID, ErrNoController)
 	}
+	controllers, err := st.CSIPluginControllers(nil, pluginID)
+	if err != nil {
+		return "", fmt.Errorf("reading plugin %q: %w", pluginID, err)
+	}
 	var usable, why, lacking []string
-	for _, id := range slices.Sorted(maps.Keys(plugin.GetControllers())) {
-		inst := plugin.GetControllers()[id]
+	for _, id := range slices.Sorted(maps.Keys(controllers)) {
+		inst := controllers[id]
 		if capability != CapAnyController && !fingerprinted(inst) {
 			// What it can do is not known yet: wait for its fingerprint
 			// rather than call the call impossible.
@@ -178,7 +182,7 @@ func pickControllerFrom(st *fsm.StateSnapshot, pluginID string, capability Cap, 
 // controllers serving now require a controller publish (true when it
 // cannot be read: the caller then keeps to the safe side).
 func pluginRequiresPublish(st *fsm.StateSnapshot, pluginID string) bool {
-	p, err := st.CSIPluginByID(nil, pluginID)
+	p, err := st.CSIPluginFacts(nil, pluginID)
 	return err != nil || p == nil || p.GetControllerRequired()
 }
 
