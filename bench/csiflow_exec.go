@@ -208,14 +208,33 @@ func benchCSIFlowVs(oldBin, newBin string, plan jobRunPlan) error {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "exec consumer, old %s vs new %s, %d runs each after %d warm-up, alternated (medians since the register / stop call):\n\n",
+	fmt.Fprintf(&b, "exec consumer, old %s vs new %s, %d runs each after %d warm-up, alternated (medians since the register / stop call, and of each step from the point above):\n\n",
 		oldBin, newBin, plan.runs, plan.warmup)
-	b.WriteString("| point | old | new |\n|---|--:|--:|\n")
-	for _, step := range slices.Concat(csiFlowSubmitSteps, csiFlowStopSteps) {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", step, fmtMS(csiFlowMedian(runs[0], step)), fmtMS(csiFlowMedian(runs[1], step)))
+	b.WriteString("| point | old | new | step old | step new |\n|---|--:|--:|--:|--:|\n")
+	for _, path := range [][]string{csiFlowSubmitSteps, csiFlowStopSteps} {
+		for k, step := range path {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", step, fmtMS(csiFlowMedian(runs[0], step)), fmtMS(csiFlowMedian(runs[1], step)),
+				fmtMS(csiFlowStepMedian(runs[0], path[:k], step)), fmtMS(csiFlowStepMedian(runs[1], path[:k], step)))
+		}
 	}
 	_, err := os.Stdout.WriteString(b.String())
 	return err
+}
+
+// csiFlowStepMedian is the median of step's time from the latest of the
+// earlier steps each run has.
+func csiFlowStepMedian(runs []csiFlowRun, earlier []string, step string) time.Duration {
+	var deltas []time.Duration
+	for _, r := range runs {
+		if p, ok := r[step]; ok {
+			deltas = append(deltas, p-r.before(earlier))
+		}
+	}
+	if len(deltas) == 0 {
+		return 0
+	}
+	slices.Sort(deltas)
+	return deltas[len(deltas)/2]
 }
 
 // csiFlowMedian is the median of step's point over the runs that have it.

@@ -111,3 +111,19 @@ func TestStatsFromCgroup(t *testing.T) {
 	}
 	t.Errorf("stats never showed CPU, memory and processes; last %v", last)
 }
+
+// TestCgroupRemovedOnceTheTaskExits: the cgroup's removal starts when the
+// task's exit is read (its processes are gone), before DestroyTask, so it
+// overlaps the client's bookkeeping of the exit instead of delaying what
+// follows DestroyTask on a job stop (a volume's unpublish).
+func TestCgroupRemovedOnceTheTaskExits(t *testing.T) {
+	d := client(t)
+	cfg := taskCfg(t, "exits", sh(`exit 3`))
+	start(t, d, cfg)
+	if res := wait(t, d, cfg.GetId()); res.GetExitCode() != 3 {
+		t.Fatalf("exit = %v, want code 3", res)
+	}
+	for _, dir := range cgroupDirs(cfg.GetId()) {
+		waitFor(t, "cgroup "+dir+" removed before DestroyTask", func() bool { _, err := os.Stat(dir); return err != nil })
+	}
+}

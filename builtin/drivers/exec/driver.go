@@ -214,8 +214,12 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 }
 
 // Exited implements taskexec.Flavor: an exit after the kernel's OOM killer
-// acted in the task's cgroup is an OOM kill.
+// acted in the task's cgroup is an OOM kill. Once that is read the
+// cgroup's removal starts (in the background): the task's processes are
+// gone, and the removal then overlaps the client's bookkeeping of the
+// exit rather than what follows DestroyTask (a volume's unpublish).
 func (f *flavor) Exited(cfg *driverpb.TaskConfig, res *driverpb.ExitResult) {
+	defer f.d.releaseCgroup(cfg.GetId())
 	u, err := f.d.cgroups.stat(cfg.GetId())
 	if err != nil {
 		f.d.logger.Warn("cannot tell whether the task was OOM killed", "task_id", cfg.GetId(), "error", err)
