@@ -83,3 +83,23 @@ func TestRestartWaitsForTheOldCgroupRemoval(t *testing.T) {
 		d.waitReleases()
 	})
 }
+
+// TestParseOOMKill: the oom_kill count of v2's memory.events and v1's
+// memory.oom_control; none (an old kernel) is 0; a bad value is an error.
+func TestParseOOMKill(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		err  bool
+	}{
+		{"low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n", 2, false},
+		{"oom_kill_disable 0\nunder_oom 0\noom_kill 7\n", 7, false},
+		{"oom_kill_disable 0\nunder_oom 0\n", 0, false},
+		{"oom_kill x\n", 0, true},
+	} {
+		got, err := parseOOMKill([]byte(c.in))
+		if got != c.want || (err != nil) != c.err {
+			t.Errorf("parseOOMKill(%q) = %d, %v; want %d (error %v)", c.in, got, err, c.want, c.err)
+		}
+	}
+}

@@ -220,10 +220,10 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 // exit rather than what follows DestroyTask (a volume's unpublish).
 func (f *flavor) Exited(cfg *driverpb.TaskConfig, res *driverpb.ExitResult) {
 	defer f.d.releaseCgroup(cfg.GetId())
-	u, err := f.d.cgroups.stat(cfg.GetId())
+	kills, err := f.d.cgroups.oomKills(cfg.GetId())
 	if err != nil {
 		f.d.logger.Warn("cannot tell whether the task was OOM killed", "task_id", cfg.GetId(), "error", err)
 		return
 	}
-	res.OomKilled = u.oomKills > 0
+	res.OomKilled = kills > 0
 }
