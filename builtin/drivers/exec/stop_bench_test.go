@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -61,14 +62,19 @@ func BenchmarkStopFloorTrap(b *testing.B) {
 	// And of a mount namespace, a copy of the host's mount table that the
 	// kernel unmounts when its last process exits.
 	b.Run("pidns+mntns", func(b *testing.B) { stopFloor(b, syscall.CLONE_NEWPID|syscall.CLONE_NEWNS) })
+	// And with what an exec task's root adds: its own /proc and a tmpfs,
+	// whose superblocks go when the namespace does.
+	b.Run("pidns+mntns+proc+tmpfs", func(b *testing.B) {
+		stopFloor(b, syscall.CLONE_NEWPID|syscall.CLONE_NEWNS, "mount --make-rprivate / && mount -t proc proc /proc && mount -t tmpfs tmp /mnt && ")
+	})
 }
 
-func stopFloor(b *testing.B, clone uintptr) {
+func stopFloor(b *testing.B, clone uintptr, setup ...string) {
 	testutil.RequireRoot(b, "namespaces")
 	var exited []time.Duration
 	for range b.N {
 		ready := filepath.Join(b.TempDir(), "ready")
-		cmd := exec.Command("/bin/sh", "-c", `trap 'exit 0' TERM; touch "$READY"; sleep 600 & wait`)
+		cmd := exec.Command("/bin/sh", "-c", strings.Join(setup, "")+`trap 'exit 0' TERM; touch "$READY"; sleep 600 & wait`)
 		cmd.Env = append(os.Environ(), "READY="+ready)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: clone}
 		if err := cmd.Start(); err != nil {
