@@ -62,7 +62,7 @@ const (
 
 var (
 	csiFlowSubmitSteps = []string{"claim reserved", "attached", "staged", "published", "task started", "running"}
-	csiFlowStopSteps   = []string{"kill sent", "task exited", "unpublished", "unstaged", "node-detached", "claim freed"}
+	csiFlowStopSteps   = []string{"kill sent", "task exited", "host mount gone", "unpublished", "unstaged", "node-detached", "claim freed"}
 )
 
 // csiFlowRun is one run's points, each the time since its path began (the
@@ -84,7 +84,9 @@ func (r csiFlowRun) before(steps []string) time.Duration {
 
 type csiFlowReport struct {
 	plan jobRunPlan
-	runs []csiFlowRun
+	// consumer is the consumer's driver: csiFlowRawExec or csiFlowExec.
+	consumer string
+	runs     []csiFlowRun
 	// durable: the agent was given a data dir, so raft and the client
 	// state DB fsync as in production; a plain dev agent keeps raft in
 	// memory (as Nomad's does) and is what the targets judge.
@@ -100,27 +102,39 @@ func benchCSIFlow(opts options) error {
 	if err != nil {
 		return err
 	}
-	rep, err := measureCSIFlow(bin, plan, false)
+	if err := csiFlowNeedRoot(); err != nil {
+		return err
+	}
+	if old := os.Getenv("BERTH_OLD_BIN"); old != "" {
+		return benchCSIFlowVs(old, bin, plan)
+	}
+	reps, err := measureCSIFlow(bin, plan, false, csiFlowRawExec, csiFlowExec)
 	if err != nil {
 		return err
 	}
-	if err := rep.print(os.Stdout, opts.quick); err != nil || opts.quick {
-		return err
+	for _, rep := range reps {
+		if err := rep.print(os.Stdout, opts.quick); err != nil {
+			return err
+		}
+		fmt.Println()
+	}
+	if opts.quick {
+		return nil
 	}
 	// The same flow on a durable agent, for information: what the fsyncs
 	// of raft and the state DB add.
-	fmt.Println()
-	rep, err = measureCSIFlow(bin, plan, true)
+	reps, err = measureCSIFlow(bin, plan, true, csiFlowExec)
 	if err != nil {
 		return err
 	}
-	return rep.print(os.Stdout, opts.quick)
+	return reps[0].print(os.Stdout, opts.quick)
 }
 
 // measureCSIFlow starts a dev agent with the plugin and the volume and
-// measures plan's runs.
-func measureCSIFlow(bin string, plan jobRunPlan, durable bool) (*csiFlowReport, error) {
-	agent, err := startDevAgent(bin, durable)
+// measures plan's runs of each consumer, interleaved (one run of each in
+// turn), one report per consumer.
+func measureCSIFlow(bin string, plan jobRunPlan, durable bool, consumers ...string) ([]*csiFlowReport, error) {
+	agent, err := startDevAgentWith(bin, durable, csiFlowAgentHCL)
 	if err != nil {
 		return nil, err
 	}
@@ -132,17 +146,22 @@ func measureCSIFlow(bin string, plan jobRunPlan, durable bool) (*csiFlowReport, 
 	if err := setUpCSIFlow(c, bin, agent.dir); err != nil {
 		return nil, fmt.Errorf("%w (agent log: %s)", err, agent.logPath)
 	}
-	rep := &csiFlowReport{plan: plan, durable: durable}
+	var reps []*csiFlowReport
+	for _, consumer := range consumers {
+		reps = append(reps, &csiFlowReport{plan: plan, consumer: consumer, durable: durable})
+	}
 	for i := range plan.warmup + plan.runs {
-		r, err := oneCSIFlowRun(c, fmt.Sprintf("bench-csi-%03d", i))
-		if err != nil {
-			return nil, fmt.Errorf("run %d: %w (agent log: %s)", i, err, agent.logPath)
-		}
-		if i >= plan.warmup {
-			rep.runs = append(rep.runs, r)
+		for k, rep := range reps {
+			r, err := oneCSIFlowRun(c, fmt.Sprintf("bench-csi-%03d-%d", i, k), rep.consumer)
+			if err != nil {
+				return nil, fmt.Errorf("run %d (%s): %w (agent log: %s)", i, rep.consumer, err, agent.logPath)
+			}
+			if i >= plan.warmup {
+				rep.runs = append(rep.runs, r)
+			}
 		}
 	}
-	return rep, nil
+	return reps, nil
 }
 
 // setUpCSIFlow runs the plugin's system job, waits for the plugin to be
@@ -217,8 +236,8 @@ capability {
 }
 
 // csiFlowJob is the consumer: one alloc claiming the volume, a task that
-// exits on its first signal.
-func csiFlowJob(id string) (*pb.Job, error) {
+// exits on its first signal (raw_exec) or from its TERM trap (exec).
+func csiFlowJob(id, consumer string) (*pb.Job, error) {
 	return jobspec.Parse(id+".hcl", fmt.Appendf(nil, `
 job %q {
   type = "service"
@@ -231,12 +250,7 @@ job %q {
       attachment_mode = "file-system"
     }
     task "app" {
-      driver = "raw_exec"
-      config {
-        command = "/bin/sleep"
-        args    = ["600"]
-      }
-      volume_mount {
+%s      volume_mount {
         volume      = "data"
         destination = "/data"
       }
@@ -247,15 +261,15 @@ job %q {
     }
   }
 }
-`, id, csiFlowVolumeID))
+`, id, csiFlowVolumeID, csiFlowTaskHCL(consumer)))
 }
 
 // oneCSIFlowRun runs the consumer job until its task runs, stops it until
 // its claim is freed, reads the points and purges the job.
-func oneCSIFlowRun(c *api.Client, id string) (csiFlowRun, error) {
+func oneCSIFlowRun(c *api.Client, id, consumer string) (csiFlowRun, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	job, err := csiFlowJob(id)
+	job, err := csiFlowJob(id, consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +306,11 @@ func oneCSIFlowRun(c *api.Client, id string) (csiFlowRun, error) {
 	}
 
 	// The stop: the volume is followed with blocking queries from the
-	// index the stop was applied at.
+	// index the stop was applied at, the host's mount table with poll(2).
+	mount, err := watchMountGone("/csi/", alloc.GetId())
+	if err != nil {
+		return nil, err
+	}
 	stop := time.Now()
 	dereg, err := c.Jobs().Deregister(ctx, id, false)
 	if err != nil {
@@ -303,6 +321,11 @@ func oneCSIFlowRun(c *api.Client, id string) (csiFlowRun, error) {
 		return nil, err
 	}
 	out["claim freed"] = freed.Sub(stop)
+	gone, err := mount.wait()
+	if err != nil {
+		return nil, err
+	}
+	out["host mount gone"] = gone.Sub(stop)
 	if !detached.IsZero() {
 		out["node-detached"] = detached.Sub(stop)
 	}
@@ -486,18 +509,24 @@ func (r *csiFlowReport) print(w io.Writer, quick bool) error {
 	if r.durable {
 		agent = "a dev agent given a data dir (raft on disk and the state DB fsynced, as in production)"
 	}
-	fmt.Fprintf(&b, "\n%d runs after %d warm-up runs%s, one consumer job (raw_exec `/bin/sleep`, one single-node-writer CSI volume) at a time "+
-		"on %s running the hostpath plugin as a raw_exec monolith task of a system job. A step is the median of the time "+
-		"from the point above; its share is of the path's mean. Controller-unpublished and claim freed are one raft apply.\n",
-		len(r.runs), r.plan.warmup, mode, agent)
+	consumer := "raw_exec `/bin/sleep`"
+	if r.consumer == csiFlowExec {
+		consumer = "exec `/bin/sh` trapping TERM"
+	}
+	fmt.Fprintf(&b, "\n%d runs after %d warm-up runs%s, one consumer job (%s, one single-node-writer CSI volume) at a time, "+
+		"interleaved with the other consumers, on %s running the hostpath plugin as a raw_exec monolith task of a system job. "+
+		"A step is the median of the time from the point above; its share is of the path's mean. Host mount gone: the "+
+		"publish target left the host's mount table (poll on mountinfo). Controller-unpublished and claim freed are one raft apply.\n",
+		len(r.runs), r.plan.warmup, mode, consumer, agent)
+	targets := csiFlowTargets[r.consumer]
 	if r.durable {
 		fmt.Fprintf(&b, "Submit → running: median %s; stop → claim freed: median %s (information: the targets are for a dev agent).\n",
 			fmtMS(submit), fmtMS(stop))
 	} else {
-		fmt.Fprintf(&b, "Submit → running with the volume published: median %s: %s ≤ %s (Nomad 1.11.3 here: 758/812/868 ms min/avg/max).\n",
-			fmtMS(submit), verdict(submit, csiFlowSubmitTarget), fmtMS(csiFlowSubmitTarget))
-		fmt.Fprintf(&b, "Stop → claim freed: median %s: %s ≤ %s (Nomad 1.11.3 here: 98/111/121 ms).\n",
-			fmtMS(stop), verdict(stop, csiFlowStopTarget), fmtMS(csiFlowStopTarget))
+		fmt.Fprintf(&b, "%s: submit → running with the volume published: median %s: %s ≤ %s (Nomad 1.11.3 here, exec consumer: 544 ms median).\n",
+			r.consumer, fmtMS(submit), verdict(submit, targets[0]), fmtMS(targets[0]))
+		fmt.Fprintf(&b, "%s: stop → claim freed: median %s: %s ≤ %s (Nomad 1.11.3 here, exec consumer: 101.9 ms median).\n",
+			r.consumer, fmtMS(stop), verdict(stop, targets[1]), fmtMS(targets[1]))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -106,7 +106,7 @@ func measureSecureCSIFlow(bin string, plan jobRunPlan) (_ []*secureArm, err erro
 			slices.Reverse(order)
 		}
 		for _, a := range order {
-			r, err := oneCSIFlowRun(a.c, fmt.Sprintf("bench-csi-%03d", i))
+			r, err := oneCSIFlowRun(a.c, fmt.Sprintf("bench-csi-%03d", i), csiFlowRawExec)
 			if err != nil {
 				return nil, fmt.Errorf("%s, run %d: %w (agent log: %s)", a.name, i, err, a.agent.logPath)
 			}

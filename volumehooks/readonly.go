@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/rpc/errcode"
-	"berth.dev/berth/sdk/executor"
 )
 
 // ErrReadOnlyMount is returned by the volume mount hook's prestart when a
@@ -60,7 +59,7 @@ func unmountTaskBinds(dataDir, allocID, volumeID string) error {
 	if resolved, err := filepath.EvalSymlinks(allocDir); err == nil {
 		allocDir = resolved
 	}
-	points, err := executor.MountPoints()
+	points, err := mountPoints()
 	if err != nil {
 		return fmt.Errorf("reading the mount table for the read-only volume mounts of alloc %s: %w", allocID, err)
 	}

@@ -31,11 +31,6 @@ func (h *volumeHook) Destroy(ctx context.Context, req *runhooks.AllocDestroyRequ
 func (h *volumeHook) tearDown(ctx context.Context, events eventEmitter) error {
 	var dones []<-chan struct{}
 	for _, cv := range h.vols {
-		// The tasks' read-only binds go now, not in the background: the
-		// alloc dir that holds them is removed after this hook's Destroy.
-		if err := unmountTaskBinds(h.v.cfg.DataDir, h.allocID, cv.volumeID); err != nil {
-			h.logger.Error("removing the tasks' read-only mounts of a volume", "volume_id", cv.volumeID, "error", err)
-		}
 		dones = append(dones, h.v.startTeardown(h.allocID, false, cv.volumeID, events))
 	}
 	t := time.NewTimer(h.v.cfg.TeardownWait)
@@ -44,9 +39,11 @@ func (h *volumeHook) tearDown(ctx context.Context, events eventEmitter) error {
 		select {
 		case <-done:
 		case <-t.C:
+			h.unmountTaskBinds()
 			return fmt.Errorf("volumes of alloc %s on node %s: teardown of volume %q still under way after %s, going on in the background",
 				h.allocID, h.v.cfg.NodeID, h.vols[i].volumeID, h.v.cfg.TeardownWait)
 		case <-ctx.Done():
+			h.unmountTaskBinds()
 			return fmt.Errorf("volumes of alloc %s on node %s: teardown of volume %q still under way, going on in the background: %w",
 				h.allocID, h.v.cfg.NodeID, h.vols[i].volumeID, ctx.Err())
 		}

@@ -34,6 +34,8 @@ var v1Subsystems = []cgroup1.Name{cgroup1.Memory, cgroup1.Cpu, cgroup1.Cpuacct, 
 type cgroupDriver struct {
 	// v2 is set on a unified host: the mount point of the hierarchy.
 	v2 string
+	// v1Memory is the v1 memory controller's hierarchy (v1 hosts only).
+	v1Memory interface{ Path(string) string }
 }
 
 // detectCgroups picks the cgroup version of this host, or says why there
@@ -43,10 +45,17 @@ func detectCgroups() (*cgroupDriver, error) {
 	case cgroups.Unified:
 		return &cgroupDriver{v2: "/sys/fs/cgroup"}, nil
 	case cgroups.Legacy, cgroups.Hybrid:
-		if _, err := v1Hierarchy(); err != nil {
+		subs, err := v1Hierarchy()
+		if err != nil {
 			return nil, err
 		}
-		return &cgroupDriver{}, nil
+		c := &cgroupDriver{}
+		for _, s := range subs {
+			if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
+				c.v1Memory = p
+			}
+		}
+		return c, nil
 	}
 	return nil, errors.New("no cgroup hierarchy is mounted at /sys/fs/cgroup")
 }

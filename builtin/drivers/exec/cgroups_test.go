@@ -31,7 +31,8 @@ func limitFile(paths ...string) (string, bool) {
 
 // TestCgroupLimitsAndRemoval: the task's cgroup has its memory limit and
 // CPU shares (v1: memory.limit_in_bytes and cpu.shares; v2: memory.max and
-// cpu.weight), the task is in it, and DestroyTask removes it.
+// cpu.weight), the task is in it, and DestroyTask removes it (in the
+// background, once the task is gone).
 func TestCgroupLimitsAndRemoval(t *testing.T) {
 	d := client(t)
 	cfg := taskCfg(t, "limits", sh(`touch /ready; exec sleep 1000`))
@@ -56,10 +57,9 @@ func TestCgroupLimitsAndRemoval(t *testing.T) {
 	if err := d.DestroyTask(ctxT(t), id, true); err != nil {
 		t.Fatal(err)
 	}
+	// The removal goes on in the background once the task is gone.
 	for _, dir := range cgroupDirs(id) {
-		if _, err := os.Stat(dir); err == nil {
-			t.Errorf("cgroup %s still there after DestroyTask", dir)
-		}
+		waitFor(t, "cgroup "+dir+" removed", func() bool { _, err := os.Stat(dir); return err != nil })
 	}
 }
 
@@ -110,4 +110,20 @@ func TestStatsFromCgroup(t *testing.T) {
 		}
 	}
 	t.Errorf("stats never showed CPU, memory and processes; last %v", last)
+}
+
+// TestCgroupRemovedOnceTheTaskExits: the cgroup's removal starts when the
+// task's exit is read (its processes are gone), before DestroyTask, so it
+// overlaps the client's bookkeeping of the exit instead of delaying what
+// follows DestroyTask on a job stop (a volume's unpublish).
+func TestCgroupRemovedOnceTheTaskExits(t *testing.T) {
+	d := client(t)
+	cfg := taskCfg(t, "exits", sh(`exit 3`))
+	start(t, d, cfg)
+	if res := wait(t, d, cfg.GetId()); res.GetExitCode() != 3 {
+		t.Fatalf("exit = %v, want code 3", res)
+	}
+	for _, dir := range cgroupDirs(cfg.GetId()) {
+		waitFor(t, "cgroup "+dir+" removed before DestroyTask", func() bool { _, err := os.Stat(dir); return err != nil })
+	}
 }

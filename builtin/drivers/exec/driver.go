@@ -35,6 +35,10 @@ type Driver struct {
 	// cgroups is nil where none can be used (detectErr says why).
 	cgroups   *cgroupDriver
 	detectErr error
+	// removeCgroup removes a task's cgroup (cgroups.remove; tests
+	// replace it); releases runs it in the background.
+	removeCgroup func(taskID string) error
+	releases     cgroupReleases
 }
 
 var (
@@ -51,6 +55,7 @@ func New(logger hclog.Logger) *Driver {
 	}
 	d := &Driver{logger: logger.Named(Name), euid: os.Geteuid()}
 	d.cgroups, d.detectErr = detectCgroups()
+	d.removeCgroup = d.cgroups.remove
 	d.config, _ = parsePluginConfig(&driverpb.PluginConfig{})
 	d.Core = taskexec.New(Name, stateSubdir, &flavor{d: d}, d.logger)
 	d.fp = sdk.NewFingerprintHub(d.fingerprint())
@@ -162,6 +167,7 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.cgroupReleased(cfg.GetId()) // an earlier task of this ID's, in the background
 	procs, err := d.cgroups.create(cfg.GetId(), cfg.GetResources())
 	if err != nil {
 		return nil, &sdk.StartError{Reason: sdk.StartOther, Detail: err.Error()}
@@ -169,15 +175,14 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	return buildSpec(cfg, pc, stateDir, mounts, procs)
 }
 
-// Release implements taskexec.Flavor: it removes the task's cgroup and
-// the shared binds its start created that no other task of this driver
-// still uses.
+// Release implements taskexec.Flavor: it removes the shared binds the
+// task's start created that no other task of this driver still uses, and
+// starts the removal of its cgroup, which goes on in the background
+// (cgroupReleases): the task's processes are gone.
 func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 	d := f.d
+	d.releaseCgroup(cfg.GetId())
 	var errs []error
-	if err := d.cgroups.remove(cfg.GetId()); err != nil {
-		errs = append(errs, err)
-	}
 	created, err := readShared(d.StateDir(cfg))
 	if err != nil {
 		errs = append(errs, err)
@@ -209,12 +214,16 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 }
 
 // Exited implements taskexec.Flavor: an exit after the kernel's OOM killer
-// acted in the task's cgroup is an OOM kill.
+// acted in the task's cgroup is an OOM kill. Once that is read the
+// cgroup's removal starts (in the background): the task's processes are
+// gone, and the removal then overlaps the client's bookkeeping of the
+// exit rather than what follows DestroyTask (a volume's unpublish).
 func (f *flavor) Exited(cfg *driverpb.TaskConfig, res *driverpb.ExitResult) {
-	u, err := f.d.cgroups.stat(cfg.GetId())
+	defer f.d.releaseCgroup(cfg.GetId())
+	kills, err := f.d.cgroups.oomKills(cfg.GetId())
 	if err != nil {
 		f.d.logger.Warn("cannot tell whether the task was OOM killed", "task_id", cfg.GetId(), "error", err)
 		return
 	}
-	res.OomKilled = u.oomKills > 0
+	res.OomKilled = kills > 0
 }

@@ -19,7 +19,7 @@ import (
 // for being slow within it.
 const generous = 60 * time.Second
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	t.Cleanup(cancel)
 	return ctx
@@ -27,7 +27,7 @@ func ctxT(t *testing.T) context.Context {
 
 // client is an enabled exec driver over in-process gRPC; its tasks run
 // under real executors (this test binary re-executed). It needs root.
-func client(t *testing.T) *sdk.DriverClient {
+func client(t testing.TB) *sdk.DriverClient {
 	testutil.RequireRoot(t, "exec isolates tasks with namespaces, mounts and cgroups")
 	d := drivertest.InProcess(t, execdriver.New(drivertest.Logger(t)))
 	if err := d.SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
@@ -36,7 +36,7 @@ func client(t *testing.T) *sdk.DriverClient {
 	return d
 }
 
-func taskCfg(t *testing.T, id string, cfg sdk.ConfigMap) *driverpb.TaskConfig {
+func taskCfg(t testing.TB, id string, cfg sdk.ConfigMap) *driverpb.TaskConfig {
 	dir := t.TempDir()
 	return &driverpb.TaskConfig{
 		Id: id, Name: "web", TaskDir: dir, LogDir: filepath.Join(dir, "logs"),
@@ -45,7 +45,7 @@ func taskCfg(t *testing.T, id string, cfg sdk.ConfigMap) *driverpb.TaskConfig {
 	}
 }
 
-func start(t *testing.T, d sdk.Driver, cfg *driverpb.TaskConfig) *driverpb.TaskHandle {
+func start(t testing.TB, d sdk.Driver, cfg *driverpb.TaskConfig) *driverpb.TaskHandle {
 	t.Helper()
 	h, err := d.StartTask(ctxT(t), cfg)
 	if err != nil {
@@ -55,7 +55,7 @@ func start(t *testing.T, d sdk.Driver, cfg *driverpb.TaskConfig) *driverpb.TaskH
 	return h
 }
 
-func wait(t *testing.T, d sdk.Driver, id string) *driverpb.ExitResult {
+func wait(t testing.TB, d sdk.Driver, id string) *driverpb.ExitResult {
 	t.Helper()
 	res, err := d.WaitTask(ctxT(t), id)
 	if err != nil {
@@ -65,13 +65,13 @@ func wait(t *testing.T, d sdk.Driver, id string) *driverpb.ExitResult {
 }
 
 // waitFile waits for path to exist.
-func waitFile(t *testing.T, path string) {
+func waitFile(t testing.TB, path string) {
 	t.Helper()
 	waitFor(t, "file "+path, func() bool { _, err := os.Stat(path); return err == nil })
 }
 
 // waitFor waits for cond, failing the test after generous.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(generous)
 	for !cond() {
