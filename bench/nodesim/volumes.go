@@ -24,6 +24,8 @@ type volumeRun struct {
 	RunningSeconds float64 `json:"running_seconds"`
 	// ClaimsInUse is how many claims the nodes reported in use.
 	ClaimsInUse int `json:"claims_in_use"`
+	// Phases is the breakdown: when the jobs passed each step.
+	Phases []phaseStat `json:"phases,omitempty"`
 }
 
 func simVolumeID(i int) string { return fmt.Sprintf("nodesim-vol-%04d", i) }
@@ -95,8 +97,11 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 			return nil, err
 		}
 	}
+	registered := make([]time.Time, n)
+	s.phases.start()
 	start := time.Now()
 	if err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		registered[i] = time.Now()
 		if _, err := s.api.Jobs().Register(ctx, jobs[i], nil); err != nil {
 			return fmt.Errorf("registering job %s: %w", jobs[i].GetId(), err)
 		}
@@ -128,7 +133,19 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 	if err := s.waitAllocsRunning(ctx, "nodesim-vjob-", n); err != nil {
 		return nil, err
 	}
-	return &volumeRun{Jobs: n, RunningSeconds: time.Since(start).Seconds(), ClaimsInUse: n}, nil
+	end := time.Now()
+	r := &volumeRun{Jobs: n, RunningSeconds: end.Sub(start).Seconds(), ClaimsInUse: n}
+	byJob := make(map[string]time.Time, n)
+	volumeOf := make(map[string]string, n)
+	for i, j := range jobs {
+		byJob[j.GetId()] = registered[i]
+		volumeOf[j.GetId()] = simVolumeID(i)
+	}
+	var err error
+	if r.Phases, err = s.collectPhases(ctx, start, byJob, end, volumeOf); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // claimsInUse lists the volumes (paged) once the list passes index and
