@@ -69,6 +69,9 @@ type scaleReport struct {
 		Jobs           int          `json:"jobs"`
 		RunningSeconds float64      `json:"running_seconds"`
 		Phases         []scalePhase `json:"phases"`
+		RegisterWidth  int          `json:"register_width"`
+		RegisterP50    float64      `json:"register_p50_seconds"`
+		RegisterP99    float64      `json:"register_p99_seconds"`
 	} `json:"volumes"`
 	Failover *struct {
 		ElectedSeconds float64 `json:"elected_seconds"`

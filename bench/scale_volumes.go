@@ -30,6 +30,10 @@ func printVolumePhases(w io.Writer, reps []*scaleReport) {
 		if v == nil || len(v.Phases) == 0 {
 			continue
 		}
+		if v.RegisterWidth > 0 {
+			fmt.Fprintf(w, "\n%d volume jobs at %d nodes: register calls %d at a time took p50 %s, p99 %s (the run takes about jobs ÷ width × p50 when every later phase keeps up)\n",
+				v.Jobs, r.Nodes, v.RegisterWidth, scaleSeconds(v.RegisterP50), scaleSeconds(v.RegisterP99))
+		}
 		fmt.Fprintf(w, "\n| %d volume jobs, %d nodes: phase | jobs | first | median job | last job | step p50 | step p99 | step max |\n|---|--:|--:|--:|--:|--:|--:|--:|\n",
 			v.Jobs, r.Nodes)
 		for _, p := range v.Phases {
