@@ -209,6 +209,9 @@ type testHooks struct {
 	// awaitingDuties runs when a restore starts waiting for the leader's
 	// duties to run on st.
 	awaitingDuties func(st *fsm.StateStore)
+	// barrier runs when an endpoint asks for a barrier (core.Barrier),
+	// before it is queued.
+	barrier func()
 }
 
 func (c *Config) withDefaults() *Config {
