@@ -32,7 +32,8 @@ import (
 //	           larger servers)
 //	volumes    SCALE_VOLUME_JOBS jobs (default 1,000) each with a
 //	           single-writer CSI volume of its own: placed, claimed,
-//	           staged, published, claim in use, running
+//	           staged, published, claim in use, running; and the phase
+//	           breakdown (when the jobs passed each step)
 //	failover   the leader killed (SIGKILL): a new leader, a job registered
 //	           after the kill running, and the nodes marked down while the
 //	           new leader's TTL and grace run out (should be none)
@@ -65,8 +66,12 @@ type scaleReport struct {
 		LeaderCPUSeconds float64 `json:"leader_cpu_seconds"`
 	} `json:"job"`
 	Volumes *struct {
-		Jobs           int     `json:"jobs"`
-		RunningSeconds float64 `json:"running_seconds"`
+		Jobs           int          `json:"jobs"`
+		RunningSeconds float64      `json:"running_seconds"`
+		Phases         []scalePhase `json:"phases"`
+		RegisterWidth  int          `json:"register_width"`
+		RegisterP50    float64      `json:"register_p50_seconds"`
+		RegisterP99    float64      `json:"register_p99_seconds"`
 	} `json:"volumes"`
 	Failover *struct {
 		ElectedSeconds float64 `json:"elected_seconds"`
@@ -209,6 +214,7 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 			fmt.Fprintf(w, "| %d nodes | %d | %.2f s | %.0f |\n", r.Nodes, v.Jobs, v.RunningSeconds, float64(v.Jobs)/v.RunningSeconds)
 		}
 	}
+	printVolumePhases(w, reps)
 	fmt.Fprintf(w, "\n| leader killed | new leader | a job registered after the kill running | nodes marked down | watched |\n|---|--:|--:|--:|--:|\n")
 	for _, r := range reps {
 		if f := r.Failover; f != nil {

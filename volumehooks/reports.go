@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -188,8 +189,18 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
+// reportsInFlight bounds the reports one round sends at once.
+const reportsInFlight = 32
+
 // sendAll tries every pending report once; failed says whether one is to
-// be tried again.
+// be tried again. The reports go out together, not one after another:
+// each is a raft write on the servers (~100 ms on a busy disk), which a
+// node with many claims — every alloc's in-use report after a mass
+// placement — waited out in turn (15 reports took 2.5 s), while the
+// servers write reports that arrive together in one raft batch. Each is
+// still its own ClaimUpdate, refused or failed on its own (the log names
+// its volume, alloc and claim), and a round holds one report per claim,
+// so the reports of one claim never overtake each other.
 func (r *Reporter) sendAll(ctx context.Context) (failed bool) {
 	r.mu.Lock()
 	batch := make([]*pb.VolumeReportRecord, 0, len(r.pending))
@@ -197,37 +208,55 @@ func (r *Reporter) sendAll(ctx context.Context) (failed bool) {
 		batch = append(batch, rec)
 	}
 	r.mu.Unlock()
+	var (
+		failedAny atomic.Bool
+		wg        sync.WaitGroup
+		slots     = make(chan struct{}, reportsInFlight)
+	)
 	for _, rec := range batch {
 		if ctx.Err() != nil {
-			return true
+			failedAny.Store(true)
+			break
 		}
-		req := rec.GetRequest()
-		r.saveAgain(rec)
-		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-		_, err := r.cfg.Claims.ClientClaimUpdate(cctx, req)
-		cancel()
-		if err != nil && !dropReport(req, err) {
-			r.logger.Warn("report on a claim not delivered, will retry", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
-				"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
-			failed = true
-			continue
-		}
-		if err != nil {
-			r.logger.Info("report on a claim refused, dropped", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
-				"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
-		}
-		r.mu.Lock()
-		// A newer report queued meanwhile stays.
-		if r.pending[reportKey(req)] == rec {
-			if derr := r.cfg.Store.DeleteVolumeReport(req); derr != nil {
-				r.logger.Error("removing a delivered report", "volume_id", req.GetVolumeId(), "error", derr)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if !r.send(ctx, rec) {
+				failedAny.Store(true)
 			}
-			delete(r.pending, reportKey(req))
-			delete(r.unsaved, reportKey(req))
-		}
-		r.mu.Unlock()
+		})
 	}
-	return failed
+	wg.Wait()
+	return failedAny.Load()
+}
+
+// send tries one report; false says it is to be tried again.
+func (r *Reporter) send(ctx context.Context, rec *pb.VolumeReportRecord) bool {
+	req := rec.GetRequest()
+	r.saveAgain(rec)
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	_, err := r.cfg.Claims.ClientClaimUpdate(cctx, req)
+	cancel()
+	if err != nil && !dropReport(req, err) {
+		r.logger.Warn("report on a claim not delivered, will retry", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
+			"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
+		return false
+	}
+	if err != nil {
+		r.logger.Info("report on a claim refused, dropped", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
+			"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A newer report queued meanwhile stays.
+	if r.pending[reportKey(req)] == rec {
+		if derr := r.cfg.Store.DeleteVolumeReport(req); derr != nil {
+			r.logger.Error("removing a delivered report", "volume_id", req.GetVolumeId(), "error", derr)
+		}
+		delete(r.pending, reportKey(req))
+		delete(r.unsaved, reportKey(req))
+	}
+	return true
 }
 
 // saveAgain persists rec if it is pending and was not persisted.

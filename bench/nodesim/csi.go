@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -31,6 +32,8 @@ type fakeCSINode struct {
 	csipb.UnimplementedNodeServer
 	nodeID string
 	zone   string
+	// phases, when set, records the stage and publish calls by volume.
+	phases *phaseLog
 }
 
 func (p *fakeCSINode) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
@@ -60,7 +63,8 @@ func (p *fakeCSINode) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*
 		AccessibleTopology: &csipb.Topology{Segments: map[string]string{topologyKey: p.zone}}}, nil
 }
 
-func (p *fakeCSINode) NodeStageVolume(context.Context, *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+func (p *fakeCSINode) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	p.phases.mark(phaseStaged, req.GetVolumeId(), time.Now())
 	return &csipb.NodeStageVolumeResponse{}, nil
 }
 
@@ -68,7 +72,8 @@ func (p *fakeCSINode) NodeUnstageVolume(context.Context, *csipb.NodeUnstageVolum
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
 
-func (p *fakeCSINode) NodePublishVolume(context.Context, *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+func (p *fakeCSINode) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	p.phases.mark(phasePublished, req.GetVolumeId(), time.Now())
 	return &csipb.NodePublishVolumeResponse{}, nil
 }
 
@@ -147,9 +152,9 @@ type fakeAdapters struct {
 
 var _ pluginmanager.AdapterSource = (*fakeAdapters)(nil)
 
-func newFakeAdapters(nodeID, zone string) *fakeAdapters {
+func newFakeAdapters(nodeID, zone string, phases *phaseLog) *fakeAdapters {
 	conn := newLocalConn()
-	p := &fakeCSINode{nodeID: nodeID, zone: zone}
+	p := &fakeCSINode{nodeID: nodeID, zone: zone, phases: phases}
 	csipb.RegisterIdentityServer(conn, p)
 	csipb.RegisterNodeServer(conn, p)
 	return &fakeAdapters{conn: conn}

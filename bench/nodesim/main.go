@@ -244,6 +244,12 @@ func printScenarios(w io.Writer, r *report) {
 	if v := r.Volumes; v != nil {
 		fmt.Fprintf(w, "\n| volume jobs | all running, claims in use | placements with claims/s |\n|---|--:|--:|\n")
 		fmt.Fprintf(w, "| %d on %d nodes | %.2f s | %.0f |\n", v.Jobs, r.Nodes, v.RunningSeconds, float64(v.Jobs)/v.RunningSeconds)
+		if v.RegisterWidth > 0 {
+			fmt.Fprintf(w, "\nregister calls, %d at a time: p50 %s, p99 %s\n", v.RegisterWidth, fmtSeconds(v.RegisterP50), fmtSeconds(v.RegisterP99))
+		}
+		if len(v.Phases) > 0 {
+			printPhases(w, v.Phases)
+		}
 	}
 	if f := r.Failover; f != nil {
 		fmt.Fprintf(w, "\n| leader killed | new leader | a new job running | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|\n", f.WatchSeconds)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
@@ -41,6 +42,8 @@ type nodeOptions struct {
 	logger hclog.Logger
 	// dialOptions are added to every node's server connections.
 	dialOptions []grpc.DialOption
+	// phases, when set, records the volume scenario's steps on the nodes.
+	phases *phaseLog
 }
 
 // startNode starts simulated node i with its data dir under root.
@@ -51,7 +54,7 @@ func startNode(root string, i int, o nodeOptions) (*simNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	drv := &countingDriver{Driver: mock.New(nil)}
+	drv := &countingDriver{Driver: mock.New(nil), phases: o.phases}
 	store := newMemStore()
 	cfg := client.Config{
 		DataDir:     dir,
@@ -67,7 +70,7 @@ func startNode(root string, i int, o nodeOptions) (*simNode, error) {
 		DialOptions: o.dialOptions,
 	}
 	if o.csi {
-		cfg.CSIAdapters = newFakeAdapters(id, fmt.Sprintf("zone-%d", i%max(o.zones, 1)))
+		cfg.CSIAdapters = newFakeAdapters(id, fmt.Sprintf("zone-%d", i%max(o.zones, 1)), o.phases)
 	}
 	c, err := client.New(cfg)
 	if err != nil {
@@ -99,6 +102,7 @@ func (s simDriverSet) Driver(name string) (taskrunner.Driver, error) {
 type countingDriver struct {
 	*mock.Driver
 	started atomic.Int64
+	phases  *phaseLog
 }
 
 var _ taskrunner.Driver = (*countingDriver)(nil)
@@ -107,6 +111,7 @@ func (d *countingDriver) StartTask(ctx context.Context, cfg *driverpb.TaskConfig
 	h, err := d.Driver.StartTask(ctx, cfg)
 	if err == nil {
 		d.started.Add(1)
+		d.phases.mark(phaseTaskStarted, cfg.GetAllocId(), time.Now())
 	}
 	return h, err
 }

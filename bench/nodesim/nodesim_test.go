@@ -33,7 +33,9 @@ func berthBin(t *testing.T) string {
 // The short real run of make test: 200 simulated nodes against one real
 // server, every node ready with its CSI plugin healthy, then a job of 500
 // allocs placed and every alloc running (the servers' summary) with every
-// task started by the nodes' drivers.
+// task started by the nodes' drivers, then 30 jobs each with a
+// single-writer volume of its own, running with every claim in use and
+// every job seen through each phase of the breakdown.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real server and 200 simulated nodes")
@@ -43,7 +45,7 @@ func TestShortRun(t *testing.T) {
 	// A TTL well above the default: the test asserts what the nodes run,
 	// not how fast a machine busy with the rest of make test answers
 	// heartbeats.
-	cfg := simConfig{nodes: 200, servers: 1, bin: berthBin(t), csi: true, zones: 3, jobAllocs: 500, dir: t.TempDir(),
+	cfg := simConfig{nodes: 200, servers: 1, bin: berthBin(t), csi: true, zones: 3, jobAllocs: 500, volumeJobs: 30, dir: t.TempDir(),
 		heartbeatTTL: time.Minute}
 	r, err := simulate(ctx, cfg, io.Discard, false)
 	if err != nil {
@@ -57,6 +59,14 @@ func TestShortRun(t *testing.T) {
 	}
 	if r.SimHeapPerNode <= 0 {
 		t.Fatalf("simulator memory per node not measured: %d", r.SimHeapPerNode)
+	}
+	if r.Volumes == nil || r.Volumes.ClaimsInUse != 30 || len(r.Volumes.Phases) != int(numPhases) {
+		t.Fatalf("volume jobs: %+v", r.Volumes)
+	}
+	for _, p := range r.Volumes.Phases {
+		if p.Jobs != 30 {
+			t.Errorf("phase %q: %d jobs seen, want 30", p.Phase, p.Jobs)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 
 	"berth.dev/berth/internal/tlsconf"
 	"berth.dev/berth/rpc/api"
@@ -64,6 +65,8 @@ type sim struct {
 	nodes   []*simNode
 	calls   *callCounter
 	report  *report
+	// phases records the volume scenario's steps on the nodes.
+	phases *phaseLog
 }
 
 // report is what a run measured; bench's scale section reads it (-json).
@@ -122,7 +125,7 @@ func startSim(ctx context.Context, cfg simConfig) (_ *sim, err error) {
 	if cfg.logger == nil {
 		cfg.logger = hclog.NewNullLogger()
 	}
-	s := &sim{cfg: cfg, calls: newCallCounter(cfg.logger), pki: cfg.tlsFiles,
+	s := &sim{cfg: cfg, calls: newCallCounter(cfg.logger), pki: cfg.tlsFiles, phases: newPhaseLog(),
 		report: &report{Nodes: cfg.nodes, TLS: cfg.tls || cfg.tlsFiles != nil, CSI: cfg.csi}}
 	defer func() {
 		if err != nil {
@@ -200,7 +203,7 @@ func (s *sim) startNodes(ctx context.Context) error {
 		}
 	}
 	o := nodeOptions{servers: s.cfg.addrs, tls: nodeTLS, csi: s.cfg.csi, zones: s.cfg.zones, logger: s.cfg.logger,
-		dialOptions: s.calls.dialOptions()}
+		dialOptions: append(s.calls.dialOptions(), grpc.WithChainUnaryInterceptor(s.phases.interceptor())), phases: s.phases}
 	start := time.Now()
 	nodesDir := s.cfg.dir + "/nodes"
 	// Started 32 at a time: each node's first start writes its ID with an

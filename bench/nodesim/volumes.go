@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,19 @@ type volumeRun struct {
 	RunningSeconds float64 `json:"running_seconds"`
 	// ClaimsInUse is how many claims the nodes reported in use.
 	ClaimsInUse int `json:"claims_in_use"`
+	// Phases is the breakdown: when the jobs passed each step.
+	Phases []phaseStat `json:"phases,omitempty"`
+	// RegisterWidth is how many register calls were in flight at once;
+	// RegisterP50 and RegisterP99 how long one took (seconds). With every
+	// later step keeping up, the run takes about jobs ÷ width × p50.
+	RegisterWidth int     `json:"register_width"`
+	RegisterP50   float64 `json:"register_p50_seconds"`
+	RegisterP99   float64 `json:"register_p99_seconds"`
 }
+
+// registerWidth is how many job register calls the volume scenario keeps in
+// flight, as a user's script submitting many jobs would.
+const registerWidth = 16
 
 func simVolumeID(i int) string { return fmt.Sprintf("nodesim-vol-%04d", i) }
 
@@ -95,11 +108,16 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 			return nil, err
 		}
 	}
+	registered := make([]time.Time, n)
+	took := make([]float64, n) // each register call, seconds
+	s.phases.start()
 	start := time.Now()
-	if err := parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+	if err := parallel(ctx, n, registerWidth, func(ctx context.Context, i int) error {
+		registered[i] = time.Now()
 		if _, err := s.api.Jobs().Register(ctx, jobs[i], nil); err != nil {
 			return fmt.Errorf("registering job %s: %w", jobs[i].GetId(), err)
 		}
+		took[i] = time.Since(registered[i]).Seconds()
 		return nil
 	}); err != nil {
 		return nil, err
@@ -128,7 +146,21 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 	if err := s.waitAllocsRunning(ctx, "nodesim-vjob-", n); err != nil {
 		return nil, err
 	}
-	return &volumeRun{Jobs: n, RunningSeconds: time.Since(start).Seconds(), ClaimsInUse: n}, nil
+	end := time.Now()
+	r := &volumeRun{Jobs: n, RunningSeconds: end.Sub(start).Seconds(), ClaimsInUse: n, RegisterWidth: registerWidth}
+	slices.Sort(took)
+	r.RegisterP50, r.RegisterP99 = quantile(took, 0.5), quantile(took, 0.99)
+	byJob := make(map[string]time.Time, n)
+	volumeOf := make(map[string]string, n)
+	for i, j := range jobs {
+		byJob[j.GetId()] = registered[i]
+		volumeOf[j.GetId()] = simVolumeID(i)
+	}
+	var err error
+	if r.Phases, err = s.collectPhases(ctx, start, byJob, end, volumeOf); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // claimsInUse lists the volumes (paged) once the list passes index and

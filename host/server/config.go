@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"berth.dev/berth/host/server/clientproxy"
@@ -51,7 +50,7 @@ type Config struct {
 	HeartbeatGrace time.Duration
 
 	// NumSchedulers is how many scheduler workers the leader runs; zero
-	// means one per CPU core.
+	// means defaultNumSchedulers (schedulersPerCore per CPU core).
 	NumSchedulers int
 	// JobLimits bounds what one job may ask for; register and plan check
 	// a job against them before anything else. Unset fields take
@@ -210,6 +209,9 @@ type testHooks struct {
 	// awaitingDuties runs when a restore starts waiting for the leader's
 	// duties to run on st.
 	awaitingDuties func(st *fsm.StateStore)
+	// barrier runs when an endpoint asks for a barrier (core.Barrier),
+	// before it is queued.
+	barrier func()
 }
 
 func (c *Config) withDefaults() *Config {
@@ -254,7 +256,7 @@ func (c *Config) withDefaults() *Config {
 		out.VolumeReconcileInterval = volumeloops.DefaultReconcileInterval
 	}
 	if out.NumSchedulers <= 0 {
-		out.NumSchedulers = max(runtime.NumCPU(), 2)
+		out.NumSchedulers = defaultNumSchedulers()
 	}
 	return &out
 }

@@ -30,6 +30,11 @@ type Reader interface {
 type Proposer interface {
 	Apply(ctx context.Context, t fsm.MessageType, msg proto.Message) (uint64, error)
 	ApplyResult(ctx context.Context, t fsm.MessageType, msg proto.Message) (*fsm.ApplyResult, error)
+	// Barrier returns once every command committed before the call is
+	// applied to the local state: the leader applies a commit after the
+	// followers may have, so a client that read a follower can ask the
+	// leader about a row the leader has not applied yet.
+	Barrier(ctx context.Context) error
 }
 
 // Cluster is what the endpoints ask of the servers: the table rule's check

@@ -231,6 +231,19 @@ func (e *claimsEndpoint) ClientClaimUpdate(ctx context.Context, req *pb.ClientCl
 	st := e.s.State().Snapshot()
 	target := req.GetState()
 	cc, err := clientClaimOf(nil, st, req.GetNodeId(), req.GetAllocId(), req.GetVolumeId(), req.GetClaimId(), true)
+	if errcode.Code(err) == codes.NotFound {
+		// The node may know the claim from a follower that applied its
+		// plan before this leader did (raft commits an entry, then each
+		// server applies it on its own): answering NotFound now would
+		// make the node drop its report for good — an in-use claim left
+		// ready, a detached one releasing. Read again once every
+		// committed command is applied here.
+		if berr := e.s.Barrier(ctx); berr != nil {
+			return nil, fmt.Errorf("node %s's report on volume %q: %w", req.GetNodeId(), req.GetVolumeId(), berr)
+		}
+		st = e.s.State().Snapshot()
+		cc, err = clientClaimOf(nil, st, req.GetNodeId(), req.GetAllocId(), req.GetVolumeId(), req.GetClaimId(), true)
+	}
 	if err != nil {
 		if errcode.Code(err) == codes.NotFound && target == pb.ClaimState_CLAIM_STATE_NODE_DETACHED && req.GetError() == nil {
 			// Freed already: the report was applied before, or the node
