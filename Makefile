@@ -23,7 +23,7 @@ export CGO_ENABLED ?= 1
 all: build
 
 build:
-	$(GO) build -tags $(BUILD_TAGS) -o $(BIN) .
+	$(GO) build -tags '$(BUILD_TAGS)' -o $(BIN) .
 
 # A dev agent: server + client on 127.0.0.1, data in a temp dir removed at exit.
 run: build
