@@ -40,10 +40,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write the simulator's CPU profile to this file")
 	keep := fs.Bool("keep", false, "keep the temp dir (server data dirs and logs) after the run")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (the GOGC environment variable wins)")
+	memDirs := fs.Bool("shm", true, "put the nodes' data dirs on /dev/shm when it exists")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -115,6 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 	}
 	cfg.dir = dir
+	tuneGC(*gcPercent)
+	if *memDirs {
+		var cleanup func()
+		cfg.nodesDir, cleanup = nodesRoot(dir)
+		defer cleanup()
+	}
 	if cfg.addrs == nil {
 		if cfg.bin, err = filepath.Abs(cfg.bin); err != nil {
 			fmt.Fprintln(stderr, "nodesim:", err)
@@ -230,6 +240,14 @@ func printReport(w io.Writer, r *report) {
 		}
 		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.0f | %.0f µs | %.1f |\n", x.name, x.w.LeaderCPU, x.w.FollowerCPU,
 			fmtBytes(x.w.LeaderRSS), x.w.Heartbeats, x.w.HeartbeatCPU, x.w.SimCPU)
+	}
+	if r.Steady != nil && len(r.Steady.Calls) > 0 {
+		methods := slices.Sorted(maps.Keys(r.Steady.Calls))
+		var parts []string
+		for _, m := range methods {
+			parts = append(parts, fmt.Sprintf("%s %.1f", m, r.Steady.Calls[m]))
+		}
+		fmt.Fprintf(w, "\nsteady calls/s: %s\n", strings.Join(parts, ", "))
 	}
 	if r.Job != nil {
 		j := r.Job
