@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"syscall"
 )
 
 // The simulator's own costs, kept off what it measures. Thousands of
@@ -13,6 +14,11 @@ import (
 //     alloc runners build) go on a memory file system when the host has
 //     one (/dev/shm), so 10,000 nodes' mkdirs and first-start fsyncs do
 //     not queue on the disk the servers' raft logs are on;
+//   - the open files: every node holds a connection to each server it
+//     has talked to, up to three when the servers are slow and its calls
+//     fail over, which passes a 20,000 limit at 10,000 nodes; the
+//     simulator raises its limit (and so the servers' it starts) when it
+//     may;
 //   - the heap (about 200 KiB per node: 2 GiB at 10,000 nodes) is
 //     collected less often (gcPercent), since a collection marks every
 //     node's goroutines and state, and at the Go default the simulator
@@ -40,4 +46,23 @@ func nodesRoot(dir string) (string, func()) {
 		}
 	}
 	return filepath.Join(dir, "nodes"), func() {}
+}
+
+// wantFiles is the open-files limit the simulator asks for.
+const wantFiles = 1 << 18
+
+// raiseFileLimit raises the open-files limit, hard and soft, to wantFiles
+// when allowed (root), else the soft one to the hard one; the servers the
+// simulator starts inherit it.
+func raiseFileLimit() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= wantFiles {
+		return
+	}
+	if lim.Max < wantFiles {
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: wantFiles, Max: wantFiles}); err == nil {
+			return
+		}
+	}
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: min(lim.Max, wantFiles), Max: lim.Max})
 }

@@ -120,6 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.dir = dir
 	tuneGC(*gcPercent)
+	raiseFileLimit()
 	if *memDirs {
 		var cleanup func()
 		cfg.nodesDir, cleanup = nodesRoot(dir)

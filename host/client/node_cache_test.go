@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/rpc/tunnel"
 )
 
 // Alloc runners take the node's attributes from the node as last
@@ -41,5 +43,19 @@ func TestRunnersUseTheRegisteredNode(t *testing.T) {
 	}
 	if _, err := n.c.runner("a0"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The node's tunnel pings no more often than a third of the TTL the
+// servers told it (which grows with the cluster); a test's keepalive is
+// kept as given.
+func TestTunnelKeepaliveFollowsTheTTL(t *testing.T) {
+	c := &Client{ttl: 600 * time.Second}
+	if got := c.tunnelKeepalive().AtLeast(); got != 200*time.Second {
+		t.Fatalf("tunnel pings at least every %s, want 200s", got)
+	}
+	c.cfg.tunnelKeepalive = tunnel.Keepalive{Interval: time.Second}
+	if k := c.tunnelKeepalive(); k.AtLeast != nil || k.Interval != time.Second {
+		t.Fatalf("a test's keepalive was changed: %+v", k)
 	}
 }

@@ -166,7 +166,8 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
 	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
-		OnOpen: func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) }})
+		OnOpen:    func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) },
+		Keepalive: tunnelKeepalive(s.heartbeats)})
 	s.proxy = clientproxy.New(clientproxy.Config{
 		ID: s.id, Name: cfg.Name, Pool: s.pool, Tunnels: s.tunnels,
 		Servers: func() ([]*pb.ServerMember, error) { return s.fsm.State().Servers(nil) },
