@@ -69,10 +69,12 @@ type scaleReport struct {
 		RunningSeconds float64 `json:"running_seconds"`
 	} `json:"volumes"`
 	Failover *struct {
-		ElectedSeconds float64 `json:"elected_seconds"`
-		EvalSeconds    float64 `json:"eval_seconds"`
-		WatchSeconds   float64 `json:"watch_seconds"`
-		NodesDown      int     `json:"nodes_down"`
+		ElectedSeconds  float64 `json:"elected_seconds"`
+		AcceptedSeconds float64 `json:"accepted_seconds"`
+		PlacedSeconds   float64 `json:"placed_seconds"`
+		EvalSeconds     float64 `json:"eval_seconds"`
+		WatchSeconds    float64 `json:"watch_seconds"`
+		NodesDown       int     `json:"nodes_down"`
 	} `json:"failover"`
 	Snapshot *struct {
 		Bytes          int64   `json:"bytes"`
@@ -209,10 +211,11 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 			fmt.Fprintf(w, "| %d nodes | %d | %.2f s | %.0f |\n", r.Nodes, v.Jobs, v.RunningSeconds, float64(v.Jobs)/v.RunningSeconds)
 		}
 	}
-	fmt.Fprintf(w, "\n| leader killed | new leader | a job registered after the kill running | nodes marked down | watched |\n|---|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "\n| leader killed | new leader | a job registered after the kill accepted (duties started) | placed (evaluations run) | running on a node | nodes marked down | watched |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range reps {
 		if f := r.Failover; f != nil {
-			fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %d | %.0f s |\n", r.Nodes, f.ElectedSeconds, f.EvalSeconds, f.NodesDown, f.WatchSeconds)
+			fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %.2f s | %.2f s | %d | %.0f s |\n", r.Nodes, f.ElectedSeconds, f.AcceptedSeconds,
+				f.PlacedSeconds, f.EvalSeconds, f.NodesDown, f.WatchSeconds)
 		}
 	}
 	fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")

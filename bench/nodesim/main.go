@@ -265,8 +265,9 @@ func printScenarios(w io.Writer, r *report) {
 		fmt.Fprintf(w, "| %d on %d nodes | %.2f s | %.0f |\n", v.Jobs, r.Nodes, v.RunningSeconds, float64(v.Jobs)/v.RunningSeconds)
 	}
 	if f := r.Failover; f != nil {
-		fmt.Fprintf(w, "\n| leader killed | new leader | a new job running | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|\n", f.WatchSeconds)
-		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.EvalSeconds, f.NodesDown)
+		fmt.Fprintf(w, "\n| leader killed | new leader | a new job accepted (duties started) | placed (evaluations run) | running on a node | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|--:|--:|\n", f.WatchSeconds)
+		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.AcceptedSeconds, f.PlacedSeconds,
+			f.EvalSeconds, f.NodesDown)
 	}
 	if sn := r.Snapshot; sn != nil {
 		fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
