@@ -89,8 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write the simulator's CPU profile to this file")
 	keep := fs.Bool("keep", false, "keep the temp dir (server data dirs and logs) after the run")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
-	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (the GOGC environment variable wins)")
-	memDirs := fs.Bool("shm", true, "put the nodes' data dirs on /dev/shm when it exists")
+	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (0: Go's default; the GOGC environment variable wins)")
+	memDirs := fs.Bool("shm", false, "put the nodes' data dirs on /dev/shm when it exists")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
