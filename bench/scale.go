@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // The scale section: what 1,000 to 10,000 client nodes cost 3 real
@@ -18,8 +19,10 @@ import (
 // Client run thousands of times in one process with fake drivers and a
 // fake CSI node plugin, against real `berth` server processes. One
 // simulator run per size (SCALE_NODES, comma-separated; default 1000; the
-// issue's sizes are SCALE_NODES=1000,5000,10000 SCALE_ALLOCS=10000), each
-// with every scenario:
+// issue's sizes are SCALE_NODES=issue: 1,000, 5,000 and 10,000 nodes and a
+// 10,000-alloc job), each with every scenario; with SCALE_LOCK=<file> each
+// size's run holds an exclusive lock on the file (flock), so simulator runs
+// of several users of one machine do not overlap:
 //
 //	steady     the leader's CPU and resident set with every node ready,
 //	           against the same leader idle before any node started (the
@@ -106,7 +109,11 @@ func scalePlanFromEnv(quick bool) (scalePlan, error) {
 	if quick {
 		p = scalePlan{sizes: []int{200}, allocs: 500, volumeJobs: 50, steady: "5s"}
 	}
-	if v := os.Getenv("SCALE_NODES"); v != "" {
+	if v := os.Getenv("SCALE_NODES"); v == "issue" {
+		// Issue 25's sizes and job: 1,000, 5,000 and 10,000 nodes, one
+		// job of 10,000 allocs (SCALE_ALLOCS still overrides).
+		p.sizes, p.allocs = []int{1000, 5000, 10000}, 10000
+	} else if v != "" {
 		p.sizes = nil
 		for f := range strings.SplitSeq(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -163,7 +170,7 @@ func benchScale(opts options) error {
 		fmt.Fprintf(os.Stderr, "bench scale: %s %s\n", sim, strings.Join(args, " "))
 		cmd := exec.Command(sim, args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
+		if err := runLocked(os.Getenv("SCALE_LOCK"), cmd.Run); err != nil {
 			return fmt.Errorf("nodesim at %d nodes: %w", n, err)
 		}
 		b, err := os.ReadFile(out)
@@ -233,3 +240,21 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// runLocked runs fn holding an exclusive flock on path (none when path is
+// empty), waiting for it as flock(1) does.
+func runLocked(path string, fn func() error) error {
+	if path == "" {
+		return fn()
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("SCALE_LOCK: %w", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("SCALE_LOCK %s: %w", path, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return fn()
+}

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The scale section's tables come from the simulator's JSON report: every
@@ -45,8 +49,39 @@ func TestScalePlanFromEnv(t *testing.T) {
 	if len(p.sizes) != 3 || p.sizes[2] != 10000 || p.allocs != 2000 || p.volumeJobs != 1000 {
 		t.Fatalf("plan %+v", p)
 	}
+	t.Setenv("SCALE_NODES", "issue")
+	t.Setenv("SCALE_ALLOCS", "")
+	if p, err = scalePlanFromEnv(false); err != nil || len(p.sizes) != 3 || p.sizes[2] != 10000 || p.allocs != 10000 {
+		t.Fatalf("SCALE_NODES=issue: plan %+v, %v", p, err)
+	}
 	t.Setenv("SCALE_NODES", "1000,many")
 	if _, err := scalePlanFromEnv(false); err == nil || !strings.Contains(err.Error(), `"many"`) {
 		t.Fatalf("SCALE_NODES with a word: %v", err)
 	}
+}
+
+// SCALE_LOCK: a simulator run waits for the lock another holds.
+func TestScaleRunLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() {
+		_ = runLocked(path, func() error { close(ran); return nil })
+	}()
+	select {
+	case <-ran:
+		t.Fatal("ran while another held the lock")
+	case <-time.After(100 * time.Millisecond): // a window in which the run would show
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
 }
