@@ -62,10 +62,12 @@ type scaleReport struct {
 	Idle           *scaleWindow `json:"idle"`
 	Steady         *scaleWindow `json:"steady"`
 	Job            *struct {
-		Allocs           int     `json:"allocs"`
-		PlacedSeconds    float64 `json:"placed_seconds"`
-		RunningSeconds   float64 `json:"running_seconds"`
-		LeaderCPUSeconds float64 `json:"leader_cpu_seconds"`
+		Allocs              int     `json:"allocs"`
+		PlacedSeconds       float64 `json:"placed_seconds"`
+		RunningSeconds      float64 `json:"running_seconds"`
+		LeaderCPUSeconds    float64 `json:"leader_cpu_seconds"`
+		FollowersCPUSeconds float64 `json:"followers_cpu_seconds"`
+		SimCPUSeconds       float64 `json:"sim_cpu_seconds"`
 	} `json:"job"`
 	Volumes *struct {
 		Jobs           int     `json:"jobs"`
@@ -204,12 +206,16 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 			r.Idle.LeaderCPU, ratio, mib(r.Steady.LeaderRSS), kib((r.Steady.LeaderRSS-r.Idle.LeaderRSS)/int64(max(r.Nodes, 1))),
 			r.Steady.Heartbeats, r.Steady.HeartbeatCPU, r.ReadySeconds, kib(r.SimHeapPerNode), kib(r.SimRSSPerNode))
 	}
-	fmt.Fprintf(w, "\n| one job | allocs | placed | running | placements/s | per core of this machine | Nomad C2M (per cluster, far larger servers) |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(w, "\n| one job | allocs | placed | running | placements/s | per core of this machine | Nomad C2M (per cluster, far larger servers) | CPU: leader, followers, simulator | floor on %d cores |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", cores)
 	for _, r := range reps {
 		if j := r.Job; j != nil && j.RunningSeconds > 0 {
 			rate := float64(j.Allocs) / j.RunningSeconds
-			fmt.Fprintf(w, "| %d nodes | %d | %.2f s | %.2f s | %.0f | %.0f | ~1,500 |\n", r.Nodes, j.Allocs, j.PlacedSeconds,
-				j.RunningSeconds, rate, rate/float64(max(cores, 1)))
+			// The job's CPU on the whole machine spread over every core:
+			// no run of it here can be shorter.
+			floor := (j.LeaderCPUSeconds + j.FollowersCPUSeconds + j.SimCPUSeconds) / float64(max(cores, 1))
+			fmt.Fprintf(w, "| %d nodes | %d | %.2f s | %.2f s | %.0f | %.0f | ~1,500 | %.1f s, %.1f s, %.1f s | %.1f s |\n", r.Nodes, j.Allocs,
+				j.PlacedSeconds, j.RunningSeconds, rate, rate/float64(max(cores, 1)), j.LeaderCPUSeconds, j.FollowersCPUSeconds,
+				j.SimCPUSeconds, floor)
 		}
 	}
 	fmt.Fprintf(w, "\n| volume jobs | jobs | all running, claims in use | placements with claims/s |\n|---|--:|--:|--:|\n")

@@ -16,7 +16,7 @@ func TestScaleTables(t *testing.T) {
 	const report = `{"nodes": 1000, "servers": 3, "ready_seconds": 4.5, "sim_heap_per_node": 204800, "sim_rss_per_node": 262144,
 	  "idle": {"leader_cpu_pct": 2, "leader_rss": 33554432},
 	  "steady": {"leader_cpu_pct": 10, "leader_rss": 138412032, "heartbeats_per_s": 340, "heartbeat_cpu_us": 290},
-	  "job": {"allocs": 10000, "placed_seconds": 1.5, "running_seconds": 5},
+	  "job": {"allocs": 10000, "placed_seconds": 1.5, "running_seconds": 5, "leader_cpu_seconds": 3, "followers_cpu_seconds": 4, "sim_cpu_seconds": 5},
 	  "volumes": {"jobs": 1000, "running_seconds": 10},
 	  "failover": {"elected_seconds": 1.2, "accepted_seconds": 1.4, "placed_seconds": 1.6, "eval_seconds": 2.5, "watch_seconds": 30, "nodes_down": 0},
 	  "snapshot": {"bytes": 10485760, "save_seconds": 0.2, "restore_seconds": 0.8}}`
@@ -28,7 +28,7 @@ func TestScaleTables(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| 1000 nodes | 10.0 | 2.0 | 5.0× | 132.0 MiB | 102.4 KiB | 340 | 290 µs | 4.5 s | 200.0 KiB, 256.0 KiB |",
-		"| 1000 nodes | 10000 | 1.50 s | 5.00 s | 2000 | 1000 | ~1,500 |",
+		"| 1000 nodes | 10000 | 1.50 s | 5.00 s | 2000 | 1000 | ~1,500 | 3.0 s, 4.0 s, 5.0 s | 6.0 s |",
 		"| 1000 nodes | 1000 | 10.00 s | 100 |",
 		"| 1000 nodes | 1.20 s | 1.40 s | 1.60 s | 2.50 s | 0 | 30 s |",
 		"| 1000 nodes | 10.0 MiB | 0.20 s | 0.80 s |",

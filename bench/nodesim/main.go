@@ -252,9 +252,9 @@ func printReport(w io.Writer, r *report) {
 	}
 	if r.Job != nil {
 		j := r.Job
-		fmt.Fprintf(w, "\n| job | placed | running | placements/s | leader CPU | tasks started |\n|---|--:|--:|--:|--:|--:|\n")
-		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
-			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.StartedTasks)
+		fmt.Fprintf(w, "\n| job | placed | running | placements/s | leader CPU | followers' CPU | simulator CPU | tasks started |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %.2f s | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
+			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.FollowersCPUSeconds, j.SimCPUSeconds, j.StartedTasks)
 	}
 	printScenarios(w, r)
 }

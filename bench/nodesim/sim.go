@@ -118,8 +118,12 @@ type jobRun struct {
 	RunningSeconds float64 `json:"running_seconds"`
 	// StartedTasks is what the simulated drivers started.
 	StartedTasks int64 `json:"started_tasks"`
-	// LeaderCPUSeconds is the leader's CPU time from register to running.
-	LeaderCPUSeconds float64 `json:"leader_cpu_seconds"`
+	// LeaderCPUSeconds is the leader's CPU time from register to running;
+	// FollowersCPUSeconds the other servers' together, SimCPUSeconds the
+	// simulator's (the nodes'): what the job cost the machine.
+	LeaderCPUSeconds    float64 `json:"leader_cpu_seconds"`
+	FollowersCPUSeconds float64 `json:"followers_cpu_seconds"`
+	SimCPUSeconds       float64 `json:"sim_cpu_seconds"`
 }
 
 // startSim starts the servers (unless cfg.addrs) and waits for a leader.
