@@ -30,8 +30,9 @@ type StateStore struct {
 	next atomic.Pointer[StateStore]
 	// waiting counts the blocking queries waiting on this store; herd is
 	// how many were waiting when it was abandoned, which that woke at once
-	// (blocking_spread.go).
+	// (QueryTurn). turns is the FSM's QueryTurn.
 	waiting, herd atomic.Int64
+	turns         *queryTurns
 }
 
 // StateSnapshot is a point-in-time view of a StateStore: every read on it
