@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The scale section's tables come from the simulator's JSON report: every
@@ -12,12 +16,12 @@ func TestScaleTables(t *testing.T) {
 	const report = `{"nodes": 1000, "servers": 3, "ready_seconds": 4.5, "sim_heap_per_node": 204800, "sim_rss_per_node": 262144,
 	  "idle": {"leader_cpu_pct": 2, "leader_rss": 33554432},
 	  "steady": {"leader_cpu_pct": 10, "leader_rss": 138412032, "heartbeats_per_s": 340, "heartbeat_cpu_us": 290},
-	  "job": {"allocs": 10000, "placed_seconds": 1.5, "running_seconds": 5},
+	  "job": {"allocs": 10000, "placed_seconds": 1.5, "running_seconds": 5, "leader_cpu_seconds": 3, "followers_cpu_seconds": 4, "sim_cpu_seconds": 5},
 	  "volumes": {"jobs": 1000, "running_seconds": 10, "register_width": 16, "register_p50_seconds": 0.1, "register_p99_seconds": 0.35, "phases": [
 	    {"phase": "register call sent", "jobs": 1000, "first_at_seconds": 0, "median_at_seconds": 3, "all_by_seconds": 6.25},
 	    {"phase": "placed", "jobs": 1000, "first_at_seconds": 0.1, "median_at_seconds": 3.2, "all_by_seconds": 6.5,
 	     "step_p50_seconds": 0.12, "step_p99_seconds": 0.4, "step_max_seconds": 1.5}]},
-	  "failover": {"elected_seconds": 1.2, "eval_seconds": 2.5, "watch_seconds": 30, "nodes_down": 0},
+	  "failover": {"elected_seconds": 1.2, "accepted_seconds": 1.4, "placed_seconds": 1.6, "eval_seconds": 2.5, "watch_seconds": 30, "nodes_down": 0},
 	  "snapshot": {"bytes": 10485760, "save_seconds": 0.2, "restore_seconds": 0.8}}`
 	if err := jsonUnmarshal(report, &r); err != nil {
 		t.Fatal(err)
@@ -27,13 +31,13 @@ func TestScaleTables(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| 1000 nodes | 10.0 | 2.0 | 5.0× | 132.0 MiB | 102.4 KiB | 340 | 290 µs | 4.5 s | 200.0 KiB, 256.0 KiB |",
-		"| 1000 nodes | 10000 | 1.50 s | 5.00 s | 2000 | 1000 | ~1,500 |",
+		"| 1000 nodes | 10000 | 1.50 s | 5.00 s | 2000 | 1000 | ~1,500 | 3.0 s, 4.0 s, 5.0 s | 6.0 s |",
 		"| 1000 nodes | 1000 | 10.00 s | 100 |",
 		"register calls 16 at a time took p50 100 ms, p99 350 ms",
 		"| 1000 volume jobs, 1000 nodes: phase | jobs |",
 		"| register call sent | 1000 | 0.00 s | 3.00 s | 6.25 s | 0 ms | 0 ms | 0 ms |",
 		"| placed | 1000 | 0.10 s | 3.20 s | 6.50 s | 120 ms | 400 ms | 1.50 s |",
-		"| 1000 nodes | 1.20 s | 2.50 s | 0 | 30 s |",
+		"| 1000 nodes | 1.20 s | 1.40 s | 1.60 s | 2.50 s | 0 | 30 s |",
 		"| 1000 nodes | 10.0 MiB | 0.20 s | 0.80 s |",
 	} {
 		if !strings.Contains(out, want) {
@@ -52,8 +56,39 @@ func TestScalePlanFromEnv(t *testing.T) {
 	if len(p.sizes) != 3 || p.sizes[2] != 10000 || p.allocs != 2000 || p.volumeJobs != 1000 {
 		t.Fatalf("plan %+v", p)
 	}
+	t.Setenv("SCALE_NODES", "issue")
+	t.Setenv("SCALE_ALLOCS", "")
+	if p, err = scalePlanFromEnv(false); err != nil || len(p.sizes) != 3 || p.sizes[2] != 10000 || p.allocs != 10000 {
+		t.Fatalf("SCALE_NODES=issue: plan %+v, %v", p, err)
+	}
 	t.Setenv("SCALE_NODES", "1000,many")
 	if _, err := scalePlanFromEnv(false); err == nil || !strings.Contains(err.Error(), `"many"`) {
 		t.Fatalf("SCALE_NODES with a word: %v", err)
 	}
+}
+
+// SCALE_LOCK: a simulator run waits for the lock another holds.
+func TestScaleRunLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{})
+	go func() {
+		_ = runLocked(path, func() error { close(ran); return nil })
+	}()
+	select {
+	case <-ran:
+		t.Fatal("ran while another held the lock")
+	case <-time.After(100 * time.Millisecond): // a window in which the run would show
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
 }

@@ -24,7 +24,8 @@ type QueryFunc func(ws memdb.WatchSet, snap *StateSnapshot) (index uint64, err e
 //   - When a snapshot restore replaces the store, fn runs once more on the
 //     new store and BlockingQuery returns whatever index that gives, even one
 //     below minIndex: the caller's view of history was replaced and it must
-//     start over from the answer.
+//     start over from the answer. Each query the restore woke first waits
+//     the FSM's QueryTurn, so the server can spread them.
 //   - An error from fn ends the query with that error.
 //
 // The returned index is at least 1, so a caller that passes it back as the
@@ -40,11 +41,18 @@ func (s *StateStore) BlockingQuery(ctx context.Context, minIndex uint64, fn Quer
 		if err != nil || minIndex == 0 || index > minIndex {
 			return index, err
 		}
-		if ws.WatchCtx(ctx) != nil {
+		store.waiting.Add(1)
+		err = ws.WatchCtx(ctx)
+		store.waiting.Add(-1)
+		if err != nil {
 			return index, nil
 		}
 		select {
 		case <-abandonCh:
+			// Every query waiting on the store woke with this one: each
+			// waits the turn the server gives before it reads the new
+			// store (QueryTurn).
+			store.waitTurn(ctx)
 			index, err := fn(memdb.NewWatchSet(), store.latest().Snapshot())
 			return max(index, 1), err
 		default:

@@ -20,6 +20,8 @@ type FSM struct {
 	logger hclog.Logger
 	schema schema
 	state  atomic.Pointer[StateStore]
+	// turn is what blocking queries a restore woke wait (SetQueryTurn).
+	turn queryTurns
 }
 
 var (
@@ -39,7 +41,9 @@ func newFSM(logger hclog.Logger, s schema) *FSM {
 		logger = hclog.NewNullLogger()
 	}
 	f := &FSM{logger: logger.Named("fsm"), schema: s}
-	f.state.Store(newStateStore(s))
+	st := newStateStore(s)
+	st.turns = &f.turn
+	f.state.Store(st)
 	return f
 }
 

@@ -151,6 +151,7 @@ func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 	}
 
 	store := newStateStore(f.schema)
+	store.turns = &f.turn
 	rs := &restoring{txn: store.db.Txn(true), schema: f.schema, version: v,
 		prev: map[string][]byte{}, indexed: map[string]bool{}, skipped: map[string]int{}}
 	defer rs.txn.Abort()

@@ -28,6 +28,11 @@ type StateStore struct {
 	abandonCh chan struct{}
 	// next is the store that replaced this one, set before abandonCh closes.
 	next atomic.Pointer[StateStore]
+	// waiting counts the blocking queries waiting on this store; herd is
+	// how many were waiting when it was abandoned, which that woke at once
+	// (QueryTurn). turns is the FSM's QueryTurn.
+	waiting, herd atomic.Int64
+	turns         *queryTurns
 }
 
 // StateSnapshot is a point-in-time view of a StateStore: every read on it
@@ -73,6 +78,7 @@ func (s *StateStore) AbandonCh() <-chan struct{} {
 // abandon records the replacement and wakes everyone watching this store.
 func (s *StateStore) abandon(next *StateStore) {
 	s.next.Store(next)
+	s.herd.Store(s.waiting.Load())
 	close(s.abandonCh)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,29 @@ func (c *callCounter) dialOptions() []grpc.DialOption {
 			return streamer(ctx, desc, cc, method, opts...)
 		}),
 	}
+}
+
+// snapshot returns every method's count so far.
+func (c *callCounter) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.counts))
+	for m, n := range c.counts {
+		out[m] = n.Load()
+	}
+	return out
+}
+
+// rates returns the calls per second by method between two snapshots,
+// the method named by its last path element (Service/Method).
+func rates(before, after map[string]int64, seconds float64) map[string]float64 {
+	out := map[string]float64{}
+	for m, n := range after {
+		if d := n - before[m]; d > 0 && seconds > 0 {
+			out[strings.TrimPrefix(m, "/berth.v1.")] = float64(d) / seconds
+		}
+	}
+	return out
 }
 
 // get returns the count of one method's calls so far.

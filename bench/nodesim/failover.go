@@ -19,11 +19,20 @@ type failoverRun struct {
 	// all working again).
 	ElectedSeconds float64 `json:"elected_seconds"`
 	EvalSeconds    float64 `json:"eval_seconds"`
+	// AcceptedSeconds is from the kill to the new leader accepting the
+	// job (its barrier passed: the duties start); PlacedSeconds to the
+	// job's alloc placed (the broker, a worker and the plan applier ran
+	// on the new leader). Neither waits for a node.
+	AcceptedSeconds float64 `json:"accepted_seconds"`
+	PlacedSeconds   float64 `json:"placed_seconds"`
 	// WatchSeconds is how long node statuses were watched after the new
 	// leader was elected (past the TTL and the grace it gives after a
 	// leader change); NodesDown how many nodes it marked down meanwhile.
 	WatchSeconds float64 `json:"watch_seconds"`
 	NodesDown    int     `json:"nodes_down"`
+	// RejoinSeconds is from starting the killed server again to it
+	// answering with the state written after the kill.
+	RejoinSeconds float64 `json:"rejoin_seconds"`
 }
 
 // failover kills the leader and measures the new one taking over. The
@@ -88,7 +97,8 @@ func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, 
 			return nil, s.withLogs(fmt.Errorf("registering a job after the failover: %w", err))
 		}
 	}
-	if err := s.waitAllocsRunning(ctx, "nodesim-failover", 1); err != nil {
+	r.AcceptedSeconds = time.Since(start).Seconds()
+	if err := s.waitJob(ctx, c, "nodesim-failover", 1, func() { r.PlacedSeconds = time.Since(start).Seconds() }); err != nil {
 		return nil, err
 	}
 	r.EvalSeconds = time.Since(start).Seconds()
@@ -98,6 +108,21 @@ func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, 
 	}
 	r.WatchSeconds = watch.Seconds()
 	r.NodesDown = down
+	// The killed server is started again and caught up, so what follows
+	// (the snapshot) runs on a whole cluster, not one whose leader leans on
+	// its only follower.
+	rejoin := time.Now()
+	if err := old.start(s.cfg.bin); err != nil {
+		return nil, err
+	}
+	oc, err := apiClient(old.http, s.pki)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitJob(ctx, oc, "nodesim-failover", 1, nil); err != nil {
+		return nil, fmt.Errorf("the killed server, started again, catching up: %w", err)
+	}
+	r.RejoinSeconds = time.Since(rejoin).Seconds()
 	return r, nil
 }
 
@@ -160,4 +185,40 @@ func (s *sim) snapshot(ctx context.Context) (*snapshotRun, error) {
 	}
 	r.RestoreSeconds = time.Since(start).Seconds()
 	return r, nil
+}
+
+// waitJob follows job id's summary by blocking queries on c until n of
+// its allocs run, calling placed once all n are placed.
+func (s *sim) waitJob(ctx context.Context, c *api.Client, id string, n int, placed func()) error {
+	var index uint64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sum, meta, err := c.Jobs().Summary(cctx, id, &api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return s.withLogs(fmt.Errorf("job %s: %w", id, err))
+			}
+			// A server starting, or not yet holding the job: ask again
+			// shortly (a failed call returns at once).
+			index = 0
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		index = meta.LastIndex
+		g := sum.GetGroups()["app"]
+		if placed != nil && g.GetPending()+g.GetRunning()+g.GetComplete()+g.GetFailed()+g.GetLost() >= int32(n) {
+			placed()
+			placed = nil
+		}
+		if g.GetRunning() >= int32(n) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return s.withLogs(fmt.Errorf("job %s: %d of %d allocs running: %w", id, g.GetRunning(), n, ctx.Err()))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"berth.dev/berth/host/jobspec"
@@ -48,6 +49,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 			return nil, err
 		}
 	}
+	othersBefore := s.othersCPU(leader)
 	startedBefore := s.startedTasks()
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
@@ -91,7 +93,30 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 		r.LeaderCPUSeconds = (after.cpu - cpuBefore.cpu).Seconds()
 	}
+	othersAfter := s.othersCPU(leader)
+	r.FollowersCPUSeconds = (othersAfter.followers - othersBefore.followers).Seconds()
+	r.SimCPUSeconds = (othersAfter.sim - othersBefore.sim).Seconds()
 	return r, nil
+}
+
+// cpuOthers is the CPU time so far of the servers other than the leader
+// (those alive) and of the simulator itself.
+type cpuOthers struct{ followers, sim time.Duration }
+
+func (s *sim) othersCPU(leader *server) cpuOthers {
+	var c cpuOthers
+	for _, sv := range s.servers {
+		if sv == leader || !sv.alive() {
+			continue
+		}
+		if ps, err := readProcStat(sv.cmd.Process.Pid); err == nil {
+			c.followers += ps.cpu
+		}
+	}
+	if ps, err := readProcStat(os.Getpid()); err == nil {
+		c.sim = ps.cpu
+	}
+	return c
 }
 
 // startedTasks is how many tasks the simulated drivers started.

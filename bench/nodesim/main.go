@@ -40,10 +40,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +89,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write the simulator's CPU profile to this file")
 	keep := fs.Bool("keep", false, "keep the temp dir (server data dirs and logs) after the run")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
+	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (0: Go's default; the GOGC environment variable wins)")
+	memDirs := fs.Bool("shm", false, "put the nodes' data dirs on /dev/shm when it exists")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -115,6 +119,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 	}
 	cfg.dir = dir
+	tuneGC(*gcPercent)
+	raiseFileLimit()
+	if *memDirs {
+		var cleanup func()
+		cfg.nodesDir, cleanup = nodesRoot(dir)
+		defer cleanup()
+	}
 	if cfg.addrs == nil {
 		if cfg.bin, err = filepath.Abs(cfg.bin); err != nil {
 			fmt.Fprintln(stderr, "nodesim:", err)
@@ -231,11 +242,19 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "| %s | %.1f | %.1f | %s | %.0f | %.0f µs | %.1f |\n", x.name, x.w.LeaderCPU, x.w.FollowerCPU,
 			fmtBytes(x.w.LeaderRSS), x.w.Heartbeats, x.w.HeartbeatCPU, x.w.SimCPU)
 	}
+	if r.Steady != nil && len(r.Steady.Calls) > 0 {
+		methods := slices.Sorted(maps.Keys(r.Steady.Calls))
+		var parts []string
+		for _, m := range methods {
+			parts = append(parts, fmt.Sprintf("%s %.1f", m, r.Steady.Calls[m]))
+		}
+		fmt.Fprintf(w, "\nsteady calls/s: %s\n", strings.Join(parts, ", "))
+	}
 	if r.Job != nil {
 		j := r.Job
-		fmt.Fprintf(w, "\n| job | placed | running | placements/s | leader CPU | tasks started |\n|---|--:|--:|--:|--:|--:|\n")
-		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
-			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.StartedTasks)
+		fmt.Fprintf(w, "\n| job | placed | running | placements/s | leader CPU | followers' CPU | simulator CPU | tasks started |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %.2f s | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
+			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.FollowersCPUSeconds, j.SimCPUSeconds, j.StartedTasks)
 	}
 	printScenarios(w, r)
 }
@@ -252,8 +271,10 @@ func printScenarios(w io.Writer, r *report) {
 		}
 	}
 	if f := r.Failover; f != nil {
-		fmt.Fprintf(w, "\n| leader killed | new leader | a new job running | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|\n", f.WatchSeconds)
-		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.EvalSeconds, f.NodesDown)
+		fmt.Fprintf(w, "\n| leader killed | new leader | a new job accepted (duties started) | placed (evaluations run) | running on a node | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|--:|--:|\n", f.WatchSeconds)
+		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.AcceptedSeconds, f.PlacedSeconds,
+			f.EvalSeconds, f.NodesDown)
+		fmt.Fprintf(w, "\nthe killed server, started again, caught up in %.2f s\n", f.RejoinSeconds)
 	}
 	if sn := r.Snapshot; sn != nil {
 		fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")

@@ -50,9 +50,11 @@ type simConfig struct {
 	snapshot bool
 	// heartbeatTTL, when set, is the servers' shortest heartbeat TTL.
 	heartbeatTTL time.Duration
-	// dir holds the servers' and the nodes' data dirs.
-	dir    string
-	logger hclog.Logger
+	// dir holds the servers' data dirs, and the nodes' unless nodesDir
+	// names another place (host.go).
+	dir      string
+	nodesDir string
+	logger   hclog.Logger
 }
 
 // sim is a running simulation: the servers (when it started them) and the
@@ -105,6 +107,9 @@ type window struct {
 	HeartbeatCPU float64 `json:"heartbeat_cpu_us"`
 	// SimCPU is the simulator's own CPU over the window (percent of one core).
 	SimCPU float64 `json:"sim_cpu_pct"`
+	// Calls is the nodes' calls to the servers per second over the
+	// window, by method.
+	Calls map[string]float64 `json:"calls_per_s,omitempty"`
 }
 
 // jobRun is one job of many allocs, registered to running.
@@ -116,8 +121,12 @@ type jobRun struct {
 	RunningSeconds float64 `json:"running_seconds"`
 	// StartedTasks is what the simulated drivers started.
 	StartedTasks int64 `json:"started_tasks"`
-	// LeaderCPUSeconds is the leader's CPU time from register to running.
-	LeaderCPUSeconds float64 `json:"leader_cpu_seconds"`
+	// LeaderCPUSeconds is the leader's CPU time from register to running;
+	// FollowersCPUSeconds the other servers' together, SimCPUSeconds the
+	// simulator's (the nodes'): what the job cost the machine.
+	LeaderCPUSeconds    float64 `json:"leader_cpu_seconds"`
+	FollowersCPUSeconds float64 `json:"followers_cpu_seconds"`
+	SimCPUSeconds       float64 `json:"sim_cpu_seconds"`
 }
 
 // startSim starts the servers (unless cfg.addrs) and waits for a leader.
@@ -205,7 +214,10 @@ func (s *sim) startNodes(ctx context.Context) error {
 	o := nodeOptions{servers: s.cfg.addrs, tls: nodeTLS, csi: s.cfg.csi, zones: s.cfg.zones, logger: s.cfg.logger,
 		dialOptions: append(s.calls.dialOptions(), grpc.WithChainUnaryInterceptor(s.phases.interceptor())), phases: s.phases}
 	start := time.Now()
-	nodesDir := s.cfg.dir + "/nodes"
+	nodesDir := s.cfg.nodesDir
+	if nodesDir == "" {
+		nodesDir = s.cfg.dir + "/nodes"
+	}
 	// Started 32 at a time: each node's first start writes its ID with an
 	// fsync (host/client's node-id file), which on a busy disk would
 	// otherwise pace the start, one node at a time.
@@ -305,6 +317,7 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 		return nil, err
 	}
 	hb := s.calls.heartbeats()
+	callsBefore := s.calls.snapshot()
 	start := time.Now()
 	select {
 	case <-time.After(d):
@@ -312,7 +325,8 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 		return nil, ctx.Err()
 	}
 	wall := time.Since(start)
-	w := &window{Seconds: wall.Seconds(), Heartbeats: float64(s.calls.heartbeats()-hb) / wall.Seconds()}
+	w := &window{Seconds: wall.Seconds(), Heartbeats: float64(s.calls.heartbeats()-hb) / wall.Seconds(),
+		Calls: rates(callsBefore, s.calls.snapshot(), wall.Seconds())}
 	var followers []float64
 	for _, sv := range s.servers {
 		after, err := readProcStat(pids[sv])

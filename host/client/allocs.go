@@ -143,9 +143,15 @@ func mhzPerCore(n *pb.Node) int64 {
 	return fp.GetCpuTotalMhz() / int64(fp.GetCpuCores())
 }
 
-// newRunner builds an alloc runner.
+// newRunner builds an alloc runner, with the node as last registered
+// (before the first registration, a recovered alloc's, as fingerprinted now).
 func (c *Client) newRunner(alloc *pb.Allocation, job *pb.Job, restore map[string]*taskrunner.Restore) (*allocrunner.AllocRunner, error) {
-	n := c.node()
+	c.mu.Lock()
+	n := c.registeredNode
+	c.mu.Unlock()
+	if n == nil {
+		n = c.node()
+	}
 	return allocrunner.New(allocrunner.Config{
 		Alloc: alloc, Job: job, DataDir: c.cfg.DataDir, Node: taskenv.NodeFrom(n), MHzPerCore: mhzPerCore(n),
 		Drivers: c.cfg.TaskDrivers, Store: c.cfg.State, Hooks: c.cfg.Hooks,

@@ -122,7 +122,12 @@ type Client struct {
 	// a registration is not lost: that registration records the count it
 	// started from.
 	changes, sent uint64
-	ttl           time.Duration
+	// registeredNode is the node the last accepted registration sent:
+	// what the servers schedule against, and what alloc runners take
+	// their node attributes from (the host is not fingerprinted again for
+	// every alloc; a change is re-registered and then taken).
+	registeredNode *pb.Node
+	ttl            time.Duration
 	// lastOK is the server and time of the last call that succeeded: the
 	// servers mark the node down a TTL after it (see attemptTimeout).
 	lastOK contact
@@ -276,7 +281,7 @@ func (c *Client) Shutdown() {
 
 func (c *Client) node() *pb.Node {
 	name := c.cfg.NodeName
-	fp := fingerprint()
+	fp := hostFingerprint()
 	if name == "" {
 		name = fp.GetHostname()
 	}
@@ -330,8 +335,9 @@ func (c *Client) step() (time.Duration, error) {
 	c.mu.Unlock()
 	if register {
 		var resp *pb.NodeRegisterResponse
+		node := c.node()
 		err := c.call(func(ctx context.Context, nodes pb.NodesClient) (err error) {
-			resp, err = nodes.Register(ctx, &pb.NodeRegisterRequest{Node: c.node()})
+			resp, err = nodes.Register(ctx, &pb.NodeRegisterRequest{Node: node})
 			return err
 		})
 		if err != nil {
@@ -345,6 +351,7 @@ func (c *Client) step() (time.Duration, error) {
 		c.setRegistered(true)
 		c.mu.Lock()
 		c.sent = changes
+		c.registeredNode = node
 		forgotten := c.forgotten
 		c.forgotten = false
 		c.mu.Unlock()

@@ -13,6 +13,9 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
+// hostFingerprint is fingerprint; tests count its calls.
+var hostFingerprint = fingerprint
+
 // fingerprint describes this host. Errors reading optional facts (memory)
 // leave them zero rather than failing registration.
 func fingerprint() *pb.NodeFingerprint {

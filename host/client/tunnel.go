@@ -29,7 +29,7 @@ func (c *Client) startTunnel() error {
 			pb.RegisterClientRPCServer(r, rpcSvc)
 			pb.RegisterClientCSIServer(r, csiSvc)
 		},
-		Keepalive: c.cfg.tunnelKeepalive,
+		Keepalive: c.tunnelKeepalive(),
 		Backoff:   backoff.Backoff{Initial: tunnelRetryStart, Max: maxRetry},
 		Logger:    c.logger.Named("tunnel"),
 	})
@@ -38,6 +38,16 @@ func (c *Client) startTunnel() error {
 	}
 	c.tunnel = t
 	return nil
+}
+
+// tunnelKeepalive is the tunnel's keepalive: a test's, else the default
+// pinging no more often than a third of the heartbeat TTL, which grows
+// with the cluster (tunnel.Keepalive).
+func (c *Client) tunnelKeepalive() tunnel.Keepalive {
+	if k := c.cfg.tunnelKeepalive; k.Interval > 0 || k.Timeout > 0 {
+		return k
+	}
+	return tunnel.Keepalive{AtLeast: func() time.Duration { return c.currentTTL() / 3 }}
 }
 
 // rpcAllocs is the alloc side ClientRPC serves: the one a test configured,

@@ -286,7 +286,7 @@ func (c *Config) raftConfig(id string) *raft.Config {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * c.RaftTimeoutScale) }
 	rc.HeartbeatTimeout = scale(rc.HeartbeatTimeout)
 	rc.ElectionTimeout = scale(rc.ElectionTimeout)
-	rc.LeaderLeaseTimeout = scale(rc.LeaderLeaseTimeout)
+	rc.LeaderLeaseTimeout = leaderLease(rc.HeartbeatTimeout)
 	rc.CommitTimeout = scale(rc.CommitTimeout)
 	if c.RaftSnapshotThreshold > 0 {
 		rc.SnapshotThreshold = c.RaftSnapshotThreshold

@@ -135,6 +135,7 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}
+	s.fsm.SetQueryTurn(queryTurn)
 	var statusHooks nodes.StatusHooks
 	if h := opts.hooks; h != nil {
 		// Read at each change: a test sets it once the server runs.
@@ -166,7 +167,8 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 	s.drainer = nodes.NewDrainer(core{s}, cfg.Clock, cfg.Logger)
 	s.gc = defaultGCConfig()
 	s.tunnels = tunnel.NewRegistry(tunnel.RegistryConfig{Name: cfg.Name, Logger: cfg.Logger.Named("tunnel"),
-		OnOpen: func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) }})
+		OnOpen:    func(sess *tunnel.Session) { s.proxy.ReleaseElsewhere(sess) },
+		Keepalive: tunnelKeepalive(s.heartbeats)})
 	s.proxy = clientproxy.New(clientproxy.Config{
 		ID: s.id, Name: cfg.Name, Pool: s.pool, Tunnels: s.tunnels,
 		Servers: func() ([]*pb.ServerMember, error) { return s.fsm.State().Servers(nil) },

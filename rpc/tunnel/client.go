@@ -205,6 +205,7 @@ func (c *Client) session(server string) (established bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	go c.cfg.Keepalive.pingLoop(mux)
 	srv := grpc.NewServer(rpc.ServerOptions()...)
 	if c.cfg.Register != nil {
 		c.cfg.Register(srv)

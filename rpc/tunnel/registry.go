@@ -259,6 +259,7 @@ func (r *Registry) Open(stream pb.Tunnel_OpenServer) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "tunnel of node %s: %v", nodeID, err)
 	}
+	go r.cfg.Keepalive.pingLoop(mux)
 	s := &Session{nodeID: nodeID, connectedAt: connectedAt, openedAt: openedAt, remote: remote, mux: mux}
 	s.conn, err = grpc.NewClient("passthrough:///"+nodeID, append(dialOptions(),
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return mux.Open() }),
