@@ -71,6 +71,12 @@
 // and no snapshot carries it, so it is a function of the allocs alone and
 // the table rule has nothing to say about it (no server ever reads it from
 // another). StateStore.Index does not know it; NodeUsage reads it.
+// allocs_freed (state_allocs_freed.go) is derived likewise: one row, the
+// high-water mark of the index at which an alloc was written terminal or
+// changed by the servers, which the leader's blocked-evaluation feed reads
+// (AllocsFreedIndex) instead of every alloc. A GC does not lower it and a
+// restore rebuilds it from the allocs, so servers may disagree on it; only
+// the local leader's feed reads it.
 //
 // Every row's create and modify indexes are set by the apply. A job also
 // has job_modify_index, moved only by changes to its specification

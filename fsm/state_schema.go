@@ -74,8 +74,9 @@ var (
 	evalsByJob    = evalsTable.index("job", (*pb.Evaluation).GetJobId)
 	evalsByStatus = evalsTable.index("status", evalStatusKey)
 
-	// allocsTable keeps node_usage (state_usage.go) in step with its rows.
-	allocsTable  = newTable(TableAllocs, (*pb.Allocation).GetId).derive(allocNodeUsage{})
+	// allocsTable keeps node_usage (state_usage.go) and allocs_freed
+	// (state_allocs_freed.go) in step with its rows.
+	allocsTable  = newTable(TableAllocs, (*pb.Allocation).GetId).derive(allocNodeUsage{}).derive(allocsFreed{})
 	allocsByNode = allocsTable.index("node", (*pb.Allocation).GetNodeId)
 	allocsByJob  = allocsTable.index("job", (*pb.Allocation).GetJobId)
 	allocsByEval = allocsTable.index("eval", (*pb.Allocation).GetEvalId)

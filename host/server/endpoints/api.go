@@ -110,7 +110,11 @@ type Hooks struct {
 }
 
 // api is what every endpoint holds: the server's parts and settings.
-type api struct{ Deps }
+type api struct {
+	Deps
+	// drivers is the drivers' task schemas job registers check against.
+	drivers driverSchemas
+}
 
 // Set is the server's RPC endpoints, one per gRPC service.
 type Set struct {
@@ -133,7 +137,7 @@ func New(deps Deps, hooks Hooks) *Set {
 	if deps.ClientWatchBytes <= 0 {
 		deps.ClientWatchBytes = DefaultClientWatchBytes
 	}
-	s := &api{deps}
+	s := &api{Deps: deps}
 	return &Set{
 		Allocs:       &allocsEndpoint{s: s},
 		Evals:        &evalsEndpoint{s: s},

@@ -96,7 +96,7 @@ func hostVolumeEndpoint(t *testing.T) (*hostVolumesEndpoint, *fsmServer, *fakeNo
 	node := &fakeNode{s: s, answer: func(create bool, v *pb.HostVolume) (*pb.HostVolumeOnNodeResponse, error) {
 		return &pb.HostVolumeOnNodeResponse{HostPath: "/vols/" + v.GetId()}, nil
 	}}
-	a := &api{Deps{Reader: s, Proposer: s, Cluster: s, Clock: clock.Real{}, Logger: hclog.NewNullLogger()}}
+	a := &api{Deps: Deps{Reader: s, Proposer: s, Cluster: s, Clock: clock.Real{}, Logger: hclog.NewNullLogger()}}
 	return &hostVolumesEndpoint{s: a, calls: node}, s, node
 }
 

@@ -77,7 +77,11 @@ func (s *api) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, error
 		return nil, nil, nil, err
 	}
 	snap := s.State().Snapshot()
-	warnings, err := checkDrivers(snap, job)
+	schemas, err := s.drivers.at(snap)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	warnings, err := checkDrivers(schemas, job)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -85,24 +89,12 @@ func (s *api) admitJob(in *pb.Job) (*pb.Job, *fsm.StateSnapshot, []string, error
 }
 
 // checkDrivers checks every task's driver and config against the task
-// schemas the cluster's nodes reported. A driver no node has is a warning,
+// schemas the cluster's nodes reported (driverSchemas). A driver no node has is a warning,
 // not an error: its nodes may not have joined yet, and the job waits
 // blocked until they do (the CLI, which knows the built-in drivers too,
 // refuses an unknown driver with the file position). A config the
 // driver's schema refuses is an error naming group, task and key.
-func checkDrivers(snap *fsm.StateSnapshot, job *pb.Job) (warnings []string, err error) {
-	nodes, err := snap.Nodes(nil)
-	if err != nil {
-		return nil, err
-	}
-	schemas := map[string]*driverpb.Schema{}
-	for _, n := range nodes {
-		for name, d := range n.GetDrivers() {
-			if d.GetTaskSchema() != nil && d.GetDetected() {
-				schemas[name] = d.GetTaskSchema()
-			}
-		}
-	}
+func checkDrivers(schemas map[string]*driverpb.Schema, job *pb.Job) (warnings []string, err error) {
 	err = jobspec.ValidateDrivers(job, schemas)
 	var all *jobspec.Errors
 	if !errors.As(err, &all) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"berth.dev/berth/internal/rules"
-
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/protobuf/proto"
 
@@ -77,8 +75,8 @@ func (r *Runner) feedBroker(ctx context.Context) {
 // leaves an alloc running changes nothing here. A job that claims volumes
 // is also woken by a change to the claims or volumes tables after its
 // snapshot (volumesChanged). With all, every blocked evaluation is woken.
-// It adds the nodes and allocs tables, and the volumes blocked jobs claim,
-// to ws, so their changes wake the feed.
+// It adds the nodes table, the allocs' freed index and the volumes blocked
+// jobs claim to ws, so their changes wake the feed.
 func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
 	nodesIdx, err := snap.Index(fsm.TableNodes)
 	if err != nil {
@@ -91,19 +89,14 @@ func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	if _, err := snap.Nodes(ws); err != nil {
 		return err
 	}
-	allocs, _, err := snap.AllocsPage(ws, "", 0, nil)
+	// freedAt is the latest index at which an alloc freed or changed
+	// capacity: one row the store keeps, where reading every alloc cost
+	// the leader a scan of them on each change to the evaluations while
+	// any was blocked. Its watch fires only when it moves, so a client's
+	// update of a running alloc no longer wakes the feed either.
+	freedAt, err := snap.AllocsFreedIndex(ws)
 	if err != nil {
 		return err
-	}
-	// freedAt is the latest index at which an alloc freed or changed
-	// capacity.
-	var freedAt uint64
-	for _, a := range allocs {
-		if rules.AllocTerminal(a) {
-			freedAt = max(freedAt, a.GetModifyIndex())
-		} else {
-			freedAt = max(freedAt, a.GetAllocModifyIndex())
-		}
 	}
 	var wake []*pb.Evaluation
 	now := r.cfg.Clock.Now().UnixNano()
