@@ -1,9 +1,11 @@
 package drivers
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -84,8 +86,23 @@ func Serve(name string) error {
 	if !ok {
 		return fmt.Errorf("unknown built-in driver %q (built in: %s)", name, strings.Join(Names(), ", "))
 	}
-	return sdk.ServeDriver(newDriver(sdk.NewPluginLogger(name)))
+	d := newDriver(sdk.NewPluginLogger(name))
+	err := sdk.ServeDriver(d)
+	if s, ok := d.(shutdowner); ok && err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+		defer cancel()
+		s.Shutdown(ctx)
+	}
+	return err
 }
+
+// shutdowner is a driver with work to finish before its plugin process
+// exits (exec's background cgroup removals).
+type shutdowner interface{ Shutdown(ctx context.Context) }
+
+// shutdownWait bounds a driver's Shutdown: go-plugin kills a plugin that
+// has not exited 2 s after berth asked it to.
+const shutdownWait = 1500 * time.Millisecond
 
 // MainIfRequested serves a built-in driver and exits when args (os.Args)
 // are a binary followed by Args(name); otherwise it returns at once. A

@@ -1,6 +1,10 @@
 package execdriver
 
-import "sync"
+import (
+	"context"
+	"slices"
+	"sync"
+)
 
 // cgroupReleases runs the removals of finished tasks' cgroups in the
 // background. A task's processes are gone before DestroyTask releases what
@@ -59,3 +63,27 @@ func (d *Driver) cgroupReleased(taskID string) {
 
 // waitReleases waits for the cgroup removals started so far.
 func (d *Driver) waitReleases() { d.releases.wg.Wait() }
+
+// Shutdown waits, until ctx ends, for the cgroup removals under way: the
+// plugin process is about to exit, and a removal it does not finish is
+// left for the next plugin's start-up sweep (sweepCgroups). The ones
+// still running when ctx ends are logged by task ID.
+func (d *Driver) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		d.waitReleases()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.releases.mu.Lock()
+		ids := make([]string, 0, len(d.releases.pending))
+		for id := range d.releases.pending {
+			ids = append(ids, id)
+		}
+		d.releases.mu.Unlock()
+		slices.Sort(ids)
+		d.logger.Warn("plugin exiting with task cgroups still being removed; the next start of the plugin removes them", "task_ids", ids)
+	}
+}
