@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/executor"
 )
 
 // Constructor builds a driver, logging through logger.
@@ -86,7 +87,15 @@ func Serve(name string) error {
 	if !ok {
 		return fmt.Errorf("unknown built-in driver %q (built in: %s)", name, strings.Join(Names(), ", "))
 	}
+	if executor.Requested() {
+		// An executor re-executed by the driver: not the plugin, so it
+		// must not run the driver's start-up work.
+		os.Exit(executor.Main())
+	}
 	d := newDriver(sdk.NewPluginLogger(name))
+	if s, ok := d.(starter); ok {
+		s.PluginStart()
+	}
 	err := sdk.ServeDriver(d)
 	if s, ok := d.(shutdowner); ok && err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
@@ -95,6 +104,10 @@ func Serve(name string) error {
 	}
 	return err
 }
+
+// starter is a driver with work to do as its plugin process starts
+// (exec's sweep of the cgroups an earlier process left).
+type starter interface{ PluginStart() }
 
 // shutdowner is a driver with work to finish before its plugin process
 // exits (exec's background cgroup removals).

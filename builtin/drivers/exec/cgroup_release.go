@@ -24,6 +24,12 @@ type cgroupReleases struct {
 
 // releaseCgroup starts the removal of task taskID's cgroup.
 func (d *Driver) releaseCgroup(taskID string) {
+	d.startRelease(taskID, func() error { return d.removeCgroup(taskID) })
+}
+
+// startRelease runs remove, a removal of taskID's cgroup, in the
+// background, after the ones of that ID already under way.
+func (d *Driver) startRelease(taskID string, remove func() error) {
 	r := &d.releases
 	done := make(chan struct{})
 	r.mu.Lock()
@@ -45,7 +51,7 @@ func (d *Driver) releaseCgroup(taskID string) {
 		if prev != nil {
 			<-prev
 		}
-		if err := d.removeCgroup(taskID); err != nil {
+		if err := remove(); err != nil {
 			d.logger.Warn("task clean-up failed: its cgroup is left", "task_id", taskID, "error", err)
 		}
 	})
