@@ -15,7 +15,9 @@ import (
 // while its last process leaves it. A removal that fails is still
 // reported, as a synchronous one was: logged with the task's ID. A task
 // started again under the same ID waits for its old cgroup's removal
-// first, so the removal cannot take the new one's.
+// first, so the removal cannot take the new one's (DestroyTask releases
+// before it frees the ID). Shutdown waits, bounded, for the removals at
+// the plugin's exit; PluginStart's sweep removes what one left.
 type cgroupReleases struct {
 	mu      sync.Mutex
 	pending map[string]chan struct{}
