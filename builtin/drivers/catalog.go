@@ -1,9 +1,11 @@
 package drivers
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -13,6 +15,7 @@ import (
 	"berth.dev/berth/internal/pluginsup"
 	"berth.dev/berth/sdk"
 	"berth.dev/berth/sdk/driverpb"
+	"berth.dev/berth/sdk/executor"
 )
 
 // Constructor builds a driver, logging through logger.
@@ -84,8 +87,35 @@ func Serve(name string) error {
 	if !ok {
 		return fmt.Errorf("unknown built-in driver %q (built in: %s)", name, strings.Join(Names(), ", "))
 	}
-	return sdk.ServeDriver(newDriver(sdk.NewPluginLogger(name)))
+	if executor.Requested() {
+		// An executor re-executed by the driver: not the plugin, so it
+		// must not run the driver's start-up work.
+		os.Exit(executor.Main())
+	}
+	d := newDriver(sdk.NewPluginLogger(name))
+	if s, ok := d.(starter); ok {
+		s.PluginStart()
+	}
+	err := sdk.ServeDriver(d)
+	if s, ok := d.(shutdowner); ok && err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+		defer cancel()
+		s.Shutdown(ctx)
+	}
+	return err
 }
+
+// starter is a driver with work to do as its plugin process starts
+// (exec's sweep of the cgroups an earlier process left).
+type starter interface{ PluginStart() }
+
+// shutdowner is a driver with work to finish before its plugin process
+// exits (exec's background cgroup removals).
+type shutdowner interface{ Shutdown(ctx context.Context) }
+
+// shutdownWait bounds a driver's Shutdown: go-plugin kills a plugin that
+// has not exited 2 s after berth asked it to.
+const shutdownWait = 1500 * time.Millisecond
 
 // MainIfRequested serves a built-in driver and exits when args (os.Args)
 // are a binary followed by Args(name); otherwise it returns at once. A

@@ -17,10 +17,14 @@ import (
 // — so the full stat's milliseconds (the library re-reading the mount
 // table, then each controller's files) would delay every stop.
 func (c *cgroupDriver) oomKills(taskID string) (uint64, error) {
+	return c.oomKillsAt(taskGroup(taskID))
+}
+
+// oomKillsAt is oomKills of the cgroup group.
+func (c *cgroupDriver) oomKillsAt(group string) (uint64, error) {
 	if c == nil {
 		return 0, errNoCgroup
 	}
-	group := taskGroup(taskID)
 	var path string
 	switch {
 	case c.v2 != "":

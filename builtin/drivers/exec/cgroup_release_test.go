@@ -2,11 +2,13 @@ package execdriver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -80,6 +82,60 @@ func TestRestartWaitsForTheOldCgroupRemoval(t *testing.T) {
 		if !removed.Load() {
 			t.Error("cgroupReleased returned before the removal ended")
 		}
+		d.waitReleases()
+	})
+}
+
+// TestShutdownWaitsForRemovals: the plugin's Shutdown returns once the
+// cgroup removals under way are done, and no later than its context's
+// end, naming the tasks whose removal is then still running.
+func TestShutdownWaitsForRemovals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		d := New(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}))
+		unblock := make(chan struct{})
+		var removed atomic.Int32
+		d.removeCgroup = func(string) error {
+			<-unblock
+			removed.Add(1)
+			return nil
+		}
+		d.releaseCgroup("task-1")
+		d.releaseCgroup("task-2")
+
+		// Removals that end in time: Shutdown waits for both.
+		returned := make(chan struct{})
+		go func() {
+			d.Shutdown(context.Background())
+			close(returned)
+		}()
+		synctest.Wait()
+		select {
+		case <-returned:
+			t.Fatal("Shutdown returned while removals were under way")
+		default:
+		}
+		close(unblock)
+		<-returned
+		if removed.Load() != 2 {
+			t.Errorf("%d removals done when Shutdown returned, want 2", removed.Load())
+		}
+
+		// A removal that does not end: Shutdown gives up at its deadline.
+		stuck := make(chan struct{})
+		d.removeCgroup = func(string) error { <-stuck; return nil }
+		d.releaseCgroup("task-3")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		d.Shutdown(ctx)
+		if waited := time.Since(start); waited != time.Second {
+			t.Errorf("Shutdown waited %v for a stuck removal, want its 1s deadline", waited)
+		}
+		if !strings.Contains(logs.String(), "task-3") || strings.Contains(logs.String(), "task-1") {
+			t.Errorf("log should name task-3 only as still being removed:\n%s", logs.String())
+		}
+		close(stuck)
 		d.waitReleases()
 	})
 }

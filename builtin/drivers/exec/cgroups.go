@@ -109,10 +109,14 @@ func resources(r *driverpb.Resources) *specs.LinuxResources {
 // create makes the task's cgroup with its limits and returns the
 // cgroup.procs files the task's init must be written to.
 func (c *cgroupDriver) create(taskID string, r *driverpb.Resources) ([]string, error) {
+	return c.createAt(taskGroup(taskID), r)
+}
+
+// createAt is create of the cgroup group.
+func (c *cgroupDriver) createAt(group string, r *driverpb.Resources) ([]string, error) {
 	if c == nil {
 		return nil, errors.New("no cgroups on this host")
 	}
-	group := taskGroup(taskID)
 	res := resources(r)
 	if c.v2 != "" {
 		if _, err := cgroup2.NewManager(c.v2, group, cgroup2.ToResources(res)); err != nil {

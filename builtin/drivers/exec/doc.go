@@ -33,7 +33,10 @@
 // v2, created by github.com/containerd/cgroups with the task's memory
 // limit and CPU shares); an exit after an OOM kill in that cgroup is
 // reported as oom_killed, with an "OOM killed" event, and TaskStats reads
-// CPU time, memory and processes from it. DestroyTask removes the cgroup.
+// CPU time, memory and processes from it. The cgroup is removed in the
+// background once the task's exit is read (and by DestroyTask at the
+// latest); the plugin's exit waits briefly for removals under way, and
+// its start sweeps the empty ones an earlier plugin process left.
 //
 // ExecTask runs a command inside the task: the init takes it on a unix
 // socket in the task's state directory and forks it like the task.

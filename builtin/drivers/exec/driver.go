@@ -221,6 +221,11 @@ func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
 func (f *flavor) Exited(cfg *driverpb.TaskConfig, res *driverpb.ExitResult) {
 	defer f.d.releaseCgroup(cfg.GetId())
 	kills, err := f.d.cgroups.oomKills(cfg.GetId())
+	if errors.Is(err, errNoCgroup) && f.d.cgroups != nil {
+		// Only the start-up sweep removes a task's cgroup before its exit
+		// is read, and only one that counts no OOM kill.
+		return
+	}
 	if err != nil {
 		f.d.logger.Warn("cannot tell whether the task was OOM killed", "task_id", cfg.GetId(), "error", err)
 		return

@@ -317,8 +317,11 @@ func (c *Core) DestroyTask(ctx context.Context, taskID string, force bool) error
 	// The exit is read before Release takes away what it is read from.
 	c.result(t)
 	t.forget()
-	c.tasks.Delete(taskID)
+	// Release runs while the ID is still reserved: a start of the same ID
+	// is refused until it returns, and then finds what Release began (a
+	// background removal) already registered, to wait for.
 	c.release(t.cfg)
+	c.tasks.Delete(taskID)
 	dir := c.StateDir(t.cfg)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("destroy task %q: %w", taskID, err)
