@@ -240,7 +240,10 @@
 // (host/server ErrServerBelowGate). A server downgraded in place below
 // 0.1.0-dev.4 after the gate turned on is beyond that check (it is a
 // voter already and restores its own snapshot): a downgrade needs the
-// whole cluster restored from a snapshot taken before the upgrade.
+// whole cluster restored from a snapshot taken before the upgrade. The
+// leader says so at Error, once a minute per server, when such a member's
+// Join is refused (host/server join_gate_member.go), and the refused
+// server logs the gates at Error and backs off its Joins.
 //
 // # Volumes, claims and attachments
 //
