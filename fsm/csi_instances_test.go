@@ -1,13 +1,16 @@
 package fsm_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
 	"berth.dev/berth/fsm"
@@ -237,12 +240,14 @@ func TestPluginInstancesRestoredInlineRow(t *testing.T) {
 	}
 }
 
-// TestRestoreRefusesCorruptPluginRows: Restore refuses, with
-// ErrSnapshotCorrupt, a snapshot whose plugin rows break what the applies
+// TestRestoreRefusesCorruptPluginRows: RestoreStrict (an operator's
+// snapshot) refuses, with ErrSnapshotCorrupt, a snapshot whose plugin rows break what the applies
 // keep (an instance row without its plugin row, an inline row with
 // instance rows beside it, a split row whose counts its instances do not
 // make), where before it accepted them and the split counts drifted; what
-// the applies wrote it accepts.
+// the applies wrote it accepts. Restore (raft's) rebuilds those rows from
+// their instances and allocations, logging at Error, rather than keep the
+// server from starting.
 func TestRestoreRefusesCorruptPluginRows(t *testing.T) {
 	build := func(t *testing.T, version string) (*fsm.FSM, uint64) {
 		t.Helper()
@@ -274,9 +279,33 @@ func TestRestoreRefusesCorruptPluginRows(t *testing.T) {
 			if err := f.State().CheckPluginRows(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("CheckPluginRows = %v, want it to say %q", err, tt.want)
 			}
-			err := restoreBytes(fsm.New(nil), snapshotBytes(t, f))
+			snap := snapshotBytes(t, f)
+			err := fsm.New(nil).RestoreStrict(io.NopCloser(bytes.NewReader(snap)))
 			if !errors.Is(err, fsm.ErrSnapshotCorrupt) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Restore = %v, want ErrSnapshotCorrupt saying %q", err, tt.want)
+				t.Fatalf("RestoreStrict = %v, want ErrSnapshotCorrupt saying %q", err, tt.want)
+			}
+			// Raft's own restore (start-up, InstallSnapshot) rebuilds the
+			// rows and says so at Error, the same on every server.
+			var logs strings.Builder
+			g := fsm.New(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Error}))
+			if err := restoreBytes(g, snap); err != nil {
+				t.Fatalf("Restore = %v, want the rows rebuilt", err)
+			}
+			if err := g.State().CheckPluginRows(); err != nil {
+				t.Errorf("rows after the rebuild: %v", err)
+			}
+			if !strings.Contains(logs.String(), "[ERROR]") || !strings.Contains(logs.String(), tt.want) {
+				t.Errorf("log = %q, want an Error saying %q", logs.String(), tt.want)
+			}
+			again := fsm.New(nil)
+			if err := restoreBytes(again, snap); err != nil {
+				t.Fatal(err)
+			}
+			if a, b := snapshotBytes(t, g), snapshotBytes(t, again); !bytes.Equal(a, b) {
+				t.Errorf("two restores of one snapshot rebuilt different rows")
+			}
+			if err := g.RestoreStrict(io.NopCloser(bytes.NewReader(snapshotBytes(t, g)))); err != nil {
+				t.Errorf("the rebuilt rows' snapshot: %v", err)
 			}
 		})
 	}

@@ -21,10 +21,12 @@ func (t txnOf) readTxn() memdbReader { return t.txn }
 // every instance and allocation row has its plugin's row, and each row's
 // facts are those its instances and allocations derive (counts,
 // schedulable, provider and controller_required where the instances
-// decide them, each allocation's health). Restore refuses a snapshot that
-// breaks it (ErrSnapshotCorrupt): a split row's counts are trusted by
-// every later apply, which moves them by differences, so a snapshot whose
-// rows disagree would drift for ever; none that berth wrote does.
+// decide them, each allocation's health). RestoreStrict (an operator's
+// snapshot) refuses a snapshot that breaks it (ErrSnapshotCorrupt): a
+// split row's counts are trusted by every later apply, which moves them by
+// differences, so a snapshot whose rows disagree would drift for ever;
+// none that berth wrote does. Restore (raft's) rebuilds them instead
+// (restorePluginRows).
 func checkPluginRows(src txnSource) error {
 	plugins, err := csiPluginsTable.list(src, nil)
 	if err != nil {

@@ -220,9 +220,14 @@
 // CSIPluginInstance and CSIPluginControllers read less, and
 // CSIPluginsPage may omit them: a facts reader's controllers, nodes and
 // allocations are empty or full by the row's form, so no caller may rely
-// on them. Restore refuses plugin rows that break the invariant the
-// applies keep (checkPluginRows: one form a row, no instance or
-// allocation row without its plugin row, facts that the rows derive).
+// on them. RestoreStrict (an operator's snapshot, checked before raft is
+// given it) refuses plugin rows that break the invariant the applies keep
+// (checkPluginRows: one form a row, no instance or allocation row without
+// its plugin row, facts that the rows derive); Restore (raft's: a
+// server's own snapshot at start-up, InstallSnapshot) logs them at Error
+// and rebuilds them from their instance and allocation rows, the same on
+// every server (csi_plugin_repair.go), so an apply's drift costs a log
+// line, not every restarted server.
 // Both forms give every script the same output (TestScriptsSplitPlugins,
 // TestPluginInstancesGateFollowsServers, TestPluginInstancesDifferential).
 //
@@ -241,7 +246,10 @@
 // (host/server ErrServerBelowGate). A server downgraded in place below
 // 0.1.0-dev.4 after the gate turned on is beyond that check (it is a
 // voter already and restores its own snapshot): a downgrade needs the
-// whole cluster restored from a snapshot taken before the upgrade.
+// whole cluster restored from a snapshot taken before the upgrade. The
+// leader says so at Error, once a minute per server, when such a member's
+// Join is refused (host/server join_gate_member.go), and the refused
+// server logs the gates at Error and backs off its Joins.
 //
 // # Volumes, claims and attachments
 //

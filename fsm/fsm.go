@@ -240,9 +240,28 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // has been read completely, so on any error (ErrSnapshotVersion,
 // ErrSnapshotCorrupt, a read error) the current state is left as it was.
 // Blocking queries on the replaced store are woken through its AbandonCh.
+//
+// Raft calls it for the server's own snapshot at start-up and for one
+// another server sends (InstallSnapshot): plugin rows whose facts their
+// instances and allocations do not make — a bug of an apply, in every
+// snapshot since — are logged at Error and rebuilt from those rows (the
+// same on every server), not refused, so such a bug cannot keep every
+// restarted server from starting. RestoreStrict refuses them.
 func (f *FSM) Restore(rc io.ReadCloser) error {
+	return f.restore(rc, false)
+}
+
+// RestoreStrict is Restore refusing (ErrSnapshotCorrupt) a snapshot whose
+// plugin rows break what the applies keep true of them, not rebuilding
+// them: for a snapshot from outside the cluster (operator snapshot
+// restore), checked before raft is given it.
+func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
+	return f.restore(rc, true)
+}
+
+func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
-	restored, err := f.readSnapshot(rc)
+	restored, err := f.readSnapshot(rc, strict)
 	if err != nil {
 		f.logger.Error("snapshot restore failed, keeping current state", "error", err)
 		return err

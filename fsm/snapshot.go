@@ -125,8 +125,9 @@ func writeSnapshot(w io.Writer, st *StateSnapshot) error {
 
 // readSnapshot reads a whole snapshot stream into a new store of f's
 // tables. It returns the store only if the stream was complete and every
-// row of a known table stored.
-func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
+// row of a known table stored. Plugin rows that break checkPluginRows it
+// refuses if strict, and otherwise rebuilds (restorePluginRows).
+func (f *FSM) readSnapshot(r io.Reader, strict bool) (*StateStore, error) {
 	br := bufio.NewReader(r)
 	buf, err := readDelimited(br)
 	if err != nil {
@@ -177,15 +178,15 @@ func (f *FSM) readSnapshot(r io.Reader) (*StateStore, error) {
 		}
 		f.logger.Warn("snapshot holds tables this server does not know: skipped their records", args...)
 	}
+	if hasPluginTables(f.schema) {
+		if err := f.restorePluginRows(rs.txn, strict); err != nil {
+			return nil, err
+		}
+	}
 	// No snapshot carries derived state: it is computed from the rows.
 	for _, t := range f.schema.tables {
 		if err := t.rebuildDerived(rs.txn); err != nil {
 			return nil, err
-		}
-	}
-	if hasPluginTables(f.schema) {
-		if err := checkPluginRows(txnOf{rs.txn}); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
 		}
 	}
 	rs.txn.Commit()

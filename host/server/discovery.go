@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -39,6 +38,11 @@ type discovery struct {
 	known map[string]*pb.ServerMember
 	// leaderless counts consecutive rounds without a known leader.
 	leaderless int
+	// belowGateTries counts consecutive registrations refused because
+	// this server is below an in-apply gate; until belowGateNext the
+	// rounds do not try again (registerRound).
+	belowGateTries int
+	belowGateNext  time.Time
 }
 
 func newDiscovery(s *Server) *discovery {
@@ -138,10 +142,7 @@ func (d *discovery) run() {
 				s.logger.Warn("rejoining cluster", "error", err)
 				wait = min(wait, time.Second)
 			}
-			if err := d.ensureRegistered(s.shutdownCtx); errors.Is(err, ErrServerBelowGate) {
-				s.logger.Error("this server is not recorded: its version is below a gate the cluster applies", "error", err)
-			} else if err != nil {
-				s.logger.Debug("recording server in state", "error", err)
+			if d.registerRound(s.shutdownCtx) != nil {
 				wait = min(wait, time.Second)
 			}
 		}

@@ -37,6 +37,7 @@ func (e *operatorEndpoint) Join(ctx context.Context, req *pb.JoinRequest) (*pb.J
 		return nil, status.Error(codes.InvalidArgument, "join: server id, raft_addr and rpc_addr are required")
 	}
 	if err := s.refuseBelowGates(m); err != nil {
+		s.warnMemberBelowGates(m, err)
 		return nil, fmt.Errorf("join of %s on server %s: %w", m.GetName(), s.cfg.Name, err)
 	}
 	f, err := awaitCall(ctx, s.raft.GetConfiguration)

@@ -101,6 +101,10 @@ type Server struct {
 	// aclOnce makes acl, the resolver of ACL tokens (acl.go).
 	aclOnce sync.Once
 	acl     *authz.Resolver
+
+	// belowGate rate-limits the leader's Error about raft members below
+	// an in-apply gate (join_gate_member.go).
+	belowGate memberBelowGateLog
 }
 
 // New starts a server: raft (bootstrapped at once when BootstrapExpect is 1

@@ -124,7 +124,7 @@ func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
 	// FailedPrecondition); anything else the FSM refuses is a bad file
 	// (InvalidArgument), not the DataLoss a corrupt raft snapshot of our own
 	// would be: the operator sent it, and the cluster lost nothing.
-	if err := fsm.New(nil).Restore(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
+	if err := fsm.New(nil).RestoreStrict(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
 		if errors.Is(err, fsm.ErrSnapshotVersion) {
 			return nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
 		}
