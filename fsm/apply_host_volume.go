@@ -16,8 +16,12 @@ import (
 // (ErrVolumeDeleting: a create does not revive a volume being deleted),
 // and a put_back applies only while the volume is deleting under the mark
 // it undoes (mark_index, ErrHostVolumeMarkChanged); a deleting mark on a
-// volume deleting must name the mark it takes over (a delete again).
-// The move to
+// volume deleting must name the mark it takes over (a delete again). A
+// must_exist move to ready carrying mark_index (a node's registration
+// promoting a pending volume it reports) applies only while the volume is
+// still pending at that index (ErrHostVolumeNotPending): the create's own
+// answer, recorded between the report's read and its apply, is not
+// overwritten (its capacity would be lost). The move to
 // deleting is refused while a claim holds the volume (ErrVolumeInUse), and
 // from then on rules.CheckClaim refuses every claim on it, so none is
 // granted between the check and the node's delete. HostVolumeDelete
@@ -56,6 +60,13 @@ func applyHostVolumeRegister(tx *writeTxn, cmd *pb.HostVolumeRegisterCommand) er
 	switch {
 	case cmd.GetMustExist() && existing == nil:
 		return fmt.Errorf("host volume %q (%s) on node %s: %w: forgotten meanwhile (deleted); create it anew", v.GetName(), v.GetId(), v.GetNodeId(), ErrVolumeNotFound)
+	case cmd.GetMustExist() && cmd.GetMarkIndex() != 0 && !cmd.GetPutBack() &&
+		(existing.GetState() != pb.HostVolumeState_HOST_VOLUME_STATE_PENDING || existing.GetModifyIndex() != cmd.GetMarkIndex()):
+		// A node's report promoting the pending row it read (at
+		// mark_index): a create's answer (with the plugin's capacity), a
+		// delete or another report moved it on meanwhile, and wins.
+		return fmt.Errorf("host volume %q (%s) on node %s: %w: it is %s at index %d, not pending at index %d",
+			v.GetName(), v.GetId(), v.GetNodeId(), ErrHostVolumeNotPending, pb.EnumWord(existing.GetState()), existing.GetModifyIndex(), cmd.GetMarkIndex())
 	case cmd.GetPutBack():
 		if err := checkPutBack(existing, v, cmd.GetMarkIndex()); err != nil {
 			return err

@@ -400,8 +400,11 @@
 //     on a volume deleting must name the mark it takes over; a move to
 //     ready with must_exist (a create's answer, a node's report at
 //     registration) is refused for a volume forgotten meanwhile
-//     (ErrVolumeNotFound), so a finished delete never comes back (these
-//     rules came before the host volume gate's version was released).
+//     (ErrVolumeNotFound), so a finished delete never comes back; one
+//     carrying mark_index (a registration's promotion of a pending volume)
+//     only while it is pending at that index (ErrHostVolumeNotPending), so
+//     the create's answer it raced is kept (these rules came before the
+//     host volume gate's version was released).
 //   - HostVolumeDelete (26) forgets it once its node removed it; refused
 //     while claimed.
 //

@@ -36,6 +36,7 @@ func TestSentinelsCarryTheirCodes(t *testing.T) {
 		fsm.ErrVolumeInUse:           codes.FailedPrecondition,
 		fsm.ErrHostVolumeNameTaken:   codes.AlreadyExists,
 		fsm.ErrHostVolumeMarkChanged: codes.Aborted,
+		fsm.ErrHostVolumeNotPending:  codes.Aborted,
 		fsm.ErrVolumeDeleting:        codes.FailedPrecondition,
 		fsm.ErrVolumeChanged:         codes.Aborted,
 		fsm.ErrExternalVolumeTaken:   codes.AlreadyExists,

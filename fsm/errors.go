@@ -118,6 +118,12 @@ var (
 	// (forgotten, or re-marked by another delete): it is left as it is.
 	ErrHostVolumeMarkChanged = errcode.New(codes.Aborted, "the host volume's deleting mark changed")
 
+	// ErrHostVolumeNotPending is returned in an ApplyResult when a node's
+	// report promoting a pending host volume to ready (must_exist with
+	// mark_index) finds it moved on since it was read (its create's answer
+	// recorded it ready, a delete marked it): it is left as it is.
+	ErrHostVolumeNotPending = errcode.New(codes.Aborted, "the host volume is no longer pending")
+
 	// ErrVolumeDeleting is returned in an ApplyResult when a claim (a
 	// plan's, an operator's) or a VolumeRegister names a volume its plugin
 	// is deleting (Volume.deleting, set by VolumeDeleting): the data under

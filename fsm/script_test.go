@@ -298,6 +298,7 @@ func sentinelName(err error) string {
 		{"ErrVolumeInUse", fsm.ErrVolumeInUse},
 		{"ErrHostVolumeNameTaken", fsm.ErrHostVolumeNameTaken},
 		{"ErrHostVolumeMarkChanged", fsm.ErrHostVolumeMarkChanged},
+		{"ErrHostVolumeNotPending", fsm.ErrHostVolumeNotPending},
 		{"ErrVolumeDeleting", fsm.ErrVolumeDeleting},
 		{"ErrVolumeChanged", fsm.ErrVolumeChanged},
 		{"ErrExternalVolumeTaken", fsm.ErrExternalVolumeTaken},

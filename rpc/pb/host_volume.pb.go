@@ -270,7 +270,10 @@ type HostVolumeRegisterCommand struct {
 	// deleting). A put_back applies only while the volume is deleting with
 	// that index; a deleting mark on a volume deleting only with its
 	// index. So a delete's put_back never reopens a volume a later delete
-	// is removing, nor re-inserts one forgotten.
+	// is removing, nor re-inserts one forgotten. With must_exist (a node's
+	// registration promoting a pending volume it reports): the modify index
+	// of the pending row read; it applies only while the volume is still
+	// pending at that index, so the create's answer is not overwritten.
 	MarkIndex uint64 `protobuf:"varint,101,opt,name=mark_index,json=markIndex,proto3" json:"mark_index,omitempty"`
 	// must_exist: the volume is recorded already (pending, or ready) and this
 	// command moves it to ready — a create's answer from its node, or a

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
@@ -17,7 +18,8 @@ import (
 // create again. Its path is what the node reports. A failure is returned
 // for the caller to log: the registration stands, and the volume stays
 // pending (a create again with its ID, or the next registration,
-// resolves it).
+// resolves it). One recorded otherwise meanwhile (the create's answer,
+// a delete) is left as it is.
 func promotePendingHostVolumes(ctx context.Context, s *api, n *pb.Node) error {
 	vols, err := s.State().HostVolumesByNode(nil, n.GetId())
 	if err != nil {
@@ -32,7 +34,15 @@ func promotePendingHostVolumes(ctx context.Context, s *api, n *pb.Node) error {
 		ready.State = pb.HostVolumeState_HOST_VOLUME_STATE_READY
 		ready.HostPath = info.GetPath()
 		ready.ModifiedAt = s.Clock.Now().UnixNano()
-		if _, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: ready, MustExist: true}); err != nil {
+		// Only while still pending as read (mark_index): the node
+		// registers as soon as it made the volume, before the create's
+		// answer is recorded, which carries the plugin's capacity and
+		// must not be overwritten by this read's stale copy.
+		_, err := s.Apply(ctx, fsm.HostVolumeRegister, &pb.HostVolumeRegisterCommand{Volume: ready, MustExist: true, MarkIndex: v.GetModifyIndex()})
+		if errors.Is(err, fsm.ErrHostVolumeNotPending) {
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("host volume %q (%s) on node %s: recording it ready as its node reports it: %w", v.GetName(), v.GetId(), n.GetId(), err)
 		}
 	}
