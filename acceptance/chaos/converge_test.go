@@ -86,11 +86,19 @@ func (tr *convergeTracker) look(at time.Time, p pendingSet) {
 func (tr *convergeTracker) result(at time.Time, settle time.Duration) convergence {
 	v := convergence{took: at.Sub(tr.healed), settle: settle, timeline: tr.timeline}
 	// The key seen pending last; of those seen last at the same look, the
-	// one pending the longest (a job waits, its new alloc's claim follows).
+	// one pending the longest, then a job before a claim (a job waits, its
+	// new alloc's claim follows it), then by name.
 	var latest, since time.Time
+	before := func(k, than string) bool {
+		kj, tj := strings.HasPrefix(k, "job "), strings.HasPrefix(than, "job ")
+		if kj != tj {
+			return kj
+		}
+		return k < than
+	}
 	for k, t := range tr.lastSeen {
 		f := tr.firstSeen[k]
-		if t.After(latest) || t.Equal(latest) && (f.Before(since) || f.Equal(since) && k < v.slowest) {
+		if t.After(latest) || t.Equal(latest) && (f.Before(since) || f.Equal(since) && before(k, v.slowest)) {
 			latest, since, v.slowest, v.why = t, f, k, tr.lastWhy[k]
 		}
 	}

@@ -41,6 +41,14 @@ func TestConvergeTrackerNamesTheSlowest(t *testing.T) {
 		t.Fatalf("converge line %q", s)
 	}
 
+	// Seen first and last at the same looks: the job, not its claim.
+	both := newConvergeTracker(healed)
+	both.look(at(0.2), pendingSet{"claim of alloc 98854a68 on r1": "in-use", "job rr1a": "live [pending]"})
+	both.look(at(0.4), pendingSet{})
+	if v := both.result(at(0.4), 0); v.slowest != "job rr1a" {
+		t.Fatalf("slowest %q; want job rr1a", v.slowest)
+	}
+
 	first := newConvergeTracker(healed)
 	first.look(at(0.2), pendingSet{})
 	if v := first.result(at(0.2), 0); v.slowest != "" {
