@@ -91,14 +91,15 @@ func TestChaos(t *testing.T) {
 
 // figures are what `make chaos` reports over its runs.
 type figures struct {
-	mu          sync.Mutex
-	runs        int
-	claimOps    int
-	jobActions  int
-	faults      map[string]int
-	violations  int
-	converge    []runConverge
-	failedSeeds []int64
+	mu           sync.Mutex
+	runs         int
+	claimOps     int
+	jobActions   int
+	allocsFailed int
+	faults       map[string]int
+	violations   int
+	converge     []runConverge
+	failedSeeds  []int64
 }
 
 // runConverge is one run's time to converge and what held last.
@@ -112,7 +113,7 @@ func (f *figures) String() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos figures: %d runs, %d claim operations checked, %d job actions, %d violations", f.runs, f.claimOps, f.jobActions, f.violations)
+	fmt.Fprintf(&b, "chaos figures: %d runs, %d claim operations checked, %d job actions, %d allocs failed (replaced by their reschedule policy), %d violations", f.runs, f.claimOps, f.jobActions, f.allocsFailed, f.violations)
 	if len(f.failedSeeds) > 0 {
 		fmt.Fprintf(&b, ", failed seeds %v", f.failedSeeds)
 	}
@@ -258,6 +259,7 @@ func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
 	for _, p := range panics(dir) {
 		violate("panic in a log: %s", p)
 	}
+	failed := w.failedAllocs()
 	ops := w.ops.records()
 	html := filepath.Join(os.TempDir(), fmt.Sprintf("berth-chaos-seed-%d-claims.html", seed))
 	switch res, err := checkLinearizable(ops, html); res {
@@ -287,6 +289,7 @@ func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
 		}
 	}
 	fig.violations += len(violations)
+	fig.allocsFailed += max(0, failed)
 	fig.mu.Unlock()
 	t.Logf("workload: %v; %d claim operations in the history", w.count, len(ops))
 	took := "not converged"
@@ -296,7 +299,7 @@ func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
 	if conv.slowest != "" {
 		took += ", slowest " + conv.slowest
 	}
-	t.Logf("run seed=%d: %d faults injected, %s, %d violations", seed, injected, took, len(violations))
+	t.Logf("run seed=%d: %d faults injected, %s, %d allocs failed, %d violations", seed, injected, took, failed, len(violations))
 }
 
 type apiAlloc struct {
@@ -312,7 +315,7 @@ type apiAlloc struct {
 }
 
 // stateDumps are the reads whose answers make a server's state: each
-// server answers from its own copy (no ?consistent).
+// server answers from its own copy (no ?consistent), every page of it.
 var stateDumps = []string{"/v1/jobs", "/v1/allocations", "/v1/evaluations", "/v1/volumes", "/v1/volumes/claims", "/v1/nodes", "/v1/plugins"}
 
 // sameState waits (bounded) for the three servers to answer every dump
@@ -322,7 +325,7 @@ func sameState(c *cluster) error {
 		for _, path := range stateDumps {
 			var first []byte
 			for i, s := range c.servers {
-				b, err := c.raw(s, path)
+				b, err := c.rawAll(s, path)
 				if err != nil {
 					return err
 				}

@@ -2,7 +2,11 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -298,4 +302,62 @@ func (w *workload) lastAllocWait(l *agent, allocs []apiAlloc, nodeName map[strin
 		return s
 	}
 	return s + fmt.Sprintf(", its replacement waits for the reschedule policy's delay: eval %s %s until %s", shortID(last.FollowupEvalID), ev.Status, time.Unix(0, ev.WaitUntil).Format("15:04:05.000"))
+}
+
+// failedAllocs counts the run's failed allocs (each one a reschedule
+// policy's wait before its replacement), -1 when no server answers.
+func (w *workload) failedAllocs() int {
+	b, err := w.c.rawAll(w.c.api(), "/v1/allocations")
+	if err != nil {
+		return -1
+	}
+	var allocs []apiAlloc
+	if err := json.Unmarshal(b, &allocs); err != nil {
+		return -1
+	}
+	n := 0
+	for _, a := range allocs {
+		if a.ClientStatus == "failed" {
+			n++
+		}
+	}
+	return n
+}
+
+// rawAll reads every page of a list (lists answer 100 items a page unless
+// asked, and a run makes some hundreds of allocs and evaluations) as one
+// JSON array.
+func (c *cluster) rawAll(a *agent, path string) ([]byte, error) {
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	var items []json.RawMessage
+	token := ""
+	for {
+		p := path + sep + "per_page=1000"
+		if token != "" {
+			p += "&next_token=" + url.QueryEscape(token)
+		}
+		resp, err := c.http.Get(a.url(p))
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s GET %s: HTTP %d: %s", a.name, p, resp.StatusCode, b)
+		}
+		var page []json.RawMessage
+		if err := json.Unmarshal(b, &page); err != nil {
+			return nil, fmt.Errorf("%s GET %s: %w", a.name, p, err)
+		}
+		items = append(items, page...)
+		if token = resp.Header.Get("X-Berth-NextToken"); token == "" {
+			return json.Marshal(items)
+		}
+	}
 }
