@@ -36,8 +36,11 @@
 // claim, operator claim or plugin not yet where the test wants it, how it
 // stood at each change (a job waiting on a reschedule names its failed
 // alloc and the follow-up evaluation's wait_until), and when it held; the
-// run's line names the slowest of them. A run slower than 10s also keeps
-// its logs and shows the slowest job's allocs (berth alloc status).
+// run's line names the slowest of them and counts the failed allocs. A run
+// slower than 10s also keeps its logs and shows the slowest job's allocs
+// (berth alloc status). The figures give the converge times' min, median,
+// p90, p99 and max, the three slowest runs with what held last in each,
+// and the faults injected by kind.
 //
 // It needs root (namespaces, nftables, a tmpfs): it skips without, and
 // fails under CI=true. Knobs: BERTH_CHAOS_SEED (the first run's seed),
