@@ -237,6 +237,9 @@ func runOnce(t *testing.T, seed int64, nFaults int, fig *figures) {
 	if err != nil || conv.took > slowConverge {
 		w.showSlowest(conv.slowest)
 	}
+	if err := w.observeLast(); err != nil {
+		violate("no consistent read of the operator claims within 20s after converging: %v", err)
+	}
 	if err := sameState(c); err != nil {
 		violate("servers' states differ: %v", err)
 	}
