@@ -195,16 +195,24 @@ func (w *workload) observe(ctx context.Context, rng *rand.Rand) {
 // observeOnce reads once; it returns the operator claims listed, or nil on
 // an error.
 func (w *workload) observeOnce(rng *rand.Rand) []apiClaim {
-	list, _ := w.observeFrom(w.pickServer(rng))
+	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
+	defer cancel()
+	list, _ := w.observeFrom(ctx, w.pickServer(rng))
 	return list
 }
 
+// observeTimeout bounds one of the observer's reads: a read sent to a
+// partitioned or stopped server gives up and the next goes elsewhere,
+// rather than leaving the observer blind for the HTTP client's 5s (the
+// longer no read answers, the wider a "gone" window, the weaker the check).
+const observeTimeout = 1500 * time.Millisecond
+
 // observeFrom reads the operator claims from s with a consistent read and
 // records what the read tells the history.
-func (w *workload) observeFrom(s *agent) ([]apiClaim, error) {
+func (w *workload) observeFrom(ctx context.Context, s *agent) ([]apiClaim, error) {
 	call := w.ops.now()
 	var list []apiClaim
-	if err := w.c.get(s, "/v1/volumes/claims?operator=true&consistent", &list); err != nil {
+	if err := w.c.do(ctx, s, "GET", "/v1/volumes/claims?operator=true&consistent", nil, &list); err != nil {
 		return nil, err
 	}
 	w.ops.observed(list, call, w.ops.now())
@@ -222,7 +230,7 @@ func (w *workload) observeLast() error {
 	return waitFor(20*time.Second, func() error {
 		var errs []error
 		for _, s := range w.c.servers {
-			if _, err := w.observeFrom(s); err != nil {
+			if _, err := w.observeFrom(context.Background(), s); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -26,8 +26,9 @@
 // of 2s doubling to 8s, as their restart policy shortens its delay, so the
 // bound measures berth and not the default 30s reschedule wait); the three servers answer the same state; no
 // log holds a panic; the operator claims' history, as the operators saw
-// it through the API (a consistent read listing the claims tells when the
-// servers freed one), is linearizable against the state machine test's
+// it through the API (consistent reads listing the claims, every 300ms
+// and once more after the operators stop, tell when the servers freed
+// one), is linearizable against the state machine test's
 // claim model (porcupine, internal/testutil/claimmodel). A failed run
 // prints its seed and
 // schedule and keeps the agents' logs in $TMPDIR/berth-chaos-seed-N.
