@@ -195,17 +195,59 @@ func (w *workload) observe(ctx context.Context, rng *rand.Rand) {
 // observeOnce reads once; it returns the operator claims listed, or nil on
 // an error.
 func (w *workload) observeOnce(rng *rand.Rand) []apiClaim {
+	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
+	defer cancel()
+	list, _ := w.observeFrom(ctx, w.pickServer(rng))
+	return list
+}
+
+// observeTimeout bounds one of the observer's reads: a read sent to a
+// partitioned or stopped server gives up and the next goes elsewhere,
+// rather than leaving the observer blind for the HTTP client's 5s (the
+// longer no read answers, the wider a "gone" window, the weaker the check).
+const observeTimeout = 1500 * time.Millisecond
+
+// observeFrom reads the operator claims from s with a consistent read and
+// records what the read tells the history.
+func (w *workload) observeFrom(ctx context.Context, s *agent) ([]apiClaim, error) {
 	call := w.ops.now()
 	var list []apiClaim
-	if err := w.c.get(w.pickServer(rng), "/v1/volumes/claims?operator=true&consistent", &list); err != nil {
-		return nil
+	if err := w.c.do(ctx, s, "GET", "/v1/volumes/claims?operator=true&consistent", nil, &list); err != nil {
+		return nil, err
 	}
-	ret := w.ops.now()
+	w.ops.observed(list, call, w.ops.now())
+	return list, nil
+}
+
+// observeLast is the history's last observation, once the operators have
+// stopped: a consistent read that must come (from any server, within
+// 20s), so every claim freed since the observer's last read has its
+// "gone". Without it a free the observer missed — its reads hung on a
+// partitioned server for the workload's last seconds — leaves the claim
+// held in the model, and a later claim that the free made room for is
+// refused by the model though the servers granted it rightly (seed 3034).
+func (w *workload) observeLast() error {
+	return waitFor(20*time.Second, func() error {
+		var errs []error
+		for _, s := range w.c.servers {
+			if _, err := w.observeFrom(context.Background(), s); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			return nil
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// observed records what a consistent read, called at call and returned at
+// ret, that listed list tells: the uncertain claims that took effect, and
+// the known claims freed since the last read that listed them.
+func (h *history) observed(list []apiClaim, call, ret int64) {
 	listed := map[string]bool{}
 	for _, c := range list {
 		listed[c.ID] = true
 	}
-	h := w.ops
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	known := map[string]claimRecord{}
@@ -249,5 +291,4 @@ func (w *workload) observeOnce(rng *rand.Rand) []apiClaim {
 	for _, c := range list {
 		h.seen[c.ID] = call
 	}
-	return list
 }

@@ -274,23 +274,6 @@ func (c *cluster) get(a *agent, path string, out any) error {
 	return c.do(context.Background(), a, "GET", path, nil, out)
 }
 
-// raw GETs path from a, the body as it came.
-func (c *cluster) raw(a *agent, path string) ([]byte, error) {
-	resp, err := c.http.Get(a.url(path))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s GET %s: HTTP %d: %s", a.name, path, resp.StatusCode, b)
-	}
-	return b, nil
-}
-
 // leader is the server the servers agree leads, or an error.
 func (c *cluster) leader() (*agent, error) {
 	var addr string

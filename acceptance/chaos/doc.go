@@ -22,13 +22,26 @@
 //
 // The checks: the volumes' logs never show two writers; within 30s of the
 // last heal every job is in its wanted state with its claim in use and
-// every other claim freed; the three servers answer the same state; no
+// every other claim freed (the service groups declare a reschedule policy
+// of 2s doubling to 8s, as their restart policy shortens its delay, so the
+// bound measures berth and not the default 30s reschedule wait); the three servers answer the same state; no
 // log holds a panic; the operator claims' history, as the operators saw
-// it through the API (a consistent read listing the claims tells when the
-// servers freed one), is linearizable against the state machine test's
+// it through the API (consistent reads listing the claims, every 300ms
+// and once more after the operators stop, tell when the servers freed
+// one), is linearizable against the state machine test's
 // claim model (porcupine, internal/testutil/claimmodel). A failed run
 // prints its seed and
 // schedule and keeps the agents' logs in $TMPDIR/berth-chaos-seed-N.
+//
+// Every run logs its convergence timeline: from the last heal, each job,
+// claim, operator claim or plugin not yet where the test wants it, how it
+// stood at each change (a job waiting on a reschedule names its failed
+// alloc and the follow-up evaluation's wait_until), and when it held; the
+// run's line names the slowest of them and counts the failed allocs. A run
+// slower than 10s also keeps its logs and shows the slowest job's allocs
+// (berth alloc status). The figures give the converge times' min, median,
+// p90, p99 and max, the three slowest runs with what held last in each,
+// and the faults injected by kind.
 //
 // It needs root (namespaces, nftables, a tmpfs): it skips without, and
 // fails under CI=true. Knobs: BERTH_CHAOS_SEED (the first run's seed),

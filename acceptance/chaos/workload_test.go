@@ -312,6 +312,10 @@ func hostpathTask(mode, stateDir string) string {
 }
 
 func pluginJob(id, typ, task string) string {
+	reschedule := ""
+	if typ == "service" {
+		reschedule = rescheduleBlock
+	}
 	return fmt.Sprintf(`
 job %q {
   type = %q
@@ -323,10 +327,27 @@ job %q {
       mode     = "fail"
     }
 %s
+%s
   }
 }
-`, id, typ, task)
+`, id, typ, reschedule, task)
 }
+
+// rescheduleBlock is the service groups' reschedule policy. As the restart
+// block shortens Nomad's 15s restart delay to 1s, this shortens the
+// default reschedule delay (30s, doubling to 1h): an alloc that fails in
+// the last fault (a full disk: the client cannot record it, so it fails
+// before any task starts) would otherwise be replaced 30s after it failed,
+// up to 30s past the heal, and a chain's second failure 60s after. The
+// check's 30s then measures berth bringing the cluster back, not a policy
+// wait: 8s at most, then a placement. The convergence timeline names a
+// job that waits on its reschedule (its failed alloc, the follow-up
+// evaluation's wait_until).
+const rescheduleBlock = `    reschedule {
+      delay     = "2s"
+      max_delay = "8s"
+      unlimited = true
+    }`
 
 func consumerJob(k *consumer, script string) string {
 	pin := ""
@@ -347,6 +368,7 @@ job %q {
       delay    = "1s"
       mode     = "fail"
     }
+%s
     volume "data" {
       type            = "csi"
       source          = %q
@@ -372,5 +394,5 @@ job %q {
     }
   }
 }
-`, k.id, pin, k.volume, k.access, !k.writer, script, k.gen)
+`, k.id, pin, rescheduleBlock, k.volume, k.access, !k.writer, script, k.gen)
 }
