@@ -149,24 +149,5 @@ func TestJobsPlannedAtOnceForOneSingleWriterVolumeNeverBothGetIt(t *testing.T) {
 		}
 		return nil
 	})
-	for _, name := range names {
-		if name != winner {
-			blockedOn(t, s, name, 0, `volume "vol1" (group volume "data"): no free claim (single-node-single-writer`)
-		}
-	}
-	var all int
-	for _, name := range names {
-		as, err := s.State().AllocsByJob(nil, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all += len(as)
-	}
-	claims, err := s.State().ClaimsByVolume(nil, "vol1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if all != 1 || len(claims) != 1 {
-		t.Fatalf("%d allocs were placed and vol1 holds %d claims, want 1 and 1", all, len(claims))
-	}
+	onlyWinnerHoldsVol1(t, s, names, winner)
 }

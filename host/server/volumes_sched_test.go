@@ -148,6 +148,14 @@ func TestTwoJobsRacingForOneSingleWriterVolumeNeverBothGetIt(t *testing.T) {
 		}
 		return nil
 	})
+	onlyWinnerHoldsVol1(t, s, names, winner)
+}
+
+// onlyWinnerHoldsVol1 checks that every job but winner is blocked on
+// single-writer vol1, and never two: every alloc ever placed for names,
+// and every claim of vol1, is one.
+func onlyWinnerHoldsVol1(t *testing.T, s *Server, names []string, winner string) {
+	t.Helper()
 	for _, name := range names {
 		if name == winner {
 			continue
