@@ -12,7 +12,8 @@ import (
 )
 
 // feedBroker hands every pending evaluation in the state to the broker and
-// makes blocked evaluations pending again when capacity may have appeared.
+// hands it blocked evaluations again, in memory (unblock), when capacity
+// may have appeared.
 // It wakes on changes to the evaluations (a watch on the state, not a
 // poll), so a registered job's evaluation reaches a worker as soon as its
 // command is applied; at a new leader's start it restores the broker from
