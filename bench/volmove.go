@@ -54,6 +54,12 @@ const (
 var volMoveSteps = []string{"old task gone", "unpublished", "unstaged", "node-detached", "claim freed",
 	"new claim reserved", "attached", "staged", "published", "task started", "running"}
 
+// volMoveOnFollower is the new alloc seen running by a blocking query on
+// a follower: what a client served by one sees, a follower learning the
+// leader's commit only from the replication stream (followerCommitTimeout
+// in host/server). It is printed under the steps, not one of them.
+const volMoveOnFollower = "running, seen on a follower"
+
 // volMoveKinds are the two ways a round moves the job.
 var volMoveKinds = []string{"update", "stop, run"}
 
@@ -198,7 +204,7 @@ func startVolMover(c *volMoveCluster, to int) (*pb.Allocation, error) {
 func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	leader, err := c.leaderAPI(ctx)
+	leader, follower, err := c.leaderAPI(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +236,15 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 
 	vols := make(chan volMoveSeen, 1)
 	go func() { vols <- followVolMove(ctx, leader, oldClaim.GetId(), c.nodeIDs[to], meta.LastIndex) }()
+	type seen struct {
+		at  time.Time
+		err error
+	}
+	onFollower := make(chan seen, 1)
+	go func() {
+		_, _, at, err := followMoverAllocs(ctx, follower, old.GetId(), meta.LastIndex)
+		onFollower <- seen{at, err}
+	}()
 	if kind == "stop, run" {
 		if _, err := leader.Jobs().Deregister(ctx, volMoveJobID, false); err != nil {
 			return nil, err
@@ -245,17 +260,22 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 	if alloc.GetNodeId() != c.nodeIDs[to] {
 		return nil, fmt.Errorf("the new alloc %s runs on node %s, want %s", alloc.GetId(), alloc.GetNodeId(), c.nodeIDs[to])
 	}
-	seen := <-vols
-	if seen.err != nil {
-		return nil, seen.err
+	vs := <-vols
+	if vs.err != nil {
+		return nil, vs.err
 	}
-	if seen.newClaim.GetAllocId() != alloc.GetId() {
-		return nil, fmt.Errorf("the volume's new claim %v is not the new alloc %s's", seen.newClaim, alloc.GetId())
+	if vs.newClaim.GetAllocId() != alloc.GetId() {
+		return nil, fmt.Errorf("the volume's new claim %v is not the new alloc %s's", vs.newClaim, alloc.GetId())
 	}
-	out := csiFlowRun{"running": running.Sub(stopped), "claim freed": seen.freed.Sub(stopped),
-		"new claim reserved": time.Unix(0, seen.newClaim.GetCreatedAt()).Sub(stopped), "attached": seen.attached.Sub(stopped)}
-	if !seen.detached.IsZero() {
-		out["node-detached"] = seen.detached.Sub(stopped)
+	fs := <-onFollower
+	if fs.err != nil {
+		return nil, fmt.Errorf("following the allocs on a follower: %w", fs.err)
+	}
+	out := csiFlowRun{"running": running.Sub(stopped), "claim freed": vs.freed.Sub(stopped),
+		"new claim reserved": time.Unix(0, vs.newClaim.GetCreatedAt()).Sub(stopped), "attached": vs.attached.Sub(stopped),
+		volMoveOnFollower: fs.at.Sub(stopped)}
+	if !vs.detached.IsZero() {
+		out["node-detached"] = vs.detached.Sub(stopped)
 	}
 	events := alloc.GetTaskStates()["app"].GetEvents()
 	for step, typ := range map[string]string{"staged": volumehooks.EventVolumeStaged, "published": volumehooks.EventVolumePublished, "task started": "Started"} {
@@ -394,7 +414,7 @@ func printVolMove(w io.Writer, reps []*volMoveReport, plan jobRunPlan, quick boo
 		"the state DB fsynced), the hostpath plugin's controller and node as raw_exec tasks; the consumer, a raw_exec `/bin/sleep` "+
 		"holding one single-node-writer volume, moves to the other client each round, by a job update and by a stop then a run "+
 		"in turn%s. A step is the median of the time from the point above; its share is of the path's mean. Node-detached and "+
-		"claim freed are observed by blocking queries (node-detached may be missed).\n",
+		"claim freed are observed by blocking queries on the leader (node-detached may be missed); the last row, by one on a follower.\n",
 		len(reps[0].runs), plan.warmup, mode, map[bool]string{true: ", the clusters of both binaries round by round", false: ""}[len(reps) > 2])
 	for _, r := range reps {
 		if r.label != "new" {
@@ -419,7 +439,7 @@ func printVolMove(w io.Writer, reps []*volMoveReport, plan jobRunPlan, quick boo
 					or = r
 				}
 			}
-			for _, s := range []string{"claim freed", "new claim reserved", "running"} {
+			for _, s := range []string{"claim freed", "new claim reserved", "running", volMoveOnFollower} {
 				o, n := medians[or][s], medians[nr][s]
 				ratio := "–"
 				if o > 0 {
@@ -472,6 +492,21 @@ func volMoveTable(b *strings.Builder, title string, runs []csiFlowRun) map[strin
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f%% |\n", name, fmtMS(medians[s]), fmtMS(percentile(points, 0.99)),
 			fmtMS(deltas[len(deltas)/2]), share)
+	}
+	// The follower's sighting, after the leader's: a step of its own.
+	var points, lags []time.Duration
+	for _, run := range runs {
+		if p, ok := run[volMoveOnFollower]; ok {
+			points = append(points, p)
+			lags = append(lags, p-run[end])
+		}
+	}
+	if len(points) > 0 {
+		slices.Sort(points)
+		slices.Sort(lags)
+		medians[volMoveOnFollower] = points[len(points)/2]
+		fmt.Fprintf(b, "| (%s) | %s | %s | %s after the leader | – |\n", volMoveOnFollower, fmtMS(points[len(points)/2]),
+			fmtMS(percentile(points, 0.99)), fmtMS(lags[len(lags)/2]))
 	}
 	return medians
 }

@@ -41,20 +41,30 @@ type volMoveCluster struct {
 	api     *api.Client // the first server's HTTP API
 }
 
-// leaderAPI returns the HTTP API of the server leading now: the points a
-// blocking query observes are seen there first (a follower applies each
-// command after the leader).
-func (c *volMoveCluster) leaderAPI(ctx context.Context) (*api.Client, error) {
+// leaderAPI returns the HTTP APIs of the server leading now and of a
+// follower: the points a blocking query observes are seen on the leader
+// first (a follower applies each command after the leader), and the
+// follower shows what a client served by one sees.
+func (c *volMoveCluster) leaderAPI(ctx context.Context) (leader, follower *api.Client, err error) {
 	addr, err := c.api.Leader(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, s := range c.servers {
+		cl, err := api.NewClient("http://" + s.http)
+		if err != nil {
+			return nil, nil, err
+		}
 		if s.rpc == addr {
-			return api.NewClient("http://" + s.http)
+			leader = cl
+		} else if follower == nil {
+			follower = cl
 		}
 	}
-	return nil, fmt.Errorf("the leader %q is none of the servers", addr)
+	if leader == nil {
+		return nil, nil, fmt.Errorf("the leader %q is none of the servers", addr)
+	}
+	return leader, follower, nil
 }
 
 type volMoveAgent struct {

@@ -60,8 +60,10 @@ func TestVolMoveSectionSmoke(t *testing.T) {
 					last, prev = d, step
 				}
 			}
-			if _, ok := run["claim freed"]; !ok {
-				t.Errorf("%s round %d: no claim freed point", rep.kind, i)
+			for _, p := range []string{"claim freed", volMoveOnFollower} {
+				if _, ok := run[p]; !ok {
+					t.Errorf("%s round %d: no %s point", rep.kind, i, p)
+				}
 			}
 		}
 	}
@@ -89,6 +91,7 @@ func TestVolMoveReport(t *testing.T) {
 		for i, s := range volMoveSteps {
 			r[s] = total * time.Duration(i+1) / time.Duration(len(volMoveSteps))
 		}
+		r[volMoveOnFollower] = total + 10*time.Millisecond
 		return r
 	}
 	var reps []*volMoveReport
@@ -114,6 +117,8 @@ func TestVolMoveReport(t *testing.T) {
 		"move by stop, run: old alloc's stop → new alloc running with the volume: median 100.0 ms: MISSES ≤ 100.0 ms",
 		"| update | running | 200.0 ms | 100.0 ms | 0.50 |",
 		"the clusters of both binaries round by round",
+		"| (running, seen on a follower) | 110.0 ms | 1010.0 ms | 10.0 ms after the leader | – |",
+		"| update | running, seen on a follower | 210.0 ms | 110.0 ms | 0.52 |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)
