@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -289,17 +290,18 @@ capability {
 	return nil
 }
 
-// stop stops the consumer and the plugin's jobs (users first), then the
-// agents, clients first, and removes the cluster's directory unless keep.
+// stop stops the consumer, waits until its claim is freed (its teardown
+// needs the plugin's node instances), then the plugin's jobs, then the
+// agents, clients first; it unmounts whatever a failed run left mounted
+// under the cluster's directory and removes it unless keep.
 func (c *volMoveCluster) stop(keep bool) {
 	if c.api != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		for _, job := range []string{volMoveJobID, "bench-hpm-node", "bench-hpm-ctrl"} {
+		_, _ = c.api.Jobs().Deregister(ctx, volMoveJobID, false)
+		_ = waitVolumeIdle(ctx, c.api)
+		for _, job := range []string{"bench-hpm-node", "bench-hpm-ctrl"} {
 			_, _ = c.api.Jobs().Deregister(ctx, job, false)
 		}
-		// The plugin's node instances unpublish the consumer's volume:
-		// let the claim go before they stop.
-		_ = waitVolumeIdle(ctx, c.api)
 		cancel()
 	}
 	for _, group := range [][]*volMoveAgent{c.clients, c.servers} {
@@ -307,8 +309,28 @@ func (c *volMoveCluster) stop(keep bool) {
 			a.stop()
 		}
 	}
+	unmountUnder(c.dir)
 	if !keep {
 		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// unmountUnder detaches every mount under dir, deepest first, so removing
+// dir never reaches through a volume's bind mount.
+func unmountUnder(dir string) {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,9 +32,17 @@ func TestVolMoveSectionSmoke(t *testing.T) {
 		}
 	}
 	plan := jobRunPlan{warmup: 1, runs: 2}
+	before := benchMounts(t)
 	reps, err := measureVolMove([]volMoveBin{{"new", bin}}, plan)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The cluster's teardown leaves nothing mounted: the consumer's claim
+	// is freed before the plugin's node instances stop.
+	for _, m := range benchMounts(t) {
+		if !slices.Contains(before, m) {
+			t.Errorf("left mounted after the section: %s", m)
+		}
 	}
 	if len(reps) != len(volMoveKinds) {
 		t.Fatalf("%d reports, want one per kind (%d)", len(reps), len(volMoveKinds))
@@ -80,6 +89,23 @@ func TestVolMoveSectionSmoke(t *testing.T) {
 	if verdicts := strings.Count(text, ": meets") + strings.Count(text, ": MISSES"); verdicts != 2 {
 		t.Errorf("report gives %d verdicts, want 2 (one per kind):\n%s", verdicts, text)
 	}
+}
+
+// benchMounts lists the mount points under the volmove clusters'
+// directories.
+func benchMounts(t *testing.T) []string {
+	t.Helper()
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], filepath.Join(os.TempDir(), "bvm-")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 // TestVolMoveReport: the verdict judges the new binary's median against
