@@ -35,7 +35,7 @@ func main() {
 // than exiting so that the CPU profile is written out.
 func run() int {
 	var opts options
-	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, volumes, jobrun, csiplugin, csiflow, raft-tls, secure, containerd, ui, scale, cli)")
+	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, volumes, jobrun, csiplugin, csiflow, raft-tls, secure, containerd, ui, scale, cli, volmove)")
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
 	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
@@ -73,6 +73,7 @@ func run() int {
 		{"ui", benchUI},
 		{"scale", benchScale},
 		{"cli", benchCLI},
+		{"volmove", benchVolMove},
 	}
 	failed := false
 	for _, s := range sections {

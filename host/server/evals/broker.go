@@ -82,6 +82,10 @@ type Broker struct {
 	// while the broker still held it: it is handed out once the held one
 	// is acked.
 	again map[string]*pb.Evaluation
+	// wakeAgain holds a blocked evaluation woken (wake) while a worker
+	// held it, with the index of the change that woke it: handed out again
+	// at its ack if the worker planned from a state before that change.
+	wakeAgain map[string]woken
 	// nacks counts deliveries per evaluation ID.
 	nacks map[string]int
 	// changed is closed and replaced whenever ready gains an evaluation or
@@ -115,6 +119,7 @@ func (b *Broker) resetLocked() {
 	b.done = map[string]uint64{}
 	b.delayed = map[string]clock.Timer{}
 	b.again = map[string]*pb.Evaluation{}
+	b.wakeAgain = map[string]woken{}
 	b.nacks = map[string]int{}
 	b.readySince = map[string]time.Time{}
 }
@@ -232,6 +237,13 @@ func (b *Broker) outstandingLocked(evalID, token string) (*unacked, error) {
 // ack records that evalID was handled, its outcome written to the state at
 // index doneIndex; the job's next evaluation becomes available.
 func (b *Broker) ack(evalID, token string, doneIndex uint64) error {
+	return b.ackPlanned(evalID, token, doneIndex, doneIndex)
+}
+
+// ackPlanned is ack for a worker that planned the evaluation from a state
+// at index planned: a wake for a change after planned that came while the
+// worker held it hands it out again.
+func (b *Broker) ackPlanned(evalID, token string, doneIndex, planned uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	u, err := b.outstandingLocked(evalID, token)
@@ -248,7 +260,53 @@ func (b *Broker) ack(evalID, token string, doneIndex uint64) error {
 			b.readyLocked(e)
 		}
 	}
+	if w, ok := b.wakeAgain[evalID]; ok {
+		delete(b.wakeAgain, evalID)
+		if w.change > planned && !b.held[evalID] {
+			b.held[evalID] = true
+			b.readyLocked(w.eval)
+		}
+	}
 	return nil
+}
+
+// woken is a blocked evaluation made pending in memory by wake, and the
+// index of the change that woke it.
+type woken struct {
+	eval   *pb.Evaluation
+	change uint64
+}
+
+// wake hands out a blocked evaluation the feed judged worth another try
+// because of a change at index change after the state it was planned
+// from: in memory, with no raft write (Nomad's blocked evaluations are
+// unblocked into its broker the same way). The state keeps it blocked
+// until the worker's plan records its outcome, so a new leader, which
+// wakes every blocked evaluation once, loses nothing. An evaluation the
+// broker holds is not handed out twice: waiting, it is planned from a
+// fresh state anyway; outstanding, it is handed out again at its ack if
+// its worker planned from before change. A sighting older than the
+// evaluation's last recorded outcome (its row's modify index below the
+// index that finished it) is stale: the feed judges the newer row next.
+func (b *Broker) wake(e *pb.Evaluation, change uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.enabled {
+		return
+	}
+	id := e.GetId()
+	if b.held[id] {
+		if b.unacked[id] != nil && change > b.wakeAgain[id].change {
+			b.wakeAgain[id] = woken{eval: e, change: change}
+		}
+		return
+	}
+	if idx, ok := b.done[id]; ok && e.GetModifyIndex() < idx {
+		return
+	}
+	delete(b.done, id)
+	b.held[id] = true
+	b.readyLocked(e)
 }
 
 // forget releases an evaluation nack gave up on, once the caller has
@@ -321,11 +379,14 @@ func (b *Broker) nack(evalID, token string) error {
 		b.finishLocked(u.eval)
 		b.held[evalID] = held
 		delete(b.again, evalID)
+		delete(b.wakeAgain, evalID)
 		return fmt.Errorf("evaluation %s after %d deliveries: %w", evalID, n, errDeliveryLimit)
 	}
 	// The job stays in flight during the backoff, so its later evaluations
-	// do not overtake this one.
+	// do not overtake this one. Handed out again, it is planned from a
+	// fresh state: a wake meanwhile needs no second run.
 	delete(b.unacked, evalID)
+	delete(b.wakeAgain, evalID)
 	delay := backoff.Backoff{Initial: b.cfg.nackDelay, Max: b.cfg.maxNackDelay}.Delay(n)
 	e := u.eval
 	b.delayed[evalID] = b.clock.AfterFunc(delay, func() {

@@ -252,3 +252,66 @@ func TestBrokerHandsOutAnEvalMadePendingAgainWhileHeld(t *testing.T) {
 		t.Fatalf("handed out %v, want e1 at modify index 12", e)
 	}
 }
+
+// TestBrokerWakesBlockedEvalsInMemory pins wake, the feed's unblock
+// without a raft write: a woken blocked evaluation is handed out once
+// however often it is woken while held; woken while a worker has it, it is
+// handed out again at the ack only if the worker planned from a state
+// before the change that woke it; a wake from a sighting older than the
+// evaluation's recorded outcome is stale, one of that outcome is new work
+// (the evaluation blocked again, woken by a later change); nack and reset
+// drop a pending second run.
+func TestBrokerWakesBlockedEvalsInMemory(t *testing.T) {
+	b, _ := newTestBroker(t)
+	blocked := func(modify uint64) *pb.Evaluation {
+		e := brokerEval("e1", "j", 50, 1)
+		e.ModifyIndex = modify
+		return e
+	}
+	b.wake(blocked(5), 8)
+	b.wake(blocked(5), 9) // the feed again, before a worker took it
+	got, tok := mustDequeue(t, b)
+	requireNothingReady(t, b)
+	if got.GetId() != "e1" {
+		t.Fatalf("handed out %v, want e1", got)
+	}
+	// Woken again while the worker plans from index 10: a change at 9
+	// it saw needs no second run.
+	b.wake(blocked(5), 9)
+	if err := b.ackPlanned("e1", tok, 12, 10); err != nil {
+		t.Fatal(err)
+	}
+	requireNothingReady(t, b)
+
+	// A stale sighting (the row before the outcome at 12) is ignored; the
+	// row the outcome wrote, blocked again and woken by a later change,
+	// is handed out.
+	b.wake(blocked(5), 11)
+	requireNothingReady(t, b)
+	b.wake(blocked(12), 13)
+	_, tok = mustDequeue(t, b)
+	// A change at 15 after the worker's state at 14: handed out again at
+	// the ack, once.
+	b.wake(blocked(12), 15)
+	b.wake(blocked(12), 15)
+	requireNothingReady(t, b)
+	if err := b.ackPlanned("e1", tok, 16, 14); err != nil {
+		t.Fatal(err)
+	}
+	_, tok = mustDequeue(t, b)
+	requireNothingReady(t, b)
+
+	// A nack hands it out again later, planned from a fresh state: the
+	// wake that came meanwhile makes no second run.
+	b.wake(blocked(16), 20)
+	if err := b.nack("e1", tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.wakeAgain["e1"]; ok {
+		t.Fatal("a nacked evaluation keeps a second run")
+	}
+	b.SetEnabled(false)
+	b.wake(blocked(16), 21)
+	b.SetEnabled(true)
+	requireNothingReady(t, b)
+}

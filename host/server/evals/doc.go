@@ -11,7 +11,11 @@
 // calls Run with the leadership's context; when the leadership ends (or a
 // snapshot restore replaces the state) it cancels that context and
 // disables the broker, which drops everything: a new leader rebuilds it
-// from the pending evaluations in the state.
+// from the pending evaluations in the state, and wakes every blocked one.
+// A blocked evaluation is woken into the broker in memory, without a raft
+// write (Broker.wake): it stays blocked in the state until the plan of
+// its run records the outcome, so a claim freed is reserved for the next
+// alloc by the first plan after the apply that freed it.
 //
 // Evaluations are made by whoever proposes the change that needs one (New,
 // ForNode), and travel inside that change's command, so a change is never

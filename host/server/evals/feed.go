@@ -12,7 +12,8 @@ import (
 )
 
 // feedBroker hands every pending evaluation in the state to the broker and
-// makes blocked evaluations pending again when capacity may have appeared.
+// hands it blocked evaluations again, in memory (unblock), when capacity
+// may have appeared.
 // It wakes on changes to the evaluations (a watch on the state, not a
 // poll), so a registered job's evaluation reaches a worker as soon as its
 // command is applied; at a new leader's start it restores the broker from
@@ -42,7 +43,7 @@ func (r *Runner) feedBroker(ctx context.Context) {
 		}
 		retry = nil
 		if len(blocked) > 0 {
-			if err := r.unblock(ctx, ws, snap, blocked, first); err != nil && ctx.Err() == nil {
+			if err := r.unblock(ws, snap, blocked, first); err != nil && ctx.Err() == nil {
 				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
 				retry = time.After(time.Second)
 			}
@@ -66,18 +67,23 @@ func (r *Runner) feedBroker(ctx context.Context) {
 	}
 }
 
-// unblock makes blocked evaluations pending again when the cluster changed
-// in a way that may make room since they were planned: a node changed
-// (joined, came back, became eligible, was drained), or an alloc stopped
-// holding resources or was changed by the servers (stopped, moved,
-// updated in place — a job update that shrinks an alloc frees room
-// without changing how many allocs run). A client's status update that
-// leaves an alloc running changes nothing here. A job that claims volumes
-// is also woken by a change to the claims or volumes tables after its
-// snapshot (volumesChanged). With all, every blocked evaluation is woken.
+// unblock hands blocked evaluations to the broker again when the cluster
+// changed in a way that may make room since they were planned: a node
+// changed (joined, came back, became eligible, was drained), or an alloc
+// stopped holding resources or was changed by the servers (stopped,
+// moved, updated in place — a job update that shrinks an alloc frees
+// room without changing how many allocs run). A client's status update
+// that leaves an alloc running changes nothing here. A job that claims
+// volumes is also woken by a change to the claims or volumes tables after
+// its snapshot (volumesChanged). With all, every blocked evaluation is
+// woken. A woken evaluation goes to the broker in memory (Broker.wake),
+// not through a raft write that makes it pending first: the apply that
+// frees a claim wakes the feed, whose worker plans from that state and
+// reserves the claim for the next alloc in the plan it proposes at once,
+// with no raft round between (the plan records the evaluation's outcome).
 // It adds the nodes table, the allocs' freed index and the volumes blocked
 // jobs claim to ws, so their changes wake the feed.
-func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
+func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*pb.Evaluation, all bool) error {
 	nodesIdx, err := snap.Index(fsm.TableNodes)
 	if err != nil {
 		return err
@@ -98,7 +104,10 @@ func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 	if err != nil {
 		return err
 	}
-	var wake []*pb.Evaluation
+	latest, err := snap.LatestIndex()
+	if err != nil {
+		return err
+	}
 	now := r.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
 		since := e.GetSnapshotIndex()
@@ -106,20 +115,29 @@ func (r *Runner) unblock(ctx context.Context, ws memdb.WatchSet, snap *fsm.State
 		if err != nil {
 			return err
 		}
-		if all || nodesIdx > since || freedAt > since || (claimsVolumes && volumesIdx > since) {
-			u := proto.Clone(e).(*pb.Evaluation)
-			u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
-			u.StatusDescription = "unblocked: capacity may have changed"
-			u.TriggeredBy = pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS
-			u.ModifiedAt = now
-			wake = append(wake, u)
+		// change is the latest change since the evaluation's state that
+		// may make room for it.
+		var change uint64
+		for _, idx := range []uint64{nodesIdx, freedAt} {
+			if idx > since {
+				change = max(change, idx)
+			}
 		}
+		if claimsVolumes && volumesIdx > since {
+			change = max(change, volumesIdx)
+		}
+		if all {
+			change = max(change, latest)
+		}
+		if change == 0 {
+			continue
+		}
+		u := proto.Clone(e).(*pb.Evaluation)
+		u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
+		u.StatusDescription = "unblocked: capacity may have changed"
+		u.TriggeredBy = pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS
+		u.ModifiedAt = now
+		r.broker.wake(u, change)
 	}
-	if len(wake) == 0 {
-		return nil
-	}
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err = r.core.Apply(actx, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: wake})
-	return err
+	return nil
 }

@@ -76,7 +76,21 @@ func blockedFixture(t testing.TB, n int) (*fsmCore, *Runner) {
 	c.must(t, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: "n1", Updates: updates})
 	c.must(t, fsm.EvalUpsert, &pb.EvalUpsertCommand{Evals: []*pb.Evaluation{{Id: "blocked", JobId: "web", Priority: 50,
 		Type: pb.JobType_JOB_TYPE_SERVICE, Status: pb.EvalStatus_EVAL_STATUS_BLOCKED, SnapshotIndex: c.index}}})
-	return c, NewRunner(c, Config{}, Hooks{})
+	r := NewRunner(c, Config{}, Hooks{})
+	r.broker.SetEnabled(true)
+	return c, r
+}
+
+// wokenEvals returns the IDs and statuses of the evaluations the broker
+// has ready to hand out.
+func wokenEvals(r *Runner) map[string]pb.EvalStatus {
+	r.broker.mu.Lock()
+	defer r.broker.mu.Unlock()
+	out := map[string]pb.EvalStatus{}
+	for _, e := range r.broker.ready {
+		out[e.GetId()] = e.GetStatus()
+	}
+	return out
 }
 
 // unblockOnce runs one pass of the feed's unblock over the state's blocked
@@ -89,7 +103,7 @@ func unblockOnce(t testing.TB, c *fsmCore, r *Runner) memdb.WatchSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.unblock(context.Background(), ws, snap, blocked, false); err != nil {
+	if err := r.unblock(ws, snap, blocked, false); err != nil {
 		t.Fatal(err)
 	}
 	return ws
@@ -118,7 +132,9 @@ func watchFired(ws memdb.WatchSet) bool {
 // TestUnblockOnAllocsFreed: a blocked evaluation stays blocked, and the
 // feed asleep, through a client's update that leaves an alloc running;
 // the client failing an alloc, or the servers stopping one, fires the
-// feed's watch and wakes the evaluation.
+// feed's watch and wakes the evaluation: the broker hands it out pending,
+// with no raft write (the state keeps it blocked until its plan records
+// the outcome).
 func TestUnblockOnAllocsFreed(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -155,13 +171,23 @@ func TestUnblockOnAllocsFreed(t *testing.T) {
 			if s := evalStatus(t, c); s != pb.EvalStatus_EVAL_STATUS_BLOCKED {
 				t.Fatalf("after a running update: eval %v, want blocked", s)
 			}
+			if woken := wokenEvals(r); len(woken) != 0 {
+				t.Fatalf("nothing freed: the broker holds %v", woken)
+			}
 			tc.free(c)
 			if !watchFired(ws) {
 				t.Fatal("freeing an alloc did not wake the feed")
 			}
+			before := c.index
 			unblockOnce(t, c, r)
-			if s := evalStatus(t, c); s != pb.EvalStatus_EVAL_STATUS_PENDING {
-				t.Fatalf("after freeing an alloc: eval %v, want pending", s)
+			if woken := wokenEvals(r); woken["blocked"] != pb.EvalStatus_EVAL_STATUS_PENDING || len(woken) != 1 {
+				t.Fatalf("after freeing an alloc the broker holds %v, want the blocked evaluation pending", woken)
+			}
+			if c.index != before {
+				t.Fatalf("waking the evaluation wrote %d raft entries, want none", c.index-before)
+			}
+			if s := evalStatus(t, c); s != pb.EvalStatus_EVAL_STATUS_BLOCKED {
+				t.Fatalf("after waking: the stored eval is %v, want blocked until its plan records it", s)
 			}
 		})
 	}

@@ -55,9 +55,9 @@ func (r *Runner) worker(ctx context.Context, id int) {
 			}
 			return
 		}
-		done, err := r.processEval(ctx, eval)
+		done, planned, err := r.processEval(ctx, eval)
 		if err == nil {
-			if aerr := r.broker.ack(eval.GetId(), token, done); aerr != nil {
+			if aerr := r.broker.ackPlanned(eval.GetId(), token, done, planned); aerr != nil {
 				logger.Warn("ack", "eval", eval.GetId(), "error", aerr)
 			}
 			continue
@@ -75,17 +75,21 @@ func (r *Runner) worker(ctx context.Context, id int) {
 }
 
 // processEval plans eval until its plan is applied whole, and returns the
-// raft index that recorded the evaluation's outcome.
-func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, error) {
+// raft index that recorded the evaluation's outcome and the index of the
+// state its last plan was made from.
+func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (done, planned uint64, err error) {
 	for attempt := 1; ; attempt++ {
 		snap := r.core.State().Snapshot()
+		if planned, err = snap.LatestIndex(); err != nil {
+			return 0, 0, err
+		}
 		now := r.cfg.Clock.Now().UnixNano()
 		if idx, refused, err := r.refuseOverLimits(ctx, snap, eval); refused {
-			return idx, err
+			return idx, planned, err
 		}
 		res, err := r.schedule(snap, eval, now)
 		if err != nil {
-			return 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
+			return 0, 0, fmt.Errorf("scheduling evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
 		evals := append([]*pb.Evaluation{res.Eval}, res.FollowUps...)
 		// This run decided everything about the job the older blocked
@@ -95,7 +99,7 @@ func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		// status reach dead.
 		older, err := r.olderBlocked(snap, eval, res)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		evals = append(evals, older...)
 		for _, e := range evals {
@@ -106,15 +110,15 @@ func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (uint64, 
 		}
 		result, idx, err := r.applyPlanParts(ctx, planParts(snap, res.Plan, r.cfg.PlanPartBytes), evals)
 		if err != nil {
-			return 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
+			return 0, 0, fmt.Errorf("applying the plan of evaluation %s of job %s: %w", eval.GetId(), eval.GetJobId(), err)
 		}
 		if len(result.GetRefusedNodes()) == 0 {
-			return idx, nil
+			return idx, planned, nil
 		}
 		r.logger.Debug("plan partly refused; planning again", "eval", eval.GetId(), "job", eval.GetJobId(),
 			"refused", result.GetRefusals(), "attempt", attempt)
 		if attempt == maxPlanAttempts {
-			return 0, fmt.Errorf("evaluation %s of job %s: the state refused its plan %d times (last: %v)",
+			return 0, 0, fmt.Errorf("evaluation %s of job %s: the state refused its plan %d times (last: %v)",
 				eval.GetId(), eval.GetJobId(), attempt, result.GetRefusals())
 		}
 	}
