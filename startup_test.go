@@ -65,6 +65,21 @@ func TestStartupBuildLeavesOutTheDocsGenerator(t *testing.T) {
 	}
 }
 
+// make build's berth links no cgo: a dynamically linked berth paid the
+// dynamic loader and the C library's start-up in every process (~1 ms, ~9%
+// of `berth version`; issue 26). The task user lookup that needed cgo for
+// NSS asks getent (taskexec.LookupUser).
+func TestStartupBuildLinksNoCgo(t *testing.T) {
+	tags := makeBuildTags(t)
+	out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps -tags %s .: %v", tags, err)
+	}
+	if slices.Contains(strings.Fields(string(out)), "runtime/cgo") {
+		t.Errorf("make build's berth (tags %q) links runtime/cgo: it starts through the dynamic loader; what needs cgo? (go list -deps -f '{{if .CgoFiles}}{{.ImportPath}}{{end}}' -tags %s .)", tags, tags)
+	}
+}
+
 // Budgets of what initialising berth's packages may allocate. A package
 // that compiles a regexp with a counted repeat ({0,61}), walks protobuf
 // descriptors or builds a large table at package level costs thousands of
