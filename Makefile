@@ -197,4 +197,6 @@ nodesim: build
 # looked up through NSS, by getent (taskexec.LookupUser). Host names are
 # resolved by Go's own resolver (/etc/hosts, then DNS), which Go picks on
 # Linux anyway unless nsswitch.conf names a hosts source beyond those.
-BUILD_TAGS ?= urfave_cli_no_docs,netgo,osusergo
+# grpcnotrace leaves out gRPC's request tracing (golang.org/x/net/trace),
+# which berth never turns on and whose package set-up every process paid.
+BUILD_TAGS ?= urfave_cli_no_docs,netgo,osusergo,grpcnotrace
