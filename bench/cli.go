@@ -140,7 +140,7 @@ func benchCLI(opts options) error {
 			p.cpu = append(p.cpu, cpu)
 		}
 	}
-	fmt.Printf("berth: %s (built with tags %q); hello-world and clifloor built in this run; %d rounds, each program once a round in rotated order; whole process, start to exit\n\n",
+	fmt.Printf("berth: %s (built with tags %q); hello-world, clifloor and clibare built in this run; every program timed from a copy written alike; %d rounds, each program once a round in rotated order; whole process, start to exit\n\n",
 		bin, tags, plan.rounds)
 	fmt.Println("| command | wall median | wall p10 | cpu median | wall ÷ hello-world (median of rounds) | target |")
 	fmt.Println("|---|--:|--:|--:|--:|---|")
@@ -180,7 +180,7 @@ func benchCLI(opts options) error {
 		fmt.Printf("\n(quick mode: %d rounds, too few for the verdicts to mean anything)\n", plan.rounds)
 	}
 	if failed {
-		fmt.Println("\nA target is not met: see the floor (clifloor) above for what linking only the client would cost.")
+		fmt.Println("\nA target is not met: see the floors above for what linking only berth's client (clifloor), or a client without protobuf/gRPC (clibare), would cost, and the agent's answer time that node status waits for.")
 	}
 	return nil
 }

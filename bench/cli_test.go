@@ -16,7 +16,7 @@ import (
 func TestCLISectionSmoke(t *testing.T) {
 	if os.Getenv("BERTH_BIN") == "" {
 		bin := filepath.Join(t.TempDir(), "berth")
-		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "berth.dev/berth")
+		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs,netgo,osusergo,grpcnotrace", "-o", bin, "berth.dev/berth")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building berth: %v\n%s", err, out)
 		}
