@@ -11,12 +11,12 @@ import (
 // TestCLISectionSmoke runs the cli section's quick plan end to end on a
 // real dev agent (the berth binary of this tree, built here unless
 // BERTH_BIN names one) and checks what it printed, not how fast: a row for
-// every program timed, with a verdict on each target, and the start-up's
-// package initialisations.
+// every program timed (both floors too), with a verdict on each target,
+// the agent's answer time, and the start-up's package initialisations.
 func TestCLISectionSmoke(t *testing.T) {
 	if os.Getenv("BERTH_BIN") == "" {
 		bin := filepath.Join(t.TempDir(), "berth")
-		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", bin, "berth.dev/berth")
+		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs,netgo,osusergo,grpcnotrace", "-o", bin, "berth.dev/berth")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building berth: %v\n%s", err, out)
 		}
@@ -45,6 +45,8 @@ func TestCLISectionSmoke(t *testing.T) {
 		"(built with tags ",
 		"| hello-world (baseline) | ", "| berth version | ", "| berth node status | ",
 		"| clifloor version (floor) | ", "| clifloor node-status (floor) | ",
+		"| clibare version (no protobuf/gRPC) | ", "| clibare node-status (no protobuf/gRPC) | ",
+		"the agent's answer to GET /v1/nodes",
 		"| base: berth version | ", "| base: berth node status | ",
 		"package initialisation (GODEBUG=inittrace=1", "| berth.dev/berth/rpc/pb | ", "(quick mode",
 	} {

@@ -20,7 +20,6 @@ import (
 
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/api"
-	"berth.dev/berth/rpc/pb"
 )
 
 func main() {
@@ -44,14 +43,15 @@ func main() {
 					if err != nil {
 						return err
 					}
-					nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: 100}, client.Nodes)
+					// As berth node status reads the list: rows.
+					nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: 1000}, client.NodeRows)
 					if err != nil {
 						return err
 					}
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "ID\tName\tStatus")
 					for _, n := range nodes {
-						fmt.Fprintf(tw, "%s\t%s\t%s\n", n.GetId(), n.GetName(), pb.EnumWord(n.GetStatus()))
+						fmt.Fprintf(tw, "%s\t%s\t%s\n", n.ID, n.Name, n.Status)
 					}
 					return tw.Flush()
 				},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,10 +30,7 @@ func tokenFlag() cli.Flag {
 // command that calls the API.
 func withTokenFlag(cmds []*cli.Command) {
 	for _, cmd := range cmds {
-		has := func(name string) bool {
-			return slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) })
-		}
-		if has("address") && !has("token") {
+		if hasFlag(cmd.Flags, "address") && !hasFlag(cmd.Flags, "token") {
 			cmd.Flags = append(cmd.Flags, tokenFlag())
 		}
 		withTokenFlag(cmd.Subcommands)

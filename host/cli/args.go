@@ -110,16 +110,6 @@ func reorder(flags []cli.Flag, args []string) (_ []string, unknown []string) {
 	return append(append(lead, "--"), positional...), unknown
 }
 
-// hasFlag reports whether one of flags is named name.
-func hasFlag(flags []cli.Flag, name string) bool {
-	for _, f := range flags {
-		if slices.Contains(f.Names(), name) {
-			return true
-		}
-	}
-	return false
-}
-
 // isHelp reports whether the flag token a is the help flag (-h, --help).
 func isHelp(a string) bool {
 	return cli.HelpFlag != nil && slices.Contains(cli.HelpFlag.Names(), flagName(a))
@@ -144,15 +134,13 @@ func flagTokens(flags []cli.Flag, args []string) int {
 	}
 	name := flagName(args[0])
 	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n != name {
-				continue
-			}
-			if v, ok := f.(interface{ TakesValue() bool }); ok && v.TakesValue() {
-				return 2
-			}
-			return 1
+		if !flagNamed(f, name) {
+			continue
 		}
+		if v, ok := f.(interface{ TakesValue() bool }); ok && v.TakesValue() {
+			return 2
+		}
+		return 1
 	}
 	return 1
 }

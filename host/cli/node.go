@@ -44,14 +44,20 @@ func nodeStatus(c *cli.Context) error {
 		return err
 	}
 	if c.NArg() == 0 {
-		nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.Nodes)
+		if c.Bool("json") {
+			nodes, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.Nodes)
+			if err != nil {
+				return err
+			}
+			return printJSONList(c.App.Writer, nodes)
+		}
+		// The table needs eight columns: rows, not messages (see
+		// api.NodeRow: decoding the first message is what costs).
+		rows, _, err := api.AllPages(c.Context, &api.QueryOptions{PerPage: listPerPage}, client.NodeRows)
 		if err != nil {
 			return err
 		}
-		if c.Bool("json") {
-			return printJSONList(c.App.Writer, nodes)
-		}
-		return printNodeTable(c.App.Writer, nodes, c.Bool("verbose"))
+		return printNodeTable(c.App.Writer, rows, c.Bool("verbose"))
 	}
 	node, err := findNode(c, client, c.Args().First())
 	if err != nil {
@@ -81,7 +87,7 @@ func findNode(c *cli.Context, client *api.Client, prefix string) (*pb.Node, erro
 // nodeStatusName is the status as the API's JSON spells it.
 func nodeStatusName(s pb.NodeStatus) string { return pb.EnumWord(s) }
 
-func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
+func printNodeTable(w io.Writer, nodes []api.NodeRow, verbose bool) error {
 	if len(nodes) == 0 {
 		_, err := fmt.Fprintln(w, "No nodes registered")
 		return err
@@ -89,21 +95,21 @@ func printNodeTable(w io.Writer, nodes []*pb.Node, verbose bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tName\tStatus\tEligibility\tDrain\tDrivers\tAddress\tVersion")
 	for _, n := range nodes {
-		id := n.GetId()
+		id := n.ID
 		if !verbose {
 			id = shortID(id)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", id, n.GetName(), nodeStatusName(n.GetStatus()),
-			pb.EnumWord(n.GetEligibility()), n.GetDrain() != nil, healthyDrivers(n), n.GetHttpAddr(), n.GetFingerprint().GetBerthVersion())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", id, n.Name, n.Status,
+			n.Eligibility, n.Draining, healthyDrivers(n), n.HTTPAddr, n.Fingerprint.BerthVersion)
 	}
 	return tw.Flush()
 }
 
 // healthyDrivers lists the names of healthy drivers ("<none>" without any).
-func healthyDrivers(n *pb.Node) string {
+func healthyDrivers(n api.NodeRow) string {
 	var names []string
-	for name, d := range n.GetDrivers() {
-		if d.GetHealthy() {
+	for name, d := range n.Drivers {
+		if d.Healthy {
 			names = append(names, name)
 		}
 	}

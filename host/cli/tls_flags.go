@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"slices"
-
 	"github.com/urfave/cli/v2"
 
 	"berth.dev/berth/rpc/api"
@@ -22,7 +20,7 @@ func tlsFlags() []cli.Flag {
 // addTLSFlags gives every command that takes -address the TLS flags too.
 func addTLSFlags(cmds []*cli.Command) {
 	for _, cmd := range cmds {
-		if slices.ContainsFunc(cmd.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "address") }) {
+		if hasFlag(cmd.Flags, "address") {
 			cmd.Flags = append(cmd.Flags, tlsFlags()...)
 		}
 		addTLSFlags(cmd.Subcommands)
