@@ -397,7 +397,7 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if err := bufferRestore(stream, tmp, dir, maxBytes); err != nil {
 		return toStatus(err)
 	}
-	meta, state, err := readArchive(tmp)
+	meta, state, checked, err := readArchiveFor(s.fsm, tmp)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -405,7 +405,13 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if err != nil {
 		return toStatus(err)
 	}
-	if err := s.raft.Restore(meta, state, time.Minute); err != nil {
+	// Raft's leader loop waits while its FSM restores; the state was read
+	// and checked above, so the FSM swaps that store in and does not read
+	// the state a second time.
+	withdraw := s.fsm.OfferRestore(checked)
+	err = s.raft.Restore(meta, state, time.Minute)
+	withdraw()
+	if err != nil {
 		return toStatus(fmt.Errorf("restoring snapshot: %w", err))
 	}
 	// Raft keeps its configuration across a restore; keep the servers table
