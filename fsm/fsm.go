@@ -279,6 +279,10 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	old := f.state.Swap(restored)
 	old.abandon(restored)
 	latest, _ := restored.LatestIndex()
-	f.logger.Info("restored state from snapshot", "latest_index", latest, "checked_before", !decoded)
+	args := []any{"latest_index", latest}
+	if !decoded {
+		args = append(args, "checked_before", true)
+	}
+	f.logger.Info("restored state from snapshot", args...)
 	return nil
 }
