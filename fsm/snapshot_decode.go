@@ -11,10 +11,11 @@ import (
 // Decoding a snapshot's records — protobuf rows with maps and strings —
 // is most of a restore's work, and each record decodes on its own; storing
 // them (one memdb transaction, keys checked in order) cannot be shared.
-// So with more than one core the records are read in batches, decoded by
+// So with more than two cores the records are read in batches, decoded by
 // decodeWorkers goroutines, and stored in stream order as each batch is
 // done: a follower installing the leader's snapshot, or a leader checking
-// an operator's upload, decodes on every core while it stores.
+// an operator's upload, decodes on the cores raft does not need while it
+// stores.
 const (
 	// decodeBatchRecords and decodeBatchBytes bound a batch: small enough
 	// that the store starts soon, large enough that handing it over costs
@@ -32,11 +33,16 @@ const (
 // times over on a loaded machine.
 
 // decodeWorkers is how many goroutines decode a restore's records: one
-// per core up to maxDecodeWorkers; with one core (or set to 1 by a test,
-// to read sequentially) records are decoded where they are stored.
+// per core but two, up to maxDecodeWorkers, so that with the goroutine
+// storing them one core stays free for raft's heartbeats. A follower
+// installing a snapshot must still answer the leader's heartbeats within
+// its lease, or the leader steps down and the operator's restore fails
+// (nodesim, 5,000 nodes on 2 loaded cores: both followers unanswered for
+// over a second while they decoded). With 2 cores or fewer (or set to 1
+// by a test) records are decoded where they are stored.
 var decodeWorkers atomic.Int32
 
-func init() { decodeWorkers.Store(int32(min(runtime.GOMAXPROCS(0), maxDecodeWorkers))) }
+func init() { decodeWorkers.Store(int32(min(runtime.GOMAXPROCS(0)-2, maxDecodeWorkers))) }
 
 // recordBatch is a run of consecutive records: their encodings, then,
 // once done is closed, their decodings. end is what reading stopped on
