@@ -22,6 +22,9 @@ type FSM struct {
 	state  atomic.Pointer[StateStore]
 	// turn is what blocking queries a restore woke wait (SetQueryTurn).
 	turn queryTurns
+	// offered is the checked snapshot offered to the next Restore
+	// (OfferRestore).
+	offered offeredSnapshot
 }
 
 var (
@@ -247,6 +250,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // snapshot since — are logged at Error and rebuilt from those rows (the
 // same on every server), not refused, so such a bug cannot keep every
 // restarted server from starting. RestoreStrict refuses them.
+//
+// A stream that is the snapshot offered by OfferRestore is not read again:
+// the store checked from it is swapped in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	return f.restore(rc, false)
 }
@@ -261,7 +267,11 @@ func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
 
 func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
-	restored, err := f.readSnapshot(rc, strict)
+	restored, r, err := f.offeredStore(rc)
+	decoded := restored == nil
+	if err == nil && decoded {
+		restored, err = f.readSnapshot(r, strict)
+	}
 	if err != nil {
 		f.logger.Error("snapshot restore failed, keeping current state", "error", err)
 		return err
@@ -269,6 +279,10 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	old := f.state.Swap(restored)
 	old.abandon(restored)
 	latest, _ := restored.LatestIndex()
-	f.logger.Info("restored state from snapshot", "latest_index", latest)
+	args := []any{"latest_index", latest}
+	if !decoded {
+		args = append(args, "checked_before", true)
+	}
+	f.logger.Info("restored state from snapshot", args...)
 	return nil
 }

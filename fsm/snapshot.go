@@ -156,20 +156,8 @@ func (f *FSM) readSnapshot(r io.Reader, strict bool) (*StateStore, error) {
 	rs := &restoring{txn: store.db.Txn(true), schema: f.schema, version: v,
 		prev: map[string][]byte{}, indexed: map[string]bool{}, skipped: map[string]int{}}
 	defer rs.txn.Abort()
-	for n := 1; ; n++ {
-		rec, err := readDelimited(br)
-		if err == io.EOF {
-			if err := rs.finish(); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
-			}
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrSnapshotCorrupt, n, err)
-		}
-		if err := rs.record(rec); err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrSnapshotCorrupt, n, err)
-		}
+	if err := rs.readRecords(br); err != nil {
+		return nil, err
 	}
 	if len(rs.skipped) > 0 {
 		args := []any{"version", v}
@@ -237,14 +225,23 @@ type restoring struct {
 	ended bool
 }
 
-// record stores one record, the encoding of a pb.SnapshotRecord.
-func (rs *restoring) record(buf []byte) error {
-	if rs.ended {
-		return errors.New("record after the end of the snapshot")
-	}
-	var rec pb.SnapshotRecord
-	if err := proto.Unmarshal(buf, &rec); err != nil {
-		return err
+// decodedRecord is one record of a stream decoded, ready to store: the
+// decoding depends on nothing stored before it, so records are decoded on
+// several cores at once (readRecords) and stored in stream order.
+type decodedRecord struct {
+	rec *pb.SnapshotRecord
+	// row is the decoded row of a version 2 TableRow of a known table.
+	row proto.Message
+	err error
+}
+
+// decodeRecord decodes buf, the encoding of a pb.SnapshotRecord of a
+// stream of the given version, with its row if it is one of a table s
+// knows.
+func decodeRecord(s schema, version uint32, buf []byte) decodedRecord {
+	rec := &pb.SnapshotRecord{}
+	if err := proto.Unmarshal(buf, rec); err != nil {
+		return decodedRecord{err: err}
 	}
 	// The header and the record wrappers (SnapshotRecord, TableRow,
 	// TableIndex, SnapshotEnd) change only with a new version, so a field
@@ -252,15 +249,46 @@ func (rs *restoring) record(buf []byte) error {
 	// new record kind, or a TableRow.compressed that would make the row
 	// bytes mean something else. Rows themselves stay forward-compatible:
 	// their unknown fields are kept, as everywhere else.
-	if hasUnknownFields(&rec) {
-		return errors.New("record holds a field this version does not know")
+	if hasUnknownFields(rec) {
+		return decodedRecord{err: errors.New("record holds a field this version does not know")}
 	}
-	if w := recordWrapper(&rec); w != nil && hasUnknownFields(w) {
-		return fmt.Errorf("%s record holds a field this version does not know", w.ProtoReflect().Descriptor().Name())
+	if w := recordWrapper(rec); w != nil && hasUnknownFields(w) {
+		return decodedRecord{err: fmt.Errorf("%s record holds a field this version does not know", w.ProtoReflect().Descriptor().Name())}
 	}
+	d := decodedRecord{rec: rec}
+	if r, ok := rec.GetRecord().(*pb.SnapshotRecord_Row); ok && version != 1 {
+		name := r.Row.GetTable()
+		if t, ok := s.table(name); ok {
+			m := t.messageType().New().Interface()
+			if err := proto.Unmarshal(r.Row.GetRow(), m); err != nil {
+				return decodedRecord{err: fmt.Errorf("%s row: %w", name, err)}
+			}
+			d.row = m
+		}
+	}
+	return d
+}
+
+// record stores one record, the encoding of a pb.SnapshotRecord.
+func (rs *restoring) record(buf []byte) error {
+	if rs.ended {
+		return errors.New("record after the end of the snapshot")
+	}
+	return rs.store(decodeRecord(rs.schema, rs.version, buf))
+}
+
+// store stores one decoded record.
+func (rs *restoring) store(d decodedRecord) error {
+	if rs.ended {
+		return errors.New("record after the end of the snapshot")
+	}
+	if d.err != nil {
+		return d.err
+	}
+	rec := d.rec
 	rs.records++
 	if rs.version == 1 {
-		return rs.recordV1(&rec)
+		return rs.recordV1(rec)
 	}
 	switch r := rec.GetRecord().(type) {
 	case *pb.SnapshotRecord_Row:
@@ -269,11 +297,7 @@ func (rs *restoring) record(buf []byte) error {
 		if !ok {
 			return rs.skip(name)
 		}
-		m := t.messageType().New().Interface()
-		if err := proto.Unmarshal(r.Row.GetRow(), m); err != nil {
-			return fmt.Errorf("%s row: %w", name, err)
-		}
-		return rs.storeRow(t, m)
+		return rs.storeRow(t, d.row)
 	case *pb.SnapshotRecord_TableIndex:
 		name := r.TableIndex.GetTable()
 		if _, ok := rs.schema.table(name); !ok {

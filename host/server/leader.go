@@ -65,6 +65,7 @@ func (s *Server) monitorLeadership() {
 func (s *Server) leaderLoop(ctx context.Context) {
 	s.logger.Info("cluster leadership acquired")
 	defer s.logger.Info("cluster leadership lost")
+	acquired := time.Now()
 	defer s.heartbeats.Stop()
 	defer s.ready.clear()
 	defer s.evals.Broker().SetEnabled(false)
@@ -80,10 +81,13 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	if !s.barrier(ctx) {
 		return
 	}
+	barrierPassed := time.Now()
 	s.heartbeats.Start()
 	// Ready now, before recording this server in state: requests must not
 	// wait for a second commit.
 	s.ready.set(term)
+	// Where a failover's seconds go once raft elected this server.
+	s.logger.Info("leader ready", "barrier", barrierPassed.Sub(acquired), "heartbeat_timers", time.Since(barrierPassed))
 	for {
 		if !s.leadOnce(ctx) {
 			return

@@ -69,66 +69,75 @@ func writeArchive(w io.Writer, meta *raft.SnapshotMeta, state io.Reader) error {
 // can restore the state) and returns its metadata and a reader positioned at
 // the FSM state.
 func readArchive(f *os.File) (*raft.SnapshotMeta, io.Reader, error) {
+	meta, state, _, err := readArchiveFor(fsm.New(nil), f)
+	return meta, state, err
+}
+
+// readArchiveFor is readArchive checking the state with into's tables, and
+// returning the store it read too: offered to into (fsm.OfferRestore), raft's
+// Restore of the state swaps it in without decoding the state again.
+func readArchiveFor(into *fsm.FSM, f *os.File) (*raft.SnapshotMeta, io.Reader, *fsm.CheckedSnapshot, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	total := st.Size()
 	if total < int64(len(archiveMagic)+8+sha256.Size) {
-		return nil, nil, fmt.Errorf("%w: %d bytes is too short", ErrBadArchive, total)
+		return nil, nil, nil, fmt.Errorf("%w: %d bytes is too short", ErrBadArchive, total)
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, io.NewSectionReader(f, 0, total-sha256.Size)); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sum := make([]byte, sha256.Size)
 	if _, err := f.ReadAt(sum, total-sha256.Size); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !bytes.Equal(sum, h.Sum(nil)) {
-		return nil, nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupted file)", ErrBadArchive)
+		return nil, nil, nil, fmt.Errorf("%w: checksum mismatch (truncated or corrupted file)", ErrBadArchive)
 	}
 	r := io.NewSectionReader(f, 0, total-sha256.Size)
 	hdr := make([]byte, len(archiveMagic)+8)
 	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if string(hdr[:len(archiveMagic)]) != archiveMagic {
-		return nil, nil, fmt.Errorf("%w: not a berth snapshot", ErrBadArchive)
+		return nil, nil, nil, fmt.Errorf("%w: not a berth snapshot", ErrBadArchive)
 	}
 	if v := binary.BigEndian.Uint32(hdr[8:12]); v != archiveVersion {
-		return nil, nil, fmt.Errorf("%w: version %d, this berth reads version %d", ErrBadArchive, v, archiveVersion)
+		return nil, nil, nil, fmt.Errorf("%w: version %d, this berth reads version %d", ErrBadArchive, v, archiveVersion)
 	}
 	metaLen := binary.BigEndian.Uint32(hdr[12:16])
 	if metaLen > maxArchiveMeta {
-		return nil, nil, fmt.Errorf("%w: metadata length %d too large", ErrBadArchive, metaLen)
+		return nil, nil, nil, fmt.Errorf("%w: metadata length %d too large", ErrBadArchive, metaLen)
 	}
 	metaJSON := make([]byte, metaLen)
 	if _, err := io.ReadFull(r, metaJSON); err != nil {
-		return nil, nil, fmt.Errorf("%w: reading metadata: %v", ErrBadArchive, err)
+		return nil, nil, nil, fmt.Errorf("%w: reading metadata: %v", ErrBadArchive, err)
 	}
 	var meta raft.SnapshotMeta
 	if err := json.Unmarshal(metaJSON, &meta); err != nil {
-		return nil, nil, fmt.Errorf("%w: metadata: %v", ErrBadArchive, err)
+		return nil, nil, nil, fmt.Errorf("%w: metadata: %v", ErrBadArchive, err)
 	}
 	offset := int64(len(hdr)) + int64(metaLen)
 	if rest := total - sha256.Size - offset; rest != meta.Size {
-		return nil, nil, fmt.Errorf("%w: state is %d bytes, metadata says %d", ErrBadArchive, rest, meta.Size)
+		return nil, nil, nil, fmt.Errorf("%w: state is %d bytes, metadata says %d", ErrBadArchive, rest, meta.Size)
 	}
 	// A checksum proves the file is what was written, not that this server
 	// can read the state in it, and raft's Restore panics — taking the
 	// server down — when the FSM refuses the state. So the state is first
-	// restored into a scratch FSM; what it refuses (fsm.ErrSnapshotCorrupt,
+	// read into a store nothing uses yet (fsm.CheckSnapshot); what it refuses (fsm.ErrSnapshotCorrupt,
 	// fsm.ErrSnapshotVersion) is refused here, with the cluster untouched.
 	// A state from a newer berth is "upgrade this server" (the FSM's
 	// FailedPrecondition); anything else the FSM refuses is a bad file
 	// (InvalidArgument), not the DataLoss a corrupt raft snapshot of our own
 	// would be: the operator sent it, and the cluster lost nothing.
-	if err := fsm.New(nil).RestoreStrict(io.NopCloser(io.NewSectionReader(f, offset, meta.Size))); err != nil {
+	checked, err := into.CheckSnapshot(io.NewSectionReader(f, offset, meta.Size))
+	if err != nil {
 		if errors.Is(err, fsm.ErrSnapshotVersion) {
-			return nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
+			return nil, nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
 		}
-		return nil, nil, fmt.Errorf("%w: its state (index %d) cannot be restored: %v", ErrBadArchive, meta.Index, err)
+		return nil, nil, nil, fmt.Errorf("%w: its state (index %d) cannot be restored: %v", ErrBadArchive, meta.Index, err)
 	}
-	return &meta, io.NewSectionReader(f, offset, meta.Size), nil
+	return &meta, io.NewSectionReader(f, offset, meta.Size), checked, nil
 }
