@@ -82,7 +82,7 @@ func launchInit(stdout, stderr *os.File) (*pendingInit, *StartError) {
 		Path: "/proc/self/exe",
 		Args: os.Args,
 		// Nothing of the agent's environment: the task's is in the spec.
-		Env:        []string{markerEnv + "=" + initValue},
+		Env:        initEnv(),
 		Stdout:     stdout,
 		Stderr:     stderr,
 		ExtraFiles: []*os.File{specR, stW},
@@ -177,6 +177,7 @@ func initMain() int {
 	status := os.NewFile(4, "init-status")
 	spec, err := readSpec(specIn)
 	specIn.Close()
+	restorePriority()
 	if err == nil && spec.Isolation == nil {
 		err = errors.New("namespace init started for a spec without isolation")
 	}

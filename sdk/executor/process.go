@@ -113,8 +113,8 @@ type spawned struct {
 }
 
 // spawn starts command as an executor (marker: what kind) with its output
-// to out.
-func spawn(command Command, marker string, out *os.File) (*spawned, error) {
+// to out and env added to this process's environment.
+func spawn(command Command, marker string, out *os.File, env ...string) (*spawned, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
@@ -128,7 +128,7 @@ func spawn(command Command, marker string, out *os.File) (*spawned, error) {
 	cmd := &exec.Cmd{
 		Path:       command.Path,
 		Args:       append([]string{cmp.Or(command.Name, command.Path)}, command.Args...),
-		Env:        append(os.Environ(), markerEnv+"="+marker),
+		Env:        append(append(os.Environ(), env...), markerEnv+"="+marker),
 		Stdin:      specR,
 		Stdout:     out,
 		Stderr:     out,

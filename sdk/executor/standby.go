@@ -54,7 +54,7 @@ func NewStandby(command Command, isolated bool) (*Standby, error) {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	defer null.Close()
-	ex, err := spawn(command, marker, null)
+	ex, err := spawnIdle(command, marker, null)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +160,7 @@ func standbyMain(isolated bool) int {
 		}
 		return 0
 	}
+	restorePriority()
 	spec, err := decodeSpec(data, err)
 	if err == nil && spec.ExecutorLog != "" {
 		err = redirectOutput(spec.ExecutorLog)

@@ -113,16 +113,26 @@ func TestIsolatedStandbyRunsItsTaskInTheInitStartedAhead(t *testing.T) {
 	}
 }
 
-// waitChild waits for the one child of pid (an isolated standby's init)
-// and returns its pid.
+// waitChild waits for pid's namespace init (a child running with the
+// init's marker: not the short-lived child the Go runtime forks once to
+// probe for pidfd support) and returns its pid.
 func waitChild(t *testing.T, pid int) int {
 	t.Helper()
 	deadline := time.Now().Add(generous)
 	for {
-		data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
-		if f := strings.Fields(string(data)); len(f) > 0 {
-			child, _ := strconv.Atoi(f[0])
-			return child
+		// Each thread lists the children it forked.
+		var data []byte
+		threads, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+		for _, th := range threads {
+			b, _ := os.ReadFile(th)
+			data = append(append(data, b...), ' ')
+		}
+		for _, f := range strings.Fields(string(data)) {
+			env, _ := os.ReadFile("/proc/" + f + "/environ")
+			if strings.Contains(string(env), markerEnv+"="+initValue+"\x00") {
+				child, _ := strconv.Atoi(f)
+				return child
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("standby %d started no namespace init", pid)
@@ -166,5 +176,48 @@ func TestIsolatedStandbyWhoseInitMissesAMountStartsANewOne(t *testing.T) {
 	}
 	if e := waitT(t, p); e.ExitCode != 0 {
 		t.Errorf("exit %+v, want 0 (the marker read through the bind)", e)
+	}
+}
+
+// niceOf reads the nice value of a thread (/proc/PID/task/TID/stat's 19th
+// field).
+func niceOf(t *testing.T, pid, tid int) int {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	n, err := strconv.Atoi(fields[16])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// An isolated standby and its namespace init wait at nice 19, every
+// thread of them; the task they run runs at the driver's priority.
+func TestStandbyWaitsAtTheLowestPriorityAndItsTaskDoesNot(t *testing.T) {
+	requireRoot(t)
+	sb := newStandbyT(t, true)
+	init := waitChild(t, sb.Pid())
+	for _, pid := range []int{sb.Pid(), init} {
+		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, e := range tids {
+			tid, _ := strconv.Atoi(e.Name())
+			if n := niceOf(t, pid, tid); n != standbyNice {
+				t.Errorf("thread %d of %d waits at nice %d, want %d", tid, pid, n, standbyNice)
+			}
+		}
+	}
+	want := niceOf(t, os.Getpid(), syscall.Gettid())
+	dir := t.TempDir()
+	p := startOnT(t, sb, isoSpec(t, dir, `cut -d' ' -f19 /proc/self/stat`))
+	if e := waitT(t, p); e.ExitCode != 0 {
+		t.Fatalf("exit %+v", e)
+	}
+	if out := readLog(t, dir, "t.stdout"); out != strconv.Itoa(want)+"\n" {
+		t.Errorf("the task runs at nice %q, want %d (the driver's)", out, want)
 	}
 }
