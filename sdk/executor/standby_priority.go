@@ -12,24 +12,24 @@ import (
 
 // A standby starts (the executing and initialising of this binary, twice
 // for an isolated one) while other work runs: on a busy machine it would
-// take the CPU from that work, a task stopping, say. So it runs at the
-// lowest priority (nice 19) until its spec comes, and then puts every one
-// of its threads, and its namespace init's, back to the priority of the
-// driver that started it, before the task is forked: the task runs as it
-// would have without a standby. Nice values are per thread on Linux: the
-// standby is forked from a thread niced for that alone and discarded
-// after, and a process's threads are reset one by one (twice, for threads
-// a not yet reset one made meanwhile). Raising the priority back needs
-// CAP_SYS_NICE, so a standby started without root runs at the driver's
-// priority throughout.
-const (
-	standbyNice = 19
-	// niceEnv carries the nice value a standby returns to.
-	niceEnv = "BERTH_EXECUTOR_NICE"
-)
+// take the CPU from that work, a task stopping, say. So it runs under
+// SCHED_IDLE (only when nothing else wants the CPU, and preempted at once
+// when something does) until its spec comes, and then puts every one of
+// its threads, and its namespace init's, back to the scheduling policy
+// and nice value of the driver that started it, before the task is
+// forked: the task runs as it would have without a standby. Scheduling
+// attributes are per thread on Linux: the standby is forked from a thread
+// set idle for that alone and discarded after, and a process's threads
+// are reset one by one (twice, for threads a not yet reset one made
+// meanwhile). Leaving SCHED_IDLE may need CAP_SYS_NICE, so a standby
+// started without root runs as the driver does throughout.
 
-// spawnIdle is spawn at nice 19, with the priority to return to in the
-// environment.
+// schedEnv carries the policy and nice value ("POLICY:NICE") a standby
+// returns to.
+const schedEnv = "BERTH_EXECUTOR_SCHED"
+
+// spawnIdle is spawn under SCHED_IDLE, with the attributes to return to in
+// the environment.
 func spawnIdle(command Command, marker string, out *os.File) (*spawned, error) {
 	if os.Geteuid() != 0 {
 		return spawn(command, marker, out)
@@ -40,53 +40,52 @@ func spawnIdle(command Command, marker string, out *os.File) (*spawned, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		// Never unlocked: the thread, niced, ends with this goroutine.
+		// Never unlocked: the thread, idle, ends with this goroutine.
 		runtime.LockOSThread()
-		prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+		cur, err := unix.SchedGetAttr(0, 0)
+		if err == nil {
+			err = unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE, Nice: 19}, 0)
+		}
 		if err != nil {
 			ex, err := spawn(command, marker, out)
 			done <- result{ex, err}
 			return
 		}
-		nice := 20 - prio // the system call's value is 20 - nice
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, standbyNice); err != nil {
-			ex, err := spawn(command, marker, out)
-			done <- result{ex, err}
-			return
-		}
-		ex, err := spawn(command, marker, out, niceEnv+"="+strconv.Itoa(nice))
+		ex, err := spawn(command, marker, out, fmt.Sprintf("%s=%d:%d", schedEnv, cur.Policy, cur.Nice))
 		done <- result{ex, err}
 	}()
 	r := <-done
 	return r.ex, r.err
 }
 
-// initEnv is a namespace init's environment: its marker, and the priority
-// to return to when this executor has one.
+// initEnv is a namespace init's environment: its marker, and the
+// scheduling to return to when this executor has one.
 func initEnv() []string {
 	env := []string{markerEnv + "=" + initValue}
-	if v := os.Getenv(niceEnv); v != "" {
-		env = append(env, niceEnv+"="+v)
+	if v := os.Getenv(schedEnv); v != "" {
+		env = append(env, schedEnv+"="+v)
 	}
 	return env
 }
 
-// restorePriority sets every thread of this process to the nice value in
-// niceEnv, if set.
+// restorePriority sets every thread of this process to the scheduling in
+// schedEnv, if set.
 func restorePriority() {
-	v := os.Getenv(niceEnv)
+	v := os.Getenv(schedEnv)
 	if v == "" {
 		return
 	}
-	nice, err := strconv.Atoi(v)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "executor: %s=%q: %v\n", niceEnv, v, err)
+	var policy uint32
+	var nice int32
+	if _, err := fmt.Sscanf(v, "%d:%d", &policy, &nice); err != nil {
+		fmt.Fprintf(os.Stderr, "executor: %s=%q: %v\n", schedEnv, v, err)
 		return
 	}
+	attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: policy, Nice: nice}
 	for range 2 {
 		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "executor: restoring its priority: %v\n", err)
+			fmt.Fprintf(os.Stderr, "executor: restoring its scheduling: %v\n", err)
 			return
 		}
 		for _, t := range tasks {
@@ -94,8 +93,8 @@ func restorePriority() {
 			if !ok {
 				continue
 			}
-			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && err != unix.ESRCH {
-				fmt.Fprintf(os.Stderr, "executor: restoring thread %d's priority to nice %d: %v\n", tid, nice, err)
+			if err := unix.SchedSetAttr(tid, attr, 0); err != nil && err != unix.ESRCH {
+				fmt.Fprintf(os.Stderr, "executor: restoring thread %d's scheduling to %s: %v\n", tid, v, err)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,9 +180,9 @@ func TestIsolatedStandbyWhoseInitMissesAMountStartsANewOne(t *testing.T) {
 	}
 }
 
-// niceOf reads the nice value of a thread (/proc/PID/task/TID/stat's 19th
-// field).
-func niceOf(t *testing.T, pid, tid int) int {
+// schedOf reads the nice value and scheduling policy of a thread
+// (/proc/PID/task/TID/stat's 19th and 41st fields).
+func schedOf(t *testing.T, pid, tid int) (nice, policy int) {
 	t.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
 	if err != nil {
@@ -189,16 +190,19 @@ func niceOf(t *testing.T, pid, tid int) int {
 	}
 	s := string(data)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	n, err := strconv.Atoi(fields[16])
+	nice, err = strconv.Atoi(fields[16])
+	if err == nil {
+		policy, err = strconv.Atoi(fields[38])
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return nice, policy
 }
 
-// An isolated standby and its namespace init wait at nice 19, every
-// thread of them; the task they run runs at the driver's priority.
-func TestStandbyWaitsAtTheLowestPriorityAndItsTaskDoesNot(t *testing.T) {
+// An isolated standby and its namespace init wait under SCHED_IDLE, every
+// thread of them; the task they run runs as the driver does.
+func TestStandbyWaitsIdleAndItsTaskDoesNot(t *testing.T) {
 	requireRoot(t)
 	sb := newStandbyT(t, true)
 	init := waitChild(t, sb.Pid())
@@ -206,18 +210,18 @@ func TestStandbyWaitsAtTheLowestPriorityAndItsTaskDoesNot(t *testing.T) {
 		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		for _, e := range tids {
 			tid, _ := strconv.Atoi(e.Name())
-			if n := niceOf(t, pid, tid); n != standbyNice {
-				t.Errorf("thread %d of %d waits at nice %d, want %d", tid, pid, n, standbyNice)
+			if _, policy := schedOf(t, pid, tid); policy != unix.SCHED_IDLE {
+				t.Errorf("thread %d of %d waits under policy %d, want SCHED_IDLE", tid, pid, policy)
 			}
 		}
 	}
-	want := niceOf(t, os.Getpid(), syscall.Gettid())
+	nice, policy := schedOf(t, os.Getpid(), syscall.Gettid())
 	dir := t.TempDir()
-	p := startOnT(t, sb, isoSpec(t, dir, `cut -d' ' -f19 /proc/self/stat`))
+	p := startOnT(t, sb, isoSpec(t, dir, `cut -d' ' -f19,41 /proc/self/stat`))
 	if e := waitT(t, p); e.ExitCode != 0 {
 		t.Fatalf("exit %+v", e)
 	}
-	if out := readLog(t, dir, "t.stdout"); out != strconv.Itoa(want)+"\n" {
-		t.Errorf("the task runs at nice %q, want %d (the driver's)", out, want)
+	if out, want := readLog(t, dir, "t.stdout"), fmt.Sprintf("%d %d\n", nice, policy); out != want {
+		t.Errorf("the task runs at nice and policy %q, want %q (the driver's)", out, want)
 	}
 }
