@@ -164,7 +164,7 @@ func (c *Core) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driver
 	proc, err := c.startExecutor(ctx, self, *spec, c.logger.With("task_id", cfg.GetId()))
 	// The next task's executor is started once this one's start is over
 	// (core_standby.go), not competing with it.
-	defer func() { go c.fillStandby(self, spec.Isolation != nil) }()
+	defer func() { go c.fillStandby(self, false) }()
 	if err != nil {
 		c.release(t.cfg)
 		c.tasks.Delete(cfg.GetId())

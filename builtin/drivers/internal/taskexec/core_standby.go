@@ -10,12 +10,18 @@ import (
 )
 
 // standbys keeps one executor started ahead of the next task
-// (executor.Standby), so a task's start does not wait for the executor,
-// and an isolated task's namespace init, to be executed and initialised:
-// for berth's binary that was most of an exec task's start on a busy
-// machine (issue 26). A start takes the standby if it is alive and of the
-// task's kind (isolated or not), and starts the next one once it returned;
-// a start that finds none starts its executor itself, as before.
+// (executor.Standby), so a task's start does not wait for the executor to
+// be executed and initialised: for berth's binary that was a large part of
+// an exec task's start on a busy machine (issue 26). A start takes the
+// standby if it is alive, and starts the next one once it returned; a
+// start that finds none starts its executor itself, as before.
+//
+// The standby does not start an isolated task's namespace init ahead
+// (executor.NewStandby's isolated), although that would save the second
+// re-execution too: measured on this machine, a task whose init was
+// started ahead took longer to stop (BenchmarkStopPath, stop -> exited
+// 10-30 ms against 7-13 ms, and csiflow's task-exited step about twice
+// as long), for a reason not found yet; the stop path matters more.
 type standbys struct {
 	mu      sync.Mutex
 	enabled bool
@@ -91,7 +97,7 @@ func (c *Core) fillStandby(self executor.Command, isolated bool) {
 // startExecutor starts spec's executor: the standby when there is one for
 // it, a new one otherwise.
 func (c *Core) startExecutor(ctx context.Context, self executor.Command, spec executor.Spec, logger hclog.Logger) (*executor.Process, error) {
-	if sb := c.takeStandby(spec.Isolation != nil); sb != nil {
+	if sb := c.takeStandby(false); sb != nil {
 		return sb.Start(ctx, spec, logger)
 	}
 	return executor.Start(ctx, self, spec, logger)
