@@ -37,6 +37,9 @@ const (
 type Standby struct {
 	ex       *spawned
 	isolated bool
+	// back is the scheduling its threads return to when it is taken (nil:
+	// it was not started idle).
+	back *unix.SchedAttr
 }
 
 // NewStandby starts an executor from command that waits for its task;
@@ -54,11 +57,11 @@ func NewStandby(command Command, isolated bool) (*Standby, error) {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	defer null.Close()
-	ex, err := spawnIdle(command, marker, null)
+	ex, back, err := spawnIdle(command, marker, null)
 	if err != nil {
 		return nil, err
 	}
-	return &Standby{ex: ex, isolated: isolated}, nil
+	return &Standby{ex: ex, isolated: isolated, back: back}, nil
 }
 
 // Isolated reports whether the standby started a namespace init ahead.
@@ -84,6 +87,9 @@ func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*P
 		return nil, err
 	}
 	spec.ExecutorLog = filepath.Join(spec.StateDir, executorLog)
+	if s.back != nil {
+		wakeProcess(s.Pid(), s.back)
+	}
 	return s.ex.deliver(ctx, spec, logger)
 }
 

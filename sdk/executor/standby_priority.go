@@ -3,6 +3,7 @@ package executor
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,14 +30,16 @@ import (
 const schedEnv = "BERTH_EXECUTOR_SCHED"
 
 // spawnIdle is spawn under SCHED_IDLE, with the attributes to return to in
-// the environment.
-func spawnIdle(command Command, marker string, out *os.File) (*spawned, error) {
+// the environment; it returns them too (nil when the standby is not idle).
+func spawnIdle(command Command, marker string, out *os.File) (*spawned, *unix.SchedAttr, error) {
 	if os.Geteuid() != 0 {
-		return spawn(command, marker, out)
+		ex, err := spawn(command, marker, out)
+		return ex, nil, err
 	}
 	type result struct {
-		ex  *spawned
-		err error
+		ex   *spawned
+		back *unix.SchedAttr
+		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -48,14 +51,40 @@ func spawnIdle(command Command, marker string, out *os.File) (*spawned, error) {
 		}
 		if err != nil {
 			ex, err := spawn(command, marker, out)
-			done <- result{ex, err}
+			done <- result{ex, nil, err}
 			return
 		}
+		back := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: cur.Policy, Nice: cur.Nice}
 		ex, err := spawn(command, marker, out, fmt.Sprintf("%s=%d:%d", schedEnv, cur.Policy, cur.Nice))
-		done <- result{ex, err}
+		done <- result{ex, back, err}
 	}()
 	r := <-done
-	return r.ex, r.err
+	return r.ex, r.back, r.err
+}
+
+// wakeProcess sets every thread of pid, and of its children, to attr. A
+// driver does it to the standby it takes, before sending the spec: an idle
+// process on a busy machine may not run for a long time, and a start must
+// not wait for it to get the CPU to restore itself.
+func wakeProcess(pid int, attr *unix.SchedAttr) {
+	pids := []int{pid}
+	threads, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, th := range threads {
+		data, _ := os.ReadFile(th)
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, c)
+			}
+		}
+	}
+	for _, p := range pids {
+		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tids {
+			if tid, err := strconv.Atoi(t.Name()); err == nil {
+				_ = unix.SchedSetAttr(tid, attr, 0) // a thread gone meanwhile needs nothing
+			}
+		}
+	}
 }
 
 // initEnv is a namespace init's environment: its marker, and the

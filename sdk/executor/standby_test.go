@@ -225,3 +225,24 @@ func TestStandbyWaitsIdleAndItsTaskDoesNot(t *testing.T) {
 		t.Errorf("the task runs at nice and policy %q, want %q (the driver's)", out, want)
 	}
 }
+
+// Taking a standby puts it, and the init it started ahead, back under the
+// driver's scheduling before its spec is sent: an idle process on a busy
+// machine may not run for a long time, and the start would wait for it.
+func TestTakingAStandbyWakesItBeforeItsSpec(t *testing.T) {
+	requireRoot(t)
+	sb := newStandbyT(t, true)
+	init := waitChild(t, sb.Pid())
+	defer sb.Close()
+	nice, policy := schedOf(t, os.Getpid(), syscall.Gettid())
+	wakeProcess(sb.Pid(), sb.back)
+	for _, pid := range []int{sb.Pid(), init} {
+		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, e := range tids {
+			tid, _ := strconv.Atoi(e.Name())
+			if n, p := schedOf(t, pid, tid); n != nice || p != policy {
+				t.Errorf("thread %d of %d at nice %d policy %d after the wake, want %d, %d", tid, pid, n, p, nice, policy)
+			}
+		}
+	}
+}
