@@ -6,8 +6,12 @@ import (
 	"os"
 
 	"berth.dev/berth/host/cli"
+	"berth.dev/berth/sdk/executor"
 )
 
 func main() {
+	if executorRequested(os.Args) {
+		os.Exit(executor.Main())
+	}
 	os.Exit(cli.Main(os.Args))
 }

@@ -71,8 +71,7 @@ func TestOperatorClaimReleasedDuringItsPublishIsNotLeftPublished(t *testing.T) {
 func TestPublishedUseWithoutItsInUseReportIsReportedAfterARestart(t *testing.T) {
 	e := newVolEnv(t, nil)
 	// What the dead client left: the use published, its report not queued.
-	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",
-		Uses: []*pb.VolumeUse{{User: "c1", Operator: true, State: pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED}}})
+	e.savePublished("c1", true)
 	e.restart()
 	// The claim is on the servers before the restarted client first lists
 	// its operator claims (as it was before it died): a follower that

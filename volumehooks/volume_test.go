@@ -430,8 +430,7 @@ func TestTeardownWithoutItsPluginIsShownThenFinishes(t *testing.T) {
 // recovered prerun, without calling the plugin again.
 func TestRecoveredPrerunReportsInUseAgain(t *testing.T) {
 	e := newVolEnv(t, nil)
-	e.usage.PutVolumeUsage(&pb.VolumeUsageRecord{VolumeId: volID, PluginId: "hostpath", ExternalId: "ext-1",
-		Uses: []*pb.VolumeUse{{User: hookAlloc, State: pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED}}})
+	e.savePublished(hookAlloc, false)
 	e.restart()
 	e.claims.set(hookAlloc, claimResp(pb.ClaimState_CLAIM_STATE_READY))
 	if err := e.prerun(true); err != nil {

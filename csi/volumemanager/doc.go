@@ -33,19 +33,24 @@
 //
 // One VolumeUsageRecord per volume (state DB bucket csi_volumes) holds the
 // stage state and every use with its state. It is written before every
-// stage and publish call (STAGING, PUBLISHING) and after every unpublish
-// and unstage (the use removed — with the last user's, the volume marked
-// UNSTAGING in the same write, one commit for both; the record removed
-// with the last unstage), so after a client restart:
+// stage and publish call (STAGING, PUBLISHING) and after each succeeds.
+// A teardown writes nothing before its calls: it removes the user's
+// publish path first, and a use saved PUBLISHED whose path is gone is read
+// as UNPUBLISHING after a restart (teardown_marker.go). It saves the use
+// removed after NodeUnpublishVolume when other users are left; the last
+// user's teardown saves nothing until NodeUnstageVolume returned, and then
+// removes the record. So after a client restart:
 //
-//   - a use that is PUBLISHED is not published again (Publish returns its
-//     path at once);
+//   - a use that is PUBLISHED (its path there) is not published again
+//     (Publish returns its path at once);
 //   - a use that is PUBLISHING is published again: the call may or may not
 //     have happened, and NodePublishVolume is idempotent;
 //   - a volume with users left is never unstaged: only the teardown of its
 //     last use unstages it;
-//   - a teardown that was under way (UNPUBLISHING, UNSTAGING) is finished
-//     by the next Unpublish of that user, or by Sweep.
+//   - a teardown that was under way (a use UNPUBLISHING, a volume
+//     UNSTAGING) is finished by the next Unpublish of that user, or by
+//     Sweep, which calls NodeUnpublishVolume again (idempotent) before
+//     unstaging.
 //
 // # Calls
 //

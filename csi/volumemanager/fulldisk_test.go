@@ -9,12 +9,14 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// The usage record is write-ahead. A publish whose record
-// cannot be written (a full disk) fails before any call, naming the
-// volume and the error; a teardown whose UNPUBLISHING cannot be written
-// fails before NodeUnpublishVolume, the record as it was. Once the disk
+// The usage record is write-ahead for a publish: one whose record cannot
+// be written (a full disk) fails before any call, naming the volume and
+// the error. A teardown writes nothing before its calls (the publish
+// path's removal marks it begun), so a full disk does not keep a volume
+// published: it unpublishes and unstages, and fails at removing the
+// record, which a restart reads as a teardown under way. Once the disk
 // has room, the same calls go through.
-func TestUsageRecordIsWrittenBeforeEachCall(t *testing.T) {
+func TestFullDiskStopsPublishNotTeardown(t *testing.T) {
 	h := newHarness(t)
 	m := h.manager(t)
 	ctx := context.Background()
@@ -41,19 +43,23 @@ func TestUsageRecordIsWrittenBeforeEachCall(t *testing.T) {
 	if !errors.Is(err, errFull) {
 		t.Fatalf("unpublish on a full disk: %v, want the write error", err)
 	}
-	if n := h.plugin.NodeUnpublishVolume.Count(); n != 0 {
-		t.Fatalf("%d unpublish calls before UNPUBLISHING was recorded, want 0", n)
+	if n, s := h.plugin.NodeUnpublishVolume.Count(), h.plugin.NodeUnstageVolume.Count(); n != 1 || s != 1 {
+		t.Fatalf("%d unpublish, %d unstage calls on a full disk, want 1, 1 (no write needed before them)", n, s)
 	}
 	if rec := h.store.get("v1"); len(rec.GetUses()) != 1 || rec.GetUses()[0].GetState() != pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED {
-		t.Fatalf("record after the failed teardown: %v, want a1's use published", rec)
+		t.Fatalf("record after the teardown that could not remove it: %v, want a1's use saved published", rec)
+	}
+	// What a restart now would read: the use's path is gone.
+	if u := h.manager(t).Uses(); len(u) != 1 || u[0].State != pb.VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING {
+		t.Fatalf("uses a restart reads: %+v, want a1's UNPUBLISHING", u)
 	}
 
 	h.store.setFull(nil)
 	if err := m.Unpublish(ctx, "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n, s := h.plugin.NodeUnpublishVolume.Count(), h.plugin.NodeUnstageVolume.Count(); n != 1 || s != 1 {
-		t.Fatalf("%d unpublish, %d unstage calls once the disk has room, want 1, 1", n, s)
+	if n, s := h.plugin.NodeUnpublishVolume.Count(), h.plugin.NodeUnstageVolume.Count(); n != 1 || s != 2 {
+		t.Fatalf("%d unpublish, %d unstage calls once the disk has room, want 1, 2 (the unstage again, idempotent)", n, s)
 	}
 	if rec := h.store.get("v1"); rec != nil {
 		t.Fatalf("record after the teardown: %v, want none", rec)

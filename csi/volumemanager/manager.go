@@ -110,6 +110,9 @@ func New(cfg Config) (*Manager, error) {
 		// this client can no longer tear down by itself.
 		m.logger.Error("some volume usage records are unreadable", "error", err)
 	}
+	if n := markTearingDown(cfg.DataDir, recs); n > 0 {
+		m.logger.Info("volume uses whose teardown was under way when the client stopped; the next teardown finishes them", "uses", n)
+	}
 	for _, r := range recs {
 		m.usage[r.GetVolumeId()] = r
 	}

@@ -3,6 +3,7 @@ package volumemanager
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 
 	"berth.dev/berth/internal/testutil"
@@ -93,15 +94,24 @@ func TestRestartFinishesTeardown(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted unstage: %v", err)
 	}
-	if rec := h.store.get("v1"); rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING || len(rec.GetUses()) != 0 {
-		t.Fatalf("record after the interrupted unstage: %v", rec)
+	// Nothing was saved since the publish: the record still says a1
+	// published, and the missing publish path says its teardown began.
+	if rec := h.store.get("v1"); len(rec.GetUses()) != 1 || rec.GetUses()[0].GetState() != pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED {
+		t.Fatalf("record after the interrupted unstage: %v, want a1's use as saved at its publish", rec)
 	}
 	m = h.manager(t)
-	if err := m.Sweep(ctx, func(Use) bool { return true }); err != nil {
+	if u := m.Uses(); len(u) != 1 || u[0].State != pb.VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING {
+		t.Fatalf("uses after the restart: %+v, want a1's UNPUBLISHING", u)
+	}
+	if _, err := m.Publish(ctx, request("v1", "a1")); !errors.Is(err, ErrTearingDown) {
+		t.Fatalf("publishing a use whose teardown started: %v, want ErrTearingDown", err)
+	}
+	// The alloc is gone: the sweep finishes its teardown.
+	if err := m.Sweep(ctx, func(Use) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.plugin.NodeUnstageVolume.Count(); n != 2 || h.store.get("v1") != nil {
-		t.Fatalf("after the restart: %d unstage calls, record %v", n, h.store.get("v1"))
+	if n, s := h.plugin.NodeUnpublishVolume.Count(), h.plugin.NodeUnstageVolume.Count(); n != 2 || s != 2 || h.store.get("v1") != nil {
+		t.Fatalf("after the restart: %d unpublish, %d unstage calls (want 2, 2), record %v", n, s, h.store.get("v1"))
 	}
 
 	// Dies in NodePublishVolume: the next Publish calls it again.
@@ -127,13 +137,14 @@ func TestRestartFinishesTeardown(t *testing.T) {
 	}
 }
 
-// The last user's unpublish records the use gone and the volume UNSTAGING
-// in one write: while NodeUnstageVolume runs, the state DB already says
-// what a restart needs (no users, unstage under way), and the teardown
-// wrote two records (UNPUBLISHING, then that) before its unstage, not
-// three. A teardown that leaves a user records the use gone and the
-// volume still STAGED.
-func TestLastUnpublishRecordsUnstagingInOneWrite(t *testing.T) {
+// A teardown saves nothing before its calls, and the last user's nothing
+// between its unpublish and its unstage: while NodeUnstageVolume runs, the
+// state DB still holds the use as saved at its publish (the missing
+// publish path says its teardown began), and the record is removed after
+// the unstage, one write for the whole teardown. A teardown that leaves a
+// user saves once, after its unpublish: the use gone, the volume still
+// STAGED.
+func TestTeardownWritesOnlyAfterItsCalls(t *testing.T) {
 	h := newHarness(t)
 	m := h.manager(t)
 	ctx := context.Background()
@@ -142,17 +153,24 @@ func TestLastUnpublishRecordsUnstagingInOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	puts := func() int {
+		h.store.mu.Lock()
+		defer h.store.mu.Unlock()
+		return h.store.puts
+	}
+	before := puts()
 	if err := m.Unpublish(ctx, "a1", "v1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if rec := h.store.get("v1"); len(rec.GetUses()) != 1 || rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_STAGED {
 		t.Fatalf("record with a2 left: %v, want a2's use and the volume staged", rec)
 	}
+	if n := puts() - before; n != 1 {
+		t.Errorf("%d records written by a teardown leaving a user, want 1", n)
+	}
 	release := h.plugin.NodeUnstageVolume.Block()
 	done := make(chan error, 1)
-	h.store.mu.Lock()
-	before := h.store.puts
-	h.store.mu.Unlock()
+	before = puts()
 	go func() { done <- m.Unpublish(ctx, "a2", "v1", nil) }()
 	testutil.WaitFor(t, waitLimit, func() error {
 		if h.plugin.NodeUnstageVolume.Count() == 0 {
@@ -161,18 +179,19 @@ func TestLastUnpublishRecordsUnstagingInOneWrite(t *testing.T) {
 		return nil
 	})
 	rec := h.store.get("v1")
-	h.store.mu.Lock()
-	puts := h.store.puts - before
-	h.store.mu.Unlock()
+	written := puts() - before
 	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.GetUses()) != 0 || rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING {
-		t.Errorf("record during the unstage: %v, want no uses and UNSTAGING", rec)
+	if len(rec.GetUses()) != 1 || rec.GetUses()[0].GetUser() != "a2" || rec.GetUses()[0].GetState() != pb.VolumeUseState_VOLUME_USE_STATE_PUBLISHED {
+		t.Errorf("record during the unstage: %v, want a2's use as saved at its publish", rec)
 	}
-	if puts != 2 {
-		t.Errorf("%d records written before the unstage, want 2 (UNPUBLISHING, then gone and UNSTAGING)", puts)
+	if written != 0 {
+		t.Errorf("%d records written before the unstage, want 0", written)
+	}
+	if _, err := os.Lstat(PublishPath(h.dir, "a2", "v1")); !os.IsNotExist(err) {
+		t.Errorf("a2's publish path during the unstage: %v, want it gone (the teardown's mark)", err)
 	}
 	if h.store.get("v1") != nil {
 		t.Errorf("record left after the unstage: %v", h.store.get("v1"))

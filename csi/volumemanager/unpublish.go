@@ -51,14 +51,14 @@ func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i in
 	volumeID, pluginID := rec.GetVolumeId(), rec.GetPluginId()
 	where := fmt.Sprintf("volume %q, %s, node %s", volumeID, who(use.GetUser(), use.GetOperator()), m.cfg.NodeID)
 	if use.GetState() != pb.VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING {
+		// Not saved: the publish path's removal below is what a restart
+		// reads as UNPUBLISHING (teardown_marker.go).
 		use.State, use.UpdatedAt = pb.VolumeUseState_VOLUME_USE_STATE_UNPUBLISHING, m.cfg.Now().UnixNano()
 		rec.Uses[i] = use
-		if err := m.save(rec); err != nil {
-			return err
-		}
+		m.remember(rec)
 	}
 	// The user's path goes first: nothing reaches the volume through it
-	// while it is taken down.
+	// while it is taken down, and its absence marks the teardown begun.
 	userPath := PublishPath(m.cfg.DataDir, use.GetUser(), volumeID)
 	if err := os.Remove(userPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s: removing the publish path: %w", where, err)
@@ -78,15 +78,13 @@ func (m *Manager) unpublish(ctx context.Context, rec *pb.VolumeUsageRecord, i in
 	removeEmpty(filepath.Dir(use.GetTargetPath()))
 	rec.Uses = slices.Delete(rec.Uses, i, i+1)
 	if len(rec.Uses) == 0 && rec.GetStageState() != pb.VolumeStageState_VOLUME_STAGE_STATE_UNSPECIFIED {
-		// The last user: the record goes to UNSTAGING in this write
-		// rather than a second one before the unstage (one state DB
-		// commit less on the way from job stop to the claim freed). A
-		// restart reads both alike: a staged volume without users is
-		// unstaged (Sweep), and one that is not STAGED is staged again
-		// before a new publish.
+		// The last user: the unstage follows at once and removes the
+		// record; nothing is saved in between. A restart before that
+		// finds the use saved PUBLISHED without its path, reads it as
+		// UNPUBLISHING, unpublishes again and unstages.
 		rec.StageState = pb.VolumeStageState_VOLUME_STAGE_STATE_UNSTAGING
-	}
-	if err := m.save(rec); err != nil {
+		m.remember(rec)
+	} else if err := m.save(rec); err != nil {
 		return err
 	}
 	progress.tell(StepUnpublished, unpublished, userPath)

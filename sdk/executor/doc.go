@@ -30,6 +30,12 @@
 // (EnsureShared; ReleaseShared undoes it). With Isolation.Exec the init
 // also runs commands inside the task for ExecIn.
 //
+// NewStandby starts an executor ahead of the task it will run (and, for an
+// isolated one, its namespace init), so that a start waits for neither to
+// be executed and initialised; Standby.Start gives it its spec. An init
+// started ahead is used only if it sees every mount the task's root is
+// built from (standby.go, standby_mounts.go).
+//
 // Processes are named by procfs.Identity (PID and start time), so a PID
 // reused after the executor or task died is never taken for them.
 //

@@ -49,21 +49,40 @@ const isolatedCloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.
 // returned channel yields the task's wait status as the init reports it
 // (nil if the init died without reporting one).
 func startInit(spec *Spec, stdout, stderr *os.File) (*exec.Cmd, <-chan *syscall.WaitStatus, *StartError) {
+	pre, bad := launchInit(stdout, stderr)
+	if bad != nil {
+		return nil, nil, bad
+	}
+	return pre.finish(spec)
+}
+
+// pendingInit is a namespace init started and waiting for its spec: what
+// startInit does before it knows the task (a standby executor does it
+// ahead of its spec; standby.go).
+type pendingInit struct {
+	cmd *exec.Cmd
+	// specW sends the spec (fd 3 of the init); stR reads its status (fd 4).
+	specW, stR *os.File
+}
+
+// launchInit starts a namespace init writing to stdout and stderr; it
+// waits for its spec.
+func launchInit(stdout, stderr *os.File) (*pendingInit, *StartError) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, otherFailure("", err)
+		return nil, otherFailure("", err)
 	}
 	defer specR.Close()
 	stR, stW, err := os.Pipe()
 	if err != nil {
 		specW.Close()
-		return nil, nil, otherFailure("", err)
+		return nil, otherFailure("", err)
 	}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: os.Args,
 		// Nothing of the agent's environment: the task's is in the spec.
-		Env:        []string{markerEnv + "=" + initValue},
+		Env:        initEnv(),
 		Stdout:     stdout,
 		Stderr:     stderr,
 		ExtraFiles: []*os.File{specR, stW},
@@ -81,8 +100,23 @@ func startInit(spec *Spec, stdout, stderr *os.File) (*exec.Cmd, <-chan *syscall.
 	if err != nil {
 		specW.Close()
 		stR.Close()
-		return nil, nil, otherFailure("/proc/self/exe", fmt.Errorf("start namespace init: %w", err))
+		return nil, otherFailure("/proc/self/exe", fmt.Errorf("start namespace init: %w", err))
 	}
+	return &pendingInit{cmd: cmd, specW: specW, stR: stR}, nil
+}
+
+// abort kills an init that will not get its spec.
+func (p *pendingInit) abort() {
+	p.specW.Close()
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	p.stR.Close()
+}
+
+// finish puts the init in spec's cgroups, sends it the spec and waits
+// until it has started the task (see startInit).
+func (p *pendingInit) finish(spec *Spec) (*exec.Cmd, <-chan *syscall.WaitStatus, *StartError) {
+	cmd, specW, stR := p.cmd, p.specW, p.stR
 	abort := func(f *StartError) (*exec.Cmd, <-chan *syscall.WaitStatus, *StartError) {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -143,6 +177,7 @@ func initMain() int {
 	status := os.NewFile(4, "init-status")
 	spec, err := readSpec(specIn)
 	specIn.Close()
+	restorePriority()
 	if err == nil && spec.Isolation == nil {
 		err = errors.New("namespace init started for a spec without isolation")
 	}

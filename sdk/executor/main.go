@@ -30,18 +30,22 @@ type startStatus struct {
 }
 
 // Requested reports whether this process was started as an executor (or
-// as the namespace init of an isolated task's executor).
+// as the namespace init of an isolated task's executor, or as a standby
+// executor waiting for its spec).
 func Requested() bool {
 	v := os.Getenv(markerEnv)
-	return v == markerValue || v == initValue
+	return v == markerValue || v == initValue || v == standbyValue || v == standbyIsolatedValue
 }
 
 // Main runs the executor: it reads the Spec from stdin, starts the task,
 // reports on fd 3, supervises the task to its end and records its exit.
 // It returns the executor's own exit code (0 once the exit is recorded).
 func Main() int {
-	if os.Getenv(markerEnv) == initValue {
+	switch v := os.Getenv(markerEnv); v {
+	case initValue:
 		return initMain()
+	case standbyValue, standbyIsolatedValue:
+		return standbyMain(v == standbyIsolatedValue)
 	}
 	// The status pipe must not leak into the task (fds inherited by a
 	// process are not close-on-exec).
@@ -52,7 +56,7 @@ func Main() int {
 		report(status, startStatus{Failure: otherFailure("", err)})
 		return 1
 	}
-	if err := run(spec, status); err != nil {
+	if err := run(spec, status, nil); err != nil {
 		fmt.Fprintf(os.Stderr, "executor: %v\n", err)
 		return 1
 	}
@@ -61,8 +65,13 @@ func Main() int {
 
 func readSpec(r io.Reader) (*Spec, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxSpecBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+	return decodeSpec(data, err)
+}
+
+// decodeSpec checks and decodes a spec read (with readErr) from stdin.
+func decodeSpec(data []byte, readErr error) (*Spec, error) {
+	if readErr != nil {
+		return nil, fmt.Errorf("read spec: %w", readErr)
 	}
 	if len(data) > maxSpecBytes {
 		return nil, fmt.Errorf("spec larger than %d bytes", maxSpecBytes)
@@ -105,7 +114,11 @@ func fail(status *os.File, f *StartError) error {
 	return f
 }
 
-func run(spec *Spec, status *os.File) error {
+// run starts spec's task and supervises it to its end. ahead, when not
+// nil, is what a standby executor made before its spec came (its task's
+// output pipes and namespace init); run uses it or, for a spec it does not
+// fit, discards it.
+func run(spec *Spec, status *os.File, ahead *startedAhead) error {
 	// Signals meant for the agent's process group or terminal must not
 	// orphan the task. Notify (not Ignore) so the task, whose signal
 	// dispositions are inherited across exec, still gets default ones.
@@ -129,20 +142,35 @@ func run(spec *Spec, status *os.File) error {
 	}
 	defer stderr.Close()
 
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fail(status, otherFailure("", err))
+	var (
+		pipes    taskPipes
+		cmd      *exec.Cmd
+		initExit <-chan *syscall.WaitStatus
+		bad      *StartError
+	)
+	if ahead != nil && ahead.init != nil && spec.Isolation != nil && !initSees(ahead.init.cmd.Process.Pid, rootSources(spec.Isolation)) {
+		fmt.Fprintln(os.Stderr, "standby executor: the namespace init started ahead does not see every mount the task's root is built from; starting a new one")
+		ahead.discard()
+		ahead = nil
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		return fail(status, otherFailure("", err))
+	if ahead != nil && ahead.init != nil && spec.Isolation != nil {
+		pipes = ahead.pipes
+		cmd, initExit, bad = ahead.init.finish(spec)
+	} else {
+		if ahead != nil {
+			ahead.discard()
+		}
+		if pipes, err = newTaskPipes(); err != nil {
+			return fail(status, otherFailure("", err))
+		}
+		cmd, initExit, bad = startTask(spec, pipes.outW, pipes.errW)
 	}
-	cmd, initExit, bad := startTask(spec, outW, errW)
 	if bad != nil {
 		return fail(status, bad)
 	}
-	outW.Close()
-	errW.Close()
+	outR, errR := pipes.outR, pipes.errR
+	pipes.outW.Close()
+	pipes.errW.Close()
 
 	// The task cannot be reaped before Wait, so its /proc entry is there
 	// even if it already exited.

@@ -75,24 +75,46 @@ type Process struct {
 // executor's own. ctx bounds the
 // start; if it ends first the executor and task are killed.
 func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger) (*Process, error) {
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	if err := os.MkdirAll(spec.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("executor: state dir: %w", err)
-	}
-	if err := reapOrphan(spec.StateDir, logger); err != nil {
+	if err := prepareStateDir(spec.StateDir, logger); err != nil {
 		return nil, err
-	}
-	specData, err := json.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("executor: encode spec: %w", err)
 	}
 	logFile, err := os.OpenFile(filepath.Join(spec.StateDir, executorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	defer logFile.Close()
+	ex, err := spawn(command, markerValue, logFile)
+	if err != nil {
+		return nil, err
+	}
+	return ex.deliver(ctx, spec, logger)
+}
+
+// prepareStateDir makes a task's state directory and ends what an earlier
+// executor of it left (reapOrphan).
+func prepareStateDir(dir string, logger hclog.Logger) error {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("executor: state dir: %w", err)
+	}
+	return reapOrphan(dir, logger)
+}
+
+// spawned is an executor process started and waiting for its spec on
+// specW; statusR reads its status pipe.
+type spawned struct {
+	cmd     *exec.Cmd
+	specW   *os.File
+	statusR *os.File
+	// reaped is closed once the process is waited for.
+	reaped chan struct{}
+}
+
+// spawn starts command as an executor (marker: what kind) with its output
+// to out and env added to this process's environment.
+func spawn(command Command, marker string, out *os.File, env ...string) (*spawned, error) {
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
@@ -103,14 +125,13 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 		specW.Close()
 		return nil, fmt.Errorf("executor: %w", err)
 	}
-
 	cmd := &exec.Cmd{
 		Path:       command.Path,
 		Args:       append([]string{cmp.Or(command.Name, command.Path)}, command.Args...),
-		Env:        append(os.Environ(), markerEnv+"="+markerValue),
+		Env:        append(append(os.Environ(), env...), markerEnv+"="+marker),
 		Stdin:      specR,
-		Stdout:     logFile,
-		Stderr:     logFile,
+		Stdout:     out,
+		Stderr:     out,
 		ExtraFiles: []*os.File{statusW},
 		// A session of its own: signals for the plugin's process group or
 		// terminal do not reach it, and it outlives the plugin.
@@ -123,11 +144,28 @@ func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger)
 		specW.Close()
 		return nil, fmt.Errorf("executor: start %s: %w", command.Path, err)
 	}
-	reaped := make(chan struct{})
-	go func() { cmd.Wait(); close(reaped) }()
+	ex := &spawned{cmd: cmd, specW: specW, statusR: statusR, reaped: make(chan struct{})}
+	go func() { cmd.Wait(); close(ex.reaped) }()
+	return ex, nil
+}
 
-	_, werr := specW.Write(specData)
-	specW.Close()
+// deliver sends spec to the executor and returns once it reports the task
+// started, or failed to (see Start).
+func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) (*Process, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	cmd, statusR, reaped := ex.cmd, ex.statusR, ex.reaped
+	specData, err := json.Marshal(spec)
+	if err != nil {
+		ex.specW.Close()
+		statusR.Close()
+		cmd.Process.Kill()
+		<-reaped
+		return nil, fmt.Errorf("executor: encode spec: %w", err)
+	}
+	_, werr := ex.specW.Write(specData)
+	ex.specW.Close()
 
 	type reply struct {
 		st  startStatus

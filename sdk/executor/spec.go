@@ -52,6 +52,9 @@ type Spec struct {
 	// Isolation, when set, runs the task in namespaces of its own under a
 	// root of its own (see Isolation).
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// ExecutorLog is set by Standby.Start: where the standby executor's
+	// own output goes once it has its spec (Start gives it at exec).
+	ExecutorLog string `json:"executor_log,omitempty"`
 }
 
 // Credential is a numeric user and groups.

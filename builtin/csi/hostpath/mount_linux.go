@@ -66,13 +66,12 @@ func bindMount(src, target string, flags mountFlags) error {
 }
 
 // unmountAll removes every mount stacked at target. A path that is not a
-// mount point is fine.
+// mount point is fine. The kernel says which it is: umount(2) fails with
+// EINVAL on a path that is not a mount point (ENOENT on none), so the
+// loop ends there without reading the mount table, which took as long as
+// the unmount itself twice over on the stop path (issue 26).
 func unmountAll(target string) error {
 	for range 16 {
-		mounted, err := isMountPoint(target)
-		if err != nil || !mounted {
-			return err
-		}
 		if err := unix.Unmount(target, 0); err != nil {
 			switch {
 			case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):

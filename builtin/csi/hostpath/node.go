@@ -91,6 +91,7 @@ func (n *node) loadNodeVolume(id string) (*nodeVolumeRecord, error) {
 	if err != nil {
 		return nil, errInternal(err, "read node record of volume %s", id)
 	}
+	pruneUnpublishedTargets(rec)
 	return rec, nil
 }
 

@@ -195,9 +195,14 @@ func (n *node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVo
 	if err := n.removeTarget(target); err != nil {
 		return nil, errInternal(err, "remove target %s of volume %s", target, volID)
 	}
-	delete(rec.Targets, target)
-	if err := n.saveNodeVolume(rec); err != nil {
-		return nil, errInternal(err, "record unpublish of volume %s from %s", volID, target)
+	// The target's removal is the record of the unpublish
+	// (node_unpublished.go); a target kept for what was written into it
+	// while unmounted is recorded gone.
+	if targetExists(target) {
+		delete(rec.Targets, target)
+		if err := n.saveNodeVolume(rec); err != nil {
+			return nil, errInternal(err, "record unpublish of volume %s from %s", volID, target)
+		}
 	}
 	n.log.Info("volume unpublished", "volume", volID, "target", target)
 	return &csi.NodeUnpublishVolumeResponse{}, nil

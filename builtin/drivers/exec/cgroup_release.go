@@ -75,8 +75,10 @@ func (d *Driver) waitReleases() { d.releases.wg.Wait() }
 // Shutdown waits, until ctx ends, for the cgroup removals under way: the
 // plugin process is about to exit, and a removal it does not finish is
 // left for the next plugin's start-up sweep (sweepCgroups). The ones
-// still running when ctx ends are logged by task ID.
+// still running when ctx ends are logged by task ID. The executor started
+// ahead of the next task is ended first.
 func (d *Driver) Shutdown(ctx context.Context) {
+	d.CloseStandby()
 	done := make(chan struct{})
 	go func() {
 		d.waitReleases()

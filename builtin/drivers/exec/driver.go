@@ -58,6 +58,9 @@ func New(logger hclog.Logger) *Driver {
 	d.removeCgroup = d.cgroups.remove
 	d.config, _ = parsePluginConfig(&driverpb.PluginConfig{})
 	d.Core = taskexec.New(Name, stateSubdir, &flavor{d: d}, d.logger)
+	// Each start takes an executor and namespace init started ahead
+	// (taskexec's core_standby.go); Shutdown ends the one left.
+	d.Core.EnableStandby()
 	d.fp = sdk.NewFingerprintHub(d.fingerprint())
 	return d
 }

@@ -47,6 +47,8 @@ type Core struct {
 	mu sync.Mutex
 	// self re-executes this binary as an executor; set on first use.
 	self *executor.Command
+
+	standby standbys
 }
 
 // New returns a Core for the driver name, keeping each task's executor
@@ -159,7 +161,10 @@ func (c *Core) StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driver
 		c.tasks.Delete(cfg.GetId())
 		return nil, fmt.Errorf("start task %q: %w", cfg.GetId(), err)
 	}
-	proc, err := executor.Start(ctx, self, *spec, c.logger.With("task_id", cfg.GetId()))
+	proc, err := c.startExecutor(ctx, self, *spec, c.logger.With("task_id", cfg.GetId()))
+	// The next task's executor is started once this one's start is over
+	// (core_standby.go), not competing with it.
+	defer func() { go c.fillStandby(self, false) }()
 	if err != nil {
 		c.release(t.cfg)
 		c.tasks.Delete(cfg.GetId())

@@ -1,0 +1,205 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// A standby executor is started before the task it runs is known, so a
+// task's start does not wait for this binary to be executed and
+// initialised again (twice for an isolated task: the executor, then its
+// namespace init; tens of milliseconds each for a large binary on a busy
+// machine). It starts like any executor, and when isolated it starts its
+// namespace init (with its task's output pipes) at once; then it waits for
+// its spec on stdin. Standby.Start sends the spec, with the path of the
+// executor's own log, which the standby takes as its stdout and stderr
+// from then on: the rest is Start's. A spec without isolation given to an
+// isolated standby (or the reverse) discards what was made ahead and
+// starts the task as Start would.
+//
+// A standby never used ends when its stdin closes: Close, or the death of
+// the driver that started it (the kernel closes the pipe); its namespace
+// init dies with it (parent-death signal).
+const (
+	standbyValue         = "standby"
+	standbyIsolatedValue = "standby-isolated"
+)
+
+// Standby is an executor started ahead of its task. Use it once, with
+// Start, or Close it.
+type Standby struct {
+	ex       *spawned
+	isolated bool
+	// back is the scheduling its threads return to when it is taken (nil:
+	// it was not started idle).
+	back *unix.SchedAttr
+}
+
+// NewStandby starts an executor from command that waits for its task;
+// isolated makes it start a namespace init ahead too (for specs with an
+// Isolation). Until its spec comes its output is discarded (it holds
+// nothing of this process's, so it delays no one's reading of it); what it
+// has to say by then goes to its log after.
+func NewStandby(command Command, isolated bool) (*Standby, error) {
+	marker := standbyValue
+	if isolated {
+		marker = standbyIsolatedValue
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	defer null.Close()
+	ex, back, err := spawnIdle(command, marker, null)
+	if err != nil {
+		return nil, err
+	}
+	return &Standby{ex: ex, isolated: isolated, back: back}, nil
+}
+
+// Isolated reports whether the standby started a namespace init ahead.
+func (s *Standby) Isolated() bool { return s.isolated }
+
+// Alive reports whether the standby process is still there to be used.
+func (s *Standby) Alive() bool {
+	select {
+	case <-s.ex.reaped:
+		return false
+	default:
+		return true
+	}
+}
+
+// Pid is the standby executor's process ID.
+func (s *Standby) Pid() int { return s.ex.cmd.Process.Pid }
+
+// Start runs spec on the standby, as Start runs it on a new executor.
+func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Process, error) {
+	if err := prepareStateDir(spec.StateDir, logger); err != nil {
+		s.Close()
+		return nil, err
+	}
+	spec.ExecutorLog = filepath.Join(spec.StateDir, executorLog)
+	if s.back != nil {
+		wakeProcess(s.Pid(), s.back)
+	}
+	return s.ex.deliver(ctx, spec, logger)
+}
+
+// Close ends a standby that was not used; it returns once the process is
+// gone.
+func (s *Standby) Close() {
+	s.ex.specW.Close()
+	s.ex.statusR.Close()
+	<-s.ex.reaped
+}
+
+// taskPipes are the pipes a task's output streams are copied through.
+type taskPipes struct{ outR, outW, errR, errW *os.File }
+
+func newTaskPipes() (taskPipes, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return taskPipes{}, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return taskPipes{}, err
+	}
+	return taskPipes{outR: outR, outW: outW, errR: errR, errW: errW}, nil
+}
+
+func (p taskPipes) close() {
+	for _, f := range []*os.File{p.outR, p.outW, p.errR, p.errW} {
+		f.Close()
+	}
+}
+
+// startedAhead is what a standby executor made before its spec came.
+type startedAhead struct {
+	pipes taskPipes
+	init  *pendingInit
+}
+
+// discard ends what was made ahead for a spec that does not use it.
+func (a *startedAhead) discard() {
+	if a.init != nil {
+		a.init.abort()
+	}
+	a.pipes.close()
+}
+
+// standbyMain is a standby executor: it makes ahead what an isolated task
+// needs, if asked, waits for its spec and runs it. Its stdin closed
+// without a spec (the standby was not used) ends it quietly.
+func standbyMain(isolated bool) int {
+	syscall.CloseOnExec(3)
+	status := os.NewFile(3, "status")
+	var ahead *startedAhead
+	var aheadErr error
+	if isolated {
+		pipes, err := newTaskPipes()
+		if err == nil {
+			init, bad := launchInit(pipes.outW, pipes.errW)
+			if bad == nil {
+				ahead = &startedAhead{pipes: pipes, init: init}
+			} else {
+				pipes.close()
+				err = bad
+			}
+		}
+		aheadErr = err
+	}
+	data, err := io.ReadAll(io.LimitReader(os.Stdin, maxSpecBytes+1))
+	if err == nil && len(data) == 0 {
+		if ahead != nil {
+			ahead.discard()
+		}
+		return 0
+	}
+	restorePriority()
+	spec, err := decodeSpec(data, err)
+	if err == nil && spec.ExecutorLog != "" {
+		err = redirectOutput(spec.ExecutorLog)
+	}
+	if err != nil {
+		if ahead != nil {
+			ahead.discard()
+		}
+		report(status, startStatus{Failure: otherFailure("", err)})
+		return 1
+	}
+	if aheadErr != nil {
+		fmt.Fprintf(os.Stderr, "standby executor: starting the namespace init ahead failed, starting it now: %v\n", aheadErr)
+	}
+	if err := run(spec, status, ahead); err != nil {
+		fmt.Fprintf(os.Stderr, "executor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// redirectOutput makes path (appended to) this process's stdout and
+// stderr.
+func redirectOutput(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("executor log: %w", err)
+	}
+	defer f.Close()
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup3(int(f.Fd()), fd, 0); err != nil {
+			return fmt.Errorf("executor log: %w", err)
+		}
+	}
+	return nil
+}
