@@ -33,3 +33,22 @@ func nothingNewIndex(ws memdb.WatchSet, index uint64, req *pb.ClientAllocsReques
 	}
 	return min(index, minIndex)
 }
+
+// noOperatorClaimIndex is nothingNewIndex for a client's list of its
+// node's operator claims: an answer listing none, to a client that holds
+// none (holds_none), answers no later than the client's min index, so its
+// blocking query keeps waiting. The list watches the node's range of the
+// claims' node index, which for a node with no claim is the radix node
+// above it, and answers the claims table's index: every claim change
+// nearby (while the table is small, any) woke every such node with an
+// empty list, ~70 answers per node in the simulator's 1,000 volume jobs,
+// 17% of its CPU. A claim made for the node still wakes it (the list is
+// no longer empty); a client holding an operator claim is told of its
+// removal as before.
+func noOperatorClaimIndex(ws memdb.WatchSet, index uint64, req *pb.ClientClaimsRequest, resp *pb.ClientClaimsResponse) uint64 {
+	minIndex := req.GetQuery().GetMinIndex()
+	if ws == nil || minIndex == 0 || !req.GetHoldsNone() || len(resp.Claims) > 0 {
+		return index
+	}
+	return min(index, minIndex)
+}
