@@ -10,6 +10,8 @@ import (
 // snapshot, adding watches for what it read to ws, and returns the raft index
 // its answer is current as of (usually the Index of the tables it read).
 // It is run once per wake-up; keep its results in variables it closes over.
+// A run whose answer is returned whatever its index (a query with no min
+// index, the run after a restore) gets a nil ws, on which Add does nothing.
 type QueryFunc func(ws memdb.WatchSet, snap *StateSnapshot) (index uint64, err error)
 
 // BlockingQuery runs fn and returns once fn reports an index above minIndex,
@@ -53,7 +55,7 @@ func (s *StateStore) BlockingQuery(ctx context.Context, minIndex uint64, fn Quer
 			// waits the turn the server gives before it reads the new
 			// store (QueryTurn).
 			store.waitTurn(ctx)
-			index, err := fn(memdb.NewWatchSet(), store.latest().Snapshot())
+			index, err := fn(nil, store.latest().Snapshot())
 			return max(index, 1), err
 		default:
 		}

@@ -81,7 +81,9 @@
 // same publish and teardown bookkeeping as the alloc hooks, keyed by claim
 // instead of alloc. It is not a runner hook, but it lives here because it
 // shares that bookkeeping (a use has one publish or one teardown under
-// way at a time, whoever asked for it) and the claim reports.
+// way at a time, whoever asked for it) and the claim reports. While the
+// node holds no operator claim it says so (holds_none), and the servers
+// hold back the empty lists other nodes' claim changes would wake it with.
 //
 // # Layout on the host
 //

@@ -54,7 +54,11 @@ func (v *VolumeHooks) RunOperatorClaims(ctx context.Context, lister ClaimLister)
 	)
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		resp, err := lister.ClientClaims(ctx, &pb.ClientClaimsRequest{NodeId: v.cfg.NodeID, Query: &pb.QueryOptions{MinIndex: index}})
+		mu.Lock()
+		noneRecorded := len(failed) == 0 && len(inUse) == 0 && len(tornDown) == 0
+		mu.Unlock()
+		resp, err := lister.ClientClaims(ctx, &pb.ClientClaimsRequest{NodeId: v.cfg.NodeID, Query: &pb.QueryOptions{MinIndex: index},
+			HoldsNone: v.holdsNoOperatorClaim(noneRecorded)})
 		if err != nil {
 			if ctx.Err() != nil {
 				return

@@ -86,7 +86,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, logger: logger, tls: tlsStore}
-	a.pool = rpc.NewPool(tlsconf.DialOptions(a.rpcTLS())...)
+	a.pool = rpc.NewPool(a.rpcDialOptions()...)
 	defer func() {
 		if err != nil {
 			a.Shutdown()

@@ -44,7 +44,9 @@
 //
 // Handlers call the internal gRPC services (rpc/pb) on the local server, or,
 // on a client-only agent, on its servers, so every agent answers every
-// endpoint. Replies are rendered by rpc/apijson (status words, RFC 3339
+// endpoint. A write made while another server leads goes from the agent to
+// that leader directly (rpc_leader.go), one hop fewer than the local
+// server's forward. Replies are rendered by rpc/apijson (status words, RFC 3339
 // times, exact numbers, every field present). gRPC status codes map to HTTP
 // statuses and errors are JSON objects {"code", "message"}. Every list is
 // paginated by the server (?per_page=, ?next_token=, X-Berth-NextToken) and

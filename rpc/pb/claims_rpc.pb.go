@@ -740,7 +740,16 @@ type ClientClaimsRequest struct {
 	// has no job to read its volumes from) takes down and reports what the
 	// alloc holds. An older server ignores it and answers the operators'
 	// claims, which the client tells apart by their empty alloc_id.
-	AllocId       string `protobuf:"bytes,3,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	AllocId string `protobuf:"bytes,3,opt,name=alloc_id,json=allocId,proto3" json:"alloc_id,omitempty"`
+	// holds_none (without alloc_id) says the client holds no operator claim:
+	// no use of one, no publish or teardown under way, none remembered as
+	// failed. An answer listing no operator claim then tells it nothing, and
+	// the server holds it back until one of the node's operator claims
+	// appears or the wait runs out. Without it, every change of a claim
+	// whose key shares a prefix with the node's (any claim, while the table
+	// is small) woke every node holding none with an empty list. An older
+	// server ignores it.
+	HoldsNone     bool `protobuf:"varint,330,opt,name=holds_none,json=holdsNone,proto3" json:"holds_none,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -794,6 +803,13 @@ func (x *ClientClaimsRequest) GetAllocId() string {
 		return x.AllocId
 	}
 	return ""
+}
+
+func (x *ClientClaimsRequest) GetHoldsNone() bool {
+	if x != nil {
+		return x.HoldsNone
+	}
+	return false
 }
 
 type ClientClaimsResponse struct {
@@ -924,11 +940,13 @@ const file_berth_v1_claims_rpc_proto_rawDesc = "" +
 	"\x13node_expanded_bytes\x18\t \x01(\x03R\x11nodeExpandedBytes\"k\n" +
 	"\x19ClientClaimUpdateResponse\x12%\n" +
 	"\x05claim\x18\x01 \x01(\v2\x0f.berth.v1.ClaimR\x05claim\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"w\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.WriteMetaR\x04meta\"\x97\x01\n" +
 	"\x13ClientClaimsRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12,\n" +
 	"\x05query\x18\x02 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\x12\x19\n" +
-	"\balloc_id\x18\x03 \x01(\tR\aallocId\"\x83\x01\n" +
+	"\balloc_id\x18\x03 \x01(\tR\aallocId\x12\x1e\n" +
+	"\n" +
+	"holds_none\x18\xca\x02 \x01(\bR\tholdsNone\"\x83\x01\n" +
 	"\x14ClientClaimsResponse\x12'\n" +
 	"\x06claims\x18\x01 \x03(\v2\x0f.berth.v1.ClaimR\x06claims\x12'\n" +
 	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\x12\x19\n" +

@@ -59,7 +59,8 @@ func (e *claimsEndpoint) ClientClaims(ctx context.Context, req *pb.ClientClaimsR
 		if allocID != "" {
 			return tablesIndex(st, fsm.TableClaims, fsm.TableAllocs)
 		}
-		return tablesIndex(st, fsm.TableClaims)
+		index, err := tablesIndex(st, fsm.TableClaims)
+		return noOperatorClaimIndex(ws, index, req, resp), err
 	})
 	if err != nil {
 		return nil, err

@@ -116,7 +116,7 @@ func (e *clientAllocsEndpoint) Watch(ctx context.Context, req *pb.ClientAllocsRe
 				resp.Jobs[key] = job
 			}
 		}
-		return index, nil
+		return nothingNewIndex(ws, index, req, resp), nil
 	})
 	if err != nil {
 		return nil, err
