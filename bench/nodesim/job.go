@@ -51,6 +51,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 	}
 	othersBefore := s.othersCPU(leader)
 	startedBefore := s.startedTasks()
+	updatesBefore := s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName]
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
 		return nil, fmt.Errorf("registering job %s: %w", id, err)
@@ -86,6 +87,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	r.StartedTasks = s.startedTasks() - startedBefore
+	r.UpdateCalls = s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
 	if leader != nil {
 		after, err := readProcStat(leader.cmd.Process.Pid)
 		if err != nil {
