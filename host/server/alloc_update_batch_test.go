@@ -61,6 +61,8 @@ func TestManyNodesAllocUpdatesShareRaftEntries(t *testing.T) {
 	})
 	t.Cleanup(func() { holdOnce.Do(func() { close(hold) }) })
 	leader := tc.waitLeader()
+	// Batched entries wait for every server's version (the gate).
+	waitVersions(tc, leader)
 	var ns []*pb.Node
 	for i := range nodes {
 		ns = append(ns, workNode(fmt.Sprintf("n%02d", i)))
