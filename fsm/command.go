@@ -129,7 +129,7 @@ var commands = map[MessageType]command{
 	JobRevert:              newCommand("JobRevert", applyJobRevert),
 	EvalUpsert:             newCommand("EvalUpsert", applyEvalUpsert),
 	PlanApply:              newCommand("PlanApply", applyPlanApply),
-	AllocClientUpdate:      newCommand("AllocClientUpdate", applyAllocClientUpdate),
+	AllocClientUpdate:      newCommand("AllocClientUpdate", applyAllocClientUpdates),
 	AllocDesiredTransition: newCommand("AllocDesiredTransition", applyAllocDesiredTransition),
 	NodeEligibility:        newCommand("NodeEligibility", applyNodeEligibility),
 	NodeDrain:              newCommand("NodeDrain", applyNodeDrain),

@@ -97,6 +97,12 @@
 // change to allocs or evals recomputes the status of their jobs
 // (recomputeJobStatus: running while an alloc is not terminal, else
 // pending while an eval is live, else dead once stopped or evaluated).
+// An AllocClientUpdate with batch set carries many nodes' updates in one
+// entry (the leader's batcher, host/server/endpoints/alloc_update_batch.go,
+// once every server is at 0.1.0-dev.4): each part is applied as its own
+// command would be, a refused part changes nothing and the rest apply, and
+// the entry answers a *pb.AllocClientUpdateBatchResult (not stored) naming
+// the refused parts (apply_alloc_batch.go).
 //
 // PlanApply is the last word on placements. It re-checks each node the
 // plan touches against the state of the apply itself, which includes the

@@ -51,6 +51,8 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 	}
 	othersBefore := s.othersCPU(leader)
 	startedBefore := s.startedTasks()
+	updatesBefore := s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName]
+	indexBefore := s.lastIndex(ctx)
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
 		return nil, fmt.Errorf("registering job %s: %w", id, err)
@@ -86,6 +88,10 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	r.StartedTasks = s.startedTasks() - startedBefore
+	r.UpdateCalls = s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
+	if after := s.lastIndex(ctx); indexBefore > 0 && after > indexBefore {
+		r.RaftEntries = after - indexBefore
+	}
 	if leader != nil {
 		after, err := readProcStat(leader.cmd.Process.Pid)
 		if err != nil {
@@ -126,4 +132,14 @@ func (s *sim) startedTasks() int64 {
 		n += node.driver.started.Load()
 	}
 	return n
+}
+
+// lastIndex is the last raft index of the server the API asks (0 when it
+// does not answer).
+func (s *sim) lastIndex(ctx context.Context) uint64 {
+	self, err := s.api.AgentSelf(ctx)
+	if err != nil {
+		return 0
+	}
+	return self.GetServer().GetLastIndex()
 }

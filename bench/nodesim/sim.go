@@ -127,6 +127,13 @@ type jobRun struct {
 	LeaderCPUSeconds    float64 `json:"leader_cpu_seconds"`
 	FollowersCPUSeconds float64 `json:"followers_cpu_seconds"`
 	SimCPUSeconds       float64 `json:"sim_cpu_seconds"`
+	// UpdateCalls is how many ClientAllocs.Update calls the nodes made
+	// from register to running (each a batch of one node's updates).
+	UpdateCalls int64 `json:"update_calls"`
+	// RaftEntries is how far the raft log of the server the API asks
+	// moved from register to running: every command of the job (its
+	// register, plans, the nodes' updates, heartbeats' status changes).
+	RaftEntries uint64 `json:"raft_entries"`
 }
 
 // startSim starts the servers (unless cfg.addrs) and waits for a leader.

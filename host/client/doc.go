@@ -45,7 +45,10 @@
 //     state records deleted).
 //   - Status: every change of an alloc's status goes to the updater, which
 //     sends ClientAllocs.Update at once when no batch is in flight and
-//     otherwise coalesces (latest per alloc) into the next batch; a failed
+//     otherwise coalesces (latest per alloc) into the next batch (an
+//     update reporting pending waits up to 50 ms for the alloc's next
+//     status, so starting allocs report pending and running as one batch;
+//     the servers batch many nodes' calls into one raft entry); a failed
 //     batch is retried with backoff, merged under newer updates; a batch
 //     the servers refuse is dropped. After every registration the status
 //     of every alloc is queued again, so what a refused batch or a client

@@ -53,7 +53,11 @@ func runClientProcess(dir, server string) error {
 			states["web"].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 			recs, _ := n.db.TaskStates("a1")
 			for _, r := range recs {
-				if r.GetTask() != "web" || r.GetTaskId() == "" {
+				// Ready once the running state is recorded, not only the
+				// attempt (written before StartTask): a kill in between
+				// recovers the task without its Started event.
+				if r.GetTask() != "web" || r.GetTaskId() == "" ||
+					r.GetState().GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING {
 					continue
 				}
 				d, _ := n.m.Driver(r.GetDriver())

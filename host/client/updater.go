@@ -9,6 +9,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"berth.dev/berth/internal/backoff"
+	"berth.dev/berth/internal/clock"
 	"berth.dev/berth/rpc/pb"
 )
 
@@ -19,6 +20,12 @@ import (
 // meanwhile; a batch the servers refuse is dropped (retrying cannot help).
 // There is no batching interval: the batch is whatever accumulated while
 // the previous one was in flight.
+//
+// One exception: an update that reports an alloc pending (an alloc
+// starting: the servers hold it pending already) waits up to hold for a
+// later one, so allocs that start together report pending and running as
+// one batch, and running is not queued behind a pending in flight. Any
+// other status (running, or an end) sends what is waiting at once.
 type updater struct {
 	send   func(ctx context.Context, batch []*pb.AllocClientUpdate) error
 	logger hclog.Logger
@@ -28,15 +35,27 @@ type updater struct {
 	// sleep waits out a backoff (tests replace it).
 	sleep func(ctx context.Context, d time.Duration)
 
+	// hold is how long pending-status updates may wait (0: not at all);
+	// afterFunc arms that wait (tests replace it).
+	hold      time.Duration
+	afterFunc func(d time.Duration, f func()) clock.Timer
+
 	mu       sync.Mutex
 	pending  map[string]*pb.AllocClientUpdate
 	inflight bool
+	// held is the armed wait of pending-status updates, nil when none.
+	held clock.Timer
 }
+
+// pendingHold is how long an update reporting an alloc pending waits for
+// a later status before it is sent.
+const pendingHold = 50 * time.Millisecond
 
 func newUpdater(ctx context.Context, logger hclog.Logger, send func(context.Context, []*pb.AllocClientUpdate) error, refused func(error) bool) *updater {
 	return &updater{send: send, logger: logger, ctx: ctx, refused: refused,
-		sleep:   func(ctx context.Context, d time.Duration) { backoff.Sleep(ctx.Done(), d) },
-		pending: map[string]*pb.AllocClientUpdate{}}
+		sleep:     func(ctx context.Context, d time.Duration) { backoff.Sleep(ctx.Done(), d) },
+		afterFunc: clock.Real{}.AfterFunc,
+		pending:   map[string]*pb.AllocClientUpdate{}}
 }
 
 // add queues an alloc's latest status.
@@ -44,10 +63,38 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.pending[up.GetAllocId()] = up
-	if !u.inflight {
-		u.inflight = true
-		go u.flush()
+	if u.inflight {
+		return
 	}
+	// Nothing in flight: everything waiting reports pending (anything
+	// else would have started a send), so a pending one may wait too.
+	if u.hold > 0 && up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING {
+		if u.held == nil {
+			u.held = u.afterFunc(u.hold, u.release)
+		}
+		return
+	}
+	u.startFlush()
+}
+
+// release sends the pending-status updates whose wait ran out.
+func (u *updater) release() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.held = nil
+	if !u.inflight && len(u.pending) > 0 {
+		u.startFlush()
+	}
+}
+
+// startFlush starts sending; u.mu is held.
+func (u *updater) startFlush() {
+	if u.held != nil {
+		u.held.Stop()
+		u.held = nil
+	}
+	u.inflight = true
+	go u.flush()
 }
 
 // flush sends batches until nothing is pending.

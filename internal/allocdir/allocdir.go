@@ -59,7 +59,7 @@ func New(dataDir, allocID string) (*AllocDir, error) {
 // Build creates the alloc dir and its shared dir.
 func (a *AllocDir) Build() error {
 	for _, d := range []string{a.Dir, a.Shared, filepath.Join(a.Shared, "data"), filepath.Join(a.Shared, "tmp"), a.LogDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := mkdir(d, 0o755); err != nil {
 			return fmt.Errorf("alloc dir: %w", err)
 		}
 	}
@@ -83,11 +83,11 @@ func (a *AllocDir) TaskDir(task string) (TaskDir, error) {
 // made 0700 even when it existed with looser permissions.
 func (t TaskDir) Build() error {
 	for _, d := range []string{t.Dir, t.Local, t.Tmp, t.LogDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := mkdir(d, 0o755); err != nil {
 			return fmt.Errorf("task dir: %w", err)
 		}
 	}
-	if err := os.MkdirAll(t.Secrets, 0o700); err != nil {
+	if err := mkdir(t.Secrets, 0o700); err != nil {
 		return fmt.Errorf("task dir: %w", err)
 	}
 	if err := os.Chmod(t.Secrets, 0o700); err != nil {

@@ -696,7 +696,17 @@ type AllocClientUpdateCommand struct {
 	// while every server records 0.1.0-dev.4 or later (the state_entered_at
 	// rule's gate). Unset (an older proposer) or with the rule off, the
 	// apply uses the latest of the updates' updated_at, the client's clock.
-	ReceivedAt    int64 `protobuf:"varint,160,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	ReceivedAt int64 `protobuf:"varint,160,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	// batch carries other nodes' updates gathered by the leader into one
+	// entry (the endpoint's batcher, as Nomad batches client updates): set,
+	// node_id, updates, evals and received_at are empty, and each part is
+	// applied as if it were its own AllocClientUpdate command, in order. A
+	// part that is refused changes nothing and leaves the others applied;
+	// the entry's ApplyResult.Response, an AllocClientUpdateBatchResult,
+	// names the parts refused and why. A part holds no batch of its own.
+	// Proposed only once every server records 0.1.0-dev.4 or later (an
+	// older one refuses the entry: it names no node).
+	Batch         []*AllocClientUpdateCommand `protobuf:"bytes,310,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +769,121 @@ func (x *AllocClientUpdateCommand) GetReceivedAt() int64 {
 	return 0
 }
 
+func (x *AllocClientUpdateCommand) GetBatch() []*AllocClientUpdateCommand {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// AllocClientUpdateBatchResult is what a batched AllocClientUpdate entry
+// answers its proposer (never stored or replicated): the parts refused.
+type AllocClientUpdateBatchResult struct {
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Refusals      []*AllocClientUpdateRefusal `protobuf:"bytes,310,rep,name=refusals,proto3" json:"refusals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocClientUpdateBatchResult) Reset() {
+	*x = AllocClientUpdateBatchResult{}
+	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocClientUpdateBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocClientUpdateBatchResult) ProtoMessage() {}
+
+func (x *AllocClientUpdateBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocClientUpdateBatchResult.ProtoReflect.Descriptor instead.
+func (*AllocClientUpdateBatchResult) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AllocClientUpdateBatchResult) GetRefusals() []*AllocClientUpdateRefusal {
+	if x != nil {
+		return x.Refusals
+	}
+	return nil
+}
+
+// AllocClientUpdateRefusal is why one part of a batched AllocClientUpdate
+// was refused: its position in the batch, the error's gRPC code and text.
+type AllocClientUpdateRefusal struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Part          uint32                 `protobuf:"varint,310,opt,name=part,proto3" json:"part,omitempty"`
+	Code          uint32                 `protobuf:"varint,311,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string                 `protobuf:"bytes,312,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocClientUpdateRefusal) Reset() {
+	*x = AllocClientUpdateRefusal{}
+	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocClientUpdateRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocClientUpdateRefusal) ProtoMessage() {}
+
+func (x *AllocClientUpdateRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocClientUpdateRefusal.ProtoReflect.Descriptor instead.
+func (*AllocClientUpdateRefusal) Descriptor() ([]byte, []int) {
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AllocClientUpdateRefusal) GetPart() uint32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
+func (x *AllocClientUpdateRefusal) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *AllocClientUpdateRefusal) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // AllocDesiredTransitionCommand asks the scheduler to move allocs on
 // (drain, alloc stop) and creates the evaluations that will.
 type AllocDesiredTransitionCommand struct {
@@ -772,7 +897,7 @@ type AllocDesiredTransitionCommand struct {
 
 func (x *AllocDesiredTransitionCommand) Reset() {
 	*x = AllocDesiredTransitionCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	mi := &file_berth_v1_commands_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +909,7 @@ func (x *AllocDesiredTransitionCommand) String() string {
 func (*AllocDesiredTransitionCommand) ProtoMessage() {}
 
 func (x *AllocDesiredTransitionCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[11]
+	mi := &file_berth_v1_commands_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +922,7 @@ func (x *AllocDesiredTransitionCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocDesiredTransitionCommand.ProtoReflect.Descriptor instead.
 func (*AllocDesiredTransitionCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{11}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AllocDesiredTransitionCommand) GetAllocs() map[string]*DesiredTransition {
@@ -834,7 +959,7 @@ type NodeEligibilityCommand struct {
 
 func (x *NodeEligibilityCommand) Reset() {
 	*x = NodeEligibilityCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	mi := &file_berth_v1_commands_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +971,7 @@ func (x *NodeEligibilityCommand) String() string {
 func (*NodeEligibilityCommand) ProtoMessage() {}
 
 func (x *NodeEligibilityCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[12]
+	mi := &file_berth_v1_commands_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +984,7 @@ func (x *NodeEligibilityCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEligibilityCommand.ProtoReflect.Descriptor instead.
 func (*NodeEligibilityCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{12}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NodeEligibilityCommand) GetNodeId() string {
@@ -905,7 +1030,7 @@ type NodeDrainCommand struct {
 
 func (x *NodeDrainCommand) Reset() {
 	*x = NodeDrainCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[13]
+	mi := &file_berth_v1_commands_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1042,7 @@ func (x *NodeDrainCommand) String() string {
 func (*NodeDrainCommand) ProtoMessage() {}
 
 func (x *NodeDrainCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[13]
+	mi := &file_berth_v1_commands_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1055,7 @@ func (x *NodeDrainCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDrainCommand.ProtoReflect.Descriptor instead.
 func (*NodeDrainCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{13}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeDrainCommand) GetNodeId() string {
@@ -996,7 +1121,7 @@ type GCCommand struct {
 
 func (x *GCCommand) Reset() {
 	*x = GCCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[14]
+	mi := &file_berth_v1_commands_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1133,7 @@ func (x *GCCommand) String() string {
 func (*GCCommand) ProtoMessage() {}
 
 func (x *GCCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[14]
+	mi := &file_berth_v1_commands_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1146,7 @@ func (x *GCCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GCCommand.ProtoReflect.Descriptor instead.
 func (*GCCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{14}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GCCommand) GetEvalIds() []string {
@@ -1081,7 +1206,7 @@ type NodeCSIUpdateCommand struct {
 
 func (x *NodeCSIUpdateCommand) Reset() {
 	*x = NodeCSIUpdateCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[15]
+	mi := &file_berth_v1_commands_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1218,7 @@ func (x *NodeCSIUpdateCommand) String() string {
 func (*NodeCSIUpdateCommand) ProtoMessage() {}
 
 func (x *NodeCSIUpdateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[15]
+	mi := &file_berth_v1_commands_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1231,7 @@ func (x *NodeCSIUpdateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCSIUpdateCommand.ProtoReflect.Descriptor instead.
 func (*NodeCSIUpdateCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{15}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeCSIUpdateCommand) GetNodeId() string {
@@ -1176,7 +1301,7 @@ type VolumeRegisterCommand struct {
 
 func (x *VolumeRegisterCommand) Reset() {
 	*x = VolumeRegisterCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[16]
+	mi := &file_berth_v1_commands_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1313,7 @@ func (x *VolumeRegisterCommand) String() string {
 func (*VolumeRegisterCommand) ProtoMessage() {}
 
 func (x *VolumeRegisterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[16]
+	mi := &file_berth_v1_commands_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1326,7 @@ func (x *VolumeRegisterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeRegisterCommand.ProtoReflect.Descriptor instead.
 func (*VolumeRegisterCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{16}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VolumeRegisterCommand) GetVolume() *Volume {
@@ -1253,7 +1378,7 @@ type VolumeDeregisterCommand struct {
 
 func (x *VolumeDeregisterCommand) Reset() {
 	*x = VolumeDeregisterCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[17]
+	mi := &file_berth_v1_commands_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1265,7 +1390,7 @@ func (x *VolumeDeregisterCommand) String() string {
 func (*VolumeDeregisterCommand) ProtoMessage() {}
 
 func (x *VolumeDeregisterCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[17]
+	mi := &file_berth_v1_commands_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1278,7 +1403,7 @@ func (x *VolumeDeregisterCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeDeregisterCommand.ProtoReflect.Descriptor instead.
 func (*VolumeDeregisterCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{17}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VolumeDeregisterCommand) GetVolumeId() string {
@@ -1328,7 +1453,7 @@ type ClaimTransition struct {
 
 func (x *ClaimTransition) Reset() {
 	*x = ClaimTransition{}
-	mi := &file_berth_v1_commands_proto_msgTypes[18]
+	mi := &file_berth_v1_commands_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1465,7 @@ func (x *ClaimTransition) String() string {
 func (*ClaimTransition) ProtoMessage() {}
 
 func (x *ClaimTransition) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[18]
+	mi := &file_berth_v1_commands_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1478,7 @@ func (x *ClaimTransition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimTransition.ProtoReflect.Descriptor instead.
 func (*ClaimTransition) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{18}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClaimTransition) GetClaimId() string {
@@ -1423,7 +1548,7 @@ type ClaimUpdateCommand struct {
 
 func (x *ClaimUpdateCommand) Reset() {
 	*x = ClaimUpdateCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[19]
+	mi := &file_berth_v1_commands_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1560,7 @@ func (x *ClaimUpdateCommand) String() string {
 func (*ClaimUpdateCommand) ProtoMessage() {}
 
 func (x *ClaimUpdateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[19]
+	mi := &file_berth_v1_commands_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1573,7 @@ func (x *ClaimUpdateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUpdateCommand.ProtoReflect.Descriptor instead.
 func (*ClaimUpdateCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{19}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClaimUpdateCommand) GetTransitions() []*ClaimTransition {
@@ -1490,7 +1615,7 @@ type AttachmentUpdateCommand struct {
 
 func (x *AttachmentUpdateCommand) Reset() {
 	*x = AttachmentUpdateCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[20]
+	mi := &file_berth_v1_commands_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1627,7 @@ func (x *AttachmentUpdateCommand) String() string {
 func (*AttachmentUpdateCommand) ProtoMessage() {}
 
 func (x *AttachmentUpdateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[20]
+	mi := &file_berth_v1_commands_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1640,7 @@ func (x *AttachmentUpdateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachmentUpdateCommand.ProtoReflect.Descriptor instead.
 func (*AttachmentUpdateCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{20}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AttachmentUpdateCommand) GetVolumeId() string {
@@ -1601,7 +1726,7 @@ type OperatorClaimCommand struct {
 
 func (x *OperatorClaimCommand) Reset() {
 	*x = OperatorClaimCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[21]
+	mi := &file_berth_v1_commands_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1738,7 @@ func (x *OperatorClaimCommand) String() string {
 func (*OperatorClaimCommand) ProtoMessage() {}
 
 func (x *OperatorClaimCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[21]
+	mi := &file_berth_v1_commands_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1751,7 @@ func (x *OperatorClaimCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorClaimCommand.ProtoReflect.Descriptor instead.
 func (*OperatorClaimCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{21}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OperatorClaimCommand) GetClaim() *Claim {
@@ -1655,7 +1780,7 @@ type OperatorClaimReleaseCommand struct {
 
 func (x *OperatorClaimReleaseCommand) Reset() {
 	*x = OperatorClaimReleaseCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[22]
+	mi := &file_berth_v1_commands_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1792,7 @@ func (x *OperatorClaimReleaseCommand) String() string {
 func (*OperatorClaimReleaseCommand) ProtoMessage() {}
 
 func (x *OperatorClaimReleaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[22]
+	mi := &file_berth_v1_commands_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1805,7 @@ func (x *OperatorClaimReleaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorClaimReleaseCommand.ProtoReflect.Descriptor instead.
 func (*OperatorClaimReleaseCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{22}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OperatorClaimReleaseCommand) GetClaimId() string {
@@ -1711,7 +1836,7 @@ type NodeFenceCommand struct {
 
 func (x *NodeFenceCommand) Reset() {
 	*x = NodeFenceCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[23]
+	mi := &file_berth_v1_commands_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1848,7 @@ func (x *NodeFenceCommand) String() string {
 func (*NodeFenceCommand) ProtoMessage() {}
 
 func (x *NodeFenceCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[23]
+	mi := &file_berth_v1_commands_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1861,7 @@ func (x *NodeFenceCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFenceCommand.ProtoReflect.Descriptor instead.
 func (*NodeFenceCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{23}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeFenceCommand) GetNodeId() string {
@@ -1776,7 +1901,7 @@ type VolumeDeletingCommand struct {
 
 func (x *VolumeDeletingCommand) Reset() {
 	*x = VolumeDeletingCommand{}
-	mi := &file_berth_v1_commands_proto_msgTypes[24]
+	mi := &file_berth_v1_commands_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1913,7 @@ func (x *VolumeDeletingCommand) String() string {
 func (*VolumeDeletingCommand) ProtoMessage() {}
 
 func (x *VolumeDeletingCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[24]
+	mi := &file_berth_v1_commands_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1926,7 @@ func (x *VolumeDeletingCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeDeletingCommand.ProtoReflect.Descriptor instead.
 func (*VolumeDeletingCommand) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{24}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VolumeDeletingCommand) GetVolumeId() string {
@@ -1838,7 +1963,7 @@ type ClaimUpdateResult struct {
 
 func (x *ClaimUpdateResult) Reset() {
 	*x = ClaimUpdateResult{}
-	mi := &file_berth_v1_commands_proto_msgTypes[25]
+	mi := &file_berth_v1_commands_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1975,7 @@ func (x *ClaimUpdateResult) String() string {
 func (*ClaimUpdateResult) ProtoMessage() {}
 
 func (x *ClaimUpdateResult) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_commands_proto_msgTypes[25]
+	mi := &file_berth_v1_commands_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1988,7 @@ func (x *ClaimUpdateResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUpdateResult.ProtoReflect.Descriptor instead.
 func (*ClaimUpdateResult) Descriptor() ([]byte, []int) {
-	return file_berth_v1_commands_proto_rawDescGZIP(), []int{25}
+	return file_berth_v1_commands_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClaimUpdateResult) GetMoved() int32 {
@@ -1922,13 +2047,20 @@ const file_berth_v1_commands_proto_rawDesc = "" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
 	"\n" +
 	"applied_at\x18\x03 \x01(\x03R\tappliedAt\x122\n" +
-	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\xb8\x01\n" +
+	"\x15refuse_unseen_history\x18\x04 \x01(\bR\x13refuseUnseenHistory\"\xf3\x01\n" +
 	"\x18AllocClientUpdateCommand\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x125\n" +
 	"\aupdates\x18\x02 \x03(\v2\x1b.berth.v1.AllocClientUpdateR\aupdates\x12*\n" +
 	"\x05evals\x18\x03 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12 \n" +
 	"\vreceived_at\x18\xa0\x01 \x01(\x03R\n" +
-	"receivedAt\"\x8f\x02\n" +
+	"receivedAt\x129\n" +
+	"\x05batch\x18\xb6\x02 \x03(\v2\".berth.v1.AllocClientUpdateCommandR\x05batch\"_\n" +
+	"\x1cAllocClientUpdateBatchResult\x12?\n" +
+	"\brefusals\x18\xb6\x02 \x03(\v2\".berth.v1.AllocClientUpdateRefusalR\brefusals\"[\n" +
+	"\x18AllocClientUpdateRefusal\x12\x13\n" +
+	"\x04part\x18\xb6\x02 \x01(\rR\x04part\x12\x13\n" +
+	"\x04code\x18\xb7\x02 \x01(\rR\x04code\x12\x15\n" +
+	"\x05error\x18\xb8\x02 \x01(\tR\x05error\"\x8f\x02\n" +
 	"\x1dAllocDesiredTransitionCommand\x12K\n" +
 	"\x06allocs\x18\x01 \x03(\v23.berth.v1.AllocDesiredTransitionCommand.AllocsEntryR\x06allocs\x12*\n" +
 	"\x05evals\x18\x02 \x03(\v2\x14.berth.v1.EvaluationR\x05evals\x12\x1d\n" +
@@ -2041,7 +2173,7 @@ func file_berth_v1_commands_proto_rawDescGZIP() []byte {
 	return file_berth_v1_commands_proto_rawDescData
 }
 
-var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_berth_v1_commands_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_berth_v1_commands_proto_goTypes = []any{
 	(*NodeRegisterCommand)(nil),           // 0: berth.v1.NodeRegisterCommand
 	(*NodeStatusUpdateCommand)(nil),       // 1: berth.v1.NodeStatusUpdateCommand
@@ -2054,81 +2186,85 @@ var file_berth_v1_commands_proto_goTypes = []any{
 	(*EvalUpsertCommand)(nil),             // 8: berth.v1.EvalUpsertCommand
 	(*PlanApplyCommand)(nil),              // 9: berth.v1.PlanApplyCommand
 	(*AllocClientUpdateCommand)(nil),      // 10: berth.v1.AllocClientUpdateCommand
-	(*AllocDesiredTransitionCommand)(nil), // 11: berth.v1.AllocDesiredTransitionCommand
-	(*NodeEligibilityCommand)(nil),        // 12: berth.v1.NodeEligibilityCommand
-	(*NodeDrainCommand)(nil),              // 13: berth.v1.NodeDrainCommand
-	(*GCCommand)(nil),                     // 14: berth.v1.GCCommand
-	(*NodeCSIUpdateCommand)(nil),          // 15: berth.v1.NodeCSIUpdateCommand
-	(*VolumeRegisterCommand)(nil),         // 16: berth.v1.VolumeRegisterCommand
-	(*VolumeDeregisterCommand)(nil),       // 17: berth.v1.VolumeDeregisterCommand
-	(*ClaimTransition)(nil),               // 18: berth.v1.ClaimTransition
-	(*ClaimUpdateCommand)(nil),            // 19: berth.v1.ClaimUpdateCommand
-	(*AttachmentUpdateCommand)(nil),       // 20: berth.v1.AttachmentUpdateCommand
-	(*OperatorClaimCommand)(nil),          // 21: berth.v1.OperatorClaimCommand
-	(*OperatorClaimReleaseCommand)(nil),   // 22: berth.v1.OperatorClaimReleaseCommand
-	(*NodeFenceCommand)(nil),              // 23: berth.v1.NodeFenceCommand
-	(*VolumeDeletingCommand)(nil),         // 24: berth.v1.VolumeDeletingCommand
-	(*ClaimUpdateResult)(nil),             // 25: berth.v1.ClaimUpdateResult
-	nil,                                   // 26: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	nil,                                   // 27: berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	nil,                                   // 28: berth.v1.NodeCSIUpdateCommand.NodesEntry
-	nil,                                   // 29: berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	(*Node)(nil),                          // 30: berth.v1.Node
-	(*Evaluation)(nil),                    // 31: berth.v1.Evaluation
-	(NodeStatus)(0),                       // 32: berth.v1.NodeStatus
-	(*ServerMember)(nil),                  // 33: berth.v1.ServerMember
-	(*Job)(nil),                           // 34: berth.v1.Job
-	(*Plan)(nil),                          // 35: berth.v1.Plan
-	(*AllocClientUpdate)(nil),             // 36: berth.v1.AllocClientUpdate
-	(NodeEligibility)(0),                  // 37: berth.v1.NodeEligibility
-	(*DrainStrategy)(nil),                 // 38: berth.v1.DrainStrategy
-	(*Volume)(nil),                        // 39: berth.v1.Volume
-	(ClaimState)(0),                       // 40: berth.v1.ClaimState
-	(*VolumeError)(nil),                   // 41: berth.v1.VolumeError
-	(AttachmentState)(0),                  // 42: berth.v1.AttachmentState
-	(*Claim)(nil),                         // 43: berth.v1.Claim
-	(*DesiredTransition)(nil),             // 44: berth.v1.DesiredTransition
-	(*CSIPluginInfo)(nil),                 // 45: berth.v1.CSIPluginInfo
+	(*AllocClientUpdateBatchResult)(nil),  // 11: berth.v1.AllocClientUpdateBatchResult
+	(*AllocClientUpdateRefusal)(nil),      // 12: berth.v1.AllocClientUpdateRefusal
+	(*AllocDesiredTransitionCommand)(nil), // 13: berth.v1.AllocDesiredTransitionCommand
+	(*NodeEligibilityCommand)(nil),        // 14: berth.v1.NodeEligibilityCommand
+	(*NodeDrainCommand)(nil),              // 15: berth.v1.NodeDrainCommand
+	(*GCCommand)(nil),                     // 16: berth.v1.GCCommand
+	(*NodeCSIUpdateCommand)(nil),          // 17: berth.v1.NodeCSIUpdateCommand
+	(*VolumeRegisterCommand)(nil),         // 18: berth.v1.VolumeRegisterCommand
+	(*VolumeDeregisterCommand)(nil),       // 19: berth.v1.VolumeDeregisterCommand
+	(*ClaimTransition)(nil),               // 20: berth.v1.ClaimTransition
+	(*ClaimUpdateCommand)(nil),            // 21: berth.v1.ClaimUpdateCommand
+	(*AttachmentUpdateCommand)(nil),       // 22: berth.v1.AttachmentUpdateCommand
+	(*OperatorClaimCommand)(nil),          // 23: berth.v1.OperatorClaimCommand
+	(*OperatorClaimReleaseCommand)(nil),   // 24: berth.v1.OperatorClaimReleaseCommand
+	(*NodeFenceCommand)(nil),              // 25: berth.v1.NodeFenceCommand
+	(*VolumeDeletingCommand)(nil),         // 26: berth.v1.VolumeDeletingCommand
+	(*ClaimUpdateResult)(nil),             // 27: berth.v1.ClaimUpdateResult
+	nil,                                   // 28: berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	nil,                                   // 29: berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	nil,                                   // 30: berth.v1.NodeCSIUpdateCommand.NodesEntry
+	nil,                                   // 31: berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	(*Node)(nil),                          // 32: berth.v1.Node
+	(*Evaluation)(nil),                    // 33: berth.v1.Evaluation
+	(NodeStatus)(0),                       // 34: berth.v1.NodeStatus
+	(*ServerMember)(nil),                  // 35: berth.v1.ServerMember
+	(*Job)(nil),                           // 36: berth.v1.Job
+	(*Plan)(nil),                          // 37: berth.v1.Plan
+	(*AllocClientUpdate)(nil),             // 38: berth.v1.AllocClientUpdate
+	(NodeEligibility)(0),                  // 39: berth.v1.NodeEligibility
+	(*DrainStrategy)(nil),                 // 40: berth.v1.DrainStrategy
+	(*Volume)(nil),                        // 41: berth.v1.Volume
+	(ClaimState)(0),                       // 42: berth.v1.ClaimState
+	(*VolumeError)(nil),                   // 43: berth.v1.VolumeError
+	(AttachmentState)(0),                  // 44: berth.v1.AttachmentState
+	(*Claim)(nil),                         // 45: berth.v1.Claim
+	(*DesiredTransition)(nil),             // 46: berth.v1.DesiredTransition
+	(*CSIPluginInfo)(nil),                 // 47: berth.v1.CSIPluginInfo
 }
 var file_berth_v1_commands_proto_depIdxs = []int32{
-	30, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
-	31, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
-	32, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
-	31, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	33, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
-	34, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
-	31, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
-	31, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
-	31, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
-	31, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
-	35, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
-	31, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
-	36, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
-	31, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
-	26, // 14: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
-	31, // 15: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
-	37, // 16: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
-	31, // 17: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
-	38, // 18: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
-	31, // 19: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
-	27, // 20: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
-	28, // 21: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
-	39, // 22: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
-	40, // 23: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
-	41, // 24: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
-	18, // 25: berth.v1.ClaimUpdateCommand.transitions:type_name -> berth.v1.ClaimTransition
-	42, // 26: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
-	29, // 27: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
-	41, // 28: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
-	43, // 29: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
-	44, // 30: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
-	45, // 31: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
-	45, // 32: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	32, // 0: berth.v1.NodeRegisterCommand.node:type_name -> berth.v1.Node
+	33, // 1: berth.v1.NodeRegisterCommand.evals:type_name -> berth.v1.Evaluation
+	34, // 2: berth.v1.NodeStatusUpdateCommand.status:type_name -> berth.v1.NodeStatus
+	33, // 3: berth.v1.NodeStatusUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	35, // 4: berth.v1.ServerUpsertCommand.server:type_name -> berth.v1.ServerMember
+	36, // 5: berth.v1.JobRegisterCommand.job:type_name -> berth.v1.Job
+	33, // 6: berth.v1.JobRegisterCommand.eval:type_name -> berth.v1.Evaluation
+	33, // 7: berth.v1.JobDeregisterCommand.eval:type_name -> berth.v1.Evaluation
+	33, // 8: berth.v1.JobRevertCommand.eval:type_name -> berth.v1.Evaluation
+	33, // 9: berth.v1.EvalUpsertCommand.evals:type_name -> berth.v1.Evaluation
+	37, // 10: berth.v1.PlanApplyCommand.plan:type_name -> berth.v1.Plan
+	33, // 11: berth.v1.PlanApplyCommand.evals:type_name -> berth.v1.Evaluation
+	38, // 12: berth.v1.AllocClientUpdateCommand.updates:type_name -> berth.v1.AllocClientUpdate
+	33, // 13: berth.v1.AllocClientUpdateCommand.evals:type_name -> berth.v1.Evaluation
+	10, // 14: berth.v1.AllocClientUpdateCommand.batch:type_name -> berth.v1.AllocClientUpdateCommand
+	12, // 15: berth.v1.AllocClientUpdateBatchResult.refusals:type_name -> berth.v1.AllocClientUpdateRefusal
+	28, // 16: berth.v1.AllocDesiredTransitionCommand.allocs:type_name -> berth.v1.AllocDesiredTransitionCommand.AllocsEntry
+	33, // 17: berth.v1.AllocDesiredTransitionCommand.evals:type_name -> berth.v1.Evaluation
+	39, // 18: berth.v1.NodeEligibilityCommand.eligibility:type_name -> berth.v1.NodeEligibility
+	33, // 19: berth.v1.NodeEligibilityCommand.evals:type_name -> berth.v1.Evaluation
+	40, // 20: berth.v1.NodeDrainCommand.drain:type_name -> berth.v1.DrainStrategy
+	33, // 21: berth.v1.NodeDrainCommand.evals:type_name -> berth.v1.Evaluation
+	29, // 22: berth.v1.NodeCSIUpdateCommand.controllers:type_name -> berth.v1.NodeCSIUpdateCommand.ControllersEntry
+	30, // 23: berth.v1.NodeCSIUpdateCommand.nodes:type_name -> berth.v1.NodeCSIUpdateCommand.NodesEntry
+	41, // 24: berth.v1.VolumeRegisterCommand.volume:type_name -> berth.v1.Volume
+	42, // 25: berth.v1.ClaimTransition.state:type_name -> berth.v1.ClaimState
+	43, // 26: berth.v1.ClaimTransition.error:type_name -> berth.v1.VolumeError
+	20, // 27: berth.v1.ClaimUpdateCommand.transitions:type_name -> berth.v1.ClaimTransition
+	44, // 28: berth.v1.AttachmentUpdateCommand.state:type_name -> berth.v1.AttachmentState
+	31, // 29: berth.v1.AttachmentUpdateCommand.publish_context:type_name -> berth.v1.AttachmentUpdateCommand.PublishContextEntry
+	43, // 30: berth.v1.AttachmentUpdateCommand.error:type_name -> berth.v1.VolumeError
+	45, // 31: berth.v1.OperatorClaimCommand.claim:type_name -> berth.v1.Claim
+	46, // 32: berth.v1.AllocDesiredTransitionCommand.AllocsEntry.value:type_name -> berth.v1.DesiredTransition
+	47, // 33: berth.v1.NodeCSIUpdateCommand.ControllersEntry.value:type_name -> berth.v1.CSIPluginInfo
+	47, // 34: berth.v1.NodeCSIUpdateCommand.NodesEntry.value:type_name -> berth.v1.CSIPluginInfo
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_berth_v1_commands_proto_init() }
@@ -2149,7 +2285,7 @@ func file_berth_v1_commands_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_commands_proto_rawDesc), len(file_berth_v1_commands_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -114,6 +114,8 @@ type api struct {
 	Deps
 	// drivers is the drivers' task schemas job registers check against.
 	drivers driverSchemas
+	// allocUpdates batches ClientAllocs.Update calls into raft entries.
+	allocUpdates *allocUpdateBatcher
 }
 
 // Set is the server's RPC endpoints, one per gRPC service.
@@ -138,6 +140,7 @@ func New(deps Deps, hooks Hooks) *Set {
 		deps.ClientWatchBytes = DefaultClientWatchBytes
 	}
 	s := &api{Deps: deps}
+	s.allocUpdates = newAllocUpdateBatcher(deps)
 	return &Set{
 		Allocs:       &allocsEndpoint{s: s},
 		Evals:        &evalsEndpoint{s: s},

@@ -183,7 +183,9 @@ func (e *clientAllocsEndpoint) Update(ctx context.Context, req *pb.ClientAllocUp
 		ev.NodeId = nodeID
 		nodeEvals = append(nodeEvals, ev)
 	}
-	idx, err := s.Apply(ctx, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{
+	// Proposed with the other nodes' updates waiting now, as one entry
+	// (allocUpdateBatcher); refused or failed, this node's answer is its own.
+	idx, err := s.allocUpdates.submit(ctx, &pb.AllocClientUpdateCommand{
 		NodeId: nodeID, Updates: req.GetUpdates(), Evals: nodeEvals,
 		// The claims' move to releasing is timed by this server's clock,
 		// not the client's.
