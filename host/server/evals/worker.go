@@ -83,6 +83,9 @@ func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (done, pl
 		if planned, err = snap.LatestIndex(); err != nil {
 			return 0, 0, err
 		}
+		if idx, ended, err := endedMeanwhile(snap, eval, planned); ended || err != nil {
+			return idx, planned, err
+		}
 		now := r.cfg.Clock.Now().UnixNano()
 		if idx, refused, err := r.refuseOverLimits(ctx, snap, eval); refused {
 			return idx, planned, err
