@@ -63,6 +63,7 @@ func (r *Runner) worker(ctx context.Context, id int) {
 			continue
 		}
 		if ctx.Err() != nil {
+			r.broker.requeue(eval.GetId(), token)
 			return
 		}
 		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
