@@ -2,7 +2,6 @@ package evals
 
 import (
 	"context"
-	"time"
 
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +22,6 @@ import (
 func (r *Runner) feedBroker(ctx context.Context) {
 	logger := r.logger.Named("evals")
 	first := true
-	var retry <-chan time.Time
 	for {
 		ws := memdb.NewWatchSet()
 		snap := r.core.State().Snapshot()
@@ -37,28 +35,27 @@ func (r *Runner) feedBroker(ctx context.Context) {
 		if idx, err := snap.Index(fsm.TableEvals); err == nil {
 			r.broker.prune(idx)
 		}
+		retry := false
 		blocked, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_BLOCKED)
 		if err != nil {
-			logger.Error("reading blocked evaluations", "error", err)
+			logger.Error("reading blocked evaluations; retrying", "error", err)
+			retry = true
 		}
-		retry = nil
 		if len(blocked) > 0 {
-			if err := r.unblock(ws, snap, blocked, first); err != nil && ctx.Err() == nil {
-				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
-				retry = time.After(time.Second)
+			if err := r.unblock(ws, snap, blocked, first); err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
+				}
+				// first stays: the retry wakes every blocked evaluation,
+				// not only those this pass reached before the error.
+				retry = true
 			}
 		}
-		first = false
-		wctx, cancel := context.WithCancel(ctx)
-		if retry != nil {
-			go func(r <-chan time.Time) {
-				select {
-				case <-r:
-					cancel()
-				case <-wctx.Done():
-				}
-			}(retry)
+		if !retry {
+			first = false
 		}
+		wctx, cancel := context.WithCancel(ctx)
+		go r.feedRetryTimer(wctx, cancel, retry)
 		_ = ws.WatchCtx(wctx) // ends on a change, the retry timer or ctx
 		cancel()
 		if ctx.Err() != nil {
@@ -110,6 +107,11 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 	}
 	now := r.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
+		if r.unblockFault != nil {
+			if err := r.unblockFault(e); err != nil {
+				return err
+			}
+		}
 		since := e.GetSnapshotIndex()
 		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
 		if err != nil {

@@ -68,7 +68,11 @@ func (r *Runner) worker(ctx context.Context, id int) {
 		}
 		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
 		if nerr := r.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
-			r.broker.forget(eval.GetId(), r.failEval(ctx, eval, err))
+			idx := r.failEval(ctx, eval, err)
+			r.broker.forget(eval.GetId(), idx)
+			if idx == 0 {
+				r.retryFeed()
+			}
 		} else if nerr != nil {
 			logger.Warn("nack", "eval", eval.GetId(), "error", nerr)
 		}
