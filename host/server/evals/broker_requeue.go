@@ -30,3 +30,13 @@ func (b *Broker) requeue(evalID, token string) {
 		b.waiting[job] = append(b.waiting[job], rest...)
 	}
 }
+
+// holdsIdle reports whether the broker holds evalID and no worker has it:
+// ready, parked behind its job, or in a nack's backoff. A wake of it
+// changes nothing (it is planned from a fresh state when handed out), so
+// the feed skips such evaluations before reading or copying anything.
+func (b *Broker) holdsIdle(evalID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[evalID] && b.unacked[evalID] == nil
+}

@@ -112,6 +112,13 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 				return err
 			}
 		}
+		// Woken already and not yet handed out: planned from a fresh
+		// state when it is, so this pass need not read its job, watch
+		// its volumes or copy it (until workers drain a new leader's
+		// backlog, every pass meets all of them).
+		if r.broker.holdsIdle(e.GetId()) {
+			continue
+		}
 		since := e.GetSnapshotIndex()
 		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
 		if err != nil {
