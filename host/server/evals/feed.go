@@ -105,7 +105,6 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 	if err != nil {
 		return err
 	}
-	now := r.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
 		if r.unblockFault != nil {
 			if err := r.unblockFault(e); err != nil {
@@ -141,11 +140,13 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 		if change == 0 {
 			continue
 		}
+		// The copy keeps the row's status, blocked: nothing of it but
+		// its outcome reaches the state, written by the plan (the
+		// scheduler sets status, description and time there). Until
+		// then `eval status` shows it blocked, whether it waits for
+		// capacity or, woken, for a worker.
 		u := proto.Clone(e).(*pb.Evaluation)
-		u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
-		u.StatusDescription = "unblocked: capacity may have changed"
 		u.TriggeredBy = pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS
-		u.ModifiedAt = now
 		r.broker.wake(u, change)
 	}
 	return nil
