@@ -56,7 +56,7 @@ var volMoveSteps = []string{"old task gone", "unpublished", "unstaged", "node-de
 
 // volMoveOnFollower is the new alloc seen running by a blocking query on
 // a follower: what a client served by one sees, a follower learning the
-// leader's commit only from the replication stream (followerCommitTimeout
+// leader's commit only from the replication stream (DefaultRaftCommitTimeout
 // in host/server). It is printed under the steps, not one of them.
 const volMoveOnFollower = "running, seen on a follower"
 

@@ -47,13 +47,21 @@ func checkEvals(evals []*pb.Evaluation) error {
 
 // upsertEvals stores evals (checked by checkEvals; owned by the command,
 // so stored as they are), keeping each one's create index, and returns the
-// jobs they are for, each once, in order of first appearance.
+// jobs they are for, each once, in order of first appearance. A terminal
+// evaluation's row is final (keepTerminalEval): an upsert of it is skipped.
 func upsertEvals(tx *writeTxn, evals []*pb.Evaluation) ([]string, error) {
 	var jobs []string
 	for _, e := range evals {
 		existing, err := evalsTable.first(tx, nil, e.GetId())
 		if err != nil {
 			return nil, err
+		}
+		keep, err := keepTerminalEval(tx, existing, e)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			continue
 		}
 		e.CreateIndex = tx.index
 		if existing != nil {

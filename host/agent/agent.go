@@ -164,6 +164,7 @@ func New(cfg *Config, logger hclog.Logger) (_ *Agent, err error) {
 			RPCHandshakeTimeout:     cfg.Limits.RPCHandshakeTimeout,
 			NodeIdentityEnforcement: cfg.Server.NodeIdentityEnforcement,
 			MaxHeartbeatsPerSecond:  cfg.Server.MaxHeartbeatsPerSecond,
+			RaftCommitTimeout:       cfg.Server.RaftCommitTimeout,
 		}
 		if cfg.DevMode {
 			// A dev agent is alone: elect itself at once, check nodes often.

@@ -137,6 +137,11 @@ type ServerConfig struct {
 	// scales the heartbeat TTL with the nodes, heartbeat_ttl being the
 	// shortest (server.Config.MaxHeartbeatsPerSecond).
 	MaxHeartbeatsPerSecond int
+	// RaftCommitTimeout (raft_commit_timeout, default 5ms) is how soon an
+	// idle leader tells its followers what it committed
+	// (server.DefaultRaftCommitTimeout: follower staleness against idle
+	// CPU).
+	RaftCommitTimeout time.Duration
 }
 
 // ClientConfig configures the client role: a node that runs allocations.
@@ -207,6 +212,7 @@ func DefaultConfig() *Config {
 			GCPercent:               server.DefaultGCPercent,
 			JobLimits:               jobspec.Limits{}.WithDefaults(),
 			NodeIdentityEnforcement: endpoints.EnforceWarn,
+			RaftCommitTimeout:       server.DefaultRaftCommitTimeout,
 		},
 		Plugins:  map[string]*PluginConfig{},
 		LogLevel: "info",

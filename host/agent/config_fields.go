@@ -73,6 +73,7 @@ var configBlocks = []blockDef{
 		scalar("snapshot_restore_max_size", func(c *Config) *int64 { return &c.Server.SnapshotRestoreMaxBytes }, toByteSize64, checkJobLimit[int64]),
 		scalar("node_identity_enforcement", func(c *Config) *string { return &c.Server.NodeIdentityEnforcement }, toString, checkNodeIdentityEnforcement),
 		scalar("max_heartbeats_per_second", func(c *Config) *int { return &c.Server.MaxHeartbeatsPerSecond }, toInt, checkNonNegative),
+		scalar("raft_commit_timeout", func(c *Config) *time.Duration { return &c.Server.RaftCommitTimeout }, toDuration, checkRaftCommitTimeout),
 	}},
 	{key: "client", attrs: []attrDef{
 		scalar("enabled", func(c *Config) *bool { return &c.Client.Enabled }, toBool, nil),

@@ -28,7 +28,8 @@ func evalCommand() *cli.Command {
 				Usage: "list evaluations",
 				Flags: readFlags(
 					&cli.StringFlag{Name: "job", Usage: "only the evaluations of this job ID"},
-					&cli.StringFlag{Name: "status", Usage: "only evaluations with this status (pending, blocked, complete, failed, canceled)"}),
+					&cli.StringFlag{Name: "status", Usage: "only evaluations with this status (pending, blocked, complete, failed, canceled); " +
+						"blocked includes one the leader has woken to run again and not yet planned"}),
 				Action: evalList,
 			},
 		},

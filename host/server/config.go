@@ -110,6 +110,12 @@ type Config struct {
 	// at most, however many nodes (nodes.ScaledTTL; HeartbeatTTL is the
 	// shortest). Zero means DefaultMaxHeartbeatsPerSecond.
 	MaxHeartbeatsPerSecond int
+	// RaftCommitTimeout is raft's CommitTimeout (agent
+	// server.raft_commit_timeout): how soon an idle leader tells its
+	// followers what it committed. Zero means DefaultRaftCommitTimeout
+	// (scaled up with RaftTimeoutScale, never down); see
+	// raft_commit_timeout.go for the trade-off.
+	RaftCommitTimeout time.Duration
 }
 
 // DefaultMaxHeartbeatsPerSecond is Nomad's max_heartbeats_per_second. A
@@ -275,6 +281,9 @@ func (c *Config) validate(opts options) error {
 	if c.BootstrapExpect < 1 {
 		errs = append(errs, fmt.Errorf("server config: bootstrap_expect must be at least 1, got %d", c.BootstrapExpect))
 	}
+	if err := CheckRaftCommitTimeout(c.RaftCommitTimeout); c.RaftCommitTimeout != 0 && err != nil {
+		errs = append(errs, fmt.Errorf("server config: raft_commit_timeout %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -287,7 +296,7 @@ func (c *Config) raftConfig(id string) *raft.Config {
 	rc.HeartbeatTimeout = scale(rc.HeartbeatTimeout)
 	rc.ElectionTimeout = scale(rc.ElectionTimeout)
 	rc.LeaderLeaseTimeout = leaderLease(rc.HeartbeatTimeout)
-	rc.CommitTimeout = max(scale(followerCommitTimeout), followerCommitTimeout)
+	rc.CommitTimeout = c.commitTimeout()
 	if c.RaftSnapshotThreshold > 0 {
 		rc.SnapshotThreshold = c.RaftSnapshotThreshold
 	}
@@ -299,16 +308,3 @@ func (c *Config) raftConfig(id string) *raft.Config {
 	}
 	return rc
 }
-
-// followerCommitTimeout is raft's CommitTimeout: a follower learns the
-// leader's commit index only from the replication stream, and with no new
-// entry to send the leader sends it after a random wait of one to two
-// CommitTimeouts. A client's blocking query served by a follower waits
-// that long to see a commit that is the last for a while — the plan that
-// places its alloc, the attachment that readies its claim — so raft's
-// default, 50 ms, put 50–100 ms into each such step of a volume move
-// (an idle follower applied a commit 58–98 ms after the leader; 6–20 ms
-// at 5 ms). The cost: an idle leader sends each follower an empty append
-// every 5–10 ms (three idle servers in one process: 1.0 % of a core → 3.3 %),
-// so a timeout scale below one (tests) does not shorten it further.
-const followerCommitTimeout = 5 * time.Millisecond

@@ -198,9 +198,15 @@ func (b *Broker) readyLocked(e *pb.Evaluation) {
 
 // dequeue waits for an evaluation and returns it with the token its ack or
 // nack must carry. It returns ErrBrokerDisabled when the broker is off and
-// ctx's error when ctx ends.
+// ctx's error when ctx ends, checked before an evaluation is taken: a
+// worker of an ended leadership, whose server leads again, must not take
+// one from the new leadership's broker (it would exit without an ack, and
+// the evaluation and its job would stay outstanding).
 func (b *Broker) dequeue(ctx context.Context) (*pb.Evaluation, string, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
 		b.mu.Lock()
 		if !b.enabled {
 			b.mu.Unlock()

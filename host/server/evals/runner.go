@@ -56,6 +56,10 @@ type Runner struct {
 	hooks  Hooks
 	broker *Broker
 	logger hclog.Logger
+	// feedRetry asks the feed for a later pass (retryFeed).
+	feedRetry chan struct{}
+	// unblockFault, set by tests only, fails unblock at an evaluation.
+	unblockFault func(*pb.Evaluation) error
 }
 
 // NewRunner returns the evaluation loops over core, with a disabled broker.
@@ -70,11 +74,12 @@ func NewRunner(core Core, cfg Config, hooks Hooks) *Runner {
 		cfg.Clock = clock.Real{}
 	}
 	return &Runner{
-		core:   core,
-		cfg:    cfg,
-		hooks:  hooks,
-		broker: newBroker(cfg.Clock, brokerConfig{}),
-		logger: cfg.Logger,
+		core:      core,
+		cfg:       cfg,
+		hooks:     hooks,
+		broker:    newBroker(cfg.Clock, brokerConfig{}),
+		logger:    cfg.Logger,
+		feedRetry: make(chan struct{}, 1),
 	}
 }
 

@@ -63,11 +63,16 @@ func (r *Runner) worker(ctx context.Context, id int) {
 			continue
 		}
 		if ctx.Err() != nil {
+			r.broker.requeue(eval.GetId(), token)
 			return
 		}
 		logger.Warn("evaluation failed; handing it back", "eval", eval.GetId(), "job", eval.GetJobId(), "error", err)
 		if nerr := r.broker.nack(eval.GetId(), token); errors.Is(nerr, errDeliveryLimit) {
-			r.broker.forget(eval.GetId(), r.failEval(ctx, eval, err))
+			idx := r.failEval(ctx, eval, err)
+			r.broker.forget(eval.GetId(), idx)
+			if idx == 0 {
+				r.retryFeed()
+			}
 		} else if nerr != nil {
 			logger.Warn("nack", "eval", eval.GetId(), "error", nerr)
 		}
@@ -82,6 +87,9 @@ func (r *Runner) processEval(ctx context.Context, eval *pb.Evaluation) (done, pl
 		snap := r.core.State().Snapshot()
 		if planned, err = snap.LatestIndex(); err != nil {
 			return 0, 0, err
+		}
+		if idx, ended, err := endedMeanwhile(snap, eval, planned); ended || err != nil {
+			return idx, planned, err
 		}
 		now := r.cfg.Clock.Now().UnixNano()
 		if idx, refused, err := r.refuseOverLimits(ctx, snap, eval); refused {
