@@ -28,7 +28,9 @@ func applyAllocClientUpdates(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) err
 // A part that fails after writing (never, for a refusal: every apply
 // refuses before it writes) fails the whole entry, so no server keeps
 // half a part; the batch it came in is then applied entry by entry and
-// this entry refused whole.
+// this entry refused whole, and the leader proposes each of its parts
+// again as its own command (the endpoints' allocUpdateBatcher), so only
+// the failing part's node is refused.
 func applyAllocClientUpdateBatch(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) error {
 	if cmd.GetNodeId() != "" || len(cmd.GetUpdates()) > 0 || len(cmd.GetEvals()) > 0 || cmd.GetReceivedAt() != 0 {
 		return fmt.Errorf("%w: a batched client update carries its nodes' updates only in its parts", ErrInvalidCommand)

@@ -102,7 +102,16 @@
 // once every server is at 0.1.0-dev.4): each part is applied as its own
 // command would be, a refused part changes nothing and the rest apply, and
 // the entry answers a *pb.AllocClientUpdateBatchResult (not stored) naming
-// the refused parts (apply_alloc_batch.go).
+// the refused parts (apply_alloc_batch.go). The gate cannot tell a
+// 0.1.0-dev.4 build from before batching (it reports the same version) from
+// one after: such a server ignores the unknown batch field, sees no node ID
+// and refuses the entry without writing (applyAllocClientUpdate,
+// ErrInvalidCommand, logged at Debug only), so its state silently lacks
+// every batched node's alloc statuses, claim moves and evals until it next
+// installs a snapshot; the same holds for one that joins later and replays
+// batched entries from the log. 0.1.0-dev.4 is unreleased, so this is a
+// development cluster's hazard only: replace every pre-batch dev.4 server
+// together (or restore the cluster from a snapshot) rather than roll them.
 //
 // PlanApply is the last word on placements. It re-checks each node the
 // plan touches against the state of the apply itself, which includes the

@@ -43,8 +43,11 @@ type updater struct {
 	mu       sync.Mutex
 	pending  map[string]*pb.AllocClientUpdate
 	inflight bool
-	// held is the armed wait of pending-status updates, nil when none.
-	held clock.Timer
+	// held is the armed wait of pending-status updates, nil when none;
+	// heldGen counts the waits armed, so a wait that ran out after it was
+	// replaced (its Stop came too late) knows it is no longer current.
+	held    clock.Timer
+	heldGen uint64
 }
 
 // pendingHold is how long an update reporting an alloc pending waits for
@@ -70,17 +73,25 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	// else would have started a send), so a pending one may wait too.
 	if u.hold > 0 && up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING {
 		if u.held == nil {
-			u.held = u.afterFunc(u.hold, u.release)
+			u.heldGen++
+			gen := u.heldGen
+			u.held = u.afterFunc(u.hold, func() { u.release(gen) })
 		}
 		return
 	}
 	u.startFlush()
 }
 
-// release sends the pending-status updates whose wait ran out.
-func (u *updater) release() {
+// release sends the pending-status updates whose wait, number gen, ran
+// out. A wait already ended by a send (startFlush stopped it too late)
+// does nothing: the updates it held went with that send, and a newer wait
+// armed since is left to run its full hold.
+func (u *updater) release(gen uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.held == nil || gen != u.heldGen {
+		return
+	}
 	u.held = nil
 	if !u.inflight && len(u.pending) > 0 {
 		u.startFlush()

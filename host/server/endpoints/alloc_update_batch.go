@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,11 +43,15 @@ const (
 // Each caller still gets the answer its own command would have had: the
 // entry's parts are applied one by one and a refused part changes nothing
 // (fsm.applyAllocClientUpdateBatch), its refusal, naming the node and the
-// alloc, returned to its caller alone. A caller returns success only once
-// the entry holding its updates is committed and applied; when the entry
-// fails (leadership lost, shutdown) every caller in it gets the error and
-// its client sends again. A caller whose context ended before its call was
-// taken is not proposed.
+// alloc, returned to its caller alone. A part that fails after writing
+// makes the state machine refuse the entry whole, having changed nothing;
+// every part is then proposed again as its own command, so the other
+// nodes' updates are applied and only that part's node is refused. A
+// caller returns success only once the entry holding its updates is
+// committed and applied; when the entry fails outside the state machine
+// (leadership lost, shutdown, the batch's deadline) every caller in it
+// gets the error and its client sends again. A caller whose context ended
+// before its call was taken is not proposed.
 type allocUpdateBatcher struct {
 	// propose proposes one AllocClientUpdate command and waits for it.
 	propose func(ctx context.Context, cmd *pb.AllocClientUpdateCommand) (*fsm.ApplyResult, error)
@@ -140,7 +145,8 @@ func (q *queuedUpdate) finish(index uint64, err error) {
 // apply proposes batch and answers each of its callers: one call as its
 // own command, several as one batched entry, or, while a server is below
 // allocUpdateBatchSince, each as its own command at once (raft still
-// writes them together).
+// writes them together). A batched entry the state machine refused whole
+// is proposed again that way.
 func (b *allocUpdateBatcher) apply(batch []*queuedUpdate) {
 	if len(batch) == 1 {
 		q := batch[0]
@@ -149,14 +155,7 @@ func (b *allocUpdateBatcher) apply(batch []*queuedUpdate) {
 		return
 	}
 	if b.gate() != nil {
-		var wg sync.WaitGroup
-		for _, q := range batch {
-			wg.Go(func() {
-				res, err := b.propose(q.ctx, q.cmd)
-				q.finish(resultIndex(res), err)
-			})
-		}
-		wg.Wait()
+		b.alone(batch)
 		return
 	}
 	cmd := &pb.AllocClientUpdateCommand{Batch: make([]*pb.AllocClientUpdateCommand, len(batch))}
@@ -166,6 +165,12 @@ func (b *allocUpdateBatcher) apply(batch []*queuedUpdate) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	res, err := b.propose(ctx, cmd)
+	if err != nil && refusedWhole(res, err) {
+		// Nothing of the entry was written: each part alone gets its
+		// own answer, the failing one its error.
+		b.alone(batch)
+		return
+	}
 	if err != nil {
 		for _, q := range batch {
 			q.finish(0, fmt.Errorf("alloc updates of node %s, proposed with %d other nodes': %w", q.cmd.GetNodeId(), len(batch)-1, err))
@@ -185,6 +190,27 @@ func (b *allocUpdateBatcher) apply(batch []*queuedUpdate) {
 		}
 		q.finish(res.Index, nil)
 	}
+}
+
+// alone proposes each call of batch as its own command, all at once (raft
+// still writes them together), each under its caller's context, and
+// answers each its own result.
+func (b *allocUpdateBatcher) alone(batch []*queuedUpdate) {
+	var wg sync.WaitGroup
+	for _, q := range batch {
+		wg.Go(func() {
+			res, err := b.propose(q.ctx, q.cmd)
+			q.finish(resultIndex(res), err)
+		})
+	}
+	wg.Wait()
+}
+
+// refusedWhole reports whether err, from proposing a batched entry, is the
+// state machine's refusal of it (res.Err, the entry applied and changing
+// nothing), not a failure to commit or wait for it.
+func refusedWhole(res *fsm.ApplyResult, err error) bool {
+	return res != nil && res.Err != nil && errors.Is(err, res.Err)
 }
 
 // batchContext is the context a batched entry is proposed under: not any
