@@ -414,6 +414,9 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	checkedAt := time.Now()
 	err = s.raft.Restore(meta, state, time.Minute)
 	withdraw()
+	// Not offered any more: a store the FSM did not take (another
+	// Restore came first) is garbage now, not held until the call ends.
+	checked = nil
 	restoredAt := time.Now()
 	if err != nil {
 		return toStatus(fmt.Errorf("restoring snapshot: %w", err))
