@@ -2,8 +2,12 @@ package fsm_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"berth.dev/berth/fsm"
@@ -145,4 +149,78 @@ func mustNode(t *testing.T, f *fsm.FSM, id string) *pb.Node {
 		t.Fatalf("node %s: %v, %v", id, n, err)
 	}
 	return n
+}
+
+// closableSrc is an offer's bytes that a test closes, as the server closes
+// its upload once the offer is withdrawn; a read after that is recorded.
+type closableSrc struct {
+	b         []byte
+	closed    atomic.Bool
+	lateReads atomic.Int32
+}
+
+func (s *closableSrc) ReadAt(p []byte, off int64) (int, error) {
+	if s.closed.Load() {
+		s.lateReads.Add(1)
+		return 0, errors.New("read after close")
+	}
+	return bytes.NewReader(s.b).ReadAt(p, off)
+}
+
+// gatedReader yields head, signals entered, waits for open, then yields
+// tail.
+type gatedReader struct {
+	head, tail    io.Reader
+	entered, open chan struct{}
+	once          sync.Once
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	n, err := g.head.Read(p)
+	if n > 0 || err == nil {
+		return n, nil
+	}
+	g.once.Do(func() { close(g.entered) })
+	<-g.open
+	return g.tail.Read(p)
+}
+
+// Withdrawing an offer (after which the server closes the bytes it holds)
+// waits for a Restore still comparing with them or reading them back.
+func TestWithdrawWaitsForTheRestoreReadingTheOffer(t *testing.T) {
+	offered, other := paddedNodes(t, 2, 'p'), paddedNodes(t, 2, 'q')
+	src := &closableSrc{b: offered}
+	f := fsm.New(testLogger(t))
+	c, err := f.CheckSnapshot(src, int64(len(offered)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withdraw := f.OfferRestore(c)
+	half := len(other) / 2
+	rc := &gatedReader{head: bytes.NewReader(other[:half]), tail: bytes.NewReader(other[half:]),
+		entered: make(chan struct{}), open: make(chan struct{})}
+	restored := make(chan error)
+	go func() { restored <- f.Restore(io.NopCloser(rc)) }()
+	<-rc.entered
+	if !fsm.OfferBusy(f) {
+		t.Fatal("a Restore comparing its stream with the offer does not hold it")
+	}
+	withdrawn := make(chan struct{})
+	go func() {
+		withdraw()
+		src.closed.Store(true)
+		close(withdrawn)
+	}()
+	close(rc.open)
+	if err := <-restored; err != nil {
+		t.Fatal(err)
+	}
+	<-withdrawn
+	if n := src.lateReads.Load(); n != 0 {
+		t.Fatalf("the Restore read the offer's bytes %d times after it was withdrawn", n)
+	}
+	meta := mustNode(t, f, "id-b").GetMeta()["pad"]
+	if meta[len(meta)-1] != 'q' {
+		t.Fatal("the restore does not hold the stream's bytes")
+	}
 }
