@@ -24,7 +24,7 @@ type FSM struct {
 	turn queryTurns
 	// offered is the checked snapshot offered to the next Restore
 	// (OfferRestore).
-	offered offeredSnapshot
+	offered offerSlot
 }
 
 var (
@@ -267,7 +267,8 @@ func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
 
 func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
-	restored, r, err := f.offeredStore(rc)
+	restored, r, done, err := f.offeredStore(rc)
+	defer done()
 	decoded := restored == nil
 	if err == nil && decoded {
 		restored, err = f.readSnapshot(r, strict)

@@ -3,9 +3,10 @@ package fsm
 import (
 	"bytes"
 	"crypto/sha256"
-	"hash"
+	"errors"
+	"fmt"
 	"io"
-	"sync/atomic"
+	"sync"
 )
 
 // CheckedSnapshot is a snapshot stream read, and checked as RestoreStrict
@@ -18,82 +19,137 @@ import (
 // waits for its FSM's restore.
 type CheckedSnapshot struct {
 	store *StateStore
-	size  int64
-	sum   [sha256.Size]byte
+	// src holds the checked bytes, size of them: a Restore's stream is
+	// compared with them as it is read, and, where it differs, read again
+	// from them rather than from memory.
+	src  io.ReaderAt
+	size int64
+	sum  [sha256.Size]byte
 }
 
 // Size is the length of the stream, in bytes.
 func (c *CheckedSnapshot) Size() int64 { return c.size }
 
-// CheckSnapshot reads the snapshot stream r into a new store as
-// RestoreStrict does, refusing what it refuses, and changes nothing: the
-// current state stays in use.
-func (f *FSM) CheckSnapshot(r io.Reader) (*CheckedSnapshot, error) {
+// CheckSnapshot reads the snapshot stream held in src's first size bytes
+// into a new store as RestoreStrict does, refusing what it refuses, and
+// changes nothing: the current state stays in use. src must hold the same
+// bytes, and stay readable, until an offer of the result is withdrawn
+// (OfferRestore): a Restore given the offer compares its stream with them.
+func (f *FSM) CheckSnapshot(src io.ReaderAt, size int64) (*CheckedSnapshot, error) {
 	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(r, h)}
-	store, err := f.readSnapshot(cr, true)
+	r := io.TeeReader(io.NewSectionReader(src, 0, size), h)
+	store, err := f.readSnapshot(r, true)
 	if err != nil {
 		return nil, err
 	}
 	// readSnapshot reads to the end of the stream; drain anything left
 	// anyway, so the sum covers every byte raft will be given.
-	if _, err := io.Copy(io.Discard, cr); err != nil {
+	if _, err := io.Copy(io.Discard, r); err != nil {
 		return nil, err
 	}
-	c := &CheckedSnapshot{store: store, size: cr.n}
+	c := &CheckedSnapshot{store: store, src: src, size: size}
 	h.Sum(c.sum[:0])
 	return c, nil
 }
 
-// OfferRestore offers c's store to f's next Restore: if that Restore's
-// stream is byte for byte the one c was read from (its length and SHA-256),
-// the store is swapped in without reading the stream again; any other
-// stream is read as always. An offer is taken by one Restore, whichever
-// stream it reads. withdraw takes the offer back if no Restore took it.
-func (f *FSM) OfferRestore(c *CheckedSnapshot) (withdraw func()) {
-	f.offered.Store(c)
-	return func() { f.offered.CompareAndSwap(c, nil) }
+// offerSlot holds the CheckedSnapshot offered to an FSM's next Restore. mu
+// is held by the Restore that took the offer for as long as it reads the
+// offer's src, so that withdrawing the offer (after which src may be
+// closed) waits for it.
+type offerSlot struct {
+	mu sync.Mutex
+	c  *CheckedSnapshot
 }
+
+// OfferRestore offers c's store to f's next Restore: if that Restore's
+// stream is byte for byte the one c was read from (compared as it is read,
+// and its length and SHA-256), the store is swapped in without decoding
+// the stream again; any other stream is decoded as always, with no more of
+// it held in memory than without an offer. An offer is taken by one
+// Restore, whichever stream it reads. withdraw takes the offer back if no
+// Restore took it, and returns once no Restore reads c's src any more.
+func (f *FSM) OfferRestore(c *CheckedSnapshot) (withdraw func()) {
+	f.offered.mu.Lock()
+	f.offered.c = c
+	f.offered.mu.Unlock()
+	return func() {
+		f.offered.mu.Lock()
+		if f.offered.c == c {
+			f.offered.c = nil
+		}
+		f.offered.mu.Unlock()
+	}
+}
+
+// compareChunk is how much of a Restore's stream is compared with the
+// offered snapshot at a time: the memory an offer costs a Restore.
+const compareChunk = 256 << 10
 
 // offeredStore returns the offered store if rc's stream is the one it was
-// read from, and otherwise a reader that yields rc's whole stream again.
-func (f *FSM) offeredStore(rc io.Reader) (*StateStore, io.Reader, error) {
-	c := f.offered.Swap(nil)
+// read from, and otherwise a reader that yields rc's whole stream again:
+// the part already compared read back from the offer's src, then the rest
+// of rc. done must be called once that reader is no longer read.
+func (f *FSM) offeredStore(rc io.Reader) (store *StateStore, r io.Reader, done func(), err error) {
+	f.offered.mu.Lock()
+	c := f.offered.c
+	f.offered.c = nil
 	if c == nil {
-		return nil, rc, nil
+		f.offered.mu.Unlock()
+		return nil, rc, func() {}, nil
 	}
-	var buf bytes.Buffer
+	done = f.offered.mu.Unlock
+	store, r, err = c.match(rc)
+	if err != nil || store != nil {
+		done()
+		return store, r, func() {}, err
+	}
+	f.logger.Warn("restore stream is not the checked snapshot offered: decoding it")
+	return nil, r, done, nil
+}
+
+// match compares rc's stream with c's bytes as it reads it, a chunk at a
+// time. It returns c's store if they are the same stream — c's bytes, with
+// c's SHA-256, then the end of rc — and otherwise a reader yielding every
+// byte of rc's stream: the bytes that matched read back from c.src, the
+// chunk that did not, then the rest of rc.
+func (c *CheckedSnapshot) match(rc io.Reader) (*StateStore, io.Reader, error) {
+	got := make([]byte, compareChunk)
+	want := make([]byte, compareChunk)
 	h := sha256.New()
-	// One byte more than the checked stream tells a longer stream apart.
-	n, err := io.Copy(io.MultiWriter(&buf, h), io.LimitReader(rc, c.size+1))
-	if err != nil {
-		return nil, nil, err
+	var off int64
+	for {
+		// Up to one byte past the checked stream's end, which tells a
+		// longer stream apart.
+		n, err := io.ReadFull(rc, got[:min(int64(len(got)), c.size-off+1)])
+		ended := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !ended {
+			return nil, nil, err
+		}
+		in := min(int64(n), c.size-off)
+		if m, err := c.src.ReadAt(want[:in], off); int64(m) != in {
+			return nil, nil, fmt.Errorf("reading the checked snapshot back at byte %d: %w", off+int64(m), err)
+		}
+		if int64(n) > in || !bytes.Equal(got[:n], want[:in]) {
+			return nil, c.replay(off, got[:n], rc), nil
+		}
+		h.Write(got[:n])
+		off += int64(n)
+		if !ended {
+			continue
+		}
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		if off == c.size && sum == c.sum {
+			return c.store, nil, nil
+		}
+		// A shorter stream, or src no longer holding the bytes that were
+		// checked: rc's bytes are src's now, either way.
+		return nil, c.replay(off, nil, rc), nil
 	}
-	if n == c.size && sameSum(h, c.sum) {
-		return c.store, nil, nil
-	}
-	f.logger.Warn("restore stream is not the checked snapshot offered: reading it", "bytes", n, "checked_bytes", c.size)
-	return nil, io.MultiReader(&buf, rc), nil
 }
 
-func sameSum(h hash.Hash, sum [sha256.Size]byte) bool {
-	var got [sha256.Size]byte
-	h.Sum(got[:0])
-	return got == sum
+// replay is a stream of c's first n bytes, then pending, then the rest of
+// rc.
+func (c *CheckedSnapshot) replay(n int64, pending []byte, rc io.Reader) io.Reader {
+	return io.MultiReader(io.NewSectionReader(c.src, 0, n), bytes.NewReader(pending), rc)
 }
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// offeredSnapshot is where an FSM keeps the CheckedSnapshot offered to its
-// next Restore.
-type offeredSnapshot = atomic.Pointer[CheckedSnapshot]

@@ -10,3 +10,12 @@ func SetDecodeWorkers(n int) (restore func()) {
 	old := decodeWorkers.Swap(int32(n))
 	return func() { decodeWorkers.Store(old) }
 }
+
+// OfferBusy reports whether a Restore holds f's offer, reading its bytes.
+func OfferBusy(f *FSM) bool {
+	if f.offered.mu.TryLock() {
+		f.offered.mu.Unlock()
+		return false
+	}
+	return true
+}

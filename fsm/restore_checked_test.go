@@ -37,7 +37,7 @@ func nodeNames(t *testing.T, f *fsm.FSM) []string {
 func TestCheckSnapshotChangesNothing(t *testing.T) {
 	f := fsm.New(testLogger(t))
 	before := f.State()
-	c, err := f.CheckSnapshot(bytes.NewReader(namedNodes(t, "x1", "x2")))
+	c, err := f.CheckSnapshot(sized(namedNodes(t, "x1", "x2")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestCheckSnapshotChangesNothing(t *testing.T) {
 		t.Fatal("the checked store is the store in use")
 	}
 	snap := namedNodes(t, "x1")
-	if _, err := f.CheckSnapshot(bytes.NewReader(snap[:len(snap)-1])); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
+	if _, err := f.CheckSnapshot(sized(snap[:len(snap)-1])); !errors.Is(err, fsm.ErrSnapshotCorrupt) {
 		t.Fatalf("CheckSnapshot of a truncated stream: %v, want ErrSnapshotCorrupt", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestCheckSnapshotChangesNothing(t *testing.T) {
 func TestRestoreSwapsInTheOfferedCheckedStore(t *testing.T) {
 	f := fsm.New(testLogger(t))
 	snap := namedNodes(t, "x1", "x2")
-	c, err := f.CheckSnapshot(bytes.NewReader(snap))
+	c, err := f.CheckSnapshot(bytes.NewReader(snap), int64(len(snap)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestRestoreOfAnotherStreamReadsIt(t *testing.T) {
 	for name, stream := range map[string][]byte{"same length": other, "longer": longer} {
 		t.Run(name, func(t *testing.T) {
 			f := fsm.New(testLogger(t))
-			c, err := f.CheckSnapshot(bytes.NewReader(offered))
+			c, err := f.CheckSnapshot(bytes.NewReader(offered), int64(len(offered)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func TestRestoreOfAnotherStreamReadsIt(t *testing.T) {
 func TestWithdrawnOfferIsNotTaken(t *testing.T) {
 	f := fsm.New(testLogger(t))
 	snap := namedNodes(t, "x1")
-	c, err := f.CheckSnapshot(bytes.NewReader(snap))
+	c, err := f.CheckSnapshot(bytes.NewReader(snap), int64(len(snap)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,3 +152,6 @@ func namedNodesOf(t *testing.T, stream []byte) []string {
 	}
 	return nodeNames(t, f)
 }
+
+// sized is b as CheckSnapshot reads it: from a ReaderAt, so many bytes.
+func sized(b []byte) (*bytes.Reader, int64) { return bytes.NewReader(b), int64(len(b)) }

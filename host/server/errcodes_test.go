@@ -22,13 +22,14 @@ import (
 
 func TestSentinelsCarryTheirCodes(t *testing.T) {
 	testutil.CheckSentinelCodes(t, map[error]codes.Code{
-		ErrBadArchive:      codes.InvalidArgument,
-		ErrRestoreTooLarge: codes.InvalidArgument,
-		ErrRestoreNoSpace:  codes.ResourceExhausted,
-		ErrCommandTooLarge: codes.InvalidArgument,
-		ErrServerOnly:      codes.PermissionDenied,
-		ErrNodeRole:        codes.PermissionDenied,
-		ErrServerBelowGate: codes.FailedPrecondition,
+		ErrBadArchive:        codes.InvalidArgument,
+		ErrRestoreTooLarge:   codes.InvalidArgument,
+		ErrRestoreNoSpace:    codes.ResourceExhausted,
+		ErrRestoreInProgress: codes.FailedPrecondition,
+		ErrCommandTooLarge:   codes.InvalidArgument,
+		ErrServerOnly:        codes.PermissionDenied,
+		ErrNodeRole:          codes.PermissionDenied,
+		ErrServerBelowGate:   codes.FailedPrecondition,
 	})
 }
 

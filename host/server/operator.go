@@ -379,6 +379,17 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if !s.IsLeader() {
 		return e.proxySnapshotRestore(stream)
 	}
+	// One upload and restore at a time: a second one would race the first
+	// to raft (its offer taking the first's checked store away) and to the
+	// upload's disk. The gate is let go once the state is restored: what
+	// follows, waiting for the leader's duties, changes nothing, and a
+	// restore that replaces this state meanwhile is answered for
+	// (awaitDutiesOn).
+	end, err := s.restoring.begin(stream.Context(), s.cfg.Clock.Now())
+	if err != nil {
+		return toStatus(err)
+	}
+	defer end()
 	// Buffered beside raft's own files, whose disk it must not fill.
 	dir := s.cfg.DataDir
 	if dir == "" {
@@ -414,6 +425,9 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	checkedAt := time.Now()
 	err = s.raft.Restore(meta, state, time.Minute)
 	withdraw()
+	// Not offered any more: a store the FSM did not take (another
+	// Restore came first) is garbage now, not held until the call ends.
+	checked = nil
 	restoredAt := time.Now()
 	if err != nil {
 		return toStatus(fmt.Errorf("restoring snapshot: %w", err))
@@ -424,6 +438,7 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if err := s.restoreMemberRecords(stream.Context(), members); err != nil {
 		return status.Errorf(codes.Internal, "snapshot restored at index %d, but re-recording today's servers failed (they re-record themselves within a retry interval): %v", s.raft.AppliedIndex(), err)
 	}
+	end()
 	// The leader loop sees the store replaced and starts its duties over
 	// on it (leadOnce), heartbeat timers included; answer once they run,
 	// so what the caller does next is seen by them.

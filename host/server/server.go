@@ -105,6 +105,10 @@ type Server struct {
 	// belowGate rate-limits the leader's Error about raft members below
 	// an in-apply gate (join_gate_member.go).
 	belowGate memberBelowGateLog
+
+	// restoring is the operator snapshot restore under way on this
+	// leader, one at a time (restore_serial.go).
+	restoring restoreGate
 }
 
 // New starts a server: raft (bootstrapped at once when BootstrapExpect is 1

@@ -132,7 +132,7 @@ func readArchiveFor(into *fsm.FSM, f *os.File) (*raft.SnapshotMeta, io.Reader, *
 	// FailedPrecondition); anything else the FSM refuses is a bad file
 	// (InvalidArgument), not the DataLoss a corrupt raft snapshot of our own
 	// would be: the operator sent it, and the cluster lost nothing.
-	checked, err := into.CheckSnapshot(io.NewSectionReader(f, offset, meta.Size))
+	checked, err := into.CheckSnapshot(io.NewSectionReader(f, offset, meta.Size), meta.Size)
 	if err != nil {
 		if errors.Is(err, fsm.ErrSnapshotVersion) {
 			return nil, nil, nil, fmt.Errorf("snapshot archive (index %d) holds a state this server cannot restore: %w", meta.Index, err)
