@@ -217,6 +217,12 @@ job "bench-hostpath" {
 		}
 		q.WaitIndex = meta.LastIndex
 	}
+	return createBenchVolume(ctx, c, csiFlowVolumeID, csiFlowPluginID)
+}
+
+// createBenchVolume creates the benches' 1 MiB single-node-writer
+// file-system volume id of plugin.
+func createBenchVolume(ctx context.Context, c *api.Client, id, plugin string) error {
 	vol, err := volumespec.Parse("bench-vol.hcl", fmt.Appendf(nil, `
 id           = %q
 plugin_id    = %q
@@ -225,12 +231,12 @@ capability {
   access_mode     = "single-node-writer"
   attachment_mode = "file-system"
 }
-`, csiFlowVolumeID, csiFlowPluginID), volumespec.ForCreate)
+`, id, plugin), volumespec.ForCreate)
 	if err != nil {
 		return err
 	}
 	if _, err := c.Volumes().Create(ctx, vol); err != nil {
-		return fmt.Errorf("creating volume %s: %w", csiFlowVolumeID, err)
+		return fmt.Errorf("creating volume %s: %w", id, err)
 	}
 	return nil
 }

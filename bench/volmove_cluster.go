@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"berth.dev/berth/host/jobspec"
-	"berth.dev/berth/host/volumespec"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -272,22 +271,7 @@ job %q {
 		}
 		q.WaitIndex = meta.LastIndex
 	}
-	vol, err := volumespec.Parse("bench-mv.hcl", fmt.Appendf(nil, `
-id           = %q
-plugin_id    = %q
-capacity_min = "1MiB"
-capability {
-  access_mode     = "single-node-writer"
-  attachment_mode = "file-system"
-}
-`, volMoveVolumeID, volMovePluginID), volumespec.ForCreate)
-	if err != nil {
-		return err
-	}
-	if _, err := c.api.Volumes().Create(ctx, vol); err != nil {
-		return fmt.Errorf("creating volume %s: %w", volMoveVolumeID, err)
-	}
-	return nil
+	return createBenchVolume(ctx, c.api, volMoveVolumeID, volMovePluginID)
 }
 
 // stop stops the consumer, waits until its claim is freed (its teardown
