@@ -149,6 +149,10 @@ func spawn(command Command, marker string, out *os.File, env ...string) (*spawne
 	return ex, nil
 }
 
+// errSpecNotSent is deliver's error when the executor was gone before its
+// spec could be sent: it never started the task.
+var errSpecNotSent = errors.New("the executor was gone before its spec was sent")
+
 // deliver sends spec to the executor and returns once it reports the task
 // started, or failed to (see Start).
 func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) (*Process, error) {
@@ -198,6 +202,12 @@ func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) 
 		cmd.Process.Kill() // the task dies with it (parent-death signal)
 		<-reaped
 		return nil, fmt.Errorf("executor: start: %w", ctx.Err())
+	}
+	if werr != nil && r.err != nil && r.st.Failure == nil {
+		// It died without the spec, so without forking the task.
+		cmd.Process.Kill()
+		<-reaped
+		return nil, fmt.Errorf("executor: %w: %w (then: %w)", errSpecNotSent, werr, r.err)
 	}
 	if r.err == nil && werr != nil {
 		r.err = fmt.Errorf("send spec: %w", werr)
