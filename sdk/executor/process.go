@@ -75,6 +75,9 @@ type Process struct {
 // executor's own. ctx bounds the
 // start; if it ends first the executor and task are killed.
 func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger) (*Process, error) {
+	if spec.ExecutorLog != "" {
+		return nil, errExecutorLogSet
+	}
 	if err := prepareStateDir(spec.StateDir, logger); err != nil {
 		return nil, err
 	}
@@ -148,6 +151,10 @@ func spawn(command Command, marker string, out *os.File, env ...string) (*spawne
 	go func() { cmd.Wait(); close(ex.reaped) }()
 	return ex, nil
 }
+
+// errExecutorLogSet is Start's and Standby.Start's error for a spec whose
+// ExecutorLog a caller set: it is theirs to set, and would be ignored.
+var errExecutorLogSet = errors.New("executor: Spec.ExecutorLog is set by Standby.Start, not by callers (the executor's log is StateDir/executor.log)")
 
 // errSpecNotSent is deliver's error when the executor was gone before its
 // spec could be sent: it never started the task.

@@ -43,7 +43,20 @@ type Standby struct {
 	// back is the scheduling its threads return to when it is taken (nil:
 	// it was not started idle).
 	back *unix.SchedAttr
+	// ready gets nil once the standby wrote its ready byte on the status
+	// pipe (it is a standby of this SDK), an error if the pipe ended first.
+	ready chan error
 }
+
+// standbyReady is the byte a standby writes on its status pipe first: a
+// binary built with an SDK older than standbys, started as one, runs its
+// own main instead and never writes it.
+const standbyReady = 'R'
+
+// standbyReadyWait bounds Standby.Start's wait for that byte, once the
+// standby was woken; a standby without it by then is discarded and the
+// task started on a new executor.
+var standbyReadyWait = 5 * time.Second
 
 // NewStandby starts an executor from command that waits for its task;
 // isolated makes it start a namespace init ahead too (for specs with an
@@ -64,7 +77,16 @@ func NewStandby(command Command, isolated bool) (*Standby, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Standby{command: command, ex: ex, isolated: isolated, back: back}, nil
+	sb := &Standby{command: command, ex: ex, isolated: isolated, back: back, ready: make(chan error, 1)}
+	go func() {
+		var b [1]byte
+		_, err := io.ReadFull(ex.statusR, b[:]) // one byte: the rest is deliver's
+		if err == nil && b[0] != standbyReady {
+			err = fmt.Errorf("standby wrote %q, not its ready byte", b[0])
+		}
+		sb.ready <- err
+	}()
+	return sb, nil
 }
 
 // Isolated reports whether the standby started a namespace init ahead.
@@ -93,6 +115,10 @@ func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*P
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	if spec.ExecutorLog != "" {
+		s.Close()
+		return nil, errExecutorLogSet
+	}
 	if err := prepareStateDir(spec.StateDir, logger); err != nil {
 		s.Close()
 		return nil, err
@@ -109,6 +135,11 @@ func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*P
 			return Start(ctx, s.command, spec, logger)
 		}
 	}
+	if err := s.awaitReady(); err != nil {
+		logger.Warn("the executor started ahead is not a standby of this SDK, or did not start; starting a new one", "pid", s.Pid(), "error", err)
+		s.Close()
+		return Start(ctx, s.command, spec, logger)
+	}
 	fresh := spec
 	spec.ExecutorLog = filepath.Join(spec.StateDir, executorLog)
 	p, err := s.ex.deliver(ctx, spec, logger)
@@ -117,6 +148,20 @@ func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*P
 		return Start(ctx, s.command, fresh, logger)
 	}
 	return p, err
+}
+
+// awaitReady waits, for standbyReadyWait at most, for the standby's ready
+// byte.
+func (s *Standby) awaitReady() error {
+	t := time.NewTimer(standbyReadyWait)
+	defer t.Stop()
+	select {
+	case err := <-s.ready:
+		s.ready <- err // for a later look
+		return err
+	case <-t.C:
+		return fmt.Errorf("no ready byte in %v (an executor built with an older SDK?)", standbyReadyWait)
+	}
 }
 
 // standbyCloseWait bounds Close's wait for the standby to end on its own
@@ -189,6 +234,9 @@ func (a *startedAhead) discard() {
 func standbyMain(isolated bool) int {
 	syscall.CloseOnExec(3)
 	status := os.NewFile(3, "status")
+	if _, err := status.Write([]byte{standbyReady}); err != nil {
+		return 1 // its driver is gone
+	}
 	var ahead *startedAhead
 	var aheadErr error
 	if isolated {
