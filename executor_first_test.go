@@ -13,6 +13,9 @@ func TestExecutorRequestedBeforeTheCLI(t *testing.T) {
 	}{
 		{"1", driver, true},
 		{"init", driver, true},
+		{"standby", driver, true},
+		{"standby-isolated", driver, true},
+		{"standby", []string{"/usr/bin/berth", "version"}, false},
 		{"", driver, false},
 		{"1", []string{"/usr/bin/berth", "version"}, false},
 		{"1", []string{"/usr/bin/berth", "builtin", "csi-hostpath"}, false},

@@ -213,19 +213,19 @@ func (m *Manager) Publish(ctx context.Context, req PublishRequest) (string, erro
 }
 
 // linkPublishPath makes link a symlink to target, replacing whatever
-// link was (a link of an earlier attempt).
+// link was (a link of an earlier attempt), and durable (publish_durable.go).
 func linkPublishPath(link, target string) error {
+	created := missingDirs(filepath.Dir(link))
 	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 		return fmt.Errorf("creating the publish path's directory: %w", err)
 	}
-	if cur, err := os.Readlink(link); err == nil && cur == target {
-		return nil
+	if cur, err := os.Readlink(link); err != nil || cur != target {
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replacing the publish path %s: %w", link, err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			return fmt.Errorf("linking the publish path %s to %s: %w", link, target, err)
+		}
 	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("replacing the publish path %s: %w", link, err)
-	}
-	if err := os.Symlink(target, link); err != nil {
-		return fmt.Errorf("linking the publish path %s to %s: %w", link, target, err)
-	}
-	return nil
+	return syncLinkDirs(link, created)
 }

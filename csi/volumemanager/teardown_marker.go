@@ -9,8 +9,9 @@ import (
 )
 
 // A teardown writes nothing before its calls. What says on disk that a
-// use's teardown began is its publish path: the symlink is made before the
-// use is saved PUBLISHED, and removed before NodeUnpublishVolume, so a use
+// use's teardown began is its publish path: the symlink is made, and made
+// durable (its directory fsynced, publish_durable.go), before the use is
+// saved PUBLISHED, and removed before NodeUnpublishVolume, so a use
 // saved PUBLISHED whose path is gone was being taken down when the client
 // stopped. New reads such a use as UNPUBLISHING (markTearingDown), and the
 // rest follows as if that state had been written: Publish refuses it

@@ -34,7 +34,10 @@
 // isolated one, its namespace init), so that a start waits for neither to
 // be executed and initialised; Standby.Start gives it its spec. An init
 // started ahead is used only if it sees every mount the task's root is
-// built from (standby.go, standby_mounts.go).
+// built from (standby.go, standby_mounts.go). NewStandby's command must be
+// built with this SDK version or later: a binary of an older one does not
+// know it was started as a standby, and Standby.Start, finding no ready
+// byte from it within a bound, ends it and starts a new executor.
 //
 // Processes are named by procfs.Identity (PID and start time), so a PID
 // reused after the executor or task died is never taken for them.

@@ -177,7 +177,9 @@ func initMain() int {
 	status := os.NewFile(4, "init-status")
 	spec, err := readSpec(specIn)
 	specIn.Close()
-	restorePriority()
+	if err == nil {
+		err = restorePriority()
+	}
 	if err == nil && spec.Isolation == nil {
 		err = errors.New("namespace init started for a spec without isolation")
 	}

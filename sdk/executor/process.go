@@ -75,6 +75,9 @@ type Process struct {
 // executor's own. ctx bounds the
 // start; if it ends first the executor and task are killed.
 func Start(ctx context.Context, command Command, spec Spec, logger hclog.Logger) (*Process, error) {
+	if spec.ExecutorLog != "" {
+		return nil, errExecutorLogSet
+	}
 	if err := prepareStateDir(spec.StateDir, logger); err != nil {
 		return nil, err
 	}
@@ -149,6 +152,14 @@ func spawn(command Command, marker string, out *os.File, env ...string) (*spawne
 	return ex, nil
 }
 
+// errExecutorLogSet is Start's and Standby.Start's error for a spec whose
+// ExecutorLog a caller set: it is theirs to set, and would be ignored.
+var errExecutorLogSet = errors.New("executor: Spec.ExecutorLog is set by Standby.Start, not by callers (the executor's log is StateDir/executor.log)")
+
+// errSpecNotSent is deliver's error when the executor was gone before its
+// spec could be sent: it never started the task.
+var errSpecNotSent = errors.New("the executor was gone before its spec was sent")
+
 // deliver sends spec to the executor and returns once it reports the task
 // started, or failed to (see Start).
 func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) (*Process, error) {
@@ -198,6 +209,12 @@ func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) 
 		cmd.Process.Kill() // the task dies with it (parent-death signal)
 		<-reaped
 		return nil, fmt.Errorf("executor: start: %w", ctx.Err())
+	}
+	if werr != nil && r.err != nil && r.st.Failure == nil {
+		// It died without the spec, so without forking the task.
+		cmd.Process.Kill()
+		<-reaped
+		return nil, fmt.Errorf("executor: %w: %w (then: %w)", errSpecNotSent, werr, r.err)
 	}
 	if r.err == nil && werr != nil {
 		r.err = fmt.Errorf("send spec: %w", werr)

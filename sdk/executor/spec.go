@@ -52,8 +52,10 @@ type Spec struct {
 	// Isolation, when set, runs the task in namespaces of its own under a
 	// root of its own (see Isolation).
 	Isolation *Isolation `json:"isolation,omitempty"`
-	// ExecutorLog is set by Standby.Start: where the standby executor's
-	// own output goes once it has its spec (Start gives it at exec).
+	// ExecutorLog is set by Standby.Start, never by a caller (Start and
+	// Standby.Start refuse a spec with it set): where the standby
+	// executor's own output goes once it has its spec (Start gives it at
+	// exec). It is StateDir's executor.log.
 	ExecutorLog string `json:"executor_log,omitempty"`
 }
 

@@ -2,11 +2,13 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -35,12 +37,26 @@ const (
 // Standby is an executor started ahead of its task. Use it once, with
 // Start, or Close it.
 type Standby struct {
+	command  Command
 	ex       *spawned
 	isolated bool
 	// back is the scheduling its threads return to when it is taken (nil:
 	// it was not started idle).
 	back *unix.SchedAttr
+	// ready gets nil once the standby wrote its ready byte on the status
+	// pipe (it is a standby of this SDK), an error if the pipe ended first.
+	ready chan error
 }
+
+// standbyReady is the byte a standby writes on its status pipe first: a
+// binary built with an SDK older than standbys, started as one, runs its
+// own main instead and never writes it.
+const standbyReady = 'R'
+
+// standbyReadyWait bounds Standby.Start's wait for that byte, once the
+// standby was woken; a standby without it by then is discarded and the
+// task started on a new executor.
+var standbyReadyWait = 5 * time.Second
 
 // NewStandby starts an executor from command that waits for its task;
 // isolated makes it start a namespace init ahead too (for specs with an
@@ -61,7 +77,16 @@ func NewStandby(command Command, isolated bool) (*Standby, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Standby{ex: ex, isolated: isolated, back: back}, nil
+	sb := &Standby{command: command, ex: ex, isolated: isolated, back: back, ready: make(chan error, 1)}
+	go func() {
+		var b [1]byte
+		_, err := io.ReadFull(ex.statusR, b[:]) // one byte: the rest is deliver's
+		if err == nil && b[0] != standbyReady {
+			err = fmt.Errorf("standby wrote %q, not its ready byte", b[0])
+		}
+		sb.ready <- err
+	}()
+	return sb, nil
 }
 
 // Isolated reports whether the standby started a namespace init ahead.
@@ -80,25 +105,90 @@ func (s *Standby) Alive() bool {
 // Pid is the standby executor's process ID.
 func (s *Standby) Pid() int { return s.ex.cmd.Process.Pid }
 
-// Start runs spec on the standby, as Start runs it on a new executor.
+// Start runs spec on the standby, as Start runs it on a new executor. A
+// standby that is gone, or that cannot be brought back to this process's
+// scheduling (it waited under SCHED_IDLE), is discarded and spec started
+// on a new executor, as Start would: the task is never run at a scheduling
+// other than the driver's, and a standby's death before its spec does not
+// fail the task.
 func (s *Standby) Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Process, error) {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	if spec.ExecutorLog != "" {
+		s.Close()
+		return nil, errExecutorLogSet
+	}
 	if err := prepareStateDir(spec.StateDir, logger); err != nil {
 		s.Close()
 		return nil, err
 	}
-	spec.ExecutorLog = filepath.Join(spec.StateDir, executorLog)
-	if s.back != nil {
-		wakeProcess(s.Pid(), s.back)
+	if !s.Alive() {
+		logger.Warn("the executor started ahead is gone; starting a new one", "pid", s.Pid())
+		s.Close()
+		return Start(ctx, s.command, spec, logger)
 	}
-	return s.ex.deliver(ctx, spec, logger)
+	if s.back != nil {
+		if err := wakeProcess(s.Pid(), s.back); err != nil {
+			logger.Warn("the executor started ahead could not be brought back from idle scheduling; starting a new one", "pid", s.Pid(), "error", err)
+			s.Close()
+			return Start(ctx, s.command, spec, logger)
+		}
+	}
+	if err := s.awaitReady(); err != nil {
+		logger.Warn("the executor started ahead is not a standby of this SDK, or did not start; starting a new one", "pid", s.Pid(), "error", err)
+		s.Close()
+		return Start(ctx, s.command, spec, logger)
+	}
+	fresh := spec
+	spec.ExecutorLog = filepath.Join(spec.StateDir, executorLog)
+	p, err := s.ex.deliver(ctx, spec, logger)
+	if errors.Is(err, errSpecNotSent) {
+		logger.Warn("the executor started ahead died before its spec; starting a new one", "pid", s.Pid(), "error", err)
+		return Start(ctx, s.command, fresh, logger)
+	}
+	return p, err
 }
 
-// Close ends a standby that was not used; it returns once the process is
-// gone.
+// awaitReady waits, for standbyReadyWait at most, for the standby's ready
+// byte.
+func (s *Standby) awaitReady() error {
+	t := time.NewTimer(standbyReadyWait)
+	defer t.Stop()
+	select {
+	case err := <-s.ready:
+		s.ready <- err // for a later look
+		return err
+	case <-t.C:
+		return fmt.Errorf("no ready byte in %v (an executor built with an older SDK?)", standbyReadyWait)
+	}
+}
+
+// standbyCloseWait bounds Close's wait for the standby to end on its own
+// (it runs under SCHED_IDLE, and on a busy machine may not get the CPU
+// for long) before it is killed, and then again for the kill.
+var standbyCloseWait = 2 * time.Second
+
+// Close ends a standby that was not used. It returns once the process is
+// gone, or, when that takes longer than a bound (an idle process on a busy
+// machine), once it was sent SIGKILL and waited for as long again: it is
+// reaped when it goes.
 func (s *Standby) Close() {
 	s.ex.specW.Close()
 	s.ex.statusR.Close()
-	<-s.ex.reaped
+	t := time.NewTimer(standbyCloseWait)
+	defer t.Stop()
+	select {
+	case <-s.ex.reaped:
+		return
+	case <-t.C:
+	}
+	s.ex.cmd.Process.Kill()
+	t.Reset(standbyCloseWait)
+	select {
+	case <-s.ex.reaped:
+	case <-t.C:
+	}
 }
 
 // taskPipes are the pipes a task's output streams are copied through.
@@ -144,6 +234,9 @@ func (a *startedAhead) discard() {
 func standbyMain(isolated bool) int {
 	syscall.CloseOnExec(3)
 	status := os.NewFile(3, "status")
+	if _, err := status.Write([]byte{standbyReady}); err != nil {
+		return 1 // its driver is gone
+	}
 	var ahead *startedAhead
 	var aheadErr error
 	if isolated {
@@ -166,8 +259,10 @@ func standbyMain(isolated bool) int {
 		}
 		return 0
 	}
-	restorePriority()
 	spec, err := decodeSpec(data, err)
+	if err == nil {
+		err = restorePriority()
+	}
 	if err == nil && spec.ExecutorLog != "" {
 		err = redirectOutput(spec.ExecutorLog)
 	}

@@ -235,7 +235,9 @@ func TestTakingAStandbyWakesItBeforeItsSpec(t *testing.T) {
 	init := waitChild(t, sb.Pid())
 	defer sb.Close()
 	nice, policy := schedOf(t, os.Getpid(), syscall.Gettid())
-	wakeProcess(sb.Pid(), sb.back)
+	if err := wakeProcess(sb.Pid(), sb.back); err != nil {
+		t.Fatal(err)
+	}
 	for _, pid := range []int{sb.Pid(), init} {
 		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 		for _, e := range tids {

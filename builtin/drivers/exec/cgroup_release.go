@@ -76,11 +76,12 @@ func (d *Driver) waitReleases() { d.releases.wg.Wait() }
 // plugin process is about to exit, and a removal it does not finish is
 // left for the next plugin's start-up sweep (sweepCgroups). The ones
 // still running when ctx ends are logged by task ID. The executor started
-// ahead of the next task is ended first.
+// ahead of the next task is ended first, within the same ctx (Close bounds
+// its own wait too).
 func (d *Driver) Shutdown(ctx context.Context) {
-	d.CloseStandby()
 	done := make(chan struct{})
 	go func() {
+		d.CloseStandby()
 		d.waitReleases()
 		close(done)
 	}()
