@@ -24,8 +24,8 @@ import (
 // by a job update (the scheduler stops the old alloc and places the new
 // one once the claim is freed) and by a stop followed at once by a run.
 // Every point is measured from the old alloc's stop, the plan that
-// stopped it (its modified_at, or when a blocking query saw it stopped if
-// the client had updated it already), and is a time the cluster records
+// stopped it (its modified_at, or when the call that stopped it was
+// issued if the client had updated it already), and is a time the cluster records
 // where the step happens (one machine, one clock), except those a
 // blocking query observes:
 //
@@ -242,9 +242,10 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 	}
 	onFollower := make(chan seen, 1)
 	go func() {
-		_, _, at, err := followMoverAllocs(ctx, follower, old.GetId(), meta.LastIndex)
+		_, _, at, err := followMoverAllocs(ctx, follower, old.GetId(), meta.LastIndex, time.Time{})
 		onFollower <- seen{at, err}
 	}()
+	issued := time.Now()
 	if kind == "stop, run" {
 		if _, err := leader.Jobs().Deregister(ctx, volMoveJobID, false); err != nil {
 			return nil, err
@@ -253,7 +254,7 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 	if _, err := leader.Jobs().Register(ctx, job, nil); err != nil {
 		return nil, err
 	}
-	stopped, alloc, running, err := followMoverAllocs(ctx, leader, old.GetId(), meta.LastIndex)
+	stopped, alloc, running, err := followMoverAllocs(ctx, leader, old.GetId(), meta.LastIndex, issued)
 	if err != nil {
 		return nil, err
 	}
@@ -304,8 +305,11 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 // index until an alloc other than old runs; it returns when old was
 // stopped (the stopping plan's applied_at when the answer that first
 // showed it stopped had no client update since, else when it was seen),
-// the new alloc, and when it was seen running.
-func followMoverAllocs(ctx context.Context, c *api.Client, old string, index uint64) (stopped time.Time, alloc *pb.Allocation, running time.Time, err error) {
+// the new alloc, and when it was seen running. When the client had
+// updated it already, the plan's time is lost and seeing it is late (its
+// task may be gone before): then the stop is when the call that caused it
+// was issued, if given — early, never after the steps that follow.
+func followMoverAllocs(ctx context.Context, c *api.Client, old string, index uint64, issued time.Time) (stopped time.Time, alloc *pb.Allocation, running time.Time, err error) {
 	q := &api.QueryOptions{WaitIndex: index, WaitTime: 20 * time.Second}
 	for {
 		allocs, meta, err := c.Jobs().Allocations(ctx, volMoveJobID, q)
@@ -316,9 +320,13 @@ func followMoverAllocs(ctx context.Context, c *api.Client, old string, index uin
 		for _, a := range allocs {
 			switch {
 			case a.GetId() == old && stopped.IsZero() && a.GetDesiredStatus() != pb.AllocDesiredStatus_ALLOC_DESIRED_STATUS_RUN:
-				stopped = now
-				if a.GetModifyIndex() == a.GetAllocModifyIndex() {
+				switch {
+				case a.GetModifyIndex() == a.GetAllocModifyIndex():
 					stopped = time.Unix(0, a.GetModifiedAt())
+				case !issued.IsZero():
+					stopped = issued
+				default:
+					stopped = now
 				}
 			case a.GetId() != old && a.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING:
 				alloc, running = a, now
