@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"berth.dev/berth/host/jobspec"
+	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/api"
 	"berth.dev/berth/rpc/pb"
 )
@@ -286,6 +287,11 @@ func (c *volMoveCluster) stop(keep bool) {
 		for _, job := range []string{"bench-hpm-node", "bench-hpm-ctrl"} {
 			_, _ = c.api.Jobs().Deregister(ctx, job, false)
 		}
+		// The plugin tasks (and their raw_exec executors) outlive a client
+		// agent by design, so they must be gone before the agents stop.
+		for _, job := range []string{"bench-hpm-node", "bench-hpm-ctrl"} {
+			_ = waitJobAllocsDone(ctx, c.api, job)
+		}
 		cancel()
 	}
 	for _, group := range [][]*volMoveAgent{c.clients, c.servers} {
@@ -345,5 +351,21 @@ func (a *volMoveAgent) stop() {
 	case <-time.After(30 * time.Second):
 		_ = a.cmd.Process.Kill()
 		<-done
+	}
+}
+
+// waitJobAllocsDone waits, with blocking queries, until every alloc of job
+// has ended on its client.
+func waitJobAllocsDone(ctx context.Context, c *api.Client, job string) error {
+	q := &api.QueryOptions{WaitTime: 10 * time.Second}
+	for {
+		allocs, meta, err := c.Jobs().Allocations(ctx, job, q)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(allocs, func(a *pb.Allocation) bool { return !rules.AllocClientTerminal(a) }) {
+			return nil
+		}
+		q.WaitIndex = meta.LastIndex
 	}
 }

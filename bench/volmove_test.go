@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,9 +25,18 @@ import (
 // node-detached and unstaged, and the report with a verdict per kind.
 func TestVolMoveSectionSmoke(t *testing.T) {
 	testutil.RequireRoot(t, "the hostpath plugin bind-mounts its volumes")
-	bin := os.Getenv("BERTH_BIN")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "berth")
+	// A private copy, so the processes the section starts are known by
+	// their executable.
+	bin := filepath.Join(t.TempDir(), "berth")
+	if from := os.Getenv("BERTH_BIN"); from != "" {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	} else {
 		cmd := exec.Command("go", "build", "-o", bin, "berth.dev/berth")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("building berth: %v\n%s", err, out)
@@ -36,6 +47,14 @@ func TestVolMoveSectionSmoke(t *testing.T) {
 	reps, err := measureVolMove([]volMoveBin{{"new", bin}}, plan)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Nor anything running: plugin tasks and their executors outlive a
+	// client agent by design, so the teardown stops them first.
+	if left := processesOf(t, bin); len(left) > 0 {
+		t.Errorf("processes of %s left running after the section: %v", bin, left)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	// The cluster's teardown leaves nothing mounted: the consumer's claim
 	// is freed before the plugin's node instances stop.
@@ -153,4 +172,24 @@ func TestVolMoveReport(t *testing.T) {
 	if verdicts := strings.Count(text, ": meets") + strings.Count(text, ": MISSES"); verdicts != 2 {
 		t.Errorf("report gives %d verdicts, want 2 (the new binary's kinds):\n%s", verdicts, text)
 	}
+}
+
+// processesOf lists the processes whose executable is bin.
+func processesOf(t *testing.T, bin string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
