@@ -34,7 +34,8 @@ import (
 //   - an uncertain failure (Canceled, DeadlineExceeded, Unavailable,
 //     ResourceExhausted, Aborted: the call may have happened) keeps the
 //     state with the error, attempts+1 and next_retry_at (capped
-//     exponential backoff with jitter); the call is made again then.
+//     exponential backoff with jitter); the call is made again then, or
+//     at once when what a final failure waits for (below) changes first.
 //   - a final failure keeps the state with the error and no retry: the
 //     operator sees it on the volume, and the call is made again once the
 //     volume, its plugin's row, the node or the node of one of the
@@ -164,28 +165,18 @@ func (v *Loops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.
 	if e == nil {
 		return true, time.Time{}
 	}
+	if v.changedSinceDecided(ws, snap, a) {
+		// New facts (a controller became healthy, moved or came back, the
+		// node reported its CSI node ID, the volume was fixed): the call
+		// is made again now, whatever the failure's class. An uncertain
+		// failure's backoff is for a plugin that failed with nothing else
+		// changed; after a run of failures it is minutes long, and a
+		// controller that turned up meanwhile must not wait it out (the
+		// chaos suite's seed 5024: an unpublish refused by a controller
+		// instance still registering waited 76 s, its claim with it).
+		return true, time.Time{}
+	}
 	if e.GetClass() == pb.VolumeErrorClass_VOLUME_ERROR_CLASS_FINAL {
-		vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
-		plugin, _ := snap.CSIPluginFacts(ws, a.GetPluginId())
-		controllers, _ := snap.CSIPluginControllers(ws, a.GetPluginId())
-		node, _ := snap.NodeByID(ws, a.GetNodeId())
-		seen := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex())
-		for id := range controllers {
-			if c, _ := snap.NodeByID(ws, id); c != nil {
-				seen = max(seen, c.GetModifyIndex())
-			}
-		}
-		// After the state the step was decided on, not after the failure
-		// was written: a change made while the step ran (a controller
-		// became healthy, say) predates the failure's index and would be
-		// lost.
-		base := a.GetModifyIndex()
-		if d := e.GetDecidedIndex(); d > 0 {
-			base = d
-		}
-		if seen > base {
-			return true, time.Time{}
-		}
 		if a.GetState() != pb.AttachmentState_ATTACHMENT_STATE_DETACHING {
 			return false, time.Time{}
 		}
@@ -205,6 +196,30 @@ func (v *Loops) attachmentDue(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.
 		return false, at
 	}
 	return true, time.Time{}
+}
+
+// changedSinceDecided reports whether the volume, its plugin's row, the
+// attachment's node or the node of one of the plugin's controllers changed
+// after the state the failed step was decided on (not after the failure
+// was written: a change made while the step ran predates the failure's
+// index and would be lost). It adds them all to ws, so such a change
+// wakes the attacher.
+func (v *Loops) changedSinceDecided(ws memdb.WatchSet, snap *fsm.StateSnapshot, a *pb.Attachment) bool {
+	vol, _ := snap.VolumeByID(ws, a.GetVolumeId())
+	plugin, _ := snap.CSIPluginFacts(ws, a.GetPluginId())
+	controllers, _ := snap.CSIPluginControllers(ws, a.GetPluginId())
+	node, _ := snap.NodeByID(ws, a.GetNodeId())
+	seen := max(vol.GetModifyIndex(), plugin.GetModifyIndex(), node.GetModifyIndex())
+	for id := range controllers {
+		if c, _ := snap.NodeByID(ws, id); c != nil {
+			seen = max(seen, c.GetModifyIndex())
+		}
+	}
+	base := a.GetModifyIndex()
+	if d := a.GetLastError().GetDecidedIndex(); d > 0 {
+		base = d
+	}
+	return seen > base
 }
 
 // work makes the calls of one plugin's due attachments, one at a time.
