@@ -61,3 +61,44 @@ func TestAReportIsSentWhileItsRecordIsWritten(t *testing.T) {
 		return nil
 	})
 }
+
+// The in-use report of a use just published does not hold the alloc's
+// tasks for its record's write: QueueInUse returns while the write is
+// held, the report is delivered meanwhile, and nothing stays persisted
+// once the write ends.
+func TestAnInUseReportDoesNotWaitForItsRecord(t *testing.T) {
+	store := &heldReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}},
+		writing: make(chan struct{}, 1), release: make(chan struct{})}
+	claims := newFakeClaims()
+	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rep.Run(t.Context())
+
+	inUse := claimReport(volNodeID, "a1", "", "v1")
+	inUse.State = pb.ClaimState_CLAIM_STATE_IN_USE
+	returned := make(chan struct{})
+	go func() {
+		rep.QueueInUse(inUse)
+		close(returned)
+	}()
+	testutil.WaitFor(t, volWait, func() error {
+		select {
+		case <-returned:
+			return nil
+		default:
+			return errors.New("QueueInUse has not returned while its record's write is held")
+		}
+	})
+	claims.waitUpdate(t, "a1", "v1", pb.ClaimState_CLAIM_STATE_IN_USE, false)
+	// The write may have begun (and be held), or be skipped: the report
+	// was delivered first.
+	close(store.release)
+	testutil.WaitFor(t, volWait, func() error {
+		if n, p := store.len(), len(rep.Pending()); n != 0 || p != 0 {
+			return errors.New("a delivered in-use report is still persisted or pending")
+		}
+		return nil
+	})
+}
