@@ -135,7 +135,13 @@ func measureVolMove(bins []volMoveBin, plan jobRunPlan) ([]*volMoveReport, error
 	}
 	for round := range 2*plan.warmup + 2*plan.runs {
 		kind := volMoveKinds[round%len(volMoveKinds)]
-		for i, c := range clusters {
+		// Which cluster moves first turns every other round, so each
+		// kind sees both orders: the cluster moving second competes with
+		// the tail of the first one's move (its reports, its executor
+		// started ahead, its followers applying).
+		for j := range clusters {
+			i := (j + round/len(volMoveKinds)) % len(clusters)
+			c := clusters[i]
 			to := 1 - at[i]
 			r, err := oneVolMove(c, kind, to)
 			if err != nil {
