@@ -121,7 +121,16 @@ func reportKey(req *pb.ClientClaimUpdateRequest) string {
 // report it cannot persist is sent all the same (see Reporter), and the
 // error logged.
 func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
-	rec, key := r.enqueue(req)
+	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
+	key := reportKey(req)
+	r.mu.Lock()
+	r.pending[key] = rec
+	delete(r.unsaved, key)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 	if err := r.persist(rec); err != nil {
 		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
 			"volume_id", req.GetVolumeId(), "user", key, "state", req.GetState(), "error", err)
@@ -319,43 +328,4 @@ func dropReport(req *pb.ClientClaimUpdateRequest, err error) bool {
 		return req.GetState() != pb.ClaimState_CLAIM_STATE_NODE_DETACHED || req.GetError() != nil
 	}
 	return false
-}
-
-// QueueInUse is Queue for the in-use report of a use just published,
-// returning before the record is written: the alloc's tasks start without
-// waiting for that fsync (issue 26). A client restart before the write
-// loses nothing: a recovered alloc's published use queues its in-use
-// report again (VolumeHooks.requeueInUse). The write is not made once the
-// report was delivered or replaced (a teardown's node-detached report
-// queued meanwhile is the newest, and written in its turn). A report
-// carrying a node expansion made at stage is queued as by Queue: the one
-// queued again would not know of it.
-func (r *Reporter) QueueInUse(req *pb.ClientClaimUpdateRequest) {
-	if req.GetNodeExpandedBytes() > 0 {
-		r.Queue(req)
-		return
-	}
-	rec, key := r.enqueue(req)
-	go func() {
-		if err := r.persist(rec); err != nil {
-			r.logger.Warn("persisting an in-use report; it is sent all the same, and queued again if the client restarts first",
-				"volume_id", req.GetVolumeId(), "user", key, "error", err)
-		}
-	}()
-}
-
-// enqueue makes req the pending report on its claim and wakes the sender;
-// the caller persists the record it returns.
-func (r *Reporter) enqueue(req *pb.ClientClaimUpdateRequest) (*pb.VolumeReportRecord, string) {
-	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
-	key := reportKey(req)
-	r.mu.Lock()
-	r.pending[key] = rec
-	delete(r.unsaved, key)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-	return rec, key
 }
