@@ -29,6 +29,7 @@ import (
 // where the step happens (one machine, one clock), except those a
 // blocking query observes:
 //
+//	old alloc told to stop  old alloc's task event "Killing" (its node saw the stop)
 //	old task gone       old alloc's task event "Terminated"
 //	unpublished         old alloc's task event "Volume unpublished"
 //	unstaged            old alloc's task event "Volume unstaged"
@@ -36,8 +37,12 @@ import (
 //	                    (observed: a blocking query may miss it)
 //	claim freed         the old claim gone (observed)
 //	new claim reserved  the new claim's created_at (the plan's applied_at)
+//	new alloc on its node  new alloc's task event "Received" (its node has
+//	                    it and recorded it; concurrent with "attached")
 //	attached            the new attachment's modified_at while attached
 //	staged, published   new alloc's task events "Volume staged/published"
+//	task set up         new alloc's task event "Task Setup" (prerun hooks
+//	                    done, the task's prestart begins)
 //	task started        new alloc's task event "Started"
 //	running             the new alloc running (observed)
 //
@@ -51,8 +56,8 @@ const (
 	volMoveJobID  = "bench-mover"
 )
 
-var volMoveSteps = []string{"old task gone", "unpublished", "unstaged", "node-detached", "claim freed",
-	"new claim reserved", "attached", "staged", "published", "task started", "running"}
+var volMoveSteps = []string{"old alloc told to stop", "old task gone", "unpublished", "unstaged", "node-detached", "claim freed",
+	"new claim reserved", "new alloc on its node", "attached", "staged", "published", "task set up", "task started", "running"}
 
 // volMoveOnFollower is the new alloc seen running by a blocking query on
 // a follower: what a client served by one sees, a follower learning the
@@ -130,7 +135,13 @@ func measureVolMove(bins []volMoveBin, plan jobRunPlan) ([]*volMoveReport, error
 	}
 	for round := range 2*plan.warmup + 2*plan.runs {
 		kind := volMoveKinds[round%len(volMoveKinds)]
-		for i, c := range clusters {
+		// Which cluster moves first turns every other round, so each
+		// kind sees both orders: the cluster moving second competes with
+		// the tail of the first one's move (its reports, its executor
+		// started ahead, its followers applying).
+		for j := range clusters {
+			i := (j + round/len(volMoveKinds)) % len(clusters)
+			c := clusters[i]
 			to := 1 - at[i]
 			r, err := oneVolMove(c, kind, to)
 			if err != nil {
@@ -279,7 +290,8 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 		out["node-detached"] = vs.detached.Sub(stopped)
 	}
 	events := alloc.GetTaskStates()["app"].GetEvents()
-	for step, typ := range map[string]string{"staged": volumehooks.EventVolumeStaged, "published": volumehooks.EventVolumePublished, "task started": "Started"} {
+	for step, typ := range map[string]string{"staged": volumehooks.EventVolumeStaged, "published": volumehooks.EventVolumePublished, "task started": "Started",
+		"new alloc on its node": "Received", "task set up": "Task Setup"} {
 		at, err := eventTime(alloc.GetId(), events, typ)
 		if err != nil {
 			return nil, err
@@ -291,7 +303,7 @@ func oneVolMove(c *volMoveCluster, kind string, to int) (csiFlowRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	for step, typ := range map[string]string{"old task gone": "Terminated", "unpublished": volumehooks.EventVolumeUnpublished, "unstaged": volumehooks.EventVolumeUnstaged} {
+	for step, typ := range map[string]string{"old alloc told to stop": "Killing", "old task gone": "Terminated", "unpublished": volumehooks.EventVolumeUnpublished, "unstaged": volumehooks.EventVolumeUnstaged} {
 		at, err := eventTime(old.GetId(), events, typ)
 		if err != nil {
 			return nil, err

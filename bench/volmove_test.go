@@ -72,8 +72,9 @@ func TestVolMoveSectionSmoke(t *testing.T) {
 		}
 		for i, run := range rep.runs {
 			for _, path := range [][]string{
-				{"old task gone", "unpublished", "unstaged", "node-detached", "new claim reserved"},
-				{"new claim reserved", "attached", "staged", "published", "task started", "running"},
+				{"old alloc told to stop", "old task gone", "unpublished", "unstaged", "node-detached", "new claim reserved"},
+				{"new claim reserved", "attached", "staged", "published", "task set up", "task started", "running"},
+				{"new claim reserved", "new alloc on its node", "staged"},
 			} {
 				var last time.Duration
 				prev := "the old alloc's stop"

@@ -49,19 +49,28 @@ type ReporterConfig struct {
 // queued and removed once delivered, so neither a teardown nor a client
 // restart waits for a reachable server; one report per claim is kept, the
 // newest. Reports are sent at once, and those that fail again with
-// capped backoff; a queued report wakes the sender at once. A report that
-// cannot be persisted (a full disk) is sent all the same — the teardown
-// that queued it is done, and nothing else would report it — and its
-// write is made again before each try until it is written or the report
+// capped backoff; a queued report wakes the sender at once, before its
+// record is written: the write (an fsync) and the servers' raft write go
+// on together (issue 26: a volume move's node-detached report waited for
+// its fsync). The write only has to outlast a client restart; the servers
+// take a report delivered twice (after a restart) as they take it once.
+// A delivered report's record is removed after its write ended (storeMu
+// orders them), so none is left behind. A report that cannot be
+// persisted (a full disk) is sent all the same — the teardown that
+// queued it is done, and nothing else would report it — and its write is
+// made again before each try until it is written or the report
 // delivered.
 type Reporter struct {
 	cfg    ReporterConfig
 	logger hclog.Logger
 	wake   chan struct{}
 
+	// storeMu orders the store's writes of reports; taken before mu.
+	storeMu sync.Mutex
+
 	mu      sync.Mutex
 	pending map[string]*pb.VolumeReportRecord
-	// unsaved holds the keys of pending reports not persisted.
+	// unsaved holds the keys of pending reports whose write failed.
 	unsaved map[string]bool
 }
 
@@ -106,31 +115,52 @@ func reportKey(req *pb.ClientClaimUpdateRequest) string {
 	return userVolumeKey(user, req.GetVolumeId())
 }
 
-// Queue persists req and has it sent, replacing a report on the same
-// claim not yet delivered. A report it cannot persist is sent all the
-// same (see Reporter), and the error logged.
+// Queue has req sent and persists it, replacing a report on the same
+// claim not yet delivered. It returns once the record is written (or its
+// write failed); the report may be on its way, or delivered, by then. A
+// report it cannot persist is sent all the same (see Reporter), and the
+// error logged.
 func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
 	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
 	key := reportKey(req)
 	r.mu.Lock()
-	// Under mu: a delivery of the report this one replaces deletes its
-	// record before this one is written, or finds this one pending.
-	err := r.cfg.Store.PutVolumeReport(rec)
 	r.pending[key] = rec
-	if err != nil {
-		r.unsaved[key] = true
-	} else {
-		delete(r.unsaved, key)
-	}
+	delete(r.unsaved, key)
 	r.mu.Unlock()
-	if err != nil {
-		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
-			"volume_id", req.GetVolumeId(), "user", key, "state", req.GetState(), "error", err)
-	}
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	if err := r.persist(rec); err != nil {
+		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
+			"volume_id", req.GetVolumeId(), "user", key, "state", req.GetState(), "error", err)
+	}
+}
+
+// persist writes rec while it is pending: not once it was delivered, nor
+// once a newer report on its claim replaced it (that one's own write
+// follows). A failed write marks it unsaved, for send to make again.
+func (r *Reporter) persist(rec *pb.VolumeReportRecord) error {
+	key := reportKey(rec.GetRequest())
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
+	r.mu.Lock()
+	current := r.pending[key] == rec
+	r.mu.Unlock()
+	if !current {
+		return nil
+	}
+	// Not under mu: the sender reads the pending reports meanwhile. A
+	// delivery of rec removes its record under storeMu, after this write.
+	err := r.cfg.Store.PutVolumeReport(rec)
+	if err != nil {
+		r.mu.Lock()
+		if r.pending[key] == rec {
+			r.unsaved[key] = true
+		}
+		r.mu.Unlock()
+	}
+	return err
 }
 
 // QueueInUseAgain is Queue for an in-use report queued again (a restarted
@@ -246,6 +276,8 @@ func (r *Reporter) send(ctx context.Context, rec *pb.VolumeReportRecord) bool {
 		r.logger.Info("report on a claim refused, dropped", "volume_id", req.GetVolumeId(), "alloc_id", req.GetAllocId(),
 			"claim_id", req.GetClaimId(), "state", req.GetState(), "error", err)
 	}
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// A newer report queued meanwhile stays.
@@ -259,9 +291,19 @@ func (r *Reporter) send(ctx context.Context, rec *pb.VolumeReportRecord) bool {
 	return true
 }
 
-// saveAgain persists rec if it is pending and was not persisted.
+// saveAgain persists rec if it is pending and its write failed.
 func (r *Reporter) saveAgain(rec *pb.VolumeReportRecord) {
 	key := reportKey(rec.GetRequest())
+	// Checked first without storeMu: a report whose first write is under
+	// way is sent without waiting for it.
+	r.mu.Lock()
+	failed := r.pending[key] == rec && r.unsaved[key]
+	r.mu.Unlock()
+	if !failed {
+		return
+	}
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pending[key] != rec || !r.unsaved[key] {

@@ -44,6 +44,11 @@ func New(logger hclog.Logger) *Driver {
 	}
 	d := &Driver{logger: logger.Named(Name)}
 	d.Core = taskexec.New(Name, stateSubdir, flavor{}, d.logger)
+	// Each start after the first takes an executor started ahead
+	// (taskexec's core_standby.go): a raw_exec task's start no longer waits
+	// for the plugin binary's re-execution (issue 26: half of a volume
+	// move's task start). Shutdown ends the one left.
+	d.Core.EnableStandby()
 	d.fp = sdk.NewFingerprintHub(fingerprint(false))
 	return d
 }
@@ -120,3 +125,18 @@ type flavor struct{}
 func (flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) { return buildSpec(cfg) }
 func (flavor) Release(*driverpb.TaskConfig) error                       { return nil }
 func (flavor) Exited(*driverpb.TaskConfig, *driverpb.ExitResult)        {}
+
+// Shutdown ends the executor started ahead of the next task, within ctx
+// (Close bounds its own wait too); the plugin process is about to exit.
+func (d *Driver) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		d.CloseStandby()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		d.logger.Warn("the executor started ahead of the next task did not end in time", "error", ctx.Err())
+	}
+}
