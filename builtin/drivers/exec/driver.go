@@ -175,7 +175,12 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	if err != nil {
 		return nil, &sdk.StartError{Reason: sdk.StartOther, Detail: err.Error()}
 	}
-	return buildSpec(cfg, pc, stateDir, mounts, procs)
+	spec, err := buildSpec(cfg, pc, stateDir, mounts, procs)
+	if err != nil {
+		return nil, err
+	}
+	spec.Isolation.InitCgroupProcs = d.cgroups.initCgroupProcs()
+	return spec, nil
 }
 
 // Release implements taskexec.Flavor: it removes the shared binds the
