@@ -153,7 +153,6 @@ func (p *pendingInit) finish(spec *Spec) (*exec.Cmd, <-chan *syscall.WaitStatus,
 	case !first.Started:
 		return abort(otherFailure("", errors.New("namespace init reported neither start nor failure")))
 	}
-	leaveTaskCgroups(cmd.Process.Pid, spec.Isolation.InitCgroupProcs)
 	exited := make(chan *syscall.WaitStatus, 1)
 	go func() {
 		defer stR.Close()

@@ -41,13 +41,6 @@ type Isolation struct {
 	// starts the task, so the task and everything it forks are in them
 	// from their first instruction.
 	CgroupProcs []string `json:"cgroup_procs,omitempty"`
-	// InitCgroupProcs are cgroup.procs files the executor moves the init
-	// to once the init has started the task (the task stays where
-	// CgroupProcs put it): on cgroup v1, a driver's own CPU cgroup, so
-	// that the init's wake-ups on the stop path are not scheduled as part
-	// of the task's group. A failed move is logged and leaves the init
-	// where it was.
-	InitCgroupProcs []string `json:"init_cgroup_procs,omitempty"`
 }
 
 // Propagation is how mount events travel across a Bind.

@@ -36,10 +36,6 @@ type cgroupDriver struct {
 	v2 string
 	// v1Memory is the v1 memory controller's hierarchy (v1 hosts only).
 	v1Memory interface{ Path(string) string }
-	// v1CPUProcs is the plugin's own cgroup.procs in the v1 CPU
-	// hierarchy, where a task's init goes once it forked the task
-	// (cgroup_init.go); "" on v2.
-	v1CPUProcs string
 }
 
 // detectCgroups picks the cgroup version of this host, or says why there
@@ -53,7 +49,7 @@ func detectCgroups() (*cgroupDriver, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := &cgroupDriver{v1CPUProcs: ownV1CPUProcs(subs)}
+		c := &cgroupDriver{}
 		for _, s := range subs {
 			if p, ok := s.(interface{ Path(string) string }); ok && s.Name() == cgroup1.Memory {
 				c.v1Memory = p

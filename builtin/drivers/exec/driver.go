@@ -175,12 +175,7 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 	if err != nil {
 		return nil, &sdk.StartError{Reason: sdk.StartOther, Detail: err.Error()}
 	}
-	spec, err := buildSpec(cfg, pc, stateDir, mounts, procs)
-	if err != nil {
-		return nil, err
-	}
-	spec.Isolation.InitCgroupProcs = d.cgroups.initCgroupProcs()
-	return spec, nil
+	return buildSpec(cfg, pc, stateDir, mounts, procs)
 }
 
 // Release implements taskexec.Flavor: it removes the shared binds the
