@@ -63,9 +63,6 @@ type pendingInit struct {
 	cmd *exec.Cmd
 	// specW sends the spec (fd 3 of the init); stR reads its status (fd 4).
 	specW, stR *os.File
-	// placedW tells the init (fd 5) it is in the task's cgroups and may
-	// fork the task (init_placed.go).
-	placedW *os.File
 }
 
 // launchInit starts a namespace init writing to stdout and stderr; it
@@ -81,14 +78,6 @@ func launchInit(stdout, stderr *os.File) (*pendingInit, *StartError) {
 		specW.Close()
 		return nil, otherFailure("", err)
 	}
-	placedR, placedW, err := os.Pipe()
-	if err != nil {
-		specW.Close()
-		stR.Close()
-		stW.Close()
-		return nil, otherFailure("", err)
-	}
-	defer placedR.Close()
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
 		Args: os.Args,
@@ -96,7 +85,7 @@ func launchInit(stdout, stderr *os.File) (*pendingInit, *StartError) {
 		Env:        initEnv(),
 		Stdout:     stdout,
 		Stderr:     stderr,
-		ExtraFiles: []*os.File{specR, stW, placedR},
+		ExtraFiles: []*os.File{specR, stW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: isolatedCloneFlags,
 			// Its own group, so signals for the task reach the init,
@@ -111,32 +100,36 @@ func launchInit(stdout, stderr *os.File) (*pendingInit, *StartError) {
 	if err != nil {
 		specW.Close()
 		stR.Close()
-		placedW.Close()
 		return nil, otherFailure("/proc/self/exe", fmt.Errorf("start namespace init: %w", err))
 	}
-	return &pendingInit{cmd: cmd, specW: specW, stR: stR, placedW: placedW}, nil
+	return &pendingInit{cmd: cmd, specW: specW, stR: stR}, nil
 }
 
 // abort kills an init that will not get its spec.
 func (p *pendingInit) abort() {
 	p.specW.Close()
-	p.placedW.Close()
 	p.cmd.Process.Kill()
 	p.cmd.Wait()
 	p.stR.Close()
 }
 
-// finish sends the init spec, puts it in spec's cgroups while it builds
-// the task's root, tells it it was placed, and waits until it has started
-// the task (see startInit and init_placed.go).
+// finish puts the init in spec's cgroups, sends it the spec and waits
+// until it has started the task (see startInit).
 func (p *pendingInit) finish(spec *Spec) (*exec.Cmd, <-chan *syscall.WaitStatus, *StartError) {
-	cmd, specW, stR, placedW := p.cmd, p.specW, p.stR, p.placedW
+	cmd, specW, stR := p.cmd, p.specW, p.stR
 	abort := func(f *StartError) (*exec.Cmd, <-chan *syscall.WaitStatus, *StartError) {
-		placedW.Close()
 		cmd.Process.Kill()
 		cmd.Wait()
 		stR.Close()
 		return nil, nil, f
+	}
+	// The init waits for its spec, so it joins the cgroups before it can
+	// fork the task.
+	for _, procs := range spec.Isolation.CgroupProcs {
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			specW.Close()
+			return abort(&StartError{Kind: StartOther, Path: procs, Detail: "join cgroup: " + detail(err)})
+		}
 	}
 	data, err := json.Marshal(spec)
 	if err == nil {
@@ -147,9 +140,6 @@ func (p *pendingInit) finish(spec *Spec) (*exec.Cmd, <-chan *syscall.WaitStatus,
 		return abort(otherFailure("", fmt.Errorf("send spec to namespace init: %w", err)))
 	}
 	br := bufio.NewReader(stR)
-	if f := place(cmd.Process.Pid, spec.Isolation.CgroupProcs, placedW, br); f != nil {
-		return abort(f)
-	}
 	var first initStatus
 	line, err := br.ReadBytes('\n')
 	if err == nil {
@@ -183,7 +173,6 @@ func (p *pendingInit) finish(spec *Spec) (*exec.Cmd, <-chan *syscall.WaitStatus,
 func initMain() int {
 	syscall.CloseOnExec(3)
 	syscall.CloseOnExec(4)
-	syscall.CloseOnExec(5)
 	specIn := os.NewFile(3, "spec")
 	status := os.NewFile(4, "init-status")
 	spec, err := readSpec(specIn)
@@ -263,9 +252,6 @@ func runInit(spec *Spec, status *os.File) (syscall.WaitStatus, *StartError) {
 	devNull, err := os.Open("/dev/null")
 	if err != nil {
 		return 0, otherFailure("/dev/null", err)
-	}
-	if f := awaitPlaced(); f != nil {
-		return 0, f
 	}
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGCHLD}, forwarded...)...)
