@@ -11,7 +11,7 @@ import (
 )
 
 // waitFileT waits until path exists.
-func waitFileT(t *testing.T, path string) {
+func waitFileT(t testing.TB, path string) {
 	t.Helper()
 	deadline := time.Now().Add(generous)
 	for {
