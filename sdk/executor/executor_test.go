@@ -23,13 +23,13 @@ func TestMain(m *testing.M) {
 
 const generous = 60 * time.Second
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), generous)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func shSpec(t *testing.T, dir, script string) Spec {
+func shSpec(t testing.TB, dir, script string) Spec {
 	return Spec{
 		Path:     "/bin/sh",
 		Args:     []string{"sh", "-c", script},
@@ -41,7 +41,7 @@ func shSpec(t *testing.T, dir, script string) Spec {
 	}
 }
 
-func startT(t *testing.T, spec Spec) *Process {
+func startT(t testing.TB, spec Spec) *Process {
 	t.Helper()
 	self, err := Self()
 	if err != nil {
@@ -55,7 +55,7 @@ func startT(t *testing.T, spec Spec) *Process {
 	return p
 }
 
-func waitT(t *testing.T, p *Process) *Exit {
+func waitT(t testing.TB, p *Process) *Exit {
 	t.Helper()
 	e, err := p.Wait(ctxT(t))
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/sdk/internal/testenv"
 )
 
-func requireRoot(t *testing.T) {
+func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Unavailable(t, "needs root: isolated tasks use namespaces, mounts and pivot_root (run the tests as root)")
@@ -22,7 +22,7 @@ func requireRoot(t *testing.T) {
 
 // isoSpec runs script under /bin/sh in an isolated root at dir, with the
 // host's system directories bound read-only.
-func isoSpec(t *testing.T, dir, script string, binds ...Bind) Spec {
+func isoSpec(t testing.TB, dir, script string, binds ...Bind) Spec {
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ const outputDrainTimeout = 2 * time.Second
 // once the task has started or failed to.
 type startStatus struct {
 	Task procfs.Identity `json:"task"`
+	// Group is State.Group: an isolated task's own process.
+	Group procfs.Identity `json:"group,omitzero"`
 	// Failure is set when the task did not start.
 	Failure *StartError `json:"failure,omitempty"`
 }
@@ -175,11 +177,15 @@ func run(spec *Spec, status *os.File, ahead *startedAhead) error {
 	// The task cannot be reaped before Wait, so its /proc entry is there
 	// even if it already exited.
 	task, err := procfs.Self(cmd.Process.Pid)
+	var group procfs.Identity
+	if initExit != nil {
+		group, _ = initChild(cmd.Process.Pid)
+	}
 	if err == nil {
 		var self procfs.Identity
 		if self, err = procfs.Self(os.Getpid()); err == nil {
 			err = writeJSONAtomic(filepath.Join(spec.StateDir, stateFile),
-				State{Executor: self, Task: task, StateDir: spec.StateDir})
+				State{Executor: self, Task: task, StateDir: spec.StateDir, Group: group})
 		}
 	}
 	if err != nil {
@@ -188,7 +194,7 @@ func run(spec *Spec, status *os.File, ahead *startedAhead) error {
 		return fail(status, &StartError{Kind: StartOther, Path: filepath.Join(spec.StateDir, stateFile),
 			Detail: "record task identity: " + err.Error()})
 	}
-	report(status, startStatus{Task: task})
+	report(status, startStatus{Task: task, Group: group})
 
 	var copies sync.WaitGroup
 	copies.Add(2)

@@ -238,7 +238,7 @@ func (ex *spawned) deliver(ctx context.Context, spec Spec, logger hclog.Logger) 
 		// It just replied, so it can only be gone if it already finished.
 		self = procfs.Identity{Pid: cmd.Process.Pid}
 	}
-	p := newProcess(State{Executor: self, Task: r.st.Task, StateDir: spec.StateDir}, logger)
+	p := newProcess(State{Executor: self, Task: r.st.Task, StateDir: spec.StateDir, Group: r.st.Group}, logger)
 	go p.watch(func(ctx context.Context) {
 		select {
 		case <-ended:
@@ -349,7 +349,8 @@ func (p *Process) Wait(ctx context.Context) (*Exit, error) {
 	}
 }
 
-// Signal sends sig to the task's process group. It returns ErrExited once
+// Signal sends sig to the task's process group (an isolated task's own,
+// or its init's for the init to forward; signal_direct.go). It returns ErrExited once
 // the task is gone, and never signals a process that merely reuses the
 // task's PID.
 func (p *Process) Signal(sig syscall.Signal) error {
@@ -357,6 +358,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	case <-p.done:
 		return ErrExited
 	default:
+	}
+	if p.signalGroup(sig) {
+		return nil
 	}
 	err := p.state.Task.SignalGroup(sig)
 	if errors.Is(err, procfs.ErrNoProcess) {

@@ -72,6 +72,11 @@ type State struct {
 	Executor procfs.Identity `json:"executor"`
 	Task     procfs.Identity `json:"task"`
 	StateDir string          `json:"state_dir"`
+	// Group is an isolated task's own process (in the host's numbering),
+	// the leader of its process group, when the executor found it; Task
+	// is then its namespace init. Signals other than SIGKILL go to
+	// Group's process group directly (signal_direct.go).
+	Group procfs.Identity `json:"group,omitzero"`
 }
 
 // Exit is how a task ended, as the executor records it in exit.json.
