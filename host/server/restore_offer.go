@@ -55,38 +55,22 @@ func (h *heldOffer) replace(release func()) {
 	}
 }
 
-// offerToFollowers sends the archive in f, size bytes, to as many other
-// voters as raft's Restore needs to commit (a quorum with this server: one
-// follower of three, two of five), at once, and returns a wait for their
-// answers: it returns when they answered, when offerWait passed, or when
-// ctx ends, and logs the followers that did not take it. The other
-// followers decode when they install, after the restore committed: on a
-// machine of few cores, every follower checking at once beside the leader
-// made the checks slower than the decode they save (bench restore, 10,000
-// nodes on 2 cores: the three checks took 0.9-3.2 s where one alone took
-// 0.3-0.9 s).
+// offerToFollowers sends the archive in f, size bytes, to every other
+// voter at once, and returns a wait for their answers: it returns when
+// all answered, when offerWait passed, or when ctx ends, and logs the
+// followers that did not take it.
 func (s *Server) offerToFollowers(ctx context.Context, f io.ReaderAt, size int64) (wait func()) {
 	future := s.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
 		s.logger.Warn("snapshot offer: reading the raft configuration failed; the followers decode the snapshot when they install it", "error", err)
 		return func() {}
 	}
-	var followers []raft.ServerID
-	voters := 0
-	for _, srv := range future.Configuration().Servers {
-		if srv.Suffrage != raft.Voter {
-			continue
-		}
-		voters++
-		if string(srv.ID) != s.id {
-			followers = append(followers, srv.ID)
-		}
-	}
-	followers = followers[:min(len(followers), voters/2)]
 	ctx, cancel := context.WithTimeout(ctx, offerWait)
 	var wg sync.WaitGroup
-	for _, id := range followers {
-		srv := raft.Server{ID: id}
+	for _, srv := range future.Configuration().Servers {
+		if string(srv.ID) == s.id || srv.Suffrage != raft.Voter {
+			continue
+		}
 		wg.Go(func() {
 			if err := s.offerTo(ctx, string(srv.ID), io.NewSectionReader(f, 0, size)); err != nil {
 				level := s.logger.Warn
