@@ -36,7 +36,7 @@ var ErrRestoreNoSpace = errcode.New(codes.ResourceExhausted, "no space to buffer
 // bytes), that passes max bytes, or that would leave dir with less than
 // restoreFreeReserve free: the upload is unauthenticated, and an endless
 // one must not fill the leader's disk.
-func bufferRestore(stream chunkReceiver, f *os.File, dir string, max int64) error {
+func bufferRestore(stream interface{ Recv() (*pb.SnapshotChunk, error) }, f *os.File, dir string, max int64) error {
 	var head []byte
 	var n int64
 	free, statErr := freeBytes(dir)
@@ -73,12 +73,6 @@ func bufferRestore(stream chunkReceiver, f *os.File, dir string, max int64) erro
 		return fmt.Errorf("%w: %d bytes, shorter than its header: not a berth snapshot", ErrBadArchive, n)
 	}
 	return nil
-}
-
-// chunkReceiver is the receiving side of a SnapshotRestore or SnapshotOffer
-// stream.
-type chunkReceiver interface {
-	Recv() (*pb.SnapshotChunk, error)
 }
 
 // freeBytes is the space an unprivileged writer may still use in dir.
