@@ -25,14 +25,7 @@ type CheckedSnapshot struct {
 	src  io.ReaderAt
 	size int64
 	sum  [sha256.Size]byte
-	// taken is closed once a Restore took the offer of it.
-	taken     chan struct{}
-	takenOnce sync.Once
 }
-
-// Taken is closed once a Restore took the offer of c, whichever stream it
-// read: whoever holds c's src may let it go after withdrawing the offer.
-func (c *CheckedSnapshot) Taken() <-chan struct{} { return c.taken }
 
 // Size is the length of the stream, in bytes.
 func (c *CheckedSnapshot) Size() int64 { return c.size }
@@ -54,7 +47,7 @@ func (f *FSM) CheckSnapshot(src io.ReaderAt, size int64) (*CheckedSnapshot, erro
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return nil, err
 	}
-	c := &CheckedSnapshot{store: store, src: src, size: size, taken: make(chan struct{})}
+	c := &CheckedSnapshot{store: store, src: src, size: size}
 	h.Sum(c.sum[:0])
 	return c, nil
 }
@@ -105,7 +98,6 @@ func (f *FSM) offeredStore(rc io.Reader) (store *StateStore, r io.Reader, done f
 		return nil, rc, func() {}, nil
 	}
 	done = f.offered.mu.Unlock
-	c.takenOnce.Do(func() { close(c.taken) })
 	store, r, err = c.match(rc)
 	if err != nil || store != nil {
 		done()

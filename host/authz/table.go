@@ -222,8 +222,4 @@ var table = map[string]Need{
 	"GET /ui/plugins/{id}":  {Kind: None},
 	"GET /ui/volumes":       {Kind: None},
 	"GET /ui/volumes/{id}":  {Kind: None},
-
-	// A leader handing followers an operator's upload to check before raft
-	// restores it (host/server/restore_offer.go).
-	pb.Operator_SnapshotOffer_FullMethodName: {Kind: Server},
 }

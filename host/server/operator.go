@@ -410,22 +410,10 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 		return toStatus(err)
 	}
 	uploaded := time.Now()
-	// The followers check the upload while this server does
-	// (restore_offer.go), so installing it does not decode it again.
-	st, err := tmp.Stat()
-	if err != nil {
-		return toStatus(err)
-	}
-	offerCtx, cancelOffers := context.WithCancel(stream.Context())
-	defer cancelOffers()
-	waitOffers := s.offerToFollowers(offerCtx, tmp, st.Size())
 	meta, state, checked, err := readArchiveFor(s.fsm, tmp)
 	if err != nil {
-		cancelOffers()
-		waitOffers()
 		return toStatus(err)
 	}
-	waitOffers()
 	members, err := s.fsm.State().Servers(nil)
 	if err != nil {
 		return toStatus(err)

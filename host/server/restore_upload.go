@@ -36,7 +36,7 @@ var ErrRestoreNoSpace = errcode.New(codes.ResourceExhausted, "no space to buffer
 // bytes), that passes max bytes, or that would leave dir with less than
 // restoreFreeReserve free: the upload is unauthenticated, and an endless
 // one must not fill the leader's disk.
-func bufferRestore(stream interface{ Recv() (*pb.SnapshotChunk, error) }, f *os.File, dir string, max int64) error {
+func bufferRestore(stream pb.Operator_SnapshotRestoreServer, f *os.File, dir string, max int64) error {
 	var head []byte
 	var n int64
 	free, statErr := freeBytes(dir)

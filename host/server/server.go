@@ -109,10 +109,6 @@ type Server struct {
 	// restoring is the operator snapshot restore under way on this
 	// leader, one at a time (restore_serial.go).
 	restoring restoreGate
-
-	// offer is the leader's upload this follower checked and holds for
-	// raft's install of it (restore_offer.go).
-	offer heldOffer
 }
 
 // New starts a server: raft (bootstrapped at once when BootstrapExpect is 1

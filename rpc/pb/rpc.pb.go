@@ -600,44 +600,6 @@ func (x *PeersResponse) GetMeta() *QueryMeta {
 	return nil
 }
 
-// SnapshotOfferResponse answers a SnapshotOffer once the follower holds the
-// checked state.
-type SnapshotOfferResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SnapshotOfferResponse) Reset() {
-	*x = SnapshotOfferResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SnapshotOfferResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SnapshotOfferResponse) ProtoMessage() {}
-
-func (x *SnapshotOfferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SnapshotOfferResponse.ProtoReflect.Descriptor instead.
-func (*SnapshotOfferResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{9}
-}
-
 type JoinRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Server        *ServerMember          `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
@@ -647,7 +609,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[10]
+	mi := &file_berth_v1_rpc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +621,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[10]
+	mi := &file_berth_v1_rpc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +634,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{10}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JoinRequest) GetServer() *ServerMember {
@@ -691,7 +653,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[11]
+	mi := &file_berth_v1_rpc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +665,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[11]
+	mi := &file_berth_v1_rpc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +678,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{11}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JoinResponse) GetMeta() *WriteMeta {
@@ -738,7 +700,7 @@ type RemovePeerRequest struct {
 
 func (x *RemovePeerRequest) Reset() {
 	*x = RemovePeerRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[12]
+	mi := &file_berth_v1_rpc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +712,7 @@ func (x *RemovePeerRequest) String() string {
 func (*RemovePeerRequest) ProtoMessage() {}
 
 func (x *RemovePeerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[12]
+	mi := &file_berth_v1_rpc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +725,7 @@ func (x *RemovePeerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePeerRequest.ProtoReflect.Descriptor instead.
 func (*RemovePeerRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{12}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemovePeerRequest) GetId() string {
@@ -797,7 +759,7 @@ type RemovePeerResponse struct {
 
 func (x *RemovePeerResponse) Reset() {
 	*x = RemovePeerResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[13]
+	mi := &file_berth_v1_rpc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +771,7 @@ func (x *RemovePeerResponse) String() string {
 func (*RemovePeerResponse) ProtoMessage() {}
 
 func (x *RemovePeerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[13]
+	mi := &file_berth_v1_rpc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +784,7 @@ func (x *RemovePeerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePeerResponse.ProtoReflect.Descriptor instead.
 func (*RemovePeerResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{13}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemovePeerResponse) GetMeta() *WriteMeta {
@@ -850,7 +812,7 @@ type RaftConfigurationRequest struct {
 
 func (x *RaftConfigurationRequest) Reset() {
 	*x = RaftConfigurationRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[14]
+	mi := &file_berth_v1_rpc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +824,7 @@ func (x *RaftConfigurationRequest) String() string {
 func (*RaftConfigurationRequest) ProtoMessage() {}
 
 func (x *RaftConfigurationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[14]
+	mi := &file_berth_v1_rpc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +837,7 @@ func (x *RaftConfigurationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftConfigurationRequest.ProtoReflect.Descriptor instead.
 func (*RaftConfigurationRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{14}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RaftConfigurationRequest) GetQuery() *QueryOptions {
@@ -899,7 +861,7 @@ type RaftServer struct {
 
 func (x *RaftServer) Reset() {
 	*x = RaftServer{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[15]
+	mi := &file_berth_v1_rpc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +873,7 @@ func (x *RaftServer) String() string {
 func (*RaftServer) ProtoMessage() {}
 
 func (x *RaftServer) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[15]
+	mi := &file_berth_v1_rpc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +886,7 @@ func (x *RaftServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftServer.ProtoReflect.Descriptor instead.
 func (*RaftServer) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{15}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RaftServer) GetId() string {
@@ -981,7 +943,7 @@ type RaftConfigurationResponse struct {
 
 func (x *RaftConfigurationResponse) Reset() {
 	*x = RaftConfigurationResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[16]
+	mi := &file_berth_v1_rpc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +955,7 @@ func (x *RaftConfigurationResponse) String() string {
 func (*RaftConfigurationResponse) ProtoMessage() {}
 
 func (x *RaftConfigurationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[16]
+	mi := &file_berth_v1_rpc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +968,7 @@ func (x *RaftConfigurationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftConfigurationResponse.ProtoReflect.Descriptor instead.
 func (*RaftConfigurationResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{16}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RaftConfigurationResponse) GetServers() []*RaftServer {
@@ -1041,7 +1003,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[17]
+	mi := &file_berth_v1_rpc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1015,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[17]
+	mi := &file_berth_v1_rpc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1028,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{17}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MembersRequest) GetQuery() *QueryOptions {
@@ -1088,7 +1050,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[18]
+	mi := &file_berth_v1_rpc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1062,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[18]
+	mi := &file_berth_v1_rpc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1075,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{18}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Member) GetServer() *ServerMember {
@@ -1155,7 +1117,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[19]
+	mi := &file_berth_v1_rpc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1129,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[19]
+	mi := &file_berth_v1_rpc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1142,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{19}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MembersResponse) GetMembers() []*Member {
@@ -1205,7 +1167,7 @@ type SnapshotSaveRequest struct {
 
 func (x *SnapshotSaveRequest) Reset() {
 	*x = SnapshotSaveRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[20]
+	mi := &file_berth_v1_rpc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1179,7 @@ func (x *SnapshotSaveRequest) String() string {
 func (*SnapshotSaveRequest) ProtoMessage() {}
 
 func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[20]
+	mi := &file_berth_v1_rpc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1192,7 @@ func (x *SnapshotSaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotSaveRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotSaveRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{20}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{19}
 }
 
 type SnapshotChunk struct {
@@ -1242,7 +1204,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[21]
+	mi := &file_berth_v1_rpc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1216,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[21]
+	mi := &file_berth_v1_rpc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1229,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{21}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SnapshotChunk) GetData() []byte {
@@ -1286,7 +1248,7 @@ type SnapshotRestoreResponse struct {
 
 func (x *SnapshotRestoreResponse) Reset() {
 	*x = SnapshotRestoreResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[22]
+	mi := &file_berth_v1_rpc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1260,7 @@ func (x *SnapshotRestoreResponse) String() string {
 func (*SnapshotRestoreResponse) ProtoMessage() {}
 
 func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[22]
+	mi := &file_berth_v1_rpc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1273,7 @@ func (x *SnapshotRestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRestoreResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotRestoreResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{22}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SnapshotRestoreResponse) GetMeta() *WriteMeta {
@@ -1330,7 +1292,7 @@ type NodeRegisterRequest struct {
 
 func (x *NodeRegisterRequest) Reset() {
 	*x = NodeRegisterRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[23]
+	mi := &file_berth_v1_rpc_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1304,7 @@ func (x *NodeRegisterRequest) String() string {
 func (*NodeRegisterRequest) ProtoMessage() {}
 
 func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[23]
+	mi := &file_berth_v1_rpc_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1317,7 @@ func (x *NodeRegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterRequest.ProtoReflect.Descriptor instead.
 func (*NodeRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{23}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeRegisterRequest) GetNode() *Node {
@@ -1389,7 +1351,7 @@ type NodeRegisterResponse struct {
 
 func (x *NodeRegisterResponse) Reset() {
 	*x = NodeRegisterResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[24]
+	mi := &file_berth_v1_rpc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1363,7 @@ func (x *NodeRegisterResponse) String() string {
 func (*NodeRegisterResponse) ProtoMessage() {}
 
 func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[24]
+	mi := &file_berth_v1_rpc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1376,7 @@ func (x *NodeRegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRegisterResponse.ProtoReflect.Descriptor instead.
 func (*NodeRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{24}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeRegisterResponse) GetMeta() *WriteMeta {
@@ -1468,7 +1430,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[25]
+	mi := &file_berth_v1_rpc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1442,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[25]
+	mi := &file_berth_v1_rpc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1455,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{25}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeHeartbeatRequest) GetNodeId() string {
@@ -1517,7 +1479,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[26]
+	mi := &file_berth_v1_rpc_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1491,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[26]
+	mi := &file_berth_v1_rpc_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1504,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{26}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeHeartbeatResponse) GetHeartbeatTtlMs() int64 {
@@ -1578,7 +1540,7 @@ type NodeListRequest struct {
 
 func (x *NodeListRequest) Reset() {
 	*x = NodeListRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[27]
+	mi := &file_berth_v1_rpc_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1552,7 @@ func (x *NodeListRequest) String() string {
 func (*NodeListRequest) ProtoMessage() {}
 
 func (x *NodeListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[27]
+	mi := &file_berth_v1_rpc_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1565,7 @@ func (x *NodeListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeListRequest.ProtoReflect.Descriptor instead.
 func (*NodeListRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{27}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeListRequest) GetQuery() *QueryOptions {
@@ -1630,7 +1592,7 @@ type NodeListResponse struct {
 
 func (x *NodeListResponse) Reset() {
 	*x = NodeListResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[28]
+	mi := &file_berth_v1_rpc_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1604,7 @@ func (x *NodeListResponse) String() string {
 func (*NodeListResponse) ProtoMessage() {}
 
 func (x *NodeListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[28]
+	mi := &file_berth_v1_rpc_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1617,7 @@ func (x *NodeListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeListResponse.ProtoReflect.Descriptor instead.
 func (*NodeListResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{28}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeListResponse) GetNodes() []*Node {
@@ -1682,7 +1644,7 @@ type NodeGetRequest struct {
 
 func (x *NodeGetRequest) Reset() {
 	*x = NodeGetRequest{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[29]
+	mi := &file_berth_v1_rpc_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1656,7 @@ func (x *NodeGetRequest) String() string {
 func (*NodeGetRequest) ProtoMessage() {}
 
 func (x *NodeGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[29]
+	mi := &file_berth_v1_rpc_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1669,7 @@ func (x *NodeGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGetRequest.ProtoReflect.Descriptor instead.
 func (*NodeGetRequest) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{29}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeGetRequest) GetNodeId() string {
@@ -1734,7 +1696,7 @@ type NodeGetResponse struct {
 
 func (x *NodeGetResponse) Reset() {
 	*x = NodeGetResponse{}
-	mi := &file_berth_v1_rpc_proto_msgTypes[30]
+	mi := &file_berth_v1_rpc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1708,7 @@ func (x *NodeGetResponse) String() string {
 func (*NodeGetResponse) ProtoMessage() {}
 
 func (x *NodeGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_berth_v1_rpc_proto_msgTypes[30]
+	mi := &file_berth_v1_rpc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1721,7 @@ func (x *NodeGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeGetResponse.ProtoReflect.Descriptor instead.
 func (*NodeGetResponse) Descriptor() ([]byte, []int) {
-	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{30}
+	return file_berth_v1_rpc_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeGetResponse) GetNode() *Node {
@@ -1815,8 +1777,7 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x16.berth.v1.QueryOptionsR\x05query\"U\n" +
 	"\rPeersResponse\x12\x1b\n" +
 	"\trpc_addrs\x18\x01 \x03(\tR\brpcAddrs\x12'\n" +
-	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"\x17\n" +
-	"\x15SnapshotOfferResponse\"=\n" +
+	"\x04meta\x18\x02 \x01(\v2\x13.berth.v1.QueryMetaR\x04meta\"=\n" +
 	"\vJoinRequest\x12.\n" +
 	"\x06server\x18\x01 \x01(\v2\x16.berth.v1.ServerMemberR\x06server\"7\n" +
 	"\fJoinResponse\x12'\n" +
@@ -1894,7 +1855,7 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x06Status\x125\n" +
 	"\x04Ping\x12\x15.berth.v1.PingRequest\x1a\x16.berth.v1.PingResponse\x12;\n" +
 	"\x06Leader\x12\x17.berth.v1.LeaderRequest\x1a\x18.berth.v1.LeaderResponse\x128\n" +
-	"\x05Peers\x12\x16.berth.v1.PeersRequest\x1a\x17.berth.v1.PeersResponse2\x90\x04\n" +
+	"\x05Peers\x12\x16.berth.v1.PeersRequest\x1a\x17.berth.v1.PeersResponse2\xc3\x03\n" +
 	"\bOperator\x125\n" +
 	"\x04Join\x12\x15.berth.v1.JoinRequest\x1a\x16.berth.v1.JoinResponse\x12G\n" +
 	"\n" +
@@ -1902,8 +1863,7 @@ const file_berth_v1_rpc_proto_rawDesc = "" +
 	"\x11RaftConfiguration\x12\".berth.v1.RaftConfigurationRequest\x1a#.berth.v1.RaftConfigurationResponse\x12>\n" +
 	"\aMembers\x12\x18.berth.v1.MembersRequest\x1a\x19.berth.v1.MembersResponse\x12H\n" +
 	"\fSnapshotSave\x12\x1d.berth.v1.SnapshotSaveRequest\x1a\x17.berth.v1.SnapshotChunk0\x01\x12O\n" +
-	"\x0fSnapshotRestore\x12\x17.berth.v1.SnapshotChunk\x1a!.berth.v1.SnapshotRestoreResponse(\x01\x12K\n" +
-	"\rSnapshotOffer\x12\x17.berth.v1.SnapshotChunk\x1a\x1f.berth.v1.SnapshotOfferResponse(\x012\x9b\x02\n" +
+	"\x0fSnapshotRestore\x12\x17.berth.v1.SnapshotChunk\x1a!.berth.v1.SnapshotRestoreResponse(\x012\x9b\x02\n" +
 	"\x05Nodes\x12I\n" +
 	"\bRegister\x12\x1d.berth.v1.NodeRegisterRequest\x1a\x1e.berth.v1.NodeRegisterResponse\x12L\n" +
 	"\tHeartbeat\x12\x1e.berth.v1.NodeHeartbeatRequest\x1a\x1f.berth.v1.NodeHeartbeatResponse\x12=\n" +
@@ -1923,7 +1883,7 @@ func file_berth_v1_rpc_proto_rawDescGZIP() []byte {
 }
 
 var file_berth_v1_rpc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_berth_v1_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_berth_v1_rpc_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_berth_v1_rpc_proto_goTypes = []any{
 	(MemberStatus)(0),                 // 0: berth.v1.MemberStatus
 	(*QueryOptions)(nil),              // 1: berth.v1.QueryOptions
@@ -1935,89 +1895,86 @@ var file_berth_v1_rpc_proto_goTypes = []any{
 	(*LeaderResponse)(nil),            // 7: berth.v1.LeaderResponse
 	(*PeersRequest)(nil),              // 8: berth.v1.PeersRequest
 	(*PeersResponse)(nil),             // 9: berth.v1.PeersResponse
-	(*SnapshotOfferResponse)(nil),     // 10: berth.v1.SnapshotOfferResponse
-	(*JoinRequest)(nil),               // 11: berth.v1.JoinRequest
-	(*JoinResponse)(nil),              // 12: berth.v1.JoinResponse
-	(*RemovePeerRequest)(nil),         // 13: berth.v1.RemovePeerRequest
-	(*RemovePeerResponse)(nil),        // 14: berth.v1.RemovePeerResponse
-	(*RaftConfigurationRequest)(nil),  // 15: berth.v1.RaftConfigurationRequest
-	(*RaftServer)(nil),                // 16: berth.v1.RaftServer
-	(*RaftConfigurationResponse)(nil), // 17: berth.v1.RaftConfigurationResponse
-	(*MembersRequest)(nil),            // 18: berth.v1.MembersRequest
-	(*Member)(nil),                    // 19: berth.v1.Member
-	(*MembersResponse)(nil),           // 20: berth.v1.MembersResponse
-	(*SnapshotSaveRequest)(nil),       // 21: berth.v1.SnapshotSaveRequest
-	(*SnapshotChunk)(nil),             // 22: berth.v1.SnapshotChunk
-	(*SnapshotRestoreResponse)(nil),   // 23: berth.v1.SnapshotRestoreResponse
-	(*NodeRegisterRequest)(nil),       // 24: berth.v1.NodeRegisterRequest
-	(*NodeRegisterResponse)(nil),      // 25: berth.v1.NodeRegisterResponse
-	(*NodeHeartbeatRequest)(nil),      // 26: berth.v1.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),     // 27: berth.v1.NodeHeartbeatResponse
-	(*NodeListRequest)(nil),           // 28: berth.v1.NodeListRequest
-	(*NodeListResponse)(nil),          // 29: berth.v1.NodeListResponse
-	(*NodeGetRequest)(nil),            // 30: berth.v1.NodeGetRequest
-	(*NodeGetResponse)(nil),           // 31: berth.v1.NodeGetResponse
-	(*ServerMember)(nil),              // 32: berth.v1.ServerMember
-	(*Node)(nil),                      // 33: berth.v1.Node
-	(NodeStatus)(0),                   // 34: berth.v1.NodeStatus
+	(*JoinRequest)(nil),               // 10: berth.v1.JoinRequest
+	(*JoinResponse)(nil),              // 11: berth.v1.JoinResponse
+	(*RemovePeerRequest)(nil),         // 12: berth.v1.RemovePeerRequest
+	(*RemovePeerResponse)(nil),        // 13: berth.v1.RemovePeerResponse
+	(*RaftConfigurationRequest)(nil),  // 14: berth.v1.RaftConfigurationRequest
+	(*RaftServer)(nil),                // 15: berth.v1.RaftServer
+	(*RaftConfigurationResponse)(nil), // 16: berth.v1.RaftConfigurationResponse
+	(*MembersRequest)(nil),            // 17: berth.v1.MembersRequest
+	(*Member)(nil),                    // 18: berth.v1.Member
+	(*MembersResponse)(nil),           // 19: berth.v1.MembersResponse
+	(*SnapshotSaveRequest)(nil),       // 20: berth.v1.SnapshotSaveRequest
+	(*SnapshotChunk)(nil),             // 21: berth.v1.SnapshotChunk
+	(*SnapshotRestoreResponse)(nil),   // 22: berth.v1.SnapshotRestoreResponse
+	(*NodeRegisterRequest)(nil),       // 23: berth.v1.NodeRegisterRequest
+	(*NodeRegisterResponse)(nil),      // 24: berth.v1.NodeRegisterResponse
+	(*NodeHeartbeatRequest)(nil),      // 25: berth.v1.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),     // 26: berth.v1.NodeHeartbeatResponse
+	(*NodeListRequest)(nil),           // 27: berth.v1.NodeListRequest
+	(*NodeListResponse)(nil),          // 28: berth.v1.NodeListResponse
+	(*NodeGetRequest)(nil),            // 29: berth.v1.NodeGetRequest
+	(*NodeGetResponse)(nil),           // 30: berth.v1.NodeGetResponse
+	(*ServerMember)(nil),              // 31: berth.v1.ServerMember
+	(*Node)(nil),                      // 32: berth.v1.Node
+	(NodeStatus)(0),                   // 33: berth.v1.NodeStatus
 }
 var file_berth_v1_rpc_proto_depIdxs = []int32{
-	32, // 0: berth.v1.PingRequest.from:type_name -> berth.v1.ServerMember
-	32, // 1: berth.v1.PingResponse.server:type_name -> berth.v1.ServerMember
-	32, // 2: berth.v1.PingResponse.known:type_name -> berth.v1.ServerMember
+	31, // 0: berth.v1.PingRequest.from:type_name -> berth.v1.ServerMember
+	31, // 1: berth.v1.PingResponse.server:type_name -> berth.v1.ServerMember
+	31, // 2: berth.v1.PingResponse.known:type_name -> berth.v1.ServerMember
 	1,  // 3: berth.v1.PeersRequest.query:type_name -> berth.v1.QueryOptions
 	2,  // 4: berth.v1.PeersResponse.meta:type_name -> berth.v1.QueryMeta
-	32, // 5: berth.v1.JoinRequest.server:type_name -> berth.v1.ServerMember
+	31, // 5: berth.v1.JoinRequest.server:type_name -> berth.v1.ServerMember
 	3,  // 6: berth.v1.JoinResponse.meta:type_name -> berth.v1.WriteMeta
 	3,  // 7: berth.v1.RemovePeerResponse.meta:type_name -> berth.v1.WriteMeta
 	1,  // 8: berth.v1.RaftConfigurationRequest.query:type_name -> berth.v1.QueryOptions
-	16, // 9: berth.v1.RaftConfigurationResponse.servers:type_name -> berth.v1.RaftServer
+	15, // 9: berth.v1.RaftConfigurationResponse.servers:type_name -> berth.v1.RaftServer
 	2,  // 10: berth.v1.RaftConfigurationResponse.meta:type_name -> berth.v1.QueryMeta
 	1,  // 11: berth.v1.MembersRequest.query:type_name -> berth.v1.QueryOptions
-	32, // 12: berth.v1.Member.server:type_name -> berth.v1.ServerMember
+	31, // 12: berth.v1.Member.server:type_name -> berth.v1.ServerMember
 	0,  // 13: berth.v1.Member.status:type_name -> berth.v1.MemberStatus
-	19, // 14: berth.v1.MembersResponse.members:type_name -> berth.v1.Member
+	18, // 14: berth.v1.MembersResponse.members:type_name -> berth.v1.Member
 	2,  // 15: berth.v1.MembersResponse.meta:type_name -> berth.v1.QueryMeta
 	3,  // 16: berth.v1.SnapshotRestoreResponse.meta:type_name -> berth.v1.WriteMeta
-	33, // 17: berth.v1.NodeRegisterRequest.node:type_name -> berth.v1.Node
+	32, // 17: berth.v1.NodeRegisterRequest.node:type_name -> berth.v1.Node
 	3,  // 18: berth.v1.NodeRegisterResponse.meta:type_name -> berth.v1.WriteMeta
 	1,  // 19: berth.v1.NodeListRequest.query:type_name -> berth.v1.QueryOptions
-	34, // 20: berth.v1.NodeListRequest.status:type_name -> berth.v1.NodeStatus
-	33, // 21: berth.v1.NodeListResponse.nodes:type_name -> berth.v1.Node
+	33, // 20: berth.v1.NodeListRequest.status:type_name -> berth.v1.NodeStatus
+	32, // 21: berth.v1.NodeListResponse.nodes:type_name -> berth.v1.Node
 	2,  // 22: berth.v1.NodeListResponse.meta:type_name -> berth.v1.QueryMeta
 	1,  // 23: berth.v1.NodeGetRequest.query:type_name -> berth.v1.QueryOptions
-	33, // 24: berth.v1.NodeGetResponse.node:type_name -> berth.v1.Node
+	32, // 24: berth.v1.NodeGetResponse.node:type_name -> berth.v1.Node
 	2,  // 25: berth.v1.NodeGetResponse.meta:type_name -> berth.v1.QueryMeta
 	4,  // 26: berth.v1.Status.Ping:input_type -> berth.v1.PingRequest
 	6,  // 27: berth.v1.Status.Leader:input_type -> berth.v1.LeaderRequest
 	8,  // 28: berth.v1.Status.Peers:input_type -> berth.v1.PeersRequest
-	11, // 29: berth.v1.Operator.Join:input_type -> berth.v1.JoinRequest
-	13, // 30: berth.v1.Operator.RemovePeer:input_type -> berth.v1.RemovePeerRequest
-	15, // 31: berth.v1.Operator.RaftConfiguration:input_type -> berth.v1.RaftConfigurationRequest
-	18, // 32: berth.v1.Operator.Members:input_type -> berth.v1.MembersRequest
-	21, // 33: berth.v1.Operator.SnapshotSave:input_type -> berth.v1.SnapshotSaveRequest
-	22, // 34: berth.v1.Operator.SnapshotRestore:input_type -> berth.v1.SnapshotChunk
-	22, // 35: berth.v1.Operator.SnapshotOffer:input_type -> berth.v1.SnapshotChunk
-	24, // 36: berth.v1.Nodes.Register:input_type -> berth.v1.NodeRegisterRequest
-	26, // 37: berth.v1.Nodes.Heartbeat:input_type -> berth.v1.NodeHeartbeatRequest
-	28, // 38: berth.v1.Nodes.List:input_type -> berth.v1.NodeListRequest
-	30, // 39: berth.v1.Nodes.Get:input_type -> berth.v1.NodeGetRequest
-	5,  // 40: berth.v1.Status.Ping:output_type -> berth.v1.PingResponse
-	7,  // 41: berth.v1.Status.Leader:output_type -> berth.v1.LeaderResponse
-	9,  // 42: berth.v1.Status.Peers:output_type -> berth.v1.PeersResponse
-	12, // 43: berth.v1.Operator.Join:output_type -> berth.v1.JoinResponse
-	14, // 44: berth.v1.Operator.RemovePeer:output_type -> berth.v1.RemovePeerResponse
-	17, // 45: berth.v1.Operator.RaftConfiguration:output_type -> berth.v1.RaftConfigurationResponse
-	20, // 46: berth.v1.Operator.Members:output_type -> berth.v1.MembersResponse
-	22, // 47: berth.v1.Operator.SnapshotSave:output_type -> berth.v1.SnapshotChunk
-	23, // 48: berth.v1.Operator.SnapshotRestore:output_type -> berth.v1.SnapshotRestoreResponse
-	10, // 49: berth.v1.Operator.SnapshotOffer:output_type -> berth.v1.SnapshotOfferResponse
-	25, // 50: berth.v1.Nodes.Register:output_type -> berth.v1.NodeRegisterResponse
-	27, // 51: berth.v1.Nodes.Heartbeat:output_type -> berth.v1.NodeHeartbeatResponse
-	29, // 52: berth.v1.Nodes.List:output_type -> berth.v1.NodeListResponse
-	31, // 53: berth.v1.Nodes.Get:output_type -> berth.v1.NodeGetResponse
-	40, // [40:54] is the sub-list for method output_type
-	26, // [26:40] is the sub-list for method input_type
+	10, // 29: berth.v1.Operator.Join:input_type -> berth.v1.JoinRequest
+	12, // 30: berth.v1.Operator.RemovePeer:input_type -> berth.v1.RemovePeerRequest
+	14, // 31: berth.v1.Operator.RaftConfiguration:input_type -> berth.v1.RaftConfigurationRequest
+	17, // 32: berth.v1.Operator.Members:input_type -> berth.v1.MembersRequest
+	20, // 33: berth.v1.Operator.SnapshotSave:input_type -> berth.v1.SnapshotSaveRequest
+	21, // 34: berth.v1.Operator.SnapshotRestore:input_type -> berth.v1.SnapshotChunk
+	23, // 35: berth.v1.Nodes.Register:input_type -> berth.v1.NodeRegisterRequest
+	25, // 36: berth.v1.Nodes.Heartbeat:input_type -> berth.v1.NodeHeartbeatRequest
+	27, // 37: berth.v1.Nodes.List:input_type -> berth.v1.NodeListRequest
+	29, // 38: berth.v1.Nodes.Get:input_type -> berth.v1.NodeGetRequest
+	5,  // 39: berth.v1.Status.Ping:output_type -> berth.v1.PingResponse
+	7,  // 40: berth.v1.Status.Leader:output_type -> berth.v1.LeaderResponse
+	9,  // 41: berth.v1.Status.Peers:output_type -> berth.v1.PeersResponse
+	11, // 42: berth.v1.Operator.Join:output_type -> berth.v1.JoinResponse
+	13, // 43: berth.v1.Operator.RemovePeer:output_type -> berth.v1.RemovePeerResponse
+	16, // 44: berth.v1.Operator.RaftConfiguration:output_type -> berth.v1.RaftConfigurationResponse
+	19, // 45: berth.v1.Operator.Members:output_type -> berth.v1.MembersResponse
+	21, // 46: berth.v1.Operator.SnapshotSave:output_type -> berth.v1.SnapshotChunk
+	22, // 47: berth.v1.Operator.SnapshotRestore:output_type -> berth.v1.SnapshotRestoreResponse
+	24, // 48: berth.v1.Nodes.Register:output_type -> berth.v1.NodeRegisterResponse
+	26, // 49: berth.v1.Nodes.Heartbeat:output_type -> berth.v1.NodeHeartbeatResponse
+	28, // 50: berth.v1.Nodes.List:output_type -> berth.v1.NodeListResponse
+	30, // 51: berth.v1.Nodes.Get:output_type -> berth.v1.NodeGetResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
 	26, // [26:26] is the sub-list for extension type_name
 	26, // [26:26] is the sub-list for extension extendee
 	0,  // [0:26] is the sub-list for field type_name
@@ -2036,7 +1993,7 @@ func file_berth_v1_rpc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_berth_v1_rpc_proto_rawDesc), len(file_berth_v1_rpc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -209,7 +209,6 @@ const (
 	Operator_Members_FullMethodName           = "/berth.v1.Operator/Members"
 	Operator_SnapshotSave_FullMethodName      = "/berth.v1.Operator/SnapshotSave"
 	Operator_SnapshotRestore_FullMethodName   = "/berth.v1.Operator/SnapshotRestore"
-	Operator_SnapshotOffer_FullMethodName     = "/berth.v1.Operator/SnapshotOffer"
 )
 
 // OperatorClient is the client API for Operator service.
@@ -228,13 +227,6 @@ type OperatorClient interface {
 	SnapshotSave(ctx context.Context, in *SnapshotSaveRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 	// SnapshotRestore replaces the cluster state with an uploaded snapshot.
 	SnapshotRestore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse], error)
-	// SnapshotOffer is the leader handing a follower an operator's upload
-	// (the archive, as uploaded) before raft restores it: the follower reads
-	// and checks it while the leader does, and offers the result to its
-	// FSM, so installing the same bytes from raft swaps it in instead of
-	// decoding them then (fsm.OfferRestore). Served by followers; servers
-	// only. A follower that does not serve it decodes as before.
-	SnapshotOffer(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotOfferResponse], error)
 }
 
 type operatorClient struct {
@@ -317,19 +309,6 @@ func (c *operatorClient) SnapshotRestore(ctx context.Context, opts ...grpc.CallO
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Operator_SnapshotRestoreClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotRestoreResponse]
 
-func (c *operatorClient) SnapshotOffer(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, SnapshotOfferResponse], error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Operator_ServiceDesc.Streams[2], Operator_SnapshotOffer_FullMethodName, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	x := &grpc.GenericClientStream[SnapshotChunk, SnapshotOfferResponse]{ClientStream: stream}
-	return x, nil
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Operator_SnapshotOfferClient = grpc.ClientStreamingClient[SnapshotChunk, SnapshotOfferResponse]
-
 // OperatorServer is the server API for Operator service.
 // All implementations must embed UnimplementedOperatorServer
 // for forward compatibility.
@@ -346,13 +325,6 @@ type OperatorServer interface {
 	SnapshotSave(*SnapshotSaveRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	// SnapshotRestore replaces the cluster state with an uploaded snapshot.
 	SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error
-	// SnapshotOffer is the leader handing a follower an operator's upload
-	// (the archive, as uploaded) before raft restores it: the follower reads
-	// and checks it while the leader does, and offers the result to its
-	// FSM, so installing the same bytes from raft swaps it in instead of
-	// decoding them then (fsm.OfferRestore). Served by followers; servers
-	// only. A follower that does not serve it decodes as before.
-	SnapshotOffer(grpc.ClientStreamingServer[SnapshotChunk, SnapshotOfferResponse]) error
 	mustEmbedUnimplementedOperatorServer()
 }
 
@@ -380,9 +352,6 @@ func (UnimplementedOperatorServer) SnapshotSave(*SnapshotSaveRequest, grpc.Serve
 }
 func (UnimplementedOperatorServer) SnapshotRestore(grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]) error {
 	return status.Error(codes.Unimplemented, "method SnapshotRestore not implemented")
-}
-func (UnimplementedOperatorServer) SnapshotOffer(grpc.ClientStreamingServer[SnapshotChunk, SnapshotOfferResponse]) error {
-	return status.Error(codes.Unimplemented, "method SnapshotOffer not implemented")
 }
 func (UnimplementedOperatorServer) mustEmbedUnimplementedOperatorServer() {}
 func (UnimplementedOperatorServer) testEmbeddedByValue()                  {}
@@ -495,13 +464,6 @@ func _Operator_SnapshotRestore_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Operator_SnapshotRestoreServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotRestoreResponse]
 
-func _Operator_SnapshotOffer_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(OperatorServer).SnapshotOffer(&grpc.GenericServerStream[SnapshotChunk, SnapshotOfferResponse]{ServerStream: stream})
-}
-
-// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Operator_SnapshotOfferServer = grpc.ClientStreamingServer[SnapshotChunk, SnapshotOfferResponse]
-
 // Operator_ServiceDesc is the grpc.ServiceDesc for Operator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -535,11 +497,6 @@ var Operator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SnapshotRestore",
 			Handler:       _Operator_SnapshotRestore_Handler,
-			ClientStreams: true,
-		},
-		{
-			StreamName:    "SnapshotOffer",
-			Handler:       _Operator_SnapshotOffer_Handler,
 			ClientStreams: true,
 		},
 	},
