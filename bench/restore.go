@@ -73,17 +73,27 @@ func benchRestore(opts options) error {
 	if err != nil {
 		return fmt.Errorf("building the state: %w", err)
 	}
+	archive, err := restoreArchive(built)
+	if err != nil {
+		return err
+	}
+	reps, err := measureRestore(bins, archive, plan)
+	if err != nil {
+		return err
+	}
+	return printRestore(os.Stdout, reps, plan, len(archive), opts.quick)
+}
+
+// restoreArchive is built's snapshot as `berth operator snapshot save`
+// writes it.
+func restoreArchive(built *builtState) ([]byte, error) {
 	var archive bytes.Buffer
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: "bench-restore", Index: built.index, Term: 1,
 		Size: int64(len(built.snapshot))}
 	if err := server.WriteSnapshotArchive(&archive, meta, bytes.NewReader(built.snapshot)); err != nil {
-		return fmt.Errorf("writing the snapshot archive: %w", err)
+		return nil, fmt.Errorf("writing the snapshot archive: %w", err)
 	}
-	reps, err := measureRestore(bins, archive.Bytes(), plan)
-	if err != nil {
-		return err
-	}
-	return printRestore(os.Stdout, reps, plan, archive.Len(), opts.quick)
+	return archive.Bytes(), nil
 }
 
 // measureRestore starts a cluster per binary and restores archive into
