@@ -63,24 +63,26 @@ var errLogStoreClosed = errors.New("raft log store closed")
 
 // FirstIndex is the oldest entry raft has not deleted.
 func (c *compactingLogStore) FirstIndex() (uint64, error) {
-	first, err := c.inner.FirstIndex()
-	if err != nil || first == 0 {
-		return first, err
-	}
 	c.mu.Lock()
-	floor := c.floor
-	c.mu.Unlock()
-	if first > floor {
-		return first, nil
+	defer c.mu.Unlock()
+	return c.firstLocked()
+}
+
+// firstLocked is FirstIndex with c.mu held, so that DeleteRange decides on
+// the floor it then moves.
+func (c *compactingLogStore) firstLocked() (uint64, error) {
+	first, err := c.inner.FirstIndex()
+	if err != nil || first == 0 || first > c.floor {
+		return first, err
 	}
 	last, err := c.inner.LastIndex()
 	if err != nil {
 		return 0, err
 	}
-	if last <= floor {
+	if last <= c.floor {
 		return 0, nil
 	}
-	return floor + 1, nil
+	return c.floor + 1, nil
 }
 
 // LastIndex is the newest entry, 0 when raft deleted every entry.
@@ -136,14 +138,14 @@ func (c *compactingLogStore) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return nil
 	}
-	first, err := c.FirstIndex()
-	if err != nil {
-		return err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return errLogStoreClosed
+	}
+	first, err := c.firstLocked()
+	if err != nil {
+		return err
 	}
 	if first != 0 && lo > first && lo > c.floor+1 {
 		// Not the oldest entries: the end of the log, cut now.
