@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"berth.dev/berth/internal/testutil"
+	"berth.dev/berth/rpc/pb"
 )
 
 // gatedLogStore is an in-memory log whose DeleteRange waits for gate to
@@ -296,5 +298,80 @@ func BenchmarkLogCompaction(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// Through raft with the log on disk: servers compact behind snapshots, a
+// lagging follower installs one (compacting its own log inside the
+// install), and after a restart of every server in turn the log and the
+// state go on from where they were.
+func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
+	tc := newTestCluster(t, 3, func(c *testConfig) {
+		c.DataDir = t.TempDir()
+		c.RaftSnapshotThreshold = 16
+		c.RaftTrailingLogs = 8
+	})
+	leader := tc.waitLeader()
+	lagging := tc.followers(leader)[0]
+	for i := range 40 {
+		if _, err := tc.register(leader, testNode(fmt.Sprintf("before-%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if lagging.raft.AppliedIndex() < leader.raft.AppliedIndex() {
+			return errors.New("the follower has not applied everything yet")
+		}
+		return nil
+	})
+	tc.partition(lagging)
+	var ids []string
+	for i := range 100 {
+		n := testNode(fmt.Sprintf("n%03d", i))
+		ids = append(ids, n.GetId())
+		if _, err := tc.register(leader, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range tc.followers(lagging) {
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if s.raft.AppliedIndex() < leader.raft.AppliedIndex() {
+				return fmt.Errorf("%s has not applied everything yet", s.cfg.Name)
+			}
+			return nil
+		})
+		if err := s.raft.Snapshot().Error(); err != nil {
+			t.Fatal(err)
+		}
+		if first, err := s.raftFirstIndex(); err != nil || first <= lagging.raft.LastIndex() {
+			t.Fatalf("%s's log starts at %d (%v), the follower is at %d: no snapshot would be needed", s.cfg.Name, first, err, lagging.raft.LastIndex())
+		}
+	}
+	tc.heal(lagging)
+	for _, id := range ids {
+		waitNode(t, lagging, id, pb.NodeStatus_NODE_STATUS_READY)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if got := lagging.raft.Stats()["last_snapshot_index"]; got == "0" {
+			return errors.New("the follower caught up without installing a snapshot")
+		}
+		return nil
+	})
+	for _, s := range slices.Clone(tc.servers) {
+		tc.restart(s, nil)
+		tc.waitLeader()
+	}
+	leader = tc.waitLeader()
+	after := testNode("after-restarts")
+	if _, err := tc.register(leader, after); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range tc.servers {
+		waitNode(t, s, after.GetId(), pb.NodeStatus_NODE_STATUS_READY)
+		for _, id := range ids {
+			if n, _ := s.State().NodeByID(nil, id); n == nil {
+				t.Fatalf("%s lost node %s across the restarts", s.cfg.Name, id)
+			}
+		}
 	}
 }
