@@ -35,7 +35,7 @@ func main() {
 // than exiting so that the CPU profile is written out.
 func run() int {
 	var opts options
-	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, volumes, jobrun, csiplugin, csiflow, raft-tls, secure, containerd, ui, scale, cli, volmove)")
+	only := flag.String("only", "", "run only the named section (raft, drivers, csi, scheduler, volumes, jobrun, csiplugin, csiflow, raft-tls, secure, containerd, ui, scale, cli, volmove, restore)")
 	flag.BoolVar(&opts.quick, "quick", false, "short runs, for a smoke test")
 	flag.StringVar(&opts.payload, "payload", "", "raft section: measure only this payload (real, stress)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file`")
@@ -74,6 +74,7 @@ func run() int {
 		{"scale", benchScale},
 		{"cli", benchCLI},
 		{"volmove", benchVolMove},
+		{"restore", benchRestore},
 	}
 	failed := false
 	for _, s := range sections {

@@ -300,8 +300,11 @@ func (s *Server) setupRaft() error {
 		if err != nil {
 			return fmt.Errorf("opening raft log store %s: %w", filepath.Join(dir, "raft.db"), err)
 		}
-		s.stores = append(s.stores, bolt)
-		cache, err := raft.NewLogCache(512, bolt)
+		// The log's compaction runs beside raft, not in its way
+		// (raft_log_compact.go); closing it closes bolt.
+		compacting := newCompactingLogStore(bolt, s.logger.Named("raft-log"))
+		s.stores = append(s.stores, compacting)
+		cache, err := raft.NewLogCache(512, compacting)
 		if err != nil {
 			return err
 		}
