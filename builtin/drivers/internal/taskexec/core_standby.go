@@ -31,6 +31,8 @@ type standbys struct {
 	// next, or closed because CloseStandby came meanwhile.
 	filled chan struct{}
 	next   *executor.Standby
+	// placed, when a NextStandby waits, is closed when next is set.
+	placed chan struct{}
 	// start starts a standby: executor.NewStandby, unless a test set it.
 	start func(executor.Command, bool) (*executor.Standby, error)
 }
@@ -113,6 +115,10 @@ func (c *Core) fillStandby(self executor.Command, isolated bool) {
 		return
 	}
 	c.standby.next = sb
+	if c.standby.placed != nil {
+		close(c.standby.placed)
+		c.standby.placed = nil
+	}
 	c.standby.mu.Unlock()
 }
 

@@ -59,16 +59,13 @@ func TestStartsTakeTheExecutorStartedAhead(t *testing.T) {
 		return proc.State().Executor.Pid
 	}
 	ahead := func() int {
-		var pid int
-		testutil.WaitFor(t, 30*time.Second, func() error {
-			c.standby.mu.Lock()
-			defer c.standby.mu.Unlock()
-			if c.standby.next == nil {
-				return errors.New("no executor started ahead yet")
-			}
-			pid = c.standby.next.Pid()
-			return nil
-		})
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		pid, err := c.NextStandby(ctx)
+		if err != nil {
+			t.Fatalf("no executor started ahead: %v", err)
+		}
 		return pid
 	}
 	start("t1")
