@@ -52,6 +52,9 @@
 // once and retried with capped backoff, so a teardown never waits for a
 // reachable server and a restart loses none; one that cannot be persisted
 // (a full disk) is sent all the same and persisted again before each try.
+// A report is sent while its record is written, so after a crash a client
+// may send an older report of a claim after a newer one was delivered;
+// the servers refuse it because claims never move back (see Reporter).
 // Sweep, after a client
 // restart, tears down the uses of allocs no runner holds and unstages
 // volumes left without users.

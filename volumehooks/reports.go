@@ -52,8 +52,17 @@ type ReporterConfig struct {
 // capped backoff; a queued report wakes the sender at once, before its
 // record is written: the write (an fsync) and the servers' raft write go
 // on together (issue 26: a volume move's node-detached report waited for
-// its fsync). The write only has to outlast a client restart; the servers
-// take a report delivered twice (after a restart) as they take it once.
+// its fsync). The write only has to outlast a client restart. A restart
+// can send a report again, and not only the newest: a report B that
+// replaced a persisted, undelivered A may be delivered before B's write
+// lands, and a crash then leaves A in the store, which the restarted
+// client sends after B. That is harmless because the servers never move a
+// claim back (fsm's claimTransition: a report for an earlier state is
+// refused with FailedPrecondition, which is the last word for every
+// report but node-detached, and a freed claim answers NotFound); and no
+// node-detached report without an error is queued after another on the
+// same claim, so the one refusal that is retried cannot loop. A server
+// change that lets a claim move back must revisit this.
 // A delivered report's record is removed after its write ended (storeMu
 // orders them), so none is left behind. A report that cannot be
 // persisted (a full disk) is sent all the same — the teardown that

@@ -20,8 +20,12 @@ import (
 // init forked it into a group of its own) as State.Group, and Signal sends
 // a stop's signal straight to that group. SIGKILL still goes to the init:
 // its death ends the whole namespace, whatever left the task's group.
-// A task that has left its group, or whose leader exited, is signalled
-// through the init as before, and so is one whose handle predates Group.
+// The direct signal needs the leader to be the process recorded, still in
+// its own group and still the init's child; otherwise (the leader exited,
+// or moved to another group, or the handle's Group is not its Task's) the
+// signal goes through the init as before, and so does one whose handle
+// predates Group. Children the leader left behind in its group when it
+// moved are then signalled by the init's forwarding, as they were before.
 
 // initChild returns the identity of the one child of the namespace init
 // initPid, in the host's PID numbering, when it leads its own process
@@ -56,12 +60,16 @@ func initChild(initPid int) (procfs.Identity, bool) {
 }
 
 // signalGroup sends sig to an isolated task's own process group when its
-// handle names one and its leader is still the process named; it reports
-// false when the caller is to signal through the init instead.
+// handle names one and its leader is still the process named, leads its
+// group and is the child of the handle's init (one read of its stat, after
+// it is opened as a pidfd: procfs.SignalGroupIf); it reports false when
+// the caller is to signal through the init instead.
 func (p *Process) signalGroup(sig syscall.Signal) bool {
-	g := p.state.Group
+	g, init := p.state.Group, p.state.Task.Pid
 	if g.Pid <= 0 || sig == syscall.SIGKILL {
 		return false
 	}
-	return g.SignalGroup(sig) == nil
+	return procfs.SignalGroupIf(g.Pid, func(s *procfs.Stat) bool {
+		return g.Is(s) && s.Pgrp == g.Pid && s.Ppid == init
+	}, sig) == nil
 }

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -21,8 +20,9 @@ func BenchmarkIsolatedStop(b *testing.B) {
 	for i := range b.N {
 		for _, through := range []bool{i%2 == 0, i%2 != 0} {
 			dir := b.TempDir()
+			ready, _ := trapFifos(b, dir)
 			p := startT(b, isoSpec(b, dir, trapScript))
-			waitFileT(b, filepath.Join(dir, "root", "tmp", "ready"))
+			awaitLine(b, ready)
 			begin := time.Now()
 			var err error
 			if through {

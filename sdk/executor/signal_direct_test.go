@@ -1,8 +1,12 @@
 package executor
 
 import (
+	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -10,22 +14,74 @@ import (
 	"berth.dev/berth/sdk/procfs"
 )
 
-// waitFileT waits until path exists.
-func waitFileT(t testing.TB, path string) {
+// The trap script tells the test through FIFOs in the task's /tmp, which
+// the test holds open for reading and writing (so the task's write never
+// waits for a reader, and the test's read waits for the write).
+const trapScript = `trap 'echo > /tmp/termed; exit 7' TERM; echo > /tmp/ready; sleep 600 & wait`
+
+// trapFifos makes the task's /tmp with the FIFOs ready and termed in it,
+// open.
+func trapFifos(t testing.TB, dir string) (ready, termed *os.File) {
 	t.Helper()
-	deadline := time.Now().Add(generous)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
+	tmp := filepath.Join(dir, "root", "tmp")
+	if err := os.MkdirAll(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	open := func(name string) *os.File {
+		path := filepath.Join(tmp, name)
+		if err := syscall.Mkfifo(path, 0o666); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	return open("ready"), open("termed")
+}
+
+// awaitLine waits, for generous at most, for a line written to the FIFO f.
+func awaitLine(t testing.TB, f *os.File) {
+	t.Helper()
+	if err := f.SetReadDeadline(time.Now().Add(generous)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(f).ReadString('\n'); err != nil {
+		t.Fatalf("%s: %v", f.Name(), err)
 	}
 }
 
-const trapScript = `trap 'touch /tmp/termed; exit 7' TERM; touch /tmp/ready; sleep 600 & wait`
+// pending reports whether sig is pending for the process pid as a whole
+// (the shared pending set: a stopped process keeps what it was sent).
+func pending(t testing.TB, pid int, sig syscall.Signal) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return mask&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	t.Fatalf("no ShdPnd in /proc/%d/status", pid)
+	return false
+}
+
+// stopT sends SIGSTOP to pid, and SIGCONT at the end of the test.
+func stopT(t testing.TB, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+}
 
 // A stop's TERM reaches an isolated task without its namespace init
 // running: with the init stopped (SIGSTOP), the task's trap still runs.
@@ -33,26 +89,18 @@ const trapScript = `trap 'touch /tmp/termed; exit 7' TERM; touch /tmp/ready; sle
 func TestIsolatedTaskSignalledWithoutItsInit(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
+	ready, termed := trapFifos(t, dir)
 	p := startT(t, isoSpec(t, dir, trapScript))
 	st := p.State()
 	if st.Group.Pid <= 0 || st.Group.Pid == st.Task.Pid {
 		t.Fatalf("state %+v: want the task's own process as Group, apart from its init", st)
 	}
-	waitFileT(t, filepath.Join(dir, "root", "tmp", "ready"))
-	if err := syscall.Kill(st.Task.Pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	continued := false
-	defer func() {
-		if !continued {
-			syscall.Kill(st.Task.Pid, syscall.SIGCONT)
-		}
-	}()
+	awaitLine(t, ready)
+	stopT(t, st.Task.Pid)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFileT(t, filepath.Join(dir, "root", "tmp", "termed"))
-	continued = true
+	awaitLine(t, termed)
 	if err := syscall.Kill(st.Task.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +110,14 @@ func TestIsolatedTaskSignalledWithoutItsInit(t *testing.T) {
 }
 
 // A handle without Group (an executor of an older SDK) is signalled
-// through the init, which forwards to the task.
+// through the init, which forwards to the task: with the init stopped, the
+// TERM waits at the init, and reaches the task once the init continues.
 func TestIsolatedTaskOfAnOlderHandleSignalledThroughItsInit(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
+	ready, termed := trapFifos(t, dir)
 	p := startT(t, isoSpec(t, dir, trapScript))
-	waitFileT(t, filepath.Join(dir, "root", "tmp", "ready"))
+	awaitLine(t, ready)
 	st := p.State()
 	st.Group = procfs.Identity{}
 	old, err := Recover(st, nil)
@@ -75,9 +125,59 @@ func TestIsolatedTaskOfAnOlderHandleSignalledThroughItsInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
+	stopT(t, st.Task.Pid)
 	if err := old.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	if !pending(t, st.Task.Pid, syscall.SIGTERM) {
+		t.Fatal("SIGTERM is not pending at the stopped init: the older handle's signal did not go through it")
+	}
+	if err := syscall.Kill(st.Task.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, termed)
+	if e := waitT(t, p); e.ExitCode != 7 || e.Signal != 0 {
+		t.Errorf("exit after SIGTERM = %+v, want code 7 from the trap", e)
+	}
+}
+
+// A handle whose Group is not its init's child (a state file that names
+// some other group leader) does not signal that process: the signal goes
+// through the init, to the task.
+func TestIsolatedTaskGroupOfAnotherProcessIsNotSignalled(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	ready, termed := trapFifos(t, dir)
+	p := startT(t, isoSpec(t, dir, trapScript))
+	awaitLine(t, ready)
+	decoy := exec.Command("sleep", "600")
+	decoy.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := decoy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		decoy.Process.Kill()
+		decoy.Wait()
+	}()
+	stopT(t, decoy.Process.Pid)
+	id, err := procfs.Self(decoy.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.State()
+	st.Group = id
+	other, err := Recover(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if pending(t, decoy.Process.Pid, syscall.SIGTERM) {
+		t.Fatal("a process the handle's Group named, not the init's child, was sent SIGTERM")
+	}
+	awaitLine(t, termed)
 	if e := waitT(t, p); e.ExitCode != 7 || e.Signal != 0 {
 		t.Errorf("exit after SIGTERM = %+v, want code 7 from the trap", e)
 	}

@@ -169,11 +169,18 @@ func (s *Standby) awaitReady() error {
 // for long) before it is killed, and then again for the kill.
 var standbyCloseWait = 2 * time.Second
 
-// Close ends a standby that was not used. It returns once the process is
-// gone, or, when that takes longer than a bound (an idle process on a busy
-// machine), once it was sent SIGKILL and waited for as long again: it is
-// reaped when it goes.
+// Close ends a standby that was not used. It first puts the standby back
+// under the driver's scheduling, as a start does (an idle process on a
+// busy machine may not get the CPU to read its end for seconds, longer
+// than a plugin's shutdown lasts, and a SIGKILL would not help: the dying
+// process runs its exit idle too). It returns once the process is gone,
+// or, when that takes longer than a bound, once it was sent SIGKILL and
+// waited for as long again: it is reaped when it goes.
 func (s *Standby) Close() {
+	if s.back != nil {
+		// A failure leaves it idle; it still ends, later.
+		_ = wakeProcess(s.Pid(), s.back)
+	}
 	s.ex.specW.Close()
 	s.ex.statusR.Close()
 	t := time.NewTimer(standbyCloseWait)

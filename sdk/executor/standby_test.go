@@ -248,3 +248,58 @@ func TestTakingAStandbyWakesItBeforeItsSpec(t *testing.T) {
 		}
 	}
 }
+
+// Closing a standby puts it back under the driver's scheduling before it
+// is told to end: idle, on a busy machine, it could outlive the plugin's
+// shutdown. The standby is stopped, so it is still there to be looked at
+// while Close waits.
+func TestClosingAStandbyWakesIt(t *testing.T) {
+	requireRoot(t)
+	sb := newStandbyT(t, false)
+	if sb.back == nil {
+		sb.Close()
+		t.Skip("this process cannot return from SCHED_IDLE: the standby does not wait idle")
+	}
+	old := standbyCloseWait
+	standbyCloseWait = generous
+	t.Cleanup(func() { standbyCloseWait = old })
+	nice, policy := schedOf(t, os.Getpid(), syscall.Gettid())
+	pid := sb.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		sb.Close()
+		close(closed)
+	}()
+	defer func() {
+		syscall.Kill(pid, syscall.SIGCONT)
+		<-closed
+	}()
+	deadline := time.Now().Add(generous)
+	for {
+		awake := true
+		tids, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, e := range tids {
+			tid, _ := strconv.Atoi(e.Name())
+			if n, p := schedOf(t, pid, tid); n != nice || p != policy {
+				awake = false
+			}
+		}
+		if awake && len(tids) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby being closed is still idle after %v", generous)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	<-closed
+	if !gone(pid) {
+		t.Errorf("standby %d still there after Close", pid)
+	}
+}

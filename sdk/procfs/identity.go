@@ -38,26 +38,16 @@ func (id Identity) Alive() (bool, error) {
 }
 
 // SignalGroup sends sig to the process group this process leads, after
-// checking that the process is still the one identified. It returns
-// ErrNoProcess when the process has exited or its PID was reused. A
-// narrow race remains between the check and the kill; it is the best
-// Linux offers for process groups (pidfd_send_signal targets one process).
+// checking that the process is still the one identified (SignalGroupIf:
+// through a pidfd where the kernel can signal a group that way). It
+// returns ErrNoProcess when the process has exited or its PID was reused.
 func (id Identity) SignalGroup(sig syscall.Signal) error {
-	alive, err := id.Alive()
-	if err != nil {
-		return err
-	}
-	if !alive {
-		return fmt.Errorf("pid %d: %w", id.Pid, ErrNoProcess)
-	}
-	if err := syscall.Kill(-id.Pid, sig); err != nil {
-		if errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("process group %d: %w", id.Pid, ErrNoProcess)
-		}
-		return fmt.Errorf("signal process group %d: %w", id.Pid, err)
-	}
-	return nil
+	return SignalGroupIf(id.Pid, id.Is, sig)
 }
+
+// Is reports whether s is this process's stat while it runs: the same
+// start time, and not a zombie.
+func (id Identity) Is(s *Stat) bool { return s.StartTicks == id.StartTicks && s.Alive() }
 
 // Group lists the live processes whose process group is pgid.
 func Group(pgid int) ([]*Stat, error) {

@@ -45,6 +45,13 @@ func BenchmarkCgroupJoinFloor(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		removed := false
+		// After the defers above: the sleeper, killed, has left it.
+		b.Cleanup(func() {
+			if !removed {
+				c.removeOnce(group)
+			}
+		})
 		creates = append(creates, time.Since(created))
 		begin := time.Now()
 		for _, p := range procs {
@@ -63,6 +70,7 @@ func BenchmarkCgroupJoinFloor(b *testing.B) {
 		if err := c.removeOnce(group); err != nil {
 			b.Fatal(err)
 		}
+		removed = true
 		time.Sleep(20 * time.Millisecond) // apart, as starts are: no shared grace period
 	}
 	median := func(ds []time.Duration) float64 {

@@ -35,7 +35,7 @@ func ctxT(t *testing.T) context.Context {
 // client is an enabled raw_exec driver over in-process gRPC; its tasks run
 // under real executors (this test binary re-executed).
 func client(t *testing.T) *sdk.DriverClient {
-	d := drivertest.InProcess(t, rawexec.New(drivertest.Logger(t)))
+	d := drivertest.InProcess(t, newDriver(t))
 	if err := d.SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func readLog(t *testing.T, cfg *driverpb.TaskConfig, stream string) string {
 }
 
 func TestDisabledByDefault(t *testing.T) {
-	d := drivertest.InProcess(t, rawexec.New(drivertest.Logger(t)))
+	d := drivertest.InProcess(t, newDriver(t))
 	ctx := ctxT(t)
 	for fp, err := range d.Fingerprint(ctx) {
 		if err != nil {
@@ -249,7 +249,7 @@ func TestStartFailuresAreTyped(t *testing.T) {
 	if err := p.Driver().SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
 		t.Fatal(err)
 	}
-	direct := rawexec.New(drivertest.Logger(t))
+	direct := newDriver(t)
 	if err := direct.SetConfig(ctxT(t), &driverpb.PluginConfig{Values: enabled}); err != nil {
 		t.Fatal(err)
 	}

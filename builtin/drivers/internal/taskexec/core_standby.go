@@ -27,7 +27,14 @@ type standbys struct {
 	enabled bool
 	closed  bool
 	filling bool
-	next    *executor.Standby
+	// filled is closed when the standby being started (filling) is in
+	// next, or closed because CloseStandby came meanwhile.
+	filled chan struct{}
+	next   *executor.Standby
+	// placed, when a NextStandby waits, is closed when next is set.
+	placed chan struct{}
+	// start starts a standby: executor.NewStandby, unless a test set it.
+	start func(executor.Command, bool) (*executor.Standby, error)
 }
 
 // EnableStandby makes the Core keep an executor started ahead of the next
@@ -40,14 +47,21 @@ func (c *Core) EnableStandby() {
 }
 
 // CloseStandby ends the standby executor, if any, and starts no other.
+// A standby being started meanwhile is ended too before it returns: the
+// plugin exits after Shutdown, and one left to a goroutine would outlive
+// it.
 func (c *Core) CloseStandby() {
 	c.standby.mu.Lock()
 	c.standby.closed = true
 	sb := c.standby.next
 	c.standby.next = nil
+	filled := c.standby.filled
 	c.standby.mu.Unlock()
 	if sb != nil {
 		sb.Close()
+	}
+	if filled != nil {
+		<-filled
 	}
 }
 
@@ -78,20 +92,34 @@ func (c *Core) fillStandby(self executor.Command, isolated bool) {
 		return
 	}
 	c.standby.filling = true
+	filled := make(chan struct{})
+	c.standby.filled = filled
+	start := c.standby.start
 	c.standby.mu.Unlock()
-	sb, err := executor.NewStandby(self, isolated)
+	defer close(filled)
+	if start == nil {
+		start = executor.NewStandby
+	}
+	sb, err := start(self, isolated)
 	c.standby.mu.Lock()
-	defer c.standby.mu.Unlock()
 	c.standby.filling = false
+	c.standby.filled = nil
 	if err != nil {
+		c.standby.mu.Unlock()
 		c.logger.Warn("starting an executor ahead of the next task failed; the next start starts its own", "error", err)
 		return
 	}
 	if c.standby.closed {
-		go sb.Close()
+		c.standby.mu.Unlock()
+		sb.Close()
 		return
 	}
 	c.standby.next = sb
+	if c.standby.placed != nil {
+		close(c.standby.placed)
+		c.standby.placed = nil
+	}
+	c.standby.mu.Unlock()
 }
 
 // startExecutor starts spec's executor: the standby when there is one for

@@ -59,16 +59,13 @@ func TestStartsTakeTheExecutorStartedAhead(t *testing.T) {
 		return proc.State().Executor.Pid
 	}
 	ahead := func() int {
-		var pid int
-		testutil.WaitFor(t, 30*time.Second, func() error {
-			c.standby.mu.Lock()
-			defer c.standby.mu.Unlock()
-			if c.standby.next == nil {
-				return errors.New("no executor started ahead yet")
-			}
-			pid = c.standby.next.Pid()
-			return nil
-		})
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		pid, err := c.NextStandby(ctx)
+		if err != nil {
+			t.Fatalf("no executor started ahead: %v", err)
+		}
 		return pid
 	}
 	start("t1")
@@ -90,5 +87,53 @@ func TestStartsTakeTheExecutorStartedAhead(t *testing.T) {
 	defer c.standby.mu.Unlock()
 	if c.standby.next != nil || c.standby.filling {
 		t.Fatal("a standby started after CloseStandby")
+	}
+}
+
+// A standby whose start was under way when CloseStandby came is ended
+// before CloseStandby returns, not left to a goroutine the exiting plugin
+// does not wait for.
+func TestCloseStandbyEndsTheOneBeingStarted(t *testing.T) {
+	self, err := executor.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(testName, ".rawexec", &trueFlavor{}, nil)
+	c.EnableStandby()
+	started, release := make(chan int, 1), make(chan struct{})
+	c.standby.start = func(cmd executor.Command, isolated bool) (*executor.Standby, error) {
+		sb, err := executor.NewStandby(cmd, isolated)
+		if err == nil {
+			started <- sb.Pid()
+		} else {
+			close(started)
+		}
+		<-release
+		return sb, err
+	}
+	go c.fillStandby(self, false)
+	pid, ok := <-started
+	if !ok {
+		t.Fatal("the standby did not start")
+	}
+	closed := make(chan struct{})
+	go func() {
+		c.CloseStandby()
+		close(closed)
+	}()
+	// Released only once CloseStandby has marked the Core closed, so the
+	// start ends after it.
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		c.standby.mu.Lock()
+		defer c.standby.mu.Unlock()
+		if !c.standby.closed {
+			return errors.New("CloseStandby has not begun")
+		}
+		return nil
+	})
+	close(release)
+	<-closed
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the standby being started (%d) is still there after CloseStandby: %v", pid, err)
 	}
 }
