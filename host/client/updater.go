@@ -23,13 +23,9 @@ import (
 //
 // One exception: an update that reports an alloc pending (an alloc
 // starting: the servers hold it pending already) waits up to hold for a
-// later one of the same alloc, which replaces it, so an alloc that starts
-// within the hold reports running alone and the servers write its row
-// once, not twice (on every server). Other updates do not take the held
-// ones along: a node starting two allocs sends the first's running while
-// the second's pending waits for its own running. Any other status
-// (running, or an end) is sent at once, or with the next batch when one
-// is in flight; a pending update whose hold ran out goes likewise.
+// later one, so allocs that start together report pending and running as
+// one batch, and running is not queued behind a pending in flight. Any
+// other status (running, or an end) sends what is waiting at once.
 type updater struct {
 	send   func(ctx context.Context, batch []*pb.AllocClientUpdate) error
 	logger hclog.Logger
@@ -55,13 +51,8 @@ type updater struct {
 }
 
 // pendingHold is how long an update reporting an alloc pending waits for
-// a later status of its alloc before it is sent: Nomad's client batches
-// every alloc update for as long (allocSyncIntv). The servers hold the
-// alloc pending already, so only its task events (received, setting up)
-// wait; a running or an end is never held. At 900 simulated nodes and
-// 5,000 allocs, 50 ms (the hold sending pending updates along with any
-// other update) let 2,807 pending updates through, 200 ms held alone 585.
-const pendingHold = 200 * time.Millisecond
+// a later status before it is sent.
+const pendingHold = 50 * time.Millisecond
 
 func newUpdater(ctx context.Context, logger hclog.Logger, send func(context.Context, []*pb.AllocClientUpdate) error, refused func(error) bool) *updater {
 	return &updater{send: send, logger: logger, ctx: ctx, refused: refused,
@@ -75,7 +66,12 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.pending[up.GetAllocId()] = up
-	if u.hold > 0 && reportsPending(up) {
+	if u.inflight {
+		return
+	}
+	// Nothing in flight: everything waiting reports pending (anything
+	// else would have started a send), so a pending one may wait too.
+	if u.hold > 0 && up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING {
 		if u.held == nil {
 			u.heldGen++
 			gen := u.heldGen
@@ -83,38 +79,7 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 		}
 		return
 	}
-	if u.inflight {
-		return
-	}
 	u.startFlush()
-}
-
-// reportsPending reports whether up reports its alloc pending: the
-// updates a hold keeps back.
-func reportsPending(up *pb.AllocClientUpdate) bool {
-	return up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
-}
-
-// takeBatch removes from pending and returns what is to be sent now:
-// everything but the pending-status updates an armed hold keeps back.
-// When none is kept back the hold has nothing left to wait for and is
-// stopped. u.mu is held.
-func (u *updater) takeBatch() []*pb.AllocClientUpdate {
-	batch := make([]*pb.AllocClientUpdate, 0, len(u.pending))
-	kept := false
-	for id, up := range u.pending {
-		if u.held != nil && reportsPending(up) {
-			kept = true
-			continue
-		}
-		batch = append(batch, up)
-		delete(u.pending, id)
-	}
-	if !kept && u.held != nil {
-		u.held.Stop()
-		u.held = nil
-	}
-	return batch
 }
 
 // release sends the pending-status updates whose wait, number gen, ran
@@ -135,6 +100,10 @@ func (u *updater) release(gen uint64) {
 
 // startFlush starts sending; u.mu is held.
 func (u *updater) startFlush() {
+	if u.held != nil {
+		u.held.Stop()
+		u.held = nil
+	}
 	u.inflight = true
 	go u.flush()
 }
@@ -144,15 +113,16 @@ func (u *updater) flush() {
 	failures := 0 // consecutive batches that failed
 	for {
 		u.mu.Lock()
-		var batch []*pb.AllocClientUpdate
-		if u.ctx.Err() == nil {
-			batch = u.takeBatch()
-		}
-		if len(batch) == 0 {
+		if len(u.pending) == 0 || u.ctx.Err() != nil {
 			u.inflight = false
 			u.mu.Unlock()
 			return
 		}
+		batch := make([]*pb.AllocClientUpdate, 0, len(u.pending))
+		for _, up := range u.pending {
+			batch = append(batch, up)
+		}
+		clear(u.pending)
 		u.mu.Unlock()
 		sort.Slice(batch, func(i, j int) bool { return batch[i].GetAllocId() < batch[j].GetAllocId() })
 

@@ -71,13 +71,13 @@ func TestUpdaterStaleHoldLeavesTheNewerOne(t *testing.T) {
 			f.release <- nil // the early send, so the bubble can end
 			t.Fatalf("batches %v, want %v: the stale hold sent the newer one's updates", got, want)
 		}
-		// b's running ends the second hold: nothing is left for it.
-		u.add(statusUp("b", pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
+		// A running update still ends the second hold.
+		u.add(statusUp("c", pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
 		synctest.Wait()
 		if !timers[1].wasStopped() {
 			t.Errorf("the second hold was not stopped by the send")
 		}
-		want = append(want, []string{"b@running"})
+		want = append(want, []string{"b@pending", "c@running"})
 		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("batches %v, want %v", got, want)
 		}
