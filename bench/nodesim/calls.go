@@ -52,6 +52,7 @@ func (c *callCounter) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			c.counter(method).Add(1)
+			countAllocUpdates(c, req)
 			if method != pb.Nodes_Heartbeat_FullMethodName {
 				return invoker(ctx, method, req, reply, cc, opts...)
 			}
@@ -96,6 +97,9 @@ func (c *callCounter) snapshot() map[string]int64 {
 func rates(before, after map[string]int64, seconds float64) map[string]float64 {
 	out := map[string]float64{}
 	for m, n := range after {
+		if strings.HasPrefix(m, allocUpdatesKey) {
+			continue
+		}
 		if d := n - before[m]; d > 0 && seconds > 0 {
 			out[strings.TrimPrefix(m, "/berth.v1.")] = float64(d) / seconds
 		}

@@ -51,7 +51,8 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 	}
 	othersBefore := s.othersCPU(leader)
 	startedBefore := s.startedTasks()
-	updatesBefore := s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName]
+	callsBefore := s.calls.snapshot()
+	updatesBefore := callsBefore[pb.ClientAllocs_Update_FullMethodName]
 	indexBefore := s.lastIndex(ctx)
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
@@ -88,7 +89,9 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	r.StartedTasks = s.startedTasks() - startedBefore
-	r.UpdateCalls = s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
+	callsAfter := s.calls.snapshot()
+	r.UpdateCalls = callsAfter[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
+	r.AllocUpdates, r.AllocUpdatesByStatus = allocUpdates(callsBefore, callsAfter)
 	if after := s.lastIndex(ctx); indexBefore > 0 && after > indexBefore {
 		r.RaftEntries = after - indexBefore
 	}

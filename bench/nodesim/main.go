@@ -87,6 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	logLevel := fs.String("log-level", "off", "the simulated nodes' log level, to stderr (off, error, warn, info, debug)")
 	cpuProfile := fs.String("cpuprofile", "", "write the simulator's CPU profile to this file")
+	fs.StringVar(&cfg.jobProfileDir, "job-profile", "", "profile the simulator (pprof) and the servers (perf record) while the -job-allocs job runs, into this dir")
 	keep := fs.Bool("keep", false, "keep the temp dir (server data dirs and logs) after the run")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (0: Go's default; the GOGC environment variable wins)")
@@ -203,7 +204,7 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 		}
 	}
 	if cfg.jobAllocs > 0 {
-		if r.Job, err = s.runJob(ctx, "nodesim-job", cfg.jobAllocs); err != nil {
+		if r.Job, err = s.runProfiledJob(ctx, "nodesim-job", cfg.jobAllocs, out); err != nil {
 			return r, err
 		}
 	}
@@ -256,6 +257,7 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %.2f s | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
 			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.FollowersCPUSeconds, j.SimCPUSeconds, j.StartedTasks)
 		fmt.Fprintf(w, "alloc update calls: %d (%.2f per alloc); raft entries: %d\n", j.UpdateCalls, float64(j.UpdateCalls)/float64(max(j.Allocs, 1)), j.RaftEntries)
+		fmt.Fprintf(w, "alloc updates: %d (%.2f per alloc) %s\n", j.AllocUpdates, float64(j.AllocUpdates)/float64(max(j.Allocs, 1)), fmtCounts(j.AllocUpdatesByStatus))
 	}
 	printScenarios(w, r)
 }

@@ -57,6 +57,10 @@ func TestShortRun(t *testing.T) {
 	if r.Job.StartedTasks != 500 {
 		t.Fatalf("the simulated drivers started %d tasks, want 500", r.Job.StartedTasks)
 	}
+	// Every alloc reported running at least once, in the calls counted.
+	if r.Job.AllocUpdatesByStatus["RUNNING"] < 500 || r.Job.AllocUpdates < r.Job.AllocUpdatesByStatus["RUNNING"] {
+		t.Fatalf("alloc updates counted: %d, by status %v; want at least 500 running", r.Job.AllocUpdates, r.Job.AllocUpdatesByStatus)
+	}
 	if r.SimHeapPerNode <= 0 {
 		t.Fatalf("simulator memory per node not measured: %d", r.SimHeapPerNode)
 	}
@@ -79,7 +83,8 @@ func TestShortRunTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := simConfig{nodes: 20, servers: 1, bin: berthBin(t), tls: true, csi: true, zones: 2, jobAllocs: 40, dir: t.TempDir(),
+	profiles := t.TempDir()
+	cfg := simConfig{nodes: 20, servers: 1, bin: berthBin(t), tls: true, csi: true, zones: 2, jobAllocs: 40, dir: t.TempDir(), jobProfileDir: profiles,
 		heartbeatTTL: time.Minute}
 	r, err := simulate(ctx, cfg, io.Discard, false)
 	if err != nil {
@@ -87,5 +92,10 @@ func TestShortRunTLS(t *testing.T) {
 	}
 	if !r.TLS || r.Job == nil || r.Job.StartedTasks != 40 {
 		t.Fatalf("report: tls %v, job %+v", r.TLS, r.Job)
+	}
+	// -job-profile: the simulator's own profile of the job is always
+	// written (perf's of the servers only where perf may record).
+	if fi, err := os.Stat(filepath.Join(profiles, "sim.pprof")); err != nil || fi.Size() == 0 {
+		t.Fatalf("the simulator's job profile: %v", err)
 	}
 }

@@ -55,6 +55,9 @@ type simConfig struct {
 	dir      string
 	nodesDir string
 	logger   hclog.Logger
+	// jobProfileDir, when set, receives CPU profiles of every process
+	// while the job scenario runs (profile.go).
+	jobProfileDir string
 }
 
 // sim is a running simulation: the servers (when it started them) and the
@@ -130,6 +133,10 @@ type jobRun struct {
 	// UpdateCalls is how many ClientAllocs.Update calls the nodes made
 	// from register to running (each a batch of one node's updates).
 	UpdateCalls int64 `json:"update_calls"`
+	// AllocUpdates is how many alloc updates those calls carried, in all
+	// and by client status (updates.go).
+	AllocUpdates         int64            `json:"alloc_updates"`
+	AllocUpdatesByStatus map[string]int64 `json:"alloc_updates_by_status,omitempty"`
 	// RaftEntries is how far the raft log of the server the API asks
 	// moved from register to running: every command of the job (its
 	// register, plans, the nodes' updates, heartbeats' status changes).

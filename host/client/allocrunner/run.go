@@ -82,7 +82,7 @@ func (ar *AllocRunner) lifecycle() bool {
 	if res == shutDown {
 		return false
 	}
-	failed := anyFailed(ar.TaskStates(), prestart)
+	failed := anyFailed(ar.sharedTaskStates(), prestart)
 	if res == running && !failed {
 		ar.start(mains...)
 		res = ar.waitUntil(func(st map[string]*pb.TaskState) bool {
@@ -104,7 +104,7 @@ func (ar *AllocRunner) lifecycle() bool {
 		if res == shutDown {
 			return false
 		}
-		st := ar.TaskStates()
+		st := ar.sharedTaskStates()
 		reason := ar.stopReason()
 		switch {
 		case res == killed:
@@ -185,7 +185,7 @@ const (
 // killed, or the runner is shut down.
 func (ar *AllocRunner) waitUntil(cond func(map[string]*pb.TaskState) bool) waitResult {
 	for {
-		if cond(ar.TaskStates()) {
+		if cond(ar.sharedTaskStates()) {
 			return running
 		}
 		select {

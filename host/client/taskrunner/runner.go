@@ -213,6 +213,14 @@ func (tr *TaskRunner) State() *pb.TaskState {
 	return proto.Clone(tr.state).(*pb.TaskState)
 }
 
+// dead reports whether the task's state is dead, copying nothing (Run
+// asks at its start and end; State would clone every event).
+func (tr *TaskRunner) dead() bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return isDead(tr.state)
+}
+
 // Done is closed when Run has returned.
 func (tr *TaskRunner) Done() <-chan struct{} { return tr.done }
 
@@ -358,7 +366,7 @@ func isDead(st *pb.TaskState) bool {
 // Run runs the task until it is dead for good, it is killed, or Shutdown.
 func (tr *TaskRunner) Run() {
 	defer close(tr.done)
-	if isDead(tr.State()) {
+	if tr.dead() {
 		// Dead before this Run: the finished hooks of the run that saw it
 		// die may not have run (the client shut down at the moment the
 		// task died), so they run again here; they are idempotent.
@@ -368,7 +376,7 @@ func (tr *TaskRunner) Run() {
 		return
 	}
 	defer func() {
-		if isDead(tr.State()) && !tr.shuttingDown() {
+		if tr.dead() && !tr.shuttingDown() {
 			tr.runFinished()
 		}
 	}()
