@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"berth.dev/berth/host/jobspec"
@@ -50,8 +49,10 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	othersBefore := s.othersCPU(leader)
-	startedBefore := s.startedTasks()
-	updatesBefore := s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName]
+	countsBefore, err := s.counts()
+	if err != nil {
+		return nil, err
+	}
 	indexBefore := s.lastIndex(ctx)
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
@@ -87,8 +88,12 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 			return nil, s.withLogs(fmt.Errorf("job %s: %d of %d allocs placed, %d running: %w", id, placed, n, g.GetRunning(), ctx.Err()))
 		}
 	}
-	r.StartedTasks = s.startedTasks() - startedBefore
-	r.UpdateCalls = s.calls.snapshot()[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
+	countsAfter, err := s.counts()
+	if err != nil {
+		return nil, err
+	}
+	r.StartedTasks = countsAfter.started - countsBefore.started
+	r.UpdateCalls = countsAfter.calls[pb.ClientAllocs_Update_FullMethodName] - countsBefore.calls[pb.ClientAllocs_Update_FullMethodName]
 	if after := s.lastIndex(ctx); indexBefore > 0 && after > indexBefore {
 		r.RaftEntries = after - indexBefore
 	}
@@ -119,13 +124,12 @@ func (s *sim) othersCPU(leader *server) cpuOthers {
 			c.followers += ps.cpu
 		}
 	}
-	if ps, err := readProcStat(os.Getpid()); err == nil {
-		c.sim = ps.cpu
-	}
+	c.sim = s.simCPU()
 	return c
 }
 
-// startedTasks is how many tasks the simulated drivers started.
+// startedTasks is how many tasks the simulated drivers of this process's
+// nodes started (s.counts adds the node processes').
 func (s *sim) startedTasks() int64 {
 	var n int64
 	for _, node := range s.nodes {

@@ -54,6 +54,9 @@ import (
 )
 
 func main() {
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -91,6 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (0: Go's default; the GOGC environment variable wins)")
 	memDirs := fs.Bool("shm", false, "put the nodes' data dirs on /dev/shm when it exists")
+	fs.IntVar(&cfg.procs, "procs", 0, "processes to run the nodes in: 1 this one, N>1 that many node processes (this binary re-executed); "+
+		"0: more than one only when nodes × servers would pass the open-files limit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -108,6 +113,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nodesim: -nodes must be positive")
 		return 2
 	}
+	if cfg.procs < 0 || cfg.procs > cfg.nodes {
+		fmt.Fprintln(stderr, "nodesim: -procs must be between 0 and -nodes")
+		return 2
+	}
+	cfg.logLevel, cfg.gcPercent = *logLevel, *gcPercent
 	dir, err := os.MkdirTemp("", "nodesim-")
 	if err != nil {
 		fmt.Fprintln(stderr, "nodesim:", err)
@@ -121,6 +131,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.dir = dir
 	tuneGC(*gcPercent)
 	raiseFileLimit()
+	if cfg.procs == 0 {
+		servers := cfg.servers
+		if cfg.addrs != nil {
+			servers = len(cfg.addrs)
+		}
+		cfg.procs = procsFor(cfg.nodes, servers, fileLimit())
+	}
 	if *memDirs {
 		var cleanup func()
 		cfg.nodesDir, cleanup = nodesRoot(dir)
@@ -182,16 +199,24 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 	}
 	defer s.stop()
 	defer func() {
-		fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", s.calls.heartbeats(), s.calls.failed.Load(),
-			time.Duration(s.calls.slowest.Load()).Round(time.Millisecond))
+		c, err := s.counts()
+		if err != nil {
+			fmt.Fprintf(out, "\nheartbeats: not counted: %v\n", err)
+			return
+		}
+		fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", c.heartbeats(), c.failed,
+			time.Duration(c.slowest).Round(time.Millisecond))
 	}()
 	r := s.report
+	r.Procs = max(s.cfg.procs, 1)
+	files := s.watchFiles()
+	defer s.endFiles(files)
 	if cfg.idle > 0 && s.servers != nil {
 		if r.Idle, err = s.measure(ctx, cfg.idle); err != nil {
 			return r, err
 		}
 	}
-	fmt.Fprintf(out, "starting %d nodes against %d servers (tls %v, csi %v)\n", cfg.nodes, len(s.cfg.addrs), r.TLS, cfg.csi)
+	fmt.Fprintf(out, "starting %d nodes against %d servers (tls %v, csi %v) in %d processes\n", cfg.nodes, len(s.cfg.addrs), r.TLS, cfg.csi, r.Procs)
 	if err := s.startNodes(ctx); err != nil {
 		return r, err
 	}
@@ -222,6 +247,7 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 			return r, err
 		}
 	}
+	s.endFiles(files)
 	printReport(out, r)
 	if hold {
 		fmt.Fprintln(out, "holding the nodes until interrupted")
@@ -258,6 +284,10 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "alloc update calls: %d (%.2f per alloc); raft entries: %d\n", j.UpdateCalls, float64(j.UpdateCalls)/float64(max(j.Allocs, 1)), j.RaftEntries)
 	}
 	printScenarios(w, r)
+	if f := r.Files; f != nil {
+		fmt.Fprintf(w, "\nopen files, the most one process held (sampled every %s): a server %d (limit %d), a simulator process %d (limit %d; %d processes held the nodes)\n",
+			filesSampleEvery, f.ServerPeak, f.ServerLimit, f.SimPeak, f.SimLimit, r.Procs)
+	}
 }
 
 func printScenarios(w io.Writer, r *report) {
