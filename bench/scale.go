@@ -51,7 +51,10 @@ import (
 // process on a busy 2-core machine starves the nodes' heartbeats there
 // (the simulator's goroutine dump showed 1,500 runnable goroutines and
 // heartbeat answers unread for 15 s), which measures the simulator, not
-// the servers.
+// the servers. Where one process's open-files limit would not hold the
+// nodes' connections (10,000 nodes of 3 servers under a limit of 20,000),
+// the simulator splits its nodes over node processes by itself; the last
+// table gives the open files a server and a simulator process took.
 
 // scaleReport is the simulator's -json report (bench/nodesim's report).
 type scaleReport struct {
@@ -91,6 +94,15 @@ type scaleReport struct {
 		SaveSeconds    float64 `json:"save_seconds"`
 		RestoreSeconds float64 `json:"restore_seconds"`
 	} `json:"snapshot"`
+	// Procs is how many processes held the nodes; Files the most open
+	// files one server and one simulator process held, and their limits.
+	Procs int `json:"procs"`
+	Files *struct {
+		ServerPeak  int    `json:"server_peak"`
+		ServerLimit uint64 `json:"server_limit"`
+		SimPeak     int    `json:"sim_peak"`
+		SimLimit    uint64 `json:"sim_limit"`
+	} `json:"files"`
 }
 
 type scaleWindow struct {
@@ -243,6 +255,7 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 			fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, mib(s.Bytes), s.SaveSeconds, s.RestoreSeconds)
 		}
 	}
+	printScaleFiles(w, reps)
 	if quick {
 		fmt.Fprintln(w, "\n(quick mode: 200 nodes, a 500-alloc job, 50 volume jobs)")
 	}
@@ -269,4 +282,16 @@ func runLocked(path string, fn func() error) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return fn()
+}
+
+// printScaleFiles prints the open files each size took: the simulator
+// splits its nodes over node processes when one process's limit would not
+// hold their connections (bench/nodesim/split.go).
+func printScaleFiles(w io.Writer, reps []*scaleReport) {
+	fmt.Fprintf(w, "\n| open files (most held) | a server | its limit | a simulator process | its limit | processes holding the nodes |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, r := range reps {
+		if f := r.Files; f != nil {
+			fmt.Fprintf(w, "| %d nodes | %d | %d | %d | %d | %d |\n", r.Nodes, f.ServerPeak, f.ServerLimit, f.SimPeak, f.SimLimit, max(r.Procs, 1))
+		}
+	}
 }

@@ -92,3 +92,18 @@ func TestScaleRunLocked(t *testing.T) {
 	}
 	<-ran
 }
+
+// The open files each size took, and over how many processes the
+// simulator split its nodes.
+func TestScaleFilesTable(t *testing.T) {
+	var r scaleReport
+	const report = `{"nodes": 10000, "procs": 2, "files": {"server_peak": 10412, "server_limit": 20000, "sim_peak": 5311, "sim_limit": 20000}}`
+	if err := jsonUnmarshal(report, &r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printScale(&b, []*scaleReport{&r}, 2, false)
+	if want := "| 10000 nodes | 10412 | 20000 | 5311 | 20000 | 2 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}

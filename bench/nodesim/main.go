@@ -26,6 +26,12 @@
 // -key-file, -cli-cert-file, -cli-key-file their TLS files), and reports
 // no server CPU.
 //
+// One process holds the nodes unless their connections (one to each
+// server a node has talked to) would pass the open-files limit: then, or
+// with -procs N, the simulator re-executes itself as node processes, each
+// with a share of the nodes and a limit of its own, and adds up what they
+// count (split.go, child.go).
+//
 // What it measures (-json writes it for bench): the time until every node
 // is ready, the simulator's memory per node, the leader's CPU and resident
 // set idle (before any node starts: the baseline) and in steady state, the
