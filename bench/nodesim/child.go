@@ -48,6 +48,10 @@ type childConfig struct {
 	CertFile  string `json:"cert_file,omitempty"`
 	KeyFile   string `json:"key_file,omitempty"`
 	GCPercent int    `json:"gc_percent"`
+	// StartWidth is how many of its nodes it starts at a time: the
+	// simulator's 32 shared out, so the servers see the same rate of
+	// first registrations however many processes hold the nodes.
+	StartWidth int `json:"start_width"`
 }
 
 // childRequest is one request to a node process.
@@ -147,8 +151,7 @@ func (h *childHost) start(cfg childConfig, logger hclog.Logger) error {
 		dialOptions: append(h.calls.dialOptions(), grpc.WithChainUnaryInterceptor(h.phases.interceptor())), phases: h.phases}
 	h.before = simMemory()
 	nodes := make([]*simNode, cfg.Count)
-	// 32 at a time, as in one process (sim.startNodes).
-	err := parallel(context.Background(), cfg.Count, 32, func(_ context.Context, i int) (err error) {
+	err := parallel(context.Background(), cfg.Count, max(cfg.StartWidth, 1), func(_ context.Context, i int) (err error) {
 		nodes[i], err = startNode(cfg.NodesDir, cfg.First+i, o)
 		return err
 	})

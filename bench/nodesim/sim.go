@@ -230,6 +230,9 @@ func (s *sim) leader(ctx context.Context) (*server, error) {
 	return nil, nil
 }
 
+// startWidth is how many nodes start at a time (all processes together).
+const startWidth = 32
+
 // startNodes starts every simulated node and waits until the servers list
 // them all ready; it measures the simulator's memory per node.
 func (s *sim) startNodes(ctx context.Context) error {
@@ -257,7 +260,7 @@ func (s *sim) startNodes(ctx context.Context) error {
 	// fsync (host/client's node-id file), which on a busy disk would
 	// otherwise pace the start, one node at a time.
 	nodes := make([]*simNode, s.cfg.nodes)
-	err := parallel(ctx, s.cfg.nodes, 32, func(_ context.Context, i int) (err error) {
+	err := parallel(ctx, s.cfg.nodes, startWidth, func(_ context.Context, i int) (err error) {
 		nodes[i], err = startNode(nodesDir, i, o)
 		return err
 	})

@@ -182,6 +182,7 @@ func (s *sim) startNodeProcs(ctx context.Context) error {
 		c := base
 		c.First = i * s.cfg.nodes / s.cfg.procs
 		c.Count = (i+1)*s.cfg.nodes/s.cfg.procs - c.First
+		c.StartWidth = (startWidth + s.cfg.procs - 1) / s.cfg.procs
 		procs[i], err = startNodeProc(ctx, c)
 		return err
 	})
