@@ -93,6 +93,7 @@ type scaleReport struct {
 		Bytes          int64   `json:"bytes"`
 		SaveSeconds    float64 `json:"save_seconds"`
 		RestoreSeconds float64 `json:"restore_seconds"`
+		RestoreError   string  `json:"restore_error"`
 	} `json:"snapshot"`
 	// Procs is how many processes held the nodes; Files the most open
 	// files one server and one simulator process held, and their limits.
@@ -252,7 +253,11 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 	fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
 	for _, r := range reps {
 		if s := r.Snapshot; s != nil {
-			fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, mib(s.Bytes), s.SaveSeconds, s.RestoreSeconds)
+			restore := fmt.Sprintf("%.2f s", s.RestoreSeconds)
+			if s.RestoreError != "" {
+				restore = "failed: " + s.RestoreError
+			}
+			fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %s |\n", r.Nodes, mib(s.Bytes), s.SaveSeconds, restore)
 		}
 	}
 	printScaleFiles(w, reps)

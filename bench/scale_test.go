@@ -107,3 +107,17 @@ func TestScaleFilesTable(t *testing.T) {
 		t.Errorf("no row %q in:\n%s", want, b.String())
 	}
 }
+
+// A size whose restore failed shows why, beside the snapshot's size.
+func TestScaleFailedRestoreRow(t *testing.T) {
+	var r scaleReport
+	const report = `{"nodes": 10000, "snapshot": {"bytes": 15728640, "save_seconds": 1.5, "restore_error": "leadership lost"}}`
+	if err := jsonUnmarshal(report, &r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printScale(&b, []*scaleReport{&r}, 2, false)
+	if want := "| 10000 nodes | 15.0 MiB | 1.50 s | failed: leadership lost |"; !strings.Contains(b.String(), want) {
+		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}

@@ -315,7 +315,11 @@ func printScenarios(w io.Writer, r *report) {
 	}
 	if sn := r.Snapshot; sn != nil {
 		fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
-		fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, fmtBytes(sn.Bytes), sn.SaveSeconds, sn.RestoreSeconds)
+		restore := fmt.Sprintf("%.2f s", sn.RestoreSeconds)
+		if sn.RestoreError != "" {
+			restore = "failed: " + sn.RestoreError
+		}
+		fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %s |\n", r.Nodes, fmtBytes(sn.Bytes), sn.SaveSeconds, restore)
 	}
 }
 

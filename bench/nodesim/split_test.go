@@ -139,3 +139,14 @@ func TestNodeProcessEndsWhenItsInputEnds(t *testing.T) {
 		t.Fatalf("no ready answer: %q", out.String())
 	}
 }
+
+// A failed restore still reports the snapshot's size and save time, with
+// why the restore failed.
+func TestFailedRestoreKeepsTheSnapshotFigures(t *testing.T) {
+	var b bytes.Buffer
+	printReport(&b, &report{Nodes: 10000, Snapshot: &snapshotRun{Bytes: 15 << 20, SaveSeconds: 1.5,
+		RestoreError: "leadership lost while committing log"}})
+	if want := "| 10000 nodes | 15.0 MiB | 1.50 s | failed: leadership lost while committing log |"; !strings.Contains(b.String(), want) {
+		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}
