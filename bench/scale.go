@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,30 +183,47 @@ func benchScale(opts options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var reps []*scaleReport
-	for _, n := range plan.sizes {
-		out := filepath.Join(dir, fmt.Sprintf("scale-%d.json", n))
+	reps, runErr := runScaleSizes(plan.sizes, dir, func(n int, out string) error {
 		args := []string{"-bin", bin, "-nodes", strconv.Itoa(n), "-servers", "3", "-steady", plan.steady,
 			"-job-allocs", strconv.Itoa(plan.allocs), "-volume-jobs", strconv.Itoa(plan.volumeJobs),
 			"-kill-leader", "-snapshot", "-json", out}
 		fmt.Fprintf(os.Stderr, "bench scale: %s %s\n", sim, strings.Join(args, " "))
 		cmd := exec.Command(sim, args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := runLocked(os.Getenv("SCALE_LOCK"), cmd.Run); err != nil {
-			return fmt.Errorf("nodesim at %d nodes: %w", n, err)
+		return runLocked(os.Getenv("SCALE_LOCK"), cmd.Run)
+	})
+	printScale(os.Stdout, reps, runtime.NumCPU(), opts.quick)
+	return runErr
+}
+
+// runScaleSizes runs the simulator once per size (run writes its -json
+// report to out) and reads the reports. A run that fails still gives what
+// it measured before the failure (nodesim writes it), and the next sizes
+// still run; the failures come back together.
+func runScaleSizes(sizes []int, dir string, run func(n int, out string) error) ([]*scaleReport, error) {
+	var reps []*scaleReport
+	var errs []error
+	for _, n := range sizes {
+		out := filepath.Join(dir, fmt.Sprintf("scale-%d.json", n))
+		if err := run(n, out); err != nil {
+			errs = append(errs, fmt.Errorf("nodesim at %d nodes: %w", n, err))
 		}
 		b, err := os.ReadFile(out)
+		if errors.Is(err, fs.ErrNotExist) && len(errs) > 0 {
+			continue // failed before measuring anything
+		}
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		var r scaleReport
 		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("nodesim's report at %d nodes: %w", n, err)
+			errs = append(errs, fmt.Errorf("nodesim's report at %d nodes: %w", n, err))
+			continue
 		}
 		reps = append(reps, &r)
 	}
-	printScale(os.Stdout, reps, runtime.NumCPU(), opts.quick)
-	return nil
+	return reps, errors.Join(errs...)
 }
 
 // printScale prints the section's tables, one per scenario, a row per size.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,33 @@ func TestScaleFailedRestoreRow(t *testing.T) {
 	printScale(&b, []*scaleReport{&r}, 2, false)
 	if want := "| 10000 nodes | 15.0 MiB | 1.50 s | failed: leadership lost |"; !strings.Contains(b.String(), want) {
 		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}
+
+// A size whose run failed keeps what it measured (the simulator writes its
+// report before exiting with the error), and the next size still runs.
+func TestScaleFailedSizeKeepsItsFigures(t *testing.T) {
+	var ran []int
+	reps, err := runScaleSizes([]int{1000, 5000, 10000}, t.TempDir(), func(n int, out string) error {
+		ran = append(ran, n)
+		switch n {
+		case 5000: // failed before any report
+			return errors.New("no leader")
+		case 10000:
+			if err := os.WriteFile(out, []byte(`{"nodes": 10000, "snapshot": {"restore_error": "leadership lost"}}`), 0o644); err != nil {
+				return err
+			}
+			return errors.New("exit status 1")
+		}
+		return os.WriteFile(out, []byte(`{"nodes": 1000}`), 0o644)
+	})
+	if len(ran) != 3 {
+		t.Fatalf("ran %v, want every size", ran)
+	}
+	if len(reps) != 2 || reps[0].Nodes != 1000 || reps[1].Nodes != 10000 || reps[1].Snapshot == nil {
+		t.Fatalf("reports %+v", reps)
+	}
+	if err == nil || !strings.Contains(err.Error(), "5000 nodes: no leader") || !strings.Contains(err.Error(), "10000 nodes: exit status 1") {
+		t.Fatalf("error %v", err)
 	}
 }
