@@ -49,6 +49,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	othersBefore := s.othersCPU(leader)
+	byProcBefore := s.cpuByProcess(leader)
 	countsBefore, err := s.counts()
 	if err != nil {
 		return nil, err
@@ -107,6 +108,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 	othersAfter := s.othersCPU(leader)
 	r.FollowersCPUSeconds = (othersAfter.followers - othersBefore.followers).Seconds()
 	r.SimCPUSeconds = (othersAfter.sim - othersBefore.sim).Seconds()
+	r.ProcessCPUSeconds = cpuSince(byProcBefore, s.cpuByProcess(leader))
 	return r, nil
 }
 

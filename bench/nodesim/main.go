@@ -288,6 +288,7 @@ func printReport(w io.Writer, r *report) {
 		fmt.Fprintf(w, "| %d allocs on %d nodes | %.2f s | %.2f s | %.0f | %.2f s | %.2f s | %.2f s | %d |\n", j.Allocs, r.Nodes, j.PlacedSeconds,
 			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.FollowersCPUSeconds, j.SimCPUSeconds, j.StartedTasks)
 		fmt.Fprintf(w, "alloc update calls: %d (%.2f per alloc); raft entries: %d\n", j.UpdateCalls, float64(j.UpdateCalls)/float64(max(j.Allocs, 1)), j.RaftEntries)
+		printProcessCPU(w, j.ProcessCPUSeconds)
 	}
 	printScenarios(w, r)
 	if f := r.Files; f != nil {

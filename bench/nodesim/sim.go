@@ -159,6 +159,9 @@ type jobRun struct {
 	// moved from register to running: every command of the job (its
 	// register, plans, the nodes' updates, heartbeats' status changes).
 	RaftEntries uint64 `json:"raft_entries"`
+	// ProcessCPUSeconds is the job's CPU time by process: each server
+	// (the leader marked), the simulator and each node process.
+	ProcessCPUSeconds map[string]float64 `json:"process_cpu_seconds,omitempty"`
 }
 
 // startSim starts the servers (unless cfg.addrs) and waits for a leader.

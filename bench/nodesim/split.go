@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -423,4 +425,58 @@ func (s *sim) endFiles(f *filePeaks) {
 	}
 	s.procsMu.Unlock()
 	s.report.Files = fr
+}
+
+// cpuByProcess is the CPU time so far of every live process of the run,
+// by name: each server (the leader marked), this simulator process and
+// each node process (by its nodes).
+func (s *sim) cpuByProcess(leader *server) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, sv := range s.servers {
+		if !sv.alive() {
+			continue
+		}
+		name := "server " + sv.name
+		if sv == leader {
+			name += " (leader)"
+		}
+		if ps, err := readProcStat(sv.cmd.Process.Pid); err == nil {
+			out[name] = ps.cpu
+		}
+	}
+	if ps, err := readProcStat(os.Getpid()); err == nil {
+		out["simulator"] = ps.cpu
+	}
+	s.procsMu.Lock()
+	defer s.procsMu.Unlock()
+	for _, p := range s.procs {
+		if ps, err := readProcStat(p.cmd.Process.Pid); err == nil {
+			out["nodes "+p.name()] = ps.cpu
+		}
+	}
+	return out
+}
+
+// cpuSince is each process's CPU seconds between two cpuByProcess reads
+// (processes in both).
+func cpuSince(before, after map[string]time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	for name, a := range after {
+		if b, ok := before[name]; ok {
+			out[name] = (a - b).Seconds()
+		}
+	}
+	return out
+}
+
+// printProcessCPU prints a job's CPU by process on one line.
+func printProcessCPU(w io.Writer, byProc map[string]float64) {
+	if len(byProc) == 0 {
+		return
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(byProc)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f s", name, byProc[name]))
+	}
+	fmt.Fprintf(w, "CPU by process: %s\n", strings.Join(parts, ", "))
 }

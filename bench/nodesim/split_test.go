@@ -75,6 +75,14 @@ func TestShortRunSplit(t *testing.T) {
 	if r.SimHeapPerNode <= 0 {
 		t.Errorf("memory per node not measured in the node processes: %d", r.SimHeapPerNode)
 	}
+	if r.Job != nil {
+		_, p1 := r.Job.ProcessCPUSeconds["nodes sim-00000…sim-00019"]
+		_, p2 := r.Job.ProcessCPUSeconds["nodes sim-00020…sim-00039"]
+		_, leader := r.Job.ProcessCPUSeconds["server s1 (leader)"]
+		if !p1 || !p2 || !leader {
+			t.Errorf("the job's CPU by process: %v, want each node process and the leader", r.Job.ProcessCPUSeconds)
+		}
+	}
 	if r.Volumes == nil || len(r.Volumes.Phases) != int(numPhases) {
 		t.Fatalf("volume jobs: %+v", r.Volumes)
 	}
