@@ -21,7 +21,10 @@ import (
 // them). It reads its childConfig from stdin as one JSON value, starts its
 // nodes, answers one childReply (empty once they all started), then
 // answers one request after another until told to stop or stdin ends (the
-// parent gone): every node is then shut down and the process exits.
+// parent gone): every node is then shut down and the process exits. It
+// answers on file descriptor 3 (replyFD), not stdout, so nothing a
+// library prints can break the answers; its stdout and stderr go to the
+// simulator's stderr.
 //
 // A node process counts its nodes' calls, the tasks their drivers started
 // and the volume scenario's phases itself; the parent adds them up.
@@ -234,5 +237,11 @@ func childMain() (code int, ok bool) {
 	if os.Getenv(childEnv) != "1" {
 		return 0, false
 	}
-	return runChild(os.Stdin, os.Stdout, os.Stderr), true
+	replies := os.NewFile(replyFD, "nodesim-replies")
+	defer replies.Close()
+	return runChild(os.Stdin, replies, os.Stderr), true
 }
+
+// replyFD is the descriptor a node process answers on: the first of
+// exec.Cmd.ExtraFiles.
+const replyFD = 3

@@ -103,7 +103,7 @@ type report struct {
 	// Procs is how many processes held the nodes (1: the simulator
 	// itself; more: node processes, split.go).
 	Procs int `json:"procs"`
-	// Files are the open files over the run (sampled every second): the
+	// Files are the open files over the run (sampled every 5 s): the
 	// most one server held, the most one simulator process held, and
 	// each one's limit.
 	Files *filesRun `json:"files,omitempty"`

@@ -61,6 +61,7 @@ type nodeProc struct {
 	first, count int
 	cmd          *exec.Cmd
 	stdin        io.WriteCloser
+	replies      *os.File
 	enc          *json.Encoder
 	dec          *json.Decoder
 	exited       chan struct{}
@@ -78,24 +79,30 @@ func startNodeProc(ctx context.Context, cfg childConfig) (*nodeProc, error) {
 	p := &nodeProc{first: cfg.First, count: cfg.Count, exited: make(chan struct{})}
 	p.cmd = exec.Command(exe)
 	p.cmd.Env = append(os.Environ(), childEnv+"=1")
-	p.cmd.Stderr = os.Stderr
+	p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
 	// A node process whose parent dies (kill -9) goes with it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	stdout, err := p.cmd.StdoutPipe()
+	replies, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
+	p.cmd.ExtraFiles = []*os.File{w} // replyFD in the child
+	err = p.cmd.Start()
+	w.Close()
+	if err != nil {
+		replies.Close()
 		return nil, fmt.Errorf("starting a node process: %w", err)
 	}
 	go func() {
 		_ = p.cmd.Wait()
 		close(p.exited)
 	}()
-	p.enc, p.dec = json.NewEncoder(p.stdin), json.NewDecoder(stdout)
+	// The parent's end of the answers; closed once the process is gone.
+	p.replies = replies
+	p.enc, p.dec = json.NewEncoder(p.stdin), json.NewDecoder(replies)
 	// Until its nodes started, a cancelled run ends it.
 	started := make(chan struct{})
 	defer close(started)
@@ -108,11 +115,13 @@ func startNodeProc(ctx context.Context, cfg childConfig) (*nodeProc, error) {
 	}()
 	if err := p.enc.Encode(cfg); err != nil {
 		p.kill()
+		p.replies.Close()
 		return nil, fmt.Errorf("node process %s: %w", p.name(), err)
 	}
 	var rep childReply
 	if err := p.dec.Decode(&rep); err != nil || rep.Error != "" {
 		p.kill()
+		p.replies.Close()
 		if err == nil {
 			err = errors.New(rep.Error)
 		}
@@ -159,6 +168,7 @@ func (p *nodeProc) stop() {
 	}
 	p.stdin.Close()
 	<-done
+	p.replies.Close()
 }
 
 func (p *nodeProc) kill() {
@@ -303,8 +313,11 @@ type filePeaks struct {
 	done    chan struct{}
 }
 
-// filesSampleEvery is how often the open files are counted.
-const filesSampleEvery = time.Second
+// filesSampleEvery is how often the open files are counted: a node's
+// connections live as long as it does, so the counts move slowly, and a
+// count reads /proc/<pid>/fd, thousands of entries a process at 10,000
+// nodes, CPU the run would otherwise charge to the simulator.
+const filesSampleEvery = 5 * time.Second
 
 // watchFiles samples every filesSampleEvery until stopped.
 func (s *sim) watchFiles() *filePeaks {
