@@ -292,7 +292,7 @@ func printReport(w io.Writer, r *report) {
 	}
 	printScenarios(w, r)
 	if f := r.Files; f != nil {
-		fmt.Fprintf(w, "\nopen files, the most one process held (sampled every %s): a server %d (limit %d), a simulator process %d (limit %d; %d processes held the nodes)\n",
+		fmt.Fprintf(w, "\nopen files, the most one process held (sampled every %s): a server %d (limit %d), a simulator process %d (limit %d); processes holding the nodes: %d\n",
 			filesSampleEvery, f.ServerPeak, f.ServerLimit, f.SimPeak, f.SimLimit, r.Procs)
 	}
 }
