@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +53,10 @@ import (
 // process on a busy 2-core machine starves the nodes' heartbeats there
 // (the simulator's goroutine dump showed 1,500 runnable goroutines and
 // heartbeat answers unread for 15 s), which measures the simulator, not
-// the servers.
+// the servers. Where one process's open-files limit would not hold the
+// nodes' connections (10,000 nodes of 3 servers under a limit of 20,000),
+// the simulator splits its nodes over node processes by itself; the last
+// table gives the open files a server and a simulator process took.
 
 // scaleReport is the simulator's -json report (bench/nodesim's report).
 type scaleReport struct {
@@ -90,7 +95,17 @@ type scaleReport struct {
 		Bytes          int64   `json:"bytes"`
 		SaveSeconds    float64 `json:"save_seconds"`
 		RestoreSeconds float64 `json:"restore_seconds"`
+		RestoreError   string  `json:"restore_error"`
 	} `json:"snapshot"`
+	// Procs is how many processes held the nodes; Files the most open
+	// files one server and one simulator process held, and their limits.
+	Procs int `json:"procs"`
+	Files *struct {
+		ServerPeak  int    `json:"server_peak"`
+		ServerLimit uint64 `json:"server_limit"`
+		SimPeak     int    `json:"sim_peak"`
+		SimLimit    uint64 `json:"sim_limit"`
+	} `json:"files"`
 }
 
 type scaleWindow struct {
@@ -168,30 +183,47 @@ func benchScale(opts options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var reps []*scaleReport
-	for _, n := range plan.sizes {
-		out := filepath.Join(dir, fmt.Sprintf("scale-%d.json", n))
+	reps, runErr := runScaleSizes(plan.sizes, dir, func(n int, out string) error {
 		args := []string{"-bin", bin, "-nodes", strconv.Itoa(n), "-servers", "3", "-steady", plan.steady,
 			"-job-allocs", strconv.Itoa(plan.allocs), "-volume-jobs", strconv.Itoa(plan.volumeJobs),
 			"-kill-leader", "-snapshot", "-json", out}
 		fmt.Fprintf(os.Stderr, "bench scale: %s %s\n", sim, strings.Join(args, " "))
 		cmd := exec.Command(sim, args...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := runLocked(os.Getenv("SCALE_LOCK"), cmd.Run); err != nil {
-			return fmt.Errorf("nodesim at %d nodes: %w", n, err)
+		return runLocked(os.Getenv("SCALE_LOCK"), cmd.Run)
+	})
+	printScale(os.Stdout, reps, runtime.NumCPU(), opts.quick)
+	return runErr
+}
+
+// runScaleSizes runs the simulator once per size (run writes its -json
+// report to out) and reads the reports. A run that fails still gives what
+// it measured before the failure (nodesim writes it), and the next sizes
+// still run; the failures come back together.
+func runScaleSizes(sizes []int, dir string, run func(n int, out string) error) ([]*scaleReport, error) {
+	var reps []*scaleReport
+	var errs []error
+	for _, n := range sizes {
+		out := filepath.Join(dir, fmt.Sprintf("scale-%d.json", n))
+		if err := run(n, out); err != nil {
+			errs = append(errs, fmt.Errorf("nodesim at %d nodes: %w", n, err))
 		}
 		b, err := os.ReadFile(out)
+		if errors.Is(err, fs.ErrNotExist) && len(errs) > 0 {
+			continue // failed before measuring anything
+		}
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		var r scaleReport
 		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("nodesim's report at %d nodes: %w", n, err)
+			errs = append(errs, fmt.Errorf("nodesim's report at %d nodes: %w", n, err))
+			continue
 		}
 		reps = append(reps, &r)
 	}
-	printScale(os.Stdout, reps, runtime.NumCPU(), opts.quick)
-	return nil
+	return reps, errors.Join(errs...)
 }
 
 // printScale prints the section's tables, one per scenario, a row per size.
@@ -240,9 +272,14 @@ func printScale(w io.Writer, reps []*scaleReport, cores int, quick bool) {
 	fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
 	for _, r := range reps {
 		if s := r.Snapshot; s != nil {
-			fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, mib(s.Bytes), s.SaveSeconds, s.RestoreSeconds)
+			restore := fmt.Sprintf("%.2f s", s.RestoreSeconds)
+			if s.RestoreError != "" {
+				restore = "failed: " + s.RestoreError
+			}
+			fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %s |\n", r.Nodes, mib(s.Bytes), s.SaveSeconds, restore)
 		}
 	}
+	printScaleFiles(w, reps)
 	if quick {
 		fmt.Fprintln(w, "\n(quick mode: 200 nodes, a 500-alloc job, 50 volume jobs)")
 	}
@@ -269,4 +306,16 @@ func runLocked(path string, fn func() error) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return fn()
+}
+
+// printScaleFiles prints the open files each size took: the simulator
+// splits its nodes over node processes when one process's limit would not
+// hold their connections (bench/nodesim/split.go).
+func printScaleFiles(w io.Writer, reps []*scaleReport) {
+	fmt.Fprintf(w, "\n| open files (most held) | a server | its limit | a simulator process | its limit | processes holding the nodes |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, r := range reps {
+		if f := r.Files; f != nil {
+			fmt.Fprintf(w, "| %d nodes | %d | %d | %d | %d | %d |\n", r.Nodes, f.ServerPeak, f.ServerLimit, f.SimPeak, f.SimLimit, max(r.Procs, 1))
+		}
+	}
 }

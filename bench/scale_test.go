@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,4 +92,61 @@ func TestScaleRunLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ran
+}
+
+// The open files each size took, and over how many processes the
+// simulator split its nodes.
+func TestScaleFilesTable(t *testing.T) {
+	var r scaleReport
+	const report = `{"nodes": 10000, "procs": 2, "files": {"server_peak": 10412, "server_limit": 20000, "sim_peak": 5311, "sim_limit": 20000}}`
+	if err := jsonUnmarshal(report, &r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printScale(&b, []*scaleReport{&r}, 2, false)
+	if want := "| 10000 nodes | 10412 | 20000 | 5311 | 20000 | 2 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}
+
+// A size whose restore failed shows why, beside the snapshot's size.
+func TestScaleFailedRestoreRow(t *testing.T) {
+	var r scaleReport
+	const report = `{"nodes": 10000, "snapshot": {"bytes": 15728640, "save_seconds": 1.5, "restore_error": "leadership lost"}}`
+	if err := jsonUnmarshal(report, &r); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printScale(&b, []*scaleReport{&r}, 2, false)
+	if want := "| 10000 nodes | 15.0 MiB | 1.50 s | failed: leadership lost |"; !strings.Contains(b.String(), want) {
+		t.Errorf("no row %q in:\n%s", want, b.String())
+	}
+}
+
+// A size whose run failed keeps what it measured (the simulator writes its
+// report before exiting with the error), and the next size still runs.
+func TestScaleFailedSizeKeepsItsFigures(t *testing.T) {
+	var ran []int
+	reps, err := runScaleSizes([]int{1000, 5000, 10000}, t.TempDir(), func(n int, out string) error {
+		ran = append(ran, n)
+		switch n {
+		case 5000: // failed before any report
+			return errors.New("no leader")
+		case 10000:
+			if err := os.WriteFile(out, []byte(`{"nodes": 10000, "snapshot": {"restore_error": "leadership lost"}}`), 0o644); err != nil {
+				return err
+			}
+			return errors.New("exit status 1")
+		}
+		return os.WriteFile(out, []byte(`{"nodes": 1000}`), 0o644)
+	})
+	if len(ran) != 3 {
+		t.Fatalf("ran %v, want every size", ran)
+	}
+	if len(reps) != 2 || reps[0].Nodes != 1000 || reps[1].Nodes != 10000 || reps[1].Snapshot == nil {
+		t.Fatalf("reports %+v", reps)
+	}
+	if err == nil || !strings.Contains(err.Error(), "5000 nodes: no leader") || !strings.Contains(err.Error(), "10000 nodes: exit status 1") {
+		t.Fatalf("error %v", err)
+	}
 }

@@ -106,9 +106,3 @@ func rates(before, after map[string]int64, seconds float64) map[string]float64 {
 	}
 	return out
 }
-
-// get returns the count of one method's calls so far.
-func (c *callCounter) get(method string) int64 { return c.counter(method).Load() }
-
-// heartbeats returns the heartbeats sent so far.
-func (c *callCounter) heartbeats() int64 { return c.get(pb.Nodes_Heartbeat_FullMethodName) }

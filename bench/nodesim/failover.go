@@ -167,6 +167,8 @@ type snapshotRun struct {
 	Bytes          int64   `json:"bytes"`
 	SaveSeconds    float64 `json:"save_seconds"`
 	RestoreSeconds float64 `json:"restore_seconds"`
+	// RestoreError is why the restore failed (the save's figures stand).
+	RestoreError string `json:"restore_error,omitempty"`
 }
 
 // snapshot saves the cluster's state and restores it into the same
@@ -181,7 +183,8 @@ func (s *sim) snapshot(ctx context.Context) (*snapshotRun, error) {
 	r := &snapshotRun{Bytes: n, SaveSeconds: time.Since(start).Seconds()}
 	start = time.Now()
 	if _, err := s.api.SnapshotRestore(ctx, bytes.NewReader(buf.Bytes())); err != nil {
-		return nil, s.withLogs(fmt.Errorf("snapshot restore: %w", err))
+		r.RestoreError = err.Error()
+		return r, s.withLogs(fmt.Errorf("snapshot restore: %w", err))
 	}
 	r.RestoreSeconds = time.Since(start).Seconds()
 	return r, nil

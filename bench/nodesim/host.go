@@ -14,7 +14,8 @@ import (
 //     has talked to, up to three when the servers are slow and its calls
 //     fail over, which passes a 20,000 limit at 10,000 nodes; the
 //     simulator raises its limit (and so the servers' it starts) when it
-//     may;
+//     may, and splits the nodes over node processes of its own binary
+//     when the limit would still not hold them (split.go);
 //   - -shm puts the nodes' data dirs (node ID file, the alloc and task
 //     dirs the real alloc runners build) on /dev/shm, and -gc-percent
 //     sets the simulator's GOGC (its heap is about 200 KiB per node, and

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"berth.dev/berth/host/jobspec"
@@ -50,9 +49,11 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 		}
 	}
 	othersBefore := s.othersCPU(leader)
-	startedBefore := s.startedTasks()
-	callsBefore := s.calls.snapshot()
-	updatesBefore := callsBefore[pb.ClientAllocs_Update_FullMethodName]
+	byProcBefore := s.cpuByProcess(leader)
+	countsBefore, err := s.counts()
+	if err != nil {
+		return nil, err
+	}
 	indexBefore := s.lastIndex(ctx)
 	start := time.Now()
 	if _, err := s.api.Jobs().Register(ctx, job, nil); err != nil {
@@ -88,10 +89,13 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 			return nil, s.withLogs(fmt.Errorf("job %s: %d of %d allocs placed, %d running: %w", id, placed, n, g.GetRunning(), ctx.Err()))
 		}
 	}
-	r.StartedTasks = s.startedTasks() - startedBefore
-	callsAfter := s.calls.snapshot()
-	r.UpdateCalls = callsAfter[pb.ClientAllocs_Update_FullMethodName] - updatesBefore
-	r.AllocUpdates, r.AllocUpdatesByStatus = allocUpdates(callsBefore, callsAfter)
+	countsAfter, err := s.counts()
+	if err != nil {
+		return nil, err
+	}
+	r.StartedTasks = countsAfter.started - countsBefore.started
+	r.UpdateCalls = countsAfter.calls[pb.ClientAllocs_Update_FullMethodName] - countsBefore.calls[pb.ClientAllocs_Update_FullMethodName]
+	r.AllocUpdates, r.AllocUpdatesByStatus = allocUpdates(countsBefore.calls, countsAfter.calls)
 	if after := s.lastIndex(ctx); indexBefore > 0 && after > indexBefore {
 		r.RaftEntries = after - indexBefore
 	}
@@ -105,6 +109,7 @@ func (s *sim) runJob(ctx context.Context, id string, n int) (*jobRun, error) {
 	othersAfter := s.othersCPU(leader)
 	r.FollowersCPUSeconds = (othersAfter.followers - othersBefore.followers).Seconds()
 	r.SimCPUSeconds = (othersAfter.sim - othersBefore.sim).Seconds()
+	r.ProcessCPUSeconds = cpuSince(byProcBefore, s.cpuByProcess(leader))
 	return r, nil
 }
 
@@ -122,13 +127,12 @@ func (s *sim) othersCPU(leader *server) cpuOthers {
 			c.followers += ps.cpu
 		}
 	}
-	if ps, err := readProcStat(os.Getpid()); err == nil {
-		c.sim = ps.cpu
-	}
+	c.sim = s.simCPU()
 	return c
 }
 
-// startedTasks is how many tasks the simulated drivers started.
+// startedTasks is how many tasks the simulated drivers of this process's
+// nodes started (s.counts adds the node processes').
 func (s *sim) startedTasks() int64 {
 	var n int64
 	for _, node := range s.nodes {

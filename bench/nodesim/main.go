@@ -26,6 +26,12 @@
 // -key-file, -cli-cert-file, -cli-key-file their TLS files), and reports
 // no server CPU.
 //
+// One process holds the nodes unless their connections (one to each
+// server a node has talked to) would pass the open-files limit: then, or
+// with -procs N, the simulator re-executes itself as node processes, each
+// with a share of the nodes and a limit of its own, and adds up what they
+// count (split.go, child.go).
+//
 // What it measures (-json writes it for bench): the time until every node
 // is ready, the simulator's memory per node, the leader's CPU and resident
 // set idle (before any node starts: the baseline) and in steady state, the
@@ -54,6 +60,9 @@ import (
 )
 
 func main() {
+	if code, ok := childMain(); ok {
+		os.Exit(code)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -92,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the simulator's GOGC (0: Go's default; the GOGC environment variable wins)")
 	memDirs := fs.Bool("shm", false, "put the nodes' data dirs on /dev/shm when it exists")
+	fs.IntVar(&cfg.procs, "procs", 0, "processes to run the nodes in: 1 this one, N>1 that many node processes (this binary re-executed); "+
+		"0: more than one only when nodes × servers would pass the open-files limit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -109,6 +120,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "nodesim: -nodes must be positive")
 		return 2
 	}
+	if cfg.procs < 0 || cfg.procs > cfg.nodes {
+		fmt.Fprintln(stderr, "nodesim: -procs must be between 0 and -nodes")
+		return 2
+	}
+	cfg.logLevel, cfg.gcPercent = *logLevel, *gcPercent
 	dir, err := os.MkdirTemp("", "nodesim-")
 	if err != nil {
 		fmt.Fprintln(stderr, "nodesim:", err)
@@ -122,6 +138,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg.dir = dir
 	tuneGC(*gcPercent)
 	raiseFileLimit()
+	if cfg.procs == 0 {
+		servers := cfg.servers
+		if cfg.addrs != nil {
+			servers = len(cfg.addrs)
+		}
+		cfg.procs = procsFor(cfg.nodes, servers, fileLimit())
+	}
 	if *memDirs {
 		var cleanup func()
 		cfg.nodesDir, cleanup = nodesRoot(dir)
@@ -183,16 +206,24 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 	}
 	defer s.stop()
 	defer func() {
-		fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", s.calls.heartbeats(), s.calls.failed.Load(),
-			time.Duration(s.calls.slowest.Load()).Round(time.Millisecond))
+		c, err := s.counts()
+		if err != nil {
+			fmt.Fprintf(out, "\nheartbeats: not counted: %v\n", err)
+			return
+		}
+		fmt.Fprintf(out, "\nheartbeats: %d sent, %d failed, slowest %s\n", c.heartbeats(), c.failed,
+			time.Duration(c.slowest).Round(time.Millisecond))
 	}()
 	r := s.report
+	r.Procs = max(s.cfg.procs, 1)
+	files := s.watchFiles()
+	defer s.endFiles(files)
 	if cfg.idle > 0 && s.servers != nil {
 		if r.Idle, err = s.measure(ctx, cfg.idle); err != nil {
 			return r, err
 		}
 	}
-	fmt.Fprintf(out, "starting %d nodes against %d servers (tls %v, csi %v)\n", cfg.nodes, len(s.cfg.addrs), r.TLS, cfg.csi)
+	fmt.Fprintf(out, "starting %d nodes against %d servers (tls %v, csi %v) in %d processes\n", cfg.nodes, len(s.cfg.addrs), r.TLS, cfg.csi, r.Procs)
 	if err := s.startNodes(ctx); err != nil {
 		return r, err
 	}
@@ -223,6 +254,7 @@ func simulate(ctx context.Context, cfg simConfig, out io.Writer, hold bool) (*re
 			return r, err
 		}
 	}
+	s.endFiles(files)
 	printReport(out, r)
 	if hold {
 		fmt.Fprintln(out, "holding the nodes until interrupted")
@@ -258,8 +290,13 @@ func printReport(w io.Writer, r *report) {
 			j.RunningSeconds, float64(j.Allocs)/j.RunningSeconds, j.LeaderCPUSeconds, j.FollowersCPUSeconds, j.SimCPUSeconds, j.StartedTasks)
 		fmt.Fprintf(w, "alloc update calls: %d (%.2f per alloc); raft entries: %d\n", j.UpdateCalls, float64(j.UpdateCalls)/float64(max(j.Allocs, 1)), j.RaftEntries)
 		fmt.Fprintf(w, "alloc updates: %d (%.2f per alloc) %s\n", j.AllocUpdates, float64(j.AllocUpdates)/float64(max(j.Allocs, 1)), fmtCounts(j.AllocUpdatesByStatus))
+		printProcessCPU(w, j.ProcessCPUSeconds)
 	}
 	printScenarios(w, r)
+	if f := r.Files; f != nil {
+		fmt.Fprintf(w, "\nopen files, the most one process held (sampled every %s): a server %d (limit %d), a simulator process %d (limit %d); processes holding the nodes: %d\n",
+			filesSampleEvery, f.ServerPeak, f.ServerLimit, f.SimPeak, f.SimLimit, r.Procs)
+	}
 }
 
 func printScenarios(w io.Writer, r *report) {
@@ -281,7 +318,11 @@ func printScenarios(w io.Writer, r *report) {
 	}
 	if sn := r.Snapshot; sn != nil {
 		fmt.Fprintf(w, "\n| snapshot | size | save | restore |\n|---|--:|--:|--:|\n")
-		fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %.2f s |\n", r.Nodes, fmtBytes(sn.Bytes), sn.SaveSeconds, sn.RestoreSeconds)
+		restore := fmt.Sprintf("%.2f s", sn.RestoreSeconds)
+		if sn.RestoreError != "" {
+			restore = "failed: " + sn.RestoreError
+		}
+		fmt.Fprintf(w, "| %d nodes | %s | %.2f s | %s |\n", r.Nodes, fmtBytes(sn.Bytes), sn.SaveSeconds, restore)
 	}
 }
 

@@ -84,6 +84,11 @@ func (s *sim) runProfiledJob(ctx context.Context, id string, n int, out io.Write
 	if s.cfg.jobProfileDir == "" {
 		return s.runJob(ctx, id, n)
 	}
+	if len(s.procs) > 0 {
+		// The Go profile is this process's: with the nodes in node
+		// processes (split.go) it would show only the scenario's driver.
+		return nil, fmt.Errorf("-job-profile profiles the nodes only when they run in this process: add -procs 1 (%d node processes here)", len(s.procs))
+	}
 	p, err := startJobProfile(s.cfg.jobProfileDir, s.servers, func(msg string) { fmt.Fprintln(out, msg) })
 	if err != nil {
 		return nil, err

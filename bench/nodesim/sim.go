@@ -58,6 +58,12 @@ type simConfig struct {
 	// jobProfileDir, when set, receives CPU profiles of every process
 	// while the job scenario runs (profile.go).
 	jobProfileDir string
+	// procs is how many node processes hold the nodes (split.go): 1
+	// runs them in this process. logLevel and gcPercent are passed on
+	// to the node processes.
+	procs     int
+	logLevel  string
+	gcPercent int
 }
 
 // sim is a running simulation: the servers (when it started them) and the
@@ -72,6 +78,10 @@ type sim struct {
 	report  *report
 	// phases records the volume scenario's steps on the nodes.
 	phases *phaseLog
+	// procs are the node processes, when the nodes run in others
+	// (split.go); procsMu guards the slice for the open-files sampler.
+	procs   []*nodeProc
+	procsMu sync.Mutex
 }
 
 // report is what a run measured; bench's scale section reads it (-json).
@@ -93,6 +103,21 @@ type report struct {
 	Volumes        *volumeRun   `json:"volumes,omitempty"`
 	Failover       *failoverRun `json:"failover,omitempty"`
 	Snapshot       *snapshotRun `json:"snapshot,omitempty"`
+	// Procs is how many processes held the nodes (1: the simulator
+	// itself; more: node processes, split.go).
+	Procs int `json:"procs"`
+	// Files are the open files over the run (sampled every 5 s): the
+	// most one server held, the most one simulator process held, and
+	// each one's limit.
+	Files *filesRun `json:"files,omitempty"`
+}
+
+// filesRun is the open files the run took, against the limit.
+type filesRun struct {
+	ServerPeak  int    `json:"server_peak"`
+	ServerLimit uint64 `json:"server_limit"`
+	SimPeak     int    `json:"sim_peak"`
+	SimLimit    uint64 `json:"sim_limit"`
 }
 
 // window is the servers measured over a stretch of time.
@@ -141,6 +166,9 @@ type jobRun struct {
 	// moved from register to running: every command of the job (its
 	// register, plans, the nodes' updates, heartbeats' status changes).
 	RaftEntries uint64 `json:"raft_entries"`
+	// ProcessCPUSeconds is the job's CPU time by process: each server
+	// (the leader marked), the simulator and each node process.
+	ProcessCPUSeconds map[string]float64 `json:"process_cpu_seconds,omitempty"`
 }
 
 // startSim starts the servers (unless cfg.addrs) and waits for a leader.
@@ -212,9 +240,15 @@ func (s *sim) leader(ctx context.Context) (*server, error) {
 	return nil, nil
 }
 
+// startWidth is how many nodes start at a time (all processes together).
+const startWidth = 32
+
 // startNodes starts every simulated node and waits until the servers list
 // them all ready; it measures the simulator's memory per node.
 func (s *sim) startNodes(ctx context.Context) error {
+	if s.cfg.procs > 1 {
+		return s.startNodesSplit(ctx)
+	}
 	before := simMemory()
 	var nodeTLS *tlsconf.Store
 	if s.pki != nil {
@@ -236,7 +270,7 @@ func (s *sim) startNodes(ctx context.Context) error {
 	// fsync (host/client's node-id file), which on a busy disk would
 	// otherwise pace the start, one node at a time.
 	nodes := make([]*simNode, s.cfg.nodes)
-	err := parallel(ctx, s.cfg.nodes, 32, func(_ context.Context, i int) (err error) {
+	err := parallel(ctx, s.cfg.nodes, startWidth, func(_ context.Context, i int) (err error) {
 		nodes[i], err = startNode(nodesDir, i, o)
 		return err
 	})
@@ -326,12 +360,11 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 			return nil, err
 		}
 	}
-	simBefore, err := readProcStat(os.Getpid())
+	simBefore := s.simCPU()
+	countsBefore, err := s.counts()
 	if err != nil {
 		return nil, err
 	}
-	hb := s.calls.heartbeats()
-	callsBefore := s.calls.snapshot()
 	start := time.Now()
 	select {
 	case <-time.After(d):
@@ -339,8 +372,13 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 		return nil, ctx.Err()
 	}
 	wall := time.Since(start)
-	w := &window{Seconds: wall.Seconds(), Heartbeats: float64(s.calls.heartbeats()-hb) / wall.Seconds(),
-		Calls: rates(callsBefore, s.calls.snapshot(), wall.Seconds())}
+	countsAfter, err := s.counts()
+	if err != nil {
+		return nil, err
+	}
+	hbs := countsAfter.heartbeats() - countsBefore.heartbeats()
+	w := &window{Seconds: wall.Seconds(), Heartbeats: float64(hbs) / wall.Seconds(),
+		Calls: rates(countsBefore.calls, countsAfter.calls, wall.Seconds())}
 	var followers []float64
 	for _, sv := range s.servers {
 		after, err := readProcStat(pids[sv])
@@ -350,8 +388,8 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 		pct := 100 * float64(after.cpu-before[sv].cpu) / float64(wall)
 		if sv == leader {
 			w.LeaderCPU, w.LeaderRSS = pct, after.rss
-			if n := s.calls.heartbeats() - hb; n > 0 {
-				w.HeartbeatCPU = float64((after.cpu - before[sv].cpu).Microseconds()) / float64(n)
+			if hbs > 0 {
+				w.HeartbeatCPU = float64((after.cpu - before[sv].cpu).Microseconds()) / float64(hbs)
 			}
 		} else {
 			followers = append(followers, pct)
@@ -360,11 +398,7 @@ func (s *sim) measure(ctx context.Context, d time.Duration) (*window, error) {
 	for _, f := range followers {
 		w.FollowerCPU += f / float64(len(followers))
 	}
-	simAfter, err := readProcStat(os.Getpid())
-	if err != nil {
-		return nil, err
-	}
-	w.SimCPU = 100 * float64(simAfter.cpu-simBefore.cpu) / float64(wall)
+	w.SimCPU = 100 * float64(s.simCPU()-simBefore) / float64(wall)
 	return w, nil
 }
 
@@ -380,6 +414,7 @@ func (s *sim) stop() {
 	}
 	wg.Wait()
 	s.nodes = nil
+	s.stopNodeProcs()
 	for _, sv := range s.servers {
 		sv.stop()
 	}

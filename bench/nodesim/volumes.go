@@ -110,7 +110,9 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 	}
 	registered := make([]time.Time, n)
 	took := make([]float64, n) // each register call, seconds
-	s.phases.start()
+	if err := s.startPhases(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := parallel(ctx, n, registerWidth, func(ctx context.Context, i int) error {
 		registered[i] = time.Now()
@@ -155,6 +157,9 @@ func (s *sim) runVolumeJobs(ctx context.Context, n int) (*volumeRun, error) {
 	for i, j := range jobs {
 		byJob[j.GetId()] = registered[i]
 		volumeOf[j.GetId()] = simVolumeID(i)
+	}
+	if err := s.gatherPhases(); err != nil {
+		return r, err
 	}
 	var err error
 	if r.Phases, err = s.collectPhases(ctx, start, byJob, end, volumeOf); err != nil {
