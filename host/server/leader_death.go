@@ -118,9 +118,19 @@ func (s *Server) leaderGone(addr, id string, changes <-chan raft.Observation) bo
 			}
 		}
 	}()
+	return connGone(ctx, conn, addr, probeRefused, nil)
+}
+
+// connGone watches conn to addr and reports true once it was up, is not,
+// and probe finds the dial to addr refused; false when ctx ends. seen,
+// if set, is told each state it acts on (tests).
+func connGone(ctx context.Context, conn *grpc.ClientConn, addr string, probe func(context.Context, string) bool, seen func(connectivity.State)) bool {
 	wasReady := false
 	for {
 		state := conn.GetState()
+		if seen != nil {
+			seen(state)
+		}
 		switch {
 		case state == connectivity.Ready:
 			wasReady = true
@@ -128,23 +138,23 @@ func (s *Server) leaderGone(addr, id string, changes <-chan raft.Observation) bo
 			// The connection was up and is not: the leader closed it
 			// (its process ended, or it stopped serving), or an idle
 			// timeout did. Only a refused dial says the process is gone.
-			if probeRefused(ctx, addr) {
+			// A dying process's kernel closes its connections before
+			// its listener, so a dial at once may still connect: every
+			// later change of the reconnecting connection (a refused
+			// reconnect fails it) probes again, until it is up again.
+			if probe(ctx, addr) {
 				return true
 			}
-			wasReady = false
-			conn.Connect()
+			if state == connectivity.Idle {
+				conn.Connect()
+			}
 		case state == connectivity.Idle:
 			conn.Connect()
 		}
-		if !waitStateChange(ctx, conn, state) {
+		if !conn.WaitForStateChange(ctx, state) {
 			return false
 		}
 	}
-}
-
-// waitStateChange waits for conn to leave state; false when ctx ends.
-func waitStateChange(ctx context.Context, conn *grpc.ClientConn, state connectivity.State) bool {
-	return conn.WaitForStateChange(ctx, state)
 }
 
 // probeRefused dials addr once and reports whether the dial was refused:

@@ -4,10 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"berth.dev/berth/internal/testutil"
 )
@@ -133,5 +138,63 @@ func TestProbeRefusedOnlyWhenNothingListens(t *testing.T) {
 	defer stopped.Close()
 	if probeRefused(context.Background(), stopped.Addr().String()) {
 		t.Error("dial to a listening but never-accepting socket taken as refused")
+	}
+}
+
+// keepListening is a listener whose Close stops accepting but leaves the
+// socket listening (the kernel still completes handshakes): the kernel of
+// a dying process may close its connections a moment before its listener.
+type keepListening struct{ *net.TCPListener }
+
+func (l keepListening) Close() error { return l.SetDeadline(time.Now()) }
+
+// TestConnGoneWhenTheListenerClosesAfterTheConnections: the first probe
+// after the connection closed still connects (the listener is not closed
+// yet); the reconnect that fails a moment later probes again, refused.
+func TestConnGoneWhenTheListenerClosesAfterTheConnections(t *testing.T) {
+	lis := listen(t)
+	addr := lis.Addr().String()
+	srv := grpc.NewServer()
+	go func() { _ = srv.Serve(keepListening{lis.(*net.TCPListener)}) }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+
+	ready := make(chan struct{})
+	var once sync.Once
+	seen := func(st connectivity.State) {
+		if st == connectivity.Ready {
+			once.Do(func() { close(ready) })
+		}
+	}
+	var probes atomic.Int32
+	probe := func(ctx context.Context, a string) bool {
+		refused := probeRefused(ctx, a)
+		if probes.Add(1) == 1 {
+			if refused {
+				t.Error("the first probe was refused: the listener was still open")
+			}
+			lis.Close() // now the kernel closes the listener too
+		}
+		return refused
+	}
+	gone := make(chan bool, 1)
+	go func() { gone <- connGone(ctx, conn, addr, probe, seen) }()
+	conn.Connect()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		t.Fatal("the connection never came up")
+	}
+	srv.Stop() // closes the connections, not the listener
+	if !<-gone {
+		t.Fatalf("the closed server was not found gone (%d probes)", probes.Load())
+	}
+	if n := probes.Load(); n < 2 {
+		t.Errorf("%d probes, want the refused one after the first", n)
 	}
 }
