@@ -169,6 +169,9 @@ type options struct {
 	raftTransport raft.Transport
 	// proxy sets the client proxy's deadlines and retries.
 	proxy clientproxy.Tunables
+	// raftLease, when set, replaces raft's leader lease (and so the
+	// timeout of a hurried election, raft_hurry.go).
+	raftLease time.Duration
 }
 
 func (o options) withDefaults() options {

@@ -109,6 +109,11 @@ type Server struct {
 	// restoring is the operator snapshot restore under way on this
 	// leader, one at a time (restore_serial.go).
 	restoring restoreGate
+
+	// death is the leader-death detector's tally (leader_death.go);
+	// raftTimeouts what a hurried election puts back (raft_hurry.go).
+	death        leaderDeath
+	raftTimeouts raftTimeouts
 }
 
 // New starts a server: raft (bootstrapped at once when BootstrapExpect is 1
@@ -236,6 +241,7 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 
 	s.goRun(s.monitorLeadership)
 	s.goRun(s.discovery.run)
+	s.goRun(s.watchLeaderDeath)
 	s.logger.Info("server started", "id", s.id, "name", cfg.Name, "rpc", cfg.RPCAddr, "raft", s.raftAddr(), "bootstrap_expect", cfg.BootstrapExpect)
 	return s, nil
 }
@@ -281,6 +287,7 @@ func serverID(cfg *Config) (string, error) {
 func (s *Server) setupRaft() error {
 	rc := s.cfg.raftConfig(s.id)
 	rc.NotifyCh = s.leaderNotify
+	s.useRaftLease(rc)
 
 	var (
 		logs   raft.LogStore
@@ -360,6 +367,7 @@ func (s *Server) setupRaft() error {
 		return fmt.Errorf("starting raft: %w", err)
 	}
 	s.raft = r
+	s.raftTimeouts.normal = r.ReloadableConfig()
 	return nil
 }
 
