@@ -41,6 +41,20 @@ func (g *gatedLogStore) DeleteRange(lo, hi uint64) error {
 	return g.InmemStore.DeleteRange(lo, hi)
 }
 
+// FirstIndex is the oldest entry held, as bolt's is (raft's InmemStore
+// moves its own past the deleted range even where the log has a gap).
+func (g *gatedLogStore) FirstIndex() (uint64, error) {
+	first, _ := g.InmemStore.FirstIndex()
+	last, _ := g.InmemStore.LastIndex()
+	var l raft.Log
+	for i := first; i != 0 && i <= last; i++ {
+		if g.InmemStore.GetLog(i, &l) == nil {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
 func (g *gatedLogStore) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -144,11 +158,16 @@ func TestLogTruncationOfTheEndIsDoneAtOnce(t *testing.T) {
 func TestStoreBelowTheCompactedFloorFinishesTheDeletion(t *testing.T) {
 	inner := newGatedLogStore(t, 100)
 	c := newCompactingLogStore(inner, hclog.NewNullLogger())
-	if err := c.DeleteRange(1, 100); err != nil {
+	if err := c.DeleteRange(1, 90); err != nil {
+		t.Fatal(err)
+	}
+	// The rest cut from the end of the log, as the store's own
+	// synchronous path would once the disk lets it.
+	if err := inner.InmemStore.DeleteRange(91, 100); err != nil {
 		t.Fatal(err)
 	}
 	if first, last := indexes(t, c); first != 0 || last != 0 {
-		t.Fatalf("every entry compacted, raft sees %d..%d, want 0..0 (empty)", first, last)
+		t.Fatalf("every entry deleted, raft sees %d..%d, want 0..0 (empty)", first, last)
 	}
 	close(inner.gate)
 	storeEntries(t, c, 50, 60, 2)
@@ -158,6 +177,96 @@ func TestStoreBelowTheCompactedFloorFinishesTheDeletion(t *testing.T) {
 	var l raft.Log
 	if err := c.GetLog(50, &l); err != nil || l.Term != 2 {
 		t.Fatalf("GetLog(50): term %d, %v; want the new entry of term 2", l.Term, err)
+	}
+}
+
+// A cut that reaches the newest entry (a follower truncating conflicting
+// entries from its oldest on) is done before DeleteRange returns, even
+// though it starts at the oldest entry: a crash must not bring back the
+// uncommitted entries it cut.
+func TestLogTruncationOfTheWholeLogIsDoneAtOnce(t *testing.T) {
+	inner := newGatedLogStore(t, 100)
+	close(inner.gate)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 100); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	floor := c.floor
+	c.mu.Unlock()
+	if floor != 0 {
+		t.Fatalf("the cut of the whole log was left to the background (floor %d)", floor)
+	}
+	if first, last := indexes(t, inner.InmemStore); first != 0 || last != 0 {
+		t.Fatalf("the disk holds %d..%d after the cut, want nothing", first, last)
+	}
+}
+
+// logWithGap is a follower's log after it installed a snapshot far ahead
+// of it: its old entries 1..1000, then the leader's from 100,001.
+func logWithGap(t *testing.T, to uint64) *gatedLogStore {
+	inner := newGatedLogStore(t, 1000)
+	storeEntries(t, inner.InmemStore, 100_001, to, 2)
+	return inner
+}
+
+// The background deletion skips a gap in the log rather than writing (and
+// fsyncing) an empty chunk per compactChunk indexes of it.
+func TestLogCompactionSkipsGapsInTheLog(t *testing.T) {
+	inner := logWithGap(t, 120_000)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 110_000); err != nil {
+		t.Fatal(err)
+	}
+	close(inner.gate)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if first, _ := indexes(t, inner); first != 110_001 {
+			return fmt.Errorf("the disk's first entry is %d, want 110001", first)
+		}
+		return nil
+	})
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+	inner.mu.Lock()
+	defer inner.mu.Unlock()
+	// 11,000 entries: 2 chunks below the gap, 20 above it.
+	if want := (1000+compactChunk-1)/compactChunk + (10_000+compactChunk-1)/compactChunk; len(inner.deletes) > want {
+		t.Fatalf("%d deletions for 11,000 entries, want at most %d: %v", len(inner.deletes), want, inner.deletes)
+	}
+}
+
+// While a deletion is pending, FirstIndex names an entry that exists, also
+// when the deleted range ends inside a gap of the log.
+func TestLogFirstIndexExistsAcrossAGap(t *testing.T) {
+	inner := logWithGap(t, 100_010)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	defer close(inner.gate)
+	if err := c.DeleteRange(1, 50_000); err != nil {
+		t.Fatal(err)
+	}
+	first, last := indexes(t, c)
+	if first != 100_001 || last != 100_010 {
+		t.Fatalf("raft sees %d..%d, want 100001..100010", first, last)
+	}
+	var l raft.Log
+	if err := c.GetLog(first, &l); err != nil {
+		t.Fatalf("FirstIndex() = %d but GetLog: %v", first, err)
+	}
+	// The log emptied by the deletion, then stored anew past the gap.
+	inner2 := newGatedLogStore(t, 1000)
+	c2 := newCompactingLogStore(inner2, hclog.NewNullLogger())
+	defer close(inner2.gate)
+	if err := c2.DeleteRange(1, 995); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner2.InmemStore.DeleteRange(996, 1000); err != nil { // the end cut
+		t.Fatal(err)
+	}
+	storeEntries(t, c2, 100_001, 100_010, 2)
+	if first, _ := indexes(t, c2); first != 100_001 {
+		t.Fatalf("after a store past the gap FirstIndex() = %d, want 100001", first)
 	}
 }
 
