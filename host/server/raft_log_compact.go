@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,7 +50,9 @@ type compactingLogStore struct {
 	// stops.
 	running bool
 	idle    chan struct{}
-	closed  bool
+	// err is the background deletion's last failure.
+	err    error
+	closed bool
 	// logger hears of a background deletion that failed: the entries stay
 	// on the disk until the next DeleteRange retries them.
 	logger hclog.Logger
@@ -231,6 +234,7 @@ func (c *compactingLogStore) compact(idle chan struct{}) {
 		c.mu.Lock()
 		if err != nil {
 			c.running = false
+			c.err = err
 			c.mu.Unlock()
 			c.logger.Error("deleting compacted raft log entries failed; the next compaction retries", "from", lo, "to", hi, "error", err)
 			return
@@ -244,25 +248,37 @@ func (c *compactingLogStore) compact(idle chan struct{}) {
 }
 
 // settle deletes from the disk, before it returns, everything raft
-// deleted, and sets the floor back to nothing.
+// deleted, and sets the floor back to nothing. Where the background
+// deletion stopped (it failed), settle runs it again and waits: a chunk at
+// a time, so that raft's reads (GetLog) meanwhile do not wait for one
+// long write.
 func (c *compactingLogStore) settle() error {
+	restarted := false
 	for {
 		c.mu.Lock()
-		if !c.running {
-			break
+		switch {
+		case c.running:
+		case c.from > c.floor:
+			c.from, c.floor = 1, 0
+			c.mu.Unlock()
+			return nil
+		case c.closed:
+			c.mu.Unlock()
+			return errLogStoreClosed
+		case restarted:
+			err := c.err
+			c.mu.Unlock()
+			return fmt.Errorf("deleting compacted raft log entries: %w", err)
+		default:
+			restarted = true
+			c.running = true
+			c.idle = make(chan struct{})
+			go c.compact(c.idle)
 		}
 		idle := c.idle
 		c.mu.Unlock()
 		<-idle
 	}
-	defer c.mu.Unlock()
-	if c.from <= c.floor {
-		if err := c.inner.DeleteRange(c.from, c.floor); err != nil {
-			return err
-		}
-	}
-	c.from, c.floor = 1, 0
-	return nil
 }
 
 // Close stops the background deletion (what is left is deleted at the

@@ -25,6 +25,10 @@ type gatedLogStore struct {
 	mu      sync.Mutex
 	deletes [][2]uint64
 	closed  bool
+	// failNext makes the next DeleteRange fail; entered counts the
+	// DeleteRange calls begun.
+	failNext bool
+	entered  int
 }
 
 func newGatedLogStore(t *testing.T, entries uint64) *gatedLogStore {
@@ -34,8 +38,17 @@ func newGatedLogStore(t *testing.T, entries uint64) *gatedLogStore {
 }
 
 func (g *gatedLogStore) DeleteRange(lo, hi uint64) error {
-	<-g.gate
 	g.mu.Lock()
+	g.entered++
+	gate := g.gate
+	g.mu.Unlock()
+	<-gate
+	g.mu.Lock()
+	if g.failNext {
+		g.failNext = false
+		g.mu.Unlock()
+		return errors.New("disk full")
+	}
 	g.deletes = append(g.deletes, [2]uint64{lo, hi})
 	g.mu.Unlock()
 	return g.InmemStore.DeleteRange(lo, hi)
@@ -199,6 +212,59 @@ func TestLogTruncationOfTheWholeLogIsDoneAtOnce(t *testing.T) {
 	}
 	if first, last := indexes(t, inner.InmemStore); first != 0 || last != 0 {
 		t.Fatalf("the disk holds %d..%d after the cut, want nothing", first, last)
+	}
+}
+
+// Where the background deletion failed and raft then stores below the
+// floor, the deletion finishes first, and raft's reads meanwhile do not
+// wait for it.
+func TestStoreAfterAFailedDeletionDoesNotBlockReads(t *testing.T) {
+	inner := newGatedLogStore(t, 100)
+	inner.failNext = true
+	close(inner.gate)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 90); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+	if first, _ := indexes(t, inner); first != 1 {
+		t.Fatalf("the failed deletion left the disk from %d, want 1", first)
+	}
+	inner.mu.Lock()
+	inner.gate = make(chan struct{})
+	entered := inner.entered
+	inner.mu.Unlock()
+	stored := make(chan error, 1)
+	go func() {
+		stored <- c.StoreLogs([]*raft.Log{{Index: 50, Term: 2, Type: raft.LogCommand}})
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		inner.mu.Lock()
+		defer inner.mu.Unlock()
+		if inner.entered == entered {
+			return errors.New("the store has not begun the deletion again")
+		}
+		return nil
+	})
+	returns(t, "GetLog while the deletion the store waits for is blocked", 10*time.Second, func() error {
+		var l raft.Log
+		return c.GetLog(95, &l)
+	})
+	inner.mu.Lock()
+	close(inner.gate)
+	inner.mu.Unlock()
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := inner.InmemStore.GetLog(10, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("the disk still holds compacted entry 10 after the store (%v)", err)
+	}
+	if err := c.GetLog(50, &l); err != nil || l.Term != 2 {
+		t.Fatalf("GetLog(50): term %d, %v; want the new entry of term 2", l.Term, err)
 	}
 }
 
@@ -410,6 +476,24 @@ func BenchmarkLogCompaction(b *testing.B) {
 	}
 }
 
+// registerThroughLeaderChanges registers n with the leader among the live
+// servers but those excluded, again after a leader change: on a loaded
+// machine a follower's heartbeat timeout can fire and the leader step
+// down with the registration in flight ("leadership lost while
+// committing log"). Registering a node again is harmless.
+func registerThroughLeaderChanges(t *testing.T, tc *testCluster, n *pb.Node, excluding ...*Server) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, s := range tc.live(excluding...) {
+			if s.IsLeader() {
+				_, err := tc.register(s, n)
+				return err
+			}
+		}
+		return errors.New("no leader")
+	})
+}
+
 // Through raft with the log on disk: servers compact behind snapshots, a
 // lagging follower installs one (compacting its own log inside the
 // install), and after a restart of every server in turn the log and the
@@ -423,9 +507,7 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 	leader := tc.waitLeader()
 	lagging := tc.followers(leader)[0]
 	for i := range 40 {
-		if _, err := tc.register(leader, testNode(fmt.Sprintf("before-%03d", i))); err != nil {
-			t.Fatal(err)
-		}
+		registerThroughLeaderChanges(t, tc, testNode(fmt.Sprintf("before-%03d", i)))
 	}
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if lagging.raft.AppliedIndex() < leader.raft.AppliedIndex() {
@@ -438,9 +520,7 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 	for i := range 100 {
 		n := testNode(fmt.Sprintf("n%03d", i))
 		ids = append(ids, n.GetId())
-		if _, err := tc.register(leader, n); err != nil {
-			t.Fatal(err)
-		}
+		registerThroughLeaderChanges(t, tc, n, lagging)
 	}
 	for _, s := range tc.followers(lagging) {
 		testutil.WaitFor(t, 10*time.Second, func() error {
@@ -470,11 +550,9 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 		tc.restart(s, nil)
 		tc.waitLeader()
 	}
-	leader = tc.waitLeader()
+	tc.waitLeader()
 	after := testNode("after-restarts")
-	if _, err := tc.register(leader, after); err != nil {
-		t.Fatal(err)
-	}
+	registerThroughLeaderChanges(t, tc, after)
 	for _, s := range tc.servers {
 		waitNode(t, s, after.GetId(), pb.NodeStatus_NODE_STATUS_READY)
 		for _, id := range ids {
