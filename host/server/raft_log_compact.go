@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,8 +34,10 @@ type closingLogStore interface {
 // start, as if the compaction had not run: they are entries a snapshot
 // covers, which raft skips (it restores the snapshot and replays only
 // what follows it) and deletes at its next compaction. A DeleteRange of
-// any other range (a follower cutting conflicting entries from the end of
-// its log) is done before it returns, as raft needs.
+// any other range is done before it returns, as raft needs: a follower
+// cutting conflicting entries from the end of its log, even where the
+// cut starts at its oldest entry, so that no uncommitted entry it cut
+// comes back after a crash.
 type compactingLogStore struct {
 	inner closingLogStore
 
@@ -47,7 +50,9 @@ type compactingLogStore struct {
 	// stops.
 	running bool
 	idle    chan struct{}
-	closed  bool
+	// err is the background deletion's last failure.
+	err    error
+	closed bool
 	// logger hears of a background deletion that failed: the entries stay
 	// on the disk until the next DeleteRange retries them.
 	logger hclog.Logger
@@ -82,19 +87,42 @@ func (c *compactingLogStore) firstLocked() (uint64, error) {
 	if last <= c.floor {
 		return 0, nil
 	}
-	return c.floor + 1, nil
+	return c.firstAboveFloorLocked(last)
+}
+
+// firstAboveFloorLocked is the oldest entry on the disk above the floor,
+// given that the newest, last, is. It is floor+1 unless the log has a gap
+// there: a follower that installed a snapshot far ahead of its log keeps
+// its old entries below the snapshot and stores the leader's from the
+// snapshot on, and the floor can fall between the two. raft appends
+// without gaps after the snapshot, so the entries above the gap run to
+// last and a binary search finds the oldest in a few reads.
+func (c *compactingLogStore) firstAboveFloorLocked(last uint64) (uint64, error) {
+	var l raft.Log
+	lo, hi := c.floor+1, last // hi is on the disk; find the oldest from lo.
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		switch err := c.inner.GetLog(mid, &l); {
+		case err == nil:
+			hi = mid
+		case errors.Is(err, raft.ErrLogNotFound):
+			lo = mid + 1
+		default:
+			return 0, err
+		}
+	}
+	return hi, nil
 }
 
 // LastIndex is the newest entry, 0 when raft deleted every entry.
 func (c *compactingLogStore) LastIndex() (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	last, err := c.inner.LastIndex()
 	if err != nil {
 		return 0, err
 	}
-	c.mu.Lock()
-	floor := c.floor
-	c.mu.Unlock()
-	if last <= floor {
+	if last <= c.floor {
 		return 0, nil
 	}
 	return last, nil
@@ -133,7 +161,8 @@ func (c *compactingLogStore) StoreLogs(logs []*raft.Log) error {
 }
 
 // DeleteRange deletes [lo, hi]. A range from the oldest entry raft has
-// is deleted in the background; any other at once.
+// that leaves entries after it is deleted in the background; any other at
+// once.
 func (c *compactingLogStore) DeleteRange(lo, hi uint64) error {
 	if lo > hi {
 		return nil
@@ -147,9 +176,15 @@ func (c *compactingLogStore) DeleteRange(lo, hi uint64) error {
 	if err != nil {
 		return err
 	}
-	if first != 0 && lo > first && lo > c.floor+1 {
-		// Not the oldest entries: the end of the log, cut now.
-		return c.inner.DeleteRange(lo, hi)
+	last, err := c.inner.LastIndex()
+	if err != nil {
+		return err
+	}
+	if first != 0 && hi > c.floor && (lo > first && lo > c.floor+1 || hi >= last) {
+		// Not the oldest entries, or up to the newest: the end of the
+		// log, cut now (above the floor: what is below is raft's deleted
+		// prefix, which the background deletion owns).
+		return c.inner.DeleteRange(max(lo, c.floor+1), hi)
 	}
 	if hi <= c.floor {
 		return nil
@@ -169,7 +204,10 @@ func (c *compactingLogStore) DeleteRange(lo, hi uint64) error {
 }
 
 // compact deletes from the disk what raft deleted, a chunk at a time,
-// until nothing is left or the store closes.
+// until nothing is left or the store closes. Each chunk starts at the
+// disk's oldest entry, not at from: a log with a gap (a follower's old
+// entries, then the leader's from far past a snapshot it installed) would
+// otherwise cost an empty write, with its fsync, per chunk of the gap.
 func (c *compactingLogStore) compact(idle chan struct{}) {
 	defer close(idle)
 	for {
@@ -179,17 +217,30 @@ func (c *compactingLogStore) compact(idle chan struct{}) {
 			c.mu.Unlock()
 			return
 		}
-		lo, hi := c.from, min(c.floor, c.from+compactChunk-1)
+		first, err := c.inner.FirstIndex()
+		if err == nil && (first == 0 || first > c.floor) {
+			// The disk holds nothing at or below the floor any more.
+			c.from = c.floor + 1
+			c.mu.Unlock()
+			continue
+		}
+		from := c.from
+		lo := max(from, first)
+		hi := min(c.floor, lo+compactChunk-1)
 		c.mu.Unlock()
-		err := c.inner.DeleteRange(lo, hi)
+		if err == nil {
+			err = c.inner.DeleteRange(lo, hi)
+		}
 		c.mu.Lock()
 		if err != nil {
 			c.running = false
+			c.err = err
 			c.mu.Unlock()
 			c.logger.Error("deleting compacted raft log entries failed; the next compaction retries", "from", lo, "to", hi, "error", err)
 			return
 		}
-		if c.from == lo {
+		if c.from == from {
+			// Not lowered meanwhile by a DeleteRange.
 			c.from = hi + 1
 		}
 		c.mu.Unlock()
@@ -197,25 +248,37 @@ func (c *compactingLogStore) compact(idle chan struct{}) {
 }
 
 // settle deletes from the disk, before it returns, everything raft
-// deleted, and sets the floor back to nothing.
+// deleted, and sets the floor back to nothing. Where the background
+// deletion stopped (it failed), settle runs it again and waits: a chunk at
+// a time, so that raft's reads (GetLog) meanwhile do not wait for one
+// long write.
 func (c *compactingLogStore) settle() error {
+	restarted := false
 	for {
 		c.mu.Lock()
-		if !c.running {
-			break
+		switch {
+		case c.running:
+		case c.from > c.floor:
+			c.from, c.floor = 1, 0
+			c.mu.Unlock()
+			return nil
+		case c.closed:
+			c.mu.Unlock()
+			return errLogStoreClosed
+		case restarted:
+			err := c.err
+			c.mu.Unlock()
+			return fmt.Errorf("deleting compacted raft log entries: %w", err)
+		default:
+			restarted = true
+			c.running = true
+			c.idle = make(chan struct{})
+			go c.compact(c.idle)
 		}
 		idle := c.idle
 		c.mu.Unlock()
 		<-idle
 	}
-	defer c.mu.Unlock()
-	if c.from <= c.floor {
-		if err := c.inner.DeleteRange(c.from, c.floor); err != nil {
-			return err
-		}
-	}
-	c.from, c.floor = 1, 0
-	return nil
 }
 
 // Close stops the background deletion (what is left is deleted at the

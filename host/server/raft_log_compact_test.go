@@ -25,6 +25,10 @@ type gatedLogStore struct {
 	mu      sync.Mutex
 	deletes [][2]uint64
 	closed  bool
+	// failNext makes the next DeleteRange fail; entered counts the
+	// DeleteRange calls begun.
+	failNext bool
+	entered  int
 }
 
 func newGatedLogStore(t *testing.T, entries uint64) *gatedLogStore {
@@ -34,11 +38,34 @@ func newGatedLogStore(t *testing.T, entries uint64) *gatedLogStore {
 }
 
 func (g *gatedLogStore) DeleteRange(lo, hi uint64) error {
-	<-g.gate
 	g.mu.Lock()
+	g.entered++
+	gate := g.gate
+	g.mu.Unlock()
+	<-gate
+	g.mu.Lock()
+	if g.failNext {
+		g.failNext = false
+		g.mu.Unlock()
+		return errors.New("disk full")
+	}
 	g.deletes = append(g.deletes, [2]uint64{lo, hi})
 	g.mu.Unlock()
 	return g.InmemStore.DeleteRange(lo, hi)
+}
+
+// FirstIndex is the oldest entry held, as bolt's is (raft's InmemStore
+// moves its own past the deleted range even where the log has a gap).
+func (g *gatedLogStore) FirstIndex() (uint64, error) {
+	first, _ := g.InmemStore.FirstIndex()
+	last, _ := g.InmemStore.LastIndex()
+	var l raft.Log
+	for i := first; i != 0 && i <= last; i++ {
+		if g.InmemStore.GetLog(i, &l) == nil {
+			return i, nil
+		}
+	}
+	return 0, nil
 }
 
 func (g *gatedLogStore) Close() error {
@@ -144,11 +171,16 @@ func TestLogTruncationOfTheEndIsDoneAtOnce(t *testing.T) {
 func TestStoreBelowTheCompactedFloorFinishesTheDeletion(t *testing.T) {
 	inner := newGatedLogStore(t, 100)
 	c := newCompactingLogStore(inner, hclog.NewNullLogger())
-	if err := c.DeleteRange(1, 100); err != nil {
+	if err := c.DeleteRange(1, 90); err != nil {
+		t.Fatal(err)
+	}
+	// The rest cut from the end of the log, as the store's own
+	// synchronous path would once the disk lets it.
+	if err := inner.InmemStore.DeleteRange(91, 100); err != nil {
 		t.Fatal(err)
 	}
 	if first, last := indexes(t, c); first != 0 || last != 0 {
-		t.Fatalf("every entry compacted, raft sees %d..%d, want 0..0 (empty)", first, last)
+		t.Fatalf("every entry deleted, raft sees %d..%d, want 0..0 (empty)", first, last)
 	}
 	close(inner.gate)
 	storeEntries(t, c, 50, 60, 2)
@@ -158,6 +190,149 @@ func TestStoreBelowTheCompactedFloorFinishesTheDeletion(t *testing.T) {
 	var l raft.Log
 	if err := c.GetLog(50, &l); err != nil || l.Term != 2 {
 		t.Fatalf("GetLog(50): term %d, %v; want the new entry of term 2", l.Term, err)
+	}
+}
+
+// A cut that reaches the newest entry (a follower truncating conflicting
+// entries from its oldest on) is done before DeleteRange returns, even
+// though it starts at the oldest entry: a crash must not bring back the
+// uncommitted entries it cut.
+func TestLogTruncationOfTheWholeLogIsDoneAtOnce(t *testing.T) {
+	inner := newGatedLogStore(t, 100)
+	close(inner.gate)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 100); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	floor := c.floor
+	c.mu.Unlock()
+	if floor != 0 {
+		t.Fatalf("the cut of the whole log was left to the background (floor %d)", floor)
+	}
+	if first, last := indexes(t, inner.InmemStore); first != 0 || last != 0 {
+		t.Fatalf("the disk holds %d..%d after the cut, want nothing", first, last)
+	}
+}
+
+// Where the background deletion failed and raft then stores below the
+// floor, the deletion finishes first, and raft's reads meanwhile do not
+// wait for it.
+func TestStoreAfterAFailedDeletionDoesNotBlockReads(t *testing.T) {
+	inner := newGatedLogStore(t, 100)
+	inner.failNext = true
+	close(inner.gate)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 90); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+	if first, _ := indexes(t, inner); first != 1 {
+		t.Fatalf("the failed deletion left the disk from %d, want 1", first)
+	}
+	inner.mu.Lock()
+	inner.gate = make(chan struct{})
+	entered := inner.entered
+	inner.mu.Unlock()
+	stored := make(chan error, 1)
+	go func() {
+		stored <- c.StoreLogs([]*raft.Log{{Index: 50, Term: 2, Type: raft.LogCommand}})
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		inner.mu.Lock()
+		defer inner.mu.Unlock()
+		if inner.entered == entered {
+			return errors.New("the store has not begun the deletion again")
+		}
+		return nil
+	})
+	returns(t, "GetLog while the deletion the store waits for is blocked", 10*time.Second, func() error {
+		var l raft.Log
+		return c.GetLog(95, &l)
+	})
+	inner.mu.Lock()
+	close(inner.gate)
+	inner.mu.Unlock()
+	if err := <-stored; err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := inner.InmemStore.GetLog(10, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("the disk still holds compacted entry 10 after the store (%v)", err)
+	}
+	if err := c.GetLog(50, &l); err != nil || l.Term != 2 {
+		t.Fatalf("GetLog(50): term %d, %v; want the new entry of term 2", l.Term, err)
+	}
+}
+
+// logWithGap is a follower's log after it installed a snapshot far ahead
+// of it: its old entries 1..1000, then the leader's from 100,001.
+func logWithGap(t *testing.T, to uint64) *gatedLogStore {
+	inner := newGatedLogStore(t, 1000)
+	storeEntries(t, inner.InmemStore, 100_001, to, 2)
+	return inner
+}
+
+// The background deletion skips a gap in the log rather than writing (and
+// fsyncing) an empty chunk per compactChunk indexes of it.
+func TestLogCompactionSkipsGapsInTheLog(t *testing.T) {
+	inner := logWithGap(t, 120_000)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	if err := c.DeleteRange(1, 110_000); err != nil {
+		t.Fatal(err)
+	}
+	close(inner.gate)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if first, _ := indexes(t, inner); first != 110_001 {
+			return fmt.Errorf("the disk's first entry is %d, want 110001", first)
+		}
+		return nil
+	})
+	c.mu.Lock()
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+	inner.mu.Lock()
+	defer inner.mu.Unlock()
+	// 11,000 entries: 2 chunks below the gap, 20 above it.
+	if want := (1000+compactChunk-1)/compactChunk + (10_000+compactChunk-1)/compactChunk; len(inner.deletes) > want {
+		t.Fatalf("%d deletions for 11,000 entries, want at most %d: %v", len(inner.deletes), want, inner.deletes)
+	}
+}
+
+// While a deletion is pending, FirstIndex names an entry that exists, also
+// when the deleted range ends inside a gap of the log.
+func TestLogFirstIndexExistsAcrossAGap(t *testing.T) {
+	inner := logWithGap(t, 100_010)
+	c := newCompactingLogStore(inner, hclog.NewNullLogger())
+	defer close(inner.gate)
+	if err := c.DeleteRange(1, 50_000); err != nil {
+		t.Fatal(err)
+	}
+	first, last := indexes(t, c)
+	if first != 100_001 || last != 100_010 {
+		t.Fatalf("raft sees %d..%d, want 100001..100010", first, last)
+	}
+	var l raft.Log
+	if err := c.GetLog(first, &l); err != nil {
+		t.Fatalf("FirstIndex() = %d but GetLog: %v", first, err)
+	}
+	// The log emptied by the deletion, then stored anew past the gap.
+	inner2 := newGatedLogStore(t, 1000)
+	c2 := newCompactingLogStore(inner2, hclog.NewNullLogger())
+	defer close(inner2.gate)
+	if err := c2.DeleteRange(1, 995); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner2.InmemStore.DeleteRange(996, 1000); err != nil { // the end cut
+		t.Fatal(err)
+	}
+	storeEntries(t, c2, 100_001, 100_010, 2)
+	if first, _ := indexes(t, c2); first != 100_001 {
+		t.Fatalf("after a store past the gap FirstIndex() = %d, want 100001", first)
 	}
 }
 
@@ -301,6 +476,24 @@ func BenchmarkLogCompaction(b *testing.B) {
 	}
 }
 
+// registerThroughLeaderChanges registers n with the leader among the live
+// servers but those excluded, again after a leader change: on a loaded
+// machine a follower's heartbeat timeout can fire and the leader step
+// down with the registration in flight ("leadership lost while
+// committing log"). Registering a node again is harmless.
+func registerThroughLeaderChanges(t *testing.T, tc *testCluster, n *pb.Node, excluding ...*Server) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, s := range tc.live(excluding...) {
+			if s.IsLeader() {
+				_, err := tc.register(s, n)
+				return err
+			}
+		}
+		return errors.New("no leader")
+	})
+}
+
 // Through raft with the log on disk: servers compact behind snapshots, a
 // lagging follower installs one (compacting its own log inside the
 // install), and after a restart of every server in turn the log and the
@@ -314,9 +507,7 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 	leader := tc.waitLeader()
 	lagging := tc.followers(leader)[0]
 	for i := range 40 {
-		if _, err := tc.register(leader, testNode(fmt.Sprintf("before-%03d", i))); err != nil {
-			t.Fatal(err)
-		}
+		registerThroughLeaderChanges(t, tc, testNode(fmt.Sprintf("before-%03d", i)))
 	}
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if lagging.raft.AppliedIndex() < leader.raft.AppliedIndex() {
@@ -329,9 +520,7 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 	for i := range 100 {
 		n := testNode(fmt.Sprintf("n%03d", i))
 		ids = append(ids, n.GetId())
-		if _, err := tc.register(leader, n); err != nil {
-			t.Fatal(err)
-		}
+		registerThroughLeaderChanges(t, tc, n, lagging)
 	}
 	for _, s := range tc.followers(lagging) {
 		testutil.WaitFor(t, 10*time.Second, func() error {
@@ -361,11 +550,9 @@ func TestLogOnDiskCompactsThroughInstallAndRestart(t *testing.T) {
 		tc.restart(s, nil)
 		tc.waitLeader()
 	}
-	leader = tc.waitLeader()
+	tc.waitLeader()
 	after := testNode("after-restarts")
-	if _, err := tc.register(leader, after); err != nil {
-		t.Fatal(err)
-	}
+	registerThroughLeaderChanges(t, tc, after)
 	for _, s := range tc.servers {
 		waitNode(t, s, after.GetId(), pb.NodeStatus_NODE_STATUS_READY)
 		for _, id := range ids {
