@@ -2,45 +2,47 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 )
 
-// The queries a restore woke together take turns spread over 200 µs per
-// query (1,000 queries: 200 ms), not all at the same instant, and every one
-// within the window; a query whose caller gives up answers at once.
-func TestQueryTurnsSpreadTheHerd(t *testing.T) {
+// The queries a restore woke together take their turns one at a time, at
+// least the gap apart (1,000 queries at 200 µs: 200 ms), never two at one
+// instant; a query whose caller gives up answers at once.
+func TestQueryTurnsOneAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const herd = 1000
+		ts := newTurnstile(spreadPerQuery)
 		start := time.Now()
 		var mu sync.Mutex
 		var at []time.Duration
 		var wg sync.WaitGroup
 		for range herd {
 			wg.Go(func() {
-				queryTurn(t.Context(), herd)
+				ts.wait(t.Context(), herd)
 				mu.Lock()
 				at = append(at, time.Since(start))
 				mu.Unlock()
 			})
 		}
 		wg.Wait()
-		first, last, most := at[0], at[0], 0
-		same := map[time.Duration]int{}
-		for _, d := range at {
-			first, last = min(first, d), max(last, d)
-			same[d]++
-			most = max(most, same[d])
+		slices.Sort(at)
+		for i := 1; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < spreadPerQuery {
+				t.Fatalf("turns %d and %d %s apart; want one at a time, %s apart", i-1, i, gap, spreadPerQuery)
+			}
 		}
-		if last-first < 100*time.Millisecond || most > herd/10 || last > 200*time.Millisecond {
-			t.Fatalf("%d turns from %s to %s, up to %d at one instant; want them spread over 200ms", herd, first, last, most)
+		if want := herd * spreadPerQuery; at[herd-1] != want {
+			t.Fatalf("the last of %d turns at %s; want %s", herd, at[herd-1], want)
 		}
+
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		before := time.Now()
-		queryTurn(ctx, 20000)
+		ts.wait(ctx, 20000)
 		if waited := time.Since(before); waited != 0 {
 			t.Fatalf("a query whose caller gave up waited %s", waited)
 		}

@@ -148,7 +148,7 @@ func newServer(cfg *Config, lis net.Listener, opts options) (*Server, error) {
 		shutdownCtx:  ctx,
 		cancel:       cancel,
 	}
-	s.fsm.SetQueryTurn(queryTurn)
+	s.fsm.SetQueryTurn(newTurnstile(spreadPerQuery).wait)
 	var statusHooks nodes.StatusHooks
 	if h := opts.hooks; h != nil {
 		// Read at each change: a test sets it once the server runs.
