@@ -41,6 +41,13 @@ import (
 // candidate only when it has heard nothing from the leader for the
 // (hurried) heartbeat timeout, so a wrong signal about a live leader that
 // still reaches this follower changes nothing.
+//
+// Missed, and left to raft's timers: a leader that dies before this
+// follower's connection to it first came up (just elected, still
+// connecting), and a leader restarted on the same address before the
+// first probe (the probe reaches the new process). A leader whose RPC
+// address is this server's own or a wildcard one is not watched at all:
+// a probe would reach this host, not the leader.
 
 // probeTimeout bounds the dial that tells a dead leader from one that
 // only dropped a connection. A refused dial answers at once; a dial that
