@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +41,13 @@ import (
 // candidate only when it has heard nothing from the leader for the
 // (hurried) heartbeat timeout, so a wrong signal about a live leader that
 // still reaches this follower changes nothing.
+//
+// Missed, and left to raft's timers: a leader that dies before this
+// follower's connection to it first came up (just elected, still
+// connecting), and a leader restarted on the same address before the
+// first probe (the probe reaches the new process). A leader whose RPC
+// address is this server's own or a wildcard one is not watched at all:
+// a probe would reach this host, not the leader.
 
 // probeTimeout bounds the dial that tells a dead leader from one that
 // only dropped a connection. A refused dial answers at once; a dial that
@@ -54,6 +62,12 @@ type leaderDeath struct {
 	// lease had passed).
 	detected atomic.Int64
 	hurried  atomic.Int64
+	// abandoned counts hurries given up: the leader contacted this server
+	// after the detection and its RPC address answered again.
+	abandoned atomic.Int64
+
+	// probe, if set, replaces probeRefused (tests).
+	probe func(ctx context.Context, addr string) bool
 }
 
 // watchLeaderDeath runs on every server for its whole life: while another
@@ -72,37 +86,90 @@ func (s *Server) watchLeaderDeath() {
 	// joins the servers table a moment later): look again each second.
 	recheck := time.NewTicker(time.Second)
 	defer recheck.Stop()
+	s.watchLeaders(leaderWatch{
+		leader:  s.leaderRPCAddr,
+		conn:    s.pool.Conn,
+		changes: changes,
+		recheck: recheck.C,
+	})
+}
+
+// leaderWatch is what watchLeaders reads: the leader's RPC address and
+// ID, connections to it, raft's leader changes, and a periodic wake-up.
+type leaderWatch struct {
+	leader  func() (addr, id string)
+	conn    func(addr string) (*grpc.ClientConn, error)
+	changes <-chan raft.Observation
+	recheck <-chan time.Time
+}
+
+// watchLeaders is watchLeaderDeath's loop. A leader it cannot watch (no
+// address yet, a connection that cannot be made, an address that would
+// reach this server itself) is looked at again only on a leader change,
+// a recheck tick or shutdown, never in a spin; the reason is logged once
+// per leader and address.
+func (s *Server) watchLeaders(w leaderWatch) {
+	var warned string
 	for {
-		addr, id := s.leaderRPCAddr()
-		if id == "" || id == s.id || addr == "" {
-			select {
-			case <-changes:
-			case <-recheck.C:
-			case <-s.shutdownCtx.Done():
-				return
+		addr, id := w.leader()
+		if id != "" && id != s.id && addr != "" {
+			err := s.watchable(addr)
+			var conn *grpc.ClientConn
+			if err == nil {
+				conn, err = w.conn(addr)
 			}
-			continue
-		}
-		if !s.leaderGone(addr, id, changes) {
-			if s.shutdownCtx.Err() != nil {
-				return
+			if err == nil {
+				warned = ""
+				if !s.leaderGone(conn, addr, id, w.changes) {
+					if s.shutdownCtx.Err() != nil {
+						return
+					}
+					continue
+				}
+				s.death.detected.Add(1)
+				s.logger.Info("leader's process is gone: its connection closed and a new dial was refused", "leader", id, "rpc", addr)
+				s.hurryElection(id, addr, w.changes)
+				continue
 			}
-			continue
+			if key := id + " " + addr; key != warned {
+				warned = key
+				s.logger.Warn("cannot watch the leader for its death; raft's timers alone will notice it", "leader", id, "rpc", addr, "error", err)
+			}
 		}
-		s.death.detected.Add(1)
-		s.logger.Info("leader's process is gone: its connection closed and a new dial was refused", "leader", id, "rpc", addr)
-		s.hurryElection(id, changes)
+		select {
+		case <-w.changes:
+		case <-w.recheck:
+		case <-s.shutdownCtx.Done():
+			return
+		}
 	}
 }
 
-// leaderGone watches the connection to the leader (id at addr) and
+// errSelfProbe: the leader's RPC address would reach this server, so a
+// probe of it says nothing about the leader.
+var errSelfProbe = errors.New("the leader's RPC address is this server's own or a wildcard one (a wildcard bind address advertised as is)")
+
+// watchable reports why the leader's RPC address addr cannot be watched:
+// it is this server's own, or its host is a wildcard (0.0.0.0, ::), which
+// a dial reaches on this very host.
+func (s *Server) watchable(addr string) error {
+	if addr == s.cfg.RPCAddr {
+		return errSelfProbe
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("leader's RPC address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return errSelfProbe
+	}
+	return nil
+}
+
+// leaderGone watches conn, the connection to the leader (id at addr), and
 // reports true once it closed and a dial to addr was refused. It returns
 // false when raft's leader changes or the server shuts down.
-func (s *Server) leaderGone(addr, id string, changes <-chan raft.Observation) bool {
-	conn, err := s.pool.Conn(addr)
-	if err != nil {
-		return false
-	}
+func (s *Server) leaderGone(conn *grpc.ClientConn, addr, id string, changes <-chan raft.Observation) bool {
 	ctx, cancel := context.WithCancel(s.shutdownCtx)
 	defer cancel()
 	go func() {
@@ -118,7 +185,11 @@ func (s *Server) leaderGone(addr, id string, changes <-chan raft.Observation) bo
 			}
 		}
 	}()
-	return connGone(ctx, conn, addr, probeRefused, nil)
+	probe := s.death.probe
+	if probe == nil {
+		probe = probeRefused
+	}
+	return connGone(ctx, conn, addr, probe, nil)
 }
 
 // connGone watches conn to addr and reports true once it was up, is not,
