@@ -64,12 +64,15 @@ func TestVolumeMountsThroughDrivers(t *testing.T) {
 	// raw_exec, a read-only task beside a writable sibling.
 	mixed := runMountBatch(t, s, "raw-mixed",
 		mountTask("w", "raw_exec", false, `echo from-raw-writer > $BERTH_VOLUME_DATA/raw && echo path=$BERTH_VOLUME_DATA`)+
-			mountTask("r", "raw_exec", true, `until [ -e $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
+			mountTask("r", "raw_exec", true, `until [ -s $BERTH_VOLUME_DATA/raw ]; do sleep 0.1; done; cat $BERTH_VOLUME_DATA/raw; `+
 				`echo path=${volume.data}; if echo x > $BERTH_VOLUME_DATA/from-raw-reader; then echo WROTE; else echo write-refused; fi`)+
-			mountTask("e", "exec", true, `until [ -e /data/raw ]; do sleep 0.1; done; cat /data/raw; `+
+			mountTask("e", "exec", true, `until [ -s /data/raw ]; do sleep 0.1; done; cat /data/raw; `+
 				`if echo x > /data/from-exec-beside; then echo WROTE; else echo write-refused; fi`))
 	// The exec task's read-only mount is the driver's read-only bind of a
-	// writable publish.
+	// writable publish. The readers wait for the file to be non-empty: the
+	// writer's redirection creates it before it writes, and a reader that
+	// only waited for it to exist read it empty (CI at 5bde42d, once the
+	// raw_exec writer started on a standby executor).
 	if out := mountTaskLog(t, s, mixed, "e", false); !strings.Contains(out, "from-raw-writer") || !strings.Contains(out, "write-refused") {
 		t.Fatalf("the read-only exec task beside a writer: output %q, want the writer's file read and the write refused", out)
 	}
