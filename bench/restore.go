@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -148,23 +147,8 @@ func startRestoreCluster(bin string) (*volMoveCluster, error) {
 	if err != nil {
 		return c, err
 	}
-	var join []string
-	for i := range 3 {
-		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])))
-	}
-	for i := range 3 {
-		s, err := c.startAgent(fmt.Sprintf("s%d", i+1), ports[3*i:3*i+3], fmt.Sprintf(`
-server {
-  enabled          = true
-  bootstrap_expect = 3
-  retry_join       = [%s]
-  retry_interval   = "1s"
-  heartbeat_grace  = "1h"
-}`, strings.Join(join, ", ")))
-		if err != nil {
-			return c, err
-		}
-		c.servers = append(c.servers, s)
+	if _, err := c.startServers(ports, "  heartbeat_grace  = \"1h\"\n"); err != nil {
+		return c, err
 	}
 	if c.api, err = api.NewClient("http://" + c.servers[0].http); err != nil {
 		return c, err

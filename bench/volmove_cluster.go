@@ -117,22 +117,9 @@ func startVolMoveCluster(bin string) (_ *volMoveCluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var join []string
-	for i := range 3 {
-		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])))
-	}
-	for i := range 3 {
-		s, err := c.startAgent(fmt.Sprintf("s%d", i+1), ports[3*i:3*i+3], fmt.Sprintf(`
-server {
-  enabled          = true
-  bootstrap_expect = 3
-  retry_join       = [%s]
-  retry_interval   = "1s"
-}`, strings.Join(join, ", ")))
-		if err != nil {
-			return nil, err
-		}
-		c.servers = append(c.servers, s)
+	join, err := c.startServers(ports, "")
+	if err != nil {
+		return nil, err
 	}
 	for i := range 2 {
 		cl, err := c.startAgent(fmt.Sprintf("c%d", i+1), ports[9+3*i:9+3*i+3], fmt.Sprintf(`
@@ -160,6 +147,30 @@ plugin "raw_exec" {
 		return nil, err
 	}
 	return c, nil
+}
+
+// startServers starts three servers on ports[0:9] that join each other,
+// with extra lines in their server block, and returns their RPC
+// addresses quoted for an HCL list (a client's servers).
+func (c *volMoveCluster) startServers(ports []int, extra string) ([]string, error) {
+	var join []string
+	for i := range 3 {
+		join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", ports[3*i+1])))
+	}
+	for i := range 3 {
+		s, err := c.startAgent(fmt.Sprintf("s%d", i+1), ports[3*i:3*i+3], fmt.Sprintf(`
+server {
+  enabled          = true
+  bootstrap_expect = 3
+  retry_join       = [%s]
+  retry_interval   = "1s"
+%s}`, strings.Join(join, ", "), extra))
+		if err != nil {
+			return join, err
+		}
+		c.servers = append(c.servers, s)
+	}
+	return join, nil
 }
 
 func (c *volMoveCluster) startAgent(name string, ports []int, body string) (*volMoveAgent, error) {

@@ -163,13 +163,7 @@ func TestConnGoneWhenTheListenerClosesAfterTheConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 
-	ready := make(chan struct{})
-	var once sync.Once
-	seen := func(st connectivity.State) {
-		if st == connectivity.Ready {
-			once.Do(func() { close(ready) })
-		}
-	}
+	ready, seen := readyWatch()
 	var probes atomic.Int32
 	probe := func(ctx context.Context, a string) bool {
 		refused := probeRefused(ctx, a)
@@ -195,5 +189,17 @@ func TestConnGoneWhenTheListenerClosesAfterTheConnections(t *testing.T) {
 	}
 	if n := probes.Load(); n < 2 {
 		t.Errorf("%d probes, want the refused one after the first", n)
+	}
+}
+
+// readyWatch returns a channel closed the first time seen is called with
+// Ready: connGone's state callback, for a test to wait for the connection.
+func readyWatch() (<-chan struct{}, func(connectivity.State)) {
+	ready := make(chan struct{})
+	var once sync.Once
+	return ready, func(st connectivity.State) {
+		if st == connectivity.Ready {
+			once.Do(func() { close(ready) })
+		}
 	}
 }

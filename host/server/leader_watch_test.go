@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"berth.dev/berth/internal/testutil"
@@ -194,13 +193,7 @@ func TestConnGoneFalseWhenTheProbeTimesOut(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	ready := make(chan struct{})
-	var once sync.Once
-	seen := func(st connectivity.State) {
-		if st == connectivity.Ready {
-			once.Do(func() { close(ready) })
-		}
-	}
+	ready, seen := readyWatch()
 	var probes atomic.Int32
 	probe := func(ctx context.Context, _ string) bool {
 		defer probes.Add(1)
