@@ -476,24 +476,6 @@ func BenchmarkLogCompaction(b *testing.B) {
 	}
 }
 
-// registerThroughLeaderChanges registers n with the leader among the live
-// servers but those excluded, again after a leader change: on a loaded
-// machine a follower's heartbeat timeout can fire and the leader step
-// down with the registration in flight ("leadership lost while
-// committing log"). Registering a node again is harmless.
-func registerThroughLeaderChanges(t *testing.T, tc *testCluster, n *pb.Node, excluding ...*Server) {
-	t.Helper()
-	testutil.WaitFor(t, 30*time.Second, func() error {
-		for _, s := range tc.live(excluding...) {
-			if s.IsLeader() {
-				_, err := tc.register(s, n)
-				return err
-			}
-		}
-		return errors.New("no leader")
-	})
-}
-
 // Through raft with the log on disk: servers compact behind snapshots, a
 // lagging follower installs one (compacting its own log inside the
 // install), and after a restart of every server in turn the log and the

@@ -228,6 +228,24 @@ func (tc *testCluster) waitLeaderAmong(servers []*Server) *Server {
 	return leader
 }
 
+// registerThroughLeaderChanges registers n with the leader among the live
+// servers but those excluded, again after a leader change: on a loaded
+// machine a follower's heartbeat timeout can fire and the leader step
+// down with the registration in flight ("leadership lost while
+// committing log"). Registering a node again is harmless.
+func registerThroughLeaderChanges(t *testing.T, tc *testCluster, n *pb.Node, excluding ...*Server) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, s := range tc.live(excluding...) {
+			if s.IsLeader() {
+				_, err := tc.register(s, n)
+				return err
+			}
+		}
+		return errors.New("no leader")
+	})
+}
+
 func TestLaggingFollowerCatchesUpBySnapshotInstall(t *testing.T) {
 	tc := newTestCluster(t, 3, func(c *testConfig) {
 		c.RaftSnapshotThreshold = 16
@@ -241,9 +259,7 @@ func TestLaggingFollowerCatchesUpBySnapshotInstall(t *testing.T) {
 	for i := range 100 {
 		n := testNode(fmt.Sprintf("n%03d", i))
 		ids = append(ids, n.GetId())
-		if _, err := tc.register(leader, n); err != nil {
-			t.Fatal(err)
-		}
+		registerThroughLeaderChanges(t, tc, n, lagging)
 	}
 	// Snapshot and compact the log on every up-to-date server, so whichever
 	// leads after the heal no longer has the follower's next entry.
