@@ -74,13 +74,48 @@ func pending(t testing.TB, pid int, sig syscall.Signal) bool {
 	return false
 }
 
-// stopT sends SIGSTOP to pid, and SIGCONT at the end of the test.
+// stopT sends SIGSTOP to pid, waits until every thread of it is stopped,
+// and sends SIGCONT at the end of the test. A process that has not yet
+// stopped would take a signal sent after the SIGSTOP first (the kernel
+// hands out lower-numbered signals first), so tests that need a signal to
+// stay pending wait for the stop itself.
 func stopT(t testing.TB, pid int) {
 	t.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	deadline := time.Now().Add(generous)
+	for !allThreadsStopped(t, pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop within %v of SIGSTOP", pid, generous)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allThreadsStopped reports whether every thread of pid is in the stopped
+// state ('T' in its stat).
+func allThreadsStopped(t testing.TB, pid int) bool {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		stat, err := os.ReadFile(filepath.Join(dir, tid.Name(), "stat"))
+		if err != nil {
+			return false // a thread that just ended: look again
+		}
+		// The state follows the parenthesised command name, which may
+		// itself hold spaces or parentheses.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) || stat[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // A stop's TERM reaches an isolated task without its namespace init
