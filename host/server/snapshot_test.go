@@ -104,14 +104,22 @@ func TestRestoreFromAnotherClusterKeepsMembership(t *testing.T) {
 			t.Fatalf("%s kept a node the restored state does not have", s.cfg.Name)
 		}
 	}
-	// Each of today's three servers is still recorded with its address, and
-	// writes still forward.
-	for _, s := range tc.servers {
-		m, err := leader.State().ServerByID(nil, s.ID())
-		if err != nil || m == nil || m.GetRpcAddr() != s.cfg.RPCAddr {
-			t.Fatalf("%s after restore: record %v, %v", s.cfg.Name, m, err)
+	// Each of today's three servers is still recorded with its address, on
+	// every server (the leader of the moment records them again after the
+	// restore: wait for that write to reach each state, which on a loaded
+	// machine may be a leader other than the first), and writes still forward.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, holder := range tc.live() {
+			for _, s := range tc.servers {
+				m, err := holder.State().ServerByID(nil, s.ID())
+				if err != nil || m == nil || m.GetRpcAddr() != s.cfg.RPCAddr {
+					return fmt.Errorf("%s's state after restore: %s recorded as %v, %v", holder.cfg.Name, s.cfg.Name, m, err)
+				}
+			}
 		}
-	}
+		return nil
+	})
+	leader = tc.waitLeader()
 	for _, s := range tc.followers(leader) {
 		if _, err := tc.register(s, testNode("after-restore-"+s.cfg.Name)); err != nil {
 			t.Fatalf("write via %s after restore: %v", s.cfg.Name, err)
