@@ -47,7 +47,9 @@ func withSecret(t *testing.T, secret string) context.Context {
 // servers issue no secret (they never do: a client makes its own).
 func registerRaw(t *testing.T, nodes pb.NodesClient, n *pb.Node, secret string) error {
 	t.Helper()
-	resp, err := nodes.Register(withSecret(t, secret), &pb.NodeRegisterRequest{Node: n})
+	resp, err := throughLeaderChanges(t, func() (*pb.NodeRegisterResponse, error) {
+		return nodes.Register(withSecret(t, secret), &pb.NodeRegisterRequest{Node: n})
+	})
 	if issued := resp.GetNodeSecret(); issued != "" {
 		t.Fatalf("registration of %s was issued a secret", n.GetId())
 	}
@@ -175,12 +177,16 @@ func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	err = registerRaw(t, nodes, n, strings.Repeat("0", 64))
 	wantCode(t, "registration with a wrong secret", err, codes.PermissionDenied, n.GetId(), "berth node readmit "+n.GetId())
 
-	if _, err := pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()}); err != nil {
+	if _, err := throughLeaderChanges(t, func() (*pb.NodeOpResponse, error) {
+		return pb.NewNodeOpsClient(conn).Readmit(ctx10s(t), &pb.NodeReadmitRequest{NodeId: n.GetId()})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	// A heartbeat of the re-admitted node (no secret to check) is asked
 	// to register again, to have its secret admitted.
-	hb, err := nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	hb, err := throughLeaderChanges(t, func() (*pb.NodeHeartbeatResponse, error) {
+		return nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	})
 	if err != nil || !hb.GetRegisterAgain() {
 		t.Fatalf("heartbeat after readmit: %v, %v; want register_again", hb, err)
 	}
@@ -190,9 +196,13 @@ func TestWipedNodeRefusedUntilReadmitted(t *testing.T) {
 	if err := registerRaw(t, nodes, n, fresh); err != nil {
 		t.Fatalf("registration after readmit: %v", err)
 	}
-	_, err = nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	_, err = throughLeaderChanges(t, func() (*pb.NodeHeartbeatResponse, error) {
+		return nodes.Heartbeat(withSecret(t, old), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	})
 	wantCode(t, "heartbeat with the old secret", err, codes.PermissionDenied, n.GetId())
-	if hb, err := nodes.Heartbeat(withSecret(t, fresh), &pb.NodeHeartbeatRequest{NodeId: n.GetId()}); err != nil || hb.GetRegisterAgain() {
+	if hb, err := throughLeaderChanges(t, func() (*pb.NodeHeartbeatResponse, error) {
+		return nodes.Heartbeat(withSecret(t, fresh), &pb.NodeHeartbeatRequest{NodeId: n.GetId()})
+	}); err != nil || hb.GetRegisterAgain() {
 		t.Fatalf("heartbeat with the new secret: %v, %v", hb, err)
 	}
 	// Every server holds the new hash (replicated), and reads on any of

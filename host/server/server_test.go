@@ -506,3 +506,24 @@ func TestServerThatLeftRejoinsWhenRestarted(t *testing.T) {
 	})
 	waitNode(t, back, n.GetId(), pb.NodeStatus_NODE_STATUS_READY)
 }
+
+// throughLeaderChanges calls call until it answers with anything but
+// Unavailable, which a server gives while leadership moves ("not the
+// leader (leadership changed); retry"): on a loaded machine a test
+// cluster's leader may step down between two calls of a test, and a real
+// client retries those calls too. Any other answer is returned as it is.
+func throughLeaderChanges[T any](t *testing.T, call func() (T, error)) (T, error) {
+	t.Helper()
+	var (
+		resp T
+		err  error
+	)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		resp, err = call()
+		if status.Code(err) == codes.Unavailable {
+			return err
+		}
+		return nil
+	})
+	return resp, err
+}
