@@ -110,7 +110,16 @@ wait:
 		}
 	})
 	tr.runExited(id, res)
-	tr.destroyAttempt(id)
+	if killed {
+		// The task will not run again and its processes are gone: the
+		// driver forgets the attempt after stopped is closed, off the
+		// path of what waits for that (stopped.go).
+		tr.mu.Lock()
+		tr.destroyLater = id
+		tr.mu.Unlock()
+	} else {
+		tr.destroyAttempt(id)
+	}
 	return res, req
 }
 

@@ -1,0 +1,57 @@
+package taskrunner
+
+// A killed task's last attempt is forgotten by its driver (DestroyTask:
+// the handle, the driver's state directory, an exec task's shared binds)
+// after the runner says it stopped, not before: what waits for a task to
+// stop (its alloc's volume unpublish, issue 26) needs the task's processes
+// gone, which the attempt's exit already says (an isolated task's exit is
+// its namespace init's: the kernel ends every process of the namespace
+// before it), not the driver's bookkeeping. The exited hooks (a volume's
+// read-only binds of the task) and the finished hooks still run before.
+//
+// The record keeps naming the attempt until its DestroyTask returned, so
+// a client that stops in between destroys it when it restores the task
+// (destroyRestoredAttempt). A task killed while it restarts, and an attempt
+// that ends for any other reason, are destroyed before Run goes on, as
+// before: the next attempt must not start beside the last one's handle.
+
+// Stopped is closed when the task will not run again and no attempt of it
+// runs: Run is over but for the driver's DestroyTask of a killed task's
+// last attempt. Done follows once that returned.
+func (tr *TaskRunner) Stopped() <-chan struct{} { return tr.stopped }
+
+// destroyDeferred destroys the attempt whose destroy was deferred (Run
+// calls it after closing stopped).
+func (tr *TaskRunner) destroyDeferred() {
+	tr.mu.Lock()
+	id := tr.destroyLater
+	tr.destroyLater = ""
+	tr.mu.Unlock()
+	if id != "" && tr.cfg.Driver != nil {
+		tr.destroyAttempt(id)
+	}
+}
+
+// destroyRestoredAttempt defers the destroy of the attempt a restored dead
+// task's record still names: the client stopped after the task was killed
+// and before its driver forgot the attempt.
+func (tr *TaskRunner) destroyRestoredAttempt() {
+	r := tr.cfg.Restore
+	if r == nil {
+		return
+	}
+	id := r.TaskID
+	if id == "" {
+		id = r.Handle.GetConfig().GetId()
+	}
+	if id == "" {
+		return
+	}
+	if tr.cfg.Driver == nil {
+		tr.logger.Error("cannot destroy the attempt a dead task's record names: its driver is unknown", "task_id", id, "error", tr.cfg.DriverErr)
+		return
+	}
+	tr.mu.Lock()
+	tr.destroyLater = id
+	tr.mu.Unlock()
+}
