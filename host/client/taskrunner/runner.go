@@ -109,8 +109,9 @@ type TaskRunner struct {
 	// restartCh carries requested restarts (capacity 1).
 	restartCh chan restartRequest
 	done      chan struct{}
-	// stopped is closed before done, once no attempt will start and the
-	// last one's processes are gone (stopped.go).
+	// stopped is closed before done, once the task is dead: no attempt
+	// will start and the last one's processes are gone; not on a Shutdown
+	// that leaves the task running (stopped.go).
 	stopped  chan struct{}
 	restarts *restartTracker
 
@@ -372,11 +373,11 @@ func isDead(st *pb.TaskState) bool {
 
 // Run runs the task until it is dead for good, it is killed, or Shutdown.
 func (tr *TaskRunner) Run() {
-	// In this order: stopped closed, the deferred DestroyTask, done
-	// closed (stopped.go).
+	// In this order: stopped closed (if the task is dead), the deferred
+	// DestroyTask, done closed (stopped.go).
 	defer close(tr.done)
 	defer tr.destroyDeferred()
-	defer close(tr.stopped)
+	defer tr.closeStopped()
 	if tr.dead() {
 		// Dead before this Run: the finished hooks of the run that saw it
 		// die may not have run (the client shut down at the moment the

@@ -110,10 +110,12 @@ wait:
 		}
 	})
 	tr.runExited(id, res)
-	if killed {
-		// The task will not run again and its processes are gone: the
-		// driver forgets the attempt after stopped is closed, off the
-		// path of what waits for that (stopped.go).
+	if killed && r.err == nil {
+		// The task will not run again and its processes are gone (an
+		// exit says so; a failed WaitTask does not, and its attempt is
+		// destroyed, killed and waited for, here): the driver forgets the
+		// attempt after stopped is closed, off the path of what waits for
+		// that (stopped.go).
 		tr.mu.Lock()
 		tr.destroyLater = id
 		tr.mu.Unlock()
