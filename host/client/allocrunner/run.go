@@ -128,7 +128,7 @@ func (ar *AllocRunner) lifecycle() bool {
 		return false
 	}
 	ar.start(poststop...)
-	if ar.waitDone(poststop) == shutDown {
+	if ar.waitDone(poststop) == shutDown || ar.ctx.Err() != nil {
 		return false
 	}
 	// Tasks that never started (a failed prestart, a stop before the
@@ -216,6 +216,11 @@ func (ar *AllocRunner) waitDone(names []string) waitResult {
 		select {
 		case <-ar.tasks[name].tr.Stopped():
 		case <-ar.ctx.Done():
+			return shutDown
+		}
+		// Both may be ready: a shut-down runner goes no further, whatever
+		// select picked (a runner shut down with its task dead is stopped).
+		if ar.ctx.Err() != nil {
 			return shutDown
 		}
 	}
