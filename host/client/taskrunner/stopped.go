@@ -8,13 +8,17 @@ import (
 )
 
 // A killed task's last attempt is forgotten by its driver (DestroyTask:
-// the handle, the driver's state directory, an exec task's shared binds)
-// after the runner says it stopped, not before: what waits for a task to
-// stop (its alloc's volume unpublish, issue 26) needs the task's processes
-// gone, which the attempt's exit already says (an isolated task's exit is
-// its namespace init's: the kernel ends every process of the namespace
-// before it), not the driver's bookkeeping. The exited hooks (a volume's
-// read-only binds of the task) and the finished hooks still run before.
+// the handle, the driver's state directory, the flavor's Release) after
+// the runner says it stopped, not before: what waits for a task to stop
+// (its alloc's volume unpublish, issue 26) needs the task's processes
+// gone, which the attempt's exit already says (sdk WaitTask; an isolated
+// task's exit is its namespace init's: the kernel ends every process of
+// the namespace before it), not the driver's bookkeeping. What a driver
+// set up on the host that would keep a volume busy goes at the exit, not
+// at the destroy (the exec driver's shared self-binds of host-to-task and
+// bidirectional mount sources: its flavor's Exited). The exited hooks (a
+// volume's read-only binds of the task) and the finished hooks still run
+// before.
 //
 // The record keeps naming the attempt until its DestroyTask returned, so
 // a client that stops in between destroys it when it restores the task
