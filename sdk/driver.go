@@ -44,6 +44,17 @@ type TaskLifecycle interface {
 	// ErrInvalidConfig; an ID in use is ErrTaskExists.
 	StartTask(ctx context.Context, cfg *driverpb.TaskConfig) (*driverpb.TaskHandle, error)
 	// WaitTask blocks until the task exits (or ctx is done) and returns how.
+	// An exit (a nil error) also says that no process of the task runs any
+	// more, children included, and that none of its mounts is held outside
+	// the task's own namespaces: the client unpublishes the task's volumes
+	// on it, before DestroyTask. A driver whose tasks' processes can
+	// outlive the one it waits for ends them first: an exec task's PID
+	// namespace ends with its init; raw_exec, which isolates nothing,
+	// SIGKILLs the task's process group and waits for the task's output
+	// pipes to close before it records the exit (a process that left the
+	// group on purpose, with setsid, is not tracked). The conformance
+	// harness checks it for a child of the task (drivertest,
+	// Cases.WithChild).
 	WaitTask(ctx context.Context, taskID string) (*driverpb.ExitResult, error)
 	// StopTask sends signal (empty: SIGTERM), kills the task if it has not
 	// exited after timeout, and returns once it has exited. Stopping an

@@ -52,6 +52,12 @@ type Cases struct {
 	// ExitAfter is a task that runs for about d and then exits with code.
 	// Optional; it checks that a task's exit code survives a plugin kill.
 	ExitAfter func(code int, d time.Duration) sdk.ConfigMap
+	// WithChild is a task that runs until it gets SIGTERM, having started
+	// a child process `sleep token` (token is a number of seconds) that
+	// ignores SIGTERM and so outlives its parent unless the driver ends
+	// it. Optional, for drivers running real processes; it checks that
+	// no process of a task runs once WaitTask returned its exit.
+	WithChild func(token string) sdk.ConfigMap
 	// BadConfigs are driver configs the driver must reject, each naming
 	// the key it must blame. An unknown key is always checked.
 	BadConfigs []BadConfig
@@ -119,6 +125,7 @@ var checks = []check{
 	{"Mounts", checkMounts},
 	{"WaitHonoursContext", checkWaitContext},
 	{"Signal", checkSignal},
+	{"ChildGoneAtExit", checkChildGoneAtExit},
 	{"RecoverSamePlugin", checkRecoverSamePlugin},
 	{"RecoverAfterPluginKill", checkRecoverAfterKill},
 }

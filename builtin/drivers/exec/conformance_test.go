@@ -39,6 +39,9 @@ var execCases = drivertest.Cases{
 	IgnoreStopSignal: func() sdk.ConfigMap {
 		return sh(`trap "" TERM; touch ` + readyFile + `; exec sleep 1000`)
 	},
+	WithChild: func(token string) sdk.ConfigMap {
+		return sh(`(trap "" TERM; exec sleep ` + token + `) & touch ` + readyFile + `; exec sleep 1000`)
+	},
 	ExitAfter: func(code int, d time.Duration) sdk.ConfigMap {
 		return sh(fmt.Sprintf("sleep %.3f; exit %d", d.Seconds(), code))
 	},

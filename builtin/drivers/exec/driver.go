@@ -179,50 +179,76 @@ func (f *flavor) Prepare(cfg *driverpb.TaskConfig) (*executor.Spec, error) {
 }
 
 // Release implements taskexec.Flavor: it removes the shared binds the
-// task's start created that no other task of this driver still uses, and
-// starts the removal of its cgroup, which goes on in the background
-// (cgroupReleases): the task's processes are gone.
+// task's start created that no other task of this driver still uses (those
+// its exit left, see Exited), and starts the removal of its cgroup, which
+// goes on in the background (cgroupReleases): the task's processes are
+// gone.
 func (f *flavor) Release(cfg *driverpb.TaskConfig) error {
-	d := f.d
-	d.releaseCgroup(cfg.GetId())
-	var errs []error
-	created, err := readShared(d.StateDir(cfg))
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(created) > 0 {
-		sharedMu.Lock()
-		defer sharedMu.Unlock()
-		inUse := map[string]bool{}
-		for _, other := range d.Tasks() {
-			if other.GetId() != cfg.GetId() {
-				for p := range propagatingSources(other) {
-					inUse[p] = true
-				}
-			}
-		}
-		for _, dir := range created {
-			if inUse[dir] {
-				continue
-			}
-			if _, err := executor.ReleaseShared(dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("release task %q: %w", cfg.GetId(), errors.Join(errs...))
+	f.d.releaseCgroup(cfg.GetId())
+	if err := f.releaseShared(cfg); err != nil {
+		return fmt.Errorf("release task %q: %w", cfg.GetId(), err)
 	}
 	return nil
 }
 
+// releaseShared removes the shared binds cfg's start created that no other
+// task of this driver uses, and records those left (in use, or busy) for a
+// later call: each is unmounted once at most, so a later call never takes
+// away a mount someone else made at the same path.
+func (f *flavor) releaseShared(cfg *driverpb.TaskConfig) error {
+	d := f.d
+	stateDir := d.StateDir(cfg)
+	created, err := readShared(stateDir)
+	if err != nil || len(created) == 0 {
+		return err
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	inUse := map[string]bool{}
+	for _, other := range d.Tasks() {
+		if other.GetId() != cfg.GetId() {
+			for p := range propagatingSources(other) {
+				inUse[p] = true
+			}
+		}
+	}
+	var errs []error
+	var left []string
+	for _, dir := range created {
+		if inUse[dir] {
+			left = append(left, dir)
+			continue
+		}
+		released, err := executor.ReleaseShared(dir)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if !released {
+			left = append(left, dir)
+		}
+	}
+	if len(left) < len(created) {
+		if err := rewriteShared(stateDir, left); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Exited implements taskexec.Flavor: an exit after the kernel's OOM killer
 // acted in the task's cgroup is an OOM kill. Once that is read the
-// cgroup's removal starts (in the background): the task's processes are
-// gone, and the removal then overlaps the client's bookkeeping of the
-// exit rather than what follows DestroyTask (a volume's unpublish).
+// cgroup's removal starts (in the background) and the shared binds the
+// task's start created are removed: the task's processes are gone (its
+// PID namespace ended with its init), and the client unpublishes the
+// task's volumes on its exit, before DestroyTask, so a host volume's
+// self-bind must not outlive the exit (its delete would find it busy).
 func (f *flavor) Exited(cfg *driverpb.TaskConfig, res *driverpb.ExitResult) {
 	defer f.d.releaseCgroup(cfg.GetId())
+	defer func() {
+		if err := f.releaseShared(cfg); err != nil {
+			f.d.logger.Warn("removing the task's shared binds at its exit; its destroy tries again", "task_id", cfg.GetId(), "error", err)
+		}
+	}()
 	kills, err := f.d.cgroups.oomKills(cfg.GetId())
 	if errors.Is(err, errNoCgroup) && f.d.cgroups != nil {
 		// Only the start-up sweep removes a task's cgroup before its exit

@@ -83,6 +83,19 @@ func writeShared(stateDir string, dirs []string) error {
 	return os.WriteFile(filepath.Join(stateDir, sharedRecordFile), data, 0o600)
 }
 
+// rewriteShared records dirs as the shared binds still to remove (none:
+// no record).
+func rewriteShared(stateDir string, dirs []string) error {
+	if len(dirs) == 0 {
+		err := os.Remove(filepath.Join(stateDir, sharedRecordFile))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return writeShared(stateDir, dirs)
+}
+
 func readShared(stateDir string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(stateDir, sharedRecordFile))
 	if errors.Is(err, os.ErrNotExist) {

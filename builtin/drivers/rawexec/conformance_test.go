@@ -32,6 +32,9 @@ var rawexecCases = drivertest.Cases{
 	IgnoreStopSignal: func() sdk.ConfigMap {
 		return sh(`trap "" TERM; touch "$DRIVERTEST_READY_FILE"; exec sleep 1000`)
 	},
+	WithChild: func(token string) sdk.ConfigMap {
+		return sh(`(trap "" TERM; exec sleep ` + token + `) & touch "$DRIVERTEST_READY_FILE"; exec sleep 1000`)
+	},
 	ExitAfter: func(code int, d time.Duration) sdk.ConfigMap {
 		return sh(fmt.Sprintf("sleep %.3f; exit %d", d.Seconds(), code))
 	},

@@ -23,6 +23,11 @@
 //  6. Poststop tasks run to completion (also after a stop).
 //  7. Tasks that never started are marked dead; postrun hooks run.
 //
+// The alloc waits for each task runner to stop (taskrunner Stopped: dead,
+// no process of it left), not for its driver to forget the last attempt
+// (DestroyTask), which goes on beside the postrun hooks; Done waits for
+// both.
+//
 // The alloc's client status: failed if a task failed for good, complete
 // when every task is dead, running while one runs, pending before. Every
 // task state change is reported through Config.OnUpdate as an

@@ -14,6 +14,9 @@ import (
 // or until Shutdown. See the package doc for the lifecycle order.
 func (ar *AllocRunner) Run() {
 	defer close(ar.done)
+	// The task runners stop (taskrunner Stopped) before their driver
+	// forgets their last attempt; the alloc is done once that is too.
+	defer ar.waitRunnersDone()
 	go ar.updateLoop()
 	recovered := ar.cfg.Restore != nil
 	ar.report()
@@ -125,7 +128,7 @@ func (ar *AllocRunner) lifecycle() bool {
 		return false
 	}
 	ar.start(poststop...)
-	if ar.waitDone(poststop) == shutDown {
+	if ar.waitDone(poststop) == shutDown || ar.ctx.Err() != nil {
 		return false
 	}
 	// Tasks that never started (a failed prestart, a stop before the
@@ -198,7 +201,10 @@ func (ar *AllocRunner) waitUntil(cond func(map[string]*pb.TaskState) bool) waitR
 	}
 }
 
-// waitDone waits until the runners of names (those started) returned.
+// waitDone waits until the runners of names (those started) stopped:
+// their tasks will not run again and no process of theirs runs
+// (taskrunner Stopped; their driver may still be forgetting the last
+// attempt, which Run's end waits for).
 func (ar *AllocRunner) waitDone(names []string) waitResult {
 	for _, name := range names {
 		ar.mu.Lock()
@@ -208,12 +214,35 @@ func (ar *AllocRunner) waitDone(names []string) waitResult {
 			continue
 		}
 		select {
-		case <-ar.tasks[name].tr.Done():
+		case <-ar.tasks[name].tr.Stopped():
 		case <-ar.ctx.Done():
+			return shutDown
+		}
+		// Both may be ready: a shut-down runner goes no further, whatever
+		// select picked (a runner shut down with its task dead is stopped).
+		if ar.ctx.Err() != nil {
 			return shutDown
 		}
 	}
 	return running
+}
+
+// waitRunnersDone waits until every started task runner's Run returned
+// (or the runner is shut down: Shutdown waits for each itself).
+func (ar *AllocRunner) waitRunnersDone() {
+	for _, name := range ar.order {
+		ar.mu.Lock()
+		started := ar.tasks[name].started
+		ar.mu.Unlock()
+		if !started {
+			continue
+		}
+		select {
+		case <-ar.tasks[name].tr.Done():
+		case <-ar.ctx.Done():
+			return
+		}
+	}
 }
 
 // killAll kills the started tasks of names (in parallel, each with its

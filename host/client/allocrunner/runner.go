@@ -332,8 +332,8 @@ func (ar *AllocRunner) DefaultTask() (string, error) {
 // HasTask reports whether the alloc has a task of that name.
 func (ar *AllocRunner) HasTask(name string) bool { return ar.tasks[name] != nil }
 
-// Done is closed when the alloc's tasks are all dead and Postrun ran, or
-// the runner was shut down.
+// Done is closed when the alloc's tasks are all dead, Postrun ran and
+// every task runner's DestroyTask returned, or the runner was shut down.
 func (ar *AllocRunner) Done() <-chan struct{} { return ar.done }
 
 // TasksDone is closed once the alloc's tasks are all dead for good and

@@ -17,7 +17,13 @@
 // core) and memory_bytes, the task's user and log limits. WaitTask gives
 // the exit; StopTask (kill_signal, then SIGKILL after kill_timeout, default
 // 5s) stops it; DestroyTask (which deletes its persisted handle) follows
-// every exit.
+// every exit: before the next attempt starts, or, for a killed task's last
+// attempt whose exit WaitTask returned, after Stopped is closed (the task
+// dead, its processes gone) and before Done (stopped.go), so what waits for
+// the stop (the alloc's volume teardown) does not wait for the driver's
+// bookkeeping. An attempt whose WaitTask failed, and one a restored dead
+// task's record names, are destroyed before Stopped; a Shutdown leaving
+// the task running never closes Stopped.
 //
 // # Restarts
 //

@@ -109,7 +109,11 @@ type TaskRunner struct {
 	// restartCh carries requested restarts (capacity 1).
 	restartCh chan restartRequest
 	done      chan struct{}
-	restarts  *restartTracker
+	// stopped is closed before done, once the task is dead: no attempt
+	// will start and the last one's processes are gone; not on a Shutdown
+	// that leaves the task running (stopped.go).
+	stopped  chan struct{}
+	restarts *restartTracker
 
 	mu     sync.Mutex
 	info   runhooks.TaskInfo
@@ -123,7 +127,10 @@ type TaskRunner struct {
 	running    bool
 	killed     bool
 	killReason string
-	seq        uint64
+	// destroyLater is the attempt whose DestroyTask Run calls after
+	// closing stopped ("" when none; stopped.go).
+	destroyLater string
+	seq          uint64
 
 	notifyMu sync.Mutex
 	notified uint64
@@ -154,6 +161,7 @@ func New(cfg Config) *TaskRunner {
 		killCh:    make(chan struct{}),
 		restartCh: make(chan restartRequest, 1),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 		restarts:  newRestartTracker(cfg.Restart, cfg.JobType),
 		info:      cfg.Info,
 		state:     &pb.TaskState{State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING},
@@ -365,13 +373,18 @@ func isDead(st *pb.TaskState) bool {
 
 // Run runs the task until it is dead for good, it is killed, or Shutdown.
 func (tr *TaskRunner) Run() {
+	// In this order: stopped closed (if the task is dead), the deferred
+	// DestroyTask, done closed (stopped.go).
 	defer close(tr.done)
+	defer tr.destroyDeferred()
+	defer tr.closeStopped()
 	if tr.dead() {
 		// Dead before this Run: the finished hooks of the run that saw it
 		// die may not have run (the client shut down at the moment the
 		// task died), so they run again here; they are idempotent.
 		if !tr.shuttingDown() {
 			tr.runFinished()
+			tr.destroyRestoredAttempt()
 		}
 		return
 	}

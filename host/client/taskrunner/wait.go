@@ -110,7 +110,18 @@ wait:
 		}
 	})
 	tr.runExited(id, res)
-	tr.destroyAttempt(id)
+	if killed && r.err == nil {
+		// The task will not run again and its processes are gone (an
+		// exit says so; a failed WaitTask does not, and its attempt is
+		// destroyed, killed and waited for, here): the driver forgets the
+		// attempt after stopped is closed, off the path of what waits for
+		// that (stopped.go).
+		tr.mu.Lock()
+		tr.destroyLater = id
+		tr.mu.Unlock()
+	} else {
+		tr.destroyAttempt(id)
+	}
 	return res, req
 }
 
