@@ -1,0 +1,166 @@
+package promtext
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metrics "github.com/hashicorp/go-metrics/compat"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// sinkExpiry drops a series of the Sink not updated for this long, as
+// go-metrics' Prometheus sink did (its default expiration).
+const sinkExpiry = time.Minute
+
+// Sink is a go-metrics sink (raft reports through go-metrics) whose series
+// are gathered as Prometheus metrics, as go-metrics' Prometheus sink made
+// them: the key's parts joined by '_' with ' ', '.', '=', '-' and '/' made
+// '_', the labels as labels, the help text the name; gauges keep the last
+// value, counters sum (a negative increment, which that sink's counters
+// panicked on, is dropped), samples are summaries.
+type Sink struct {
+	mu        sync.Mutex
+	gauges    map[string]*sinkSeries
+	counters  map[string]*sinkSeries
+	summaries map[string]*sinkSeries
+}
+
+type sinkSeries struct {
+	c       Collector
+	gauge   *float64
+	updated time.Time
+}
+
+var _ metrics.MetricSink = (*Sink)(nil)
+
+// NewSink returns an empty sink.
+func NewSink() *Sink {
+	return &Sink{gauges: map[string]*sinkSeries{}, counters: map[string]*sinkSeries{}, summaries: map[string]*sinkSeries{}}
+}
+
+var keyReplacer = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_")
+
+// flatten returns the metric name and the series' key (name and labels).
+func flatten(parts []string, labels []metrics.Label) (name, key string) {
+	name = keyReplacer.Replace(strings.Join(parts, "_"))
+	key = name
+	for _, l := range labels {
+		key += ";" + l.Name + "=" + l.Value
+	}
+	return name, key
+}
+
+// pairs are a series' labels, one value per name (the last), sorted.
+func pairs(labels []metrics.Label) []*dto.LabelPair {
+	if len(labels) == 0 {
+		return nil
+	}
+	byName := map[string]string{}
+	for _, l := range labels {
+		byName[l.Name] = l.Value
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	values := make([]string, len(names))
+	for i, n := range names {
+		values[i] = byName[n]
+	}
+	return labelPairs(names, values)
+}
+
+// series returns the series of key in m, made by mk at the first use, and
+// marks it updated.
+func (s *Sink) series(m map[string]*sinkSeries, key string, mk func() *sinkSeries) *sinkSeries {
+	ser, ok := m[key]
+	if !ok {
+		ser = mk()
+		m[key] = ser
+	}
+	ser.updated = now()
+	return ser
+}
+
+// SetGauge sets a gauge.
+func (s *Sink) SetGauge(parts []string, val float32) { s.SetGaugeWithLabels(parts, val, nil) }
+
+// SetGaugeWithLabels sets a gauge with labels.
+func (s *Sink) SetGaugeWithLabels(parts []string, val float32, labels []metrics.Label) {
+	name, key := flatten(parts, labels)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ser := s.series(s.gauges, key, func() *sinkSeries {
+		ser := &sinkSeries{gauge: new(float64(0))}
+		ls := pairs(labels)
+		ser.c = collectorFunc(func(g *Gathering) {
+			s.mu.Lock()
+			v := *ser.gauge
+			s.mu.Unlock()
+			g.Add(name, name, dto.MetricType_GAUGE, &dto.Metric{Label: ls, Gauge: &dto.Gauge{Value: new(v)}})
+		})
+		return ser
+	})
+	*ser.gauge = float64(val)
+}
+
+// EmitKey does nothing, as in go-metrics' Prometheus sink.
+func (s *Sink) EmitKey([]string, float32) {}
+
+// IncrCounter adds to a counter.
+func (s *Sink) IncrCounter(parts []string, val float32) { s.IncrCounterWithLabels(parts, val, nil) }
+
+// IncrCounterWithLabels adds to a counter with labels.
+func (s *Sink) IncrCounterWithLabels(parts []string, val float32, labels []metrics.Label) {
+	if val < 0 {
+		return
+	}
+	name, key := flatten(parts, labels)
+	s.mu.Lock()
+	ser := s.series(s.counters, key, func() *sinkSeries {
+		return &sinkSeries{c: newCounter(name, name, pairs(labels))}
+	})
+	s.mu.Unlock()
+	ser.c.(*Counter).Add(float64(val))
+}
+
+// AddSample adds an observation to a summary.
+func (s *Sink) AddSample(parts []string, val float32) { s.AddSampleWithLabels(parts, val, nil) }
+
+// AddSampleWithLabels adds an observation to a summary with labels.
+func (s *Sink) AddSampleWithLabels(parts []string, val float32, labels []metrics.Label) {
+	name, key := flatten(parts, labels)
+	s.mu.Lock()
+	ser := s.series(s.summaries, key, func() *sinkSeries {
+		return &sinkSeries{c: newSummary(name, name, pairs(labels))}
+	})
+	s.mu.Unlock()
+	ser.c.(*summary).Observe(float64(val))
+}
+
+// Collect adds every series updated within the last minute and forgets
+// the others.
+func (s *Sink) Collect(g *Gathering) {
+	t := now()
+	var cs []Collector
+	s.mu.Lock()
+	for _, m := range []map[string]*sinkSeries{s.gauges, s.summaries, s.counters} {
+		for key, ser := range m {
+			if ser.updated.Add(sinkExpiry).Before(t) {
+				delete(m, key)
+				continue
+			}
+			cs = append(cs, ser.c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.Collect(g)
+	}
+}
+
+// collectorFunc is a Collector.
+type collectorFunc func(g *Gathering)
+
+// Collect calls f.
+func (f collectorFunc) Collect(g *Gathering) { f(g) }
