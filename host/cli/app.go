@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -178,6 +179,9 @@ func newAppFor(stdout, stderr io.Writer, args []string) *cli.App {
 		HideVersion:          true,
 		Flags:                globalFlags(),
 		Commands:             commandsFor(args),
+		// Compiled is shown by no template berth uses; left zero, urfave/cli
+		// stats the binary on every run to fill it in.
+		Compiled: compiledUnset,
 		// Errors are printed once, here, rather than by urfave's handler.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   flagUsageError,
@@ -187,6 +191,9 @@ func newAppFor(stdout, stderr io.Writer, args []string) *cli.App {
 	withTokenFlag(app.Commands)
 	return app
 }
+
+// compiledUnset stands for the build time, which berth does not record.
+var compiledUnset = time.Unix(0, 0).UTC()
 
 // commandsFor builds the top-level command args name (after the global
 // flags), or all of them when they name none.

@@ -98,3 +98,13 @@ func TestVersionBuildsLittle(t *testing.T) {
 		t.Fatalf("berth version's tree takes %.0f allocations, the whole tree %.0f", one, all)
 	}
 }
+
+// The app's Compiled is set, so urfave/cli does not stat the binary on
+// every run to fill it in (no help template of berth's shows it).
+func TestAppDoesNotStatTheBinary(t *testing.T) {
+	for _, args := range [][]string{{"berth", "version"}, {"berth"}} {
+		if newAppFor(io.Discard, io.Discard, args).Compiled.IsZero() {
+			t.Errorf("%q: Compiled is zero: urfave/cli stats os.Args[0] at each run", args)
+		}
+	}
+}
