@@ -2,9 +2,11 @@ package promtext
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metrics "github.com/hashicorp/go-metrics/compat"
@@ -22,24 +24,23 @@ const sinkExpiry = time.Minute
 // value, counters sum (a negative increment, which that sink's counters
 // panicked on, is dropped), samples are summaries.
 type Sink struct {
-	mu        sync.Mutex
-	gauges    map[string]*sinkSeries
-	counters  map[string]*sinkSeries
-	summaries map[string]*sinkSeries
+	// Each maps a series' key to its *sinkSeries. A call on a known
+	// series takes no lock of the sink's (raft reports on every apply).
+	gauges, counters, summaries sync.Map
 }
 
 type sinkSeries struct {
-	c       Collector
-	gauge   *float64
-	updated time.Time
+	c Collector
+	// gauge is a gauge's value (float64 bits).
+	gauge atomic.Uint64
+	// updated is the last update, unix nanoseconds.
+	updated atomic.Int64
 }
 
 var _ metrics.MetricSink = (*Sink)(nil)
 
 // NewSink returns an empty sink.
-func NewSink() *Sink {
-	return &Sink{gauges: map[string]*sinkSeries{}, counters: map[string]*sinkSeries{}, summaries: map[string]*sinkSeries{}}
-}
+func NewSink() *Sink { return &Sink{} }
 
 var keyReplacer = strings.NewReplacer(" ", "_", ".", "_", "=", "_", "-", "_", "/", "_")
 
@@ -72,13 +73,13 @@ func pairs(labels []metrics.Label) []*dto.LabelPair {
 
 // series returns the series of key in m, made by mk at the first use, and
 // marks it updated.
-func (s *Sink) series(m map[string]*sinkSeries, key string, mk func() *sinkSeries) *sinkSeries {
-	ser, ok := m[key]
+func series(m *sync.Map, key string, mk func() *sinkSeries) *sinkSeries {
+	v, ok := m.Load(key)
 	if !ok {
-		ser = mk()
-		m[key] = ser
+		v, _ = m.LoadOrStore(key, mk())
 	}
-	ser.updated = now()
+	ser := v.(*sinkSeries)
+	ser.updated.Store(now().UnixNano())
 	return ser
 }
 
@@ -88,20 +89,16 @@ func (s *Sink) SetGauge(parts []string, val float32) { s.SetGaugeWithLabels(part
 // SetGaugeWithLabels sets a gauge with labels.
 func (s *Sink) SetGaugeWithLabels(parts []string, val float32, labels []metrics.Label) {
 	name, key := flatten(parts, labels)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ser := s.series(s.gauges, key, func() *sinkSeries {
-		ser := &sinkSeries{gauge: new(float64(0))}
+	ser := series(&s.gauges, key, func() *sinkSeries {
+		ser := &sinkSeries{}
 		ls := pairs(labels)
 		ser.c = collectorFunc(func(g *Gathering) {
-			s.mu.Lock()
-			v := *ser.gauge
-			s.mu.Unlock()
+			v := math.Float64frombits(ser.gauge.Load())
 			g.Add(name, name, dto.MetricType_GAUGE, &dto.Metric{Label: ls, Gauge: &dto.Gauge{Value: new(v)}})
 		})
 		return ser
 	})
-	*ser.gauge = float64(val)
+	ser.gauge.Store(math.Float64bits(float64(val)))
 }
 
 // EmitKey does nothing, as in go-metrics' Prometheus sink.
@@ -116,11 +113,9 @@ func (s *Sink) IncrCounterWithLabels(parts []string, val float32, labels []metri
 		return
 	}
 	name, key := flatten(parts, labels)
-	s.mu.Lock()
-	ser := s.series(s.counters, key, func() *sinkSeries {
+	ser := series(&s.counters, key, func() *sinkSeries {
 		return &sinkSeries{c: newCounter(name, name, pairs(labels))}
 	})
-	s.mu.Unlock()
 	ser.c.(*Counter).Add(float64(val))
 }
 
@@ -130,32 +125,26 @@ func (s *Sink) AddSample(parts []string, val float32) { s.AddSampleWithLabels(pa
 // AddSampleWithLabels adds an observation to a summary with labels.
 func (s *Sink) AddSampleWithLabels(parts []string, val float32, labels []metrics.Label) {
 	name, key := flatten(parts, labels)
-	s.mu.Lock()
-	ser := s.series(s.summaries, key, func() *sinkSeries {
+	ser := series(&s.summaries, key, func() *sinkSeries {
 		return &sinkSeries{c: newSummary(name, name, pairs(labels))}
 	})
-	s.mu.Unlock()
 	ser.c.(*summary).Observe(float64(val))
 }
 
 // Collect adds every series updated within the last minute and forgets
 // the others.
 func (s *Sink) Collect(g *Gathering) {
-	t := now()
-	var cs []Collector
-	s.mu.Lock()
-	for _, m := range []map[string]*sinkSeries{s.gauges, s.summaries, s.counters} {
-		for key, ser := range m {
-			if ser.updated.Add(sinkExpiry).Before(t) {
-				delete(m, key)
-				continue
+	cutoff := now().Add(-sinkExpiry).UnixNano()
+	for _, m := range []*sync.Map{&s.gauges, &s.summaries, &s.counters} {
+		m.Range(func(key, v any) bool {
+			ser := v.(*sinkSeries)
+			if ser.updated.Load() < cutoff {
+				m.CompareAndDelete(key, ser)
+				return true
 			}
-			cs = append(cs, ser.c)
-		}
-	}
-	s.mu.Unlock()
-	for _, c := range cs {
-		c.Collect(g)
+			ser.c.Collect(g)
+			return true
+		})
 	}
 }
 

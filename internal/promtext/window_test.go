@@ -2,8 +2,12 @@ package promtext
 
 import (
 	"math"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	metrics "github.com/hashicorp/go-metrics/compat"
 )
 
 // fakeNow sets the package's clock for a test.
@@ -76,5 +80,51 @@ func TestSummaryQuantilesForgetOldObservations(t *testing.T) {
 	s.Observe(1000)
 	if q, n := quantiles(); q != 1000 || n != 101 {
 		t.Fatalf("median %v of %d after a new observation", q, n)
+	}
+}
+
+// The sink is used from raft's goroutines while a scrape gathers it.
+func TestSinkConcurrentUse(t *testing.T) {
+	s := NewSink()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				s.IncrCounter([]string{"raft", "apply"}, 1)
+				s.AddSample([]string{"raft", "commitTime"}, float32(i))
+				s.SetGaugeWithLabels([]string{"raft", "peers"}, float32(w), []metrics.Label{{Name: "w", Value: strconv.Itoa(w % 2)}})
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if _, err := Gather(s); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	wg.Wait()
+	fs, err := Gather(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		switch f.GetName() {
+		case "raft_apply":
+			if v := f.GetMetric()[0].GetCounter().GetValue(); v != 1200 {
+				t.Errorf("raft_apply = %v, want 1200", v)
+			}
+		case "raft_commitTime":
+			if n := f.GetMetric()[0].GetSummary().GetSampleCount(); n != 1200 {
+				t.Errorf("raft_commitTime count = %d, want 1200", n)
+			}
+		case "raft_peers":
+			if len(f.GetMetric()) != 2 {
+				t.Errorf("raft_peers series %d, want 2", len(f.GetMetric()))
+			}
+		}
+	}
+	if len(fs) != 3 {
+		t.Fatalf("%d families, want 3", len(fs))
 	}
 }
