@@ -16,6 +16,7 @@
 //
 // Sink turns go-metrics' calls (raft's) into gauges, counters and summaries
 // as go-metrics' Prometheus sink did: names flattened with '_', summaries of
-// the last 10 s with the 0.5, 0.9 and 0.99 quantiles, series not updated
-// for a minute dropped.
+// the last 10 s with the 0.5, 0.9 and 0.99 quantiles, and every series
+// kept for the life of the process (berth made that sink with Expiration 0,
+// which never expires a series), so a rare counter stays monotonic.
 package promtext

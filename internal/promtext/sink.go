@@ -7,22 +7,20 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	metrics "github.com/hashicorp/go-metrics/compat"
 	dto "github.com/prometheus/client_model/go"
 )
-
-// sinkExpiry drops a series of the Sink not updated for this long, as
-// go-metrics' Prometheus sink did (its default expiration).
-const sinkExpiry = time.Minute
 
 // Sink is a go-metrics sink (raft reports through go-metrics) whose series
 // are gathered as Prometheus metrics, as go-metrics' Prometheus sink made
 // them: the key's parts joined by '_' with ' ', '.', '=', '-' and '/' made
 // '_', the labels as labels, the help text the name; gauges keep the last
 // value, counters sum (a negative increment, which that sink's counters
-// panicked on, is dropped), samples are summaries.
+// panicked on, is dropped), samples are summaries. A series, once made,
+// is served for the life of the process, as berth's go-metrics sink (made
+// with Expiration 0) served it: a counter updated once an hour stays
+// monotonic between scrapes.
 type Sink struct {
 	// Each maps a series' key to its *sinkSeries. A call on a known
 	// series takes no lock of the sink's (raft reports on every apply).
@@ -33,8 +31,6 @@ type sinkSeries struct {
 	c Collector
 	// gauge is a gauge's value (float64 bits).
 	gauge atomic.Uint64
-	// updated is the last update, unix nanoseconds.
-	updated atomic.Int64
 }
 
 var _ metrics.MetricSink = (*Sink)(nil)
@@ -71,16 +67,13 @@ func pairs(labels []metrics.Label) []*dto.LabelPair {
 	return labelPairs(names, values)
 }
 
-// series returns the series of key in m, made by mk at the first use, and
-// marks it updated.
+// series returns the series of key in m, made by mk at the first use.
 func series(m *sync.Map, key string, mk func() *sinkSeries) *sinkSeries {
 	v, ok := m.Load(key)
 	if !ok {
 		v, _ = m.LoadOrStore(key, mk())
 	}
-	ser := v.(*sinkSeries)
-	ser.updated.Store(now().UnixNano())
-	return ser
+	return v.(*sinkSeries)
 }
 
 // SetGauge sets a gauge.
@@ -131,18 +124,11 @@ func (s *Sink) AddSampleWithLabels(parts []string, val float32, labels []metrics
 	ser.c.(*summary).Observe(float64(val))
 }
 
-// Collect adds every series updated within the last minute and forgets
-// the others.
+// Collect adds every series the sink has made.
 func (s *Sink) Collect(g *Gathering) {
-	cutoff := now().Add(-sinkExpiry).UnixNano()
 	for _, m := range []*sync.Map{&s.gauges, &s.summaries, &s.counters} {
-		m.Range(func(key, v any) bool {
-			ser := v.(*sinkSeries)
-			if ser.updated.Load() < cutoff {
-				m.CompareAndDelete(key, ser)
-				return true
-			}
-			ser.c.Collect(g)
+		m.Range(func(_, v any) bool {
+			v.(*sinkSeries).c.Collect(g)
 			return true
 		})
 	}
