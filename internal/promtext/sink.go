@@ -67,14 +67,23 @@ func pairs(labels []metrics.Label) []*dto.LabelPair {
 	return labelPairs(names, values)
 }
 
-// series returns the series of key in m, made by mk at the first use.
+// series returns the series of key in m, made by mk at the first use. mk
+// makes a series complete (a gauge with its value): a scrape may serve it
+// as soon as it is stored.
 func series(m *sync.Map, key string, mk func() *sinkSeries) *sinkSeries {
 	v, ok := m.Load(key)
 	if !ok {
 		v, _ = m.LoadOrStore(key, mk())
+		if afterPublish != nil {
+			afterPublish()
+		}
 	}
 	return v.(*sinkSeries)
 }
+
+// afterPublish, when set (by tests), is called after a new series is
+// stored and before the call that made it returns.
+var afterPublish func()
 
 // SetGauge sets a gauge.
 func (s *Sink) SetGauge(parts []string, val float32) { s.SetGaugeWithLabels(parts, val, nil) }
@@ -82,8 +91,10 @@ func (s *Sink) SetGauge(parts []string, val float32) { s.SetGaugeWithLabels(part
 // SetGaugeWithLabels sets a gauge with labels.
 func (s *Sink) SetGaugeWithLabels(parts []string, val float32, labels []metrics.Label) {
 	name, key := flatten(parts, labels)
+	bits := math.Float64bits(float64(val))
 	ser := series(&s.gauges, key, func() *sinkSeries {
 		ser := &sinkSeries{}
+		ser.gauge.Store(bits)
 		ls := pairs(labels)
 		ser.c = collectorFunc(func(g *Gathering) {
 			v := math.Float64frombits(ser.gauge.Load())
@@ -91,7 +102,7 @@ func (s *Sink) SetGaugeWithLabels(parts []string, val float32, labels []metrics.
 		})
 		return ser
 	})
-	ser.gauge.Store(math.Float64bits(float64(val)))
+	ser.gauge.Store(bits)
 }
 
 // EmitKey does nothing, as in go-metrics' Prometheus sink.

@@ -62,6 +62,29 @@ func TestSinkKeepsSeriesNotUpdatedForAMinute(t *testing.T) {
 	}
 }
 
+// A new gauge is stored with its value: a scrape between its publication
+// and the call's return serves the value set, never a 0 it was not set to.
+func TestSinkNewGaugeIsPublishedWithItsValue(t *testing.T) {
+	s := NewSink()
+	var seen []float64
+	afterPublish = func() {
+		fs, err := Gather(s)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, f := range fs {
+			if f.GetName() == "g" {
+				seen = append(seen, f.GetMetric()[0].GetGauge().GetValue())
+			}
+		}
+	}
+	t.Cleanup(func() { afterPublish = nil })
+	s.SetGauge([]string{"g"}, 7)
+	if len(seen) != 1 || seen[0] != 7 {
+		t.Fatalf("a scrape right after the gauge was published served %v, want [7]", seen)
+	}
+}
+
 // A summary's quantiles cover the last 10 s; its count and sum everything.
 func TestSummaryQuantilesForgetOldObservations(t *testing.T) {
 	clock := fakeNow(t)
