@@ -1,6 +1,7 @@
 package promtext
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -110,9 +111,13 @@ func newHistogram(name, help string, bounds []float64, labels []*dto.LabelPair) 
 	return &Histogram{name: name, help: help, labels: labels, bounds: bounds, counts: make([]uint64, len(bounds)), created: timestamppb.New(now())}
 }
 
-// Observe records v.
+// Observe records v. NaN counts in no bucket but +Inf's (and in the count
+// and sum), as client_golang counts it.
 func (h *Histogram) Observe(v float64) {
-	i, _ := slices.BinarySearch(h.bounds, v)
+	i := len(h.bounds)
+	if !math.IsNaN(v) {
+		i, _ = slices.BinarySearch(h.bounds, v)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if i < len(h.counts) {
@@ -146,14 +151,17 @@ type HistogramVec struct {
 }
 
 // NewHistogramVec returns histograms with these buckets' upper bounds
-// (ascending; +Inf is implied) and the labels named.
+// (strictly ascending; +Inf is implied) and the labels named. Bounds that
+// do not ascend strictly panic, as in client_golang.
 func NewHistogramVec(name, help string, bounds []float64, labelNames ...string) *HistogramVec {
+	for i := 1; i < len(bounds); i++ {
+		if bounds[i-1] >= bounds[i] {
+			panic(fmt.Errorf("promtext: histogram buckets must be in increasing order: %f >= %f", bounds[i-1], bounds[i]))
+		}
+	}
 	bounds = slices.Clone(bounds)
 	if n := len(bounds); n > 0 && math.IsInf(bounds[n-1], 1) {
 		bounds = bounds[:n-1]
-	}
-	if !slices.IsSorted(bounds) {
-		panic("promtext: histogram buckets must ascend")
 	}
 	v := &HistogramVec{vec[*Histogram]{labelNames: labelNames}}
 	v.make = func(values []string) *Histogram {
