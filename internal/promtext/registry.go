@@ -1,6 +1,7 @@
 package promtext
 
 import (
+	"cmp"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -36,16 +37,25 @@ func (g *Gathering) Add(name, help string, typ dto.MetricType, m *dto.Metric) {
 	case f.GetHelp() != help:
 		g.errs = append(g.errs, fmt.Errorf("collected metric %s %s has help %q but should have %q", name, m, help, f.GetHelp()))
 	default:
+		if !slices.IsSortedFunc(m.GetLabel(), compareLabelNames) {
+			// Sorted on a copy, as client_golang does: the pairs may be
+			// the collector's.
+			m.Label = slices.SortedStableFunc(slices.Values(m.Label), compareLabelNames)
+		}
 		f.Metric = append(f.Metric, m)
 	}
 }
+
+func compareLabelNames(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) }
 
 // Fail records an error of the gathering: its answer is an error.
 func (g *Gathering) Fail(err error) { g.errs = append(g.errs, err) }
 
 // Gather collects cs into metric families sorted by name, each family's
-// series sorted by their label values; families without series are left
-// out. Two series of one family with the same labels are an error.
+// series sorted as client_golang sorts them: by their number of labels,
+// then their label values (in the order of the names); families without
+// series are left out. Two series of one family with the same label names
+// and values are an error.
 func Gather(cs ...Collector) ([]*dto.MetricFamily, error) {
 	g := &Gathering{fams: map[string]*dto.MetricFamily{}}
 	for _, c := range cs {
@@ -63,7 +73,7 @@ func Gather(cs ...Collector) ([]*dto.MetricFamily, error) {
 		f := g.fams[name]
 		slices.SortStableFunc(f.Metric, compareLabels)
 		for j := 1; j < len(f.Metric); j++ {
-			if compareLabels(f.Metric[j-1], f.Metric[j]) == 0 && len(f.Metric[j].GetLabel()) == len(f.Metric[j-1].GetLabel()) {
+			if compareLabels(f.Metric[j-1], f.Metric[j]) == 0 {
 				g.errs = append(g.errs, fmt.Errorf("collected metric %q { %s} was collected before with the same name and label values", name, f.Metric[j]))
 			}
 		}
@@ -72,12 +82,23 @@ func Gather(cs ...Collector) ([]*dto.MetricFamily, error) {
 	return fams, errors.Join(g.errs...)
 }
 
-// compareLabels orders series by their label values, in the order of their
-// (sorted) label names.
+// compareLabels orders series as client_golang does: by their number of
+// labels, then by their label values in the order of their (sorted) label
+// names; series that tie there (client_golang leaves their order open) by
+// their label names. It is 0 only for the same label names and values, so
+// series with the same labels sort next to each other.
 func compareLabels(a, b *dto.Metric) int {
 	la, lb := a.GetLabel(), b.GetLabel()
-	for i := range min(len(la), len(lb)) {
+	if c := cmp.Compare(len(la), len(lb)); c != 0 {
+		return c
+	}
+	for i := range la {
 		if c := strings.Compare(la[i].GetValue(), lb[i].GetValue()); c != 0 {
+			return c
+		}
+	}
+	for i := range la {
+		if c := strings.Compare(la[i].GetName(), lb[i].GetName()); c != 0 {
 			return c
 		}
 	}
