@@ -9,8 +9,10 @@ import "berth.dev/berth/rpc/pb"
 // the agent encodes a fifth of the bytes and the CLI decodes a fifth
 // (issue 26). Left out, at their defaults: the fingerprint's attributes,
 // each driver's attributes and task schema, the node's resources, meta and
-// CSI plugins, and the secret hash (never in an answer anyway). Everything else is the node's own value; GET /v1/node/{id}
-// answers the whole node. An agent older than this ignores the parameter
+// CSI plugins, and the secret hash (never in an answer anyway); in a stub
+// they read empty, which does not mean the node has none (README, HTTP
+// API). Everything else is the node's own value; GET /v1/node/{id} answers
+// the whole node. An agent older than this ignores the parameter
 // and answers whole nodes, which a reader of stubs reads the same.
 
 // nodeStub returns n's list stub (n is not modified; the stub shares the
