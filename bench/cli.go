@@ -34,7 +34,7 @@ import (
 // clibare (bench/clibare) is the floor below that: the same two commands
 // with an API client that links no protobuf and no gRPC (net/http and
 // encoding/json). `node status` also waits for the agent's answer, which
-// no start-up work can shorten: the section times GET /v1/nodes from a
+// no start-up work can shorten: the section times GET /v1/nodes?stub=true from a
 // warm process, a new connection each time, and prints it beside.
 // BERTH_CLI_BASE names another berth binary (an earlier commit's) to time
 // in the same rounds, against the same agent, for a before/after.
@@ -171,7 +171,7 @@ func benchCLI(opts options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nthe agent's answer to GET /v1/nodes, from a warm process, a new connection each time (what node status waits for, any client): median %s, p10 %s\n",
+	fmt.Printf("\nthe agent's answer to GET /v1/nodes?stub=true (the list stubs node status asks for), from a warm process, a new connection each time (what node status waits for, any client): median %s, p10 %s\n",
 		cliMs(answer[len(answer)/2]), cliMs(answer[len(answer)/10]))
 	if err := printCLIInits(tbin, plan.traced); err != nil {
 		return err
@@ -257,7 +257,7 @@ func agentAnswerTime(addr string, n int) ([]time.Duration, error) {
 	for range n {
 		tr := &http.Transport{}
 		start := time.Now()
-		resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/v1/nodes?per_page=1000")
+		resp, err := (&http.Client{Transport: tr}).Get("http://" + addr + "/v1/nodes?per_page=1000&stub=true")
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +269,7 @@ func agentAnswerTime(addr string, n int) ([]time.Duration, error) {
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET /v1/nodes: %s", resp.Status)
+			return nil, fmt.Errorf("GET /v1/nodes?stub=true: %s", resp.Status)
 		}
 	}
 	slices.Sort(ds)

@@ -3,8 +3,9 @@ package csi
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+
+	"berth.dev/berth/internal/promtext"
 )
 
 // durationBuckets are the buckets of berth's storage latency histograms, in
@@ -20,15 +21,13 @@ func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets
 // calls servers forward: every call goes through one of the two), by
 // method (the call table's name) and gRPC code: bounded labels.
 var (
-	callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "berth_csi_call_duration_seconds",
-		Help:    "Latency of CSI calls this agent made to plugins, by method and gRPC code (one try each; csi.Retry's retries are separate calls).",
-		Buckets: durationBuckets,
-	}, []string{"method", "code"})
-	callErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "berth_csi_call_errors_total",
-		Help: "CSI calls that failed, by method and gRPC code (NotFound answered to an undo, which counts as done, is not an error).",
-	}, []string{"method", "code"})
+	callDuration = promtext.NewHistogramVec("berth_csi_call_duration_seconds",
+		"Latency of CSI calls this agent made to plugins, by method and gRPC code (one try each; csi.Retry's retries are separate calls).",
+		durationBuckets,
+		"method", "code")
+	callErrors = promtext.NewCounterVec("berth_csi_call_errors_total",
+		"CSI calls that failed, by method and gRPC code (NotFound answered to an undo, which counts as done, is not an error).",
+		"method", "code")
 )
 
 // WithoutCallMetrics leaves the client's calls out of the call metrics: for
@@ -41,8 +40,8 @@ func WithoutCallMetrics() Option {
 
 // Metrics returns the collectors of the CSI client's metrics, for the
 // agent to register.
-func Metrics() []prometheus.Collector {
-	return []prometheus.Collector{callDuration, callErrors}
+func Metrics() []promtext.Collector {
+	return []promtext.Collector{callDuration, callErrors}
 }
 
 // observeCall records one call's outcome; failed says whether the caller

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"berth.dev/berth/sdk/driverpb"
@@ -53,7 +54,9 @@ func MapValue(m map[string]string) *driverpb.ConfigValue {
 	return &driverpb.ConfigValue{Kind: &driverpb.ConfigValue_MapValue{MapValue: &driverpb.StringMap{Values: m}}}
 }
 
-var fieldNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+// fieldNameRE is compiled at its first use, not at every start of every
+// process that links the sdk (berth's CLI included).
+var fieldNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*$`) })
 
 // CheckSchema reports mistakes in a schema itself: bad or duplicate names,
 // unknown types, defaults of the wrong type, required fields with a default.
@@ -65,8 +68,8 @@ func CheckSchema(s *driverpb.Schema) error {
 	for i, f := range s.GetFields() {
 		name := f.GetName()
 		switch {
-		case !fieldNameRE.MatchString(name):
-			errs = append(errs, fmt.Errorf("schema field %d: name %q must match %s", i, name, fieldNameRE))
+		case !fieldNameRE().MatchString(name):
+			errs = append(errs, fmt.Errorf("schema field %d: name %q must match %s", i, name, fieldNameRE()))
 			continue
 		case seen[name]:
 			errs = append(errs, fmt.Errorf("schema field %q: declared twice", name))

@@ -47,7 +47,7 @@ func main() {
 				Name:  "node-status",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "address", Value: "127.0.0.1:4646"}},
 				Action: func(c *cli.Context) error {
-					resp, err := http.Get("http://" + c.String("address") + "/v1/nodes?per_page=1000")
+					resp, err := http.Get("http://" + c.String("address") + "/v1/nodes?per_page=1000&stub=true")
 					if err != nil {
 						return err
 					}

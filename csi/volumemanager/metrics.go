@@ -3,9 +3,8 @@ package volumemanager
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"berth.dev/berth/csi"
+	"berth.dev/berth/internal/promtext"
 )
 
 // opDuration times each node step of a volume (m.call: every stage,
@@ -13,15 +12,14 @@ import (
 // and the wait for the node plugin included: how long a use waited for the
 // step, where berth_csi_call_duration_seconds times each try. Labels are
 // the step and its result, both bounded.
-var opDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-	Name:    "berth_volume_node_operation_duration_seconds",
-	Help:    "Duration of a volume's node steps (stage, publish, unpublish, unstage, expand), retries and the wait for the node plugin included, by step and result (ok, error).",
-	Buckets: csi.DurationBuckets(),
-}, []string{"operation", "result"})
+var opDuration = promtext.NewHistogramVec("berth_volume_node_operation_duration_seconds",
+	"Duration of a volume's node steps (stage, publish, unpublish, unstage, expand), retries and the wait for the node plugin included, by step and result (ok, error).",
+	csi.DurationBuckets(),
+	"operation", "result")
 
 // Metrics returns the collectors of the volume manager's metrics, for the
 // agent to register.
-func Metrics() []prometheus.Collector { return []prometheus.Collector{opDuration} }
+func Metrics() []promtext.Collector { return []promtext.Collector{opDuration} }
 
 // operations names the steps by their call.
 var operations = map[csi.Call]string{

@@ -50,7 +50,8 @@
 // times, exact numbers, every field present). gRPC status codes map to HTTP
 // statuses and errors are JSON objects {"code", "message"}. Every list is
 // paginated by the server (?per_page=, ?next_token=, X-Berth-NextToken) and
-// /v1/nodes filters on ?status=. The node reads support blocking queries
+// /v1/nodes filters on ?status= and answers list stubs with ?stub=true
+// (http_nodes_stub.go). The node reads support blocking queries
 // (?index=N&wait=10s) and return the index they reflect in X-Berth-Index;
 // the server lists (members, peers, raft configuration) are read at request
 // time and refuse ?index=. Reads are served from the receiving server's

@@ -10,7 +10,8 @@ import (
 )
 
 // nodeList is GET /v1/nodes: one page of nodes in ID order, optionally
-// only those with ?status=ready|down.
+// only those with ?status=ready|down; ?stub=true answers list stubs
+// (http_nodes_stub.go).
 func (a *Agent) nodeList(w http.ResponseWriter, r *http.Request) error {
 	q, err := parseQuery(r)
 	if err != nil {
@@ -22,6 +23,10 @@ func (a *Agent) nodeList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Status = pb.NodeStatus(st)
+	stub, err := queryBool(r, "stub")
+	if err != nil {
+		return err
+	}
 	var resp *pb.NodeListResponse
 	err = a.rpcCall(r.Context(), func(ctx context.Context, c *grpc.ClientConn) (err error) {
 		resp, err = pb.NewNodesClient(c).List(ctx, req)
@@ -31,6 +36,9 @@ func (a *Agent) nodeList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	setQueryHeaders(w, resp.GetMeta())
+	if stub {
+		return writeProtoList(w, nodeStubs(resp.GetNodes()))
+	}
 	return writeProtoList(w, resp.GetNodes())
 }
 

@@ -6,27 +6,25 @@ import (
 	"sync"
 
 	metrics "github.com/hashicorp/go-metrics/compat"
-	promsink "github.com/hashicorp/go-metrics/compat/prometheus"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"berth.dev/berth/internal/promtext"
 )
 
 // Metrics are process-wide (raft reports to go-metrics' global sink), so the
 // registry is set up once per process however many agents a test starts.
 var (
 	metricsOnce     sync.Once
-	metricsRegistry *prometheus.Registry
+	metricsRegistry *promtext.Registry
 	metricsErr      error
 )
 
 func metricsHandler() (http.Handler, error) {
 	metricsOnce.Do(func() {
-		reg := prometheus.NewRegistry()
-		sink, err := promsink.NewPrometheusSinkFrom(promsink.PrometheusOpts{Registerer: reg})
-		if err != nil {
-			metricsErr = fmt.Errorf("metrics sink: %w", err)
-			return
-		}
+		// The sink makes go-metrics' (raft's) series Prometheus ones, as
+		// go-metrics' Prometheus sink did (internal/promtext).
+		reg := &promtext.Registry{}
+		sink := promtext.NewSink()
+		reg.Register(sink)
 		conf := metrics.DefaultConfig("")
 		conf.EnableHostname = false
 		conf.EnableHostnameLabel = false
@@ -35,18 +33,13 @@ func metricsHandler() (http.Handler, error) {
 			metricsErr = fmt.Errorf("metrics: %w", err)
 			return
 		}
-		for _, c := range storageMetrics() {
-			if err := reg.Register(c); err != nil {
-				metricsErr = fmt.Errorf("metrics: %w", err)
-				return
-			}
-		}
+		reg.Register(storageMetrics()...)
 		metricsRegistry = reg
 	})
 	if metricsErr != nil {
 		return nil, metricsErr
 	}
-	return promhttp.HandlerFor(metricsRegistry, promhttp.HandlerOpts{}), nil
+	return promtext.Handler(metricsRegistry), nil
 }
 
 // metrics serves Prometheus text. Gauges derived from the cluster's state

@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -147,7 +146,7 @@ func aclPolicyList(c *cli.Context) error {
 		_, err := fmt.Fprintln(c.App.Writer, "No policies")
 		return err
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tDescription")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\n", p.GetName(), p.GetDescription())
@@ -230,7 +229,7 @@ func aclTokenList(c *cli.Context) error {
 		_, err := fmt.Fprintln(c.App.Writer, "No tokens")
 		return err
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tType\tAccessor ID\tPolicies\tExpires")
 	for _, t := range ts {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.GetName(), t.GetType(), t.GetAccessorId(), strings.Join(t.GetPolicies(), ","), expiry(t.GetExpirationTime()))
@@ -322,7 +321,7 @@ func aclTokenSelf(c *cli.Context) error {
 // printToken prints a token as `key = value` lines; the secret only when
 // given (a token just made).
 func printToken(w io.Writer, t *pb.ACLTokenView, secret string) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	tw := newTable(w, 0, 4, 1, ' ', 0)
 	fmt.Fprintf(tw, "Accessor ID\t= %s\n", t.GetAccessorId())
 	if secret != "" {
 		fmt.Fprintf(tw, "Secret ID\t= %s\n", secret)

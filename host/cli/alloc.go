@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -117,7 +116,7 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 		ts := a.GetTaskStates()[name]
 		fmt.Fprintf(w, "\nTask %q is %q\n", name, pb.EnumWord(ts.GetState()))
 		if r := a.GetResources().GetTasks()[name]; r != nil {
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			tw := newTable(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "Task Resources:")
 			fmt.Fprintln(tw, "CPU\tMemory")
 			fmt.Fprintf(tw, "%d MHz\t%d MiB\n", r.GetCpuMhz(), r.GetMemoryMb())
@@ -136,7 +135,7 @@ func printAlloc(w io.Writer, a *pb.Allocation) error {
 			continue
 		}
 		fmt.Fprintln(w, "\nRecent Events:")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "Time\tType\tDescription")
 		// Newest first, as Nomad shows them: the last thing that happened
 		// is what the reader looks for.

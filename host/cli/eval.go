@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -127,7 +126,7 @@ func evalList(c *cli.Context) error {
 		_, err := fmt.Fprintln(c.App.Writer, "No evaluations found")
 		return err
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPriority\tTriggered By\tJob ID\tNode ID\tStatus\tPlacement Failures")
 	for _, e := range evals {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), pb.EnumWord(e.GetTriggeredBy()),

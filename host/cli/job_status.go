@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -69,7 +68,7 @@ func printJobTable(w io.Writer, jobs []*pb.JobListStub) error {
 		_, err := fmt.Fprintln(w, "No jobs registered")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tType\tPriority\tStatus\tVersion\tSubmit Date")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", j.GetId(), pb.EnumWord(j.GetType()), j.GetPriority(), jobStatusWord(j.GetStatus(), j.GetStop()), j.GetVersion(), formatNanos(j.GetSubmittedAt()))
@@ -99,7 +98,7 @@ func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.All
 	})
 
 	fmt.Fprintln(w, "\nSummary")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Task Group\tQueued\tPending\tRunning\tFailed\tComplete\tLost")
 	for _, g := range sortedKeys(summary.GetGroups()) {
 		s := summary.GetGroups()[g]
@@ -117,7 +116,7 @@ func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.All
 	}
 	if len(evals) > 0 {
 		fmt.Fprintln(w, "\nLatest Evaluations")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tPriority\tTriggered By\tStatus\tPlacement Failures")
 		for _, e := range evals[:min(len(evals), latestEvals)] {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%t\n", shortID(e.GetId()), e.GetPriority(), pb.EnumWord(e.GetTriggeredBy()), pb.EnumWord(e.GetStatus()), len(e.GetFailedTgAllocs()) > 0)
@@ -138,7 +137,7 @@ func printJob(w io.Writer, job *pb.Job, summary *pb.JobSummary, allocs []*pb.All
 // printAllocTable lists allocs newest first.
 func printAllocTable(w io.Writer, allocs []*pb.Allocation) error {
 	slices.SortFunc(allocs, func(a, b *pb.Allocation) int { return cmpDesc(a.GetCreateIndex(), b.GetCreateIndex()) })
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNode ID\tTask Group\tVersion\tDesired\tStatus\tCreated\tModified")
 	for _, a := range allocs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", shortID(a.GetId()), shortID(a.GetNodeId()), a.GetTaskGroup(), a.GetJobVersion(),
@@ -159,7 +158,7 @@ func cmpDesc(a, b uint64) int {
 
 // printKV prints "Key = value" rows aligned, as node status does.
 func printKV(w io.Writer, rows [][2]string) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t= %s\n", r[0], r[1])
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -92,7 +91,7 @@ func printNodeTable(w io.Writer, nodes []api.NodeRow, verbose bool) error {
 		_, err := fmt.Fprintln(w, "No nodes registered")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tName\tStatus\tEligibility\tDrain\tDrivers\tAddress\tVersion")
 	for _, n := range nodes {
 		id := n.ID
@@ -123,7 +122,7 @@ func healthyDrivers(n api.NodeRow) string {
 // printNode shows a node with vols, the volumes claimed or attached on it.
 func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) error {
 	fp := n.GetFingerprint()
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	rows := [][2]string{
 		{"ID", n.GetId()},
 		{"Name", n.GetName()},
@@ -153,7 +152,7 @@ func printNode(w io.Writer, n *pb.Node, vols []*pb.VolumeView, verbose bool) err
 	}
 
 	fmt.Fprintln(w, "\nDrivers")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw = newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tHealthy\tSource\tVersion\tDescription")
 	names := make([]string, 0, len(n.GetDrivers()))
 	for name := range n.GetDrivers() {
@@ -224,7 +223,7 @@ func printAttributes(w io.Writer, title string, attrs map[string]string) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	for _, k := range keys {
 		fmt.Fprintf(tw, "%s\t= %s\n", k, attrs[k])
 	}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"text/tabwriter"
 
 	"berth.dev/berth/rpc/pb"
 )
@@ -16,7 +15,7 @@ func printHostVolumes(w io.Writer, n *pb.Node) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nHost Volumes")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tRead Only\tPath")
 	for _, name := range slices.Sorted(maps.Keys(n.GetHostVolumes())) {
 		hv := n.GetHostVolumes()[name]

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -72,7 +71,7 @@ func raftListPeers(c *cli.Context) error {
 	}
 	// The API lists by ID; people look servers up by name.
 	slices.SortStableFunc(servers, func(a, b *pb.RaftServer) int { return strings.Compare(a.GetName(), b.GetName()) })
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Node\tID\tAddress\tRPC Address\tState\tVoter")
 	for _, s := range servers {
 		state := "follower"

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -72,7 +71,7 @@ func printPluginTable(w io.Writer, plugins []*pb.CSIPlugin) error {
 		return err
 	}
 	fmt.Fprintln(w, "Container Storage Interface")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tProvider\tControllers Healthy/Expected\tNodes Healthy/Expected")
 	for _, p := range plugins {
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d/%d\n", p.GetId(), orDash(p.GetProvider()),
@@ -104,7 +103,7 @@ func printPlugin(w io.Writer, p *pb.CSIPlugin, verbose bool) error {
 	if len(p.GetAllocations()) == 0 {
 		fmt.Fprintln(w, "No allocations run this plugin")
 	} else {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNode ID\tJob ID\tType\tHealthy")
 		for _, a := range p.GetAllocations() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\n", short(a.GetAllocId()), short(a.GetNodeId()), a.GetJobId(), pb.EnumWord(a.GetType()), a.GetHealthy())
@@ -117,7 +116,7 @@ func printPlugin(w io.Writer, p *pb.CSIPlugin, verbose bool) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nInstances")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Node ID\tType\tSource\tAlloc ID\tHealthy\tProvider\tVersion\tDescription")
 	for _, side := range []map[string]*pb.CSIPluginInfo{p.GetControllers(), p.GetNodes()} {
 		for _, node := range sortedKeys(side) {
@@ -136,7 +135,7 @@ func printNodePlugins(w io.Writer, n *pb.Node) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nCSI Plugins")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tType\tHealthy\tProvider\tVersion\tDescription")
 	for _, side := range []struct {
 		typ string

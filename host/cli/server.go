@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -48,7 +47,7 @@ func serverMembers(c *cli.Context) error {
 	}
 	// The API lists by ID; people look servers up by name.
 	slices.SortStableFunc(members, func(a, b *pb.Member) int { return strings.Compare(a.GetServer().GetName(), b.GetServer().GetName()) })
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	tw := newTable(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Name\tID\tRPC Address\tRaft Address\tStatus\tLeader\tVoter\tVersion")
 	for _, m := range members {
 		s := m.GetServer()

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
@@ -304,7 +303,7 @@ func printVolumeTable(w io.Writer, vols []*pb.VolumeView) error {
 		return err
 	}
 	fmt.Fprintln(w, "Container Storage Interface")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tName\tPlugin ID\tSchedulable\tAccess Mode\tClaims")
 	for _, v := range vols {
 		vol := v.GetVolume()
@@ -349,7 +348,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	}
 
 	fmt.Fprintln(w, "\nCapabilities")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Access Mode\tAttachment Mode")
 	for _, cp := range vol.GetCapabilities() {
 		fmt.Fprintf(tw, "%s\t%s\n", pb.EnumWord(cp.GetAccessMode()), pb.EnumWord(cp.GetAttachmentMode()))
@@ -362,7 +361,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 	if len(v.GetClaims()) == 0 {
 		fmt.Fprintln(w, "No claims")
 	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tClaimant\tNode ID\tMode\tState\tAttempts")
 		for _, cl := range v.GetClaims() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", short(cl.GetId()), claimant(cl, short), short(cl.GetNodeId()),
@@ -375,7 +374,7 @@ func printVolume(w io.Writer, v *pb.VolumeView, verbose bool) error {
 
 	if len(v.GetAttachments()) > 0 {
 		fmt.Fprintln(w, "\nAttachments")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "Node ID\tState\tController Node\tAttempts")
 		for _, a := range v.GetAttachments() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", short(a.GetNodeId()), pb.EnumWord(a.GetState()), short(orDash(a.GetControllerNodeId())), a.GetAttempts())
@@ -463,7 +462,7 @@ func printNodeVolumes(w io.Writer, nodeID string, vols []*pb.VolumeView) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nCSI Volumes")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tName\tPlugin ID\tProvider\tSchedulable\tClaims Here\tAttachment")
 	for _, v := range vols {
 		vol := v.GetVolume()

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -98,7 +97,7 @@ func printExpand(c *cli.Context, volumeID string, resp *pb.VolumeExpandResponse)
 		fmt.Fprintln(w, "Node expansion (NodeExpandVolume): no node holds the volume staged or published")
 	} else {
 		fmt.Fprintln(w, "Node expansion (NodeExpandVolume):")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw := newTable(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "Node ID\tCapacity\tResult")
 		for _, n := range resp.GetNodes() {
 			capacity, result := "-", "expanded"

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
@@ -104,7 +103,7 @@ func listHostVolumes(c *cli.Context, client *api.Client, nodeID string, always b
 
 func printHostVolumeTable(w io.Writer, vols []*pb.HostVolume) error {
 	fmt.Fprintln(w, "Dynamic Host Volumes")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tName\tType\tPlugin ID\tNode ID\tState")
 	for _, v := range vols {
 		fmt.Fprintf(tw, "%s\t%s\thost\t%s\t%s\t%s\n", shortID(v.GetId()), v.GetName(), v.GetPluginId(), shortID(v.GetNodeId()), pb.EnumWord(v.GetState()))

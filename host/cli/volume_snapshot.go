@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -200,7 +199,7 @@ func snapshotDelete(c *cli.Context) error {
 }
 
 func printSnapshots(w io.Writer, snaps []*pb.Snapshot) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Snapshot ID\tVolume ID\tExternal Volume ID\tSize\tCreated\tReady")
 	for _, s := range snaps {
 		size := "-"

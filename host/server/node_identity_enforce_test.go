@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/host/server/endpoints"
+	"berth.dev/berth/internal/testutil"
 	"berth.dev/berth/internal/version"
 	"berth.dev/berth/rpc/pb"
 )
@@ -50,12 +50,7 @@ func withLogTo(buf *warnLog) clusterOpt {
 // unauthenticatedCalls reads berth_node_calls_unauthenticated_total.
 func unauthenticatedCalls(t *testing.T) float64 {
 	t.Helper()
-	var m dto.Metric
-	c := endpoints.NodeIdentityMetrics()[0].(interface{ Write(*dto.Metric) error })
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return testutil.MetricValue(t, "berth_node_calls_unauthenticated_total", nil, endpoints.NodeIdentityMetrics()...)
 }
 
 // registerSecretless stores n as a node without a secret, as a

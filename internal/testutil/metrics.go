@@ -3,8 +3,9 @@ package testutil
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"berth.dev/berth/internal/promtext"
 )
 
 // MetricValue gathers cs and returns the value of the series of family name
@@ -12,7 +13,7 @@ import (
 // sample count; 0 when there is no such series (a vector's series appears
 // with its first observation). Metrics are process-wide, so tests compare
 // the value before and after what they do.
-func MetricValue(t testing.TB, name string, labels map[string]string, cs ...prometheus.Collector) float64 {
+func MetricValue(t testing.TB, name string, labels map[string]string, cs ...promtext.Collector) float64 {
 	t.Helper()
 	if m := findMetric(t, name, labels, cs); m != nil {
 		return sampleValue(m)
@@ -22,20 +23,14 @@ func MetricValue(t testing.TB, name string, labels map[string]string, cs ...prom
 
 // HistogramSum is the sum of the observations of MetricValue's series, a
 // histogram; 0 when there is no such series.
-func HistogramSum(t testing.TB, name string, labels map[string]string, cs ...prometheus.Collector) float64 {
+func HistogramSum(t testing.TB, name string, labels map[string]string, cs ...promtext.Collector) float64 {
 	t.Helper()
 	return findMetric(t, name, labels, cs).GetHistogram().GetSampleSum()
 }
 
-func findMetric(t testing.TB, name string, labels map[string]string, cs []prometheus.Collector) *dto.Metric {
+func findMetric(t testing.TB, name string, labels map[string]string, cs []promtext.Collector) *dto.Metric {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			t.Fatalf("registering metrics: %v", err)
-		}
-	}
-	fams, err := reg.Gather()
+	fams, err := promtext.Gather(cs...)
 	if err != nil {
 		t.Fatalf("gathering metrics: %v", err)
 	}

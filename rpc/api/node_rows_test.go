@@ -1,8 +1,12 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"testing"
 
@@ -86,5 +90,37 @@ func TestNodeRowWordRefusesWhatIsNoEnum(t *testing.T) {
 		if err := json.Unmarshal([]byte(in), &w); err == nil {
 			t.Errorf("%s read as Word %q", in, w)
 		}
+	}
+}
+
+// NodeRows asks for list stubs, beside the caller's own parameters, and
+// leaves the caller's options as they were.
+func TestNodeRowsAskForStubs(t *testing.T) {
+	var gotQuery url.Values
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotQuery = r.URL.Query()
+		w.Write([]byte(`[{"id":"n1","name":"a","status":"ready"}]`))
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &QueryOptions{PerPage: 7, Params: map[string]string{"status": "ready"}}
+	rows, _, err := c.NodeRows(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].ID != "n1" || rows[0].Status != "ready" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if gotQuery.Get("stub") != "true" || gotQuery.Get("status") != "ready" || gotQuery.Get("per_page") != "7" {
+		t.Fatalf("query %v", gotQuery)
+	}
+	if len(q.Params) != 1 {
+		t.Fatalf("the caller's params became %v", q.Params)
+	}
+	if _, _, err := c.NodeRows(context.Background(), nil); err != nil || gotQuery.Get("stub") != "true" {
+		t.Fatalf("without options: %v, query %v", err, gotQuery)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/internal/clock"
+	"berth.dev/berth/internal/promtext"
 	"berth.dev/berth/rpc/errcode"
 	"berth.dev/berth/rpc/pb"
 )
@@ -44,15 +44,13 @@ const unauthenticatedWarnEvery = 10 * time.Minute
 // a registration or node call for a node that has no secret.
 var ErrNodeUnauthenticated = errcode.New(codes.PermissionDenied, "node has no secret and node identity enforcement is strict")
 
-var nodeCallsUnauthenticated = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "berth_node_calls_unauthenticated_total",
-	Help: "Registrations and node calls this server admitted for a node without a secret (node_identity_enforcement = \"warn\", or before every server knows node identities).",
-})
+var nodeCallsUnauthenticated = promtext.NewCounter("berth_node_calls_unauthenticated_total",
+	"Registrations and node calls this server admitted for a node without a secret (node_identity_enforcement = \"warn\", or before every server knows node identities).")
 
 // NodeIdentityMetrics returns the collectors of node identity
 // enforcement, for the agent to register.
-func NodeIdentityMetrics() []prometheus.Collector {
-	return []prometheus.Collector{nodeCallsUnauthenticated}
+func NodeIdentityMetrics() []promtext.Collector {
+	return []promtext.Collector{nodeCallsUnauthenticated}
 }
 
 // CheckEnforcement returns an error for a value other than "warn" or

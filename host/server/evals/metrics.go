@@ -3,28 +3,26 @@ package evals
 import (
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"berth.dev/berth/internal/promtext"
 )
 
 // The scheduler's metrics; labels are the outcome only.
 var (
-	evalDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "berth_eval_duration_seconds",
-		Help: "Time from an evaluation becoming ready in the leader's broker (enqueued, or returned by a nack's backoff; " +
+	evalDuration = promtext.NewHistogramVec("berth_eval_duration_seconds",
+		"Time from an evaluation becoming ready in the leader's broker (enqueued, or returned by a nack's backoff; "+
 			"a wait_until delay not counted) to its ack or nack, by result (ack, nack): queueing behind its job and scheduling.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1 ms … 4.4 min
-	}, []string{"result"})
-	planApplyDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "berth_plan_apply_duration_seconds",
-		Help:    "Time to commit one plan (or one part of a large plan) through raft and apply it, by result (ok, error).",
-		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5 ms … 2.2 min
-	}, []string{"result"})
+		promtext.ExponentialBuckets(0.001, 4, 10), // 1 ms … 4.4 min
+		"result")
+	planApplyDuration = promtext.NewHistogramVec("berth_plan_apply_duration_seconds",
+		"Time to commit one plan (or one part of a large plan) through raft and apply it, by result (ok, error).",
+		promtext.ExponentialBuckets(0.0005, 4, 10), // 0.5 ms … 2.2 min
+		"result")
 )
 
 // Metrics returns the collectors of the evaluation metrics, for the agent
 // to register.
-func Metrics() []prometheus.Collector {
-	return []prometheus.Collector{evalDuration, planApplyDuration}
+func Metrics() []promtext.Collector {
+	return []promtext.Collector{evalDuration, planApplyDuration}
 }
 
 // markReadyLocked records when evalID became ready, unless it already is
