@@ -38,8 +38,12 @@ import (
 // ("POLICY:PRIORITY:NICE") a standby returns to.
 const schedEnv = "BERTH_EXECUTOR_SCHED"
 
-// idleAttr is a standby's scheduling until it is taken.
-var idleAttr = unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE, Nice: 19}
+// idleAttr is a standby's scheduling until it is taken: a fresh value for
+// each call, since unix.SchedSetAttr writes the Size field of what it is
+// given (two standbys spawned at once raced on one shared value).
+func idleAttr() *unix.SchedAttr {
+	return &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE, Nice: 19}
+}
 
 // returnable is the scheduling a thread at cur returns to after idling,
 // or false when a standby is not to be started idle: a policy this does
@@ -88,7 +92,7 @@ func spawnIdle(command Command, marker string, out *os.File) (*spawned, *unix.Sc
 			done <- result{notIdle: true}
 			return
 		}
-		if err := unix.SchedSetAttr(0, &idleAttr, 0); err != nil {
+		if err := unix.SchedSetAttr(0, idleAttr(), 0); err != nil {
 			done <- result{notIdle: true}
 			return
 		}
@@ -107,7 +111,7 @@ func spawnIdle(command Command, marker string, out *os.File) (*spawned, *unix.Sc
 // canReturn reports whether the calling thread, at back, can go idle and
 // come back to back (and is at back after).
 func canReturn(back *unix.SchedAttr) bool {
-	if err := unix.SchedSetAttr(0, &idleAttr, 0); err != nil {
+	if err := unix.SchedSetAttr(0, idleAttr(), 0); err != nil {
 		return false
 	}
 	if err := unix.SchedSetAttr(0, back, 0); err != nil {
