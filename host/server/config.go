@@ -172,6 +172,9 @@ type options struct {
 	// raftLease, when set, replaces raft's leader lease (and so the
 	// timeout of a hurried election, raft_hurry.go).
 	raftLease time.Duration
+	// roundRetry caps discovery's wait after a round that formed or
+	// joined a cluster, or failed; zero means a second.
+	roundRetry time.Duration
 }
 
 func (o options) withDefaults() options {
@@ -183,6 +186,9 @@ func (o options) withDefaults() options {
 	}
 	if o.planPartBytes <= 0 {
 		o.planPartBytes = evals.DefaultPlanPartBytes
+	}
+	if o.roundRetry <= 0 {
+		o.roundRetry = time.Second
 	}
 	return o
 }

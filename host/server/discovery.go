@@ -136,14 +136,14 @@ func (d *discovery) run() {
 			}
 			s.forming.Unlock()
 			// Forming a cluster is latency-sensitive; retry sooner.
-			wait = min(wait, time.Second)
+			wait = min(wait, s.opts.roundRetry)
 		} else {
 			if err := d.rejoinIfOrphaned(); err != nil {
 				s.logger.Warn("rejoining cluster", "error", err)
-				wait = min(wait, time.Second)
+				wait = min(wait, s.opts.roundRetry)
 			}
 			if d.registerRound(s.shutdownCtx) != nil {
-				wait = min(wait, time.Second)
+				wait = min(wait, s.opts.roundRetry)
 			}
 		}
 		select {
