@@ -317,6 +317,8 @@ func printScenarios(w io.Writer, r *report) {
 		if st := f.Steps; st != nil {
 			fmt.Fprintf(w, "\nthe failover job's alloc on its node, from the kill: seen by the node %.2f s, task started %.2f s, running reported (applied) %.2f s\n",
 				st.NodeSeen, st.TaskStarted, st.RunningSent)
+		} else if f.StepsError != "" {
+			fmt.Fprintf(w, "\nthe failover job's steps on its node could not be read: %s\n", f.StepsError)
 		}
 		fmt.Fprintf(w, "\nthe killed server, started again, caught up in %.2f s\n", f.RejoinSeconds)
 	}
