@@ -134,3 +134,40 @@ func TestUpdaterRestartWithinTheHoldSendsOnlyRunning(t *testing.T) {
 		}
 	})
 }
+
+// An alloc none of whose tasks has started waits the longer startHold;
+// once a task has started (a restart's pending), the short hold applies.
+func TestUpdaterStartingAllocWaitsTheLongerHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSend{release: make(chan error, 10)}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		u := newUpdater(ctx, testutil.Logger(t), f.send, func(error) bool { return false })
+		u.hold, u.startHold = pendingHold, startingHold
+		f.release <- nil
+		f.release <- nil
+		pending := pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+		start := time.Now()
+		u.add(&pb.AllocClientUpdate{AllocId: "new", ClientStatus: pending, ClientDescription: "pending",
+			TaskStates: map[string]*pb.TaskState{"web": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING}}})
+		u.add(&pb.AllocClientUpdate{AllocId: "restarting", ClientStatus: pending, ClientDescription: "pending",
+			TaskStates: map[string]*pb.TaskState{"web": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_PENDING, StartedAt: 1, Restarts: 1}}})
+		time.Sleep(pendingHold)
+		synctest.Wait()
+		want := [][]string{{"restarting@pending"}}
+		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("batches %v after %s, want %v", got, time.Since(start), want)
+		}
+		time.Sleep(startingHold - pendingHold - time.Millisecond)
+		synctest.Wait()
+		if got := f.sent(); len(got) != 1 {
+			t.Fatalf("batches %v: the starting alloc's pending sent before %s", got, startingHold)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		want = append(want, []string{"new@pending"})
+		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("batches %v after %s, want %v", got, time.Since(start), want)
+		}
+	})
+}
