@@ -46,8 +46,8 @@ type updater struct {
 	// afterFunc arms that wait and now reads the time (tests replace
 	// them).
 	hold, startHold time.Duration
-	afterFunc func(d time.Duration, f func()) clock.Timer
-	now       func() time.Time
+	afterFunc       func(d time.Duration, f func()) clock.Timer
+	now             func() time.Time
 
 	mu       sync.Mutex
 	pending  map[string]*pb.AllocClientUpdate
