@@ -104,7 +104,9 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	id := up.GetAllocId()
 	u.pending[id] = up
 	if hold := u.holdFor(up); hold > 0 && up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING {
-		if _, waiting := u.heldUntil[id]; !waiting {
+		// A shorter hold (a task of the alloc started) brings the wait
+		// forward; a longer one never pushes it back.
+		if until, waiting := u.heldUntil[id]; !waiting || u.now().Add(hold).Before(until) {
 			u.heldUntil[id] = u.now().Add(hold)
 		}
 	} else {

@@ -171,3 +171,29 @@ func TestUpdaterStartingAllocWaitsTheLongerHold(t *testing.T) {
 		}
 	})
 }
+
+// A starting alloc's pending update waits the long hold; once one of its
+// tasks has started (another still pending), its next pending update is
+// due after the short hold, not at the end of the long one.
+func TestUpdaterStartedTaskBringsTheHoldForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSend{release: make(chan error, 10)}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		u := newUpdater(ctx, testutil.Logger(t), f.send, func(error) bool { return false })
+		u.hold, u.startHold = pendingHold, startingHold
+		f.release <- nil
+		pending := pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
+		u.add(&pb.AllocClientUpdate{AllocId: "a", ClientStatus: pending, ClientDescription: "received"})
+		time.Sleep(time.Second)
+		u.add(&pb.AllocClientUpdate{AllocId: "a", ClientStatus: pending, ClientDescription: "one started",
+			TaskStates: map[string]*pb.TaskState{"web": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 1}}})
+		start := time.Now()
+		time.Sleep(pendingHold)
+		synctest.Wait()
+		want := [][]string{{"a@one started"}}
+		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("batches %v %s after the task started, want %v", got, time.Since(start), want)
+		}
+	})
+}
