@@ -1,15 +1,46 @@
 package fsm
 
 import (
+	"fmt"
+
 	"berth.dev/berth/internal/rules"
 	"berth.dev/berth/rpc/pb"
 )
 
 // replace stores m over prev, the row with its primary key as the
 // transaction holds it (nil for none): insert, for a caller that has read
-// prev already, without reading it again.
+// prev already, without reading it again. A stale prev (a row this
+// transaction has replaced since) would give the derived tables a wrong
+// diff; with checkReplacePrev (the package's tests set it) replace reads
+// the row again and panics unless it is prev itself.
 func (t *table[M]) replace(tx *writeTxn, prev, m M) error {
+	if checkReplacePrev {
+		t.mustHold(tx, prev, m)
+	}
 	return t.write(tx, m, prev, true)
+}
+
+// checkReplacePrev makes replace check its prev (tests only: the check
+// reads the row again, what replace is there to spare).
+var checkReplacePrev bool
+
+// mustHold panics unless prev is the row, the same pointer, that tx holds
+// under m's primary key (nil for none).
+func (t *table[M]) mustHold(tx *writeTxn, prev, m M) {
+	parts := t.keyParts(m)
+	obj, err := tx.firstByEncodedKey(t.name, encodeKey(parts), parts)
+	if err != nil {
+		panic(fmt.Sprintf("replace %s row %s: reading it: %v", t.name, t.keyString(m), err))
+	}
+	var held M
+	if obj != nil {
+		if held, err = t.row(obj); err != nil {
+			panic(fmt.Sprintf("replace %s row %s: %v", t.name, t.keyString(m), err))
+		}
+	}
+	if any(held) != any(prev) {
+		panic(fmt.Sprintf("replace %s row %s: prev is not the row the transaction holds", t.name, t.keyString(m)))
+	}
 }
 
 // clientUpdated is the row of alloc cur after the client update u at raft

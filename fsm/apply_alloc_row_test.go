@@ -109,3 +109,36 @@ func TestClientUpdatedLeavesTheStoredRowAlone(t *testing.T) {
 		t.Fatalf("terminal status moved back to %s", again.GetClientStatus())
 	}
 }
+
+// Under the tests' checkReplacePrev, replace panics when its prev is not
+// the row the transaction holds: a row replaced since in the same
+// transaction, a copy of it, or nil for a row that exists.
+func TestReplaceChecksPrevIsTheHeldRow(t *testing.T) {
+	if !checkReplacePrev {
+		t.Fatal("checkReplacePrev is off in the package's tests")
+	}
+	st := newStateStore(productionSchema())
+	tx := st.beginWrite()
+	defer tx.abort()
+	tx.index = 1
+	first := &pb.Allocation{Id: "a1", NodeId: "n1", JobId: "web"}
+	if err := allocsTable.replace(tx, nil, first); err != nil {
+		t.Fatal(err)
+	}
+	second := shallowCopy(first)
+	if err := allocsTable.replace(tx, first, second); err != nil {
+		t.Fatal(err)
+	}
+	for name, prev := range map[string]*pb.Allocation{
+		"replaced since": first, "a copy": shallowCopy(second), "nil for a stored row": nil,
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("replace with prev %s did not panic", name)
+				}
+			}()
+			_ = allocsTable.replace(tx, prev, shallowCopy(second))
+		}()
+	}
+}

@@ -247,7 +247,8 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 
 // write is insert; with prevKnown the caller gives the row m replaces as
 // the transaction holds it (prev, nil for none), which spares reading it
-// again for the derived tables.
+// again for the derived tables (replace checks it under the tests'
+// checkReplacePrev).
 func (t *table[M]) write(tx *writeTxn, m, prev M, prevKnown bool) error {
 	// The key is read and encoded once for the stored row's lookup and
 	// the write: the plan inserts four rows, each keyed twice before.
