@@ -23,15 +23,17 @@ import (
 //
 // One exception: an update that reports an alloc pending (an alloc
 // starting, or a task restarting) waits until hold (startHold for an
-// alloc not yet started) has passed since the alloc's first pending
-// update that is still waiting, for a later status
-// to replace it. It rides with no other send before then, in flight or
-// not: the servers hold a starting alloc pending already, and a pending
-// row sent beside another alloc's running update was replaced by its own
-// running a moment later, one raft entry applied on every server for
-// nothing (at 5,000 simulated nodes, 9,506 of the 19,506 alloc rows of a
-// 10,000-alloc job). Any other status goes as before; it replaces the
-// alloc's waiting pending update.
+// alloc not yet started, busyStartHold while the servers are busy) has
+// passed since the alloc's first pending update that is still waiting,
+// for a later status to replace it. It rides with no other send before
+// then, in flight or not (one that comes due during a failed batch's
+// backoff goes with the retry: nothing is sent meanwhile): the servers
+// hold a starting alloc pending already, and a pending row sent beside
+// another alloc's running update was replaced by its own running a
+// moment later, one raft entry applied on every server for nothing (at
+// 5,000 simulated nodes, 9,506 of the 19,506 alloc rows of a 10,000-alloc
+// job). Any other status goes as before; it replaces the
+// alloc's waiting pending update. Once ctx ends, nothing held is sent.
 type updater struct {
 	send   func(ctx context.Context, batch []*pb.AllocClientUpdate) error
 	logger hclog.Logger
@@ -42,12 +44,13 @@ type updater struct {
 	sleep func(ctx context.Context, d time.Duration)
 
 	// hold is how long pending-status updates may wait (0: not at all),
-	// startHold how long those of an alloc not yet started may (0: hold);
+	// startHold how long those of an alloc not yet started may (0: hold),
+	// busyStartHold how long they may while busy (0: startHold);
 	// afterFunc arms that wait and now reads the time (tests replace
 	// them).
-	hold, startHold time.Duration
-	afterFunc       func(d time.Duration, f func()) clock.Timer
-	now             func() time.Time
+	hold, startHold, busyStartHold time.Duration
+	afterFunc                      func(d time.Duration, f func()) clock.Timer
+	now                            func() time.Time
 
 	mu       sync.Mutex
 	pending  map[string]*pb.AllocClientUpdate
@@ -62,6 +65,9 @@ type updater struct {
 	held    clock.Timer
 	heldAt  time.Time
 	heldGen uint64
+	// busy reports the servers busy as this client last saw them: its
+	// latest send failed or took longer than startHold.
+	busy bool
 }
 
 // pendingHold is how long an update reporting an alloc pending waits for
@@ -70,12 +76,23 @@ const pendingHold = 50 * time.Millisecond
 
 // startingHold is pendingHold for an alloc none of whose tasks has started
 // yet. Its pending update tells the servers only task events (they hold
-// the alloc pending since they placed it), so it may wait out a start on
-// a loaded node: at 5,000 simulated nodes, 46% of the starts took longer
-// than a second (2-6 s), 6% longer than this; each that outlasted the
-// hold sent a pending row of its own. Its events reach the servers at
-// most this late.
-const startingHold = 5 * time.Second
+// the alloc pending since they placed it), so it may wait out a quick
+// start; but an alloc stuck starting (an image pull, an artifact, a CSI
+// volume not yet attached) is when a user runs alloc status to see why,
+// so its events reach the servers at most this late (Nomad's client
+// batches every 200 ms).
+const startingHold = time.Second
+
+// busyStartingHold is startingHold while the servers are busy as this
+// client sees them: its latest alloc-update send failed (it is retried)
+// or took longer than startingHold. The send's own time is the signal: it
+// is what a pending row costs the servers (one raft entry applied on
+// each) and it needs no other call; a slow or failing send is the
+// servers' raft or RPC queue backing up, when a row saved counts most. At
+// 5,000 simulated nodes, 46% of the starts took longer than a second
+// (2-6 s), 6% longer than this; each that outlasted the hold sent a
+// pending row of its own.
+const busyStartingHold = 5 * time.Second
 
 // starting reports whether up is of an alloc none of whose tasks has
 // started or restarted yet.
@@ -89,12 +106,25 @@ func starting(up *pb.AllocClientUpdate) bool {
 }
 
 func newUpdater(ctx context.Context, logger hclog.Logger, send func(context.Context, []*pb.AllocClientUpdate) error, refused func(error) bool) *updater {
-	return &updater{send: send, logger: logger, ctx: ctx, refused: refused,
+	u := &updater{send: send, logger: logger, ctx: ctx, refused: refused,
 		sleep:     func(ctx context.Context, d time.Duration) { backoff.Sleep(ctx.Done(), d) },
 		afterFunc: clock.Real{}.AfterFunc,
 		now:       time.Now,
 		pending:   map[string]*pb.AllocClientUpdate{},
 		heldUntil: map[string]time.Time{}}
+	// Once the client stops, nothing held is sent: the armed wait ends.
+	context.AfterFunc(ctx, u.stopHeld)
+	return u
+}
+
+// stopHeld ends the armed wait for held updates.
+func (u *updater) stopHeld() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.held != nil {
+		u.held.Stop()
+		u.held = nil
+	}
 }
 
 // add queues an alloc's latest status.
@@ -106,8 +136,9 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	if hold := u.holdFor(up); hold > 0 && up.GetClientStatus() == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING {
 		// A shorter hold (a task of the alloc started) brings the wait
 		// forward; a longer one never pushes it back.
-		if until, waiting := u.heldUntil[id]; !waiting || u.now().Add(hold).Before(until) {
-			u.heldUntil[id] = u.now().Add(hold)
+		due := u.now().Add(hold)
+		if until, waiting := u.heldUntil[id]; !waiting || due.Before(until) {
+			u.heldUntil[id] = due
 		}
 	} else {
 		delete(u.heldUntil, id)
@@ -120,12 +151,18 @@ func (u *updater) add(up *pb.AllocClientUpdate) {
 	u.sendOrWait()
 }
 
-// holdFor is how long up may wait if it reports its alloc pending.
+// holdFor is how long up may wait if it reports its alloc pending; u.mu is
+// held. The busy signal is read when an alloc's pending update first
+// waits: the servers turning quiet does not shorten a wait already armed
+// (the alloc's next pending update, a task event, does).
 func (u *updater) holdFor(up *pb.AllocClientUpdate) time.Duration {
-	if u.startHold > 0 && starting(up) {
-		return u.startHold
+	switch {
+	case u.startHold <= 0 || !starting(up):
+		return u.hold
+	case u.busy && u.busyStartHold > u.startHold:
+		return u.busyStartHold
 	}
-	return u.hold
+	return u.startHold
 }
 
 // sendOrWait starts sending when an update is due, else arms the wait for
@@ -176,7 +213,7 @@ func (u *updater) arm(now time.Time) {
 func (u *updater) release(gen uint64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.held == nil || gen != u.heldGen {
+	if u.held == nil || gen != u.heldGen || u.ctx.Err() != nil {
 		return
 	}
 	u.held = nil
@@ -223,25 +260,30 @@ func (u *updater) flush() {
 		u.mu.Unlock()
 		sort.Slice(batch, func(i, j int) bool { return batch[i].GetAllocId() < batch[j].GetAllocId() })
 
+		began := u.now()
 		err := u.send(u.ctx, batch)
+		failed := err != nil && !u.refused(err)
+		u.mu.Lock()
+		u.busy = failed || u.now().Sub(began) > u.startHold
+		if failed {
+			for _, up := range batch {
+				if _, newer := u.pending[up.GetAllocId()]; !newer {
+					u.pending[up.GetAllocId()] = up
+				}
+			}
+		}
+		u.mu.Unlock()
 		switch {
 		case err == nil:
 			failures = 0
 			continue
-		case u.refused(err):
+		case !failed:
 			u.logger.Error("servers refused alloc status updates; dropping them", "allocs", len(batch), "error", err)
 			continue
 		}
 		failures++
 		wait := serverRetry.Delay(failures)
 		u.logger.Warn("sending alloc status updates", "allocs", len(batch), "error", err, "retry_in", wait)
-		u.mu.Lock()
-		for _, up := range batch {
-			if _, newer := u.pending[up.GetAllocId()]; !newer {
-				u.pending[up.GetAllocId()] = up
-			}
-		}
-		u.mu.Unlock()
 		u.sleep(u.ctx, wait)
 	}
 }

@@ -185,7 +185,7 @@ func TestUpdaterStartedTaskBringsTheHoldForward(t *testing.T) {
 		f.release <- nil
 		pending := pb.AllocClientStatus_ALLOC_CLIENT_STATUS_PENDING
 		u.add(&pb.AllocClientUpdate{AllocId: "a", ClientStatus: pending, ClientDescription: "received"})
-		time.Sleep(time.Second)
+		time.Sleep(startingHold / 2)
 		u.add(&pb.AllocClientUpdate{AllocId: "a", ClientStatus: pending, ClientDescription: "one started",
 			TaskStates: map[string]*pb.TaskState{"web": {State: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING, StartedAt: 1}}})
 		start := time.Now()
