@@ -65,6 +65,10 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 	var jobs []string
 	var touched []*pb.Allocation
 	clientStopped := map[string]bool{}
+	// written holds the rows this command wrote: two updates of one alloc
+	// in a batch, the later builds on the earlier, as it would in
+	// separate commands.
+	written := make(map[string]*pb.Allocation, len(cmd.GetUpdates()))
 	for i, u := range cmd.GetUpdates() {
 		if stored[i] == nil {
 			continue
@@ -73,25 +77,15 @@ func applyAllocClientUpdate(tx *writeTxn, cmd *pb.AllocClientUpdateCommand) erro
 		if rules.ClientStatusTerminal(u.GetClientStatus()) {
 			clientStopped[u.GetAllocId()] = true
 		}
-		// Two updates of one alloc in a batch: the later builds on the
-		// earlier, as it would in separate commands.
-		cur, err := allocsTable.first(tx, nil, u.GetAllocId())
-		if err != nil {
+		cur := stored[i]
+		if w, ok := written[u.GetAllocId()]; ok {
+			cur = w
+		}
+		a := clientUpdated(cur, u, tx.index)
+		if err := allocsTable.replace(tx, cur, a); err != nil {
 			return err
 		}
-		a := proto.Clone(cur).(*pb.Allocation)
-		if cs := u.GetClientStatus(); cs != pb.AllocClientStatus_ALLOC_CLIENT_STATUS_UNSPECIFIED && !rules.AllocClientTerminal(cur) {
-			a.ClientStatus = cs
-			a.ClientDescription = u.GetClientDescription()
-		}
-		if len(u.GetTaskStates()) > 0 {
-			a.TaskStates = u.GetTaskStates()
-		}
-		a.ModifiedAt = u.GetUpdatedAt()
-		a.ModifyIndex = tx.index
-		if err := allocsTable.insert(tx, a); err != nil {
-			return err
-		}
+		written[a.GetId()] = a
 		jobs = addID(jobs, a.GetJobId())
 	}
 	if err := csiAllocsChanged(tx, touched); err != nil {

@@ -111,3 +111,6 @@ func (s *StateStore) PutCSIPluginInstanceUnchecked(index uint64, i *pb.CSIPlugin
 func (s *StateStore) CSIPluginAllocRows(id string) ([]*pb.CSIPluginAllocRow, error) {
 	return csiAllocsTable.list(s.reader, nil, id)
 }
+
+// The package's tests check every replace's prev (apply_alloc_row.go).
+func init() { checkReplacePrev = true }

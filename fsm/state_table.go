@@ -241,6 +241,15 @@ const maxRowBytes = maxSnapshotRecord - 1024
 // an apply function that forgot to check it fails its command alone, and
 // its batch carries on.
 func (t *table[M]) insert(tx *writeTxn, m M) error {
+	var prev M
+	return t.write(tx, m, prev, false)
+}
+
+// write is insert; with prevKnown the caller gives the row m replaces as
+// the transaction holds it (prev, nil for none), which spares reading it
+// again for the derived tables (replace checks it under the tests'
+// checkReplacePrev).
+func (t *table[M]) write(tx *writeTxn, m, prev M, prevKnown bool) error {
 	// The key is read and encoded once for the stored row's lookup and
 	// the write: the plan inserts four rows, each keyed twice before.
 	parts := t.keyParts(m)
@@ -259,8 +268,7 @@ func (t *table[M]) insert(tx *writeTxn, m M) error {
 	} else if x != nil {
 		return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, x.keyParts(m), t.keyString(other))
 	}
-	var prev M
-	if len(t.derived) > 0 {
+	if len(t.derived) > 0 && !prevKnown {
 		obj, err := tx.firstByEncodedKey(t.name, key, parts)
 		if err != nil {
 			return fmt.Errorf("reading %s %q: %w", t.name, parts, err)

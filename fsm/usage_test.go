@@ -57,8 +57,8 @@ func checkUsage(t *testing.T, st *fsm.StateStore, nodes []string, when string) {
 
 // TestNodeUsageIsTheSumOfAllocs drives random plans (placements, in-place
 // updates that resize allocs, stops, refusals for lack of room), client
-// updates (running, terminal), desired transitions and GC through raft
-// batches and single applies, and checks after each that every node's
+// updates (running, terminal; sometimes one alloc twice in a command),
+// desired transitions and GC through raft batches and single applies, and checks after each that every node's
 // usage row equals the sum recomputed from its allocs; and that a restore
 // of a snapshot, which does not carry the rows, rebuilds the same rows.
 func TestNodeUsageIsTheSumOfAllocs(t *testing.T) {
@@ -108,8 +108,15 @@ func TestNodeUsageIsTheSumOfAllocs(t *testing.T) {
 					a := randomAlloc()
 					status := []pb.AllocClientStatus{pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING,
 						pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE, pb.AllocClientStatus_ALLOC_CLIENT_STATUS_FAILED}[rng.IntN(3)]
-					return mustEncode(t, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: a.GetNodeId(),
-						Updates: []*pb.AllocClientUpdate{{AllocId: a.GetId(), ClientStatus: status}}})
+					ups := []*pb.AllocClientUpdate{{AllocId: a.GetId(), ClientStatus: status}}
+					if rng.IntN(2) == 0 {
+						// The same alloc twice in one command (a client's
+						// retried batch merged with a newer update): the
+						// second builds on the row the first wrote.
+						ups = append([]*pb.AllocClientUpdate{{AllocId: a.GetId(),
+							ClientStatus: pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING}}, ups...)
+					}
+					return mustEncode(t, fsm.AllocClientUpdate, &pb.AllocClientUpdateCommand{NodeId: a.GetNodeId(), Updates: ups})
 				case k < 9:
 					return mustEncode(t, fsm.AllocDesiredTransition, &pb.AllocDesiredTransitionCommand{
 						Allocs: map[string]*pb.DesiredTransition{randomAlloc().GetId(): {Migrate: true}}})

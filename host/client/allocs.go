@@ -95,7 +95,7 @@ func (c *Client) allocsEnabled() bool { return c.cfg.TaskDrivers != nil && c.cfg
 func (c *Client) startAllocs() {
 	c.allocs = &allocRuntime{runners: map[string]*allocrunner.AllocRunner{}, destroying: map[string]bool{}, unrun: map[string]context.CancelFunc{}}
 	c.allocs.updater = newUpdater(c.ctx, c.logger, c.sendUpdates, func(err error) bool { return refusal(status.Code(err)) })
-	c.allocs.updater.hold = pendingHold
+	c.allocs.updater.hold, c.allocs.updater.startHold, c.allocs.updater.busyStartHold = pendingHold, startingHold, busyStartingHold
 	runners := c.restoreAllocs()
 	c.startDriverEvents()
 	c.restoreCSIRegistry()

@@ -45,12 +45,20 @@
 //     state records deleted).
 //   - Status: every change of an alloc's status goes to the updater, which
 //     sends ClientAllocs.Update at once when no batch is in flight and
-//     otherwise coalesces (latest per alloc) into the next batch (an
-//     update reporting pending waits up to 50 ms for the alloc's next
-//     status, so starting allocs report pending and running as one batch;
-//     the servers batch many nodes' calls into one raft entry); a failed
+//     otherwise coalesces (latest per alloc) into the next batch (the
+//     servers batch many nodes' calls into one raft entry). An update
+//     reporting an alloc pending is held for the alloc's next status, per
+//     alloc, from its first pending update still waiting: 1 s for an
+//     alloc none of whose tasks has started, 5 s while the servers are
+//     busy as the client sees them (its previous send failed or took
+//     over 1 s), 50 ms for a task restarting. A later status ends the
+//     hold (running or terminal goes at once; a pending update once a
+//     task has started brings it forward to 50 ms), and a held update
+//     never rides with another alloc's send before its deadline, so an
+//     alloc that starts within the hold reports running alone. A failed
 //     batch is retried with backoff, merged under newer updates; a batch
-//     the servers refuse is dropped. After every registration the status
+//     the servers refuse is dropped; once the client stops, held updates
+//     are not sent. After every registration the status
 //     of every alloc is queued again, so what a refused batch or a client
 //     restart kept from the servers reaches them.
 //   - Restart: the client recovers the allocs in its state DB before it

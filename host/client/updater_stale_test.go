@@ -71,22 +71,35 @@ func TestUpdaterStaleHoldLeavesTheNewerOne(t *testing.T) {
 			f.release <- nil // the early send, so the bubble can end
 			t.Fatalf("batches %v, want %v: the stale hold sent the newer one's updates", got, want)
 		}
-		// A running update still ends the second hold.
+		// A running update of another alloc goes at once and stops the
+		// second hold's timer; b, not yet due, stays held (a third timer).
 		u.add(statusUp("c", pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING))
 		synctest.Wait()
 		if !timers[1].wasStopped() {
 			t.Errorf("the second hold was not stopped by the send")
 		}
-		want = append(want, []string{"b@pending", "c@running"})
+		want = append(want, []string{"c@running"})
 		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("batches %v, want %v", got, want)
 		}
 		f.release <- nil
-		// The second hold's callback, run late, sends nothing.
+		// The second hold's callback, run late, sends nothing; the wait
+		// armed after c's send is the one that will send b.
 		timers[1].f()
 		synctest.Wait()
 		if got := f.sent(); len(got) != 2 {
 			t.Fatalf("batches %v, want the two", got)
 		}
+		if len(timers) != 3 {
+			t.Fatalf("%d waits armed, want 3 (b still held)", len(timers))
+		}
+		time.Sleep(pendingHold)
+		timers[2].f()
+		synctest.Wait()
+		want = append(want, []string{"b@pending"})
+		if got := f.sent(); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("batches %v, want %v", got, want)
+		}
+		f.release <- nil
 	})
 }
