@@ -33,6 +33,19 @@ type failoverRun struct {
 	// RejoinSeconds is from starting the killed server again to it
 	// answering with the state written after the kill.
 	RejoinSeconds float64 `json:"rejoin_seconds"`
+	// Steps is the job's way from placed to running, as its node saw it
+	// (seconds from the kill; 0: not seen): the node's alloc watch
+	// answered with it, the driver started its task, the node's update
+	// with it running answered (applied).
+	Steps *failoverSteps `json:"steps,omitempty"`
+}
+
+// failoverSteps is when the failover job's alloc passed each step on its
+// node, in seconds from the kill.
+type failoverSteps struct {
+	NodeSeen    float64 `json:"node_seen_seconds"`
+	TaskStarted float64 `json:"task_started_seconds"`
+	RunningSent float64 `json:"running_sent_seconds"`
 }
 
 // failover kills the leader and measures the new one taking over. The
@@ -63,6 +76,9 @@ func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, 
 	// The job is parsed before the kill, so the clock measures the cluster.
 	job, err := simJob("nodesim-failover", 1)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.startPhases(); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -102,6 +118,9 @@ func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, 
 		return nil, err
 	}
 	r.EvalSeconds = time.Since(start).Seconds()
+	if r.Steps, err = s.failoverSteps(ctx, c, start); err != nil {
+		return nil, err
+	}
 	down, err := s.watchNodesDown(ctx, c, start.Add(time.Duration(r.ElectedSeconds*float64(time.Second))).Add(watch))
 	if err != nil {
 		return nil, err
@@ -124,6 +143,29 @@ func (s *sim) failover(ctx context.Context, watch time.Duration) (*failoverRun, 
 	}
 	r.RejoinSeconds = time.Since(rejoin).Seconds()
 	return r, nil
+}
+
+// failoverSteps reads, from the phases the nodes recorded, when the
+// failover job's alloc passed each step on its node.
+func (s *sim) failoverSteps(ctx context.Context, c *api.Client, start time.Time) (*failoverSteps, error) {
+	if err := s.gatherPhases(); err != nil {
+		return nil, err
+	}
+	allocs, _, err := c.Jobs().Allocations(ctx, "nodesim-failover", nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing the failover job's allocs: %w", err)
+	}
+	if len(allocs) == 0 {
+		return nil, errors.New("the failover job has no alloc")
+	}
+	since := func(p phase) float64 {
+		t, ok := s.phases.get(p, allocs[0].GetId())
+		if !ok {
+			return 0
+		}
+		return t.Sub(start).Seconds()
+	}
+	return &failoverSteps{NodeSeen: since(phaseNodeSeen), TaskStarted: since(phaseTaskStarted), RunningSent: since(phaseRunningSent)}, nil
 }
 
 // watchNodesDown follows the node list by blocking queries until the

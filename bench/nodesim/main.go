@@ -314,6 +314,10 @@ func printScenarios(w io.Writer, r *report) {
 		fmt.Fprintf(w, "\n| leader killed | new leader | a new job accepted (duties started) | placed (evaluations run) | running on a node | nodes marked down (watched %.0f s) |\n|---|--:|--:|--:|--:|--:|\n", f.WatchSeconds)
 		fmt.Fprintf(w, "| %d nodes | %.2f s | %.2f s | %.2f s | %.2f s | %d |\n", r.Nodes, f.ElectedSeconds, f.AcceptedSeconds, f.PlacedSeconds,
 			f.EvalSeconds, f.NodesDown)
+		if st := f.Steps; st != nil {
+			fmt.Fprintf(w, "\nthe failover job's alloc on its node, from the kill: seen by the node %.2f s, task started %.2f s, running reported (applied) %.2f s\n",
+				st.NodeSeen, st.TaskStarted, st.RunningSent)
+		}
 		fmt.Fprintf(w, "\nthe killed server, started again, caught up in %.2f s\n", f.RejoinSeconds)
 	}
 	if sn := r.Snapshot; sn != nil {
