@@ -25,6 +25,14 @@ type FSM struct {
 	// offered is the checked snapshot offered to the next Restore
 	// (OfferRestore).
 	offered offerSlot
+	// deferring turns deferred restores on (DeferRestores); pending is
+	// the one still decoding (restore_deferred.go). deferredHook runs
+	// before a deferred decoding starts, deferredFailed instead of ending
+	// the process when it fails (tests).
+	deferring      atomic.Bool
+	pending        atomic.Pointer[pendingRestore]
+	deferredHook   func()
+	deferredFailed func(error)
 }
 
 var (
@@ -52,7 +60,12 @@ func newFSM(logger hclog.Logger, s schema) *FSM {
 
 // State returns the current state store. After a Restore it returns the new
 // store; a caller holding the old one learns through its AbandonCh.
+//
+// While a restore raft counts as done is still decoding (DeferRestores),
+// State waits for it, so nobody sees the replaced state after raft
+// installed the snapshot.
 func (f *FSM) State() *StateStore {
+	f.waitRestored()
 	return f.state.Load()
 }
 
@@ -267,9 +280,17 @@ func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
 
 func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
+	// A deferred restore still decoding is swapped in before this one.
+	f.waitRestored()
 	restored, r, done, err := f.offeredStore(rc)
 	defer done()
 	decoded := restored == nil
+	if err == nil && decoded && !strict && f.deferring.Load() {
+		var deferred bool
+		if deferred, r, err = f.restoreDeferred(r); err == nil && deferred {
+			return nil
+		}
+	}
 	if err == nil && decoded {
 		restored, err = f.readSnapshot(r, strict)
 	}
@@ -277,13 +298,19 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 		f.logger.Error("snapshot restore failed, keeping current state", "error", err)
 		return err
 	}
+	f.swapIn(restored, "checked_before", !decoded)
+	return nil
+}
+
+// swapIn makes restored the state, waking the replaced store's queries,
+// and logs it (with flag if set).
+func (f *FSM) swapIn(restored *StateStore, flag string, set bool) {
 	old := f.state.Swap(restored)
 	old.abandon(restored)
 	latest, _ := restored.LatestIndex()
 	args := []any{"latest_index", latest}
-	if !decoded {
-		args = append(args, "checked_before", true)
+	if set {
+		args = append(args, flag, true)
 	}
 	f.logger.Info("restored state from snapshot", args...)
-	return nil
 }

@@ -368,6 +368,10 @@ func (s *Server) setupRaft() error {
 	}
 	s.raft = r
 	s.raftTimeouts.normal = r.ReloadableConfig()
+	// Raft restored this server's own snapshot synchronously above; a
+	// snapshot installed from the leader from now on is answered for
+	// once it is on disk and decoded after (fsm/restore_deferred.go).
+	s.fsm.DeferRestores(true)
 	return nil
 }
 

@@ -1,0 +1,155 @@
+package fsm_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+
+	"berth.dev/berth/fsm"
+	"berth.dev/berth/rpc/pb"
+)
+
+// deferredSource is an FSM holding n nodes and its snapshot stream.
+func deferredSource(t *testing.T, n int) []byte {
+	t.Helper()
+	f := fsm.New(nil)
+	for i := range n {
+		applyOK(t, f, uint64(i+1), fsm.NodeRegister,
+			registerCmd(fmt.Sprintf("id-%04d", i), fmt.Sprintf("n%d", i), pb.NodeStatus_NODE_STATUS_READY))
+	}
+	return snapshotBytes(t, f)
+}
+
+func nodeCount(t *testing.T, st *fsm.StateStore) int {
+	t.Helper()
+	nodes, err := st.Nodes(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(nodes)
+}
+
+// With DeferRestores on, Restore returns (raft answers the leader's
+// InstallSnapshot) before the rows are decoded, and State waits for them:
+// a reader never sees the replaced state once Restore has returned.
+func TestDeferredRestoreReturnsBeforeTheRowsAreDecoded(t *testing.T) {
+	// Many times bufio's 4 KiB: the framing check walks the whole stream.
+	snap := deferredSource(t, 500)
+	if len(snap) < 16<<10 {
+		t.Fatalf("the snapshot is %d bytes, want several buffers", len(snap))
+	}
+	synctest.Test(t, func(t *testing.T) {
+		f := fsm.New(nil)
+		f.DeferRestores(true)
+		release := make(chan struct{})
+		decoding := false
+		fsm.SetDeferredRestoreHooks(f, func() { decoding = true; <-release }, func(err error) { t.Errorf("deferred restore failed: %v", err) })
+		restored := make(chan error, 1)
+		go func() { restored <- restoreBytes(f, snap) }()
+		synctest.Wait()
+		select {
+		case err := <-restored:
+			if err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+		default:
+			t.Fatal("Restore has not returned while the rows wait to be decoded")
+		}
+		if !decoding {
+			t.Fatal("the decoding did not start")
+		}
+		read := make(chan *fsm.StateStore, 1)
+		go func() { read <- f.State() }()
+		synctest.Wait()
+		select {
+		case <-read:
+			t.Fatal("State answered before the restored rows were decoded")
+		default:
+		}
+		close(release)
+		synctest.Wait()
+		if got := nodeCount(t, <-read); got != 500 {
+			t.Fatalf("State after the decoding holds %d nodes, want the snapshot's 500", got)
+		}
+		// The next apply runs on the restored store.
+		applyOK(t, f, 1000, fsm.NodeRegister, registerCmd("id-new", "new", pb.NodeStatus_NODE_STATUS_READY))
+		if got := nodeCount(t, f.State()); got != 501 {
+			t.Fatalf("after an apply: %d nodes, want 501", got)
+		}
+	})
+}
+
+// What a truncated or foreign stream breaks is still refused by Restore
+// itself (raft then retries the install), with the state unchanged and no
+// decoding started.
+func TestDeferredRestoreRefusesABrokenStreamAtOnce(t *testing.T) {
+	snap := deferredSource(t, 300)
+	cases := map[string][]byte{
+		"truncated":     snap[:len(snap)-3],
+		"end cut off":   snap[:len(snap)-4],
+		"newer version": stream(t, &pb.SnapshotHeader{Version: fsm.SnapshotVersion + 1}, endRec(0)),
+		"no end record": stream(t, &pb.SnapshotHeader{Version: 2}, indexRec(fsm.TableNodes, 3)),
+		"end miscounts": stream(t, &pb.SnapshotHeader{Version: 2}, indexRec(fsm.TableNodes, 3), endRec(2)),
+	}
+	for name, s := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := fsm.New(nil)
+			applyOK(t, f, 1, fsm.NodeRegister, registerCmd("keep", "keep", pb.NodeStatus_NODE_STATUS_READY))
+			f.DeferRestores(true)
+			fsm.SetDeferredRestoreHooks(f, func() { t.Error("a broken stream was handed to the deferred decoding") }, nil)
+			err := restoreBytes(f, s)
+			if !errors.Is(err, fsm.ErrSnapshotCorrupt) && !errors.Is(err, fsm.ErrSnapshotVersion) {
+				t.Fatalf("Restore = %v, want a corrupt or version error", err)
+			}
+			if got := nodeCount(t, f.State()); got != 1 {
+				t.Fatalf("state after the refusal holds %d nodes, want the 1 it had", got)
+			}
+		})
+	}
+}
+
+// A row that only the decoding finds broken ends the server (the hook
+// stands in for the end), the state left as it was.
+func TestDeferredRestoreThatFailsToDecodeStops(t *testing.T) {
+	bad := v2(t, &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: &pb.TableRow{Table: fsm.TableNodes, Row: []byte{0xff, 0xff, 0xff}}}})
+	f := fsm.New(nil)
+	applyOK(t, f, 1, fsm.NodeRegister, registerCmd("keep", "keep", pb.NodeStatus_NODE_STATUS_READY))
+	f.DeferRestores(true)
+	failed := make(chan error, 1)
+	fsm.SetDeferredRestoreHooks(f, nil, func(err error) { failed <- err })
+	if err := restoreBytes(f, bad); err != nil {
+		t.Fatalf("Restore = %v, want nil (the framing is whole; the row is decoded after)", err)
+	}
+	if err := <-failed; !errors.Is(err, fsm.ErrSnapshotCorrupt) {
+		t.Fatalf("the decoding failed with %v, want ErrSnapshotCorrupt", err)
+	}
+	if got := nodeCount(t, f.State()); got != 1 {
+		t.Fatalf("state after the failed decoding holds %d nodes, want the 1 it had", got)
+	}
+}
+
+// A stream over the bound, and every restore without DeferRestores, is
+// decoded before Restore returns.
+func TestRestoreDecodesAtOnceWhenNotDeferred(t *testing.T) {
+	snap := deferredSource(t, 10)
+	for name, setup := range map[string]func(f *fsm.FSM) func(){
+		"not deferring": func(f *fsm.FSM) func() { return func() {} },
+		"over the bound": func(f *fsm.FSM) func() {
+			f.DeferRestores(true)
+			return fsm.SetMaxDeferredRestore(int64(len(snap) - 1))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := fsm.New(nil)
+			defer setup(f)()
+			fsm.SetDeferredRestoreHooks(f, func() { t.Error("decoding deferred") }, nil)
+			if err := restoreBytes(f, snap); err != nil {
+				t.Fatal(err)
+			}
+			if got := nodeCount(t, f.State()); got != 10 {
+				t.Fatalf("%d nodes after Restore, want 10", got)
+			}
+		})
+	}
+}
