@@ -62,9 +62,17 @@ func newFSM(logger hclog.Logger, s schema) *FSM {
 // store; a caller holding the old one learns through its AbandonCh.
 //
 // While a restore raft counts as done is still decoding (DeferRestores),
-// State waits for it, so nobody sees the replaced state after raft
-// installed the snapshot.
+// State returns the store it replaces, as it did while a restore decoded
+// before returning: a follower's reads may be stale. What must see every
+// entry raft applied — the applies, snapshots and restores, and a new
+// leader's duties (WaitRestored after its barrier) — waits for it.
 func (f *FSM) State() *StateStore {
+	return f.state.Load()
+}
+
+// settled is the current store once no deferred restore is decoding: the
+// store raft's applies and snapshots act on.
+func (f *FSM) settled() *StateStore {
 	f.waitRestored()
 	return f.state.Load()
 }
@@ -110,7 +118,7 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 	if !ok {
 		return res
 	}
-	tx := f.State().beginWrite()
+	tx := f.settled().beginWrite()
 	defer tx.abort()
 	tx.index = log.Index
 	err := c.apply(tx, msg)
@@ -180,7 +188,7 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 			continue
 		}
 		if tx == nil {
-			tx = f.State().beginWrite()
+			tx = f.settled().beginWrite()
 		}
 		tx.index = log.Index
 		tx.result = nil
@@ -248,7 +256,7 @@ func (f *FSM) refused(res *ApplyResult, c command, err error) {
 // pins an immutable version of the tables, and Persist streams it while
 // Apply carries on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{state: f.State().Snapshot()}, nil
+	return &fsmSnapshot{state: f.settled().Snapshot()}, nil
 }
 
 // Restore replaces the whole state with the snapshot read from rc and closes

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -31,8 +32,9 @@ func nodeCount(t *testing.T, st *fsm.StateStore) int {
 }
 
 // With DeferRestores on, Restore returns (raft answers the leader's
-// InstallSnapshot) before the rows are decoded, and State waits for them:
-// a reader never sees the replaced state once Restore has returned.
+// InstallSnapshot) before the rows are decoded. Meanwhile readers read the
+// replaced store (never blocked), and the applies and WaitRestored (a new
+// leader's start) wait for the restored one.
 func TestDeferredRestoreReturnsBeforeTheRowsAreDecoded(t *testing.T) {
 	// Many times bufio's 4 KiB: the framing check walks the whole stream.
 	snap := deferredSource(t, 500)
@@ -41,6 +43,7 @@ func TestDeferredRestoreReturnsBeforeTheRowsAreDecoded(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		f := fsm.New(nil)
+		applyOK(t, f, 1, fsm.NodeRegister, registerCmd("old", "old", pb.NodeStatus_NODE_STATUS_READY))
 		f.DeferRestores(true)
 		release := make(chan struct{})
 		decoding := false
@@ -59,23 +62,43 @@ func TestDeferredRestoreReturnsBeforeTheRowsAreDecoded(t *testing.T) {
 		if !decoding {
 			t.Fatal("the decoding did not start")
 		}
-		read := make(chan *fsm.StateStore, 1)
-		go func() { read <- f.State() }()
+		if got := nodeCount(t, f.State()); got != 1 {
+			t.Fatalf("State while decoding holds %d nodes, want the replaced store's 1", got)
+		}
+		waited := make(chan bool, 1)
+		go func() { waited <- f.WaitRestored(context.Background()) }()
+		entry := mustEncode(t, fsm.NodeRegister, registerCmd("id-new", "new", pb.NodeStatus_NODE_STATUS_READY))
+		applied := make(chan struct{})
+		go func() {
+			defer close(applied)
+			if res := applyAt(f, 1000, entry); res.Err != nil {
+				t.Errorf("apply after the restore: %v", res.Err)
+			}
+		}()
+		gaveUp, cancel := context.WithCancel(context.Background())
+		cancelled := make(chan bool, 1)
+		go func() { cancelled <- f.WaitRestored(gaveUp) }()
+		cancel()
 		synctest.Wait()
+		if <-cancelled {
+			t.Fatal("WaitRestored reported the restore done when its context ended first")
+		}
 		select {
-		case <-read:
-			t.Fatal("State answered before the restored rows were decoded")
+		case <-waited:
+			t.Fatal("WaitRestored returned before the rows were decoded")
+		case <-applied:
+			t.Fatal("an apply ran before the restored rows were decoded")
 		default:
 		}
 		close(release)
 		synctest.Wait()
-		if got := nodeCount(t, <-read); got != 500 {
-			t.Fatalf("State after the decoding holds %d nodes, want the snapshot's 500", got)
+		if !<-waited {
+			t.Fatal("WaitRestored = false after the decoding")
 		}
-		// The next apply runs on the restored store.
-		applyOK(t, f, 1000, fsm.NodeRegister, registerCmd("id-new", "new", pb.NodeStatus_NODE_STATUS_READY))
+		<-applied
+		// The apply ran on the restored store, not the replaced one.
 		if got := nodeCount(t, f.State()); got != 501 {
-			t.Fatalf("after an apply: %d nodes, want 501", got)
+			t.Fatalf("after the decoding and an apply: %d nodes, want the snapshot's 500 and the new one", got)
 		}
 	})
 }
