@@ -290,10 +290,16 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
 	// A deferred restore still decoding is swapped in before this one.
 	f.waitRestored()
+	// Taken before the offer is: a restore that was offered a checked
+	// store is the leader's of an operator's upload, whose caller reads
+	// the restored state as soon as raft returns, so it is never deferred.
+	f.offered.mu.Lock()
+	wasOffered := f.offered.c != nil
+	f.offered.mu.Unlock()
 	restored, r, done, err := f.offeredStore(rc)
 	defer done()
 	decoded := restored == nil
-	if err == nil && decoded && !strict && f.deferring.Load() {
+	if err == nil && decoded && !strict && !wasOffered && f.deferring.Load() {
 		var deferred bool
 		if deferred, r, err = f.restoreDeferred(r); err == nil && deferred {
 			return nil

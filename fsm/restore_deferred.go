@@ -45,8 +45,10 @@ import (
 // where the same failure stops it with the error (the state is never
 // silently behind raft).
 //
-// Streams over maxDeferredRestore bytes, version 1 streams and
-// RestoreStrict are decoded synchronously, as before.
+// Streams over maxDeferredRestore bytes, version 1 streams, RestoreStrict
+// and a restore offered a checked store (the leader's, of an operator's
+// upload, whose caller reads the state once raft returns) are decoded
+// synchronously, as before.
 
 // maxDeferredRestore is the largest stream a Restore holds in memory to
 // decode it after returning. A variable for tests.

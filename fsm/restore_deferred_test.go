@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -174,5 +175,27 @@ func TestRestoreDecodesAtOnceWhenNotDeferred(t *testing.T) {
 				t.Fatalf("%d nodes after Restore, want 10", got)
 			}
 		})
+	}
+}
+
+// A restore offered a checked store (the leader's, of an operator's
+// upload) that reads another stream decodes it before returning even
+// with DeferRestores on: its caller reads the restored state once raft's
+// restore returns.
+func TestRestoreOfferedAnotherStreamIsNotDeferred(t *testing.T) {
+	offered, other := deferredSource(t, 5), deferredSource(t, 7)
+	f := fsm.New(nil)
+	f.DeferRestores(true)
+	fsm.SetDeferredRestoreHooks(f, func() { t.Error("the restore of another stream than the offered one was deferred") }, nil)
+	c, err := f.CheckSnapshot(bytes.NewReader(offered), int64(len(offered)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.OfferRestore(c)
+	if err := restoreBytes(f, other); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeCount(t, f.State()); got != 7 {
+		t.Fatalf("%d nodes once Restore returned, want the other stream's 7", got)
 	}
 }
