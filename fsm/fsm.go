@@ -33,6 +33,10 @@ type FSM struct {
 	pending        atomic.Pointer[pendingRestore]
 	deferredHook   func()
 	deferredFailed func(error)
+	// describeRestore names a deferred restore's snapshot in its logs
+	// (DescribeRestores); closed is set by Close.
+	describeRestore func() []any
+	closed          atomic.Bool
 }
 
 var (
@@ -71,10 +75,12 @@ func (f *FSM) State() *StateStore {
 }
 
 // settled is the current store once no deferred restore is decoding: the
-// store raft's applies and snapshots act on.
-func (f *FSM) settled() *StateStore {
-	f.waitRestored()
-	return f.state.Load()
+// store raft's applies and snapshots act on. A decoding that failed (only
+// once the FSM is closed, or under a test hook) leaves the replaced store,
+// with the error.
+func (f *FSM) settled() (*StateStore, error) {
+	err := f.waitRestored()
+	return f.state.Load(), err
 }
 
 // ApplyResult is what Apply returns for every command entry, and so what
@@ -118,7 +124,8 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 	if !ok {
 		return res
 	}
-	tx := f.settled().beginWrite()
+	st, _ := f.settled() // a failed decoding ends the process, or the server is closing
+	tx := st.beginWrite()
 	defer tx.abort()
 	tx.index = log.Index
 	err := c.apply(tx, msg)
@@ -188,7 +195,8 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 			continue
 		}
 		if tx == nil {
-			tx = f.settled().beginWrite()
+			st, _ := f.settled() // see ApplyLog
+			tx = st.beginWrite()
 		}
 		tx.index = log.Index
 		tx.result = nil
@@ -256,7 +264,13 @@ func (f *FSM) refused(res *ApplyResult, c command, err error) {
 // pins an immutable version of the tables, and Persist streams it while
 // Apply carries on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{state: f.settled().Snapshot()}, nil
+	st, err := f.settled()
+	if err != nil {
+		// Never a snapshot pairing raft's installed index with the
+		// replaced store's rows.
+		return nil, fmt.Errorf("snapshot: the restore raft installed did not decode: %w", err)
+	}
+	return &fsmSnapshot{state: st.Snapshot()}, nil
 }
 
 // Restore replaces the whole state with the snapshot read from rc and closes
@@ -288,8 +302,9 @@ func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
 
 func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
-	// A deferred restore still decoding is swapped in before this one.
-	f.waitRestored()
+	// A deferred restore still decoding is swapped in before this one (one
+	// that failed is replaced by it).
+	_ = f.waitRestored()
 	// Taken before the offer is: a restore that was offered a checked
 	// store is the leader's of an operator's upload, whose caller reads
 	// the restored state as soon as raft returns, so it is never deferred.
@@ -313,6 +328,8 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 		return err
 	}
 	f.swapIn(restored, "checked_before", !decoded)
+	// A deferred restore that failed is behind this one now.
+	f.pending.Store(nil)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -40,10 +41,20 @@ import (
 // What only the decoding finds (a row that does not decode or store: a
 // stream with the right framing and the wrong bytes, which raft's CRC
 // makes all but impossible) leaves the FSM with a state raft counts as
-// installed that it does not hold: restoreFailed ends the process, and on
-// its next start raft restores the snapshot from its disk synchronously,
-// where the same failure stops it with the error (the state is never
-// silently behind raft).
+// installed that it does not hold. restoreFailed logs it at Error (the
+// snapshot's id and index, the row's error) and ends the process; the
+// applies and snapshots waiting for the decoding stay blocked until then,
+// so none acts on the replaced store (a raft snapshot taken then would
+// pair raft's installed index with the old rows). It does not heal by
+// itself: raft keeps two snapshots and at start-up skips one that fails
+// to restore for the older one, whose later entries the leader may have
+// compacted, so the leader sends the same snapshot again and the
+// follower most likely stops again, in a loop, until an operator acts
+// (removes the server's raft data, or restores a good snapshot on the
+// leader). The state is never silently behind raft. Once the FSM is
+// closed (Close: the server is shutting down), a failing decoding is only
+// logged, and whoever waits for it is released with its error (Snapshot
+// refuses), so raft's own shutdown is not held.
 //
 // Streams over maxDeferredRestore bytes, version 1 streams, RestoreStrict
 // and a restore offered a checked store (the leader's, of an operator's
@@ -51,13 +62,23 @@ import (
 // synchronously, as before.
 
 // maxDeferredRestore is the largest stream a Restore holds in memory to
-// decode it after returning. A variable for tests.
-var maxDeferredRestore int64 = 512 << 20
+// decode it after returning; a larger one is decoded as it is read, having
+// buffered no more than this. A variable for tests.
+var maxDeferredRestore int64 = 128 << 20
+
+// deferredChunk is the size of the pieces a deferred restore reads its
+// stream into: fixed, so a large stream is never copied to a buffer twice
+// its size as it grows.
+const deferredChunk = 1 << 20
 
 // pendingRestore is a deferred restore still decoding: done closes once
-// its store is swapped in.
+// its store is swapped in, or once its decoding failed after the FSM was
+// closed or under a test's hook (err then says why).
 type pendingRestore struct {
 	done chan struct{}
+	err  error
+	// about names the snapshot (DescribeRestores) for the logs.
+	about []any
 }
 
 // DeferRestores turns deferred decoding of non-strict restores on or off
@@ -65,17 +86,30 @@ type pendingRestore struct {
 // restore of its own snapshot at start-up stays synchronous.
 func (f *FSM) DeferRestores(on bool) { f.deferring.Store(on) }
 
-// waitRestored returns once no deferred restore is decoding.
-func (f *FSM) waitRestored() {
+// DescribeRestores sets what names the snapshot being restored in the
+// logs of a deferred restore (a server: raft's newest snapshot's id,
+// index and term), as key/value pairs; it is called when Restore starts.
+func (f *FSM) DescribeRestores(describe func() []any) { f.describeRestore = describe }
+
+// Close stops the FSM from ending the process: a deferred restore whose
+// decoding fails from now on is only logged. A server calls it when it
+// shuts down.
+func (f *FSM) Close() { f.closed.Store(true) }
+
+// waitRestored returns once no deferred restore is decoding, with the
+// error of one whose decoding failed (after Close, or under a test hook).
+func (f *FSM) waitRestored() error {
 	if p := f.pending.Load(); p != nil {
 		<-p.done
+		return p.err
 	}
+	return nil
 }
 
 // WaitRestored returns true once no restore raft counted as done is still
 // decoding, so State holds every entry raft has applied; false if ctx
-// ends first. A server that just became leader waits for it after its
-// barrier, before its duties read the state.
+// ends first or the decoding failed. A server that just became leader
+// waits for it after its barrier, before its duties read the state.
 func (f *FSM) WaitRestored(ctx context.Context) bool {
 	p := f.pending.Load()
 	if p == nil {
@@ -83,7 +117,7 @@ func (f *FSM) WaitRestored(ctx context.Context) bool {
 	}
 	select {
 	case <-p.done:
-		return true
+		return p.err == nil
 	case <-ctx.Done():
 		return false
 	}
@@ -94,45 +128,91 @@ func (f *FSM) WaitRestored(ctx context.Context) bool {
 // reporting true. Otherwise (too large, version 1) it reports false and
 // returns a reader yielding the whole stream again, to decode now.
 func (f *FSM) restoreDeferred(r io.Reader) (bool, io.Reader, error) {
-	buf, err := io.ReadAll(io.LimitReader(r, maxDeferredRestore+1))
+	chunks, over, err := readChunks(r, maxDeferredRestore)
 	if err != nil {
 		return false, nil, err
 	}
-	if int64(len(buf)) > maxDeferredRestore {
-		return false, io.MultiReader(bytes.NewReader(buf), r), nil
+	if over {
+		return false, io.MultiReader(chunksReader(chunks), r), nil
 	}
-	v, err := checkFraming(buf)
+	v, err := checkFraming(chunksReader(chunks))
 	if err != nil {
 		return false, nil, err
 	}
 	if v < 2 {
-		return false, bytes.NewReader(buf), nil
+		return false, chunksReader(chunks), nil
 	}
 	p := &pendingRestore{done: make(chan struct{})}
+	if d := f.describeRestore; d != nil {
+		p.about = d()
+	}
 	f.pending.Store(p)
 	go func() {
-		defer close(p.done)
-		defer f.pending.Store(nil)
 		if h := f.deferredHook; h != nil {
 			h()
 		}
-		restored, err := f.readSnapshot(bytes.NewReader(buf), false)
+		restored, err := f.readSnapshot(chunksReader(chunks), false)
 		if err != nil {
-			f.restoreFailed(err)
+			f.restoreFailed(p, err)
 			return
 		}
+		// Only a store swapped in releases the waiters: were they let go
+		// on a failure, they would act on the replaced store.
 		f.swapIn(restored, "decoded_after_install", true)
+		f.pending.Store(nil)
+		close(p.done)
 	}()
 	return true, nil, nil
 }
 
+// readChunks reads r into pieces of deferredChunk bytes until its end,
+// or until it has read more than limit bytes (over).
+func readChunks(r io.Reader, limit int64) (chunks [][]byte, over bool, err error) {
+	var total int64
+	for {
+		c := make([]byte, deferredChunk)
+		n, err := io.ReadFull(r, c)
+		if n > 0 {
+			chunks = append(chunks, c[:n])
+			total += int64(n)
+		}
+		switch {
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return chunks, total > limit, nil
+		case err != nil:
+			return nil, false, err
+		case total > limit:
+			return chunks, true, nil
+		}
+	}
+}
+
+// chunksReader reads the chunks in order.
+func chunksReader(chunks [][]byte) io.Reader {
+	rs := make([]io.Reader, len(chunks))
+	for i, c := range chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
+}
+
 // restoreFailed is a deferred restore's decoding failing: the state raft
-// counts as installed is not the FSM's. It ends the process (see above),
-// unless a test replaced it.
-func (f *FSM) restoreFailed(err error) {
-	f.logger.Error("snapshot raft installed does not decode: stopping, so raft restores it from disk at the next start", "error", err)
+// counts as installed is not the FSM's. It logs it and ends the process
+// (see above), its waiters still blocked; once the FSM is closed, or
+// under a test's hook, it releases them with the error instead.
+func (f *FSM) restoreFailed(p *pendingRestore, err error) {
+	args := append([]any{"error", err}, p.about...)
+	if f.closed.Load() {
+		f.logger.Error("snapshot raft installed does not decode; the server is shutting down", args...)
+		p.err = err
+		close(p.done)
+		return
+	}
+	f.logger.Error("snapshot raft installed does not decode: the state is not what raft holds, so the server stops (it will most likely stop again on the same snapshot from the leader: see its rows' error)", args...)
 	if h := f.deferredFailed; h != nil {
 		h(err)
+		p.err = err
+		close(p.done)
 		return
 	}
 	panic(fmt.Sprintf("berth: snapshot installed by raft does not decode (%v); the state is not what raft holds, so the server stops", err))
@@ -142,9 +222,8 @@ func (f *FSM) restoreFailed(err error) {
 // length prefix within the stream, and, for version 2 on, a last record
 // that is the end record counting the records before it. It returns the
 // stream's version.
-func checkFraming(buf []byte) (uint32, error) {
-	rd := bytes.NewReader(buf)
-	br := bufio.NewReader(rd)
+func checkFraming(r io.Reader) (uint32, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
 	v, err := readHeader(br)
 	if err != nil {
 		return 0, err
@@ -152,20 +231,27 @@ func checkFraming(buf []byte) (uint32, error) {
 	if v < 2 {
 		return v, nil
 	}
-	// Where the header ends: what br took from rd, less what it holds.
-	off := len(buf) - rd.Len() - br.Buffered()
 	var records uint64
 	var last []byte
-	for off < len(buf) {
-		size, n := binary.Uvarint(buf[off:])
-		if n <= 0 {
+	for {
+		size, err := binary.ReadUvarint(br)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
 			return 0, fmt.Errorf("%w: record %d: length prefix cut off", ErrSnapshotCorrupt, records+1)
 		}
-		if size > maxSnapshotRecord || uint64(len(buf)-off-n) < size {
-			return 0, fmt.Errorf("%w: record %d: record of %d bytes cut off or over the limit", ErrSnapshotCorrupt, records+1, size)
+		if size > maxSnapshotRecord {
+			return 0, fmt.Errorf("%w: record %d: record of %d bytes over the limit", ErrSnapshotCorrupt, records+1, size)
 		}
-		last = buf[off+n : off+n+int(size)]
-		off += n + int(size)
+		// Every record is read into one buffer: only the last is kept.
+		if uint64(cap(last)) < size {
+			last = make([]byte, size)
+		}
+		last = last[:size]
+		if _, err := io.ReadFull(br, last); err != nil {
+			return 0, fmt.Errorf("%w: record %d: record of %d bytes cut off", ErrSnapshotCorrupt, records+1, size)
+		}
 		records++
 	}
 	var rec pb.SnapshotRecord

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"berth.dev/berth/fsm"
 	"berth.dev/berth/rpc/pb"
@@ -134,19 +135,55 @@ func TestDeferredRestoreRefusesABrokenStreamAtOnce(t *testing.T) {
 }
 
 // A row that only the decoding finds broken ends the server (the hook
-// stands in for the end), the state left as it was.
+// stands in for the end), the state left as it was. What waited for the
+// decoding (a raft snapshot) is not let go onto the replaced store while
+// it fails, and after it (under the hook) it refuses: a snapshot then
+// would pair raft's installed index with the old rows.
 func TestDeferredRestoreThatFailsToDecodeStops(t *testing.T) {
 	bad := v2(t, &pb.SnapshotRecord{Record: &pb.SnapshotRecord_Row{Row: &pb.TableRow{Table: fsm.TableNodes, Row: []byte{0xff, 0xff, 0xff}}}})
 	f := fsm.New(nil)
 	applyOK(t, f, 1, fsm.NodeRegister, registerCmd("keep", "keep", pb.NodeStatus_NODE_STATUS_READY))
 	f.DeferRestores(true)
+	release := make(chan struct{})
 	failed := make(chan error, 1)
-	fsm.SetDeferredRestoreHooks(f, nil, func(err error) { failed <- err })
+	snapshotted := make(chan error, 1)
+	fsm.SetDeferredRestoreHooks(f, func() { <-release }, func(err error) {
+		select {
+		case err := <-snapshotted:
+			t.Errorf("a snapshot waiting for the decoding returned (%v) before its failure was handled", err)
+		default:
+		}
+		failed <- err
+	})
 	if err := restoreBytes(f, bad); err != nil {
 		t.Fatalf("Restore = %v, want nil (the framing is whole; the row is decoded after)", err)
 	}
-	if err := <-failed; !errors.Is(err, fsm.ErrSnapshotCorrupt) {
-		t.Fatalf("the decoding failed with %v, want ErrSnapshotCorrupt", err)
+	go func() {
+		snap, err := f.Snapshot()
+		if err == nil {
+			snap.Release()
+		}
+		snapshotted <- err
+	}()
+	close(release)
+	select {
+	case err := <-failed:
+		if !errors.Is(err, fsm.ErrSnapshotCorrupt) {
+			t.Fatalf("the decoding failed with %v, want ErrSnapshotCorrupt", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the decoding's failure was not reported within a minute")
+	}
+	select {
+	case err := <-snapshotted:
+		if err == nil {
+			t.Fatal("Snapshot after the failed decoding succeeded on the replaced store")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Snapshot still waiting a minute after the failure was handled")
+	}
+	if f.WaitRestored(context.Background()) {
+		t.Fatal("WaitRestored = true after the decoding failed")
 	}
 	if got := nodeCount(t, f.State()); got != 1 {
 		t.Fatalf("state after the failed decoding holds %d nodes, want the 1 it had", got)
