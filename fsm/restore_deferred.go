@@ -91,6 +91,11 @@ func (f *FSM) DeferRestores(on bool) { f.deferring.Store(on) }
 // index and term), as key/value pairs; it is called when Restore starts.
 func (f *FSM) DescribeRestores(describe func() []any) { f.describeRestore = describe }
 
+// SetDeferredDecodeHook sets what runs before a deferred restore's
+// decoding starts, on its goroutine (server tests hold a decoding with
+// it); nil outside tests. Set it before raft starts.
+func (f *FSM) SetDeferredDecodeHook(hook func()) { f.deferredHook = hook }
+
 // Close stops the FSM from ending the process: a deferred restore whose
 // decoding fails from now on is only logged. A server calls it when it
 // shuts down.

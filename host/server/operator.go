@@ -379,6 +379,12 @@ func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreSer
 	if !s.IsLeader() {
 		return e.proxySnapshotRestore(stream)
 	}
+	// A leader that was a follower a moment ago may still be decoding a
+	// snapshot raft installed: the members read below are the state's
+	// once it is in.
+	if err := s.awaitLeaderReady(stream.Context(), "SnapshotRestore"); err != nil {
+		return err
+	}
 	// One upload and restore at a time: a second one would race the first
 	// to raft (its offer taking the first's checked store away) and to the
 	// upload's disk. The gate is let go once the state is restored: what
