@@ -374,6 +374,11 @@ func (e *operatorEndpoint) proxySnapshotSave(req *pb.SnapshotSaveRequest, stream
 	}
 }
 
+// SnapshotRestore replaces the cluster's state with an uploaded archive.
+// It answers once the leader holds the restored state; the followers
+// acknowledge raft's install once the snapshot is on their disk and decode
+// it after (fsm.DeferRestores), so their reads may be the state before
+// the restore for as long as that decoding takes.
 func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {
 	s := e.s
 	if !s.IsLeader() {
