@@ -14,31 +14,32 @@ import (
 	"berth.dev/berth/rpc/pb"
 )
 
-// core.Barrier promises the state holds every committed entry: it waits
-// for a snapshot raft installed that is still decoding (raft's barrier
-// does not). The restore is handed to the FSM directly, as raft hands it
-// a leader's InstallSnapshot, and its decoding held.
-func TestCoreBarrierWaitsForADeferredDecode(t *testing.T) {
-	release := make(chan struct{})
+// heldDeferredRestore starts a single-server cluster and hands its FSM a
+// restore of its own state directly, as raft hands it a leader's
+// InstallSnapshot, its decoding held until the returned release is
+// called.
+func heldDeferredRestore(t *testing.T) (s *Server, release func()) {
+	t.Helper()
+	held := make(chan struct{})
 	decoding := make(chan struct{})
 	var armed bool
 	tc := newTestCluster(t, 1, func(c *testConfig) {
 		c.hooks = &testHooks{beforeDeferredDecode: func() {
 			if armed {
 				close(decoding)
-				<-release
+				<-held
 			}
 		}}
 	})
-	s := tc.waitLeader()
+	s = tc.waitLeader()
 	snap, err := s.fsm.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer snap.Release()
 	pr, pw := io.Pipe()
 	go func() {
-		sink := &pipeSink{PipeWriter: pw}
-		if err := snap.Persist(sink); err != nil {
+		if err := snap.Persist(pipeSink{pw}); err != nil {
 			pw.CloseWithError(err)
 		}
 	}()
@@ -46,19 +47,44 @@ func TestCoreBarrierWaitsForADeferredDecode(t *testing.T) {
 	if err := s.fsm.Restore(pr); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	snap.Release()
 	<-decoding
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	return s, release
+}
+
+// core.Barrier promises the state holds every committed entry: it waits
+// for a snapshot raft installed that is still decoding (raft's barrier
+// does not).
+func TestCoreBarrierWaitsForADeferredDecode(t *testing.T) {
+	s, release := heldDeferredRestore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if err := (core{s}).Barrier(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Barrier while a restore decodes = %v, want it to wait until its context ends", err)
 	}
-	close(release)
+	release()
 	if err := (core{s}).Barrier(context.Background()); err != nil {
 		t.Fatalf("Barrier after the decoding: %v", err)
 	}
 	if !s.fsm.WaitRestored(context.Background()) {
 		t.Fatal("WaitRestored = false")
+	}
+}
+
+// A new leader's barrier (before its duties start) waits for a snapshot
+// raft installed while it was a follower that is still decoding.
+func TestLeaderBarrierWaitsForADeferredDecode(t *testing.T) {
+	s, release := heldDeferredRestore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if s.barrier(ctx) {
+		t.Fatal("the leader's barrier passed while a restore was decoding")
+	}
+	release()
+	if !s.barrier(context.Background()) {
+		t.Fatal("the leader's barrier failed after the decoding")
 	}
 }
 
