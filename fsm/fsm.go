@@ -25,6 +25,18 @@ type FSM struct {
 	// offered is the checked snapshot offered to the next Restore
 	// (OfferRestore).
 	offered offerSlot
+	// deferring turns deferred restores on (DeferRestores); pending is
+	// the one still decoding (restore_deferred.go). deferredHook runs
+	// before a deferred decoding starts, deferredFailed instead of ending
+	// the process when it fails (tests).
+	deferring      atomic.Bool
+	pending        atomic.Pointer[pendingRestore]
+	deferredHook   func()
+	deferredFailed func(error)
+	// describeRestore names a deferred restore's snapshot in its logs
+	// (DescribeRestores); closed is set by Close.
+	describeRestore func() []any
+	closed          atomic.Bool
 }
 
 var (
@@ -52,8 +64,23 @@ func newFSM(logger hclog.Logger, s schema) *FSM {
 
 // State returns the current state store. After a Restore it returns the new
 // store; a caller holding the old one learns through its AbandonCh.
+//
+// While a restore raft counts as done is still decoding (DeferRestores),
+// State returns the store it replaces, as it did while a restore decoded
+// before returning: a follower's reads may be stale. What must see every
+// entry raft applied — the applies, snapshots and restores, and a new
+// leader's duties (WaitRestored after its barrier) — waits for it.
 func (f *FSM) State() *StateStore {
 	return f.state.Load()
+}
+
+// settled is the current store once no deferred restore is decoding: the
+// store raft's applies and snapshots act on. A decoding that failed (only
+// once the FSM is closed, or under a test hook) leaves the replaced store,
+// with the error.
+func (f *FSM) settled() (*StateStore, error) {
+	err := f.waitRestored()
+	return f.state.Load(), err
 }
 
 // ApplyResult is what Apply returns for every command entry, and so what
@@ -97,7 +124,8 @@ func (f *FSM) ApplyLog(log *raft.Log) *ApplyResult {
 	if !ok {
 		return res
 	}
-	tx := f.State().beginWrite()
+	st, _ := f.settled() // a failed decoding ends the process, or the server is closing
+	tx := st.beginWrite()
 	defer tx.abort()
 	tx.index = log.Index
 	err := c.apply(tx, msg)
@@ -167,7 +195,8 @@ func (f *FSM) applyBatch(logs []*raft.Log, out []any) bool {
 			continue
 		}
 		if tx == nil {
-			tx = f.State().beginWrite()
+			st, _ := f.settled() // see ApplyLog
+			tx = st.beginWrite()
 		}
 		tx.index = log.Index
 		tx.result = nil
@@ -235,7 +264,13 @@ func (f *FSM) refused(res *ApplyResult, c command, err error) {
 // pins an immutable version of the tables, and Persist streams it while
 // Apply carries on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &fsmSnapshot{state: f.State().Snapshot()}, nil
+	st, err := f.settled()
+	if err != nil {
+		// Never a snapshot pairing raft's installed index with the
+		// replaced store's rows.
+		return nil, fmt.Errorf("snapshot: the restore raft installed did not decode: %w", err)
+	}
+	return &fsmSnapshot{state: st.Snapshot()}, nil
 }
 
 // Restore replaces the whole state with the snapshot read from rc and closes
@@ -267,9 +302,24 @@ func (f *FSM) RestoreStrict(rc io.ReadCloser) error {
 
 func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 	defer rc.Close()
+	// A deferred restore still decoding is swapped in before this one (one
+	// that failed is replaced by it).
+	_ = f.waitRestored()
+	// Taken before the offer is: a restore that was offered a checked
+	// store is the leader's of an operator's upload, whose caller reads
+	// the restored state as soon as raft returns, so it is never deferred.
+	f.offered.mu.Lock()
+	wasOffered := f.offered.c != nil
+	f.offered.mu.Unlock()
 	restored, r, done, err := f.offeredStore(rc)
 	defer done()
 	decoded := restored == nil
+	if err == nil && decoded && !strict && !wasOffered && f.deferring.Load() {
+		var deferred bool
+		if deferred, r, err = f.restoreDeferred(r); err == nil && deferred {
+			return nil
+		}
+	}
 	if err == nil && decoded {
 		restored, err = f.readSnapshot(r, strict)
 	}
@@ -277,13 +327,21 @@ func (f *FSM) restore(rc io.ReadCloser, strict bool) error {
 		f.logger.Error("snapshot restore failed, keeping current state", "error", err)
 		return err
 	}
+	f.swapIn(restored, "checked_before", !decoded)
+	// A deferred restore that failed is behind this one now.
+	f.pending.Store(nil)
+	return nil
+}
+
+// swapIn makes restored the state, waking the replaced store's queries,
+// and logs it (with flag if set).
+func (f *FSM) swapIn(restored *StateStore, flag string, set bool) {
 	old := f.state.Swap(restored)
 	old.abandon(restored)
 	latest, _ := restored.LatestIndex()
 	args := []any{"latest_index", latest}
-	if !decoded {
-		args = append(args, "checked_before", true)
+	if set {
+		args = append(args, flag, true)
 	}
 	f.logger.Info("restored state from snapshot", args...)
-	return nil
 }

@@ -129,26 +129,9 @@ func writeSnapshot(w io.Writer, st *StateSnapshot) error {
 // refuses if strict, and otherwise rebuilds (restorePluginRows).
 func (f *FSM) readSnapshot(r io.Reader, strict bool) (*StateStore, error) {
 	br := bufio.NewReader(r)
-	buf, err := readDelimited(br)
+	v, err := readHeader(br)
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: empty stream, no header", ErrSnapshotCorrupt)
-		}
-		return nil, fmt.Errorf("%w: reading header: %w", ErrSnapshotCorrupt, err)
-	}
-	var hdr pb.SnapshotHeader
-	if err := proto.Unmarshal(buf, &hdr); err != nil {
-		return nil, fmt.Errorf("%w: reading header: %w", ErrSnapshotCorrupt, err)
-	}
-	v := hdr.GetVersion()
-	switch {
-	case v > SnapshotVersion:
-		return nil, fmt.Errorf("%w: snapshot is version %d, this server reads up to %d (upgrade it)",
-			ErrSnapshotVersion, v, SnapshotVersion)
-	case v == 0:
-		return nil, fmt.Errorf("%w: header names version 0, which was never written", ErrSnapshotCorrupt)
-	case hasUnknownFields(&hdr):
-		return nil, fmt.Errorf("%w: header holds a field version %d does not have", ErrSnapshotCorrupt, v)
+		return nil, err
 	}
 
 	store := newStateStore(f.schema)
@@ -179,6 +162,34 @@ func (f *FSM) readSnapshot(r io.Reader, strict bool) (*StateStore, error) {
 	}
 	rs.txn.Commit()
 	return store, nil
+}
+
+// readHeader reads a snapshot stream's header and returns its version,
+// refusing a version this server cannot read (ErrSnapshotVersion) and a
+// header that is not one (ErrSnapshotCorrupt).
+func readHeader(br *bufio.Reader) (uint32, error) {
+	buf, err := readDelimited(br)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("%w: empty stream, no header", ErrSnapshotCorrupt)
+		}
+		return 0, fmt.Errorf("%w: reading header: %w", ErrSnapshotCorrupt, err)
+	}
+	var hdr pb.SnapshotHeader
+	if err := proto.Unmarshal(buf, &hdr); err != nil {
+		return 0, fmt.Errorf("%w: reading header: %w", ErrSnapshotCorrupt, err)
+	}
+	v := hdr.GetVersion()
+	switch {
+	case v > SnapshotVersion:
+		return 0, fmt.Errorf("%w: snapshot is version %d, this server reads up to %d (upgrade it)",
+			ErrSnapshotVersion, v, SnapshotVersion)
+	case v == 0:
+		return 0, fmt.Errorf("%w: header names version 0, which was never written", ErrSnapshotCorrupt)
+	case hasUnknownFields(&hdr):
+		return 0, fmt.Errorf("%w: header holds a field version %d does not have", ErrSnapshotCorrupt, v)
+	}
+	return v, nil
 }
 
 // readDelimited reads one length-delimited message (a varint size, then

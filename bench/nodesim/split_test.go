@@ -158,3 +158,13 @@ func TestFailedRestoreKeepsTheSnapshotFigures(t *testing.T) {
 		t.Errorf("no row %q in:\n%s", want, b.String())
 	}
 }
+
+// The failover prints its job's steps on the node, from the kill.
+func TestFailoverStepsPrinted(t *testing.T) {
+	var b bytes.Buffer
+	printReport(&b, &report{Nodes: 10000, Failover: &failoverRun{ElectedSeconds: 1.32, EvalSeconds: 3.56,
+		Steps: &failoverSteps{NodeSeen: 2.31, TaskStarted: 2.32, RunningSent: 3.87}}})
+	if want := "seen by the node 2.31 s, task started 2.32 s, running reported (applied) 3.87 s"; !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in:\n%s", want, b.String())
+	}
+}

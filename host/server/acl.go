@@ -48,6 +48,15 @@ func (s *Server) authorize(ctx context.Context, method string, req any) error {
 	if !s.cfg.ACLEnabled {
 		return nil
 	}
+	// A leader decides on the state its barrier reached: one that was a
+	// follower a moment ago may still be decoding a snapshot raft
+	// installed (fsm.DeferRestores), and the replaced store may still
+	// hold a token since deleted.
+	if s.IsLeader() {
+		if err := s.awaitLeaderReady(ctx, method); err != nil {
+			return err
+		}
+	}
 	need, ok := authz.Method(method)
 	if !ok {
 		s.logger.Error("RPC method missing from the authorization table: refused", "method", method)

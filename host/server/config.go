@@ -227,6 +227,9 @@ type testHooks struct {
 	// barrier runs when an endpoint asks for a barrier (core.Barrier),
 	// before it is queued.
 	barrier func()
+	// beforeDeferredDecode runs before a snapshot raft installed is
+	// decoded after Restore returned (fsm.DeferRestores).
+	beforeDeferredDecode func()
 }
 
 func (c *Config) withDefaults() *Config {

@@ -21,5 +21,13 @@ func (c core) Barrier(ctx context.Context) error {
 	if err := fsm.Await(ctx, c.s.raft.Barrier(timeout)); err != nil {
 		return fmt.Errorf("barrier on server %s: %w", c.s.cfg.Name, err)
 	}
+	// Raft's barrier does not wait for a snapshot it installed that is
+	// still decoding (fsm.DeferRestores).
+	if !c.s.fsm.WaitRestored(ctx) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("barrier on server %s: waiting for a snapshot's decoding: %w", c.s.cfg.Name, err)
+		}
+		return fmt.Errorf("barrier on server %s: the snapshot raft installed did not decode", c.s.cfg.Name)
+	}
 	return nil
 }

@@ -116,7 +116,12 @@ func (s *Server) leaderLoop(ctx context.Context) {
 // barrier waits until every command raft has queued so far is applied,
 // retrying until it passes (true) or ctx ends (false).
 func (s *Server) barrier(ctx context.Context) bool {
-	return awaitBarrier(ctx, func() raft.Future { return s.raft.Barrier(time.Minute) }, s.logger)
+	if !awaitBarrier(ctx, func() raft.Future { return s.raft.Barrier(time.Minute) }, s.logger) {
+		return false
+	}
+	// A snapshot raft installed just before may still be decoding
+	// (fsm.DeferRestores): the duties start on its state.
+	return s.fsm.WaitRestored(ctx)
 }
 
 // awaitBarrier is barrier over any raft: it waits for each try's future

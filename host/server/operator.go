@@ -374,10 +374,21 @@ func (e *operatorEndpoint) proxySnapshotSave(req *pb.SnapshotSaveRequest, stream
 	}
 }
 
+// SnapshotRestore replaces the cluster's state with an uploaded archive.
+// It answers once the leader holds the restored state; the followers
+// acknowledge raft's install once the snapshot is on their disk and decode
+// it after (fsm.DeferRestores), so their reads may be the state before
+// the restore for as long as that decoding takes.
 func (e *operatorEndpoint) SnapshotRestore(stream pb.Operator_SnapshotRestoreServer) error {
 	s := e.s
 	if !s.IsLeader() {
 		return e.proxySnapshotRestore(stream)
+	}
+	// A leader that was a follower a moment ago may still be decoding a
+	// snapshot raft installed: the members read below are the state's
+	// once it is in.
+	if err := s.awaitLeaderReady(stream.Context(), "SnapshotRestore"); err != nil {
+		return err
 	}
 	// One upload and restore at a time: a second one would race the first
 	// to raft (its offer taking the first's checked store away) and to the

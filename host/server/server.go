@@ -361,13 +361,19 @@ func (s *Server) setupRaft() error {
 	if s.opts.hooks != nil {
 		tf.beforeApply = s.opts.hooks.beforeApply
 		tf.beforeRestore = s.opts.hooks.beforeRestore
+		s.fsm.SetDeferredDecodeHook(s.opts.hooks.beforeDeferredDecode)
 	}
+	s.fsm.DescribeRestores(func() []any { return newestSnapshot(snaps) })
 	r, err := raft.NewRaft(rc, tf, logs, stable, snaps, s.transport)
 	if err != nil {
 		return fmt.Errorf("starting raft: %w", err)
 	}
 	s.raft = r
 	s.raftTimeouts.normal = r.ReloadableConfig()
+	// Raft restored this server's own snapshot synchronously above; a
+	// snapshot installed from the leader from now on is answered for
+	// once it is on disk and decoded after (fsm/restore_deferred.go).
+	s.fsm.DeferRestores(true)
 	return nil
 }
 
@@ -454,6 +460,9 @@ func (s *Server) Shutdown() error {
 		case <-time.After(5 * time.Second):
 			s.grpc.Stop()
 		}
+		// A snapshot decoding after raft installed it that fails from now
+		// on is only logged (fsm.Close).
+		s.fsm.Close()
 		err = s.raft.Shutdown().Error()
 		if c, ok := s.transport.(raft.WithClose); ok {
 			_ = c.Close()
