@@ -409,11 +409,25 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	skip := ar.destroyed || ar.recordErr != nil || ar.cfg.Store == nil
 	ar.states[name] = st
 	write := !skip && (!proto.Equal(ar.persisted[name], key) || ar.unsaved[name] != nil)
+	// told: the change is reported before its write (an fsync). Only a
+	// terminal status waits for the write (setStatus); any other is the
+	// same whatever the write's outcome, so the servers learn a task
+	// started (a volume move's new alloc running) without waiting for the
+	// disk. A client restarted before the write recovers the task from
+	// the older record and reports again; the servers move a live alloc
+	// between live statuses.
+	told := false
 	if !write {
 		delete(ar.unsaved, name)
 		ar.setStatus()
+	} else if s, _ := clientStatus(ar.states); !rules.ClientStatusTerminal(s) {
+		ar.setStatus()
+		told = true
 	}
 	ar.mu.Unlock()
+	if told {
+		ar.report()
+	}
 	var err error
 	if write {
 		err = ar.cfg.Store.PutTaskState(rec)
@@ -437,7 +451,9 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	case ar.changed <- struct{}{}:
 	default:
 	}
-	ar.report()
+	if !told {
+		ar.report()
+	}
 	return err
 }
 

@@ -1,0 +1,78 @@
+package allocrunner
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/rpc/pb"
+	"berth.dev/berth/sdk"
+)
+
+// heldStore holds the write of a task state whose task is in the given
+// lifecycle state until release is closed.
+type heldStore struct {
+	*fullStore
+	hold    pb.TaskLifecycleState
+	holding chan struct{} // closed when a held write starts
+	release chan struct{}
+	once    sync.Once
+	freed   sync.Once
+}
+
+// free lets held writes through.
+func (s *heldStore) free() { s.freed.Do(func() { close(s.release) }) }
+
+func (s *heldStore) PutTaskState(rec *pb.TaskStateRecord) error {
+	if rec.GetState().GetState() == s.hold {
+		s.once.Do(func() { close(s.holding) })
+		<-s.release
+	}
+	return s.fullStore.PutTaskState(rec)
+}
+
+// A task that started is reported running while its state's write (an
+// fsync) is still under way: only an end waits for the write (see
+// TestATerminalStatusWaitsForTheTaskStatesToBeWritten). A volume move's
+// new alloc was seen running one client fsync later than need be. Once
+// the write lands the status is not sent again.
+func TestARunningStatusIsReportedBeforeItsWrite(t *testing.T) {
+	e := newEnv(t)
+	store := &heldStore{fullStore: &fullStore{DB: e.db}, hold: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_RUNNING,
+		holding: make(chan struct{}), release: make(chan struct{})}
+	a, j := job(pb.JobType_JOB_TYPE_SERVICE, nil, mockTask("web", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Hour)}))
+	ar, u := e.runner(a, j, func(c *Config) { c.Store = store })
+	t.Cleanup(store.free) // before the runner's kill, which a held write would hold up
+	select {
+	case <-store.holding:
+	case <-time.After(generous):
+		t.Fatal("the running task's state was never written")
+	}
+	waitFor(t, func() error {
+		if !slices.Contains(u.statuses(), pb.AllocClientStatus_ALLOC_CLIENT_STATUS_RUNNING) {
+			return fmt.Errorf("reported %v while the running state's write is held, want running among them", u.statuses())
+		}
+		return nil
+	})
+	if recs, _ := e.db.TaskStates(ar.ID()); len(recs) == 1 && isRunning(recs[0].GetState()) {
+		t.Fatal("the running state is written while its write is held")
+	}
+	u.mu.Lock()
+	before := len(u.all)
+	u.mu.Unlock()
+	store.free()
+	waitFor(t, func() error {
+		if recs, _ := e.db.TaskStates(ar.ID()); len(recs) != 1 || !isRunning(recs[0].GetState()) {
+			return fmt.Errorf("task states %v, want web running written", recs)
+		}
+		return nil
+	})
+	u.mu.Lock()
+	after := len(u.all)
+	u.mu.Unlock()
+	if after != before {
+		t.Fatalf("%d more reports after the write landed, want none (nothing changed)", after-before)
+	}
+}
