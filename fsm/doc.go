@@ -78,7 +78,11 @@
 // write), which the leader's blocked-evaluation feed reads
 // (AllocsFreedIndex) instead of every alloc. A GC does not lower it and a
 // restore rebuilds it from the allocs, so servers may disagree on it; only
-// the local leader's feed reads it.
+// the local leader's feed reads it. volume_room (state_volume_room.go) is
+// the same kind of mark for volumes: the index at which a claim or an
+// attachment row was last removed (VolumeRoomIndex), kept by the claims
+// and attachments tables' derive; a restore counts the tables' last
+// change.
 //
 // Every row's create and modify indexes are set by the apply. A job also
 // has job_modify_index, moved only by changes to its specification
