@@ -76,3 +76,45 @@ func TestARunningStatusIsReportedBeforeItsWrite(t *testing.T) {
 		t.Fatalf("%d more reports after the write landed, want none (nothing changed)", after-before)
 	}
 }
+
+// A task's end is not reported before its state is written, even while
+// the alloc stays live (another task runs): a client restarted before the
+// write would find the task live and might run it again, after the
+// servers were told it had ended.
+func TestATaskEndIsReportedOnlyOnceWritten(t *testing.T) {
+	e := newEnv(t)
+	store := &heldStore{fullStore: &fullStore{DB: e.db}, hold: pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD,
+		holding: make(chan struct{}), release: make(chan struct{})}
+	a, j := job(pb.JobType_JOB_TYPE_BATCH, nil, mockTask("web", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Hour)}),
+		mockTask("side", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Millisecond)}))
+	ar, u := e.runner(a, j, func(c *Config) { c.Store = store })
+	t.Cleanup(store.free)
+	select {
+	case <-store.holding:
+	case <-time.After(generous):
+		t.Fatal("the ended task's state was never written")
+	}
+	sideDead := func() bool {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for _, up := range u.all {
+			if up.GetTaskStates()["side"].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+				return true
+			}
+		}
+		return false
+	}
+	if sideDead() {
+		t.Fatal("side reported dead while its state's write is held")
+	}
+	if s, _ := ar.ClientStatus(); s == pb.AllocClientStatus_ALLOC_CLIENT_STATUS_COMPLETE {
+		t.Fatal("the alloc is complete while web runs")
+	}
+	store.free()
+	waitFor(t, func() error {
+		if !sideDead() {
+			return fmt.Errorf("side not reported dead once its state is written: %v", u.statuses())
+		}
+		return nil
+	})
+}
