@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,6 +112,63 @@ func TestATaskEndIsReportedOnlyOnceWritten(t *testing.T) {
 		t.Fatal("the alloc is complete while web runs")
 	}
 	store.free()
+	waitFor(t, func() error {
+		if !sideDead() {
+			return fmt.Errorf("side not reported dead once its state is written: %v", u.statuses())
+		}
+		return nil
+	})
+}
+
+// deadFullStore fails the writes of ended task states while full is set,
+// counting them.
+type deadFullStore struct {
+	*fullStore
+	deadFull atomic.Bool
+	failed   atomic.Int32
+}
+
+func (s *deadFullStore) PutTaskState(rec *pb.TaskStateRecord) error {
+	if s.deadFull.Load() && rec.GetState().GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		s.failed.Add(1)
+		return errDiskFull
+	}
+	return s.fullStore.PutTaskState(rec)
+}
+
+// A task's end whose write failed (a full disk) is not reported either:
+// it is told once the state is written again (saveLoop), not by the
+// failed write.
+func TestATaskEndWhoseWriteFailedIsReportedOnlyOnceWritten(t *testing.T) {
+	e := newEnv(t)
+	store := &deadFullStore{fullStore: &fullStore{DB: e.db}}
+	store.deadFull.Store(true)
+	a, j := job(pb.JobType_JOB_TYPE_BATCH, nil, mockTask("web", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Hour)}),
+		mockTask("side", sdk.ConfigMap{"run_for": sdk.DurationValue(time.Millisecond)}))
+	_, u := e.runner(a, j, func(c *Config) { c.Store = store })
+	t.Cleanup(func() { store.deadFull.Store(false) })
+	sideDead := func() bool {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		for _, up := range u.all {
+			if up.GetTaskStates()["side"].GetState() == pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+				return true
+			}
+		}
+		return false
+	}
+	// The second failure is saveLoop's retry, a backoff after the first
+	// write's failure, whose report would have come at once.
+	waitFor(t, func() error {
+		if n := store.failed.Load(); n < 2 {
+			return fmt.Errorf("%d failed writes of side's end, want 2", n)
+		}
+		return nil
+	})
+	if sideDead() {
+		t.Fatal("side reported dead while its state's write failed")
+	}
+	store.deadFull.Store(false)
 	waitFor(t, func() error {
 		if !sideDead() {
 			return fmt.Errorf("side not reported dead once its state is written: %v", u.statuses())

@@ -418,13 +418,15 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	// live statuses. A task's end, and an alloc's terminal status
 	// (setStatus), are told only once written: a client restarted before
 	// the write would find the task live and might run it again.
-	told := false
+	told, ended := false, false
 	if !write {
 		delete(ar.unsaved, name)
 		ar.setStatus()
 	} else if s, _ := clientStatus(ar.states); !rules.ClientStatusTerminal(s) && st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
 		ar.setStatus()
 		told = true
+	} else {
+		ended = true
 	}
 	ar.mu.Unlock()
 	if told {
@@ -453,7 +455,8 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	case ar.changed <- struct{}{}:
 	default:
 	}
-	if !told {
+	// An end whose write failed is told by saveLoop once it is written.
+	if !told && (err == nil || !ended) {
 		ar.report()
 	}
 	return err
