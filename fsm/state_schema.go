@@ -237,8 +237,11 @@ type table[M proto.Message] struct {
 // otherwise sum many. It is written in the transaction that changes the
 // rows it is computed from (insert and delete call changed), so every
 // read through a batch's transaction sees it current; it is never written
-// to a snapshot, and Restore rebuilds it from the rows it restored, so it
-// is a function of the rows alone, whatever history built them. Its
+// to a snapshot, and Restore rebuilds it from the rows it restored. Most
+// of it is a function of the rows alone; the high-water marks
+// (allocs_freed, volume_room) are not, and a restore sets them from what
+// the rows show (see AllocsFreedIndex, VolumeRoomIndex), which may differ
+// from what the history that built the rows left. Its
 // writes count as writes (a command failing after one redoes its batch)
 // but touch no table index: they change nothing a reader could watch that
 // its source rows did not.
