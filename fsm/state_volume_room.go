@@ -57,6 +57,7 @@ type volumeRoom[M proto.Message] struct {
 var (
 	_ derived[*pb.Claim]      = volumeRoom[*pb.Claim]{}
 	_ derived[*pb.Attachment] = volumeRoom[*pb.Attachment]{}
+	_ deleteOnlyDerived       = volumeRoom[*pb.Claim]{}
 )
 
 func (d volumeRoom[M]) schema() *memdb.TableSchema {
@@ -65,6 +66,8 @@ func (d volumeRoom[M]) schema() *memdb.TableSchema {
 	}
 	return volumeRoomTable.memdbSchema()
 }
+
+func (volumeRoom[M]) derivesOnDeleteOnly() {}
 
 func (d volumeRoom[M]) changed(tx *writeTxn, old, new M) error {
 	if !old.ProtoReflect().IsValid() || new.ProtoReflect().IsValid() {
