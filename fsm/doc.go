@@ -72,11 +72,17 @@
 // the table rule has nothing to say about it (no server ever reads it from
 // another). StateStore.Index does not know it; NodeUsage reads it.
 // allocs_freed (state_allocs_freed.go) is derived likewise: one row, the
-// high-water mark of the index at which an alloc was written terminal or
-// changed by the servers, which the leader's blocked-evaluation feed reads
+// high-water mark of the index at which an alloc became terminal or was
+// changed by the servers (a client's later writes of a terminal alloc do
+// not count; a restore, which cannot tell, counts a terminal alloc's last
+// write), which the leader's blocked-evaluation feed reads
 // (AllocsFreedIndex) instead of every alloc. A GC does not lower it and a
 // restore rebuilds it from the allocs, so servers may disagree on it; only
-// the local leader's feed reads it.
+// the local leader's feed reads it. volume_room (state_volume_room.go) is
+// the same kind of mark for volumes: the index at which a claim or an
+// attachment row was last removed (VolumeRoomIndex), kept by the claims
+// and attachments tables' derive; a restore counts the tables' last
+// change.
 //
 // Every row's create and modify indexes are set by the apply. A job also
 // has job_modify_index, moved only by changes to its specification

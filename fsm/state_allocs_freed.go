@@ -25,7 +25,10 @@ const allocsFreedKey = TableAllocs
 // changed capacity: an alloc written terminal (its modify index) or
 // changed by the servers (its alloc modify index: placed, stopped, moved,
 // updated in place). A client update that leaves an alloc running does not
-// move it. It adds a watch on the value to ws, which fires only when it
+// move it, nor does one of an alloc that was terminal already (a
+// server-stopped alloc's tasks being killed, its volumes torn down, its
+// end reported): the scheduler stopped counting the alloc when it became
+// terminal, so nothing is freed again. It adds a watch on the value to ws, which fires only when it
 // moves: the blocked-evaluation feed reads this instead of every alloc.
 //
 // It is a high-water mark: it is the maximum over every alloc written
@@ -56,11 +59,20 @@ var _ derived[*pb.Allocation] = allocsFreed{}
 
 func (allocsFreed) schema() *memdb.TableSchema { return allocsFreedTable.memdbSchema() }
 
-func (allocsFreed) changed(tx *writeTxn, _, new *pb.Allocation) error {
+func (allocsFreed) changed(tx *writeTxn, old, new *pb.Allocation) error {
 	if new == nil {
 		return nil // a delete frees nothing the mark has not counted
 	}
 	v := allocFreedIndex(new)
+	if old != nil && rules.AllocTerminal(old) && rules.AllocTerminal(new) {
+		// Terminal before this write: it freed what it held when it
+		// became so. Only a change by the servers counts now; a client's
+		// reports of a stopped alloc's teardown (each a write of the row)
+		// otherwise woke every blocked evaluation once per report, and
+		// each woken one is a scheduler run and a plan in raft that
+		// blocks again (a volume move's stop path made ~6 of them).
+		v = new.GetAllocModifyIndex()
+	}
 	if v == 0 {
 		return nil
 	}

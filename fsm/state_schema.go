@@ -101,7 +101,7 @@ var (
 	// A claim's key is its own ID, set by its proposer: an operator claim
 	// has no alloc, and `berth volume release CLAIM` names it. An alloc
 	// holds at most one claim per volume (claimsByAlloc is unique).
-	claimsTable    = newTable(TableClaims, (*pb.Claim).GetId)
+	claimsTable    = newTable(TableClaims, (*pb.Claim).GetId).derive(volumeRoom[*pb.Claim]{source: TableClaims, declares: true})
 	claimsByVolume = claimsTable.index("volume", (*pb.Claim).GetVolumeId, (*pb.Claim).GetId)
 	claimsByNode   = claimsTable.index("node", (*pb.Claim).GetNodeId, (*pb.Claim).GetVolumeId, (*pb.Claim).GetId)
 	claimsByAlloc  = claimsTable.uniqueIndex("alloc", (*pb.Claim).GetAllocId, (*pb.Claim).GetVolumeId)
@@ -111,7 +111,7 @@ var (
 	// them by state, so a reservation writes one index tree fewer.
 	claimsByState = claimsTable.index("state", claimStateKey, (*pb.Claim).GetId)
 
-	attachmentsTable   = newTable(TableAttachments, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
+	attachmentsTable   = newTable(TableAttachments, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId).derive(volumeRoom[*pb.Attachment]{source: TableAttachments})
 	attachmentsByNode  = attachmentsTable.index("node", (*pb.Attachment).GetNodeId, (*pb.Attachment).GetVolumeId)
 	attachmentsByState = attachmentsTable.index("state", attachmentStateKey, (*pb.Attachment).GetVolumeId, (*pb.Attachment).GetNodeId)
 
@@ -237,13 +237,17 @@ type table[M proto.Message] struct {
 // otherwise sum many. It is written in the transaction that changes the
 // rows it is computed from (insert and delete call changed), so every
 // read through a batch's transaction sees it current; it is never written
-// to a snapshot, and Restore rebuilds it from the rows it restored, so it
-// is a function of the rows alone, whatever history built them. Its
+// to a snapshot, and Restore rebuilds it from the rows it restored. Most
+// of it is a function of the rows alone; the high-water marks
+// (allocs_freed, volume_room) are not, and a restore sets them from what
+// the rows show (see AllocsFreedIndex, VolumeRoomIndex), which may differ
+// from what the history that built the rows left. Its
 // writes count as writes (a command failing after one redoes its batch)
 // but touch no table index: they change nothing a reader could watch that
 // its source rows did not.
 type derived[M proto.Message] interface {
-	// schema is the memdb table the derived rows live in.
+	// schema is the memdb table the derived rows live in; nil when
+	// another table's derived state declares it (volume_room).
 	schema() *memdb.TableSchema
 	// changed updates the derived rows for a row going from old to new,
 	// either the zero M (a nil pointer) for an insert or a delete.
@@ -356,7 +360,9 @@ func (t *table[M]) memdbSchema() *memdb.TableSchema {
 func (t *table[M]) derivedSchemas() []*memdb.TableSchema {
 	var out []*memdb.TableSchema
 	for _, d := range t.derived {
-		out = append(out, d.schema())
+		if s := d.schema(); s != nil { // nil: another table's derived state declares it
+			out = append(out, s)
+		}
 	}
 	return out
 }

@@ -268,7 +268,7 @@ func (t *table[M]) write(tx *writeTxn, m, prev M, prevKnown bool) error {
 	} else if x != nil {
 		return fmt.Errorf("%w: %s row %s has %s %q, as row %s does", ErrDuplicateKey, t.name, t.keyString(m), x.name, x.keyParts(m), t.keyString(other))
 	}
-	if len(t.derived) > 0 && !prevKnown {
+	if !prevKnown && t.insertReadsOld() {
 		obj, err := tx.firstByEncodedKey(t.name, key, parts)
 		if err != nil {
 			return fmt.Errorf("reading %s %q: %w", t.name, parts, err)
@@ -368,4 +368,22 @@ func (t *table[M]) reform(tx *writeTxn, m M) error {
 		return fmt.Errorf("storing %s row %s: %w", t.name, t.keyString(m), err)
 	}
 	return nil
+}
+
+// deleteOnlyDerived is derived state that an insert or a change does not
+// move (volume_room): an insert of the tables it alone derives from does
+// not read the row it replaces, and changed gets no old row for it.
+type deleteOnlyDerived interface {
+	derivesOnDeleteOnly()
+}
+
+// insertReadsOld says whether insert reads the row it replaces for a
+// derived state's changed.
+func (t *table[M]) insertReadsOld() bool {
+	for _, d := range t.derived {
+		if _, ok := d.(deleteOnlyDerived); !ok {
+			return true
+		}
+	}
+	return false
 }

@@ -284,6 +284,6 @@ func (v *VolumeHooks) publishOperatorClaim(ctx context.Context, c *pb.Claim) err
 		return err
 	}
 	report.State, report.NodeExpandedBytes = pb.ClaimState_CLAIM_STATE_IN_USE, expanded
-	v.cfg.Reports.Queue(report)
+	v.cfg.Reports.QueueInUse(report)
 	return nil
 }

@@ -130,6 +130,15 @@ func reportKey(req *pb.ClientClaimUpdateRequest) string {
 // report it cannot persist is sent all the same (see Reporter), and the
 // error logged.
 func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
+	rec := r.enqueue(req)
+	if err := r.persist(rec); err != nil {
+		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
+			"volume_id", req.GetVolumeId(), "user", reportKey(req), "state", req.GetState(), "error", err)
+	}
+}
+
+// enqueue makes req the pending report on its claim and wakes the sender.
+func (r *Reporter) enqueue(req *pb.ClientClaimUpdateRequest) *pb.VolumeReportRecord {
 	rec := &pb.VolumeReportRecord{Request: proto.CloneOf(req), QueuedAt: r.cfg.Now().UnixNano()}
 	key := reportKey(req)
 	r.mu.Lock()
@@ -140,10 +149,7 @@ func (r *Reporter) Queue(req *pb.ClientClaimUpdateRequest) {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	if err := r.persist(rec); err != nil {
-		r.logger.Error("persisting the report on a claim; sending it all the same, a client restart before it is delivered loses it",
-			"volume_id", req.GetVolumeId(), "user", key, "state", req.GetState(), "error", err)
-	}
+	return rec
 }
 
 // persist writes rec while it is pending: not once it was delivered, nor
@@ -170,6 +176,30 @@ func (r *Reporter) persist(rec *pb.VolumeReportRecord) error {
 		r.mu.Unlock()
 	}
 	return err
+}
+
+// QueueInUse is Queue for the in-use report of a use just published,
+// which returns without waiting for the record's write (an fsync, on the
+// path from a volume published to its task starting) unless the report
+// carries a node expansion (node_expanded_bytes): only that is known to
+// nothing but the record. A plain in-use report is made again after a
+// client restart from the use's own record, which the volume manager
+// wrote before the publish (VolumeHooks.requeueInUse: a recovered alloc's
+// published uses, an operator claim the servers still show ready), so the
+// record only spares that restart a report; it is still written, in the background, and its write is
+// skipped when the report was delivered or replaced first (persist).
+func (r *Reporter) QueueInUse(req *pb.ClientClaimUpdateRequest) {
+	if req.GetNodeExpandedBytes() > 0 || req.GetState() != pb.ClaimState_CLAIM_STATE_IN_USE || req.GetError() != nil {
+		r.Queue(req)
+		return
+	}
+	rec := r.enqueue(req)
+	go func() {
+		if err := r.persist(rec); err != nil {
+			r.logger.Warn("persisting an in-use report; it is sent all the same, and a client restart reports the use again",
+				"volume_id", req.GetVolumeId(), "user", reportKey(req), "error", err)
+		}
+	}()
 }
 
 // QueueInUseAgain is Queue for an in-use report queued again (a restarted

@@ -30,7 +30,10 @@ func TestAReportIsSentWhileItsRecordIsWritten(t *testing.T) {
 	store := &heldReports{memReports: &memReports{recs: map[string]*pb.VolumeReportRecord{}},
 		writing: make(chan struct{}, 1), release: make(chan struct{})}
 	claims := newFakeClaims()
-	rep, err := NewReporter(ReporterConfig{Claims: claims, Store: store, Logger: testutil.Logger(t)})
+	// Delivered only once the write began: Queue wakes the sender before
+	// it writes, and a delivery first would skip the write.
+	gated := &heldUpdates{fakeClaims: claims, gate: make(chan struct{})}
+	rep, err := NewReporter(ReporterConfig{Claims: gated, Store: store, Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +48,7 @@ func TestAReportIsSentWhileItsRecordIsWritten(t *testing.T) {
 		close(queued)
 	}()
 	<-store.writing
+	close(gated.gate)
 	// The write is held: the report reaches the servers all the same.
 	claims.waitUpdate(t, "a1", "v1", pb.ClaimState_CLAIM_STATE_NODE_DETACHED, false)
 	select {

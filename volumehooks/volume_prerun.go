@@ -131,7 +131,7 @@ func (h *volumeHook) prepare(ctx context.Context, req *runhooks.PrerunRequest, c
 	}
 	report := claimReport(cfg.NodeID, h.allocID, "", cv.volumeID)
 	report.State, report.NodeExpandedBytes = pb.ClaimState_CLAIM_STATE_IN_USE, expanded
-	cfg.Reports.Queue(report)
+	cfg.Reports.QueueInUse(report)
 	return nil
 }
 

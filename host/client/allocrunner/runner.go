@@ -409,11 +409,29 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	skip := ar.destroyed || ar.recordErr != nil || ar.cfg.Store == nil
 	ar.states[name] = st
 	write := !skip && (!proto.Equal(ar.persisted[name], key) || ar.unsaved[name] != nil)
+	// told: the change is reported before its write (an fsync). A task
+	// still live (pending, running) in an alloc still live is the same
+	// whatever the write's outcome, so the servers learn a task started
+	// (a volume move's new alloc running) without waiting for the disk; a
+	// client restarted before the write recovers the task from the older
+	// record and reports again, and the servers move a live alloc between
+	// live statuses. A task's end, and an alloc's terminal status
+	// (setStatus), are told only once written: a client restarted before
+	// the write would find the task live and might run it again.
+	told, ended := false, false
 	if !write {
 		delete(ar.unsaved, name)
 		ar.setStatus()
+	} else if s, _ := clientStatus(ar.states); !rules.ClientStatusTerminal(s) && st.GetState() != pb.TaskLifecycleState_TASK_LIFECYCLE_STATE_DEAD {
+		ar.setStatus()
+		told = true
+	} else {
+		ended = true
 	}
 	ar.mu.Unlock()
+	if told {
+		ar.report()
+	}
 	var err error
 	if write {
 		err = ar.cfg.Store.PutTaskState(rec)
@@ -437,7 +455,10 @@ func (ar *AllocRunner) taskChanged(name, driver string, st *pb.TaskState, taskID
 	case ar.changed <- struct{}{}:
 	default:
 	}
-	ar.report()
+	// An end whose write failed is told by saveLoop once it is written.
+	if !told && (err == nil || !ended) {
+		ar.report()
+	}
 	return err
 }
 

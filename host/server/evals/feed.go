@@ -71,8 +71,8 @@ func (r *Runner) feedBroker(ctx context.Context) {
 // moved, updated in place — a job update that shrinks an alloc frees
 // room without changing how many allocs run). A client's status update
 // that leaves an alloc running changes nothing here. A job that claims
-// volumes is also woken by a change to the claims or volumes tables after
-// its snapshot (volumesChanged). With all, every blocked evaluation is
+// volumes is also woken by a claim freed, an attachment removed or a
+// change to the volumes after its snapshot (volumesChangedAt). With all, every blocked evaluation is
 // woken. A woken evaluation goes to the broker in memory (Broker.wake),
 // not through a raft write that makes it pending first: the apply that
 // frees a claim wakes the feed, whose worker plans from that state and

@@ -26,24 +26,29 @@ import (
 // and a new leader wakes every blocked evaluation once.
 //
 // Freeing a claim removes its row, which leaves no modify index to compare
-// with, so the test is the claims table's index (or the volumes table's: a
-// volume registered or made schedulable; or the attachments table's: an
-// attachment that was detaching removed) against the evaluation's
-// snapshot, for jobs that claim volumes. A claim moving on (reserved to ready, say)
-// therefore wakes a blocked job needlessly; its run blocks again from a
-// snapshot past that index, so each change costs at most one scheduler
-// run per volume-blocked job, and a job with no volumes never wakes on
-// claims.
+// with, so the test is an index against the evaluation's snapshot, for
+// jobs that claim volumes: the latest removal of a claim or an attachment
+// (fsm's VolumeRoomIndex: a claim freed; an attachment that was detaching
+// removed), or the volumes tables' index (a volume registered or made
+// schedulable, a dynamic host volume made ready). A claim moving on
+// (reserved to ready, in use, releasing, node-detached) or an attachment
+// changing state makes no room and wakes nothing: those were the claims
+// table's and attachments table's indexes once, and a volume move's
+// release woke the job it was blocking at every step for a scheduler run
+// and a plan that blocked again (each a raft write beside the move's own).
 
-// volumesChangedAt is the latest index at which a claim, a volume (CSI
-// or dynamic host: one made ready) or an attachment changed, removals
-// included. Attachments count because a
-// node whose attachment of a volume is detaching takes no claim on it (the
-// scheduler blocks on that), and the attachment's removal, the end of the
-// controller unpublish, need not free any claim.
+// volumesChangedAt is the latest index at which a claim was freed, an
+// attachment removed, or a volume (CSI or dynamic host: one made ready)
+// changed. Attachments count because a node whose attachment of a volume
+// is detaching takes no claim on it (the scheduler blocks on that), and
+// the attachment's removal, the end of the controller unpublish, need not
+// free any claim.
 func volumesChangedAt(snap *fsm.StateSnapshot) (uint64, error) {
-	var latest uint64
-	for _, table := range []string{fsm.TableClaims, fsm.TableVolumes, fsm.TableAttachments, fsm.TableHostVolumes} {
+	latest, err := snap.VolumeRoomIndex(nil)
+	if err != nil {
+		return 0, err
+	}
+	for _, table := range []string{fsm.TableVolumes, fsm.TableHostVolumes} {
 		idx, err := snap.Index(table)
 		if err != nil {
 			return 0, err
