@@ -115,7 +115,14 @@ func TestDeferredRestoreBuffersWithoutRegrowing(t *testing.T) {
 	f := fsm.New(nil)
 	f.DeferRestores(true)
 	release := make(chan struct{})
-	defer close(release)
+	// The held decode is let go and waited for, so its allocations do not
+	// land in a later test's measurement (TestOfferedRestoreDoesNotHoldTheStream).
+	defer func() {
+		close(release)
+		if !f.WaitRestored(t.Context()) {
+			t.Error("the released decode did not finish")
+		}
+	}()
 	fsm.SetDeferredRestoreHooks(f, func() { <-release }, nil)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
