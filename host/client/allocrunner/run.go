@@ -207,10 +207,7 @@ func (ar *AllocRunner) waitUntil(cond func(map[string]*pb.TaskState) bool) waitR
 // attempt, which Run's end waits for).
 func (ar *AllocRunner) waitDone(names []string) waitResult {
 	for _, name := range names {
-		ar.mu.Lock()
-		started := ar.tasks[name].started
-		ar.mu.Unlock()
-		if !started {
+		if !ar.wasStarted(name) {
 			continue
 		}
 		select {
@@ -231,10 +228,7 @@ func (ar *AllocRunner) waitDone(names []string) waitResult {
 // (or the runner is shut down: Shutdown waits for each itself).
 func (ar *AllocRunner) waitRunnersDone() {
 	for _, name := range ar.order {
-		ar.mu.Lock()
-		started := ar.tasks[name].started
-		ar.mu.Unlock()
-		if !started {
+		if !ar.wasStarted(name) {
 			continue
 		}
 		select {
@@ -243,6 +237,13 @@ func (ar *AllocRunner) waitRunnersDone() {
 			return
 		}
 	}
+}
+
+// wasStarted reports whether the named task's runner was started.
+func (ar *AllocRunner) wasStarted(name string) bool {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.tasks[name].started
 }
 
 // killAll kills the started tasks of names (in parallel, each with its
